@@ -1,0 +1,57 @@
+"""Columnar aggregation engine (SPEC A): rollouts in, NeMo Gym-compatible metrics out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gym_metrics.aggregate._columns import NumericField, RolloutColumns, ValueKind
+from gym_metrics.aggregate._engine import (
+    AgentAggregate,
+    AggregateOptions,
+    Aggregator,
+    ComputeMetrics,
+    GetKeyMetrics,
+    GroupTable,
+    default_key_metrics,
+)
+from gym_metrics.aggregate._output import iter_group_dicts, output_path_for, write_aggregate_metrics
+from gym_metrics.aggregate._reader import BadLine, OnBadLine, RolloutFile, read_rollouts
+
+
+def aggregate_file(
+    rollouts_path: str | Path,
+    output_path: str | Path | None = None,
+    *,
+    options: AggregateOptions | None = None,
+    compute_metrics: ComputeMetrics | None = None,
+    get_key_metrics: GetKeyMetrics | None = None,
+    on_bad_line: OnBadLine = "fail",
+) -> tuple[Path, list[AgentAggregate], RolloutFile]:
+    """Aggregate a rollouts JSONL in-process and write `<stem>_aggregate_metrics.json`."""
+    rollouts = read_rollouts(rollouts_path, on_bad_line=on_bad_line)
+    results = []
+    for name in sorted(rollouts.agents):
+        agg = Aggregator(name, options)
+        agg.add(rollouts.agents[name])
+        results.append(agg.finalize(compute_metrics, get_key_metrics))
+    out = write_aggregate_metrics(output_path or output_path_for(rollouts_path), results)
+    return out, results, rollouts
+
+
+__all__ = [
+    "AgentAggregate",
+    "AggregateOptions",
+    "Aggregator",
+    "BadLine",
+    "GroupTable",
+    "NumericField",
+    "RolloutColumns",
+    "RolloutFile",
+    "ValueKind",
+    "aggregate_file",
+    "default_key_metrics",
+    "iter_group_dicts",
+    "output_path_for",
+    "read_rollouts",
+    "write_aggregate_metrics",
+]

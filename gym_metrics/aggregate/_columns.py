@@ -1,0 +1,278 @@
+"""Columnar rollout batches: the unit the aggregation engine consumes.
+
+A batch holds the (task, rollout) keys, one float64 column per numeric field (SPEC A1), the
+mask flags and, optionally, a way to fetch the full rows (for samples and compute_metrics)
+without holding a million dicts in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import orjson
+
+from gym_metrics.errors import FieldViolation, InvalidInputError
+
+TASK_KEY = "_ng_task_index"
+ROLLOUT_KEY = "_ng_rollout_index"
+TASK_KEY_ALIASES = (TASK_KEY, "task_index")
+ROLLOUT_KEY_ALIASES = (ROLLOUT_KEY, "rollout_index")
+MASK_KEY = "mask_sample"
+
+
+class ValueKind(str, Enum):
+    """How a numeric field was typed in the rows; decides how rollout_infos print it."""
+
+    FLOAT = "float"
+    INT = "int"
+    BOOL = "bool"
+
+    @staticmethod
+    def merge(a: ValueKind, b: ValueKind) -> ValueKind:
+        if a is b:
+            return a
+        if ValueKind.FLOAT in (a, b):
+            return ValueKind.FLOAT
+        return ValueKind.INT  # bool with int: both print as integers
+
+
+@dataclass
+class NumericField:
+    """One numeric field: a value per row (NaN where absent) and which rows have it."""
+
+    values: np.ndarray
+    present: np.ndarray
+    kind: ValueKind = ValueKind.FLOAT
+
+    def take(self, idx: np.ndarray) -> NumericField:
+        return NumericField(self.values[idx], self.present[idx], self.kind)
+
+
+def _parse_json_row(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        import json  # stdlib accepts the NaN / Infinity literals Python writers emit
+
+        return json.loads(raw)
+
+
+class RowSource(Sequence[dict[str, Any]]):
+    """Full rows by position, parsed on access: dicts, JSON strings or byte slices of a buffer."""
+
+    def __init__(self, rows: Sequence[Any]) -> None:
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
+        return _parse_json_row(self._rows[i])
+
+
+class BufferRows(Sequence[bytes]):
+    """Lines of an in-memory JSONL buffer, by (start, end) offsets: rows without dicts."""
+
+    def __init__(self, buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+        self._buffer = buffer
+        self._starts = starts
+        self._ends = ends
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __getitem__(self, i: int) -> bytes:  # type: ignore[override]
+        return self._buffer[int(self._starts[i]) : int(self._ends[i])]
+
+
+@dataclass
+class RolloutColumns:
+    """A batch of verify responses of one agent, in columns."""
+
+    task_index: np.ndarray
+    rollout_index: np.ndarray
+    fields: dict[str, NumericField]
+    masked: np.ndarray
+    rows: Sequence[dict[str, Any]] | None = None
+    """Full rows by position, when the producer has them."""
+    row_labels: np.ndarray | None = None
+    """What to call each row in errors (e.g. its line number); defaults to its position."""
+
+    def __post_init__(self) -> None:
+        n = len(self.task_index)
+        if len(self.rollout_index) != n or len(self.masked) != n:
+            raise InvalidInputError(
+                "columns of unequal length",
+                [FieldViolation("rollout_index", f"has {len(self.rollout_index)} values, task_index has {n}")],
+            )
+        for name, col in self.fields.items():
+            if len(col.values) != n or len(col.present) != n:
+                raise InvalidInputError(
+                    "columns of unequal length",
+                    [FieldViolation(f"columns[{name}]", f"has {len(col.values)} values, task_index has {n}")],
+                )
+        if self.rows is not None and len(self.rows) != n:
+            raise InvalidInputError(
+                "columns of unequal length", [FieldViolation("row_json", f"has {len(self.rows)} rows, expected {n}")]
+            )
+
+    def __len__(self) -> int:
+        return len(self.task_index)
+
+    def label(self, pos: int) -> int:
+        return int(self.row_labels[pos]) if self.row_labels is not None else pos
+
+    @classmethod
+    def from_rows(
+        cls, rows: Iterable[Mapping[str, Any]], labels: Sequence[int] | None = None, keep_rows: bool = True
+    ) -> RolloutColumns:
+        """Build a batch from verify-response dicts (SPEC A1 extraction, per row)."""
+        rows = list(rows)
+        n = len(rows)
+        tasks = np.empty(n, dtype=np.int64)
+        repeats = np.empty(n, dtype=np.int64)
+        masked = np.zeros(n, dtype=bool)
+        fields: dict[str, NumericField] = {}
+        violations: list[FieldViolation] = []
+        for i, row in enumerate(rows):
+            label = labels[i] if labels is not None else i
+            if not isinstance(row, Mapping):
+                violations.append(FieldViolation("row", "is not a JSON object", label))
+                continue
+            try:
+                tasks[i] = row_index_value(row, TASK_KEY_ALIASES)
+                repeats[i] = row_index_value(row, ROLLOUT_KEY_ALIASES)
+            except InvalidInputError as exc:
+                violations.extend(FieldViolation(v.field, v.description, label) for v in exc.violations)
+                continue
+            masked[i] = bool(row.get(MASK_KEY))
+            for key, value, kind in numeric_items(row):
+                col = fields.get(key)
+                if col is None:
+                    col = fields[key] = NumericField(np.full(n, np.nan), np.zeros(n, dtype=bool), kind)
+                else:
+                    col.kind = ValueKind.merge(col.kind, kind)
+                col.values[i] = value
+                col.present[i] = True
+        if violations:
+            raise InvalidInputError("invalid rows", violations)
+        return cls(
+            tasks,
+            repeats,
+            fields,
+            masked,
+            rows=RowSource(rows) if keep_rows else None,
+            row_labels=np.asarray(labels, dtype=np.int64) if labels is not None else None,
+        )
+
+
+def row_index_value(row: Mapping[str, Any], aliases: tuple[str, ...]) -> int:
+    """The row's task or rollout index: a non-negative integer under one of `aliases`."""
+    for key in aliases:
+        if key in row and row[key] is not None:
+            value = row[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InvalidInputError("bad index", [FieldViolation(key, f"must be an integer, got {value!r}")])
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise InvalidInputError("bad index", [FieldViolation(key, f"must be an integer, got {value!r}")])
+                value = int(value)
+            if value < 0:
+                raise InvalidInputError("bad index", [FieldViolation(key, f"must be >= 0, got {value}")])
+            return value
+    raise InvalidInputError("missing index", [FieldViolation(aliases[0], f"missing (also looked for {aliases[1]!r})")])
+
+
+def numeric_items(row: Mapping[str, Any]) -> Iterable[tuple[str, float, ValueKind]]:
+    """The row's numeric fields (SPEC A1): top-level keys merged with response.usage.
+
+    usage keys win on a clash (as NeMo Gym's `row | usage`); keys starting with `_` and the
+    mask flag are skipped; bool counts as 0/1; nested values never count.
+    """
+    merged: Mapping[str, Any] = row
+    response = row.get("response")
+    if isinstance(response, Mapping):
+        usage = response.get("usage")
+        if isinstance(usage, Mapping) and usage:
+            merged = {**row, **usage}
+    for key, value in merged.items():
+        if key.startswith("_") or key == MASK_KEY or key in TASK_KEY_ALIASES or key in ROLLOUT_KEY_ALIASES:
+            continue
+        if isinstance(value, bool):
+            yield key, float(value), ValueKind.BOOL
+        elif isinstance(value, int):
+            yield key, float(value), ValueKind.INT
+        elif isinstance(value, float):
+            yield key, value, ValueKind.FLOAT
+
+
+def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
+    """One batch from many; fields missing from a batch are absent for its rows."""
+    if len(batches) == 1:
+        return batches[0]
+    n = sum(len(b) for b in batches)
+    names: dict[str, ValueKind] = {}
+    for b in batches:
+        for name, col in b.fields.items():
+            names[name] = ValueKind.merge(names[name], col.kind) if name in names else col.kind
+    fields = {}
+    for name, kind in names.items():
+        values = np.concatenate([b.fields[name].values if name in b.fields else np.full(len(b), np.nan) for b in batches])
+        present = np.concatenate(
+            [b.fields[name].present if name in b.fields else np.zeros(len(b), dtype=bool) for b in batches]
+        )
+        fields[name] = NumericField(values, present, kind)
+    rows = None
+    if all(b.rows is not None for b in batches):
+        rows = _ChainedRows([b.rows for b in batches])  # type: ignore[misc]
+    labels = None
+    if any(b.row_labels is not None for b in batches):
+        labels = np.concatenate(
+            [b.row_labels if b.row_labels is not None else np.arange(len(b), dtype=np.int64) for b in batches]
+        )
+    out = RolloutColumns(
+        np.concatenate([b.task_index for b in batches]).astype(np.int64, copy=False),
+        np.concatenate([b.rollout_index for b in batches]).astype(np.int64, copy=False),
+        fields,
+        np.concatenate([b.masked for b in batches]),
+        rows=rows,
+        row_labels=labels,
+    )
+    assert len(out) == n
+    return out
+
+
+class _ChainedRows(Sequence[dict[str, Any]]):
+    """Rows of several batches addressed by one global position."""
+
+    def __init__(self, parts: list[Sequence[dict[str, Any]]]) -> None:
+        self._parts = parts
+        self._offsets = np.cumsum([0] + [len(p) for p in parts])
+
+    def __len__(self) -> int:
+        return int(self._offsets[-1])
+
+    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
+        part = int(np.searchsorted(self._offsets, i, side="right")) - 1
+        return self._parts[part][i - int(self._offsets[part])]
+
+
+__all__ = [
+    "MASK_KEY",
+    "ROLLOUT_KEY",
+    "TASK_KEY",
+    "BufferRows",
+    "NumericField",
+    "RolloutColumns",
+    "RowSource",
+    "ValueKind",
+    "concat",
+    "numeric_items",
+    "row_index_value",
+]

@@ -1,0 +1,424 @@
+"""The aggregation engine: one agent's verify responses in, its aggregate metrics out (SPEC A).
+
+Incremental: `add()` takes batches of any size in any order; `finalize()` sorts everything by
+(task, rollout) first, so the result does not depend on how the rows arrived.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, NumericField, RolloutColumns, ValueKind, concat
+from gym_metrics.aggregate._stats import group_starts, grouped_stats, quantile_sorted, t_interval
+from gym_metrics.errors import FieldViolation, InvalidInputError
+
+GROUP_STATS = ("mean", "max", "min", "median", "std")
+COVERAGE_KEYS = (
+    "coverage/measured_rollouts",
+    "coverage/masked_rollouts",
+    "coverage/measured_tasks",
+    "coverage/fully_masked_tasks",
+)
+
+ComputeMetrics = Callable[[list[list[dict[str, Any]]]], dict[str, Any]]
+GetKeyMetrics = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def default_key_metrics(agent_metrics: dict[str, Any]) -> dict[str, Any]:
+    """SPEC A8: every `mean/` metric."""
+    return {k: v for k, v in agent_metrics.items() if k.startswith("mean/")}
+
+
+@dataclass
+class AggregateOptions:
+    """How to aggregate one agent."""
+
+    include_rollout_infos: bool = True
+    """Keep one entry per rollout in each group (about 400 bytes per rollout in JSON)."""
+    expected_rollouts_per_task: int = 0
+    """Rollouts each task should have; 0 means each task expects what it received."""
+    expected_task_indices: Sequence[int] = ()
+    """Tasks that must appear even if none of their rollouts arrive."""
+
+
+@dataclass
+class RolloutInfoTable:
+    """Measured rollouts sorted by (task, rollout), with their numeric fields."""
+
+    task_index: np.ndarray
+    rollout_index: np.ndarray
+    fields: dict[str, NumericField]
+
+
+@dataclass
+class GroupTable:
+    """group_level_metrics in columns: position i is task task_index[i], ascending."""
+
+    task_index: np.ndarray
+    stats: dict[str, np.ndarray]
+    """Keyed "<stat>/<field>", in output order; NaN where the task has no such stat."""
+    num_rollouts: np.ndarray
+    expected_num_rollouts: np.ndarray
+    samples: list[dict[str, Any] | None]
+    custom: list[dict[str, Any] | None] | None = None
+    """Per-task entries merged from compute_metrics' per_task_metrics."""
+    rollout_infos: RolloutInfoTable | None = None
+    info_starts: np.ndarray | None = None
+    """Where each task's rollouts start in rollout_infos (length = tasks + 1)."""
+
+    def __len__(self) -> int:
+        return len(self.task_index)
+
+
+@dataclass
+class AgentAggregate:
+    """The aggregate metrics of one agent (SPEC A11 entry)."""
+
+    agent_name: str
+    agent_metrics: dict[str, Any]
+    key_metrics: dict[str, Any]
+    groups: GroupTable
+    repeat_level_metrics: list[dict[str, Any]]
+    non_finite_counts: dict[str, int] = field(default_factory=dict)
+    received_rollouts: int = 0
+
+
+class Aggregator:
+    """Collects one agent's batches; `finalize()` computes the metrics."""
+
+    def __init__(self, agent_name: str, options: AggregateOptions | None = None) -> None:
+        self.agent_name = agent_name
+        self.options = options or AggregateOptions()
+        self._batches: list[RolloutColumns] = []
+        self._rows = 0
+
+    def add(self, batch: RolloutColumns) -> None:
+        if len(batch):
+            self._batches.append(batch)
+            self._rows += len(batch)
+
+    @property
+    def received_rollouts(self) -> int:
+        return self._rows
+
+    def finalize(
+        self,
+        compute_metrics: ComputeMetrics | None = None,
+        get_key_metrics: GetKeyMetrics | None = None,
+    ) -> AgentAggregate:
+        """Compute the metrics. Pure function of the set of rows added (not their order)."""
+        data = _sorted_unique(concat(self._batches)) if self._batches else None
+        return _aggregate(self.agent_name, data, self.options, compute_metrics, get_key_metrics)
+
+
+def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
+    """Rows sorted by (task, rollout); a repeated key is an error naming it (SPEC A10)."""
+    order = np.lexsort((data.rollout_index, data.task_index))
+    t = data.task_index[order]
+    r = data.rollout_index[order]
+    dup = np.flatnonzero((t[1:] == t[:-1]) & (r[1:] == r[:-1]))
+    if len(dup):
+        violations = []
+        for i in dup[:10]:
+            a, b = data.label(int(order[i])), data.label(int(order[i + 1]))
+            where = f" (rows {a} and {b})" if data.row_labels is not None else ""
+            violations.append(
+                FieldViolation(
+                    "(_ng_task_index, _ng_rollout_index)",
+                    f"duplicate key (task {t[i]}, rollout {r[i]}){where}",
+                    row=b if data.row_labels is not None else None,
+                )
+            )
+        raise InvalidInputError(f"{len(dup)} duplicate (task, rollout) keys", violations)
+    rows = data.rows
+    return RolloutColumns(
+        t,
+        r,
+        {k: v.take(order) for k, v in data.fields.items()},
+        data.masked[order],
+        rows=_Reordered(rows, order) if rows is not None else None,
+        row_labels=data.row_labels[order] if data.row_labels is not None else None,
+    )
+
+
+class _Reordered(Sequence[dict[str, Any]]):
+    def __init__(self, rows: Sequence[dict[str, Any]], order: np.ndarray) -> None:
+        self._rows = rows
+        self._order = order
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
+        return self._rows[int(self._order[i])]
+
+
+def _aggregate(
+    agent_name: str,
+    data: RolloutColumns | None,
+    options: AggregateOptions,
+    compute_metrics: ComputeMetrics | None,
+    get_key_metrics: GetKeyMetrics | None,
+) -> AgentAggregate:
+    received = len(data) if data is not None else 0
+    if data is None:
+        data = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
+    num_repeats = len(np.unique(data.rollout_index))
+    measured_pos = np.flatnonzero(~data.masked)
+    coverage = _coverage(data, measured_pos)
+    m = RolloutColumns(
+        data.task_index[measured_pos],
+        data.rollout_index[measured_pos],
+        {k: v.take(measured_pos) for k, v in data.fields.items()},
+        np.zeros(len(measured_pos), bool),
+    )
+    # A field exists when some measured row has it (a field only masked rows carry is dropped).
+    names = sorted(k for k, v in m.fields.items() if v.present.any())
+    valid = {k: m.fields[k].present & np.isfinite(m.fields[k].values) for k in names}
+    non_finite = {k: int((m.fields[k].present & ~valid[k]).sum()) for k in names}
+
+    starts = group_starts(m.task_index)
+    group_ids = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(m.task_index))))
+    tasks = m.task_index[starts]
+    sizes = np.diff(np.append(starts, len(m.task_index)))
+    stats = {k: grouped_stats(m.fields[k].values, valid[k], group_ids, starts) for k in names}
+    group_stat_cols = _stat_columns(stats, names, sizes)
+
+    agent_metrics: dict[str, Any] = {}
+    if len(m.task_index):
+        whole = {
+            k: grouped_stats(m.fields[k].values, valid[k], np.zeros(len(m.task_index), np.int64), np.zeros(1, np.int64))
+            for k in names
+        }
+        for key, col in _stat_columns(whole, names, np.array([len(m.task_index)])).items():
+            if not math.isnan(col[0]):
+                agent_metrics[key] = float(col[0])
+
+    repeat_level: list[dict[str, Any]] = []
+    if len(np.unique(m.rollout_index)) >= 2:
+        repeat_level = _repeat_level(m, names, valid, len(tasks))
+        agent_metrics.update(_across_repeats(repeat_level, names))
+    agent_metrics.update(coverage)
+
+    masked_per_task = _masked_per_task(data, tasks)
+    groups = GroupTable(
+        task_index=tasks,
+        stats=group_stat_cols,
+        num_rollouts=sizes.astype(np.int64),
+        expected_num_rollouts=sizes.astype(np.int64),
+        samples=[None] * len(tasks),
+    )
+    groups = _with_expected_tasks(groups, options, masked_per_task)
+    _fill_samples(groups, data, measured_pos[starts] if len(measured_pos) else measured_pos, tasks, names)
+
+    if compute_metrics is not None and len(measured_pos):
+        custom = dict(compute_metrics(_rows_by_task(data, measured_pos, starts, names)) or {})
+        per_task = custom.pop("per_task_metrics", None)
+        if per_task:
+            _merge_per_task(groups, per_task)
+        agent_metrics.update(custom)
+    if received:
+        agent_metrics["num_repeats"] = num_repeats
+
+    key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
+    key_metrics.update(coverage)
+
+    if options.include_rollout_infos and len(m.task_index):
+        groups.rollout_infos = RolloutInfoTable(m.task_index, m.rollout_index, {k: m.fields[k] for k in names})
+        positions = np.searchsorted(groups.task_index, tasks)
+        info_starts = np.zeros(len(groups) + 1, dtype=np.int64)
+        counts = np.zeros(len(groups), dtype=np.int64)
+        counts[positions] = sizes
+        info_starts[1:] = np.cumsum(counts)
+        groups.info_starts = info_starts
+
+    return AgentAggregate(
+        agent_name=agent_name,
+        agent_metrics=agent_metrics,
+        key_metrics=key_metrics,
+        groups=groups,
+        repeat_level_metrics=repeat_level,
+        non_finite_counts={k: v for k, v in non_finite.items() if v},
+        received_rollouts=received,
+    )
+
+
+def _stat_columns(stats: dict[str, Any], names: list[str], sizes: np.ndarray) -> dict[str, np.ndarray]:
+    """Columns "<stat>/<field>" in output order, with SPEC A3's rule for undefined stds."""
+    if not names:
+        return {}
+    stds = np.vstack([stats[k].std for k in names])
+    all_std_undefined = np.isnan(stds).all(axis=0)
+    cols: dict[str, np.ndarray] = {}
+    for stat in GROUP_STATS:
+        for k in names:
+            col = getattr(stats[k], stat)
+            if stat == "std":
+                col = col.copy()
+                fill = all_std_undefined & (stats[k].count == sizes)
+                col[fill] = 0.0
+            cols[f"{stat}/{k}"] = col
+    return cols
+
+
+def _coverage(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
+    """SPEC A6: only when something was masked."""
+    masked = len(data) - len(measured_pos)
+    if masked == 0:
+        return {}
+    measured_tasks = np.unique(data.task_index[measured_pos])
+    all_tasks = np.unique(data.task_index)
+    return {
+        "coverage/measured_rollouts": len(measured_pos),
+        "coverage/masked_rollouts": masked,
+        "coverage/measured_tasks": len(measured_tasks),
+        "coverage/fully_masked_tasks": len(all_tasks) - len(measured_tasks),
+    }
+
+
+def _masked_per_task(data: RolloutColumns, tasks: np.ndarray) -> dict[int, int]:
+    if not data.masked.any():
+        return {}
+    t, c = np.unique(data.task_index[data.masked], return_counts=True)
+    return dict(zip(t.tolist(), c.tolist()))
+
+
+def _repeat_level(
+    m: RolloutColumns, names: list[str], valid: dict[str, np.ndarray], total_tasks: int
+) -> list[dict[str, Any]]:
+    """SPEC A7: stats of each rollout index across tasks."""
+    order = np.lexsort((m.task_index, m.rollout_index))
+    r = m.rollout_index[order]
+    starts = group_starts(r)
+    sizes = np.diff(np.append(starts, len(r)))
+    gid = np.repeat(np.arange(len(starts)), sizes)
+    per_field = {}
+    for k in names:
+        s = grouped_stats(m.fields[k].values[order], valid[k][order], gid, starts)
+        p25 = quantile_sorted(s.sorted_values, starts, s.count, 0.25)
+        p75 = quantile_sorted(s.sorted_values, starts, s.count, 0.75)
+        per_field[k] = (s, p25, p75)
+    out = []
+    for g, start in enumerate(starts.tolist()):
+        entry: dict[str, Any] = {
+            ROLLOUT_KEY: int(r[start]),
+            "sample_count": int(sizes[g]),
+            "missing_count": int(total_tasks - sizes[g]),
+        }
+        for k in names:
+            s, p25, p75 = per_field[k]
+            n = int(s.count[g])
+            if n == 0:
+                continue
+            mean = float(s.mean[g])
+            std = float(s.std[g]) if n > 1 else 0.0
+            sem = std / n**0.5
+            entry[f"mean/{k}"] = mean
+            entry[f"median/{k}"] = float(s.median[g])
+            entry[f"std/{k}"] = std
+            entry[f"sem/{k}"] = sem
+            entry[f"min/{k}"] = float(s.min[g])
+            entry[f"max/{k}"] = float(s.max[g])
+            entry[f"p25/{k}"] = float(p25[g])
+            entry[f"p75/{k}"] = float(p75[g])
+            ci = t_interval(mean, sem, n)
+            if ci:
+                entry[f"ci_low_95/{k}"], entry[f"ci_high_95/{k}"] = ci
+        out.append(entry)
+    return out
+
+
+def _across_repeats(repeat_level: list[dict[str, Any]], names: list[str]) -> dict[str, float]:
+    """SPEC A7: each repeat's `mean/<f>` treated as one observation."""
+    out: dict[str, float] = {}
+    for k in names:
+        key = f"mean/{k}"
+        x = np.array([e[key] for e in repeat_level if key in e], dtype=np.float64)
+        n = len(x)
+        if n == 0:
+            continue
+        mean = float(x.mean())
+        std = float(x.std(ddof=1)) if n > 1 else 0.0
+        se = std / n**0.5
+        out[f"mean_across_repeats/{key}"] = mean
+        out[f"median_across_repeats/{key}"] = float(np.median(x))
+        out[f"std_across_repeats/{key}"] = std
+        out[f"min_across_repeats/{key}"] = float(x.min())
+        out[f"max_across_repeats/{key}"] = float(x.max())
+        out[f"se_across_repeats/{key}"] = se
+        ci = t_interval(mean, se, n)
+        if ci:
+            out[f"ci_low_95_across_repeats/{key}"], out[f"ci_high_95_across_repeats/{key}"] = ci
+    return out
+
+
+def _with_expected_tasks(groups: GroupTable, options: AggregateOptions, masked_per_task: dict[int, int]) -> GroupTable:
+    """Honest expectations: tasks the caller expects appear even with no rollouts."""
+    extra = np.setdiff1d(np.asarray(list(options.expected_task_indices), dtype=np.int64), groups.task_index)
+    if len(extra):
+        tasks = np.concatenate([groups.task_index, extra])
+        order = np.argsort(tasks, kind="stable")
+        groups = GroupTable(
+            task_index=tasks[order],
+            stats={k: np.concatenate([v, np.full(len(extra), np.nan)])[order] for k, v in groups.stats.items()},
+            num_rollouts=np.concatenate([groups.num_rollouts, np.zeros(len(extra), np.int64)])[order],
+            expected_num_rollouts=np.concatenate([groups.expected_num_rollouts, np.zeros(len(extra), np.int64)])[order],
+            samples=[None] * len(tasks),
+        )
+    k = options.expected_rollouts_per_task
+    if k:
+        masked = np.array([masked_per_task.get(t, 0) for t in groups.task_index.tolist()], dtype=np.int64)
+        groups.expected_num_rollouts = np.maximum(k - masked, groups.num_rollouts)
+    return groups
+
+
+def _rows_by_task(
+    data: RolloutColumns, measured_pos: np.ndarray, starts: np.ndarray, names: list[str]
+) -> list[list[dict[str, Any]]]:
+    """Full measured rows per task (tasks and rollouts ascending), rebuilt when rows are absent."""
+    bounds = np.append(starts, len(measured_pos)).tolist()
+    out = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        out.append([_row(data, pos, names) for pos in measured_pos[a:b].tolist()])
+    return out
+
+
+def _minimal_row(data: RolloutColumns, pos: int, names: list[str]) -> dict[str, Any]:
+    row: dict[str, Any] = {TASK_KEY: int(data.task_index[pos]), ROLLOUT_KEY: int(data.rollout_index[pos])}
+    for k in names:
+        col = data.fields[k]
+        if col.present[pos]:
+            v = float(col.values[pos])
+            row[k] = bool(v) if col.kind is ValueKind.BOOL else int(v) if col.kind is ValueKind.INT else v
+    return row
+
+
+def _row(data: RolloutColumns, pos: int, names: list[str]) -> dict[str, Any]:
+    return dict(data.rows[pos]) if data.rows is not None else _minimal_row(data, pos, names)
+
+
+def _fill_samples(
+    groups: GroupTable, data: RolloutColumns, first_pos: np.ndarray, tasks: np.ndarray, names: list[str]
+) -> None:
+    """`sample` = the task's first measured rollout row, without its indices."""
+    position = np.searchsorted(groups.task_index, tasks).tolist()
+    for i, pos in zip(position, first_pos.tolist()):
+        sample = _row(data, pos, names)
+        sample.pop(TASK_KEY, None)
+        sample.pop(ROLLOUT_KEY, None)
+        groups.samples[i] = sample
+
+
+def _merge_per_task(groups: GroupTable, per_task: list[dict[str, Any]]) -> None:
+    position = {t: i for i, t in enumerate(groups.task_index.tolist())}
+    custom: list[dict[str, Any] | None] = [None] * len(groups)
+    for entry in per_task:
+        i = position.get(entry.get(TASK_KEY))  # type: ignore[arg-type]
+        if i is not None:
+            custom[i] = {k: v for k, v in entry.items() if k != TASK_KEY}
+    groups.custom = custom

@@ -1,0 +1,105 @@
+"""Grouped descriptive statistics over sorted columns, all in numpy.
+
+Rows arrive sorted by group, so every group is a contiguous slice. Values that are absent or
+non-finite are "invalid" and left out, as pandas' skipna does for NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+
+@dataclass
+class GroupedStats:
+    """Per-group stats of one field; NaN where a stat is undefined for a group."""
+
+    count: np.ndarray
+    mean: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    median: np.ndarray
+    std: np.ndarray
+    """Sample standard deviation (ddof=1); NaN when count < 2."""
+    sorted_values: np.ndarray
+    """Each group's valid values ascending at its start; invalid ones after them."""
+    starts: np.ndarray
+
+
+def group_starts(sorted_keys: np.ndarray) -> np.ndarray:
+    """Start position of each run of equal keys in a sorted array."""
+    if len(sorted_keys) == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
+    return np.concatenate(([0], change)).astype(np.int64)
+
+
+def grouped_stats(values: np.ndarray, valid: np.ndarray, group_ids: np.ndarray, starts: np.ndarray) -> GroupedStats:
+    """Stats of `values[valid]` per group; rows are sorted so that group g is contiguous."""
+    n_groups = len(starts)
+    count = np.bincount(group_ids, weights=valid, minlength=n_groups)
+    clean = np.where(valid, values, 0.0)
+    total = np.bincount(group_ids, weights=clean, minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+        dev = np.where(valid, values - mean[group_ids], 0.0)
+        m2 = np.bincount(group_ids, weights=dev * dev, minlength=n_groups)
+        std = np.sqrt(m2 / (count - 1))
+    std[count < 2] = np.nan
+    empty = count == 0
+    if n_groups:
+        low = np.minimum.reduceat(np.where(valid, values, np.inf), starts)
+        high = np.maximum.reduceat(np.where(valid, values, -np.inf), starts)
+    else:
+        low = high = np.zeros(0)
+    low[empty] = np.nan
+    high[empty] = np.nan
+    # Sort each group's values, invalid ones last (as +inf), for medians and percentiles.
+    order = np.lexsort((np.where(valid, values, np.inf), group_ids))
+    sorted_values = values[order]
+    median = quantile_sorted(sorted_values, starts, count, 0.5)
+    return GroupedStats(count, mean, low, high, median, std, sorted_values, starts)
+
+
+def quantile_sorted(sorted_values: np.ndarray, starts: np.ndarray, count: np.ndarray, q: float) -> np.ndarray:
+    """Per-group quantile with numpy's default linear interpolation (pandas' too)."""
+    c = count.astype(np.int64)
+    out = np.full(len(starts), np.nan)
+    ok = c > 0
+    if not ok.any():
+        return out
+    pos = q * (c[ok] - 1)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, c[ok] - 1)
+    t = pos - lo
+    a = sorted_values[starts[ok] + lo]
+    b = sorted_values[starts[ok] + hi]
+    diff = b - a
+    # numpy's _lerp: symmetric form keeps results exact at the ends
+    out[ok] = np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)
+    if q == 0.5:  # a median of an even count is the mean of the two middle values
+        even = c[ok] % 2 == 0
+        out_ok = out[ok]
+        out_ok[even] = (a[even] + b[even]) / 2
+        out[ok] = out_ok
+    return out
+
+
+@lru_cache(maxsize=4096)
+def t_critical(df: int, confidence: float = 0.95) -> float:
+    """Two-sided Student-t critical value (scipy.stats.t.interval's multiplier)."""
+    from scipy.special import stdtrit  # imported lazily: scipy.special loads in ~0.1 s
+
+    return float(stdtrit(df, 0.5 + confidence / 2))
+
+
+def t_interval(mean: float, se: float, n: int) -> tuple[float, float] | None:
+    """95% Student-t interval as NeMo Gym reports it: None for n <= 1, a point when se == 0."""
+    if n <= 1:
+        return None
+    if se == 0:
+        return mean, mean
+    half = t_critical(n - 1) * se
+    return mean - half, mean + half

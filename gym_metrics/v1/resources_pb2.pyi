@@ -1,0 +1,294 @@
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class VerifyErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VERIFY_ERROR_KIND_UNSPECIFIED: _ClassVar[VerifyErrorKind]
+    VERIFY_ERROR_KIND_INVALID_REQUEST: _ClassVar[VerifyErrorKind]
+    VERIFY_ERROR_KIND_VERIFY_FAILED: _ClassVar[VerifyErrorKind]
+    VERIFY_ERROR_KIND_TIMEOUT: _ClassVar[VerifyErrorKind]
+
+class ValueKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VALUE_KIND_UNSPECIFIED: _ClassVar[ValueKind]
+    VALUE_KIND_FLOAT: _ClassVar[ValueKind]
+    VALUE_KIND_INT: _ClassVar[ValueKind]
+    VALUE_KIND_BOOL: _ClassVar[ValueKind]
+VERIFY_ERROR_KIND_UNSPECIFIED: VerifyErrorKind
+VERIFY_ERROR_KIND_INVALID_REQUEST: VerifyErrorKind
+VERIFY_ERROR_KIND_VERIFY_FAILED: VerifyErrorKind
+VERIFY_ERROR_KIND_TIMEOUT: VerifyErrorKind
+VALUE_KIND_UNSPECIFIED: ValueKind
+VALUE_KIND_FLOAT: ValueKind
+VALUE_KIND_INT: ValueKind
+VALUE_KIND_BOOL: ValueKind
+
+class AgentRef(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class VerifyRequest(_message.Message):
+    __slots__ = ("body_json",)
+    BODY_JSON_FIELD_NUMBER: _ClassVar[int]
+    body_json: str
+    def __init__(self, body_json: _Optional[str] = ...) -> None: ...
+
+class VerifyResponse(_message.Message):
+    __slots__ = ("reward", "response_json")
+    REWARD_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_JSON_FIELD_NUMBER: _ClassVar[int]
+    reward: float
+    response_json: str
+    def __init__(self, reward: _Optional[float] = ..., response_json: _Optional[str] = ...) -> None: ...
+
+class VerifyItem(_message.Message):
+    __slots__ = ("task_index", "rollout_index", "body_json")
+    TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    BODY_JSON_FIELD_NUMBER: _ClassVar[int]
+    task_index: int
+    rollout_index: int
+    body_json: str
+    def __init__(self, task_index: _Optional[int] = ..., rollout_index: _Optional[int] = ..., body_json: _Optional[str] = ...) -> None: ...
+
+class VerifyStreamRequest(_message.Message):
+    __slots__ = ("batch_id", "items")
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    items: _containers.RepeatedCompositeFieldContainer[VerifyItem]
+    def __init__(self, batch_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[VerifyItem, _Mapping]]] = ...) -> None: ...
+
+class VerifyResult(_message.Message):
+    __slots__ = ("task_index", "rollout_index", "reward", "response_json", "error_kind", "error_message")
+    TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    REWARD_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    task_index: int
+    rollout_index: int
+    reward: float
+    response_json: str
+    error_kind: VerifyErrorKind
+    error_message: str
+    def __init__(self, task_index: _Optional[int] = ..., rollout_index: _Optional[int] = ..., reward: _Optional[float] = ..., response_json: _Optional[str] = ..., error_kind: _Optional[_Union[VerifyErrorKind, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class VerifyStreamResponse(_message.Message):
+    __slots__ = ("batch_id", "results")
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    results: _containers.RepeatedCompositeFieldContainer[VerifyResult]
+    def __init__(self, batch_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[VerifyResult, _Mapping]]] = ...) -> None: ...
+
+class NumericColumn(_message.Message):
+    __slots__ = ("values", "missing", "kind")
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    missing: _containers.RepeatedScalarFieldContainer[int]
+    kind: ValueKind
+    def __init__(self, values: _Optional[_Iterable[float]] = ..., missing: _Optional[_Iterable[int]] = ..., kind: _Optional[_Union[ValueKind, str]] = ...) -> None: ...
+
+class RolloutBatch(_message.Message):
+    __slots__ = ("batch_id", "task_index", "rollout_index", "columns", "masked", "row_json")
+    class ColumnsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: NumericColumn
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[NumericColumn, _Mapping]] = ...) -> None: ...
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    MASKED_FIELD_NUMBER: _ClassVar[int]
+    ROW_JSON_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    task_index: _containers.RepeatedScalarFieldContainer[int]
+    rollout_index: _containers.RepeatedScalarFieldContainer[int]
+    columns: _containers.MessageMap[str, NumericColumn]
+    masked: _containers.RepeatedScalarFieldContainer[bool]
+    row_json: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, batch_id: _Optional[str] = ..., task_index: _Optional[_Iterable[int]] = ..., rollout_index: _Optional[_Iterable[int]] = ..., columns: _Optional[_Mapping[str, NumericColumn]] = ..., masked: _Optional[_Iterable[bool]] = ..., row_json: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AggregateOptions(_message.Message):
+    __slots__ = ("include_rollout_infos",)
+    INCLUDE_ROLLOUT_INFOS_FIELD_NUMBER: _ClassVar[int]
+    include_rollout_infos: bool
+    def __init__(self, include_rollout_infos: _Optional[bool] = ...) -> None: ...
+
+class AggregateMetricsHeader(_message.Message):
+    __slots__ = ("agent_ref", "options", "expected_rollouts_per_task", "expected_task_indices")
+    AGENT_REF_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_ROLLOUTS_PER_TASK_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_TASK_INDICES_FIELD_NUMBER: _ClassVar[int]
+    agent_ref: AgentRef
+    options: AggregateOptions
+    expected_rollouts_per_task: int
+    expected_task_indices: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, agent_ref: _Optional[_Union[AgentRef, _Mapping]] = ..., options: _Optional[_Union[AggregateOptions, _Mapping]] = ..., expected_rollouts_per_task: _Optional[int] = ..., expected_task_indices: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class AggregateMetricsRequest(_message.Message):
+    __slots__ = ("header", "batch")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    header: AggregateMetricsHeader
+    batch: RolloutBatch
+    def __init__(self, header: _Optional[_Union[AggregateMetricsHeader, _Mapping]] = ..., batch: _Optional[_Union[RolloutBatch, _Mapping]] = ...) -> None: ...
+
+class DoubleColumn(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class GroupLevelMetrics(_message.Message):
+    __slots__ = ("task_index", "stats", "num_rollouts", "expected_num_rollouts", "missing_num_rollouts", "reward_profile_completion_pct", "sample_json", "custom_json", "rollout_infos")
+    class StatsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: DoubleColumn
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[DoubleColumn, _Mapping]] = ...) -> None: ...
+    TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    NUM_ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_NUM_ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_NUM_ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    REWARD_PROFILE_COMPLETION_PCT_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_JSON_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_JSON_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_INFOS_FIELD_NUMBER: _ClassVar[int]
+    task_index: _containers.RepeatedScalarFieldContainer[int]
+    stats: _containers.MessageMap[str, DoubleColumn]
+    num_rollouts: _containers.RepeatedScalarFieldContainer[int]
+    expected_num_rollouts: _containers.RepeatedScalarFieldContainer[int]
+    missing_num_rollouts: _containers.RepeatedScalarFieldContainer[int]
+    reward_profile_completion_pct: _containers.RepeatedScalarFieldContainer[float]
+    sample_json: _containers.RepeatedScalarFieldContainer[str]
+    custom_json: _containers.RepeatedScalarFieldContainer[str]
+    rollout_infos: RolloutInfos
+    def __init__(self, task_index: _Optional[_Iterable[int]] = ..., stats: _Optional[_Mapping[str, DoubleColumn]] = ..., num_rollouts: _Optional[_Iterable[int]] = ..., expected_num_rollouts: _Optional[_Iterable[int]] = ..., missing_num_rollouts: _Optional[_Iterable[int]] = ..., reward_profile_completion_pct: _Optional[_Iterable[float]] = ..., sample_json: _Optional[_Iterable[str]] = ..., custom_json: _Optional[_Iterable[str]] = ..., rollout_infos: _Optional[_Union[RolloutInfos, _Mapping]] = ...) -> None: ...
+
+class RolloutInfos(_message.Message):
+    __slots__ = ("task_index", "rollout_index", "values")
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: NumericColumn
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[NumericColumn, _Mapping]] = ...) -> None: ...
+    TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    task_index: _containers.RepeatedScalarFieldContainer[int]
+    rollout_index: _containers.RepeatedScalarFieldContainer[int]
+    values: _containers.MessageMap[str, NumericColumn]
+    def __init__(self, task_index: _Optional[_Iterable[int]] = ..., rollout_index: _Optional[_Iterable[int]] = ..., values: _Optional[_Mapping[str, NumericColumn]] = ...) -> None: ...
+
+class RepeatLevelMetrics(_message.Message):
+    __slots__ = ("rollout_index", "sample_count", "missing_count", "stats")
+    class StatsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ROLLOUT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MISSING_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    rollout_index: int
+    sample_count: int
+    missing_count: int
+    stats: _containers.ScalarMap[str, float]
+    def __init__(self, rollout_index: _Optional[int] = ..., sample_count: _Optional[int] = ..., missing_count: _Optional[int] = ..., stats: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class Metrics(_message.Message):
+    __slots__ = ("agent_ref", "agent_metrics", "custom_metrics", "key_metrics", "custom_key_metrics", "group_level_metrics", "repeat_level_metrics", "non_finite_counts")
+    class AgentMetricsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class KeyMetricsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class NonFiniteCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    AGENT_REF_FIELD_NUMBER: _ClassVar[int]
+    AGENT_METRICS_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_METRICS_FIELD_NUMBER: _ClassVar[int]
+    KEY_METRICS_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_KEY_METRICS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_LEVEL_METRICS_FIELD_NUMBER: _ClassVar[int]
+    REPEAT_LEVEL_METRICS_FIELD_NUMBER: _ClassVar[int]
+    NON_FINITE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    agent_ref: AgentRef
+    agent_metrics: _containers.ScalarMap[str, float]
+    custom_metrics: _struct_pb2.Struct
+    key_metrics: _containers.ScalarMap[str, float]
+    custom_key_metrics: _struct_pb2.Struct
+    group_level_metrics: GroupLevelMetrics
+    repeat_level_metrics: _containers.RepeatedCompositeFieldContainer[RepeatLevelMetrics]
+    non_finite_counts: _containers.ScalarMap[str, int]
+    def __init__(self, agent_ref: _Optional[_Union[AgentRef, _Mapping]] = ..., agent_metrics: _Optional[_Mapping[str, float]] = ..., custom_metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., key_metrics: _Optional[_Mapping[str, float]] = ..., custom_key_metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., group_level_metrics: _Optional[_Union[GroupLevelMetrics, _Mapping]] = ..., repeat_level_metrics: _Optional[_Iterable[_Union[RepeatLevelMetrics, _Mapping]]] = ..., non_finite_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class AggregateMetricsResponse(_message.Message):
+    __slots__ = ("metrics", "received_rollouts", "duplicate_batches")
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    metrics: Metrics
+    received_rollouts: int
+    duplicate_batches: int
+    def __init__(self, metrics: _Optional[_Union[Metrics, _Mapping]] = ..., received_rollouts: _Optional[int] = ..., duplicate_batches: _Optional[int] = ...) -> None: ...
+
+class GetServerInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetServerInfoResponse(_message.Message):
+    __slots__ = ("name", "version", "metrics", "verify_request_schema_json", "verify_response_schema_json", "wants_rows")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_REQUEST_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_RESPONSE_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    WANTS_ROWS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    metrics: _containers.RepeatedScalarFieldContainer[str]
+    verify_request_schema_json: str
+    verify_response_schema_json: str
+    wants_rows: bool
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., verify_request_schema_json: _Optional[str] = ..., verify_response_schema_json: _Optional[str] = ..., wants_rows: _Optional[bool] = ...) -> None: ...
