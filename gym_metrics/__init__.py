@@ -1,0 +1,39 @@
+"""gym-metrics: score LLM and agent rollouts over gRPC, with NeMo Gym-compatible aggregation."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, aggregate_file
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
+from gym_metrics.models import AgentRef, BaseVerifyRequest, BaseVerifyResponse
+from gym_metrics.registry import register_server, resolve_server
+from gym_metrics.server import SimpleResourcesServer
+
+
+def serve(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """Serve an environment over gRPC (see gym_metrics._transport.serve)."""
+    from gym_metrics._transport import serve as _serve
+
+    return _serve(*args, **kwargs)
+
+
+__all__ = [
+    "AgentAggregate",
+    "AgentRef",
+    "AggregateOptions",
+    "Aggregator",
+    "BaseVerifyRequest",
+    "BaseVerifyResponse",
+    "FieldViolation",
+    "GymMetricsError",
+    "InvalidInputError",
+    "NotFoundError",
+    "OverloadedError",
+    "SimpleResourcesServer",
+    "__version__",
+    "aggregate_file",
+    "register_server",
+    "resolve_server",
+    "serve",
+]

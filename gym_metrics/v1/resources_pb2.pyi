@@ -1,4 +1,3 @@
-from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -223,7 +222,7 @@ class RepeatLevelMetrics(_message.Message):
     def __init__(self, rollout_index: _Optional[int] = ..., sample_count: _Optional[int] = ..., missing_count: _Optional[int] = ..., stats: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Metrics(_message.Message):
-    __slots__ = ("agent_ref", "agent_metrics", "custom_metrics", "key_metrics", "custom_key_metrics", "group_level_metrics", "repeat_level_metrics", "non_finite_counts")
+    __slots__ = ("agent_ref", "agent_metrics", "agent_metrics_json", "key_metrics", "key_metrics_json", "group_level_metrics", "repeat_level_metrics", "non_finite_counts")
     class AgentMetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -247,21 +246,21 @@ class Metrics(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     AGENT_REF_FIELD_NUMBER: _ClassVar[int]
     AGENT_METRICS_FIELD_NUMBER: _ClassVar[int]
-    CUSTOM_METRICS_FIELD_NUMBER: _ClassVar[int]
+    AGENT_METRICS_JSON_FIELD_NUMBER: _ClassVar[int]
     KEY_METRICS_FIELD_NUMBER: _ClassVar[int]
-    CUSTOM_KEY_METRICS_FIELD_NUMBER: _ClassVar[int]
+    KEY_METRICS_JSON_FIELD_NUMBER: _ClassVar[int]
     GROUP_LEVEL_METRICS_FIELD_NUMBER: _ClassVar[int]
     REPEAT_LEVEL_METRICS_FIELD_NUMBER: _ClassVar[int]
     NON_FINITE_COUNTS_FIELD_NUMBER: _ClassVar[int]
     agent_ref: AgentRef
     agent_metrics: _containers.ScalarMap[str, float]
-    custom_metrics: _struct_pb2.Struct
+    agent_metrics_json: str
     key_metrics: _containers.ScalarMap[str, float]
-    custom_key_metrics: _struct_pb2.Struct
+    key_metrics_json: str
     group_level_metrics: GroupLevelMetrics
     repeat_level_metrics: _containers.RepeatedCompositeFieldContainer[RepeatLevelMetrics]
     non_finite_counts: _containers.ScalarMap[str, int]
-    def __init__(self, agent_ref: _Optional[_Union[AgentRef, _Mapping]] = ..., agent_metrics: _Optional[_Mapping[str, float]] = ..., custom_metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., key_metrics: _Optional[_Mapping[str, float]] = ..., custom_key_metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., group_level_metrics: _Optional[_Union[GroupLevelMetrics, _Mapping]] = ..., repeat_level_metrics: _Optional[_Iterable[_Union[RepeatLevelMetrics, _Mapping]]] = ..., non_finite_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    def __init__(self, agent_ref: _Optional[_Union[AgentRef, _Mapping]] = ..., agent_metrics: _Optional[_Mapping[str, float]] = ..., agent_metrics_json: _Optional[str] = ..., key_metrics: _Optional[_Mapping[str, float]] = ..., key_metrics_json: _Optional[str] = ..., group_level_metrics: _Optional[_Union[GroupLevelMetrics, _Mapping]] = ..., repeat_level_metrics: _Optional[_Iterable[_Union[RepeatLevelMetrics, _Mapping]]] = ..., non_finite_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class AggregateMetricsResponse(_message.Message):
     __slots__ = ("metrics", "received_rollouts", "duplicate_batches")

@@ -1,0 +1,83 @@
+"""Find environments by name: `@register_server`, the `gym_metrics.servers` entry points,
+`module:Class` or `path/to/app.py:Class`."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TypeVar
+
+from gym_metrics.errors import NotFoundError
+from gym_metrics.server import SimpleResourcesServer
+
+ENTRY_POINT_GROUP = "gym_metrics.servers"
+_SERVERS: dict[str, type[SimpleResourcesServer]] = {}
+S = TypeVar("S", bound=type[SimpleResourcesServer])
+
+
+def register_server(name: str) -> Callable[[S], S]:
+    """Class decorator: make an environment servable as `gym-metrics serve NAME`."""
+
+    def deco(cls: S) -> S:
+        if not (isinstance(cls, type) and issubclass(cls, SimpleResourcesServer)):
+            raise TypeError(f"@register_server({name!r}) needs a SimpleResourcesServer subclass, got {cls!r}")
+        _SERVERS[name] = cls
+        return cls
+
+    return deco
+
+
+def registered_servers() -> list[str]:
+    """Every name `resolve_server` accepts without a module path."""
+    names = set(_SERVERS)
+    names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
+    return sorted(names)
+
+
+def resolve_server(target: str) -> type[SimpleResourcesServer]:
+    """The environment class named by `target` (see module docstring)."""
+    if target in _SERVERS:
+        return _SERVERS[target]
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == target:
+            return _check(ep.load(), target)
+    if ":" not in target:
+        raise NotFoundError(
+            f"unknown environment {target!r}: use a registered name ({', '.join(registered_servers()) or 'none'}), "
+            "module:Class or path/app.py:Class"
+        )
+    module_part, _, attr = target.rpartition(":")
+    if module_part.endswith(".py") or "/" in module_part:
+        module = _load_file(Path(module_part))
+    else:
+        try:
+            module = importlib.import_module(module_part)
+        except ImportError as exc:
+            raise NotFoundError(f"cannot import {module_part!r}: {exc}") from exc
+    try:
+        return _check(getattr(module, attr), target)
+    except AttributeError:
+        raise NotFoundError(f"{module_part!r} has no attribute {attr!r}") from None
+
+
+def _load_file(path: Path):  # type: ignore[no-untyped-def]
+    if not path.is_file():
+        raise NotFoundError(f"no such file: {path}")
+    name = f"_gym_metrics_env_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise NotFoundError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _check(obj: object, target: str) -> type[SimpleResourcesServer]:
+    if isinstance(obj, type) and issubclass(obj, SimpleResourcesServer):
+        return obj
+    raise NotFoundError(f"{target!r} is not a SimpleResourcesServer subclass")

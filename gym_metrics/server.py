@@ -1,0 +1,148 @@
+"""SimpleResourcesServer: what an environment author subclasses. No transport code here.
+
+Override `verify` (one rollout in, a reward and custom fields out) and, optionally,
+`compute_metrics` (all of an agent's rows, grouped by task) and `get_key_metrics`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+import orjson
+import pydantic
+
+from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, RolloutColumns, default_key_metrics
+from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
+
+
+class SimpleResourcesServer:
+    """Base class of every environment.
+
+    Class attributes configure it; the request model is read from `verify`'s annotation, so a
+    subclass only writes `async def verify(self, body: MyRequest) -> MyResponse`.
+    """
+
+    name: ClassVar[str] = ""
+    """Environment name reported by GetServerInfo (default: the class name)."""
+    metrics: ClassVar[list[str]] = []
+    """Reward reducers (by registry name) to add to agent_metrics."""
+
+    async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
+        """Score one rollout. Must be overridden."""
+        raise NotImplementedError(f"{type(self).__name__} must implement verify()")
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """Custom agent metrics from all measured rows, grouped by task (SPEC A9). Default: none.
+
+        A `per_task_metrics` list (entries keyed by `_ng_task_index`) is merged into the groups.
+        """
+        return {}
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        """Headline metrics; default: every `mean/` metric (SPEC A8)."""
+        return default_key_metrics(agent_metrics)
+
+    # ----- framework side: called by the transport, the CLI and tests -----
+
+    @classmethod
+    def server_name(cls) -> str:
+        return cls.name or cls.__name__
+
+    @classmethod
+    def verify_request_model(cls) -> type[BaseVerifyRequest]:
+        return _annotation(cls.verify, "body", BaseVerifyRequest)
+
+    @classmethod
+    def verify_response_model(cls) -> type[BaseVerifyResponse]:
+        return _annotation(cls.verify, "return", BaseVerifyResponse)
+
+    @property
+    def wants_rows(self) -> bool:
+        """True when compute_metrics is overridden, so aggregation needs full rows."""
+        return type(self).compute_metrics is not SimpleResourcesServer.compute_metrics
+
+    def parse_verify_request(self, body: Mapping[str, Any] | str | bytes, row: int | None = None) -> BaseVerifyRequest:
+        """Validate a request body; errors name every bad field (and the row, when given)."""
+        if isinstance(body, (str, bytes)):
+            try:
+                body = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                raise InvalidInputError("verify body is not valid JSON", [FieldViolation("body_json", str(exc), row)])
+        if not isinstance(body, Mapping):
+            raise InvalidInputError(
+                "verify body must be a JSON object", [FieldViolation("body_json", f"got {type(body).__name__}", row)]
+            )
+        try:
+            return self.verify_request_model().model_validate(body)
+        except pydantic.ValidationError as exc:
+            raise InvalidInputError(
+                f"verify body fails {self.verify_request_model().__name__}", _violations(exc, "body", row)
+            ) from None
+
+    async def verify_dict(self, body: Mapping[str, Any] | str | bytes, row: int | None = None) -> dict[str, Any]:
+        """Validate, verify and return the response as a JSON-ready dict."""
+        request = self.parse_verify_request(body, row)
+        response = await self.verify(request)
+        if isinstance(response, Mapping):
+            response = self.verify_response_model().model_validate(response)
+        if not isinstance(response, BaseVerifyResponse):
+            raise TypeError(f"verify() must return a BaseVerifyResponse, got {type(response).__name__}")
+        return response.model_dump(mode="json")
+
+    def new_aggregator(self, agent_name: str, options: AggregateOptions | None = None) -> Aggregator:
+        return Aggregator(agent_name, options)
+
+    def finalize(self, aggregator: Aggregator) -> AgentAggregate:
+        """Compute the agent's metrics with this environment's hooks (CPU-bound: run off-loop)."""
+        compute = self.compute_metrics if self.wants_rows else None
+        return aggregator.finalize(compute, self.get_key_metrics)
+
+    async def aggregate_metrics(
+        self,
+        rows: Iterable[Mapping[str, Any]] | RolloutColumns,
+        agent_name: str = "agent",
+        options: AggregateOptions | None = None,
+    ) -> AgentAggregate:
+        """Aggregate verify responses in-process, off the event loop."""
+        batch = rows if isinstance(rows, RolloutColumns) else RolloutColumns.from_rows(rows)
+        aggregator = self.new_aggregator(agent_name, options)
+        aggregator.add(batch)
+        return await asyncio.to_thread(self.finalize, aggregator)
+
+    def server_info(self) -> dict[str, Any]:
+        from gym_metrics import __version__
+
+        return {
+            "name": self.server_name(),
+            "version": __version__,
+            "metrics": list(self.metrics),
+            "verify_request_schema": self.verify_request_model().model_json_schema(),
+            "verify_response_schema": self.verify_response_model().model_json_schema(),
+            "wants_rows": self.wants_rows,
+        }
+
+
+def _annotation(func: Any, param: str, default: type) -> Any:
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:  # unresolvable forward references: fall back to the base model
+        return default
+    if param != "return":
+        params = list(inspect.signature(func).parameters)
+        if len(params) >= 2:
+            param = params[1]
+    hint = hints.get(param)
+    return hint if isinstance(hint, type) and issubclass(hint, default) else default
+
+
+def _violations(exc: pydantic.ValidationError, root: str, row: int | None) -> list[FieldViolation]:
+    out = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in (root, *err["loc"]))
+        out.append(FieldViolation(path, err["msg"], row))
+    return out
