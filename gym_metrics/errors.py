@@ -12,9 +12,11 @@ class FieldViolation:
     field: str
     description: str
     row: int | None = None
+    row_name: str = "row"
+    """What `row` counts: "row" (position in a batch) or "line" (in a file)."""
 
     def __str__(self) -> str:
-        where = f"row {self.row}: " if self.row is not None else ""
+        where = f"{self.row_name} {self.row}: " if self.row is not None else ""
         return f"{where}{self.field}: {self.description}"
 
 

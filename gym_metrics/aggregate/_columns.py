@@ -52,28 +52,50 @@ class NumericField:
         return NumericField(self.values[idx], self.present[idx], self.kind)
 
 
-def _parse_json_row(raw: Any) -> dict[str, Any]:
+def parse_row(raw: Any) -> dict[str, Any]:
+    """A row from a dict or JSON text; the stdlib fallback reads the NaN / Infinity literals
+    that Python writers emit."""
     if isinstance(raw, dict):
         return raw
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        import json  # stdlib accepts the NaN / Infinity literals Python writers emit
+        import json
 
         return json.loads(raw)
 
 
 class RowSource(Sequence[dict[str, Any]]):
-    """Full rows by position, parsed on access: dicts, JSON strings or byte slices of a buffer."""
+    """Full rows by position, parsed on access, so a million rows never live as dicts.
 
-    def __init__(self, rows: Sequence[Any]) -> None:
-        self._rows = rows
+    `items` holds dicts, JSON strings or bytes; `index` (optional) maps positions to items.
+    """
+
+    def __init__(self, items: Sequence[Any], index: np.ndarray | None = None) -> None:
+        self._items = items
+        self._index = index
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._items) if self._index is None else len(self._index)
+
+    def raw(self, i: int) -> Any:
+        return self._items[i if self._index is None else int(self._index[i])]
 
     def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
-        return _parse_json_row(self._rows[i])
+        return parse_row(self.raw(i))
+
+    def take(self, idx: np.ndarray) -> RowSource:
+        return RowSource(self._items, idx if self._index is None else self._index[idx])
+
+    def load(self, positions: Sequence[int]) -> list[dict[str, Any]]:
+        """Parse many rows at once: one orjson call over the joined text when it can."""
+        raws = [self.raw(p) for p in positions]
+        if raws and all(isinstance(r, bytes) for r in raws):
+            try:
+                return orjson.loads(b"[" + b",".join(raws) + b"]")
+            except orjson.JSONDecodeError:
+                pass
+        return [dict(parse_row(r)) for r in raws]
 
 
 class BufferRows(Sequence[bytes]):
@@ -99,10 +121,12 @@ class RolloutColumns:
     rollout_index: np.ndarray
     fields: dict[str, NumericField]
     masked: np.ndarray
-    rows: Sequence[dict[str, Any]] | None = None
+    rows: RowSource | None = None
     """Full rows by position, when the producer has them."""
     row_labels: np.ndarray | None = None
     """What to call each row in errors (e.g. its line number); defaults to its position."""
+    label_name: str = "row"
+    """What the labels count: "row" or "line"."""
 
     def __post_init__(self) -> None:
         n = len(self.task_index)
@@ -230,7 +254,7 @@ def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
         fields[name] = NumericField(values, present, kind)
     rows = None
     if all(b.rows is not None for b in batches):
-        rows = _ChainedRows([b.rows for b in batches])  # type: ignore[misc]
+        rows = RowSource(_Chain([b.rows for b in batches if b.rows is not None]))
     labels = None
     if any(b.row_labels is not None for b in batches):
         labels = np.concatenate(
@@ -243,24 +267,25 @@ def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
         np.concatenate([b.masked for b in batches]),
         rows=rows,
         row_labels=labels,
+        label_name=batches[0].label_name,
     )
     assert len(out) == n
     return out
 
 
-class _ChainedRows(Sequence[dict[str, Any]]):
-    """Rows of several batches addressed by one global position."""
+class _Chain(Sequence[Any]):
+    """Raw rows of several RowSources addressed by one global position."""
 
-    def __init__(self, parts: list[Sequence[dict[str, Any]]]) -> None:
+    def __init__(self, parts: list[RowSource]) -> None:
         self._parts = parts
         self._offsets = np.cumsum([0] + [len(p) for p in parts])
 
     def __len__(self) -> int:
         return int(self._offsets[-1])
 
-    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
+    def __getitem__(self, i: int) -> Any:  # type: ignore[override]
         part = int(np.searchsorted(self._offsets, i, side="right")) - 1
-        return self._parts[part][i - int(self._offsets[part])]
+        return self._parts[part].raw(i - int(self._offsets[part]))
 
 
 __all__ = [
@@ -274,5 +299,6 @@ __all__ = [
     "ValueKind",
     "concat",
     "numeric_items",
+    "parse_row",
     "row_index_value",
 ]

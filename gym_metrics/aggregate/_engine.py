@@ -125,13 +125,14 @@ def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
     if len(dup):
         violations = []
         for i in dup[:10]:
-            a, b = data.label(int(order[i])), data.label(int(order[i + 1]))
-            where = f" (rows {a} and {b})" if data.row_labels is not None else ""
+            a, b = sorted((data.label(int(order[i])), data.label(int(order[i + 1]))))
+            where = f", also at {data.label_name} {a}" if data.row_labels is not None else ""
             violations.append(
                 FieldViolation(
                     "(_ng_task_index, _ng_rollout_index)",
                     f"duplicate key (task {t[i]}, rollout {r[i]}){where}",
                     row=b if data.row_labels is not None else None,
+                    row_name=data.label_name,
                 )
             )
         raise InvalidInputError(f"{len(dup)} duplicate (task, rollout) keys", violations)
@@ -141,21 +142,10 @@ def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
         r,
         {k: v.take(order) for k, v in data.fields.items()},
         data.masked[order],
-        rows=_Reordered(rows, order) if rows is not None else None,
+        rows=rows.take(order) if rows is not None else None,
         row_labels=data.row_labels[order] if data.row_labels is not None else None,
+        label_name=data.label_name,
     )
-
-
-class _Reordered(Sequence[dict[str, Any]]):
-    def __init__(self, rows: Sequence[dict[str, Any]], order: np.ndarray) -> None:
-        self._rows = rows
-        self._order = order
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
-        return self._rows[int(self._order[i])]
 
 
 def _aggregate(
@@ -222,10 +212,13 @@ def _aggregate(
         if per_task:
             _merge_per_task(groups, per_task)
         agent_metrics.update(custom)
-    if received:
+    if len(measured_pos):
         agent_metrics["num_repeats"] = num_repeats
-
-    key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
+        key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
+    else:
+        # Every rollout masked (or none received): as NeMo Gym, only the coverage block is
+        # reported; there is nothing measured to count repeats of or to pick headlines from.
+        key_metrics = {}
     key_metrics.update(coverage)
 
     if options.include_rollout_infos and len(m.task_index):
@@ -338,6 +331,8 @@ def _across_repeats(repeat_level: list[dict[str, Any]], names: list[str]) -> dic
     out: dict[str, float] = {}
     for k in names:
         key = f"mean/{k}"
+        if not _is_primary_metric(key):
+            continue
         x = np.array([e[key] for e in repeat_level if key in e], dtype=np.float64)
         n = len(x)
         if n == 0:
@@ -355,6 +350,37 @@ def _across_repeats(repeat_level: list[dict[str, Any]], names: list[str]) -> dic
         if ci:
             out[f"ci_low_95_across_repeats/{key}"], out[f"ci_high_95_across_repeats/{key}"] = ci
     return out
+
+
+# NeMo Gym aggregates across repeats only "primary" metrics: a name that reads like a summary
+# statistic or an uncertainty estimate is skipped (so `mean/judge/max` or `mean/acc_ci_lower`
+# get no `*_across_repeats/` block). Every name here starts with "mean/", so only the suffix and
+# marker rules can apply.
+_NOT_PRIMARY_SUFFIXES = (
+    "/max",
+    "/min",
+    "/median",
+    "/p5",
+    "/p25",
+    "/p75",
+    "/p95",
+    "/ci_low_95",
+    "/ci_high_95",
+    "/ci_lower",
+    "/ci_upper",
+    "_ci_lower",
+    "_ci_upper",
+    "_ci95_lower",
+    "_ci95_upper",
+    "/_ng_attempt_index",
+    "/std_dev_across_runs",
+    "/std_err_across_runs",
+    "/avg_sample_std_dev",
+)
+
+
+def _is_primary_metric(name: str) -> bool:
+    return not name.endswith(_NOT_PRIMARY_SUFFIXES) and "_across_repeats/" not in name
 
 
 def _with_expected_tasks(groups: GroupTable, options: AggregateOptions, masked_per_task: dict[int, int]) -> GroupTable:
@@ -384,7 +410,7 @@ def _rows_by_task(
     bounds = np.append(starts, len(measured_pos)).tolist()
     out = []
     for a, b in zip(bounds[:-1], bounds[1:]):
-        out.append([_row(data, pos, names) for pos in measured_pos[a:b].tolist()])
+        out.append(_load_rows(data, measured_pos[a:b].tolist(), names))
     return out
 
 
@@ -398,8 +424,10 @@ def _minimal_row(data: RolloutColumns, pos: int, names: list[str]) -> dict[str, 
     return row
 
 
-def _row(data: RolloutColumns, pos: int, names: list[str]) -> dict[str, Any]:
-    return dict(data.rows[pos]) if data.rows is not None else _minimal_row(data, pos, names)
+def _load_rows(data: RolloutColumns, positions: list[int], names: list[str]) -> list[dict[str, Any]]:
+    if data.rows is not None:
+        return data.rows.load(positions)
+    return [_minimal_row(data, pos, names) for pos in positions]
 
 
 def _fill_samples(
@@ -407,8 +435,7 @@ def _fill_samples(
 ) -> None:
     """`sample` = the task's first measured rollout row, without its indices."""
     position = np.searchsorted(groups.task_index, tasks).tolist()
-    for i, pos in zip(position, first_pos.tolist()):
-        sample = _row(data, pos, names)
+    for i, sample in zip(position, _load_rows(data, first_pos.tolist(), names)):
         sample.pop(TASK_KEY, None)
         sample.pop(ROLLOUT_KEY, None)
         groups.samples[i] = sample

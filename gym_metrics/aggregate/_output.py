@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Iterator
+from itertools import chain, repeat
 from pathlib import Path
 from typing import IO, Any
 
@@ -64,7 +65,7 @@ def _write_agent(f: IO[bytes], agg: AgentAggregate) -> None:
     f.write(b',\n    "group_level_metrics": [')
     first = True
     for blob in iter_group_json(agg.groups):
-        f.write(b"\n      " if first else b",\n      ")
+        f.write(b"\n      " if first else _GROUP_SEP)
         f.write(blob)
         first = False
     f.write(b"\n    ]" if not first else b"]")
@@ -77,41 +78,61 @@ def _write_agent(f: IO[bytes], agg: AgentAggregate) -> None:
 
 
 def iter_group_json(groups: GroupTable) -> Iterator[bytes]:
-    """One compact JSON object per task, in task order."""
-    for entry in iter_group_dicts(groups):
-        yield _dump(entry)
+    """Compact JSON of consecutive tasks: each yielded blob holds one or more whole entries
+    separated by commas; rollout_infos go last in each entry and are rendered column-wise."""
+    for lo in range(0, len(groups), _CHUNK):
+        hi = min(lo + _CHUNK, len(groups))
+        entries = list(_entries(groups, lo, hi))
+        fast = _infos_text(groups, lo, hi, entries)
+        if fast is not None:
+            yield fast
+            continue
+        infos = _rollout_info_dicts(groups, lo, hi)
+        for j, entry in enumerate(entries):
+            if infos is not None:
+                entry["rollout_infos"] = infos[j]
+        yield _GROUP_SEP.join(_dump(e) for e in entries)
 
 
 def iter_group_dicts(groups: GroupTable) -> Iterator[dict[str, Any]]:
-    """group_level_metrics entries (SPEC A4), built a chunk of tasks at a time."""
-    stat_keys = list(groups.stats)
+    """group_level_metrics entries (SPEC A4) as plain dicts, rollout_infos last."""
     for lo in range(0, len(groups), _CHUNK):
         hi = min(lo + _CHUNK, len(groups))
-        tasks = groups.task_index[lo:hi].tolist()
-        stats = np.column_stack([groups.stats[k][lo:hi] for k in stat_keys]).tolist() if stat_keys else None
-        num = groups.num_rollouts[lo:hi].tolist()
-        expected = groups.expected_num_rollouts[lo:hi].tolist()
-        infos = _rollout_info_chunks(groups, lo, hi)
-        for j, task in enumerate(tasks):
-            entry: dict[str, Any] = {TASK_KEY: task}
-            if stats is not None:
-                for key, value in zip(stat_keys, stats[j]):
-                    if not math.isnan(value):
-                        entry[key] = value
-            entry["sample"] = groups.samples[lo + j]
-            entry["num_rollouts"] = num[j]
-            entry["expected_num_rollouts"] = expected[j]
-            entry["missing_num_rollouts"] = expected[j] - num[j]
-            entry["reward_profile_completion_pct"] = 100.0 if expected[j] == 0 else 100.0 * num[j] / expected[j]
+        infos = _rollout_info_dicts(groups, lo, hi)
+        for j, entry in enumerate(_entries(groups, lo, hi)):
             if infos is not None:
                 entry["rollout_infos"] = infos[j]
-            if groups.custom is not None and groups.custom[lo + j]:
-                entry.update(groups.custom[lo + j])  # type: ignore[arg-type]
             yield entry
 
 
-def _rollout_info_chunks(groups: GroupTable, lo: int, hi: int) -> list[list[dict[str, Any]]] | None:
-    """rollout_infos of tasks lo..hi: rollout_id, both indices, every numeric field present."""
+def _entries(groups: GroupTable, lo: int, hi: int) -> Iterator[dict[str, Any]]:
+    """Entries of tasks lo..hi without rollout_infos."""
+    stat_keys = list(groups.stats)
+    tasks = groups.task_index[lo:hi].tolist()
+    stats = np.column_stack([groups.stats[k][lo:hi] for k in stat_keys]) if stat_keys else np.zeros((hi - lo, 0))
+    complete = (~np.isnan(stats)).all(axis=1).tolist()
+    stats_py = stats.tolist()
+    num = groups.num_rollouts[lo:hi].tolist()
+    expected = groups.expected_num_rollouts[lo:hi].tolist()
+    for j, task in enumerate(tasks):
+        entry: dict[str, Any] = {TASK_KEY: task}
+        if complete[j]:
+            entry.update(zip(stat_keys, stats_py[j]))
+        else:
+            entry.update((k, v) for k, v in zip(stat_keys, stats_py[j]) if not math.isnan(v))
+        entry["sample"] = groups.samples[lo + j]
+        entry["num_rollouts"] = num[j]
+        entry["expected_num_rollouts"] = expected[j]
+        entry["missing_num_rollouts"] = expected[j] - num[j]
+        entry["reward_profile_completion_pct"] = 100.0 if expected[j] == 0 else 100.0 * num[j] / expected[j]
+        if groups.custom is not None and groups.custom[lo + j]:
+            entry.update(groups.custom[lo + j])  # type: ignore[arg-type]
+        yield entry
+
+
+def _rollout_info_dicts(groups: GroupTable, lo: int, hi: int) -> list[list[dict[str, Any]]] | None:
+    """rollout_infos of tasks lo..hi: rollout_id, both indices, every numeric field present;
+    int and bool fields as integers."""
     table, bounds = groups.rollout_infos, groups.info_starts
     if table is None or bounds is None:
         return None
@@ -120,31 +141,66 @@ def _rollout_info_chunks(groups: GroupTable, lo: int, hi: int) -> list[list[dict
     r = table.rollout_index[a:b].tolist()
     names = list(table.fields)
     columns = []
-    complete = True
     for name in names:
         col = table.fields[name]
         values = col.values[a:b]
-        present = col.present[a:b]
         if col.kind is ValueKind.FLOAT:
             py = values.tolist()
         else:
             finite = np.isfinite(values)
-            as_int = np.where(finite, values, 0).astype(np.int64).tolist()
-            py = [x if ok else float(v) for x, ok, v in zip(as_int, finite.tolist(), values.tolist())] if not finite.all() else as_int
-        if not present.all():
-            complete = False
-            py = [v if p else _ABSENT for v, p in zip(py, present.tolist())]
-        columns.append(py)
+            py = [int(v) if ok else v for v, ok in zip(values.tolist(), finite.tolist())]
+        columns.append([v if p else _ABSENT for v, p in zip(py, col.present[a:b].tolist())])
     keys = ["rollout_id", TASK_KEY, ROLLOUT_KEY, *names]
     ids = [f"{x}:{y}" for x, y in zip(t, r)]
-    if complete:
-        infos = [dict(zip(keys, vals)) for vals in zip(ids, t, r, *columns)]
-    else:
-        infos = [{k: v for k, v in zip(keys, vals) if v is not _ABSENT} for vals in zip(ids, t, r, *columns)]
-    out = []
-    for g in range(lo, hi):
-        out.append(infos[int(bounds[g]) - a : int(bounds[g + 1]) - a])
-    return out
+    infos = [{k: v for k, v in zip(keys, vals) if v is not _ABSENT} for vals in zip(ids, t, r, *columns)]
+    return [infos[int(bounds[g]) - a : int(bounds[g + 1]) - a] for g in range(lo, hi)]
 
 
+def _tokens(values: np.ndarray) -> list[bytes]:
+    """JSON text of each value, at C speed: orjson renders the array, we split on commas."""
+    if len(values) == 0:
+        return []
+    return orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
+
+
+def _infos_text(groups: GroupTable, lo: int, hi: int, entries: list[dict[str, Any]]) -> bytes | None:
+    """Entries lo..hi with their rollout_infos as one blob, built without a dict per rollout.
+
+    Each rollout's object is interleaved from per-column tokens; the first rollout of a task
+    carries the task's entry (rendered by orjson, minus its closing brace) in front of it.
+    None when this fast path does not apply (no infos, absent fields, a task without rollouts).
+    """
+    table, bounds = groups.rollout_infos, groups.info_starts
+    if table is None or bounds is None:
+        return None
+    a, b = int(bounds[lo]), int(bounds[hi])
+    sizes = np.diff(bounds[lo : hi + 1])
+    if (sizes == 0).any() or any(not col.present[a:b].all() for col in table.fields.values()):
+        return None
+    n = b - a
+    pre: list[bytes] = [b","] * n
+    post: list[bytes] = [b""] * n
+    first = (bounds[lo:hi] - a).tolist()
+    last = (bounds[lo + 1 : hi + 1] - a - 1).tolist()
+    for j, (f0, f1, entry) in enumerate(zip(first, last, entries)):
+        head = _dump(entry)[:-1] + (b',"rollout_infos":[' if len(entry) else b'"rollout_infos":[')
+        pre[f0] = (_GROUP_SEP if j else b"") + head
+        post[f1] = b"]}"
+    t = _tokens(table.task_index[a:b])
+    r = _tokens(table.rollout_index[a:b])
+    parts: list[Any] = [pre, repeat(b'{"rollout_id":"'), t, repeat(b":"), r]
+    parts += [repeat(f'","{TASK_KEY}":'.encode()), t, repeat(f',"{ROLLOUT_KEY}":'.encode()), r]
+    for name, col in table.fields.items():
+        values = col.values[a:b]
+        if col.kind is not ValueKind.FLOAT:
+            finite = np.isfinite(values)
+            if not finite.all():
+                return None
+            values = values.astype(np.int64)
+        parts += [repeat(b"," + orjson.dumps(name) + b":"), _tokens(values)]
+    parts += [repeat(b"}"), post]
+    return b"".join(chain.from_iterable(zip(*parts)))
+
+
+_GROUP_SEP = b",\n      "
 _ABSENT = object()

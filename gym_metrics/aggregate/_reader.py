@@ -1,6 +1,6 @@
 """Read a rollouts JSONL file into one columnar batch per agent.
 
-Fast path: polars reads the whole file column-wise (1M rows in well under a second). Anything
+Fast path: pyarrow reads the whole file column-wise (1M rows in well under a second). Anything
 the fast path cannot prove it read exactly (a bad line, the NaN literal, mixed types in a
 column, bad indices) sends the file down the per-line path, which is slower but names every
 bad line.
@@ -9,7 +9,6 @@ bad line.
 from __future__ import annotations
 
 import io
-import json
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +16,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import orjson
 
 from gym_metrics.aggregate._columns import (
     MASK_KEY,
@@ -26,6 +24,8 @@ from gym_metrics.aggregate._columns import (
     BufferRows,
     NumericField,
     RolloutColumns,
+    RowSource,
+    parse_row,
     ValueKind,
     row_index_value,
 )
@@ -36,13 +36,14 @@ OnBadLine = Literal["fail", "skip"]
 
 @dataclass(frozen=True)
 class BadLine:
-    """A line that could not be used, and why."""
+    """A line that could not be used: which field was wrong, and why."""
 
     line: int
+    field: str
     reason: str
 
     def __str__(self) -> str:
-        return f"line {self.line}: {self.reason}"
+        return f"line {self.line}: {self.field}: {self.reason}"
 
 
 @dataclass
@@ -64,7 +65,7 @@ def read_rollouts(path: str | Path, on_bad_line: OnBadLine = "fail") -> RolloutF
     if result.bad_lines and on_bad_line == "fail":
         raise InvalidInputError(
             f"{path}: {len(result.bad_lines)} bad line(s)",
-            [FieldViolation("line", b.reason, b.line) for b in result.bad_lines],
+            [FieldViolation(b.field, b.reason, b.line, row_name="line") for b in result.bad_lines],
         )
     return result
 
@@ -89,129 +90,154 @@ def _nonblank(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 
 def _read_fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> RolloutFile | None:
-    import polars as pl
+    import pyarrow as pa
+    import pyarrow.json as pj
 
     lines = _nonblank(buf, starts, ends)
     if len(lines) == 0:
         return RolloutFile({}, [], 0)
     try:
-        df = pl.read_ndjson(io.BytesIO(buf), infer_schema_length=None)
-    except Exception:
+        # pyarrow infers over every block (late keys are kept) and refuses a column whose
+        # type changes (we then re-read line by line), so nothing is silently coerced.
+        table = pj.read_json(pa.BufferReader(buf), read_options=pj.ReadOptions(block_size=16 << 20))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
-    if df.height != len(lines):
+    if table.num_rows != len(lines):
         return None
-    schema = df.schema
+    columns = dict(zip(table.column_names, table.columns))
 
-    agent = _agent_names(df)
-    tasks = _index_column(df, TASK_KEY_ALIASES)
-    repeats = _index_column(df, ROLLOUT_KEY_ALIASES)
+    agent = _agent_codes(columns.get("agent_ref"))
+    tasks = _index_column(columns, TASK_KEY_ALIASES)
+    repeats = _index_column(columns, ROLLOUT_KEY_ALIASES)
     if agent is None or tasks is None or repeats is None:
         return None
-    masked = np.zeros(df.height, dtype=bool)
-    if MASK_KEY in schema:
-        dtype = schema[MASK_KEY]
-        if dtype == pl.Boolean:
-            masked = df[MASK_KEY].fill_null(False).to_numpy()
-        elif dtype.is_numeric():
-            masked = (df[MASK_KEY].fill_null(0) != 0).to_numpy()
-        elif dtype != pl.Null:
+    masked = np.zeros(table.num_rows, dtype=bool)
+    if MASK_KEY in columns:
+        flag = _numeric_field(columns[MASK_KEY])
+        if flag is None and not pa.types.is_null(columns[MASK_KEY].type):
             return None
+        if flag is not None:
+            masked = flag.present & (np.nan_to_num(flag.values) != 0)
 
     fields: dict[str, NumericField] = {}
-    for name, dtype in schema.items():
+    for name, column in columns.items():
         if name.startswith("_") or name == MASK_KEY or name in TASK_KEY_ALIASES or name in ROLLOUT_KEY_ALIASES:
             continue
-        if dtype == pl.String and _has_number_like(df[name]):
-            return None  # polars stringifies numbers in mixed columns: re-read exactly
-        column = _numeric_field(df[name])
-        if column is not None:
-            fields[name] = column
-    usage = _usage_fields(df)
-    for name, column in usage.items():
+        field_ = _numeric_field(column)
+        if field_ is not None:
+            fields[name] = field_
+    if _usage_clash_is_ambiguous(columns.get("response"), fields):
+        return None
+    for name, column in _usage_fields(columns.get("response")).items():
         if name in fields:  # usage wins where it has a value (NeMo Gym's `row | usage`)
             base = fields[name]
-            take = column.present
-            values = np.where(take, column.values, base.values)
+            values = np.where(column.present, column.values, base.values)
             kind = ValueKind.merge(base.kind, column.kind) if base.present.any() else column.kind
-            column = NumericField(values, take | base.present, kind)
+            column = NumericField(values, column.present | base.present, kind)
         fields[name] = column
 
     rows = BufferRows(buf, starts[lines], ends[lines])
     line_numbers = (lines + 1).astype(np.int64)
-    return RolloutFile(_split_by_agent(agent, tasks, repeats, fields, masked, rows, line_numbers), [], df.height)
+    return RolloutFile(_split_by_agent(agent, tasks, repeats, fields, masked, rows, line_numbers), [], table.num_rows)
 
 
-def _has_number_like(series: Any) -> bool:
-    return bool(series.drop_nulls().str.contains(r"^\s*(-?\d|true$|false$)").any())
+def _agent_codes(column: Any) -> tuple[list[str], np.ndarray] | None:
+    """(agent names, code per row) from agent_ref.name; None unless every row names one."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-
-def _agent_names(df: Any) -> np.ndarray | None:
-    import polars as pl
-
-    dtype = df.schema.get("agent_ref")
-    if not isinstance(dtype, pl.Struct) or "name" not in {f.name for f in dtype.fields}:
+    if column is None or not pa.types.is_struct(column.type) or column.type.get_field_index("name") < 0:
         return None
-    names = df["agent_ref"].struct.field("name")
-    if names.dtype != pl.String or names.null_count():
+    names = pc.struct_field(column, "name")
+    if not pa.types.is_string(names.type) or names.null_count:
         return None
-    return names.to_numpy()
+    encoded = pc.dictionary_encode(names).combine_chunks()
+    return [str(x) for x in encoded.dictionary.to_pylist()], encoded.indices.to_numpy(zero_copy_only=False)
 
 
-def _index_column(df: Any, aliases: tuple[str, ...]) -> np.ndarray | None:
+def _index_column(columns: dict[str, Any], aliases: tuple[str, ...]) -> np.ndarray | None:
     """Coalesce the alias columns; None unless every row has a non-negative integer."""
-    present = [a for a in aliases if a in df.schema]
-    if not present:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    present = [columns[a] for a in aliases if a in columns]
+    if not present or not all(pa.types.is_integer(c.type) or pa.types.is_null(c.type) for c in present):
         return None
-    for a in present:
-        if not df.schema[a].is_integer() and str(df.schema[a]) != "Null":
-            return None
-    import polars as pl
-
-    col = pl.coalesce([pl.col(a).cast(pl.Int64) for a in present])
-    values = df.select(col.alias("i"))["i"]
-    if values.null_count() or (values < 0).any():
+    values = pc.coalesce(*[pc.cast(c, pa.int64()) for c in present]) if len(present) > 1 else present[0]
+    if values.null_count or pa.types.is_null(values.type) or pc.min(values).as_py() < 0:
         return None
-    return values.to_numpy().astype(np.int64, copy=False)
+    return values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
-def _numeric_field(series: Any) -> NumericField | None:
-    import polars as pl
+def _numeric_field(column: Any) -> NumericField | None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    dtype = series.dtype
-    if dtype == pl.Boolean:
+    dtype = column.type
+    if pa.types.is_boolean(dtype):
         kind = ValueKind.BOOL
-    elif dtype.is_integer():
+    elif pa.types.is_integer(dtype):
         kind = ValueKind.INT
-    elif dtype.is_float():
+    elif pa.types.is_floating(dtype):
         kind = ValueKind.FLOAT
     else:
         return None
-    present = series.is_not_null().to_numpy()
-    values = series.cast(pl.Float64).fill_null(float("nan")).to_numpy()
+    present = pc.is_valid(column).to_numpy(zero_copy_only=False)
+    values = pc.fill_null(pc.cast(column, pa.float64()), float("nan")).to_numpy(zero_copy_only=False)
     return NumericField(np.asarray(values, dtype=np.float64), np.asarray(present, dtype=bool), kind)
 
 
-def _usage_fields(df: Any) -> dict[str, NumericField]:
-    import polars as pl
+def _usage_fields(response: Any) -> dict[str, NumericField]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    dtype = df.schema.get("response")
-    if not isinstance(dtype, pl.Struct) or "usage" not in {f.name for f in dtype.fields}:
+    if response is None or not pa.types.is_struct(response.type) or response.type.get_field_index("usage") < 0:
         return {}
-    usage = df["response"].struct.field("usage")
-    if not isinstance(usage.dtype, pl.Struct):
+    usage = pc.struct_field(response, "usage")
+    if not pa.types.is_struct(usage.type):
         return {}
     out = {}
-    for f in usage.dtype.fields:
-        if f.name.startswith("_"):
+    for i in range(usage.type.num_fields):
+        name = usage.type.field(i).name
+        if name.startswith("_"):
             continue
-        column = _numeric_field(usage.struct.field(f.name))
-        if column is not None:
-            out[f.name] = column
+        field_ = _numeric_field(pc.struct_field(usage, name))
+        if field_ is not None:
+            out[name] = field_
     return out
 
 
+def _usage_clash_is_ambiguous(response: Any, fields: dict[str, NumericField]) -> bool:
+    """Whether some row has a top-level numeric field that its usage object names without a number.
+
+    `row | usage` then replaces the row's value with the usage's null (or string, ...), so the
+    field is absent for that row; but a struct column cannot tell "usage has the key, null" from
+    "usage lacks the key" (the row's value stands). The per-line reader can.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if response is None or not pa.types.is_struct(response.type) or response.type.get_field_index("usage") < 0:
+        return False
+    usage = pc.struct_field(response, "usage")
+    if not pa.types.is_struct(usage.type):
+        return False
+    has_usage = None
+    for i in range(usage.type.num_fields):
+        name = usage.type.field(i).name
+        if name not in fields:
+            continue
+        if has_usage is None:
+            has_usage = pc.is_valid(usage).to_numpy(zero_copy_only=False)
+        value = _numeric_field(pc.struct_field(usage, name))
+        usage_number = value.present if value is not None else np.zeros(len(has_usage), dtype=bool)
+        if (has_usage & fields[name].present & ~usage_number).any():
+            return True
+    return False
+
+
 def _split_by_agent(
-    agent: np.ndarray,
+    agent: tuple[list[str], np.ndarray],
     tasks: np.ndarray,
     repeats: np.ndarray,
     fields: dict[str, NumericField],
@@ -219,10 +245,10 @@ def _split_by_agent(
     rows: BufferRows,
     line_numbers: np.ndarray,
 ) -> dict[str, RolloutColumns]:
-    names, inverse = np.unique(agent, return_inverse=True)
+    names, codes = agent
     out = {}
-    for i, name in enumerate(names.tolist()):
-        idx = np.flatnonzero(inverse == i)
+    for i, name in sorted(enumerate(names), key=lambda x: x[1]):
+        idx = np.flatnonzero(codes == i)
         sub_fields = {k: v.take(idx) for k, v in fields.items()}
         sub_fields = {k: v for k, v in sub_fields.items() if v.present.any()}
         out[str(name)] = RolloutColumns(
@@ -230,31 +256,11 @@ def _split_by_agent(
             repeats[idx],
             sub_fields,
             masked[idx],
-            rows=_Subset(rows, idx),
+            rows=RowSource(rows, idx),
             row_labels=line_numbers[idx],
+            label_name="line",
         )
     return out
-
-
-class _Subset:
-    """Rows of a BufferRows at the given positions, parsed on access."""
-
-    def __init__(self, rows: BufferRows, idx: np.ndarray) -> None:
-        self._rows = rows
-        self._idx = idx
-
-    def __len__(self) -> int:
-        return len(self._idx)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        return _loads(self._rows[int(self._idx[i])])
-
-
-def _loads(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)  # accepts NaN / Infinity, which Python writers emit
 
 
 def _read_slow(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> RolloutFile:
@@ -266,13 +272,13 @@ def _read_slow(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> RolloutFile:
         line_no = pos + 1
         raw = buf[starts[pos] : ends[pos]]
         try:
-            row = _loads(raw)
+            row = parse_row(raw)
         except ValueError as exc:
-            bad.append(BadLine(line_no, f"invalid JSON ({exc})"))
+            bad.append(BadLine(line_no, "json", f"not valid JSON ({exc})"))
             continue
         problem = _row_problem(row)
         if problem:
-            bad.append(BadLine(line_no, problem))
+            bad.append(BadLine(line_no, *problem))
             continue
         rows_read += 1
         by_agent[row["agent_ref"]["name"]].append((line_no, row, pos))
@@ -281,20 +287,22 @@ def _read_slow(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> RolloutFile:
         entries = by_agent[name]
         cols = RolloutColumns.from_rows([e[1] for e in entries], labels=[e[0] for e in entries], keep_rows=False)
         positions = np.array([e[2] for e in entries], dtype=np.int64)
-        cols.rows = _Subset(BufferRows(buf, starts, ends), positions)  # re-parse on access, keep no dicts
+        cols.rows = RowSource(BufferRows(buf, starts, ends), positions)  # re-parse on access, keep no dicts
+        cols.label_name = "line"
         agents[name] = cols
     return RolloutFile(agents, bad, rows_read)
 
 
-def _row_problem(row: Any) -> str | None:
+def _row_problem(row: Any) -> tuple[str, str] | None:
+    """(field, reason) when the row cannot be aggregated."""
     if not isinstance(row, Mapping):
-        return f"expected a JSON object, got {type(row).__name__}"
+        return "row", f"expected a JSON object, got {type(row).__name__}"
     ref = row.get("agent_ref")
     if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str):
-        return "agent_ref.name: missing or not a string (every rollout must name its agent)"
+        return "agent_ref.name", "missing or not a string (every rollout must name its agent)"
     for aliases in (TASK_KEY_ALIASES, ROLLOUT_KEY_ALIASES):
         try:
             row_index_value(row, aliases)
         except InvalidInputError as exc:
-            return str(exc.violations[0])
+            return exc.violations[0].field, exc.violations[0].description
     return None

@@ -56,11 +56,31 @@ def grouped_stats(values: np.ndarray, valid: np.ndarray, group_ids: np.ndarray, 
         low = high = np.zeros(0)
     low[empty] = np.nan
     high[empty] = np.nan
-    # Sort each group's values, invalid ones last (as +inf), for medians and percentiles.
-    order = np.lexsort((np.where(valid, values, np.inf), group_ids))
-    sorted_values = values[order]
+    sorted_values = sort_within_groups(np.where(valid, values, np.inf), starts)
     median = quantile_sorted(sorted_values, starts, count, 0.5)
     return GroupedStats(count, mean, low, high, median, std, sorted_values, starts)
+
+
+def sort_within_groups(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Each contiguous group's values sorted ascending (invalid ones are +inf, so last).
+
+    Groups of similar size (the usual tasks x repeats) are sorted as rows of a padded matrix,
+    several times faster than a lexsort; very uneven groups fall back to the lexsort.
+    """
+    n, n_groups = len(values), len(starts)
+    if n_groups <= 1:
+        return np.sort(values)
+    sizes = np.diff(np.append(starts, n))
+    width = int(sizes.max())
+    if n_groups * width > 4 * n + 1024:
+        group_ids = np.repeat(np.arange(n_groups), sizes)
+        return values[np.lexsort((values, group_ids))]
+    matrix = np.full((n_groups, width), np.inf)
+    cols = np.arange(n) - np.repeat(starts, sizes)
+    rows = np.repeat(np.arange(n_groups), sizes)
+    matrix[rows, cols] = values
+    matrix.sort(axis=1)
+    return matrix[rows, cols]
 
 
 def quantile_sorted(sorted_values: np.ndarray, starts: np.ndarray, count: np.ndarray, q: float) -> np.ndarray:

@@ -1,0 +1,167 @@
+"""The `gym-metrics` command: serve an environment, aggregate a rollouts file."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gym_metrics.errors import GymMetricsError, InvalidInputError
+
+EXIT_BAD_INPUT = 2
+_SHOW_VIOLATIONS = 20
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    ns = parser.parse_args(argv)
+    logging.basicConfig(level=getattr(logging, ns.log_level.upper()), format="%(message)s", stream=sys.stderr)
+    try:
+        return int(ns.func(ns) or 0)
+    except InvalidInputError as exc:
+        _print_invalid(exc)
+        return EXIT_BAD_INPUT
+    except (GymMetricsError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gym-metrics", description=__doc__)
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="serve an environment over gRPC")
+    serve.add_argument("target", help="registered name (e.g. math_exact), module:Class or path/app.py:Class")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=50051, help="0 picks a free port (printed on stderr)")
+    serve.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
+    serve.add_argument(
+        "--auth-token-env",
+        metavar="VAR",
+        help="require `authorization: Bearer $VAR` on every call but health (default: GYM_METRICS_AUTH_TOKEN if set)",
+    )
+    serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS with --tls-key)")
+    serve.add_argument("--tls-key", type=Path, help="PEM private key")
+    serve.add_argument("--max-message-mb", type=float, default=64.0, help="max gRPC message size (MiB)")
+    serve.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
+    serve.set_defaults(func=_cmd_serve)
+
+    agg = sub.add_parser("aggregate", help="aggregate a rollouts JSONL in-process (no server)")
+    agg.add_argument("rollouts", type=Path, help="rollouts JSONL: one verify response per line")
+    agg.add_argument("-o", "--output", type=Path, help="default: <stem>_aggregate_metrics.json beside the input")
+    agg.add_argument("--env", metavar="TARGET", help="use this environment's compute_metrics / get_key_metrics")
+    agg.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries (much smaller file)")
+    agg.add_argument("--expected-rollouts", type=_non_negative, default=0, metavar="K", help="rollouts each task should have")
+    agg.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
+    agg.add_argument("-q", "--quiet", action="store_true", help="print only the output path")
+    agg.set_defaults(func=_cmd_aggregate)
+    return parser
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _cmd_serve(ns: argparse.Namespace) -> int:
+    from gym_metrics._transport import ServerConfig, serve
+    from gym_metrics.registry import resolve_server
+
+    env_cls = resolve_server(ns.target)  # fail fast with a clear message, before binding
+    token_var = ns.auth_token_env or ("GYM_METRICS_AUTH_TOKEN" if os.environ.get("GYM_METRICS_AUTH_TOKEN") else None)
+    token = None
+    if token_var:
+        token = os.environ.get(token_var)
+        if not token:
+            raise GymMetricsError(f"--auth-token-env {token_var}: the variable is not set or empty")
+    if bool(ns.tls_cert) != bool(ns.tls_key):
+        raise GymMetricsError("--tls-cert and --tls-key go together")
+    config = ServerConfig(
+        host=ns.host,
+        port=ns.port,
+        max_message_bytes=int(ns.max_message_mb * 1024 * 1024),
+        auth_token=token,
+        tls_cert_file=ns.tls_cert,
+        tls_key_file=ns.tls_key,
+        grace_seconds=ns.grace,
+    )
+    serve(env_cls, config, workers=ns.workers)
+    return 0
+
+
+def _cmd_aggregate(ns: argparse.Namespace) -> int:
+    from gym_metrics.aggregate import AggregateOptions, aggregate_file
+
+    compute = keys = None
+    if ns.env:
+        from gym_metrics.registry import resolve_server
+
+        env = resolve_server(ns.env)()
+        compute = env.compute_metrics if env.wants_rows else None
+        keys = env.get_key_metrics
+    options = AggregateOptions(
+        include_rollout_infos=not ns.no_rollout_infos, expected_rollouts_per_task=ns.expected_rollouts
+    )
+    started = time.perf_counter()
+    out, results, rollouts = aggregate_file(
+        ns.rollouts, ns.output, options=options, compute_metrics=compute, get_key_metrics=keys, on_bad_line=ns.on_bad_line
+    )
+    elapsed = time.perf_counter() - started
+    for bad in rollouts.bad_lines[:_SHOW_VIOLATIONS]:
+        print(f"warning: skipped {ns.rollouts}:{bad}", file=sys.stderr)
+    if len(rollouts.bad_lines) > _SHOW_VIOLATIONS:
+        print(f"warning: ... and {len(rollouts.bad_lines) - _SHOW_VIOLATIONS} more bad lines", file=sys.stderr)
+    if ns.quiet:
+        print(out)
+        return 0
+    print(format_key_metrics({r.agent_name: r.key_metrics for r in results}))
+    for r in results:
+        if r.non_finite_counts:
+            counts = ", ".join(f"{k}: {v}" for k, v in r.non_finite_counts.items())
+            print(f"note: {r.agent_name}: non-finite values left out of the stats ({counts})", file=sys.stderr)
+    skipped = f", {len(rollouts.bad_lines)} bad lines skipped" if rollouts.bad_lines else ""
+    print(f"{rollouts.rows_read} rollouts, {len(results)} agents in {elapsed:.2f}s{skipped} -> {out}")
+    return 0
+
+
+def format_key_metrics(by_agent: dict[str, dict[str, Any]]) -> str:
+    """A plain-text table: one row per agent, one column per key metric."""
+    columns: list[str] = []
+    for metrics in by_agent.values():
+        columns += [k for k in metrics if k not in columns]
+    header = ["agent", *columns]
+    rows = [[name, *(_fmt(by_agent[name].get(c)) for c in columns)] for name in sorted(by_agent)]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def _print_invalid(exc: InvalidInputError) -> None:
+    print(f"error: {exc.message}", file=sys.stderr)
+    for v in exc.violations[:_SHOW_VIOLATIONS]:
+        print(f"  {v}", file=sys.stderr)
+    if len(exc.violations) > _SHOW_VIOLATIONS:
+        print(f"  ... and {len(exc.violations) - _SHOW_VIOLATIONS} more", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

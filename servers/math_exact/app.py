@@ -1,0 +1,348 @@
+"""math_exact: exact-answer math verification, in the spirit of NeMo Gym's math environment.
+
+`verify` extracts the model's final answer (last `\\boxed{...}`, else the last "answer is X" /
+"Answer: X", else the last number) and compares it with `expected_answer` after a small,
+deterministic normalisation (numbers compared exactly as fractions, text case-insensitively).
+No sympy, no LLM judge: the same text always gets the same reward.
+
+`compute_metrics` adds first-k pass@k and the mean-of-rewards pass@1 per agent and per task;
+`get_key_metrics` picks the headline numbers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer, register_server
+
+SAMPLE_PATH = Path(__file__).with_name("sample.jsonl")
+"""The shipped sample: 12 tasks x 4 repeats x 3 agents of unverified rollouts."""
+
+PASS_THRESHOLD = 1.0
+"""A sample passes when its reward is at least this (SPEC B)."""
+
+AVG_OF_K = "pass@1[avg-of-k]"
+"""Mean over tasks of each task's mean reward (what NeMo Gym reports as pass@1 averaged over k)."""
+
+
+# ----------------------------------------------------------------------------- models
+
+
+class MathVerifyRequest(BaseVerifyRequest):
+    """One math rollout: the model's response and the reference answer."""
+
+    expected_answer: str
+    """The reference answer, e.g. "42", "1/2", "0.5", "\\frac{3}{4}" or "Paris"."""
+    model_output: str | None = None
+    """Plain-text model output, used when `response` holds no output text (a convenience for
+    callers without Responses API objects)."""
+
+    @field_validator("expected_answer", mode="before")
+    @classmethod
+    def _number_to_str(cls, value: Any) -> Any:
+        # Datasets often store numeric answers as JSON numbers; accept them as their text.
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+
+class MathVerifyResponse(BaseVerifyResponse):
+    """The verdict: reward 1.0 iff the extracted answer equals the expected one."""
+
+    extracted_answer: str | None = None
+    """The answer found in the model output (before normalisation); None when none was found."""
+    is_correct: bool = False
+    """True iff the extracted answer matches `expected_answer`."""
+    expected_answer: str = Field(default="")
+    """The reference answer, echoed back."""
+
+
+# ----------------------------------------------------------------------------- extraction
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_ANSWER_IS = re.compile(
+    r"\banswer\s*(?:is|:)[\s:*]*(?P<ans>.+?)[\s*]*(?:\.(?=\s|$)|\n|$)",
+    re.IGNORECASE,
+)
+# A number: optional sign (not a minus between operands, as in "5-3"), digits with optional
+# thousands separators, optional decimals, optional "/denominator".
+_NUMBER = re.compile(
+    r"(?:(?<![\w)\]}])[-+])?"
+    r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?"
+    r"|(?:(?<![\w)\]}])-)?\.\d+"
+)
+
+
+def response_text(response: Any) -> str:
+    """All assistant output text of an OpenAI Responses API response, joined by newlines."""
+    if not isinstance(response, dict):
+        return ""
+    output = response.get("output")
+    if not isinstance(output, list):
+        return ""
+    parts: list[str] = []
+    for item in output:
+        if not isinstance(item, dict) or item.get("type", "message") != "message":
+            continue  # reasoning, function calls, ...
+        content = item.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            for piece in content:
+                if isinstance(piece, dict) and piece.get("type", "output_text") == "output_text":
+                    text = piece.get("text")
+                    if isinstance(text, str):
+                        parts.append(text)
+    return "\n".join(parts)
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last `\\boxed{...}` / `\\fbox{...}` with balanced braces (nested ok)."""
+    found: str | None = None
+    for match in _BOXED.finditer(text):
+        depth, start = 1, match.end()
+        for i in range(start, len(text)):
+            ch = text[i]
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    found = text[start:i]
+                    break
+        # an unbalanced (truncated) box is ignored
+    return found
+
+
+def extract_answer(text: str | None) -> str | None:
+    """The final answer in `text`, or None.
+
+    Order: the last balanced `\\boxed{...}`; else the last "answer is X" / "Answer: X" (up to
+    the end of the line or sentence); else the last number.
+    """
+    if not text:
+        return None
+    boxed = last_boxed(text)
+    if boxed is not None:
+        return boxed.strip()
+    answers = [m.group("ans").strip() for m in _ANSWER_IS.finditer(text)]
+    answers = [a for a in answers if a]
+    if answers:
+        return answers[-1]
+    numbers = _NUMBER.findall(text)
+    return numbers[-1].strip() if numbers else None
+
+
+# ----------------------------------------------------------------------------- normalisation
+
+_WRAPPER = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|boxed)\s*\{")
+_LATEX_SPACES = re.compile(r"\\[,!;: ]|\\quad|\\qquad|~")
+_ASSIGNMENT = re.compile(r"^[A-Za-z]\s*=\s*(?P<rhs>.+)$", re.DOTALL)
+_DEGREE = re.compile(r"\^\s*\{?\\circ\}?$")
+_PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
+_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?P<sep>[, ])\d{3}(?:(?P=sep)\d{3})*(?:\.\d+)?")
+_SLASH_FRACTION = re.compile(r"(?P<num>[^/]+)/(?P<den>[^/]+)")
+_LATEX_FRACTION = re.compile(r"(?P<sign>[-+]?)\s*\\[dt]?frac\s*\{(?P<num>[^{}]+)\}\s*\{(?P<den>[^{}]+)\}")
+
+
+def _unwrap(s: str) -> str:
+    """`\\text{X}` (or `\\mathrm`, `\\boxed`, ...) around the whole string -> X; else s."""
+    match = _WRAPPER.match(s)
+    if not match or not s.endswith("}"):
+        return s
+    inner = s[match.end() : -1]
+    depth = 0
+    for ch in inner:  # the closing brace must be the wrapper's own: "\text{a} \text{b}" stays
+        depth += (ch == "{") - (ch == "}")
+        if depth < 0:
+            return s
+    return inner if depth == 0 else s
+
+
+def normalize(answer: str) -> str:
+    """Canonical text form of an answer: the string the comparison starts from.
+
+    Strips whitespace, `$` and `\\(...\\)` delimiters, trailing periods, a surrounding
+    `\\text{}` (also `\\textbf`, `\\mathrm`, `\\mbox`, `\\boxed`, ...), LaTeX spacing commands,
+    a single-letter assignment (`x = 6` -> `6`), a trailing `%` / `\\%` or degree sign, and
+    collapses inner whitespace.
+    """
+    s = answer.strip()
+    previous = None
+    while s != previous:  # peel layers until nothing changes: "$\text{ 42 }$." -> "42"
+        previous = s
+        s = s.replace("$", "").strip()
+        s = s.removeprefix("\\(").removesuffix("\\)").removeprefix("\\[").removesuffix("\\]").strip()
+        s = s.rstrip(".").strip()
+        s = _unwrap(s).strip()
+    s = _LATEX_SPACES.sub("", s).replace("{,}", ",")
+    assignment = _ASSIGNMENT.match(s)
+    if assignment:  # "x = 6" -> "6"
+        s = assignment.group("rhs").strip()
+    s = _DEGREE.sub("", s)
+    s = s.removesuffix("\\%").removesuffix("%").strip()
+    return " ".join(s.split())
+
+
+def _plain_number(s: str) -> Fraction | None:
+    s = s.strip()
+    if _THOUSANDS.fullmatch(s):
+        s = s.replace(",", "").replace(" ", "")
+    if _PLAIN_NUMBER.fullmatch(s):
+        return Fraction(s)
+    return None
+
+
+def to_number(answer: str) -> Fraction | None:
+    """The exact value of a normalised answer when it is a number, else None.
+
+    Accepts integers, decimals, thousands separators ("1,000" or "1 000"), `a/b` and
+    `\\frac{a}{b}` (also `\\dfrac`, `\\tfrac`) with plain-number parts.
+    """
+    value = _plain_number(answer)
+    if value is not None:
+        return value
+    latex = _LATEX_FRACTION.fullmatch(answer.strip())
+    parts = latex or _SLASH_FRACTION.fullmatch(answer.strip())
+    if parts is None:
+        return None
+    num, den = _plain_number(parts.group("num")), _plain_number(parts.group("den"))
+    if num is None or den is None or den == 0:
+        return None
+    value = num / den
+    return -value if latex and latex.group("sign") == "-" else value
+
+
+def answers_match(extracted: str | None, expected: str) -> bool:
+    """Exact comparison after normalisation: numerically when both parse, else case-insensitive."""
+    if extracted is None:
+        return False
+    got, want = normalize(extracted), normalize(expected)
+    got_num, want_num = to_number(got), to_number(want)
+    if got_num is not None and want_num is not None:
+        return got_num == want_num
+    return got.casefold() == want.casefold() and want != ""
+
+
+# ----------------------------------------------------------------------------- metrics
+
+_PASS_AT = re.compile(r"pass@(\d+)")
+
+
+def _reward(row: dict[str, Any]) -> float:
+    value = row.get("reward")
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    return math.nan  # missing: neither passes nor counts towards a mean
+
+
+def _task_index(task: list[dict[str, Any]], position: int) -> int:
+    first = task[0] if task else {}
+    value = first.get("_ng_task_index", first.get("task_index", position))
+    return int(value)
+
+
+def pass_at_k_values(num_samples: int) -> list[int]:
+    """The k reported for tasks with up to `num_samples` samples: 1, 2, 4, ... and the max."""
+    ks = [1 << i for i in range(num_samples.bit_length()) if (1 << i) <= num_samples]
+    if num_samples >= 1 and ks[-1] != num_samples:
+        ks.append(num_samples)
+    return ks
+
+
+@register_server("math_exact")
+class MathExactServer(SimpleResourcesServer):
+    """Exact-answer math: reward 1.0 iff the extracted final answer equals `expected_answer`."""
+
+    name = "math_exact"
+
+    async def verify(self, body: MathVerifyRequest) -> MathVerifyResponse:
+        text = response_text(body.response) or body.model_output or ""
+        extracted = extract_answer(text)
+        correct = answers_match(extracted, body.expected_answer)
+        return MathVerifyResponse(
+            reward=1.0 if correct else 0.0,
+            extracted_answer=extracted,
+            is_correct=correct,
+            expected_answer=body.expected_answer,
+        )
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """First-k pass@k and the mean-of-rewards pass@1, per agent and per task.
+
+        - `pass@k`: fraction of tasks where any of the FIRST k samples (rollout order) passes
+          (reward >= 1.0), for k = 1, 2, 4, ... up to the largest number of samples of any
+          task, plus that largest number itself. A task with fewer than k samples counts with
+          the samples it has (it is neither dropped nor scored as a pass).
+        - `pass@1[avg-of-k]`: mean over tasks of each task's mean reward.
+        Per task, the same keys (0/1 for pass@k) go into `per_task_metrics`.
+        """
+        rewards = [[_reward(row) for row in task] for task in tasks]
+        n_tasks = len(rewards)
+        lengths = np.fromiter((len(r) for r in rewards), dtype=np.int64, count=n_tasks)
+        max_n = int(lengths.max()) if n_tasks else 0
+        if max_n == 0:
+            return {}
+        matrix = np.full((n_tasks, max_n), np.nan)  # tasks x samples, NaN-padded
+        matrix[np.arange(max_n) < lengths[:, None]] = np.fromiter(
+            itertools.chain.from_iterable(rewards), dtype=np.float64, count=int(lengths.sum())
+        )
+
+        valid = ~np.isnan(matrix)
+        counts = valid.sum(axis=1)
+        sums = np.where(valid, matrix, 0.0).sum(axis=1)
+        scored = counts > 0
+        task_mean = np.divide(sums, counts, out=np.full(n_tasks, np.nan), where=scored)
+        # any_pass[:, j] = some sample among the first j + 1 passed (NaN and padding never pass)
+        passed = np.where(valid, matrix, -np.inf) >= PASS_THRESHOLD
+        any_pass = np.logical_or.accumulate(passed, axis=1)
+
+        ks = pass_at_k_values(max_n)
+        metrics: dict[str, Any] = {}
+        for k in ks:
+            metrics[f"pass@{k}"] = float(any_pass[:, k - 1].mean())
+        metrics[AVG_OF_K] = float(task_mean[scored].mean()) if scored.any() else 0.0
+
+        per_task_cols = {f"pass@{k}": any_pass[:, k - 1].astype(np.float64).tolist() for k in ks}
+        means = task_mean.tolist()
+        per_task = []
+        for i, task in enumerate(tasks):
+            entry: dict[str, Any] = {"_ng_task_index": _task_index(task, i)}
+            entry.update({key: col[i] for key, col in per_task_cols.items()})
+            if not math.isnan(means[i]):
+                entry[AVG_OF_K] = means[i]
+            per_task.append(entry)
+        metrics["per_task_metrics"] = per_task
+        return metrics
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        """`mean/reward`, `pass@1[avg-of-k]` and the largest first-k `pass@k` present."""
+        key: dict[str, Any] = {name: agent_metrics[name] for name in ("mean/reward", AVG_OF_K) if name in agent_metrics}
+        ks = [int(m.group(1)) for name in agent_metrics if (m := _PASS_AT.fullmatch(name))]
+        if ks:
+            largest = f"pass@{max(ks)}"
+            key[largest] = agent_metrics[largest]
+        return key
+
+
+__all__ = [
+    "AVG_OF_K",
+    "PASS_THRESHOLD",
+    "SAMPLE_PATH",
+    "MathExactServer",
+    "MathVerifyRequest",
+    "MathVerifyResponse",
+    "answers_match",
+    "extract_answer",
+    "normalize",
+    "response_text",
+    "to_number",
+]
