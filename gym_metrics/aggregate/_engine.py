@@ -186,7 +186,7 @@ def _aggregate(
             for k in names
         }
         for key, col in _stat_columns(whole, names, np.array([len(m.task_index)])).items():
-            if not math.isnan(col[0]):
+            if math.isfinite(col[0]):
                 agent_metrics[key] = float(col[0])
 
     repeat_level: list[dict[str, Any]] = []
@@ -255,7 +255,7 @@ def _stat_columns(stats: dict[str, Any], names: list[str], sizes: np.ndarray) ->
                 col = col.copy()
                 fill = all_std_undefined & (stats[k].count == sizes)
                 col[fill] = 0.0
-            cols[f"{stat}/{k}"] = col
+            cols[f"{stat}/{k}"] = np.where(np.isfinite(col), col, np.nan)  # NaN = absent
     return cols
 
 
@@ -337,14 +337,15 @@ def _across_repeats(repeat_level: list[dict[str, Any]], names: list[str]) -> dic
         n = len(x)
         if n == 0:
             continue
-        mean = float(x.mean())
-        std = float(x.std(ddof=1)) if n > 1 else 0.0
+        s = grouped_stats(x, np.ones(n, bool), np.zeros(n, np.int64), np.zeros(1, np.int64))
+        mean = float(s.mean[0])
+        std = float(s.std[0]) if n > 1 else 0.0
         se = std / n**0.5
         out[f"mean_across_repeats/{key}"] = mean
-        out[f"median_across_repeats/{key}"] = float(np.median(x))
+        out[f"median_across_repeats/{key}"] = float(s.median[0])
         out[f"std_across_repeats/{key}"] = std
-        out[f"min_across_repeats/{key}"] = float(x.min())
-        out[f"max_across_repeats/{key}"] = float(x.max())
+        out[f"min_across_repeats/{key}"] = float(s.min[0])
+        out[f"max_across_repeats/{key}"] = float(s.max[0])
         out[f"se_across_repeats/{key}"] = se
         ci = t_interval(mean, se, n)
         if ci:

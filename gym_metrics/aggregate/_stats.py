@@ -6,6 +6,7 @@ non-finite are "invalid" and left out, as pandas' skipna does for NaN.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -42,11 +43,18 @@ def grouped_stats(values: np.ndarray, valid: np.ndarray, group_ids: np.ndarray, 
     count = np.bincount(group_ids, weights=valid, minlength=n_groups)
     clean = np.where(valid, values, 0.0)
     total = np.bincount(group_ids, weights=clean, minlength=n_groups)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         mean = total / count
+        if not np.isfinite(mean[count > 0]).all():  # sums past 1.8e308: rescale
+            scale = _group_max_abs(clean, starts)
+            mean = np.bincount(group_ids, weights=clean / scale[group_ids], minlength=n_groups) / count * scale
         dev = np.where(valid, values - mean[group_ids], 0.0)
         m2 = np.bincount(group_ids, weights=dev * dev, minlength=n_groups)
         std = np.sqrt(m2 / (count - 1))
+        if not np.isfinite(std[count >= 2]).all():  # squares past 1.8e308: rescale
+            scale = _group_max_abs(dev, starts)
+            z = dev / scale[group_ids]
+            std = np.sqrt(np.bincount(group_ids, weights=z * z, minlength=n_groups) / (count - 1)) * scale
     std[count < 2] = np.nan
     empty = count == 0
     if n_groups:
@@ -59,6 +67,12 @@ def grouped_stats(values: np.ndarray, valid: np.ndarray, group_ids: np.ndarray, 
     sorted_values = sort_within_groups(np.where(valid, values, np.inf), starts)
     median = quantile_sorted(sorted_values, starts, count, 0.5)
     return GroupedStats(count, mean, low, high, median, std, sorted_values, starts)
+
+
+def _group_max_abs(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    scale = np.maximum.reduceat(np.abs(values), starts) if len(starts) else np.zeros(0)
+    scale[~(scale > 0) | ~np.isfinite(scale)] = 1.0
+    return scale
 
 
 def sort_within_groups(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -96,14 +110,16 @@ def quantile_sorted(sorted_values: np.ndarray, starts: np.ndarray, count: np.nda
     t = pos - lo
     a = sorted_values[starts[ok] + lo]
     b = sorted_values[starts[ok] + hi]
-    diff = b - a
-    # numpy's _lerp: symmetric form keeps results exact at the ends
-    out[ok] = np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)
-    if q == 0.5:  # a median of an even count is the mean of the two middle values
-        even = c[ok] % 2 == 0
-        out_ok = out[ok]
-        out_ok[even] = (a[even] + b[even]) / 2
-        out[ok] = out_ok
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = b - a
+        # numpy's _lerp: symmetric form keeps results exact at the ends
+        value = np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)
+        if q == 0.5:  # a median of an even count is the mean of the two middle values
+            value = np.where(c[ok] % 2 == 0, (a + b) / 2, value)
+        bad = ~np.isfinite(value)
+        if bad.any():  # |values| near the float64 limit: the same quantities without overflow
+            value[bad] = (a * (1 - t) + b * t)[bad] if q != 0.5 else (a / 2 + b / 2)[bad]
+    out[ok] = value
     return out
 
 
@@ -122,4 +138,5 @@ def t_interval(mean: float, se: float, n: int) -> tuple[float, float] | None:
     if se == 0:
         return mean, mean
     half = t_critical(n - 1) * se
-    return mean - half, mean + half
+    low, high = mean - half, mean + half
+    return (low, high) if math.isfinite(low) and math.isfinite(high) else None

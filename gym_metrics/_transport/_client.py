@@ -1,0 +1,208 @@
+"""Async client of ResourcesService: dicts and columns in, dicts and AgentAggregate out."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import grpc.aio
+import orjson
+
+from gym_metrics._transport._convert import columns_to_batches, dumps_json, metrics_to_aggregate
+from gym_metrics.aggregate import AgentAggregate, RolloutColumns
+from gym_metrics.v1 import resources_pb2 as pb
+from gym_metrics.v1 import resources_pb2_grpc
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""Set explicitly on both directions: gRPC's 4 MiB receive default is too small for metrics."""
+
+CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+)
+
+_ERROR_KINDS = {
+    pb.VERIFY_ERROR_KIND_UNSPECIFIED: None,
+    pb.VERIFY_ERROR_KIND_INVALID_REQUEST: "invalid_request",
+    pb.VERIFY_ERROR_KIND_VERIFY_FAILED: "verify_failed",
+    pb.VERIFY_ERROR_KIND_TIMEOUT: "timeout",
+}
+
+VerifyInput = tuple[int, int, "Mapping[str, Any] | str"]
+"""(task_index, rollout_index, verify request body) of one rollout."""
+
+
+@dataclass(frozen=True)
+class VerifyOutcome:
+    """One VerifyStream result; `response` is None when `error_kind` is set."""
+
+    task_index: int
+    rollout_index: int
+    reward: float
+    response: dict[str, Any] | None
+    error_kind: str | None = None
+    error_message: str = ""
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What GetServerInfo says about the environment."""
+
+    name: str
+    version: str
+    metrics: list[str]
+    verify_request_schema: dict[str, Any]
+    verify_response_schema: dict[str, Any]
+    wants_rows: bool
+
+
+class ResourcesClient:
+    """Talks to one resources server. Use as `async with ResourcesClient("host:port") as c:`.
+
+    Args:
+        target: "host:port", or an open grpc.aio.Channel (then the caller closes it).
+        token: bearer token sent as `authorization` metadata on every call.
+        credentials: TLS channel credentials (only with a target string).
+    """
+
+    def __init__(
+        self,
+        target: str | grpc.aio.Channel,
+        *,
+        token: str | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        if isinstance(target, str):
+            if credentials is not None:
+                self._channel = grpc.aio.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
+            else:
+                self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+            self._owns_channel = True
+        else:
+            self._channel = target
+            self._owns_channel = False
+        self._stub = resources_pb2_grpc.ResourcesServiceStub(self._channel)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+
+    async def __aenter__(self) -> ResourcesClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._owns_channel:
+            await self._channel.close()
+
+    async def verify(self, body: Mapping[str, Any] | str) -> dict[str, Any]:
+        """Verify one rollout; returns the full verify response."""
+        response = await self._stub.Verify(pb.VerifyRequest(body_json=_body_json(body)), metadata=self._metadata)
+        return orjson.loads(response.response_json)
+
+    async def verify_stream(
+        self, items: Iterable[VerifyInput] | AsyncIterable[VerifyInput], batch_size: int = 256
+    ) -> AsyncIterator[VerifyOutcome]:
+        """Verify many rollouts over one VerifyStream call; outcomes come in input order."""
+        call = self._stub.VerifyStream(_verify_batches(items, batch_size), metadata=self._metadata)
+        async for response in call:
+            for r in response.results:
+                yield VerifyOutcome(
+                    task_index=r.task_index,
+                    rollout_index=r.rollout_index,
+                    reward=r.reward,
+                    response=orjson.loads(r.response_json) if r.response_json else None,
+                    error_kind=_ERROR_KINDS.get(r.error_kind, "unknown"),
+                    error_message=r.error_message,
+                )
+
+    async def aggregate(
+        self,
+        agent_name: str,
+        cols: RolloutColumns,
+        *,
+        batch_size: int = 10_000,
+        include_rollout_infos: bool = True,
+        expected_rollouts_per_task: int = 0,
+        expected_task_indices: Sequence[int] = (),
+        order_seed: int | None = None,
+        include_rows: bool | None = None,
+    ) -> AgentAggregate:
+        """Stream one agent's verify responses through AggregateMetrics.
+
+        `order_seed` shuffles the batch order (the result must not change: a test hook).
+        `include_rows` defaults to True: samples (and compute_metrics) need the full rows.
+        """
+        header = pb.AggregateMetricsHeader(
+            agent_ref=pb.AgentRef(name=agent_name),
+            options=pb.AggregateOptions(include_rollout_infos=include_rollout_infos),
+            expected_rollouts_per_task=expected_rollouts_per_task,
+            expected_task_indices=list(expected_task_indices),
+        )
+        batches: Iterable[pb.RolloutBatch] = columns_to_batches(
+            cols, batch_size, include_rows=True if include_rows is None else include_rows
+        )
+        if order_seed is not None:
+            batches = list(batches)
+            random.Random(order_seed).shuffle(batches)
+
+        def requests() -> Iterable[pb.AggregateMetricsRequest]:
+            yield pb.AggregateMetricsRequest(header=header)
+            for batch in batches:
+                yield pb.AggregateMetricsRequest(batch=batch)
+
+        response = await self._stub.AggregateMetrics(requests(), metadata=self._metadata)
+        return metrics_to_aggregate(response.metrics, received_rollouts=response.received_rollouts)
+
+    async def server_info(self) -> ServerInfo:
+        info = await self._stub.GetServerInfo(pb.GetServerInfoRequest(), metadata=self._metadata)
+        return ServerInfo(
+            name=info.name,
+            version=info.version,
+            metrics=list(info.metrics),
+            verify_request_schema=orjson.loads(info.verify_request_schema_json or "{}"),
+            verify_response_schema=orjson.loads(info.verify_response_schema_json or "{}"),
+            wants_rows=info.wants_rows,
+        )
+
+
+def _body_json(body: Mapping[str, Any] | str) -> str:
+    return body if isinstance(body, str) else dumps_json(body)
+
+
+async def _verify_batches(
+    items: Iterable[VerifyInput] | AsyncIterable[VerifyInput], batch_size: int
+) -> AsyncIterator[pb.VerifyStreamRequest]:
+    """Group items into VerifyStreamRequest batches with ids "0", "1", ..."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    batch: list[pb.VerifyItem] = []
+    number = 0
+
+    def flush() -> pb.VerifyStreamRequest:
+        nonlocal number, batch
+        request = pb.VerifyStreamRequest(batch_id=str(number), items=batch)
+        number += 1
+        batch = []
+        return request
+
+    async for task, rollout, body in _aiter(items):
+        batch.append(pb.VerifyItem(task_index=task, rollout_index=rollout, body_json=_body_json(body)))
+        if len(batch) >= batch_size:
+            yield flush()
+    if batch:
+        yield flush()
+
+
+async def _aiter(items: Iterable[VerifyInput] | AsyncIterable[VerifyInput]) -> AsyncIterator[VerifyInput]:
+    if isinstance(items, AsyncIterable):
+        async for item in items:
+            yield item
+    else:
+        for item in items:
+            yield item
+
+
+__all__ = ["CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "ResourcesClient", "ServerInfo", "VerifyOutcome"]

@@ -1,0 +1,115 @@
+"""The one place exceptions become gRPC status codes.
+
+InvalidInputError -> INVALID_ARGUMENT with a google.rpc.BadRequest naming each field and row;
+NotFoundError -> NOT_FOUND; OverloadedError -> RESOURCE_EXHAUSTED; anything else -> INTERNAL
+with the exception's type and message only (the traceback stays in the server log).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, OverloadedError
+
+log = logging.getLogger("gym_metrics.transport")
+
+# Status details travel in a trailer; gRPC's default metadata limit is 8 KiB.
+_MAX_VIOLATIONS = 20
+_MAX_DESCRIPTION = 300
+_MAX_MESSAGE = 1000
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class UserCodeError(Exception):
+    """An exception raised inside the environment's own code (e.g. its verify)."""
+
+    def __init__(self, where: str, cause: BaseException) -> None:
+        super().__init__(f"{where} raised {type(cause).__name__}: {cause}")
+        self.cause = cause
+
+
+def field_path(v: FieldViolation) -> str:
+    """BadRequest field: the violation's field, with the row appended when known."""
+    return f"{v.field}[{getattr(v, 'row_name', 'row')} {v.row}]" if v.row is not None else v.field
+
+
+def to_status(exc: BaseException) -> grpc.Status:
+    """The gRPC status (with rich details) an exception maps to."""
+    if isinstance(exc, InvalidInputError):
+        bad = error_details_pb2.BadRequest(
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(
+                    field=field_path(v), description=_clip(v.description, _MAX_DESCRIPTION)
+                )
+                for v in exc.violations[:_MAX_VIOLATIONS]
+            ]
+        )
+        detail = any_pb2.Any()
+        detail.Pack(bad)
+        status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=_clip(str(exc), _MAX_MESSAGE), details=[detail])
+    elif isinstance(exc, NotFoundError):
+        status = status_pb2.Status(code=code_pb2.NOT_FOUND, message=_clip(str(exc), _MAX_MESSAGE))
+    elif isinstance(exc, OverloadedError):
+        status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=_clip(str(exc), _MAX_MESSAGE))
+    elif isinstance(exc, UserCodeError):
+        status = status_pb2.Status(code=code_pb2.INTERNAL, message=_clip(str(exc), _MAX_MESSAGE))
+    else:
+        status = status_pb2.Status(code=code_pb2.INTERNAL, message=_clip(f"{type(exc).__name__}: {exc}", _MAX_MESSAGE))
+    return rpc_status.to_status(status)
+
+
+async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:
+    """Log `exc` as it deserves and end the call with its status (raises AbortError)."""
+    status = to_status(exc)
+    if status.code is grpc.StatusCode.INTERNAL:
+        log.error("%s failed", method, exc_info=exc)
+    else:
+        log.info("%s: %s: %s", method, status.code.name, status.details)
+    await context.abort_with_status(status)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def grpc_errors(fn: F) -> F:
+    """Decorate a servicer method (coroutine or async generator) so exceptions map to status."""
+    name = fn.__name__
+    if inspect.isasyncgenfunction(fn):
+
+        @functools.wraps(fn)
+        async def gen_wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                async for item in fn(self, request, context):
+                    yield item
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                await abort(context, exc, name)
+
+        return gen_wrapper  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await fn(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            await abort(context, exc, name)
+
+    return wrapper  # type: ignore[return-value]
+
+
+__all__ = ["UserCodeError", "abort", "field_path", "grpc_errors", "to_status"]

@@ -1,0 +1,237 @@
+"""ResourcesService over a SimpleResourcesServer: convert, delegate, convert back.
+
+Every method goes through `grpc_errors`, so exceptions become status codes in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc.aio
+import numpy as np
+
+from gym_metrics._transport._convert import aggregate_to_metrics, batch_to_columns, dumps_json
+from gym_metrics._transport._errors import UserCodeError, grpc_errors
+from gym_metrics.aggregate import AggregateOptions
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.v1 import resources_pb2 as pb
+from gym_metrics.v1 import resources_pb2_grpc
+
+log = logging.getLogger("gym_metrics.transport")
+
+
+class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
+    """Serves one environment.
+
+    Args:
+        env: the environment.
+        max_concurrent_verifies: verifies in flight per VerifyStream call.
+        verify_timeout_s: per-rollout time budget in VerifyStream (None: no limit); a rollout
+            over budget is a TIMEOUT result, not a failed call.
+        batch_cache_size: VerifyStream batch ids remembered per call, to answer a retried
+            batch without verifying it again.
+        max_inflight_batches: VerifyStream request batches verified ahead of the response
+            being written (pipelining bounded so memory stays bounded).
+    """
+
+    def __init__(
+        self,
+        env: SimpleResourcesServer,
+        *,
+        max_concurrent_verifies: int = 64,
+        verify_timeout_s: float | None = None,
+        batch_cache_size: int = 256,
+        max_inflight_batches: int = 4,
+    ) -> None:
+        self._env = env
+        self._max_concurrent = max_concurrent_verifies
+        self._timeout = verify_timeout_s
+        self._cache_size = batch_cache_size
+        self._max_inflight = max_inflight_batches
+
+    # ----------------------------------------------------------------- Verify
+
+    @grpc_errors
+    async def Verify(self, request: pb.VerifyRequest, context: grpc.aio.ServicerContext) -> pb.VerifyResponse:
+        response = await self._verify(request.body_json)
+        return pb.VerifyResponse(reward=float(response["reward"]), response_json=dumps_json(response))
+
+    async def _verify(self, body_json: str, row: int | None = None) -> dict[str, Any]:
+        """The env's verify; an unexpected exception from user code is labelled as such."""
+        try:
+            return await self._env.verify_dict(body_json, row)
+        except GymMetricsError:
+            raise
+        except Exception as exc:
+            raise UserCodeError("verify", exc) from exc
+
+    # ----------------------------------------------------------------- VerifyStream
+
+    @grpc_errors
+    async def VerifyStream(
+        self, request_iterator: AsyncIterator[pb.VerifyStreamRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.VerifyStreamResponse]:
+        """Batches are verified ahead (bounded) while earlier responses are written, in order."""
+        slots = asyncio.Semaphore(self._max_concurrent)
+        window = asyncio.Semaphore(self._max_inflight)
+        cache: OrderedDict[str, asyncio.Future[pb.VerifyStreamResponse]] = OrderedDict()
+        inflight: set[asyncio.Future[pb.VerifyStreamResponse]] = set()
+        queue: asyncio.Queue[asyncio.Future[pb.VerifyStreamResponse] | None] = asyncio.Queue()
+
+        async def read() -> None:
+            try:
+                async for request in request_iterator:
+                    await window.acquire()
+                    future = cache.get(request.batch_id) if request.batch_id else None
+                    if future is None:
+                        future = asyncio.ensure_future(self._verify_batch(request, slots))
+                        inflight.add(future)
+                        future.add_done_callback(inflight.discard)
+                        if request.batch_id:
+                            cache[request.batch_id] = future
+                            if len(cache) > self._cache_size:
+                                cache.popitem(last=False)
+                    else:
+                        cache.move_to_end(request.batch_id)
+                    queue.put_nowait(future)
+            finally:
+                queue.put_nowait(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while (future := await queue.get()) is not None:
+                yield await future
+                window.release()
+            await reader  # surfaces a failure to read the request stream
+        finally:
+            reader.cancel()
+            for future in list(inflight):
+                future.cancel()
+
+    async def _verify_batch(self, request: pb.VerifyStreamRequest, slots: asyncio.Semaphore) -> pb.VerifyStreamResponse:
+        results = await asyncio.gather(*(self._verify_item(item, i, slots) for i, item in enumerate(request.items)))
+        return pb.VerifyStreamResponse(batch_id=request.batch_id, results=results)
+
+    async def _verify_item(self, item: pb.VerifyItem, row: int, slots: asyncio.Semaphore) -> pb.VerifyResult:
+        """One rollout; any failure is recorded on its result, never fails the call."""
+        result = pb.VerifyResult(task_index=item.task_index, rollout_index=item.rollout_index)
+        async with slots:
+            try:
+                call = self._verify(item.body_json, row)
+                response = await (asyncio.wait_for(call, self._timeout) if self._timeout else call)
+                result.reward = float(response["reward"])
+                result.response_json = dumps_json(response)
+            except InvalidInputError as exc:
+                _fail(result, pb.VERIFY_ERROR_KIND_INVALID_REQUEST, str(exc))
+            except asyncio.TimeoutError:
+                _fail(result, pb.VERIFY_ERROR_KIND_TIMEOUT, f"verify exceeded {self._timeout} s")
+            except Exception as exc:
+                log.warning("verify failed for task %d rollout %d", item.task_index, item.rollout_index, exc_info=exc)
+                _fail(result, pb.VERIFY_ERROR_KIND_VERIFY_FAILED, str(exc))
+        return result
+
+    # ----------------------------------------------------------------- AggregateMetrics
+
+    @grpc_errors
+    async def AggregateMetrics(
+        self, request_iterator: AsyncIterator[pb.AggregateMetricsRequest], context: grpc.aio.ServicerContext
+    ) -> pb.AggregateMetricsResponse:
+        """Header, then batches. Rows in errors found at the end (duplicate keys) are numbered
+        across the stream: 0-based, counting every row of every batch message sent."""
+        messages = request_iterator.__aiter__()
+        try:
+            first = await messages.__anext__()
+        except StopAsyncIteration:
+            raise InvalidInputError(
+                "empty stream", [FieldViolation("header", "the stream is empty: it must start with a header")]
+            ) from None
+        if first.WhichOneof("payload") != "header":
+            raise InvalidInputError(
+                "stream must start with a header",
+                [FieldViolation("request[0].header", f"first message holds {first.WhichOneof('payload') or 'nothing'}")],
+            )
+        aggregator = self._env.new_aggregator(*_agent_and_options(first.header))
+
+        seen: set[str] = set()
+        duplicates = batch_no = rows_sent = 0
+        message_no = 0
+        async for message in messages:
+            message_no += 1
+            payload = message.WhichOneof("payload")
+            if payload != "batch":
+                what = "a second header" if payload == "header" else "no payload"
+                raise InvalidInputError(
+                    "only the first message may be a header",
+                    [FieldViolation(f"request[{message_no}].{payload or 'payload'}", f"got {what}; expected a batch")],
+                )
+            batch = message.batch
+            number, offset = batch_no, rows_sent
+            batch_no += 1
+            rows_sent += max(len(batch.task_index), len(batch.row_json))
+            if batch.batch_id:
+                if batch.batch_id in seen:
+                    duplicates += 1
+                    continue
+                seen.add(batch.batch_id)
+            if len(batch.columns) == 0 and len(batch.row_json):  # per-row JSON parsing: off the loop
+                columns = await asyncio.to_thread(batch_to_columns, batch, number, offset)
+            else:
+                columns = batch_to_columns(batch, number, offset)
+            aggregator.add(columns)
+
+        def finish() -> pb.Metrics:
+            return aggregate_to_metrics(self._env.finalize(aggregator))
+
+        metrics = await asyncio.to_thread(finish)
+        return pb.AggregateMetricsResponse(
+            metrics=metrics, received_rollouts=aggregator.received_rollouts, duplicate_batches=duplicates
+        )
+
+    # ----------------------------------------------------------------- GetServerInfo
+
+    @grpc_errors
+    async def GetServerInfo(
+        self, request: pb.GetServerInfoRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetServerInfoResponse:
+        info = self._env.server_info()
+        return pb.GetServerInfoResponse(
+            name=info["name"],
+            version=info["version"],
+            metrics=list(info["metrics"]),
+            verify_request_schema_json=dumps_json(info["verify_request_schema"]),
+            verify_response_schema_json=dumps_json(info["verify_response_schema"]),
+            wants_rows=bool(info["wants_rows"]),
+        )
+
+
+def _agent_and_options(header: pb.AggregateMetricsHeader) -> tuple[str, AggregateOptions]:
+    name = header.agent_ref.name
+    violations = []
+    if not name:
+        violations.append(FieldViolation("header.agent_ref.name", "must not be empty"))
+    expected_tasks = np.array(header.expected_task_indices, dtype=np.int64)
+    for i in np.flatnonzero(expected_tasks < 0)[:20].tolist():
+        violations.append(FieldViolation("header.expected_task_indices", f"must be >= 0, got {expected_tasks[i]}", i))
+    if violations:
+        raise InvalidInputError("invalid header", violations)
+    options = AggregateOptions(
+        include_rollout_infos=header.options.include_rollout_infos,
+        expected_rollouts_per_task=header.expected_rollouts_per_task,
+        expected_task_indices=expected_tasks.tolist(),
+    )
+    return name, options
+
+
+def _fail(result: pb.VerifyResult, kind: int, message: str) -> None:
+    result.reward = 0.0
+    result.response_json = ""
+    result.error_kind = kind  # type: ignore[assignment]
+    result.error_message = message[:2000]
+
+
+__all__ = ["ResourcesServicer"]

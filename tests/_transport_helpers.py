@@ -1,0 +1,44 @@
+"""Helpers of the transport tests: a tiny environment and a BadRequest reader."""
+
+from __future__ import annotations
+
+import grpc.aio
+from google.rpc import error_details_pb2, status_pb2
+
+from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
+from gym_metrics.server import SimpleResourcesServer
+
+
+class AnswerRequest(BaseVerifyRequest):
+    answer: str = ""
+    expected: str = ""
+
+
+class AnswerEnv(SimpleResourcesServer):
+    """Reward 1.0 when `answer` equals `expected`; counts its verify calls."""
+
+    name = "answer_env"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def verify(self, body: AnswerRequest) -> BaseVerifyResponse:
+        self.calls += 1
+        if body.answer == "boom":
+            raise ValueError("boom in verify")
+        return BaseVerifyResponse(reward=1.0 if body.answer == body.expected else 0.0, answer_len=len(body.answer))
+
+
+def bad_request(exc: grpc.aio.AioRpcError) -> list[tuple[str, str]]:
+    """(field, description) of every BadRequest violation in a failed call's status details."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(value)
+            assert status.code == exc.code().value[0]
+            out = []
+            for detail in status.details:
+                br = error_details_pb2.BadRequest()
+                if detail.Unpack(br):
+                    out.extend((v.field, v.description) for v in br.field_violations)
+            return out
+    return []

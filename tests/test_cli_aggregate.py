@@ -1,0 +1,80 @@
+"""`gym-metrics aggregate` end to end, as a user runs it (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data" / "nemo_gym"
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gym_metrics.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=60
+    )
+
+
+def test_writes_stem_file_beside_input_and_prints_key_metrics(tmp_path: Path) -> None:
+    src = shutil.copy(DATA / "multi_agent.jsonl", tmp_path / "run.jsonl")
+    proc = run("aggregate", str(src))
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "run_aggregate_metrics.json"
+    data = json.loads(out.read_text())
+    assert [a["agent_ref"]["name"] for a in data] == ["alpha", "mid", "zeta"]
+    assert "alpha" in proc.stdout and "mean/reward" in proc.stdout and "36 rollouts, 3 agents" in proc.stdout
+    # deterministic byte for byte
+    first = out.read_bytes()
+    assert run("aggregate", str(src)).returncode == 0
+    assert out.read_bytes() == first
+
+
+def test_output_option_and_no_rollout_infos(tmp_path: Path) -> None:
+    out = tmp_path / "x.json"
+    proc = run("aggregate", str(DATA / "basic.jsonl"), "-o", str(out), "--no-rollout-infos", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(out)
+    groups = json.loads(out.read_text())[0]["group_level_metrics"]
+    assert groups and all("rollout_infos" not in g for g in groups)
+
+
+def test_bad_lines_fail_with_line_numbers_or_are_skipped(tmp_path: Path) -> None:
+    src = tmp_path / "r.jsonl"
+    lines = (DATA / "basic.jsonl").read_text().splitlines()
+    lines.insert(3, '{"agent_ref": {"name": "a"}, "_ng_task_index": 9, "_ng_rollout_index": "x"}')
+    lines.insert(6, "not json")
+    src.write_text("\n".join(lines) + "\n")
+    proc = run("aggregate", str(src))
+    assert proc.returncode == 2
+    assert "line 4: _ng_rollout_index" in proc.stderr and "line 7: json" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "r_aggregate_metrics.json").exists()
+    proc = run("aggregate", str(src), "--on-bad-line", "skip")
+    assert proc.returncode == 0
+    assert "skipped" in proc.stderr and "line 4" in proc.stderr and "2 bad lines skipped" in proc.stdout
+    assert json.loads((tmp_path / "r_aggregate_metrics.json").read_text())[0]["agent_metrics"]["mean/reward"] == 0.5
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    proc = run("aggregate", str(tmp_path / "nope.jsonl"))
+    assert proc.returncode == 2 and "nope.jsonl" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_env_hooks_apply_offline(tmp_path: Path) -> None:
+    rows = [
+        {"agent_ref": {"name": "m"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": float((t + r) % 2)}
+        for t in range(3)
+        for r in range(2)
+    ]
+    src = tmp_path / "r.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    proc = run("aggregate", str(src), "--env", "math_exact")
+    assert proc.returncode == 0, proc.stderr
+    agent = json.loads((tmp_path / "r_aggregate_metrics.json").read_text())[0]
+    m = agent["agent_metrics"]
+    assert m["pass@2"] == 1.0 and m["pass@1"] == 1 / 3 and m["pass@1[avg-of-k]"] == 0.5  # first-k: task 1 only
+    assert set(agent["key_metrics"]) >= {"mean/reward", "pass@2"}
+    proc = run("aggregate", str(src), "--env", "no_such_env")
+    assert proc.returncode == 2 and "unknown environment 'no_such_env'" in proc.stderr

@@ -1,0 +1,213 @@
+"""One end-to-end test per RPC over a real grpc.aio channel, and the streaming-equals-offline test."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+from typing import Any
+
+import grpc.aio
+import orjson
+import pytest
+
+from gym_metrics._transport._client import ResourcesClient
+from gym_metrics._transport._convert import columns_to_batches, metrics_to_aggregate
+from gym_metrics.aggregate import AgentAggregate, aggregate_file, read_rollouts
+from gym_metrics.aggregate._output import write_json
+from gym_metrics.models import BaseVerifyResponse
+from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.v1 import resources_pb2 as pb
+from gym_metrics.v1 import resources_pb2_grpc
+
+from _transport_helpers import AnswerEnv, AnswerRequest
+
+DATA = Path(__file__).parent / "data"
+ROLLOUT_FILES = sorted((DATA / "nemo_gym").glob("*.jsonl")) + sorted((DATA / "nemo_gym_extra").glob("*.jsonl"))
+
+
+def _json(aggs: list[AgentAggregate]) -> bytes:
+    buf = io.BytesIO()
+    write_json(buf, aggs)
+    return buf.getvalue()
+
+
+async def test_verify(grpc_server: tuple[int, grpc.aio.Channel]) -> None:
+    port, channel = grpc_server
+    stub = resources_pb2_grpc.ResourcesServiceStub(channel)
+    response = await stub.Verify(pb.VerifyRequest(body_json='{"answer": "4", "expected": "4"}'))
+    assert response.reward == 1.0
+    assert orjson.loads(response.response_json) == {"reward": 1.0, "mask_sample": False, "answer_len": 1}
+    async with ResourcesClient(f"127.0.0.1:{port}") as client:  # the client over its own channel
+        assert (await client.verify({"answer": "3", "expected": "4"}))["reward"] == 0.0
+
+
+async def test_verify_stream(grpc_server: tuple[int, grpc.aio.Channel], resources_env: AnswerEnv) -> None:
+    _, channel = grpc_server
+    stub = resources_pb2_grpc.ResourcesServiceStub(channel)
+
+    def batch(batch_id: str, answers: list[str]) -> pb.VerifyStreamRequest:
+        return pb.VerifyStreamRequest(
+            batch_id=batch_id,
+            items=[
+                pb.VerifyItem(task_index=i, rollout_index=7, body_json=orjson.dumps({"answer": a, "expected": "x"}).decode())
+                for i, a in enumerate(answers)
+            ],
+        )
+
+    requests = [
+        batch("a", ["x", "y", "boom"]),
+        pb.VerifyStreamRequest(batch_id="b", items=[pb.VerifyItem(task_index=9, rollout_index=1, body_json='{"answer": 5}')]),
+        batch("a", ["x", "y", "boom"]),  # a retried batch: answered from the cache
+    ]
+    responses = [r async for r in stub.VerifyStream(iter(requests))]
+    assert [r.batch_id for r in responses] == ["a", "b", "a"]
+    first = responses[0].results
+    assert [(r.task_index, r.rollout_index, r.reward) for r in first] == [(0, 7, 1.0), (1, 7, 0.0), (2, 7, 0.0)]
+    assert [r.error_kind for r in first] == [0, 0, pb.VERIFY_ERROR_KIND_VERIFY_FAILED]
+    assert first[2].error_message == "verify raised ValueError: boom in verify" and first[2].response_json == ""
+    assert orjson.loads(first[0].response_json)["answer_len"] == 1
+    invalid = responses[1].results[0]
+    assert (invalid.task_index, invalid.error_kind) == (9, pb.VERIFY_ERROR_KIND_INVALID_REQUEST)
+    assert "body.answer" in invalid.error_message and "row 0" in invalid.error_message
+    assert responses[2] == responses[0]
+    assert resources_env.calls == 3  # "boom" counts; the retried batch did not verify again
+
+
+async def test_verify_stream_client_keeps_order_and_runs_concurrently(serve_env: Any) -> None:
+    class SlowEnv(SimpleResourcesServer):
+        def __init__(self) -> None:
+            self.running = self.peak = 0
+
+        async def verify(self, body: AnswerRequest) -> BaseVerifyResponse:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            await asyncio.sleep(0.01 * (int(body.answer) % 3))
+            self.running -= 1
+            return BaseVerifyResponse(reward=float(body.answer))
+
+    env = SlowEnv()
+    _, channel = await serve_env(env, max_concurrent_verifies=8)
+    client = ResourcesClient(channel)
+    items = [(i, 0, {"answer": str(i)}) for i in range(40)]
+    outcomes = [o async for o in client.verify_stream(items, batch_size=16)]
+    assert [o.task_index for o in outcomes] == list(range(40))
+    assert [o.reward for o in outcomes] == [float(i) for i in range(40)]
+    assert all(o.error_kind is None and o.response is not None for o in outcomes)
+    assert 1 < env.peak <= 8
+
+
+async def test_verify_stream_timeout(serve_env: Any) -> None:
+    class Sleepy(SimpleResourcesServer):
+        async def verify(self, body: AnswerRequest) -> BaseVerifyResponse:
+            await asyncio.sleep(5 if body.answer == "slow" else 0)
+            return BaseVerifyResponse(reward=1.0)
+
+    _, channel = await serve_env(Sleepy(), verify_timeout_s=0.05)
+    outcomes = [o async for o in ResourcesClient(channel).verify_stream([(0, 0, {"answer": "slow"}), (1, 0, {})])]
+    assert [o.error_kind for o in outcomes] == ["timeout", None]
+    assert outcomes[1].reward == 1.0
+
+
+async def test_aggregate_metrics(grpc_server: tuple[int, grpc.aio.Channel]) -> None:
+    _, channel = grpc_server
+    stub = resources_pb2_grpc.ResourcesServiceStub(channel)
+    cols = read_rollouts(DATA / "nemo_gym" / "worked_example.jsonl").agents["math_simple_agent"]
+    batches = list(columns_to_batches(cols, 5, include_rows=True))
+    header = pb.AggregateMetricsHeader(
+        agent_ref=pb.AgentRef(name="math_simple_agent"),
+        options=pb.AggregateOptions(include_rollout_infos=True),
+        expected_rollouts_per_task=4,
+    )
+    requests = [pb.AggregateMetricsRequest(header=header)]
+    requests += [pb.AggregateMetricsRequest(batch=b) for b in [*batches, batches[0]]]  # one batch retried
+    response = await stub.AggregateMetrics(iter(requests))
+    assert response.received_rollouts == 12
+    assert response.duplicate_batches == 1
+    m = response.metrics
+    assert m.agent_ref.name == "math_simple_agent"
+    assert m.agent_metrics["mean/reward"] == 0.5
+    assert round(m.agent_metrics["std/reward"], 4) == 0.5222
+    assert round(m.agent_metrics["std_across_repeats/mean/reward"], 4) == 0.1925
+    assert m.agent_metrics["num_repeats"] == 4.0
+    assert orjson.loads(m.key_metrics_json) == {"mean/reward": 0.5}
+    assert list(m.group_level_metrics.task_index) == [0, 1, 2]
+    assert [round(x, 4) for x in m.group_level_metrics.stats["std/reward"].values] == [0.0, 0.0, 0.5774]
+    assert list(m.group_level_metrics.missing_num_rollouts) == [0, 0, 0]
+    assert len(m.group_level_metrics.rollout_infos.task_index) == 12
+    assert [r.rollout_index for r in m.repeat_level_metrics] == [0, 1, 2, 3]
+    assert orjson.loads(m.group_level_metrics.sample_json[0]) == {"agent_ref": {"name": "math_simple_agent"}, "reward": 1.0}
+
+
+async def test_get_server_info(grpc_server: tuple[int, grpc.aio.Channel]) -> None:
+    _, channel = grpc_server
+    info = await ResourcesClient(channel).server_info()
+    assert info.name == "answer_env"
+    assert info.version
+    assert info.wants_rows is False
+    assert {"answer", "expected"} <= set(info.verify_request_schema["properties"])
+    assert "reward" in info.verify_response_schema["properties"]
+
+
+class RowsEnv(AnswerEnv):
+    """compute_metrics reads full rows, so GetServerInfo says wants_rows."""
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        return {
+            "rows_seen": sum(len(t) for t in tasks),
+            "verdicts": sorted({r.get("verdict", "") for t in tasks for r in t}),
+            "per_task_metrics": [{"_ng_task_index": t[0]["_ng_task_index"], "first_rollout": t[0]["_ng_rollout_index"]} for t in tasks],
+        }
+
+
+async def test_aggregate_with_compute_metrics_sees_full_rows(serve_env: Any, tmp_path: Path) -> None:
+    env = RowsEnv()
+    _, channel = await serve_env(env)
+    client = ResourcesClient(channel)
+    assert (await client.server_info()).wants_rows is True
+    path = DATA / "nemo_gym" / "basic.jsonl"
+    cols = read_rollouts(path).agents["a"]
+    streamed = await client.aggregate("a", cols, batch_size=3, order_seed=1)
+    assert streamed.agent_metrics["rows_seen"] == 20
+    assert streamed.agent_metrics["verdicts"] == ["bad", "ok"]
+    assert streamed.groups.custom is not None and streamed.groups.custom[0] == {"first_rollout": 0}
+    offline, _, _ = aggregate_file(path, tmp_path / "offline.json", compute_metrics=env.compute_metrics)
+    assert _json([streamed]) == offline.read_bytes()
+
+
+@pytest.mark.parametrize("path", ROLLOUT_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+async def test_streaming_equals_offline_aggregate_file(path: Path, tmp_path: Path, serve_env: Any) -> None:
+    """THE transport test: any batch size, any batch order, same bytes as `aggregate_file`."""
+    offline_path, _, rollouts = aggregate_file(path, tmp_path / "offline.json")
+    expected = offline_path.read_bytes()
+    _, channel = await serve_env(SimpleResourcesServer())
+    client = ResourcesClient(channel)
+    for batch_size, seed in ((1, 0), (3, 1), (7, 2), (1000, None)):
+        streamed = [
+            await client.aggregate(name, cols, batch_size=batch_size, order_seed=seed) for name, cols in rollouts.agents.items()
+        ]
+        assert [a.received_rollouts for a in streamed] == [len(c) for c in rollouts.agents.values()]
+        assert _json(streamed) == expected, f"batch_size={batch_size}"
+
+
+@pytest.mark.parametrize("name", ["basic", "usage", "masked", "multi_agent"])
+async def test_rows_only_batches_equal_offline(name: str, tmp_path: Path, serve_env: Any) -> None:
+    """Batches of row_json alone (the server derives keys and numeric columns) give the same bytes."""
+    path = DATA / "nemo_gym" / f"{name}.jsonl"
+    offline_path, _, rollouts = aggregate_file(path, tmp_path / "offline.json")
+    _, channel = await serve_env(SimpleResourcesServer())
+    stub = resources_pb2_grpc.ResourcesServiceStub(channel)
+    streamed = []
+    for agent, cols in rollouts.agents.items():
+        requests = [
+            pb.AggregateMetricsRequest(
+                header=pb.AggregateMetricsHeader(
+                    agent_ref=pb.AgentRef(name=agent), options=pb.AggregateOptions(include_rollout_infos=True)
+                )
+            )
+        ]
+        for b in columns_to_batches(cols, 4, include_rows=True):
+            requests.append(pb.AggregateMetricsRequest(batch=pb.RolloutBatch(batch_id=b.batch_id, row_json=b.row_json)))
+        response = await stub.AggregateMetrics(iter(requests))
+        streamed.append(metrics_to_aggregate(response.metrics))
+    assert _json(streamed) == offline_path.read_bytes()
