@@ -116,7 +116,7 @@ async def test_aggregate_metrics(grpc_server: tuple[int, grpc.aio.Channel]) -> N
     batches = list(columns_to_batches(cols, 5, include_rows=True))
     header = pb.AggregateMetricsHeader(
         agent_ref=pb.AgentRef(name="math_simple_agent"),
-        options=pb.AggregateOptions(include_rollout_infos=True),
+        options=pb.AggregateOptions(),
         expected_rollouts_per_task=4,
     )
     requests = [pb.AggregateMetricsRequest(header=header)]
@@ -202,7 +202,7 @@ async def test_rows_only_batches_equal_offline(name: str, tmp_path: Path, serve_
         requests = [
             pb.AggregateMetricsRequest(
                 header=pb.AggregateMetricsHeader(
-                    agent_ref=pb.AgentRef(name=agent), options=pb.AggregateOptions(include_rollout_infos=True)
+                    agent_ref=pb.AgentRef(name=agent), options=pb.AggregateOptions()
                 )
             )
         ]

@@ -137,7 +137,7 @@ class ResourcesClient:
         """
         header = pb.AggregateMetricsHeader(
             agent_ref=pb.AgentRef(name=agent_name),
-            options=pb.AggregateOptions(include_rollout_infos=include_rollout_infos),
+            options=pb.AggregateOptions(omit_rollout_infos=not include_rollout_infos),
             expected_rollouts_per_task=expected_rollouts_per_task,
             expected_task_indices=list(expected_task_indices),
         )

@@ -220,7 +220,7 @@ def _agent_and_options(header: pb.AggregateMetricsHeader) -> tuple[str, Aggregat
     if violations:
         raise InvalidInputError("invalid header", violations)
     options = AggregateOptions(
-        include_rollout_infos=header.options.include_rollout_infos,
+        include_rollout_infos=not header.options.omit_rollout_infos,
         expected_rollouts_per_task=header.expected_rollouts_per_task,
         expected_task_indices=expected_tasks.tolist(),
     )

@@ -125,10 +125,10 @@ class RolloutBatch(_message.Message):
     def __init__(self, batch_id: _Optional[str] = ..., task_index: _Optional[_Iterable[int]] = ..., rollout_index: _Optional[_Iterable[int]] = ..., columns: _Optional[_Mapping[str, NumericColumn]] = ..., masked: _Optional[_Iterable[bool]] = ..., row_json: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AggregateOptions(_message.Message):
-    __slots__ = ("include_rollout_infos",)
-    INCLUDE_ROLLOUT_INFOS_FIELD_NUMBER: _ClassVar[int]
-    include_rollout_infos: bool
-    def __init__(self, include_rollout_infos: _Optional[bool] = ...) -> None: ...
+    __slots__ = ("omit_rollout_infos",)
+    OMIT_ROLLOUT_INFOS_FIELD_NUMBER: _ClassVar[int]
+    omit_rollout_infos: bool
+    def __init__(self, omit_rollout_infos: _Optional[bool] = ...) -> None: ...
 
 class AggregateMetricsHeader(_message.Message):
     __slots__ = ("agent_ref", "options", "expected_rollouts_per_task", "expected_task_indices")
