@@ -33,6 +33,7 @@ def output_path_for(rollouts_path: str | Path) -> Path:
 def write_aggregate_metrics(path: str | Path, aggregates: Iterable[AgentAggregate]) -> Path:
     """Write the file atomically (temp file + rename): a crash never leaves half a file."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("wb") as f:
         write_json(f, aggregates)
