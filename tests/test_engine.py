@@ -268,3 +268,22 @@ def test_values_near_the_float_limit_never_write_inf_or_null() -> None:
     assert all(math.isfinite(v) for v in m.values())
     assert "ci_low_95_across_repeats/mean/x" not in m  # the interval itself overflows: omitted
     assert json.loads(dump(res))[0]["group_level_metrics"][0]["median/x"] == pytest.approx(1.35e308)
+
+
+def test_failed_rollouts_are_counted_and_left_out_or_scored_zero() -> None:
+    rows = rows_for([[1, 1], [1, 0]], difficulty=3)
+    for r in (rows[1], rows[2]):
+        del r["reward"]
+    rows[1]["_gm_error"] = {"kind": "verify_failed", "message": "boom"}
+    rows[2]["_gm_error"] = {"kind": "timeout", "message": "slow"}
+    rows.append({"_ng_task_index": 2, "_ng_rollout_index": 0, "_gm_error": {"kind": "verify_failed"}, "difficulty": 3})
+    left_out = aggregate(rows)
+    assert left_out.agent_metrics["mean/reward"] == 0.5  # rewards 1 (task 0) and 0 (task 1)
+    assert left_out.key_metrics["errors/total"] == 3
+    assert left_out.agent_metrics["errors/verify_failed"] == 2 and left_out.agent_metrics["errors/timeout"] == 1
+    groups = list(iter_group_dicts(left_out.groups))
+    assert [(g["_ng_task_index"], g["num_rollouts"], g["missing_num_rollouts"]) for g in groups] == [
+        (0, 1, 1), (1, 1, 1), (2, 0, 1)]  # the task whose only rollout failed still appears
+    as_zero = aggregate(rows, AggregateOptions(count_errors_as_zero=True))
+    assert as_zero.agent_metrics["mean/reward"] == pytest.approx(1 / 5)
+    assert as_zero.agent_metrics["errors/total"] == 3 and as_zero.agent_metrics["num_repeats"] == 2

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc.aio
+import numpy as np
 import orjson
 import pytest
 
@@ -211,3 +212,28 @@ async def test_rows_only_batches_equal_offline(name: str, tmp_path: Path, serve_
         response = await stub.AggregateMetrics(iter(requests))
         streamed.append(metrics_to_aggregate(response.metrics))
     assert _json(streamed) == offline_path.read_bytes()
+
+
+@pytest.mark.parametrize("as_zero", [False, True])
+async def test_failed_rollouts_and_sample_only_rows_equal_offline(as_zero: bool, tmp_path: Path, serve_env: Any) -> None:
+    """Rows marked `_gm_error` travel as error_kind; sending only each task's first row (the
+    sample) gives the same bytes as the offline file."""
+    rows = [orjson.loads(line) for line in (DATA / "nemo_gym" / "basic.jsonl").read_bytes().splitlines()]
+    for i in (1, 4, 5, 6, 7):  # task 1 loses every rollout
+        rows[i].pop("reward")
+        rows[i]["_gm_error"] = {"kind": "timeout" if i == 5 else "verify_failed", "message": "x"}
+    path = tmp_path / "failed.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    from gym_metrics.aggregate import AggregateOptions
+
+    offline_path, _, rollouts = aggregate_file(
+        path, tmp_path / "offline.json", options=AggregateOptions(count_errors_as_zero=as_zero)
+    )
+    _, channel = await serve_env(SimpleResourcesServer())
+    client = ResourcesClient(channel)
+    cols = rollouts.agents["a"]
+    firsts = np.flatnonzero(np.r_[True, cols.task_index[1:] != cols.task_index[:-1]])
+    streamed = await client.aggregate("a", cols, batch_size=3, order_seed=4, row_positions=firsts,
+                                      count_errors_as_zero=as_zero)
+    assert streamed.agent_metrics["errors/total"] == 5 and streamed.agent_metrics["errors/timeout"] == 1
+    assert _json([streamed]) == offline_path.read_bytes()

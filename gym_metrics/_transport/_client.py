@@ -129,20 +129,25 @@ class ResourcesClient:
         expected_task_indices: Sequence[int] = (),
         order_seed: int | None = None,
         include_rows: bool | None = None,
+        row_positions: Any = None,
+        count_errors_as_zero: bool = False,
     ) -> AgentAggregate:
         """Stream one agent's verify responses through AggregateMetrics.
 
         `order_seed` shuffles the batch order (the result must not change: a test hook).
-        `include_rows` defaults to True: samples (and compute_metrics) need the full rows.
+        `include_rows` defaults to True: samples (and compute_metrics) need the full rows;
+        `row_positions` limits the rows sent to those positions (e.g. each task's sample).
         """
         header = pb.AggregateMetricsHeader(
             agent_ref=pb.AgentRef(name=agent_name),
-            options=pb.AggregateOptions(omit_rollout_infos=not include_rollout_infos),
+            options=pb.AggregateOptions(
+                omit_rollout_infos=not include_rollout_infos, count_errors_as_zero=count_errors_as_zero
+            ),
             expected_rollouts_per_task=expected_rollouts_per_task,
             expected_task_indices=list(expected_task_indices),
         )
         batches: Iterable[pb.RolloutBatch] = columns_to_batches(
-            cols, batch_size, include_rows=True if include_rows is None else include_rows
+            cols, batch_size, include_rows=True if include_rows is None else include_rows, row_positions=row_positions
         )
         if order_seed is not None:
             batches = list(batches)

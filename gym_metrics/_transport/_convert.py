@@ -14,7 +14,15 @@ import numpy as np
 import orjson
 
 from gym_metrics.aggregate import AgentAggregate, GroupTable, NumericField, RolloutColumns, ValueKind
-from gym_metrics.aggregate._columns import ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, RowSource
+from gym_metrics.aggregate._columns import (
+    ERROR_KINDS,
+    ROLLOUT_KEY,
+    ROLLOUT_KEY_ALIASES,
+    TASK_KEY,
+    TASK_KEY_ALIASES,
+    RowSource,
+    minimal_row,
+)
 from gym_metrics.aggregate._engine import GROUP_STATS, RolloutInfoTable
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
@@ -67,7 +75,12 @@ def batch_to_columns(batch: pb.RolloutBatch, batch_no: int, row_offset: int = 0)
     else:
         fields = {name: _numeric_field(col, n) for name, col in batch.columns.items()}
         _check_rows_are_objects(batch.row_json, where)
-    rows = RowSource(_JsonRows(list(batch.row_json), where, task_index, rollout_index)) if len(batch.row_json) else None
+    rows = (
+        RowSource(_JsonRows(list(batch.row_json), where, task_index, rollout_index, fields))
+        if len(batch.row_json)
+        else None
+    )
+    errors = np.array(batch.error_kind, dtype=np.int8) if len(batch.error_kind) else None
     return RolloutColumns(
         task_index,
         rollout_index,
@@ -76,6 +89,7 @@ def batch_to_columns(batch: pb.RolloutBatch, batch_no: int, row_offset: int = 0)
         rows=rows,
         row_labels=np.arange(row_offset, row_offset + n, dtype=np.int64),
         label_name=STREAM_ROW,
+        errors=errors if errors is not None and errors.any() else None,
     )
 
 
@@ -85,6 +99,11 @@ def _check_lengths(batch: pb.RolloutBatch, where: str, n: int) -> None:
         violations.append(FieldViolation(f"{where}.rollout_index", f"has {len(batch.rollout_index)} values, task_index has {n}"))
     if len(batch.masked) and len(batch.masked) != n:
         violations.append(FieldViolation(f"{where}.masked", f"has {len(batch.masked)} values, task_index has {n}"))
+    if len(batch.error_kind) and len(batch.error_kind) != n:
+        violations.append(FieldViolation(f"{where}.error_kind", f"has {len(batch.error_kind)} values, task_index has {n}"))
+    bad_kinds = [i for i, k in enumerate(batch.error_kind) if not 0 <= k <= len(ERROR_KINDS)]
+    if bad_kinds:
+        violations.append(FieldViolation(f"{where}.error_kind", "unknown VerifyErrorKind", bad_kinds[0]))
     if len(batch.row_json) and len(batch.row_json) != n:
         violations.append(FieldViolation(f"{where}.row_json", f"has {len(batch.row_json)} rows, task_index has {n}"))
     for name, col in batch.columns.items():
@@ -189,7 +208,7 @@ def _check_rows_are_objects(rows: Sequence[str], where: str) -> None:
     """Cheap shape check; full parsing is left to the rows that are read (samples, compute_metrics)."""
     violations = []
     for i, raw in enumerate(rows):
-        if raw[:1] != "{" and raw.lstrip()[:1] != "{":
+        if raw and raw[:1] != "{" and raw.lstrip()[:1] != "{":  # "" = row not sent
             violations.append(FieldViolation(f"{where}.row_json", "is not a JSON object", i))
             if len(violations) >= _MAX_VIOLATIONS:
                 break
@@ -207,16 +226,26 @@ class _JsonRows(Sequence[dict[str, Any]]):
     """A batch's row_json, parsed on access (the items of its RowSource); rows lacking
     indices get the batch's, and a bad row raises an error naming its batch and row."""
 
-    def __init__(self, raw: list[str], where: str, tasks: np.ndarray, repeats: np.ndarray) -> None:
+    def __init__(
+        self,
+        raw: list[str],
+        where: str,
+        tasks: np.ndarray,
+        repeats: np.ndarray,
+        fields: dict[str, NumericField] | None = None,
+    ) -> None:
         self._raw = raw
         self._where = where
         self._tasks = tasks
         self._repeats = repeats
+        self._fields = fields or {}
 
     def __len__(self) -> int:
         return len(self._raw)
 
     def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
+        if not self._raw[i]:  # not sent: what the columns know of it
+            return minimal_row(self._fields, i, int(self._tasks[i]), int(self._repeats[i]))
         try:
             row = _loads(self._raw[i])
         except ValueError as exc:
@@ -238,9 +267,14 @@ def _raise_if(violations: list[FieldViolation], message: str) -> None:
 
 
 def columns_to_batches(
-    cols: RolloutColumns, batch_size: int, include_rows: bool, id_prefix: str = ""
+    cols: RolloutColumns,
+    batch_size: int,
+    include_rows: bool,
+    id_prefix: str = "",
+    row_positions: np.ndarray | None = None,
 ) -> Iterator[pb.RolloutBatch]:
-    """Split columns into packed RolloutBatch messages (ids `<prefix><k>`); rows as JSON when asked."""
+    """Split columns into packed RolloutBatch messages (ids `<prefix><k>`); rows as JSON when
+    asked, all of them or only those at `row_positions` ("" stands for the others)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     n = len(cols)
@@ -255,6 +289,8 @@ def columns_to_batches(
         masked = cols.masked[lo:hi]
         if masked.any():
             batch.masked.extend(masked.tolist())
+        if cols.errors is not None and cols.errors[lo:hi].any():
+            batch.error_kind.extend(cols.errors[lo:hi].tolist())
         for name, field in cols.fields.items():
             present = field.present[lo:hi]
             if not present.any():
@@ -267,7 +303,14 @@ def columns_to_batches(
         if send_rows:
             rows = cols.rows
             assert rows is not None
-            batch.row_json.extend(dumps_json(rows[i]) for i in range(lo, hi))
+            if row_positions is None:
+                batch.row_json.extend(dumps_json(rows[i]) for i in range(lo, hi))
+            else:
+                wanted = row_positions[(row_positions >= lo) & (row_positions < hi)].tolist()
+                texts = [""] * (hi - lo)
+                for i, row in zip(wanted, rows.load(wanted)):
+                    texts[i - lo] = dumps_json(row)
+                batch.row_json.extend(texts)
         yield batch
 
 

@@ -223,6 +223,7 @@ def _agent_and_options(header: pb.AggregateMetricsHeader) -> tuple[str, Aggregat
         include_rollout_infos=not header.options.omit_rollout_infos,
         expected_rollouts_per_task=header.expected_rollouts_per_task,
         expected_task_indices=expected_tasks.tolist(),
+        count_errors_as_zero=header.options.count_errors_as_zero,
     )
     return name, options
 

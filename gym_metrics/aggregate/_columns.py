@@ -22,6 +22,15 @@ ROLLOUT_KEY = "_ng_rollout_index"
 TASK_KEY_ALIASES = (TASK_KEY, "task_index")
 ROLLOUT_KEY_ALIASES = (ROLLOUT_KEY, "rollout_index")
 MASK_KEY = "mask_sample"
+ERROR_KEY = "_gm_error"
+"""Where a rollouts file records that verifying a rollout failed: {"kind": ..., "message": ...}."""
+ERROR_KINDS = ("invalid_request", "verify_failed", "timeout")
+"""Error codes: 0 = verified, i + 1 = ERROR_KINDS[i]."""
+
+
+def error_code(kind: Any) -> int:
+    """Code of an error kind name; an unknown name counts as verify_failed."""
+    return ERROR_KINDS.index(kind) + 1 if kind in ERROR_KINDS else 2
 
 
 class ValueKind(str, Enum):
@@ -127,6 +136,8 @@ class RolloutColumns:
     """What to call each row in errors (e.g. its line number); defaults to its position."""
     label_name: str = "row"
     """What the labels count: "row" or "line"."""
+    errors: np.ndarray | None = None
+    """Per row, 0 or the code of the error that kept it from being verified (ERROR_KINDS)."""
 
     def __post_init__(self) -> None:
         n = len(self.task_index)
@@ -141,6 +152,10 @@ class RolloutColumns:
                     "columns of unequal length",
                     [FieldViolation(f"columns[{name}]", f"has {len(col.values)} values, task_index has {n}")],
                 )
+        if self.errors is not None and len(self.errors) != n:
+            raise InvalidInputError(
+                "columns of unequal length", [FieldViolation("error_kind", f"has {len(self.errors)} values, expected {n}")]
+            )
         if self.rows is not None and len(self.rows) != n:
             raise InvalidInputError(
                 "columns of unequal length", [FieldViolation("row_json", f"has {len(self.rows)} rows, expected {n}")]
@@ -162,6 +177,7 @@ class RolloutColumns:
         tasks = np.empty(n, dtype=np.int64)
         repeats = np.empty(n, dtype=np.int64)
         masked = np.zeros(n, dtype=bool)
+        errors = np.zeros(n, dtype=np.int8)
         fields: dict[str, NumericField] = {}
         violations: list[FieldViolation] = []
         for i, row in enumerate(rows):
@@ -176,6 +192,9 @@ class RolloutColumns:
                 violations.extend(FieldViolation(v.field, v.description, label) for v in exc.violations)
                 continue
             masked[i] = bool(row.get(MASK_KEY))
+            failure = row.get(ERROR_KEY)
+            if failure:
+                errors[i] = error_code(failure.get("kind") if isinstance(failure, Mapping) else failure)
             for key, value, kind in numeric_items(row):
                 col = fields.get(key)
                 if col is None:
@@ -193,7 +212,18 @@ class RolloutColumns:
             masked,
             rows=RowSource(rows) if keep_rows else None,
             row_labels=np.asarray(labels, dtype=np.int64) if labels is not None else None,
+            errors=errors if errors.any() else None,
         )
+
+
+def minimal_row(fields: Mapping[str, NumericField], pos: int, task: int, rollout: int) -> dict[str, Any]:
+    """A row rebuilt from its indices and numeric fields, for when the full row is unknown."""
+    row: dict[str, Any] = {TASK_KEY: task, ROLLOUT_KEY: rollout}
+    for k, col in fields.items():
+        if col.present[pos]:
+            v = float(col.values[pos])
+            row[k] = bool(v) if col.kind is ValueKind.BOOL else int(v) if col.kind is ValueKind.INT and v == v else v
+    return row
 
 
 def row_index_value(row: Mapping[str, Any], aliases: tuple[str, ...]) -> int:
@@ -252,6 +282,9 @@ def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
             [b.fields[name].present if name in b.fields else np.zeros(len(b), dtype=bool) for b in batches]
         )
         fields[name] = NumericField(values, present, kind)
+    errors = None
+    if any(b.errors is not None for b in batches):
+        errors = np.concatenate([b.errors if b.errors is not None else np.zeros(len(b), np.int8) for b in batches])
     rows = None
     if all(b.rows is not None for b in batches):
         rows = RowSource(_Chain([b.rows for b in batches if b.rows is not None]))
@@ -268,6 +301,7 @@ def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
         rows=rows,
         row_labels=labels,
         label_name=batches[0].label_name,
+        errors=errors,
     )
     assert len(out) == n
     return out
@@ -289,6 +323,10 @@ class _Chain(Sequence[Any]):
 
 
 __all__ = [
+    "ERROR_KEY",
+    "ERROR_KINDS",
+    "error_code",
+    "minimal_row",
     "MASK_KEY",
     "ROLLOUT_KEY",
     "TASK_KEY",

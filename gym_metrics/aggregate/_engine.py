@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, NumericField, RolloutColumns, ValueKind, concat
+from gym_metrics.aggregate._columns import (
+    ERROR_KINDS,
+    ROLLOUT_KEY,
+    TASK_KEY,
+    NumericField,
+    RolloutColumns,
+    concat,
+    minimal_row,
+)
 from gym_metrics.aggregate._stats import group_starts, grouped_stats, quantile_sorted, t_interval
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
@@ -44,6 +52,8 @@ class AggregateOptions:
     """Rollouts each task should have; 0 means each task expects what it received."""
     expected_task_indices: Sequence[int] = ()
     """Tasks that must appear even if none of their rollouts arrive."""
+    count_errors_as_zero: bool = False
+    """Rollouts whose verification failed count as reward 0.0 instead of being left out."""
 
 
 @dataclass
@@ -145,6 +155,7 @@ def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
         rows=rows.take(order) if rows is not None else None,
         row_labels=data.row_labels[order] if data.row_labels is not None else None,
         label_name=data.label_name,
+        errors=data.errors[order] if data.errors is not None else None,
     )
 
 
@@ -159,6 +170,9 @@ def _aggregate(
     if data is None:
         data = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
     num_repeats = len(np.unique(data.rollout_index))
+    errors = _error_counts(data)
+    failed_per_task = _failed_per_task(data) if not options.count_errors_as_zero else {}
+    data = _apply_errors(data, options.count_errors_as_zero)
     measured_pos = np.flatnonzero(~data.masked)
     coverage = _coverage(data, measured_pos)
     m = RolloutColumns(
@@ -194,6 +208,7 @@ def _aggregate(
         repeat_level = _repeat_level(m, names, valid, len(tasks))
         agent_metrics.update(_across_repeats(repeat_level, names))
     agent_metrics.update(coverage)
+    agent_metrics.update(errors)
 
     masked_per_task = _masked_per_task(data, tasks)
     groups = GroupTable(
@@ -203,7 +218,7 @@ def _aggregate(
         expected_num_rollouts=sizes.astype(np.int64),
         samples=[None] * len(tasks),
     )
-    groups = _with_expected_tasks(groups, options, masked_per_task)
+    groups = _with_expected_tasks(groups, options, masked_per_task, failed_per_task)
     _fill_samples(groups, data, measured_pos[starts] if len(measured_pos) else measured_pos, tasks, names)
 
     if compute_metrics is not None and len(measured_pos):
@@ -220,6 +235,7 @@ def _aggregate(
         # reported; there is nothing measured to count repeats of or to pick headlines from.
         key_metrics = {}
     key_metrics.update(coverage)
+    key_metrics.update(errors)
 
     if options.include_rollout_infos and len(m.task_index):
         groups.rollout_infos = RolloutInfoTable(m.task_index, m.rollout_index, {k: m.fields[k] for k in names})
@@ -259,6 +275,41 @@ def _stat_columns(stats: dict[str, Any], names: list[str], sizes: np.ndarray) ->
     return cols
 
 
+def _error_counts(data: RolloutColumns) -> dict[str, int]:
+    """`errors/total` and `errors/<kind>`, only when some rollout failed verification."""
+    if data.errors is None or not data.errors.any():
+        return {}
+    codes = np.bincount(data.errors, minlength=len(ERROR_KINDS) + 1)
+    out = {"errors/total": int(codes[1:].sum())}
+    out.update({f"errors/{kind}": int(codes[i + 1]) for i, kind in enumerate(ERROR_KINDS) if codes[i + 1]})
+    return out
+
+
+def _apply_errors(data: RolloutColumns, as_zero: bool) -> RolloutColumns:
+    """Failed rollouts either leave the stats (as masked rows do, without counting as masked)
+    or count with reward 0.0."""
+    if data.errors is None or not data.errors.any():
+        return data
+    failed = data.errors != 0
+    if not as_zero:
+        keep = np.flatnonzero(~failed)
+        return RolloutColumns(
+            data.task_index[keep],
+            data.rollout_index[keep],
+            {k: v.take(keep) for k, v in data.fields.items()},
+            data.masked[keep],
+            rows=data.rows.take(keep) if data.rows is not None else None,
+            row_labels=data.row_labels[keep] if data.row_labels is not None else None,
+            label_name=data.label_name,
+        )
+    reward = data.fields.get("reward", NumericField(np.full(len(data), np.nan), np.zeros(len(data), bool)))
+    reward = NumericField(np.where(failed, 0.0, reward.values), reward.present | failed, reward.kind)
+    fields = {**data.fields, "reward": reward}
+    return RolloutColumns(
+        data.task_index, data.rollout_index, fields, data.masked & ~failed, data.rows, data.row_labels, data.label_name
+    )
+
+
 def _coverage(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
     """SPEC A6: only when something was masked."""
     masked = len(data) - len(measured_pos)
@@ -272,6 +323,13 @@ def _coverage(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
         "coverage/measured_tasks": len(measured_tasks),
         "coverage/fully_masked_tasks": len(all_tasks) - len(measured_tasks),
     }
+
+
+def _failed_per_task(data: RolloutColumns) -> dict[int, int]:
+    if data.errors is None or not data.errors.any():
+        return {}
+    t, c = np.unique(data.task_index[data.errors != 0], return_counts=True)
+    return dict(zip(t.tolist(), c.tolist()))
 
 
 def _masked_per_task(data: RolloutColumns, tasks: np.ndarray) -> dict[int, int]:
@@ -384,9 +442,13 @@ def _is_primary_metric(name: str) -> bool:
     return not name.endswith(_NOT_PRIMARY_SUFFIXES) and "_across_repeats/" not in name
 
 
-def _with_expected_tasks(groups: GroupTable, options: AggregateOptions, masked_per_task: dict[int, int]) -> GroupTable:
-    """Honest expectations: tasks the caller expects appear even with no rollouts."""
-    extra = np.setdiff1d(np.asarray(list(options.expected_task_indices), dtype=np.int64), groups.task_index)
+def _with_expected_tasks(
+    groups: GroupTable, options: AggregateOptions, masked_per_task: dict[int, int], failed_per_task: dict[int, int]
+) -> GroupTable:
+    """Honest expectations: tasks the caller expects, or whose rollouts all failed, appear even
+    with nothing measured; failed rollouts count as missing."""
+    wanted = np.asarray([*options.expected_task_indices, *failed_per_task], dtype=np.int64)
+    extra = np.setdiff1d(wanted, groups.task_index)
     if len(extra):
         tasks = np.concatenate([groups.task_index, extra])
         order = np.argsort(tasks, kind="stable")
@@ -401,6 +463,9 @@ def _with_expected_tasks(groups: GroupTable, options: AggregateOptions, masked_p
     if k:
         masked = np.array([masked_per_task.get(t, 0) for t in groups.task_index.tolist()], dtype=np.int64)
         groups.expected_num_rollouts = np.maximum(k - masked, groups.num_rollouts)
+    elif failed_per_task:
+        failed = np.array([failed_per_task.get(t, 0) for t in groups.task_index.tolist()], dtype=np.int64)
+        groups.expected_num_rollouts = groups.num_rollouts + failed
     return groups
 
 
@@ -415,20 +480,15 @@ def _rows_by_task(
     return out
 
 
-def _minimal_row(data: RolloutColumns, pos: int, names: list[str]) -> dict[str, Any]:
-    row: dict[str, Any] = {TASK_KEY: int(data.task_index[pos]), ROLLOUT_KEY: int(data.rollout_index[pos])}
-    for k in names:
-        col = data.fields[k]
-        if col.present[pos]:
-            v = float(col.values[pos])
-            row[k] = bool(v) if col.kind is ValueKind.BOOL else int(v) if col.kind is ValueKind.INT else v
-    return row
-
-
 def _load_rows(data: RolloutColumns, positions: list[int], names: list[str]) -> list[dict[str, Any]]:
     if data.rows is not None:
         return data.rows.load(positions)
     return [_minimal_row(data, pos, names) for pos in positions]
+
+
+def _minimal_row(data: RolloutColumns, pos: int, names: list[str]) -> dict[str, Any]:
+    fields = {k: data.fields[k] for k in names}
+    return minimal_row(fields, pos, int(data.task_index[pos]), int(data.rollout_index[pos]))
 
 
 def _fill_samples(

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gym_metrics.aggregate._columns import (
+    ERROR_KEY,
     MASK_KEY,
     ROLLOUT_KEY_ALIASES,
     TASK_KEY_ALIASES,
@@ -25,6 +26,7 @@ from gym_metrics.aggregate._columns import (
     NumericField,
     RolloutColumns,
     RowSource,
+    error_code,
     parse_row,
     ValueKind,
     row_index_value,
@@ -119,6 +121,12 @@ def _read_fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> RolloutFile 
         if flag is not None:
             masked = flag.present & (np.nan_to_num(flag.values) != 0)
 
+    errors = None
+    if ERROR_KEY in columns:
+        errors = _error_codes(columns[ERROR_KEY])
+        if errors is None:
+            return None
+
     fields: dict[str, NumericField] = {}
     for name, column in columns.items():
         if name.startswith("_") or name == MASK_KEY or name in TASK_KEY_ALIASES or name in ROLLOUT_KEY_ALIASES:
@@ -138,7 +146,27 @@ def _read_fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> RolloutFile 
 
     rows = BufferRows(buf, starts[lines], ends[lines])
     line_numbers = (lines + 1).astype(np.int64)
-    return RolloutFile(_split_by_agent(agent, tasks, repeats, fields, masked, rows, line_numbers), [], table.num_rows)
+    agents = _split_by_agent(agent, tasks, repeats, fields, masked, rows, line_numbers, errors)
+    return RolloutFile(agents, [], table.num_rows)
+
+
+def _error_codes(column: Any) -> np.ndarray | None:
+    """Codes from the `_gm_error.kind` strings (0 where the rollout was verified)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_null(column.type):
+        return np.zeros(len(column), np.int8)
+    if not pa.types.is_struct(column.type) or column.type.get_field_index("kind") < 0:
+        return None
+    kinds = pc.struct_field(column, "kind")
+    if not (pa.types.is_string(kinds.type) or pa.types.is_null(kinds.type)):
+        return None
+    failed = pc.is_valid(column).to_numpy(zero_copy_only=False)
+    codes = np.zeros(len(column), np.int8)
+    for i in np.flatnonzero(failed).tolist():
+        codes[i] = error_code(kinds[i].as_py())
+    return codes
 
 
 def _agent_codes(column: Any) -> tuple[list[str], np.ndarray] | None:
@@ -244,6 +272,7 @@ def _split_by_agent(
     masked: np.ndarray,
     rows: BufferRows,
     line_numbers: np.ndarray,
+    errors: np.ndarray | None,
 ) -> dict[str, RolloutColumns]:
     names, codes = agent
     out = {}
@@ -259,6 +288,7 @@ def _split_by_agent(
             rows=RowSource(rows, idx),
             row_labels=line_numbers[idx],
             label_name="line",
+            errors=errors[idx] if errors is not None and errors[idx].any() else None,
         )
     return out
 

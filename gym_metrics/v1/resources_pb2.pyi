@@ -102,7 +102,7 @@ class NumericColumn(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ..., missing: _Optional[_Iterable[int]] = ..., kind: _Optional[_Union[ValueKind, str]] = ...) -> None: ...
 
 class RolloutBatch(_message.Message):
-    __slots__ = ("batch_id", "task_index", "rollout_index", "columns", "masked", "row_json")
+    __slots__ = ("batch_id", "task_index", "rollout_index", "columns", "masked", "row_json", "error_kind")
     class ColumnsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -116,19 +116,23 @@ class RolloutBatch(_message.Message):
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     MASKED_FIELD_NUMBER: _ClassVar[int]
     ROW_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     task_index: _containers.RepeatedScalarFieldContainer[int]
     rollout_index: _containers.RepeatedScalarFieldContainer[int]
     columns: _containers.MessageMap[str, NumericColumn]
     masked: _containers.RepeatedScalarFieldContainer[bool]
     row_json: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, batch_id: _Optional[str] = ..., task_index: _Optional[_Iterable[int]] = ..., rollout_index: _Optional[_Iterable[int]] = ..., columns: _Optional[_Mapping[str, NumericColumn]] = ..., masked: _Optional[_Iterable[bool]] = ..., row_json: _Optional[_Iterable[str]] = ...) -> None: ...
+    error_kind: _containers.RepeatedScalarFieldContainer[VerifyErrorKind]
+    def __init__(self, batch_id: _Optional[str] = ..., task_index: _Optional[_Iterable[int]] = ..., rollout_index: _Optional[_Iterable[int]] = ..., columns: _Optional[_Mapping[str, NumericColumn]] = ..., masked: _Optional[_Iterable[bool]] = ..., row_json: _Optional[_Iterable[str]] = ..., error_kind: _Optional[_Iterable[_Union[VerifyErrorKind, str]]] = ...) -> None: ...
 
 class AggregateOptions(_message.Message):
-    __slots__ = ("omit_rollout_infos",)
+    __slots__ = ("omit_rollout_infos", "count_errors_as_zero")
     OMIT_ROLLOUT_INFOS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_ERRORS_AS_ZERO_FIELD_NUMBER: _ClassVar[int]
     omit_rollout_infos: bool
-    def __init__(self, omit_rollout_infos: _Optional[bool] = ...) -> None: ...
+    count_errors_as_zero: bool
+    def __init__(self, omit_rollout_infos: _Optional[bool] = ..., count_errors_as_zero: _Optional[bool] = ...) -> None: ...
 
 class AggregateMetricsHeader(_message.Message):
     __slots__ = ("agent_ref", "options", "expected_rollouts_per_task", "expected_task_indices")
