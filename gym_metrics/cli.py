@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import sys
@@ -54,6 +55,26 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
     serve.set_defaults(func=_cmd_serve)
 
+    col = sub.add_parser("collect", help="verify rollouts through a server, then aggregate per agent")
+    col.add_argument("--server", required=True, metavar="HOST:PORT", help="the resources server")
+    col.add_argument("--input", required=True, type=Path, help="JSONL: one task or rollout per line, with agent_ref.name")
+    col.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
+    col.add_argument("--num-repeats", type=_positive, metavar="K", help="expand each line into rollouts 0..K-1")
+    col.add_argument("--resume", action="store_true", help="continue an interrupted run: skip rollouts already in --output")
+    col.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
+    col.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify counts as reward 0")
+    col.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries in the metrics")
+    col.add_argument("--batch-size", type=_positive, default=256, help="rollouts per VerifyStream batch")
+    col.add_argument("--max-in-flight", type=_positive, default=8, help="unanswered batches at most")
+    col.add_argument("--max-retries", type=_non_negative, default=8, help="retries when the server is unavailable")
+    col.add_argument("--auth-token-env", metavar="VAR", help="send `authorization: Bearer $VAR`")
+    col.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect with TLS")
+    col.set_defaults(func=_cmd_collect)
+
+    demo = sub.add_parser("demo", help="serve math_exact in-process and collect its shipped sample")
+    demo.add_argument("--out-dir", type=Path, default=Path("demo_out"))
+    demo.set_defaults(func=_cmd_demo)
+
     agg = sub.add_parser("aggregate", help="aggregate a rollouts JSONL in-process (no server)")
     agg.add_argument("rollouts", type=Path, help="rollouts JSONL: one verify response per line")
     agg.add_argument("-o", "--output", type=Path, help="default: <stem>_aggregate_metrics.json beside the input")
@@ -64,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     agg.add_argument("-q", "--quiet", action="store_true", help="print only the output path")
     agg.set_defaults(func=_cmd_aggregate)
     return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 def _non_negative(text: str) -> int:
@@ -131,6 +159,75 @@ def _cmd_aggregate(ns: argparse.Namespace) -> int:
             print(f"note: {r.agent_name}: non-finite values left out of the stats ({counts})", file=sys.stderr)
     skipped = f", {len(rollouts.bad_lines)} bad lines skipped" if rollouts.bad_lines else ""
     print(f"{rollouts.rows_read} rollouts, {len(results)} agents in {elapsed:.2f}s{skipped} -> {out}")
+    return 0
+
+
+def _cmd_collect(ns: argparse.Namespace) -> int:
+    import grpc
+
+    from gym_metrics._transport._client import ResourcesClient
+    from gym_metrics.collector import CollectOptions, RetryPolicy, collect_async
+
+    token = None
+    if ns.auth_token_env:
+        token = os.environ.get(ns.auth_token_env)
+        if not token:
+            raise GymMetricsError(f"--auth-token-env {ns.auth_token_env}: the variable is not set or empty")
+    credentials = grpc.ssl_channel_credentials(ns.tls_ca.read_bytes()) if ns.tls_ca else None
+    options = CollectOptions(
+        num_repeats=ns.num_repeats,
+        resume=ns.resume,
+        on_bad_line=ns.on_bad_line,
+        count_errors_as_zero=ns.count_errors_as_zero,
+        include_rollout_infos=not ns.no_rollout_infos,
+        batch_size=ns.batch_size,
+        max_in_flight=ns.max_in_flight,
+        retry=RetryPolicy(max_retries=ns.max_retries),
+    )
+
+    async def run() -> Any:
+        async with ResourcesClient(ns.server, token=token, credentials=credentials) as client:
+            return await collect_async(client, ns.input, ns.output, options)
+
+    started = time.perf_counter()
+    result = asyncio.run(run())
+    _report_collect(result, time.perf_counter() - started)
+    return 0
+
+
+def _report_collect(result: Any, elapsed: float) -> None:
+    print(format_key_metrics({a.agent_name: a.key_metrics for a in result.aggregates}))
+    parts = [f"{result.verified} verified", f"{result.passed_through} already scored"]
+    if result.skipped_done:
+        parts.append(f"{result.skipped_done} already in the output (resumed)")
+    if result.bad_lines:
+        parts.append(f"{len(result.bad_lines)} bad lines skipped")
+    print(f"{', '.join(parts)} in {elapsed:.2f}s")
+    print(f"rollouts -> {result.rollouts_path}\nmetrics  -> {result.metrics_path}")
+
+
+def _cmd_demo(ns: argparse.Namespace) -> int:
+    from gym_metrics._transport import ServerConfig, start_server
+    from gym_metrics._transport._client import ResourcesClient
+    from gym_metrics.collector import collect_async
+    from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
+
+    out = ns.out_dir / "math_exact_rollouts.jsonl"
+    for stale in (out, out.with_name(f"{out.stem}_aggregate_metrics.json")):
+        stale.unlink(missing_ok=True)
+
+    async def run() -> Any:
+        server = await start_server(MathExactServer(), ServerConfig(port=0, log_requests=False))
+        print(f"math_exact serving on {server.address}; collecting {SAMPLE_PATH.name}", file=sys.stderr)
+        try:
+            async with ResourcesClient(server.address) as client:
+                return await collect_async(client, SAMPLE_PATH, out)
+        finally:
+            await server.stop(0)
+
+    started = time.perf_counter()
+    result = asyncio.run(run())
+    _report_collect(result, time.perf_counter() - started)
     return 0
 
 

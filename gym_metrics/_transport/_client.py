@@ -13,6 +13,7 @@ import orjson
 
 from gym_metrics._transport._convert import columns_to_batches, dumps_json, metrics_to_aggregate
 from gym_metrics.aggregate import AgentAggregate, RolloutColumns
+from gym_metrics.errors import GymMetricsError
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
@@ -57,6 +58,21 @@ class ServerInfo:
     verify_request_schema: dict[str, Any]
     verify_response_schema: dict[str, Any]
     wants_rows: bool
+
+
+class ServerUnavailableError(GymMetricsError):
+    """The server could not be reached or did not answer in time (UNAVAILABLE /
+    DEADLINE_EXCEEDED): worth retrying."""
+
+
+_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def _translate(exc: grpc.aio.AioRpcError) -> Exception:
+    """Retryable transport failures become ServerUnavailableError; others stay as they are."""
+    if exc.code() in _RETRYABLE:
+        return ServerUnavailableError(f"{exc.code().name}: {exc.details()}")
+    return exc
 
 
 class ResourcesClient:
@@ -109,14 +125,27 @@ class ResourcesClient:
         call = self._stub.VerifyStream(_verify_batches(items, batch_size), metadata=self._metadata)
         async for response in call:
             for r in response.results:
-                yield VerifyOutcome(
-                    task_index=r.task_index,
-                    rollout_index=r.rollout_index,
-                    reward=r.reward,
-                    response=orjson.loads(r.response_json) if r.response_json else None,
-                    error_kind=_ERROR_KINDS.get(r.error_kind, "unknown"),
-                    error_message=r.error_message,
+                yield _outcome(r)
+
+    async def verify_batches(
+        self, batches: AsyncIterable[tuple[str, Sequence[VerifyInput]]]
+    ) -> AsyncIterator[tuple[str, list[VerifyOutcome]]]:
+        """One VerifyStream call over caller-made batches: yields (batch_id, outcomes) as the
+        server answers. Raises ServerUnavailableError when the stream breaks (retry it)."""
+
+        async def requests() -> AsyncIterator[pb.VerifyStreamRequest]:
+            async for batch_id, items in batches:
+                yield pb.VerifyStreamRequest(
+                    batch_id=batch_id,
+                    items=[pb.VerifyItem(task_index=t, rollout_index=r, body_json=_body_json(b)) for t, r, b in items],
                 )
+
+        call = self._stub.VerifyStream(requests(), metadata=self._metadata)
+        try:
+            async for response in call:
+                yield response.batch_id, [_outcome(r) for r in response.results]
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from None
 
     async def aggregate(
         self,
@@ -158,11 +187,17 @@ class ResourcesClient:
             for batch in batches:
                 yield pb.AggregateMetricsRequest(batch=batch)
 
-        response = await self._stub.AggregateMetrics(requests(), metadata=self._metadata)
+        try:
+            response = await self._stub.AggregateMetrics(requests(), metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from None
         return metrics_to_aggregate(response.metrics, received_rollouts=response.received_rollouts)
 
     async def server_info(self) -> ServerInfo:
-        info = await self._stub.GetServerInfo(pb.GetServerInfoRequest(), metadata=self._metadata)
+        try:
+            info = await self._stub.GetServerInfo(pb.GetServerInfoRequest(), metadata=self._metadata, timeout=10)
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from None
         return ServerInfo(
             name=info.name,
             version=info.version,
@@ -173,7 +208,20 @@ class ResourcesClient:
         )
 
 
-def _body_json(body: Mapping[str, Any] | str) -> str:
+def _outcome(r: pb.VerifyResult) -> VerifyOutcome:
+    return VerifyOutcome(
+        task_index=r.task_index,
+        rollout_index=r.rollout_index,
+        reward=r.reward,
+        response=orjson.loads(r.response_json) if r.response_json else None,
+        error_kind=_ERROR_KINDS.get(r.error_kind, "unknown"),
+        error_message=r.error_message,
+    )
+
+
+def _body_json(body: Mapping[str, Any] | str | bytes) -> str:
+    if isinstance(body, bytes):
+        return body.decode()
     return body if isinstance(body, str) else dumps_json(body)
 
 
@@ -210,4 +258,11 @@ async def _aiter(items: Iterable[VerifyInput] | AsyncIterable[VerifyInput]) -> A
             yield item
 
 
-__all__ = ["CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "ResourcesClient", "ServerInfo", "VerifyOutcome"]
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "MAX_MESSAGE_BYTES",
+    "ResourcesClient",
+    "ServerInfo",
+    "ServerUnavailableError",
+    "VerifyOutcome",
+]

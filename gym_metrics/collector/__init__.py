@@ -1,0 +1,264 @@
+"""The collector: verify an input JSONL through a resources server, then aggregate per agent.
+
+Phase 1 streams the input: rows that carry a reward are written to the output as they are,
+the rest go through VerifyStream and are appended as their batches are answered. Phase 2 reads
+the output column-wise and streams each agent through AggregateMetrics. Every rollout written is
+flushed, so a killed run resumes (`resume=True`) where it stopped and ends with the same bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gym_metrics._transport._client import ResourcesClient, ServerUnavailableError, VerifyOutcome
+from gym_metrics.aggregate import AgentAggregate, RolloutColumns, output_path_for, read_rollouts
+from gym_metrics.aggregate._columns import ERROR_KEY
+from gym_metrics.aggregate._output import write_aggregate_metrics
+from gym_metrics.aggregate._reader import BadLine, OnBadLine
+from gym_metrics.collector._input import Rollout, dumps_row, read_input
+from gym_metrics.collector._outfile import OutputFile
+from gym_metrics.collector._progress import Progress
+from gym_metrics.collector._verify import RetryPolicy, make_batches, verify_all
+from gym_metrics.errors import FieldViolation, InvalidInputError
+
+
+@dataclass
+class CollectOptions:
+    """Knobs of one collection (the CLI's flags)."""
+
+    num_repeats: int | None = None
+    resume: bool = False
+    on_bad_line: OnBadLine = "fail"
+    count_errors_as_zero: bool = False
+    include_rollout_infos: bool = True
+    batch_size: int = 256
+    max_batch_bytes: int = 4 << 20
+    max_in_flight: int = 8
+    aggregate_batch_size: int = 50_000
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+@dataclass
+class CollectResult:
+    """What a collection produced."""
+
+    rollouts_path: Path
+    metrics_path: Path
+    aggregates: list[AgentAggregate]
+    bad_lines: list[BadLine]
+    verified: int
+    passed_through: int
+    skipped_done: int
+    repaired_bytes: int
+
+
+def collect(
+    client: ResourcesClient,
+    input_path: str | Path,
+    output_path: str | Path,
+    options: CollectOptions | None = None,
+    progress: Progress | None = None,
+) -> CollectResult:
+    """Synchronous wrapper of `collect_async`."""
+    return asyncio.run(collect_async(client, input_path, output_path, options, progress))
+
+
+async def collect_async(
+    client: ResourcesClient,
+    input_path: str | Path,
+    output_path: str | Path,
+    options: CollectOptions | None = None,
+    progress: Progress | None = None,
+) -> CollectResult:
+    opts = options or CollectOptions()
+    input_path, output_path = Path(input_path), Path(output_path)
+    if not input_path.is_file():
+        raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
+    log = _logger(progress)
+    info = await _retrying(client.server_info, opts.retry, log)
+    out = OutputFile(output_path, opts.resume)
+    if out.repaired_bytes:
+        log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
+    progress = progress or Progress(_estimate_total(input_path, opts.num_repeats))
+    router = _Router(input_path, opts, out, progress)
+    try:
+        batches = make_batches(router.to_verify(), opts.batch_size, opts.max_batch_bytes)
+        await verify_all(
+            client, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log
+        )
+        router.flush()
+    finally:
+        out.close()
+        progress.close()
+
+    aggregates = await _aggregate_output(client, output_path, router.tasks, opts, info.wants_rows, log)
+    metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
+    return CollectResult(
+        rollouts_path=output_path,
+        metrics_path=metrics_path,
+        aggregates=aggregates,
+        bad_lines=router.bad_lines,
+        verified=router.verified,
+        passed_through=router.passed_through,
+        skipped_done=router.skipped_done,
+        repaired_bytes=out.repaired_bytes,
+    )
+
+
+class _Router:
+    """Splits the input: already-verified rows are written at once, the rest are verified."""
+
+    def __init__(self, path: Path, opts: CollectOptions, out: OutputFile, progress: Progress) -> None:
+        self.path, self.opts, self.out, self.progress = path, opts, out, progress
+        self.tasks: dict[str, set[int]] = defaultdict(set)
+        self.bad_lines: list[BadLine] = []
+        self.verified = self.passed_through = self.skipped_done = 0
+        self._pending: list[bytes] = []
+
+    def to_verify(self) -> Iterator[Rollout]:
+        for item in read_input(self.path, self.opts.num_repeats):
+            if isinstance(item, BadLine):
+                self._bad(item)
+                continue
+            self.tasks[item.agent].add(item.task)
+            if (item.agent, item.task, item.rollout) in self.out.done:
+                self.skipped_done += 1
+                continue
+            if item.verified:
+                self._pending.append(item.raw + b"\n" if item.raw is not None else dumps_row(item.row))
+                self.passed_through += 1
+                self.progress.add(item.agent, _reward(item.row))
+                if len(self._pending) >= 4096:
+                    self.flush()
+                continue
+            yield item
+        self.flush()
+
+    def record(self, results: list[tuple[Rollout, VerifyOutcome]]) -> None:
+        lines = []
+        for rollout, outcome in results:
+            if outcome.error_kind is None and outcome.response is not None:
+                row = {**rollout.row, **outcome.response}
+                self.progress.add(rollout.agent, outcome.reward)
+            else:
+                row = {**rollout.row, ERROR_KEY: {"kind": outcome.error_kind, "message": outcome.error_message}}
+                row.pop("reward", None)
+                self.progress.add(rollout.agent, None, error=True)
+            lines.append(dumps_row(row))
+        self.flush()
+        self.out.write(lines)
+        self.verified += len(lines)
+        self.progress.tick()
+
+    def flush(self) -> None:
+        if self._pending:
+            self.out.write(self._pending)
+            self._pending = []
+            self.progress.tick()
+
+    def _bad(self, bad: BadLine) -> None:
+        self.bad_lines.append(bad)
+        if self.opts.on_bad_line == "fail":
+            self.flush()
+            raise InvalidInputError(
+                f"{self.path}: bad input line (fix it and re-run with --resume, or use --on-bad-line skip)",
+                [FieldViolation(bad.field, bad.reason, bad.line, row_name="line")],
+            )
+        print(f"warning: skipped {self.path}:{bad}", file=sys.stderr)
+
+
+def _reward(row: dict) -> float | None:  # type: ignore[type-arg]
+    value = row.get("reward")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+async def _aggregate_output(
+    client: ResourcesClient,
+    output_path: Path,
+    tasks: dict[str, set[int]],
+    opts: CollectOptions,
+    wants_rows: bool,
+    log: Callable[[str], None],
+) -> list[AgentAggregate]:
+    """Phase 2: each agent's rows of the output, column-wise, through AggregateMetrics."""
+    rollouts = read_rollouts(output_path, on_bad_line="fail") if output_path.stat().st_size else None
+    agents = sorted(set(tasks) | set(rollouts.agents if rollouts else ()))
+    results = []
+    for agent in agents:
+        cols = rollouts.agents.get(agent) if rollouts else None
+        if cols is None:
+            cols = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
+        positions = None if wants_rows else _sample_positions(cols, opts.count_errors_as_zero)
+
+        async def call(cols: RolloutColumns = cols, agent: str = agent, positions: np.ndarray | None = positions):
+            return await client.aggregate(
+                agent,
+                cols,
+                batch_size=opts.aggregate_batch_size,
+                include_rollout_infos=opts.include_rollout_infos,
+                expected_rollouts_per_task=opts.num_repeats or 0,
+                expected_task_indices=sorted(tasks.get(agent, ())),
+                include_rows=True,
+                row_positions=positions,
+                count_errors_as_zero=opts.count_errors_as_zero,
+            )
+
+        results.append(await _retrying(call, opts.retry, log))
+    return results
+
+
+def _sample_positions(cols: RolloutColumns, errors_as_zero: bool) -> np.ndarray:
+    """Position of each task's first measured rollout: the only rows a sample needs."""
+    usable = ~cols.masked
+    if cols.errors is not None and not errors_as_zero:
+        usable &= cols.errors == 0
+    pos = np.flatnonzero(usable)
+    order = np.lexsort((cols.rollout_index[pos], cols.task_index[pos]))
+    pos = pos[order]
+    t = cols.task_index[pos]
+    first = np.r_[True, t[1:] != t[:-1]] if len(t) else np.zeros(0, bool)
+    return np.sort(pos[first])
+
+
+async def _retrying(call, retry: RetryPolicy, log: Callable[[str], None]):  # type: ignore[no-untyped-def]
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except ServerUnavailableError as exc:
+            attempt += 1
+            if attempt > retry.max_retries:
+                raise ServerUnavailableError(f"{exc} (gave up after {retry.max_retries} retries)") from None
+            wait = retry.delay(attempt)
+            log(f"collect: server unavailable ({exc}); retry {attempt}/{retry.max_retries} in {wait:.1f}s")
+            await asyncio.sleep(wait)
+
+
+def _estimate_total(path: Path, num_repeats: int | None) -> int | None:
+    """Rollouts to expect: non-empty lines (x repeats); a count of newlines, no parsing."""
+    lines = 0
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 24):
+            lines += chunk.count(b"\n")
+    return lines * (num_repeats or 1) or None
+
+
+def _logger(progress: Progress | None) -> Callable[[str], None]:
+    def log(message: str) -> None:
+        stream = progress.stream if progress else sys.stderr
+        if progress and progress.live:
+            stream.write("\r\x1b[2K")
+        stream.write(message + "\n")
+        stream.flush()
+
+    return log
+
+
+__all__ = ["CollectOptions", "CollectResult", "Progress", "RetryPolicy", "collect", "collect_async"]

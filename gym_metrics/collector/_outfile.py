@@ -1,0 +1,74 @@
+"""The collector's output JSONL: appended as rollouts complete, repaired and indexed on resume."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import IO
+
+from gym_metrics.aggregate import read_rollouts
+from gym_metrics.errors import GymMetricsError
+
+RolloutKey = tuple[str, int, int]
+"""(agent, task, rollout)."""
+
+
+class OutputFile:
+    """Append-only JSONL of verified rollouts; every write is flushed, so a killed run loses at
+    most the line it was writing, which `open(resume=True)` cuts off."""
+
+    def __init__(self, path: Path, resume: bool) -> None:
+        self.path = path
+        self.done: set[RolloutKey] = set()
+        self.repaired_bytes = 0
+        if resume and path.exists():
+            self.repaired_bytes = _cut_partial_last_line(path)
+            self.done = _keys_in(path)
+        elif path.exists() and path.stat().st_size:
+            raise GymMetricsError(f"{path} exists and is not empty: pass --resume to continue it, or remove it")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._f: IO[bytes] = path.open("ab")
+
+    def write(self, lines: list[bytes]) -> None:
+        self._f.write(b"".join(lines))
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+
+
+def _cut_partial_last_line(path: Path) -> int:
+    """Truncate an unterminated last line (a write cut short); return the bytes removed."""
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with path.open("rb+") as f:
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return 0
+        # scan back for the previous newline
+        pos, block = size, 1 << 16
+        keep = 0
+        while pos > 0:
+            start = max(0, pos - block)
+            f.seek(start)
+            chunk = f.read(pos - start)
+            i = chunk.rfind(b"\n")
+            if i >= 0:
+                keep = start + i + 1
+                break
+            pos = start
+        f.truncate(keep)
+        return size - keep
+
+
+def _keys_in(path: Path) -> set[RolloutKey]:
+    """Every (agent, task, rollout) already written."""
+    if path.stat().st_size == 0:
+        return set()
+    done: set[RolloutKey] = set()
+    for agent, cols in read_rollouts(path, on_bad_line="fail").agents.items():
+        done.update((agent, t, r) for t, r in zip(cols.task_index.tolist(), cols.rollout_index.tolist()))
+    return done

@@ -1,0 +1,79 @@
+"""Progress of a collection: a live line on a terminal, periodic log lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import IO
+
+
+@dataclass
+class _AgentTally:
+    done: int = 0
+    reward_sum: float = 0.0
+    scored: int = 0
+    errors: int = 0
+
+
+class Progress:
+    """Counts verified rollouts per agent and reports rate, running mean reward and errors."""
+
+    def __init__(self, total: int | None, stream: IO[str] | None = None, log_every_s: float = 10.0) -> None:
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = 0.2 if self.live else log_every_s
+        self.agents: dict[str, _AgentTally] = {}
+        self.started = time.monotonic()
+        self._last = self.started
+        self.skipped = 0
+
+    @property
+    def done(self) -> int:
+        return sum(a.done for a in self.agents.values())
+
+    @property
+    def errors(self) -> int:
+        return sum(a.errors for a in self.agents.values())
+
+    def add(self, agent: str, reward: float | None, error: bool = False) -> None:
+        tally = self.agents.setdefault(agent, _AgentTally())
+        tally.done += 1
+        if error:
+            tally.errors += 1
+        elif reward is not None:
+            tally.reward_sum += reward
+            tally.scored += 1
+
+    def tick(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        line = self.summary()
+        if self.live:
+            self.stream.write("\r\x1b[2K" + line[: 160])
+        else:
+            self.stream.write(f"collect: {line}\n")
+        self.stream.flush()
+
+    def summary(self) -> str:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        done = self.done
+        if self.total:
+            frac = min(done / self.total, 1.0)
+            bar = "#" * int(frac * 20)
+            head = f"[{bar:<20}] {done:,}/{self.total:,}"
+        else:
+            head = f"{done:,}"
+        means = ", ".join(
+            f"{name} {t.reward_sum / t.scored:.3f}" for name, t in sorted(self.agents.items()) if t.scored
+        )
+        return f"{head} rollouts, {done / elapsed:,.0f}/s, {self.errors} errors" + (f" | mean reward: {means}" if means else "")
+
+    def close(self) -> None:
+        self.tick(force=True)
+        if self.live:
+            self.stream.write("\n")
+            self.stream.flush()

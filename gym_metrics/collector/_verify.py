@@ -1,0 +1,102 @@
+"""Verify rollouts through VerifyStream: bounded batches, bounded in flight, retried on outages.
+
+Results are handed to `on_results` once per answered batch and a batch leaves the unanswered
+set exactly then, so a batch resent after a broken stream is never recorded twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import orjson
+
+from gym_metrics._transport._client import ResourcesClient, ServerUnavailableError, VerifyOutcome
+from gym_metrics.collector._input import Rollout
+
+Batch = list[tuple[Rollout, bytes]]
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with full jitter; attempts reset whenever the server makes progress."""
+
+    max_retries: int = 8
+    base_s: float = 0.2
+    max_s: float = 10.0
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
+
+
+def make_batches(rollouts: Iterator[Rollout], max_items: int, max_bytes: int) -> Iterator[Batch]:
+    """Batches bounded by count and by encoded bytes (a single huge body still goes alone)."""
+    batch: Batch = []
+    size = 0
+    for r in rollouts:
+        body = orjson.dumps(r.row, option=orjson.OPT_SERIALIZE_NUMPY)
+        if batch and (len(batch) >= max_items or size + len(body) > max_bytes):
+            yield batch
+            batch, size = [], 0
+        batch.append((r, body))
+        size += len(body)
+    if batch:
+        yield batch
+
+
+async def verify_all(
+    client: ResourcesClient,
+    batches: Iterator[Batch],
+    on_results: Callable[[list[tuple[Rollout, VerifyOutcome]]], None],
+    *,
+    max_in_flight: int = 8,
+    retry: RetryPolicy | None = None,
+    log: Callable[[str], None] = lambda _: None,
+) -> None:
+    retry = retry or RetryPolicy()
+    unanswered: dict[str, Batch] = {}
+    exhausted = False
+    next_id = 0
+    attempt = 0
+    room = asyncio.Condition()
+
+    while True:
+        resend = list(unanswered.items())
+
+        async def requests():  # type: ignore[no-untyped-def]
+            nonlocal next_id, exhausted
+            for batch_id, batch in resend:
+                yield batch_id, [(r.task, r.rollout, body) for r, body in batch]
+            while not exhausted:
+                async with room:
+                    await room.wait_for(lambda: len(unanswered) < max_in_flight)
+                batch = next(batches, None)
+                if batch is None:
+                    exhausted = True
+                    return
+                batch_id = str(next_id)
+                next_id += 1
+                unanswered[batch_id] = batch
+                yield batch_id, [(r.task, r.rollout, body) for r, body in batch]
+
+        try:
+            async for batch_id, outcomes in client.verify_batches(requests()):
+                batch = unanswered.pop(batch_id, None)
+                if batch is None:
+                    continue  # answered before the stream broke
+                on_results([(r, o) for (r, _), o in zip(batch, outcomes)])
+                attempt = 0
+                async with room:
+                    room.notify_all()
+            if exhausted and not unanswered:
+                return
+            raise ServerUnavailableError("the server closed the stream with batches unanswered")
+        except ServerUnavailableError as exc:
+            attempt += 1
+            if attempt > retry.max_retries:
+                raise ServerUnavailableError(f"{exc} (gave up after {retry.max_retries} retries)") from None
+            wait = retry.delay(attempt)
+            log(f"collect: server unavailable ({exc}); retry {attempt}/{retry.max_retries} in {wait:.1f}s")
+            await asyncio.sleep(wait)
