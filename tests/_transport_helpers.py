@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc.aio
 from google.rpc import error_details_pb2, status_pb2
 
@@ -42,3 +44,10 @@ def bad_request(exc: grpc.aio.AioRpcError) -> list[tuple[str, str]]:
                     out.extend((v.field, v.description) for v in br.field_violations)
             return out
     return []
+
+
+async def aggregate_call(stub: Any, requests: list[Any]) -> Any:
+    """Run AggregateMetrics (a streamed answer) on small data: exactly one part, the last."""
+    parts = [part async for part in stub.AggregateMetrics(iter(requests))]
+    assert len(parts) == 1 and parts[0].last, f"expected one part, got {len(parts)}"
+    return parts[0]

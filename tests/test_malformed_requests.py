@@ -16,7 +16,7 @@ from gym_metrics.server import SimpleResourcesServer
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
-from _transport_helpers import bad_request
+from _transport_helpers import aggregate_call, bad_request
 
 
 class StrictRequest(BaseVerifyRequest):
@@ -69,7 +69,7 @@ async def _aggregate_fails(
     stub: resources_pb2_grpc.ResourcesServiceStub, requests: list[pb.AggregateMetricsRequest]
 ) -> grpc.aio.AioRpcError:
     with pytest.raises(grpc.aio.AioRpcError) as info:
-        await stub.AggregateMetrics(iter(requests))
+        await aggregate_call(stub, requests)
     return info.value
 
 
@@ -139,7 +139,7 @@ async def test_duplicate_keys_across_batches(stub: Any) -> None:
 
 
 async def test_repeated_batch_id_is_not_a_duplicate_key(stub: Any) -> None:
-    response = await stub.AggregateMetrics(iter([_header(), _ok_batch("a", [0, 0], [0, 1]), _ok_batch("a", [0, 0], [0, 1])]))
+    response = await aggregate_call(stub, [_header(), _ok_batch("a", [0, 0], [0, 1]), _ok_batch("a", [0, 0], [0, 1])])
     assert (response.received_rollouts, response.duplicate_batches) == (2, 1)
 
 
@@ -189,7 +189,7 @@ async def test_non_finite_numbers_are_data(stub: Any) -> None:
         rollout_index=[0, 1, 0, 1],
         columns={"reward": pb.NumericColumn(values=[1.0, math.nan, math.inf, -math.inf])},
     )
-    response = await stub.AggregateMetrics(iter([_header(), batch]))
+    response = await aggregate_call(stub, [_header(), batch])
     assert response.received_rollouts == 4
     assert dict(response.metrics.non_finite_counts) == {"reward": 3}
     assert response.metrics.agent_metrics["mean/reward"] == 1.0

@@ -21,7 +21,7 @@ from gym_metrics.server import SimpleResourcesServer
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
-from _transport_helpers import AnswerEnv, AnswerRequest
+from _transport_helpers import AnswerEnv, AnswerRequest, aggregate_call
 
 DATA = Path(__file__).parent / "data"
 ROLLOUT_FILES = sorted((DATA / "nemo_gym").glob("*.jsonl")) + sorted((DATA / "nemo_gym_extra").glob("*.jsonl"))
@@ -122,7 +122,7 @@ async def test_aggregate_metrics(grpc_server: tuple[int, grpc.aio.Channel]) -> N
     )
     requests = [pb.AggregateMetricsRequest(header=header)]
     requests += [pb.AggregateMetricsRequest(batch=b) for b in [*batches, batches[0]]]  # one batch retried
-    response = await stub.AggregateMetrics(iter(requests))
+    response = await aggregate_call(stub, requests)
     assert response.received_rollouts == 12
     assert response.duplicate_batches == 1
     m = response.metrics
@@ -209,7 +209,7 @@ async def test_rows_only_batches_equal_offline(name: str, tmp_path: Path, serve_
         ]
         for b in columns_to_batches(cols, 4, include_rows=True):
             requests.append(pb.AggregateMetricsRequest(batch=pb.RolloutBatch(batch_id=b.batch_id, row_json=b.row_json)))
-        response = await stub.AggregateMetrics(iter(requests))
+        response = await aggregate_call(stub, requests)
         streamed.append(metrics_to_aggregate(response.metrics))
     assert _json(streamed) == offline_path.read_bytes()
 
@@ -237,3 +237,23 @@ async def test_failed_rollouts_and_sample_only_rows_equal_offline(as_zero: bool,
                                       count_errors_as_zero=as_zero)
     assert streamed.agent_metrics["errors/total"] == 5 and streamed.agent_metrics["errors/timeout"] == 1
     assert _json([streamed]) == offline_path.read_bytes()
+
+
+@pytest.mark.parametrize("name", ["large_random", "masked_rows", "nan_and_missing"])
+async def test_answer_in_many_parts_equals_offline(name: str, tmp_path: Path, serve_env: Any) -> None:
+    """Per-task metrics grow with the data, so the answer is streamed in size-bounded parts;
+    reassembled, they give the offline bytes."""
+    path = DATA / "nemo_gym_extra" / f"{name}.jsonl"
+    offline_path, _, rollouts = aggregate_file(path, tmp_path / "offline.json")
+    _, channel = await serve_env(SimpleResourcesServer(), max_response_part_bytes=400)
+    stub = resources_pb2_grpc.ResourcesServiceStub(channel)
+    client = ResourcesClient(channel)
+    streamed = []
+    for agent, cols in rollouts.agents.items():
+        streamed.append(await client.aggregate(agent, cols, batch_size=50))
+        header = pb.AggregateMetricsRequest(header=pb.AggregateMetricsHeader(agent_ref=pb.AgentRef(name=agent)))
+        batches = [pb.AggregateMetricsRequest(batch=b) for b in columns_to_batches(cols, 50, include_rows=True)]
+        parts = [p async for p in stub.AggregateMetrics(iter([header, *batches]))]
+        assert len(parts) > 1 and parts[-1].last and not any(p.last for p in parts[:-1])
+        assert all(p.metrics.agent_metrics_json == "" for p in parts[1:])
+    assert _json(streamed) == offline_path.read_bytes()

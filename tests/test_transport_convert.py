@@ -220,8 +220,12 @@ def test_batch_to_columns_keeps_rows_lazily_and_adds_missing_indices() -> None:
         row_json=['{"reward": 1.0, "text": "hi"}'],
     )
     cols = batch_to_columns(batch, 0)
-    assert cols.rows is not None
-    assert cols.rows[0] == {"reward": 1.0, "text": "hi", "_ng_task_index": 4, "_ng_rollout_index": 2}
+    assert cols.rows is not None and cols.rows.raw(0) == '{"reward": 1.0, "text": "hi"}'  # not parsed yet
+    seen = []
+    agg = Aggregator("a")
+    agg.add(cols)
+    agg.finalize(compute_metrics=lambda tasks: seen.extend(tasks) or {})
+    assert seen == [[{"reward": 1.0, "text": "hi", "_ng_task_index": 4, "_ng_rollout_index": 2}]]
 
 
 def test_batch_to_columns_derives_columns_from_rows() -> None:

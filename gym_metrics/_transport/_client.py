@@ -11,7 +11,7 @@ import grpc
 import grpc.aio
 import orjson
 
-from gym_metrics._transport._convert import columns_to_batches, dumps_json, metrics_to_aggregate
+from gym_metrics._transport._convert import columns_to_batches, dumps_json, responses_to_aggregate
 from gym_metrics.aggregate import AgentAggregate, RolloutColumns
 from gym_metrics.errors import GymMetricsError
 from gym_metrics.v1 import resources_pb2 as pb
@@ -188,10 +188,12 @@ class ResourcesClient:
                 yield pb.AggregateMetricsRequest(batch=batch)
 
         try:
-            response = await self._stub.AggregateMetrics(requests(), metadata=self._metadata)
+            parts = [part async for part in self._stub.AggregateMetrics(requests(), metadata=self._metadata)]
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc) from None
-        return metrics_to_aggregate(response.metrics, received_rollouts=response.received_rollouts)
+        if not parts or not parts[-1].last:
+            raise ServerUnavailableError("AggregateMetrics answer ended before its last part")
+        return responses_to_aggregate(parts)
 
     async def server_info(self) -> ServerInfo:
         try:

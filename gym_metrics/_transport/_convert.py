@@ -76,9 +76,7 @@ def batch_to_columns(batch: pb.RolloutBatch, batch_no: int, row_offset: int = 0)
         fields = {name: _numeric_field(col, n) for name, col in batch.columns.items()}
         _check_rows_are_objects(batch.row_json, where)
     rows = (
-        RowSource(_JsonRows(list(batch.row_json), where, task_index, rollout_index, fields))
-        if len(batch.row_json)
-        else None
+        RowSource(list(batch.row_json)) if len(batch.row_json) else None
     )
     errors = np.array(batch.error_kind, dtype=np.int8) if len(batch.error_kind) else None
     return RolloutColumns(
@@ -156,7 +154,7 @@ def _from_rows_only(batch: pb.RolloutBatch, where: str, row_offset: int) -> Roll
         derived.rollout_index,
         derived.fields,
         masked,
-        rows=RowSource(_JsonRows(list(batch.row_json), where, derived.task_index, derived.rollout_index)),
+        rows=RowSource(list(batch.row_json)),
         row_labels=np.arange(row_offset, row_offset + n, dtype=np.int64),
         label_name=STREAM_ROW,
     )
@@ -220,42 +218,6 @@ def _loads(raw: str | bytes) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         return json.loads(raw)  # accepts NaN / Infinity, which Python writers emit
-
-
-class _JsonRows(Sequence[dict[str, Any]]):
-    """A batch's row_json, parsed on access (the items of its RowSource); rows lacking
-    indices get the batch's, and a bad row raises an error naming its batch and row."""
-
-    def __init__(
-        self,
-        raw: list[str],
-        where: str,
-        tasks: np.ndarray,
-        repeats: np.ndarray,
-        fields: dict[str, NumericField] | None = None,
-    ) -> None:
-        self._raw = raw
-        self._where = where
-        self._tasks = tasks
-        self._repeats = repeats
-        self._fields = fields or {}
-
-    def __len__(self) -> int:
-        return len(self._raw)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
-        if not self._raw[i]:  # not sent: what the columns know of it
-            return minimal_row(self._fields, i, int(self._tasks[i]), int(self._repeats[i]))
-        try:
-            row = _loads(self._raw[i])
-        except ValueError as exc:
-            raise InvalidInputError(
-                "invalid row_json", [FieldViolation(f"{self._where}.row_json", f"is not valid JSON ({exc})", i)]
-            ) from None
-        if not isinstance(row, dict):
-            raise InvalidInputError("invalid row_json", [FieldViolation(f"{self._where}.row_json", "is not a JSON object", i)])
-        _add_indices(row, int(self._tasks[i]), int(self._repeats[i]))
-        return row
 
 
 def _raise_if(violations: list[FieldViolation], message: str) -> None:
@@ -322,8 +284,9 @@ def dumps_json(value: Any) -> str:
 # ----------------------------------------------------------------------------- metrics
 
 
-def aggregate_to_metrics(agg: AgentAggregate) -> pb.Metrics:
-    """Engine result -> Metrics; exact JSON travels beside the typed maps."""
+def aggregate_to_metrics(agg: AgentAggregate, task_range: tuple[int, int] | None = None) -> pb.Metrics:
+    """Engine result -> Metrics (all tasks, or those in task_range); exact JSON travels beside
+    the typed maps."""
     m = pb.Metrics(
         agent_ref=pb.AgentRef(name=agg.agent_name),
         agent_metrics=_numeric_map(agg.agent_metrics),
@@ -332,7 +295,7 @@ def aggregate_to_metrics(agg: AgentAggregate) -> pb.Metrics:
         key_metrics_json=dumps_json(agg.key_metrics),
         non_finite_counts={k: int(v) for k, v in agg.non_finite_counts.items()},
     )
-    _groups_to_pb(agg.groups, m.group_level_metrics)
+    _groups_to_pb(agg.groups, m.group_level_metrics, *(task_range or (0, len(agg.groups))))
     for entry in agg.repeat_level_metrics:
         m.repeat_level_metrics.append(
             pb.RepeatLevelMetrics(
@@ -343,6 +306,96 @@ def aggregate_to_metrics(agg: AgentAggregate) -> pb.Metrics:
             )
         )
     return m
+
+
+MAX_PART_BYTES = 8 << 20
+"""Target size of one AggregateMetrics response part (well under any message limit)."""
+
+
+def aggregate_to_responses(
+    agg: AgentAggregate, received_rollouts: int, duplicate_batches: int, max_part_bytes: int = MAX_PART_BYTES
+) -> Iterator[pb.AggregateMetricsResponse]:
+    """The result as size-bounded parts: agent-level metrics and the first tasks, then the
+    next tasks' group_level_metrics, part by part."""
+    bounds = _part_bounds(agg.groups, max_part_bytes)
+    for i, (lo, hi) in enumerate(bounds):
+        if i == 0:
+            m = aggregate_to_metrics(agg, task_range=(lo, hi))
+        else:
+            m = pb.Metrics()
+            _groups_to_pb(agg.groups, m.group_level_metrics, lo, hi)
+        yield pb.AggregateMetricsResponse(
+            metrics=m,
+            received_rollouts=received_rollouts if i == 0 else 0,
+            duplicate_batches=duplicate_batches if i == 0 else 0,
+            last=i == len(bounds) - 1,
+        )
+
+
+def responses_to_aggregate(parts: Sequence[pb.AggregateMetricsResponse]) -> AgentAggregate:
+    """Reassemble the parts of one AggregateMetrics answer."""
+    if not parts:
+        raise InvalidInputError("empty AggregateMetrics answer", [FieldViolation("metrics", "no part received")])
+    agg = metrics_to_aggregate(parts[0].metrics, received_rollouts=parts[0].received_rollouts)
+    if len(parts) > 1:
+        agg.groups = _concat_groups([agg.groups, *(_groups_from_pb(p.metrics.group_level_metrics) for p in parts[1:])])
+    return agg
+
+
+def _part_bounds(groups: GroupTable, max_bytes: int) -> list[tuple[int, int]]:
+    """Task ranges whose estimated encoded size stays under max_bytes (at least one task each)."""
+    n = len(groups)
+    if n == 0:
+        return [(0, 0)]
+    per_task = 48 + 9 * len(groups.stats) + np.array(
+        [len(dumps_json(s)) if s is not None else 0 for s in groups.samples], dtype=np.int64
+    )
+    if groups.custom is not None:
+        per_task += np.array([len(dumps_json(c)) if c else 0 for c in groups.custom], dtype=np.int64)
+    if groups.rollout_infos is not None and groups.info_starts is not None:
+        per_task += np.diff(groups.info_starts) * (24 + 10 * len(groups.rollout_infos.fields))
+    bounds, lo, total = [], 0, 0
+    for i, cost in enumerate(per_task.tolist()):
+        if i > lo and total + cost > max_bytes:
+            bounds.append((lo, i))
+            lo, total = i, 0
+        total += cost
+    bounds.append((lo, n))
+    return bounds
+
+
+def _concat_groups(tables: list[GroupTable]) -> GroupTable:
+    keys = list(tables[0].stats)
+    out = GroupTable(
+        task_index=np.concatenate([t.task_index for t in tables]),
+        stats={k: np.concatenate([t.stats.get(k, np.full(len(t), np.nan)) for t in tables]) for k in keys},
+        num_rollouts=np.concatenate([t.num_rollouts for t in tables]),
+        expected_num_rollouts=np.concatenate([t.expected_num_rollouts for t in tables]),
+        samples=[s for t in tables for s in t.samples],
+        custom=None
+        if all(t.custom is None for t in tables)
+        else [c for t in tables for c in (t.custom if t.custom is not None else [None] * len(t))],
+    )
+    infos = [t.rollout_infos for t in tables]
+    if all(i is not None for i in infos):
+        names = sorted({name for i in infos for name in i.fields})  # type: ignore[union-attr]
+        fields = {}
+        for name in names:
+            parts = [
+                i.fields.get(name) or NumericField(np.full(len(i.task_index), np.nan), np.zeros(len(i.task_index), bool))  # type: ignore[union-attr]
+                for i in infos
+            ]
+            kind = parts[0].kind
+            fields[name] = NumericField(
+                np.concatenate([p.values for p in parts]), np.concatenate([p.present for p in parts]), kind
+            )
+        out.rollout_infos = RolloutInfoTable(
+            np.concatenate([i.task_index for i in infos]),  # type: ignore[union-attr]
+            np.concatenate([i.rollout_index for i in infos]),  # type: ignore[union-attr]
+            fields,
+        )
+        out.info_starts = np.concatenate(([0], np.cumsum(out.num_rollouts))).astype(np.int64)
+    return out
 
 
 def metrics_to_aggregate(m: pb.Metrics, received_rollouts: int = 0) -> AgentAggregate:
@@ -370,31 +423,35 @@ def _numeric_map(metrics: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def _groups_to_pb(groups: GroupTable, g: pb.GroupLevelMetrics) -> None:
-    num = np.asarray(groups.num_rollouts, dtype=np.int64)
-    expected = np.asarray(groups.expected_num_rollouts, dtype=np.int64)
-    g.task_index.extend(np.asarray(groups.task_index, dtype=np.int64).tolist())
+def _groups_to_pb(groups: GroupTable, g: pb.GroupLevelMetrics, lo: int, hi: int) -> None:
+    """Tasks lo..hi of the table (and their rollout_infos) into g."""
+    num = np.asarray(groups.num_rollouts[lo:hi], dtype=np.int64)
+    expected = np.asarray(groups.expected_num_rollouts[lo:hi], dtype=np.int64)
+    g.task_index.extend(np.asarray(groups.task_index[lo:hi], dtype=np.int64).tolist())
     for key, col in groups.stats.items():
-        g.stats[key].values.extend(np.asarray(col, dtype=np.float64).tolist())
+        g.stats[key].values.extend(np.asarray(col[lo:hi], dtype=np.float64).tolist())
     g.num_rollouts.extend(num.tolist())
     g.expected_num_rollouts.extend(expected.tolist())
     g.missing_num_rollouts.extend((expected - num).tolist())
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(expected == 0, 100.0, 100.0 * num / np.where(expected == 0, 1, expected))
     g.reward_profile_completion_pct.extend(pct.tolist())
-    g.sample_json.extend("" if s is None else dumps_json(s) for s in groups.samples)
+    g.sample_json.extend("" if s is None else dumps_json(s) for s in groups.samples[lo:hi])
     if groups.custom is not None:
-        g.custom_json.extend("" if c is None else dumps_json(c) for c in groups.custom)
+        g.custom_json.extend("" if c is None else dumps_json(c) for c in groups.custom[lo:hi])
     if groups.rollout_infos is not None:
         table = groups.rollout_infos
+        starts = groups.info_starts
+        a, b = (int(starts[lo]), int(starts[hi])) if starts is not None else (0, len(table.task_index))
         infos = g.rollout_infos
         infos.SetInParent()  # present even with no rows: presence means "rollout_infos requested"
-        infos.task_index.extend(np.asarray(table.task_index, dtype=np.int64).tolist())
-        infos.rollout_index.extend(np.asarray(table.rollout_index, dtype=np.int64).tolist())
+        infos.task_index.extend(np.asarray(table.task_index[a:b], dtype=np.int64).tolist())
+        infos.rollout_index.extend(np.asarray(table.rollout_index[a:b], dtype=np.int64).tolist())
         for name, field in table.fields.items():
             col = infos.values[name]
-            col.values.extend(np.where(field.present, field.values, 0.0).tolist())
-            col.missing.extend(np.flatnonzero(~field.present).tolist())
+            present = field.present[a:b]
+            col.values.extend(np.where(present, field.values[a:b], 0.0).tolist())
+            col.missing.extend(np.flatnonzero(~present).tolist())
             col.kind = _KIND_TO_PB[field.kind]
 
 
@@ -444,7 +501,10 @@ def _repeat_entry(r: pb.RepeatLevelMetrics) -> dict[str, Any]:
 
 
 __all__ = [
+    "MAX_PART_BYTES",
     "aggregate_to_metrics",
+    "aggregate_to_responses",
+    "responses_to_aggregate",
     "batch_to_columns",
     "columns_to_batches",
     "dumps_json",

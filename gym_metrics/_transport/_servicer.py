@@ -14,7 +14,7 @@ from typing import Any
 import grpc.aio
 import numpy as np
 
-from gym_metrics._transport._convert import aggregate_to_metrics, batch_to_columns, dumps_json
+from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses, batch_to_columns, dumps_json
 from gym_metrics._transport._errors import UserCodeError, grpc_errors
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
@@ -37,6 +37,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             batch without verifying it again.
         max_inflight_batches: VerifyStream request batches verified ahead of the response
             being written (pipelining bounded so memory stays bounded).
+        max_response_part_bytes: target size of each AggregateMetrics answer part.
     """
 
     def __init__(
@@ -47,7 +48,9 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         verify_timeout_s: float | None = None,
         batch_cache_size: int = 256,
         max_inflight_batches: int = 4,
+        max_response_part_bytes: int = MAX_PART_BYTES,
     ) -> None:
+        self._part_bytes = max_response_part_bytes
         self._env = env
         self._max_concurrent = max_concurrent_verifies
         self._timeout = verify_timeout_s
@@ -140,9 +143,10 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     @grpc_errors
     async def AggregateMetrics(
         self, request_iterator: AsyncIterator[pb.AggregateMetricsRequest], context: grpc.aio.ServicerContext
-    ) -> pb.AggregateMetricsResponse:
-        """Header, then batches. Rows in errors found at the end (duplicate keys) are numbered
-        across the stream: 0-based, counting every row of every batch message sent."""
+    ) -> AsyncIterator[pb.AggregateMetricsResponse]:
+        """Header, then batches; the answer comes in size-bounded parts. Rows in errors found at
+        the end (duplicate keys) are numbered across the stream: 0-based, counting every row of
+        every batch message sent."""
         messages = request_iterator.__aiter__()
         try:
             first = await messages.__anext__()
@@ -184,13 +188,12 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
                 columns = batch_to_columns(batch, number, offset)
             aggregator.add(columns)
 
-        def finish() -> pb.Metrics:
-            return aggregate_to_metrics(self._env.finalize(aggregator))
+        def finish() -> list[pb.AggregateMetricsResponse]:
+            result = self._env.finalize(aggregator)
+            return list(aggregate_to_responses(result, aggregator.received_rollouts, duplicates, self._part_bytes))
 
-        metrics = await asyncio.to_thread(finish)
-        return pb.AggregateMetricsResponse(
-            metrics=metrics, received_rollouts=aggregator.received_rollouts, duplicate_batches=duplicates
-        )
+        for part in await asyncio.to_thread(finish):
+            yield part
 
     # ----------------------------------------------------------------- GetServerInfo
 

@@ -96,15 +96,41 @@ class RowSource(Sequence[dict[str, Any]]):
     def take(self, idx: np.ndarray) -> RowSource:
         return RowSource(self._items, idx if self._index is None else self._index[idx])
 
-    def load(self, positions: Sequence[int]) -> list[dict[str, Any]]:
-        """Parse many rows at once: one orjson call over the joined text when it can."""
+    def load(self, positions: Sequence[int]) -> list[dict[str, Any] | None]:
+        """Parse many rows at once (one orjson call over the joined text when it can); None
+        where a row was not sent (an empty string). A bad row raises RowParseError."""
         raws = [self.raw(p) for p in positions]
-        if raws and all(isinstance(r, bytes) for r in raws):
+        if raws and all(isinstance(r, bytes) and r for r in raws):
             try:
                 return orjson.loads(b"[" + b",".join(raws) + b"]")
             except orjson.JSONDecodeError:
                 pass
-        return [dict(parse_row(r)) for r in raws]
+        if raws and all(isinstance(r, str) and r for r in raws):
+            try:
+                return orjson.loads("[" + ",".join(raws) + "]")
+            except orjson.JSONDecodeError:
+                pass
+        out: list[dict[str, Any] | None] = []
+        for p, r in zip(positions, raws):
+            if isinstance(r, (bytes, str)) and not r:
+                out.append(None)
+                continue
+            try:
+                row = parse_row(r)
+            except ValueError as exc:
+                raise RowParseError(p, f"is not valid JSON ({exc})") from None
+            if not isinstance(row, dict):
+                raise RowParseError(p, f"is not a JSON object (got {type(row).__name__})")
+            out.append(row if not isinstance(r, dict) else dict(row))
+        return out
+
+
+class RowParseError(ValueError):
+    """A full row that could not be parsed, at `position` of its RowSource."""
+
+    def __init__(self, position: int, reason: str) -> None:
+        super().__init__(f"row {position}: {reason}")
+        self.position, self.reason = position, reason
 
 
 class BufferRows(Sequence[bytes]):
@@ -287,7 +313,11 @@ def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
         errors = np.concatenate([b.errors if b.errors is not None else np.zeros(len(b), np.int8) for b in batches])
     rows = None
     if all(b.rows is not None for b in batches):
-        rows = RowSource(_Chain([b.rows for b in batches if b.rows is not None]))
+        parts = [b.rows for b in batches if b.rows is not None]
+        if all(p._index is None and isinstance(p._items, list) for p in parts):
+            rows = RowSource([item for p in parts for item in p._items])  # flat: O(1) access
+        else:
+            rows = RowSource(_Chain(parts))
     labels = None
     if any(b.row_labels is not None for b in batches):
         labels = np.concatenate(
@@ -325,6 +355,7 @@ class _Chain(Sequence[Any]):
 __all__ = [
     "ERROR_KEY",
     "ERROR_KINDS",
+    "RowParseError",
     "error_code",
     "minimal_row",
     "MASK_KEY",

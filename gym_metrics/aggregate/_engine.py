@@ -16,7 +16,10 @@ import numpy as np
 from gym_metrics.aggregate._columns import (
     ERROR_KINDS,
     ROLLOUT_KEY,
+    ROLLOUT_KEY_ALIASES,
     TASK_KEY,
+    TASK_KEY_ALIASES,
+    RowParseError,
     NumericField,
     RolloutColumns,
     concat,
@@ -480,10 +483,33 @@ def _rows_by_task(
     return out
 
 
-def _load_rows(data: RolloutColumns, positions: list[int], names: list[str]) -> list[dict[str, Any]]:
-    if data.rows is not None:
-        return data.rows.load(positions)
-    return [_minimal_row(data, pos, names) for pos in positions]
+def _load_rows(
+    data: RolloutColumns, positions: list[int], names: list[str], with_indices: bool = True
+) -> list[dict[str, Any]]:
+    """Full rows at `positions` (with their indices unless told not to bother); rows that were
+    not sent are rebuilt from their numeric fields."""
+    if data.rows is None:
+        return [_minimal_row(data, pos, names) for pos in positions]
+    try:
+        loaded = data.rows.load(positions)
+    except RowParseError as exc:
+        raise InvalidInputError(
+            "invalid row", [FieldViolation("row_json", exc.reason, data.label(exc.position), data.label_name)]
+        ) from None
+    out = []
+    for pos, row in zip(positions, loaded):
+        if row is None:
+            out.append(_minimal_row(data, pos, names))
+            continue
+        if not with_indices:
+            out.append(row)
+            continue
+        if all(row.get(k) is None for k in TASK_KEY_ALIASES):
+            row[TASK_KEY] = int(data.task_index[pos])
+        if all(row.get(k) is None for k in ROLLOUT_KEY_ALIASES):
+            row[ROLLOUT_KEY] = int(data.rollout_index[pos])
+        out.append(row)
+    return out
 
 
 def _minimal_row(data: RolloutColumns, pos: int, names: list[str]) -> dict[str, Any]:
@@ -496,7 +522,7 @@ def _fill_samples(
 ) -> None:
     """`sample` = the task's first measured rollout row, without its indices."""
     position = np.searchsorted(groups.task_index, tasks).tolist()
-    for i, sample in zip(position, _load_rows(data, first_pos.tolist(), names)):
+    for i, sample in zip(position, _load_rows(data, first_pos.tolist(), names, with_indices=False)):
         sample.pop(TASK_KEY, None)
         sample.pop(ROLLOUT_KEY, None)
         groups.samples[i] = sample

@@ -58,6 +58,7 @@ async def verify_all(
     retry = retry or RetryPolicy()
     unanswered: dict[str, Batch] = {}
     exhausted = False
+    input_error: Exception | None = None
     next_id = 0
     attempt = 0
     room = asyncio.Condition()
@@ -66,13 +67,19 @@ async def verify_all(
         resend = list(unanswered.items())
 
         async def requests():  # type: ignore[no-untyped-def]
-            nonlocal next_id, exhausted
+            nonlocal next_id, exhausted, input_error
             for batch_id, batch in resend:
                 yield batch_id, [(r.task, r.rollout, body) for r, body in batch]
             while not exhausted:
                 async with room:
                     await room.wait_for(lambda: len(unanswered) < max_in_flight)
-                batch = next(batches, None)
+                try:
+                    batch = next(batches, None)
+                except Exception as exc:
+                    # Raised inside grpc's request consumer it would only cancel the call (the
+                    # caller sees CancelledError): end the requests, let the batches already
+                    # sent be answered and recorded, then raise it from verify_all.
+                    input_error, batch = exc, None
                 if batch is None:
                     exhausted = True
                     return
@@ -91,6 +98,8 @@ async def verify_all(
                 async with room:
                     room.notify_all()
             if exhausted and not unanswered:
+                if input_error is not None:
+                    raise input_error
                 return
             raise ServerUnavailableError("the server closed the stream with batches unanswered")
         except ServerUnavailableError as exc:

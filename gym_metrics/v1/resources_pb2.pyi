@@ -267,14 +267,16 @@ class Metrics(_message.Message):
     def __init__(self, agent_ref: _Optional[_Union[AgentRef, _Mapping]] = ..., agent_metrics: _Optional[_Mapping[str, float]] = ..., agent_metrics_json: _Optional[str] = ..., key_metrics: _Optional[_Mapping[str, float]] = ..., key_metrics_json: _Optional[str] = ..., group_level_metrics: _Optional[_Union[GroupLevelMetrics, _Mapping]] = ..., repeat_level_metrics: _Optional[_Iterable[_Union[RepeatLevelMetrics, _Mapping]]] = ..., non_finite_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class AggregateMetricsResponse(_message.Message):
-    __slots__ = ("metrics", "received_rollouts", "duplicate_batches")
+    __slots__ = ("metrics", "received_rollouts", "duplicate_batches", "last")
     METRICS_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
     metrics: Metrics
     received_rollouts: int
     duplicate_batches: int
-    def __init__(self, metrics: _Optional[_Union[Metrics, _Mapping]] = ..., received_rollouts: _Optional[int] = ..., duplicate_batches: _Optional[int] = ...) -> None: ...
+    last: bool
+    def __init__(self, metrics: _Optional[_Union[Metrics, _Mapping]] = ..., received_rollouts: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., last: _Optional[bool] = ...) -> None: ...
 
 class GetServerInfoRequest(_message.Message):
     __slots__ = ()

@@ -45,7 +45,7 @@ class ResourcesServiceStub:
                 request_serializer=gym__metrics_dot_v1_dot_resources__pb2.VerifyStreamRequest.SerializeToString,
                 response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.VerifyStreamResponse.FromString,
                 _registered_method=True)
-        self.AggregateMetrics = channel.stream_unary(
+        self.AggregateMetrics = channel.stream_stream(
                 '/gym_metrics.v1.ResourcesService/AggregateMetrics',
                 request_serializer=gym__metrics_dot_v1_dot_resources__pb2.AggregateMetricsRequest.SerializeToString,
                 response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.AggregateMetricsResponse.FromString,
@@ -76,7 +76,9 @@ class ResourcesServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AggregateMetrics(self, request_iterator, context):
-        """Aggregates one agent's verify responses: a header first, then batches of rollouts.
+        """Aggregates one agent's verify responses: a header first, then batches of rollouts. The
+        metrics come back in size-bounded parts (per-task metrics grow with the data): concatenate
+        the group_level_metrics columns of every part, in order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -102,7 +104,7 @@ def add_ResourcesServiceServicer_to_server(servicer, server):
                     request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.VerifyStreamRequest.FromString,
                     response_serializer=gym__metrics_dot_v1_dot_resources__pb2.VerifyStreamResponse.SerializeToString,
             ),
-            'AggregateMetrics': grpc.stream_unary_rpc_method_handler(
+            'AggregateMetrics': grpc.stream_stream_rpc_method_handler(
                     servicer.AggregateMetrics,
                     request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.AggregateMetricsRequest.FromString,
                     response_serializer=gym__metrics_dot_v1_dot_resources__pb2.AggregateMetricsResponse.SerializeToString,
@@ -189,7 +191,7 @@ class ResourcesService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.stream_unary(
+        return grpc.experimental.stream_stream(
             request_iterator,
             target,
             '/gym_metrics.v1.ResourcesService/AggregateMetrics',

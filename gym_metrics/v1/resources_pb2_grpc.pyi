@@ -45,8 +45,11 @@ class ResourcesServiceStub:
     """Verifies one rollout."""
     VerifyStream: _grpc.StreamStreamMultiCallable[_resources_pb2.VerifyStreamRequest, _resources_pb2.VerifyStreamResponse]
     """Verifies batches of rollouts; one response batch per request batch, same batch_id."""
-    AggregateMetrics: _grpc.StreamUnaryMultiCallable[_resources_pb2.AggregateMetricsRequest, _resources_pb2.AggregateMetricsResponse]
-    """Aggregates one agent's verify responses: a header first, then batches of rollouts."""
+    AggregateMetrics: _grpc.StreamStreamMultiCallable[_resources_pb2.AggregateMetricsRequest, _resources_pb2.AggregateMetricsResponse]
+    """Aggregates one agent's verify responses: a header first, then batches of rollouts. The
+    metrics come back in size-bounded parts (per-task metrics grow with the data): concatenate
+    the group_level_metrics columns of every part, in order.
+    """
     GetServerInfo: _grpc.UnaryUnaryMultiCallable[_resources_pb2.GetServerInfoRequest, _resources_pb2.GetServerInfoResponse]
     """Describes the server: name, version, configured metrics, verify request schema."""
 
@@ -59,8 +62,11 @@ class ResourcesServiceAsyncStub(ResourcesServiceStub):
     """Verifies one rollout."""
     VerifyStream: _aio.StreamStreamMultiCallable[_resources_pb2.VerifyStreamRequest, _resources_pb2.VerifyStreamResponse]  # type: ignore[assignment]
     """Verifies batches of rollouts; one response batch per request batch, same batch_id."""
-    AggregateMetrics: _aio.StreamUnaryMultiCallable[_resources_pb2.AggregateMetricsRequest, _resources_pb2.AggregateMetricsResponse]  # type: ignore[assignment]
-    """Aggregates one agent's verify responses: a header first, then batches of rollouts."""
+    AggregateMetrics: _aio.StreamStreamMultiCallable[_resources_pb2.AggregateMetricsRequest, _resources_pb2.AggregateMetricsResponse]  # type: ignore[assignment]
+    """Aggregates one agent's verify responses: a header first, then batches of rollouts. The
+    metrics come back in size-bounded parts (per-task metrics grow with the data): concatenate
+    the group_level_metrics columns of every part, in order.
+    """
     GetServerInfo: _aio.UnaryUnaryMultiCallable[_resources_pb2.GetServerInfoRequest, _resources_pb2.GetServerInfoResponse]  # type: ignore[assignment]
     """Describes the server: name, version, configured metrics, verify request schema."""
 
@@ -88,8 +94,11 @@ class ResourcesServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request_iterator: _MaybeAsyncIterator[_resources_pb2.AggregateMetricsRequest],
         context: _ServicerContext,
-    ) -> _typing.Union[_resources_pb2.AggregateMetricsResponse, _abc.Awaitable[_resources_pb2.AggregateMetricsResponse]]:
-        """Aggregates one agent's verify responses: a header first, then batches of rollouts."""
+    ) -> _typing.Union[_abc.Iterator[_resources_pb2.AggregateMetricsResponse], _abc.AsyncIterator[_resources_pb2.AggregateMetricsResponse]]:
+        """Aggregates one agent's verify responses: a header first, then batches of rollouts. The
+        metrics come back in size-bounded parts (per-task metrics grow with the data): concatenate
+        the group_level_metrics columns of every part, in order.
+        """
 
     @_abc_1.abstractmethod
     def GetServerInfo(

@@ -1,0 +1,351 @@
+"""Server bootstrap: one grpc.aio server with health, reflection, auth and access logs,
+graceful shutdown on SIGTERM, and optional worker processes sharing one port."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+import grpc
+from grpc import aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from gym_metrics._transport._health import HealthServicer
+from gym_metrics._transport._interceptors import AccessLogInterceptor, AuthInterceptor
+from gym_metrics._transport._servicer import ResourcesServicer
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics.registry import resolve_server
+from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.v1 import resources_pb2, resources_pb2_grpc
+
+log = logging.getLogger("gym_metrics.server")
+
+SERVICE_NAME: str = resources_pb2.DESCRIPTOR.services_by_name["ResourcesService"].full_name
+AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"
+"""serve() reads the token from here when none is given (keeps it out of `ps` output)."""
+
+_SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+EnvTarget = SimpleResourcesServer | type[SimpleResourcesServer] | str
+
+
+@dataclass
+class ServerConfig:
+    """How to serve an environment. Every field has a CLI flag of the same name."""
+
+    host: str = "127.0.0.1"
+    port: int = 50051
+    """0 picks a free port; read it back from RunningServer.port."""
+    max_message_bytes: int = 64 * 1024 * 1024
+    """Send and receive limit; grpc's default receive limit (4 MiB) is too small for batches."""
+    auth_token: str | None = field(default=None, repr=False)
+    """When set, every RPC but health and reflection needs `authorization: Bearer <token>`."""
+    tls_cert_file: str | Path | None = None
+    tls_key_file: str | Path | None = None
+    grace_seconds: float = 10.0
+    """How long in-flight calls may run on after shutdown begins."""
+    drain_seconds: float = 0.0
+    """Pause between reporting NOT_SERVING and refusing new calls, for load balancers that poll."""
+    max_concurrent_rpcs: int | None = None
+    """Beyond this many concurrent RPCs the server answers RESOURCE_EXHAUSTED."""
+    reflection: bool = True
+    log_requests: bool = True
+    grpc_options: list[tuple[str, Any]] = field(default_factory=list)
+    """Extra grpc channel arguments, applied last (they win)."""
+
+    def __post_init__(self) -> None:
+        problems = [
+            ("port", "must be in 0..65535", not 0 <= self.port <= 65535),
+            ("max_message_bytes", "must be positive", self.max_message_bytes <= 0),
+            ("tls_key_file", "TLS needs both tls_cert_file and tls_key_file",
+             (self.tls_cert_file is None) != (self.tls_key_file is None)),
+            ("grace_seconds", "must be >= 0", self.grace_seconds < 0),
+            ("drain_seconds", "must be >= 0", self.drain_seconds < 0),
+            ("max_concurrent_rpcs", "must be positive", self.max_concurrent_rpcs is not None
+             and self.max_concurrent_rpcs <= 0),
+            ("auth_token", "must not be empty (None disables auth)", self.auth_token is not None
+             and not self.auth_token.strip()),
+        ]  # fmt: skip
+        violations = [FieldViolation(name, why) for name, why, bad in problems if bad]
+        if violations:
+            raise InvalidInputError("invalid server config", violations)
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert_file is not None
+
+    def address(self, port: int | None = None) -> str:
+        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
+        return f"{host}:{self.port if port is None else port}"
+
+
+@dataclass
+class RunningServer:
+    """A started server. `async with` stops it on exit."""
+
+    server: aio.Server
+    port: int
+    """The bound port (the real one when the config asked for 0)."""
+    config: ServerConfig
+    health: HealthServicer
+    env: SimpleResourcesServer
+
+    @property
+    def address(self) -> str:
+        """host:port to dial."""
+        return self.config.address(self.port)
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Report NOT_SERVING, then refuse new calls and give in-flight ones `grace` seconds.
+
+        Calling it again while a stop is under way with a smaller grace (0) cuts that short.
+        """
+        grace = self.config.grace_seconds if grace is None else grace
+        await self.health.enter_graceful_shutdown()
+        if self.config.drain_seconds:
+            await asyncio.sleep(self.config.drain_seconds)
+        await self.server.stop(grace)
+
+    async def wait(self) -> None:
+        """Block until the server has terminated."""
+        await self.server.wait_for_termination()
+
+    async def __aenter__(self) -> RunningServer:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop(0 if exc_type is not None else None)
+
+
+def load_env(target: EnvTarget) -> SimpleResourcesServer:
+    """An environment instance from an instance, a class or a `resolve_server` name."""
+    if isinstance(target, SimpleResourcesServer):
+        return target
+    cls = resolve_server(target) if isinstance(target, str) else target
+    if not (isinstance(cls, type) and issubclass(cls, SimpleResourcesServer)):
+        raise TypeError(f"cannot serve {target!r}: need a SimpleResourcesServer instance, subclass or name")
+    return cls()
+
+
+def server_options(config: ServerConfig, *, reuse_port: bool = False) -> list[tuple[str, Any]]:
+    """grpc channel arguments for the server."""
+    return [
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes),
+        # grpc turns SO_REUSEPORT on by default, which lets a second server silently share a
+        # busy port; only worker processes that mean to share one get it.
+        ("grpc.so_reuseport", 1 if reuse_port else 0),
+        # Ping idle clients every minute so dead peers are noticed; accept client keepalive
+        # pings down to every 10 s (the default 5 min answers them with GOAWAY too_many_pings).
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+        *config.grpc_options,
+    ]
+
+
+def _credentials(config: ServerConfig) -> grpc.ServerCredentials:
+    cert = Path(config.tls_cert_file).read_bytes()  # type: ignore[arg-type]
+    key = Path(config.tls_key_file).read_bytes()  # type: ignore[arg-type]
+    return grpc.ssl_server_credentials([(key, cert)])
+
+
+async def start_server(
+    env: EnvTarget, config: ServerConfig | None = None, *, reuse_port: bool = False
+) -> RunningServer:
+    """Build, bind and start a server for `env`; returns once it accepts calls.
+
+    `reuse_port` is for worker processes that share one port (see `serve(workers=...)`).
+    """
+    config = config or ServerConfig()
+    env = load_env(env)
+    interceptors: list[aio.ServerInterceptor] = []
+    if config.log_requests:
+        interceptors.append(AccessLogInterceptor())  # outermost: also logs refused calls
+    if config.auth_token:
+        interceptors.append(AuthInterceptor(config.auth_token))
+    server = aio.server(
+        interceptors=interceptors,
+        options=server_options(config, reuse_port=reuse_port),
+        maximum_concurrent_rpcs=config.max_concurrent_rpcs,
+    )
+    resources_pb2_grpc.add_ResourcesServiceServicer_to_server(ResourcesServicer(env), server)
+    health_servicer = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+    if config.reflection:
+        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    address = config.address()
+    try:
+        port = server.add_secure_port(address, _credentials(config)) if config.tls else server.add_insecure_port(address)
+    except RuntimeError as exc:
+        hint = " (port in use?)" if config.port else ""
+        raise OSError(f"gym-metrics cannot listen on {address}{hint}: {exc}") from None
+    await server.start()
+    return RunningServer(server=server, port=port, config=config, health=health_servicer, env=env)
+
+
+def serve(target: EnvTarget, config: ServerConfig | None = None, *, workers: int = 1, **overrides: Any) -> None:
+    """Serve `target` until SIGTERM or SIGINT, then shut down gracefully. Blocks.
+
+    `overrides` replace fields of `config` (e.g. `port=0`). Prints
+    "... listening on HOST:PORT" to stderr once bound, so a parent process can read the port.
+    A second signal cuts the grace period short. With `workers > 1`, that many processes
+    share the (fixed) port through SO_REUSEPORT: one server process uses one core.
+    """
+    config = dataclasses.replace(config or ServerConfig(), **overrides)
+    if config.auth_token is None and os.environ.get(AUTH_TOKEN_ENV):
+        config = dataclasses.replace(config, auth_token=os.environ[AUTH_TOKEN_ENV])
+    if workers < 1:
+        raise InvalidInputError("invalid server config", [FieldViolation("workers", f"must be >= 1, got {workers}")])
+    if workers > 1 and config.port == 0:
+        raise InvalidInputError(
+            "workers > 1 needs a fixed port: the workers share one port through SO_REUSEPORT, "
+            "and with port 0 each would get a different random one"
+        )
+    env = load_env(target)  # resolve once, in the parent, so a bad target fails before forking
+    _ensure_log_handler()
+    if workers == 1:
+        asyncio.run(_serve_async(env, config, reuse_port=False, signals=_SHUTDOWN_SIGNALS, label=""))
+    else:
+        _serve_workers(env, config, workers)
+
+
+async def _serve_async(
+    env: SimpleResourcesServer,
+    config: ServerConfig,
+    *,
+    reuse_port: bool,
+    signals: tuple[signal.Signals, ...],
+    label: str,
+) -> None:
+    running = await start_server(env, config, reuse_port=reuse_port)
+    loop = asyncio.get_running_loop()
+    requested = asyncio.Event()
+    force_tasks: list[asyncio.Task[None]] = []
+
+    def on_signal(signum: signal.Signals) -> None:
+        if not requested.is_set():
+            log.info("gym-metrics: %s received, shutting down (grace %.1fs)", signum.name, config.grace_seconds)
+            requested.set()
+        else:
+            log.warning("gym-metrics: %s received again, cancelling in-flight calls", signum.name)
+            force_tasks.append(loop.create_task(running.server.stop(0)))
+
+    _add_signal_handlers(loop, signals, on_signal)
+    extras = [f"pid {os.getpid()}", *([label] if label else []), *(["tls"] if config.tls else []),
+              *(["auth"] if config.auth_token else [])]
+    print(f"gym-metrics: {env.server_name()} listening on {running.address} ({', '.join(extras)})",
+          file=sys.stderr, flush=True)
+    try:
+        await requested.wait()
+        await running.stop(config.grace_seconds)
+        for task in force_tasks:
+            await task
+    finally:
+        _remove_signal_handlers(loop, signals)
+    log.info("gym-metrics: stopped%s", f" ({label})" if label else "")
+
+
+def _add_signal_handlers(
+    loop: asyncio.AbstractEventLoop, signals: tuple[signal.Signals, ...], callback: Any
+) -> None:
+    for sig in signals:
+        try:
+            loop.add_signal_handler(sig, callback, sig)
+        except NotImplementedError:  # Windows: no loop signal handlers
+            signal.signal(sig, lambda signum, frame: loop.call_soon_threadsafe(callback, signal.Signals(signum)))
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)  # a worker starts with them blocked
+
+
+def _remove_signal_handlers(loop: asyncio.AbstractEventLoop, signals: tuple[signal.Signals, ...]) -> None:
+    for sig in signals:
+        try:
+            loop.remove_signal_handler(sig)
+        except NotImplementedError:
+            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+
+
+def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: int) -> None:
+    """Fork `workers` servers on one port; forward SIGTERM/SIGINT to them as SIGTERM.
+
+    Any worker exiting brings the others down, so a supervisor sees one failure and restarts.
+    """
+    if "fork" not in multiprocessing.get_all_start_methods() or not hasattr(signal, "pthread_sigmask"):
+        raise GymMetricsError("workers > 1 needs a POSIX system with fork() and SO_REUSEPORT")
+    ctx = multiprocessing.get_context("fork")
+    procs = [
+        ctx.Process(target=_worker_main, args=(env, config, i + 1, workers), name=f"gym-metrics-worker-{i + 1}")
+        for i in range(workers)
+    ]
+    stopping = False
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for proc in procs:
+            if proc.pid is not None and proc.exitcode is None:
+                os.kill(proc.pid, signal.SIGTERM)
+
+    # Children start with the signals blocked and unblock them once their handlers are in.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SHUTDOWN_SIGNALS)
+    previous = {sig: signal.signal(sig, forward) for sig in _SHUTDOWN_SIGNALS}
+    sys.stderr.flush()
+    try:
+        for proc in procs:
+            proc.start()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
+        pending = list(procs)
+        while pending:
+            multiprocessing.connection.wait([p.sentinel for p in pending])
+            for proc in [p for p in pending if p.exitcode is not None]:
+                pending.remove(proc)
+                if not stopping:
+                    log.warning("gym-metrics: %s exited with code %s; stopping the others", proc.name, proc.exitcode)
+                    forward(signal.SIGTERM, None)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    failed = [p for p in procs if p.exitcode != 0]
+    if failed:
+        raise GymMetricsError(
+            "gym-metrics workers failed: " + ", ".join(f"{p.name} (exit code {p.exitcode})" for p in failed)
+        )
+
+
+def _worker_main(env: SimpleResourcesServer, config: ServerConfig, index: int, workers: int) -> None:
+    # The parent turns Ctrl-C (sent to the whole process group) into one SIGTERM per worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT,))
+    asyncio.run(
+        _serve_async(env, config, reuse_port=True, signals=(signal.SIGTERM,), label=f"worker {index}/{workers}")
+    )
+
+
+def _ensure_log_handler() -> None:
+    """Access and lifecycle logs to stderr, unless the application configured logging."""
+    package = logging.getLogger("gym_metrics")
+    if logging.getLogger().handlers or package.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)
