@@ -12,7 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gym_metrics.aggregate import AggregateOptions, Aggregator, RolloutColumns, iter_group_dicts, read_rollouts
+from gym_metrics.aggregate import (
+    AggregateOptions,
+    Aggregator,
+    RolloutColumns,
+    attach_rollout_infos,
+    iter_group_dicts,
+    read_rollouts,
+)
 from gym_metrics.aggregate._output import write_json
 from gym_metrics.errors import InvalidInputError
 
@@ -287,3 +294,22 @@ def test_failed_rollouts_are_counted_and_left_out_or_scored_zero() -> None:
     as_zero = aggregate(rows, AggregateOptions(count_errors_as_zero=True))
     assert as_zero.agent_metrics["mean/reward"] == pytest.approx(1 / 5)
     assert as_zero.agent_metrics["errors/total"] == 3 and as_zero.agent_metrics["num_repeats"] == 2
+
+
+@pytest.mark.parametrize("as_zero", [False, True])
+def test_rollout_infos_rebuilt_by_a_client_match_the_engines(as_zero: bool) -> None:
+    rows = rows_for([[1, 0, 1], [0, 1], [1]], extra=2)
+    rows[0]["mask_sample"] = True
+    rows[3].pop("reward")
+    rows[3]["_gm_error"] = {"kind": "verify_failed"}
+    rows[4]["only_here"] = 7
+    cols = RolloutColumns.from_rows(rows)
+    opts = dict(count_errors_as_zero=as_zero, expected_task_indices=[0, 1, 2, 3])
+    full = Aggregator("a", AggregateOptions(**opts))
+    full.add(cols)
+    lean = Aggregator("a", AggregateOptions(include_rollout_infos=False, **opts))
+    lean.add(cols)
+    rebuilt = lean.finalize()
+    assert rebuilt.groups.rollout_infos is None
+    attach_rollout_infos(rebuilt, [cols], as_zero)
+    assert dump(rebuilt) == dump(full.finalize())

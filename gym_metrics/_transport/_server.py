@@ -100,6 +100,7 @@ class RunningServer:
     config: ServerConfig
     health: HealthServicer
     env: SimpleResourcesServer
+    _stopping: bool = field(default=False, init=False, repr=False)
 
     @property
     def address(self) -> str:
@@ -112,9 +113,11 @@ class RunningServer:
         Calling it again while a stop is under way with a smaller grace (0) cuts that short.
         """
         grace = self.config.grace_seconds if grace is None else grace
-        await self.health.enter_graceful_shutdown()
-        if self.config.drain_seconds:
-            await asyncio.sleep(self.config.drain_seconds)
+        if not self._stopping:
+            self._stopping = True
+            await self.health.enter_graceful_shutdown()
+            if self.config.drain_seconds:
+                await asyncio.sleep(self.config.drain_seconds)
         await self.server.stop(grace)
 
     async def wait(self) -> None:
@@ -238,13 +241,14 @@ async def _serve_async(
     loop = asyncio.get_running_loop()
     requested = asyncio.Event()
     force_tasks: list[asyncio.Task[None]] = []
+    where = f" ({label})" if label else ""
 
     def on_signal(signum: signal.Signals) -> None:
         if not requested.is_set():
-            log.info("gym-metrics: %s received, shutting down (grace %.1fs)", signum.name, config.grace_seconds)
+            log.info("gym-metrics: %s received, shutting down (grace %.1fs)%s", signum.name, config.grace_seconds, where)
             requested.set()
         else:
-            log.warning("gym-metrics: %s received again, cancelling in-flight calls", signum.name)
+            log.warning("gym-metrics: %s received again, cancelling in-flight calls%s", signum.name, where)
             force_tasks.append(loop.create_task(running.server.stop(0)))
 
     _add_signal_handlers(loop, signals, on_signal)
@@ -259,7 +263,7 @@ async def _serve_async(
             await task
     finally:
         _remove_signal_handlers(loop, signals)
-    log.info("gym-metrics: stopped%s", f" ({label})" if label else "")
+    log.info("gym-metrics: stopped%s", where)
 
 
 def _add_signal_handlers(

@@ -12,6 +12,7 @@ from gym_metrics.aggregate._engine import (
     ComputeMetrics,
     GetKeyMetrics,
     GroupTable,
+    attach_rollout_infos,
     default_key_metrics,
 )
 from gym_metrics.aggregate._output import iter_group_dicts, output_path_for, write_aggregate_metrics
@@ -49,6 +50,7 @@ __all__ = [
     "RolloutFile",
     "ValueKind",
     "aggregate_file",
+    "attach_rollout_infos",
     "default_key_metrics",
     "iter_group_dicts",
     "output_path_for",

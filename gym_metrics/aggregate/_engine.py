@@ -241,13 +241,7 @@ def _aggregate(
     key_metrics.update(errors)
 
     if options.include_rollout_infos and len(m.task_index):
-        groups.rollout_infos = RolloutInfoTable(m.task_index, m.rollout_index, {k: m.fields[k] for k in names})
-        positions = np.searchsorted(groups.task_index, tasks)
-        info_starts = np.zeros(len(groups) + 1, dtype=np.int64)
-        counts = np.zeros(len(groups), dtype=np.int64)
-        counts[positions] = sizes
-        info_starts[1:] = np.cumsum(counts)
-        groups.info_starts = info_starts
+        _attach(groups, RolloutInfoTable(m.task_index, m.rollout_index, {k: m.fields[k] for k in names}))
 
     return AgentAggregate(
         agent_name=agent_name,
@@ -258,6 +252,22 @@ def _aggregate(
         non_finite_counts={k: v for k, v in non_finite.items() if v},
         received_rollouts=received,
     )
+
+
+def attach_rollout_infos(agg: AgentAggregate, batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> None:
+    """Give a result computed without rollout_infos the ones the engine would have made from
+    the same rows: a client that sent the rows need not have them sent back."""
+    data = _apply_errors(_sorted_unique(concat(batches)), count_errors_as_zero)
+    keep = np.flatnonzero(~data.masked)
+    fields = {k: v.take(keep) for k, v in data.fields.items()}
+    names = sorted(k for k, v in fields.items() if v.present.any())
+    _attach(agg.groups, RolloutInfoTable(data.task_index[keep], data.rollout_index[keep], {k: fields[k] for k in names}))
+
+
+def _attach(groups: GroupTable, table: RolloutInfoTable) -> None:
+    """Set the table and where each group's rollouts start in it (groups may have none)."""
+    groups.rollout_infos = table
+    groups.info_starts = np.concatenate(([0], np.cumsum(groups.num_rollouts))).astype(np.int64)
 
 
 def _stat_columns(stats: dict[str, Any], names: list[str], sizes: np.ndarray) -> dict[str, np.ndarray]:

@@ -18,11 +18,17 @@ from pathlib import Path
 import numpy as np
 
 from gym_metrics._transport._client import ResourcesClient, ServerUnavailableError, VerifyOutcome
-from gym_metrics.aggregate import AgentAggregate, RolloutColumns, output_path_for, read_rollouts
+from gym_metrics.aggregate import (
+    AgentAggregate,
+    RolloutColumns,
+    attach_rollout_infos,
+    output_path_for,
+    read_rollouts,
+)
 from gym_metrics.aggregate._columns import ERROR_KEY
 from gym_metrics.aggregate._output import write_aggregate_metrics
 from gym_metrics.aggregate._reader import BadLine, OnBadLine
-from gym_metrics.collector._input import Rollout, dumps_row, read_input
+from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
 from gym_metrics.collector._outfile import OutputFile
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import RetryPolicy, make_batches, verify_all
@@ -127,6 +133,9 @@ class _Router:
             if isinstance(item, BadLine):
                 self._bad(item)
                 continue
+            if isinstance(item, ScoredLines):
+                self._pass_through(item)
+                continue
             self.tasks[item.agent].add(item.task)
             if (item.agent, item.task, item.rollout) in self.out.done:
                 self.skipped_done += 1
@@ -140,6 +149,27 @@ class _Router:
                 continue
             yield item
         self.flush()
+
+    def _pass_through(self, scored: ScoredLines) -> None:
+        """Already-scored lines, column-wise: keys noted, lines copied, progress counted."""
+        keep = np.ones(len(scored.lines), dtype=bool)
+        for code, name in enumerate(scored.agents):
+            mine = scored.agent_code == code
+            if not mine.any():
+                continue
+            self.tasks[name].update(np.unique(scored.task[mine]).tolist())
+            if self.out.done:
+                for i in np.flatnonzero(mine).tolist():
+                    if (name, int(scored.task[i]), int(scored.rollout[i])) in self.out.done:
+                        keep[i] = False
+            rewards = scored.reward[mine & keep]
+            self.progress.add_many(name, len(rewards), float(np.nansum(rewards)), int(np.isfinite(rewards).sum()))
+        self.skipped_done += int((~keep).sum())
+        lines = [line + b"\n" for line, k in zip(scored.lines, keep.tolist()) if k]
+        self.flush()
+        self.out.write(lines)
+        self.passed_through += len(lines)
+        self.progress.tick()
 
     def record(self, results: list[tuple[Rollout, VerifyOutcome]]) -> None:
         lines = []
@@ -202,7 +232,7 @@ async def _aggregate_output(
                 agent,
                 cols,
                 batch_size=opts.aggregate_batch_size,
-                include_rollout_infos=opts.include_rollout_infos,
+                include_rollout_infos=False,  # rebuilt here from the rows we sent: half the answer
                 expected_rollouts_per_task=opts.num_repeats or 0,
                 expected_task_indices=sorted(tasks.get(agent, ())),
                 include_rows=True,
@@ -210,7 +240,10 @@ async def _aggregate_output(
                 count_errors_as_zero=opts.count_errors_as_zero,
             )
 
-        results.append(await _retrying(call, opts.retry, log))
+        result = await _retrying(call, opts.retry, log)
+        if opts.include_rollout_infos and len(cols):
+            attach_rollout_infos(result, [cols], opts.count_errors_as_zero)
+        results.append(result)
     return results
 
 

@@ -14,8 +14,16 @@ from typing import Any
 
 import orjson
 
-from gym_metrics.aggregate._columns import ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, parse_row
-from gym_metrics.aggregate._columns import row_index_value
+import numpy as np
+
+from gym_metrics.aggregate._columns import (
+    ROLLOUT_KEY,
+    ROLLOUT_KEY_ALIASES,
+    TASK_KEY,
+    TASK_KEY_ALIASES,
+    parse_row,
+    row_index_value,
+)
 from gym_metrics.aggregate._reader import BadLine
 from gym_metrics.errors import InvalidInputError
 
@@ -33,17 +41,113 @@ class Rollout:
     """The input line itself, when it can be written out unchanged."""
 
 
-def read_input(path: Path, num_repeats: int | None) -> Iterator[Rollout | BadLine]:
-    """Rollouts (or bad lines) in file order; constant memory."""
-    with path.open("rb") as f:
-        for line_no, raw in enumerate(f, start=1):
-            raw = raw.strip()
+@dataclass
+class ScoredLines:
+    """Lines of a chunk that already carry a reward and their keys: written out unchanged."""
+
+    agents: list[str]
+    agent_code: np.ndarray
+    task: np.ndarray
+    rollout: np.ndarray
+    reward: np.ndarray
+    lines: list[bytes]
+
+
+CHUNK_BYTES = 16 << 20
+
+
+def read_input(path: Path, num_repeats: int | None) -> Iterator[Rollout | BadLine | ScoredLines]:
+    """The input in file order, a chunk of whole lines at a time (memory stays bounded).
+
+    Lines that already carry a numeric reward and their `_ng_` indices are recognised
+    column-wise and come back as ScoredLines; every other line is parsed on its own.
+    """
+    line_no = 0
+    for chunk in _chunks(path, CHUNK_BYTES):
+        starts, ends = _line_bounds(chunk)
+        scored = _scored_lines(chunk, starts, ends) if num_repeats is None else None
+        if scored is not None:
+            keep, found = scored
+            if len(found.lines):
+                yield found
+        for i in range(len(starts)):
+            if scored is not None and keep[i]:
+                continue
+            raw = chunk[starts[i] : ends[i]].strip()
             if not raw:
                 continue
             try:
-                yield from _rollouts(raw, line_no, num_repeats)
+                yield from _rollouts(raw, line_no + i + 1, num_repeats)
             except _Bad as bad:
-                yield BadLine(line_no, bad.field, bad.reason)
+                yield BadLine(line_no + i + 1, bad.field, bad.reason)
+        line_no += len(starts)
+
+
+def _chunks(path: Path, size: int) -> Iterator[bytes]:
+    """Whole lines, about `size` bytes at a time."""
+    rest = b""
+    with path.open("rb") as f:
+        while block := f.read(size):
+            block = rest + block
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                rest = block
+                continue
+            rest = block[cut:]
+            yield block[:cut]
+    if rest:
+        yield rest
+
+
+def _line_bounds(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
+    newlines = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+    starts = np.concatenate(([0], newlines + 1)).astype(np.int64)
+    ends = np.concatenate((newlines, [len(chunk)])).astype(np.int64)
+    if chunk.endswith(b"\n"):
+        starts, ends = starts[:-1], ends[:-1]
+    return starts, ends
+
+
+def _scored_lines(chunk: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ScoredLines] | None:
+    """Column-wise pass over a chunk: which lines are already scored rollouts with their
+    `_ng_` keys (those need no parsing). None when the chunk does not parse column-wise."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    from gym_metrics.aggregate._reader import _agent_codes, _nonblank, _numeric_field
+
+    lines = _nonblank(chunk, starts, ends)
+    try:
+        table = pj.read_json(pa.BufferReader(chunk), read_options=pj.ReadOptions(block_size=len(chunk) + 1))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if table.num_rows != len(lines):
+        return None
+    names = set(table.column_names)
+    if not {"agent_ref", TASK_KEY, ROLLOUT_KEY, "reward"} <= names:
+        return None
+    agent = _agent_codes(table.column("agent_ref"))
+    reward = _numeric_field(table.column("reward"))
+    task, rollout = table.column(TASK_KEY), table.column(ROLLOUT_KEY)
+    if agent is None or reward is None or not (pa.types.is_integer(task.type) and pa.types.is_integer(rollout.type)):
+        return None
+    t = pc.fill_null(task, -1).to_numpy(zero_copy_only=False)
+    r = pc.fill_null(rollout, -1).to_numpy(zero_copy_only=False)
+    agents, codes = agent
+    ok = reward.present.copy()
+    ok &= (t >= 0) & (r >= 0) & np.array([bool(a) for a in agents], dtype=bool)[codes]
+    keep = np.zeros(len(starts), dtype=bool)
+    keep[lines[ok]] = True
+    found = ScoredLines(
+        agents,
+        codes[ok],
+        t[ok].astype(np.int64),
+        r[ok].astype(np.int64),
+        reward.values[ok],
+        [chunk[a:b] for a, b in zip(starts[lines[ok]].tolist(), ends[lines[ok]].tolist())],
+    )
+    return keep, found
 
 
 class _Bad(Exception):

@@ -46,6 +46,12 @@ class Progress:
             tally.reward_sum += reward
             tally.scored += 1
 
+    def add_many(self, agent: str, count: int, reward_sum: float, scored: int) -> None:
+        tally = self.agents.setdefault(agent, _AgentTally())
+        tally.done += count
+        tally.reward_sum += reward_sum
+        tally.scored += scored
+
     def tick(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last < self.interval:
