@@ -15,6 +15,7 @@ import grpc.aio
 import numpy as np
 
 from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses, batch_to_columns, dumps_json
+from gym_metrics._transport._eager import start_eagerly
 from gym_metrics._transport._errors import UserCodeError, grpc_errors
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
@@ -61,13 +62,13 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
 
     @grpc_errors
     async def Verify(self, request: pb.VerifyRequest, context: grpc.aio.ServicerContext) -> pb.VerifyResponse:
-        response = await self._verify(request.body_json)
-        return pb.VerifyResponse(reward=float(response["reward"]), response_json=dumps_json(response))
+        reward, response_json = await self._verify(request.body_json)
+        return pb.VerifyResponse(reward=reward, response_json=response_json)
 
-    async def _verify(self, body_json: str, row: int | None = None) -> dict[str, Any]:
+    async def _verify(self, body_json: str, row: int | None = None) -> tuple[float, str]:
         """The env's verify; an unexpected exception from user code is labelled as such."""
         try:
-            return await self._env.verify_dict(body_json, row)
+            return await self._env.verify_json(body_json, row)
         except GymMetricsError:
             raise
         except Exception as exc:
@@ -117,7 +118,16 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
                 future.cancel()
 
     async def _verify_batch(self, request: pb.VerifyStreamRequest, slots: asyncio.Semaphore) -> pb.VerifyStreamResponse:
-        results = await asyncio.gather(*(self._verify_item(item, i, slots) for i, item in enumerate(request.items)))
+        """Items run eagerly: one that never suspends costs no Task; the others run concurrently."""
+        results: list[Any] = []
+        waiting: list[tuple[int, asyncio.Future[pb.VerifyResult]]] = []
+        for i, item in enumerate(request.items):
+            done, value = start_eagerly(self._verify_item(item, i, slots))
+            if not done:
+                waiting.append((i, value))  # type: ignore[arg-type]
+            results.append(value)
+        for i, future in waiting:
+            results[i] = await future
         return pb.VerifyStreamResponse(batch_id=request.batch_id, results=results)
 
     async def _verify_item(self, item: pb.VerifyItem, row: int, slots: asyncio.Semaphore) -> pb.VerifyResult:
@@ -126,9 +136,9 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         async with slots:
             try:
                 call = self._verify(item.body_json, row)
-                response = await (asyncio.wait_for(call, self._timeout) if self._timeout else call)
-                result.reward = float(response["reward"])
-                result.response_json = dumps_json(response)
+                result.reward, result.response_json = await (
+                    asyncio.wait_for(call, self._timeout) if self._timeout else call
+                )
             except InvalidInputError as exc:
                 _fail(result, pb.VERIFY_ERROR_KIND_INVALID_REQUEST, str(exc))
             except asyncio.TimeoutError:

@@ -219,6 +219,8 @@ async def _aggregate_output(
 ) -> list[AgentAggregate]:
     """Phase 2: each agent's rows of the output, column-wise, through AggregateMetrics."""
     rollouts = read_rollouts(output_path, on_bad_line="fail") if output_path.stat().st_size else None
+    if rollouts:
+        _reject_duplicate_keys(output_path, rollouts.agents)
     agents = sorted(set(tasks) | set(rollouts.agents if rollouts else ()))
     results = []
     for agent in agents:
@@ -245,6 +247,31 @@ async def _aggregate_output(
             attach_rollout_infos(result, [cols], opts.count_errors_as_zero)
         results.append(result)
     return results
+
+
+def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns]) -> None:
+    """A (task, rollout) key twice for one agent (the input repeats it) fails here, naming the
+    output lines, rather than as a bare INVALID_ARGUMENT from the server about stream rows."""
+    violations = []
+    for agent, cols in agents.items():
+        order = np.lexsort((cols.rollout_index, cols.task_index))
+        t, r = cols.task_index[order], cols.rollout_index[order]
+        for i in np.flatnonzero((t[1:] == t[:-1]) & (r[1:] == r[:-1]))[:10].tolist():
+            first, second = sorted((cols.label(int(order[i])), cols.label(int(order[i + 1]))))
+            violations.append(
+                FieldViolation(
+                    "(agent_ref.name, _ng_task_index, _ng_rollout_index)",
+                    f"({agent!r}, {t[i]}, {r[i]}) again (first at line {first}): the input repeats this rollout",
+                    second,
+                    row_name="line",
+                )
+            )
+    if violations:
+        raise InvalidInputError(
+            f"{output_path}: rollouts written twice (remove the repeats from the input and from this file, "
+            "then re-run with --resume)",
+            violations,
+        )
 
 
 def _sample_positions(cols: RolloutColumns, errors_as_zero: bool) -> np.ndarray:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import functools
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -167,6 +168,7 @@ def _unwrap(s: str) -> str:
     return inner if depth == 0 else s
 
 
+@functools.lru_cache(maxsize=1 << 16)  # pure, and answers repeat (k rollouts share an expected answer)
 def normalize(answer: str) -> str:
     """Canonical text form of an answer: the string the comparison starts from.
 
@@ -201,6 +203,7 @@ def _plain_number(s: str) -> Fraction | None:
     return None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def to_number(answer: str) -> Fraction | None:
     """The exact value of a normalised answer when it is a number, else None.
 
