@@ -82,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     agg.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries (much smaller file)")
     agg.add_argument("--expected-rollouts", type=_non_negative, default=0, metavar="K", help="rollouts each task should have")
     agg.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
+    agg.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify (_gm_error) counts as reward 0")
     agg.add_argument("-q", "--quiet", action="store_true", help="print only the output path")
     agg.set_defaults(func=_cmd_aggregate)
     return parser
@@ -138,7 +139,9 @@ def _cmd_aggregate(ns: argparse.Namespace) -> int:
         compute = env.compute_metrics if env.wants_rows else None
         keys = env.get_key_metrics
     options = AggregateOptions(
-        include_rollout_infos=not ns.no_rollout_infos, expected_rollouts_per_task=ns.expected_rollouts
+        include_rollout_infos=not ns.no_rollout_infos,
+        expected_rollouts_per_task=ns.expected_rollouts,
+        count_errors_as_zero=ns.count_errors_as_zero,
     )
     started = time.perf_counter()
     out, results, rollouts = aggregate_file(

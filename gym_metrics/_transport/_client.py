@@ -13,7 +13,7 @@ import orjson
 
 from gym_metrics._transport._convert import columns_to_batches, dumps_json, responses_to_aggregate
 from gym_metrics.aggregate import AgentAggregate, RolloutColumns
-from gym_metrics.errors import GymMetricsError
+from gym_metrics.errors import GymMetricsError, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
@@ -65,14 +65,26 @@ class ServerUnavailableError(GymMetricsError):
     DEADLINE_EXCEEDED): worth retrying."""
 
 
+class RemoteCallError(GymMetricsError):
+    """The server refused or failed a call; carries the gRPC status name and details."""
+
+    def __init__(self, code: str, details: str) -> None:
+        super().__init__(f"server answered {code}: {details}")
+        self.code, self.details = code, details
+
+
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def _translate(exc: grpc.aio.AioRpcError) -> Exception:
-    """Retryable transport failures become ServerUnavailableError; others stay as they are."""
-    if exc.code() in _RETRYABLE:
-        return ServerUnavailableError(f"{exc.code().name}: {exc.details()}")
-    return exc
+    """gRPC failures as gym-metrics errors: retryable ones as ServerUnavailableError, a
+    rejected request as InvalidInputError, anything else as RemoteCallError."""
+    code, details = exc.code(), exc.details() or ""
+    if code in _RETRYABLE:
+        return ServerUnavailableError(f"{code.name}: {details}")
+    if code is grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidInputError(f"the server rejected the request: {details}")
+    return RemoteCallError(code.name, details)
 
 
 class ResourcesClient:
@@ -115,7 +127,10 @@ class ResourcesClient:
 
     async def verify(self, body: Mapping[str, Any] | str) -> dict[str, Any]:
         """Verify one rollout; returns the full verify response."""
-        response = await self._stub.Verify(pb.VerifyRequest(body_json=_body_json(body)), metadata=self._metadata)
+        try:
+            response = await self._stub.Verify(pb.VerifyRequest(body_json=_body_json(body)), metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from None
         return orjson.loads(response.response_json)
 
     async def verify_stream(
@@ -265,6 +280,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "ResourcesClient",
     "ServerInfo",
+    "RemoteCallError",
     "ServerUnavailableError",
     "VerifyOutcome",
 ]

@@ -35,13 +35,18 @@ def make_batches(rollouts: Iterator[Rollout], max_items: int, max_bytes: int) ->
     """Batches bounded by count and by encoded bytes (a single huge body still goes alone)."""
     batch: Batch = []
     size = 0
-    for r in rollouts:
-        body = orjson.dumps(r.row, option=orjson.OPT_SERIALIZE_NUMPY)
-        if batch and (len(batch) >= max_items or size + len(body) > max_bytes):
+    try:
+        for r in rollouts:
+            body = orjson.dumps(r.row, option=orjson.OPT_SERIALIZE_NUMPY)
+            if batch and (len(batch) >= max_items or size + len(body) > max_bytes):
+                yield batch
+                batch, size = [], 0
+            batch.append((r, body))
+            size += len(body)
+    except Exception:
+        if batch:  # the input failed (a bad line): what was read before it is still verified
             yield batch
-            batch, size = [], 0
-        batch.append((r, body))
-        size += len(body)
+        raise
     if batch:
         yield batch
 
@@ -61,18 +66,25 @@ async def verify_all(
     input_error: Exception | None = None
     next_id = 0
     attempt = 0
+    stream_no = 0
     room = asyncio.Condition()
 
     while True:
+        stream_no += 1
         resend = list(unanswered.items())
 
-        async def requests():  # type: ignore[no-untyped-def]
+        async def requests(mine: int = stream_no):  # type: ignore[no-untyped-def]
             nonlocal next_id, exhausted, input_error
             for batch_id, batch in resend:
                 yield batch_id, [(r.task, r.rollout, body) for r, body in batch]
             while not exhausted:
                 async with room:
-                    await room.wait_for(lambda: len(unanswered) < max_in_flight)
+                    await room.wait_for(lambda: len(unanswered) < max_in_flight or mine != stream_no)
+                if mine != stream_no:
+                    # grpc does not cancel a broken call's request reader: it may ask for one
+                    # more batch, which it can no longer send. Leave new batches to the
+                    # current stream, or they would be lost until the next retry.
+                    return
                 try:
                     batch = next(batches, None)
                 except Exception as exc:

@@ -1,0 +1,78 @@
+"""Environments of the collector tests.
+
+Also served by subprocesses as `gym-metrics serve tests/_collector_envs.py:SlowHashEnv`, so this
+module imports nothing from tests/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
+from gym_metrics.server import SimpleResourcesServer
+
+
+class CountingRequest(BaseVerifyRequest):
+    answer: str = ""
+    expected: str = ""
+
+
+class CountingEnv(SimpleResourcesServer):
+    """Reward 1.0 when `answer` equals `expected`; `answer == "boom"` raises in verify.
+
+    Records every (task, rollout) it verified, so tests can tell what reached the server.
+    """
+
+    name = "counting_env"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.seen: list[tuple[Any, Any]] = []
+
+    async def verify(self, body: CountingRequest) -> BaseVerifyResponse:
+        self.calls += 1
+        extra = body.model_extra or {}
+        self.seen.append((extra.get("_ng_task_index"), extra.get("_ng_rollout_index")))
+        if body.answer == "boom":
+            raise RuntimeError("boom in verify")
+        return BaseVerifyResponse(reward=1.0 if body.answer == body.expected else 0.0, answer_len=len(body.answer))
+
+
+class HashRequest(BaseVerifyRequest):
+    x: int
+    """The task's number; the reward is a function of it and of the rollout index."""
+
+
+def hash_reward(x: int, rollout: int) -> float:
+    return ((x * 7919 + rollout * 104729) % 11) / 10.0
+
+
+class SlowHashEnv(SimpleResourcesServer):
+    """Deterministic and a little slow (5 ms per verify): the fault tests' environment.
+
+    reward = hash_reward(x, rollout), capped at 1.0; tasks with x % 37 == 5 raise in verify
+    for odd rollouts (recorded as failed rollouts, deterministic across runs).
+    """
+
+    name = "slow_hash"
+    delay_s = 0.005
+
+    async def verify(self, body: HashRequest) -> BaseVerifyResponse:
+        await asyncio.sleep(self.delay_s)
+        rollout = int((body.model_extra or {}).get("_ng_rollout_index", 0))
+        if body.x % 37 == 5 and rollout % 2 == 1:
+            raise ValueError(f"deterministic failure for x={body.x}")
+        reward = min(hash_reward(body.x, rollout), 1.0)
+        return BaseVerifyResponse(reward=reward, digits=len(str(body.x)), parity=body.x % 2 == 0)
+
+
+class SlowHashMetricsEnv(SlowHashEnv):
+    """SlowHashEnv with compute_metrics, so aggregation streams every row (wants_rows)."""
+
+    name = "slow_hash_metrics"
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        solved = [any(float(r.get("reward", 0.0)) >= 1.0 for r in task) for task in tasks]
+        per_task = [{"_ng_task_index": task[0]["_ng_task_index"], "solved": float(s)} for task, s in zip(tasks, solved) if task]
+        return {"solved_rate": sum(solved) / len(solved) if solved else 0.0, "per_task_metrics": per_task}

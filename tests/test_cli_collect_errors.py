@@ -1,0 +1,51 @@
+"""`gym-metrics collect` against a server that refuses it: a clear error, never a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from gym_metrics._transport import ServerConfig, start_server
+from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
+
+
+async def run_cli(*args: str, env_extra: dict[str, str] | None = None) -> tuple[int, str]:
+    import os
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gym_metrics.cli", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env_extra or {})},
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    return proc.returncode or 0, err.decode()
+
+
+async def test_unauthenticated_collect_is_a_clear_error_and_the_token_works(tmp_path: Path) -> None:
+    server = await start_server(MathExactServer(), ServerConfig(port=0, auth_token="s3cret", log_requests=False))
+    try:
+        out = tmp_path / "out.jsonl"
+        code, err = await run_cli("collect", "--server", server.address, "--input", str(SAMPLE_PATH), "--output", str(out))
+        assert code == 2 and "UNAUTHENTICATED" in err and "Traceback" not in err
+        code, err = await run_cli(
+            "collect", "--server", server.address, "--input", str(SAMPLE_PATH), "--output", str(tmp_path / "ok.jsonl"),
+            "--auth-token-env", "GM_TOKEN", env_extra={"GM_TOKEN": "s3cret"},
+        )
+        assert code == 0, err
+        assert "s3cret" not in err
+        assert len((tmp_path / "ok.jsonl").read_text().splitlines()) == 144
+    finally:
+        await server.stop(0)
+
+
+async def test_unreachable_server_gives_up_clearly(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, err = await run_cli(
+        "collect", "--server", f"127.0.0.1:{port}", "--input", str(SAMPLE_PATH),
+        "--output", str(tmp_path / "o.jsonl"), "--max-retries", "1",
+    )
+    assert code == 2 and "UNAVAILABLE" in err and "gave up after 1 retries" in err and "Traceback" not in err
