@@ -13,7 +13,6 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-import orjson
 import pydantic
 
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, RolloutColumns, default_key_metrics

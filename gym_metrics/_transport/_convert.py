@@ -21,7 +21,6 @@ from gym_metrics.aggregate._columns import (
     TASK_KEY,
     TASK_KEY_ALIASES,
     RowSource,
-    minimal_row,
 )
 from gym_metrics.aggregate._engine import GROUP_STATS, RolloutInfoTable
 from gym_metrics.errors import FieldViolation, InvalidInputError

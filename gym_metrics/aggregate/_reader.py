@@ -8,7 +8,6 @@ bad line.
 
 from __future__ import annotations
 
-import io
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field

@@ -73,7 +73,8 @@ async def verify_all(
         stream_no += 1
         resend = list(unanswered.items())
 
-        async def requests(mine: int = stream_no):  # type: ignore[no-untyped-def]
+        async def requests(mine: int = stream_no, resend: list[tuple[str, Batch]] = resend):  # type: ignore[no-untyped-def]
+            # `mine` is this stream's number; `stream_no` (read late on purpose) the current one
             nonlocal next_id, exhausted, input_error
             for batch_id, batch in resend:
                 yield batch_id, [(r.task, r.rollout, body) for r, body in batch]
