@@ -236,6 +236,7 @@ async def _serve_async(
     reuse_port: bool,
     signals: tuple[signal.Signals, ...],
     label: str,
+    parent_pid: int | None = None,
 ) -> None:
     running = await start_server(env, config, reuse_port=reuse_port)
     loop = asyncio.get_running_loop()
@@ -254,16 +255,28 @@ async def _serve_async(
     _add_signal_handlers(loop, signals, on_signal)
     extras = [f"pid {os.getpid()}", *([label] if label else []), *(["tls"] if config.tls else []),
               *(["auth"] if config.auth_token else [])]
-    print(f"gym-metrics: {env.server_name()} listening on {running.address} ({', '.join(extras)})",
-          file=sys.stderr, flush=True)
+    # One write per line: workers share stderr, and a parent process parses this line.
+    sys.stderr.write(f"gym-metrics: {env.server_name()} listening on {running.address} ({', '.join(extras)})\n")
+    sys.stderr.flush()
+    orphan_watch = loop.create_task(_watch_parent(parent_pid, requested, where)) if parent_pid else None
     try:
         await requested.wait()
         await running.stop(config.grace_seconds)
         for task in force_tasks:
             await task
     finally:
+        if orphan_watch is not None:
+            orphan_watch.cancel()
         _remove_signal_handlers(loop, signals)
     log.info("gym-metrics: stopped%s", where)
+
+
+async def _watch_parent(parent_pid: int, requested: asyncio.Event, where: str) -> None:
+    """Shut a worker down when its parent dies (SIGKILL, OOM), so no orphan keeps the port."""
+    while os.getppid() == parent_pid:
+        await asyncio.sleep(0.5)
+    log.warning("gym-metrics: parent process %d is gone, shutting down%s", parent_pid, where)
+    requested.set()
 
 
 def _add_signal_handlers(
@@ -295,7 +308,9 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
         raise GymMetricsError("workers > 1 needs a POSIX system with fork() and SO_REUSEPORT")
     ctx = multiprocessing.get_context("fork")
     procs = [
-        ctx.Process(target=_worker_main, args=(env, config, i + 1, workers), name=f"gym-metrics-worker-{i + 1}")
+        ctx.Process(
+            target=_worker_main, args=(env, config, i + 1, workers, os.getpid()), name=f"gym-metrics-worker-{i + 1}"
+        )
         for i in range(workers)
     ]
     stopping = False
@@ -334,13 +349,16 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
         )
 
 
-def _worker_main(env: SimpleResourcesServer, config: ServerConfig, index: int, workers: int) -> None:
+def _worker_main(env: SimpleResourcesServer, config: ServerConfig, index: int, workers: int, parent_pid: int) -> None:
     # The parent turns Ctrl-C (sent to the whole process group) into one SIGTERM per worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT,))
     asyncio.run(
-        _serve_async(env, config, reuse_port=True, signals=(signal.SIGTERM,), label=f"worker {index}/{workers}")
+        _serve_async(
+            env, config, reuse_port=True, signals=(signal.SIGTERM,), label=f"worker {index}/{workers}",
+            parent_pid=parent_pid,
+        )  # fmt: skip
     )
 
 

@@ -152,7 +152,7 @@ class _Router:
 
     def _pass_through(self, scored: ScoredLines) -> None:
         """Already-scored lines, column-wise: keys noted, lines copied, progress counted."""
-        keep = np.ones(len(scored.lines), dtype=bool)
+        keep = np.ones(len(scored), dtype=bool)
         for code, name in enumerate(scored.agents):
             mine = scored.agent_code == code
             if not mine.any():
@@ -165,10 +165,9 @@ class _Router:
             rewards = scored.reward[mine & keep]
             self.progress.add_many(name, len(rewards), float(np.nansum(rewards)), int(np.isfinite(rewards).sum()))
         self.skipped_done += int((~keep).sum())
-        lines = [line + b"\n" for line, k in zip(scored.lines, keep.tolist()) if k]
         self.flush()
-        self.out.write(lines)
-        self.passed_through += len(lines)
+        self.out.write([scored.text(None if keep.all() else keep)])
+        self.passed_through += int(keep.sum())
         self.progress.tick()
 
     def record(self, results: list[tuple[Rollout, VerifyOutcome]]) -> None:

@@ -50,7 +50,23 @@ class ScoredLines:
     task: np.ndarray
     rollout: np.ndarray
     reward: np.ndarray
-    lines: list[bytes]
+    chunk: bytes
+    starts: np.ndarray
+    ends: np.ndarray
+    """Where each scored line lies in `chunk` (newline excluded)."""
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def text(self, keep: np.ndarray | None = None) -> bytes:
+        """The (kept) lines, newline-terminated, copied as whole runs of adjacent lines."""
+        s, e = (self.starts, self.ends) if keep is None else (self.starts[keep], self.ends[keep])
+        if not len(s):
+            return b""
+        breaks = np.flatnonzero(s[1:] != e[:-1] + 1) + 1
+        firsts = np.concatenate(([0], breaks))
+        lasts = np.concatenate((breaks - 1, [len(s) - 1]))
+        return b"\n".join(self.chunk[a:b] for a, b in zip(s[firsts].tolist(), e[lasts].tolist())) + b"\n"
 
 
 CHUNK_BYTES = 16 << 20
@@ -68,7 +84,7 @@ def read_input(path: Path, num_repeats: int | None) -> Iterator[Rollout | BadLin
         scored = _scored_lines(chunk, starts, ends) if num_repeats is None else None
         if scored is not None:
             keep, found = scored
-            if len(found.lines):
+            if len(found):
                 yield found
         for i in range(len(starts)):
             if scored is not None and keep[i]:
@@ -145,7 +161,9 @@ def _scored_lines(chunk: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[n
         t[ok].astype(np.int64),
         r[ok].astype(np.int64),
         reward.values[ok],
-        [chunk[a:b] for a, b in zip(starts[lines[ok]].tolist(), ends[lines[ok]].tolist())],
+        chunk,
+        starts[lines[ok]],
+        ends[lines[ok]],
     )
     return keep, found
 
