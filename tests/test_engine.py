@@ -313,3 +313,26 @@ def test_rollout_infos_rebuilt_by_a_client_match_the_engines(as_zero: bool) -> N
     assert rebuilt.groups.rollout_infos is None
     attach_rollout_infos(rebuilt, [cols], as_zero)
     assert dump(rebuilt) == dump(full.finalize())
+
+
+def test_fast_group_rendering_equals_the_dict_path() -> None:
+    """The column-wise JSON writer and the plain-dict path give the same entries, including
+    tasks with no rollouts, non-finite values and fields some rollouts lack."""
+    from gym_metrics.aggregate._output import iter_group_json
+
+    rng = random.Random(5)
+    rows = []
+    for t in range(60):
+        for r in range(rng.randint(1, 5)):
+            row = {"_ng_task_index": t, "_ng_rollout_index": r, "reward": float(rng.random() < 0.5),
+                   "n": rng.randint(0, 9), "ok": rng.random() < 0.5, "lat": rng.random()}
+            if t == 7:
+                row["lat"] = float("inf")
+            if t == 9 and r == 0:
+                del row["n"]
+            rows.append(row)
+    res = aggregate(rows, AggregateOptions(expected_task_indices=[100, 101]))
+    dicts = list(iter_group_dicts(res.groups))
+    rendered = json.loads(b"[" + b",".join(iter_group_json(res.groups)) + b"]")
+    assert rendered == json.loads(json.dumps(dicts).replace("Infinity", "null"))
+    assert [g["_ng_task_index"] for g in rendered][-2:] == [100, 101] and rendered[-1]["rollout_infos"] == []

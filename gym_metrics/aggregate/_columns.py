@@ -99,7 +99,13 @@ class RowSource(Sequence[dict[str, Any]]):
     def load(self, positions: Sequence[int]) -> list[dict[str, Any] | None]:
         """Parse many rows at once (one orjson call over the joined text when it can); None
         where a row was not sent (an empty string). A bad row raises RowParseError."""
-        raws = [self.raw(p) for p in positions]
+        if isinstance(self._items, BufferRows):  # one slice per row, straight from the buffer
+            lines = self._items
+            idx = np.asarray(positions, dtype=np.int64) if self._index is None else self._index[positions]
+            buf = lines.buffer
+            raws = [buf[a:b] for a, b in zip(lines.starts[idx].tolist(), lines.ends[idx].tolist())]
+        else:
+            raws = [self.raw(p) for p in positions]
         if raws and all(isinstance(r, bytes) and r for r in raws):
             try:
                 return orjson.loads(b"[" + b",".join(raws) + b"]")
@@ -137,15 +143,15 @@ class BufferRows(Sequence[bytes]):
     """Lines of an in-memory JSONL buffer, by (start, end) offsets: rows without dicts."""
 
     def __init__(self, buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
-        self._buffer = buffer
-        self._starts = starts
-        self._ends = ends
+        self.buffer = buffer
+        self.starts = starts
+        self.ends = ends
 
     def __len__(self) -> int:
-        return len(self._starts)
+        return len(self.starts)
 
     def __getitem__(self, i: int) -> bytes:  # type: ignore[override]
-        return self._buffer[int(self._starts[i]) : int(self._ends[i])]
+        return self.buffer[int(self.starts[i]) : int(self.ends[i])]
 
 
 @dataclass
@@ -316,6 +322,8 @@ def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
         parts = [b.rows for b in batches if b.rows is not None]
         if all(p._index is None and isinstance(p._items, list) for p in parts):
             rows = RowSource([item for p in parts for item in p._items])  # flat: O(1) access
+        elif all(p._items is parts[0]._items and p._index is not None for p in parts):
+            rows = RowSource(parts[0]._items, np.concatenate([p._index for p in parts]))  # one file
         else:
             rows = RowSource(_Chain(parts))
     labels = None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Iterator
-from itertools import chain, repeat
 from pathlib import Path
 from typing import IO, Any
 
@@ -167,40 +166,30 @@ def _tokens(values: np.ndarray) -> list[bytes]:
 def _infos_text(groups: GroupTable, lo: int, hi: int, entries: list[dict[str, Any]]) -> bytes | None:
     """Entries lo..hi with their rollout_infos as one blob, built without a dict per rollout.
 
-    Each rollout's object is interleaved from per-column tokens; the first rollout of a task
-    carries the task's entry (rendered by orjson, minus its closing brace) in front of it.
-    None when this fast path does not apply (no infos, absent fields, a task without rollouts).
+    Every value is rendered column-wise by orjson and slotted into one bytes template per
+    rollout; each task's entry (rendered by orjson, minus its closing brace) is followed by its
+    rollouts. None when this fast path does not apply (no infos, absent or non-finite fields).
     """
     table, bounds = groups.rollout_infos, groups.info_starts
     if table is None or bounds is None:
         return None
     a, b = int(bounds[lo]), int(bounds[hi])
-    sizes = np.diff(bounds[lo : hi + 1])
-    if (sizes == 0).any() or any(not col.present[a:b].all() for col in table.fields.values()):
-        return None
-    n = b - a
-    pre: list[bytes] = [b","] * n
-    post: list[bytes] = [b""] * n
-    first = (bounds[lo:hi] - a).tolist()
-    last = (bounds[lo + 1 : hi + 1] - a - 1).tolist()
-    for j, (f0, f1, entry) in enumerate(zip(first, last, entries)):
-        head = _dump(entry)[:-1] + (b',"rollout_infos":[' if len(entry) else b'"rollout_infos":[')
-        pre[f0] = (_GROUP_SEP if j else b"") + head
-        post[f1] = b"]}"
-    t = _tokens(table.task_index[a:b])
-    r = _tokens(table.rollout_index[a:b])
-    parts: list[Any] = [pre, repeat(b'{"rollout_id":"'), t, repeat(b":"), r]
-    parts += [repeat(f'","{TASK_KEY}":'.encode()), t, repeat(f',"{ROLLOUT_KEY}":'.encode()), r]
+    columns = [_tokens(table.task_index[a:b]), _tokens(table.rollout_index[a:b])]
+    template = b'{"rollout_id":"%s:%s","' + TASK_KEY.encode() + b'":%s,"' + ROLLOUT_KEY.encode() + b'":%s'
     for name, col in table.fields.items():
         values = col.values[a:b]
-        if col.kind is not ValueKind.FLOAT:
-            finite = np.isfinite(values)
-            if not finite.all():
-                return None
-            values = values.astype(np.int64)
-        parts += [repeat(b"," + orjson.dumps(name) + b":"), _tokens(values)]
-    parts += [repeat(b"}"), post]
-    return b"".join(chain.from_iterable(zip(*parts)))
+        if not (col.present[a:b].all() and np.isfinite(values).all()):
+            return None
+        columns.append(_tokens(values if col.kind is ValueKind.FLOAT else values.astype(np.int64)))
+        template += b"," + orjson.dumps(name).replace(b"%", b"%%") + b":%s"
+    t, r = columns[0], columns[1]
+    texts = list(map((template + b"}").__mod__, zip(t, r, t, r, *columns[2:])))
+    starts = (bounds[lo : hi + 1] - a).tolist()
+    out = []
+    for j, entry in enumerate(entries):
+        head = _dump(entry)[:-1] + (b',"rollout_infos":[' if len(entry) else b'"rollout_infos":[')
+        out.append(head + b",".join(texts[starts[j] : starts[j + 1]]) + b"]}")
+    return _GROUP_SEP.join(out)
 
 
 _GROUP_SEP = b",\n      "

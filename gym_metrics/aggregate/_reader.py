@@ -25,6 +25,7 @@ from gym_metrics.aggregate._columns import (
     NumericField,
     RolloutColumns,
     RowSource,
+    concat,
     error_code,
     parse_row,
     ValueKind,
@@ -56,13 +57,25 @@ class RolloutFile:
     rows_read: int = 0
 
 
+CHUNK_BYTES = 16 << 20
+"""Lines are parsed this many bytes at a time: the parser's scratch memory stays bounded, and a
+bad line sends only its own chunk down the per-line path."""
+
+
 def read_rollouts(path: str | Path, on_bad_line: OnBadLine = "fail") -> RolloutFile:
     """Read `path`; with on_bad_line="fail" any bad line raises InvalidInputError naming it."""
     buf = Path(path).read_bytes()
     starts, ends = _line_bounds(buf)
-    result = _read_fast(buf, starts, ends)
-    if result is None:
-        result = _read_slow(buf, starts, ends)
+    lines = BufferRows(buf, starts, ends)
+    parts: dict[str, list[RolloutColumns]] = defaultdict(list)
+    result = RolloutFile({}, [], 0)
+    for lo, hi in _chunk_ranges(starts, CHUNK_BYTES):
+        part = _read_fast(buf, lines, lo, hi) or _read_slow(buf, lines, lo, hi)
+        for name, cols in part.agents.items():
+            parts[name].append(cols)
+        result.bad_lines += part.bad_lines
+        result.rows_read += part.rows_read
+    result.agents = {name: concat(parts[name]) for name in sorted(parts)}
     if result.bad_lines and on_bad_line == "fail":
         raise InvalidInputError(
             f"{path}: {len(result.bad_lines)} bad line(s)",
@@ -81,6 +94,15 @@ def _line_bounds(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
     return starts, ends
 
 
+def _chunk_ranges(starts: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """[lo, hi) line ranges of about `size` bytes each."""
+    if not len(starts):
+        return []
+    cuts = np.searchsorted(starts, np.arange(size, int(starts[-1]) + 1, size))
+    bounds = np.unique(np.concatenate(([0], cuts, [len(starts)])))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+
 def _nonblank(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Positions of lines with content; only short lines need a closer look."""
     lengths = ends - starts
@@ -90,17 +112,21 @@ def _nonblank(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.flatnonzero(keep)
 
 
-def _read_fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> RolloutFile | None:
+def _read_fast(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> RolloutFile | None:
+    """Lines lo..hi column-wise; None when that cannot be exact (then they go line by line)."""
     import pyarrow as pa
     import pyarrow.json as pj
 
-    lines = _nonblank(buf, starts, ends)
+    starts, ends = all_lines.starts, all_lines.ends
+    lines = lo + _nonblank(buf, starts[lo:hi], ends[lo:hi])
     if len(lines) == 0:
         return RolloutFile({}, [], 0)
+    first, stop = int(starts[lo]), int(ends[hi - 1])
     try:
         # pyarrow infers over every block (late keys are kept) and refuses a column whose
         # type changes (we then re-read line by line), so nothing is silently coerced.
-        table = pj.read_json(pa.BufferReader(buf), read_options=pj.ReadOptions(block_size=16 << 20))
+        text = pa.py_buffer(buf).slice(first, stop - first)
+        table = pj.read_json(pa.BufferReader(text), read_options=pj.ReadOptions(block_size=4 << 20))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
     if table.num_rows != len(lines):
@@ -143,9 +169,7 @@ def _read_fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> RolloutFile 
             column = NumericField(values, column.present | base.present, kind)
         fields[name] = column
 
-    rows = BufferRows(buf, starts[lines], ends[lines])
-    line_numbers = (lines + 1).astype(np.int64)
-    agents = _split_by_agent(agent, tasks, repeats, fields, masked, rows, line_numbers, errors)
+    agents = _split_by_agent(agent, tasks, repeats, fields, masked, all_lines, lines, errors)
     return RolloutFile(agents, [], table.num_rows)
 
 
@@ -269,10 +293,11 @@ def _split_by_agent(
     repeats: np.ndarray,
     fields: dict[str, NumericField],
     masked: np.ndarray,
-    rows: BufferRows,
-    line_numbers: np.ndarray,
+    all_lines: BufferRows,
+    lines: np.ndarray,
     errors: np.ndarray | None,
 ) -> dict[str, RolloutColumns]:
+    """`lines`: the file line index (0-based) of each row."""
     names, codes = agent
     out = {}
     for i, name in sorted(enumerate(names), key=lambda x: x[1]):
@@ -284,20 +309,21 @@ def _split_by_agent(
             repeats[idx],
             sub_fields,
             masked[idx],
-            rows=RowSource(rows, idx),
-            row_labels=line_numbers[idx],
+            rows=RowSource(all_lines, lines[idx]),
+            row_labels=lines[idx] + 1,
             label_name="line",
             errors=errors[idx] if errors is not None and errors[idx].any() else None,
         )
     return out
 
 
-def _read_slow(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> RolloutFile:
-    """Line by line: every bad line is named, good lines are kept."""
+def _read_slow(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> RolloutFile:
+    """Lines lo..hi one by one: every bad line is named, good lines are kept."""
+    starts, ends = all_lines.starts, all_lines.ends
     by_agent: dict[str, list[tuple[int, dict[str, Any], int]]] = defaultdict(list)
     bad: list[BadLine] = []
     rows_read = 0
-    for pos in _nonblank(buf, starts, ends).tolist():
+    for pos in (lo + _nonblank(buf, starts[lo:hi], ends[lo:hi])).tolist():
         line_no = pos + 1
         raw = buf[starts[pos] : ends[pos]]
         try:
@@ -316,7 +342,7 @@ def _read_slow(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> RolloutFile:
         entries = by_agent[name]
         cols = RolloutColumns.from_rows([e[1] for e in entries], labels=[e[0] for e in entries], keep_rows=False)
         positions = np.array([e[2] for e in entries], dtype=np.int64)
-        cols.rows = RowSource(BufferRows(buf, starts, ends), positions)  # re-parse on access, keep no dicts
+        cols.rows = RowSource(all_lines, positions)  # re-parse on access, keep no dicts
         cols.label_name = "line"
         agents[name] = cols
     return RolloutFile(agents, bad, rows_read)

@@ -135,7 +135,7 @@ def _scored_lines(chunk: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[n
 
     lines = _nonblank(chunk, starts, ends)
     try:
-        table = pj.read_json(pa.BufferReader(chunk), read_options=pj.ReadOptions(block_size=len(chunk) + 1))
+        table = pj.read_json(pa.BufferReader(chunk), read_options=pj.ReadOptions(block_size=1 << 20))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
     if table.num_rows != len(lines):
