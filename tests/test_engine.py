@@ -17,6 +17,7 @@ from gym_metrics.aggregate import (
     Aggregator,
     RolloutColumns,
     attach_rollout_infos,
+    attach_samples,
     iter_group_dicts,
     read_rollouts,
 )
@@ -297,7 +298,7 @@ def test_failed_rollouts_are_counted_and_left_out_or_scored_zero() -> None:
 
 
 @pytest.mark.parametrize("as_zero", [False, True])
-def test_rollout_infos_rebuilt_by_a_client_match_the_engines(as_zero: bool) -> None:
+def test_rollout_infos_and_samples_rebuilt_by_a_client_match_the_engines(as_zero: bool) -> None:
     rows = rows_for([[1, 0, 1], [0, 1], [1]], extra=2)
     rows[0]["mask_sample"] = True
     rows[3].pop("reward")
@@ -307,11 +308,12 @@ def test_rollout_infos_rebuilt_by_a_client_match_the_engines(as_zero: bool) -> N
     opts = dict(count_errors_as_zero=as_zero, expected_task_indices=[0, 1, 2, 3])
     full = Aggregator("a", AggregateOptions(**opts))
     full.add(cols)
-    lean = Aggregator("a", AggregateOptions(include_rollout_infos=False, **opts))
+    lean = Aggregator("a", AggregateOptions(include_rollout_infos=False, include_samples=False, **opts))
     lean.add(cols)
     rebuilt = lean.finalize()
-    assert rebuilt.groups.rollout_infos is None
+    assert rebuilt.groups.rollout_infos is None and all(s is None for s in rebuilt.groups.samples)
     attach_rollout_infos(rebuilt, [cols], as_zero)
+    attach_samples(rebuilt, [cols], as_zero)
     assert dump(rebuilt) == dump(full.finalize())
 
 

@@ -175,6 +175,7 @@ class ResourcesClient:
         include_rows: bool | None = None,
         row_positions: Any = None,
         count_errors_as_zero: bool = False,
+        include_samples: bool = True,
     ) -> AgentAggregate:
         """Stream one agent's verify responses through AggregateMetrics.
 
@@ -185,7 +186,9 @@ class ResourcesClient:
         header = pb.AggregateMetricsHeader(
             agent_ref=pb.AgentRef(name=agent_name),
             options=pb.AggregateOptions(
-                omit_rollout_infos=not include_rollout_infos, count_errors_as_zero=count_errors_as_zero
+                omit_rollout_infos=not include_rollout_infos,
+                count_errors_as_zero=count_errors_as_zero,
+                omit_samples=not include_samples,
             ),
             expected_rollouts_per_task=expected_rollouts_per_task,
             expected_task_indices=list(expected_task_indices),

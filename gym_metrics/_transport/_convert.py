@@ -264,15 +264,23 @@ def columns_to_batches(
         if send_rows:
             rows = cols.rows
             assert rows is not None
-            if row_positions is None:
-                batch.row_json.extend(dumps_json(rows[i]) for i in range(lo, hi))
-            else:
-                wanted = row_positions[(row_positions >= lo) & (row_positions < hi)].tolist()
-                texts = [""] * (hi - lo)
-                for i, row in zip(wanted, rows.load(wanted)):
-                    texts[i - lo] = dumps_json(row)
-                batch.row_json.extend(texts)
+            wanted = (
+                list(range(lo, hi))
+                if row_positions is None
+                else row_positions[(row_positions >= lo) & (row_positions < hi)].tolist()
+            )
+            texts = [""] * (hi - lo)
+            for i, raw in zip(wanted, rows.raws(wanted)):
+                texts[i - lo] = _row_text(raw)
+            batch.row_json.extend(texts)
         yield batch
+
+
+def _row_text(raw: Any) -> str:
+    """A row as JSON text: stored text goes as it is (the server parses it), dicts are dumped."""
+    if isinstance(raw, bytes):
+        return raw.decode()
+    return raw if isinstance(raw, str) else dumps_json(raw)
 
 
 def dumps_json(value: Any) -> str:
@@ -283,7 +291,11 @@ def dumps_json(value: Any) -> str:
 # ----------------------------------------------------------------------------- metrics
 
 
-def aggregate_to_metrics(agg: AgentAggregate, task_range: tuple[int, int] | None = None) -> pb.Metrics:
+def aggregate_to_metrics(
+    agg: AgentAggregate,
+    task_range: tuple[int, int] | None = None,
+    texts: tuple[list[str], list[str] | None] | None = None,
+) -> pb.Metrics:
     """Engine result -> Metrics (all tasks, or those in task_range); exact JSON travels beside
     the typed maps."""
     m = pb.Metrics(
@@ -294,7 +306,11 @@ def aggregate_to_metrics(agg: AgentAggregate, task_range: tuple[int, int] | None
         key_metrics_json=dumps_json(agg.key_metrics),
         non_finite_counts={k: int(v) for k, v in agg.non_finite_counts.items()},
     )
-    _groups_to_pb(agg.groups, m.group_level_metrics, *(task_range or (0, len(agg.groups))))
+    samples, custom = texts or (
+        _texts(agg.groups.samples),
+        _texts(agg.groups.custom) if agg.groups.custom is not None else None,
+    )
+    _groups_to_pb(agg.groups, m.group_level_metrics, *(task_range or (0, len(agg.groups))), samples, custom)
     for entry in agg.repeat_level_metrics:
         m.repeat_level_metrics.append(
             pb.RepeatLevelMetrics(
@@ -316,13 +332,15 @@ def aggregate_to_responses(
 ) -> Iterator[pb.AggregateMetricsResponse]:
     """The result as size-bounded parts: agent-level metrics and the first tasks, then the
     next tasks' group_level_metrics, part by part."""
-    bounds = _part_bounds(agg.groups, max_part_bytes)
+    samples = _texts(agg.groups.samples)
+    custom = _texts(agg.groups.custom) if agg.groups.custom is not None else None
+    bounds = _part_bounds(agg.groups, samples, custom, max_part_bytes)
     for i, (lo, hi) in enumerate(bounds):
         if i == 0:
-            m = aggregate_to_metrics(agg, task_range=(lo, hi))
+            m = aggregate_to_metrics(agg, task_range=(lo, hi), texts=(samples, custom))
         else:
             m = pb.Metrics()
-            _groups_to_pb(agg.groups, m.group_level_metrics, lo, hi)
+            _groups_to_pb(agg.groups, m.group_level_metrics, lo, hi, samples, custom)
         yield pb.AggregateMetricsResponse(
             metrics=m,
             received_rollouts=received_rollouts if i == 0 else 0,
@@ -341,16 +359,21 @@ def responses_to_aggregate(parts: Sequence[pb.AggregateMetricsResponse]) -> Agen
     return agg
 
 
-def _part_bounds(groups: GroupTable, max_bytes: int) -> list[tuple[int, int]]:
+def _texts(values: Sequence[Any]) -> list[str]:
+    """Per-task JSON text ("" for none), made once for both sizing and sending."""
+    return ["" if v is None else dumps_json(v) for v in values]
+
+
+def _part_bounds(
+    groups: GroupTable, samples: list[str], custom: list[str] | None, max_bytes: int
+) -> list[tuple[int, int]]:
     """Task ranges whose estimated encoded size stays under max_bytes (at least one task each)."""
     n = len(groups)
     if n == 0:
         return [(0, 0)]
-    per_task = 48 + 9 * len(groups.stats) + np.array(
-        [len(dumps_json(s)) if s is not None else 0 for s in groups.samples], dtype=np.int64
-    )
-    if groups.custom is not None:
-        per_task += np.array([len(dumps_json(c)) if c else 0 for c in groups.custom], dtype=np.int64)
+    per_task = 48 + 9 * len(groups.stats) + np.fromiter(map(len, samples), dtype=np.int64, count=n)
+    if custom is not None:
+        per_task += np.fromiter(map(len, custom), dtype=np.int64, count=n)
     if groups.rollout_infos is not None and groups.info_starts is not None:
         per_task += np.diff(groups.info_starts) * (24 + 10 * len(groups.rollout_infos.fields))
     bounds, lo, total = [], 0, 0
@@ -422,8 +445,10 @@ def _numeric_map(metrics: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def _groups_to_pb(groups: GroupTable, g: pb.GroupLevelMetrics, lo: int, hi: int) -> None:
-    """Tasks lo..hi of the table (and their rollout_infos) into g."""
+def _groups_to_pb(
+    groups: GroupTable, g: pb.GroupLevelMetrics, lo: int, hi: int, samples: list[str], custom: list[str] | None
+) -> None:
+    """Tasks lo..hi of the table (and their rollout_infos) into g; samples and custom as text."""
     num = np.asarray(groups.num_rollouts[lo:hi], dtype=np.int64)
     expected = np.asarray(groups.expected_num_rollouts[lo:hi], dtype=np.int64)
     g.task_index.extend(np.asarray(groups.task_index[lo:hi], dtype=np.int64).tolist())
@@ -435,9 +460,9 @@ def _groups_to_pb(groups: GroupTable, g: pb.GroupLevelMetrics, lo: int, hi: int)
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(expected == 0, 100.0, 100.0 * num / np.where(expected == 0, 1, expected))
     g.reward_profile_completion_pct.extend(pct.tolist())
-    g.sample_json.extend("" if s is None else dumps_json(s) for s in groups.samples[lo:hi])
-    if groups.custom is not None:
-        g.custom_json.extend("" if c is None else dumps_json(c) for c in groups.custom[lo:hi])
+    g.sample_json.extend(samples[lo:hi])
+    if custom is not None:
+        g.custom_json.extend(custom[lo:hi])
     if groups.rollout_infos is not None:
         table = groups.rollout_infos
         starts = groups.info_starts

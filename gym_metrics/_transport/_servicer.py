@@ -237,6 +237,7 @@ def _agent_and_options(header: pb.AggregateMetricsHeader) -> tuple[str, Aggregat
         expected_rollouts_per_task=header.expected_rollouts_per_task,
         expected_task_indices=expected_tasks.tolist(),
         count_errors_as_zero=header.options.count_errors_as_zero,
+        include_samples=not header.options.omit_samples,
     )
     return name, options
 

@@ -13,6 +13,7 @@ from gym_metrics.aggregate._engine import (
     GetKeyMetrics,
     GroupTable,
     attach_rollout_infos,
+    attach_samples,
     default_key_metrics,
 )
 from gym_metrics.aggregate._output import iter_group_dicts, output_path_for, write_aggregate_metrics
@@ -51,6 +52,7 @@ __all__ = [
     "ValueKind",
     "aggregate_file",
     "attach_rollout_infos",
+    "attach_samples",
     "default_key_metrics",
     "iter_group_dicts",
     "output_path_for",

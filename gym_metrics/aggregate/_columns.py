@@ -96,16 +96,19 @@ class RowSource(Sequence[dict[str, Any]]):
     def take(self, idx: np.ndarray) -> RowSource:
         return RowSource(self._items, idx if self._index is None else self._index[idx])
 
-    def load(self, positions: Sequence[int]) -> list[dict[str, Any] | None]:
-        """Parse many rows at once (one orjson call over the joined text when it can); None
-        where a row was not sent (an empty string). A bad row raises RowParseError."""
+    def raws(self, positions: Sequence[int]) -> list[Any]:
+        """The rows at `positions` as stored (dict, JSON text or bytes), unparsed."""
         if isinstance(self._items, BufferRows):  # one slice per row, straight from the buffer
             lines = self._items
             idx = np.asarray(positions, dtype=np.int64) if self._index is None else self._index[positions]
             buf = lines.buffer
-            raws = [buf[a:b] for a, b in zip(lines.starts[idx].tolist(), lines.ends[idx].tolist())]
-        else:
-            raws = [self.raw(p) for p in positions]
+            return [buf[a:b] for a, b in zip(lines.starts[idx].tolist(), lines.ends[idx].tolist())]
+        return [self.raw(p) for p in positions]
+
+    def load(self, positions: Sequence[int]) -> list[dict[str, Any] | None]:
+        """Parse many rows at once (one orjson call over the joined text when it can); None
+        where a row was not sent (an empty string). A bad row raises RowParseError."""
+        raws = self.raws(positions)
         if raws and all(isinstance(r, bytes) and r for r in raws):
             try:
                 return orjson.loads(b"[" + b",".join(raws) + b"]")

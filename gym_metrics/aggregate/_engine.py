@@ -57,6 +57,8 @@ class AggregateOptions:
     """Tasks that must appear even if none of their rollouts arrive."""
     count_errors_as_zero: bool = False
     """Rollouts whose verification failed count as reward 0.0 instead of being left out."""
+    include_samples: bool = True
+    """Fill each group's `sample` (a client holding the rows can attach them itself)."""
 
 
 @dataclass
@@ -222,7 +224,8 @@ def _aggregate(
         samples=[None] * len(tasks),
     )
     groups = _with_expected_tasks(groups, options, masked_per_task, failed_per_task)
-    _fill_samples(groups, data, measured_pos[starts] if len(measured_pos) else measured_pos, tasks, names)
+    if options.include_samples:
+        _fill_samples(groups, data, measured_pos[starts] if len(measured_pos) else measured_pos, tasks, names)
 
     if compute_metrics is not None and len(measured_pos):
         custom = dict(compute_metrics(_rows_by_task(data, measured_pos, starts, names)) or {})
@@ -257,11 +260,28 @@ def _aggregate(
 def attach_rollout_infos(agg: AgentAggregate, batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> None:
     """Give a result computed without rollout_infos the ones the engine would have made from
     the same rows: a client that sent the rows need not have them sent back."""
-    data = _apply_errors(_sorted_unique(concat(batches)), count_errors_as_zero)
-    keep = np.flatnonzero(~data.masked)
+    data, keep = _measured(batches, count_errors_as_zero)
     fields = {k: v.take(keep) for k, v in data.fields.items()}
     names = sorted(k for k, v in fields.items() if v.present.any())
     _attach(agg.groups, RolloutInfoTable(data.task_index[keep], data.rollout_index[keep], {k: fields[k] for k in names}))
+
+
+def attach_samples(agg: AgentAggregate, batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> None:
+    """Fill the samples of a result computed with include_samples=False, from the same rows
+    (a client need not send every task's first row to have it sent back)."""
+    data, keep = _measured(batches, count_errors_as_zero)
+    if not len(keep):
+        return
+    tasks = data.task_index[keep]
+    firsts = keep[np.flatnonzero(np.concatenate(([True], tasks[1:] != tasks[:-1])))]
+    names = sorted(k for k, v in data.fields.items() if v.present[keep].any())
+    _fill_samples(agg.groups, data, firsts, data.task_index[firsts], names)
+
+
+def _measured(batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> tuple[RolloutColumns, np.ndarray]:
+    """The rows sorted by key (failed rows handled as the engine does) and the measured ones."""
+    data = _apply_errors(_sorted_unique(concat(batches)), count_errors_as_zero)
+    return data, np.flatnonzero(~data.masked)
 
 
 def _attach(groups: GroupTable, table: RolloutInfoTable) -> None:

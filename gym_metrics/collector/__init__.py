@@ -22,6 +22,7 @@ from gym_metrics.aggregate import (
     AgentAggregate,
     RolloutColumns,
     attach_rollout_infos,
+    attach_samples,
     output_path_for,
     read_rollouts,
 )
@@ -226,24 +227,27 @@ async def _aggregate_output(
         cols = rollouts.agents.get(agent) if rollouts else None
         if cols is None:
             cols = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
-        positions = None if wants_rows else _sample_positions(cols, opts.count_errors_as_zero)
-
-        async def call(cols: RolloutColumns = cols, agent: str = agent, positions: np.ndarray | None = positions):
+        # A server whose compute_metrics reads rows gets them all; otherwise no row is sent:
+        # samples and rollout_infos come from the rows held here (same engine code).
+        async def call(cols: RolloutColumns = cols, agent: str = agent) -> AgentAggregate:
             return await client.aggregate(
                 agent,
                 cols,
                 batch_size=opts.aggregate_batch_size,
-                include_rollout_infos=False,  # rebuilt here from the rows we sent: half the answer
+                include_rollout_infos=False,
                 expected_rollouts_per_task=opts.num_repeats or 0,
                 expected_task_indices=sorted(tasks.get(agent, ())),
-                include_rows=True,
-                row_positions=positions,
+                include_rows=wants_rows,
+                include_samples=wants_rows,
                 count_errors_as_zero=opts.count_errors_as_zero,
             )
 
         result = await _retrying(call, opts.retry, log)
-        if opts.include_rollout_infos and len(cols):
-            attach_rollout_infos(result, [cols], opts.count_errors_as_zero)
+        if len(cols):
+            if not wants_rows:
+                attach_samples(result, [cols], opts.count_errors_as_zero)
+            if opts.include_rollout_infos:
+                attach_rollout_infos(result, [cols], opts.count_errors_as_zero)
         results.append(result)
     return results
 
@@ -271,19 +275,6 @@ def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns])
             "then re-run with --resume)",
             violations,
         )
-
-
-def _sample_positions(cols: RolloutColumns, errors_as_zero: bool) -> np.ndarray:
-    """Position of each task's first measured rollout: the only rows a sample needs."""
-    usable = ~cols.masked
-    if cols.errors is not None and not errors_as_zero:
-        usable &= cols.errors == 0
-    pos = np.flatnonzero(usable)
-    order = np.lexsort((cols.rollout_index[pos], cols.task_index[pos]))
-    pos = pos[order]
-    t = cols.task_index[pos]
-    first = np.r_[True, t[1:] != t[:-1]] if len(t) else np.zeros(0, bool)
-    return np.sort(pos[first])
 
 
 async def _retrying(call, retry: RetryPolicy, log: Callable[[str], None]):  # type: ignore[no-untyped-def]

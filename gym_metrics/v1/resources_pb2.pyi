@@ -127,12 +127,14 @@ class RolloutBatch(_message.Message):
     def __init__(self, batch_id: _Optional[str] = ..., task_index: _Optional[_Iterable[int]] = ..., rollout_index: _Optional[_Iterable[int]] = ..., columns: _Optional[_Mapping[str, NumericColumn]] = ..., masked: _Optional[_Iterable[bool]] = ..., row_json: _Optional[_Iterable[str]] = ..., error_kind: _Optional[_Iterable[_Union[VerifyErrorKind, str]]] = ...) -> None: ...
 
 class AggregateOptions(_message.Message):
-    __slots__ = ("omit_rollout_infos", "count_errors_as_zero")
+    __slots__ = ("omit_rollout_infos", "count_errors_as_zero", "omit_samples")
     OMIT_ROLLOUT_INFOS_FIELD_NUMBER: _ClassVar[int]
     COUNT_ERRORS_AS_ZERO_FIELD_NUMBER: _ClassVar[int]
+    OMIT_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     omit_rollout_infos: bool
     count_errors_as_zero: bool
-    def __init__(self, omit_rollout_infos: _Optional[bool] = ..., count_errors_as_zero: _Optional[bool] = ...) -> None: ...
+    omit_samples: bool
+    def __init__(self, omit_rollout_infos: _Optional[bool] = ..., count_errors_as_zero: _Optional[bool] = ..., omit_samples: _Optional[bool] = ...) -> None: ...
 
 class AggregateMetricsHeader(_message.Message):
     __slots__ = ("agent_ref", "options", "expected_rollouts_per_task", "expected_task_indices")
