@@ -243,7 +243,7 @@ def _aggregate(
     key_metrics.update(coverage)
     key_metrics.update(errors)
 
-    if options.include_rollout_infos and len(m.task_index):
+    if options.include_rollout_infos:  # also when nothing was measured: every group says []
         _attach(groups, RolloutInfoTable(m.task_index, m.rollout_index, {k: m.fields[k] for k in names}))
 
     return AgentAggregate(

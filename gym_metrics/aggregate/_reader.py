@@ -114,23 +114,39 @@ def _nonblank(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 def _read_fast(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> RolloutFile | None:
     """Lines lo..hi column-wise; None when that cannot be exact (then they go line by line)."""
+    parsed = parse_lines(buf, all_lines, lo, hi)
+    if parsed is None:
+        return None
+    table, lines = parsed
+    if not len(lines):
+        return RolloutFile({}, [], 0)
+    agents = columns_from_table(table, all_lines, lines)
+    return RolloutFile(agents, [], table.num_rows) if agents is not None else None
+
+
+def parse_lines(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> tuple[Any, np.ndarray] | None:
+    """(pyarrow table, file line index of each row) of lines lo..hi; None when a line does not
+    parse or a column changes type (pyarrow refuses it: nothing is silently coerced)."""
     import pyarrow as pa
     import pyarrow.json as pj
 
     starts, ends = all_lines.starts, all_lines.ends
     lines = lo + _nonblank(buf, starts[lo:hi], ends[lo:hi])
     if len(lines) == 0:
-        return RolloutFile({}, [], 0)
+        return pa.table({}), lines
     first, stop = int(starts[lo]), int(ends[hi - 1])
     try:
-        # pyarrow infers over every block (late keys are kept) and refuses a column whose
-        # type changes (we then re-read line by line), so nothing is silently coerced.
         text = pa.py_buffer(buf).slice(first, stop - first)
         table = pj.read_json(pa.BufferReader(text), read_options=pj.ReadOptions(block_size=4 << 20))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
-    if table.num_rows != len(lines):
-        return None
+    return (table, lines) if table.num_rows == len(lines) else None
+
+
+def columns_from_table(table: Any, all_lines: BufferRows, lines: np.ndarray) -> dict[str, RolloutColumns] | None:
+    """Per-agent columns of parsed rows (SPEC A1); None unless every row can be read exactly."""
+    import pyarrow as pa
+
     columns = dict(zip(table.column_names, table.columns))
 
     agent = _agent_codes(columns.get("agent_ref"))
@@ -169,8 +185,7 @@ def _read_fast(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> RolloutFi
             column = NumericField(values, column.present | base.present, kind)
         fields[name] = column
 
-    agents = _split_by_agent(agent, tasks, repeats, fields, masked, all_lines, lines, errors)
-    return RolloutFile(agents, [], table.num_rows)
+    return _split_by_agent(agent, tasks, repeats, fields, masked, all_lines, lines, errors)
 
 
 def _error_codes(column: Any) -> np.ndarray | None:

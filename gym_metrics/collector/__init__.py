@@ -26,7 +26,7 @@ from gym_metrics.aggregate import (
     output_path_for,
     read_rollouts,
 )
-from gym_metrics.aggregate._columns import ERROR_KEY
+from gym_metrics.aggregate._columns import ERROR_KEY, concat
 from gym_metrics.aggregate._output import write_aggregate_metrics
 from gym_metrics.aggregate._reader import BadLine, OnBadLine
 from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
@@ -105,7 +105,12 @@ async def collect_async(
         out.close()
         progress.close()
 
-    aggregates = await _aggregate_output(client, output_path, router.tasks, opts, info.wants_rows, log)
+    in_memory = (
+        {name: concat(parts) for name, parts in router.columns.items()}
+        if router.complete and not out.done
+        else None
+    )
+    aggregates = await _aggregate_output(client, output_path, router.tasks, opts, info.wants_rows, log, in_memory)
     metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
     return CollectResult(
         rollouts_path=output_path,
@@ -128,6 +133,9 @@ class _Router:
         self.bad_lines: list[BadLine] = []
         self.verified = self.passed_through = self.skipped_done = 0
         self._pending: list[bytes] = []
+        self.columns: dict[str, list[RolloutColumns]] = defaultdict(list)
+        """Columns of passed-through rows, while every output row is among them."""
+        self.complete = True
 
     def to_verify(self) -> Iterator[Rollout]:
         for item in read_input(self.path, self.opts.num_repeats):
@@ -142,6 +150,7 @@ class _Router:
                 self.skipped_done += 1
                 continue
             if item.verified:
+                self.complete = False
                 self._pending.append(item.raw + b"\n" if item.raw is not None else dumps_row(item.row))
                 self.passed_through += 1
                 self.progress.add(item.agent, _reward(item.row))
@@ -166,12 +175,18 @@ class _Router:
             rewards = scored.reward[mine & keep]
             self.progress.add_many(name, len(rewards), float(np.nansum(rewards)), int(np.isfinite(rewards).sum()))
         self.skipped_done += int((~keep).sum())
+        if scored.columns is None or not keep.all():
+            self.complete = False
+        elif self.complete:
+            for name, cols in scored.columns.items():
+                self.columns[name].append(cols)
         self.flush()
         self.out.write([scored.text(None if keep.all() else keep)])
         self.passed_through += int(keep.sum())
         self.progress.tick()
 
     def record(self, results: list[tuple[Rollout, VerifyOutcome]]) -> None:
+        self.complete = False
         lines = []
         for rollout, outcome in results:
             if outcome.error_kind is None and outcome.response is not None:
@@ -216,15 +231,21 @@ async def _aggregate_output(
     opts: CollectOptions,
     wants_rows: bool,
     log: Callable[[str], None],
+    in_memory: dict[str, RolloutColumns] | None = None,
 ) -> list[AgentAggregate]:
-    """Phase 2: each agent's rows of the output, column-wise, through AggregateMetrics."""
-    rollouts = read_rollouts(output_path, on_bad_line="fail") if output_path.stat().st_size else None
-    if rollouts:
-        _reject_duplicate_keys(output_path, rollouts.agents)
-    agents = sorted(set(tasks) | set(rollouts.agents if rollouts else ()))
+    """Phase 2: each agent's rows of the output, column-wise, through AggregateMetrics. When
+    every output row was passed through from the input, its columns are already in memory."""
+    if in_memory is not None:
+        by_agent = in_memory
+        _reject_duplicate_keys(output_path, by_agent, where="input line")
+    else:
+        rollouts = read_rollouts(output_path, on_bad_line="fail") if output_path.stat().st_size else None
+        by_agent = rollouts.agents if rollouts else {}
+        _reject_duplicate_keys(output_path, by_agent)
+    agents = sorted(set(tasks) | set(by_agent))
     results = []
     for agent in agents:
-        cols = rollouts.agents.get(agent) if rollouts else None
+        cols = by_agent.get(agent)
         if cols is None:
             cols = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
         # A server whose compute_metrics reads rows gets them all; otherwise no row is sent:
@@ -252,7 +273,7 @@ async def _aggregate_output(
     return results
 
 
-def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns]) -> None:
+def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns], where: str = "line") -> None:
     """A (task, rollout) key twice for one agent (the input repeats it) fails here, naming the
     output lines, rather than as a bare INVALID_ARGUMENT from the server about stream rows."""
     violations = []
@@ -264,9 +285,9 @@ def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns])
             violations.append(
                 FieldViolation(
                     "(agent_ref.name, _ng_task_index, _ng_rollout_index)",
-                    f"({agent!r}, {t[i]}, {r[i]}) again (first at line {first}): the input repeats this rollout",
+                    f"({agent!r}, {t[i]}, {r[i]}) again (first at {where} {first}): the input repeats this rollout",
                     second,
-                    row_name="line",
+                    row_name=where,
                 )
             )
     if violations:

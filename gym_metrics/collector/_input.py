@@ -17,6 +17,8 @@ import orjson
 import numpy as np
 
 from gym_metrics.aggregate._columns import (
+    BufferRows,
+    RolloutColumns,
     ROLLOUT_KEY,
     ROLLOUT_KEY_ALIASES,
     TASK_KEY,
@@ -54,6 +56,9 @@ class ScoredLines:
     starts: np.ndarray
     ends: np.ndarray
     """Where each scored line lies in `chunk` (newline excluded)."""
+    columns: dict[str, RolloutColumns] | None = None
+    """When every line of the chunk is scored: its rows as engine columns (labels: input line
+    numbers), so aggregation need not read them back from the output."""
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -81,7 +86,7 @@ def read_input(path: Path, num_repeats: int | None) -> Iterator[Rollout | BadLin
     line_no = 0
     for chunk in _chunks(path, CHUNK_BYTES):
         starts, ends = _line_bounds(chunk)
-        scored = _scored_lines(chunk, starts, ends) if num_repeats is None else None
+        scored = _scored_lines(chunk, starts, ends, line_no) if num_repeats is None else None
         if scored is not None:
             keep, found = scored
             if len(found):
@@ -124,22 +129,21 @@ def _line_bounds(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
     return starts, ends
 
 
-def _scored_lines(chunk: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ScoredLines] | None:
+def _scored_lines(
+    chunk: bytes, starts: np.ndarray, ends: np.ndarray, line_offset: int
+) -> tuple[np.ndarray, ScoredLines] | None:
     """Column-wise pass over a chunk: which lines are already scored rollouts with their
     `_ng_` keys (those need no parsing). None when the chunk does not parse column-wise."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.json as pj
 
-    from gym_metrics.aggregate._reader import _agent_codes, _nonblank, _numeric_field
+    from gym_metrics.aggregate._reader import _agent_codes, _numeric_field, columns_from_table, parse_lines
 
-    lines = _nonblank(chunk, starts, ends)
-    try:
-        table = pj.read_json(pa.BufferReader(chunk), read_options=pj.ReadOptions(block_size=1 << 20))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+    all_lines = BufferRows(chunk, starts, ends)
+    parsed = parse_lines(chunk, all_lines, 0, len(starts))
+    if parsed is None:
         return None
-    if table.num_rows != len(lines):
-        return None
+    table, lines = parsed
     names = set(table.column_names)
     if not {"agent_ref", TASK_KEY, ROLLOUT_KEY, "reward"} <= names:
         return None
@@ -151,10 +155,12 @@ def _scored_lines(chunk: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[n
     t = pc.fill_null(task, -1).to_numpy(zero_copy_only=False)
     r = pc.fill_null(rollout, -1).to_numpy(zero_copy_only=False)
     agents, codes = agent
-    ok = reward.present.copy()
-    ok &= (t >= 0) & (r >= 0) & np.array([bool(a) for a in agents], dtype=bool)[codes]
+    ok = reward.present & (t >= 0) & (r >= 0) & np.array([bool(a) for a in agents], dtype=bool)[codes]
     keep = np.zeros(len(starts), dtype=bool)
     keep[lines[ok]] = True
+    columns = columns_from_table(table, all_lines, lines) if ok.all() else None
+    for cols in (columns or {}).values():
+        cols.row_labels = cols.row_labels + line_offset
     found = ScoredLines(
         agents,
         codes[ok],
@@ -164,6 +170,7 @@ def _scored_lines(chunk: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[n
         chunk,
         starts[lines[ok]],
         ends[lines[ok]],
+        columns,
     )
     return keep, found
 
