@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 
 from gym_metrics.aggregate import (
@@ -338,3 +339,22 @@ def test_fast_group_rendering_equals_the_dict_path() -> None:
     rendered = json.loads(b"[" + b",".join(iter_group_json(res.groups)) + b"]")
     assert rendered == json.loads(json.dumps(dicts).replace("Infinity", "null"))
     assert [g["_ng_task_index"] for g in rendered][-2:] == [100, 101] and rendered[-1]["rollout_infos"] == []
+
+
+@pytest.mark.parametrize("with_infos", [True, False])
+def test_column_wise_heads_equal_the_dict_path_on_plain_data(with_infos: bool) -> None:
+    from gym_metrics.aggregate._output import _entries, _heads_text, iter_group_json
+
+    rng = random.Random(11)
+    rows = [
+        {"_ng_task_index": t, "_ng_rollout_index": r, "reward": float(rng.random() < 0.5), "n": rng.randint(0, 9),
+         "x%y": rng.random()}
+        for t in range(50)
+        for r in range(3)
+    ]
+    res = aggregate(rows, AggregateOptions(include_rollout_infos=with_infos, expected_rollouts_per_task=4))
+    heads = _heads_text(res.groups, 0, len(res.groups))
+    assert heads is not None  # the fast path is taken here
+    assert heads == [orjson.dumps(e)[:-1] for e in _entries(res.groups, 0, len(res.groups))]
+    rendered = json.loads(b"[" + b",".join(iter_group_json(res.groups)) + b"]")
+    assert rendered == list(iter_group_dicts(res.groups))

@@ -98,6 +98,9 @@ class RowSource(Sequence[dict[str, Any]]):
 
     def raws(self, positions: Sequence[int]) -> list[Any]:
         """The rows at `positions` as stored (dict, JSON text or bytes), unparsed."""
+        if isinstance(self._items, _Chain):
+            idx = np.asarray(positions, dtype=np.int64) if self._index is None else self._index[positions]
+            return self._items.raws(idx)
         if isinstance(self._items, BufferRows):  # one slice per row, straight from the buffer
             lines = self._items
             idx = np.asarray(positions, dtype=np.int64) if self._index is None else self._index[positions]
@@ -361,6 +364,17 @@ class _Chain(Sequence[Any]):
     def __getitem__(self, i: int) -> Any:  # type: ignore[override]
         part = int(np.searchsorted(self._offsets, i, side="right")) - 1
         return self._parts[part].raw(i - int(self._offsets[part]))
+
+    def raws(self, idx: np.ndarray) -> list[Any]:
+        """Many rows at once: positions grouped by part, each part read in bulk."""
+        part = np.searchsorted(self._offsets, idx, side="right") - 1
+        out: list[Any] = [None] * len(idx)
+        for p in np.unique(part).tolist():
+            where = np.flatnonzero(part == p)
+            local = (idx[where] - self._offsets[p]).tolist()
+            for i, raw in zip(where.tolist(), self._parts[p].raws(local)):
+                out[i] = raw
+        return out
 
 
 __all__ = [

@@ -79,19 +79,46 @@ def _write_agent(f: IO[bytes], agg: AgentAggregate) -> None:
 
 def iter_group_json(groups: GroupTable) -> Iterator[bytes]:
     """Compact JSON of consecutive tasks: each yielded blob holds one or more whole entries
-    separated by commas; rollout_infos go last in each entry and are rendered column-wise."""
+    separated by commas; rollout_infos go last in each entry. Plain chunks (every stat
+    defined, finite rollout values) are rendered column-wise without a dict per task."""
     for lo in range(0, len(groups), _CHUNK):
         hi = min(lo + _CHUNK, len(groups))
-        entries = list(_entries(groups, lo, hi))
-        fast = _infos_text(groups, lo, hi, entries)
-        if fast is not None:
-            yield fast
+        heads = _heads_text(groups, lo, hi)
+        if heads is None:
+            heads = [_dump(e)[:-1] for e in _entries(groups, lo, hi)]
+        if groups.rollout_infos is None:
+            yield _GROUP_SEP.join(h + b"}" for h in heads)
             continue
-        infos = _rollout_info_dicts(groups, lo, hi)
-        for j, entry in enumerate(entries):
-            if infos is not None:
-                entry["rollout_infos"] = infos[j]
-        yield _GROUP_SEP.join(_dump(e) for e in entries)
+        infos = _infos_text(groups, lo, hi)
+        if infos is not None:
+            yield _GROUP_SEP.join(h + b',"rollout_infos":' + i + b"}" for h, i in zip(heads, infos))
+            continue
+        dicts = _rollout_info_dicts(groups, lo, hi) or []
+        yield _GROUP_SEP.join(h + b',"rollout_infos":' + _dump(d) + b"}" for h, d in zip(heads, dicts))
+
+
+def _heads_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
+    """Each entry of tasks lo..hi without rollout_infos and its closing brace, through one
+    bytes template; None unless every stat is defined and no task has custom metrics."""
+    stat_keys = list(groups.stats)
+    stats = [groups.stats[k][lo:hi] for k in stat_keys]
+    if any(np.isnan(col).any() for col in stats):
+        return None
+    if groups.custom is not None and any(groups.custom[lo:hi]):
+        return None
+    num = groups.num_rollouts[lo:hi]
+    expected = groups.expected_num_rollouts[lo:hi]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = np.where(expected == 0, 100.0, 100.0 * num / np.where(expected == 0, 1, expected))
+    key = lambda k: orjson.dumps(k).replace(b"%", b"%%")  # noqa: E731
+    template = b"{" + key(TASK_KEY) + b":%s"
+    template += b"".join(b"," + key(k) + b":%s" for k in stat_keys)
+    template += b',"sample":%s,"num_rollouts":%s,"expected_num_rollouts":%s'
+    template += b',"missing_num_rollouts":%s,"reward_profile_completion_pct":%s'
+    samples = [_dump(x) for x in groups.samples[lo:hi]]
+    columns = [_tokens(groups.task_index[lo:hi]), *(_tokens(c) for c in stats), samples]
+    columns += [_tokens(num), _tokens(expected), _tokens(expected - num), _tokens(pct)]
+    return list(map(template.__mod__, zip(*columns)))
 
 
 def iter_group_dicts(groups: GroupTable) -> Iterator[dict[str, Any]]:
@@ -163,13 +190,10 @@ def _tokens(values: np.ndarray) -> list[bytes]:
     return orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
 
 
-def _infos_text(groups: GroupTable, lo: int, hi: int, entries: list[dict[str, Any]]) -> bytes | None:
-    """Entries lo..hi with their rollout_infos as one blob, built without a dict per rollout.
-
-    Every value is rendered column-wise by orjson and slotted into one bytes template per
-    rollout; each task's entry (rendered by orjson, minus its closing brace) is followed by its
-    rollouts. None when this fast path does not apply (no infos, absent or non-finite fields).
-    """
+def _infos_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
+    """The rollout_infos array of each task lo..hi, built without a dict per rollout: every
+    value is rendered column-wise by orjson and slotted into one bytes template per rollout.
+    None when this fast path does not apply (absent or non-finite values)."""
     table, bounds = groups.rollout_infos, groups.info_starts
     if table is None or bounds is None:
         return None
@@ -185,11 +209,7 @@ def _infos_text(groups: GroupTable, lo: int, hi: int, entries: list[dict[str, An
     t, r = columns[0], columns[1]
     texts = list(map((template + b"}").__mod__, zip(t, r, t, r, *columns[2:])))
     starts = (bounds[lo : hi + 1] - a).tolist()
-    out = []
-    for j, entry in enumerate(entries):
-        head = _dump(entry)[:-1] + (b',"rollout_infos":[' if len(entry) else b'"rollout_infos":[')
-        out.append(head + b",".join(texts[starts[j] : starts[j + 1]]) + b"]}")
-    return _GROUP_SEP.join(out)
+    return [b"[" + b",".join(texts[starts[j] : starts[j + 1]]) + b"]" for j in range(hi - lo)]
 
 
 _GROUP_SEP = b",\n      "
