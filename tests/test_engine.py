@@ -17,9 +17,8 @@ from gym_metrics.aggregate import (
     AggregateOptions,
     Aggregator,
     RolloutColumns,
-    attach_rollout_infos,
-    attach_samples,
     iter_group_dicts,
+    local_parts,
     read_rollouts,
 )
 from gym_metrics.aggregate._output import write_json
@@ -313,8 +312,7 @@ def test_rollout_infos_and_samples_rebuilt_by_a_client_match_the_engines(as_zero
     lean.add(cols)
     rebuilt = lean.finalize()
     assert rebuilt.groups.rollout_infos is None and all(s is None for s in rebuilt.groups.samples)
-    attach_rollout_infos(rebuilt, [cols], as_zero)
-    attach_samples(rebuilt, [cols], as_zero)
+    local_parts([cols], as_zero).attach(rebuilt)
     assert dump(rebuilt) == dump(full.finalize())
 
 

@@ -12,9 +12,9 @@ from gym_metrics.aggregate._engine import (
     ComputeMetrics,
     GetKeyMetrics,
     GroupTable,
-    attach_rollout_infos,
-    attach_samples,
+    LocalParts,
     default_key_metrics,
+    local_parts,
 )
 from gym_metrics.aggregate._output import iter_group_dicts, output_path_for, write_aggregate_metrics
 from gym_metrics.aggregate._reader import BadLine, OnBadLine, RolloutFile, read_rollouts
@@ -51,8 +51,8 @@ __all__ = [
     "RolloutFile",
     "ValueKind",
     "aggregate_file",
-    "attach_rollout_infos",
-    "attach_samples",
+    "LocalParts",
+    "local_parts",
     "default_key_metrics",
     "iter_group_dicts",
     "output_path_for",

@@ -257,25 +257,45 @@ def _aggregate(
     )
 
 
-def attach_rollout_infos(agg: AgentAggregate, batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> None:
-    """Give a result computed without rollout_infos the ones the engine would have made from
-    the same rows: a client that sent the rows need not have them sent back."""
-    data, keep = _measured(batches, count_errors_as_zero)
-    fields = {k: v.take(keep) for k, v in data.fields.items()}
-    names = sorted(k for k, v in fields.items() if v.present.any())
-    _attach(agg.groups, RolloutInfoTable(data.task_index[keep], data.rollout_index[keep], {k: fields[k] for k in names}))
+@dataclass
+class LocalParts:
+    """What a client that holds the rows can add to a result computed without them: each
+    task's sample and the rollout_infos, made by the engine's own rules."""
+
+    sample_tasks: np.ndarray
+    samples: list[dict[str, Any]] | None
+    infos: RolloutInfoTable | None
+
+    def attach(self, agg: AgentAggregate) -> None:
+        if self.samples is not None:
+            position = np.searchsorted(agg.groups.task_index, self.sample_tasks).tolist()
+            for i, sample in zip(position, self.samples):
+                agg.groups.samples[i] = sample
+        if self.infos is not None:
+            _attach(agg.groups, self.infos)
 
 
-def attach_samples(agg: AgentAggregate, batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> None:
-    """Fill the samples of a result computed with include_samples=False, from the same rows
-    (a client need not send every task's first row to have it sent back)."""
+def local_parts(
+    batches: Sequence[RolloutColumns], count_errors_as_zero: bool, samples: bool = True, infos: bool = True
+) -> LocalParts:
+    """Samples and rollout_infos of these rows, for a result computed with include_samples /
+    include_rollout_infos off (so the rows need not travel); independent of that result, so
+    it can be computed while the result is on its way."""
     data, keep = _measured(batches, count_errors_as_zero)
-    if not len(keep):
-        return
-    tasks = data.task_index[keep]
-    firsts = keep[np.flatnonzero(np.concatenate(([True], tasks[1:] != tasks[:-1])))]
     names = sorted(k for k, v in data.fields.items() if v.present[keep].any())
-    _fill_samples(agg.groups, data, firsts, data.task_index[firsts], names)
+    tasks = data.task_index[keep]
+    firsts = keep[np.flatnonzero(np.concatenate(([True], tasks[1:] != tasks[:-1])))] if len(keep) else keep
+    rows = None
+    if samples:
+        rows = _load_rows(data, firsts.tolist(), names, with_indices=False)
+        for row in rows:
+            row.pop(TASK_KEY, None)
+            row.pop(ROLLOUT_KEY, None)
+    table = None
+    if infos:
+        fields = {k: data.fields[k].take(keep) for k in names}
+        table = RolloutInfoTable(data.task_index[keep], data.rollout_index[keep], fields)
+    return LocalParts(data.task_index[firsts], rows, table)
 
 
 def _measured(batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> tuple[RolloutColumns, np.ndarray]:

@@ -21,8 +21,7 @@ from gym_metrics._transport._client import ResourcesClient, ServerUnavailableErr
 from gym_metrics.aggregate import (
     AgentAggregate,
     RolloutColumns,
-    attach_rollout_infos,
-    attach_samples,
+    local_parts,
     output_path_for,
     read_rollouts,
 )
@@ -249,7 +248,8 @@ async def _aggregate_output(
         if cols is None:
             cols = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
         # A server whose compute_metrics reads rows gets them all; otherwise no row is sent:
-        # samples and rollout_infos come from the rows held here (same engine code).
+        # samples and rollout_infos come from the rows held here (same engine code), made in
+        # a thread while the server computes.
         async def call(cols: RolloutColumns = cols, agent: str = agent) -> AgentAggregate:
             return await client.aggregate(
                 agent,
@@ -263,12 +263,17 @@ async def _aggregate_output(
                 count_errors_as_zero=opts.count_errors_as_zero,
             )
 
-        result = await _retrying(call, opts.retry, log)
-        if len(cols):
-            if not wants_rows:
-                attach_samples(result, [cols], opts.count_errors_as_zero)
-            if opts.include_rollout_infos:
-                attach_rollout_infos(result, [cols], opts.count_errors_as_zero)
+        parts = asyncio.ensure_future(
+            asyncio.to_thread(
+                local_parts, [cols], opts.count_errors_as_zero, samples=not wants_rows, infos=opts.include_rollout_infos
+            )
+        )
+        try:
+            result = await _retrying(call, opts.retry, log)
+        except BaseException:
+            parts.cancel()
+            raise
+        (await parts).attach(result)
         results.append(result)
     return results
 
@@ -313,12 +318,16 @@ async def _retrying(call, retry: RetryPolicy, log: Callable[[str], None]):  # ty
 
 
 def _estimate_total(path: Path, num_repeats: int | None) -> int | None:
-    """Rollouts to expect: non-empty lines (x repeats); a count of newlines, no parsing."""
-    lines = 0
+    """Rollouts to expect, for the progress bar: the file size over the mean length of its
+    first lines (x repeats); exact for small files, no full read for big ones."""
+    size = path.stat().st_size
     with path.open("rb") as f:
-        while chunk := f.read(1 << 24):
-            lines += chunk.count(b"\n")
-    return lines * (num_repeats or 1) or None
+        head = f.read(1 << 20)
+    lines = head.count(b"\n") + (not head.endswith(b"\n") and bool(head))
+    if not lines:
+        return None
+    estimate = lines if len(head) == size else round(size * lines / len(head))
+    return estimate * (num_repeats or 1)
 
 
 def _logger(progress: Progress | None) -> Callable[[str], None]:
