@@ -361,7 +361,7 @@ def responses_to_aggregate(parts: Sequence[pb.AggregateMetricsResponse]) -> Agen
 
 def _texts(values: Sequence[Any]) -> list[str]:
     """Per-task JSON text ("" for none), made once for both sizing and sending."""
-    return ["" if v is None else dumps_json(v) for v in values]
+    return ["" if v is None else v.decode() if isinstance(v, bytes) else dumps_json(v) for v in values]
 
 
 def _part_bounds(
@@ -487,7 +487,7 @@ def _groups_from_pb(g: pb.GroupLevelMetrics) -> GroupTable:
         stats={k: np.array(g.stats[k].values, dtype=np.float64) for k in sorted(g.stats, key=_group_stat_order)},
         num_rollouts=num,
         expected_num_rollouts=np.array(g.expected_num_rollouts, dtype=np.int64),
-        samples=[orjson.loads(s) if s else None for s in g.sample_json] if len(g.sample_json) else [None] * n,
+        samples=[s.encode() if s else None for s in g.sample_json] if len(g.sample_json) else [None] * n,
         custom=[orjson.loads(c) if c else None for c in g.custom_json] if len(g.custom_json) else None,
     )
     if g.HasField("rollout_infos"):

@@ -85,7 +85,7 @@ def iter_group_json(groups: GroupTable) -> Iterator[bytes]:
         hi = min(lo + _CHUNK, len(groups))
         heads = _heads_text(groups, lo, hi)
         if heads is None:
-            heads = [_dump(e)[:-1] for e in _entries(groups, lo, hi)]
+            heads = [_dump(e)[:-1] for e in _entries(groups, lo, hi, parse_samples=False)]
         if groups.rollout_infos is None:
             yield _GROUP_SEP.join(h + b"}" for h in heads)
             continue
@@ -115,7 +115,7 @@ def _heads_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
     template += b"".join(b"," + key(k) + b":%s" for k in stat_keys)
     template += b',"sample":%s,"num_rollouts":%s,"expected_num_rollouts":%s'
     template += b',"missing_num_rollouts":%s,"reward_profile_completion_pct":%s'
-    samples = [_dump(x) for x in groups.samples[lo:hi]]
+    samples = [x if isinstance(x, bytes) else _dump(x) for x in groups.samples[lo:hi]]
     columns = [_tokens(groups.task_index[lo:hi]), *(_tokens(c) for c in stats), samples]
     columns += [_tokens(num), _tokens(expected), _tokens(expected - num), _tokens(pct)]
     return list(map(template.__mod__, zip(*columns)))
@@ -132,8 +132,9 @@ def iter_group_dicts(groups: GroupTable) -> Iterator[dict[str, Any]]:
             yield entry
 
 
-def _entries(groups: GroupTable, lo: int, hi: int) -> Iterator[dict[str, Any]]:
-    """Entries of tasks lo..hi without rollout_infos."""
+def _entries(groups: GroupTable, lo: int, hi: int, parse_samples: bool = True) -> Iterator[dict[str, Any]]:
+    """Entries of tasks lo..hi without rollout_infos; samples as dicts, or as pre-rendered
+    JSON (orjson.Fragment) when only going to be written."""
     stat_keys = list(groups.stats)
     tasks = groups.task_index[lo:hi].tolist()
     stats = np.column_stack([groups.stats[k][lo:hi] for k in stat_keys]) if stat_keys else np.zeros((hi - lo, 0))
@@ -147,7 +148,10 @@ def _entries(groups: GroupTable, lo: int, hi: int) -> Iterator[dict[str, Any]]:
             entry.update(zip(stat_keys, stats_py[j]))
         else:
             entry.update((k, v) for k, v in zip(stat_keys, stats_py[j]) if not math.isnan(v))
-        entry["sample"] = groups.samples[lo + j]
+        sample = groups.samples[lo + j]
+        if isinstance(sample, bytes):
+            sample = orjson.loads(sample) if parse_samples else orjson.Fragment(sample)
+        entry["sample"] = sample
         entry["num_rollouts"] = num[j]
         entry["expected_num_rollouts"] = expected[j]
         entry["missing_num_rollouts"] = expected[j] - num[j]
