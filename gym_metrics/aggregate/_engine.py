@@ -578,12 +578,15 @@ def _fill_samples(
 
 
 def _sample_texts(data: RolloutColumns, positions: list[int], names: list[str]) -> list[bytes]:
-    """Rows at `positions` as JSON text without their indices (parsed, then dropped at once)."""
+    """Rows at `positions` as JSON text without their indices, parsed a slice at a time so
+    the dicts never pile up."""
     out = []
-    for row in _load_rows(data, positions, names, with_indices=False):
-        row.pop(TASK_KEY, None)
-        row.pop(ROLLOUT_KEY, None)
-        out.append(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY))
+    for lo in range(0, len(positions), 8192):
+        for row in _load_rows(data, positions[lo : lo + 8192], names, with_indices=False):
+            row.pop(TASK_KEY, None)
+            row.pop(ROLLOUT_KEY, None)
+            # copied to an exact-size object: orjson's result keeps a ~4 KB block alive
+            out.append(memoryview(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY)).tobytes())
     return out
 
 
