@@ -8,7 +8,6 @@ byte for byte. Non-finite numbers are written as null (JSON has no NaN).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -30,14 +29,14 @@ def output_path_for(rollouts_path: str | Path) -> Path:
 
 
 def write_aggregate_metrics(path: str | Path, aggregates: Iterable[AgentAggregate]) -> Path:
-    """Write the file atomically (temp file + rename): a crash never leaves half a file."""
+    """Write the file atomically (temp file + rename): a killed process never leaves half a
+    file. No fsync: the file is derived data (re-run `aggregate`), and syncing 200 MB costs
+    seconds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("wb") as f:
         write_json(f, aggregates)
-        f.flush()
-        os.fsync(f.fileno())
     tmp.replace(path)
     return path
 
