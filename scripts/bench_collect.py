@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import os
 import platform
 import re
@@ -94,22 +93,29 @@ async def bench_verify_stream(n: int, address: str, batch_size: int = 512) -> fl
 
     bodies = _sample_bodies()
 
+    def body_for(i: int) -> bytes:
+        """A sample body with a fresh answer per task (8 rollouts each, 3 of them wrong), so
+        math_exact's answer caches only help as they would on real data."""
+        task, rollout = divmod(i, 8)
+        body = dict(bodies[i % len(bodies)], _ng_task_index=task, _ng_rollout_index=rollout)
+        answer = task * 7 + 3 if rollout < 5 else task * 7 + 4
+        text = f"Step by step, the total is \\boxed{{{answer}}}."
+        body["response"] = {"output": [{"type": "message", "content": [{"type": "output_text", "text": text}]}]}
+        body["expected_answer"] = str(task * 7 + 3)
+        return orjson.dumps(body)
+
     async def batches():  # type: ignore[no-untyped-def]
-        source = itertools.cycle(bodies)
         for b in range(0, n, batch_size):
-            items = []
-            for i in range(b, min(b + batch_size, n)):
-                body = dict(next(source), _ng_task_index=i, _ng_rollout_index=0)
-                items.append((i, 0, orjson.dumps(body)))
-            yield str(b), items
+            yield str(b), [(i // 8, i % 8, body_for(i)) for i in range(b, min(b + batch_size, n))]
 
     async with ResourcesClient(address) as client:
         start = time.perf_counter()
-        done = 0
+        done = correct = 0
         async for _, outcomes in client.verify_batches(batches()):
             done += len(outcomes)
+            correct += sum(o.reward == 1.0 for o in outcomes)
         elapsed = time.perf_counter() - start
-    assert done == n
+    assert done == n and correct == sum(1 for i in range(n) if i % 8 < 5), "verification went wrong"
     return n / elapsed
 
 
