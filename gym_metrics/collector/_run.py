@@ -1,0 +1,335 @@
+"""Orchestration of one collection: phase 1 (verify / pass through), phase 2 (aggregate)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gym_metrics._transport._client import ResourcesClient, ServerUnavailableError, VerifyOutcome
+from gym_metrics.aggregate import (
+    AgentAggregate,
+    RolloutColumns,
+    local_parts,
+    output_path_for,
+    read_rollouts,
+)
+from gym_metrics.aggregate._columns import ERROR_KEY, concat
+from gym_metrics.aggregate._output import write_aggregate_metrics
+from gym_metrics.aggregate._reader import BadLine, OnBadLine
+from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
+from gym_metrics.collector._outfile import OutputFile
+from gym_metrics.collector._progress import Progress
+from gym_metrics.collector._verify import RetryPolicy, make_batches, verify_all
+from gym_metrics.errors import FieldViolation, InvalidInputError
+
+
+@dataclass
+class CollectOptions:
+    """Knobs of one collection (the CLI's flags)."""
+
+    num_repeats: int | None = None
+    resume: bool = False
+    on_bad_line: OnBadLine = "fail"
+    count_errors_as_zero: bool = False
+    include_rollout_infos: bool = True
+    batch_size: int = 256
+    max_batch_bytes: int = 4 << 20
+    max_in_flight: int = 8
+    aggregate_batch_size: int = 50_000
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+@dataclass
+class CollectResult:
+    """What a collection produced."""
+
+    rollouts_path: Path
+    metrics_path: Path
+    aggregates: list[AgentAggregate]
+    bad_lines: list[BadLine]
+    verified: int
+    passed_through: int
+    skipped_done: int
+    repaired_bytes: int
+
+
+def collect(
+    client: ResourcesClient,
+    input_path: str | Path,
+    output_path: str | Path,
+    options: CollectOptions | None = None,
+    progress: Progress | None = None,
+) -> CollectResult:
+    """Synchronous wrapper of `collect_async`."""
+    return asyncio.run(collect_async(client, input_path, output_path, options, progress))
+
+
+async def collect_async(
+    client: ResourcesClient,
+    input_path: str | Path,
+    output_path: str | Path,
+    options: CollectOptions | None = None,
+    progress: Progress | None = None,
+) -> CollectResult:
+    opts = options or CollectOptions()
+    input_path, output_path = Path(input_path), Path(output_path)
+    if not input_path.is_file():
+        raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
+    log = _logger(progress)
+    info = await _retrying(client.server_info, opts.retry, log)
+    out = OutputFile(output_path, opts.resume)
+    if out.repaired_bytes:
+        log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
+    progress = progress or Progress(_estimate_total(input_path, opts.num_repeats))
+    router = _Router(input_path, opts, out, progress)
+    try:
+        batches = make_batches(router.to_verify(), opts.batch_size, opts.max_batch_bytes)
+        await verify_all(
+            client, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log
+        )
+        router.flush()
+    finally:
+        out.close()
+        progress.close()
+
+    in_memory = (
+        {name: concat(parts) for name, parts in router.columns.items()}
+        if router.complete and not out.done
+        else None
+    )
+    aggregates = await _aggregate_output(client, output_path, router.tasks, opts, info.wants_rows, log, in_memory)
+    metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
+    return CollectResult(
+        rollouts_path=output_path,
+        metrics_path=metrics_path,
+        aggregates=aggregates,
+        bad_lines=router.bad_lines,
+        verified=router.verified,
+        passed_through=router.passed_through,
+        skipped_done=router.skipped_done,
+        repaired_bytes=out.repaired_bytes,
+    )
+
+
+class _Router:
+    """Splits the input: already-verified rows are written at once, the rest are verified."""
+
+    def __init__(self, path: Path, opts: CollectOptions, out: OutputFile, progress: Progress) -> None:
+        self.path, self.opts, self.out, self.progress = path, opts, out, progress
+        self.tasks: dict[str, set[int]] = defaultdict(set)
+        self.bad_lines: list[BadLine] = []
+        self.verified = self.passed_through = self.skipped_done = 0
+        self._pending: list[bytes] = []
+        self.columns: dict[str, list[RolloutColumns]] = defaultdict(list)
+        """Columns of passed-through rows, while every output row is among them."""
+        self.complete = True
+
+    def to_verify(self) -> Iterator[Rollout]:
+        for item in read_input(self.path, self.opts.num_repeats):
+            if isinstance(item, BadLine):
+                self._bad(item)
+                continue
+            if isinstance(item, ScoredLines):
+                self._pass_through(item)
+                continue
+            self.tasks[item.agent].add(item.task)
+            if (item.agent, item.task, item.rollout) in self.out.done:
+                self.skipped_done += 1
+                continue
+            if item.verified:
+                self.complete = False
+                self._pending.append(item.raw + b"\n" if item.raw is not None else dumps_row(item.row))
+                self.passed_through += 1
+                self.progress.add(item.agent, _reward(item.row))
+                if len(self._pending) >= 4096:
+                    self.flush()
+                continue
+            yield item
+        self.flush()
+
+    def _pass_through(self, scored: ScoredLines) -> None:
+        """Already-scored lines, column-wise: keys noted, lines copied, progress counted."""
+        keep = np.ones(len(scored), dtype=bool)
+        for code, name in enumerate(scored.agents):
+            mine = scored.agent_code == code
+            if not mine.any():
+                continue
+            self.tasks[name].update(np.unique(scored.task[mine]).tolist())
+            if self.out.done:
+                for i in np.flatnonzero(mine).tolist():
+                    if (name, int(scored.task[i]), int(scored.rollout[i])) in self.out.done:
+                        keep[i] = False
+            rewards = scored.reward[mine & keep]
+            self.progress.add_many(name, len(rewards), float(np.nansum(rewards)), int(np.isfinite(rewards).sum()))
+        self.skipped_done += int((~keep).sum())
+        if scored.columns is None or not keep.all():
+            self.complete = False
+        elif self.complete:
+            for name, cols in scored.columns.items():
+                self.columns[name].append(cols)
+        self.flush()
+        self.out.write([scored.text(None if keep.all() else keep)])
+        self.passed_through += int(keep.sum())
+        self.progress.tick()
+
+    def record(self, results: list[tuple[Rollout, VerifyOutcome]]) -> None:
+        self.complete = False
+        lines = []
+        for rollout, outcome in results:
+            if outcome.error_kind is None and outcome.response is not None:
+                row = {**rollout.row, **outcome.response}
+                self.progress.add(rollout.agent, outcome.reward)
+            else:
+                row = {**rollout.row, ERROR_KEY: {"kind": outcome.error_kind, "message": outcome.error_message}}
+                row.pop("reward", None)
+                self.progress.add(rollout.agent, None, error=True)
+            lines.append(dumps_row(row))
+        self.flush()
+        self.out.write(lines)
+        self.verified += len(lines)
+        self.progress.tick()
+
+    def flush(self) -> None:
+        if self._pending:
+            self.out.write(self._pending)
+            self._pending = []
+            self.progress.tick()
+
+    def _bad(self, bad: BadLine) -> None:
+        self.bad_lines.append(bad)
+        if self.opts.on_bad_line == "fail":
+            self.flush()
+            raise InvalidInputError(
+                f"{self.path}: bad input line (fix it and re-run with --resume, or use --on-bad-line skip)",
+                [FieldViolation(bad.field, bad.reason, bad.line, row_name="line")],
+            )
+        print(f"warning: skipped {self.path}:{bad}", file=sys.stderr)
+
+
+def _reward(row: dict) -> float | None:  # type: ignore[type-arg]
+    value = row.get("reward")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+async def _aggregate_output(
+    client: ResourcesClient,
+    output_path: Path,
+    tasks: dict[str, set[int]],
+    opts: CollectOptions,
+    wants_rows: bool,
+    log: Callable[[str], None],
+    in_memory: dict[str, RolloutColumns] | None = None,
+) -> list[AgentAggregate]:
+    """Phase 2: each agent's rows of the output, column-wise, through AggregateMetrics. When
+    every output row was passed through from the input, its columns are already in memory."""
+    if in_memory is not None:
+        by_agent = in_memory
+        _reject_duplicate_keys(output_path, by_agent, where="input line")
+    else:
+        rollouts = read_rollouts(output_path, on_bad_line="fail") if output_path.stat().st_size else None
+        by_agent = rollouts.agents if rollouts else {}
+        _reject_duplicate_keys(output_path, by_agent)
+    agents = sorted(set(tasks) | set(by_agent))
+    results = []
+    for agent in agents:
+        cols = by_agent.get(agent)
+        if cols is None:
+            cols = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
+        # A server whose compute_metrics reads rows gets them all; otherwise no row is sent:
+        # samples and rollout_infos come from the rows held here (same engine code), made in
+        # a thread while the server computes.
+        async def call(cols: RolloutColumns = cols, agent: str = agent) -> AgentAggregate:
+            return await client.aggregate(
+                agent,
+                cols,
+                batch_size=opts.aggregate_batch_size,
+                include_rollout_infos=False,
+                expected_rollouts_per_task=opts.num_repeats or 0,
+                expected_task_indices=sorted(tasks.get(agent, ())),
+                include_rows=wants_rows,
+                include_samples=wants_rows,
+                count_errors_as_zero=opts.count_errors_as_zero,
+            )
+
+        parts = asyncio.ensure_future(
+            asyncio.to_thread(
+                local_parts, [cols], opts.count_errors_as_zero, samples=not wants_rows, infos=opts.include_rollout_infos
+            )
+        )
+        try:
+            result = await _retrying(call, opts.retry, log)
+        except BaseException:
+            parts.cancel()
+            raise
+        (await parts).attach(result)
+        results.append(result)
+    return results
+
+
+def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns], where: str = "line") -> None:
+    """A (task, rollout) key twice for one agent (the input repeats it) fails here, naming the
+    output lines, rather than as a bare INVALID_ARGUMENT from the server about stream rows."""
+    violations = []
+    for agent, cols in agents.items():
+        order = np.lexsort((cols.rollout_index, cols.task_index))
+        t, r = cols.task_index[order], cols.rollout_index[order]
+        for i in np.flatnonzero((t[1:] == t[:-1]) & (r[1:] == r[:-1]))[:10].tolist():
+            first, second = sorted((cols.label(int(order[i])), cols.label(int(order[i + 1]))))
+            violations.append(
+                FieldViolation(
+                    "(agent_ref.name, _ng_task_index, _ng_rollout_index)",
+                    f"({agent!r}, {t[i]}, {r[i]}) again (first at {where} {first}): the input repeats this rollout",
+                    second,
+                    row_name=where,
+                )
+            )
+    if violations:
+        raise InvalidInputError(
+            f"{output_path}: rollouts written twice (remove the repeats from the input and from this file, "
+            "then re-run with --resume)",
+            violations,
+        )
+
+
+async def _retrying(call, retry: RetryPolicy, log: Callable[[str], None]):  # type: ignore[no-untyped-def]
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except ServerUnavailableError as exc:
+            attempt += 1
+            if attempt > retry.max_retries:
+                raise ServerUnavailableError(f"{exc} (gave up after {retry.max_retries} retries)") from None
+            wait = retry.delay(attempt)
+            log(f"collect: server unavailable ({exc}); retry {attempt}/{retry.max_retries} in {wait:.1f}s")
+            await asyncio.sleep(wait)
+
+
+def _estimate_total(path: Path, num_repeats: int | None) -> int | None:
+    """Rollouts to expect, for the progress bar: the file size over the mean length of its
+    first lines (x repeats); exact for small files, no full read for big ones."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(1 << 20)
+    lines = head.count(b"\n") + (not head.endswith(b"\n") and bool(head))
+    if not lines:
+        return None
+    estimate = lines if len(head) == size else round(size * lines / len(head))
+    return estimate * (num_repeats or 1)
+
+
+def _logger(progress: Progress | None) -> Callable[[str], None]:
+    def log(message: str) -> None:
+        stream = progress.stream if progress else sys.stderr
+        if progress and progress.live:
+            stream.write("\r\x1b[2K")
+        stream.write(message + "\n")
+        stream.flush()
+
+    return log
