@@ -5,7 +5,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, aggregate_file
+from gym_metrics.compare import Comparison, compare_agents
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
+from gym_metrics.metrics import Metric, MetricResult, get_metric, register_metric
 from gym_metrics.models import AgentRef, BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.registry import register_server, resolve_server
 from gym_metrics.server import SimpleResourcesServer
@@ -25,14 +27,20 @@ __all__ = [
     "Aggregator",
     "BaseVerifyRequest",
     "BaseVerifyResponse",
+    "Comparison",
     "FieldViolation",
     "GymMetricsError",
     "InvalidInputError",
+    "Metric",
+    "MetricResult",
     "NotFoundError",
     "OverloadedError",
     "SimpleResourcesServer",
     "__version__",
     "aggregate_file",
+    "compare_agents",
+    "get_metric",
+    "register_metric",
     "register_server",
     "resolve_server",
     "serve",

@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-key", type=Path, help="PEM private key")
     serve.add_argument("--max-message-mb", type=float, default=64.0, help="max gRPC message size (MiB)")
     serve.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
+    serve.add_argument(
+        "--metrics", nargs="+", metavar="NAME", help="reward reducers to report, e.g. pass@1 pass@8 (replaces the env's)"
+    )
     serve.set_defaults(func=_cmd_serve)
 
     col = sub.add_parser("collect", help="verify rollouts through a server, then aggregate per agent")
@@ -84,7 +87,19 @@ def _parser() -> argparse.ArgumentParser:
     agg.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
     agg.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify (_gm_error) counts as reward 0")
     agg.add_argument("-q", "--quiet", action="store_true", help="print only the output path")
+    agg.add_argument("--economics", action="store_true", help="add tokens / wall time / cost per agent (`economics`)")
     agg.set_defaults(func=_cmd_aggregate)
+
+    cmp = sub.add_parser("compare", help="paired difference between two agents over their common tasks")
+    cmp.add_argument("rollouts", type=Path, help="rollouts JSONL with both agents")
+    cmp.add_argument("--agents", nargs=2, required=True, metavar=("A", "B"), help="report A - B")
+    cmp.add_argument("--metric", default="mean_reward", help="mean_reward, pass_rate, pass@k, pass^k or a registered metric")
+    cmp.add_argument("--resamples", type=_positive, default=10_000, help="paired bootstrap resamples")
+    cmp.add_argument("--seed", type=int, default=0, help="bootstrap seed (same seed, same interval)")
+    cmp.add_argument("--field", default="reward", help="the per-rollout reward field")
+    cmp.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip bad lines")
+    cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    cmp.set_defaults(func=_cmd_compare)
     return parser
 
 
@@ -124,28 +139,38 @@ def _cmd_serve(ns: argparse.Namespace) -> int:
         tls_key_file=ns.tls_key,
         grace_seconds=ns.grace,
     )
-    serve(env_cls, config, workers=ns.workers)
+    serve(env_cls, config, workers=ns.workers, metrics=ns.metrics)
     return 0
 
 
 def _cmd_aggregate(ns: argparse.Namespace) -> int:
     from gym_metrics.aggregate import AggregateOptions, aggregate_file
 
-    compute = keys = None
+    compute = keys = columns = None
     if ns.env:
         from gym_metrics.registry import resolve_server
 
         env = resolve_server(ns.env)()
         compute = env.compute_metrics if env.wants_rows else None
         keys = env.get_key_metrics
+        columns = env.column_metrics_hook()
     options = AggregateOptions(
         include_rollout_infos=not ns.no_rollout_infos,
         expected_rollouts_per_task=ns.expected_rollouts,
         count_errors_as_zero=ns.count_errors_as_zero,
     )
     started = time.perf_counter()
+    econ: dict[str, dict[str, float | int]] = {}
+    extra = _economics_section(econ) if ns.economics else None
     out, results, rollouts = aggregate_file(
-        ns.rollouts, ns.output, options=options, compute_metrics=compute, get_key_metrics=keys, on_bad_line=ns.on_bad_line
+        ns.rollouts,
+        ns.output,
+        options=options,
+        compute_metrics=compute,
+        get_key_metrics=keys,
+        column_metrics=columns,
+        on_bad_line=ns.on_bad_line,
+        extra=extra,
     )
     elapsed = time.perf_counter() - started
     for bad in rollouts.bad_lines[:_SHOW_VIOLATIONS]:
@@ -156,12 +181,67 @@ def _cmd_aggregate(ns: argparse.Namespace) -> int:
         print(out)
         return 0
     print(format_key_metrics({r.agent_name: r.key_metrics for r in results}))
+    if econ:
+        print("\n" + format_economics(econ) + "\n")
     for r in results:
         if r.non_finite_counts:
             counts = ", ".join(f"{k}: {v}" for k, v in r.non_finite_counts.items())
             print(f"note: {r.agent_name}: non-finite values left out of the stats ({counts})", file=sys.stderr)
     skipped = f", {len(rollouts.bad_lines)} bad lines skipped" if rollouts.bad_lines else ""
     print(f"{rollouts.rows_read} rollouts, {len(results)} agents in {elapsed:.2f}s{skipped} -> {out}")
+    return 0
+
+
+def _economics_section(into: dict[str, dict[str, float | int]]) -> Any:
+    """aggregate_file's `extra` hook: each agent's economics, kept in `into` for the table."""
+    from gym_metrics.economics import economics
+
+    def section(agent: str, cols: Any) -> dict[str, Any]:
+        into[agent] = economics(cols)
+        return {"economics": into[agent]}
+
+    return section
+
+
+def format_economics(by_agent: dict[str, dict[str, float | int]]) -> str:
+    """One row per (agent, usage field): per-rollout mean / p50 / p90, total, and how many
+    rollouts lack it; then each agent's cost and tokens per passing task."""
+    from gym_metrics.economics import PREFIX
+
+    header = ["agent", "field", "mean", "p50", "p90", "total", "rollouts", "missing"]
+    rows = []
+    notes = []
+    for agent in sorted(by_agent):
+        econ = by_agent[agent]
+        fields = [k[len(PREFIX) : -len("/missing_rollouts")] for k in econ if k.endswith("/missing_rollouts")]
+        for f in fields:
+            stats = [econ.get(f"{PREFIX}{f}/{s}") for s in ("mean", "p50", "p90", "total", "rollouts", "missing_rollouts")]
+            rows.append([agent, f, *(_fmt(v) for v in stats)])
+        per_pass = [
+            f"{label} {_fmt(econ[PREFIX + key])}"
+            for key, label in (("cost_per_passing_task", "cost"), ("tokens_per_passing_task", "tokens"))
+            if PREFIX + key in econ
+        ]
+        passing = f"{econ[PREFIX + 'passing_tasks']} of {econ[PREFIX + 'tasks']} tasks pass"
+        notes.append(f"{agent}: {passing}" + (f"; per passing task: {', '.join(per_pass)}" if per_pass else ""))
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(["economics (per rollout; missing = rollouts without the field, not counted as 0)", *lines, *notes])
+
+
+def _cmd_compare(ns: argparse.Namespace) -> int:
+    import orjson
+
+    from gym_metrics.compare import compare_agents
+
+    result = compare_agents(
+        ns.rollouts, *ns.agents, metric=ns.metric, resamples=ns.resamples, seed=ns.seed, field=ns.field, on_bad_line=ns.on_bad_line
+    )
+    if ns.json:
+        print(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(result.summary())
     return 0
 
 

@@ -1,22 +1,34 @@
 """SimpleResourcesServer: what an environment author subclasses. No transport code here.
 
 Override `verify` (one rollout in, a reward and custom fields out) and, optionally,
-`compute_metrics` (all of an agent's rows, grouped by task) and `get_key_metrics`.
+`compute_metrics` (all of an agent's rows, grouped by task) and `get_key_metrics`. Reward
+reducers listed by name in `metrics` and headline metrics chosen by pattern in `key_metrics`
+need no code at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import functools
 import inspect
 import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
+import numpy as np
 import pydantic
 
-from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, RolloutColumns, default_key_metrics
+from gym_metrics.aggregate import (
+    AgentAggregate,
+    AggregateOptions,
+    Aggregator,
+    ColumnMetrics,
+    RolloutColumns,
+    default_key_metrics,
+)
 from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.metrics import TaskRewards, TaskRewardsLike, summarize_metrics
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 
 
@@ -30,7 +42,13 @@ class SimpleResourcesServer:
     name: ClassVar[str] = ""
     """Environment name reported by GetServerInfo (default: the class name)."""
     metrics: ClassVar[list[str]] = []
-    """Reward reducers (by registry name) to add to agent_metrics."""
+    """Reward reducers by registry name (e.g. "pass@1", "pass@8", "pass^8", "mean_reward"):
+    each one's value and uncertainty keys (`<name>/stderr`, `/ci_low_95`, `/ci_high_95`,
+    `/tasks_used`, `/tasks_dropped`) go into agent_metrics, computed from each task's `reward`
+    values in rollout order. `serve(..., metrics=[...])` replaces the list."""
+    key_metrics: ClassVar[list[str]] = []
+    """fnmatch patterns (e.g. "mean/reward", "pass@*") choosing key_metrics in the default
+    get_key_metrics; empty: every `mean/` metric (SPEC A8)."""
 
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         """Score one rollout. Must be overridden."""
@@ -44,8 +62,16 @@ class SimpleResourcesServer:
         return {}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        """Headline metrics; default: every `mean/` metric (SPEC A8)."""
-        return default_key_metrics(agent_metrics)
+        """Headline metrics: those matching a `key_metrics` pattern, in agent_metrics order;
+        without patterns every `mean/` metric (SPEC A8)."""
+        if not self.key_metrics:
+            return default_key_metrics(agent_metrics)
+        patterns = list(self.key_metrics)
+        return {k: v for k, v in agent_metrics.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
+
+    def reward_metrics(self, task_rewards: TaskRewardsLike) -> dict[str, float | int]:
+        """The listed reducers (`metrics`) over per-task rewards, with their uncertainty keys."""
+        return summarize_metrics(self.metrics, task_rewards)
 
     # ----- framework side: called by the transport, the CLI and tests -----
 
@@ -65,8 +91,25 @@ class SimpleResourcesServer:
 
     @property
     def wants_rows(self) -> bool:
-        """True when compute_metrics is overridden, so aggregation needs full rows."""
+        """True when compute_metrics is overridden, so aggregation needs full rows. (Listed
+        reducers need only the reward column, which is always there.)"""
         return type(self).compute_metrics is not SimpleResourcesServer.compute_metrics
+
+    def column_metrics_hook(self) -> ColumnMetrics | None:
+        """The engine hook adding the listed reducers from the reward column (no row dicts);
+        None when no reducer is listed."""
+        if not self.metrics:
+            return None
+
+        def reducers(columns: RolloutColumns) -> dict[str, Any]:
+            reward = columns.fields.get("reward")
+            if reward is None:  # no rewards at all: every task is empty
+                values, valid = np.zeros(len(columns)), np.zeros(len(columns), bool)
+            else:
+                values, valid = reward.values, reward.present
+            return self.reward_metrics(TaskRewards.from_columns(columns.task_index, values, valid))
+
+        return reducers
 
     def parse_verify_request(self, body: Mapping[str, Any] | str | bytes, row: int | None = None) -> BaseVerifyRequest:
         """Validate a request body; errors name every bad field (and the row, when given).
@@ -117,7 +160,7 @@ class SimpleResourcesServer:
     def finalize(self, aggregator: Aggregator) -> AgentAggregate:
         """Compute the agent's metrics with this environment's hooks (CPU-bound: run off-loop)."""
         compute = self.compute_metrics if self.wants_rows else None
-        return aggregator.finalize(compute, self.get_key_metrics)
+        return aggregator.finalize(compute, self.get_key_metrics, self.column_metrics_hook())
 
     async def aggregate_metrics(
         self,

@@ -11,6 +11,7 @@ import multiprocessing.connection
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -25,6 +26,7 @@ from gym_metrics._transport._health import HealthServicer
 from gym_metrics._transport._interceptors import AccessLogInterceptor, AuthInterceptor
 from gym_metrics._transport._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics.metrics import resolve_metrics
 from gym_metrics.registry import resolve_server
 from gym_metrics.server import SimpleResourcesServer
 from gym_metrics.v1 import resources_pb2, resources_pb2_grpc
@@ -133,14 +135,23 @@ class RunningServer:
         await self.stop(0 if exc_type is not None else None)
 
 
-def load_env(target: EnvTarget) -> SimpleResourcesServer:
-    """An environment instance from an instance, a class or a `resolve_server` name."""
+def load_env(target: EnvTarget, metrics: Sequence[str] | None = None) -> SimpleResourcesServer:
+    """An environment instance from an instance, a class or a `resolve_server` name.
+
+    `metrics` (reward reducer names) replaces the environment's `metrics` list; every name is
+    checked here, so a typo fails before the server binds.
+    """
     if isinstance(target, SimpleResourcesServer):
-        return target
-    cls = resolve_server(target) if isinstance(target, str) else target
-    if not (isinstance(cls, type) and issubclass(cls, SimpleResourcesServer)):
-        raise TypeError(f"cannot serve {target!r}: need a SimpleResourcesServer instance, subclass or name")
-    return cls()
+        env = target
+    else:
+        cls = resolve_server(target) if isinstance(target, str) else target
+        if not (isinstance(cls, type) and issubclass(cls, SimpleResourcesServer)):
+            raise TypeError(f"cannot serve {target!r}: need a SimpleResourcesServer instance, subclass or name")
+        env = cls()
+    if metrics is not None:
+        setattr(env, "metrics", list(dict.fromkeys(metrics)))  # shadows the ClassVar on this instance
+    resolve_metrics(env.metrics)
+    return env
 
 
 def server_options(config: ServerConfig, *, reuse_port: bool = False) -> list[tuple[str, Any]]:
@@ -168,14 +179,19 @@ def _credentials(config: ServerConfig) -> grpc.ServerCredentials:
 
 
 async def start_server(
-    env: EnvTarget, config: ServerConfig | None = None, *, reuse_port: bool = False
+    env: EnvTarget,
+    config: ServerConfig | None = None,
+    *,
+    reuse_port: bool = False,
+    metrics: Sequence[str] | None = None,
 ) -> RunningServer:
     """Build, bind and start a server for `env`; returns once it accepts calls.
 
-    `reuse_port` is for worker processes that share one port (see `serve(workers=...)`).
+    `reuse_port` is for worker processes that share one port (see `serve(workers=...)`);
+    `metrics` replaces the environment's reward reducers (see `load_env`).
     """
     config = config or ServerConfig()
-    env = load_env(env)
+    env = load_env(env, metrics)
     interceptors: list[aio.ServerInterceptor] = []
     if config.log_requests:
         interceptors.append(AccessLogInterceptor())  # outermost: also logs refused calls
@@ -203,9 +219,17 @@ async def start_server(
     return RunningServer(server=server, port=port, config=config, health=health_servicer, env=env)
 
 
-def serve(target: EnvTarget, config: ServerConfig | None = None, *, workers: int = 1, **overrides: Any) -> None:
+def serve(
+    target: EnvTarget,
+    config: ServerConfig | None = None,
+    *,
+    workers: int = 1,
+    metrics: Sequence[str] | None = None,
+    **overrides: Any,
+) -> None:
     """Serve `target` until SIGTERM or SIGINT, then shut down gracefully. Blocks.
 
+    `metrics` (reward reducer names) replaces the environment's `metrics` list.
     `overrides` replace fields of `config` (e.g. `port=0`). Prints
     "... listening on HOST:PORT" to stderr once bound, so a parent process can read the port.
     A second signal cuts the grace period short. With `workers > 1`, that many processes
@@ -221,7 +245,7 @@ def serve(target: EnvTarget, config: ServerConfig | None = None, *, workers: int
             "workers > 1 needs a fixed port: the workers share one port through SO_REUSEPORT, "
             "and with port 0 each would get a different random one"
         )
-    env = load_env(target)  # resolve once, in the parent, so a bad target fails before forking
+    env = load_env(target, metrics)  # resolve once, in the parent, so a bad target fails before forking
     _ensure_log_handler()
     if workers == 1:
         asyncio.run(_serve_async(env, config, reuse_port=False, signals=_SHUTDOWN_SIGNALS, label=""))

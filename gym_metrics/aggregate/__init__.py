@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from gym_metrics.aggregate._columns import NumericField, RolloutColumns, ValueKind
 from gym_metrics.aggregate._engine import (
     AgentAggregate,
     AggregateOptions,
     Aggregator,
+    ColumnMetrics,
     ComputeMetrics,
     GetKeyMetrics,
     GroupTable,
@@ -28,15 +31,24 @@ def aggregate_file(
     compute_metrics: ComputeMetrics | None = None,
     get_key_metrics: GetKeyMetrics | None = None,
     on_bad_line: OnBadLine = "fail",
+    extra: Callable[[str, RolloutColumns], Mapping[str, Any]] | None = None,
+    column_metrics: ColumnMetrics | None = None,
 ) -> tuple[Path, list[AgentAggregate], RolloutFile]:
-    """Aggregate a rollouts JSONL in-process and write `<stem>_aggregate_metrics.json`."""
+    """Aggregate a rollouts JSONL in-process and write `<stem>_aggregate_metrics.json`.
+
+    `extra(agent_name, columns)` returns sections ({name: JSON-able}) added to each agent's
+    entry after `non_finite_counts` (e.g. `economics`): views the engine does not compute.
+    """
     rollouts = read_rollouts(rollouts_path, on_bad_line=on_bad_line)
     results = []
+    sections: dict[str, Mapping[str, Any]] = {}
     for name in sorted(rollouts.agents):
+        if extra is not None:
+            sections[name] = extra(name, rollouts.agents[name])
         agg = Aggregator(name, options)
         agg.add(rollouts.agents[name])
-        results.append(agg.finalize(compute_metrics, get_key_metrics))
-    out = write_aggregate_metrics(output_path or output_path_for(rollouts_path), results)
+        results.append(agg.finalize(compute_metrics, get_key_metrics, column_metrics))
+    out = write_aggregate_metrics(output_path or output_path_for(rollouts_path), results, sections or None)
     return out, results, rollouts
 
 
@@ -45,6 +57,7 @@ __all__ = [
     "AggregateOptions",
     "Aggregator",
     "BadLine",
+    "ColumnMetrics",
     "GroupTable",
     "NumericField",
     "RolloutColumns",

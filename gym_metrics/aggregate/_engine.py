@@ -39,6 +39,9 @@ COVERAGE_KEYS = (
 
 ComputeMetrics = Callable[[list[list[dict[str, Any]]]], dict[str, Any]]
 GetKeyMetrics = Callable[[dict[str, Any]], dict[str, Any]]
+ColumnMetrics = Callable[[RolloutColumns], dict[str, Any]]
+"""Agent metrics from the measured rows as columns, sorted by (task, rollout): for metrics
+that need only numeric fields (reward reducers), so no row dict is ever built."""
 
 
 def default_key_metrics(agent_metrics: dict[str, Any]) -> dict[str, Any]:
@@ -128,10 +131,13 @@ class Aggregator:
         self,
         compute_metrics: ComputeMetrics | None = None,
         get_key_metrics: GetKeyMetrics | None = None,
+        column_metrics: ColumnMetrics | None = None,
     ) -> AgentAggregate:
-        """Compute the metrics. Pure function of the set of rows added (not their order)."""
+        """Compute the metrics. Pure function of the set of rows added (not their order).
+
+        `column_metrics`' keys go into agent_metrics before `compute_metrics`' (which win)."""
         data = _sorted_unique(concat(self._batches)) if self._batches else None
-        return _aggregate(self.agent_name, data, self.options, compute_metrics, get_key_metrics)
+        return _aggregate(self.agent_name, data, self.options, compute_metrics, get_key_metrics, column_metrics)
 
 
 def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
@@ -176,6 +182,7 @@ def _aggregate(
     options: AggregateOptions,
     compute_metrics: ComputeMetrics | None,
     get_key_metrics: GetKeyMetrics | None,
+    column_metrics: ColumnMetrics | None = None,
 ) -> AgentAggregate:
     received = len(data) if data is not None else 0
     if data is None:
@@ -233,6 +240,8 @@ def _aggregate(
     if options.include_samples:
         _fill_samples(groups, data, measured_pos[starts] if len(measured_pos) else measured_pos, tasks, names)
 
+    if column_metrics is not None and len(measured_pos):
+        agent_metrics.update(column_metrics(m))
     if compute_metrics is not None and len(measured_pos):
         custom = dict(compute_metrics(_rows_by_task(data, measured_pos, starts, names)) or {})
         per_task = custom.pop("per_task_metrics", None)

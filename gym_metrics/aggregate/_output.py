@@ -8,7 +8,7 @@ byte for byte. Non-finite numbers are written as null (JSON has no NaN).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,7 +28,12 @@ def output_path_for(rollouts_path: str | Path) -> Path:
     return p.with_name(f"{p.stem}_aggregate_metrics.json")
 
 
-def write_aggregate_metrics(path: str | Path, aggregates: Iterable[AgentAggregate]) -> Path:
+Extra = Mapping[str, Mapping[str, Any]]
+"""Per agent name, extra sections ({section name: JSON-able value}) written after
+`non_finite_counts`, in the mapping's order (e.g. `{"alpha": {"economics": {...}}}`)."""
+
+
+def write_aggregate_metrics(path: str | Path, aggregates: Iterable[AgentAggregate], extra: Extra | None = None) -> Path:
     """Write the file atomically (temp file + rename): a killed process never leaves half a
     file. No fsync: the file is derived data (re-run `aggregate`), and syncing 200 MB costs
     seconds."""
@@ -36,16 +41,16 @@ def write_aggregate_metrics(path: str | Path, aggregates: Iterable[AgentAggregat
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("wb") as f:
-        write_json(f, aggregates)
+        write_json(f, aggregates, extra)
     tmp.replace(path)
     return path
 
 
-def write_json(f: IO[bytes], aggregates: Iterable[AgentAggregate]) -> None:
+def write_json(f: IO[bytes], aggregates: Iterable[AgentAggregate], extra: Extra | None = None) -> None:
     f.write(b"[")
     for i, agg in enumerate(sorted(aggregates, key=lambda a: a.agent_name)):
         f.write(b",\n" if i else b"\n")
-        _write_agent(f, agg)
+        _write_agent(f, agg, (extra or {}).get(agg.agent_name, {}))
     f.write(b"\n]\n")
 
 
@@ -57,7 +62,7 @@ def _indent(blob: bytes, spaces: int) -> bytes:
     return blob.replace(b"\n", b"\n" + b" " * spaces)
 
 
-def _write_agent(f: IO[bytes], agg: AgentAggregate) -> None:
+def _write_agent(f: IO[bytes], agg: AgentAggregate, extra: Mapping[str, Any] | None = None) -> None:
     f.write(b'  {\n    "agent_ref": ' + _dump({"name": agg.agent_name}))
     f.write(b',\n    "agent_metrics": ' + _indent(_dump(agg.agent_metrics, indent=True), 4))
     f.write(b',\n    "key_metrics": ' + _indent(_dump(agg.key_metrics, indent=True), 4))
@@ -73,6 +78,8 @@ def _write_agent(f: IO[bytes], agg: AgentAggregate) -> None:
         f.write((b",\n      " if i else b"\n      ") + _dump(entry))
     f.write(b"\n    ]" if agg.repeat_level_metrics else b"]")
     f.write(b',\n    "non_finite_counts": ' + _dump(agg.non_finite_counts))
+    for name, value in (extra or {}).items():
+        f.write(b",\n    " + _dump(name) + b": " + _indent(_dump(value, indent=True), 4))
     f.write(b"\n  }")
 
 
