@@ -12,21 +12,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import orjson
 
 from gym_metrics.aggregate._columns import (
     ERROR_KINDS,
-    ROLLOUT_KEY,
-    ROLLOUT_KEY_ALIASES,
     TASK_KEY,
-    TASK_KEY_ALIASES,
-    RowParseError,
     NumericField,
     RolloutColumns,
     concat,
-    minimal_row,
 )
-from gym_metrics.aggregate._stats import group_starts, grouped_stats, quantile_sorted, t_interval
+from gym_metrics.aggregate._repeats import across_repeats, repeat_level_entries
+from gym_metrics.aggregate._rows import rows_by_task, sample_texts
+from gym_metrics.aggregate._stats import group_starts, grouped_stats
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 GROUP_STATS = ("mean", "max", "min", "median", "std")
@@ -223,8 +219,8 @@ def _aggregate(
 
     repeat_level: list[dict[str, Any]] = []
     if len(np.unique(m.rollout_index)) >= 2:
-        repeat_level = _repeat_level(m, names, valid, len(tasks))
-        agent_metrics.update(_across_repeats(repeat_level, names))
+        repeat_level = repeat_level_entries(m, names, valid, len(tasks))
+        agent_metrics.update(across_repeats(repeat_level, names))
     agent_metrics.update(coverage)
     agent_metrics.update(errors)
 
@@ -243,7 +239,7 @@ def _aggregate(
     if column_metrics is not None and len(measured_pos):
         agent_metrics.update(column_metrics(m))
     if compute_metrics is not None and len(measured_pos):
-        custom = dict(compute_metrics(_rows_by_task(data, measured_pos, starts, names)) or {})
+        custom = dict(compute_metrics(rows_by_task(data, measured_pos, starts, names)) or {})
         per_task = custom.pop("per_task_metrics", None)
         if per_task:
             _merge_per_task(groups, per_task)
@@ -300,7 +296,7 @@ def local_parts(
     names = sorted(k for k, v in data.fields.items() if v.present[keep].any())
     tasks = data.task_index[keep]
     firsts = keep[np.flatnonzero(np.concatenate(([True], tasks[1:] != tasks[:-1])))] if len(keep) else keep
-    rows = _sample_texts(data, firsts.tolist(), names) if samples else None
+    rows = sample_texts(data, firsts.tolist(), names) if samples else None
     table = None
     if infos:
         fields = {k: data.fields[k].take(keep) for k in names}
@@ -402,109 +398,6 @@ def _masked_per_task(data: RolloutColumns, tasks: np.ndarray) -> dict[int, int]:
     return dict(zip(t.tolist(), c.tolist()))
 
 
-def _repeat_level(
-    m: RolloutColumns, names: list[str], valid: dict[str, np.ndarray], total_tasks: int
-) -> list[dict[str, Any]]:
-    """SPEC A7: stats of each rollout index across tasks."""
-    order = np.lexsort((m.task_index, m.rollout_index))
-    r = m.rollout_index[order]
-    starts = group_starts(r)
-    sizes = np.diff(np.append(starts, len(r)))
-    gid = np.repeat(np.arange(len(starts)), sizes)
-    per_field = {}
-    for k in names:
-        s = grouped_stats(m.fields[k].values[order], valid[k][order], gid, starts)
-        p25 = quantile_sorted(s.sorted_values, starts, s.count, 0.25)
-        p75 = quantile_sorted(s.sorted_values, starts, s.count, 0.75)
-        per_field[k] = (s, p25, p75)
-    out = []
-    for g, start in enumerate(starts.tolist()):
-        entry: dict[str, Any] = {
-            ROLLOUT_KEY: int(r[start]),
-            "sample_count": int(sizes[g]),
-            "missing_count": int(total_tasks - sizes[g]),
-        }
-        for k in names:
-            s, p25, p75 = per_field[k]
-            n = int(s.count[g])
-            if n == 0:
-                continue
-            mean = float(s.mean[g])
-            std = float(s.std[g]) if n > 1 else 0.0
-            sem = std / n**0.5
-            entry[f"mean/{k}"] = mean
-            entry[f"median/{k}"] = float(s.median[g])
-            entry[f"std/{k}"] = std
-            entry[f"sem/{k}"] = sem
-            entry[f"min/{k}"] = float(s.min[g])
-            entry[f"max/{k}"] = float(s.max[g])
-            entry[f"p25/{k}"] = float(p25[g])
-            entry[f"p75/{k}"] = float(p75[g])
-            ci = t_interval(mean, sem, n)
-            if ci:
-                entry[f"ci_low_95/{k}"], entry[f"ci_high_95/{k}"] = ci
-        out.append(entry)
-    return out
-
-
-def _across_repeats(repeat_level: list[dict[str, Any]], names: list[str]) -> dict[str, float]:
-    """SPEC A7: each repeat's `mean/<f>` treated as one observation."""
-    out: dict[str, float] = {}
-    for k in names:
-        key = f"mean/{k}"
-        if not _is_primary_metric(key):
-            continue
-        x = np.array([e[key] for e in repeat_level if key in e], dtype=np.float64)
-        n = len(x)
-        if n == 0:
-            continue
-        s = grouped_stats(x, np.ones(n, bool), np.zeros(n, np.int64), np.zeros(1, np.int64))
-        mean = float(s.mean[0])
-        std = float(s.std[0]) if n > 1 else 0.0
-        se = std / n**0.5
-        out[f"mean_across_repeats/{key}"] = mean
-        out[f"median_across_repeats/{key}"] = float(s.median[0])
-        out[f"std_across_repeats/{key}"] = std
-        out[f"min_across_repeats/{key}"] = float(s.min[0])
-        out[f"max_across_repeats/{key}"] = float(s.max[0])
-        out[f"se_across_repeats/{key}"] = se
-        ci = t_interval(mean, se, n)
-        if ci:
-            out[f"ci_low_95_across_repeats/{key}"], out[f"ci_high_95_across_repeats/{key}"] = ci
-    return out
-
-
-# NeMo Gym aggregates across repeats only "primary" metrics: a name that reads like a summary
-# statistic or an uncertainty estimate is skipped (so `mean/judge/max` or `mean/acc_ci_lower`
-# get no `*_across_repeats/` block). Every name here starts with "mean/", so only the suffix and
-# marker rules can apply.
-_NOT_PRIMARY_SUFFIXES = (
-    "/max",
-    "/min",
-    "/median",
-    "/p5",
-    "/p25",
-    "/p75",
-    "/p95",
-    "/ci_low_95",
-    "/ci_high_95",
-    "/ci_lower",
-    "/ci_upper",
-    "_ci_lower",
-    "_ci_upper",
-    "_ci95_lower",
-    "_ci95_upper",
-    "/_ng_attempt_index",
-    "/std_dev_across_runs",
-    "/std_err_across_runs",
-    "/avg_sample_std_dev",
-)
-
-
-def _is_primary_metric(name: str) -> bool:
-    return not name.endswith(_NOT_PRIMARY_SUFFIXES) and "_across_repeats/" not in name
-
-
 def _with_expected_tasks(
     groups: GroupTable, options: AggregateOptions, masked_per_task: dict[int, int], failed_per_task: dict[int, int]
 ) -> GroupTable:
@@ -532,71 +425,13 @@ def _with_expected_tasks(
     return groups
 
 
-def _rows_by_task(
-    data: RolloutColumns, measured_pos: np.ndarray, starts: np.ndarray, names: list[str]
-) -> list[list[dict[str, Any]]]:
-    """Full measured rows per task (tasks and rollouts ascending), rebuilt when rows are absent."""
-    bounds = np.append(starts, len(measured_pos)).tolist()
-    out = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        out.append(_load_rows(data, measured_pos[a:b].tolist(), names))
-    return out
-
-
-def _load_rows(
-    data: RolloutColumns, positions: list[int], names: list[str], with_indices: bool = True
-) -> list[dict[str, Any]]:
-    """Full rows at `positions` (with their indices unless told not to bother); rows that were
-    not sent are rebuilt from their numeric fields."""
-    if data.rows is None:
-        return [_minimal_row(data, pos, names) for pos in positions]
-    try:
-        loaded = data.rows.load(positions)
-    except RowParseError as exc:
-        raise InvalidInputError(
-            "invalid row", [FieldViolation("row_json", exc.reason, data.label(exc.position), data.label_name)]
-        ) from None
-    out = []
-    for pos, row in zip(positions, loaded):
-        if row is None:
-            out.append(_minimal_row(data, pos, names))
-            continue
-        if not with_indices:
-            out.append(row)
-            continue
-        if all(row.get(k) is None for k in TASK_KEY_ALIASES):
-            row[TASK_KEY] = int(data.task_index[pos])
-        if all(row.get(k) is None for k in ROLLOUT_KEY_ALIASES):
-            row[ROLLOUT_KEY] = int(data.rollout_index[pos])
-        out.append(row)
-    return out
-
-
-def _minimal_row(data: RolloutColumns, pos: int, names: list[str]) -> dict[str, Any]:
-    fields = {k: data.fields[k] for k in names}
-    return minimal_row(fields, pos, int(data.task_index[pos]), int(data.rollout_index[pos]))
-
-
 def _fill_samples(
     groups: GroupTable, data: RolloutColumns, first_pos: np.ndarray, tasks: np.ndarray, names: list[str]
 ) -> None:
     """`sample` = the task's first measured rollout row, without its indices."""
     position = np.searchsorted(groups.task_index, tasks).tolist()
-    for i, text in zip(position, _sample_texts(data, first_pos.tolist(), names)):
+    for i, text in zip(position, sample_texts(data, first_pos.tolist(), names)):
         groups.samples[i] = text
-
-
-def _sample_texts(data: RolloutColumns, positions: list[int], names: list[str]) -> list[bytes]:
-    """Rows at `positions` as JSON text without their indices, parsed a slice at a time so
-    the dicts never pile up."""
-    out = []
-    for lo in range(0, len(positions), 8192):
-        for row in _load_rows(data, positions[lo : lo + 8192], names, with_indices=False):
-            row.pop(TASK_KEY, None)
-            row.pop(ROLLOUT_KEY, None)
-            # copied to an exact-size object: orjson's result keeps a ~4 KB block alive
-            out.append(memoryview(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY)).tobytes())
-    return out
 
 
 def _merge_per_task(groups: GroupTable, per_task: list[dict[str, Any]]) -> None:

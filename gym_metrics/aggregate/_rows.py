@@ -1,0 +1,77 @@
+"""Full rows for the few places that need them: compute_metrics and each task's sample."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+
+from gym_metrics.aggregate._columns import (
+    ROLLOUT_KEY,
+    ROLLOUT_KEY_ALIASES,
+    TASK_KEY,
+    TASK_KEY_ALIASES,
+    RolloutColumns,
+    RowParseError,
+    minimal_row,
+)
+from gym_metrics.errors import FieldViolation, InvalidInputError
+
+
+def rows_by_task(
+    data: RolloutColumns, measured_pos: np.ndarray, starts: np.ndarray, names: list[str]
+) -> list[list[dict[str, Any]]]:
+    """Full measured rows per task (tasks and rollouts ascending), rebuilt when rows are absent."""
+    bounds = np.append(starts, len(measured_pos)).tolist()
+    out = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        out.append(load_rows(data, measured_pos[a:b].tolist(), names))
+    return out
+
+
+def load_rows(
+    data: RolloutColumns, positions: list[int], names: list[str], with_indices: bool = True
+) -> list[dict[str, Any]]:
+    """Full rows at `positions` (with their indices unless told not to bother); rows that were
+    not sent are rebuilt from their numeric fields."""
+    if data.rows is None:
+        return [_minimal_row(data, pos, names) for pos in positions]
+    try:
+        loaded = data.rows.load(positions)
+    except RowParseError as exc:
+        raise InvalidInputError(
+            "invalid row", [FieldViolation("row_json", exc.reason, data.label(exc.position), data.label_name)]
+        ) from None
+    out = []
+    for pos, row in zip(positions, loaded):
+        if row is None:
+            out.append(_minimal_row(data, pos, names))
+            continue
+        if not with_indices:
+            out.append(row)
+            continue
+        if all(row.get(k) is None for k in TASK_KEY_ALIASES):
+            row[TASK_KEY] = int(data.task_index[pos])
+        if all(row.get(k) is None for k in ROLLOUT_KEY_ALIASES):
+            row[ROLLOUT_KEY] = int(data.rollout_index[pos])
+        out.append(row)
+    return out
+
+
+def _minimal_row(data: RolloutColumns, pos: int, names: list[str]) -> dict[str, Any]:
+    fields = {k: data.fields[k] for k in names}
+    return minimal_row(fields, pos, int(data.task_index[pos]), int(data.rollout_index[pos]))
+
+
+def sample_texts(data: RolloutColumns, positions: list[int], names: list[str]) -> list[bytes]:
+    """Rows at `positions` as JSON text without their indices, parsed a slice at a time so
+    the dicts never pile up."""
+    out = []
+    for lo in range(0, len(positions), 8192):
+        for row in load_rows(data, positions[lo : lo + 8192], names, with_indices=False):
+            row.pop(TASK_KEY, None)
+            row.pop(ROLLOUT_KEY, None)
+            # copied to an exact-size object: orjson's result keeps a ~4 KB block alive
+            out.append(memoryview(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY)).tobytes())
+    return out
