@@ -100,7 +100,18 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip bad lines")
     cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp.set_defaults(func=_cmd_compare)
+
+    ev = sub.add_parser("evaluate", help="score a JSONL dataset with a row metric (in-process or through --server)")
+    _evaluate_command().add_arguments(ev)
+    ev.set_defaults(func=lambda ns: _evaluate_command().run(ns))
     return parser
+
+
+def _evaluate_command() -> Any:
+    """The evaluate subcommand lives beside the evaluate API (imported on use)."""
+    from gym_metrics.evaluate import _command
+
+    return _command
 
 
 def _positive(text: str) -> int:

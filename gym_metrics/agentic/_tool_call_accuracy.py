@@ -1,0 +1,188 @@
+"""Tool call accuracy (SPEC C1): RAGAS 0.4.3 `ToolCallAccuracy`, what NeMo Evaluator reports.
+
+Rows hold `user_input` (messages `{content, type: human|ai|tool, tool_calls: [{name, args}]}`)
+and `reference_tool_calls` (`[{name, args}]`). Rows are checked the way RAGAS's pydantic models
+check them, so a row RAGAS rejects is a RowError naming the field, never a crash and never a
+number RAGAS would not give. Arguments are compared as Python `str()` text, like RAGAS's
+ExactMatch: 5 == "5", 5 != 5.0, True == "True", and dict key order matters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from gym_metrics.evaluate import RowError
+
+MESSAGE_TYPES = ("human", "ai", "tool")
+
+
+class ToolCall(NamedTuple):
+    """One call: the tool's name and its arguments (already-decoded JSON values)."""
+
+    name: str
+    args: Mapping[str, Any]
+
+
+def tool_call_accuracy(user_input: Any, reference_tool_calls: Any, strict_order: bool = True) -> float:
+    """Score one row; raises RowError for a row RAGAS would reject."""
+    return score_tool_calls(predicted_calls(user_input), reference_calls(reference_tool_calls), strict_order)
+
+
+def predicted_calls(user_input: Any, field: str = "user_input") -> list[ToolCall]:
+    """The `tool_calls` of every `ai` message, in order, after checking every message.
+
+    Checked as RAGAS's models do: a list of objects, `type` one of human / ai / tool, `content`
+    a string (null is rejected), `metadata` an object or null, an ai message's `tool_calls` a
+    list or null. Not checked (the reference output accepts it): which message a tool message
+    follows. A message without `type` is rejected rather than guessed.
+    """
+    if user_input is None:
+        raise RowError(field, "missing: must be a list of messages")
+    if not _is_list(user_input):
+        raise RowError(field, f"must be a list of messages, got {_kind(user_input)}")
+    calls: list[ToolCall] = []
+    for i, message in enumerate(user_input):
+        # fast path for plain JSON rows; anything unusual gets the full check (which raises)
+        if not (
+            type(message) is dict
+            and message.get("type") in MESSAGE_TYPES
+            and type(message.get("content")) is str
+            and message.get("metadata") is None
+        ):
+            _check_message(message, f"{field}[{i}]")
+        if message["type"] == "ai":
+            tool_calls = message.get("tool_calls")
+            if tool_calls is not None:
+                calls.extend(_calls(tool_calls, f"{field}[{i}].tool_calls"))
+    return calls
+
+
+def _check_message(message: Any, where: str) -> None:
+    """Raise RowError naming what is wrong with a message (return if it is fine)."""
+    if not isinstance(message, Mapping):
+        raise RowError(where, f"must be a message object, got {_kind(message)}")
+    kind = message.get("type")
+    if kind not in MESSAGE_TYPES:
+        if kind is None:
+            raise RowError(f"{where}.type", "missing: must be one of human, ai, tool")
+        raise RowError(f"{where}.type", f"unknown message type {kind!r}: must be one of human, ai, tool")
+    if "content" not in message:
+        raise RowError(f"{where}.content", "missing: must be a string")
+    if not isinstance(message["content"], str):
+        raise RowError(f"{where}.content", f"must be a string, got {_kind(message['content'])}")
+    metadata = message.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise RowError(f"{where}.metadata", f"must be an object or null, got {_kind(metadata)}")
+
+
+def reference_calls(reference: Any, field: str = "reference_tool_calls") -> list[ToolCall]:
+    """The reference calls, checked like predicted ones. Missing (null) is an error: RAGAS
+    asserts the reference is set."""
+    if reference is None:
+        raise RowError(field, "missing: the reference tool calls are required (use [] for none)")
+    return _calls(reference, field)
+
+
+def score_tool_calls(predicted: Sequence[ToolCall], reference: Sequence[ToolCall], strict_order: bool = True) -> float:
+    """RAGAS's score over already-checked calls (same arithmetic, so the same float)."""
+    if not predicted and not reference:
+        return 1.0
+    if not predicted or not reference:
+        return 0.0
+    if len(predicted) != len(reference):
+        return 0.0
+    if not strict_order and len(reference) > 1:
+        names = sorted(c.name for c in predicted)
+        if names != sorted(c.name for c in reference):
+            return 0.0
+        # Sorting by the full key (name, then str() of each argument) only reorders calls
+        # sharing a name; with distinct names the name alone gives the same order, cheaper.
+        key = sort_key if len(set(names)) < len(names) else _name
+        predicted = sorted(predicted, key=key)
+        reference = sorted(reference, key=key)
+    for p, r in zip(predicted, reference):
+        if p.name != r.name:
+            return 0.0
+    score = 0.0
+    for p, r in zip(predicted, reference):
+        score += arg_score(p.args, r.args)
+    return score / len(reference)
+
+
+def arg_score(pred: Mapping[str, Any], ref: Mapping[str, Any]) -> float:
+    """Fraction of the reference's arguments the prediction has with the same `str()`;
+    extra predicted arguments are ignored; no reference arguments score 1.0 only if the
+    prediction has none either."""
+    if not ref:
+        return 0.0 if pred else 1.0
+    score = 0.0
+    for name, value in ref.items():
+        if name in pred and str(pred[name]) == str(value):
+            score += 1.0
+    return score / len(ref)
+
+
+def sort_key(call: ToolCall) -> tuple[str, ...]:
+    """Unordered mode's sort key: the name, then each argument name and str(value) in
+    argument-name order."""
+    key = [call.name]
+    for name in sorted(call.args):
+        key.append(name)
+        key.append(str(call.args[name]))
+    return tuple(key)
+
+
+def _name(call: ToolCall) -> str:
+    return call.name
+
+
+def _calls(raw: Any, field: str) -> list[ToolCall]:
+    if not _is_list(raw):
+        raise RowError(field, f"must be a list of tool calls, got {_kind(raw)}")
+    out = []
+    for j, call in enumerate(raw):
+        if type(call) is dict and type(name := call.get("name")) is str and type(args := call.get("args")) is dict:
+            out.append(ToolCall(name, args))  # the plain JSON case
+        else:
+            out.append(_check_call(call, f"{field}[{j}]"))
+    return out
+
+
+def _check_call(call: Any, where: str) -> ToolCall:
+    if not isinstance(call, Mapping):
+        raise RowError(where, f"must be a tool call object {{name, args}}, got {_kind(call)}")
+    name = call.get("name")
+    if not isinstance(name, str):
+        raise RowError(
+            f"{where}.name", "missing: must be a string" if name is None else f"must be a string, got {_kind(name)}"
+        )
+    args = call.get("args")
+    if not isinstance(args, Mapping):
+        if isinstance(args, str):
+            raise RowError(f"{where}.args", "must be an object, got a string (decode JSON-string arguments first)")
+        raise RowError(
+            f"{where}.args", "missing: must be an object" if args is None else f"must be an object, got {_kind(args)}"
+        )
+    return ToolCall(name, args)
+
+
+def _is_list(value: Any) -> bool:
+    return type(value) is list or isinstance(value, (list, tuple))
+
+
+def _kind(value: Any) -> str:
+    """A JSON-flavoured name of a value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return type(value).__name__

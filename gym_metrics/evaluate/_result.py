@@ -1,0 +1,189 @@
+"""What `evaluate` returns: per-row scores in one numpy matrix, per-score statistics (SPEC C4).
+
+Scores live in a (rows x scores) float64 matrix with NaN for "no score" (a failed row, or a
+metric that could not score); per-row dicts are only built when the result is written out.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from gym_metrics.errors import GymMetricsError
+
+
+@dataclass(frozen=True)
+class RowFailure:
+    """Why a row has no scores: the field at fault and the reason."""
+
+    field: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"field": self.field, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class ScoreStats:
+    """Statistics of one score over the rows.
+
+    `count` counts rows with a (finite) score and `nan_count` the others (failed rows
+    included). `variance` is the sample variance (ddof=1), 0.0 for a single value;
+    `std_dev` its square root. With no values, `sum` is 0.0 and the rest None (JSON null).
+    """
+
+    name: str
+    count: int
+    nan_count: int
+    sum: float
+    mean: float | None
+    min: float | None
+    max: float | None
+    std_dev: float | None
+    variance: float | None
+
+    @classmethod
+    def of(cls, name: str, column: np.ndarray) -> ScoreStats:
+        values = column[~np.isnan(column)]
+        n = int(values.size)
+        if n == 0:
+            return cls(name, 0, int(column.size), 0.0, None, None, None, None, None)
+        total = float(values.sum())
+        variance = float(values.var(ddof=1)) if n > 1 else 0.0
+        return cls(
+            name=name,
+            count=n,
+            nan_count=int(column.size) - n,
+            sum=total,
+            mean=total / n,
+            min=float(values.min()),
+            max=float(values.max()),
+            std_dev=math.sqrt(variance),
+            variance=variance,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "count": self.count,
+            "nan_count": self.nan_count,
+            "sum": self.sum,
+            "mean": self.mean,
+            "min": self.min,
+            "max": self.max,
+            "std_dev": self.std_dev,
+            "variance": self.variance,
+        }
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """Scores of every row (input order) and their statistics."""
+
+    metric: str
+    score_names: tuple[str, ...]
+    values: np.ndarray
+    """(rows, scores) float64; NaN where a row has no score."""
+    errors: Mapping[int, RowFailure] = field(default_factory=dict)
+    """Row index -> why that row failed."""
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+    def column(self, name: str) -> np.ndarray:
+        """One score over all rows (NaN where missing)."""
+        return self.values[:, self.score_names.index(name)]
+
+    @cached_property
+    def stats(self) -> list[ScoreStats]:
+        return [ScoreStats.of(name, self.values[:, j]) for j, name in enumerate(self.score_names)]
+
+    @property
+    def aggregate_scores(self) -> list[dict[str, Any]]:
+        return [s.to_dict() for s in self.stats]
+
+    @property
+    def row_scores(self) -> list[dict[str, Any]]:
+        """`{index, scores: {name: value or None}, error?: {field, reason}}` per row."""
+        names = self.score_names
+        out = []
+        for i, row in enumerate(self.values.tolist()):
+            entry: dict[str, Any] = {"index": i, "scores": {n: (v if v == v else None) for n, v in zip(names, row)}}
+            failure = self.errors.get(i)
+            if failure is not None:
+                entry["error"] = failure.to_dict()
+            out.append(entry)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The SPEC C4 document (JSON-ready, no NaN)."""
+        return {"aggregate_scores": self.aggregate_scores, "row_scores": self.row_scores}
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2)
+
+    def write_json(self, path: str | os.PathLike[str]) -> Path:
+        """Write atomically (temp file + rename): a killed run never leaves half a file."""
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(self.to_json())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+
+class ScoreMatrix:
+    """Rows' scores written by index into a growing (rows x scores) NaN-filled matrix."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = tuple(names)
+        if not self.names:
+            raise GymMetricsError("the metric declares no score_names")
+        self.columns = {name: j for j, name in enumerate(self.names)}
+        self.values = np.full((1024, len(self.names)), np.nan)
+        self.errors: dict[int, RowFailure] = {}
+
+    def add(self, index: int, scores: Mapping[str, Any] | None, failure: RowFailure | None) -> None:
+        if failure is not None:
+            self.errors[index] = failure
+            return
+        if not isinstance(scores, Mapping):
+            self.errors[index] = RowFailure("scores", f"the metric returned {type(scores).__name__}, not a mapping")
+            return
+        if index >= len(self.values):
+            self._grow(max(2 * len(self.values), index + 1))
+        row = self.values[index]
+        for name, value in scores.items():
+            j = self.columns.get(name)
+            if j is None:
+                continue  # not a declared score
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                self.errors[index] = RowFailure(f"scores.{name}", f"not a number: {value!r}")
+                row[:] = np.nan
+                return
+            row[j] = number if math.isfinite(number) else math.nan
+
+    def _grow(self, rows: int) -> None:
+        grown = np.full((rows, len(self.names)), np.nan)
+        grown[: len(self.values)] = self.values
+        self.values = grown
+
+    def result(self, metric: str, n_rows: int) -> EvaluationResult:
+        if n_rows > len(self.values):  # trailing rows that all failed
+            self._grow(n_rows)
+        return EvaluationResult(metric, self.names, self.values[:n_rows].copy(), dict(sorted(self.errors.items())))

@@ -1,0 +1,106 @@
+"""tool_calling: tool-call accuracy (RAGAS) and the tool-calling template metric (NeMo
+Evaluator) as an environment. `verify` scores one row with both metrics; the reward is the
+strict-order tool call accuracy. See README.md for the row formats.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from gym_metrics import (
+    BaseVerifyRequest,
+    BaseVerifyResponse,
+    SimpleResourcesServer,
+    register_server,
+)
+from gym_metrics.agentic import (
+    predicted_calls,
+    reference_calls,
+    response_tool_calls,
+    score_tool_calls,
+    tool_calling_scores,
+    tool_calling_scores_from_calls,
+)
+from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.evaluate import RowError
+
+SAMPLE_PATH = Path(__file__).with_name("sample.jsonl")
+"""The shipped sample: a dozen rows covering matches, misses and one malformed prediction."""
+
+
+class ToolCallingVerifyRequest(BaseVerifyRequest):
+    """One row in the RAGAS format, the OpenAI format, or both (see README.md)."""
+
+    user_input: list[Any] | None = None
+    """RAGAS format: the conversation, `[{content, type: human|ai|tool, tool_calls}]`."""
+    reference_tool_calls: list[Any] | None = None
+    """RAGAS format: the expected calls, `[{name, args}]`."""
+    expected_tool_calls: list[Any] | str | None = None
+    """OpenAI format: the expected calls, `[{function: {name, arguments}}]`, scored against
+    `response.choices[0].message.tool_calls` (a chat-completions response)."""
+
+
+class ToolCallingVerifyResponse(BaseVerifyResponse):
+    """Every score of the row; null where the row's format does not give it (or, for the
+    args score, where a predicted `arguments` is not JSON)."""
+
+    tool_call_accuracy: float | None = None
+    """RAGAS ToolCallAccuracy, strict order (what NeMo Evaluator reports)."""
+    tool_call_accuracy_unordered: float | None = None
+    """RAGAS ToolCallAccuracy with `strict_order=False`."""
+    function_name_accuracy: float | None = None
+    """1.0 iff the sets of predicted and reference function names are equal."""
+    function_name_and_args_accuracy: float | None = None
+    """1.0 iff the names match and, per name, the arguments are equal as JSON values."""
+
+
+@register_server("tool_calling")
+class ToolCallingServer(SimpleResourcesServer):
+    """reward = tool_call_accuracy (or, for an OpenAI-format-only row,
+    function_name_and_args_accuracy, 0.0 when that is NaN)."""
+
+    name = "tool_calling"
+    key_metrics = ["mean/reward", "mean/tool_call_accuracy_unordered", "mean/function_name*"]
+
+    async def verify(self, body: ToolCallingVerifyRequest) -> ToolCallingVerifyResponse:
+        try:
+            return _score(body)
+        except RowError as exc:
+            raise InvalidInputError("row cannot be scored", [FieldViolation(f"body.{exc.field}", exc.reason)]) from None
+
+
+def _score(body: ToolCallingVerifyRequest) -> ToolCallingVerifyResponse:
+    ragas = body.user_input is not None or body.reference_tool_calls is not None
+    if not ragas and body.expected_tool_calls is None:
+        raise RowError(
+            "user_input",
+            "missing: send user_input + reference_tool_calls (RAGAS format) and/or "
+            "expected_tool_calls + response.choices (OpenAI format)",
+        )
+    scores: dict[str, Any] = {}
+    if ragas:
+        predicted = predicted_calls(body.user_input)
+        reference = reference_calls(body.reference_tool_calls)
+        scores["tool_call_accuracy"] = score_tool_calls(predicted, reference, strict_order=True)
+        scores["tool_call_accuracy_unordered"] = score_tool_calls(predicted, reference, strict_order=False)
+        if body.expected_tool_calls is None:
+            scores.update(tool_calling_scores_from_calls(predicted, reference))
+    if body.expected_tool_calls is not None:
+        scores.update(
+            tool_calling_scores(
+                response_tool_calls(body.response),
+                body.expected_tool_calls,
+                reference_field="expected_tool_calls",
+                tool_calls_field="response.choices[0].message.tool_calls",
+            )
+        )
+    reward = scores.get("tool_call_accuracy")
+    if reward is None:
+        args = scores["function_name_and_args_accuracy"]
+        reward = 0.0 if math.isnan(args) else args
+    return ToolCallingVerifyResponse(reward=reward, **scores)
+
+
+__all__ = ["SAMPLE_PATH", "ToolCallingServer", "ToolCallingVerifyRequest", "ToolCallingVerifyResponse"]

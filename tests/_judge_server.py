@@ -1,0 +1,153 @@
+"""A scripted OpenAI-compatible chat-completions server for judge tests (stdlib only).
+
+`with ScriptedJudge([...]) as judge:` serves POST /v1/chat/completions on 127.0.0.1 (port 0,
+read back) from a thread. Each request takes the next scripted item:
+- a str: a 200 chat completion whose message content is that text;
+- a `Reply(status, body, headers)`: that raw HTTP answer (errors, Retry-After, junk);
+- a `Stall(seconds)`: wait that long before answering 200 "stalled" (for timeouts);
+- a callable(body: dict) -> one of the above: chosen from the request (for concurrent calls,
+  whose arrival order is not fixed).
+A request with the script exhausted gets HTTP 500 "script exhausted", so a test that sends
+more than it scripted fails instead of hanging. Every request is recorded (path, headers,
+parsed JSON body) in `judge.requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Union
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: str | bytes = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Stall:
+    seconds: float
+
+
+Item = Union[str, Reply, Stall, Callable[[dict[str, Any]], Any]]
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    def header(self, name: str) -> str | None:
+        """A request header, by case-insensitive name."""
+        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
+
+    @property
+    def text(self) -> str:
+        """All message contents of the request, joined (what the judge was shown)."""
+        return "\n".join(m.get("content", "") for m in self.body.get("messages", []))
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that timed out and left is expected here, not a failure
+
+
+def completion(content: str) -> bytes:
+    return json.dumps(
+        {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        }
+    ).encode()
+
+
+class ScriptedJudge:
+    """See module docstring. `url` is the base URL to put in a JudgeConfig."""
+
+    def __init__(self, script: Iterable[Item] = ()) -> None:
+        self.script: list[Item] = list(script)
+        self.requests: list[Recorded] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """Most requests being answered at the same time (to check bounded concurrency)."""
+        self._lock = threading.Lock()
+        judge = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as a real server (and pooling) does
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def setup(self) -> None:
+                super().setup()  # headers and body go out in two writes: no Nagle delay
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def do_POST(self) -> None:  # noqa: N802
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = {"_raw": raw.decode("utf-8", "replace")}
+                with judge._lock:
+                    judge.requests.append(Recorded(self.path, dict(self.headers.items()), body))
+                    item: Any = judge.script.pop(0) if judge.script else Reply(500, "script exhausted")
+                    judge.in_flight += 1
+                    judge.max_in_flight = max(judge.max_in_flight, judge.in_flight)
+                try:
+                    self._answer(item, body)
+                finally:
+                    with judge._lock:
+                        judge.in_flight -= 1
+
+            def _answer(self, item: Any, body: dict[str, Any]) -> None:
+                if callable(item):
+                    item = item(body)
+                if isinstance(item, Stall):
+                    time.sleep(item.seconds)
+                    item = "stalled"
+                if isinstance(item, str):
+                    item = Reply(200, completion(item), {"Content-Type": "application/json"})
+                if self.path != "/v1/chat/completions":
+                    item = Reply(404, f"no route {self.path}")
+                payload = item.body.encode() if isinstance(item.body, str) else item.body
+                self.send_response(item.status)
+                for name, value in item.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> ScriptedJudge:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def add(self, *items: Item) -> None:
+        with self._lock:
+            self.script.extend(items)
+
+    @property
+    def remaining(self) -> int:
+        with self._lock:
+            return len(self.script)
