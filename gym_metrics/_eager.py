@@ -1,18 +1,17 @@
-"""Run a coroutine synchronously until it first suspends (Python 3.12's eager tasks, for 3.10+).
+"""Start a coroutine eagerly: its first step runs now, and a coroutine that never suspends
+costs no Task (creating one costs more than a typical verify or row score).
 
-The helper of gym_metrics/_transport/_eager.py, outside the transport package so that
-in-process code (evaluate) can use it without importing grpc; a Task cancelled before its
-first step also closes the coroutine it was handed (its finally blocks run at once, not at
-garbage collection).
-
-Creating a Task for a coroutine that never awaits anything real costs more than the work
-itself. A coroutine that finishes on its first step gives its result at once; one that
-suspends is handed, where it stopped, to a Task.
+On Python 3.12+ this is a real eager Task (asyncio.eager_task_factory): the first step runs
+inside the Task itself, so code that depends on its task's identity (anyio / httpx cancel
+scopes, asyncio.timeout) is safe. Before 3.12 the first step can only run in the caller's
+task, which such code cannot survive, so it is done only when the caller vouches for the
+coroutine (`trusted=True`: pure CPU work, like math_exact's verify); otherwise a plain Task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import types
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
@@ -20,8 +19,15 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def start_eagerly(coro: Coroutine[Any, Any, T]) -> tuple[bool, T | asyncio.Future[T]]:
+def start_eagerly(coro: Coroutine[Any, Any, T], trusted: bool = False) -> tuple[bool, T | asyncio.Future[T]]:
     """(True, result) when the coroutine completed on its first step, else (False, task)."""
+    if sys.version_info >= (3, 12):
+        task = asyncio.eager_task_factory(asyncio.get_running_loop(), coro)  # type: ignore[attr-defined]
+        if task.done() and not task.cancelled() and task.exception() is None:
+            return True, task.result()
+        return False, task
+    if not trusted:
+        return False, asyncio.ensure_future(coro)
     try:
         waiting_on = coro.send(None)
     except StopIteration as stop:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import json
 import math
 import random
@@ -30,6 +31,7 @@ class Echo(RowMetric):
 
     name = "echo"
     score_names = ("x", "y")
+    eager = True  # pure CPU
 
     def __init__(self) -> None:
         super().__init__()
@@ -80,10 +82,20 @@ def test_parallelism_bounds_rows_in_flight(parallelism: int) -> None:
     assert metric.peak == parallelism
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12+ uses real eager Tasks (one per row, run at once)")
 def test_cpu_only_metric_runs_without_a_task_per_row() -> None:
     metric = Echo()
     evaluate(metric, [{"x": 1.0}] * 50)
     assert len(metric.tasks) == 1  # every row ran inside evaluate's own task
+
+
+def test_an_untrusted_metric_gets_a_task_per_row() -> None:
+    class Untrusted(Echo):
+        eager = False
+
+    metric = Untrusted()
+    evaluate(metric, [{"x": 1.0}] * 20)
+    assert len(metric.tasks) > 1  # a task per row (ids of finished ones may be reused): cancel scopes need it
 
 
 def test_failed_rows_are_recorded_and_never_abort() -> None:
@@ -259,6 +271,7 @@ async def test_a_failing_dataset_cancels_rows_in_flight() -> None:
     class Waits(RowMetric):
         name = "waits"
         score_names = ("x",)
+        eager = True  # started at once, so both rows are in flight when the input fails
 
         async def score(self, row: Mapping[str, Any]) -> dict[str, float]:
             started.append(row["i"])

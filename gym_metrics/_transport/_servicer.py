@@ -15,7 +15,7 @@ import grpc.aio
 import numpy as np
 
 from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses, batch_to_columns, dumps_json
-from gym_metrics._transport._eager import start_eagerly
+from gym_metrics._eager import start_eagerly
 from gym_metrics._transport._errors import UserCodeError, grpc_errors
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
@@ -122,7 +122,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         results: list[Any] = []
         waiting: list[tuple[int, asyncio.Future[pb.VerifyResult]]] = []
         for i, item in enumerate(request.items):
-            done, value = start_eagerly(self._verify_item(item, i, slots))
+            done, value = start_eagerly(self._verify_item(item, i, slots), trusted=self._env.eager_verify)
             if not done:
                 waiting.append((i, value))  # type: ignore[arg-type]
             results.append(value)

@@ -37,6 +37,7 @@ class ToolCallAccuracyMetric(RowMetric):
 
     score_names = ("tool_call_accuracy",)
     Config = ToolCallAccuracyConfig
+    eager = True  # pure CPU
 
     async def score(self, row: Mapping[str, Any]) -> dict[str, float]:
         predicted = predicted_calls(row.get("user_input"))
@@ -61,6 +62,7 @@ class ToolCallingMetric(RowMetric):
 
     score_names = (NAME_SCORE, ARGS_SCORE)
     Config = ToolCallingConfig
+    eager = True  # pure CPU
 
     async def score(self, row: Mapping[str, Any]) -> dict[str, float]:
         field = self.config.reference_field  # type: ignore[attr-defined]

@@ -38,6 +38,9 @@ class RowMetric:
     """The scores `score` returns, in output order (e.g. ("tool_call_accuracy",))."""
     higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type[pydantic.BaseModel]] = NoConfig
+    eager: ClassVar[bool] = False
+    """True when `score` never depends on its asyncio task's identity (pure CPU work): before
+    Python 3.12 rows are then scored without a Task each (see gym_metrics/_eager.py)."""
 
     def __init__(self, config: pydantic.BaseModel | Mapping[str, Any] | None = None) -> None:
         if config is None or isinstance(config, Mapping):

@@ -96,7 +96,7 @@ async def _score_all(metric: RowMetric, rows: Iterable[Any], parallelism: int) -
                 continue
             if len(pending) >= parallelism:
                 await drain(parallelism - 1)
-            done, value = start_eagerly(_score_row(metric, row))
+            done, value = start_eagerly(_score_row(metric, row), trusted=metric.eager)
             if done:
                 scores.add(index, *value)  # type: ignore[misc]
             else:

@@ -62,6 +62,7 @@ class ToolCallingServer(SimpleResourcesServer):
     function_name_and_args_accuracy, 0.0 when that is NaN)."""
 
     name = "tool_calling"
+    eager_verify = True  # pure CPU: no Task per rollout before Python 3.12
     key_metrics = ["mean/reward", "mean/tool_call_accuracy_unordered", "mean/function_name*"]
 
     async def verify(self, body: ToolCallingVerifyRequest) -> ToolCallingVerifyResponse:
