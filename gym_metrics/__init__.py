@@ -6,7 +6,8 @@ __version__ = "0.1.0"
 
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, aggregate_file
 from gym_metrics.compare import Comparison, compare_agents
-from gym_metrics.evaluate import EvaluationResult, RowError, RowMetric, evaluate, get_row_metric, register_row_metric
+# (`evaluate` the function stays in gym_metrics.evaluate: re-exported here it would hide the module)
+from gym_metrics.evaluate import EvaluationResult, RowError, RowMetric, get_row_metric, register_row_metric
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
 from gym_metrics.metrics import Metric, MetricResult, get_metric, register_metric
 from gym_metrics.models import AgentRef, BaseVerifyRequest, BaseVerifyResponse
@@ -25,7 +26,6 @@ __all__ = [
     "EvaluationResult",
     "RowError",
     "RowMetric",
-    "evaluate",
     "get_row_metric",
     "register_row_metric",
     "AgentAggregate",
