@@ -19,7 +19,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field
 
 from gym_metrics.evaluate import RowError, register_row_metric
 from gym_metrics.judge._conversation import render_conversation
