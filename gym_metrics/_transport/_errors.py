@@ -7,6 +7,8 @@ with the exception's type and message only (the traceback stays in the server lo
 
 from __future__ import annotations
 
+import asyncio
+
 import functools
 import inspect
 import logging
@@ -19,7 +21,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, OverloadedError
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
 
 log = logging.getLogger("gym_metrics.transport")
 
@@ -79,6 +81,21 @@ async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: s
     await context.abort_with_status(status)
 
 
+async def _drain(requests: Any, seconds: float = 2.0) -> None:
+    """Read what the client is still sending before refusing the call: a status sent while
+    its writes are in flight reaches it as a bare INTERNAL instead of our precise error.
+    Bounded in time; a client that keeps sending just gets the status a little later."""
+
+    async def read_all() -> None:
+        async for _ in requests:
+            pass
+
+    try:
+        await asyncio.wait_for(read_all(), seconds)
+    except Exception:  # a broken or endless stream: refuse it now
+        pass
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -96,6 +113,8 @@ def grpc_errors(fn: F) -> F:
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:
+                if hasattr(request, "__aiter__") and isinstance(exc, GymMetricsError):
+                    await _drain(request)
                 await abort(context, exc, name)
 
         return gen_wrapper  # type: ignore[return-value]
