@@ -62,5 +62,5 @@ def _load_builtins() -> None:
         importlib.import_module(module)
 
 
-_BUILTIN_MODULES: list[str] = ["gym_metrics.agentic._metrics", "gym_metrics.judge._metrics"]
+_BUILTIN_MODULES: list[str] = ["gym_metrics.agentic._metrics", "gym_metrics.judge._metrics", "gym_metrics.remote._metric"]
 """Modules defining built-in row metrics (their imports register them)."""

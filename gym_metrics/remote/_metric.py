@@ -1,0 +1,76 @@
+"""The `remote` and `nemo-agent-toolkit-remote` row metrics."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from gym_metrics.evaluate import RowError, RowMetric, register_row_metric
+from gym_metrics.remote._config import NAT, NatRemoteConfig, RemoteMetricConfig
+from gym_metrics.remote._http import RemoteClient
+from gym_metrics.remote._scores import read_score
+from gym_metrics.remote._template import BodyTemplate
+
+
+@register_row_metric("remote")
+class RemoteMetric(RowMetric):
+    """Each row POSTed to the configured endpoint; scores read from its JSON answer.
+
+    The config's `type` picks the request format (`remote`: the rendered `body`;
+    `nemo-agent-toolkit-remote`: `{"evaluator_name", "item": row}`). The score names come
+    from the config: every score, then `<name>_out_of_range` (1.0/0.0) for each score with a
+    minimum or maximum. Out-of-range values are kept, not clipped.
+    """
+
+    Config = RemoteMetricConfig
+    eager = False  # httpx: its cancel scopes need a real task per row
+
+    def __init__(self, config: Any = None) -> None:
+        super().__init__(config)
+        cfg: RemoteMetricConfig = self.config  # type: ignore[assignment]
+        self.score_names = cfg.score_names()  # type: ignore[misc]  # per instance: from the config
+        self._template = BodyTemplate(cfg.body) if cfg.body is not None else None
+        self._client = RemoteClient(cfg)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(type={self.config.type!r}, url={self.config.url!r})"  # type: ignore[attr-defined]
+
+    @property
+    def attempts(self) -> int:
+        """HTTP attempts made so far (for tests and diagnostics)."""
+        return self._client.attempts
+
+    async def score(self, row: Mapping[str, Any]) -> dict[str, float]:
+        cfg: RemoteMetricConfig = self.config  # type: ignore[assignment]
+        if cfg.type == NAT:
+            body: Any = {"evaluator_name": cfg.evaluator_name, "item": dict(row)}
+        else:
+            assert self._template is not None
+            body = self._template.render(row)
+        answer = await self._client.post_json(body)
+        if cfg.type == NAT and isinstance(answer, Mapping) and answer.get("success") is False:
+            error = answer.get("error") or "no error message"
+            raise RowError("endpoint", f"evaluator {cfg.evaluator_name!r} failed: {self._client._scrub(str(error))[:300]}")
+        scores: dict[str, float] = {}
+        flags: dict[str, float] = {}
+        for spec in cfg.scores or ():
+            value = read_score(answer, spec.name, spec.parser.json_path)
+            scores[spec.name] = value
+            if spec.bounded:
+                low = spec.minimum if spec.minimum is not None else -math.inf
+                high = spec.maximum if spec.maximum is not None else math.inf
+                flags[f"{spec.name}_out_of_range"] = math.nan if math.isnan(value) else float(not low <= value <= high)
+        return {**scores, **flags}
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+@register_row_metric(NAT)
+class NatRemoteMetric(RemoteMetric):
+    """A NeMo Agent Toolkit evaluate-item endpoint: POST `{"evaluator_name", "item": row}`,
+    score `$.result.score`; `success: false` is a row error carrying the endpoint's error
+    (so the row's score is NaN)."""
+
+    Config = NatRemoteConfig
