@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import orjson
 
+from gym_metrics._http import PooledHttp
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.judge._config import JudgeConfig
 
@@ -58,43 +59,15 @@ def read_api_key(config: JudgeConfig) -> str | None:
     return key
 
 
-class JudgeClient:
+class JudgeClient(PooledHttp):
     """`await client.complete(messages)` -> the judge's reply text."""
 
     def __init__(self, config: JudgeConfig) -> None:
+        super().__init__(read_api_key(config), config.timeout_seconds, config.max_concurrency)
         self.config = config
-        self._key = read_api_key(config)
-        self._http: httpx.AsyncClient | None = None
-        self._semaphore: asyncio.Semaphore | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:  # the key stays out
         return f"JudgeClient(endpoint={self.config.endpoint()!r}, model={self.config.model!r})"
-
-    def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
-
-    def _session(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
-        """The pooled client and semaphore of the running loop (new ones after a loop change)."""
-        loop = asyncio.get_running_loop()
-        if self._http is None or self._semaphore is None or self._loop is not loop:
-            n = self.config.max_concurrency
-            self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.config.timeout_seconds),
-                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-            )
-            self._semaphore = asyncio.Semaphore(n)
-            self._loop = loop
-        return self._http, self._semaphore
-
-    async def aclose(self) -> None:
-        """Close the pooled connections (safe to call twice)."""
-        http, self._http = self._http, None
-        if http is not None:
-            try:
-                await http.aclose()
-            except RuntimeError:  # created on a loop that is gone: nothing left to close
-                pass
 
     async def complete(
         self,

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import orjson
 
+from gym_metrics._http import PooledHttp
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.evaluate import RowError
 from gym_metrics.judge._client import _retry_after
@@ -37,44 +38,18 @@ class _Failure(Exception):
         self.retryable, self.retry_after = retryable, retry_after
 
 
-class RemoteClient:
+class RemoteClient(PooledHttp):
     """`await client.post_json(body)` -> the endpoint's parsed JSON answer, after retries.
     Failures raise RowError("endpoint", reason)."""
 
     def __init__(self, config: RemoteMetricConfig) -> None:
+        super().__init__(_read_key(config.api_key_env), config.timeout_seconds, config.max_concurrency)
         self.config = config
-        self._key = _read_key(config.api_key_env)
-        self._http: httpx.AsyncClient | None = None
-        self._semaphore: asyncio.Semaphore | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self.attempts = 0
         """HTTP attempts made so far (all rows)."""
 
     def __repr__(self) -> str:  # the key stays out
         return f"RemoteClient(url={self.config.url!r})"
-
-    def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
-
-    def _session(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
-        loop = asyncio.get_running_loop()
-        if self._http is None or self._semaphore is None or self._loop is not loop:
-            n = self.config.max_concurrency
-            self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.config.timeout_seconds),
-                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-            )
-            self._semaphore = asyncio.Semaphore(n)
-            self._loop = loop
-        return self._http, self._semaphore
-
-    async def aclose(self) -> None:
-        http, self._http = self._http, None
-        if http is not None:
-            try:
-                await http.aclose()
-            except RuntimeError:  # created on a loop that is gone
-                pass
 
     async def post_json(self, body: Any) -> Any:
         # Yield before touching httpx: eager callers run the first step in another task.

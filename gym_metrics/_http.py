@@ -1,0 +1,45 @@
+"""What the judge and remote-metric clients share: one pooled httpx client per event loop,
+bounded concurrency, and a bearer key that never reaches a message."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+
+class PooledHttp:
+    """Base of the HTTP clients: subclasses call `_session()` and pass texts through `_scrub`."""
+
+    def __init__(self, key: str | None, timeout_seconds: float, max_concurrency: int) -> None:
+        self._key = key
+        self._timeout = timeout_seconds
+        self._concurrency = max_concurrency
+        self._http: httpx.AsyncClient | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def _session(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        """The pooled client and semaphore of the running loop (new ones after a loop change)."""
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._semaphore is None or self._loop is not loop:
+            n = self._concurrency
+            self._http = httpx.AsyncClient(
+                timeout=httpx.Timeout(self._timeout),
+                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            )
+            self._semaphore = asyncio.Semaphore(n)
+            self._loop = loop
+        return self._http, self._semaphore
+
+    async def aclose(self) -> None:
+        """Close the pooled connections (safe to call twice)."""
+        http, self._http = self._http, None
+        if http is not None:
+            try:
+                await http.aclose()
+            except RuntimeError:  # created on a loop that is gone: nothing left to close
+                pass
