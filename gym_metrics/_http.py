@@ -4,8 +4,25 @@ bounded concurrency, and a bearer key that never reaches a message."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import httpx
+
+from gym_metrics.errors import FieldViolation, InvalidInputError
+
+
+def read_key(var: str | None, what: str) -> str | None:
+    """The bearer key held by environment variable `var` (None: no key); unset is a config
+    error raised before any request."""
+    if var is None:
+        return None
+    key = os.environ.get(var)
+    if not key:
+        raise InvalidInputError(
+            f"{what} API key not found",
+            [FieldViolation("config.api_key_env", f"environment variable {var} is not set or empty")],
+        )
+    return key
 
 
 class PooledHttp:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
-import os
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -23,8 +22,8 @@ from typing import Any
 import httpx
 import orjson
 
-from gym_metrics._http import PooledHttp
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics._http import PooledHttp, read_key
+from gym_metrics.errors import GymMetricsError
 from gym_metrics.judge._config import JudgeConfig
 
 log = logging.getLogger("gym_metrics.judge")
@@ -46,24 +45,11 @@ class JudgeError(GymMetricsError):
         """Seconds the server asked us to wait (its `Retry-After`), when it said."""
 
 
-def read_api_key(config: JudgeConfig) -> str | None:
-    """The key from the variable `config.api_key_env` names; a config error when it is unset."""
-    if config.api_key_env is None:
-        return None
-    key = os.environ.get(config.api_key_env)
-    if not key:
-        raise InvalidInputError(
-            "judge API key not found",
-            [FieldViolation("config.api_key_env", f"environment variable {config.api_key_env} is not set or empty")],
-        )
-    return key
-
-
 class JudgeClient(PooledHttp):
     """`await client.complete(messages)` -> the judge's reply text."""
 
     def __init__(self, config: JudgeConfig) -> None:
-        super().__init__(read_api_key(config), config.timeout_seconds, config.max_concurrency)
+        super().__init__(read_key(config.api_key_env, "judge"), config.timeout_seconds, config.max_concurrency)
         self.config = config
 
     def __repr__(self) -> str:  # the key stays out

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 from typing import Any
 
 import httpx
 import orjson
 
-from gym_metrics._http import PooledHttp
-from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics._http import PooledHttp, read_key
 from gym_metrics.evaluate import RowError
 from gym_metrics.judge._client import _retry_after
 from gym_metrics.remote._config import RemoteMetricConfig
@@ -43,7 +41,7 @@ class RemoteClient(PooledHttp):
     Failures raise RowError("endpoint", reason)."""
 
     def __init__(self, config: RemoteMetricConfig) -> None:
-        super().__init__(_read_key(config.api_key_env), config.timeout_seconds, config.max_concurrency)
+        super().__init__(read_key(config.api_key_env, "remote metric"), config.timeout_seconds, config.max_concurrency)
         self.config = config
         self.attempts = 0
         """HTTP attempts made so far (all rows)."""
@@ -110,15 +108,3 @@ class RemoteClient(PooledHttp):
             return min(cap, retry_after)
         base = min(cap, self.config.backoff_seconds * 2**attempt)
         return base / 2 + random.uniform(0, base / 2)
-
-
-def _read_key(var: str | None) -> str | None:
-    if var is None:
-        return None
-    key = os.environ.get(var)
-    if not key:
-        raise InvalidInputError(
-            "remote metric API key not found",
-            [FieldViolation("config.api_key_env", f"environment variable {var} is not set or empty")],
-        )
-    return key
