@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gym_metrics._argtypes import non_negative_int, positive_int
 from gym_metrics.errors import GymMetricsError, InvalidInputError
 
 EXIT_BAD_INPUT = 2
@@ -62,14 +63,14 @@ def _parser() -> argparse.ArgumentParser:
     col.add_argument("--server", required=True, metavar="HOST:PORT", help="the resources server")
     col.add_argument("--input", required=True, type=Path, help="JSONL: one task or rollout per line, with agent_ref.name")
     col.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
-    col.add_argument("--num-repeats", type=_positive, metavar="K", help="expand each line into rollouts 0..K-1")
+    col.add_argument("--num-repeats", type=positive_int, metavar="K", help="expand each line into rollouts 0..K-1")
     col.add_argument("--resume", action="store_true", help="continue an interrupted run: skip rollouts already in --output")
     col.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
     col.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify counts as reward 0")
     col.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries in the metrics")
-    col.add_argument("--batch-size", type=_positive, default=256, help="rollouts per VerifyStream batch")
-    col.add_argument("--max-in-flight", type=_positive, default=8, help="unanswered batches at most")
-    col.add_argument("--max-retries", type=_non_negative, default=8, help="retries when the server is unavailable")
+    col.add_argument("--batch-size", type=positive_int, default=256, help="rollouts per VerifyStream batch")
+    col.add_argument("--max-in-flight", type=positive_int, default=8, help="unanswered batches at most")
+    col.add_argument("--max-retries", type=non_negative_int, default=8, help="retries when the server is unavailable")
     col.add_argument("--auth-token-env", metavar="VAR", help="send `authorization: Bearer $VAR`")
     col.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect with TLS")
     col.set_defaults(func=_cmd_collect)
@@ -83,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     agg.add_argument("-o", "--output", type=Path, help="default: <stem>_aggregate_metrics.json beside the input")
     agg.add_argument("--env", metavar="TARGET", help="use this environment's compute_metrics / get_key_metrics")
     agg.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries (much smaller file)")
-    agg.add_argument("--expected-rollouts", type=_non_negative, default=0, metavar="K", help="rollouts each task should have")
+    agg.add_argument("--expected-rollouts", type=non_negative_int, default=0, metavar="K", help="rollouts each task should have")
     agg.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
     agg.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify (_gm_error) counts as reward 0")
     agg.add_argument("-q", "--quiet", action="store_true", help="print only the output path")
@@ -94,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("rollouts", type=Path, help="rollouts JSONL with both agents")
     cmp.add_argument("--agents", nargs=2, required=True, metavar=("A", "B"), help="report A - B")
     cmp.add_argument("--metric", default="mean_reward", help="mean_reward, pass_rate, pass@k, pass^k or a registered metric")
-    cmp.add_argument("--resamples", type=_positive, default=10_000, help="paired bootstrap resamples")
+    cmp.add_argument("--resamples", type=positive_int, default=10_000, help="paired bootstrap resamples")
     cmp.add_argument("--seed", type=int, default=0, help="bootstrap seed (same seed, same interval)")
     cmp.add_argument("--field", default="reward", help="the per-rollout reward field")
     cmp.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip bad lines")
@@ -114,18 +115,6 @@ def _evaluate_command() -> Any:
     return _command
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def _cmd_serve(ns: argparse.Namespace) -> int:
@@ -301,10 +290,11 @@ def _report_collect(result: Any, elapsed: float) -> None:
 
 
 def _cmd_demo(ns: argparse.Namespace) -> int:
+    from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
+
     from gym_metrics._transport import ServerConfig, start_server
     from gym_metrics._transport._client import ResourcesClient
     from gym_metrics.collector import collect_async
-    from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
 
     out = ns.out_dir / "math_exact_rollouts.jsonl"
     for stale in (out, out.with_name(f"{out.stem}_aggregate_metrics.json")):

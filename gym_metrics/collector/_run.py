@@ -304,11 +304,7 @@ async def _retrying(call, retry: RetryPolicy, log: Callable[[str], None]):  # ty
             return await call()
         except ServerUnavailableError as exc:
             attempt += 1
-            if attempt > retry.max_retries:
-                raise ServerUnavailableError(f"{exc} (gave up after {retry.max_retries} retries)") from None
-            wait = retry.delay(attempt)
-            log(f"collect: server unavailable ({exc}); retry {attempt}/{retry.max_retries} in {wait:.1f}s")
-            await asyncio.sleep(wait)
+            await retry.back_off(attempt, exc, log)
 
 
 def _estimate_total(path: Path, num_repeats: int | None) -> int | None:

@@ -30,6 +30,14 @@ class RetryPolicy:
     def delay(self, attempt: int) -> float:
         return random.uniform(0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
 
+    async def back_off(self, attempt: int, exc: Exception, log: Callable[[str], None]) -> None:
+        """Wait before retry number `attempt`, or give up (re-raise) past max_retries."""
+        if attempt > self.max_retries:
+            raise ServerUnavailableError(f"{exc} (gave up after {self.max_retries} retries)") from None
+        wait = self.delay(attempt)
+        log(f"collect: server unavailable ({exc}); retry {attempt}/{self.max_retries} in {wait:.1f}s")
+        await asyncio.sleep(wait)
+
 
 def make_batches(rollouts: Iterator[Rollout], max_items: int, max_bytes: int) -> Iterator[Batch]:
     """Batches bounded by count and by encoded bytes (a single huge body still goes alone)."""
@@ -117,8 +125,4 @@ async def verify_all(
             raise ServerUnavailableError("the server closed the stream with batches unanswered")
         except ServerUnavailableError as exc:
             attempt += 1
-            if attempt > retry.max_retries:
-                raise ServerUnavailableError(f"{exc} (gave up after {retry.max_retries} retries)") from None
-            wait = retry.delay(attempt)
-            log(f"collect: server unavailable ({exc}); retry {attempt}/{retry.max_retries} in {wait:.1f}s")
-            await asyncio.sleep(wait)
+            await retry.back_off(attempt, exc, log)

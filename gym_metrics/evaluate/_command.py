@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from gym_metrics._argtypes import non_negative_int, positive_int
 from gym_metrics.errors import GymMetricsError, InvalidInputError
 from gym_metrics.evaluate._jsonl import read_rows
 from gym_metrics.evaluate._registry import get_row_metric
@@ -35,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--input", required=True, type=Path, help="JSONL: one row (JSON object) per line")
     p.add_argument("-o", "--output", type=Path, help="default: <stem>_<metric>_results.json beside the input")
-    p.add_argument("--parallelism", type=_positive, default=16, help="rows scored at once (in-process)")
-    p.add_argument("--limit-samples", type=_non_negative, metavar="N", help="score only the first N rows")
+    p.add_argument("--parallelism", type=positive_int, default=16, help="rows scored at once (in-process)")
+    p.add_argument("--limit-samples", type=non_negative_int, metavar="N", help="score only the first N rows")
     p.add_argument("--server", metavar="HOST:PORT", help="score through a running environment (rows are verify bodies)")
     p.add_argument("--auth-token-env", metavar="VAR", help="with --server: send `authorization: Bearer $VAR`")
 
@@ -146,15 +147,3 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
