@@ -5,13 +5,13 @@ The API key is never part of the config: only the NAME of the environment variab
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import pydantic
 from pydantic import Field
 
-REMOTE = "remote"
-NAT = "nemo-agent-toolkit-remote"
+REMOTE: Final = "remote"
+NAT: Final = "nemo-agent-toolkit-remote"
 NAT_SCORE_PATH = "$.result.score"
 
 
@@ -89,6 +89,10 @@ class RemoteMetricConfig(pydantic.BaseModel):
     """First retry delay; doubles on each retry, with jitter (half fixed, half random)."""
     max_backoff_seconds: float = Field(default=30.0, ge=0)
     """Cap on one retry delay, including a server's `Retry-After`."""
+    max_body_bytes: int = Field(default=1_048_576, ge=1, le=1 << 30)
+    """Largest rendered request body, in bytes of JSON (default 1 MiB). It also bounds every
+    value a template builds and its work (see gym_metrics/remote/_limits.py); going past it is
+    a row error naming this limit, nothing is sent."""
 
     @pydantic.field_validator("url")
     @classmethod

@@ -30,7 +30,7 @@ class RemoteMetric(RowMetric):
         super().__init__(config)
         cfg: RemoteMetricConfig = self.config  # type: ignore[assignment]
         self.score_names = cfg.score_names()  # type: ignore[misc]  # per instance: from the config
-        self._template = BodyTemplate(cfg.body) if cfg.body is not None else None
+        self._template = BodyTemplate(cfg.body, cfg.max_body_bytes) if cfg.body is not None else None
         self._client = RemoteClient(cfg)
 
     def __repr__(self) -> str:

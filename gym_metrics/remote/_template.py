@@ -5,7 +5,9 @@ is exactly one `{{ expr }}` is evaluated as an expression and keeps its native t
 stays a list, a number a number); any other string renders to a string. The environment is
 Jinja's immutable sandbox with StrictUndefined: a template cannot reach Python internals
 (`item.__class__` ...) nor mutate the row, and an undefined name is an error that lists the
-row's columns instead of rendering as an empty string.
+row's columns instead of rendering as an empty string. The sandbox is bounded
+(gym_metrics/remote/_sandbox.py): what a template builds, how long it runs and the rendered body
+(`max_body_bytes`) have limits, and going past one is a row error naming it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
 from jinja2 import (
     StrictUndefined,
     TemplateError,
@@ -21,24 +24,43 @@ from jinja2 import (
     Undefined,
     UndefinedError,
 )
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.environment import Template
+from jinja2.sandbox import SecurityError
 
 from gym_metrics.evaluate import RowError
+from gym_metrics.remote._limits import DEFAULT_MAX_BODY_BYTES, Budget, TemplateLimitError, current, rendered_size, rendering
+from gym_metrics.remote._sandbox import BoundedSandbox
 
-_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+_ENV = BoundedSandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 
 Render = Callable[[Mapping[str, Any]], Any]
 
 
 class BodyTemplate:
-    """`BodyTemplate(body).render(row)` -> the JSON body for that row (compiled once)."""
+    """`BodyTemplate(body).render(row)` -> the JSON body for that row (compiled once), at most
+    `max_body_bytes` bytes of JSON."""
 
-    def __init__(self, body: Mapping[str, Any]) -> None:
+    def __init__(self, body: Mapping[str, Any], max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self._render = _compile(dict(body), "body")
+        self.max_body_bytes = max_body_bytes
 
     def render(self, row: Mapping[str, Any]) -> Any:
-        return self._render({"item": row})
+        with rendering(Budget(self.max_body_bytes)):
+            body = self._render({"item": row})
+        _check_body_size(body, self.max_body_bytes)
+        return body
+
+
+def _check_body_size(body: Any, limit: int) -> None:
+    """The exact JSON size, once rendering (bounded in characters) is done. A body that is not
+    JSON is left for the HTTP client to report."""
+    try:
+        size = len(orjson.dumps(body))
+    except TypeError:
+        return
+    if size > limit:
+        raise RowError("body", f"the rendered body is {size:,} bytes of JSON, over max_body_bytes ({limit:,})")
 
 
 def _compile(value: Any, where: str) -> Render:
@@ -54,24 +76,38 @@ def _compile(value: Any, where: str) -> Render:
         single = _SINGLE.match(value)
         if single:
             expression = _ENV.compile_expression(single["expr"], undefined_to_none=False)
-            return lambda ctx: _guard(where, ctx, lambda: _defined(expression(**ctx)))
+            return lambda ctx: _guard(where, ctx, lambda: _native(expression(**ctx)))
         if "{" not in value:
             return lambda ctx: value
         template = _ENV.from_string(value)
-        return lambda ctx: _guard(where, ctx, lambda: template.render(ctx))
+        return lambda ctx: _guard(where, ctx, lambda: _text(template, ctx))
     except TemplateSyntaxError as exc:
         raise ValueError(f"{where}: template does not compile: {exc.message} (line {exc.lineno})") from None
 
 
-def _defined(value: Any) -> Any:
+def _native(value: Any) -> Any:
+    """An expression's value, defined, its printed size charged to the body."""
     if isinstance(value, Undefined):
         value._fail_with_undefined_error()  # raises UndefinedError (or SecurityError)
+    budget = current()
+    budget.emit(rendered_size(value, budget.max_bytes - budget.output, budget))
     return value
+
+
+def _text(template: Template, ctx: Mapping[str, Any]) -> str:
+    """The rendered text, counted chunk by chunk so output stops at max_body_bytes."""
+    budget, parts = current(), []
+    for chunk in template.generate(ctx):
+        budget.emit(len(chunk))
+        parts.append(chunk)
+    return "".join(parts)
 
 
 def _guard(where: str, ctx: Mapping[str, Any], render: Callable[[], Any]) -> Any:
     try:
         return render()
+    except TemplateLimitError as exc:
+        raise RowError(where, f"template exceeds a limit: {exc}") from None
     except SecurityError as exc:
         raise RowError(where, f"template refused by the sandbox: {exc}") from None
     except UndefinedError as exc:
