@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 import time
@@ -13,31 +12,58 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics._argtypes import non_negative_int, positive_int
-from gym_metrics.errors import GymMetricsError, InvalidInputError
-
-EXIT_BAD_INPUT = 2
-_SHOW_VIOLATIONS = 20
+from gym_metrics._cli_base import (
+    EXIT_BAD_INPUT,
+    SHOW_VIOLATIONS,
+    ArgParser,
+    InputFileError,
+    add_global_flags,
+    configure_logging,
+    report_error,
+    version,
+)
+from gym_metrics.errors import GymMetricsError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    ns = parser.parse_args(argv)
-    logging.basicConfig(level=getattr(logging, ns.log_level.upper()), format="%(message)s", stream=sys.stderr)
+    """Run one command; returns the exit code (README "Exit codes"), never raises (unless --debug)."""
     try:
+        ns = _parser().parse_args(argv)
+    except SystemExit as exc:  # usage errors (2), --help and --version (0)
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    configure_logging(ns.log_level)
+    try:
+        _check_inputs(ns)
         return int(ns.func(ns) or 0)
-    except InvalidInputError as exc:
-        _print_invalid(exc)
-        return EXIT_BAD_INPUT
-    except (GymMetricsError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if ns.debug:
+            raise
+        return report_error(exc)
+
+
+def _check_inputs(ns: argparse.Namespace) -> None:
+    """One message for a missing input file, whatever the command; collect's --num-repeats
+    with an input that already has indices is refused before any connection."""
+    for attr in ("rollouts", "input"):
+        path = getattr(ns, attr, None)
+        if isinstance(path, Path):
+            if not path.exists():
+                raise InputFileError(f"input file not found: {path}")
+            if not path.is_file():
+                raise InputFileError(f"input is not a file: {path}")
+    if ns.command == "collect" and ns.num_repeats is not None:
+        from gym_metrics.collector._input import check_repeats_input
+
+        check_repeats_input(ns.input)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gym-metrics", description=__doc__)
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser = ArgParser(prog="gym-metrics", description=__doc__)
+    add_global_flags(parser)
+    parser.set_defaults(log_level="info", debug=False)
+    parser.add_argument("--version", action="version", version=f"gym-metrics {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="serve an environment over gRPC")
@@ -105,6 +131,8 @@ def _parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="score a JSONL dataset with a row metric (in-process or through --server)")
     _evaluate_command().add_arguments(ev)
     ev.set_defaults(func=lambda ns: _evaluate_command().run(ns))
+    for command in sub.choices.values():
+        add_global_flags(command)
     return parser
 
 
@@ -173,23 +201,32 @@ def _cmd_aggregate(ns: argparse.Namespace) -> int:
         extra=extra,
     )
     elapsed = time.perf_counter() - started
-    for bad in rollouts.bad_lines[:_SHOW_VIOLATIONS]:
+    for bad in rollouts.bad_lines[:SHOW_VIOLATIONS]:
         print(f"warning: skipped {ns.rollouts}:{bad}", file=sys.stderr)
-    if len(rollouts.bad_lines) > _SHOW_VIOLATIONS:
-        print(f"warning: ... and {len(rollouts.bad_lines) - _SHOW_VIOLATIONS} more bad lines", file=sys.stderr)
+    if len(rollouts.bad_lines) > SHOW_VIOLATIONS:
+        print(f"warning: ... and {len(rollouts.bad_lines) - SHOW_VIOLATIONS} more bad lines", file=sys.stderr)
     if ns.quiet:
         print(out)
         return 0
     print(format_key_metrics({r.agent_name: r.key_metrics for r in results}))
     if econ:
         print("\n" + format_economics(econ) + "\n")
-    for r in results:
-        if r.non_finite_counts:
-            counts = ", ".join(f"{k}: {v}" for k, v in r.non_finite_counts.items())
-            print(f"note: {r.agent_name}: non-finite values left out of the stats ({counts})", file=sys.stderr)
+    _print_value_notes(results)
     skipped = f", {len(rollouts.bad_lines)} bad lines skipped" if rollouts.bad_lines else ""
     print(f"{rollouts.rows_read} rollouts, {len(results)} agents in {elapsed:.2f}s{skipped} -> {out}")
     return 0
+
+
+def _print_value_notes(results: Any) -> None:
+    """Values the stats left out, per agent and field, on stderr: nothing is dropped silently."""
+    for r in results:
+        for counts, what in (
+            (r.non_finite_counts, "non-finite values"),
+            (r.non_numeric_counts, "non-numeric values (text, objects, lists; never converted)"),
+        ):
+            if counts:
+                listed = ", ".join(f"{k}: {v}" for k, v in counts.items())
+                print(f"note: {r.agent_name}: {what} left out of the stats ({listed})", file=sys.stderr)
 
 
 def _economics_section(into: dict[str, dict[str, float | int]]) -> Any:
@@ -280,6 +317,7 @@ def _cmd_collect(ns: argparse.Namespace) -> int:
 
 def _report_collect(result: Any, elapsed: float) -> None:
     print(format_key_metrics({a.agent_name: a.key_metrics for a in result.aggregates}))
+    _print_value_notes(result.aggregates)
     parts = [f"{result.verified} verified", f"{result.passed_through} already scored"]
     if result.skipped_done:
         parts.append(f"{result.skipped_done} already in the output (resumed)")
@@ -334,14 +372,6 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}"
     return str(value)
-
-
-def _print_invalid(exc: InvalidInputError) -> None:
-    print(f"error: {exc.message}", file=sys.stderr)
-    for v in exc.violations[:_SHOW_VIOLATIONS]:
-        print(f"  {v}", file=sys.stderr)
-    if len(exc.violations) > _SHOW_VIOLATIONS:
-        print(f"  ... and {len(exc.violations) - _SHOW_VIOLATIONS} more", file=sys.stderr)
 
 
 if __name__ == "__main__":

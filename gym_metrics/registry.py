@@ -46,6 +46,7 @@ def resolve_server(target: str) -> type[SimpleResourcesServer]:
         if ep.name == target:
             return _check(ep.load(), target)
     if ":" not in target:
+        _refuse_missing_class(target)
         raise NotFoundError(
             f"unknown environment {target!r}: use a registered name ({', '.join(registered_servers()) or 'none'}), "
             "module:Class or path/app.py:Class"
@@ -62,6 +63,33 @@ def resolve_server(target: str) -> type[SimpleResourcesServer]:
         return _check(getattr(module, attr), target)
     except AttributeError:
         raise NotFoundError(f"{module_part!r} has no attribute {attr!r}") from None
+
+
+def _refuse_missing_class(target: str) -> None:
+    """`path/app.py` or `package.module` without `:Class`: say the class is missing (and which
+    environments the file or module defines), rather than "unknown environment"."""
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        module = _load_file(Path(target))
+    elif "." in target and _importable(target):
+        module = importlib.import_module(target)
+    else:
+        return
+    found = sorted(
+        name
+        for name, obj in vars(module).items()
+        if isinstance(obj, type) and issubclass(obj, SimpleResourcesServer) and obj is not SimpleResourcesServer
+    )
+    found = [n for n in found if getattr(module, n).__module__ == module.__name__] or found  # its own first
+    hint = f" (it defines {', '.join(found)})" if found else ""
+    example = found[0] if found else "ClassName"
+    raise NotFoundError(f"{target!r} names no class: write {target}:{example}{hint}")
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _load_file(path: Path):  # type: ignore[no-untyped-def]

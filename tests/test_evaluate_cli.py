@@ -147,7 +147,7 @@ def test_bad_invocations_exit_2_without_traceback(cases: Path, tmp_path: Path, a
 
 def test_missing_input_exits_2(tmp_path: Path) -> None:
     proc = run("--metric", "tool_call_accuracy", "--input", str(tmp_path / "absent.jsonl"))
-    assert proc.returncode == 2 and "no such file" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "error: input file not found:" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_yaml_config(cases: Path, tmp_path: Path) -> None:

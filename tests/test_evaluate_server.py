@@ -120,8 +120,8 @@ async def test_cli_through_a_server_matches_ragas(serve_env: Any, tmp_path: Path
     assert "function_name_and_args_accuracy" in out
 
 
-async def test_cli_unreachable_server_exits_2(tmp_path: Path) -> None:
+async def test_cli_unreachable_server_exits_4(tmp_path: Path) -> None:
     cases = tmp_path / "cases.jsonl"
     cases.write_bytes((DATA / "cases.jsonl").read_bytes())
     code, _, err = await _cli("--server", "127.0.0.1:1", "--input", str(cases))
-    assert code == 2 and "error:" in err and "Traceback" not in err
+    assert code == 4 and "error:" in err and "Traceback" not in err

@@ -41,7 +41,7 @@ CASE_DIRS = ("nemo_gym", "nemo_gym_extra")
 CASES = sorted(p for d in CASE_DIRS for p in (DATA / d).glob("*.jsonl"))
 
 IGNORED_KEYS = frozenset({"sample", "_ng_environment_server"})
-ALLOWED_EXTRA_AGENT_KEYS = frozenset({"non_finite_counts"})
+ALLOWED_EXTRA_AGENT_KEYS = frozenset({"non_finite_counts", "non_numeric_counts"})
 REL_TOL = 1e-9
 ABS_TOL_AT_ZERO = 1e-12
 

@@ -12,7 +12,7 @@ import grpc.aio
 import orjson
 
 from gym_metrics._transport._convert import columns_to_batches, dumps_json, responses_to_aggregate
-from gym_metrics.aggregate import AgentAggregate, RolloutColumns
+from gym_metrics.aggregate import AgentAggregate, RolloutColumns, non_numeric_counts
 from gym_metrics.errors import GymMetricsError, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
@@ -211,7 +211,10 @@ class ResourcesClient:
             raise _translate(exc) from None
         if not parts or not parts[-1].last:
             raise ServerUnavailableError("AggregateMetrics answer ended before its last part")
-        return responses_to_aggregate(parts)
+        result = responses_to_aggregate(parts)
+        # packed columns carry no text: values left out as non-numeric are counted from the rows here
+        result.non_numeric_counts = non_numeric_counts([cols], count_errors_as_zero) or result.non_numeric_counts
+        return result
 
     async def server_info(self) -> ServerInfo:
         try:

@@ -305,6 +305,7 @@ def aggregate_to_metrics(
         key_metrics=_numeric_map(agg.key_metrics),
         key_metrics_json=dumps_json(agg.key_metrics),
         non_finite_counts={k: int(v) for k, v in agg.non_finite_counts.items()},
+        non_numeric_counts={k: int(v) for k, v in agg.non_numeric_counts.items()},
     )
     samples, custom = texts or (
         _texts(agg.groups.samples),
@@ -430,6 +431,7 @@ def metrics_to_aggregate(m: pb.Metrics, received_rollouts: int = 0) -> AgentAggr
         repeat_level_metrics=[_repeat_entry(r) for r in m.repeat_level_metrics],
         non_finite_counts={k: int(m.non_finite_counts[k]) for k in sorted(m.non_finite_counts)},
         received_rollouts=received_rollouts,
+        non_numeric_counts={k: int(m.non_numeric_counts[k]) for k in sorted(m.non_numeric_counts)},
     )
 
 

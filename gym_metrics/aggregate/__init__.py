@@ -18,6 +18,7 @@ from gym_metrics.aggregate._engine import (
     LocalParts,
     default_key_metrics,
     local_parts,
+    non_numeric_counts,
 )
 from gym_metrics.aggregate._output import iter_group_dicts, output_path_for, write_aggregate_metrics
 from gym_metrics.aggregate._reader import BadLine, OnBadLine, RolloutFile, read_rollouts
@@ -66,6 +67,7 @@ __all__ = [
     "aggregate_file",
     "LocalParts",
     "local_parts",
+    "non_numeric_counts",
     "default_key_metrics",
     "iter_group_dicts",
     "output_path_for",

@@ -13,8 +13,15 @@ from enum import Enum
 from typing import Any
 
 import numpy as np
-import orjson
 
+from gym_metrics.aggregate._rowsource import (  # re-exported: importers keep one place to look
+    BufferRows,
+    RowParseError,
+    RowSource,
+    _Chain,
+    bad_json_reason,
+    parse_row,
+)
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 TASK_KEY = "_ng_task_index"
@@ -61,105 +68,6 @@ class NumericField:
         return NumericField(self.values[idx], self.present[idx], self.kind)
 
 
-def parse_row(raw: Any) -> dict[str, Any]:
-    """A row from a dict or JSON text; the stdlib fallback reads the NaN / Infinity literals
-    that Python writers emit."""
-    if isinstance(raw, dict):
-        return raw
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        import json
-
-        return json.loads(raw)
-
-
-class RowSource(Sequence[dict[str, Any]]):
-    """Full rows by position, parsed on access, so a million rows never live as dicts.
-
-    `items` holds dicts, JSON strings or bytes; `index` (optional) maps positions to items.
-    """
-
-    def __init__(self, items: Sequence[Any], index: np.ndarray | None = None) -> None:
-        self._items = items
-        self._index = index
-
-    def __len__(self) -> int:
-        return len(self._items) if self._index is None else len(self._index)
-
-    def raw(self, i: int) -> Any:
-        return self._items[i if self._index is None else int(self._index[i])]
-
-    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
-        return parse_row(self.raw(i))
-
-    def take(self, idx: np.ndarray) -> RowSource:
-        return RowSource(self._items, idx if self._index is None else self._index[idx])
-
-    def raws(self, positions: Sequence[int]) -> list[Any]:
-        """The rows at `positions` as stored (dict, JSON text or bytes), unparsed."""
-        if isinstance(self._items, _Chain):
-            idx = np.asarray(positions, dtype=np.int64) if self._index is None else self._index[positions]
-            return self._items.raws(idx)
-        if isinstance(self._items, BufferRows):  # one slice per row, straight from the buffer
-            lines = self._items
-            idx = np.asarray(positions, dtype=np.int64) if self._index is None else self._index[positions]
-            buf = lines.buffer
-            return [buf[a:b] for a, b in zip(lines.starts[idx].tolist(), lines.ends[idx].tolist())]
-        return [self.raw(p) for p in positions]
-
-    def load(self, positions: Sequence[int]) -> list[dict[str, Any] | None]:
-        """Parse many rows at once (one orjson call over the joined text when it can); None
-        where a row was not sent (an empty string). A bad row raises RowParseError."""
-        raws = self.raws(positions)
-        if raws and all(isinstance(r, bytes) and r for r in raws):
-            try:
-                return orjson.loads(b"[" + b",".join(raws) + b"]")
-            except orjson.JSONDecodeError:
-                pass
-        if raws and all(isinstance(r, str) and r for r in raws):
-            try:
-                return orjson.loads("[" + ",".join(raws) + "]")
-            except orjson.JSONDecodeError:
-                pass
-        out: list[dict[str, Any] | None] = []
-        for p, r in zip(positions, raws):
-            if isinstance(r, (bytes, str)) and not r:
-                out.append(None)
-                continue
-            try:
-                row = parse_row(r)
-            except ValueError as exc:
-                raise RowParseError(p, f"is not valid JSON ({exc})") from None
-            if not isinstance(row, dict):
-                raise RowParseError(p, f"is not a JSON object (got {type(row).__name__})")
-            out.append(row if not isinstance(r, dict) else dict(row))
-        return out
-
-
-class RowParseError(ValueError):
-    """A full row that could not be parsed, at `position` of its RowSource."""
-
-    def __init__(self, position: int, reason: str) -> None:
-        super().__init__(f"row {position}: {reason}")
-        self.position, self.reason = position, reason
-
-
-class BufferRows(Sequence[bytes]):
-    """Lines of an in-memory JSONL buffer, by (start, end) offsets: rows without dicts."""
-
-    def __init__(self, buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
-        self.buffer = buffer
-        self.starts = starts
-        self.ends = ends
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def __getitem__(self, i: int) -> bytes:  # type: ignore[override]
-        return self.buffer[int(self.starts[i]) : int(self.ends[i])]
-
-
 @dataclass
 class RolloutColumns:
     """A batch of verify responses of one agent, in columns."""
@@ -176,6 +84,11 @@ class RolloutColumns:
     """What the labels count: "row" or "line"."""
     errors: np.ndarray | None = None
     """Per row, 0 or the code of the error that kept it from being verified (ERROR_KINDS)."""
+    non_numeric: dict[str, np.ndarray] | None = None
+    """Per top-level key (SPEC A1 names) some row holds as a string, object or list: which rows.
+    Kept for every such key, because whether the key is a numeric field (and so whether the
+    value was dropped from its stats and must be counted) is known only once all of the
+    agent's rows are in."""
 
     def __post_init__(self) -> None:
         n = len(self.task_index)
@@ -217,6 +130,7 @@ class RolloutColumns:
         masked = np.zeros(n, dtype=bool)
         errors = np.zeros(n, dtype=np.int8)
         fields: dict[str, NumericField] = {}
+        other: dict[str, np.ndarray] = {}
         violations: list[FieldViolation] = []
         for i, row in enumerate(rows):
             label = labels[i] if labels is not None else i
@@ -233,7 +147,12 @@ class RolloutColumns:
             failure = row.get(ERROR_KEY)
             if failure:
                 errors[i] = error_code(failure.get("kind") if isinstance(failure, Mapping) else failure)
-            for key, value, kind in numeric_items(row):
+            for key, value, kind in row_items(row):
+                if kind is None:
+                    if key not in other:
+                        other[key] = np.zeros(n, dtype=bool)
+                    other[key][i] = True
+                    continue
                 col = fields.get(key)
                 if col is None:
                     col = fields[key] = NumericField(np.full(n, np.nan), np.zeros(n, dtype=bool), kind)
@@ -251,7 +170,16 @@ class RolloutColumns:
             rows=RowSource(rows) if keep_rows else None,
             row_labels=np.asarray(labels, dtype=np.int64) if labels is not None else None,
             errors=errors if errors.any() else None,
+            non_numeric=other or None,
         )
+
+
+def take_non_numeric(other: dict[str, np.ndarray] | None, idx: np.ndarray) -> dict[str, np.ndarray] | None:
+    """The non-numeric masks of the rows at idx (keys no longer flagged are dropped)."""
+    if not other:
+        return None
+    out = {k: v[idx] for k, v in other.items()}
+    return {k: v for k, v in out.items() if v.any()} or None
 
 
 def minimal_row(fields: Mapping[str, NumericField], pos: int, task: int, rollout: int) -> dict[str, Any]:
@@ -287,6 +215,15 @@ def numeric_items(row: Mapping[str, Any]) -> Iterable[tuple[str, float, ValueKin
     usage keys win on a clash (as NeMo Gym's `row | usage`); keys starting with `_` and the
     mask flag are skipped; bool counts as 0/1; nested values never count.
     """
+    for key, value, kind in row_items(row):
+        if kind is not None:
+            yield key, value, kind
+
+
+def row_items(row: Mapping[str, Any]) -> Iterable[tuple[str, Any, ValueKind | None]]:
+    """Every non-null value under a SPEC A1 name, numeric (with its kind) or not (kind None:
+    a string, object or list, left out of the stats but counted when the key is numeric
+    elsewhere). null is "missing", as in NeMo Gym, and is not yielded."""
     merged: Mapping[str, Any] = row
     response = row.get("response")
     if isinstance(response, Mapping):
@@ -302,6 +239,8 @@ def numeric_items(row: Mapping[str, Any]) -> Iterable[tuple[str, float, ValueKin
             yield key, float(value), ValueKind.INT
         elif isinstance(value, float):
             yield key, value, ValueKind.FLOAT
+        elif value is not None:
+            yield key, value, None
 
 
 def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
@@ -332,6 +271,12 @@ def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
             rows = RowSource(parts[0]._items, np.concatenate([p._index for p in parts]))  # one file
         else:
             rows = RowSource(_Chain(parts))
+    other = None
+    if any(b.non_numeric for b in batches):
+        keys = sorted({k for b in batches for k in b.non_numeric or {}})
+        other = {
+            k: np.concatenate([(b.non_numeric or {}).get(k, np.zeros(len(b), dtype=bool)) for b in batches]) for k in keys
+        }
     labels = None
     if any(b.row_labels is not None for b in batches):
         labels = np.concatenate(
@@ -346,35 +291,10 @@ def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
         row_labels=labels,
         label_name=batches[0].label_name,
         errors=errors,
+        non_numeric=other,
     )
     assert len(out) == n
     return out
-
-
-class _Chain(Sequence[Any]):
-    """Raw rows of several RowSources addressed by one global position."""
-
-    def __init__(self, parts: list[RowSource]) -> None:
-        self._parts = parts
-        self._offsets = np.cumsum([0] + [len(p) for p in parts])
-
-    def __len__(self) -> int:
-        return int(self._offsets[-1])
-
-    def __getitem__(self, i: int) -> Any:  # type: ignore[override]
-        part = int(np.searchsorted(self._offsets, i, side="right")) - 1
-        return self._parts[part].raw(i - int(self._offsets[part]))
-
-    def raws(self, idx: np.ndarray) -> list[Any]:
-        """Many rows at once: positions grouped by part, each part read in bulk."""
-        part = np.searchsorted(self._offsets, idx, side="right") - 1
-        out: list[Any] = [None] * len(idx)
-        for p in np.unique(part).tolist():
-            where = np.flatnonzero(part == p)
-            local = (idx[where] - self._offsets[p]).tolist()
-            for i, raw in zip(where.tolist(), self._parts[p].raws(local)):
-                out[i] = raw
-        return out
 
 
 __all__ = [
@@ -392,7 +312,10 @@ __all__ = [
     "RowSource",
     "ValueKind",
     "concat",
+    "bad_json_reason",
     "numeric_items",
     "parse_row",
+    "row_items",
+    "take_non_numeric",
     "row_index_value",
 ]

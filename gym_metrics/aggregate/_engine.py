@@ -19,6 +19,7 @@ from gym_metrics.aggregate._columns import (
     NumericField,
     RolloutColumns,
     concat,
+    take_non_numeric,
 )
 from gym_metrics.aggregate._repeats import across_repeats, repeat_level_entries
 from gym_metrics.aggregate._rows import rows_by_task, sample_texts
@@ -103,6 +104,9 @@ class AgentAggregate:
     repeat_level_metrics: list[dict[str, Any]]
     non_finite_counts: dict[str, int] = field(default_factory=dict)
     received_rollouts: int = 0
+    non_numeric_counts: dict[str, int] = field(default_factory=dict)
+    """Per numeric field, the measured rows holding it as a string, object or list: data, kept
+    out of the field's stats ("1.0" is not converted) and counted rather than lost silently."""
 
 
 class Aggregator:
@@ -169,6 +173,7 @@ def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
         row_labels=data.row_labels[order] if data.row_labels is not None else None,
         label_name=data.label_name,
         errors=data.errors[order] if data.errors is not None else None,
+        non_numeric=take_non_numeric(data.non_numeric, order),
     )
 
 
@@ -199,6 +204,7 @@ def _aggregate(
     names = sorted(k for k, v in m.fields.items() if v.present.any())
     valid = {k: m.fields[k].present & np.isfinite(m.fields[k].values) for k in names}
     non_finite = {k: int((m.fields[k].present & ~valid[k]).sum()) for k in names}
+    non_numeric = _non_numeric_counts(data, measured_pos)
 
     starts = group_starts(m.task_index)
     group_ids = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(m.task_index))))
@@ -265,7 +271,24 @@ def _aggregate(
         repeat_level_metrics=repeat_level,
         non_finite_counts={k: v for k, v in non_finite.items() if v},
         received_rollouts=received,
+        non_numeric_counts=non_numeric,
     )
+
+
+def _non_numeric_counts(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
+    """Per field that is numeric in at least one of the agent's rows (so a purely textual field
+    such as `extracted_answer` is never reported): the measured rows holding it as text, an
+    object or a list. Empty when the rows' producer recorded no such values (packed columns)."""
+    if not data.non_numeric:
+        return {}
+    counts = {}
+    for k in sorted(data.non_numeric):
+        numeric = data.fields.get(k)
+        if numeric is not None and numeric.present.any():
+            n = int(data.non_numeric[k][measured_pos].sum())
+            if n:
+                counts[k] = n
+    return counts
 
 
 @dataclass
@@ -302,6 +325,15 @@ def local_parts(
         fields = {k: data.fields[k].take(keep) for k in names}
         table = RolloutInfoTable(data.task_index[keep], data.rollout_index[keep], fields)
     return LocalParts(data.task_index[firsts], rows, table)
+
+
+def non_numeric_counts(batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> dict[str, int]:
+    """The result's `non_numeric_counts` for these rows, for a client whose result was computed
+    from packed numeric columns (they carry no text, so only the rows' holder can count)."""
+    if not any(b.non_numeric for b in batches):
+        return {}
+    data = _apply_errors(concat(batches), count_errors_as_zero)
+    return _non_numeric_counts(data, np.flatnonzero(~data.masked))
 
 
 def _measured(batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> tuple[RolloutColumns, np.ndarray]:
@@ -360,12 +392,23 @@ def _apply_errors(data: RolloutColumns, as_zero: bool) -> RolloutColumns:
             rows=data.rows.take(keep) if data.rows is not None else None,
             row_labels=data.row_labels[keep] if data.row_labels is not None else None,
             label_name=data.label_name,
+            non_numeric=take_non_numeric(data.non_numeric, keep),
         )
     reward = data.fields.get("reward", NumericField(np.full(len(data), np.nan), np.zeros(len(data), bool)))
     reward = NumericField(np.where(failed, 0.0, reward.values), reward.present | failed, reward.kind)
     fields = {**data.fields, "reward": reward}
+    other = dict(data.non_numeric or {})
+    if "reward" in other:  # a failed rollout's reward is the 0.0 set here
+        other["reward"] = other["reward"] & ~failed
     return RolloutColumns(
-        data.task_index, data.rollout_index, fields, data.masked & ~failed, data.rows, data.row_labels, data.label_name
+        data.task_index,
+        data.rollout_index,
+        fields,
+        data.masked & ~failed,
+        data.rows,
+        data.row_labels,
+        data.label_name,
+        non_numeric=other or None,
     )
 
 

@@ -77,6 +77,7 @@ def _write_agent(f: IO[bytes], agg: AgentAggregate, extra: Mapping[str, Any] | N
     for i, entry in enumerate(agg.repeat_level_metrics):
         f.write((b",\n      " if i else b"\n      ") + _dump(entry))
     f.write(b"\n    ]" if agg.repeat_level_metrics else b"]")
+    f.write(b',\n    "non_numeric_counts": ' + _dump(agg.non_numeric_counts))
     f.write(b',\n    "non_finite_counts": ' + _dump(agg.non_finite_counts))
     for name, value in (extra or {}).items():
         f.write(b",\n    " + _dump(name) + b": " + _indent(_dump(value, indent=True), 4))

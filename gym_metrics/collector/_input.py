@@ -23,10 +23,11 @@ from gym_metrics.aggregate._columns import (
     ROLLOUT_KEY_ALIASES,
     TASK_KEY,
     TASK_KEY_ALIASES,
+    bad_json_reason,
     parse_row,
     row_index_value,
 )
-from gym_metrics.aggregate._reader import BadLine
+from gym_metrics.aggregate._reader import BOM, BadLine, _line_bounds
 from gym_metrics.errors import InvalidInputError
 
 
@@ -81,8 +82,11 @@ def read_input(path: Path, num_repeats: int | None) -> Iterator[Rollout | BadLin
     """The input in file order, a chunk of whole lines at a time (memory stays bounded).
 
     Lines that already carry a numeric reward and their `_ng_` indices are recognised
-    column-wise and come back as ScoredLines; every other line is parsed on its own.
+    column-wise and come back as ScoredLines; every other line is parsed on its own. With
+    `num_repeats`, an input whose first line already has indices is refused (InvalidInputError).
     """
+    if num_repeats is not None:
+        check_repeats_input(path)
     line_no = 0
     for chunk in _chunks(path, CHUNK_BYTES):
         starts, ends = _line_bounds(chunk)
@@ -120,13 +124,35 @@ def _chunks(path: Path, size: int) -> Iterator[bytes]:
         yield rest
 
 
-def _line_bounds(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
-    newlines = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
-    starts = np.concatenate(([0], newlines + 1)).astype(np.int64)
-    ends = np.concatenate((newlines, [len(chunk)])).astype(np.int64)
-    if chunk.endswith(b"\n"):
-        starts, ends = starts[:-1], ends[:-1]
-    return starts, ends
+def check_repeats_input(path: Path) -> None:
+    """`--num-repeats` expands task lines into rollouts: refuse, before any work, an input whose
+    first line already has indices (a rollouts file: it would be expanded into duplicate keys
+    and the error would blame the input). A later task line's own task index is kept and its
+    rollout index replaced, as before."""
+    with path.open("rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            raw = raw.removeprefix(BOM).strip()
+            if not raw:
+                continue
+            try:
+                row = parse_row(raw)
+            except ValueError:
+                return  # a bad line: reported as such by the reader
+            keys = _index_keys(row) if isinstance(row, dict) else []
+            if keys:
+                raise InvalidInputError(
+                    f"{path}: --num-repeats expands tasks into rollouts, but line {line_no} already has "
+                    f"{_index_kind(keys)} ({', '.join(keys)}); drop --num-repeats or the indices"
+                )
+            return
+
+
+def _index_keys(row: dict[str, Any]) -> list[str]:
+    return [k for k in (*TASK_KEY_ALIASES, *ROLLOUT_KEY_ALIASES) if row.get(k) is not None]
+
+
+def _index_kind(keys: list[str]) -> str:
+    return "rollout indices" if any(k in ROLLOUT_KEY_ALIASES for k in keys) else "task indices"
 
 
 def _scored_lines(
@@ -137,7 +163,7 @@ def _scored_lines(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from gym_metrics.aggregate._reader import _agent_codes, _numeric_field, columns_from_table, parse_lines
+    from gym_metrics.aggregate._arrow import _agent_codes, _numeric_field, columns_from_table, parse_lines
 
     all_lines = BufferRows(chunk, starts, ends)
     parsed = parse_lines(chunk, all_lines, 0, len(starts))
@@ -184,7 +210,7 @@ def _rollouts(raw: bytes, line_no: int, num_repeats: int | None) -> Iterator[Rol
     try:
         row = parse_row(raw)
     except ValueError as exc:
-        raise _Bad("json", f"not valid JSON ({exc})") from None
+        raise _Bad("json", bad_json_reason(exc)) from None
     if not isinstance(row, dict):
         raise _Bad("row", f"expected a JSON object, got {type(row).__name__}")
     ref = row.get("agent_ref")

@@ -87,7 +87,8 @@ def run(ns: argparse.Namespace) -> int:
     print(format_scores(result))
     rate = f" ({len(result) / elapsed:,.0f} rows/s)" if elapsed > 0 else ""
     errors = f", {len(result.errors)} with errors" if result.errors else ""
-    print(f"{len(result)} rows{errors} scored by {name} in {elapsed:.2f}s{rate} -> {out}")
+    where = "" if ns.output else " (beside the input; -o writes elsewhere)"
+    print(f"{len(result)} rows{errors} scored by {name} in {elapsed:.2f}s{rate}; result written to {out}{where}")
     return 0
 
 

@@ -228,7 +228,7 @@ class RepeatLevelMetrics(_message.Message):
     def __init__(self, rollout_index: _Optional[int] = ..., sample_count: _Optional[int] = ..., missing_count: _Optional[int] = ..., stats: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Metrics(_message.Message):
-    __slots__ = ("agent_ref", "agent_metrics", "agent_metrics_json", "key_metrics", "key_metrics_json", "group_level_metrics", "repeat_level_metrics", "non_finite_counts")
+    __slots__ = ("agent_ref", "agent_metrics", "agent_metrics_json", "key_metrics", "key_metrics_json", "group_level_metrics", "repeat_level_metrics", "non_finite_counts", "non_numeric_counts")
     class AgentMetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +250,13 @@ class Metrics(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class NonNumericCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     AGENT_REF_FIELD_NUMBER: _ClassVar[int]
     AGENT_METRICS_FIELD_NUMBER: _ClassVar[int]
     AGENT_METRICS_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -258,6 +265,7 @@ class Metrics(_message.Message):
     GROUP_LEVEL_METRICS_FIELD_NUMBER: _ClassVar[int]
     REPEAT_LEVEL_METRICS_FIELD_NUMBER: _ClassVar[int]
     NON_FINITE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    NON_NUMERIC_COUNTS_FIELD_NUMBER: _ClassVar[int]
     agent_ref: AgentRef
     agent_metrics: _containers.ScalarMap[str, float]
     agent_metrics_json: str
@@ -266,7 +274,8 @@ class Metrics(_message.Message):
     group_level_metrics: GroupLevelMetrics
     repeat_level_metrics: _containers.RepeatedCompositeFieldContainer[RepeatLevelMetrics]
     non_finite_counts: _containers.ScalarMap[str, int]
-    def __init__(self, agent_ref: _Optional[_Union[AgentRef, _Mapping]] = ..., agent_metrics: _Optional[_Mapping[str, float]] = ..., agent_metrics_json: _Optional[str] = ..., key_metrics: _Optional[_Mapping[str, float]] = ..., key_metrics_json: _Optional[str] = ..., group_level_metrics: _Optional[_Union[GroupLevelMetrics, _Mapping]] = ..., repeat_level_metrics: _Optional[_Iterable[_Union[RepeatLevelMetrics, _Mapping]]] = ..., non_finite_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    non_numeric_counts: _containers.ScalarMap[str, int]
+    def __init__(self, agent_ref: _Optional[_Union[AgentRef, _Mapping]] = ..., agent_metrics: _Optional[_Mapping[str, float]] = ..., agent_metrics_json: _Optional[str] = ..., key_metrics: _Optional[_Mapping[str, float]] = ..., key_metrics_json: _Optional[str] = ..., group_level_metrics: _Optional[_Union[GroupLevelMetrics, _Mapping]] = ..., repeat_level_metrics: _Optional[_Iterable[_Union[RepeatLevelMetrics, _Mapping]]] = ..., non_finite_counts: _Optional[_Mapping[str, int]] = ..., non_numeric_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class AggregateMetricsResponse(_message.Message):
     __slots__ = ("metrics", "received_rollouts", "duplicate_batches", "last")

@@ -1,0 +1,288 @@
+"""The columnar fast path of the rollouts reader: pyarrow parses a chunk of lines at once and
+the numeric fields, indices, agents, masks and failures come out as numpy columns (SPEC A1).
+
+Every function answers None (or refuses) when it cannot prove the columns exact; the caller
+then reads the lines one by one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gym_metrics.aggregate._columns import (
+    ERROR_KEY,
+    MASK_KEY,
+    ROLLOUT_KEY_ALIASES,
+    TASK_KEY_ALIASES,
+    BufferRows,
+    NumericField,
+    RolloutColumns,
+    RowSource,
+    ValueKind,
+    error_code,
+    take_non_numeric,
+)
+
+
+def _nonblank(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Positions of lines with content; only short lines need a closer look."""
+    lengths = ends - starts
+    keep = lengths > 0
+    for i in np.flatnonzero(keep & (lengths < 4)).tolist():
+        keep[i] = bool(buf[starts[i] : ends[i]].strip())
+    return np.flatnonzero(keep)
+
+
+def parse_lines(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> tuple[Any, np.ndarray] | None:
+    """(pyarrow table, file line index of each row) of lines lo..hi; None when a line does not
+    parse, is not UTF-8 (pyarrow reads such bytes without complaint; a full validation finds
+    them) or a column changes type (pyarrow refuses it: nothing is silently coerced)."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    starts, ends = all_lines.starts, all_lines.ends
+    lines = lo + _nonblank(buf, starts[lo:hi], ends[lo:hi])
+    if len(lines) == 0:
+        return pa.table({}), lines
+    first, stop = int(starts[lo]), int(ends[hi - 1])
+    try:
+        text = pa.py_buffer(buf).slice(first, stop - first)
+        table = pj.read_json(pa.BufferReader(text), read_options=pj.ReadOptions(block_size=4 << 20))
+        table.validate(full=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeDecodeError):
+        return None
+    return (table, lines) if table.num_rows == len(lines) else None
+
+
+def columns_from_table(table: Any, all_lines: BufferRows, lines: np.ndarray) -> dict[str, RolloutColumns] | None:
+    """Per-agent columns of parsed rows (SPEC A1); None unless every row can be read exactly."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = dict(zip(table.column_names, table.columns))
+
+    agent = _agent_codes(columns.get("agent_ref"))
+    tasks = _index_column(columns, TASK_KEY_ALIASES)
+    repeats = _index_column(columns, ROLLOUT_KEY_ALIASES)
+    if agent is None or tasks is None or repeats is None:
+        return None
+    masked = np.zeros(table.num_rows, dtype=bool)
+    if MASK_KEY in columns:
+        flag = _numeric_field(columns[MASK_KEY])
+        if flag is None and not pa.types.is_null(columns[MASK_KEY].type):
+            return None
+        if flag is not None:
+            masked = flag.present & (np.nan_to_num(flag.values) != 0)
+
+    errors = None
+    if ERROR_KEY in columns:
+        errors = _error_codes(columns[ERROR_KEY])
+        if errors is None:
+            return None
+
+    fields: dict[str, NumericField] = {}
+    other: dict[str, np.ndarray] = {}
+    for name, column in columns.items():
+        if name.startswith("_") or name == MASK_KEY or name in TASK_KEY_ALIASES or name in ROLLOUT_KEY_ALIASES:
+            continue
+        field_ = _numeric_field(column)
+        if field_ is not None:
+            fields[name] = field_
+        elif not pa.types.is_null(column.type):
+            other[name] = pc.is_valid(column).to_numpy(zero_copy_only=False)
+    if _usage_clash_is_ambiguous(columns.get("response"), fields, other):
+        return None
+    usage_other = _usage_non_numeric(columns.get("response"))
+    for name, column in _usage_fields(columns.get("response")).items():
+        if name in fields:  # usage wins where it has a value (NeMo Gym's `row | usage`)
+            base = fields[name]
+            values = np.where(column.present, column.values, base.values)
+            kind = ValueKind.merge(base.kind, column.kind) if base.present.any() else column.kind
+            column = NumericField(values, column.present | base.present, kind)
+        fields[name] = column
+        if name in other:  # the usage number replaces the row's text
+            other[name] = other[name] & ~column.present
+    for name, mask in usage_other.items():
+        other[name] = other[name] | mask if name in other else mask
+
+    return _split_by_agent(agent, tasks, repeats, fields, masked, all_lines, lines, errors, other)
+
+
+def _error_codes(column: Any) -> np.ndarray | None:
+    """Codes from the `_gm_error.kind` strings (0 where the rollout was verified)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_null(column.type):
+        return np.zeros(len(column), np.int8)
+    if not pa.types.is_struct(column.type) or column.type.get_field_index("kind") < 0:
+        return None
+    kinds = pc.struct_field(column, "kind")
+    if not (pa.types.is_string(kinds.type) or pa.types.is_null(kinds.type)):
+        return None
+    failed = pc.is_valid(column).to_numpy(zero_copy_only=False)
+    codes = np.zeros(len(column), np.int8)
+    for i in np.flatnonzero(failed).tolist():
+        codes[i] = error_code(kinds[i].as_py())
+    return codes
+
+
+def _agent_codes(column: Any) -> tuple[list[str], np.ndarray] | None:
+    """(agent names, code per row) from agent_ref.name; None unless every row names one."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if column is None or not pa.types.is_struct(column.type) or column.type.get_field_index("name") < 0:
+        return None
+    names = pc.struct_field(column, "name")
+    if not pa.types.is_string(names.type) or names.null_count:
+        return None
+    encoded = pc.dictionary_encode(names).combine_chunks()
+    return [str(x) for x in encoded.dictionary.to_pylist()], encoded.indices.to_numpy(zero_copy_only=False)
+
+
+def _index_column(columns: dict[str, Any], aliases: tuple[str, ...]) -> np.ndarray | None:
+    """Coalesce the alias columns; None unless every row has a non-negative integer."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    present = [columns[a] for a in aliases if a in columns]
+    if not present or not all(pa.types.is_integer(c.type) or pa.types.is_null(c.type) for c in present):
+        return None
+    values = pc.coalesce(*[pc.cast(c, pa.int64()) for c in present]) if len(present) > 1 else present[0]
+    if values.null_count or pa.types.is_null(values.type) or pc.min(values).as_py() < 0:
+        return None
+    return values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _is_numeric_type(dtype: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_boolean(dtype) or pa.types.is_integer(dtype) or pa.types.is_floating(dtype))
+
+
+def _numeric_field(column: Any) -> NumericField | None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    dtype = column.type
+    if pa.types.is_boolean(dtype):
+        kind = ValueKind.BOOL
+    elif pa.types.is_integer(dtype):
+        kind = ValueKind.INT
+    elif pa.types.is_floating(dtype):
+        kind = ValueKind.FLOAT
+    else:
+        return None
+    present = pc.is_valid(column).to_numpy(zero_copy_only=False)
+    values = pc.fill_null(pc.cast(column, pa.float64()), float("nan")).to_numpy(zero_copy_only=False)
+    return NumericField(np.asarray(values, dtype=np.float64), np.asarray(present, dtype=bool), kind)
+
+
+def _usage_fields(response: Any) -> dict[str, NumericField]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if response is None or not pa.types.is_struct(response.type) or response.type.get_field_index("usage") < 0:
+        return {}
+    usage = pc.struct_field(response, "usage")
+    if not pa.types.is_struct(usage.type):
+        return {}
+    out = {}
+    for i in range(usage.type.num_fields):
+        name = usage.type.field(i).name
+        if name.startswith("_"):
+            continue
+        field_ = _numeric_field(pc.struct_field(usage, name))
+        if field_ is not None:
+            out[name] = field_
+    return out
+
+
+def _usage_non_numeric(response: Any) -> dict[str, np.ndarray]:
+    """Per usage key held as text, object or list: the rows where it is (they win `row | usage`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if response is None or not pa.types.is_struct(response.type) or response.type.get_field_index("usage") < 0:
+        return {}
+    usage = pc.struct_field(response, "usage")
+    if not pa.types.is_struct(usage.type):
+        return {}
+    out = {}
+    for i in range(usage.type.num_fields):
+        f = usage.type.field(i)
+        if f.name.startswith("_") or pa.types.is_null(f.type) or _is_numeric_type(f.type):
+            continue
+        out[f.name] = pc.is_valid(pc.struct_field(usage, f.name)).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _usage_clash_is_ambiguous(
+    response: Any, fields: dict[str, NumericField], other: dict[str, np.ndarray] | None = None
+) -> bool:
+    """Whether some row has a top-level value (a number, or text / object / list in `other`)
+    under a name its usage object holds without a number.
+
+    `row | usage` then replaces the row's value with the usage's null (or string, ...), so the
+    field is absent (or non-numeric) for that row; but a struct column cannot tell "usage has
+    the key, null" from "usage lacks the key" (the row's value stands). The per-line reader can.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if response is None or not pa.types.is_struct(response.type) or response.type.get_field_index("usage") < 0:
+        return False
+    usage = pc.struct_field(response, "usage")
+    if not pa.types.is_struct(usage.type):
+        return False
+    has_usage = None
+    other = other or {}
+    for i in range(usage.type.num_fields):
+        name = usage.type.field(i).name
+        if name not in fields and name not in other:
+            continue
+        if has_usage is None:
+            has_usage = pc.is_valid(usage).to_numpy(zero_copy_only=False)
+        value = _numeric_field(pc.struct_field(usage, name))
+        usage_number = value.present if value is not None else np.zeros(len(has_usage), dtype=bool)
+        top = fields[name].present if name in fields else np.zeros(len(has_usage), dtype=bool)
+        if name in other:
+            top = top | other[name]
+        if (has_usage & top & ~usage_number).any():
+            return True
+    return False
+
+
+def _split_by_agent(
+    agent: tuple[list[str], np.ndarray],
+    tasks: np.ndarray,
+    repeats: np.ndarray,
+    fields: dict[str, NumericField],
+    masked: np.ndarray,
+    all_lines: BufferRows,
+    lines: np.ndarray,
+    errors: np.ndarray | None,
+    other: dict[str, np.ndarray] | None = None,
+) -> dict[str, RolloutColumns]:
+    """`lines`: the file line index (0-based) of each row; `other`: non-numeric values per key."""
+    names, codes = agent
+    out = {}
+    for i, name in sorted(enumerate(names), key=lambda x: x[1]):
+        idx = np.flatnonzero(codes == i)
+        sub_fields = {k: v.take(idx) for k, v in fields.items()}
+        sub_fields = {k: v for k, v in sub_fields.items() if v.present.any()}
+        out[str(name)] = RolloutColumns(
+            tasks[idx],
+            repeats[idx],
+            sub_fields,
+            masked[idx],
+            rows=RowSource(all_lines, lines[idx]),
+            row_labels=lines[idx] + 1,
+            label_name="line",
+            errors=errors[idx] if errors is not None and errors[idx].any() else None,
+            non_numeric=take_non_numeric(other, idx),
+        )
+    return out

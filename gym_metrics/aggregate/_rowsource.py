@@ -1,0 +1,145 @@
+"""Full rows by position without holding them as dicts: lines of a file buffer, JSON text or
+dicts, parsed on access (one orjson call per slice when it can)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+
+
+def parse_row(raw: Any) -> dict[str, Any]:
+    """A row from a dict or JSON text; the stdlib fallback reads the NaN / Infinity literals
+    that Python writers emit. Raises ValueError (UnicodeDecodeError for bytes not UTF-8)."""
+    if isinstance(raw, dict):
+        return raw
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        import json
+
+        try:
+            return json.loads(raw)  # type: ignore[no-any-return]
+        except RecursionError:  # nested deeper than the stack allows: bad input, not a crash
+            raise ValueError("nested too deeply (more than 1024 levels)") from None
+
+
+def bad_json_reason(exc: ValueError) -> str:
+    """Why a line did not parse, in the words a user can act on."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at column {exc.start + 1}); save the file as UTF-8"
+    return f"not valid JSON ({exc})"
+
+
+class RowSource(Sequence[dict[str, Any]]):
+    """Full rows by position, parsed on access, so a million rows never live as dicts.
+
+    `items` holds dicts, JSON strings or bytes; `index` (optional) maps positions to items.
+    """
+
+    def __init__(self, items: Sequence[Any], index: np.ndarray | None = None) -> None:
+        self._items = items
+        self._index = index
+
+    def __len__(self) -> int:
+        return len(self._items) if self._index is None else len(self._index)
+
+    def raw(self, i: int) -> Any:
+        return self._items[i if self._index is None else int(self._index[i])]
+
+    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
+        return parse_row(self.raw(i))
+
+    def take(self, idx: np.ndarray) -> RowSource:
+        return RowSource(self._items, idx if self._index is None else self._index[idx])
+
+    def raws(self, positions: Sequence[int]) -> list[Any]:
+        """The rows at `positions` as stored (dict, JSON text or bytes), unparsed."""
+        if isinstance(self._items, _Chain):
+            idx = np.asarray(positions, dtype=np.int64) if self._index is None else self._index[positions]
+            return self._items.raws(idx)
+        if isinstance(self._items, BufferRows):  # one slice per row, straight from the buffer
+            lines = self._items
+            idx = np.asarray(positions, dtype=np.int64) if self._index is None else self._index[positions]
+            buf = lines.buffer
+            return [buf[a:b] for a, b in zip(lines.starts[idx].tolist(), lines.ends[idx].tolist())]
+        return [self.raw(p) for p in positions]
+
+    def load(self, positions: Sequence[int]) -> list[dict[str, Any] | None]:
+        """Parse many rows at once (one orjson call over the joined text when it can); None
+        where a row was not sent (an empty string). A bad row raises RowParseError."""
+        raws = self.raws(positions)
+        if raws and all(isinstance(r, bytes) and r for r in raws):
+            try:
+                return orjson.loads(b"[" + b",".join(raws) + b"]")
+            except orjson.JSONDecodeError:
+                pass
+        if raws and all(isinstance(r, str) and r for r in raws):
+            try:
+                return orjson.loads("[" + ",".join(raws) + "]")
+            except orjson.JSONDecodeError:
+                pass
+        out: list[dict[str, Any] | None] = []
+        for p, r in zip(positions, raws):
+            if isinstance(r, (bytes, str)) and not r:
+                out.append(None)
+                continue
+            try:
+                row = parse_row(r)
+            except ValueError as exc:
+                raise RowParseError(p, f"is not valid JSON ({exc})") from None
+            if not isinstance(row, dict):
+                raise RowParseError(p, f"is not a JSON object (got {type(row).__name__})")
+            out.append(row if not isinstance(r, dict) else dict(row))
+        return out
+
+
+class RowParseError(ValueError):
+    """A full row that could not be parsed, at `position` of its RowSource."""
+
+    def __init__(self, position: int, reason: str) -> None:
+        super().__init__(f"row {position}: {reason}")
+        self.position, self.reason = position, reason
+
+
+class BufferRows(Sequence[bytes]):
+    """Lines of an in-memory JSONL buffer, by (start, end) offsets: rows without dicts."""
+
+    def __init__(self, buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.buffer = buffer
+        self.starts = starts
+        self.ends = ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: int) -> bytes:  # type: ignore[override]
+        return self.buffer[int(self.starts[i]) : int(self.ends[i])]
+
+
+class _Chain(Sequence[Any]):
+    """Raw rows of several RowSources addressed by one global position."""
+
+    def __init__(self, parts: list[RowSource]) -> None:
+        self._parts = parts
+        self._offsets = np.cumsum([0] + [len(p) for p in parts])
+
+    def __len__(self) -> int:
+        return int(self._offsets[-1])
+
+    def __getitem__(self, i: int) -> Any:  # type: ignore[override]
+        part = int(np.searchsorted(self._offsets, i, side="right")) - 1
+        return self._parts[part].raw(i - int(self._offsets[part]))
+
+    def raws(self, idx: np.ndarray) -> list[Any]:
+        """Many rows at once: positions grouped by part, each part read in bulk."""
+        part = np.searchsorted(self._offsets, idx, side="right") - 1
+        out: list[Any] = [None] * len(idx)
+        for p in np.unique(part).tolist():
+            where = np.flatnonzero(part == p)
+            local = (idx[where] - self._offsets[p]).tolist()
+            for i, raw in zip(where.tolist(), self._parts[p].raws(local)):
+                out[i] = raw
+        return out
