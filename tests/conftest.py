@@ -10,9 +10,9 @@ import grpc.aio
 import pytest
 
 from gym_metrics._transport._client import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES
+from gym_metrics._transport._handlers import add_resources_service
 from gym_metrics._transport._servicer import ResourcesServicer
 from gym_metrics.server import SimpleResourcesServer
-from gym_metrics.v1 import resources_pb2_grpc
 
 from _transport_helpers import AnswerEnv
 
@@ -39,7 +39,7 @@ async def serve_env() -> AsyncIterator[ServeEnv]:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        resources_pb2_grpc.add_ResourcesServiceServicer_to_server(ResourcesServicer(env, **servicer_kwargs), server)
+        add_resources_service(ResourcesServicer(env, **servicer_kwargs), server)
         port = server.add_insecure_port("127.0.0.1:0")
         assert port > 0
         await server.start()

@@ -6,7 +6,6 @@ where rows are JSON text (deriving columns from `row_json`, dumping rows in the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from gym_metrics.aggregate._columns import (
     TASK_KEY,
     TASK_KEY_ALIASES,
     RowSource,
+    parse_row,
 )
 from gym_metrics.aggregate._engine import GROUP_STATS, RolloutInfoTable
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -213,10 +213,7 @@ def _check_rows_are_objects(rows: Sequence[str], where: str) -> None:
 
 
 def _loads(raw: str | bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)  # accepts NaN / Infinity, which Python writers emit
+    return parse_row(raw)  # accepts NaN / Infinity, which Python writers emit
 
 
 def _raise_if(violations: list[FieldViolation], message: str) -> None:

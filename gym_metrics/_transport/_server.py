@@ -20,16 +20,18 @@ from typing import Any
 import grpc
 from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
+from gym_metrics._transport._handlers import add_resources_service
 from gym_metrics._transport._health import HealthServicer
 from gym_metrics._transport._interceptors import AccessLogInterceptor, AuthInterceptor
+from gym_metrics._transport._limits import CallLimits
+from gym_metrics._transport._reflection import enable_reflection
 from gym_metrics._transport._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.metrics import resolve_metrics
 from gym_metrics.registry import resolve_server
 from gym_metrics.server import SimpleResourcesServer
-from gym_metrics.v1 import resources_pb2, resources_pb2_grpc
+from gym_metrics.v1 import resources_pb2
 
 log = logging.getLogger("gym_metrics.server")
 
@@ -61,6 +63,11 @@ class ServerConfig:
     """Pause between reporting NOT_SERVING and refusing new calls, for load balancers that poll."""
     max_concurrent_rpcs: int | None = None
     """Beyond this many concurrent RPCs the server answers RESOURCE_EXHAUSTED."""
+    max_pending_rpcs: int = 100_000
+    """Calls that may wait to be picked up (grpc's own default, 1000 / 3000, silently
+    CANCELs a burst of small calls)."""
+    limits: CallLimits = field(default_factory=CallLimits)
+    """Bounds on each AggregateMetrics call (`--max-rollouts-per-call`, ...)."""
     reflection: bool = True
     log_requests: bool = True
     grpc_options: list[tuple[str, Any]] = field(default_factory=list)
@@ -76,6 +83,7 @@ class ServerConfig:
             ("drain_seconds", "must be >= 0", self.drain_seconds < 0),
             ("max_concurrent_rpcs", "must be positive", self.max_concurrent_rpcs is not None
              and self.max_concurrent_rpcs <= 0),
+            ("max_pending_rpcs", "must be positive", self.max_pending_rpcs <= 0),
             ("auth_token", "must not be empty (None disables auth)", self.auth_token is not None
              and not self.auth_token.strip()),
         ]  # fmt: skip
@@ -168,6 +176,8 @@ def server_options(config: ServerConfig, *, reuse_port: bool = False) -> list[tu
         ("grpc.keepalive_timeout_ms", 20_000),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+        ("grpc.server.max_pending_requests", config.max_pending_rpcs),
+        ("grpc.server.max_pending_requests_hard_limit", 2 * config.max_pending_rpcs),
         *config.grpc_options,
     ]
 
@@ -202,13 +212,13 @@ async def start_server(
         options=server_options(config, reuse_port=reuse_port),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
     )
-    resources_pb2_grpc.add_ResourcesServiceServicer_to_server(ResourcesServicer(env), server)
+    add_resources_service(ResourcesServicer(env, limits=config.limits), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
     if config.reflection:
-        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
     address = config.address()
     try:
         port = server.add_secure_port(address, _credentials(config)) if config.tls else server.add_insecure_port(address)

@@ -14,9 +14,12 @@ from typing import Any
 import grpc.aio
 import numpy as np
 
-from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses, batch_to_columns, dumps_json
+from gym_metrics._cancellable import run_cancellable
 from gym_metrics._eager import start_eagerly
+from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses, batch_to_columns, dumps_json
 from gym_metrics._transport._errors import UserCodeError, grpc_errors
+from gym_metrics._transport._handlers import decoded
+from gym_metrics._transport._limits import CallLimits, exceeded
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.server import SimpleResourcesServer
@@ -39,6 +42,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         max_inflight_batches: VerifyStream request batches verified ahead of the response
             being written (pipelining bounded so memory stays bounded).
         max_response_part_bytes: target size of each AggregateMetrics answer part.
+        limits: bounds on each AggregateMetrics call (refused past them, before the work).
     """
 
     def __init__(
@@ -50,7 +54,10 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         batch_cache_size: int = 256,
         max_inflight_batches: int = 4,
         max_response_part_bytes: int = MAX_PART_BYTES,
+        limits: CallLimits | None = None,
     ) -> None:
+        self._limits = limits or CallLimits()
+        self._aggregations = 0
         self._part_bytes = max_response_part_bytes
         self._env = env
         self._max_concurrent = max_concurrent_verifies
@@ -62,7 +69,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
 
     @grpc_errors
     async def Verify(self, request: pb.VerifyRequest, context: grpc.aio.ServicerContext) -> pb.VerifyResponse:
-        reward, response_json = await self._verify(request.body_json)
+        reward, response_json = await self._verify(decoded(request, "request").body_json)
         return pb.VerifyResponse(reward=reward, response_json=response_json)
 
     async def _verify(self, body_json: str, row: int | None = None) -> tuple[float, str]:
@@ -89,7 +96,10 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
 
         async def read() -> None:
             try:
+                message_no = -1
                 async for request in request_iterator:
+                    message_no += 1
+                    _check_items(decoded(request, f"request[{message_no}]"), message_no)
                     await window.acquire()
                     future = cache.get(request.batch_id) if request.batch_id else None
                     if future is None:
@@ -154,12 +164,11 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     async def AggregateMetrics(
         self, request_iterator: AsyncIterator[pb.AggregateMetricsRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.AggregateMetricsResponse]:
-        """Header, then batches; the answer comes in size-bounded parts. Rows in errors found at
-        the end (duplicate keys) are numbered across the stream: 0-based, counting every row of
-        every batch message sent."""
+        """Header, then batches; the answer comes in size-bounded parts. The work runs in a
+        thread that stops when the client goes away (deadline, cancel, server shutdown)."""
         messages = request_iterator.__aiter__()
         try:
-            first = await messages.__anext__()
+            first = decoded(await messages.__anext__(), "request[0]")
         except StopAsyncIteration:
             raise InvalidInputError(
                 "empty stream", [FieldViolation("header", "the stream is empty: it must start with a header")]
@@ -169,13 +178,46 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
                 "stream must start with a header",
                 [FieldViolation("request[0].header", f"first message holds {first.WhichOneof('payload') or 'nothing'}")],
             )
-        aggregator = self._env.new_aggregator(*_agent_and_options(first.header))
+        limits = self._limits
+        if len(first.header.expected_task_indices) > limits.max_tasks_per_call:
+            raise exceeded("max_tasks_per_call", limits.max_tasks_per_call,
+                           f"the header expects {len(first.header.expected_task_indices):,} tasks")  # fmt: skip
+        if self._aggregations >= limits.max_concurrent_aggregations:
+            raise exceeded("max_concurrent_aggregations", limits.max_concurrent_aggregations,
+                           f"{self._aggregations} aggregations are running; retry later")  # fmt: skip
+        self._aggregations += 1
+        try:
+            aggregator = self._env.new_aggregator(*_agent_and_options(first.header))
+            duplicates = await self._receive(messages, aggregator, first.ByteSize())
+            expected = first.header.expected_task_indices
+            could_exceed = aggregator.received_rollouts + len(expected) > limits.max_tasks_per_call
+            tasks = aggregator.task_count(expected) if could_exceed else 0
+            if tasks > limits.max_tasks_per_call:
+                raise exceeded("max_tasks_per_call", limits.max_tasks_per_call, f"the call names {tasks:,} tasks")
 
+            def finish() -> list[pb.AggregateMetricsResponse]:
+                result = self._env.finalize(aggregator)
+                return list(aggregate_to_responses(result, aggregator.received_rollouts, duplicates, self._part_bytes))
+
+            parts = await run_cancellable(finish, name="gym-metrics-aggregate")
+        finally:
+            self._aggregations -= 1
+        for part in parts:
+            yield part
+
+    async def _receive(self, messages: AsyncIterator[pb.AggregateMetricsRequest], aggregator: Any, size: int) -> int:
+        """Add every batch to the aggregator within the call limits; returns how many batches
+        were resent (ignored by batch id). Rows in errors found at the end (duplicate keys)
+        are numbered across the stream: 0-based, counting every row of every batch sent."""
+        limits = self._limits
         seen: set[str] = set()
-        duplicates = batch_no = rows_sent = 0
-        message_no = 0
+        duplicates = batch_no = rows_sent = message_no = 0
         async for message in messages:
             message_no += 1
+            message = decoded(message, f"request[{message_no}]")
+            size += message.ByteSize()
+            if size > limits.max_call_bytes:
+                raise exceeded("max_call_mb", limits.max_call_mb, f"the call sent {size / (1 << 20):,.1f} MiB")
             payload = message.WhichOneof("payload")
             if payload != "batch":
                 what = "a second header" if payload == "header" else "no payload"
@@ -187,23 +229,21 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             number, offset = batch_no, rows_sent
             batch_no += 1
             rows_sent += max(len(batch.task_index), len(batch.row_json))
+            if rows_sent > limits.max_rollouts_per_call:
+                raise exceeded("max_rollouts_per_call", limits.max_rollouts_per_call,
+                               f"the call sent {rows_sent:,} rollouts")  # fmt: skip
             if batch.batch_id:
                 if batch.batch_id in seen:
                     duplicates += 1
                     continue
                 seen.add(batch.batch_id)
-            if len(batch.columns) == 0 and len(batch.row_json):  # per-row JSON parsing: off the loop
+            # Decoding columns is quick, parsing JSON rows is not: that goes off the loop.
+            if len(batch.row_json):
                 columns = await asyncio.to_thread(batch_to_columns, batch, number, offset)
             else:
                 columns = batch_to_columns(batch, number, offset)
             aggregator.add(columns)
-
-        def finish() -> list[pb.AggregateMetricsResponse]:
-            result = self._env.finalize(aggregator)
-            return list(aggregate_to_responses(result, aggregator.received_rollouts, duplicates, self._part_bytes))
-
-        for part in await asyncio.to_thread(finish):
-            yield part
+        return duplicates
 
     # ----------------------------------------------------------------- GetServerInfo
 
@@ -211,6 +251,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     async def GetServerInfo(
         self, request: pb.GetServerInfoRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetServerInfoResponse:
+        decoded(request, "request")
         info = self._env.server_info()
         return pb.GetServerInfoResponse(
             name=info["name"],
@@ -240,6 +281,18 @@ def _agent_and_options(header: pb.AggregateMetricsHeader) -> tuple[str, Aggregat
         include_samples=not header.options.omit_samples,
     )
     return name, options
+
+
+def _check_items(request: pb.VerifyStreamRequest, message_no: int) -> None:
+    """Indices are non-negative (the proto's contract); a bad one refuses the call."""
+    violations = [
+        FieldViolation(f"request[{message_no}].items[{i}].{name}", f"must be >= 0, got {value}")
+        for i, item in enumerate(request.items)
+        for name, value in (("task_index", item.task_index), ("rollout_index", item.rollout_index))
+        if value < 0
+    ]
+    if violations:
+        raise InvalidInputError("negative index", violations[:20])
 
 
 def _fail(result: pb.VerifyResult, kind: int, message: str) -> None:

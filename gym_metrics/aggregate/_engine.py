@@ -127,6 +127,13 @@ class Aggregator:
     def received_rollouts(self) -> int:
         return self._rows
 
+    def task_count(self, expected: Sequence[int] = ()) -> int:
+        """Distinct tasks among the rows added and `expected` (exact, one np.unique)."""
+        if self._rows + len(expected) == 0:
+            return 0
+        indices = [b.task_index for b in self._batches] + [np.asarray(expected, dtype=np.int64)]
+        return len(np.unique(np.concatenate(indices)))
+
     def finalize(
         self,
         compute_metrics: ComputeMetrics | None = None,

@@ -1,0 +1,75 @@
+"""ResourcesService registration with request decoding that never fails the call raw.
+
+grpc's generated `add_..._to_server` decodes requests with `Message.FromString`; bytes that are
+not the message make grpc itself answer UNKNOWN (unary) or INTERNAL (streams) and log a
+traceback. Here a failed decode becomes an `Undecodable` value that the servicer turns into
+INVALID_ARGUMENT with a BadRequest, like any other bad input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.v1 import resources_pb2 as pb
+
+SERVICE = "gym_metrics.v1.ResourcesService"
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A request message whose bytes did not decode."""
+
+    message_type: str
+    size: int
+    reason: str
+
+    def error(self, where: str) -> InvalidInputError:
+        return InvalidInputError(
+            "request is not a valid protobuf message",
+            [FieldViolation(where, f"{self.size} bytes that do not decode as {self.message_type} ({self.reason})")],
+        )
+
+
+def decoded(message: Any, where: str) -> Any:
+    """`message`, or INVALID_ARGUMENT naming `where` when its bytes did not decode."""
+    if isinstance(message, Undecodable):
+        raise message.error(where)
+    return message
+
+
+def _lenient(cls: type[Message]) -> Callable[[bytes], Any]:
+    name = cls.DESCRIPTOR.full_name
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return cls.FromString(raw)
+        except (DecodeError, RecursionError, ValueError) as exc:
+            return Undecodable(name, len(raw), str(exc)[:200] or type(exc).__name__)
+
+    return decode
+
+
+def add_resources_service(servicer: Any, server: Any) -> None:
+    """Register `servicer`'s four methods on `server` (sync or aio) with lenient decoding."""
+    unary, stream = grpc.unary_unary_rpc_method_handler, grpc.stream_stream_rpc_method_handler
+    table = {
+        "Verify": (unary, pb.VerifyRequest, pb.VerifyResponse),
+        "VerifyStream": (stream, pb.VerifyStreamRequest, pb.VerifyStreamResponse),
+        "AggregateMetrics": (stream, pb.AggregateMetricsRequest, pb.AggregateMetricsResponse),
+        "GetServerInfo": (unary, pb.GetServerInfoRequest, pb.GetServerInfoResponse),
+    }
+    handlers = {
+        method: make(getattr(servicer, method), request_deserializer=_lenient(req), response_serializer=resp.SerializeToString)
+        for method, (make, req, resp) in table.items()
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)
+
+
+__all__ = ["SERVICE", "Undecodable", "add_resources_service", "decoded"]

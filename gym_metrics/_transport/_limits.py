@@ -1,0 +1,45 @@
+"""Per-call limits of the server: explicit, documented, checked before the work is done.
+
+Each limit has a CLI flag of the same name (`gym-metrics serve --max-rollouts-per-call N`);
+a call past one is refused with RESOURCE_EXHAUSTED naming the limit and its flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gym_metrics.errors import OverloadedError
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    """Bounds on one AggregateMetrics call (the call that grows with the data)."""
+
+    max_rollouts_per_call: int = 20_000_000
+    """Rollouts one AggregateMetrics call may send (about 25 bytes of server memory each
+    without rows)."""
+    max_tasks_per_call: int = 5_000_000
+    """Distinct tasks (and expected tasks) one AggregateMetrics call may name."""
+    max_concurrent_aggregations: int = 4
+    """AggregateMetrics calls running at once; one more is refused at its header."""
+    max_call_mb: float = 4096.0
+    """Request bytes one AggregateMetrics call may send, in MiB (rows as JSON count here)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_rollouts_per_call", "max_tasks_per_call", "max_concurrent_aggregations", "max_call_mb"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def max_call_bytes(self) -> int:
+        return int(self.max_call_mb * (1 << 20))
+
+
+def exceeded(limit: str, value: float, what: str) -> OverloadedError:
+    """The error for a call past `limit` (a CallLimits field), naming it and its flag."""
+    flag = "--" + limit.replace("_", "-")
+    shown = f"{value:g}" if isinstance(value, float) else f"{value:,}"
+    return OverloadedError(f"{what}: past the server's limit {limit} = {shown} (gym-metrics serve {flag})")
+
+
+__all__ = ["CallLimits", "exceeded"]
