@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gym_metrics._argtypes import non_negative_int, positive_int
+from gym_metrics._argtypes import non_negative_int, positive_float, positive_int
 from gym_metrics._cli_base import (
+    EXIT_ALL_FAILED,
     EXIT_BAD_INPUT,
     SHOW_VIOLATIONS,
     ArgParser,
@@ -97,6 +98,10 @@ def _parser() -> argparse.ArgumentParser:
     col.add_argument("--batch-size", type=positive_int, default=256, help="rollouts per VerifyStream batch")
     col.add_argument("--max-in-flight", type=positive_int, default=8, help="unanswered batches at most")
     col.add_argument("--max-retries", type=non_negative_int, default=8, help="retries when the server is unavailable")
+    col.add_argument(
+        "--connect-timeout", type=positive_float, default=5.0, metavar="S",
+        help="seconds the first connection may take; past it exit 4 (default 5)",
+    )  # fmt: skip
     col.add_argument("--auth-token-env", metavar="VAR", help="send `authorization: Bearer $VAR`")
     col.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect with TLS")
     col.set_defaults(func=_cmd_collect)
@@ -303,6 +308,7 @@ def _cmd_collect(ns: argparse.Namespace) -> int:
         batch_size=ns.batch_size,
         max_in_flight=ns.max_in_flight,
         retry=RetryPolicy(max_retries=ns.max_retries),
+        connect_timeout=ns.connect_timeout,
     )
 
     async def run() -> Any:
@@ -311,11 +317,12 @@ def _cmd_collect(ns: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     result = asyncio.run(run())
-    _report_collect(result, time.perf_counter() - started)
-    return 0
+    return _report_collect(result, time.perf_counter() - started)
 
 
-def _report_collect(result: Any, elapsed: float) -> None:
+def _report_collect(result: Any, elapsed: float) -> int:
+    """Print the key metrics and counts; the exit code: 3 when every rollout of an agent
+    failed verification (the files are written all the same), else 0."""
     print(format_key_metrics({a.agent_name: a.key_metrics for a in result.aggregates}))
     _print_value_notes(result.aggregates)
     parts = [f"{result.verified} verified", f"{result.passed_through} already scored"]
@@ -325,6 +332,14 @@ def _report_collect(result: Any, elapsed: float) -> None:
         parts.append(f"{len(result.bad_lines)} bad lines skipped")
     print(f"{', '.join(parts)} in {elapsed:.2f}s")
     print(f"rollouts -> {result.rollouts_path}\nmetrics  -> {result.metrics_path}")
+    for f in result.failed_agents:
+        kinds = ", ".join(f"{kind}: {n}" for kind, n in f.by_kind.items())
+        print(
+            f"error: agent {f.agent}: {f.rollouts} of {f.rollouts} rollouts failed verification ({kinds})"
+            f" — see _gm_error in {result.rollouts_path}",
+            file=sys.stderr,
+        )
+    return EXIT_ALL_FAILED if result.failed_agents else 0
 
 
 def _cmd_demo(ns: argparse.Namespace) -> int:
@@ -349,8 +364,7 @@ def _cmd_demo(ns: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     result = asyncio.run(run())
-    _report_collect(result, time.perf_counter() - started)
-    return 0
+    return _report_collect(result, time.perf_counter() - started)
 
 
 def format_key_metrics(by_agent: dict[str, dict[str, Any]]) -> str:

@@ -46,6 +46,7 @@ async def test_unreachable_server_gives_up_clearly(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     code, err = await run_cli(
         "collect", "--server", f"127.0.0.1:{port}", "--input", str(SAMPLE_PATH),
-        "--output", str(tmp_path / "o.jsonl"), "--max-retries", "1",
+        "--output", str(tmp_path / "o.jsonl"), "--connect-timeout", "1",
     )
-    assert code == 2 and "UNAVAILABLE" in err and "gave up after 1 retries" in err and "Traceback" not in err
+    assert code == 4, err
+    assert f"cannot reach the server at 127.0.0.1:{port} within 1 s: UNAVAILABLE" in err and "Traceback" not in err

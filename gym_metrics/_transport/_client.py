@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,8 +62,16 @@ class ServerInfo:
 
 
 class ServerUnavailableError(GymMetricsError):
-    """The server could not be reached or did not answer in time (UNAVAILABLE /
-    DEADLINE_EXCEEDED): worth retrying."""
+    """The connection to the server broke or the server did not answer in time: worth
+    retrying (see `is_transient`)."""
+
+
+class ServerUnreachableError(GymMetricsError):
+    """The first connection failed within the connect timeout: a wrong address, a server not
+    started, a TLS mismatch. Not retried: retries are for a server that was there and went
+    away. Exit code 4 on the command line."""
+
+    exit_code = 4  # "server unreachable" in the CLI's exit-code table (README "Exit codes")
 
 
 class RemoteCallError(GymMetricsError):
@@ -74,13 +83,51 @@ class RemoteCallError(GymMetricsError):
 
 
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+_STATUS_DETAILS_KEY = "grpc-status-details-bin"
+"""The trailer our servicers' errors carry (google.rpc.Status, see _errors.to_status)."""
+_BROKEN_CONNECTION = (
+    "internal error from core",  # a write on a call whose connection died (grpc.aio)
+    "stream removed",
+    "socket closed",
+    "rst_stream",
+    "connection reset",
+    "broken pipe",
+    "goaway",
+    "cancelling all calls",  # a server shutting down with no grace left
+)
+"""Details of INTERNAL / UNKNOWN / CANCELLED statuses that grpc itself makes up when the
+connection breaks (lower case)."""
+_LOCAL_CANCEL = "locally cancelled by application"
+
+
+def is_transient(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether a failed call is worth retrying: UNAVAILABLE and DEADLINE_EXCEEDED, and the
+    INTERNAL / UNKNOWN / CANCELLED that the channel reports for a broken connection or a
+    server shutting down. A status sent by the server's handler is final: ours carry the
+    `grpc-status-details-bin` trailer, and an uncaught exception there reads "Unexpected ..."."""
+    code, details = exc.code(), (exc.details() or "").lower()
+    if code in _RETRYABLE:
+        return True
+    if code not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED):
+        return False
+    if _from_handler(exc) or details.startswith("unexpected ") or _LOCAL_CANCEL in details:
+        return False
+    return code is grpc.StatusCode.CANCELLED or any(marker in details for marker in _BROKEN_CONNECTION)
+
+
+def _from_handler(exc: grpc.aio.AioRpcError) -> bool:
+    """True when the status came with our rich-status trailer, i.e. from a servicer."""
+    try:
+        return any(key == _STATUS_DETAILS_KEY for key, _ in exc.trailing_metadata() or ())
+    except Exception:  # metadata of a call that never reached the server may be absent
+        return False
 
 
 def _translate(exc: grpc.aio.AioRpcError) -> Exception:
-    """gRPC failures as gym-metrics errors: retryable ones as ServerUnavailableError, a
+    """gRPC failures as gym-metrics errors: transient ones as ServerUnavailableError, a
     rejected request as InvalidInputError, anything else as RemoteCallError."""
     code, details = exc.code(), exc.details() or ""
-    if code in _RETRYABLE:
+    if is_transient(exc):
         return ServerUnavailableError(f"{code.name}: {details}")
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidInputError(f"the server rejected the request: {details}")
@@ -112,6 +159,7 @@ class ResourcesClient:
         else:
             self._channel = target
             self._owns_channel = False
+        self.target = target if isinstance(target, str) else "the server"
         self._stub = resources_pb2_grpc.ResourcesServiceStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
 
@@ -124,6 +172,24 @@ class ResourcesClient:
     async def close(self) -> None:
         if self._owns_channel:
             await self._channel.close()
+
+    async def wait_until_reachable(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for the first connection, else raise
+        ServerUnreachableError with grpc's reason: a wrong address fails in seconds instead
+        of going through every retry meant for a server that went away."""
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), timeout)
+            return
+        except asyncio.TimeoutError:
+            pass
+        try:  # not waiting for ready: fails at once with the channel's last connection error
+            await self._stub.GetServerInfo(pb.GetServerInfoRequest(), metadata=self._metadata, timeout=2)
+            return  # it came up just now
+        except grpc.aio.AioRpcError as exc:
+            if not is_transient(exc):
+                return  # it answered (e.g. UNAUTHENTICATED): reachable; the next call reports it
+            reason = f"{exc.code().name}: {exc.details()}"
+        raise ServerUnreachableError(f"cannot reach the server at {self.target} within {timeout:g} s: {reason}")
 
     async def verify(self, body: Mapping[str, Any] | str) -> dict[str, Any]:
         """Verify one rollout; returns the full verify response."""
@@ -288,5 +354,7 @@ __all__ = [
     "ServerInfo",
     "RemoteCallError",
     "ServerUnavailableError",
+    "ServerUnreachableError",
     "VerifyOutcome",
+    "is_transient",
 ]

@@ -19,7 +19,7 @@ from gym_metrics.aggregate import (
     output_path_for,
     read_rollouts,
 )
-from gym_metrics.aggregate._columns import ERROR_KEY, concat
+from gym_metrics.aggregate._columns import ERROR_KEY, ERROR_KINDS, concat
 from gym_metrics.aggregate._output import write_aggregate_metrics
 from gym_metrics.aggregate._reader import BadLine, OnBadLine
 from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
@@ -43,6 +43,18 @@ class CollectOptions:
     max_in_flight: int = 8
     aggregate_batch_size: int = 50_000
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    connect_timeout: float = 5.0
+    """Seconds the first connection may take; past it the run fails (not retried)."""
+
+
+@dataclass(frozen=True)
+class FailedAgent:
+    """An agent none of whose rollouts was verified: a broken environment or input, not a
+    score (the command exits 3)."""
+
+    agent: str
+    rollouts: int
+    by_kind: dict[str, int]
 
 
 @dataclass
@@ -57,6 +69,8 @@ class CollectResult:
     passed_through: int
     skipped_done: int
     repaired_bytes: int
+    failed_agents: list[FailedAgent] = field(default_factory=list)
+    """Agents every rollout of which failed verification (see `_gm_error` in the output)."""
 
 
 def collect(
@@ -82,6 +96,7 @@ async def collect_async(
     if not input_path.is_file():
         raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
     log = _logger(progress)
+    await client.wait_until_reachable(opts.connect_timeout)
     info = await _retrying(client.server_info, opts.retry, log)
     out = OutputFile(output_path, opts.resume)
     if out.repaired_bytes:
@@ -103,7 +118,9 @@ async def collect_async(
         if router.complete and not out.done
         else None
     )
-    aggregates = await _aggregate_output(client, output_path, router.tasks, opts, info.wants_rows, log, in_memory)
+    aggregates, failed = await _aggregate_output(
+        client, output_path, router.tasks, opts, info.wants_rows, log, in_memory
+    )
     metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
     return CollectResult(
         rollouts_path=output_path,
@@ -114,6 +131,7 @@ async def collect_async(
         passed_through=router.passed_through,
         skipped_done=router.skipped_done,
         repaired_bytes=out.repaired_bytes,
+        failed_agents=failed,
     )
 
 
@@ -225,9 +243,10 @@ async def _aggregate_output(
     wants_rows: bool,
     log: Callable[[str], None],
     in_memory: dict[str, RolloutColumns] | None = None,
-) -> list[AgentAggregate]:
+) -> tuple[list[AgentAggregate], list[FailedAgent]]:
     """Phase 2: each agent's rows of the output, column-wise, through AggregateMetrics. When
-    every output row was passed through from the input, its columns are already in memory."""
+    every output row was passed through from the input, its columns are already in memory.
+    Also returns the agents none of whose rollouts was verified."""
     if in_memory is not None:
         by_agent = in_memory
         _reject_duplicate_keys(output_path, by_agent, where="input line")
@@ -269,7 +288,17 @@ async def _aggregate_output(
             raise
         (await parts).attach(result)
         results.append(result)
-    return results
+    failed = [f for f in (_all_failed(agent, by_agent[agent]) for agent in agents if agent in by_agent) if f]
+    return results, failed
+
+
+def _all_failed(agent: str, cols: RolloutColumns) -> FailedAgent | None:
+    """The agent's failure counts by kind when it has rollouts and every one failed."""
+    errors = cols.errors
+    if len(cols) == 0 or errors is None or not errors.all():
+        return None
+    codes = np.bincount(errors, minlength=len(ERROR_KINDS) + 1)
+    return FailedAgent(agent, len(cols), {kind: int(codes[i + 1]) for i, kind in enumerate(ERROR_KINDS) if codes[i + 1]})
 
 
 def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns], where: str = "line") -> None:

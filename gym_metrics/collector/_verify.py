@@ -94,20 +94,21 @@ async def verify_all(
                     # more batch, which it can no longer send. Leave new batches to the
                     # current stream, or they would be lost until the next retry.
                     return
+                new: Batch | None
                 try:
-                    batch = next(batches, None)
+                    new = next(batches, None)
                 except Exception as exc:
                     # Raised inside grpc's request consumer it would only cancel the call (the
                     # caller sees CancelledError): end the requests, let the batches already
                     # sent be answered and recorded, then raise it from verify_all.
-                    input_error, batch = exc, None
-                if batch is None:
+                    input_error, new = exc, None
+                if new is None:
                     exhausted = True
                     return
                 batch_id = str(next_id)
                 next_id += 1
-                unanswered[batch_id] = batch
-                yield batch_id, [(r.task, r.rollout, body) for r, body in batch]
+                unanswered[batch_id] = new
+                yield batch_id, [(r.task, r.rollout, body) for r, body in new]
 
         try:
             async for batch_id, outcomes in client.verify_batches(requests()):
