@@ -81,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-key", type=Path, help="PEM private key")
     serve.add_argument("--max-message-mb", type=float, default=64.0, help="max gRPC message size (MiB)")
     serve.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
+    _add_limit_flags(serve)
     serve.add_argument(
         "--metrics", nargs="+", metavar="NAME", help="reward reducers to report, e.g. pass@1 pass@8 (replaces the env's)"
     )
@@ -150,8 +151,24 @@ def _evaluate_command() -> Any:
 
 
 
+def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per CallLimits field; a call past one is refused with RESOURCE_EXHAUSTED."""
+    from gym_metrics._transport._limits import CallLimits
+
+    default = CallLimits()
+    for name, kind, what in (
+        ("max_rollouts_per_call", positive_int, "rollouts one AggregateMetrics call may send"),
+        ("max_tasks_per_call", positive_int, "distinct tasks one AggregateMetrics call may name"),
+        ("max_concurrent_aggregations", positive_int, "AggregateMetrics calls running at once"),
+        ("max_call_mb", float, "MiB one AggregateMetrics call may send"),
+    ):
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(default, name),
+                            help=f"{what} (default %(default)s)")  # fmt: skip
+
+
 def _cmd_serve(ns: argparse.Namespace) -> int:
     from gym_metrics._transport import ServerConfig, serve
+    from gym_metrics._transport._limits import CallLimits
     from gym_metrics.registry import resolve_server
 
     env_cls = resolve_server(ns.target)  # fail fast with a clear message, before binding
@@ -171,6 +188,12 @@ def _cmd_serve(ns: argparse.Namespace) -> int:
         tls_cert_file=ns.tls_cert,
         tls_key_file=ns.tls_key,
         grace_seconds=ns.grace,
+        limits=CallLimits(
+            max_rollouts_per_call=ns.max_rollouts_per_call,
+            max_tasks_per_call=ns.max_tasks_per_call,
+            max_concurrent_aggregations=ns.max_concurrent_aggregations,
+            max_call_mb=ns.max_call_mb,
+        ),
     )
     serve(env_cls, config, workers=ns.workers, metrics=ns.metrics)
     return 0

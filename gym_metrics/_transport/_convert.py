@@ -359,6 +359,8 @@ def responses_to_aggregate(parts: Sequence[pb.AggregateMetricsResponse]) -> Agen
 
 def _texts(values: Sequence[Any]) -> list[str]:
     """Per-task JSON text ("" for none), made once for both sizing and sending."""
+    if values and all(type(v) is bytes for v in values):  # samples: one decode, not one per task
+        return b"\x00".join(values).decode().split("\x00")  # JSON text never holds a raw NUL
     return ["" if v is None else v.decode() if isinstance(v, bytes) else dumps_json(v) for v in values]
 
 
@@ -374,13 +376,13 @@ def _part_bounds(
         per_task += np.fromiter(map(len, custom), dtype=np.int64, count=n)
     if groups.rollout_infos is not None and groups.info_starts is not None:
         per_task += np.diff(groups.info_starts) * (24 + 10 * len(groups.rollout_infos.fields))
-    bounds, lo, total = [], 0, 0
-    for i, cost in enumerate(per_task.tolist()):
-        if i > lo and total + cost > max_bytes:
-            bounds.append((lo, i))
-            lo, total = i, 0
-        total += cost
-    bounds.append((lo, n))
+    # Greedy packing, one searchsorted per part: prefix[i] = bytes of tasks before i.
+    prefix = np.concatenate(([0], np.cumsum(per_task)))
+    bounds, lo = [], 0
+    while lo < n:
+        hi = max(lo + 1, int(np.searchsorted(prefix, prefix[lo] + max_bytes, side="right")) - 1)
+        bounds.append((lo, hi))
+        lo = hi
     return bounds
 
 

@@ -453,8 +453,8 @@ def _with_expected_tasks(
 ) -> GroupTable:
     """Honest expectations: tasks the caller expects, or whose rollouts all failed, appear even
     with nothing measured; failed rollouts count as missing."""
-    wanted = np.asarray([*options.expected_task_indices, *failed_per_task], dtype=np.int64)
-    extra = np.setdiff1d(wanted, groups.task_index)
+    wanted = np.unique(np.asarray([*options.expected_task_indices, *failed_per_task], dtype=np.int64))
+    extra = wanted[~np.isin(wanted, groups.task_index, assume_unique=True)] if len(wanted) else wanted
     if len(extra):
         tasks = np.concatenate([groups.task_index, extra])
         order = np.argsort(tasks, kind="stable")
