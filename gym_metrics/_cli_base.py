@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -83,6 +84,10 @@ def configure_logging(level_name: str) -> None:
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
     for name in THIRD_PARTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.NOTSET if level <= logging.DEBUG else max(level, logging.WARNING))
+    # gRPC's C core writes its own lines to stderr (a failed bind, GOAWAYs); our messages say
+    # what went wrong. Read when grpc starts, so set before any channel or server exists.
+    if level > logging.DEBUG:
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 
 def version() -> str:

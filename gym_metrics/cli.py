@@ -153,14 +153,14 @@ def _evaluate_command() -> Any:
 
 def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per CallLimits field; a call past one is refused with RESOURCE_EXHAUSTED."""
-    from gym_metrics._transport._limits import CallLimits
+    from gym_metrics._limits import CallLimits
 
     default = CallLimits()
     for name, kind, what in (
         ("max_rollouts_per_call", positive_int, "rollouts one AggregateMetrics call may send"),
         ("max_tasks_per_call", positive_int, "distinct tasks one AggregateMetrics call may name"),
         ("max_concurrent_aggregations", positive_int, "AggregateMetrics calls running at once"),
-        ("max_call_mb", float, "MiB one AggregateMetrics call may send"),
+        ("max_call_mb", positive_float, "MiB one AggregateMetrics call may send"),
     ):
         parser.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(default, name),
                             help=f"{what} (default %(default)s)")  # fmt: skip
@@ -168,7 +168,7 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
 
 def _cmd_serve(ns: argparse.Namespace) -> int:
     from gym_metrics._transport import ServerConfig, serve
-    from gym_metrics._transport._limits import CallLimits
+    from gym_metrics._limits import CallLimits
     from gym_metrics.registry import resolve_server
 
     env_cls = resolve_server(ns.target)  # fail fast with a clear message, before binding

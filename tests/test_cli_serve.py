@@ -64,3 +64,29 @@ async def test_unknown_target_is_a_clear_error(tmp_path: Path) -> None:
     _, err = await asyncio.wait_for(proc.communicate(), timeout=30)
     assert proc.returncode == 2 and b"unknown environment 'nope'" in err and b"math_exact" in err
     assert b"Traceback" not in err
+
+
+async def test_a_port_in_use_is_one_line_without_grpc_core_logs(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gym_metrics.cli", "serve", "math_exact", "--port", str(port),
+            cwd=tmp_path, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+    assert proc.returncode == 2
+    assert err.decode().splitlines() == [f"error: gym-metrics cannot listen on 127.0.0.1:{port}: the port is in use, or the address is not on this host"]
+
+
+@pytest.mark.parametrize("flag", ["--max-rollouts-per-call", "--max-tasks-per-call", "--max-concurrent-aggregations", "--max-call-mb"])
+async def test_limit_flags_refuse_nonsense(flag: str, tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gym_metrics.cli", "serve", "math_exact", "--port", "0", flag, "0",
+        cwd=tmp_path, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+    assert proc.returncode == 2 and flag.encode() in err and b"Traceback" not in err

@@ -12,7 +12,7 @@ import grpc.aio
 import pytest
 
 from gym_metrics._transport import ServerConfig, start_server
-from gym_metrics._transport._limits import CallLimits
+from gym_metrics._limits import CallLimits
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 

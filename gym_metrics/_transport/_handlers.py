@@ -58,7 +58,7 @@ def _lenient(cls: type[Message]) -> Callable[[bytes], Any]:
 def add_resources_service(servicer: Any, server: Any) -> None:
     """Register `servicer`'s four methods on `server` (sync or aio) with lenient decoding."""
     unary, stream = grpc.unary_unary_rpc_method_handler, grpc.stream_stream_rpc_method_handler
-    table = {
+    table: dict[str, tuple[Callable[..., Any], type[Message], type[Message]]] = {
         "Verify": (unary, pb.VerifyRequest, pb.VerifyResponse),
         "VerifyStream": (stream, pb.VerifyStreamRequest, pb.VerifyStreamResponse),
         "AggregateMetrics": (stream, pb.AggregateMetricsRequest, pb.AggregateMetricsResponse),

@@ -28,8 +28,8 @@ class HealthServicer(health.aio.HealthServicer):
         self._changed = asyncio.Condition()
         self._shutting_down = False
 
-    async def set(self, service: str, status: int) -> None:  # type: ignore[override]
-        await super().set(service, status)  # type: ignore[arg-type]
+    async def set(self, service: str, status: int) -> None:
+        await super().set(service, status)
         async with self._changed:
             if not self._shutting_down:
                 self._statuses[service] = status
@@ -53,7 +53,7 @@ class HealthServicer(health.aio.HealthServicer):
                 await self._changed.wait_for(lambda: self._shutting_down or self._status(request.service) != last)
                 status, stopping = self._status(request.service), self._shutting_down
             if status != last:
-                await context.write(health_pb2.HealthCheckResponse(status=status))  # type: ignore[arg-type]
+                await context.write(health_pb2.HealthCheckResponse(status=status))
                 last = status
             if stopping:
                 return

@@ -66,10 +66,11 @@ class _Servicer(ReflectionServicer):
     """grpcio-reflection's servicer whose file answers also carry the google.rpc files."""
 
     def _file_by_filename(self, request: Any, filename: str) -> Any:
-        return _with_detail_files(super()._file_by_filename(request, filename))
+        # grpcio-reflection's private helpers are not in its stubs
+        return _with_detail_files(super()._file_by_filename(request, filename))  # type: ignore[misc]
 
     def _file_containing_symbol(self, request: Any, fully_qualified_name: str) -> Any:
-        return _with_detail_files(super()._file_containing_symbol(request, fully_qualified_name))
+        return _with_detail_files(super()._file_containing_symbol(request, fully_qualified_name))  # type: ignore[misc]
 
 
 def _with_detail_files(response: Any) -> Any:

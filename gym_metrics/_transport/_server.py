@@ -24,7 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from gym_metrics._transport._handlers import add_resources_service
 from gym_metrics._transport._health import HealthServicer
 from gym_metrics._transport._interceptors import AccessLogInterceptor, AuthInterceptor
-from gym_metrics._transport._limits import CallLimits
+from gym_metrics._limits import CallLimits
 from gym_metrics._transport._reflection import enable_reflection
 from gym_metrics._transport._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
@@ -223,8 +223,8 @@ async def start_server(
     try:
         port = server.add_secure_port(address, _credentials(config)) if config.tls else server.add_insecure_port(address)
     except RuntimeError as exc:
-        hint = " (port in use?)" if config.port else ""
-        raise OSError(f"gym-metrics cannot listen on {address}{hint}: {exc}") from None
+        why = "the port is in use, or the address is not on this host" if config.port else str(exc).split(";")[0]
+        raise OSError(f"gym-metrics cannot listen on {address}: {why}") from None
     await server.start()
     return RunningServer(server=server, port=port, config=config, health=health_servicer, env=env)
 

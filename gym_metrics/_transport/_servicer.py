@@ -19,7 +19,7 @@ from gym_metrics._eager import start_eagerly
 from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses, batch_to_columns, dumps_json
 from gym_metrics._transport._errors import UserCodeError, grpc_errors
 from gym_metrics._transport._handlers import decoded
-from gym_metrics._transport._limits import CallLimits, exceeded
+from gym_metrics._limits import CallLimits, exceeded
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.server import SimpleResourcesServer
