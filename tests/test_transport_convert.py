@@ -306,3 +306,15 @@ def test_indices_must_agree_with_row_json() -> None:
     batch = _batch(task_index=[0, 1], rollout_index=[0, 0], row_json=['{"_ng_task_index": 0}', '{"_ng_task_index": 2}'])
     got = _violations(batch)
     assert got == [("batch[3].task_index", "is 1 but row_json says 2", 1)]
+
+
+def test_batches_with_big_rows_are_bounded_by_bytes_and_keep_every_row() -> None:
+    rows = [{"_ng_task_index": i, "_ng_rollout_index": 0, "reward": 1.0, "pad": "x" * 1000} for i in range(100)]
+    cols = RolloutColumns.from_rows(rows)
+    batches = list(columns_to_batches(cols, batch_size=50, include_rows=True, id_prefix="p", max_row_bytes=10_000))
+    assert all(sum(map(len, b.row_json)) <= 10_000 for b in batches)
+    assert [b.batch_id for b in batches] == [f"p{k}" for k in range(len(batches))]
+    assert [t for b in batches for t in b.task_index] == list(range(100))
+    assert [orjson.loads(r)["_ng_task_index"] for b in batches for r in b.row_json] == list(range(100))
+    assert all(len(b.columns["reward"].values) == len(b.task_index) for b in batches)
+    assert len(batches) >= 10

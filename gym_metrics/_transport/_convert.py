@@ -224,53 +224,86 @@ def _raise_if(violations: list[FieldViolation], message: str) -> None:
 # ----------------------------------------------------------------------------- batches out
 
 
+MAX_BATCH_ROW_BYTES = 16 << 20
+"""Row text one RolloutBatch carries at most (beyond one row): well under the message limit."""
+
+
 def columns_to_batches(
     cols: RolloutColumns,
     batch_size: int,
     include_rows: bool,
     id_prefix: str = "",
     row_positions: np.ndarray | None = None,
+    max_row_bytes: int = MAX_BATCH_ROW_BYTES,
 ) -> Iterator[pb.RolloutBatch]:
-    """Split columns into packed RolloutBatch messages (ids `<prefix><k>`); rows as JSON when
+    """Split columns into packed RolloutBatch messages (ids `<prefix><k>`) of at most
+    `batch_size` rollouts and, with rows, about `max_row_bytes` of row text; rows as JSON when
     asked, all of them or only those at `row_positions` ("" stands for the others)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     n = len(cols)
     send_rows = include_rows and cols.rows is not None
-    for k, lo in enumerate(range(0, n, batch_size)):
+    k = 0
+    for lo in range(0, n, batch_size):
         hi = min(lo + batch_size, n)
-        batch = pb.RolloutBatch(
-            batch_id=f"{id_prefix}{k}",
-            task_index=cols.task_index[lo:hi].tolist(),
-            rollout_index=cols.rollout_index[lo:hi].tolist(),
-        )
-        masked = cols.masked[lo:hi]
-        if masked.any():
-            batch.masked.extend(masked.tolist())
-        if cols.errors is not None and cols.errors[lo:hi].any():
-            batch.error_kind.extend(cols.errors[lo:hi].tolist())
-        for name, field in cols.fields.items():
-            present = field.present[lo:hi]
-            if not present.any():
-                continue
-            col = batch.columns[name]
-            col.values.extend(np.where(present, field.values[lo:hi], 0.0).tolist())
-            if not present.all():
-                col.missing.extend(np.flatnonzero(~present).tolist())
-            col.kind = _KIND_TO_PB[field.kind]
-        if send_rows:
-            rows = cols.rows
-            assert rows is not None
-            wanted = (
-                list(range(lo, hi))
-                if row_positions is None
-                else row_positions[(row_positions >= lo) & (row_positions < hi)].tolist()
-            )
-            texts = [""] * (hi - lo)
-            for i, raw in zip(wanted, rows.raws(wanted)):
-                texts[i - lo] = _row_text(raw)
-            batch.row_json.extend(texts)
-        yield batch
+        texts = _row_texts(cols, lo, hi, row_positions) if send_rows else None
+        for a, b in _byte_ranges(texts, max_row_bytes) if texts is not None else [(0, hi - lo)]:
+            batch = _batch(cols, lo + a, lo + b, f"{id_prefix}{k}")
+            if texts is not None:
+                batch.row_json.extend(texts[a:b])
+            k += 1
+            yield batch
+
+
+def _row_texts(cols: RolloutColumns, lo: int, hi: int, row_positions: np.ndarray | None) -> list[str]:
+    rows = cols.rows
+    assert rows is not None
+    wanted = (
+        list(range(lo, hi)) if row_positions is None else row_positions[(row_positions >= lo) & (row_positions < hi)].tolist()
+    )
+    texts = [""] * (hi - lo)
+    for i, raw in zip(wanted, rows.raws(wanted)):
+        texts[i - lo] = _row_text(raw)
+    return texts
+
+
+def _byte_ranges(texts: list[str], max_bytes: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of `texts` of at most max_bytes each (a longer text goes alone)."""
+    return _pack(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), max_bytes) or [(0, 0)]
+
+
+def _pack(costs: np.ndarray, max_bytes: int) -> list[tuple[int, int]]:
+    """Greedy consecutive ranges whose costs add up to at most max_bytes (at least one item
+    each), one searchsorted per range: prefix[i] = cost of the items before i."""
+    prefix = np.concatenate(([0], np.cumsum(costs)))
+    ranges, lo = [], 0
+    while lo < len(costs):
+        hi = max(lo + 1, int(np.searchsorted(prefix, prefix[lo] + max_bytes, side="right")) - 1)
+        ranges.append((lo, hi))
+        lo = hi
+    return ranges
+
+
+def _batch(cols: RolloutColumns, lo: int, hi: int, batch_id: str) -> pb.RolloutBatch:
+    """Rollouts lo..hi as one RolloutBatch without rows: indices, mask, errors, packed fields."""
+    batch = pb.RolloutBatch(
+        batch_id=batch_id, task_index=cols.task_index[lo:hi].tolist(), rollout_index=cols.rollout_index[lo:hi].tolist()
+    )
+    masked = cols.masked[lo:hi]
+    if masked.any():
+        batch.masked.extend(masked.tolist())
+    if cols.errors is not None and cols.errors[lo:hi].any():
+        batch.error_kind.extend(cols.errors[lo:hi].tolist())
+    for name, field in cols.fields.items():
+        present = field.present[lo:hi]
+        if not present.any():
+            continue
+        col = batch.columns[name]
+        col.values.extend(np.where(present, field.values[lo:hi], 0.0).tolist())
+        if not present.all():
+            col.missing.extend(np.flatnonzero(~present).tolist())
+        col.kind = _KIND_TO_PB[field.kind]
+    return batch
 
 
 def _row_text(raw: Any) -> str:
@@ -376,14 +409,7 @@ def _part_bounds(
         per_task += np.fromiter(map(len, custom), dtype=np.int64, count=n)
     if groups.rollout_infos is not None and groups.info_starts is not None:
         per_task += np.diff(groups.info_starts) * (24 + 10 * len(groups.rollout_infos.fields))
-    # Greedy packing, one searchsorted per part: prefix[i] = bytes of tasks before i.
-    prefix = np.concatenate(([0], np.cumsum(per_task)))
-    bounds, lo = [], 0
-    while lo < n:
-        hi = max(lo + 1, int(np.searchsorted(prefix, prefix[lo] + max_bytes, side="right")) - 1)
-        bounds.append((lo, hi))
-        lo = hi
-    return bounds
+    return _pack(per_task, max_bytes)
 
 
 def _concat_groups(tables: list[GroupTable]) -> GroupTable:
