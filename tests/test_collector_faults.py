@@ -173,6 +173,7 @@ def reference(hash_server: int, workdir: Path) -> tuple[Path, bytes]:
     return src, metrics_of(out).read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_sigkill_collector_then_resume_gives_identical_metrics(
     seed: int, hash_server: int, reference: tuple[Path, bytes], procs: Procs, tmp_path: Path
@@ -199,6 +200,7 @@ def test_sigkill_collector_then_resume_gives_identical_metrics(
     assert_complete(out)
 
 
+@pytest.mark.slow
 def test_server_killed_and_restarted_mid_run(procs: Procs, tmp_path: Path) -> None:
     """The collector rides out a dead server: retries with backoff, resends unanswered batches
     (with their ids) on the new server, and never records a batch twice."""

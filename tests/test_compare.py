@@ -182,6 +182,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "gym_metrics.cli", *args], capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_cli_compare_text_json_and_errors(tmp_path: Path) -> None:
     src = tmp_path / "r.jsonl"
     rows = rows_of("a", A) + rows_of("b", B) + rows_of("b", [[1]], first_task=9)

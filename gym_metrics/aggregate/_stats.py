@@ -12,6 +12,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from gym_metrics.aggregate._tdist import t_quantile
+
 
 @dataclass
 class GroupedStats:
@@ -125,10 +127,8 @@ def quantile_sorted(sorted_values: np.ndarray, starts: np.ndarray, count: np.nda
 
 @lru_cache(maxsize=4096)
 def t_critical(df: int, confidence: float = 0.95) -> float:
-    """Two-sided Student-t critical value (scipy.stats.t.interval's multiplier)."""
-    from scipy.special import stdtrit  # imported lazily: scipy.special loads in ~0.1 s
-
-    return float(stdtrit(df, 0.5 + confidence / 2))
+    """Two-sided Student-t critical value (scipy.stats.t.interval's multiplier), without scipy."""
+    return t_quantile(df, 0.5 + confidence / 2)
 
 
 def t_interval(mean: float, se: float, n: int) -> tuple[float, float] | None:
