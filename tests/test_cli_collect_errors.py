@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
 from gym_metrics._transport import ServerConfig, start_server
+from gym_metrics.cli import main as cli_main
 from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
 
 
@@ -50,3 +52,21 @@ async def test_unreachable_server_gives_up_clearly(tmp_path: Path) -> None:
     )
     assert code == 4, err
     assert f"cannot reach the server at 127.0.0.1:{port} within 1 s: UNAVAILABLE" in err and "Traceback" not in err
+
+
+async def test_a_rollout_the_server_refuses_names_its_input_line(tmp_path: Path) -> None:
+    """The server numbers nothing (it answers per rollout); the collector names the line."""
+    rows = [json.loads(line) for line in SAMPLE_PATH.read_text().splitlines()[:3]]
+    for row in rows:
+        row.pop("_ng_task_index"), row.pop("_ng_rollout_index")
+    del rows[1]["expected_answer"]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    async with await start_server("math_exact", ServerConfig(port=0, log_requests=False)) as server:
+        code = await asyncio.to_thread(cli_main, ["collect", "--server", server.address, "--input", str(src), "--output", str(out)])
+    assert code == 0
+    errors = [json.loads(line)["_gm_error"] for line in out.read_text().splitlines() if "_gm_error" in line]
+    assert len(errors) == 1 and errors[0]["kind"] == "invalid_request"
+    assert errors[0]["message"].startswith("input line 2: ") and "expected_answer" in errors[0]["message"]
+    assert "row" not in errors[0]["message"]

@@ -132,7 +132,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         results: list[Any] = []
         waiting: list[tuple[int, asyncio.Future[pb.VerifyResult]]] = []
         for i, item in enumerate(request.items):
-            done, value = start_eagerly(self._verify_item(item, i, slots), trusted=self._env.eager_verify)
+            done, value = start_eagerly(self._verify_item(item, slots), trusted=self._env.eager_verify)
             if not done:
                 waiting.append((i, value))  # type: ignore[arg-type]
             results.append(value)
@@ -140,12 +140,12 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             results[i] = await future
         return pb.VerifyStreamResponse(batch_id=request.batch_id, results=results)
 
-    async def _verify_item(self, item: pb.VerifyItem, row: int, slots: asyncio.Semaphore) -> pb.VerifyResult:
+    async def _verify_item(self, item: pb.VerifyItem, slots: asyncio.Semaphore) -> pb.VerifyResult:
         """One rollout; any failure is recorded on its result, never fails the call."""
         result = pb.VerifyResult(task_index=item.task_index, rollout_index=item.rollout_index)
         async with slots:
             try:
-                call = self._verify(item.body_json, row)
+                call = self._verify(item.body_json)  # the result is the item's: no row number needed
                 result.reward, result.response_json = await (
                     asyncio.wait_for(call, self._timeout) if self._timeout else call
                 )

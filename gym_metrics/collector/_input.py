@@ -42,6 +42,8 @@ class Rollout:
     verified: bool
     raw: bytes | None = None
     """The input line itself, when it can be written out unchanged."""
+    line: int = 0
+    """Its line in the input file (1-based): what messages about it name."""
 
 
 @dataclass
@@ -228,10 +230,10 @@ def _rollouts(raw: bytes, line_no: int, num_repeats: int | None) -> Iterator[Rol
     if num_repeats is None:
         rollout = given_rollout if given_rollout is not None else 0
         keeps_raw = row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == rollout
-        yield Rollout(agent, task, rollout, _with_keys(row, task, rollout), verified, raw if keeps_raw else None)
+        yield Rollout(agent, task, rollout, _with_keys(row, task, rollout), verified, raw if keeps_raw else None, line_no)
         return
     for r in range(num_repeats):
-        yield Rollout(agent, task, r, _with_keys(row, task, r), False)
+        yield Rollout(agent, task, r, _with_keys(row, task, r), False, line=line_no)
 
 
 def _has_any(row: dict[str, Any], keys: tuple[str, ...]) -> bool:

@@ -204,7 +204,9 @@ class _Router:
                 row = {**rollout.row, **outcome.response}
                 self.progress.add(rollout.agent, outcome.reward)
             else:
-                row = {**rollout.row, ERROR_KEY: {"kind": outcome.error_kind, "message": outcome.error_message}}
+                # The server knows only the rollout; the user needs the input line.
+                message = f"input line {rollout.line}: {outcome.error_message}" if rollout.line else outcome.error_message
+                row = {**rollout.row, ERROR_KEY: {"kind": outcome.error_kind, "message": message}}
                 row.pop("reward", None)
                 self.progress.add(rollout.agent, None, error=True)
             lines.append(dumps_row(row))
