@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, aggregate_file
@@ -15,7 +17,7 @@ from gym_metrics.registry import register_server, resolve_server
 from gym_metrics.server import SimpleResourcesServer
 
 
-def serve(*args, **kwargs):  # type: ignore[no-untyped-def]
+def serve(*args: Any, **kwargs: Any) -> None:
     """Serve an environment over gRPC (see gym_metrics._transport.serve)."""
     from gym_metrics._transport import serve as _serve
 

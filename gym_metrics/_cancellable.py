@@ -110,7 +110,7 @@ def _find_malloc_trim() -> Callable[[int], int] | None:
     if not name:
         return None
     try:
-        return ctypes.CDLL(name).malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(name).malloc_trim
     except (OSError, AttributeError):
         return None
 

@@ -300,8 +300,9 @@ def _cmd_compare(ns: argparse.Namespace) -> int:
 
     from gym_metrics.compare import compare_agents
 
+    agent_a, agent_b = ns.agents  # --agents takes exactly two
     result = compare_agents(
-        ns.rollouts, *ns.agents, metric=ns.metric, resamples=ns.resamples, seed=ns.seed, field=ns.field, on_bad_line=ns.on_bad_line
+        ns.rollouts, agent_a, agent_b, metric=ns.metric, resamples=ns.resamples, seed=ns.seed, field=ns.field, on_bad_line=ns.on_bad_line
     )
     if ns.json:
         print(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())

@@ -189,7 +189,9 @@ def compare_agents(
     )
 
 
-def _agents(source: Any, on_bad_line: OnBadLine) -> Mapping[str, RolloutColumns]:
+def _agents(
+    source: str | Path | RolloutFile | Mapping[str, RolloutColumns], on_bad_line: OnBadLine
+) -> Mapping[str, RolloutColumns]:
     if isinstance(source, (str, Path)):
         return read_rollouts(source, on_bad_line=on_bad_line).agents
     if isinstance(source, RolloutFile):
@@ -247,7 +249,7 @@ def _bootstrap_registry(
 ) -> tuple[tuple[float, float], np.ndarray]:
     """Any registered metric: computed on each resample's task lists (Python per resample)."""
     try:
-        from gym_metrics.metrics import get_metric  # type: ignore[attr-defined]
+        from gym_metrics.metrics import get_metric
     except ImportError:
         raise NotFoundError(
             f"metric {metric!r}: compare computes {', '.join(NATIVE_METRICS)} itself, and the metric "

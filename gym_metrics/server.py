@@ -14,7 +14,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import pydantic
@@ -192,8 +192,11 @@ class SimpleResourcesServer:
         }
 
 
+_Model = TypeVar("_Model")
+
+
 @functools.lru_cache(maxsize=None)
-def _annotation(func: Any, param: str, default: type) -> Any:
+def _annotation(func: Any, param: str, default: type[_Model]) -> type[_Model]:
     try:
         hints = typing.get_type_hints(func)
     except Exception:  # unresolvable forward references: fall back to the base model

@@ -7,7 +7,7 @@ then reads the lines one by one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -49,7 +49,8 @@ def parse_lines(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> tuple[An
     first, stop = int(starts[lo]), int(ends[hi - 1])
     try:
         text = pa.py_buffer(buf).slice(first, stop - first)
-        table = pj.read_json(pa.BufferReader(text), read_options=pj.ReadOptions(block_size=4 << 20))
+        # pyarrow-stubs type input_file as a path or typing.IO; a NativeFile is what pyarrow reads fastest
+        table = pj.read_json(pa.BufferReader(text), read_options=pj.ReadOptions(block_size=4 << 20))  # type: ignore[arg-type]
         table.validate(full=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeDecodeError):
         return None
@@ -91,7 +92,8 @@ def columns_from_table(table: Any, all_lines: BufferRows, lines: np.ndarray) -> 
         if field_ is not None:
             fields[name] = field_
         elif not pa.types.is_null(column.type):
-            other[name] = pc.is_valid(column).to_numpy(zero_copy_only=False)
+            valid = pc.is_valid(cast("pa.ChunkedArray[Any]", column))  # a column: `table` is untyped
+            other[name] = valid.to_numpy(zero_copy_only=False)
     if _usage_clash_is_ambiguous(columns.get("response"), fields, other):
         return None
     usage_other = _usage_non_numeric(columns.get("response"))

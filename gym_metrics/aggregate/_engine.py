@@ -488,7 +488,7 @@ def _merge_per_task(groups: GroupTable, per_task: list[dict[str, Any]]) -> None:
     position = {t: i for i, t in enumerate(groups.task_index.tolist())}
     custom: list[dict[str, Any] | None] = [None] * len(groups)
     for entry in per_task:
-        i = position.get(entry.get(TASK_KEY))  # type: ignore[arg-type]
+        i = position.get(entry.get(TASK_KEY))
         if i is not None:
             custom[i] = {k: v for k, v in entry.items() if k != TASK_KEY}
     groups.custom = custom

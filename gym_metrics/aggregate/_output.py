@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 import orjson
@@ -117,7 +117,10 @@ def _heads_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
     expected = groups.expected_num_rollouts[lo:hi]
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(expected == 0, 100.0, 100.0 * num / np.where(expected == 0, 1, expected))
-    key = lambda k: orjson.dumps(k).replace(b"%", b"%%")  # noqa: E731
+
+    def key(k: str) -> bytes:
+        return orjson.dumps(k).replace(b"%", b"%%")
+
     template = b"{" + key(TASK_KEY) + b":%s"
     template += b"".join(b"," + key(k) + b":%s" for k in stat_keys)
     template += b',"sample":%s,"num_rollouts":%s,"expected_num_rollouts":%s'
@@ -145,7 +148,7 @@ def _entries(groups: GroupTable, lo: int, hi: int, parse_samples: bool = True) -
     stat_keys = list(groups.stats)
     tasks = groups.task_index[lo:hi].tolist()
     stats = np.column_stack([groups.stats[k][lo:hi] for k in stat_keys]) if stat_keys else np.zeros((hi - lo, 0))
-    complete = (~np.isnan(stats)).all(axis=1).tolist()
+    complete = cast(list[bool], (~np.isnan(stats)).all(axis=1).tolist())
     stats_py = stats.tolist()
     num = groups.num_rollouts[lo:hi].tolist()
     expected = groups.expected_num_rollouts[lo:hi].tolist()
@@ -155,7 +158,7 @@ def _entries(groups: GroupTable, lo: int, hi: int, parse_samples: bool = True) -
             entry.update(zip(stat_keys, stats_py[j]))
         else:
             entry.update((k, v) for k, v in zip(stat_keys, stats_py[j]) if not math.isnan(v))
-        sample = groups.samples[lo + j]
+        sample: Any = groups.samples[lo + j]
         if isinstance(sample, bytes):
             sample = orjson.loads(sample) if parse_samples else orjson.Fragment(sample)
         entry["sample"] = sample

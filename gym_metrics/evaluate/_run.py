@@ -98,7 +98,7 @@ async def _score_all(metric: RowMetric, rows: Iterable[Any], parallelism: int) -
                 await drain(parallelism - 1)
             done, value = start_eagerly(_score_row(metric, row), trusted=metric.eager)
             if done:
-                scores.add(index, *value)  # type: ignore[misc]
+                scores.add(index, *value)
             else:
                 pending[value] = index  # type: ignore[index]
         await drain(0)

@@ -92,6 +92,7 @@ class AnswerAccuracy(JudgeMetric):
 
     score_names = ("answer_accuracy",)
     Config = AnswerAccuracyConfig
+    config: AnswerAccuracyConfig
 
     async def score(self, row: Mapping[str, Any]) -> dict[str, float]:
         question = text_field(row, "user_input", "question")

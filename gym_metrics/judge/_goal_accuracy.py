@@ -45,6 +45,7 @@ class AgentGoalAccuracy(JudgeMetric):
 
     score_names = ("agent_goal_accuracy",)
     Config = AgentGoalAccuracyConfig
+    config: AgentGoalAccuracyConfig
 
     async def score(self, row: Mapping[str, Any]) -> dict[str, float]:
         workflow = render_conversation(row)

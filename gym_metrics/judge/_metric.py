@@ -48,6 +48,8 @@ class JudgeMetric(RowMetric):
     into a RowError. Subclasses implement `score`."""
 
     Config: ClassVar[type[JudgeConfig]] = JudgeMetricConfig
+    config: JudgeConfig
+    """The validated `Config` (subclasses narrow the type to their own)."""
 
     def __init__(self, config: JudgeConfig | Mapping[str, Any] | None = None) -> None:
         super().__init__(config)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 
 from gym_metrics.evaluate import RowError, register_row_metric
@@ -56,6 +56,7 @@ class TopicAdherence(JudgeMetric):
 
     score_names = ("topic_adherence_f1", "topic_adherence_precision", "topic_adherence_recall")
     Config = TopicAdherenceConfig
+    config: TopicAdherenceConfig
 
     async def score(self, row: Mapping[str, Any]) -> dict[str, float]:
         conversation = render_conversation(row)
@@ -69,7 +70,7 @@ class TopicAdherence(JudgeMetric):
             *(self._refused(conversation, t) for t in topics),
             self.ask(_classification_prompt(reference, topics), _read_classifications, "topic classifications"),
         )
-        on_topic = self._fit(on_topic, len(topics))
+        on_topic = self._fit(cast("list[bool]", on_topic), len(topics))  # the last call's list of verdicts
         answered = [not r for r in refused]
         tp = sum(a and c for a, c in zip(answered, on_topic))
         fp = sum(a and not c for a, c in zip(answered, on_topic))

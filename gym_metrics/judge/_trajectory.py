@@ -102,7 +102,7 @@ def render_steps(steps: Any, keep: list[str]) -> str:
     """The trajectory text of NAT intermediate steps (RowError for a malformed list)."""
     if not isinstance(steps, list):
         raise RowError("intermediate_steps", "must be a list of NAT intermediate steps")
-    blocks = []
+    blocks: list[str] = []
     for i, step in enumerate(steps):
         if not isinstance(step, Mapping):
             raise RowError(f"intermediate_steps[{i}]", "must be an object")
@@ -131,6 +131,7 @@ class TrajectoryEvaluation(JudgeMetric):
 
     score_names = ("trajectory",)
     Config = TrajectoryConfig
+    config: TrajectoryConfig
 
     async def score(self, row: Mapping[str, Any]) -> dict[str, float]:
         question = text_field(row, "question", "user_input")

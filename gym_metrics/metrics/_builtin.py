@@ -152,4 +152,5 @@ def comb_ratio(a: np.ndarray, n: np.ndarray, k: int) -> np.ndarray:
     if top > k:
         i = np.arange(k + 1, top + 1, dtype=np.float64)
         table[k + 1 :] = np.cumsum(np.log1p(-k / i))
-    return np.exp(table[n] - table[a])
+    ratio: np.ndarray = np.exp(table[n] - table[a])
+    return ratio

@@ -95,7 +95,8 @@ def _lookup(name: str) -> type[Metric] | None:
     for family in _FAMILIES.values():
         match = family.regex.fullmatch(name)
         if match:
-            return _specialise(family.cls, family.pattern, int(match.group(1)))
+            # a class is hashable; mypy checks type[Metric] against Hashable with Metric.__hash__
+            return _specialise(family.cls, family.pattern, int(match.group(1)))  # type: ignore[arg-type]
     return None
 
 

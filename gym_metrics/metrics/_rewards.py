@@ -151,7 +151,8 @@ class TaskRewards(Sequence[np.ndarray]):
         (exact integer counts)."""
         if self.width is not None:
             rows = mask.reshape(len(self), self.width)
-            return np.count_nonzero(rows if first is None else rows[:, :first], axis=1)
+            counts: np.ndarray = np.count_nonzero(rows if first is None else rows[:, :first], axis=1)
+            return counts
         if first is not None:
             mask = mask & (self.positions < first)
         return np.diff(np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))[self.offsets])

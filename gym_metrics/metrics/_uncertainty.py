@@ -41,8 +41,8 @@ def t_mean(values: np.ndarray) -> Interval:
         return Interval(None, None, None, "t")
     mean = float(values.mean())
     se = float(values.std(ddof=1)) / math.sqrt(n)
-    ci = t_interval(mean, se, n)
-    return Interval(se, *(ci or (None, None)), "t")
+    low, high = t_interval(mean, se, n) or (None, None)
+    return Interval(se, low, high, "t")
 
 
 def wilson(successes: int, n: int, confidence: float = CONFIDENCE) -> Interval:

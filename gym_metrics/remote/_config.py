@@ -142,4 +142,4 @@ class RemoteMetricConfig(pydantic.BaseModel):
 class NatRemoteConfig(RemoteMetricConfig):
     """The same fields, with `type` defaulting to (and fixed at) `nemo-agent-toolkit-remote`."""
 
-    type: Literal["nemo-agent-toolkit-remote"] = NAT  # type: ignore[assignment]
+    type: Literal["nemo-agent-toolkit-remote"] = NAT

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from gym_metrics.evaluate import RowError, RowMetric, register_row_metric
 from gym_metrics.remote._config import NAT, NatRemoteConfig, RemoteMetricConfig
@@ -23,18 +23,19 @@ class RemoteMetric(RowMetric):
     minimum or maximum. Out-of-range values are kept, not clipped.
     """
 
-    Config = RemoteMetricConfig
+    Config: ClassVar[type[RemoteMetricConfig]] = RemoteMetricConfig
+    config: RemoteMetricConfig
     eager = False  # httpx: its cancel scopes need a real task per row
 
     def __init__(self, config: Any = None) -> None:
         super().__init__(config)
-        cfg: RemoteMetricConfig = self.config  # type: ignore[assignment]
+        cfg = self.config
         self.score_names = cfg.score_names()  # type: ignore[misc]  # per instance: from the config
         self._template = BodyTemplate(cfg.body, cfg.max_body_bytes) if cfg.body is not None else None
         self._client = RemoteClient(cfg)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(type={self.config.type!r}, url={self.config.url!r})"  # type: ignore[attr-defined]
+        return f"{type(self).__name__}(type={self.config.type!r}, url={self.config.url!r})"
 
     @property
     def attempts(self) -> int:
@@ -42,7 +43,7 @@ class RemoteMetric(RowMetric):
         return self._client.attempts
 
     async def score(self, row: Mapping[str, Any]) -> dict[str, float]:
-        cfg: RemoteMetricConfig = self.config  # type: ignore[assignment]
+        cfg = self.config
         if cfg.type == NAT:
             body: Any = {"evaluator_name": cfg.evaluator_name, "item": dict(row)}
         else:

@@ -59,7 +59,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     def _generate(self, source: nodes.Template, name: str | None, filename: str | None, defer_init: bool = False) -> str:
         """Route loops, `~` and literals through the checking filters, then compile as usual."""
         _Bounder().visit(source)
-        return super()._generate(source, name, filename, defer_init)  # type: ignore[no-any-return]
+        return super()._generate(source, name, filename, defer_init)
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         budget = current()
@@ -88,7 +88,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             budget = current()
             mapping = args[0] if is_map and args and isinstance(args[0], Mapping) else kwargs
             check_format(str(template), () if is_map else args, mapping, budget)
-            return _checked(formatter(*args, **kwargs), f"{value.__name__}()", budget)  # type: ignore[no-any-return]
+            return _checked(formatter(*args, **kwargs), f"{value.__name__}()", budget)
 
         return bounded
 
