@@ -95,6 +95,11 @@ def _importable(name: str) -> bool:
 def _load_file(path: Path):  # type: ignore[no-untyped-def]
     if not path.is_file():
         raise NotFoundError(f"no such file: {path}")
+    resolved = path.resolve()
+    for module in list(sys.modules.values()):  # already imported (e.g. an installed env): reuse it,
+        file = getattr(module, "__file__", None)  # or its @register_server would run twice
+        if file and Path(file).resolve() == resolved:
+            return module
     name = f"_gym_metrics_env_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
