@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ _ERROR_KINDS = {
     pb.VERIFY_ERROR_KIND_TIMEOUT: "timeout",
 }
 
-VerifyInput = tuple[int, int, "Mapping[str, Any] | str"]
+VerifyInput = tuple[int, int, "Mapping[str, Any] | str | bytes"]
 """(task_index, rollout_index, verify request body) of one rollout."""
 
 
@@ -266,7 +266,7 @@ class ResourcesClient:
             batches = list(batches)
             random.Random(order_seed).shuffle(batches)
 
-        def requests() -> Iterable[pb.AggregateMetricsRequest]:
+        def requests() -> Iterator[pb.AggregateMetricsRequest]:
             yield pb.AggregateMetricsRequest(header=header)
             for batch in batches:
                 yield pb.AggregateMetricsRequest(batch=batch)

@@ -479,8 +479,8 @@ def _groups_to_pb(
     num = np.asarray(groups.num_rollouts[lo:hi], dtype=np.int64)
     expected = np.asarray(groups.expected_num_rollouts[lo:hi], dtype=np.int64)
     g.task_index.extend(np.asarray(groups.task_index[lo:hi], dtype=np.int64).tolist())
-    for key, col in groups.stats.items():
-        g.stats[key].values.extend(np.asarray(col[lo:hi], dtype=np.float64).tolist())
+    for key, stat in groups.stats.items():
+        g.stats[key].values.extend(np.asarray(stat[lo:hi], dtype=np.float64).tolist())
     g.num_rollouts.extend(num.tolist())
     g.expected_num_rollouts.extend(expected.tolist())
     g.missing_num_rollouts.extend((expected - num).tolist())

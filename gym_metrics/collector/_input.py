@@ -188,6 +188,7 @@ def _scored_lines(
     keep[lines[ok]] = True
     columns = columns_from_table(table, all_lines, lines) if ok.all() else None
     for cols in (columns or {}).values():
+        assert cols.row_labels is not None  # columns_from_table labels every row
         cols.row_labels = cols.row_labels + line_offset
     found = ScoredLines(
         agents,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -27,6 +28,8 @@ from gym_metrics.collector._outfile import OutputFile
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import RetryPolicy, make_batches, verify_all
 from gym_metrics.errors import FieldViolation, InvalidInputError
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -232,7 +235,7 @@ class _Router:
         print(f"warning: skipped {self.path}:{bad}", file=sys.stderr)
 
 
-def _reward(row: dict) -> float | None:  # type: ignore[type-arg]
+def _reward(row: dict[str, Any]) -> float | None:
     value = row.get("reward")
     return float(value) if isinstance(value, (int, float)) else None
 
@@ -328,7 +331,7 @@ def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns],
         )
 
 
-async def _retrying(call, retry: RetryPolicy, log: Callable[[str], None]):  # type: ignore[no-untyped-def]
+async def _retrying(call: Callable[[], Awaitable[T]], retry: RetryPolicy, log: Callable[[str], None]) -> T:
     attempt = 0
     while True:
         try:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 import orjson
 
-from gym_metrics._transport._client import ResourcesClient, ServerUnavailableError, VerifyOutcome
+from gym_metrics._transport._client import ResourcesClient, ServerUnavailableError, VerifyInput, VerifyOutcome
 from gym_metrics.collector._input import Rollout
 
 Batch = list[tuple[Rollout, bytes]]
@@ -81,7 +81,9 @@ async def verify_all(
         stream_no += 1
         resend = list(unanswered.items())
 
-        async def requests(mine: int = stream_no, resend: list[tuple[str, Batch]] = resend):  # type: ignore[no-untyped-def]
+        async def requests(
+            mine: int = stream_no, resend: list[tuple[str, Batch]] = resend
+        ) -> AsyncIterator[tuple[str, list[VerifyInput]]]:
             # `mine` is this stream's number; `stream_no` (read late on purpose) the current one
             nonlocal next_id, exhausted, input_error
             for batch_id, batch in resend:
