@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gym_metrics._unique import count_distinct
 from gym_metrics.aggregate._columns import NumericField, RolloutColumns, ValueKind
 
 PREFIX = "economics/"
@@ -43,7 +44,7 @@ def economics(cols: RolloutColumns, reward_field: str = REWARD_FIELD) -> dict[st
     """Per-rollout usage summary and cost per passing task of one agent (keys: module doc)."""
     out: dict[str, float | int] = {
         f"{PREFIX}rollouts": len(cols),
-        f"{PREFIX}tasks": int(np.unique(cols.task_index).size),
+        f"{PREFIX}tasks": count_distinct(cols.task_index),
     }
     passing = passing_tasks(cols, reward_field)
     out[f"{PREFIX}passing_tasks"] = passing
@@ -87,7 +88,7 @@ def passing_tasks(cols: RolloutColumns, reward_field: str = REWARD_FIELD) -> int
     ok = _valid(reward) & ~cols.masked & (reward.values >= PASS_THRESHOLD)
     if cols.errors is not None:
         ok &= cols.errors == 0
-    return int(np.unique(cols.task_index[ok]).size)
+    return count_distinct(cols.task_index[ok])
 
 
 def _token_totals(cols: RolloutColumns) -> np.ndarray | None:

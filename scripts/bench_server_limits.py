@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ def start_server(extra: list[str]) -> tuple[subprocess.Popen[str], str]:
     while time.monotonic() < deadline:
         line = proc.stderr.readline()
         if m := re.search(r"listening on (\S+)", line):
+            # Keep reading its access log, or a full pipe would stall the server.
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
             return proc, m.group(1)
     proc.kill()
     raise RuntimeError("server did not start")
@@ -134,7 +137,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 }  # fmt: skip
                 print(label, figures[label], file=sys.stderr)
 
-            # A call the client gives up on: 10x the rollouts, no columns, 2 s deadline.
+            # A call the client gives up on: --cancel-factor x the rollouts as tasks, no columns, 2 s deadline.
             before = rss_mb(proc.pid)
             reqs = requests(args.rollouts * args.cancel_factor, 1, False, chunk=1_000_000)
             seconds, status = await aggregate(stub, reqs, timeout=args.cancel_deadline)
@@ -167,7 +170,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rollouts", type=int, default=1_000_000)
-    parser.add_argument("--cancel-factor", type=int, default=10)
+    parser.add_argument("--cancel-factor", type=int, default=4, help="the cancelled call sends this many times --rollouts tasks (under --max-tasks-per-call)")
     parser.add_argument("--cancel-deadline", type=float, default=2.0)
     parser.add_argument("--serve-args", nargs=argparse.REMAINDER, default=[])
     parser.add_argument("--out", type=Path)

@@ -190,12 +190,12 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             aggregator = self._env.new_aggregator(*_agent_and_options(first.header))
             duplicates = await self._receive(messages, aggregator, first.ByteSize())
             expected = first.header.expected_task_indices
-            could_exceed = aggregator.received_rollouts + len(expected) > limits.max_tasks_per_call
-            tasks = aggregator.task_count(expected) if could_exceed else 0
-            if tasks > limits.max_tasks_per_call:
-                raise exceeded("max_tasks_per_call", limits.max_tasks_per_call, f"the call names {tasks:,} tasks")
 
             def finish() -> list[pb.AggregateMetricsResponse]:
+                if aggregator.received_rollouts + len(expected) > limits.max_tasks_per_call:  # else it cannot be
+                    tasks = aggregator.task_count(expected)
+                    if tasks > limits.max_tasks_per_call:
+                        raise exceeded("max_tasks_per_call", limits.max_tasks_per_call, f"the call names {tasks:,} tasks")
                 result = self._env.finalize(aggregator)
                 return list(aggregate_to_responses(result, aggregator.received_rollouts, duplicates, self._part_bytes))
 

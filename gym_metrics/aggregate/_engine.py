@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from gym_metrics._unique import count_distinct, unique, unique_counts
 from gym_metrics.aggregate._columns import (
     ERROR_KINDS,
     TASK_KEY,
@@ -128,11 +129,11 @@ class Aggregator:
         return self._rows
 
     def task_count(self, expected: Sequence[int] = ()) -> int:
-        """Distinct tasks among the rows added and `expected` (exact, one np.unique)."""
+        """Distinct tasks among the rows added and `expected` (exact)."""
         if self._rows + len(expected) == 0:
             return 0
         indices = [b.task_index for b in self._batches] + [np.asarray(expected, dtype=np.int64)]
-        return len(np.unique(np.concatenate(indices)))
+        return count_distinct(np.concatenate(indices))
 
     def finalize(
         self,
@@ -195,7 +196,7 @@ def _aggregate(
     received = len(data) if data is not None else 0
     if data is None:
         data = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
-    num_repeats = len(np.unique(data.rollout_index))
+    num_repeats = count_distinct(data.rollout_index)
     errors = _error_counts(data)
     failed_per_task = _failed_per_task(data) if not options.count_errors_as_zero else {}
     data = _apply_errors(data, options.count_errors_as_zero)
@@ -231,7 +232,7 @@ def _aggregate(
                 agent_metrics[key] = float(col[0])
 
     repeat_level: list[dict[str, Any]] = []
-    if len(np.unique(m.rollout_index)) >= 2:
+    if count_distinct(m.rollout_index) >= 2:
         repeat_level = repeat_level_entries(m, names, valid, len(tasks))
         agent_metrics.update(across_repeats(repeat_level, names))
     agent_metrics.update(coverage)
@@ -424,8 +425,8 @@ def _coverage(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
     masked = len(data) - len(measured_pos)
     if masked == 0:
         return {}
-    measured_tasks = np.unique(data.task_index[measured_pos])
-    all_tasks = np.unique(data.task_index)
+    measured_tasks = unique(data.task_index[measured_pos])
+    all_tasks = unique(data.task_index)
     return {
         "coverage/measured_rollouts": len(measured_pos),
         "coverage/masked_rollouts": masked,
@@ -437,14 +438,14 @@ def _coverage(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
 def _failed_per_task(data: RolloutColumns) -> dict[int, int]:
     if data.errors is None or not data.errors.any():
         return {}
-    t, c = np.unique(data.task_index[data.errors != 0], return_counts=True)
+    t, c = unique_counts(data.task_index[data.errors != 0])
     return dict(zip(t.tolist(), c.tolist()))
 
 
 def _masked_per_task(data: RolloutColumns, tasks: np.ndarray) -> dict[int, int]:
     if not data.masked.any():
         return {}
-    t, c = np.unique(data.task_index[data.masked], return_counts=True)
+    t, c = unique_counts(data.task_index[data.masked])
     return dict(zip(t.tolist(), c.tolist()))
 
 
@@ -453,7 +454,7 @@ def _with_expected_tasks(
 ) -> GroupTable:
     """Honest expectations: tasks the caller expects, or whose rollouts all failed, appear even
     with nothing measured; failed rollouts count as missing."""
-    wanted = np.unique(np.asarray([*options.expected_task_indices, *failed_per_task], dtype=np.int64))
+    wanted = unique(np.asarray([*options.expected_task_indices, *failed_per_task], dtype=np.int64))
     extra = wanted[~np.isin(wanted, groups.task_index, assume_unique=True)] if len(wanted) else wanted
     if len(extra):
         tasks = np.concatenate([groups.task_index, extra])

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from gym_metrics._unique import unique
+
 
 def parse_row(raw: Any) -> dict[str, Any]:
     """A row from a dict or JSON text; the stdlib fallback reads the NaN / Infinity literals
@@ -137,7 +139,7 @@ class _Chain(Sequence[Any]):
         """Many rows at once: positions grouped by part, each part read in bulk."""
         part = np.searchsorted(self._offsets, idx, side="right") - 1
         out: list[Any] = [None] * len(idx)
-        for p in np.unique(part).tolist():
+        for p in unique(part).tolist():
             where = np.flatnonzero(part == p)
             local = (idx[where] - self._offsets[p]).tolist()
             for i, raw in zip(where.tolist(), self._parts[p].raws(local)):

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from gym_metrics._unique import unique
 from gym_metrics._transport._client import ResourcesClient, ServerUnavailableError, VerifyOutcome
 from gym_metrics.aggregate import (
     AgentAggregate,
@@ -181,7 +182,7 @@ class _Router:
             mine = scored.agent_code == code
             if not mine.any():
                 continue
-            self.tasks[name].update(np.unique(scored.task[mine]).tolist())
+            self.tasks[name].update(unique(scored.task[mine]).tolist())
             if self.out.done:
                 for i in np.flatnonzero(mine).tolist():
                     if (name, int(scored.task[i]), int(scored.rollout[i])) in self.out.done:

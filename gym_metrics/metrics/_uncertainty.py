@@ -10,6 +10,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from gym_metrics._unique import unique_counts
 from gym_metrics.aggregate._stats import t_interval
 
 CONFIDENCE = 0.95
@@ -74,7 +75,7 @@ def bootstrap_mean(
     n = len(values)
     if n < 2:
         return Interval(None, None, None, "bootstrap")
-    distinct, counts = np.unique(values, return_counts=True)
+    distinct, counts = unique_counts(values)
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
     few = len(distinct) * 8 <= n  # a binomial draw per value costs about 8 index draws
