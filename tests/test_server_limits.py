@@ -4,6 +4,7 @@ and each AggregateMetrics limit refused with RESOURCE_EXHAUSTED naming its flag.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -172,3 +173,16 @@ async def test_concurrent_aggregations_past_the_limit_are_refused(server: Any) -
 
 async def _drain(call: Any) -> list[Any]:
     return [part async for part in call]
+
+
+async def test_rows_sent_as_json_count_their_non_numeric_values(server: Any) -> None:
+    stub, _ = server
+    rows = [
+        '{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}',
+        '{"_ng_task_index": 0, "_ng_rollout_index": 1, "reward": "1.0"}',
+        '{"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": [1]}',
+    ]
+    for batch_ in (pb.RolloutBatch(row_json=rows), pb.RolloutBatch(row_json=rows, task_index=[0, 0, 1], rollout_index=[0, 1, 0])):
+        [part] = await aggregate(stub, [HEADER, pb.AggregateMetricsRequest(batch=batch_)])
+        assert dict(part.metrics.non_numeric_counts) == {"reward": 2}
+        assert json.loads(part.metrics.agent_metrics_json)["mean/reward"] == 1.0

@@ -66,9 +66,10 @@ def batch_to_columns(batch: pb.RolloutBatch, batch_no: int, row_offset: int = 0)
     task_index, rollout_index = tasks[0], repeats[0]
     masked = np.array(batch.masked, dtype=bool) if len(batch.masked) else np.zeros(n, dtype=bool)
 
+    non_numeric = None
     if len(batch.columns) == 0 and len(batch.row_json):
         derived = _derive_from_json(batch, where, task_index, rollout_index)
-        fields = derived.fields
+        fields, non_numeric = derived.fields, derived.non_numeric
         if not len(batch.masked):
             masked = derived.masked
     else:
@@ -87,6 +88,7 @@ def batch_to_columns(batch: pb.RolloutBatch, batch_no: int, row_offset: int = 0)
         row_labels=np.arange(row_offset, row_offset + n, dtype=np.int64),
         label_name=STREAM_ROW,
         errors=errors if errors is not None and errors.any() else None,
+        non_numeric=non_numeric,
     )
 
 
@@ -156,6 +158,7 @@ def _from_rows_only(batch: pb.RolloutBatch, where: str, row_offset: int) -> Roll
         rows=RowSource(list(batch.row_json)),
         row_labels=np.arange(row_offset, row_offset + n, dtype=np.int64),
         label_name=STREAM_ROW,
+        non_numeric=derived.non_numeric,
     )
 
 
