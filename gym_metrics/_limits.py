@@ -35,11 +35,12 @@ class CallLimits:
         return int(self.max_call_mb * (1 << 20))
 
 
-def exceeded(limit: str, value: float, what: str) -> OverloadedError:
-    """The error for a call past `limit` (a CallLimits field), naming it and its flag."""
+def exceeded(limit: str, value: float, what: str, retry_after_s: float | None = None) -> OverloadedError:
+    """The error for a call past `limit` (a CallLimits field), naming it and its flag;
+    `retry_after_s` when the same call may succeed later (the server is busy)."""
     flag = "--" + limit.replace("_", "-")
     shown = f"{value:g}" if isinstance(value, float) else f"{value:,}"
-    return OverloadedError(f"{what}: past the server's limit {limit} = {shown} (gym-metrics serve {flag})")
+    return OverloadedError(f"{what}: past the server's limit {limit} = {shown} (gym-metrics serve {flag})", retry_after_s)
 
 
 __all__ = ["CallLimits", "exceeded"]

@@ -40,4 +40,12 @@ class NotFoundError(GymMetricsError, LookupError):
 
 
 class OverloadedError(GymMetricsError):
-    """The server refuses work it cannot take on now (retry later)."""
+    """The server refuses work it cannot take on (a limit, or overload).
+
+    `retry_after_s` is set when the same call may succeed later (the server is busy, not the
+    call too big); the transport sends it as a google.rpc.RetryInfo, which clients retry on.
+    """
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

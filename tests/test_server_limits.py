@@ -14,6 +14,7 @@ import pytest
 
 from gym_metrics._transport import ServerConfig, start_server
 from gym_metrics._limits import CallLimits
+from gym_metrics._transport._client import ResourcesClient, is_transient
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
@@ -123,6 +124,7 @@ async def test_too_many_rollouts_are_refused_naming_the_flag(server: Any) -> Non
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await aggregate(stub, [HEADER, batch(range(600)), batch(range(600, 1001))])
     _exhausted(err.value, "--max-rollouts-per-call")
+    assert not is_transient(err.value)  # too big: the same call would fail again
 
 
 @pytest.mark.parametrize("server", [CallLimits(max_tasks_per_call=100)], indirect=True)
@@ -166,6 +168,7 @@ async def test_concurrent_aggregations_past_the_limit_are_refused(server: Any) -
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await aggregate(stub, [HEADER, batch(range(10))])
     _exhausted(err.value, "--max-concurrent-aggregations")
+    assert is_transient(err.value)  # busy: it says when to retry (RetryInfo), so clients do
     release.set()
     assert len(await first_done) == 1
     assert len(await aggregate(stub, [HEADER, batch(range(10))])) == 1  # the slot is free again
@@ -186,3 +189,25 @@ async def test_rows_sent_as_json_count_their_non_numeric_values(server: Any) -> 
         [part] = await aggregate(stub, [HEADER, pb.AggregateMetricsRequest(batch=batch_)])
         assert dict(part.metrics.non_numeric_counts) == {"reward": 2}
         assert json.loads(part.metrics.agent_metrics_json)["mean/reward"] == 1.0
+
+
+@pytest.mark.parametrize("server", [CallLimits(max_concurrent_aggregations=1)], indirect=True)
+async def test_the_client_waits_for_a_busy_server_instead_of_failing(server: Any, tmp_path: Any) -> None:
+    from gym_metrics.collector import CollectOptions, collect_async
+
+    stub, channel = server
+    release = asyncio.Event()
+
+    async def held_open() -> AsyncIterator[pb.AggregateMetricsRequest]:
+        yield HEADER
+        await release.wait()
+
+    busy = asyncio.ensure_future(_drain(stub.AggregateMetrics(held_open(), timeout=30)))
+    await asyncio.sleep(0.3)
+    asyncio.get_running_loop().call_later(1.5, release.set)  # the slot frees while collect retries
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"agent_ref": {"name": "a"}, "answer": "x", "expected": "x"}) + "\n" for _ in range(3)))
+    client = ResourcesClient(channel)
+    result = await collect_async(client, src, tmp_path / "out.jsonl", CollectOptions())
+    assert [a.agent_metrics["mean/reward"] for a in result.aggregates] == [1.0]
+    assert len(await busy) == 1

@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import orjson
+from google.rpc import error_details_pb2, status_pb2
 
 from gym_metrics._transport._convert import columns_to_batches, dumps_json, responses_to_aggregate
 from gym_metrics.aggregate import AgentAggregate, RolloutColumns, non_numeric_counts
@@ -101,18 +102,33 @@ _LOCAL_CANCEL = "locally cancelled by application"
 
 
 def is_transient(exc: grpc.aio.AioRpcError) -> bool:
-    """Whether a failed call is worth retrying: UNAVAILABLE and DEADLINE_EXCEEDED, and the
-    INTERNAL / UNKNOWN / CANCELLED that the channel reports for a broken connection or a
+    """Whether a failed call is worth retrying: UNAVAILABLE and DEADLINE_EXCEEDED, a
+    RESOURCE_EXHAUSTED that carries a RetryInfo (a busy server, not a call past a limit), and
+    the INTERNAL / UNKNOWN / CANCELLED that the channel reports for a broken connection or a
     server shutting down. A status sent by the server's handler is final: ours carry the
     `grpc-status-details-bin` trailer, and an uncaught exception there reads "Unexpected ..."."""
     code, details = exc.code(), (exc.details() or "").lower()
     if code in _RETRYABLE:
         return True
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return _asks_to_retry(exc)  # a busy server says so with a RetryInfo; a limit does not
     if code not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED):
         return False
     if _from_handler(exc) or details.startswith("unexpected ") or _LOCAL_CANCEL in details:
         return False
     return code is grpc.StatusCode.CANCELLED or any(marker in details for marker in _BROKEN_CONNECTION)
+
+
+def _asks_to_retry(exc: grpc.aio.AioRpcError) -> bool:
+    """True when the status details hold a google.rpc.RetryInfo."""
+    try:
+        for key, value in exc.trailing_metadata() or ():
+            if key == _STATUS_DETAILS_KEY:
+                status = status_pb2.Status.FromString(value)
+                return any(d.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for d in status.details)
+    except Exception:  # absent or undecodable details: not a request to retry
+        return False
+    return False
 
 
 def _from_handler(exc: grpc.aio.AioRpcError) -> bool:

@@ -64,6 +64,10 @@ def to_status(exc: BaseException) -> grpc.Status:
         status = status_pb2.Status(code=code_pb2.NOT_FOUND, message=_clip(str(exc), _MAX_MESSAGE))
     elif isinstance(exc, OverloadedError):
         status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=_clip(str(exc), _MAX_MESSAGE))
+        if exc.retry_after_s is not None:
+            retry = error_details_pb2.RetryInfo()
+            retry.retry_delay.FromNanoseconds(int(exc.retry_after_s * 1e9))
+            status.details.add().Pack(retry)
     elif isinstance(exc, UserCodeError):
         status = status_pb2.Status(code=code_pb2.INTERNAL, message=_clip(str(exc), _MAX_MESSAGE))
     else:

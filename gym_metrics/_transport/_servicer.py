@@ -184,7 +184,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
                            f"the header expects {len(first.header.expected_task_indices):,} tasks")  # fmt: skip
         if self._aggregations >= limits.max_concurrent_aggregations:
             raise exceeded("max_concurrent_aggregations", limits.max_concurrent_aggregations,
-                           f"{self._aggregations} aggregations are running; retry later")  # fmt: skip
+                           f"{self._aggregations} aggregations are running; retry later", retry_after_s=1.0)  # fmt: skip
         self._aggregations += 1
         try:
             aggregator = self._env.new_aggregator(*_agent_and_options(first.header))
