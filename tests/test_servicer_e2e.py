@@ -13,7 +13,8 @@ import orjson
 import pytest
 
 from gym_metrics._transport._client import ResourcesClient
-from gym_metrics._transport._convert import columns_to_batches, metrics_to_aggregate
+from gym_metrics._transport._batches import columns_to_batches
+from gym_metrics._transport._convert import metrics_to_aggregate
 from gym_metrics.aggregate import AgentAggregate, aggregate_file, read_rollouts
 from gym_metrics.aggregate._output import write_json
 from gym_metrics.models import BaseVerifyResponse

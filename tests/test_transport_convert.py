@@ -11,12 +11,8 @@ import numpy as np
 import orjson
 import pytest
 
-from gym_metrics._transport._convert import (
-    aggregate_to_metrics,
-    batch_to_columns,
-    columns_to_batches,
-    metrics_to_aggregate,
-)
+from gym_metrics._transport._batches import batch_to_columns, columns_to_batches
+from gym_metrics._transport._convert import aggregate_to_metrics, metrics_to_aggregate
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, RolloutColumns, ValueKind, read_rollouts
 from gym_metrics.aggregate._output import write_json
 from gym_metrics.errors import InvalidInputError

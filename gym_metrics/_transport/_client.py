@@ -13,7 +13,8 @@ import grpc.aio
 import orjson
 from google.rpc import error_details_pb2, status_pb2
 
-from gym_metrics._transport._convert import columns_to_batches, dumps_json, responses_to_aggregate
+from gym_metrics._transport._batches import columns_to_batches, dumps_json
+from gym_metrics._transport._convert import responses_to_aggregate
 from gym_metrics.aggregate import AgentAggregate, RolloutColumns, non_numeric_counts
 from gym_metrics.errors import GymMetricsError, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
@@ -123,9 +124,10 @@ def _asks_to_retry(exc: grpc.aio.AioRpcError) -> bool:
     """True when the status details hold a google.rpc.RetryInfo."""
     try:
         for key, value in exc.trailing_metadata() or ():
-            if key == _STATUS_DETAILS_KEY:
+            if key == _STATUS_DETAILS_KEY and isinstance(value, bytes):
                 status = status_pb2.Status.FromString(value)
-                return any(d.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for d in status.details)
+                retry_info = error_details_pb2.RetryInfo.DESCRIPTOR.full_name
+                return any(d.TypeName() == retry_info for d in status.details)
     except Exception:  # absent or undecodable details: not a request to retry
         return False
     return False
