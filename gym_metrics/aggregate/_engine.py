@@ -13,14 +13,21 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics._unique import count_distinct, unique, unique_counts
+from gym_metrics._unique import count_distinct, unique
 from gym_metrics.aggregate._columns import (
-    ERROR_KINDS,
     TASK_KEY,
     NumericField,
     RolloutColumns,
     concat,
     take_non_numeric,
+)
+from gym_metrics.aggregate._accounting import (
+    apply_errors,
+    coverage_counts,
+    error_counts,
+    failed_by_task,
+    masked_by_task,
+    non_numeric_counts_of,
 )
 from gym_metrics.aggregate._repeats import across_repeats, repeat_level_entries
 from gym_metrics.aggregate._rows import rows_by_task, sample_texts
@@ -197,11 +204,11 @@ def _aggregate(
     if data is None:
         data = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
     num_repeats = count_distinct(data.rollout_index)
-    errors = _error_counts(data)
-    failed_per_task = _failed_per_task(data) if not options.count_errors_as_zero else {}
-    data = _apply_errors(data, options.count_errors_as_zero)
+    errors = error_counts(data)
+    failed_per_task = failed_by_task(data) if not options.count_errors_as_zero else {}
+    data = apply_errors(data, options.count_errors_as_zero)
     measured_pos = np.flatnonzero(~data.masked)
-    coverage = _coverage(data, measured_pos)
+    coverage = coverage_counts(data, measured_pos)
     m = RolloutColumns(
         data.task_index[measured_pos],
         data.rollout_index[measured_pos],
@@ -212,7 +219,7 @@ def _aggregate(
     names = sorted(k for k, v in m.fields.items() if v.present.any())
     valid = {k: m.fields[k].present & np.isfinite(m.fields[k].values) for k in names}
     non_finite = {k: int((m.fields[k].present & ~valid[k]).sum()) for k in names}
-    non_numeric = _non_numeric_counts(data, measured_pos)
+    non_numeric = non_numeric_counts_of(data, measured_pos)
 
     starts = group_starts(m.task_index)
     group_ids = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(m.task_index))))
@@ -238,7 +245,7 @@ def _aggregate(
     agent_metrics.update(coverage)
     agent_metrics.update(errors)
 
-    masked_per_task = _masked_per_task(data, tasks)
+    masked_per_task = masked_by_task(data, tasks)
     groups = GroupTable(
         task_index=tasks,
         stats=group_stat_cols,
@@ -283,22 +290,6 @@ def _aggregate(
     )
 
 
-def _non_numeric_counts(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
-    """Per field that is numeric in at least one of the agent's rows (so a purely textual field
-    such as `extracted_answer` is never reported): the measured rows holding it as text, an
-    object or a list. Empty when the rows' producer recorded no such values (packed columns)."""
-    if not data.non_numeric:
-        return {}
-    counts = {}
-    for k in sorted(data.non_numeric):
-        numeric = data.fields.get(k)
-        if numeric is not None and numeric.present.any():
-            n = int(data.non_numeric[k][measured_pos].sum())
-            if n:
-                counts[k] = n
-    return counts
-
-
 @dataclass
 class LocalParts:
     """What a client that holds the rows can add to a result computed without them: each
@@ -340,13 +331,13 @@ def non_numeric_counts(batches: Sequence[RolloutColumns], count_errors_as_zero: 
     from packed numeric columns (they carry no text, so only the rows' holder can count)."""
     if not any(b.non_numeric for b in batches):
         return {}
-    data = _apply_errors(concat(batches), count_errors_as_zero)
-    return _non_numeric_counts(data, np.flatnonzero(~data.masked))
+    data = apply_errors(concat(batches), count_errors_as_zero)
+    return non_numeric_counts_of(data, np.flatnonzero(~data.masked))
 
 
 def _measured(batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> tuple[RolloutColumns, np.ndarray]:
     """The rows sorted by key (failed rows handled as the engine does) and the measured ones."""
-    data = _apply_errors(_sorted_unique(concat(batches)), count_errors_as_zero)
+    data = apply_errors(_sorted_unique(concat(batches)), count_errors_as_zero)
     return data, np.flatnonzero(~data.masked)
 
 
@@ -372,81 +363,6 @@ def _stat_columns(stats: dict[str, Any], names: list[str], sizes: np.ndarray) ->
                 col[fill] = 0.0
             cols[f"{stat}/{k}"] = np.where(np.isfinite(col), col, np.nan)  # NaN = absent
     return cols
-
-
-def _error_counts(data: RolloutColumns) -> dict[str, int]:
-    """`errors/total` and `errors/<kind>`, only when some rollout failed verification."""
-    if data.errors is None or not data.errors.any():
-        return {}
-    codes = np.bincount(data.errors, minlength=len(ERROR_KINDS) + 1)
-    out = {"errors/total": int(codes[1:].sum())}
-    out.update({f"errors/{kind}": int(codes[i + 1]) for i, kind in enumerate(ERROR_KINDS) if codes[i + 1]})
-    return out
-
-
-def _apply_errors(data: RolloutColumns, as_zero: bool) -> RolloutColumns:
-    """Failed rollouts either leave the stats (as masked rows do, without counting as masked)
-    or count with reward 0.0."""
-    if data.errors is None or not data.errors.any():
-        return data
-    failed = data.errors != 0
-    if not as_zero:
-        keep = np.flatnonzero(~failed)
-        return RolloutColumns(
-            data.task_index[keep],
-            data.rollout_index[keep],
-            {k: v.take(keep) for k, v in data.fields.items()},
-            data.masked[keep],
-            rows=data.rows.take(keep) if data.rows is not None else None,
-            row_labels=data.row_labels[keep] if data.row_labels is not None else None,
-            label_name=data.label_name,
-            non_numeric=take_non_numeric(data.non_numeric, keep),
-        )
-    reward = data.fields.get("reward", NumericField(np.full(len(data), np.nan), np.zeros(len(data), bool)))
-    reward = NumericField(np.where(failed, 0.0, reward.values), reward.present | failed, reward.kind)
-    fields = {**data.fields, "reward": reward}
-    other = dict(data.non_numeric or {})
-    if "reward" in other:  # a failed rollout's reward is the 0.0 set here
-        other["reward"] = other["reward"] & ~failed
-    return RolloutColumns(
-        data.task_index,
-        data.rollout_index,
-        fields,
-        data.masked & ~failed,
-        data.rows,
-        data.row_labels,
-        data.label_name,
-        non_numeric=other or None,
-    )
-
-
-def _coverage(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
-    """SPEC A6: only when something was masked."""
-    masked = len(data) - len(measured_pos)
-    if masked == 0:
-        return {}
-    measured_tasks = unique(data.task_index[measured_pos])
-    all_tasks = unique(data.task_index)
-    return {
-        "coverage/measured_rollouts": len(measured_pos),
-        "coverage/masked_rollouts": masked,
-        "coverage/measured_tasks": len(measured_tasks),
-        "coverage/fully_masked_tasks": len(all_tasks) - len(measured_tasks),
-    }
-
-
-def _failed_per_task(data: RolloutColumns) -> dict[int, int]:
-    if data.errors is None or not data.errors.any():
-        return {}
-    t, c = unique_counts(data.task_index[data.errors != 0])
-    return dict(zip(t.tolist(), c.tolist()))
-
-
-def _masked_per_task(data: RolloutColumns, tasks: np.ndarray) -> dict[int, int]:
-    if not data.masked.any():
-        return {}
-    t, c = unique_counts(data.task_index[data.masked])
-    return dict(zip(t.tolist(), c.tolist()))
 
 
 def _with_expected_tasks(

@@ -1,0 +1,106 @@
+"""Row accounting: which rollouts failed, which were masked, which hold non-numeric values.
+
+Counts and coverage come out as agent metrics; failed rollouts leave the stats (or count as
+reward 0.0) before anything is computed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gym_metrics._unique import unique, unique_counts
+from gym_metrics.aggregate._columns import ERROR_KINDS, NumericField, RolloutColumns, take_non_numeric
+
+
+def non_numeric_counts_of(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
+    """Per field that is numeric in at least one of the agent's rows (so a purely textual field
+    such as `extracted_answer` is never reported): the measured rows holding it as text, an
+    object or a list. Empty when the rows' producer recorded no such values (packed columns)."""
+    if not data.non_numeric:
+        return {}
+    counts = {}
+    for k in sorted(data.non_numeric):
+        numeric = data.fields.get(k)
+        if numeric is not None and numeric.present.any():
+            n = int(data.non_numeric[k][measured_pos].sum())
+            if n:
+                counts[k] = n
+    return counts
+
+
+def error_counts(data: RolloutColumns) -> dict[str, int]:
+    """`errors/total` and `errors/<kind>`, only when some rollout failed verification."""
+    if data.errors is None or not data.errors.any():
+        return {}
+    codes = np.bincount(data.errors, minlength=len(ERROR_KINDS) + 1)
+    out = {"errors/total": int(codes[1:].sum())}
+    out.update({f"errors/{kind}": int(codes[i + 1]) for i, kind in enumerate(ERROR_KINDS) if codes[i + 1]})
+    return out
+
+
+def apply_errors(data: RolloutColumns, as_zero: bool) -> RolloutColumns:
+    """Failed rollouts either leave the stats (as masked rows do, without counting as masked)
+    or count with reward 0.0."""
+    if data.errors is None or not data.errors.any():
+        return data
+    failed = data.errors != 0
+    if not as_zero:
+        keep = np.flatnonzero(~failed)
+        return RolloutColumns(
+            data.task_index[keep],
+            data.rollout_index[keep],
+            {k: v.take(keep) for k, v in data.fields.items()},
+            data.masked[keep],
+            rows=data.rows.take(keep) if data.rows is not None else None,
+            row_labels=data.row_labels[keep] if data.row_labels is not None else None,
+            label_name=data.label_name,
+            non_numeric=take_non_numeric(data.non_numeric, keep),
+        )
+    reward = data.fields.get("reward", NumericField(np.full(len(data), np.nan), np.zeros(len(data), bool)))
+    reward = NumericField(np.where(failed, 0.0, reward.values), reward.present | failed, reward.kind)
+    fields = {**data.fields, "reward": reward}
+    other = dict(data.non_numeric or {})
+    if "reward" in other:  # a failed rollout's reward is the 0.0 set here
+        other["reward"] = other["reward"] & ~failed
+    return RolloutColumns(
+        data.task_index,
+        data.rollout_index,
+        fields,
+        data.masked & ~failed,
+        data.rows,
+        data.row_labels,
+        data.label_name,
+        non_numeric=other or None,
+    )
+
+
+def coverage_counts(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
+    """SPEC A6: only when something was masked."""
+    masked = len(data) - len(measured_pos)
+    if masked == 0:
+        return {}
+    measured_tasks = unique(data.task_index[measured_pos])
+    all_tasks = unique(data.task_index)
+    return {
+        "coverage/measured_rollouts": len(measured_pos),
+        "coverage/masked_rollouts": masked,
+        "coverage/measured_tasks": len(measured_tasks),
+        "coverage/fully_masked_tasks": len(all_tasks) - len(measured_tasks),
+    }
+
+
+def failed_by_task(data: RolloutColumns) -> dict[int, int]:
+    if data.errors is None or not data.errors.any():
+        return {}
+    t, c = unique_counts(data.task_index[data.errors != 0])
+    return dict(zip(t.tolist(), c.tolist()))
+
+
+def masked_by_task(data: RolloutColumns, tasks: np.ndarray) -> dict[int, int]:
+    if not data.masked.any():
+        return {}
+    t, c = unique_counts(data.task_index[data.masked])
+    return dict(zip(t.tolist(), c.tolist()))
+
+
+__all__ = ["apply_errors", "coverage_counts", "error_counts", "failed_by_task", "masked_by_task", "non_numeric_counts_of"]
