@@ -42,9 +42,9 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def start_server(extra: list[str]) -> tuple[subprocess.Popen[str], str]:
+def start_server(extra: list[str], env: str = "math_exact") -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gym_metrics.cli", "serve", "math_exact", "--port", "0", *extra],
+        [sys.executable, "-m", "gym_metrics.cli", "serve", env, "--port", "0", *extra],
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stderr is not None
@@ -102,8 +102,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    proc, address = start_server(args.serve_args)
-    figures: dict[str, Any] = {"rollouts": args.rollouts}
+    proc, address = start_server(args.serve_args, args.env)
+    figures: dict[str, Any] = {"rollouts": args.rollouts, "env": args.env}
     try:
         async with grpc.aio.insecure_channel(
             address, options=[("grpc.max_send_message_length", 256 << 20), ("grpc.max_receive_message_length", 256 << 20)]
@@ -170,6 +170,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rollouts", type=int, default=1_000_000)
+    parser.add_argument("--env", default="math_exact", help="environment served (tool_calling has no compute_metrics)")
     parser.add_argument("--cancel-factor", type=int, default=4, help="the cancelled call sends this many times --rollouts tasks (under --max-tasks-per-call)")
     parser.add_argument("--cancel-deadline", type=float, default=2.0)
     parser.add_argument("--serve-args", nargs=argparse.REMAINDER, default=[])
