@@ -137,11 +137,11 @@ def test_failed_rows_are_recorded_and_never_abort() -> None:
     assert (by_name["y"]["count"], by_name["y"]["nan_count"]) == (3, 6)
 
 
-def test_statistics_use_the_sample_variance() -> None:
+def test_statistics_use_the_population_variance() -> None:
     values = [0.0, 1.0, 0.5, 0.25, 1.0]
     result = evaluate(Echo(), [{"x": v} for v in values] + [{"raise": RowError("f", "r")}])
     x = next(s for s in result.aggregate_scores if s["name"] == "x")
-    assert x == {
+    assert {k: v for k, v in x.items() if k not in ("percentiles", "histogram")} == {
         "name": "x",
         "count": 5,
         "nan_count": 1,
@@ -149,9 +149,11 @@ def test_statistics_use_the_sample_variance() -> None:
         "mean": 2.75 / 5,
         "min": 0.0,
         "max": 1.0,
-        "std_dev": pytest.approx(statistics.stdev(values), rel=1e-15),
-        "variance": pytest.approx(statistics.variance(values), rel=1e-15),
+        "std_dev": pytest.approx(statistics.pstdev(values), rel=1e-15),
+        "variance": pytest.approx(statistics.pvariance(values), rel=1e-15),
+        "score_type": "range",
     }
+    assert x["percentiles"]["p50"] == 0.5 and sum(b["count"] for b in x["histogram"]["bins"]) == 5
 
 
 def test_statistics_of_one_and_of_no_value() -> None:
@@ -162,12 +164,15 @@ def test_statistics_of_one_and_of_no_value() -> None:
         "name": "y",
         "count": 0,
         "nan_count": 1,
-        "sum": 0.0,
+        "sum": None,
         "mean": None,
         "min": None,
         "max": None,
         "std_dev": None,
         "variance": None,
+        "score_type": "range",
+        "percentiles": None,
+        "histogram": {"bins": []},
     }
 
 
@@ -180,7 +185,8 @@ def test_json_is_nan_free_and_matches_spec_shape() -> None:
     doc = json.loads(result.to_json(), parse_constant=no_constants)
     assert set(doc) == {"aggregate_scores", "row_scores"}
     assert [set(s) for s in doc["aggregate_scores"]] == [
-        {"name", "count", "nan_count", "sum", "mean", "min", "max", "std_dev", "variance"}
+        {"name", "count", "nan_count", "sum", "mean", "min", "max", "std_dev", "variance", "score_type",
+         "percentiles", "histogram"}
     ] * 2
     assert doc["row_scores"][1]["scores"] == {"x": None, "y": None}
 
@@ -262,7 +268,10 @@ def test_metric_with_config_model() -> None:
 
 def test_result_helpers() -> None:
     result = EvaluationResult("m", ("a",), np.array([[1.0], [np.nan], [3.0]]))
-    assert result.stats == [ScoreStats("a", 2, 1, 4.0, 2.0, 1.0, 3.0, math.sqrt(2.0), 2.0)]
+    (stats,) = result.stats
+    assert stats == ScoreStats.of("a", np.array([1.0, np.nan, 3.0]))
+    assert (stats.count, stats.nan_count, stats.sum, stats.mean, stats.min, stats.max) == (2, 1, 4.0, 2.0, 1.0, 3.0)
+    assert (stats.std_dev, stats.variance) == (1.0, 1.0)  # population: ((1-2)^2 + (3-2)^2) / 2
     assert len(result) == 3
 
 

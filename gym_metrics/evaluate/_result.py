@@ -32,46 +32,138 @@ class RowFailure:
         return {"field": self.field, "reason": self.reason}
 
 
+PERCENTILES = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100)
+HISTOGRAM_BINS = 10
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """p10 .. p100 of a score, as NeMo Evaluator SDK computes them: rank (p/100)(n+1) - 1 in
+    the sorted values, linear between its two neighbours, clamped to the smallest and largest."""
+
+    p10: float
+    p20: float
+    p30: float
+    p40: float
+    p50: float
+    p60: float
+    p70: float
+    p80: float
+    p90: float
+    p100: float
+
+    @classmethod
+    def of(cls, ordered: np.ndarray) -> Percentiles:
+        n = len(ordered)
+        out = []
+        for p in PERCENTILES:  # ten scalars, in the SDK's float operations and order
+            pos = (p / 100.0) * (n + 1) - 1
+            if pos <= 0:
+                out.append(float(ordered[0]))
+            elif pos >= n - 1:
+                out.append(float(ordered[-1]))
+            else:
+                low = int(pos)
+                below, above = float(ordered[low]), float(ordered[low + 1])
+                out.append(below + (pos - low) * (above - below))
+        return cls(*out)
+
+    def to_dict(self) -> dict[str, float]:
+        return {f"p{p}": getattr(self, f"p{p}") for p in PERCENTILES}
+
+
+@dataclass(frozen=True)
+class HistogramBin:
+    """Values in [lower_bound, upper_bound); the last bin also holds upper_bound."""
+
+    lower_bound: float
+    upper_bound: float
+    count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lower_bound": self.lower_bound, "upper_bound": self.upper_bound, "count": self.count}
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """NeMo Evaluator SDK's histogram: ten equal-width bins from min to max (one bin when all
+    values are equal, none when there is no value)."""
+
+    bins: tuple[HistogramBin, ...] = ()
+
+    @classmethod
+    def of(cls, ordered: np.ndarray) -> Histogram:
+        if not len(ordered):
+            return cls()
+        low, high = float(ordered[0]), float(ordered[-1])
+        if low == high:
+            return cls((HistogramBin(low, high, len(ordered)),))
+        width = (high - low) / HISTOGRAM_BINS
+        bins = []
+        for i in range(HISTOGRAM_BINS):  # bounds as the SDK computes them (so bins may not end at max)
+            lower, upper = low + i * width, low + (i + 1) * width
+            last = i == HISTOGRAM_BINS - 1
+            above = int(np.searchsorted(ordered, upper, side="right" if last else "left"))
+            bins.append(HistogramBin(lower, upper, above - int(np.searchsorted(ordered, lower, side="left"))))
+        return cls(tuple(bins))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bins": [b.to_dict() for b in self.bins]}
+
+
 @dataclass(frozen=True)
 class ScoreStats:
-    """Statistics of one score over the rows.
+    """Statistics of one score over the rows, field for field NeMo Evaluator SDK's
+    `AggregateRangeScore` (SPEC C4).
 
     `count` counts rows with a (finite) score and `nan_count` the others (failed rows
-    included). `variance` is the sample variance (ddof=1), 0.0 for a single value;
-    `std_dev` its square root. With no values, `sum` is 0.0 and the rest None (JSON null).
+    included). `sum` adds the values in row order, as the SDK's running sum does (so the last
+    bit agrees); `mean` is sum / count. `variance` is the population variance (ddof=0, the
+    SDK's: the rows are the whole evaluation set), `std_dev` its square root; both 0.0 for a
+    single value. With no value every statistic is None (JSON null), `percentiles` too, and
+    the histogram has no bins. `score_type` is always "range" (no row metric here has rubric
+    scores).
     """
 
     name: str
     count: int
     nan_count: int
-    sum: float
+    sum: float | None
     mean: float | None
     min: float | None
     max: float | None
     std_dev: float | None
     variance: float | None
+    score_type: str = "range"
+    percentiles: Percentiles | None = None
+    histogram: Histogram = field(default_factory=Histogram)
 
     @classmethod
     def of(cls, name: str, column: np.ndarray) -> ScoreStats:
-        values = column[~np.isnan(column)]
+        values = column[~np.isnan(column)]  # row order kept
         n = int(values.size)
         if n == 0:
-            return cls(name, 0, int(column.size), 0.0, None, None, None, None, None)
-        total = float(values.sum())
-        variance = float(values.var(ddof=1)) if n > 1 else 0.0
+            return cls(name, 0, int(column.size), None, None, None, None, None, None)
+        total = float(np.cumsum(values)[-1])  # left to right, as the SDK adds
+        mean = total / n
+        variance = float(np.square(values - mean).sum() / n) if n > 1 else 0.0
+        ordered = np.sort(values)
         return cls(
             name=name,
             count=n,
             nan_count=int(column.size) - n,
             sum=total,
-            mean=total / n,
-            min=float(values.min()),
-            max=float(values.max()),
+            mean=mean,
+            min=float(ordered[0]),
+            max=float(ordered[-1]),
             std_dev=math.sqrt(variance),
             variance=variance,
+            percentiles=Percentiles.of(ordered),
+            histogram=Histogram.of(ordered),
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The SDK's JSON fields, in its order."""
         return {
             "name": self.name,
             "count": self.count,
@@ -82,6 +174,9 @@ class ScoreStats:
             "max": self.max,
             "std_dev": self.std_dev,
             "variance": self.variance,
+            "score_type": self.score_type,
+            "percentiles": None if self.percentiles is None else self.percentiles.to_dict(),
+            "histogram": self.histogram.to_dict(),
         }
 
 
