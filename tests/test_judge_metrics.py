@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -207,6 +208,27 @@ async def test_rows_ragas_rejects_are_row_errors_before_any_call(messages: list[
         with pytest.raises(RowError) as info:
             await score(TopicAdherence(judge_config(judge)), {"user_input": messages, "reference_topics": ["a"]})
     assert info.value.field == field
+    assert judge.requests == []
+
+
+VALIDATION = [
+    json.loads(line)
+    for line in (Path(__file__).parent / "data/tool_call_accuracy/validation.jsonl").read_text().splitlines()
+]
+MULTI_TURN_REJECTED = [  # what MultiTurnSample refuses (the rest is ToolCallAccuracy's own assertion)
+    c for c in VALIDATION if "difference" in c or not c["ragas"].get("rejected", "AssertionError").startswith("AssertionError")
+]
+
+
+@pytest.mark.parametrize("case", MULTI_TURN_REJECTED, ids=[c["id"] for c in MULTI_TURN_REJECTED])
+async def test_judge_rows_are_rejected_where_ragas_multi_turn_sample_rejects_them(case: dict[str, Any]) -> None:
+    """RAGAS builds a MultiTurnSample from every judge row too: the same rows fail, before any call."""
+    row = dict(case["row"])
+    row.setdefault("reference_topics", ["weather"])
+    with ScriptedJudge() as judge:
+        with pytest.raises(RowError) as info:
+            await score(TopicAdherence(judge_config(judge)), row)
+    assert info.value.field == case["field"]
     assert judge.requests == []
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from gym_metrics.agentic._metrics import ToolCallAccuracyMetric, ToolCallingMetric
 from gym_metrics.agentic._tool_call_accuracy import (
     ToolCall,
+    check_sample_fields,
     predicted_calls,
     reference_calls,
     score_tool_calls,
@@ -21,6 +22,7 @@ __all__ = [
     "ToolCall",
     "ToolCallAccuracyMetric",
     "ToolCallingMetric",
+    "check_sample_fields",
     "predicted_calls",
     "reference_calls",
     "response_tool_calls",

@@ -8,6 +8,7 @@ from typing import Any
 import pydantic
 
 from gym_metrics.agentic._tool_call_accuracy import (
+    check_sample_fields,
     predicted_calls,
     reference_calls,
     score_tool_calls,
@@ -42,6 +43,7 @@ class ToolCallAccuracyMetric(RowMetric):
     async def score(self, row: Mapping[str, Any]) -> dict[str, float]:
         predicted = predicted_calls(row.get("user_input"))
         reference = reference_calls(row.get("reference_tool_calls"))
+        check_sample_fields(row, reference_tool_calls=False)  # checked just above
         return {"tool_call_accuracy": score_tool_calls(predicted, reference, self.config.strict_order)}  # type: ignore[attr-defined]
 
 

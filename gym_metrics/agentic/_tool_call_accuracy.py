@@ -32,16 +32,20 @@ def tool_call_accuracy(user_input: Any, reference_tool_calls: Any, strict_order:
 def predicted_calls(user_input: Any, field: str = "user_input") -> list[ToolCall]:
     """The `tool_calls` of every `ai` message, in order, after checking every message.
 
-    Checked as RAGAS's models do: a list of objects, `type` one of human / ai / tool, `content`
-    a string (null is rejected), `metadata` an object or null, an ai message's `tool_calls` a
-    list or null. Not checked (the reference output accepts it): which message a tool message
-    follows. A message without `type` is rejected rather than guessed.
+    Checked as RAGAS's `MultiTurnSample` checks it: a list of objects, `type` one of human /
+    ai / tool, `content` a string (null is rejected), `metadata` an object or null, an ai
+    message's `tool_calls` a list of `{name, args}` or null; and its order rules: a tool
+    message needs an ai message somewhere before it, and must directly follow either another
+    tool message or an ai message whose `tool_calls` is non-empty. A message without `type` is
+    rejected rather than guessed (RAGAS guesses: see the README's deliberate differences).
     """
     if user_input is None:
         raise RowError(field, "missing: must be a list of messages")
     if not _is_list(user_input):
         raise RowError(field, f"must be a list of messages, got {_kind(user_input)}")
     calls: list[ToolCall] = []
+    seen_ai = False
+    tool_may_follow = False  # the previous message is a tool message or an ai one that called tools
     for i, message in enumerate(user_input):
         # fast path for plain JSON rows; anything unusual gets the full check (which raises)
         if not (
@@ -51,11 +55,32 @@ def predicted_calls(user_input: Any, field: str = "user_input") -> list[ToolCall
             and message.get("metadata") is None
         ):
             _check_message(message, f"{field}[{i}]")
-        if message["type"] == "ai":
+        kind = message["type"]
+        if kind == "ai":
+            seen_ai = True
             tool_calls = message.get("tool_calls")
             if tool_calls is not None:
                 calls.extend(_calls(tool_calls, f"{field}[{i}].tool_calls"))
+            tool_may_follow = bool(tool_calls)
+        elif kind == "tool":
+            if not tool_may_follow:
+                _misplaced_tool_message(user_input, i, seen_ai, f"{field}[{i}]")
+        else:
+            tool_may_follow = False
     return calls
+
+
+def _misplaced_tool_message(messages: Sequence[Any], i: int, seen_ai: bool, where: str) -> None:
+    """Raise the RowError RAGAS's rule gives for the tool message `messages[i]`."""
+    if not seen_ai:
+        raise RowError(where, "a tool message needs an ai message before it (RAGAS: ToolMessage must be "
+                       "preceded by an AIMessage somewhere in the conversation)")
+    if messages[i - 1]["type"] == "ai":
+        raise RowError(where, f"a tool message must answer tool calls, but the ai message before it ({i - 1}) "
+                       "has none (RAGAS: ToolMessage must follow an AIMessage where tools were called)")
+    raise RowError(where, f"a tool message must follow an ai message that called tools or another tool message, "
+                   f"not a {messages[i - 1]['type']} message (RAGAS: ToolMessage must follow an AIMessage or "
+                   "another ToolMessage)")
 
 
 def _check_message(message: Any, where: str) -> None:
@@ -74,6 +99,8 @@ def _check_message(message: Any, where: str) -> None:
     metadata = message.get("metadata")
     if metadata is not None and not isinstance(metadata, Mapping):
         raise RowError(f"{where}.metadata", f"must be an object or null, got {_kind(metadata)}")
+    if metadata is not None:
+        _check_keys(metadata, f"{where}.metadata")
 
 
 def reference_calls(reference: Any, field: str = "reference_tool_calls") -> list[ToolCall]:
@@ -82,6 +109,33 @@ def reference_calls(reference: Any, field: str = "reference_tool_calls") -> list
     if reference is None:
         raise RowError(field, "missing: the reference tool calls are required (use [] for none)")
     return _calls(reference, field)
+
+
+def check_sample_fields(row: Mapping[str, Any], *, reference_tool_calls: bool = True) -> None:
+    """The row's fields besides `user_input` that RAGAS's `MultiTurnSample` types (RAGAS builds
+    it from the whole row, so a bad one rejects the row, whatever the metric): `reference` a
+    string, `rubrics` an object of strings, `reference_topics` a list of strings and (unless
+    told otherwise) `reference_tool_calls` a list of `{name, args}`; each may be absent or null."""
+    if reference_tool_calls and row.get("reference_tool_calls") is not None:
+        _calls(row["reference_tool_calls"], "reference_tool_calls")
+    reference = row.get("reference")
+    if reference is not None and not isinstance(reference, str):
+        raise RowError("reference", f"must be a string or null, got {_kind(reference)}")
+    rubrics = row.get("rubrics")
+    if rubrics is not None:
+        if not isinstance(rubrics, Mapping):
+            raise RowError("rubrics", f"must be an object of strings or null, got {_kind(rubrics)}")
+        _check_keys(rubrics, "rubrics")
+        for key, value in rubrics.items():
+            if not isinstance(value, str):
+                raise RowError(f"rubrics.{key}", f"must be a string, got {_kind(value)}")
+    topics = row.get("reference_topics")
+    if topics is not None:
+        if not _is_list(topics):
+            raise RowError("reference_topics", f"must be a list of strings or null, got {_kind(topics)}")
+        for i, topic in enumerate(topics):
+            if not isinstance(topic, str):
+                raise RowError(f"reference_topics[{i}]", f"must be a string, got {_kind(topic)}")
 
 
 def score_tool_calls(predicted: Sequence[ToolCall], reference: Sequence[ToolCall], strict_order: bool = True) -> float:
@@ -142,7 +196,12 @@ def _calls(raw: Any, field: str) -> list[ToolCall]:
         raise RowError(field, f"must be a list of tool calls, got {_kind(raw)}")
     out = []
     for j, call in enumerate(raw):
-        if type(call) is dict and type(name := call.get("name")) is str and type(args := call.get("args")) is dict:
+        if (
+            type(call) is dict
+            and type(name := call.get("name")) is str
+            and type(args := call.get("args")) is dict
+            and all(map(_IS_STR, args))
+        ):
             out.append(ToolCall(name, args))  # the plain JSON case
         else:
             out.append(_check_call(call, f"{field}[{j}]"))
@@ -164,7 +223,18 @@ def _check_call(call: Any, where: str) -> ToolCall:
         raise RowError(
             f"{where}.args", "missing: must be an object" if args is None else f"must be an object, got {_kind(args)}"
         )
+    _check_keys(args, f"{where}.args")
     return ToolCall(name, args)
+
+
+_IS_STR = str.__instancecheck__
+
+
+def _check_keys(mapping: Mapping[Any, Any], where: str) -> None:
+    """RAGAS's `Dict[str, Any]`: every key a string (always so in JSON; Python rows may differ)."""
+    for key in mapping:
+        if not isinstance(key, str):
+            raise RowError(f"{where}", f"keys must be strings, got {_kind(key)} key {key!r}")
 
 
 def _is_list(value: Any) -> bool:

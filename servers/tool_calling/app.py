@@ -16,6 +16,7 @@ from gym_metrics import (
     register_server,
 )
 from gym_metrics.agentic import (
+    check_sample_fields,
     predicted_calls,
     reference_calls,
     response_tool_calls,
@@ -84,6 +85,7 @@ def _score(body: ToolCallingVerifyRequest) -> ToolCallingVerifyResponse:
     if ragas:
         predicted = predicted_calls(body.user_input)
         reference = reference_calls(body.reference_tool_calls)
+        check_sample_fields(body.model_extra or {})  # reference, rubrics, reference_topics
         scores["tool_call_accuracy"] = score_tool_calls(predicted, reference, strict_order=True)
         scores["tool_call_accuracy_unordered"] = score_tool_calls(predicted, reference, strict_order=False)
         if body.expected_tool_calls is None:
