@@ -167,17 +167,28 @@ def test_missing_key_variable_is_a_config_error(monkeypatch: pytest.MonkeyPatch)
 
 
 async def test_malformed_json_is_a_row_error(delays: list[float]) -> None:
-    with ScriptedJudge([Reply(200, "{'result': oops", JSON), ok({"result": {"accuracy": "high"}}), ok({"result": {"accuracy": True}})]) as judge:
+    answers = [
+        Reply(200, "{'result': oops", JSON),
+        ok({"result": {"accuracy": "high"}}),
+        ok({"result": {"accuracy": None}}),
+        ok({"result": {"accuracy": True}, "latency": False}),
+        Reply(200, '{"result": {"accuracy": NaN}, "latency": 4}', JSON),  # Python's json.dumps writes NaN
+    ]
+    with ScriptedJudge(answers) as judge:
         metric = get_row_metric("remote", config(endpoint(judge)))
         with pytest.raises(RowError, match="not valid JSON"):
             await metric.score(ROW)
         with pytest.raises(RowError, match=r"\$.result.accuracy is not a number: 'high'") as info:
             await metric.score(ROW)
         assert info.value.field == "response.accuracy"
-        with pytest.raises(RowError, match="boolean"):
+        with pytest.raises(RowError, match=r"\$.result.accuracy is null"):  # the SDK fails the row too
             await metric.score(ROW)
+        assert await metric.score(ROW) == {"accuracy": 1.0, "latency_ms": 0.0, "accuracy_out_of_range": 0.0}
+        nan_answer = await metric.score(ROW)
         await metric.aclose()
-    assert len(judge.requests) == 3 and delays == []  # not retried
+    assert math.isnan(nan_answer["accuracy"]) and math.isnan(nan_answer["accuracy_out_of_range"])
+    assert nan_answer["latency_ms"] == 4.0
+    assert len(judge.requests) == 5 and delays == []  # not retried
 
 
 async def test_nat_evaluate_item_endpoint() -> None:
@@ -189,8 +200,8 @@ async def test_nat_evaluate_item_endpoint() -> None:
         metric = get_row_metric(
             "nemo-agent-toolkit-remote", {"url": endpoint(judge), "evaluator_name": "similarity", "backoff_seconds": 0}
         )
-        assert isinstance(metric, NatRemoteMetric) and metric.score_names == ("score",)
-        assert await metric.score(ROW) == {"score": 0.8}
+        assert isinstance(metric, NatRemoteMetric) and metric.score_names == ("similarity",)  # the SDK's name
+        assert await metric.score(ROW) == {"similarity": 0.8}
         with pytest.raises(RowError, match="'similarity' failed: evaluator crashed: division by zero"):
             await metric.score(ROW)
         await metric.aclose()
@@ -202,7 +213,7 @@ async def test_nat_via_the_remote_metric_and_evaluate_gives_nan_with_the_error()
     with ScriptedJudge(answers) as judge:
         cfg = {"type": "nemo-agent-toolkit-remote", "url": endpoint(judge), "evaluator_name": "acc"}
         result = await evaluate_async("remote", [ROW, ROW], config=cfg, parallelism=1)
-    values = result.column("score")
+    values = result.column("acc")
     assert values[0] == 1.0 and math.isnan(values[1])
     assert "no model" in str(result.to_dict())
 

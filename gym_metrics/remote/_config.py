@@ -72,7 +72,8 @@ class RemoteMetricConfig(pydantic.BaseModel):
     """The JSON request body; its string values (at any depth) are Jinja templates over the
     row, as `{{ item.<column> }}`. A value that is exactly one `{{ expr }}` keeps its type."""
     scores: list[ScoreSpec] | None = None
-    """The scores read from the answer. Default for NAT: one score `score` at `$.result.score`."""
+    """The scores read from the answer. Default for NAT: one score at `$.result.score`, named
+    after `evaluator_name` (as NeMo Evaluator SDK names it)."""
     evaluator_name: str | None = None
     """NAT only: the evaluator the endpoint runs."""
     api_key_env: str | None = None
@@ -124,18 +125,27 @@ class RemoteMetricConfig(pydantic.BaseModel):
                 raise ValueError("type 'nemo-agent-toolkit-remote' needs 'evaluator_name'")
             if self.body is not None:
                 raise ValueError("type 'nemo-agent-toolkit-remote' sends {evaluator_name, item}: drop 'body'")
-            if not self.scores:
-                self.scores = [ScoreSpec(name="score", parser=ParserSpec(json_path=NAT_SCORE_PATH))]
-        names = [s.name for s in self.scores or ()]
-        flags = {f"{s.name}_out_of_range" for s in self.scores or () if s.bounded}
+        specs = self.score_specs()
+        names = [s.name for s in specs]
+        flags = {f"{s.name}_out_of_range" for s in specs if s.bounded}
         dupes = sorted({n for n in names if names.count(n) > 1} | (flags & set(names)))
         if dupes:
             raise ValueError(f"score names must be unique (including <name>_out_of_range flags): {', '.join(dupes)}")
         return self
 
+    def score_specs(self) -> list[ScoreSpec]:
+        """The scores read from each answer: `scores`, or for NAT without them one score at
+        `$.result.score` named exactly `evaluator_name` (any text, as in the SDK: it is not
+        held to the `scores[*].name` pattern)."""
+        if self.scores:
+            return list(self.scores)
+        if self.type == NAT and self.evaluator_name:
+            return [ScoreSpec.model_construct(name=self.evaluator_name, parser=ParserSpec(json_path=NAT_SCORE_PATH))]
+        return []
+
     def score_names(self) -> tuple[str, ...]:
         """The scores a row gets, in order: every score, then the out-of-range flags."""
-        specs = self.scores or []
+        specs = self.score_specs()
         return (*(s.name for s in specs), *(f"{s.name}_out_of_range" for s in specs if s.bounded))
 
 

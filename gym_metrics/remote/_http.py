@@ -11,6 +11,7 @@ the config names and scrubbed from every message this module produces.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 from typing import Any
@@ -78,6 +79,10 @@ class RemoteClient(PooledHttp):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
+            pass
+        try:  # what orjson refuses and Python's json (so the SDK, through httpx) reads:
+            return json.loads(raw)  # NaN / Infinity literals, numbers past a float's range
+        except (ValueError, RecursionError):
             snippet = self._scrub(raw[:_SNIPPET].decode("utf-8", "replace"))
             raise RowError("endpoint", f"answer is not valid JSON: {snippet!r}") from None
 

@@ -31,6 +31,7 @@ class RemoteMetric(RowMetric):
         super().__init__(config)
         cfg = self.config
         self.score_names = cfg.score_names()  # type: ignore[misc]  # per instance: from the config
+        self._specs = cfg.score_specs()
         self._template = BodyTemplate(cfg.body, cfg.max_body_bytes) if cfg.body is not None else None
         self._client = RemoteClient(cfg)
 
@@ -55,7 +56,7 @@ class RemoteMetric(RowMetric):
             raise RowError("endpoint", f"evaluator {cfg.evaluator_name!r} failed: {self._client._scrub(str(error))[:300]}")
         scores: dict[str, float] = {}
         flags: dict[str, float] = {}
-        for spec in cfg.scores or ():
+        for spec in self._specs:
             value = read_score(answer, spec.name, spec.parser.json_path)
             scores[spec.name] = value
             if spec.bounded:
@@ -71,7 +72,7 @@ class RemoteMetric(RowMetric):
 @register_row_metric(NAT)
 class NatRemoteMetric(RemoteMetric):
     """A NeMo Agent Toolkit evaluate-item endpoint: POST `{"evaluator_name", "item": row}`,
-    score `$.result.score`; `success: false` is a row error carrying the endpoint's error
-    (so the row's score is NaN)."""
+    score `$.result.score` named after the evaluator; `success: false` is a row error carrying
+    the endpoint's error (so the row's score is NaN)."""
 
     Config = NatRemoteConfig

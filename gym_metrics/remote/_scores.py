@@ -22,24 +22,24 @@ def compile_path(path: str) -> JSONPath:
 
 
 def read_score(data: Any, name: str, path: str) -> float:
-    """The number at `path`: NaN when the path matches nothing (or null); a number or a
-    numeric string is accepted; anything else (text, a bool, an object, several matches)
-    is a row error."""
+    """The score at `path`, read as NeMo Evaluator SDK reads it (Python's `float()` of the
+    first match): NaN when the path matches nothing; with several matches the first one; a
+    boolean is 1.0 / 0.0; a number or a string `float()` reads (`"0.75"`, `" 1e-3 "`,
+    `"nan"`) is that number. Where the SDK's `float()` fails the row (null, other text, an
+    object, a list, an integer too large for a float) it is a row error on `response.<name>`."""
     matches = compile_path(path).find(data)
     if not matches:
         return math.nan
-    if len(matches) > 1:
-        raise RowError(f"response.{name}", f"{path} matched {len(matches)} values, expected one")
     value = matches[0].value
     if value is None:
-        return math.nan
+        raise RowError(f"response.{name}", f"{path} is null, not a number")
     if isinstance(value, bool):
-        raise RowError(f"response.{name}", f"{path} is a boolean ({value}), not a number")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float, str)):
         try:
-            return float(value.strip())
+            return float(value)
+        except OverflowError:
+            raise RowError(f"response.{name}", f"{path} is an integer too large for a float") from None
         except ValueError:
             pass
     shown = repr(value)

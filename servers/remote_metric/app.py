@@ -84,6 +84,13 @@ class RemoteMetricServer(SimpleResourcesServer):
 
     def __init__(self, metric: RemoteMetric | None = None) -> None:
         self.metric = metric if metric is not None else load_metric()
+        if self.metric is not None:
+            taken = sorted(set(self.metric.score_names) & set(RemoteMetricVerifyResponse.model_fields))
+            if taken:  # e.g. a NAT evaluator named "reward": its score would overwrite that field
+                raise InvalidInputError(
+                    f"remote_metric: score name {taken[0]!r} is a field of the verify response itself; "
+                    "rename the score (for nemo-agent-toolkit-remote, give `scores`)"
+                )
 
     def server_info(self) -> dict[str, Any]:
         """Also declares the configured scores in the verify response schema (numbers), so

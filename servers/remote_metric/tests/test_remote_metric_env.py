@@ -101,6 +101,15 @@ async def test_missing_column_is_invalid_input_and_endpoint_failure_a_row_error(
         await server.metric.aclose()
 
 
+@pytest.mark.parametrize("name", ["reward", "metric", "mask_sample"])
+def test_a_score_named_like_a_response_field_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    path = tmp_path / "nat.json"
+    path.write_text(json.dumps({"type": "nemo-agent-toolkit-remote", "url": "http://127.0.0.1:1/x", "evaluator_name": name}))
+    monkeypatch.setenv("REMOTE_METRIC_CONFIG", str(path))
+    with pytest.raises(InvalidInputError, match=f"score name '{name}' is a field of the verify response"):
+        RemoteMetricServer()
+
+
 async def test_nat_config_over_a_grpc_verify_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gym_metrics._transport import ResourcesClient, ServerConfig, start_server
 
@@ -124,7 +133,7 @@ async def test_nat_config_over_a_grpc_verify_stream(tmp_path: Path, monkeypatch:
             await server.stop(0)
             await env.metric.aclose()
     good, failed = outcomes
-    assert good.error_kind is None and good.reward == 0.5 and good.response["score"] == 0.5
+    assert good.error_kind is None and good.reward == 0.5 and good.response["accuracy"] == 0.5  # named after the evaluator
     assert failed.error_kind == "verify_failed" and "judge offline" in failed.error_message
     assert {r.body["evaluator_name"] for r in judge.requests} == {"accuracy"}
 
