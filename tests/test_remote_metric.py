@@ -237,6 +237,16 @@ async def test_undefined_column_names_the_columns() -> None:
     await metric.aclose()
 
 
+def test_score_config_as_the_sdk_accepts_it() -> None:
+    """NeMo Evaluator SDK's RemoteScore: the parser defaults to the score's name as the path;
+    names may start with a digit; the description may be None."""
+    cfg = config("http://127.0.0.1:1/x", scores=[{"name": "accuracy"}, {"name": "2nd_pass", "description": None,
+                                                  "parser": {"json_path": "$.b"}}])
+    metric = get_row_metric("remote", cfg)
+    specs = metric.config.scores  # type: ignore[attr-defined]
+    assert [(s.name, s.parser.json_path) for s in specs] == [("accuracy", "accuracy"), ("2nd_pass", "$.b")]
+
+
 @pytest.mark.parametrize(
     ("over", "match"),
     [

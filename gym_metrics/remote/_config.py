@@ -38,14 +38,22 @@ class ScoreSpec(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    """Lower-case letters, digits and underscores, starting with a letter."""
+    name: str = Field(pattern=r"^[a-z0-9_]+$")
+    """Lower-case letters, digits and underscores (NeMo Evaluator SDK's rule)."""
     parser: ParserSpec
-    description: str = ""
+    """Default, as in the SDK: the JSONPath is the score's name (`accuracy` reads `$.accuracy`)."""
+    description: str | None = None
     minimum: float | None = None
     maximum: float | None = None
     """A value outside [minimum, maximum] is kept as it is and flagged: the row's
     `<name>_out_of_range` score is 1.0 (0.0 when in range, NaN when the score is NaN)."""
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _default_parser(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("parser") is None and isinstance(data.get("name"), str):
+            return {**data, "parser": {"type": "json", "json_path": data["name"]}}
+        return data
 
     @pydantic.model_validator(mode="after")
     def _bounds(self) -> ScoreSpec:
