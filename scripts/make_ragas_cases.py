@@ -275,11 +275,13 @@ def topic_lines() -> list[Row]:
         with ScriptedJudge([respond] * 100) as judge:
             llm = LangchainLLMWrapper(ChatOpenAI(base_url=judge.url, api_key="unused", model="scripted", max_retries=0))
             sample = MultiTurnSample(user_input=CONVERSATION, reference_topics=REFERENCE_TOPICS)
-            for mode in ("f1", "precision", "recall"):
-                metric = TopicAdherenceScore(llm=llm, mode=mode)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    scores[mode] = float(asyncio.run(metric._multi_turn_ascore(sample, None)))
+
+            async def all_modes() -> None:  # one event loop: the client's connections live in it
+                for mode in ("f1", "precision", "recall"):
+                    metric = TopicAdherenceScore(llm=llm, mode=mode)
+                    scores[mode] = float(await metric._multi_turn_ascore(sample, None))
+
+            asyncio.run(all_modes())
             calls = len(judge.requests)
         judge_answers = {k: scenario[k] for k in ("topics", "refused", "classifications")}
         lines.append(

@@ -148,18 +148,18 @@ async def test_topic_adherence_no_topics_scores_zero_with_one_call() -> None:
 
 
 @pytest.mark.parametrize("given", [[True, True], [True, True, False, True, True, False, True]])
-async def test_topic_adherence_partial_list_is_a_row_error_by_default(given: list[bool]) -> None:
+async def test_topic_adherence_partial_list_is_a_row_error_in_strict_mode(given: list[bool]) -> None:
     with ScriptedJudge([topic_responder(given)] * 8) as judge:
         with pytest.raises(RowError) as info:
-            await score(TopicAdherence(judge_config(judge)), topic_row())
+            await score(TopicAdherence(judge_config(judge, partial_list="error")), topic_row())
     assert info.value.field == "judge_reply"
     assert f"{len(given)} verdicts for {len(TOPICS)} topics" in info.value.reason
 
 
-async def test_topic_adherence_partial_list_padded_on_request() -> None:
+async def test_topic_adherence_partial_list_padded_by_default_as_ragas() -> None:
     # only the first two verdicts: the other four topics count as off-reference
     with ScriptedJudge([topic_responder([True, True])] * 8) as judge:
-        scores = await score(TopicAdherence(judge_config(judge, partial_list="pad")), topic_row())
+        scores = await score(TopicAdherence(judge_config(judge)), topic_row())
     # answered: weather, bistro (on) and flight prices (off, padded) -> tp 2, fp 1, fn 0
     assert scores["topic_adherence_precision"] == pytest.approx(2 / 3)
     assert scores["topic_adherence_recall"] == pytest.approx(1.0)
@@ -167,6 +167,44 @@ async def test_topic_adherence_partial_list_padded_on_request() -> None:
     with ScriptedJudge([topic_responder([v[1] for v in VERDICTS.values()] + [True, True])] * 8) as judge:
         scores = await score(TopicAdherence(judge_config(judge, partial_list="pad")), topic_row())
     assert scores["topic_adherence_recall"] == pytest.approx(0.5)
+
+
+# RAGAS 0.4.3's TopicAdherenceScore run on these conversations with a scripted judge giving the
+# answers in each case (scripts/make_ragas_cases.py), classification lists of every length.
+TOPIC_CASES = [
+    json.loads(line) for line in (Path(__file__).parent / "data/topic_adherence/cases.jsonl").read_text().splitlines()
+]
+
+
+def scripted_topic_judge(answers: dict[str, Any]):  # type: ignore[no-untyped-def]
+    refused = dict(zip(answers["topics"], answers["refused"]))
+
+    def respond(body: dict[str, Any]) -> str:
+        text = real_input(body)
+        if "### Topic\n" in text:
+            return reply({"refused_to_answer": refused[text.split("### Topic\n", 1)[1].split("\n", 1)[0]]})
+        if "### Reference topics" in text:
+            return reply({"classifications": answers["classifications"]})
+        return reply({"topics": answers["topics"]})
+
+    return respond
+
+
+@pytest.mark.parametrize("case", TOPIC_CASES, ids=[c["id"] for c in TOPIC_CASES])
+async def test_topic_adherence_gives_ragas_scores(case: dict[str, Any]) -> None:
+    answers = case["judge"]
+    with ScriptedJudge([scripted_topic_judge(answers)] * 10) as judge:
+        scores = await score(TopicAdherence(judge_config(judge)), case)
+    assert scores == case["ragas"]
+    topics = answers["topics"]
+    # extraction, a refusal verdict per topic, one classification; with no topic RAGAS still asks
+    # for a classification of nothing, gym-metrics does not (the score is 0.0 either way)
+    assert len(judge.requests) == (1 + len(topics) + 1 if topics else 1)
+    assert case["ragas_judge_calls_per_mode"] == 1 + len(topics) + 1
+    if topics:
+        [classification] = [r for r in judge.requests if "### Reference topics" in real_input(r.body)]
+        assert "### Topics\n" + "\n".join(f"{i}. {t}" for i, t in enumerate(topics, 1)) in real_input(classification.body)
+        assert "1. Weather\n2. Travel\n3. Finance" in real_input(classification.body)
 
 
 async def test_unparseable_reply_is_sent_back_once_for_fixing() -> None:

@@ -42,12 +42,12 @@ AI: Sorry, I can only help with train travel, not investment advice."""
 class TopicAdherenceConfig(JudgeMetricConfig):
     """The judge plus how to treat a classification list of the wrong length."""
 
-    partial_list: Literal["error", "pad"] = "error"
+    partial_list: Literal["pad", "error"] = "pad"
     """The judge's classification list has fewer (or more) entries than there are topics.
-    "error": the row gets NaN and the reason (the RAGAS code we could read combines the lists
-    elementwise with numpy, which fails on such a row, and RAGAS's evaluate records NaN).
-    "pad": missing entries count as off-reference and extra ones are dropped (RAGAS later
-    merged a length-mismatch fix whose exact rule we could not read: this is our guess)."""
+    "pad" (default, RAGAS 0.4.3's rule, confirmed by running its code with a scripted judge):
+    missing entries count as off-reference (False) and extra ones are dropped. "error": the
+    row gets NaN and the reason instead (a strict mode: such a reply pairs verdicts with
+    topics by position only, which may be wrong)."""
 
 
 @register_row_metric("topic_adherence")
@@ -87,7 +87,8 @@ class TopicAdherence(JudgeMetric):
             raise RowError(
                 "judge_reply", f"topic classifications: {len(classifications)} verdicts for {n} topics"
             )
-        log.warning("topic classifications: %d verdicts for %d topics; padding with off-topic", len(classifications), n)
+        log.warning("topic classifications: %d verdicts for %d topics; padded with off-topic or cut, as RAGAS does",
+                    len(classifications), n)
         return (classifications + [False] * n)[:n]
 
     @staticmethod
