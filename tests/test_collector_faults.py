@@ -89,12 +89,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def write_tasks(path: Path) -> Path:
-    """One task line per (agent, task), no indices: --num-repeats expands them."""
+def write_tasks(path: Path, pad: int = 0, failing_agent: str | None = None) -> Path:
+    """One task line per (agent, task), no indices: --num-repeats expands them. `pad` bytes
+    make rows big; `failing_agent`'s rows ask the environment to raise."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
         for agent in AGENTS:
             for t in range(TASKS):
-                f.write(json.dumps({"agent_ref": {"name": agent}, "x": t * 3 + len(agent)}) + "\n")
+                row = {"agent_ref": {"name": agent}, "x": t * 3 + len(agent), **({"pad": "p" * pad} if pad else {})}
+                if agent == failing_agent:
+                    row["fail"] = True
+                f.write(json.dumps(row) + "\n")
     return path
 
 
@@ -105,9 +110,9 @@ def collect_args(port: int, src: Path, out: Path, *extra: str) -> list[str]:
     )  # fmt: skip
 
 
-def run_collect(port: int, src: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(collect_args(port, src, out, *extra), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+def run_collect(port: int, src: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(collect_args(port, src, out, *extra), capture_output=True, text=True, timeout=90)
+    assert not check or proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import grpc
 import grpc.aio
 import pytest
-from test_collector_faults import LISTENING, Procs, cli, free_port, line_count, metrics_of, wait_for_lines
+import test_collector_faults as faults
+from test_collector_faults import LISTENING, Procs, cli, collect_args, free_port, line_count, metrics_of, wait_for_lines
 
 from gym_metrics._transport._client import is_transient
 
@@ -62,27 +63,11 @@ def serve(procs: Procs, env_class: str, port: int, log: Path, *extra: str) -> su
 
 
 def write_tasks(path: Path, pad: int = PAD, failing_agent: str | None = None) -> Path:
-    """One task line per (agent, task); --num-repeats expands them."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for agent in AGENTS:
-            for t in range(TASKS):
-                row = {"agent_ref": {"name": agent}, "x": t * 3 + len(agent), "pad": "p" * pad}
-                if agent == failing_agent:
-                    row["fail"] = True
-                f.write(json.dumps(row) + "\n")
-    return path
-
-
-def collect_args(port: int, src: Path, out: Path, *extra: str) -> list[str]:
-    return cli(
-        "collect", "--server", f"127.0.0.1:{port}", "--input", str(src), "--output", str(out),
-        "--num-repeats", str(REPEATS), *extra,
-    )  # fmt: skip
+    return faults.write_tasks(path, pad, failing_agent)
 
 
 def run_collect(port: int, src: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(collect_args(port, src, out, *extra), capture_output=True, text=True, timeout=90)
+    return faults.run_collect(port, src, out, *extra, check=False)
 
 
 def reference_metrics(port: int, src: Path, tmp_path: Path) -> bytes:
