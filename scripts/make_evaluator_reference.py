@@ -21,6 +21,10 @@ It writes, under `tests/data/evaluator_reference/` (or `--out`; `--check` compar
   `{"value": x}` (`null` for NaN), or `{"error": "<the SDK's row error>"}`; plus the SDK's
   `finalize_evaluation_result` aggregate over all remote rows.
 
+The files in the repository were written on Python 3.11. On 3.12+ only `variance` and
+`std_dev` change, in the last bit or two: the SDK adds the squared deviations with Python's
+`sum`, which is compensated from 3.12 (the test compares those two fields to 1e-12).
+
 The SDK package's `__init__` imports every metric (RAGAS, LangChain, ...); this script loads
 only the modules it needs by registering an empty `nemo_evaluator_sdk` package first.
 """
