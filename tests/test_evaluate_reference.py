@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gym_metrics.evaluate import EvaluationResult, ScoreStats, evaluate_async
+from gym_metrics.evaluate import EvaluationResult, Histogram, HistogramBin, Percentiles, ScoreStats, evaluate_async
 
 from _judge_server import Reply, ScriptedJudge
 
@@ -94,6 +94,8 @@ def test_statistics_are_attributes_too() -> None:
     (a,) = result.stats
     assert (a.count, a.nan_count, a.score_type, a.percentiles.p50) == (3, 1, "range", 0.5)  # type: ignore[union-attr]
     assert [b.count for b in a.histogram.bins] == [1, 0, 0, 0, 0, 1, 0, 0, 0, 1]
+    assert isinstance(a.percentiles, Percentiles) and isinstance(a.histogram, Histogram)
+    assert a.histogram.bins[-1] == HistogramBin(0.9, 1.0, 1)
     assert result.to_dict()["aggregate_scores"][0]["percentiles"]["p100"] == 1.0
 
 

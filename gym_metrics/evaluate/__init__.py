@@ -6,7 +6,7 @@ from typing import Any
 
 from gym_metrics.evaluate._base import NoConfig, RowError, RowMetric
 from gym_metrics.evaluate._registry import get_row_metric, register_row_metric, row_metric_names
-from gym_metrics.evaluate._result import EvaluationResult, RowFailure, ScoreStats
+from gym_metrics.evaluate._result import EvaluationResult, Histogram, HistogramBin, Percentiles, RowFailure, ScoreStats
 from gym_metrics.evaluate._run import evaluate, evaluate_async
 
 
@@ -21,7 +21,10 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "EvaluationResult",
+    "Histogram",
+    "HistogramBin",
     "NoConfig",
+    "Percentiles",
     "RowError",
     "RowFailure",
     "RowMetric",
