@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from gym_metrics.evaluate import RowError, evaluate_async, get_row_metric
-from gym_metrics.judge import AgentGoalAccuracy, AnswerAccuracy, TopicAdherence, TrajectoryEvaluation
+from gym_metrics.judge import AgentGoalAccuracy, AnswerAccuracy, TopicAdherence, TrajectoryEvaluation, nat_average_score
 from gym_metrics.judge._answer_accuracy import combine, read_rating
+from gym_metrics.judge._nat import nat_score, parsed_grade
 from gym_metrics.judge._trajectory import read_score
 
 from _judge_server import Recorded, Reply, ScriptedJudge
@@ -476,7 +477,7 @@ async def test_trajectory_score_and_prompt(text: str, expected: float) -> None:
         ("Score: 0", "score 0 is not in 1..5"),
     ],
 )
-async def test_trajectory_unparseable_is_nan_with_reason_or_zero_as_nat(text: str, why: str) -> None:
+async def test_trajectory_unparseable_is_nan_with_reason_or_zero_as_nat_1_4(text: str, why: str) -> None:
     with ScriptedJudge([text, text]) as judge:
         with pytest.raises(RowError) as info:
             await score(TrajectoryEvaluation(judge_config(judge)), NAT_ROW)
@@ -552,3 +553,106 @@ async def test_metric_retries_a_503_and_keeps_the_key_out_of_row_errors(caplog: 
     assert info.value.field == "judge" and "HTTP 401" in info.value.reason and "***" in info.value.reason
     assert KEY not in str(info.value) and KEY not in caplog.text
     assert "HTTP 503" in caplog.text  # the retry was logged
+
+
+# ----------------------------------------------------------------------------- trajectory: NAT 1.9.0
+
+# NAT 1.9.0's own TrajectoryEvaluator run over these rows with a scripted judge
+# (scripts/make_nat_trajectory_cases.py): per item its score, whether it asked the judge and the
+# steps it showed; and its average_score over all of them.
+NAT_DATA = Path(__file__).parent / "data" / "trajectory"
+NAT_CASES = [json.loads(line) for line in (NAT_DATA / "cases.jsonl").read_text().splitlines()]
+NAT_AVERAGE = json.loads((NAT_DATA / "nat_average.json").read_text())
+
+
+def nat_judge(body: dict[str, Any]) -> Any:
+    """Answers each case's scripted reply, found by the case marker in its question."""
+    prompt = body["messages"][-1]["content"]
+    [case] = [c for c in NAT_CASES if f"[[case:{c['id']}]]" in prompt]
+    return Reply(503, "judge unavailable") if case["judge_reply"] is None else case["judge_reply"]
+
+
+async def run_nat_cases(**options: Any) -> tuple[Any, ScriptedJudge]:
+    with ScriptedJudge([nat_judge] * (2 * len(NAT_CASES))) as judge:
+        metric = TrajectoryEvaluation(judge_config(judge, max_retries=0, **options))
+        result = await evaluate_async(metric, NAT_CASES, parallelism=4)
+    return result, judge
+
+
+def prompts_by_case(judge: ScriptedJudge) -> dict[str, str]:
+    out = {}
+    for request in judge.requests:
+        prompt = request.body["messages"][-1]["content"]
+        out[prompt.split("[[case:", 1)[1].split("]]", 1)[0]] = prompt
+    return out
+
+
+async def test_trajectory_nat_compat_gives_nat_scores_and_average() -> None:
+    result, judge = await run_nat_cases(nat_compat=True)
+    assert result.errors == {}
+    scores = result.column("trajectory").tolist()
+    assert scores == [c["nat"]["score"] for c in NAT_CASES]
+    assert nat_average_score(scores) == NAT_AVERAGE["average_score"]
+    assert len(scores) == NAT_AVERAGE["items"]
+    asked = prompts_by_case(judge)
+    assert set(asked) == {c["id"] for c in NAT_CASES if c["nat"]["judge_called"]}
+    for case in NAT_CASES:  # the judge sees the steps NAT showed its judge, in order
+        if case["id"] in asked:
+            shown = asked[case["id"]].split("[TRAJECTORY]\n", 1)[1].split("\n[END_TRAJECTORY]", 1)[0]
+            expected = [
+                f"Step {n}\nName: {tool}\nInput: {tool_input}\nOutput: {'' if output is None else output}"
+                for n, (tool, tool_input, output) in enumerate(case["nat"]["steps"], 1)
+            ]
+            assert shown == ("\n\n".join(expected) or "(no steps)"), case["id"]
+
+
+async def test_trajectory_default_is_honest_where_nat_is_not() -> None:
+    """The same rows by default: (N-1)/4 where the reply has a 1..5 grade, NaN and the reason
+    otherwise, and every row's steps shown to the judge."""
+    result, judge = await run_nat_cases()
+    scores = result.column("trajectory")
+    differ = 0
+    for i, case in enumerate(NAT_CASES):
+        reply = case["judge_reply"]
+        grade = None if reply is None else parsed_grade(reply)
+        if not isinstance(case["generated_answer"], str):  # NAT takes str(42); the default refuses
+            assert result.errors[i].field == "generated_answer"
+        elif grade is None:
+            assert math.isnan(scores[i]), case["id"]
+            assert result.errors[i].field == ("judge" if reply is None else "judge_reply")
+        else:
+            assert scores[i] == grade, case["id"]
+        differ += not scores[i] == case["nat"]["score"]
+    assert len(judge.requests) == len(NAT_CASES) - 1
+    # 11 rows with steps NAT refuses (0.0 there), 18 unreadable replies (NAT: a raw number or 0.0),
+    # the failed judge (NAT: 0.0) and the numeric answer (NAT: str(42))
+    assert differ == 31
+
+
+@pytest.mark.parametrize(
+    ("reply", "nat"),
+    [
+        ("Score: 4", 0.75),
+        ("Score: 3.5", 3.5),
+        ("Score: 10", 10.0),
+        ("I'd give it a score of 4.", 4.0),
+        ("SCORE: 2", 2.0),
+        ("Score: 4.5\nFinal score: 2", 2.0),
+        ("Score:4", 0.0),  # LangChain's split fails without quoting the reply
+        ("The agent did well.", 0.0),
+        ("Score: 2 ... later Score: 5", 0.25),
+    ],
+)
+def test_nat_reading_of_a_reply(reply: str, nat: float) -> None:
+    assert nat_score(reply) == nat
+
+
+def test_nat_compat_and_unparseable_as_zero_exclude_each_other() -> None:
+    with pytest.raises(ValueError, match="choose one"):
+        TrajectoryEvaluation.Config.model_validate({"url": "http://a/v1", "model": "m", "nat_compat": True, "unparseable_as_zero": True})
+
+
+def test_nat_average_score_rounds_the_mean_and_skips_nan() -> None:
+    assert nat_average_score([0.75, 3.5, 0.0]) == 1.42
+    assert nat_average_score([1.0, float("nan")]) == 1.0
+    assert nat_average_score([]) is None

@@ -12,6 +12,7 @@ from gym_metrics.judge._client import JudgeClient, JudgeError
 from gym_metrics.judge._config import JudgeConfig
 from gym_metrics.judge._goal_accuracy import AgentGoalAccuracy, AgentGoalAccuracyConfig
 from gym_metrics.judge._metric import JudgeMetric, JudgeMetricConfig
+from gym_metrics.judge._nat import nat_average_score
 from gym_metrics.judge._topic_adherence import TopicAdherence, TopicAdherenceConfig
 from gym_metrics.judge._trajectory import TrajectoryConfig, TrajectoryEvaluation
 
@@ -29,4 +30,5 @@ __all__ = [
     "TopicAdherenceConfig",
     "TrajectoryConfig",
     "TrajectoryEvaluation",
+    "nat_average_score",
 ]

@@ -7,24 +7,31 @@ of NAT `IntermediateStep`s (`{"payload": {"event_type", "name", "data": {"input"
 or the payload alone). As NAT does, the steps whose event type is LLM_END or TOOL_END become
 the trajectory, in order: step name, its input and its output.
 
-The reply is read as NAT reads it: the text after the first "Score: " must start (after any
-non-digits) with an integer 1..5. NAT scores a reply it cannot read as 0.0; here such a reply
-gives NaN plus the reason unless `unparseable_as_zero` asks for NAT's numbers.
+The reply is read as LangChain's trajectory parser reads it: the text after the first "Score: "
+must start (after any non-digits) with an integer 1..5. Such a reply gives NaN plus the reason
+by default (`unparseable_as_zero`: 0.0, as NAT 1.4.0 did). `nat_compat` reproduces NAT 1.9.0's
+numbers instead (see _nat.py): raw numbers recovered from unreadable replies, 0.0 without a
+judge call for steps NAT's models refuse, 0.0 for a judge that fails.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
+import pydantic
 from pydantic import Field
 
 from gym_metrics.evaluate import RowError, register_row_metric
 from gym_metrics.judge._config import JudgeConfig
 from gym_metrics.judge._conversation import text_field
 from gym_metrics.judge._metric import JudgeMetric
+from gym_metrics.judge._nat import Step, nat_score, refused_step
 from gym_metrics.judge._parse import ReplyFormatError, quote
+
+log = logging.getLogger("gym_metrics.judge")
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
@@ -81,7 +88,21 @@ class TrajectoryConfig(JudgeConfig):
     step_types: list[str] = Field(default_factory=lambda: ["LLM_END", "TOOL_END"])
     """NAT event types kept as trajectory steps (NAT's trajectory evaluator: LLM_END, TOOL_END)."""
     unparseable_as_zero: bool = False
-    """True: a reply without a readable 1..5 score counts 0.0, as in NAT; False: NaN + reason."""
+    """True: a reply without a readable 1..5 score counts 0.0 (NAT 1.4.0's rule; NAT 1.9.0 reads
+    such replies differently, see `nat_compat`); False: NaN + reason."""
+    nat_compat: bool = False
+    """True: NeMo Agent Toolkit 1.9.0's per-item scores exactly (its `TrajectoryEvaluator`): an
+    unreadable reply gives the last number after "score" / "score:" / "score of" in it, raw and
+    unscaled (3.5, 10.0), or 0.0 when there is none; a kept step whose input is not text or an
+    object (or that follows an LLM_END step whose output is not text) gives 0.0 without asking
+    the judge; a judge that fails after the retries gives 0.0. NAT's `average_score` is then
+    `nat_average_score(scores)`, the mean rounded to two places."""
+
+    @pydantic.model_validator(mode="after")
+    def _one_reading(self) -> TrajectoryConfig:
+        if self.nat_compat and self.unparseable_as_zero:
+            raise ValueError("nat_compat and unparseable_as_zero are two different readings of a reply: choose one")
+        return self
 
 
 def read_score(reply: str) -> float:
@@ -98,11 +119,11 @@ def read_score(reply: str) -> float:
     return (value - 1) / 4
 
 
-def render_steps(steps: Any, keep: list[str]) -> str:
-    """The trajectory text of NAT intermediate steps (RowError for a malformed list)."""
+def kept_steps(steps: Any, keep: list[str]) -> list[Step]:
+    """The steps whose event type is in `keep`, in order (RowError for a malformed list)."""
     if not isinstance(steps, list):
         raise RowError("intermediate_steps", "must be a list of NAT intermediate steps")
-    blocks: list[str] = []
+    out: list[Step] = []
     for i, step in enumerate(steps):
         if not isinstance(step, Mapping):
             raise RowError(f"intermediate_steps[{i}]", "must be an object")
@@ -111,18 +132,37 @@ def render_steps(steps: Any, keep: list[str]) -> str:
             raise RowError(f"intermediate_steps[{i}]", "has no payload.event_type")
         if payload["event_type"] not in keep:
             continue
-        data = payload.get("data") or {}
-        if not isinstance(data, Mapping):
+        data = payload.get("data")
+        if data is not None and not isinstance(data, Mapping):
             raise RowError(f"intermediate_steps[{i}].payload.data", "must be an object")
-        blocks.append(
-            f"Step {len(blocks) + 1}\nName: {payload.get('name') or ''}\n"
-            f"Input: {_text(data.get('input'))}\nOutput: {_text(data.get('output'))}"
-        )
+        out.append(Step(i, payload["event_type"], payload.get("name") or "", data))
+    return out
+
+
+def render_steps(steps: Any, keep: list[str]) -> str:
+    """The trajectory text of NAT intermediate steps (RowError for a malformed list)."""
+    return _render(kept_steps(steps, keep))
+
+
+def _render(steps: list[Step]) -> str:
+    blocks = [
+        f"Step {n}\nName: {step.name}\n"
+        f"Input: {_text((step.data or {}).get('input'))}\nOutput: {_text((step.data or {}).get('output'))}"
+        for n, step in enumerate(steps, 1)
+    ]
     return "\n\n".join(blocks) if blocks else "(no steps)"
 
 
 def _text(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+def _nat_text(row: Mapping[str, Any], *names: str) -> str:
+    """NAT's reading of the question and answer: null is "", anything else its str()."""
+    for name in names:
+        if name in row:
+            return _text(row[name])
+    return text_field(row, *names)  # missing: the same RowError as the default
 
 
 @register_row_metric("trajectory")
@@ -134,19 +174,32 @@ class TrajectoryEvaluation(JudgeMetric):
     config: TrajectoryConfig
 
     async def score(self, row: Mapping[str, Any]) -> dict[str, float]:
-        question = text_field(row, "question", "user_input")
-        answer = text_field(row, "generated_answer", "response")
-        trajectory = render_steps(row.get("intermediate_steps"), self.config.step_types)
-        reply = await self.chat(
-            [
-                {"role": "system", "content": _SYSTEM},
-                {"role": "user", "content": _TEMPLATE.format(
-                    question=_EXAMPLE_QUESTION, trajectory=_EXAMPLE_TRAJECTORY, answer=_EXAMPLE_ANSWER
-                )},
-                {"role": "assistant", "content": _EXAMPLE_GRADE},
-                {"role": "user", "content": _TEMPLATE.format(question=question, trajectory=trajectory, answer=answer)},
-            ]
-        )
+        nat = self.config.nat_compat
+        read = _nat_text if nat else text_field
+        question = read(row, "question", "user_input")
+        answer = read(row, "generated_answer", "response")
+        steps = kept_steps(row.get("intermediate_steps"), self.config.step_types)
+        if nat and (why := refused_step(steps)) is not None:
+            log.warning("trajectory (nat_compat): 0.0 without a judge call, as NAT 1.9.0: %s", why)
+            return {"trajectory": 0.0}
+        trajectory = _render(steps)
+        messages = [
+            {"role": "system", "content": _SYSTEM},
+            {"role": "user", "content": _TEMPLATE.format(
+                question=_EXAMPLE_QUESTION, trajectory=_EXAMPLE_TRAJECTORY, answer=_EXAMPLE_ANSWER
+            )},
+            {"role": "assistant", "content": _EXAMPLE_GRADE},
+            {"role": "user", "content": _TEMPLATE.format(question=question, trajectory=trajectory, answer=answer)},
+        ]
+        try:
+            reply = await self.chat(messages)
+        except RowError as exc:
+            if not nat:
+                raise
+            log.warning("trajectory (nat_compat): 0.0 for a failed judge, as NAT 1.9.0: %s", exc.reason)
+            return {"trajectory": 0.0}
+        if nat:
+            return {"trajectory": nat_score(reply)}
         try:
             value = read_score(reply)
         except ReplyFormatError as exc:
