@@ -95,6 +95,13 @@ async def test_nan_args_score_is_null_on_the_wire() -> None:
         ({"user_input": []}, "body.reference_tool_calls"),
         ({"expected_tool_calls": []}, "body.response"),
         ({"user_input": "text", "reference_tool_calls": []}, "body.user_input"),
+        # RAGAS's MultiTurnSample order rule: a tool message needs an ai message before it
+        (
+            {"user_input": [{"content": "hi", "type": "human"}, {"content": "x", "type": "tool"}], "reference_tool_calls": []},
+            "body.user_input[1]",
+        ),
+        # and the other fields it types, though this metric does not read them
+        ({"user_input": [], "reference_tool_calls": [], "reference": 5}, "body.reference"),
     ],
 )
 async def test_rows_that_cannot_be_scored_are_invalid_input(body: dict[str, Any], field: str) -> None:
