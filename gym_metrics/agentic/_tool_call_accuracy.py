@@ -44,35 +44,37 @@ def predicted_calls(user_input: Any, field: str = "user_input") -> list[ToolCall
     if not _is_list(user_input):
         raise RowError(field, f"must be a list of messages, got {_kind(user_input)}")
     calls: list[ToolCall] = []
-    seen_ai = False
     tool_may_follow = False  # the previous message is a tool message or an ai one that called tools
     for i, message in enumerate(user_input):
         # fast path for plain JSON rows; anything unusual gets the full check (which raises)
         if not (
             type(message) is dict
-            and message.get("type") in MESSAGE_TYPES
+            and (kind := message.get("type")) in MESSAGE_TYPES
             and type(message.get("content")) is str
             and message.get("metadata") is None
         ):
             _check_message(message, f"{field}[{i}]")
-        kind = message["type"]
+            kind = message["type"]
         if kind == "ai":
-            seen_ai = True
             tool_calls = message.get("tool_calls")
-            if tool_calls is not None:
+            if tool_calls:
                 calls.extend(_calls(tool_calls, f"{field}[{i}].tool_calls"))
-            tool_may_follow = bool(tool_calls)
+                tool_may_follow = True
+            else:
+                if tool_calls is not None:
+                    _calls(tool_calls, f"{field}[{i}].tool_calls")  # checks a non-list
+                tool_may_follow = False
         elif kind == "tool":
             if not tool_may_follow:
-                _misplaced_tool_message(user_input, i, seen_ai, f"{field}[{i}]")
+                _misplaced_tool_message(user_input, i, f"{field}[{i}]")
         else:
             tool_may_follow = False
     return calls
 
 
-def _misplaced_tool_message(messages: Sequence[Any], i: int, seen_ai: bool, where: str) -> None:
+def _misplaced_tool_message(messages: Sequence[Any], i: int, where: str) -> None:
     """Raise the RowError RAGAS's rule gives for the tool message `messages[i]`."""
-    if not seen_ai:
+    if not any(m["type"] == "ai" for m in messages[:i]):
         raise RowError(where, "a tool message needs an ai message before it (RAGAS: ToolMessage must be "
                        "preceded by an AIMessage somewhere in the conversation)")
     if messages[i - 1]["type"] == "ai":
