@@ -8,12 +8,24 @@ __version__ = "0.1.0"
 
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, aggregate_file
 from gym_metrics.compare import Comparison, compare_agents
-# (`evaluate` the function stays in gym_metrics.evaluate: re-exported here it would hide the module)
-from gym_metrics.evaluate import EvaluationResult, RowError, RowMetric, get_row_metric, register_row_metric
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
+
+# `evaluate` is the module, as it always was (`gym_metrics.evaluate.evaluate(...)`); the function
+# re-exported here would hide it.
+from gym_metrics import evaluate as evaluate
+from gym_metrics.evaluation import EvaluationResult
 from gym_metrics.metrics import Metric, MetricResult, get_metric, register_metric
 from gym_metrics.models import AgentRef, BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.registry import register_server, resolve_server
+from gym_metrics.scorers import (  # RowMetric & co.: the NeMo Evaluator-style names of the same objects
+    RowError,
+    RowMetric,
+    Scorer,
+    get_row_metric,
+    get_scorer,
+    register_row_metric,
+    register_scorer,
+)
 from gym_metrics.server import SimpleResourcesServer
 
 
@@ -28,8 +40,11 @@ __all__ = [
     "EvaluationResult",
     "RowError",
     "RowMetric",
+    "Scorer",
     "get_row_metric",
+    "get_scorer",
     "register_row_metric",
+    "register_scorer",
     "AgentAggregate",
     "AgentRef",
     "AggregateOptions",

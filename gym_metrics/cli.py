@@ -144,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _evaluate_command() -> Any:
     """The evaluate subcommand lives beside the evaluate API (imported on use)."""
-    from gym_metrics.evaluate import _command
+    from gym_metrics.evaluation import _command
 
     return _command
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_collect import Server  # noqa: E402
 
-from gym_metrics.evaluate import evaluate  # noqa: E402
+from gym_metrics.evaluation import evaluate  # noqa: E402
 
 TOOLS = ["get_weather", "search", "book_flight", "send_email", "lookup"]
 

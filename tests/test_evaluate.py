@@ -16,17 +16,11 @@ import pydantic
 import pytest
 
 from gym_metrics.errors import InvalidInputError, NotFoundError
-from gym_metrics.evaluate import (
-    EvaluationResult,
-    RowError,
-    RowMetric,
-    ScoreStats,
-    evaluate,
-    evaluate_async,
-)
+from gym_metrics.evaluation import EvaluationResult, ScoreStats, evaluate, evaluate_async
+from gym_metrics.scorers import RowError, Scorer
 
 
-class Echo(RowMetric):
+class Echo(Scorer):
     """Scores the row's `x` (and `y` when present); raises what the row asks for."""
 
     name = "echo"
@@ -50,7 +44,7 @@ class Echo(RowMetric):
         self.closed += 1
 
 
-class Slow(RowMetric):
+class Slow(Scorer):
     """Sleeps a random time per row and tracks how many rows are in flight."""
 
     name = "slow"
@@ -253,7 +247,7 @@ async def test_sync_evaluate_inside_a_running_loop() -> None:
 
 
 def test_metric_with_config_model() -> None:
-    class Scaled(RowMetric):
+    class Scaled(Scorer):
         name = "scaled"
         score_names = ("v",)
 
@@ -279,7 +273,7 @@ async def test_a_failing_dataset_cancels_rows_in_flight() -> None:
     started: list[int] = []
     cancelled: list[int] = []
 
-    class Waits(RowMetric):
+    class Waits(Scorer):
         name = "waits"
         score_names = ("x",)
         eager = True  # started at once, so both rows are in flight when the input fails

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gym_metrics.evaluate import EvaluationResult, Histogram, HistogramBin, Percentiles, ScoreStats, evaluate_async
+from gym_metrics.evaluation import EvaluationResult, Histogram, HistogramBin, Percentiles, ScoreStats, evaluate_async
 
 from _judge_server import Reply, ScriptedJudge
 

@@ -13,8 +13,9 @@ from gym_metrics_servers.math_exact import SAMPLE_PATH as MATH_SAMPLE
 from gym_metrics_servers.math_exact import MathExactServer
 from gym_metrics_servers.tool_calling import ToolCallingServer
 
-from gym_metrics.evaluate import RowError, evaluate_remote_async
-from gym_metrics.evaluate._remote import score_fields
+from gym_metrics.evaluation import evaluate_remote_async
+from gym_metrics.scorers import RowError
+from gym_metrics.evaluation._remote import score_fields
 
 DATA = Path(__file__).parent / "data" / "tool_call_accuracy"
 CASES = [json.loads(line) for line in (DATA / "cases.jsonl").read_text().splitlines()]

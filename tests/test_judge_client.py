@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.judge import JudgeClient, JudgeConfig, JudgeError
-from gym_metrics.judge import _client
+from gym_metrics.scorers.judge import JudgeClient, JudgeConfig, JudgeError
+from gym_metrics.scorers.judge import _client
 
 from _judge_server import Reply, ScriptedJudge, Stall
 

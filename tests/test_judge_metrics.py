@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from gym_metrics.evaluate import RowError, evaluate_async, get_row_metric
-from gym_metrics.judge import AgentGoalAccuracy, AnswerAccuracy, TopicAdherence, TrajectoryEvaluation, nat_average_score
-from gym_metrics.judge._answer_accuracy import combine, read_rating
-from gym_metrics.judge._nat import nat_score, parsed_grade
-from gym_metrics.judge._trajectory import read_score
+from gym_metrics.evaluation import evaluate_async
+from gym_metrics.scorers import RowError, get_scorer
+from gym_metrics.scorers.judge import AgentGoalAccuracy, AnswerAccuracy, TopicAdherence, TrajectoryEvaluation, nat_average_score
+from gym_metrics.scorers.judge._answer_accuracy import combine, read_rating
+from gym_metrics.scorers.judge._nat import nat_score, parsed_grade
+from gym_metrics.scorers.judge._trajectory import read_score
 
 from _judge_server import Recorded, Reply, ScriptedJudge
 
@@ -99,7 +100,7 @@ def topic_row() -> dict[str, Any]:
 
 async def test_topic_adherence_scores_and_prompts() -> None:
     with ScriptedJudge([topic_responder()] * 8) as judge:
-        metric = get_row_metric("topic_adherence", judge_config(judge))
+        metric = get_scorer("topic_adherence", judge_config(judge))
         scores = await score(metric, topic_row())
     tp, fp, fn = 2, 1, 2
     precision, recall = tp / (tp + fp + 1e-10), tp / (tp + fn + 1e-10)
@@ -309,7 +310,7 @@ async def test_goal_accuracy_with_reference(verdict: Any, expected: float) -> No
         reply({"reason": "same", "verdict": verdict}),
     ]
     with ScriptedJudge(script) as judge:
-        metric = get_row_metric("agent_goal_accuracy", judge_config(judge, temperature=0.3))
+        metric = get_scorer("agent_goal_accuracy", judge_config(judge, temperature=0.3))
         scores = await score(metric, {"user_input": BOOKING, "reference": "A table for two booked at Golden Wok at 7pm"})
     assert scores == {"agent_goal_accuracy": expected}
     infer, compare = judge.requests
@@ -363,7 +364,7 @@ QA = {"user_input": "When did Apollo 11 land on the Moon?", "response": "July 20
 )
 async def test_answer_accuracy_two_templates_averaged(replies: list[str], expected: float) -> None:
     with ScriptedJudge(replies) as judge:
-        metric = get_row_metric("answer_accuracy", judge_config(judge))
+        metric = get_scorer("answer_accuracy", judge_config(judge))
         assert await score(metric, QA) == {"answer_accuracy": expected}
     first, second = judge.requests
     for request in judge.requests:
@@ -449,7 +450,7 @@ NAT_ROW = {
 )
 async def test_trajectory_score_and_prompt(text: str, expected: float) -> None:
     with ScriptedJudge([text]) as judge:
-        metric = get_row_metric("trajectory", judge_config(judge))
+        metric = get_scorer("trajectory", judge_config(judge))
         assert await score(metric, NAT_ROW) == {"trajectory": expected}
     [request] = judge.requests
     assert_common(request)

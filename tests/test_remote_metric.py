@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-import gym_metrics.remote._http as remote_http
+import gym_metrics.scorers.remote._http as remote_http
 from gym_metrics.cli import main
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.evaluate import RowError, evaluate_async, get_row_metric, row_metric_names
-from gym_metrics.remote import NatRemoteMetric, RemoteMetric
+from gym_metrics.evaluation import evaluate_async
+from gym_metrics.scorers import RowError, get_scorer, scorer_names
+from gym_metrics.scorers.remote import NatRemoteMetric, RemoteMetric
 
 from _judge_server import Reply, ScriptedJudge, Stall
 
@@ -65,12 +66,12 @@ def delays(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def test_registered() -> None:
-    assert {"remote", "nemo-agent-toolkit-remote"} <= set(row_metric_names())
+    assert {"remote", "nemo-agent-toolkit-remote"} <= set(scorer_names())
 
 
 async def test_scores_correctly_with_native_types_and_range_flags() -> None:
     with ScriptedJudge([ok({"result": {"accuracy": "0.75"}, "latency": 12}), ok({"result": {"accuracy": 1.5}})]) as judge:
-        metric = get_row_metric("remote", config(endpoint(judge)))
+        metric = get_scorer("remote", config(endpoint(judge)))
         assert metric.score_names == ("accuracy", "latency_ms", "accuracy_out_of_range")
         first = await metric.score(ROW)
         second = await metric.score(ROW)
@@ -86,7 +87,7 @@ async def test_scores_correctly_with_native_types_and_range_flags() -> None:
 async def test_503_twice_then_success_takes_three_attempts(delays: list[float]) -> None:
     busy = Reply(503, "busy")
     with ScriptedJudge([busy, busy, ok({"result": {"accuracy": 1}, "latency": 3})]) as judge:
-        metric = get_row_metric("remote", config(endpoint(judge)))
+        metric = get_scorer("remote", config(endpoint(judge)))
         scores = await metric.score(ROW)
         await metric.aclose()
     assert scores["accuracy"] == 1.0 and len(judge.requests) == 3 and metric.attempts == 3
@@ -95,7 +96,7 @@ async def test_503_twice_then_success_takes_three_attempts(delays: list[float]) 
 
 async def test_always_503_gives_up_after_four_attempts(delays: list[float]) -> None:
     with ScriptedJudge([Reply(503, "down")] * 6) as judge:
-        metric = get_row_metric("remote", config(endpoint(judge)))
+        metric = get_scorer("remote", config(endpoint(judge)))
         with pytest.raises(RowError, match=r"HTTP 503.*gave up after 4 attempts") as info:
             await metric.score(ROW)
         await metric.aclose()
@@ -104,7 +105,7 @@ async def test_always_503_gives_up_after_four_attempts(delays: list[float]) -> N
 
 async def test_400_fails_at_once(delays: list[float]) -> None:
     with ScriptedJudge([Reply(400, "bad request: no field x"), ok({})]) as judge:
-        metric = get_row_metric("remote", config(endpoint(judge)))
+        metric = get_scorer("remote", config(endpoint(judge)))
         with pytest.raises(RowError, match="HTTP 400: bad request") as info:
             await metric.score(ROW)
         await metric.aclose()
@@ -113,7 +114,7 @@ async def test_400_fails_at_once(delays: list[float]) -> None:
 
 async def test_retry_after_is_honoured(delays: list[float]) -> None:
     with ScriptedJudge([Reply(429, "slow down", {"Retry-After": "0.005"}), ok({"result": {"accuracy": 0}})]) as judge:
-        metric = get_row_metric("remote", config(endpoint(judge)))
+        metric = get_scorer("remote", config(endpoint(judge)))
         assert (await metric.score(ROW))["accuracy"] == 0.0
         await metric.aclose()
     assert delays == [0.005]
@@ -121,7 +122,7 @@ async def test_retry_after_is_honoured(delays: list[float]) -> None:
 
 async def test_slower_than_the_timeout(delays: list[float]) -> None:
     with ScriptedJudge([Stall(1.0), Stall(1.0)]) as judge:
-        metric = get_row_metric("remote", config(endpoint(judge), timeout_seconds=0.2, max_retries=1))
+        metric = get_scorer("remote", config(endpoint(judge), timeout_seconds=0.2, max_retries=1))
         with pytest.raises(RowError, match=r"timed out after 0.2 s.*gave up after 2 attempts"):
             await metric.score(ROW)
         await metric.aclose()
@@ -131,7 +132,7 @@ async def test_slower_than_the_timeout(delays: list[float]) -> None:
 async def test_connection_refused_is_retried(delays: list[float]) -> None:
     with ScriptedJudge() as judge:
         url = endpoint(judge)
-    metric = get_row_metric("remote", config(url, max_retries=2))  # the server is gone
+    metric = get_scorer("remote", config(url, max_retries=2))  # the server is gone
     with pytest.raises(RowError, match=r"cannot reach the endpoint.*gave up after 3 attempts"):
         await metric.score(ROW)
     await metric.aclose()
@@ -148,7 +149,7 @@ async def test_bearer_key_is_sent_and_never_shown(
 
     caplog.set_level(logging.DEBUG)
     with ScriptedJudge([needs_key, Reply(503, f"overloaded for {KEY}"), needs_key]) as judge:
-        metric = get_row_metric("remote", config(endpoint(judge), api_key_env="REMOTE_METRIC_TEST_KEY"))
+        metric = get_scorer("remote", config(endpoint(judge), api_key_env="REMOTE_METRIC_TEST_KEY"))
         assert (await metric.score(ROW))["accuracy"] == 1.0
         with pytest.raises(RowError) as info:
             await metric.score({**ROW, "question": "wrong"})
@@ -163,7 +164,7 @@ async def test_bearer_key_is_sent_and_never_shown(
 def test_missing_key_variable_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REMOTE_METRIC_NO_SUCH_KEY", raising=False)
     with pytest.raises(InvalidInputError, match="API key not found"):
-        get_row_metric("remote", config("http://127.0.0.1:1/x", api_key_env="REMOTE_METRIC_NO_SUCH_KEY"))
+        get_scorer("remote", config("http://127.0.0.1:1/x", api_key_env="REMOTE_METRIC_NO_SUCH_KEY"))
 
 
 async def test_malformed_json_is_a_row_error(delays: list[float]) -> None:
@@ -175,7 +176,7 @@ async def test_malformed_json_is_a_row_error(delays: list[float]) -> None:
         Reply(200, '{"result": {"accuracy": NaN}, "latency": 4}', JSON),  # Python's json.dumps writes NaN
     ]
     with ScriptedJudge(answers) as judge:
-        metric = get_row_metric("remote", config(endpoint(judge)))
+        metric = get_scorer("remote", config(endpoint(judge)))
         with pytest.raises(RowError, match="not valid JSON"):
             await metric.score(ROW)
         with pytest.raises(RowError, match=r"\$.result.accuracy is not a number: 'high'") as info:
@@ -197,7 +198,7 @@ async def test_nat_evaluate_item_endpoint() -> None:
         ok({"success": False, "result": None, "error": "evaluator crashed: division by zero"}),
     ]
     with ScriptedJudge(answers) as judge:
-        metric = get_row_metric(
+        metric = get_scorer(
             "nemo-agent-toolkit-remote", {"url": endpoint(judge), "evaluator_name": "similarity", "backoff_seconds": 0}
         )
         assert isinstance(metric, NatRemoteMetric) and metric.score_names == ("similarity",)  # the SDK's name
@@ -221,7 +222,7 @@ async def test_nat_via_the_remote_metric_and_evaluate_gives_nan_with_the_error()
 async def test_template_reaching_python_internals_is_refused() -> None:
     with ScriptedJudge([ok({"result": {"accuracy": 1}})] * 3) as judge:
         for template in ("{{ item.__class__.__mro__ }}", "x {{ item.question.__class__ }}", "{{ item.update({'a': 1}) }}"):
-            metric = get_row_metric("remote", config(endpoint(judge), body={"q": template}))
+            metric = get_scorer("remote", config(endpoint(judge), body={"q": template}))
             with pytest.raises(RowError, match="refused by the sandbox") as info:
                 await metric.score(ROW)
             assert info.value.field == "body.q"
@@ -230,7 +231,7 @@ async def test_template_reaching_python_internals_is_refused() -> None:
 
 
 async def test_undefined_column_names_the_columns() -> None:
-    metric = get_row_metric("remote", config("http://127.0.0.1:1/x", body={"a": {"b": ["{{ item.questoin }}"]}}))
+    metric = get_scorer("remote", config("http://127.0.0.1:1/x", body={"a": {"b": ["{{ item.questoin }}"]}}))
     with pytest.raises(RowError, match="columns are: answer, question, tags") as info:
         await metric.score(ROW)
     assert info.value.field == "body.a.b[0]"
@@ -242,7 +243,7 @@ def test_score_config_as_the_sdk_accepts_it() -> None:
     names may start with a digit; the description may be None."""
     cfg = config("http://127.0.0.1:1/x", scores=[{"name": "accuracy"}, {"name": "2nd_pass", "description": None,
                                                   "parser": {"json_path": "$.b"}}])
-    metric = get_row_metric("remote", cfg)
+    metric = get_scorer("remote", cfg)
     specs = metric.config.scores  # type: ignore[attr-defined]
     assert [(s.name, s.parser.json_path) for s in specs] == [("accuracy", "accuracy"), ("2nd_pass", "$.b")]
 
@@ -267,7 +268,7 @@ def test_score_config_as_the_sdk_accepts_it() -> None:
 )
 def test_config_errors_are_clear(over: dict[str, Any], match: str) -> None:
     with pytest.raises(InvalidInputError) as info:
-        get_row_metric("remote", {**config("http://127.0.0.1:1/x"), **over})
+        get_scorer("remote", {**config("http://127.0.0.1:1/x"), **over})
     assert match in str(info.value) + str(info.value.violations)
 
 

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.evaluate import RowError, evaluate_async, get_row_metric
-from gym_metrics.remote._limits import MAX_INT_BITS, MAX_RANGE
+from gym_metrics.evaluation import evaluate_async
+from gym_metrics.scorers import RowError, get_scorer
+from gym_metrics.scorers.remote._limits import MAX_INT_BITS, MAX_RANGE
 
 from _judge_server import Reply, ScriptedJudge
 
@@ -47,7 +48,7 @@ def config(judge: ScriptedJudge, body: dict[str, Any], **over: Any) -> dict[str,
 async def refused(judge: ScriptedJudge, template: str, **over: Any) -> RowError:
     """Score ROW with body {"q": template}: it must fail on the template, with nothing sent."""
     sent = len(judge.requests)
-    metric = get_row_metric("remote", config(judge, {"q": template}, **over))
+    metric = get_scorer("remote", config(judge, {"q": template}, **over))
     try:
         with pytest.raises(RowError) as info:
             await metric.score(ROW)
@@ -61,7 +62,7 @@ async def refused(judge: ScriptedJudge, template: str, **over: Any) -> RowError:
 async def sent_body(body: dict[str, Any], **over: Any) -> Any:
     """Score ROW through a fresh endpoint and return the body it received."""
     with ScriptedJudge([ok({"accuracy": 1})]) as server:
-        metric = get_row_metric("remote", config(server, body, **over))
+        metric = get_scorer("remote", config(server, body, **over))
         try:
             assert (await metric.score(ROW))["accuracy"] == 1.0
         finally:
@@ -212,7 +213,7 @@ async def test_the_body_cap_is_configurable_and_counts_json_bytes(judge: Scripte
 
 
 async def test_the_cap_is_for_the_whole_body(judge: ScriptedJudge) -> None:
-    metric = get_row_metric("remote", config(judge, {"a": "{{ 'x' * 600 }}", "b": "{{ 'y' * 600 }}"}, max_body_bytes=1000))
+    metric = get_scorer("remote", config(judge, {"a": "{{ 'x' * 600 }}", "b": "{{ 'y' * 600 }}"}, max_body_bytes=1000))
     with pytest.raises(RowError, match=r"max_body_bytes \(1,000\)") as info:
         await metric.score(ROW)
     await metric.aclose()
@@ -222,14 +223,14 @@ async def test_the_cap_is_for_the_whole_body(judge: ScriptedJudge) -> None:
 def test_the_cap_is_validated() -> None:
     for bad in (0, -1, 2**31):
         with pytest.raises(InvalidInputError):
-            get_row_metric("remote", {"url": "http://127.0.0.1:1/x", "body": {"q": "x"}, "scores": SCORES,
+            get_scorer("remote", {"url": "http://127.0.0.1:1/x", "body": {"q": "x"}, "scores": SCORES,
                                       "max_body_bytes": bad})
 
 
 def test_constant_templates_are_not_built_when_the_config_is_read() -> None:
     # Jinja folds constant expressions at compile time; the bounded ones must not fold into gigabytes.
     body = {"a": "{{ 'a' * 1000000000 }}", "b": "{{ 'a'|center(1000000000) }}", "c": "x{{ 'ab' ~ 'cd' }}"}
-    metric = get_row_metric("remote", {"url": "http://127.0.0.1:1/x", "body": body, "scores": SCORES})
+    metric = get_scorer("remote", {"url": "http://127.0.0.1:1/x", "body": body, "scores": SCORES})
     assert metric.config.body == body  # type: ignore[attr-defined]
 
 

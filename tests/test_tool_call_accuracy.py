@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from gym_metrics.agentic import predicted_calls, tool_call_accuracy
-from gym_metrics.evaluate import RowError, evaluate
+from gym_metrics.scorers.tool_calls import predicted_calls, tool_call_accuracy
+from gym_metrics.evaluation import evaluate
+from gym_metrics.scorers import RowError
 
 DATA = Path(__file__).parent / "data" / "tool_call_accuracy"
 CASES = [json.loads(line) for line in (DATA / "cases.jsonl").read_text().splitlines()]

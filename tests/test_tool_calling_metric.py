@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-from gym_metrics.agentic import (
+from gym_metrics.scorers.tool_calls import (
     ToolCall,
     response_tool_calls,
     tool_calling_scores,
     tool_calling_scores_from_calls,
 )
-from gym_metrics.evaluate import RowError, evaluate
+from gym_metrics.evaluation import evaluate
+from gym_metrics.scorers import RowError
 
 
 def pred(name: str, arguments: Any) -> dict[str, Any]:

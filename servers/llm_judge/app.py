@@ -20,7 +20,7 @@ from pydantic import Field
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer, register_server
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
-from gym_metrics.evaluate import RowError, RowMetric, get_row_metric
+from gym_metrics.scorers import RowError, Scorer, get_scorer
 
 CONFIG_FILE_VAR = "LLM_JUDGE_CONFIG"
 METRIC_VAR = "LLM_JUDGE_METRIC"
@@ -73,8 +73,8 @@ class JudgeSettings:
                 config[key] = value  # strings; the metric's pydantic config converts them
         return cls(metric, config)
 
-    def build(self) -> RowMetric:
-        return get_row_metric(self.metric, self.config)
+    def build(self) -> Scorer:
+        return get_scorer(self.metric, self.config)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -168,7 +168,7 @@ class LlmJudgeServer(SimpleResourcesServer):
 
     name = "llm_judge"
 
-    def __init__(self, metric: RowMetric | None = None) -> None:
+    def __init__(self, metric: Scorer | None = None) -> None:
         settings = None if metric is not None else JudgeSettings.from_env()
         self.metric = metric if metric is not None else (settings.build() if settings else None)
 

@@ -1,7 +1,7 @@
 """remote_metric: every rollout scored by a remote metric (the user's REST endpoint).
 
 `verify` renders the configured request body from the rollout's fields, POSTs it to the
-endpoint (retries, timeout, bearer key: gym_metrics/remote) and returns every parsed score as
+endpoint (retries, timeout, bearer key: gym_metrics/scorers/remote) and returns every parsed score as
 a field of the response, the first score as the reward. The config is the `remote` /
 `nemo-agent-toolkit-remote` metric's file (JSON, or YAML when pyyaml is installed), named by
 the `REMOTE_METRIC_CONFIG` environment variable and read when the environment is created, so a
@@ -26,9 +26,9 @@ from gym_metrics import (
     register_server,
 )
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
-from gym_metrics.evaluate import RowError, get_row_metric
-from gym_metrics.evaluate._command import _read_config
-from gym_metrics.remote import RemoteMetric
+from gym_metrics.scorers import RowError, get_scorer
+from gym_metrics.evaluation._command import _read_config
+from gym_metrics.scorers.remote import RemoteMetric
 
 CONFIG_FILE_VAR = "REMOTE_METRIC_CONFIG"
 ENDPOINT_FAILURE_FIELDS = ("endpoint",)
@@ -46,7 +46,7 @@ def load_metric(environ: Mapping[str, str] | None = None) -> RemoteMetric | None
     if not file.is_file():
         raise InvalidInputError(f"{CONFIG_FILE_VAR}: no such file: {file}")
     config = _read_config(file) or {}
-    metric = get_row_metric("remote", config)  # the file's `type` picks the format
+    metric = get_scorer("remote", config)  # the file's `type` picks the format
     assert isinstance(metric, RemoteMetric)
     return metric
 

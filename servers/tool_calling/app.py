@@ -15,7 +15,7 @@ from gym_metrics import (
     SimpleResourcesServer,
     register_server,
 )
-from gym_metrics.agentic import (
+from gym_metrics.scorers.tool_calls import (
     check_sample_fields,
     predicted_calls,
     reference_calls,
@@ -25,7 +25,7 @@ from gym_metrics.agentic import (
     tool_calling_scores_from_calls,
 )
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.evaluate import RowError
+from gym_metrics.scorers import RowError
 
 SAMPLE_PATH = Path(__file__).with_name("sample.jsonl")
 """The shipped sample: a dozen rows covering matches, misses and one malformed prediction."""

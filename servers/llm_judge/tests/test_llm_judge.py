@@ -14,8 +14,8 @@ import pytest
 
 import gym_metrics
 from gym_metrics.errors import GymMetricsError, InvalidInputError
-from gym_metrics.evaluate import RowError
-from gym_metrics.judge import AnswerAccuracy
+from gym_metrics.scorers import RowError
+from gym_metrics.scorers.judge import AnswerAccuracy
 from gym_metrics_servers.llm_judge import JudgeSettings, LlmJudgeServer
 from gym_metrics_servers.llm_judge.app import build_row, LlmJudgeVerifyRequest
 
@@ -142,7 +142,7 @@ async def test_topic_adherence_scores_are_response_fields() -> None:
         return json.dumps({"topics": ["weather", "stocks"]})
 
     with ScriptedJudge([respond] * 4) as judge:
-        env = LlmJudgeServer(gym_metrics.evaluate.get_row_metric("topic_adherence", {"url": judge.url, "model": "m"}))
+        env = LlmJudgeServer(gym_metrics.scorers.get_scorer("topic_adherence", {"url": judge.url, "model": "m"}))
         out = await env.verify_dict(
             {"user_input": [{"type": "human", "content": "weather? stocks?"}, {"type": "ai", "content": "sunny; buy X"}],
              "reference_topics": ["weather"]}

@@ -14,7 +14,7 @@ import pytest
 
 import gym_metrics
 from gym_metrics.errors import GymMetricsError, InvalidInputError
-from gym_metrics.evaluate import RowError
+from gym_metrics.scorers import RowError
 from gym_metrics_servers.remote_metric import RemoteMetricServer, load_metric
 
 HERE = Path(__file__).resolve().parent
@@ -140,7 +140,7 @@ async def test_nat_config_over_a_grpc_verify_stream(tmp_path: Path, monkeypatch:
 
 async def test_evaluate_server_reports_every_configured_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gym_metrics._transport import ServerConfig, start_server
-    from gym_metrics.evaluate import evaluate_remote_async
+    from gym_metrics.evaluation import evaluate_remote_async
 
     def respond(body: dict[str, Any]) -> Any:
         return ok({"result": {"accuracy": 1.0 if body["answer"] == body["expected"] else 0.0}, "latency_ms": 3})

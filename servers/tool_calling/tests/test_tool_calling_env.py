@@ -11,7 +11,7 @@ import pytest
 from gym_metrics_servers.tool_calling import SAMPLE_PATH, ToolCallingServer
 
 from gym_metrics import InvalidInputError
-from gym_metrics.evaluate._remote import score_fields
+from gym_metrics.evaluation._remote import score_fields
 from gym_metrics.registry import resolve_server
 
 NAN = float("nan")

@@ -1,0 +1,31 @@
+"""Run a scorer over a dataset (in process, or through a running environment): per-row scores
+and their statistics, as NeMo Evaluator writes them (SPEC C)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gym_metrics.evaluation._result import EvaluationResult, Histogram, HistogramBin, Percentiles, RowFailure, ScoreStats
+from gym_metrics.evaluation._run import evaluate, evaluate_async
+
+
+def __getattr__(name: str) -> Any:
+    # Scoring through a server needs grpc; in-process evaluation never loads it.
+    if name == "evaluate_remote_async":
+        from gym_metrics.evaluation._remote import evaluate_remote_async
+
+        return evaluate_remote_async
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "EvaluationResult",
+    "Histogram",
+    "HistogramBin",
+    "Percentiles",
+    "RowFailure",
+    "ScoreStats",
+    "evaluate",
+    "evaluate_async",
+    "evaluate_remote_async",
+]

@@ -1,0 +1,89 @@
+"""evaluate through a running environment (`evaluate --server`): rows are verify bodies.
+
+Each row is sent as one verify request over a single VerifyStream call (row index = task
+index, rollout 0); the environment's verify returns the scores as response fields. Which
+fields are scores is read once from GetServerInfo's verify response schema: every property
+typed number or integer (nullable allowed) except `reward`; an environment declaring none
+(e.g. math_exact) is scored by `reward`. A field missing or null in a response is NaN; a
+failed verify (rejected body, error in verify, timeout) is that row's error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
+from typing import Any
+
+import grpc
+
+from gym_metrics._transport._client import ResourcesClient
+from gym_metrics.errors import InvalidInputError
+from gym_metrics.evaluation._result import EvaluationResult, RowFailure, ScoreMatrix
+from gym_metrics.scorers import RowError
+
+REWARD = "reward"
+
+
+async def evaluate_remote_async(
+    target: str | grpc.aio.Channel,
+    dataset: Iterable[Mapping[str, Any] | RowError],
+    *,
+    limit_samples: int | None = None,
+    batch_size: int = 256,
+    token: str | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> EvaluationResult:
+    """Score `dataset` through the environment at `target` ("host:port" or a channel).
+
+    The result is named after the environment (GetServerInfo's name)."""
+    if limit_samples is not None and limit_samples < 0:
+        raise InvalidInputError(f"limit_samples must be >= 0, got {limit_samples}")
+    rows = dataset if limit_samples is None else islice(dataset, limit_samples)
+    async with ResourcesClient(target, token=token, credentials=credentials) as client:
+        info = await client.server_info()
+        names = score_fields(info.verify_response_schema)
+        scores = ScoreMatrix(names)
+        count = 0
+
+        def items() -> Iterator[tuple[int, int, Mapping[str, Any]]]:
+            nonlocal count
+            for index, row in enumerate(rows):
+                count = index + 1
+                if isinstance(row, RowError):
+                    scores.add(index, None, RowFailure(row.field, row.reason))
+                elif not isinstance(row, Mapping):
+                    scores.add(index, None, RowFailure("row", f"must be an object, got {type(row).__name__}"))
+                else:
+                    yield index, 0, row
+
+        async for outcome in client.verify_stream(items(), batch_size=batch_size):
+            if outcome.error_kind or outcome.response is None:
+                reason = f"{outcome.error_kind or 'no response'}: {outcome.error_message}"
+                scores.add(outcome.task_index, None, RowFailure("verify", reason))
+            else:
+                scores.add(outcome.task_index, {n: _number(outcome.response.get(n)) for n in names}, None)
+        return scores.result(info.name, count)
+
+
+def score_fields(response_schema: Mapping[str, Any]) -> tuple[str, ...]:
+    """The numeric properties of a verify response schema except `reward`; else `reward`."""
+    properties = response_schema.get("properties") or {}
+    names = tuple(name for name, prop in properties.items() if name != REWARD and _numeric(prop))
+    return names or (REWARD,)
+
+
+def _numeric(prop: Mapping[str, Any]) -> bool:
+    """Typed number or integer, alone or among alternatives (`anyOf`, a list of types)."""
+    options = [prop, *(p for p in prop.get("anyOf", ()) if isinstance(p, Mapping))]
+    for option in options:
+        kind = option.get("type")
+        kinds = kind if isinstance(kind, list) else [kind]
+        if "number" in kinds or "integer" in kinds:
+            return True
+    return False
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return float("nan")

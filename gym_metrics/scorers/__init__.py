@@ -1,0 +1,32 @@
+"""Scorers: one dataset row in, named scores out (tool calls, LLM judges, remote endpoints).
+
+Each family is a subpackage: `tool_calls` (RAGAS tool call accuracy, NeMo Evaluator's
+tool-calling metric), `judge` (LLM-judge scorers), `remote` (a user's REST endpoint). Find one
+by name with `get_scorer`; add one with `@register_scorer("name")` on a `Scorer` subclass.
+The NeMo Evaluator-style names `RowMetric`, `register_row_metric` and `get_row_metric` are the
+same objects.
+"""
+
+from __future__ import annotations
+
+from gym_metrics.scorers._base import NoConfig, RowError, Scorer
+from gym_metrics.scorers._registry import ENTRY_POINT_GROUP, get_scorer, register_scorer, scorer_names
+
+RowMetric = Scorer
+register_row_metric = register_scorer
+get_row_metric = get_scorer
+row_metric_names = scorer_names
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "NoConfig",
+    "RowError",
+    "RowMetric",
+    "Scorer",
+    "get_row_metric",
+    "get_scorer",
+    "register_row_metric",
+    "register_scorer",
+    "row_metric_names",
+    "scorer_names",
+]

@@ -1,0 +1,34 @@
+"""LLM-judge row metrics (SPEC C3) through any OpenAI-compatible chat-completions endpoint.
+
+`topic_adherence`, `agent_goal_accuracy`, `answer_accuracy` and `trajectory` replicate what
+NeMo Evaluator reports (RAGAS 0.4.3 / NeMo Agent Toolkit underneath). Each metric's config is
+a JudgeConfig (endpoint, model, key variable, temperature, limits) plus its own options.
+"""
+
+from __future__ import annotations
+
+from gym_metrics.scorers.judge._answer_accuracy import AnswerAccuracy, AnswerAccuracyConfig
+from gym_metrics.scorers.judge._client import JudgeClient, JudgeError
+from gym_metrics.scorers.judge._config import JudgeConfig
+from gym_metrics.scorers.judge._goal_accuracy import AgentGoalAccuracy, AgentGoalAccuracyConfig
+from gym_metrics.scorers.judge._base import JudgeMetric, JudgeMetricConfig
+from gym_metrics.scorers.judge._nat import nat_average_score
+from gym_metrics.scorers.judge._topic_adherence import TopicAdherence, TopicAdherenceConfig
+from gym_metrics.scorers.judge._trajectory import TrajectoryConfig, TrajectoryEvaluation
+
+__all__ = [
+    "AgentGoalAccuracy",
+    "AgentGoalAccuracyConfig",
+    "AnswerAccuracy",
+    "AnswerAccuracyConfig",
+    "JudgeClient",
+    "JudgeConfig",
+    "JudgeError",
+    "JudgeMetric",
+    "JudgeMetricConfig",
+    "TopicAdherence",
+    "TopicAdherenceConfig",
+    "TrajectoryConfig",
+    "TrajectoryEvaluation",
+    "nat_average_score",
+]

@@ -1,0 +1,33 @@
+"""Agentic metrics that need no judge: tool call accuracy (RAGAS) and the tool-calling
+template metric (NeMo Evaluator), as plain functions and as row metrics (SPEC C1, C2)."""
+
+from __future__ import annotations
+
+from gym_metrics.scorers.tool_calls._scorers import ToolCallAccuracyMetric, ToolCallingMetric
+from gym_metrics.scorers.tool_calls._tool_call_accuracy import (
+    ToolCall,
+    check_sample_fields,
+    predicted_calls,
+    reference_calls,
+    score_tool_calls,
+    tool_call_accuracy,
+)
+from gym_metrics.scorers.tool_calls._tool_calling import (
+    response_tool_calls,
+    tool_calling_scores,
+    tool_calling_scores_from_calls,
+)
+
+__all__ = [
+    "ToolCall",
+    "ToolCallAccuracyMetric",
+    "ToolCallingMetric",
+    "check_sample_fields",
+    "predicted_calls",
+    "reference_calls",
+    "response_tool_calls",
+    "score_tool_calls",
+    "tool_call_accuracy",
+    "tool_calling_scores",
+    "tool_calling_scores_from_calls",
+]
