@@ -13,10 +13,13 @@ from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputErro
 # `evaluate` is the module, as it always was (`gym_metrics.evaluate.evaluate(...)`); the function
 # re-exported here would hide it.
 from gym_metrics import evaluate as evaluate
+
+# `metrics`: the reducers under their first names, still importable as gym_metrics.metrics.
+from gym_metrics import metrics as metrics
 from gym_metrics.evaluation import EvaluationResult
-from gym_metrics.metrics import Metric, MetricResult, get_metric, register_metric
 from gym_metrics.models import AgentRef, BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.registry import register_server, resolve_server
+from gym_metrics.reducers import Reducer, ReducerResult, get_reducer, register_reducer
 from gym_metrics.scorers import (  # RowMetric & co.: the NeMo Evaluator-style names of the same objects
     RowError,
     RowMetric,
@@ -27,6 +30,12 @@ from gym_metrics.scorers import (  # RowMetric & co.: the NeMo Evaluator-style n
     register_scorer,
 )
 from gym_metrics.server import SimpleResourcesServer
+
+Metric = Reducer
+"""The reducer base class under its first name (also `gym_metrics.metrics.Metric`)."""
+MetricResult = ReducerResult
+get_metric = get_reducer
+register_metric = register_reducer
 
 
 def serve(*args: Any, **kwargs: Any) -> None:
@@ -57,6 +66,8 @@ __all__ = [
     "InvalidInputError",
     "Metric",
     "MetricResult",
+    "Reducer",
+    "ReducerResult",
     "NotFoundError",
     "OverloadedError",
     "SimpleResourcesServer",
@@ -64,7 +75,9 @@ __all__ = [
     "aggregate_file",
     "compare_agents",
     "get_metric",
+    "get_reducer",
     "register_metric",
+    "register_reducer",
     "register_server",
     "resolve_server",
     "serve",

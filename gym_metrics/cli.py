@@ -83,8 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
     _add_limit_flags(serve)
     serve.add_argument(
-        "--metrics", nargs="+", metavar="NAME", help="reward reducers to report, e.g. pass@1 pass@8 (replaces the env's)"
-    )
+        "--reducers", "--metrics", dest="reducers", nargs="+", metavar="NAME",
+        help="reward reducers to report, e.g. pass@1 pass@8 (replaces the env's; --metrics is the old spelling)",
+    )  # fmt: skip
     serve.set_defaults(func=_cmd_serve)
 
     col = sub.add_parser("collect", help="verify rollouts through a server, then aggregate per agent")
@@ -126,7 +127,10 @@ def _parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="paired difference between two agents over their common tasks")
     cmp.add_argument("rollouts", type=Path, help="rollouts JSONL with both agents")
     cmp.add_argument("--agents", nargs=2, required=True, metavar=("A", "B"), help="report A - B")
-    cmp.add_argument("--metric", default="mean_reward", help="mean_reward, pass_rate, pass@k, pass^k or a registered metric")
+    cmp.add_argument(
+        "--reducer", "--metric", dest="reducer", default="mean_reward",
+        help="mean_reward, pass_rate, pass@k, pass^k or any registered reducer (--metric is the old spelling)",
+    )  # fmt: skip
     cmp.add_argument("--resamples", type=positive_int, default=10_000, help="paired bootstrap resamples")
     cmp.add_argument("--seed", type=int, default=0, help="bootstrap seed (same seed, same interval)")
     cmp.add_argument("--field", default="reward", help="the per-rollout reward field")
@@ -134,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp.set_defaults(func=_cmd_compare)
 
-    ev = sub.add_parser("evaluate", help="score a JSONL dataset with a row metric (in-process or through --server)")
+    ev = sub.add_parser("evaluate", help="score a JSONL dataset with a scorer (in-process or through --server)")
     _evaluate_command().add_arguments(ev)
     ev.set_defaults(func=lambda ns: _evaluate_command().run(ns))
     for command in sub.choices.values():
@@ -195,7 +199,7 @@ def _cmd_serve(ns: argparse.Namespace) -> int:
             max_call_mb=ns.max_call_mb,
         ),
     )
-    serve(env_cls, config, workers=ns.workers, metrics=ns.metrics)
+    serve(env_cls, config, workers=ns.workers, reducers=ns.reducers)
     return 0
 
 
@@ -302,7 +306,7 @@ def _cmd_compare(ns: argparse.Namespace) -> int:
 
     agent_a, agent_b = ns.agents  # --agents takes exactly two
     result = compare_agents(
-        ns.rollouts, agent_a, agent_b, metric=ns.metric, resamples=ns.resamples, seed=ns.seed, field=ns.field, on_bad_line=ns.on_bad_line
+        ns.rollouts, agent_a, agent_b, metric=ns.reducer, resamples=ns.resamples, seed=ns.seed, field=ns.field, on_bad_line=ns.on_bad_line
     )
     if ns.json:
         print(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())

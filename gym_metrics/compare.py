@@ -11,7 +11,7 @@ where both agents have at least one such row; tasks only one agent has are repor
 Metrics computed here, vectorised over resamples (SPEC B): `mean_reward` / `avg` (macro mean of
 each task's mean), `pass_rate` (micro: passing samples / samples), `pass@k` and `pass^k`
 (first k samples by rollout index; a sample passes at reward >= 1.0). Any other name is looked
-up in the metric registry (`gym_metrics.metrics.get_metric`) when it is installed and computed
+up in the metric registry (`gym_metrics.reducers.get_reducer`) when it is installed and computed
 on every resample in Python, which costs `resamples` calls of the metric.
 """
 
@@ -249,14 +249,14 @@ def _bootstrap_registry(
 ) -> tuple[tuple[float, float], np.ndarray]:
     """Any registered metric: computed on each resample's task lists (Python per resample)."""
     try:
-        from gym_metrics.metrics import get_metric
+        from gym_metrics.reducers import get_reducer
     except ImportError:
         raise NotFoundError(
             f"metric {metric!r}: compare computes {', '.join(NATIVE_METRICS)} itself, and the metric "
-            "registry (gym_metrics.metrics) is not installed for anything else"
+            "registry (gym_metrics.reducers) is not installed for anything else"
         ) from None
     try:
-        reducer = get_metric(metric)
+        reducer = get_reducer(metric)
     except GymMetricsError:
         raise
     except (KeyError, ValueError, LookupError) as exc:

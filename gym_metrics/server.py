@@ -2,7 +2,7 @@
 
 Override `verify` (one rollout in, a reward and custom fields out) and, optionally,
 `compute_metrics` (all of an agent's rows, grouped by task) and `get_key_metrics`. Reward
-reducers listed by name in `metrics` and headline metrics chosen by pattern in `key_metrics`
+reducers listed by name in `reducers` and headline metrics chosen by pattern in `key_metrics`
 need no code at all.
 """
 
@@ -28,7 +28,7 @@ from gym_metrics.aggregate import (
     default_key_metrics,
 )
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.metrics import TaskRewards, TaskRewardsLike, summarize_metrics
+from gym_metrics.reducers import TaskRewards, TaskRewardsLike, summarize_reducers
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 
 
@@ -41,11 +41,14 @@ class SimpleResourcesServer:
 
     name: ClassVar[str] = ""
     """Environment name reported by GetServerInfo (default: the class name)."""
-    metrics: ClassVar[list[str]] = []
+    reducers: ClassVar[list[str]] = []
     """Reward reducers by registry name (e.g. "pass@1", "pass@8", "pass^8", "mean_reward"):
     each one's value and uncertainty keys (`<name>/stderr`, `/ci_low_95`, `/ci_high_95`,
     `/tasks_used`, `/tasks_dropped`) go into agent_metrics, computed from each task's `reward`
-    values in rollout order. `serve(..., metrics=[...])` replaces the list."""
+    values in rollout order. `serve(..., reducers=[...])` replaces the list."""
+    metrics: ClassVar[list[str]] = []
+    """The first name of `reducers`, still read: an environment that lists `metrics` and no
+    `reducers` gets those."""
     eager_verify: ClassVar[bool] = False
     """Set True when verify never depends on its asyncio task's identity (no httpx / anyio
     cancel scopes, no asyncio.timeout): before Python 3.12 it then runs without a Task of its
@@ -74,9 +77,13 @@ class SimpleResourcesServer:
         patterns = list(self.key_metrics)
         return {k: v for k, v in agent_metrics.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
 
+    def listed_reducers(self) -> list[str]:
+        """The reducers this environment reports: `reducers`, else (the old name) `metrics`."""
+        return list(self.reducers or self.metrics)
+
     def reward_metrics(self, task_rewards: TaskRewardsLike) -> dict[str, float | int]:
-        """The listed reducers (`metrics`) over per-task rewards, with their uncertainty keys."""
-        return summarize_metrics(self.metrics, task_rewards)
+        """The listed reducers over per-task rewards, with their uncertainty keys."""
+        return summarize_reducers(self.listed_reducers(), task_rewards)
 
     # ----- framework side: called by the transport, the CLI and tests -----
 
@@ -103,7 +110,7 @@ class SimpleResourcesServer:
     def column_metrics_hook(self) -> ColumnMetrics | None:
         """The engine hook adding the listed reducers from the reward column (no row dicts);
         None when no reducer is listed."""
-        if not self.metrics:
+        if not self.listed_reducers():
             return None
 
         def reducers(columns: RolloutColumns) -> dict[str, Any]:
@@ -185,7 +192,7 @@ class SimpleResourcesServer:
         return {
             "name": self.server_name(),
             "version": __version__,
-            "metrics": list(self.metrics),
+            "metrics": self.listed_reducers(),  # the proto's name for them
             "verify_request_schema": self.verify_request_model().model_json_schema(),
             "verify_response_schema": self.verify_response_model().model_json_schema(),
             "wants_rows": self.wants_rows,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gym_metrics.metrics import TaskRewards, get_metric, summarize_metrics
+from gym_metrics.reducers import TaskRewards, get_reducer, summarize_reducers
 
 REDUCERS = [
     "mean_reward", "avg", "pass_rate",
@@ -67,7 +67,7 @@ def main() -> int:
         "|---|---:|---:|---:|---:|",
     ]
     for name in REDUCERS:
-        metric = get_metric(name)
+        metric = get_reducer(name)
         value = metric.compute(fresh())
         compute = best_ms(lambda: metric.compute(fresh()), ns.runs)
         summarize = best_ms(lambda: metric.summarize(fresh()), ns.runs)
@@ -75,7 +75,7 @@ def main() -> int:
         lines.append(f"| `{name}` | {value:.4f} | {compute:.1f} | {summarize:.1f} | {from_lists:.1f} |")
     convert = best_ms(lambda: TaskRewards.of(lists), ns.runs)
     server = ["pass@1", "pass@8", "pass^8", "mean_reward"]
-    together = best_ms(lambda: summarize_metrics(server, fresh()), ns.runs)
+    together = best_ms(lambda: summarize_reducers(server, fresh()), ns.runs)
     lines += [
         "",
         f"Of the list-of-lists column, {convert:.1f} ms is `TaskRewards.of(lists)` (the conversion). "

@@ -55,13 +55,13 @@ def test_point_estimate_is_exact(metric: str, va: float, vb: float) -> None:
 
 def test_native_metrics_match_the_registry_when_installed() -> None:
     try:
-        from gym_metrics.metrics import get_metric  # type: ignore[attr-defined]
+        from gym_metrics.reducers import get_reducer
     except ImportError:
         pytest.skip("metric registry not installed")
     for name in ("mean_reward", "pass_rate", "pass@1", "pass@2", "pass^2"):
         c = compare_agents(agents(a=A, b=B), "a", "b", metric=name, resamples=10)
-        assert c.value_a == pytest.approx(get_metric(name).compute(A)), name
-        assert c.value_b == pytest.approx(get_metric(name).compute(B)), name
+        assert c.value_a == pytest.approx(get_reducer(name).compute(A)), name
+        assert c.value_b == pytest.approx(get_reducer(name).compute(B)), name
 
 
 def test_first_k_uses_rollout_order_not_file_order() -> None:
@@ -147,7 +147,7 @@ def test_errors_unknown_agent_few_common_tasks_bad_metric(monkeypatch: pytest.Mo
         compare_agents(data, "a", "c")
     with pytest.raises(GymMetricsError):
         compare_agents(data, "a", "b", metric="no_such_metric", resamples=10)
-    monkeypatch.setitem(sys.modules, "gym_metrics.metrics", None)  # registry not installed
+    monkeypatch.setitem(sys.modules, "gym_metrics.reducers", None)  # registry not installed
     with pytest.raises(NotFoundError, match="registry"):
         compare_agents(data, "a", "b", metric="no_such_metric", resamples=10)
 
@@ -159,14 +159,14 @@ def test_other_metrics_come_from_the_registry(monkeypatch: pytest.MonkeyPatch) -
         def compute(self, task_rewards: Sequence[Sequence[float]]) -> float:
             return float(np.mean([max(t) for t in task_rewards]))
 
-    def get_metric(name: str) -> Any:
+    def get_reducer(name: str) -> Any:
         if name != "best_of":
             raise NotFoundError(f"unknown metric {name!r}; known: best_of")
         return BestOf()
 
-    fake = types.ModuleType("gym_metrics.metrics")
-    fake.get_metric = get_metric  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gym_metrics.metrics", fake)
+    fake = types.ModuleType("gym_metrics.reducers")
+    fake.get_reducer = get_reducer
+    monkeypatch.setitem(sys.modules, "gym_metrics.reducers", fake)
     data = typical()
     c = compare_agents(data, "a", "b", metric="best_of", resamples=300, seed=5)
     assert c.difference == pytest.approx(

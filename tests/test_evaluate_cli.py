@@ -38,7 +38,7 @@ def cases(tmp_path: Path) -> Path:
 
 
 def test_strict_order_matches_ragas(cases: Path) -> None:
-    proc = run("--metric", "tool_call_accuracy", "--input", str(cases))
+    proc = run("--scorer", "tool_call_accuracy", "--input", str(cases))
     assert proc.returncode == 0, proc.stderr
     out = cases.with_name("cases_tool_call_accuracy_results.json")  # default: beside the input
     doc = load(out)
@@ -58,10 +58,15 @@ def test_unordered_config_matches_ragas(cases: Path, tmp_path: Path) -> None:
     config.write_text(json.dumps({"strict_order": False}))
     out = tmp_path / "out" / "unordered.json"
     out.parent.mkdir()
-    proc = run("--metric", "tool_call_accuracy", "--metric-config", str(config), "--input", str(cases), "-o", str(out))
+    proc = run("--scorer", "tool_call_accuracy", "--scorer-config", str(config), "--input", str(cases), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     rows = load(out)["row_scores"]
     assert [r["scores"]["tool_call_accuracy"] for r in rows] == [e["tool_call_accuracy_unordered"] for e in EXPECTED]
+    # NeMo Evaluator's spelling of the flags: the same run
+    old = tmp_path / "out" / "old_flags.json"
+    proc = run("--metric", "tool_call_accuracy", "--metric-config", str(config), "--input", str(cases), "-o", str(old))
+    assert proc.returncode == 0, proc.stderr
+    assert load(old) == load(out)
 
 
 def test_bad_lines_and_rejected_rows_are_row_errors(tmp_path: Path) -> None:
@@ -126,12 +131,14 @@ def test_tool_calling_metric_from_the_cli(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--metric", "nope"], "unknown row metric 'nope'"),
-        (["--metric-config", "{config}"], "--metric is required"),
+        (["--metric-config", "{config}"], "--scorer is required"),
+        (["--scorer-config", "{config}"], "--scorer is required"),
         (["--metric", "tool_call_accuracy", "--metric-config", "{bad_key}"], "config.strict"),
         (["--metric", "tool_call_accuracy", "--metric-config", "{not_json}"], "not valid JSON"),
         (["--metric", "tool_call_accuracy", "--metric-config", "{list_json}"], "must be an object"),
         (["--metric", "tool_call_accuracy", "--metric-config", "{missing}"], "No such file"),
-        (["--server", "127.0.0.1:1", "--metric-config", "{config}"], "--metric-config configures in-process metrics"),
+        (["--server", "127.0.0.1:1", "--metric-config", "{config}"], "--scorer-config configures in-process scorers"),
+        (["--scorer", "tool_call_accuracy", "--scorer-config", "{list_json}"], "must be an object"),
     ],
 )
 def test_bad_invocations_exit_2_without_traceback(cases: Path, tmp_path: Path, args: list[str], message: str) -> None:

@@ -13,21 +13,21 @@ import pytest
 import scipy.stats
 
 from gym_metrics.errors import InvalidInputError, NotFoundError
-from gym_metrics.metrics import (
+from gym_metrics.reducers import (
     PASS_THRESHOLD,
     MeanOverTasks,
-    Metric,
+    Reducer,
     PassAtK,
     PassHatK,
     TaskRewards,
     UnbiasedPassAtK,
     UnbiasedPassHatK,
-    get_metric,
-    register_metric,
-    registered_metrics,
-    summarize_metrics,
+    get_reducer,
+    register_reducer,
+    reducer_names,
+    summarize_reducers,
 )
-from gym_metrics.metrics import _registry
+from gym_metrics.reducers import _registry
 
 V1 = [[1, 0, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]]
 BUILTINS = ["mean_reward", "avg", "pass_rate", "pass@1", "pass@2", "pass^2", "unbiased_pass@2", "unbiased_pass^2"]
@@ -36,17 +36,17 @@ BUILTINS = ["mean_reward", "avg", "pass_rate", "pass@1", "pass@2", "pass^2", "un
 @pytest.fixture
 def clean_registry() -> Iterator[None]:
     """Undo registrations made by a test."""
-    metrics, families = dict(_registry._METRICS), dict(_registry._FAMILIES)
+    metrics, families = dict(_registry._REDUCERS), dict(_registry._FAMILIES)
     yield
-    _registry._METRICS.clear()
-    _registry._METRICS.update(metrics)
+    _registry._REDUCERS.clear()
+    _registry._REDUCERS.update(metrics)
     _registry._FAMILIES.clear()
     _registry._FAMILIES.update(families)
     _registry._specialise.cache_clear()
 
 
 def value(name: str, tasks: object) -> float:
-    return get_metric(name).compute(tasks)  # type: ignore[arg-type]
+    return get_reducer(name).compute(tasks)  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------- SPEC B vector
@@ -88,7 +88,7 @@ def test_first_k_depends_on_order_unbiased_does_not() -> None:
 
 def test_no_tasks() -> None:
     for name in BUILTINS:
-        result = get_metric(name).summarize([])
+        result = get_reducer(name).summarize([])
         assert (result.value, result.tasks_used, result.tasks_dropped) == (0.0, 0, 0)
         assert result.stderr is result.ci_low is result.ci_high is None
 
@@ -150,9 +150,9 @@ def test_single_task() -> None:
     assert value("pass@1", tasks) == 1.0 and value("pass^3", tasks) == 0.0
     assert value("unbiased_pass@2", tasks) == 1.0
     assert value("unbiased_pass^2", tasks) == pytest.approx(1 / 3, rel=1e-14)
-    mean = get_metric("mean_reward").summarize(tasks)
+    mean = get_reducer("mean_reward").summarize(tasks)
     assert mean.tasks_used == 1 and mean.stderr is None and mean.ci_low is None  # no spread over one task
-    rate = get_metric("pass_rate").summarize(tasks)
+    rate = get_reducer("pass_rate").summarize(tasks)
     assert rate.stderr == pytest.approx(math.sqrt(2 / 9 / 3)) and rate.ci_low is not None  # 3 samples
 
 
@@ -224,7 +224,7 @@ def test_matrix_fast_path_equals_ragged_path() -> None:
     ragged = TaskRewards.of([*matrix.tolist(), []])
     assert square.width == 6 and ragged.width is None
     for name in ("pass@1", "pass@4", "pass@9", "pass^3", "pass^6", "unbiased_pass@2", "unbiased_pass^5", "mean_reward"):
-        metric = get_metric(name)
+        metric = get_reducer(name)
         a, _ = metric.task_scores(square)  # type: ignore[attr-defined]
         b, _ = metric.task_scores(ragged)  # type: ignore[attr-defined]
         assert a.tolist() == b[:-1].tolist(), name
@@ -246,18 +246,18 @@ def test_unbiased_is_stable_for_large_n() -> None:
 def test_parametrised_names_for_any_k() -> None:
     for name, cls, k in [("pass@5", PassAtK, 5), ("pass^16", PassHatK, 16), ("unbiased_pass@3", UnbiasedPassAtK, 3),
                          ("unbiased_pass^1000", UnbiasedPassHatK, 1000)]:  # fmt: skip
-        metric = get_metric(name)
+        metric = get_reducer(name)
         assert isinstance(metric, cls)
         assert (metric.name, metric.k) == (name, k)  # type: ignore[attr-defined]
         assert type(metric).name == name  # a ClassVar: the instance carries no configuration
         assert metric.higher_is_better is True
-    assert type(get_metric("pass@5")) is type(get_metric("pass@5"))
+    assert type(get_reducer("pass@5")) is type(get_reducer("pass@5"))
 
 
 @pytest.mark.parametrize("name", ["nope", "pass@0", "pass@05", "pass@k", "pass@-1", "pass@2x", "Pass@2", "mean_reward "])
 def test_unknown_names_list_the_known_ones(name: str) -> None:
     with pytest.raises(NotFoundError) as err:
-        get_metric(name)
+        get_reducer(name)
     message = str(err.value)
     assert repr(name) in message
     for known in ("mean_reward", "avg", "pass_rate", "pass@{k}", "pass^{k}", "unbiased_pass@{k}", "unbiased_pass^{k}"):
@@ -265,36 +265,36 @@ def test_unknown_names_list_the_known_ones(name: str) -> None:
 
 
 def test_register_a_metric_and_a_family(clean_registry: None) -> None:
-    @register_metric("worst_task")
+    @register_reducer("worst_task")
     class WorstTask(MeanOverTasks):
         higher_is_better = True
 
         def task_scores(self, rewards: TaskRewards) -> tuple[np.ndarray, np.ndarray]:
             return rewards.sum_per_task(rewards.values), rewards.lengths > 0
 
-    @register_metric("top{k}_share")
-    class TopKShare(Metric):
+    @register_reducer("top{k}_share")
+    class TopKShare(Reducer):
         k: ClassVar[int]
 
         def compute(self, task_rewards: Sequence[Sequence[float]]) -> float:
             return sum(sum(sorted(t)[-self.k :]) for t in task_rewards) / max(1, sum(map(len, task_rewards)))
 
     assert value("worst_task", V1) == 2.0
-    assert get_metric("top3_share").compute([[1, 2, 3, 4]]) == 9 / 4
-    assert "worst_task" in registered_metrics() and "top{k}_share" in registered_metrics()
+    assert get_reducer("top3_share").compute([[1, 2, 3, 4]]) == 9 / 4
+    assert "worst_task" in reducer_names() and "top{k}_share" in reducer_names()
     # the generic summarize: a seeded bootstrap that recomputes the metric on resampled tasks
-    a = get_metric("top1_share").summarize(V1 * 5)
-    b = get_metric("top1_share").summarize(V1 * 5)
+    a = get_reducer("top1_share").summarize(V1 * 5)
+    b = get_reducer("top1_share").summarize(V1 * 5)
     assert a == b and a.method == "bootstrap" and a.tasks_used == 15 and a.stderr and a.stderr > 0
 
 
 def test_register_rejects_non_metrics(clean_registry: None) -> None:
     with pytest.raises(TypeError):
-        register_metric("x")(int)  # type: ignore[type-var]
+        register_reducer("x")(int)  # type: ignore[type-var]
     with pytest.raises(ValueError, match="registered as"):
 
-        @register_metric("b")
-        class Named(Metric):
+        @register_reducer("b")
+        class Named(Reducer):
             name = "a"
 
 
@@ -304,7 +304,7 @@ def test_register_rejects_non_metrics(clean_registry: None) -> None:
 def test_mean_reward_t_interval_over_tasks() -> None:
     rng = np.random.default_rng(3)
     tasks = [rng.random(rng.integers(1, 9)).tolist() for _ in range(40)] + [[]]
-    result = get_metric("mean_reward").summarize(tasks)
+    result = get_reducer("mean_reward").summarize(tasks)
     means = np.array([np.mean(t) for t in tasks if t])
     se = means.std(ddof=1) / math.sqrt(len(means))
     low, high = scipy.stats.t.interval(0.95, len(means) - 1, loc=means.mean(), scale=se)
@@ -314,12 +314,12 @@ def test_mean_reward_t_interval_over_tasks() -> None:
 
 
 def test_wilson_intervals() -> None:
-    none_pass = get_metric("pass@1").summarize([[0]] * 10)
+    none_pass = get_reducer("pass@1").summarize([[0]] * 10)
     assert none_pass.method == "wilson" and none_pass.value == 0.0
     assert none_pass.ci_low == 0.0 and none_pass.ci_high == pytest.approx(0.27753, abs=1e-5)  # never a point at 0/n
-    all_pass = get_metric("pass^1").summarize([[1]] * 10)
+    all_pass = get_reducer("pass^1").summarize([[1]] * 10)
     assert all_pass.ci_low == pytest.approx(0.72247, abs=1e-5) and all_pass.ci_high == 1.0
-    rate = get_metric("pass_rate").summarize(V1)  # 6 of 12 samples
+    rate = get_reducer("pass_rate").summarize(V1)  # 6 of 12 samples
     assert rate.ci_low == pytest.approx(0.25378, abs=1e-5) and rate.ci_high == pytest.approx(0.74622, abs=1e-5)
     assert rate.stderr == pytest.approx(math.sqrt(0.25 / 12))
 
@@ -327,7 +327,7 @@ def test_wilson_intervals() -> None:
 def test_bootstrap_is_seeded_and_sane() -> None:
     rng = np.random.default_rng(7)
     tasks = (rng.random((2000, 8)) < rng.random((2000, 1))).astype(float)
-    metric = get_metric("unbiased_pass@4")
+    metric = get_reducer("unbiased_pass@4")
     a, b = metric.summarize(tasks), metric.summarize(tasks)
     assert a == b and a.method == "bootstrap"
     assert metric.summarize(tasks, seed=1) != a
@@ -338,7 +338,7 @@ def test_bootstrap_is_seeded_and_sane() -> None:
 
 
 def test_bootstrap_with_many_distinct_values_resamples_tasks() -> None:
-    from gym_metrics.metrics._uncertainty import bootstrap_mean
+    from gym_metrics.reducers._uncertainty import bootstrap_mean
 
     x = np.random.default_rng(1).random(3000)  # every value distinct: the index-resampling path
     result = bootstrap_mean(x, seed=0, resamples=500)
@@ -347,7 +347,7 @@ def test_bootstrap_with_many_distinct_values_resamples_tasks() -> None:
 
 
 def test_summarize_metrics_keys() -> None:
-    out = summarize_metrics(["pass@2", "unbiased_pass@8", "pass@2"], V1)
+    out = summarize_reducers(["pass@2", "unbiased_pass@8", "pass@2"], V1)
     assert list(out) == [
         "pass@2", "pass@2/stderr", "pass@2/ci_low_95", "pass@2/ci_high_95", "pass@2/tasks_used", "pass@2/tasks_dropped",
         "unbiased_pass@8", "unbiased_pass@8/tasks_used", "unbiased_pass@8/tasks_dropped",
@@ -357,5 +357,5 @@ def test_summarize_metrics_keys() -> None:
 
 
 def _counts(name: str, tasks: object) -> tuple[int, int]:
-    result = get_metric(name).summarize(tasks)  # type: ignore[arg-type]
+    result = get_reducer(name).summarize(tasks)  # type: ignore[arg-type]
     return result.tasks_used, result.tasks_dropped

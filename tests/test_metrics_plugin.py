@@ -1,6 +1,6 @@
-"""A separately installed package adds reward reducers through the `gym_metrics.metrics`
-entry-point group: built here, pip-installed into the running environment (offline), used by
-name, uninstalled afterwards."""
+"""A separately installed package adds reward reducers through the `gym_metrics.reducers`
+entry-point group (or its old name, `gym_metrics.metrics`): built here, pip-installed into the
+running environment (offline), used by name, uninstalled afterwards."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from gym_metrics.metrics import ENTRY_POINT_GROUP, get_metric, registered_metrics
-from gym_metrics.metrics import _registry
+from gym_metrics.reducers import ENTRY_POINT_GROUP, OLD_ENTRY_POINT_GROUP, get_reducer, reducer_names
+from gym_metrics.reducers import _registry
 
 PLUGIN = '''
-"""A metric plugin: one plain metric and one family."""
+"""A reducer plugin: one plain reducer (under the old base-class name) and one family."""
 from typing import ClassVar
 
 from gym_metrics.metrics import Metric
+from gym_metrics.reducers import Reducer
 
 
 class LastSampleMean(Metric):
@@ -31,7 +32,7 @@ class LastSampleMean(Metric):
         return float(sum(last) / len(last)) if last else 0.0
 
 
-class AtLeastKPasses(Metric):
+class AtLeastKPasses(Reducer):
     """Fraction of tasks with at least k passing samples."""
 
     k: ClassVar[int]
@@ -49,7 +50,7 @@ def _pip(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def plugin(tmp_path: Path) -> Iterator[str]:
     """Install the plugin under unique names (so concurrent test runs cannot collide); yield
-    its tag; uninstall it and forget its metrics at teardown, also when the test fails."""
+    its tag; uninstall it and forget its reducers at teardown, also when the test fails."""
     if _pip("--version").returncode != 0:
         pytest.skip("pip is not available in this environment")
     tag = uuid.uuid4().hex[:10]
@@ -67,15 +68,17 @@ build-backend = "setuptools.build_meta"
 name = "{dist}"
 version = "0.0.1"
 
-[project.entry-points."{ENTRY_POINT_GROUP}"]
+[project.entry-points."{OLD_ENTRY_POINT_GROUP}"]
 "last_mean_{tag}" = "{module}:LastSampleMean"
+
+[project.entry-points."{ENTRY_POINT_GROUP}"]
 "at_least_{{k}}_{tag}" = "{module}:AtLeastKPasses"
 
 [tool.setuptools]
 py-modules = ["{module}"]
 """
     )
-    state = dict(_registry._METRICS), dict(_registry._FAMILIES), set(_registry._LOADED_ENTRY_POINTS)
+    state = dict(_registry._REDUCERS), dict(_registry._FAMILIES), set(_registry._LOADED_ENTRY_POINTS)
     installed = _pip("install", "--no-deps", "--no-build-isolation", "--no-index", "--no-cache-dir", "-q", str(src))
     assert installed.returncode == 0, installed.stdout + installed.stderr
     importlib.invalidate_caches()
@@ -85,30 +88,30 @@ py-modules = ["{module}"]
         removed = _pip("uninstall", "-y", "-q", dist)
         sys.modules.pop(module, None)
         importlib.invalidate_caches()
-        _registry._METRICS.clear()
-        _registry._METRICS.update(state[0])
+        _registry._REDUCERS.clear()
+        _registry._REDUCERS.update(state[0])
         _registry._FAMILIES.clear()
         _registry._FAMILIES.update(state[1])
         _registry._LOADED_ENTRY_POINTS.clear()
         _registry._LOADED_ENTRY_POINTS.update(state[2])
         _registry._specialise.cache_clear()
         assert removed.returncode == 0, removed.stdout + removed.stderr
-        assert not [n for n in registered_metrics() if n.endswith(tag)]  # nothing left behind
+        assert not [n for n in reducer_names() if n.endswith(tag)]  # nothing left behind
 
 
-def test_installed_plugin_metrics_are_found_by_name(plugin: str) -> None:
+def test_installed_plugin_reducers_are_found_by_name(plugin: str) -> None:
     tag = plugin
-    assert f"last_mean_{tag}" in registered_metrics()  # listed before anything is loaded
-    assert f"at_least_{{k}}_{tag}" in registered_metrics()
+    assert f"last_mean_{tag}" in reducer_names()  # listed before anything is loaded
+    assert f"at_least_{{k}}_{tag}" in reducer_names()
 
-    last_mean = get_metric(f"last_mean_{tag}")
+    last_mean = get_reducer(f"last_mean_{tag}")
     assert last_mean.name == f"last_mean_{tag}"
     assert last_mean.compute([[0, 1], [1, 0], []]) == 0.5
 
-    at_least_2 = get_metric(f"at_least_2_{tag}")
+    at_least_2 = get_reducer(f"at_least_2_{tag}")
     assert at_least_2.name == f"at_least_2_{tag}"
     assert at_least_2.compute([[1, 0, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]]) == 2 / 3
-    assert get_metric(f"at_least_3_{tag}").compute([[1, 0, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]]) == 1 / 3
+    assert get_reducer(f"at_least_3_{tag}").compute([[1, 0, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]]) == 1 / 3
 
     result = last_mean.summarize([[0, 1], [1, 0], [1], [0]])  # plugins get uncertainty for free
     assert result.tasks_used == 4 and result.stderr is not None and result.method == "bootstrap"

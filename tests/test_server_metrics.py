@@ -1,5 +1,6 @@
-"""Reward reducers in a server: listed by name (class attribute, `serve(metrics=...)`,
-`serve --metrics`), added to agent_metrics with their uncertainty, key_metrics by pattern."""
+"""Reward reducers in a server: listed by name (class attribute `reducers`, or `metrics` its old
+name; `serve(reducers=...)`, `serve --reducers` / `--metrics`), added to agent_metrics with their
+uncertainty, key_metrics by pattern."""
 
 from __future__ import annotations
 
@@ -21,30 +22,32 @@ from gym_metrics._transport._client import ResourcesClient
 from gym_metrics._transport._server import load_env
 from gym_metrics.aggregate import RolloutColumns
 from gym_metrics.cli import main
-from gym_metrics.errors import NotFoundError
-from gym_metrics.metrics import summarize_metrics
+from gym_metrics.errors import InvalidInputError, NotFoundError
+from gym_metrics.reducers import summarize_reducers
 
 V1 = [[1, 0, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]]
 LISTED = ["mean_reward", "pass_rate", "pass@2", "pass^2", "unbiased_pass@2", "unbiased_pass^2"]
 
 
-class ReducerEnv(SimpleResourcesServer):
-    name = "reducer_env"
-    metrics = LISTED
-
+class RewardOne(SimpleResourcesServer):
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         return BaseVerifyResponse(reward=1.0)
 
 
-class KeyedEnv(ReducerEnv):
-    metrics = ["pass@1", "pass@4", "unbiased_pass@2"]
+class ReducerEnv(RewardOne):
+    name = "reducer_env"
+    reducers = LISTED
+
+
+class KeyedEnv(RewardOne):
+    metrics = ["pass@1", "pass@4", "unbiased_pass@2"]  # the old name of `reducers`
     key_metrics = ["mean/reward", "pass@*"]
 
 
 class CustomEnv(ReducerEnv):
     """Overrides compute_metrics: the listed reducers still come, its keys win a clash."""
 
-    metrics = ["pass@2", "mean_reward"]
+    reducers = ["pass@2", "mean_reward"]
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         return {"pass@2": -1.0, "rows": sum(map(len, tasks))}
@@ -71,7 +74,7 @@ async def test_listed_reducers_go_into_agent_metrics() -> None:
         assert m[f"{name}/tasks_used"] == 3 and m[f"{name}/tasks_dropped"] == 0
         assert m[f"{name}/ci_low_95"] <= m[name] <= m[f"{name}/ci_high_95"]
         assert m[f"{name}/stderr"] > 0
-    assert {k: v for k, v in m.items() if k.split("/")[0] in LISTED} == summarize_metrics(LISTED, V1)
+    assert {k: v for k, v in m.items() if k.split("/")[0] in LISTED} == summarize_reducers(LISTED, V1)
     keys = list(m)
     assert keys.index("mean/reward") < keys.index("mean_reward") < keys.index("num_repeats")
     assert agg.key_metrics == {"mean/reward": 0.5}  # SPEC A8 default unchanged
@@ -125,22 +128,27 @@ async def test_key_metrics_by_name_and_pattern() -> None:
     assert agg.key_metrics["pass@4"] == float(Fraction(2, 3))
 
 
-def test_load_env_metrics_option() -> None:
-    env = load_env(ReducerEnv, metrics=["pass@8", "pass^8", "pass@8"])
-    assert env.metrics == ["pass@8", "pass^8"] and env.server_info()["metrics"] == ["pass@8", "pass^8"]
-    assert ReducerEnv.metrics == LISTED and ReducerEnv().metrics == LISTED  # the class is untouched
-    with pytest.raises(NotFoundError, match="unknown metric 'pass@eight'"):
-        load_env(ReducerEnv, metrics=["pass@1", "pass@eight"])
+def test_load_env_reducers_option() -> None:
+    env = load_env(ReducerEnv, ["pass@8", "pass^8", "pass@8"])
+    assert env.listed_reducers() == ["pass@8", "pass^8"] and env.server_info()["metrics"] == ["pass@8", "pass^8"]
+    assert ReducerEnv.reducers == LISTED and ReducerEnv().listed_reducers() == LISTED  # the class is untouched
+    old = load_env(KeyedEnv, metrics=["pass@8", "pass^8", "pass@8"])  # the option's old name
+    assert old.listed_reducers() == old.metrics == ["pass@8", "pass^8"]
+    assert KeyedEnv().listed_reducers() == ["pass@1", "pass@4", "unbiased_pass@2"]
+    with pytest.raises(NotFoundError, match="unknown reducer 'pass@eight'"):
+        load_env(ReducerEnv, reducers=["pass@1", "pass@eight"])
+    with pytest.raises(InvalidInputError, match="give one of them"):
+        load_env(ReducerEnv, reducers=["pass@1"], metrics=["pass@2"])
 
     class Typo(ReducerEnv):
-        metrics = ["mean_rewrd"]
+        reducers = ["mean_rewrd"]
 
     with pytest.raises(NotFoundError, match="mean_rewrd"):  # a bad class list fails before serving too
         load_env(Typo)
 
 
-async def test_served_over_grpc_with_metrics_option() -> None:
-    running = await start_server(ReducerEnv, ServerConfig(port=0, log_requests=False), metrics=["pass@2", "pass^4"])
+async def test_served_over_grpc_with_reducers_option() -> None:
+    running = await start_server(ReducerEnv, ServerConfig(port=0, log_requests=False), reducers=["pass@2", "pass^4"])
     try:
         async with ResourcesClient(running.address) as client:
             info = await client.server_info()
@@ -203,11 +211,11 @@ async def _serve(*args: str) -> tuple[int | None, str, list[str]]:
             await proc.wait()
 
 
-async def test_cli_serve_metrics_option() -> None:
-    code, _, metrics = await _serve("math_exact", "--metrics", "pass@1", "unbiased_pass^4")
+async def test_cli_serve_reducers_option() -> None:
+    code, _, metrics = await _serve("math_exact", "--reducers", "pass@1", "unbiased_pass^4")
     assert code == 0 and metrics == ["pass@1", "unbiased_pass^4"]
-    code, err, _ = await _serve("math_exact", "--metrics", "pass@1", "bogus")
-    assert code != 0 and "unknown metric 'bogus'" in err and "listening" not in err
+    code, err, _ = await _serve("math_exact", "--metrics", "pass@1", "bogus")  # the old spelling
+    assert code != 0 and "unknown reducer 'bogus'" in err and "listening" not in err
 
 
 async def test_math_exact_first_k_pass_at_k_agrees_with_the_registry() -> None:
@@ -217,5 +225,5 @@ async def test_math_exact_first_k_pass_at_k_agrees_with_the_registry() -> None:
     tasks = [[float(rng.random() < 0.4) for _ in range(rng.randint(1, 8))] for _ in range(50)]
     own = MathExactServer().compute_metrics([[{"_ng_task_index": t, "reward": x} for x in task] for t, task in enumerate(tasks)])
     for k in (1, 2, 4, 8):
-        assert own[f"pass@{k}"] == summarize_metrics([f"pass@{k}"], tasks)[f"pass@{k}"]
-    assert own["pass@1[avg-of-k]"] == pytest.approx(summarize_metrics(["mean_reward"], tasks)["mean_reward"], rel=1e-14)
+        assert own[f"pass@{k}"] == summarize_reducers([f"pass@{k}"], tasks)[f"pass@{k}"]
+    assert own["pass@1[avg-of-k]"] == pytest.approx(summarize_reducers(["mean_reward"], tasks)["mean_reward"], rel=1e-14)

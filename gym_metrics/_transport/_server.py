@@ -28,7 +28,7 @@ from gym_metrics._limits import CallLimits
 from gym_metrics._transport._reflection import enable_reflection
 from gym_metrics._transport._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
-from gym_metrics.metrics import resolve_metrics
+from gym_metrics.reducers import resolve_reducers
 from gym_metrics.registry import resolve_server
 from gym_metrics.server import SimpleResourcesServer
 from gym_metrics.v1 import resources_pb2
@@ -143,11 +143,13 @@ class RunningServer:
         await self.stop(0 if exc_type is not None else None)
 
 
-def load_env(target: EnvTarget, metrics: Sequence[str] | None = None) -> SimpleResourcesServer:
+def load_env(
+    target: EnvTarget, reducers: Sequence[str] | None = None, *, metrics: Sequence[str] | None = None
+) -> SimpleResourcesServer:
     """An environment instance from an instance, a class or a `resolve_server` name.
 
-    `metrics` (reward reducer names) replaces the environment's `metrics` list; every name is
-    checked here, so a typo fails before the server binds.
+    `reducers` (reward reducer names; `metrics` is its old name) replaces the environment's
+    list; every name is checked here, so a typo fails before the server binds.
     """
     if isinstance(target, SimpleResourcesServer):
         env = target
@@ -156,10 +158,20 @@ def load_env(target: EnvTarget, metrics: Sequence[str] | None = None) -> SimpleR
         if not (isinstance(cls, type) and issubclass(cls, SimpleResourcesServer)):
             raise TypeError(f"cannot serve {target!r}: need a SimpleResourcesServer instance, subclass or name")
         env = cls()
-    if metrics is not None:
-        setattr(env, "metrics", list(dict.fromkeys(metrics)))  # shadows the ClassVar on this instance
-    resolve_metrics(env.metrics)
+    names = _reducer_names(reducers, metrics)
+    if names is not None:  # shadows the ClassVars on this instance (both: either may be read)
+        setattr(env, "reducers", names)
+        setattr(env, "metrics", names)
+    resolve_reducers(env.listed_reducers())
     return env
+
+
+def _reducer_names(reducers: Sequence[str] | None, metrics: Sequence[str] | None) -> list[str] | None:
+    """The reducer list given under its name or its old name (`metrics`), duplicates removed."""
+    if reducers is not None and metrics is not None and list(reducers) != list(metrics):
+        raise InvalidInputError("reducers and metrics (its old name) differ: give one of them")
+    names = reducers if reducers is not None else metrics
+    return None if names is None else list(dict.fromkeys(names))
 
 
 def server_options(config: ServerConfig, *, reuse_port: bool = False) -> list[tuple[str, Any]]:
@@ -193,15 +205,16 @@ async def start_server(
     config: ServerConfig | None = None,
     *,
     reuse_port: bool = False,
+    reducers: Sequence[str] | None = None,
     metrics: Sequence[str] | None = None,
 ) -> RunningServer:
     """Build, bind and start a server for `env`; returns once it accepts calls.
 
     `reuse_port` is for worker processes that share one port (see `serve(workers=...)`);
-    `metrics` replaces the environment's reward reducers (see `load_env`).
+    `reducers` (old name `metrics`) replaces the environment's reward reducers (see `load_env`).
     """
     config = config or ServerConfig()
-    env = load_env(env, metrics)
+    env = load_env(env, reducers, metrics=metrics)
     interceptors: list[aio.ServerInterceptor] = []
     if config.log_requests:
         interceptors.append(AccessLogInterceptor())  # outermost: also logs refused calls
@@ -234,12 +247,13 @@ def serve(
     config: ServerConfig | None = None,
     *,
     workers: int = 1,
+    reducers: Sequence[str] | None = None,
     metrics: Sequence[str] | None = None,
     **overrides: Any,
 ) -> None:
     """Serve `target` until SIGTERM or SIGINT, then shut down gracefully. Blocks.
 
-    `metrics` (reward reducer names) replaces the environment's `metrics` list.
+    `reducers` (reward reducer names; `metrics` is its old name) replaces the environment's list.
     `overrides` replace fields of `config` (e.g. `port=0`). Prints
     "... listening on HOST:PORT" to stderr once bound, so a parent process can read the port.
     A second signal cuts the grace period short. With `workers > 1`, that many processes
@@ -255,7 +269,7 @@ def serve(
             "workers > 1 needs a fixed port: the workers share one port through SO_REUSEPORT, "
             "and with port 0 each would get a different random one"
         )
-    env = load_env(target, metrics)  # resolve once, in the parent, so a bad target fails before forking
+    env = load_env(target, reducers, metrics=metrics)  # resolve once, in the parent, so a bad target fails before forking
     _ensure_log_handler()
     if workers == 1:
         asyncio.run(_serve_async(env, config, reuse_port=False, signals=_SHUTDOWN_SIGNALS, label=""))

@@ -1,4 +1,4 @@
-"""`gym-metrics evaluate`: score a JSONL dataset with a row metric, write the SPEC C4 result."""
+"""`gym-metrics evaluate`: score a JSONL dataset with a scorer, write the SPEC C4 result."""
 
 from __future__ import annotations
 
@@ -26,16 +26,15 @@ SHOW = 20
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--metric", metavar="NAME", help="registered row metric, e.g. tool_call_accuracy (optional with --server)"
-    )
+        "--scorer", "--metric", dest="scorer", metavar="NAME",
+        help="registered scorer, e.g. tool_call_accuracy (optional with --server; --metric is NeMo Evaluator's word)",
+    )  # fmt: skip
     p.add_argument(
-        "--metric-config",
-        type=Path,
-        metavar="FILE",
-        help="the metric's options: a JSON object (.yaml if pyyaml is installed)",
-    )
+        "--scorer-config", "--metric-config", dest="scorer_config", type=Path, metavar="FILE",
+        help="the scorer's options: a JSON object (.yaml if pyyaml is installed)",
+    )  # fmt: skip
     p.add_argument("--input", required=True, type=Path, help="JSONL: one row (JSON object) per line")
-    p.add_argument("-o", "--output", type=Path, help="default: <stem>_<metric>_results.json beside the input")
+    p.add_argument("-o", "--output", type=Path, help="default: <stem>_<scorer>_results.json beside the input")
     p.add_argument("--parallelism", type=positive_int, default=16, help="rows scored at once (in-process)")
     p.add_argument("--limit-samples", type=non_negative_int, metavar="N", help="score only the first N rows")
     p.add_argument("--server", metavar="HOST:PORT", help="score through a running environment (rows are verify bodies)")
@@ -43,13 +42,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    if ns.server is None and not ns.metric:
-        raise InvalidInputError("--metric is required (or --server to score through an environment)")
-    if ns.server is not None and ns.metric_config is not None:
+    if ns.server is None and not ns.scorer:
+        raise InvalidInputError("--scorer is required (or --server to score through an environment)")
+    if ns.server is not None and ns.scorer_config is not None:
         raise InvalidInputError(
-            "--metric-config configures in-process metrics; a server's environment is configured where it runs"
+            "--scorer-config configures in-process scorers; a server's environment is configured where it runs"
         )
-    metric = get_scorer(ns.metric, _read_config(ns.metric_config)) if ns.server is None else None
+    scorer = get_scorer(ns.scorer, _read_config(ns.scorer_config)) if ns.server is None else None
     if not ns.input.is_file():
         raise GymMetricsError(f"no such file: {ns.input}")
 
@@ -64,13 +63,13 @@ def run(ns: argparse.Namespace) -> int:
 
     rows = read_rows(ns.input, on_bad_line)
     started = time.perf_counter()
-    if metric is not None:
-        result = evaluate(metric, rows, parallelism=ns.parallelism, limit_samples=ns.limit_samples)
+    if scorer is not None:
+        result = evaluate(scorer, rows, parallelism=ns.parallelism, limit_samples=ns.limit_samples)
     else:
         result = asyncio.run(_remote(ns, rows))
     elapsed = time.perf_counter() - started
 
-    name = ns.metric or result.metric
+    name = ns.scorer or result.metric
     out = ns.output or ns.input.with_name(f"{ns.input.stem}_{_safe(name)}_results.json")
     result.write_json(out)
 
@@ -136,7 +135,7 @@ def _read_config(path: Path | None) -> dict[str, Any] | None:
     if config is None:
         return {}
     if not isinstance(config, dict):
-        raise InvalidInputError(f"{path}: the metric config must be an object, got {type(config).__name__}")
+        raise InvalidInputError(f"{path}: the scorer config must be an object, got {type(config).__name__}")
     return config
 
 

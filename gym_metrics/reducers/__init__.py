@@ -1,17 +1,17 @@
-"""Reward reducers by name (SPEC B): `get_metric("pass@8").summarize(task_rewards)`.
+"""Reward reducers by name (SPEC B): `get_reducer("pass@8").summarize(task_rewards)`.
 
 Built-ins: `mean_reward` (alias `avg`), `pass_rate`, first-k `pass@{k}` / `pass^{k}`, and the
 unbiased estimators `unbiased_pass@{k}` (Chen et al. 2021) / `unbiased_pass^{k}` (tau-bench).
-Add one with `@register_metric("name")`, or from another package through the entry-point
-group `gym_metrics.metrics`.
+Add one with `@register_reducer("name")`, or from another package through the entry-point
+group `gym_metrics.reducers`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gym_metrics.metrics._base import GENERIC_RESAMPLES, MeanOverTasks, Metric, MetricResult
-from gym_metrics.metrics._builtin import (
+from gym_metrics.reducers._base import GENERIC_RESAMPLES, MeanOverTasks, Reducer, ReducerResult
+from gym_metrics.reducers._builtin import (
     Avg,
     MeanReward,
     PassAtK,
@@ -21,18 +21,19 @@ from gym_metrics.metrics._builtin import (
     UnbiasedPassHatK,
     comb_ratio,
 )
-from gym_metrics.metrics._registry import (
+from gym_metrics.reducers._registry import (
     ENTRY_POINT_GROUP,
-    get_metric,
-    register_metric,
-    registered_metrics,
-    resolve_metrics,
+    OLD_ENTRY_POINT_GROUP,
+    get_reducer,
+    register_reducer,
+    reducer_names,
+    resolve_reducers,
 )
-from gym_metrics.metrics._rewards import PASS_THRESHOLD, TaskRewards, TaskRewardsLike
-from gym_metrics.metrics._uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
+from gym_metrics.reducers._rewards import PASS_THRESHOLD, TaskRewards, TaskRewardsLike
+from gym_metrics.reducers._uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
-def summarize_metrics(
+def summarize_reducers(
     names: Iterable[str], task_rewards: TaskRewardsLike, *, seed: int = DEFAULT_SEED
 ) -> dict[str, float | int]:
     """Each named reducer's value and uncertainty keys (`name`, `name/stderr`,
@@ -40,8 +41,8 @@ def summarize_metrics(
     what a server adds to agent_metrics."""
     rewards = TaskRewards.of(task_rewards)
     out: dict[str, float | int] = {}
-    for name, metric in resolve_metrics(names).items():
-        out.update(metric.summarize(rewards, seed=seed).as_metrics(name))
+    for name, reducer in resolve_reducers(names).items():
+        out.update(reducer.summarize(rewards, seed=seed).as_metrics(name))
     return out
 
 
@@ -50,23 +51,24 @@ __all__ = [
     "DEFAULT_SEED",
     "ENTRY_POINT_GROUP",
     "GENERIC_RESAMPLES",
+    "OLD_ENTRY_POINT_GROUP",
     "PASS_THRESHOLD",
     "Avg",
     "MeanOverTasks",
     "MeanReward",
-    "Metric",
-    "MetricResult",
     "PassAtK",
     "PassHatK",
     "PassRate",
+    "Reducer",
+    "ReducerResult",
     "TaskRewards",
     "TaskRewardsLike",
     "UnbiasedPassAtK",
     "UnbiasedPassHatK",
     "comb_ratio",
-    "get_metric",
-    "register_metric",
-    "registered_metrics",
-    "resolve_metrics",
-    "summarize_metrics",
+    "get_reducer",
+    "register_reducer",
+    "reducer_names",
+    "resolve_reducers",
+    "summarize_reducers",
 ]

@@ -8,8 +8,8 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from gym_metrics.metrics._rewards import TaskRewards, TaskRewardsLike
-from gym_metrics.metrics._uncertainty import (
+from gym_metrics.reducers._rewards import TaskRewards, TaskRewardsLike
+from gym_metrics.reducers._uncertainty import (
     CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -20,11 +20,11 @@ from gym_metrics.metrics._uncertainty import (
 )
 
 GENERIC_RESAMPLES = 200
-"""Resamples of the generic bootstrap, which recomputes the metric once per resample."""
+"""Resamples of the generic bootstrap, which recomputes the reducer once per resample."""
 
 
 @dataclass(frozen=True)
-class MetricResult:
+class ReducerResult:
     """A reducer's value with its uncertainty and the tasks behind it."""
 
     name: str
@@ -54,17 +54,17 @@ class MetricResult:
         return out
 
 
-class Metric:
+class Reducer:
     """A reward reducer: `compute(task_rewards)` -> one float, no configuration.
 
     `task_rewards` holds one inner sequence per task, that task's sample rewards in rollout
     order (a TaskRewards, a list of lists or a 2-D array). Subclasses define `compute`;
-    `summarize` adds uncertainty, by default through a bootstrap that recomputes the metric on
+    `summarize` adds uncertainty, by default through a bootstrap that recomputes the reducer on
     resampled tasks (override it, or subclass MeanOverTasks, for a closed form).
     """
 
     name: ClassVar[str] = ""
-    """Registry name; set by @register_metric."""
+    """Registry name; set by @register_reducer."""
     higher_is_better: ClassVar[bool] = True
 
     def compute(self, task_rewards: TaskRewardsLike) -> float:
@@ -72,7 +72,7 @@ class Metric:
 
     def summarize(
         self, task_rewards: TaskRewardsLike, *, seed: int = DEFAULT_SEED, resamples: int | None = None
-    ) -> MetricResult:
+    ) -> ReducerResult:
         """Value, standard error, 95% interval, tasks used and dropped."""
         rewards = TaskRewards.of(task_rewards)
         value = float(self.compute(rewards))
@@ -88,11 +88,11 @@ class Metric:
         return _result(self.name, value, interval, n, 0)
 
     def __repr__(self) -> str:
-        return f"<metric {self.name!r}>"
+        return f"<reducer {self.name!r}>"
 
 
-class MeanOverTasks(Metric):
-    """A metric that is the mean over tasks of one score per task (macro average): define
+class MeanOverTasks(Reducer):
+    """A reducer that is the mean over tasks of one score per task (macro average): define
     `task_scores`; the value, stderr and interval over tasks follow."""
 
     interval: ClassVar[Literal["t", "wilson", "bootstrap"]] = "t"
@@ -108,7 +108,7 @@ class MeanOverTasks(Metric):
 
     def summarize(
         self, task_rewards: TaskRewardsLike, *, seed: int = DEFAULT_SEED, resamples: int | None = None
-    ) -> MetricResult:
+    ) -> ReducerResult:
         rewards = TaskRewards.of(task_rewards)
         scores, used = self.task_scores(rewards)
         x = scores[used]
@@ -126,6 +126,6 @@ def _mean(x: np.ndarray) -> float:
     return float(x.mean()) if len(x) else 0.0
 
 
-def _result(name: str, value: float, interval: Interval, used: int, dropped: int) -> MetricResult:
-    return MetricResult(name, value, interval.stderr, interval.ci_low, interval.ci_high, used, dropped, interval.method)
+def _result(name: str, value: float, interval: Interval, used: int, dropped: int) -> ReducerResult:
+    return ReducerResult(name, value, interval.stderr, interval.ci_low, interval.ci_high, used, dropped, interval.method)
 

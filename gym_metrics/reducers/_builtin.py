@@ -14,13 +14,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from gym_metrics.metrics._base import MeanOverTasks, Metric, MetricResult, _result
-from gym_metrics.metrics._registry import register_metric
-from gym_metrics.metrics._rewards import TaskRewards, TaskRewardsLike
-from gym_metrics.metrics._uncertainty import DEFAULT_SEED, wilson
+from gym_metrics.reducers._base import MeanOverTasks, Reducer, ReducerResult, _result
+from gym_metrics.reducers._registry import register_reducer
+from gym_metrics.reducers._rewards import TaskRewards, TaskRewardsLike
+from gym_metrics.reducers._uncertainty import DEFAULT_SEED, wilson
 
 
-@register_metric("mean_reward")
+@register_reducer("mean_reward")
 class MeanReward(MeanOverTasks):
     """Macro mean: each non-empty task's mean reward, averaged over tasks (so a task with
     many samples weighs no more than one with few). Interval: Student t over tasks."""
@@ -34,13 +34,13 @@ class MeanReward(MeanOverTasks):
         return np.divide(sums, n, out=np.zeros(len(rewards)), where=used), used
 
 
-@register_metric("avg")
+@register_reducer("avg")
 class Avg(MeanReward):
     """Alias of mean_reward."""
 
 
-@register_metric("pass_rate")
-class PassRate(Metric):
+@register_reducer("pass_rate")
+class PassRate(Reducer):
     """Micro rate: passing samples / all samples. Interval: Wilson over samples (which treats
     samples as independent; samples of one task usually are not, so prefer a per-task metric
     for comparisons)."""
@@ -52,7 +52,7 @@ class PassRate(Metric):
 
     def summarize(
         self, task_rewards: TaskRewardsLike, *, seed: int = DEFAULT_SEED, resamples: int | None = None
-    ) -> MetricResult:
+    ) -> ReducerResult:
         rewards = TaskRewards.of(task_rewards)
         total = len(rewards.values)
         passes = int(np.count_nonzero(rewards.passed))
@@ -73,7 +73,7 @@ class _FirstK(MeanOverTasks):
         return rewards.count_per_task(rewards.passed, first=self.k), np.minimum(rewards.lengths, self.k)
 
 
-@register_metric("pass@{k}")
+@register_reducer("pass@{k}")
 class PassAtK(_FirstK):
     """Fraction of tasks where ANY of the first k samples passes."""
 
@@ -82,7 +82,7 @@ class PassAtK(_FirstK):
         return (passes > 0).astype(np.float64), np.ones(len(rewards), bool)
 
 
-@register_metric("pass^{k}")
+@register_reducer("pass^{k}")
 class PassHatK(_FirstK):
     """Fraction of tasks where ALL of the first k samples pass; an empty task fails (never
     `all([])`)."""
@@ -111,7 +111,7 @@ class _Unbiased(MeanOverTasks):
         return out
 
 
-@register_metric("unbiased_pass@{k}")
+@register_reducer("unbiased_pass@{k}")
 class UnbiasedPassAtK(_Unbiased):
     """Chen et al. (2021): per task 1 - C(n-c, k) / C(n, k), the chance that k of its n samples
     drawn without replacement include a pass (c = passing samples)."""
@@ -125,7 +125,7 @@ class UnbiasedPassAtK(_Unbiased):
         return self._scatter(score, used), used
 
 
-@register_metric("unbiased_pass^{k}")
+@register_reducer("unbiased_pass^{k}")
 class UnbiasedPassHatK(_Unbiased):
     """tau-bench: per task C(c, k) / C(n, k), the chance that k of its n samples drawn without
     replacement all pass."""
