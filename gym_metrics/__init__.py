@@ -6,6 +6,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+from gym_metrics._environments import register_server, resolve_server
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, aggregate_file
 from gym_metrics.compare import Comparison, compare_agents
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
@@ -18,7 +19,6 @@ from gym_metrics import evaluate as evaluate
 from gym_metrics import metrics as metrics
 from gym_metrics.evaluation import EvaluationResult
 from gym_metrics.models import AgentRef, BaseVerifyRequest, BaseVerifyResponse
-from gym_metrics.registry import register_server, resolve_server
 from gym_metrics.reducers import Reducer, ReducerResult, get_reducer, register_reducer
 from gym_metrics.scorers import (  # RowMetric & co.: the NeMo Evaluator-style names of the same objects
     RowError,

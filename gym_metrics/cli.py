@@ -173,7 +173,7 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
 def _cmd_serve(ns: argparse.Namespace) -> int:
     from gym_metrics._transport import ServerConfig, serve
     from gym_metrics._limits import CallLimits
-    from gym_metrics.registry import resolve_server
+    from gym_metrics import resolve_server
 
     env_cls = resolve_server(ns.target)  # fail fast with a clear message, before binding
     token_var = ns.auth_token_env or ("GYM_METRICS_AUTH_TOKEN" if os.environ.get("GYM_METRICS_AUTH_TOKEN") else None)
@@ -208,7 +208,7 @@ def _cmd_aggregate(ns: argparse.Namespace) -> int:
 
     compute = keys = columns = None
     if ns.env:
-        from gym_metrics.registry import resolve_server
+        from gym_metrics import resolve_server
 
         env = resolve_server(ns.env)()
         compute = env.compute_metrics if env.wants_rows else None

@@ -227,7 +227,7 @@ def test_metric_by_name_with_config_and_aclose() -> None:
 
 
 def test_bad_arguments() -> None:
-    with pytest.raises(NotFoundError, match="unknown row metric 'nope'"):
+    with pytest.raises(NotFoundError, match="unknown scorer 'nope'"):
         evaluate("nope", [])
     with pytest.raises(InvalidInputError) as info:
         evaluate("tool_call_accuracy", [], config={"strict": False})

@@ -130,7 +130,7 @@ def test_tool_calling_metric_from_the_cli(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--metric", "nope"], "unknown row metric 'nope'"),
+        (["--metric", "nope"], "unknown scorer 'nope'"),
         (["--metric-config", "{config}"], "--scorer is required"),
         (["--scorer-config", "{config}"], "--scorer is required"),
         (["--metric", "tool_call_accuracy", "--metric-config", "{bad_key}"], "config.strict"),

@@ -15,6 +15,7 @@ import scipy.stats
 from gym_metrics.errors import InvalidInputError, NotFoundError
 from gym_metrics.reducers import (
     PASS_THRESHOLD,
+    REDUCERS,
     MeanOverTasks,
     Reducer,
     PassAtK,
@@ -27,7 +28,6 @@ from gym_metrics.reducers import (
     reducer_names,
     summarize_reducers,
 )
-from gym_metrics.reducers import _registry
 
 V1 = [[1, 0, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]]
 BUILTINS = ["mean_reward", "avg", "pass_rate", "pass@1", "pass@2", "pass^2", "unbiased_pass@2", "unbiased_pass^2"]
@@ -36,13 +36,9 @@ BUILTINS = ["mean_reward", "avg", "pass_rate", "pass@1", "pass@2", "pass^2", "un
 @pytest.fixture
 def clean_registry() -> Iterator[None]:
     """Undo registrations made by a test."""
-    metrics, families = dict(_registry._REDUCERS), dict(_registry._FAMILIES)
+    before = REDUCERS.snapshot()
     yield
-    _registry._REDUCERS.clear()
-    _registry._REDUCERS.update(metrics)
-    _registry._FAMILIES.clear()
-    _registry._FAMILIES.update(families)
-    _registry._specialise.cache_clear()
+    REDUCERS.restore(before)
 
 
 def value(name: str, tasks: object) -> float:

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gym_metrics.reducers import ENTRY_POINT_GROUP, OLD_ENTRY_POINT_GROUP, get_reducer, reducer_names
-from gym_metrics.reducers import _registry
+from gym_metrics.reducers import ENTRY_POINT_GROUP, OLD_ENTRY_POINT_GROUP, REDUCERS, get_reducer, reducer_names
 
 PLUGIN = '''
 """A reducer plugin: one plain reducer (under the old base-class name) and one family."""
@@ -78,7 +77,7 @@ version = "0.0.1"
 py-modules = ["{module}"]
 """
     )
-    state = dict(_registry._REDUCERS), dict(_registry._FAMILIES), set(_registry._LOADED_ENTRY_POINTS)
+    before = REDUCERS.snapshot()
     installed = _pip("install", "--no-deps", "--no-build-isolation", "--no-index", "--no-cache-dir", "-q", str(src))
     assert installed.returncode == 0, installed.stdout + installed.stderr
     importlib.invalidate_caches()
@@ -88,13 +87,7 @@ py-modules = ["{module}"]
         removed = _pip("uninstall", "-y", "-q", dist)
         sys.modules.pop(module, None)
         importlib.invalidate_caches()
-        _registry._REDUCERS.clear()
-        _registry._REDUCERS.update(state[0])
-        _registry._FAMILIES.clear()
-        _registry._FAMILIES.update(state[1])
-        _registry._LOADED_ENTRY_POINTS.clear()
-        _registry._LOADED_ENTRY_POINTS.update(state[2])
-        _registry._specialise.cache_clear()
+        REDUCERS.restore(before)
         assert removed.returncode == 0, removed.stdout + removed.stderr
         assert not [n for n in reducer_names() if n.endswith(tag)]  # nothing left behind
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-import gym_metrics.registry as registry
+from gym_metrics._environments import ENVIRONMENTS, resolve_server
 from gym_metrics._transport._client import ResourcesClient
 from gym_metrics.server import SimpleResourcesServer
 
@@ -49,9 +49,10 @@ def run_block(source: str, name: str, patch: pytest.MonkeyPatch) -> types.Module
 
 @pytest.fixture
 def isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    """A copy of the server registry, restored (with sys.modules) after the test."""
-    monkeypatch.setattr(registry, "_SERVERS", dict(registry._SERVERS))
+    """The server registry as it was, restored (with sys.modules) after the test."""
+    before = ENVIRONMENTS.snapshot()
     yield monkeypatch
+    ENVIRONMENTS.restore(before)
 
 
 def example_env(module: types.ModuleType) -> type[SimpleResourcesServer]:
@@ -85,12 +86,15 @@ def test_each_runnable_block_runs(index: int, isolated: pytest.MonkeyPatch) -> N
 
 
 def test_the_example_leaves_no_registration_behind(monkeypatch: pytest.MonkeyPatch) -> None:
-    before = dict(registry._SERVERS)
-    with monkeypatch.context() as patch:
-        patch.setattr(registry, "_SERVERS", dict(registry._SERVERS))
-        module = run_block(env_block(), "readme_env", patch)
-        assert registry.resolve_server("my_math") is example_env(module)
-    assert registry._SERVERS == before and "readme_env" not in sys.modules
+    before = ENVIRONMENTS.snapshot()
+    try:
+        with monkeypatch.context() as patch:
+            module = run_block(env_block(), "readme_env", patch)
+            assert resolve_server("my_math") is example_env(module)
+    finally:
+        ENVIRONMENTS.restore(before)
+    assert ENVIRONMENTS.snapshot() == before and "my_math" not in ENVIRONMENTS.names()
+    assert "readme_env" not in sys.modules
 
 
 def env_block() -> str:

@@ -29,7 +29,7 @@ from gym_metrics._transport._reflection import enable_reflection
 from gym_metrics._transport._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.reducers import resolve_reducers
-from gym_metrics.registry import resolve_server
+from gym_metrics._environments import resolve_server
 from gym_metrics.server import SimpleResourcesServer
 from gym_metrics.v1 import resources_pb2
 

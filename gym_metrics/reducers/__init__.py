@@ -24,6 +24,7 @@ from gym_metrics.reducers._builtin import (
 from gym_metrics.reducers._registry import (
     ENTRY_POINT_GROUP,
     OLD_ENTRY_POINT_GROUP,
+    REDUCERS,
     get_reducer,
     register_reducer,
     reducer_names,
@@ -59,6 +60,7 @@ __all__ = [
     "PassAtK",
     "PassHatK",
     "PassRate",
+    "REDUCERS",
     "Reducer",
     "ReducerResult",
     "TaskRewards",

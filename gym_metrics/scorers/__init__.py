@@ -2,15 +2,25 @@
 
 Each family is a subpackage: `tool_calls` (RAGAS tool call accuracy, NeMo Evaluator's
 tool-calling metric), `judge` (LLM-judge scorers), `remote` (a user's REST endpoint). Find one
-by name with `get_scorer`; add one with `@register_scorer("name")` on a `Scorer` subclass.
+by name with `get_scorer`; add one with `@register_scorer("name")` on a `Scorer` subclass, or
+from another package through the entry-point group `gym_metrics.scorers`.
 The NeMo Evaluator-style names `RowMetric`, `register_row_metric` and `get_row_metric` are the
 same objects.
 """
 
 from __future__ import annotations
 
-from gym_metrics.scorers._base import NoConfig, RowError, Scorer
-from gym_metrics.scorers._registry import ENTRY_POINT_GROUP, get_scorer, register_scorer, scorer_names
+from gym_metrics.scorers._base import (
+    ENTRY_POINT_GROUP,
+    OLD_ENTRY_POINT_GROUP,
+    SCORERS,
+    NoConfig,
+    RowError,
+    Scorer,
+    get_scorer,
+    register_scorer,
+    scorer_names,
+)
 
 RowMetric = Scorer
 register_row_metric = register_scorer
@@ -19,6 +29,8 @@ row_metric_names = scorer_names
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "OLD_ENTRY_POINT_GROUP",
+    "SCORERS",
     "NoConfig",
     "RowError",
     "RowMetric",

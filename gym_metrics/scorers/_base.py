@@ -1,19 +1,22 @@
-"""What a scorer is: one dataset row in, one or more named scores out (NeMo Evaluator's
-"metric" shape).
+"""What a scorer is, and scorers by name: one dataset row in, one or more named scores out
+(NeMo Evaluator's "metric" shape).
 
 A scorer declares its score names and a pydantic config model (what `--scorer-config`
 holds), and implements `score(row)`. A row it cannot score raises RowError naming the field;
-`evaluate` records that on the row and counts it as NaN, and never aborts the run.
+`evaluate` records that on the row and counts it as NaN, and never aborts the run. Scorers are
+found by name in the `gym_metrics.scorers` entry-point group (the built-ins too: see
+pyproject.toml) or registered with `@register_scorer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
 
 import pydantic
 
-from gym_metrics.errors import GymMetricsError
+from gym_metrics._registry import Registry
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
 
 class RowError(GymMetricsError):
@@ -56,3 +59,32 @@ class Scorer:
 
     async def aclose(self) -> None:
         """Release resources (HTTP clients); called once by `evaluate` at the end."""
+
+
+ENTRY_POINT_GROUP = "gym_metrics.scorers"
+OLD_ENTRY_POINT_GROUP = "gym_metrics.row_metrics"
+"""Read too: plugins written when scorers were called row metrics declare this group."""
+SCORERS: Registry[Scorer] = Registry("scorer", Scorer, (ENTRY_POINT_GROUP, OLD_ENTRY_POINT_GROUP), named=True)
+S = TypeVar("S", bound=type[Scorer])
+
+
+def register_scorer(name: str) -> Callable[[S], S]:
+    """Class decorator: make a Scorer usable as `get_scorer(name)` and `evaluate --scorer NAME`."""
+    return SCORERS.register(name)
+
+
+def scorer_names() -> list[str]:
+    """Every name `get_scorer` accepts, plugins included (not loaded)."""
+    return SCORERS.names()
+
+
+def get_scorer(name: str, config: Mapping[str, Any] | None = None) -> Scorer:
+    """An instance of the named scorer with `config` validated by its Config model."""
+    cls = SCORERS.get(name)
+    try:
+        return cls(config)
+    except pydantic.ValidationError as exc:
+        violations = [
+            FieldViolation(".".join(str(p) for p in ("config", *e["loc"])), e["msg"]) for e in exc.errors()
+        ]
+        raise InvalidInputError(f"invalid config for {name!r}", violations) from None

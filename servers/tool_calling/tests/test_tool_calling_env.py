@@ -12,7 +12,7 @@ from gym_metrics_servers.tool_calling import SAMPLE_PATH, ToolCallingServer
 
 from gym_metrics import InvalidInputError
 from gym_metrics.evaluation._remote import score_fields
-from gym_metrics.registry import resolve_server
+from gym_metrics import resolve_server
 
 NAN = float("nan")
 SCORES = (

@@ -1,5 +1,5 @@
-"""Find environments by name: `@register_server`, the `gym_metrics.servers` entry points,
-`module:Class` or `path/to/app.py:Class`."""
+"""Environments by name: `@register_server`, the `gym_metrics.servers` entry points (the
+examples in servers/ too), `module:Class` or `path/to/app.py:Class`."""
 
 from __future__ import annotations
 
@@ -7,44 +7,33 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TypeVar
 
+from gym_metrics._registry import Registry
 from gym_metrics.errors import NotFoundError
 from gym_metrics.server import SimpleResourcesServer
 
 ENTRY_POINT_GROUP = "gym_metrics.servers"
-_SERVERS: dict[str, type[SimpleResourcesServer]] = {}
+ENVIRONMENTS: Registry[SimpleResourcesServer] = Registry("server", SimpleResourcesServer, (ENTRY_POINT_GROUP,))
 S = TypeVar("S", bound=type[SimpleResourcesServer])
 
 
 def register_server(name: str) -> Callable[[S], S]:
     """Class decorator: make an environment servable as `gym-metrics serve NAME`."""
-
-    def deco(cls: S) -> S:
-        if not (isinstance(cls, type) and issubclass(cls, SimpleResourcesServer)):
-            raise TypeError(f"@register_server({name!r}) needs a SimpleResourcesServer subclass, got {cls!r}")
-        _SERVERS[name] = cls
-        return cls
-
-    return deco
+    return ENVIRONMENTS.register(name)
 
 
 def registered_servers() -> list[str]:
     """Every name `resolve_server` accepts without a module path."""
-    names = set(_SERVERS)
-    names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
-    return sorted(names)
+    return ENVIRONMENTS.names()
 
 
 def resolve_server(target: str) -> type[SimpleResourcesServer]:
     """The environment class named by `target` (see module docstring)."""
-    if target in _SERVERS:
-        return _SERVERS[target]
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == target:
-            return _check(ep.load(), target)
+    found = ENVIRONMENTS.find(target)
+    if found is not None:
+        return found
     if ":" not in target:
         _refuse_missing_class(target)
         raise NotFoundError(
