@@ -93,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     col.add_argument("--input", required=True, type=Path, help="JSONL: one task or rollout per line, with agent_ref.name")
     col.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
     col.add_argument("--num-repeats", type=positive_int, metavar="K", help="expand each line into rollouts 0..K-1")
+    col.add_argument("--agent", metavar="NAME", type=_agent_name, help="the agent of lines without an agent_ref")
     col.add_argument("--resume", action="store_true", help="continue an interrupted run: skip rollouts already in --output")
     col.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
     col.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify counts as reward 0")
@@ -119,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     agg.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries (much smaller file)")
     agg.add_argument("--expected-rollouts", type=non_negative_int, default=0, metavar="K", help="rollouts each task should have")
     agg.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
+    agg.add_argument("--agent", metavar="NAME", type=_agent_name, help="the agent of rows without an agent_ref")
     agg.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify (_gm_error) counts as reward 0")
     agg.add_argument("-q", "--quiet", action="store_true", help="print only the output path")
     agg.add_argument("--economics", action="store_true", help="add tokens / wall time / cost per agent (`economics`)")
@@ -203,6 +205,13 @@ def _cmd_serve(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _agent_name(text: str) -> str:
+    """--agent: a non-empty agent name."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must be a non-empty agent name")
+    return text
+
+
 def _cmd_aggregate(ns: argparse.Namespace) -> int:
     from gym_metrics.aggregate import AggregateOptions, aggregate_file
 
@@ -231,6 +240,7 @@ def _cmd_aggregate(ns: argparse.Namespace) -> int:
         column_metrics=columns,
         on_bad_line=ns.on_bad_line,
         extra=extra,
+        default_agent=ns.agent,
     )
     elapsed = time.perf_counter() - started
     for bad in rollouts.bad_lines[:SHOW_VIOLATIONS]:
@@ -337,6 +347,7 @@ def _cmd_collect(ns: argparse.Namespace) -> int:
         max_in_flight=ns.max_in_flight,
         retry=RetryPolicy(max_retries=ns.max_retries),
         connect_timeout=ns.connect_timeout,
+        default_agent=ns.agent,
     )
 
     async def run() -> Any:

@@ -438,6 +438,122 @@ def large_random() -> list[Row]:
     return rows
 
 
+@case
+def reward_types() -> list[Row]:
+    """`reward` of every JSON type: nemo-gym's rollout_infos copy it as the row holds it, its
+    stats count only numbers (a string, null, object or list is left out; a bool counts 0/1)."""
+    absent = object()
+    values: list[Any] = [1.0, "1.0", None, NAN, 1, 0.5, True, False, {"score": 1}, [1, 0], absent, 0, "pass", 0.0, 1]
+    rows = []
+    for t, r in grid(5, 3):
+        i = t * 3 + r
+        fields: Row = {"score": round(0.25 * (i % 5), 2), "steps": i % 4}
+        if values[i] is not absent:
+            fields["reward"] = values[i]
+        rows.append(row("reward_types_agent", t, r, **fields))
+    return rows
+
+
+@case
+def nan_null_ints() -> list[Row]:
+    """ints, bools and floats beside NaN and null: ints stay ints, a NaN or null value leaves the
+    key out of rollout_infos; a huge int is shown exactly."""
+    rng = random.Random(111)
+    rows = []
+    for t, r in grid(5, 4):
+        k = (t * 4 + r) % 6
+        fields: Row = {
+            "reward": float(rng.random() < 0.5),
+            "tokens": rng.randint(1, 900),
+            "ok": rng.random() < 0.5,
+            "ratio": round(rng.random(), 4),
+            # beyond 2**53 (float64 would print ...992); spread out within each task: nemo-gym's
+            # W&B histogram fails on values that barely differ at this magnitude
+            "huge": 2**53 + 1 + r * 10**15 + 2 * t,
+        }
+        if k == 1:
+            fields["tokens"] = NAN
+        elif k == 2:
+            fields["tokens"] = None
+        elif k == 3:
+            fields["ok"] = None
+        elif k == 4:
+            fields["ratio"] = NAN
+            fields["ok"] = NAN
+        rows.append(row("nan_null_agent", t, r, **fields))
+    # Task 5: tokens NaN or null in every rollout (an int field with no value in the task).
+    for r in range(3):
+        rows.append(row("nan_null_agent", 5, r, reward=1.0, tokens=NAN if r % 2 else None, ok=True, ratio=0.5, huge=r * 10**15))
+    return rows
+
+
+@case
+def int_float_mixed() -> list[Row]:
+    """A field written as an int in some rows and a float in others (`4` beside `4.5` and `4.0`):
+    each row's value is shown as the row typed it."""
+    rows = []
+    for t, r in grid(4, 4):
+        i = t * 4 + r
+        reward: Any = [1, 0.5, 0, 1.0][i % 4]
+        steps: Any = [3, 3.5, 4.0, 7][(i + t) % 4]
+        rows.append(row("mixed_agent", t, r, reward=reward, steps=steps, whole=float(i), count=i))
+    return rows
+
+
+@case
+def usage_aalcr_like() -> list[Row]:
+    """Rows shaped like nemo-gym's `aalcr` example rollouts: a top-level `input_tokens` (the
+    documents' size) beside `response.usage.input_tokens` (what the model read). nemo-gym's stats
+    use usage's value, its rollout_infos show the row's own. Also: band fields null but one, a
+    judge object, a bool flag, ints; and a second agent whose usage holds a `reward`."""
+    rng = random.Random(112)
+    bands = ["lt_80k", "80k_100k", "100k_110k", "110k_128k", "128k_plus"]
+    rows = []
+    for t, r in grid(4, 3):
+        doc_tokens = rng.randint(60_000, 140_000)
+        band = bands[min(4, max(0, (doc_tokens - 60_000) // 20_000))]
+        reward = float(rng.random() < 0.6)
+        fields: Row = {
+            "question_id": 80 + t,
+            "document_category": ["Legal", "Finance"][t % 2],
+            "input_tokens": doc_tokens,
+            "input_tokens_band": band,
+            "invalid_judge_response": rng.random() < 0.2,
+            "judge_response": {"verdict": "CORRECT" if reward else "INCORRECT", "usage": {"input_tokens": 900}},
+            "reward": reward,
+            **{f"reward_{b}": (reward if b == band else None) for b in bands},
+        }
+        read = doc_tokens + rng.randint(2_000, 9_000)
+        out = rng.randint(50, 600)
+        usage: Row = {
+            "input_tokens": read if (t, r) != (2, 1) else None,  # usage null: the stats lack it, the info shows the row's
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": out,
+            "output_tokens_details": {"reasoning_tokens": rng.randint(0, 40)},
+            "total_tokens": read + out,
+        }
+        fields["response"] = {"id": f"resp_{t}_{r}", "output": [], "usage": usage}
+        rows.append(row("aalcr_like_agent", t, r, **fields))
+    for t, r in grid(2, 2):
+        usage = {"input_tokens": 10 + t, "reward": 0.25 * (t + r)}
+        rows.append(row("usage_reward_agent", t, r, reward=float(r), input_tokens=5, response={"usage": usage}))
+    return rows
+
+
+@case
+def fully_masked_tasks() -> list[Row]:
+    """Tasks every rollout of which is masked (the first, the last, one between) are dropped from
+    group_level_metrics; a partly masked task stays with its measured rollouts."""
+    rows = []
+    for t, r in grid(6, 3):
+        masked = t in (0, 3, 5) or (t, r) == (2, 0)
+        fields: Row = {"reward": float((t + r) % 2), "n": t + r, "mask_sample": masked}
+        if masked:
+            fields["judge_note"] = 1  # a field only masked rows carry
+        rows.append(row("masking_agent", t, r, **fields))
+    return rows
+
+
 def write(out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -1,43 +1,113 @@
 """Input rows that already carry a reward: copied byte for byte, aggregated from the columns
-read on the way in, with the same bytes as the offline aggregate of the output."""
+read on the way in, with the same bytes as the offline aggregate of the output. And `collect`
+and `aggregate` write the same metrics file for the same rollouts."""
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import Field
 
 from gym_metrics._transport import ServerConfig, start_server
 from gym_metrics._transport._client import ResourcesClient
 from gym_metrics.aggregate import AggregateOptions, Aggregator, aggregate_file, read_rollouts, write_aggregate_metrics
-from gym_metrics.collector import collect_async
+from gym_metrics.collector import CollectOptions, collect_async
 from gym_metrics.errors import InvalidInputError
+from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.server import SimpleResourcesServer
 
 DATA = Path(__file__).parent / "data"
 SCORED = sorted((DATA / "nemo_gym").glob("*.jsonl")) + sorted((DATA / "nemo_gym_extra").glob("*.jsonl"))
+ROLLOUT_FILES = sorted(p for p in DATA.rglob("*.jsonl") if p.with_name(f"{p.stem}_aggregate_metrics.json").exists())
 
 
-async def collect_file(src: Path, out: Path):  # type: ignore[no-untyped-def]
-    server = await start_server(SimpleResourcesServer(), ServerConfig(port=0, log_requests=False))
+class PassThroughRequest(BaseVerifyRequest):
+    responses_create_params: Any = None  # any JSON value: the rows are returned as they came
+    response: Any = None
+
+
+class PassThroughResponse(BaseVerifyResponse):
+    reward: float = math.nan
+    row_json: str = Field(default="", exclude=True)
+
+    def model_dump_json(self, **kwargs: Any) -> str:  # the wire form: the row's own fields
+        return self.row_json
+
+
+class PassThroughEnv(SimpleResourcesServer):
+    """verify returns the row's own fields, whatever they are: a row without a numeric reward
+    comes back unchanged (a reward of any JSON type, or none)."""
+
+    async def verify(self, body: PassThroughRequest) -> PassThroughResponse:
+        row = body.model_dump(exclude_unset=True)
+        reward = row.get("reward")
+        number = isinstance(reward, (int, float)) and not isinstance(reward, bool)
+        return PassThroughResponse(reward=float(reward) if number else math.nan, row_json=json.dumps(row))
+
+
+async def collect_file(src: Path, out: Path, env: SimpleResourcesServer | None = None, **options: Any):  # type: ignore[no-untyped-def]
+    server = await start_server(env or SimpleResourcesServer(), ServerConfig(port=0, log_requests=False))
     try:
         async with ResourcesClient(server.address) as client:
-            return await collect_async(client, src, out)
+            return await collect_async(client, src, out, CollectOptions(**options) if options else None)
     finally:
         await server.stop(0)
+
+
+@pytest.mark.parametrize("src", ROLLOUT_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+async def test_collect_and_aggregate_write_the_same_file(src: Path, tmp_path: Path) -> None:
+    """Every rollout file of tests/data, through both commands' paths: `aggregate` in-process,
+    `collect` through a server (rows without a numeric reward verified by a pass-through
+    environment, so they do not change): the same metrics file, byte for byte."""
+    offline, _, _ = aggregate_file(shutil.copyfile(src, tmp_path / src.name), tmp_path / "offline.json")
+    result = await collect_file(src, tmp_path / "out.jsonl", PassThroughEnv())
+    lines = [x for x in src.read_bytes().splitlines() if x.strip()]
+    assert result.verified + result.passed_through == len(lines) and not result.bad_lines
+    assert result.metrics_path.read_bytes() == offline.read_bytes()
+
+
+async def test_the_pass_through_environment_leaves_rows_as_they_are(tmp_path: Path) -> None:
+    src = DATA / "nemo_gym_extra" / "reward_types.jsonl"
+    result = await collect_file(src, tmp_path / "out.jsonl", PassThroughEnv())
+    assert result.verified == 6  # "1.0", null, an object, a list, "pass", no reward (NaN and bools are numbers)
+    written = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+    given = [json.loads(x) for x in src.read_text().splitlines()]
+    assert all(written[(r["_ng_task_index"], r["_ng_rollout_index"])] == r for r in given if r.get("reward") == r.get("reward"))
+
+
+async def test_a_fully_masked_task_is_dropped_by_collect_too(tmp_path: Path) -> None:
+    """The input names the task, every rollout of it is masked: no group for it (as in NeMo Gym
+    and `aggregate`); a task whose rollouts all failed stays."""
+    src = tmp_path / "in.jsonl"
+    rows = [
+        {"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": 1.0, "mask_sample": t == 1}
+        for t in range(3)
+        for r in range(2)
+    ]
+    rows[4] = {**rows[4], "_gm_error": {"kind": "verify_failed", "message": "x"}}
+    rows[5] = {**rows[5], "_gm_error": {"kind": "verify_failed", "message": "x"}}
+    for r in rows[4:]:
+        del r["reward"]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = await collect_file(src, tmp_path / "out.jsonl", PassThroughEnv())
+    groups = json.loads(result.metrics_path.read_text())[0]["group_level_metrics"]
+    assert [(g["_ng_task_index"], g["num_rollouts"], g["expected_num_rollouts"]) for g in groups] == [(0, 2, 2), (2, 0, 2)]
 
 
 @pytest.mark.parametrize("src", SCORED, ids=lambda p: p.stem)
 async def test_scored_input_aggregates_like_the_offline_command(src: Path, tmp_path: Path) -> None:
     rows = [json.loads(line) for line in src.read_bytes().splitlines() if line.strip()]
-    if not all(isinstance(r.get("reward"), (int, float)) and "_ng_task_index" in r for r in rows):
-        pytest.skip("some rows have no reward (they would be verified) or use alias indices")
+    numeric = all(isinstance(r.get("reward"), (int, float)) for r in rows)
     out = tmp_path / "out.jsonl"
-    result = await collect_file(src, out)
-    assert result.verified == 0 and result.passed_through == len([x for x in src.read_bytes().splitlines() if x.strip()])
-    # the collector expects every task the input names, per agent (fully masked ones too)
+    result = await collect_file(src, out, PassThroughEnv())
+    assert result.passed_through + result.verified == len(rows)
+    assert result.verified == 0 or not numeric
+    # the collector expects every task the input names, per agent (a fully masked one is dropped all the same)
     rollouts = read_rollouts(out)
     offline = []
     for name, cols in rollouts.agents.items():

@@ -6,19 +6,17 @@ scripts/make_nemo_reference.py over the cases scripts/make_conformance_cases.py 
 
 Compared: every number in agent_metrics, key_metrics, each group and each repeat entry, to a
 relative difference of 1e-9 (absolute where one side is 0); the key sets of every dict; the order
-of agents, groups, rollout_infos and repeats. Not compared (deliberate differences, SPEC A "Where
-gym-metrics does better"): `sample` (NeMo Gym sends a placeholder) and NeMo Gym's
-`_ng_environment_server` bookkeeping; our extra per-agent `non_finite_counts` is allowed. A
-value nemo-gym returns as NaN (it copies NaN field values into rollout_infos) matches our `null`:
-JSON has no NaN and we write non-finite numbers as null.
+of agents, groups, rollout_infos and repeats; and in rollout_infos the JSON type of every value
+too (`4` is not `4.0`, `true` is not `1`: nemo-gym copies values as the row typed them). Not
+compared (deliberate differences, SPEC A "Where gym-metrics does better"): `sample` (NeMo Gym
+sends a placeholder) and NeMo Gym's `_ng_environment_server` bookkeeping; our extra per-agent
+`non_finite_counts` / `non_numeric_counts` are allowed.
 
-Two quirks of nemo-gym's `rollout_infos` (RewardProfiler.rollout_info_from_result) are undone
-on the expected side before comparing (`undo_rollout_info_quirks`), because SPEC A4 says what
-rollout_infos hold ("every numeric field; bools as 0/1") and nemo-gym's own stats agree with it:
-- nemo-gym copies `reward` raw: `true` stays `true` (we write 1), `null` stays `null` (a null is not
-  a numeric field: we leave the key out);
-- nemo-gym's stats take a `response.usage` value over a top-level key of the same name (`row |
-  usage`), but its rollout_infos take the top-level one; ours show the value the stats used.
+The references are what nemo-gym's route computes from rows sent as its client sends them (JSON
+through orjson, so a NaN arrives as null: scripts/make_nemo_reference.py). Its rollout_infos
+(RewardProfiler.rollout_info_from_result) are reproduced exactly, quirks included: `reward` as
+the row holds it (`true`, `"1.0"`, `null`), and a row's own top-level number where its
+`response.usage` has the same key (the stats use usage's).
 
 Each case runs twice: as the reader chooses (its columnar fast path when the file allows it)
 and forced through its per-line path; both must match.
@@ -97,7 +95,7 @@ def first_mismatch(expected: Any, actual: Any, path: str = "$", allowed_extra: f
             return None  # NaN has no JSON form: written as null
         return f"{path}: expected NaN (null), got {_fmt(actual)}"
     if _is_number(expected):
-        if not _is_number(actual):
+        if not _is_number(actual) or (".rollout_infos[" in path and type(expected) is not type(actual)):
             return f"{path}: expected {_fmt(expected)}, got {_fmt(actual)}"
         if not numbers_close(float(expected), float(actual)):
             return f"{path}: expected {expected!r}, got {actual!r}"
@@ -117,38 +115,6 @@ def load_json(path: Path) -> Any:
 
 def expected_path(case: Path) -> Path:
     return case.with_name(f"{case.stem}_aggregate_metrics.json")
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float))  # bools included: they count as 0/1
-
-
-def undo_rollout_info_quirks(expected: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The expected file with nemo-gym's two rollout_infos quirks undone (see the module docstring)."""
-    expected = json.loads(json.dumps(expected, allow_nan=True))
-    by_key = {(r["agent_ref"]["name"], r["_ng_task_index"], r["_ng_rollout_index"]): r for r in rows}
-    for agent in expected:
-        name = agent["agent_ref"]["name"]
-        for group in agent.get("group_level_metrics", []):
-            for info in group.get("rollout_infos", []):
-                if isinstance(info.get("reward"), bool):
-                    info["reward"] = int(info["reward"])
-                elif "reward" in info and not _number(info["reward"]):
-                    del info["reward"]
-                row = by_key[(name, info["_ng_task_index"], info["_ng_rollout_index"])]
-                usage = (row.get("response") or {}).get("usage") or {}
-                for key, value in usage.items():
-                    if key.startswith("_") or not _number(row.get(key)):
-                        continue
-                    if _number(value):
-                        info[key] = int(value) if isinstance(value, bool) else value
-                    else:
-                        info.pop(key, None)
-    return expected
-
-
-def load_rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def run_ours(case: Path, tmp_path: Path) -> list[dict[str, Any]]:
@@ -175,7 +141,7 @@ def test_cases_found() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_matches_nemo_gym(case: Path, tmp_path: Path, reader_path: str) -> None:
-    expected = undo_rollout_info_quirks(load_json(expected_path(case)), load_rows(case))
+    expected = load_json(expected_path(case))
     actual = run_ours(case, tmp_path)
     mismatch = compare_files(expected, actual)
     assert mismatch is None, f"{case.parent.name}/{case.name} ({reader_path} reader): {mismatch}"
@@ -201,21 +167,21 @@ def test_index_aliases_match_nemo_gym(tmp_path: Path) -> None:
     assert compare_files(load_json(expected_path(case)), load_json(out)) is None
 
 
-def test_rollout_info_quirks_are_real_and_narrow(tmp_path: Path) -> None:
-    """Without the undo, the quirk cases differ exactly in rollout_infos (and nowhere else)."""
-    for stem, where in [
-        ("bool_reward", ".rollout_infos[0].reward: expected false, got 0"),
-        ("none_reward", ".rollout_infos[1]: key sets differ (missing ['reward'], unexpected [])"),
-        ("usage_clash", ".rollout_infos[0].total_tokens: expected 7, got 111"),
-    ]:
-        case = DATA / "nemo_gym_extra" / f"{stem}.jsonl"
-        raw = load_json(expected_path(case))
-        actual = run_ours(case, tmp_path)
-        assert compare_files(raw, actual) == f"$[0].group_level_metrics[0]{where}"
-        for agent in raw + actual:
-            for group in agent["group_level_metrics"]:
-                del group["rollout_infos"]
-        assert compare_files(raw, actual) is None
+def test_rollout_info_quirks_are_reproduced(tmp_path: Path) -> None:
+    """nemo-gym's rollout_infos quirks, value for value: the raw reward, the top-level number
+    beside a usage one, ints as ints; the stats of the same rows follow SPEC A1."""
+    cases = {
+        "bool_reward": (0, 0, "reward", False),
+        "none_reward": (0, 1, "reward", None),
+        "usage_clash": (0, 0, "total_tokens", 7),
+        "bools_and_ints": (0, 1, "mixed", 9),
+    }
+    for stem, (group, rollout, key, value) in cases.items():
+        actual = run_ours(DATA / "nemo_gym_extra" / f"{stem}.jsonl", tmp_path)
+        info = actual[0]["group_level_metrics"][group]["rollout_infos"][rollout]
+        assert key in info and info[key] == value and type(info[key]) is type(value), (stem, info)
+    usage = run_ours(DATA / "nemo_gym_extra" / "usage_clash.jsonl", tmp_path)[0]
+    assert usage["group_level_metrics"][0]["mean/total_tokens"] == 116.0  # the stats: usage's 111 and 121
 
 
 # --- the comparison itself must be able to fail ------------------------------------------
@@ -294,5 +260,6 @@ def test_number_rules() -> None:
     assert first_mismatch(float("nan"), None) is None
     assert first_mismatch(float("nan"), 0.0) is not None
     assert first_mismatch(1, 1.0) is None
+    assert first_mismatch(1, 1.0, "$.rollout_infos[0].x") is not None  # typed where nemo-gym copies
     assert first_mismatch(1, True) is not None
     assert first_mismatch(None, 0.0) is not None

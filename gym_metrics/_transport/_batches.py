@@ -15,6 +15,7 @@ import orjson
 from gym_metrics.aggregate import NumericField, RolloutColumns, ValueKind
 from gym_metrics.aggregate._columns import (
     ERROR_KINDS,
+    ShownField,
     ROLLOUT_KEY,
     ROLLOUT_KEY_ALIASES,
     TASK_KEY,
@@ -61,9 +62,10 @@ def batch_to_columns(batch: pb.RolloutBatch, batch_no: int, row_offset: int = 0)
     masked = np.array(batch.masked, dtype=bool) if len(batch.masked) else np.zeros(n, dtype=bool)
 
     non_numeric = None
+    shown = None
     if len(batch.columns) == 0 and len(batch.row_json):
         derived = _derive_from_json(batch, where, task_index, rollout_index)
-        fields, non_numeric = derived.fields, derived.non_numeric
+        fields, non_numeric, shown = derived.fields, derived.non_numeric, derived.shown
         if not len(batch.masked):
             masked = derived.masked
     else:
@@ -73,6 +75,8 @@ def batch_to_columns(batch: pb.RolloutBatch, batch_no: int, row_offset: int = 0)
         RowSource(list(batch.row_json)) if len(batch.row_json) else None
     )
     errors = np.array(batch.error_kind, dtype=np.int8) if len(batch.error_kind) else None
+    if len(batch.shown):
+        shown = {name: shown_from_pb(col, n) for name, col in batch.shown.items()}
     return RolloutColumns(
         task_index,
         rollout_index,
@@ -83,6 +87,7 @@ def batch_to_columns(batch: pb.RolloutBatch, batch_no: int, row_offset: int = 0)
         label_name=STREAM_ROW,
         errors=errors if errors is not None and errors.any() else None,
         non_numeric=non_numeric,
+        shown=shown or None,
     )
 
 
@@ -112,6 +117,16 @@ def _check_lengths(batch: pb.RolloutBatch, where: str, n: int) -> None:
                 )
         if col.kind not in _KIND_FROM_PB:
             violations.append(FieldViolation(f"{field}.kind", f"unknown ValueKind {col.kind}"))
+    for name, shown in batch.shown.items():
+        field = f"{where}.shown[{name}]"
+        if len(shown.values) != n:
+            violations.append(FieldViolation(f"{field}.values", f"has {len(shown.values)} values, task_index has {n}"))
+        for part, where_ in (("missing", list(shown.missing)), ("ints", list(shown.ints)), ("json", list(shown.json))):
+            out_of_range = [p for p in where_ if p >= n]
+            if out_of_range:
+                violations.append(
+                    FieldViolation(f"{field}.{part}", f"position {out_of_range[0]} is out of range for a batch of {n} rows")
+                )
     _raise_if(violations, "columns of unequal length or out of range")
 
 
@@ -153,6 +168,7 @@ def _from_rows_only(batch: pb.RolloutBatch, where: str, row_offset: int) -> Roll
         row_labels=np.arange(row_offset, row_offset + n, dtype=np.int64),
         label_name=STREAM_ROW,
         non_numeric=derived.non_numeric,
+        shown=derived.shown,
     )
 
 
@@ -300,7 +316,38 @@ def _batch(cols: RolloutColumns, lo: int, hi: int, batch_id: str) -> pb.RolloutB
         if not present.all():
             col.missing.extend(np.flatnonzero(~present).tolist())
         col.kind = KIND_TO_PB[field.kind]
+    for name, shown in (cols.shown or {}).items():
+        if shown.present[lo:hi].any():
+            shown_to_pb(shown, lo, hi, batch.shown[name])
     return batch
+
+
+def shown_to_pb(shown: ShownField, a: int, b: int, col: pb.ShownColumn) -> None:
+    """Rows a..b of a shown column (see aggregate._shown); positions count from a."""
+    present = shown.present[a:b]
+    col.values.extend(np.where(present, np.nan_to_num(shown.values[a:b]), 0.0).tolist())
+    col.missing.extend(np.flatnonzero(~present).tolist())
+    col.ints.extend(np.flatnonzero(shown.ints[a:b] & present).tolist())
+    if shown.text is not None:
+        text = shown.text[a:b]
+        for i in np.flatnonzero(present).tolist():
+            if text[i] is not None:
+                col.json[i] = text[i].decode()
+
+
+def shown_from_pb(col: pb.ShownColumn, n: int) -> ShownField:
+    values = np.array(col.values, dtype=np.float64)
+    present = np.ones(n, dtype=bool)
+    present[np.array(col.missing, dtype=np.int64)] = False
+    ints = np.zeros(n, dtype=bool)
+    ints[np.array(col.ints, dtype=np.int64)] = True
+    text = None
+    if len(col.json):
+        text = np.full(n, None, dtype=object)
+        for i, t in col.json.items():
+            text[i] = t.encode()
+            values[i] = np.nan
+    return ShownField(values, present, ints, text)
 
 
 def _row_text(raw: Any) -> str:
@@ -315,4 +362,15 @@ def dumps_json(value: Any) -> str:
     return orjson.dumps(value, option=_JSON_OPTS).decode()
 
 
-__all__ = ["KIND_TO_PB", "MAX_BATCH_ROW_BYTES", "STREAM_ROW", "batch_to_columns", "columns_to_batches", "dumps_json", "numeric_field", "pack"]
+__all__ = [
+    "KIND_TO_PB",
+    "MAX_BATCH_ROW_BYTES",
+    "STREAM_ROW",
+    "batch_to_columns",
+    "columns_to_batches",
+    "dumps_json",
+    "numeric_field",
+    "pack",
+    "shown_from_pb",
+    "shown_to_pb",
+]

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from gym_metrics._transport._batches import KIND_TO_PB, dumps_json, numeric_field, pack
+from gym_metrics._transport._batches import KIND_TO_PB, dumps_json, numeric_field, pack, shown_from_pb, shown_to_pb
 from gym_metrics.aggregate import AgentAggregate, GroupTable, NumericField
-from gym_metrics.aggregate._columns import ROLLOUT_KEY
+from gym_metrics.aggregate._columns import ROLLOUT_KEY, concat_shown, shown_of_field
 from gym_metrics.aggregate._engine import GROUP_STATS, RolloutInfoTable
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
@@ -111,7 +111,8 @@ def _part_bounds(
     if custom is not None:
         per_task += np.fromiter(map(len, custom), dtype=np.int64, count=n)
     if groups.rollout_infos is not None and groups.info_starts is not None:
-        per_task += np.diff(groups.info_starts) * (24 + 10 * len(groups.rollout_infos.fields))
+        columns = len(groups.rollout_infos.fields) + 2 * len(groups.rollout_infos.shown)
+        per_task += np.diff(groups.info_starts) * (24 + 10 * columns)
     return pack(per_task, max_bytes)
 
 
@@ -140,10 +141,15 @@ def _concat_groups(tables: list[GroupTable]) -> GroupTable:
             fields[name] = NumericField(
                 np.concatenate([p.values for p in parts]), np.concatenate([p.present for p in parts]), kind
             )
+        shown = {
+            name: concat_shown([i.shown.get(name) or shown_of_field(i.fields.get(name), len(i.task_index)) for i in infos])  # type: ignore[union-attr]
+            for name in sorted({name for i in infos for name in i.shown})  # type: ignore[union-attr]
+        }
         out.rollout_infos = RolloutInfoTable(
             np.concatenate([i.task_index for i in infos]),  # type: ignore[union-attr]
             np.concatenate([i.rollout_index for i in infos]),  # type: ignore[union-attr]
             fields,
+            shown,
         )
         out.info_starts = np.concatenate(([0], np.cumsum(out.num_rollouts))).astype(np.int64)
     return out
@@ -207,6 +213,8 @@ def _groups_to_pb(
             col.values.extend(np.where(present, field.values[a:b], 0.0).tolist())
             col.missing.extend(np.flatnonzero(~present).tolist())
             col.kind = KIND_TO_PB[field.kind]
+        for name, shown in table.shown.items():
+            shown_to_pb(shown, a, b, infos.shown[name])
 
 
 def _groups_from_pb(g: pb.GroupLevelMetrics) -> GroupTable:
@@ -222,10 +230,12 @@ def _groups_from_pb(g: pb.GroupLevelMetrics) -> GroupTable:
     )
     if g.HasField("rollout_infos"):
         infos = g.rollout_infos
+        n_infos = len(infos.task_index)
         groups.rollout_infos = RolloutInfoTable(
             np.array(infos.task_index, dtype=np.int64),
             np.array(infos.rollout_index, dtype=np.int64),
-            {name: numeric_field(infos.values[name], len(infos.task_index)) for name in sorted(infos.values)},
+            {name: numeric_field(infos.values[name], n_infos) for name in sorted(infos.values)},
+            {name: shown_from_pb(infos.shown[name], n_infos) for name in sorted(infos.shown)},
         )
         groups.info_starts = np.concatenate(([0], np.cumsum(num))).astype(np.int64)
     return groups

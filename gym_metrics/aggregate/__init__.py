@@ -34,13 +34,15 @@ def aggregate_file(
     on_bad_line: OnBadLine = "fail",
     extra: Callable[[str, RolloutColumns], Mapping[str, Any]] | None = None,
     column_metrics: ColumnMetrics | None = None,
+    default_agent: str | None = None,
 ) -> tuple[Path, list[AgentAggregate], RolloutFile]:
     """Aggregate a rollouts JSONL in-process and write `<stem>_aggregate_metrics.json`.
 
     `extra(agent_name, columns)` returns sections ({name: JSON-able}) added to each agent's
     entry after `non_finite_counts` (e.g. `economics`): views the engine does not compute.
+    `default_agent` names the rows without an agent_ref (otherwise they are bad lines).
     """
-    rollouts = read_rollouts(rollouts_path, on_bad_line=on_bad_line)
+    rollouts = read_rollouts(rollouts_path, on_bad_line=on_bad_line, default_agent=default_agent)
     results = []
     sections: dict[str, Mapping[str, Any]] = {}
     for name in sorted(rollouts.agents):

@@ -9,7 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from gym_metrics._unique import unique, unique_counts
-from gym_metrics.aggregate._columns import ERROR_KINDS, NumericField, RolloutColumns, take_non_numeric
+from gym_metrics.aggregate._columns import (
+    ERROR_KINDS,
+    NumericField,
+    RolloutColumns,
+    ShownField,
+    take_non_numeric,
+    take_shown,
+)
 
 
 def non_numeric_counts_of(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
@@ -55,6 +62,7 @@ def apply_errors(data: RolloutColumns, as_zero: bool) -> RolloutColumns:
             row_labels=data.row_labels[keep] if data.row_labels is not None else None,
             label_name=data.label_name,
             non_numeric=take_non_numeric(data.non_numeric, keep),
+            shown=take_shown(data.shown, keep),
         )
     reward = data.fields.get("reward", NumericField(np.full(len(data), np.nan), np.zeros(len(data), bool)))
     reward = NumericField(np.where(failed, 0.0, reward.values), reward.present | failed, reward.kind)
@@ -62,6 +70,13 @@ def apply_errors(data: RolloutColumns, as_zero: bool) -> RolloutColumns:
     other = dict(data.non_numeric or {})
     if "reward" in other:  # a failed rollout's reward is the 0.0 set here
         other["reward"] = other["reward"] & ~failed
+    shown = dict(data.shown or {})
+    if "reward" in shown:  # and rollout_infos show that 0.0
+        s = shown["reward"]
+        text = s.text.copy() if s.text is not None else None
+        if text is not None:
+            text[failed] = None
+        shown["reward"] = ShownField(np.where(failed, 0.0, s.values), s.present | failed, s.ints & ~failed, text)
     return RolloutColumns(
         data.task_index,
         data.rollout_index,
@@ -71,6 +86,7 @@ def apply_errors(data: RolloutColumns, as_zero: bool) -> RolloutColumns:
         data.row_labels,
         data.label_name,
         non_numeric=other or None,
+        shown=shown or None,
     )
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -22,50 +21,27 @@ from gym_metrics.aggregate._rowsource import (  # re-exported: importers keep on
     bad_json_reason,
     parse_row,
 )
+from gym_metrics.aggregate._shown import ShownField, concat_shown, take_shown
+from gym_metrics.aggregate._values import (  # re-exported, as above
+    ERROR_KEY,
+    ERROR_KINDS,
+    MASK_KEY,
+    ROLLOUT_KEY,
+    ROLLOUT_KEY_ALIASES,
+    TASK_KEY,
+    TASK_KEY_ALIASES,
+    NumericField,
+    ValueKind,
+    _FieldBuilder,
+    error_code,
+    minimal_row,
+    not_a_field,
+    numeric_items,
+    row_index_value,
+    row_items,
+    shown_of_field,
+)
 from gym_metrics.errors import FieldViolation, InvalidInputError
-
-TASK_KEY = "_ng_task_index"
-ROLLOUT_KEY = "_ng_rollout_index"
-TASK_KEY_ALIASES = (TASK_KEY, "task_index")
-ROLLOUT_KEY_ALIASES = (ROLLOUT_KEY, "rollout_index")
-MASK_KEY = "mask_sample"
-ERROR_KEY = "_gm_error"
-"""Where a rollouts file records that verifying a rollout failed: {"kind": ..., "message": ...}."""
-ERROR_KINDS = ("invalid_request", "verify_failed", "timeout")
-"""Error codes: 0 = verified, i + 1 = ERROR_KINDS[i]."""
-
-
-def error_code(kind: Any) -> int:
-    """Code of an error kind name; an unknown name counts as verify_failed."""
-    return ERROR_KINDS.index(kind) + 1 if kind in ERROR_KINDS else 2
-
-
-class ValueKind(str, Enum):
-    """How a numeric field was typed in the rows; decides how rollout_infos print it."""
-
-    FLOAT = "float"
-    INT = "int"
-    BOOL = "bool"
-
-    @staticmethod
-    def merge(a: ValueKind, b: ValueKind) -> ValueKind:
-        if a is b:
-            return a
-        if ValueKind.FLOAT in (a, b):
-            return ValueKind.FLOAT
-        return ValueKind.INT  # bool with int: both print as integers
-
-
-@dataclass
-class NumericField:
-    """One numeric field: a value per row (NaN where absent) and which rows have it."""
-
-    values: np.ndarray
-    present: np.ndarray
-    kind: ValueKind = ValueKind.FLOAT
-
-    def take(self, idx: np.ndarray) -> NumericField:
-        return NumericField(self.values[idx], self.present[idx], self.kind)
 
 
 @dataclass
@@ -89,6 +65,9 @@ class RolloutColumns:
     Kept for every such key, because whether the key is a numeric field (and so whether the
     value was dropped from its stats and must be counted) is known only once all of the
     agent's rows are in."""
+    shown: dict[str, ShownField] | None = None
+    """Per field whose rollout_infos cannot be read off its stats column: what they show, row
+    by row (see _shown). Usually None."""
 
     def __post_init__(self) -> None:
         n = len(self.task_index)
@@ -129,8 +108,7 @@ class RolloutColumns:
         repeats = np.empty(n, dtype=np.int64)
         masked = np.zeros(n, dtype=bool)
         errors = np.zeros(n, dtype=np.int8)
-        fields: dict[str, NumericField] = {}
-        other: dict[str, np.ndarray] = {}
+        builder = _FieldBuilder(n)
         violations: list[FieldViolation] = []
         for i, row in enumerate(rows):
             label = labels[i] if labels is not None else i
@@ -147,21 +125,10 @@ class RolloutColumns:
             failure = row.get(ERROR_KEY)
             if failure:
                 errors[i] = error_code(failure.get("kind") if isinstance(failure, Mapping) else failure)
-            for key, value, kind in row_items(row):
-                if kind is None:
-                    if key not in other:
-                        other[key] = np.zeros(n, dtype=bool)
-                    other[key][i] = True
-                    continue
-                col = fields.get(key)
-                if col is None:
-                    col = fields[key] = NumericField(np.full(n, np.nan), np.zeros(n, dtype=bool), kind)
-                else:
-                    col.kind = ValueKind.merge(col.kind, kind)
-                col.values[i] = value
-                col.present[i] = True
+            builder.add(i, row)
         if violations:
             raise InvalidInputError("invalid rows", violations)
+        fields, other, shown = builder.finish()
         return cls(
             tasks,
             repeats,
@@ -171,7 +138,15 @@ class RolloutColumns:
             row_labels=np.asarray(labels, dtype=np.int64) if labels is not None else None,
             errors=errors if errors.any() else None,
             non_numeric=other or None,
+            shown=shown or None,
         )
+
+
+def shown_of(cols: RolloutColumns, name: str) -> ShownField:
+    """How rollout_infos show `name` in these rows."""
+    if cols.shown and name in cols.shown:
+        return cols.shown[name]
+    return shown_of_field(cols.fields.get(name), len(cols))
 
 
 def take_non_numeric(other: dict[str, np.ndarray] | None, idx: np.ndarray) -> dict[str, np.ndarray] | None:
@@ -182,76 +157,12 @@ def take_non_numeric(other: dict[str, np.ndarray] | None, idx: np.ndarray) -> di
     return {k: v for k, v in out.items() if v.any()} or None
 
 
-def minimal_row(fields: Mapping[str, NumericField], pos: int, task: int, rollout: int) -> dict[str, Any]:
-    """A row rebuilt from its indices and numeric fields, for when the full row is unknown."""
-    row: dict[str, Any] = {TASK_KEY: task, ROLLOUT_KEY: rollout}
-    for k, col in fields.items():
-        if col.present[pos]:
-            v = float(col.values[pos])
-            row[k] = bool(v) if col.kind is ValueKind.BOOL else int(v) if col.kind is ValueKind.INT and v == v else v
-    return row
-
-
-def row_index_value(row: Mapping[str, Any], aliases: tuple[str, ...]) -> int:
-    """The row's task or rollout index: a non-negative integer under one of `aliases`."""
-    for key in aliases:
-        if key in row and row[key] is not None:
-            value = row[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise InvalidInputError("bad index", [FieldViolation(key, f"must be an integer, got {value!r}")])
-            if isinstance(value, float):
-                if not value.is_integer():
-                    raise InvalidInputError("bad index", [FieldViolation(key, f"must be an integer, got {value!r}")])
-                value = int(value)
-            if value < 0:
-                raise InvalidInputError("bad index", [FieldViolation(key, f"must be >= 0, got {value}")])
-            return value
-    raise InvalidInputError("missing index", [FieldViolation(aliases[0], f"missing (also looked for {aliases[1]!r})")])
-
-
-def numeric_items(row: Mapping[str, Any]) -> Iterable[tuple[str, float, ValueKind]]:
-    """The row's numeric fields (SPEC A1): top-level keys merged with response.usage.
-
-    usage keys win on a clash (as NeMo Gym's `row | usage`); keys starting with `_` and the
-    mask flag are skipped; bool counts as 0/1; nested values never count.
-    """
-    for key, value, kind in row_items(row):
-        if kind is not None:
-            yield key, value, kind
-
-
-def row_items(row: Mapping[str, Any]) -> Iterable[tuple[str, Any, ValueKind | None]]:
-    """Every non-null value under a SPEC A1 name, numeric (with its kind) or not (kind None:
-    a string, object or list, left out of the stats but counted when the key is numeric
-    elsewhere). null is "missing", as in NeMo Gym, and is not yielded."""
-    merged: Mapping[str, Any] = row
-    response = row.get("response")
-    if isinstance(response, Mapping):
-        usage = response.get("usage")
-        if isinstance(usage, Mapping) and usage:
-            merged = {**row, **usage}
-    for key, value in merged.items():
-        if key.startswith("_") or key == MASK_KEY or key in TASK_KEY_ALIASES or key in ROLLOUT_KEY_ALIASES:
-            continue
-        if isinstance(value, bool):
-            yield key, float(value), ValueKind.BOOL
-        elif isinstance(value, int):
-            yield key, float(value), ValueKind.INT
-        elif isinstance(value, float):
-            yield key, value, ValueKind.FLOAT
-        elif value is not None:
-            yield key, value, None
-
-
 def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
     """One batch from many; fields missing from a batch are absent for its rows."""
     if len(batches) == 1:
         return batches[0]
     n = sum(len(b) for b in batches)
-    names: dict[str, ValueKind] = {}
-    for b in batches:
-        for name, col in b.fields.items():
-            names[name] = ValueKind.merge(names[name], col.kind) if name in names else col.kind
+    names, mixed = _merged_kinds(batches)
     fields = {}
     for name, kind in names.items():
         values = np.concatenate([b.fields[name].values if name in b.fields else np.full(len(b), np.nan) for b in batches])
@@ -293,8 +204,34 @@ def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
         errors=errors,
         non_numeric=other,
     )
+    shown_names = sorted(mixed | {k for b in batches for k in b.shown or {}})
+    if shown_names:
+        out.shown = {k: concat_shown([shown_of(b, k) for b in batches]) for k in shown_names}
     assert len(out) == n
     return out
+
+
+def _merged_kinds(batches: Sequence[RolloutColumns]) -> tuple[dict[str, ValueKind], set[str]]:
+    """Each field's kind over the batches whose values say something (finite ones), and the
+    fields typed as ints in some batches and floats in others: each row is shown as it was."""
+    kinds: dict[str, list[ValueKind]] = {}
+    fallback: dict[str, ValueKind] = {}
+    for b in batches:
+        for name, col in b.fields.items():
+            fallback.setdefault(name, col.kind)
+            if (col.present & np.isfinite(col.values)).any():
+                kinds.setdefault(name, []).append(col.kind)
+    merged: dict[str, ValueKind] = {}
+    mixed = set()
+    for name, first in fallback.items():
+        seen = kinds.get(name, [first])
+        kind = seen[0]
+        for other in seen[1:]:
+            kind = ValueKind.merge(kind, other)
+        merged[name] = kind
+        if kind is ValueKind.FLOAT and any(k is not ValueKind.FLOAT for k in seen):
+            mixed.add(name)
+    return merged, mixed
 
 
 __all__ = [
@@ -318,4 +255,12 @@ __all__ = [
     "row_items",
     "take_non_numeric",
     "row_index_value",
+    "ROLLOUT_KEY_ALIASES",
+    "TASK_KEY_ALIASES",
+    "ShownField",
+    "not_a_field",
+    "concat_shown",
+    "shown_of",
+    "shown_of_field",
+    "take_shown",
 ]

@@ -18,8 +18,10 @@ from gym_metrics.aggregate._columns import (
     TASK_KEY,
     NumericField,
     RolloutColumns,
+    ShownField,
     concat,
     take_non_numeric,
+    take_shown,
 )
 from gym_metrics.aggregate._accounting import (
     apply_errors,
@@ -77,6 +79,8 @@ class RolloutInfoTable:
     task_index: np.ndarray
     rollout_index: np.ndarray
     fields: dict[str, NumericField]
+    shown: dict[str, ShownField] = field(default_factory=dict)
+    """Fields whose rollout_infos are not read off `fields` (see _shown): what they show."""
 
 
 @dataclass
@@ -189,6 +193,7 @@ def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
         label_name=data.label_name,
         errors=data.errors[order] if data.errors is not None else None,
         non_numeric=take_non_numeric(data.non_numeric, order),
+        shown=take_shown(data.shown, order),
     )
 
 
@@ -276,7 +281,9 @@ def _aggregate(
     key_metrics.update(errors)
 
     if options.include_rollout_infos:  # also when nothing was measured: every group says []
-        _attach(groups, RolloutInfoTable(m.task_index, m.rollout_index, {k: m.fields[k] for k in names}))
+        table = RolloutInfoTable(m.task_index, m.rollout_index, {k: m.fields[k] for k in names})
+        table.shown = _measured_shown(data, measured_pos)
+        _attach(groups, table)
 
     return AgentAggregate(
         agent_name=agent_name,
@@ -322,7 +329,7 @@ def local_parts(
     table = None
     if infos:
         fields = {k: data.fields[k].take(keep) for k in names}
-        table = RolloutInfoTable(data.task_index[keep], data.rollout_index[keep], fields)
+        table = RolloutInfoTable(data.task_index[keep], data.rollout_index[keep], fields, _measured_shown(data, keep))
     return LocalParts(data.task_index[firsts], rows, table)
 
 
@@ -339,6 +346,11 @@ def _measured(batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> 
     """The rows sorted by key (failed rows handled as the engine does) and the measured ones."""
     data = apply_errors(_sorted_unique(concat(batches)), count_errors_as_zero)
     return data, np.flatnonzero(~data.masked)
+
+
+def _measured_shown(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, ShownField]:
+    """The shown columns (see _shown) of the measured rows, for the fields some of them show."""
+    return {k: v for k, v in (take_shown(data.shown, measured_pos) or {}).items() if v.present.any()}
 
 
 def _attach(groups: GroupTable, table: RolloutInfoTable) -> None:
@@ -369,9 +381,13 @@ def _with_expected_tasks(
     groups: GroupTable, options: AggregateOptions, masked_per_task: dict[int, int], failed_per_task: dict[int, int]
 ) -> GroupTable:
     """Honest expectations: tasks the caller expects, or whose rollouts all failed, appear even
-    with nothing measured; failed rollouts count as missing."""
+    with nothing measured; failed rollouts count as missing. A task every rollout of which was
+    masked does not appear (as in NeMo Gym), expected or not: it was run, and measured nothing."""
     wanted = unique(np.asarray([*options.expected_task_indices, *failed_per_task], dtype=np.int64))
     extra = wanted[~np.isin(wanted, groups.task_index, assume_unique=True)] if len(wanted) else wanted
+    if len(extra) and masked_per_task:
+        fully_masked = np.asarray([t for t in masked_per_task if t not in failed_per_task], dtype=np.int64)
+        extra = extra[~np.isin(extra, fully_masked)]
     if len(extra):
         tasks = np.concatenate([groups.task_index, extra])
         order = np.argsort(tasks, kind="stable")

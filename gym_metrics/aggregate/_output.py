@@ -7,6 +7,7 @@ byte for byte. Non-finite numbers are written as null (JSON has no NaN).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import IO, Any, cast
 import numpy as np
 import orjson
 
-from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, ValueKind
+from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, ShownField, ValueKind
 from gym_metrics.aggregate._engine import AgentAggregate, GroupTable
 
 _CHUNK = 4096
@@ -100,7 +101,7 @@ def iter_group_json(groups: GroupTable) -> Iterator[bytes]:
         if infos is not None:
             yield _GROUP_SEP.join(h + b',"rollout_infos":' + i + b"}" for h, i in zip(heads, infos))
             continue
-        dicts = _rollout_info_dicts(groups, lo, hi) or []
+        dicts = _rollout_info_dicts(groups, lo, hi, fragments=True) or []
         yield _GROUP_SEP.join(h + b',"rollout_infos":' + _dump(d) + b"}" for h, d in zip(heads, dicts))
 
 
@@ -171,30 +172,57 @@ def _entries(groups: GroupTable, lo: int, hi: int, parse_samples: bool = True) -
         yield entry
 
 
-def _rollout_info_dicts(groups: GroupTable, lo: int, hi: int) -> list[list[dict[str, Any]]] | None:
-    """rollout_infos of tasks lo..hi: rollout_id, both indices, every numeric field present;
-    int and bool fields as integers."""
+def _rollout_info_dicts(
+    groups: GroupTable, lo: int, hi: int, fragments: bool = False
+) -> list[list[dict[str, Any]]] | None:
+    """rollout_infos of tasks lo..hi: rollout_id, both indices, then each field the rollout
+    shows (see _shown): finite values, ints and bools as integers; shown columns as they say."""
     table, bounds = groups.rollout_infos, groups.info_starts
     if table is None or bounds is None:
         return None
     a, b = int(bounds[lo]), int(bounds[hi])
     t = table.task_index[a:b].tolist()
     r = table.rollout_index[a:b].tolist()
-    names = list(table.fields)
+    names = sorted(set(table.fields) | set(table.shown))
     columns = []
     for name in names:
+        shown = table.shown.get(name)
+        if shown is not None:
+            columns.append(_shown_values(shown, a, b, fragments))
+            continue
         col = table.fields[name]
         values = col.values[a:b]
-        if col.kind is ValueKind.FLOAT:
-            py = values.tolist()
-        else:
-            finite = np.isfinite(values)
-            py = [int(v) if ok else v for v, ok in zip(values.tolist(), finite.tolist())]
-        columns.append([v if p else _ABSENT for v, p in zip(py, col.present[a:b].tolist())])
+        keep = (col.present[a:b] & np.isfinite(values)).tolist()
+        py = values.tolist() if col.kind is ValueKind.FLOAT else [int(v) if k else v for v, k in zip(values.tolist(), keep)]
+        columns.append([v if k else _ABSENT for v, k in zip(py, keep)])
     keys = ["rollout_id", TASK_KEY, ROLLOUT_KEY, *names]
     ids = [f"{x}:{y}" for x, y in zip(t, r)]
     infos = [{k: v for k, v in zip(keys, vals) if v is not _ABSENT} for vals in zip(ids, t, r, *columns)]
     return [infos[int(bounds[g]) - a : int(bounds[g + 1]) - a] for g in range(lo, hi)]
+
+
+def _shown_values(shown: ShownField, a: int, b: int, fragments: bool) -> list[Any]:
+    """Rows a..b of a shown column as Python values: JSON text parsed (or as orjson fragments,
+    to be written), numbers as ints or floats, _ABSENT where the key is not shown."""
+    present = shown.present[a:b].tolist()
+    ints = shown.ints[a:b].tolist()
+    text = shown.text[a:b].tolist() if shown.text is not None else [None] * (b - a)
+    out: list[Any] = []
+    for v, p, i, x in zip(shown.values[a:b].tolist(), present, ints, text):
+        if not p:
+            out.append(_ABSENT)
+        elif x is not None:
+            out.append(orjson.Fragment(x) if fragments else _parse(x))
+        else:
+            out.append(int(v) if i else v)
+    return out
+
+
+def _parse(text: bytes) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:  # an int beyond 64 bits
+        return json.loads(text)
 
 
 def _tokens(values: np.ndarray) -> list[bytes]:
@@ -209,7 +237,7 @@ def _infos_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
     value is rendered column-wise by orjson and slotted into one bytes template per rollout.
     None when this fast path does not apply (absent or non-finite values)."""
     table, bounds = groups.rollout_infos, groups.info_starts
-    if table is None or bounds is None:
+    if table is None or bounds is None or table.shown:
         return None
     a, b = int(bounds[lo]), int(bounds[hi])
     columns = [_tokens(table.task_index[a:b]), _tokens(table.rollout_index[a:b])]

@@ -59,15 +59,16 @@ CHUNK_BYTES = 16 << 20
 bad line sends only its own chunk down the per-line path."""
 
 
-def read_rollouts(path: str | Path, on_bad_line: OnBadLine = "fail") -> RolloutFile:
-    """Read `path`; with on_bad_line="fail" any bad line raises InvalidInputError naming it."""
+def read_rollouts(path: str | Path, on_bad_line: OnBadLine = "fail", default_agent: str | None = None) -> RolloutFile:
+    """Read `path`; with on_bad_line="fail" any bad line raises InvalidInputError naming it.
+    `default_agent` names the rows without an agent_ref (by default such a row is a bad line)."""
     buf = Path(path).read_bytes()
     starts, ends = _line_bounds(buf)
     lines = BufferRows(buf, starts, ends)
     parts: dict[str, list[RolloutColumns]] = defaultdict(list)
     result = RolloutFile({}, [], 0)
     for lo, hi in _chunk_ranges(starts, CHUNK_BYTES):
-        part = _read_fast(buf, lines, lo, hi) or _read_slow(buf, lines, lo, hi)
+        part = _read_fast(buf, lines, lo, hi, default_agent) or _read_slow(buf, lines, lo, hi, default_agent)
         for name, cols in part.agents.items():
             parts[name].append(cols)
         result.bad_lines += part.bad_lines
@@ -89,16 +90,33 @@ def _line_bounds(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
     byte-order mark opening a line (a file saved by Windows tools, or such files concatenated)
     is left out of the line, so every reader sees the same row."""
     data = np.frombuffer(buf, dtype=np.uint8)
-    newlines = np.flatnonzero(data == 10)
+    newlines = _newlines(data)
     starts = np.concatenate(([0], newlines + 1)).astype(np.int64)
     ends = np.concatenate((newlines, [len(buf)])).astype(np.int64)
     if len(buf) and buf.endswith(b"\n"):  # no phantom empty line after the final newline
         starts, ends = starts[:-1], ends[:-1]
-    if BOM in buf:  # a C-speed search; the per-line check below runs only then
-        idx = np.flatnonzero(ends - starts >= 3)
-        s = starts[idx]
-        starts[idx[(data[s] == 0xEF) & (data[s + 1] == 0xBB) & (data[s + 2] == 0xBF)]] += 3
+    idx = np.flatnonzero(ends - starts >= 3)
+    s = starts[idx]
+    bom = idx[data[s] == 0xEF]  # a BOM's first byte opens few lines (none, usually): check those
+    if len(bom):
+        s = starts[bom]
+        starts[bom[(data[s + 1] == 0xBB) & (data[s + 2] == 0xBF)]] += 3
     return starts, ends
+
+
+def _newlines(data: np.ndarray, step: int = 1 << 22) -> np.ndarray:
+    """Positions of the newline bytes, a few MB at a time: one scratch array that stays in
+    cache, instead of a mask as large as the file (twice as fast on a 200 MB file)."""
+    if len(data) <= step:
+        return np.flatnonzero(data == 10)
+    scratch = np.empty(step, dtype=bool)
+    parts = []
+    for lo in range(0, len(data), step):
+        chunk = data[lo : lo + step]
+        mask = scratch[: len(chunk)]
+        np.equal(chunk, 10, out=mask)
+        parts.append(np.flatnonzero(mask) + lo)
+    return np.concatenate(parts)
 
 
 def _chunk_ranges(starts: np.ndarray, size: int) -> list[tuple[int, int]]:
@@ -110,7 +128,7 @@ def _chunk_ranges(starts: np.ndarray, size: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
-def _read_fast(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> RolloutFile | None:
+def _read_fast(buf: bytes, all_lines: BufferRows, lo: int, hi: int, default_agent: str | None = None) -> RolloutFile | None:
     """Lines lo..hi column-wise; None when that cannot be exact (then they go line by line)."""
     parsed = parse_lines(buf, all_lines, lo, hi)
     if parsed is None:
@@ -118,11 +136,11 @@ def _read_fast(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> RolloutFi
     table, lines = parsed
     if not len(lines):
         return RolloutFile({}, [], 0)
-    agents = columns_from_table(table, all_lines, lines)
+    agents = columns_from_table(table, all_lines, lines, default_agent)
     return RolloutFile(agents, [], table.num_rows) if agents is not None else None
 
 
-def _read_slow(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> RolloutFile:
+def _read_slow(buf: bytes, all_lines: BufferRows, lo: int, hi: int, default_agent: str | None = None) -> RolloutFile:
     """Lines lo..hi one by one: every bad line is named, good lines are kept."""
     starts, ends = all_lines.starts, all_lines.ends
     by_agent: dict[str, list[tuple[int, dict[str, Any], int]]] = defaultdict(list)
@@ -136,12 +154,13 @@ def _read_slow(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> RolloutFi
         except ValueError as exc:
             bad.append(BadLine(line_no, "json", bad_json_reason(exc)))
             continue
-        problem = _row_problem(row)
+        problem = _row_problem(row, default_agent)
         if problem:
             bad.append(BadLine(line_no, *problem))
             continue
         rows_read += 1
-        by_agent[row["agent_ref"]["name"]].append((line_no, row, pos))
+        name = agent_name(row)
+        by_agent[name if name is not None else str(default_agent)].append((line_no, row, pos))
     agents = {}
     for name in sorted(by_agent):
         entries = by_agent[name]
@@ -153,13 +172,37 @@ def _read_slow(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> RolloutFi
     return RolloutFile(agents, bad, rows_read)
 
 
-def _row_problem(row: Any) -> tuple[str, str] | None:
+NO_AGENT = "missing: every rollout must name its agent (`--agent NAME` names the rows that have none)"
+
+
+def agent_name(row: Mapping[str, Any]) -> str | None:
+    """The row's agent_ref.name; None when the row names no agent (no agent_ref, or no name)."""
+    ref = row.get("agent_ref")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) else None
+
+
+def agent_problem(row: Mapping[str, Any], default_agent: str | None) -> str | None:
+    """Why the row's agent is unusable: an agent_ref that is not an object or a name that is
+    not a string, or no agent at all when there is no `default_agent`."""
+    ref = row.get("agent_ref")
+    if ref is not None and not isinstance(ref, Mapping):
+        return f"agent_ref must be an object with a name, got {ref!r}"[:200]
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    if name is not None and not isinstance(name, str):
+        return f"must be a string, got {name!r}"[:200]
+    if name is None and default_agent is None:
+        return NO_AGENT
+    return None
+
+
+def _row_problem(row: Any, default_agent: str | None = None) -> tuple[str, str] | None:
     """(field, reason) when the row cannot be aggregated."""
     if not isinstance(row, Mapping):
         return "row", f"expected a JSON object, got {type(row).__name__}"
-    ref = row.get("agent_ref")
-    if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str):
-        return "agent_ref.name", "missing or not a string (every rollout must name its agent)"
+    problem = agent_problem(row, default_agent)
+    if problem:
+        return "agent_ref.name", problem
     for aliases in (TASK_KEY_ALIASES, ROLLOUT_KEY_ALIASES):
         try:
             row_index_value(row, aliases)

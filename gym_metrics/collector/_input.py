@@ -27,7 +27,7 @@ from gym_metrics.aggregate._columns import (
     parse_row,
     row_index_value,
 )
-from gym_metrics.aggregate._reader import BOM, BadLine, _line_bounds
+from gym_metrics.aggregate._reader import BOM, BadLine, _line_bounds, agent_name, agent_problem
 from gym_metrics.errors import InvalidInputError
 
 
@@ -80,19 +80,22 @@ class ScoredLines:
 CHUNK_BYTES = 16 << 20
 
 
-def read_input(path: Path, num_repeats: int | None) -> Iterator[Rollout | BadLine | ScoredLines]:
+def read_input(
+    path: Path, num_repeats: int | None, default_agent: str | None = None
+) -> Iterator[Rollout | BadLine | ScoredLines]:
     """The input in file order, a chunk of whole lines at a time (memory stays bounded).
 
     Lines that already carry a numeric reward and their `_ng_` indices are recognised
     column-wise and come back as ScoredLines; every other line is parsed on its own. With
     `num_repeats`, an input whose first line already has indices is refused (InvalidInputError).
+    `default_agent` names the lines without an agent_ref (otherwise they are bad lines).
     """
     if num_repeats is not None:
         check_repeats_input(path)
     line_no = 0
     for chunk in _chunks(path, CHUNK_BYTES):
         starts, ends = _line_bounds(chunk)
-        scored = _scored_lines(chunk, starts, ends, line_no) if num_repeats is None else None
+        scored = _scored_lines(chunk, starts, ends, line_no, default_agent) if num_repeats is None else None
         if scored is not None:
             keep, found = scored
             if len(found):
@@ -104,7 +107,7 @@ def read_input(path: Path, num_repeats: int | None) -> Iterator[Rollout | BadLin
             if not raw:
                 continue
             try:
-                yield from _rollouts(raw, line_no + i + 1, num_repeats)
+                yield from _rollouts(raw, line_no + i + 1, num_repeats, default_agent)
             except _Bad as bad:
                 yield BadLine(line_no + i + 1, bad.field, bad.reason)
         line_no += len(starts)
@@ -158,7 +161,7 @@ def _index_kind(keys: list[str]) -> str:
 
 
 def _scored_lines(
-    chunk: bytes, starts: np.ndarray, ends: np.ndarray, line_offset: int
+    chunk: bytes, starts: np.ndarray, ends: np.ndarray, line_offset: int, default_agent: str | None = None
 ) -> tuple[np.ndarray, ScoredLines] | None:
     """Column-wise pass over a chunk: which lines are already scored rollouts with their
     `_ng_` keys (those need no parsing). None when the chunk does not parse column-wise."""
@@ -173,9 +176,9 @@ def _scored_lines(
         return None
     table, lines = parsed
     names = set(table.column_names)
-    if not {"agent_ref", TASK_KEY, ROLLOUT_KEY, "reward"} <= names:
+    if not {TASK_KEY, ROLLOUT_KEY, "reward"} <= names or ("agent_ref" not in names and default_agent is None):
         return None
-    agent = _agent_codes(table.column("agent_ref"))
+    agent = _agent_codes(table.column("agent_ref") if "agent_ref" in names else None, default_agent, table.num_rows)
     reward = _numeric_field(table.column("reward"))
     task, rollout = table.column(TASK_KEY), table.column(ROLLOUT_KEY)
     if agent is None or reward is None or not (pa.types.is_integer(task.type) and pa.types.is_integer(rollout.type)):
@@ -186,7 +189,7 @@ def _scored_lines(
     ok = reward.present & (t >= 0) & (r >= 0) & np.array([bool(a) for a in agents], dtype=bool)[codes]
     keep = np.zeros(len(starts), dtype=bool)
     keep[lines[ok]] = True
-    columns = columns_from_table(table, all_lines, lines) if ok.all() else None
+    columns = columns_from_table(table, all_lines, lines, default_agent) if ok.all() else None
     for cols in (columns or {}).values():
         assert cols.row_labels is not None  # columns_from_table labels every row
         cols.row_labels = cols.row_labels + line_offset
@@ -209,17 +212,20 @@ class _Bad(Exception):
         self.field, self.reason = field, reason
 
 
-def _rollouts(raw: bytes, line_no: int, num_repeats: int | None) -> Iterator[Rollout]:
+def _rollouts(raw: bytes, line_no: int, num_repeats: int | None, default_agent: str | None = None) -> Iterator[Rollout]:
     try:
         row = parse_row(raw)
     except ValueError as exc:
         raise _Bad("json", bad_json_reason(exc)) from None
     if not isinstance(row, dict):
         raise _Bad("row", f"expected a JSON object, got {type(row).__name__}")
-    ref = row.get("agent_ref")
-    if not isinstance(ref, dict) or not isinstance(ref.get("name"), str) or not ref["name"]:
-        raise _Bad("agent_ref.name", "missing or not a string (every line must name its agent)")
-    agent = ref["name"]
+    problem = agent_problem(row, default_agent)
+    if problem:
+        raise _Bad("agent_ref.name", problem)
+    agent = agent_name(row)
+    agent = default_agent if agent is None else agent
+    if not agent:
+        raise _Bad("agent_ref.name", "is empty: every line must name its agent")
     try:
         task = row_index_value(row, TASK_KEY_ALIASES) if _has_any(row, TASK_KEY_ALIASES) else line_no - 1
         given_rollout = row_index_value(row, ROLLOUT_KEY_ALIASES) if _has_any(row, ROLLOUT_KEY_ALIASES) else None

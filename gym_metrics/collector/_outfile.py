@@ -17,13 +17,13 @@ class OutputFile:
     run loses at most the line it was writing, which `open(resume=True)` cuts off. (No fsync:
     surviving a power cut is not worth seconds per million rows here.)"""
 
-    def __init__(self, path: Path, resume: bool) -> None:
+    def __init__(self, path: Path, resume: bool, default_agent: str | None = None) -> None:
         self.path = path
         self.done: set[RolloutKey] = set()
         self.repaired_bytes = 0
         if resume and path.exists():
             self.repaired_bytes = _cut_partial_last_line(path)
-            self.done = _keys_in(path)
+            self.done = _keys_in(path, default_agent)
         elif path.exists() and path.stat().st_size:
             raise GymMetricsError(f"{path} exists and is not empty: pass --resume to continue it, or remove it")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,11 +62,11 @@ def _cut_partial_last_line(path: Path) -> int:
         return size - keep
 
 
-def _keys_in(path: Path) -> set[RolloutKey]:
-    """Every (agent, task, rollout) already written."""
+def _keys_in(path: Path, default_agent: str | None = None) -> set[RolloutKey]:
+    """Every (agent, task, rollout) already written (`default_agent`: of rows without one)."""
     if path.stat().st_size == 0:
         return set()
     done: set[RolloutKey] = set()
-    for agent, cols in read_rollouts(path, on_bad_line="fail").agents.items():
+    for agent, cols in read_rollouts(path, on_bad_line="fail", default_agent=default_agent).agents.items():
         done.update((agent, t, r) for t, r in zip(cols.task_index.tolist(), cols.rollout_index.tolist()))
     return done

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator
@@ -49,6 +50,9 @@ class CollectOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     connect_timeout: float = 5.0
     """Seconds the first connection may take; past it the run fails (not retried)."""
+    default_agent: str | None = None
+    """The agent of input lines without an agent_ref (their output lines stay without one);
+    None: such a line is a bad line."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ async def collect_async(
     log = _logger(progress)
     await client.wait_until_reachable(opts.connect_timeout)
     info = await _retrying(client.server_info, opts.retry, log)
-    out = OutputFile(output_path, opts.resume)
+    out = OutputFile(output_path, opts.resume, opts.default_agent)
     if out.repaired_bytes:
         log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
     progress = progress or Progress(_estimate_total(input_path, opts.num_repeats))
@@ -153,7 +157,7 @@ class _Router:
         self.complete = True
 
     def to_verify(self) -> Iterator[Rollout]:
-        for item in read_input(self.path, self.opts.num_repeats):
+        for item in read_input(self.path, self.opts.num_repeats, self.opts.default_agent):
             if isinstance(item, BadLine):
                 self._bad(item)
                 continue
@@ -206,7 +210,7 @@ class _Router:
         for rollout, outcome in results:
             if outcome.error_kind is None and outcome.response is not None:
                 row = {**rollout.row, **outcome.response}
-                self.progress.add(rollout.agent, outcome.reward)
+                self.progress.add(rollout.agent, outcome.reward if math.isfinite(outcome.reward) else None)
             else:
                 # The server knows only the rollout; the user needs the input line.
                 message = f"input line {rollout.line}: {outcome.error_message}" if rollout.line else outcome.error_message
@@ -257,7 +261,8 @@ async def _aggregate_output(
         by_agent = in_memory
         _reject_duplicate_keys(output_path, by_agent, where="input line")
     else:
-        rollouts = read_rollouts(output_path, on_bad_line="fail") if output_path.stat().st_size else None
+        size = output_path.stat().st_size
+        rollouts = read_rollouts(output_path, on_bad_line="fail", default_agent=opts.default_agent) if size else None
         by_agent = rollouts.agents if rollouts else {}
         _reject_duplicate_keys(output_path, by_agent)
     agents = sorted(set(tasks) | set(by_agent))

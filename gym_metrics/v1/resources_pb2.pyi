@@ -102,7 +102,7 @@ class NumericColumn(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ..., missing: _Optional[_Iterable[int]] = ..., kind: _Optional[_Union[ValueKind, str]] = ...) -> None: ...
 
 class RolloutBatch(_message.Message):
-    __slots__ = ("batch_id", "task_index", "rollout_index", "columns", "masked", "row_json", "error_kind")
+    __slots__ = ("batch_id", "task_index", "rollout_index", "columns", "masked", "row_json", "error_kind", "shown")
     class ColumnsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +110,13 @@ class RolloutBatch(_message.Message):
         key: str
         value: NumericColumn
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[NumericColumn, _Mapping]] = ...) -> None: ...
+    class ShownEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ShownColumn
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ShownColumn, _Mapping]] = ...) -> None: ...
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +124,7 @@ class RolloutBatch(_message.Message):
     MASKED_FIELD_NUMBER: _ClassVar[int]
     ROW_JSON_FIELD_NUMBER: _ClassVar[int]
     ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
+    SHOWN_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     task_index: _containers.RepeatedScalarFieldContainer[int]
     rollout_index: _containers.RepeatedScalarFieldContainer[int]
@@ -124,7 +132,8 @@ class RolloutBatch(_message.Message):
     masked: _containers.RepeatedScalarFieldContainer[bool]
     row_json: _containers.RepeatedScalarFieldContainer[str]
     error_kind: _containers.RepeatedScalarFieldContainer[VerifyErrorKind]
-    def __init__(self, batch_id: _Optional[str] = ..., task_index: _Optional[_Iterable[int]] = ..., rollout_index: _Optional[_Iterable[int]] = ..., columns: _Optional[_Mapping[str, NumericColumn]] = ..., masked: _Optional[_Iterable[bool]] = ..., row_json: _Optional[_Iterable[str]] = ..., error_kind: _Optional[_Iterable[_Union[VerifyErrorKind, str]]] = ...) -> None: ...
+    shown: _containers.MessageMap[str, ShownColumn]
+    def __init__(self, batch_id: _Optional[str] = ..., task_index: _Optional[_Iterable[int]] = ..., rollout_index: _Optional[_Iterable[int]] = ..., columns: _Optional[_Mapping[str, NumericColumn]] = ..., masked: _Optional[_Iterable[bool]] = ..., row_json: _Optional[_Iterable[str]] = ..., error_kind: _Optional[_Iterable[_Union[VerifyErrorKind, str]]] = ..., shown: _Optional[_Mapping[str, ShownColumn]] = ...) -> None: ...
 
 class AggregateOptions(_message.Message):
     __slots__ = ("omit_rollout_infos", "count_errors_as_zero", "omit_samples")
@@ -192,7 +201,7 @@ class GroupLevelMetrics(_message.Message):
     def __init__(self, task_index: _Optional[_Iterable[int]] = ..., stats: _Optional[_Mapping[str, DoubleColumn]] = ..., num_rollouts: _Optional[_Iterable[int]] = ..., expected_num_rollouts: _Optional[_Iterable[int]] = ..., missing_num_rollouts: _Optional[_Iterable[int]] = ..., reward_profile_completion_pct: _Optional[_Iterable[float]] = ..., sample_json: _Optional[_Iterable[str]] = ..., custom_json: _Optional[_Iterable[str]] = ..., rollout_infos: _Optional[_Union[RolloutInfos, _Mapping]] = ...) -> None: ...
 
 class RolloutInfos(_message.Message):
-    __slots__ = ("task_index", "rollout_index", "values")
+    __slots__ = ("task_index", "rollout_index", "values", "shown")
     class ValuesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -200,13 +209,41 @@ class RolloutInfos(_message.Message):
         key: str
         value: NumericColumn
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[NumericColumn, _Mapping]] = ...) -> None: ...
+    class ShownEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ShownColumn
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ShownColumn, _Mapping]] = ...) -> None: ...
     TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_INDEX_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
+    SHOWN_FIELD_NUMBER: _ClassVar[int]
     task_index: _containers.RepeatedScalarFieldContainer[int]
     rollout_index: _containers.RepeatedScalarFieldContainer[int]
     values: _containers.MessageMap[str, NumericColumn]
-    def __init__(self, task_index: _Optional[_Iterable[int]] = ..., rollout_index: _Optional[_Iterable[int]] = ..., values: _Optional[_Mapping[str, NumericColumn]] = ...) -> None: ...
+    shown: _containers.MessageMap[str, ShownColumn]
+    def __init__(self, task_index: _Optional[_Iterable[int]] = ..., rollout_index: _Optional[_Iterable[int]] = ..., values: _Optional[_Mapping[str, NumericColumn]] = ..., shown: _Optional[_Mapping[str, ShownColumn]] = ...) -> None: ...
+
+class ShownColumn(_message.Message):
+    __slots__ = ("values", "missing", "ints", "json")
+    class JsonEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: str
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    INTS_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    missing: _containers.RepeatedScalarFieldContainer[int]
+    ints: _containers.RepeatedScalarFieldContainer[int]
+    json: _containers.ScalarMap[int, str]
+    def __init__(self, values: _Optional[_Iterable[float]] = ..., missing: _Optional[_Iterable[int]] = ..., ints: _Optional[_Iterable[int]] = ..., json: _Optional[_Mapping[int, str]] = ...) -> None: ...
 
 class RepeatLevelMetrics(_message.Message):
     __slots__ = ("rollout_index", "sample_count", "missing_count", "stats")
