@@ -8,17 +8,16 @@ on the same tasks.
 Rows used: unmasked, verified (no `_gm_error`) rows with a finite reward. Common tasks are those
 where both agents have at least one such row; tasks only one agent has are reported, not used.
 
-Metrics computed here, vectorised over resamples (SPEC B): `mean_reward` / `avg` (macro mean of
-each task's mean), `pass_rate` (micro: passing samples / samples), `pass@k` and `pass^k`
-(first k samples by rollout index; a sample passes at reward >= 1.0). Any other name is looked
-up in the metric registry (`gym_metrics.reducers.get_reducer`) when it is installed and computed
-on every resample in Python, which costs `resamples` calls of the metric.
+Any reward reducer can be compared (`gym_metrics.reducers`: mean_reward / avg, pass_rate,
+pass@k, pass^k, unbiased_pass@k, unbiased_pass^k, or a registered plugin), with the reducers'
+own definitions. One with a per-task form (`Reducer.task_terms`: every built-in and every
+MeanOverTasks) is resampled in numpy, all resamples at once; any other is recomputed on each
+resample in Python, which costs `resamples` calls of it.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,11 +27,9 @@ import numpy as np
 from gym_metrics.aggregate._columns import RolloutColumns
 from gym_metrics.aggregate._reader import OnBadLine, RolloutFile, read_rollouts
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError
+from gym_metrics.reducers import Reducer, TaskRewards, get_reducer
 
-PASS_THRESHOLD = 1.0
 CONFIDENCE = 0.95
-NATIVE_METRICS = ("mean_reward", "avg", "pass_rate", "pass@k", "pass^k")
-_FIRST_K = re.compile(r"^pass([@^])([1-9][0-9]*)$")
 _MAX_DRAW = 4_000_000
 """Bootstrap indices drawn per chunk (resamples x tasks): bounds memory at ~50 MB. The cost is
 about 1 ms per resample per 100k common tasks."""
@@ -91,36 +88,12 @@ class Comparison:
         return "\n".join(lines)
 
 
-@dataclass
-class TaskRewards:
-    """One agent's measured rewards grouped by task: task i's rewards, in rollout order, are
-    values[starts[i]:starts[i + 1]]."""
-
-    tasks: np.ndarray
-    starts: np.ndarray
-    values: np.ndarray
-
-    @property
-    def counts(self) -> np.ndarray:
-        return np.diff(self.starts)
-
-    def take(self, positions: np.ndarray) -> TaskRewards:
-        """The tasks at `positions`, in that order."""
-        counts = self.counts[positions]
-        starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        offsets = np.arange(int(starts[-1]), dtype=np.int64) - np.repeat(starts[:-1], counts)
-        rows = np.repeat(self.starts[:-1][positions], counts) + offsets
-        return TaskRewards(self.tasks[positions], starts, self.values[rows])
-
-    def as_lists(self) -> list[list[float]]:
-        return [chunk.tolist() for chunk in np.split(self.values, self.starts[1:-1])]
-
-
-def task_rewards(cols: RolloutColumns, field: str = "reward") -> TaskRewards:
-    """Measured rewards of one agent grouped by task (masked, failed and absent rows skipped)."""
+def task_rewards(cols: RolloutColumns, field: str = "reward") -> tuple[np.ndarray, TaskRewards]:
+    """Measured rewards of one agent grouped by task, in rollout order (masked, failed and
+    absent rows skipped): (the tasks' indices, ascending; their rewards, one task each)."""
     col = cols.fields.get(field)
     if col is None:
-        return TaskRewards(np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0))
+        return np.zeros(0, np.int64), TaskRewards(np.zeros(0), np.zeros(1, np.int64))
     keep = col.present & np.isfinite(col.values) & ~cols.masked
     if cols.errors is not None:
         keep &= cols.errors == 0
@@ -132,7 +105,7 @@ def task_rewards(cols: RolloutColumns, field: str = "reward") -> TaskRewards:
         key = f"{int(t[dup[0]])}:{int(r[dup[0]])}"
         raise InvalidInputError("duplicate rollout", [FieldViolation("rollout_id", f"{key} appears more than once")])
     first = np.flatnonzero(np.concatenate(([True], t[1:] != t[:-1]))) if len(t) else np.zeros(0, np.int64)
-    return TaskRewards(t[first], np.append(first, len(t)).astype(np.int64), v)
+    return t[first], TaskRewards(v, np.append(first, len(t)))
 
 
 def compare_agents(
@@ -154,21 +127,23 @@ def compare_agents(
     for name in (agent_a, agent_b):
         if name not in agents:
             raise NotFoundError(f"unknown agent {name!r}; agents{where}: {', '.join(sorted(agents)) or '(none)'}")
-    a, b = task_rewards(agents[agent_a], field), task_rewards(agents[agent_b], field)
-    common = np.intersect1d(a.tasks, b.tasks, assume_unique=True)
+    (tasks_a, a), (tasks_b, b) = task_rewards(agents[agent_a], field), task_rewards(agents[agent_b], field)
+    common = np.intersect1d(tasks_a, tasks_b, assume_unique=True)
     if common.size < 2:
         raise InvalidInputError(
             f"agents {agent_a!r} and {agent_b!r} share {common.size} task(s) with a measured {field!r}; "
             "a paired comparison needs at least 2"
         )
-    a_common = a.take(np.searchsorted(a.tasks, common))
-    b_common = b.take(np.searchsorted(b.tasks, common))
+    a_common = a.take(np.searchsorted(tasks_a, common))
+    b_common = b.take(np.searchsorted(tasks_b, common))
     rng = np.random.default_rng(seed)
-    reducer = _native(metric)
-    if reducer is not None:
-        (va, vb), diffs = _bootstrap_native(reducer, a_common, b_common, resamples, rng)
+    reducer = get_reducer(metric)
+    va, vb = float(reducer.compute(a_common)), float(reducer.compute(b_common))
+    terms_a, terms_b = reducer.task_terms(a_common), reducer.task_terms(b_common)
+    if terms_a is not None and terms_b is not None:
+        diffs = _paired_terms(terms_a, terms_b, resamples, rng)
     else:
-        (va, vb), diffs = _bootstrap_registry(metric, a_common, b_common, resamples, rng)
+        diffs = _paired_recompute(reducer, a_common, b_common, resamples, rng)
     tail = 100 * (1 - CONFIDENCE) / 2
     low, high = np.percentile(diffs, [tail, 100 - tail])
     return Comparison(
@@ -182,8 +157,8 @@ def compare_agents(
         ci_high=float(high),
         standard_error=float(diffs.std(ddof=1)) if diffs.size > 1 else 0.0,
         common_tasks=int(common.size),
-        only_a_tasks=tuple(np.setdiff1d(a.tasks, common, assume_unique=True).tolist()),
-        only_b_tasks=tuple(np.setdiff1d(b.tasks, common, assume_unique=True).tolist()),
+        only_a_tasks=tuple(np.setdiff1d(tasks_a, common, assume_unique=True).tolist()),
+        only_b_tasks=tuple(np.setdiff1d(tasks_b, common, assume_unique=True).tolist()),
         resamples=resamples,
         seed=seed,
     )
@@ -199,75 +174,44 @@ def _agents(
     return source
 
 
-Reducer = Callable[["TaskRewards"], tuple[np.ndarray, np.ndarray]]
-"""(numerator, weight) per task; the metric of a set of tasks is
-sum(numerator) / sum(weight), so a resample is two gathers and two sums."""
+Terms = tuple[np.ndarray, np.ndarray]
+"""A reducer's (numerator, weight) per task (`Reducer.task_terms`)."""
 
 
-def _native(metric: str) -> Reducer | None:
-    if metric in ("mean_reward", "avg"):
-        return lambda tr: (np.add.reduceat(tr.values, tr.starts[:-1]) / tr.counts, np.ones(len(tr.tasks)))
-    if metric == "pass_rate":
-        return lambda tr: (
-            np.add.reduceat(tr.values >= PASS_THRESHOLD, tr.starts[:-1]).astype(float),
-            tr.counts.astype(float),
-        )
-    m = _FIRST_K.match(metric)
-    if m is None:
-        return None
-    k, every = int(m.group(2)), m.group(1) == "^"
-
-    def first_k(tr: TaskRewards) -> tuple[np.ndarray, np.ndarray]:
-        position = np.arange(len(tr.values)) - np.repeat(tr.starts[:-1], tr.counts)
-        passed = np.add.reduceat((tr.values >= PASS_THRESHOLD) & (position < k), tr.starts[:-1])
-        hit = passed == np.minimum(tr.counts, k) if every else passed > 0
-        return hit.astype(float), np.ones(len(tr.tasks))
-
-    return first_k
-
-
-def _bootstrap_native(
-    reducer: Reducer, a: TaskRewards, b: TaskRewards, resamples: int, rng: np.random.Generator
-) -> tuple[tuple[float, float], np.ndarray]:
-    (na, wa), (nb, wb) = reducer(a), reducer(b)
+def _paired_terms(a: Terms, b: Terms, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """The bootstrap differences from per-task terms: a resample is two gathers and two sums
+    per agent (one gather and a mean when every task weighs the same)."""
+    (na, wa), (nb, wb) = a, b
     n = len(na)
-    equal = bool((wa == wa[0]).all() and (wb == wb[0]).all())
-    per_task = na / wa[0] - nb / wb[0]  # with equal weights a resample is one gather and one mean
+    equal = bool((wa == wa[0]).all() and (wb == wb[0]).all() and wa[0] > 0 and wb[0] > 0)
+    per_task = na / wa[0] - nb / wb[0] if equal else None
     diffs = np.empty(resamples)
     step = max(1, _MAX_DRAW // n)
     for lo in range(0, resamples, step):
         idx = rng.integers(0, n, size=(min(step, resamples - lo), n), dtype=np.int32)
-        if equal:
+        if per_task is not None:
             diffs[lo : lo + len(idx)] = per_task[idx].mean(1)
         else:
-            diffs[lo : lo + len(idx)] = na[idx].sum(1) / wa[idx].sum(1) - nb[idx].sum(1) / wb[idx].sum(1)
-    return (float(na.sum() / wa.sum()), float(nb.sum() / wb.sum())), diffs
+            diffs[lo : lo + len(idx)] = _ratio(na[idx].sum(1), wa[idx].sum(1)) - _ratio(nb[idx].sum(1), wb[idx].sum(1))
+    return diffs
 
 
-def _bootstrap_registry(
-    metric: str, a: TaskRewards, b: TaskRewards, resamples: int, rng: np.random.Generator
-) -> tuple[tuple[float, float], np.ndarray]:
-    """Any registered metric: computed on each resample's task lists (Python per resample)."""
-    try:
-        from gym_metrics.reducers import get_reducer
-    except ImportError:
-        raise NotFoundError(
-            f"metric {metric!r}: compare computes {', '.join(NATIVE_METRICS)} itself, and the metric "
-            "registry (gym_metrics.reducers) is not installed for anything else"
-        ) from None
-    try:
-        reducer = get_reducer(metric)
-    except GymMetricsError:
-        raise
-    except (KeyError, ValueError, LookupError) as exc:
-        raise NotFoundError(str(exc)) from None
-    la, lb = a.as_lists(), b.as_lists()
-    n = len(la)
+def _ratio(numerator: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """numerator / weight, 0.0 where the weight is 0 (a resample with no task that counts)."""
+    ratio: np.ndarray = np.divide(numerator, weight, out=np.zeros(len(weight)), where=weight > 0)
+    return ratio
+
+
+def _paired_recompute(
+    reducer: Reducer, a: TaskRewards, b: TaskRewards, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """A reducer without per-task terms: recomputed on each resample's tasks (Python per resample)."""
+    n = len(a)
     diffs = np.empty(resamples)
     for i in range(resamples):
-        idx = rng.integers(0, n, size=n).tolist()
-        diffs[i] = float(reducer.compute([la[j] for j in idx])) - float(reducer.compute([lb[j] for j in idx]))
-    return (float(reducer.compute(la)), float(reducer.compute(lb))), diffs
+        idx = rng.integers(0, n, size=n)
+        diffs[i] = float(reducer.compute(a.take(idx))) - float(reducer.compute(b.take(idx)))
+    return diffs
 
 
-__all__ = ["NATIVE_METRICS", "Comparison", "TaskRewards", "compare_agents", "task_rewards"]
+__all__ = ["Comparison", "compare_agents", "task_rewards"]

@@ -12,7 +12,8 @@ total; it is never taken as zero, so a total is "over the rollouts that reported
 Keys (all prefixed `economics/`):
 
 - `rollouts`, `tasks`: rollouts and distinct tasks counted.
-- `passing_tasks`: tasks with at least one unmasked, verified rollout whose `reward` >= 1.0.
+- `passing_tasks`: tasks with at least one unmasked, verified rollout whose `reward` passes
+  (>= PASS_THRESHOLD, 1.0: the reducers' definition).
 - per field `<f>`: `<f>/rollouts` and `<f>/missing_rollouts` (always, for the token fields and
   for any wall-time or cost field some rollout has), and, when at least one rollout has it,
   `<f>/mean`, `<f>/p50`, `<f>/p90` (per rollout; numpy's linear interpolation) and `<f>/total`.
@@ -28,6 +29,7 @@ import numpy as np
 
 from gym_metrics._unique import count_distinct
 from gym_metrics.aggregate._columns import NumericField, RolloutColumns, ValueKind
+from gym_metrics.reducers import passes
 
 PREFIX = "economics/"
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "total_tokens")
@@ -36,7 +38,6 @@ WALL_TIME_FIELDS = ("latency_s", "wall_time_s", "duration_s", "elapsed_s")
 """Reported when some rollout has them."""
 COST_FIELDS = ("cost_usd", "cost")
 """Reported when some rollout has them; the first present one gives cost_per_passing_task."""
-PASS_THRESHOLD = 1.0
 REWARD_FIELD = "reward"
 
 
@@ -81,11 +82,11 @@ def field_summary(name: str, col: NumericField | None, n: int) -> dict[str, floa
 
 
 def passing_tasks(cols: RolloutColumns, reward_field: str = REWARD_FIELD) -> int:
-    """Tasks with at least one measured reward >= PASS_THRESHOLD (masked and failed rows skipped)."""
+    """Tasks with at least one measured reward that passes (masked and failed rows skipped)."""
     reward = cols.fields.get(reward_field)
     if reward is None:
         return 0
-    ok = _valid(reward) & ~cols.masked & (reward.values >= PASS_THRESHOLD)
+    ok = _valid(reward) & ~cols.masked & passes(reward.values)
     if cols.errors is not None:
         ok &= cols.errors == 0
     return count_distinct(cols.task_index[ok])

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import gym_metrics.compare as compare_mod
 from gym_metrics.aggregate import RolloutColumns
 from gym_metrics.compare import compare_agents, task_rewards
 from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
+from gym_metrics.reducers import REDUCERS, Reducer, TaskRewardsLike, get_reducer, register_reducer
 
 
 def rows_of(agent: str, tasks: Sequence[Sequence[float]], first_task: int = 0, **extra: Any) -> list[dict[str, Any]]:
@@ -53,12 +53,8 @@ def test_point_estimate_is_exact(metric: str, va: float, vb: float) -> None:
     assert c.common_tasks == 4 and c.only_a_tasks == () and c.only_b_tasks == ()
 
 
-def test_native_metrics_match_the_registry_when_installed() -> None:
-    try:
-        from gym_metrics.reducers import get_reducer
-    except ImportError:
-        pytest.skip("metric registry not installed")
-    for name in ("mean_reward", "pass_rate", "pass@1", "pass@2", "pass^2"):
+def test_values_are_the_reducers_values() -> None:
+    for name in ("mean_reward", "pass_rate", "pass@1", "pass@2", "pass^2", "unbiased_pass@2", "unbiased_pass^2"):
         c = compare_agents(agents(a=A, b=B), "a", "b", metric=name, resamples=10)
         assert c.value_a == pytest.approx(get_reducer(name).compute(A)), name
         assert c.value_b == pytest.approx(get_reducer(name).compute(B)), name
@@ -133,40 +129,37 @@ def test_only_common_measured_tasks_are_used() -> None:
 
 
 def test_task_rewards_groups_by_task_in_rollout_order() -> None:
-    rows = rows_of("a", [[0.25, 0.5], [1.0]])
-    tr = task_rewards(RolloutColumns.from_rows(rows[::-1]))
-    assert tr.tasks.tolist() == [0, 1] and tr.as_lists() == [[0.25, 0.5], [1.0]]
-    assert tr.take(np.array([1, 0, 1])).as_lists() == [[1.0], [0.25, 0.5], [1.0]]
+    rows = rows_of("a", [[0.25, 0.5], [1.0]], first_task=3)
+    tasks, tr = task_rewards(RolloutColumns.from_rows(rows[::-1]))
+    assert tasks.tolist() == [3, 4] and [t.tolist() for t in tr] == [[0.25, 0.5], [1.0]]
+    assert [t.tolist() for t in tr.take(np.array([1, 0, 1]))] == [[1.0], [0.25, 0.5], [1.0]]
 
 
-def test_errors_unknown_agent_few_common_tasks_bad_metric(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_errors_unknown_agent_few_common_tasks_bad_metric() -> None:
     data = agents(a=A, b=B, c=[[1]])
     with pytest.raises(NotFoundError, match="unknown agent 'z'; agents: a, b, c"):
         compare_agents(data, "a", "z")
     with pytest.raises(InvalidInputError, match="share 1 task"):
         compare_agents(data, "a", "c")
-    with pytest.raises(GymMetricsError):
-        compare_agents(data, "a", "b", metric="no_such_metric", resamples=10)
-    monkeypatch.setitem(sys.modules, "gym_metrics.reducers", None)  # registry not installed
-    with pytest.raises(NotFoundError, match="registry"):
+    with pytest.raises(NotFoundError, match="unknown reducer 'no_such_metric'; known: .*mean_reward"):
         compare_agents(data, "a", "b", metric="no_such_metric", resamples=10)
 
 
-def test_other_metrics_come_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    class BestOf:
-        name = "best_of"
+@pytest.fixture
+def best_of() -> Iterator[None]:
+    """A registered reducer without per-task terms: recomputed on every resample."""
+    before = REDUCERS.snapshot()
 
-        def compute(self, task_rewards: Sequence[Sequence[float]]) -> float:
+    @register_reducer("best_of")
+    class BestOf(Reducer):
+        def compute(self, task_rewards: TaskRewardsLike) -> float:
             return float(np.mean([max(t) for t in task_rewards]))
 
-    def get_reducer(name: str) -> Any:
-        if name != "best_of":
-            raise NotFoundError(f"unknown metric {name!r}; known: best_of")
-        return BestOf()
+    yield
+    REDUCERS.restore(before)
 
-    fake = types.ModuleType("gym_metrics.reducers")
-    fake.get_reducer = get_reducer
-    monkeypatch.setitem(sys.modules, "gym_metrics.reducers", fake)
+
+def test_other_reducers_are_recomputed_per_resample(best_of: None) -> None:
     data = typical()
     c = compare_agents(data, "a", "b", metric="best_of", resamples=300, seed=5)
     assert c.difference == pytest.approx(
@@ -174,8 +167,16 @@ def test_other_metrics_come_from_the_registry(monkeypatch: pytest.MonkeyPatch) -
     )
     assert c == compare_agents(data, "a", "b", metric="best_of", resamples=300, seed=5)
     assert c.ci_low <= c.difference <= c.ci_high
-    with pytest.raises(NotFoundError, match="known: best_of"):
+    with pytest.raises(NotFoundError, match="known: .*best_of"):
         compare_agents(data, "a", "b", metric="nope", resamples=10)
+
+
+def test_a_resample_where_no_task_counts_is_zero() -> None:
+    """unbiased_pass@3 uses tasks with 3+ samples: some resamples draw none of them."""
+    data = agents(a=[[1, 1, 1], [1], [0], [1]], b=[[0, 0, 0], [0], [1], [0]])
+    c = compare_agents(data, "a", "b", metric="unbiased_pass@3", resamples=400, seed=1)
+    assert (c.value_a, c.value_b, c.difference) == (1.0, 0.0, 1.0)
+    assert c.ci_low == 0.0 and c.ci_high == 1.0  # (3/4)^4 of the resamples hold no task with 3 samples
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -226,6 +226,32 @@ def test_matrix_fast_path_equals_ragged_path() -> None:
         assert a.tolist() == b[:-1].tolist(), name
 
 
+@pytest.mark.parametrize("name", [*BUILTINS, "pass@5", "pass^5", "unbiased_pass@5", "unbiased_pass^5"])
+def test_task_terms_give_the_value_of_any_resample(name: str) -> None:
+    """sum(numerator) / sum(weight) over a multiset of tasks is the reducer's value on those
+    tasks: what compare's vectorised paired bootstrap relies on."""
+    rng = np.random.default_rng(2)
+    tasks = TaskRewards.of([rng.choice([0.0, 0.5, 1.0], size=rng.integers(0, 9)).tolist() for _ in range(80)])
+    reducer = get_reducer(name)
+    terms = reducer.task_terms(tasks)
+    assert terms is not None
+    numerator, weight = terms
+    for _ in range(20):
+        idx = rng.integers(0, len(tasks), len(tasks))
+        total = weight[idx].sum()
+        ratio = numerator[idx].sum() / total if total else 0.0
+        assert ratio == pytest.approx(reducer.compute(tasks.take(idx)), rel=1e-12, abs=1e-15), name
+
+
+def test_a_plain_reducer_has_no_task_terms(clean_registry: None) -> None:
+    @register_reducer("first_reward")
+    class FirstReward(Reducer):
+        def compute(self, task_rewards: Sequence[Sequence[float]]) -> float:
+            return float(task_rewards[0][0])
+
+    assert get_reducer("first_reward").task_terms(TaskRewards.of(V1)) is None
+
+
 def test_unbiased_is_stable_for_large_n() -> None:
     """Factorials overflow a float at 171; the product form does not."""
     n, c, k = 1000, 3, 100

@@ -30,7 +30,7 @@ from gym_metrics.reducers._registry import (
     reducer_names,
     resolve_reducers,
 )
-from gym_metrics.reducers._rewards import PASS_THRESHOLD, TaskRewards, TaskRewardsLike
+from gym_metrics.reducers._rewards import PASS_THRESHOLD, TaskRewards, TaskRewardsLike, passes
 from gym_metrics.reducers._uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
@@ -69,6 +69,7 @@ __all__ = [
     "UnbiasedPassHatK",
     "comb_ratio",
     "get_reducer",
+    "passes",
     "register_reducer",
     "reducer_names",
     "resolve_reducers",

@@ -60,7 +60,9 @@ class Reducer:
     `task_rewards` holds one inner sequence per task, that task's sample rewards in rollout
     order (a TaskRewards, a list of lists or a 2-D array). Subclasses define `compute`;
     `summarize` adds uncertainty, by default through a bootstrap that recomputes the reducer on
-    resampled tasks (override it, or subclass MeanOverTasks, for a closed form).
+    resampled tasks (override it, or subclass MeanOverTasks, for a closed form). A reducer that is
+    a ratio of per-task sums also defines `task_terms`, which lets a bootstrap (compare's paired
+    one) resample tasks in numpy instead of calling `compute` once per resample.
     """
 
     name: ClassVar[str] = ""
@@ -69,6 +71,13 @@ class Reducer:
 
     def compute(self, task_rewards: TaskRewardsLike) -> float:
         raise NotImplementedError(f"{type(self).__name__} must implement compute()")
+
+    def task_terms(self, rewards: TaskRewards) -> tuple[np.ndarray, np.ndarray] | None:
+        """The vectorised per-task form, when the value has one: (numerator, weight) per task,
+        float64, such that the value over any multiset of these tasks (a bootstrap resample) is
+        sum(numerator) / sum(weight), 0.0 when the weights sum to 0. None (the default): the
+        value must be recomputed with `compute` on each resample."""
+        return None
 
     def summarize(
         self, task_rewards: TaskRewardsLike, *, seed: int = DEFAULT_SEED, resamples: int | None = None
@@ -105,6 +114,11 @@ class MeanOverTasks(Reducer):
     def compute(self, task_rewards: TaskRewardsLike) -> float:
         scores, used = self.task_scores(TaskRewards.of(task_rewards))
         return _mean(scores[used])
+
+    def task_terms(self, rewards: TaskRewards) -> tuple[np.ndarray, np.ndarray]:
+        """(the task's score where it counts, else 0; 1 where it counts, else 0)."""
+        scores, used = self.task_scores(rewards)
+        return np.where(used, scores, 0.0), used.astype(np.float64)
 
     def summarize(
         self, task_rewards: TaskRewardsLike, *, seed: int = DEFAULT_SEED, resamples: int | None = None

@@ -50,6 +50,10 @@ class PassRate(Reducer):
         total = len(rewards.values)
         return int(np.count_nonzero(rewards.passed)) / total if total else 0.0
 
+    def task_terms(self, rewards: TaskRewards) -> tuple[np.ndarray, np.ndarray]:
+        """(passing samples, samples) per task."""
+        return rewards.pass_counts.astype(np.float64), rewards.lengths.astype(np.float64)
+
     def summarize(
         self, task_rewards: TaskRewardsLike, *, seed: int = DEFAULT_SEED, resamples: int | None = None
     ) -> ReducerResult:

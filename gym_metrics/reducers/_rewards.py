@@ -17,7 +17,14 @@ import numpy as np
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 PASS_THRESHOLD = 1.0
-"""A sample passes when its reward is at least this (SPEC B)."""
+"""A sample passes when its reward is at least this (SPEC B); the one definition, used by the
+reducers, compare, economics and the example environments."""
+
+
+def passes(rewards: np.ndarray) -> np.ndarray:
+    """Which rewards pass (at least PASS_THRESHOLD); NaN never does."""
+    passed: np.ndarray = rewards >= PASS_THRESHOLD
+    return passed
 
 
 class TaskRewards(Sequence[np.ndarray]):
@@ -132,7 +139,7 @@ class TaskRewards(Sequence[np.ndarray]):
     @cached_property
     def passed(self) -> np.ndarray:
         """Samples at or above PASS_THRESHOLD."""
-        return self.values >= PASS_THRESHOLD
+        return passes(self.values)
 
     @cached_property
     def pass_counts(self) -> np.ndarray:

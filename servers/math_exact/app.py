@@ -5,15 +5,15 @@
 deterministic normalisation (numbers compared exactly as fractions, text case-insensitively).
 No sympy, no LLM judge: the same text always gets the same reward.
 
-`compute_metrics` adds first-k pass@k and the mean-of-rewards pass@1 per agent and per task;
-`get_key_metrics` picks the headline numbers.
+`compute_metrics` adds first-k pass@k and the mean-of-rewards pass@1 per agent and per task,
+computed by the framework's reward reducers (`pass@{k}`, `mean_reward`); `get_key_metrics`
+picks the headline numbers.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 import functools
+import math
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -23,12 +23,10 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer, register_server
+from gym_metrics.reducers import PASS_THRESHOLD, TaskRewards, get_reducer
 
 SAMPLE_PATH = Path(__file__).with_name("sample.jsonl")
 """The shipped sample: 12 tasks x 4 repeats x 3 agents of unverified rollouts."""
-
-PASS_THRESHOLD = 1.0
-"""A sample passes when its reward is at least this (SPEC B)."""
 
 AVG_OF_K = "pass@1[avg-of-k]"
 """Mean over tasks of each task's mean reward (what NeMo Gym reports as pass@1 averaged over k)."""
@@ -247,6 +245,26 @@ def _reward(row: dict[str, Any]) -> float:
     return math.nan  # missing: neither passes nor counts towards a mean
 
 
+def _position_value(reward: float) -> float:
+    """A reward as first-k pass@k reads it: a missing (NaN) reward still takes its position and
+    does not pass; +inf passes."""
+    if math.isfinite(reward):
+        return reward
+    return 1.0 if reward == math.inf else 0.0
+
+
+def _reduced(name: str, rewards: TaskRewards) -> tuple[float, list[float]]:
+    """The named reducer's value over the tasks, and each task's own score (NaN where the task
+    does not count, e.g. no reward for mean_reward)."""
+    reducer = get_reducer(name)
+    terms = reducer.task_terms(rewards)
+    if terms is None:
+        raise TypeError(f"reducer {name!r} has no per-task scores")
+    numerator, weight = terms
+    per_task = np.divide(numerator, weight, out=np.full(len(weight), np.nan), where=weight > 0)
+    return float(reducer.compute(rewards)), per_task.tolist()
+
+
 def _task_index(task: list[dict[str, Any]], position: int) -> int:
     first = task[0] if task else {}
     value = first.get("_ng_task_index", first.get("task_index", position))
@@ -290,33 +308,18 @@ class MathExactServer(SimpleResourcesServer):
         Per task, the same keys (0/1 for pass@k) go into `per_task_metrics`.
         """
         rewards = [[_reward(row) for row in task] for task in tasks]
-        n_tasks = len(rewards)
-        lengths = np.fromiter((len(r) for r in rewards), dtype=np.int64, count=n_tasks)
-        max_n = int(lengths.max()) if n_tasks else 0
+        max_n = max(map(len, rewards), default=0)
         if max_n == 0:
             return {}
-        matrix = np.full((n_tasks, max_n), np.nan)  # tasks x samples, NaN-padded
-        matrix[np.arange(max_n) < lengths[:, None]] = np.fromiter(
-            itertools.chain.from_iterable(rewards), dtype=np.float64, count=int(lengths.sum())
-        )
-
-        valid = ~np.isnan(matrix)
-        counts = valid.sum(axis=1)
-        sums = np.where(valid, matrix, 0.0).sum(axis=1)
-        scored = counts > 0
-        task_mean = np.divide(sums, counts, out=np.full(n_tasks, np.nan), where=scored)
-        # any_pass[:, j] = some sample among the first j + 1 passed (NaN and padding never pass)
-        passed = np.where(valid, matrix, -np.inf) >= PASS_THRESHOLD
-        any_pass = np.logical_or.accumulate(passed, axis=1)
-
+        # First-k reads positions: a missing reward is a sample that does not pass (+inf passes).
+        samples = TaskRewards.of([[_position_value(x) for x in task] for task in rewards])
         ks = pass_at_k_values(max_n)
         metrics: dict[str, Any] = {}
+        per_task_cols: dict[str, list[float]] = {}
         for k in ks:
-            metrics[f"pass@{k}"] = float(any_pass[:, k - 1].mean())
-        metrics[AVG_OF_K] = float(task_mean[scored].mean()) if scored.any() else 0.0
+            metrics[f"pass@{k}"], per_task_cols[f"pass@{k}"] = _reduced(f"pass@{k}", samples)
+        metrics[AVG_OF_K], means = _reduced("mean_reward", TaskRewards.of(rewards))  # missing rewards left out
 
-        per_task_cols = {f"pass@{k}": any_pass[:, k - 1].astype(np.float64).tolist() for k in ks}
-        means = task_mean.tolist()
         per_task = []
         for i, task in enumerate(tasks):
             entry: dict[str, Any] = {"_ng_task_index": _task_index(task, i)}

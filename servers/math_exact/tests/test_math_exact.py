@@ -311,6 +311,7 @@ def test_compute_metrics_order_partial_and_missing_rewards() -> None:
     # A partial reward never passes; a missing reward neither passes nor enters the mean.
     out = MathExactServer().compute_metrics(_tasks([[0.5, 0.99], [None, 1.0], [None]]))
     assert out["pass@2"] == pytest.approx(1 / 3)
+    assert out["pass@1"] == 0.0  # a missing reward still takes its position among the first k
     assert out[AVG_OF_K] == pytest.approx((0.745 + 1.0) / 2)
     assert AVG_OF_K not in out["per_task_metrics"][2]
     # Booleans count as 0/1; the task index may come as task_index.
