@@ -2,8 +2,8 @@
 
 Fast path (`_arrow`): pyarrow reads the whole file column-wise (1M rows in well under a
 second). Anything the fast path cannot prove it read exactly (a bad line, bytes that are not
-UTF-8, the NaN literal, mixed types in a column, bad indices) sends the chunk down the per-line
-path, which is slower but names every bad line.
+UTF-8, mixed types in a column, an int written beside floats, a reward that is not a number,
+bad indices) sends the chunk down the per-line path, which is slower but names every bad line.
 """
 
 from __future__ import annotations
