@@ -26,7 +26,7 @@ import numpy as np
 
 from gym_metrics.aggregate._columns import RolloutColumns
 from gym_metrics.aggregate._reader import OnBadLine, RolloutFile, read_rollouts
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError
+from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
 from gym_metrics.reducers import Reducer, TaskRewards, get_reducer
 
 CONFIDENCE = 0.95
@@ -94,16 +94,15 @@ def task_rewards(cols: RolloutColumns, field: str = "reward") -> tuple[np.ndarra
     col = cols.fields.get(field)
     if col is None:
         return np.zeros(0, np.int64), TaskRewards(np.zeros(0), np.zeros(1, np.int64))
-    keep = col.present & np.isfinite(col.values) & ~cols.masked
+    order, dup = cols.key_order()
+    if order is None:
+        order = np.arange(len(cols))
+    elif len(dup):
+        raise cols.duplicate_keys_error(order, dup)
+    keep = (col.present & np.isfinite(col.values) & ~cols.masked)[order]
     if cols.errors is not None:
-        keep &= cols.errors == 0
-    t, r, v = cols.task_index[keep], cols.rollout_index[keep], col.values[keep]
-    order = np.lexsort((r, t))
-    t, r, v = t[order], r[order], v[order]
-    dup = np.flatnonzero((t[1:] == t[:-1]) & (r[1:] == r[:-1]))
-    if dup.size:
-        key = f"{int(t[dup[0]])}:{int(r[dup[0]])}"
-        raise InvalidInputError("duplicate rollout", [FieldViolation("rollout_id", f"{key} appears more than once")])
+        keep &= cols.errors[order] == 0
+    t, v = cols.task_index[order][keep], col.values[order][keep]
     first = np.flatnonzero(np.concatenate(([True], t[1:] != t[:-1]))) if len(t) else np.zeros(0, np.int64)
     return t[first], TaskRewards(v, np.append(first, len(t)))
 

@@ -128,6 +128,16 @@ def test_only_common_measured_tasks_are_used() -> None:
     assert "2 task(s) only a has (not used): 0, 3" in c.summary()
 
 
+def test_a_repeated_key_is_refused_as_aggregation_refuses_it() -> None:
+    rows = rows_of("a", [[1, 0], [1]]) + rows_of("a", [[0]], first_task=1, mask_sample=True)  # masked, still a repeat
+    data = {"a": RolloutColumns.from_rows(rows), "b": agents(b=B)["b"]}
+    with pytest.raises(InvalidInputError, match="1 duplicate") as caught:
+        compare_agents(data, "a", "b", resamples=10)
+    assert [str(v) for v in caught.value.violations] == [
+        "(_ng_task_index, _ng_rollout_index): duplicate key (task 1, rollout 0)"
+    ]
+
+
 def test_task_rewards_groups_by_task_in_rollout_order() -> None:
     rows = rows_of("a", [[0.25, 0.5], [1.0]], first_task=3)
     tasks, tr = task_rewards(RolloutColumns.from_rows(rows[::-1]))

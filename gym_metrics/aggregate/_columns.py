@@ -97,6 +97,34 @@ class RolloutColumns:
     def label(self, pos: int) -> int:
         return int(self.row_labels[pos]) if self.row_labels is not None else pos
 
+    def key_order(self) -> tuple[np.ndarray | None, np.ndarray]:
+        """The one duplicate-key check (aggregation, collect and compare use it): (the order
+        sorting the rows by (task, rollout), None when they already ascend strictly; the
+        positions i in that order where the next row repeats row i's key)."""
+        t, r = self.task_index, self.rollout_index
+        if np.all((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (r[1:] > r[:-1]))):
+            return None, np.zeros(0, np.int64)  # files usually are sorted: no copies
+        order = np.lexsort((r, t))
+        t, r = t[order], r[order]
+        return order, np.flatnonzero((t[1:] == t[:-1]) & (r[1:] == r[:-1]))
+
+    def duplicate_keys_error(self, order: np.ndarray, dup: np.ndarray) -> InvalidInputError:
+        """The error for the repeated keys `key_order` found (SPEC A10), naming up to 10 and
+        the rows holding them."""
+        violations = []
+        for i in dup[:10].tolist():
+            a, b = sorted((self.label(int(order[i])), self.label(int(order[i + 1]))))
+            where = f", also at {self.label_name} {a}" if self.row_labels is not None else ""
+            violations.append(
+                FieldViolation(
+                    "(_ng_task_index, _ng_rollout_index)",
+                    f"duplicate key (task {self.task_index[order[i]]}, rollout {self.rollout_index[order[i]]}){where}",
+                    row=b if self.row_labels is not None else None,
+                    row_name=self.label_name,
+                )
+            )
+        return InvalidInputError(f"{len(dup)} duplicate (task, rollout) keys", violations)
+
     @classmethod
     def from_rows(
         cls, rows: Iterable[Mapping[str, Any]], labels: Sequence[int] | None = None, keep_rows: bool = True

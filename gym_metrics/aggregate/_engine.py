@@ -34,7 +34,6 @@ from gym_metrics.aggregate._accounting import (
 from gym_metrics.aggregate._repeats import across_repeats, repeat_level_entries
 from gym_metrics.aggregate._rows import rows_by_task, sample_texts
 from gym_metrics.aggregate._stats import group_starts, grouped_stats
-from gym_metrics.errors import FieldViolation, InvalidInputError
 
 GROUP_STATS = ("mean", "max", "min", "median", "std")
 COVERAGE_KEYS = (
@@ -161,31 +160,15 @@ class Aggregator:
 
 def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
     """Rows sorted by (task, rollout); a repeated key is an error naming it (SPEC A10)."""
-    t, r = data.task_index, data.rollout_index
-    if np.all((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (r[1:] > r[:-1]))):
-        return data  # already strictly ascending (files usually are): no copies
-    order = np.lexsort((data.rollout_index, data.task_index))
-    t = data.task_index[order]
-    r = data.rollout_index[order]
-    dup = np.flatnonzero((t[1:] == t[:-1]) & (r[1:] == r[:-1]))
+    order, dup = data.key_order()
+    if order is None:
+        return data  # already strictly ascending: no copies
     if len(dup):
-        violations = []
-        for i in dup[:10]:
-            a, b = sorted((data.label(int(order[i])), data.label(int(order[i + 1]))))
-            where = f", also at {data.label_name} {a}" if data.row_labels is not None else ""
-            violations.append(
-                FieldViolation(
-                    "(_ng_task_index, _ng_rollout_index)",
-                    f"duplicate key (task {t[i]}, rollout {r[i]}){where}",
-                    row=b if data.row_labels is not None else None,
-                    row_name=data.label_name,
-                )
-            )
-        raise InvalidInputError(f"{len(dup)} duplicate (task, rollout) keys", violations)
+        raise data.duplicate_keys_error(order, dup)
     rows = data.rows
     return RolloutColumns(
-        t,
-        r,
+        data.task_index[order],
+        data.rollout_index[order],
         {k: v.take(order) for k, v in data.fields.items()},
         data.masked[order],
         rows=rows.take(order) if rows is not None else None,

@@ -317,14 +317,16 @@ def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns],
     output lines, rather than as a bare INVALID_ARGUMENT from the server about stream rows."""
     violations = []
     for agent, cols in agents.items():
-        order = np.lexsort((cols.rollout_index, cols.task_index))
-        t, r = cols.task_index[order], cols.rollout_index[order]
-        for i in np.flatnonzero((t[1:] == t[:-1]) & (r[1:] == r[:-1]))[:10].tolist():
+        order, dup = cols.key_order()
+        if order is None:
+            continue  # sorted, so no key repeats
+        for i in dup[:10].tolist():
             first, second = sorted((cols.label(int(order[i])), cols.label(int(order[i + 1]))))
+            t, r = cols.task_index[order[i]], cols.rollout_index[order[i]]
             violations.append(
                 FieldViolation(
                     "(agent_ref.name, _ng_task_index, _ng_rollout_index)",
-                    f"({agent!r}, {t[i]}, {r[i]}) again (first at {where} {first}): the input repeats this rollout",
+                    f"({agent!r}, {t}, {r}) again (first at {where} {first}): the input repeats this rollout",
                     second,
                     row_name=where,
                 )
