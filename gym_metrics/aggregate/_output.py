@@ -7,7 +7,6 @@ byte for byte. Non-finite numbers are written as null (JSON has no NaN).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import IO, Any, cast
 import numpy as np
 import orjson
 
+from gym_metrics._json import loads
 from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, ShownField, ValueKind
 from gym_metrics.aggregate._engine import AgentAggregate, GroupTable
 
@@ -161,7 +161,7 @@ def _entries(groups: GroupTable, lo: int, hi: int, parse_samples: bool = True) -
             entry.update((k, v) for k, v in zip(stat_keys, stats_py[j]) if not math.isnan(v))
         sample: Any = groups.samples[lo + j]
         if isinstance(sample, bytes):
-            sample = orjson.loads(sample) if parse_samples else orjson.Fragment(sample)
+            sample = loads(sample) if parse_samples else orjson.Fragment(sample)
         entry["sample"] = sample
         entry["num_rollouts"] = num[j]
         entry["expected_num_rollouts"] = expected[j]
@@ -212,17 +212,10 @@ def _shown_values(shown: ShownField, a: int, b: int, fragments: bool) -> list[An
         if not p:
             out.append(_ABSENT)
         elif x is not None:
-            out.append(orjson.Fragment(x) if fragments else _parse(x))
+            out.append(orjson.Fragment(x) if fragments else loads(x))
         else:
             out.append(int(v) if i else v)
     return out
-
-
-def _parse(text: bytes) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:  # an int beyond 64 bits
-        return json.loads(text)
 
 
 def _tokens(values: np.ndarray) -> list[bytes]:

@@ -9,23 +9,18 @@ from typing import Any
 import numpy as np
 import orjson
 
+from gym_metrics._json import loads, orjson_exact
 from gym_metrics._unique import unique
 
 
 def parse_row(raw: Any) -> dict[str, Any]:
-    """A row from a dict or JSON text; the stdlib fallback reads the NaN / Infinity literals
-    that Python writers emit. Raises ValueError (UnicodeDecodeError for bytes not UTF-8)."""
+    """A row from a dict or JSON text, read as Python's json reads it (gym_metrics._json: the
+    NaN / Infinity literals Python writers emit, integers beyond 64 bits exact). Raises
+    ValueError (UnicodeDecodeError for bytes not UTF-8)."""
     if isinstance(raw, dict):
         return raw
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        import json
-
-        try:
-            return json.loads(raw)
-        except RecursionError:  # nested deeper than the stack allows: bad input, not a crash
-            raise ValueError("nested too deeply (more than 1024 levels)") from None
+    row: dict[str, Any] = loads(raw)
+    return row
 
 
 def bad_json_reason(exc: ValueError) -> str:
@@ -74,15 +69,19 @@ class RowSource(Sequence[dict[str, Any]]):
         where a row was not sent (an empty string). A bad row raises RowParseError."""
         raws = self.raws(positions)
         if raws and all(isinstance(r, bytes) and r for r in raws):
-            try:
-                return orjson.loads(b"[" + b",".join(raws) + b"]")
-            except orjson.JSONDecodeError:
-                pass
+            joined = b"[" + b",".join(raws) + b"]"
+            if orjson_exact(joined):
+                try:
+                    return orjson.loads(joined)
+                except orjson.JSONDecodeError:
+                    pass
         if raws and all(isinstance(r, str) and r for r in raws):
-            try:
-                return orjson.loads("[" + ",".join(raws) + "]")
-            except orjson.JSONDecodeError:
-                pass
+            text = "[" + ",".join(raws) + "]"
+            if orjson_exact(text.encode("utf-8", "surrogatepass")):
+                try:
+                    return orjson.loads(text)
+                except orjson.JSONDecodeError:
+                    pass
         out: list[dict[str, Any] | None] = []
         for p, r in zip(positions, raws):
             if isinstance(r, (bytes, str)) and not r:

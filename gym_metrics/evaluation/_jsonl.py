@@ -6,31 +6,12 @@ recorded as that row's error instead of stopping the run. Blank lines are skippe
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from gym_metrics._json import loads
 from gym_metrics.scorers import RowError
-
-_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
-_LONG_RUN = b"0" * 19
-"""orjson turns integers beyond 64 bits into floats, which changes their str() (and so tool
-call scores); lines with a run of 19+ digits are parsed by the exact stdlib parser. (Found
-with translate + substring search: ten times faster than a regex.)"""
-
-
-def loads_row(line: bytes) -> Any:
-    """Parse one line exactly as Python's json would (orjson when that gives the same values);
-    the stdlib also accepts the NaN / Infinity literals other tools write."""
-    if _LONG_RUN not in line.translate(_DIGITS_AS_ZERO):
-        try:
-            return orjson.loads(line)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(line)
 
 
 def read_rows(
@@ -43,8 +24,8 @@ def read_rows(
             if not line.strip():
                 continue
             try:
-                row = loads_row(line)
-            except (ValueError, RecursionError) as exc:
+                row: Any = loads(line)  # exactly Python's json: big integers stay exact (tool-call scores)
+            except ValueError as exc:
                 reason = f"not valid JSON ({exc})"
             else:
                 if isinstance(row, dict):

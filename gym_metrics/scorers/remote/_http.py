@@ -11,7 +11,6 @@ the config names and scrubbed from every message this module produces.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 from typing import Any
@@ -20,6 +19,7 @@ import httpx
 import orjson
 
 from gym_metrics._http import PooledHttp, read_key
+from gym_metrics._json import loads
 from gym_metrics.scorers import RowError
 from gym_metrics.scorers.judge._client import _retry_after
 from gym_metrics.scorers.remote._config import RemoteMetricConfig
@@ -76,13 +76,9 @@ class RemoteClient(PooledHttp):
                 )
                 await _sleep(delay)
                 attempt += 1
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass
-        try:  # what orjson refuses and Python's json (so the SDK, through httpx) reads:
-            return json.loads(raw)  # NaN / Infinity literals, numbers past a float's range
-        except (ValueError, RecursionError):
+        try:  # as Python's json (so the SDK, through httpx) reads it: NaN / Infinity, big integers
+            return loads(raw)
+        except ValueError:
             snippet = self._scrub(raw[:_SNIPPET].decode("utf-8", "replace"))
             raise RowError("endpoint", f"answer is not valid JSON: {snippet!r}") from None
 
