@@ -309,8 +309,7 @@ def _split_by_agent(
     names, codes = agent
     out = {}
     for i, name in sorted(enumerate(names), key=lambda x: x[1]):
-        # one agent (the usual file): every row, as views rather than copies
-        idx: Any = np.flatnonzero(codes == i) if len(names) > 1 else slice(None)
+        idx = np.flatnonzero(codes == i)
         sub_fields = {k: v.take(idx) for k, v in fields.items()}
         sub_fields = {k: v for k, v in sub_fields.items() if v.present.any()}
         out[str(name)] = RolloutColumns(
