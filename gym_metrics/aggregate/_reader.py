@@ -172,7 +172,7 @@ def _read_slow(buf: bytes, all_lines: BufferRows, lo: int, hi: int, default_agen
     return RolloutFile(agents, bad, rows_read)
 
 
-NO_AGENT = "missing: every rollout must name its agent (`--agent NAME` names the rows that have none)"
+NO_AGENT = "missing: every rollout must name its agent (`aggregate` and `collect` take `--agent NAME` for rows that have none)"
 
 
 def agent_name(row: Mapping[str, Any]) -> str | None:
