@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from gym_metrics.aggregate._columns import BufferRows, NumericField, ShownField, ValueKind
-from gym_metrics.aggregate._shown import MAX_EXACT_INT, NULL
+from gym_metrics.aggregate._shown import FALSE, MAX_EXACT_INT, NULL, TRUE
 
 
 class Text:
@@ -78,8 +78,8 @@ def exactly_typed(text: Text, fields: dict[str, NumericField], usage: dict[str, 
 
 
 def reward_readable(text: Text, columns: dict[str, Any], usage: dict[str, NumericField]) -> bool:
-    """Whether `reward` can be shown from the columns: a number column (or none at all) where a
-    null is an absent key, not `"reward": null` (a struct column cannot tell them apart), and
+    """Whether `reward` can be shown from the columns: a number or bool column (or none at all)
+    where a null is an absent key, not `"reward": null` (a column cannot tell them apart), and
     no reward inside `response.usage` (which rollout_infos would show instead)."""
     import pyarrow as pa
 
@@ -88,9 +88,9 @@ def reward_readable(text: Text, columns: dict[str, Any], usage: dict[str, Numeri
     column = columns.get("reward")
     if column is None:
         return True
-    numeric = pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+    numeric = pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type)
     if not (numeric or pa.types.is_null(column.type)):
-        return False  # true / false / text / objects are shown as written: line by line
+        return False  # text and objects are shown as written: line by line
     return not column.null_count or not text.has(["reward"], "null")
 
 
@@ -105,16 +105,19 @@ def _usage_has_key(response: Any, key: str) -> bool:
 
 
 def shown_reward(reward: NumericField | None) -> dict[str, ShownField]:
-    """A reward column holding NaN or +/-inf: rollout_infos show those as null (as JSON carries
-    them to NeMo Gym), the others as numbers."""
+    """A reward column of bools, or holding NaN or +/-inf: rollout_infos show `true` / `false`
+    as written and NaN / inf as null (as JSON carries them to NeMo Gym), numbers as numbers."""
     if reward is None:
         return {}
     bad = reward.present & ~np.isfinite(reward.values)
-    if not bad.any():
+    if not bad.any() and reward.kind is not ValueKind.BOOL:
         return {}
     shown = ShownField.plain(reward.values, reward.present, reward.kind is not ValueKind.FLOAT)
     shown.present = reward.present.copy()
     shown.text = np.full(len(bad), None, dtype=object)
+    if reward.kind is ValueKind.BOOL:
+        shown.text[shown.ints] = np.where(reward.values[shown.ints] != 0, TRUE, FALSE)
+        shown.ints = np.zeros(len(bad), dtype=bool)
     shown.text[bad] = NULL
     return {"reward": shown}
 
