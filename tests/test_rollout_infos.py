@@ -109,7 +109,7 @@ def test_a_field_name_the_text_search_cannot_spell_goes_line_by_line(tmp_path: P
     rows = [{"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": r, "sc\u00f6re": [1, 1.5][r]} for r in range(2)]
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=True) + "\n" for r in rows))  # the key escaped in the file
-    assert [i["sc\u00f6re"] for i in read_infos(path, tmp_path)] == [1, 1.5]
+    assert [(i["sc\u00f6re"], type(i["sc\u00f6re"])) for i in read_infos(path, tmp_path)] == [(1, int), (1.5, float)]
 
 
 def test_reward_null_is_told_from_no_reward_by_the_fast_reader(tmp_path: Path) -> None:
