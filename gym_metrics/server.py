@@ -14,6 +14,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -54,6 +55,8 @@ class SimpleResourcesServer:
     cancel scopes, no asyncio.timeout): before Python 3.12 it then runs without a Task of its
     own per rollout, several times faster for pure-CPU verifies. (3.12+ is fast and safe
     either way.)"""
+    sample: ClassVar[Path | None] = None
+    """A small rollouts file shipped with the environment (what `gym-metrics demo` collects)."""
     key_metrics: ClassVar[list[str]] = []
     """fnmatch patterns (e.g. "mean/reward", "pass@*") choosing key_metrics in the default
     get_key_metrics; empty: every `mean/` metric (SPEC A8)."""

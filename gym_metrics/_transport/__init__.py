@@ -1,19 +1,41 @@
-"""The only package that imports grpc: servicer, interceptors and server bootstrap."""
+"""The only package that imports grpc: servicers, client, interceptors and server bootstrap.
+
+Other packages use what this file exports, never its private modules. The client side is
+imported on first use, so serving never loads it (and the server side is grpc too).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gym_metrics._transport._server import RunningServer, ServerConfig, serve, start_server
 
+if TYPE_CHECKING:
+    from gym_metrics._transport._client import (
+        RemoteCallError,
+        ResourcesClient,
+        ServerInfo,
+        ServerUnavailableError,
+        ServerUnreachableError,
+        VerifyOutcome,
+    )
+
+_CLIENT_NAMES = (
+    "RemoteCallError",
+    "ResourcesClient",
+    "ServerInfo",
+    "ServerUnavailableError",
+    "ServerUnreachableError",
+    "VerifyOutcome",
+)
+
 
 def __getattr__(name: str) -> Any:
-    # The client is imported on first use so serving never loads it.
-    if name == "ResourcesClient":
-        from gym_metrics._transport._client import ResourcesClient
+    if name in _CLIENT_NAMES:
+        from gym_metrics._transport import _client
 
-        return ResourcesClient
+        return getattr(_client, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ResourcesClient", "RunningServer", "ServerConfig", "serve", "start_server"]
+__all__ = ["RunningServer", "ServerConfig", "serve", "start_server", *_CLIENT_NAMES]

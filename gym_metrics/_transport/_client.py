@@ -6,6 +6,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -65,7 +66,9 @@ class ServerInfo:
 
 class ServerUnavailableError(GymMetricsError):
     """The connection to the server broke or the server did not answer in time: worth
-    retrying (see `is_transient`)."""
+    retrying (see `is_transient`). Exit code 4 on the command line once retries ran out."""
+
+    exit_code = 4
 
 
 class ServerUnreachableError(GymMetricsError):
@@ -158,7 +161,9 @@ class ResourcesClient:
     Args:
         target: "host:port", or an open grpc.aio.Channel (then the caller closes it).
         token: bearer token sent as `authorization` metadata on every call.
-        credentials: TLS channel credentials (only with a target string).
+        tls_ca: connect with TLS, trusting this PEM root certificate (a path or its bytes);
+            `True` trusts the system's roots.
+        credentials: grpc channel credentials, for what tls_ca does not cover (mTLS).
     """
 
     def __init__(
@@ -166,8 +171,12 @@ class ResourcesClient:
         target: str | grpc.aio.Channel,
         *,
         token: str | None = None,
+        tls_ca: str | Path | bytes | bool | None = None,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
+        if tls_ca is not None and tls_ca is not False and credentials is None:
+            roots = None if tls_ca is True else tls_ca if isinstance(tls_ca, bytes) else Path(tls_ca).read_bytes()
+            credentials = grpc.ssl_channel_credentials(roots)
         if isinstance(target, str):
             if credentials is not None:
                 self._channel = grpc.aio.secure_channel(target, credentials, options=CHANNEL_OPTIONS)

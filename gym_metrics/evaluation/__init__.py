@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gym_metrics.evaluation._config import read_scorer_config
+from gym_metrics.evaluation._jsonl import read_rows
 from gym_metrics.evaluation._result import EvaluationResult, Histogram, HistogramBin, Percentiles, RowFailure, ScoreStats
 from gym_metrics.evaluation._run import evaluate, evaluate_async
 
@@ -28,4 +30,6 @@ __all__ = [
     "evaluate",
     "evaluate_async",
     "evaluate_remote_async",
+    "read_rows",
+    "read_scorer_config",
 ]

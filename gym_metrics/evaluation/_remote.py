@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
-import grpc
-
-from gym_metrics._transport._client import ResourcesClient
+from gym_metrics._transport import ResourcesClient
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation._result import EvaluationResult, RowFailure, ScoreMatrix
 from gym_metrics.scorers import RowError
@@ -25,44 +24,53 @@ REWARD = "reward"
 
 
 async def evaluate_remote_async(
-    target: str | grpc.aio.Channel,
+    target: str | ResourcesClient,
     dataset: Iterable[Mapping[str, Any] | RowError],
     *,
     limit_samples: int | None = None,
     batch_size: int = 256,
     token: str | None = None,
-    credentials: grpc.ChannelCredentials | None = None,
+    tls_ca: str | Path | bytes | bool | None = None,
 ) -> EvaluationResult:
-    """Score `dataset` through the environment at `target` ("host:port" or a channel).
+    """Score `dataset` through the environment at `target` ("host:port", or an open client
+    whose connection the caller keeps).
 
     The result is named after the environment (GetServerInfo's name)."""
     if limit_samples is not None and limit_samples < 0:
         raise InvalidInputError(f"limit_samples must be >= 0, got {limit_samples}")
     rows = dataset if limit_samples is None else islice(dataset, limit_samples)
-    async with ResourcesClient(target, token=token, credentials=credentials) as client:
-        info = await client.server_info()
-        names = score_fields(info.verify_response_schema)
-        scores = ScoreMatrix(names)
-        count = 0
+    if isinstance(target, ResourcesClient):
+        return await _score(target, rows, batch_size)
+    async with ResourcesClient(target, token=token, tls_ca=tls_ca) as client:
+        return await _score(client, rows, batch_size)
 
-        def items() -> Iterator[tuple[int, int, Mapping[str, Any]]]:
-            nonlocal count
-            for index, row in enumerate(rows):
-                count = index + 1
-                if isinstance(row, RowError):
-                    scores.add(index, None, RowFailure(row.field, row.reason))
-                elif not isinstance(row, Mapping):
-                    scores.add(index, None, RowFailure("row", f"must be an object, got {type(row).__name__}"))
-                else:
-                    yield index, 0, row
 
-        async for outcome in client.verify_stream(items(), batch_size=batch_size):
-            if outcome.error_kind or outcome.response is None:
-                reason = f"{outcome.error_kind or 'no response'}: {outcome.error_message}"
-                scores.add(outcome.task_index, None, RowFailure("verify", reason))
+async def _score(
+    client: ResourcesClient, rows: Iterable[Mapping[str, Any] | RowError], batch_size: int
+) -> EvaluationResult:
+    info = await client.server_info()
+    names = score_fields(info.verify_response_schema)
+    scores = ScoreMatrix(names)
+    count = 0
+
+    def items() -> Iterator[tuple[int, int, Mapping[str, Any]]]:
+        nonlocal count
+        for index, row in enumerate(rows):
+            count = index + 1
+            if isinstance(row, RowError):
+                scores.add(index, None, RowFailure(row.field, row.reason))
+            elif not isinstance(row, Mapping):
+                scores.add(index, None, RowFailure("row", f"must be an object, got {type(row).__name__}"))
             else:
-                scores.add(outcome.task_index, {n: _number(outcome.response.get(n)) for n in names}, None)
-        return scores.result(info.name, count)
+                yield index, 0, row
+
+    async for outcome in client.verify_stream(items(), batch_size=batch_size):
+        if outcome.error_kind or outcome.response is None:
+            reason = f"{outcome.error_kind or 'no response'}: {outcome.error_message}"
+            scores.add(outcome.task_index, None, RowFailure("verify", reason))
+        else:
+            scores.add(outcome.task_index, {n: _number(outcome.response.get(n)) for n in names}, None)
+    return scores.result(info.name, count)
 
 
 def score_fields(response_schema: Mapping[str, Any]) -> tuple[str, ...]:

@@ -284,6 +284,7 @@ class MathExactServer(SimpleResourcesServer):
     """Exact-answer math: reward 1.0 iff the extracted final answer equals `expected_answer`."""
 
     name = "math_exact"
+    sample = SAMPLE_PATH
     eager_verify = True  # pure CPU: no Task per rollout before Python 3.12
 
     async def verify(self, body: MathVerifyRequest) -> MathVerifyResponse:

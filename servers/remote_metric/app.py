@@ -27,7 +27,7 @@ from gym_metrics import (
 )
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.scorers import RowError, get_scorer
-from gym_metrics.evaluation._command import _read_config
+from gym_metrics.evaluation import read_scorer_config
 from gym_metrics.scorers.remote import RemoteMetric
 
 CONFIG_FILE_VAR = "REMOTE_METRIC_CONFIG"
@@ -45,7 +45,7 @@ def load_metric(environ: Mapping[str, str] | None = None) -> RemoteMetric | None
     file = Path(path)
     if not file.is_file():
         raise InvalidInputError(f"{CONFIG_FILE_VAR}: no such file: {file}")
-    config = _read_config(file) or {}
+    config = read_scorer_config(file) or {}
     metric = get_scorer("remote", config)  # the file's `type` picks the format
     assert isinstance(metric, RemoteMetric)
     return metric

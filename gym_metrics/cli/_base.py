@@ -1,5 +1,6 @@
-"""What every `gym-metrics` command shares: the argument parser, exit codes, logging set-up and
-one-line error messages (DESIGN "Command-line conventions")."""
+"""What every `gym-metrics` command shares: the argument parser and its value types, exit
+codes, logging set-up, one-line error messages, bearer tokens from the environment, tables
+(DESIGN "Command-line conventions")."""
 
 from __future__ import annotations
 
@@ -113,13 +114,8 @@ def report_error(exc: BaseException) -> int:
 
 
 def exit_code(exc: BaseException) -> int:
-    code = getattr(exc, "exit_code", None)
-    if isinstance(code, int):
-        return code
-    client = sys.modules.get("gym_metrics._transport._client")  # loaded only if a command used it
-    if client is not None and isinstance(exc, client.ServerUnavailableError):
-        return EXIT_UNAVAILABLE
-    return EXIT_BAD_INPUT
+    code = getattr(exc, "exit_code", None)  # e.g. the client's "server unreachable" errors: 4
+    return code if isinstance(code, int) else EXIT_BAD_INPUT
 
 
 def print_invalid(exc: InvalidInputError) -> None:
@@ -132,3 +128,84 @@ def print_invalid(exc: InvalidInputError) -> None:
         print(f"  {v}", file=sys.stderr)
     if len(exc.violations) > SHOW_VIOLATIONS:
         print(f"  ... and {len(exc.violations) - SHOW_VIOLATIONS} more", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- value types
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def agent_name(text: str) -> str:
+    """--agent: a non-empty agent name."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must be a non-empty agent name")
+    return text
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+
+def read_token(var: str | None, flag: str = "--auth-token-env") -> str | None:
+    """The bearer token in environment variable `var` (None when no variable is named); a
+    named variable that is unset or empty is an error, never a silent unauthenticated call."""
+    if not var:
+        return None
+    token = os.environ.get(var)
+    if not token:
+        raise GymMetricsError(f"{flag} {var}: the variable is not set or empty")
+    return token
+
+
+def format_table(header: list[str], rows: list[list[str]]) -> str:
+    """Plain-text columns, a dashed line under the header."""
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def format_key_metrics(by_agent: dict[str, dict[str, Any]]) -> str:
+    """One row per agent, one column per key metric."""
+    columns: list[str] = []
+    for metrics in by_agent.values():
+        columns += [k for k in metrics if k not in columns]
+    rows = [[name, *(fmt(by_agent[name].get(c)) for c in columns)] for name in sorted(by_agent)]
+    return format_table(["agent", *columns], rows)
+
+
+def print_value_notes(results: Any) -> None:
+    """Values the stats left out, per agent and field, on stderr: nothing is dropped silently."""
+    for r in results:
+        for counts, what in (
+            (r.non_finite_counts, "non-finite values"),
+            (r.non_numeric_counts, "non-numeric values (text, objects, lists; never converted)"),
+        ):
+            if counts:
+                listed = ", ".join(f"{k}: {v}" for k, v in counts.items())
+                print(f"note: {r.agent_name}: {what} left out of the stats ({listed})", file=sys.stderr)

@@ -1,30 +1,25 @@
-"""`gym-metrics evaluate`: score a JSONL dataset with a scorer, write the SPEC C4 result."""
+"""`gym-metrics evaluate`: score a JSONL dataset with a scorer, write the result file
+(docs/evaluation.md)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from gym_metrics._argtypes import non_negative_int, positive_int
-from gym_metrics.errors import GymMetricsError, InvalidInputError
-from gym_metrics.evaluation._jsonl import read_rows
-from gym_metrics.evaluation._result import EvaluationResult
-from gym_metrics.evaluation._run import evaluate
-from gym_metrics.scorers import get_scorer
+from gym_metrics.cli._base import fmt, format_table, non_negative_int, positive_int, read_token
+from gym_metrics.errors import InvalidInputError
 
 SHOW = 20
 """Bad lines and row errors printed at most (all are in the result file)."""
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("evaluate", help="score a JSONL dataset with a scorer (in-process or through --server)")
     p.add_argument(
         "--scorer", "--metric", dest="scorer", metavar="NAME",
         help="registered scorer, e.g. tool_call_accuracy (optional with --server; --metric is NeMo Evaluator's word)",
@@ -39,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit-samples", type=non_negative_int, metavar="N", help="score only the first N rows")
     p.add_argument("--server", metavar="HOST:PORT", help="score through a running environment (rows are verify bodies)")
     p.add_argument("--auth-token-env", metavar="VAR", help="with --server: send `authorization: Bearer $VAR`")
+    p.set_defaults(func=run)
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -48,9 +44,10 @@ def run(ns: argparse.Namespace) -> int:
         raise InvalidInputError(
             "--scorer-config configures in-process scorers; a server's environment is configured where it runs"
         )
-    scorer = get_scorer(ns.scorer, _read_config(ns.scorer_config)) if ns.server is None else None
-    if not ns.input.is_file():
-        raise GymMetricsError(f"no such file: {ns.input}")
+    from gym_metrics.evaluation import evaluate, read_rows, read_scorer_config
+    from gym_metrics.scorers import get_scorer
+
+    scorer = get_scorer(ns.scorer, read_scorer_config(ns.scorer_config)) if ns.server is None else None
 
     bad_lines: list[tuple[int, str]] = []
     n_bad = 0
@@ -91,59 +88,17 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
-async def _remote(ns: argparse.Namespace, rows: Any) -> EvaluationResult:
-    from gym_metrics.evaluation._remote import evaluate_remote_async
+async def _remote(ns: argparse.Namespace, rows: Any) -> Any:
+    from gym_metrics.evaluation import evaluate_remote_async
 
-    token = None
-    if ns.auth_token_env:
-        token = os.environ.get(ns.auth_token_env)
-        if not token:
-            raise GymMetricsError(f"--auth-token-env {ns.auth_token_env}: the variable is not set or empty")
-    return await evaluate_remote_async(ns.server, rows, limit_samples=ns.limit_samples, token=token)
+    return await evaluate_remote_async(ns.server, rows, limit_samples=ns.limit_samples, token=read_token(ns.auth_token_env))
 
 
-def format_scores(result: EvaluationResult) -> str:
-    """One line per score: count, NaN count, mean, sample std, min, max."""
-    header = ["score", "count", "nan_count", "mean", "std_dev", "min", "max"]
-    lines = [header]
-    for s in result.stats:
-        lines.append([s.name, str(s.count), str(s.nan_count), *(_fmt(v) for v in (s.mean, s.std_dev, s.min, s.max))])
-    widths = [max(len(line[k]) for line in lines) for k in range(len(header))]
-    text = ["  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip() for line in lines]
-    text.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(text)
-
-
-def _read_config(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
-        return None
-    text = path.read_bytes()
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml  # type: ignore[import-untyped]
-        except ImportError:
-            raise GymMetricsError(f"{path}: YAML needs pyyaml (not installed); write the config as JSON") from None
-        try:
-            config = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InvalidInputError(f"{path}: not valid YAML: {exc}") from None
-    else:
-        try:
-            config = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidInputError(f"{path}: not valid JSON: {exc}") from None
-    if config is None:
-        return {}
-    if not isinstance(config, dict):
-        raise InvalidInputError(f"{path}: the scorer config must be an object, got {type(config).__name__}")
-    return config
+def format_scores(result: Any) -> str:
+    """One line per score: count, NaN count, mean, std, min, max."""
+    rows = [[s.name, str(s.count), str(s.nan_count), *(fmt(v) for v in (s.mean, s.std_dev, s.min, s.max))] for s in result.stats]
+    return format_table(["score", "count", "nan_count", "mean", "std_dev", "min", "max"], rows)
 
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.@^-]+", "_", name)
-
-
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
-
-

@@ -1,0 +1,70 @@
+"""The `gym-metrics` command: one module per subcommand (argparse only: parse, call, print)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from gym_metrics.cli import _aggregate, _collect, _compare, _evaluate, _serve
+from gym_metrics.cli._base import (
+    EXIT_BAD_INPUT,
+    ArgParser,
+    InputFileError,
+    add_global_flags,
+    configure_logging,
+    report_error,
+    version,
+)
+
+_COMMANDS = (_serve, _collect, _aggregate, _compare, _evaluate)
+"""Each module's `add_parsers(sub)` adds its subcommands (collect also adds demo)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (README "Exit codes"), never raises (unless --debug)."""
+    try:
+        ns = _parser().parse_args(argv)
+    except SystemExit as exc:  # usage errors (2), --help and --version (0)
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    configure_logging(ns.log_level)
+    try:
+        _check_inputs(ns)
+        return int(ns.func(ns) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if ns.debug:
+            raise
+        return report_error(exc)
+
+
+def _check_inputs(ns: argparse.Namespace) -> None:
+    """One message for a missing input file, whatever the command; a command's own checks
+    (`check_inputs`) run before anything is sent or started."""
+    for attr in ("rollouts", "input"):
+        path = getattr(ns, attr, None)
+        if isinstance(path, Path):
+            if not path.exists():
+                raise InputFileError(f"input file not found: {path}")
+            if not path.is_file():
+                raise InputFileError(f"input is not a file: {path}")
+    check = getattr(ns, "check_inputs", None)
+    if check is not None:
+        check(ns)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = ArgParser(prog="gym-metrics", description="Score LLM and agent rollouts: serve, collect, aggregate, compare, evaluate.")
+    add_global_flags(parser)
+    parser.set_defaults(log_level="info", debug=False)
+    parser.add_argument("--version", action="version", version=f"gym-metrics {version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in _COMMANDS:
+        command.add_parsers(sub)
+    for command_parser in sub.choices.values():
+        add_global_flags(command_parser)
+    return parser
+
+
+__all__ = ["main"]

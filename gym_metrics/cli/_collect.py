@@ -1,0 +1,133 @@
+"""`gym-metrics collect` (rollouts through a server, then their metrics) and `gym-metrics demo`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gym_metrics.errors import GymMetricsError
+from gym_metrics.cli._base import (
+    EXIT_ALL_FAILED,
+    agent_name,
+    format_key_metrics,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    print_value_notes,
+    read_token,
+)
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("collect", help="verify rollouts through a server, then aggregate per agent")
+    p.add_argument("--server", required=True, metavar="HOST:PORT", help="the resources server")
+    p.add_argument("--input", required=True, type=Path, help="JSONL: one task or rollout per line, with agent_ref.name")
+    p.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
+    p.add_argument("--num-repeats", type=positive_int, metavar="K", help="expand each line into rollouts 0..K-1")
+    p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of lines without an agent_ref")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run: skip rollouts already in --output")
+    p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
+    p.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify counts as reward 0")
+    p.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries in the metrics")
+    p.add_argument("--batch-size", type=positive_int, default=256, help="rollouts per VerifyStream batch")
+    p.add_argument("--max-in-flight", type=positive_int, default=8, help="unanswered batches at most")
+    p.add_argument("--max-retries", type=non_negative_int, default=8, help="retries when the server is unavailable")
+    p.add_argument(
+        "--connect-timeout", type=positive_float, default=5.0, metavar="S",
+        help="seconds the first connection may take; past it exit 4 (default 5)",
+    )  # fmt: skip
+    p.add_argument("--auth-token-env", metavar="VAR", help="send `authorization: Bearer $VAR`")
+    p.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect with TLS")
+    p.set_defaults(func=run, check_inputs=_check_repeats)
+
+    demo = sub.add_parser("demo", help="serve math_exact in-process and collect its shipped sample")
+    demo.add_argument("--out-dir", type=Path, default=Path("demo_out"))
+    demo.set_defaults(func=run_demo)
+
+
+def _check_repeats(ns: argparse.Namespace) -> None:
+    """--num-repeats with an input that already has indices is refused before any connection."""
+    if ns.num_repeats is not None:
+        from gym_metrics.collector import check_repeats_input
+
+        check_repeats_input(ns.input)
+
+
+def run(ns: argparse.Namespace) -> int:
+    from gym_metrics._transport import ResourcesClient
+    from gym_metrics.collector import CollectOptions, RetryPolicy, collect_async
+
+    token = read_token(ns.auth_token_env)
+    options = CollectOptions(
+        num_repeats=ns.num_repeats,
+        resume=ns.resume,
+        on_bad_line=ns.on_bad_line,
+        count_errors_as_zero=ns.count_errors_as_zero,
+        include_rollout_infos=not ns.no_rollout_infos,
+        batch_size=ns.batch_size,
+        max_in_flight=ns.max_in_flight,
+        retry=RetryPolicy(max_retries=ns.max_retries),
+        connect_timeout=ns.connect_timeout,
+        default_agent=ns.agent,
+    )
+
+    async def collect() -> Any:
+        async with ResourcesClient(ns.server, token=token, tls_ca=ns.tls_ca) as client:
+            return await collect_async(client, ns.input, ns.output, options)
+
+    started = time.perf_counter()
+    result = asyncio.run(collect())
+    return report(result, time.perf_counter() - started)
+
+
+def run_demo(ns: argparse.Namespace) -> int:
+    from gym_metrics import resolve_server
+    from gym_metrics._transport import ResourcesClient, ServerConfig, start_server
+    from gym_metrics.collector import collect_async
+
+    env = resolve_server("math_exact")()  # the shipped example environment, found by name
+    sample = env.sample
+    if sample is None:
+        raise GymMetricsError("math_exact ships no sample file (is the package installed whole?)")
+    out = ns.out_dir / "math_exact_rollouts.jsonl"
+    for stale in (out, out.with_name(f"{out.stem}_aggregate_metrics.json")):
+        stale.unlink(missing_ok=True)
+
+    async def collect() -> Any:
+        server = await start_server(env, ServerConfig(port=0, log_requests=False))
+        print(f"math_exact serving on {server.address}; collecting {sample.name}", file=sys.stderr)
+        try:
+            async with ResourcesClient(server.address) as client:
+                return await collect_async(client, sample, out)
+        finally:
+            await server.stop(0)
+
+    started = time.perf_counter()
+    result = asyncio.run(collect())
+    return report(result, time.perf_counter() - started)
+
+
+def report(result: Any, elapsed: float) -> int:
+    """Print the key metrics and counts; the exit code: 3 when every rollout of an agent
+    failed verification (the files are written all the same), else 0."""
+    print(format_key_metrics({a.agent_name: a.key_metrics for a in result.aggregates}))
+    print_value_notes(result.aggregates)
+    parts = [f"{result.verified} verified", f"{result.passed_through} already scored"]
+    if result.skipped_done:
+        parts.append(f"{result.skipped_done} already in the output (resumed)")
+    if result.bad_lines:
+        parts.append(f"{len(result.bad_lines)} bad lines skipped")
+    print(f"{', '.join(parts)} in {elapsed:.2f}s")
+    print(f"rollouts -> {result.rollouts_path}\nmetrics  -> {result.metrics_path}")
+    for f in result.failed_agents:
+        kinds = ", ".join(f"{kind}: {n}" for kind, n in f.by_kind.items())
+        print(
+            f"error: agent {f.agent}: {f.rollouts} of {f.rollouts} rollouts failed verification ({kinds})"
+            f" — see _gm_error in {result.rollouts_path}",
+            file=sys.stderr,
+        )
+    return EXIT_ALL_FAILED if result.failed_agents else 0

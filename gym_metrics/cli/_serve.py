@@ -1,0 +1,72 @@
+"""`gym-metrics serve`: an environment over gRPC until SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from gym_metrics._limits import CallLimits
+from gym_metrics.cli._base import positive_float, positive_int, read_token
+from gym_metrics.errors import GymMetricsError
+
+AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve an environment over gRPC")
+    p.add_argument("target", help="registered name (e.g. math_exact), module:Class or path/app.py:Class")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=50051, help="0 picks a free port (printed on stderr)")
+    p.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
+    p.add_argument(
+        "--auth-token-env", metavar="VAR",
+        help=f"require `authorization: Bearer $VAR` on every call but health (default: {AUTH_TOKEN_ENV} if set)",
+    )  # fmt: skip
+    p.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS with --tls-key)")
+    p.add_argument("--tls-key", type=Path, help="PEM private key")
+    p.add_argument("--max-message-mb", type=float, default=64.0, help="max gRPC message size (MiB)")
+    p.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
+    _add_limit_flags(p)
+    p.add_argument(
+        "--reducers", "--metrics", dest="reducers", nargs="+", metavar="NAME",
+        help="reward reducers to report, e.g. pass@1 pass@8 (replaces the env's; --metrics is the old spelling)",
+    )  # fmt: skip
+    p.set_defaults(func=run)
+
+
+def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per CallLimits field; a call past one is refused with RESOURCE_EXHAUSTED."""
+    default = CallLimits()
+    for name, kind, what in (
+        ("max_rollouts_per_call", positive_int, "rollouts one AggregateMetrics call may send"),
+        ("max_tasks_per_call", positive_int, "distinct tasks one AggregateMetrics call may name"),
+        ("max_concurrent_aggregations", positive_int, "AggregateMetrics calls running at once"),
+        ("max_call_mb", positive_float, "MiB one AggregateMetrics call may send"),
+    ):
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(default, name),
+                            help=f"{what} (default %(default)s)")  # fmt: skip
+
+
+def run(ns: argparse.Namespace) -> int:
+    from gym_metrics import resolve_server
+    from gym_metrics._transport import ServerConfig, serve
+
+    env_cls = resolve_server(ns.target)  # fail fast with a clear message, before binding
+    token = read_token(ns.auth_token_env or (AUTH_TOKEN_ENV if os.environ.get(AUTH_TOKEN_ENV) else None))
+    if bool(ns.tls_cert) != bool(ns.tls_key):
+        raise GymMetricsError("--tls-cert and --tls-key go together")
+    limits = {name: getattr(ns, name) for name in CallLimits.__dataclass_fields__}
+    config = ServerConfig(
+        host=ns.host,
+        port=ns.port,
+        max_message_bytes=int(ns.max_message_mb * 1024 * 1024),
+        auth_token=token,
+        tls_cert_file=ns.tls_cert,
+        tls_key_file=ns.tls_key,
+        grace_seconds=ns.grace,
+        limits=CallLimits(**limits),
+    )
+    serve(env_cls, config, workers=ns.workers, reducers=ns.reducers)
+    return 0
