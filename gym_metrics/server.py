@@ -59,14 +59,16 @@ class SimpleResourcesServer:
     """A small rollouts file shipped with the environment (what `gym-metrics demo` collects)."""
     key_metrics: ClassVar[list[str]] = []
     """fnmatch patterns (e.g. "mean/reward", "pass@*") choosing key_metrics in the default
-    get_key_metrics; empty: every `mean/` metric (SPEC A8)."""
+    get_key_metrics; empty: every `mean/` metric (docs/metrics.md#key-metrics)."""
 
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         """Score one rollout. Must be overridden."""
         raise NotImplementedError(f"{type(self).__name__} must implement verify()")
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """Custom agent metrics from all measured rows, grouped by task (SPEC A9). Default: none.
+        """Custom agent metrics from all measured rows, grouped by task. Default: none.
+
+        docs/metrics.md#compute-metrics says what `tasks` holds.
 
         A `per_task_metrics` list (entries keyed by `_ng_task_index`) is merged into the groups.
         """
@@ -74,7 +76,7 @@ class SimpleResourcesServer:
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         """Headline metrics: those matching a `key_metrics` pattern, in agent_metrics order;
-        without patterns every `mean/` metric (SPEC A8)."""
+        without patterns every `mean/` metric (docs/metrics.md#key-metrics)."""
         if not self.key_metrics:
             return default_key_metrics(agent_metrics)
         patterns = list(self.key_metrics)

@@ -11,7 +11,8 @@ scripts/make_nemo_reference.py):
     /tmp/ngvenv/bin/python scripts/make_nemo_reference.py tests/data/nemo_gym_extra/*.jsonl
 
 Rows are written with Python's `json`, so a NaN value is the `NaN` literal. No case holds
-+/-inf: NeMo Gym fails on it, gym-metrics deliberately does not (SPEC A, "does better").
++/-inf: NeMo Gym fails on it, gym-metrics deliberately does not
+(docs/metrics.md#aggregate-differences).
 No case uses the `task_index` / `rollout_index` aliases: nemo-gym reads only `_ng_task_index`
 (default 0) and would treat `task_index` as a numeric field, so the alias has no NeMo Gym
 reference; tests/test_nemo_conformance.py checks the alias against the `_ng_` spelling instead.

@@ -1,4 +1,4 @@
-"""Unit tests of the aggregation engine (SPEC A), without gRPC."""
+"""Unit tests of the aggregation engine (docs/metrics.md#aggregate-metrics), without gRPC."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""evaluate(): concurrency, input order, per-row errors, statistics (SPEC C4)."""
+"""evaluate(): concurrency, input order, per-row errors, statistics
+(docs/metrics.md#scorer-results)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""evaluate against NeMo Evaluator SDK's own results (issue 10, points 5-7; SPEC C4, C5, D).
+"""evaluate against NeMo Evaluator SDK's own results (issue 10, points 5-7; docs/metrics.md:
+#scorer-results, #topic-adherence, #remote-scorers).
 
 The reference files in tests/data/evaluator_reference/ were written by
 scripts/make_evaluator_reference.py, which runs the SDK's code (nemo-platform 0.3.0,

@@ -1,5 +1,6 @@
 """`gym-metrics evaluate --metric <judge metric>` end to end against a scripted local judge:
-the SPEC C4 result file, an unparseable reply recorded on its row, and no key in the output."""
+the result file (docs/metrics.md#scorer-results), an unparseable reply recorded on its row, and
+no key in the output."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Reward reducers (SPEC B): exact values on the SPEC vector and edge cases, a brute-force
+"""Reward reducers (docs/metrics.md#reward-reducers): exact values on the test vector and edge
+cases, a brute-force
 reference on random ragged data, the registry, and the uncertainty estimates."""
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def value(name: str, tasks: object) -> float:
     return get_reducer(name).compute(tasks)  # type: ignore[arg-type]
 
 
-# ----------------------------------------------------------------------------- SPEC B vector
+# ---------------------------------------------- test vector (docs/metrics.md#reducer-test-vector)
 
 
 @pytest.mark.parametrize(
@@ -178,7 +179,7 @@ def test_bad_inputs() -> None:
 
 
 def reference(name: str, tasks: Sequence[Sequence[float]]) -> Fraction:
-    """SPEC B, literally, in exact arithmetic."""
+    """docs/metrics.md#reward-reducers, literally, in exact arithmetic."""
     passed = [[r >= 1.0 for r in t] for t in tasks]
     if name in ("mean_reward", "avg"):
         means = [sum(map(Fraction, t)) / len(t) for t in tasks if t]

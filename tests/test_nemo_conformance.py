@@ -1,4 +1,5 @@
-"""Conformance with nemo-gym 0.7.0 (SPEC A): our aggregate metrics vs nemo-gym's, file by file.
+"""Conformance with nemo-gym 0.7.0 (docs/metrics.md#aggregate-metrics): our aggregate metrics
+vs nemo-gym's, file by file.
 
 Every `tests/data/nemo_gym*/NAME.jsonl` has beside it `NAME_aggregate_metrics.json`, what
 nemo-gym 0.7.0 produced for it (`nemo_gym/`: its collector and route; `nemo_gym_extra/`:
@@ -8,7 +9,7 @@ Compared: every number in agent_metrics, key_metrics, each group and each repeat
 relative difference of 1e-9 (absolute where one side is 0); the key sets of every dict; the order
 of agents, groups, rollout_infos and repeats; and in rollout_infos the JSON type of every value
 too (`4` is not `4.0`, `true` is not `1`: nemo-gym copies values as the row typed them). Not
-compared (deliberate differences, SPEC A "Where gym-metrics does better"): `sample` (NeMo Gym
+compared (deliberate differences, docs/metrics.md#aggregate-differences): `sample` (NeMo Gym
 sends a placeholder) and NeMo Gym's `_ng_environment_server` bookkeeping; our extra per-agent
 `non_finite_counts` / `non_numeric_counts` are allowed.
 
@@ -169,7 +170,8 @@ def test_index_aliases_match_nemo_gym(tmp_path: Path) -> None:
 
 def test_rollout_info_quirks_are_reproduced(tmp_path: Path) -> None:
     """nemo-gym's rollout_infos quirks, value for value: the raw reward, the top-level number
-    beside a usage one, ints as ints; the stats of the same rows follow SPEC A1."""
+    beside a usage one, ints as ints; the stats of the same rows follow
+    docs/metrics.md#numeric-fields."""
     cases = {
         "bool_reward": (0, 0, "reward", False),
         "none_reward": (0, 1, "reward", None),

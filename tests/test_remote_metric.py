@@ -1,4 +1,5 @@
-"""Remote metrics (SPEC D) against real HTTP servers on loopback: rendering, JSONPath scores,
+"""Remote scorers (docs/metrics.md#remote-scorers) against real HTTP servers on loopback:
+rendering, JSONPath scores,
 retries (503 twice, always 503, 400, timeout, Retry-After), the bearer key, malformed JSON,
 the NeMo Agent Toolkit format, the sandbox, config errors and `gym-metrics evaluate`."""
 

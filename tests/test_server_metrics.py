@@ -77,7 +77,7 @@ async def test_listed_reducers_go_into_agent_metrics() -> None:
     assert {k: v for k, v in m.items() if k.split("/")[0] in LISTED} == summarize_reducers(LISTED, V1)
     keys = list(m)
     assert keys.index("mean/reward") < keys.index("mean_reward") < keys.index("num_repeats")
-    assert agg.key_metrics == {"mean/reward": 0.5}  # SPEC A8 default unchanged
+    assert agg.key_metrics == {"mean/reward": 0.5}  # docs/metrics.md#key-metrics default unchanged
 
 
 async def test_rollout_order_not_arrival_order() -> None:

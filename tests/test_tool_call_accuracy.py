@@ -1,4 +1,5 @@
-"""tool_call_accuracy (SPEC C1): RAGAS 0.4.3's numbers on the reference rows and on edge cases."""
+"""tool_call_accuracy (docs/metrics.md#tool-call-accuracy): RAGAS 0.4.3's numbers on the
+reference rows and on edge cases."""
 
 from __future__ import annotations
 

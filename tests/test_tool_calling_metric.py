@@ -1,4 +1,5 @@
-"""tool_calling (SPEC C2): NeMo Evaluator's tool-calling template metric over OpenAI tool calls."""
+"""tool_calling (docs/metrics.md#tool-calling-template): NeMo Evaluator's tool-calling template
+metric over OpenAI tool calls."""
 
 from __future__ import annotations
 

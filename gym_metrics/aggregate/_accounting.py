@@ -91,7 +91,7 @@ def apply_errors(data: RolloutColumns, as_zero: bool) -> RolloutColumns:
 
 
 def coverage_counts(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, int]:
-    """SPEC A6: only when something was masked."""
+    """docs/metrics.md#masking: only when something was masked."""
     masked = len(data) - len(measured_pos)
     if masked == 0:
         return {}

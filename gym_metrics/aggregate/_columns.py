@@ -1,6 +1,7 @@
 """Columnar rollout batches: the unit the aggregation engine consumes.
 
-A batch holds the (task, rollout) keys, one float64 column per numeric field (SPEC A1), the
+A batch holds the (task, rollout) keys, one float64 column per numeric field
+(docs/metrics.md#numeric-fields), the
 mask flags and, optionally, a way to fetch the full rows (for samples and compute_metrics)
 without holding a million dicts in memory.
 """
@@ -61,7 +62,8 @@ class RolloutColumns:
     errors: np.ndarray | None = None
     """Per row, 0 or the code of the error that kept it from being verified (ERROR_KINDS)."""
     non_numeric: dict[str, np.ndarray] | None = None
-    """Per top-level key (SPEC A1 names) some row holds as a string, object or list: which rows.
+    """Per top-level key (a docs/metrics.md#numeric-fields name) some row holds as a string,
+    object or list: which rows.
     Kept for every such key, because whether the key is a numeric field (and so whether the
     value was dropped from its stats and must be counted) is known only once all of the
     agent's rows are in."""
@@ -109,7 +111,8 @@ class RolloutColumns:
         return order, np.flatnonzero((t[1:] == t[:-1]) & (r[1:] == r[:-1]))
 
     def duplicate_keys_error(self, order: np.ndarray, dup: np.ndarray) -> InvalidInputError:
-        """The error for the repeated keys `key_order` found (SPEC A10), naming up to 10 and
+        """The error for the repeated keys `key_order` found (docs/metrics.md#duplicate-keys),
+        naming up to 10 and
         the rows holding them."""
         violations = []
         for i in dup[:10].tolist():
@@ -129,7 +132,7 @@ class RolloutColumns:
     def from_rows(
         cls, rows: Iterable[Mapping[str, Any]], labels: Sequence[int] | None = None, keep_rows: bool = True
     ) -> RolloutColumns:
-        """Build a batch from verify-response dicts (SPEC A1 extraction, per row)."""
+        """Build a batch from verify-response dicts (docs/metrics.md#numeric-fields, per row)."""
         rows = list(rows)
         n = len(rows)
         tasks = np.empty(n, dtype=np.int64)

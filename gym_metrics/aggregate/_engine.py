@@ -1,4 +1,6 @@
-"""The aggregation engine: one agent's verify responses in, its aggregate metrics out (SPEC A).
+"""The aggregation engine: one agent's verify responses in, its aggregate metrics out.
+
+Definitions: docs/metrics.md#aggregate-metrics.
 
 Incremental: `add()` takes batches of any size in any order; `finalize()` sorts everything by
 (task, rollout) first, so the result does not depend on how the rows arrived.
@@ -51,7 +53,7 @@ that need only numeric fields (reward reducers), so no row dict is ever built.""
 
 
 def default_key_metrics(agent_metrics: dict[str, Any]) -> dict[str, Any]:
-    """SPEC A8: every `mean/` metric."""
+    """docs/metrics.md#key-metrics: every `mean/` metric."""
     return {k: v for k, v in agent_metrics.items() if k.startswith("mean/")}
 
 
@@ -106,7 +108,7 @@ class GroupTable:
 
 @dataclass
 class AgentAggregate:
-    """The aggregate metrics of one agent (SPEC A11 entry)."""
+    """The aggregate metrics of one agent (docs/metrics.md#output-file entry)."""
 
     agent_name: str
     agent_metrics: dict[str, Any]
@@ -159,7 +161,8 @@ class Aggregator:
 
 
 def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
-    """Rows sorted by (task, rollout); a repeated key is an error naming it (SPEC A10)."""
+    """Rows sorted by (task, rollout); a repeated key is an error naming it
+    (docs/metrics.md#duplicate-keys)."""
     order, dup = data.key_order()
     if order is None:
         return data  # already strictly ascending: no copies
@@ -343,7 +346,8 @@ def _attach(groups: GroupTable, table: RolloutInfoTable) -> None:
 
 
 def _stat_columns(stats: dict[str, Any], names: list[str], sizes: np.ndarray) -> dict[str, np.ndarray]:
-    """Columns "<stat>/<field>" in output order, with SPEC A3's rule for undefined stds."""
+    """Columns "<stat>/<field>" in output order, with the rule for undefined stds
+    (docs/metrics.md#missing-values)."""
     if not names:
         return {}
     stds = np.vstack([stats[k].std for k in names])

@@ -1,4 +1,4 @@
-"""Write `<stem>_aggregate_metrics.json` (SPEC A11), streaming group by group.
+"""Write `<stem>_aggregate_metrics.json` (docs/metrics.md#output-file), streaming group by group.
 
 Groups are serialised in chunks so a million rollout_infos never exist as dicts at once.
 Agents are written sorted by name and every key order is fixed: the file is deterministic
@@ -133,7 +133,7 @@ def _heads_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
 
 
 def iter_group_dicts(groups: GroupTable) -> Iterator[dict[str, Any]]:
-    """group_level_metrics entries (SPEC A4) as plain dicts, rollout_infos last."""
+    """group_level_metrics entries (docs/metrics.md#groups) as plain dicts, rollout_infos last."""
     for lo in range(0, len(groups), _CHUNK):
         hi = min(lo + _CHUNK, len(groups))
         infos = _rollout_info_dicts(groups, lo, hi)

@@ -1,5 +1,5 @@
-"""Repeat-level statistics (SPEC A7): each rollout index across tasks, and each repeat's mean
-across repeats, as NeMo Gym reports them."""
+"""Repeat-level statistics: each rollout index across tasks, and each repeat's mean
+across repeats, as NeMo Gym reports them (docs/metrics.md#repeat-level)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from gym_metrics.aggregate._stats import group_starts, grouped_stats, quantile_s
 def repeat_level_entries(
     m: RolloutColumns, names: list[str], valid: dict[str, np.ndarray], total_tasks: int
 ) -> list[dict[str, Any]]:
-    """SPEC A7: stats of each rollout index across tasks."""
+    """docs/metrics.md#repeat-level: stats of each rollout index across tasks."""
     order = np.lexsort((m.task_index, m.rollout_index))
     r = m.rollout_index[order]
     starts = group_starts(r)
@@ -57,7 +57,7 @@ def repeat_level_entries(
 
 
 def across_repeats(repeat_level: list[dict[str, Any]], names: list[str]) -> dict[str, float]:
-    """SPEC A7: each repeat's `mean/<f>` treated as one observation."""
+    """docs/metrics.md#repeat-level: each repeat's `mean/<f>` treated as one observation."""
     out: dict[str, float] = {}
     for k in names:
         key = f"mean/{k}"

@@ -1,4 +1,5 @@
-"""Typed values of rows: which keys are numeric fields (SPEC A1), their kinds, and the columns
+"""Typed values of rows: which keys are numeric fields (docs/metrics.md#numeric-fields), their
+kinds, and the columns
 `RolloutColumns.from_rows` builds from them a row at a time."""
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class NumericField:
 
 
 class _FieldBuilder:
-    """from_rows' columns, a row at a time: the numeric fields (SPEC A1), the non-numeric
+    """from_rows' columns, a row at a time: the numeric fields (docs/metrics.md#numeric-fields),
+    the non-numeric
     values, and the shown columns of the fields whose rollout_infos need them (_shown)."""
 
     def __init__(self, n: int) -> None:
@@ -153,7 +155,9 @@ def row_index_value(row: Mapping[str, Any], aliases: tuple[str, ...]) -> int:
 
 
 def numeric_items(row: Mapping[str, Any]) -> Iterable[tuple[str, float, ValueKind]]:
-    """The row's numeric fields (SPEC A1): top-level keys merged with response.usage.
+    """The row's numeric fields: top-level keys merged with response.usage.
+
+    docs/metrics.md#numeric-fields says which they are.
 
     usage keys win on a clash (as NeMo Gym's `row | usage`); keys starting with `_` and the
     mask flag are skipped; bool counts as 0/1; nested values never count.
@@ -169,7 +173,8 @@ def not_a_field(key: str) -> bool:
 
 
 def row_items(row: Mapping[str, Any]) -> Iterable[tuple[str, Any, ValueKind | None]]:
-    """Every non-null value under a SPEC A1 name, numeric (with its kind) or not (kind None:
+    """Every non-null value under a numeric-field name (docs/metrics.md#numeric-fields), numeric
+    (with its kind) or not (kind None:
     a string, object or list, left out of the stats but counted when the key is numeric
     elsewhere). null is "missing", as in NeMo Gym, and is not yielded."""
     merged: Mapping[str, Any] = row

@@ -1,5 +1,5 @@
 """Run a scorer over a dataset (in process, or through a running environment): per-row scores
-and their statistics, as NeMo Evaluator writes them (SPEC C)."""
+and their statistics, as NeMo Evaluator writes them (docs/metrics.md#row-scorers)."""
 
 from __future__ import annotations
 

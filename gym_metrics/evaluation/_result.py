@@ -1,4 +1,5 @@
-"""What `evaluate` returns: per-row scores in one numpy matrix, per-score statistics (SPEC C4).
+"""What `evaluate` returns: per-row scores in one numpy matrix, per-score statistics
+(docs/metrics.md#scorer-results).
 
 Scores live in a (rows x scores) float64 matrix with NaN for "no score" (a failed row, or a
 metric that could not score); per-row dicts are only built when the result is written out.
@@ -114,7 +115,7 @@ class Histogram:
 @dataclass(frozen=True)
 class ScoreStats:
     """Statistics of one score over the rows, field for field NeMo Evaluator SDK's
-    `AggregateRangeScore` (SPEC C4).
+    `AggregateRangeScore` (docs/metrics.md#scorer-results).
 
     `count` counts rows with a (finite) score and `nan_count` the others (failed rows
     included). `sum` adds the values in row order, as the SDK's running sum does (so the last
@@ -220,7 +221,7 @@ class EvaluationResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """The SPEC C4 document (JSON-ready, no NaN)."""
+        """The result document, docs/metrics.md#scorer-results (JSON-ready, no NaN)."""
         return {"aggregate_scores": self.aggregate_scores, "row_scores": self.row_scores}
 
     def to_json(self) -> bytes:

@@ -1,4 +1,6 @@
-"""Reward reducers by name (SPEC B): `get_reducer("pass@8").summarize(task_rewards)`.
+"""Reward reducers by name: `get_reducer("pass@8").summarize(task_rewards)`.
+
+Definitions: docs/metrics.md#reward-reducers.
 
 Built-ins: `mean_reward` (alias `avg`), `pass_rate`, first-k `pass@{k}` / `pass^{k}`, and the
 unbiased estimators `unbiased_pass@{k}` (Chen et al. 2021) / `unbiased_pass^{k}` (tau-bench).

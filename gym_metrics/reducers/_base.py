@@ -136,7 +136,7 @@ class MeanOverTasks(Reducer):
 
 
 def _mean(x: np.ndarray) -> float:
-    """Mean, 0.0 when there is nothing to average (SPEC B)."""
+    """Mean, 0.0 when there is nothing to average (docs/metrics.md#reward-reducers)."""
     return float(x.mean()) if len(x) else 0.0
 
 

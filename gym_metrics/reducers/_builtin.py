@@ -1,4 +1,4 @@
-"""The built-in reward reducers (SPEC B), vectorised over all tasks at once.
+"""The built-in reward reducers (docs/metrics.md#reward-reducers), vectorised over all tasks.
 
 Two kinds of pass@k / pass^k, named apart on purpose:
 - `pass@{k}` / `pass^{k}` look at the FIRST k samples of each task (rollout order matters), as

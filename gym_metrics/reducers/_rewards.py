@@ -17,7 +17,8 @@ import numpy as np
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 PASS_THRESHOLD = 1.0
-"""A sample passes when its reward is at least this (SPEC B); the one definition, used by the
+"""A sample passes when its reward is at least this (docs/metrics.md#pass-threshold); the one
+definition, used by the
 reducers, compare, economics and the example environments."""
 
 

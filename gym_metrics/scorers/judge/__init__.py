@@ -1,4 +1,4 @@
-"""LLM-judge row metrics (SPEC C3) through any OpenAI-compatible chat-completions endpoint.
+"""LLM-judge scorers (docs/metrics.md#judge-scorers) through any OpenAI-compatible endpoint.
 
 `topic_adherence`, `agent_goal_accuracy`, `answer_accuracy` and `trajectory` replicate what
 NeMo Evaluator reports (RAGAS 0.4.3 / NeMo Agent Toolkit underneath). Each metric's config is

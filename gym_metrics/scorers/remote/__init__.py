@@ -3,7 +3,7 @@
 `remote`: the request body is rendered from the row by sandboxed Jinja templates and the
 scores are read from the JSON answer with JSONPath. `nemo-agent-toolkit-remote`: a NeMo Agent
 Toolkit evaluate-item endpoint (`{"evaluator_name", "item"}` in, `$.result.score` out).
-See README.md "Remote metrics" and SPEC.md section D.
+See docs/evaluation.md#remote-scorers and docs/metrics.md#remote-scorers.
 """
 
 from gym_metrics.scorers.remote._config import NatRemoteConfig, RemoteMetricConfig, ScoreSpec

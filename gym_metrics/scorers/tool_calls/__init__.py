@@ -1,5 +1,6 @@
 """Agentic metrics that need no judge: tool call accuracy (RAGAS) and the tool-calling
-template metric (NeMo Evaluator), as plain functions and as row metrics (SPEC C1, C2)."""
+template metric (NeMo Evaluator), as plain functions and as scorers (docs/metrics.md:
+#tool-call-accuracy, #tool-calling-template)."""
 
 from __future__ import annotations
 

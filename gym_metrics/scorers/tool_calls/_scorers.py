@@ -34,7 +34,8 @@ class ToolCallAccuracyConfig(pydantic.BaseModel):
 
 @register_scorer("tool_call_accuracy")
 class ToolCallAccuracyMetric(Scorer):
-    """RAGAS 0.4.3 ToolCallAccuracy over `user_input` / `reference_tool_calls` rows (SPEC C1)."""
+    """RAGAS 0.4.3 ToolCallAccuracy over `user_input` / `reference_tool_calls` rows
+    (docs/metrics.md#tool-call-accuracy)."""
 
     score_names = ("tool_call_accuracy",)
     Config = ToolCallAccuracyConfig
@@ -59,7 +60,8 @@ class ToolCallingConfig(pydantic.BaseModel):
 
 @register_scorer("tool_calling")
 class ToolCallingMetric(Scorer):
-    """NeMo Evaluator's tool-calling template metric (SPEC C2): predictions from the row's
+    """NeMo Evaluator's tool-calling template metric (docs/metrics.md#tool-calling-template):
+    predictions from the row's
     `response.choices[0].message.tool_calls`, references from `expected_tool_calls`."""
 
     score_names = (NAME_SCORE, ARGS_SCORE)

@@ -1,4 +1,6 @@
-"""Tool call accuracy (SPEC C1): RAGAS 0.4.3 `ToolCallAccuracy`, what NeMo Evaluator reports.
+"""Tool call accuracy: RAGAS 0.4.3 `ToolCallAccuracy`, what NeMo Evaluator reports.
+
+Definition: docs/metrics.md#tool-call-accuracy.
 
 Rows hold `user_input` (messages `{content, type: human|ai|tool, tool_calls: [{name, args}]}`)
 and `reference_tool_calls` (`[{name, args}]`). Rows are checked the way RAGAS's pydantic models

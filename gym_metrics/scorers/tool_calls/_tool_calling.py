@@ -1,4 +1,6 @@
-"""Tool-calling template metric (SPEC C2): NeMo Evaluator's `ToolCallingMetric`.
+"""Tool-calling template metric: NeMo Evaluator's `ToolCallingMetric`.
+
+Definition: docs/metrics.md#tool-calling-template.
 
 Predicted calls are OpenAI chat-completions tool calls (`{"function": {"name", "arguments":
 "<JSON text>"}}`), references the same shape with `arguments` as an object. Two 0/1 scores:
