@@ -24,8 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics.aggregate._columns import RolloutColumns
-from gym_metrics.aggregate._reader import OnBadLine, RolloutFile, read_rollouts
+from gym_metrics.aggregate import (
+    OnBadLine,
+    RolloutColumns,
+    RolloutFile,
+    read_rollouts,
+)
 from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
 from gym_metrics.reducers import Reducer, TaskRewards, get_reducer
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         ServerInfo,
         ServerUnavailableError,
         ServerUnreachableError,
+        VerifyInput,
         VerifyOutcome,
     )
 
@@ -26,6 +27,7 @@ _CLIENT_NAMES = (
     "ServerInfo",
     "ServerUnavailableError",
     "ServerUnreachableError",
+    "VerifyInput",
     "VerifyOutcome",
 )
 

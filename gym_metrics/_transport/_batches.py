@@ -12,15 +12,17 @@ from typing import Any
 import numpy as np
 import orjson
 
-from gym_metrics.aggregate import NumericField, RolloutColumns, ValueKind
-from gym_metrics.aggregate._columns import (
+from gym_metrics.aggregate import (
     ERROR_KINDS,
-    ShownField,
     ROLLOUT_KEY,
     ROLLOUT_KEY_ALIASES,
     TASK_KEY,
     TASK_KEY_ALIASES,
+    NumericField,
+    RolloutColumns,
     RowSource,
+    ShownField,
+    ValueKind,
     parse_row,
 )
 from gym_metrics.errors import FieldViolation, InvalidInputError

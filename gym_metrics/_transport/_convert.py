@@ -10,9 +10,16 @@ import numpy as np
 import orjson
 
 from gym_metrics._transport._batches import KIND_TO_PB, dumps_json, numeric_field, pack, shown_from_pb, shown_to_pb
-from gym_metrics.aggregate import AgentAggregate, GroupTable, NumericField
-from gym_metrics.aggregate._columns import ROLLOUT_KEY, concat_shown, shown_of_field
-from gym_metrics.aggregate._engine import GROUP_STATS, RolloutInfoTable
+from gym_metrics.aggregate import (
+    GROUP_STATS,
+    ROLLOUT_KEY,
+    AgentAggregate,
+    GroupTable,
+    NumericField,
+    RolloutInfoTable,
+    concat_shown,
+    shown_of_field,
+)
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 

@@ -1,4 +1,8 @@
-"""Columnar aggregation engine (SPEC A): rollouts in, NeMo Gym-compatible metrics out."""
+"""Columnar aggregation engine (SPEC A): rollouts in, NeMo Gym-compatible metrics out.
+
+Besides the engine, this is the vocabulary other packages share for rollout rows: their
+keys, columns, parsing and the fast JSONL reader's pieces (the collector reads its input with
+them). Other packages import these names from here, never from the private modules."""
 
 from __future__ import annotations
 
@@ -6,8 +10,29 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.aggregate._columns import NumericField, RolloutColumns, ValueKind
+from gym_metrics.aggregate._arrow import agent_codes, arrow_numeric_field, columns_from_table, parse_lines
+from gym_metrics.aggregate._columns import (
+    ERROR_KEY,
+    ERROR_KINDS,
+    ROLLOUT_KEY,
+    ROLLOUT_KEY_ALIASES,
+    TASK_KEY,
+    TASK_KEY_ALIASES,
+    BufferRows,
+    NumericField,
+    RolloutColumns,
+    RowSource,
+    ShownField,
+    ValueKind,
+    bad_json_reason,
+    concat,
+    concat_shown,
+    parse_row,
+    row_index_value,
+    shown_of_field,
+)
 from gym_metrics.aggregate._engine import (
+    GROUP_STATS,
     AgentAggregate,
     AggregateOptions,
     Aggregator,
@@ -16,12 +41,23 @@ from gym_metrics.aggregate._engine import (
     GetKeyMetrics,
     GroupTable,
     LocalParts,
+    RolloutInfoTable,
     default_key_metrics,
     local_parts,
     non_numeric_counts,
 )
 from gym_metrics.aggregate._output import iter_group_dicts, output_path_for, write_aggregate_metrics
-from gym_metrics.aggregate._reader import BadLine, OnBadLine, RolloutFile, read_rollouts
+from gym_metrics.aggregate._reader import (
+    BOM,
+    BadLine,
+    OnBadLine,
+    RolloutFile,
+    agent_name,
+    agent_problem,
+    line_bounds,
+    read_rollouts,
+)
+from gym_metrics.aggregate._stats import t_interval
 
 
 def aggregate_file(
@@ -59,20 +95,49 @@ __all__ = [
     "AgentAggregate",
     "AggregateOptions",
     "Aggregator",
+    "BOM",
     "BadLine",
+    "BufferRows",
     "ColumnMetrics",
+    "ComputeMetrics",
+    "ERROR_KEY",
+    "ERROR_KINDS",
+    "GROUP_STATS",
+    "GetKeyMetrics",
     "GroupTable",
+    "LocalParts",
     "NumericField",
+    "OnBadLine",
+    "ROLLOUT_KEY",
+    "ROLLOUT_KEY_ALIASES",
     "RolloutColumns",
     "RolloutFile",
+    "RolloutInfoTable",
+    "RowSource",
+    "ShownField",
+    "TASK_KEY",
+    "TASK_KEY_ALIASES",
     "ValueKind",
+    "agent_codes",
+    "agent_name",
+    "agent_problem",
     "aggregate_file",
-    "LocalParts",
-    "local_parts",
-    "non_numeric_counts",
+    "arrow_numeric_field",
+    "bad_json_reason",
+    "columns_from_table",
+    "concat",
+    "concat_shown",
     "default_key_metrics",
     "iter_group_dicts",
+    "line_bounds",
+    "local_parts",
+    "non_numeric_counts",
     "output_path_for",
+    "parse_lines",
+    "parse_row",
     "read_rollouts",
+    "row_index_value",
+    "shown_of_field",
+    "t_interval",
     "write_aggregate_metrics",
 ]

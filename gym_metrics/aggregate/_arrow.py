@@ -70,14 +70,14 @@ def columns_from_table(
 
     columns = dict(zip(table.column_names, table.columns))
 
-    agent = _agent_codes(columns.get("agent_ref"), default_agent, table.num_rows)
+    agent = agent_codes(columns.get("agent_ref"), default_agent, table.num_rows)
     tasks = _index_column(columns, TASK_KEY_ALIASES)
     repeats = _index_column(columns, ROLLOUT_KEY_ALIASES)
     if agent is None or tasks is None or repeats is None:
         return None
     masked = np.zeros(table.num_rows, dtype=bool)
     if MASK_KEY in columns:
-        flag = _numeric_field(columns[MASK_KEY])
+        flag = arrow_numeric_field(columns[MASK_KEY])
         if flag is None and not pa.types.is_null(columns[MASK_KEY].type):
             return None
         if flag is not None:
@@ -94,7 +94,7 @@ def columns_from_table(
     for name, column in columns.items():
         if name.startswith("_") or name == MASK_KEY or name in TASK_KEY_ALIASES or name in ROLLOUT_KEY_ALIASES:
             continue
-        field_ = _numeric_field(column)
+        field_ = arrow_numeric_field(column)
         if field_ is not None:
             fields[name] = field_
         elif not pa.types.is_null(column.type):
@@ -154,7 +154,7 @@ def _error_codes(column: Any) -> np.ndarray | None:
     return codes
 
 
-def _agent_codes(column: Any, default_agent: str | None = None, rows: int = 0) -> tuple[list[str], np.ndarray] | None:
+def agent_codes(column: Any, default_agent: str | None = None, rows: int = 0) -> tuple[list[str], np.ndarray] | None:
     """(agent names, code per row) from agent_ref.name; None unless every row names one (or
     `default_agent` names the rows without an agent_ref.name; `rows`: how many rows there are,
     for a table without the column)."""
@@ -198,7 +198,7 @@ def _is_numeric_type(dtype: Any) -> bool:
     return bool(pa.types.is_boolean(dtype) or pa.types.is_integer(dtype) or pa.types.is_floating(dtype))
 
 
-def _numeric_field(column: Any) -> NumericField | None:
+def arrow_numeric_field(column: Any) -> NumericField | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -232,7 +232,7 @@ def _usage_fields(response: Any) -> dict[str, NumericField]:
         name = usage.type.field(i).name
         if name.startswith("_"):
             continue
-        field_ = _numeric_field(pc.struct_field(usage, name))
+        field_ = arrow_numeric_field(pc.struct_field(usage, name))
         if field_ is not None:
             out[name] = field_
     return out
@@ -283,7 +283,7 @@ def _usage_clash_is_ambiguous(
             continue
         if has_usage is None:
             has_usage = pc.is_valid(usage).to_numpy(zero_copy_only=False)
-        value = _numeric_field(pc.struct_field(usage, name))
+        value = arrow_numeric_field(pc.struct_field(usage, name))
         usage_number = value.present if value is not None else np.zeros(len(has_usage), dtype=bool)
         top = fields[name].present if name in fields else np.zeros(len(has_usage), dtype=bool)
         if name in other:

@@ -63,7 +63,7 @@ def read_rollouts(path: str | Path, on_bad_line: OnBadLine = "fail", default_age
     """Read `path`; with on_bad_line="fail" any bad line raises InvalidInputError naming it.
     `default_agent` names the rows without an agent_ref (by default such a row is a bad line)."""
     buf = Path(path).read_bytes()
-    starts, ends = _line_bounds(buf)
+    starts, ends = line_bounds(buf)
     lines = BufferRows(buf, starts, ends)
     parts: dict[str, list[RolloutColumns]] = defaultdict(list)
     result = RolloutFile({}, [], 0)
@@ -85,7 +85,7 @@ def read_rollouts(path: str | Path, on_bad_line: OnBadLine = "fail", default_age
 BOM = b"\xef\xbb\xbf"
 
 
-def _line_bounds(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
+def line_bounds(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) of every line, blank lines included (line number = position + 1). A UTF-8
     byte-order mark opening a line (a file saved by Windows tools, or such files concatenated)
     is left out of the line, so every reader sees the same row."""

@@ -16,18 +16,22 @@ import orjson
 
 import numpy as np
 
-from gym_metrics.aggregate._columns import (
-    BufferRows,
-    RolloutColumns,
+from gym_metrics.aggregate import (
+    BOM,
     ROLLOUT_KEY,
     ROLLOUT_KEY_ALIASES,
     TASK_KEY,
     TASK_KEY_ALIASES,
+    BadLine,
+    BufferRows,
+    RolloutColumns,
+    agent_name,
+    agent_problem,
     bad_json_reason,
+    line_bounds,
     parse_row,
     row_index_value,
 )
-from gym_metrics.aggregate._reader import BOM, BadLine, _line_bounds, agent_name, agent_problem
 from gym_metrics.errors import InvalidInputError
 
 
@@ -94,7 +98,7 @@ def read_input(
         check_repeats_input(path)
     line_no = 0
     for chunk in _chunks(path, CHUNK_BYTES):
-        starts, ends = _line_bounds(chunk)
+        starts, ends = line_bounds(chunk)
         scored = _scored_lines(chunk, starts, ends, line_no, default_agent) if num_repeats is None else None
         if scored is not None:
             keep, found = scored
@@ -168,7 +172,7 @@ def _scored_lines(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from gym_metrics.aggregate._arrow import _agent_codes, _numeric_field, columns_from_table, parse_lines
+    from gym_metrics.aggregate import agent_codes, arrow_numeric_field, columns_from_table, parse_lines
 
     all_lines = BufferRows(chunk, starts, ends)
     parsed = parse_lines(chunk, all_lines, 0, len(starts))
@@ -178,8 +182,8 @@ def _scored_lines(
     names = set(table.column_names)
     if not {TASK_KEY, ROLLOUT_KEY, "reward"} <= names or ("agent_ref" not in names and default_agent is None):
         return None
-    agent = _agent_codes(table.column("agent_ref") if "agent_ref" in names else None, default_agent, table.num_rows)
-    reward = _numeric_field(table.column("reward"))
+    agent = agent_codes(table.column("agent_ref") if "agent_ref" in names else None, default_agent, table.num_rows)
+    reward = arrow_numeric_field(table.column("reward"))
     task, rollout = table.column(TASK_KEY), table.column(ROLLOUT_KEY)
     if agent is None or reward is None or not (pa.types.is_integer(task.type) and pa.types.is_integer(rollout.type)):
         return None

@@ -14,17 +14,20 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gym_metrics._unique import unique
-from gym_metrics._transport._client import ResourcesClient, ServerUnavailableError, VerifyOutcome
+from gym_metrics._transport import ResourcesClient, ServerUnavailableError, VerifyOutcome
 from gym_metrics.aggregate import (
+    ERROR_KEY,
+    ERROR_KINDS,
     AgentAggregate,
+    BadLine,
+    OnBadLine,
     RolloutColumns,
+    concat,
     local_parts,
     output_path_for,
     read_rollouts,
+    write_aggregate_metrics,
 )
-from gym_metrics.aggregate._columns import ERROR_KEY, ERROR_KINDS, concat
-from gym_metrics.aggregate._output import write_aggregate_metrics
-from gym_metrics.aggregate._reader import BadLine, OnBadLine
 from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
 from gym_metrics.collector._outfile import OutputFile
 from gym_metrics.collector._progress import Progress

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from gym_metrics._transport._client import ResourcesClient, ServerUnavailableError, VerifyInput, VerifyOutcome
+from gym_metrics._transport import ResourcesClient, ServerUnavailableError, VerifyInput, VerifyOutcome
 from gym_metrics.collector._input import Rollout
 
 Batch = list[tuple[Rollout, bytes]]

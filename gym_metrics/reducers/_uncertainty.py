@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from gym_metrics._unique import unique_counts
-from gym_metrics.aggregate._stats import t_interval
+from gym_metrics.aggregate import t_interval
 
 CONFIDENCE = 0.95
 DEFAULT_SEED = 0
