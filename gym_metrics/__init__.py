@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -45,7 +45,40 @@ def serve(*args: Any, **kwargs: Any) -> None:
     return _serve(*args, **kwargs)
 
 
+if TYPE_CHECKING:
+    from gym_metrics._transport import ResourcesClient, RunningServer, ServerConfig, start_server
+    from gym_metrics.collector import CollectOptions, CollectResult, collect, collect_async
+
+_LAZY = {
+    # grpc is loaded only by what talks over it: `import gym_metrics` stays light.
+    "ResourcesClient": "gym_metrics._transport",
+    "RunningServer": "gym_metrics._transport",
+    "ServerConfig": "gym_metrics._transport",
+    "start_server": "gym_metrics._transport",
+    "CollectOptions": "gym_metrics.collector",
+    "CollectResult": "gym_metrics.collector",
+    "collect": "gym_metrics.collector",
+    "collect_async": "gym_metrics.collector",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "CollectOptions",
+    "CollectResult",
+    "ResourcesClient",
+    "RunningServer",
+    "ServerConfig",
+    "collect",
+    "collect_async",
+    "start_server",
     "EvaluationResult",
     "RowError",
     "RowMetric",

@@ -73,3 +73,16 @@ def test_no_module_imports_a_private_name_of_another_package() -> None:
                 what = imported + (f" ({', '.join(private_names)})" if private_names else "")
                 leaks.append(f"{module}:{line} imports {what}")
     assert not leaks, "private names used across packages:\n" + "\n".join(leaks)
+
+
+def test_the_client_is_public_and_importing_the_package_loads_no_grpc() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gym_metrics; assert 'grpc' not in sys.modules, 'grpc loaded by import gym_metrics'; "
+        "from gym_metrics import ResourcesClient, collect_async, ServerConfig, start_server; "
+        "assert ResourcesClient.__module__.startswith('gym_metrics._transport')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
