@@ -1,6 +1,7 @@
 """What a run cost: tokens, wall time and money per rollout, and per passing task.
 
-Numbers come from the numeric columns the reader already extracted (SPEC A1): the
+Numbers come from the numeric columns the reader already extracted
+(docs/metrics.md#numeric-fields): the
 `response.usage` keys appear unprefixed (`input_tokens`, `output_tokens`, `total_tokens`), wall
 time and cost are top-level fields when the producer recorded them.
 

@@ -149,7 +149,8 @@ def numeric_field(col: pb.NumericColumn, n: int) -> NumericField:
 
 
 def _from_rows_only(batch: pb.RolloutBatch, where: str, row_offset: int) -> RolloutColumns:
-    """A batch of only row_json: keys, mask and numeric fields all come from the rows (SPEC A1)."""
+    """A batch of only row_json: keys, mask and numeric fields all come from the rows
+    (docs/metrics.md#numeric-fields)."""
     n = len(batch.row_json)
     violations = []
     if len(batch.rollout_index):

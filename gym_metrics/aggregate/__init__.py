@@ -1,4 +1,6 @@
-"""Columnar aggregation engine (SPEC A): rollouts in, NeMo Gym-compatible metrics out.
+"""Columnar aggregation engine: rollouts in, NeMo Gym-compatible metrics out.
+
+Definitions: docs/metrics.md#aggregate-metrics.
 
 Besides the engine, this is the vocabulary other packages share for rollout rows: their
 keys, columns, parsing and the fast JSONL reader's pieces (the collector reads its input with

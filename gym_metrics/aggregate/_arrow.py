@@ -1,5 +1,6 @@
 """The columnar fast path of the rollouts reader: pyarrow parses a chunk of lines at once and
-the numeric fields, indices, agents, masks and failures come out as numpy columns (SPEC A1).
+the numeric fields (docs/metrics.md#numeric-fields), indices, agents, masks and failures come
+out as numpy columns.
 
 Every function answers None (or refuses) when it cannot prove the columns exact; the caller
 then reads the lines one by one.
@@ -63,7 +64,8 @@ def parse_lines(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> tuple[An
 def columns_from_table(
     table: Any, all_lines: BufferRows, lines: np.ndarray, default_agent: str | None = None
 ) -> dict[str, RolloutColumns] | None:
-    """Per-agent columns of parsed rows (SPEC A1); None unless every row can be read exactly.
+    """Per-agent columns of parsed rows (docs/metrics.md#numeric-fields); None unless every row
+    can be read exactly.
     `default_agent` names the rows that have no agent_ref.name."""
     import pyarrow as pa
     import pyarrow.compute as pc
