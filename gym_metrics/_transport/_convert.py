@@ -15,10 +15,7 @@ from gym_metrics.aggregate import (
     ROLLOUT_KEY,
     AgentAggregate,
     GroupTable,
-    NumericField,
     RolloutInfoTable,
-    concat_shown,
-    shown_of_field,
 )
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
@@ -96,7 +93,7 @@ def responses_to_aggregate(parts: Sequence[pb.AggregateMetricsResponse]) -> Agen
         raise InvalidInputError("empty AggregateMetrics answer", [FieldViolation("metrics", "no part received")])
     agg = metrics_to_aggregate(parts[0].metrics, received_rollouts=parts[0].received_rollouts)
     if len(parts) > 1:
-        agg.groups = _concat_groups([agg.groups, *(_groups_from_pb(p.metrics.group_level_metrics) for p in parts[1:])])
+        agg.groups = GroupTable.concat([agg.groups, *(_groups_from_pb(p.metrics.group_level_metrics) for p in parts[1:])])
     return agg
 
 
@@ -121,45 +118,6 @@ def _part_bounds(
         columns = len(groups.rollout_infos.fields) + 2 * len(groups.rollout_infos.shown)
         per_task += np.diff(groups.info_starts) * (24 + 10 * columns)
     return pack(per_task, max_bytes)
-
-
-def _concat_groups(tables: list[GroupTable]) -> GroupTable:
-    keys = list(tables[0].stats)
-    out = GroupTable(
-        task_index=np.concatenate([t.task_index for t in tables]),
-        stats={k: np.concatenate([t.stats.get(k, np.full(len(t), np.nan)) for t in tables]) for k in keys},
-        num_rollouts=np.concatenate([t.num_rollouts for t in tables]),
-        expected_num_rollouts=np.concatenate([t.expected_num_rollouts for t in tables]),
-        samples=[s for t in tables for s in t.samples],
-        custom=None
-        if all(t.custom is None for t in tables)
-        else [c for t in tables for c in (t.custom if t.custom is not None else [None] * len(t))],
-    )
-    infos = [t.rollout_infos for t in tables]
-    if all(i is not None for i in infos):
-        names = sorted({name for i in infos for name in i.fields})  # type: ignore[union-attr]
-        fields = {}
-        for name in names:
-            parts = [
-                i.fields.get(name) or NumericField(np.full(len(i.task_index), np.nan), np.zeros(len(i.task_index), bool))  # type: ignore[union-attr]
-                for i in infos
-            ]
-            kind = parts[0].kind
-            fields[name] = NumericField(
-                np.concatenate([p.values for p in parts]), np.concatenate([p.present for p in parts]), kind
-            )
-        shown = {
-            name: concat_shown([i.shown.get(name) or shown_of_field(i.fields.get(name), len(i.task_index)) for i in infos])  # type: ignore[union-attr]
-            for name in sorted({name for i in infos for name in i.shown})  # type: ignore[union-attr]
-        }
-        out.rollout_infos = RolloutInfoTable(
-            np.concatenate([i.task_index for i in infos]),  # type: ignore[union-attr]
-            np.concatenate([i.rollout_index for i in infos]),  # type: ignore[union-attr]
-            fields,
-            shown,
-        )
-        out.info_starts = np.concatenate(([0], np.cumsum(out.num_rollouts))).astype(np.int64)
-    return out
 
 
 def metrics_to_aggregate(m: pb.Metrics, received_rollouts: int = 0) -> AgentAggregate:
@@ -238,13 +196,14 @@ def _groups_from_pb(g: pb.GroupLevelMetrics) -> GroupTable:
     if g.HasField("rollout_infos"):
         infos = g.rollout_infos
         n_infos = len(infos.task_index)
-        groups.rollout_infos = RolloutInfoTable(
-            np.array(infos.task_index, dtype=np.int64),
-            np.array(infos.rollout_index, dtype=np.int64),
-            {name: numeric_field(infos.values[name], n_infos) for name in sorted(infos.values)},
-            {name: shown_from_pb(infos.shown[name], n_infos) for name in sorted(infos.shown)},
+        groups.attach(
+            RolloutInfoTable(
+                np.array(infos.task_index, dtype=np.int64),
+                np.array(infos.rollout_index, dtype=np.int64),
+                {name: numeric_field(infos.values[name], n_infos) for name in sorted(infos.values)},
+                {name: shown_from_pb(infos.shown[name], n_infos) for name in sorted(infos.shown)},
+            )
         )
-        groups.info_starts = np.concatenate(([0], np.cumsum(num))).astype(np.int64)
     return groups
 
 

@@ -35,19 +35,17 @@ from gym_metrics.aggregate._columns import (
 )
 from gym_metrics.aggregate._engine import (
     GROUP_STATS,
-    AgentAggregate,
     AggregateOptions,
     Aggregator,
     ColumnMetrics,
     ComputeMetrics,
     GetKeyMetrics,
-    GroupTable,
     LocalParts,
-    RolloutInfoTable,
     default_key_metrics,
     local_parts,
     non_numeric_counts,
 )
+from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
 from gym_metrics.aggregate._output import iter_group_dicts, output_path_for, write_aggregate_metrics
 from gym_metrics.aggregate._reader import (
     BOM,

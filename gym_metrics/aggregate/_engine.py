@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,6 @@ import numpy as np
 from gym_metrics._unique import count_distinct, unique
 from gym_metrics.aggregate._columns import (
     TASK_KEY,
-    NumericField,
     RolloutColumns,
     ShownField,
     concat,
@@ -35,6 +34,7 @@ from gym_metrics.aggregate._accounting import (
 )
 from gym_metrics.aggregate._repeats import across_repeats, repeat_level_entries
 from gym_metrics.aggregate._rows import rows_by_task, sample_texts
+from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
 from gym_metrics.aggregate._stats import group_starts, grouped_stats
 
 GROUP_STATS = ("mean", "max", "min", "median", "std")
@@ -71,55 +71,6 @@ class AggregateOptions:
     """Rollouts whose verification failed count as reward 0.0 instead of being left out."""
     include_samples: bool = True
     """Fill each group's `sample` (a client holding the rows can attach them itself)."""
-
-
-@dataclass
-class RolloutInfoTable:
-    """Measured rollouts sorted by (task, rollout), with their numeric fields."""
-
-    task_index: np.ndarray
-    rollout_index: np.ndarray
-    fields: dict[str, NumericField]
-    shown: dict[str, ShownField] = field(default_factory=dict)
-    """Fields whose rollout_infos are not read off `fields` (see _shown): what they show."""
-
-
-@dataclass
-class GroupTable:
-    """group_level_metrics in columns: position i is task task_index[i], ascending."""
-
-    task_index: np.ndarray
-    stats: dict[str, np.ndarray]
-    """Keyed "<stat>/<field>", in output order; NaN where the task has no such stat."""
-    num_rollouts: np.ndarray
-    expected_num_rollouts: np.ndarray
-    samples: list[bytes | None]
-    """Each task's first measured row without its indices, as JSON text (a million-row run
-    keeps 20 MB of text instead of 150 MB of dicts)."""
-    custom: list[dict[str, Any] | None] | None = None
-    """Per-task entries merged from compute_metrics' per_task_metrics."""
-    rollout_infos: RolloutInfoTable | None = None
-    info_starts: np.ndarray | None = None
-    """Where each task's rollouts start in rollout_infos (length = tasks + 1)."""
-
-    def __len__(self) -> int:
-        return len(self.task_index)
-
-
-@dataclass
-class AgentAggregate:
-    """The aggregate metrics of one agent (docs/metrics.md#output-file entry)."""
-
-    agent_name: str
-    agent_metrics: dict[str, Any]
-    key_metrics: dict[str, Any]
-    groups: GroupTable
-    repeat_level_metrics: list[dict[str, Any]]
-    non_finite_counts: dict[str, int] = field(default_factory=dict)
-    received_rollouts: int = 0
-    non_numeric_counts: dict[str, int] = field(default_factory=dict)
-    """Per numeric field, the measured rows holding it as a string, object or list: data, kept
-    out of the field's stats ("1.0" is not converted) and counted rather than lost silently."""
 
 
 class Aggregator:
@@ -269,7 +220,7 @@ def _aggregate(
     if options.include_rollout_infos:  # also when nothing was measured: every group says []
         table = RolloutInfoTable(m.task_index, m.rollout_index, {k: m.fields[k] for k in names})
         table.shown = _measured_shown(data, measured_pos)
-        _attach(groups, table)
+        groups.attach(table)
 
     return AgentAggregate(
         agent_name=agent_name,
@@ -298,7 +249,7 @@ class LocalParts:
             for i, sample in zip(position, self.samples):
                 agg.groups.samples[i] = sample
         if self.infos is not None:
-            _attach(agg.groups, self.infos)
+            agg.groups.attach(self.infos)
 
 
 def local_parts(
@@ -337,12 +288,6 @@ def _measured(batches: Sequence[RolloutColumns], count_errors_as_zero: bool) -> 
 def _measured_shown(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str, ShownField]:
     """The shown columns (see _shown) of the measured rows, for the fields some of them show."""
     return {k: v for k, v in (take_shown(data.shown, measured_pos) or {}).items() if v.present.any()}
-
-
-def _attach(groups: GroupTable, table: RolloutInfoTable) -> None:
-    """Set the table and where each group's rollouts start in it (groups may have none)."""
-    groups.rollout_infos = table
-    groups.info_starts = np.concatenate(([0], np.cumsum(groups.num_rollouts))).astype(np.int64)
 
 
 def _stat_columns(stats: dict[str, Any], names: list[str], sizes: np.ndarray) -> dict[str, np.ndarray]:

@@ -17,7 +17,7 @@ import orjson
 
 from gym_metrics._json import loads
 from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, ShownField, ValueKind
-from gym_metrics.aggregate._engine import AgentAggregate, GroupTable
+from gym_metrics.aggregate._tables import AgentAggregate, GroupTable
 
 _CHUNK = 4096
 _OPTS = orjson.OPT_SERIALIZE_NUMPY
