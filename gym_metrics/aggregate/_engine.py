@@ -134,6 +134,32 @@ def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
     )
 
 
+@dataclass
+class _Measured:
+    """The rows that enter the statistics (not masked, not failed), sorted by key."""
+
+    pos: np.ndarray
+    """Their positions in the agent's rows."""
+    cols: RolloutColumns
+    names: list[str]
+    """Fields some measured row has (a field only masked rows carry is dropped)."""
+    valid: dict[str, np.ndarray]
+    """Per field: present and finite."""
+    starts: np.ndarray
+    """Where each task starts in `cols`."""
+
+    @property
+    def tasks(self) -> np.ndarray:
+        return np.asarray(self.cols.task_index[self.starts])
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(np.append(self.starts, len(self.cols.task_index)))
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+
 def _aggregate(
     agent_name: str,
     data: RolloutColumns | None,
@@ -142,6 +168,8 @@ def _aggregate(
     get_key_metrics: GetKeyMetrics | None,
     column_metrics: ColumnMetrics | None = None,
 ) -> AgentAggregate:
+    """The stages, in the order the output's keys come: group level, agent level (whole, then
+    across repeats), coverage and errors, the environment's own metrics, key metrics."""
     received = len(data) if data is not None else 0
     if data is None:
         data = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
@@ -149,65 +177,18 @@ def _aggregate(
     errors = error_counts(data)
     failed_per_task = failed_by_task(data) if not options.count_errors_as_zero else {}
     data = apply_errors(data, options.count_errors_as_zero)
-    measured_pos = np.flatnonzero(~data.masked)
-    coverage = coverage_counts(data, measured_pos)
-    m = RolloutColumns(
-        data.task_index[measured_pos],
-        data.rollout_index[measured_pos],
-        {k: v.take(measured_pos) for k, v in data.fields.items()},
-        np.zeros(len(measured_pos), bool),
-    )
-    # A field exists when some measured row has it (a field only masked rows carry is dropped).
-    names = sorted(k for k, v in m.fields.items() if v.present.any())
-    valid = {k: m.fields[k].present & np.isfinite(m.fields[k].values) for k in names}
-    non_finite = {k: int((m.fields[k].present & ~valid[k]).sum()) for k in names}
-    non_numeric = non_numeric_counts_of(data, measured_pos)
+    ms = _measure(data)
+    coverage = coverage_counts(data, ms.pos)
 
-    starts = group_starts(m.task_index)
-    group_ids = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(m.task_index))))
-    tasks = m.task_index[starts]
-    sizes = np.diff(np.append(starts, len(m.task_index)))
-    stats = {k: grouped_stats(m.fields[k].values, valid[k], group_ids, starts) for k in names}
-    group_stat_cols = _stat_columns(stats, names, sizes)
-
-    agent_metrics: dict[str, Any] = {}
-    if len(m.task_index):
-        whole = {
-            k: grouped_stats(m.fields[k].values, valid[k], np.zeros(len(m.task_index), np.int64), np.zeros(1, np.int64))
-            for k in names
-        }
-        for key, col in _stat_columns(whole, names, np.array([len(m.task_index)])).items():
-            if math.isfinite(col[0]):
-                agent_metrics[key] = float(col[0])
-
-    repeat_level: list[dict[str, Any]] = []
-    if count_distinct(m.rollout_index) >= 2:
-        repeat_level = repeat_level_entries(m, names, valid, len(tasks))
-        agent_metrics.update(across_repeats(repeat_level, names))
+    groups = _group_level(ms, data, options, failed_per_task)
+    agent_metrics, repeat_level = _agent_level(ms)
     agent_metrics.update(coverage)
     agent_metrics.update(errors)
-
-    masked_per_task = masked_by_task(data, tasks)
-    groups = GroupTable(
-        task_index=tasks,
-        stats=group_stat_cols,
-        num_rollouts=sizes.astype(np.int64),
-        expected_num_rollouts=sizes.astype(np.int64),
-        samples=[None] * len(tasks),
-    )
-    groups = _with_expected_tasks(groups, options, masked_per_task, failed_per_task)
-    if options.include_samples:
-        _fill_samples(groups, data, measured_pos[starts] if len(measured_pos) else measured_pos, tasks, names)
-
-    if column_metrics is not None and len(measured_pos):
-        agent_metrics.update(column_metrics(m))
-    if compute_metrics is not None and len(measured_pos):
-        custom = dict(compute_metrics(rows_by_task(data, measured_pos, starts, names)) or {})
-        per_task = custom.pop("per_task_metrics", None)
-        if per_task:
-            _merge_per_task(groups, per_task)
-        agent_metrics.update(custom)
-    if len(measured_pos):
+    if len(ms):
+        if column_metrics is not None:
+            agent_metrics.update(column_metrics(ms.cols))
+        if compute_metrics is not None:
+            _add_computed(agent_metrics, groups, compute_metrics(rows_by_task(data, ms.pos, ms.starts, ms.names)))
         agent_metrics["num_repeats"] = num_repeats
         key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
     else:
@@ -216,12 +197,12 @@ def _aggregate(
         key_metrics = {}
     key_metrics.update(coverage)
     key_metrics.update(errors)
-
     if options.include_rollout_infos:  # also when nothing was measured: every group says []
-        table = RolloutInfoTable(m.task_index, m.rollout_index, {k: m.fields[k] for k in names})
-        table.shown = _measured_shown(data, measured_pos)
+        table = RolloutInfoTable(ms.cols.task_index, ms.cols.rollout_index, {k: ms.cols.fields[k] for k in ms.names})
+        table.shown = _measured_shown(data, ms.pos)
         groups.attach(table)
 
+    non_finite = {k: int((ms.cols.fields[k].present & ~ms.valid[k]).sum()) for k in ms.names}
     return AgentAggregate(
         agent_name=agent_name,
         agent_metrics=agent_metrics,
@@ -230,8 +211,70 @@ def _aggregate(
         repeat_level_metrics=repeat_level,
         non_finite_counts={k: v for k, v in non_finite.items() if v},
         received_rollouts=received,
-        non_numeric_counts=non_numeric,
+        non_numeric_counts=non_numeric_counts_of(data, ms.pos),
     )
+
+
+def _measure(data: RolloutColumns) -> _Measured:
+    pos = np.flatnonzero(~data.masked)
+    cols = RolloutColumns(
+        data.task_index[pos],
+        data.rollout_index[pos],
+        {k: v.take(pos) for k, v in data.fields.items()},
+        np.zeros(len(pos), bool),
+    )
+    names = sorted(k for k, v in cols.fields.items() if v.present.any())
+    valid = {k: cols.fields[k].present & np.isfinite(cols.fields[k].values) for k in names}
+    return _Measured(pos, cols, names, valid, group_starts(cols.task_index))
+
+
+def _group_level(
+    ms: _Measured, data: RolloutColumns, options: AggregateOptions, failed_per_task: dict[int, int]
+) -> GroupTable:
+    """One group per task: its stats, counts (expected tasks and failed rollouts included)
+    and sample."""
+    group_ids = np.repeat(np.arange(len(ms.starts)), ms.sizes)
+    stats = {k: grouped_stats(ms.cols.fields[k].values, ms.valid[k], group_ids, ms.starts) for k in ms.names}
+    tasks, sizes = ms.tasks, ms.sizes
+    groups = GroupTable(
+        task_index=tasks,
+        stats=_stat_columns(stats, ms.names, sizes),
+        num_rollouts=sizes.astype(np.int64),
+        expected_num_rollouts=sizes.astype(np.int64),
+        samples=[None] * len(tasks),
+    )
+    groups = _with_expected_tasks(groups, options, masked_by_task(data, tasks), failed_per_task)
+    if options.include_samples:
+        _fill_samples(groups, data, ms.pos[ms.starts] if len(ms.pos) else ms.pos, tasks, ms.names)
+    return groups
+
+
+def _agent_level(ms: _Measured) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The whole agent's stats, then (with two or more repeats) the repeat level and the
+    across-repeat block; returns (agent_metrics so far, repeat_level_metrics)."""
+    agent_metrics: dict[str, Any] = {}
+    n = len(ms.cols.task_index)
+    if n:
+        one_group, first = np.zeros(n, np.int64), np.zeros(1, np.int64)
+        whole = {k: grouped_stats(ms.cols.fields[k].values, ms.valid[k], one_group, first) for k in ms.names}
+        for key, col in _stat_columns(whole, ms.names, np.array([n])).items():
+            if math.isfinite(col[0]):
+                agent_metrics[key] = float(col[0])
+    repeat_level: list[dict[str, Any]] = []
+    if count_distinct(ms.cols.rollout_index) >= 2:
+        repeat_level = repeat_level_entries(ms.cols, ms.names, ms.valid, len(ms.starts))
+        agent_metrics.update(across_repeats(repeat_level, ms.names))
+    return agent_metrics, repeat_level
+
+
+def _add_computed(agent_metrics: dict[str, Any], groups: GroupTable, computed: dict[str, Any] | None) -> None:
+    """compute_metrics' answer: its per_task_metrics into the groups, the rest (winning on a
+    clash) into agent_metrics."""
+    custom = dict(computed or {})
+    per_task = custom.pop("per_task_metrics", None)
+    if per_task:
+        _merge_per_task(groups, per_task)
+    agent_metrics.update(custom)
 
 
 @dataclass
