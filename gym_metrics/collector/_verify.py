@@ -59,6 +59,73 @@ def make_batches(rollouts: Iterator[Rollout], max_items: int, max_bytes: int) ->
         yield batch
 
 
+class _Sender:
+    """The batches of one verify_all: what is unanswered, what comes next, whether the input
+    is done (or failed). Each stream (one per retry) reads requests from here."""
+
+    def __init__(self, batches: Iterator[Batch], max_in_flight: int) -> None:
+        self.batches = batches
+        self.max_in_flight = max_in_flight
+        self.unanswered: dict[str, Batch] = {}
+        self.exhausted = False
+        self.input_error: Exception | None = None
+        self.stream_no = 0
+        self.room = asyncio.Condition()
+        self._next_id = 0
+
+    def new_stream(self) -> AsyncIterator[tuple[str, list[VerifyInput]]]:
+        """The requests of a new stream: from now on, older streams' readers send nothing."""
+        self.stream_no += 1
+        return self._requests(self.stream_no, list(self.unanswered.items()))
+
+    async def _requests(
+        self, mine: int, resend: list[tuple[str, Batch]]
+    ) -> AsyncIterator[tuple[str, list[VerifyInput]]]:
+        """First the batches unanswered when the stream began, then new ones while there is
+        room; stops when a newer stream has started."""
+        for batch_id, batch in resend:
+            yield batch_id, _items(batch)
+        while not self.exhausted:
+            async with self.room:
+                await self.room.wait_for(lambda: len(self.unanswered) < self.max_in_flight or mine != self.stream_no)
+            if mine != self.stream_no:
+                # grpc does not cancel a broken call's request reader: it may ask for one more
+                # batch, which it can no longer send. Leave new batches to the current stream,
+                # or they would be lost until the next retry.
+                return
+            new = self._next_batch()
+            if new is None:
+                return
+            batch_id = str(self._next_id)
+            self._next_id += 1
+            self.unanswered[batch_id] = new
+            yield batch_id, _items(new)
+
+    def _next_batch(self) -> Batch | None:
+        try:
+            new = next(self.batches, None)
+        except Exception as exc:
+            # Raised inside grpc's request consumer it would only cancel the call (the caller
+            # sees CancelledError): end the requests, let the batches already sent be answered
+            # and recorded, then raise it from verify_all.
+            self.input_error, new = exc, None
+        if new is None:
+            self.exhausted = True
+        return new
+
+    async def answered(self, batch_id: str) -> Batch | None:
+        """The batch this answer is for (None if already recorded), freeing its room."""
+        batch = self.unanswered.pop(batch_id, None)
+        if batch is not None:
+            async with self.room:
+                self.room.notify_all()
+        return batch
+
+
+def _items(batch: Batch) -> list[VerifyInput]:
+    return [(r.task, r.rollout, body) for r, body in batch]
+
+
 async def verify_all(
     client: ResourcesClient,
     batches: Iterator[Batch],
@@ -69,61 +136,19 @@ async def verify_all(
     log: Callable[[str], None] = lambda _: None,
 ) -> None:
     retry = retry or RetryPolicy()
-    unanswered: dict[str, Batch] = {}
-    exhausted = False
-    input_error: Exception | None = None
-    next_id = 0
+    sender = _Sender(batches, max_in_flight)
     attempt = 0
-    stream_no = 0
-    room = asyncio.Condition()
-
     while True:
-        stream_no += 1
-        resend = list(unanswered.items())
-
-        async def requests(
-            mine: int = stream_no, resend: list[tuple[str, Batch]] = resend
-        ) -> AsyncIterator[tuple[str, list[VerifyInput]]]:
-            # `mine` is this stream's number; `stream_no` (read late on purpose) the current one
-            nonlocal next_id, exhausted, input_error
-            for batch_id, batch in resend:
-                yield batch_id, [(r.task, r.rollout, body) for r, body in batch]
-            while not exhausted:
-                async with room:
-                    await room.wait_for(lambda: len(unanswered) < max_in_flight or mine != stream_no)
-                if mine != stream_no:
-                    # grpc does not cancel a broken call's request reader: it may ask for one
-                    # more batch, which it can no longer send. Leave new batches to the
-                    # current stream, or they would be lost until the next retry.
-                    return
-                new: Batch | None
-                try:
-                    new = next(batches, None)
-                except Exception as exc:
-                    # Raised inside grpc's request consumer it would only cancel the call (the
-                    # caller sees CancelledError): end the requests, let the batches already
-                    # sent be answered and recorded, then raise it from verify_all.
-                    input_error, new = exc, None
-                if new is None:
-                    exhausted = True
-                    return
-                batch_id = str(next_id)
-                next_id += 1
-                unanswered[batch_id] = new
-                yield batch_id, [(r.task, r.rollout, body) for r, body in new]
-
         try:
-            async for batch_id, outcomes in client.verify_batches(requests()):
-                batch = unanswered.pop(batch_id, None)
+            async for batch_id, outcomes in client.verify_batches(sender.new_stream()):
+                batch = await sender.answered(batch_id)
                 if batch is None:
                     continue  # answered before the stream broke
                 on_results([(r, o) for (r, _), o in zip(batch, outcomes)])
                 attempt = 0
-                async with room:
-                    room.notify_all()
-            if exhausted and not unanswered:
-                if input_error is not None:
-                    raise input_error
+            if sender.exhausted and not sender.unanswered:
+                if sender.input_error is not None:
+                    raise sender.input_error
                 return
             raise ServerUnavailableError("the server closed the stream with batches unanswered")
         except ServerUnavailableError as exc:
