@@ -15,9 +15,9 @@ import pytest
 
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.scorers.judge import JudgeClient, JudgeConfig, JudgeError
-from gym_metrics.scorers.judge import _client
+from gym_metrics import _http
 
-from _judge_server import Reply, ScriptedJudge, Stall
+from gym_metrics.testing import Reply, ScriptedJudge, Stall
 
 KEY = "sk-test-SECRET-7f3a9"
 KEY_ENV = "GYM_METRICS_TEST_JUDGE_KEY"
@@ -32,7 +32,7 @@ def delays(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         asked.append(seconds)
         await asyncio.sleep(0)
 
-    monkeypatch.setattr(_client, "_sleep", record)
+    monkeypatch.setattr(_http, "_sleep", record)
     return asked
 
 

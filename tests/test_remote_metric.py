@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-import gym_metrics.scorers.remote._http as remote_http
+import gym_metrics._http as shared_http
 from gym_metrics.cli import main
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation import evaluate_async
 from gym_metrics.scorers import RowError, get_scorer, scorer_names
 from gym_metrics.scorers.remote import NatRemoteMetric, RemoteMetric
 
-from _judge_server import Reply, ScriptedJudge, Stall
+from gym_metrics.testing import Reply, ScriptedJudge, Stall
 
 KEY = "sk-remote-metric-secret-4242"
 JSON = {"Content-Type": "application/json"}
@@ -62,7 +62,7 @@ def delays(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def fake_sleep(seconds: float) -> None:
         seen.append(seconds)
 
-    monkeypatch.setattr(remote_http, "_sleep", fake_sleep)
+    monkeypatch.setattr(shared_http, "_sleep", fake_sleep)
     return seen
 
 

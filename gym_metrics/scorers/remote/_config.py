@@ -1,6 +1,7 @@
 """The remote metric's configuration (the `--metric-config` file), validated by pydantic.
 
-The API key is never part of the config: only the NAME of the environment variable holding it.
+The connection knobs are the shared HttpClientConfig's. The API key is never part of the
+config: only the NAME of the environment variable holding it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from typing import Any, Final, Literal
 
 import pydantic
 from pydantic import Field
+
+from gym_metrics._http import HttpClientConfig
 
 REMOTE: Final = "remote"
 NAT: Final = "nemo-agent-toolkit-remote"
@@ -66,16 +69,14 @@ class ScoreSpec(pydantic.BaseModel):
         return self.minimum is not None or self.maximum is not None
 
 
-class RemoteMetricConfig(pydantic.BaseModel):
-    """A user's scoring endpoint: where, what to send, what to read back, how hard to push."""
-
-    model_config = pydantic.ConfigDict(extra="forbid")
+class RemoteMetricConfig(HttpClientConfig):
+    """A user's scoring endpoint: where (`url`, the full URL requests are POSTed to), what to
+    send, what to read back, and how hard to push it (the shared HttpClientConfig knobs; only
+    408, 429, 500, 502, 503 and 504 of the statuses are retried)."""
 
     type: Literal["remote", "nemo-agent-toolkit-remote"] = REMOTE
     """`remote`: generic (needs `body` and `scores`). `nemo-agent-toolkit-remote`: a NeMo Agent
     Toolkit evaluate-item endpoint (needs `evaluator_name`)."""
-    url: str = Field(min_length=1)
-    """The full URL requests are POSTed to."""
     body: dict[str, Any] | None = None
     """The JSON request body; its string values (at any depth) are Jinja templates over the
     row, as `{{ item.<column> }}`. A value that is exactly one `{{ expr }}` keeps its type."""
@@ -84,31 +85,10 @@ class RemoteMetricConfig(pydantic.BaseModel):
     after `evaluator_name` (as NeMo Evaluator SDK names it)."""
     evaluator_name: str | None = None
     """NAT only: the evaluator the endpoint runs."""
-    api_key_env: str | None = None
-    """Name of the environment variable holding the bearer key. The key never appears in logs,
-    errors or outputs."""
-    timeout_seconds: float = Field(default=30.0, gt=0)
-    """Seconds one attempt may wait to connect and for each read or write."""
-    max_retries: int = Field(default=3, ge=0)
-    """Retries after a retryable failure (408, 429, 500, 502, 503, 504, timeout, connection
-    error): up to max_retries + 1 attempts."""
-    max_concurrency: int = Field(default=8, ge=1)
-    """Requests in flight at once over all rows."""
-    backoff_seconds: float = Field(default=0.5, ge=0)
-    """First retry delay; doubles on each retry, with jitter (half fixed, half random)."""
-    max_backoff_seconds: float = Field(default=30.0, ge=0)
-    """Cap on one retry delay, including a server's `Retry-After`."""
     max_body_bytes: int = Field(default=1_048_576, ge=1, le=1 << 30)
     """Largest rendered request body, in bytes of JSON (default 1 MiB). It also bounds every
     value a template builds and its work (see gym_metrics/scorers/remote/_limits.py); going past it is
     a row error naming this limit, nothing is sent."""
-
-    @pydantic.field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value
 
     @pydantic.field_validator("body")
     @classmethod

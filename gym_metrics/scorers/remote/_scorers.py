@@ -50,7 +50,7 @@ class RemoteMetric(Scorer):
         else:
             assert self._template is not None
             body = self._template.render(row)
-        answer = await self._client.post_json(body)
+        answer = await self._client.post_row(body)
         if cfg.type == NAT and isinstance(answer, Mapping) and answer.get("success") is False:
             error = answer.get("error") or "no error message"
             raise RowError("endpoint", f"evaluator {cfg.evaluator_name!r} failed: {self._client._scrub(str(error))[:300]}")
