@@ -251,8 +251,7 @@ def topic_scenarios() -> list[Row]:
 
 
 def topic_lines() -> list[Row]:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from _judge_server import ScriptedJudge  # stdlib only
+    from gym_metrics.testing import ScriptedJudge  # stdlib only
     from langchain_openai import ChatOpenAI
     from ragas.dataset_schema import MultiTurnSample
     from ragas.llms import LangchainLLMWrapper

@@ -21,7 +21,7 @@ import pytest
 
 from gym_metrics.evaluation import EvaluationResult, Histogram, HistogramBin, Percentiles, ScoreStats, evaluate_async
 
-from _judge_server import Reply, ScriptedJudge
+from gym_metrics.testing import Reply, ScriptedJudge
 
 DATA = Path(__file__).parent / "data" / "evaluator_reference"
 AGGREGATES = json.loads((DATA / "aggregates.json").read_text())

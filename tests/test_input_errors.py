@@ -327,7 +327,7 @@ def test_one_line_errors_and_debug_tracebacks(
 
 
 def test_http_client_logs_stay_quiet_unless_debug(tmp_path: Path) -> None:
-    from _judge_server import Reply, ScriptedJudge
+    from gym_metrics.testing import Reply, ScriptedJudge
 
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"q": "x"}) + "\n")

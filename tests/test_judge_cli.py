@@ -11,7 +11,7 @@ import pytest
 
 from gym_metrics.cli import main
 
-from _judge_server import ScriptedJudge
+from gym_metrics.testing import ScriptedJudge
 
 KEY = "sk-cli-judge-secret-5150"
 

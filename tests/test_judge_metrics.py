@@ -18,7 +18,7 @@ from gym_metrics.scorers.judge._answer_accuracy import combine, read_rating
 from gym_metrics.scorers.judge._nat import nat_score, parsed_grade
 from gym_metrics.scorers.judge._trajectory import read_score
 
-from _judge_server import Recorded, Reply, ScriptedJudge
+from gym_metrics.testing import Recorded, Reply, ScriptedJudge
 
 KEY = "sk-judge-metrics-0042"
 KEY_ENV = "GYM_METRICS_TEST_JUDGE_KEY"

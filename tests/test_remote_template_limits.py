@@ -21,7 +21,7 @@ from gym_metrics.evaluation import evaluate_async
 from gym_metrics.scorers import RowError, get_scorer
 from gym_metrics.scorers.remote._limits import MAX_INT_BITS, MAX_RANGE
 
-from _judge_server import Reply, ScriptedJudge
+from gym_metrics.testing import Reply, ScriptedJudge
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,7 +11,7 @@ import multiprocessing.connection
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -207,11 +207,14 @@ async def start_server(
     reuse_port: bool = False,
     reducers: Sequence[str] | None = None,
     metrics: Sequence[str] | None = None,
+    servicer_options: Mapping[str, Any] | None = None,
 ) -> RunningServer:
     """Build, bind and start a server for `env`; returns once it accepts calls.
 
     `reuse_port` is for worker processes that share one port (see `serve(workers=...)`);
-    `reducers` (old name `metrics`) replaces the environment's reward reducers (see `load_env`).
+    `reducers` (old name `metrics`) replaces the environment's reward reducers (see `load_env`);
+    `servicer_options` are ResourcesServicer knobs with no CLI flag (max_concurrent_verifies,
+    verify_timeout_s, max_response_part_bytes, ...), for tests (gym_metrics.testing).
     """
     config = config or ServerConfig()
     env = load_env(env, reducers, metrics=metrics)
@@ -225,7 +228,7 @@ async def start_server(
         options=server_options(config, reuse_port=reuse_port),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
     )
-    add_resources_service(ResourcesServicer(env, limits=config.limits), server)
+    add_resources_service(ResourcesServicer(env, limits=config.limits, **(servicer_options or {})), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)

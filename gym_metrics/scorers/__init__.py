@@ -3,7 +3,8 @@
 Each family is a subpackage: `tool_calls` (RAGAS tool call accuracy, NeMo Evaluator's
 tool-calling metric), `judge` (LLM-judge scorers), `remote` (a user's REST endpoint). Find one
 by name with `get_scorer`; add one with `@register_scorer("name")` on a `Scorer` subclass, or
-from another package through the entry-point group `gym_metrics.scorers`.
+from another package through the entry-point group `gym_metrics.scorers`. Serve one as an
+environment by subclassing `ScorerEnvironment`.
 The NeMo Evaluator-style names `RowMetric`, `register_row_metric` and `get_row_metric` are the
 same objects.
 """
@@ -21,6 +22,7 @@ from gym_metrics.scorers._base import (
     register_scorer,
     scorer_names,
 )
+from gym_metrics.scorers._environment import ScorerEnvironment
 
 RowMetric = Scorer
 register_row_metric = register_scorer
@@ -35,6 +37,7 @@ __all__ = [
     "RowError",
     "RowMetric",
     "Scorer",
+    "ScorerEnvironment",
     "get_row_metric",
     "get_scorer",
     "register_row_metric",

@@ -1,7 +1,8 @@
-"""A scripted OpenAI-compatible chat-completions server for judge tests (stdlib only).
+"""A scripted OpenAI-compatible chat-completions server, so judge tests need no model.
 
-`with ScriptedJudge([...]) as judge:` serves POST /v1/chat/completions on 127.0.0.1 (port 0,
-read back) from a thread. Each request takes the next scripted item:
+Standard library only, and loopback only. `with ScriptedChatServer([...]) as judge:` serves
+POST /v1/chat/completions on 127.0.0.1 (port 0, read back) from a thread. Each request takes
+the next scripted item:
 - a str: a 200 chat completion whose message content is that text;
 - a `Reply(status, body, headers)`: that raw HTTP answer (errors, Retry-After, junk);
 - a `Stall(seconds)`: wait that long before answering 200 "stalled" (for timeouts);
@@ -26,6 +27,8 @@ from typing import Any, Union
 
 @dataclass
 class Reply:
+    """A raw HTTP answer: status, body, headers (errors, Retry-After, junk)."""
+
     status: int = 200
     body: str | bytes = ""
     headers: dict[str, str] = field(default_factory=dict)
@@ -33,6 +36,8 @@ class Reply:
 
 @dataclass
 class Stall:
+    """Wait `seconds` before answering 200 "stalled" (for client timeouts)."""
+
     seconds: float
 
 
@@ -41,6 +46,8 @@ Item = Union[str, Reply, Stall, Callable[[dict[str, Any]], Any]]
 
 @dataclass
 class Recorded:
+    """One request the server received: path, headers and parsed JSON body."""
+
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
@@ -63,6 +70,7 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 def completion(content: str) -> bytes:
+    """The JSON body of a 200 chat completion whose message content is `content`."""
     return json.dumps(
         {
             "id": "chatcmpl-test",
@@ -72,8 +80,8 @@ def completion(content: str) -> bytes:
     ).encode()
 
 
-class ScriptedJudge:
-    """See module docstring. `url` is the base URL to put in a JudgeConfig."""
+class ScriptedChatServer:
+    """See the module docstring. `url` is the base URL to put in a judge's config."""
 
     def __init__(self, script: Iterable[Item] = ()) -> None:
         self.script: list[Item] = list(script)
@@ -134,7 +142,7 @@ class ScriptedJudge:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
-    def __enter__(self) -> ScriptedJudge:
+    def __enter__(self) -> ScriptedChatServer:
         self._thread.start()
         return self
 
@@ -144,10 +152,16 @@ class ScriptedJudge:
         self._thread.join(timeout=5)
 
     def add(self, *items: Item) -> None:
+        """Append items to the script."""
         with self._lock:
             self.script.extend(items)
 
     @property
     def remaining(self) -> int:
+        """Scripted items not answered yet."""
         with self._lock:
             return len(self.script)
+
+
+ScriptedJudge = ScriptedChatServer
+"""The name our tests first knew it by."""

@@ -10,7 +10,6 @@ environment is created (so a bad config fails at `serve`, not on the first rollo
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,9 +17,9 @@ from typing import Any
 
 from pydantic import Field
 
-from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer, register_server
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
-from gym_metrics.scorers import RowError, Scorer, get_scorer
+from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, register_server
+from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.scorers import Scorer, ScorerEnvironment, get_scorer
 
 CONFIG_FILE_VAR = "LLM_JUDGE_CONFIG"
 METRIC_VAR = "LLM_JUDGE_METRIC"
@@ -163,33 +162,28 @@ def build_row(body: LlmJudgeVerifyRequest) -> dict[str, Any]:
 
 
 @register_server("llm_judge")
-class LlmJudgeServer(SimpleResourcesServer):
+class LlmJudgeServer(ScorerEnvironment):
     """Reward = the judge metric's main score; every score is a response field."""
 
     name = "llm_judge"
+    label_field = "metric"
+    backend_failures = JUDGE_FAILURE_FIELDS  # the judge failed: the rollout is recorded as failed
+    no_reward_field = "judge_reply"
+    not_configured = (
+        f"llm_judge is not configured: set {CONFIG_FILE_VAR} (a JSON file) or {METRIC_VAR}, "
+        f"{JUDGE_VARS['url']} and {JUDGE_VARS['model']}"
+    )
+    declare_scores = False  # GetServerInfo's response schema as it always was
 
     def __init__(self, metric: Scorer | None = None) -> None:
-        settings = None if metric is not None else JudgeSettings.from_env()
-        self.metric = metric if metric is not None else (settings.build() if settings else None)
+        super().__init__(metric)
+
+    def load_scorer(self) -> Scorer | None:
+        settings = JudgeSettings.from_env()
+        return settings.build() if settings else None
+
+    def build_row(self, body: LlmJudgeVerifyRequest) -> dict[str, Any]:  # type: ignore[override]
+        return build_row(body)
 
     async def verify(self, body: LlmJudgeVerifyRequest) -> LlmJudgeVerifyResponse:
-        metric = self.metric
-        if metric is None:
-            raise GymMetricsError(
-                f"llm_judge is not configured: set {CONFIG_FILE_VAR} (a JSON file) or {METRIC_VAR}, "
-                f"{JUDGE_VARS['url']} and {JUDGE_VARS['model']}"
-            )
-        try:
-            scores = await metric.score(build_row(body))
-        except RowError as exc:
-            if exc.field in JUDGE_FAILURE_FIELDS:
-                raise  # the judge failed: this rollout is recorded as failed, with the reason
-            raise InvalidInputError(
-                f"{metric.name}: rollout cannot be scored", [FieldViolation(f"body.{exc.field}", exc.reason)]
-            ) from None
-        main = metric.score_names[0]
-        reward = float(scores.get(main, math.nan))
-        if not math.isfinite(reward):
-            raise RowError("judge_reply", f"{metric.name} gave no {main} score")
-        values = {name: float(scores[name]) for name in metric.score_names if name in scores}
-        return LlmJudgeVerifyResponse(reward=reward, metric=metric.name, **values)
+        return await self.score_rollout(body)

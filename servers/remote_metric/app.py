@@ -10,7 +10,6 @@ bad config fails at `serve`, not on the first rollout.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,14 +18,9 @@ from typing import Any
 from gym_metrics_servers.llm_judge.app import response_text
 from pydantic import Field
 
-from gym_metrics import (
-    BaseVerifyRequest,
-    BaseVerifyResponse,
-    SimpleResourcesServer,
-    register_server,
-)
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
-from gym_metrics.scorers import RowError, get_scorer
+from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, register_server
+from gym_metrics.errors import InvalidInputError
+from gym_metrics.scorers import Scorer, ScorerEnvironment, get_scorer
 from gym_metrics.evaluation import read_scorer_config
 from gym_metrics.scorers.remote import RemoteMetric
 
@@ -77,47 +71,33 @@ def build_row(body: RemoteMetricVerifyRequest) -> dict[str, Any]:
 
 
 @register_server("remote_metric")
-class RemoteMetricServer(SimpleResourcesServer):
-    """Reward = the remote metric's first score; every score is a response field."""
+class RemoteMetricServer(ScorerEnvironment):
+    """Reward = the remote metric's first score; every score is a response field (and is
+    declared in GetServerInfo's response schema, so `gym-metrics evaluate --server` reports it)."""
 
     name = "remote_metric"
+    label_field = "metric"
+    # The endpoint failed (HTTP error, timeout, bad answer, an unreadable `response.<score>`):
+    # the rollout is recorded as failed, with the reason.
+    backend_failures = (*ENDPOINT_FAILURE_FIELDS, "response.*")
+    violation_prefix = ""  # the template's field names are the violation's
+    no_reward_field = "endpoint"
+    no_reward_message = "the answer has no {score} score"
+    not_configured = f"remote_metric is not configured: set {CONFIG_FILE_VAR} to the metric's config file"
+    rename_hint = " (for nemo-agent-toolkit-remote, give `scores`)"
 
     def __init__(self, metric: RemoteMetric | None = None) -> None:
-        self.metric = metric if metric is not None else load_metric()
-        if self.metric is not None:
-            taken = sorted(set(self.metric.score_names) & set(RemoteMetricVerifyResponse.model_fields))
-            if taken:  # e.g. a NAT evaluator named "reward": its score would overwrite that field
-                raise InvalidInputError(
-                    f"remote_metric: score name {taken[0]!r} is a field of the verify response itself; "
-                    "rename the score (for nemo-agent-toolkit-remote, give `scores`)"
-                )
+        super().__init__(metric)
 
-    def server_info(self) -> dict[str, Any]:
-        """Also declares the configured scores in the verify response schema (numbers), so
-        `gym-metrics evaluate --server` reports each of them, not only the reward."""
-        info = super().server_info()
-        if self.metric is not None:
-            properties = info["verify_response_schema"].setdefault("properties", {})
-            for name in self.metric.score_names:
-                properties.setdefault(name, {"type": "number", "title": name})
-        return info
+    def load_scorer(self) -> RemoteMetric | None:
+        return load_metric()
+
+    def scorer_label(self, scorer: Scorer) -> str:
+        """`remote` or `nemo-agent-toolkit-remote`: the config's format."""
+        return str(scorer.config.type)  # type: ignore[attr-defined]
+
+    def build_row(self, body: RemoteMetricVerifyRequest) -> dict[str, Any]:  # type: ignore[override]
+        return build_row(body)
 
     async def verify(self, body: RemoteMetricVerifyRequest) -> RemoteMetricVerifyResponse:
-        metric = self.metric
-        if metric is None:
-            raise GymMetricsError(f"remote_metric is not configured: set {CONFIG_FILE_VAR} to the metric's config file")
-        try:
-            scores = await metric.score(build_row(body))
-        except RowError as exc:
-            if exc.field in ENDPOINT_FAILURE_FIELDS or exc.field.startswith("response."):
-                raise  # the endpoint failed: this rollout is recorded as failed, with the reason
-            raise InvalidInputError(
-                f"{metric.config.type}: rollout cannot be scored",  # type: ignore[attr-defined]
-                [FieldViolation(exc.field, exc.reason)],
-            ) from None
-        main = metric.score_names[0]
-        reward = float(scores.get(main, math.nan))
-        if not math.isfinite(reward):
-            raise RowError("endpoint", f"the answer has no {main} score")
-        values = {name: float(scores[name]) for name in metric.score_names if name in scores}
-        return RemoteMetricVerifyResponse(reward=reward, metric=metric.config.type, **values)  # type: ignore[attr-defined]
+        return await self.score_rollout(body)

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -15,17 +13,11 @@ import pytest
 import gym_metrics
 from gym_metrics.errors import GymMetricsError, InvalidInputError
 from gym_metrics.scorers import RowError
+from gym_metrics.testing import Reply, ScriptedJudge
 from gym_metrics.scorers.judge import AnswerAccuracy
 from gym_metrics_servers.llm_judge import JudgeSettings, LlmJudgeServer
 from gym_metrics_servers.llm_judge.app import build_row, LlmJudgeVerifyRequest
 
-_HELPER = Path(__file__).resolve().parents[3] / "tests" / "_judge_server.py"
-_spec = importlib.util.spec_from_file_location("_llm_judge_scripted_server", _HELPER)
-assert _spec and _spec.loader
-_judge_server = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = _judge_server
-_spec.loader.exec_module(_judge_server)
-ScriptedJudge, Reply = _judge_server.ScriptedJudge, _judge_server.Reply
 
 KEY = "sk-llm-judge-server-77"
 

@@ -3,9 +3,7 @@ endpoint (in-process and over a real gRPC VerifyStream), and how failures are re
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -15,16 +13,10 @@ import pytest
 import gym_metrics
 from gym_metrics.errors import GymMetricsError, InvalidInputError
 from gym_metrics.scorers import RowError
+from gym_metrics.testing import Reply, ScriptedJudge
 from gym_metrics_servers.remote_metric import RemoteMetricServer, load_metric
 
 HERE = Path(__file__).resolve().parent
-_HELPER = HERE.parents[2] / "tests" / "_judge_server.py"
-_spec = importlib.util.spec_from_file_location("_remote_metric_scripted_server", _HELPER)
-assert _spec and _spec.loader
-_server = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = _server
-_spec.loader.exec_module(_server)
-ScriptedJudge, Reply = _server.ScriptedJudge, _server.Reply
 
 KEY = "sk-remote-metric-env-9001"
 SAMPLE = HERE.parent / "sample_config.json"
