@@ -14,8 +14,6 @@ from gym_metrics.aggregate._columns import (
     NumericField,
     RolloutColumns,
     ShownField,
-    take_non_numeric,
-    take_shown,
 )
 
 
@@ -52,18 +50,9 @@ def apply_errors(data: RolloutColumns, as_zero: bool) -> RolloutColumns:
         return data
     failed = data.errors != 0
     if not as_zero:
-        keep = np.flatnonzero(~failed)
-        return RolloutColumns(
-            data.task_index[keep],
-            data.rollout_index[keep],
-            {k: v.take(keep) for k, v in data.fields.items()},
-            data.masked[keep],
-            rows=data.rows.take(keep) if data.rows is not None else None,
-            row_labels=data.row_labels[keep] if data.row_labels is not None else None,
-            label_name=data.label_name,
-            non_numeric=take_non_numeric(data.non_numeric, keep),
-            shown=take_shown(data.shown, keep),
-        )
+        kept = data.take(np.flatnonzero(~failed))
+        kept.errors = None  # what is left did not fail
+        return kept
     reward = data.fields.get("reward", NumericField(np.full(len(data), np.nan), np.zeros(len(data), bool)))
     reward = NumericField(np.where(failed, 0.0, reward.values), reward.present | failed, reward.kind)
     fields = {**data.fields, "reward": reward}

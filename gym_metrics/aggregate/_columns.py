@@ -99,6 +99,25 @@ class RolloutColumns:
     def label(self, pos: int) -> int:
         return int(self.row_labels[pos]) if self.row_labels is not None else pos
 
+    @classmethod
+    def empty(cls) -> RolloutColumns:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
+
+    def take(self, idx: np.ndarray) -> RolloutColumns:
+        """The rows at positions `idx`, every column with them."""
+        return RolloutColumns(
+            self.task_index[idx],
+            self.rollout_index[idx],
+            {k: v.take(idx) for k, v in self.fields.items()},
+            self.masked[idx],
+            rows=self.rows.take(idx) if self.rows is not None else None,
+            row_labels=self.row_labels[idx] if self.row_labels is not None else None,
+            label_name=self.label_name,
+            errors=self.errors[idx] if self.errors is not None else None,
+            non_numeric=take_non_numeric(self.non_numeric, idx),
+            shown=take_shown(self.shown, idx),
+        )
+
     def key_order(self) -> tuple[np.ndarray | None, np.ndarray]:
         """The one duplicate-key check (aggregation, collect and compare use it): (the order
         sorting the rows by (task, rollout), None when they already ascend strictly; the

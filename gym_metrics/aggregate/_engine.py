@@ -21,7 +21,6 @@ from gym_metrics.aggregate._columns import (
     RolloutColumns,
     ShownField,
     concat,
-    take_non_numeric,
     take_shown,
 )
 from gym_metrics.aggregate._accounting import (
@@ -119,19 +118,7 @@ def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
         return data  # already strictly ascending: no copies
     if len(dup):
         raise data.duplicate_keys_error(order, dup)
-    rows = data.rows
-    return RolloutColumns(
-        data.task_index[order],
-        data.rollout_index[order],
-        {k: v.take(order) for k, v in data.fields.items()},
-        data.masked[order],
-        rows=rows.take(order) if rows is not None else None,
-        row_labels=data.row_labels[order] if data.row_labels is not None else None,
-        label_name=data.label_name,
-        errors=data.errors[order] if data.errors is not None else None,
-        non_numeric=take_non_numeric(data.non_numeric, order),
-        shown=take_shown(data.shown, order),
-    )
+    return data.take(order)
 
 
 @dataclass
@@ -172,7 +159,7 @@ def _aggregate(
     across repeats), coverage and errors, the environment's own metrics, key metrics."""
     received = len(data) if data is not None else 0
     if data is None:
-        data = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
+        data = RolloutColumns.empty()
     num_repeats = count_distinct(data.rollout_index)
     errors = error_counts(data)
     failed_per_task = failed_by_task(data) if not options.count_errors_as_zero else {}

@@ -273,7 +273,7 @@ async def _aggregate_output(
     for agent in agents:
         cols = by_agent.get(agent)
         if cols is None:
-            cols = RolloutColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), {}, np.zeros(0, bool))
+            cols = RolloutColumns.empty()
         # A server whose compute_metrics reads rows gets them all; otherwise no row is sent:
         # samples and rollout_infos come from the rows held here (same engine code), made in
         # a thread while the server computes.
