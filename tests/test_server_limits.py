@@ -14,6 +14,7 @@ import pytest
 
 from gym_metrics._transport import ServerConfig, start_server
 from gym_metrics._limits import CallLimits
+from gym_metrics.testing import serve_environment
 from gym_metrics._transport._client import ResourcesClient, is_transient
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
@@ -211,3 +212,13 @@ async def test_the_client_waits_for_a_busy_server_instead_of_failing(server: Any
     result = await collect_async(client, src, tmp_path / "out.jsonl", CollectOptions())
     assert [a.agent_metrics["mean/reward"] for a in result.aggregates] == [1.0]
     assert len(await busy) == 1
+
+
+async def test_grpc_options_replace_the_servers_own() -> None:
+    options = [("grpc.max_receive_message_length", 4096)]
+    async with serve_environment(AnswerEnv(), grpc_options=options) as running:
+        async with grpc.aio.insecure_channel(running.address) as channel:
+            stub = resources_pb2_grpc.ResourcesServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Verify(pb.VerifyRequest(body_json='{"answer": "' + "x" * 10_000 + '"}'), timeout=10)
+    assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED

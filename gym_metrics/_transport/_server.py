@@ -175,8 +175,9 @@ def _reducer_names(reducers: Sequence[str] | None, metrics: Sequence[str] | None
 
 
 def server_options(config: ServerConfig, *, reuse_port: bool = False) -> list[tuple[str, Any]]:
-    """grpc channel arguments for the server."""
-    return [
+    """grpc channel arguments for the server; `config.grpc_options` replace ours of the same
+    name (grpc keeps the first of two equal keys, so they are merged here, not appended)."""
+    options = [
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
         # grpc turns SO_REUSEPORT on by default, which lets a second server silently share a
@@ -190,8 +191,8 @@ def server_options(config: ServerConfig, *, reuse_port: bool = False) -> list[tu
         ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
         ("grpc.server.max_pending_requests", config.max_pending_rpcs),
         ("grpc.server.max_pending_requests_hard_limit", 2 * config.max_pending_rpcs),
-        *config.grpc_options,
     ]
+    return list({**dict(options), **dict(config.grpc_options)}.items())
 
 
 def _credentials(config: ServerConfig) -> grpc.ServerCredentials:
