@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gym_metrics._transport._server import RunningServer, ServerConfig, serve, start_server
+from gym_metrics._transport._server import RunningServer, ServerConfig, start_server
+from gym_metrics._transport._serving import serve
 
 if TYPE_CHECKING:
     from gym_metrics._transport._client import (

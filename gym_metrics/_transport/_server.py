@@ -1,20 +1,13 @@
-"""Server bootstrap: one grpc.aio server with health, reflection, auth and access logs,
-graceful shutdown on SIGTERM, and optional worker processes sharing one port."""
+"""Server bootstrap: one grpc.aio server with health, reflection, auth, access logs and the
+call limits; `RunningServer.stop` drains it. Running it as a process is `_serving`."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import logging
-import multiprocessing
-import multiprocessing.connection
-import os
-import signal
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any
 
 import grpc
@@ -27,19 +20,16 @@ from gym_metrics._transport._interceptors import AccessLogInterceptor, AuthInter
 from gym_metrics._limits import CallLimits
 from gym_metrics._transport._reflection import enable_reflection
 from gym_metrics._transport._servicer import ResourcesServicer
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.reducers import resolve_reducers
 from gym_metrics._environments import resolve_server
 from gym_metrics.server import SimpleResourcesServer
 from gym_metrics.v1 import resources_pb2
 
-log = logging.getLogger("gym_metrics.server")
 
 SERVICE_NAME: str = resources_pb2.DESCRIPTOR.services_by_name["ResourcesService"].full_name
 AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"
 """serve() reads the token from here when none is given (keeps it out of `ps` output)."""
-
-_SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 EnvTarget = SimpleResourcesServer | type[SimpleResourcesServer] | str
 
@@ -244,182 +234,3 @@ async def start_server(
         raise OSError(f"gym-metrics cannot listen on {address}: {why}") from None
     await server.start()
     return RunningServer(server=server, port=port, config=config, health=health_servicer, env=env)
-
-
-def serve(
-    target: EnvTarget,
-    config: ServerConfig | None = None,
-    *,
-    workers: int = 1,
-    reducers: Sequence[str] | None = None,
-    metrics: Sequence[str] | None = None,
-    **overrides: Any,
-) -> None:
-    """Serve `target` until SIGTERM or SIGINT, then shut down gracefully. Blocks.
-
-    `reducers` (reward reducer names; `metrics` is its old name) replaces the environment's list.
-    `overrides` replace fields of `config` (e.g. `port=0`). Prints
-    "... listening on HOST:PORT" to stderr once bound, so a parent process can read the port.
-    A second signal cuts the grace period short. With `workers > 1`, that many processes
-    share the (fixed) port through SO_REUSEPORT: one server process uses one core.
-    """
-    config = dataclasses.replace(config or ServerConfig(), **overrides)
-    if config.auth_token is None and os.environ.get(AUTH_TOKEN_ENV):
-        config = dataclasses.replace(config, auth_token=os.environ[AUTH_TOKEN_ENV])
-    if workers < 1:
-        raise InvalidInputError("invalid server config", [FieldViolation("workers", f"must be >= 1, got {workers}")])
-    if workers > 1 and config.port == 0:
-        raise InvalidInputError(
-            "workers > 1 needs a fixed port: the workers share one port through SO_REUSEPORT, "
-            "and with port 0 each would get a different random one"
-        )
-    env = load_env(target, reducers, metrics=metrics)  # resolve once, in the parent, so a bad target fails before forking
-    _ensure_log_handler()
-    if workers == 1:
-        asyncio.run(_serve_async(env, config, reuse_port=False, signals=_SHUTDOWN_SIGNALS, label=""))
-    else:
-        _serve_workers(env, config, workers)
-
-
-async def _serve_async(
-    env: SimpleResourcesServer,
-    config: ServerConfig,
-    *,
-    reuse_port: bool,
-    signals: tuple[signal.Signals, ...],
-    label: str,
-    parent_pid: int | None = None,
-) -> None:
-    running = await start_server(env, config, reuse_port=reuse_port)
-    loop = asyncio.get_running_loop()
-    requested = asyncio.Event()
-    force_tasks: list[asyncio.Task[None]] = []
-    where = f" ({label})" if label else ""
-
-    def on_signal(signum: signal.Signals) -> None:
-        if not requested.is_set():
-            log.info("gym-metrics: %s received, shutting down (grace %.1fs)%s", signum.name, config.grace_seconds, where)
-            requested.set()
-        else:
-            log.warning("gym-metrics: %s received again, cancelling in-flight calls%s", signum.name, where)
-            force_tasks.append(loop.create_task(running.server.stop(0)))
-
-    _add_signal_handlers(loop, signals, on_signal)
-    extras = [f"pid {os.getpid()}", *([label] if label else []), *(["tls"] if config.tls else []),
-              *(["auth"] if config.auth_token else [])]
-    # One write per line: workers share stderr, and a parent process parses this line.
-    sys.stderr.write(f"gym-metrics: {env.server_name()} listening on {running.address} ({', '.join(extras)})\n")
-    sys.stderr.flush()
-    orphan_watch = loop.create_task(_watch_parent(parent_pid, requested, where)) if parent_pid else None
-    try:
-        await requested.wait()
-        await running.stop(config.grace_seconds)
-        for task in force_tasks:
-            await task
-    finally:
-        if orphan_watch is not None:
-            orphan_watch.cancel()
-        _remove_signal_handlers(loop, signals)
-    log.info("gym-metrics: stopped%s", where)
-
-
-async def _watch_parent(parent_pid: int, requested: asyncio.Event, where: str) -> None:
-    """Shut a worker down when its parent dies (SIGKILL, OOM), so no orphan keeps the port."""
-    while os.getppid() == parent_pid:
-        await asyncio.sleep(0.5)
-    log.warning("gym-metrics: parent process %d is gone, shutting down%s", parent_pid, where)
-    requested.set()
-
-
-def _add_signal_handlers(
-    loop: asyncio.AbstractEventLoop, signals: tuple[signal.Signals, ...], callback: Any
-) -> None:
-    for sig in signals:
-        try:
-            loop.add_signal_handler(sig, callback, sig)
-        except NotImplementedError:  # Windows: no loop signal handlers
-            signal.signal(sig, lambda signum, frame: loop.call_soon_threadsafe(callback, signal.Signals(signum)))
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)  # a worker starts with them blocked
-
-
-def _remove_signal_handlers(loop: asyncio.AbstractEventLoop, signals: tuple[signal.Signals, ...]) -> None:
-    for sig in signals:
-        try:
-            loop.remove_signal_handler(sig)
-        except NotImplementedError:
-            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
-
-
-def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: int) -> None:
-    """Fork `workers` servers on one port; forward SIGTERM/SIGINT to them as SIGTERM.
-
-    Any worker exiting brings the others down, so a supervisor sees one failure and restarts.
-    """
-    if "fork" not in multiprocessing.get_all_start_methods() or not hasattr(signal, "pthread_sigmask"):
-        raise GymMetricsError("workers > 1 needs a POSIX system with fork() and SO_REUSEPORT")
-    ctx = multiprocessing.get_context("fork")
-    procs = [
-        ctx.Process(
-            target=_worker_main, args=(env, config, i + 1, workers, os.getpid()), name=f"gym-metrics-worker-{i + 1}"
-        )
-        for i in range(workers)
-    ]
-    stopping = False
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-        for proc in procs:
-            if proc.pid is not None and proc.exitcode is None:
-                os.kill(proc.pid, signal.SIGTERM)
-
-    # Children start with the signals blocked and unblock them once their handlers are in.
-    signal.pthread_sigmask(signal.SIG_BLOCK, _SHUTDOWN_SIGNALS)
-    previous = {sig: signal.signal(sig, forward) for sig in _SHUTDOWN_SIGNALS}
-    sys.stderr.flush()
-    try:
-        for proc in procs:
-            proc.start()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
-        pending = list(procs)
-        while pending:
-            multiprocessing.connection.wait([p.sentinel for p in pending])
-            for proc in [p for p in pending if p.exitcode is not None]:
-                pending.remove(proc)
-                if not stopping:
-                    log.warning("gym-metrics: %s exited with code %s; stopping the others", proc.name, proc.exitcode)
-                    forward(signal.SIGTERM, None)
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    failed = [p for p in procs if p.exitcode != 0]
-    if failed:
-        raise GymMetricsError(
-            "gym-metrics workers failed: " + ", ".join(f"{p.name} (exit code {p.exitcode})" for p in failed)
-        )
-
-
-def _worker_main(env: SimpleResourcesServer, config: ServerConfig, index: int, workers: int, parent_pid: int) -> None:
-    # The parent turns Ctrl-C (sent to the whole process group) into one SIGTERM per worker.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT,))
-    asyncio.run(
-        _serve_async(
-            env, config, reuse_port=True, signals=(signal.SIGTERM,), label=f"worker {index}/{workers}",
-            parent_pid=parent_pid,
-        )  # fmt: skip
-    )
-
-
-def _ensure_log_handler() -> None:
-    """Access and lifecycle logs to stderr, unless the application configured logging."""
-    package = logging.getLogger("gym_metrics")
-    if logging.getLogger().handlers or package.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    package.addHandler(handler)
-    package.setLevel(logging.INFO)
