@@ -2,7 +2,7 @@
 
 Usage: python scripts/gen_protos.py [--out DIR]
 
-The generated files are committed; tests/test_protos_fresh.py regenerates into a temporary
+The generated files are committed; tests/transport/test_protos_fresh.py regenerates into a temporary
 directory and fails when the committed copies differ. Pin the generator (grpcio-tools and
 mypy-protobuf in pyproject's `dev` extra) so output is reproducible.
 """

@@ -15,7 +15,7 @@ Rows are written with Python's `json`, so a NaN value is the `NaN` literal. No c
 (docs/metrics.md#aggregate-differences).
 No case uses the `task_index` / `rollout_index` aliases: nemo-gym reads only `_ng_task_index`
 (default 0) and would treat `task_index` as a numeric field, so the alias has no NeMo Gym
-reference; tests/test_nemo_conformance.py checks the alias against the `_ng_` spelling instead.
+reference; tests/aggregate/test_nemo_conformance.py checks the alias against the `_ng_` spelling instead.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ NeMo Gym's confidence intervals use scipy.stats.t.ppf. scipy's stdtrit changed i
 (Cephes up to scipy 1.15, the last release for Python 3.10; Boost since 1.16), and the two differ
 by up to ~5e-11 relative; `mean - t * se` can magnify that past the 1e-9 conformance tolerance.
 Here the quantile is within 1e-14 relative of the exact value at 95% and 99% (a few ulps at 95%;
-tests/test_tdist.py holds exact values from mpmath), so it matches scipy >= 1.16, NeMo Gym 0.7.0's
+tests/aggregate/test_tdist.py holds exact values from mpmath), so it matches scipy >= 1.16, NeMo Gym 0.7.0's
 reference, on every Python, and the hot path does not import scipy.
 
 Integer degrees of freedom only (an interval over n values has n - 1). df 1 and 2 have closed

@@ -1,6 +1,6 @@
 """Environments of the collector tests.
 
-Also served by subprocesses as `gym-metrics serve tests/_collector_envs.py:SlowHashEnv`, so this
+Also served by subprocesses as `gym-metrics serve tests/collector/_collector_envs.py:SlowHashEnv`, so this
 module imports nothing from tests/.
 """
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-DATA = Path(__file__).parent / "data" / "nemo_gym"
+DATA = Path(__file__).parents[1] / "data" / "nemo_gym"
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

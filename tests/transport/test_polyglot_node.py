@@ -33,7 +33,7 @@ import pytest
 
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, RolloutColumns
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / "tests" / "polyglot" / "node"
 SAMPLE = REPO / "servers" / "math_exact" / "sample.jsonl"
 STAMP = NODE_DIR / "node_modules" / ".gym-metrics-install-stamp"

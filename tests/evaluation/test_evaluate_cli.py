@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-DATA = Path(__file__).parent / "data" / "tool_call_accuracy"
+DATA = Path(__file__).parents[1] / "data" / "tool_call_accuracy"
 EXPECTED = [json.loads(line) for line in (DATA / "expected.jsonl").read_text().splitlines()]
 
 

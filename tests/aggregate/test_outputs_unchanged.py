@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "check_outputs.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_outputs.py"
 
 
 def test_outputs_match_the_recorded_manifest() -> None:

@@ -35,7 +35,7 @@ import pytest
 
 from gym_metrics.aggregate import _reader, aggregate_file
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 CASE_DIRS = ("nemo_gym", "nemo_gym_extra")
 CASES = sorted(p for d in CASE_DIRS for p in (DATA / d).glob("*.jsonl"))
 

@@ -1,6 +1,6 @@
-"""Environments of the server-restart tests (tests/test_collector_restart.py).
+"""Environments of the server-restart tests (tests/collector/test_collector_restart.py).
 
-Served by subprocesses as `gym-metrics serve tests/_restart_envs.py:<Class>`, so this module
+Served by subprocesses as `gym-metrics serve tests/collector/_restart_envs.py:<Class>`, so this module
 imports nothing from tests/.
 """
 

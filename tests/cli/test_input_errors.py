@@ -271,7 +271,7 @@ def test_num_repeats_with_indices_in_the_reader(tmp_path: Path) -> None:
 
 
 def test_serve_file_without_class_says_the_class_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
-    app = Path(__file__).parents[1] / "servers" / "math_exact" / "app.py"
+    app = Path(__file__).parents[2] / "servers" / "math_exact" / "app.py"
     assert cli.main(["serve", str(app)]) == 2
     err = capsys.readouterr().err
     assert "names no class" in err and f"{app}:MathExactServer" in err

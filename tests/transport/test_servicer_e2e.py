@@ -24,7 +24,7 @@ from gym_metrics.v1 import resources_pb2_grpc
 
 from _transport_helpers import AnswerEnv, AnswerRequest, aggregate_call
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 ROLLOUT_FILES = sorted((DATA / "nemo_gym").glob("*.jsonl")) + sorted((DATA / "nemo_gym_extra").glob("*.jsonl"))
 
 

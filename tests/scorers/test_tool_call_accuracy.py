@@ -14,7 +14,7 @@ from gym_metrics.scorers.tool_calls import predicted_calls, tool_call_accuracy
 from gym_metrics.evaluation import evaluate
 from gym_metrics.scorers import RowError
 
-DATA = Path(__file__).parent / "data" / "tool_call_accuracy"
+DATA = Path(__file__).parents[1] / "data" / "tool_call_accuracy"
 CASES = [json.loads(line) for line in (DATA / "cases.jsonl").read_text().splitlines()]
 EXPECTED = {e["id"]: e for e in (json.loads(line) for line in (DATA / "expected.jsonl").read_text().splitlines())}
 

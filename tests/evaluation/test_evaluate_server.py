@@ -17,7 +17,7 @@ from gym_metrics.evaluation import evaluate_remote_async
 from gym_metrics.scorers import RowError
 from gym_metrics.evaluation._remote import score_fields
 
-DATA = Path(__file__).parent / "data" / "tool_call_accuracy"
+DATA = Path(__file__).parents[1] / "data" / "tool_call_accuracy"
 CASES = [json.loads(line) for line in (DATA / "cases.jsonl").read_text().splitlines()]
 EXPECTED = [json.loads(line) for line in (DATA / "expected.jsonl").read_text().splitlines()]
 

@@ -174,7 +174,7 @@ async def test_topic_adherence_partial_list_padded_by_default_as_ragas() -> None
 # RAGAS 0.4.3's TopicAdherenceScore run on these conversations with a scripted judge giving the
 # answers in each case (scripts/make_ragas_cases.py), classification lists of every length.
 TOPIC_CASES = [
-    json.loads(line) for line in (Path(__file__).parent / "data/topic_adherence/cases.jsonl").read_text().splitlines()
+    json.loads(line) for line in (Path(__file__).parents[1] / "data/topic_adherence/cases.jsonl").read_text().splitlines()
 ]
 
 
@@ -253,7 +253,7 @@ async def test_rows_ragas_rejects_are_row_errors_before_any_call(messages: list[
 
 VALIDATION = [
     json.loads(line)
-    for line in (Path(__file__).parent / "data/tool_call_accuracy/validation.jsonl").read_text().splitlines()
+    for line in (Path(__file__).parents[1] / "data/tool_call_accuracy/validation.jsonl").read_text().splitlines()
 ]
 MULTI_TURN_REJECTED = [  # what MultiTurnSample refuses (the rest is ToolCallAccuracy's own assertion)
     c for c in VALIDATION if "difference" in c or not c["ragas"].get("rejected", "AssertionError").startswith("AssertionError")
@@ -561,7 +561,7 @@ async def test_metric_retries_a_503_and_keeps_the_key_out_of_row_errors(caplog: 
 # NAT 1.9.0's own TrajectoryEvaluator run over these rows with a scripted judge
 # (scripts/make_nat_trajectory_cases.py): per item its score, whether it asked the judge and the
 # steps it showed; and its average_score over all of them.
-NAT_DATA = Path(__file__).parent / "data" / "trajectory"
+NAT_DATA = Path(__file__).parents[1] / "data" / "trajectory"
 NAT_CASES = [json.loads(line) for line in (NAT_DATA / "cases.jsonl").read_text().splitlines()]
 NAT_AVERAGE = json.loads((NAT_DATA / "nat_average.json").read_text())
 

@@ -47,7 +47,7 @@ def procs() -> Iterator[Procs]:
 
 
 def serve(procs: Procs, env_class: str, port: int, log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    """`gym-metrics serve tests/_restart_envs.py:<env_class> --port <port>`, once it listens."""
+    """`gym-metrics serve tests/collector/_restart_envs.py:<env_class> --port <port>`, once it listens."""
     offset = log.stat().st_size if log.exists() else 0
     proc = procs.start(cli("serve", f"{ENVS}:{env_class}", "--port", str(port), *extra), log, log.parent)
     deadline = time.monotonic() + 20

@@ -18,7 +18,7 @@ from gym_metrics.aggregate._output import write_json
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 ROLLOUT_FILES = sorted((DATA / "nemo_gym").glob("*.jsonl")) + sorted((DATA / "nemo_gym_extra").glob("*.jsonl"))
 
 

@@ -16,7 +16,7 @@ from gym_metrics.aggregate import _reader, aggregate_file
 from gym_metrics.errors import InvalidInputError
 from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
 
-DATA = Path(__file__).parent / "data" / "nemo_gym"
+DATA = Path(__file__).parents[1] / "data" / "nemo_gym"
 
 
 async def run_cli(*args: str) -> tuple[int, str, str]:

@@ -23,7 +23,7 @@ from gym_metrics.evaluation import EvaluationResult, Histogram, HistogramBin, Pe
 
 from gym_metrics.testing import Reply, ScriptedJudge
 
-DATA = Path(__file__).parent / "data" / "evaluator_reference"
+DATA = Path(__file__).parents[1] / "data" / "evaluator_reference"
 AGGREGATES = json.loads((DATA / "aggregates.json").read_text())
 REMOTE = json.loads((DATA / "remote.json").read_text())
 

@@ -21,7 +21,7 @@ from gym_metrics.errors import InvalidInputError
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.server import SimpleResourcesServer
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SCORED = sorted((DATA / "nemo_gym").glob("*.jsonl")) + sorted((DATA / "nemo_gym_extra").glob("*.jsonl"))
 ROLLOUT_FILES = sorted(p for p in DATA.rglob("*.jsonl") if p.with_name(f"{p.stem}_aggregate_metrics.json").exists())
 

@@ -67,7 +67,7 @@ def procs() -> Iterator[Procs]:
 
 
 def start_server(procs: Procs, env_class: str, port: int, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """`gym-metrics serve tests/_collector_envs.py:<env_class> --port <port>`; waits until it
+    """`gym-metrics serve tests/collector/_collector_envs.py:<env_class> --port <port>`; waits until it
     prints "listening on HOST:PORT" (15 s at most) and returns the bound port."""
     offset = log.stat().st_size if log.exists() else 0
     proc = procs.start(cli("serve", f"{ENVS}:{env_class}", "--port", str(port)), log, log.parent)
