@@ -220,23 +220,26 @@ def arrow_numeric_field(column: Any) -> NumericField | None:
     return NumericField(np.asarray(values, dtype=np.float64), np.asarray(present, dtype=bool), kind)
 
 
-def _usage_fields(response: Any) -> dict[str, NumericField]:
+def _usage_columns(response: Any) -> list[tuple[Any, Any]]:
+    """(field, column) of each `response.usage` key not starting with "_" ([] without usage)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if response is None or not pa.types.is_struct(response.type) or response.type.get_field_index("usage") < 0:
-        return {}
+        return []
     usage = pc.struct_field(response, "usage")
     if not pa.types.is_struct(usage.type):
-        return {}
+        return []
+    fields = (usage.type.field(i) for i in range(usage.type.num_fields))
+    return [(f, pc.struct_field(usage, f.name)) for f in fields if not f.name.startswith("_")]
+
+
+def _usage_fields(response: Any) -> dict[str, NumericField]:
     out = {}
-    for i in range(usage.type.num_fields):
-        name = usage.type.field(i).name
-        if name.startswith("_"):
-            continue
-        field_ = arrow_numeric_field(pc.struct_field(usage, name))
+    for f, column in _usage_columns(response):
+        field_ = arrow_numeric_field(column)
         if field_ is not None:
-            out[name] = field_
+            out[f.name] = field_
     return out
 
 
@@ -245,18 +248,11 @@ def _usage_non_numeric(response: Any) -> dict[str, np.ndarray]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if response is None or not pa.types.is_struct(response.type) or response.type.get_field_index("usage") < 0:
-        return {}
-    usage = pc.struct_field(response, "usage")
-    if not pa.types.is_struct(usage.type):
-        return {}
-    out = {}
-    for i in range(usage.type.num_fields):
-        f = usage.type.field(i)
-        if f.name.startswith("_") or pa.types.is_null(f.type) or _is_numeric_type(f.type):
-            continue
-        out[f.name] = pc.is_valid(pc.struct_field(usage, f.name)).to_numpy(zero_copy_only=False)
-    return out
+    return {
+        f.name: pc.is_valid(column).to_numpy(zero_copy_only=False)
+        for f, column in _usage_columns(response)
+        if not (pa.types.is_null(f.type) or _is_numeric_type(f.type))
+    }
 
 
 def _usage_clash_is_ambiguous(
