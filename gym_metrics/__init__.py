@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 from gym_metrics._environments import register_server, resolve_server
-from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, aggregate_file
+from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, MetricColumns, aggregate_file
 from gym_metrics.compare import Comparison, compare_agents
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
 
@@ -98,6 +98,7 @@ __all__ = [
     "GymMetricsError",
     "InvalidInputError",
     "Metric",
+    "MetricColumns",
     "MetricResult",
     "Reducer",
     "ReducerResult",

@@ -24,7 +24,9 @@ from gym_metrics.aggregate import (
     AgentAggregate,
     AggregateOptions,
     Aggregator,
+    ColumnarComputeMetrics,
     ColumnMetrics,
+    MetricColumns,
     RolloutColumns,
     default_key_metrics,
 )
@@ -71,7 +73,17 @@ class SimpleResourcesServer:
         docs/metrics.md#compute-metrics says what `tasks` holds.
 
         A `per_task_metrics` list (entries keyed by `_ng_task_index`) is merged into the groups.
+        An environment that overrides `compute_metrics_columns` gets that one called instead
+        (no row dicts are built or sent); this one stays for NeMo Gym compatibility.
         """
+        return {}
+
+    def compute_metrics_columns(self, columns: MetricColumns) -> dict[str, Any]:
+        """The columnar compute_metrics: the same answer (per_task_metrics included) from the
+        measured rollouts as numpy columns (MetricColumns: task indices, a tasks x rollouts
+        reward matrix, named numeric columns per rollout). Overriding it means aggregation
+        needs no rows (`wants_rows` is False) and `compute_metrics` is not called.
+        docs/environments.md#columnar-compute_metrics. Default: none."""
         return {}
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
@@ -108,9 +120,18 @@ class SimpleResourcesServer:
 
     @property
     def wants_rows(self) -> bool:
-        """True when compute_metrics is overridden, so aggregation needs full rows. (Listed
-        reducers need only the reward column, which is always there.)"""
+        """True when compute_metrics is overridden (and compute_metrics_columns is not), so
+        aggregation needs full rows. (Listed reducers and the columnar hook need only numeric
+        columns, which are always there.)"""
+        if self.columnar_metrics_hook() is not None:
+            return False
         return type(self).compute_metrics is not SimpleResourcesServer.compute_metrics
+
+    def columnar_metrics_hook(self) -> ColumnarComputeMetrics | None:
+        """compute_metrics_columns when overridden, else None."""
+        if type(self).compute_metrics_columns is SimpleResourcesServer.compute_metrics_columns:
+            return None
+        return self.compute_metrics_columns
 
     def column_metrics_hook(self) -> ColumnMetrics | None:
         """The engine hook adding the listed reducers from the reward column (no row dicts);
@@ -177,7 +198,7 @@ class SimpleResourcesServer:
     def finalize(self, aggregator: Aggregator) -> AgentAggregate:
         """Compute the agent's metrics with this environment's hooks (CPU-bound: run off-loop)."""
         compute = self.compute_metrics if self.wants_rows else None
-        return aggregator.finalize(compute, self.get_key_metrics, self.column_metrics_hook())
+        return aggregator.finalize(compute, self.get_key_metrics, self.column_metrics_hook(), self.columnar_metrics_hook())
 
     async def aggregate_metrics(
         self,

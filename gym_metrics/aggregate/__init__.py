@@ -37,6 +37,7 @@ from gym_metrics.aggregate._engine import (
     GROUP_STATS,
     AggregateOptions,
     Aggregator,
+    ColumnarComputeMetrics,
     ColumnMetrics,
     ComputeMetrics,
     GetKeyMetrics,
@@ -45,6 +46,7 @@ from gym_metrics.aggregate._engine import (
     local_parts,
     non_numeric_counts,
 )
+from gym_metrics.aggregate._metric_columns import MetricColumns
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
 from gym_metrics.aggregate._output import iter_group_dicts, output_path_for, write_aggregate_metrics
 from gym_metrics.aggregate._reader import (
@@ -71,6 +73,7 @@ def aggregate_file(
     extra: Callable[[str, RolloutColumns], Mapping[str, Any]] | None = None,
     column_metrics: ColumnMetrics | None = None,
     default_agent: str | None = None,
+    compute_metrics_columns: ColumnarComputeMetrics | None = None,
 ) -> tuple[Path, list[AgentAggregate], RolloutFile]:
     """Aggregate a rollouts JSONL in-process and write `<stem>_aggregate_metrics.json`.
 
@@ -86,7 +89,7 @@ def aggregate_file(
             sections[name] = extra(name, rollouts.agents[name])
         agg = Aggregator(name, options)
         agg.add(rollouts.agents[name])
-        results.append(agg.finalize(compute_metrics, get_key_metrics, column_metrics))
+        results.append(agg.finalize(compute_metrics, get_key_metrics, column_metrics, compute_metrics_columns))
     out = write_aggregate_metrics(output_path or output_path_for(rollouts_path), results, sections or None)
     return out, results, rollouts
 
@@ -99,6 +102,7 @@ __all__ = [
     "BadLine",
     "BufferRows",
     "ColumnMetrics",
+    "ColumnarComputeMetrics",
     "ComputeMetrics",
     "ERROR_KEY",
     "ERROR_KINDS",
@@ -106,6 +110,7 @@ __all__ = [
     "GetKeyMetrics",
     "GroupTable",
     "LocalParts",
+    "MetricColumns",
     "NumericField",
     "OnBadLine",
     "ROLLOUT_KEY",

@@ -31,6 +31,7 @@ from gym_metrics.aggregate._accounting import (
     masked_by_task,
     non_numeric_counts_of,
 )
+from gym_metrics.aggregate._metric_columns import MetricColumns
 from gym_metrics.aggregate._repeats import across_repeats, repeat_level_entries
 from gym_metrics.aggregate._rows import rows_by_task, sample_texts
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
@@ -49,6 +50,9 @@ GetKeyMetrics = Callable[[dict[str, Any]], dict[str, Any]]
 ColumnMetrics = Callable[[RolloutColumns], dict[str, Any]]
 """Agent metrics from the measured rows as columns, sorted by (task, rollout): for metrics
 that need only numeric fields (reward reducers), so no row dict is ever built."""
+ColumnarComputeMetrics = Callable[[MetricColumns], dict[str, Any]]
+"""An environment's `compute_metrics_columns`: compute_metrics' answer (per_task_metrics
+included) from the measured rollouts as numpy columns instead of row dicts."""
 
 
 def default_key_metrics(agent_metrics: dict[str, Any]) -> dict[str, Any]:
@@ -102,12 +106,16 @@ class Aggregator:
         compute_metrics: ComputeMetrics | None = None,
         get_key_metrics: GetKeyMetrics | None = None,
         column_metrics: ColumnMetrics | None = None,
+        compute_metrics_columns: ColumnarComputeMetrics | None = None,
     ) -> AgentAggregate:
         """Compute the metrics. Pure function of the set of rows added (not their order).
 
-        `column_metrics`' keys go into agent_metrics before `compute_metrics`' (which win)."""
+        Into agent_metrics, later winning on a clash: `column_metrics`' keys, then
+        `compute_metrics_columns`', then `compute_metrics`'."""
         data = _sorted_unique(concat(self._batches)) if self._batches else None
-        return _aggregate(self.agent_name, data, self.options, compute_metrics, get_key_metrics, column_metrics)
+        return _aggregate(
+            self.agent_name, data, self.options, compute_metrics, get_key_metrics, column_metrics, compute_metrics_columns
+        )
 
 
 def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
@@ -154,6 +162,7 @@ def _aggregate(
     compute_metrics: ComputeMetrics | None,
     get_key_metrics: GetKeyMetrics | None,
     column_metrics: ColumnMetrics | None = None,
+    compute_metrics_columns: ColumnarComputeMetrics | None = None,
 ) -> AgentAggregate:
     """The stages, in the order the output's keys come: group level, agent level (whole, then
     across repeats), coverage and errors, the environment's own metrics, key metrics."""
@@ -174,6 +183,8 @@ def _aggregate(
     if len(ms):
         if column_metrics is not None:
             agent_metrics.update(column_metrics(ms.cols))
+        if compute_metrics_columns is not None:
+            _add_computed(agent_metrics, groups, compute_metrics_columns(metric_columns(ms.cols, ms.starts, ms.names)))
         if compute_metrics is not None:
             _add_computed(agent_metrics, groups, compute_metrics(rows_by_task(data, ms.pos, ms.starts, ms.names)))
         agent_metrics["num_repeats"] = num_repeats
@@ -199,6 +210,23 @@ def _aggregate(
         non_finite_counts={k: v for k, v in non_finite.items() if v},
         received_rollouts=received,
         non_numeric_counts=non_numeric_counts_of(data, ms.pos),
+    )
+
+
+def metric_columns(cols: RolloutColumns, starts: np.ndarray, names: list[str]) -> MetricColumns:
+    """Measured columns sorted by (task, rollout), with their task starts, as the columnar
+    hook's MetricColumns."""
+    counts = np.diff(np.append(starts, len(cols.task_index))).astype(np.int64)
+    values = {}
+    for name in names:
+        col = cols.fields[name]
+        values[name] = np.where(col.present, col.values, np.nan).astype(np.float64, copy=False)
+    return MetricColumns(
+        np.asarray(cols.task_index[starts], dtype=np.int64),
+        counts,
+        np.asarray(cols.task_index, dtype=np.int64),
+        np.asarray(cols.rollout_index, dtype=np.int64),
+        values,
     )
 
 

@@ -37,7 +37,7 @@ def add_parsers(sub: Any) -> None:
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics.aggregate import AggregateOptions, aggregate_file
 
-    compute = keys = columns = None
+    compute = keys = columns = columnar = None
     if ns.env:
         from gym_metrics import resolve_server
 
@@ -45,6 +45,7 @@ def run(ns: argparse.Namespace) -> int:
         compute = env.compute_metrics if env.wants_rows else None
         keys = env.get_key_metrics
         columns = env.column_metrics_hook()
+        columnar = env.columnar_metrics_hook()
     options = AggregateOptions(
         include_rollout_infos=not ns.no_rollout_infos,
         expected_rollouts_per_task=ns.expected_rollouts,
@@ -59,6 +60,7 @@ def run(ns: argparse.Namespace) -> int:
         compute_metrics=compute,
         get_key_metrics=keys,
         column_metrics=columns,
+        compute_metrics_columns=columnar,
         on_bad_line=ns.on_bad_line,
         extra=_economics_section(econ) if ns.economics else None,
         default_agent=ns.agent,

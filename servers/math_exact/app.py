@@ -5,9 +5,10 @@
 deterministic normalisation (numbers compared exactly as fractions, text case-insensitively).
 No sympy, no LLM judge: the same text always gets the same reward.
 
-`compute_metrics` adds first-k pass@k and the mean-of-rewards pass@1 per agent and per task,
-computed by the framework's reward reducers (`pass@{k}`, `mean_reward`); `get_key_metrics`
-picks the headline numbers.
+`compute_metrics_columns` adds first-k pass@k and the mean-of-rewards pass@1 per agent and per
+task, computed by the framework's reward reducers (`pass@{k}`, `mean_reward`) from the reward
+column (no row dicts; `compute_metrics` gives the same from rows, for NeMo Gym callers);
+`get_key_metrics` picks the headline numbers.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, field_validator
 
-from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer, register_server
+from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, MetricColumns, SimpleResourcesServer, register_server
 from gym_metrics.reducers import PASS_THRESHOLD, TaskRewards, get_reducer
 
 SAMPLE_PATH = Path(__file__).with_name("sample.jsonl")
@@ -238,19 +239,21 @@ def answers_match(extracted: str | None, expected: str) -> bool:
 _PASS_AT = re.compile(r"pass@(\d+)")
 
 
-def _reward(row: dict[str, Any]) -> float:
-    value = row.get("reward")
-    if isinstance(value, (bool, int, float)):
-        return float(value)
-    return math.nan  # missing: neither passes nor counts towards a mean
-
-
-def _position_value(reward: float) -> float:
-    """A reward as first-k pass@k reads it: a missing (NaN) reward still takes its position and
+def _position_values(rewards: np.ndarray) -> np.ndarray:
+    """Rewards as first-k pass@k reads them: a missing (NaN) reward still takes its position and
     does not pass; +inf passes."""
-    if math.isfinite(reward):
-        return reward
-    return 1.0 if reward == math.inf else 0.0
+    finite = np.isfinite(rewards)
+    if finite.all():
+        return rewards
+    return np.where(finite, rewards, np.where(rewards == math.inf, 1.0, 0.0))
+
+
+def _finite_only(rewards: np.ndarray, offsets: np.ndarray) -> TaskRewards:
+    """Each task's finite rewards (a missing reward neither passes nor counts towards a mean)."""
+    keep = np.isfinite(rewards)
+    if keep.all():
+        return TaskRewards(rewards, offsets)
+    return TaskRewards(rewards[keep], np.concatenate(([0], np.cumsum(keep)))[offsets])
 
 
 def _reduced(name: str, rewards: TaskRewards) -> tuple[float, list[float]]:
@@ -263,12 +266,6 @@ def _reduced(name: str, rewards: TaskRewards) -> tuple[float, list[float]]:
     numerator, weight = terms
     per_task = np.divide(numerator, weight, out=np.full(len(weight), np.nan), where=weight > 0)
     return float(reducer.compute(rewards)), per_task.tolist()
-
-
-def _task_index(task: list[dict[str, Any]], position: int) -> int:
-    first = task[0] if task else {}
-    value = first.get("_ng_task_index", first.get("task_index", position))
-    return int(value)
 
 
 def pass_at_k_values(num_samples: int) -> list[int]:
@@ -299,6 +296,11 @@ class MathExactServer(SimpleResourcesServer):
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """compute_metrics_columns' answer from rows grouped by task (NeMo Gym's hook; the
+        framework calls the columnar one)."""
+        return self.compute_metrics_columns(MetricColumns.from_task_rows(tasks))
+
+    def compute_metrics_columns(self, columns: MetricColumns) -> dict[str, Any]:
         """First-k pass@k and the mean-of-rewards pass@1, per agent and per task.
 
         - `pass@k`: fraction of tasks where any of the FIRST k samples (rollout order) passes
@@ -308,25 +310,25 @@ class MathExactServer(SimpleResourcesServer):
         - `pass@1[avg-of-k]`: mean over tasks of each task's mean reward.
         Per task, the same keys (0/1 for pass@k) go into `per_task_metrics`.
         """
-        rewards = [[_reward(row) for row in task] for task in tasks]
-        max_n = max(map(len, rewards), default=0)
+        max_n = int(columns.counts.max()) if len(columns.counts) else 0
         if max_n == 0:
             return {}
+        rewards, offsets = columns.reward, columns.offsets
         # First-k reads positions: a missing reward is a sample that does not pass (+inf passes).
-        samples = TaskRewards.of([[_position_value(x) for x in task] for task in rewards])
-        ks = pass_at_k_values(max_n)
+        samples = TaskRewards(_position_values(rewards), offsets)
         metrics: dict[str, Any] = {}
         per_task_cols: dict[str, list[float]] = {}
-        for k in ks:
+        for k in pass_at_k_values(max_n):
             metrics[f"pass@{k}"], per_task_cols[f"pass@{k}"] = _reduced(f"pass@{k}", samples)
-        metrics[AVG_OF_K], means = _reduced("mean_reward", TaskRewards.of(rewards))  # missing rewards left out
+        metrics[AVG_OF_K], means = _reduced("mean_reward", _finite_only(rewards, offsets))  # missing left out
 
+        keys = list(per_task_cols)
         per_task = []
-        for i, task in enumerate(tasks):
-            entry: dict[str, Any] = {"_ng_task_index": _task_index(task, i)}
-            entry.update({key: col[i] for key, col in per_task_cols.items()})
-            if not math.isnan(means[i]):
-                entry[AVG_OF_K] = means[i]
+        for index, values, mean in zip(columns.task_index.tolist(), zip(*per_task_cols.values()), means):
+            entry: dict[str, Any] = {"_ng_task_index": index}
+            entry.update(zip(keys, values))
+            if mean == mean:  # not NaN
+                entry[AVG_OF_K] = mean
             per_task.append(entry)
         metrics["per_task_metrics"] = per_task
         return metrics

@@ -243,7 +243,7 @@ def test_server_info_and_models() -> None:
     assert MathExactServer.server_name() == "math_exact"
     assert MathExactServer.verify_request_model() is MathVerifyRequest
     assert MathExactServer.verify_response_model() is MathVerifyResponse
-    assert server.wants_rows
+    assert not server.wants_rows  # the columnar hook: no rows needed (issue 12)
     info = server.server_info()
     assert info["name"] == "math_exact"
     assert "expected_answer" in info["verify_request_schema"]["required"]
