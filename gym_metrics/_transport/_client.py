@@ -103,6 +103,8 @@ _BROKEN_CONNECTION = (
 """Details of INTERNAL / UNKNOWN / CANCELLED statuses that grpc itself makes up when the
 connection breaks (lower case)."""
 _LOCAL_CANCEL = "locally cancelled by application"
+_WORKER_KEY = "gym-metrics-worker"
+"""GetServerInfo's trailing metadata: "INDEX/COUNT" of the worker process that answered."""
 
 
 def is_transient(exc: grpc.aio.AioRpcError) -> bool:
@@ -173,20 +175,25 @@ class ResourcesClient:
         token: str | None = None,
         tls_ca: str | Path | bytes | bool | None = None,
         credentials: grpc.ChannelCredentials | None = None,
+        _options: Sequence[tuple[str, Any]] = (),
     ) -> None:
+        self._token, self._credentials = token, None
         if tls_ca is not None and tls_ca is not False and credentials is None:
             roots = None if tls_ca is True else tls_ca if isinstance(tls_ca, bytes) else Path(tls_ca).read_bytes()
             credentials = grpc.ssl_channel_credentials(roots)
+        self._credentials = credentials
         if isinstance(target, str):
+            options = [*CHANNEL_OPTIONS, *_options]
             if credentials is not None:
-                self._channel = grpc.aio.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
+                self._channel = grpc.aio.secure_channel(target, credentials, options=options)
             else:
-                self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+                self._channel = grpc.aio.insecure_channel(target, options=options)
             self._owns_channel = True
         else:
             self._channel = target
             self._owns_channel = False
         self.target = target if isinstance(target, str) else "the server"
+        self._target_arg = target
         self._stub = resources_pb2_grpc.ResourcesServiceStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
 
@@ -199,6 +206,55 @@ class ResourcesClient:
     async def close(self) -> None:
         if self._owns_channel:
             await self._channel.close()
+
+    async def worker(self) -> tuple[int, int]:
+        """(index, count) of the server worker process this client's connection reached
+        (`serve --workers`), from GetServerInfo; (1, 1) for a server of one process."""
+        call = self._stub.GetServerInfo(pb.GetServerInfoRequest(), metadata=self._metadata, timeout=10)
+        try:
+            await call
+            trailing = await call.trailing_metadata()
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from None
+        for key, value in trailing or ():
+            if key == _WORKER_KEY and isinstance(value, str):
+                index, _, count = value.partition("/")
+                if index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count):
+                    return int(index), int(count)
+        return 1, 1
+
+    async def open_connections(self, n: int | None = None) -> list[ResourcesClient]:
+        """This client and more of the same server, each on its own TCP connection, so that
+        calls spread over a server's worker processes: SO_REUSEPORT balances connections,
+        not calls, and channels to one target share a connection unless their arguments
+        differ. `n` connections (None: one per worker the server reports); the first ones
+        reach distinct workers (a connection that lands on a worker already reached is
+        replaced, a few tries at most). Close the new ones. With a caller's channel, only
+        this client."""
+        if not isinstance(self._target_arg, str) or n == 1:
+            return [self]
+        index, workers = await self.worker()
+        want = workers if n is None else n
+        clients, reached, channel_id, tries = [self], {index}, 0, 0
+        try:
+            while len(clients) < want:
+                channel_id += 1
+                extra = ResourcesClient(
+                    self._target_arg, token=self._token, credentials=self._credentials,
+                    _options=(("grpc.use_local_subchannel_pool", 1), ("grpc.channel_id", channel_id)),
+                )  # fmt: skip
+                landed, _ = await extra.worker()
+                if landed in reached and len(reached) < workers and tries < 8 * want:
+                    tries += 1
+                    await extra.close()
+                    continue
+                reached.add(landed)
+                clients.append(extra)
+        except BaseException:
+            for extra in clients[1:]:
+                await extra.close()
+            raise
+        return clients
 
     async def wait_until_reachable(self, timeout: float) -> None:
         """Wait up to `timeout` seconds for the first connection, else raise

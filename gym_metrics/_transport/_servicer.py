@@ -56,8 +56,13 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         max_inflight_batches: int = 4,
         max_response_part_bytes: int = MAX_PART_BYTES,
         limits: CallLimits | None = None,
+        worker: str = "",
     ) -> None:
         self._limits = limits or CallLimits()
+        self._worker = worker
+        """"INDEX/COUNT" of a worker process sharing the port (`serve --workers`), sent with
+        GetServerInfo as `gym-metrics-worker` trailing metadata: a client opening one
+        connection per worker learns where each landed."""
         self._aggregations = 0
         self._part_bytes = max_response_part_bytes
         self._env = env
@@ -253,6 +258,8 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         self, request: pb.GetServerInfoRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetServerInfoResponse:
         decoded(request, "request")
+        if self._worker:
+            context.set_trailing_metadata(((WORKER_METADATA_KEY, self._worker),))
         info = self._env.server_info()
         return pb.GetServerInfoResponse(
             name=info["name"],
@@ -262,6 +269,9 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             verify_response_schema_json=dumps_json(info["verify_response_schema"]),
             wants_rows=bool(info["wants_rows"]),
         )
+
+
+WORKER_METADATA_KEY = "gym-metrics-worker"
 
 
 def _agent_and_options(header: pb.AggregateMetricsHeader) -> tuple[str, AggregateOptions]:

@@ -10,6 +10,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from types import FrameType
@@ -45,18 +46,15 @@ def serve(
     `overrides` replace fields of `config` (e.g. `port=0`). Prints
     "... listening on HOST:PORT" to stderr once bound, so a parent process can read the port.
     A second signal cuts the grace period short. With `workers > 1`, that many processes
-    share the (fixed) port through SO_REUSEPORT: one server process uses one core.
+    share one port through SO_REUSEPORT (one server process uses one core); with port 0 the
+    parent picks the port once and keeps it reserved, and prints the one "listening on" line
+    when every worker is up.
     """
     config = dataclasses.replace(config or ServerConfig(), **overrides)
     if config.auth_token is None and os.environ.get(AUTH_TOKEN_ENV):
         config = dataclasses.replace(config, auth_token=os.environ[AUTH_TOKEN_ENV])
     if workers < 1:
         raise InvalidInputError("invalid server config", [FieldViolation("workers", f"must be >= 1, got {workers}")])
-    if workers > 1 and config.port == 0:
-        raise InvalidInputError(
-            "workers > 1 needs a fixed port: the workers share one port through SO_REUSEPORT, "
-            "and with port 0 each would get a different random one"
-        )
     env = load_env(target, reducers, metrics=metrics)  # resolve once, in the parent, so a bad target fails before forking
     _ensure_log_handler()
     if workers == 1:
@@ -73,8 +71,10 @@ async def _serve_async(
     signals: tuple[signal.Signals, ...],
     label: str,
     parent_pid: int | None = None,
+    ready: multiprocessing.connection.Connection | None = None,
+    worker: str = "",
 ) -> None:
-    running = await start_server(env, config, reuse_port=reuse_port)
+    running = await start_server(env, config, reuse_port=reuse_port, servicer_options={"worker": worker} if worker else None)
     loop = asyncio.get_running_loop()
     requested = asyncio.Event()
     force_tasks: list[asyncio.Task[None]] = []
@@ -91,9 +91,14 @@ async def _serve_async(
     _add_signal_handlers(loop, signals, on_signal)
     extras = [f"pid {os.getpid()}", *([label] if label else []), *(["tls"] if config.tls else []),
               *(["auth"] if config.auth_token else [])]
-    # One write per line: workers share stderr, and a parent process parses this line.
-    sys.stderr.write(f"gym-metrics: {env.server_name()} listening on {running.address} ({', '.join(extras)})\n")
+    # One write per line: workers share stderr, and a parent process parses the "listening on"
+    # line; a worker's parent prints it once every worker is up.
+    verb = "serving on" if ready is not None else "listening on"
+    sys.stderr.write(f"gym-metrics: {env.server_name()} {verb} {running.address} ({', '.join(extras)})\n")
     sys.stderr.flush()
+    if ready is not None:
+        ready.send(running.port)
+        ready.close()
     orphan_watch = loop.create_task(_watch_parent(parent_pid, requested, where)) if parent_pid else None
     try:
         await requested.wait()
@@ -143,10 +148,15 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
     if "fork" not in multiprocessing.get_all_start_methods() or not hasattr(signal, "pthread_sigmask"):
         raise GymMetricsError("workers > 1 needs a POSIX system with fork() and SO_REUSEPORT")
     ctx = multiprocessing.get_context("fork")
+    reserved = _reserve_port(config) if config.port == 0 else None
+    if reserved is not None:
+        config = dataclasses.replace(config, port=reserved.getsockname()[1])
+    ready_r, ready_w = ctx.Pipe(duplex=False)
     procs = [
         ctx.Process(
-            target=_worker_main, args=(env, config, i + 1, workers, os.getpid()), name=f"gym-metrics-worker-{i + 1}"
-        )
+            target=_worker_main, args=(env, config, i + 1, workers, os.getpid(), ready_w),
+            name=f"gym-metrics-worker-{i + 1}",
+        )  # fmt: skip
         for i in range(workers)
     ]
     stopping = False
@@ -166,15 +176,35 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
         for proc in procs:
             proc.start()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
+        ready_w.close()
+        waiting_ready: multiprocessing.connection.Connection | None = ready_r
+        up = 0
         pending = list(procs)
         while pending:
-            multiprocessing.connection.wait([p.sentinel for p in pending])
+            waits: list[Any] = [p.sentinel for p in pending] + ([waiting_ready] if waiting_ready else [])
+            if waiting_ready in multiprocessing.connection.wait(waits):
+                ended = False
+                try:
+                    waiting_ready.recv()
+                    up += 1
+                except EOFError:  # every worker has sent or exited
+                    ended = True
+                if up == workers or ended:
+                    waiting_ready.close()
+                    waiting_ready = None
+                    if up == workers and not stopping:
+                        extras = f"pid {os.getpid()}, {workers} workers" + (", tls" if config.tls else "")
+                        sys.stderr.write(f"gym-metrics: {env.server_name()} listening on {config.address()} ({extras})\n")
+                        sys.stderr.flush()
             for proc in [p for p in pending if p.exitcode is not None]:
                 pending.remove(proc)
                 if not stopping:
                     log.warning("gym-metrics: %s exited with code %s; stopping the others", proc.name, proc.exitcode)
                     forward(signal.SIGTERM, None)
     finally:
+        ready_r.close()
+        if reserved is not None:
+            reserved.close()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -185,7 +215,29 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
         )
 
 
-def _worker_main(env: SimpleResourcesServer, config: ServerConfig, index: int, workers: int, parent_pid: int) -> None:
+def _reserve_port(config: ServerConfig) -> socket.socket:
+    """A SO_REUSEPORT socket bound (not listening, so it takes no connections) to a free port
+    of `config.host`: the workers bind the same port, and nobody else can while it is held."""
+    host = config.host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, 0))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"gym-metrics cannot reserve a port on {config.host}: {exc}") from None
+    return sock
+
+
+def _worker_main(
+    env: SimpleResourcesServer,
+    config: ServerConfig,
+    index: int,
+    workers: int,
+    parent_pid: int,
+    ready: multiprocessing.connection.Connection,
+) -> None:
     # The parent turns Ctrl-C (sent to the whole process group) into one SIGTERM per worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -193,7 +245,7 @@ def _worker_main(env: SimpleResourcesServer, config: ServerConfig, index: int, w
     asyncio.run(
         _serve_async(
             env, config, reuse_port=True, signals=(signal.SIGTERM,), label=f"worker {index}/{workers}",
-            parent_pid=parent_pid,
+            parent_pid=parent_pid, ready=ready, worker=f"{index}/{workers}",
         )  # fmt: skip
     )
 

@@ -35,6 +35,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries in the metrics")
     p.add_argument("--batch-size", type=positive_int, default=256, help="rollouts per VerifyStream batch")
     p.add_argument("--max-in-flight", type=positive_int, default=8, help="unanswered batches at most")
+    p.add_argument(
+        "--connections", type=positive_int, metavar="N",
+        help="TCP connections to spread verify batches over (default: one per server worker process)",
+    )  # fmt: skip
     p.add_argument("--max-retries", type=non_negative_int, default=8, help="retries when the server is unavailable")
     p.add_argument(
         "--connect-timeout", type=positive_float, default=5.0, metavar="S",
@@ -70,6 +74,7 @@ def run(ns: argparse.Namespace) -> int:
         include_rollout_infos=not ns.no_rollout_infos,
         batch_size=ns.batch_size,
         max_in_flight=ns.max_in_flight,
+        connections=ns.connections,
         retry=RetryPolicy(max_retries=ns.max_retries),
         connect_timeout=ns.connect_timeout,
         default_agent=ns.agent,

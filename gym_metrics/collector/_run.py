@@ -49,6 +49,9 @@ class CollectOptions:
     batch_size: int = 256
     max_batch_bytes: int = 4 << 20
     max_in_flight: int = 8
+    connections: int | None = None
+    """TCP connections that verify batches are spread over; None: one per worker process the
+    server reports (`serve --workers N`), each reaching a different worker."""
     aggregate_batch_size: int = 50_000
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     connect_timeout: float = 5.0
@@ -114,13 +117,14 @@ async def collect_async(
         log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
     progress = progress or Progress(_estimate_total(input_path, opts.num_repeats))
     router = _Router(input_path, opts, out, progress)
+    lanes = await _connections(client, opts.connections, opts.retry, log)
     try:
         batches = make_batches(router.to_verify(), opts.batch_size, opts.max_batch_bytes)
-        await verify_all(
-            client, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log
-        )
+        await verify_all(lanes, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log)
         router.flush()
     finally:
+        for extra in lanes[1:]:
+            await extra.close()
         out.close()
         progress.close()
 
@@ -144,6 +148,17 @@ async def collect_async(
         repaired_bytes=out.repaired_bytes,
         failed_agents=failed,
     )
+
+
+async def _connections(
+    client: ResourcesClient, n: int | None, retry: RetryPolicy, log: Callable[[str], None]
+) -> list[ResourcesClient]:
+    """`client` and more connections to its server (see ResourcesClient.open_connections);
+    just `client` when it cannot open more (a test double)."""
+    more = getattr(client, "open_connections", None)
+    if more is None:
+        return [client]
+    return await _retrying(lambda: more(n), retry, log)
 
 
 class _Router:

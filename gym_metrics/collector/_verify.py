@@ -2,13 +2,17 @@
 
 Results are handed to `on_results` once per answered batch and a batch leaves the unanswered
 set exactly then, so a batch resent after a broken stream is never recorded twice.
+
+With several connections (one per server worker: SO_REUSEPORT spreads connections, not
+calls), each connection is a lane with its own stream and retries; a batch belongs to the lane
+that first sent it and is resent only there, and the in-flight bound is over all lanes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -60,45 +64,58 @@ def make_batches(rollouts: Iterator[Rollout], max_items: int, max_bytes: int) ->
 
 
 class _Sender:
-    """The batches of one verify_all: what is unanswered, what comes next, whether the input
-    is done (or failed). Each stream (one per retry) reads requests from here."""
+    """The batches of one verify_all: what is unanswered (and on which lane), what comes next,
+    whether the input is done (or failed). Each stream (one per lane and retry) reads requests
+    from here."""
 
     def __init__(self, batches: Iterator[Batch], max_in_flight: int) -> None:
         self.batches = batches
         self.max_in_flight = max_in_flight
-        self.unanswered: dict[str, Batch] = {}
+        self.unanswered: dict[str, tuple[Batch, int]] = {}
         self.exhausted = False
         self.input_error: Exception | None = None
-        self.stream_no = 0
+        self.stream_no: dict[int, int] = {}
         self.room = asyncio.Condition()
         self._next_id = 0
 
-    def new_stream(self) -> AsyncIterator[tuple[str, list[VerifyInput]]]:
-        """The requests of a new stream: from now on, older streams' readers send nothing."""
-        self.stream_no += 1
-        return self._requests(self.stream_no, list(self.unanswered.items()))
+    def owned(self, lane: int) -> int:
+        """How many unanswered batches `lane` sent."""
+        return sum(1 for _, owner in self.unanswered.values() if owner == lane)
+
+    def new_stream(self, lane: int = 0) -> AsyncIterator[tuple[str, list[VerifyInput]]]:
+        """The requests of a new stream on `lane`: from now on, that lane's older streams'
+        readers send nothing."""
+        mine = self.stream_no[lane] = self.stream_no.get(lane, 0) + 1
+        resend = [(batch_id, batch) for batch_id, (batch, owner) in self.unanswered.items() if owner == lane]
+        return self._requests(lane, mine, resend)
 
     async def _requests(
-        self, mine: int, resend: list[tuple[str, Batch]]
+        self, lane: int, mine: int, resend: list[tuple[str, Batch]]
     ) -> AsyncIterator[tuple[str, list[VerifyInput]]]:
-        """First the batches unanswered when the stream began, then new ones while there is
-        room; stops when a newer stream has started."""
+        """First the lane's batches unanswered when the stream began, then new ones while
+        there is room; stops when a newer stream has started on the lane."""
         for batch_id, batch in resend:
             yield batch_id, _items(batch)
         while not self.exhausted:
             async with self.room:
-                await self.room.wait_for(lambda: len(self.unanswered) < self.max_in_flight or mine != self.stream_no)
-            if mine != self.stream_no:
+                await self.room.wait_for(
+                    lambda: len(self.unanswered) < self.max_in_flight or mine != self.stream_no[lane] or self.exhausted
+                )
+            if self.exhausted:
+                return
+            if mine != self.stream_no[lane]:
                 # grpc does not cancel a broken call's request reader: it may ask for one more
                 # batch, which it can no longer send. Leave new batches to the current stream,
                 # or they would be lost until the next retry.
                 return
             new = self._next_batch()
             if new is None:
+                async with self.room:
+                    self.room.notify_all()  # the other lanes' readers stop too
                 return
             batch_id = str(self._next_id)
             self._next_id += 1
-            self.unanswered[batch_id] = new
+            self.unanswered[batch_id] = (new, lane)
             yield batch_id, _items(new)
 
     def _next_batch(self) -> Batch | None:
@@ -115,11 +132,12 @@ class _Sender:
 
     async def answered(self, batch_id: str) -> Batch | None:
         """The batch this answer is for (None if already recorded), freeing its room."""
-        batch = self.unanswered.pop(batch_id, None)
-        if batch is not None:
-            async with self.room:
-                self.room.notify_all()
-        return batch
+        entry = self.unanswered.pop(batch_id, None)
+        if entry is None:
+            return None
+        async with self.room:
+            self.room.notify_all()
+        return entry[0]
 
 
 def _items(batch: Batch) -> list[VerifyInput]:
@@ -127,7 +145,7 @@ def _items(batch: Batch) -> list[VerifyInput]:
 
 
 async def verify_all(
-    client: ResourcesClient,
+    client: ResourcesClient | Sequence[ResourcesClient],
     batches: Iterator[Batch],
     on_results: Callable[[list[tuple[Rollout, VerifyOutcome]]], None],
     *,
@@ -135,20 +153,42 @@ async def verify_all(
     retry: RetryPolicy | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> None:
+    """Verify every batch over `client` (one connection, or several: one lane each), handing
+    each answered batch to `on_results` once. A lane retries its own broken stream; one that
+    gives up fails the whole call."""
     retry = retry or RetryPolicy()
+    clients = list(client) if isinstance(client, Sequence) else [client]
     sender = _Sender(batches, max_in_flight)
+    lanes = [asyncio.ensure_future(_lane(i, c, sender, on_results, retry, log)) for i, c in enumerate(clients)]
+    try:
+        await asyncio.gather(*lanes)
+    except BaseException:
+        for task in lanes:
+            task.cancel()
+        await asyncio.gather(*lanes, return_exceptions=True)
+        raise
+    if sender.input_error is not None:
+        raise sender.input_error
+
+
+async def _lane(
+    lane: int,
+    client: ResourcesClient,
+    sender: _Sender,
+    on_results: Callable[[list[tuple[Rollout, VerifyOutcome]]], None],
+    retry: RetryPolicy,
+    log: Callable[[str], None],
+) -> None:
     attempt = 0
     while True:
         try:
-            async for batch_id, outcomes in client.verify_batches(sender.new_stream()):
+            async for batch_id, outcomes in client.verify_batches(sender.new_stream(lane)):
                 batch = await sender.answered(batch_id)
                 if batch is None:
                     continue  # answered before the stream broke
                 on_results([(r, o) for (r, _), o in zip(batch, outcomes)])
                 attempt = 0
-            if sender.exhausted and not sender.unanswered:
-                if sender.input_error is not None:
-                    raise sender.input_error
+            if sender.exhausted and not sender.owned(lane):
                 return
             raise ServerUnavailableError("the server closed the stream with batches unanswered")
         except ServerUnavailableError as exc:

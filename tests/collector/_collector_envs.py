@@ -76,3 +76,20 @@ class SlowHashMetricsEnv(SlowHashEnv):
         solved = [any(float(r.get("reward", 0.0)) >= 1.0 for r in task) for task in tasks]
         per_task = [{"_ng_task_index": task[0]["_ng_task_index"], "solved": float(s)} for task, s in zip(tasks, solved) if task]
         return {"solved_rate": sum(solved) / len(solved) if solved else 0.0, "per_task_metrics": per_task}
+
+
+class PidEnv(SimpleResourcesServer):
+    """Records the pid of the worker process that verified each rollout (`worker_pid`), and
+    burns `spin_us` of CPU (class attribute; 200 us by default) so verify is CPU-bound."""
+
+    name = "pid_env"
+    spin_us = 200
+
+    async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
+        import os
+        import time
+
+        end = time.perf_counter() + self.spin_us / 1e6
+        while time.perf_counter() < end:
+            pass
+        return BaseVerifyResponse(reward=1.0, worker_pid=os.getpid())

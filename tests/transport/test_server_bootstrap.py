@@ -441,7 +441,7 @@ async def test_workers_share_one_port_and_stop_on_sigterm(tmp_path: Path) -> Non
     port = free_port()
     proc = await spawn_serve(tmp_path, f"{{'port': {port}, 'workers': 2, 'grace_seconds': 5}}")
     try:
-        assert await read_listening(proc, 2) == [port, port]
+        assert await read_listening(proc) == [port]  # one line, from the parent, once both are up
         async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = pb_grpc.ResourcesServiceStub(channel)
             replies = await asyncio.gather(*(stub.Verify(verify_request(), timeout=5) for _ in range(4)))
@@ -458,7 +458,7 @@ async def test_workers_exit_when_their_parent_is_killed(tmp_path: Path) -> None:
     port = free_port()
     proc = await spawn_serve(tmp_path, f"{{'port': {port}, 'workers': 2}}")
     try:
-        assert await read_listening(proc, 2) == [port, port]
+        assert await read_listening(proc) == [port]
         proc.kill()  # the parent only: SIGKILL cannot be forwarded
         deadline = time.monotonic() + 10
         while accepts_connections(port):
@@ -476,6 +476,22 @@ def accepts_connections(port: int) -> bool:
         return False
 
 
-def test_workers_need_a_fixed_port() -> None:
-    with pytest.raises(ValueError, match="fixed port"):
-        serve(SleepyEnv(), port=0, workers=2)
+async def test_workers_share_a_port_picked_once_with_port_0(tmp_path: Path) -> None:
+    """The parent picks the port (a SO_REUSEPORT socket bound, not listening, and kept) and
+    prints one "listening on" line once every worker serves on it."""
+    proc = await spawn_serve(tmp_path, "{'port': 0, 'workers': 2, 'grace_seconds': 5}")
+    try:
+        [port] = await read_listening(proc)
+        assert port != 0
+        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            reply = await pb_grpc.ResourcesServiceStub(channel).Verify(verify_request(), timeout=5)
+            assert reply.reward == 0.5
+        with socket.socket() as other:  # nobody else can take the port while the server runs
+            with pytest.raises(OSError):
+                other.bind(("127.0.0.1", port))
+        proc.send_signal(signal.SIGTERM)
+        code, stderr = await finish(proc)
+    finally:
+        await kill_group(proc)
+    assert code == 0, stderr
+    assert stderr.count("stopped (worker") == 2, stderr
