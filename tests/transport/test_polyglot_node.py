@@ -379,7 +379,7 @@ def test_server_info(node_output: dict[str, Any], math_env: Any) -> None:
     info = node_output["server_info"]
     assert info["name"] == "math_exact"
     assert info["version"] == gym_metrics.__version__
-    assert info["wants_rows"] is True
+    assert info["wants_rows"] is math_env.wants_rows is False  # columnar compute_metrics: no rows sent
     assert info["verify_request_required"] == ["expected_answer"]
     assert {"reward", "extracted_answer", "is_correct"} <= set(info["verify_response_properties"])
     assert info["metrics"] == list(math_env.metrics)
