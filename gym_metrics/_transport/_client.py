@@ -12,12 +12,17 @@ from typing import Any
 import grpc
 import grpc.aio
 import orjson
-from google.rpc import error_details_pb2, status_pb2
 
 from gym_metrics._transport._batches import columns_to_batches, dumps_json
 from gym_metrics._transport._convert import responses_to_aggregate
+from gym_metrics._transport._status import (
+    RemoteCallError,
+    ServerUnavailableError,
+    ServerUnreachableError,
+    is_transient,
+    translate,
+)
 from gym_metrics.aggregate import AgentAggregate, RolloutColumns, non_numeric_counts
-from gym_metrics.errors import GymMetricsError, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
@@ -64,97 +69,8 @@ class ServerInfo:
     wants_rows: bool
 
 
-class ServerUnavailableError(GymMetricsError):
-    """The connection to the server broke or the server did not answer in time: worth
-    retrying (see `is_transient`). Exit code 4 on the command line once retries ran out."""
-
-    exit_code = 4
-
-
-class ServerUnreachableError(GymMetricsError):
-    """The first connection failed within the connect timeout: a wrong address, a server not
-    started, a TLS mismatch. Not retried: retries are for a server that was there and went
-    away. Exit code 4 on the command line."""
-
-    exit_code = 4  # "server unreachable" in the CLI's exit-code table (README "Exit codes")
-
-
-class RemoteCallError(GymMetricsError):
-    """The server refused or failed a call; carries the gRPC status name and details."""
-
-    def __init__(self, code: str, details: str) -> None:
-        super().__init__(f"server answered {code}: {details}")
-        self.code, self.details = code, details
-
-
-_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-_STATUS_DETAILS_KEY = "grpc-status-details-bin"
-"""The trailer our servicers' errors carry (google.rpc.Status, see _errors.to_status)."""
-_BROKEN_CONNECTION = (
-    "internal error from core",  # a write on a call whose connection died (grpc.aio)
-    "stream removed",
-    "socket closed",
-    "rst_stream",
-    "connection reset",
-    "broken pipe",
-    "goaway",
-    "cancelling all calls",  # a server shutting down with no grace left
-)
-"""Details of INTERNAL / UNKNOWN / CANCELLED statuses that grpc itself makes up when the
-connection breaks (lower case)."""
-_LOCAL_CANCEL = "locally cancelled by application"
 _WORKER_KEY = "gym-metrics-worker"
 """GetServerInfo's trailing metadata: "INDEX/COUNT" of the worker process that answered."""
-
-
-def is_transient(exc: grpc.aio.AioRpcError) -> bool:
-    """Whether a failed call is worth retrying: UNAVAILABLE and DEADLINE_EXCEEDED, a
-    RESOURCE_EXHAUSTED that carries a RetryInfo (a busy server, not a call past a limit), and
-    the INTERNAL / UNKNOWN / CANCELLED that the channel reports for a broken connection or a
-    server shutting down. A status sent by the server's handler is final: ours carry the
-    `grpc-status-details-bin` trailer, and an uncaught exception there reads "Unexpected ..."."""
-    code, details = exc.code(), (exc.details() or "").lower()
-    if code in _RETRYABLE:
-        return True
-    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return _asks_to_retry(exc)  # a busy server says so with a RetryInfo; a limit does not
-    if code not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED):
-        return False
-    if _from_handler(exc) or details.startswith("unexpected ") or _LOCAL_CANCEL in details:
-        return False
-    return code is grpc.StatusCode.CANCELLED or any(marker in details for marker in _BROKEN_CONNECTION)
-
-
-def _asks_to_retry(exc: grpc.aio.AioRpcError) -> bool:
-    """True when the status details hold a google.rpc.RetryInfo."""
-    try:
-        for key, value in exc.trailing_metadata() or ():
-            if key == _STATUS_DETAILS_KEY and isinstance(value, bytes):
-                status = status_pb2.Status.FromString(value)
-                retry_info = error_details_pb2.RetryInfo.DESCRIPTOR.full_name
-                return any(d.TypeName() == retry_info for d in status.details)
-    except Exception:  # absent or undecodable details: not a request to retry
-        return False
-    return False
-
-
-def _from_handler(exc: grpc.aio.AioRpcError) -> bool:
-    """True when the status came with our rich-status trailer, i.e. from a servicer."""
-    try:
-        return any(key == _STATUS_DETAILS_KEY for key, _ in exc.trailing_metadata() or ())
-    except Exception:  # metadata of a call that never reached the server may be absent
-        return False
-
-
-def _translate(exc: grpc.aio.AioRpcError) -> Exception:
-    """gRPC failures as gym-metrics errors: transient ones as ServerUnavailableError, a
-    rejected request as InvalidInputError, anything else as RemoteCallError."""
-    code, details = exc.code(), exc.details() or ""
-    if is_transient(exc):
-        return ServerUnavailableError(f"{code.name}: {details}")
-    if code is grpc.StatusCode.INVALID_ARGUMENT:
-        return InvalidInputError(f"the server rejected the request: {details}")
-    return RemoteCallError(code.name, details)
 
 
 class ResourcesClient:
@@ -215,7 +131,7 @@ class ResourcesClient:
             await call
             trailing = await call.trailing_metadata()
         except grpc.aio.AioRpcError as exc:
-            raise _translate(exc) from None
+            raise translate(exc) from None
         for key, value in trailing or ():
             if key == _WORKER_KEY and isinstance(value, str):
                 index, _, count = value.partition("/")
@@ -279,7 +195,7 @@ class ResourcesClient:
         try:
             response = await self._stub.Verify(pb.VerifyRequest(body_json=_body_json(body)), metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
-            raise _translate(exc) from None
+            raise translate(exc) from None
         return orjson.loads(response.response_json)
 
     async def verify_stream(
@@ -309,7 +225,7 @@ class ResourcesClient:
             async for response in call:
                 yield response.batch_id, [_outcome(r) for r in response.results]
         except grpc.aio.AioRpcError as exc:
-            raise _translate(exc) from None
+            raise translate(exc) from None
 
     async def aggregate(
         self,
@@ -357,7 +273,7 @@ class ResourcesClient:
         try:
             parts = [part async for part in self._stub.AggregateMetrics(requests(), metadata=self._metadata)]
         except grpc.aio.AioRpcError as exc:
-            raise _translate(exc) from None
+            raise translate(exc) from None
         if not parts or not parts[-1].last:
             raise ServerUnavailableError("AggregateMetrics answer ended before its last part")
         result = responses_to_aggregate(parts)
@@ -369,7 +285,7 @@ class ResourcesClient:
         try:
             info = await self._stub.GetServerInfo(pb.GetServerInfoRequest(), metadata=self._metadata, timeout=10)
         except grpc.aio.AioRpcError as exc:
-            raise _translate(exc) from None
+            raise translate(exc) from None
         return ServerInfo(
             name=info.name,
             version=info.version,

@@ -152,55 +152,24 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
     if reserved is not None:
         config = dataclasses.replace(config, port=reserved.getsockname()[1])
     ready_r, ready_w = ctx.Pipe(duplex=False)
-    procs = [
+    group = _Workers([
         ctx.Process(
             target=_worker_main, args=(env, config, i + 1, workers, os.getpid(), ready_w),
             name=f"gym-metrics-worker-{i + 1}",
-        )  # fmt: skip
+        )
         for i in range(workers)
-    ]
-    stopping = False
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-        for proc in procs:
-            if proc.pid is not None and proc.exitcode is None:
-                os.kill(proc.pid, signal.SIGTERM)
-
+    ])  # fmt: skip
     # Children start with the signals blocked and unblock them once their handlers are in.
     signal.pthread_sigmask(signal.SIG_BLOCK, _SHUTDOWN_SIGNALS)
-    previous = {sig: signal.signal(sig, forward) for sig in _SHUTDOWN_SIGNALS}
+    previous = {sig: signal.signal(sig, group.forward) for sig in _SHUTDOWN_SIGNALS}
     sys.stderr.flush()
     try:
-        for proc in procs:
+        for proc in group.procs:
             proc.start()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
         ready_w.close()
-        waiting_ready: multiprocessing.connection.Connection | None = ready_r
-        up = 0
-        pending = list(procs)
-        while pending:
-            waits: list[Any] = [p.sentinel for p in pending] + ([waiting_ready] if waiting_ready else [])
-            if waiting_ready in multiprocessing.connection.wait(waits):
-                ended = False
-                try:
-                    waiting_ready.recv()
-                    up += 1
-                except EOFError:  # every worker has sent or exited
-                    ended = True
-                if up == workers or ended:
-                    waiting_ready.close()
-                    waiting_ready = None
-                    if up == workers and not stopping:
-                        extras = f"pid {os.getpid()}, {workers} workers" + (", tls" if config.tls else "")
-                        sys.stderr.write(f"gym-metrics: {env.server_name()} listening on {config.address()} ({extras})\n")
-                        sys.stderr.flush()
-            for proc in [p for p in pending if p.exitcode is not None]:
-                pending.remove(proc)
-                if not stopping:
-                    log.warning("gym-metrics: %s exited with code %s; stopping the others", proc.name, proc.exitcode)
-                    forward(signal.SIGTERM, None)
+        extras = f"pid {os.getpid()}, {workers} workers" + (", tls" if config.tls else "")
+        group.supervise(ready_r, f"gym-metrics: {env.server_name()} listening on {config.address()} ({extras})\n")
     finally:
         ready_r.close()
         if reserved is not None:
@@ -208,11 +177,53 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    failed = [p for p in procs if p.exitcode != 0]
+    failed = [p for p in group.procs if p.exitcode != 0]
     if failed:
         raise GymMetricsError(
             "gym-metrics workers failed: " + ", ".join(f"{p.name} (exit code {p.exitcode})" for p in failed)
         )
+
+
+class _Workers:
+    """The worker processes of one `serve`, and whether they are being stopped."""
+
+    def __init__(self, procs: list[Any]) -> None:
+        self.procs = procs
+        self.stopping = False
+
+    def forward(self, signum: int, frame: FrameType | None) -> None:
+        """SIGTERM to every worker still running (a signal handler)."""
+        self.stopping = True
+        for proc in self.procs:
+            if proc.pid is not None and proc.exitcode is None:
+                os.kill(proc.pid, signal.SIGTERM)
+
+    def supervise(self, ready: multiprocessing.connection.Connection, listening_line: str) -> None:
+        """Print `listening_line` once every worker reports it is up; wait for all to exit,
+        stopping the others as soon as one exits on its own."""
+        waiting: multiprocessing.connection.Connection | None = ready
+        up = 0
+        pending = list(self.procs)
+        while pending:
+            waits: list[Any] = [p.sentinel for p in pending] + ([waiting] if waiting else [])
+            woken = multiprocessing.connection.wait(waits)  # blocks until a worker reports or exits
+            if waiting is not None and waiting in woken:
+                try:
+                    waiting.recv()
+                    up += 1
+                    ended = False
+                except EOFError:  # every worker has sent or exited
+                    ended = True
+                if up == len(self.procs) or ended:
+                    waiting = None
+                    if up == len(self.procs) and not self.stopping:
+                        sys.stderr.write(listening_line)  # one write: a parent process parses it
+                        sys.stderr.flush()
+            for proc in [p for p in pending if p.exitcode is not None]:
+                pending.remove(proc)
+                if not self.stopping:
+                    log.warning("gym-metrics: %s exited with code %s; stopping the others", proc.name, proc.exitcode)
+                    self.forward(signal.SIGTERM, None)
 
 
 def _reserve_port(config: ServerConfig) -> socket.socket:

@@ -34,7 +34,6 @@ from gym_metrics.aggregate._columns import (
     shown_of_field,
 )
 from gym_metrics.aggregate._engine import (
-    GROUP_STATS,
     AggregateOptions,
     Aggregator,
     ColumnarComputeMetrics,
@@ -47,6 +46,7 @@ from gym_metrics.aggregate._engine import (
     non_numeric_counts,
 )
 from gym_metrics.aggregate._metric_columns import MetricColumns
+from gym_metrics.aggregate._groups import GROUP_STATS
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
 from gym_metrics.aggregate._output import iter_group_dicts, output_path_for, write_aggregate_metrics
 from gym_metrics.aggregate._reader import (

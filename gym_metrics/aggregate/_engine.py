@@ -17,7 +17,6 @@ import numpy as np
 
 from gym_metrics._unique import count_distinct, unique
 from gym_metrics.aggregate._columns import (
-    TASK_KEY,
     RolloutColumns,
     ShownField,
     concat,
@@ -32,12 +31,12 @@ from gym_metrics.aggregate._accounting import (
     non_numeric_counts_of,
 )
 from gym_metrics.aggregate._metric_columns import MetricColumns
+from gym_metrics.aggregate._groups import fill_samples, merge_per_task, stat_columns
 from gym_metrics.aggregate._repeats import across_repeats, repeat_level_entries
 from gym_metrics.aggregate._rows import rows_by_task, sample_texts
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
 from gym_metrics.aggregate._stats import group_starts, grouped_stats
 
-GROUP_STATS = ("mean", "max", "min", "median", "std")
 COVERAGE_KEYS = (
     "coverage/measured_rollouts",
     "coverage/masked_rollouts",
@@ -253,14 +252,14 @@ def _group_level(
     tasks, sizes = ms.tasks, ms.sizes
     groups = GroupTable(
         task_index=tasks,
-        stats=_stat_columns(stats, ms.names, sizes),
+        stats=stat_columns(stats, ms.names, sizes),
         num_rollouts=sizes.astype(np.int64),
         expected_num_rollouts=sizes.astype(np.int64),
         samples=[None] * len(tasks),
     )
-    groups = _with_expected_tasks(groups, options, masked_by_task(data, tasks), failed_per_task)
+    groups = with_expected_tasks(groups, options, masked_by_task(data, tasks), failed_per_task)
     if options.include_samples:
-        _fill_samples(groups, data, ms.pos[ms.starts] if len(ms.pos) else ms.pos, tasks, ms.names)
+        fill_samples(groups, data, ms.pos[ms.starts] if len(ms.pos) else ms.pos, tasks, ms.names)
     return groups
 
 
@@ -272,7 +271,7 @@ def _agent_level(ms: _Measured) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if n:
         one_group, first = np.zeros(n, np.int64), np.zeros(1, np.int64)
         whole = {k: grouped_stats(ms.cols.fields[k].values, ms.valid[k], one_group, first) for k in ms.names}
-        for key, col in _stat_columns(whole, ms.names, np.array([n])).items():
+        for key, col in stat_columns(whole, ms.names, np.array([n])).items():
             if math.isfinite(col[0]):
                 agent_metrics[key] = float(col[0])
     repeat_level: list[dict[str, Any]] = []
@@ -288,7 +287,7 @@ def _add_computed(agent_metrics: dict[str, Any], groups: GroupTable, computed: d
     custom = dict(computed or {})
     per_task = custom.pop("per_task_metrics", None)
     if per_task:
-        _merge_per_task(groups, per_task)
+        merge_per_task(groups, per_task)
     agent_metrics.update(custom)
 
 
@@ -348,26 +347,7 @@ def _measured_shown(data: RolloutColumns, measured_pos: np.ndarray) -> dict[str,
     return {k: v for k, v in (take_shown(data.shown, measured_pos) or {}).items() if v.present.any()}
 
 
-def _stat_columns(stats: dict[str, Any], names: list[str], sizes: np.ndarray) -> dict[str, np.ndarray]:
-    """Columns "<stat>/<field>" in output order, with the rule for undefined stds
-    (docs/metrics.md#missing-values)."""
-    if not names:
-        return {}
-    stds = np.vstack([stats[k].std for k in names])
-    all_std_undefined = np.isnan(stds).all(axis=0)
-    cols: dict[str, np.ndarray] = {}
-    for stat in GROUP_STATS:
-        for k in names:
-            col = getattr(stats[k], stat)
-            if stat == "std":
-                col = col.copy()
-                fill = all_std_undefined & (stats[k].count == sizes)
-                col[fill] = 0.0
-            cols[f"{stat}/{k}"] = np.where(np.isfinite(col), col, np.nan)  # NaN = absent
-    return cols
-
-
-def _with_expected_tasks(
+def with_expected_tasks(
     groups: GroupTable, options: AggregateOptions, masked_per_task: dict[int, int], failed_per_task: dict[int, int]
 ) -> GroupTable:
     """Honest expectations: tasks the caller expects, or whose rollouts all failed, appear even
@@ -396,22 +376,3 @@ def _with_expected_tasks(
         failed = np.array([failed_per_task.get(t, 0) for t in groups.task_index.tolist()], dtype=np.int64)
         groups.expected_num_rollouts = groups.num_rollouts + failed
     return groups
-
-
-def _fill_samples(
-    groups: GroupTable, data: RolloutColumns, first_pos: np.ndarray, tasks: np.ndarray, names: list[str]
-) -> None:
-    """`sample` = the task's first measured rollout row, without its indices."""
-    position = np.searchsorted(groups.task_index, tasks).tolist()
-    for i, text in zip(position, sample_texts(data, first_pos.tolist(), names)):
-        groups.samples[i] = text
-
-
-def _merge_per_task(groups: GroupTable, per_task: list[dict[str, Any]]) -> None:
-    position = {t: i for i, t in enumerate(groups.task_index.tolist())}
-    custom: list[dict[str, Any] | None] = [None] * len(groups)
-    for entry in per_task:
-        i = position.get(entry.get(TASK_KEY))
-        if i is not None:
-            custom[i] = {k: v for k, v in entry.items() if k != TASK_KEY}
-    groups.custom = custom

@@ -1,0 +1,55 @@
+"""Per-task columns of the result: the stat columns in output order, each task's sample, and
+the per-task entries an environment's compute_metrics returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gym_metrics.aggregate._columns import TASK_KEY, RolloutColumns
+from gym_metrics.aggregate._rows import sample_texts
+from gym_metrics.aggregate._tables import GroupTable
+
+GROUP_STATS = ("mean", "max", "min", "median", "std")
+
+
+def stat_columns(stats: dict[str, Any], names: list[str], sizes: np.ndarray) -> dict[str, np.ndarray]:
+    """Columns "<stat>/<field>" in output order, with the rule for undefined stds
+    (docs/metrics.md#missing-values)."""
+    if not names:
+        return {}
+    stds = np.vstack([stats[k].std for k in names])
+    all_std_undefined = np.isnan(stds).all(axis=0)
+    cols: dict[str, np.ndarray] = {}
+    for stat in GROUP_STATS:
+        for k in names:
+            col = getattr(stats[k], stat)
+            if stat == "std":
+                col = col.copy()
+                fill = all_std_undefined & (stats[k].count == sizes)
+                col[fill] = 0.0
+            cols[f"{stat}/{k}"] = np.where(np.isfinite(col), col, np.nan)  # NaN = absent
+    return cols
+
+
+def fill_samples(
+    groups: GroupTable, data: RolloutColumns, first_pos: np.ndarray, tasks: np.ndarray, names: list[str]
+) -> None:
+    """`sample` = the task's first measured rollout row, without its indices."""
+    position = np.searchsorted(groups.task_index, tasks).tolist()
+    for i, text in zip(position, sample_texts(data, first_pos.tolist(), names)):
+        groups.samples[i] = text
+
+
+def merge_per_task(groups: GroupTable, per_task: list[dict[str, Any]]) -> None:
+    position = {t: i for i, t in enumerate(groups.task_index.tolist())}
+    custom: list[dict[str, Any] | None] = [None] * len(groups)
+    for entry in per_task:
+        i = position.get(entry.get(TASK_KEY))
+        if i is not None:
+            custom[i] = {k: v for k, v in entry.items() if k != TASK_KEY}
+    groups.custom = custom
+
+
+__all__ = ["GROUP_STATS", "fill_samples", "merge_per_task", "stat_columns"]
