@@ -10,6 +10,7 @@ than a regex.)
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -37,3 +38,20 @@ def loads(text: bytes | bytearray | memoryview | str) -> Any:
         return json.loads(source)
     except RecursionError:  # nested deeper than the stack allows: bad input, not a crash
         raise ValueError("nested too deeply (more than 1024 levels)") from None
+
+
+def json_kind(value: Any) -> str:
+    """A JSON-flavoured name of a value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return type(value).__name__

@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from gym_metrics._json import json_kind
+
 _LAST_SCORE = re.compile(r"score\s*(?::|of)?\s*([0-9]+(?:\.[0-9]+)?)", re.IGNORECASE)
 _FIRST_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
@@ -41,12 +43,12 @@ def refused_step(steps: Sequence[Step]) -> str | None:
     for step in steps:
         value = "" if step.data is None else step.data.get("input")
         if not isinstance(value, (str, Mapping)):
-            return f"intermediate_steps[{step.position}].payload.data.input is {_kind(value)}, not text or an object"
+            return f"intermediate_steps[{step.position}].payload.data.input is {json_kind(value)}, not text or an object"
         if step.event_type == "LLM_END":
             llm_output = "" if step.data is None else step.data.get("output")
         elif not isinstance(llm_output, str):
             return (
-                f"intermediate_steps[{step.position}] follows an LLM_END step whose output is {_kind(llm_output)}, "
+                f"intermediate_steps[{step.position}] follows an LLM_END step whose output is {json_kind(llm_output)}, "
                 "not text"
             )
     return None
@@ -80,15 +82,3 @@ def nat_average_score(scores: Iterable[float]) -> float | None:
     NaN scores (rows gym-metrics could not read at all, which NAT would not load) are left out."""
     values = [float(s) for s in scores if not math.isnan(s)]
     return round(sum(values) / len(values), 2) if values else None
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    return type(value).__name__

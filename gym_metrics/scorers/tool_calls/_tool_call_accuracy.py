@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from gym_metrics._json import json_kind
 from gym_metrics.scorers import RowError
 
 MESSAGE_TYPES = ("human", "ai", "tool")
@@ -44,7 +45,7 @@ def predicted_calls(user_input: Any, field: str = "user_input") -> list[ToolCall
     if user_input is None:
         raise RowError(field, "missing: must be a list of messages")
     if not _is_list(user_input):
-        raise RowError(field, f"must be a list of messages, got {_kind(user_input)}")
+        raise RowError(field, f"must be a list of messages, got {json_kind(user_input)}")
     calls: list[ToolCall] = []
     tool_may_follow = False  # the previous message is a tool message or an ai one that called tools
     for i, message in enumerate(user_input):
@@ -90,7 +91,7 @@ def _misplaced_tool_message(messages: Sequence[Any], i: int, where: str) -> None
 def _check_message(message: Any, where: str) -> None:
     """Raise RowError naming what is wrong with a message (return if it is fine)."""
     if not isinstance(message, Mapping):
-        raise RowError(where, f"must be a message object, got {_kind(message)}")
+        raise RowError(where, f"must be a message object, got {json_kind(message)}")
     kind = message.get("type")
     if kind not in MESSAGE_TYPES:
         if kind is None:
@@ -99,10 +100,10 @@ def _check_message(message: Any, where: str) -> None:
     if "content" not in message:
         raise RowError(f"{where}.content", "missing: must be a string")
     if not isinstance(message["content"], str):
-        raise RowError(f"{where}.content", f"must be a string, got {_kind(message['content'])}")
+        raise RowError(f"{where}.content", f"must be a string, got {json_kind(message['content'])}")
     metadata = message.get("metadata")
     if metadata is not None and not isinstance(metadata, Mapping):
-        raise RowError(f"{where}.metadata", f"must be an object or null, got {_kind(metadata)}")
+        raise RowError(f"{where}.metadata", f"must be an object or null, got {json_kind(metadata)}")
     if metadata is not None:
         _check_keys(metadata, f"{where}.metadata")
 
@@ -124,22 +125,22 @@ def check_sample_fields(row: Mapping[str, Any], *, reference_tool_calls: bool = 
         _calls(row["reference_tool_calls"], "reference_tool_calls")
     reference = row.get("reference")
     if reference is not None and not isinstance(reference, str):
-        raise RowError("reference", f"must be a string or null, got {_kind(reference)}")
+        raise RowError("reference", f"must be a string or null, got {json_kind(reference)}")
     rubrics = row.get("rubrics")
     if rubrics is not None:
         if not isinstance(rubrics, Mapping):
-            raise RowError("rubrics", f"must be an object of strings or null, got {_kind(rubrics)}")
+            raise RowError("rubrics", f"must be an object of strings or null, got {json_kind(rubrics)}")
         _check_keys(rubrics, "rubrics")
         for key, value in rubrics.items():
             if not isinstance(value, str):
-                raise RowError(f"rubrics.{key}", f"must be a string, got {_kind(value)}")
+                raise RowError(f"rubrics.{key}", f"must be a string, got {json_kind(value)}")
     topics = row.get("reference_topics")
     if topics is not None:
         if not _is_list(topics):
-            raise RowError("reference_topics", f"must be a list of strings or null, got {_kind(topics)}")
+            raise RowError("reference_topics", f"must be a list of strings or null, got {json_kind(topics)}")
         for i, topic in enumerate(topics):
             if not isinstance(topic, str):
-                raise RowError(f"reference_topics[{i}]", f"must be a string, got {_kind(topic)}")
+                raise RowError(f"reference_topics[{i}]", f"must be a string, got {json_kind(topic)}")
 
 
 def score_tool_calls(predicted: Sequence[ToolCall], reference: Sequence[ToolCall], strict_order: bool = True) -> float:
@@ -197,7 +198,7 @@ def _name(call: ToolCall) -> str:
 
 def _calls(raw: Any, field: str) -> list[ToolCall]:
     if not _is_list(raw):
-        raise RowError(field, f"must be a list of tool calls, got {_kind(raw)}")
+        raise RowError(field, f"must be a list of tool calls, got {json_kind(raw)}")
     out = []
     for j, call in enumerate(raw):
         if (
@@ -214,18 +215,18 @@ def _calls(raw: Any, field: str) -> list[ToolCall]:
 
 def _check_call(call: Any, where: str) -> ToolCall:
     if not isinstance(call, Mapping):
-        raise RowError(where, f"must be a tool call object {{name, args}}, got {_kind(call)}")
+        raise RowError(where, f"must be a tool call object {{name, args}}, got {json_kind(call)}")
     name = call.get("name")
     if not isinstance(name, str):
         raise RowError(
-            f"{where}.name", "missing: must be a string" if name is None else f"must be a string, got {_kind(name)}"
+            f"{where}.name", "missing: must be a string" if name is None else f"must be a string, got {json_kind(name)}"
         )
     args = call.get("args")
     if not isinstance(args, Mapping):
         if isinstance(args, str):
             raise RowError(f"{where}.args", "must be an object, got a string (decode JSON-string arguments first)")
         raise RowError(
-            f"{where}.args", "missing: must be an object" if args is None else f"must be an object, got {_kind(args)}"
+            f"{where}.args", "missing: must be an object" if args is None else f"must be an object, got {json_kind(args)}"
         )
     _check_keys(args, f"{where}.args")
     return ToolCall(name, args)
@@ -238,25 +239,8 @@ def _check_keys(mapping: Mapping[Any, Any], where: str) -> None:
     """RAGAS's `Dict[str, Any]`: every key a string (always so in JSON; Python rows may differ)."""
     for key in mapping:
         if not isinstance(key, str):
-            raise RowError(f"{where}", f"keys must be strings, got {_kind(key)} key {key!r}")
+            raise RowError(f"{where}", f"keys must be strings, got {json_kind(key)} key {key!r}")
 
 
 def _is_list(value: Any) -> bool:
     return type(value) is list or isinstance(value, (list, tuple))
-
-
-def _kind(value: Any) -> str:
-    """A JSON-flavoured name of a value's type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    return type(value).__name__

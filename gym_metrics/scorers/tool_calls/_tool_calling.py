@@ -21,7 +21,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gym_metrics.scorers.tool_calls._tool_call_accuracy import ToolCall, _is_list, _kind
+from gym_metrics._json import json_kind
+from gym_metrics.scorers.tool_calls._tool_call_accuracy import ToolCall, _is_list
 from gym_metrics.scorers import RowError
 
 NAME_SCORE = "function_name_accuracy"
@@ -60,7 +61,7 @@ def response_tool_calls(response: Any, field: str = "response") -> Any:
     if not response:
         raise RowError(field, "missing: the model's chat-completions response is required")
     if not isinstance(response, Mapping):
-        raise RowError(field, f"must be a chat-completions response object, got {_kind(response)}")
+        raise RowError(field, f"must be a chat-completions response object, got {json_kind(response)}")
     choices = response.get("choices")
     if not _is_list(choices) or not choices:
         raise RowError(f"{field}.choices", "must be a non-empty list")
@@ -69,7 +70,7 @@ def response_tool_calls(response: Any, field: str = "response") -> Any:
         raise RowError(f"{field}.choices[0].message", "missing")
     message = choice["message"]
     if not isinstance(message, Mapping):
-        raise RowError(f"{field}.choices[0].message", f"must be an object, got {_kind(message)}")
+        raise RowError(f"{field}.choices[0].message", f"must be an object, got {json_kind(message)}")
     return message.get("tool_calls")
 
 
@@ -81,26 +82,26 @@ def _reference(reference: Any, field: str) -> tuple[list[str], dict[str, Any]]:
         except json.JSONDecodeError as exc:
             raise RowError(field, f"is a string but not JSON: {exc}") from None
     if not _is_list(reference):
-        raise RowError(field, f"must be a list of OpenAI-style tool calls, got {_kind(reference)}")
+        raise RowError(field, f"must be a list of OpenAI-style tool calls, got {json_kind(reference)}")
     names: list[str] = []
     args: dict[str, Any] = {}
     for i, call in enumerate(reference):
         where = f"{field}[{i}]"
         if not isinstance(call, Mapping):
-            raise RowError(where, f"must be a tool call object, got {_kind(call)}")
+            raise RowError(where, f"must be a tool call object, got {json_kind(call)}")
         function = call.get("function")
         if not isinstance(function, Mapping):
             raise RowError(
                 f"{where}.function",
                 "missing: must be an object {name, arguments}"
                 if function is None
-                else f"must be an object, got {_kind(function)}",
+                else f"must be an object, got {json_kind(function)}",
             )
         name = function.get("name")
         if not isinstance(name, str):
             raise RowError(
                 f"{where}.function.name",
-                "missing: must be a string" if name is None else f"must be a string, got {_kind(name)}",
+                "missing: must be a string" if name is None else f"must be a string, got {json_kind(name)}",
             )
         if "arguments" not in function:
             raise RowError(f"{where}.function.arguments", "missing")
@@ -115,14 +116,14 @@ def _predicted(tool_calls: Any, field: str) -> list[Mapping[str, Any]]:
     if not tool_calls:
         return []
     if not _is_list(tool_calls):
-        raise RowError(field, f"must be a list, got {_kind(tool_calls)}")
+        raise RowError(field, f"must be a list, got {json_kind(tool_calls)}")
     out = []
     for i, call in enumerate(tool_calls):
         if not isinstance(call, Mapping):
-            raise RowError(f"{field}[{i}]", f"must be a tool call object, got {_kind(call)}")
+            raise RowError(f"{field}[{i}]", f"must be a tool call object, got {json_kind(call)}")
         function = call.get("function", {})
         if not isinstance(function, Mapping):
-            raise RowError(f"{field}[{i}].function", f"must be an object, got {_kind(function)}")
+            raise RowError(f"{field}[{i}].function", f"must be an object, got {json_kind(function)}")
         if "name" in function:
             out.append(function)
     return out
