@@ -57,15 +57,6 @@ class Procs:
                 proc.wait(timeout=10)
 
 
-@pytest.fixture
-def procs() -> Iterator[Procs]:
-    p = Procs()
-    try:
-        yield p
-    finally:
-        p.kill_all()
-
-
 def start_server(procs: Procs, env_class: str, port: int, log: Path) -> tuple[subprocess.Popen[bytes], int]:
     """`gym-metrics serve tests/collector/_collector_envs.py:<env_class> --port <port>`; waits until it
     prints "listening on HOST:PORT" (15 s at most) and returns the bound port."""

@@ -15,7 +15,6 @@ import json
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -35,15 +34,6 @@ REPEATS = 8
 TOTAL = len(AGENTS) * TASKS * REPEATS  # 2400 rollouts
 PAD = 16_000
 """Characters of padding per row: default batches of 256 rows are ~3 MB messages."""
-
-
-@pytest.fixture
-def procs() -> Iterator[Procs]:
-    p = Procs()
-    try:
-        yield p
-    finally:
-        p.kill_all()
 
 
 def serve(procs: Procs, env_class: str, port: int, log: Path, *extra: str) -> subprocess.Popen[bytes]:
