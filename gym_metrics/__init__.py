@@ -6,36 +6,31 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from gym_metrics._environments import register_server, resolve_server
-from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, MetricColumns, aggregate_file
-from gym_metrics.compare import Comparison, compare_agents
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
+if TYPE_CHECKING:
+    from gym_metrics import evaluate as evaluate
+    from gym_metrics import metrics as metrics
+    from gym_metrics._environments import register_server, resolve_server
+    from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, MetricColumns, aggregate_file
+    from gym_metrics.compare import Comparison, compare_agents
+    from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
+    from gym_metrics.evaluation import EvaluationResult
+    from gym_metrics.models import AgentRef, BaseVerifyRequest, BaseVerifyResponse
+    from gym_metrics.reducers import Reducer, ReducerResult, get_reducer, register_reducer
+    from gym_metrics.scorers import (
+        RowError,
+        RowMetric,
+        Scorer,
+        get_row_metric,
+        get_scorer,
+        register_row_metric,
+        register_scorer,
+    )
+    from gym_metrics.server import SimpleResourcesServer
 
-# `evaluate` is the module, as it always was (`gym_metrics.evaluate.evaluate(...)`); the function
-# re-exported here would hide it.
-from gym_metrics import evaluate as evaluate
-
-# `metrics`: the reducers under their first names, still importable as gym_metrics.metrics.
-from gym_metrics import metrics as metrics
-from gym_metrics.evaluation import EvaluationResult
-from gym_metrics.models import AgentRef, BaseVerifyRequest, BaseVerifyResponse
-from gym_metrics.reducers import Reducer, ReducerResult, get_reducer, register_reducer
-from gym_metrics.scorers import (  # RowMetric & co.: the NeMo Evaluator-style names of the same objects
-    RowError,
-    RowMetric,
-    Scorer,
-    get_row_metric,
-    get_scorer,
-    register_row_metric,
-    register_scorer,
-)
-from gym_metrics.server import SimpleResourcesServer
-
-Metric = Reducer
-"""The reducer base class under its first name (also `gym_metrics.metrics.Metric`)."""
-MetricResult = ReducerResult
-get_metric = get_reducer
-register_metric = register_reducer
+    Metric = Reducer
+    MetricResult = ReducerResult
+    get_metric = get_reducer
+    register_metric = register_reducer
 
 
 def serve(*args: Any, **kwargs: Any) -> None:
@@ -50,7 +45,38 @@ if TYPE_CHECKING:
     from gym_metrics.collector import CollectOptions, CollectResult, collect, collect_async
 
 _LAZY = {
-    # grpc is loaded only by what talks over it: `import gym_metrics` stays light.
+    # Every name is imported on first use: `import gym_metrics` loads neither grpc nor
+    # pydantic, and `gym-metrics aggregate` starts without the server's imports (0.2 s).
+    "register_server": "gym_metrics._environments",
+    "resolve_server": "gym_metrics._environments",
+    "AgentAggregate": "gym_metrics.aggregate",
+    "AggregateOptions": "gym_metrics.aggregate",
+    "Aggregator": "gym_metrics.aggregate",
+    "MetricColumns": "gym_metrics.aggregate",
+    "aggregate_file": "gym_metrics.aggregate",
+    "Comparison": "gym_metrics.compare",
+    "compare_agents": "gym_metrics.compare",
+    "FieldViolation": "gym_metrics.errors",
+    "GymMetricsError": "gym_metrics.errors",
+    "InvalidInputError": "gym_metrics.errors",
+    "NotFoundError": "gym_metrics.errors",
+    "OverloadedError": "gym_metrics.errors",
+    "EvaluationResult": "gym_metrics.evaluation",
+    "AgentRef": "gym_metrics.models",
+    "BaseVerifyRequest": "gym_metrics.models",
+    "BaseVerifyResponse": "gym_metrics.models",
+    "Reducer": "gym_metrics.reducers",
+    "ReducerResult": "gym_metrics.reducers",
+    "get_reducer": "gym_metrics.reducers",
+    "register_reducer": "gym_metrics.reducers",
+    "RowError": "gym_metrics.scorers",
+    "RowMetric": "gym_metrics.scorers",
+    "Scorer": "gym_metrics.scorers",
+    "get_row_metric": "gym_metrics.scorers",
+    "get_scorer": "gym_metrics.scorers",
+    "register_row_metric": "gym_metrics.scorers",
+    "register_scorer": "gym_metrics.scorers",
+    "SimpleResourcesServer": "gym_metrics.server",
     "ResourcesClient": "gym_metrics._transport",
     "RunningServer": "gym_metrics._transport",
     "ServerConfig": "gym_metrics._transport",
@@ -62,10 +88,25 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+_ALIASES = {
+    # the reducer names under their first names (also gym_metrics.metrics.Metric & co.)
+    "Metric": "Reducer",
+    "MetricResult": "ReducerResult",
+    "get_metric": "get_reducer",
+    "register_metric": "register_reducer",
+}
+_SUBMODULES = ("evaluate", "metrics")
+"""`gym_metrics.evaluate` is the module, as it always was; `metrics` holds the reducers under
+their first names."""
 
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    name = _ALIASES.get(name, name)
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
