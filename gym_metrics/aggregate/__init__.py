@@ -81,7 +81,10 @@ def aggregate_file(
     entry after `non_finite_counts` (e.g. `economics`): views the engine does not compute.
     `default_agent` names the rows without an agent_ref (otherwise they are bad lines).
     """
-    rollouts = read_rollouts(rollouts_path, on_bad_line=on_bad_line, default_agent=default_agent)
+    # Full rows are kept only for a row-dict compute_metrics; otherwise just each task's sample.
+    rollouts = read_rollouts(
+        rollouts_path, on_bad_line=on_bad_line, default_agent=default_agent, keep_rows=compute_metrics is not None
+    )
     results = []
     sections: dict[str, Mapping[str, Any]] = {}
     for name in sorted(rollouts.agents):

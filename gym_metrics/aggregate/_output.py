@@ -7,7 +7,10 @@ byte for byte. Non-finite numbers are written as null (JSON has no NaN).
 
 from __future__ import annotations
 
+import io
 import math
+import queue
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, cast
@@ -17,6 +20,7 @@ import orjson
 
 from gym_metrics._json import loads
 from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, ShownField, ValueKind
+from gym_metrics.aggregate._forked import render_workers, write_ranges
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable
 
 _CHUNK = 4096
@@ -41,10 +45,74 @@ def write_aggregate_metrics(path: str | Path, aggregates: Iterable[AgentAggregat
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as f:
-        write_json(f, aggregates, extra)
+    with tmp.open("wb", buffering=0) as raw, _BackgroundWriter(raw) as f:
+        write_json(cast(IO[bytes], f), aggregates, extra)
     tmp.replace(path)
     return path
+
+
+class _BackgroundWriter(io.RawIOBase):
+    """Writes in a thread of its own (a write releases the GIL), so the next blobs are rendered
+    while the kernel copies the last ones: at most `depth` blobs of about 1 MB wait in between."""
+
+    def __init__(self, raw: IO[bytes], depth: int = 8, block: int = 1 << 20) -> None:
+        super().__init__()
+        self._raw, self._block = raw, block
+        self._pending: list[bytes] = []
+        self._size = 0
+        self._queue: queue.Queue[bytes | None] = queue.Queue(depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._drain, name="gym-metrics-write", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while (blob := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    self._raw.write(blob)
+                except BaseException as exc:  # raised in the writing thread at close
+                    self._error = exc
+            self._queue.task_done()
+        self._queue.task_done()
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    @property
+    def name(self) -> Any:
+        return self._raw.name
+
+    def flush(self) -> None:
+        """Wait until every blob written so far is in the file."""
+        if self._pending:
+            self._queue.put(b"".join(self._pending))
+            self._pending, self._size = [], 0
+        self._queue.join()
+        if self._error is not None:
+            raise self._error
+
+    def write(self, blob: Any) -> int:
+        self._pending.append(blob)
+        self._size += len(blob)
+        if self._size >= self._block:
+            self._queue.put(b"".join(self._pending))
+            self._pending, self._size = [], 0
+        return len(blob)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        if self._pending:
+            self._queue.put(b"".join(self._pending))
+            self._pending = []
+        self._queue.put(None)
+        self._thread.join()
+        super().close()
+        if self._error is not None:
+            raise self._error
 
 
 def write_json(f: IO[bytes], aggregates: Iterable[AgentAggregate], extra: Extra | None = None) -> None:
@@ -68,12 +136,16 @@ def _write_agent(f: IO[bytes], agg: AgentAggregate, extra: Mapping[str, Any] | N
     f.write(b',\n    "agent_metrics": ' + _indent(_dump(agg.agent_metrics, indent=True), 4))
     f.write(b',\n    "key_metrics": ' + _indent(_dump(agg.key_metrics, indent=True), 4))
     f.write(b',\n    "group_level_metrics": [')
-    first = True
-    for blob in iter_group_json(agg.groups):
-        f.write(b"\n      " if first else _GROUP_SEP)
-        f.write(blob)
-        first = False
-    f.write(b"\n    ]" if not first else b"]")
+    groups = agg.groups
+    if len(groups):
+        blobs = iter_group_json(groups, 0, min(_CHUNK, len(groups)))
+        f.write(b"\n      " + next(blobs))  # the first entry: no separator before it
+        for blob in blobs:
+            f.write(_GROUP_SEP + blob)
+        rest = _ranges(groups, _CHUNK)
+        if rest:
+            write_ranges(f, _tmp_dir(f), rest, lambda lo, hi: iter_group_json(groups, lo, hi), _GROUP_SEP)
+    f.write(b"\n    ]" if len(groups) else b"]")
     f.write(b',\n    "repeat_level_metrics": [')
     for i, entry in enumerate(agg.repeat_level_metrics):
         f.write((b",\n      " if i else b"\n      ") + _dump(entry))
@@ -85,12 +157,32 @@ def _write_agent(f: IO[bytes], agg: AgentAggregate, extra: Mapping[str, Any] | N
     f.write(b"\n  }")
 
 
-def iter_group_json(groups: GroupTable) -> Iterator[bytes]:
-    """Compact JSON of consecutive tasks: each yielded blob holds one or more whole entries
-    separated by commas; rollout_infos go last in each entry. Plain chunks (every stat
+def _ranges(groups: GroupTable, start: int) -> list[tuple[int, int]]:
+    """Groups start.. cut on chunk boundaries into one range per render worker (see _forked),
+    each about the same number of rollouts."""
+    n = len(groups)
+    weight = groups.info_starts if groups.info_starts is not None else np.arange(n + 1)
+    workers = render_workers(int(weight[n] - weight[start])) if start < n else 1
+    if workers == 1:
+        return [(start, n)] if start < n else []
+    cuts = np.searchsorted(weight, np.linspace(weight[start], weight[n], workers + 1)[1:-1])
+    bounds = [start, *(start + -(-(int(c) - start) // _CHUNK) * _CHUNK for c in cuts), n]
+    bounds = sorted({min(b, n) for b in bounds})
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _tmp_dir(f: IO[bytes]) -> Path:
+    name = getattr(f, "name", None)
+    return Path(name).parent if isinstance(name, str) else Path(".")
+
+
+def iter_group_json(groups: GroupTable, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
+    """Compact JSON of consecutive tasks start..stop: each yielded blob holds one or more whole
+    entries separated by commas; rollout_infos go last in each entry. Plain chunks (every stat
     defined, finite rollout values) are rendered column-wise without a dict per task."""
-    for lo in range(0, len(groups), _CHUNK):
-        hi = min(lo + _CHUNK, len(groups))
+    stop = len(groups) if stop is None else stop
+    for lo in range(start, stop, _CHUNK):
+        hi = min(lo + _CHUNK, stop)
         heads = _heads_text(groups, lo, hi)
         if heads is None:
             heads = [_dump(e)[:-1] for e in _entries(groups, lo, hi, parse_samples=False)]

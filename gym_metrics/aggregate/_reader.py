@@ -9,7 +9,8 @@ bad indices) sends the chunk down the per-line path, which is slower but names e
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from gym_metrics.aggregate._columns import (
     parse_row,
     row_index_value,
 )
+from gym_metrics._unique import unique
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 OnBadLine = Literal["fail", "skip"]
@@ -55,24 +57,34 @@ class RolloutFile:
 
 
 CHUNK_BYTES = 16 << 20
-"""Lines are parsed this many bytes at a time: the parser's scratch memory stays bounded, and a
-bad line sends only its own chunk down the per-line path."""
+"""The file is read and parsed this many bytes (of whole lines) at a time: the parser's
+scratch memory stays bounded, the raw text is dropped as each chunk is read (unless rows are
+kept), and a bad line sends only its own chunk down the per-line path."""
 
 
-def read_rollouts(path: str | Path, on_bad_line: OnBadLine = "fail", default_agent: str | None = None) -> RolloutFile:
+def read_rollouts(
+    path: str | Path, on_bad_line: OnBadLine = "fail", default_agent: str | None = None, keep_rows: bool = True
+) -> RolloutFile:
     """Read `path`; with on_bad_line="fail" any bad line raises InvalidInputError naming it.
-    `default_agent` names the rows without an agent_ref (by default such a row is a bad line)."""
-    buf = Path(path).read_bytes()
-    starts, ends = line_bounds(buf)
-    lines = BufferRows(buf, starts, ends)
+    `default_agent` names the rows without an agent_ref (by default such a row is a bad line).
+    `keep_rows=False` keeps of the raw text only what samples need (each task's first
+    rollouts): memory then holds the columns, not the file."""
     parts: dict[str, list[RolloutColumns]] = defaultdict(list)
     result = RolloutFile({}, [], 0)
-    for lo, hi in _chunk_ranges(starts, CHUNK_BYTES):
-        part = _read_fast(buf, lines, lo, hi, default_agent) or _read_slow(buf, lines, lo, hi, default_agent)
+    line_offset = 0
+    for chunk, lines, parsed in _parsed_chunks(Path(path)):
+        part = _read_fast(chunk, lines, 0, len(lines), default_agent, parsed) or _read_slow(
+            chunk, lines, 0, len(lines), default_agent
+        )
         for name, cols in part.agents.items():
+            if cols.row_labels is not None:
+                cols.row_labels += line_offset
+            if not keep_rows and cols.rows is not None:
+                cols.rows = cols.rows.keep_only(sample_candidates(cols))
             parts[name].append(cols)
-        result.bad_lines += part.bad_lines
+        result.bad_lines += [BadLine(b.line + line_offset, b.field, b.reason) for b in part.bad_lines]
         result.rows_read += part.rows_read
+        line_offset += len(lines)
     result.agents = {name: concat(parts[name]) for name in sorted(parts)}
     if result.bad_lines and on_bad_line == "fail":
         raise InvalidInputError(
@@ -80,6 +92,64 @@ def read_rollouts(path: str | Path, on_bad_line: OnBadLine = "fail", default_age
             [FieldViolation(b.field, b.reason, b.line, row_name="line") for b in result.bad_lines],
         )
     return result
+
+
+_Parsed = tuple[bytes, BufferRows, Any]
+
+
+def _parsed_chunks(path: Path) -> Iterator[_Parsed]:
+    """(chunk, its lines, pyarrow's parse or None) in file order; the next chunk is read and
+    parsed in a thread (pyarrow releases the GIL) while the caller turns this one into columns.
+    At most two chunks are in flight."""
+
+    def parse(chunk: bytes) -> _Parsed:
+        lines = BufferRows(chunk, *line_bounds(chunk))
+        return chunk, lines, parse_lines(chunk, lines, 0, len(lines))
+
+    with ThreadPoolExecutor(1, thread_name_prefix="gym-metrics-read") as pool:
+        pending: Future[_Parsed] | None = None
+        for chunk in read_chunks(path, CHUNK_BYTES):
+            ahead = pool.submit(parse, chunk)
+            if pending is not None:
+                yield pending.result()
+            pending = ahead
+        if pending is not None:
+            yield pending.result()
+
+
+def read_chunks(path: Path, size: int) -> Iterator[bytes]:
+    """The file's whole lines, about `size` bytes at a time (a longer line comes whole)."""
+    rest = b""
+    with path.open("rb") as f:
+        while block := f.read(size):
+            block = rest + block if rest else block
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                rest = block
+                continue
+            rest = block[cut:]
+            yield block[:cut] if cut < len(block) else block
+    if rest:
+        yield rest
+
+
+def sample_candidates(cols: RolloutColumns) -> np.ndarray:
+    """Positions of the rows that can become a task's sample (its first measured rollout):
+    per task, the lowest rollout among unmasked rows, and among unmasked rows that did not
+    fail (whether failed rows are measured is the aggregation's option)."""
+    picks = [_first_per_task(cols, ~cols.masked)]
+    if cols.errors is not None and cols.errors.any():
+        picks.append(_first_per_task(cols, ~cols.masked & (cols.errors == 0)))
+    return unique(np.concatenate(picks))
+
+
+def _first_per_task(cols: RolloutColumns, mask: np.ndarray) -> np.ndarray:
+    pos = np.flatnonzero(mask)
+    t, r = cols.task_index[pos], cols.rollout_index[pos]
+    if not np.all((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (r[1:] > r[:-1]))):
+        order = np.lexsort((r, t))
+        pos, t = pos[order], t[order]
+    return pos[np.concatenate(([True], t[1:] != t[:-1]))] if len(pos) else pos
 
 
 BOM = b"\xef\xbb\xbf"
@@ -119,18 +189,13 @@ def _newlines(data: np.ndarray, step: int = 1 << 22) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _chunk_ranges(starts: np.ndarray, size: int) -> list[tuple[int, int]]:
-    """[lo, hi) line ranges of about `size` bytes each."""
-    if not len(starts):
-        return []
-    cuts = np.searchsorted(starts, np.arange(size, int(starts[-1]) + 1, size))
-    bounds = np.unique(np.concatenate(([0], cuts, [len(starts)])))
-    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
-
-
-def _read_fast(buf: bytes, all_lines: BufferRows, lo: int, hi: int, default_agent: str | None = None) -> RolloutFile | None:
-    """Lines lo..hi column-wise; None when that cannot be exact (then they go line by line)."""
-    parsed = parse_lines(buf, all_lines, lo, hi)
+def _read_fast(
+    buf: bytes, all_lines: BufferRows, lo: int, hi: int, default_agent: str | None = None, parsed: Any = False
+) -> RolloutFile | None:
+    """Lines lo..hi column-wise; None when that cannot be exact (then they go line by line).
+    `parsed`: parse_lines' answer for these lines, when already made."""
+    if parsed is False:
+        parsed = parse_lines(buf, all_lines, lo, hi)
     if parsed is None:
         return None
     table, lines = parsed

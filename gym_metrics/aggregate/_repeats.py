@@ -8,24 +8,22 @@ from typing import Any
 import numpy as np
 
 from gym_metrics.aggregate._columns import ROLLOUT_KEY, RolloutColumns
-from gym_metrics.aggregate._stats import group_starts, grouped_stats, quantile_sorted, t_interval
+from gym_metrics.aggregate._stats import group_starts, grouped_stats, t_interval
 
 
 def repeat_level_entries(
     m: RolloutColumns, names: list[str], valid: dict[str, np.ndarray], total_tasks: int
 ) -> list[dict[str, Any]]:
     """docs/metrics.md#repeat-level: stats of each rollout index across tasks."""
-    order = np.lexsort((m.task_index, m.rollout_index))
+    order = _by_repeat(m.task_index, m.rollout_index, total_tasks)
     r = m.rollout_index[order]
     starts = group_starts(r)
     sizes = np.diff(np.append(starts, len(r)))
     gid = np.repeat(np.arange(len(starts)), sizes)
     per_field = {}
     for k in names:
-        s = grouped_stats(m.fields[k].values[order], valid[k][order], gid, starts)
-        p25 = quantile_sorted(s.sorted_values, starts, s.count, 0.25)
-        p75 = quantile_sorted(s.sorted_values, starts, s.count, 0.75)
-        per_field[k] = (s, p25, p75)
+        s = grouped_stats(m.fields[k].values[order], valid[k][order], gid, starts, quantiles=(0.25, 0.75))
+        per_field[k] = (s, s.quantiles[0.25], s.quantiles[0.75])
     out = []
     for g, start in enumerate(starts.tolist()):
         entry: dict[str, Any] = {
@@ -54,6 +52,18 @@ def repeat_level_entries(
                 entry[f"ci_low_95/{k}"], entry[f"ci_high_95/{k}"] = ci
         out.append(entry)
     return out
+
+
+def _by_repeat(tasks: np.ndarray, repeats: np.ndarray, n_tasks: int) -> np.ndarray:
+    """The order sorting rows (sorted by task, then repeat) by (repeat, task). When every task
+    has the same repeats (tasks x K, the usual shape) that is a transpose, no sort."""
+    n = len(tasks)
+    width = n // n_tasks if n_tasks else 0
+    if width and width * n_tasks == n:
+        grid = repeats.reshape(n_tasks, width)
+        if (grid == grid[0]).all():
+            return np.arange(n).reshape(n_tasks, width).T.ravel()
+    return np.lexsort((tasks, repeats))
 
 
 def across_repeats(repeat_level: list[dict[str, Any]], names: list[str]) -> dict[str, float]:

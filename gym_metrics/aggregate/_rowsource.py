@@ -52,6 +52,13 @@ class RowSource(Sequence[dict[str, Any]]):
     def take(self, idx: np.ndarray) -> RowSource:
         return RowSource(self._items, idx if self._index is None else self._index[idx])
 
+    def keep_only(self, positions: np.ndarray) -> RowSource:
+        """The same rows by position, holding only those at `positions` (copied out of their
+        buffer, which can then be freed); reading another row is an error (LookupError)."""
+        index = np.full(len(self), -1, dtype=np.int32 if len(positions) < 2**31 else np.int64)
+        index[positions] = np.arange(len(positions))
+        return RowSource(_Kept(self.raws(positions.tolist())), index)
+
     def raws(self, positions: Sequence[int]) -> list[Any]:
         """The rows at `positions` as stored (dict, JSON text or bytes), unparsed."""
         if isinstance(self._items, _Chain):
@@ -95,6 +102,15 @@ class RowSource(Sequence[dict[str, Any]]):
                 raise RowParseError(p, f"is not a JSON object (got {type(row).__name__})")
             out.append(row if not isinstance(r, dict) else dict(row))
         return out
+
+
+class _Kept(list[Any]):
+    """The rows `RowSource.keep_only` kept; position -1 marks one that was dropped."""
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, int) and i < 0:
+            raise LookupError("a row that was not kept was read (RowSource.keep_only)")
+        return super().__getitem__(i)
 
 
 class RowParseError(ValueError):

@@ -26,8 +26,8 @@ class GroupedStats:
     median: np.ndarray
     std: np.ndarray
     """Sample standard deviation (ddof=1); NaN when count < 2."""
-    sorted_values: np.ndarray
-    """Each group's valid values ascending at its start; invalid ones after them."""
+    quantiles: dict[float, np.ndarray]
+    """Per q asked for (0.5 always), each group's q-quantile (numpy's linear interpolation)."""
     starts: np.ndarray
 
 
@@ -39,8 +39,11 @@ def group_starts(sorted_keys: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], change)).astype(np.int64)
 
 
-def grouped_stats(values: np.ndarray, valid: np.ndarray, group_ids: np.ndarray, starts: np.ndarray) -> GroupedStats:
-    """Stats of `values[valid]` per group; rows are sorted so that group g is contiguous."""
+def grouped_stats(
+    values: np.ndarray, valid: np.ndarray, group_ids: np.ndarray, starts: np.ndarray, quantiles: tuple[float, ...] = ()
+) -> GroupedStats:
+    """Stats of `values[valid]` per group; rows are sorted so that group g is contiguous.
+    `quantiles`: those wanted besides the median."""
     n_groups = len(starts)
     count = np.bincount(group_ids, weights=valid, minlength=n_groups)
     clean = np.where(valid, values, 0.0)
@@ -66,9 +69,36 @@ def grouped_stats(values: np.ndarray, valid: np.ndarray, group_ids: np.ndarray, 
         low = high = np.zeros(0)
     low[empty] = np.nan
     high[empty] = np.nan
-    sorted_values = sort_within_groups(np.where(valid, values, np.inf), starts)
-    median = quantile_sorted(sorted_values, starts, count, 0.5)
-    return GroupedStats(count, mean, low, high, median, std, sorted_values, starts)
+    qs = group_quantiles(values, valid, starts, count, (0.5, *quantiles))
+    return GroupedStats(count, mean, low, high, qs[0.5], std, qs, starts)
+
+
+def group_quantiles(
+    values: np.ndarray, valid: np.ndarray, starts: np.ndarray, count: np.ndarray, qs: tuple[float, ...]
+) -> dict[float, np.ndarray]:
+    """Each group's q-quantiles. Groups of one size with every value valid (the usual tasks x
+    repeats) are rows of a matrix, sorted when short and partitioned at the few order
+    statistics needed when long (the whole agent, one repeat across tasks): no full sort."""
+    n, n_groups = len(values), len(starts)
+    width = n // n_groups if n_groups else 0
+    if not width or width * n_groups != n or not valid.all() or not np.array_equal(starts, np.arange(0, n, width)):
+        sorted_values = sort_within_groups(np.where(valid, values, np.inf), starts)
+        return {q: quantile_sorted(sorted_values, starts, count, q) for q in qs}
+    matrix = values.reshape(n_groups, width)
+    ranks = {q: _ranks(q, width) for q in qs}
+    if width <= 64:
+        ordered = np.sort(matrix, axis=1)
+    else:
+        ordered = np.partition(matrix, sorted({k for lo, hi, _ in ranks.values() for k in (lo, hi)}), axis=1)
+    c = np.full(n_groups, width, dtype=np.int64)
+    return {q: _lerp(ordered[:, lo], ordered[:, hi], t, c, q) for q, (lo, hi, t) in ranks.items()}
+
+
+def _ranks(q: float, count: int) -> tuple[int, int, float]:
+    """The order statistics (lo, hi) a q-quantile of `count` values interpolates, and the weight."""
+    pos = q * (count - 1)
+    lo = math.floor(pos)
+    return lo, min(lo + 1, count - 1), pos - lo
 
 
 def _group_max_abs(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -109,20 +139,22 @@ def quantile_sorted(sorted_values: np.ndarray, starts: np.ndarray, count: np.nda
     pos = q * (c[ok] - 1)
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, c[ok] - 1)
-    t = pos - lo
-    a = sorted_values[starts[ok] + lo]
-    b = sorted_values[starts[ok] + hi]
+    out[ok] = _lerp(sorted_values[starts[ok] + lo], sorted_values[starts[ok] + hi], pos - lo, c[ok], q)
+    return out
+
+
+def _lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray | float, c: np.ndarray, q: float) -> np.ndarray:
+    """The q-quantile between order statistics a <= b at weight t, of groups of c values."""
     with np.errstate(over="ignore", invalid="ignore"):
         diff = b - a
         # numpy's _lerp: symmetric form keeps results exact at the ends
         value = np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)
         if q == 0.5:  # a median of an even count is the mean of the two middle values
-            value = np.where(c[ok] % 2 == 0, (a + b) / 2, value)
+            value = np.where(c % 2 == 0, (a + b) / 2, value)
         bad = ~np.isfinite(value)
         if bad.any():  # |values| near the float64 limit: the same quantities without overflow
-            value[bad] = (a * (1 - t) + b * t)[bad] if q != 0.5 else (a / 2 + b / 2)[bad]
-    out[ok] = value
-    return out
+            value[bad] = np.broadcast_to(a * (1 - t) + b * t if q != 0.5 else a / 2 + b / 2, value.shape)[bad]
+    return np.asarray(value, dtype=np.float64)
 
 
 @lru_cache(maxsize=4096)
