@@ -1,12 +1,23 @@
 """Benchmark the collector and the verify RPCs on loopback; prints a Markdown table.
 
-Usage: python scripts/bench_collect.py [--rollouts 1000000] [--verify-rollouts 100000] [--unary-calls 3000]
+Usage: python scripts/bench_collect.py [--only collect workers math unary] [--rounds 3]
+       [--rollouts 1000000] [--verify-rollouts 100000] [--cpu-rollouts 20000] [--unary-calls 3000]
 
 (a) `gym-metrics collect` on a rollouts file whose rows already carry rewards, end to end
-    (read, copy, AggregateMetrics, write), against `gym-metrics serve` in another process;
-    wall time and the collector's peak RSS.
-(b) math_exact verification through VerifyStream: rollouts/s, client and server on this machine.
+    (read, copy, AggregateMetrics, write), against `gym-metrics serve math_exact` in another
+    process, beside an in-process `gym-metrics aggregate --env math_exact` of the same file
+    (alternating runs, medians, and their ratio; issue 12 wants at most 1.5x); the collector's
+    peak RSS.
+(b) Verification throughput with the collector's own machinery (make_batches + verify_all over
+    one connection per server worker), bodies encoded before the clock starts:
+    `workers`: a CPU-bound verify (scripts/bench_cpu_env.py, ~200 us of CPU per rollout),
+    `serve --workers 1` vs `--workers 2` alternating, medians and their ratio (target >= 1.6x);
+    `math`: math_exact with `--workers 1` and `--workers 2` (target >= 60k rollouts/s with 2 on
+    a quiet machine).
 (c) unary Verify calls/s, one call at a time and 16 concurrent.
+
+Each figure is printed with the load average (`uptime`'s three numbers) taken just before it.
+Every run is bounded (subprocess timeouts, asyncio.wait_for).
 """
 
 from __future__ import annotations
@@ -18,8 +29,11 @@ import platform
 import re
 import resource
 import subprocess
+import statistics
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -30,15 +44,22 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_aggregate import make_rollouts  # noqa: E402
 
 
-class Server:
-    """`gym-metrics serve TARGET --port 0` in a child process; the port is read from stderr."""
+RUN_TIMEOUT_S = 300
+"""No single run may take longer than this."""
 
-    def __init__(self, target: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gym_metrics.cli", "--log-level", "warning", "serve", target, "--port", "0"],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+
+def load() -> str:
+    """The load average as `uptime` prints it (1, 5, 15 minutes)."""
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class Server:
+    """`gym-metrics serve TARGET --port 0 [--workers N]` in a child process; the port is read
+    from stderr (the parent's one "listening on" line)."""
+
+    def __init__(self, target: str, workers: int = 1) -> None:
+        cmd = [sys.executable, "-m", "gym_metrics.cli", "--log-level", "warning", "serve", target, "--port", "0"]
+        self.proc = subprocess.Popen(cmd + ["--workers", str(workers)] * (workers > 1), stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         assert self.proc.stderr is not None
         while time.monotonic() < deadline:
@@ -46,28 +67,48 @@ class Server:
             found = re.search(r"listening on (\S+:\d+)", line)
             if found:
                 self.address = found.group(1)
+                threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # never let the pipe fill
                 return
+            if not line and self.proc.poll() is not None:
+                break
+        self.proc.kill()
         raise RuntimeError("server did not start")
 
     def stop(self) -> None:
         self.proc.terminate()
-        self.proc.wait(timeout=30)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
-def bench_collect(n: int, data_dir: Path) -> tuple[float, float]:
-    src = data_dir / f"rollouts_{n}.jsonl"
-    if not src.exists():
-        make_rollouts(src, n)
-    out = data_dir / f"collected_{n}.jsonl"
-    server = Server("gym_metrics.server:SimpleResourcesServer")
-    try:
+def bench_collect(src: Path, data_dir: Path) -> tuple[float, float]:
+    """(wall s, peak RSS MB) of `collect` of `src` against `serve math_exact`."""
+    out = data_dir / "collected.jsonl"
+    with Server("math_exact") as server:
         out.unlink(missing_ok=True)
         cmd = [sys.executable, __file__, "--_collect", server.address, str(src), str(out)]
-        res = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        res = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         wall, rss = map(float, res.stdout.split())
         return wall, rss
-    finally:
-        server.stop()
+
+
+def bench_aggregate(src: Path, data_dir: Path) -> float:
+    """Wall s of an in-process `gym-metrics aggregate --env math_exact` of `src` (CLI start included)."""
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "gym_metrics.cli", "aggregate", str(src), "-o", str(data_dir / "aggregated.json"),
+         "--env", "math_exact"],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=RUN_TIMEOUT_S,
+    )  # fmt: skip
+    return time.perf_counter() - start
 
 
 def _collect_child(address: str, src: str, out: str) -> None:
@@ -78,6 +119,7 @@ def _collect_child(address: str, src: str, out: str) -> None:
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        timeout=RUN_TIMEOUT_S,
     )
     wall = time.perf_counter() - start
     print(wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
@@ -88,35 +130,53 @@ def _sample_bodies() -> list[dict]:
     return [orjson.loads(line) for line in sample.read_bytes().splitlines() if line.strip()]
 
 
-async def bench_verify_stream(n: int, address: str, batch_size: int = 512) -> float:
+def math_body(i: int, bodies: list[dict]) -> dict:
+    """A sample body with a fresh answer per task (8 rollouts each, 3 of them wrong), so
+    math_exact's answer caches only help as they would on real data."""
+    task, rollout = divmod(i, 8)
+    body = dict(bodies[i % len(bodies)], _ng_task_index=task, _ng_rollout_index=rollout)
+    answer = task * 7 + 3 if rollout < 5 else task * 7 + 4
+    text = f"Step by step, the total is \\boxed{{{answer}}}."
+    body["response"] = {"output": [{"type": "message", "content": [{"type": "output_text", "text": text}]}]}
+    body["expected_answer"] = str(task * 7 + 3)
+    return body
+
+
+def make_rows(kind: str, n: int) -> list[dict]:
+    """`n` verify request rows for `math` (math_exact) or `burn` (bench_cpu_env)."""
+    if kind == "math":
+        bodies = _sample_bodies()
+        return [math_body(i, bodies) for i in range(n)]
+    return [{"agent_ref": {"name": "a"}, "_ng_task_index": i // 8, "_ng_rollout_index": i % 8} for i in range(n)]
+
+
+async def verify_rate(address: str, rows: list[dict], expect_correct: Callable[[int], bool]) -> tuple[float, int]:
+    """(rollouts/s, connections) of the collector's verification (make_batches + verify_all over
+    one connection per server worker); batches are encoded before the clock starts."""
     from gym_metrics._transport._client import ResourcesClient
+    from gym_metrics.collector._input import Rollout
+    from gym_metrics.collector._verify import make_batches, verify_all
 
-    bodies = _sample_bodies()
+    rollouts = [Rollout("a", r["_ng_task_index"], r["_ng_rollout_index"], r, False) for r in rows]
+    batches = list(make_batches(iter(rollouts), 256, 4 << 20))
+    correct = done = 0
 
-    def body_for(i: int) -> bytes:
-        """A sample body with a fresh answer per task (8 rollouts each, 3 of them wrong), so
-        math_exact's answer caches only help as they would on real data."""
-        task, rollout = divmod(i, 8)
-        body = dict(bodies[i % len(bodies)], _ng_task_index=task, _ng_rollout_index=rollout)
-        answer = task * 7 + 3 if rollout < 5 else task * 7 + 4
-        text = f"Step by step, the total is \\boxed{{{answer}}}."
-        body["response"] = {"output": [{"type": "message", "content": [{"type": "output_text", "text": text}]}]}
-        body["expected_answer"] = str(task * 7 + 3)
-        return orjson.dumps(body)
-
-    async def batches():  # type: ignore[no-untyped-def]
-        for b in range(0, n, batch_size):
-            yield str(b), [(i // 8, i % 8, body_for(i)) for i in range(b, min(b + batch_size, n))]
+    def on_results(batch: list, verified: object) -> None:
+        nonlocal correct, done
+        done += len(batch)
+        correct += sum(reward == 1.0 for reward in verified.reward)  # type: ignore[attr-defined]
 
     async with ResourcesClient(address) as client:
-        start = time.perf_counter()
-        done = correct = 0
-        async for _, outcomes in client.verify_batches(batches()):
-            done += len(outcomes)
-            correct += sum(o.reward == 1.0 for o in outcomes)
-        elapsed = time.perf_counter() - start
-    assert done == n and correct == sum(1 for i in range(n) if i % 8 < 5), "verification went wrong"
-    return n / elapsed
+        lanes = await client.open_connections()
+        try:
+            start = time.perf_counter()
+            await asyncio.wait_for(verify_all(lanes, iter(batches), on_results), RUN_TIMEOUT_S)
+            elapsed = time.perf_counter() - start
+        finally:
+            for extra in lanes[1:]:
+                await extra.close()
+    assert done == len(rows) and correct == sum(map(expect_correct, range(len(rows)))), "verification went wrong"
+    return len(rows) / elapsed, len(lanes)
 
 
 async def bench_unary(n: int, address: str, concurrency: int) -> float:
@@ -136,26 +196,78 @@ async def bench_unary(n: int, address: str, concurrency: int) -> float:
         return per * concurrency / (time.perf_counter() - start)
 
 
+def part_collect(ns: argparse.Namespace) -> None:
+    """(a): collect vs in-process aggregate of the same pre-rewarded file, alternating."""
+    src = ns.data_dir / f"rollouts_{ns.rollouts}.jsonl"
+    if not src.exists():
+        make_rollouts(src, ns.rollouts)
+    collect_s, aggregate_s, rss = [], [], []
+    for k in range(ns.rounds):
+        loads = load()
+        wall, peak = bench_collect(src, ns.data_dir)
+        agg = bench_aggregate(src, ns.data_dir)
+        collect_s.append(wall), aggregate_s.append(agg), rss.append(peak)
+        print(f"|   round {k + 1}: collect {wall:.2f} s, aggregate {agg:.2f} s | {loads} |", flush=True)
+    c, a = statistics.median(collect_s), statistics.median(aggregate_s)
+    print(f"| (a) collect, {ns.rollouts:,} already-scored rollouts, against serve math_exact | {c:.2f} s wall "
+          f"(median of {ns.rounds}), {max(rss):.0f} MB peak RSS | {load()} |")
+    print(f"| (a) aggregate --env math_exact, same file, in-process | {a:.2f} s wall | collect / aggregate = {c / a:.2f}x |")
+
+
+def part_verify(ns: argparse.Namespace, kind: str) -> None:
+    """(b): verification throughput with --workers 1 and 2, alternating; medians and ratio."""
+    n = ns.cpu_rollouts if kind == "burn" else ns.verify_rollouts
+    target = f"{ROOT / 'scripts' / 'bench_cpu_env.py'}:BurnServer" if kind == "burn" else "math_exact"
+    label = "CPU-bound verify (~200 us/rollout)" if kind == "burn" else "math_exact verify"
+    rows = make_rows(kind, n)
+    correct = (lambda i: True) if kind == "burn" else (lambda i: i % 8 < 5)
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    for k in range(ns.rounds):
+        for workers in (1, 2) if k % 2 == 0 else (2, 1):
+            loads = load()
+            with Server(target, workers) as server:
+                rate, lanes = asyncio.run(verify_rate(server.address, rows, correct))
+            rates[workers].append(rate)
+            print(f"|   round {k + 1}, --workers {workers} ({lanes} connections): {rate:,.0f} rollouts/s | {loads} |", flush=True)
+    one, two = statistics.median(rates[1]), statistics.median(rates[2])
+    print(f"| (b) {label}, {n:,} rollouts, --workers 1 | {one:,.0f} rollouts/s (median of {ns.rounds}) | {load()} |")
+    print(f"| (b) {label}, {n:,} rollouts, --workers 2 | {two:,.0f} rollouts/s (median of {ns.rounds}) | "
+          f"workers 2 / workers 1 = {two / one:.2f}x |")
+
+
+def part_unary(ns: argparse.Namespace) -> None:
+    """(c): unary Verify calls/s against serve math_exact."""
+    with Server("math_exact") as server:
+        loads = load()
+        one = asyncio.run(bench_unary(ns.unary_calls, server.address, 1))
+        many = asyncio.run(bench_unary(ns.unary_calls, server.address, 16))
+    print(f"| (c) unary Verify, {ns.unary_calls:,} calls | {one:,.0f} calls/s sequential, "
+          f"{many:,.0f} calls/s 16 concurrent | {loads} |")
+
+
+PARTS = ("collect", "workers", "math", "unary")
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="run only these parts")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating runs per comparison (medians)")
     parser.add_argument("--rollouts", type=int, default=1_000_000)
     parser.add_argument("--verify-rollouts", type=int, default=100_000)
+    parser.add_argument("--cpu-rollouts", type=int, default=20_000)
     parser.add_argument("--unary-calls", type=int, default=3000)
     parser.add_argument("--data-dir", type=Path, default=Path("bench_data"))
     ns = parser.parse_args()
     ns.data_dir.mkdir(exist_ok=True)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}\n")
-    wall, rss = bench_collect(ns.rollouts, ns.data_dir)
-    print(f"| (a) collect, {ns.rollouts:,} already-scored rollouts | {wall:.2f} s wall | {rss:.0f} MB peak RSS |")
-    server = Server("math_exact")
-    try:
-        rate = asyncio.run(bench_verify_stream(ns.verify_rollouts, server.address))
-        print(f"| (b) math_exact VerifyStream, {ns.verify_rollouts:,} rollouts | {rate:,.0f} rollouts/s | |")
-        one = asyncio.run(bench_unary(ns.unary_calls, server.address, 1))
-        many = asyncio.run(bench_unary(ns.unary_calls, server.address, 16))
-        print(f"| (c) unary Verify, {ns.unary_calls:,} calls | {one:,.0f} calls/s sequential | {many:,.0f} calls/s 16 concurrent |")
-    finally:
-        server.stop()
+    if "collect" in ns.only:
+        part_collect(ns)
+    if "workers" in ns.only:
+        part_verify(ns, "burn")
+    if "math" in ns.only:
+        part_verify(ns, "math")
+    if "unary" in ns.only:
+        part_unary(ns)
     return 0
 
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         ServerInfo,
         ServerUnavailableError,
         ServerUnreachableError,
+        VerifiedBatch,
         VerifyInput,
         VerifyOutcome,
     )
@@ -28,6 +29,7 @@ _CLIENT_NAMES = (
     "ServerInfo",
     "ServerUnavailableError",
     "ServerUnreachableError",
+    "VerifiedBatch",
     "VerifyInput",
     "VerifyOutcome",
 )

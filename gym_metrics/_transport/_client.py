@@ -15,6 +15,7 @@ import orjson
 
 from gym_metrics._transport._batches import columns_to_batches, dumps_json
 from gym_metrics._transport._convert import responses_to_aggregate
+from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
 from gym_metrics._transport._status import (
     RemoteCallError,
     ServerUnavailableError,
@@ -34,27 +35,8 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 )
 
-_ERROR_KINDS = {
-    pb.VERIFY_ERROR_KIND_UNSPECIFIED: None,
-    pb.VERIFY_ERROR_KIND_INVALID_REQUEST: "invalid_request",
-    pb.VERIFY_ERROR_KIND_VERIFY_FAILED: "verify_failed",
-    pb.VERIFY_ERROR_KIND_TIMEOUT: "timeout",
-}
-
 VerifyInput = tuple[int, int, "Mapping[str, Any] | str | bytes"]
 """(task_index, rollout_index, verify request body) of one rollout."""
-
-
-@dataclass(frozen=True)
-class VerifyOutcome:
-    """One VerifyStream result; `response` is None when `error_kind` is set."""
-
-    task_index: int
-    rollout_index: int
-    reward: float
-    response: dict[str, Any] | None
-    error_kind: str | None = None
-    error_message: str = ""
 
 
 @dataclass(frozen=True)
@@ -204,26 +186,31 @@ class ResourcesClient:
         """Verify many rollouts over one VerifyStream call; outcomes come in input order."""
         call = self._stub.VerifyStream(_verify_batches(items, batch_size), metadata=self._metadata)
         async for response in call:
-            for r in response.results:
-                yield _outcome(r)
+            for outcome in VerifiedBatch.from_results(response.results).outcomes():
+                yield outcome
 
     async def verify_batches(
         self, batches: AsyncIterable[tuple[str, Sequence[VerifyInput]]]
     ) -> AsyncIterator[tuple[str, list[VerifyOutcome]]]:
         """One VerifyStream call over caller-made batches: yields (batch_id, outcomes) as the
         server answers. Raises ServerUnavailableError when the stream breaks (retry it)."""
+        async for batch_id, verified in self.verify_batch_columns(batches):
+            yield batch_id, verified.outcomes()
+
+    async def verify_batch_columns(
+        self, batches: AsyncIterable[tuple[str, Sequence[VerifyInput]]]
+    ) -> AsyncIterator[tuple[str, VerifiedBatch]]:
+        """verify_batches with each answer column-wise (no object per rollout, responses
+        left as JSON text): what the collector uses."""
 
         async def requests() -> AsyncIterator[pb.VerifyStreamRequest]:
             async for batch_id, items in batches:
-                yield pb.VerifyStreamRequest(
-                    batch_id=batch_id,
-                    items=[pb.VerifyItem(task_index=t, rollout_index=r, body_json=_body_json(b)) for t, r, b in items],
-                )
+                yield verify_request(batch_id, items)
 
         call = self._stub.VerifyStream(requests(), metadata=self._metadata)
         try:
             async for response in call:
-                yield response.batch_id, [_outcome(r) for r in response.results]
+                yield response.batch_id, VerifiedBatch.from_results(response.results)
         except grpc.aio.AioRpcError as exc:
             raise translate(exc) from None
 
@@ -296,21 +283,22 @@ class ResourcesClient:
         )
 
 
-def _outcome(r: pb.VerifyResult) -> VerifyOutcome:
-    return VerifyOutcome(
-        task_index=r.task_index,
-        rollout_index=r.rollout_index,
-        reward=r.reward,
-        response=orjson.loads(r.response_json) if r.response_json else None,
-        error_kind=_ERROR_KINDS.get(r.error_kind, "unknown"),
-        error_message=r.error_message,
-    )
-
-
 def _body_json(body: Mapping[str, Any] | str | bytes) -> str:
     if isinstance(body, bytes):
         return body.decode()
     return body if isinstance(body, str) else dumps_json(body)
+
+
+def verify_request(batch_id: str, items: Sequence[VerifyInput]) -> pb.VerifyStreamRequest:
+    """One VerifyStream batch. Items are added in place (building VerifyItems and then
+    copying them into the request costs twice), and bodies given as JSON text are not
+    re-encoded: protobuf takes UTF-8 bytes for a string field as they are, checking them."""
+    request = pb.VerifyStreamRequest(batch_id=batch_id)
+    add = request.items.add
+    for t, r, b in items:
+        text = b if isinstance(b, (str, bytes)) else dumps_json(b)
+        add(task_index=t, rollout_index=r, body_json=text)
+    return request
 
 
 async def _verify_batches(
@@ -354,6 +342,7 @@ __all__ = [
     "RemoteCallError",
     "ServerUnavailableError",
     "ServerUnreachableError",
+    "VerifiedBatch",
     "VerifyOutcome",
     "is_transient",
 ]

@@ -134,21 +134,22 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
                 future.cancel()
 
     async def _verify_batch(self, request: pb.VerifyStreamRequest, slots: asyncio.Semaphore) -> pb.VerifyStreamResponse:
-        """Items run eagerly: one that never suspends costs no Task; the others run concurrently."""
-        results: list[Any] = []
-        waiting: list[tuple[int, asyncio.Future[pb.VerifyResult]]] = []
-        for i, item in enumerate(request.items):
-            done, value = start_eagerly(self._verify_item(item, slots), trusted=self._env.eager_verify)
+        """Items run eagerly: one that never suspends costs no Task; the others run concurrently.
+        Each result is made in the response, in place (no copy of a finished message)."""
+        response = pb.VerifyStreamResponse(batch_id=request.batch_id)
+        add, trusted = response.results.add, self._env.eager_verify
+        waiting: list[asyncio.Future[None]] = []
+        for item in request.items:
+            result = add(task_index=item.task_index, rollout_index=item.rollout_index)
+            done, value = start_eagerly(self._verify_item(item, result, slots), trusted=trusted)
             if not done:
-                waiting.append((i, value))  # type: ignore[arg-type]
-            results.append(value)
-        for i, future in waiting:
-            results[i] = await future
-        return pb.VerifyStreamResponse(batch_id=request.batch_id, results=results)
+                waiting.append(value)  # type: ignore[arg-type]
+        for future in waiting:
+            await future
+        return response
 
-    async def _verify_item(self, item: pb.VerifyItem, slots: asyncio.Semaphore) -> pb.VerifyResult:
-        """One rollout; any failure is recorded on its result, never fails the call."""
-        result = pb.VerifyResult(task_index=item.task_index, rollout_index=item.rollout_index)
+    async def _verify_item(self, item: pb.VerifyItem, result: pb.VerifyResult, slots: asyncio.Semaphore) -> None:
+        """One rollout into its `result`; any failure is recorded there, never fails the call."""
         async with slots:
             try:
                 call = self._verify(item.body_json)  # the result is the item's: no row number needed
@@ -162,7 +163,6 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             except Exception as exc:
                 log.warning("verify failed for task %d rollout %d", item.task_index, item.rollout_index, exc_info=exc)
                 _fail(result, pb.VERIFY_ERROR_KIND_VERIFY_FAILED, str(exc))
-        return result
 
     # ----------------------------------------------------------------- AggregateMetrics
 

@@ -7,6 +7,7 @@ task index, as NeMo Gym does, and `--num-repeats K` expands each line into rollo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,7 +169,11 @@ def _scored_lines(
     chunk: bytes, starts: np.ndarray, ends: np.ndarray, line_offset: int, default_agent: str | None = None
 ) -> tuple[np.ndarray, ScoredLines] | None:
     """Column-wise pass over a chunk: which lines are already scored rollouts with their
-    `_ng_` keys (those need no parsing). None when the chunk does not parse column-wise."""
+    `_ng_` keys (those need no parsing). None when the chunk does not parse column-wise, or
+    when no line can have a `reward` key (then the lines are parsed once, one by one, not
+    twice)."""
+    if not may_hold_key(chunk, b"reward"):
+        return None
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -211,6 +216,16 @@ def _scored_lines(
     return keep, found
 
 
+_ASCII_ESCAPE = re.compile(rb"\\u00[2-7][0-9a-fA-F]")
+"""A JSON escape of a printable ASCII character (how a key could spell `reward` unliterally)."""
+
+
+def may_hold_key(chunk: bytes, key: bytes) -> bool:
+    """False only when no JSON object in `chunk` can have the key `key` (printable ASCII):
+    its text is absent and no printable ASCII character is written as a \\u escape."""
+    return key + b'"' in chunk or _ASCII_ESCAPE.search(chunk) is not None
+
+
 class _Bad(Exception):
     def __init__(self, field: str, reason: str) -> None:
         self.field, self.reason = field, reason
@@ -223,6 +238,11 @@ def _rollouts(raw: bytes, line_no: int, num_repeats: int | None, default_agent: 
         raise _Bad("json", bad_json_reason(exc)) from None
     if not isinstance(row, dict):
         raise _Bad("row", f"expected a JSON object, got {type(row).__name__}")
+    keys = _plain_keys(row) if num_repeats is None else None
+    if keys is not None:  # what the checks below find for it, found once; the row needs no copy
+        reward = row.get("reward")
+        yield Rollout(*keys, row, isinstance(reward, (int, float)), raw, line_no)
+        return
     problem = agent_problem(row, default_agent)
     if problem:
         raise _Bad("agent_ref.name", problem)
@@ -245,6 +265,17 @@ def _rollouts(raw: bytes, line_no: int, num_repeats: int | None, default_agent: 
         return
     for r in range(num_repeats):
         yield Rollout(agent, task, r, _with_keys(row, task, r), False, line=line_no)
+
+
+def _plain_keys(row: dict[str, Any]) -> tuple[str, int, int] | None:
+    """(agent, task, rollout) of the usual row (agent_ref.name a non-empty string, both `_ng_`
+    indices non-negative integers, so the row has its keys already); None: check it in full."""
+    ref, task, rollout = row.get("agent_ref"), row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+    if type(ref) is dict and type(task) is int and type(rollout) is int and task >= 0 and rollout >= 0:
+        name = ref.get("name")
+        if type(name) is str and name:
+            return name, task, rollout
+    return None
 
 
 def _has_any(row: dict[str, Any], keys: tuple[str, ...]) -> bool:

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+import orjson
 
 from gym_metrics._unique import unique
-from gym_metrics._transport import ResourcesClient, ServerUnavailableError, VerifyOutcome
+from gym_metrics._transport import ResourcesClient, ServerUnavailableError, VerifiedBatch
 from gym_metrics.aggregate import (
     ERROR_KEY,
     ERROR_KINDS,
@@ -31,7 +32,7 @@ from gym_metrics.aggregate import (
 from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
 from gym_metrics.collector._outfile import OutputFile
 from gym_metrics.collector._progress import Progress
-from gym_metrics.collector._verify import RetryPolicy, make_batches, verify_all
+from gym_metrics.collector._verify import Batch, RetryPolicy, make_batches, verify_all
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 T = TypeVar("T")
@@ -222,19 +223,24 @@ class _Router:
         self.passed_through += int(keep.sum())
         self.progress.tick()
 
-    def record(self, results: list[tuple[Rollout, VerifyOutcome]]) -> None:
+    def record(self, batch: Batch, verified: VerifiedBatch) -> None:
+        """Write an answered batch: each row with its verify response (parsed once, here) or
+        its error."""
         self.complete = False
         lines = []
-        for rollout, outcome in results:
-            if outcome.error_kind is None and outcome.response is not None:
-                row = {**rollout.row, **outcome.response}
-                self.progress.add(rollout.agent, outcome.reward if math.isfinite(outcome.reward) else None)
+        add, isfinite = self.progress.add, math.isfinite
+        for (rollout, _), reward, text, kind, message in zip(
+            batch, verified.reward, verified.response_json, verified.error_kind, verified.error_message
+        ):
+            if kind is None and text:
+                row = {**rollout.row, **orjson.loads(text)}
+                add(rollout.agent, reward if isfinite(reward) else None)
             else:
                 # The server knows only the rollout; the user needs the input line.
-                message = f"input line {rollout.line}: {outcome.error_message}" if rollout.line else outcome.error_message
-                row = {**rollout.row, ERROR_KEY: {"kind": outcome.error_kind, "message": message}}
+                message = f"input line {rollout.line}: {message}" if rollout.line else message
+                row = {**rollout.row, ERROR_KEY: {"kind": kind, "message": message}}
                 row.pop("reward", None)
-                self.progress.add(rollout.agent, None, error=True)
+                add(rollout.agent, None, error=True)
             lines.append(dumps_row(row))
         self.flush()
         self.out.write(lines)

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 import orjson
 
-from gym_metrics._transport import ResourcesClient, ServerUnavailableError, VerifyInput, VerifyOutcome
+from gym_metrics._transport import ResourcesClient, ServerUnavailableError, VerifiedBatch, VerifyInput
 from gym_metrics.collector._input import Rollout
 
 Batch = list[tuple[Rollout, bytes]]
+OnResults = Callable[[Batch, VerifiedBatch], None]
+"""Called once per answered batch: its rollouts (with bodies) and their results, in order."""
 
 
 @dataclass
@@ -147,7 +149,7 @@ def _items(batch: Batch) -> list[VerifyInput]:
 async def verify_all(
     client: ResourcesClient | Sequence[ResourcesClient],
     batches: Iterator[Batch],
-    on_results: Callable[[list[tuple[Rollout, VerifyOutcome]]], None],
+    on_results: OnResults,
     *,
     max_in_flight: int = 8,
     retry: RetryPolicy | None = None,
@@ -175,18 +177,18 @@ async def _lane(
     lane: int,
     client: ResourcesClient,
     sender: _Sender,
-    on_results: Callable[[list[tuple[Rollout, VerifyOutcome]]], None],
+    on_results: OnResults,
     retry: RetryPolicy,
     log: Callable[[str], None],
 ) -> None:
     attempt = 0
     while True:
         try:
-            async for batch_id, outcomes in client.verify_batches(sender.new_stream(lane)):
+            async for batch_id, verified in _answers(client, sender.new_stream(lane)):
                 batch = await sender.answered(batch_id)
                 if batch is None:
                     continue  # answered before the stream broke
-                on_results([(r, o) for (r, _), o in zip(batch, outcomes)])
+                on_results(batch, verified)
                 attempt = 0
             if sender.exhausted and not sender.owned(lane):
                 return
@@ -194,3 +196,22 @@ async def _lane(
         except ServerUnavailableError as exc:
             attempt += 1
             await retry.back_off(attempt, exc, log)
+
+
+def _answers(
+    client: ResourcesClient, requests: AsyncIterator[tuple[str, list[VerifyInput]]]
+) -> AsyncIterator[tuple[str, VerifiedBatch]]:
+    """The client's answers column-wise; a client without verify_batch_columns (a test
+    double, an older client) through its VerifyOutcome lists."""
+    columns = getattr(client, "verify_batch_columns", None)
+    if columns is not None:
+        answers: AsyncIterator[tuple[str, VerifiedBatch]] = columns(requests)
+        return answers
+    return _from_outcomes(client, requests)
+
+
+async def _from_outcomes(
+    client: ResourcesClient, requests: AsyncIterator[tuple[str, list[VerifyInput]]]
+) -> AsyncIterator[tuple[str, VerifiedBatch]]:
+    async for batch_id, outcomes in client.verify_batches(requests):
+        yield batch_id, VerifiedBatch.from_outcomes(outcomes)

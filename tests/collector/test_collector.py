@@ -18,7 +18,13 @@ import orjson
 import pytest
 
 from gym_metrics._transport import ServerConfig, start_server
-from gym_metrics._transport._client import ResourcesClient, ServerUnavailableError, ServerUnreachableError, VerifyOutcome
+from gym_metrics._transport._client import (
+    ResourcesClient,
+    ServerUnavailableError,
+    ServerUnreachableError,
+    VerifiedBatch,
+    VerifyOutcome,
+)
 from gym_metrics.aggregate import AggregateOptions, aggregate_file
 from gym_metrics.collector import CollectOptions, Progress, RetryPolicy, collect_async
 from gym_metrics.collector._input import Rollout, read_input
@@ -557,9 +563,9 @@ async def test_verify_all_bounds_in_flight_and_never_records_a_batch_twice() -> 
     recorded: list[tuple[int, int]] = []
     log: list[str] = []
 
-    def on_results(results: list[tuple[Rollout, VerifyOutcome]]) -> None:
-        for rollout, outcome in results:
-            assert (rollout.task, rollout.rollout) == (outcome.task_index, outcome.rollout_index)
+    def on_results(batch: list[tuple[Rollout, bytes]], verified: VerifiedBatch) -> None:
+        for (rollout, _), t, r in zip(batch, verified.task_index, verified.rollout_index, strict=True):
+            assert (rollout.task, rollout.rollout) == (t, r)
             recorded.append((rollout.task, rollout.rollout))
 
     batches = make_batches(iter(make_rollouts(200)), max_items=7, max_bytes=1 << 20)

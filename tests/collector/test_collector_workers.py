@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.collector.test_collector_faults import LISTENING, Procs, cli
+from test_collector_faults import LISTENING, Procs, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.skipif(sys.platform == "win32", reason="fork and SO_REUSEPORT")]
 

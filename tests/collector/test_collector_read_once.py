@@ -1,0 +1,94 @@
+"""Each input line is parsed once: chunks that cannot hold a `reward` key skip the column-wise
+pass, and rows with plain keys skip the per-field checks. Both give what the full path gives."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gym_metrics._transport import ServerConfig, start_server
+from gym_metrics._transport._client import ResourcesClient
+from gym_metrics.collector import CollectOptions, Progress, collect_async
+from gym_metrics.collector import _input
+from gym_metrics.collector._input import may_hold_key, read_input
+
+from _collector_envs import CountingEnv
+
+pytestmark = pytest.mark.timeout(30)
+
+ROWS = [
+    b'{"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "answer": "x", "expected": "x"}',
+    b'{"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 1, "answer": "y", "expected": "x"}',
+    b'{"agent_ref": {"name": "a"}, "_ng_task_index": 1.0, "_ng_rollout_index": 0, "answer": "x"}',  # float index
+    b'{"agent_ref": {"name": "a"}, "task_index": 2, "rollout_index": 3, "answer": "x"}',  # aliases
+    b'{"agent_ref": {"name": "b"}, "_ng_task_index": 3, "_ng_rollout_index": 0, "reward": 0.25}',  # scored
+    b'{"agent_ref": {"name": "b"}, "_ng_task_index": 3, "_ng_rollout_index": 1, "rew\\u0061rd": 0.5}',  # scored, escaped key
+    b'{"agent_ref": {"name": "b"}, "_ng_task_index": 4, "_ng_rollout_index": 0, "reward": true}',
+    b'{"_ng_task_index": 5, "_ng_rollout_index": 0, "answer": "x"}',  # no agent: --agent names it
+    b'{"agent_ref": {"name": "c"}, "_ng_task_index": 6}',  # no rollout index: 0
+    b'  {"agent_ref": {"name": "c"}, "_ng_task_index": 7, "_ng_rollout_index": 2, "answer": "\xc3\xa9"}  ',
+]
+
+
+def test_may_hold_key() -> None:
+    assert may_hold_key(b'{"reward": 1}', b"reward")
+    assert may_hold_key(b'{"rew\\u0061rd": 1}', b"reward")  # the key, spelled with an escape
+    assert may_hold_key(b'{"x": "\\u0041"}', b"reward")  # any escaped ASCII: maybe
+    assert not may_hold_key(b'{"x": "\\u00e9 rewarded", "rewards": 1}', b"reward")
+    assert not may_hold_key(b'{"x": 1}\n{"y": 2}\n', b"reward")
+
+
+def _items(path: Path) -> list[Any]:
+    return [vars(i) if not hasattr(i, "chunk") else ("scored", i.text()) for i in read_input(path, None, "dflt")]
+
+
+def test_quick_paths_read_what_the_full_checks_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "in.jsonl"
+    for rows in (ROWS, [r for r in ROWS if b"reward" not in r and b"\\u" not in r]):
+        src.write_bytes(b"\n".join(rows) + b"\n")
+        quick = _items(src)
+        with monkeypatch.context() as m:
+            m.setattr(_input, "_plain_keys", lambda row: None)
+            m.setattr(_input, "may_hold_key", lambda chunk, key: True)
+            assert _items(src) == quick
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[tuple[ResourcesClient, CountingEnv]]:
+    env = CountingEnv()
+    server = await start_server(env, ServerConfig(port=0, log_requests=False))
+    c = ResourcesClient(server.address)
+    try:
+        yield c, env
+    finally:
+        await c.close()
+        await server.stop(0)
+
+
+@pytest.mark.parametrize("rows", [ROWS, [r for r in ROWS if b"reward" not in r]], ids=["mixed", "unscored"])
+async def test_collect_output_is_byte_identical_to_the_full_path(
+    client: tuple[ResourcesClient, CountingEnv], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: list[bytes]
+) -> None:
+    c, env = client
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(rows) + b"\n")
+    outs = []
+    for full in (False, True):
+        with monkeypatch.context() as m:
+            if full:
+                m.setattr(_input, "_plain_keys", lambda row: None)
+                m.setattr(_input, "may_hold_key", lambda chunk, key: True)
+            out = tmp_path / f"out_{full}.jsonl"
+            opts = CollectOptions(default_agent="dflt")
+            await collect_async(c, src, out, opts, Progress(None, stream=io.StringIO()))
+            outs.append((out.read_bytes(), out.with_name(f"{out.stem}_aggregate_metrics.json").read_bytes()))
+    assert outs[0] == outs[1]
+    written = [orjson.loads(line) for line in outs[0][0].splitlines()]
+    assert len(written) == len(rows)
+    scored = sum(b"reward" in r or b"\\u0061" in r for r in rows)
+    assert env.calls == 2 * (len(rows) - scored)  # two runs; scored lines never reach the server
