@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import gc
 import threading
 from collections.abc import Callable
 from typing import TypeVar
+
+from gym_metrics._memory import trim_heap
 
 T = TypeVar("T")
 
@@ -101,20 +102,7 @@ async def _stop(thread: threading.Thread, running: threading.Event, finished: th
 def release_memory() -> None:
     """Collect cycles and return free heap pages to the OS (glibc only; a no-op elsewhere)."""
     gc.collect()
-    if _malloc_trim is not None:
-        _malloc_trim(0)
+    trim_heap()
 
-
-def _find_malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
-    try:
-        return ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return None
-
-
-_malloc_trim = _find_malloc_trim()
 
 __all__ = ["WorkCancelled", "release_memory", "run_cancellable"]

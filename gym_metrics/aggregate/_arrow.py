@@ -54,7 +54,13 @@ def parse_lines(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> tuple[An
     try:
         text = pa.py_buffer(buf).slice(first, stop - first)
         # pyarrow-stubs type input_file as a path or typing.IO; a NativeFile is what pyarrow reads fastest
-        table = pj.read_json(pa.BufferReader(text), read_options=pj.ReadOptions(block_size=4 << 20))  # type: ignore[arg-type]
+        # the system allocator: its freed chunks go back to the OS (release_memory), where
+        # pyarrow's own pool keeps each chunk's peak for the rest of the run
+        table = pj.read_json(
+            pa.BufferReader(text),  # type: ignore[arg-type]
+            read_options=pj.ReadOptions(block_size=4 << 20),
+            memory_pool=pa.system_memory_pool(),
+        )
         table.validate(full=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeDecodeError):
         return None

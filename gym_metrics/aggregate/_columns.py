@@ -231,7 +231,7 @@ def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
         elif all(p._items is parts[0]._items and p._index is not None for p in parts):
             rows = RowSource(parts[0]._items, np.concatenate([p._index for p in parts]))  # one file
         else:
-            rows = RowSource(_Chain(parts))
+            rows = RowSource.join_kept(parts) or RowSource(_Chain(parts))
     other = None
     if any(b.non_numeric for b in batches):
         keys = sorted({k for b in batches for k in b.non_numeric or {}})

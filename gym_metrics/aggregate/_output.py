@@ -191,7 +191,7 @@ def iter_group_json(groups: GroupTable, start: int = 0, stop: int | None = None)
             continue
         infos = _infos_text(groups, lo, hi)
         if infos is not None:
-            yield _GROUP_SEP.join(h + b',"rollout_infos":' + i + b"}" for h, i in zip(heads, infos))
+            yield _with_infos(heads, *infos)
             continue
         dicts = _rollout_info_dicts(groups, lo, hi, fragments=True) or []
         yield _GROUP_SEP.join(h + b',"rollout_infos":' + _dump(d) + b"}" for h, d in zip(heads, dicts))
@@ -317,9 +317,11 @@ def _tokens(values: np.ndarray) -> list[bytes]:
     return orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
 
 
-def _infos_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
-    """The rollout_infos array of each task lo..hi, built without a dict per rollout: every
-    value is rendered column-wise by orjson and slotted into one bytes template per rollout.
+def _infos_text(groups: GroupTable, lo: int, hi: int) -> tuple[list[bytes], list[int]] | None:
+    """The rollout_infos of tasks lo..hi, built without a dict per rollout: every value is
+    rendered column-wise by orjson and slotted into one bytes template per rollout. Returns
+    the rollouts' texts (each followed by "," or, the last of its task, by the entry's close
+    and the group separator) and where each task's rollouts start (hi - lo + 1 positions).
     None when this fast path does not apply (absent or non-finite values)."""
     table, bounds = groups.rollout_infos, groups.info_starts
     if table is None or bounds is None or table.shown:
@@ -334,10 +336,28 @@ def _infos_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
         columns.append(_tokens(values if col.kind is ValueKind.FLOAT else values.astype(np.int64)))
         template += b"," + orjson.dumps(name).replace(b"%", b"%%") + b":%s"
     t, r = columns[0], columns[1]
-    texts = list(map((template + b"}").__mod__, zip(t, r, t, r, *columns[2:])))
+    texts = list(map((template + b"},").__mod__, zip(t, r, t, r, *columns[2:])))
     starts = (bounds[lo : hi + 1] - a).tolist()
-    return [b"[" + b",".join(texts[starts[j] : starts[j + 1]]) + b"]" for j in range(hi - lo)]
+    for end in set(starts[1:]) - set(starts[:1]):  # each group's last rollout closes the entry
+        texts[end - 1] = texts[end - 1][:-1] + _CLOSE
+    return texts, starts
+
+
+def _with_infos(heads: list[bytes], texts: list[bytes], starts: list[int]) -> bytes:
+    """The entries of a chunk: each head, then its rollouts' texts (the last closing the entry),
+    joined once (no copy per entry)."""
+    pieces: list[bytes] = []
+    for j, head in enumerate(heads):
+        a, b = starts[j], starts[j + 1]
+        if a == b:
+            pieces += (head, b',"rollout_infos":[' + _CLOSE)
+        else:
+            pieces.append(head + b',"rollout_infos":[')
+            pieces += texts[a:b]
+    pieces[-1] = pieces[-1][: -len(_GROUP_SEP)]  # blobs are joined by the separator
+    return b"".join(pieces)
 
 
 _GROUP_SEP = b",\n      "
+_CLOSE = b"]}" + _GROUP_SEP
 _ABSENT = object()

@@ -29,6 +29,7 @@ from gym_metrics.aggregate._columns import (
     parse_row,
     row_index_value,
 )
+from gym_metrics._memory import trim_heap
 from gym_metrics._unique import unique
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
@@ -86,6 +87,8 @@ def read_rollouts(
         result.rows_read += part.rows_read
         line_offset += len(lines)
     result.agents = {name: concat(parts[name]) for name in sorted(parts)}
+    del parts
+    trim_heap()  # the chunks' scratch space, back to the OS
     if result.bad_lines and on_bad_line == "fail":
         raise InvalidInputError(
             f"{path}: {len(result.bad_lines)} bad line(s)",

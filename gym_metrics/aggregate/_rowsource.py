@@ -69,7 +69,26 @@ class RowSource(Sequence[dict[str, Any]]):
             idx = np.asarray(positions, dtype=np.int64) if self._index is None else self._index[positions]
             buf = lines.buffer
             return [buf[a:b] for a, b in zip(lines.starts[idx].tolist(), lines.ends[idx].tolist())]
+        if isinstance(self._items, _Kept) and self._index is not None:
+            idx = self._index[np.asarray(positions, dtype=np.int64)]
+            if len(idx) and idx.min() < 0:
+                raise LookupError("a row that was not kept was read (RowSource.keep_only)")
+            return [self._items.row(i) for i in idx.tolist()]
         return [self.raw(p) for p in positions]
+
+    @staticmethod
+    def join_kept(parts: Sequence[RowSource]) -> RowSource | None:
+        """One source addressing the rows of several `keep_only` sources in order (None unless
+        every part is one): a single list and index instead of a chain of parts."""
+        if not all(isinstance(p._items, _Kept) and p._index is not None for p in parts):
+            return None
+        items: _Kept = _Kept()
+        indices = []
+        for p in parts:
+            assert p._index is not None
+            indices.append(np.where(p._index >= 0, p._index.astype(np.int64) + len(items), -1))
+            items.extend(p._items)
+        return RowSource(items, np.concatenate(indices) if indices else np.zeros(0, np.int64))
 
     def load(self, positions: Sequence[int]) -> list[dict[str, Any] | None]:
         """Parse many rows at once (one orjson call over the joined text when it can); None
@@ -111,6 +130,9 @@ class _Kept(list[Any]):
         if isinstance(i, int) and i < 0:
             raise LookupError("a row that was not kept was read (RowSource.keep_only)")
         return super().__getitem__(i)
+
+    row = list.__getitem__
+    """Item i, for callers that checked i (no -1 test per row)."""
 
 
 class RowParseError(ValueError):
