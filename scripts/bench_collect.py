@@ -228,7 +228,8 @@ def part_verify(ns: argparse.Namespace, kind: str) -> None:
             with Server(target, workers) as server:
                 rate, lanes = asyncio.run(verify_rate(server.address, rows, correct))
             rates[workers].append(rate)
-            print(f"|   round {k + 1}, --workers {workers} ({lanes} connections): {rate:,.0f} rollouts/s | {loads} |", flush=True)
+            line = f"|   round {k + 1}, --workers {workers} ({lanes} connections): {rate:,.0f} rollouts/s"
+            print(f"{line} | {loads} |", flush=True)
     one, two = statistics.median(rates[1]), statistics.median(rates[2])
     print(f"| (b) {label}, {n:,} rollouts, --workers 1 | {one:,.0f} rollouts/s (median of {ns.rounds}) | {load()} |")
     print(f"| (b) {label}, {n:,} rollouts, --workers 2 | {two:,.0f} rollouts/s (median of {ns.rounds}) | "

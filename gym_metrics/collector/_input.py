@@ -8,7 +8,9 @@ task index, as NeMo Gym does, and `--num-repeats K` expands each line into rollo
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,10 +99,7 @@ def read_input(
     """
     if num_repeats is not None:
         check_repeats_input(path)
-    line_no = 0
-    for chunk in _chunks(path, CHUNK_BYTES):
-        starts, ends = line_bounds(chunk)
-        scored = _scored_lines(chunk, starts, ends, line_no, default_agent) if num_repeats is None else None
+    for line_no, chunk, starts, ends, scored in _prepared(path, num_repeats is None, default_agent):
         if scored is not None:
             keep, found = scored
             if len(found):
@@ -115,7 +114,41 @@ def read_input(
                 yield from _rollouts(raw, line_no + i + 1, num_repeats, default_agent)
             except _Bad as bad:
                 yield BadLine(line_no + i + 1, bad.field, bad.reason)
-        line_no += len(starts)
+
+
+READ_AHEAD = 1
+"""Chunks whose column-wise pass runs ahead, in threads, of the chunk being handled."""
+
+Prepared = tuple[int, bytes, np.ndarray, np.ndarray, "tuple[np.ndarray, ScoredLines] | None"]
+"""(lines before the chunk, chunk, line starts, line ends, its column-wise pass)."""
+
+
+def _prepared(path: Path, column_wise: bool, default_agent: str | None) -> Iterator[Prepared]:
+    """The chunks in order with their column-wise pass (when `column_wise`), made READ_AHEAD
+    chunks ahead in threads: pyarrow's JSON parse releases the GIL but keeps to one core, so
+    the next chunks parse while this one is handled."""
+    pending: deque[tuple[int, bytes, np.ndarray, np.ndarray, Future[Any] | None]] = deque()
+    line_no = 0
+    with ThreadPoolExecutor(max(READ_AHEAD, 1), thread_name_prefix="gym-metrics-read") as pool:
+        try:
+            for chunk in _chunks(path, CHUNK_BYTES):
+                starts, ends = line_bounds(chunk)
+                job = pool.submit(_scored_lines, chunk, starts, ends, line_no, default_agent) if column_wise else None
+                pending.append((line_no, chunk, starts, ends, job))
+                line_no += len(starts)
+                while len(pending) > (READ_AHEAD if column_wise else 0):
+                    yield _finished(pending.popleft())
+            while pending:
+                yield _finished(pending.popleft())
+        finally:
+            for *_, job in pending:
+                if job is not None:
+                    job.cancel()
+
+
+def _finished(item: tuple[int, bytes, np.ndarray, np.ndarray, Future[Any] | None]) -> Prepared:
+    line_no, chunk, starts, ends, job = item
+    return line_no, chunk, starts, ends, None if job is None else job.result()
 
 
 def _chunks(path: Path, size: int) -> Iterator[bytes]:

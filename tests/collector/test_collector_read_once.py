@@ -92,3 +92,52 @@ async def test_collect_output_is_byte_identical_to_the_full_path(
     assert len(written) == len(rows)
     scored = sum(b"reward" in r or b"\\u0061" in r for r in rows)
     assert env.calls == 2 * (len(rows) - scored)  # two runs; scored lines never reach the server
+
+
+def _many_chunks(tmp_path: Path) -> Path:
+    """Scored, unscored and bad lines over many small chunks."""
+    lines = []
+    for i in range(300):
+        row: dict[str, Any] = {"agent_ref": {"name": "ab"[i % 2]}, "_ng_task_index": i // 3, "_ng_rollout_index": i % 3}
+        if i % 7 == 0:
+            lines.append(b"{not json" if i % 49 == 0 else orjson.dumps({**row, "answer": "x"}))
+        else:
+            lines.append(orjson.dumps({**row, "reward": i % 2}))
+    src = tmp_path / "many.jsonl"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    return src
+
+
+def _read(src: Path) -> list[Any]:
+    out = []
+    for item in read_input(src, None):
+        out.append(("scored", item.text(), item.task.tolist()) if hasattr(item, "chunk") else vars(item))
+    return out
+
+
+def test_chunks_parsed_ahead_come_back_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _many_chunks(tmp_path)
+    monkeypatch.setattr(_input, "CHUNK_BYTES", 700)  # about 8 lines a chunk
+    ahead = _read(src)
+    monkeypatch.setattr(_input, "READ_AHEAD", 0)
+    assert _read(src) == ahead
+    bad = [item["line"] for item in ahead if "field" in item and "line" in item]
+    assert bad == [1 + i for i in range(300) if i % 49 == 0]
+    # scored lines come back column-wise, or one by one from a chunk that does not parse whole
+    scored = b"".join(item[1] for item in ahead if isinstance(item, tuple)).splitlines()
+    scored += [item["raw"] for item in ahead if isinstance(item, dict) and item.get("verified")]
+    assert sorted(scored) == sorted(line for i, line in enumerate(src.read_bytes().splitlines()) if i % 7)
+    assert any(isinstance(item, tuple) for item in ahead)
+    assert any(isinstance(item, dict) and item.get("verified") for item in ahead)
+
+
+def test_a_reader_stopped_early_leaves_no_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    src = _many_chunks(tmp_path)
+    monkeypatch.setattr(_input, "CHUNK_BYTES", 700)
+    before = threading.active_count()
+    items = read_input(src, None)
+    next(items), next(items)
+    items.close()  # as when collect stops at a bad line
+    assert threading.active_count() == before
