@@ -296,6 +296,8 @@ def _agent_and_options(header: pb.AggregateMetricsHeader) -> tuple[str, Aggregat
 
 def _check_items(request: pb.VerifyStreamRequest, message_no: int) -> None:
     """Indices are non-negative (the proto's contract); a bad one refuses the call."""
+    if all(item.task_index >= 0 and item.rollout_index >= 0 for item in request.items):
+        return
     violations = [
         FieldViolation(f"request[{message_no}].items[{i}].{name}", f"must be >= 0, got {value}")
         for i, item in enumerate(request.items)
