@@ -39,7 +39,8 @@ def _digest(path: Path, infos: bool) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
         try:
-            aggregate_file(path, out, options=AggregateOptions(include_rollout_infos=infos), on_bad_line="skip")
+            # keep_rows=False: the path `gym-metrics aggregate` takes (only sample rows kept)
+            aggregate_file(path, out, options=AggregateOptions(include_rollout_infos=infos), on_bad_line="skip", keep_rows=False)
         except GymMetricsError as exc:
             return "error: " + str(exc)
         return hashlib.sha256(out.read_bytes()).hexdigest()

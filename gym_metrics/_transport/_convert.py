@@ -45,7 +45,7 @@ def aggregate_to_metrics(
         non_numeric_counts={k: int(v) for k, v in agg.non_numeric_counts.items()},
     )
     samples, custom = texts or (
-        _texts(agg.groups.samples),
+        _texts(agg.groups.samples_at()),
         _texts(agg.groups.custom) if agg.groups.custom is not None else None,
     )
     _groups_to_pb(agg.groups, m.group_level_metrics, *(task_range or (0, len(agg.groups))), samples, custom)
@@ -70,7 +70,7 @@ def aggregate_to_responses(
 ) -> Iterator[pb.AggregateMetricsResponse]:
     """The result as size-bounded parts: agent-level metrics and the first tasks, then the
     next tasks' group_level_metrics, part by part."""
-    samples = _texts(agg.groups.samples)
+    samples = _texts(agg.groups.samples_at())
     custom = _texts(agg.groups.custom) if agg.groups.custom is not None else None
     bounds = _part_bounds(agg.groups, samples, custom, max_part_bytes)
     for i, (lo, hi) in enumerate(bounds):

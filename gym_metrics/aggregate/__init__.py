@@ -74,16 +74,18 @@ def aggregate_file(
     column_metrics: ColumnMetrics | None = None,
     default_agent: str | None = None,
     compute_metrics_columns: ColumnarComputeMetrics | None = None,
+    keep_rows: bool = True,
 ) -> tuple[Path, list[AgentAggregate], RolloutFile]:
     """Aggregate a rollouts JSONL in-process and write `<stem>_aggregate_metrics.json`.
 
     `extra(agent_name, columns)` returns sections ({name: JSON-able}) added to each agent's
     entry after `non_finite_counts` (e.g. `economics`): views the engine does not compute.
     `default_agent` names the rows without an agent_ref (otherwise they are bad lines).
+    `keep_rows=False`: the returned RolloutFile keeps of the text only each task's sample rows
+    (memory then holds the columns, not the file); a row-dict `compute_metrics` keeps them all.
     """
-    # Full rows are kept only for a row-dict compute_metrics; otherwise just each task's sample.
     rollouts = read_rollouts(
-        rollouts_path, on_bad_line=on_bad_line, default_agent=default_agent, keep_rows=compute_metrics is not None
+        rollouts_path, on_bad_line=on_bad_line, default_agent=default_agent, keep_rows=keep_rows or compute_metrics is not None
     )
     results = []
     sections: dict[str, Mapping[str, Any]] = {}

@@ -36,10 +36,10 @@ def stat_columns(stats: dict[str, Any], names: list[str], sizes: np.ndarray) -> 
 def fill_samples(
     groups: GroupTable, data: RolloutColumns, first_pos: np.ndarray, tasks: np.ndarray, names: list[str]
 ) -> None:
-    """`sample` = the task's first measured rollout row, without its indices."""
-    position = np.searchsorted(groups.task_index, tasks).tolist()
-    for i, text in zip(position, sample_texts(data, first_pos.tolist(), names)):
-        groups.samples[i] = text
+    """`sample` = the task's first measured rollout row, without its indices (made when read)."""
+    rows = np.full(len(groups), -1, dtype=np.int64)
+    rows[np.searchsorted(groups.task_index, tasks)] = first_pos
+    groups.defer_samples(rows, lambda pos: sample_texts(data, pos.tolist(), names))
 
 
 def merge_per_task(groups: GroupTable, per_task: list[dict[str, Any]]) -> None:

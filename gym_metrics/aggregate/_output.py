@@ -218,7 +218,7 @@ def _heads_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
     template += b"".join(b"," + key(k) + b":%s" for k in stat_keys)
     template += b',"sample":%s,"num_rollouts":%s,"expected_num_rollouts":%s'
     template += b',"missing_num_rollouts":%s,"reward_profile_completion_pct":%s'
-    samples = [x if isinstance(x, bytes) else _dump(x) for x in groups.samples[lo:hi]]
+    samples = [x if isinstance(x, bytes) else _dump(x) for x in groups.samples_at(lo, hi)]
     columns = [_tokens(groups.task_index[lo:hi]), *(_tokens(c) for c in stats), samples]
     columns += [_tokens(num), _tokens(expected), _tokens(expected - num), _tokens(pct)]
     return list(map(template.__mod__, zip(*columns)))
@@ -245,13 +245,14 @@ def _entries(groups: GroupTable, lo: int, hi: int, parse_samples: bool = True) -
     stats_py = stats.tolist()
     num = groups.num_rollouts[lo:hi].tolist()
     expected = groups.expected_num_rollouts[lo:hi].tolist()
+    samples = groups.samples_at(lo, hi)
     for j, task in enumerate(tasks):
         entry: dict[str, Any] = {TASK_KEY: task}
         if complete[j]:
             entry.update(zip(stat_keys, stats_py[j]))
         else:
             entry.update((k, v) for k, v in zip(stat_keys, stats_py[j]) if not math.isnan(v))
-        sample: Any = groups.samples[lo + j]
+        sample: Any = samples[j]
         if isinstance(sample, bytes):
             sample = loads(sample) if parse_samples else orjson.Fragment(sample)
         entry["sample"] = sample
@@ -311,7 +312,26 @@ def _shown_values(shown: ShownField, a: int, b: int, fragments: bool) -> list[An
 
 
 def _tokens(values: np.ndarray) -> list[bytes]:
-    """JSON text of each value, at C speed: orjson renders the array, we split on commas."""
+    """JSON text of each value, at C speed: orjson renders the array, we split on commas. Few
+    distinct values (indices, counts, 0/1 rewards and their stats) are rendered once each and
+    looked up: one object per value instead of a new bytes each."""
+    n = len(values)
+    if n >= 512 and values.dtype.kind in "iu":
+        low, span = int(values.min()), int(values.max()) - int(values.min())
+        if span < n:
+            table = np.array(_rendered(np.arange(low, low + span + 1, dtype=np.int64)) + [b""], dtype=object)
+            return list(table[values - low])  # (the b"" keeps numpy from making a 2-d array)
+    elif n >= 512 and values.dtype == np.float64:
+        bits = values.view(np.int64)  # compared as bits: -0.0 is not 0.0
+        seen = np.unique(bits[:256])
+        if len(seen) <= 16:
+            at = np.searchsorted(seen, bits).clip(max=len(seen) - 1)
+            if (seen[at] == bits).all():
+                return list(np.array(_rendered(seen.view(np.float64)) + [b""], dtype=object)[at])
+    return _rendered(values)
+
+
+def _rendered(values: np.ndarray) -> list[bytes]:
     if len(values) == 0:
         return []
     return orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")

@@ -125,13 +125,15 @@ def read_chunks(path: Path, size: int) -> Iterator[bytes]:
     rest = b""
     with path.open("rb") as f:
         while block := f.read(size):
-            block = rest + block if rest else block
             cut = block.rfind(b"\n") + 1
-            if cut == 0:
-                rest = block
+            if cut == 0:  # no line ends in this block: it all belongs to the next chunk
+                rest += block
                 continue
+            if not rest and cut == len(block):
+                yield block  # no copy
+            else:
+                yield b"".join((rest, memoryview(block)[:cut]))  # one copy
             rest = block[cut:]
-            yield block[:cut] if cut < len(block) else block
     if rest:
         yield rest
 

@@ -45,15 +45,18 @@ def grouped_stats(
     """Stats of `values[valid]` per group; rows are sorted so that group g is contiguous.
     `quantiles`: those wanted besides the median."""
     n_groups = len(starts)
-    count = np.bincount(group_ids, weights=valid, minlength=n_groups)
-    clean = np.where(valid, values, 0.0)
+    every = bool(valid.all())  # the usual case: no masks to apply
+    count = np.bincount(group_ids, minlength=n_groups).astype(np.float64) if every else np.bincount(group_ids, valid, n_groups)
+    clean = values if every else np.where(valid, values, 0.0)
     total = np.bincount(group_ids, weights=clean, minlength=n_groups)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         mean = total / count
         if not np.isfinite(mean[count > 0]).all():  # sums past 1.8e308: rescale
             scale = _group_max_abs(clean, starts)
             mean = np.bincount(group_ids, weights=clean / scale[group_ids], minlength=n_groups) / count * scale
-        dev = np.where(valid, values - mean[group_ids], 0.0)
+        dev = values - mean[group_ids]
+        if not every:
+            dev[~valid] = 0.0
         m2 = np.bincount(group_ids, weights=dev * dev, minlength=n_groups)
         std = np.sqrt(m2 / (count - 1))
         if not np.isfinite(std[count >= 2]).all():  # squares past 1.8e308: rescale
@@ -63,8 +66,8 @@ def grouped_stats(
     std[count < 2] = np.nan
     empty = count == 0
     if n_groups:
-        low = np.minimum.reduceat(np.where(valid, values, np.inf), starts)
-        high = np.maximum.reduceat(np.where(valid, values, -np.inf), starts)
+        low = np.minimum.reduceat(values if every else np.where(valid, values, np.inf), starts)
+        high = np.maximum.reduceat(values if every else np.where(valid, values, -np.inf), starts)
     else:
         low = high = np.zeros(0)
     low[empty] = np.nan

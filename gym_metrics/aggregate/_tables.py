@@ -4,6 +4,7 @@ aggregate. Results that arrive in parts (AggregateMetrics answers) are joined he
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,9 +60,28 @@ class GroupTable:
     rollout_infos: RolloutInfoTable | None = None
     info_starts: np.ndarray | None = None
     """Where each task's rollouts start in rollout_infos (length = tasks + 1)."""
+    _deferred: tuple[np.ndarray, Callable[[np.ndarray], list[bytes]]] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.task_index)
+
+    def defer_samples(self, rows: np.ndarray, render: Callable[[np.ndarray], list[bytes]]) -> None:
+        """Make the samples when they are read (`samples_at`), not now: per group the position
+        of its sample's row (-1: none) and how to render rows. Rendering a million samples is
+        the engine's costliest loop; deferred, the forked renderers each make their own."""
+        self._deferred = (rows.copy(), render)
+
+    def samples_at(self, lo: int = 0, hi: int | None = None) -> list[bytes | None]:
+        """The samples of groups lo..hi, made now where deferred (a sample set meanwhile stays)."""
+        hi = len(self) if hi is None else hi
+        if self._deferred is not None:
+            rows, render = self._deferred
+            todo = lo + np.flatnonzero(rows[lo:hi] >= 0)
+            todo = todo[[self.samples[i] is None for i in todo.tolist()]] if len(todo) else todo
+            for i, text in zip(todo.tolist(), render(rows[todo])):
+                self.samples[i] = text
+            rows[lo:hi] = -1
+        return self.samples[lo:hi]
 
     @staticmethod
     def concat(tables: list[GroupTable]) -> GroupTable:
@@ -72,7 +92,7 @@ class GroupTable:
             stats={k: np.concatenate([t.stats.get(k, np.full(len(t), np.nan)) for t in tables]) for k in keys},
             num_rollouts=np.concatenate([t.num_rollouts for t in tables]),
             expected_num_rollouts=np.concatenate([t.expected_num_rollouts for t in tables]),
-            samples=[s for t in tables for s in t.samples],
+            samples=[s for t in tables for s in t.samples_at()],
             custom=None
             if all(t.custom is None for t in tables)
             else [c for t in tables for c in (t.custom if t.custom is not None else [None] * len(t))],

@@ -64,6 +64,7 @@ def run(ns: argparse.Namespace) -> int:
         on_bad_line=ns.on_bad_line,
         extra=_economics_section(econ) if ns.economics else None,
         default_agent=ns.agent,
+        keep_rows=False,
     )
     elapsed = time.perf_counter() - started
     for bad in rollouts.bad_lines[:SHOW_VIOLATIONS]:

@@ -1,0 +1,193 @@
+"""The engine's fast paths give the bytes its general paths give: streamed chunked reading,
+quantiles without full sorts, repeats by transpose, looked-up tokens, deferred samples, and
+group rendering in forked workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from gym_metrics.aggregate import AggregateOptions, aggregate_file, read_rollouts
+from gym_metrics.aggregate import _forked, _output, _reader, _stats
+from gym_metrics.aggregate._repeats import _by_repeat
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def mixed_rows(tasks: int, repeats: int, seed: int = 0) -> list[dict[str, Any]]:
+    """Tasks x repeats with masks, failures, a missing field, -0.0, ints and text: every
+    branch of sample choice and rendering gets something."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(tasks):
+        for r in rng.permutation(repeats).tolist():
+            row: dict[str, Any] = {
+                "agent_ref": {"name": "a" if t % 3 else "b"},
+                "_ng_task_index": t,
+                "_ng_rollout_index": r,
+                "reward": float(rng.integers(0, 2)),
+                "latency": round(float(rng.gamma(2.0, 0.5)), 4),
+                "calls": int(rng.integers(0, 4)),
+                "note": f"task {t}",
+            }
+            if t % 7 == 0 and r == 0:
+                row["_ng_mask"] = True  # the sample must skip it
+            if t % 11 == 0 and r == 1:
+                row["_gm_error"] = {"kind": "verify_error", "message": "boom"}
+            if t % 5 == 0:
+                row["latency"] = -0.0
+            if t % 13 == 0:
+                del row["calls"]
+            rows.append(row)
+    return rows
+
+
+def agg_bytes(path: Path, out: Path, **options: Any) -> bytes:
+    aggregate_file(path, out, options=AggregateOptions(**options), keep_rows=False)
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("errors_as_zero", [False, True])
+def test_streamed_chunks_and_dropped_text_change_no_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, errors_as_zero: bool
+) -> None:
+    """Whole-file read with every row kept vs tiny chunks keeping only sample candidates (rows
+    out of order, so a task's first rollout often sits in a later chunk)."""
+    path = write_rows(tmp_path / "r.jsonl", mixed_rows(60, 5))
+    whole = read_rollouts(path)
+    kept = read_rollouts(path, keep_rows=False)
+    assert kept.rows_read == whole.rows_read
+    reference = agg_bytes(path, tmp_path / "a.json", count_errors_as_zero=errors_as_zero)
+    monkeypatch.setattr(_reader, "CHUNK_BYTES", 700)
+    assert agg_bytes(path, tmp_path / "b.json", count_errors_as_zero=errors_as_zero) == reference
+    monkeypatch.setattr(_reader, "_read_fast", lambda *args: None)  # the per-line reader, chunked
+    assert agg_bytes(path, tmp_path / "c.json", count_errors_as_zero=errors_as_zero) == reference
+
+
+def test_a_dropped_row_is_never_read_silently(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "r.jsonl", mixed_rows(4, 3))
+    cols = read_rollouts(path, keep_rows=False).agents["a"]
+    assert cols.rows is not None
+    kept = set(_reader.sample_candidates(cols).tolist())
+    dropped = next(i for i in range(len(cols)) if i not in kept)
+    with pytest.raises(LookupError, match="not kept"):
+        cols.rows.load([dropped])
+
+
+def test_bad_lines_are_numbered_across_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [json.dumps({"agent_ref": {"name": "a"}, "_ng_task_index": i, "_ng_rollout_index": 0, "reward": 1.0}) for i in range(40)]
+    rows[29] = "{not json"
+    (tmp_path / "r.jsonl").write_text("\n".join(rows) + "\n")
+    monkeypatch.setattr(_reader, "CHUNK_BYTES", 300)
+    result = read_rollouts(tmp_path / "r.jsonl", on_bad_line="skip")
+    assert [b.line for b in result.bad_lines] == [30]
+    assert result.rows_read == 39
+
+
+@pytest.mark.parametrize("width", [1, 2, 5, 8, 64, 65, 300])
+def test_quantiles_of_equal_groups_match_the_sorting_path(width: int) -> None:
+    rng = np.random.default_rng(width)
+    groups = max(1, 3000 // width)
+    values = np.round(rng.normal(size=groups * width), 2)  # ties, and -0.0 beside 0.0
+    values[::17] = -0.0
+    starts = np.arange(0, len(values), width)
+    count = np.full(groups, float(width))
+    qs = (0.5, 0.25, 0.75)
+    fast = _stats.group_quantiles(values, np.ones(len(values), bool), starts, count, qs)
+    general = {q: _stats.quantile_sorted(_stats.sort_within_groups(values, starts), starts, count, q) for q in qs}
+    for q in qs:
+        assert fast[q].tobytes() == general[q].tobytes()
+        assert np.allclose(fast[q], np.quantile(values.reshape(groups, width), q, axis=1))
+
+
+def test_repeat_order_by_transpose_matches_lexsort() -> None:
+    tasks = np.repeat(np.arange(50), 4)
+    repeats = np.tile(np.array([0, 2, 5, 9]), 50)
+    assert np.array_equal(_by_repeat(tasks, repeats, 50), np.lexsort((tasks, repeats)))
+    repeats[7] = 3  # one task with other repeats: the general sort
+    assert np.array_equal(_by_repeat(tasks, repeats, 50), np.lexsort((tasks, repeats)))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.tile(np.array([0.0, -0.0, 1.0, 0.5]), 300),
+        np.repeat(np.arange(-3, 700, dtype=np.int64), 3),
+        np.array([2**62, -(2**62)] * 400, dtype=np.int64),
+        np.round(np.random.default_rng(1).gamma(2.0, 0.7, 5000), 5),
+        np.concatenate([np.zeros(600), [1e300, 5e-324]]),
+    ],
+)
+def test_looked_up_tokens_are_orjsons_own(values: np.ndarray) -> None:
+    expected = [orjson.dumps(v, option=orjson.OPT_SERIALIZE_NUMPY) for v in values]
+    assert _output._tokens(values) == expected
+
+
+def test_samples_are_made_when_read_and_a_set_sample_stays(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "r.jsonl", mixed_rows(10, 3))
+    cols = read_rollouts(path).agents["a"]
+    from gym_metrics.aggregate import Aggregator
+
+    agg = Aggregator("a")
+    agg.add(cols)
+    groups = agg.finalize().groups
+    assert all(s is None for s in groups.samples)  # nothing made yet
+    groups.samples[0] = b'{"set":1}'
+    made = groups.samples_at()
+    assert made[0] == b'{"set":1}' and all(isinstance(s, bytes) for s in made[1:])
+    assert orjson.loads(made[1])["note"] == f"task {groups.task_index[1]}"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="forked render workers are Linux-only")
+def test_forked_workers_write_the_serial_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_output, "_CHUNK", 16)
+    monkeypatch.setattr(_forked, "MIN_ROLLOUTS_PER_WORKER", 50)
+    monkeypatch.delitem(sys.modules, "grpc", raising=False)  # the test process may have loaded it
+    monkeypatch.setattr(_forked.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    path = write_rows(tmp_path / "r.jsonl", mixed_rows(300, 4))
+    monkeypatch.setenv("GYM_METRICS_RENDER_WORKERS", "1")
+    serial = agg_bytes(path, tmp_path / "serial.json")
+    monkeypatch.setenv("GYM_METRICS_RENDER_WORKERS", "3")
+    assert len(_output._ranges(_groups_of(path), 16)) == 3
+    assert agg_bytes(path, tmp_path / "forked.json") == serial
+    assert not list(tmp_path.glob(".gym-metrics-render-*"))  # the workers' parts are gone
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="forked render workers are Linux-only")
+def test_a_failing_worker_costs_time_not_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_output, "_CHUNK", 16)
+    monkeypatch.setattr(_forked, "MIN_ROLLOUTS_PER_WORKER", 50)
+    monkeypatch.delitem(sys.modules, "grpc", raising=False)
+    monkeypatch.setattr(_forked.os, "sched_getaffinity", lambda pid: {0, 1})
+    path = write_rows(tmp_path / "r.jsonl", mixed_rows(200, 4))
+    monkeypatch.setenv("GYM_METRICS_RENDER_WORKERS", "1")
+    serial = agg_bytes(path, tmp_path / "serial.json")
+    monkeypatch.setenv("GYM_METRICS_RENDER_WORKERS", "2")
+    parent = os.getpid()
+    real = _output.iter_group_json
+
+    def dies_in_a_worker(groups: Any, start: int = 0, stop: int | None = None) -> Any:
+        if os.getpid() != parent:
+            raise RuntimeError("worker failure")
+        return real(groups, start, stop)
+
+    monkeypatch.setattr(_output, "iter_group_json", dies_in_a_worker)
+    assert agg_bytes(path, tmp_path / "forked.json") == serial
+
+
+def _groups_of(path: Path) -> Any:
+    from gym_metrics.aggregate import Aggregator
+
+    agg = Aggregator("a")
+    agg.add(read_rollouts(path).agents["a"])
+    return agg.finalize().groups
