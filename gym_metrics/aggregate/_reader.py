@@ -8,6 +8,8 @@ bad indices) sends the chunk down the per-line path, which is slower but names e
 
 from __future__ import annotations
 
+import os
+import stat
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterator, Mapping
@@ -121,19 +123,51 @@ def _parsed_chunks(path: Path) -> Iterator[_Parsed]:
 
 
 def read_chunks(path: Path, size: int) -> Iterator[bytes]:
-    """The file's whole lines, about `size` bytes at a time (a longer line comes whole)."""
+    """The file's whole lines, about `size` bytes at a time (a longer line comes whole). A
+    regular file is read chunk by chunk at line boundaries found first (one copy of each
+    byte); a pipe is read as a stream."""
+    with path.open("rb", buffering=0) as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            yield from _stream_chunks(f, size)
+            return
+        fd, total, pos = f.fileno(), st.st_size, 0
+        while pos < total:
+            end = _line_end(fd, pos, min(pos + size, total), total)
+            yield os.pread(fd, end - pos, pos)
+            pos = end
+
+
+def _line_end(fd: int, pos: int, end: int, total: int, window: int = 1 << 16) -> int:
+    """Just past the last newline in [pos, end), or past the first one after it (a line longer
+    than a chunk), or `total`."""
+    if end >= total:
+        return total
+    back = end
+    while back > pos:  # look back, a window at a time
+        lo = max(pos, back - window)
+        cut = os.pread(fd, back - lo, lo).rfind(b"\n")
+        if cut >= 0:
+            return lo + cut + 1
+        back = lo
+    ahead = end
+    while ahead < total:  # a line longer than the chunk: take all of it
+        found = os.pread(fd, window, ahead).find(b"\n")
+        if found >= 0:
+            return ahead + found + 1
+        ahead += window
+    return total
+
+
+def _stream_chunks(f: Any, size: int) -> Iterator[bytes]:
     rest = b""
-    with path.open("rb") as f:
-        while block := f.read(size):
-            cut = block.rfind(b"\n") + 1
-            if cut == 0:  # no line ends in this block: it all belongs to the next chunk
-                rest += block
-                continue
-            if not rest and cut == len(block):
-                yield block  # no copy
-            else:
-                yield b"".join((rest, memoryview(block)[:cut]))  # one copy
-            rest = block[cut:]
+    while block := f.read(size):
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:  # no line ends in this block: it all belongs to the next chunk
+            rest += block
+            continue
+        yield b"".join((rest, memoryview(block)[:cut]))
+        rest = block[cut:]
     if rest:
         yield rest
 

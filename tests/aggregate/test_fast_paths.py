@@ -191,3 +191,25 @@ def _groups_of(path: Path) -> Any:
     agg = Aggregator("a")
     agg.add(read_rollouts(path).agents["a"])
     return agg.finalize().groups
+
+
+@pytest.mark.parametrize("size", [1, 4, 64, 5000])
+def test_chunks_are_whole_lines_of_any_length(tmp_path: Path, size: int) -> None:
+    data = b"\n".join(b"x" * n for n in (1, 5, 300, 2, 0, 1000, 3))  # no final newline
+    (tmp_path / "r.jsonl").write_bytes(data)
+    chunks = list(_reader.read_chunks(tmp_path / "r.jsonl", size))
+    assert b"".join(chunks) == data
+    assert all(c.endswith(b"\n") for c in chunks[:-1]) and all(chunks)
+
+
+def test_a_pipe_is_read_as_a_stream(tmp_path: Path) -> None:
+    import threading
+
+    data = b"".join(b'{"n": %d}\n' % i for i in range(500))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    chunks = list(_reader.read_chunks(fifo, 256))
+    writer.join(timeout=10)
+    assert b"".join(chunks) == data and all(c.endswith(b"\n") for c in chunks)
