@@ -75,10 +75,8 @@ def read_rollouts(
     parts: dict[str, list[RolloutColumns]] = defaultdict(list)
     result = RolloutFile({}, [], 0)
     line_offset = 0
-    for chunk, lines, parsed in _parsed_chunks(Path(path)):
-        part = _read_fast(chunk, lines, 0, len(lines), default_agent, parsed) or _read_slow(
-            chunk, lines, 0, len(lines), default_agent
-        )
+    for chunk, lines, fast in _fast_chunks(Path(path), default_agent):
+        part = fast or _read_slow(chunk, lines, 0, len(lines), default_agent)
         for name, cols in part.agents.items():
             if cols.row_labels is not None:
                 cols.row_labels += line_offset
@@ -99,22 +97,23 @@ def read_rollouts(
     return result
 
 
-_Parsed = tuple[bytes, BufferRows, Any]
+_Chunk = tuple[bytes, BufferRows, "RolloutFile | None"]
 
 
-def _parsed_chunks(path: Path) -> Iterator[_Parsed]:
-    """(chunk, its lines, pyarrow's parse or None) in file order; the next chunk is read and
-    parsed in a thread (pyarrow releases the GIL) while the caller turns this one into columns.
-    At most two chunks are in flight."""
+def _fast_chunks(path: Path, default_agent: str | None) -> Iterator[_Chunk]:
+    """(chunk, its lines, its columns or None when they cannot be read column-wise) in file
+    order. The next chunk is read, parsed and turned into columns in a thread (pyarrow and
+    numpy release the GIL for most of it) while the caller finishes this one. At most two
+    chunks are in flight."""
 
-    def parse(chunk: bytes) -> _Parsed:
+    def columns(chunk: bytes) -> _Chunk:
         lines = BufferRows(chunk, *line_bounds(chunk))
-        return chunk, lines, parse_lines(chunk, lines, 0, len(lines))
+        return chunk, lines, _read_fast(chunk, lines, 0, len(lines), default_agent)
 
     with ThreadPoolExecutor(1, thread_name_prefix="gym-metrics-read") as pool:
-        pending: Future[_Parsed] | None = None
+        pending: Future[_Chunk] | None = None
         for chunk in read_chunks(path, CHUNK_BYTES):
-            ahead = pool.submit(parse, chunk)
+            ahead = pool.submit(columns, chunk)
             if pending is not None:
                 yield pending.result()
             pending = ahead
@@ -228,13 +227,9 @@ def _newlines(data: np.ndarray, step: int = 1 << 22) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _read_fast(
-    buf: bytes, all_lines: BufferRows, lo: int, hi: int, default_agent: str | None = None, parsed: Any = False
-) -> RolloutFile | None:
-    """Lines lo..hi column-wise; None when that cannot be exact (then they go line by line).
-    `parsed`: parse_lines' answer for these lines, when already made."""
-    if parsed is False:
-        parsed = parse_lines(buf, all_lines, lo, hi)
+def _read_fast(buf: bytes, all_lines: BufferRows, lo: int, hi: int, default_agent: str | None = None) -> RolloutFile | None:
+    """Lines lo..hi column-wise; None when that cannot be exact (then they go line by line)."""
+    parsed = parse_lines(buf, all_lines, lo, hi)
     if parsed is None:
         return None
     table, lines = parsed
