@@ -307,22 +307,15 @@ async def _verify_batches(
     """Group items into VerifyStreamRequest batches with ids "0", "1", ..."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    batch: list[pb.VerifyItem] = []
+    batch: list[VerifyInput] = []
     number = 0
-
-    def flush() -> pb.VerifyStreamRequest:
-        nonlocal number, batch
-        request = pb.VerifyStreamRequest(batch_id=str(number), items=batch)
-        number += 1
-        batch = []
-        return request
-
-    async for task, rollout, body in _aiter(items):
-        batch.append(pb.VerifyItem(task_index=task, rollout_index=rollout, body_json=_body_json(body)))
+    async for item in _aiter(items):
+        batch.append(item)
         if len(batch) >= batch_size:
-            yield flush()
+            yield verify_request(str(number), batch)
+            number, batch = number + 1, []
     if batch:
-        yield flush()
+        yield verify_request(str(number), batch)
 
 
 async def _aiter(items: Iterable[VerifyInput] | AsyncIterable[VerifyInput]) -> AsyncIterator[VerifyInput]:
