@@ -230,13 +230,17 @@ def metric_columns(cols: RolloutColumns, starts: np.ndarray, names: list[str]) -
 
 
 def _measure(data: RolloutColumns) -> _Measured:
-    pos = np.flatnonzero(~data.masked)
-    cols = RolloutColumns(
-        data.task_index[pos],
-        data.rollout_index[pos],
-        {k: v.take(pos) for k, v in data.fields.items()},
-        np.zeros(len(pos), bool),
-    )
+    if not data.masked.any():  # nothing masked (the usual case): the columns as they are
+        pos = np.arange(len(data), dtype=np.int64)
+        cols = RolloutColumns(data.task_index, data.rollout_index, dict(data.fields), np.zeros(len(pos), bool))
+    else:
+        pos = np.flatnonzero(~data.masked)
+        cols = RolloutColumns(
+            data.task_index[pos],
+            data.rollout_index[pos],
+            {k: v.take(pos) for k, v in data.fields.items()},
+            np.zeros(len(pos), bool),
+        )
     names = sorted(k for k, v in cols.fields.items() if v.present.any())
     valid = {k: cols.fields[k].present & np.isfinite(cols.fields[k].values) for k in names}
     return _Measured(pos, cols, names, valid, group_starts(cols.task_index))

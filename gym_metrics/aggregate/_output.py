@@ -320,14 +320,14 @@ def _tokens(values: np.ndarray) -> list[bytes]:
         low, span = int(values.min()), int(values.max()) - int(values.min())
         if span < n:
             table = np.array(_rendered(np.arange(low, low + span + 1, dtype=np.int64)) + [b""], dtype=object)
-            return list(table[values - low])  # (the b"" keeps numpy from making a 2-d array)
+            return table[values - low].tolist()  # (the b"" keeps numpy from making a 2-d array)
     elif n >= 512 and values.dtype == np.float64:
         bits = values.view(np.int64)  # compared as bits: -0.0 is not 0.0
         seen = np.unique(bits[:256])
         if len(seen) <= 16:
             at = np.searchsorted(seen, bits).clip(max=len(seen) - 1)
             if (seen[at] == bits).all():
-                return list(np.array(_rendered(seen.view(np.float64)) + [b""], dtype=object)[at])
+                return np.array(_rendered(seen.view(np.float64)) + [b""], dtype=object)[at].tolist()
     return _rendered(values)
 
 
