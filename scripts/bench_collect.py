@@ -1,6 +1,6 @@
 """Benchmark the collector and the verify RPCs on loopback; prints a Markdown table.
 
-Usage: python scripts/bench_collect.py [--only collect workers math unary] [--rounds 3]
+Usage: python scripts/bench_collect.py [--only collect workers math e2e unary] [--rounds 3]
        [--rollouts 1000000] [--verify-rollouts 100000] [--cpu-rollouts 20000] [--unary-calls 3000]
 
 (a) `gym-metrics collect` on a rollouts file whose rows already carry rewards, end to end
@@ -13,7 +13,8 @@ Usage: python scripts/bench_collect.py [--only collect workers math unary] [--ro
     `workers`: a CPU-bound verify (scripts/bench_cpu_env.py, ~200 us of CPU per rollout),
     `serve --workers 1` vs `--workers 2` alternating, medians and their ratio (target >= 1.6x);
     `math`: math_exact with `--workers 1` and `--workers 2` (target >= 60k rollouts/s with 2 on
-    a quiet machine).
+    a quiet machine); `e2e`: `gym-metrics collect` of --verify-rollouts unverified math_exact
+    rows end to end (the collector's own reading, writing and aggregation included).
 (c) unary Verify calls/s, one call at a time and 16 concurrent.
 
 Each figure is printed with the load average (`uptime`'s three numbers) taken just before it.
@@ -89,10 +90,10 @@ class Server:
         self.stop()
 
 
-def bench_collect(src: Path, data_dir: Path) -> tuple[float, float]:
-    """(wall s, peak RSS MB) of `collect` of `src` against `serve math_exact`."""
+def bench_collect(src: Path, data_dir: Path, workers: int = 1) -> tuple[float, float]:
+    """(wall s, peak RSS MB) of `collect` of `src` against `serve math_exact [--workers N]`."""
     out = data_dir / "collected.jsonl"
-    with Server("math_exact") as server:
+    with Server("math_exact", workers) as server:
         out.unlink(missing_ok=True)
         cmd = [sys.executable, __file__, "--_collect", server.address, str(src), str(out)]
         res = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
@@ -154,6 +155,7 @@ async def verify_rate(address: str, rows: list[dict], expect_correct: Callable[[
     """(rollouts/s, connections) of the collector's verification (make_batches + verify_all over
     one connection per server worker); batches are encoded before the clock starts."""
     from gym_metrics._transport._client import ResourcesClient
+    from gym_metrics.cli._collect import fewer_gc_passes
     from gym_metrics.collector._input import Rollout
     from gym_metrics.collector._verify import make_batches, verify_all
 
@@ -170,7 +172,8 @@ async def verify_rate(address: str, rows: list[dict], expect_correct: Callable[[
         lanes = await client.open_connections()
         try:
             start = time.perf_counter()
-            await asyncio.wait_for(verify_all(lanes, iter(batches), on_results), RUN_TIMEOUT_S)
+            with fewer_gc_passes():  # as `gym-metrics collect` runs
+                await asyncio.wait_for(verify_all(lanes, iter(batches), on_results), RUN_TIMEOUT_S)
             elapsed = time.perf_counter() - start
         finally:
             for extra in lanes[1:]:
@@ -236,6 +239,26 @@ def part_verify(ns: argparse.Namespace, kind: str) -> None:
           f"workers 2 / workers 1 = {two / one:.2f}x |")
 
 
+def part_end_to_end(ns: argparse.Namespace) -> None:
+    """`gym-metrics collect` of unverified math_exact rows, end to end (CLI start, read, verify,
+    write, AggregateMetrics, metrics file), --workers 1 and 2 alternating."""
+    src = ns.data_dir / f"to_verify_{ns.verify_rollouts}.jsonl"
+    if not src.exists():
+        with src.open("wb") as f:
+            f.writelines(orjson.dumps(row) + b"\n" for row in make_rows("math", ns.verify_rollouts))
+    walls: dict[int, list[float]] = {1: [], 2: []}
+    for k in range(ns.rounds):
+        for workers in (1, 2) if k % 2 == 0 else (2, 1):
+            loads = load()
+            wall, _ = bench_collect(src, ns.data_dir, workers)
+            walls[workers].append(wall)
+            print(f"|   round {k + 1}, --workers {workers}: {wall:.2f} s | {loads} |", flush=True)
+    for workers, runs in walls.items():
+        wall = statistics.median(runs)
+        print(f"| (b) collect {ns.verify_rollouts:,} unverified math_exact rows end to end, --workers {workers} | "
+              f"{wall:.2f} s, {ns.verify_rollouts / wall:,.0f} rollouts/s (median of {ns.rounds}) | {load()} |")
+
+
 def part_unary(ns: argparse.Namespace) -> None:
     """(c): unary Verify calls/s against serve math_exact."""
     with Server("math_exact") as server:
@@ -246,7 +269,7 @@ def part_unary(ns: argparse.Namespace) -> None:
           f"{many:,.0f} calls/s 16 concurrent | {loads} |")
 
 
-PARTS = ("collect", "workers", "math", "unary")
+PARTS = ("collect", "workers", "math", "e2e", "unary")
 
 
 def main() -> int:
@@ -267,6 +290,8 @@ def main() -> int:
         part_verify(ns, "burn")
     if "math" in ns.only:
         part_verify(ns, "math")
+    if "e2e" in ns.only:
+        part_end_to_end(ns)
     if "unary" in ns.only:
         part_unary(ns)
     return 0
