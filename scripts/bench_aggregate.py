@@ -1,10 +1,14 @@
-"""Benchmark `gym-metrics aggregate`: wall time and peak RSS at 10k, 100k and 1M rollouts.
+"""Benchmark `gym-metrics aggregate`: wall time, CPU and peak RSS, beside the polars floor.
 
-Usage: python scripts/bench_aggregate.py [--sizes 10000 100000 1000000] [--out BENCHMARKS.md section printed]
+Usage: python scripts/bench_aggregate.py [--sizes 1000000 8000000] [--runs 5] [--floor]
 
-Each size runs the real CLI in a fresh process (`/usr/bin/time`-style peak RSS from
-resource.getrusage of the child), on a file of T tasks x 8 repeats with the fields reward,
-is_correct, latency_s, num_tool_calls and a string, including rollout_infos and writing the file.
+Each size runs the real CLI in a fresh process on a file of T tasks x 8 repeats with the fields
+reward, is_correct, latency_s, num_tool_calls and a string, writing the metrics file with
+rollout_infos. With --floor, `scripts/polars_floor.py` (the same information the shortest
+polars way; needs polars) runs in turn with it, A B A B ..., and the table gives medians and
+the median of the pairwise wall-time ratios. Peak RSS is the largest single process (the CLI or
+a render worker it forks; a worker's shared copy-on-write pages count in both). The load
+average is printed before and after each size: the machine is shared.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -42,51 +47,71 @@ def make_rollouts(path: Path, n_rollouts: int, seed: int = 0) -> None:
             )
 
 
-def run_cli(path: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one `gym-metrics aggregate` run in a child process."""
-    cmd = [sys.executable, "-m", "gym_metrics.cli", "aggregate", str(path), "-q"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def measure(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MiB) of `cmd` run to completion in this (fresh) process."""
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, max(peak, before) / 1024
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def commands(path: Path) -> dict[str, list[str]]:
+    out = path.with_name(f"{path.stem}_floor.json")
+    return {
+        "gym-metrics": [sys.executable, "-m", "gym_metrics.cli", "aggregate", str(path), "-q"],
+        "floor": [sys.executable, str(Path(__file__).with_name("polars_floor.py")), str(path), str(out)],
+    }
+
+
+def one_run(name: str, path: Path) -> tuple[float, float, float]:
+    """One measurement in its own interpreter: RUSAGE_CHILDREN's peak is over all children."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--_one", name, str(path)], check=True, capture_output=True, text=True
+    )
+    wall, cpu, rss = map(float, done.stdout.split())
+    return wall, cpu, rss
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--data-dir", type=Path, default=Path("bench_data"))
-    parser.add_argument("--runs", type=int, default=3, help="runs per size; the best wall time is reported")
+    parser.add_argument("--runs", type=int, default=5, help="runs per size and command (medians are reported)")
+    parser.add_argument("--floor", action="store_true", help="run the polars floor in turn with each run")
     ns = parser.parse_args()
     ns.data_dir.mkdir(exist_ok=True)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print("| rollouts | file MB | wall s (best of runs) | peak RSS MB | output MB |")
-    print("|---:|---:|---:|---:|---:|")
+    names = ["gym-metrics", "floor"] if ns.floor else ["gym-metrics"]
+    header = "| rollouts | file MB | " + " | ".join(f"{n} wall s | {n} CPU s | {n} peak MB" for n in names)
+    print(header + (" | wall ratio |" if ns.floor else " |") + " load before / after |")
+    print("|---:" * (2 + 3 * len(names) + (1 if ns.floor else 0)) + "|---|")
     for size in ns.sizes:
         path = ns.data_dir / f"rollouts_{size}.jsonl"
         if not path.exists():
             make_rollouts(path, size)
-        # Peak RSS of children is a high-water mark over all children: measure each size in
-        # its own interpreter so the figure belongs to this size alone.
-        results = [
-            subprocess.run(
-                [sys.executable, __file__, "--_one", str(path)], check=True, capture_output=True, text=True
-            ).stdout.split()
-            for _ in range(ns.runs)
-        ]
-        wall = min(float(r[0]) for r in results)
-        rss = max(float(r[1]) for r in results)
-        out = path.with_name(f"{path.stem}_aggregate_metrics.json")
-        print(
-            f"| {size:,} | {path.stat().st_size / 1e6:.0f} | {wall:.2f} | {rss:.0f} | {out.stat().st_size / 1e6:.0f} |"
-        )
+        before = load()
+        runs: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
+        for _ in range(ns.runs):
+            for name in names:  # alternating: a drift in the machine's speed hits both alike
+                runs[name].append(one_run(name, path))
+        cells = []
+        for name in names:
+            walls, cpus, rss = zip(*runs[name])
+            cells += [f"{statistics.median(walls):.2f}", f"{statistics.median(cpus):.2f}", f"{max(rss):.0f}"]
+        if ns.floor:
+            ratios = [a[0] / b[0] for a, b in zip(runs["gym-metrics"], runs["floor"])]
+            cells.append(f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+        print(f"| {size:,} | {path.stat().st_size / 1e6:.0f} | " + " | ".join(cells) + f" | {before} / {load()} |")
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--_one":
-        w, m = run_cli(Path(sys.argv[2]))
-        print(w, m)
+    if len(sys.argv) == 4 and sys.argv[1] == "--_one":
+        print(*measure(commands(Path(sys.argv[3]))[sys.argv[2]]))
         sys.exit(0)
     sys.exit(main())

@@ -1,13 +1,14 @@
-"""The polars floor: a minimal polars read + group + write pipeline over a rollouts file.
+"""The polars floor: the same information as `<stem>_aggregate_metrics.json`, made the shortest
+way with polars (multi-threaded Rust).
 
-Usage: python scripts/polars_floor.py ROLLOUTS.jsonl OUT.json
+Usage: python scripts/polars_floor.py ROLLOUTS.jsonl OUT.json   (needs `pip install polars`)
 
-What any aggregation of a rollouts file must at least do, written the shortest way in polars
-(multi-threaded Rust): parse every line, group rollouts by agent and task, take each numeric
-field's mean / std / min / max / count per task, average those per agent, and write one JSON
-file. It makes no `rollout_infos`, no samples, no repeat-level statistics: `gym-metrics
-aggregate` does all of those and still has to come in at or under this pipeline's wall time
-(issue 12). `scripts/bench_aggregate.py --floor` runs the two side by side.
+Read every line; group rollouts by agent and task; per task each numeric field's mean / max /
+min / median / std, the first rollout's row as the sample, the rollout count and every
+rollout's indices and numeric fields (rollout_infos); per agent the mean of the task stats;
+write it all as one JSON file. No repeat-level statistics, no key metrics, no accounting:
+`gym-metrics aggregate` does all of those too and must still take at most this pipeline's
+wall time (issue 12). `scripts/bench_aggregate.py --floor` runs the two side by side.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import sys
 
 import polars as pl
+
+STATS = ("mean", "max", "min", "median", "std")
 
 
 def main(src: str, dst: str) -> None:
@@ -25,17 +28,18 @@ def main(src: str, dst: str) -> None:
         if (dtype.is_numeric() or dtype == pl.Boolean) and not name.startswith("_ng_")
     ]
     stats = [
-        expr
-        for name in numeric
-        for expr in (
-            pl.col(name).cast(pl.Float64).mean().alias(f"mean/{name}"),
-            pl.col(name).cast(pl.Float64).std().alias(f"std/{name}"),
-            pl.col(name).cast(pl.Float64).min().alias(f"min/{name}"),
-            pl.col(name).cast(pl.Float64).max().alias(f"max/{name}"),
-        )
+        getattr(pl.col(name).cast(pl.Float64), stat)().alias(f"{stat}/{name}") for name in numeric for stat in STATS
     ]
-    groups = frame.group_by("agent", "_ng_task_index").agg(pl.len().alias("rollouts"), *stats)
-    agents = groups.group_by("agent").agg(pl.exclude("_ng_task_index").mean())
+    sample = [name for name in frame.columns if not name.startswith("_ng_") and name != "agent"]
+    infos = ["_ng_task_index", "_ng_rollout_index", *numeric]
+    groups = frame.group_by("agent", "_ng_task_index", maintain_order=True).agg(
+        *stats,
+        pl.struct(sample).first().alias("sample"),
+        pl.len().alias("num_rollouts"),
+        pl.struct(infos).alias("rollout_infos"),
+    )
+    stat_names = [f"{stat}/{name}" for name in numeric for stat in STATS]
+    agents = groups.group_by("agent").agg(pl.col(stat_names).mean())
     with open(dst, "w") as out:
         out.write('{"agents": ')
         out.write(agents.write_json())

@@ -48,7 +48,7 @@ from gym_metrics.aggregate._engine import (
 from gym_metrics.aggregate._metric_columns import MetricColumns
 from gym_metrics.aggregate._groups import GROUP_STATS
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
-from gym_metrics.aggregate._output import iter_group_dicts, output_path_for, write_aggregate_metrics
+from gym_metrics.aggregate._output import GroupsRender, iter_group_dicts, output_path_for, write_aggregate_metrics
 from gym_metrics.aggregate._reader import (
     BOM,
     BadLine,
@@ -89,13 +89,17 @@ def aggregate_file(
     )
     results = []
     sections: dict[str, Mapping[str, Any]] = {}
+    out = Path(output_path or output_path_for(rollouts_path))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    hooks = (compute_metrics, get_key_metrics, column_metrics, compute_metrics_columns)
     for name in sorted(rollouts.agents):
         if extra is not None:
             sections[name] = extra(name, rollouts.agents[name])
         agg = Aggregator(name, options)
         agg.add(rollouts.agents[name])
-        results.append(agg.finalize(compute_metrics, get_key_metrics, column_metrics, compute_metrics_columns))
-    out = write_aggregate_metrics(output_path or output_path_for(rollouts_path), results, sections or None)
+        # the groups' rendering starts in forked workers while the agent level is computed
+        results.append(agg.finalize(*hooks, groups_ready=lambda groups: GroupsRender(groups, out.parent)))
+    write_aggregate_metrics(out, results, sections or None)
     return out, results, rollouts
 
 

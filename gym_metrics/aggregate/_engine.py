@@ -106,15 +106,17 @@ class Aggregator:
         get_key_metrics: GetKeyMetrics | None = None,
         column_metrics: ColumnMetrics | None = None,
         compute_metrics_columns: ColumnarComputeMetrics | None = None,
+        groups_ready: Callable[[GroupTable], Any] | None = None,
     ) -> AgentAggregate:
         """Compute the metrics. Pure function of the set of rows added (not their order).
 
         Into agent_metrics, later winning on a clash: `column_metrics`' keys, then
-        `compute_metrics_columns`', then `compute_metrics`'."""
+        `compute_metrics_columns`', then `compute_metrics`'. `groups_ready(groups)` is called
+        as soon as the groups are final (before the agent level when no hook can change them);
+        its answer is the result's `prerender`."""
         data = _sorted_unique(concat(self._batches)) if self._batches else None
-        return _aggregate(
-            self.agent_name, data, self.options, compute_metrics, get_key_metrics, column_metrics, compute_metrics_columns
-        )
+        hooks = (compute_metrics, get_key_metrics, column_metrics, compute_metrics_columns)
+        return _aggregate(self.agent_name, data, self.options, *hooks, groups_ready=groups_ready)
 
 
 def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
@@ -162,6 +164,7 @@ def _aggregate(
     get_key_metrics: GetKeyMetrics | None,
     column_metrics: ColumnMetrics | None = None,
     compute_metrics_columns: ColumnarComputeMetrics | None = None,
+    groups_ready: Callable[[GroupTable], Any] | None = None,
 ) -> AgentAggregate:
     """The stages, in the order the output's keys come: group level, agent level (whole, then
     across repeats), coverage and errors, the environment's own metrics, key metrics."""
@@ -176,6 +179,12 @@ def _aggregate(
     coverage = coverage_counts(data, ms.pos)
 
     groups = _group_level(ms, data, options, failed_per_task)
+    if options.include_rollout_infos:  # also when nothing was measured: every group says []
+        table = RolloutInfoTable(ms.cols.task_index, ms.cols.rollout_index, {k: ms.cols.fields[k] for k in ms.names})
+        table.shown = _measured_shown(data, ms.pos)
+        groups.attach(table)
+    per_task_hooks = compute_metrics is not None or compute_metrics_columns is not None
+    prerender = groups_ready(groups) if groups_ready is not None and not per_task_hooks else None
     agent_metrics, repeat_level = _agent_level(ms)
     agent_metrics.update(coverage)
     agent_metrics.update(errors)
@@ -194,10 +203,8 @@ def _aggregate(
         key_metrics = {}
     key_metrics.update(coverage)
     key_metrics.update(errors)
-    if options.include_rollout_infos:  # also when nothing was measured: every group says []
-        table = RolloutInfoTable(ms.cols.task_index, ms.cols.rollout_index, {k: ms.cols.fields[k] for k in ms.names})
-        table.shown = _measured_shown(data, ms.pos)
-        groups.attach(table)
+    if groups_ready is not None and per_task_hooks:
+        prerender = groups_ready(groups)
 
     non_finite = {k: int((ms.cols.fields[k].present & ~ms.valid[k]).sum()) for k in ms.names}
     return AgentAggregate(
@@ -209,6 +216,7 @@ def _aggregate(
         non_finite_counts={k: v for k, v in non_finite.items() if v},
         received_rollouts=received,
         non_numeric_counts=non_numeric_counts_of(data, ms.pos),
+        prerender=prerender,
     )
 
 

@@ -9,7 +9,9 @@ those of a serial render: the ranges are cut on the serial renderer's own chunk 
 
 Used only where fork is safe and pays: Linux, no gRPC loaded (its threads do not survive a
 fork), several usable cores and enough groups. A worker that fails costs nothing but time:
-its range is rendered here instead. `GYM_METRICS_RENDER_WORKERS=1` turns workers off.
+its range is rendered here instead. `GYM_METRICS_RENDER_WORKERS=1` turns workers off. Workers
+can start as soon as an agent's groups are final (`aggregate_file` starts them before the
+agent-level statistics), so rendering overlaps the rest of the aggregation.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -38,29 +41,53 @@ def render_workers(rollouts: int) -> int:
     return max(1, min(wanted, cores, rollouts // MIN_ROLLOUTS_PER_WORKER))
 
 
-def write_ranges(f: IO[bytes], tmp_dir: Path, ranges: list[tuple[int, int]], render: Render, sep: bytes) -> None:
-    """Write the blobs of every range in order, each preceded by `sep`; ranges after the first
-    are rendered by forked workers when `ranges` has more than one."""
-    children = [_spawn(tmp_dir, lo, hi, render, sep) for lo, hi in ranges[1:]]
-    try:
-        for blob in render(*ranges[0]):
+@dataclass
+class Worker:
+    """A forked process rendering groups lo..hi into the file `part`."""
+
+    pid: int
+    part: Path
+    lo: int
+    hi: int
+
+
+_live: set[int] = set()
+"""Workers not yet waited for: no more run at once than there are spare cores."""
+
+
+def start(tmp_dir: Path, ranges: list[tuple[int, int]], render: Render, sep: bytes) -> list[Worker | None]:
+    """A worker per range while cores are spare (None for a range left to the caller)."""
+    spare = len(os.sched_getaffinity(0)) - 1 if hasattr(os, "sched_getaffinity") else 0
+    out: list[Worker | None] = []
+    for lo, hi in ranges:
+        out.append(_spawn(tmp_dir, lo, hi, render, sep) if len(_live) < spare else None)
+    return out
+
+
+def finish(f: IO[bytes], worker: Worker, render: Render, sep: bytes) -> None:
+    """Append the worker's bytes to `f`, or render its range here if it failed."""
+    ok = _succeeded(worker.pid)
+    f.flush()
+    if ok and worker.part.exists():
+        _append(f, worker.part)
+    else:
+        for blob in render(worker.lo, worker.hi):
             f.write(sep + blob)
-        for (lo, hi), (pid, part) in zip(ranges[1:], children):
-            ok = _succeeded(pid)
-            f.flush()
-            if ok and part.exists():
-                _append(f, part)
-            else:  # the worker died: render its range here
-                for blob in render(lo, hi):
-                    f.write(sep + blob)
-    finally:
-        for pid, part in children:
-            _reap(pid)
-            part.unlink(missing_ok=True)
+    worker.part.unlink(missing_ok=True)
 
 
-def _spawn(tmp_dir: Path, lo: int, hi: int, render: Render, sep: bytes) -> tuple[int, Path]:
-    part = tmp_dir / f".gym-metrics-render-{os.getpid()}-{lo}.part"
+def discard(workers: list[Worker | None]) -> None:
+    """Stop workers whose bytes will not be used and remove their files; each entry is then
+    None (a pid is never waited for twice: it may name another process by then)."""
+    for i, w in enumerate(workers):
+        if w is not None:
+            workers[i] = None
+            _reap(w.pid)
+            w.part.unlink(missing_ok=True)
+
+
+def _spawn(tmp_dir: Path, lo: int, hi: int, render: Render, sep: bytes) -> Worker:
+    part = tmp_dir / f".gym-metrics-render-{os.getpid()}-{id(render)}-{lo}.part"
     with warnings.catch_warnings():  # idle pyarrow / writer threads: the child uses neither
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
@@ -73,24 +100,25 @@ def _spawn(tmp_dir: Path, lo: int, hi: int, render: Render, sep: bytes) -> tuple
             code = 0
         finally:
             os._exit(code)
-    return pid, part
+    _live.add(pid)
+    return Worker(pid, part, lo, hi)
 
 
 def _succeeded(pid: int) -> bool:
+    _live.discard(pid)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) == 0
 
 
 def _reap(pid: int) -> None:
-    """Make sure a worker is gone (this process is leaving early, e.g. on an exception)."""
+    """Make sure a worker is gone (its bytes are not wanted)."""
+    _live.discard(pid)
     try:
         if os.waitpid(pid, os.WNOHANG) == (0, 0):
             os.kill(pid, 9)
             os.waitpid(pid, 0)
     except ChildProcessError:
         pass  # already waited for
-
-
 def _append(f: IO[bytes], part: Path) -> None:
     """Append the file `part` to `f` (flushed) in the kernel."""
     out = f.fileno()

@@ -11,6 +11,7 @@ import io
 import math
 import queue
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, cast
@@ -20,7 +21,7 @@ import orjson
 
 from gym_metrics._json import loads
 from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, ShownField, ValueKind
-from gym_metrics.aggregate._forked import render_workers, write_ranges
+from gym_metrics.aggregate._forked import discard, finish, render_workers, start
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable
 
 _CHUNK = 4096
@@ -136,16 +137,9 @@ def _write_agent(f: IO[bytes], agg: AgentAggregate, extra: Mapping[str, Any] | N
     f.write(b',\n    "agent_metrics": ' + _indent(_dump(agg.agent_metrics, indent=True), 4))
     f.write(b',\n    "key_metrics": ' + _indent(_dump(agg.key_metrics, indent=True), 4))
     f.write(b',\n    "group_level_metrics": [')
-    groups = agg.groups
-    if len(groups):
-        blobs = iter_group_json(groups, 0, min(_CHUNK, len(groups)))
-        f.write(b"\n      " + next(blobs))  # the first entry: no separator before it
-        for blob in blobs:
-            f.write(_GROUP_SEP + blob)
-        rest = _ranges(groups, _CHUNK)
-        if rest:
-            write_ranges(f, _tmp_dir(f), rest, lambda lo, hi: iter_group_json(groups, lo, hi), _GROUP_SEP)
-    f.write(b"\n    ]" if len(groups) else b"]")
+    render = agg.prerender if isinstance(agg.prerender, GroupsRender) else GroupsRender(agg.groups, _tmp_dir(f))
+    render.write(f)
+    f.write(b"\n    ]" if len(agg.groups) else b"]")
     f.write(b',\n    "repeat_level_metrics": [')
     for i, entry in enumerate(agg.repeat_level_metrics):
         f.write((b",\n      " if i else b"\n      ") + _dump(entry))
@@ -155,6 +149,40 @@ def _write_agent(f: IO[bytes], agg: AgentAggregate, extra: Mapping[str, Any] | N
     for name, value in (extra or {}).items():
         f.write(b",\n    " + _dump(name) + b": " + _indent(_dump(value, indent=True), 4))
     f.write(b"\n  }")
+
+
+class GroupsRender:
+    """An agent's group_level_metrics: the first chunk and range rendered by the writer, the
+    later ranges by forked workers (see _forked) started when this is made, possibly long
+    before the file is written."""
+
+    def __init__(self, groups: GroupTable, tmp_dir: Path) -> None:
+        self.groups = groups
+        self._ranges = _ranges(groups, min(_CHUNK, len(groups)))
+        self._workers = start(tmp_dir, self._ranges[1:], self._render, _GROUP_SEP)
+        weakref.finalize(self, discard, self._workers)  # never written: no stray processes or files
+
+    def _render(self, lo: int, hi: int) -> Iterator[bytes]:
+        return iter_group_json(self.groups, lo, hi)
+
+    def write(self, f: IO[bytes]) -> None:
+        if not len(self.groups):
+            return
+        blobs = self._render(0, min(_CHUNK, len(self.groups)))
+        f.write(b"\n      " + next(blobs))  # the first entry: no separator before it
+        for blob in blobs:
+            f.write(_GROUP_SEP + blob)
+        try:
+            for k, (lo, hi) in enumerate(self._ranges):
+                worker = self._workers[k - 1] if k else None
+                if worker is None:
+                    for blob in self._render(lo, hi):
+                        f.write(_GROUP_SEP + blob)
+                else:
+                    self._workers[k - 1] = None
+                    finish(f, worker, self._render, _GROUP_SEP)
+        finally:
+            discard(self._workers)
 
 
 def _ranges(groups: GroupTable, start: int) -> list[tuple[int, int]]:
@@ -320,14 +348,14 @@ def _tokens(values: np.ndarray) -> list[bytes]:
         low, span = int(values.min()), int(values.max()) - int(values.min())
         if span < n:
             table = np.array(_rendered(np.arange(low, low + span + 1, dtype=np.int64)) + [b""], dtype=object)
-            return table[values - low].tolist()  # (the b"" keeps numpy from making a 2-d array)
+            return cast(list[bytes], table[values - low].tolist())  # (b"": numpy makes no 2-d array)
     elif n >= 512 and values.dtype == np.float64:
         bits = values.view(np.int64)  # compared as bits: -0.0 is not 0.0
         seen = np.unique(bits[:256])
         if len(seen) <= 16:
             at = np.searchsorted(seen, bits).clip(max=len(seen) - 1)
             if (seen[at] == bits).all():
-                return np.array(_rendered(seen.view(np.float64)) + [b""], dtype=object)[at].tolist()
+                return cast(list[bytes], np.array(_rendered(seen.view(np.float64)) + [b""], dtype=object)[at].tolist())
     return _rendered(values)
 
 

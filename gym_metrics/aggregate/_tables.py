@@ -123,6 +123,8 @@ class AgentAggregate:
     non_numeric_counts: dict[str, int] = field(default_factory=dict)
     """Per numeric field, the measured rows holding it as a string, object or list: data, kept
     out of the field's stats ("1.0" is not converted) and counted rather than lost silently."""
+    prerender: Any = field(default=None, repr=False, compare=False)
+    """The group rendering begun for the output file, if any (aggregate_file starts it)."""
 
 
 __all__ = ["AgentAggregate", "GroupTable", "RolloutInfoTable"]
