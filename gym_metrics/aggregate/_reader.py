@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections import defaultdict
+from collections import defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -100,25 +100,24 @@ def read_rollouts(
 _Chunk = tuple[bytes, BufferRows, "RolloutFile | None"]
 
 
-def _fast_chunks(path: Path, default_agent: str | None) -> Iterator[_Chunk]:
+def _fast_chunks(path: Path, default_agent: str | None, ahead: int = 2) -> Iterator[_Chunk]:
     """(chunk, its lines, its columns or None when they cannot be read column-wise) in file
-    order. The next chunk is read, parsed and turned into columns in a thread (pyarrow and
-    numpy release the GIL for most of it) while the caller finishes this one. At most two
-    chunks are in flight."""
+    order. The next chunks are read, parsed and turned into columns in threads (pyarrow and
+    numpy release the GIL for most of it; two threads keep both cores busy while one of them
+    is in Python) while the caller files this one. At most `ahead` + 1 chunks are in memory."""
 
     def columns(chunk: bytes) -> _Chunk:
         lines = BufferRows(chunk, *line_bounds(chunk))
         return chunk, lines, _read_fast(chunk, lines, 0, len(lines), default_agent)
 
-    with ThreadPoolExecutor(1, thread_name_prefix="gym-metrics-read") as pool:
-        pending: Future[_Chunk] | None = None
+    with ThreadPoolExecutor(ahead, thread_name_prefix="gym-metrics-read") as pool:
+        pending: deque[Future[_Chunk]] = deque()
         for chunk in read_chunks(path, CHUNK_BYTES):
-            ahead = pool.submit(columns, chunk)
-            if pending is not None:
-                yield pending.result()
-            pending = ahead
-        if pending is not None:
-            yield pending.result()
+            pending.append(pool.submit(columns, chunk))
+            if len(pending) > ahead:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def read_chunks(path: Path, size: int) -> Iterator[bytes]:
