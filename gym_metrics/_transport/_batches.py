@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from gym_metrics._transport._packed import add_doubles
 from gym_metrics.aggregate import (
     ERROR_KINDS,
     ROLLOUT_KEY,
@@ -315,7 +316,7 @@ def _batch(cols: RolloutColumns, lo: int, hi: int, batch_id: str) -> pb.RolloutB
         if not present.any():
             continue
         col = batch.columns[name]
-        col.values.extend(np.where(present, field.values[lo:hi], 0.0).tolist())
+        add_doubles(col, "values", np.where(present, field.values[lo:hi], 0.0))
         if not present.all():
             col.missing.extend(np.flatnonzero(~present).tolist())
         col.kind = KIND_TO_PB[field.kind]
@@ -328,7 +329,7 @@ def _batch(cols: RolloutColumns, lo: int, hi: int, batch_id: str) -> pb.RolloutB
 def shown_to_pb(shown: ShownField, a: int, b: int, col: pb.ShownColumn) -> None:
     """Rows a..b of a shown column (see aggregate._shown); positions count from a."""
     present = shown.present[a:b]
-    col.values.extend(np.where(present, np.nan_to_num(shown.values[a:b]), 0.0).tolist())
+    add_doubles(col, "values", np.where(present, np.nan_to_num(shown.values[a:b]), 0.0))
     col.missing.extend(np.flatnonzero(~present).tolist())
     col.ints.extend(np.flatnonzero(shown.ints[a:b] & present).tolist())
     if shown.text is not None:

@@ -10,6 +10,7 @@ import numpy as np
 import orjson
 
 from gym_metrics._transport._batches import KIND_TO_PB, dumps_json, numeric_field, pack, shown_from_pb, shown_to_pb
+from gym_metrics._transport._packed import add_doubles
 from gym_metrics.aggregate import (
     GROUP_STATS,
     ROLLOUT_KEY,
@@ -154,13 +155,13 @@ def _groups_to_pb(
     expected = np.asarray(groups.expected_num_rollouts[lo:hi], dtype=np.int64)
     g.task_index.extend(np.asarray(groups.task_index[lo:hi], dtype=np.int64).tolist())
     for key, stat in groups.stats.items():
-        g.stats[key].values.extend(np.asarray(stat[lo:hi], dtype=np.float64).tolist())
+        add_doubles(g.stats[key], "values", np.asarray(stat[lo:hi], dtype=np.float64))
     g.num_rollouts.extend(num.tolist())
     g.expected_num_rollouts.extend(expected.tolist())
     g.missing_num_rollouts.extend((expected - num).tolist())
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(expected == 0, 100.0, 100.0 * num / np.where(expected == 0, 1, expected))
-    g.reward_profile_completion_pct.extend(pct.tolist())
+    add_doubles(g, "reward_profile_completion_pct", pct)
     g.sample_json.extend(samples[lo:hi])
     if custom is not None:
         g.custom_json.extend(custom[lo:hi])
@@ -175,7 +176,7 @@ def _groups_to_pb(
         for name, field in table.fields.items():
             col = infos.values[name]
             present = field.present[a:b]
-            col.values.extend(np.where(present, field.values[a:b], 0.0).tolist())
+            add_doubles(col, "values", np.where(present, field.values[a:b], 0.0))
             col.missing.extend(np.flatnonzero(~present).tolist())
             col.kind = KIND_TO_PB[field.kind]
         for name, shown in table.shown.items():
