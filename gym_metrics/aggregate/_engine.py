@@ -180,9 +180,7 @@ def _aggregate(
 
     groups = _group_level(ms, data, options, failed_per_task)
     if options.include_rollout_infos:  # also when nothing was measured: every group says []
-        table = RolloutInfoTable(ms.cols.task_index, ms.cols.rollout_index, {k: ms.cols.fields[k] for k in ms.names})
-        table.shown = _measured_shown(data, ms.pos)
-        groups.attach(table)
+        groups.attach(_info_table(ms, data))
     per_task_hooks = compute_metrics is not None or compute_metrics_columns is not None
     prerender = groups_ready(groups) if groups_ready is not None and not per_task_hooks else None
     agent_metrics, repeat_level = _agent_level(ms)
@@ -273,6 +271,11 @@ def _group_level(
     if options.include_samples:
         fill_samples(groups, data, ms.pos[ms.starts] if len(ms.pos) else ms.pos, tasks, ms.names)
     return groups
+
+
+def _info_table(ms: _Measured, data: RolloutColumns) -> RolloutInfoTable:
+    fields = {k: ms.cols.fields[k] for k in ms.names}
+    return RolloutInfoTable(ms.cols.task_index, ms.cols.rollout_index, fields, _measured_shown(data, ms.pos))
 
 
 def _agent_level(ms: _Measured) -> tuple[dict[str, Any], list[dict[str, Any]]]:

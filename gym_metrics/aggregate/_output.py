@@ -7,10 +7,7 @@ byte for byte. Non-finite numbers are written as null (JSON has no NaN).
 
 from __future__ import annotations
 
-import io
 import math
-import queue
-import threading
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -21,6 +18,7 @@ import orjson
 
 from gym_metrics._json import loads
 from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, ShownField, ValueKind
+from gym_metrics.aggregate._writer import BackgroundWriter
 from gym_metrics.aggregate._forked import discard, finish, render_workers, start
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable
 
@@ -46,74 +44,10 @@ def write_aggregate_metrics(path: str | Path, aggregates: Iterable[AgentAggregat
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb", buffering=0) as raw, _BackgroundWriter(raw) as f:
+    with tmp.open("wb", buffering=0) as raw, BackgroundWriter(raw) as f:
         write_json(cast(IO[bytes], f), aggregates, extra)
     tmp.replace(path)
     return path
-
-
-class _BackgroundWriter(io.RawIOBase):
-    """Writes in a thread of its own (a write releases the GIL), so the next blobs are rendered
-    while the kernel copies the last ones: at most `depth` blobs of about 1 MB wait in between."""
-
-    def __init__(self, raw: IO[bytes], depth: int = 8, block: int = 1 << 20) -> None:
-        super().__init__()
-        self._raw, self._block = raw, block
-        self._pending: list[bytes] = []
-        self._size = 0
-        self._queue: queue.Queue[bytes | None] = queue.Queue(depth)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._drain, name="gym-metrics-write", daemon=True)
-        self._thread.start()
-
-    def _drain(self) -> None:
-        while (blob := self._queue.get()) is not None:
-            if self._error is None:
-                try:
-                    self._raw.write(blob)
-                except BaseException as exc:  # raised in the writing thread at close
-                    self._error = exc
-            self._queue.task_done()
-        self._queue.task_done()
-
-    def writable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return self._raw.fileno()
-
-    @property
-    def name(self) -> Any:
-        return self._raw.name
-
-    def flush(self) -> None:
-        """Wait until every blob written so far is in the file."""
-        if self._pending:
-            self._queue.put(b"".join(self._pending))
-            self._pending, self._size = [], 0
-        self._queue.join()
-        if self._error is not None:
-            raise self._error
-
-    def write(self, blob: Any) -> int:
-        self._pending.append(blob)
-        self._size += len(blob)
-        if self._size >= self._block:
-            self._queue.put(b"".join(self._pending))
-            self._pending, self._size = [], 0
-        return len(blob)
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        if self._pending:
-            self._queue.put(b"".join(self._pending))
-            self._pending = []
-        self._queue.put(None)
-        self._thread.join()
-        super().close()
-        if self._error is not None:
-            raise self._error
 
 
 def write_json(f: IO[bytes], aggregates: Iterable[AgentAggregate], extra: Extra | None = None) -> None:
