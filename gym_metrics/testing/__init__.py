@@ -1,6 +1,7 @@
-"""What environment authors and our own tests reuse: a real server for an environment, and a
-scripted OpenAI-compatible chat server standing in for an LLM judge (so no test needs a model
-or the network).
+"""What environment authors and our own tests reuse: a real server for an environment, a
+scripted OpenAI-compatible chat server standing in for an LLM judge, and a scripted
+OpenAI-compatible policy (chat completions and responses) standing in for the model a target
+generates with (so no test needs a model or the network).
 
 A pytest fixture serving your environment, with pytest-asyncio:
 
@@ -16,16 +17,21 @@ exported here.
 from __future__ import annotations
 
 from gym_metrics.scorers import ScorerEnvironment
-from gym_metrics.testing._judge import Recorded, Reply, ScriptedChatServer, ScriptedJudge, Stall, completion
+from gym_metrics.testing._judge import LoopbackServer, Recorded, Reply, ScriptedChatServer, ScriptedJudge, Stall, completion
+from gym_metrics.testing._policy import PolicyAnswer, ScriptedPolicyServer, prompt_of
 from gym_metrics.testing._serve import serve_environment
 
 __all__ = [
+    "LoopbackServer",
+    "PolicyAnswer",
     "Recorded",
     "Reply",
     "ScorerEnvironment",
     "ScriptedChatServer",
     "ScriptedJudge",
+    "ScriptedPolicyServer",
     "Stall",
     "completion",
+    "prompt_of",
     "serve_environment",
 ]

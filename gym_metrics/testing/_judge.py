@@ -10,7 +10,8 @@ the next scripted item:
   whose arrival order is not fixed).
 A request with the script exhausted gets HTTP 500 "script exhausted", so a test that sends
 more than it scripted fails instead of hanging. Every request is recorded (path, headers,
-parsed JSON body) in `judge.requests`.
+parsed JSON body) in `judge.requests`. `LoopbackServer` is the machinery (thread, recording,
+in-flight count) that the scripted policy server (`_policy.py`) shares.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 
 @dataclass
@@ -80,17 +81,22 @@ def completion(content: str) -> bytes:
     ).encode()
 
 
-class ScriptedChatServer:
-    """See the module docstring. `url` is the base URL to put in a judge's config."""
+_S = TypeVar("_S", bound="LoopbackServer")
 
-    def __init__(self, script: Iterable[Item] = ()) -> None:
-        self.script: list[Item] = list(script)
+
+class LoopbackServer:
+    """Base of the scripted servers: a threaded HTTP/1.1 server on 127.0.0.1 (port 0, read
+    back) that records every POST (`requests`), counts the requests answered at once
+    (`max_in_flight`) and asks the subclass what to answer: `_take(request)` under the lock
+    (pick the scripted item), then `_reply(item, request)` outside it (may sleep)."""
+
+    def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self.in_flight = 0
         self.max_in_flight = 0
         """Most requests being answered at the same time (to check bounded concurrency)."""
         self._lock = threading.Lock()
-        judge = self
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as a real server (and pooling) does
@@ -108,30 +114,22 @@ class ScriptedChatServer:
                     body = json.loads(raw)
                 except ValueError:
                     body = {"_raw": raw.decode("utf-8", "replace")}
-                with judge._lock:
-                    judge.requests.append(Recorded(self.path, dict(self.headers.items()), body))
-                    item: Any = judge.script.pop(0) if judge.script else Reply(500, "script exhausted")
-                    judge.in_flight += 1
-                    judge.max_in_flight = max(judge.max_in_flight, judge.in_flight)
+                request = Recorded(self.path, dict(self.headers.items()), body)
+                with server._lock:
+                    server.requests.append(request)
+                    item = server._take(request)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    self._answer(item, body)
+                    self._send(server._reply(item, request))
                 finally:
-                    with judge._lock:
-                        judge.in_flight -= 1
+                    with server._lock:
+                        server.in_flight -= 1
 
-            def _answer(self, item: Any, body: dict[str, Any]) -> None:
-                if callable(item):
-                    item = item(body)
-                if isinstance(item, Stall):
-                    time.sleep(item.seconds)
-                    item = "stalled"
-                if isinstance(item, str):
-                    item = Reply(200, completion(item), {"Content-Type": "application/json"})
-                if self.path != "/v1/chat/completions":
-                    item = Reply(404, f"no route {self.path}")
-                payload = item.body.encode() if isinstance(item.body, str) else item.body
-                self.send_response(item.status)
-                for name, value in item.headers.items():
+            def _send(self, reply: Reply) -> None:
+                payload = reply.body.encode() if isinstance(reply.body, str) else reply.body
+                self.send_response(reply.status)
+                for name, value in reply.headers.items():
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -142,7 +140,15 @@ class ScriptedChatServer:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
-    def __enter__(self) -> ScriptedChatServer:
+    def _take(self, request: Recorded) -> Any:
+        """The item answering `request` (called under the lock, in arrival order)."""
+        raise NotImplementedError
+
+    def _reply(self, item: Any, request: Recorded) -> Reply:
+        """The HTTP answer for `item` (called outside the lock: may sleep)."""
+        raise NotImplementedError
+
+    def __enter__(self: _S) -> _S:
         self._thread.start()
         return self
 
@@ -150,6 +156,29 @@ class ScriptedChatServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+class ScriptedChatServer(LoopbackServer):
+    """See the module docstring. `url` is the base URL to put in a judge's config."""
+
+    def __init__(self, script: Iterable[Item] = ()) -> None:
+        super().__init__()
+        self.script: list[Item] = list(script)
+
+    def _take(self, request: Recorded) -> Any:
+        return self.script.pop(0) if self.script else Reply(500, "script exhausted")
+
+    def _reply(self, item: Any, request: Recorded) -> Reply:
+        if callable(item):
+            item = item(request.body)
+        if isinstance(item, Stall):
+            time.sleep(item.seconds)
+            item = "stalled"
+        if isinstance(item, str):
+            item = Reply(200, completion(item), {"Content-Type": "application/json"})
+        if request.path != "/v1/chat/completions":
+            item = Reply(404, f"no route {request.path}")
+        return item
 
     def add(self, *items: Item) -> None:
         """Append items to the script."""

@@ -1,0 +1,49 @@
+"""Generation targets: the OpenAI-compatible model and agent clients that `collect` and
+`evaluate` call to produce the response they then score.
+
+`parse_target(dict)` / `load_target(path)` read a TARGET.json (`{"type": "model", ...}` or
+`{"type": "agent", ...}`); `make_target(config)` gives its client, whose
+`await generate(request_or_row)` returns a `Generation` (the answer in Responses API shape,
+usage, latency, attempts) or raises `GenerationError`. See docs/targets.md.
+"""
+
+from gym_metrics.targets._client import AgentTarget, Generation, GenerationError, ModelTarget, Usage, make_target
+from gym_metrics.targets._config import (
+    AgentTargetConfig,
+    Inference,
+    ModelTargetConfig,
+    Reasoning,
+    TargetConfig,
+    load_target,
+    parse_target,
+)
+from gym_metrics.targets._convert import (
+    chat_request_to_responses,
+    chat_to_responses,
+    output_text,
+    output_tool_calls,
+    responses_request_to_chat,
+    strip_reasoning,
+)
+
+__all__ = [
+    "AgentTarget",
+    "AgentTargetConfig",
+    "Generation",
+    "GenerationError",
+    "Inference",
+    "ModelTarget",
+    "ModelTargetConfig",
+    "Reasoning",
+    "TargetConfig",
+    "Usage",
+    "chat_request_to_responses",
+    "chat_to_responses",
+    "load_target",
+    "make_target",
+    "output_text",
+    "output_tool_calls",
+    "parse_target",
+    "responses_request_to_chat",
+    "strip_reasoning",
+]

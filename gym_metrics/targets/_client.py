@@ -1,0 +1,243 @@
+"""Async clients of the generation targets: one call in, one Responses-shaped answer out, with
+its usage, latency and attempt count.
+
+Pooling, the concurrency bound, per-attempt timeouts, retries (408, 429, 5xx, timeouts,
+connection errors, with backoff and jitter or the server's `Retry-After`) and the bearer key's
+scrubbing are the shared `_http.PooledHttp`'s; this module builds the request, reads the answer
+and converts it. A generation that fails after its retries raises GenerationError, which
+callers record as a failed rollout (`_gm_error` kind `generation`) or a row error on `target`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import httpx
+import orjson
+
+from gym_metrics._http import SNIPPET, HttpError, PooledHttp
+from gym_metrics.targets._config import AgentTargetConfig, ModelTargetConfig, TargetConfig
+from gym_metrics.targets._convert import (
+    chat_request_to_responses,
+    chat_to_responses,
+    compile_path,
+    function_call_item,
+    message_item,
+    output_text,
+    responses_request_to_chat,
+    strip_reasoning,
+)
+
+log = logging.getLogger("gym_metrics.targets")
+_attempts: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("gym_metrics_target_attempts", default=None)
+
+
+class GenerationError(HttpError):
+    """A generation that gave no usable answer after its retries (HTTP error, timeout,
+    connection error, or an answer that is not one). The message never holds the API key."""
+
+    kind: ClassVar[str] = "generation"
+    """The `_gm_error` kind of a rollout that failed this way."""
+    row_field: ClassVar[str] = "target"
+    """The field of the row error an evaluation records."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False, retry_after: float | None = None) -> None:
+        super().__init__(message, status=status, retryable=retryable, retry_after=retry_after)
+        self.attempts = 0
+        """HTTP attempts this generation made (set when it gives up)."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens one generation used (None where the server did not say)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    @property
+    def total_tokens(self) -> int | None:
+        if self.input_tokens is None and self.output_tokens is None:
+            return None
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+    @classmethod
+    def of(cls, response: Mapping[str, Any]) -> Usage:
+        """The usage of a Responses-shaped answer."""
+        usage = response.get("usage")
+        if not isinstance(usage, Mapping):
+            return cls()
+        i, o = usage.get("input_tokens"), usage.get("output_tokens")
+        return cls(i if isinstance(i, int) else None, o if isinstance(o, int) else None)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generation: the answer in Responses API shape, its usage, the wall time of the
+    whole call (retries and backoff included) and the HTTP attempts it took."""
+
+    response: dict[str, Any]
+    usage: Usage
+    latency_s: float
+    attempts: int
+    end_token: str | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        """The answer's message text, as generated (reasoning part included)."""
+        return output_text(self.response)
+
+    @property
+    def answer(self) -> str:
+        """The message text without its reasoning part (the target's `reasoning.end_token`)."""
+        return strip_reasoning(self.text, self.end_token)
+
+
+class _Target(PooledHttp):
+    """Counts the attempts of each call (in its own context, so concurrent calls do not mix)
+    and times it."""
+
+    error = GenerationError
+
+    async def _attempt(self, url: str, payload: bytes, headers: dict[str, str]) -> httpx.Response:
+        counter = _attempts.get()
+        if counter is not None:
+            counter[0] += 1
+        return await super()._attempt(url, payload, headers)
+
+    async def _post(self, url: str, body: Any) -> tuple[Any, float, int]:
+        """The parsed JSON answer, the call's seconds and its attempts; GenerationError."""
+        counter = [0]
+        token = _attempts.set(counter)
+        start = time.perf_counter()
+        try:
+            raw = (await self.post_json(url, body)).content
+        except HttpError as exc:
+            error = exc if isinstance(exc, GenerationError) else GenerationError(str(exc), status=exc.status)
+            error.attempts = counter[0]
+            raise error from None
+        except TypeError as exc:  # nothing was sent
+            raise GenerationError(f"{self._name} request body is not JSON-serialisable: {exc}") from None
+        finally:
+            _attempts.reset(token)
+        try:
+            return orjson.loads(raw), time.perf_counter() - start, counter[0]
+        except orjson.JSONDecodeError:
+            raise self._bad(raw, "is not JSON", counter[0]) from None
+
+    def _bad(self, raw: bytes, why: str, attempts: int) -> GenerationError:
+        snippet = self._scrub(raw[:SNIPPET].decode("utf-8", "replace"))
+        error = GenerationError(f"{self._name} answer {why}: {snippet}")
+        error.attempts = attempts
+        return error
+
+
+class ModelTarget(_Target):
+    """`await target.generate(request)` -> Generation, from an OpenAI-compatible model.
+
+    `request` is a Responses API request (`input`, `instructions`, `tools`, ... as NeMo Gym's
+    `responses_create_params`) or a chat-completions one (`messages`, `tools`, ... as NeMo
+    Evaluator's prompt template); it is converted to the configured `api`. The config's model,
+    system prompt and given inference parameters are applied on top."""
+
+    config: ModelTargetConfig
+
+    def __init__(self, config: ModelTargetConfig) -> None:
+        super().__init__(config, name="model", log=log)
+
+    def __repr__(self) -> str:  # the key stays out
+        return f"ModelTarget(endpoint={self.config.endpoint()!r}, model={self.config.model!r}, api={self.config.api!r})"
+
+    async def generate(self, request: Mapping[str, Any]) -> Generation:
+        """One generation, after retries; GenerationError when there is none."""
+        body = self.request_body(request)
+        data, seconds, attempts = await self._post(self.config.endpoint(), body)
+        try:
+            response = chat_to_responses(data) if self.config.api == "chat" else _responses_answer(data)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise self._bad(orjson.dumps(data), f"is not a {self.config.api} answer", attempts) from None
+        return Generation(response, Usage.of(response), seconds, attempts, self.config.reasoning.end_token)
+
+    def request_body(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The JSON body sent for `request` (see the class docstring)."""
+        chat = self.config.api == "chat"
+        if chat:
+            body = dict(request) if "messages" in request else responses_request_to_chat(request)
+        else:
+            body = chat_request_to_responses(request) if "messages" in request else dict(request)
+        body["model"] = self.config.model
+        if self.config.system_prompt is not None:
+            system = {"role": "system", "content": self.config.system_prompt}
+            key = "messages" if chat else "input"
+            given = body.get(key, [])
+            given = [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
+            body[key] = [system, *given]
+        inference = self.config.inference
+        tokens_key = "max_tokens" if chat else "max_output_tokens"
+        for key, value in (("temperature", inference.temperature), ("top_p", inference.top_p), (tokens_key, inference.max_tokens), ("seed", inference.seed)):
+            if value is not None:
+                body[key] = value
+        return body
+
+
+def _responses_answer(data: Any) -> dict[str, Any]:
+    """A Responses API answer, checked for the parts callers read."""
+    if not isinstance(data, dict) or not isinstance(data["output"], list):
+        raise TypeError("no output list")
+    return data
+
+
+class AgentTarget(_Target):
+    """`await target.generate(row)` -> Generation, from an agent endpoint: the body template
+    rendered over the row, the answer text and tool calls read by JSONPath and put in
+    Responses API shape (an agent reports no usage)."""
+
+    config: AgentTargetConfig
+
+    def __init__(self, config: AgentTargetConfig) -> None:
+        super().__init__(config, name="agent", log=log)
+        from gym_metrics.scorers.remote import BodyTemplate
+
+        self._template = BodyTemplate(config.body)
+
+    def __repr__(self) -> str:  # the key stays out
+        return f"AgentTarget(url={self.config.url!r})"
+
+    async def generate(self, row: Mapping[str, Any]) -> Generation:
+        """One generation, after retries; GenerationError when there is none (a body template
+        that fails on this row included, nothing sent then)."""
+        from gym_metrics.scorers import RowError
+
+        try:
+            body = self._template.render(row)
+        except RowError as exc:
+            raise GenerationError(f"agent body template: {exc}") from None
+        data, seconds, attempts = await self._post(self.config.url, body)
+        matches = compile_path(self.config.response_path).find(data)
+        if not matches or not isinstance(matches[0].value, str):
+            raise self._bad(orjson.dumps(data), f"has no text at {self.config.response_path}", attempts)
+        output = [message_item(matches[0].value)]
+        if self.config.tool_calls_path:
+            found = compile_path(self.config.tool_calls_path).find(data)
+            calls = found[0].value if found else []
+            try:
+                output.extend(_agent_call(c) for c in (calls or []))
+            except (KeyError, TypeError, AttributeError):
+                raise self._bad(orjson.dumps(data), f"has unreadable tool calls at {self.config.tool_calls_path}", attempts) from None
+        response = {"object": "response", "status": "completed", "output": output}
+        return Generation(response, Usage(), seconds, attempts)
+
+
+def _agent_call(call: Mapping[str, Any]) -> dict[str, Any]:
+    """An agent's tool call (`{name, arguments}` or chat-shaped) as a `function_call` item."""
+    function = call.get("function", call)
+    return function_call_item(function["name"], function.get("arguments"), call.get("call_id") or call.get("id"))
+
+
+def make_target(config: TargetConfig) -> ModelTarget | AgentTarget:
+    """The client of `config` (reads the API key from its variable now: unset is an error)."""
+    return ModelTarget(config) if isinstance(config, ModelTargetConfig) else AgentTarget(config)

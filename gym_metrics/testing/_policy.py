@@ -1,0 +1,185 @@
+"""A scripted OpenAI-compatible policy server, so generation tests need no model.
+
+`with ScriptedPolicyServer({"2+2?": "4"}) as policy:` serves POST /v1/chat/completions and
+POST /v1/responses on 127.0.0.1 (port 0, read back; `policy.url` is the base URL) from a
+thread. The answer is chosen by the prompt (the text of the last user message), so concurrent
+calls get the right one whatever their arrival order:
+- `answers`: a mapping or a function from the prompt to a str (the message text) or a
+  `PolicyAnswer` (text, tool calls, reasoning, token counts); a prompt it does not know gets
+  HTTP 400 (a test fails instead of hanging);
+- faults, counted per prompt: the first `fail_first` calls answer `fail_status` (503) with an
+  optional `Retry-After`; the calls after them stall `stall_s` seconds for the first
+  `stall_first` ones (client timeouts); every answer waits `delay_s` (latency).
+Every request is recorded (`requests`), calls are counted per prompt (`calls`), and
+`max_in_flight` says how many were answered at once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from gym_metrics.testing._judge import LoopbackServer, Recorded, Reply
+
+CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
+
+
+@dataclass
+class PolicyAnswer:
+    """What the policy answers one prompt: text, tool calls (`{"name", "arguments"}`, the
+    arguments a dict or JSON text), a reasoning part, and the token counts it reports (None:
+    the words of the prompt / of the answer)."""
+
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    reasoning: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+Answers = Union[Mapping[str, Union[str, PolicyAnswer]], Callable[[str], Union[str, PolicyAnswer]]]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def prompt_of(body: Mapping[str, Any]) -> str:
+    """The text of the last user message of a chat (`messages`) or Responses (`input`) request."""
+    given = body.get("messages", body.get("input", []))
+    if isinstance(given, str):
+        return given
+    users = [m for m in given if isinstance(m, dict) and m.get("role") == "user"] if isinstance(given, list) else []
+    return _text(users[-1].get("content")) if users else ""
+
+
+@dataclass
+class _Fault:
+    """What one call gets before (or instead of) its answer."""
+
+    reply: Reply | None = None
+    stall_s: float = 0.0
+
+
+class ScriptedPolicyServer(LoopbackServer):
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        answers: Answers,
+        *,
+        fail_first: int = 0,
+        fail_status: int = 503,
+        retry_after: str | None = None,
+        stall_first: int = 0,
+        stall_s: float = 0.0,
+        delay_s: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.answers = answers
+        self.fail_first, self.fail_status, self.retry_after = fail_first, fail_status, retry_after
+        self.stall_first, self.stall_s, self.delay_s = stall_first, stall_s, delay_s
+        self.calls: Counter[str] = Counter()
+        """Requests received per prompt (failed and stalled ones included)."""
+
+    def _take(self, request: Recorded) -> Any:
+        prompt = prompt_of(request.body)
+        self.calls[prompt] += 1
+        n = self.calls[prompt]
+        if n <= self.fail_first:
+            headers = {"Retry-After": self.retry_after} if self.retry_after is not None else {}
+            return _Fault(Reply(self.fail_status, f"injected {self.fail_status}", headers))
+        if n <= self.fail_first + self.stall_first:
+            return _Fault(stall_s=self.stall_s)
+        return _Fault()
+
+    def _reply(self, item: Any, request: Recorded) -> Reply:
+        assert isinstance(item, _Fault)
+        if item.reply is not None:
+            return item.reply
+        time.sleep(item.stall_s + self.delay_s)
+        prompt = prompt_of(request.body)
+        try:
+            answer = self.answers(prompt) if callable(self.answers) else self.answers[prompt]
+        except KeyError:
+            return Reply(400, f"no scripted answer for prompt {prompt!r}")
+        if isinstance(answer, str):
+            answer = PolicyAnswer(text=answer)
+        if request.path == CHAT_PATH:
+            body = chat_body(answer, prompt, request.body)
+        elif request.path == RESPONSES_PATH:
+            body = responses_body(answer, prompt, request.body)
+        else:
+            return Reply(404, f"no route {request.path}")
+        return Reply(200, json.dumps(body), {"Content-Type": "application/json"})
+
+    def requests_for(self, prompt: str) -> list[Recorded]:
+        """The recorded requests whose prompt is `prompt`."""
+        with self._lock:
+            return [r for r in self.requests if prompt_of(r.body) == prompt]
+
+
+def _tokens(answer: PolicyAnswer, prompt: str) -> tuple[int, int]:
+    i = answer.input_tokens if answer.input_tokens is not None else len(prompt.split())
+    o = answer.output_tokens if answer.output_tokens is not None else len(answer.text.split())
+    return i, o
+
+
+def _arguments(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def chat_body(answer: PolicyAnswer, prompt: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat completion answering `answer`, with usage."""
+    message: dict[str, Any] = {"role": "assistant", "content": answer.text or None}
+    if answer.reasoning is not None:
+        message["reasoning_content"] = answer.reasoning
+    if answer.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.get("call_id", f"call_{i}"), "type": "function", "function": {"name": c["name"], "arguments": _arguments(c.get("arguments", {}))}}
+            for i, c in enumerate(answer.tool_calls)
+        ]
+    i, o = _tokens(answer, prompt)
+    finish = "tool_calls" if answer.tool_calls else "stop"
+    return {
+        "id": "chatcmpl-policy",
+        "object": "chat.completion",
+        "created": 0,
+        "model": request.get("model", ""),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o},
+    }
+
+
+def responses_body(answer: PolicyAnswer, prompt: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    """A Responses API answer for `answer`, with usage."""
+    output: list[dict[str, Any]] = []
+    if answer.reasoning is not None:
+        output.append({"type": "reasoning", "id": "rs_0", "summary": [{"type": "summary_text", "text": answer.reasoning}]})
+    if answer.text:
+        content = [{"type": "output_text", "text": answer.text, "annotations": []}]
+        output.append({"type": "message", "id": "msg_0", "role": "assistant", "status": "completed", "content": content})
+    for n, call in enumerate(answer.tool_calls):
+        call_id = call.get("call_id", f"call_{n}")
+        output.append(
+            {"type": "function_call", "id": f"fc_{n}", "call_id": call_id, "name": call["name"], "arguments": _arguments(call.get("arguments", {})), "status": "completed"}
+        )
+    i, o = _tokens(answer, prompt)
+    return {
+        "id": "resp-policy",
+        "object": "response",
+        "created_at": 0,
+        "model": request.get("model", ""),
+        "status": "completed",
+        "output": output,
+        "usage": {"input_tokens": i, "output_tokens": o, "total_tokens": i + o},
+    }
