@@ -17,7 +17,8 @@ Usage: python scripts/bench_collect.py [--only collect workers math e2e unary] [
     rows end to end (the collector's own reading, writing and aggregation included).
 (c) unary Verify calls/s, one call at a time and 16 concurrent.
 
-Each figure is printed with the load average (`uptime`'s three numbers) taken just before it.
+Each figure is printed with the load average (`uptime`'s three numbers): per run, taken just
+before it; beside a median, taken after the runs.
 Every run is bounded (subprocess timeouts, asyncio.wait_for).
 """
 
@@ -29,8 +30,8 @@ import os
 import platform
 import re
 import resource
-import subprocess
 import statistics
+import subprocess
 import sys
 import threading
 import time
