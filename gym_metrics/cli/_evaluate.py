@@ -34,16 +34,33 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--limit-samples", type=non_negative_int, metavar="N", help="score only the first N rows")
     p.add_argument("--server", metavar="HOST:PORT", help="score through a running environment (rows are verify bodies)")
     p.add_argument("--auth-token-env", metavar="VAR", help="with --server: send `authorization: Bearer $VAR`")
+    p.add_argument(
+        "--target-config", type=Path, metavar="TARGET.json",
+        help="online evaluation: generate each row's response with this model or agent target first (docs/targets.md)",
+    )  # fmt: skip
+    p.add_argument(
+        "--prompt-template", type=Path, metavar="TEMPLATE.json",
+        help='with a model target: the request rendered per row, e.g. {"messages": [{"role": "user", "content": "{{item.user_input}}"}]}',
+    )  # fmt: skip
     p.set_defaults(func=run)
 
 
-def run(ns: argparse.Namespace) -> int:
+def _check(ns: argparse.Namespace) -> None:
+    """Flags that do not go together, refused before any row is read."""
     if ns.server is None and not ns.scorer:
         raise InvalidInputError("--scorer is required (or --server to score through an environment)")
     if ns.server is not None and ns.scorer_config is not None:
         raise InvalidInputError(
             "--scorer-config configures in-process scorers; a server's environment is configured where it runs"
         )
+    if ns.prompt_template is not None and ns.target_config is None:
+        raise InvalidInputError("--prompt-template goes with --target-config: it builds the request sent to the target")
+    if ns.server is not None and ns.target_config is not None:
+        raise InvalidInputError("--target-config works with in-process scorers (--scorer), not with --server")
+
+
+def run(ns: argparse.Namespace) -> int:
+    _check(ns)
     from gym_metrics.evaluation import evaluate, read_rows, read_scorer_config
     from gym_metrics.scorers import get_scorer
 
@@ -61,7 +78,10 @@ def run(ns: argparse.Namespace) -> int:
     rows = read_rows(ns.input, on_bad_line)
     started = time.perf_counter()
     if scorer is not None:
-        result = evaluate(scorer, rows, parallelism=ns.parallelism, limit_samples=ns.limit_samples)
+        result = evaluate(
+            scorer, rows, parallelism=ns.parallelism, limit_samples=ns.limit_samples,
+            target=ns.target_config, prompt_template=ns.prompt_template,
+        )  # fmt: skip
     else:
         result = asyncio.run(_remote(ns, rows))
     elapsed = time.perf_counter() - started
@@ -81,6 +101,8 @@ def run(ns: argparse.Namespace) -> int:
         print(f"note: ... and {len(row_errors) - SHOW} more rows with errors", file=sys.stderr)
 
     print(format_scores(result))
+    if ns.target_config is not None:
+        print(generation_summary(result))
     rate = f" ({len(result) / elapsed:,.0f} rows/s)" if elapsed > 0 else ""
     errors = f", {len(result.errors)} with errors" if result.errors else ""
     where = "" if ns.output else " (beside the input; -o writes elsewhere)"
@@ -98,6 +120,19 @@ def format_scores(result: Any) -> str:
     """One line per score: count, NaN count, mean, std, min, max."""
     rows = [[s.name, str(s.count), str(s.nan_count), *(fmt(v) for v in (s.mean, s.std_dev, s.min, s.max))] for s in result.stats]
     return format_table(["score", "count", "nan_count", "mean", "std_dev", "min", "max"], rows)
+
+
+def generation_summary(result: Any) -> str:
+    """Rows generated and failed, tokens, mean latency (online evaluation)."""
+    entries = list(result.generated.values())
+    failed = sum(1 for f in result.errors.values() if f.field == "target")
+    tokens_in = sum(e["usage"]["input_tokens"] or 0 for e in entries)
+    tokens_out = sum(e["usage"]["output_tokens"] or 0 for e in entries)
+    latency = sum(e["latency_s"] for e in entries) / len(entries) if entries else 0.0
+    return (
+        f"generated {len(entries)} responses ({failed} failed), {tokens_in:,} input / {tokens_out:,} output tokens, "
+        f"mean latency {latency:.3f}s"
+    )
 
 
 def _safe(name: str) -> str:

@@ -191,6 +191,9 @@ class EvaluationResult:
     """(rows, scores) float64; NaN where a row has no score."""
     errors: Mapping[int, RowFailure] = field(default_factory=dict)
     """Row index -> why that row failed."""
+    generated: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    """Row index -> what the target generated for it (online evaluation only): the scored
+    text, tool calls, usage, latency and attempts."""
 
     def __len__(self) -> int:
         return int(self.values.shape[0])
@@ -209,11 +212,14 @@ class EvaluationResult:
 
     @property
     def row_scores(self) -> list[dict[str, Any]]:
-        """`{index, scores: {name: value or None}, error?: {field, reason}}` per row."""
+        """`{index, scores: {name: value or None}, generated?: {...}, error?: {field, reason}}` per row."""
         names = self.score_names
         out = []
         for i, row in enumerate(self.values.tolist()):
             entry: dict[str, Any] = {"index": i, "scores": {n: (v if v == v else None) for n, v in zip(names, row)}}
+            generated = self.generated.get(i)
+            if generated is not None:
+                entry["generated"] = generated
             failure = self.errors.get(i)
             if failure is not None:
                 entry["error"] = failure.to_dict()
@@ -251,8 +257,13 @@ class ScoreMatrix:
         self.columns = {name: j for j, name in enumerate(self.names)}
         self.values = np.full((1024, len(self.names)), np.nan)
         self.errors: dict[int, RowFailure] = {}
+        self.generated: dict[int, Mapping[str, Any]] = {}
 
-    def add(self, index: int, scores: Mapping[str, Any] | None, failure: RowFailure | None) -> None:
+    def add(
+        self, index: int, scores: Mapping[str, Any] | None, failure: RowFailure | None, generated: Mapping[str, Any] | None = None
+    ) -> None:
+        if generated is not None:
+            self.generated[index] = generated
         if failure is not None:
             self.errors[index] = failure
             return
@@ -282,4 +293,5 @@ class ScoreMatrix:
     def result(self, metric: str, n_rows: int) -> EvaluationResult:
         if n_rows > len(self.values):  # trailing rows that all failed
             self._grow(n_rows)
-        return EvaluationResult(metric, self.names, self.values[:n_rows].copy(), dict(sorted(self.errors.items())))
+        errors, generated = dict(sorted(self.errors.items())), dict(sorted(self.generated.items()))
+        return EvaluationResult(metric, self.names, self.values[:n_rows].copy(), errors, generated)

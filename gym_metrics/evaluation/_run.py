@@ -3,22 +3,28 @@
 Each row's `score()` coroutine is started eagerly: a CPU-only metric finishes on its first
 step and costs no Task (one code path for every metric, no per-row Task overhead); a metric
 that awaits I/O (a judge) is handed to a Task, with at most `parallelism` rows in flight.
+With a `target` (online evaluation, gym_metrics/evaluation/_online.py) each row's response
+is generated first.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gym_metrics._eager import start_eagerly
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation._result import EvaluationResult, RowFailure, ScoreMatrix
 from gym_metrics.scorers import RowError, Scorer, get_scorer
 
-Outcome = tuple["Mapping[str, Any] | None", "RowFailure | None"]
+if TYPE_CHECKING:
+    from gym_metrics.evaluation._online import TargetSpec, TemplateSpec
+
+Outcome = tuple["Mapping[str, Any] | None", "RowFailure | None", "Mapping[str, Any] | None"]
+"""A row's scores, its failure, and what was generated for it (online only)."""
 
 
 def evaluate(
@@ -28,13 +34,18 @@ def evaluate(
     config: Mapping[str, Any] | None = None,
     parallelism: int = 16,
     limit_samples: int | None = None,
+    target: TargetSpec | None = None,
+    prompt_template: TemplateSpec | None = None,
 ) -> EvaluationResult:
     """Score every row of `dataset` with `metric`; see `evaluate_async`.
 
     Safe to call from code already running an event loop (e.g. a notebook): the run then gets
     its own loop in a worker thread.
     """
-    coro = evaluate_async(metric, dataset, config=config, parallelism=parallelism, limit_samples=limit_samples)
+    coro = evaluate_async(
+        metric, dataset, config=config, parallelism=parallelism, limit_samples=limit_samples,
+        target=target, prompt_template=prompt_template,
+    )  # fmt: skip
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -50,10 +61,16 @@ async def evaluate_async(
     config: Mapping[str, Any] | None = None,
     parallelism: int = 16,
     limit_samples: int | None = None,
+    target: TargetSpec | None = None,
+    prompt_template: TemplateSpec | None = None,
 ) -> EvaluationResult:
     """Score every row of `dataset` with `metric` (an instance, or a registered name plus
     `config`), at most `parallelism` rows at a time, the first `limit_samples` rows only if
     given. Rows are read lazily, so a file-backed dataset is never held in memory.
+
+    With `target` (a TARGET.json path, its dict, or a target config) each row's response is
+    generated first, from `prompt_template` (NeMo Evaluator's `{"messages": [...]}`, a dict or
+    a JSON file path) rendered over the row; see docs/evaluation.md#online-evaluation.
 
     A row that raises (RowError or anything else) gets NaN scores and its error; a dataset item
     that is itself a RowError (e.g. an unreadable JSONL line) is recorded the same way. The
@@ -63,20 +80,46 @@ async def evaluate_async(
         raise InvalidInputError(f"parallelism must be >= 1, got {parallelism}")
     if limit_samples is not None and limit_samples < 0:
         raise InvalidInputError(f"limit_samples must be >= 0, got {limit_samples}")
+    if prompt_template is not None and target is None:
+        raise InvalidInputError("prompt_template goes with a target: it builds the request sent to the model")
     if isinstance(metric, str):
         metric = get_scorer(metric, config)
     elif config is not None:
         raise InvalidInputError("config goes with a metric name; an instance is already configured")
     try:
         rows = dataset if limit_samples is None else islice(dataset, limit_samples)
-        return await _score_all(metric, rows, parallelism)
+        if target is None:
+            return await _score_all(metric, rows, parallelism)
+        return await _score_online(metric, rows, parallelism, target, prompt_template)
     finally:
         await metric.aclose()
 
 
-async def _score_all(metric: Scorer, rows: Iterable[Any], parallelism: int) -> EvaluationResult:
+async def _score_online(
+    metric: Scorer, rows: Iterable[Any], parallelism: int, target: TargetSpec, prompt_template: TemplateSpec | None
+) -> EvaluationResult:
+    from gym_metrics.evaluation._online import Online
+
+    online = Online(metric, target, prompt_template)
+    try:
+        in_flight = max(parallelism, online.max_concurrency)
+        return await _score_all(metric, rows, in_flight, lambda row: online.score(metric, row), eager=False)
+    finally:
+        await online.aclose()
+
+
+async def _score_all(
+    metric: Scorer,
+    rows: Iterable[Any],
+    parallelism: int,
+    score: Callable[[Mapping[str, Any]], Coroutine[Any, Any, Outcome]] | None = None,
+    eager: bool | None = None,
+) -> EvaluationResult:
+    """Rows scored by `score(row)` (default: the metric's), at most `parallelism` at a time."""
     scores = ScoreMatrix(metric.score_names)
     pending: dict[asyncio.Future[Outcome], int] = {}
+    score_one = score or (lambda row: score_row(metric, row))
+    trusted = metric.eager if eager is None else eager
 
     async def drain(until: int) -> None:
         while len(pending) > until:
@@ -95,7 +138,7 @@ async def _score_all(metric: Scorer, rows: Iterable[Any], parallelism: int) -> E
                 continue
             if len(pending) >= parallelism:
                 await drain(parallelism - 1)
-            done, value = start_eagerly(_score_row(metric, row), trusted=metric.eager)
+            done, value = start_eagerly(score_one(row), trusted=trusted)
             if done:
                 scores.add(index, *value)
             else:
@@ -109,10 +152,11 @@ async def _score_all(metric: Scorer, rows: Iterable[Any], parallelism: int) -> E
     return scores.result(metric.name or type(metric).__name__, index + 1)
 
 
-async def _score_row(metric: Scorer, row: Mapping[str, Any]) -> Outcome:
+async def score_row(metric: Scorer, row: Mapping[str, Any]) -> Outcome:
+    """One row's outcome; whatever the metric raises is the row's error, never the run's."""
     try:
-        return await metric.score(row), None
+        return await metric.score(row), None, None
     except RowError as exc:
-        return None, RowFailure(exc.field, exc.reason)
+        return None, RowFailure(exc.field, exc.reason), None
     except Exception as exc:  # a bug or an unexpected row shape: recorded, never fatal
-        return None, RowFailure("row", f"{type(exc).__name__}: {exc}")
+        return None, RowFailure("row", f"{type(exc).__name__}: {exc}"), None
