@@ -7,9 +7,11 @@ where there is no glibc.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import gc
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 
 def _find_malloc_trim() -> Callable[[int], int] | None:
@@ -28,3 +30,23 @@ def trim_heap() -> None:
     """Return free heap pages to the OS (glibc only)."""
     if _malloc_trim is not None:
         _malloc_trim(0)
+
+
+@contextlib.contextmanager
+def fewer_gc_passes() -> Iterator[None]:
+    """For runs that make short-lived containers by the million (rows, rendered entries): at
+    Python's default thresholds the cyclic collector runs every 700 allocations and a full
+    pass walks every live object (0.3 s of 3.9 s of CPU in a 1M-rollout `aggregate`). Meanwhile
+    what is alive now is frozen out of its view and the young generation waits for 10,000
+    allocations (cyclic garbage is still collected); both are undone afterwards (a caller that
+    froze objects itself keeps its own freeze, and nothing more is frozen)."""
+    thresholds, freeze = gc.get_threshold(), gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        if freeze:
+            gc.unfreeze()

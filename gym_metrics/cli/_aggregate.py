@@ -35,6 +35,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
+    from gym_metrics._memory import fewer_gc_passes
     from gym_metrics.aggregate import AggregateOptions, aggregate_file
 
     compute = keys = columns = columnar = None
@@ -53,19 +54,20 @@ def run(ns: argparse.Namespace) -> int:
     )
     started = time.perf_counter()
     econ: dict[str, dict[str, float | int]] = {}
-    out, results, rollouts = aggregate_file(
-        ns.rollouts,
-        ns.output,
-        options=options,
-        compute_metrics=compute,
-        get_key_metrics=keys,
-        column_metrics=columns,
-        compute_metrics_columns=columnar,
-        on_bad_line=ns.on_bad_line,
-        extra=_economics_section(econ) if ns.economics else None,
-        default_agent=ns.agent,
-        keep_rows=False,
-    )
+    with fewer_gc_passes():
+        out, results, rollouts = aggregate_file(
+            ns.rollouts,
+            ns.output,
+            options=options,
+            compute_metrics=compute,
+            get_key_metrics=keys,
+            column_metrics=columns,
+            compute_metrics_columns=columnar,
+            on_bad_line=ns.on_bad_line,
+            extra=_economics_section(econ) if ns.economics else None,
+            default_agent=ns.agent,
+            keep_rows=False,
+        )
     elapsed = time.perf_counter() - started
     for bad in rollouts.bad_lines[:SHOW_VIOLATIONS]:
         print(f"warning: skipped {ns.rollouts}:{bad}", file=sys.stderr)
