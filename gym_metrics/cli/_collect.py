@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import os
 import sys
 import time
 from collections.abc import Coroutine, Iterator
@@ -51,15 +52,73 @@ def add_parsers(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("--auth-token-env", metavar="VAR", help="send `authorization: Bearer $VAR`")
     p.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect with TLS")
-    p.set_defaults(func=run, check_inputs=_check_repeats)
+    _add_policy_flags(p)
+    p.set_defaults(func=run, check_inputs=_check_inputs)
 
     demo = sub.add_parser("demo", help="serve math_exact in-process and collect its shipped sample")
     demo.add_argument("--out-dir", type=Path, default=Path("demo_out"))
+    demo.add_argument(
+        "--online", action="store_true",
+        help="generate the sample's answers first, with a scripted policy model on loopback",
+    )  # fmt: skip
     demo.set_defaults(func=run_demo)
 
 
-def _check_repeats(ns: argparse.Namespace) -> None:
-    """--num-repeats with an input that already has indices is refused before any connection."""
+def _add_policy_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("generation", "generate each rollout with a policy model first (rows with neither reward nor response)")
+    g.add_argument("--policy-url", metavar="URL", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    g.add_argument("--policy-model", metavar="NAME", help="model name sent in every request")
+    g.add_argument("--policy-api", choices=["chat", "responses"], default="chat", help="endpoint called (default chat)")
+    g.add_argument("--policy-key-env", metavar="VAR", help="environment variable holding the API key")
+    g.add_argument("--temperature", type=float, metavar="T", help="override the requests' temperature")
+    g.add_argument("--top-p", type=float, metavar="P", help="override the requests' top_p")
+    g.add_argument("--max-tokens", type=int, metavar="N", help="override the requests' max output tokens")
+    g.add_argument("--seed", type=int, metavar="S", help="sampling seed sent with every request (all repeats alike)")
+    g.add_argument("--policy-concurrency", type=positive_int, default=64, metavar="N", help="generations in flight (64)")
+    g.add_argument("--policy-timeout", type=positive_float, default=300.0, metavar="S", help="seconds per attempt (300)")
+    g.add_argument("--policy-max-retries", type=non_negative_int, default=3, metavar="N", help="retries per generation (3)")
+
+
+_POLICY_FLAGS = {
+    "url": "--policy-url", "model": "--policy-model", "api_key_env": "--policy-key-env",
+    "inference.temperature": "--temperature", "inference.top_p": "--top-p",
+    "inference.max_tokens": "--max-tokens", "inference.seed": "--seed",
+}  # fmt: skip
+_SAMPLING = ("temperature", "top_p", "max_tokens", "seed")
+
+
+def policy_config(ns: argparse.Namespace) -> Any:
+    """The ModelTargetConfig of the `--policy-*` flags (None without --policy-url);
+    InvalidInputError naming the flag of a bad value."""
+    from gym_metrics.errors import FieldViolation, InvalidInputError
+    from gym_metrics.targets import parse_target
+
+    if ns.policy_url is None:
+        given = [f"--{n.replace('_', '-')}" for n in ("policy_model", "policy_key_env", *_SAMPLING) if getattr(ns, n) is not None]
+        if given:
+            raise InvalidInputError(f"{', '.join(given)} need --policy-url", [FieldViolation("--policy-url", "not given")])
+        return None
+    if ns.policy_model is None:
+        raise InvalidInputError("--policy-url needs --policy-model", [FieldViolation("--policy-model", "not given")])
+    if ns.policy_key_env is not None and not os.environ.get(ns.policy_key_env):
+        raise InvalidInputError("policy API key not found", [FieldViolation("--policy-key-env", f"{ns.policy_key_env} is not set or empty")])
+    data = {
+        "type": "model", "url": ns.policy_url, "model": ns.policy_model, "api": ns.policy_api,
+        "api_key_env": ns.policy_key_env, "inference": {k: getattr(ns, k) for k in _SAMPLING},
+        "timeout_seconds": ns.policy_timeout, "max_retries": ns.policy_max_retries,
+        "max_concurrency": ns.policy_concurrency,
+    }  # fmt: skip
+    try:
+        return parse_target(data, source="policy")
+    except InvalidInputError as exc:
+        named = [FieldViolation(_POLICY_FLAGS.get(v.field.removeprefix("policy."), v.field), v.description) for v in exc.violations]
+        raise InvalidInputError("bad --policy-* flags", named) from None
+
+
+def _check_inputs(ns: argparse.Namespace) -> None:
+    """Bad policy flags, and --num-repeats with an input that already has indices, are
+    refused before any connection."""
+    ns.policy = policy_config(ns)
     if ns.num_repeats is not None:
         from gym_metrics.collector import check_repeats_input
 
@@ -83,6 +142,7 @@ def run(ns: argparse.Namespace) -> int:
         retry=RetryPolicy(max_retries=ns.max_retries),
         connect_timeout=ns.connect_timeout,
         default_agent=ns.agent,
+        target=ns.policy if "policy" in ns else policy_config(ns),
     )
 
     async def collect() -> Any:
@@ -98,28 +158,66 @@ def run(ns: argparse.Namespace) -> int:
 def run_demo(ns: argparse.Namespace) -> int:
     from gym_metrics import resolve_server
     from gym_metrics._transport import ResourcesClient, ServerConfig, start_server
-    from gym_metrics.collector import collect_async
+    from gym_metrics.collector import CollectOptions, collect_async
 
     env = resolve_server("math_exact")()  # the shipped example environment, found by name
     sample = env.sample
     if sample is None:
         raise GymMetricsError("math_exact ships no sample file (is the package installed whole?)")
-    out = ns.out_dir / "math_exact_rollouts.jsonl"
+    out = ns.out_dir / ("math_exact_online_rollouts.jsonl" if ns.online else "math_exact_rollouts.jsonl")
     for stale in (out, out.with_name(f"{out.stem}_aggregate_metrics.json")):
         stale.unlink(missing_ok=True)
 
-    async def collect() -> Any:
+    async def collect(source: Path, options: CollectOptions | None) -> Any:
         server = await start_server(env, ServerConfig(port=0, log_requests=False))
-        print(f"math_exact serving on {server.address}; collecting {sample.name}", file=sys.stderr)
+        print(f"math_exact serving on {server.address}; collecting {source.name}", file=sys.stderr)
         try:
             async with ResourcesClient(server.address) as client:
-                return await collect_async(client, sample, out)
+                return await collect_async(client, source, out, options)
         finally:
             await server.stop(0)
 
     started = time.perf_counter()
-    result = run_keeping_result(collect())
+    if not ns.online:
+        result = run_keeping_result(collect(sample, None))
+        return report(result, time.perf_counter() - started)
+    with _scripted_policy(sample, ns.out_dir) as (tasks, options):
+        result = run_keeping_result(collect(tasks, options))
     return report(result, time.perf_counter() - started)
+
+
+DEMO_REPEATS = 4
+
+
+@contextlib.contextmanager
+def _scripted_policy(sample: Path, out_dir: Path) -> Iterator[tuple[Path, Any]]:
+    """The sample's 12 tasks as NeMo Gym task rows (no response) in `out_dir`, a scripted
+    policy on loopback that answers 9 of them right (so mean/reward is 0.75), and the collect
+    options that generate 4 rollouts per task with it."""
+    import json
+
+    from gym_metrics.collector import CollectOptions
+    from gym_metrics.targets import ModelTargetConfig
+    from gym_metrics.testing import ScriptedPolicyServer
+
+    tasks: dict[int, dict[str, Any]] = {}
+    for line in sample.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        tasks.setdefault(row["_ng_task_index"], row)
+    answers, path = {}, out_dir / "math_exact_tasks.jsonl"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for index, row in sorted(tasks.items()):
+            request = row["responses_create_params"]
+            prompt = request["input"][-1]["content"]
+            right = index % 4 != 3
+            answers[prompt] = f"The final answer is $\\boxed{{{row['expected_answer']}}}$." if right else "I am not sure, maybe 7."
+            task = {"agent_ref": {"name": "scripted_policy"}, "responses_create_params": request, "expected_answer": row["expected_answer"]}
+            f.write(json.dumps(task) + "\n")
+    with ScriptedPolicyServer(answers) as policy:
+        print(f"scripted policy serving on {policy.url}; generating {DEMO_REPEATS} rollouts per task", file=sys.stderr)
+        target = ModelTargetConfig(url=policy.url, model="scripted-policy", max_concurrency=16)
+        yield path, CollectOptions(num_repeats=DEMO_REPEATS, target=target)
 
 
 @contextlib.contextmanager
@@ -162,6 +260,8 @@ def report(result: Any, elapsed: float) -> int:
     print(format_key_metrics({a.agent_name: a.key_metrics for a in result.aggregates}))
     print_value_notes(result.aggregates)
     parts = [f"{result.verified} verified", f"{result.passed_through} already scored"]
+    if result.generated or result.generation_failed:
+        parts.insert(0, f"{result.generated} generated ({result.generation_failed} generations failed)")
     if result.skipped_done:
         parts.append(f"{result.skipped_done} already in the output (resumed)")
     if result.bad_lines:
@@ -171,7 +271,8 @@ def report(result: Any, elapsed: float) -> int:
     for f in result.failed_agents:
         kinds = ", ".join(f"{kind}: {n}" for kind, n in f.by_kind.items())
         print(
-            f"error: agent {f.agent}: {f.rollouts} of {f.rollouts} rollouts failed verification ({kinds})"
+            f"error: agent {f.agent}: {f.rollouts} of {f.rollouts} rollouts failed"
+            f"{' verification' if 'generation' not in f.by_kind else ''} ({kinds})"
             f" — see _gm_error in {result.rollouts_path}",
             file=sys.stderr,
         )

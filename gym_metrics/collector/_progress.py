@@ -28,6 +28,10 @@ class Progress:
         self.started = time.monotonic()
         self._last = self.started
         self.skipped = 0
+        self.generating = False
+        """Whether rollouts are generated (then the line shows generated, verified, failed and
+        tokens/s)."""
+        self.generated_ok = self.generation_failed = self.output_tokens = 0
 
     @property
     def done(self) -> int:
@@ -51,6 +55,15 @@ class Progress:
         tally.done += count
         tally.reward_sum += reward_sum
         tally.scored += scored
+
+    def generated(self, output_tokens: int | None, failed: bool = False) -> None:
+        """One generation finished (or failed after its retries)."""
+        self.generating = True
+        if failed:
+            self.generation_failed += 1
+        else:
+            self.generated_ok += 1
+            self.output_tokens += output_tokens or 0
 
     def tick(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -76,7 +89,13 @@ class Progress:
         means = ", ".join(
             f"{name} {t.reward_sum / t.scored:.3f}" for name, t in sorted(self.agents.items()) if t.scored
         )
-        return f"{head} rollouts, {done / elapsed:,.0f}/s, {self.errors} errors" + (f" | mean reward: {means}" if means else "")
+        line = f"{head} rollouts, {done / elapsed:,.0f}/s, {self.errors} errors"
+        if self.generating:
+            line += (
+                f" | generated {self.generated_ok:,}, verified {done - self.errors:,}, "
+                f"failed {self.errors:,}, {self.output_tokens / elapsed:,.0f} tokens/s"
+            )
+        return line + (f" | mean reward: {means}" if means else "")
 
     def close(self) -> None:
         self.tick(force=True)

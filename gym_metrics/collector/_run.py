@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import math
 import sys
-from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
-import orjson
 
-from gym_metrics._unique import unique
-from gym_metrics._transport import ResourcesClient, ServerUnavailableError, VerifiedBatch
+from gym_metrics._transport import ResourcesClient, ServerUnavailableError
 from gym_metrics.aggregate import (
-    ERROR_KEY,
     ERROR_KINDS,
     AgentAggregate,
     BadLine,
@@ -29,10 +24,12 @@ from gym_metrics.aggregate import (
     read_rollouts,
     write_aggregate_metrics,
 )
-from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
 from gym_metrics.collector._outfile import OutputFile
 from gym_metrics.collector._progress import Progress
-from gym_metrics.collector._verify import Batch, RetryPolicy, make_batches, verify_all
+from gym_metrics.collector._generate import GeneratedBatches, make_targets
+from gym_metrics.collector._router import Router
+from gym_metrics.collector._verify import Batches, RetryPolicy, make_batches, verify_all
+from gym_metrics.targets import ModelTargetConfig
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 T = TypeVar("T")
@@ -60,6 +57,10 @@ class CollectOptions:
     default_agent: str | None = None
     """The agent of input lines without an agent_ref (their output lines stay without one);
     None: such a line is a bad line."""
+    target: ModelTargetConfig | None = None
+    """The policy model that answers rows with neither a reward nor a response (their
+    `responses_create_params` is the request), before they are verified; None: such rows
+    are verified as they are (the `--policy-*` flags)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,10 @@ class CollectResult:
     repaired_bytes: int
     failed_agents: list[FailedAgent] = field(default_factory=list)
     """Agents every rollout of which failed verification (see `_gm_error` in the output)."""
+    generated: int = 0
+    """Rollouts the policy answered (then verified)."""
+    generation_failed: int = 0
+    """Rollouts whose generation failed after its retries (`_gm_error` kind `generation`)."""
 
 
 def collect(
@@ -117,13 +122,22 @@ async def collect_async(
     if out.repaired_bytes:
         log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
     progress = progress or Progress(_estimate_total(input_path, opts.num_repeats))
-    router = _Router(input_path, opts, out, progress)
+    router = Router(input_path, opts, out, progress)
     lanes = await _connections(client, opts.connections, opts.retry, log)
+    batches: Batches = (
+        make_batches(router.to_verify(), opts.batch_size, opts.max_batch_bytes)
+        if opts.target is None
+        else GeneratedBatches(
+            router.to_verify(), make_targets(opts.target), router.record_failed, progress,
+            max_items=opts.batch_size, max_bytes=opts.max_batch_bytes,
+        )  # fmt: skip
+    )
     try:
-        batches = make_batches(router.to_verify(), opts.batch_size, opts.max_batch_bytes)
         await verify_all(lanes, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log)
         router.flush()
     finally:
+        if isinstance(batches, GeneratedBatches):
+            await batches.aclose()
         for extra in lanes[1:]:
             await extra.close()
         out.close()
@@ -137,6 +151,7 @@ async def collect_async(
     aggregates, failed = await _aggregate_output(
         client, output_path, router.tasks, opts, info.wants_rows, log, in_memory
     )
+    failed = [_with_generation_failures(f, router.generation_failures.get(f.agent, 0)) for f in failed]
     metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
     return CollectResult(
         rollouts_path=output_path,
@@ -148,6 +163,8 @@ async def collect_async(
         skipped_done=router.skipped_done,
         repaired_bytes=out.repaired_bytes,
         failed_agents=failed,
+        generated=progress.generated_ok,
+        generation_failed=router.generation_failed,
     )
 
 
@@ -160,113 +177,6 @@ async def _connections(
     if more is None:
         return [client]
     return await _retrying(lambda: more(n), retry, log)
-
-
-class _Router:
-    """Splits the input: already-verified rows are written at once, the rest are verified."""
-
-    def __init__(self, path: Path, opts: CollectOptions, out: OutputFile, progress: Progress) -> None:
-        self.path, self.opts, self.out, self.progress = path, opts, out, progress
-        self.tasks: dict[str, set[int]] = defaultdict(set)
-        self.bad_lines: list[BadLine] = []
-        self.verified = self.passed_through = self.skipped_done = 0
-        self._pending: list[bytes] = []
-        self.columns: dict[str, list[RolloutColumns]] = defaultdict(list)
-        """Columns of passed-through rows, while every output row is among them."""
-        self.complete = True
-
-    def to_verify(self) -> Iterator[Rollout]:
-        for item in read_input(self.path, self.opts.num_repeats, self.opts.default_agent):
-            if isinstance(item, BadLine):
-                self._bad(item)
-                continue
-            if isinstance(item, ScoredLines):
-                self._pass_through(item)
-                continue
-            self.tasks[item.agent].add(item.task)
-            if (item.agent, item.task, item.rollout) in self.out.done:
-                self.skipped_done += 1
-                continue
-            if item.verified:
-                self.complete = False
-                self._pending.append(item.raw + b"\n" if item.raw is not None else dumps_row(item.row))
-                self.passed_through += 1
-                self.progress.add(item.agent, _reward(item.row))
-                if len(self._pending) >= 4096:
-                    self.flush()
-                continue
-            yield item
-        self.flush()
-
-    def _pass_through(self, scored: ScoredLines) -> None:
-        """Already-scored lines, column-wise: keys noted, lines copied, progress counted."""
-        keep = np.ones(len(scored), dtype=bool)
-        for code, name in enumerate(scored.agents):
-            mine = scored.agent_code == code
-            if not mine.any():
-                continue
-            self.tasks[name].update(unique(scored.task[mine]).tolist())
-            if self.out.done:
-                for i in np.flatnonzero(mine).tolist():
-                    if (name, int(scored.task[i]), int(scored.rollout[i])) in self.out.done:
-                        keep[i] = False
-            rewards = scored.reward[mine & keep]
-            self.progress.add_many(name, len(rewards), float(np.nansum(rewards)), int(np.isfinite(rewards).sum()))
-        self.skipped_done += int((~keep).sum())
-        if scored.columns is None or not keep.all():
-            self.complete = False
-        elif self.complete:
-            for name, cols in scored.columns.items():
-                self.columns[name].append(cols)
-        self.flush()
-        self.out.write([scored.text(None if keep.all() else keep)])
-        self.passed_through += int(keep.sum())
-        self.progress.tick()
-
-    def record(self, batch: Batch, verified: VerifiedBatch) -> None:
-        """Write an answered batch: each row with its verify response (parsed once, here) or
-        its error."""
-        self.complete = False
-        lines = []
-        add, isfinite = self.progress.add, math.isfinite
-        for (rollout, _), reward, text, kind, message in zip(
-            batch, verified.reward, verified.response_json, verified.error_kind, verified.error_message
-        ):
-            if kind is None and text:
-                row = {**rollout.row, **orjson.loads(text)}
-                add(rollout.agent, reward if isfinite(reward) else None)
-            else:
-                # The server knows only the rollout; the user needs the input line.
-                message = f"input line {rollout.line}: {message}" if rollout.line else message
-                row = {**rollout.row, ERROR_KEY: {"kind": kind, "message": message}}
-                row.pop("reward", None)
-                add(rollout.agent, None, error=True)
-            lines.append(dumps_row(row))
-        self.flush()
-        self.out.write(lines)
-        self.verified += len(lines)
-        self.progress.tick()
-
-    def flush(self) -> None:
-        if self._pending:
-            self.out.write(self._pending)
-            self._pending = []
-            self.progress.tick()
-
-    def _bad(self, bad: BadLine) -> None:
-        self.bad_lines.append(bad)
-        if self.opts.on_bad_line == "fail":
-            self.flush()
-            raise InvalidInputError(
-                f"{self.path}: bad input line (fix it and re-run with --resume, or use --on-bad-line skip)",
-                [FieldViolation(bad.field, bad.reason, bad.line, row_name="line")],
-            )
-        print(f"warning: skipped {self.path}:{bad}", file=sys.stderr)
-
-
-def _reward(row: dict[str, Any]) -> float | None:
-    value = row.get("reward")
-    return float(value) if isinstance(value, (int, float)) else None
 
 
 async def _aggregate_output(
@@ -334,6 +244,16 @@ def _all_failed(agent: str, cols: RolloutColumns) -> FailedAgent | None:
         return None
     codes = np.bincount(errors, minlength=len(ERROR_KINDS) + 1)
     return FailedAgent(agent, len(cols), {kind: int(codes[i + 1]) for i, kind in enumerate(ERROR_KINDS) if codes[i + 1]})
+
+
+def _with_generation_failures(failed: FailedAgent, generation: int) -> FailedAgent:
+    """The engine codes a `generation` failure as verify_failed (its kinds are the verify
+    ones): this run's generation failures are moved to a kind of their own for the report."""
+    moved = min(generation, failed.by_kind.get("verify_failed", 0))
+    if not moved:
+        return failed
+    kinds = {**failed.by_kind, "verify_failed": failed.by_kind["verify_failed"] - moved, "generation": moved}
+    return FailedAgent(failed.agent, failed.rollouts, {k: n for k, n in kinds.items() if n})
 
 
 def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns], where: str = "line") -> None:

@@ -14,6 +14,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol, Union
 
 import orjson
 
@@ -23,6 +24,16 @@ from gym_metrics.collector._input import Rollout
 Batch = list[tuple[Rollout, bytes]]
 OnResults = Callable[[Batch, VerifiedBatch], None]
 """Called once per answered batch: its rollouts (with bodies) and their results, in order."""
+
+
+class BatchSource(Protocol):
+    """Batches made asynchronously (generated first): `await next_batch()`, None at the end.
+    It must be safe to cancel (a broken stream's reader may be)."""
+
+    async def next_batch(self) -> Batch | None: ...
+
+
+Batches = Union[Iterator[Batch], BatchSource]
 
 
 @dataclass
@@ -70,7 +81,7 @@ class _Sender:
     whether the input is done (or failed). Each stream (one per lane and retry) reads requests
     from here."""
 
-    def __init__(self, batches: Iterator[Batch], max_in_flight: int) -> None:
+    def __init__(self, batches: Batches, max_in_flight: int) -> None:
         self.batches = batches
         self.max_in_flight = max_in_flight
         self.unanswered: dict[str, tuple[Batch, int]] = {}
@@ -78,6 +89,7 @@ class _Sender:
         self.input_error: Exception | None = None
         self.stream_no: dict[int, int] = {}
         self.room = asyncio.Condition()
+        self._taking = asyncio.Lock()
         self._next_id = 0
 
     def owned(self, lane: int) -> int:
@@ -110,7 +122,7 @@ class _Sender:
                 # batch, which it can no longer send. Leave new batches to the current stream,
                 # or they would be lost until the next retry.
                 return
-            new = self._next_batch()
+            new = self._next_batch() if isinstance(self.batches, Iterator) else await self._next_made()
             if new is None:
                 async with self.room:
                     self.room.notify_all()  # the other lanes' readers stop too
@@ -121,6 +133,7 @@ class _Sender:
             yield batch_id, _items(new)
 
     def _next_batch(self) -> Batch | None:
+        assert isinstance(self.batches, Iterator)
         try:
             new = next(self.batches, None)
         except Exception as exc:
@@ -128,6 +141,20 @@ class _Sender:
             # sees CancelledError): end the requests, let the batches already sent be answered
             # and recorded, then raise it from verify_all.
             self.input_error, new = exc, None
+        if new is None:
+            self.exhausted = True
+        return new
+
+    async def _next_made(self) -> Batch | None:
+        """The source's next batch; one reader at a time (lanes share the source)."""
+        assert not isinstance(self.batches, Iterator)
+        async with self._taking:
+            if self.exhausted:
+                return None
+            try:
+                new = await self.batches.next_batch()
+            except Exception as exc:
+                self.input_error, new = exc, None
         if new is None:
             self.exhausted = True
         return new
@@ -148,7 +175,7 @@ def _items(batch: Batch) -> list[VerifyInput]:
 
 async def verify_all(
     client: ResourcesClient | Sequence[ResourcesClient],
-    batches: Iterator[Batch],
+    batches: Batches,
     on_results: OnResults,
     *,
     max_in_flight: int = 8,

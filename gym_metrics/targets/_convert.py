@@ -5,6 +5,7 @@ model serves.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -49,11 +50,11 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def message_item(text: str) -> dict[str, Any]:
+def message_item(text: str, item_id: str | None = None) -> dict[str, Any]:
     """A Responses `message` output item holding `text` as one `output_text` content item."""
     return {
         "type": "message",
-        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "id": item_id or f"msg_{uuid.uuid4().hex[:24]}",
         "role": "assistant",
         "status": "completed",
         "content": [{"type": "output_text", "text": text, "annotations": []}],
@@ -89,12 +90,16 @@ def chat_to_responses(completion: Mapping[str, Any]) -> dict[str, Any]:
     when it is not a chat completion."""
     message = completion["choices"][0]["message"]
     output: list[dict[str, Any]] = []
+    # Item ids follow from the completion's id when it has one, so the same answer converts to
+    # the same bytes (a resumed collection's metrics equal an uninterrupted one's).
+    given = completion.get("id")
+    tag = hashlib.sha256(given.encode()).hexdigest()[:24] if isinstance(given, str) and given else uuid.uuid4().hex[:24]
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
-        output.append({"type": "reasoning", "id": f"rs_{uuid.uuid4().hex[:24]}", "summary": [{"type": "summary_text", "text": reasoning}]})
+        output.append({"type": "reasoning", "id": f"rs_{tag}", "summary": [{"type": "summary_text", "text": reasoning}]})
     text = _text_of(message.get("content"))
     if text:
-        output.append(message_item(text))
+        output.append(message_item(text, f"msg_{tag}"))
     for call in message.get("tool_calls") or ():
         function = call["function"]
         output.append(function_call_item(function["name"], function.get("arguments"), call.get("id")))

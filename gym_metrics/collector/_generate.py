@@ -1,0 +1,177 @@
+"""Generate, then verify: the rollouts that need an answer get one from the policy model while
+earlier ones are already being verified.
+
+`GeneratedBatches` sits between the input and VerifyStream. A feeder task reads the input;
+each rollout without a `response` (or reward) starts a generation, at most `concurrency` at
+once, and goes to the ready queue with the policy's Responses-shaped answer as its `response`;
+rollouts that already have one go there directly. The verify sender takes whatever is ready
+as its next batch (`next_batch()`), so verification never waits for the whole input. Memory is
+bounded by the generations in flight plus a ready queue of at most `ready_limit` rollouts (the
+feeder waits for room). A generation that fails after its retries is handed to `on_failed`
+(written as a failed rollout), never raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import orjson
+
+from gym_metrics.collector._input import Rollout
+from gym_metrics.collector._progress import Progress
+from gym_metrics.collector._verify import Batch
+from gym_metrics.targets import Generation, GenerationError, ModelTarget, ModelTargetConfig
+
+REQUEST_KEY = "responses_create_params"
+"""The row field holding the Responses API request (NeMo Gym's task rows)."""
+
+OnFailed = Callable[[Rollout, str], None]
+"""Called once per rollout whose generation failed, with the error message."""
+
+SHARD_CONNECTIONS = 8
+"""Connections per pooled client. httpcore scans its whole pool (and asks every connection
+whether it expired) each time a request starts or ends: at 256 connections in one pool that
+costs milliseconds of CPU per request, at 8 it is noise. So `--policy-concurrency N` is
+spread over N / 8 clients, each with its own pool."""
+
+
+def make_targets(config: ModelTargetConfig) -> list[ModelTarget]:
+    """The clients that share `config.max_concurrency` (see SHARD_CONNECTIONS)."""
+    total = config.max_concurrency
+    shards = max(1, -(-total // SHARD_CONNECTIONS))
+    sizes = [total // shards + (i < total % shards) for i in range(shards)]
+    return [ModelTarget(config.model_copy(update={"max_concurrency": n})) for n in sizes]
+
+
+def needs_generation(row: Mapping[str, Any]) -> bool:
+    """A row without a response to verify (and without a reward: those never get here)."""
+    return row.get("response") is None
+
+
+class GeneratedBatches:
+    """The verify batches of `rollouts`, generated first where needed (see the module
+    docstring). `next_batch()` is safe to cancel: nothing is taken from the queue until a batch
+    is returned."""
+
+    def __init__(
+        self,
+        rollouts: Iterator[Rollout],
+        targets: list[ModelTarget],
+        on_failed: OnFailed,
+        progress: Progress,
+        *,
+        max_items: int,
+        max_bytes: int,
+    ) -> None:
+        self.rollouts, self.targets, self.on_failed, self.progress = rollouts, targets, on_failed, progress
+        self.max_items, self.max_bytes = max_items, max_bytes
+        self.concurrency = sum(t.config.max_concurrency for t in targets)
+        self._load = [0] * len(targets)
+        """Generations running on each target."""
+        self.ready_limit = max(max_items, self.concurrency)
+        self._ready: deque[tuple[Rollout, bytes]] = deque()
+        self._changed = asyncio.Condition()
+        self._slots = asyncio.Semaphore(self.concurrency)
+        self._running: set[asyncio.Task[None]] = set()
+        self._done = False
+        self._error: BaseException | None = None
+        self._feeder: asyncio.Task[None] | None = None
+
+    async def next_batch(self) -> Batch | None:
+        """The next batch (what is ready, up to max_items / max_bytes, at least one rollout);
+        None when every rollout has been batched; the input's error once it is drained."""
+        if self._feeder is None:
+            self._feeder = asyncio.ensure_future(self._feed())
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._ready) or self._done)
+            if not self._ready:
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    raise error
+                return None
+            batch: Batch = []
+            size = 0
+            while self._ready and len(batch) < self.max_items:
+                if batch and size + len(self._ready[0][1]) > self.max_bytes:
+                    break
+                item = self._ready.popleft()
+                batch.append(item)
+                size += len(item[1])
+            self._changed.notify_all()  # room for the feeder
+            return batch
+
+    async def aclose(self) -> None:
+        """Stop reading, cancel the generations still running (a run that failed), close the
+        clients."""
+        tasks = [t for t in (self._feeder, *self._running) if t is not None and not t.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for target in self.targets:
+            await target.aclose()
+
+    async def _feed(self) -> None:
+        """Read the input, start generations, wait for the last one, then mark the end."""
+        try:
+            for n, rollout in enumerate(self.rollouts):
+                async with self._changed:
+                    await self._changed.wait_for(lambda: len(self._ready) < self.ready_limit)
+                if needs_generation(rollout.row):
+                    await self._slots.acquire()
+                    task = asyncio.ensure_future(self._generate(rollout))
+                    self._running.add(task)
+                    task.add_done_callback(self._running.discard)
+                else:
+                    await self._push(rollout)
+                    if n % 256 == 255:
+                        await asyncio.sleep(0)  # let the sender and the generations run
+        except Exception as exc:  # a bad input line: batch what was read, then raise it
+            self._error = exc
+        finally:
+            if self._running:
+                await asyncio.gather(*list(self._running), return_exceptions=True)
+            async with self._changed:
+                self._done = True
+                self._changed.notify_all()
+
+    async def _generate(self, rollout: Rollout) -> None:
+        try:
+            request = rollout.row.get(REQUEST_KEY)
+            if not isinstance(request, Mapping):
+                self._failed(rollout, f"no {REQUEST_KEY} (a Responses API request) to generate from")
+                return
+            shard = min(range(len(self.targets)), key=self._load.__getitem__)
+            self._load[shard] += 1
+            try:
+                generation = await self.targets[shard].generate(request)
+            except GenerationError as exc:
+                self._failed(rollout, str(exc))
+                return
+            finally:
+                self._load[shard] -= 1
+            self._generated(rollout, generation)
+            await self._push(rollout)
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError) and self._error is None:
+                self._error = exc  # a bug, not a model failure: the run fails with it
+            raise
+        finally:
+            self._slots.release()
+
+    def _generated(self, rollout: Rollout, generation: Generation) -> None:
+        rollout.row = {**rollout.row, "response": generation.response}
+        rollout.raw = None  # the line written is the row, not the input line
+        self.progress.generated(generation.usage.output_tokens)
+
+    def _failed(self, rollout: Rollout, message: str) -> None:
+        self.progress.generated(None, failed=True)
+        self.on_failed(rollout, message)
+
+    async def _push(self, rollout: Rollout) -> None:
+        body = orjson.dumps(rollout.row, option=orjson.OPT_SERIALIZE_NUMPY)
+        async with self._changed:
+            self._ready.append((rollout, body))
+            self._changed.notify_all()

@@ -1,0 +1,149 @@
+"""Phase 1's bookkeeping: which input rows are written at once, which are verified (or
+generated first), and the output lines of each answered batch or failed generation."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import orjson
+
+from gym_metrics._transport import VerifiedBatch
+from gym_metrics._unique import unique
+from gym_metrics.aggregate import ERROR_KEY, BadLine, RolloutColumns
+from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
+from gym_metrics.collector._outfile import OutputFile
+from gym_metrics.collector._progress import Progress
+from gym_metrics.collector._verify import Batch
+from gym_metrics.errors import FieldViolation, InvalidInputError
+
+if TYPE_CHECKING:
+    from gym_metrics.collector._run import CollectOptions
+
+
+class Router:
+    """Splits the input: already-verified rows are written at once, the rest are verified."""
+
+    def __init__(self, path: Path, opts: CollectOptions, out: OutputFile, progress: Progress) -> None:
+        self.path, self.opts, self.out, self.progress = path, opts, out, progress
+        self.tasks: dict[str, set[int]] = defaultdict(set)
+        self.bad_lines: list[BadLine] = []
+        self.verified = self.passed_through = self.skipped_done = self.generation_failed = 0
+        self.generation_failures: dict[str, int] = defaultdict(int)
+        """Failed generations per agent (this run's)."""
+        self._pending: list[bytes] = []
+        self.columns: dict[str, list[RolloutColumns]] = defaultdict(list)
+        """Columns of passed-through rows, while every output row is among them."""
+        self.complete = True
+
+    def to_verify(self) -> Iterator[Rollout]:
+        for item in read_input(self.path, self.opts.num_repeats, self.opts.default_agent):
+            if isinstance(item, BadLine):
+                self._bad(item)
+                continue
+            if isinstance(item, ScoredLines):
+                self._pass_through(item)
+                continue
+            self.tasks[item.agent].add(item.task)
+            if (item.agent, item.task, item.rollout) in self.out.done:
+                self.skipped_done += 1
+                continue
+            if item.verified:
+                self.complete = False
+                self._pending.append(item.raw + b"\n" if item.raw is not None else dumps_row(item.row))
+                self.passed_through += 1
+                self.progress.add(item.agent, _reward(item.row))
+                if len(self._pending) >= 4096:
+                    self.flush()
+                continue
+            yield item
+        self.flush()
+
+    def _pass_through(self, scored: ScoredLines) -> None:
+        """Already-scored lines, column-wise: keys noted, lines copied, progress counted."""
+        keep = np.ones(len(scored), dtype=bool)
+        for code, name in enumerate(scored.agents):
+            mine = scored.agent_code == code
+            if not mine.any():
+                continue
+            self.tasks[name].update(unique(scored.task[mine]).tolist())
+            if self.out.done:
+                for i in np.flatnonzero(mine).tolist():
+                    if (name, int(scored.task[i]), int(scored.rollout[i])) in self.out.done:
+                        keep[i] = False
+            rewards = scored.reward[mine & keep]
+            self.progress.add_many(name, len(rewards), float(np.nansum(rewards)), int(np.isfinite(rewards).sum()))
+        self.skipped_done += int((~keep).sum())
+        if scored.columns is None or not keep.all():
+            self.complete = False
+        elif self.complete:
+            for name, cols in scored.columns.items():
+                self.columns[name].append(cols)
+        self.flush()
+        self.out.write([scored.text(None if keep.all() else keep)])
+        self.passed_through += int(keep.sum())
+        self.progress.tick()
+
+    def record(self, batch: Batch, verified: VerifiedBatch) -> None:
+        """Write an answered batch: each row with its verify response (parsed once, here) or
+        its error."""
+        self.complete = False
+        lines = []
+        add, isfinite = self.progress.add, math.isfinite
+        for (rollout, _), reward, text, kind, message in zip(
+            batch, verified.reward, verified.response_json, verified.error_kind, verified.error_message
+        ):
+            if kind is None and text:
+                row = {**rollout.row, **orjson.loads(text)}
+                add(rollout.agent, reward if isfinite(reward) else None)
+            else:
+                # The server knows only the rollout; the user needs the input line.
+                message = f"input line {rollout.line}: {message}" if rollout.line else message
+                row = {**rollout.row, ERROR_KEY: {"kind": kind, "message": message}}
+                row.pop("reward", None)
+                add(rollout.agent, None, error=True)
+            lines.append(dumps_row(row))
+        self.flush()
+        self.out.write(lines)
+        self.verified += len(lines)
+        self.progress.tick()
+
+    def record_failed(self, rollout: Rollout, message: str) -> None:
+        """Write a rollout whose generation failed: a failed rollout (`_gm_error` kind
+        `generation`), counted like a failed verification."""
+        self.complete = False
+        message = f"input line {rollout.line}: {message}" if rollout.line else message
+        row = {**rollout.row, ERROR_KEY: {"kind": "generation", "message": message}}
+        row.pop("reward", None)
+        self.progress.add(rollout.agent, None, error=True)
+        self.flush()
+        self.out.write([dumps_row(row)])
+        self.generation_failed += 1
+        self.generation_failures[rollout.agent] += 1
+        self.progress.tick()
+
+    def flush(self) -> None:
+        if self._pending:
+            self.out.write(self._pending)
+            self._pending = []
+            self.progress.tick()
+
+    def _bad(self, bad: BadLine) -> None:
+        self.bad_lines.append(bad)
+        if self.opts.on_bad_line == "fail":
+            self.flush()
+            raise InvalidInputError(
+                f"{self.path}: bad input line (fix it and re-run with --resume, or use --on-bad-line skip)",
+                [FieldViolation(bad.field, bad.reason, bad.line, row_name="line")],
+            )
+        print(f"warning: skipped {self.path}:{bad}", file=sys.stderr)
+
+
+def _reward(row: dict[str, Any]) -> float | None:
+    value = row.get("reward")
+    return float(value) if isinstance(value, (int, float)) else None
