@@ -7,9 +7,10 @@ Usage: python scripts/bench_generate.py [--only zero latency] [--rounds 3]
 Three processes: `gym-metrics serve math_exact`, a ScriptedPolicyServer (this script with
 `--serve-policy DELAY`: every prompt answered right, after DELAY seconds) and the collector
 (`gym-metrics collect --policy-url ... --policy-concurrency N`) on N unverified task rows.
-Per run: rollouts/s over the collector's wall time, and the collector's own CPU time (user +
-system, from getrusage of that child alone) per rollout: the framework's overhead, the policy
-and the environment excluded.
+Per run: rollouts/s over the collector's wall time (process start-up and the final aggregation
+included), the steady rate (the output's growth between 10% and 90% of its final size), and
+the collector's own CPU time (user + system, from getrusage of that child alone, start-up
+included) per rollout: the framework's overhead, the policy and the environment excluded.
 - `zero`: no latency, concurrency 64 (issue 13's goal: at most 200 us of collector CPU per
   rollout, i.e. 5,000 rollouts/s per client core);
 - `latency`: `--latency-s` per answer at `--concurrency` (goal: within 10% of
@@ -92,8 +93,10 @@ def write_tasks(path: Path, n: int) -> Path:
     return path
 
 
-def collect_once(server: str, policy: str, src: Path, out: Path, concurrency: int) -> tuple[float, float, str]:
-    """(wall seconds, collector CPU seconds, load before) of one collect run."""
+def collect_once(server: str, policy: str, src: Path, out: Path, concurrency: int) -> tuple[float, float, float, str]:
+    """(wall seconds, steady-state rollouts/s, collector CPU seconds, load before) of one run.
+    The steady rate is the output's growth between 10% and 90% of its final size (sampled
+    every 20 ms), so process start-up and the final aggregation are left out of it."""
     for stale in (out, out.with_name(f"{out.stem}_aggregate_metrics.json")):
         stale.unlink(missing_ok=True)
     cmd = [
@@ -104,29 +107,49 @@ def collect_once(server: str, policy: str, src: Path, out: Path, concurrency: in
     before_load = load()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    wall = time.perf_counter() - started
+    samples: list[tuple[float, int]] = []
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+        while proc.poll() is None:
+            if time.perf_counter() - started > RUN_TIMEOUT_S:
+                proc.kill()
+                raise RuntimeError("collect took too long")
+            samples.append((time.perf_counter(), out.stat().st_size if out.exists() else 0))
+            time.sleep(0.02)
+        wall = time.perf_counter() - started
+        log.seek(0)
+        text = log.read()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0 or "0 generations failed" not in done.stdout:
-        raise RuntimeError(f"collect failed:\n{done.stdout}\n{done.stderr[-2000:]}")
+    if proc.returncode != 0 or "0 generations failed" not in text:
+        raise RuntimeError(f"collect failed:\n{text[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, before_load
+    final = out.stat().st_size
+    t10 = next(t for t, size in samples if size >= 0.1 * final)
+    t90 = next((t for t, size in samples if size >= 0.9 * final), samples[-1][0])
+    rows = sum(1 for _ in out.open("rb"))
+    steady = 0.8 * rows / max(t90 - t10, 1e-9)
+    return wall, steady, cpu, before_load
 
 
 def part(name: str, n: int, delay_s: float, concurrency: int, rounds: int, server: str, tmp: Path) -> None:
     policy = Child([sys.executable, __file__, "--serve-policy", str(delay_s)], r"policy on (\S+)", "stdout")
     try:
         src = write_tasks(tmp / f"{name}.jsonl", n)
-        rates, cpus = [], []
+        rates, steadies, cpus = [], [], []
         for r in range(rounds):
-            wall, cpu, before = collect_once(server, policy.found, src, tmp / f"{name}_out.jsonl", concurrency)
+            wall, steady, cpu, before = collect_once(server, policy.found, src, tmp / f"{name}_out.jsonl", concurrency)
             rates.append(n / wall)
+            steadies.append(steady)
             cpus.append(cpu / n * 1e6)
-            print(f"| {name} run {r + 1} | {n:,} | {concurrency} | {delay_s * 1000:.0f} ms | {n / wall:,.0f} | {cpu / n * 1e6:,.0f} | {before} |", flush=True)
+            print(
+                f"| {name} run {r + 1} | {n:,} | {concurrency} | {delay_s * 1000:.0f} ms | {n / wall:,.0f} | {steady:,.0f} | "
+                f"{cpu / n * 1e6:,.0f} | {before} |",
+                flush=True,
+            )
         goal = f" (goal {concurrency / delay_s:,.0f} within 10%)" if delay_s else " (goal: CPU <= 200 us)"
         print(
             f"| {name} median{goal} | {n:,} | {concurrency} | {delay_s * 1000:.0f} ms | {statistics.median(rates):,.0f} | "
-            f"{statistics.median(cpus):,.0f} | {load()} |",
+            f"{statistics.median(steadies):,.0f} | {statistics.median(cpus):,.0f} | {load()} |",
             flush=True,
         )
     finally:
@@ -148,8 +171,8 @@ def main() -> int:
         return 0
     server = Child([sys.executable, "-m", "gym_metrics.cli", "--log-level", "warning", "serve", "math_exact", "--port", "0"], r"listening on (\S+:\d+)")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
-    print("| run | rollouts | concurrency | latency | rollouts/s | collector CPU us/rollout | load (1 5 15 min) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| run | rollouts | concurrency | latency | rollouts/s (wall) | rollouts/s (steady) | collector CPU us/rollout | load (1 5 15 min) |")
+    print("|---|---|---|---|---|---|---|---|")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             if "zero" in ns.only:

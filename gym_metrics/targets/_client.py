@@ -22,7 +22,8 @@ from typing import Any, ClassVar
 import httpx
 import orjson
 
-from gym_metrics._http import SNIPPET, HttpError, PooledHttp
+from gym_metrics._http import SNIPPET, HttpError, PooledHttp, retry_after_seconds
+from gym_metrics.targets._wire import WirePool, WireTimeout, WireUnreachable
 from gym_metrics.targets._config import AgentTargetConfig, ModelTargetConfig, TargetConfig
 from gym_metrics.targets._convert import (
     chat_request_to_responses,
@@ -111,11 +112,40 @@ class _Target(PooledHttp):
 
     error = GenerationError
 
+    _wire: WirePool | None = None
+    """The lean connection pool, when the caller asked for it (see _wire.py)."""
+
     async def _attempt(self, url: str, payload: bytes, headers: dict[str, str]) -> httpx.Response:
         counter = _attempts.get()
         if counter is not None:
             counter[0] += 1
+        if self._wire is not None:
+            return await self._wire_attempt(self._wire, url, payload, headers)
         return await super()._attempt(url, payload, headers)
+
+    async def _wire_attempt(self, wire: WirePool, url: str, payload: bytes, headers: dict[str, str]) -> httpx.Response:
+        """PooledHttp._attempt's contract (messages, retryable kinds) over the lean pool."""
+        self.attempts += 1
+        try:
+            status, fields, body = await wire.post(url, payload, headers)
+        except WireTimeout:
+            raise self.error(self.timeout_text.format(name=self._name, seconds=self.config.timeout_seconds), retryable=True) from None
+        except WireUnreachable as exc:
+            raise self.error(self._scrub(self.unreachable_text.format(name=self._name, error=str(exc))), retryable=True) from None
+        if not 200 <= status < 300:
+            snippet = body.decode("utf-8", "replace")[:SNIPPET]
+            raise self.error(
+                self._scrub(self.status_text.format(name=self._name, status=status, body=snippet)),
+                status=status,
+                retryable=status in self.retry_statuses,
+                retry_after=retry_after_seconds(fields.get("retry-after")),
+            )
+        return httpx.Response(status, content=body)
+
+    async def aclose(self) -> None:
+        if self._wire is not None:
+            await self._wire.aclose()
+        await super().aclose()
 
     async def _post(self, url: str, body: Any) -> tuple[Any, float, int]:
         """The parsed JSON answer, the call's seconds and its attempts; GenerationError."""
@@ -154,8 +184,12 @@ class ModelTarget(_Target):
 
     config: ModelTargetConfig
 
-    def __init__(self, config: ModelTargetConfig) -> None:
+    def __init__(self, config: ModelTargetConfig, *, lean_http: bool = False) -> None:
+        """`lean_http`: send over the lean keep-alive pool of _wire.py instead of httpx
+        (collect does, for its rates); the retries, errors and key handling are the same."""
         super().__init__(config, name="model", log=log)
+        if lean_http:
+            self._wire = WirePool(config.endpoint(), config.max_concurrency, config.timeout_seconds)
 
     def __repr__(self) -> str:  # the key stays out
         return f"ModelTarget(endpoint={self.config.endpoint()!r}, model={self.config.model!r}, api={self.config.api!r})"

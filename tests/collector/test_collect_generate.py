@@ -204,3 +204,15 @@ def test_a_policy_that_is_always_down_exits_3_naming_the_generation_failures(tmp
     captured = capsys.readouterr()
     assert "agent policy: 3 of 3 rollouts failed (generation: 3)" in captured.err
     assert "0 generated (3 generations failed)" in captured.out
+
+
+async def test_a_bad_line_stops_the_run_after_what_was_read_before_it(math_server: str, tmp_path: Path) -> None:
+    from gym_metrics.errors import InvalidInputError
+
+    src = tmp_path / "tasks.jsonl"
+    src.write_text("".join(json.dumps(task_row(t)) + "\n" for t in range(3)) + "{not json\n" + json.dumps(task_row(4)) + "\n")
+    with ScriptedPolicyServer(ANSWERS) as policy:
+        with pytest.raises(InvalidInputError, match="line 4"):
+            await run(math_server, src, tmp_path / "out.jsonl", CollectOptions(target=policy_config(policy)))
+        assert prompt(4) not in policy.calls
+    assert sorted(r["_ng_task_index"] for r in rows_of(tmp_path / "out.jsonl")) == [0, 1, 2]

@@ -1,0 +1,149 @@
+"""The lean HTTP/1.1 pool collect sends generations over (`ModelTarget(..., lean_http=True)`,
+gym_metrics/targets/_wire.py): the same answers, retries, errors and key handling as the
+httpx path, plus the framing cases a real server may use (chunked, close-delimited,
+`Connection: close`, an idle connection the server closed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from gym_metrics.targets import GenerationError, ModelTarget, ModelTargetConfig
+from gym_metrics.testing import ScriptedPolicyServer
+
+pytestmark = pytest.mark.timeout(30)
+
+REQUEST = {"input": [{"role": "user", "content": "2+2?"}]}
+
+
+def lean(url: str, **knobs: object) -> ModelTarget:
+    settings = {"backoff_seconds": 0.01, "max_backoff_seconds": 0.05, **knobs}
+    return ModelTarget(ModelTargetConfig(url=url, model="m", **settings), lean_http=True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_answers_usage_and_keep_alive(api: str) -> None:
+    with ScriptedPolicyServer({"2+2?": "4"}) as policy:
+        target = lean(policy.url, api=api, max_concurrency=4)
+        try:
+            results = await asyncio.gather(*(target.generate(REQUEST) for _ in range(40)))
+        finally:
+            await target.aclose()
+        assert policy.calls["2+2?"] == 40 and policy.max_in_flight <= 4
+        paths = {r.path for r in policy.requests}
+    assert all(g.text == "4" and g.usage.output_tokens == 1 and g.attempts == 1 for g in results)
+    assert paths == {"/v1/chat/completions" if api == "chat" else "/v1/responses"}
+
+
+async def test_503s_with_retry_after_and_timeouts_are_retried() -> None:
+    with ScriptedPolicyServer({"2+2?": "4"}, fail_first=2, retry_after="0", stall_first=1, stall_s=1.0) as policy:
+        target = lean(policy.url, timeout_seconds=0.3, max_retries=3)
+        try:
+            generation = await target.generate(REQUEST)
+        finally:
+            await target.aclose()
+    assert generation.text == "4" and generation.attempts == 4
+
+
+async def test_failures_are_typed_and_never_show_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GM_LEAN_KEY", "sk-secret-123")
+    with ScriptedPolicyServer({"2+2?": "4"}, fail_first=10**6) as policy:
+        target = lean(policy.url, max_retries=1, api_key_env="GM_LEAN_KEY")
+        try:
+            with pytest.raises(GenerationError) as down:
+                await target.generate(REQUEST)
+        finally:
+            await target.aclose()
+        assert all(r.headers.get("Authorization") == "Bearer sk-secret-123" for r in policy.requests)
+    assert down.value.status == 503 and down.value.attempts == 2 and "gave up after 2 attempts" in str(down.value)
+    with ScriptedPolicyServer({}) as policy:  # an unknown prompt is a 400: not retried
+        target = lean(policy.url, max_retries=3)
+        try:
+            with pytest.raises(GenerationError, match="HTTP 400") as bad:
+                await target.generate(REQUEST)
+        finally:
+            await target.aclose()
+    assert bad.value.attempts == 1 and "sk-secret" not in str(bad.value)
+
+
+async def test_an_unreachable_policy_fails_typed() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    target = lean(f"http://127.0.0.1:{port}/v1", max_retries=1)
+    with pytest.raises(GenerationError, match="cannot reach the model") as down:
+        await target.generate(REQUEST)
+    await target.aclose()
+    assert down.value.attempts == 2
+
+
+Handler = Callable[[bytes], bytes]
+
+
+@pytest.fixture
+async def raw_server() -> AsyncIterator[Callable[[Handler, bool], asyncio.Future[str]]]:
+    """A raw HTTP/1.1 server: `start(answer, close_after)` -> its base URL; `answer(body)`
+    gives the whole raw reply; `close_after` closes each connection after one reply (without
+    saying so), as a server whose keep-alive timed out does."""
+    servers: list[asyncio.AbstractServer] = []
+    counts = {"connections": 0}
+
+    async def start(answer: Handler, close_after: bool) -> str:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            counts["connections"] += 1
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+                    writer.write(answer(await reader.readexactly(length)))
+                    await writer.drain()
+                    if close_after:
+                        break
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+
+    start.counts = counts  # type: ignore[attr-defined]
+    yield start  # type: ignore[misc]
+    for server in servers:
+        server.close()
+
+
+def completion_bytes(text: str) -> bytes:
+    return json.dumps({"id": "c1", "choices": [{"message": {"role": "assistant", "content": text}}], "usage": {"prompt_tokens": 2, "completion_tokens": 1}}).encode()
+
+
+def chunked(body: bytes) -> bytes:
+    half = len(body) // 2
+    parts = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:half], body[half:]))
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + parts + b"0\r\n\r\n"
+
+
+def close_delimited(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n" + body
+
+
+def sized(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+@pytest.mark.parametrize("frame", [chunked, close_delimited, sized])
+async def test_framings_and_closed_idle_connections(frame: Callable[[bytes], bytes], raw_server: Callable[..., asyncio.Future[str]]) -> None:
+    close_after = frame is not chunked  # a sized answer on a connection closed afterwards: the stale reuse case
+    url = await raw_server(lambda body: frame(completion_bytes("42")), close_after)
+    target = lean(url, max_concurrency=1, max_retries=0)  # a stale connection must not need a retry
+    try:
+        texts = [(await target.generate(REQUEST)).text for _ in range(5)]
+    finally:
+        await target.aclose()
+    assert texts == ["42"] * 5
+    assert raw_server.counts["connections"] == (1 if not close_after else 5)  # type: ignore[attr-defined]
