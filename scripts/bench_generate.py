@@ -10,7 +10,8 @@ Three processes: `gym-metrics serve math_exact`, a ScriptedPolicyServer (this sc
 Per run: rollouts/s over the collector's wall time (process start-up and the final aggregation
 included), the steady rate (the output's growth between 10% and 90% of its final size), and
 the collector's own CPU time (user + system, from getrusage of that child alone, start-up
-included) per rollout: the framework's overhead, the policy and the environment excluded.
+included) per rollout: the framework's overhead, the policy and the environment excluded; in
+brackets, the same past the fixed cost of a 10-rollout run (start-up, imports, aggregation).
 - `zero`: no latency, concurrency 64 (issue 13's goal: at most 200 us of collector CPU per
   rollout, i.e. 5,000 rollouts/s per client core);
 - `latency`: `--latency-s` per answer at `--concurrency` (goal: within 10% of
@@ -135,6 +136,8 @@ def part(name: str, n: int, delay_s: float, concurrency: int, rounds: int, serve
     policy = Child([sys.executable, __file__, "--serve-policy", str(delay_s)], r"policy on (\S+)", "stdout")
     try:
         src = write_tasks(tmp / f"{name}.jsonl", n)
+        # The fixed cost (interpreter start-up, imports, connecting, aggregating): a 10-rollout run.
+        fixed = collect_once(server, policy.found, write_tasks(tmp / "fixed.jsonl", 10), tmp / "fixed_out.jsonl", concurrency)[2]
         rates, steadies, cpus = [], [], []
         for r in range(rounds):
             wall, steady, cpu, before = collect_once(server, policy.found, src, tmp / f"{name}_out.jsonl", concurrency)
@@ -143,7 +146,7 @@ def part(name: str, n: int, delay_s: float, concurrency: int, rounds: int, serve
             cpus.append(cpu / n * 1e6)
             print(
                 f"| {name} run {r + 1} | {n:,} | {concurrency} | {delay_s * 1000:.0f} ms | {n / wall:,.0f} | {steady:,.0f} | "
-                f"{cpu / n * 1e6:,.0f} | {before} |",
+                f"{cpu / n * 1e6:,.0f} ({(cpu - fixed) / n * 1e6:,.0f} past a fixed {fixed:.2f} s) | {before} |",
                 flush=True,
             )
         goal = f" (goal {concurrency / delay_s:,.0f} within 10%)" if delay_s else " (goal: CPU <= 200 us)"

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import httpx
 import orjson
@@ -106,6 +106,16 @@ class Generation:
         return strip_reasoning(self.text, self.end_token)
 
 
+class _Answer:
+    """A 2xx answer read by the lean pool: the part of httpx.Response `_post` reads (building
+    a real one costs more than the rest of the call)."""
+
+    __slots__ = ("content", "status_code")
+
+    def __init__(self, status_code: int, content: bytes) -> None:
+        self.status_code, self.content = status_code, content
+
+
 class _Target(PooledHttp):
     """Counts the attempts of each call (in its own context, so concurrent calls do not mix)
     and times it."""
@@ -140,7 +150,7 @@ class _Target(PooledHttp):
                 retryable=status in self.retry_statuses,
                 retry_after=retry_after_seconds(fields.get("retry-after")),
             )
-        return httpx.Response(status, content=body)
+        return cast(httpx.Response, _Answer(status, body))
 
     async def aclose(self) -> None:
         if self._wire is not None:

@@ -25,6 +25,7 @@ class WireUnreachable(Exception):
 
 
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+_timeout = getattr(asyncio, "timeout", None)
 
 
 class WirePool:
@@ -54,6 +55,9 @@ class WirePool:
         request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
         async with self._semaphore:
             try:
+                if _timeout is not None:  # Python 3.11+: no extra task per request
+                    async with _timeout(self.timeout_s):
+                        return await self._exchange(request)
                 return await asyncio.wait_for(self._exchange(request), self.timeout_s)
             except asyncio.TimeoutError:
                 raise WireTimeout() from None
