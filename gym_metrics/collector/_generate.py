@@ -31,10 +31,11 @@ REQUEST_KEY = "responses_create_params"
 OnFailed = Callable[[Rollout, str], None]
 """Called once per rollout whose generation failed, with the error message."""
 
-def make_targets(config: ModelTargetConfig) -> list[ModelTarget]:
-    """The policy client(s): one, on the lean HTTP pool (httpx costs ~0.7 ms of CPU per
-    request, see targets/_wire.py)."""
-    return [ModelTarget(config, lean_http=True)]
+
+def make_target(config: ModelTargetConfig) -> ModelTarget:
+    """The policy client, on the lean HTTP pool (httpx costs ~0.7 ms of CPU per request, see
+    targets/_wire.py)."""
+    return ModelTarget(config, lean_http=True)
 
 
 def needs_generation(row: Mapping[str, Any]) -> bool:
@@ -50,18 +51,16 @@ class GeneratedBatches:
     def __init__(
         self,
         rollouts: Iterator[Rollout],
-        targets: list[ModelTarget],
+        target: ModelTarget,
         on_failed: OnFailed,
         progress: Progress,
         *,
         max_items: int,
         max_bytes: int,
     ) -> None:
-        self.rollouts, self.targets, self.on_failed, self.progress = rollouts, targets, on_failed, progress
+        self.rollouts, self.target, self.on_failed, self.progress = rollouts, target, on_failed, progress
         self.max_items, self.max_bytes = max_items, max_bytes
-        self.concurrency = sum(t.config.max_concurrency for t in targets)
-        self._load = [0] * len(targets)
-        """Generations running on each target."""
+        self.concurrency = target.config.max_concurrency
         self.ready_limit = max(max_items, self.concurrency)
         self._ready: deque[tuple[Rollout, bytes]] = deque()
         self._changed = asyncio.Condition()
@@ -101,8 +100,7 @@ class GeneratedBatches:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for target in self.targets:
-            await target.aclose()
+        await self.target.aclose()
 
     async def _feed(self) -> None:
         """Read the input, start generations, wait for the last one, then mark the end."""
@@ -134,15 +132,11 @@ class GeneratedBatches:
             if not isinstance(request, Mapping):
                 self._failed(rollout, f"no {REQUEST_KEY} (a Responses API request) to generate from")
                 return
-            shard = min(range(len(self.targets)), key=self._load.__getitem__)
-            self._load[shard] += 1
             try:
-                generation = await self.targets[shard].generate(request)
+                generation = await self.target.generate(request)
             except GenerationError as exc:
                 self._failed(rollout, str(exc))
                 return
-            finally:
-                self._load[shard] -= 1
             self._generated(rollout, generation)
             await self._push(rollout)
         except BaseException as exc:

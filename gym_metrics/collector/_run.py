@@ -26,7 +26,7 @@ from gym_metrics.aggregate import (
 )
 from gym_metrics.collector._outfile import OutputFile
 from gym_metrics.collector._progress import Progress
-from gym_metrics.collector._generate import GeneratedBatches, make_targets
+from gym_metrics.collector._generate import GeneratedBatches, make_target
 from gym_metrics.collector._router import Router
 from gym_metrics.collector._verify import Batches, RetryPolicy, make_batches, verify_all
 from gym_metrics.targets import ModelTargetConfig
@@ -128,7 +128,7 @@ async def collect_async(
         make_batches(router.to_verify(), opts.batch_size, opts.max_batch_bytes)
         if opts.target is None
         else GeneratedBatches(
-            router.to_verify(), make_targets(opts.target), router.record_failed, progress,
+            router.to_verify(), make_target(opts.target), router.record_failed, progress,
             max_items=opts.batch_size, max_bytes=opts.max_batch_bytes,
         )  # fmt: skip
     )
