@@ -21,6 +21,7 @@ ERROR_KINDS: dict[int, str | None] = {
     pb.VERIFY_ERROR_KIND_INVALID_REQUEST: "invalid_request",
     pb.VERIFY_ERROR_KIND_VERIFY_FAILED: "verify_failed",
     pb.VERIFY_ERROR_KIND_TIMEOUT: "timeout",
+    pb.VERIFY_ERROR_KIND_GENERATION: "generation",
 }
 
 

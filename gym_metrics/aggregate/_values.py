@@ -22,7 +22,7 @@ ROLLOUT_KEY_ALIASES = (ROLLOUT_KEY, "rollout_index")
 MASK_KEY = "mask_sample"
 ERROR_KEY = "_gm_error"
 """Where a rollouts file records that verifying a rollout failed: {"kind": ..., "message": ...}."""
-ERROR_KINDS = ("invalid_request", "verify_failed", "timeout")
+ERROR_KINDS = ("invalid_request", "verify_failed", "timeout", "generation")
 """Error codes: 0 = verified, i + 1 = ERROR_KINDS[i]."""
 
 

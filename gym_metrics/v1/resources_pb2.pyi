@@ -13,6 +13,7 @@ class VerifyErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VERIFY_ERROR_KIND_INVALID_REQUEST: _ClassVar[VerifyErrorKind]
     VERIFY_ERROR_KIND_VERIFY_FAILED: _ClassVar[VerifyErrorKind]
     VERIFY_ERROR_KIND_TIMEOUT: _ClassVar[VerifyErrorKind]
+    VERIFY_ERROR_KIND_GENERATION: _ClassVar[VerifyErrorKind]
 
 class ValueKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -24,6 +25,7 @@ VERIFY_ERROR_KIND_UNSPECIFIED: VerifyErrorKind
 VERIFY_ERROR_KIND_INVALID_REQUEST: VerifyErrorKind
 VERIFY_ERROR_KIND_VERIFY_FAILED: VerifyErrorKind
 VERIFY_ERROR_KIND_TIMEOUT: VerifyErrorKind
+VERIFY_ERROR_KIND_GENERATION: VerifyErrorKind
 VALUE_KIND_UNSPECIFIED: ValueKind
 VALUE_KIND_FLOAT: ValueKind
 VALUE_KIND_INT: ValueKind

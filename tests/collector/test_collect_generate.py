@@ -141,6 +141,7 @@ async def test_a_policy_that_is_always_down_gives_failed_rollouts_and_the_run_en
     assert all("503" in r["_gm_error"]["message"] and "reward" not in r and "response" not in r for r in rows)
     assert result.generation_failed == 12 and result.generated == 0
     assert agent_metrics(result)["errors/total"] == 10  # counted like any failed rollout
+    assert agent_metrics(result)["errors/generation"] == 10  # under a kind of its own
     assert sorted(f.agent for f in result.failed_agents) == ["other", "policy"]
 
 
