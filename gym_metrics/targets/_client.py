@@ -11,9 +11,7 @@ callers record as a failed rollout (`_gm_error` kind `generation`) or a row erro
 from __future__ import annotations
 
 import contextvars
-import importlib.util
 import logging
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,11 +36,6 @@ from gym_metrics.targets._convert import (
 
 log = logging.getLogger("gym_metrics.targets")
 
-if importlib.util.find_spec("sniffio") is None:
-    # httpcore runs `import sniffio` on every request to learn the event loop, and anyio 4
-    # no longer installs it: each failed import walks sys.path (~1 ms of CPU per generation
-    # in collect). A None entry fails the same import at once, with the same outcome.
-    sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
 _attempts: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("gym_metrics_target_attempts", default=None)
 
 
