@@ -57,6 +57,7 @@ from gym_metrics.aggregate._reader import (
     agent_name,
     agent_problem,
     line_bounds,
+    read_chunks,
     read_rollouts,
 )
 from gym_metrics.aggregate._stats import t_interval
@@ -149,6 +150,7 @@ __all__ = [
     "output_path_for",
     "parse_lines",
     "parse_row",
+    "read_chunks",
     "read_rollouts",
     "row_index_value",
     "shown_of_field",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import os
 import sys
 import time
@@ -13,6 +12,7 @@ from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gym_metrics._memory import fewer_gc_passes
 from gym_metrics.errors import GymMetricsError
 from gym_metrics.cli._base import (
     EXIT_ALL_FAILED,
@@ -218,26 +218,6 @@ def _scripted_policy(sample: Path, out_dir: Path) -> Iterator[tuple[Path, Any]]:
         print(f"scripted policy serving on {policy.url}; generating {DEMO_REPEATS} rollouts per task", file=sys.stderr)
         target = ModelTargetConfig(url=policy.url, model="scripted-policy", max_concurrency=16)
         yield path, CollectOptions(num_repeats=DEMO_REPEATS, target=target)
-
-
-@contextlib.contextmanager
-def fewer_gc_passes() -> Iterator[None]:
-    """collect makes short-lived dicts by the million (rows, answers). At Python's default
-    thresholds the cyclic collector runs every 700 allocations and a full pass walks every
-    live object, imported modules included: 0.85 s of 4.4 s of CPU at 200k rollouts. Meanwhile
-    what is alive now is frozen out of its view and the young generation waits for 10,000
-    allocations (cyclic garbage is still collected); both are undone afterwards (a caller
-    that froze objects itself keeps its own freeze, and nothing more is frozen)."""
-    thresholds, freeze = gc.get_threshold(), gc.get_freeze_count() == 0
-    if freeze:
-        gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        if freeze:
-            gc.unfreeze()
 
 
 def run_keeping_result(main: Coroutine[Any, Any, T]) -> T:

@@ -33,6 +33,7 @@ from gym_metrics.aggregate import (
     bad_json_reason,
     line_bounds,
     parse_row,
+    read_chunks,
     row_index_value,
 )
 from gym_metrics.errors import InvalidInputError
@@ -131,7 +132,7 @@ def _prepared(path: Path, column_wise: bool, default_agent: str | None) -> Itera
     line_no = 0
     with ThreadPoolExecutor(max(READ_AHEAD, 1), thread_name_prefix="gym-metrics-read") as pool:
         try:
-            for chunk in _chunks(path, CHUNK_BYTES):
+            for chunk in read_chunks(path, CHUNK_BYTES):
                 starts, ends = line_bounds(chunk)
                 job = pool.submit(_scored_lines, chunk, starts, ends, line_no, default_agent) if column_wise else None
                 pending.append((line_no, chunk, starts, ends, job))
@@ -149,22 +150,6 @@ def _prepared(path: Path, column_wise: bool, default_agent: str | None) -> Itera
 def _finished(item: tuple[int, bytes, np.ndarray, np.ndarray, Future[Any] | None]) -> Prepared:
     line_no, chunk, starts, ends, job = item
     return line_no, chunk, starts, ends, None if job is None else job.result()
-
-
-def _chunks(path: Path, size: int) -> Iterator[bytes]:
-    """Whole lines, about `size` bytes at a time."""
-    rest = b""
-    with path.open("rb") as f:
-        while block := f.read(size):
-            block = rest + block
-            cut = block.rfind(b"\n") + 1
-            if cut == 0:
-                rest = block
-                continue
-            rest = block[cut:]
-            yield block[:cut]
-    if rest:
-        yield rest
 
 
 def check_repeats_input(path: Path) -> None:
