@@ -104,6 +104,16 @@ def collect(
     return asyncio.run(collect_async(client, input_path, output_path, options, progress))
 
 
+def _batches(router: Router, opts: CollectOptions, progress: Progress) -> Batches:
+    """Verify batches of the rollouts to verify, generated first when a policy is given."""
+    if opts.target is None:
+        return make_batches(router.to_verify(), opts.batch_size, opts.max_batch_bytes)
+    return GeneratedBatches(
+        router.to_verify(), make_target(opts.target), router.record_failed, progress,
+        max_items=opts.batch_size, max_bytes=opts.max_batch_bytes,
+    )  # fmt: skip
+
+
 async def collect_async(
     client: ResourcesClient,
     input_path: str | Path,
@@ -124,14 +134,7 @@ async def collect_async(
     progress = progress or Progress(_estimate_total(input_path, opts.num_repeats))
     router = Router(input_path, opts, out, progress)
     lanes = await _connections(client, opts.connections, opts.retry, log)
-    batches: Batches = (
-        make_batches(router.to_verify(), opts.batch_size, opts.max_batch_bytes)
-        if opts.target is None
-        else GeneratedBatches(
-            router.to_verify(), make_target(opts.target), router.record_failed, progress,
-            max_items=opts.batch_size, max_bytes=opts.max_batch_bytes,
-        )  # fmt: skip
-    )
+    batches = _batches(router, opts, progress)
     try:
         await verify_all(lanes, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log)
         router.flush()
