@@ -25,6 +25,9 @@ class WireUnreachable(Exception):
 
 
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+MAX_ANSWER_BYTES = 64 << 20
+"""A model's answer is a few KB to a few MB: a server announcing or sending more is refused
+(a bounded read, whatever the server does)."""
 _timeout = getattr(asyncio, "timeout", None)
 
 
@@ -125,14 +128,25 @@ async def _answer(reader: asyncio.StreamReader, head: bytes) -> tuple[int, dict[
     if "chunked" in fields.get("transfer-encoding", "").lower():
         return int(code), fields, await _chunked(reader)
     if "content-length" in fields:
-        return int(code), fields, await reader.readexactly(int(fields["content-length"]))
-    return int(code), fields, await reader.read()  # until the server closes
+        return int(code), fields, await reader.readexactly(_bounded(int(fields["content-length"])))
+    body = await reader.read(MAX_ANSWER_BYTES + 1)  # until the server closes
+    while len(body) <= MAX_ANSWER_BYTES and (more := await reader.read(MAX_ANSWER_BYTES + 1 - len(body))):
+        body += more
+    return int(code), fields, body[: _bounded(len(body))]
+
+
+def _bounded(size: int) -> int:
+    if not 0 <= size <= MAX_ANSWER_BYTES:
+        raise ValueError(f"an answer of {size} bytes (at most {MAX_ANSWER_BYTES} are read)")
+    return size
 
 
 async def _chunked(reader: asyncio.StreamReader) -> bytes:
     parts: list[bytes] = []
+    total = 0
     while True:
         size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip(), 16)
+        total = _bounded(total + size)
         if size == 0:
             while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers, then the blank line
                 pass

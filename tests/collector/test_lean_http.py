@@ -147,3 +147,19 @@ async def test_framings_and_closed_idle_connections(frame: Callable[[bytes], byt
         await target.aclose()
     assert texts == ["42"] * 5
     assert raw_server.counts["connections"] == (1 if not close_after else 5)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("frame", [chunked, close_delimited, sized])
+async def test_an_answer_past_the_bound_is_refused_not_read(
+    frame: Callable[[bytes], bytes], raw_server: Callable[..., asyncio.Future[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gym_metrics.targets import _wire
+
+    monkeypatch.setattr(_wire, "MAX_ANSWER_BYTES", 1000)
+    url = await raw_server(lambda body: frame(completion_bytes("x" * 2000)), True)
+    target = lean(url, max_concurrency=1, max_retries=0)
+    try:
+        with pytest.raises(GenerationError):
+            await target.generate(REQUEST)
+    finally:
+        await target.aclose()
