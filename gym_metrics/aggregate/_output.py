@@ -153,7 +153,12 @@ def iter_group_json(groups: GroupTable, start: int = 0, stop: int | None = None)
     stop = len(groups) if stop is None else stop
     for lo in range(start, stop, _CHUNK):
         hi = min(lo + _CHUNK, stop)
-        heads = _heads_text(groups, lo, hi)
+        head = _head_parts(groups, lo, hi)
+        info = _info_parts(groups, lo, hi) if head is not None else None
+        if head is not None and info is not None and (blob := _uniform_text(head, info)) is not None:
+            yield blob
+            continue
+        heads = list(map(head[0].__mod__, zip(*head[1]))) if head is not None else None
         if heads is None:
             heads = [_dump(e)[:-1] for e in _entries(groups, lo, hi, parse_samples=False)]
         if groups.rollout_infos is None:
@@ -170,6 +175,16 @@ def iter_group_json(groups: GroupTable, start: int = 0, stop: int | None = None)
 def _heads_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
     """Each entry of tasks lo..hi without rollout_infos and its closing brace, through one
     bytes template; None unless every stat is defined and no task has custom metrics."""
+    head = _head_parts(groups, lo, hi)
+    return list(map(head[0].__mod__, zip(*head[1]))) if head is not None else None
+
+
+Parts = tuple[bytes, list[list[bytes]]]
+"""A bytes template and its arguments, one list of tokens per slot."""
+
+
+def _head_parts(groups: GroupTable, lo: int, hi: int) -> Parts | None:
+    """_heads_text's template and token columns."""
     stat_keys = list(groups.stats)
     stats = [groups.stats[k][lo:hi] for k in stat_keys]
     if any(np.isnan(col).any() for col in stats):
@@ -191,7 +206,7 @@ def _heads_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
     samples = [x if isinstance(x, bytes) else _dump(x) for x in groups.samples_at(lo, hi)]
     columns = [_tokens(groups.task_index[lo:hi]), *(_tokens(c) for c in stats), samples]
     columns += [_tokens(num), _tokens(expected), _tokens(expected - num), _tokens(pct)]
-    return list(map(template.__mod__, zip(*columns)))
+    return template, columns
 
 
 def iter_group_dicts(groups: GroupTable) -> Iterator[dict[str, Any]]:
@@ -313,6 +328,19 @@ def _infos_text(groups: GroupTable, lo: int, hi: int) -> tuple[list[bytes], list
     the rollouts' texts (each followed by "," or, the last of its task, by the entry's close
     and the group separator) and where each task's rollouts start (hi - lo + 1 positions).
     None when this fast path does not apply (absent or non-finite values)."""
+    info = _info_parts(groups, lo, hi)
+    if info is None:
+        return None
+    template, columns, starts = info
+    texts = list(map((template + b"},").__mod__, zip(*columns)))
+    for end in set(starts[1:]) - set(starts[:1]):  # each group's last rollout closes the entry
+        texts[end - 1] = texts[end - 1][:-1] + _CLOSE
+    return texts, starts
+
+
+def _info_parts(groups: GroupTable, lo: int, hi: int) -> tuple[bytes, list[list[bytes]], list[int]] | None:
+    """_infos_text's template (one rollout, without its closing brace), token columns and
+    task starts."""
     table, bounds = groups.rollout_infos, groups.info_starts
     if table is None or bounds is None or table.shown:
         return None
@@ -326,11 +354,25 @@ def _infos_text(groups: GroupTable, lo: int, hi: int) -> tuple[list[bytes], list
         columns.append(_tokens(values if col.kind is ValueKind.FLOAT else values.astype(np.int64)))
         template += b"," + orjson.dumps(name).replace(b"%", b"%%") + b":%s"
     t, r = columns[0], columns[1]
-    texts = list(map((template + b"},").__mod__, zip(t, r, t, r, *columns[2:])))
-    starts = (bounds[lo : hi + 1] - a).tolist()
-    for end in set(starts[1:]) - set(starts[:1]):  # each group's last rollout closes the entry
-        texts[end - 1] = texts[end - 1][:-1] + _CLOSE
-    return texts, starts
+    return template, [t, r, t, r, *columns[2:]], (bounds[lo : hi + 1] - a).tolist()
+
+
+def _uniform_text(head: Parts, info: tuple[bytes, list[list[bytes]], list[int]]) -> bytes | None:
+    """A chunk whose tasks all have K rollouts (tasks x repeats, the usual shape) in one join:
+    the i-th rollouts of every task are rendered by one template, the first's carrying its
+    task's head and the last's closing the entry, so no text is made per task. None for
+    uneven tasks."""
+    (head_template, head_columns), (template, columns, starts) = head, info
+    k = starts[1] - starts[0] if len(starts) > 1 else 0
+    if k < 1 or starts != list(range(0, starts[-1] + 1, k)):
+        return None
+    texts: list[bytes] = [b""] * starts[-1]
+    for i in range(k):
+        slot = (head_template + b',"rollout_infos":[' if i == 0 else b"") + template + (b"}" + _CLOSE if i == k - 1 else b"},")
+        args = [c[i::k] for c in columns]
+        texts[i::k] = list(map(slot.__mod__, zip(*(head_columns + args if i == 0 else args))))
+    texts[-1] = texts[-1][: -len(_GROUP_SEP)]  # blobs are joined by the separator
+    return b"".join(texts)
 
 
 def _with_infos(heads: list[bytes], texts: list[bytes], starts: list[int]) -> bytes:

@@ -213,3 +213,28 @@ def test_a_pipe_is_read_as_a_stream(tmp_path: Path) -> None:
     chunks = list(_reader.read_chunks(fifo, 256))
     writer.join(timeout=10)
     assert b"".join(chunks) == data and all(c.endswith(b"\n") for c in chunks)
+
+
+@pytest.mark.parametrize("repeats", [1, 2, 7])
+def test_uniform_tasks_in_one_join_match_the_per_task_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repeats: int
+) -> None:
+    rows = [
+        {"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": float((t + r) % 2),
+         "p%ct": t * 0.5, "n": r}
+        for t in range(40) for r in range(repeats)
+    ]  # fmt: skip
+    path = write_rows(tmp_path / "r.jsonl", rows)
+    monkeypatch.setattr(_output, "_CHUNK", 16)
+    made: list[bytes | None] = []
+    real = _output._uniform_text
+
+    def recorded(*args: Any) -> bytes | None:
+        made.append(real(*args))
+        return made[-1]
+
+    monkeypatch.setattr(_output, "_uniform_text", recorded)
+    fast = agg_bytes(path, tmp_path / "fast.json")
+    assert made and all(m is not None for m in made)  # every chunk took the uniform path
+    monkeypatch.setattr(_output, "_uniform_text", lambda *a: None)
+    assert agg_bytes(path, tmp_path / "general.json") == fast
