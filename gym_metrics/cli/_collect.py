@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import sys
@@ -229,6 +228,8 @@ def run_keeping_result(main: Coroutine[Any, Any, T]) -> T:
 
     async def main_task() -> None:
         box.append(await main)
+
+    import asyncio  # here, not at import: `gym-metrics aggregate` starts without it
 
     asyncio.run(main_task())
     return box[0]

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import re
 import sys
 import time
@@ -83,6 +82,8 @@ def run(ns: argparse.Namespace) -> int:
             target=ns.target_config, prompt_template=ns.prompt_template,
         )  # fmt: skip
     else:
+        import asyncio  # here, not at import: other commands start without it
+
         result = asyncio.run(_remote(ns, rows))
     elapsed = time.perf_counter() - started
 
