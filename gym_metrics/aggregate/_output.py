@@ -119,7 +119,7 @@ class GroupsRender:
             discard(self._workers)
 
 
-_WRITER_SHARE = 0.35
+_WRITER_SHARE = 0.6
 """The writing process's range, against a worker's: it also has the agent level to finish, the
 file's head to write and the workers' bytes to append (measured: the 2-process split that
 ends both together at 1M rollouts)."""
