@@ -102,18 +102,26 @@ _Chunk = tuple[bytes, BufferRows, "RolloutFile | None"]
 
 def _fast_chunks(path: Path, default_agent: str | None, ahead: int = 2) -> Iterator[_Chunk]:
     """(chunk, its lines, its columns or None when they cannot be read column-wise) in file
-    order. The next chunks are read, parsed and turned into columns in threads (pyarrow and
-    numpy release the GIL for most of it; two threads keep both cores busy while one of them
-    is in Python) while the caller files this one. At most `ahead` + 1 chunks are in memory."""
+    order. The next chunks are read, parsed and turned into columns in threads (a read,
+    pyarrow and numpy release the GIL for most of it; two threads keep both cores busy while
+    one of them is in Python) while the caller files this one. At most `ahead` + 1 chunks are
+    in memory."""
 
     def columns(chunk: bytes) -> _Chunk:
         lines = BufferRows(chunk, *line_bounds(chunk))
         return chunk, lines, _read_fast(chunk, lines, 0, len(lines), default_agent)
 
-    with ThreadPoolExecutor(ahead, thread_name_prefix="gym-metrics-read") as pool:
+    def read(fd: int, pos: int, end: int) -> _Chunk:
+        return columns(os.pread(fd, end - pos, pos))
+
+    with path.open("rb", buffering=0) as f, ThreadPoolExecutor(ahead, thread_name_prefix="gym-metrics-read") as pool:
+        if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            jobs = (pool.submit(read, f.fileno(), pos, end) for pos, end in _spans(f.fileno(), CHUNK_BYTES))
+        else:
+            jobs = (pool.submit(columns, chunk) for chunk in _stream_chunks(f, CHUNK_BYTES))
         pending: deque[Future[_Chunk]] = deque()
-        for chunk in read_chunks(path, CHUNK_BYTES):
-            pending.append(pool.submit(columns, chunk))
+        for job in jobs:
+            pending.append(job)
             if len(pending) > ahead:
                 yield pending.popleft().result()
         while pending:
@@ -125,15 +133,20 @@ def read_chunks(path: Path, size: int) -> Iterator[bytes]:
     regular file is read chunk by chunk at line boundaries found first (one copy of each
     byte); a pipe is read as a stream."""
     with path.open("rb", buffering=0) as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             yield from _stream_chunks(f, size)
             return
-        fd, total, pos = f.fileno(), st.st_size, 0
-        while pos < total:
-            end = _line_end(fd, pos, min(pos + size, total), total)
-            yield os.pread(fd, end - pos, pos)
-            pos = end
+        for pos, end in _spans(f.fileno(), size):
+            yield os.pread(f.fileno(), end - pos, pos)
+
+
+def _spans(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """[pos, end) byte spans of whole lines, about `size` bytes each, of a regular file."""
+    total, pos = os.fstat(fd).st_size, 0
+    while pos < total:
+        end = _line_end(fd, pos, min(pos + size, total), total)
+        yield pos, end
+        pos = end
 
 
 def _line_end(fd: int, pos: int, end: int, total: int, window: int = 1 << 16) -> int:
