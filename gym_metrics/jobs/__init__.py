@@ -1,0 +1,27 @@
+"""Durable evaluation jobs: a job spec, a SQLite store that outlives the process, and an
+executor that runs jobs off the caller's event loop and resumes them after a restart.
+Domain code only (no grpc): the job service and CLI build on this."""
+
+from __future__ import annotations
+
+from gym_metrics.jobs._executor import JobExecutor
+from gym_metrics.jobs._run import Progress, ProgressCallback
+from gym_metrics.jobs._secrets import SecretStore
+from gym_metrics.jobs._spec import DatasetSpec, JobSpec, RunConfig, parse_spec
+from gym_metrics.jobs._store import JobRecord, JobState, JobStore
+from gym_metrics.jobs._result import job_result
+
+__all__ = [
+    "DatasetSpec",
+    "JobExecutor",
+    "JobRecord",
+    "JobSpec",
+    "JobState",
+    "JobStore",
+    "Progress",
+    "ProgressCallback",
+    "RunConfig",
+    "SecretStore",
+    "job_result",
+    "parse_spec",
+]

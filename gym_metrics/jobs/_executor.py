@@ -1,0 +1,157 @@
+"""Runs queued jobs, a bounded number at once, each in a thread of its own; after a restart
+it picks up every job that was RUNNING or QUEUED where its stored rows end."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gym_metrics.errors import GymMetricsError, InvalidInputError
+from gym_metrics.jobs._run import JobRun, Progress, ProgressCallback
+from gym_metrics.jobs._secrets import SecretStore
+from gym_metrics.jobs._spec import JobSpec, dataset_file, parse_spec
+from gym_metrics.jobs._store import JobRecord, JobState, JobStore
+from gym_metrics.scorers import get_scorer
+from gym_metrics.targets import parse_target
+
+log = logging.getLogger("gym_metrics.jobs")
+
+
+class JobExecutor:
+    """`await executor.start()`, then `submit(spec)` / `cancel(id)` / `await wait(id)`;
+    `await executor.aclose()` stops running jobs and leaves them to resume next start."""
+
+    def __init__(
+        self, store: JobStore, *, max_jobs: int = 2, data_root: str | os.PathLike[str] | None = None,
+        secrets: SecretStore | None = None, on_progress: ProgressCallback | None = None,
+        flush_seconds: float = 0.1,
+    ) -> None:  # fmt: skip
+        if max_jobs < 1:
+            raise InvalidInputError(f"max_jobs must be >= 1, got {max_jobs}")
+        self.store, self.max_jobs = store, max_jobs
+        self.data_root = None if data_root is None else Path(data_root)
+        self.secrets = secrets or SecretStore()
+        self.on_progress, self.flush_seconds = on_progress, flush_seconds
+        self._runs: dict[str, JobRun] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._closing = False
+
+    async def start(self) -> None:
+        """Requeue jobs a dead process left RUNNING, then start dispatching."""
+        requeued = self.store.requeue_running()
+        if requeued:
+            log.info("resuming %d job(s) left running: %s", len(requeued), ", ".join(requeued))
+        self._dispatcher = asyncio.create_task(self._dispatch())
+        self._wake.set()
+
+    def submit(self, spec: JobSpec | Mapping[str, Any]) -> JobRecord:
+        """Validate (scorer, config, target, data root, secrets) and queue; errors name the field."""
+        spec = parse_spec(spec)
+        self.validate(spec)
+        record = self.store.create(spec)
+        log.info("job %s queued (scorer %s)", record.id, spec.scorer)
+        self._wake.set()
+        return record
+
+    def validate(self, spec: JobSpec) -> None:
+        """What can be known before running: InvalidInputError naming the field."""
+        dataset_file(spec, self.data_root)
+        self.secrets.export(spec.secret_names())
+        get_scorer(spec.scorer, spec.scorer_config)  # reads nothing remote: no session opened yet
+        if spec.target is not None:
+            parse_target(spec.target)
+
+    def cancel(self, job_id: str) -> JobRecord:
+        """Cancel a queued or running job (a running one stops within about a second)."""
+        record = self.store.get(job_id)
+        if record.state.final or self.store.cancel_if_queued(job_id):
+            return self.store.get(job_id)
+        run = self._runs.get(job_id)
+        if run is not None:
+            run.cancel()
+        return self.store.get(job_id)
+
+    async def wait(self, job_id: str, timeout: float | None = None, poll: float = 0.05) -> JobRecord:
+        """The job once it is in a final state (TimeoutError after `timeout` seconds)."""
+        async def final() -> JobRecord:
+            while not (record := self.store.get(job_id)).state.final:
+                await asyncio.sleep(poll)
+            return record
+
+        return await asyncio.wait_for(final(), timeout)
+
+    async def aclose(self) -> None:
+        """Stop dispatching; running jobs stop and go back to QUEUED (they resume on the next start)."""
+        self._closing = True
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+            await asyncio.gather(self._dispatcher, return_exceptions=True)
+        for run in list(self._runs.values()):
+            run.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _dispatch(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            for record in self.store.list_jobs(JobState.QUEUED, limit=self.max_jobs):
+                if len(self._runs) >= self.max_jobs:
+                    break
+                if record.id not in self._runs:
+                    self._launch(record)
+
+    def _launch(self, record: JobRecord) -> None:
+        run = JobRun(self.store, record.id, record.spec, self.data_root, self._progress, self.flush_seconds)
+        self._runs[record.id] = run
+        task = asyncio.create_task(self._drive(run))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _drive(self, run: JobRun) -> None:
+        """Run the job in its thread; store how it ended; make room for the next."""
+        job_id = run.job_id
+        try:
+            self.secrets.export(run.spec.secret_names())
+            self.store.set_state(job_id, JobState.RUNNING)
+            log.info("job %s running", job_id)
+            finished = await asyncio.to_thread(run.run)
+        except Exception as exc:
+            self._ended(run, exc)
+        else:
+            self._ended(run, None if finished else asyncio.CancelledError())
+        finally:
+            del self._runs[job_id]
+            self._wake.set()
+
+    def _ended(self, run: JobRun, exc: BaseException | None) -> None:
+        job_id = run.job_id
+        if isinstance(exc, asyncio.CancelledError) or run.cancelled.is_set():
+            state = JobState.QUEUED if self._closing else JobState.CANCELLED
+            self.store.set_state(job_id, state)
+        elif exc is not None:
+            message = str(exc) if isinstance(exc, GymMetricsError) else f"{type(exc).__name__}: {exc}"
+            self.store.set_state(job_id, JobState.FAILED, error=message)
+        else:
+            record = self.store.get(job_id)
+            all_bad = bool(record.total) and record.failed == record.total
+            error = f"every row failed ({record.failed} of {record.total}); see the row errors" if all_bad else None
+            self.store.set_state(job_id, JobState.FAILED if all_bad else JobState.SUCCEEDED, error=error)
+        record = self.store.get(job_id)
+        log.info("job %s %s (%d rows, %d failed)", job_id, record.state.value, record.done, record.failed)
+        self._progress(Progress(job_id, record.state, record.done, record.failed, record.total, 0.0))
+
+    def _progress(self, progress: Progress) -> None:
+        if self.on_progress is not None:
+            try:
+                self.on_progress(progress)
+            except Exception:  # a watcher's bug never stops a job
+                log.exception("progress callback failed for job %s", progress.job_id)
+
+
+__all__ = ["JobExecutor"]

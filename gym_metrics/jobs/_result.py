@@ -1,0 +1,48 @@
+"""A finished job's result as `evaluate` returns it, rebuilt from the stored rows, so the
+aggregate is computed by the same code (and is the same number) as an in-process run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gym_metrics.evaluation import EvaluationResult, RowFailure
+from gym_metrics.jobs._store import JobStore
+
+PART_BYTES = 1 << 20
+
+
+def job_result(store: JobStore, job_id: str) -> EvaluationResult:
+    """Every stored row of `job_id` (in row order) as an EvaluationResult."""
+    record = store.get(job_id)
+    rows: list[dict[str, Any]] = []
+    start: int | None = 0
+    while start is not None:
+        part, start = store.read_results(job_id, start=start, max_bytes=PART_BYTES)
+        rows.extend(part)
+    names = tuple(rows[0]["scores"]) if rows else _declared_names(record.spec.scorer, record.spec.scorer_config)
+    n = max((r["index"] for r in rows), default=-1) + 1
+    values = np.full((n, len(names)), np.nan)
+    errors: dict[int, RowFailure] = {}
+    generated: dict[int, Any] = {}
+    for entry in rows:
+        i = entry["index"]
+        values[i] = [np.nan if entry["scores"].get(name) is None else entry["scores"][name] for name in names]
+        if "error" in entry:
+            errors[i] = RowFailure(entry["error"]["field"], entry["error"]["reason"])
+        if "generated" in entry:
+            generated[i] = entry["generated"]
+    return EvaluationResult(record.spec.scorer, names, values, errors, generated)
+
+
+def _declared_names(scorer: str, config: dict[str, Any] | None) -> tuple[str, ...]:
+    from gym_metrics.scorers import get_scorer
+
+    try:
+        return get_scorer(scorer, config).score_names
+    except Exception:  # noqa: BLE001  # e.g. a key no longer set: an empty job has no scores anyway
+        return ()
+
+
+__all__ = ["job_result"]

@@ -1,0 +1,137 @@
+"""What a job is: a scorer, a dataset, a run config, an optional target, and the NAMES of
+the secrets it needs (never their values), so a spec can be stored and shown as it is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from pydantic import Field
+
+from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.evaluation import read_rows
+from gym_metrics.scorers import RowError
+
+SECRET_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class DatasetSpec(pydantic.BaseModel):
+    """Inline `rows`, or a JSONL `path` read only under the executor's data root."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    rows: list[Any] | None = None
+    """The rows themselves (stored with the spec, so a resumed job reads the same rows)."""
+    path: str | None = None
+    """A JSONL file relative to the data root; `..` and absolute paths are refused."""
+
+    @pydantic.model_validator(mode="after")
+    def _one_source(self) -> DatasetSpec:
+        if (self.rows is None) == (self.path is None):
+            raise ValueError("give exactly one of `rows` or `path`")
+        return self
+
+
+class RunConfig(pydantic.BaseModel):
+    """How hard to run: rows in flight and how many rows (evaluate's knobs)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    parallelism: int = Field(default=16, ge=1)
+    limit_samples: int | None = Field(default=None, ge=0)
+
+
+class JobSpec(pydantic.BaseModel):
+    """One durable evaluation: `evaluate(scorer, dataset, config=..., target=...)` as data."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    scorer: str = Field(min_length=1)
+    """A registered scorer name (`get_scorer`)."""
+    scorer_config: dict[str, Any] | None = None
+    """The scorer's options; an API key only as `api_key_env` (a secret NAME)."""
+    dataset: DatasetSpec
+    run: RunConfig = Field(default_factory=RunConfig)
+    target: dict[str, Any] | None = None
+    """A target config (TARGET.json's content) for online evaluation."""
+    prompt_template: dict[str, Any] | None = None
+    """NeMo Evaluator's `{"messages": [...]}`, rendered over each row (with a model target)."""
+    secrets: list[str] = Field(default_factory=list)
+    """Names of the secrets the job needs, resolved by the executor when the job runs."""
+
+    @pydantic.field_validator("secrets")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        import re
+
+        for name in value:
+            if not re.match(SECRET_NAME, name):
+                raise ValueError(f"{name!r} is not a secret name (letters, digits, underscores)")
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _template_needs_target(self) -> JobSpec:
+        if self.prompt_template is not None and self.target is None:
+            raise ValueError("prompt_template goes with a target: it builds the request sent to the model")
+        return self
+
+    def secret_names(self) -> list[str]:
+        """Every secret the job needs: the declared ones and each `api_key_env` it names."""
+        names = list(self.secrets)
+        for config in (self.scorer_config, self.target):
+            env = (config or {}).get("api_key_env")
+            if isinstance(env, str) and env not in names:
+                names.append(env)
+        return names
+
+
+def parse_spec(data: Mapping[str, Any] | JobSpec) -> JobSpec:
+    """A JobSpec from a dict; InvalidInputError naming each bad field."""
+    if isinstance(data, JobSpec):
+        return data
+    try:
+        return JobSpec.model_validate(dict(data))
+    except pydantic.ValidationError as exc:
+        violations = [FieldViolation(".".join(str(p) for p in e["loc"]) or "spec", e["msg"]) for e in exc.errors()]
+        raise InvalidInputError("invalid job spec", violations) from None
+
+
+def dataset_file(spec: JobSpec, data_root: Path | None) -> Path | None:
+    """The dataset's file under `data_root` (None for inline rows); InvalidInputError on
+    `dataset.path` for an escape (`..`, an absolute path, a symlink out) or no data root."""
+    relative = spec.dataset.path
+    if relative is None:
+        return None
+    if data_root is None:
+        raise InvalidInputError("no data root", [FieldViolation("dataset.path", "file datasets need a configured data root")])
+    parts = Path(relative).parts
+    if Path(relative).is_absolute() or ".." in parts or not parts:
+        raise InvalidInputError(
+            "dataset path escapes the data root",
+            [FieldViolation("dataset.path", f"{relative!r} must be relative to the data root, without '..'")],
+        )
+    root = data_root.resolve()
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root):
+        raise InvalidInputError(
+            "dataset path escapes the data root", [FieldViolation("dataset.path", f"{relative!r} resolves outside the data root")]
+        )
+    if not path.is_file():
+        raise InvalidInputError("dataset not found", [FieldViolation("dataset.path", f"{relative!r} is not a file under the data root")])
+    return path
+
+
+def iter_rows(spec: JobSpec, data_root: Path | None) -> Iterator[Any | RowError]:
+    """The job's rows in order, `limit_samples` applied; a file is read lazily."""
+    path = dataset_file(spec, data_root)
+    rows: Iterator[Any] = iter(spec.dataset.rows or ()) if path is None else read_rows(path)
+    limit = spec.run.limit_samples
+    for index, row in enumerate(rows):
+        if limit is not None and index >= limit:
+            return
+        yield row
+
+
+__all__ = ["DatasetSpec", "JobSpec", "RunConfig", "dataset_file", "iter_rows", "parse_spec"]
