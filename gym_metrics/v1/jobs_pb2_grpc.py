@@ -86,7 +86,7 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListJobs(self, request, context):
-        """Jobs, newest first, optionally of one state, a page at a time.
+        """Jobs in submission order (oldest first), optionally of one state, a page at a time.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -44,7 +44,7 @@ class JobServiceStub:
     GetJob: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.GetJobRequest, _jobs_pb2.Job]
     """One job's state and progress. NOT_FOUND for an unknown id."""
     ListJobs: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.ListJobsRequest, _jobs_pb2.ListJobsResponse]
-    """Jobs, newest first, optionally of one state, a page at a time."""
+    """Jobs in submission order (oldest first), optionally of one state, a page at a time."""
     WatchJob: _grpc.UnaryStreamMultiCallable[_jobs_pb2.WatchJobRequest, _jobs_pb2.WatchJobResponse]
     """The job now, then again on every progress or state change, until a final state
     (SUCCEEDED, FAILED, CANCELLED), which is the last message.
@@ -69,7 +69,7 @@ class JobServiceAsyncStub(JobServiceStub):
     GetJob: _aio.UnaryUnaryMultiCallable[_jobs_pb2.GetJobRequest, _jobs_pb2.Job]  # type: ignore[assignment]
     """One job's state and progress. NOT_FOUND for an unknown id."""
     ListJobs: _aio.UnaryUnaryMultiCallable[_jobs_pb2.ListJobsRequest, _jobs_pb2.ListJobsResponse]  # type: ignore[assignment]
-    """Jobs, newest first, optionally of one state, a page at a time."""
+    """Jobs in submission order (oldest first), optionally of one state, a page at a time."""
     WatchJob: _aio.UnaryStreamMultiCallable[_jobs_pb2.WatchJobRequest, _jobs_pb2.WatchJobResponse]  # type: ignore[assignment]
     """The job now, then again on every progress or state change, until a final state
     (SUCCEEDED, FAILED, CANCELLED), which is the last message.
@@ -109,7 +109,7 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _jobs_pb2.ListJobsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_jobs_pb2.ListJobsResponse, _abc.Awaitable[_jobs_pb2.ListJobsResponse]]:
-        """Jobs, newest first, optionally of one state, a page at a time."""
+        """Jobs in submission order (oldest first), optionally of one state, a page at a time."""
 
     @_abc_1.abstractmethod
     def WatchJob(
