@@ -22,6 +22,8 @@ if TYPE_CHECKING:
         VerifyInput,
         VerifyOutcome,
     )
+    from gym_metrics._transport._jobs_client import JobClient, JobInfo, JobNotFinishedError, JobWaitTimeout
+    from gym_metrics._transport._jobs_serving import JobServerOptions, RunningJobServer, serve_jobs, start_job_server
 
 _CLIENT_NAMES = (
     "RemoteCallError",
@@ -33,6 +35,8 @@ _CLIENT_NAMES = (
     "VerifyInput",
     "VerifyOutcome",
 )
+_JOB_CLIENT_NAMES = ("JobClient", "JobInfo", "JobNotFinishedError", "JobWaitTimeout")
+_JOB_SERVER_NAMES = ("JobServerOptions", "RunningJobServer", "serve_jobs", "start_job_server")
 
 
 def __getattr__(name: str) -> Any:
@@ -40,7 +44,15 @@ def __getattr__(name: str) -> Any:
         from gym_metrics._transport import _client
 
         return getattr(_client, name)
+    if name in _JOB_CLIENT_NAMES:  # jobs load gym_metrics.jobs (and its scorers) on first use only
+        from gym_metrics._transport import _jobs_client
+
+        return getattr(_jobs_client, name)
+    if name in _JOB_SERVER_NAMES:
+        from gym_metrics._transport import _jobs_serving
+
+        return getattr(_jobs_serving, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["RunningServer", "ServerConfig", "serve", "start_server", *_CLIENT_NAMES]
+__all__ = ["RunningServer", "ServerConfig", "serve", "start_server", *_CLIENT_NAMES, *_JOB_CLIENT_NAMES, *_JOB_SERVER_NAMES]

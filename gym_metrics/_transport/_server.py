@@ -209,28 +209,45 @@ async def start_server(
     """
     config = config or ServerConfig()
     env = load_env(env, reducers, metrics=metrics)
+    server = new_server(config, reuse_port=reuse_port)
+    add_resources_service(ResourcesServicer(env, limits=config.limits, **(servicer_options or {})), server)
+    health_servicer = await add_health_and_reflection(server, config, SERVICE_NAME)
+    port = bind(server, config)
+    await server.start()
+    return RunningServer(server=server, port=port, config=config, health=health_servicer, env=env)
+
+
+def new_server(config: ServerConfig, *, reuse_port: bool = False) -> aio.Server:
+    """A grpc.aio server with the access log, auth and limits of `config`, no service yet
+    (shared by the resources server and the job server)."""
     interceptors: list[aio.ServerInterceptor] = []
     if config.log_requests:
         interceptors.append(AccessLogInterceptor())  # outermost: also logs refused calls
     if config.auth_token:
         interceptors.append(AuthInterceptor(config.auth_token))
-    server = aio.server(
+    return aio.server(
         interceptors=interceptors,
         options=server_options(config, reuse_port=reuse_port),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
     )
-    add_resources_service(ResourcesServicer(env, limits=config.limits, **(servicer_options or {})), server)
+
+
+async def add_health_and_reflection(server: aio.Server, config: ServerConfig, service_name: str) -> HealthServicer:
+    """Health (SERVING for "" and `service_name`) and, unless turned off, reflection."""
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+    await health_servicer.set(service_name, health_pb2.HealthCheckResponse.SERVING)
     if config.reflection:
-        enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
+        enable_reflection((service_name, health.SERVICE_NAME), server)
+    return health_servicer
+
+
+def bind(server: aio.Server, config: ServerConfig) -> int:
+    """Bind `config`'s address (TLS when configured); the bound port, or a one-line OSError."""
     address = config.address()
     try:
-        port = server.add_secure_port(address, _credentials(config)) if config.tls else server.add_insecure_port(address)
+        return server.add_secure_port(address, _credentials(config)) if config.tls else server.add_insecure_port(address)
     except RuntimeError as exc:
         why = "the port is in use, or the address is not on this host" if config.port else str(exc).split(";")[0]
         raise OSError(f"gym-metrics cannot listen on {address}: {why}") from None
-    await server.start()
-    return RunningServer(server=server, port=port, config=config, health=health_servicer, env=env)

@@ -1,0 +1,185 @@
+"""JobService over a JobExecutor: each RPC converts, delegates to the executor or its store,
+converts back (the job logic lives in gym_metrics.jobs)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+import grpc.aio
+import orjson
+from google.protobuf.message import Message
+
+from gym_metrics._transport._errors import grpc_errors
+from gym_metrics._transport._handlers import _lenient, decoded
+from gym_metrics._transport._jobs_convert import PB_TO_STATE, record_to_job, spec_to_dict
+from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError
+from gym_metrics.jobs import JobExecutor, JobRecord, JobState, Progress, job_result
+from gym_metrics.v1 import jobs_pb2 as pb
+
+SERVICE = "gym_metrics.v1.JobService"
+PART_BYTES = 1 << 20
+"""GetJobResult's row parts hold about this much JSON each."""
+DEFAULT_PAGE, MAX_PAGE = 100, 1000
+WATCH_POLL_SECONDS = 0.25
+"""A watcher re-reads its job at least this often (progress callbacks wake it sooner)."""
+
+
+class ProgressHub:
+    """The executor's `on_progress` callback (called from job threads): keeps each running
+    job's last rows/s and wakes the WatchJob streams on the server's event loop."""
+
+    def __init__(self) -> None:
+        self.rates: dict[str, float] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tick = asyncio.Event()
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def __call__(self, progress: Progress) -> None:
+        if progress.state is JobState.RUNNING:
+            self.rates[progress.job_id] = progress.rows_per_second
+        else:
+            self.rates.pop(progress.job_id, None)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.notify)
+
+    def notify(self) -> None:
+        """Wake every waiter (on the loop)."""
+        tick, self._tick = self._tick, asyncio.Event()
+        tick.set()
+
+    async def wait(self, timeout: float) -> None:
+        """Until the next progress report or `timeout` seconds, whichever comes first."""
+        tick = self._tick
+        try:
+            await asyncio.wait_for(tick.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+
+def _changes(record: JobRecord) -> tuple[Any, ...]:
+    return record.state, record.done, record.failed, record.total, record.error
+
+
+class JobsServicer:
+    """The six JobService RPCs. `close()` ends open WatchJob streams (server shutdown)."""
+
+    def __init__(
+        self, executor: JobExecutor, hub: ProgressHub, *, part_bytes: int = PART_BYTES, poll_seconds: float = WATCH_POLL_SECONDS
+    ) -> None:
+        self.executor, self.store, self.hub = executor, executor.store, hub
+        self.part_bytes, self.poll_seconds = part_bytes, poll_seconds
+        self._closing = False
+
+    def close(self) -> None:
+        self._closing = True
+        self.hub.notify()
+
+    def _job(self, record: JobRecord) -> pb.Job:
+        return record_to_job(record, self.hub.rates.get(record.id, 0.0))
+
+    @grpc_errors
+    async def SubmitJob(self, request: Any, context: grpc.aio.ServicerContext) -> pb.Job:  # noqa: N802
+        request = decoded(request, "request")
+        if not request.HasField("spec"):
+            raise InvalidInputError("invalid job spec", [FieldViolation("spec", "required")])
+        spec = spec_to_dict(request.spec)
+        try:
+            return self._job(self.executor.submit(spec))
+        except NotFoundError as exc:  # an unknown scorer: in a spec, that is a bad field
+            raise InvalidInputError("invalid job spec", [FieldViolation("scorer", str(exc))]) from None
+
+    @grpc_errors
+    async def GetJob(self, request: Any, context: grpc.aio.ServicerContext) -> pb.Job:  # noqa: N802
+        return self._job(self.store.get(_job_id(decoded(request, "request"))))
+
+    @grpc_errors
+    async def CancelJob(self, request: Any, context: grpc.aio.ServicerContext) -> pb.Job:  # noqa: N802
+        return self._job(self.executor.cancel(_job_id(decoded(request, "request"))))
+
+    @grpc_errors
+    async def ListJobs(self, request: Any, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:  # noqa: N802
+        request = decoded(request, "request")
+        if request.page_size < 0:
+            raise InvalidInputError("invalid request", [FieldViolation("page_size", "must be >= 0")])
+        if request.state != pb.JOB_STATE_UNSPECIFIED and request.state not in PB_TO_STATE:
+            raise InvalidInputError("invalid request", [FieldViolation("state", f"unknown state {request.state}")])
+        size = min(request.page_size or DEFAULT_PAGE, MAX_PAGE)
+        after = request.page_token or None
+        if after is not None:
+            try:
+                self.store.get(after)
+            except NotFoundError:
+                raise InvalidInputError("invalid request", [FieldViolation("page_token", "not a token ListJobs gave")]) from None
+        state = PB_TO_STATE.get(request.state)
+        records = self.store.list_jobs(state, limit=size + 1, after=after)
+        more = len(records) > size
+        records = records[:size]
+        return pb.ListJobsResponse(
+            jobs=[self._job(r) for r in records], next_page_token=records[-1].id if more and records else ""
+        )
+
+    @grpc_errors
+    async def WatchJob(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.WatchJobResponse]:  # noqa: N802
+        job_id = _job_id(decoded(request, "request"))
+        record = self.store.get(job_id)
+        yield pb.WatchJobResponse(job=self._job(record))
+        last = _changes(record)
+        while not record.state.final:
+            await self.hub.wait(self.poll_seconds)
+            if self._closing:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "the job server is shutting down; watch again after it restarts")
+            record = self.store.get(job_id)
+            if _changes(record) != last:
+                last = _changes(record)
+                yield pb.WatchJobResponse(job=self._job(record))
+
+    @grpc_errors
+    async def GetJobResult(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.GetJobResultResponse]:  # noqa: N802
+        job_id = _job_id(decoded(request, "request"))
+        record = self.store.get(job_id)
+        if not record.state.final:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"job {job_id} is {record.state.value}; its result is ready once it has finished"
+            )
+        aggregate = (await asyncio.to_thread(job_result, self.store, job_id)).aggregate_scores
+        yield pb.GetJobResultResponse(aggregate_scores_json=orjson.dumps(aggregate).decode())
+        start: int | None = 0
+        while start is not None:
+            rows, start = await asyncio.to_thread(self.store.read_results, job_id, start=start, max_bytes=self.part_bytes)
+            if rows:
+                part = pb.RowScores(rows_json=[orjson.dumps(r).decode() for r in rows])
+                yield pb.GetJobResultResponse(row_scores=part)
+
+
+def _job_id(request: Any) -> str:
+    if not request.job_id:
+        raise InvalidInputError("invalid request", [FieldViolation("job_id", "required")])
+    return str(request.job_id)
+
+
+def add_job_service(servicer: JobsServicer, server: Any) -> None:
+    """Register the six methods with lenient decoding (bad bytes -> INVALID_ARGUMENT)."""
+    unary, stream = grpc.unary_unary_rpc_method_handler, grpc.unary_stream_rpc_method_handler
+    table: dict[str, tuple[Callable[..., Any], type[Message], type[Message]]] = {
+        "SubmitJob": (unary, pb.SubmitJobRequest, pb.Job),
+        "GetJob": (unary, pb.GetJobRequest, pb.Job),
+        "ListJobs": (unary, pb.ListJobsRequest, pb.ListJobsResponse),
+        "WatchJob": (stream, pb.WatchJobRequest, pb.WatchJobResponse),
+        "GetJobResult": (stream, pb.GetJobResultRequest, pb.GetJobResultResponse),
+        "CancelJob": (unary, pb.CancelJobRequest, pb.Job),
+    }
+    handlers = {
+        method: make(getattr(servicer, method), request_deserializer=_lenient(req), response_serializer=resp.SerializeToString)
+        for method, (make, req, resp) in table.items()
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)
+
+
+__all__ = ["PART_BYTES", "SERVICE", "JobsServicer", "ProgressHub", "add_job_service"]
