@@ -20,7 +20,9 @@ import os
 import random
 import sys
 import time
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, ClassVar, Final
 
 import httpx
@@ -92,12 +94,28 @@ class HttpError(GymMetricsError):
         """Seconds the server asked us to wait (its `Retry-After`), when it said."""
 
 
+_KEYS: ContextVar[Mapping[str, str] | None] = ContextVar("gym_metrics_keys", default=None)
+
+
+@contextmanager
+def keys_from(keys: Mapping[str, str]) -> Iterator[None]:
+    """In this context (this thread, this task and the tasks it starts), a key named by
+    `api_key_env` is looked up in `keys` before the environment: a job server hands each job
+    the secrets it resolved without writing them into the process environment."""
+    token = _KEYS.set(keys)
+    try:
+        yield
+    finally:
+        _KEYS.reset(token)
+
+
 def read_key(var: str | None, what: str) -> str | None:
-    """The bearer key held by environment variable `var` (None: no key); unset is a config
-    error raised before any request."""
+    """The bearer key named `var` (None: no key), from `keys_from` or else the environment;
+    unset is a config error raised before any request."""
     if var is None:
         return None
-    key = os.environ.get(var)
+    keys = _KEYS.get()
+    key = (keys.get(var) if keys is not None else None) or os.environ.get(var)
     if not key:
         raise InvalidInputError(
             f"{what} API key not found",

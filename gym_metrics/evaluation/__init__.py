@@ -7,8 +7,8 @@ from typing import Any
 
 from gym_metrics.evaluation._config import read_scorer_config
 from gym_metrics.evaluation._jsonl import read_rows
-from gym_metrics.evaluation._result import EvaluationResult, Histogram, HistogramBin, Percentiles, RowFailure, ScoreStats
-from gym_metrics.evaluation._run import evaluate, evaluate_async
+from gym_metrics.evaluation._result import EvaluationResult, Histogram, HistogramBin, Percentiles, RowFailure, ScoreMatrix, ScoreStats
+from gym_metrics.evaluation._run import RowSink, evaluate, evaluate_async, score_rows
 
 
 def __getattr__(name: str) -> Any:
@@ -26,10 +26,13 @@ __all__ = [
     "HistogramBin",
     "Percentiles",
     "RowFailure",
+    "RowSink",
+    "ScoreMatrix",
     "ScoreStats",
     "evaluate",
     "evaluate_async",
     "evaluate_remote_async",
     "read_rows",
     "read_scorer_config",
+    "score_rows",
 ]

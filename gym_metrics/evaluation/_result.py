@@ -250,6 +250,12 @@ class EvaluationResult:
 class ScoreMatrix:
     """Rows' scores written by index into a growing (rows x scores) NaN-filled matrix."""
 
+    held = 0
+    """A RowSink that holds nothing unsaved: it is the result."""
+
+    def release(self) -> None:
+        pass
+
     def __init__(self, names: Iterable[str]) -> None:
         self.names = tuple(names)
         if not self.names:

@@ -10,10 +10,10 @@ is generated first.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gym_metrics._eager import start_eagerly
 from gym_metrics.errors import InvalidInputError
@@ -88,35 +88,77 @@ async def evaluate_async(
         raise InvalidInputError("config goes with a metric name; an instance is already configured")
     try:
         rows = dataset if limit_samples is None else islice(dataset, limit_samples)
-        if target is None:
-            return await _score_all(metric, rows, parallelism)
-        return await _score_online(metric, rows, parallelism, target, prompt_template)
+        return await _score_all(metric, rows, parallelism, target, prompt_template)
     finally:
         await metric.aclose()
 
 
-async def _score_online(
-    metric: Scorer, rows: Iterable[Any], parallelism: int, target: TargetSpec, prompt_template: TemplateSpec | None
-) -> EvaluationResult:
+class RowSink(Protocol):
+    """Where finished rows go. A row `held` (added, not yet durable) keeps its slot in
+    `parallelism` until `release()`, so at most `parallelism` rows are ever scored and
+    unsaved at once (a durable job loses no more than that when its process dies)."""
+
+    @property
+    def held(self) -> int: ...
+
+    def add(self, index: int, scores: Mapping[str, Any] | None, failure: RowFailure | None, generated: Mapping[str, Any] | None = None) -> None: ...
+
+    def release(self) -> None: ...
+
+
+async def score_rows(
+    metric: Scorer,
+    rows: Iterable[tuple[int, Any]],
+    sink: RowSink,
+    *,
+    parallelism: int = 16,
+    target: TargetSpec | None = None,
+    prompt_template: TemplateSpec | None = None,
+) -> None:
+    """Score `(index, row)` pairs into `sink` as each finishes (any order), at most
+    `parallelism` rows in flight; `evaluate_async` without collecting, for callers that
+    store rows as they land (durable jobs). The caller owns and closes `metric`."""
+    if target is None:
+        await _feed(metric, rows, sink, parallelism)
+        return
     from gym_metrics.evaluation._online import Online
 
     online = Online(metric, target, prompt_template)
     try:
         in_flight = max(parallelism, online.max_concurrency)
-        return await _score_all(metric, rows, in_flight, lambda row: online.score(metric, row), eager=False)
+        await _feed(metric, rows, sink, in_flight, lambda row: online.score(metric, row), eager=False)
     finally:
         await online.aclose()
 
 
-async def _score_all(
+async def _score_all(metric: Scorer, rows: Iterable[Any], parallelism: int, target: TargetSpec | None, prompt_template: TemplateSpec | None) -> EvaluationResult:
+    scores = ScoreMatrix(metric.score_names)
+    counted = _Counted(rows)
+    await score_rows(metric, counted, scores, parallelism=parallelism, target=target, prompt_template=prompt_template)
+    return scores.result(metric.name or type(metric).__name__, counted.n)
+
+
+class _Counted:
+    """enumerate() that remembers how many rows it gave (failed trailing rows count too)."""
+
+    def __init__(self, rows: Iterable[Any]) -> None:
+        self.rows, self.n = rows, 0
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        for self.n, row in enumerate(self.rows, 1):
+            yield self.n - 1, row
+
+
+async def _feed(
     metric: Scorer,
-    rows: Iterable[Any],
+    rows: Iterable[tuple[int, Any]],
+    sink: RowSink,
     parallelism: int,
     score: Callable[[Mapping[str, Any]], Coroutine[Any, Any, Outcome]] | None = None,
     eager: bool | None = None,
-) -> EvaluationResult:
-    """Rows scored by `score(row)` (default: the metric's), at most `parallelism` at a time."""
-    scores = ScoreMatrix(metric.score_names)
+) -> None:
+    """Rows scored by `score(row)` (default: the metric's), at most `parallelism` at a time
+    counting those the sink holds unsaved."""
     pending: dict[asyncio.Future[Outcome], int] = {}
     score_one = score or (lambda row: score_row(metric, row))
     trusted = metric.eager if eager is None else eager
@@ -125,31 +167,31 @@ async def _score_all(
         while len(pending) > until:
             done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
-                scores.add(pending.pop(future), *future.result())
+                sink.add(pending.pop(future), *future.result())
 
-    index = -1
     try:
-        for index, row in enumerate(rows):
+        for index, row in rows:
             if isinstance(row, RowError):
-                scores.add(index, None, RowFailure(row.field, row.reason))
-                continue
-            if not isinstance(row, Mapping):
-                scores.add(index, None, RowFailure("row", f"must be an object, got {type(row).__name__}"))
-                continue
-            if len(pending) >= parallelism:
-                await drain(parallelism - 1)
-            done, value = start_eagerly(score_one(row), trusted=trusted)
-            if done:
-                scores.add(index, *value)
+                sink.add(index, None, RowFailure(row.field, row.reason))
+            elif not isinstance(row, Mapping):
+                sink.add(index, None, RowFailure("row", f"must be an object, got {type(row).__name__}"))
             else:
-                pending[value] = index  # type: ignore[index]
+                if len(pending) + sink.held >= parallelism:
+                    if sink.held:
+                        sink.release()
+                    if len(pending) >= parallelism:
+                        await drain(parallelism - 1)
+                done, value = start_eagerly(score_one(row), trusted=trusted)
+                if done:
+                    sink.add(index, *value)
+                else:
+                    pending[value] = index  # type: ignore[index]
         await drain(0)
     except BaseException:  # the dataset failed (e.g. an unreadable file) or we were cancelled
         for future in pending:
             future.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         raise
-    return scores.result(metric.name or type(metric).__name__, index + 1)
 
 
 async def score_row(metric: Scorer, row: Mapping[str, Any]) -> Outcome:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gym_metrics._http import keys_from
 from gym_metrics.errors import GymMetricsError, InvalidInputError
 from gym_metrics.jobs._run import JobRun, Progress, ProgressCallback
 from gym_metrics.jobs._secrets import SecretStore
@@ -62,8 +63,8 @@ class JobExecutor:
     def validate(self, spec: JobSpec) -> None:
         """What can be known before running: InvalidInputError naming the field."""
         dataset_file(spec, self.data_root)
-        self.secrets.export(spec.secret_names())
-        get_scorer(spec.scorer, spec.scorer_config)  # reads nothing remote: no session opened yet
+        with keys_from(self.secrets.resolve(spec.secret_names())):
+            get_scorer(spec.scorer, spec.scorer_config)  # reads nothing remote: no session opened yet
         if spec.target is not None:
             parse_target(spec.target)
 
@@ -107,7 +108,12 @@ class JobExecutor:
                     self._launch(record)
 
     def _launch(self, record: JobRecord) -> None:
-        run = JobRun(self.store, record.id, record.spec, self.data_root, self._progress, self.flush_seconds)
+        try:
+            keys = self.secrets.resolve(record.spec.secret_names())
+        except InvalidInputError as exc:  # a secret removed since the job was queued
+            self.store.set_state(record.id, JobState.FAILED, error=str(exc))
+            return
+        run = JobRun(self.store, record.id, record.spec, self.data_root, keys, self._progress, self.flush_seconds)
         self._runs[record.id] = run
         task = asyncio.create_task(self._drive(run))
         self._tasks.add(task)
@@ -117,7 +123,6 @@ class JobExecutor:
         """Run the job in its thread; store how it ended; make room for the next."""
         job_id = run.job_id
         try:
-            self.secrets.export(run.spec.secret_names())
             self.store.set_state(job_id, JobState.RUNNING)
             log.info("job %s running", job_id)
             finished = await asyncio.to_thread(run.run)

@@ -1,9 +1,10 @@
 """One job's rows, scored in a thread with its own event loop (so CPU-bound scorers never
-stall the caller's loop), each row through `evaluate_async`, results committed as they land.
+stall the caller's loop), results committed to the store as they land.
 
 Rows that already have a stored result are skipped: that is what makes a restarted job
-resume. Only rows in flight when a process dies can be scored twice (at most `parallelism`,
-plus those finished within the last `flush_seconds`).
+resume. A finished row keeps its slot in `parallelism` until its result is committed, so when
+a process dies at most `parallelism` rows (in flight or finished but unsaved) are sent to an
+endpoint again; rows of a pure-CPU scorer (they send nothing) are committed in batches.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.evaluation import evaluate_async
-from gym_metrics.jobs._spec import JobSpec, iter_rows
+from gym_metrics._http import keys_from
+from gym_metrics.evaluation import RowFailure, ScoreMatrix, score_rows
+from gym_metrics.jobs._spec import JobSpec, count_rows, iter_rows
 from gym_metrics.jobs._store import JobState, JobStore
-from gym_metrics.scorers import Scorer, get_scorer
+from gym_metrics.scorers import get_scorer
 
 
 @dataclass(frozen=True)
@@ -37,32 +39,18 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
-def shared(metric: Scorer) -> Scorer:
-    """`metric` behind a scorer whose `aclose` does nothing: one instance (and one pooled
-    HTTP client) serves every per-row `evaluate_async`, closed once by the job."""
-    attrs = {"name": metric.name, "score_names": metric.score_names, "eager": metric.eager, "score": lambda self, row: metric.score(row)}
-    if hasattr(metric, "online_input"):
-        attrs["online_input"] = metric.online_input
-    return type("SharedScorer", (Scorer,), attrs)(metric.config)
-
-
 class JobRun:
     """Runs one job to the end (or until `cancel()`); `run()` blocks its calling thread."""
 
     def __init__(
-        self, store: JobStore, job_id: str, spec: JobSpec, data_root: Path | None,
-        on_progress: ProgressCallback | None = None, flush_seconds: float = 0.1, flush_rows: int = 256,
+        self, store: JobStore, job_id: str, spec: JobSpec, data_root: Path | None, keys: Mapping[str, str],
+        on_progress: ProgressCallback | None = None, flush_seconds: float = 0.1,
     ) -> None:  # fmt: skip
         self.store, self.job_id, self.spec, self.data_root = store, job_id, spec, data_root
-        self.on_progress = on_progress
-        self.flush_seconds, self.flush_rows = flush_seconds, flush_rows
+        self.keys, self.on_progress, self.flush_seconds = keys, on_progress, flush_seconds
         self.cancelled = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
-        self._buffer: list[tuple[int, Mapping[str, Any]]] = []
-        self._last_flush = time.monotonic()
-        self._started = time.monotonic()
-        self._scored = 0
 
     def cancel(self) -> None:
         """Stop soon: in-flight rows are cancelled, finished ones are already stored."""
@@ -87,14 +75,21 @@ class JobRun:
         self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
         if self.cancelled.is_set():
             raise asyncio.CancelledError
-        total = sum(1 for _ in iter_rows(self.spec, self.data_root))
-        self.store.set_state(self.job_id, JobState.RUNNING, total=total)
-        metric = get_scorer(self.spec.scorer, self.spec.scorer_config)
-        try:
-            await self._score(shared(metric), self._todo())
-        finally:
-            self._flush()
-            await metric.aclose()
+        spec = self.spec
+        self.store.set_state(self.job_id, JobState.RUNNING, total=count_rows(spec, self.data_root))
+        with keys_from(self.keys):
+            metric = get_scorer(spec.scorer, spec.scorer_config)
+            # Pure-CPU rows (no target, an eager scorer) send nothing anywhere: scoring one
+            # again after a crash is harmless, so they are committed in bigger batches.
+            sink = StoredRows(self, metric.score_names, hold_slots=spec.target is not None or not metric.eager)
+            try:
+                await score_rows(
+                    metric, self._todo(), sink, parallelism=spec.run.parallelism,
+                    target=spec.target, prompt_template=spec.prompt_template,
+                )  # fmt: skip
+            finally:
+                sink.release(report=True)
+                await metric.aclose()
 
     def _todo(self) -> Iterator[tuple[int, Any]]:
         stored = self.store.stored_indices(self.job_id)
@@ -102,50 +97,47 @@ class JobRun:
             if index not in stored:
                 yield index, row
 
-    async def _score(self, metric: Scorer, rows: Iterator[tuple[int, Any]]) -> None:
-        pending: set[asyncio.Task[None]] = set()
-        try:
-            for index, row in rows:
-                if len(pending) >= self.spec.run.parallelism:
-                    pending = await self._settle(pending)
-                pending.add(asyncio.create_task(self._one(metric, index, row)))
-            while pending:
-                pending = await self._settle(pending)
-        finally:
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
 
-    async def _settle(self, pending: set[asyncio.Task[None]]) -> set[asyncio.Task[None]]:
-        """Wait for a row to finish; store what finished; an error outside any row (a bad
-        target config) ends the job."""
-        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        self._maybe_flush()
-        for task in done:
-            task.result()
-        return pending
+class StoredRows:
+    """The RowSink of a job: rows gather in a small batch (formatted by evaluate's own
+    ScoreMatrix, so stored entries are exactly `row_scores` entries) and are committed when
+    the scoring loop needs their slots back (`hold_slots`), `BATCH_ROWS` have gathered, or
+    `flush_seconds` have passed."""
 
-    async def _one(self, metric: Scorer, index: int, row: Any) -> None:
-        spec = self.spec
-        result = await evaluate_async(metric, [row], parallelism=1, target=spec.target, prompt_template=spec.prompt_template)
-        entry = result.row_scores[0]
-        entry["index"] = index
-        self._buffer.append((index, entry))
-        self._scored += 1
+    BATCH_ROWS = 512
 
-    def _maybe_flush(self) -> None:
-        if len(self._buffer) >= self.flush_rows or time.monotonic() - self._last_flush >= self.flush_seconds:
-            self._flush()
+    def __init__(self, run: JobRun, names: tuple[str, ...], hold_slots: bool = True) -> None:
+        self.run, self.names, self.hold_slots = run, names, hold_slots
+        self._batch, self._indices = ScoreMatrix(names), list[int]()
+        self._started = self._last = self._reported = time.monotonic()
+        self._stored = 0
 
-    def _flush(self) -> None:
-        if self._buffer:
-            batch, self._buffer = self._buffer, []
-            self.store.add_results(self.job_id, batch)
-        self._last_flush = time.monotonic()
-        if self.on_progress is not None:
-            record = self.store.get(self.job_id)
-            rate = self._scored / max(time.monotonic() - self._started, 1e-9)
-            self.on_progress(Progress(self.job_id, record.state, record.done, record.failed, record.total, rate))
+    @property
+    def held(self) -> int:
+        return len(self._indices) if self.hold_slots else 0
+
+    def add(self, index: int, scores: Mapping[str, Any] | None, failure: RowFailure | None, generated: Mapping[str, Any] | None = None) -> None:
+        self._batch.add(len(self._indices), scores, failure, generated)
+        self._indices.append(index)
+        if len(self._indices) >= self.BATCH_ROWS or time.monotonic() - self._last >= self.run.flush_seconds:
+            self.release()
+
+    def release(self, report: bool = False) -> None:
+        """Commit the held rows (one transaction); report progress every `flush_seconds`
+        (and when `report`)."""
+        now = self._last = time.monotonic()
+        run = self.run
+        if self._indices:
+            entries = self._batch.result("", len(self._indices)).row_scores
+            indices, self._batch, self._indices = self._indices, ScoreMatrix(self.names), []
+            for entry, index in zip(entries, indices):
+                entry["index"] = index
+            self._stored += run.store.add_results(run.job_id, zip(indices, entries))
+        if run.on_progress is not None and (report or now - self._reported >= run.flush_seconds):
+            self._reported = now
+            record = run.store.get(run.job_id)
+            rate = self._stored / max(now - self._started, 1e-9)
+            run.on_progress(Progress(run.job_id, record.state, record.done, record.failed, record.total, rate))
 
 
-__all__ = ["JobRun", "Progress", "ProgressCallback"]
+__all__ = ["JobRun", "Progress", "ProgressCallback", "StoredRows"]

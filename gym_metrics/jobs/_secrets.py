@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import orjson
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
-
-_EXPORT_LOCK = threading.Lock()
-
 
 class SecretStore:
     """Resolves secret names; `secrets_file` (a `{"NAME": "value"}` JSON map) is refused unless
@@ -36,14 +32,11 @@ class SecretStore:
         if missing:
             raise InvalidInputError("unknown secrets", missing)
 
-    def export(self, names: Iterable[str]) -> None:
-        """Make each file-held secret visible under its name to this process's HTTP clients
-        (they read keys by environment-variable name, `api_key_env`); the environment wins."""
+    def resolve(self, names: Iterable[str]) -> dict[str, str]:
+        """Each named secret's value (the environment wins over the file), for
+        `gym_metrics._http.keys_from`; InvalidInputError naming any that is missing."""
         self.check(names := list(names))
-        with _EXPORT_LOCK:
-            for name in names:
-                if not os.environ.get(name) and name in self._file:
-                    os.environ[name] = self._file[name]
+        return {name: self._environ.get(name) or self._file[name] for name in names}
 
 
 def _read_map(path: Path) -> dict[str, str]:

@@ -134,4 +134,16 @@ def iter_rows(spec: JobSpec, data_root: Path | None) -> Iterator[Any | RowError]
         yield row
 
 
-__all__ = ["DatasetSpec", "JobSpec", "RunConfig", "dataset_file", "iter_rows", "parse_spec"]
+def count_rows(spec: JobSpec, data_root: Path | None) -> int:
+    """How many rows `iter_rows` gives, without parsing them (non-blank lines of a file)."""
+    path = dataset_file(spec, data_root)
+    if path is None:
+        n = len(spec.dataset.rows or ())
+    else:
+        with open(path, "rb") as f:
+            n = sum(1 for line in f if not line.isspace())
+    limit = spec.run.limit_samples
+    return n if limit is None else min(n, limit)
+
+
+__all__ = ["DatasetSpec", "JobSpec", "RunConfig", "count_rows", "dataset_file", "iter_rows", "parse_spec"]

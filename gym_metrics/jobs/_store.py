@@ -162,20 +162,20 @@ class JobStore:
     def add_results(self, job_id: str, results: Iterable[tuple[int, Mapping[str, Any]]]) -> int:
         """Store rows' results (row_scores entries) in one commit; a row already stored keeps
         its first result. Returns how many were new; the job's counts follow."""
-        new = failed = 0
+        ok: list[tuple[str, int, int, str]] = []
+        bad: list[tuple[str, int, int, str]] = []
+        for index, entry in results:
+            failed = "error" in entry
+            (bad if failed else ok).append((job_id, index, int(failed), orjson.dumps(entry).decode()))
+        insert = "INSERT OR IGNORE INTO row_results (job_id, row_index, failed, result) VALUES (?, ?, ?, ?)"
         with self._tx() as db:
-            for index, entry in results:
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO row_results (job_id, row_index, failed, result) VALUES (?, ?, ?, ?)",
-                    (job_id, index, int("error" in entry), orjson.dumps(entry).decode()),
-                )
-                new += cur.rowcount
-                failed += cur.rowcount * int("error" in entry)
+            new_ok = db.executemany(insert, ok).rowcount if ok else 0
+            new_bad = db.executemany(insert, bad).rowcount if bad else 0
             db.execute(
                 "UPDATE jobs SET done = done + ?, failed = failed + ?, updated = ? WHERE id = ?",
-                (new, failed, time.time(), job_id),
+                (new_ok + new_bad, new_bad, time.time(), job_id),
             )
-        return new
+        return new_ok + new_bad
 
     def stored_indices(self, job_id: str) -> set[int]:
         with self._lock:

@@ -295,3 +295,48 @@ async def test_a_failing_dataset_cancels_rows_in_flight() -> None:
     with pytest.raises(OSError, match="disk gone"):
         await evaluate_async(Waits(), rows(), parallelism=4)
     assert started == [0, 1] and sorted(cancelled) == [0, 1]
+
+
+class _Holding:
+    """A RowSink that keeps rows unsaved until the loop asks for their slots back."""
+
+    def __init__(self) -> None:
+        self.unsaved: list[int] = []
+        self.saved: dict[int, Any] = {}
+        self.releases = 0
+
+    @property
+    def held(self) -> int:
+        return len(self.unsaved)
+
+    def add(self, index: int, scores: Any, failure: Any, generated: Any = None) -> None:
+        self.unsaved.append(index)
+        self.saved[index] = scores if failure is None else failure
+
+    def release(self) -> None:
+        self.releases += 1
+        self.unsaved.clear()
+
+
+@pytest.mark.parametrize("metric_type", [Echo, Slow])
+async def test_score_rows_counts_unsaved_rows_against_parallelism(metric_type: type[Scorer]) -> None:
+    """Rows scored but not yet released hold their slots: at any moment at most
+    `parallelism` rows are in flight or unsaved (what a killed durable job can lose)."""
+    from gym_metrics.evaluation import score_rows
+
+    metric, sink, parallelism = metric_type(), _Holding(), 4
+    worst = 0
+    score = metric.score
+
+    async def watched(row: Mapping[str, Any]) -> Any:
+        nonlocal worst
+        in_flight = getattr(metric, "in_flight", 0)
+        worst = max(worst, in_flight + 1 + sink.held)
+        return await score(row)
+
+    metric.score = watched  # type: ignore[method-assign]
+    rows = [(i * 3, {"x": i}) for i in range(200)]  # sparse indices, as a resumed job gives
+    await score_rows(metric, rows, sink, parallelism=parallelism)
+    assert worst == parallelism
+    assert sorted(sink.saved) == [i * 3 for i in range(200)]
+    assert sink.releases >= 200 // parallelism - 1

@@ -69,4 +69,5 @@ async def test_a_secret_reaches_the_endpoint_and_nothing_else(
     for path in tmp_path.glob("jobs.sqlite*"):  # the database, its WAL and shared memory
         assert VALUE.encode() not in path.read_bytes(), path
     assert "queued" in caplog.text and VALUE not in caplog.text
-    assert os.environ.get(NAME) in (VALUE, None)
+    # A file-held secret is handed to the job's clients directly, never put into os.environ.
+    assert os.environ.get(NAME) == (VALUE if source == "environment" else None)
