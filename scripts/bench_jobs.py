@@ -21,8 +21,12 @@ import argparse
 import asyncio
 import os
 import platform
+import re
+import sqlite3
 import statistics
+import subprocess
 import sys
+import threading
 import tempfile
 import time
 from pathlib import Path
@@ -99,6 +103,87 @@ def bench_cancel(tmp: Path, runs: int) -> list[float]:
         return [asyncio.run(cancel_once(tmp, endpoint.url)) for _ in range(runs)]
 
 
+class JobServer:
+    """`gym-metrics jobs serve --port 0` in a child process; the address is read from stderr."""
+
+    def __init__(self, db: Path, data_root: Path) -> None:
+        self.started = time.perf_counter()
+        cmd = [sys.executable, "-m", "gym_metrics.cli", "--log-level", "warning", "jobs", "serve", "--db", str(db),
+               "--port", "0", "--data-root", str(data_root)]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stderr is not None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            found = re.search(r"listening on (\S+:\d+)", line)
+            if found:
+                self.address = found.group(1)
+                threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+                return
+            if not line and self.proc.poll() is not None:
+                break
+        self.proc.kill()
+        raise RuntimeError("job server did not start")
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def restart_once(root: Path, rows: int, i: int) -> float:
+    """Seconds from starting a new server process to the killed job RUNNING with new rows."""
+    from gym_metrics._transport import JobClient
+
+    db = root / f"restart{i}.sqlite"
+    first = JobServer(db, root)
+    with JobClient(first.address) as client:
+        job = client.submit({"scorer": "tool_call_accuracy", "dataset": {"path": "rows.jsonl"}})
+        deadline = time.monotonic() + 300
+        while client.get(job.job_id).done < rows // 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    first.kill()
+    stored = _stored(db, job.job_id)
+    second = JobServer(db, root)
+    try:
+        with JobClient(second.address) as client:
+            while (info := client.get(job.job_id)).done <= stored and not info.final and time.monotonic() < deadline:
+                time.sleep(0.005)
+            seconds = time.perf_counter() - second.started
+            for info in client.watch(job.job_id, timeout=300):
+                pass
+        assert info.state == "SUCCEEDED" and info.done == rows, info
+        assert _stored(db, job.job_id) == rows  # one result per row (the primary key allows no more)
+        return seconds
+    finally:
+        second.kill()
+
+
+def _stored(db: Path, job_id: str) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT count(*) FROM row_results WHERE job_id = ?", (job_id,)).fetchone()[0])
+
+
+def server_job(root: Path, i: int) -> float:
+    """Seconds from SubmitJob to SUCCEEDED seen by WatchJob, through a `jobs serve` process."""
+    from gym_metrics._transport import JobClient
+
+    server = JobServer(root / f"served{i}.sqlite", root)
+    try:
+        with JobClient(server.address) as client:
+            started = time.perf_counter()
+            job = client.submit({"scorer": "tool_call_accuracy", "dataset": {"path": "rows.jsonl"}})
+            for info in client.watch(job.job_id, timeout=600):
+                pass
+            assert info.state == "SUCCEEDED", info
+            return time.perf_counter() - started
+    finally:
+        server.kill()
+
+
+def bench_restart(root: Path, rows: int, runs: int) -> list[float]:
+    return [restart_once(root, rows, i) for i in range(runs)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000)
@@ -124,8 +209,9 @@ def main() -> int:
         cancels = bench_cancel(root, ns.runs)
         lines.append(f"| cancel to CANCELLED (remote, 16 in flight) | {statistics.median(cancels) * 1000:.0f} ms | max {max(cancels) * 1000:.0f} ms |")
         if not ns.no_server:
-            from bench_jobs_restart import bench_restart
-
+            served = [server_job(root, i) for i in range(ns.runs)]
+            lines.append(f"| durable job through `jobs serve` (gRPC), submit to SUCCEEDED | {statistics.median(served):.2f} s | "
+                         f"{ns.rows / statistics.median(served):,.0f} rows/s |")  # fmt: skip
             restarts = bench_restart(root, ns.rows, ns.runs)
             lines.append(
                 f"| restart (new `jobs serve` process) to the job RUNNING with new rows | {statistics.median(restarts):.2f} s | "
