@@ -1,0 +1,189 @@
+"""JobService end to end: a real job server (grpc.aio on 127.0.0.1:0, in a thread) driven
+through the sync JobClient: one test per RPC, the errors each maps to, auth, and secrets."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import orjson
+import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from gym_metrics._transport import JobClient, JobInfo, JobNotFinishedError, JobWaitTimeout, RemoteCallError, ServerUnreachableError
+from gym_metrics.errors import InvalidInputError, NotFoundError
+from gym_metrics.evaluation import evaluate
+from gym_metrics.v1 import jobs_pb2, jobs_pb2_grpc
+
+from _jobs_helpers import CountingEndpoint, remote_config, tool_row
+from _service_helpers import JobServerThread
+
+SECRET_NAME, SECRET_VALUE = "GYM_METRICS_TEST_SERVICE_KEY", "sk-service-secret-5e0c7a"
+
+
+def wait_final(client: JobClient, job_id: str, timeout: float = 60) -> JobInfo:
+    *_, last = client.watch(job_id, timeout=timeout)
+    return last
+
+
+def until(predicate: Any, seconds: float = 30) -> None:
+    """Poll `predicate` every 20 ms, at most `seconds`."""
+    for _ in range(int(seconds / 0.02)):
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Any:
+    (tmp_path / "data").mkdir()
+    with JobServerThread(tmp_path / "jobs.sqlite", data_root=tmp_path / "data") as running:
+        yield running
+
+
+def test_submit_watch_get_and_result_match_evaluate(server: JobServerThread) -> None:
+    rows = [tool_row(i) for i in range(40)] + ["not an object"]
+    with JobClient(server.address) as client:
+        job = client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": rows}, "run": {"parallelism": 4}})
+        assert job.state == "QUEUED" and not job.final and job.spec["dataset"] == {} and job.spec["run"]["parallelism"] == 4
+        seen = list(client.watch(job.job_id, timeout=60))
+        got = client.get(job.job_id)
+        result = client.result(job.job_id)
+    assert seen[-1].final and all(not s.final for s in seen[:-1])
+    assert (got.state, got.done, got.failed, got.total, got.rows_per_second) == ("SUCCEEDED", 41, 1, 41, 0.0)
+    assert "rows" not in orjson.dumps(got.spec).decode()
+    assert result == evaluate("tool_call_accuracy", rows, parallelism=4).to_dict()
+
+
+def test_result_comes_in_bounded_parts(server: JobServerThread) -> None:
+    assert server.running is not None
+    server.running.servicer.part_bytes = 500
+    rows = [tool_row(i) for i in range(50)]
+    with JobClient(server.address) as client:
+        job = client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": rows}})
+        wait_final(client, job.job_id)
+        whole = client.result(job.job_id)
+    with grpc.insecure_channel(server.address) as channel:
+        parts = list(jobs_pb2_grpc.JobServiceStub(channel).GetJobResult(jobs_pb2.GetJobResultRequest(job_id=job.job_id), timeout=30))
+    assert parts[0].WhichOneof("part") == "aggregate_scores_json"
+    row_parts = [p.row_scores for p in parts[1:]]
+    assert len(row_parts) > 3 and all(p.ByteSize() < 500 + 100 for p in row_parts)
+    assert [orjson.loads(t) for p in row_parts for t in p.rows_json] == whole["row_scores"]
+    assert [r["index"] for r in whole["row_scores"]] == list(range(50))
+
+
+def test_list_pages_in_submission_order_and_filters_by_state(server: JobServerThread) -> None:
+    with JobClient(server.address) as client:
+        ids = [client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": [tool_row(i)]}}).job_id for i in range(5)]
+        for job_id in ids:
+            wait_final(client, job_id)
+        listed: list[str] = []
+        token, pages = "", 0
+        while pages < 10:  # bounded
+            page, token = client.list(page_size=2, page_token=token)
+            listed += [j.job_id for j in page]
+            pages += 1
+            if not token:
+                break
+        assert listed == ids and pages == 3
+        assert [j.job_id for j in client.list("SUCCEEDED")[0]] == ids
+        assert client.list("running") == ([], "")
+        with pytest.raises(InvalidInputError) as err:
+            client.list(page_token="not-a-token")
+        assert err.value.violations[0].field == "page_token"
+
+
+def test_cancel_stops_a_running_job(server: JobServerThread) -> None:
+    with CountingEndpoint(delay=0.2) as endpoint, JobClient(server.address) as client:
+        job = client.submit({"scorer": "remote", "scorer_config": remote_config(endpoint.url),
+                             "dataset": {"rows": [{"id": i} for i in range(300)]}, "run": {"parallelism": 2}})  # fmt: skip
+        until(lambda: client.get(job.job_id).done >= 2)
+        started = time.monotonic()
+        assert client.cancel(job.job_id).job_id == job.job_id
+        final = wait_final(client, job.job_id, timeout=30)
+        took = time.monotonic() - started
+        assert final.state == "CANCELLED" and 2 <= final.done < 300
+        assert took < 5  # the goal is 1 s; generous for a loaded machine
+        assert client.cancel(job.job_id).state == "CANCELLED"  # idempotent
+        assert len(client.result(job.job_id)["row_scores"]) == final.done  # what its rows stored
+
+
+def test_watch_timeout_and_result_before_the_end(server: JobServerThread) -> None:
+    with CountingEndpoint(delay=0.2) as endpoint, JobClient(server.address) as client:
+        job = client.submit({"scorer": "remote", "scorer_config": remote_config(endpoint.url),
+                             "dataset": {"rows": [{"id": i} for i in range(100)]}, "run": {"parallelism": 1}})  # fmt: skip
+        with pytest.raises(JobWaitTimeout):
+            list(client.watch(job.job_id, timeout=0.5))
+        with pytest.raises(JobNotFinishedError):
+            client.result(job.job_id)
+        client.cancel(job.job_id)
+
+
+def test_unknown_jobs_are_not_found(server: JobServerThread) -> None:
+    with JobClient(server.address) as client:
+        for call in (client.get, client.cancel, client.result, lambda j: list(client.watch(j))):
+            with pytest.raises(NotFoundError, match="no job 'nope'"):
+                call("nope")
+
+
+def test_an_invalid_spec_names_the_field(server: JobServerThread) -> None:
+    with JobClient(server.address) as client:
+        with pytest.raises(InvalidInputError) as err:
+            client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": [{}]}, "run": {"parallelism": -1}})
+        assert [v.field for v in err.value.violations] == ["run.parallelism"]
+        with pytest.raises(InvalidInputError) as err:
+            client.submit({"scorer": "no_such_scorer", "dataset": {"rows": [{}]}})
+        assert err.value.violations[0].field == "scorer"
+        with pytest.raises(InvalidInputError) as err:
+            client.submit({"scorer": "tool_call_accuracy", "dataset": {"path": "../outside.jsonl"}})
+        assert err.value.violations[0].field == "dataset.path" and "escapes the data root" in str(err.value)
+        assert client.list() == ([], "")
+    spec = jobs_pb2.JobSpec(scorer="tool_call_accuracy")
+    spec.dataset.rows.rows_json.extend(["{}", "{}", "{}", "{not json"])
+    with grpc.insecure_channel(server.address) as channel:
+        with pytest.raises(grpc.RpcError) as raw:
+            jobs_pb2_grpc.JobServiceStub(channel).SubmitJob(jobs_pb2.SubmitJobRequest(spec=spec), timeout=30)
+    assert raw.value.code() is grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    status = rpc_status.from_call(raw.value)  # type: ignore[arg-type]
+    assert status is not None
+    bad = error_details_pb2.BadRequest()
+    assert status.details[0].Unpack(bad)
+    assert bad.field_violations[0].field == "spec.dataset.rows.rows_json[3]"
+
+
+def test_the_auth_token_is_required(tmp_path: Path) -> None:
+    with JobServerThread(tmp_path / "jobs.sqlite", auth_token="s3cret-token") as server:
+        with JobClient(server.address) as anonymous, pytest.raises(RemoteCallError, match="UNAUTHENTICATED"):
+            anonymous.list()
+        with JobClient(server.address, auth_token="wrong") as wrong, pytest.raises(RemoteCallError, match="invalid bearer token"):
+            wrong.get("x")
+        with JobClient(server.address, auth_token="s3cret-token") as client:
+            assert client.list() == ([], "")
+
+
+def test_an_unreachable_server() -> None:
+    with JobClient("127.0.0.1:1", timeout=10) as client, pytest.raises(ServerUnreachableError):
+        client.get("x")
+
+
+def test_a_secret_value_never_appears_in_an_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SECRET_NAME, raising=False)
+    secrets = tmp_path / "secrets.json"
+    secrets.write_bytes(orjson.dumps({SECRET_NAME: SECRET_VALUE}))
+    secrets.chmod(0o600)
+    answers: list[Any] = []
+    with CountingEndpoint() as endpoint, JobServerThread(tmp_path / "jobs.sqlite", secrets_file=secrets) as server:
+        with JobClient(server.address) as client:
+            config = remote_config(endpoint.url, api_key_env=SECRET_NAME)
+            job = client.submit({"scorer": "remote", "scorer_config": config, "dataset": {"rows": [{"id": i} for i in range(5)]},
+                                 "secrets": [SECRET_NAME]})  # fmt: skip
+            answers += [job, *client.watch(job.job_id, timeout=60), client.get(job.job_id), client.list(), client.result(job.job_id)]
+            answers.append(client.cancel(job.job_id))
+    assert answers[-1].state == "SUCCEEDED"
+    assert all(r.header("Authorization") == f"Bearer {SECRET_VALUE}" for r in endpoint.requests)
+    assert SECRET_NAME in repr(answers[0].spec)  # the name is shown, never the value
+    assert not any(SECRET_VALUE in repr(a) for a in answers)
