@@ -75,6 +75,8 @@ class JobsServicer:
         self.executor, self.store, self.hub = executor, executor.store, hub
         self.part_bytes, self.poll_seconds = part_bytes, poll_seconds
         self._closing = False
+        self.watching = 0
+        """Open WatchJob streams (each ends when its job does, its client leaves, or at close)."""
 
     def close(self) -> None:
         self._closing = True
@@ -128,16 +130,20 @@ class JobsServicer:
     async def WatchJob(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.WatchJobResponse]:  # noqa: N802
         job_id = _job_id(decoded(request, "request"))
         record = self.store.get(job_id)
-        yield pb.WatchJobResponse(job=self._job(record))
-        last = _changes(record)
-        while not record.state.final:
-            await self.hub.wait(self.poll_seconds)
-            if self._closing:
-                await context.abort(grpc.StatusCode.UNAVAILABLE, "the job server is shutting down; watch again after it restarts")
-            record = self.store.get(job_id)
-            if _changes(record) != last:
-                last = _changes(record)
-                yield pb.WatchJobResponse(job=self._job(record))
+        self.watching += 1
+        try:  # a client that goes away cancels this generator at its next await
+            yield pb.WatchJobResponse(job=self._job(record))
+            last = _changes(record)
+            while not record.state.final:
+                await self.hub.wait(self.poll_seconds)
+                if self._closing:
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, "the job server is shutting down; watch again after it restarts")
+                record = self.store.get(job_id)
+                if _changes(record) != last:
+                    last = _changes(record)
+                    yield pb.WatchJobResponse(job=self._job(record))
+        finally:
+            self.watching -= 1
 
     @grpc_errors
     async def GetJobResult(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.GetJobResultResponse]:  # noqa: N802

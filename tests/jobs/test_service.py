@@ -187,3 +187,30 @@ def test_a_secret_value_never_appears_in_an_answer(tmp_path: Path, monkeypatch: 
     assert all(r.header("Authorization") == f"Bearer {SECRET_VALUE}" for r in endpoint.requests)
     assert SECRET_NAME in repr(answers[0].spec)  # the name is shown, never the value
     assert not any(SECRET_VALUE in repr(a) for a in answers)
+
+
+def test_health_and_reflection_list_the_job_service(tmp_path: Path) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    with JobServerThread(tmp_path / "jobs.sqlite", auth_token="t") as server, grpc.insecure_channel(server.address) as channel:
+        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service="gym_metrics.v1.JobService"), timeout=10)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        answers = list(reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(iter([request]), timeout=10))
+    assert health.status == health_pb2.HealthCheckResponse.SERVING  # no token needed for probes
+    names = {s.name for s in answers[0].list_services_response.service}
+    assert {"gym_metrics.v1.JobService", "grpc.health.v1.Health"} <= names
+
+
+def test_a_watch_ends_on_the_server_when_the_client_goes_away(server: JobServerThread) -> None:
+    assert server.running is not None
+    servicer = server.running.servicer
+    with CountingEndpoint(delay=0.2) as endpoint, JobClient(server.address) as client:
+        job = client.submit({"scorer": "remote", "scorer_config": remote_config(endpoint.url),
+                             "dataset": {"rows": [{"id": i} for i in range(100)]}, "run": {"parallelism": 1}})  # fmt: skip
+        watch = client.watch(job.job_id)
+        assert next(watch).job_id == job.job_id
+        until(lambda: servicer.watching == 1)
+        watch.close()  # the client leaves (its call is cancelled)
+        until(lambda: servicer.watching == 0, seconds=10)
+        client.cancel(job.job_id)
