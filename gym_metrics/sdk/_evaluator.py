@@ -19,6 +19,7 @@ from gym_metrics.sdk._jobs import Job, LocalJob, RemoteJob
 from gym_metrics.sdk._metrics import Metric
 from gym_metrics.sdk._models import Agent, Model, RunConfig, target_config
 from gym_metrics.sdk._result import EvaluationResult
+from gym_metrics.targets import parse_target
 
 Dataset = Union[Iterable[Mapping[str, Any]], str, os.PathLike[str]]
 """A list (any iterable) of row dicts, or the path of a JSONL file or a JSON array file."""
@@ -74,7 +75,10 @@ class Request:
             if not isinstance(prompt_template, Mapping):
                 raise TypeError(f"prompt_template must be a dict such as {{'messages': [...]}}, not {type(prompt_template).__name__}")
             prompt_template = dict(prompt_template)
-        return cls(metric, run, target_config(target, run), prompt_template)
+        target_dict = target_config(target, run)
+        if target_dict is not None:
+            parse_target(target_dict)  # a bad sampling value fails now, naming target.<field>
+        return cls(metric, run, target_dict, prompt_template)
 
     def secrets(self) -> list[str]:
         """The secret names the run needs: the metric's and the target's."""

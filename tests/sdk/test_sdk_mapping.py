@@ -146,6 +146,8 @@ BAD: list[tuple[Callable[[], Any], type[Exception] | None, str]] = [
     (lambda: Evaluator().run(metric=ToolCallAccuracyMetric(), dataset=[], target={"url": "http://h"}), TypeError, "Model(...) or Agent(...)"),  # type: ignore[arg-type]
     (lambda: Evaluator().run(metric=ToolCallAccuracyMetric(), dataset=[], config=RunConfigOnline(), target=JUDGE), ValueError, "RunConfigOnlineModel"),
     (lambda: Evaluator().run(metric=ToolCallAccuracyMetric(), dataset="/nonexistent/rows.jsonl"), ValueError, "not a file"),
+    (lambda: Evaluator().run(metric=ToolCallAccuracyMetric(), dataset=[], target=JUDGE,
+                             config=RunConfigOnlineModel(inference=InferenceParams(top_p=1.5))), ValueError, "target.inference.top_p"),
     (lambda: Evaluator().run(metric=ToolCallAccuracyMetric(), dataset={"user_input": []}), ValueError, "list of rows or a path"),  # type: ignore[dict-item]
     (lambda: Evaluator().job("x"), ValueError, "job server"),
 ]
