@@ -183,13 +183,18 @@ def test_cancel_two_jobs_at_once_and_an_all_bad_job(tmp_path: Path, serve: Any) 
             assert took < 5  # the goal is 1 s (this includes the CLI's start-up); generous for a loaded machine
             assert cli("wait", ids[0], "--server", server.address).returncode == 4
             assert client.get(ids[1]).state == "RUNNING"  # the other job runs on
-            client.cancel(ids[1])
+            timed_out = cli("wait", ids[1], "--server", server.address, "--timeout", "0.5")
+            assert timed_out.returncode == 4 and "did not finish within 0.5 s" in timed_out.stderr
         bad = cli("submit", *common, "--scorer-config", str(failing), "--input", str(few), "--wait")
         assert bad.returncode == 1 and "every row failed" in bad.stderr
         result = orjson.loads(cli("result", bad.stdout.strip(), "--server", server.address).stdout)
         assert len(result["row_scores"]) == 6 and all("HTTP 400" in r["error"]["reason"] for r in result["row_scores"])
         assert cli("wait", bad.stdout.strip(), "--server", server.address, "--timeout", "5").returncode == 1
-        assert server.stop() == 0
+        assert server.stop() == 0  # SIGTERM while ids[1] runs: it stops and stays resumable
+    store = JobStore(tmp_path / "jobs.sqlite")
+    left = store.get(ids[1])
+    store.close()
+    assert left.state is JobState.QUEUED and 0 < left.done < 300
 
 
 def test_a_file_secret_stays_out_of_the_db_logs_and_output(tmp_path: Path, serve: Any) -> None:
