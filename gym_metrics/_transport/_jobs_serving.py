@@ -39,7 +39,6 @@ class JobServerOptions:
     data_root: Path | None = None
     secrets_file: Path | None = None
     prometheus_port: int | None = None
-    flush_seconds: float = 0.1
 
 
 @dataclass
@@ -101,8 +100,7 @@ async def start_job_server(config: ServerConfig, options: JobServerOptions) -> R
     store = JobStore(options.db)
     hub = ProgressHub()
     executor = JobExecutor(
-        store, max_jobs=options.max_jobs, data_root=options.data_root, secrets=secrets, on_progress=hub,
-        flush_seconds=options.flush_seconds,
+        store, max_jobs=options.max_jobs, data_root=options.data_root, secrets=secrets, on_progress=hub
     )  # fmt: skip
     servicer = JobsServicer(executor, hub)
     server = new_server(config)

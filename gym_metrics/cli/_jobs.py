@@ -66,10 +66,6 @@ def _add_serve(commands: Any) -> None:
     p.add_argument("--tls-key", type=Path, help="PEM private key")
     p.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
     p.add_argument("--prometheus-port", type=int, metavar="P", help="serve Prometheus metrics on this port (needs the prometheus extra)")
-    p.add_argument(
-        "--flush-seconds", type=float, default=0.1, metavar="S",
-        help="commit finished rows at least this often; a crash may score rows finished within it again (default %(default)s)",
-    )  # fmt: skip
     p.set_defaults(func=run_serve)
 
 
@@ -161,7 +157,7 @@ def run_serve(ns: argparse.Namespace) -> int:
     )
     options = JobServerOptions(
         db=ns.db, max_jobs=ns.max_jobs, data_root=ns.data_root, secrets_file=ns.secrets_file,
-        prometheus_port=ns.prometheus_port, flush_seconds=ns.flush_seconds,
+        prometheus_port=ns.prometheus_port,
     )  # fmt: skip
     serve_jobs(config, options)
     return EXIT_OK

@@ -140,7 +140,7 @@ def test_a_killed_server_resumes_the_job_on_restart(tmp_path: Path, serve: Any) 
     config = tmp_path / "remote.json"
     with CountingEndpoint(delay=0.05) as endpoint:
         config.write_text(json.dumps(remote_config(endpoint.url)))
-        server = serve("--flush-seconds", "0")
+        server = serve()
         submitted = cli("submit", "--server", server.address, "--scorer", "remote", "--scorer-config", str(config),
                         "--input", str(data), "--parallelism", str(parallelism))  # fmt: skip
         assert submitted.returncode == 0, submitted.stderr
@@ -152,7 +152,7 @@ def test_a_killed_server_resumes_the_job_on_restart(tmp_path: Path, serve: Any) 
         killed_at = store.get(job_id)
         store.close()
         assert killed_at.state is JobState.RUNNING and n // 3 <= killed_at.done < n  # killed mid-job
-        restarted = serve("--flush-seconds", "0")
+        restarted = serve()
         waited = cli("wait", job_id, "--server", restarted.address)
         assert waited.returncode == 0, waited.stderr
         result = orjson.loads(cli("result", job_id, "--server", restarted.address).stdout)
