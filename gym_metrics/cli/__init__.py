@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from gym_metrics.cli import _aggregate, _collect, _compare, _evaluate, _jobs, _serve
+from gym_metrics.cli import _aggregate, _collect, _compare, _evaluate, _jobs, _plan, _serve
 from gym_metrics.cli._base import (
     EXIT_BAD_INPUT,
     ArgParser,
@@ -17,7 +17,7 @@ from gym_metrics.cli._base import (
     version,
 )
 
-_COMMANDS = (_serve, _collect, _aggregate, _compare, _evaluate, _jobs)
+_COMMANDS = (_serve, _collect, _aggregate, _compare, _plan, _evaluate, _jobs)
 """Each module's `add_parsers(sub)` adds its subcommands (collect also adds demo)."""
 
 

@@ -68,4 +68,4 @@ def test_compare_takes_reducer_and_its_old_spelling(tmp_path: Path, capsys: pyte
     for flag in ("--reducer", "--metric"):
         assert main(["compare", str(src), "--agents", "a", "b", flag, "pass@1", "--resamples", "50", "--json"]) == 0
         outputs.append(json.loads(capsys.readouterr().out))
-    assert outputs[0] == outputs[1] and outputs[0]["metric"] == "pass@1"
+    assert outputs[0] == outputs[1] and outputs[0]["comparisons"][0]["metric"] == "pass@1"

@@ -198,11 +198,11 @@ def test_cli_compare_text_json_and_errors(tmp_path: Path) -> None:
     src = tmp_path / "r.jsonl"
     rows = rows_of("a", A) + rows_of("b", B) + rows_of("b", [[1]], first_task=9)
     src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    proc = run("compare", str(src), "--agents", "a", "b", "--resamples", "500")
+    proc = run("compare", str(src), "--agents", "a", "b", "--method", "bootstrap", "--resamples", "500")
     assert proc.returncode == 0, proc.stderr
     assert "mean_reward: a - b = +0.1250" in proc.stdout and "4 common tasks" in proc.stdout
     assert "1 task(s) only b has (not used): 9" in proc.stdout
-    proc = run("compare", str(src), "--agents", "a", "b", "--metric", "pass@1", "--resamples", "500", "--seed", "2", "--json")
+    proc = run("compare", str(src), "--agents", "a", "b", "--method", "bootstrap", "--metric", "pass@1", "--resamples", "500", "--seed", "2", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     expected = compare_agents(src, "a", "b", metric="pass@1", resamples=500, seed=2)

@@ -1,0 +1,82 @@
+"""PASS / FAIL / INCONCLUSIVE for CI gating, decided by where a difference's confidence
+interval lies relative to a margin (docs/statistics.md, "Verdicts").
+
+A point estimate alone would flip with noise; a bare significance test cannot say "no worse
+than". Comparing the interval of A - B to a margin does both: the verdict is FAIL or PASS only
+when the data settle the question at the interval's confidence, and INCONCLUSIVE (never a
+silent PASS) when they do not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+EXIT_CODES = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
+"""The command-line exit code of each verdict (DESIGN "Command-line conventions")."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One gate on one comparison's A - B interval [low, high]."""
+
+    rule: str
+    """"fail-if-worse-by" or "require-better-by"."""
+    margin: float
+    comparison: str
+    """Which difference, e.g. "mean_reward(reward): new - old"."""
+    status: str
+    reason: str
+
+
+def fail_if_worse_by(delta: float, low: float, high: float, comparison: str) -> Check:
+    """Non-inferiority with margin delta: FAIL when high < -delta (A is worse than B by more than
+    delta, beyond doubt), PASS when low > -delta (a loss of delta or more is ruled out), else
+    INCONCLUSIVE (the interval holds -delta)."""
+    bounds = f"[{low:+.4f}, {high:+.4f}]"
+    if high < -delta:
+        status, reason = FAIL, f"worse by more than {delta:g}: the interval {bounds} lies below -{delta:g}"
+    elif low > -delta:
+        status, reason = PASS, f"not worse by {delta:g} or more: the interval {bounds} lies above -{delta:g}"
+    else:
+        status, reason = INCONCLUSIVE, f"the interval {bounds} contains -{delta:g}: cannot tell whether A is worse by {delta:g}"
+    return Check("fail-if-worse-by", delta, comparison, status, reason)
+
+
+def require_better_by(delta: float, low: float, high: float, comparison: str) -> Check:
+    """Superiority with margin delta: PASS when low > delta (A beats B by more than delta beyond
+    doubt), FAIL when high < delta (a gain of delta is ruled out), else INCONCLUSIVE."""
+    bounds = f"[{low:+.4f}, {high:+.4f}]"
+    if low > delta:
+        status, reason = PASS, f"better by more than {delta:g}: the interval {bounds} lies above {delta:g}"
+    elif high < delta:
+        status, reason = FAIL, f"not better by {delta:g}: the interval {bounds} lies below {delta:g}"
+    else:
+        status, reason = INCONCLUSIVE, f"the interval {bounds} contains {delta:g}: cannot tell whether A is better by {delta:g}"
+    return Check("require-better-by", delta, comparison, status, reason)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The overall verdict: FAIL if any check fails, PASS if every check passes, else INCONCLUSIVE."""
+
+    status: str
+    checks: list[Check] = field(default_factory=list)
+    confidence: float = 0.95
+    """The confidence of the intervals the checks used (Bonferroni-adjusted over the checks)."""
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "exit_code": self.exit_code, "confidence": self.confidence,
+                "checks": [asdict(c) for c in self.checks]}  # fmt: skip
+
+
+def combine(checks: list[Check], confidence: float) -> Verdict:
+    """One verdict from several checks (several margins, agents or metrics)."""
+    statuses = {c.status for c in checks}
+    status = FAIL if FAIL in statuses else PASS if statuses == {PASS} else INCONCLUSIVE
+    return Verdict(status, checks, confidence)
