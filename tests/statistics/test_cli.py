@@ -1,0 +1,170 @@
+"""`gym-metrics compare` and `gym-metrics plan` end to end on small generated rollout files:
+verdict exit codes (0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 bad input), the --json shape, two-file
+input and its task check, McNemar, adjusted p-values."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gym_metrics.cli import main
+from gym_metrics.statistics import holm, paired_difference
+
+
+def rows(agent: str, rewards: np.ndarray, first_task: int = 0) -> list[dict[str, Any]]:
+    return [
+        {"agent_ref": {"name": agent}, "_ng_task_index": first_task + t, "_ng_rollout_index": r, "reward": float(v)}
+        for t, task in enumerate(rewards)
+        for r, v in enumerate(task)
+    ]
+
+
+def write(path: Path, *parts: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for part in parts for r in part))
+    return path
+
+
+def suite(tasks: int, repeats: int, shifts: Sequence[float], seed: int = 0) -> list[np.ndarray]:
+    """Binary rewards of agents whose pass probability is a shared task skill + a shift."""
+    rng = np.random.default_rng(seed)
+    skill = rng.uniform(0.1, 0.9, tasks)[:, None]
+    return [(rng.uniform(0, 1, (tasks, repeats)) < np.clip(skill + s, 0, 1)).astype(float) for s in shifts]
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Path:
+    """a beats b by ~0.1, c is ~0.15 worse than b: 400 tasks x 4 repeats."""
+    a, b, c = suite(400, 4, [0.1, 0.0, -0.15])
+    return write(tmp_path / "r.jsonl", rows("a", a), rows("b", b), rows("c", c))
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_shape_and_numbers(three: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "compare", three, "--agents", "a", "b", "c", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["adjust"] == "holm" and data["confidence"] == 0.95 and data["verdict"] is None
+    pairs = [(c["agent_a"], c["agent_b"]) for c in data["comparisons"]]
+    assert pairs == [("a", "b"), ("a", "c"), ("b", "c")]
+    first = data["comparisons"][0]
+    assert set(first) >= {"difference", "standard_error", "ci_low", "ci_high", "df", "p_value", "p_adjusted", "mde",
+                          "variance", "mcnemar", "common_tasks", "repeats_a", "repeats_b"}  # fmt: skip
+    assert first["df"] == 399 and first["common_tasks"] == 400 and first["mcnemar"] is None
+    a, b, _ = suite(400, 4, [0.1, 0.0, -0.15])
+    ref = paired_difference(a.mean(1), b.mean(1))
+    assert first["difference"] == pytest.approx(ref.difference) and first["p_value"] == pytest.approx(ref.p_value)
+    raw = np.array([c["p_value"] for c in data["comparisons"]])
+    assert [c["p_adjusted"] for c in data["comparisons"]] == pytest.approx(holm(raw).tolist())
+    assert 0 < first["mde"] < 0.1
+
+
+def test_bh_and_several_metrics(three: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "compare", three, "--agents", "a", "b", "--reducer", "mean_reward", "pass@2",
+                       "--adjust", "bh", "--json")  # fmt: skip
+    data = json.loads(out)
+    assert code == 0 and data["adjust"] == "bh"
+    assert [c["metric"] for c in data["comparisons"]] == ["mean_reward", "pass@2"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected", "status"),
+    [
+        (["--agents", "a", "b", "--fail-if-worse-by", "0.02"], 0, "PASS"),
+        (["--agents", "c", "b", "--fail-if-worse-by", "0.02"], 1, "FAIL"),
+        (["--agents", "a", "b", "--require-better-by", "0.3"], 1, "FAIL"),
+        (["--agents", "a", "b", "--require-better-by", "0.02"], 0, "PASS"),
+        (["--agents", "a", "b", "c", "--fail-if-worse-by", "0.02"], 0, "PASS"),
+        (["--agents", "c", "a", "b", "--fail-if-worse-by", "0.02"], 1, "FAIL"),
+    ],
+)
+def test_verdict_exit_codes(three: Path, capsys: pytest.CaptureFixture[str], flags: list[str], expected: int, status: str) -> None:
+    code, out, _ = cli(capsys, "compare", three, *flags)
+    assert code == expected and f"verdict: {status}" in out
+    code, out, _ = cli(capsys, "compare", three, *flags, "--json")
+    verdict = json.loads(out)["verdict"]
+    assert code == expected and verdict["status"] == status and verdict["exit_code"] == expected
+    assert all(c["comparison"].startswith(f"mean_reward(reward): {flags[1]} - ") for c in verdict["checks"])
+
+
+def test_inconclusive_when_the_data_cannot_tell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = suite(30, 1, [0.0, 0.0], seed=5)
+    src = write(tmp_path / "small.jsonl", rows("a", a), rows("b", b))
+    code, out, _ = cli(capsys, "compare", src, "--agents", "a", "b", "--fail-if-worse-by", "0.01")
+    assert code == 3 and "verdict: INCONCLUSIVE" in out and "contains -0.01" in out
+    assert "McNemar exact:" in out  # one binary rollout per task each
+
+
+def test_bootstrap_method_keeps_working_and_gates(three: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "compare", three, "--agents", "a", "b", "--method", "bootstrap", "--resamples", "300",
+                       "--fail-if-worse-by", "0.02", "--json")  # fmt: skip
+    data = json.loads(out)
+    assert code == 0 and data["method"].startswith("paired bootstrap") and data["verdict"]["status"] == "PASS"
+    code, _, err = cli(capsys, "compare", three, "--agents", "a", "b", "c", "--method", "bootstrap")
+    assert code == 2 and "two agents" in err
+
+
+def test_two_files_match_tasks_and_refuse_a_mismatch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = suite(50, 1, [0.2, 0.0], seed=2)
+    fa = write(tmp_path / "A.jsonl", rows("model", a))
+    fb = write(tmp_path / "B.jsonl", rows("model", b[:-3]), rows("model", b[-1:], first_task=90))
+    code, _, err = cli(capsys, "compare", fa, fb)
+    assert code == 2 and err.count("\n") == 1
+    assert f"{fa} and {fb} hold different tasks" in err and "3 only in" in err and "1 only in" in err and "--common-tasks" in err
+    code, out, _ = cli(capsys, "compare", fa, fb, "--common-tasks", "--json")
+    data = json.loads(out)["comparisons"][0]
+    assert code == 0 and data["common_tasks"] == 47 and (data["agent_a"], data["agent_b"]) == (str(fa), str(fb))
+    assert data["mcnemar"] is not None and data["mcnemar"]["p_value"] <= 1
+    fb2 = write(tmp_path / "B2.jsonl", rows("other", b))
+    code, out, _ = cli(capsys, "compare", fa, fb2, "--agents", "new", "old", "--json")
+    assert code == 0 and json.loads(out)["comparisons"][0]["agent_a"] == "new"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--agents", "a", "zz"], "unknown agent 'zz'"),
+        (["--agents", "a"], "at least two distinct agents"),
+        ([], "name the agents to compare"),
+        (["--agents", "a", "b", "--fail-if-worse-by", "-1"], "must be a finite number >= 0"),
+        (["--agents", "a", "b", "--alpha", "2"], "must be between 0 and 1"),
+    ],
+)
+def test_bad_input_exits_2_in_one_line(three: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    code, _, err = cli(capsys, "compare", three, *args)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_a_bad_line_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = suite(5, 1, [0.0, 0.0])
+    fa = write(tmp_path / "A.jsonl", rows("a", a))
+    fb = tmp_path / "B.jsonl"
+    fb.write_text("".join(json.dumps(r) + "\n" for r in rows("b", b)) + "{not json\n")
+    code, _, err = cli(capsys, "compare", fa, fb)
+    assert code == 2 and str(fb) in err and "line 6" in err
+    code, _, err = cli(capsys, "compare", fa, tmp_path / "missing.jsonl")
+    assert code == 2 and err == f"error: input file not found: {tmp_path / 'missing.jsonl'}\n"
+
+
+def test_plan_table_and_json(three: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "plan", "--baseline-rollouts", three, "--agents", "b", "--mde", "0.02", "--repeats", "3")
+    assert code == 0 and "tasks needed" in out and "3 *" in out and "assumed task correlation 0.5" in out
+    code, out, _ = cli(capsys, "plan", "--baseline-rollouts", three, "--agents", "a", "b", "--mde", "0.05", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["agents"] == ["a", "b"] and data["correlation"] is None
+    assert [r["repeats"] for r in data["rows"]] == [1, 2, 4, 8, 16, 32]
+    tasks = [r["tasks"] for r in data["rows"]]
+    assert tasks == sorted(tasks, reverse=True)
+    code, _, err = cli(capsys, "plan", "--baseline-rollouts", three, "--mde", "0.02")
+    assert code == 2 and "holds 3 agents" in err
+    code, _, err = cli(capsys, "plan", "--baseline-rollouts", three, "--agents", "b", "--mde", "0")
+    assert code == 2 and "--mde" in err

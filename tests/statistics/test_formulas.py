@@ -1,0 +1,126 @@
+"""gym_metrics.statistics beyond the reference vectors: the variance split on data with a known
+answer, the clustered paired difference against its definition, verdict rules, planning, and a
+fixed-seed simulation of the paired test's false-positive rate (issue 16, "Done when")."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gym_metrics import statistics as st
+from gym_metrics.aggregate import t_interval as aggregate_t_interval
+
+
+def test_variance_components_of_a_hand_made_design() -> None:
+    """Tasks means 0, 1, 2 (variance 1); each task's two rollouts are mean -/+ 0.5 (within 0.5)."""
+    values = np.array([-0.5, 0.5, 0.5, 1.5, 1.5, 2.5])
+    vc = st.variance_components(values, np.array([0, 0, 1, 1, 2, 2]))
+    assert vc.within == pytest.approx(0.5) and vc.tasks == 3 and vc.rollouts == 6 and vc.repeats == 2
+    assert vc.between == pytest.approx(1.0 - 0.5 / 2)
+    assert vc.mean_variance(3, 2) == pytest.approx((0.75 + 0.25) / 3)
+
+
+def test_variance_components_recover_a_simulated_split() -> None:
+    rng = np.random.default_rng(0)
+    tasks, k = 4000, 5
+    values = np.repeat(rng.normal(0, 0.6, tasks), k) + rng.normal(0, 0.3, tasks * k)
+    vc = st.variance_components(values, np.repeat(np.arange(tasks), k))
+    assert vc.between == pytest.approx(0.36, rel=0.06) and vc.within == pytest.approx(0.09, rel=0.03)
+
+
+def test_one_rollout_per_task_leaves_the_within_share_unknown() -> None:
+    vc = st.variance_components(np.array([0.0, 1.0, 1.0]), np.arange(3))
+    assert math.isnan(vc.within) and vc.between == pytest.approx(1 / 3)
+
+
+def test_the_weighted_paired_difference_is_the_clustered_stderr_of_both_agents() -> None:
+    """Means over rollouts (task sums over counts): the difference's se is the cluster-robust
+    one, sqrt(G/(G-1) sum_g u_g^2), with u_g from both agents' rollouts of task g."""
+    rng = np.random.default_rng(3)
+    ka, kb = rng.integers(1, 5, 30), rng.integers(1, 4, 30)
+    xa, xb = rng.uniform(0, 1, ka.sum()), rng.uniform(0, 1, kb.sum())
+    ga, gb = np.repeat(np.arange(30), ka), np.repeat(np.arange(30), kb)
+    sa, sb = np.bincount(ga, xa), np.bincount(gb, xb)
+    res = st.paired_difference(sa, sb, ka, kb)
+    u = np.bincount(ga, xa - xa.mean()) / len(xa) - np.bincount(gb, xb - xb.mean()) / len(xb)
+    assert res.difference == pytest.approx(xa.mean() - xb.mean())
+    assert res.standard_error == pytest.approx(math.sqrt(30 / 29 * (u @ u)), rel=1e-12)
+    # One agent against nothing (b all zero): the clustered stderr of a's mean over rollouts.
+    alone = st.paired_difference(sa, np.zeros(30), ka, kb)
+    assert alone.standard_error == pytest.approx(st.cluster_stderr(xa, ga), rel=1e-12)
+
+
+def test_identical_agents_and_constant_gaps() -> None:
+    a = np.array([0.2, 0.5, 0.9])
+    same = st.paired_difference(a, a)
+    assert (same.difference, same.standard_error, same.p_value) == (0.0, 0.0, 1.0)
+    gap = st.paired_difference(a + 0.1, a)
+    assert gap.p_value < 1e-20 and gap.ci_high - gap.ci_low < 1e-12 and gap.ci_low == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="at least 2 tasks"):
+        st.paired_difference(a[:1], a[:1])
+
+
+def test_the_t_quantile_is_the_aggregate_engines() -> None:
+    for n in (2, 3, 10, 57, 3000):
+        low, high = st.t_interval(0.5, 0.1, n - 1)
+        assert (low, high) == aggregate_t_interval(0.5, 0.1, n)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "worse", "better"),
+    [
+        (-0.08, -0.03, "FAIL", "FAIL"),  # clearly worse than -0.02
+        (-0.01, 0.04, "PASS", "INCONCLUSIVE"),  # no loss of 0.02; a gain of 0.02 not settled
+        (-0.03, 0.01, "INCONCLUSIVE", "FAIL"),  # might be worse by 0.02; no gain of 0.02
+        (0.03, 0.05, "PASS", "PASS"),  # better by more than 0.02
+    ],
+)
+def test_verdict_rules(low: float, high: float, worse: str, better: str) -> None:
+    assert st.fail_if_worse_by(0.02, low, high, "x").status == worse
+    assert st.require_better_by(0.02, low, high, "x").status == better
+
+
+def test_combined_verdicts_and_exit_codes() -> None:
+    passing, failing = st.fail_if_worse_by(0.02, 0.0, 0.1, "x"), st.fail_if_worse_by(0.02, -0.2, -0.1, "y")
+    unsure = st.fail_if_worse_by(0.02, -0.1, 0.1, "z")
+    assert st.combine([passing, passing], 0.975).exit_code == 0
+    assert st.combine([passing, failing, unsure], 0.98).status == "FAIL"
+    assert st.combine([passing, unsure], 0.975).exit_code == 3
+    assert st.combine([failing], 0.95).to_dict()["exit_code"] == 1
+
+
+def test_plan_needs_fewer_tasks_with_more_repeats_and_matches_the_power_function() -> None:
+    rows = st.plan(between=0.02, within=0.4, mde=0.05, repeats=[1, 2, 4, 8])
+    tasks = [r.tasks for r in rows]
+    assert tasks == sorted(tasks, reverse=True) and all(t is not None for t in tasks)
+    for r in rows:
+        assert r.tasks is not None and r.rollouts_per_agent == r.tasks * r.repeats
+        es = 0.05 / r.sd_difference
+        assert st.ttest_power(es, r.tasks) >= 0.8 > st.ttest_power(es, r.tasks - 1)
+    # The MDE at the planned size is at most the target.
+    assert st.minimum_detectable_effect(rows[0].tasks or 0, rows[0].sd_difference) <= 0.05
+
+
+def _suite(rng: np.random.Generator, binary: bool) -> tuple[np.ndarray, np.ndarray]:
+    """100 tasks x 4 repeats for two agents of equal skill, intra-task correlation 0.3."""
+    tasks, k, icc = 100, 4, 0.3
+    if binary:
+        # latent normal with task effect: corr of the latent is icc
+        effect = rng.normal(0, math.sqrt(icc), tasks)[:, None]
+        a = (effect + rng.normal(0, math.sqrt(1 - icc), (tasks, k)) > 0).astype(float)
+        b = (effect + rng.normal(0, math.sqrt(1 - icc), (tasks, k)) > 0).astype(float)
+    else:
+        effect = rng.normal(0, math.sqrt(icc), tasks)[:, None]
+        a = effect + rng.normal(0, math.sqrt(1 - icc), (tasks, k))
+        b = effect + rng.normal(0, math.sqrt(1 - icc), (tasks, k))
+    return a.sum(1), b.sum(1)
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "continuous"])
+def test_the_paired_test_rejects_a_true_null_at_its_level(binary: bool) -> None:
+    rng = np.random.default_rng(16)
+    weights = np.full(100, 4.0)
+    rejected = sum(st.paired_difference(*_suite(rng, binary), weights, weights).p_value < 0.05 for _ in range(2000))
+    assert 0.035 <= rejected / 2000 <= 0.065
