@@ -25,7 +25,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--method", choices=["paired", "bootstrap"], default="paired",
                    help="paired: clustered paired t test (default); bootstrap: paired bootstrap (two agents, one metric)")  # fmt: skip
     p.add_argument("--adjust", choices=["holm", "bh"], default="holm", help="p-value adjustment over all comparisons")
-    p.add_argument("--alpha", type=_probability, default=0.05, help="test level; intervals are at 1 - alpha")
+    p.add_argument("--alpha", type=_probability, default=0.05, help="test level; intervals are at 1 - alpha (the bootstrap interval is always 95%%)")
     p.add_argument("--power", type=_probability, default=0.8, help="power for the minimum detectable effect")
     p.add_argument("--fail-if-worse-by", type=_margin, metavar="DELTA", help=f"FAIL if A is worse than B by more than DELTA; {VERDICT_HELP}")
     p.add_argument("--require-better-by", type=_margin, metavar="DELTA", help=f"PASS only if A beats B by more than DELTA; {VERDICT_HELP}")
