@@ -46,6 +46,7 @@ from gym_metrics.aggregate._engine import (
     non_numeric_counts,
 )
 from gym_metrics.aggregate._metric_columns import MetricColumns
+from gym_metrics.aggregate._uncertainty import ADDED_AGENT_METRICS
 from gym_metrics.aggregate._groups import GROUP_STATS
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
 from gym_metrics.aggregate._output import GroupsRender, iter_group_dicts, output_path_for, write_aggregate_metrics
@@ -105,6 +106,7 @@ def aggregate_file(
 
 
 __all__ = [
+    "ADDED_AGENT_METRICS",
     "AgentAggregate",
     "AggregateOptions",
     "Aggregator",

@@ -29,6 +29,10 @@ class GroupedStats:
     quantiles: dict[float, np.ndarray]
     """Per q asked for (0.5 always), each group's q-quantile (numpy's linear interpolation)."""
     starts: np.ndarray
+    total: np.ndarray
+    """Sum of the valid values (for clustered standard errors)."""
+    m2: np.ndarray
+    """Sum of squared deviations from the group mean (for the within-task variance)."""
 
 
 def group_starts(sorted_keys: np.ndarray) -> np.ndarray:
@@ -73,7 +77,7 @@ def grouped_stats(
     low[empty] = np.nan
     high[empty] = np.nan
     qs = group_quantiles(values, valid, starts, count, (0.5, *quantiles))
-    return GroupedStats(count, mean, low, high, qs[0.5], std, qs, starts)
+    return GroupedStats(count, mean, low, high, qs[0.5], std, qs, starts, total, m2)
 
 
 def group_quantiles(

@@ -1,0 +1,61 @@
+"""Honest uncertainty of each agent-level mean, beside NeMo Gym's keys (never changing them):
+the clustered standard error by task and its Student-t interval, the split of the variance
+into between-task and within-task parts, and for 0/1 fields the Wilson interval
+(docs/statistics.md). Everything comes from the per-task sums the group level computed: O(tasks).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from gym_metrics.aggregate._stats import GroupedStats
+from gym_metrics.statistics import components_from_groups, linearized_stderr, t_interval, wilson_interval
+
+ADDED_AGENT_METRICS = (
+    "cluster_stderr",
+    "cluster_ci_low_95",
+    "cluster_ci_high_95",
+    "var_between",
+    "var_within",
+    "wilson_ci_low_95",
+    "wilson_ci_high_95",
+)
+"""Prefixes (`<prefix>/<field>`) of the agent_metrics keys gym-metrics adds to NeMo Gym's."""
+
+
+def uncertainty_metrics(
+    stats: Mapping[str, GroupedStats], means: Mapping[str, float], binary: Mapping[str, bool]
+) -> dict[str, float]:
+    """`<prefix>/<field>` for each field with a finite agent mean (`means`: mean/<field>); a
+    value that is undefined (one task, no task with two rollouts) is left out, as NeMo Gym
+    leaves out non-finite stats."""
+    out: dict[str, float] = {}
+    for name, s in stats.items():
+        mean = means.get(name)
+        if mean is None:
+            continue
+        has = s.count > 0
+        sums, counts = s.total[has], s.count[has]
+        with np.errstate(all="ignore"):  # values near the float64 limit: non-finite, left out
+            se = linearized_stderr(sums, counts)
+            low, high = t_interval(mean, se, len(sums) - 1)
+            parts = components_from_groups(s.mean[has], counts, float(s.m2[has].sum()))
+        found = {"cluster_stderr": se, "cluster_ci_low_95": low, "cluster_ci_high_95": high,
+                 "var_between": parts.between, "var_within": parts.within}  # fmt: skip
+        if binary.get(name):
+            n = int(counts.sum())
+            found["wilson_ci_low_95"], found["wilson_ci_high_95"] = wilson_interval(int(round(float(sums.sum()))), n)
+        out.update({f"{prefix}/{name}": float(v) for prefix, v in found.items() if math.isfinite(v)})
+    return dict(sorted(out.items(), key=lambda kv: ADDED_AGENT_METRICS.index(kv[0].split("/", 1)[0])))
+
+
+def is_binary(values: np.ndarray, valid: np.ndarray) -> bool:
+    """Every valid value is 0 or 1 (a pass/fail field such as a 0/1 reward or is_correct)."""
+    v = values[valid] if not valid.all() else values
+    return len(v) > 0 and bool(((v == 0.0) | (v == 1.0)).all())
+
+
+__all__ = ["ADDED_AGENT_METRICS", "is_binary", "uncertainty_metrics"]
