@@ -1,0 +1,11 @@
+"""Ray backend (the optional extra `gym-metrics[ray]`): environment servers as Ray actors.
+
+Importing this package does not import Ray; the first call that needs it does, and says which
+extra to install when Ray is missing. `import gym_metrics` never loads this package.
+"""
+
+from __future__ import annotations
+
+from gym_metrics.ray._replicas import RAY_EXTRA_HINT, Replicas, serve_replicas
+
+__all__ = ["RAY_EXTRA_HINT", "Replicas", "serve_replicas"]

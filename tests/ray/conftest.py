@@ -1,0 +1,43 @@
+"""One local Ray instance per test module, for the optional extra `gym-metrics[ray]`.
+
+Without Ray the tests skip, except under CI=true (.ci/run installs the extra on the default
+venv), where a missing Ray fails them: a CI that silently skipped them would prove nothing.
+The check runs in a fixture, not at import, so `-m "not slow"` on a venv without Ray
+deselects these tests cleanly instead of failing their collection.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+MISSING = "Ray is not installed (the optional extra: pip install -e '.[ray]')"
+
+
+def import_ray() -> ModuleType:
+    """The real ray module; skip (fail under CI=true) when it is not installed. This folder is
+    tests/ray, so without Ray installed `import ray` can find it as a namespace package: a
+    module without __file__ is not Ray."""
+    try:
+        import ray
+    except ImportError:
+        ray = None
+    if ray is None or getattr(ray, "__file__", None) is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(MISSING + "; with CI=true the Ray tests must run, not skip", pytrace=False)
+        pytest.skip(MISSING)
+    return ray
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[ModuleType]:
+    """A local Ray instance with 2 CPUs (no dashboard), shut down after the module."""
+    ray = import_ray()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
