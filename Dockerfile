@@ -1,0 +1,36 @@
+# The environment-server image: `docker build -t gym-metrics .`, then
+#   docker run --rm -p 50051:50051 gym-metrics                      # serves math_exact
+#   docker run --rm -p 50051:50051 gym-metrics serve tool_calling --host 0.0.0.0
+# Any gym-metrics command runs (the entrypoint is the CLI). Kubernetes: docs/kubernetes.md and
+# deploy/kubernetes/. Your own environment: `FROM gym-metrics` and `pip install` its package.
+FROM python:3.12-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# Only what `pip install .` reads (see .dockerignore): the library, the built-in environments
+# (servers/ installs as gym_metrics_servers) and the metadata pyproject.toml names.
+WORKDIR /tmp/gym-metrics
+COPY pyproject.toml README.md LICENSE ./
+COPY gym_metrics ./gym_metrics
+COPY servers ./servers
+RUN pip install . && rm -rf /tmp/gym-metrics
+
+# Not root: the server needs no privilege (50051 is not a privileged port).
+RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/gym gym
+USER 10001
+WORKDIR /home/gym
+
+EXPOSE 50051
+
+# grpc.health.v1 Check on the default port, with the Python already in the image (no extra
+# binary). It assumes the default --port 50051 and no TLS; change it (or run with
+# --no-healthcheck) otherwise. Kubernetes ignores it and uses its own `grpc:` probes.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
+    CMD ["python", "-c", "import sys, grpc; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; c = grpc.insecure_channel('127.0.0.1:50051'); s = g.HealthStub(c).Check(h.HealthCheckRequest(), timeout=3).status; sys.exit(0 if s == h.HealthCheckResponse.SERVING else 1)"]
+
+# SIGTERM (docker stop, a pod's deletion) drains in-flight calls for --grace seconds (default 10).
+ENTRYPOINT ["gym-metrics"]
+CMD ["serve", "math_exact", "--host", "0.0.0.0"]
