@@ -17,6 +17,7 @@ from gym_metrics.cli._base import (
     non_negative_int,
     print_value_notes,
 )
+from gym_metrics.cli._export import add_export_flags, export_after
 
 
 def add_parsers(sub: Any) -> None:
@@ -32,6 +33,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="print only the output path")
     p.add_argument("--economics", action="store_true", help="add tokens / wall time / cost per agent (`economics`)")
     p.set_defaults(func=run)
+    add_export_flags(p)
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -75,14 +77,14 @@ def run(ns: argparse.Namespace) -> int:
         print(f"warning: ... and {len(rollouts.bad_lines) - SHOW_VIOLATIONS} more bad lines", file=sys.stderr)
     if ns.quiet:
         print(out)
-        return 0
+        return export_after(ns, out, 0)
     print(format_key_metrics({r.agent_name: r.key_metrics for r in results}))
     if econ:
         print("\n" + format_economics(econ) + "\n")
     print_value_notes(results)
     skipped = f", {len(rollouts.bad_lines)} bad lines skipped" if rollouts.bad_lines else ""
     print(f"{rollouts.rows_read} rollouts, {len(results)} agents in {elapsed:.2f}s{skipped} -> {out}")
-    return 0
+    return export_after(ns, out, 0)
 
 
 def _economics_section(into: dict[str, dict[str, float | int]]) -> Any:

@@ -23,6 +23,7 @@ from gym_metrics.cli._base import (
     print_value_notes,
     read_token,
 )
+from gym_metrics.cli._export import add_export_flags, export_after
 
 T = TypeVar("T")
 
@@ -53,6 +54,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect with TLS")
     _add_policy_flags(p)
     p.set_defaults(func=run, check_inputs=_check_inputs)
+    add_export_flags(p)
 
     demo = sub.add_parser("demo", help="serve math_exact in-process and collect its shipped sample")
     demo.add_argument("--out-dir", type=Path, default=Path("demo_out"))
@@ -151,7 +153,7 @@ def run(ns: argparse.Namespace) -> int:
     started = time.perf_counter()
     with fewer_gc_passes():
         result = run_keeping_result(collect())
-    return report(result, time.perf_counter() - started)
+    return export_after(ns, result.metrics_path, report(result, time.perf_counter() - started), resume=ns.resume)
 
 
 def run_demo(ns: argparse.Namespace) -> int:

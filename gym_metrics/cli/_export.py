@@ -1,0 +1,87 @@
+"""`--export NAME[=TARGET]` on `collect` and `aggregate`: the flag, the up-front check that
+each exporter's extra is installed (exit 2 before any work), and the exports after the
+metrics file is written (a failing export never loses the file: exit 1, file kept)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from gym_metrics.cli._base import EXIT_FAILED
+
+EXPORT_HELP = (
+    "after writing the metrics, export them: mlflow[=TRACKING_URI], wandb[=PROJECT], "
+    "tensorboard[=DIR] (repeatable; each needs its extra, e.g. pip install 'gym-metrics[mlflow]')"
+)
+
+
+def export_spec(text: str) -> tuple[str, str | None]:
+    """`NAME[=TARGET]` -> (name, target); an unknown name is a usage error."""
+    from gym_metrics.exporters import exporter_names
+
+    name, sep, target = text.partition("=")
+    known = exporter_names()
+    if name not in known:
+        raise argparse.ArgumentTypeError(f"unknown exporter {name!r}; known: {', '.join(known)}")
+    if sep and not target:
+        raise argparse.ArgumentTypeError(f"{name}= needs a value after '=' (or drop the '=')")
+    return name, target or None
+
+
+def add_export_flags(p: argparse.ArgumentParser) -> None:
+    """Adds --export; call after the command's set_defaults (it chains their check_inputs)."""
+    p.add_argument("--export", action="append", type=export_spec, default=[], metavar="NAME[=TARGET]", help=EXPORT_HELP)
+    earlier = p.get_default("check_inputs")
+
+    def check(ns: argparse.Namespace) -> None:
+        check_exporters(ns)
+        if earlier is not None:
+            earlier(ns)
+
+    p.set_defaults(check_inputs=check)
+
+
+def check_exporters(ns: argparse.Namespace) -> None:
+    """ExporterMissingError (exit 2) naming `pip install 'gym-metrics[extra]'`."""
+    from gym_metrics.exporters import get_exporter
+
+    for name, _ in getattr(ns, "export", None) or []:
+        get_exporter(name).check_installed()
+
+
+def export_after(ns: argparse.Namespace, metrics_path: Path | None, code: int, *, resume: bool = False) -> int:
+    """Run every --export on the written metrics file; the command's exit code, or 1 when an
+    export failed and the command had none of its own (each failure is one stderr line)."""
+    specs = getattr(ns, "export", None) or []
+    if not specs or metrics_path is None or not Path(metrics_path).is_file():
+        return code
+    from gym_metrics.exporters import get_exporter, load_run
+
+    run = load_run(Path(metrics_path), resume=resume, report=_report_path(ns, Path(metrics_path)))
+    failed = False
+    for name, target in specs:
+        try:
+            where = get_exporter(name)(target).export(run)
+            print(f"exported -> {where}")
+        except Exception as exc:  # the metrics file is written: report and go on
+            failed = True
+            print(f"error: export {name} failed ({type(exc).__name__}: {_one_line(exc)}); "
+                  f"the metrics file is kept: {metrics_path}", file=sys.stderr)  # fmt: skip
+    return code or (EXIT_FAILED if failed else 0)
+
+
+def _report_path(ns: argparse.Namespace, metrics_path: Path) -> Path | None:
+    """The HTML report written beside the metrics (`--report`), when there is one."""
+    given: Any = getattr(ns, "report", None)
+    stem = metrics_path.stem.removesuffix("_aggregate_metrics")
+    candidates = [given] if isinstance(given, (str, Path)) else []
+    if given:
+        candidates += [metrics_path.with_name(f"{stem}_report.html"), metrics_path.with_suffix(".html")]
+    return next((Path(c) for c in candidates if Path(c).is_file()), None)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] + ("..." if len(text) > 300 else "")

@@ -1,0 +1,45 @@
+"""`--export wandb[=PROJECT]`: key and agent metrics as one W&B history step and the run's
+summary, the metrics file (and report) saved with the run. WANDB_MODE=offline works with no
+network (`wandb sync` uploads later)."""
+
+from __future__ import annotations
+
+import os
+
+from gym_metrics.exporters._base import Exporter, ExportRun, register_exporter
+
+PROJECT_ENV = "WANDB_PROJECT"
+DEFAULT_PROJECT = "gym-metrics"
+
+
+@register_exporter("wandb")
+class WandbExporter(Exporter):
+    """The W&B run id derives from the output's path, so a resumed collect (or a repeated
+    export of the same output) logs into the same run, as its next step. The project is the
+    target, else $WANDB_PROJECT, else `gym-metrics`. No config is logged (nothing from the
+    command line can leak a key)."""
+
+    extra = "wandb"
+    requires = ("wandb",)
+
+    def export(self, run: ExportRun) -> str:
+        import wandb
+
+        project = self.target or os.environ.get(PROJECT_ENV) or DEFAULT_PROJECT
+        settings = wandb.Settings(console="off", quiet=True, x_disable_stats=True)
+        session = wandb.init(
+            project=project, name=run.name, id=f"gm-{run.key[:24]}", resume="allow",
+            dir=os.environ.get("WANDB_DIR") or None, settings=settings, reinit="create_new",
+        )  # fmt: skip
+        try:
+            values = run.flat()
+            session.log(values)
+            session.summary.update(values)
+            for path in run.artifacts:
+                session.save(str(path.resolve()), base_path=str(path.resolve().parent), policy="now")
+            where = f"wandb run {session.id} ({project}/{run.name}, {len(values)} metrics)"
+        except BaseException:
+            session.finish(exit_code=1)
+            raise
+        session.finish()
+        return where
