@@ -8,7 +8,7 @@ them). Other packages import these names from here, never from the private modul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ from gym_metrics.aggregate._reader import (
     read_rollouts,
 )
 from gym_metrics.aggregate._stats import t_interval
+from gym_metrics.aggregate._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_rows, read_partial, write_partial
 
 
 def aggregate_file(
@@ -89,24 +90,66 @@ def aggregate_file(
     rollouts = read_rollouts(
         rollouts_path, on_bad_line=on_bad_line, default_agent=default_agent, keep_rows=keep_rows or compute_metrics is not None
     )
+    out = Path(output_path or output_path_for(rollouts_path))
+    results = aggregate_rollouts(
+        rollouts, out, options=options, compute_metrics=compute_metrics, get_key_metrics=get_key_metrics, extra=extra,
+        column_metrics=column_metrics, compute_metrics_columns=compute_metrics_columns,
+    )  # fmt: skip
+    return out, results, rollouts
+
+
+def aggregate_rollouts(
+    rollouts: RolloutFile,
+    out: Path,
+    *,
+    options: AggregateOptions | None = None,
+    compute_metrics: ComputeMetrics | None = None,
+    get_key_metrics: GetKeyMetrics | None = None,
+    extra: Callable[[str, RolloutColumns], Mapping[str, Any]] | None = None,
+    column_metrics: ColumnMetrics | None = None,
+    compute_metrics_columns: ColumnarComputeMetrics | None = None,
+) -> list[AgentAggregate]:
+    """Aggregate rollouts already read (a file, several, or merged partials) into `out`.
+    The result depends only on the rows, not on their order: `extra` sees them sorted by
+    (task, rollout) too."""
     results = []
     sections: dict[str, Mapping[str, Any]] = {}
-    out = Path(output_path or output_path_for(rollouts_path))
     out.parent.mkdir(parents=True, exist_ok=True)
     hooks = (compute_metrics, get_key_metrics, column_metrics, compute_metrics_columns)
     for name in sorted(rollouts.agents):
         if extra is not None:
-            sections[name] = extra(name, rollouts.agents[name])
+            cols = rollouts.agents[name]
+            order, _ = cols.key_order()
+            sections[name] = extra(name, cols if order is None else cols.take(order))
         agg = Aggregator(name, options)
         agg.add(rollouts.agents[name])
         # the groups' rendering starts in forked workers while the agent level is computed
         results.append(agg.finalize(*hooks, groups_ready=lambda groups: GroupsRender(groups, out.parent)))
     write_aggregate_metrics(out, results, sections or None)
-    return out, results, rollouts
+    return results
+
+
+def aggregate_partials(
+    partials: Sequence[str | Path], output_path: str | Path, **hooks: Any
+) -> tuple[Path, list[AgentAggregate], RolloutFile]:
+    """Merge partial files (`write_partial`) and write the metrics file one process reading
+    every row would have written, byte for byte (docs/pipelines.md#sharded-aggregation)."""
+    rollouts = merge_partials(partials)
+    out = Path(output_path)
+    return out, aggregate_rollouts(rollouts, out, **hooks), rollouts
 
 
 __all__ = [
     "ADDED_AGENT_METRICS",
+    "PARTIAL_FORMAT",
+    "PARTIAL_VERSION",
+    "aggregate_partials",
+    "aggregate_rollouts",
+    "combine",
+    "merge_partials",
+    "partial_rows",
+    "read_partial",
+    "write_partial",
     "AgentAggregate",
     "AggregateOptions",
     "Aggregator",

@@ -59,6 +59,12 @@ class RowSource(Sequence[dict[str, Any]]):
         index[positions] = np.arange(len(positions))
         return RowSource(_Kept(self.raws(positions.tolist())), index)
 
+    def kept_positions(self) -> np.ndarray:
+        """The positions whose rows can be read (all of them unless `keep_only` dropped some)."""
+        if isinstance(self._items, _Kept) and self._index is not None:
+            return np.flatnonzero(self._index >= 0)
+        return np.arange(len(self), dtype=np.int64)
+
     def raws(self, positions: Sequence[int]) -> list[Any]:
         """The rows at `positions` as stored (dict, JSON text or bytes), unparsed."""
         if isinstance(self._items, _Chain):

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from gym_metrics.cli import _aggregate, _collect, _compare, _evaluate, _jobs, _plan, _serve
+from gym_metrics.cli import _aggregate, _collect, _compare, _evaluate, _jobs, _merge, _plan, _report, _serve
 from gym_metrics.cli._base import (
     EXIT_BAD_INPUT,
     ArgParser,
@@ -17,7 +17,7 @@ from gym_metrics.cli._base import (
     version,
 )
 
-_COMMANDS = (_serve, _collect, _aggregate, _compare, _plan, _evaluate, _jobs)
+_COMMANDS = (_serve, _collect, _aggregate, _merge, _compare, _plan, _evaluate, _jobs, _report)
 """Each module's `add_parsers(sub)` adds its subcommands (collect also adds demo)."""
 
 
@@ -42,9 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check_inputs(ns: argparse.Namespace) -> None:
     """One message for a missing input file, whatever the command; a command's own checks
     (`check_inputs`) run before anything is sent or started."""
-    for attr in ("rollouts", "input"):
-        path = getattr(ns, attr, None)
-        if isinstance(path, Path):
+    for attr in ("rollouts", "input", "partials"):
+        value = getattr(ns, attr, None)
+        for path in value if isinstance(value, list) else [value]:
+            if not isinstance(path, Path):
+                continue
             if not path.exists():
                 raise InputFileError(f"input file not found: {path}")
             if not path.is_file():

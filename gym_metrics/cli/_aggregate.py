@@ -21,70 +21,127 @@ from gym_metrics.cli._export import add_export_flags, export_after
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("aggregate", help="aggregate a rollouts JSONL in-process (no server)")
-    p.add_argument("rollouts", type=Path, help="rollouts JSONL: one verify response per line")
-    p.add_argument("-o", "--output", type=Path, help="default: <stem>_aggregate_metrics.json beside the input")
-    p.add_argument("--env", metavar="TARGET", help="use this environment's compute_metrics / get_key_metrics")
-    p.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries (much smaller file)")
-    p.add_argument("--expected-rollouts", type=non_negative_int, default=0, metavar="K", help="rollouts each task should have")
+    p = sub.add_parser("aggregate", help="aggregate rollouts JSONL in-process (no server), or write a partial to merge")
+    p.add_argument("rollouts", type=Path, nargs="+", help="rollouts JSONL: one verify response per line (several: one set)")
+    p.add_argument("-o", "--output", type=Path, help="default: <stem>_aggregate_metrics.json beside the (first) input")
+    p.add_argument(
+        "--partial-out", type=Path, metavar="P.parquet",
+        help="write the rows' partial state instead of metrics; `gym-metrics merge` combines partials",
+    )  # fmt: skip
+    p.add_argument("--with-rows", action="store_true", help="with --partial-out: keep every row's text (for --env compute_metrics)")
+    add_aggregation_options(p)
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of rows without an agent_ref")
-    p.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify (_gm_error) counts as reward 0")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the output path")
-    p.add_argument("--economics", action="store_true", help="add tokens / wall time / cost per agent (`economics`)")
     p.set_defaults(func=run)
     add_export_flags(p)
 
 
+def add_aggregation_options(p: argparse.ArgumentParser) -> None:
+    """The options that shape the metrics file (aggregate and merge share them)."""
+    p.add_argument("--env", metavar="TARGET", help="use this environment's compute_metrics / get_key_metrics")
+    p.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries (much smaller file)")
+    p.add_argument("--expected-rollouts", type=non_negative_int, default=0, metavar="K", help="rollouts each task should have")
+    p.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify (_gm_error) counts as reward 0")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the output path")
+    p.add_argument("--economics", action="store_true", help="add tokens / wall time / cost per agent (`economics`)")
+
+
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics._memory import fewer_gc_passes
-    from gym_metrics.aggregate import AggregateOptions, aggregate_file
+    from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine, read_rollouts
+    from gym_metrics.errors import InvalidInputError
 
-    compute = keys = columns = columnar = None
+    if ns.with_rows and not ns.partial_out:
+        raise InvalidInputError("--with-rows goes with --partial-out")
+    if len(ns.rollouts) > 1 and not (ns.output or ns.partial_out):
+        raise InvalidInputError("several inputs: name the metrics file with -o")
+    hooks, econ = aggregation_hooks(ns)
+    started = time.perf_counter()
+    with fewer_gc_passes():
+        if ns.partial_out:
+            return _write_partial(ns, hooks.get("compute_metrics") is not None, started)
+        if len(ns.rollouts) == 1:
+            out, results, rollouts = aggregate_file(
+                ns.rollouts[0], ns.output, on_bad_line=ns.on_bad_line, default_agent=ns.agent, keep_rows=False, **hooks
+            )
+        else:
+            keep = hooks.get("compute_metrics") is not None
+            rollouts = combine([_read(path, ns, keep) for path in ns.rollouts])
+            out = ns.output
+            results = aggregate_rollouts(rollouts, out, **hooks)
+    if len(ns.rollouts) == 1:
+        _warn_bad_lines(ns.rollouts[0], rollouts.bad_lines)
+    code = report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)
+    return export_after(ns, out, code)
+
+
+def _read(path: Path, ns: argparse.Namespace, keep_rows: bool) -> Any:
+    from gym_metrics.aggregate import read_rollouts
+
+    rollouts = read_rollouts(path, on_bad_line=ns.on_bad_line, default_agent=ns.agent, keep_rows=keep_rows)
+    _warn_bad_lines(path, rollouts.bad_lines)
+    return rollouts
+
+
+def _write_partial(ns: argparse.Namespace, env_wants_rows: bool, started: float) -> int:
+    from gym_metrics.aggregate import combine, write_partial
+
+    keep = ns.with_rows or env_wants_rows
+    rollouts = combine([_read(path, ns, keep) for path in ns.rollouts])
+    out = write_partial(ns.partial_out, rollouts, sources=[str(p) for p in ns.rollouts])
+    if ns.quiet:
+        print(out)
+    else:
+        rows = "every row's text" if keep else "sample rows only"
+        elapsed = time.perf_counter() - started
+        print(f"{rollouts.rows_read} rollouts, {len(rollouts.agents)} agents in {elapsed:.2f}s -> partial {out} ({rows})")
+    return 0
+
+
+def aggregation_hooks(ns: argparse.Namespace) -> tuple[dict[str, Any], dict[str, dict[str, float | int]]]:
+    """The engine's keyword arguments from the shared options (environment hooks, options,
+    the economics section), and the dict the economics table is collected in."""
+    from gym_metrics.aggregate import AggregateOptions
+
+    hooks: dict[str, Any] = {}
     if ns.env:
         from gym_metrics import resolve_server
 
         env = resolve_server(ns.env)()
-        compute = env.compute_metrics if env.wants_rows else None
-        keys = env.get_key_metrics
-        columns = env.column_metrics_hook()
-        columnar = env.columnar_metrics_hook()
-    options = AggregateOptions(
+        hooks.update(compute_metrics=env.compute_metrics if env.wants_rows else None, get_key_metrics=env.get_key_metrics,
+                     column_metrics=env.column_metrics_hook(), compute_metrics_columns=env.columnar_metrics_hook())  # fmt: skip
+    hooks["options"] = AggregateOptions(
         include_rollout_infos=not ns.no_rollout_infos,
         expected_rollouts_per_task=ns.expected_rollouts,
         count_errors_as_zero=ns.count_errors_as_zero,
     )
-    started = time.perf_counter()
     econ: dict[str, dict[str, float | int]] = {}
-    with fewer_gc_passes():
-        out, results, rollouts = aggregate_file(
-            ns.rollouts,
-            ns.output,
-            options=options,
-            compute_metrics=compute,
-            get_key_metrics=keys,
-            column_metrics=columns,
-            compute_metrics_columns=columnar,
-            on_bad_line=ns.on_bad_line,
-            extra=_economics_section(econ) if ns.economics else None,
-            default_agent=ns.agent,
-            keep_rows=False,
-        )
-    elapsed = time.perf_counter() - started
-    for bad in rollouts.bad_lines[:SHOW_VIOLATIONS]:
-        print(f"warning: skipped {ns.rollouts}:{bad}", file=sys.stderr)
-    if len(rollouts.bad_lines) > SHOW_VIOLATIONS:
-        print(f"warning: ... and {len(rollouts.bad_lines) - SHOW_VIOLATIONS} more bad lines", file=sys.stderr)
+    if ns.economics:
+        hooks["extra"] = _economics_section(econ)
+    return hooks, econ
+
+
+def _warn_bad_lines(path: Path, bad_lines: list[Any]) -> None:
+    for bad in bad_lines[:SHOW_VIOLATIONS]:
+        print(f"warning: skipped {path}:{bad}", file=sys.stderr)
+    if len(bad_lines) > SHOW_VIOLATIONS:
+        print(f"warning: ... and {len(bad_lines) - SHOW_VIOLATIONS} more bad lines in {path}", file=sys.stderr)
+
+
+def report(
+    ns: argparse.Namespace, out: Path, results: list[Any], rows: int, bad: int, econ: dict[str, Any], elapsed: float
+) -> int:
+    """Print what was written (key metrics, economics, value notes), or only its path."""
     if ns.quiet:
         print(out)
-        return export_after(ns, out, 0)
+        return 0
     print(format_key_metrics({r.agent_name: r.key_metrics for r in results}))
     if econ:
         print("\n" + format_economics(econ) + "\n")
     print_value_notes(results)
-    skipped = f", {len(rollouts.bad_lines)} bad lines skipped" if rollouts.bad_lines else ""
-    print(f"{rollouts.rows_read} rollouts, {len(results)} agents in {elapsed:.2f}s{skipped} -> {out}")
-    return export_after(ns, out, 0)
+    skipped = f", {bad} bad lines skipped" if bad else ""
+    print(f"{rows} rollouts, {len(results)} agents in {elapsed:.2f}s{skipped} -> {out}")
+    return 0
 
 
 def _economics_section(into: dict[str, dict[str, float | int]]) -> Any:

@@ -1,0 +1,40 @@
+"""`gym-metrics merge`: partial states (`aggregate --partial-out`) into one metrics file,
+byte-identical to aggregating every row in one process."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from gym_metrics.cli._aggregate import add_aggregation_options, aggregation_hooks, report
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("merge", help="merge partials (aggregate --partial-out) into one metrics file")
+    p.add_argument("partials", type=Path, nargs="+", help="partial files, from `gym-metrics aggregate ... --partial-out`")
+    p.add_argument("-o", "--output", type=Path, required=True, help="the metrics file to write (<stem>_aggregate_metrics.json)")
+    add_aggregation_options(p)
+    p.set_defaults(func=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    from gym_metrics._memory import fewer_gc_passes
+    from gym_metrics.aggregate import aggregate_partials, partial_rows
+    from gym_metrics.errors import FieldViolation, InvalidInputError
+
+    hooks, econ = aggregation_hooks(ns)
+    if hooks.get("compute_metrics") is not None:
+        short = [(p, a) for p in ns.partials for a, rows in partial_rows(p).items() if rows != "all"]
+        if short:
+            path, agent = short[0]
+            raise InvalidInputError(
+                f"{ns.env}'s compute_metrics needs every row, and {path} holds only sample rows (agent {agent}); "
+                "write the partials with `gym-metrics aggregate ... --partial-out P --with-rows` (or with --env)",
+                [FieldViolation("partial", str(path))],
+            )
+    started = time.perf_counter()
+    with fewer_gc_passes():
+        out, results, rollouts = aggregate_partials(ns.partials, ns.output, **hooks)
+    return report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)

@@ -1,0 +1,166 @@
+"""Partials and their merge (issue 15 item 1): for any split of a rollouts file into shards (by
+task, by line range, uneven, empty shards, shards merged in any order) the merged metrics file
+is byte-identical to the one a single process writes; partials of another format version are
+refused."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from gym_metrics.aggregate import (
+    AggregateOptions,
+    aggregate_file,
+    aggregate_partials,
+    partial_rows,
+    read_rollouts,
+    write_partial,
+)
+from gym_metrics.errors import GymMetricsError, InvalidInputError
+
+DATA = Path(__file__).parents[1] / "data"
+CASES = sorted(p for d in ("nemo_gym", "nemo_gym_extra") for p in (DATA / d).glob("*.jsonl"))
+
+
+def generated(rng: random.Random) -> list[bytes]:
+    """Rows of 2-3 agents over tasks of uneven sizes, interleaved as a collector writes them:
+    ints, floats, bools, missing and non-numeric values, masked and failed rows."""
+    lines = []
+    for agent in ("a", "b", "c")[: rng.randint(2, 3)]:
+        for task in rng.sample(range(40), rng.randint(5, 25)):
+            for rollout in range(rng.randint(1, 6)):
+                row: dict[str, Any] = {"agent_ref": {"name": agent}, "_ng_task_index": task, "_ng_rollout_index": rollout}
+                row["reward"] = rng.choice([0.0, 1.0, 0.5, 1, True, 0.25 * rng.randint(0, 4)])
+                if rng.random() < 0.8:
+                    row["latency_s"] = round(rng.uniform(0, 5), rng.randint(0, 6))
+                if rng.random() < 0.3:
+                    row["tokens"] = rng.randint(0, 10**6) if rng.random() < 0.9 else "many"
+                if rng.random() < 0.05:
+                    row["_gm_masked"] = True
+                if rng.random() < 0.05:
+                    row["_gm_error"] = {"kind": "verify", "message": "boom"}
+                row["answer"] = f"text {rng.random()}"
+                lines.append(json.dumps(row).encode() + b"\n")
+    rng.shuffle(lines)
+    return lines
+
+
+def splits(lines: list[bytes], rng: random.Random) -> list[list[bytes]]:
+    """Three shardings: by line range (with an empty shard), by task, and rows dealt at random."""
+    cut = sorted(rng.randint(0, len(lines)) for _ in range(3))
+    by_range = [lines[a:b] for a, b in zip([0, *cut], [*cut, len(lines)])] + [[]]
+    def task_of(line: bytes) -> Any:
+        try:
+            row = json.loads(line)
+            return row.get("_ng_task_index", row.get("task_index")) if isinstance(row, dict) else None
+        except ValueError:
+            return None
+    by_task: list[list[bytes]] = [[], [], []]
+    for line in lines:
+        by_task[hash(str(task_of(line))) % 3].append(line)
+    dealt: list[list[bytes]] = [[], []]
+    for line in lines:
+        dealt[rng.randint(0, 1)].append(line)
+    return [by_range, by_task, dealt]
+
+
+def merged_equals_single(tmp_path: Path, lines: list[bytes], shards: list[list[bytes]], **kwargs: Any) -> bool | None:
+    """True when the merged file equals the single-process one, None when the input is refused
+    both ways (then both must refuse)."""
+    whole = tmp_path / "whole.jsonl"
+    whole.write_bytes(b"".join(lines))
+    try:
+        single, _, _ = aggregate_file(whole, tmp_path / "single.json", keep_rows=False, **kwargs)
+    except GymMetricsError:
+        single = None
+    partials = []
+    try:
+        for i, shard in enumerate(shards):
+            path = tmp_path / f"shard{i}.jsonl"
+            path.write_bytes(b"".join(shard))
+            on_bad = kwargs.get("on_bad_line", "fail")
+            partials.append(write_partial(tmp_path / f"shard{i}.parquet", read_rollouts(path, on_bad_line=on_bad, keep_rows=False)))
+        options = {k: v for k, v in kwargs.items() if k != "on_bad_line"}
+        merged, _, _ = aggregate_partials(partials, tmp_path / "merged.json", **options)
+    except GymMetricsError:
+        assert single is None, "the merge refused what one process accepted"
+        return None
+    assert single is not None, "the merge accepted what one process refused"
+    return single.read_bytes() == merged.read_bytes()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_conformance_case_merges_to_the_same_bytes(case: Path, tmp_path: Path) -> None:
+    rng = random.Random(case.stem)
+    lines = case.read_bytes().splitlines(keepends=True)
+    for shards in splits(lines, rng):
+        rng.shuffle(shards)
+        assert merged_equals_single(tmp_path, lines, shards, on_bad_line="skip") in (True, None)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_files_and_splits_merge_to_the_same_bytes(seed: int, tmp_path: Path) -> None:
+    rng = random.Random(seed)
+    lines = generated(rng)
+    options = AggregateOptions(
+        include_rollout_infos=rng.random() < 0.7, expected_rollouts_per_task=rng.choice([0, 4]),
+        count_errors_as_zero=rng.random() < 0.5,
+    )  # fmt: skip
+    for shards in splits(lines, rng):
+        rng.shuffle(shards)
+        assert merged_equals_single(tmp_path, lines, shards, options=options) is True
+
+
+def test_economics_and_several_inputs_do_not_depend_on_row_order(tmp_path: Path) -> None:
+    from gym_metrics.economics import economics
+
+    rng = random.Random(7)
+    lines = [
+        json.dumps({"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": rng.random(),
+                    "response": {"usage": {"input_tokens": rng.randint(1, 9999), "output_tokens": rng.randint(1, 999)}},
+                    "cost_usd": rng.random() / 7}).encode() + b"\n"  # fmt: skip
+        for t in range(50) for r in range(4)
+    ]
+    rng.shuffle(lines)
+    extra = lambda name, cols: {"economics": economics(cols)}  # noqa: E731
+    for shards in splits(lines, rng):
+        assert merged_equals_single(tmp_path, lines, shards, extra=extra) is True
+
+
+def test_a_partial_keeps_sample_rows_only_unless_asked(tmp_path: Path) -> None:
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b"".join(generated(random.Random(1))))
+    write_partial(tmp_path / "p.parquet", read_rollouts(src, keep_rows=False))
+    assert set(partial_rows(tmp_path / "p.parquet").values()) == {"samples"}
+    write_partial(tmp_path / "all.parquet", read_rollouts(src, keep_rows=True))
+    assert set(partial_rows(tmp_path / "all.parquet").values()) == {"all"}
+    assert (tmp_path / "p.parquet").stat().st_size < (tmp_path / "all.parquet").stat().st_size
+
+
+def test_partials_of_another_version_or_no_partial_are_refused(tmp_path: Path) -> None:
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b"".join(generated(random.Random(2))))
+    path = write_partial(tmp_path / "p.parquet", read_rollouts(src, keep_rows=False))
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[b"gym_metrics.partial"])
+    meta["version"] = 99
+    pq.write_table(table.replace_schema_metadata({b"gym_metrics.partial": json.dumps(meta).encode()}), tmp_path / "old.parquet")
+    with pytest.raises(InvalidInputError, match="partial format version 99, this gym-metrics reads version 1"):
+        aggregate_partials([path, tmp_path / "old.parquet"], tmp_path / "out.json")
+    pq.write_table(pq.read_table(path).replace_schema_metadata({}), tmp_path / "plain.parquet")
+    with pytest.raises(InvalidInputError, match="not a gym-metrics partial"):
+        aggregate_partials([tmp_path / "plain.parquet"], tmp_path / "out.json")
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet")
+    with pytest.raises(InvalidInputError, match="not a readable partial"):
+        aggregate_partials([tmp_path / "junk.parquet"], tmp_path / "out.json")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_duplicate_keys_across_shards_are_refused(tmp_path: Path) -> None:
+    row = json.dumps({"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}).encode() + b"\n"
+    assert merged_equals_single(tmp_path, [row, row], [[row], [row]]) is None  # both refuse
