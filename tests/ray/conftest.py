@@ -9,6 +9,7 @@ deselects these tests cleanly instead of failing their collection.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -34,10 +35,15 @@ def import_ray() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[ModuleType]:
-    """A local Ray instance with 2 CPUs (no dashboard), shut down after the module."""
+    """A local Ray instance with 2 CPUs (no dashboard), shut down after the module. ray.init
+    installs a SIGTERM handler in this process that shutdown leaves behind: it is restored, so
+    the tests after these see the process as they would without Ray."""
     ray = import_ray()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         yield ray
     finally:
         ray.shutdown()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
