@@ -62,12 +62,19 @@ async def test_two_replicas_answer_and_stop(ray_cluster: ModuleType) -> None:
     replicas.stop()  # idempotent
 
 
-def test_a_killed_actor_takes_its_server_down(ray_cluster: ModuleType) -> None:
-    """The server is the actor's child: when Ray ends the actor without stop(), the server goes
+async def test_serve_args_and_env_reach_the_server_and_a_killed_actor_takes_it_down(ray_cluster: ModuleType) -> None:
+    """`serve_args` and `env` reach `gym-metrics serve` (reducers; a token it then requires).
+    The server is the actor's child: when Ray ends the actor without stop(), the server goes
     too (Linux parent-death signal), so no orphan holds the port or the CPU."""
-    with serve_replicas("math_exact", 1, host="127.0.0.1", startup_timeout=90) as replicas:
+    with serve_replicas("math_exact", 1, host="127.0.0.1", serve_args=["--reducers", "pass@1"],
+                        env={"GYM_METRICS_AUTH_TOKEN": "s3cret"}, startup_timeout=90) as replicas:  # fmt: skip
         (address,) = replicas.addresses
-        assert address.startswith("127.0.0.1:") and _accepts(address)
+        assert address.startswith("127.0.0.1:")
+        async with ResourcesClient(address, token="s3cret") as client:
+            assert (await client.server_info()).metrics == ["pass@1"]
+        async with ResourcesClient(address) as client:
+            with pytest.raises(Exception, match="(?i)unauthenticated|token"):
+                await client.server_info()
         ray_cluster.kill(replicas.actors[0], no_restart=True)
         _wait_closed(address)
     # __exit__ ran stop() on a dead actor without raising
