@@ -13,6 +13,7 @@ import grpc
 import grpc.aio
 import orjson
 
+from gym_metrics._transport._balance import ROUND_ROBIN, address_count, is_balanced
 from gym_metrics._transport._batches import columns_to_batches, dumps_json
 from gym_metrics._transport._convert import responses_to_aggregate
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
@@ -59,7 +60,9 @@ class ResourcesClient:
     """Talks to one resources server. Use as `async with ResourcesClient("host:port") as c:`.
 
     Args:
-        target: "host:port", or an open grpc.aio.Channel (then the caller closes it).
+        target: "host:port", or "dns:///name:port" (also "ipv4:a:p,b:p"): every address the
+            name resolves to, calls placed round_robin (a Kubernetes headless Service); or an
+            open grpc.aio.Channel (then the caller closes it).
         token: bearer token sent as `authorization` metadata on every call.
         tls_ca: connect with TLS, trusting this PEM root certificate (a path or its bytes);
             `True` trusts the system's roots.
@@ -81,7 +84,7 @@ class ResourcesClient:
             credentials = grpc.ssl_channel_credentials(roots)
         self._credentials = credentials
         if isinstance(target, str):
-            options = [*CHANNEL_OPTIONS, *_options]
+            options = [*CHANNEL_OPTIONS, *(ROUND_ROBIN if is_balanced(target) else ()), *_options]
             if credentials is not None:
                 self._channel = grpc.aio.secure_channel(target, credentials, options=options)
             else:
@@ -128,9 +131,13 @@ class ResourcesClient:
         differ. `n` connections (None: one per worker the server reports); the first ones
         reach distinct workers (a connection that lands on a worker already reached is
         replaced, a few tries at most). Close the new ones. With a caller's channel, only
-        this client."""
+        this client. A `dns:` target gets this client once per address it resolves to (or
+        `n` times): each stream is a call, and round_robin places each on the next address."""
         if not isinstance(self._target_arg, str) or n == 1:
             return [self]
+        if is_balanced(self._target_arg):
+            streams = n if n is not None else await asyncio.to_thread(address_count, self._target_arg)
+            return [self] * streams
         index, workers = await self.worker()
         want = workers if n is None else n
         clients, reached, channel_id, tries = [self], {index}, 0, 0

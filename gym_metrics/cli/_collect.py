@@ -30,7 +30,11 @@ T = TypeVar("T")
 
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("collect", help="verify rollouts through a server, then aggregate per agent")
-    p.add_argument("--server", required=True, metavar="HOST:PORT", help="the resources server")
+    p.add_argument(
+        "--server", required=True, action="append", metavar="HOST:PORT",
+        help="the resources server; repeat it for replicas (batches are spread over them), "
+        "or dns:///NAME:PORT for every address of a name (round_robin, a headless Service)",
+    )  # fmt: skip
     p.add_argument("--input", required=True, type=Path, help="JSONL: one task or rollout per line, with agent_ref.name")
     p.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
     p.add_argument("--num-repeats", type=positive_int, metavar="K", help="expand each line into rollouts 0..K-1")
@@ -118,7 +122,13 @@ def policy_config(ns: argparse.Namespace) -> Any:
 
 def _check_inputs(ns: argparse.Namespace) -> None:
     """Bad policy flags, and --num-repeats with an input that already has indices, are
-    refused before any connection."""
+    refused before any connection; so is a --server given twice."""
+    from gym_metrics.errors import FieldViolation, InvalidInputError
+
+    twice = sorted({s for s in ns.server if ns.server.count(s) > 1})
+    if twice:
+        raise InvalidInputError("each --server once (a replica listed twice would get twice the batches)",
+                                [FieldViolation("--server", f"{s} given twice") for s in twice])  # fmt: skip
     ns.policy = policy_config(ns)
     if ns.num_repeats is not None:
         from gym_metrics.collector import check_repeats_input
@@ -147,8 +157,11 @@ def run(ns: argparse.Namespace) -> int:
     )
 
     async def collect() -> Any:
-        async with ResourcesClient(ns.server, token=token, tls_ca=ns.tls_ca) as client:
-            return await collect_async(client, ns.input, ns.output, options)
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [
+                await stack.enter_async_context(ResourcesClient(s, token=token, tls_ca=ns.tls_ca)) for s in ns.server
+            ]
+            return await collect_async(clients, ns.input, ns.output, options)
 
     started = time.perf_counter()
     with fewer_gc_passes():
@@ -250,6 +263,8 @@ def report(result: Any, elapsed: float) -> int:
     if result.bad_lines:
         parts.append(f"{len(result.bad_lines)} bad lines skipped")
     print(f"{', '.join(parts)} in {elapsed:.2f}s")
+    if len(result.batches_by_server) > 1:
+        print("batches per server: " + ", ".join(f"{s} {n}" for s, n in result.batches_by_server.items()))
     print(f"rollouts -> {result.rollouts_path}\nmetrics  -> {result.metrics_path}")
     for f in result.failed_agents:
         kinds = ", ".join(f"{kind}: {n}" for kind, n in f.by_kind.items())

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 
@@ -27,13 +26,11 @@ from gym_metrics.aggregate import (
 from gym_metrics.collector._outfile import OutputFile
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._generate import GeneratedBatches, make_target
+from gym_metrics.collector._replicas import by_server, on_any, reachable, same_environment, still_up
 from gym_metrics.collector._router import Router
 from gym_metrics.collector._verify import Batches, RetryPolicy, make_batches, verify_all
 from gym_metrics.targets import ModelTargetConfig
 from gym_metrics.errors import FieldViolation, InvalidInputError
-
-T = TypeVar("T")
-
 
 @dataclass
 class CollectOptions:
@@ -48,8 +45,9 @@ class CollectOptions:
     max_batch_bytes: int = 4 << 20
     max_in_flight: int = 8
     connections: int | None = None
-    """TCP connections that verify batches are spread over; None: one per worker process the
-    server reports (`serve --workers N`), each reaching a different worker."""
+    """TCP connections per server that verify batches are spread over; None: one per worker
+    process the server reports (`serve --workers N`), each reaching a different worker (for a
+    `dns:` target, one stream per address the name resolves to)."""
     aggregate_batch_size: int = 50_000
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     connect_timeout: float = 5.0
@@ -91,10 +89,12 @@ class CollectResult:
     """Rollouts the policy answered (then verified)."""
     generation_failed: int = 0
     """Rollouts whose generation failed after its retries (`_gm_error` kind `generation`)."""
+    batches_by_server: dict[str, int] = field(default_factory=dict)
+    """Verify batches each server answered (by its address, as given)."""
 
 
 def collect(
-    client: ResourcesClient,
+    client: ResourcesClient | Sequence[ResourcesClient],
     input_path: str | Path,
     output_path: str | Path,
     options: CollectOptions | None = None,
@@ -115,33 +115,38 @@ def _batches(router: Router, opts: CollectOptions, progress: Progress) -> Batche
 
 
 async def collect_async(
-    client: ResourcesClient,
+    client: ResourcesClient | Sequence[ResourcesClient],
     input_path: str | Path,
     output_path: str | Path,
     options: CollectOptions | None = None,
     progress: Progress | None = None,
 ) -> CollectResult:
+    """Collect through `client`: one server, or several replicas of it (verify batches are
+    spread over all; one that dies has its unanswered batches resent to the others)."""
     opts = options or CollectOptions()
     input_path, output_path = Path(input_path), Path(output_path)
     if not input_path.is_file():
         raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
     log = _logger(progress)
-    await client.wait_until_reachable(opts.connect_timeout)
-    info = await _retrying(client.server_info, opts.retry, log)
+    clients = await reachable([client] if isinstance(client, ResourcesClient) else list(client), opts.connect_timeout, log)
+    info = await same_environment(clients, opts.retry, log)
     out = OutputFile(output_path, opts.resume, opts.default_agent)
     if out.repaired_bytes:
         log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
     progress = progress or Progress(_estimate_total(input_path, opts.num_repeats))
     router = Router(input_path, opts, out, progress)
-    lanes = await _connections(client, opts.connections, opts.retry, log)
+    lanes = [lane for c in clients for lane in await _connections(c, opts.connections, opts.retry, log)]
     batches = _batches(router, opts, progress)
     try:
-        await verify_all(lanes, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log)
+        names = [lane.target for lane in lanes] if len(clients) > 1 else None
+        report = await verify_all(
+            lanes, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log, names=names
+        )
         router.flush()
     finally:
         if isinstance(batches, GeneratedBatches):
             await batches.aclose()
-        for extra in lanes[1:]:
+        for extra in {id(lane): lane for lane in lanes if all(lane is not c for c in clients)}.values():
             await extra.close()
         out.close()
         progress.close()
@@ -152,7 +157,7 @@ async def collect_async(
         else None
     )
     aggregates, failed = await _aggregate_output(
-        client, output_path, router.tasks, opts, info.wants_rows, log, in_memory
+        still_up(clients, lanes, report), output_path, router.tasks, opts, info.wants_rows, log, in_memory
     )
     failed = [_with_generation_failures(f, router.generation_failures.get(f.agent, 0)) for f in failed]
     metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
@@ -168,6 +173,7 @@ async def collect_async(
         failed_agents=failed,
         generated=progress.generated_ok,
         generation_failed=router.generation_failed,
+        batches_by_server=by_server(lanes, report),
     )
 
 
@@ -179,11 +185,12 @@ async def _connections(
     more = getattr(client, "open_connections", None)
     if more is None:
         return [client]
-    return await _retrying(lambda: more(n), retry, log)
+    opened: list[ResourcesClient] = await on_any([client], lambda _: more(n), retry, log)
+    return opened
 
 
 async def _aggregate_output(
-    client: ResourcesClient,
+    clients: Sequence[ResourcesClient],
     output_path: Path,
     tasks: dict[str, set[int]],
     opts: CollectOptions,
@@ -193,7 +200,8 @@ async def _aggregate_output(
 ) -> tuple[list[AgentAggregate], list[FailedAgent]]:
     """Phase 2: each agent's rows of the output, column-wise, through AggregateMetrics. When
     every output row was passed through from the input, its columns are already in memory.
-    Also returns the agents none of whose rollouts was verified."""
+    Runs on the first of `clients` that answers. Also returns the agents none of whose
+    rollouts was verified."""
     if in_memory is not None:
         by_agent = in_memory
         _reject_duplicate_keys(output_path, by_agent, where="input line")
@@ -211,7 +219,7 @@ async def _aggregate_output(
         # A server whose compute_metrics reads rows gets them all; otherwise no row is sent:
         # samples and rollout_infos come from the rows held here (same engine code), made in
         # a thread while the server computes.
-        async def call(cols: RolloutColumns = cols, agent: str = agent) -> AgentAggregate:
+        async def call(client: ResourcesClient, cols: RolloutColumns = cols, agent: str = agent) -> AgentAggregate:
             return await client.aggregate(
                 agent,
                 cols,
@@ -230,7 +238,7 @@ async def _aggregate_output(
             )
         )
         try:
-            result = await _retrying(call, opts.retry, log)
+            result = await on_any(clients, call, opts.retry, log)
         except BaseException:
             parts.cancel()
             raise
@@ -284,16 +292,6 @@ def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns],
             "then re-run with --resume)",
             violations,
         )
-
-
-async def _retrying(call: Callable[[], Awaitable[T]], retry: RetryPolicy, log: Callable[[str], None]) -> T:
-    attempt = 0
-    while True:
-        try:
-            return await call()
-        except ServerUnavailableError as exc:
-            attempt += 1
-            await retry.back_off(attempt, exc, log)
 
 
 def _estimate_total(path: Path, num_repeats: int | None) -> int | None:

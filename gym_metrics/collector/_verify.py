@@ -4,14 +4,18 @@ Results are handed to `on_results` once per answered batch and a batch leaves th
 set exactly then, so a batch resent after a broken stream is never recorded twice.
 
 With several connections (one per server worker: SO_REUSEPORT spreads connections, not
-calls), each connection is a lane with its own stream and retries; a batch belongs to the lane
-that first sent it and is resent only there, and the in-flight bound is over all lanes.
+calls; or one per replica, `collect --server A --server B`), each connection is a lane with its
+own stream and retries. A batch belongs to the stream that sent it; when that stream breaks its
+unanswered batches are orphaned and the next stream to ask for work, on any lane, resends them
+(same ids) before anything new. A lane that gives up retires: the run fails only when every
+lane has. The in-flight bound is over all lanes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, Union
@@ -47,12 +51,12 @@ class RetryPolicy:
     def delay(self, attempt: int) -> float:
         return random.uniform(0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
 
-    async def back_off(self, attempt: int, exc: Exception, log: Callable[[str], None]) -> None:
+    async def back_off(self, attempt: int, exc: Exception, log: Callable[[str], None], who: str = "server") -> None:
         """Wait before retry number `attempt`, or give up (re-raise) past max_retries."""
         if attempt > self.max_retries:
             raise ServerUnavailableError(f"{exc} (gave up after {self.max_retries} retries)") from None
         wait = self.delay(attempt)
-        log(f"collect: server unavailable ({exc}); retry {attempt}/{self.max_retries} in {wait:.1f}s")
+        log(f"collect: {who} unavailable ({exc}); retry {attempt}/{self.max_retries} in {wait:.1f}s")
         await asyncio.sleep(wait)
 
 
@@ -76,60 +80,108 @@ def make_batches(rollouts: Iterator[Rollout], max_items: int, max_bytes: int) ->
         yield batch
 
 
-class _Sender:
-    """The batches of one verify_all: what is unanswered (and on which lane), what comes next,
-    whether the input is done (or failed). Each stream (one per lane and retry) reads requests
-    from here."""
+@dataclass(frozen=True)
+class LaneReport:
+    """What each lane of a verify_all did: for the per-server counts, and so that phase 2 does
+    not start on a server that went away."""
 
-    def __init__(self, batches: Batches, max_in_flight: int) -> None:
+    answered: list[int]
+    """Batches each lane had answered (recorded ones; late duplicates are not counted)."""
+    retired: frozenset[int]
+    """Lanes that gave up (their server stayed unreachable through the retries)."""
+
+
+class _Stream:
+    """One VerifyStream call of a lane; dead once it broke or ended (its reader sends nothing)."""
+
+    __slots__ = ("dead", "lane")
+
+    def __init__(self, lane: int) -> None:
+        self.lane, self.dead = lane, False
+
+
+class _Sender:
+    """The batches of one verify_all: what is unanswered (and which stream sent it), what was
+    orphaned by a broken stream, what comes next, whether the input is done (or failed), which
+    lanes retired. Each stream (one per lane and retry) reads its requests from here."""
+
+    def __init__(self, batches: Batches, max_in_flight: int, lanes: int) -> None:
         self.batches = batches
         self.max_in_flight = max_in_flight
-        self.unanswered: dict[str, tuple[Batch, int]] = {}
+        self.unanswered: dict[str, Batch] = {}
+        self.sent_on: dict[str, _Stream] = {}
+        self.orphans: deque[str] = deque()
         self.exhausted = False
         self.input_error: Exception | None = None
-        self.stream_no: dict[int, int] = {}
-        self.room = asyncio.Condition()
+        self.answered_by = [0] * lanes
+        """Batches each lane had answered (recorded, not duplicates)."""
+        self.active = set(range(lanes))
+        self._changed = asyncio.Event()
         self._taking = asyncio.Lock()
         self._next_id = 0
 
-    def owned(self, lane: int) -> int:
-        """How many unanswered batches `lane` sent."""
-        return sum(1 for _, owner in self.unanswered.values() if owner == lane)
+    @property
+    def done(self) -> bool:
+        """The input is read and every batch of it answered."""
+        return self.exhausted and not self.unanswered
 
-    def new_stream(self, lane: int = 0) -> AsyncIterator[tuple[str, list[VerifyInput]]]:
-        """The requests of a new stream on `lane`: from now on, that lane's older streams'
-        readers send nothing."""
-        mine = self.stream_no[lane] = self.stream_no.get(lane, 0) + 1
-        resend = [(batch_id, batch) for batch_id, (batch, owner) in self.unanswered.items() if owner == lane]
-        return self._requests(lane, mine, resend)
+    def _notify(self) -> None:
+        """Wake every reader waiting for a change (synchronous: usable while cancelled)."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
-    async def _requests(
-        self, lane: int, mine: int, resend: list[tuple[str, Batch]]
-    ) -> AsyncIterator[tuple[str, list[VerifyInput]]]:
-        """First the lane's batches unanswered when the stream began, then new ones while
-        there is room; stops when a newer stream has started on the lane."""
-        for batch_id, batch in resend:
-            yield batch_id, _items(batch)
-        while not self.exhausted:
-            async with self.room:
-                await self.room.wait_for(
-                    lambda: len(self.unanswered) < self.max_in_flight or mine != self.stream_no[lane] or self.exhausted
-                )
-            if self.exhausted:
-                return
-            if mine != self.stream_no[lane]:
+    async def _wait(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            await self._changed.wait()
+
+    def new_stream(self, lane: int) -> _Stream:
+        return _Stream(lane)
+
+    def release(self, stream: _Stream) -> None:
+        """The stream broke or ended: its unanswered batches are orphans, for any stream."""
+        stream.dead = True
+        mine = [batch_id for batch_id, owner in self.sent_on.items() if owner is stream and batch_id in self.unanswered]
+        for batch_id in mine:
+            del self.sent_on[batch_id]
+        self.orphans.extend(sorted(mine, key=int))
+        self._notify()
+
+    def retire(self, lane: int) -> bool:
+        """The lane gave up; True when it was the last one (the run cannot go on)."""
+        self.active.discard(lane)
+        return not self.active
+
+    async def requests(self, stream: _Stream) -> AsyncIterator[tuple[str, list[VerifyInput]]]:
+        """Orphans first, then new batches while there is room; ends when the stream is dead
+        or everything is answered (kept open until then: a replica that dies later may leave
+        orphans for this one)."""
+        while True:
+            await self._wait(
+                lambda: stream.dead or self.done or bool(self.orphans)
+                or (not self.exhausted and len(self.unanswered) < self.max_in_flight)
+            )  # fmt: skip
+            if stream.dead or self.done:
                 # grpc does not cancel a broken call's request reader: it may ask for one more
-                # batch, which it can no longer send. Leave new batches to the current stream,
-                # or they would be lost until the next retry.
+                # batch, which it can no longer send. Leave it to a live stream.
                 return
+            if self.orphans:
+                batch_id = self.orphans.popleft()
+                if batch_id in self.unanswered:
+                    self.sent_on[batch_id] = stream
+                    yield batch_id, _items(self.unanswered[batch_id])
+                continue
             new = self._next_batch() if isinstance(self.batches, Iterator) else await self._next_made()
             if new is None:
-                async with self.room:
-                    self.room.notify_all()  # the other lanes' readers stop too
-                return
+                self._notify()  # the input ended: idle readers re-check whether all is done
+                continue
             batch_id = str(self._next_id)
             self._next_id += 1
-            self.unanswered[batch_id] = (new, lane)
+            self.unanswered[batch_id] = new
+            if stream.dead:  # broke while the batch was being made
+                self.orphans.append(batch_id)
+                self._notify()
+                return
+            self.sent_on[batch_id] = stream
             yield batch_id, _items(new)
 
     def _next_batch(self) -> Batch | None:
@@ -159,14 +211,15 @@ class _Sender:
             self.exhausted = True
         return new
 
-    async def answered(self, batch_id: str) -> Batch | None:
-        """The batch this answer is for (None if already recorded), freeing its room."""
-        entry = self.unanswered.pop(batch_id, None)
-        if entry is None:
-            return None
-        async with self.room:
-            self.room.notify_all()
-        return entry[0]
+    def answered(self, batch_id: str, lane: int) -> Batch | None:
+        """The batch this answer is for (None if already recorded: a late duplicate), freeing
+        its room."""
+        batch = self.unanswered.pop(batch_id, None)
+        self.sent_on.pop(batch_id, None)
+        if batch is not None:
+            self.answered_by[lane] += 1
+        self._notify()
+        return batch
 
 
 def _items(batch: Batch) -> list[VerifyInput]:
@@ -181,14 +234,19 @@ async def verify_all(
     max_in_flight: int = 8,
     retry: RetryPolicy | None = None,
     log: Callable[[str], None] = lambda _: None,
-) -> None:
+    names: Sequence[str] | None = None,
+) -> LaneReport:
     """Verify every batch over `client` (one connection, or several: one lane each), handing
     each answered batch to `on_results` once. A lane retries its own broken stream; one that
-    gives up fails the whole call."""
+    gives up retires, and the call fails when the last one does. `names` (one per lane) name
+    the server in retry messages."""
     retry = retry or RetryPolicy()
     clients = list(client) if isinstance(client, Sequence) else [client]
-    sender = _Sender(batches, max_in_flight)
-    lanes = [asyncio.ensure_future(_lane(i, c, sender, on_results, retry, log)) for i, c in enumerate(clients)]
+    sender = _Sender(batches, max_in_flight, len(clients))
+    whos = [f"server {n}" for n in names] if names else ["server"] * len(clients)
+    lanes = [
+        asyncio.ensure_future(_lane(i, c, sender, on_results, retry, log, whos[i])) for i, c in enumerate(clients)
+    ]
     try:
         await asyncio.gather(*lanes)
     except BaseException:
@@ -198,6 +256,7 @@ async def verify_all(
         raise
     if sender.input_error is not None:
         raise sender.input_error
+    return LaneReport(sender.answered_by, frozenset(range(len(clients))) - sender.active)
 
 
 async def _lane(
@@ -207,22 +266,35 @@ async def _lane(
     on_results: OnResults,
     retry: RetryPolicy,
     log: Callable[[str], None],
+    who: str,
 ) -> None:
     attempt = 0
     while True:
+        stream = sender.new_stream(lane)
         try:
-            async for batch_id, verified in _answers(client, sender.new_stream(lane)):
-                batch = await sender.answered(batch_id)
+            async for batch_id, verified in _answers(client, sender.requests(stream)):
+                batch = sender.answered(batch_id, lane)
                 if batch is None:
-                    continue  # answered before the stream broke
+                    continue  # a late duplicate: recorded from another stream
                 on_results(batch, verified)
                 attempt = 0
-            if sender.exhausted and not sender.owned(lane):
+            if sender.done:
                 return
-            raise ServerUnavailableError("the server closed the stream with batches unanswered")
-        except ServerUnavailableError as exc:
-            attempt += 1
-            await retry.back_off(attempt, exc, log)
+            exc = ServerUnavailableError("the server closed the stream with batches unanswered")
+        except ServerUnavailableError as broke:
+            exc = broke
+        finally:
+            sender.release(stream)
+        if sender.done:
+            return
+        attempt += 1
+        try:
+            await retry.back_off(attempt, exc, log, who)
+        except ServerUnavailableError:
+            if sender.retire(lane):
+                raise
+            log(f"collect: {who} given up after {retry.max_retries} retries; its batches go to the other connections")
+            return
 
 
 def _answers(
