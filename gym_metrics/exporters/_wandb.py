@@ -5,6 +5,8 @@ network (`wandb sync` uploads later)."""
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 from gym_metrics.exporters._base import Exporter, ExportRun, register_exporter
 
@@ -26,7 +28,7 @@ class WandbExporter(Exporter):
         import wandb
 
         project = self.target or os.environ.get(PROJECT_ENV) or DEFAULT_PROJECT
-        settings = wandb.Settings(console="off", quiet=True, x_disable_stats=True)
+        settings = wandb.Settings(console="off", quiet=True, silent=True, x_disable_stats=True)
         session = wandb.init(
             project=project, name=run.name, id=f"gm-{run.key[:24]}", resume="allow",
             dir=os.environ.get("WANDB_DIR") or None, settings=settings, reinit="create_new",
@@ -35,8 +37,8 @@ class WandbExporter(Exporter):
             values = run.flat()
             session.log(values)
             session.summary.update(values)
-            for path in run.artifacts:
-                session.save(str(path.resolve()), base_path=str(path.resolve().parent), policy="now")
+            for path in run.artifacts:  # a copy in the run's files (uploaded at sync), not a symlink
+                shutil.copy2(path, Path(session.dir) / path.name)
             where = f"wandb run {session.id} ({project}/{run.name}, {len(values)} metrics)"
         except BaseException:
             session.finish(exit_code=1)

@@ -1,0 +1,55 @@
+"""`--export` on the command line: exports after the file is written, a missing extra is
+exit 2 before any work, a failed export is exit 1 with the metrics file kept."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from _exporter_helpers import need
+from gym_metrics import resolve_server
+from gym_metrics.cli import main
+
+
+def _sample() -> Path:
+    sample = resolve_server("math_exact")().sample
+    assert sample is not None
+    return Path(sample)
+
+
+def test_aggregate_exports_to_tensorboard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    need("tensorboard")
+    out = tmp_path / "eval_aggregate_metrics.json"
+    code = main(["aggregate", str(_sample()), "-o", str(out), "-q", "--export", f"tensorboard={tmp_path / 'tb'}"])
+    assert code == 0 and out.is_file()
+    assert list((tmp_path / "tb" / "eval").glob("events.out.tfevents.*"))
+    assert "exported -> tensorboard" in capsys.readouterr().out
+
+
+def test_a_missing_extra_exits_2_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as if the extra were not installed
+    out = tmp_path / "m_aggregate_metrics.json"
+    assert main(["aggregate", str(_sample()), "-o", str(out), "--export", "wandb"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'gym-metrics[wandb]'" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_an_unknown_exporter_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["aggregate", str(_sample()), "--export", "nope"]) == 2
+    assert "unknown exporter 'nope'" in capsys.readouterr().err
+
+
+def test_a_failed_export_exits_1_and_keeps_the_metrics_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    need("tensorboard")
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the log directory should go")
+    out = tmp_path / "eval_aggregate_metrics.json"
+    code = main(["aggregate", str(_sample()), "-o", str(out), "-q", "--export", f"tensorboard={blocker}"])
+    assert code == 1 and out.is_file()
+    err = capsys.readouterr().err
+    assert "export tensorboard failed" in err and "the metrics file is kept" in err
