@@ -18,6 +18,7 @@ from gym_metrics.cli._base import (
     print_value_notes,
 )
 from gym_metrics.cli._export import add_export_flags, export_after
+from gym_metrics.cli._report import add_report_flag, report_after
 
 
 def add_parsers(sub: Any) -> None:
@@ -34,6 +35,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of rows without an agent_ref")
     p.set_defaults(func=run)
     add_export_flags(p)
+    add_report_flag(p)
 
 
 def add_aggregation_options(p: argparse.ArgumentParser) -> None:
@@ -72,6 +74,7 @@ def run(ns: argparse.Namespace) -> int:
     if len(ns.rollouts) == 1:
         _warn_bad_lines(ns.rollouts[0], rollouts.bad_lines)
     code = report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)
+    report_after(ns, out, ns.rollouts[0] if len(ns.rollouts) == 1 else None)
     return export_after(ns, out, code)
 
 

@@ -24,6 +24,7 @@ from gym_metrics.cli._base import (
     read_token,
 )
 from gym_metrics.cli._export import add_export_flags, export_after
+from gym_metrics.cli._report import add_report_flag, report_after
 
 T = TypeVar("T")
 
@@ -59,6 +60,7 @@ def add_parsers(sub: Any) -> None:
     _add_policy_flags(p)
     p.set_defaults(func=run, check_inputs=_check_inputs)
     add_export_flags(p)
+    add_report_flag(p)
 
     demo = sub.add_parser("demo", help="serve math_exact in-process and collect its shipped sample")
     demo.add_argument("--out-dir", type=Path, default=Path("demo_out"))
@@ -166,7 +168,9 @@ def run(ns: argparse.Namespace) -> int:
     started = time.perf_counter()
     with fewer_gc_passes():
         result = run_keeping_result(collect())
-    return export_after(ns, result.metrics_path, report(result, time.perf_counter() - started), resume=ns.resume)
+    code = report(result, time.perf_counter() - started)
+    report_after(ns, result.metrics_path, result.rollouts_path)
+    return export_after(ns, result.metrics_path, code, resume=ns.resume)
 
 
 def run_demo(ns: argparse.Namespace) -> int:

@@ -1,0 +1,81 @@
+"""Build the HTML report of one metrics file (and optionally a second one to compare with)."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from gym_metrics.errors import InvalidInputError
+from gym_metrics.report import _page, _sections
+from gym_metrics.report._data import SAMPLES_PER_AGENT, AgentData, load_metrics
+from gym_metrics.report._sections import Gates, section
+
+
+def report_path_for(metrics_path: str | Path) -> Path:
+    """`<stem>_report.html` beside `<stem>_aggregate_metrics.json` (what --report writes)."""
+    p = Path(metrics_path)
+    stem = p.name.removesuffix(".json").removesuffix("_aggregate_metrics")
+    return p.with_name(f"{stem}_report.html")
+
+
+def build_report(
+    metrics: str | Path,
+    output: str | Path | None = None,
+    *,
+    rollouts: str | Path | None = None,
+    compare: str | Path | None = None,
+    field: str = "reward",
+    gates: Gates | None = None,
+) -> Path:
+    """Write the report of `metrics` (and `compare`'s agents beside them) to `output`
+    (default `<stem>_report.html`); returns its path. `rollouts` supplies per-rollout values
+    when the metrics file was written without rollout_infos."""
+    metrics = Path(metrics)
+    out = Path(output) if output is not None else report_path_for(metrics)
+    agents = load_metrics(metrics, field, Path(rollouts) if rollouts is not None else None)
+    if compare is not None:
+        other = load_metrics(Path(compare), field)
+        mine = {a.name for a in agents}
+        if mine & {a.name for a in other}:
+            other = load_metrics(Path(compare), field, label=f"{Path(compare).name.removesuffix('.json')}:")
+        agents += other
+    if not agents:
+        raise InvalidInputError(f"{metrics}: holds no agents")
+    html = render(agents, field, gates or Gates(), title=f"gym-metrics report: {metrics.name}")
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+def render(agents: list[AgentData], field: str, gates: Gates, title: str) -> str:
+    """The page's HTML for these agents."""
+    tasks, matrix = _page.task_matrix(agents)
+    finite = matrix[np.isfinite(matrix)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    rollouts = sum(len(a.rollouts) for a in agents if a.rollouts is not None)
+    subtitle = f"{len(agents)} agents ({', '.join(a.name for a in agents)}), {len(tasks)} tasks" + (
+        f", {rollouts} rollouts" if rollouts else ""
+    )
+    table_note = (
+        f"mean {field} per task and agent (colour: {_svg_range(lo, hi)}); click a header to sort, a row for the task's "
+        f"sample (embedded for up to {SAMPLES_PER_AGENT} tasks per agent: the first and the lowest-scoring)."
+    )
+    tasks_body = _sections.overview(agents, tasks, matrix, lo, hi) + _page.task_view(agents, tasks, matrix, lo, hi)
+    sections = [
+        _sections.key_metrics(agents, field),
+        _sections.distribution(agents, field),
+        _sections.pass_at_k(agents, field),
+        section("tasks", "Tasks x agents", tasks_body, table_note, wide=True),
+        _sections.repeats(agents, field),
+        _sections.usage(agents, field),
+        _sections.paired(agents, field, gates),
+    ]
+    return _page.page(title, subtitle, sections)
+
+
+def _svg_range(lo: float, hi: float) -> str:
+    return f"red {lo:.4g} to green {hi:.4g}" if math.isfinite(lo) and math.isfinite(hi) else "n/a"

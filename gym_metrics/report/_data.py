@@ -1,0 +1,157 @@
+"""What the report needs from a metrics file (and optionally its rollouts file), in numpy.
+
+The metrics file is parsed whole (orjson), then reduced per agent to a few arrays (one value
+per task or per rollout) and a bounded number of samples, so the parsed document can be freed
+before anything is drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from gym_metrics.aggregate import NumericField, RolloutColumns, read_rollouts
+from gym_metrics.compare import task_rewards
+from gym_metrics.errors import InvalidInputError
+from gym_metrics.reducers import TaskRewards
+
+SAMPLE_CHARS = 2000
+"""A sample is shown as JSON cut to this many characters (the file must stay small)."""
+SAMPLES_PER_AGENT = 400
+"""Samples embedded per agent: the first tasks by index and the lowest-scoring ones."""
+USAGE_FIELDS = ("total_tokens", "output_tokens", "input_tokens")
+
+
+@dataclass
+class AgentData:
+    """One agent's numbers as the report draws them."""
+
+    name: str
+    agent_metrics: dict[str, Any]
+    key_metrics: dict[str, Any]
+    tasks: np.ndarray
+    """Task indices, ascending (int64)."""
+    task_mean: np.ndarray
+    """mean/<field> of each task (NaN where the task has none)."""
+    rollouts: RolloutColumns | None
+    """The field's per-rollout values (from the rollouts file or the groups' rollout_infos)."""
+    repeats: list[dict[str, float]] = field(default_factory=list)
+    """Per rollout index: index, mean, ci_low, ci_high, count (repeat_level_metrics)."""
+    usage: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per usage field (tokens, cost): each task's mean, aligned with `tasks`."""
+    samples: dict[int, str] = field(default_factory=dict)
+    """Task index -> its sample as (cut) JSON text, for a bounded set of tasks."""
+
+    def task_rewards(self, value_field: str) -> tuple[np.ndarray, TaskRewards] | None:
+        """(tasks, their per-rollout values) or None without per-rollout data."""
+        if self.rollouts is None:
+            return None
+        return task_rewards(self.rollouts, value_field)
+
+
+def load_metrics(path: Path, value_field: str = "reward", rollouts: Path | None = None, label: str = "") -> list[AgentData]:
+    """Every agent of a metrics file; `rollouts` (its JSONL) supplies per-rollout values when
+    the file has no rollout_infos. `label` prefixes agent names (for a --compare file)."""
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInputError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(doc, list) or not all(isinstance(a, dict) and "agent_ref" in a for a in doc):
+        raise InvalidInputError(f"{path}: not an aggregate metrics file (a JSON array of agents with agent_ref)")
+    columns = dict(read_rollouts(rollouts, keep_rows=False).agents) if rollouts is not None else {}
+    out = []
+    while doc:
+        entry = doc.pop(0)  # free each agent's groups once read
+        name = str(entry["agent_ref"].get("name", "?"))
+        out.append(_agent(entry, value_field, columns.get(name), label + name))
+    return out
+
+
+def _agent(entry: dict[str, Any], value_field: str, cols: RolloutColumns | None, name: str) -> AgentData:
+    groups = entry.get("group_level_metrics") or []
+    tasks = np.fromiter((g.get("_ng_task_index", i) for i, g in enumerate(groups)), np.int64, len(groups))
+    mean = _column(groups, f"mean/{value_field}")
+    usage = {f: _column(groups, f"mean/{f}") for f in _usage_fields(groups)}
+    data = AgentData(
+        name=name,
+        agent_metrics=dict(entry.get("agent_metrics") or {}),
+        key_metrics=dict(entry.get("key_metrics") or {}),
+        tasks=tasks,
+        task_mean=mean,
+        rollouts=cols if cols is not None else _from_infos(groups, value_field),
+        repeats=_repeats(entry.get("repeat_level_metrics") or [], value_field),
+        usage={f: v for f, v in usage.items() if np.isfinite(v).any()},
+    )
+    data.samples = _samples(groups, tasks, mean)
+    return data
+
+
+def _column(groups: list[dict[str, Any]], key: str) -> np.ndarray:
+    def value(g: dict[str, Any]) -> float:
+        v = g.get(key)
+        return float(v) if isinstance(v, (int, float)) else np.nan
+
+    return np.fromiter(map(value, groups), np.float64, len(groups))
+
+
+def _usage_fields(groups: list[dict[str, Any]]) -> list[str]:
+    """Token counts and any cost-like field the groups hold a mean of."""
+    keys = groups[0].keys() if groups else ()
+    found = [f for f in USAGE_FIELDS if f"mean/{f}" in keys]
+    found += sorted(k[5:] for k in keys if k.startswith("mean/") and "cost" in k[5:].lower())
+    return found
+
+
+def _from_infos(groups: list[dict[str, Any]], value_field: str) -> RolloutColumns | None:
+    """Per-rollout values from the groups' rollout_infos (None when the file omits them)."""
+    if not groups or "rollout_infos" not in groups[0]:
+        return None
+    task: list[int] = []
+    rollout: list[int] = []
+    values: list[float] = []
+    for g in groups:
+        for info in g.get("rollout_infos") or ():
+            v = info.get(value_field)
+            task.append(info.get("_ng_task_index", g.get("_ng_task_index", 0)))
+            rollout.append(info.get("_ng_rollout_index", len(rollout)))
+            values.append(float(v) if isinstance(v, (int, float)) and v is not None else np.nan)
+    vals = np.asarray(values, np.float64)
+    present = np.isfinite(vals)
+    return RolloutColumns(
+        task_index=np.asarray(task, np.int64),
+        rollout_index=np.asarray(rollout, np.int64),
+        fields={value_field: NumericField(vals, present)},
+        masked=np.zeros(len(vals), bool),
+    )
+
+
+def _repeats(levels: list[dict[str, Any]], value_field: str) -> list[dict[str, float]]:
+    out: list[dict[str, float]] = []
+    for r in levels:
+        mean = r.get(f"mean/{value_field}")
+        if not isinstance(mean, (int, float)):
+            continue
+        low, high = r.get(f"ci_low_95/{value_field}", mean), r.get(f"ci_high_95/{value_field}", mean)
+        count = r.get("sample_count", 0)
+        out.append({"index": float(r.get("_ng_rollout_index", len(out))), "mean": float(mean),
+                    "ci_low": float(low), "ci_high": float(high), "count": float(count)})  # fmt: skip
+    return out
+
+
+def _samples(groups: list[dict[str, Any]], tasks: np.ndarray, mean: np.ndarray) -> dict[int, str]:
+    """The first tasks and the lowest-scoring ones (what people open), each cut short."""
+    half = SAMPLES_PER_AGENT // 2
+    low = np.argsort(np.where(np.isnan(mean), np.inf, mean), kind="stable")[:half]
+    picked = sorted(set(range(min(half, len(groups)))) | set(low.tolist()))
+    out = {}
+    for i in picked:
+        sample = groups[i].get("sample")
+        if sample is None:
+            continue
+        text = orjson.dumps(sample, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+        out[int(tasks[i])] = text if len(text) <= SAMPLE_CHARS else text[:SAMPLE_CHARS] + "\n... (cut)"
+    return out

@@ -1,0 +1,203 @@
+"""The report's sections, each a chart (inline SVG) and a small table, computed in numpy from
+the agents' arrays so their cost grows with tasks only through a few vector passes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+import numpy as np
+
+from gym_metrics._compare_inputs import gate
+from gym_metrics.errors import InvalidInputError
+from gym_metrics.paired import compare_paired
+from gym_metrics.reducers import get_reducer
+from gym_metrics.report import _svg
+from gym_metrics.report._data import AgentData
+from gym_metrics.report._svg import Series, color, fmt
+
+MAX_PASS_K = 16
+"""pass@k is drawn for every k up to this, and at powers of two beyond it."""
+HIST_BINS = 20
+OVERVIEW_BINS = 100
+
+
+@dataclass
+class Gates:
+    """The verdict's rules, as `compare` takes them."""
+
+    fail_if_worse_by: float | None = 0.0
+    require_better_by: float | None = None
+
+
+def section(sid: str, title: str, body: str, note: str = "", wide: bool = False) -> str:
+    hint = f'<p class="note">{note}</p>' if note else ""
+    cls = ' class="wide"' if wide else ""
+    return f'<section id="{sid}"{cls}><h2>{escape(title)}</h2>{hint}{body}</section>'
+
+
+def table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    trs = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>'
+
+
+def _num(v: Any) -> str:
+    return fmt(float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else escape(str(v))
+
+
+def key_metrics(agents: Sequence[AgentData], value_field: str) -> str:
+    """Key metrics (rows) by agent (columns), each mean with its clustered 95% interval."""
+    keys = list(dict.fromkeys(k for a in agents for k in a.key_metrics))
+    rows = [[escape(k), *(_with_interval(a, k) for a in agents)] for k in keys]
+    forest_rows = [
+        (a.name, float(a.agent_metrics[f"mean/{value_field}"]),
+         float(a.agent_metrics.get(f"cluster_ci_low_95/{value_field}", math.nan)),
+         float(a.agent_metrics.get(f"cluster_ci_high_95/{value_field}", math.nan)), color(i))
+        for i, a in enumerate(agents) if isinstance(a.agent_metrics.get(f"mean/{value_field}"), (int, float))
+    ]  # fmt: skip
+    chart = _svg.forest("key-metrics", f"mean/{value_field} by agent, 95% clustered interval", forest_rows, f"mean/{value_field}", None)
+    body = chart + table(["key metric", *(a.name for a in agents)], rows, "num")
+    note = "value [95% interval]: tasks as clusters, Student t (docs/metrics.md#agent-uncertainty)."
+    return section("key-metrics", "Key metrics", body, note, wide=True)
+
+
+def _with_interval(a: AgentData, key: str) -> str:
+    if key not in a.key_metrics:
+        return ""
+    value = _num(a.key_metrics[key])
+    f = key[5:] if key.startswith("mean/") else None
+    low, high = (a.agent_metrics.get(f"cluster_ci_{s}_95/{f}") for s in ("low", "high"))
+    if f is None or low is None or high is None:
+        return value
+    return f'{value} <span class="ci">[{_num(low)}, {_num(high)}]</span>'
+
+
+def distribution(agents: Sequence[AgentData], value_field: str) -> str:
+    """Histogram of the tasks' mean value, one bar per agent per bin."""
+    means = [a.task_mean[np.isfinite(a.task_mean)] for a in agents]
+    both = np.concatenate(means) if means else np.zeros(0)
+    lo, hi = (float(both.min()), float(both.max())) if both.size else (0.0, 1.0)
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    edges = np.linspace(lo, hi, HIST_BINS + 1)
+    counts = [(a.name, color(i), np.histogram(m, edges)[0].astype(float).tolist()) for i, (a, m) in enumerate(zip(agents, means))]
+    chart = _svg.bar_chart("reward-distribution", f"Distribution of the tasks' mean {value_field}", edges.tolist(),
+                           counts, f"task mean {value_field}", "tasks")  # fmt: skip
+    return section("distribution", f"{value_field.capitalize()} distribution", chart, f"Each task's mean {value_field} over its rollouts, binned.")
+
+
+def overview(agents: Sequence[AgentData], tasks: np.ndarray, matrix: np.ndarray, lo: float, hi: float) -> str:
+    """Tasks sorted by their mean over agents, cut into bins: the whole task set at a glance."""
+    order = np.argsort(np.nanmean(np.where(np.isfinite(matrix), matrix, np.nan), axis=0) if len(tasks) else tasks, kind="stable")
+    bins = max(1, min(OVERVIEW_BINS, len(tasks)))
+    cuts = np.array_split(order, bins)
+    rows = []
+    for i, a in enumerate(agents):
+        row = matrix[i]
+        rows.append((a.name, [float(np.nanmean(row[c])) if np.isfinite(row[c]).any() else math.nan for c in cuts]))
+    label = f"{len(tasks)} tasks sorted by their mean over agents, in {bins} bins (lowest left)"
+    return _svg.heat_strip("task-heatmap-overview", "Mean by task bin and agent", rows, lo, hi, label)
+
+
+def pass_at_k(agents: Sequence[AgentData], value_field: str) -> str:
+    """Unbiased pass@k (Chen et al.) for k = 1..K with its 95% interval, per agent."""
+    series, rows = [], []
+    for i, a in enumerate(agents):
+        grouped = a.task_rewards(value_field)
+        if grouped is None or len(grouped[1]) == 0:
+            continue
+        rewards = grouped[1]
+        top = int(np.median(rewards.lengths)) if len(rewards) else 0
+        ks = [k for k in range(1, top + 1) if k <= MAX_PASS_K or k & (k - 1) == 0]
+        results = [get_reducer(f"unbiased_pass@{k}").summarize(rewards) for k in ks]
+        if not results:
+            continue
+        ys = [r.value for r in results]
+        lows = [r.ci_low if r.ci_low is not None else r.value for r in results]
+        highs = [r.ci_high if r.ci_high is not None else r.value for r in results]
+        series.append(Series(a.name, [float(k) for k in ks], ys, lows, highs, color(i)))
+        rows += [[escape(a.name), str(k), fmt(r.value), f"[{fmt(lo)}, {fmt(hi)}]", str(r.tasks_used)]
+                 for k, r, lo, hi in zip(ks, results, lows, highs)]  # fmt: skip
+    if not series:
+        return section("pass-at-k", "pass@k", '<p class="empty">No per-rollout values: pass the rollouts file, or aggregate with rollout_infos.</p>')
+    chart = _svg.line_chart("pass-at-k", "unbiased pass@k with 95% interval", series, "k", "pass@k", log_x=len(series[0].x) > MAX_PASS_K)
+    details = f"<details><summary>values</summary>{table(['agent', 'k', 'pass@k', '95% interval', 'tasks used'], rows, 'num')}</details>"
+    note = f"A rollout passes when its {value_field} is at least 1; tasks with fewer than k rollouts are left out of pass@k."
+    return section("pass-at-k", "pass@k", chart + details, note)
+
+
+def repeats(agents: Sequence[AgentData], value_field: str) -> str:
+    """Each repeat's mean over tasks with its t interval: drift or a bad repeat shows here."""
+    series = [
+        Series(a.name, [r["index"] for r in a.repeats], [r["mean"] for r in a.repeats],
+               [r["ci_low"] for r in a.repeats], [r["ci_high"] for r in a.repeats], color(i))
+        for i, a in enumerate(agents) if a.repeats
+    ]  # fmt: skip
+    if not series:
+        return section("repeats", "Repeats", '<p class="empty">One rollout index only: no repeat-level metrics.</p>')
+    chart = _svg.line_chart("repeats", f"mean/{value_field} per repeat", series, "rollout index", f"mean/{value_field}")
+    rows = []
+    for a in agents:
+        m = a.agent_metrics
+        keys = [f"{s}_across_repeats/mean/{value_field}" for s in ("mean", "std", "ci_low_95", "ci_high_95")]
+        if keys[0] in m:
+            rows.append([escape(a.name), *(_num(m.get(k, "")) for k in keys)])
+    tab = table(["agent", "mean across repeats", "std across repeats", "95% low", "95% high"], rows, "num")
+    return section("repeats", "Repeats", chart + tab, "repeat_level_metrics: one point per rollout index, 95% t interval over tasks.")
+
+
+def usage(agents: Sequence[AgentData], value_field: str) -> str:
+    """Tokens / cost against the value: tasks binned by usage (deciles), the mean value per bin."""
+    rank = {"total_tokens": 0, "output_tokens": 2, "input_tokens": 3}  # cost fields rank 1
+    fields = sorted({f for a in agents for f in a.usage}, key=lambda f: (rank.get(f, 1), f))
+    if not fields:
+        return section("usage", "Usage vs reward", '<p class="empty">No token or cost fields in the metrics.</p>')
+    charts = []
+    for f in fields[:2]:
+        series = []
+        for i, a in enumerate(agents):
+            u = a.usage.get(f)
+            if u is None:
+                continue
+            ok = np.isfinite(u) & np.isfinite(a.task_mean)
+            if not ok.any():
+                continue
+            order = np.argsort(u[ok], kind="stable")
+            cuts = np.array_split(order, min(10, int(ok.sum())))
+            xs = [float(u[ok][c].mean()) for c in cuts]
+            ys = [float(a.task_mean[ok][c].mean()) for c in cuts]
+            tips = [f"{a.name}: {len(c)} tasks, mean {f} {fmt(x)}, mean {value_field} {fmt(y)}" for c, x, y in zip(cuts, xs, ys)]
+            series.append(Series(a.name, xs, ys, color=color(i), labels=tips))
+        if series:
+            charts.append(_svg.line_chart("usage-vs-reward", f"mean {value_field} by {f} decile", series, f"task mean {f}", f"mean {value_field}"))
+    note = "Tasks cut into ten bins by their mean usage; each point is a bin's mean (x) and its tasks' mean (y)."
+    return section("usage", "Usage vs reward", "".join(charts), note)
+
+
+def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
+    """compare's paired differences (clustered by task) and its verdict on the first agent."""
+    cols = {a.name: a.rollouts for a in agents if a.rollouts is not None}
+    names = [a.name for a in agents if a.name in cols]
+    if len(names) < 2:
+        return ""
+    try:
+        report = compare_paired(cols, names, ["mean_reward"], [value_field])
+    except InvalidInputError as exc:
+        return section("paired", "Paired differences", f'<p class="empty">{escape(str(exc))}</p>')
+    verdict = gate(report, names[0], gates.fail_if_worse_by, gates.require_better_by)
+    rows = [(f"{c.agent_a} - {c.agent_b}", c.difference, c.ci_low, c.ci_high, color(i)) for i, c in enumerate(report.comparisons)]
+    chart = _svg.forest("paired-differences", "Paired differences with 95% interval", rows, f"mean_reward({value_field}): A - B")
+    head = ["A - B", "difference", "95% interval", "p", "p adjusted", "common tasks", "MDE"]
+    body = [[escape(c.agent_a + " - " + c.agent_b), fmt(c.difference), f"[{fmt(c.ci_low)}, {fmt(c.ci_high)}]", fmt(c.p_value),
+             fmt(c.p_adjusted), str(c.common_tasks), fmt(c.mde)] for c in report.comparisons]  # fmt: skip
+    html = chart + table(head, body, "num")
+    if verdict is not None:
+        checks = "".join(f"<li><b>{c.status}</b> {escape(c.rule)} {c.margin:g}: {escape(c.comparison)}: {escape(c.reason)}</li>" for c in verdict.checks)
+        html = f'<p class="verdict v-{verdict.status.lower()}" id="verdict">Verdict: {verdict.status}</p><ul>{checks}</ul>' + html
+    note = (f"gym-metrics compare, paired by task (clustered stderr, Student t), {report.adjust} adjusted; the verdict gates "
+            f"{escape(names[0])} against the others as `compare` does.")
+    return section("paired", "Paired differences", html, note, wide=True)

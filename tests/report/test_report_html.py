@@ -1,0 +1,103 @@
+"""The report's HTML without a browser: sections, self-containment, --compare, the CLI hooks,
+and the size at 125k tasks."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from gym_metrics.cli import main
+from gym_metrics.report import AgentData, Gates, build_report, render, report_path_for
+
+from _report_sample import write_rollouts
+
+CHARTS = ("key-metrics", "reward-distribution", "task-heatmap-overview", "pass-at-k", "repeats", "usage-vs-reward", "paired-differences")
+
+
+def charts(html: str) -> list[str]:
+    return re.findall(r'data-chart="([^"]+)"', html)
+
+
+def test_every_section_is_drawn_for_three_agents(three_agents: Path, tmp_path: Path) -> None:
+    out = build_report(three_agents, tmp_path / "r.html")
+    html = out.read_text()
+    assert set(charts(html)) == set(CHARTS)
+    assert charts(html).count("usage-vs-reward") == 2  # total_tokens, output_tokens
+    data = orjson.loads(re.search(r'id="task-data">(.*?)</script>', html, re.S).group(1))  # type: ignore[union-attr]
+    assert data["agents"] == ["baseline", "candidate", "long_context"]
+    assert data["tasks"] == list(range(60))
+    assert all(len(m) == 60 for m in data["means"])
+    assert data["samples"][0]["0"].startswith("{")
+    assert 'id="verdict"' in html and "Verdict: FAIL" in html  # baseline is worse than both others
+
+
+def test_the_page_references_nothing_outside_itself(three_agents: Path, tmp_path: Path) -> None:
+    html = build_report(three_agents, tmp_path / "r.html").read_text()
+    assert not re.search(r'(src|href)\s*=\s*"(?!#|data:)', html), "a src/href that is not an anchor or data: URL"
+    assert "@import" not in html and "url(" not in html
+    assert "<script src" not in html
+
+
+def test_compare_puts_the_other_files_agents_beside_and_pairs_them(three_agents: Path, tmp_path: Path) -> None:
+    other = write_rollouts(tmp_path / "next_run.jsonl", tasks=60, agents=("candidate",), seed=3)
+    assert main(["aggregate", str(other), "-q"]) == 0
+    out = tmp_path / "r.html"
+    code = main(["report", str(three_agents), "--compare", str(tmp_path / "next_run_aggregate_metrics.json"), "-o", str(out)])
+    assert code == 0
+    html = out.read_text()
+    assert "next_run_aggregate_metrics:candidate" in html  # same name in both files: prefixed
+    assert html.count('class="pt"') > 0 and "Paired differences" in html
+
+
+def test_without_rollout_infos_pass_at_k_needs_the_rollouts(tmp_path: Path) -> None:
+    rollouts = write_rollouts(tmp_path / "run.jsonl", tasks=10)
+    assert main(["aggregate", str(rollouts), "--no-rollout-infos", "-q"]) == 0
+    metrics = tmp_path / "run_aggregate_metrics.json"
+    bare = build_report(metrics, tmp_path / "bare.html").read_text()
+    assert "pass-at-k" not in charts(bare) and "paired-differences" not in charts(bare)
+    full = build_report(metrics, tmp_path / "full.html", rollouts=rollouts).read_text()
+    assert {"pass-at-k", "paired-differences"} <= set(charts(full))
+
+
+def test_aggregate_report_flag_writes_it_beside_the_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rollouts = write_rollouts(tmp_path / "run.jsonl", tasks=8, agents=("solo",))
+    assert main(["aggregate", str(rollouts), "--report"]) == 0
+    beside = tmp_path / "run_report.html"
+    assert beside.is_file() and f"report   -> {beside}" in capsys.readouterr().out
+    assert report_path_for(tmp_path / "run_aggregate_metrics.json") == beside
+    html = beside.read_text()
+    assert "paired-differences" not in charts(html)  # one agent: nothing to pair
+    assert {"key-metrics", "pass-at-k", "repeats"} <= set(charts(html))
+
+
+def test_bad_inputs_exit_2(tmp_path: Path) -> None:
+    assert main(["report", str(tmp_path / "missing.json")]) == 2
+    (tmp_path / "x.json").write_text('{"not": "metrics"}')
+    assert main(["report", str(tmp_path / "x.json")]) == 2
+
+
+def _big_agent(name: str, tasks: int, rng: np.random.Generator) -> AgentData:
+    means = np.round(rng.random(tasks) * 8) / 8
+    return AgentData(
+        name=name, agent_metrics={"mean/reward": float(means.mean())}, key_metrics={"mean/reward": float(means.mean())},
+        tasks=np.arange(tasks, dtype=np.int64), task_mean=means, rollouts=None,
+        usage={"total_tokens": rng.integers(100, 5000, tasks).astype(float)},
+        samples={i: '{"reward": 1.0, "text": "' + "x" * 1900 + '"}' for i in range(400)},
+    )  # fmt: skip
+
+
+def test_125k_tasks_stay_under_20_mb() -> None:
+    rng = np.random.default_rng(0)
+    agents = [_big_agent(n, 125_000, rng) for n in ("a", "b", "c")]
+    started = time.perf_counter()
+    html = render(agents, "reward", Gates(), "big")
+    elapsed = time.perf_counter() - started
+    assert len(html.encode()) < 20e6, f"{len(html.encode()) / 1e6:.1f} MB"
+    assert charts(html).count("task-heatmap-overview") == 1
+    assert html.count('class="cell"') == 3 * 100  # aggregated to 100 bins, not 125k cells
+    assert elapsed < 60  # a bound against a quadratic slip, not a benchmark (scripts/bench_report.py)
