@@ -264,13 +264,21 @@ def concat(batches: Sequence[RolloutColumns]) -> RolloutColumns:
 def _merged_kinds(batches: Sequence[RolloutColumns]) -> tuple[dict[str, ValueKind], set[str]]:
     """Each field's kind over the batches whose values say something (finite ones), and the
     fields typed as ints in some batches and floats in others: each row is shown as it was."""
+    return merge_kinds(
+        [{name: (col.kind, bool((col.present & np.isfinite(col.values)).any())) for name, col in b.fields.items()} for b in batches]
+    )
+
+
+def merge_kinds(batches: Sequence[Mapping[str, tuple[ValueKind, bool]]]) -> tuple[dict[str, ValueKind], set[str]]:
+    """`_merged_kinds` from each batch's (kind, has a finite value) per field, for callers
+    that know those without the batches (a merge reading partials column by column)."""
     kinds: dict[str, list[ValueKind]] = {}
     fallback: dict[str, ValueKind] = {}
     for b in batches:
-        for name, col in b.fields.items():
-            fallback.setdefault(name, col.kind)
-            if (col.present & np.isfinite(col.values)).any():
-                kinds.setdefault(name, []).append(col.kind)
+        for name, (kind, finite) in b.items():
+            fallback.setdefault(name, kind)
+            if finite:
+                kinds.setdefault(name, []).append(kind)
     merged: dict[str, ValueKind] = {}
     mixed = set()
     for name, first in fallback.items():
@@ -299,6 +307,7 @@ __all__ = [
     "RowSource",
     "ValueKind",
     "concat",
+    "merge_kinds",
     "bad_json_reason",
     "numeric_items",
     "parse_row",

@@ -22,9 +22,20 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gym_metrics.aggregate._columns import NumericField, RolloutColumns, RowSource, ShownField, ValueKind, concat
+from gym_metrics.aggregate._columns import (
+    NumericField,
+    RolloutColumns,
+    RowSource,
+    ShownField,
+    ValueKind,
+    concat,
+    concat_shown,
+    merge_kinds,
+    shown_of_field,
+)
 from gym_metrics.aggregate._reader import BadLine, RolloutFile
 from gym_metrics.aggregate._rowsource import _Kept
+from gym_metrics._memory import trim_heap
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 FORMAT = "gym-metrics-partial"
@@ -119,15 +130,7 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 def read_partial(path: str | os.PathLike[str]) -> RolloutFile:
     """A partial file back as the RolloutFile it was written from; InvalidInputError naming
     the file when it is not a partial or was written by another format version."""
-    path = Path(path)
-    header, parquet = _open(path)
-    table = parquet.read()
-    agents, start = {}, 0
-    for meta in header["agents"]:
-        agents[meta["name"]] = _agent_columns(table.slice(start, meta["rows"]), meta)
-        start += meta["rows"]
-    bad = [BadLine(int(line), str(field), str(reason)) for line, field, reason in header["bad_lines"]]
-    return RolloutFile(agents, bad, int(header["rows_read"]))
+    return merge_partials([path])
 
 
 def partial_rows(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -155,44 +158,119 @@ def _open(path: Path) -> tuple[dict[str, Any], pq.ParquetFile]:
     return header, parquet
 
 
-def _agent_columns(table: pa.Table, meta: dict[str, Any]) -> RolloutColumns:
-    def col(name: str) -> np.ndarray:
-        return table.column(name).to_numpy(zero_copy_only=False)
-
-    fields = {k: NumericField(col(f"value:{k}"), col(f"present:{k}"), ValueKind(kind)) for k, kind in meta["fields"]}
-    shown = {}
-    for k, has_text in meta["shown"].items():
-        text = np.array(table.column(f"shown_text:{k}").to_pylist(), dtype=object) if has_text else None
-        shown[k] = ShownField(col(f"shown_values:{k}"), col(f"shown_present:{k}"), col(f"shown_ints:{k}"), text)
-    rows = None
-    if meta["row_text"] != "none":
-        texts = table.column("row")
-        kept = np.flatnonzero(texts.is_valid().to_numpy(zero_copy_only=False))
-        index = np.full(table.num_rows, -1, dtype=np.int64)
-        index[kept] = np.arange(len(kept))
-        rows = RowSource(_Kept(texts.take(pa.array(kept, pa.int64())).to_pylist()), index)
-    errors = col("error") if meta["errors"] else None
-    labels = col("label") if meta["labels"] else None
-    return RolloutColumns(
-        col("task_index"), col("rollout_index"), fields, col("masked"), rows=rows, row_labels=labels,
-        label_name=meta["label_name"], errors=errors,
-        non_numeric={k: col(f"non_numeric:{k}") for k in meta["non_numeric"]} or None, shown=shown or None,
-    )  # fmt: skip
-
-
 def merge_partials(paths: Sequence[str | os.PathLike[str]]) -> RolloutFile:
-    """The partials as one RolloutFile (agents' columns concatenated in the order given)."""
+    """The partials as one RolloutFile, each agent's columns concatenated in the order given
+    (as `concat` would), read a column at a time into arrays of the final size: the merge
+    holds the columns once, never the Parquet tables beside them."""
     if not paths:
         raise InvalidInputError("no partial files to merge")
-    return combine([read_partial(p) for p in paths])
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())  # Parquet's scratch goes back to the OS (trim_heap)
+    try:
+        return _merge(paths)
+    finally:
+        pa.set_memory_pool(previous)
+        trim_heap()
+
+
+def _merge(paths: Sequence[str | os.PathLike[str]]) -> RolloutFile:
+    opened = [(Path(p), *_open(Path(p))) for p in paths]
+    parts: dict[str, list[_Part]] = {}
+    for path, header, parquet in opened:
+        start = 0
+        for meta in header["agents"]:
+            parts.setdefault(meta["name"], []).append(_Part(parquet, start, meta))
+            start += meta["rows"]
+    agents = {name: _merged_agent(parts[name]) for name in sorted(parts)}
+    bad = [BadLine(int(line), str(field), str(reason)) for _, header, _ in opened for line, field, reason in header["bad_lines"]]
+    return RolloutFile(agents, bad, sum(int(header["rows_read"]) for _, header, _ in opened))
 
 
 def combine(parts: Sequence[RolloutFile]) -> RolloutFile:
-    """Several RolloutFiles (files read, partials) as one: each agent's columns concatenated."""
+    """Several RolloutFiles (files read in this process) as one: each agent's columns concatenated."""
     names = sorted({name for part in parts for name in part.agents})
     agents = {name: concat([p.agents[name] for p in parts if name in p.agents]) for name in names}
     bad = [b for p in parts for b in p.bad_lines]
     return RolloutFile(agents, bad, sum(p.rows_read for p in parts))
+
+
+class _Part:
+    """One agent's rows in one partial: where they are and what the header says of them."""
+
+    def __init__(self, parquet: pq.ParquetFile, start: int, meta: dict[str, Any]) -> None:
+        self.parquet, self.start, self.meta, self.rows = parquet, start, meta, int(meta["rows"])
+
+    def column(self, name: str) -> pa.ChunkedArray:
+        return self.parquet.read(columns=[name]).column(0).slice(self.start, self.rows)
+
+    def numpy(self, name: str) -> np.ndarray:
+        return self.column(name).to_numpy(zero_copy_only=False)
+
+
+def _merged_agent(parts: list[_Part]) -> RolloutColumns:
+    total = sum(p.rows for p in parts)
+    at = np.cumsum([0] + [p.rows for p in parts])
+    slices = [slice(int(a), int(b)) for a, b in zip(at[:-1], at[1:])]
+
+    def filled(name: str, dtype: Any, default: Any, has: Any = lambda i: True) -> np.ndarray:
+        out = np.full(total, default, dtype=dtype)
+        for i, (part, where) in enumerate(zip(parts, slices)):
+            if has(i) and part.rows:
+                out[where] = part.numpy(name)
+        return out
+
+    kinds = [{k: ValueKind(kind) for k, kind in p.meta["fields"]} for p in parts]
+    fields = {}
+    for name in dict.fromkeys(k for p in parts for k, _ in p.meta["fields"]):
+        has_field = lambda i: name in kinds[i]  # noqa: E731
+        fields[name] = NumericField(filled(f"value:{name}", np.float64, np.nan, has_field), filled(f"present:{name}", bool, False, has_field))
+    merged, mixed = merge_kinds(
+        [{k: (kind, bool((fields[k].present[w] & np.isfinite(fields[k].values[w])).any())) for k, kind in kinds_of.items()}
+         for kinds_of, w in zip(kinds, slices)]
+    )  # fmt: skip
+    for name, kind in merged.items():
+        fields[name].kind = kind
+    non_numeric = {k: filled(f"non_numeric:{k}", bool, False, lambda i: k in parts[i].meta["non_numeric"])
+                   for k in dict.fromkeys(k for p in parts for k in p.meta["non_numeric"])}  # fmt: skip
+    cols = RolloutColumns(
+        filled("task_index", np.int64, 0), filled("rollout_index", np.int64, 0), fields, filled("masked", bool, False),
+        rows=_rows(parts, slices, total), label_name=parts[0].meta["label_name"], non_numeric=non_numeric or None,
+        errors=filled("error", np.int8, 0, lambda i: parts[i].meta["errors"]) if any(p.meta["errors"] for p in parts) else None,
+    )  # fmt: skip
+    if any(p.meta["labels"] for p in parts):
+        cols.row_labels = np.concatenate(
+            [p.numpy("label") if p.meta["labels"] else np.arange(p.rows, dtype=np.int64) for p in parts]
+        ).astype(np.int64, copy=False)
+    shown_names = sorted(mixed | {k for p in parts for k in p.meta["shown"]})
+    if shown_names:
+        cols.shown = {k: concat_shown([_shown(p, w, cols, k, kinds[i]) for i, (p, w) in enumerate(zip(parts, slices))]) for k in shown_names}
+    return cols
+
+
+def _shown(part: _Part, where: slice, cols: RolloutColumns, name: str, kinds: dict[str, ValueKind]) -> ShownField:
+    """What rollout_infos show of `name` in one part's rows (`concat`'s `shown_of`)."""
+    if name in part.meta["shown"]:
+        text = np.array(part.column(f"shown_text:{name}").to_pylist(), dtype=object) if part.meta["shown"][name] else None
+        return ShownField(part.numpy(f"shown_values:{name}"), part.numpy(f"shown_present:{name}"), part.numpy(f"shown_ints:{name}"), text)
+    if name not in kinds:
+        return shown_of_field(None, part.rows)
+    field = cols.fields[name]
+    return shown_of_field(NumericField(field.values[where], field.present[where], kinds[name]), part.rows)
+
+
+def _rows(parts: list[_Part], slices: list[slice], total: int) -> RowSource | None:
+    """The kept row texts of every part behind one index (-1: not kept), or None if no part
+    kept any; a part that kept none cannot serve samples, so then none is kept."""
+    if any(p.meta["row_text"] == "none" for p in parts):
+        return None
+    kept: _Kept = _Kept()
+    index = np.full(total, -1, dtype=np.int32 if total < 2**31 else np.int64)
+    for part, where in zip(parts, slices):
+        texts = part.column("row")
+        have = np.flatnonzero(texts.is_valid().to_numpy(zero_copy_only=False))
+        index[where.start + have] = np.arange(len(kept), len(kept) + len(have))
+        kept.extend(texts.take(pa.array(have, pa.int64())).to_pylist())
+    return RowSource(kept, index)
 
 
 __all__ = ["FORMAT", "VERSION", "combine", "merge_partials", "partial_rows", "read_partial", "write_partial"]
