@@ -5,13 +5,16 @@ would see: console errors, network requests, DOMContentLoaded time, a screenshot
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -78,9 +81,13 @@ class _WebSocket:
     def send(self, text: str, opcode: int = 0x1) -> None:
         payload = text.encode()
         n = len(payload)
-        head = bytes([0x80 | opcode]) + (
-            bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack(">H", n) if n < 65536 else bytes([0x80 | 127]) + struct.pack(">Q", n)
-        )
+        if n < 126:
+            size = bytes([0x80 | n])
+        elif n < 65536:
+            size = bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            size = bytes([0x80 | 127]) + struct.pack(">Q", n)
+        head = bytes([0x80 | opcode]) + size
         mask = os.urandom(4)
         masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))  # commands are small
         self.sock.sendall(head + mask + masked)
@@ -148,11 +155,14 @@ def _launch(binary: str, profile: str, timeout: float) -> tuple[subprocess.Popen
     args = [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0",
             f"--user-data-dir={profile}", "--no-first-run", "--no-default-browser-check", "--disable-extensions",
             "--disable-background-networking", "--disable-component-update", "--disable-sync", "about:blank"]  # fmt: skip
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # its own session: the browser's helper processes are stopped with it (_stop)
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + timeout
     assert proc.stderr is not None
     for line in proc.stderr:
         if "DevTools listening on " in line:
+            # keep draining its log, or a full pipe would stall the browser
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
             return proc, line.split("DevTools listening on ", 1)[1].strip()
         if time.monotonic() > deadline:
             break
@@ -176,8 +186,9 @@ def open_in_chromium(
     if binary is None:
         raise FileNotFoundError("no Chromium found (Debian: apt-get install chromium; or set $CHROMIUM)")
     url = Path(path).resolve().as_uri()
-    with tempfile.TemporaryDirectory(prefix="gm-chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="gm-chromium-", ignore_cleanup_errors=True) as profile:
         proc, ws_url = _launch(binary, profile, timeout)
+        s = None
         try:
             s = _Session(_WebSocket(ws_url, timeout), time.monotonic() + timeout)
             target = s.call("Target.createTarget", {"url": "about:blank"})["targetId"]
@@ -197,8 +208,21 @@ def open_in_chromium(
             _eval(s, "0")  # events raised by the expressions arrive before this answer
             return PageLoad(_errors(s.events), _requests(s.events, url), float(timing[0]), float(timing[1]), values)
         finally:
-            proc.kill()
-            proc.wait(timeout=30)
+            _stop(proc, s)
+
+
+def _stop(proc: subprocess.Popen[str], s: _Session | None) -> None:
+    """Browser.close, then the browser's process group if it lingers."""
+    if s is not None:
+        with contextlib.suppress(Exception):
+            s.ws.send(json.dumps({"id": 0, "method": "Browser.close"}))
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
 
 
 def _eval(s: _Session, expression: str) -> Any:
