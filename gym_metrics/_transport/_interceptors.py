@@ -169,3 +169,61 @@ def _safe(getter: Callable[[], Any]) -> Any:
         return getter()
     except Exception:  # experimental context accessors: never let logging break a call
         return None
+
+
+class MetricsInterceptor(aio.ServerInterceptor):
+    """Counts every RPC that reaches a handler by method and status code, with its duration
+    and the calls in flight (`serve --prometheus-port`). `metrics` is a ServerMetrics; method
+    names outside our services become "unknown" (no label from what a client made up)."""
+
+    def __init__(self, metrics: Any) -> None:
+        self._metrics = metrics
+
+    async def intercept_service(
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = self._metrics.method(handler_call_details.method or "")
+        return _replace_behaviour(handler, lambda behaviour: self._wrap(method, behaviour))
+
+    def _wrap(self, method: str, behaviour: Any) -> Any:
+        metrics, in_flight = self._metrics, self._metrics.in_flight.labels(method)
+
+        def done(context: Any, exc: BaseException | None, start: float) -> None:
+            in_flight.dec()
+            code = _code_of(context, exc).name
+            metrics.rpcs.labels(method, code).inc()
+            metrics.latency.labels(method, code).observe(time.perf_counter() - start)
+
+        if inspect.isasyncgenfunction(behaviour):
+
+            async def counted_stream(request: Any, context: aio.ServicerContext) -> Any:
+                start, failure = time.perf_counter(), None
+                in_flight.inc()
+                try:
+                    async for response in behaviour(request, context):
+                        yield response
+                except BaseException as exc:
+                    failure = exc
+                    raise
+                finally:
+                    done(context, failure, start)
+
+            return counted_stream
+        if inspect.iscoroutinefunction(behaviour):
+
+            async def counted(request: Any, context: aio.ServicerContext) -> Any:
+                start, failure = time.perf_counter(), None
+                in_flight.inc()
+                try:
+                    return await behaviour(request, context)
+                except BaseException as exc:
+                    failure = exc
+                    raise
+                finally:
+                    done(context, failure, start)
+
+            return counted
+        return behaviour  # sync handlers (none of ours): left as they are

@@ -1,35 +1,16 @@
 """Prometheus metrics of a job server (`jobs serve --prometheus-port`): jobs by state and
 rows done / failed, read from the job store at each scrape (so they are right after a restart
-too). Needs the optional `prometheus_client` (`pip install 'gym-metrics[prometheus]'`)."""
+too), beside the RPC metrics every server records (`_metrics`, one registry)."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gym_metrics.errors import GymMetricsError
+from gym_metrics._transport._metrics import PrometheusMissingError, ServerMetrics, check_prometheus, serve_http
 from gym_metrics.jobs import JobState, JobStore
 
 PAGE = 1000
-
-
-class PrometheusMissingError(GymMetricsError):
-    """--prometheus-port was given but prometheus_client is not installed (exit code 2)."""
-
-    exit_code = 2
-
-
-def check_prometheus() -> None:
-    """Refuse before anything is bound when the extra is missing."""
-    try:
-        found = importlib.util.find_spec("prometheus_client") is not None
-    except ValueError:  # a module set to None in sys.modules (how tests hide it)
-        found = False
-    if not found:
-        raise PrometheusMissingError(
-            "--prometheus-port needs prometheus_client, which is not installed: pip install 'gym-metrics[prometheus]'"
-        )
 
 
 def _totals(store: JobStore) -> tuple[dict[JobState, int], int, int]:
@@ -63,21 +44,20 @@ class _JobCollector:
         yield CounterMetricFamily("gym_metrics_job_rows_failed", "Rows whose result is a row error", value=failed)
 
 
-def start_metrics(store: JobStore, host: str, port: int) -> tuple[int, Callable[[], None]]:
-    """Serve /metrics on host:port (0 picks a port) in a thread; returns the port and a stop."""
+def start_metrics(
+    store: JobStore, host: str, port: int, metrics: ServerMetrics | None = None
+) -> tuple[int, Callable[[], None]]:
+    """Serve /metrics on host:port (0 picks a port) in a thread: the job states, and the RPC
+    metrics of `metrics` when given; returns the port and a stop."""
     check_prometheus()
-    from prometheus_client import CollectorRegistry, start_http_server
+    if metrics is None:
+        from prometheus_client import CollectorRegistry
 
-    registry = CollectorRegistry(auto_describe=False)
+        registry = CollectorRegistry(auto_describe=False)
+    else:
+        registry = metrics.registry
     registry.register(_JobCollector(store))
-    server, thread = start_http_server(port, addr=host.strip("[]"), registry=registry)
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-    return int(server.server_port), stop
+    return serve_http(registry, host, port)
 
 
 __all__ = ["PrometheusMissingError", "check_prometheus", "start_metrics"]

@@ -19,6 +19,7 @@ from grpc import aio
 
 from gym_metrics._transport._health import HealthServicer
 from gym_metrics._transport._jobs_metrics import check_prometheus, start_metrics
+from gym_metrics._transport._metrics import ServerMetrics
 from gym_metrics._transport._jobs_servicer import SERVICE, JobsServicer, ProgressHub, add_job_service
 from gym_metrics._transport._server import AUTH_TOKEN_ENV, ServerConfig, add_health_and_reflection, bind, new_server
 from gym_metrics._transport._serving import _add_signal_handlers, _ensure_log_handler, _remove_signal_handlers
@@ -103,7 +104,8 @@ async def start_job_server(config: ServerConfig, options: JobServerOptions) -> R
         store, max_jobs=options.max_jobs, data_root=options.data_root, secrets=secrets, on_progress=hub
     )  # fmt: skip
     servicer = JobsServicer(executor, hub)
-    server = new_server(config)
+    metrics = ServerMetrics("jobs") if options.prometheus_port is not None else None  # RPCs of the job service
+    server = new_server(config, metrics=metrics)
     add_job_service(servicer, server)
     health = await add_health_and_reflection(server, config, SERVICE)
     try:
@@ -116,7 +118,7 @@ async def start_job_server(config: ServerConfig, options: JobServerOptions) -> R
     running = RunningJobServer(server, port, config, health, executor, servicer)
     try:
         if options.prometheus_port is not None:
-            running.metrics_port, running._stop_metrics = start_metrics(store, config.host, options.prometheus_port)
+            running.metrics_port, running._stop_metrics = start_metrics(store, config.host, options.prometheus_port, metrics)
         await executor.start()
     except BaseException:
         await running.stop(0)

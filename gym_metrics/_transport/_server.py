@@ -4,7 +4,7 @@ call limits; `RunningServer.stop` drains it. Running it as a process is `_servin
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -16,7 +16,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from gym_metrics._transport._handlers import add_resources_service
 from gym_metrics._transport._health import HealthServicer
-from gym_metrics._transport._interceptors import AccessLogInterceptor, AuthInterceptor
+from gym_metrics._transport._interceptors import AccessLogInterceptor, AuthInterceptor, MetricsInterceptor
+from gym_metrics._transport._metrics import ServerMetrics, serve_http
 from gym_metrics._limits import CallLimits
 from gym_metrics._transport._reflection import enable_reflection
 from gym_metrics._transport._servicer import ResourcesServicer
@@ -62,6 +63,9 @@ class ServerConfig:
     log_requests: bool = True
     grpc_options: list[tuple[str, Any]] = field(default_factory=list)
     """Extra grpc channel arguments, applied last (they win)."""
+    prometheus_port: int | None = None
+    """Serve Prometheus metrics (/metrics) on this port of `host` (0 picks one); None: off.
+    Needs the `prometheus` extra."""
 
     def __post_init__(self) -> None:
         problems = [
@@ -74,6 +78,8 @@ class ServerConfig:
             ("max_concurrent_rpcs", "must be positive", self.max_concurrent_rpcs is not None
              and self.max_concurrent_rpcs <= 0),
             ("max_pending_rpcs", "must be positive", self.max_pending_rpcs <= 0),
+            ("prometheus_port", "must be in 0..65535", self.prometheus_port is not None
+             and not 0 <= self.prometheus_port <= 65535),
             ("auth_token", "must not be empty (None disables auth)", self.auth_token is not None
              and not self.auth_token.strip()),
         ]  # fmt: skip
@@ -100,6 +106,9 @@ class RunningServer:
     config: ServerConfig
     health: HealthServicer
     env: SimpleResourcesServer
+    metrics_port: int | None = None
+    """Where /metrics is served (`config.prometheus_port`, the real one when that was 0)."""
+    _stop_metrics: Callable[[], None] | None = field(default=None, repr=False)
     _stopping: bool = field(default=False, init=False, repr=False)
 
     @property
@@ -119,6 +128,9 @@ class RunningServer:
             if self.config.drain_seconds:
                 await asyncio.sleep(self.config.drain_seconds)
         await self.server.stop(grace)
+        if self._stop_metrics is not None:
+            stop_metrics, self._stop_metrics = self._stop_metrics, None
+            await asyncio.to_thread(stop_metrics)
 
     async def wait(self) -> None:
         """Block until the server has terminated."""
@@ -199,6 +211,7 @@ async def start_server(
     reducers: Sequence[str] | None = None,
     metrics: Sequence[str] | None = None,
     servicer_options: Mapping[str, Any] | None = None,
+    serve_metrics: bool = True,
 ) -> RunningServer:
     """Build, bind and start a server for `env`; returns once it accepts calls.
 
@@ -206,21 +219,34 @@ async def start_server(
     `reducers` (old name `metrics`) replaces the environment's reward reducers (see `load_env`);
     `servicer_options` are ResourcesServicer knobs with no CLI flag (max_concurrent_verifies,
     verify_timeout_s, max_response_part_bytes, ...), for tests (gym_metrics.testing).
+    With `config.prometheus_port` the server records metrics, and serves them unless
+    `serve_metrics` is False (a worker of `serve --workers`: its parent serves the sum).
     """
     config = config or ServerConfig()
     env = load_env(env, reducers, metrics=metrics)
-    server = new_server(config, reuse_port=reuse_port)
-    add_resources_service(ResourcesServicer(env, limits=config.limits, **(servicer_options or {})), server)
+    recorder = ServerMetrics(env.server_name()) if config.prometheus_port is not None else None
+    server = new_server(config, reuse_port=reuse_port, metrics=recorder)
+    servicer = ResourcesServicer(env, limits=config.limits, metrics=recorder, **(servicer_options or {}))
+    add_resources_service(servicer, server)
     health_servicer = await add_health_and_reflection(server, config, SERVICE_NAME)
     port = bind(server, config)
     await server.start()
-    return RunningServer(server=server, port=port, config=config, health=health_servicer, env=env)
+    running = RunningServer(server=server, port=port, config=config, health=health_servicer, env=env)
+    if recorder is not None and serve_metrics and config.prometheus_port is not None:
+        try:
+            running.metrics_port, running._stop_metrics = serve_http(recorder.registry, config.host, config.prometheus_port)
+        except OSError:
+            await server.stop(0)
+            raise
+    return running
 
 
-def new_server(config: ServerConfig, *, reuse_port: bool = False) -> aio.Server:
+def new_server(config: ServerConfig, *, reuse_port: bool = False, metrics: ServerMetrics | None = None) -> aio.Server:
     """A grpc.aio server with the access log, auth and limits of `config`, no service yet
-    (shared by the resources server and the job server)."""
+    (shared by the resources server and the job server); RPC metrics into `metrics`."""
     interceptors: list[aio.ServerInterceptor] = []
+    if metrics is not None:
+        interceptors.append(MetricsInterceptor(metrics))  # outermost: refused calls count too
     if config.log_requests:
         interceptors.append(AccessLogInterceptor())  # outermost: also logs refused calls
     if config.auth_token:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -44,6 +44,8 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             being written (pipelining bounded so memory stays bounded).
         max_response_part_bytes: target size of each AggregateMetrics answer part.
         limits: bounds on each AggregateMetrics call (refused past them, before the work).
+        metrics: a ServerMetrics recording rollouts verified / failed and the work in flight
+            (`serve --prometheus-port`); None records nothing.
     """
 
     def __init__(
@@ -57,7 +59,9 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         max_response_part_bytes: int = MAX_PART_BYTES,
         limits: CallLimits | None = None,
         worker: str = "",
+        metrics: Any = None,
     ) -> None:
+        self._metrics = metrics
         self._limits = limits or CallLimits()
         self._worker = worker
         """"INDEX/COUNT" of a worker process sharing the port (`serve --workers`), sent with
@@ -75,7 +79,15 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
 
     @grpc_errors
     async def Verify(self, request: pb.VerifyRequest, context: grpc.aio.ServicerContext) -> pb.VerifyResponse:
-        reward, response_json = await self._verify(decoded(request, "request").body_json)
+        if self._metrics is None:
+            reward, response_json = await self._verify(decoded(request, "request").body_json)
+            return pb.VerifyResponse(reward=reward, response_json=response_json)
+        try:
+            reward, response_json = await self._verify(decoded(request, "request").body_json)
+        except Exception as exc:
+            self._metrics.rollouts(0, {"invalid_request" if isinstance(exc, InvalidInputError) else "verify_failed": 1})
+            raise
+        self._metrics.rollouts(1)
         return pb.VerifyResponse(reward=reward, response_json=response_json)
 
     async def _verify(self, body_json: str, row: int | None = None) -> tuple[float, str]:
@@ -134,6 +146,11 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
                 future.cancel()
 
     async def _verify_batch(self, request: pb.VerifyStreamRequest, slots: asyncio.Semaphore) -> pb.VerifyStreamResponse:
+        if self._metrics is None:
+            return await self._run_batch(request, slots)
+        return await self._counted_batch(request, slots)
+
+    async def _run_batch(self, request: pb.VerifyStreamRequest, slots: asyncio.Semaphore) -> pb.VerifyStreamResponse:
         """Items run eagerly: one that never suspends costs no Task; the others run concurrently.
         Each result is made in the response, in place (no copy of a finished message)."""
         response = pb.VerifyStreamResponse(batch_id=request.batch_id)
@@ -146,6 +163,19 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
                 waiting.append(value)  # type: ignore[arg-type]
         for future in waiting:
             await future
+        return response
+
+    async def _counted_batch(self, request: pb.VerifyStreamRequest, slots: asyncio.Semaphore) -> pb.VerifyStreamResponse:
+        """_verify_batch, counted: the batch's rollouts are in flight until it is answered."""
+        metrics = self._metrics
+        queued = metrics.rollouts_in_flight.labels(metrics.environment)
+        queued.inc(len(request.items))
+        try:
+            response = await self._run_batch(request, slots)
+        finally:
+            queued.dec(len(request.items))
+        failed = Counter(_KIND_LABELS.get(r.error_kind, "other") for r in response.results if r.error_kind)
+        metrics.rollouts(len(response.results) - sum(failed.values()), failed)
         return response
 
     async def _verify_item(self, item: pb.VerifyItem, result: pb.VerifyResult, slots: asyncio.Semaphore) -> None:
@@ -192,6 +222,9 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             raise exceeded("max_concurrent_aggregations", limits.max_concurrent_aggregations,
                            f"{self._aggregations} aggregations are running; retry later", retry_after_s=1.0)  # fmt: skip
         self._aggregations += 1
+        running = self._metrics.aggregations.labels(self._metrics.environment) if self._metrics is not None else None
+        if running is not None:
+            running.inc()
         try:
             aggregator = self._env.new_aggregator(*_agent_and_options(first.header))
             duplicates = await self._receive(messages, aggregator, first.ByteSize())
@@ -208,6 +241,8 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             parts = await run_cancellable(finish, name="gym-metrics-aggregate")
         finally:
             self._aggregations -= 1
+            if running is not None:
+                running.dec()
         for part in parts:
             yield part
 
@@ -272,6 +307,12 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
 
 
 WORKER_METADATA_KEY = "gym-metrics-worker"
+_KIND_LABELS = {
+    value: name.removeprefix("VERIFY_ERROR_KIND_").lower()
+    for name, value in pb.VerifyErrorKind.items()
+    if value
+}
+"""error_kind label values: the proto enum's names (invalid_request, timeout, verify_failed, ...)."""
 
 
 def _agent_and_options(header: pb.AggregateMetricsHeader) -> tuple[str, AggregateOptions]:

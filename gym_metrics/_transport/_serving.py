@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
+from gym_metrics._transport._metrics import start_multiprocess_http
 from gym_metrics._transport._server import (
     AUTH_TOKEN_ENV,
     EnvTarget,
@@ -74,7 +75,10 @@ async def _serve_async(
     ready: multiprocessing.connection.Connection | None = None,
     worker: str = "",
 ) -> None:
-    running = await start_server(env, config, reuse_port=reuse_port, servicer_options={"worker": worker} if worker else None)
+    running = await start_server(
+        env, config, reuse_port=reuse_port, servicer_options={"worker": worker} if worker else None,
+        serve_metrics=not worker,  # a worker's parent serves the sum over workers
+    )  # fmt: skip
     loop = asyncio.get_running_loop()
     requested = asyncio.Event()
     force_tasks: list[asyncio.Task[None]] = []
@@ -90,7 +94,8 @@ async def _serve_async(
 
     _add_signal_handlers(loop, signals, on_signal)
     extras = [f"pid {os.getpid()}", *([label] if label else []), *(["tls"] if config.tls else []),
-              *(["auth"] if config.auth_token else [])]
+              *(["auth"] if config.auth_token else []),
+              *([f"metrics on port {running.metrics_port}"] if running.metrics_port is not None else [])]
     # One write per line: workers share stderr, and a parent process parses the "listening on"
     # line; a worker's parent prints it once every worker is up.
     verb = "serving on" if ready is not None else "listening on"
@@ -151,6 +156,9 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
     reserved = _reserve_port(config) if config.port == 0 else None
     if reserved is not None:
         config = dataclasses.replace(config, port=reserved.getsockname()[1])
+    metrics_port, stop_metrics = (
+        start_multiprocess_http(config.host, config.prometheus_port) if config.prometheus_port is not None else (None, None)
+    )
     ready_r, ready_w = ctx.Pipe(duplex=False)
     group = _Workers([
         ctx.Process(
@@ -169,11 +177,14 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
         ready_w.close()
         extras = f"pid {os.getpid()}, {workers} workers" + (", tls" if config.tls else "")
+        extras += f", metrics on port {metrics_port}" if metrics_port is not None else ""
         group.supervise(ready_r, f"gym-metrics: {env.server_name()} listening on {config.address()} ({extras})\n")
     finally:
         ready_r.close()
         if reserved is not None:
             reserved.close()
+        if stop_metrics is not None:
+            stop_metrics()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
         for sig, handler in previous.items():
             signal.signal(sig, handler)

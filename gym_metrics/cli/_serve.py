@@ -28,6 +28,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--tls-key", type=Path, help="PEM private key")
     p.add_argument("--max-message-mb", type=float, default=64.0, help="max gRPC message size (MiB)")
     p.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
+    p.add_argument(
+        "--prometheus-port", type=int, metavar="P",
+        help="serve Prometheus metrics (/metrics) on this port of --host, 0 picks one (needs the prometheus extra; "
+        "with --workers the parent serves the sum over workers)",
+    )  # fmt: skip
     _add_limit_flags(p)
     p.add_argument(
         "--reducers", "--metrics", dest="reducers", nargs="+", metavar="NAME",
@@ -67,6 +72,7 @@ def run(ns: argparse.Namespace) -> int:
         tls_key_file=ns.tls_key,
         grace_seconds=ns.grace,
         limits=CallLimits(**limits),
+        prometheus_port=ns.prometheus_port,
     )
     serve(env_cls, config, workers=ns.workers, reducers=ns.reducers)
     return 0
