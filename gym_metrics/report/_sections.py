@@ -92,15 +92,19 @@ def distribution(agents: Sequence[AgentData], value_field: str) -> str:
 
 def overview(agents: Sequence[AgentData], tasks: np.ndarray, matrix: np.ndarray, lo: float, hi: float) -> str:
     """Tasks sorted by their mean over agents, cut into bins: the whole task set at a glance."""
-    order = np.argsort(np.nanmean(np.where(np.isfinite(matrix), matrix, np.nan), axis=0) if len(tasks) else tasks, kind="stable")
+    order = np.argsort(finite_mean(matrix, axis=0), kind="stable")
     bins = max(1, min(OVERVIEW_BINS, len(tasks)))
     cuts = np.array_split(order, bins)
-    rows = []
-    for i, a in enumerate(agents):
-        row = matrix[i]
-        rows.append((a.name, [float(np.nanmean(row[c])) if np.isfinite(row[c]).any() else math.nan for c in cuts]))
+    rows = [(a.name, [float(finite_mean(matrix[i][c])) for c in cuts]) for i, a in enumerate(agents)]
     label = f"{len(tasks)} tasks sorted by their mean over agents, in {bins} bins (lowest left)"
     return _svg.heat_strip("task-heatmap-overview", "Mean by task bin and agent", rows, lo, hi, label)
+
+
+def finite_mean(x: np.ndarray, axis: int | None = None) -> Any:
+    """Mean over the finite values (NaN where there are none), without nanmean's warning."""
+    ok = np.isfinite(x)
+    total, count = np.where(ok, x, 0.0).sum(axis=axis), ok.sum(axis=axis)
+    return np.divide(total, count, out=np.full(np.shape(total), np.nan), where=count > 0)
 
 
 def pass_at_k(agents: Sequence[AgentData], value_field: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -101,3 +102,23 @@ def test_125k_tasks_stay_under_20_mb() -> None:
     assert charts(html).count("task-heatmap-overview") == 1
     assert html.count('class="cell"') == 3 * 100  # aggregated to 100 bins, not 125k cells
     assert elapsed < 60  # a bound against a quadratic slip, not a benchmark (scripts/bench_report.py)
+
+
+def test_degenerate_agents_still_give_a_page(tmp_path: Path) -> None:
+    """One rollout, an agent with every rollout masked, rewards that are text or null."""
+    rows = [
+        {"agent_ref": {"name": "one"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1},
+        {"agent_ref": {"name": "masked"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1, "mask_sample": True},
+        {"agent_ref": {"name": "weird"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": "1.0"},
+        {"agent_ref": {"name": "weird"}, "_ng_task_index": 1, "_ng_rollout_index": 0, "reward": None},
+    ]
+    src = tmp_path / "edge.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    assert main(["aggregate", str(src), "-q"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy warning on empty or all-NaN tasks
+        html = build_report(tmp_path / "edge_aggregate_metrics.json").read_text()
+    assert {"key-metrics", "reward-distribution", "task-heatmap-overview"} <= set(charts(html))
+    assert "One rollout index only" in html
+    assert "Paired differences" in html  # the reason it cannot pair them, not a crash
+
