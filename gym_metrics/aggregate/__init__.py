@@ -57,12 +57,14 @@ from gym_metrics.aggregate._reader import (
     RolloutFile,
     agent_name,
     agent_problem,
+    byte_ranges,
+    count_lines,
     line_bounds,
     read_chunks,
     read_rollouts,
 )
 from gym_metrics.aggregate._stats import t_interval
-from gym_metrics.aggregate._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_rows, read_partial, write_partial
+from gym_metrics.aggregate._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_bytes, partial_rows, read_partial, write_partial
 
 
 def aggregate_file(
@@ -145,8 +147,11 @@ __all__ = [
     "PARTIAL_VERSION",
     "aggregate_partials",
     "aggregate_rollouts",
+    "byte_ranges",
+    "count_lines",
     "combine",
     "merge_partials",
+    "partial_bytes",
     "partial_rows",
     "read_partial",
     "write_partial",

@@ -47,6 +47,24 @@ _META = b"gym_metrics.partial"
 def write_partial(path: str | os.PathLike[str], rollouts: RolloutFile, sources: Sequence[str] = ()) -> Path:
     """Write `rollouts` (as `read_rollouts` returns it) to `path`, atomically."""
     path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # the usual permissions, unlike mkstemp's 0600
+    try:
+        _write(str(tmp), rollouts, sources)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def partial_bytes(rollouts: RolloutFile, sources: Sequence[str] = ()) -> bytes:
+    """The partial file's bytes (to send from a worker process or machine to the merge)."""
+    sink = pa.BufferOutputStream()
+    _write(sink, rollouts, sources)
+    return bytes(sink.getvalue())
+
+
+def _write(sink: Any, rollouts: RolloutFile, sources: Sequence[str]) -> None:
     agents, tables = [], []
     for name in sorted(rollouts.agents):
         table, meta = _agent_table(rollouts.agents[name])
@@ -55,17 +73,10 @@ def write_partial(path: str | os.PathLike[str], rollouts: RolloutFile, sources: 
     header = {"format": FORMAT, "version": VERSION, "agents": agents, "rows_read": rollouts.rows_read,
               "bad_lines": [[b.line, b.field, b.reason] for b in rollouts.bad_lines], "sources": list(sources)}  # fmt: skip
     schema = _unified_schema(tables).with_metadata({_META: orjson.dumps(header)})
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # the usual permissions, unlike mkstemp's 0600
-    try:
-        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-            for table in tables:
-                if table.num_rows:
-                    writer.write_table(_conform(table, schema), row_group_size=_GROUP_ROWS)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
+        for table in tables:
+            if table.num_rows:
+                writer.write_table(_conform(table, schema), row_group_size=_GROUP_ROWS)
 
 
 _GROUP_ROWS = 1 << 20
@@ -273,4 +284,4 @@ def _rows(parts: list[_Part], slices: list[slice], total: int) -> RowSource | No
     return RowSource(kept, index)
 
 
-__all__ = ["FORMAT", "VERSION", "combine", "merge_partials", "partial_rows", "read_partial", "write_partial"]
+__all__ = ["FORMAT", "VERSION", "combine", "merge_partials", "partial_bytes", "partial_rows", "read_partial", "write_partial"]

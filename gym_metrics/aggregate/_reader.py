@@ -66,16 +66,18 @@ kept), and a bad line sends only its own chunk down the per-line path."""
 
 
 def read_rollouts(
-    path: str | Path, on_bad_line: OnBadLine = "fail", default_agent: str | None = None, keep_rows: bool = True
-) -> RolloutFile:
+    path: str | Path, on_bad_line: OnBadLine = "fail", default_agent: str | None = None, keep_rows: bool = True,
+    span: tuple[int, int] | None = None, first_line: int = 1,
+) -> RolloutFile:  # fmt: skip
     """Read `path`; with on_bad_line="fail" any bad line raises InvalidInputError naming it.
     `default_agent` names the rows without an agent_ref (by default such a row is a bad line).
     `keep_rows=False` keeps of the raw text only what samples need (each task's first
-    rollouts): memory then holds the columns, not the file."""
+    rollouts): memory then holds the columns, not the file. `span`: only the whole lines in
+    that byte range (`byte_ranges`), the first of them numbered `first_line`."""
     parts: dict[str, list[RolloutColumns]] = defaultdict(list)
     result = RolloutFile({}, [], 0)
-    line_offset = 0
-    for chunk, lines, fast in _fast_chunks(Path(path), default_agent):
+    line_offset = first_line - 1
+    for chunk, lines, fast in _fast_chunks(Path(path), default_agent, span=span):
         part = fast or _read_slow(chunk, lines, 0, len(lines), default_agent)
         for name, cols in part.agents.items():
             if cols.row_labels is not None:
@@ -100,7 +102,7 @@ def read_rollouts(
 _Chunk = tuple[bytes, BufferRows, "RolloutFile | None"]
 
 
-def _fast_chunks(path: Path, default_agent: str | None, ahead: int = 2) -> Iterator[_Chunk]:
+def _fast_chunks(path: Path, default_agent: str | None, ahead: int = 2, span: tuple[int, int] | None = None) -> Iterator[_Chunk]:
     """(chunk, its lines, its columns or None when they cannot be read column-wise) in file
     order. The next chunks are read, parsed and turned into columns in threads (a read,
     pyarrow and numpy release the GIL for most of it; two threads keep both cores busy while
@@ -116,7 +118,7 @@ def _fast_chunks(path: Path, default_agent: str | None, ahead: int = 2) -> Itera
 
     with path.open("rb", buffering=0) as f, ThreadPoolExecutor(ahead, thread_name_prefix="gym-metrics-read") as pool:
         if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            jobs = (pool.submit(read, f.fileno(), pos, end) for pos, end in _spans(f.fileno(), CHUNK_BYTES))
+            jobs = (pool.submit(read, f.fileno(), pos, end) for pos, end in _spans(f.fileno(), CHUNK_BYTES, span))
         else:
             jobs = (pool.submit(columns, chunk) for chunk in _stream_chunks(f, CHUNK_BYTES))
         pending: deque[Future[_Chunk]] = deque()
@@ -140,9 +142,30 @@ def read_chunks(path: Path, size: int) -> Iterator[bytes]:
             yield os.pread(f.fileno(), end - pos, pos)
 
 
-def _spans(fd: int, size: int) -> Iterator[tuple[int, int]]:
-    """[pos, end) byte spans of whole lines, about `size` bytes each, of a regular file."""
-    total, pos = os.fstat(fd).st_size, 0
+def byte_ranges(path: str | Path, n: int) -> list[tuple[int, int]]:
+    """The file cut into about `n` [start, end) byte ranges of whole lines (fewer for a small
+    file), for readers in other processes or on other machines (`read_rollouts(span=...)`)."""
+    with Path(path).open("rb", buffering=0) as f:
+        total = os.fstat(f.fileno()).st_size
+        return list(_spans(f.fileno(), max(1, -(-total // max(1, n)))))
+
+
+def count_lines(path: str | Path, span: tuple[int, int]) -> int:
+    """Lines in a whole-line byte range (a last line without a newline counts)."""
+    start, end = span
+    count, last = 0, b"\n"
+    with Path(path).open("rb", buffering=0) as f:
+        for pos in range(start, end, CHUNK_BYTES):
+            block = os.pread(f.fileno(), min(CHUNK_BYTES, end - pos), pos)
+            count += block.count(b"\n")
+            last = block[-1:] or last
+    return count + (last != b"\n")
+
+
+def _spans(fd: int, size: int, span: tuple[int, int] | None = None) -> Iterator[tuple[int, int]]:
+    """[pos, end) byte spans of whole lines, about `size` bytes each, of a regular file (of
+    the whole-line range `span` of it)."""
+    pos, total = span if span is not None else (0, os.fstat(fd).st_size)
     while pos < total:
         end = _line_end(fd, pos, min(pos + size, total), total)
         yield pos, end

@@ -30,6 +30,10 @@ def add_parsers(sub: Any) -> None:
         help="write the rows' partial state instead of metrics; `gym-metrics merge` combines partials",
     )  # fmt: skip
     p.add_argument("--with-rows", action="store_true", help="with --partial-out: keep every row's text (for --env compute_metrics)")
+    p.add_argument(
+        "--ray", nargs="?", const="", metavar="ADDRESS",
+        help="read the inputs as Ray tasks across a cluster (default: a local Ray), then merge exactly; needs gym-metrics[ray]",
+    )  # fmt: skip
     add_aggregation_options(p)
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of rows without an agent_ref")
@@ -57,6 +61,8 @@ def run(ns: argparse.Namespace) -> int:
         raise InvalidInputError("--with-rows goes with --partial-out")
     if len(ns.rollouts) > 1 and not (ns.output or ns.partial_out):
         raise InvalidInputError("several inputs: name the metrics file with -o")
+    if ns.ray is not None:
+        return _run_on_ray(ns)
     hooks, econ = aggregation_hooks(ns)
     started = time.perf_counter()
     with fewer_gc_passes():
@@ -76,6 +82,34 @@ def run(ns: argparse.Namespace) -> int:
     code = report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)
     report_after(ns, out, ns.rollouts[0] if len(ns.rollouts) == 1 else None)
     return export_after(ns, out, code)
+
+
+def _run_on_ray(ns: argparse.Namespace) -> int:
+    """Partials by Ray tasks, then `gym-metrics merge` in a fresh process: Ray's driver holds
+    gRPC threads, and a process with those never forks the render workers."""
+    import subprocess
+    import tempfile
+
+    from gym_metrics.errors import InvalidInputError
+    from gym_metrics.ray import ray_partials
+
+    if ns.partial_out:
+        raise InvalidInputError("--ray writes partials and merges them itself; drop --partial-out")
+    out = ns.output or output_path_for(ns.rollouts[0])
+    with tempfile.TemporaryDirectory(prefix="gym-metrics-ray-") as tmp:
+        keep = bool(ns.env)  # a row-wise compute_metrics needs every row; cheap to keep for any --env
+        partials = ray_partials(ns.rollouts, tmp, address=ns.ray or None, on_bad_line=ns.on_bad_line, default_agent=ns.agent, keep_rows=keep)
+        flags = [*(["--env", ns.env] if ns.env else []), *(["--no-rollout-infos"] if ns.no_rollout_infos else []),
+                 "--expected-rollouts", str(ns.expected_rollouts), *(["--count-errors-as-zero"] if ns.count_errors_as_zero else []),
+                 *(["--economics"] if ns.economics else []), *(["-q"] if ns.quiet else [])]  # fmt: skip
+        merge = [sys.executable, "-m", "gym_metrics.cli", "--log-level", ns.log_level, "merge", *map(str, partials), "-o", str(out), *flags]
+        return subprocess.run(merge, check=False).returncode
+
+
+def output_path_for(path: Path) -> Path:
+    from gym_metrics.aggregate import output_path_for as default
+
+    return Path(default(path))
 
 
 def _read(path: Path, ns: argparse.Namespace, keep_rows: bool) -> Any:

@@ -1,4 +1,5 @@
-"""Ray backend (the optional extra `gym-metrics[ray]`): environment servers as Ray actors.
+"""Ray backend (the optional extra `gym-metrics[ray]`): environment servers as Ray actors, and
+aggregation of a rollouts set as Ray tasks merged exactly.
 
 Importing this package does not import Ray; the first call that needs it does, and says which
 extra to install when Ray is missing. `import gym_metrics` never loads this package.
@@ -6,6 +7,7 @@ extra to install when Ray is missing. `import gym_metrics` never loads this pack
 
 from __future__ import annotations
 
+from gym_metrics.ray._aggregate import aggregate_on_ray, ray_partials
 from gym_metrics.ray._replicas import RAY_EXTRA_HINT, Replicas, serve_replicas
 
-__all__ = ["RAY_EXTRA_HINT", "Replicas", "serve_replicas"]
+__all__ = ["RAY_EXTRA_HINT", "Replicas", "aggregate_on_ray", "ray_partials", "serve_replicas"]

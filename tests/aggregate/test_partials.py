@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -17,6 +18,7 @@ from gym_metrics.aggregate import (
     AggregateOptions,
     aggregate_file,
     aggregate_partials,
+    aggregate_rollouts,
     partial_rows,
     read_rollouts,
     write_partial,
@@ -164,3 +166,28 @@ def test_partials_of_another_version_or_no_partial_are_refused(tmp_path: Path) -
 def test_duplicate_keys_across_shards_are_refused(tmp_path: Path) -> None:
     row = json.dumps({"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}).encode() + b"\n"
     assert merged_equals_single(tmp_path, [row, row], [[row], [row]]) is None  # both refuse
+
+
+@pytest.mark.parametrize("pieces", [1, 3, 7, 50])
+def test_byte_ranges_read_apart_are_the_file(tmp_path: Path, pieces: int) -> None:
+    """Whole-line byte ranges read on their own (as Ray tasks do), numbered from their first
+    line, make the file's rows and bad lines exactly."""
+    from gym_metrics.aggregate import byte_ranges, combine, count_lines
+
+    lines = generated(random.Random(pieces))
+    lines.insert(5, b"{not json\n")
+    lines.append(b'{"agent_ref": {"name": "a"}, "_ng_task_index": 999, "_ng_rollout_index": 0, "reward": 1}')  # no newline
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b"".join(lines))
+    ranges = byte_ranges(src, pieces)
+    assert ranges[0][0] == 0 and ranges[-1][1] == src.stat().st_size
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    counts = [count_lines(src, r) for r in ranges]
+    assert sum(counts) == len(lines)
+    starts = np.cumsum([1, *counts[:-1]])
+    parts = [read_rollouts(src, on_bad_line="skip", keep_rows=False, span=r, first_line=int(s)) for r, s in zip(ranges, starts)]
+    whole = read_rollouts(src, on_bad_line="skip", keep_rows=False)
+    assert [str(b) for p in parts for b in p.bad_lines] == [str(b) for b in whole.bad_lines] == ["line 6: json: " + whole.bad_lines[0].reason]
+    aggregate_rollouts(combine(parts), tmp_path / "parts.json")
+    aggregate_file(src, tmp_path / "whole.json", on_bad_line="skip")
+    assert (tmp_path / "parts.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
