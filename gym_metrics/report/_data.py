@@ -8,6 +8,7 @@ before anything is drawn.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -110,20 +111,20 @@ def _from_infos(groups: list[dict[str, Any]], value_field: str) -> RolloutColumn
     """Per-rollout values from the groups' rollout_infos (None when the file omits them)."""
     if not groups or "rollout_infos" not in groups[0]:
         return None
-    task: list[int] = []
-    rollout: list[int] = []
-    values: list[float] = []
-    for g in groups:
-        for info in g.get("rollout_infos") or ():
-            v = info.get(value_field)
-            task.append(info.get("_ng_task_index", g.get("_ng_task_index", 0)))
-            rollout.append(info.get("_ng_rollout_index", len(rollout)))
-            values.append(float(v) if isinstance(v, (int, float)) and v is not None else np.nan)
-    vals = np.asarray(values, np.float64)
+    per_group = [g.get("rollout_infos") or [] for g in groups]
+    lengths = np.fromiter(map(len, per_group), np.int64, len(per_group))
+    infos = [info for group in per_group for info in group]
+    tasks = np.fromiter((g.get("_ng_task_index", i) for i, g in enumerate(groups)), np.int64, len(groups))
+    rollout = np.fromiter(map(itemgetter("_ng_rollout_index"), infos), np.int64, len(infos))
+    raw = [info.get(value_field) for info in infos]
+    if set(map(type, raw)) <= {float, int, bool, type(None)}:
+        vals = np.array(raw, dtype=np.float64)  # None -> NaN; the common case, in C
+    else:  # text or objects are not numbers (docs/metrics.md#non-numeric-values)
+        vals = np.array([v if isinstance(v, (int, float)) else np.nan for v in raw], dtype=np.float64)
     present = np.isfinite(vals)
     return RolloutColumns(
-        task_index=np.asarray(task, np.int64),
-        rollout_index=np.asarray(rollout, np.int64),
+        task_index=np.repeat(tasks, lengths),
+        rollout_index=rollout,
         fields={value_field: NumericField(vals, present)},
         masked=np.zeros(len(vals), bool),
     )

@@ -25,6 +25,10 @@ HIST_BINS = 20
 OVERVIEW_BINS = 100
 
 
+STATUS_RANK = {"": 0, "PASS": 1, "INCONCLUSIVE": 2, "FAIL": 3}
+STATUS_COLOR = {"PASS": "#1a7f37", "INCONCLUSIVE": "#bf8700", "FAIL": "#cf222e"}
+
+
 @dataclass
 class Gates:
     """The verdict's rules, as `compare` takes them."""
@@ -193,8 +197,13 @@ def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
     except InvalidInputError as exc:
         return section("paired", "Paired differences", f'<p class="empty">{escape(str(exc))}</p>')
     verdict = gate(report, names[0], gates.fail_if_worse_by, gates.require_better_by)
-    rows = [(f"{c.agent_a} - {c.agent_b}", c.difference, c.ci_low, c.ci_high, color(i)) for i, c in enumerate(report.comparisons)]
-    chart = _svg.forest("paired-differences", "Paired differences with 95% interval", rows, f"mean_reward({value_field}): A - B")
+    status: dict[str, str] = {}  # the worst check of each comparison
+    for check in verdict.checks if verdict is not None else ():
+        status[check.comparison] = max(status.get(check.comparison, ""), check.status, key=lambda s: STATUS_RANK[s])
+    rows = [(f"{c.agent_a} - {c.agent_b}", c.difference, c.ci_low, c.ci_high, STATUS_COLOR.get(status.get(c.name, ""), "#57606a"))
+            for c in report.comparisons]  # fmt: skip
+    ref = -gates.fail_if_worse_by if gates.fail_if_worse_by is not None else gates.require_better_by or 0.0
+    chart = _svg.forest("paired-differences", "Paired differences with 95% interval", rows, f"mean_reward({value_field}): A - B", ref)
     head = ["A - B", "difference", "95% interval", "p", "p adjusted", "common tasks", "MDE"]
     body = [[escape(c.agent_a + " - " + c.agent_b), fmt(c.difference), f"[{fmt(c.ci_low)}, {fmt(c.ci_high)}]", fmt(c.p_value),
              fmt(c.p_adjusted), str(c.common_tasks), fmt(c.mde)] for c in report.comparisons]  # fmt: skip
@@ -203,5 +212,6 @@ def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
         checks = "".join(f"<li><b>{c.status}</b> {escape(c.rule)} {c.margin:g}: {escape(c.comparison)}: {escape(c.reason)}</li>" for c in verdict.checks)
         html = f'<p class="verdict v-{verdict.status.lower()}" id="verdict">Verdict: {verdict.status}</p><ul>{checks}</ul>' + html
     note = (f"gym-metrics compare, paired by task (clustered stderr, Student t), {report.adjust} adjusted; the verdict gates "
-            f"{escape(names[0])} against the others as `compare` does.")
+            f"{escape(names[0])} against the others as `compare` does: with several checks each uses a Bonferroni-adjusted "
+            "interval, wider than the 95% one drawn (docs/statistics.md#verdicts). Dashed line: the gate's margin.")
     return section("paired", "Paired differences", html, note, wide=True)
