@@ -90,7 +90,8 @@ def task_view(agents: Sequence[AgentData], tasks: np.ndarray, matrix: np.ndarray
         "hi": hi,
         "samples": [{str(k): v for k, v in a.samples.items()} for a in agents],
     }
-    text = orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY).decode().replace("</", "<\\/")
+    # "<" only occurs inside JSON strings, where \u003c reads the same: no "</script>" or "<!--"
+    text = orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY).decode().replace("<", "\\u003c")
     head = '<th data-col="-1">task</th>' + "".join(f'<th data-col="{i}">{escape(a.name)}</th>' for i, a in enumerate(agents))
     head += f'<th data-col="{len(agents)}">spread</th>'
     return (

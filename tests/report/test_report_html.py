@@ -122,3 +122,17 @@ def test_degenerate_agents_still_give_a_page(tmp_path: Path) -> None:
     assert "One rollout index only" in html
     assert "Paired differences" in html  # the reason it cannot pair them, not a crash
 
+
+
+def test_text_from_the_rows_cannot_break_out_of_the_page(tmp_path: Path) -> None:
+    evil = "</script><!--<script>alert(1)</script>"
+    rows = [{"agent_ref": {"name": "<b>agent</b>"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": 1.0, "note": evil}
+            for t in range(3) for r in range(2)]  # fmt: skip
+    src = tmp_path / "evil.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    assert main(["aggregate", str(src), "-q"]) == 0
+    html = build_report(tmp_path / "evil_aggregate_metrics.json").read_text()
+    assert "<script>alert" not in html and "<b>agent" not in html
+    block = re.search(r'id="task-data">(.*?)</script>', html, re.S).group(1)  # type: ignore[union-attr]
+    data = orjson.loads(block)
+    assert data["agents"] == ["<b>agent</b>"] and evil in data["samples"][0]["0"]
