@@ -23,7 +23,7 @@ from gym_metrics.cli._base import (
     print_value_notes,
     read_token,
 )
-from gym_metrics.cli._export import add_export_flags, export_after
+from gym_metrics.cli._export import add_export_flags, add_pushgateway_flag, export_after
 from gym_metrics.cli._report import add_report_flag, report_after
 
 T = TypeVar("T")
@@ -60,6 +60,7 @@ def add_parsers(sub: Any) -> None:
     _add_policy_flags(p)
     p.set_defaults(func=run, check_inputs=_check_inputs)
     add_export_flags(p)
+    add_pushgateway_flag(p)
     add_report_flag(p)
 
     demo = sub.add_parser("demo", help="serve math_exact in-process and collect its shipped sample")
@@ -140,9 +141,11 @@ def _check_inputs(ns: argparse.Namespace) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics._transport import ResourcesClient
+    from gym_metrics.cli._push import push_after, push_progress
     from gym_metrics.collector import CollectOptions, RetryPolicy, collect_async
 
     token = read_token(ns.auth_token_env)
+    progress = push_progress(ns)
     options = CollectOptions(
         num_repeats=ns.num_repeats,
         resume=ns.resume,
@@ -163,12 +166,12 @@ def run(ns: argparse.Namespace) -> int:
             clients = [
                 await stack.enter_async_context(ResourcesClient(s, token=token, tls_ca=ns.tls_ca)) for s in ns.server
             ]
-            return await collect_async(clients, ns.input, ns.output, options)
+            return await collect_async(clients, ns.input, ns.output, options, progress)
 
     started = time.perf_counter()
     with fewer_gc_passes():
         result = run_keeping_result(collect())
-    code = report(result, time.perf_counter() - started)
+    code = push_after(progress, result, report(result, time.perf_counter() - started))
     report_after(ns, result.metrics_path, result.rollouts_path)
     return export_after(ns, result.metrics_path, code, resume=ns.resume)
 

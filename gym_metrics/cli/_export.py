@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.cli._base import EXIT_FAILED
+from gym_metrics.cli._base import EXIT_FAILED, positive_float
 
 EXPORT_HELP = (
     "after writing the metrics, export them: mlflow[=TRACKING_URI], wandb[=PROJECT], "
@@ -37,6 +37,27 @@ def add_export_flags(p: argparse.ArgumentParser) -> None:
 
     def check(ns: argparse.Namespace) -> None:
         check_exporters(ns)
+        if earlier is not None:
+            earlier(ns)
+
+    p.set_defaults(check_inputs=check)
+
+
+def add_pushgateway_flag(p: argparse.ArgumentParser) -> None:
+    """Adds --pushgateway; call after set_defaults (it chains their check_inputs)."""
+    p.add_argument(
+        "--pushgateway", metavar="URL",
+        help="push the collector's counters to this Prometheus Pushgateway every --push-interval s and at the end "
+        "(job gym_metrics_collect, instance = the output's stem; needs the prometheus extra)",
+    )  # fmt: skip
+    p.add_argument("--push-interval", type=positive_float, default=10.0, metavar="S", help="seconds between pushes (10)")
+    earlier = p.get_default("check_inputs")
+
+    def check(ns: argparse.Namespace) -> None:
+        if ns.pushgateway:
+            from gym_metrics.exporters import Pusher
+
+            Pusher.check_installed()
         if earlier is not None:
             earlier(ns)
 
