@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.report import _page, _sections
+from gym_metrics.report import _page, _sections, _usage
 from gym_metrics.report._data import SAMPLES_PER_AGENT, AgentData, load_metrics
 from gym_metrics.report._sections import Gates, section
 
@@ -71,7 +71,7 @@ def render(agents: list[AgentData], field: str, gates: Gates, title: str) -> str
         _sections.pass_at_k(agents, field),
         section("tasks", "Tasks x agents", tasks_body, table_note, wide=True),
         _sections.repeats(agents, field),
-        _sections.usage(agents, field),
+        _usage.usage(agents, field),
         _sections.paired(agents, field, gates),
     ]
     return _page.page(title, subtitle, sections)

@@ -44,6 +44,8 @@ class AgentData:
     """Per rollout index: index, mean, ci_low, ci_high, count (repeat_level_metrics)."""
     usage: dict[str, np.ndarray] = field(default_factory=dict)
     """Per usage field (tokens, cost): each task's mean, aligned with `tasks`."""
+    economics: dict[str, Any] = field(default_factory=dict)
+    """The `economics` block (aggregate --economics), when present."""
     samples: dict[int, str] = field(default_factory=dict)
     """Task index -> its sample as (cut) JSON text, for a bounded set of tasks."""
 
@@ -86,6 +88,7 @@ def _agent(entry: dict[str, Any], value_field: str, cols: RolloutColumns | None,
         rollouts=cols if cols is not None else _from_infos(groups, value_field),
         repeats=_repeats(entry.get("repeat_level_metrics") or [], value_field),
         usage={f: v for f, v in usage.items() if np.isfinite(v).any()},
+        economics=dict(entry.get("economics") or {}),
     )
     data.samples = _samples(groups, tasks, mean)
     return data

@@ -158,34 +158,6 @@ def repeats(agents: Sequence[AgentData], value_field: str) -> str:
     return section("repeats", "Repeats", chart + tab, "repeat_level_metrics: one point per rollout index, 95% t interval over tasks.")
 
 
-def usage(agents: Sequence[AgentData], value_field: str) -> str:
-    """Tokens / cost against the value: tasks binned by usage (deciles), the mean value per bin."""
-    rank = {"total_tokens": 0, "output_tokens": 2, "input_tokens": 3}  # cost fields rank 1
-    fields = sorted({f for a in agents for f in a.usage}, key=lambda f: (rank.get(f, 1), f))
-    if not fields:
-        return section("usage", "Usage vs reward", '<p class="empty">No token or cost fields in the metrics.</p>')
-    charts = []
-    for f in fields[:2]:
-        series = []
-        for i, a in enumerate(agents):
-            u = a.usage.get(f)
-            if u is None:
-                continue
-            ok = np.isfinite(u) & np.isfinite(a.task_mean)
-            if not ok.any():
-                continue
-            order = np.argsort(u[ok], kind="stable")
-            cuts = np.array_split(order, min(10, int(ok.sum())))
-            xs = [float(u[ok][c].mean()) for c in cuts]
-            ys = [float(a.task_mean[ok][c].mean()) for c in cuts]
-            tips = [f"{a.name}: {len(c)} tasks, mean {f} {fmt(x)}, mean {value_field} {fmt(y)}" for c, x, y in zip(cuts, xs, ys)]
-            series.append(Series(a.name, xs, ys, color=color(i), labels=tips))
-        if series:
-            charts.append(_svg.line_chart("usage-vs-reward", f"mean {value_field} by {f} decile", series, f"task mean {f}", f"mean {value_field}"))
-    note = "Tasks cut into ten bins by their mean usage; each point is a bin's mean (x) and its tasks' mean (y)."
-    return section("usage", "Usage vs reward", "".join(charts), note)
-
-
 def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
     """compare's paired differences (clustered by task) and its verdict on the first agent."""
     cols = {a.name: a.rollouts for a in agents if a.rollouts is not None}

@@ -35,8 +35,10 @@ def fmt(v: float) -> str:
     """A number for a label: 4 significant digits, no exponent for everyday sizes."""
     if not math.isfinite(v):
         return "n/a"
-    if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
+    if abs(v) >= 1e12 or (v != 0 and abs(v) < 1e-3):
         return f"{v:.3g}"
+    if abs(v) >= 1e4:
+        return f"{v:,.0f}"
     return f"{v:.4g}"
 
 
@@ -66,7 +68,7 @@ class Frame:
 
     def __init__(self, xs: Sequence[float], ys: Sequence[float], x_label: str, y_label: str, *, log_x: bool = False):
         self.log_x = log_x
-        self.x0, self.x1 = _domain([math.log10(x) if log_x and x > 0 else x for x in xs])
+        self.x0, self.x1 = _domain([math.log10(x) if log_x and x > 0 else x for x in xs], 0.03)
         self.y0, self.y1 = _domain(ys, 0.05)
         self.x_label, self.y_label = x_label, y_label
 
@@ -115,7 +117,10 @@ def line_chart(kind: str, title: str, series: Sequence[Series], x_label: str, y_
     f = Frame(xs, ys, x_label, y_label, log_x=log_x)
     body = [f.axes()]
     for s in series:
-        if s.low is not None and s.high is not None and len(s.x) > 1:
+        if s.low is not None and s.high is not None and len(s.x) == 1:  # one point: a whisker
+            x = f.px(s.x[0])
+            body.append(f'<line class="whisker" x1="{x:.1f}" y1="{f.py(s.low[0]):.1f}" x2="{x:.1f}" y2="{f.py(s.high[0]):.1f}" stroke="{s.color}"/>')
+        elif s.low is not None and s.high is not None:
             top = [f"{f.px(x):.1f},{f.py(h):.1f}" for x, h in zip(s.x, s.high)]
             bottom = [f"{f.px(x):.1f},{f.py(lo):.1f}" for x, lo in zip(reversed(s.x), reversed(s.low))]
             body.append(f'<polygon class="band" points="{" ".join(top + bottom)}" fill="{s.color}"/>')

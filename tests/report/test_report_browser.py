@@ -16,7 +16,7 @@ DOCS_SHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "report.png"
 """Refreshed when UPDATE_DOCS_SCREENSHOT=1 (the committed screenshot in docs/report.md)."""
 
 CHART_COUNTS = """JSON.stringify(Object.fromEntries(['key-metrics', 'reward-distribution', 'task-heatmap-overview',
-  'pass-at-k', 'repeats', 'usage-vs-reward', 'paired-differences'].map(k => [k, {
+  'pass-at-k', 'repeats', 'usage-frontier', 'usage-vs-reward', 'paired-differences'].map(k => [k, {
     charts: document.querySelectorAll(`svg[data-chart="${k}"]`).length,
     marks: document.querySelectorAll(`svg[data-chart="${k}"] :is(circle, rect, polyline, polygon)`).length}])))"""
 

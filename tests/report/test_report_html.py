@@ -17,7 +17,8 @@ from gym_metrics.report import AgentData, Gates, build_report, render, report_pa
 
 from _report_sample import write_rollouts
 
-CHARTS = ("key-metrics", "reward-distribution", "task-heatmap-overview", "pass-at-k", "repeats", "usage-vs-reward", "paired-differences")
+CHARTS = ("key-metrics", "reward-distribution", "task-heatmap-overview", "pass-at-k", "repeats", "usage-frontier", "usage-vs-reward",
+          "paired-differences")
 
 
 def charts(html: str) -> list[str]:
@@ -63,6 +64,13 @@ def test_without_rollout_infos_pass_at_k_needs_the_rollouts(tmp_path: Path) -> N
     assert "pass-at-k" not in charts(bare) and "paired-differences" not in charts(bare)
     full = build_report(metrics, tmp_path / "full.html", rollouts=rollouts).read_text()
     assert {"pass-at-k", "paired-differences"} <= set(charts(full))
+
+
+def test_economics_are_tabled_when_aggregated_with_them(tmp_path: Path) -> None:
+    rollouts = write_rollouts(tmp_path / "run.jsonl", tasks=8)
+    assert main(["aggregate", str(rollouts), "--economics", "-q"]) == 0
+    html = build_report(tmp_path / "run_aggregate_metrics.json").read_text()
+    assert "<h3>Economics</h3>" in html and "tokens per passing task" in html
 
 
 def test_aggregate_report_flag_writes_it_beside_the_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
