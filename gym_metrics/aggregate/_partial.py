@@ -4,7 +4,8 @@ the metrics file one process would write.
 
 A partial holds each agent's columns as the reader made them (keys, numeric fields with their
 JSON kinds, masks, error kinds, non-numeric flags, shown values), and of the row text only each
-task's sample candidates (or every row, for a row-dict `compute_metrics`). Merging concatenates
+task's sample candidates (or every row, for a row-dict `compute_metrics`); not the line numbers
+(a merged set's errors name tasks and rollouts, not lines of shards). Merging concatenates
 the partials' columns and runs the one aggregation engine: the engine orders rows by (task,
 rollout) and sums in that order, so the split (by task, by line range, uneven, empty shards)
 cannot change a byte of the result. Parquet, so other tools (polars, Ray, DuckDB) can read it.
@@ -91,8 +92,6 @@ def _agent_table(cols: RolloutColumns) -> tuple[pa.Table, dict[str, Any]]:
                             "masked": cols.masked}  # fmt: skip
     if cols.errors is not None:
         data["error"] = cols.errors.astype(np.int8)
-    if cols.row_labels is not None:
-        data["label"] = cols.row_labels.astype(np.int64)
     for name, field in cols.fields.items():
         data[f"value:{name}"], data[f"present:{name}"] = field.values, field.present
     for name, flags in (cols.non_numeric or {}).items():
@@ -110,8 +109,8 @@ def _agent_table(cols: RolloutColumns) -> tuple[pa.Table, dict[str, Any]]:
             texts[pos] = _row_bytes(raw)
         data["row"] = pa.array(texts, pa.binary())
     meta = {"fields": [[k, f.kind.value] for k, f in cols.fields.items()], "non_numeric": list(cols.non_numeric or {}),
-            "shown": {k: s.text is not None for k, s in (cols.shown or {}).items()}, "label_name": cols.label_name,
-            "row_text": rows, "errors": cols.errors is not None, "labels": cols.row_labels is not None}  # fmt: skip
+            "shown": {k: s.text is not None for k, s in (cols.shown or {}).items()},
+            "row_text": rows, "errors": cols.errors is not None}  # fmt: skip
     return pa.table(data), meta
 
 
@@ -245,13 +244,9 @@ def _merged_agent(parts: list[_Part]) -> RolloutColumns:
                    for k in dict.fromkeys(k for p in parts for k in p.meta["non_numeric"])}  # fmt: skip
     cols = RolloutColumns(
         filled("task_index", np.int64, 0), filled("rollout_index", np.int64, 0), fields, filled("masked", bool, False),
-        rows=_rows(parts, slices, total), label_name=parts[0].meta["label_name"], non_numeric=non_numeric or None,
+        rows=_rows(parts, slices, total), non_numeric=non_numeric or None,
         errors=filled("error", np.int8, 0, lambda i: parts[i].meta["errors"]) if any(p.meta["errors"] for p in parts) else None,
     )  # fmt: skip
-    if any(p.meta["labels"] for p in parts):
-        cols.row_labels = np.concatenate(
-            [p.numpy("label") if p.meta["labels"] else np.arange(p.rows, dtype=np.int64) for p in parts]
-        ).astype(np.int64, copy=False)
     shown_names = sorted(mixed | {k for p in parts for k in p.meta["shown"]})
     if shown_names:
         cols.shown = {k: concat_shown([_shown(p, w, cols, k, kinds[i]) for i, (p, w) in enumerate(zip(parts, slices))]) for k in shown_names}
