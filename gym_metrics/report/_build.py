@@ -40,7 +40,7 @@ def build_report(
         other = load_metrics(Path(compare), field)
         mine = {a.name for a in agents}
         if mine & {a.name for a in other}:
-            other = load_metrics(Path(compare), field, label=f"{Path(compare).name.removesuffix('.json')}:")
+            other = load_metrics(Path(compare), field, label=f"{report_path_for(compare).name.removesuffix('_report.html')}:")
         agents += other
     if not agents:
         raise InvalidInputError(f"{metrics}: holds no agents")

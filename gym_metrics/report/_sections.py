@@ -38,7 +38,7 @@ class Gates:
 
 
 def section(sid: str, title: str, body: str, note: str = "", wide: bool = False) -> str:
-    hint = f'<p class="note">{note}</p>' if note else ""
+    hint = f'<p class="note">{escape(note)}</p>' if note else ""
     cls = ' class="wide"' if wide else ""
     return f'<section id="{sid}"{cls}><h2>{escape(title)}</h2>{hint}{body}</section>'
 
@@ -184,6 +184,6 @@ def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
         checks = "".join(f"<li><b>{c.status}</b> {escape(c.rule)} {c.margin:g}: {escape(c.comparison)}: {escape(c.reason)}</li>" for c in verdict.checks)
         html = f'<p class="verdict v-{verdict.status.lower()}" id="verdict">Verdict: {verdict.status}</p><ul>{checks}</ul>' + html
     note = (f"gym-metrics compare, paired by task (clustered stderr, Student t), {report.adjust} adjusted; the verdict gates "
-            f"{escape(names[0])} against the others as `compare` does: with several checks each uses a Bonferroni-adjusted "
+            f"{names[0]} against the others as `compare` does: with several checks each uses a Bonferroni-adjusted "
             "interval, wider than the 95% one drawn (docs/statistics.md#verdicts). Dashed line: the gate's margin.")
     return section("paired", "Paired differences", html, note, wide=True)

@@ -52,7 +52,7 @@ def test_compare_puts_the_other_files_agents_beside_and_pairs_them(three_agents:
     code = main(["report", str(three_agents), "--compare", str(tmp_path / "next_run_aggregate_metrics.json"), "-o", str(out)])
     assert code == 0
     html = out.read_text()
-    assert "next_run_aggregate_metrics:candidate" in html  # same name in both files: prefixed
+    assert "next_run:candidate" in html  # same name in both files: prefixed with the other file's stem
     assert html.count('class="pt"') > 0 and "Paired differences" in html
 
 
