@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics.cli._base import InputFileError
+from gym_metrics.cli._compare import _margin as margin  # the same check as compare's flags
 
 
 def add_parsers(sub: Any) -> None:
@@ -17,9 +18,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--compare", type=Path, metavar="OTHER_METRICS", help="a second metrics file: its agents beside these, paired")
     p.add_argument("-o", "--output", type=Path, help="default: <stem>_report.html beside the metrics file")
     p.add_argument("--field", default="reward", help="the per-rollout value drawn (default reward)")
-    p.add_argument("--fail-if-worse-by", type=float, default=0.0, metavar="DELTA",
-                   help="the verdict's rule, as in compare (default 0: FAIL if the first agent is worse beyond doubt)")  # fmt: skip
-    p.add_argument("--require-better-by", type=float, metavar="DELTA", help="PASS only if the first agent beats the others by more")
+    p.add_argument("--fail-if-worse-by", type=margin, metavar="DELTA",
+                   help="the verdict's rule, as in compare (without either rule: 0, FAIL if the first agent is worse beyond doubt)")  # fmt: skip
+    p.add_argument("--require-better-by", type=margin, metavar="DELTA", help="PASS only if the first agent beats the others by more")
     p.set_defaults(func=run, check_inputs=check_files)
 
 
@@ -36,7 +37,7 @@ def run(ns: argparse.Namespace) -> int:
     started = time.perf_counter()
     out = build_report(
         ns.metrics, ns.output, rollouts=ns.rollouts, compare=ns.compare, field=ns.field,
-        gates=Gates(ns.fail_if_worse_by, ns.require_better_by),
+        gates=Gates(0.0 if ns.fail_if_worse_by is None and ns.require_better_by is None else ns.fail_if_worse_by, ns.require_better_by),
     )  # fmt: skip
     size = out.stat().st_size / 1e6
     print(f"report ({size:.1f} MB) in {time.perf_counter() - started:.2f}s -> {out}")

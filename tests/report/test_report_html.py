@@ -144,3 +144,11 @@ def test_text_from_the_rows_cannot_break_out_of_the_page(tmp_path: Path) -> None
     block = re.search(r'id="task-data">(.*?)</script>', html, re.S).group(1)  # type: ignore[union-attr]
     data = orjson.loads(block)
     assert data["agents"] == ["<b>agent</b>"] and evil in data["samples"][0]["0"]
+
+
+def test_the_verdict_takes_compares_rules(three_agents: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    assert main(["report", str(three_agents), "--require-better-by", "0.5", "-o", str(out)]) == 0
+    html = out.read_text()
+    assert "require-better-by" in html and "fail-if-worse-by" not in html  # a rule given: no default rule
+    assert main(["report", str(three_agents), "--fail-if-worse-by", "-1"]) == 2
