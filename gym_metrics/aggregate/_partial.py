@@ -35,7 +35,7 @@ from gym_metrics.aggregate._columns import (
     shown_of_field,
 )
 from gym_metrics.aggregate._reader import BadLine, RolloutFile
-from gym_metrics.aggregate._rowsource import _Kept
+from gym_metrics.aggregate._partial_rows import PartialRows
 from gym_metrics._memory import trim_heap
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
@@ -171,7 +171,8 @@ def _open(path: Path) -> tuple[dict[str, Any], pq.ParquetFile]:
 def merge_partials(paths: Sequence[str | os.PathLike[str]]) -> RolloutFile:
     """The partials as one RolloutFile, each agent's columns concatenated in the order given
     (as `concat` would), read a column at a time into arrays of the final size: the merge
-    holds the columns once, never the Parquet tables beside them."""
+    holds the columns once, never the Parquet tables beside them. Row texts (samples) are
+    read from the files when used: keep them until the aggregation is written."""
     if not paths:
         raise InvalidInputError("no partial files to merge")
     previous = pa.default_memory_pool()
@@ -189,7 +190,7 @@ def _merge(paths: Sequence[str | os.PathLike[str]]) -> RolloutFile:
     for path, header, parquet in opened:
         start = 0
         for meta in header["agents"]:
-            parts.setdefault(meta["name"], []).append(_Part(parquet, start, meta))
+            parts.setdefault(meta["name"], []).append(_Part(path.resolve(), parquet, start, meta))
             start += meta["rows"]
     agents = {name: _merged_agent(parts[name]) for name in sorted(parts)}
     bad = [BadLine(int(line), str(field), str(reason)) for _, header, _ in opened for line, field, reason in header["bad_lines"]]
@@ -207,8 +208,8 @@ def combine(parts: Sequence[RolloutFile]) -> RolloutFile:
 class _Part:
     """One agent's rows in one partial: where they are and what the header says of them."""
 
-    def __init__(self, parquet: pq.ParquetFile, start: int, meta: dict[str, Any]) -> None:
-        self.parquet, self.start, self.meta, self.rows = parquet, start, meta, int(meta["rows"])
+    def __init__(self, path: Path, parquet: pq.ParquetFile, start: int, meta: dict[str, Any]) -> None:
+        self.path, self.parquet, self.start, self.meta, self.rows = path, parquet, start, meta, int(meta["rows"])
 
     def column(self, name: str) -> pa.ChunkedArray:
         return self.parquet.read(columns=[name]).column(0).slice(self.start, self.rows)
@@ -269,14 +270,13 @@ def _rows(parts: list[_Part], slices: list[slice], total: int) -> RowSource | No
     kept any; a part that kept none cannot serve samples, so then none is kept."""
     if any(p.meta["row_text"] == "none" for p in parts):
         return None
-    kept: _Kept = _Kept()
     index = np.full(total, -1, dtype=np.int32 if total < 2**31 else np.int64)
+    counts = []
     for part, where in zip(parts, slices):
-        texts = part.column("row")
-        have = np.flatnonzero(texts.is_valid().to_numpy(zero_copy_only=False))
-        index[where.start + have] = np.arange(len(kept), len(kept) + len(have))
-        kept.extend(texts.take(pa.array(have, pa.int64())).to_pylist())
-    return RowSource(kept, index)
+        have = np.flatnonzero(part.column("row").is_valid().to_numpy(zero_copy_only=False))
+        index[where.start + have] = np.arange(sum(counts), sum(counts) + len(have))
+        counts.append(len(have))
+    return RowSource(PartialRows([(p.path, p.start, p.rows) for p in parts], counts), index)
 
 
 __all__ = ["FORMAT", "VERSION", "combine", "merge_partials", "partial_bytes", "partial_rows", "read_partial", "write_partial"]

@@ -61,7 +61,7 @@ class RowSource(Sequence[dict[str, Any]]):
 
     def kept_positions(self) -> np.ndarray:
         """The positions whose rows can be read (all of them unless `keep_only` dropped some)."""
-        if isinstance(self._items, _Kept) and self._index is not None:
+        if (isinstance(self._items, _Kept) or hasattr(self._items, "raws_at")) and self._index is not None:
             return np.flatnonzero(self._index >= 0)
         return np.arange(len(self), dtype=np.int64)
 
@@ -80,6 +80,11 @@ class RowSource(Sequence[dict[str, Any]]):
             if len(idx) and idx.min() < 0:
                 raise LookupError("a row that was not kept was read (RowSource.keep_only)")
             return [self._items.row(i) for i in idx.tolist()]
+        if hasattr(self._items, "raws_at"):  # rows read on demand (merged partials)
+            idx = np.asarray(positions, dtype=np.int64) if self._index is None else self._index[positions]
+            if len(idx) and idx.min() < 0:
+                raise LookupError("a row that was not kept was read")
+            return list(self._items.raws_at(np.asarray(idx, dtype=np.int64)))
         return [self.raw(p) for p in positions]
 
     @staticmethod
