@@ -44,4 +44,7 @@ class WandbExporter(Exporter):
             session.finish(exit_code=1)
             raise
         session.finish()
+        # finish() can return before wandb's service has written the run's log (seen with
+        # 0.31 offline: a header-only .wandb file); teardown waits for it.
+        wandb.teardown()
         return where

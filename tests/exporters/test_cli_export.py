@@ -19,6 +19,7 @@ def _sample() -> Path:
     return Path(sample)
 
 
+@pytest.mark.slow  # needs the tensorboard extra: only the default venv of .ci/run has it
 def test_aggregate_exports_to_tensorboard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     need("tensorboard")
     out = tmp_path / "eval_aggregate_metrics.json"
@@ -45,11 +46,36 @@ def test_an_unknown_exporter_is_a_usage_error(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_a_failed_export_exits_1_and_keeps_the_metrics_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    need("tensorboard")
-    blocker = tmp_path / "not_a_dir"
-    blocker.write_text("a file where the log directory should go")
-    out = tmp_path / "eval_aggregate_metrics.json"
-    code = main(["aggregate", str(_sample()), "-o", str(out), "-q", "--export", f"tensorboard={blocker}"])
+    from gym_metrics.exporters import EXPORTERS, Exporter, ExportRun, register_exporter
+
+    snapshot = EXPORTERS.snapshot()
+    try:
+
+        @register_exporter("broken")
+        class Broken(Exporter):
+            def export(self, run: ExportRun) -> str:
+                raise ConnectionError("tracking server went away")
+
+        out = tmp_path / "eval_aggregate_metrics.json"
+        code = main(["aggregate", str(_sample()), "-o", str(out), "-q", "--export", "broken"])
+    finally:
+        EXPORTERS.restore(snapshot)
     assert code == 1 and out.is_file()
     err = capsys.readouterr().err
-    assert "export tensorboard failed" in err and "the metrics file is kept" in err
+    assert "export broken failed (ConnectionError: tracking server went away)" in err and "the metrics file is kept" in err
+
+
+@pytest.mark.slow
+def test_the_report_goes_to_mlflow_as_an_artifact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "eval_aggregate_metrics.json"
+    code = main(["aggregate", str(_sample()), "-o", str(out), "-q", "--report", "--export", f"mlflow={uri}"])
+    assert code == 0
+    client = MlflowClient(tracking_uri=uri)
+    [run] = client.search_runs([client.get_experiment_by_name("gym-metrics").experiment_id])
+    assert run.info.run_name == "eval"
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"eval_aggregate_metrics.json", "eval_report.html"}

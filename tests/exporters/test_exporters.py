@@ -107,6 +107,7 @@ def test_wandb_offline_writes_history_and_the_metrics_file(
     assert ids == {run_record.run_id}
 
 
+@pytest.mark.slow  # needs the tensorboard extra: only the default venv of .ci/run has it
 def test_tensorboard_event_files_read_back_and_a_resume_is_the_next_step(metrics_file: Path, tmp_path: Path) -> None:
     need("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
