@@ -35,8 +35,8 @@ from gym_metrics.aggregate._groups import fill_samples, merge_per_task, stat_col
 from gym_metrics.aggregate._repeats import across_repeats, repeat_level_entries
 from gym_metrics.aggregate._rows import rows_by_task, sample_texts
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
-from gym_metrics.aggregate._stats import GroupedStats, group_starts, grouped_stats
-from gym_metrics.aggregate._uncertainty import is_binary, uncertainty_metrics
+from gym_metrics.aggregate._stats import group_starts, grouped_stats
+from gym_metrics.aggregate._uncertainty import FieldSpread, field_spread, is_binary, uncertainty_metrics
 
 COVERAGE_KEYS = (
     "coverage/measured_rollouts",
@@ -255,9 +255,9 @@ def _measure(data: RolloutColumns) -> _Measured:
 
 def _group_level(
     ms: _Measured, data: RolloutColumns, options: AggregateOptions, failed_per_task: dict[int, int]
-) -> tuple[GroupTable, dict[str, GroupedStats]]:
+) -> tuple[GroupTable, dict[str, FieldSpread]]:
     """One group per task: its stats, counts (expected tasks and failed rollouts included)
-    and sample; and the per-task stats of each field."""
+    and sample; and each field's spread over tasks (for the agent level's uncertainty)."""
     group_ids = np.repeat(np.arange(len(ms.starts)), ms.sizes)
     stats = {k: grouped_stats(ms.cols.fields[k].values, ms.valid[k], group_ids, ms.starts) for k in ms.names}
     tasks, sizes = ms.tasks, ms.sizes
@@ -271,7 +271,7 @@ def _group_level(
     groups = with_expected_tasks(groups, options, masked_by_task(data, tasks), failed_per_task)
     if options.include_samples:
         fill_samples(groups, data, ms.pos[ms.starts] if len(ms.pos) else ms.pos, tasks, ms.names)
-    return groups, stats
+    return groups, {k: field_spread(s) for k, s in stats.items()}
 
 
 def _info_table(ms: _Measured, data: RolloutColumns) -> RolloutInfoTable:
@@ -279,7 +279,7 @@ def _info_table(ms: _Measured, data: RolloutColumns) -> RolloutInfoTable:
     return RolloutInfoTable(ms.cols.task_index, ms.cols.rollout_index, fields, _measured_shown(data, ms.pos))
 
 
-def _agent_level(ms: _Measured, task_stats: dict[str, GroupedStats]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _agent_level(ms: _Measured, spreads: dict[str, FieldSpread]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The whole agent's stats and their uncertainty (clustered by task), then (with two or
     more repeats) the repeat level and the across-repeat block; returns (agent_metrics so
     far, repeat_level_metrics)."""
@@ -293,7 +293,7 @@ def _agent_level(ms: _Measured, task_stats: dict[str, GroupedStats]) -> tuple[di
                 agent_metrics[key] = float(col[0])
         means = {k: agent_metrics[f"mean/{k}"] for k in ms.names if f"mean/{k}" in agent_metrics}
         binary = {k: is_binary(ms.cols.fields[k].values, ms.valid[k]) for k in ms.names}
-        agent_metrics.update(uncertainty_metrics(task_stats, means, binary))
+        agent_metrics.update(uncertainty_metrics(spreads, means, binary))
     repeat_level: list[dict[str, Any]] = []
     if count_distinct(ms.cols.rollout_index) >= 2:
         repeat_level = repeat_level_entries(ms.cols, ms.names, ms.valid, len(ms.starts))

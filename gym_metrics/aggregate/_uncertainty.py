@@ -1,13 +1,15 @@
 """Honest uncertainty of each agent-level mean, beside NeMo Gym's keys (never changing them):
 the clustered standard error by task and its Student-t interval, the split of the variance
 into between-task and within-task parts, and for 0/1 fields the Wilson interval
-(docs/statistics.md). Everything comes from the per-task sums the group level computed: O(tasks).
+(docs/statistics.md). Everything comes from the per-task sums the group level computed: O(tasks),
+reduced to a few numbers per field while the group level still holds them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,28 +28,45 @@ ADDED_AGENT_METRICS = (
 """Prefixes (`<prefix>/<field>`) of the agent_metrics keys gym-metrics adds to NeMo Gym's."""
 
 
+@dataclass(frozen=True)
+class FieldSpread:
+    """What the uncertainty keys of one field need from its per-task stats."""
+
+    stderr: float
+    tasks: int
+    between: float
+    within: float
+    total: float
+    count: int
+
+
+def field_spread(s: GroupedStats) -> FieldSpread:
+    """The clustered standard error and variance components of one field (tasks with no valid
+    value left out)."""
+    has = s.count > 0
+    sums, counts = s.total[has], s.count[has]
+    with np.errstate(all="ignore"):  # values near the float64 limit: non-finite, left out later
+        se = linearized_stderr(sums, counts)
+        parts = components_from_groups(s.mean[has], counts, float(s.m2[has].sum()))
+    return FieldSpread(se, len(sums), parts.between, parts.within, float(sums.sum()), int(counts.sum()))
+
+
 def uncertainty_metrics(
-    stats: Mapping[str, GroupedStats], means: Mapping[str, float], binary: Mapping[str, bool]
+    spreads: Mapping[str, FieldSpread], means: Mapping[str, float], binary: Mapping[str, bool]
 ) -> dict[str, float]:
     """`<prefix>/<field>` for each field with a finite agent mean (`means`: mean/<field>); a
     value that is undefined (one task, no task with two rollouts) is left out, as NeMo Gym
     leaves out non-finite stats."""
     out: dict[str, float] = {}
-    for name, s in stats.items():
+    for name, s in spreads.items():
         mean = means.get(name)
         if mean is None:
             continue
-        has = s.count > 0
-        sums, counts = s.total[has], s.count[has]
-        with np.errstate(all="ignore"):  # values near the float64 limit: non-finite, left out
-            se = linearized_stderr(sums, counts)
-            low, high = t_interval(mean, se, len(sums) - 1)
-            parts = components_from_groups(s.mean[has], counts, float(s.m2[has].sum()))
-        found = {"cluster_stderr": se, "cluster_ci_low_95": low, "cluster_ci_high_95": high,
-                 "var_between": parts.between, "var_within": parts.within}  # fmt: skip
+        low, high = t_interval(mean, s.stderr, s.tasks - 1)
+        found = {"cluster_stderr": s.stderr, "cluster_ci_low_95": low, "cluster_ci_high_95": high,
+                 "var_between": s.between, "var_within": s.within}  # fmt: skip
         if binary.get(name):
-            n = int(counts.sum())
-            found["wilson_ci_low_95"], found["wilson_ci_high_95"] = wilson_interval(int(round(float(sums.sum()))), n)
+            found["wilson_ci_low_95"], found["wilson_ci_high_95"] = wilson_interval(int(round(s.total)), s.count)
         out.update({f"{prefix}/{name}": float(v) for prefix, v in found.items() if math.isfinite(v)})
     return dict(sorted(out.items(), key=lambda kv: ADDED_AGENT_METRICS.index(kv[0].split("/", 1)[0])))
 
@@ -58,4 +77,4 @@ def is_binary(values: np.ndarray, valid: np.ndarray) -> bool:
     return len(v) > 0 and bool(((v == 0.0) | (v == 1.0)).all())
 
 
-__all__ = ["ADDED_AGENT_METRICS", "is_binary", "uncertainty_metrics"]
+__all__ = ["ADDED_AGENT_METRICS", "FieldSpread", "field_spread", "is_binary", "uncertainty_metrics"]
