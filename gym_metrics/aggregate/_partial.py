@@ -271,7 +271,7 @@ def _rows(parts: list[_Part], slices: list[slice], total: int) -> RowSource | No
     if any(p.meta["row_text"] == "none" for p in parts):
         return None
     index = np.full(total, -1, dtype=np.int32 if total < 2**31 else np.int64)
-    counts = []
+    counts: list[int] = []
     for part, where in zip(parts, slices):
         have = np.flatnonzero(part.column("row").is_valid().to_numpy(zero_copy_only=False))
         index[where.start + have] = np.arange(sum(counts), sum(counts) + len(have))
