@@ -128,8 +128,8 @@ def pass_at_k(agents: Sequence[AgentData], value_field: str) -> str:
         lows = [r.ci_low if r.ci_low is not None else r.value for r in results]
         highs = [r.ci_high if r.ci_high is not None else r.value for r in results]
         series.append(Series(a.name, [float(k) for k in ks], ys, lows, highs, color(i)))
-        rows += [[escape(a.name), str(k), fmt(r.value), f"[{fmt(lo)}, {fmt(hi)}]", str(r.tasks_used)]
-                 for k, r, lo, hi in zip(ks, results, lows, highs)]  # fmt: skip
+        rows += [[escape(a.name), str(k), fmt(r.value), f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if r.ci_low is not None
+                  and r.ci_high is not None else "n/a", str(r.tasks_used)] for k, r in zip(ks, results)]  # fmt: skip
     if not series:
         return section("pass-at-k", "pass@k", '<p class="empty">No per-rollout values: pass the rollouts file, or aggregate with rollout_infos.</p>')
     chart = _svg.line_chart("pass-at-k", "unbiased pass@k with 95% interval", series, "k", "pass@k", log_x=len(series[0].x) > MAX_PASS_K)
