@@ -17,6 +17,7 @@ from gym_metrics._transport._balance import ROUND_ROBIN, address_count, is_balan
 from gym_metrics._transport._batches import columns_to_batches, dumps_json
 from gym_metrics._transport._convert import responses_to_aggregate
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
+from gym_metrics._transport._tracing import client_interceptors
 from gym_metrics._transport._status import (
     RemoteCallError,
     ServerUnavailableError,
@@ -86,9 +87,9 @@ class ResourcesClient:
         if isinstance(target, str):
             options = [*CHANNEL_OPTIONS, *(ROUND_ROBIN if is_balanced(target) else ()), *_options]
             if credentials is not None:
-                self._channel = grpc.aio.secure_channel(target, credentials, options=options)
+                self._channel = grpc.aio.secure_channel(target, credentials, options=options, interceptors=client_interceptors())
             else:
-                self._channel = grpc.aio.insecure_channel(target, options=options)
+                self._channel = grpc.aio.insecure_channel(target, options=options, interceptors=client_interceptors())
             self._owns_channel = True
         else:
             self._channel = target

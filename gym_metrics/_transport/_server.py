@@ -17,6 +17,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from gym_metrics._transport._handlers import add_resources_service
 from gym_metrics._transport._health import HealthServicer
 from gym_metrics._transport._interceptors import AccessLogInterceptor, AuthInterceptor, MetricsInterceptor
+from gym_metrics._transport._tracing import server_interceptor
 from gym_metrics._transport._metrics import ServerMetrics, serve_http
 from gym_metrics._limits import CallLimits
 from gym_metrics._transport._reflection import enable_reflection
@@ -247,6 +248,9 @@ def new_server(config: ServerConfig, *, reuse_port: bool = False, metrics: Serve
     interceptors: list[aio.ServerInterceptor] = []
     if metrics is not None:
         interceptors.append(MetricsInterceptor(metrics))  # outermost: refused calls count too
+    tracing = server_interceptor()  # None unless opentelemetry is set up in this process
+    if tracing is not None:
+        interceptors.append(tracing)
     if config.log_requests:
         interceptors.append(AccessLogInterceptor())  # outermost: also logs refused calls
     if config.auth_token:
