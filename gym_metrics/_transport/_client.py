@@ -221,6 +221,12 @@ class ResourcesClient:
                 yield response.batch_id, VerifiedBatch.from_results(response.results)
         except grpc.aio.AioRpcError as exc:
             raise translate(exc) from None
+        except asyncio.CancelledError:
+            if _cancelled_by_us():
+                raise
+            # grpc cancels the call itself when sending on it fails (half-closing a call whose
+            # connection just died), and reports that as CancelledError: a broken stream.
+            raise ServerUnavailableError("the stream broke while sending (grpc cancelled the call)") from None
 
     async def aggregate(
         self,
@@ -289,6 +295,13 @@ class ResourcesClient:
             verify_response_schema=orjson.loads(info.verify_response_schema_json or "{}"),
             wants_rows=info.wants_rows,
         )
+
+
+def _cancelled_by_us() -> bool:
+    """Whether the running task is being cancelled (as opposed to grpc cancelling a call)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return task is None or cancelling is None or cancelling() > 0
 
 
 def _body_json(body: Mapping[str, Any] | str | bytes) -> str:

@@ -295,6 +295,8 @@ async def _lane(
                 raise
             log(f"collect: {who} given up after {retry.max_retries} retries; its batches go to the other connections")
             return
+        if sender.done:
+            return  # the others finished meanwhile: no stream to a server that may be gone
 
 
 def _answers(
