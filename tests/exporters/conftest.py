@@ -5,6 +5,10 @@ the extras on the default venv), where a missing extra fails them."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,3 +30,23 @@ def metrics_file(tmp_path: Path) -> Path:
     path.parent.mkdir()
     path.write_text(json.dumps(AGENTS))
     return path
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    """`gym-metrics serve math_exact` in a subprocess on a free port; its address."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gym_metrics.cli", "serve", "math_exact", "--port", "0"], stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    try:
+        found = re.search(r"listening on (\S+:\d+)", proc.stderr.readline())
+        assert found, "serve did not start"
+        yield found.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -79,3 +79,26 @@ def test_the_report_goes_to_mlflow_as_an_artifact(tmp_path: Path, monkeypatch: p
     [run] = client.search_runs([client.get_experiment_by_name("gym-metrics").experiment_id])
     assert run.info.run_name == "eval"
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"eval_aggregate_metrics.json", "eval_report.html"}
+
+
+@pytest.mark.slow
+def test_collect_resume_logs_into_the_same_mlflow_run(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"file:{tmp_path / 'mlruns'}"
+    lines = _sample().read_text().splitlines(keepends=True)
+    half = tmp_path / "half.jsonl"
+    half.write_text("".join(lines[: len(lines) // 2]))
+    whole = tmp_path / "whole.jsonl"
+    whole.write_text("".join(lines))
+    out = tmp_path / "run.jsonl"
+    base = ["collect", "--server", server, "--output", str(out), "--export", f"mlflow={uri}"]
+    assert main([*base, "--input", str(half)]) == 0  # an interrupted run, as far as its output goes
+    assert main([*base, "--input", str(whole), "--resume"]) == 0
+    client = MlflowClient(tracking_uri=uri)
+    [run] = client.search_runs([client.get_experiment_by_name("gym-metrics").experiment_id])
+    assert run.info.run_name == "run"
+    history = client.get_metric_history(run.info.run_id, "strong_agent/key/mean/reward")
+    assert sorted(m.step for m in history) == [0, 1]

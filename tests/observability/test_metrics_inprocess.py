@@ -71,3 +71,13 @@ async def test_job_server_metrics_hold_rpcs_and_job_states(tmp_path: Path) -> No
         await running.stop(0)
     assert 'gym_metrics_jobs{state="QUEUED"} 0.0' in text
     assert 'gym_metrics_rpcs_total{code="OK",method="/gym_metrics.v1.JobService/ListJobs"} 1.0' in text
+
+
+def test_serve_without_prometheus_client_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from gym_metrics.cli import main
+
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if the extra were not installed
+    assert main(["serve", "math_exact", "--port", "0", "--prometheus-port", "0"]) == 2
+    assert "pip install 'gym-metrics[prometheus]'" in capsys.readouterr().err
