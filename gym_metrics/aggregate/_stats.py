@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from gym_metrics.aggregate._tdist import t_quantile
+from gym_metrics.statistics import t_quantile
 
 
 @dataclass

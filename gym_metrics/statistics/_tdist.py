@@ -1,14 +1,17 @@
 """Student-t quantiles in pure Python, identical on every Python, numpy and scipy version.
 
-The same exact method as the aggregate engine's own copy (aggregate/_tdist.py, kept there so
-that engine stays untouched): scipy's stdtrit changed implementation in 1.16 and differs from
-the old one by up to ~5e-11 relative, and intervals reported beside NeMo Gym's must not move
-with the scipy version. The hot path (a confidence interval per agent and field) imports no
-scipy. Within 1e-14 relative of the exact quantile at 95% and 99%.
+NeMo Gym's confidence intervals use scipy.stats.t.ppf. scipy's stdtrit changed implementation
+(Cephes up to scipy 1.15, the last release for Python 3.10; Boost since 1.16), and the two differ
+by up to ~5e-11 relative; `mean - t * se` can magnify that past the 1e-9 conformance tolerance.
+Here the quantile is within 1e-14 relative of the exact value at 95% and 99% (a few ulps at 95%;
+tests/aggregate/test_tdist.py holds exact values from mpmath), so it matches scipy >= 1.16, NeMo
+Gym 0.7.0's reference, on every Python, and the hot path does not import scipy. The aggregate
+engine and the statistics package share this one copy.
 
-Integer degrees of freedom only (an interval over n clusters has n - 1). df 1 and 2 have closed
+Integer degrees of freedom only (an interval over n values has n - 1). df 1 and 2 have closed
 forms; up to `EXACT_DF`, Newton's method on the exact finite-series CDF (Abramowitz & Stegun
-26.7.3-4); above it, the Cornish-Fisher expansion (A&S 26.7.5).
+26.7.3-4); above it, the Cornish-Fisher expansion (A&S 26.7.5), whose first omitted term is
+below 1e-15 relative there for confidence up to 99.9%.
 """
 
 from __future__ import annotations

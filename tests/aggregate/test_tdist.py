@@ -1,4 +1,4 @@
-"""Student-t quantiles (aggregate/_tdist.py): within 1e-14 of the exact value, on every Python.
+"""Student-t quantiles (statistics/_tdist.py): within 1e-14 of the exact value, on every Python.
 
 The reference values are the exact quantiles (mpmath, 40 digits: betainc solved by findroot)
 rounded to float64. scipy's own stdtrit is not the reference: scipy 1.15 (the last for Python
@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from gym_metrics.aggregate._stats import t_critical
-from gym_metrics.aggregate._tdist import EXACT_DF, t_quantile
+from gym_metrics.statistics._tdist import EXACT_DF, t_quantile
 
 # (df, two-sided confidence, exact critical value rounded to float64)
 EXACT = [
