@@ -54,7 +54,7 @@ def add_aggregation_options(p: argparse.ArgumentParser) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics._memory import fewer_gc_passes
-    from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine, read_rollouts
+    from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine
     from gym_metrics.errors import InvalidInputError
 
     if ns.with_rows and not ns.partial_out:
@@ -90,6 +90,7 @@ def _run_on_ray(ns: argparse.Namespace) -> int:
     import subprocess
     import tempfile
 
+    from gym_metrics.aggregate import output_path_for
     from gym_metrics.errors import InvalidInputError
     from gym_metrics.ray import ray_partials
 
@@ -101,15 +102,10 @@ def _run_on_ray(ns: argparse.Namespace) -> int:
         partials = ray_partials(ns.rollouts, tmp, address=ns.ray or None, on_bad_line=ns.on_bad_line, default_agent=ns.agent, keep_rows=keep)
         flags = [*(["--env", ns.env] if ns.env else []), *(["--no-rollout-infos"] if ns.no_rollout_infos else []),
                  "--expected-rollouts", str(ns.expected_rollouts), *(["--count-errors-as-zero"] if ns.count_errors_as_zero else []),
-                 *(["--economics"] if ns.economics else []), *(["-q"] if ns.quiet else [])]  # fmt: skip
+                 *(["--economics"] if ns.economics else []), *(["-q"] if ns.quiet else []),
+                 *(["--report"] if ns.report else []), *(f"--export={n}" + (f"={t}" if t else "") for n, t in ns.export)]  # fmt: skip
         merge = [sys.executable, "-m", "gym_metrics.cli", "--log-level", ns.log_level, "merge", *map(str, partials), "-o", str(out), *flags]
         return subprocess.run(merge, check=False).returncode
-
-
-def output_path_for(path: Path) -> Path:
-    from gym_metrics.aggregate import output_path_for as default
-
-    return Path(default(path))
 
 
 def _read(path: Path, ns: argparse.Namespace, keep_rows: bool) -> Any:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics.cli._aggregate import add_aggregation_options, aggregation_hooks, report
+from gym_metrics.cli._export import add_export_flags, export_after
+from gym_metrics.cli._report import add_report_flag, report_after
 
 
 def add_parsers(sub: Any) -> None:
@@ -17,6 +19,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, help="the metrics file to write (<stem>_aggregate_metrics.json)")
     add_aggregation_options(p)
     p.set_defaults(func=run)
+    add_export_flags(p)
+    add_report_flag(p)
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -37,4 +41,6 @@ def run(ns: argparse.Namespace) -> int:
     started = time.perf_counter()
     with fewer_gc_passes():
         out, results, rollouts = aggregate_partials(ns.partials, ns.output, **hooks)
-    return report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)
+    code = report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)
+    report_after(ns, out)
+    return export_after(ns, out, code)

@@ -79,3 +79,11 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert capsys.readouterr().err == f"error: input file not found: {tmp_path / 'absent.parquet'}\n"
     assert cli.main(["merge", str(tmp_path / "a.jsonl"), "-o", str(tmp_path / "m.json")]) == 2
     assert "not a readable partial" in capsys.readouterr().err
+
+
+def test_merge_writes_the_report_beside_the_metrics(tmp_path: Path) -> None:
+    rollouts(tmp_path / "all.jsonl")
+    assert cli.main(["aggregate", str(tmp_path / "all.jsonl"), "--partial-out", str(tmp_path / "p.parquet"), "-q"]) == 0
+    assert cli.main(["merge", str(tmp_path / "p.parquet"), "-o", str(tmp_path / "run_aggregate_metrics.json"), "-q", "--report"]) == 0
+    page = (tmp_path / "run_report.html").read_text()
+    assert "<svg" in page and "<script" in page  # the report, not an empty file

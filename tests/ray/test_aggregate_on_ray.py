@@ -60,10 +60,11 @@ def test_the_cli_with_several_inputs(ray_cluster: ModuleType, tmp_path: Path) ->
     two.write_text(two.read_text().replace('"name": "a"', '"name": "c"').replace('"name": "b"', '"name": "d"'))
     cli = [sys.executable, "-m", "gym_metrics.cli"]
     address = ray_cluster.get_runtime_context().gcs_address
-    done = subprocess.run([*cli, "aggregate", str(one), str(two), "--ray", address, "-o", str(tmp_path / "ray.json"), "-q"],
+    done = subprocess.run([*cli, "aggregate", str(one), str(two), "--ray", address, "-o", str(tmp_path / "ray.json"), "-q", "--report"],
                           capture_output=True, text=True, timeout=200)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(tmp_path / "ray.json")
+    assert (tmp_path / "ray_report.html").is_file()  # --report goes through to the merge
     plain = subprocess.run([*cli, "aggregate", str(one), str(two), "-o", str(tmp_path / "one.json"), "-q"], capture_output=True, timeout=100)
     assert plain.returncode == 0
     assert (tmp_path / "ray.json").read_bytes() == (tmp_path / "one.json").read_bytes()
