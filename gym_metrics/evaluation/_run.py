@@ -176,11 +176,11 @@ async def _feed(
             elif not isinstance(row, Mapping):
                 sink.add(index, None, RowFailure("row", f"must be an object, got {type(row).__name__}"))
             else:
-                if len(pending) + sink.held >= parallelism:
+                while len(pending) + sink.held >= parallelism:  # a drain can add held rows: check again
                     if sink.held:
                         sink.release()
-                    if len(pending) >= parallelism:
-                        await drain(parallelism - 1)
+                    else:
+                        await drain(len(pending) - 1)
                 done, value = start_eagerly(score_one(row), trusted=trusted)
                 if done:
                     sink.add(index, *value)
