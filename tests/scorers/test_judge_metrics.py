@@ -210,8 +210,10 @@ async def test_topic_adherence_gives_ragas_scores(case: dict[str, Any]) -> None:
 
 
 async def test_unparseable_reply_is_sent_back_once_for_fixing() -> None:
-    script = ["The topics are the weather and a bistro.", reply({"topics": ["weather in Paris"]})]
-    script += [reply({"refused_to_answer": False}), reply({"classifications": [True]})]
+    def by_prompt(body: dict[str, Any]) -> str:  # the last two calls are concurrent: answer by content
+        return reply({"refused_to_answer": False} if "### Topic\n" in real_input(body) else {"classifications": [True]})
+
+    script: list[Any] = ["The topics are the weather and a bistro.", reply({"topics": ["weather in Paris"]}), by_prompt, by_prompt]
     with ScriptedJudge(script) as judge:
         scores = await score(TopicAdherence(judge_config(judge)), topic_row())
     assert scores["topic_adherence_f1"] == pytest.approx(1.0)
