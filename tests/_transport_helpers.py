@@ -1,7 +1,12 @@
-"""Helpers of the transport tests: a tiny environment and a BadRequest reader."""
+"""Helpers of the transport tests: a tiny environment, a BadRequest reader, and a server in a
+thread of its own."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import grpc.aio
@@ -51,3 +56,30 @@ async def aggregate_call(stub: Any, requests: list[Any]) -> Any:
     parts = [part async for part in stub.AggregateMetrics(iter(requests))]
     assert len(parts) == 1 and parts[0].last, f"expected one part, got {len(parts)}"
     return parts[0]
+
+
+@contextmanager
+def server_in_thread(env: SimpleResourcesServer) -> Iterator[str]:
+    """`env` served on 127.0.0.1:0 from a thread with its own event loop (so the test's thread
+    can run `cli.main`, which runs a loop of its own); yields the address, stops on exit."""
+    from gym_metrics._transport import ServerConfig, start_server
+
+    loop = asyncio.new_event_loop()
+    started: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        started["server"] = loop.run_until_complete(start_server(env, ServerConfig(port=0, log_requests=False)))
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(30), "the server did not start within 30 s"
+    try:
+        yield started["server"].address
+    finally:
+        asyncio.run_coroutine_threadsafe(started["server"].stop(0), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)

@@ -55,21 +55,30 @@ def _lenient(cls: type[Message]) -> Callable[[bytes], Any]:
     return decode
 
 
-def add_resources_service(servicer: Any, server: Any) -> None:
-    """Register `servicer`'s four methods on `server` (sync or aio) with lenient decoding."""
-    unary, stream = grpc.unary_unary_rpc_method_handler, grpc.stream_stream_rpc_method_handler
-    table: dict[str, tuple[Callable[..., Any], type[Message], type[Message]]] = {
-        "Verify": (unary, pb.VerifyRequest, pb.VerifyResponse),
-        "VerifyStream": (stream, pb.VerifyStreamRequest, pb.VerifyStreamResponse),
-        "AggregateMetrics": (stream, pb.AggregateMetricsRequest, pb.AggregateMetricsResponse),
-        "GetServerInfo": (unary, pb.GetServerInfoRequest, pb.GetServerInfoResponse),
-    }
+Table = dict[str, tuple[Callable[..., Any], type[Message], type[Message]]]
+"""method -> (grpc handler factory, request type, response type)."""
+
+
+def register(server: Any, service: str, servicer: Any, table: Table) -> None:
+    """Register `servicer`'s methods of `service` on `server` (sync or aio) with lenient
+    decoding: bytes that are not the request type reach the method as `Undecodable`."""
     handlers = {
         method: make(getattr(servicer, method), request_deserializer=_lenient(req), response_serializer=resp.SerializeToString)
         for method, (make, req, resp) in table.items()
     }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-    server.add_registered_method_handlers(SERVICE, handlers)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+    server.add_registered_method_handlers(service, handlers)
 
 
-__all__ = ["SERVICE", "Undecodable", "add_resources_service", "decoded"]
+def add_resources_service(servicer: Any, server: Any) -> None:
+    """Register `servicer`'s four methods on `server` (sync or aio) with lenient decoding."""
+    unary, stream = grpc.unary_unary_rpc_method_handler, grpc.stream_stream_rpc_method_handler
+    register(server, SERVICE, servicer, {
+        "Verify": (unary, pb.VerifyRequest, pb.VerifyResponse),
+        "VerifyStream": (stream, pb.VerifyStreamRequest, pb.VerifyStreamResponse),
+        "AggregateMetrics": (stream, pb.AggregateMetricsRequest, pb.AggregateMetricsResponse),
+        "GetServerInfo": (unary, pb.GetServerInfoRequest, pb.GetServerInfoResponse),
+    })  # fmt: skip
+
+
+__all__ = ["SERVICE", "Table", "Undecodable", "add_resources_service", "decoded", "register"]

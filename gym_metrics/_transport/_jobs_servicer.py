@@ -4,16 +4,15 @@ converts back (the job logic lives in gym_metrics.jobs)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 import grpc.aio
 import orjson
-from google.protobuf.message import Message
 
 from gym_metrics._transport._errors import grpc_errors
-from gym_metrics._transport._handlers import _lenient, decoded
+from gym_metrics._transport._handlers import decoded, register
 from gym_metrics._transport._jobs_convert import PB_TO_STATE, record_to_job, spec_to_dict
 from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError
 from gym_metrics.jobs import JobExecutor, JobRecord, JobState, Progress, job_result
@@ -172,20 +171,14 @@ def _job_id(request: Any) -> str:
 def add_job_service(servicer: JobsServicer, server: Any) -> None:
     """Register the six methods with lenient decoding (bad bytes -> INVALID_ARGUMENT)."""
     unary, stream = grpc.unary_unary_rpc_method_handler, grpc.unary_stream_rpc_method_handler
-    table: dict[str, tuple[Callable[..., Any], type[Message], type[Message]]] = {
+    register(server, SERVICE, servicer, {
         "SubmitJob": (unary, pb.SubmitJobRequest, pb.Job),
         "GetJob": (unary, pb.GetJobRequest, pb.Job),
         "ListJobs": (unary, pb.ListJobsRequest, pb.ListJobsResponse),
         "WatchJob": (stream, pb.WatchJobRequest, pb.WatchJobResponse),
         "GetJobResult": (stream, pb.GetJobResultRequest, pb.GetJobResultResponse),
         "CancelJob": (unary, pb.CancelJobRequest, pb.Job),
-    }
-    handlers = {
-        method: make(getattr(servicer, method), request_deserializer=_lenient(req), response_serializer=resp.SerializeToString)
-        for method, (make, req, resp) in table.items()
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-    server.add_registered_method_handlers(SERVICE, handlers)
+    })  # fmt: skip
 
 
 __all__ = ["PART_BYTES", "SERVICE", "JobsServicer", "ProgressHub", "add_job_service"]

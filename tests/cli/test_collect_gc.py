@@ -3,20 +3,18 @@ frozen, a young generation of 10,000) and puts the collector back as it was when
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gym_metrics import cli
-from gym_metrics._transport import ServerConfig, start_server
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.server import SimpleResourcesServer
+
+from _transport_helpers import server_in_thread
 
 
 class GcProbe(SimpleResourcesServer):
@@ -33,23 +31,8 @@ class GcProbe(SimpleResourcesServer):
 @pytest.fixture
 def server() -> Iterator[str]:
     """GcProbe on 127.0.0.1:0 in a thread of its own, so `cli.main` can run its event loop here."""
-    loop = asyncio.new_event_loop()
-    started: dict[str, Any] = {}
-    ready = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        started["server"] = loop.run_until_complete(start_server(GcProbe(), ServerConfig(port=0, log_requests=False)))
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(30)
-    yield started["server"].address
-    asyncio.run_coroutine_threadsafe(started["server"].stop(0), loop).result(30)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(30)
+    with server_in_thread(GcProbe()) as address:
+        yield address
 
 
 def test_collect_tunes_the_collector_and_restores_it(tmp_path: Path, server: str) -> None:

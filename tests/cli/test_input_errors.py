@@ -8,11 +8,9 @@ codes as the README's table; one line per error unless --debug.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +18,13 @@ from typing import Any
 import pytest
 
 from gym_metrics import cli
-from gym_metrics._transport import ServerConfig, start_server
 from gym_metrics._transport._convert import aggregate_to_metrics, metrics_to_aggregate
 from gym_metrics.aggregate import Aggregator, RolloutColumns, _reader, aggregate_file, read_rollouts
 from gym_metrics.collector._input import read_input
 from gym_metrics.errors import InvalidInputError
 from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
+
+from _transport_helpers import server_in_thread
 
 BOM = b"\xef\xbb\xbf"
 
@@ -49,23 +48,8 @@ def run(*args: str) -> tuple[int, str, str]:
 def server() -> Iterator[str]:
     """math_exact (its compute_metrics reads rows, so collect sends them) on 127.0.0.1:0, in a
     thread of its own so `cli.main` can run its own event loop here."""
-    loop = asyncio.new_event_loop()
-    started: dict[str, Any] = {}
-    ready = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        started["server"] = loop.run_until_complete(start_server(MathExactServer(), ServerConfig(port=0, log_requests=False)))
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(30)
-    yield started["server"].address
-    asyncio.run_coroutine_threadsafe(started["server"].stop(0), loop).result(30)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(30)
+    with server_in_thread(MathExactServer()) as address:
+        yield address
 
 
 # ------------------------------------------------------------------ 7: bytes that are not UTF-8
