@@ -21,6 +21,7 @@ from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, ShownField, Va
 from gym_metrics.aggregate._writer import BackgroundWriter
 from gym_metrics.aggregate._forked import discard, finish, render_workers, start
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable
+from gym_metrics.aggregate._texts import Texts, choice, fill, joined, numbers, offsets
 
 _CHUNK = 4096
 _OPTS = orjson.OPT_SERIALIZE_NUMPY
@@ -148,43 +149,32 @@ def _tmp_dir(f: IO[bytes]) -> Path:
 
 def iter_group_json(groups: GroupTable, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
     """Compact JSON of consecutive tasks start..stop: each yielded blob holds one or more whole
-    entries separated by commas; rollout_infos go last in each entry. Plain chunks (every stat
-    defined, finite rollout values) are rendered column-wise without a dict per task."""
+    entries separated by the group separator; rollout_infos go last in each entry. Plain chunks
+    (every stat defined, finite rollout values) are filled column-wise (see _texts) without a
+    dict or a bytes object per task or rollout."""
     stop = len(groups) if stop is None else stop
     for lo in range(start, stop, _CHUNK):
         hi = min(lo + _CHUNK, stop)
         head = _head_parts(groups, lo, hi)
-        info = _info_parts(groups, lo, hi) if head is not None else None
-        if head is not None and info is not None and (blob := _uniform_text(head, info)) is not None:
+        blob = _filled(groups, lo, hi, head) if head is not None else None
+        if blob is not None:
             yield blob
             continue
-        heads = list(map(head[0].__mod__, zip(*head[1]))) if head is not None else None
-        if heads is None:
-            heads = [_dump(e)[:-1] for e in _entries(groups, lo, hi, parse_samples=False)]
+        heads = _heads(groups, lo, hi, head)
         if groups.rollout_infos is None:
             yield _GROUP_SEP.join(h + b"}" for h in heads)
-            continue
-        infos = _infos_text(groups, lo, hi)
-        if infos is not None:
-            yield _with_infos(heads, *infos)
             continue
         dicts = _rollout_info_dicts(groups, lo, hi, fragments=True) or []
         yield _GROUP_SEP.join(h + b',"rollout_infos":' + _dump(d) + b"}" for h, d in zip(heads, dicts))
 
 
-def _heads_text(groups: GroupTable, lo: int, hi: int) -> list[bytes] | None:
-    """Each entry of tasks lo..hi without rollout_infos and its closing brace, through one
-    bytes template; None unless every stat is defined and no task has custom metrics."""
-    head = _head_parts(groups, lo, hi)
-    return list(map(head[0].__mod__, zip(*head[1]))) if head is not None else None
-
-
-Parts = tuple[bytes, list[list[bytes]]]
-"""A bytes template and its arguments, one list of tokens per slot."""
+Parts = tuple[list[bytes], list[Texts]]
+"""A template's pieces and the columns filling it (one more piece than columns)."""
 
 
 def _head_parts(groups: GroupTable, lo: int, hi: int) -> Parts | None:
-    """_heads_text's template and token columns."""
+    """Each entry of tasks lo..hi up to (without) rollout_infos and the closing brace, as a
+    template; None unless every stat is defined and no task has custom metrics."""
     stat_keys = list(groups.stats)
     stats = [groups.stats[k][lo:hi] for k in stat_keys]
     if any(np.isnan(col).any() for col in stats):
@@ -195,18 +185,50 @@ def _head_parts(groups: GroupTable, lo: int, hi: int) -> Parts | None:
     expected = groups.expected_num_rollouts[lo:hi]
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(expected == 0, 100.0, 100.0 * num / np.where(expected == 0, 1, expected))
-
-    def key(k: str) -> bytes:
-        return orjson.dumps(k).replace(b"%", b"%%")
-
-    template = b"{" + key(TASK_KEY) + b":%s"
-    template += b"".join(b"," + key(k) + b":%s" for k in stat_keys)
-    template += b',"sample":%s,"num_rollouts":%s,"expected_num_rollouts":%s'
-    template += b',"missing_num_rollouts":%s,"reward_profile_completion_pct":%s'
+    keys = [TASK_KEY, *stat_keys, "sample", "num_rollouts", "expected_num_rollouts"]
+    keys += ["missing_num_rollouts", "reward_profile_completion_pct"]
+    pieces = [b"{" + orjson.dumps(keys[0]) + b":", *(b"," + orjson.dumps(k) + b":" for k in keys[1:]), b""]
     samples = [x if isinstance(x, bytes) else _dump(x) for x in groups.samples_at(lo, hi)]
-    columns = [_tokens(groups.task_index[lo:hi]), *(_tokens(c) for c in stats), samples]
-    columns += [_tokens(num), _tokens(expected), _tokens(expected - num), _tokens(pct)]
-    return template, columns
+    columns = [numbers(groups.task_index[lo:hi]), *map(numbers, stats), joined(samples)]
+    columns += [numbers(num), numbers(expected), numbers(expected - num), numbers(pct)]
+    return pieces, columns
+
+
+def _heads(groups: GroupTable, lo: int, hi: int, head: Parts | None) -> list[bytes]:
+    """Each entry of tasks lo..hi without rollout_infos and its closing brace."""
+    if head is None:
+        return [_dump(e)[:-1] for e in _entries(groups, lo, hi, parse_samples=False)]
+    blob = fill(*head, hi - lo)
+    at = offsets(*head, hi - lo).tolist()
+    return [blob[a:b] for a, b in zip(at[:-1], at[1:])]
+
+
+def _filled(groups: GroupTable, lo: int, hi: int, head: Parts) -> bytes | None:
+    """The entries of tasks lo..hi in one fill: each rollout's text carries its task's head
+    before it (the first) or the entry's close after it (the last). None where rollout_infos
+    are not plain (see _info_parts) or a task has none."""
+    pieces, columns = head
+    n = hi - lo
+    last = np.zeros(n, dtype=np.intp)
+    last[-1] = 1
+    if groups.rollout_infos is None:
+        return fill([*pieces[:-1], b"}", b""], [*columns, choice((_GROUP_SEP, b""), last)], n)
+    info = _info_parts(groups, lo, hi)
+    if info is None:
+        return None
+    info_pieces, info_columns, starts = info
+    if not np.all(starts[1:] > starts[:-1]):
+        return None
+    pieces = [*pieces[:-1], b',"rollout_infos":[']
+    heads, at = fill(pieces, columns, n), offsets(pieces, columns, n)
+    rows = int(starts[-1])
+    head_starts, head_ends = np.zeros(rows, np.int64), np.zeros(rows, np.int64)
+    head_starts[starts[:-1]], head_ends[starts[:-1]] = at[:-1], at[1:]
+    close = np.zeros(rows, dtype=np.intp)  # 0: more rollouts follow; 1: the entry ends; 2: the chunk ends
+    close[starts[1:] - 1] = 1
+    close[-1] = 2
+    suffix = choice((b"},", b"}]}" + _GROUP_SEP, b"}]}"), close)
+    return fill([b"", *info_pieces, b"", b""], [Texts(heads, head_starts, head_ends), *info_columns, suffix], rows)
 
 
 def iter_group_dicts(groups: GroupTable) -> Iterator[dict[str, Any]]:
@@ -296,100 +318,25 @@ def _shown_values(shown: ShownField, a: int, b: int, fragments: bool) -> list[An
     return out
 
 
-def _tokens(values: np.ndarray) -> list[bytes]:
-    """JSON text of each value, at C speed: orjson renders the array, we split on commas. Few
-    distinct values (indices, counts, 0/1 rewards and their stats) are rendered once each and
-    looked up: one object per value instead of a new bytes each."""
-    n = len(values)
-    if n >= 512 and values.dtype.kind in "iu":
-        low, span = int(values.min()), int(values.max()) - int(values.min())
-        if span < n:
-            table = np.array(_rendered(np.arange(low, low + span + 1, dtype=np.int64)) + [b""], dtype=object)
-            return cast(list[bytes], table[values - low].tolist())  # (b"": numpy makes no 2-d array)
-    elif n >= 512 and values.dtype == np.float64:
-        bits = values.view(np.int64)  # compared as bits: -0.0 is not 0.0
-        seen = np.unique(bits[:256])
-        if len(seen) <= 16:
-            at = np.searchsorted(seen, bits).clip(max=len(seen) - 1)
-            if (seen[at] == bits).all():
-                return cast(list[bytes], np.array(_rendered(seen.view(np.float64)) + [b""], dtype=object)[at].tolist())
-    return _rendered(values)
-
-
-def _rendered(values: np.ndarray) -> list[bytes]:
-    if len(values) == 0:
-        return []
-    return orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
-
-
-def _infos_text(groups: GroupTable, lo: int, hi: int) -> tuple[list[bytes], list[int]] | None:
-    """The rollout_infos of tasks lo..hi, built without a dict per rollout: every value is
-    rendered column-wise by orjson and slotted into one bytes template per rollout. Returns
-    the rollouts' texts (each followed by "," or, the last of its task, by the entry's close
-    and the group separator) and where each task's rollouts start (hi - lo + 1 positions).
-    None when this fast path does not apply (absent or non-finite values)."""
-    info = _info_parts(groups, lo, hi)
-    if info is None:
-        return None
-    template, columns, starts = info
-    texts = list(map((template + b"},").__mod__, zip(*columns)))
-    for end in set(starts[1:]) - set(starts[:1]):  # each group's last rollout closes the entry
-        texts[end - 1] = texts[end - 1][:-1] + _CLOSE
-    return texts, starts
-
-
-def _info_parts(groups: GroupTable, lo: int, hi: int) -> tuple[bytes, list[list[bytes]], list[int]] | None:
-    """_infos_text's template (one rollout, without its closing brace), token columns and
-    task starts."""
+def _info_parts(groups: GroupTable, lo: int, hi: int) -> tuple[list[bytes], list[Texts], np.ndarray] | None:
+    """One rollout's text up to its closing brace as pieces and columns for the rollouts of
+    tasks lo..hi, and where each task's rollouts start among them (hi - lo + 1 positions).
+    None where a value is absent or not finite, or a field is shown (see _shown)."""
     table, bounds = groups.rollout_infos, groups.info_starts
     if table is None or bounds is None or table.shown:
         return None
     a, b = int(bounds[lo]), int(bounds[hi])
-    columns = [_tokens(table.task_index[a:b]), _tokens(table.rollout_index[a:b])]
-    template = b'{"rollout_id":"%s:%s","' + TASK_KEY.encode() + b'":%s,"' + ROLLOUT_KEY.encode() + b'":%s'
+    t, r = numbers(table.task_index[a:b]), numbers(table.rollout_index[a:b])
+    pieces = [b'{"rollout_id":"', b":", b'","' + TASK_KEY.encode() + b'":', b',"' + ROLLOUT_KEY.encode() + b'":']
+    columns = [t, r, t, r]
     for name, col in table.fields.items():
         values = col.values[a:b]
         if not (col.present[a:b].all() and np.isfinite(values).all()):
             return None
-        columns.append(_tokens(values if col.kind is ValueKind.FLOAT else values.astype(np.int64)))
-        template += b"," + orjson.dumps(name).replace(b"%", b"%%") + b":%s"
-    t, r = columns[0], columns[1]
-    return template, [t, r, t, r, *columns[2:]], (bounds[lo : hi + 1] - a).tolist()
-
-
-def _uniform_text(head: Parts, info: tuple[bytes, list[list[bytes]], list[int]]) -> bytes | None:
-    """A chunk whose tasks all have K rollouts (tasks x repeats, the usual shape) in one join:
-    the i-th rollouts of every task are rendered by one template, the first's carrying its
-    task's head and the last's closing the entry, so no text is made per task. None for
-    uneven tasks."""
-    (head_template, head_columns), (template, columns, starts) = head, info
-    k = starts[1] - starts[0] if len(starts) > 1 else 0
-    if k < 1 or starts != list(range(0, starts[-1] + 1, k)):
-        return None
-    texts: list[bytes] = [b""] * starts[-1]
-    for i in range(k):
-        slot = (head_template + b',"rollout_infos":[' if i == 0 else b"") + template + (b"}" + _CLOSE if i == k - 1 else b"},")
-        args = [c[i::k] for c in columns]
-        texts[i::k] = list(map(slot.__mod__, zip(*(head_columns + args if i == 0 else args))))
-    texts[-1] = texts[-1][: -len(_GROUP_SEP)]  # blobs are joined by the separator
-    return b"".join(texts)
-
-
-def _with_infos(heads: list[bytes], texts: list[bytes], starts: list[int]) -> bytes:
-    """The entries of a chunk: each head, then its rollouts' texts (the last closing the entry),
-    joined once (no copy per entry)."""
-    pieces: list[bytes] = []
-    for j, head in enumerate(heads):
-        a, b = starts[j], starts[j + 1]
-        if a == b:
-            pieces += (head, b',"rollout_infos":[' + _CLOSE)
-        else:
-            pieces.append(head + b',"rollout_infos":[')
-            pieces += texts[a:b]
-    pieces[-1] = pieces[-1][: -len(_GROUP_SEP)]  # blobs are joined by the separator
-    return b"".join(pieces)
+        columns.append(numbers(values if col.kind is ValueKind.FLOAT else values.astype(np.int64)))
+        pieces.append(b"," + orjson.dumps(name) + b":")
+    return pieces, columns, bounds[lo : hi + 1] - a
 
 
 _GROUP_SEP = b",\n      "
-_CLOSE = b"]}" + _GROUP_SEP
 _ABSENT = object()

@@ -341,7 +341,7 @@ def test_fast_group_rendering_equals_the_dict_path() -> None:
 
 @pytest.mark.parametrize("with_infos", [True, False])
 def test_column_wise_heads_equal_the_dict_path_on_plain_data(with_infos: bool) -> None:
-    from gym_metrics.aggregate._output import _entries, _heads_text, iter_group_json
+    from gym_metrics.aggregate._output import _entries, _head_parts, _heads, iter_group_json
 
     rng = random.Random(11)
     rows = [
@@ -351,8 +351,9 @@ def test_column_wise_heads_equal_the_dict_path_on_plain_data(with_infos: bool) -
         for r in range(3)
     ]
     res = aggregate(rows, AggregateOptions(include_rollout_infos=with_infos, expected_rollouts_per_task=4))
-    heads = _heads_text(res.groups, 0, len(res.groups))
-    assert heads is not None  # the fast path is taken here
+    head = _head_parts(res.groups, 0, len(res.groups))
+    assert head is not None  # the column-wise path is taken here
+    heads = _heads(res.groups, 0, len(res.groups), head)
     assert heads == [orjson.dumps(e)[:-1] for e in _entries(res.groups, 0, len(res.groups))]
     rendered = json.loads(b"[" + b",".join(iter_group_json(res.groups)) + b"]")
     assert rendered == list(iter_group_dicts(res.groups))

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from gym_metrics.aggregate import AggregateOptions, aggregate_file, read_rollouts
-from gym_metrics.aggregate import _forked, _output, _reader, _stats
+from gym_metrics.aggregate import _forked, _output, _reader, _stats, _texts
 from gym_metrics.aggregate._repeats import _by_repeat
 
 
@@ -118,21 +118,6 @@ def test_repeat_order_by_transpose_matches_lexsort() -> None:
     assert np.array_equal(_by_repeat(tasks, repeats, 50), np.lexsort((tasks, repeats)))
 
 
-@pytest.mark.parametrize(
-    "values",
-    [
-        np.tile(np.array([0.0, -0.0, 1.0, 0.5]), 300),
-        np.repeat(np.arange(-3, 700, dtype=np.int64), 3),
-        np.array([2**62, -(2**62)] * 400, dtype=np.int64),
-        np.round(np.random.default_rng(1).gamma(2.0, 0.7, 5000), 5),
-        np.concatenate([np.zeros(600), [1e300, 5e-324]]),
-    ],
-)
-def test_looked_up_tokens_are_orjsons_own(values: np.ndarray) -> None:
-    expected = [orjson.dumps(v, option=orjson.OPT_SERIALIZE_NUMPY) for v in values]
-    assert _output._tokens(values) == expected
-
-
 def test_samples_are_made_when_read_and_a_set_sample_stays(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "r.jsonl", mixed_rows(10, 3))
     cols = read_rollouts(path).agents["a"]
@@ -215,9 +200,10 @@ def test_a_pipe_is_read_as_a_stream(tmp_path: Path) -> None:
     assert b"".join(chunks) == data and all(c.endswith(b"\n") for c in chunks)
 
 
+@pytest.mark.parametrize("native", [True, False])
 @pytest.mark.parametrize("repeats", [1, 2, 7])
-def test_uniform_tasks_in_one_join_match_the_per_task_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repeats: int
+def test_filled_chunks_match_the_per_task_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repeats: int, native: bool
 ) -> None:
     rows = [
         {"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": float((t + r) % 2),
@@ -226,15 +212,17 @@ def test_uniform_tasks_in_one_join_match_the_per_task_path(
     ]  # fmt: skip
     path = write_rows(tmp_path / "r.jsonl", rows)
     monkeypatch.setattr(_output, "_CHUNK", 16)
+    if not native:
+        monkeypatch.setattr(_texts, "_native", None)
     made: list[bytes | None] = []
-    real = _output._uniform_text
+    real = _output._filled
 
     def recorded(*args: Any) -> bytes | None:
         made.append(real(*args))
         return made[-1]
 
-    monkeypatch.setattr(_output, "_uniform_text", recorded)
+    monkeypatch.setattr(_output, "_filled", recorded)
     fast = agg_bytes(path, tmp_path / "fast.json")
-    assert made and all(m is not None for m in made)  # every chunk took the uniform path
-    monkeypatch.setattr(_output, "_uniform_text", lambda *a: None)
+    assert made and all(m is not None for m in made)  # every chunk was filled column-wise
+    monkeypatch.setattr(_output, "_filled", lambda *a: None)
     assert agg_bytes(path, tmp_path / "general.json") == fast

@@ -1,0 +1,93 @@
+"""Columns of texts and the byte templates they fill: the output file's bulk is made here.
+
+A `Texts` is one buffer and where each row's text lies in it, so a column of a million JSON
+numbers is one orjson call and two numpy arrays, not a million bytes objects. `fill` lays a
+template's pieces and the columns' texts out row after row: in C (`_fill.c`, built on install)
+or, where it could not be built, with the same bytes in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+import numpy as np
+import orjson
+
+_native: Callable[..., bytes] | None
+"""The C fill, or None: the Python one is used (tests switch it off to compare the two)."""
+try:
+    from gym_metrics.aggregate._fill import fill as _native
+except ImportError:  # no C compiler at install time (pyproject: the extension is optional)
+    _native = None
+
+
+@dataclass(frozen=True)
+class Texts:
+    """Row i's text is buf[starts[i]:ends[i]] (int64 positions; a row may be empty)."""
+
+    buf: bytes
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def lengths(self) -> np.ndarray:
+        return self.ends - self.starts
+
+    def take(self, rows: np.ndarray) -> Texts:
+        """The texts of `rows`, in that order (the buffer is shared, not copied)."""
+        return Texts(self.buf, self.starts[rows], self.ends[rows])
+
+    def tolist(self) -> list[bytes]:
+        return [self.buf[a:b] for a, b in zip(self.starts.tolist(), self.ends.tolist())]
+
+
+def numbers(values: np.ndarray) -> Texts:
+    """Each value as orjson writes it (ints as ints, floats shortest round-trip), rendered in
+    one call; a JSON array of numbers holds no comma but its separators."""
+    buf = orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)
+    if len(values) == 0:
+        return Texts(buf, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    commas = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == ord(","))
+    starts = np.concatenate(([1], commas + 1)).astype(np.int64)
+    ends = np.concatenate((commas, [len(buf) - 1])).astype(np.int64)
+    return Texts(buf, starts, ends)
+
+
+def joined(items: Sequence[bytes]) -> Texts:
+    """A list of texts as one column (one join; each text anything, commas included)."""
+    lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+    ends = np.cumsum(lengths)
+    return Texts(b"".join(items), ends - lengths, ends)
+
+
+def choice(options: Sequence[bytes], which: np.ndarray) -> Texts:
+    """Row i's text is options[which[i]]: a separator or an optional part chosen per row."""
+    ends = np.cumsum([len(o) for o in options], dtype=np.int64)
+    starts = ends - np.array([len(o) for o in options], dtype=np.int64)
+    return Texts(b"".join(options), starts[which], ends[which])
+
+
+def fill(pieces: Sequence[bytes], columns: Sequence[Texts], rows: int) -> bytes:
+    """Row after row, pieces[0] + columns[0][i] + pieces[1] + ... + pieces[-1] (one more piece
+    than columns), nothing between rows."""
+    if len(pieces) != len(columns) + 1:
+        raise ValueError(f"{len(columns)} columns need {len(columns) + 1} pieces, not {len(pieces)}")
+    if _native is not None:
+        return _native(pieces, [(c.buf, c.starts, c.ends) for c in columns], rows)
+    template = b"%b".join(p.replace(b"%", b"%%") for p in pieces)
+    if not columns:
+        return template * rows
+    return b"".join(map(template.__mod__, zip(*(c.tolist() for c in columns))))
+
+
+def offsets(pieces: Sequence[bytes], columns: Sequence[Texts], rows: int) -> np.ndarray:
+    """Where each row of `fill(pieces, columns, rows)` starts (rows + 1 positions)."""
+    lengths = np.full(rows, sum(map(len, pieces)), dtype=np.int64)
+    for c in columns:
+        lengths += c.lengths()
+    return np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+
+
+__all__ = ["Texts", "choice", "fill", "joined", "numbers", "offsets"]
