@@ -60,13 +60,21 @@ def _parser() -> argparse.ArgumentParser:
     parser = ArgParser(prog="gym-metrics", description="Score LLM and agent rollouts: serve, collect, aggregate, compare, evaluate.")
     add_global_flags(parser)
     parser.set_defaults(log_level="info", debug=False)
-    parser.add_argument("--version", action="version", version=f"gym-metrics {version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in _COMMANDS:
         command.add_parsers(sub)
     for command_parser in sub.choices.values():
         add_global_flags(command_parser)
     return parser
+
+
+class _Version(argparse.Action):
+    """--version, looked up only when asked for (importlib.metadata costs ~20 ms per run)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"gym-metrics {version()}")
+        parser.exit()
 
 
 __all__ = ["main"]

@@ -66,9 +66,12 @@ def add_pushgateway_flag(p: argparse.ArgumentParser) -> None:
 
 def check_exporters(ns: argparse.Namespace) -> None:
     """ExporterMissingError (exit 2) naming `pip install 'gym-metrics[extra]'`."""
+    wanted = getattr(ns, "export", None) or []
+    if not wanted:
+        return  # the exporters (and the entry-point scan) are not imported for nothing
     from gym_metrics.exporters import get_exporter
 
-    for name, _ in getattr(ns, "export", None) or []:
+    for name, _ in wanted:
         get_exporter(name).check_installed()
 
 
