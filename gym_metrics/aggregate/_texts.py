@@ -45,7 +45,19 @@ class Texts:
 
 def numbers(values: np.ndarray) -> Texts:
     """Each value as orjson writes it (ints as ints, floats shortest round-trip), rendered in
-    one call; a JSON array of numbers holds no comma but its separators."""
+    one call; a JSON array of numbers holds no comma but its separators. Integers of a
+    narrow range (indices, counts) are rendered once per value and looked up."""
+    if len(values) >= 64 and values.dtype.kind in "iu":
+        low, high = int(values.min()), int(values.max())
+        if high - low < len(values) // 2:
+            return numbers(np.arange(low, high + 1, dtype=np.int64)).take(values - low)
+    elif len(values) >= 64 and values.dtype == np.float64:  # few values (0/1 rewards, their stats)
+        bits = values.view(np.int64)  # compared as bits: -0.0 is not 0.0
+        seen = np.unique(bits[:64])
+        if len(seen) <= 16:
+            at = np.searchsorted(seen, bits).clip(max=len(seen) - 1)
+            if (seen[at] == bits).all():
+                return numbers(seen.view(np.float64)).take(at)
     buf = orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)
     if len(values) == 0:
         return Texts(buf, np.zeros(0, np.int64), np.zeros(0, np.int64))

@@ -32,6 +32,8 @@ def test_the_c_fill_is_built_under_ci() -> None:
         np.array([2**62, -(2**62)] * 4, dtype=np.int64),
         np.round(np.random.default_rng(1).gamma(2.0, 0.7, 5000), 5),
         np.array([1e300, 5e-324, 1e16, 1e-7, 123456789.125]),
+        np.concatenate([np.zeros(600), [1e300, 5e-324]]),  # few values, then others: no lookup
+        np.arange(100, dtype=np.uint8) % 3,
         np.array([7.0]),
         np.zeros(0),
     ],
