@@ -64,6 +64,7 @@ from gym_metrics.aggregate._reader import (
     read_rollouts,
 )
 from gym_metrics.aggregate._stats import t_interval
+from gym_metrics.aggregate._ranged import aggregate_ranged
 from gym_metrics.aggregate._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_bytes, partial_rows, read_partial, write_partial
 
 
@@ -135,9 +136,17 @@ def aggregate_partials(
     partials: Sequence[str | Path], output_path: str | Path, **hooks: Any
 ) -> tuple[Path, list[AgentAggregate], RolloutFile]:
     """Merge partial files (`write_partial`) and write the metrics file one process reading
-    every row would have written, byte for byte (docs/pipelines.md#sharded-aggregation)."""
+    every row would have written, byte for byte (docs/pipelines.md#sharded-aggregation).
+
+    Without a `compute_metrics` or `compute_metrics_columns` hook the merge computes and writes
+    a range of tasks at a time (about the memory of the rows' columns): then the returned
+    RolloutFile has its rows_read and bad_lines but no agents' columns (they were consumed),
+    and each result's groups carry their counts but not their stats (those went to the file)."""
     rollouts = merge_partials(partials)
     out = Path(output_path)
+    if hooks.get("compute_metrics") is None and hooks.get("compute_metrics_columns") is None:
+        plain = {k: v for k, v in hooks.items() if k not in ("compute_metrics", "compute_metrics_columns")}
+        return out, aggregate_ranged(rollouts, out, **plain), rollouts
     return out, aggregate_rollouts(rollouts, out, **hooks), rollouts
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from gym_metrics.aggregate._columns import ROLLOUT_KEY, RolloutColumns
-from gym_metrics.aggregate._stats import group_starts, grouped_stats, t_interval
+from gym_metrics.aggregate._stats import GroupedStats, group_starts, grouped_stats, t_interval
 
 
 def repeat_level_entries(
@@ -20,14 +20,26 @@ def repeat_level_entries(
     starts = group_starts(r)
     sizes = np.diff(np.append(starts, len(r)))
     gid = np.repeat(np.arange(len(starts)), sizes)
-    per_field = {}
+    per_field: PerField = {}
     for k in names:
         s = grouped_stats(m.fields[k].values[order], valid[k][order], gid, starts, quantiles=(0.25, 0.75))
         per_field[k] = (s, s.quantiles[0.25], s.quantiles[0.75])
+    return repeat_entries(r[starts], sizes, per_field, names, total_tasks)
+
+
+PerField = dict[str, tuple[GroupedStats, np.ndarray, np.ndarray]]
+"""Per field: its stats per repeat, and each repeat's 25th and 75th percentiles."""
+
+
+def repeat_entries(
+    repeats: np.ndarray, sizes: np.ndarray, per_field: PerField, names: list[str], total_tasks: int
+) -> list[dict[str, Any]]:
+    """The entries from each repeat's stats (repeats: the rollout indices, ascending; sizes:
+    each one's rows)."""
     out = []
-    for g, start in enumerate(starts.tolist()):
+    for g, repeat in enumerate(repeats.tolist()):
         entry: dict[str, Any] = {
-            ROLLOUT_KEY: int(r[start]),
+            ROLLOUT_KEY: int(repeat),
             "sample_count": int(sizes[g]),
             "missing_count": int(total_tasks - sizes[g]),
         }

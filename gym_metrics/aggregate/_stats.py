@@ -50,24 +50,7 @@ def grouped_stats(
     `quantiles`: those wanted besides the median."""
     n_groups = len(starts)
     every = bool(valid.all())  # the usual case: no masks to apply
-    count = np.bincount(group_ids, minlength=n_groups).astype(np.float64) if every else np.bincount(group_ids, valid, n_groups)
-    clean = values if every else np.where(valid, values, 0.0)
-    total = np.bincount(group_ids, weights=clean, minlength=n_groups)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        mean = total / count
-        if not np.isfinite(mean[count > 0]).all():  # sums past 1.8e308: rescale
-            scale = _group_max_abs(clean, starts)
-            mean = np.bincount(group_ids, weights=clean / scale[group_ids], minlength=n_groups) / count * scale
-        dev = values - mean[group_ids]
-        if not every:
-            dev[~valid] = 0.0
-        m2 = np.bincount(group_ids, weights=dev * dev, minlength=n_groups)
-        std = np.sqrt(m2 / (count - 1))
-        if not np.isfinite(std[count >= 2]).all():  # squares past 1.8e308: rescale
-            scale = _group_max_abs(dev, starts)
-            z = dev / scale[group_ids]
-            std = np.sqrt(np.bincount(group_ids, weights=z * z, minlength=n_groups) / (count - 1)) * scale
-    std[count < 2] = np.nan
+    count, total, mean, m2, std, _ = _sums(values, valid, every, group_ids, starts)
     empty = count == 0
     if n_groups:
         low = np.minimum.reduceat(values if every else np.where(valid, values, np.inf), starts)
@@ -78,6 +61,45 @@ def grouped_stats(
     high[empty] = np.nan
     qs = group_quantiles(values, valid, starts, count, (0.5, *quantiles))
     return GroupedStats(count, mean, low, high, qs[0.5], std, qs, starts, total, m2)
+
+
+GroupSums = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]
+"""Per group: count, total, mean, m2, std; and whether a sum overflowed and was rescaled."""
+
+
+def group_sums(values: np.ndarray, valid: np.ndarray, group_ids: np.ndarray, starts: np.ndarray) -> GroupSums:
+    """The sums `grouped_stats` computes, alone (for the merge, which needs them for every
+    task before it needs the rest, a range of tasks at a time; see _ranged)."""
+    return _sums(values, valid, bool(valid.all()), group_ids, starts)
+
+
+def _sums(values: np.ndarray, valid: np.ndarray, every: bool, group_ids: np.ndarray, starts: np.ndarray) -> GroupSums:
+    """Sums in row order (np.bincount adds in order), so a group's sums do not depend on the
+    other groups in the call, unless some group's sum overflows: then every group of the call
+    is rescaled (the last item says so)."""
+    n_groups = len(starts)
+    count = np.bincount(group_ids, minlength=n_groups).astype(np.float64) if every else np.bincount(group_ids, valid, n_groups)
+    clean = values if every else np.where(valid, values, 0.0)
+    total = np.bincount(group_ids, weights=clean, minlength=n_groups)
+    rescaled = False
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mean = total / count
+        if not np.isfinite(mean[count > 0]).all():  # sums past 1.8e308: rescale
+            rescaled = True
+            scale = _group_max_abs(clean, starts)
+            mean = np.bincount(group_ids, weights=clean / scale[group_ids], minlength=n_groups) / count * scale
+        dev = values - mean[group_ids]
+        if not every:
+            dev[~valid] = 0.0
+        m2 = np.bincount(group_ids, weights=dev * dev, minlength=n_groups)
+        std = np.sqrt(m2 / (count - 1))
+        if not np.isfinite(std[count >= 2]).all():  # squares past 1.8e308: rescale
+            rescaled = True
+            scale = _group_max_abs(dev, starts)
+            z = dev / scale[group_ids]
+            std = np.sqrt(np.bincount(group_ids, weights=z * z, minlength=n_groups) / (count - 1)) * scale
+    std[count < 2] = np.nan
+    return count, total, mean, m2, std, rescaled
 
 
 def group_quantiles(

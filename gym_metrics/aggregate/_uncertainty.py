@@ -43,11 +43,17 @@ class FieldSpread:
 def field_spread(s: GroupedStats) -> FieldSpread:
     """The clustered standard error and variance components of one field (tasks with no valid
     value left out)."""
-    has = s.count > 0
-    sums, counts = s.total[has], s.count[has]
+    return spread_of(s.count, s.total, s.mean, s.m2)
+
+
+def spread_of(count: np.ndarray, total: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> FieldSpread:
+    """`field_spread` from the per-task sums alone (the merge computes them a range of tasks
+    at a time, without the other stats)."""
+    has = count > 0
+    sums, counts = total[has], count[has]
     with np.errstate(all="ignore"):  # values near the float64 limit: non-finite, left out later
         se = linearized_stderr(sums, counts)
-        parts = components_from_groups(s.mean[has], counts, float(s.m2[has].sum()))
+        parts = components_from_groups(mean[has], counts, float(m2[has].sum()))
     return FieldSpread(se, len(sums), parts.between, parts.within, float(sums.sum()), int(counts.sum()))
 
 
@@ -77,4 +83,4 @@ def is_binary(values: np.ndarray, valid: np.ndarray) -> bool:
     return len(v) > 0 and bool(((v == 0.0) | (v == 1.0)).all())
 
 
-__all__ = ["ADDED_AGENT_METRICS", "FieldSpread", "field_spread", "is_binary", "uncertainty_metrics"]
+__all__ = ["ADDED_AGENT_METRICS", "FieldSpread", "field_spread", "is_binary", "spread_of", "uncertainty_metrics"]

@@ -191,3 +191,79 @@ def test_byte_ranges_read_apart_are_the_file(tmp_path: Path, pieces: int) -> Non
     aggregate_rollouts(combine(parts), tmp_path / "parts.json")
     aggregate_file(src, tmp_path / "whole.json", on_bad_line="skip")
     assert (tmp_path / "parts.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+
+
+@pytest.fixture
+def tiny_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The merge's ranges, slices and the writer's chunks a few rows long, and render workers
+    forked for any size, so every carry and range boundary of the ranged merge is crossed."""
+    from gym_metrics.aggregate import _forked, _output, _ranged_render, _ranged_stats
+
+    monkeypatch.setattr(_ranged_render, "RANGE_ROWS", 3)
+    monkeypatch.setattr(_ranged_stats, "SLICE_ROWS", 2)
+    monkeypatch.setattr(_output, "_CHUNK", 2)
+    monkeypatch.setattr(_forked, "MIN_ROLLOUTS_PER_WORKER", 1)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_ranged_merge_in_tiny_ranges_is_the_single_process_file(seed: int, tmp_path: Path, tiny_ranges: None) -> None:
+    rng = random.Random(100 + seed)
+    lines = generated(rng)
+    options = AggregateOptions(
+        include_rollout_infos=rng.random() < 0.7, expected_rollouts_per_task=rng.choice([0, 4]),
+        count_errors_as_zero=rng.random() < 0.5, include_samples=rng.random() < 0.8,
+        expected_task_indices=rng.sample(range(60), rng.randint(0, 8)),
+    )  # fmt: skip
+    for shards in splits(lines, rng):
+        rng.shuffle(shards)
+        assert merged_equals_single(tmp_path, lines, shards, options=options) is True
+
+
+@pytest.mark.parametrize("case", CASES[::3], ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_conformance_cases_merge_in_tiny_ranges(case: Path, tmp_path: Path, tiny_ranges: None) -> None:
+    rng = random.Random(case.stem)
+    lines = case.read_bytes().splitlines(keepends=True)
+    shards = splits(lines, rng)[2]
+    assert merged_equals_single(tmp_path, lines, shards, on_bad_line="skip") in (True, None)
+
+
+def test_sums_past_the_float_limit_merge_to_the_same_bytes(tmp_path: Path, tiny_ranges: None) -> None:
+    """A sum that overflows makes the engine rescale every group of its call: the ranged merge
+    then computes that field over all rows, as the engine does."""
+    rng = random.Random(3)
+    lines = []
+    for task in range(12):
+        for rollout in range(3):
+            big = 1.7e308 * rng.choice([1, -1]) if task in (4, 9) else rng.uniform(-1e3, 1e3)
+            row = {"agent_ref": {"name": "a"}, "_ng_task_index": task, "_ng_rollout_index": rollout, "reward": big,
+                   "score": 1e200 * rng.random(), "latency_s": rng.random()}  # fmt: skip
+            lines.append(json.dumps(row).encode() + b"\n")
+    rng.shuffle(lines)
+    for shards in splits(lines, rng):
+        assert merged_equals_single(tmp_path, lines, shards) is True
+
+
+def test_hooks_the_ranged_merge_takes_and_those_it_leaves_to_the_engine(tmp_path: Path, tiny_ranges: None) -> None:
+    from gym_metrics.economics import economics
+
+    rng = random.Random(5)
+    lines = generated(rng)
+    hooks: dict[str, Any] = {
+        "get_key_metrics": lambda m: {k: v for k, v in m.items() if k.startswith(("mean/", "std/"))},
+        "column_metrics": lambda cols: {"rows_seen": len(cols), "tasks_seen": len(set(cols.task_index.tolist()))},
+        "extra": lambda name, cols: {"economics": economics(cols)},
+    }
+    for shards in splits(lines, rng):
+        assert merged_equals_single(tmp_path, lines, shards, **hooks) is True
+    columnar = lambda m: {"fields": sorted(m.values)}  # noqa: E731  (left to the one-process engine)
+    assert merged_equals_single(tmp_path, lines, splits(lines, rng)[0], compute_metrics_columns=columnar) is True
+
+
+def test_the_ranged_merge_consumes_the_rows(tmp_path: Path) -> None:
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b"".join(generated(random.Random(4))))
+    path = write_partial(tmp_path / "p.parquet", read_rollouts(src, keep_rows=False))
+    out, results, rollouts = aggregate_partials([path], tmp_path / "out.json")
+    assert rollouts.agents == {} and rollouts.rows_read == len(src.read_bytes().splitlines())
+    assert [r.agent_name for r in results] == sorted({json.loads(x)["agent_ref"]["name"] for x in src.read_bytes().splitlines()})
+    assert all(len(r.groups) and not r.groups.stats for r in results)

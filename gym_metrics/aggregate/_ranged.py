@@ -1,0 +1,209 @@
+"""The merge's engine (docs/pipelines.md#sharded-aggregation): the metrics of merged partials,
+byte for byte those of the one-process engine (_engine), in little more memory than the rows'
+columns.
+
+The one-process engine works on whole columns: a sorted copy of every column, per field a
+group level over every row (its temporaries and a table of every task's stats), a reordered
+copy for the repeat level. Here the columns are reordered in place one at a time, the
+group level's sums are made a range of tasks at a time (_ranged_stats) and its stats and
+text when each range is written (_ranged_render), the agent level one field at a time
+with its sums carried slice by slice, the repeat level one repeat at a time. Every sum is
+the one the engine makes, in the same order (see _ranged_stats).
+
+For callers with a `compute_metrics` or `compute_metrics_columns` hook (they see every row
+and may change the groups) the merge uses the one-process engine instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gym_metrics._memory import trim_heap
+from gym_metrics._unique import unique
+from gym_metrics.aggregate._accounting import (
+    apply_errors,
+    coverage_counts,
+    error_counts,
+    failed_by_task,
+    masked_by_task,
+    non_numeric_counts_of,
+)
+from gym_metrics.aggregate._columns import RolloutColumns, take_non_numeric, take_shown
+from gym_metrics.aggregate._engine import (
+    AggregateOptions,
+    ColumnMetrics,
+    GetKeyMetrics,
+    _measured_shown,
+    default_key_metrics,
+    with_expected_tasks,
+)
+from gym_metrics.aggregate._groups import stat_columns
+from gym_metrics.aggregate._output import write_aggregate_metrics
+from gym_metrics.aggregate import _ranged_render
+from gym_metrics.aggregate._ranged_render import GroupSource, RangedRender
+from gym_metrics.aggregate._ranged_stats import Tasks, repeat_level, task_spread, whole_stats
+from gym_metrics.aggregate._reader import RolloutFile
+from gym_metrics.aggregate._repeats import across_repeats
+from gym_metrics.aggregate._stats import GroupedStats, group_starts
+from gym_metrics.aggregate._tables import AgentAggregate, GroupTable
+from gym_metrics.aggregate._uncertainty import FieldSpread, is_binary, uncertainty_metrics
+
+
+def aggregate_ranged(
+    rollouts: RolloutFile,
+    out: Path,
+    *,
+    options: AggregateOptions | None = None,
+    get_key_metrics: GetKeyMetrics | None = None,
+    extra: Callable[[str, RolloutColumns], Mapping[str, Any]] | None = None,
+    column_metrics: ColumnMetrics | None = None,
+) -> list[AgentAggregate]:
+    """`aggregate_rollouts` without the row hooks, consuming the rows: each agent's columns
+    leave `rollouts.agents` as they are aggregated (they are reordered in place)."""
+    options = options or AggregateOptions()
+    results = []
+    sections: dict[str, Mapping[str, Any]] = {}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for name in sorted(rollouts.agents):
+        data = _sorted(rollouts.agents.pop(name))
+        if extra is not None:
+            sections[name] = extra(name, data)
+        results.append(_agent(name, data, options, get_key_metrics, column_metrics, out.parent))
+        del data
+    write_aggregate_metrics(out, results, sections or None)
+    return results
+
+
+def _sorted(data: RolloutColumns) -> RolloutColumns:
+    """_engine._sorted_unique, reordering the columns in place one at a time."""
+    order, dup = data.key_order()
+    if order is None:
+        return data
+    if len(dup):
+        raise data.duplicate_keys_error(order, dup)
+    _take_in_place(data, order)
+    return data
+
+
+def _take_in_place(data: RolloutColumns, idx: np.ndarray) -> None:
+    """`data.take(idx)` into `data` itself: each column's old copy is freed before the next
+    column is taken, so at most one column is held twice."""
+    data.task_index = data.task_index[idx]
+    data.rollout_index = data.rollout_index[idx]
+    data.masked = data.masked[idx]
+    for name in list(data.fields):
+        data.fields[name] = data.fields[name].take(idx)
+    data.rows = data.rows.take(idx) if data.rows is not None else None
+    data.row_labels = data.row_labels[idx] if data.row_labels is not None else None
+    data.errors = data.errors[idx] if data.errors is not None else None
+    data.non_numeric = take_non_numeric(data.non_numeric, idx)
+    data.shown = take_shown(data.shown, idx)
+
+
+def _agent(
+    name: str, data: RolloutColumns, options: AggregateOptions, get_key_metrics: GetKeyMetrics | None,
+    column_metrics: ColumnMetrics | None, tmp_dir: Path,
+) -> AgentAggregate:  # fmt: skip
+    """_engine._aggregate's stages and output, in the same order."""
+    received = len(data)
+    num_repeats = len(_distinct(data.rollout_index))
+    errors = error_counts(data)
+    failed_per_task = failed_by_task(data) if not options.count_errors_as_zero else {}
+    if options.count_errors_as_zero or data.errors is None or not data.errors.any():
+        data = apply_errors(data, options.count_errors_as_zero)
+    else:  # apply_errors' take, in place
+        _take_in_place(data, np.flatnonzero(data.errors == 0))
+        data.errors = None
+    coverage, masked_per_task, non_numeric, shown = _accounting(data)
+    cols = data  # from here on the measured rows only
+    names = sorted(k for k, v in cols.fields.items() if v.present.any())
+    valid = {k: cols.fields[k].present & np.isfinite(cols.fields[k].values) for k in names}
+    starts = group_starts(cols.task_index)
+    tasks = Tasks(starts, np.diff(np.append(starts, len(cols))))
+    measured = np.asarray(cols.task_index[starts], dtype=np.int64)
+    sizes = tasks.sizes.astype(np.int64)
+    groups = GroupTable(measured, {}, sizes, sizes.copy(), [None] * len(measured))
+    groups = with_expected_tasks(groups, options, masked_per_task, failed_per_task)
+    spreads: dict[str, FieldSpread] = {}
+    whole: dict[str, GroupedStats] = {}
+    for k in names:
+        spreads[k], overflowed = task_spread(cols.fields[k].values, valid[k], tasks, _ranged_render.RANGE_ROWS)
+        if overflowed is not None:
+            whole[k] = overflowed
+    trim_heap()  # forked render workers start with this process's memory
+    source = GroupSource(groups, cols, names, valid, tasks, measured, shown, options.include_samples,
+                         options.include_rollout_infos, whole)  # fmt: skip
+    render = RangedRender(source, tmp_dir)
+    agent_metrics, repeats = _agent_level(cols, names, valid, spreads, len(starts))
+    agent_metrics.update(coverage)
+    agent_metrics.update(errors)
+    if len(cols):
+        if column_metrics is not None:
+            view = RolloutColumns(cols.task_index, cols.rollout_index, dict(cols.fields), np.zeros(len(cols), bool))
+            agent_metrics.update(column_metrics(view))
+        agent_metrics["num_repeats"] = num_repeats
+        key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
+    else:
+        key_metrics = {}
+    key_metrics.update(coverage)
+    key_metrics.update(errors)
+    non_finite = {k: int((cols.fields[k].present & ~valid[k]).sum()) for k in names}
+    return AgentAggregate(
+        agent_name=name, agent_metrics=agent_metrics, key_metrics=key_metrics, groups=groups, repeat_level_metrics=repeats,
+        non_finite_counts={k: v for k, v in non_finite.items() if v}, received_rollouts=received,
+        non_numeric_counts=non_numeric, prerender=render,
+    )  # fmt: skip
+
+
+def _accounting(data: RolloutColumns) -> tuple[dict[str, int], dict[int, int], dict[str, int], dict[str, Any]]:
+    """What the engine counts over every row (coverage, masked rows per task, non-numeric
+    values, shown columns of the measured rows); then the masked rows leave `data`."""
+    masked = bool(data.masked.any())
+    pos = np.flatnonzero(~data.masked) if masked else None
+    measured = pos if pos is not None else np.arange(len(data), dtype=np.int64)
+    coverage = coverage_counts(data, pos) if pos is not None else {}
+    masked_per_task = masked_by_task(data, np.zeros(0, np.int64))
+    non_numeric = non_numeric_counts_of(data, measured) if data.non_numeric else {}
+    shown = _measured_shown(data, measured) if data.shown else {}
+    del measured
+    if pos is not None:
+        _take_in_place(data, pos)
+        data.masked = np.zeros(len(data), bool)
+    return coverage, masked_per_task, non_numeric, shown
+
+
+def _agent_level(
+    cols: RolloutColumns, names: list[str], valid: dict[str, np.ndarray], spreads: dict[str, FieldSpread], n_tasks: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """_engine._agent_level, a field at a time."""
+    agent_metrics: dict[str, Any] = {}
+    n = len(cols)
+    if n:
+        stats = {k: whole_stats(cols.fields[k].values, valid[k]) for k in names}
+        for key, col in stat_columns(stats, names, np.array([n])).items():
+            if np.isfinite(col[0]):
+                agent_metrics[key] = float(col[0])
+        means = {k: agent_metrics[f"mean/{k}"] for k in names if f"mean/{k}" in agent_metrics}
+        binary = {k: is_binary(cols.fields[k].values, valid[k]) for k in names}
+        agent_metrics.update(uncertainty_metrics(spreads, means, binary))
+    entries: list[dict[str, Any]] = []
+    repeats = _distinct(cols.rollout_index)
+    if len(repeats) >= 2:
+        entries = repeat_level(cols, names, valid, n_tasks, repeats)
+        agent_metrics.update(across_repeats(entries, names))
+    return agent_metrics, entries
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """`unique(values)`; counted rather than sorted when the values are small non-negative
+    integers (rollout indices: no sorted copy of the column)."""
+    if len(values) and values.dtype.kind in "iu" and values.min() >= 0 and values.max() < 1 << 20:
+        return np.flatnonzero(np.bincount(values)).astype(values.dtype)
+    return unique(values)
+
+
+__all__ = ["aggregate_ranged"]
