@@ -164,6 +164,6 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fill", "Byte templates filled from columns of texts.", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fill", "Byte templates filled from columns of texts.", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__fill(void) { return PyModule_Create(&module); }

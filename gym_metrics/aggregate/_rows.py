@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from gym_metrics.aggregate._canonical import sample_texts_of
 from gym_metrics.aggregate._columns import (
     ROLLOUT_KEY,
     ROLLOUT_KEY_ALIASES,
@@ -75,13 +76,19 @@ def sample_texts(data: RolloutColumns, positions: list[int], names: list[str]) -
         fast = _column_sample_texts(data, positions, names)
         if fast is not None:
             return fast
-    out = []
+    out: list[bytes] = []
     for lo in range(0, len(positions), 8192):
-        for row in load_rows(data, positions[lo : lo + 8192], names, with_indices=False):
+        part = positions[lo : lo + 8192]
+        texts: list[bytes | None] = [None] * len(part)
+        if data.rows is not None:
+            texts = sample_texts_of(data.rows.raws(part))
+        todo = [i for i, text in enumerate(texts) if text is None]
+        for i, row in zip(todo, load_rows(data, [part[i] for i in todo], names, with_indices=False) if todo else []):
             row.pop(TASK_KEY, None)
             row.pop(ROLLOUT_KEY, None)
             # copied to an exact-size object: orjson's result keeps a ~4 KB block alive
-            out.append(memoryview(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY)).tobytes())
+            texts[i] = memoryview(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY)).tobytes()
+        out += texts  # type: ignore[arg-type]  # (every None was filled)
     return out
 
 

@@ -87,7 +87,8 @@ def fill(pieces: Sequence[bytes], columns: Sequence[Texts], rows: int) -> bytes:
     if len(pieces) != len(columns) + 1:
         raise ValueError(f"{len(columns)} columns need {len(columns) + 1} pieces, not {len(pieces)}")
     if _native is not None:
-        return _native(pieces, [(c.buf, c.starts, c.ends) for c in columns], rows)
+        columns_c = [(c.buf, np.ascontiguousarray(c.starts), np.ascontiguousarray(c.ends)) for c in columns]
+        return _native(pieces, columns_c, rows)
     template = b"%b".join(p.replace(b"%", b"%%") for p in pieces)
     if not columns:
         return template * rows

@@ -1,0 +1,3 @@
+from typing_extensions import Buffer
+
+def minify(buf: Buffer, starts: Buffer, ends: Buffer, drop: tuple[bytes, ...]) -> tuple[bytes, bytes, bytes, bytes]: ...
