@@ -220,15 +220,16 @@ def _filled(groups: GroupTable, lo: int, hi: int, head: Parts) -> bytes | None:
     if not np.all(starts[1:] > starts[:-1]):
         return None
     pieces = [*pieces[:-1], b',"rollout_infos":[']
-    heads, at = fill(pieces, columns, n), offsets(pieces, columns, n)
+    at = offsets(pieces, columns, n)
+    heads = Texts(fill(pieces, columns, n), at, np.append(at[1:], at[-1]))  # n heads, then an empty text
     rows = int(starts[-1])
-    head_starts, head_ends = np.zeros(rows, np.int64), np.zeros(rows, np.int64)
-    head_starts[starts[:-1]], head_ends[starts[:-1]] = at[:-1], at[1:]
+    head_of = np.full(rows, n, dtype=np.int64)  # each task's first rollout carries its head
+    head_of[starts[:-1]] = np.arange(n)
     close = np.zeros(rows, dtype=np.intp)  # 0: more rollouts follow; 1: the entry ends; 2: the chunk ends
     close[starts[1:] - 1] = 1
     close[-1] = 2
     suffix = choice((b"},", b"}]}" + _GROUP_SEP, b"}]}"), close)
-    return fill([b"", *info_pieces, b"", b""], [Texts(heads, head_starts, head_ends), *info_columns, suffix], rows)
+    return fill([b"", *info_pieces, b"", b""], [heads.take(head_of), *info_columns, suffix], rows)
 
 
 def iter_group_dicts(groups: GroupTable) -> Iterator[dict[str, Any]]:

@@ -9,7 +9,8 @@ or, where it could not be built, with the same bytes in Python.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import cast
 import numpy as np
 import orjson
 
@@ -28,6 +29,10 @@ class Texts:
     buf: bytes
     starts: np.ndarray
     ends: np.ndarray
+    _origin: tuple[Texts, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    """(texts, rows) this was taken from: tolist() then shares one object per distinct text."""
+    _array: bool = field(default=False, repr=False, compare=False)
+    """buf is a JSON array of these texts (tolist() is one split)."""
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -37,9 +42,17 @@ class Texts:
 
     def take(self, rows: np.ndarray) -> Texts:
         """The texts of `rows`, in that order (the buffer is shared, not copied)."""
-        return Texts(self.buf, self.starts[rows], self.ends[rows])
+        origin = (self, rows) if self._origin is None else (self._origin[0], self._origin[1][rows])
+        return Texts(self.buf, self.starts[rows], self.ends[rows], origin)
 
     def tolist(self) -> list[bytes]:
+        """The texts as bytes objects (the Python fill's input)."""
+        if self._origin is not None:
+            base, rows = self._origin
+            table = np.array([*base.tolist(), b""], dtype=object)  # (b"": never a 2-d array)
+            return cast(list[bytes], table[rows].tolist())
+        if self._array and len(self):
+            return self.buf[1:-1].split(b",")
         return [self.buf[a:b] for a, b in zip(self.starts.tolist(), self.ends.tolist())]
 
 
@@ -64,7 +77,7 @@ def numbers(values: np.ndarray) -> Texts:
     commas = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == ord(","))
     starts = np.concatenate(([1], commas + 1)).astype(np.int64)
     ends = np.concatenate((commas, [len(buf) - 1])).astype(np.int64)
-    return Texts(buf, starts, ends)
+    return Texts(buf, starts, ends, _array=True)
 
 
 def joined(items: Sequence[bytes]) -> Texts:
@@ -76,9 +89,7 @@ def joined(items: Sequence[bytes]) -> Texts:
 
 def choice(options: Sequence[bytes], which: np.ndarray) -> Texts:
     """Row i's text is options[which[i]]: a separator or an optional part chosen per row."""
-    ends = np.cumsum([len(o) for o in options], dtype=np.int64)
-    starts = ends - np.array([len(o) for o in options], dtype=np.int64)
-    return Texts(b"".join(options), starts[which], ends[which])
+    return joined(options).take(which)
 
 
 def fill(pieces: Sequence[bytes], columns: Sequence[Texts], rows: int) -> bytes:
