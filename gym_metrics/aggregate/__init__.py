@@ -142,9 +142,10 @@ def aggregate_partials(
     a range of tasks at a time (about the memory of the rows' columns): then the returned
     RolloutFile has its rows_read and bad_lines but no agents' columns (they were consumed),
     and each result's groups carry their counts but not their stats (those went to the file)."""
-    rollouts = merge_partials(partials)
+    ranged = hooks.get("compute_metrics") is None and hooks.get("compute_metrics_columns") is None
+    rollouts = merge_partials(partials, narrow_keys=ranged)
     out = Path(output_path)
-    if hooks.get("compute_metrics") is None and hooks.get("compute_metrics_columns") is None:
+    if ranged:
         plain = {k: v for k, v in hooks.items() if k not in ("compute_metrics", "compute_metrics_columns")}
         return out, aggregate_ranged(rollouts, out, **plain), rollouts
     return out, aggregate_rollouts(rollouts, out, **hooks), rollouts

@@ -168,23 +168,26 @@ def _open(path: Path) -> tuple[dict[str, Any], pq.ParquetFile]:
     return header, parquet
 
 
-def merge_partials(paths: Sequence[str | os.PathLike[str]]) -> RolloutFile:
+def merge_partials(paths: Sequence[str | os.PathLike[str]], narrow_keys: bool = False) -> RolloutFile:
     """The partials as one RolloutFile, each agent's columns concatenated in the order given
     (as `concat` would), read a column at a time into arrays of the final size: the merge
     holds the columns once, never the Parquet tables beside them. Row texts (samples) are
-    read from the files when used: keep them until the aggregation is written."""
+    read from the files when used: keep them until the aggregation is written.
+    `narrow_keys`: task and rollout indices in the narrowest integer type holding them (int8
+    to int64) instead of int64, for a consumer that expects that (the ranged merge, _ranged):
+    at 10M rollouts of 8 repeats that is 110 MB less."""
     if not paths:
         raise InvalidInputError("no partial files to merge")
     previous = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())  # Parquet's scratch goes back to the OS (trim_heap)
     try:
-        return _merge(paths)
+        return _merge(paths, narrow_keys)
     finally:
         pa.set_memory_pool(previous)
         trim_heap()
 
 
-def _merge(paths: Sequence[str | os.PathLike[str]]) -> RolloutFile:
+def _merge(paths: Sequence[str | os.PathLike[str]], narrow_keys: bool) -> RolloutFile:
     opened = [(Path(p), *_open(Path(p))) for p in paths]
     parts: dict[str, list[_Part]] = {}
     for path, header, parquet in opened:
@@ -192,7 +195,7 @@ def _merge(paths: Sequence[str | os.PathLike[str]]) -> RolloutFile:
         for meta in header["agents"]:
             parts.setdefault(meta["name"], []).append(_Part(path.resolve(), parquet, start, meta))
             start += meta["rows"]
-    agents = {name: _merged_agent(parts[name]) for name in sorted(parts)}
+    agents = {name: _merged_agent(parts[name], narrow_keys) for name in sorted(parts)}
     bad = [BadLine(int(line), str(field), str(reason)) for _, header, _ in opened for line, field, reason in header["bad_lines"]]
     return RolloutFile(agents, bad, sum(int(header["rows_read"]) for _, header, _ in opened))
 
@@ -218,7 +221,7 @@ class _Part:
         return self.column(name).to_numpy(zero_copy_only=False)
 
 
-def _merged_agent(parts: list[_Part]) -> RolloutColumns:
+def _merged_agent(parts: list[_Part], narrow_keys: bool = False) -> RolloutColumns:
     total = sum(p.rows for p in parts)
     at = np.cumsum([0] + [p.rows for p in parts])
     slices = [slice(int(a), int(b)) for a, b in zip(at[:-1], at[1:])]
@@ -228,6 +231,7 @@ def _merged_agent(parts: list[_Part]) -> RolloutColumns:
         for i, (part, where) in enumerate(zip(parts, slices)):
             if has(i) and part.rows:
                 out[where] = part.numpy(name)
+        trim_heap()  # each part's Parquet scratch goes back before the next column's
         return out
 
     kinds = [{k: ValueKind(kind) for k, kind in p.meta["fields"]} for p in parts]
@@ -243,8 +247,9 @@ def _merged_agent(parts: list[_Part]) -> RolloutColumns:
         fields[name].kind = kind
     non_numeric = {k: filled(f"non_numeric:{k}", bool, False, lambda i: k in parts[i].meta["non_numeric"])
                    for k in dict.fromkeys(k for p in parts for k in p.meta["non_numeric"])}  # fmt: skip
+    keys = (lambda name: _narrow(parts, slices, name)) if narrow_keys else (lambda name: filled(name, np.int64, 0))
     cols = RolloutColumns(
-        filled("task_index", np.int64, 0), filled("rollout_index", np.int64, 0), fields, filled("masked", bool, False),
+        keys("task_index"), keys("rollout_index"), fields, filled("masked", bool, False),
         rows=_rows(parts, slices, total), non_numeric=non_numeric or None,
         errors=filled("error", np.int8, 0, lambda i: parts[i].meta["errors"]) if any(p.meta["errors"] for p in parts) else None,
     )  # fmt: skip
@@ -252,6 +257,22 @@ def _merged_agent(parts: list[_Part]) -> RolloutColumns:
     if shown_names:
         cols.shown = {k: concat_shown([_shown(p, w, cols, k, kinds[i]) for i, (p, w) in enumerate(zip(parts, slices))]) for k in shown_names}
     return cols
+
+
+_NO_ROWS = np.zeros(0, np.int64)
+
+
+def _narrow(parts: list[_Part], slices: list[slice], name: str) -> np.ndarray:
+    """The parts' index column `name` in the narrowest integer type holding its values."""
+    pieces = [part.numpy(name) for part in parts]
+    bounds = [(int(x.min()), int(x.max())) for x in pieces if len(x)]
+    low, high = min((b[0] for b in bounds), default=0), max((b[1] for b in bounds), default=0)
+    dtype = next(t for t in (np.int8, np.int16, np.int32, np.int64) if np.iinfo(t).min <= low and high <= np.iinfo(t).max)
+    out = np.empty(sum(len(x) for x in pieces), dtype=dtype)
+    for i, where in enumerate(slices):
+        out[where] = pieces[i]
+        pieces[i] = _NO_ROWS  # freed as soon as copied
+    return out
 
 
 def _shown(part: _Part, where: slice, cols: RolloutColumns, name: str, kinds: dict[str, ValueKind]) -> ShownField:

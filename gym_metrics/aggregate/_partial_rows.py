@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gym_metrics._memory import trim_heap
+
 
 class PartialRows(Sequence[Any]):
     """Kept row texts numbered 0..n-1 across parts; part k holds the kept rows of rows
@@ -22,7 +24,7 @@ class PartialRows(Sequence[Any]):
     def __init__(self, parts: Sequence[tuple[Path, int, int]], kept_counts: Sequence[int]) -> None:
         self.parts = list(parts)
         self.bounds = np.cumsum([0, *kept_counts])
-        self._cache: tuple[int, int, pa.Array] | None = None  # (pid, part, its kept texts)
+        self._cache: tuple[int, int, pa.ChunkedArray] | None = None  # (pid, part, its kept texts)
 
     def __len__(self) -> int:
         return int(self.bounds[-1])
@@ -44,15 +46,35 @@ class PartialRows(Sequence[Any]):
                 out[slot] = text
         return out
 
-    def _texts(self, part: int) -> pa.Array:
+    def _texts(self, part: int) -> pa.ChunkedArray:
         cache = self._cache
         if cache is not None and cache[0] == os.getpid() and cache[1] == part:
             return cache[2]
         path, start, rows = self.parts[part]
-        column = pq.ParquetFile(path).read(columns=["row"], use_threads=False).column(0).slice(start, rows)
-        texts = column.filter(column.is_valid()).combine_chunks()
+        self._cache = None
+        previous = pa.default_memory_pool()
+        pa.set_memory_pool(pa.system_memory_pool())  # the column's scratch goes back to the OS (trim_heap)
+        try:
+            texts = _kept_texts(pq.ParquetFile(path), start, rows)
+        finally:
+            pa.set_memory_pool(previous)
+            trim_heap()
         self._cache = (os.getpid(), part, texts)
         return texts
+
+
+def _kept_texts(parquet: pq.ParquetFile, start: int, rows: int) -> pa.ChunkedArray:
+    """The non-null texts of rows start..start + rows, read a row group at a time (a whole
+    column at once holds every group's pages and nulls besides the texts)."""
+    chunks, at = [], 0
+    for i in range(parquet.metadata.num_row_groups):
+        size = parquet.metadata.row_group(i).num_rows
+        lo, hi = max(start, at), min(start + rows, at + size)
+        if lo < hi:
+            column = parquet.read_row_group(i, columns=["row"], use_threads=False).column(0).slice(lo - at, hi - lo)
+            chunks.extend(column.filter(column.is_valid()).chunks)
+        at += size
+    return pa.chunked_array(chunks, pa.binary())
 
 
 __all__ = ["PartialRows"]

@@ -32,7 +32,7 @@ from gym_metrics.aggregate._accounting import (
     masked_by_task,
     non_numeric_counts_of,
 )
-from gym_metrics.aggregate._columns import RolloutColumns, take_non_numeric, take_shown
+from gym_metrics.aggregate._columns import NumericField, RolloutColumns, take_non_numeric, take_shown
 from gym_metrics.aggregate._engine import (
     AggregateOptions,
     ColumnMetrics,
@@ -71,7 +71,7 @@ def aggregate_ranged(
     for name in sorted(rollouts.agents):
         data = _sorted(rollouts.agents.pop(name))
         if extra is not None:
-            sections[name] = extra(name, data)
+            sections[name] = extra(name, _wide(data))
         results.append(_agent(name, data, options, get_key_metrics, column_metrics, out.parent))
         del data
     write_aggregate_metrics(out, results, sections or None)
@@ -121,8 +121,10 @@ def _agent(
     coverage, masked_per_task, non_numeric, shown = _accounting(data)
     cols = data  # from here on the measured rows only
     names = sorted(k for k, v in cols.fields.items() if v.present.any())
-    valid = {k: cols.fields[k].present & np.isfinite(cols.fields[k].values) for k in names}
+    valid = _valid(cols, names)
     starts = group_starts(cols.task_index)
+    sample_rows = cols.rows.take(starts) if cols.rows is not None else None
+    cols.rows = None  # only the samples' texts are used: not an index over every row
     tasks = Tasks(starts, np.diff(np.append(starts, len(cols))))
     measured = np.asarray(cols.task_index[starts], dtype=np.int64)
     sizes = tasks.sizes.astype(np.int64)
@@ -135,7 +137,7 @@ def _agent(
         if overflowed is not None:
             whole[k] = overflowed
     trim_heap()  # forked render workers start with this process's memory
-    source = GroupSource(groups, cols, names, valid, tasks, measured, shown, options.include_samples,
+    source = GroupSource(groups, cols, names, valid, tasks, measured, shown, sample_rows, options.include_samples,
                          options.include_rollout_infos, whole)  # fmt: skip
     render = RangedRender(source, tmp_dir)
     agent_metrics, repeats = _agent_level(cols, names, valid, spreads, len(starts))
@@ -143,8 +145,7 @@ def _agent(
     agent_metrics.update(errors)
     if len(cols):
         if column_metrics is not None:
-            view = RolloutColumns(cols.task_index, cols.rollout_index, dict(cols.fields), np.zeros(len(cols), bool))
-            agent_metrics.update(column_metrics(view))
+            agent_metrics.update(column_metrics(_wide(cols, measured_only=True)))
         agent_metrics["num_repeats"] = num_repeats
         key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
     else:
@@ -157,6 +158,31 @@ def _agent(
         non_finite_counts={k: v for k, v in non_finite.items() if v}, received_rollouts=received,
         non_numeric_counts=non_numeric, prerender=render,
     )  # fmt: skip
+
+
+def _wide(data: RolloutColumns, measured_only: bool = False) -> RolloutColumns:
+    """`data` as the engine hands rows to hooks: int64 keys (merge_partials' narrow_keys), and
+    for the measured rows only the keys, the fields and the masks (as _engine._measure)."""
+    keys = data.task_index.astype(np.int64, copy=False), data.rollout_index.astype(np.int64, copy=False)
+    if measured_only:
+        return RolloutColumns(*keys, dict(data.fields), np.zeros(len(data), bool))
+    return RolloutColumns(*keys, data.fields, np.asarray(data.masked), data.rows, data.row_labels, data.label_name,
+                          data.errors, data.non_numeric, data.shown)  # fmt: skip
+
+
+def _valid(cols: RolloutColumns, names: list[str]) -> dict[str, np.ndarray]:
+    """Per field, present and finite; a column that is all True (the usual case) as a view of
+    one value, and so is a field's `present` (10 MB each at 10M rollouts)."""
+    n, every = len(cols), np.broadcast_to(np.True_, (len(cols),))
+    valid = {}
+    for k in names:
+        field = cols.fields[k]
+        ok = field.present & np.isfinite(field.values)
+        if field.present.all():
+            cols.fields[k] = NumericField(field.values, every, field.kind)
+        valid[k] = every if ok.all() else ok
+    cols.masked = np.broadcast_to(np.False_, (n,))
+    return valid
 
 
 def _accounting(data: RolloutColumns) -> tuple[dict[str, int], dict[int, int], dict[str, int], dict[str, Any]]:

@@ -8,15 +8,16 @@ functions render each range, cut on its own chunk boundaries.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
+from gym_metrics._memory import trim_heap
 from gym_metrics.aggregate import _output
-from gym_metrics.aggregate._columns import NumericField, RolloutColumns, ShownField
+from gym_metrics.aggregate._columns import NumericField, RolloutColumns, RowSource, ShownField
 from gym_metrics.aggregate._forked import discard, finish, render_workers, start
 from gym_metrics.aggregate._groups import stat_columns
 from gym_metrics.aggregate._output import GroupsRender, iter_group_json
@@ -46,6 +47,8 @@ class GroupSource:
     measured: np.ndarray
     """Each measured task's index (ascending)."""
     shown: dict[str, ShownField]
+    sample_rows: RowSource | None
+    """The row texts of each measured task's first row (its sample), when the partials have texts."""
     samples: bool
     infos: bool
     whole: dict[str, GroupedStats] = field(default_factory=dict)
@@ -65,15 +68,25 @@ class GroupSource:
             stats = {k: _placed(v, here) for k, v in stats.items()}
         sub = GroupTable(final, stats, self.groups.num_rollouts[lo:hi], self.groups.expected_num_rollouts[lo:hi], [None] * (hi - lo))
         if self.samples:
-            rows = self.tasks.starts[g:h] if here is None else _placed(self.tasks.starts[g:h], here, -1)
-            cols, names = self.cols, self.names
-            sub.defer_samples(rows, lambda pos: sample_texts(cols, pos.tolist(), names))
+            first = np.arange(h - g)
+            sub.defer_samples(first if here is None else _placed(first, here, -1), self._sampler(g, h))
         if self.infos:
             fields = {k: _rows_of(self.cols.fields[k], a, b) for k in self.names}
             shown = {k: ShownField(s.values[a:b], s.present[a:b], s.ints[a:b], s.text[a:b] if s.text is not None else None)
                      for k, s in self.shown.items()}  # fmt: skip
-            sub.attach(RolloutInfoTable(self.cols.task_index[a:b], self.cols.rollout_index[a:b], fields, shown))
+            keys = self.cols.task_index[a:b].astype(np.int64), self.cols.rollout_index[a:b].astype(np.int64)
+            sub.attach(RolloutInfoTable(*keys, fields, shown))
         return sub
+
+    def _sampler(self, g: int, h: int) -> Callable[[np.ndarray], list[bytes]]:
+        """Samples of measured tasks g..h by their number from g: `sample_texts` of their first
+        rows, taken into columns of their own (the same texts as from every row's columns)."""
+        at = self.tasks.starts[g:h]
+        rows = self.sample_rows.take(np.arange(g, h)) if self.sample_rows is not None else None
+        firsts = RolloutColumns(self.cols.task_index[at].astype(np.int64), self.cols.rollout_index[at].astype(np.int64),
+                                {k: self.cols.fields[k].take(at) for k in self.names}, np.zeros(h - g, bool), rows=rows)  # fmt: skip
+        names = self.names
+        return lambda pos: sample_texts(firsts, pos.tolist(), names)
 
     def _stats(self, name: str, g: int, h: int, a: int, b: int) -> GroupedStats:
         whole = self.whole.get(name)
@@ -137,6 +150,7 @@ class RangedRender(GroupsRender):
         cuts = self._bounds[(self._bounds > lo) & (self._bounds < hi)].tolist()
         for a, b in zip([lo, *cuts], [*cuts, hi]):
             yield from iter_group_json(self.source.table(a, b), 0, b - a)
+            trim_heap()  # the range's text and temporaries go back to the OS, not to a heap that only grows
 
     def write(self, f: IO[bytes]) -> None:
         if not len(self.groups):
