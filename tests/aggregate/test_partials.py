@@ -267,3 +267,17 @@ def test_the_ranged_merge_consumes_the_rows(tmp_path: Path) -> None:
     assert rollouts.agents == {} and rollouts.rows_read == len(src.read_bytes().splitlines())
     assert [r.agent_name for r in results] == sorted({json.loads(x)["agent_ref"]["name"] for x in src.read_bytes().splitlines()})
     assert all(len(r.groups) and not r.groups.stats for r in results)
+
+
+@pytest.mark.parametrize("task_base, repeats", [(0, 3), (40_000, 200), (3_000_000_000, 2)])
+def test_the_ranged_merge_with_wide_keys(task_base: int, repeats: int, tmp_path: Path, tiny_ranges: None) -> None:
+    """Keys read into int8, int16, int32 or int64 (narrow_keys) render as the int64 keys do."""
+    rng = random.Random(task_base)
+    lines = []
+    for task in rng.sample(range(task_base, task_base + 500), 6):
+        for rollout in rng.sample(range(repeats), min(repeats, 4)):
+            row = {"agent_ref": {"name": "a"}, "_ng_task_index": task, "_ng_rollout_index": rollout, "reward": rng.random()}
+            lines.append(json.dumps(row).encode() + b"\n")
+    rng.shuffle(lines)
+    for shards in splits(lines, rng):
+        assert merged_equals_single(tmp_path, lines, shards, options=AggregateOptions(expected_task_indices=[task_base + 777])) is True
