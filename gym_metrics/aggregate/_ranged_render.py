@@ -15,7 +15,6 @@ from typing import IO
 
 import numpy as np
 
-from gym_metrics._memory import trim_heap
 from gym_metrics.aggregate import _output
 from gym_metrics.aggregate._columns import NumericField, RolloutColumns, RowSource, ShownField
 from gym_metrics.aggregate._forked import discard, finish, render_workers, start
@@ -150,7 +149,6 @@ class RangedRender(GroupsRender):
         cuts = self._bounds[(self._bounds > lo) & (self._bounds < hi)].tolist()
         for a, b in zip([lo, *cuts], [*cuts, hi]):
             yield from iter_group_json(self.source.table(a, b), 0, b - a)
-            trim_heap()  # the range's text and temporaries go back to the OS, not to a heap that only grows
 
     def write(self, f: IO[bytes]) -> None:
         if not len(self.groups):
