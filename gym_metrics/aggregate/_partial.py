@@ -35,7 +35,7 @@ from gym_metrics.aggregate._columns import (
     shown_of_field,
 )
 from gym_metrics.aggregate._reader import BadLine, RolloutFile
-from gym_metrics.aggregate._partial_rows import PartialRows
+from gym_metrics.aggregate._partial_rows import PartialRows, row_groups
 from gym_metrics._memory import trim_heap
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
@@ -294,9 +294,11 @@ def _rows(parts: list[_Part], slices: list[slice], total: int) -> RowSource | No
     index = np.full(total, -1, dtype=np.int32 if total < 2**31 else np.int64)
     counts: list[int] = []
     for part, where in zip(parts, slices):
-        have = np.flatnonzero(part.column("row").is_valid().to_numpy(zero_copy_only=False))
+        valid = [c.is_valid().to_numpy(zero_copy_only=False) for c in row_groups(part.parquet, "row", part.start, part.rows)]
+        have = np.flatnonzero(np.concatenate(valid)) if valid else np.zeros(0, np.int64)
         index[where.start + have] = np.arange(sum(counts), sum(counts) + len(have))
         counts.append(len(have))
+        trim_heap()  # the texts read to find the kept rows go back before the next part's
     return RowSource(PartialRows([(p.path, p.start, p.rows) for p in parts], counts), index)
 
 

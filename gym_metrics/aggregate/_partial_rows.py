@@ -6,7 +6,7 @@ row order); a forked render worker opens the files afresh."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,17 +64,21 @@ class PartialRows(Sequence[Any]):
 
 
 def _kept_texts(parquet: pq.ParquetFile, start: int, rows: int) -> pa.Array:
-    """The non-null texts of rows start..start + rows, read a row group at a time (a whole
-    column at once holds every group's pages and nulls besides the texts)."""
-    chunks, at = [], 0
+    """The non-null texts of rows start..start + rows (one array: `take` from chunks is slow)."""
+    chunks = [c.filter(c.is_valid()) for c in row_groups(parquet, "row", start, rows)]
+    return pa.concat_arrays([a for c in chunks for a in c.chunks]) if chunks else pa.array([], pa.binary())
+
+
+def row_groups(parquet: pq.ParquetFile, column: str, start: int, rows: int) -> Iterator[pa.ChunkedArray]:
+    """Rows start..start + rows of a column, read a row group at a time (reading the whole
+    column at once holds every group's pages besides the values)."""
+    at = 0
     for i in range(parquet.metadata.num_row_groups):
         size = parquet.metadata.row_group(i).num_rows
         lo, hi = max(start, at), min(start + rows, at + size)
         if lo < hi:
-            column = parquet.read_row_group(i, columns=["row"], use_threads=False).column(0).slice(lo - at, hi - lo)
-            chunks.extend(column.filter(column.is_valid()).chunks)
+            yield parquet.read_row_group(i, columns=[column], use_threads=False).column(0).slice(lo - at, hi - lo)
         at += size
-    return pa.concat_arrays(chunks) if chunks else pa.array([], pa.binary())  # one array: `take` from chunks is slow
 
 
-__all__ = ["PartialRows"]
+__all__ = ["PartialRows", "row_groups"]

@@ -118,6 +118,9 @@ def _agent(
     else:  # apply_errors' take, in place
         _take_in_place(data, np.flatnonzero(data.errors == 0))
         data.errors = None
+    if data.non_numeric:  # only numeric fields' flags are ever counted (non_numeric_counts_of):
+        # the text-only keys' (10 MB each at 10M rollouts) go now
+        data.non_numeric = {k: v for k, v in data.non_numeric.items() if k in data.fields} or None
     coverage, masked_per_task, non_numeric, shown = _accounting(data)
     cols = data  # from here on the measured rows only
     names = sorted(k for k, v in cols.fields.items() if v.present.any())
@@ -127,8 +130,8 @@ def _agent(
     cols.rows = None  # only the samples' texts are used: not an index over every row
     tasks = Tasks(starts, np.diff(np.append(starts, len(cols))))
     measured = np.asarray(cols.task_index[starts], dtype=np.int64)
-    sizes = tasks.sizes.astype(np.int64)
-    groups = GroupTable(measured, {}, sizes, sizes.copy(), [None] * len(measured))
+    sizes = tasks.sizes.astype(np.int64, copy=False)  # never written in place: one array serves both
+    groups = GroupTable(measured, {}, sizes, sizes, [None] * len(measured))
     groups = with_expected_tasks(groups, options, masked_per_task, failed_per_task)
     spreads: dict[str, FieldSpread] = {}
     whole: dict[str, GroupedStats] = {}
