@@ -281,3 +281,21 @@ def test_the_ranged_merge_with_wide_keys(task_base: int, repeats: int, tmp_path:
     rng.shuffle(lines)
     for shards in splits(lines, rng):
         assert merged_equals_single(tmp_path, lines, shards, options=AggregateOptions(expected_task_indices=[task_base + 777])) is True
+
+
+def test_agents_with_nothing_measured_merge_to_the_same_bytes(tmp_path: Path, tiny_ranges: None) -> None:
+    """An agent every rollout of which is masked or failed: no stats, only counts and the
+    expected and failed tasks' empty groups."""
+    lines = []
+    for task in range(7):
+        for rollout in range(3):
+            row: dict[str, Any] = {"agent_ref": {"name": "m"}, "_ng_task_index": task, "_ng_rollout_index": rollout, "reward": 1.0}
+            row["_gm_masked" if task % 2 else "_gm_error"] = True if task % 2 else {"kind": "verify", "message": "x"}
+            lines.append(json.dumps(row).encode() + b"\n")
+    lines.append(json.dumps({"agent_ref": {"name": "n"}, "_ng_task_index": 3, "_ng_rollout_index": 0, "reward": 0.5}).encode() + b"\n")
+    rng = random.Random(9)
+    rng.shuffle(lines)
+    for as_zero in (False, True):
+        options = AggregateOptions(expected_rollouts_per_task=3, expected_task_indices=[1, 20], count_errors_as_zero=as_zero)
+        for shards in splits(lines, rng):
+            assert merged_equals_single(tmp_path, lines, shards, options=options) is True
