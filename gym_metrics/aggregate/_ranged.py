@@ -17,6 +17,7 @@ and may change the groups) the merge uses the one-process engine instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,27 +54,29 @@ from gym_metrics.aggregate._tables import AgentAggregate, GroupTable
 from gym_metrics.aggregate._uncertainty import FieldSpread, is_binary, uncertainty_metrics
 
 
+Extra = Callable[[str, RolloutColumns], Mapping[str, Any]]
+"""aggregate_rollouts' `extra`: sections of an agent's entry from its rows sorted by key."""
+
+
 def aggregate_ranged(
     rollouts: RolloutFile,
     out: Path,
     *,
     options: AggregateOptions | None = None,
     get_key_metrics: GetKeyMetrics | None = None,
-    extra: Callable[[str, RolloutColumns], Mapping[str, Any]] | None = None,
+    extra: Extra | None = None,
     column_metrics: ColumnMetrics | None = None,
 ) -> list[AgentAggregate]:
     """`aggregate_rollouts` without the row hooks, consuming the rows: each agent's columns
     leave `rollouts.agents` as they are aggregated (they are reordered in place)."""
     options = options or AggregateOptions()
     results = []
-    sections: dict[str, Mapping[str, Any]] = {}
+    sections: dict[str, dict[str, Any]] = {}
     out.parent.mkdir(parents=True, exist_ok=True)
-    for name in sorted(rollouts.agents):
-        data = _sorted(rollouts.agents.pop(name))
-        if extra is not None:
-            sections[name] = extra(name, _wide(data))
-        results.append(_agent(name, data, options, get_key_metrics, column_metrics, out.parent))
-        del data
+    for name in sorted(rollouts.agents):  # no reference to an agent's rows is kept here: _agent frees them
+        section = {} if extra is None else sections.setdefault(name, {})
+        results.append(_agent(name, _sorted(rollouts.agents.pop(name)), options, get_key_metrics, column_metrics, extra,
+                              section, out.parent))  # fmt: skip
     write_aggregate_metrics(out, results, sections or None)
     return results
 
@@ -104,13 +107,55 @@ def _take_in_place(data: RolloutColumns, idx: np.ndarray) -> None:
     data.shown = take_shown(data.shown, idx)
 
 
+@dataclass
+class _Counts:
+    """What the engine counts over every row of an agent, before the measured rows remain."""
+
+    received: int
+    num_repeats: int
+    errors: dict[str, int]
+    failed_per_task: dict[int, int]
+    coverage: dict[str, int]
+    masked_per_task: dict[int, int]
+    non_numeric: dict[str, int]
+    shown: dict[str, Any]
+
+
 def _agent(
     name: str, data: RolloutColumns, options: AggregateOptions, get_key_metrics: GetKeyMetrics | None,
-    column_metrics: ColumnMetrics | None, tmp_dir: Path,
+    column_metrics: ColumnMetrics | None, extra: Extra | None, section: dict[str, Any], tmp_dir: Path,
 ) -> AgentAggregate:  # fmt: skip
-    """_engine._aggregate's stages and output, in the same order."""
-    received = len(data)
-    num_repeats = len(_distinct(data.rollout_index))
+    """_engine._aggregate's stages and output, in the same order (`extra`'s answer into `section`)."""
+    if extra is not None:
+        section.update(extra(name, _wide(data)))
+    cols, counts = _measured(data, options)
+    del data
+    source, spreads = _groups(cols, counts, options)
+    render = RangedRender(source, tmp_dir)  # forks the render workers: they start on the groups now
+    agent_metrics, repeats = _agent_level(cols, source.names, source.valid, spreads, len(source.measured))
+    agent_metrics.update(counts.coverage)
+    agent_metrics.update(counts.errors)
+    if len(cols):
+        if column_metrics is not None:
+            agent_metrics.update(column_metrics(_wide(cols, measured_only=True)))
+        agent_metrics["num_repeats"] = counts.num_repeats
+        key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
+    else:
+        key_metrics = {}
+    key_metrics.update(counts.coverage)
+    key_metrics.update(counts.errors)
+    non_finite = {k: int((cols.fields[k].present & ~source.valid[k]).sum()) for k in source.names}
+    return AgentAggregate(
+        agent_name=name, agent_metrics=agent_metrics, key_metrics=key_metrics, groups=source.groups,
+        repeat_level_metrics=repeats, non_finite_counts={k: v for k, v in non_finite.items() if v},
+        received_rollouts=counts.received, non_numeric_counts=counts.non_numeric, prerender=render,
+    )  # fmt: skip
+
+
+def _measured(data: RolloutColumns, options: AggregateOptions) -> tuple[RolloutColumns, _Counts]:
+    """The counts over every row, then `data` itself reduced to the measured rows (failed rows
+    as apply_errors says, masked rows out), in place."""
+    received, num_repeats = len(data), len(_distinct(data.rollout_index))
     errors = error_counts(data)
     failed_per_task = failed_by_task(data) if not options.count_errors_as_zero else {}
     if options.count_errors_as_zero or data.errors is None or not data.errors.any():
@@ -122,7 +167,13 @@ def _agent(
         # the text-only keys' (10 MB each at 10M rollouts) go now
         data.non_numeric = {k: v for k, v in data.non_numeric.items() if k in data.fields} or None
     coverage, masked_per_task, non_numeric, shown = _accounting(data)
-    cols = data  # from here on the measured rows only
+    counts = _Counts(received, num_repeats, errors, failed_per_task, coverage, masked_per_task, non_numeric, shown)
+    return data, counts
+
+
+def _groups(cols: RolloutColumns, counts: _Counts, options: AggregateOptions) -> tuple[GroupSource, dict[str, FieldSpread]]:
+    """The groups to render (their tasks and counts, expected and failed tasks included) and
+    each field's spread over tasks, from per-task sums made a range of tasks at a time."""
     names = sorted(k for k, v in cols.fields.items() if v.present.any())
     valid = _valid(cols, names)
     starts = group_starts(cols.task_index)
@@ -132,7 +183,7 @@ def _agent(
     measured = np.asarray(cols.task_index[starts], dtype=np.int64)
     sizes = tasks.sizes.astype(np.int64, copy=False)  # never written in place: one array serves both
     groups = GroupTable(measured, {}, sizes, sizes, [None] * len(measured))
-    groups = with_expected_tasks(groups, options, masked_per_task, failed_per_task)
+    groups = with_expected_tasks(groups, options, counts.masked_per_task, counts.failed_per_task)
     spreads: dict[str, FieldSpread] = {}
     whole: dict[str, GroupedStats] = {}
     for k in names:
@@ -140,27 +191,9 @@ def _agent(
         if overflowed is not None:
             whole[k] = overflowed
     trim_heap()  # forked render workers start with this process's memory
-    source = GroupSource(groups, cols, names, valid, tasks, measured, shown, sample_rows, options.include_samples,
+    source = GroupSource(groups, cols, names, valid, tasks, measured, counts.shown, sample_rows, options.include_samples,
                          options.include_rollout_infos, whole)  # fmt: skip
-    render = RangedRender(source, tmp_dir)
-    agent_metrics, repeats = _agent_level(cols, names, valid, spreads, len(starts))
-    agent_metrics.update(coverage)
-    agent_metrics.update(errors)
-    if len(cols):
-        if column_metrics is not None:
-            agent_metrics.update(column_metrics(_wide(cols, measured_only=True)))
-        agent_metrics["num_repeats"] = num_repeats
-        key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
-    else:
-        key_metrics = {}
-    key_metrics.update(coverage)
-    key_metrics.update(errors)
-    non_finite = {k: int((cols.fields[k].present & ~valid[k]).sum()) for k in names}
-    return AgentAggregate(
-        agent_name=name, agent_metrics=agent_metrics, key_metrics=key_metrics, groups=groups, repeat_level_metrics=repeats,
-        non_finite_counts={k: v for k, v in non_finite.items() if v}, received_rollouts=received,
-        non_numeric_counts=non_numeric, prerender=render,
-    )  # fmt: skip
+    return source, spreads
 
 
 def _wide(data: RolloutColumns, measured_only: bool = False) -> RolloutColumns:
