@@ -299,3 +299,17 @@ def test_agents_with_nothing_measured_merge_to_the_same_bytes(tmp_path: Path, ti
         options = AggregateOptions(expected_rollouts_per_task=3, expected_task_indices=[1, 20], count_errors_as_zero=as_zero)
         for shards in splits(lines, rng):
             assert merged_equals_single(tmp_path, lines, shards, options=options) is True
+
+
+def test_signed_zeros_merge_to_the_same_bytes(tmp_path: Path, tiny_ranges: None) -> None:
+    """-0.0 and 0.0 compare equal: min, max and medians of a range must pick the one the whole
+    column's computation picks."""
+    rng = random.Random(1)
+    lines = []
+    for task in range(30):
+        for rollout in range(rng.randint(1, 9)):
+            row = {"agent_ref": {"name": "a"}, "_ng_task_index": task, "_ng_rollout_index": rollout,
+                   "reward": rng.choice([0.0, -0.0, 1.0, -1.0]), "x": rng.choice([-0.0, 0.0])}  # fmt: skip
+            lines.append(json.dumps(row).encode() + b"\n")
+    for shards in splits(lines, rng):
+        assert merged_equals_single(tmp_path, lines, shards) is True
