@@ -11,7 +11,7 @@ import math
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 import orjson
@@ -23,7 +23,8 @@ from gym_metrics.aggregate._forked import discard, finish, render_workers, start
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable
 from gym_metrics.aggregate._texts import Texts, choice, fill, joined, numbers, offsets
 
-_CHUNK = 4096
+CHUNK = 4096
+"""Groups rendered per blob; ranges given to render workers are cut on these boundaries."""
 _OPTS = orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -72,7 +73,7 @@ def _write_agent(f: IO[bytes], agg: AgentAggregate, extra: Mapping[str, Any] | N
     f.write(b',\n    "agent_metrics": ' + _indent(_dump(agg.agent_metrics, indent=True), 4))
     f.write(b',\n    "key_metrics": ' + _indent(_dump(agg.key_metrics, indent=True), 4))
     f.write(b',\n    "group_level_metrics": [')
-    render = agg.prerender if isinstance(agg.prerender, GroupsRender) else GroupsRender(agg.groups, _tmp_dir(f))
+    render = agg.prerender if isinstance(agg.prerender, GroupsWriter) else GroupsRender(agg.groups, _tmp_dir(f))
     render.write(f)
     f.write(b"\n    ]" if len(agg.groups) else b"]")
     f.write(b',\n    "repeat_level_metrics": [')
@@ -86,6 +87,14 @@ def _write_agent(f: IO[bytes], agg: AgentAggregate, extra: Mapping[str, Any] | N
     f.write(b"\n  }")
 
 
+@runtime_checkable
+class GroupsWriter(Protocol):
+    """What writes an agent's group_level_metrics entries (`AgentAggregate.prerender`): each
+    entry after the first preceded by GROUP_SEP, the first by a newline and its indent."""
+
+    def write(self, f: IO[bytes]) -> None: ...
+
+
 class GroupsRender:
     """An agent's group_level_metrics: the first chunk and range rendered by the writer, the
     later ranges by forked workers (see _forked) started when this is made, possibly long
@@ -93,8 +102,8 @@ class GroupsRender:
 
     def __init__(self, groups: GroupTable, tmp_dir: Path) -> None:
         self.groups = groups
-        self._ranges = _ranges(groups, min(_CHUNK, len(groups)))
-        self._workers = start(tmp_dir, self._ranges[1:], self._render, _GROUP_SEP)
+        self._ranges = _ranges(groups, min(CHUNK, len(groups)))
+        self._workers = start(tmp_dir, self._ranges[1:], self._render, GROUP_SEP)
         weakref.finalize(self, discard, self._workers)  # never written: no stray processes or files
 
     def _render(self, lo: int, hi: int) -> Iterator[bytes]:
@@ -103,24 +112,24 @@ class GroupsRender:
     def write(self, f: IO[bytes]) -> None:
         if not len(self.groups):
             return
-        blobs = self._render(0, min(_CHUNK, len(self.groups)))
+        blobs = self._render(0, min(CHUNK, len(self.groups)))
         f.write(b"\n      " + next(blobs))  # the first entry: no separator before it
         for blob in blobs:
-            f.write(_GROUP_SEP + blob)
+            f.write(GROUP_SEP + blob)
         try:
             for k, (lo, hi) in enumerate(self._ranges):
                 worker = self._workers[k - 1] if k else None
                 if worker is None:
                     for blob in self._render(lo, hi):
-                        f.write(_GROUP_SEP + blob)
+                        f.write(GROUP_SEP + blob)
                 else:
                     self._workers[k - 1] = None
-                    finish(f, worker, self._render, _GROUP_SEP)
+                    finish(f, worker, self._render, GROUP_SEP)
         finally:
             discard(self._workers)
 
 
-_WRITER_SHARE = 0.6
+WRITER_SHARE = 0.6
 """The writing process's range, against a worker's: it also has the agent level to finish, the
 file's head to write and the workers' bytes to append (measured: the 2-process split that
 ends both together at 1M rollouts)."""
@@ -128,16 +137,16 @@ ends both together at 1M rollouts)."""
 
 def _ranges(groups: GroupTable, start: int) -> list[tuple[int, int]]:
     """Groups start.. cut on chunk boundaries into one range per render process (see _forked),
-    by rollouts: the writer's range _WRITER_SHARE of a worker's."""
+    by rollouts: the writer's range WRITER_SHARE of a worker's."""
     n = len(groups)
     weight = groups.info_starts if groups.info_starts is not None else np.arange(n + 1)
     workers = render_workers(int(weight[n] - weight[start])) if start < n else 1
     if workers == 1:
         return [(start, n)] if start < n else []
-    shares = np.cumsum([_WRITER_SHARE] + [1.0] * (workers - 1))
+    shares = np.cumsum([WRITER_SHARE] + [1.0] * (workers - 1))
     targets = weight[start] + (weight[n] - weight[start]) * shares[:-1] / shares[-1]
     cuts = np.searchsorted(weight, targets)
-    bounds = [start, *(start + -(-(int(c) - start) // _CHUNK) * _CHUNK for c in cuts), n]
+    bounds = [start, *(start + -(-(int(c) - start) // CHUNK) * CHUNK for c in cuts), n]
     bounds = sorted({min(b, n) for b in bounds})
     return list(zip(bounds[:-1], bounds[1:]))
 
@@ -153,8 +162,8 @@ def iter_group_json(groups: GroupTable, start: int = 0, stop: int | None = None)
     (every stat defined, finite rollout values) are filled column-wise (see _texts) without a
     dict or a bytes object per task or rollout."""
     stop = len(groups) if stop is None else stop
-    for lo in range(start, stop, _CHUNK):
-        hi = min(lo + _CHUNK, stop)
+    for lo in range(start, stop, CHUNK):
+        hi = min(lo + CHUNK, stop)
         head = _head_parts(groups, lo, hi)
         blob = _filled(groups, lo, hi, head) if head is not None else None
         if blob is not None:
@@ -162,10 +171,10 @@ def iter_group_json(groups: GroupTable, start: int = 0, stop: int | None = None)
             continue
         heads = _heads(groups, lo, hi, head)
         if groups.rollout_infos is None:
-            yield _GROUP_SEP.join(h + b"}" for h in heads)
+            yield GROUP_SEP.join(h + b"}" for h in heads)
             continue
         dicts = _rollout_info_dicts(groups, lo, hi, fragments=True) or []
-        yield _GROUP_SEP.join(h + b',"rollout_infos":' + _dump(d) + b"}" for h, d in zip(heads, dicts))
+        yield GROUP_SEP.join(h + b',"rollout_infos":' + _dump(d) + b"}" for h, d in zip(heads, dicts))
 
 
 Parts = tuple[list[bytes], list[Texts]]
@@ -212,7 +221,7 @@ def _filled(groups: GroupTable, lo: int, hi: int, head: Parts) -> bytes | None:
     last = np.zeros(n, dtype=np.intp)
     last[-1] = 1
     if groups.rollout_infos is None:
-        return fill([*pieces[:-1], b"}", b""], [*columns, choice((_GROUP_SEP, b""), last)], n)
+        return fill([*pieces[:-1], b"}", b""], [*columns, choice((GROUP_SEP, b""), last)], n)
     info = _info_parts(groups, lo, hi)
     if info is None:
         return None
@@ -228,14 +237,14 @@ def _filled(groups: GroupTable, lo: int, hi: int, head: Parts) -> bytes | None:
     close = np.zeros(rows, dtype=np.intp)  # 0: more rollouts follow; 1: the entry ends; 2: the chunk ends
     close[starts[1:] - 1] = 1
     close[-1] = 2
-    suffix = choice((b"},", b"}]}" + _GROUP_SEP, b"}]}"), close)
+    suffix = choice((b"},", b"}]}" + GROUP_SEP, b"}]}"), close)
     return fill([b"", *info_pieces, b"", b""], [heads.take(head_of), *info_columns, suffix], rows)
 
 
 def iter_group_dicts(groups: GroupTable) -> Iterator[dict[str, Any]]:
     """group_level_metrics entries (docs/metrics.md#groups) as plain dicts, rollout_infos last."""
-    for lo in range(0, len(groups), _CHUNK):
-        hi = min(lo + _CHUNK, len(groups))
+    for lo in range(0, len(groups), CHUNK):
+        hi = min(lo + CHUNK, len(groups))
         infos = _rollout_info_dicts(groups, lo, hi)
         for j, entry in enumerate(_entries(groups, lo, hi)):
             if infos is not None:
@@ -339,5 +348,6 @@ def _info_parts(groups: GroupTable, lo: int, hi: int) -> tuple[list[bytes], list
     return pieces, columns, bounds[lo : hi + 1] - a
 
 
-_GROUP_SEP = b",\n      "
+GROUP_SEP = b",\n      "
+"""Between two entries of group_level_metrics."""
 _ABSENT = object()

@@ -19,7 +19,7 @@ from gym_metrics.aggregate import _output
 from gym_metrics.aggregate._columns import NumericField, RolloutColumns, RowSource, ShownField
 from gym_metrics.aggregate._forked import discard, finish, render_workers, start
 from gym_metrics.aggregate._groups import stat_columns
-from gym_metrics.aggregate._output import GroupsRender, iter_group_json
+from gym_metrics.aggregate._output import iter_group_json
 from gym_metrics.aggregate._ranged_stats import Tasks
 from gym_metrics.aggregate._rows import sample_texts
 from gym_metrics.aggregate._stats import GroupedStats, grouped_stats
@@ -28,9 +28,6 @@ from gym_metrics.aggregate._tables import GroupTable, RolloutInfoTable
 RANGE_ROWS = 1 << 18
 """Rollouts per rendered range, about (whole chunks of groups; a range's stats, infos and
 text are made at once)."""
-WRITER_SHARE = 0.6
-"""The writing process's share of the rollouts against a render worker's: it computes the
-agent level while the workers render (see _output._WRITER_SHARE)."""
 
 
 @dataclass
@@ -99,7 +96,7 @@ class GroupSource:
     def bounds(self) -> list[int]:
         """Range bounds over the groups: whole chunks of the writer (_output), about
         RANGE_ROWS rollouts each."""
-        n, chunk = len(self.groups), _output._CHUNK
+        n, chunk = len(self.groups), _output.CHUNK
         cum = np.concatenate(([0], np.cumsum(self.groups.num_rollouts)))
         edges = np.append(np.arange(0, n, chunk), n)
         out = [0]
@@ -120,16 +117,16 @@ def _rows_of(col: NumericField, a: int, b: int) -> NumericField:
     return NumericField(col.values[a:b], col.present[a:b], col.kind)
 
 
-class RangedRender(GroupsRender):
-    """GroupsRender's part in the writer (_output._write_agent) for a GroupSource: the first
-    ranges rendered by the writer, the later ones by forked workers started when this is made."""
+class RangedRender:
+    """The GroupsWriter (_output) of a GroupSource: the first ranges rendered by the writer,
+    the later ones by forked workers started when this is made."""
 
-    def __init__(self, source: GroupSource, tmp_dir: Path) -> None:  # noqa: D107 (no table of stats: not GroupsRender's)
+    def __init__(self, source: GroupSource, tmp_dir: Path) -> None:
         self.groups = source.groups
         self.source = source
         self._bounds = np.asarray(source.bounds(), dtype=np.int64)
         self._ranges = self._split()
-        self._workers = start(tmp_dir, self._ranges[1:], self._render, _output._GROUP_SEP)
+        self._workers = start(tmp_dir, self._ranges[1:], self._render, _output.GROUP_SEP)
         weakref.finalize(self, discard, self._workers)
 
     def _split(self) -> list[tuple[int, int]]:
@@ -139,7 +136,7 @@ class RangedRender(GroupsRender):
         workers = render_workers(int(cum[-1]))
         if workers == 1 or len(self._bounds) <= 2:
             return [(0, n)] if n else []
-        shares = np.cumsum([WRITER_SHARE] + [1.0] * (workers - 1))
+        shares = np.cumsum([_output.WRITER_SHARE] + [1.0] * (workers - 1))
         at = cum[self._bounds]
         cuts = [int(self._bounds[min(int(np.searchsorted(at, t)), len(at) - 1)]) for t in cum[-1] * shares[:-1] / shares[-1]]
         bounds = sorted({0, n, *cuts})
@@ -160,10 +157,10 @@ class RangedRender(GroupsRender):
                 if worker is None:
                     for blob in self._render(lo, hi):
                         f.write(sep + blob)
-                        sep = _output._GROUP_SEP
+                        sep = _output.GROUP_SEP
                 else:
                     self._workers[k - 1] = None
-                    finish(f, worker, self._render, _output._GROUP_SEP)
+                    finish(f, worker, self._render, _output.GROUP_SEP)
         finally:
             discard(self._workers)
 

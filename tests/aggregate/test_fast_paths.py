@@ -135,7 +135,7 @@ def test_samples_are_made_when_read_and_a_set_sample_stays(tmp_path: Path) -> No
 
 @pytest.mark.skipif(sys.platform != "linux", reason="forked render workers are Linux-only")
 def test_forked_workers_write_the_serial_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_output, "_CHUNK", 16)
+    monkeypatch.setattr(_output, "CHUNK", 16)
     monkeypatch.setattr(_forked, "MIN_ROLLOUTS_PER_WORKER", 50)
     monkeypatch.delitem(sys.modules, "grpc", raising=False)  # the test process may have loaded it
     monkeypatch.setattr(_forked.os, "sched_getaffinity", lambda pid: {0, 1, 2})
@@ -150,7 +150,7 @@ def test_forked_workers_write_the_serial_bytes(tmp_path: Path, monkeypatch: pyte
 
 @pytest.mark.skipif(sys.platform != "linux", reason="forked render workers are Linux-only")
 def test_a_failing_worker_costs_time_not_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_output, "_CHUNK", 16)
+    monkeypatch.setattr(_output, "CHUNK", 16)
     monkeypatch.setattr(_forked, "MIN_ROLLOUTS_PER_WORKER", 50)
     monkeypatch.delitem(sys.modules, "grpc", raising=False)
     monkeypatch.setattr(_forked.os, "sched_getaffinity", lambda pid: {0, 1})
@@ -211,7 +211,7 @@ def test_filled_chunks_match_the_per_task_path(
         for t in range(40) for r in range(repeats)
     ]  # fmt: skip
     path = write_rows(tmp_path / "r.jsonl", rows)
-    monkeypatch.setattr(_output, "_CHUNK", 16)
+    monkeypatch.setattr(_output, "CHUNK", 16)
     if not native:
         monkeypatch.setattr(_texts, "_native", None)
     made: list[bytes | None] = []

@@ -201,7 +201,7 @@ def tiny_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(_ranged_render, "RANGE_ROWS", 3)
     monkeypatch.setattr(_ranged_stats, "SLICE_ROWS", 2)
-    monkeypatch.setattr(_output, "_CHUNK", 2)
+    monkeypatch.setattr(_output, "CHUNK", 2)
     monkeypatch.setattr(_forked, "MIN_ROLLOUTS_PER_WORKER", 1)
 
 
