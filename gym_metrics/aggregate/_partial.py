@@ -16,12 +16,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from gym_metrics.aggregate._columns import (
     NumericField,
@@ -38,6 +37,9 @@ from gym_metrics.aggregate._reader import BadLine, RolloutFile
 from gym_metrics.aggregate._partial_rows import PartialRows, row_groups
 from gym_metrics._memory import trim_heap
 from gym_metrics.errors import FieldViolation, InvalidInputError
+
+if TYPE_CHECKING:  # imported where used: pyarrow.parquet costs ~20 ms of every command's start-up
+    import pyarrow.parquet as pq
 
 FORMAT = "gym-metrics-partial"
 VERSION = 1
@@ -74,7 +76,11 @@ def _write(sink: Any, rollouts: RolloutFile, sources: Sequence[str]) -> None:
     header = {"format": FORMAT, "version": VERSION, "agents": agents, "rows_read": rollouts.rows_read,
               "bad_lines": [[b.line, b.field, b.reason] for b in rollouts.bad_lines], "sources": list(sources)}  # fmt: skip
     schema = _unified_schema(tables).with_metadata({_META: orjson.dumps(header)})
-    with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
+    # lz4 and no column statistics: a third less writing and a third of zstd's reading time
+    # for 20% more bytes (nothing reads the statistics: the merge reads every value)
+    import pyarrow.parquet as pq
+
+    with pq.ParquetWriter(sink, schema, compression="lz4", write_statistics=False) as writer:
         for table in tables:
             if table.num_rows:
                 writer.write_table(_conform(table, schema), row_group_size=_GROUP_ROWS)
@@ -152,6 +158,7 @@ def partial_rows(path: str | os.PathLike[str]) -> dict[str, str]:
 def _open(path: Path) -> tuple[dict[str, Any], pq.ParquetFile]:
     where = [FieldViolation("partial", str(path))]
     try:
+        import pyarrow.parquet as pq
         parquet = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as exc:
         raise InvalidInputError(f"{path}: not a readable partial file ({exc})", where) from None

@@ -8,13 +8,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from gym_metrics._memory import trim_heap
+
+if TYPE_CHECKING:  # imported where used: pyarrow.parquet costs ~20 ms of every command's start-up
+    import pyarrow.parquet as pq
 
 
 class PartialRows(Sequence[Any]):
@@ -55,6 +57,7 @@ class PartialRows(Sequence[Any]):
         previous = pa.default_memory_pool()
         pa.set_memory_pool(pa.system_memory_pool())  # the column's scratch goes back to the OS (trim_heap)
         try:
+            import pyarrow.parquet as pq
             texts = _kept_texts(pq.ParquetFile(path), start, rows)
         finally:
             pa.set_memory_pool(previous)
