@@ -19,7 +19,7 @@ import orjson
 from gym_metrics._json import loads
 from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, ShownField, ValueKind
 from gym_metrics.aggregate._writer import BackgroundWriter
-from gym_metrics.aggregate._forked import discard, finish, render_workers, start
+from gym_metrics.aggregate._forked import Render, Worker, discard, finish, render_workers, start
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable
 from gym_metrics.aggregate._texts import Texts, choice, fill, joined, numbers, offsets
 
@@ -110,23 +110,28 @@ class GroupsRender:
         return iter_group_json(self.groups, lo, hi)
 
     def write(self, f: IO[bytes]) -> None:
-        if not len(self.groups):
-            return
-        blobs = self._render(0, min(CHUNK, len(self.groups)))
-        f.write(b"\n      " + next(blobs))  # the first entry: no separator before it
-        for blob in blobs:
-            f.write(GROUP_SEP + blob)
-        try:
-            for k, (lo, hi) in enumerate(self._ranges):
-                worker = self._workers[k - 1] if k else None
-                if worker is None:
-                    for blob in self._render(lo, hi):
-                        f.write(GROUP_SEP + blob)
-                else:
-                    self._workers[k - 1] = None
-                    finish(f, worker, self._render, GROUP_SEP)
-        finally:
-            discard(self._workers)
+        if len(self.groups):  # the first chunk joins the writer's range
+            first = (0, self._ranges[0][1] if self._ranges else len(self.groups))
+            write_ranges(f, [first, *self._ranges[1:]], self._workers, self._render)
+
+
+def write_ranges(f: IO[bytes], ranges: list[tuple[int, int]], workers: list[Worker | None], render: Render) -> None:
+    """Ranges of entries in order, the first entry after a newline and indent, every later one
+    after GROUP_SEP: range 0 rendered here, range k by workers[k - 1] (its bytes appended) or
+    here when it has none or failed; workers not used are stopped."""
+    sep = b"\n      "
+    try:
+        for k, (lo, hi) in enumerate(ranges):
+            worker = workers[k - 1] if k else None
+            if worker is None:
+                for blob in render(lo, hi):
+                    f.write(sep + blob)
+                    sep = GROUP_SEP
+            else:
+                workers[k - 1] = None
+                finish(f, worker, render, GROUP_SEP)
+    finally:
+        discard(workers)
 
 
 WRITER_SHARE = 0.6

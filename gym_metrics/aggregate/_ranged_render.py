@@ -17,7 +17,7 @@ import numpy as np
 
 from gym_metrics.aggregate import _output
 from gym_metrics.aggregate._columns import NumericField, RolloutColumns, RowSource, ShownField
-from gym_metrics.aggregate._forked import discard, finish, render_workers, start
+from gym_metrics.aggregate._forked import discard, render_workers, start
 from gym_metrics.aggregate._groups import stat_columns
 from gym_metrics.aggregate._output import iter_group_json
 from gym_metrics.aggregate._ranged_stats import Tasks
@@ -148,21 +148,8 @@ class RangedRender:
             yield from iter_group_json(self.source.table(a, b), 0, b - a)
 
     def write(self, f: IO[bytes]) -> None:
-        if not len(self.groups):
-            return
-        sep = b"\n      "  # before the first entry
-        try:
-            for k, (lo, hi) in enumerate(self._ranges):
-                worker = self._workers[k - 1] if k else None
-                if worker is None:
-                    for blob in self._render(lo, hi):
-                        f.write(sep + blob)
-                        sep = _output.GROUP_SEP
-                else:
-                    self._workers[k - 1] = None
-                    finish(f, worker, self._render, _output.GROUP_SEP)
-        finally:
-            discard(self._workers)
+        if len(self.groups):
+            _output.write_ranges(f, self._ranges, self._workers, self._render)
 
 
 __all__ = ["GroupSource", "RANGE_ROWS", "RangedRender"]
