@@ -1,11 +1,13 @@
 """Where `gym-metrics aggregate`'s time goes: wall and CPU of each stage of `aggregate_file`.
 
-Usage: python scripts/profile_aggregate.py ROLLOUTS.jsonl [--runs 2]
+Usage: python scripts/profile_aggregate.py ROLLOUTS.jsonl [--runs 2] [--render-workers N] [--python-render]
 
 Stages: imports, reading, the engine until the render worker is forked, the rest of the engine,
 writing (this process's share of the render, appending the worker's part, the rename). CPU is
 this process's only (the forked worker's is not counted). The figures behind BENCHMARKS.md's
-"Where the 1M run's time goes".
+"Where the 1M run's time goes". `--render-workers 1`: the whole render in this process (its
+CPU is then the render's); `--python-render`: without the C modules (_fill, _minify), as an
+install without a C compiler renders.
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("rollouts", type=Path)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--render-workers", type=int, help="GYM_METRICS_RENDER_WORKERS (1: no forked worker)")
+    parser.add_argument("--python-render", action="store_true", help="render without the C modules")
     ns = parser.parse_args()
+    if ns.render_workers is not None:
+        os.environ["GYM_METRICS_RENDER_WORKERS"] = str(ns.render_workers)
     marks: list[tuple[str, float, float]] = []
 
     def mark(name: str) -> None:
@@ -33,8 +39,10 @@ def main() -> int:
         marks.append((name, time.perf_counter(), t.user + t.system))
 
     import gym_metrics.aggregate as agg
-    from gym_metrics.aggregate import _forked
+    from gym_metrics.aggregate import _canonical, _forked, _texts
 
+    if ns.python_render:
+        _texts._native, _canonical._minify = None, None
     mark("imports")
     read, write, spawn = agg.read_rollouts, agg.write_aggregate_metrics, _forked._spawn
 
