@@ -1,9 +1,12 @@
-"""Helpers of the transport tests: a tiny environment, a BadRequest reader, and a server in a
-thread of its own."""
+"""Helpers of the transport tests: a tiny environment, a BadRequest reader, a server in a
+thread of its own, and `gym-metrics serve` in a process of its own."""
 
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,3 +86,24 @@ def server_in_thread(env: SimpleResourcesServer) -> Iterator[str]:
         asyncio.run_coroutine_threadsafe(started["server"].stop(0), loop).result(30)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(30)
+
+
+@contextmanager
+def serve_process(target: str = "math_exact") -> Iterator[str]:
+    """`gym-metrics serve TARGET --port 0` in a subprocess; its address while it runs."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gym_metrics.cli", "serve", target, "--port", "0"], stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    try:
+        line = proc.stderr.readline()
+        found = re.search(r"listening on (\S+:\d+)", line)
+        assert found, f"serve did not start: {line}"
+        yield found.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -7,11 +7,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from gym_metrics.cli._base import EXIT_FAILED
-from gym_metrics.collector import Progress
+from gym_metrics.collector import Progress, estimate_total
 
 
 class PushingProgress(Progress):
@@ -47,7 +46,7 @@ def push_progress(ns: argparse.Namespace) -> PushingProgress | None:
     from gym_metrics.exporters import Pusher
 
     instance = ns.output.name.removesuffix(".jsonl")
-    return PushingProgress(_estimate_total(ns.input, ns.num_repeats), Pusher(ns.pushgateway, instance, ns.push_interval))
+    return PushingProgress(estimate_total(ns.input, ns.num_repeats), Pusher(ns.pushgateway, instance, ns.push_interval))
 
 
 def push_after(progress: PushingProgress | None, result: Any, code: int) -> int:
@@ -66,14 +65,3 @@ def push_after(progress: PushingProgress | None, result: Any, code: int) -> int:
         return code or EXIT_FAILED
     print("pushed   -> pushgateway (job gym_metrics_collect)")
     return code
-
-
-def _estimate_total(path: Path, num_repeats: int | None) -> int | None:
-    """Lines in the input (estimated from its first MiB) times the repeats: the progress total."""
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        head = f.read(1 << 20)
-    lines = head.count(b"\n") + (not head.endswith(b"\n") and bool(head))
-    if not lines:
-        return None
-    return (lines if len(head) == size else round(size * lines / len(head))) * (num_repeats or 1)

@@ -133,7 +133,7 @@ async def collect_async(
     out = OutputFile(output_path, opts.resume, opts.default_agent)
     if out.repaired_bytes:
         log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
-    progress = progress or Progress(_estimate_total(input_path, opts.num_repeats))
+    progress = progress or Progress(estimate_total(input_path, opts.num_repeats))
     router = Router(input_path, opts, out, progress)
     lanes = [lane for c in clients for lane in await _connections(c, opts.connections, opts.retry, log)]
     batches = _batches(router, opts, progress)
@@ -294,7 +294,7 @@ def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns],
         )
 
 
-def _estimate_total(path: Path, num_repeats: int | None) -> int | None:
+def estimate_total(path: Path, num_repeats: int | None) -> int | None:
     """Rollouts to expect, for the progress bar: the file size over the mean length of its
     first lines (x repeats); exact for small files, no full read for big ones."""
     size = path.stat().st_size

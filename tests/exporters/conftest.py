@@ -5,14 +5,12 @@ the extras on the default venv), where a missing extra fails them."""
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from _transport_helpers import serve_process
 
 AGENTS = [
     {"agent_ref": {"name": "policy_a"}, "key_metrics": {"mean/reward": 0.75, "pass@4": 0.9, "pass^4": 0.5},
@@ -35,18 +33,5 @@ def metrics_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def server() -> Iterator[str]:
     """`gym-metrics serve math_exact` in a subprocess on a free port; its address."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gym_metrics.cli", "serve", "math_exact", "--port", "0"], stderr=subprocess.PIPE, text=True
-    )
-    assert proc.stderr is not None
-    try:
-        found = re.search(r"listening on (\S+:\d+)", proc.stderr.readline())
-        assert found, "serve did not start"
-        yield found.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with serve_process() as address:
+        yield address

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from _observability_helpers import need
+from _transport_helpers import serve_process
 from gym_metrics import resolve_server
 from gym_metrics.cli import main
 
@@ -49,22 +49,9 @@ def gateway() -> Iterator[tuple[str, type[_Gateway]]]:
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gym_metrics.cli", "serve", "math_exact", "--port", "0"], stderr=subprocess.PIPE, text=True
-    )
-    assert proc.stderr is not None
-    try:
-        line = proc.stderr.readline()
-        found = re.search(r"listening on (\S+:\d+)", line)
-        assert found, line
-        yield found.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """`gym-metrics serve math_exact` in a subprocess on a free port; its address."""
+    with serve_process() as address:
+        yield address
 
 
 def _value(body: str, name: str) -> float:
