@@ -12,7 +12,7 @@ import inspect
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -171,10 +171,18 @@ def _safe(getter: Callable[[], Any]) -> Any:
         return None
 
 
+async def _unimplemented(requests: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
+    """grpc's own answer to an unknown method. A stream handler reads no request, so it fits
+    a call of any kind (a unary handler would wait for a message a streaming client may not send)."""
+    await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+    yield  # pragma: no cover  (an async generator: grpc.aio runs it as a streaming behaviour)
+
+
 class MetricsInterceptor(aio.ServerInterceptor):
-    """Counts every RPC that reaches a handler by method and status code, with its duration
-    and the calls in flight (`serve --prometheus-port`). `metrics` is a ServerMetrics; method
-    names outside our services become "unknown" (no label from what a client made up)."""
+    """Counts every RPC by method and status code, with its duration and the calls in flight
+    (`serve --prometheus-port`), a call to a method the server lacks too (UNIMPLEMENTED).
+    `metrics` is a ServerMetrics; method names outside our services become "unknown" (no
+    label from what a client made up)."""
 
     def __init__(self, metrics: Any) -> None:
         self._metrics = metrics
@@ -183,8 +191,8 @@ class MetricsInterceptor(aio.ServerInterceptor):
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
+        if handler is None:  # no such method: answered as grpc would, but counted (as "unknown")
+            handler = grpc.stream_stream_rpc_method_handler(_unimplemented)
         method = self._metrics.method(handler_call_details.method or "")
         return _replace_behaviour(handler, lambda behaviour: self._wrap(method, behaviour))
 

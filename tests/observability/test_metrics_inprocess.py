@@ -1,6 +1,6 @@
 """The metrics of one server in-process: unary Verify counted by outcome, a made-up method
-name never becomes a label, refused calls are counted with their code; the job server's
-/metrics holds its RPCs beside the job states."""
+name never becomes a label (its calls count as "unknown"), refused calls are counted with
+their code; the job server's /metrics holds its RPCs beside the job states."""
 
 from __future__ import annotations
 
@@ -50,6 +50,28 @@ async def test_unary_verify_unknown_methods_and_refusals(tmp_path: Path) -> None
     assert f'gym_metrics_rpcs_total{{code="UNAUTHENTICATED",method="{verify_path}"}} 1.0' in text
     assert 'gym_metrics_rollouts_verified_total{environment="math_exact"} 1.0' in text
     assert SECRET not in text and "ROWTEXT" not in text and "evil" not in text
+
+
+async def test_calls_to_unknown_methods_count_as_unknown() -> None:
+    """Every made-up path, unary or streaming, is answered UNIMPLEMENTED and counted under one
+    label value, "unknown" (docs/exporters.md), whatever the paths: bounded label values."""
+    need("prometheus_client")
+    async with serve_environment("math_exact", prometheus_port=0) as server:
+        assert server.metrics_port
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            for i in range(3):
+                with pytest.raises(grpc.aio.AioRpcError) as unknown:
+                    await channel.unary_unary(f"/bogus.Service/Method{i}-ROWTEXT")(b"", timeout=10)
+                assert unknown.value.code() == grpc.StatusCode.UNIMPLEMENTED
+            stream = channel.stream_stream("/bogus.Service/Stream")(timeout=10)  # sends nothing, never half-closes
+            with pytest.raises(grpc.aio.AioRpcError) as streaming:
+                await stream.read()
+            assert streaming.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        text = await asyncio.to_thread(_scrape, server.metrics_port)
+    assert 'gym_metrics_rpcs_total{code="UNIMPLEMENTED",method="unknown"} 4.0' in text
+    assert 'gym_metrics_rpc_duration_seconds_count{code="UNIMPLEMENTED",method="unknown"} 4.0' in text
+    assert 'gym_metrics_rpcs_in_flight{method="unknown"} 0.0' in text
+    assert "bogus" not in text and "ROWTEXT" not in text
 
 
 async def test_job_server_metrics_hold_rpcs_and_job_states(tmp_path: Path) -> None:
