@@ -34,17 +34,14 @@ from gym_metrics.aggregate._columns import (
     shown_of_field,
 )
 from gym_metrics.aggregate._reader import BadLine, RolloutFile
+from gym_metrics.aggregate._partial_header import FORMAT, META_KEY, VERSION, bad_header, checked_header
 from gym_metrics.aggregate._partial_rows import PartialRows, row_groups
+from gym_metrics.aggregate._values import ERROR_KINDS
 from gym_metrics._memory import trim_heap
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 if TYPE_CHECKING:  # imported where used: pyarrow.parquet costs ~20 ms of every command's start-up
     import pyarrow.parquet as pq
-
-FORMAT = "gym-metrics-partial"
-VERSION = 1
-"""Bumped whenever what a partial holds or means changes; other versions are refused."""
-_META = b"gym_metrics.partial"
 
 
 def write_partial(path: str | os.PathLike[str], rollouts: RolloutFile, sources: Sequence[str] = ()) -> Path:
@@ -75,7 +72,7 @@ def _write(sink: Any, rollouts: RolloutFile, sources: Sequence[str]) -> None:
         tables.append(table)
     header = {"format": FORMAT, "version": VERSION, "agents": agents, "rows_read": rollouts.rows_read,
               "bad_lines": [[b.line, b.field, b.reason] for b in rollouts.bad_lines], "sources": list(sources)}  # fmt: skip
-    schema = _unified_schema(tables).with_metadata({_META: orjson.dumps(header)})
+    schema = _unified_schema(tables).with_metadata({META_KEY: orjson.dumps(header)})
     # lz4 and no column statistics: faster to write and to read than zstd, for ~30% more bytes
     # (nothing reads the statistics: the merge reads every value)
     import pyarrow.parquet as pq
@@ -156,23 +153,13 @@ def partial_rows(path: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def _open(path: Path) -> tuple[dict[str, Any], pq.ParquetFile]:
-    where = [FieldViolation("partial", str(path))]
+    """The partial at `path` and its header, checked against the file (_partial_header)."""
     try:
         import pyarrow.parquet as pq
         parquet = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as exc:
-        raise InvalidInputError(f"{path}: not a readable partial file ({exc})", where) from None
-    raw = (parquet.schema_arrow.metadata or {}).get(_META)
-    header = orjson.loads(raw) if raw else {}
-    if header.get("format") != FORMAT:
-        raise InvalidInputError(f"{path}: not a gym-metrics partial (write one with `gym-metrics aggregate ... --partial-out`)", where)
-    if header.get("version") != VERSION:
-        raise InvalidInputError(
-            f"{path}: partial format version {header.get('version')}, this gym-metrics reads version {VERSION}; "
-            "write the partial again with this version's `gym-metrics aggregate ... --partial-out`",
-            where,
-        )
-    return header, parquet
+        raise InvalidInputError(f"{path}: not a readable partial file ({exc})", [FieldViolation("partial", str(path))]) from None
+    return checked_header(path, parquet), parquet
 
 
 def merge_partials(paths: Sequence[str | os.PathLike[str]], narrow_keys: bool = False) -> RolloutFile:
@@ -199,8 +186,8 @@ def _merge(paths: Sequence[str | os.PathLike[str]], narrow_keys: bool) -> Rollou
     parts: dict[str, list[_Part]] = {}
     for path, header, parquet in opened:
         start = 0
-        for meta in header["agents"]:
-            parts.setdefault(meta["name"], []).append(_Part(path.resolve(), parquet, start, meta))
+        for i, meta in enumerate(header["agents"]):
+            parts.setdefault(meta["name"], []).append(_Part(path, parquet, start, meta, f"agents[{i}]"))
             start += meta["rows"]
     agents = {name: _merged_agent(parts[name], narrow_keys) for name in sorted(parts)}
     bad = [BadLine(int(line), str(field), str(reason)) for _, header, _ in opened for line, field, reason in header["bad_lines"]]
@@ -218,14 +205,34 @@ def combine(parts: Sequence[RolloutFile]) -> RolloutFile:
 class _Part:
     """One agent's rows in one partial: where they are and what the header says of them."""
 
-    def __init__(self, path: Path, parquet: pq.ParquetFile, start: int, meta: dict[str, Any]) -> None:
+    def __init__(self, path: Path, parquet: pq.ParquetFile, start: int, meta: dict[str, Any], at: str) -> None:
         self.path, self.parquet, self.start, self.meta, self.rows = path, parquet, start, meta, int(meta["rows"])
+        self.at = at
+        """The header field of this part: agents[i]."""
 
     def column(self, name: str) -> pa.ChunkedArray:
         return self.parquet.read(columns=[name]).column(0).slice(self.start, self.rows)
 
     def numpy(self, name: str) -> np.ndarray:
-        return self.column(name).to_numpy(zero_copy_only=False)
+        """The column's values in this part's rows: none missing, and keys and error codes in
+        the range the reader gives them (a partial is input: `aggregate` refuses these too)."""
+        column = self.column(name)
+        if column.null_count:
+            raise self.bad(f"column {name!r} has {column.null_count} missing values in the agent's rows")
+        values = column.to_numpy(zero_copy_only=False)
+        if name in _RANGES and len(values):
+            (low, high), least, most = _RANGES[name], int(values.min()), int(values.max())
+            if least < low or (high is not None and most > high):
+                allowed = f">= {low}" if high is None else f"within {low}..{high}"
+                raise self.bad(f"column {name!r} holds values {least}..{most}, they must be {allowed}")
+        return values
+
+    def bad(self, problem: str) -> InvalidInputError:
+        return bad_header(self.path, self.at, f"agent {self.meta['name']!r}: {problem}")
+
+
+_RANGES: dict[str, tuple[int, int | None]] = {"task_index": (0, None), "rollout_index": (0, None), "error": (0, len(ERROR_KINDS))}
+"""The columns whose values are checked, and their bounds (what the reader gives: keys >= 0)."""
 
 
 def _merged_agent(parts: list[_Part], narrow_keys: bool = False) -> RolloutColumns:
@@ -303,10 +310,12 @@ def _rows(parts: list[_Part], slices: list[slice], total: int) -> RowSource | No
     for part, where in zip(parts, slices):
         valid = [c.is_valid().to_numpy(zero_copy_only=False) for c in row_groups(part.parquet, "row", part.start, part.rows)]
         have = np.flatnonzero(np.concatenate(valid)) if valid else np.zeros(0, np.int64)
+        if part.meta["row_text"] == "all" and len(have) != part.rows:
+            raise part.bad(f"row_text is \"all\", but {part.rows - len(have)} of its {part.rows} rows have no text")
         index[where.start + have] = np.arange(sum(counts), sum(counts) + len(have))
         counts.append(len(have))
         trim_heap()  # the texts read to find the kept rows go back before the next part's
-    return RowSource(PartialRows([(p.path, p.start, p.rows) for p in parts], counts), index)
+    return RowSource(PartialRows([(p.path.resolve(), p.start, p.rows) for p in parts], counts), index)
 
 
 __all__ = ["FORMAT", "VERSION", "combine", "merge_partials", "partial_bytes", "partial_rows", "read_partial", "write_partial"]
