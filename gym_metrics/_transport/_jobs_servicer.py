@@ -14,8 +14,8 @@ import orjson
 from gym_metrics._transport._errors import grpc_errors
 from gym_metrics._transport._handlers import decoded, register
 from gym_metrics._transport._jobs_convert import PB_TO_STATE, record_to_job, spec_to_dict
-from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError
-from gym_metrics.jobs import JobExecutor, JobRecord, JobState, Progress, job_result
+from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, OverloadedError
+from gym_metrics.jobs import JobExecutor, JobRecord, JobState, Progress, StoreFullError, job_result
 from gym_metrics.v1 import jobs_pb2 as pb
 
 SERVICE = "gym_metrics.v1.JobService"
@@ -32,6 +32,8 @@ class ProgressHub:
 
     def __init__(self) -> None:
         self.rates: dict[str, float] = {}
+        self.notes: dict[str, str] = {}
+        """Why a running job is not moving (e.g. paused for disk space), shown as its error."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tick = asyncio.Event()
 
@@ -43,6 +45,10 @@ class ProgressHub:
             self.rates[progress.job_id] = progress.rows_per_second
         else:
             self.rates.pop(progress.job_id, None)
+        if progress.note and progress.state is JobState.RUNNING:
+            self.notes[progress.job_id] = progress.note
+        else:
+            self.notes.pop(progress.job_id, None)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.notify)
@@ -61,8 +67,8 @@ class ProgressHub:
             pass
 
 
-def _changes(record: JobRecord) -> tuple[Any, ...]:
-    return record.state, record.done, record.failed, record.total, record.error
+def _changes(record: JobRecord, hub: ProgressHub) -> tuple[Any, ...]:
+    return record.state, record.done, record.failed, record.total, record.error, hub.notes.get(record.id)
 
 
 class JobsServicer:
@@ -82,26 +88,35 @@ class JobsServicer:
         self.hub.notify()
 
     def _job(self, record: JobRecord) -> pb.Job:
-        return record_to_job(record, self.hub.rates.get(record.id, 0.0))
+        job = record_to_job(record, self.hub.rates.get(record.id, 0.0))
+        note = self.hub.notes.get(record.id)
+        if note and record.state is JobState.RUNNING and not job.error:
+            job.error = note
+        return job
 
     @grpc_errors
     async def SubmitJob(self, request: Any, context: grpc.aio.ServicerContext) -> pb.Job:  # noqa: N802
         request = decoded(request, "request")
         if not request.HasField("spec"):
             raise InvalidInputError("invalid job spec", [FieldViolation("spec", "required")])
-        spec = spec_to_dict(request.spec)
+        # Parsing a large inline dataset and storing it is seconds of work: off the event loop.
+        return self._job(await asyncio.to_thread(self._submit, request.spec))
+
+    def _submit(self, message: pb.JobSpec) -> JobRecord:
         try:
-            return self._job(self.executor.submit(spec))
+            return self.executor.submit(spec_to_dict(message))
         except NotFoundError as exc:  # an unknown scorer: in a spec, that is a bad field
             raise InvalidInputError("invalid job spec", [FieldViolation("scorer", str(exc))]) from None
+        except StoreFullError as exc:
+            raise OverloadedError(f"{exc}; submit again once the server has space", retry_after_s=30.0) from None
 
     @grpc_errors
     async def GetJob(self, request: Any, context: grpc.aio.ServicerContext) -> pb.Job:  # noqa: N802
-        return self._job(self.store.get(_job_id(decoded(request, "request"))))
+        return self._job(await asyncio.to_thread(self.store.get, _job_id(decoded(request, "request"))))
 
     @grpc_errors
     async def CancelJob(self, request: Any, context: grpc.aio.ServicerContext) -> pb.Job:  # noqa: N802
-        return self._job(self.executor.cancel(_job_id(decoded(request, "request"))))
+        return self._job(await asyncio.to_thread(self.executor.cancel, _job_id(decoded(request, "request"))))
 
     @grpc_errors
     async def ListJobs(self, request: Any, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:  # noqa: N802
@@ -114,11 +129,11 @@ class JobsServicer:
         after = request.page_token or None
         if after is not None:
             try:
-                self.store.get(after)
+                await asyncio.to_thread(self.store.get, after)
             except NotFoundError:
                 raise InvalidInputError("invalid request", [FieldViolation("page_token", "not a token ListJobs gave")]) from None
         state = PB_TO_STATE.get(request.state)
-        records = self.store.list_jobs(state, limit=size + 1, after=after)
+        records = await asyncio.to_thread(self.store.list_jobs, state, limit=size + 1, after=after)
         more = len(records) > size
         records = records[:size]
         return pb.ListJobsResponse(
@@ -128,18 +143,18 @@ class JobsServicer:
     @grpc_errors
     async def WatchJob(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.WatchJobResponse]:  # noqa: N802
         job_id = _job_id(decoded(request, "request"))
-        record = self.store.get(job_id)
+        record = await asyncio.to_thread(self.store.get, job_id)
         self.watching += 1
         try:  # a client that goes away cancels this generator at its next await
             yield pb.WatchJobResponse(job=self._job(record))
-            last = _changes(record)
+            last = _changes(record, self.hub)
             while not record.state.final:
                 await self.hub.wait(self.poll_seconds)
                 if self._closing:
                     await context.abort(grpc.StatusCode.UNAVAILABLE, "the job server is shutting down; watch again after it restarts")
-                record = self.store.get(job_id)
-                if _changes(record) != last:
-                    last = _changes(record)
+                record = await asyncio.to_thread(self.store.get, job_id)
+                if _changes(record, self.hub) != last:
+                    last = _changes(record, self.hub)
                     yield pb.WatchJobResponse(job=self._job(record))
         finally:
             self.watching -= 1
@@ -147,7 +162,7 @@ class JobsServicer:
     @grpc_errors
     async def GetJobResult(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.GetJobResultResponse]:  # noqa: N802
         job_id = _job_id(decoded(request, "request"))
-        record = self.store.get(job_id)
+        record = await asyncio.to_thread(self.store.get, job_id)
         if not record.state.final:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION, f"job {job_id} is {record.state.value}; its result is ready once it has finished"

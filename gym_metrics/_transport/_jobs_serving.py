@@ -39,6 +39,9 @@ class JobServerOptions:
     max_jobs: int = 2
     data_root: Path | None = None
     secrets_file: Path | None = None
+    secret_env: dict[str, list[str] | None] = field(default_factory=dict)
+    """Environment variables jobs may use as secrets, each with the hosts it may go to."""
+    max_parallelism: int = 128
     prometheus_port: int | None = None
 
 
@@ -83,6 +86,7 @@ class RunningJobServer:
 def _check(options: JobServerOptions) -> None:
     problems = [
         ("max_jobs", "must be >= 1", options.max_jobs < 1),
+        ("max_parallelism", "must be >= 1", options.max_parallelism < 1),
         ("data_root", f"{options.data_root} is not a directory", options.data_root is not None and not options.data_root.is_dir()),
         ("prometheus_port", "must be in 0..65535", options.prometheus_port is not None and not 0 <= options.prometheus_port <= 65535),
     ]  # fmt: skip
@@ -97,11 +101,12 @@ async def start_job_server(config: ServerConfig, options: JobServerOptions) -> R
     """Open the store, bind, start serving, then start the executor (which resumes jobs a
     previous process left QUEUED or RUNNING). Bad options fail before anything is bound."""
     _check(options)
-    secrets = SecretStore(options.secrets_file)  # refused unless mode 0600
+    secrets = SecretStore(options.secrets_file, allow_env=options.secret_env)  # a file refused unless mode 0600
     store = JobStore(options.db)
     hub = ProgressHub()
     executor = JobExecutor(
-        store, max_jobs=options.max_jobs, data_root=options.data_root, secrets=secrets, on_progress=hub
+        store, max_jobs=options.max_jobs, data_root=options.data_root, secrets=secrets, on_progress=hub,
+        max_parallelism=options.max_parallelism,
     )  # fmt: skip
     servicer = JobsServicer(executor, hub)
     metrics = ServerMetrics("jobs") if options.prometheus_port is not None else None  # RPCs of the job service

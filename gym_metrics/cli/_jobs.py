@@ -57,7 +57,19 @@ def _add_serve(commands: Any) -> None:
     p.add_argument("--port", type=int, default=50052, help="0 picks a free port (printed on stderr)")
     p.add_argument("--max-jobs", type=positive_int, default=2, help="jobs running at once (default %(default)s)")
     p.add_argument("--data-root", type=Path, metavar="DIR", help="directory that dataset paths of jobs are read under")
-    p.add_argument("--secrets-file", type=Path, metavar="FILE", help='{"NAME": "value"} JSON, mode 0600: secrets jobs name')
+    p.add_argument(
+        "--secrets-file", type=Path, metavar="FILE",
+        help='JSON, mode 0600: {"NAME": "value"} or {"NAME": {"value": ..., "hosts": [HOST, ...]}}: the secrets jobs may name',
+    )  # fmt: skip
+    p.add_argument(
+        "--secret-env", action="append", default=[], metavar="NAME[=HOST,...]",
+        help="let jobs use this environment variable as a secret, optionally only towards these hosts (repeatable); "
+        "no other variable of the server is ever reachable by a job",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-parallelism", type=positive_int, default=128, metavar="N",
+        help="largest `parallelism` a job may ask for (default %(default)s); more is refused at submit",
+    )  # fmt: skip
     p.add_argument(
         "--auth-token-env", metavar="VAR",
         help=f"require `authorization: Bearer $VAR` on every call but health (default: {AUTH_TOKEN_ENV} if set)",
@@ -148,6 +160,7 @@ def _rows(path: Path) -> list[Any]:
 
 def run_serve(ns: argparse.Namespace) -> int:
     from gym_metrics._transport import JobServerOptions, ServerConfig, serve_jobs
+    from gym_metrics.jobs import parse_allow_env
 
     if bool(ns.tls_cert) != bool(ns.tls_key):
         raise GymMetricsError("--tls-cert and --tls-key go together")
@@ -157,7 +170,7 @@ def run_serve(ns: argparse.Namespace) -> int:
     )
     options = JobServerOptions(
         db=ns.db, max_jobs=ns.max_jobs, data_root=ns.data_root, secrets_file=ns.secrets_file,
-        prometheus_port=ns.prometheus_port,
+        secret_env=parse_allow_env(ns.secret_env), max_parallelism=ns.max_parallelism, prometheus_port=ns.prometheus_port,
     )  # fmt: skip
     serve_jobs(config, options)
     return EXIT_OK

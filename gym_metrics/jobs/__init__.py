@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from gym_metrics.jobs._executor import JobExecutor
 from gym_metrics.jobs._run import Progress, ProgressCallback
-from gym_metrics.jobs._secrets import SecretStore
+from gym_metrics.jobs._secrets import SecretStore, parse_allow_env
 from gym_metrics.jobs._spec import DatasetSpec, JobSpec, RunConfig, parse_spec
-from gym_metrics.jobs._store import JobRecord, JobState, JobStore
+from gym_metrics.jobs._store import JobRecord, JobState, JobStore, StoreFullError
 from gym_metrics.jobs._result import job_result
 
 __all__ = [
@@ -22,6 +22,8 @@ __all__ = [
     "ProgressCallback",
     "RunConfig",
     "SecretStore",
+    "StoreFullError",
     "job_result",
+    "parse_allow_env",
     "parse_spec",
 ]

@@ -6,20 +6,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from gym_metrics._http import keys_from
-from gym_metrics.errors import GymMetricsError, InvalidInputError
-from gym_metrics.jobs._run import JobRun, Progress, ProgressCallback
+from gym_metrics._keys import keys_from
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics.jobs._run import FULL_RETRY_SECONDS, JobRun, Progress, ProgressCallback
 from gym_metrics.jobs._secrets import SecretStore
 from gym_metrics.jobs._spec import JobSpec, dataset_file, parse_spec
-from gym_metrics.jobs._store import JobRecord, JobState, JobStore
+from gym_metrics.jobs._store import JobRecord, JobState, JobStore, StoreFullError
 from gym_metrics.scorers import get_scorer
 from gym_metrics.targets import parse_target
 
 log = logging.getLogger("gym_metrics.jobs")
+T = TypeVar("T")
+DEFAULT_MAX_PARALLELISM = 128
+"""The largest `run.parallelism` a job may ask for unless the operator says otherwise: each row
+in flight holds memory and a connection, so a submitter must not choose without bound."""
 
 
 class JobExecutor:
@@ -29,11 +33,11 @@ class JobExecutor:
     def __init__(
         self, store: JobStore, *, max_jobs: int = 2, data_root: str | os.PathLike[str] | None = None,
         secrets: SecretStore | None = None, on_progress: ProgressCallback | None = None,
-        flush_seconds: float = 0.1,
+        flush_seconds: float = 0.1, max_parallelism: int = DEFAULT_MAX_PARALLELISM,
     ) -> None:  # fmt: skip
-        if max_jobs < 1:
-            raise InvalidInputError(f"max_jobs must be >= 1, got {max_jobs}")
-        self.store, self.max_jobs = store, max_jobs
+        if max_jobs < 1 or max_parallelism < 1:
+            raise InvalidInputError(f"max_jobs and max_parallelism must be >= 1, got {max_jobs} and {max_parallelism}")
+        self.store, self.max_jobs, self.max_parallelism = store, max_jobs, max_parallelism
         self.data_root = None if data_root is None else Path(data_root)
         self.secrets = secrets or SecretStore()
         self.on_progress, self.flush_seconds = on_progress, flush_seconds
@@ -41,15 +45,32 @@ class JobExecutor:
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
 
     async def start(self) -> None:
         """Requeue jobs a dead process left RUNNING, then start dispatching."""
-        requeued = self.store.requeue_running()
+        requeued = await self._stored(self.store.requeue_running)
         if requeued:
             log.info("resuming %d job(s) left running: %s", len(requeued), ", ".join(requeued))
+        self._loop = asyncio.get_running_loop()
         self._dispatcher = asyncio.create_task(self._dispatch())
         self._wake.set()
+
+    async def _stored(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`call(*args)` on the store in a thread (never on the event loop), waiting out a full
+        disk (logged once) until it succeeds or the executor closes."""
+        delay, longest = FULL_RETRY_SECONDS
+        while True:
+            try:
+                return await asyncio.to_thread(call, *args, **kwargs)
+            except StoreFullError as exc:
+                if self._closing:
+                    raise
+                if delay == FULL_RETRY_SECONDS[0]:
+                    log.warning("%s; retrying until there is space", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, longest)
 
     def submit(self, spec: JobSpec | Mapping[str, Any]) -> JobRecord:
         """Validate (scorer, config, target, data root, secrets) and queue; errors name the field."""
@@ -57,11 +78,26 @@ class JobExecutor:
         self.validate(spec)
         record = self.store.create(spec)
         log.info("job %s queued (scorer %s)", record.id, spec.scorer)
-        self._wake.set()
+        self._notify()
         return record
+
+    def _notify(self) -> None:
+        """Wake the dispatcher, from its loop or from any thread (a servicer's worker)."""
+        loop = self._loop
+        try:
+            same = loop is None or asyncio.get_running_loop() is loop
+        except RuntimeError:
+            same = False
+        if same:
+            self._wake.set()
+        elif loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake.set)
 
     def validate(self, spec: JobSpec) -> None:
         """What can be known before running: InvalidInputError naming the field."""
+        if spec.run.parallelism > self.max_parallelism:
+            why = f"{spec.run.parallelism} is over this server's ceiling of {self.max_parallelism}"
+            raise InvalidInputError("invalid job spec", [FieldViolation("run.parallelism", why)])
         dataset_file(spec, self.data_root)
         with keys_from(self.secrets.resolve(spec.secret_names())):
             get_scorer(spec.scorer, spec.scorer_config)  # reads nothing remote: no session opened yet
@@ -81,7 +117,7 @@ class JobExecutor:
     async def wait(self, job_id: str, timeout: float | None = None, poll: float = 0.05) -> JobRecord:
         """The job once it is in a final state (TimeoutError after `timeout` seconds)."""
         async def final() -> JobRecord:
-            while not (record := self.store.get(job_id)).state.final:
+            while not (record := await asyncio.to_thread(self.store.get, job_id)).state.final:
                 await asyncio.sleep(poll)
             return record
 
@@ -101,19 +137,22 @@ class JobExecutor:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            for record in self.store.list_jobs(JobState.QUEUED, limit=self.max_jobs):
+            queued = await self._stored(self.store.list_jobs, JobState.QUEUED, limit=self.max_jobs + len(self._runs))
+            for record in queued:
                 if len(self._runs) >= self.max_jobs:
                     break
                 if record.id not in self._runs:
-                    self._launch(record)
+                    await self._launch(record)
 
-    def _launch(self, record: JobRecord) -> None:
+    async def _launch(self, record: JobRecord) -> None:
         try:
             keys = self.secrets.resolve(record.spec.secret_names())
         except InvalidInputError as exc:  # a secret removed since the job was queued
-            self.store.set_state(record.id, JobState.FAILED, error=str(exc))
+            await self._stored(self.store.set_state, record.id, JobState.FAILED, error=str(exc))
             return
-        run = JobRun(self.store, record.id, record.spec, self.data_root, keys, self._progress, self.flush_seconds)
+        run = JobRun(
+            self.store, record.id, record.spec, self.data_root, keys, self._progress, self.flush_seconds, record.inline_rows
+        )  # fmt: skip
         self._runs[record.id] = run
         task = asyncio.create_task(self._drive(run))
         self._tasks.add(task)
@@ -123,18 +162,22 @@ class JobExecutor:
         """Run the job in its thread; store how it ended; make room for the next."""
         job_id = run.job_id
         try:
-            self.store.set_state(job_id, JobState.RUNNING)
-            log.info("job %s running", job_id)
-            finished = await asyncio.to_thread(run.run)
-        except Exception as exc:
-            self._ended(run, exc)
-        else:
-            self._ended(run, None if finished else asyncio.CancelledError())
+            try:
+                await self._stored(self.store.set_state, job_id, JobState.RUNNING)
+                log.info("job %s running", job_id)
+                finished = await asyncio.to_thread(run.run)
+            except Exception as exc:
+                await self._stored(self._ended, run, exc)
+            else:
+                await self._stored(self._ended, run, None if finished else asyncio.CancelledError())
+        except StoreFullError:  # closing with the disk full: the job stays RUNNING, requeued on the next start
+            log.warning("job %s: its final state could not be stored (disk full); it resumes on the next start", job_id)
         finally:
             del self._runs[job_id]
             self._wake.set()
 
     def _ended(self, run: JobRun, exc: BaseException | None) -> None:
+        """Store how the job ended (in a thread: it writes) and report it."""
         job_id = run.job_id
         if isinstance(exc, asyncio.CancelledError) or run.cancelled.is_set():
             state = JobState.QUEUED if self._closing else JobState.CANCELLED

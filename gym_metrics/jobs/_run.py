@@ -5,23 +5,33 @@ Rows that already have a stored result are skipped: that is what makes a restart
 resume. A finished row keeps its slot in `parallelism` until its result is committed, so when
 a process dies at most `parallelism` rows (in flight or finished but unsaved) are sent to an
 endpoint again; rows of a pure-CPU scorer (they send nothing) are committed in batches.
+
+A commit that finds the disk full pauses the job (its rows stay in memory, at most a batch)
+and retries with backoff until space is back or the job is cancelled: a full disk is
+transient, never a reason to fail a job for good.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from gym_metrics._http import keys_from
+from gym_metrics._keys import BoundKey, keys_from
 from gym_metrics.evaluation import RowFailure, ScoreMatrix, score_rows
 from gym_metrics.jobs._spec import JobSpec, count_rows, iter_rows
-from gym_metrics.jobs._store import JobState, JobStore
+from gym_metrics.jobs._store import JobState, JobStore, StoreFullError
 from gym_metrics.scorers import get_scorer
+
+log = logging.getLogger("gym_metrics.jobs")
+FULL_RETRY_SECONDS = (0.5, 10.0)
+"""First and longest wait between commits while the disk is full (it doubles in between)."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,8 @@ class Progress:
     failed: int
     total: int | None
     rows_per_second: float
+    note: str | None = None
+    """Why a running job is not moving (e.g. waiting for disk space); None when it is."""
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -43,10 +55,13 @@ class JobRun:
     """Runs one job to the end (or until `cancel()`); `run()` blocks its calling thread."""
 
     def __init__(
-        self, store: JobStore, job_id: str, spec: JobSpec, data_root: Path | None, keys: Mapping[str, str],
-        on_progress: ProgressCallback | None = None, flush_seconds: float = 0.1,
+        self, store: JobStore, job_id: str, spec: JobSpec, data_root: Path | None, keys: Mapping[str, BoundKey],
+        on_progress: ProgressCallback | None = None, flush_seconds: float = 0.1, inline_rows: int | None = None,
     ) -> None:  # fmt: skip
+        """`inline_rows`: how many rows the store holds for the job (`JobRecord.inline_rows`);
+        None: the rows are in the spec (a file, or a job stored before rows had a table)."""
         self.store, self.job_id, self.spec, self.data_root = store, job_id, spec, data_root
+        self.inline_rows = inline_rows
         self.keys, self.on_progress, self.flush_seconds = keys, on_progress, flush_seconds
         self.cancelled = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -76,7 +91,8 @@ class JobRun:
         if self.cancelled.is_set():
             raise asyncio.CancelledError
         spec = self.spec
-        self.store.set_state(self.job_id, JobState.RUNNING, total=count_rows(spec, self.data_root))
+        total = count_rows(spec, self.data_root) if self.inline_rows is None else self._limited(self.inline_rows)
+        self.store.set_state(self.job_id, JobState.RUNNING, total=total)
         with keys_from(self.keys):
             metric = get_scorer(spec.scorer, spec.scorer_config)
             # Pure-CPU rows (no target, an eager scorer) send nothing anywhere: scoring one
@@ -91,11 +107,52 @@ class JobRun:
                 sink.release(report=True)
                 await metric.aclose()
 
+    def _limited(self, n: int) -> int:
+        limit = self.spec.run.limit_samples
+        return n if limit is None else min(n, limit)
+
+    def _rows(self) -> Iterator[Any]:
+        if self.inline_rows is None:
+            return iter_rows(self.spec, self.data_root)
+        return islice(self.store.rows(self.job_id), self._limited(self.inline_rows))
+
     def _todo(self) -> Iterator[tuple[int, Any]]:
+        """Rows with no stored result; a cancel stops it between rows (a CPU-bound scorer
+        may never give the loop a chance to deliver the task's cancellation)."""
         stored = self.store.stored_indices(self.job_id)
-        for index, row in enumerate(iter_rows(self.spec, self.data_root)):
+        for index, row in enumerate(self._rows()):
+            if self.cancelled.is_set():
+                raise asyncio.CancelledError
             if index not in stored:
                 yield index, row
+
+    def report(self, stored: int, started: float, note: str | None = None) -> None:
+        """Progress to `on_progress` (if any): counts from the store, rows/s since `started`."""
+        if self.on_progress is None:
+            return
+        record = self.store.get(self.job_id)
+        rate = stored / max(time.monotonic() - started, 1e-9)
+        self.on_progress(Progress(self.job_id, record.state, record.done, record.failed, record.total, rate, note))
+
+    def commit(self, results: list[tuple[int, dict[str, Any]]]) -> int:
+        """`store.add_results`, waiting out a full disk (CancelledError if cancelled meanwhile)."""
+        delay, longest = FULL_RETRY_SECONDS
+        paused = False
+        while True:
+            try:
+                stored = self.store.add_results(self.job_id, results)
+            except StoreFullError as exc:
+                if not paused:
+                    paused = True
+                    log.warning("job %s paused: %s; retrying until there is space", self.job_id, exc)
+                    self.report(0, time.monotonic(), note=f"paused: {exc}; retrying")
+                if self.cancelled.wait(delay):
+                    raise asyncio.CancelledError from None
+                delay = min(delay * 2, longest)
+                continue
+            if paused:
+                log.info("job %s resumed: the database is writable again", self.job_id)
+            return stored
 
 
 class StoredRows:
@@ -132,12 +189,10 @@ class StoredRows:
             indices, self._batch, self._indices = self._indices, ScoreMatrix(self.names), []
             for entry, index in zip(entries, indices):
                 entry["index"] = index
-            self._stored += run.store.add_results(run.job_id, zip(indices, entries))
-        if run.on_progress is not None and (report or now - self._reported >= run.flush_seconds):
+            self._stored += run.commit(list(zip(indices, entries)))
+        if report or now - self._reported >= run.flush_seconds:
             self._reported = now
-            record = run.store.get(run.job_id)
-            rate = self._stored / max(now - self._started, 1e-9)
-            run.on_progress(Progress(run.job_id, record.state, record.done, record.failed, record.total, rate))
+            run.report(self._stored, self._started)
 
 
 __all__ = ["JobRun", "Progress", "ProgressCallback", "StoredRows"]

@@ -1,9 +1,15 @@
-"""The durable half of jobs: one SQLite file (WAL) holding each job, its spec and one result
-per row, so a job outlives the process that runs it and resumes where it stopped."""
+"""The durable half of jobs: one SQLite file (WAL) holding each job, its spec, its inline rows
+and one result per row, so a job outlives the process that runs it and resumes where it stopped.
+
+A job's inline rows are written once, to their own table: the `jobs` row stays a few hundred
+bytes, so a progress update (every commit of results) rewrites that, never the dataset. Reads
+go through a connection of their own (WAL: readers never wait for the writer's transaction),
+so GetJob and ListJobs stay fast while a job commits results."""
 
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import sqlite3
 import threading
@@ -17,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from gym_metrics.errors import NotFoundError
+from gym_metrics.errors import GymMetricsError, NotFoundError
 from gym_metrics.jobs._spec import JobSpec
 
 _SCHEMA = """
@@ -30,7 +36,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     done INTEGER NOT NULL DEFAULT 0,
     failed INTEGER NOT NULL DEFAULT 0,
     total INTEGER,
-    error TEXT
+    error TEXT,
+    inline_rows INTEGER
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, created);
 CREATE TABLE IF NOT EXISTS row_results (
@@ -40,7 +47,32 @@ CREATE TABLE IF NOT EXISTS row_results (
     result TEXT NOT NULL,
     PRIMARY KEY (job_id, row_index)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS job_rows (
+    job_id TEXT NOT NULL REFERENCES jobs (id),
+    row_index INTEGER NOT NULL,
+    row TEXT NOT NULL,
+    PRIMARY KEY (job_id, row_index)
+) WITHOUT ROWID;
 """
+_COLUMNS = "id, state, spec, created, updated, done, failed, total, error, inline_rows"
+ROWS_CHUNK = 1000
+"""Inline rows read per query while a job iterates them (the read lock is held per chunk)."""
+
+log = logging.getLogger("gym_metrics.jobs")
+SQLITE_FULL = 13  # sqlite3.SQLITE_FULL from Python 3.11 on
+
+
+class StoreFullError(GymMetricsError):
+    """SQLite said `database or disk is full`: a transient condition (space can come back),
+    so callers wait and retry instead of failing a job for good."""
+
+
+def is_full(exc: BaseException) -> bool:
+    """True for SQLite's SQLITE_FULL (disk full, or the database's max_page_count reached)."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python >= 3.11
+    if code is not None:
+        return bool(code & 0xFF == SQLITE_FULL)
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
 
 
 class JobState(str, enum.Enum):
@@ -71,55 +103,101 @@ class JobRecord:
     failed: int
     total: int | None
     error: str | None
+    inline_rows: int | None = None
+    """How many inline rows the store holds for this job in its row table (`JobStore.rows`);
+    None for a file dataset, or a job stored before rows had a table (they are in its spec)."""
 
     @cached_property
     def spec(self) -> JobSpec:
+        """The spec as stored: inline rows moved to the row table leave `dataset.rows` empty."""
         return JobSpec.model_validate_json(self.spec_json)
 
 
 class JobStore:
-    """Jobs and row results in one SQLite file. Thread-safe (one connection behind a lock):
-    the executor's job threads write rows while the caller reads."""
+    """Jobs, their rows and row results in one SQLite file. Thread-safe: one writer connection
+    and one reader connection, each behind its own lock (the executor's job threads write
+    while the servicer's threads read). Writes that find the disk full raise StoreFullError."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
-        self._lock = threading.Lock()
+        if os.path.exists(self.path) and os.path.getsize(self.path) == 0:
+            log.warning("job database %s is an empty (0-byte) file: starting with no jobs", self.path)
+        self._lock, self._read_lock = threading.Lock(), threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash loses no committed row
         self._db.executescript(_SCHEMA)
+        if "inline_rows" not in {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}:  # a database from before
+            self._db.execute("ALTER TABLE jobs ADD COLUMN inline_rows INTEGER")
+        self._reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
             self._db.close()
+            self._reader.close()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
+                        self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if not is_full(exc):
+                    raise
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise StoreFullError(f"cannot write the job database {self.path}: {exc}") from None
+
+    def _read(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        with self._read_lock:
+            return self._reader.execute(sql, args).fetchall()
 
     def create(self, spec: JobSpec) -> JobRecord:
-        """Store a new QUEUED job; the spec holds secret names only, never values."""
+        """Store a new QUEUED job; the spec holds secret names only, never values. Inline rows
+        go to the row table, once (the total is known now)."""
         job_id, now = uuid.uuid4().hex, time.time()
+        rows = spec.dataset.rows
+        inline = None if rows is None else len(rows)
+        total = None if inline is None else inline if spec.run.limit_samples is None else min(inline, spec.run.limit_samples)
+        stored = spec if rows is None else spec.model_copy(update={"dataset": spec.dataset.model_copy(update={"rows": []})})
         with self._tx() as db:
             db.execute(
-                "INSERT INTO jobs (id, state, spec, created, updated) VALUES (?, ?, ?, ?, ?)",
-                (job_id, JobState.QUEUED.value, spec.model_dump_json(), now, now),
+                f"INSERT INTO jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 0, 0, ?, NULL, ?)",
+                (job_id, JobState.QUEUED.value, stored.model_dump_json(), now, now, total, inline),
             )
+            if rows:
+                db.executemany(
+                    "INSERT INTO job_rows (job_id, row_index, row) VALUES (?, ?, ?)",
+                    ((job_id, i, orjson.dumps(row).decode()) for i, row in enumerate(rows)),
+                )
         return self.get(job_id)
 
     def get(self, job_id: str) -> JobRecord:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if row is None:
+        rows = self._read(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+        if not rows:
             raise NotFoundError(f"no job {job_id!r}")
-        return _record(row)
+        return _record(rows[0])
+
+    def rows(self, job_id: str, start: int = 0) -> Iterator[Any]:
+        """A job's inline rows in order from `start`, read a chunk at a time (the read lock is
+        never held between chunks)."""
+        while True:
+            chunk = self._read(
+                "SELECT row_index, row FROM job_rows WHERE job_id = ? AND row_index >= ? ORDER BY row_index LIMIT ?",
+                (job_id, start, ROWS_CHUNK),
+            )
+            for _, text in chunk:
+                yield orjson.loads(text)
+            if len(chunk) < ROWS_CHUNK:
+                return
+            start = chunk[-1][0] + 1
 
     def list_jobs(self, state: JobState | None = None, *, limit: int = 100, after: str | None = None) -> list[JobRecord]:
         """Jobs oldest first, at most `limit`, those after job id `after` (the page token)."""
@@ -130,10 +208,8 @@ class JobStore:
         if after is not None:
             where.append("(created, id) > (SELECT created, id FROM jobs WHERE id = ?)")
             args.append(after)
-        sql = f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY created, id LIMIT ?"
-        with self._lock:
-            rows = self._db.execute(sql, (*args, max(1, limit))).fetchall()
-        return [_record(r) for r in rows]
+        sql = f"SELECT {_COLUMNS} FROM jobs WHERE {' AND '.join(where)} ORDER BY created, id LIMIT ?"
+        return [_record(r) for r in self._read(sql, (*args, max(1, limit)))]
 
     def set_state(self, job_id: str, state: JobState, *, error: str | None = None, total: int | None = None) -> JobRecord:
         with self._tx() as db:
@@ -178,29 +254,31 @@ class JobStore:
         return new_ok + new_bad
 
     def stored_indices(self, job_id: str) -> set[int]:
-        with self._lock:
-            return {r[0] for r in self._db.execute("SELECT row_index FROM row_results WHERE job_id = ?", (job_id,))}
+        return {r[0] for r in self._read("SELECT row_index FROM row_results WHERE job_id = ?", (job_id,))}
 
     def read_results(self, job_id: str, *, start: int = 0, max_bytes: int = 1 << 20) -> tuple[list[dict[str, Any]], int | None]:
         """Row results from row index `start`, at most ~`max_bytes` of JSON (at least one
         row); returns them and the next start (None at the end)."""
         out: list[dict[str, Any]] = []
         size = 0
-        with self._lock:
-            cursor = self._db.execute(
+        with self._read_lock:
+            cursor = self._reader.execute(
                 "SELECT row_index, result FROM row_results WHERE job_id = ? AND row_index >= ? ORDER BY row_index", (job_id, start)
             )
-            for index, text in cursor:
-                if out and size + len(text) > max_bytes:
-                    return out, index
-                out.append(orjson.loads(text))
-                size += len(text)
+            try:
+                for index, text in cursor:
+                    if out and size + len(text) > max_bytes:
+                        return out, index
+                    out.append(orjson.loads(text))
+                    size += len(text)
+            finally:
+                cursor.close()  # ends the read transaction: the WAL can be checkpointed
         return out, None
 
 
 def _record(row: tuple[Any, ...]) -> JobRecord:
-    job_id, state, spec, created, updated, done, failed, total, error = row
-    return JobRecord(job_id, JobState(state), spec, created, updated, done, failed, total, error)
+    job_id, state, spec, created, updated, done, failed, total, error, inline_rows = row
+    return JobRecord(job_id, JobState(state), spec, created, updated, done, failed, total, error, inline_rows)
 
 
-__all__ = ["JobRecord", "JobState", "JobStore"]
+__all__ = ["JobRecord", "JobState", "JobStore", "StoreFullError", "is_full"]

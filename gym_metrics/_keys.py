@@ -1,0 +1,113 @@
+"""Bearer keys for the HTTP clients: read by name, and inside a job only from the secrets the
+job server resolved for it, each sent only to the hosts it is bound to.
+
+Outside a job (`evaluate`, `collect` on a user's machine) a key named by `api_key_env` is read
+from the process environment, as the user asked. Inside `keys_from(...)` (a job on the job
+server) the environment is never consulted: a submitter chooses the names and the URLs, so a
+fallback would let them send any variable of the server to any host.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from gym_metrics.errors import FieldViolation, InvalidInputError
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class BoundKey:
+    """A secret's value and the hosts it may be sent to (None: any host). Patterns are
+    `host`, `host:port` or `*.domain` (any subdomain), lowercase (see `host_pattern`)."""
+
+    value: str = field(repr=False)
+    hosts: frozenset[str] | None = None
+
+    def allows(self, url: str) -> bool:
+        if self.hosts is None:
+            return True
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        try:
+            port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        except ValueError:
+            return False
+        for pattern in self.hosts:
+            name, _, want_port = pattern.rpartition(":") if _has_port(pattern) else (pattern, "", "")
+            if want_port and str(port) != want_port:
+                continue
+            name = name.strip("[]")
+            if host == name or (name.startswith("*.") and host.endswith(name[1:])):
+                return True
+        return False
+
+
+def _has_port(pattern: str) -> bool:
+    return pattern.rsplit("]", 1)[-1].count(":") == 1
+
+
+def host_pattern(text: str) -> str:
+    """A host pattern checked and lowercased: `host`, `host:port`, `[v6]:port`, `*.domain`;
+    ValueError saying what is wrong (a URL, a path, credentials, a bad port)."""
+    pattern = text.strip().lower()
+    try:
+        parts = urlsplit("//" + pattern)
+        parts.port  # noqa: B018  # raises ValueError for a bad port
+    except ValueError:
+        raise ValueError(f"{text!r} is not HOST or HOST:PORT") from None
+    if not parts.hostname or parts.path or parts.query or parts.fragment or "@" in pattern or "://" in text:
+        raise ValueError(f"{text!r} is not HOST or HOST:PORT (no scheme, path or credentials)")
+    if "*" in pattern.lstrip("*.") or (pattern.startswith("*") and not pattern.startswith("*.")):
+        raise ValueError(f"{text!r}: a wildcard is only allowed as a leading '*.'")
+    return pattern
+
+
+_KEYS: ContextVar[Mapping[str, BoundKey] | None] = ContextVar("gym_metrics_keys", default=None)
+
+
+@contextmanager
+def keys_from(keys: Mapping[str, BoundKey]) -> Iterator[None]:
+    """In this context (this thread, this task and the tasks it starts), a key named by
+    `api_key_env` is looked up in `keys` ONLY: a job server hands each job the secrets it
+    resolved, without writing them into the process environment or reading it."""
+    token = _KEYS.set(keys)
+    try:
+        yield
+    finally:
+        _KEYS.reset(token)
+
+
+def read_key(var: str | None, what: str, url: str) -> BoundKey | None:
+    """The bearer key named `var` (None: no key) for requests to `url`: from `keys_from`, or
+    from the environment outside it. Unset, or bound to other hosts than `url`'s, is a config
+    error raised before any request."""
+    if var is None:
+        return None
+    keys = _KEYS.get()
+    if keys is not None:
+        key = keys.get(var)
+        if key is None:
+            raise InvalidInputError(f"{what} API key not found", [FieldViolation("config.api_key_env", f"secret {var} was not resolved for this job")])
+        if not key.allows(url):
+            host = urlsplit(url).netloc.rpartition("@")[2]
+            raise InvalidInputError(
+                f"{what} API key may not be sent there",
+                [FieldViolation("config.url", f"secret {var} is bound to other hosts than {host!r}")],
+            )
+        return key
+    value = os.environ.get(var)
+    if not value:
+        raise InvalidInputError(
+            f"{what} API key not found",
+            [FieldViolation("config.api_key_env", f"environment variable {var} is not set or empty")],
+        )
+    return BoundKey(value)
+
+
+__all__ = ["BoundKey", "host_pattern", "keys_from", "read_key"]
