@@ -26,7 +26,7 @@ from gym_metrics.aggregate import (
 from gym_metrics.collector._outfile import OutputFile
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._generate import GeneratedBatches, make_target
-from gym_metrics.collector._replicas import by_server, on_any, reachable, same_environment, still_up
+from gym_metrics.collector._replicas import by_server, connect, on_any, still_up
 from gym_metrics.collector._router import Router
 from gym_metrics.collector._verify import Batches, RetryPolicy, make_batches, verify_all
 from gym_metrics.targets import ModelTargetConfig
@@ -128,28 +128,29 @@ async def collect_async(
     if not input_path.is_file():
         raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
     log = _logger(progress)
-    clients = await reachable([client] if isinstance(client, ResourcesClient) else list(client), opts.connect_timeout, log)
-    info = await same_environment(clients, opts.retry, log)
-    out = OutputFile(output_path, opts.resume, opts.default_agent)
-    if out.repaired_bytes:
-        log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
-    progress = progress or Progress(estimate_total(input_path, opts.num_repeats))
-    router = Router(input_path, opts, out, progress)
-    lanes = [lane for c in clients for lane in await _connections(c, opts.connections, opts.retry, log)]
-    batches = _batches(router, opts, progress)
+    given = [client] if isinstance(client, ResourcesClient) else list(client)
+    replicas = await connect(given, opts.connections, opts.retry, opts.connect_timeout, log)
+    lanes = replicas.lanes
     try:
-        names = [lane.target for lane in lanes] if len(clients) > 1 else None
-        report = await verify_all(
-            lanes, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log, names=names
-        )
-        router.flush()
+        out = OutputFile(output_path, opts.resume, opts.default_agent)
+        if out.repaired_bytes:
+            log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
+        progress = progress or Progress(estimate_total(input_path, opts.num_repeats))
+        router = Router(input_path, opts, out, progress)
+        batches = _batches(router, opts, progress)
+        try:
+            names = [lane.target for lane in lanes] if len(given) > 1 else None
+            report = await verify_all(
+                lanes, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log, names=names
+            )
+            router.flush()
+        finally:
+            if isinstance(batches, GeneratedBatches):
+                await batches.aclose()
+            out.close()
+            progress.close()
     finally:
-        if isinstance(batches, GeneratedBatches):
-            await batches.aclose()
-        for extra in {id(lane): lane for lane in lanes if all(lane is not c for c in clients)}.values():
-            await extra.close()
-        out.close()
-        progress.close()
+        await replicas.close_extra()
 
     in_memory = (
         {name: concat(parts) for name, parts in router.columns.items()}
@@ -157,7 +158,7 @@ async def collect_async(
         else None
     )
     aggregates, failed = await _aggregate_output(
-        still_up(clients, lanes, report), output_path, router.tasks, opts, info.wants_rows, log, in_memory
+        still_up(replicas.clients, lanes, report), output_path, router.tasks, opts, replicas.info.wants_rows, log, in_memory
     )
     failed = [_with_generation_failures(f, router.generation_failures.get(f.agent, 0)) for f in failed]
     metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
@@ -177,18 +178,6 @@ async def collect_async(
     )
 
 
-async def _connections(
-    client: ResourcesClient, n: int | None, retry: RetryPolicy, log: Callable[[str], None]
-) -> list[ResourcesClient]:
-    """`client` and more connections to its server (see ResourcesClient.open_connections);
-    just `client` when it cannot open more (a test double)."""
-    more = getattr(client, "open_connections", None)
-    if more is None:
-        return [client]
-    opened: list[ResourcesClient] = await on_any([client], lambda _: more(n), retry, log)
-    return opened
-
-
 async def _aggregate_output(
     clients: Sequence[ResourcesClient],
     output_path: Path,
@@ -200,7 +189,8 @@ async def _aggregate_output(
 ) -> tuple[list[AgentAggregate], list[FailedAgent]]:
     """Phase 2: each agent's rows of the output, column-wise, through AggregateMetrics. When
     every output row was passed through from the input, its columns are already in memory.
-    Runs on the first of `clients` that answers. Also returns the agents none of whose
+    Runs on the first of `clients` that answers (one that failed is tried last for the next
+    agents). Also returns the agents none of whose
     rollouts was verified."""
     if in_memory is not None:
         by_agent = in_memory
@@ -211,7 +201,7 @@ async def _aggregate_output(
         by_agent = rollouts.agents if rollouts else {}
         _reject_duplicate_keys(output_path, by_agent)
     agents = sorted(set(tasks) | set(by_agent))
-    results = []
+    results, order = [], list(clients)  # one that fails goes last, for the next agents too
     for agent in agents:
         cols = by_agent.get(agent)
         if cols is None:
@@ -238,7 +228,7 @@ async def _aggregate_output(
             )
         )
         try:
-            result = await on_any(clients, call, opts.retry, log)
+            result = await on_any(order, call, opts.retry, log)
         except BaseException:
             parts.cancel()
             raise

@@ -93,3 +93,48 @@ class PidEnv(SimpleResourcesServer):
         while time.perf_counter() < end:
             pass
         return BaseVerifyResponse(reward=1.0, worker_pid=os.getpid())
+
+
+def _die() -> None:
+    """SIGKILL this serving process: a replica lost, with nothing said to its clients."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class DiesAtFirstInfoEnv(SlowHashMetricsEnv):
+    """SlowHashMetricsEnv whose process dies at its `kill_at`-th GetServerInfo: the first is
+    collect's environment check, right after its connection probe (a bare connect, no call)."""
+
+    kill_at = 1
+    _infos = 0
+
+    def server_info(self) -> dict[str, Any]:
+        type(self)._infos += 1
+        if type(self)._infos == self.kill_at:
+            _die()
+        return super().server_info()
+
+
+class DiesAtSecondInfoEnv(DiesAtFirstInfoEnv):
+    """Dies at the second GetServerInfo: collect's worker check as it opens its connections,
+    after the environment check and before any verify call."""
+
+    kill_at = 2
+
+
+class DiesAtFirstVerifyEnv(SlowHashMetricsEnv):
+    """Dies at its first verify: before it answered any batch."""
+
+    async def verify(self, body: HashRequest) -> BaseVerifyResponse:
+        _die()
+        return await super().verify(body)
+
+
+class DiesAtAggregationEnv(SlowHashMetricsEnv):
+    """Dies at its first compute_metrics: in the middle of collect's AggregateMetrics call."""
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        _die()
+        return super().compute_metrics(tasks)
