@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
+from html import escape
 from pathlib import Path
 
 import numpy as np
 
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.report import _page, _sections, _usage
+from gym_metrics.report._bounds import FULL_NAME_CHARS, MAX_AGENTS, shown_names
 from gym_metrics.report._data import SAMPLES_PER_AGENT, AgentData, load_metrics
 from gym_metrics.report._sections import Gates, section
 
@@ -52,12 +55,15 @@ def build_report(
 
 
 def render(agents: list[AgentData], field: str, gates: Gates, title: str) -> str:
-    """The page's HTML for these agents."""
+    """The page's HTML for these agents (the first MAX_AGENTS, their names cut: _bounds)."""
+    total = len(agents)
+    agents, names = _bounded(agents)
     tasks, matrix = _page.task_matrix(agents)
     finite = matrix[np.isfinite(matrix)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     rollouts = sum(len(a.rollouts) for a in agents if a.rollouts is not None)
-    subtitle = f"{len(agents)} agents ({', '.join(a.name for a in agents)}), {len(tasks)} tasks" + (
+    drawn = f"{total} agents, the first {len(agents)} drawn" if total > len(agents) else f"{total} agents"
+    subtitle = f"{drawn} ({', '.join(a.name for a in agents)}), {len(tasks)} tasks" + (
         f", {rollouts} rollouts" if rollouts else ""
     )
     table_note = (
@@ -66,7 +72,7 @@ def render(agents: list[AgentData], field: str, gates: Gates, title: str) -> str
     )
     tasks_body = _sections.overview(agents, tasks, matrix, lo, hi) + _page.task_view(agents, tasks, matrix, lo, hi)
     sections = [
-        _sections.key_metrics(agents, field),
+        _sections.key_metrics(agents, field) + names,
         _sections.distribution(agents, field),
         _sections.pass_at_k(agents, field),
         section("tasks", "Tasks x agents", tasks_body, table_note, wide=True),
@@ -79,3 +85,22 @@ def render(agents: list[AgentData], field: str, gates: Gates, title: str) -> str
 
 def _svg_range(lo: float, hi: float) -> str:
     return f"red {lo:.4g} to green {hi:.4g}" if math.isfinite(lo) and math.isfinite(hi) else "n/a"
+
+
+def _bounded(agents: list[AgentData]) -> tuple[list[AgentData], str]:
+    """The first MAX_AGENTS agents with their names cut (what every chart, cell and pair
+    repeats), and the list of the cut names in full, drawn once."""
+    agents = agents[:MAX_AGENTS]
+    shown = shown_names([a.name for a in agents])
+    cut = [(s, a.name) for s, a in zip(shown, agents) if s != a.name]
+    if not cut:
+        return agents, ""
+    rows = "".join(
+        f"<tr><td>{escape(s)}</td><td>{escape(full[:FULL_NAME_CHARS])}"
+        + (f" … ({len(full) - FULL_NAME_CHARS:,} more characters in the metrics file)" if len(full) > FULL_NAME_CHARS else "")
+        + "</td></tr>"
+        for s, full in cut
+    )
+    names = (f'<section id="agent-names" class="wide"><h2>Agent names</h2><p class="note">Long names are shown cut '
+             f'(a hash keeps them apart); in full:</p><table><tbody>{rows}</tbody></table></section>')  # fmt: skip
+    return [replace(a, name=s) for s, a in zip(shown, agents)], names

@@ -7,6 +7,7 @@ before anything is drawn.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -19,12 +20,15 @@ from gym_metrics.aggregate import NumericField, RolloutColumns, read_rollouts
 from gym_metrics.compare import task_rewards
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.reducers import TaskRewards
+from gym_metrics.report._bounds import MAX_REPEATS, mapping, number, objects, shown_names, wrong
 
 SAMPLE_CHARS = 2000
 """A sample is shown as JSON cut to this many characters (the file must stay small)."""
 SAMPLES_PER_AGENT = 400
 """Samples embedded per agent: the first tasks by index and the lowest-scoring ones."""
 USAGE_FIELDS = ("total_tokens", "output_tokens", "input_tokens")
+STATISTICS = ("mean/", "cluster_ci_low_95/", "cluster_ci_high_95/", "economics/")
+"""Keys the report reads as numbers (and any `*_across_repeats/` key): a string there is an error."""
 
 
 @dataclass
@@ -66,32 +70,53 @@ def load_metrics(path: Path, value_field: str = "reward", rollouts: Path | None 
     if not isinstance(doc, list) or not all(isinstance(a, dict) and "agent_ref" in a for a in doc):
         raise InvalidInputError(f"{path}: not an aggregate metrics file (a JSON array of agents with agent_ref)")
     columns = dict(read_rollouts(rollouts, keep_rows=False).agents) if rollouts is not None else {}
-    out = []
+    out: list[AgentData] = []
     while doc:
         entry = doc.pop(0)  # free each agent's groups once read
-        name = str(entry["agent_ref"].get("name", "?"))
-        out.append(_agent(entry, value_field, columns.get(name), label + name))
+        ref = mapping(entry["agent_ref"], f"{path}: agent {len(out)}", "agent_ref")
+        name = str(ref.get("name", "?"))
+        where = f"{path}: agent {shown_names([name])[0]}"
+        out.append(_agent(entry, value_field, columns.get(name), label + name, where))
     return out
 
 
-def _agent(entry: dict[str, Any], value_field: str, cols: RolloutColumns | None, name: str) -> AgentData:
-    groups = entry.get("group_level_metrics") or []
-    tasks = np.fromiter((g.get("_ng_task_index", i) for i, g in enumerate(groups)), np.int64, len(groups))
+def _agent(entry: dict[str, Any], value_field: str, cols: RolloutColumns | None, name: str, where: str) -> AgentData:
+    groups = objects(entry.get("group_level_metrics"), where, "group_level_metrics")
+    tasks = _indices(groups, "_ng_task_index", where, "group_level_metrics")
     mean = _column(groups, f"mean/{value_field}")
     usage = {f: _column(groups, f"mean/{f}") for f in _usage_fields(groups)}
     data = AgentData(
         name=name,
-        agent_metrics=dict(entry.get("agent_metrics") or {}),
-        key_metrics=dict(entry.get("key_metrics") or {}),
+        agent_metrics=_numbers(entry, "agent_metrics", where),
+        key_metrics=_numbers(entry, "key_metrics", where),
         tasks=tasks,
         task_mean=mean,
-        rollouts=cols if cols is not None else _from_infos(groups, value_field),
-        repeats=_repeats(entry.get("repeat_level_metrics") or [], value_field),
+        rollouts=cols if cols is not None else _from_infos(groups, value_field, tasks, where),
+        repeats=_repeats(objects(entry.get("repeat_level_metrics"), where, "repeat_level_metrics"), value_field, where),
         usage={f: v for f, v in usage.items() if np.isfinite(v).any()},
-        economics=dict(entry.get("economics") or {}),
+        economics=_numbers(entry, "economics", where),
     )
     data.samples = _samples(groups, tasks, mean)
     return data
+
+
+def _numbers(entry: dict[str, Any], block: str, where: str) -> dict[str, Any]:
+    """The block's statistics as floats (null: NaN); other values as they are."""
+    metrics = mapping(entry.get(block), where, block)
+    out = dict(metrics)
+    for key, value in metrics.items():
+        if key.startswith(STATISTICS) or "_across_repeats/" in key:
+            out[key] = number(value, f"{where}: {block}", key)
+    return out
+
+
+def _indices(rows: list[dict[str, Any]], key: str, where: str, block: str, default: bool = True) -> np.ndarray:
+    """Each row's integer `key` (its position where absent, if `default`), checked in one pass."""
+    raw = [row.get(key, i if default else None) for i, row in enumerate(rows)]
+    if set(map(type, raw)) <= {int}:
+        return np.array(raw, dtype=np.int64)
+    i, bad = next((i, v) for i, v in enumerate(raw) if type(v) is not int)
+    raise wrong(bad, where, f"{block}[{i}].{key}", "an integer")
 
 
 def _column(groups: list[dict[str, Any]], key: str) -> np.ndarray:
@@ -110,15 +135,14 @@ def _usage_fields(groups: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-def _from_infos(groups: list[dict[str, Any]], value_field: str) -> RolloutColumns | None:
+def _from_infos(groups: list[dict[str, Any]], value_field: str, tasks: np.ndarray, where: str) -> RolloutColumns | None:
     """Per-rollout values from the groups' rollout_infos (None when the file omits them)."""
     if not groups or "rollout_infos" not in groups[0]:
         return None
-    per_group = [g.get("rollout_infos") or [] for g in groups]
+    per_group = [objects(g.get("rollout_infos"), where, f"group_level_metrics[{i}].rollout_infos") for i, g in enumerate(groups)]
     lengths = np.fromiter(map(len, per_group), np.int64, len(per_group))
     infos = [info for group in per_group for info in group]
-    tasks = np.fromiter((g.get("_ng_task_index", i) for i, g in enumerate(groups)), np.int64, len(groups))
-    rollout = np.fromiter(map(itemgetter("_ng_rollout_index"), infos), np.int64, len(infos))
+    rollout = _indices(infos, "_ng_rollout_index", where, "rollout_infos", default=False)
     raw = [info.get(value_field) for info in infos]
     if set(map(type, raw)) <= {float, int, bool, type(None)}:
         vals = np.array(raw, dtype=np.float64)  # None -> NaN; the common case, in C
@@ -133,16 +157,18 @@ def _from_infos(groups: list[dict[str, Any]], value_field: str) -> RolloutColumn
     )
 
 
-def _repeats(levels: list[dict[str, Any]], value_field: str) -> list[dict[str, float]]:
+def _repeats(levels: list[dict[str, Any]], value_field: str, where: str) -> list[dict[str, float]]:
+    """The first MAX_REPEATS rollout indices' means and intervals (each is a point drawn)."""
     out: list[dict[str, float]] = []
-    for r in levels:
-        mean = r.get(f"mean/{value_field}")
-        if not isinstance(mean, (int, float)):
+    for i, r in enumerate(levels[:MAX_REPEATS]):
+        at = f"repeat_level_metrics[{i}]."
+        mean = number(r.get(f"mean/{value_field}"), where, f"{at}mean/{value_field}")
+        if math.isnan(mean):
             continue
-        low, high = r.get(f"ci_low_95/{value_field}", mean), r.get(f"ci_high_95/{value_field}", mean)
-        count = r.get("sample_count", 0)
-        out.append({"index": float(r.get("_ng_rollout_index", len(out))), "mean": float(mean),
-                    "ci_low": float(low), "ci_high": float(high), "count": float(count)})  # fmt: skip
+        low, high = (number(r.get(f"ci_{s}_95/{value_field}", mean), where, f"{at}ci_{s}_95/{value_field}") for s in ("low", "high"))
+        count = number(r.get("sample_count", 0), where, f"{at}sample_count")
+        index = number(r.get("_ng_rollout_index", len(out)), where, f"{at}_ng_rollout_index")
+        out.append({"index": index, "mean": mean, "ci_low": low, "ci_high": high, "count": count})
     return out
 
 
@@ -156,6 +182,17 @@ def _samples(groups: list[dict[str, Any]], tasks: np.ndarray, mean: np.ndarray) 
         sample = groups[i].get("sample")
         if sample is None:
             continue
-        text = orjson.dumps(sample, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+        text = _sample_text(sample)
         out[int(tasks[i])] = text if len(text) <= SAMPLE_CHARS else text[:SAMPLE_CHARS] + "\n... (cut)"
     return out
+
+
+def _sample_text(sample: Any) -> str:
+    """Indented JSON, unless indenting would more than double it (deep nesting: each level
+    indents every line below it, so a small sample could fill SAMPLE_CHARS)."""
+    try:
+        compact = orjson.dumps(sample, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:  # nested deeper than orjson writes
+        return "(the sample is nested too deep to show; see the metrics file)"
+    indented = orjson.dumps(sample, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+    return indented if len(indented) <= 2 * len(compact) + 40 else compact

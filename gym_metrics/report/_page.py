@@ -32,13 +32,15 @@ svg .band{opacity:.18}svg .whisker{stroke-width:2.5}
 .v-pass{background:#dafbe1;color:#116329}.v-fail{background:#ffebe9;color:#a40e26}.v-inconclusive{background:#fff8c5;color:#7d4e00}
 #task-table th{cursor:pointer;user-select:none}#task-table td.h{text-align:right;font-variant-numeric:tabular-nums;min-width:60px}
 #task-table tbody tr{cursor:pointer}#task-table tbody tr:hover{outline:2px solid #0969da}
-.pager button{margin:0 4px}#sample pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:300px;font-size:12px;white-space:pre-wrap}
+#agent-names td{word-break:break-all}.pager button{margin:0 4px}#sample pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:300px;font-size:12px;white-space:pre-wrap}
 """
 
 JS = """
 (function(){
 var D=JSON.parse(document.getElementById('task-data').textContent);
 var n=D.tasks.length,A=D.agents.length,page=0,size=%d,key=-1,desc=false;
+D.means=D.means.map(function(m,a){var at=D.at[a];if(at===null)return m;var full=new Array(n).fill(null);
+for(var j=0;j<at.length;j++)full[at[j]]=m[j];return full;});
 var spread=new Float64Array(n);
 for(var t=0;t<n;t++){var lo=Infinity,hi=-Infinity;for(var a=0;a<A;a++){var v=D.means[a][t];if(v!==null){lo=Math.min(lo,v);hi=Math.max(hi,v);}}spread[t]=hi>=lo?hi-lo:NaN;}
 var order=new Array(n);for(var i=0;i<n;i++)order[i]=i;
@@ -81,11 +83,15 @@ def task_matrix(agents: Sequence[AgentData]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def task_view(agents: Sequence[AgentData], tasks: np.ndarray, matrix: np.ndarray, lo: float, hi: float) -> str:
-    """The sortable, paged tasks x agents table; its data as one JSON block (NaN -> null)."""
+    """The sortable, paged tasks x agents table; its data as one JSON block (NaN -> null).
+    An agent without every task ships its own tasks' means and their positions (`at`), not a
+    row of the whole tasks x agents matrix: the block grows with the groups in the file."""
+    at = [None if len(a.tasks) == len(tasks) else np.searchsorted(tasks, a.tasks) for a in agents]
     data = {
         "agents": [a.name for a in agents],
         "tasks": tasks.tolist(),
-        "means": [np.round(row, 4).tolist() for row in matrix],
+        "means": [np.round(row if p is None else row[p], 4).tolist() for row, p in zip(matrix, at)],
+        "at": [None if p is None else p.tolist() for p in at],
         "lo": lo,
         "hi": hi,
         "samples": [{str(k): v for k, v in a.samples.items()} for a in agents],

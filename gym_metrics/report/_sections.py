@@ -16,6 +16,7 @@ from gym_metrics.errors import InvalidInputError
 from gym_metrics.paired import compare_paired
 from gym_metrics.reducers import get_reducer
 from gym_metrics.report import _svg
+from gym_metrics.report._bounds import CELL_CHARS, MAX_KEY_METRICS, MAX_REPEATS, finite, short
 from gym_metrics.report._data import AgentData
 from gym_metrics.report._svg import Series, color, fmt
 
@@ -50,22 +51,23 @@ def table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> 
 
 
 def _num(v: Any) -> str:
-    return fmt(float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else escape(str(v))
+    return fmt(float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else escape(short(str(v), CELL_CHARS))
 
 
 def key_metrics(agents: Sequence[AgentData], value_field: str) -> str:
     """Key metrics (rows) by agent (columns), each mean with its clustered 95% interval."""
     keys = list(dict.fromkeys(k for a in agents for k in a.key_metrics))
-    rows = [[escape(k), *(_with_interval(a, k) for a in agents)] for k in keys]
+    rows = [[escape(short(k)), *(_with_interval(a, k) for a in agents)] for k in keys[:MAX_KEY_METRICS]]
     forest_rows = [
         (a.name, float(a.agent_metrics[f"mean/{value_field}"]),
          float(a.agent_metrics.get(f"cluster_ci_low_95/{value_field}", math.nan)),
          float(a.agent_metrics.get(f"cluster_ci_high_95/{value_field}", math.nan)), color(i))
-        for i, a in enumerate(agents) if isinstance(a.agent_metrics.get(f"mean/{value_field}"), (int, float))
+        for i, a in enumerate(agents) if finite(a.agent_metrics.get(f"mean/{value_field}"))
     ]  # fmt: skip
     chart = _svg.forest("key-metrics", f"mean/{value_field} by agent, 95% clustered interval", forest_rows, f"mean/{value_field}", None)
     body = chart + table(["key metric", *(a.name for a in agents)], rows, "num")
-    note = "value [95% interval]: tasks as clusters, Student t (docs/metrics.md#agent-uncertainty)."
+    note = "value [95% interval]: tasks as clusters, Student t (docs/metrics.md#agent-uncertainty)." + (
+        f" The first {MAX_KEY_METRICS} of {len(keys)} key metrics." if len(keys) > MAX_KEY_METRICS else "")
     return section("key-metrics", "Key metrics", body, note, wide=True)
 
 
@@ -155,7 +157,8 @@ def repeats(agents: Sequence[AgentData], value_field: str) -> str:
         if keys[0] in m:
             rows.append([escape(a.name), *(_num(m.get(k, "")) for k in keys)])
     tab = table(["agent", "mean across repeats", "std across repeats", "95% low", "95% high"], rows, "num")
-    return section("repeats", "Repeats", chart + tab, "repeat_level_metrics: one point per rollout index, 95% t interval over tasks.")
+    note = f"repeat_level_metrics: one point per rollout index (the first {MAX_REPEATS}), 95% t interval over tasks."
+    return section("repeats", "Repeats", chart + tab, note)
 
 
 def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:

@@ -10,6 +10,7 @@ from html import escape
 import numpy as np
 
 from gym_metrics.report import _svg
+from gym_metrics.report._bounds import finite, short
 from gym_metrics.report._data import AgentData
 from gym_metrics.report._sections import section, table
 from gym_metrics.report._svg import Series, color, fmt
@@ -25,16 +26,16 @@ def usage(agents: Sequence[AgentData], value_field: str) -> str:
         return section("usage", "Usage vs reward", '<p class="empty">No token or cost fields in the metrics.</p>')
     charts = [_frontier(agents, fields[0], value_field)]
     charts += [c for f in fields[:2] if (c := _binned(agents, f, value_field))]
-    note = (f"First: each agent's mean {fields[0]} per rollout against its mean {value_field} with its 95% clustered interval. "
+    note = (f"First: each agent's mean {short(fields[0])} per rollout against its mean {value_field} with its 95% clustered interval. "
             "Then the tasks cut into ten bins by their mean usage: each point is a bin's mean usage and its tasks' mean.")  # fmt: skip
     return section("usage", "Usage vs reward", "".join(charts) + _economics(agents), note)
 
 
-def _frontier(agents: Sequence[AgentData], f: str, value_field: str) -> str:
-    series = []
+def _frontier(agents: Sequence[AgentData], field: str, value_field: str) -> str:
+    series, f = [], short(field)  # a field name from the file: shown cut, it is in every tooltip
     for i, a in enumerate(agents):
-        x, y = a.agent_metrics.get(f"mean/{f}"), a.agent_metrics.get(f"mean/{value_field}")
-        if not isinstance(x, (int, float)) or not isinstance(y, (int, float)):
+        x, y = a.agent_metrics.get(f"mean/{field}"), a.agent_metrics.get(f"mean/{value_field}")
+        if not finite(x) or not finite(y):
             continue
         low = a.agent_metrics.get(f"cluster_ci_low_95/{value_field}", math.nan)
         high = a.agent_metrics.get(f"cluster_ci_high_95/{value_field}", math.nan)
@@ -46,10 +47,10 @@ def _frontier(agents: Sequence[AgentData], f: str, value_field: str) -> str:
     return _svg.line_chart("usage-frontier", f"mean {value_field} against mean {f}, per agent", series, f"mean {f}", f"mean {value_field}")
 
 
-def _binned(agents: Sequence[AgentData], f: str, value_field: str) -> str:
-    series = []
+def _binned(agents: Sequence[AgentData], field: str, value_field: str) -> str:
+    series, f = [], short(field)
     for i, a in enumerate(agents):
-        u = a.usage.get(f)
+        u = a.usage.get(field)
         if u is None:
             continue
         ok = np.isfinite(u) & np.isfinite(a.task_mean)
