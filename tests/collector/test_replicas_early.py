@@ -11,10 +11,13 @@ Each victim is a real `serve` process that SIGKILLs itself at one moment of the 
 
 The run exits 0 with the rows and metrics file of a run on one server. With every replica
 lost right after the connection probe, collect exits 4 in one line, bounded by --connect-timeout.
+A call that goes to one replica (aggregation) moves on to the next at once when it fails, even
+with no retries allowed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import time
@@ -25,7 +28,11 @@ import pytest
 from test_collector_faults import TOTAL, Procs, assert_complete, metrics_of, start_server, write_tasks
 from test_replicas import ENV, collect, per_server, sorted_lines
 
-pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+from gym_metrics._transport import ServerUnavailableError
+from gym_metrics.collector import RetryPolicy
+from gym_metrics.collector._replicas import on_any
+
+pytestmark = pytest.mark.timeout(240)
 
 VICTIMS = {
     "environment check": "DiesAtFirstInfoEnv",
@@ -51,6 +58,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moment", list(VICTIMS))
 def test_a_replica_lost_early_leaves_the_run_to_the_others(
     moment: str, procs: Procs, tmp_path: Path, reference: Path
@@ -76,6 +84,7 @@ def test_a_replica_lost_early_leaves_the_run_to_the_others(
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_every_replica_lost_right_after_connecting_exits_4(procs: Procs, tmp_path: Path) -> None:
     ports = [start_server(procs, "DiesAtFirstInfoEnv", 0, tmp_path / f"server{i}.log")[1] for i in range(3)]
     addresses = [f"127.0.0.1:{p}" for p in ports]
@@ -93,3 +102,37 @@ def test_every_replica_lost_right_after_connecting_exits_4(procs: Procs, tmp_pat
     assert "Traceback" not in done.stderr
     assert 1 <= elapsed < 20, elapsed  # it waited --connect-timeout, and not much more
     assert not metrics_of(out).exists()
+
+
+class Replica:
+    """A client double whose server is up or gone; counts the calls it got."""
+
+    def __init__(self, target: str, up: bool) -> None:
+        self.target, self.up, self.calls = target, up, 0
+
+    async def answer(self) -> str:
+        self.calls += 1
+        if not self.up:
+            raise ServerUnavailableError("UNAVAILABLE: Connection refused")
+        return self.target
+
+
+async def test_a_call_on_any_replica_skips_a_dead_one_without_a_retry() -> None:
+    dead, a, b = Replica("dead", False), Replica("a", True), Replica("b", True)
+    order = [dead, a, b]
+    log: list[str] = []
+    no_retries = RetryPolicy(max_retries=0)
+    for _ in range(3):  # one per agent: the dead one is asked once, then goes last
+        got = await on_any(order, lambda c: c.answer(), no_retries, log.append)  # type: ignore[arg-type, attr-defined]
+        assert got == "a"
+    assert (dead.calls, a.calls, b.calls) == (1, 3, 0)
+    assert order == [a, b, dead]
+    assert log == ["collect: server dead unavailable (UNAVAILABLE: Connection refused)"]
+
+    gone = [Replica("x", False), Replica("y", False)]
+    with pytest.raises(ServerUnavailableError, match="gave up after 1 retries"):
+        await asyncio.wait_for(
+            on_any(gone, lambda c: c.answer(), RetryPolicy(max_retries=1, base_s=0.001), log.append),  # type: ignore[arg-type, attr-defined]
+            timeout=10,
+        )
+    assert [r.calls for r in gone] == [2, 2]  # each asked once a round, two rounds
