@@ -13,6 +13,7 @@ from gym_metrics.cli._base import (
     InputFileError,
     add_global_flags,
     configure_logging,
+    refuse_output_over_input,
     report_error,
     version,
 )
@@ -40,17 +41,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check_inputs(ns: argparse.Namespace) -> None:
-    """One message for a missing input file, whatever the command; a command's own checks
-    (`check_inputs`) run before anything is sent or started."""
+    """One message for a missing input file, and one for an output that is an input, whatever
+    the command; a command's own checks (`check_inputs`) run before anything is sent or started."""
+    inputs: list[Path] = []
     for attr in ("rollouts", "input", "partials"):
         value = getattr(ns, attr, None)
-        for path in value if isinstance(value, list) else [value]:
-            if not isinstance(path, Path):
-                continue
-            if not path.exists():
-                raise InputFileError(f"input file not found: {path}")
-            if not path.is_file():
-                raise InputFileError(f"input is not a file: {path}")
+        inputs += [p for p in (value if isinstance(value, list) else [value]) if isinstance(p, Path)]
+    for path in inputs:
+        if not path.exists():
+            raise InputFileError(f"input file not found: {path}")
+        if not path.is_file():
+            raise InputFileError(f"input is not a file: {path}")
+    refuse_output_over_input({"--output": getattr(ns, "output", None), "--partial-out": getattr(ns, "partial_out", None)}, inputs)
     check = getattr(ns, "check_inputs", None)
     if check is not None:
         check(ns)

@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from gym_metrics.errors import GymMetricsError, InvalidInputError
@@ -161,6 +162,25 @@ def agent_name(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- shared helpers
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` name one file: by device and inode when both exist (so a symlink,
+    a hard link or another relative spelling of the input is caught), else by resolved path."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return a.resolve() == b.resolve()
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def refuse_output_over_input(outputs: dict[str, Any], inputs: Sequence[Path]) -> None:
+    """Refuse, before anything is read or written, an output that is one of the inputs:
+    writing it would destroy the input (aggregate -o, --partial-out, merge -o, collect --output)."""
+    for flag, out in outputs.items():
+        for path in inputs:
+            if isinstance(out, Path) and same_file(out, path):
+                raise InvalidInputError(f"{flag} {out} is the input {path}: writing it would overwrite the input; name another file")
 
 
 def read_token(var: str | None, flag: str = "--auth-token-env") -> str | None:
