@@ -41,7 +41,7 @@ def checked_header(path: Path, parquet: pq.ParquetFile) -> dict[str, Any]:
     try:
         header = orjson.loads(raw) if raw else {}
     except orjson.JSONDecodeError:
-        header = _slow_json(path, raw)  # orjson refuses integers past 64 bits: name their field below
+        header = _slow_json(path, raw)  # orjson refuses numbers past a double: name their field below
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise InvalidInputError(f"{path}: not a gym-metrics partial (write one with `gym-metrics aggregate ... --partial-out`)",
                                 [FieldViolation("partial", str(path))])  # fmt: skip
@@ -52,7 +52,7 @@ def checked_header(path: Path, parquet: pq.ParquetFile) -> dict[str, Any]:
         _check_agent(path, f"agents[{i}]", meta, parquet.schema_arrow, names)
     _check_rows(path, parquet, agents)
     if _field(path, header, "rows_read", int, "an integer") < 0:
-        raise bad_header(path, "rows_read", f"must be >= 0, got {header['rows_read']}")
+        raise bad_header(path, "rows_read", f"must be >= 0, got {_shown(header['rows_read'])}")
     for i, bad in enumerate(_field(path, header, "bad_lines", list, "a list")):
         if not (isinstance(bad, list) and len(bad) == 3 and _is_int(bad[0]) and bad[0] >= 0 and isinstance(bad[1], str)
                 and isinstance(bad[2], str)):  # fmt: skip
@@ -84,7 +84,7 @@ def _check_agent(path: Path, at: str, meta: Any, schema: pa.Schema, names: set[s
         raise bad_header(path, f"{at}.name", "empty" if not name else f"agent {name!r} listed twice")
     names.add(name)
     if _field(path, meta, "rows", int, "an integer", at) < 0:
-        raise bad_header(path, f"{at}.rows", f"must be >= 0, got {meta['rows']}")
+        raise bad_header(path, f"{at}.rows", f"must be >= 0, got {_shown(meta['rows'])}")
     columns = {column: (kind, at) for column, kind in _KEY_COLUMNS.items()}  # column: (its type, the field naming it)
     for j, pair in enumerate(_field(path, meta, "fields", list, "a list", at)):
         if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and pair[1] in _KINDS):
