@@ -120,9 +120,9 @@ class AgentTargetConfig(_TargetConfig):
     @classmethod
     def _paths_parse(cls, value: str | None) -> str | None:
         if value is not None:
-            from gym_metrics.targets._convert import compile_path
+            from gym_metrics._jsonpath import compile_path
 
-            compile_path(value)
+            compile_path(value)  # ValueError: not a JSONPath, or refused (a regex, nested `..`)
         return value
 
 

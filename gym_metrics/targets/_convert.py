@@ -8,21 +8,11 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 import orjson
-from jsonpath_ng import JSONPath
-from jsonpath_ng.ext import parse
 
-
-@lru_cache(maxsize=256)
-def compile_path(path: str) -> JSONPath:
-    """The parsed JSONPath; ValueError with the parser's message when it is not one."""
-    try:
-        return parse(path)
-    except Exception as exc:  # noqa: BLE001  # jsonpath-ng raises its own lexer/parser errors (no common base)
-        raise ValueError(f"not a JSONPath: {path!r}: {exc}") from None
+from gym_metrics._jsonpath import compile_path as compile_path  # re-exported: _client reads paths with it
 
 
 def strip_reasoning(text: str, end_token: str | None) -> str:

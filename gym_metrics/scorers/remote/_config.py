@@ -30,9 +30,9 @@ class ParserSpec(pydantic.BaseModel):
     @pydantic.field_validator("json_path")
     @classmethod
     def _parses(cls, value: str) -> str:
-        from gym_metrics.scorers.remote._scores import compile_path
+        from gym_metrics._jsonpath import compile_path
 
-        compile_path(value)  # ValueError with the parser's message
+        compile_path(value)  # ValueError: not a JSONPath, or refused (a regex, nested `..`)
         return value
 
 

@@ -3,22 +3,10 @@
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any
 
-from jsonpath_ng import JSONPath
-from jsonpath_ng.ext import parse
-
+from gym_metrics._jsonpath import compile_path
 from gym_metrics.scorers import RowError
-
-
-@lru_cache(maxsize=256)
-def compile_path(path: str) -> JSONPath:
-    """The parsed JSONPath; ValueError with the parser's message when it is not one."""
-    try:
-        return parse(path)
-    except Exception as exc:  # noqa: BLE001  # jsonpath-ng raises its own lexer/parser errors (no common base)
-        raise ValueError(f"not a JSONPath: {path!r}: {exc}") from None
 
 
 def read_score(data: Any, name: str, path: str) -> float:
