@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.jobs import JobRecord, JobState
+from gym_metrics.jobs import JobRecord, JobState, RowTexts
 from gym_metrics.v1 import jobs_pb2 as pb
 
 STATE_TO_PB: dict[JobState, pb.JobState] = {
@@ -34,6 +34,21 @@ def _loads(text: str, field: str) -> Any:
         raise InvalidInputError("invalid job spec", [FieldViolation(field, f"not valid JSON: {exc}")]) from None
 
 
+def _rows(rows_json: Iterable[str]) -> RowTexts:
+    """Inline rows checked to be JSON and kept as their texts (each parsed and dropped at once:
+    no object graph of the whole dataset is built, see RowTexts); a bad one names its index.
+    One row at a time in Python, so the thread running it yields the GIL as it goes."""
+    loads, texts = orjson.loads, list[str]()
+    keep = texts.append
+    for i, text in enumerate(rows_json):
+        try:
+            loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidInputError("invalid job spec", [FieldViolation(f"spec.dataset.rows.rows_json[{i}]", f"not valid JSON: {exc}")]) from None
+        keep(text)
+    return RowTexts(texts)
+
+
 def _optional_json(text: str, field: str) -> Any:
     return None if not text else _loads(text, field)
 
@@ -43,7 +58,7 @@ def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
     dataset: dict[str, Any] = {}
     source = spec.dataset.WhichOneof("source")
     if source == "rows":
-        dataset["rows"] = [_loads(text, f"spec.dataset.rows.rows_json[{i}]") for i, text in enumerate(spec.dataset.rows.rows_json)]
+        dataset["rows"] = _rows(spec.dataset.rows.rows_json)
     elif source == "path":
         dataset["path"] = spec.dataset.path
     run: dict[str, Any] = {}

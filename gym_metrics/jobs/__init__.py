@@ -7,7 +7,7 @@ from __future__ import annotations
 from gym_metrics.jobs._executor import JobExecutor
 from gym_metrics.jobs._run import Progress, ProgressCallback
 from gym_metrics.jobs._secrets import SecretStore, parse_allow_env
-from gym_metrics.jobs._spec import DatasetSpec, JobSpec, RunConfig, parse_spec
+from gym_metrics.jobs._spec import DatasetSpec, JobSpec, RowTexts, RunConfig, parse_spec
 from gym_metrics.jobs._store import JobRecord, JobState, JobStore, StoreFullError
 from gym_metrics.jobs._result import job_result
 
@@ -20,6 +20,7 @@ __all__ = [
     "JobStore",
     "Progress",
     "ProgressCallback",
+    "RowTexts",
     "RunConfig",
     "SecretStore",
     "StoreFullError",

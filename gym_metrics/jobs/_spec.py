@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pydantic
 from pydantic import Field
 
@@ -17,13 +18,40 @@ from gym_metrics.scorers import RowError
 SECRET_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
+class RowTexts:
+    """A dataset's inline rows as JSON texts, each already checked to parse: the job service
+    stores them as they arrived and the job parses a row when it scores it, so a large inline
+    dataset never becomes a graph of Python objects in the server (building one costs seconds
+    of garbage collection, and memory many times its size)."""
+
+    __slots__ = ("texts",)
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RowTexts) and other.texts == self.texts
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.is_instance_schema(cls)
+
+
 class DatasetSpec(pydantic.BaseModel):
     """Inline `rows`, or a JSONL `path` read only under the executor's data root."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
 
-    rows: list[Any] | None = None
-    """The rows themselves (stored with the spec, so a resumed job reads the same rows)."""
+    rows: RowTexts | list[Any] | None = None
+    """The rows themselves (objects, or `RowTexts`), stored once in the job's row table, so a
+    resumed job reads the same rows."""
     path: str | None = None
     """A JSONL file relative to the data root; `..` and absolute paths are refused."""
 
@@ -126,7 +154,11 @@ def dataset_file(spec: JobSpec, data_root: Path | None) -> Path | None:
 def iter_rows(spec: JobSpec, data_root: Path | None) -> Iterator[Any | RowError]:
     """The job's rows in order, `limit_samples` applied; a file is read lazily."""
     path = dataset_file(spec, data_root)
-    rows: Iterator[Any] = iter(spec.dataset.rows or ()) if path is None else read_rows(path)
+    inline = spec.dataset.rows
+    if isinstance(inline, RowTexts):
+        rows: Iterator[Any] = map(orjson.loads, inline.texts)
+    else:
+        rows = iter(inline or ()) if path is None else read_rows(path)
     limit = spec.run.limit_samples
     for index, row in enumerate(rows):
         if limit is not None and index >= limit:
@@ -146,4 +178,4 @@ def count_rows(spec: JobSpec, data_root: Path | None) -> int:
     return n if limit is None else min(n, limit)
 
 
-__all__ = ["DatasetSpec", "JobSpec", "RunConfig", "count_rows", "dataset_file", "iter_rows", "parse_spec"]
+__all__ = ["DatasetSpec", "JobSpec", "RowTexts", "RunConfig", "count_rows", "dataset_file", "iter_rows", "parse_spec"]

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from gym_metrics.errors import GymMetricsError, NotFoundError
-from gym_metrics.jobs._spec import JobSpec
+from gym_metrics.jobs._spec import JobSpec, RowTexts
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -49,14 +49,15 @@ CREATE TABLE IF NOT EXISTS row_results (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS job_rows (
     job_id TEXT NOT NULL REFERENCES jobs (id),
-    row_index INTEGER NOT NULL,
-    row TEXT NOT NULL,
-    PRIMARY KEY (job_id, row_index)
-) WITHOUT ROWID;
+    first_row INTEGER NOT NULL,
+    rows TEXT NOT NULL,
+    PRIMARY KEY (job_id, first_row)
+);
 """
 _COLUMNS = "id, state, spec, created, updated, done, failed, total, error, inline_rows"
 ROWS_CHUNK = 1000
-"""Inline rows read per query while a job iterates them (the read lock is held per chunk)."""
+"""Inline rows per stored chunk (a 200k-row job is 200 inserts, not 200k) and per read while a
+job iterates them."""
 
 log = logging.getLogger("gym_metrics.jobs")
 SQLITE_FULL = 13  # sqlite3.SQLITE_FULL from Python 3.11 on
@@ -173,10 +174,7 @@ class JobStore:
                 (job_id, JobState.QUEUED.value, stored.model_dump_json(), now, now, total, inline),
             )
             if rows:
-                db.executemany(
-                    "INSERT INTO job_rows (job_id, row_index, row) VALUES (?, ?, ?)",
-                    ((job_id, i, orjson.dumps(row).decode()) for i, row in enumerate(rows)),
-                )
+                db.executemany("INSERT INTO job_rows (job_id, first_row, rows) VALUES (?, ?, ?)", _chunks(job_id, rows))
         return self.get(job_id)
 
     def get(self, job_id: str) -> JobRecord:
@@ -186,18 +184,14 @@ class JobStore:
         return _record(rows[0])
 
     def rows(self, job_id: str, start: int = 0) -> Iterator[Any]:
-        """A job's inline rows in order from `start`, read a chunk at a time (the read lock is
-        never held between chunks)."""
-        while True:
-            chunk = self._read(
-                "SELECT row_index, row FROM job_rows WHERE job_id = ? AND row_index >= ? ORDER BY row_index LIMIT ?",
-                (job_id, start, ROWS_CHUNK),
-            )
-            for _, text in chunk:
-                yield orjson.loads(text)
-            if len(chunk) < ROWS_CHUNK:
-                return
-            start = chunk[-1][0] + 1
+        """A job's inline rows in order from `start`, a stored chunk at a time (the read lock
+        is never held between chunks)."""
+        first = start - start % ROWS_CHUNK
+        while found := self._read("SELECT rows FROM job_rows WHERE job_id = ? AND first_row = ?", (job_id, first)):
+            for text in found[0][0].split("\n")[start - first :]:
+                yield orjson.loads(text)  # one row at a time: each is garbage once scored
+            first += ROWS_CHUNK
+            start = first
 
     def list_jobs(self, state: JobState | None = None, *, limit: int = 100, after: str | None = None) -> list[JobRecord]:
         """Jobs oldest first, at most `limit`, those after job id `after` (the page token)."""
@@ -274,6 +268,22 @@ class JobStore:
             finally:
                 cursor.close()  # ends the read transaction: the WAL can be checkpointed
         return out, None
+
+
+def _chunks(job_id: str, rows: RowTexts | list[Any]) -> Iterator[tuple[str, int, str]]:
+    """Inline rows as stored: ROWS_CHUNK rows a chunk, one JSON text a line, each row's text as
+    it arrived (RowTexts) or as orjson writes it. A valid JSON text holds a line break only
+    as whitespace (never inside a string), so writing it as a space keeps the row exact."""
+    for first in range(0, len(rows), ROWS_CHUNK):
+        if isinstance(rows, RowTexts):
+            texts = [_line(t) for t in rows.texts[first : first + ROWS_CHUNK]]
+        else:
+            texts = [orjson.dumps(r).decode() for r in rows[first : first + ROWS_CHUNK]]
+        yield job_id, first, "\n".join(texts)
+
+
+def _line(text: str) -> str:
+    return text.replace("\n", " ").replace("\r", " ") if "\n" in text or "\r" in text else text
 
 
 def _record(row: tuple[Any, ...]) -> JobRecord:

@@ -219,3 +219,20 @@ def test_a_file_secret_stays_out_of_the_db_logs_and_output(tmp_path: Path, serve
     assert SECRET_VALUE not in (tmp_path / "server0.err").read_text()
     stored = list(tmp_path.glob("jobs.sqlite*"))
     assert stored and not any(SECRET_VALUE.encode() in p.read_bytes() for p in stored)
+
+
+def test_sigterm_stops_a_cpu_bound_job_and_leaves_it_resumable(tmp_path: Path, serve: Any) -> None:
+    """The regression: a CPU-only scorer never gave the job's loop a turn, so SIGTERM with
+    --grace 10 waited for every row (25 s); the job must stop and stay resumable."""
+    root = tmp_path / "data"
+    root.mkdir()
+    write_rows(root / "rows.jsonl", [tool_row(i) for i in range(300_000)])
+    server = serve("--data-root", str(root), "--grace", "1")
+    job = cli("submit", "--server", server.address, "--scorer", "tool_call_accuracy", "--input-path", "rows.jsonl").stdout.strip()
+    with JobClient(server.address) as client:
+        until(lambda: client.get(job).done >= 2_000)
+    assert server.stop() == 0  # within stop()'s 30 s bound, not after all 300k rows
+    store = JobStore(tmp_path / "jobs.sqlite")
+    left = store.get(job)
+    store.close()
+    assert left.state is JobState.QUEUED and left.done < 300_000

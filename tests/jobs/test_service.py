@@ -214,3 +214,64 @@ def test_a_watch_ends_on_the_server_when_the_client_goes_away(server: JobServerT
         watch.close()  # the client leaves (its call is cancelled)
         until(lambda: servicer.watching == 0, seconds=10)
         client.cancel(job.job_id)
+
+
+@pytest.mark.parametrize("blocked", ["create", "list_jobs"])
+def test_database_work_never_holds_the_event_loop(tmp_path: Path, blocked: str) -> None:
+    """The regression: SubmitJob and ListJobs ran their database work on the event loop, so a
+    large submit stalled health checks for seconds. Here the store call is held on purpose; a
+    health check and a GetJob must still be answered meanwhile."""
+    import threading
+
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with JobServerThread(tmp_path / "jobs.sqlite") as server, JobClient(server.address) as client:
+        known = client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": [tool_row(0)]}})
+        store = server.running.executor.store  # type: ignore[union-attr]
+        entered, release = threading.Event(), threading.Event()
+        original = getattr(store, blocked)
+
+        def held(*args: Any, **kwargs: Any) -> Any:
+            entered.set()
+            release.wait(30)
+            return original(*args, **kwargs)
+
+        setattr(store, blocked, held)
+        call = (lambda: client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": [tool_row(1)]}})) if blocked == "create" else client.list
+        worker = threading.Thread(target=call)
+        worker.start()
+        try:
+            assert entered.wait(30), f"{blocked} was never called"
+            with grpc.insecure_channel(server.address) as channel:
+                health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+            assert client.get(known.job_id).job_id == known.job_id
+        finally:
+            release.set()
+            worker.join(30)
+        setattr(store, blocked, original)
+
+
+def test_a_submitter_cannot_name_a_variable_of_the_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the wire: the server's own token variable, named as a job's key, is refused with the
+    answer an unknown name gets, and the submitter's listener hears nothing."""
+    monkeypatch.setenv("GYM_METRICS_AUTH_TOKEN", "server-token-1a2b3c")
+    monkeypatch.delenv("NOT_A_VARIABLE_Q", raising=False)
+    with CountingEndpoint() as listener, JobServerThread(tmp_path / "jobs.sqlite", auth_token="server-token-1a2b3c") as server:
+        with JobClient(server.address, auth_token="server-token-1a2b3c") as client:
+            answers = []
+            for name in ("GYM_METRICS_AUTH_TOKEN", "NOT_A_VARIABLE_Q"):
+                with pytest.raises(InvalidInputError) as err:
+                    client.submit({"scorer": "remote", "scorer_config": remote_config(listener.url, api_key_env=name),
+                                   "dataset": {"rows": [{"id": 1}]}})  # fmt: skip
+                answers.append(str(err.value).replace(name, "NAME"))
+            assert client.list() == ([], "")
+    assert answers[0] == answers[1] and "server-token-1a2b3c" not in answers[0]
+    assert listener.requests == []
+
+
+def test_parallelism_over_the_servers_ceiling_is_invalid_argument(tmp_path: Path) -> None:
+    with JobServerThread(tmp_path / "jobs.sqlite", max_parallelism=32) as server, JobClient(server.address) as client:
+        with pytest.raises(InvalidInputError) as err:
+            client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": []}, "run": {"parallelism": 1_000_000}})
+    assert "run.parallelism" in str(err.value)

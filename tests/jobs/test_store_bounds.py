@@ -152,3 +152,14 @@ async def test_a_job_queued_by_an_older_version_still_runs(tmp_path: Path) -> No
         await executor.aclose()
     assert record.state is JobState.SUCCEEDED and record.done == record.total == 30 and record.inline_rows is None
     assert os.path.getsize(db) > 0
+
+
+def test_inline_row_texts_are_kept_exactly_even_pretty_printed(tmp_path: Path) -> None:
+    from gym_metrics.jobs import RowTexts
+
+    store = JobStore(tmp_path / "jobs.sqlite")
+    rows = [{"a": "line\nbreak\r\n", "b": [1, 2.5, None]}, {"nested": {"x": "\u2028 é"}}, [1, 2], "text", 3]
+    texts = [orjson.dumps(r, option=orjson.OPT_INDENT_2).decode().replace("\n", "\r\n") for r in rows]
+    texts += [orjson.dumps(r).decode() for r in rows]
+    job = store.create(parse_spec({"scorer": "tool_call_accuracy", "dataset": {"rows": RowTexts(texts)}})).id
+    assert list(store.rows(job)) == rows + rows
