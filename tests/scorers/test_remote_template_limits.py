@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +21,7 @@ import pytest
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation import evaluate_async
 from gym_metrics.scorers import RowError, get_scorer
+from gym_metrics.scorers.remote import _limits
 from gym_metrics.scorers.remote._limits import MAX_INT_BITS, MAX_RANGE
 
 from gym_metrics.testing import Reply, ScriptedJudge
@@ -45,13 +48,13 @@ def config(judge: ScriptedJudge, body: dict[str, Any], **over: Any) -> dict[str,
             "max_retries": 0, **over}
 
 
-async def refused(judge: ScriptedJudge, template: str, **over: Any) -> RowError:
-    """Score ROW with body {"q": template}: it must fail on the template, with nothing sent."""
+async def refused(judge: ScriptedJudge, template: str, row: dict[str, Any] = ROW, **over: Any) -> RowError:
+    """Score `row` with body {"q": template}: it must fail on the template, with nothing sent."""
     sent = len(judge.requests)
     metric = get_scorer("remote", config(judge, {"q": template}, **over))
     try:
         with pytest.raises(RowError) as info:
-            await metric.score(ROW)
+            await metric.score(row)
     finally:
         await metric.aclose()
     assert len(judge.requests) == sent, "the body was sent"
@@ -124,7 +127,7 @@ GROWTH = {
     ),
     "list concatenation in a loop": (
         "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
-        "max_body_bytes|steps",  # measuring both sides each time: the step budget may come first
+        "max_body_bytes|steps|MAX_RENDER_SECONDS",  # measuring both sides each time: a CPU bound may come first
     ),
     "integer squaring in a loop": (
         "{% set ns = namespace(n=3) %}{% for i in range(64) %}{% set ns.n = ns.n * ns.n %}{% endfor %}",
@@ -132,11 +135,11 @@ GROWTH = {
     ),
     "shared references doubling (list literal)": (
         "{% set ns = namespace(l=[0]) %}{% for i in range(64) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l }}",
-        "max_body_bytes",
+        "max_body_bytes|MAX_RENDER_SECONDS",  # measuring near the cap is CPU too
     ),
     "shared references doubling (namespace)": (
         "{% set ns = namespace(v=0) %}{% for i in range(64) %}{% set ns.v = namespace(a=ns.v, b=ns.v) %}{% endfor %}",
-        "max_body_bytes",
+        "max_body_bytes|MAX_RENDER_SECONDS",  # measuring near the cap is CPU too
     ),
     "macro doubling its argument": (
         "{% macro twice(x) %}{{ x }}{{ x }}{% endmacro %}{% set ns = namespace(s='ab') %}"
@@ -181,7 +184,7 @@ GROWTH = {
     "a filter through map": ("{{ item.tags|map('center', 10**9)|list }}", "max_body_bytes"),
     "nested loops (steps)": (
         "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}",
-        "steps",
+        "steps|MAX_RENDER_SECONDS",  # whichever CPU bound comes first on this machine
     ),
 }
 
@@ -261,3 +264,124 @@ async def test_a_row_over_a_limit_is_a_row_error_not_a_failed_run() -> None:
     assert values[0] == 1.0 and math.isnan(values[1]) and values[2] == 0.0
     failure = result.to_dict()["row_scores"][1]["error"]
     assert failure["field"] == "body.q" and "max_body_bytes" in failure["reason"]
+
+
+# -- issue 23.5: str.format and the other builders that bypassed the per-value checks -----------
+
+WIDE = {"w": "1000000000", "l": [1000000000], "f": 1e9}
+"""A row giving a width as a string, in a list and as a float: none of them an int argument."""
+
+BYPASSES = {
+    "str.format width from a string (the issue's case)": ("{{ '{:{}}'.format('x', item.w) }}", "format width"),
+    "str.format width from a list item (the issue's case)": ("{{ '{0:{1[0]}}'.format('x', item.l) }}", "format width"),
+    "format_map width (the issue's case)": ("{{ '{a:{b}}'.format_map({'a': 'x', 'b': item.w}) }}", "format width"),
+    "str.format width from a float": ("{{ '{:{}}'.format(1.5, item.f) }}", "format width"),
+    "str.format precision from a string": ("{{ '{:.{}f}'.format(1.5, item.w) }}", "format width"),
+    "str.format: many fields each under the cap": ("{{ ('{0:1000000}' * 2000).format('x') }}", r"str.format\(\) would build"),
+    "str.format: one large value repeated": ("{% set s = 'x' * 1000000 %}{{ ('{0}' * 2000).format(s) }}", r"str.format\(\) would build"),
+    "%: many widths each under the cap": ("{{ ('%1000000s' * 2000) % (('x',) * 2000) }}", "a % format would build"),
+    "%: one mapping value repeated": ("{% set s = 'x' * 1000000 %}{{ ('%(a)s' * 2000) % {'a': s} }}", "a % format would build"),
+    "|format: one keyword repeated": ("{% set s = 'x' * 1000000 %}{{ ('%(a)s' * 2000)|format(a=s) }}", "a % format would build"),
+    "|tojson indent": ("{{ [1]|tojson(indent=1000000000) }}", "tojson indent of 1,000,000,000"),
+    "integer growth by '-'": (
+        "{% set ns = namespace(n=3) %}{% for i in range(5000) %}{% set ns.n = ns.n - (0 - ns.n) %}{% endfor %}",
+        f"'-' would build an integer .* over {MAX_INT_BITS:,} bits",
+    ),
+    "|int of a long hex text": ("{{ ('f' * 500000)|int(base=16) % 7 }}", f"over {MAX_INT_BITS:,} bits"),
+    "int.from_bytes": ("{{ (0).from_bytes(('f' * 100000).encode(), 'big') % 7 }}", f"over {MAX_INT_BITS:,} bits"),
+    "|tojson indent of a deep value": (  # 300,000 items 400 levels deep: 1.9 GB of indentation
+        "{% set ns = namespace(l=[[0] * 300000]) %}{% for i in range(400) %}{% set ns.l = ns.l|batch(1)|list %}{% endfor %}"
+        "{{ ns.l|tojson(indent=16) }}",
+        "tojson output would build",  # counted as it streams, not measured once built
+    ),
+    "|wordwrap breaking a long word (quadratic copies)": ("{{ ('a' * 1000000)|wordwrap(1) }}", "steps"),
+    "macros calling themselves twice (time)": (
+        "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}",
+        "MAX_RENDER_SECONDS|steps",
+    ),
+}
+
+
+@pytest.mark.parametrize(("template", "limit"), BYPASSES.values(), ids=BYPASSES.keys())
+async def test_builders_that_bypassed_the_checks_stop_at_a_named_limit(judge: ScriptedJudge, template: str, limit: str) -> None:
+    error = await refused(judge, template, row={**ROW, **WIDE})
+    assert "exceeds a limit" in error.reason and re.search(limit, error.reason), error
+
+
+SHARING = {  # shared references that doubled a printed size per step without a measured builder
+    "namespace attributes": (
+        "{% set ns = namespace(v=0) %}{% for i in range(40) %}{% set t = namespace() %}{% set t.a = ns.v %}"
+        "{% set t.b = ns.v %}{% set ns.v = t %}{% endfor %}{{ ('' ~ ns.v)|length }}",
+        "a namespace would build",
+    ),
+    "cycler items": (
+        "{% set ns = namespace(v=[0]) %}{% for i in range(40) %}{% set ns.v = cycler(ns.v, ns.v).items %}{% endfor %}",
+        r"Cycler\(\) would build",
+    ),
+    "|batch fill_with": (
+        "{% set ns = namespace(l=[0]) %}{% for i in range(40) %}{% set ns.l = ([1]|batch(3, ns.l)|list)[0] %}{% endfor %}",
+        "batch fill_with would build",
+    ),
+}
+
+
+@pytest.mark.parametrize(("template", "limit"), SHARING.values(), ids=SHARING.keys())
+async def test_shared_references_cannot_double_a_value(judge: ScriptedJudge, template: str, limit: str) -> None:
+    error = await refused(judge, template, max_body_bytes=10_000)
+    assert re.search(limit, error.reason), error
+
+
+async def test_a_render_has_a_wall_clock_limit(judge: ScriptedJudge, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the step budget alone allows seconds of slow steps on the event loop (macro calls)
+    monkeypatch.setattr(_limits, "MAX_RENDER_SECONDS", 0.01)
+    error = await refused(judge, "{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}")
+    assert "ran for more than 0.01 s (MAX_RENDER_SECONDS)" in error.reason
+
+
+async def test_sum_of_lists_is_linear_and_measured(judge: ScriptedJudge) -> None:
+    # sum(start=[]) copies the total once per item: 20,000 lists of 100 took minutes; now one
+    # pass, and the 2,000,000 items are over the body cap before anything is printed
+    row = {**ROW, "lists": [[0] * 100] * 20_000}
+    error = await refused(judge, "{{ item.lists|sum(start=[])|length }}", row=row)
+    assert "|sum would build" in error.reason
+
+
+_MEMORY_CHILD = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (768 << 20, 768 << 20))
+from gym_metrics.scorers import RowError
+from gym_metrics.scorers.remote import BodyTemplate
+row = {"w": "1000000000", "l": [1000000000]}
+for template in ["{{ '{:{}}'.format('x', item.w) }}", "{{ '{0:{1[0]}}'.format('x', item.l) }}",
+                 "{{ '{a:{b}}'.format_map({'a': 'x', 'b': item.w}) }}"]:
+    try:
+        BodyTemplate({"q": template}).render(row)
+    except RowError as exc:
+        print(exc.reason)
+"""
+
+
+def test_the_issues_format_rows_are_refused_before_allocating() -> None:
+    # under a 768 MiB address-space cap a 1 GB string cannot be built: the old check measured
+    # the result after building it (MemoryError here; 3 GB held by a job server)
+    done = subprocess.run([sys.executable, "-c", _MEMORY_CHILD], capture_output=True, text=True, timeout=60)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and len(lines) == 3, done.stderr[-2000:]
+    assert all("a format width of 1,000,000,000 is over the limit" in line for line in lines), lines
+
+
+async def test_the_bounded_builders_keep_their_behaviour() -> None:
+    body = {
+        "format": "{{ '{:>{}}|{:.2f}|{!r}|{x}'.format(1, 4, 2.5, 'a', x=[1]) }} {{ '{a:{w}}!'.format_map({'a': 'x', 'w': 3}) }}",
+        "percent": "{{ '%s-%03d %%'|format('a', 7) }} {{ '%(a)s!'|format(a='b') }} {{ '%-4s|' % 'z' }}",
+        "tojson": "{{ {'b': [1, '<'], 'a': 1}|tojson(indent=1) }}",
+        "sum": "{{ [[1], [2, 3]]|sum(start=[]) }}",
+        "ints": "{{ (10 - 3) // 2 }} {{ '0x1f'|int(0, 16) }} {{ 'ab cd'|wordwrap(2) }}",
+        "ns": "{% set ns = namespace(a=[1]) %}{% set ns.b = ns.a %}{{ ns.a ~ ns.b }}",
+    }
+    sent = await sent_body(body)
+    assert sent == {
+        "format": "   1|2.50|'a'|[1] x  !", "percent": "a-007 % b! z   |",
+        "tojson": '{\n "a": 1,\n "b": [\n  1,\n  "\\u003c"\n ]\n}', "sum": [1, 2, 3],
+        "ints": "3 31 ab\ncd", "ns": "[1][1]",
+    }

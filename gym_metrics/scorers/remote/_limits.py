@@ -9,14 +9,14 @@ never refuses a value that fits. A refusal raises `TemplateLimitError` naming th
 
 from __future__ import annotations
 
-import re
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from jinja2.sandbox import SecurityError
-from jinja2.utils import Namespace
+from jinja2.utils import Cycler, Namespace
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 """Default `max_body_bytes`: 1 MiB."""
@@ -28,6 +28,10 @@ BASE_STEPS = 1_000_000
 """Steps a render may take on top of one per body byte allowed."""
 BUILT_FACTOR = 16
 """A render may build at most this many times `max_body_bytes` characters in total."""
+MAX_RENDER_SECONDS = 1.0
+"""Wall-clock time one body render may take (checked every CLOCK_STEPS steps): renders run on the
+event loop, and the step budget alone allows a few seconds of slow steps (macro calls)."""
+CLOCK_STEPS = 4096
 
 
 class TemplateLimitError(SecurityError):
@@ -42,12 +46,18 @@ class Budget:
         self.max_steps = BASE_STEPS + max_body_bytes
         self.max_built = BUILT_FACTOR * max_body_bytes
         self.steps = self.built = self.output = 0
+        self.deadline = time.monotonic() + MAX_RENDER_SECONDS
+        self._next_clock = CLOCK_STEPS
 
     def step(self, count: int = 1) -> None:
         """Charge `count` steps (CPU): operators, calls, filters, loop items, measured elements."""
         self.steps += count
         if self.steps > self.max_steps:
             raise TemplateLimitError(f"the template took more than {self.max_steps:,} steps")
+        if self.steps >= self._next_clock:
+            self._next_clock = self.steps + CLOCK_STEPS
+            if time.monotonic() > self.deadline:
+                raise TemplateLimitError(f"the template ran for more than {MAX_RENDER_SECONDS:g} s (MAX_RENDER_SECONDS)")
 
     def fits(self, size: int, what: str) -> None:
         """Refuse, before building it, a value of `size` characters above max_body_bytes."""
@@ -129,6 +139,8 @@ def _children(item: Any) -> Iterator[Any] | None:
         return iter(item)
     if isinstance(item, Namespace):  # its attributes print with it
         return iter(object.__getattribute__(item, "__dict__").values())
+    if isinstance(item, Cycler):  # `cycler(x, x).items` is a list of its arguments
+        return iter(item.items)
     return None
 
 
@@ -149,42 +161,3 @@ def check_count(count: int, limit: int, what: str) -> None:
     """Refuse a count (a width, a repeat, a number of slices) above `limit`."""
     if count > limit:
         raise TemplateLimitError(f"{what} of {count:,} is over the limit of {limit:,}")
-
-
-_PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
-_DIGITS = re.compile(r"\d+")
-
-
-def check_percent(fmt: str, args: Any, budget: Budget) -> None:
-    """Widths and precisions of a `%` format must be at most max_body_bytes, `*` ones too."""
-    star = False
-    for match in _PERCENT.finditer(fmt):
-        for part in match.groups():
-            if part == "*":
-                star = True
-            elif part:
-                check_count(int(part), budget.max_bytes, "a format width")
-    if star:
-        _check_int_args(args if isinstance(args, tuple) else (args,), budget)
-
-
-def check_format(fmt: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], budget: Budget) -> None:
-    """Widths and precisions of a `str.format` template must be at most max_body_bytes; with
-    nested fields (`{:{}}`) every integer argument is held to the same limit."""
-    import string
-
-    nested = False
-    for _text, _field, spec, _conversion in string.Formatter().parse(fmt):
-        if not spec:
-            continue
-        nested = nested or "{" in spec
-        for digits in _DIGITS.findall(spec):
-            check_count(int(digits), budget.max_bytes, "a format width")
-    if nested:
-        _check_int_args((*args, *kwargs.values()), budget)
-
-
-def _check_int_args(values: tuple[Any, ...], budget: Budget) -> None:
-    for value in values:
-        if isinstance(value, int):
-            check_count(value, budget.max_bytes, "a format width")

@@ -3,14 +3,16 @@
 The stock sandbox refuses Python internals and mutation but lets `'a' * 10**9` allocate
 gigabytes. Here every way a template makes a bigger value is checked *before* it allocates,
 against the current render's `Budget` (gym_metrics/scorers/remote/_limits.py):
-- operators `*`, `**`, `+`, `%` (intercepted): repeats, concatenations, big integers, `%` widths;
-- `~` (compiled as a checked join), list / tuple / dict literals (measured, so nested shared
-  references cannot double their printed size on each step);
-- method calls (`'a'.ljust(n)`, `replace`, `join`, `expandtabs`, `translate`, `to_bytes`,
-  `str.format` widths) and the filters that grow text (`center`, `indent`, `format`, `join`,
-  `replace`, `wordwrap`, `batch`, `slice`);
-- `range` (at most MAX_RANGE items), every loop iteration and call (a step budget), and each
-  output value (at most max_body_bytes). `lipsum` is not available.
+- operators `*`, `**`, `+`, `-`, `%` (intercepted): repeats, concatenations, big integers, the
+  whole output of a `%` format (gym_metrics/scorers/remote/_formats.py);
+- `~` (compiled as a checked join), list / tuple / dict literals and `{% set ns.attr = v %}`
+  (measured, so shared references cannot double a printed size on each step);
+- calls (`'a'.ljust(n)`, `replace`, `join`, `expandtabs`, `translate`, `to_bytes`,
+  `from_bytes`, `cycler(...)`), `str.format` / `format_map` (each field's spec after
+  substitution, and the running total), and the filters (gym_metrics/scorers/remote/_filters.py);
+- `range` (at most MAX_RANGE items), every loop iteration and call (a step budget, and
+  MAX_RENDER_SECONDS of wall clock), and each output value (at most max_body_bytes). `lipsum`
+  is not available.
 """
 
 from __future__ import annotations
@@ -26,35 +28,36 @@ from jinja2.runtime import Context, markup_join, str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 from jinja2.visitor import NodeTransformer
+from markupsafe import Markup
 
+from gym_metrics.scorers.remote._filters import bounded_filters, replace_growth
+from gym_metrics.scorers.remote._formats import CONTAINERS as _CONTAINERS
+from gym_metrics.scorers.remote._formats import BoundedEscapeFormatter, BoundedFormatter, check_percent
 from gym_metrics.scorers.remote._limits import (
     MAX_RANGE,
     Budget,
     TemplateLimitError,
     check_count,
-    check_format,
     check_int,
-    check_percent,
     current,
     rendered_size,
     size_of,
 )
 
-_LOOP, _CONCAT, _BUILD = "gm_bounded_loop", "gm_bounded_concat", "gm_bounded_literal"
-_CONTAINERS = (list, tuple, dict, set, frozenset, Namespace)
+_LOOP, _CONCAT, _BUILD, _NS_SET = "gm_bounded_loop", "gm_bounded_concat", "gm_bounded_literal", "gm_bounded_ns_set"
 
 
 class BoundedSandbox(ImmutableSandboxedEnvironment):
     """An immutable sandbox whose templates stay within the current render's `Budget`."""
 
-    intercepted_binops = frozenset({"*", "**", "+", "%"})
+    intercepted_binops = frozenset({"*", "**", "+", "-", "%"})
 
     def __init__(self, **options: Any) -> None:
         super().__init__(finalize=_finalize, **options)
         self.globals["range"] = _bounded_range
         self.globals.pop("lipsum", None)  # n paragraphs of up to `max` words: no use in a request body
-        self.filters = {name: _bounded_filter(name, func) for name, func in self.filters.items()}
-        self.filters.update({_LOOP: _bounded_loop, _CONCAT: _bounded_concat, _BUILD: _bounded_literal})
+        self.filters = bounded_filters(self.filters)
+        self.filters.update({_LOOP: _bounded_loop, _CONCAT: _bounded_concat, _BUILD: _bounded_literal, _NS_SET: _bounded_ns_set})
 
     def _generate(self, source: nodes.Template, name: str | None, filename: str | None, defer_init: bool = False) -> str:
         """Route loops, `~` and literals through the checking filters, then compile as usual."""
@@ -78,19 +81,25 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return _checked(result, f"{name}()" if isinstance(name, str) else "a macro call", budget)
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
-        """`str.format` / `format_map`, with widths checked first and the result measured."""
-        formatter = super().wrap_str_format(value)
-        if formatter is None:
+        """`str.format` / `format_map` through a formatter that checks each field's spec after
+        substitution (`'{:{}}'.format('x', w)`) and totals the output as it builds."""
+        if super().wrap_str_format(value) is None:
             return None
         template, is_map = value.__self__, value.__name__ == "format_map"
 
         def bounded(*args: Any, **kwargs: Any) -> str:
             budget = current()
-            mapping = args[0] if is_map and args and isinstance(args[0], Mapping) else kwargs
-            check_format(str(template), () if is_map else args, mapping, budget)
-            return _checked(formatter(*args, **kwargs), f"{value.__name__}()", budget)
+            budget.step()
+            if is_map and (kwargs or len(args) != 1):
+                raise TypeError("format_map() takes exactly one positional argument")
+            positional, named = ((), args[0]) if is_map else (args, kwargs)
+            if isinstance(template, Markup):
+                formatter: BoundedFormatter | BoundedEscapeFormatter = BoundedEscapeFormatter(self, budget, template.escape)
+            else:
+                formatter = BoundedFormatter(self, budget)
+            return type(template)(formatter.vformat(template, positional, named))
 
-        return bounded
+        return functools.update_wrapper(bounded, value)
 
 
 class _Bounder(NodeTransformer):
@@ -117,9 +126,18 @@ class _Bounder(NodeTransformer):
         self.generic_visit(node)
         return _filter(node, _BUILD) if node.ctx == "load" else node  # not assignment targets
 
+    def visit_Assign(self, node: nodes.Assign) -> nodes.Node:
+        """`{% set ns.a = v %}`: the namespace with `v` in it is measured."""
+        self.generic_visit(node)
+        target = node.target
+        if isinstance(target, nodes.NSRef):
+            where = [nodes.Name(target.name, "load", lineno=node.lineno), nodes.Const(target.attr, lineno=node.lineno)]
+            node.node = _filter(node.node, _NS_SET, where)
+        return node
 
-def _filter(node: nodes.Node, name: str) -> nodes.Filter:
-    return nodes.Filter(node, name, [], [], None, None, lineno=node.lineno)
+
+def _filter(node: nodes.Node, name: str, args: list[nodes.Expr] | None = None) -> nodes.Filter:
+    return nodes.Filter(node, name, args or [], [], None, None, lineno=node.lineno)
 
 
 def _bounded_loop(iterable: Iterable[Any]) -> Iterator[Any]:
@@ -134,6 +152,9 @@ def _bounded_loop(iterable: Iterable[Any]) -> Iterator[Any]:
 def _bounded_concat(eval_ctx: EvalContext, parts: list[Any]) -> str:
     budget = current()
     budget.step()
+    for part in parts:  # printed whole: measured before `str()` builds it
+        if isinstance(part, _CONTAINERS):
+            budget.fits(rendered_size(part, budget.max_bytes, budget), "'~'")
     joined: str = (markup_join if eval_ctx.autoescape else str_join)(parts)
     budget.build(len(joined), "'~'")
     return joined
@@ -144,6 +165,18 @@ def _bounded_literal(value: Any) -> Any:
     budget = current()
     budget.fits(rendered_size(value, budget.max_bytes, budget), "a literal")
     budget.build(size_of(value), "a literal")
+    return value
+
+
+def _bounded_ns_set(value: Any, namespace: Any, attr: str) -> Any:
+    """The value of `{% set ns.attr = value %}`: `ns` with it fits (its other attributes
+    counted too, so two attributes holding one value cannot double a size on each step)."""
+    budget = current()
+    budget.step()
+    attrs = object.__getattribute__(namespace, "_Namespace__attrs") if isinstance(namespace, Namespace) else {}
+    rest = [v for k, v in attrs.items() if k != attr]
+    if rest:  # alone, `value` is what a measured builder made: no need to measure it twice
+        budget.fits(rendered_size([value, *rest], budget.max_bytes, budget), "a namespace")
     return value
 
 
@@ -184,6 +217,8 @@ def _check_binop(operator: str, left: Any, right: Any, budget: Budget) -> None:
             check_int((left.bit_length() - 1) * right + 1, "**")
     elif operator == "+":
         _check_add(left, right, budget)
+    elif operator == "-" and isinstance(left, int) and isinstance(right, int):
+        check_int(max(left.bit_length(), right.bit_length()) + 1, "-")
     elif operator == "%" and isinstance(left, (str, bytes)):
         check_percent(left if isinstance(left, str) else left.decode("latin-1"), right, budget)
 
@@ -221,6 +256,8 @@ def _check_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], bu
         length = args[0] if args else kwargs.get("length", 1)
         if isinstance(length, int):
             budget.fits(length, "to_bytes()")
+    if name == "from_bytes" and args and isinstance(args[0], (bytes, bytearray, list, tuple)):
+        check_int(8 * len(args[0]), "from_bytes()")  # then `//` / `%` on it would be quadratic
     if not isinstance(owner, (str, bytes)):
         return args
     if name == "join" and args:
@@ -245,110 +282,11 @@ def _text_growth(text: str | bytes, name: str, args: tuple[Any, ...], kwargs: Ma
         items = args[0]
         return sum(len(i) for i in items if isinstance(i, (str, bytes))) + size * max(len(items) - 1, 0)
     if name == "replace" and len(args) >= 2:
-        return _replace_growth(text, args[0], args[1], args[2] if len(args) > 2 else kwargs.get("count", -1))
+        return replace_growth(text, args[0], args[1], args[2] if len(args) > 2 else kwargs.get("count", -1))
     if name == "translate" and args and isinstance(args[0], Mapping):
         longest = max((len(v) for v in args[0].values() if isinstance(v, (str, bytes))), default=1)
         return size * max(longest, 1)
     return 0
 
-
-def _replace_growth(text: Any, old: Any, new: Any, count: Any) -> int:
-    if not (isinstance(old, type(text)) and isinstance(new, type(text))):
-        return 0
-    hits = text.count(old) if old else len(text) + 1
-    if isinstance(count, int) and count >= 0:
-        hits = min(hits, count)
-    return int(len(text) + hits * max(len(new) - len(old), 0))
-
-
-def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
-    """`func` with a step charged, its growth checked first (when it can grow text) and its
-    result measured. Keeps Jinja's pass-context marker (functools.wraps copies it)."""
-    skip = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
-    precheck = _FILTER_CHECKS.get(name)
-
-    @functools.wraps(func)
-    def bounded(*args: Any, **kwargs: Any) -> Any:
-        budget = current()
-        budget.step()
-        if precheck is not None and len(args) > skip:
-            rest = list(args[skip:])
-            precheck(rest, kwargs, budget)
-            args = (*args[:skip], *rest)
-        result = func(*args, **kwargs)
-        if isinstance(result, (str, bytes)):
-            budget.build(len(result), f"|{name}")
-        return result
-
-    return bounded
-
-
-def _param(args: list[Any], kwargs: Mapping[str, Any], index: int, name: str, default: Any) -> Any:
-    return args[index] if len(args) > index else kwargs.get(name, default)
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _check_center(args: list[Any], kwargs: dict[str, Any], budget: Budget) -> None:
-    width = _param(args, kwargs, 1, "width", 80)
-    if isinstance(width, int):
-        budget.fits(width, "|center")
-
-
-def _check_indent(args: list[Any], kwargs: dict[str, Any], budget: Budget) -> None:
-    width = _param(args, kwargs, 1, "width", 4)
-    pad = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
-    text = _text(args[0])
-    budget.fits(len(text) + (text.count("\n") + 1) * pad, "|indent")
-
-
-def _check_format(args: list[Any], kwargs: dict[str, Any], budget: Budget) -> None:
-    check_percent(_text(args[0]), tuple(args[1:]) or kwargs, budget)
-
-
-def _check_join(args: list[Any], kwargs: dict[str, Any], budget: Budget) -> None:
-    args[0] = items = list(args[0])  # measured, then joined
-    separator = _param(args, kwargs, 1, "d", "")
-    if isinstance(separator, str):
-        budget.fits(len(separator) * max(len(items) - 1, 0), "|join")
-
-
-def _check_replace(args: list[Any], kwargs: dict[str, Any], budget: Budget) -> None:
-    if len(args) >= 3:
-        count = _param(args, kwargs, 3, "count", None)
-        budget.fits(_replace_growth(_text(args[0]), args[1], args[2], -1 if count is None else count), "|replace")
-
-
-def _check_wordwrap(args: list[Any], kwargs: dict[str, Any], budget: Budget) -> None:
-    wrap = _param(args, kwargs, 4, "wrapstring", None)
-    if isinstance(wrap, str) and len(wrap) > 1:
-        text = _text(args[0])
-        budget.fits(len(text) + (len(text) + 1) * len(wrap), "|wordwrap")
-
-
-def _check_batch(args: list[Any], kwargs: dict[str, Any], budget: Budget) -> None:
-    count = _param(args, kwargs, 1, "linecount", 0)
-    if isinstance(count, int):
-        check_count(count, budget.max_bytes, "|batch line count")
-
-
-def _check_slice(args: list[Any], kwargs: dict[str, Any], budget: Budget) -> None:
-    count = _param(args, kwargs, 1, "slices", 0)
-    if isinstance(count, int):
-        check_count(count, MAX_RANGE, "|slice count")
-
-
-_FILTER_CHECKS: dict[str, Callable[[list[Any], dict[str, Any], Budget], None]] = {
-    "center": _check_center,
-    "indent": _check_indent,
-    "format": _check_format,
-    "join": _check_join,
-    "replace": _check_replace,
-    "wordwrap": _check_wordwrap,
-    "batch": _check_batch,
-    "slice": _check_slice,
-}
 
 __all__ = ["BoundedSandbox", "TemplateLimitError"]
