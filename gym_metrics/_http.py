@@ -6,8 +6,15 @@ The retry policy: a timeout per attempt; retries with exponential backoff and eq
 (half fixed, half random), or the server's `Retry-After`, both capped, on the failures worth
 retrying (408, 429, 5xx or the client's narrower set, timeouts, connection errors); any other
 non-2xx fails at once, since resending the same bad request cannot succeed. The key is read
-once from the environment variable the config names, sent only as `Authorization: Bearer`,
-and scrubbed from every message and log line this module produces.
+once by the name the config gives (`gym_metrics._keys`: the environment, or inside a job only
+the job's resolved secrets, each bound to its hosts), sent only as `Authorization: Bearer`,
+and masked (`scrub`, the one function every client masks it with, before any cut) in every
+message, log line and parsed answer these clients produce.
+
+Every attempt is bounded in time and bytes: `timeout_seconds` is a deadline for the whole
+attempt (connect, send, the last byte of the answer), not only httpx's per-read timeout; the
+answer is read streamed and refused past `max_answer_bytes` (one rule and one default for the
+httpx path and collect's lean pool).
 """
 
 from __future__ import annotations
@@ -16,26 +23,33 @@ import asyncio
 import email.utils
 import importlib.util
 import logging
-import os
 import random
 import sys
 import time
-from collections.abc import Container, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any, ClassVar, Final
+from collections.abc import Awaitable, Container, Mapping
+from typing import Any, ClassVar, Final, TypeVar
 
 import httpx
 import orjson
 import pydantic
 from pydantic import Field
 
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics._keys import read_key
+from gym_metrics.errors import GymMetricsError
 
 RETRY_STATUSES: Final[frozenset[int]] = frozenset({408, 429, *range(500, 600)})
 """Statuses retried by default: request timeout, too many requests, every 5xx."""
 SNIPPET: Final = 300
-"""Characters of a failed answer's body quoted in the error."""
+"""Characters of a failed answer's body quoted in the error (after the key is masked)."""
+MAX_ANSWER_BYTES: Final = 64 << 20
+"""Default `max_answer_bytes`: a model's or scorer's answer is a few KB to a few MB."""
+ERROR_BODY_BYTES: Final = 64 << 10
+"""Bytes of a non-2xx answer read for its error message; the rest is never read."""
+MIN_SCRUBBED_KEY: Final = 4
+"""Keys shorter than this are not masked: masking every "ab" would garble each message, and a
+key that short protects nothing (it is logged as a warning when read)."""
+MASK: Final = "***"
+_T = TypeVar("_T")
 _sleep = asyncio.sleep  # module-level so tests can record the backoff delays
 
 if importlib.util.find_spec("sniffio") is None:
@@ -61,8 +75,12 @@ class HttpClientConfig(pydantic.BaseModel):
     """Name of the environment variable holding the API key (sent as `Authorization: Bearer`).
     None: no key is sent. The key never appears in logs, errors, reprs or outputs."""
     timeout_seconds: float = Field(default=30.0, gt=0)
-    """Seconds one HTTP attempt may wait to connect, and for each read or write (httpx's
-    timeout); an endpoint that stays silent longer is a timeout, retried like a 503."""
+    """Seconds one HTTP attempt may take, from connecting to the last byte of the answer (a
+    deadline for the whole attempt, not per read: a slow drip is cut too); an endpoint that
+    takes longer is a timeout, retried like a 503."""
+    max_answer_bytes: int = Field(default=MAX_ANSWER_BYTES, ge=1)
+    """Largest answer body read, in bytes (64 MiB by default); a bigger one (announced or
+    sent) fails the call at once, not retried, without reading the rest."""
     max_retries: int = Field(default=3, ge=0)
     """Retries after a retryable failure (408, 429, 5xx, timeout, connection error): up to
     max_retries + 1 attempts."""
@@ -94,34 +112,39 @@ class HttpError(GymMetricsError):
         """Seconds the server asked us to wait (its `Retry-After`), when it said."""
 
 
-_KEYS: ContextVar[Mapping[str, str] | None] = ContextVar("gym_metrics_keys", default=None)
+def scrub(text: str, key: str | None, limit: int | None = None, *, truncated: bool = False) -> str:
+    """`text` with every copy of `key` (as sent, and JSON-escaped) masked as `***`, then cut to
+    `limit` characters: masking first, so a cut can never keep a prefix of the key.
+    `truncated`: `text` is only the start of a longer text (a body read in part), so a key
+    prefix it ends with (at least MIN_SCRUBBED_KEY characters) is masked too. Keys shorter
+    than MIN_SCRUBBED_KEY are left (see there); a server echoing only part of a key (its first
+    few characters, as some do on purpose) is not masked."""
+    if key and len(key) >= MIN_SCRUBBED_KEY:
+        for form in _forms(key):
+            text = text.replace(form, MASK)
+        if truncated:
+            for n in range(min(len(key) - 1, len(text)), MIN_SCRUBBED_KEY - 1, -1):
+                if text.endswith(key[:n]):
+                    text = text[:-n] + MASK
+                    break
+    return text if limit is None or len(text) <= limit else text[:limit]
 
 
-@contextmanager
-def keys_from(keys: Mapping[str, str]) -> Iterator[None]:
-    """In this context (this thread, this task and the tasks it starts), a key named by
-    `api_key_env` is looked up in `keys` before the environment: a job server hands each job
-    the secrets it resolved without writing them into the process environment."""
-    token = _KEYS.set(keys)
-    try:
-        yield
-    finally:
-        _KEYS.reset(token)
+def scrub_tree(value: Any, key: str | None) -> Any:
+    """A parsed JSON answer with `key` masked (`scrub`) in every string, object keys too."""
+    if isinstance(value, str):
+        return scrub(value, key)
+    if isinstance(value, list):
+        return [scrub_tree(v, key) for v in value]
+    if isinstance(value, dict):
+        return {scrub(k, key) if isinstance(k, str) else k: scrub_tree(v, key) for k, v in value.items()}
+    return value
 
 
-def read_key(var: str | None, what: str) -> str | None:
-    """The bearer key named `var` (None: no key), from `keys_from` or else the environment;
-    unset is a config error raised before any request."""
-    if var is None:
-        return None
-    keys = _KEYS.get()
-    key = (keys.get(var) if keys is not None else None) or os.environ.get(var)
-    if not key:
-        raise InvalidInputError(
-            f"{what} API key not found",
-            [FieldViolation("config.api_key_env", f"environment variable {var} is not set or empty")],
-        )
-    return key
+def _forms(key: str) -> tuple[str, ...]:
+    """The key as it may appear in a body: as is, JSON-escaped, with escaped slashes."""
+    escaped = orjson.dumps(key).decode()[1:-1]
+    return tuple(dict.fromkeys((key, escaped, escaped.replace("/", "\\/"))))
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -149,6 +172,24 @@ def backoff_delay(attempt: int, retry_after: float | None, base: float, cap: flo
     return delay / 2 + random.uniform(0, delay / 2)
 
 
+class Answer:
+    """A 2xx answer, read whole: status, headers (case-insensitive lookup) and body."""
+
+    __slots__ = ("content", "headers", "status_code")
+
+    def __init__(self, status_code: int, headers: Mapping[str, str], content: bytes | bytearray) -> None:
+        self.status_code, self.headers, self.content = status_code, headers, content
+
+
+async def within(seconds: float, step: Awaitable[_T]) -> _T:
+    """`await step`, cancelled (asyncio.TimeoutError) after `seconds`: one deadline for a
+    whole attempt."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):
+            return await step
+    return await asyncio.wait_for(step, seconds)
+
+
 class PooledHttp:
     """Base of the HTTP clients: `await self.post_json(url, body)` -> the 2xx response, after
     the retry policy; failures raise `self.error` (an HttpError subclass) with the key scrubbed.
@@ -168,7 +209,10 @@ class PooledHttp:
         self.config = config
         self._name = name
         self._log = log or logging.getLogger("gym_metrics.http")
-        self._key = read_key(config.api_key_env, name)
+        self._bound = read_key(config.api_key_env, name, config.url)
+        self._key = None if self._bound is None else self._bound.value
+        if self._key is not None and len(self._key) < MIN_SCRUBBED_KEY:
+            self._log.warning("the %s API key has %d characters: keys under %d are not masked in messages", name, len(self._key), MIN_SCRUBBED_KEY)
         self.attempts = 0
         """HTTP attempts made so far (all calls)."""
         self._http: httpx.AsyncClient | None = None
@@ -177,9 +221,6 @@ class PooledHttp:
 
     def __repr__(self) -> str:  # the key stays out
         return f"{type(self).__name__}(url={self.config.url!r})"
-
-    def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
 
     def _session(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         """The pooled client and semaphore of the running loop (new ones after a loop change)."""
@@ -194,7 +235,7 @@ class PooledHttp:
             self._loop = loop
         return self._http, self._semaphore
 
-    async def post_json(self, url: str, body: Any, *, headers: Mapping[str, str] | None = None) -> httpx.Response:
+    async def post_json(self, url: str, body: Any, *, headers: Mapping[str, str] | None = None) -> Answer:
         """POST `body` as JSON (bytes are sent as they are, as already-encoded JSON) with the
         bearer key, under the concurrency bound, retrying as the module docstring says.
         Returns the 2xx response; raises `self.error`, or TypeError (nothing sent) when `body`
@@ -205,8 +246,10 @@ class PooledHttp:
         await asyncio.sleep(0)
         payload = body if isinstance(body, bytes) else orjson.dumps(body)
         sent = {"Content-Type": "application/json", "Accept": "application/json", **(headers or {})}
-        if self._key:
-            sent["Authorization"] = f"Bearer {self._key}"
+        if self._bound is not None:
+            if not self._bound.allows(url):  # config.url was checked; a derived URL must agree
+                raise self.error(f"the {self._name} API key is not bound to the host of {self._scrub(url)!r}")
+            sent["Authorization"] = f"Bearer {self._bound.value}"
         cfg, attempt = self.config, 0
         while True:
             try:
@@ -224,28 +267,78 @@ class PooledHttp:
                 await _sleep(delay)
                 attempt += 1
 
-    async def _attempt(self, url: str, payload: bytes, headers: dict[str, str]) -> httpx.Response:
+    async def _attempt(self, url: str, payload: bytes, headers: dict[str, str]) -> Answer:
         http, semaphore = self._session()
         async with semaphore:  # held for the request only, not during a backoff sleep
             self.attempts += 1
+            exchange: tuple[Answer, bool]
             try:
-                response = await http.post(url, content=payload, headers=headers)
-            except httpx.TimeoutException:
-                message = self.timeout_text.format(name=self._name, seconds=self.config.timeout_seconds)
-                raise self.error(message, retryable=True) from None
+                exchange = await within(self.config.timeout_seconds, self._exchange(http, url, payload, headers))
+            except (httpx.TimeoutException, asyncio.TimeoutError):
+                raise self.error(self.timeout_text.format(name=self._name, seconds=self.config.timeout_seconds), retryable=True) from None
             except httpx.TransportError as exc:
                 message = self.unreachable_text.format(name=self._name, error=f"{type(exc).__name__}: {exc}")
-                raise self.error(self._scrub(message), retryable=True) from None
-        status = response.status_code
-        if not 200 <= status < 300:
-            body = response.text[:SNIPPET]
-            raise self.error(
-                self._scrub(self.status_text.format(name=self._name, status=status, body=body)),
-                status=status,
-                retryable=status in self.retry_statuses,
-                retry_after=retry_after_seconds(response.headers.get("retry-after")),
-            )
-        return response
+                raise self.error(self.scrub(message), retryable=True) from None
+        return self.checked(*exchange)
+
+    async def _exchange(self, http: httpx.AsyncClient, url: str, payload: bytes, headers: dict[str, str]) -> tuple[Answer, bool]:
+        """The answer, read streamed: a 2xx one whole up to `max_answer_bytes` (more is refused
+        unread), any other only its first ERROR_BODY_BYTES (True: it was cut)."""
+        async with http.stream("POST", url, content=payload, headers=headers) as response:
+            status, fields = response.status_code, response.headers
+            ok = 200 <= status < 300
+            cap = self.config.max_answer_bytes if ok else ERROR_BODY_BYTES
+            announced = fields.get("content-length", "")
+            if ok and announced.isdigit() and int(announced) > cap:
+                raise self.too_large(f"it announces {int(announced):,} bytes")
+            chunks: list[bytes] = []
+            total = 0
+            async for chunk in response.aiter_bytes():
+                total += len(chunk)
+                if total > cap:
+                    if ok:
+                        raise self.too_large("more than that was sent")
+                    chunks.append(chunk[: len(chunk) - (total - cap)])
+                    return Answer(status, fields, b"".join(chunks)), True
+                chunks.append(chunk)
+        return Answer(status, fields, b"".join(chunks)), False
+
+    def too_large(self, detail: str) -> HttpError:
+        """The error of an answer past `max_answer_bytes` (not retried: it would be again)."""
+        cap = self.config.max_answer_bytes
+        return self.error(
+            f"{self._name} answer is larger than max_answer_bytes ({cap:,} bytes): {detail}; "
+            "the rest was not read (raise max_answer_bytes in the config if answers this big are expected)"
+        )
+
+    def checked(self, answer: Answer, truncated: bool = False) -> Answer:
+        """`answer` when it is a 2xx; else its error (retryable per `retry_statuses`), quoting
+        the start of its body with the key masked."""
+        status = answer.status_code
+        if 200 <= status < 300:
+            return answer
+        body = self.scrub(answer.content.decode("utf-8", "replace"), SNIPPET, truncated=truncated)
+        raise self.error(
+            self.status_text.format(name=self._name, status=status, body=body),
+            status=status,
+            retryable=status in self.retry_statuses,
+            retry_after=retry_after_seconds(answer.headers.get("retry-after")),
+        )
+
+    def scrub(self, text: str, limit: int | None = None, *, truncated: bool = False) -> str:
+        """`text` without this client's key, cut to `limit` characters (module `scrub`)."""
+        return scrub(text, self._key, limit, truncated=truncated)
+
+    _scrub = scrub  # the name older callers use
+
+    def scrub_answer(self, raw: bytes | bytearray, data: Any) -> Any:
+        """The parsed answer `data` (of body `raw`) with the key masked in every string: an
+        endpoint that echoes the key must not put it in results, rollouts or messages. Walks
+        the answer only when the body holds the key."""
+        key = self._key
+        if not key or len(key) < MIN_SCRUBBED_KEY or not any(form.encode() in raw for form in _forms(key)):
+            return data
+        return scrub_tree(data, key)
 
     async def aclose(self) -> None:
         """Close the pooled connections (safe to call twice)."""

@@ -7,8 +7,10 @@ once, and goes to the ready queue with the policy's Responses-shaped answer as i
 rollouts that already have one go there directly. The verify sender takes whatever is ready
 as its next batch (`next_batch()`), so verification never waits for the whole input. Memory is
 bounded by the generations in flight plus a ready queue of at most `ready_limit` rollouts (the
-feeder waits for room). A generation that fails after its retries is handed to `on_failed`
-(written as a failed rollout), never raised.
+feeder waits for room), and big answers by one byte budget whatever the concurrency
+(ANSWER_BUDGET_BYTES: an answer's body is read only when it fits beside the answers already
+held, each counted until its rollout is written and freed). A generation that fails after its
+retries is handed to `on_failed` (written as a failed rollout), never raised.
 """
 
 from __future__ import annotations
@@ -24,9 +26,17 @@ from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.targets import Generation, GenerationError, ModelTarget, ModelTargetConfig
+from gym_metrics.targets._wire import ByteBudget
 
 REQUEST_KEY = "responses_create_params"
 """The row field holding the Responses API request (NeMo Gym's task rows)."""
+
+ANSWER_BUDGET_BYTES = 256 << 20
+"""Bytes of policy answers collect holds at once (being read, or generated and not yet
+written; each counts twice its size: a rollout's row and its encoded body). One answer up to
+`max_answer_bytes` always proceeds, so the peak is about this plus one answer."""
+_HELD_FROM = 64 << 10
+"""Rollouts smaller than this are not counted (they do not matter, and counting costs CPU)."""
 
 OnFailed = Callable[[Rollout, str], None]
 """Called once per rollout whose generation failed, with the error message."""
@@ -34,8 +44,8 @@ OnFailed = Callable[[Rollout, str], None]
 
 def make_target(config: ModelTargetConfig) -> ModelTarget:
     """The policy client, on the lean HTTP pool (httpx costs ~0.7 ms of CPU per request, see
-    targets/_wire.py)."""
-    return ModelTarget(config, lean_http=True)
+    targets/_wire.py), its reads under one ANSWER_BUDGET_BYTES budget."""
+    return ModelTarget(config, lean_http=True, budget=ByteBudget(ANSWER_BUDGET_BYTES, factor=2))
 
 
 def needs_generation(row: Mapping[str, Any]) -> bool:
@@ -157,6 +167,9 @@ class GeneratedBatches:
 
     async def _push(self, rollout: Rollout) -> None:
         body = orjson.dumps(rollout.row, option=orjson.OPT_SERIALIZE_NUMPY)
+        budget = self.target.budget
+        if budget is not None and len(body) >= _HELD_FROM:
+            budget.hold(rollout, len(body))  # until written and freed, wherever it is then
         async with self._changed:
             self._ready.append((rollout, body))
             self._changed.notify_all()

@@ -183,6 +183,7 @@ class _Sender:
                 return
             self.sent_on[batch_id] = stream
             yield batch_id, _items(new)
+            new = None  # held in `unanswered` until answered; not here while the next is made (collect's answer budget)
 
     def _next_batch(self) -> Batch | None:
         assert isinstance(self.batches, Iterator)
@@ -277,6 +278,7 @@ async def _lane(
                 if batch is None:
                     continue  # a late duplicate: recorded from another stream
                 on_results(batch, verified)
+                batch = None  # written: not held here while the next answer comes
                 attempt = 0
             if sender.done:
                 return

@@ -4,7 +4,7 @@ its usage, latency and attempt count.
 Pooling, the concurrency bound, per-attempt timeouts, retries (408, 429, 5xx, timeouts,
 connection errors, with backoff and jitter or the server's `Retry-After`) and the bearer key's
 scrubbing are the shared `_http.PooledHttp`'s; this module builds the request, reads the answer
-and converts it. A generation that fails after its retries raises GenerationError, which
+(the key masked in it, should the server echo it) and converts it. A generation that fails after its retries raises GenerationError, which
 callers record as a failed rollout (`_gm_error` kind `generation`) or a row error on `target`.
 """
 
@@ -15,13 +15,12 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
-import httpx
 import orjson
 
-from gym_metrics._http import SNIPPET, HttpError, PooledHttp, retry_after_seconds
-from gym_metrics.targets._wire import WirePool, WireTimeout, WireUnreachable
+from gym_metrics._http import SNIPPET, Answer, HttpError, PooledHttp
+from gym_metrics.targets._wire import ByteBudget, WirePool, WireTimeout, WireTooLarge, WireUnreachable
 from gym_metrics.targets._config import AgentTargetConfig, ModelTargetConfig, TargetConfig
 from gym_metrics.targets._convert import (
     chat_request_to_responses,
@@ -99,16 +98,6 @@ class Generation:
         return strip_reasoning(self.text, self.end_token)
 
 
-class _Answer:
-    """A 2xx answer read by the lean pool: the part of httpx.Response `_post` reads (building
-    a real one costs more than the rest of the call)."""
-
-    __slots__ = ("content", "status_code")
-
-    def __init__(self, status_code: int, content: bytes) -> None:
-        self.status_code, self.content = status_code, content
-
-
 class _Target(PooledHttp):
     """Counts the attempts of each call (in its own context, so concurrent calls do not mix)
     and times it."""
@@ -118,7 +107,7 @@ class _Target(PooledHttp):
     _wire: WirePool | None = None
     """The lean connection pool, when the caller asked for it (see _wire.py)."""
 
-    async def _attempt(self, url: str, payload: bytes, headers: dict[str, str]) -> httpx.Response:
+    async def _attempt(self, url: str, payload: bytes, headers: dict[str, str]) -> Answer:
         counter = _attempts.get()
         if counter is not None:
             counter[0] += 1
@@ -126,24 +115,18 @@ class _Target(PooledHttp):
             return await self._wire_attempt(self._wire, url, payload, headers)
         return await super()._attempt(url, payload, headers)
 
-    async def _wire_attempt(self, wire: WirePool, url: str, payload: bytes, headers: dict[str, str]) -> httpx.Response:
-        """PooledHttp._attempt's contract (messages, retryable kinds) over the lean pool."""
+    async def _wire_attempt(self, wire: WirePool, url: str, payload: bytes, headers: dict[str, str]) -> Answer:
+        """PooledHttp._attempt's contract (messages, retryable kinds, limits) over the lean pool."""
         self.attempts += 1
         try:
             status, fields, body = await wire.post(url, payload, headers)
         except WireTimeout:
             raise self.error(self.timeout_text.format(name=self._name, seconds=self.config.timeout_seconds), retryable=True) from None
         except WireUnreachable as exc:
-            raise self.error(self._scrub(self.unreachable_text.format(name=self._name, error=str(exc))), retryable=True) from None
-        if not 200 <= status < 300:
-            snippet = body.decode("utf-8", "replace")[:SNIPPET]
-            raise self.error(
-                self._scrub(self.status_text.format(name=self._name, status=status, body=snippet)),
-                status=status,
-                retryable=status in self.retry_statuses,
-                retry_after=retry_after_seconds(fields.get("retry-after")),
-            )
-        return cast(httpx.Response, _Answer(status, body))
+            raise self.error(self.scrub(self.unreachable_text.format(name=self._name, error=str(exc))), retryable=True) from None
+        except WireTooLarge as exc:
+            raise self.too_large(str(exc)) from None
+        return self.checked(Answer(status, fields, body))
 
     async def aclose(self) -> None:
         if self._wire is not None:
@@ -166,12 +149,13 @@ class _Target(PooledHttp):
         finally:
             _attempts.reset(token)
         try:
-            return orjson.loads(raw), time.perf_counter() - start, counter[0]
+            data = orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise self._bad(raw, "is not JSON", counter[0]) from None
+        return self.scrub_answer(raw, data), time.perf_counter() - start, counter[0]
 
-    def _bad(self, raw: bytes, why: str, attempts: int) -> GenerationError:
-        snippet = self._scrub(raw[:SNIPPET].decode("utf-8", "replace"))
+    def _bad(self, raw: bytes | bytearray, why: str, attempts: int) -> GenerationError:
+        snippet = self.scrub(bytes(raw[: 4 * SNIPPET]).decode("utf-8", "replace"), SNIPPET, truncated=len(raw) > 4 * SNIPPET)
         error = GenerationError(f"{self._name} answer {why}: {snippet}")
         error.attempts = attempts
         return error
@@ -187,12 +171,14 @@ class ModelTarget(_Target):
 
     config: ModelTargetConfig
 
-    def __init__(self, config: ModelTargetConfig, *, lean_http: bool = False) -> None:
+    def __init__(self, config: ModelTargetConfig, *, lean_http: bool = False, budget: ByteBudget | None = None) -> None:
         """`lean_http`: send over the lean keep-alive pool of _wire.py instead of httpx
-        (collect does, for its rates); the retries, errors and key handling are the same."""
+        (collect does, for its rates); the retries, errors, limits and key handling are the
+        same. `budget`: the bytes of answers its reads may hold at once (lean pool only)."""
         super().__init__(config, name="model", log=log)
+        self.budget = budget
         if lean_http:
-            self._wire = WirePool(config.endpoint(), config.max_concurrency, config.timeout_seconds)
+            self._wire = WirePool(config.endpoint(), config.max_concurrency, config.timeout_seconds, config.max_answer_bytes, budget)
 
     def __repr__(self) -> str:  # the key stays out
         return f"ModelTarget(endpoint={self.config.endpoint()!r}, model={self.config.model!r}, api={self.config.api!r})"

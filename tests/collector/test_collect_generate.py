@@ -217,3 +217,38 @@ async def test_a_bad_line_stops_the_run_after_what_was_read_before_it(math_serve
             await run(math_server, src, tmp_path / "out.jsonl", CollectOptions(target=policy_config(policy)))
         assert prompt(4) not in policy.calls
     assert sorted(r["_ng_task_index"] for r in rows_of(tmp_path / "out.jsonl")) == [0, 1, 2]
+
+
+async def test_big_answers_stay_within_one_byte_budget_at_any_concurrency(
+    math_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23: collect held every big answer at once (1,646 MB at concurrency 16 against
+    64 MB answers). An answer's body is read only when it fits beside those already held, each
+    counted until its rollout is written and freed: here 12 answers of 256 KiB, all at once
+    allowed by the concurrency, under a 3 MiB budget (about 5 at a time)."""
+    import gc
+
+    from gym_metrics.collector import _generate
+    from gym_metrics.targets._wire import ByteBudget
+
+    pad, capacity = 256 << 10, 3 << 20
+    budgets: list[ByteBudget] = []
+
+    def recorded(_: int, factor: int = 1) -> ByteBudget:
+        budgets.append(ByteBudget(capacity, factor))
+        return budgets[-1]
+
+    monkeypatch.setattr(_generate, "ByteBudget", recorded)
+    src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(t) for t in range(TASKS)])
+    with ScriptedPolicyServer({prompt(t): " " * pad + answer(t) for t in range(TASKS)}) as policy:
+        options = CollectOptions(target=policy_config(policy, max_concurrency=TASKS), batch_size=4)
+        result = await run(math_server, src, tmp_path / "out.jsonl", options)
+    rows = rows_of(tmp_path / "out.jsonl")
+    assert result.generated == TASKS and [r["reward"] for r in sorted(rows, key=lambda r: r["_ng_task_index"])] == [
+        0.0 if t % 3 == 0 else 1.0 for t in range(TASKS)
+    ]
+    (budget,) = budgets
+    one = 2 * (pad + 4096)  # one answer counted twice (its row and its body), with its JSON around
+    assert 0 < budget.peak <= capacity + one, budget.peak  # not all 12 at once
+    gc.collect()
+    assert budget.held == 0  # every rollout written and freed gave its bytes back

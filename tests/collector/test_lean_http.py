@@ -150,16 +150,12 @@ async def test_framings_and_closed_idle_connections(frame: Callable[[bytes], byt
 
 
 @pytest.mark.parametrize("frame", [chunked, close_delimited, sized])
-async def test_an_answer_past_the_bound_is_refused_not_read(
-    frame: Callable[[bytes], bytes], raw_server: Callable[..., asyncio.Future[str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from gym_metrics.targets import _wire
-
-    monkeypatch.setattr(_wire, "MAX_ANSWER_BYTES", 1000)
+async def test_an_answer_past_the_bound_is_refused_not_read(frame: Callable[[bytes], bytes], raw_server: Callable[..., asyncio.Future[str]]) -> None:
     url = await raw_server(lambda body: frame(completion_bytes("x" * 2000)), True)
-    target = lean(url, max_concurrency=1, max_retries=0)
+    target = lean(url, max_concurrency=1, max_retries=3, max_answer_bytes=1000)
     try:
-        with pytest.raises(GenerationError):
+        with pytest.raises(GenerationError, match=r"larger than max_answer_bytes \(1,000 bytes\)") as big:
             await target.generate(REQUEST)
     finally:
         await target.aclose()
+    assert big.value.attempts == 1  # not retried: the same request gets the same answer

@@ -2,7 +2,8 @@
 
 Pooling, the concurrency bound, retries (408, 429, 5xx, timeouts, connection errors, with
 backoff or `Retry-After`) and the bearer key's scrubbing are the shared `_http.PooledHttp`'s;
-this module builds the chat-completions request and reads the reply.
+this module builds the chat-completions request and reads the reply (the key masked in it, so a
+judge that echoes the key cannot put it in a row error or a result).
 """
 
 from __future__ import annotations
@@ -54,12 +55,12 @@ class JudgeClient(PooledHttp):
         response = await self.post_json(self.config.endpoint(), body)
         return self._content(response.content)
 
-    def _content(self, raw: bytes) -> str:
+    def _content(self, raw: bytes | bytearray) -> str:
         try:
-            data = orjson.loads(raw)
+            data = self.scrub_answer(raw, orjson.loads(raw))
             content = data["choices"][0]["message"].get("content")
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
-            snippet = self._scrub(raw[:SNIPPET].decode("utf-8", "replace"))
+            snippet = self.scrub(bytes(raw).decode("utf-8", "replace"), SNIPPET)
             raise JudgeError(f"judge response is not a chat completion: {snippet}") from None
         if isinstance(content, list):  # content parts: keep the text ones
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))

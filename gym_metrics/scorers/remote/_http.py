@@ -3,7 +3,8 @@
 Pooling, the concurrency bound, retries (408, 429, 500, 502, 503, 504, timeouts, connection
 errors, with backoff or `Retry-After`) and the bearer key's scrubbing are the shared
 `_http.PooledHttp`'s; this module narrows the retried statuses to the ones NeMo Evaluator
-retries and turns failures into row errors.
+retries and turns failures into row errors. The key is masked in the parsed answer, so a score
+that fails to parse (`read_score`'s message quotes it) or an evaluator error never shows it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class RemoteClient(PooledHttp):
         except HttpError as exc:
             raise RowError("endpoint", str(exc)) from None
         try:  # as Python's json (so the SDK, through httpx) reads it: NaN / Infinity, big integers
-            return loads(raw)
+            data = loads(raw)
         except ValueError:
-            snippet = self._scrub(raw[:SNIPPET].decode("utf-8", "replace"))
+            snippet = self.scrub(bytes(raw).decode("utf-8", "replace"), SNIPPET)
             raise RowError("endpoint", f"answer is not valid JSON: {snippet!r}") from None
+        return self.scrub_answer(raw, data)

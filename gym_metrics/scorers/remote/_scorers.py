@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from gym_metrics._http import SNIPPET
 from gym_metrics.scorers import RowError, Scorer, register_scorer
 from gym_metrics.scorers.remote._config import NAT, NatRemoteConfig, RemoteMetricConfig
 from gym_metrics.scorers.remote._http import RemoteClient
@@ -53,7 +54,7 @@ class RemoteMetric(Scorer):
         answer = await self._client.post_row(body)
         if cfg.type == NAT and isinstance(answer, Mapping) and answer.get("success") is False:
             error = answer.get("error") or "no error message"
-            raise RowError("endpoint", f"evaluator {cfg.evaluator_name!r} failed: {self._client._scrub(str(error))[:300]}")
+            raise RowError("endpoint", f"evaluator {cfg.evaluator_name!r} failed: {self._client.scrub(str(error), SNIPPET)}")
         scores: dict[str, float] = {}
         flags: dict[str, float] = {}
         for spec in self._specs:
