@@ -1,7 +1,8 @@
 """The same NeMo Evaluator call shapes on `Evaluator("127.0.0.1:PORT")` against a real
 `gym-metrics jobs serve` subprocess: `run`, `submit` + `wait_until_done` + `get_result` and
 `cancel`, with results equal to a local `Evaluator()`'s. Secrets reach the server by name
-(its own environment), never in the spec; auth tokens are checked."""
+(its own environment, a variable the operator allows with --secret-env), never in the spec;
+auth tokens are checked."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class JobServerProcess:
     def __init__(self, db: Path, env: dict[str, str]) -> None:
         self.stderr_path = db.with_suffix(".stderr")
         command = [sys.executable, "-m", "gym_metrics.cli", "jobs", "serve", "--db", str(db), "--port", "0",
-                   "--auth-token-env", "SDK_TEST_JOBS_TOKEN", "--grace", "1"]  # fmt: skip
+                   "--auth-token-env", "SDK_TEST_JOBS_TOKEN", "--secret-env", "JUDGE_API_KEY", "--grace", "1"]  # fmt: skip
         self._stderr = open(self.stderr_path, "wb")
         self.process = subprocess.Popen(command, stderr=self._stderr, stdout=subprocess.DEVNULL, env=env)
         self.address = self._address()
