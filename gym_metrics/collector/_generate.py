@@ -25,8 +25,7 @@ import orjson
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
-from gym_metrics.targets import Generation, GenerationError, ModelTarget, ModelTargetConfig
-from gym_metrics.targets._wire import ByteBudget
+from gym_metrics.targets import ByteBudget, Generation, GenerationError, ModelTarget, ModelTargetConfig
 
 REQUEST_KEY = "responses_create_params"
 """The row field holding the Responses API request (NeMo Gym's task rows)."""

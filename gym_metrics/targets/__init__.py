@@ -25,10 +25,12 @@ from gym_metrics.targets._convert import (
     responses_request_to_chat,
     strip_reasoning,
 )
+from gym_metrics.targets._wire import ByteBudget
 
 __all__ = [
     "AgentTarget",
     "AgentTargetConfig",
+    "ByteBudget",
     "Generation",
     "GenerationError",
     "Inference",
