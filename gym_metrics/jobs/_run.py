@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gym_metrics._keys import BoundKey, keys_from
 from gym_metrics.evaluation import RowFailure, ScoreMatrix, score_rows
@@ -30,6 +30,7 @@ from gym_metrics.jobs._store import JobState, JobStore, StoreFullError
 from gym_metrics.scorers import get_scorer
 
 log = logging.getLogger("gym_metrics.jobs")
+T = TypeVar("T")
 FULL_RETRY_SECONDS = (0.5, 10.0)
 """First and longest wait between commits while the disk is full (it doubles in between)."""
 
@@ -92,7 +93,7 @@ class JobRun:
             raise asyncio.CancelledError
         spec = self.spec
         total = count_rows(spec, self.data_root) if self.inline_rows is None else self._limited(self.inline_rows)
-        self.store.set_state(self.job_id, JobState.RUNNING, total=total)
+        self.written(self.store.set_state, self.job_id, JobState.RUNNING, total=total)
         with keys_from(self.keys):
             metric = get_scorer(spec.scorer, spec.scorer_config)
             # Pure-CPU rows (no target, an eager scorer) send nothing anywhere: scoring one
@@ -134,13 +135,14 @@ class JobRun:
         rate = stored / max(time.monotonic() - started, 1e-9)
         self.on_progress(Progress(self.job_id, record.state, record.done, record.failed, record.total, rate, note))
 
-    def commit(self, results: list[tuple[int, dict[str, Any]]]) -> int:
-        """`store.add_results`, waiting out a full disk (CancelledError if cancelled meanwhile)."""
+    def written(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`call(*args)`, a write to the store, waiting out a full disk: paused (logged once,
+        reported as the job's note) and retried with backoff; CancelledError if cancelled."""
         delay, longest = FULL_RETRY_SECONDS
         paused = False
         while True:
             try:
-                stored = self.store.add_results(self.job_id, results)
+                result = call(*args, **kwargs)
             except StoreFullError as exc:
                 if not paused:
                     paused = True
@@ -152,7 +154,7 @@ class JobRun:
                 continue
             if paused:
                 log.info("job %s resumed: the database is writable again", self.job_id)
-            return stored
+            return result
 
 
 class StoredRows:
@@ -189,7 +191,7 @@ class StoredRows:
             indices, self._batch, self._indices = self._indices, ScoreMatrix(self.names), []
             for entry, index in zip(entries, indices):
                 entry["index"] = index
-            self._stored += run.commit(list(zip(indices, entries)))
+            self._stored += run.written(run.store.add_results, run.job_id, list(zip(indices, entries)))
         if report or now - self._reported >= run.flush_seconds:
             self._reported = now
             run.report(self._stored, self._started)

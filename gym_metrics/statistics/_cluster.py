@@ -44,7 +44,9 @@ def linearized_stderr(numerators: np.ndarray, weights: np.ndarray) -> float:
         return math.nan
     ratio = float(numerators.sum()) / total
     u = (numerators - ratio * weights) / total
-    return math.sqrt(g / (g - 1) * float(np.dot(u, u)))
+    # np.square().sum(), not np.dot: BLAS picks its summation order by CPU (and OPENBLAS_CORETYPE),
+    # so a dot product makes the output differ in the last bit from machine to machine.
+    return math.sqrt(g / (g - 1) * float(np.square(u).sum()))
 
 
 def cluster_stderr(values: np.ndarray, clusters: np.ndarray) -> float:

@@ -67,7 +67,9 @@ def paired_difference(
     total_a, total_b = float(wa.sum()), float(wb.sum())
     va, vb = float(a.sum()) / total_a, float(b.sum()) / total_b
     u = (a - va * wa) / total_a - (b - vb * wb) / total_b
-    se = math.sqrt(n / (n - 1) * float(np.dot(u, u)))
+    # np.square().sum(), not np.dot: BLAS picks its summation order by CPU (and OPENBLAS_CORETYPE),
+    # so a dot product makes the output differ in the last bit from machine to machine.
+    se = math.sqrt(n / (n - 1) * float(np.square(u).sum()))
     diff = va - vb
     t, p = _t_test(diff, se, n - 1)
     low, high = t_interval(diff, se, n - 1, confidence) if se > 0 else (diff, diff)
