@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -33,30 +32,19 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "jobs"))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 from _jobs_helpers import tool_row  # noqa: E402
+from bench_generate import Child  # noqa: E402
 
 from gym_metrics._transport import JobClient  # noqa: E402
 
 
-class Server:
-    """`gym-metrics jobs serve --port 0` in a child process; the address is read from stderr."""
-
-    def __init__(self, db: Path, data_root: Path) -> None:
-        cmd = [sys.executable, "-m", "gym_metrics.cli", "--log-level", "warning", "jobs", "serve", "--db", str(db),
-               "--port", "0", "--data-root", str(data_root)]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-        assert self.proc.stderr is not None
-        for _ in range(200):  # bounded: the listening line comes first
-            found = re.search(r"listening on (\S+:\d+)", self.proc.stderr.readline())
-            if found:
-                self.address = found.group(1)
-                return
-        raise RuntimeError("the job server did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(60)
+def start_server(db: Path, data_root: Path) -> Child:
+    """`gym-metrics jobs serve --port 0` in a child process; `found` is its address."""
+    cmd = [sys.executable, "-m", "gym_metrics.cli", "--log-level", "warning", "jobs", "serve", "--db", str(db),
+           "--port", "0", "--data-root", str(data_root)]  # fmt: skip
+    return Child(cmd, r"listening on (\S+:\d+)")
 
 
 PROBE = """
@@ -119,13 +107,13 @@ def main() -> None:
         root = Path(tmp)
         (root / "rows.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
         megabytes = (root / "rows.jsonl").stat().st_size / 1e6
-        server = Server(root / "jobs.sqlite", root)
-        probe = HealthProbe(server.address)
+        server = start_server(root / "jobs.sqlite", root)
+        probe = HealthProbe(server.found)
         submits: list[tuple[float, float]] = []
         lists: list[tuple[float, float]] = []
         inline, by_path, submit_inline = [], [], []
         try:
-            with JobClient(server.address, timeout=600) as client:
+            with JobClient(server.found, timeout=600) as client:
                 for _ in range(args.runs):
                     total, submit = run_job(client, {"rows": rows}, submits)
                     inline.append(total)

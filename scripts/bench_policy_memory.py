@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -28,39 +27,14 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_generate import Child  # noqa: E402  # a child process read until it says it is up
 
 RUN_TIMEOUT_S = 300
 """No single collect run may take longer than this."""
-
-
-class Child:
-    """A child process that prints one line matching `ready` when it is up (`found`: group 1)."""
-
-    def __init__(self, cmd: list[str], ready: str, stream: str = "stderr") -> None:
-        pipes = {"stdout": subprocess.PIPE} if stream == "stdout" else {"stderr": subprocess.PIPE}
-        self.proc = subprocess.Popen(cmd, text=True, **pipes)  # type: ignore[call-overload]
-        pipe: IO[str] = getattr(self.proc, stream)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = pipe.readline()
-            match = re.search(ready, line)
-            if match:
-                self.found = match.group(1)
-                threading.Thread(target=pipe.read, daemon=True).start()  # never let the pipe fill
-                return
-            if not line and self.proc.poll() is not None:
-                break
-        self.proc.kill()
-        raise RuntimeError(f"{cmd} did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def serve_policy(megabytes: float) -> None:

@@ -22,10 +22,12 @@ from gym_metrics.report._bounds import MAX_AGENTS, MAX_KEY_METRICS, NAME_CHARS
 
 LONG = 300_000
 RSS = """
-import resource, sys
+import re, sys
 from gym_metrics.cli import main
 code = main(["report", sys.argv[1], "-o", sys.argv[2]])
-print("exit", code, "rss_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# VmHWM, not ru_maxrss: ru_maxrss keeps the peak of the forked parent (pytest) across exec
+hwm = re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)
+print("exit", code, "rss_kb", hwm)
 """
 
 
