@@ -67,11 +67,19 @@ class HealthProbe:
     def __init__(self, address: str, every: float = 0.01) -> None:
         self.proc = subprocess.Popen([sys.executable, "-c", PROBE, address, str(every)], stdout=subprocess.PIPE, text=True)
         self.samples: list[tuple[float, float]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)  # a full pipe would stop the probe
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            start, latency = line.split()
+            self.samples.append((float(start), float(latency)))
 
     def close(self) -> None:
         self.proc.terminate()
-        out, _ = self.proc.communicate(timeout=60)
-        self.samples = [(float(a), float(b)) for a, b in (line.split() for line in out.splitlines() if line.count(" ") == 1)]
+        self.proc.wait(60)
+        self._reader.join(60)
 
     def during(self, windows: list[tuple[float, float]]) -> list[float]:
         """Latencies of the checks that overlapped any window."""
@@ -102,7 +110,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    rows = [tool_row(i) | {"question": f"task {i}: " + "what is the weather in Paris today? " * 2} for i in range(args.rows)]
+    rows = [tool_row(i) | {"question": f"task {i}: what is the weather in Paris today?"} for i in range(args.rows)]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "rows.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))

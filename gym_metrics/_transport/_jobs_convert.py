@@ -36,16 +36,17 @@ def _loads(text: str, field: str) -> Any:
 
 def _rows(rows_json: Iterable[str]) -> RowTexts:
     """Inline rows checked to be JSON and kept as their texts (each parsed and dropped at once:
-    no object graph of the whole dataset is built, see RowTexts); a bad one names its index.
-    One row at a time in Python, so the thread running it yields the GIL as it goes."""
-    loads, texts = orjson.loads, list[str]()
-    keep = texts.append
-    for i, text in enumerate(rows_json):
-        try:
+    no object graph of the whole dataset is built, see RowTexts); a bad one names its index."""
+    texts, loads = list(rows_json), orjson.loads
+    try:
+        for text in texts:
             loads(text)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidInputError("invalid job spec", [FieldViolation(f"spec.dataset.rows.rows_json[{i}]", f"not valid JSON: {exc}")]) from None
-        keep(text)
+    except orjson.JSONDecodeError:
+        for i, text in enumerate(texts):
+            try:
+                loads(text)
+            except orjson.JSONDecodeError as exc:
+                raise InvalidInputError("invalid job spec", [FieldViolation(f"spec.dataset.rows.rows_json[{i}]", f"not valid JSON: {exc}")]) from None
     return RowTexts(texts)
 
 
@@ -94,7 +95,8 @@ def dict_to_spec(spec: Mapping[str, Any], *, include_rows: bool = True) -> pb.Jo
     elif dataset.get("rows") is not None:
         message.dataset.rows.SetInParent()
         if include_rows:
-            message.dataset.rows.rows_json.extend(_dumps(row) for row in dataset["rows"])
+            dumps, numpy = orjson.dumps, orjson.OPT_SERIALIZE_NUMPY
+            message.dataset.rows.rows_json.extend([dumps(row, option=numpy).decode() for row in dataset["rows"]])
     if run.get("parallelism") is not None:
         message.run.parallelism = int(run["parallelism"])
     if run.get("limit_samples") is not None:
