@@ -248,7 +248,7 @@ class PooledHttp:
         sent = {"Content-Type": "application/json", "Accept": "application/json", **(headers or {})}
         if self._bound is not None:
             if not self._bound.allows(url):  # config.url was checked; a derived URL must agree
-                raise self.error(f"the {self._name} API key is not bound to the host of {self._scrub(url)!r}")
+                raise self.error(f"the {self._name} API key is not bound to the host of {self.scrub(url)!r}")
             sent["Authorization"] = f"Bearer {self._bound.value}"
         cfg, attempt = self.config, 0
         while True:
@@ -328,8 +328,6 @@ class PooledHttp:
     def scrub(self, text: str, limit: int | None = None, *, truncated: bool = False) -> str:
         """`text` without this client's key, cut to `limit` characters (module `scrub`)."""
         return scrub(text, self._key, limit, truncated=truncated)
-
-    _scrub = scrub  # the name older callers use
 
     def scrub_answer(self, raw: bytes | bytearray, data: Any) -> Any:
         """The parsed answer `data` (of body `raw`) with the key masked in every string: an
