@@ -108,9 +108,11 @@ def compare_paired(
     confidence: float = CONFIDENCE,
     power: float = POWER,
     where: str = "",
+    alpha: float | None = None,
 ) -> PairedReport:
     """All pairs (in the order named: A-B, A-C, B-C) x metrics x fields, p-values adjusted
-    together. `where` names the source in errors."""
+    together. `where` names the source in errors. `alpha`, when given, sets the confidence to
+    1 - alpha and is reported as given (1 - (1 - 0.05) is 0.050000000000000044 in floats)."""
     if adjust not in ADJUSTMENTS:
         raise InvalidInputError(f"unknown --adjust {adjust!r}; known: {', '.join(ADJUSTMENTS)}")
     if len(set(names)) != len(names) or len(names) < 2:
@@ -118,7 +120,10 @@ def compare_paired(
     for name in names:
         if name not in agents:
             raise NotFoundError(f"unknown agent {name!r}; agents{where}: {', '.join(sorted(agents)) or '(none)'}")
-    alpha = 1 - confidence
+    if alpha is not None:
+        confidence = 1 - alpha
+    else:
+        alpha = 1 - confidence
     found = []
     for field in fields:
         rewards = {n: task_rewards(agents[n], field) for n in names}

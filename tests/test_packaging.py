@@ -21,3 +21,22 @@ def test_every_package_is_listed_in_pyproject() -> None:
                 continue
             found.add(".".join((name, *rel.parts)))
     assert found == listed, f"not listed: {sorted(found - listed)}; listed but absent: {sorted(listed - found)}"
+
+
+TOOLING_EXTRAS = {"dev", "docs", "bench"}
+"""Extras for working on gym-metrics itself, not features of it: left out of `all`."""
+
+
+def test_the_all_extra_installs_every_optional_feature() -> None:
+    """`pip install "gym-metrics[all]"` (a user's first guess) brings every feature extra, by
+    naming them (pip resolves an extra that names its own project's extras)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert "all" in extras, "no [all] extra"
+    named: set[str] = set()
+    for requirement in extras["all"]:
+        name, _, rest = requirement.partition("[")
+        assert name.strip() == project["name"], f"[all] should name {project['name']}'s own extras, not {requirement!r}"
+        named |= {e.strip() for e in rest.rstrip("]").split(",")}
+    features = set(extras) - TOOLING_EXTRAS - {"all"}
+    assert named == features, f"[all] misses {sorted(features - named)}; names unknown {sorted(named - features)}"

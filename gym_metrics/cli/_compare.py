@@ -75,7 +75,7 @@ def _paired(ns: argparse.Namespace, agents: Any, names: list[str]) -> int:
 
     where = f" in {ns.rollouts[0]}" if len(ns.rollouts) == 1 else ""
     report = compare_paired(
-        agents, names, ns.reducer, ns.field, adjust=ns.adjust, confidence=1 - ns.alpha, power=ns.power, where=where
+        agents, names, ns.reducer, ns.field, adjust=ns.adjust, alpha=ns.alpha, power=ns.power, where=where
     )
     verdict = gate(report, names[0], ns.fail_if_worse_by, ns.require_better_by)
     if ns.json:

@@ -168,3 +168,13 @@ def test_plan_table_and_json(three: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 2 and "holds 3 agents" in err
     code, _, err = cli(capsys, "plan", "--baseline-rollouts", three, "--agents", "b", "--mde", "0")
     assert code == 2 and "--mde" in err
+
+
+def test_json_prints_alpha_as_given(three: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """1 - (1 - 0.05) is 0.050000000000000044 in floats: the report keeps the alpha given."""
+    for alpha in ("0.05", "0.1", "0.01"):
+        code, out, _ = cli(capsys, "compare", three, "--agents", "a", "b", "--alpha", alpha, "--json")
+        assert code == 0
+        assert f'"alpha": {alpha}' in out
+        data = json.loads(out)
+        assert data["alpha"] == float(alpha) and data["confidence"] == 1 - float(alpha)
