@@ -4,7 +4,7 @@ a paired report."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -62,9 +62,16 @@ def _same_tasks(paths: Sequence[Path], a: RolloutColumns, b: RolloutColumns) -> 
 
 
 def gate(
-    report: PairedReport, candidate: str, fail_if_worse_by_delta: float | None, require_better_by_delta: float | None
+    report: PairedReport,
+    candidate: str,
+    fail_if_worse_by_delta: float | None,
+    require_better_by_delta: float | None,
+    *,
+    pairs: Collection[tuple[str, str]] | None = None,
 ) -> Verdict | None:
-    """The verdict on every comparison of `candidate` (the first agent) against the others.
+    """The verdict on every comparison of `candidate` (the first agent) against the others, or
+    on the comparisons (A, B) in `pairs` when given (the report's --compare: each agent of the
+    file against its counterpart in the other); None without a rule.
 
     With m gated comparisons and checks, each interval is at confidence 1 - alpha / m
     (Bonferroni), so the chance that any check is decided wrongly stays at most alpha; with one
@@ -73,7 +80,12 @@ def gate(
     rules = [(rule, d) for rule, d in deltas if d is not None]
     if not rules:
         return None
-    gated = [c for c in report.comparisons if c.agent_a == candidate]  # pairs keep the order named
+    if pairs is None:
+        gated = [c for c in report.comparisons if c.agent_a == candidate]  # pairs keep the order named
+    else:
+        gated = [c for c in report.comparisons if (c.agent_a, c.agent_b) in pairs]
+    if not gated:
+        return None
     m = len(gated) * len(rules)
     confidence = 1 - (1 - report.confidence) / m
     checks: list[Check] = []

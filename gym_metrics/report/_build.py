@@ -35,7 +35,8 @@ def build_report(
 ) -> Path:
     """Write the report of `metrics` (and `compare`'s agents beside them) to `output`
     (default `<stem>_report.html`); returns its path. `rollouts` supplies per-rollout values
-    when the metrics file was written without rollout_infos."""
+    when the metrics file was written without rollout_infos. The page shows a verdict only
+    when asked for: a rule in `gates`, or `compare` (default rule: fail if worse by 0)."""
     metrics = Path(metrics)
     out = Path(output) if output is not None else report_path_for(metrics)
     agents = load_metrics(metrics, field, Path(rollouts) if rollouts is not None else None)
@@ -44,10 +45,12 @@ def build_report(
         mine = {a.name for a in agents}
         if mine & {a.name for a in other}:
             other = load_metrics(Path(compare), field, label=f"{report_path_for(compare).name.removesuffix('_report.html')}:")
-        agents += other
+        agents += [replace(a, compared=True) for a in other]
     if not agents:
         raise InvalidInputError(f"{metrics}: holds no agents")
-    html = render(agents, field, gates or Gates(), title=f"gym-metrics report: {metrics.name}")
+    if gates is None:  # a verdict only when asked for: --compare asks for one (no regression, margin 0)
+        gates = Gates(fail_if_worse_by=0.0) if compare is not None else Gates()
+    html = render(agents, field, gates, title=f"gym-metrics report: {metrics.name}")
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(html, encoding="utf-8")
     os.replace(tmp, out)

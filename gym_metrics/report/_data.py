@@ -52,6 +52,10 @@ class AgentData:
     """The `economics` block (aggregate --economics), when present."""
     samples: dict[int, str] = field(default_factory=dict)
     """Task index -> its sample as (cut) JSON text, for a bounded set of tasks."""
+    own_name: str = ""
+    """The agent's name in its own file (`name` may carry a --compare file's label)."""
+    compared: bool = False
+    """From the --compare file (the baseline the verdict gates the first file's agents against)."""
 
     def task_rewards(self, value_field: str) -> tuple[np.ndarray, TaskRewards] | None:
         """(tasks, their per-rollout values) or None without per-rollout data."""
@@ -77,6 +81,7 @@ def load_metrics(path: Path, value_field: str = "reward", rollouts: Path | None 
         name = str(ref.get("name", "?"))
         where = f"{path}: agent {shown_names([name])[0]}"
         out.append(_agent(entry, value_field, columns.get(name), label + name, where))
+        out[-1].own_name = name
     return out
 
 

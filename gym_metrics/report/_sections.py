@@ -3,7 +3,6 @@ the agents' arrays so their cost grows with tasks only through a few vector pass
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -18,6 +17,7 @@ from gym_metrics.reducers import get_reducer
 from gym_metrics.report import _svg
 from gym_metrics.report._bounds import CELL_CHARS, MAX_KEY_METRICS, MAX_REPEATS, finite, short
 from gym_metrics.report._data import AgentData
+from gym_metrics.report._range import cut, interval, shown_value, unit_bounded
 from gym_metrics.report._svg import Series, color, fmt
 
 MAX_PASS_K = 16
@@ -32,9 +32,9 @@ STATUS_COLOR = {"PASS": "#1a7f37", "INCONCLUSIVE": "#bf8700", "FAIL": "#cf222e"}
 
 @dataclass
 class Gates:
-    """The verdict's rules, as `compare` takes them."""
+    """The verdict's rules, as `compare` takes them; without either rule, no verdict."""
 
-    fail_if_worse_by: float | None = 0.0
+    fail_if_worse_by: float | None = None
     require_better_by: float | None = None
 
 
@@ -57,29 +57,31 @@ def _num(v: Any) -> str:
 def key_metrics(agents: Sequence[AgentData], value_field: str) -> str:
     """Key metrics (rows) by agent (columns), each mean with its clustered 95% interval."""
     keys = list(dict.fromkeys(k for a in agents for k in a.key_metrics))
-    rows = [[escape(short(k)), *(_with_interval(a, k) for a in agents)] for k in keys[:MAX_KEY_METRICS]]
+    rows = [[escape(short(k)), *(_with_interval(a, k, value_field) for a in agents)] for k in keys[:MAX_KEY_METRICS]]
     forest_rows = [
-        (a.name, float(a.agent_metrics[f"mean/{value_field}"]),
-         float(a.agent_metrics.get(f"cluster_ci_low_95/{value_field}", math.nan)),
-         float(a.agent_metrics.get(f"cluster_ci_high_95/{value_field}", math.nan)), color(i))
+        (a.name, float(a.agent_metrics[f"mean/{value_field}"]), *interval(a, value_field, value_field)[:2], color(i))
         for i, a in enumerate(agents) if finite(a.agent_metrics.get(f"mean/{value_field}"))
     ]  # fmt: skip
     chart = _svg.forest("key-metrics", f"mean/{value_field} by agent, 95% clustered interval", forest_rows, f"mean/{value_field}", None)
     body = chart + table(["key metric", *(a.name for a in agents)], rows, "num")
-    note = "value [95% interval]: tasks as clusters, Student t (docs/metrics.md#agent-uncertainty)." + (
+    note = "value [95% interval]: tasks as clusters, Student t (docs/metrics.md#agent-uncertainty)." + BOUNDED_NOTE + (
         f" The first {MAX_KEY_METRICS} of {len(keys)} key metrics." if len(keys) > MAX_KEY_METRICS else "")
     return section("key-metrics", "Key metrics", body, note, wide=True)
 
 
-def _with_interval(a: AgentData, key: str) -> str:
+BOUNDED_NOTE = (" An interval of a value bounded in [0, 1] (a 0/1 field, or a reward whose every value lies in [0, 1]) is cut"
+                " at 0 and 1, marked * (the metrics file keeps the Student-t ends; docs/statistics.md#bounded-intervals).")  # fmt: skip
+
+
+def _with_interval(a: AgentData, key: str, value_field: str) -> str:
     if key not in a.key_metrics:
         return ""
-    value = _num(a.key_metrics[key])
-    f = key[5:] if key.startswith("mean/") else None
-    low, high = (a.agent_metrics.get(f"cluster_ci_{s}_95/{f}") for s in ("low", "high"))
-    if f is None or low is None or high is None:
+    shown, was_cut = shown_value(a, key, a.key_metrics[key], value_field)
+    value = _num(shown) + ("*" if was_cut else "")
+    if not key.startswith("mean/") or not all(f"cluster_ci_{s}_95/{key[5:]}" in a.agent_metrics for s in ("low", "high")):
         return value
-    return f'{value} <span class="ci">[{_num(low)}, {_num(high)}]</span>'
+    low, high, was_cut = interval(a, key[5:], value_field)
+    return f'{value} <span class="ci">[{_num(low)}, {_num(high)}]{"*" if was_cut else ""}</span>'
 
 
 def distribution(agents: Sequence[AgentData], value_field: str) -> str:
@@ -142,11 +144,13 @@ def pass_at_k(agents: Sequence[AgentData], value_field: str) -> str:
 
 def repeats(agents: Sequence[AgentData], value_field: str) -> str:
     """Each repeat's mean over tasks with its t interval: drift or a bad repeat shows here."""
-    series = [
-        Series(a.name, [r["index"] for r in a.repeats], [r["mean"] for r in a.repeats],
-               [r["ci_low"] for r in a.repeats], [r["ci_high"] for r in a.repeats], color(i))
-        for i, a in enumerate(agents) if a.repeats
-    ]  # fmt: skip
+    series = []
+    for i, a in enumerate(agents):
+        if not a.repeats:
+            continue
+        bounded = unit_bounded(a, value_field, value_field)
+        low, high = zip(*(cut(r["ci_low"], r["ci_high"], bounded) for r in a.repeats))
+        series.append(Series(a.name, [r["index"] for r in a.repeats], [r["mean"] for r in a.repeats], low, high, color(i)))
     if not series:
         return section("repeats", "Repeats", '<p class="empty">One rollout index only: no repeat-level metrics.</p>')
     chart = _svg.line_chart("repeats", f"mean/{value_field} per repeat", series, "rollout index", f"mean/{value_field}")
@@ -155,9 +159,10 @@ def repeats(agents: Sequence[AgentData], value_field: str) -> str:
         m = a.agent_metrics
         keys = [f"{s}_across_repeats/mean/{value_field}" for s in ("mean", "std", "ci_low_95", "ci_high_95")]
         if keys[0] in m:
-            rows.append([escape(a.name), *(_num(m.get(k, "")) for k in keys)])
+            shown = (shown_value(a, k, m.get(k, ""), value_field) for k in keys)
+            rows.append([escape(a.name), *(_num(v) + ("*" if was_cut else "") for v, was_cut in shown)])
     tab = table(["agent", "mean across repeats", "std across repeats", "95% low", "95% high"], rows, "num")
-    note = f"repeat_level_metrics: one point per rollout index (the first {MAX_REPEATS}), 95% t interval over tasks."
+    note = f"repeat_level_metrics: one point per rollout index (the first {MAX_REPEATS}), 95% t interval over tasks." + BOUNDED_NOTE
     return section("repeats", "Repeats", chart + tab, note)
 
 
@@ -171,7 +176,8 @@ def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
         report = compare_paired(cols, names, ["mean_reward"], [value_field])
     except InvalidInputError as exc:
         return section("paired", "Paired differences", f'<p class="empty">{escape(str(exc))}</p>')
-    verdict = gate(report, names[0], gates.fail_if_worse_by, gates.require_better_by)
+    gated = _gated_pairs([a for a in agents if a.name in cols])
+    verdict = gate(report, names[0], gates.fail_if_worse_by, gates.require_better_by, pairs=gated)
     status: dict[str, str] = {}  # the worst check of each comparison
     for check in verdict.checks if verdict is not None else ():
         status[check.comparison] = max(status.get(check.comparison, ""), check.status, key=lambda s: STATUS_RANK[s])
@@ -186,7 +192,22 @@ def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
     if verdict is not None:
         checks = "".join(f"<li><b>{c.status}</b> {escape(c.rule)} {c.margin:g}: {escape(c.comparison)}: {escape(c.reason)}</li>" for c in verdict.checks)
         html = f'<p class="verdict v-{verdict.status.lower()}" id="verdict">Verdict: {verdict.status}</p><ul>{checks}</ul>' + html
-    note = (f"gym-metrics compare, paired by task (clustered stderr, Student t), {report.adjust} adjusted; the verdict gates "
-            f"{names[0]} against the others as `compare` does: with several checks each uses a Bonferroni-adjusted "
-            "interval, wider than the 95% one drawn (docs/statistics.md#verdicts). Dashed line: the gate's margin.")
+    note = f"gym-metrics compare, paired by task (clustered stderr, Student t), {report.adjust} adjusted; "
+    if verdict is None:
+        note += "no verdict (--compare, --fail-if-worse-by or --require-better-by asks for one)."
+    else:
+        whom = "each agent against the --compare file's" if gated is not None else f"{names[0]} against the others"
+        note += (f"the verdict gates {whom} as `compare` does: with several checks each uses a Bonferroni-adjusted "
+                 "interval, wider than the 95% one drawn (docs/statistics.md#verdicts). Dashed line: the gate's margin.")  # fmt: skip
     return section("paired", "Paired differences", html, note, wide=True)
+
+
+def _gated_pairs(agents: Sequence[AgentData]) -> set[tuple[str, str]] | None:
+    """With a --compare file: each agent of the first file against its namesake in the other,
+    or against every agent there when no names match; None without one (the first agent
+    against the others, as `compare` gates)."""
+    mine, theirs = [a for a in agents if not a.compared], [a for a in agents if a.compared]
+    if not theirs:
+        return None
+    namesakes = {(a.name, b.name) for a in mine for b in theirs if a.own_name == b.own_name}
+    return namesakes or {(a.name, b.name) for a in mine for b in theirs}

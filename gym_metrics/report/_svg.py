@@ -7,10 +7,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
+from typing import TypeVar
 
 PALETTE = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5")
 W, H = 560, 260
 LEFT, RIGHT, TOP, BOTTOM = 56, 130, 14, 40
+T = TypeVar("T")
 
 
 def color(i: int) -> str:
@@ -110,8 +112,23 @@ def svg(kind: str, body: str, title: str, width: int = W, height: int = H) -> st
             f'role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>{body}</svg>')  # fmt: skip
 
 
+def in_x_order(s: Series) -> Series:
+    """The series with its points (and their intervals and tooltips) sorted by x, ties kept in
+    order: a line drawn in the given order would run backwards wherever x falls."""
+    order = sorted(range(len(s.x)), key=lambda i: s.x[i])
+    if order == list(range(len(s.x))):
+        return s
+
+    def pick(seq: Sequence[T]) -> list[T]:
+        return [seq[i] for i in order]
+
+    return Series(s.name, pick(s.x), pick(s.y), None if s.low is None else pick(s.low), None if s.high is None else pick(s.high),
+                  s.color, pick(s.labels) if len(s.labels) == len(s.x) else s.labels)  # fmt: skip
+
+
 def line_chart(kind: str, title: str, series: Sequence[Series], x_label: str, y_label: str, *, log_x: bool = False) -> str:
-    """Lines with points and, where given, a shaded interval band."""
+    """Lines with points and, where given, a shaded interval band, each drawn in x order."""
+    series = [in_x_order(s) for s in series]
     xs = [x for s in series for x in s.x]
     ys = [y for s in series for y in (*s.y, *(s.low or ()), *(s.high or ()))]
     f = Frame(xs, ys, x_label, y_label, log_x=log_x)

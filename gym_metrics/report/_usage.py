@@ -12,6 +12,7 @@ import numpy as np
 from gym_metrics.report import _svg
 from gym_metrics.report._bounds import finite, short
 from gym_metrics.report._data import AgentData
+from gym_metrics.report._range import interval
 from gym_metrics.report._sections import section, table
 from gym_metrics.report._svg import Series, color, fmt
 
@@ -37,8 +38,7 @@ def _frontier(agents: Sequence[AgentData], field: str, value_field: str) -> str:
         x, y = a.agent_metrics.get(f"mean/{field}"), a.agent_metrics.get(f"mean/{value_field}")
         if not finite(x) or not finite(y):
             continue
-        low = a.agent_metrics.get(f"cluster_ci_low_95/{value_field}", math.nan)
-        high = a.agent_metrics.get(f"cluster_ci_high_95/{value_field}", math.nan)
+        low, high, _ = interval(a, value_field, value_field)
         tip = f"{a.name}: mean {f} {fmt(x)}, mean {value_field} {fmt(y)} [{fmt(low)}, {fmt(high)}]"
         ok = math.isfinite(low) and math.isfinite(high)
         series.append(Series(a.name, [float(x)], [float(y)], [float(low)] if ok else None, [float(high)] if ok else None, color(i), [tip]))

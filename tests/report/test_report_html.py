@@ -35,7 +35,8 @@ def test_every_section_is_drawn_for_three_agents(three_agents: Path, tmp_path: P
     assert data["tasks"] == list(range(60))
     assert all(len(m) == 60 for m in data["means"])
     assert data["samples"][0]["0"].startswith("{")
-    assert 'id="verdict"' in html and "Verdict: FAIL" in html  # baseline is worse than both others
+    assert 'id="verdict"' not in html and "Verdict" not in html  # nobody asked for one (issue 24)
+    assert "no verdict (--compare, --fail-if-worse-by or --require-better-by asks for one)" in html
 
 
 def test_the_page_references_nothing_outside_itself(three_agents: Path, tmp_path: Path) -> None:

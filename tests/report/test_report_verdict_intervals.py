@@ -1,0 +1,129 @@
+"""A first report without surprises (issue 24, item 7): a verdict only when one is asked for
+(--compare, --fail-if-worse-by, --require-better-by), lines drawn in x order, and an interval
+of a reward bounded in [0, 1] neither drawn nor printed past the bound."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gym_metrics.cli import main
+
+from _report_sample import write_rollouts
+
+BRACKETS = re.compile(r"\[(-?[0-9.]+(?:e-?\d+)?), (-?[0-9.]+(?:e-?\d+)?)\]")
+
+
+def _report(capsys: pytest.CaptureFixture[str], *args: object) -> str:
+    out = Path(str(args[0])).with_name("page.html")
+    assert main(["report", *map(str, args), "-o", str(out)]) == 0
+    capsys.readouterr()
+    return out.read_text()
+
+
+def _verdict_checks(html: str) -> list[str]:
+    """The verdict's checks as listed under it (empty without a verdict)."""
+    block = re.search(r'id="verdict">Verdict: \w+</p><ul>(.*?)</ul>', html)
+    return re.findall(r"<li>(.*?)</li>", block.group(1)) if block else []
+
+
+def test_several_agents_without_a_rule_show_no_verdict(three_agents: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was a red "Verdict: FAIL" of whichever agent sorts first (baseline) against the others."""
+    html = _report(capsys, three_agents)
+    assert "Paired differences" in html and 'data-chart="paired-differences"' in html
+    assert 'id="verdict"' not in html and "Verdict:" not in html
+    assert "no verdict (--compare, --fail-if-worse-by or --require-better-by asks for one)" in html
+
+
+def test_a_rule_asks_for_the_verdict_on_the_first_agent(three_agents: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    html = _report(capsys, three_agents, "--fail-if-worse-by", "0.05")
+    checks = _verdict_checks(html)
+    assert 'id="verdict"' in html and len(checks) == 2
+    assert all("baseline - " in c for c in checks)  # the first agent against the others, as compare gates
+
+
+def test_compare_gates_each_agent_against_its_namesake(three_agents: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = write_rollouts(tmp_path / "old.jsonl", tasks=60, agents=("candidate",), seed=3)
+    assert main(["aggregate", str(other), "-q"]) == 0
+    html = _report(capsys, three_agents, "--compare", tmp_path / "old_aggregate_metrics.json")
+    checks = _verdict_checks(html)
+    assert 'id="verdict"' in html and len(checks) == 1, checks
+    assert "fail-if-worse-by 0: mean_reward(reward): candidate - old:candidate" in checks[0]
+    assert "each agent against the --compare file&#x27;s" in html
+
+
+def test_compare_with_other_names_gates_every_cross_pair(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    new = write_rollouts(tmp_path / "new.jsonl", tasks=30, agents=("a", "b"), seed=1)
+    old = write_rollouts(tmp_path / "old.jsonl", tasks=30, agents=("c",), seed=2)
+    for path in (new, old):
+        assert main(["aggregate", str(path), "-q"]) == 0
+    html = _report(capsys, tmp_path / "new_aggregate_metrics.json", "--compare", tmp_path / "old_aggregate_metrics.json")
+    checks = _verdict_checks(html)
+    assert sorted(c.split(": ")[1] for c in checks) == ["mean_reward(reward)"] * 2
+    assert sum("a - c" in c for c in checks) == 1 and sum("b - c" in c for c in checks) == 1  # never a - b
+
+
+def _near_one(path: Path, reward_of: Any, extra: Any = None) -> Path:
+    """5 tasks x 4 repeats, rewards near the top: a Student-t interval passes 1."""
+    rows = []
+    for t in range(5):
+        for r in range(4):
+            row = {"agent_ref": {"name": "near_one"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": reward_of(t, r)}
+            rows.append({**row, **(extra(t, r) if extra else {})})
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    assert main(["aggregate", str(path), "-q"]) == 0
+    return path.with_name(path.stem + "_aggregate_metrics.json")
+
+
+def _ends(html: str) -> list[float]:
+    """Every printed or tooltipped interval end [low, high] on the page."""
+    return [float(x) for pair in BRACKETS.findall(html) for x in pair]
+
+
+def test_a_reward_in_0_1_is_not_drawn_or_printed_past_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    metrics = _near_one(tmp_path / "run.jsonl", lambda t, r: 0.0 if (t, r) in {(0, 0), (1, 1)} else 1.0)
+    agent = json.loads(metrics.read_text())[0]
+    raw = agent["agent_metrics"]
+    # the metrics file keeps the Student-t ends (unchanged, byte for byte): past 1 here
+    assert raw["cluster_ci_high_95/reward"] > 1 and max(r["ci_high_95/reward"] for r in agent["repeat_level_metrics"]) > 1
+    html = _report(capsys, metrics)
+    ends = _ends(html)
+    assert ends and max(ends) <= 1.0 and min(ends) >= 0.0, sorted(ends)[-3:]
+    assert re.search(r'<span class="ci">\[0\.\d+, 1\]\*</span>', html)  # cut, and marked
+    assert "is cut at 0 and 1, marked *" in html
+    assert f"{raw['cluster_ci_high_95/reward']:.4g}" not in html
+
+
+def test_an_interval_past_a_bound_that_is_not_known_is_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Values beyond [0, 1] (reward 0 or 2), or a field that is not reward-like: no cut."""
+    metrics = _near_one(tmp_path / "wide.jsonl", lambda t, r: 0.0 if (t, r) == (0, 0) else 1.0 + (t == 4),
+                        extra=lambda t, r: {"latency": 0.99 if (t, r) != (0, 0) else 0.5})  # fmt: skip
+    raw = json.loads(metrics.read_text())[0]["agent_metrics"]
+    html = _report(capsys, metrics)
+    assert f"{raw['cluster_ci_high_95/reward']:.4g}" in html  # reward reaches 2: no bound to cut at
+    assert raw["cluster_ci_high_95/latency"] > 1 and f"{raw['cluster_ci_high_95/latency']:.4g}" in html  # in [0, 1], not a reward
+
+
+def test_lines_are_drawn_in_x_order(three_agents: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A repeat_level_metrics list out of index order (another writer's file) is drawn sorted,
+    and every line on the page runs left to right."""
+    doc = orjson.loads(three_agents.read_bytes())
+    for entry in doc:
+        entry["repeat_level_metrics"].reverse()
+    shuffled = tmp_path / "shuffled_aggregate_metrics.json"
+    shuffled.write_bytes(orjson.dumps(doc))
+    html = _report(capsys, shuffled)
+    lines = re.findall(r'<polyline class="line" points="([^"]*)"', html)
+    assert any(len(p.split()) > 2 for p in lines)
+    for points in lines:
+        xs = [float(p.split(",")[0]) for p in points.split()]
+        assert xs == sorted(xs), points
+    for band in re.findall(r'<polygon class="band" points="([^"]*)"', html):
+        xs = [float(p.split(",")[0]) for p in band.split()]
+        half = len(xs) // 2
+        assert xs[:half] == sorted(xs[:half]) and xs[half:] == sorted(xs[half:], reverse=True), band
