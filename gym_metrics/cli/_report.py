@@ -19,8 +19,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, help="default: <stem>_report.html beside the metrics file")
     p.add_argument("--field", default="reward", help="the per-rollout value drawn (default reward)")
     p.add_argument("--fail-if-worse-by", type=margin, metavar="DELTA",
-                   help="the verdict's rule, as in compare (without either rule: 0, FAIL if the first agent is worse beyond doubt)")  # fmt: skip
-    p.add_argument("--require-better-by", type=margin, metavar="DELTA", help="PASS only if the first agent beats the others by more")
+                   help="show a verdict with this rule, as in compare (with --compare and neither rule: 0); without a rule or --compare, no verdict")  # fmt: skip
+    p.add_argument("--require-better-by", type=margin, metavar="DELTA", help="show a verdict: PASS only if the first agent beats the others by more")
     p.set_defaults(func=run, check_inputs=check_files)
 
 
@@ -37,7 +37,7 @@ def run(ns: argparse.Namespace) -> int:
     started = time.perf_counter()
     out = build_report(
         ns.metrics, ns.output, rollouts=ns.rollouts, compare=ns.compare, field=ns.field,
-        gates=Gates(0.0 if ns.fail_if_worse_by is None and ns.require_better_by is None else ns.fail_if_worse_by, ns.require_better_by),
+        gates=None if ns.fail_if_worse_by is None and ns.require_better_by is None else Gates(ns.fail_if_worse_by, ns.require_better_by),
     )  # fmt: skip
     size = out.stat().st_size / 1e6
     print(f"report ({size:.1f} MB) in {time.perf_counter() - started:.2f}s -> {out}")
