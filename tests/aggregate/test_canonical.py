@@ -17,8 +17,15 @@ from gym_metrics._json import loads
 from gym_metrics.aggregate import _canonical, aggregate_file
 from gym_metrics.aggregate._canonical import sample_texts_of
 
+from _ci import need_native
+
 NATIVE = _canonical._minify
-needs_native = pytest.mark.skipif(NATIVE is None, reason="the C minifier is not built here")
+needs_native = pytest.mark.usefixtures("minifier_built")
+
+
+@pytest.fixture
+def minifier_built() -> None:
+    need_native(NATIVE, "gym_metrics.aggregate._minify (the C minifier)")
 
 WORDS = ["a", "x y", "é", "中文", "\U0001f600", 'q"uote', "back\\slash", "tab\tnl\n", "\x01ctl", "/", "\u2028", ""]
 NUMBERS: list[Any] = [0, -1, 7, 2**53 + 1, -(2**62), 0.5, -0.0, 1.0, 1e16, 1e-7, 0.1 + 0.2, 5e-324, 1.5e300, 123.456]

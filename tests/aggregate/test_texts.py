@@ -3,7 +3,6 @@ Python one make the same bytes, and bad columns are refused before anything is c
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -13,15 +12,19 @@ import pytest
 from gym_metrics.aggregate import _texts, aggregate_file
 from gym_metrics.aggregate._texts import Texts, choice, fill, joined, numbers, offsets
 
+from _ci import need_native
+
 NATIVE = _texts._native
+
+
+@pytest.fixture
+def fill_built() -> None:
+    need_native(NATIVE, "gym_metrics.aggregate._fill (the C fill)")
 
 
 def test_the_c_fill_is_built_under_ci() -> None:
     """The install builds it (pyproject ext-modules); only a machine without a compiler lacks it."""
-    if NATIVE is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("gym_metrics.aggregate._fill was not built (no C compiler?)")
-        pytest.skip("the C fill is not built here: the Python fill is used")
+    need_native(NATIVE, "gym_metrics.aggregate._fill (the C fill; without it the Python fill is used)")
 
 
 @pytest.mark.parametrize(
@@ -68,7 +71,7 @@ def test_c_and_python_fill_make_the_same_bytes(monkeypatch: pytest.MonkeyPatch, 
     assert fill([b"x"], [], 3) == b"xxx"
 
 
-@pytest.mark.skipif(NATIVE is None, reason="the C fill is not built here")
+@pytest.mark.usefixtures("fill_built")
 def test_the_c_fill_refuses_bad_columns_before_copying() -> None:
     buf = b"abcdef"
     ok = (buf, np.array([0, 2], np.int64), np.array([1, 6], np.int64))

@@ -5,7 +5,7 @@ tests/polyglot/node/client.mjs loads protos/gym_metrics/v1/resources.proto at ru
 `gym-metrics serve math_exact` subprocess. Its JSON output is compared here with what the
 Python engine gives for the same inputs.
 
-Skipped only when node or npm is absent. `npm ci` runs once per package-lock.json (a stamp in
+Skipped only when node or npm is absent, and failed instead under CI=true (tests/_ci.py). `npm ci` runs once per package-lock.json (a stamp in
 node_modules/ records which); the first run needs the npm registry.
 """
 
@@ -33,6 +33,8 @@ import pytest
 
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, RolloutColumns
 
+from _ci import need_tool
+
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / "tests" / "polyglot" / "node"
 SAMPLE = REPO / "servers" / "math_exact" / "sample.jsonl"
@@ -45,14 +47,18 @@ BIG_TASKS = 60_000
 """Tasks of the many-part aggregation: enough for an answer over the server's 8 MiB part size."""
 
 _FOUND = {name: shutil.which(name) for name in ("node", "npm")}
-_MISSING = [name for name, path in _FOUND.items() if path is None]
 NODE = _FOUND["node"] or "node"
 NPM = _FOUND["npm"] or "npm"
 
 pytestmark = [
-    pytest.mark.skipif(bool(_MISSING), reason=f"polyglot check needs Node.js: {' and '.join(_MISSING)} not on PATH"),
     pytest.mark.timeout(NPM_CI_TIMEOUT_S + SERVER_START_TIMEOUT_S + CLIENT_TIMEOUT_S + 30),
 ]
+
+@pytest.fixture(autouse=True, scope="module")
+def _node_and_npm() -> None:
+    for name in ("node", "npm"):
+        need_tool(name, "the polyglot check needs Node.js")
+
 
 AGENT = "node_agent"
 KINDS = {"reward": "VALUE_KIND_FLOAT", "output_tokens": "VALUE_KIND_INT", "is_correct": "VALUE_KIND_BOOL"}

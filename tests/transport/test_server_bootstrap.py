@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -29,6 +28,8 @@ from gym_metrics._transport import RunningServer, ServerConfig, start_server
 from gym_metrics._transport._server import SERVICE_NAME
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc as pb_grpc
+
+from _ci import need_tool
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -247,9 +248,7 @@ async def test_auth_refuses_streaming_calls_before_any_message(server_factory) -
 
 @pytest.fixture
 def self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("the openssl CLI is needed to make a test certificate")
+    openssl = need_tool("openssl", "the TLS tests make their certificate with the openssl CLI")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
         [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",

@@ -1,0 +1,51 @@
+"""CI-strict skips, shared by every test that needs something the machine may lack (a CLI
+tool, an optional extra, a native module built at install, a browser).
+
+Locally such a test skips with the reason. Under CI=true it fails instead: .ci/run installs
+everything these tests need, so a skip there would be a check that silently did not run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+from types import ModuleType
+from typing import NoReturn
+
+import pytest
+
+
+def strict() -> bool:
+    """True under CI=true, where a missing dependency fails the test instead of skipping it."""
+    return os.environ.get("CI") == "true"
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the test for `reason`; under CI=true fail it (the reason says what to install)."""
+    if strict():
+        pytest.fail(f"{reason}; with CI=true this test must run, not skip", pytrace=False)
+    pytest.skip(reason)
+
+
+def need_module(name: str, install: str) -> ModuleType:
+    """The module `name`; missing() when it cannot be imported (`install` says how to get it)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        missing(f"{name} is not installed ({install})")
+
+
+def need_tool(name: str, why: str) -> str:
+    """The path of the command-line tool `name` on PATH; missing() when absent."""
+    path = shutil.which(name)
+    if path is None:
+        missing(f"{why}: {name} is not on PATH")
+    return path
+
+
+def need_native(module: object, name: str) -> object:
+    """A native module the install builds (`module` is what the package imported, or None)."""
+    if module is None:
+        missing(f"{name} was not built (the install needs a C compiler and Python's headers)")
+    return module
