@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from _ci import missing
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,10 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.timeout(600)
 def test_mypy_reports_no_errors() -> None:
     if importlib.util.find_spec("mypy") is None:
-        reason = "mypy is not installed (it comes with the dev extra: pip install -e '.[dev]')"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing("mypy is not installed (it comes with the dev extra: pip install -e '.[dev]')")
     proc = subprocess.run(
         [sys.executable, "-m", "mypy", "gym_metrics"],
         cwd=ROOT,

@@ -12,7 +12,8 @@ import pytest
 
 from gym_metrics.cli import _parser as cli_parser
 
-yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (it comes with the docs and ray extras)")
+from _ci import need_module
+
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "kubernetes"
@@ -23,7 +24,7 @@ def manifests() -> dict[tuple[str, str], dict[str, Any]]:
     """(kind, name) -> object, over every file; names are unique per kind."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for path in sorted(DEPLOY.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in need_module("yaml", "PyYAML, in the dev extra").safe_load_all(path.read_text()):
             key = (doc["kind"], doc["metadata"]["name"])
             assert key not in found, f"{path.name}: {key} defined twice"
             found[key] = doc

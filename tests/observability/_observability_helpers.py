@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
-import os
 from types import ModuleType
 
-import pytest
+from _ci import need_module
 
 
 def need(module: str) -> ModuleType:
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        why = f"{module} is not installed (pip install -e '.[dev]')"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why + "; with CI=true these tests must run, not skip", pytrace=False)
-        pytest.skip(why)
+    """The module; skip (fail under CI=true, tests/_ci.py) when its extra is not installed."""
+    return need_module(module, "pip install -e '.[dev]'")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,8 @@ import grpc
 import pytest
 from google.protobuf import descriptor_pb2
 from grpc_reflection.v1alpha import reflection_pb2
+
+from _ci import need_tool
 
 BUF_VERSION = "1.75.0"
 BUF_DIR = Path(tempfile.gettempdir()) / f"gym-metrics-buf-{BUF_VERSION}"
@@ -83,11 +84,7 @@ def test_v1_hands_out_schemas_with_the_status_detail_types(address: str, symbol:
 @pytest.fixture(scope="module")
 def buf() -> str:
     """buf from the npm registry (its package ships the binary), installed once per machine."""
-    npm = shutil.which("npm")
-    if npm is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("npm is not on PATH: the reflection check needs buf from the npm registry")
-        pytest.skip("buf comes from the npm registry: npm is not on PATH")
+    npm = need_tool("npm", "the reflection check needs buf, from the npm registry")
     binary = BUF_DIR / "node_modules" / ".bin" / "buf"
     if not binary.exists():
         done = subprocess.run(

@@ -1,0 +1,68 @@
+"""A test that skips because something is missing fails under CI=true (issue 24.13).
+
+Every such skip goes through tests/_ci.py (skip locally, fail under CI=true; .ci/run installs
+what they need). Only skips for a reason no install can change may be written directly: they
+are listed in ALLOWED, each with why, and an entry that no longer matches fails.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import _ci
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+SKIP = re.compile(r"pytest\.skip\(|pytest\.importorskip\(|\.skipif\(|pytest\.mark\.skip\(|pytest\.mark\.skip\b")
+
+ALLOWED = {
+    # (file, text on the line): why it is not a missing dependency
+    ("tests/aggregate/test_tdist.py", "pytest.skip(f\"scipy {scipy.__version__} uses Cephes"):
+        "scipy < 1.16 (the last for Python 3.10) is a different reference, not a missing one",
+    ("tests/aggregate/test_tdist.py", 'pytest.importorskip("scipy")'): "scipy is a core dependency: never skips",
+    ("tests/aggregate/test_fast_paths.py", 'skipif(sys.platform != "linux"'): "Linux-only code path",
+    ("tests/collector/test_collector_workers.py", 'skipif(sys.platform == "win32"'): "fork and SO_REUSEPORT",
+    ("tests/evaluation/test_evaluate.py", "skipif(sys.version_info >= (3, 12)"): "a pre-3.12 code path",
+    ("tests/test_registry.py", 'importorskip("tomllib"'): "Python < 3.11 has no tomllib",
+    ("tests/test_packaging.py", 'importorskip("tomllib"'): "Python < 3.11 has no tomllib",
+    ("tests/reducers/test_metrics_plugin.py", 'pytest.skip("pip is not available'): "a venv without pip",
+    ("tests/_ci.py", "pytest.skip(reason)"): "the helper itself",
+}
+
+
+def direct_skips() -> list[tuple[str, str]]:
+    found = []
+    for path in sorted([*TESTS.rglob("*.py"), *(ROOT / "servers").rglob("*.py")]):
+        if "node_modules" in path.parts or path == Path(__file__).resolve():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if SKIP.search(line) and "fmt: skip" not in line:
+                found.append((path.relative_to(ROOT).as_posix(), line.strip()))
+    return found
+
+
+def test_every_skip_for_a_missing_dependency_goes_through_the_ci_helper() -> None:
+    unexplained = [(f, line) for f, line in direct_skips() if not any(f == af and at in line for af, at in ALLOWED)]
+    assert not unexplained, (
+        "skips that would hide a missing dependency under CI=true: use tests/_ci.py "
+        f"(missing / need_module / need_tool / need_native), or list a real reason in ALLOWED: {unexplained}"
+    )
+    stale = [key for key in ALLOWED if not any(f == key[0] and key[1] in line for f, line in direct_skips())]
+    assert not stale, f"ALLOWED entries that match nothing: {stale}"
+
+
+def test_missing_skips_locally_and_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no-such-tool"):
+        _ci.need_tool("gym-metrics-no-such-tool", "a check")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="with CI=true this test must run"):
+        _ci.need_tool("gym-metrics-no-such-tool", "a check")
+    with pytest.raises(pytest.fail.Exception, match="no_such_module_xyz is not installed"):
+        _ci.need_module("no_such_module_xyz", "nowhere")
+    with pytest.raises(pytest.fail.Exception, match="was not built"):
+        _ci.need_native(None, "gym_metrics.aggregate._nothing")
+    assert _ci.need_module("json", "stdlib").dumps(1) == "1"
