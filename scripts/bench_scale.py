@@ -49,10 +49,22 @@ def run(args: list[str]) -> tuple[float, float, float]:
     return wall, cpu, rss
 
 
+def shard_ranges(path: Path, shards: int) -> list[tuple[int, int]]:
+    """Exactly `shards` whole-line byte ranges (fewer only for a file of fewer lines).
+    byte_ranges(path, n) gives *about* n: each range ends at the line end after its size, so a
+    remainder can make n + 1 (9 partials were once summed under an "8 shards" label); the last
+    two are joined here."""
+    ranges = byte_ranges(path, shards)
+    while len(ranges) > shards:
+        (start, _), (_, end) = ranges[-2], ranges[-1]
+        ranges[-2:] = [(start, end)]
+    return ranges
+
+
 def split(path: Path, shards: int) -> list[Path]:
     out = []
     with path.open("rb") as f:
-        for i, (start, end) in enumerate(byte_ranges(path, shards)):
+        for i, (start, end) in enumerate(shard_ranges(path, shards)):
             shard = path.with_name(f"{path.stem}_shard{i}.jsonl")
             f.seek(start)
             shard.write_bytes(f.read(end - start))
@@ -66,6 +78,7 @@ def load() -> str:
 
 def bench_shards(path: Path, shards: int) -> list[str]:
     parts = split(path, shards)
+    shards = len(parts)  # the labels say how many were summed
     single_shard = [run(["aggregate", str(p), "-o", str(p.with_suffix(".json")), "-q"]) for p in parts]
     partials = [run(["aggregate", str(p), "--partial-out", str(p.with_suffix(".parquet")), "-q"]) for p in parts]
     merged_out = path.with_name(f"{path.stem}_merged.json")
