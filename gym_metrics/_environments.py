@@ -1,17 +1,22 @@
 """Environments by name: `@register_server`, the `gym_metrics.servers` entry points (the
-examples in servers/ too), `module:Class` or `path/to/app.py:Class`."""
+examples in servers/ too), `module:Class` or `path/to/app.py:Class`.
+
+A file is loaded with its folder first on the import path (NeMo Gym environments import their
+sibling modules, as `python app.py` would let them); a syntax or import error in it is an
+InvalidInputError naming the file and line, not a crash."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from gym_metrics._registry import Registry
-from gym_metrics.errors import NotFoundError
+from gym_metrics.errors import InvalidInputError, NotFoundError
 from gym_metrics.server import SimpleResourcesServer
 
 ENTRY_POINT_GROUP = "gym_metrics.servers"
@@ -47,7 +52,11 @@ def resolve_server(target: str) -> type[SimpleResourcesServer]:
         try:
             module = importlib.import_module(module_part)
         except ImportError as exc:
-            raise NotFoundError(f"cannot import {module_part!r}: {exc}") from exc
+            if exc.name is not None and module_part.startswith(exc.name):  # the module itself is missing
+                raise NotFoundError(f"cannot import {module_part!r}: {exc}") from exc
+            raise _load_error(module_part, exc) from None
+        except SyntaxError as exc:
+            raise _load_error(module_part, exc) from None
     try:
         return _check(getattr(module, attr), target)
     except AttributeError:
@@ -60,7 +69,10 @@ def _refuse_missing_class(target: str) -> None:
     if target.endswith(".py") or "/" in target or "\\" in target:
         module = _load_file(Path(target))
     elif "." in target and _importable(target):
-        module = importlib.import_module(target)
+        try:
+            module = importlib.import_module(target)
+        except (ImportError, SyntaxError) as exc:
+            raise _load_error(target, exc) from None
     else:
         return
     found = sorted(
@@ -94,9 +106,36 @@ def _load_file(path: Path):  # type: ignore[no-untyped-def]
     if spec is None or spec.loader is None:
         raise NotFoundError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
+    folder = str(resolved.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # its sibling modules import as they would beside `python app.py`
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except (ImportError, SyntaxError) as exc:
+        del sys.modules[name]
+        raise _load_error(str(path), exc) from None
     return module
+
+
+def _load_error(what: str, exc: ImportError | SyntaxError) -> InvalidInputError:
+    """The error of an environment that does not load, as `file:line: SyntaxError: ...` (the
+    line of the user's code where it happened: the file's own, or the one importing a module
+    that is missing), for a one-line message with exit 2."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f"{exc.filename}:{exc.lineno}" if exc.lineno else exc.filename
+        reason = exc.msg
+    else:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_import_machinery(f.filename)]
+        last = frames[-1] if frames else None
+        where = f"{last.filename}:{last.lineno}" if last is not None else what
+        reason = str(exc)
+    named = "" if where.startswith(what) else f" {what}"
+    return InvalidInputError(f"cannot load the environment{named}: {where}: {type(exc).__name__}: {reason}")
+
+
+def _is_import_machinery(filename: str) -> bool:
+    return filename.startswith("<frozen ") or filename == __file__
 
 
 def _check(obj: object, target: str) -> type[SimpleResourcesServer]:

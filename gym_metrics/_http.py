@@ -5,7 +5,8 @@ that never reaches a message.
 The retry policy: a timeout per attempt; retries with exponential backoff and equal jitter
 (half fixed, half random), or the server's `Retry-After`, both capped, on the failures worth
 retrying (408, 429, 5xx or the client's narrower set, timeouts, connection errors); any other
-non-2xx fails at once, since resending the same bad request cannot succeed. The key is read
+non-2xx fails at once, since resending the same bad request cannot succeed. Retries are
+logged as one line per interval per client (`RetryLog`), not one per attempt. The key is read
 once by the name the config gives (`gym_metrics._keys`: the environment, or inside a job only
 the job's resolved secrets, each bound to its hosts), sent only as `Authorization: Bearer`,
 and masked (`scrub`, the one function every client masks it with, before any cut) in every
@@ -190,6 +191,40 @@ async def within(seconds: float, step: Awaitable[_T]) -> _T:
     return await asyncio.wait_for(step, seconds)
 
 
+class RetryLog:
+    """The retries of one client, logged as one line per `every_s` seconds, not one per
+    attempt: an unreachable endpoint behind thousands of rows would otherwise print thousands
+    of warnings. The first failure is logged at once; later ones are counted and summed up
+    (how many, the latest reason) when the interval has passed, and at `flush()`."""
+
+    every_s: ClassVar[float] = 10.0
+
+    def __init__(self, log: logging.Logger, name: str) -> None:
+        self._log, self._name = log, name
+        self._last = -float("inf")
+        self._count, self._latest, self._attempts = 0, "", 0
+
+    def failed(self, attempt: int, attempts: int, error: object, delay: float) -> None:
+        """Attempt `attempt` (1-based) of `attempts` failed with `error`; retried after `delay` s."""
+        now = time.monotonic()
+        if self._count == 0 and now - self._last >= self.every_s:
+            self._last = now
+            self._log.warning("%s attempt %d/%d failed (%s); retrying in %.2f s", self._name, attempt, attempts, error, delay)
+            return
+        self._count, self._latest, self._attempts = self._count + 1, str(error), attempts
+        if now - self._last >= self.every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Log the failures counted since the last line, if any."""
+        if self._count:
+            self._log.warning(
+                "%s: %d more attempts failed in the last %.0f s, retried (up to %d attempts per request); latest: %s",
+                self._name, self._count, max(time.monotonic() - self._last, 0.0), self._attempts, self._latest,
+            )  # fmt: skip
+            self._count, self._last = 0, time.monotonic()
+
+
 class PooledHttp:
     """Base of the HTTP clients: `await self.post_json(url, body)` -> the 2xx response, after
     the retry policy; failures raise `self.error` (an HttpError subclass) with the key scrubbed.
@@ -209,6 +244,7 @@ class PooledHttp:
         self.config = config
         self._name = name
         self._log = log or logging.getLogger("gym_metrics.http")
+        self._retries = RetryLog(self._log, name)
         self._bound = read_key(config.api_key_env, name, config.url)
         self._key = None if self._bound is None else self._bound.value
         if self._key is not None and len(self._key) < MIN_SCRUBBED_KEY:
@@ -260,10 +296,7 @@ class PooledHttp:
                         raise self.error(f"{exc} (gave up after {attempt + 1} attempts)", status=exc.status) from None
                     raise
                 delay = backoff_delay(attempt, exc.retry_after, cfg.backoff_seconds, cfg.max_backoff_seconds)
-                self._log.warning(
-                    "%s attempt %d/%d failed (%s); retrying in %.2f s",
-                    self._name, attempt + 1, cfg.max_retries + 1, exc, delay,
-                )
+                self._retries.failed(attempt + 1, cfg.max_retries + 1, exc, delay)
                 await _sleep(delay)
                 attempt += 1
 
@@ -339,7 +372,8 @@ class PooledHttp:
         return scrub_tree(data, key)
 
     async def aclose(self) -> None:
-        """Close the pooled connections (safe to call twice)."""
+        """Close the pooled connections (safe to call twice); log the retries not logged yet."""
+        self._retries.flush()
         http, self._http = self._http, None
         if http is not None:
             try:

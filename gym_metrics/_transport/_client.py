@@ -162,15 +162,23 @@ class ResourcesClient:
             raise
         return clients
 
-    async def wait_until_reachable(self, timeout: float) -> None:
+    async def wait_until_reachable(self, timeout: float, *, refused_fails_fast: bool = False) -> None:
         """Wait up to `timeout` seconds for the first connection, else raise
         ServerUnreachableError with grpc's reason: a wrong address fails in seconds instead
-        of going through every retry meant for a server that went away."""
+        of going through every retry meant for a server that went away. With
+        `refused_fails_fast` (a first connection) an address that refuses (nothing listens,
+        the name does not resolve) fails at its first failed attempt, well under a second;
+        only a peer that does not answer is waited for."""
         try:
-            await asyncio.wait_for(self._channel.channel_ready(), timeout)
+            if refused_fails_fast:
+                await asyncio.wait_for(self._ready_unless_refused(), timeout)
+            else:
+                await asyncio.wait_for(self._channel.channel_ready(), timeout)
             return
         except asyncio.TimeoutError:
-            pass
+            within = f" within {timeout:g} s"
+        except _Refused:
+            within = ""
         try:  # not waiting for ready: fails at once with the channel's last connection error
             await self._stub.GetServerInfo(pb.GetServerInfoRequest(), metadata=self._metadata, timeout=2)
             return  # it came up just now
@@ -178,7 +186,16 @@ class ResourcesClient:
             if not is_transient(exc):
                 return  # it answered (e.g. UNAUTHENTICATED): reachable; the next call reports it
             reason = f"{exc.code().name}: {exc.details()}"
-        raise ServerUnreachableError(f"cannot reach the server at {self.target} within {timeout:g} s: {reason}")
+        raise ServerUnreachableError(f"cannot reach the server at {self.target}{within}: {reason}")
+
+    async def _ready_unless_refused(self) -> None:
+        """Until the channel is READY; _Refused once a connection attempt has failed."""
+        state = self._channel.get_state(try_to_connect=True)
+        while state is not grpc.ChannelConnectivity.READY:
+            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                raise _Refused
+            await self._channel.wait_for_state_change(state)
+            state = self._channel.get_state(try_to_connect=True)
 
     async def verify(self, body: Mapping[str, Any] | str) -> dict[str, Any]:
         """Verify one rollout; returns the full verify response."""
@@ -295,6 +312,10 @@ class ResourcesClient:
             verify_response_schema=orjson.loads(info.verify_response_schema_json or "{}"),
             wants_rows=info.wants_rows,
         )
+
+
+class _Refused(Exception):
+    """A first connection attempt failed at once (refused, unresolvable): not worth waiting for."""
 
 
 def _cancelled_by_us() -> bool:

@@ -123,7 +123,7 @@ def record_to_job(record: JobRecord, rows_per_second: float = 0.0) -> pb.Job:
         spec=dict_to_spec(spec, include_rows=False),
         rows_done=record.done,
         rows_failed=record.failed,
-        rows_per_second=rows_per_second if record.state is JobState.RUNNING else 0.0,
+        rows_per_second=rows_per_second if record.state is not JobState.QUEUED else 0.0,
         error=record.error or "",
         created_unix=record.created,
         updated_unix=record.updated,

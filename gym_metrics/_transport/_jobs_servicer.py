@@ -27,8 +27,12 @@ WATCH_POLL_SECONDS = 0.25
 
 
 class ProgressHub:
-    """The executor's `on_progress` callback (called from job threads): keeps each running
-    job's last rows/s and wakes the WatchJob streams on the server's event loop."""
+    """The executor's `on_progress` callback (called from job threads): keeps each job's last
+    rows/s (a finished job keeps its last running rate: the mean over its run) and wakes the
+    WatchJob streams on the server's event loop."""
+
+    KEEP_FINISHED = 4096
+    """Finished jobs whose rate is kept (the oldest are forgotten first; see `rate`)."""
 
     def __init__(self) -> None:
         self.rates: dict[str, float] = {}
@@ -43,6 +47,10 @@ class ProgressHub:
     def __call__(self, progress: Progress) -> None:
         if progress.state is JobState.RUNNING:
             self.rates[progress.job_id] = progress.rows_per_second
+        elif progress.state.final and progress.job_id in self.rates:
+            self.rates[progress.job_id] = self.rates.pop(progress.job_id)  # kept, now the newest
+            while len(self.rates) > self.KEEP_FINISHED:
+                del self.rates[next(iter(self.rates))]
         else:
             self.rates.pop(progress.job_id, None)
         if progress.note and progress.state is JobState.RUNNING:
@@ -52,6 +60,14 @@ class ProgressHub:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.notify)
+
+    def rate(self, record: JobRecord) -> float:
+        """The job's rows/s: the last one reported; for a finished job not known here (the
+        server restarted since), its rows over the time from submission to its end."""
+        known = self.rates.get(record.id)
+        if known is not None or not record.state.final or not record.done:
+            return known or 0.0
+        return record.done / max(record.updated - record.created, 1e-3)
 
     def notify(self) -> None:
         """Wake every waiter (on the loop)."""
@@ -88,7 +104,7 @@ class JobsServicer:
         self.hub.notify()
 
     def _job(self, record: JobRecord) -> pb.Job:
-        job = record_to_job(record, self.hub.rates.get(record.id, 0.0))
+        job = record_to_job(record, self.hub.rate(record))
         note = self.hub.notes.get(record.id)
         if note and record.state is JobState.RUNNING and not job.error:
             job.error = note

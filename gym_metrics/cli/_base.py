@@ -35,7 +35,8 @@ class InputFileError(GymMetricsError):
 
 class ArgParser(argparse.ArgumentParser):
     """No abbreviations (`--num-repeat` is not `--num-repeats`), and an unknown flag is named
-    before any missing required one (argparse reports those first). Subparsers are made of the
+    in one line (with the closest known flag), before any missing required one (argparse
+    reports those first). Subparsers are made of the
     same class, so every command's parser behaves the same."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -68,7 +69,8 @@ class ArgParser(argparse.ArgumentParser):
     def _refuse(self, unknown: list[str]) -> NoReturn:
         known = [o for o in self._option_string_actions if o.startswith("--")]
         hints = [f"{u} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(u, known, n=1)) else u for u in unknown]
-        self.error(f"unrecognized arguments: {' '.join(hints)}")
+        # One line, not the usage first: the hint is what matters (the usage is one --help away).
+        self.exit(2, f"{self.prog}: error: unrecognized arguments: {' '.join(hints)}; see {self.prog} --help\n")
 
 
 def add_global_flags(parser: argparse.ArgumentParser) -> None:

@@ -60,10 +60,11 @@ def _check(ns: argparse.Namespace) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     _check(ns)
-    from gym_metrics.evaluation import evaluate, read_rows, read_scorer_config
+    from gym_metrics._progress import estimate_lines
+    from gym_metrics.evaluation import RowProgress, evaluate, read_rows, read_scorer_config
     from gym_metrics.scorers import get_scorer
 
-    scorer = get_scorer(ns.scorer, read_scorer_config(ns.scorer_config)) if ns.server is None else None
+    scorer = _scorer(ns, get_scorer, read_scorer_config) if ns.server is None else None
 
     bad_lines: list[tuple[int, str]] = []
     n_bad = 0
@@ -75,16 +76,21 @@ def run(ns: argparse.Namespace) -> int:
             bad_lines.append((number, reason))
 
     rows = read_rows(ns.input, on_bad_line)
+    total = estimate_lines(ns.input)
+    progress = RowProgress(total if ns.limit_samples is None or total is None else min(total, ns.limit_samples))
     started = time.perf_counter()
-    if scorer is not None:
-        result = evaluate(
-            scorer, rows, parallelism=ns.parallelism, limit_samples=ns.limit_samples,
-            target=ns.target_config, prompt_template=ns.prompt_template,
-        )  # fmt: skip
-    else:
-        import asyncio  # here, not at import: other commands start without it
+    try:
+        if scorer is not None:
+            result = evaluate(
+                scorer, rows, parallelism=ns.parallelism, limit_samples=ns.limit_samples,
+                target=ns.target_config, prompt_template=ns.prompt_template, progress=progress,
+            )  # fmt: skip
+        else:
+            import asyncio  # here, not at import: other commands start without it
 
-        result = asyncio.run(_remote(ns, rows))
+            result = asyncio.run(_remote(ns, rows, progress))
+    finally:
+        progress.close()
     elapsed = time.perf_counter() - started
 
     name = ns.scorer or result.metric
@@ -111,10 +117,25 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
-async def _remote(ns: argparse.Namespace, rows: Any) -> Any:
+def _scorer(ns: argparse.Namespace, get_scorer: Any, read_config: Any) -> Any:
+    """The scorer; one that needs options given none (a judge: its url and model) names
+    --scorer-config and what it needs, in one line."""
+    try:
+        return get_scorer(ns.scorer, read_config(ns.scorer_config))
+    except InvalidInputError as exc:
+        if ns.scorer_config is not None or not exc.violations:
+            raise
+        needed = ", ".join(v.field.removeprefix("config.") for v in exc.violations)
+        raise InvalidInputError(
+            f"{ns.scorer} needs options: give --scorer-config FILE, a JSON object with {needed}"
+        ) from None
+
+
+async def _remote(ns: argparse.Namespace, rows: Any, progress: Any) -> Any:
     from gym_metrics.evaluation import evaluate_remote_async
 
-    return await evaluate_remote_async(ns.server, rows, limit_samples=ns.limit_samples, token=read_token(ns.auth_token_env))
+    token = read_token(ns.auth_token_env)
+    return await evaluate_remote_async(ns.server, rows, limit_samples=ns.limit_samples, token=token, progress=progress)
 
 
 def format_scores(result: Any) -> str:

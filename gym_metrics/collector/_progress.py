@@ -1,11 +1,12 @@
-"""Progress of a collection: a live line on a terminal, periodic log lines otherwise."""
+"""Progress of a collection: a live line on a terminal, periodic log lines otherwise (the line
+itself is gym_metrics._progress's, shared with evaluate)."""
 
 from __future__ import annotations
 
-import sys
-import time
 from dataclasses import dataclass
 from typing import IO
+
+from gym_metrics._progress import ProgressLine
 
 
 @dataclass
@@ -16,17 +17,12 @@ class _AgentTally:
     errors: int = 0
 
 
-class Progress:
-    """Counts verified rollouts per agent and reports rate, running mean reward and errors."""
+class Progress(ProgressLine):
+    """Counts verified rollouts per agent and reports rate, ETA, running mean reward and errors."""
 
     def __init__(self, total: int | None, stream: IO[str] | None = None, log_every_s: float = 10.0) -> None:
-        self.total = total
-        self.stream = stream or sys.stderr
-        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.interval = 0.2 if self.live else log_every_s
+        super().__init__(total, stream, log_every_s, name="collect")
         self.agents: dict[str, _AgentTally] = {}
-        self.started = time.monotonic()
-        self._last = self.started
         self.skipped = 0
         self.generating = False
         """Whether rollouts are generated (then the line shows generated, verified, failed and
@@ -65,40 +61,15 @@ class Progress:
             self.generated_ok += 1
             self.output_tokens += output_tokens or 0
 
-    def tick(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last < self.interval:
-            return
-        self._last = now
-        line = self.summary()
-        if self.live:
-            self.stream.write("\r\x1b[2K" + line[: 160])
-        else:
-            self.stream.write(f"collect: {line}\n")
-        self.stream.flush()
-
     def summary(self) -> str:
-        elapsed = max(time.monotonic() - self.started, 1e-9)
         done = self.done
-        if self.total:
-            frac = min(done / self.total, 1.0)
-            bar = "#" * int(frac * 20)
-            head = f"[{bar:<20}] {done:,}/{self.total:,}"
-        else:
-            head = f"{done:,}"
         means = ", ".join(
             f"{name} {t.reward_sum / t.scored:.3f}" for name, t in sorted(self.agents.items()) if t.scored
         )
-        line = f"{head} rollouts, {done / elapsed:,.0f}/s, {self.errors} errors"
+        line = f"{self.head('rollouts')}, {self.errors} errors"
         if self.generating:
             line += (
                 f" | generated {self.generated_ok:,}, verified {done - self.errors:,}, "
-                f"failed {self.errors:,}, {self.output_tokens / elapsed:,.0f} tokens/s"
+                f"failed {self.errors:,}, {self.output_tokens / self.elapsed():,.0f} tokens/s"
             )
         return line + (f" | mean reward: {means}" if means else "")
-
-    def close(self) -> None:
-        self.tick(force=True)
-        if self.live:
-            self.stream.write("\n")
-            self.stream.flush()

@@ -60,13 +60,14 @@ async def connect(
 
 
 async def reachable(clients: Sequence[ResourcesClient], timeout: float, log: Log) -> list[ResourcesClient]:
-    """The clients whose server answers within `timeout` (waited for together). One server
-    unreachable fails as before; of several, those unreachable are left out (logged), and the
+    """The clients whose server answers within `timeout` (waited for together; one that refuses
+    the connection is not waited for). One server unreachable fails as before; of several, those unreachable are left out (logged), and the
     run fails only when none is reachable."""
     if len(clients) == 1:
-        await clients[0].wait_until_reachable(timeout)
+        await clients[0].wait_until_reachable(timeout, refused_fails_fast=True)
         return list(clients)
-    outcomes = await asyncio.gather(*(c.wait_until_reachable(timeout) for c in clients), return_exceptions=True)
+    waits = (c.wait_until_reachable(timeout, refused_fails_fast=True) for c in clients)
+    outcomes = await asyncio.gather(*waits, return_exceptions=True)
     for o in outcomes:
         if isinstance(o, BaseException) and not isinstance(o, ServerUnreachableError):
             raise o
@@ -120,10 +121,13 @@ def _survivors(
             if isinstance(o, BaseException):
                 log(f"collect: leaving out {c.target}: {o}")
         return up
-    reason = str(outcomes[0]).rpartition(f"within {timeout:g} s: ")[2]
+    first = str(outcomes[0])
+    _, waited, reason = first.rpartition(f"within {timeout:g} s: ")
+    if not waited:  # refused at once, not waited for
+        reason = first.partition(f"{clients[0].target}: ")[2] or first
     raise ServerUnreachableError(
-        f"cannot reach any of the {len(given)} servers ({', '.join(c.target for c in given)}) "
-        f"within {timeout:g} s; the first: {reason}"
+        f"cannot reach any of the {len(given)} servers ({', '.join(c.target for c in given)})"
+        f"{' within %g s' % timeout if waited else ''}; the first: {reason}"
     )
 
 

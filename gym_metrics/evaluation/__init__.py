@@ -7,6 +7,7 @@ from typing import Any
 
 from gym_metrics.evaluation._config import read_scorer_config
 from gym_metrics.evaluation._jsonl import read_rows
+from gym_metrics.evaluation._progress import RowProgress
 from gym_metrics.evaluation._result import EvaluationResult, Histogram, HistogramBin, Percentiles, RowFailure, ScoreMatrix, ScoreStats
 from gym_metrics.evaluation._run import RowSink, evaluate, evaluate_async, score_rows
 
@@ -26,6 +27,7 @@ __all__ = [
     "HistogramBin",
     "Percentiles",
     "RowFailure",
+    "RowProgress",
     "RowSink",
     "ScoreMatrix",
     "ScoreStats",

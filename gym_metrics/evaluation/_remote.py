@@ -17,6 +17,7 @@ from typing import Any
 
 from gym_metrics._transport import ResourcesClient
 from gym_metrics.errors import InvalidInputError
+from gym_metrics.evaluation._progress import RowProgress, Tallied
 from gym_metrics.evaluation._result import EvaluationResult, RowFailure, ScoreMatrix
 from gym_metrics.scorers import RowError
 
@@ -31,26 +32,28 @@ async def evaluate_remote_async(
     batch_size: int = 256,
     token: str | None = None,
     tls_ca: str | Path | bytes | bool | None = None,
+    progress: RowProgress | None = None,
 ) -> EvaluationResult:
     """Score `dataset` through the environment at `target` ("host:port", or an open client
-    whose connection the caller keeps).
+    whose connection the caller keeps); `progress` is told of every row as it finishes.
 
     The result is named after the environment (GetServerInfo's name)."""
     if limit_samples is not None and limit_samples < 0:
         raise InvalidInputError(f"limit_samples must be >= 0, got {limit_samples}")
     rows = dataset if limit_samples is None else islice(dataset, limit_samples)
     if isinstance(target, ResourcesClient):
-        return await _score(target, rows, batch_size)
+        return await _score(target, rows, batch_size, progress)
     async with ResourcesClient(target, token=token, tls_ca=tls_ca) as client:
-        return await _score(client, rows, batch_size)
+        return await _score(client, rows, batch_size, progress)
 
 
 async def _score(
-    client: ResourcesClient, rows: Iterable[Mapping[str, Any] | RowError], batch_size: int
+    client: ResourcesClient, rows: Iterable[Mapping[str, Any] | RowError], batch_size: int, progress: RowProgress | None
 ) -> EvaluationResult:
     info = await client.server_info()
     names = score_fields(info.verify_response_schema)
-    scores = ScoreMatrix(names)
+    matrix = ScoreMatrix(names)
+    scores: ScoreMatrix | Tallied = matrix if progress is None else Tallied(matrix, progress)
     count = 0
 
     def items() -> Iterator[tuple[int, int, Mapping[str, Any]]]:
@@ -70,7 +73,7 @@ async def _score(
             scores.add(outcome.task_index, None, RowFailure("verify", reason))
         else:
             scores.add(outcome.task_index, {n: _number(outcome.response.get(n)) for n in names}, None)
-    return scores.result(info.name, count)
+    return matrix.result(info.name, count)
 
 
 def score_fields(response_schema: Mapping[str, Any]) -> tuple[str, ...]:

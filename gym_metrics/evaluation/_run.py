@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gym_metrics._eager import start_eagerly
 from gym_metrics.errors import InvalidInputError
+from gym_metrics.evaluation._progress import RowProgress, Tallied
 from gym_metrics.evaluation._result import EvaluationResult, RowFailure, ScoreMatrix
 from gym_metrics.scorers import RowError, Scorer, get_scorer
 
@@ -42,6 +43,7 @@ def evaluate(
     limit_samples: int | None = None,
     target: TargetSpec | None = None,
     prompt_template: TemplateSpec | None = None,
+    progress: RowProgress | None = None,
 ) -> EvaluationResult:
     """Score every row of `dataset` with `metric`; see `evaluate_async`.
 
@@ -50,7 +52,7 @@ def evaluate(
     """
     coro = evaluate_async(
         metric, dataset, config=config, parallelism=parallelism, limit_samples=limit_samples,
-        target=target, prompt_template=prompt_template,
+        target=target, prompt_template=prompt_template, progress=progress,
     )  # fmt: skip
     try:
         asyncio.get_running_loop()
@@ -69,6 +71,7 @@ async def evaluate_async(
     limit_samples: int | None = None,
     target: TargetSpec | None = None,
     prompt_template: TemplateSpec | None = None,
+    progress: RowProgress | None = None,
 ) -> EvaluationResult:
     """Score every row of `dataset` with `metric` (an instance, or a registered name plus
     `config`), at most `parallelism` rows at a time, the first `limit_samples` rows only if
@@ -80,7 +83,8 @@ async def evaluate_async(
 
     A row that raises (RowError or anything else) gets NaN scores and its error; a dataset item
     that is itself a RowError (e.g. an unreadable JSONL line) is recorded the same way. The
-    metric's `aclose()` is called once at the end.
+    metric's `aclose()` is called once at the end. `progress` (a RowProgress) is told of
+    every row as it finishes; the caller closes it.
     """
     if parallelism < 1:
         raise InvalidInputError(f"parallelism must be >= 1, got {parallelism}")
@@ -94,7 +98,7 @@ async def evaluate_async(
         raise InvalidInputError("config goes with a metric name; an instance is already configured")
     try:
         rows = dataset if limit_samples is None else islice(dataset, limit_samples)
-        return await _score_all(metric, rows, parallelism, target, prompt_template)
+        return await _score_all(metric, rows, parallelism, target, prompt_template, progress)
     finally:
         await metric.aclose()
 
@@ -137,10 +141,14 @@ async def score_rows(
         await online.aclose()
 
 
-async def _score_all(metric: Scorer, rows: Iterable[Any], parallelism: int, target: TargetSpec | None, prompt_template: TemplateSpec | None) -> EvaluationResult:
+async def _score_all(
+    metric: Scorer, rows: Iterable[Any], parallelism: int, target: TargetSpec | None, prompt_template: TemplateSpec | None,
+    progress: RowProgress | None,
+) -> EvaluationResult:  # fmt: skip
     scores = ScoreMatrix(metric.score_names)
     counted = _Counted(rows)
-    await score_rows(metric, counted, scores, parallelism=parallelism, target=target, prompt_template=prompt_template)
+    sink: RowSink = scores if progress is None else Tallied(scores, progress)
+    await score_rows(metric, counted, sink, parallelism=parallelism, target=target, prompt_template=prompt_template)
     return scores.result(metric.name or type(metric).__name__, counted.n)
 
 

@@ -158,7 +158,7 @@ def test_never_reachable_server_exits_4_after_the_connect_timeout(tmp_path: Path
     started = time.monotonic()
     proc = run_collect(port, src, tmp_path / "out.jsonl", "--connect-timeout", "1")
     assert proc.returncode == 4, proc.stderr
-    assert f"error: cannot reach the server at 127.0.0.1:{port} within 1 s: UNAVAILABLE" in proc.stderr
+    assert f"error: cannot reach the server at 127.0.0.1:{port}: UNAVAILABLE" in proc.stderr  # refused: not waited for
     assert "retry" not in proc.stderr and "Traceback" not in proc.stderr
     assert time.monotonic() - started < 25  # not the ~30 s of the whole retry budget
 

@@ -54,7 +54,8 @@ def test_submit_watch_get_and_result_match_evaluate(server: JobServerThread) -> 
         got = client.get(job.job_id)
         result = client.result(job.job_id)
     assert seen[-1].final and all(not s.final for s in seen[:-1])
-    assert (got.state, got.done, got.failed, got.total, got.rows_per_second) == ("SUCCEEDED", 41, 1, 41, 0.0)
+    assert (got.state, got.done, got.failed, got.total) == ("SUCCEEDED", 41, 1, 41)
+    assert got.rows_per_second > 0  # a finished job keeps its rate (it was 0.0)
     assert "rows" not in orjson.dumps(got.spec).decode()
     assert result == evaluate("tool_call_accuracy", rows, parallelism=4).to_dict()
 

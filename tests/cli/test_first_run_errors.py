@@ -1,0 +1,125 @@
+"""A first run's errors say what to do (issue 24, item 9): a broken environment file is exit 2
+naming its file and line; `serve FILE.py` imports the file's sibling modules; `report` given
+rollouts asks for the metrics file; a refused connection fails at once (exit 4); an unknown
+flag is one line; a judge without its config names --scorer-config; an unreachable policy
+logs one summary line, not a warning per rollout per attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gym_metrics import ResourcesClient, cli
+from gym_metrics.targets import GenerationError, ModelTarget, ModelTargetConfig
+from gym_metrics.testing import serve_environment
+
+ENV = """\
+from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
+{extra}
+
+class Env(SimpleResourcesServer):
+    async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
+        return BaseVerifyResponse(**body.model_dump(), reward={reward})
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:  # nobody listens on it once closed
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("source", "line", "kind"),
+    [
+        (ENV.format(extra="def broken(:\n    pass", reward="1.0"), 2, "SyntaxError"),
+        (ENV.format(extra="import no_such_module_for_gym_metrics_tests", reward="1.0"), 2, "ModuleNotFoundError"),
+    ],
+)
+def test_a_broken_environment_file_is_exit_2_naming_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str, line: int, kind: str
+) -> None:
+    app = tmp_path / "app.py"
+    app.write_text(source)
+    assert cli.main(["serve", f"{app}:Env", "--port", "0"]) == 2
+    message = one_error_line(capsys.readouterr().err)
+    assert f"{app}:{line}: {kind}" in message and "internal error" not in message, message
+
+
+async def test_serve_file_imports_its_sibling_modules(tmp_path: Path) -> None:
+    folder = tmp_path / "my_env"
+    folder.mkdir()
+    (folder / "gm24_sibling_reward.py").write_text("REWARD = 0.75\n")
+    (folder / "app.py").write_text(ENV.format(extra="from gm24_sibling_reward import REWARD", reward="REWARD"))
+    try:
+        async with serve_environment(f"{folder / 'app.py'}:Env") as server, ResourcesClient(server.address) as client:
+            answer = await client.verify({"responses_create_params": {"input": "q"}, "response": {"output": []}})
+    finally:
+        sys.path[:] = [p for p in sys.path if p != str(folder)]
+        sys.modules.pop("gm24_sibling_reward", None)
+    assert answer["reward"] == 0.75
+
+
+def test_report_given_rollouts_asks_for_the_metrics_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rollouts = tmp_path / "run.jsonl"
+    rollouts.write_text(json.dumps({"agent_ref": {"name": "a"}, "_ng_task_index": 0, "reward": 1.0}) + "\n")
+    assert cli.main(["report", str(rollouts)]) == 2
+    message = one_error_line(capsys.readouterr().err)
+    assert "_aggregate_metrics.json" in message and str(rollouts) in message, message
+
+
+def test_a_refused_connection_fails_at_once_with_exit_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"agent_ref": {"name": "a"}, "response": {"output": []}}) + "\n")
+    port = free_port()
+    started = time.monotonic()
+    code = cli.main(["collect", "--server", f"127.0.0.1:{port}", "--connect-timeout", "60",
+                     "--input", str(src), "--output", str(tmp_path / "out.jsonl")])  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert code == 4
+    message = one_error_line(capsys.readouterr().err)
+    assert f"cannot reach the server at 127.0.0.1:{port}: UNAVAILABLE" in message and "within" not in message, message
+    assert elapsed < 30  # not the 60 s of --connect-timeout: nothing listens, nothing to wait for
+
+
+def test_an_unknown_flag_is_one_line_with_the_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["collect", "--num-repeat", "3", "--server", "x:1"]) == 2
+    message = one_error_line(capsys.readouterr().err)
+    assert "unrecognized arguments: --num-repeat (did you mean --num-repeats?)" in message
+    assert "usage:" not in message
+
+
+def test_a_judge_scorer_without_its_config_names_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "rows.jsonl"
+    src.write_text(json.dumps({"user_input": "q", "response": "a", "reference": "a"}) + "\n")
+    assert cli.main(["evaluate", "--scorer", "answer_accuracy", "--input", str(src)]) == 2
+    message = one_error_line(capsys.readouterr().err)
+    assert "--scorer-config" in message and "url" in message and "model" in message, message
+
+
+async def test_an_unreachable_policy_logs_a_summary_not_a_line_per_attempt(caplog: pytest.LogCaptureFixture) -> None:
+    config = ModelTargetConfig(
+        url=f"http://127.0.0.1:{free_port()}/v1", model="m", max_retries=2, backoff_seconds=0.001, max_backoff_seconds=0.002
+    )
+    target = ModelTarget(config, lean_http=True)
+    with caplog.at_level(logging.WARNING, logger="gym_metrics.targets"):
+        outcomes = await asyncio.gather(*(target.generate({"input": "q"}) for _ in range(30)), return_exceptions=True)
+        await target.aclose()
+    assert all(isinstance(o, GenerationError) for o in outcomes)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings  # was 60: one per rollout per retry
+    assert "attempt 1/3 failed" in warnings[0] and "cannot reach the model" in warnings[0]
+    assert "59 more attempts failed" in warnings[1] and "cannot reach the model" in warnings[1]
