@@ -15,7 +15,7 @@ from gym_metrics._json import loads
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.evaluation import evaluate, evaluate_async, read_rows
 from gym_metrics.scorers import RowError
-from gym_metrics.sdk._jobs import Job, LocalJob, RemoteJob
+from gym_metrics.sdk._jobs import Job, JobError, LocalJob, RemoteJob, outcome
 from gym_metrics.sdk._metrics import Metric
 from gym_metrics.sdk._models import Agent, Model, RunConfig, target_config
 from gym_metrics.sdk._result import EvaluationResult
@@ -137,7 +137,9 @@ class Evaluator:
         self, metric: Metric, dataset: Dataset, config: RunConfig | None = None,
         target: Model | Agent | None = None, prompt_template: Mapping[str, Any] | None = None,
     ) -> EvaluationResult:  # fmt: skip
-        """Score `dataset` with `metric` and return the result (on a server: submit and wait)."""
+        """Score `dataset` with `metric` and return the result (on a server: submit and wait).
+        The same outcome here and on a server: a run whose every row failed raises JobError
+        (state FAILED, the rows in `error.result`), as `submit(...).get_result()` does."""
         request = Request.of(metric, config, target, prompt_template)
         if self.server is not None:
             job = self._submit_remote(request, dataset)
@@ -148,7 +150,10 @@ class Evaluator:
             name, load_dataset(dataset), config=scorer_config, parallelism=request.run.parallelism,
             limit_samples=request.run.limit_samples, target=request.target, prompt_template=request.prompt_template,
         )  # fmt: skip
-        return EvaluationResult.from_document(evaluated.to_dict(), metric.result_names())
+        state, result, error = outcome(evaluated, metric.result_names())
+        if error is not None:
+            raise JobError("local-run", state, error, result)
+        return result
 
     def submit(
         self, metric: Metric, dataset: Dataset, config: RunConfig | None = None,

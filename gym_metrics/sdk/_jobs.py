@@ -4,6 +4,9 @@
 `LocalJob` runs the evaluation in a background thread of this process (its own event loop),
 so a script written for durable jobs runs unchanged without a server; it ends with the
 process. `RemoteJob` is a job on a `gym-metrics jobs serve` server, which outlives the client.
+
+Both end the same way for the same job: a job whose every row failed is FAILED (as the job
+server decides), and its `get_result()` raises JobError carrying the rows (`error.result`).
 """
 
 from __future__ import annotations
@@ -24,13 +27,27 @@ FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
 
 class JobError(GymMetricsError):
-    """A job's result was asked for when it has none: not finished, failed or cancelled."""
+    """A job's result was asked for when it has none: not finished, failed or cancelled.
+    `result` holds the rows of a job that FAILED because every row did (each with its
+    error); None otherwise."""
 
-    def __init__(self, name: str, state: str, error: str | None = None) -> None:
+    def __init__(self, name: str, state: str, error: str | None = None, result: EvaluationResult | None = None) -> None:
         detail = f": {error}" if error else ""
         hint = " (call wait_until_done() first)" if state not in FINAL_STATES else ""
         super().__init__(f"job {name} is {state}{detail}{hint}")
-        self.name, self.state, self.error = name, state, error
+        self.name, self.state, self.error, self.result = name, state, error, result
+
+
+def every_row_failed(rows: int, failed: int) -> str | None:
+    """Why a job whose rows all failed is FAILED (the job server's words); None if it is not."""
+    return f"every row failed ({failed} of {rows}); see the row errors" if rows and failed == rows else None
+
+
+def outcome(evaluated: Evaluated, names: Mapping[str, str] | None) -> tuple[str, EvaluationResult, str | None]:
+    """(final state, result, error) of a finished evaluation, as a job server ends it."""
+    result = EvaluationResult.from_document(evaluated.to_dict(), names)
+    error = every_row_failed(len(evaluated), len(evaluated.errors))
+    return ("FAILED" if error else "SUCCEEDED"), result, error
 
 
 class Job(Protocol):
@@ -67,9 +84,8 @@ class LocalJob:
 
     def _run(self) -> None:
         try:
-            evaluated = asyncio.run(self._main())
-            result = EvaluationResult.from_document(evaluated.to_dict(), self._names)
-            self._finish("SUCCEEDED", result=result)
+            state, result, error = outcome(asyncio.run(self._main()), self._names)
+            self._finish(state, result=result, error=error)
         except asyncio.CancelledError:
             self._finish("CANCELLED")
         except Exception as exc:  # noqa: BLE001  # the job's error, reported by status / get_result
@@ -102,8 +118,8 @@ class LocalJob:
 
     def get_result(self) -> EvaluationResult:
         with self._lock:
-            if self._result is None:
-                raise JobError(self.name, self._state, self._error)
+            if self._result is None or self._state != "SUCCEEDED":
+                raise JobError(self.name, self._state, self._error, self._result)
             return self._result
 
     def cancel(self) -> str:
@@ -149,11 +165,14 @@ class RemoteJob:
     def get_result(self) -> EvaluationResult:
         info = self.info()
         if info.state != "SUCCEEDED":
-            raise JobError(self.name, str(info.state), info.error)
+            rows = None
+            if info.state == "FAILED" and every_row_failed(info.total or 0, info.failed):
+                rows = EvaluationResult.from_document(self._client.result(self.name), self._names)
+            raise JobError(self.name, str(info.state), info.error, rows)
         return EvaluationResult.from_document(self._client.result(self.name), self._names)
 
     def cancel(self) -> str:
         return str(self._client.cancel(self.name).state)
 
 
-__all__ = ["FINAL_STATES", "Job", "JobError", "LocalJob", "RemoteJob"]
+__all__ = ["FINAL_STATES", "Job", "JobError", "LocalJob", "RemoteJob", "every_row_failed", "outcome"]
