@@ -155,12 +155,12 @@ class SimpleResourcesServer:
         model = self.verify_request_model()
         try:
             if isinstance(body, (str, bytes)):
-                return model.model_validate_json(body)
+                return _without_outputs(model.model_validate_json(body), self.verify_response_model())
             if not isinstance(body, Mapping):
                 raise InvalidInputError(
                     "verify body must be a JSON object", [FieldViolation("body_json", f"got {type(body).__name__}", row)]
                 )
-            return model.model_validate(body)
+            return _without_outputs(model.model_validate(body), self.verify_response_model())
         except pydantic.ValidationError as exc:
             first = exc.errors()[0]
             if first["type"] == "json_invalid":
@@ -244,6 +244,35 @@ def _annotation(func: Any, param: str, default: type[_Model]) -> type[_Model]:
             param = params[1]
     hint = hints.get(param)
     return hint if isinstance(hint, type) and issubclass(hint, default) else default
+
+
+_Request = TypeVar("_Request", bound=BaseVerifyRequest)
+
+
+def _without_outputs(request: _Request, response_model: type[BaseVerifyResponse]) -> _Request:
+    """The request without the unknown fields that are the response's: a rollouts file being
+    re-scored carries the last verify's outputs (`reward`, `num_expected`), which NeMo Gym's
+    request models never see (they ignore unknown fields), and which would meet the same
+    keywords in the common `Response(**body.model_dump(), reward=..., ...)`. Other unknown
+    fields stay, as the request model keeps them."""
+    extra = request.__pydantic_extra__
+    if extra:
+        for name in _output_names(type(request), response_model) & extra.keys():
+            del extra[name]
+    return request
+
+
+@functools.lru_cache(maxsize=None)
+def _output_names(request_model: type[pydantic.BaseModel], response_model: type[pydantic.BaseModel]) -> frozenset[str]:
+    """Field names (and aliases) of the response model that the request model does not declare."""
+
+    def names(model: type[pydantic.BaseModel]) -> set[str]:
+        found = set(model.model_fields)
+        found.update(f.alias for f in model.model_fields.values() if f.alias)
+        found.update(f.validation_alias for f in model.model_fields.values() if isinstance(f.validation_alias, str))
+        return found
+
+    return frozenset(names(response_model) - names(request_model))
 
 
 def _violations(exc: pydantic.ValidationError, root: str, row: int | None) -> list[FieldViolation]:

@@ -22,6 +22,7 @@ import pytest
 
 from gym_metrics._environments import ENVIRONMENTS, resolve_server
 from gym_metrics._transport._client import ResourcesClient
+from gym_metrics.collector._rows import written_row
 from gym_metrics.server import SimpleResourcesServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,4 +125,5 @@ async def test_the_documented_rows_are_real(serve_env: Any, isolated: pytest.Mon
     port, _ = await serve_env(example_env(run_block(env_block(), "readme_env", isolated))())
     async with ResourcesClient(f"127.0.0.1:{port}") as client:
         verified = await client.verify(input_row)
-    assert output_row == {**input_row, **verified}
+    assert output_row == written_row(input_row, verified)  # what collect writes (collector/_rows.py)
+    assert list(output_row) == list(written_row(input_row, verified))  # in its order too

@@ -63,9 +63,10 @@ async def collect_file(src: Path, out: Path, env: SimpleResourcesServer | None =
 async def test_collect_and_aggregate_write_the_same_file(src: Path, tmp_path: Path) -> None:
     """Every rollout file of tests/data, through both commands' paths: `aggregate` in-process,
     `collect` through a server (rows without a numeric reward verified by a pass-through
-    environment, so they do not change): the same metrics file, byte for byte."""
+    environment, so they do not change, written whole with --keep-input-fields: by default the
+    echoed fields would come in the request model's order): the same metrics file, byte for byte."""
     offline, _, _ = aggregate_file(shutil.copyfile(src, tmp_path / src.name), tmp_path / "offline.json")
-    result = await collect_file(src, tmp_path / "out.jsonl", PassThroughEnv())
+    result = await collect_file(src, tmp_path / "out.jsonl", PassThroughEnv(), keep_input_fields=True)
     lines = [x for x in src.read_bytes().splitlines() if x.strip()]
     assert result.verified + result.passed_through == len(lines) and not result.bad_lines
     assert result.metrics_path.read_bytes() == offline.read_bytes()
@@ -73,8 +74,8 @@ async def test_collect_and_aggregate_write_the_same_file(src: Path, tmp_path: Pa
 
 async def test_the_pass_through_environment_leaves_rows_as_they_are(tmp_path: Path) -> None:
     src = DATA / "nemo_gym_extra" / "reward_types.jsonl"
-    result = await collect_file(src, tmp_path / "out.jsonl", PassThroughEnv())
-    assert result.verified == 6  # "1.0", null, an object, a list, "pass", no reward (NaN and bools are numbers)
+    result = await collect_file(src, tmp_path / "out.jsonl", PassThroughEnv(), keep_input_fields=True)
+    assert result.verified == 2  # null and no reward ("1.0", an object, a list, "pass" are scored rows: data)
     written = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
     given = [json.loads(x) for x in src.read_text().splitlines()]
     assert all(written[(r["_ng_task_index"], r["_ng_rollout_index"])] == r for r in given if r.get("reward") == r.get("reward"))
@@ -136,7 +137,8 @@ async def test_a_repeated_scored_rollout_names_its_input_lines(tmp_path: Path) -
     with pytest.raises(InvalidInputError) as exc:
         await collect_file(src, tmp_path / "out.jsonl")
     v = exc.value.violations[0]
-    assert (v.row_name, v.row) == ("input line", 21) and "first at input line 3" in v.description
+    assert (v.row_name, v.row) == ("line", 21) and "first at line 3" in v.description
+    assert not (tmp_path / "out.jsonl").exists()  # found before anything was written
 
 
 async def test_copied_lines_are_the_input_bytes(tmp_path: Path) -> None:

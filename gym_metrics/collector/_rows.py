@@ -1,0 +1,34 @@
+"""The output row of a verified rollout: what NeMo Gym 0.7.0's collection writes, or (with
+`collect --keep-input-fields`) the whole input row under the verify response."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gym_metrics.aggregate import ROLLOUT_KEY, TASK_KEY
+
+CARRIED_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref", "task_source", "skills_ref", "_ng_attempt_index", "_ng_rollout_id")
+"""The input row's keys NeMo Gym 0.7.0's collection copies onto the verify response it writes
+(`nemo_gym/rollout_collection.py`), when the row has them."""
+REQUEST_KEYS = ("responses_create_params", "response")
+"""Taken from the request when the verify response lacks them (NeMo Gym's response model
+always has both: its environments echo the request)."""
+
+
+def written_row(request: dict[str, Any], response: dict[str, Any], keep_input_fields: bool = False) -> dict[str, Any]:
+    """The output row of a verified rollout, as NeMo Gym's collection writes it: the verify
+    response, the request's `responses_create_params` and `response` where it has none, and
+    the collector's keys (indices, agent_ref, ...). Other input columns (a dataset's `id`) are
+    not written, so they are not aggregated either. `keep_input_fields` (`collect
+    --keep-input-fields`, what 0.1.0 always wrote): the whole input row under the response's
+    fields."""
+    if keep_input_fields:
+        return {**request, **response}
+    row = dict(response)
+    for key in REQUEST_KEYS:
+        if key not in row and key in request:
+            row[key] = request[key]
+    for key in CARRIED_KEYS:
+        if key in request:
+            row[key] = request[key]
+    return row
