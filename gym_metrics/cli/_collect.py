@@ -44,6 +44,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
     p.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify counts as reward 0")
     p.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries in the metrics")
+    p.add_argument(
+        "--keep-input-fields", action="store_true",
+        help="write each verified rollout as its whole input row plus the verify response (every input column "
+        "is then aggregated too); default: the verify response and the collector's keys, as NeMo Gym writes",
+    )  # fmt: skip
     p.add_argument("--batch-size", type=positive_int, default=256, help="rollouts per VerifyStream batch")
     p.add_argument("--max-in-flight", type=positive_int, default=8, help="unanswered batches at most")
     p.add_argument(
@@ -124,8 +129,7 @@ def policy_config(ns: argparse.Namespace) -> Any:
 
 
 def _check_inputs(ns: argparse.Namespace) -> None:
-    """Bad policy flags, and --num-repeats with an input that already has indices, are
-    refused before any connection; so is a --server given twice."""
+    """Bad policy flags are refused before any connection; so is a --server given twice."""
     from gym_metrics.errors import FieldViolation, InvalidInputError
 
     twice = sorted({s for s in ns.server if ns.server.count(s) > 1})
@@ -133,10 +137,6 @@ def _check_inputs(ns: argparse.Namespace) -> None:
         raise InvalidInputError("each --server once (a replica listed twice would get twice the batches)",
                                 [FieldViolation("--server", f"{s} given twice") for s in twice])  # fmt: skip
     ns.policy = policy_config(ns)
-    if ns.num_repeats is not None:
-        from gym_metrics.collector import check_repeats_input
-
-        check_repeats_input(ns.input)
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -152,6 +152,7 @@ def run(ns: argparse.Namespace) -> int:
         on_bad_line=ns.on_bad_line,
         count_errors_as_zero=ns.count_errors_as_zero,
         include_rollout_infos=not ns.no_rollout_infos,
+        keep_input_fields=ns.keep_input_fields,
         batch_size=ns.batch_size,
         max_in_flight=ns.max_in_flight,
         connections=ns.connections,

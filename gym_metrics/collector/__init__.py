@@ -6,9 +6,8 @@ the output column-wise and streams each agent through AggregateMetrics. Every ro
 flushed, so a killed run resumes (`resume=True`) where it stopped and ends with the same bytes.
 """
 
-from gym_metrics.collector._input import check_repeats_input
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._run import CollectOptions, CollectResult, collect, collect_async, estimate_total
 from gym_metrics.collector._verify import RetryPolicy
 
-__all__ = ["CollectOptions", "CollectResult", "Progress", "RetryPolicy", "check_repeats_input", "collect", "collect_async", "estimate_total"]
+__all__ = ["CollectOptions", "CollectResult", "Progress", "RetryPolicy", "collect", "collect_async", "estimate_total"]

@@ -1,13 +1,13 @@
 """Read the collector's input JSONL line by line: each line is a task or a rollout of an agent.
 
-A line with a top-level numeric `reward` is already verified and goes straight to the output;
-any other line is a verify request. Task lines (no task index) take their line position as the
-task index, as NeMo Gym does, and `--num-repeats K` expands each line into rollouts 0..K-1.
+A line with a top-level `reward` (any JSON value but null: `"1.0"` is data, kept as it is) is
+already verified and goes straight to the output; any other line is a verify request. Task and
+rollout indices are assigned as NeMo Gym does (collector/_keys.py), and `--num-repeats K`
+expands each line into K rollouts.
 """
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,6 +36,7 @@ from gym_metrics.aggregate import (
     read_chunks,
     row_index_value,
 )
+from gym_metrics.collector._keys import FixedKeys, Indexer, is_scored, line_identity, may_hold_key
 from gym_metrics.errors import InvalidInputError
 
 
@@ -89,17 +90,17 @@ CHUNK_BYTES = 16 << 20
 
 
 def read_input(
-    path: Path, num_repeats: int | None, default_agent: str | None = None
+    path: Path, num_repeats: int | None, default_agent: str | None = None, fixed: FixedKeys | None = None
 ) -> Iterator[Rollout | BadLine | ScoredLines]:
     """The input in file order, a chunk of whole lines at a time (memory stays bounded).
 
     Lines that already carry a numeric reward and their `_ng_` indices are recognised
-    column-wise and come back as ScoredLines; every other line is parsed on its own. With
-    `num_repeats`, an input whose first line already has indices is refused (InvalidInputError).
-    `default_agent` names the lines without an agent_ref (otherwise they are bad lines).
+    column-wise and come back as ScoredLines; every other line is parsed on its own and gets
+    its indices from an Indexer (`fixed`: the keys of scored lines, `find_fixed_keys`, which
+    counted rollout indices pass over). `default_agent` names the lines without an agent_ref
+    (otherwise they are bad lines).
     """
-    if num_repeats is not None:
-        check_repeats_input(path)
+    indexer = Indexer(fixed)
     for line_no, chunk, starts, ends, scored in _prepared(path, num_repeats is None, default_agent):
         if scored is not None:
             keep, found = scored
@@ -108,11 +109,12 @@ def read_input(
         for i in range(len(starts)):
             if scored is not None and keep[i]:
                 continue
-            raw = chunk[starts[i] : ends[i]].strip()
+            start, end = int(starts[i]), int(ends[i])
+            raw = chunk[start:end].strip()
             if not raw:
                 continue
             try:
-                yield from _rollouts(raw, line_no + i + 1, num_repeats, default_agent)
+                yield from _rollouts(raw, line_no + i + 1, num_repeats, default_agent, indexer, (chunk, start, end))
             except _Bad as bad:
                 yield BadLine(line_no + i + 1, bad.field, bad.reason)
 
@@ -150,37 +152,6 @@ def _prepared(path: Path, column_wise: bool, default_agent: str | None) -> Itera
 def _finished(item: tuple[int, bytes, np.ndarray, np.ndarray, Future[Any] | None]) -> Prepared:
     line_no, chunk, starts, ends, job = item
     return line_no, chunk, starts, ends, None if job is None else job.result()
-
-
-def check_repeats_input(path: Path) -> None:
-    """`--num-repeats` expands task lines into rollouts: refuse, before any work, an input whose
-    first line already has indices (a rollouts file: it would be expanded into duplicate keys
-    and the error would blame the input). A later task line's own task index is kept and its
-    rollout index replaced, as before."""
-    with path.open("rb") as f:
-        for line_no, raw in enumerate(f, 1):
-            raw = raw.removeprefix(BOM).strip()
-            if not raw:
-                continue
-            try:
-                row = parse_row(raw)
-            except ValueError:
-                return  # a bad line: reported as such by the reader
-            keys = _index_keys(row) if isinstance(row, dict) else []
-            if keys:
-                raise InvalidInputError(
-                    f"{path}: --num-repeats expands tasks into rollouts, but line {line_no} already has "
-                    f"{_index_kind(keys)} ({', '.join(keys)}); drop --num-repeats or the indices"
-                )
-            return
-
-
-def _index_keys(row: dict[str, Any]) -> list[str]:
-    return [k for k in (*TASK_KEY_ALIASES, *ROLLOUT_KEY_ALIASES) if row.get(k) is not None]
-
-
-def _index_kind(keys: list[str]) -> str:
-    return "rollout indices" if any(k in ROLLOUT_KEY_ALIASES for k in keys) else "task indices"
 
 
 def _scored_lines(
@@ -234,33 +205,52 @@ def _scored_lines(
     return keep, found
 
 
-_ASCII_ESCAPE = re.compile(rb"\\u00[2-7][0-9a-fA-F]")
-"""A JSON escape of a printable ASCII character (how a key could spell `reward` unliterally)."""
-
-
-def may_hold_key(chunk: bytes, key: bytes) -> bool:
-    """False only when no JSON object in `chunk` can have the key `key` (printable ASCII):
-    its text is absent and no printable ASCII character is written as a \\u escape."""
-    return key + b'"' in chunk or _ASCII_ESCAPE.search(chunk) is not None
-
-
 class _Bad(Exception):
     def __init__(self, field: str, reason: str) -> None:
         self.field, self.reason = field, reason
 
 
-def _rollouts(raw: bytes, line_no: int, num_repeats: int | None, default_agent: str | None = None) -> Iterator[Rollout]:
+Where = tuple[bytes, int, int]
+"""(chunk, start, end) of a line: its text as NeMo Gym compares lines is `line_identity(*where)`."""
+
+
+def _rollouts(
+    raw: bytes, line_no: int, num_repeats: int | None, default_agent: str | None, indexer: Indexer, where: Where
+) -> Iterator[Rollout]:
     try:
         row = parse_row(raw)
     except ValueError as exc:
         raise _Bad("json", bad_json_reason(exc)) from None
     if not isinstance(row, dict):
         raise _Bad("row", f"expected a JSON object, got {type(row).__name__}")
-    keys = _plain_keys(row) if num_repeats is None else None
-    if keys is not None:  # what the checks below find for it, found once; the row needs no copy
-        reward = row.get("reward")
-        yield Rollout(*keys, row, isinstance(reward, (int, float)), raw, line_no)
+    scored = num_repeats is None and is_scored(row)  # any reward but null
+    keys = _plain_keys(row)
+    if keys is not None and scored:  # a finished rollout with its keys (a fixed key); no copy
+        yield Rollout(*keys, row, True, raw, line_no)
         return
+    task: int | None
+    if keys is not None:
+        agent, task = keys[0], keys[1]
+    else:
+        agent = _agent(row, default_agent)
+        try:
+            task = _given_task(row, scored)
+            if scored and task is not None and _has_any(row, ROLLOUT_KEY_ALIASES):
+                rollout = row_index_value(row, ROLLOUT_KEY_ALIASES)
+                keeps_raw = row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == rollout
+                yield Rollout(agent, task, rollout, _with_keys(row, task, rollout), True, raw if keeps_raw else None, line_no)
+                return
+        except InvalidInputError as exc:
+            v = exc.violations[0]
+            raise _Bad(v.field, v.description) from None
+        if task is None:
+            task = indexer.task_of(line_identity(*where))
+    for r in indexer.rollouts(task, num_repeats or 1):
+        keeps_raw = row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == r
+        yield Rollout(agent, task, r, _with_keys(row, task, r), scored, raw if keeps_raw else None, line_no)
+
+
+def _agent(row: dict[str, Any], default_agent: str | None) -> str:
     problem = agent_problem(row, default_agent)
     if problem:
         raise _Bad("agent_ref.name", problem)
@@ -268,21 +258,19 @@ def _rollouts(raw: bytes, line_no: int, num_repeats: int | None, default_agent: 
     agent = default_agent if agent is None else agent
     if not agent:
         raise _Bad("agent_ref.name", "is empty: every line must name its agent")
-    try:
-        task = row_index_value(row, TASK_KEY_ALIASES) if _has_any(row, TASK_KEY_ALIASES) else line_no - 1
-        given_rollout = row_index_value(row, ROLLOUT_KEY_ALIASES) if _has_any(row, ROLLOUT_KEY_ALIASES) else None
-    except InvalidInputError as exc:
-        v = exc.violations[0]
-        raise _Bad(v.field, v.description) from None
-    reward = row.get("reward")
-    verified = isinstance(reward, (int, float)) and num_repeats is None
-    if num_repeats is None:
-        rollout = given_rollout if given_rollout is not None else 0
-        keeps_raw = row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == rollout
-        yield Rollout(agent, task, rollout, _with_keys(row, task, rollout), verified, raw if keeps_raw else None, line_no)
-        return
-    for r in range(num_repeats):
-        yield Rollout(agent, task, r, _with_keys(row, task, r), False, line=line_no)
+    return agent
+
+
+def _given_task(row: dict[str, Any], scored: bool) -> int | None:
+    """The line's own task index: for a line to verify, its `_ng_task_index` (as NeMo Gym: a
+    `task_index` column is data there); for a scored line (a rollout), any index `aggregate`
+    reads. None: the line has none (null counts as none). A rollout index of a scored line is
+    checked too."""
+    if scored:
+        if _has_any(row, ROLLOUT_KEY_ALIASES):
+            row_index_value(row, ROLLOUT_KEY_ALIASES)
+        return row_index_value(row, TASK_KEY_ALIASES) if _has_any(row, TASK_KEY_ALIASES) else None
+    return row_index_value(row, (TASK_KEY,)) if row.get(TASK_KEY) is not None else None
 
 
 def _plain_keys(row: dict[str, Any]) -> tuple[str, int, int] | None:

@@ -16,9 +16,11 @@ import orjson
 from gym_metrics._transport import VerifiedBatch
 from gym_metrics._unique import unique
 from gym_metrics.aggregate import ERROR_KEY, BadLine, RolloutColumns
+from gym_metrics.collector._keys import FixedKeys
 from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
 from gym_metrics.collector._outfile import OutputFile
 from gym_metrics.collector._progress import Progress
+from gym_metrics.collector._rows import written_row
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
@@ -29,8 +31,12 @@ if TYPE_CHECKING:
 class Router:
     """Splits the input: already-verified rows are written at once, the rest are verified."""
 
-    def __init__(self, path: Path, opts: CollectOptions, out: OutputFile, progress: Progress) -> None:
+    def __init__(
+        self, path: Path, opts: CollectOptions, out: OutputFile, progress: Progress, fixed: FixedKeys | None = None
+    ) -> None:
         self.path, self.opts, self.out, self.progress = path, opts, out, progress
+        self.fixed = fixed
+        """The input's fixed keys (`find_fixed_keys`), found before anything was written."""
         self.tasks: dict[str, set[int]] = defaultdict(set)
         self.bad_lines: list[BadLine] = []
         self.verified = self.passed_through = self.skipped_done = self.generation_failed = 0
@@ -42,7 +48,7 @@ class Router:
         self.complete = True
 
     def to_verify(self) -> Iterator[Rollout]:
-        for item in read_input(self.path, self.opts.num_repeats, self.opts.default_agent):
+        for item in read_input(self.path, self.opts.num_repeats, self.opts.default_agent, self.fixed):
             if isinstance(item, BadLine):
                 self._bad(item)
                 continue
@@ -99,7 +105,7 @@ class Router:
             batch, verified.reward, verified.response_json, verified.error_kind, verified.error_message
         ):
             if kind is None and text:
-                row = {**rollout.row, **orjson.loads(text)}
+                row = written_row(rollout.row, orjson.loads(text), self.opts.keep_input_fields)
                 add(rollout.agent, reward if isfinite(reward) else None)
             else:
                 # The server knows only the rollout; the user needs the input line.

@@ -23,6 +23,7 @@ from gym_metrics.aggregate import (
     read_rollouts,
     write_aggregate_metrics,
 )
+from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._outfile import OutputFile
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._generate import GeneratedBatches, make_target
@@ -41,6 +42,10 @@ class CollectOptions:
     on_bad_line: OnBadLine = "fail"
     count_errors_as_zero: bool = False
     include_rollout_infos: bool = True
+    keep_input_fields: bool = False
+    """Write each verified rollout as its whole input row with the verify response's fields
+    on top (every input column is then aggregated too); default: the row NeMo Gym's collection
+    writes (the verify response and the collector's keys)."""
     batch_size: int = 256
     max_batch_bytes: int = 4 << 20
     max_in_flight: int = 8
@@ -127,6 +132,8 @@ async def collect_async(
     input_path, output_path = Path(input_path), Path(output_path)
     if not input_path.is_file():
         raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
+    # every key unambiguous before anything is written or skipped (a fresh run and a resume alike)
+    fixed = await asyncio.to_thread(find_fixed_keys, input_path, opts.num_repeats, opts.default_agent)
     log = _logger(progress)
     given = [client] if isinstance(client, ResourcesClient) else list(client)
     replicas = await connect(given, opts.connections, opts.retry, opts.connect_timeout, log)
@@ -136,7 +143,7 @@ async def collect_async(
         if out.repaired_bytes:
             log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
         progress = progress or Progress(estimate_total(input_path, opts.num_repeats))
-        router = Router(input_path, opts, out, progress)
+        router = Router(input_path, opts, out, progress, fixed)
         batches = _batches(router, opts, progress)
         try:
             names = [lane.target for lane in lanes] if len(given) > 1 else None

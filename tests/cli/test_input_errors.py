@@ -21,7 +21,6 @@ from gym_metrics import cli
 from gym_metrics._transport._convert import aggregate_to_metrics, metrics_to_aggregate
 from gym_metrics.aggregate import Aggregator, RolloutColumns, _reader, aggregate_file, read_rollouts
 from gym_metrics.collector._input import read_input
-from gym_metrics.errors import InvalidInputError
 from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
 
 from _transport_helpers import server_in_thread
@@ -231,24 +230,15 @@ def test_unknown_flag_is_named_before_missing_ones(tmp_path: Path, capsys: pytes
     assert "unrecognized arguments: --ouput (did you mean --output?)" in err and "required" not in err
 
 
-def test_num_repeats_with_indices_is_refused_up_front(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = write_rows(tmp_path / "in.jsonl", [row(0, reward=1.0)])
-    out = tmp_path / "o.jsonl"
-    # an unreachable server: refused before any connection (2, not 4), nothing written
-    code = cli.main(["collect", "--server", "127.0.0.1:1", "--input", str(src), "--output", str(out), "--num-repeats", "3"])
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "--num-repeats expands tasks into rollouts, but line 1 already has rollout indices" in err
-    assert "drop --num-repeats or the indices" in err and not out.exists()
-
-
-def test_num_repeats_with_indices_in_the_reader(tmp_path: Path) -> None:
+def test_num_repeats_composes_with_given_task_indices_in_the_reader(tmp_path: Path) -> None:
+    """As NeMo Gym 0.7.0: a given `_ng_task_index` is kept and `--num-repeats` counts rollouts
+    on it (this was refused); a given rollout index is replaced; `task_index` is data on a
+    line to verify (a dataset column), so that line gets a task index of its own."""
     task = {"agent_ref": {"name": "a"}, "question": "q"}
-    src = write_rows(tmp_path / "in.jsonl", [{**task, "task_index": 4}])
-    with pytest.raises(InvalidInputError, match="line 1 already has task indices .task_index."):
-        list(read_input(src, 2))
+    src = write_rows(tmp_path / "in.jsonl", [{**task, "_ng_task_index": 40, "_ng_rollout_index": 9}, {**task, "task_index": 4}])
+    assert [(r.task, r.rollout) for r in read_input(src, 2)] == [(40, 0), (40, 1), (0, 0), (0, 1)]
     src = write_rows(tmp_path / "in2.jsonl", [{**task, "_ng_rollout_index": None}, {**task, "_ng_rollout_index": 1}])
-    assert [(r.task, r.rollout) for r in read_input(src, 2)] == [(0, 0), (0, 1), (1, 0), (1, 1)]  # null: no index
+    assert [(r.task, r.rollout) for r in read_input(src, 2)] == [(0, 0), (0, 1), (1, 0), (1, 1)]  # two distinct lines
 
 
 # ------------------------------------------------------------------ 11: messages, codes, logging

@@ -248,8 +248,9 @@ BAD_LINES = [  # (line text, field the error names)
     ('{"agent_ref": {"name": "a"}, "_ng_task_index": -1}', "_ng_task_index"),
     ('{"agent_ref": {"name": "a"}, "_ng_task_index": 1.5}', "_ng_task_index"),
     ('{"agent_ref": {"name": "a"}, "_ng_task_index": "2"}', "_ng_task_index"),
-    ('{"agent_ref": {"name": "a"}, "_ng_task_index": 5, "_ng_rollout_index": -2}', "_ng_rollout_index"),
-    ('{"agent_ref": {"name": "a"}, "_ng_task_index": 5, "_ng_rollout_index": true}', "_ng_rollout_index"),
+    # a line to verify gets its rollout index counted (as NeMo Gym); a scored line's own is checked
+    ('{"agent_ref": {"name": "a"}, "_ng_task_index": 5, "_ng_rollout_index": -2, "reward": 1}', "_ng_rollout_index"),
+    ('{"agent_ref": {"name": "a"}, "_ng_task_index": 5, "_ng_rollout_index": true, "reward": 1}', "_ng_rollout_index"),
     ('[1, 2, 3]', "row"),
 ]
 
@@ -267,13 +268,14 @@ async def test_bad_line_fails_naming_line_and_field(connect: Connect, tmp_path: 
     assert "line 4" in str(info.value) and field in str(info.value)
     assert not metrics_path(out).exists()
     # The lines before the bad one were verified and written (whole lines); none after it.
-    assert sorted(keys(lines_of(out))) == [("a", t, 0) for t in range(3)]
+    # GOOD is one task (identical lines share a task index, as in NeMo Gym): rollouts 0, 1, 2.
+    assert sorted(keys(lines_of(out))) == [("a", 0, r) for r in range(3)]
 
     # Fix the line and resume: the run completes as if nothing had happened.
     write_jsonl(src, [GOOD, GOOD, GOOD, GOOD, GOOD])
     result = await collect_async(client, src, out, CollectOptions(batch_size=1, resume=True), progress=quiet())
     assert result.skipped_done == 3 and result.verified == 2
-    assert sorted(keys(lines_of(out))) == [("a", t, 0) for t in range(5)]
+    assert sorted(keys(lines_of(out))) == [("a", 0, r) for r in range(5)]
     assert json.loads(result.metrics_path.read_bytes())[0]["agent_metrics"]["mean/reward"] == 1.0
 
 
@@ -288,11 +290,11 @@ async def test_bad_lines_skipped_are_all_reported(connect: Connect, tmp_path: Pa
     result = await collect_async(client, src, out, CollectOptions(on_bad_line="skip"), progress=quiet())
     assert [(b.line, b.field) for b in result.bad_lines] == [(2 + 2 * i, f) for i, (_, f) in enumerate(BAD_LINES)]
     assert all(b.reason for b in result.bad_lines)
-    good_tasks = [0] + [2 + 2 * i for i in range(len(BAD_LINES))]  # 0-based line positions
-    assert sorted(keys(lines_of(out))) == [("a", t, 0) for t in good_tasks]
-    assert result.verified == env.calls == len(good_tasks)
+    good = 1 + len(BAD_LINES)  # identical lines: one task, its rollouts counted
+    assert sorted(keys(lines_of(out))) == [("a", 0, r) for r in range(good)]
+    assert result.verified == env.calls == good
     groups = json.loads(result.metrics_path.read_bytes())[0]["group_level_metrics"]
-    assert [g["_ng_task_index"] for g in groups] == good_tasks
+    assert [g["_ng_task_index"] for g in groups] == [0]
 
 
 def test_read_input_reports_bad_lines_in_order(tmp_path: Path) -> None:
@@ -300,7 +302,7 @@ def test_read_input_reports_bad_lines_in_order(tmp_path: Path) -> None:
     items = list(read_input(src, None))
     assert isinstance(items[0], Rollout) and (items[0].task, items[0].rollout) == (0, 0)
     assert (items[1].line, items[1].field) == (3, "json")  # type: ignore[union-attr]
-    assert isinstance(items[2], Rollout) and items[2].task == 3
+    assert isinstance(items[2], Rollout) and (items[2].task, items[2].rollout) == (0, 1)  # the same line again
 
 
 # ----------------------------------------------------------------------------- resume
@@ -399,16 +401,27 @@ async def test_resume_with_rows_already_scored(connect: Connect, tmp_path: Path)
 
 
 async def test_input_repeating_a_rollout_is_named_not_a_server_error(connect: Connect, tmp_path: Path) -> None:
-    client = await connect(CountingEnv())
+    """Lines to verify get their rollout indices counted per task (NeMo Gym): given ones that
+    repeat are replaced. Finished rollouts (a reward) that repeat a key are refused, naming
+    the lines, before anything is written."""
+    env = CountingEnv()
+    client = await connect(env)
     row = {"agent_ref": {"name": "a"}, "_ng_task_index": 2, "_ng_rollout_index": 1, "answer": "x", "expected": "x"}
     src = write_jsonl(tmp_path / "in.jsonl", [row, {**row, "_ng_rollout_index": 0}, row])
-    out = tmp_path / "out.jsonl"
-    with pytest.raises(InvalidInputError, match="rollouts written twice") as info:
+    result = await collect_async(client, src, tmp_path / "out.jsonl", progress=quiet())
+    assert sorted(keys(lines_of(tmp_path / "out.jsonl"))) == [("a", 2, 0), ("a", 2, 1), ("a", 2, 2)]
+    assert result.verified == 3
+
+    scored = {"agent_ref": {"name": "a"}, "_ng_task_index": 2, "_ng_rollout_index": 1, "reward": 1.0}
+    src = write_jsonl(tmp_path / "in2.jsonl", [scored, {**scored, "_ng_rollout_index": 0}, scored, row])
+    out = tmp_path / "out2.jsonl"
+    env.calls = 0
+    with pytest.raises(InvalidInputError, match="rollouts given twice") as info:
         await collect_async(client, src, out, progress=quiet())
     (violation,) = info.value.violations
-    assert violation.row_name == "line" and violation.row in (2, 3)
-    assert "('a', 2, 1)" in violation.description
-    assert not metrics_path(out).exists()
+    assert (violation.row_name, violation.row) == ("line", 3)
+    assert "('a', 2, 1) again (first at line 1)" in violation.description
+    assert not out.exists() and env.calls == 0
 
 
 async def test_empty_input_writes_an_empty_metrics_list(connect: Connect, tmp_path: Path) -> None:
@@ -609,7 +622,7 @@ async def test_unreachable_server_fails_after_the_connect_timeout(tmp_path: Path
     src = write_jsonl(tmp_path / "in.jsonl", [GOOD])
     log = io.StringIO()
     async with ResourcesClient(f"127.0.0.1:{port}") as client:
-        with pytest.raises(ServerUnreachableError, match=f"cannot reach the server at 127.0.0.1:{port} within 0.5 s: UNAVAILABLE"):
+        with pytest.raises(ServerUnreachableError, match=f"cannot reach the server at 127.0.0.1:{port}: UNAVAILABLE"):
             await collect_async(
                 client,
                 src,
