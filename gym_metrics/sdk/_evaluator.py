@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
@@ -27,7 +27,8 @@ Dataset = Union[Iterable[Mapping[str, Any]], str, os.PathLike[str]]
 
 def load_dataset(dataset: Dataset) -> Iterable[Any]:
     """The rows of `dataset`. A file whose first character is `[` is a JSON array, any other
-    is JSONL (read lazily; an unreadable line is that row's error, as in `evaluate`)."""
+    is JSONL (read lazily; an unreadable line is a RowError item, which `Evaluator` refuses
+    with an error naming the line, here as on a server)."""
     if isinstance(dataset, (str, os.PathLike)):
         path = Path(dataset)
         if not path.is_file():
@@ -147,7 +148,7 @@ class Evaluator:
             return job.get_result()
         name, scorer_config = metric.to_scorer()
         evaluated = evaluate(
-            name, load_dataset(dataset), config=scorer_config, parallelism=request.run.parallelism,
+            name, _readable(load_dataset(dataset)), config=scorer_config, parallelism=request.run.parallelism,
             limit_samples=request.run.limit_samples, target=request.target, prompt_template=request.prompt_template,
         )  # fmt: skip
         state, result, error = outcome(evaluated, metric.result_names())
@@ -163,7 +164,7 @@ class Evaluator:
         request = Request.of(metric, config, target, prompt_template)
         if self.server is not None:
             return self._submit_remote(request, dataset)
-        rows = load_dataset(dataset)
+        rows = _readable(load_dataset(dataset))
         name, scorer_config = metric.to_scorer()
 
         def start() -> Any:
@@ -199,13 +200,20 @@ def _inline_rows(dataset: Dataset, limit: int | None) -> list[Any]:
     """Rows read here and sent with the spec (the server reads files only under its
     `--data-root`); an unreadable line is an error naming it, as nothing can carry it."""
     rows: list[Any] = []
-    for row in load_dataset(dataset):
+    for row in _readable(load_dataset(dataset)):
         if limit is not None and len(rows) >= limit:
             break
-        if isinstance(row, RowError):
-            raise InvalidInputError("unreadable dataset row", [FieldViolation("dataset", row.reason)])
         rows.append(row)
     return rows
+
+
+def _readable(rows: Iterable[Any]) -> Iterator[Any]:
+    """The rows; an unreadable line of a file stops the run with an error naming it, here as
+    on a server (which cannot be sent it), so `run` fails the same way wherever it runs."""
+    for row in rows:
+        if isinstance(row, RowError):
+            raise InvalidInputError("unreadable dataset row", [FieldViolation("dataset", row.reason)])
+        yield row
 
 
 __all__ = ["Dataset", "Evaluator", "Request", "load_dataset"]

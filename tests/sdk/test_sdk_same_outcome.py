@@ -1,11 +1,12 @@
 """The same job gives the same outcome wherever it runs (issue 24, item 10): a job whose every
 row fails is FAILED both as a local `Evaluator().submit` and on a job server (the server's
 rule), `get_result()` raises JobError with the same reason and the rows in `error.result`,
-and `run` does the same locally and against the server. A job with one good row succeeds
-in both."""
+and `run` does the same locally and against the server (an unreadable line of a file stops
+it with the same error). A job with one good row succeeds in both."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gym_metrics.errors import InvalidInputError
 from gym_metrics.sdk import Evaluator, JobError, ToolCallAccuracyMetric
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "jobs"))
@@ -72,3 +74,13 @@ def test_one_good_row_succeeds_here_and_on_a_server(server: JobServerThread) -> 
     assert local.wait_until_done(timeout=60) == "SUCCEEDED"
     assert local.get_result().to_dict() == on_server
     assert Evaluator().run(metric=ToolCallAccuracyMetric(), dataset=rows).to_dict() == on_server
+
+
+def test_an_unreadable_line_stops_run_the_same_here_and_on_a_server(server: JobServerThread, tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n{not json\n" + json.dumps(GOOD) + "\n")
+    with Evaluator(server.address) as remote, pytest.raises(InvalidInputError) as on_server:
+        remote.run(metric=ToolCallAccuracyMetric(), dataset=path)
+    with pytest.raises(InvalidInputError) as here:  # was a result with the line as a row error
+        Evaluator().run(metric=ToolCallAccuracyMetric(), dataset=path)
+    assert str(here.value) == str(on_server.value) and "line 2" in str(here.value)
