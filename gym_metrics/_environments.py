@@ -52,7 +52,7 @@ def resolve_server(target: str) -> type[SimpleResourcesServer]:
         try:
             module = importlib.import_module(module_part)
         except ImportError as exc:
-            if exc.name is not None and module_part.startswith(exc.name):  # the module itself is missing
+            if exc.name is not None and (module_part + ".").startswith(exc.name + "."):  # the module itself is missing
                 raise NotFoundError(f"cannot import {module_part!r}: {exc}") from exc
             raise _load_error(module_part, exc) from None
         except SyntaxError as exc:
