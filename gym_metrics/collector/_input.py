@@ -235,19 +235,21 @@ def _rollouts(
         agent = _agent(row, default_agent)
         try:
             task = _given_task(row, scored)
-            if scored and task is not None and _has_any(row, ROLLOUT_KEY_ALIASES):
-                rollout = row_index_value(row, ROLLOUT_KEY_ALIASES)
-                keeps_raw = row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == rollout
-                yield Rollout(agent, task, rollout, _with_keys(row, task, rollout), True, raw if keeps_raw else None, line_no)
-                return
+            given = row_index_value(row, ROLLOUT_KEY_ALIASES) if scored and _has_any(row, ROLLOUT_KEY_ALIASES) else None
         except InvalidInputError as exc:
             v = exc.violations[0]
             raise _Bad(v.field, v.description) from None
+        if task is not None and given is not None:  # a finished rollout with both indices (aliases too)
+            keeps_raw = row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == given
+            yield Rollout(agent, task, given, _with_keys(row, task, given), True, raw if keeps_raw else None, line_no)
+            return
         if task is None:
             task = indexer.task_of(line_identity(*where))
     for r in indexer.rollouts(task, num_repeats or 1):
-        keeps_raw = row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == r
-        yield Rollout(agent, task, r, _with_keys(row, task, r), scored, raw if keeps_raw else None, line_no)
+        if row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == r:  # the row has its keys: no copy
+            yield Rollout(agent, task, r, row, scored, raw, line_no)
+        else:
+            yield Rollout(agent, task, r, _with_keys(row, task, r), scored, None, line_no)
 
 
 def _agent(row: dict[str, Any], default_agent: str | None) -> str:
@@ -264,11 +266,8 @@ def _agent(row: dict[str, Any], default_agent: str | None) -> str:
 def _given_task(row: dict[str, Any], scored: bool) -> int | None:
     """The line's own task index: for a line to verify, its `_ng_task_index` (as NeMo Gym: a
     `task_index` column is data there); for a scored line (a rollout), any index `aggregate`
-    reads. None: the line has none (null counts as none). A rollout index of a scored line is
-    checked too."""
+    reads. None: the line has none (null counts as none)."""
     if scored:
-        if _has_any(row, ROLLOUT_KEY_ALIASES):
-            row_index_value(row, ROLLOUT_KEY_ALIASES)
         return row_index_value(row, TASK_KEY_ALIASES) if _has_any(row, TASK_KEY_ALIASES) else None
     return row_index_value(row, (TASK_KEY,)) if row.get(TASK_KEY) is not None else None
 

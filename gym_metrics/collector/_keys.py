@@ -44,16 +44,18 @@ class FixedKeys:
     """(task, rollout) of every already-scored input line that carries both indices."""
 
     def __init__(self, task: np.ndarray | None = None, rollout: np.ndarray | None = None) -> None:
-        task = np.zeros(0, np.int64) if task is None else task
-        rollout = np.zeros(0, np.int64) if rollout is None else rollout
-        order = np.lexsort((rollout, task))
-        self._task, self._rollout = task[order], rollout[order]
+        self._task = np.zeros(0, np.int64) if task is None else task
+        self._rollout = np.zeros(0, np.int64) if rollout is None else rollout
+        self._sorted = False
 
     def __len__(self) -> int:
         return len(self._task)
 
     def taken(self, task: int) -> set[int]:
         """The rollout indices of `task` that fixed keys hold."""
+        if not self._sorted:  # sorted once, when a line to verify first asks
+            order = np.lexsort((self._rollout, self._task))
+            self._task, self._rollout, self._sorted = self._task[order], self._rollout[order], True
         lo, hi = np.searchsorted(self._task, [task, task + 1])
         return set(self._rollout[lo:hi].tolist()) if hi > lo else set()
 
