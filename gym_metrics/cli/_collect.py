@@ -38,7 +38,7 @@ def add_parsers(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("--input", required=True, type=Path, help="JSONL: one task or rollout per line, with agent_ref.name")
     p.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
-    p.add_argument("--num-repeats", type=positive_int, metavar="K", help="expand each line into rollouts 0..K-1")
+    p.add_argument("--num-repeats", type=positive_int, metavar="K", help="K rollouts of each line (rollout indices counted per task, as NeMo Gym)")
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of lines without an agent_ref")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run: skip rollouts already in --output")
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
