@@ -25,10 +25,16 @@ def add_parsers(sub: Any) -> None:
 
 
 def check_files(ns: argparse.Namespace) -> None:
-    """The same message as every other command's missing input."""
+    """The same message as every other command's missing input; a rollouts file given where
+    its metrics file goes is named as such."""
     for path in (ns.metrics, ns.compare):
         if path is not None and not path.is_file():
             raise InputFileError(f"input file not found: {path}" if not path.exists() else f"input is not a file: {path}")
+        if path is not None and path.suffix == ".jsonl":
+            raise InputFileError(
+                f"{path} is a rollouts file: report reads its metrics, <stem>_aggregate_metrics.json "
+                f"(written by collect, or `gym-metrics aggregate {path}`), and takes the rollouts second"
+            )
 
 
 def run(ns: argparse.Namespace) -> int:
