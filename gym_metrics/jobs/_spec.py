@@ -156,7 +156,7 @@ def iter_rows(spec: JobSpec, data_root: Path | None) -> Iterator[Any | RowError]
     path = dataset_file(spec, data_root)
     inline = spec.dataset.rows
     if isinstance(inline, RowTexts):
-        rows: Iterator[Any] = map(orjson.loads, inline.texts)
+        rows: Iterator[Any] = map(orjson.loads, inline.texts)  # a spec not stored yet
     else:
         rows = iter(inline or ()) if path is None else read_rows(path)
     limit = spec.run.limit_samples
