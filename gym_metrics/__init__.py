@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 def serve(*args: Any, **kwargs: Any) -> None:
     """Serve an environment over gRPC (see gym_metrics._transport.serve)."""
+    from gym_metrics._grpc_fork import disable_grpc_fork_handlers
+
+    disable_grpc_fork_handlers()  # before grpc is imported: a verify that forks gets a working child
     from gym_metrics._transport import serve as _serve
 
     return _serve(*args, **kwargs)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
+from gym_metrics._grpc_fork import FORK_SUPPORT_ENV, grpc_fork_handlers_off
 from gym_metrics._transport._metrics import start_multiprocess_http
 from gym_metrics._transport._server import (
     AUTH_TOKEN_ENV,
@@ -50,6 +51,11 @@ def serve(
     share one port through SO_REUSEPORT (one server process uses one core); with port 0 the
     parent picks the port once and keeps it reserved, and prints the one "listening on" line
     when every worker is up.
+
+    A verify that forks (math-verify's timeout) needs grpc imported with its fork handlers
+    off: `gym-metrics serve` and `gym_metrics.serve` see to that before importing grpc (this
+    module imports it); otherwise set GRPC_ENABLE_FORK_SUPPORT=0 first, or a warning says so
+    at the first fork.
     """
     config = dataclasses.replace(config or ServerConfig(), **overrides)
     if config.auth_token is None and os.environ.get(AUTH_TOKEN_ENV):
@@ -93,6 +99,7 @@ async def _serve_async(
             force_tasks.append(loop.create_task(running.server.stop(0)))
 
     _add_signal_handlers(loop, signals, on_signal)
+    _ForkWatch.arm()
     extras = [f"pid {os.getpid()}", *([label] if label else []), *(["tls"] if config.tls else []),
               *(["auth"] if config.auth_token else []),
               *([f"metrics on port {running.metrics_port}"] if running.metrics_port is not None else [])]
@@ -114,7 +121,36 @@ async def _serve_async(
         if orphan_watch is not None:
             orphan_watch.cancel()
         _remove_signal_handlers(loop, signals)
+        _ForkWatch.armed = False
     log.info("gym-metrics: stopped%s", where)
+
+
+class _ForkWatch:
+    """One warning per process when a serving process forks while grpc's fork handlers are on
+    (grpc was imported before `serve` could turn them off): the child may die of SIGSEGV."""
+
+    armed = False
+    registered = False
+
+    @classmethod
+    def arm(cls) -> None:
+        if grpc_fork_handlers_off() or not hasattr(os, "register_at_fork"):
+            return
+        cls.armed = True
+        if not cls.registered:  # a hook cannot be removed: one per process, armed while serving
+            cls.registered = True
+            os.register_at_fork(before=cls._before_fork)
+
+    @classmethod
+    def _before_fork(cls) -> None:
+        if cls.armed:
+            cls.armed = False
+            log.warning(
+                "gym-metrics: the server forked while grpc's fork handlers are on (%s is set on, or grpc was "
+                "imported before serve could turn them off); the child may crash (SIGSEGV). Set %s=0 before "
+                "grpc is imported, or serve with `gym-metrics serve` or gym_metrics.serve()",
+                FORK_SUPPORT_ENV, FORK_SUPPORT_ENV,
+            )
 
 
 async def _watch_parent(parent_pid: int, requested: asyncio.Event, where: str) -> None:
