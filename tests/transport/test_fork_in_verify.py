@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,8 @@ pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(sys.platform == "win32", reason="the environment forks"),
 ]
+
+WARNING = "the server forked while grpc's fork handlers are on"
 
 FORKING_ENV = '''
 import asyncio
@@ -97,7 +100,10 @@ async def _wait_listening(proc: asyncio.subprocess.Process, log: Path, timeout: 
     raise AssertionError(f"serve did not start within {timeout} s: {log.read_text()[-2000:]}")
 
 
-async def _serve_and_collect(tmp_path: Path, rollouts: int, workers: int) -> None:
+async def _serve_and_collect(
+    tmp_path: Path, rollouts: int, workers: int, fork_support: str | None = None
+) -> tuple[dict[int, dict[str, Any]], list[float], str]:
+    """Rows out of serve + collect by row id, the in-process rewards, and serve's log."""
     app = tmp_path / "forking_env.py"
     app.write_text(FORKING_ENV)
     answers = [f"answer {i}" for i in range(rollouts)]
@@ -110,6 +116,8 @@ async def _serve_and_collect(tmp_path: Path, rollouts: int, workers: int) -> Non
     expected = [_load(app).score(answer) for answer in answers]  # in process, no fork: the right rewards
 
     env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}  # serve's own default
+    if fork_support is not None:
+        env["GRPC_ENABLE_FORK_SUPPORT"] = fork_support
     log = tmp_path / "serve.log"
     with log.open("w") as err:
         serve = await asyncio.create_subprocess_exec(
@@ -136,18 +144,27 @@ async def _serve_and_collect(tmp_path: Path, rollouts: int, workers: int) -> Non
 
     got = {row["row_id"]: row for row in map(json.loads, out.read_text().splitlines())}
     assert sorted(got) == list(range(rollouts))
+    return got, expected, log.read_text()
+
+
+async def _all_right(tmp_path: Path, rollouts: int, workers: int) -> None:
+    got, expected, log = await _serve_and_collect(tmp_path, rollouts, workers)
     crashed = [f"row {i}: {row['child']}" for i, row in sorted(got.items()) if row["child"] != "ok"]
     assert not crashed, f"{len(crashed)} of {rollouts} verify children failed under serve: {crashed[:5]}"
     wrong = [i for i in range(rollouts) if got[i]["reward"] != expected[i]]
     assert not wrong, f"{len(wrong)} rewards differ from the in-process ones, e.g. rows {wrong[:5]}"
-    assert "forked while grpc's fork handlers are on" not in log.read_text()
+    assert WARNING not in log
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 async def test_a_verify_that_forks_is_scored_right_under_serve(tmp_path: Path, workers: int) -> None:
-    await _serve_and_collect(tmp_path, rollouts=200, workers=workers)
+    await _all_right(tmp_path, rollouts=200, workers=workers)
 
 
-@pytest.mark.slow
 async def test_two_thousand_forking_verifies_under_serve_all_scored_right(tmp_path: Path) -> None:
-    await _serve_and_collect(tmp_path, rollouts=2000, workers=1)
+    await _all_right(tmp_path, rollouts=2000, workers=1)
+
+
+async def test_fork_support_the_user_turned_on_is_kept_and_a_fork_warns_once(tmp_path: Path) -> None:
+    _, _, log = await _serve_and_collect(tmp_path, rollouts=20, workers=1, fork_support="1")
+    assert log.count(WARNING) == 1, log[-2000:]
