@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gym_metrics._progress import estimate_lines
 from gym_metrics._transport import ResourcesClient, ServerUnavailableError
 from gym_metrics.aggregate import (
     ERROR_KINDS,
@@ -292,16 +293,9 @@ def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns],
 
 
 def estimate_total(path: Path, num_repeats: int | None) -> int | None:
-    """Rollouts to expect, for the progress bar: the file size over the mean length of its
-    first lines (x repeats); exact for small files, no full read for big ones."""
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        head = f.read(1 << 20)
-    lines = head.count(b"\n") + (not head.endswith(b"\n") and bool(head))
-    if not lines:
-        return None
-    estimate = lines if len(head) == size else round(size * lines / len(head))
-    return estimate * (num_repeats or 1)
+    """Rollouts to expect, for the progress bar: the input's estimated lines x repeats."""
+    lines = estimate_lines(path)
+    return None if lines is None else lines * (num_repeats or 1)
 
 
 def _logger(progress: Progress | None) -> Callable[[str], None]:
