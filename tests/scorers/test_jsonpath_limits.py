@@ -7,6 +7,7 @@ numbers only. Refused when the config is validated: `get_scorer`, `parse_target`
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,12 @@ pytestmark = pytest.mark.timeout(60)
 
 ISSUE_PATH = '$.a[?(@.n =~ "(a+)+$")].v'
 
+OLD_PARSER = pytest.mark.skipif(sys.version_info < (3, 11), reason="jsonpath-ng 1.8 (the last for Python 3.10) parses no `||` or `$` in a filter")
+"""Syntax a Python 3.10 install cannot parse at all (so it is refused there as not a JSONPath)."""
+
 REFUSED = {
     "regex filter (the issue's path)": (ISSUE_PATH, "regular expressions"),
-    "regex filter in an or": ('$.a[?(@.x == 1 || @.n =~ "a")].v', "regular expressions"),
+    "regex filter in an or": pytest.param('$.a[?(@.x == 1 || @.n =~ "a")].v', "regular expressions", marks=OLD_PARSER),
     "regex sub": ("$.a.`sub(/(a+)+$/, b)`", "regular expressions"),
     "two descendants": ("$..a..b", "at most one `..`"),
     "descendants in a filter": ("$.a[?(@..b)]", "`..` inside a filter"),
@@ -36,11 +40,11 @@ REFUSED = {
     "parent in a filter": ("$.a[?(@.`parent`)]", "`parent`"),
 }
 
-ALLOWED = ["$.accuracy", "$.result.score", "$..score", "$.a[?(@.n > 3)].v", '$.a[?(@.n == "x" || @.m < 2)].v',
-           "$.a[?(@.n == $.limit)].v", "$.a[*].x", "$.a where b", "$.a.`len`", "$.a[/b]", "$.a * 100"]
+ALLOWED = ["$.accuracy", "$.result.score", "$..score", "$.a[?(@.n > 3)].v", pytest.param('$.a[?(@.n == "x" || @.m < 2)].v', marks=OLD_PARSER),
+           pytest.param("$.a[?(@.n == $.limit)].v", marks=OLD_PARSER), "$.a[*].x", "$.a where b", "$.a.`len`", "$.a[/b]", "$.a * 100"]
 
 
-@pytest.mark.parametrize(("path", "why"), REFUSED.values(), ids=REFUSED.keys())
+@pytest.mark.parametrize(("path", "why"), REFUSED.values(), ids=list(REFUSED))
 def test_expensive_paths_are_refused_saying_why(path: str, why: str) -> None:
     with pytest.raises(ValueError, match="is refused") as info:
         compile_path(path)
@@ -67,6 +71,7 @@ def test_arithmetic_is_on_numbers_only() -> None:
     assert time.perf_counter() - started < 1
 
 
+@OLD_PARSER
 def test_a_singular_root_query_in_a_filter_still_works() -> None:
     data = {"limit": 2, "a": [{"n": 1, "v": 10}, {"n": 2, "v": 20}]}
     assert read_score(data, "v", "$.a[?(@.n == $.limit)].v") == 20.0
