@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_generate import Child  # noqa: E402  # a child process read until it says it is up
+from bench_generate import Child, write_tasks  # noqa: E402  # a child read until it says it is up; policy tasks
 
 RUN_TIMEOUT_S = 300
 """No single collect run may take longer than this."""
@@ -69,14 +69,6 @@ def serve_policy(megabytes: float) -> None:
     server.daemon_threads = True
     print(f"policy on http://127.0.0.1:{server.server_address[1]}/v1", flush=True)
     server.serve_forever()
-
-
-def write_tasks(path: Path, n: int) -> Path:
-    with path.open("w") as f:
-        for i in range(n):
-            request = {"input": [{"role": "user", "content": f"Task {i}: what is 17 + 25?"}]}
-            f.write(json.dumps({"agent_ref": {"name": "policy"}, "responses_create_params": request, "expected_answer": "42"}) + "\n")
-    return path
 
 
 def sample(pid: int, out: Path, samples: list[tuple[int, int]], done: threading.Event) -> None:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from gym_metrics._keys import keys_from
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
-from gym_metrics.jobs._run import FULL_RETRY_SECONDS, JobRun, Progress, ProgressCallback
+from gym_metrics.jobs._run import JobRun, Progress, ProgressCallback, full_disk_waits
 from gym_metrics.jobs._secrets import SecretStore
 from gym_metrics.jobs._spec import JobSpec, dataset_file, parse_spec
 from gym_metrics.jobs._store import JobRecord, JobState, JobStore, StoreFullError
@@ -60,17 +60,17 @@ class JobExecutor:
     async def _stored(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`call(*args)` on the store in a thread (never on the event loop), waiting out a full
         disk (logged once) until it succeeds or the executor closes."""
-        delay, longest = FULL_RETRY_SECONDS
+        waits, warned = full_disk_waits(), False
         while True:
             try:
                 return await asyncio.to_thread(call, *args, **kwargs)
             except StoreFullError as exc:
                 if self._closing:
                     raise
-                if delay == FULL_RETRY_SECONDS[0]:
+                if not warned:
+                    warned = True
                     log.warning("%s; retrying until there is space", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, longest)
+                await asyncio.sleep(next(waits))
 
     def submit(self, spec: JobSpec | Mapping[str, Any]) -> JobRecord:
         """Validate (scorer, config, target, data root, secrets) and queue; errors name the field."""

@@ -35,6 +35,14 @@ FULL_RETRY_SECONDS = (0.5, 10.0)
 """First and longest wait between commits while the disk is full (it doubles in between)."""
 
 
+def full_disk_waits() -> Iterator[float]:
+    """Seconds to wait before each retry of a write that found the disk full."""
+    delay, longest = FULL_RETRY_SECONDS
+    while True:
+        yield delay
+        delay = min(delay * 2, longest)
+
+
 @dataclass(frozen=True)
 class Progress:
     """Where a job is: rows done (failed included) / failed / total, and rows per second."""
@@ -138,8 +146,7 @@ class JobRun:
     def written(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`call(*args)`, a write to the store, waiting out a full disk: paused (logged once,
         reported as the job's note) and retried with backoff; CancelledError if cancelled."""
-        delay, longest = FULL_RETRY_SECONDS
-        paused = False
+        waits, paused = full_disk_waits(), False
         while True:
             try:
                 result = call(*args, **kwargs)
@@ -148,9 +155,8 @@ class JobRun:
                     paused = True
                     log.warning("job %s paused: %s; retrying until there is space", self.job_id, exc)
                     self.report(0, time.monotonic(), note=f"paused: {exc}; retrying")
-                if self.cancelled.wait(delay):
+                if self.cancelled.wait(next(waits)):
                     raise asyncio.CancelledError from None
-                delay = min(delay * 2, longest)
                 continue
             if paused:
                 log.info("job %s resumed: the database is writable again", self.job_id)
