@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from gym_metrics._util.version import __version__
 
 if TYPE_CHECKING:
     from gym_metrics import evaluate as evaluate
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 def serve(*args: Any, **kwargs: Any) -> None:
     """Serve an environment over gRPC (see gym_metrics._transport.serve)."""
-    from gym_metrics._grpc_fork import disable_grpc_fork_handlers
+    from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
 
     disable_grpc_fork_handlers()  # before grpc is imported: a verify that forks gets a working child
     from gym_metrics._transport import serve as _serve

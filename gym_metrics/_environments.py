@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from gym_metrics._registry import Registry
+from gym_metrics._util.registry import Registry
 from gym_metrics.errors import InvalidInputError, NotFoundError
 from gym_metrics.server import SimpleResourcesServer
 

@@ -217,7 +217,7 @@ class SimpleResourcesServer:
         return await asyncio.to_thread(self.finalize, aggregator)
 
     def server_info(self) -> dict[str, Any]:
-        from gym_metrics import __version__
+        from gym_metrics._util.version import __version__
 
         return {
             "name": self.server_name(),

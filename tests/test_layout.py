@@ -37,7 +37,7 @@ def _imports(tree: ast.Module, module: str) -> list[tuple[str, list[str], int]]:
 
 def _owner(module: str) -> str:
     """The package a module belongs to: gym_metrics.<subpackage>, or the root for the
-    root's own modules (shared helpers such as gym_metrics._unique)."""
+    root's own modules (shared helpers such as gym_metrics._util.unique)."""
     parts = module.split(".")
     if len(parts) >= 2 and (PACKAGE / parts[1]).is_dir():
         return ".".join(parts[:2])

@@ -1,4 +1,4 @@
-"""The one typed registry (gym_metrics/_registry.py): register by name, find by name with a
+"""The one typed registry (gym_metrics/_util/registry.py): register by name, find by name with a
 NotFoundError listing the names, families, entry points (current and old group names), and every
 built-in registered through the entry points pyproject.toml declares."""
 
@@ -14,9 +14,9 @@ from typing import Any, ClassVar
 import pytest
 
 import gym_metrics
-import gym_metrics._registry as registry_module
+import gym_metrics._util.registry as registry_module
 from gym_metrics._environments import ENVIRONMENTS
-from gym_metrics._registry import Registry
+from gym_metrics._util.registry import Registry
 from gym_metrics.errors import NotFoundError
 from gym_metrics.reducers import REDUCERS
 from gym_metrics.scorers import SCORERS

@@ -19,7 +19,7 @@ from gym_metrics._transport._health import HealthServicer
 from gym_metrics._transport._interceptors import AccessLogInterceptor, AuthInterceptor, MetricsInterceptor
 from gym_metrics._transport._tracing import server_interceptor
 from gym_metrics._transport._metrics import ServerMetrics, serve_http
-from gym_metrics._limits import CallLimits
+from gym_metrics._util.limits import CallLimits
 from gym_metrics._transport._reflection import enable_reflection
 from gym_metrics._transport._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, InvalidInputError

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
-from gym_metrics._grpc_fork import FORK_SUPPORT_ENV, grpc_fork_handlers_off
+from gym_metrics._util.grpc_fork import FORK_SUPPORT_ENV, grpc_fork_handlers_off
 from gym_metrics._transport._metrics import start_multiprocess_http
 from gym_metrics._transport._server import (
     AUTH_TOKEN_ENV,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gym_metrics._unique import unique, unique_counts
+from gym_metrics._util.unique import unique, unique_counts
 from gym_metrics.aggregate._columns import (
     ERROR_KINDS,
     NumericField,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics._unique import count_distinct, unique
+from gym_metrics._util.unique import count_distinct, unique
 from gym_metrics.aggregate._columns import (
     RolloutColumns,
     ShownField,

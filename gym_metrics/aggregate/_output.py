@@ -16,7 +16,7 @@ from typing import IO, Any, Protocol, cast, runtime_checkable
 import numpy as np
 import orjson
 
-from gym_metrics._json import loads
+from gym_metrics._util.jsonio import loads
 from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, ShownField, ValueKind
 from gym_metrics.aggregate._writer import BackgroundWriter
 from gym_metrics.aggregate._forked import Render, Worker, discard, finish, render_workers, start

@@ -37,7 +37,7 @@ from gym_metrics.aggregate._reader import BadLine, RolloutFile
 from gym_metrics.aggregate._partial_header import FORMAT, META_KEY, VERSION, bad_header, checked_header
 from gym_metrics.aggregate._partial_rows import PartialRows, row_groups
 from gym_metrics.aggregate._values import ERROR_KINDS
-from gym_metrics._memory import trim_heap
+from gym_metrics._util.memory import trim_heap
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 if TYPE_CHECKING:  # imported where used: pyarrow.parquet costs ~20 ms of every command's start-up

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from gym_metrics._memory import trim_heap
+from gym_metrics._util.memory import trim_heap
 
 if TYPE_CHECKING:  # imported where used: pyarrow.parquet costs ~20 ms of every command's start-up
     import pyarrow.parquet as pq

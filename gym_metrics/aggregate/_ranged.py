@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics._memory import trim_heap
-from gym_metrics._unique import unique
+from gym_metrics._util.memory import trim_heap
+from gym_metrics._util.unique import unique
 from gym_metrics.aggregate._accounting import (
     apply_errors,
     coverage_counts,

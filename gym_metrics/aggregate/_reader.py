@@ -31,8 +31,8 @@ from gym_metrics.aggregate._columns import (
     parse_row,
     row_index_value,
 )
-from gym_metrics._memory import trim_heap
-from gym_metrics._unique import unique
+from gym_metrics._util.memory import trim_heap
+from gym_metrics._util.unique import unique
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 OnBadLine = Literal["fail", "skip"]

@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 import orjson
 
-from gym_metrics._json import loads, orjson_exact
-from gym_metrics._unique import unique
+from gym_metrics._util.jsonio import loads, orjson_exact
+from gym_metrics._util.unique import unique
 
 
 def parse_row(raw: Any) -> dict[str, Any]:
-    """A row from a dict or JSON text, read as Python's json reads it (gym_metrics._json: the
+    """A row from a dict or JSON text, read as Python's json reads it (gym_metrics._util.jsonio: the
     NaN / Infinity literals Python writers emit, integers beyond 64 bits exact). Raises
     ValueError (UnicodeDecodeError for bytes not UTF-8)."""
     if isinstance(raw, dict):

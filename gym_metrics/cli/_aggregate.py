@@ -53,7 +53,7 @@ def add_aggregation_options(p: argparse.ArgumentParser) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from gym_metrics._memory import fewer_gc_passes
+    from gym_metrics._util.memory import fewer_gc_passes
     from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine
     from gym_metrics.errors import InvalidInputError
 

@@ -11,7 +11,7 @@ from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gym_metrics._memory import fewer_gc_passes
+from gym_metrics._util.memory import fewer_gc_passes
 from gym_metrics.errors import GymMetricsError
 from gym_metrics.cli._base import (
     EXIT_ALL_FAILED,

@@ -60,7 +60,7 @@ def _check(ns: argparse.Namespace) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     _check(ns)
-    from gym_metrics._progress import estimate_lines
+    from gym_metrics._util.progress import estimate_lines
     from gym_metrics.evaluation import RowProgress, evaluate, read_rows, read_scorer_config
     from gym_metrics.scorers import get_scorer
 

@@ -24,7 +24,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from gym_metrics._memory import fewer_gc_passes
+    from gym_metrics._util.memory import fewer_gc_passes
     from gym_metrics.aggregate import aggregate_partials, partial_rows
     from gym_metrics.errors import FieldViolation, InvalidInputError
 

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gym_metrics._grpc_fork import disable_grpc_fork_handlers
-from gym_metrics._limits import CallLimits
+from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
+from gym_metrics._util.limits import CallLimits
 from gym_metrics.cli._base import positive_float, positive_int, read_token
 from gym_metrics.errors import GymMetricsError
 
@@ -57,7 +57,7 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     # Before anything imports grpc (the environment's own file included): a child forked
-    # inside verify must not inherit grpc's fork handlers (see gym_metrics._grpc_fork).
+    # inside verify must not inherit grpc's fork handlers (see gym_metrics._util.grpc_fork).
     disable_grpc_fork_handlers()
     from gym_metrics import resolve_server
     from gym_metrics._transport import ServerConfig, serve

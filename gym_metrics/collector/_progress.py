@@ -1,12 +1,12 @@
 """Progress of a collection: a live line on a terminal, periodic log lines otherwise (the line
-itself is gym_metrics._progress's, shared with evaluate)."""
+itself is gym_metrics._util.progress's, shared with evaluate)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import IO
 
-from gym_metrics._progress import ProgressLine
+from gym_metrics._util.progress import ProgressLine
 
 
 @dataclass

@@ -14,7 +14,7 @@ import numpy as np
 import orjson
 
 from gym_metrics._transport import VerifiedBatch
-from gym_metrics._unique import unique
+from gym_metrics._util.unique import unique
 from gym_metrics.aggregate import ERROR_KEY, BadLine, RolloutColumns
 from gym_metrics.collector._keys import FixedKeys
 from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input

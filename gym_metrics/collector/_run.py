@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gym_metrics._progress import estimate_lines
+from gym_metrics._util.progress import estimate_lines
 from gym_metrics._transport import ResourcesClient, ServerUnavailableError
 from gym_metrics.aggregate import (
     ERROR_KINDS,

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
-from gym_metrics._json import loads
+from gym_metrics._util.jsonio import loads
 from gym_metrics.scorers import RowError, Scorer
 from gym_metrics.targets import Generation
 

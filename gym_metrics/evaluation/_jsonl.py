@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from gym_metrics._json import loads
+from gym_metrics._util.jsonio import loads
 from gym_metrics.scorers import RowError
 
 

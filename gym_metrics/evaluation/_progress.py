@@ -1,12 +1,12 @@
 """Progress of an evaluation (`evaluate`): rows done, failed, rows/s and ETA, redrawn on a
-terminal, a line every few seconds otherwise (gym_metrics._progress's line, as collect's)."""
+terminal, a line every few seconds otherwise (gym_metrics._util.progress's line, as collect's)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import IO, Any
 
-from gym_metrics._progress import ProgressLine
+from gym_metrics._util.progress import ProgressLine
 from gym_metrics.evaluation._result import RowFailure
 
 

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gym_metrics._eager import start_eagerly
+from gym_metrics._util.eager import start_eagerly
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation._progress import RowProgress, Tallied
 from gym_metrics.evaluation._result import EvaluationResult, RowFailure, ScoreMatrix

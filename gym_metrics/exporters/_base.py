@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from gym_metrics._registry import Registry
+from gym_metrics._util.registry import Registry
 from gym_metrics.errors import GymMetricsError
 
 METRICS_SUFFIX = "_aggregate_metrics"

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gym_metrics._keys import keys_from
+from gym_metrics._util.keys import keys_from
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.jobs._run import JobRun, Progress, ProgressCallback, full_disk_waits
 from gym_metrics.jobs._secrets import SecretStore

@@ -23,7 +23,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gym_metrics._keys import BoundKey, keys_from
+from gym_metrics._util.keys import BoundKey, keys_from
 from gym_metrics.evaluation import RowFailure, ScoreMatrix, score_rows
 from gym_metrics.jobs._spec import JobSpec, count_rows, iter_rows
 from gym_metrics.jobs._store import JobState, JobStore, StoreFullError

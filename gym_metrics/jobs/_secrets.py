@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from gym_metrics._keys import BoundKey, host_pattern
+from gym_metrics._util.keys import BoundKey, host_pattern
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 UNKNOWN = "not in the job server's secret store (the operator adds secrets with --secrets-file or --secret-env)"
@@ -53,7 +53,7 @@ class SecretStore:
             raise InvalidInputError("unknown secrets", missing)
 
     def resolve(self, names: Iterable[str]) -> dict[str, BoundKey]:
-        """Each named secret, for `gym_metrics._http.keys_from`; InvalidInputError naming any
+        """Each named secret, for `gym_metrics._util.http.keys_from`; InvalidInputError naming any
         the store does not hold."""
         self.check(names := list(names))
         return {name: self._keys[name] for name in names}

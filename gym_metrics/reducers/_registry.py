@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from gym_metrics._registry import Registry
+from gym_metrics._util.registry import Registry
 from gym_metrics.reducers._base import Reducer
 
 ENTRY_POINT_GROUP = "gym_metrics.reducers"

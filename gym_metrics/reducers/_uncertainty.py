@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from gym_metrics._unique import unique_counts
+from gym_metrics._util.unique import unique_counts
 from gym_metrics.aggregate import t_interval
 
 CONFIDENCE = 0.95

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, TypeVar
 
 import pydantic
 
-from gym_metrics._registry import Registry
+from gym_metrics._util.registry import Registry
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
 
@@ -45,7 +45,7 @@ class Scorer:
     Config: ClassVar[type[pydantic.BaseModel]] = NoConfig
     eager: ClassVar[bool] = False
     """True when `score` never depends on its asyncio task's identity (pure CPU work): before
-    Python 3.12 rows are then scored without a Task each (see gym_metrics/_eager.py)."""
+    Python 3.12 rows are then scored without a Task each (see gym_metrics/_util/eager.py)."""
 
     def __init__(self, config: pydantic.BaseModel | Mapping[str, Any] | None = None) -> None:
         if config is None or isinstance(config, Mapping):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from gym_metrics._json import loads
+from gym_metrics._util.jsonio import loads
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.evaluation import evaluate, evaluate_async, read_rows
 from gym_metrics.scorers import RowError

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from gym_metrics._http import SNIPPET, Answer, HttpError, PooledHttp
+from gym_metrics._util.http import SNIPPET, Answer, HttpError, PooledHttp
 from gym_metrics.targets._wire import ByteBudget, WirePool, WireTimeout, WireTooLarge, WireUnreachable
 from gym_metrics.targets._config import AgentTargetConfig, ModelTargetConfig, TargetConfig
 from gym_metrics.targets._convert import (

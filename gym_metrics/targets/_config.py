@@ -17,7 +17,7 @@ import orjson
 import pydantic
 from pydantic import Field
 
-from gym_metrics._http import HttpClientConfig
+from gym_metrics._util.http import HttpClientConfig
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 _SHORT_NAMES = {"timeout_s": "timeout_seconds", "concurrency": "max_concurrency"}
@@ -120,7 +120,7 @@ class AgentTargetConfig(_TargetConfig):
     @classmethod
     def _paths_parse(cls, value: str | None) -> str | None:
         if value is not None:
-            from gym_metrics._jsonpath import compile_path
+            from gym_metrics._util.jsonpath import compile_path
 
             compile_path(value)  # ValueError: not a JSONPath, or refused (a regex, nested `..`)
         return value

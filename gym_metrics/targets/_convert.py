@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from gym_metrics._jsonpath import compile_path as compile_path  # re-exported: _client reads paths with it
+from gym_metrics._util.jsonpath import compile_path as compile_path  # re-exported: _client reads paths with it
 
 
 def strip_reasoning(text: str, end_token: str | None) -> str:

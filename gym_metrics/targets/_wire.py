@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from gym_metrics._http import MAX_ANSWER_BYTES
+from gym_metrics._util.http import MAX_ANSWER_BYTES
 
 
 class WireTimeout(Exception):

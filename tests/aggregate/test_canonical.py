@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gym_metrics._json import loads
+from gym_metrics._util.jsonio import loads
 from gym_metrics.aggregate import _canonical, aggregate_file
 from gym_metrics.aggregate._canonical import sample_texts_of
 

@@ -1,4 +1,4 @@
-"""One JSON parser (gym_metrics/_json.py) for rows, lines and answers: the values Python's json
+"""One JSON parser (gym_metrics/_util/jsonio.py) for rows, lines and answers: the values Python's json
 gives (integers beyond 64 bits exact, NaN / Infinity literals), at orjson's speed otherwise."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from gym_metrics._json import loads, orjson_exact
+from gym_metrics._util.jsonio import loads, orjson_exact
 from gym_metrics.aggregate._rowsource import RowSource, parse_row
 
 BIG = 2**64 + 1

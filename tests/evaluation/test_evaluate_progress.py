@@ -1,5 +1,5 @@
 """`evaluate` shows its progress as collect does: rows done, failed, rows/s and ETA, redrawn on a
-terminal; a line every few seconds otherwise (the line is gym_metrics._progress's, collect's too)."""
+terminal; a line every few seconds otherwise (the line is gym_metrics._util.progress's, collect's too)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gym_metrics import cli
-from gym_metrics._progress import ProgressLine, format_seconds
+from gym_metrics._util.progress import ProgressLine, format_seconds
 from gym_metrics.collector import Progress
 from gym_metrics.evaluation import RowProgress, evaluate, read_rows
 

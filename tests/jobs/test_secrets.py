@@ -106,7 +106,7 @@ def test_a_variable_of_the_server_is_out_of_reach_and_its_existence_is_not_told(
 
 
 def test_inside_a_job_a_key_is_never_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gym_metrics._keys import BoundKey, keys_from, read_key
+    from gym_metrics._util.keys import BoundKey, keys_from, read_key
 
     monkeypatch.setenv("SOME_SERVER_VARIABLE", "value-of-the-server")
     assert read_key("SOME_SERVER_VARIABLE", "judge", "http://x/").value == "value-of-the-server"  # type: ignore[union-attr]
@@ -154,7 +154,7 @@ async def test_a_secret_bound_to_a_host_is_sent_there_and_refused_elsewhere(tmp_
     ],
 )
 def test_host_patterns(pattern: str, url: str, allowed: bool) -> None:
-    from gym_metrics._keys import BoundKey, host_pattern
+    from gym_metrics._util.keys import BoundKey, host_pattern
 
     assert BoundKey("k", frozenset({host_pattern(pattern)})).allows(url) is allowed
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gym_metrics._jsonpath import compile_path
+from gym_metrics._util.jsonpath import compile_path
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.jobs import JobExecutor, JobStore
 from gym_metrics.scorers import get_scorer

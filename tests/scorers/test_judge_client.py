@@ -15,7 +15,7 @@ import pytest
 
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.scorers.judge import JudgeClient, JudgeConfig, JudgeError
-from gym_metrics import _http
+from gym_metrics._util import http as _http
 
 from gym_metrics.testing import Reply, ScriptedJudge, Stall
 

@@ -1,7 +1,7 @@
 """The bearer key never leaves through an endpoint that echoes it (issue 23, defect 6): not
 through an error snippet cut across the key, a score that fails to parse, a judge reply
 quoted in a row error, nor a model answer (`generated.response`). One function masks it
-(`gym_metrics._http.scrub`), before any cut. Real loopback servers (the scripted ones)."""
+(`gym_metrics._util.http.scrub`), before any cut. Real loopback servers (the scripted ones)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gym_metrics._http import SNIPPET
+from gym_metrics._util.http import SNIPPET
 from gym_metrics.evaluation import evaluate_async
 from gym_metrics.scorers import RowError, Scorer, get_scorer
 from gym_metrics.scorers.judge import TopicAdherence
@@ -135,7 +135,7 @@ async def test_a_judge_reply_echoing_the_key_is_not_quoted_in_the_row_error() ->
 
 
 def test_scrub_masks_before_cutting_and_a_key_cut_by_a_partial_read() -> None:
-    from gym_metrics._http import scrub
+    from gym_metrics._util.http import scrub
 
     assert scrub(across_the_cut(), KEY, SNIPPET) == "x" * (SNIPPET - 10) + "*** and mo"
     assert scrub("pre " + KEY[:20], KEY, truncated=True) == "pre ***"  # the read stopped inside the key

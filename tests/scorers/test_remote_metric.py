@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import gym_metrics._http as shared_http
+import gym_metrics._util.http as shared_http
 from gym_metrics.cli import main
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation import evaluate_async

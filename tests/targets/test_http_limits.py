@@ -157,7 +157,7 @@ async def test_a_slow_drip_is_cut_by_the_deadline_of_the_whole_attempt(lean: boo
 
 
 def test_one_default_for_both_paths() -> None:
-    from gym_metrics._http import MAX_ANSWER_BYTES, HttpClientConfig
+    from gym_metrics._util.http import MAX_ANSWER_BYTES, HttpClientConfig
     from gym_metrics.scorers.judge import JudgeConfig
 
     assert MAX_ANSWER_BYTES == 64 << 20

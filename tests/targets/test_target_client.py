@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import gym_metrics._http as http
+import gym_metrics._util.http as http
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.targets import (
     AgentTarget,

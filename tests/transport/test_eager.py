@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from gym_metrics._eager import start_eagerly
+from gym_metrics._util.eager import start_eagerly
 
 
 async def needs_own_task() -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from gym_metrics._http import SNIPPET, HttpError, PooledHttp
+from gym_metrics._util.http import SNIPPET, HttpError, PooledHttp
 from gym_metrics.scorers.judge._config import JudgeConfig
 
 log = logging.getLogger("gym_metrics.scorers.judge")

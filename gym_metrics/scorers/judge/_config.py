@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gym_metrics._http import HttpClientConfig
+from gym_metrics._util.http import HttpClientConfig
 
 
 class JudgeConfig(HttpClientConfig):

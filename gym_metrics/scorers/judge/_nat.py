@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from gym_metrics._json import json_kind
+from gym_metrics._util.jsonio import json_kind
 
 _LAST_SCORE = re.compile(r"score\s*(?::|of)?\s*([0-9]+(?:\.[0-9]+)?)", re.IGNORECASE)
 _FIRST_NUMBER = re.compile(r"\d+(?:\.\d+)?")

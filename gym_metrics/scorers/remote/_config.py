@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 import pydantic
 from pydantic import Field
 
-from gym_metrics._http import HttpClientConfig
+from gym_metrics._util.http import HttpClientConfig
 
 REMOTE: Final = "remote"
 NAT: Final = "nemo-agent-toolkit-remote"
@@ -30,7 +30,7 @@ class ParserSpec(pydantic.BaseModel):
     @pydantic.field_validator("json_path")
     @classmethod
     def _parses(cls, value: str) -> str:
-        from gym_metrics._jsonpath import compile_path
+        from gym_metrics._util.jsonpath import compile_path
 
         compile_path(value)  # ValueError: not a JSONPath, or refused (a regex, nested `..`)
         return value

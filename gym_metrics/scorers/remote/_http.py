@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from gym_metrics._http import SNIPPET, HttpError, PooledHttp
-from gym_metrics._json import loads
+from gym_metrics._util.http import SNIPPET, HttpError, PooledHttp
+from gym_metrics._util.jsonio import loads
 from gym_metrics.scorers import RowError
 from gym_metrics.scorers.remote._config import RemoteMetricConfig
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from gym_metrics._http import SNIPPET
+from gym_metrics._util.http import SNIPPET
 from gym_metrics.scorers import RowError, Scorer, register_scorer
 from gym_metrics.scorers.remote._config import NAT, NatRemoteConfig, RemoteMetricConfig
 from gym_metrics.scorers.remote._http import RemoteClient

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gym_metrics._jsonpath import compile_path
+from gym_metrics._util.jsonpath import compile_path
 from gym_metrics.scorers import RowError
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from gym_metrics._json import json_kind
+from gym_metrics._util.jsonio import json_kind
 from gym_metrics.scorers import RowError
 
 MESSAGE_TYPES = ("human", "ai", "tool")

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gym_metrics._json import json_kind
+from gym_metrics._util.jsonio import json_kind
 from gym_metrics.scorers.tool_calls._tool_call_accuracy import ToolCall, _is_list
 from gym_metrics.scorers import RowError
 

@@ -7,7 +7,7 @@ The retry policy: a timeout per attempt; retries with exponential backoff and eq
 retrying (408, 429, 5xx or the client's narrower set, timeouts, connection errors); any other
 non-2xx fails at once, since resending the same bad request cannot succeed. Retries are
 logged as one line per interval per client (`RetryLog`), not one per attempt. The key is read
-once by the name the config gives (`gym_metrics._keys`: the environment, or inside a job only
+once by the name the config gives (`gym_metrics._util.keys`: the environment, or inside a job only
 the job's resolved secrets, each bound to its hosts), sent only as `Authorization: Bearer`,
 and masked (`scrub`, the one function every client masks it with, before any cut) in every
 message, log line and parsed answer these clients produce.
@@ -35,7 +35,7 @@ import orjson
 import pydantic
 from pydantic import Field
 
-from gym_metrics._keys import read_key
+from gym_metrics._util.keys import read_key
 from gym_metrics.errors import GymMetricsError
 
 RETRY_STATUSES: Final[frozenset[int]] = frozenset({408, 429, *range(500, 600)})

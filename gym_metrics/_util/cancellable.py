@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from gym_metrics._memory import trim_heap
+from gym_metrics._util.memory import trim_heap
 
 T = TypeVar("T")
 
