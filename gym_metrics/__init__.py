@@ -9,7 +9,7 @@ from gym_metrics._util.version import __version__
 if TYPE_CHECKING:
     from gym_metrics import evaluate as evaluate
     from gym_metrics import metrics as metrics
-    from gym_metrics._environments import register_server, resolve_server
+    from gym_metrics.environments import register_server, resolve_server
     from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, MetricColumns, aggregate_file
     from gym_metrics.compare import Comparison, compare_agents
     from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         register_row_metric,
         register_scorer,
     )
-    from gym_metrics.server import SimpleResourcesServer
+    from gym_metrics.environments import SimpleResourcesServer
 
     Metric = Reducer
     MetricResult = ReducerResult
@@ -34,24 +34,25 @@ if TYPE_CHECKING:
 
 
 def serve(*args: Any, **kwargs: Any) -> None:
-    """Serve an environment over gRPC (see gym_metrics._transport.serve)."""
+    """Serve an environment over gRPC (see gym_metrics._transport.server.serve)."""
     from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
 
     disable_grpc_fork_handlers()  # before grpc is imported: a verify that forks gets a working child
-    from gym_metrics._transport import serve as _serve
+    from gym_metrics._transport.server import serve as _serve
 
     return _serve(*args, **kwargs)
 
 
 if TYPE_CHECKING:
-    from gym_metrics._transport import ResourcesClient, RunningServer, ServerConfig, start_server
+    from gym_metrics._transport.client import ResourcesClient
+    from gym_metrics._transport.server import RunningServer, ServerConfig, start_server
     from gym_metrics.collector import CollectOptions, CollectResult, collect, collect_async
 
 _LAZY = {
     # Every name is imported on first use: `import gym_metrics` loads neither grpc nor
     # pydantic, and `gym-metrics aggregate` starts without the server's imports (0.2 s).
-    "register_server": "gym_metrics._environments",
-    "resolve_server": "gym_metrics._environments",
+    "register_server": "gym_metrics.environments",
+    "resolve_server": "gym_metrics.environments",
     "AgentAggregate": "gym_metrics.aggregate",
     "AggregateOptions": "gym_metrics.aggregate",
     "Aggregator": "gym_metrics.aggregate",
@@ -79,11 +80,11 @@ _LAZY = {
     "get_scorer": "gym_metrics.scorers",
     "register_row_metric": "gym_metrics.scorers",
     "register_scorer": "gym_metrics.scorers",
-    "SimpleResourcesServer": "gym_metrics.server",
-    "ResourcesClient": "gym_metrics._transport",
-    "RunningServer": "gym_metrics._transport",
-    "ServerConfig": "gym_metrics._transport",
-    "start_server": "gym_metrics._transport",
+    "SimpleResourcesServer": "gym_metrics.environments",
+    "ResourcesClient": "gym_metrics._transport.client",
+    "RunningServer": "gym_metrics._transport.server",
+    "ServerConfig": "gym_metrics._transport.server",
+    "start_server": "gym_metrics._transport.server",
     "CollectOptions": "gym_metrics.collector",
     "CollectResult": "gym_metrics.collector",
     "collect": "gym_metrics.collector",

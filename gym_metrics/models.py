@@ -1,7 +1,9 @@
-"""Pydantic models an environment subclasses: what verify() takes and returns."""
+"""Pydantic models an environment subclasses (what verify() takes and returns), and the records
+the domain and both faces of the transport share (JobState)."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,3 +42,17 @@ class BaseVerifyResponse(BaseModel):
     """The rollout's reward; by convention 1.0 means the task was solved."""
     mask_sample: bool = False
     """True when the reward is not a valid measurement (left out of quality stats)."""
+
+
+class JobState(str, enum.Enum):
+    """A job's life: QUEUED -> RUNNING -> one of the three final states."""
+
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def final(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)

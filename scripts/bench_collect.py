@@ -155,7 +155,7 @@ def make_rows(kind: str, n: int) -> list[dict]:
 async def verify_rate(address: str, rows: list[dict], expect_correct: Callable[[int], bool]) -> tuple[float, int]:
     """(rollouts/s, connections) of the collector's verification (make_batches + verify_all over
     one connection per server worker); batches are encoded before the clock starts."""
-    from gym_metrics._transport._client import ResourcesClient
+    from gym_metrics._transport.client import ResourcesClient
     from gym_metrics.cli._collect import fewer_gc_passes
     from gym_metrics.collector._input import Rollout
     from gym_metrics.collector._verify import make_batches, verify_all
@@ -184,7 +184,7 @@ async def verify_rate(address: str, rows: list[dict], expect_correct: Callable[[
 
 
 async def bench_unary(n: int, address: str, concurrency: int) -> float:
-    from gym_metrics._transport._client import ResourcesClient
+    from gym_metrics._transport.client import ResourcesClient
 
     body = orjson.dumps(_sample_bodies()[0]).decode()
     async with ResourcesClient(address) as client:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from _jobs_helpers import tool_row  # noqa: E402
 from bench_generate import Child  # noqa: E402
 
-from gym_metrics._transport import JobClient  # noqa: E402
+from gym_metrics._transport.client import JobClient  # noqa: E402
 
 
 def start_server(db: Path, data_root: Path) -> Child:

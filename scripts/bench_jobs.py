@@ -132,7 +132,7 @@ class JobServer:
 
 def restart_once(root: Path, rows: int, i: int) -> float:
     """Seconds from starting a new server process to the killed job RUNNING with new rows."""
-    from gym_metrics._transport import JobClient
+    from gym_metrics._transport.client import JobClient
 
     db = root / f"restart{i}.sqlite"
     first = JobServer(db, root)
@@ -165,7 +165,7 @@ def _stored(db: Path, job_id: str) -> int:
 
 def server_job(root: Path, i: int) -> float:
     """Seconds from SubmitJob to SUCCEEDED seen by WatchJob, through a `jobs serve` process."""
-    from gym_metrics._transport import JobClient
+    from gym_metrics._transport.client import JobClient
 
     server = JobServer(root / f"served{i}.sqlite", root)
     try:

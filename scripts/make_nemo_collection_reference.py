@@ -180,7 +180,8 @@ def record(case: str, env: NemoEnv, rows: list[dict[str, Any]]) -> tuple[list[di
 async def live(case: str, env: NemoEnv, folder: Path, tmp: Path) -> tuple[list[dict[str, Any]], Any]:
     """`collect` of the case's input through a gym-metrics server running the NeMo environment."""
     from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
-    from gym_metrics._transport import ResourcesClient, ServerConfig, start_server
+    from gym_metrics._transport.client import ResourcesClient
+    from gym_metrics._transport.server import ServerConfig, start_server
     from gym_metrics.collector import CollectOptions, collect_async
 
     class Live(SimpleResourcesServer):

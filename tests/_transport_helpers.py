@@ -16,7 +16,7 @@ import grpc.aio
 from google.rpc import error_details_pb2, status_pb2
 
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 
 
 class AnswerRequest(BaseVerifyRequest):
@@ -65,7 +65,7 @@ async def aggregate_call(stub: Any, requests: list[Any]) -> Any:
 def server_in_thread(env: SimpleResourcesServer) -> Iterator[str]:
     """`env` served on 127.0.0.1:0 from a thread with its own event loop (so the test's thread
     can run `cli.main`, which runs a loop of its own); yields the address, stops on exit."""
-    from gym_metrics._transport import ServerConfig, start_server
+    from gym_metrics._transport.server import ServerConfig, start_server
 
     loop = asyncio.new_event_loop()
     started: dict[str, Any] = {}

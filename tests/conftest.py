@@ -11,8 +11,8 @@ import grpc
 import grpc.aio
 import pytest
 
-from gym_metrics._transport._client import CHANNEL_OPTIONS
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics._transport.client import CHANNEL_OPTIONS
+from gym_metrics.environments import SimpleResourcesServer
 from gym_metrics.testing import serve_environment
 
 from _transport_helpers import AnswerEnv

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from gym_metrics._environments import ENVIRONMENTS
+from gym_metrics.environments import ENVIRONMENTS
 from gym_metrics.cli import _parser as cli_parser
 from gym_metrics.exporters._base import EXPORTERS
 from gym_metrics.reducers._registry import REDUCERS

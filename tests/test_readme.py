@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from gym_metrics._environments import ENVIRONMENTS, resolve_server
-from gym_metrics._transport._client import ResourcesClient
+from gym_metrics.environments import ENVIRONMENTS, resolve_server
+from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.collector._rows import written_row
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

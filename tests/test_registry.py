@@ -15,7 +15,7 @@ import pytest
 
 import gym_metrics
 import gym_metrics._util.registry as registry_module
-from gym_metrics._environments import ENVIRONMENTS
+from gym_metrics.environments import ENVIRONMENTS
 from gym_metrics._util.registry import Registry
 from gym_metrics.errors import NotFoundError
 from gym_metrics.reducers import REDUCERS

@@ -10,13 +10,10 @@ rpc.grpc.status_code; no request content, peer or token."""
 from __future__ import annotations
 
 import importlib.util
-import inspect
 from typing import Any
 
 import grpc
 from grpc import aio
-
-from gym_metrics._transport._interceptors import _code_of, _replace_behaviour
 
 TRACER_NAME = "gym_metrics"
 
@@ -37,75 +34,18 @@ def tracer() -> Any:
     return provider.get_tracer(TRACER_NAME)
 
 
-def _attributes(method: str) -> dict[str, str]:
+def rpc_attributes(method: str) -> dict[str, str]:
     service, _, name = method.lstrip("/").partition("/")
     return {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}
 
 
-def _end(span: Any, code: grpc.StatusCode) -> None:
+def end_span(span: Any, code: grpc.StatusCode) -> None:
     from opentelemetry.trace import Status, StatusCode
 
     span.set_attribute("rpc.grpc.status_code", code.value[0])
     if code is not grpc.StatusCode.OK:
         span.set_status(Status(StatusCode.ERROR, code.name))
     span.end()
-
-
-class TracingInterceptor(aio.ServerInterceptor):
-    """A SERVER span per RPC, child of the context the client sent in its metadata."""
-
-    def __init__(self, tracer: Any) -> None:
-        self._tracer = tracer
-
-    async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(details)
-        if handler is None:
-            return None
-        from opentelemetry import propagate
-
-        carrier = {k: v for k, v in (details.invocation_metadata or ()) if isinstance(v, str)}
-        parent = propagate.extract(carrier)
-        method = details.method or ""
-        return _replace_behaviour(handler, lambda behaviour: self._wrap(method, parent, behaviour))
-
-    def _wrap(self, method: str, parent: Any, behaviour: Any) -> Any:
-        from opentelemetry import trace
-
-        tracer, code_of = self._tracer, _code_of
-
-        def start() -> Any:
-            return tracer.start_span(method.lstrip("/"), context=parent, kind=trace.SpanKind.SERVER, attributes=_attributes(method))
-
-        if inspect.isasyncgenfunction(behaviour):
-
-            async def traced_stream(request: Any, context: aio.ServicerContext) -> Any:
-                span, failure = start(), None
-                try:
-                    with trace.use_span(span, end_on_exit=False):
-                        async for response in behaviour(request, context):
-                            yield response
-                except BaseException as exc:
-                    failure = exc
-                    raise
-                finally:
-                    _end(span, code_of(context, failure))
-
-            return traced_stream
-        if inspect.iscoroutinefunction(behaviour):
-
-            async def traced(request: Any, context: aio.ServicerContext) -> Any:
-                span, failure = start(), None
-                try:
-                    with trace.use_span(span, end_on_exit=False):
-                        return await behaviour(request, context)
-                except BaseException as exc:
-                    failure = exc
-                    raise
-                finally:
-                    _end(span, code_of(context, failure))
-
-            return traced
-        return behaviour
 
 
 class _ClientTracing:
@@ -118,7 +58,7 @@ class _ClientTracing:
         from opentelemetry import propagate, trace
 
         method = details.method.decode() if isinstance(details.method, bytes) else str(details.method)
-        span = self._tracer.start_span(method.lstrip("/"), kind=trace.SpanKind.CLIENT, attributes=_attributes(method))
+        span = self._tracer.start_span(method.lstrip("/"), kind=trace.SpanKind.CLIENT, attributes=rpc_attributes(method))
         carrier: dict[str, str] = {}
         propagate.inject(carrier, context=trace.set_span_in_context(span))
         metadata = aio.Metadata(*(details.metadata or ()), *carrier.items())
@@ -132,7 +72,7 @@ class _ClientTracing:
                 code = code if isinstance(code, grpc.StatusCode) else grpc.StatusCode.UNKNOWN
             except Exception:  # cancelled before a status
                 code = grpc.StatusCode.CANCELLED
-            _end(span, code)
+            end_span(span, code)
 
         call.add_done_callback(done)
         return call
@@ -157,10 +97,4 @@ def client_interceptors() -> list[aio.ClientInterceptor] | None:
     return None if active is None else [_UnaryUnary(active), _StreamStream(active)]
 
 
-def server_interceptor() -> aio.ServerInterceptor | None:
-    """The server's tracing interceptor, or None when tracing is off."""
-    active = tracer()
-    return None if active is None else TracingInterceptor(active)
-
-
-__all__ = ["TracingInterceptor", "client_interceptors", "server_interceptor", "tracer"]
+__all__ = ["client_interceptors", "end_span", "rpc_attributes", "tracer"]

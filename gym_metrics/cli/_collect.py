@@ -140,7 +140,7 @@ def _check_inputs(ns: argparse.Namespace) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from gym_metrics._transport import ResourcesClient
+    from gym_metrics._transport.client import ResourcesClient
     from gym_metrics.cli._push import push_after, push_progress
     from gym_metrics.collector import CollectOptions, RetryPolicy, collect_async
 
@@ -179,7 +179,8 @@ def run(ns: argparse.Namespace) -> int:
 
 def run_demo(ns: argparse.Namespace) -> int:
     from gym_metrics import resolve_server
-    from gym_metrics._transport import ResourcesClient, ServerConfig, start_server
+    from gym_metrics._transport.client import ResourcesClient
+    from gym_metrics._transport.server import ServerConfig, start_server
     from gym_metrics.collector import CollectOptions, collect_async
 
     env = resolve_server("math_exact")()  # the shipped example environment, found by name

@@ -111,7 +111,7 @@ def _add_submit(commands: Any) -> None:
 
 
 def _client(ns: argparse.Namespace) -> Any:
-    from gym_metrics._transport import JobClient
+    from gym_metrics._transport.client import JobClient
 
     return JobClient(ns.server, auth_token=read_token(ns.auth_token_env), tls_ca=ns.tls_ca)
 
@@ -159,7 +159,8 @@ def _rows(path: Path) -> list[Any]:
 
 
 def run_serve(ns: argparse.Namespace) -> int:
-    from gym_metrics._transport import JobServerOptions, ServerConfig, serve_jobs
+    from gym_metrics._transport.jobs import JobServerOptions, serve_jobs
+    from gym_metrics._transport.server import ServerConfig
     from gym_metrics.jobs import parse_allow_env
 
     if bool(ns.tls_cert) != bool(ns.tls_key):

@@ -60,7 +60,7 @@ def run(ns: argparse.Namespace) -> int:
     # inside verify must not inherit grpc's fork handlers (see gym_metrics._util.grpc_fork).
     disable_grpc_fork_handlers()
     from gym_metrics import resolve_server
-    from gym_metrics._transport import ServerConfig, serve
+    from gym_metrics._transport.server import ServerConfig, serve
 
     env_cls = resolve_server(ns.target)  # fail fast with a clear message, before binding
     token = read_token(ns.auth_token_env or (AUTH_TOKEN_ENV if os.environ.get(AUTH_TOKEN_ENV) else None))

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from gym_metrics._transport import ResourcesClient, ServerInfo, ServerUnavailableError, ServerUnreachableError
+from gym_metrics._transport.client import ResourcesClient, ServerInfo, ServerUnavailableError, ServerUnreachableError
 from gym_metrics.collector._verify import LaneReport, RetryPolicy
 from gym_metrics.errors import FieldViolation, InvalidInputError
 

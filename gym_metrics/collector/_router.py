@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from gym_metrics._transport import VerifiedBatch
+from gym_metrics._transport.client import VerifiedBatch
 from gym_metrics._util.unique import unique
 from gym_metrics.aggregate import ERROR_KEY, BadLine, RolloutColumns
 from gym_metrics.collector._keys import FixedKeys

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from gym_metrics._util.progress import estimate_lines
-from gym_metrics._transport import ResourcesClient, ServerUnavailableError
+from gym_metrics._transport.client import ResourcesClient, ServerUnavailableError
 from gym_metrics.aggregate import (
     ERROR_KINDS,
     AgentAggregate,

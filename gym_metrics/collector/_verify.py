@@ -22,7 +22,7 @@ from typing import Protocol, Union
 
 import orjson
 
-from gym_metrics._transport import ResourcesClient, ServerUnavailableError, VerifiedBatch, VerifyInput
+from gym_metrics._transport.client import ResourcesClient, ServerUnavailableError, VerifiedBatch, VerifyInput
 from gym_metrics.collector._input import Rollout
 
 Batch = list[tuple[Rollout, bytes]]

@@ -15,7 +15,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from gym_metrics._transport import ResourcesClient
+from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation._progress import RowProgress, Tallied
 from gym_metrics.evaluation._result import EvaluationResult, RowFailure, ScoreMatrix

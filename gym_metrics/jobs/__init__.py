@@ -8,7 +8,8 @@ from gym_metrics.jobs._executor import JobExecutor
 from gym_metrics.jobs._run import Progress, ProgressCallback
 from gym_metrics.jobs._secrets import SecretStore, parse_allow_env
 from gym_metrics.jobs._spec import DatasetSpec, JobSpec, RowTexts, RunConfig, parse_spec
-from gym_metrics.jobs._store import JobRecord, JobState, JobStore, StoreFullError
+from gym_metrics.jobs._store import JobRecord, JobStore, StoreFullError
+from gym_metrics.models import JobState
 from gym_metrics.jobs._result import job_result
 
 __all__ = [

@@ -15,7 +15,8 @@ from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputErro
 from gym_metrics.jobs._run import JobRun, Progress, ProgressCallback, full_disk_waits
 from gym_metrics.jobs._secrets import SecretStore
 from gym_metrics.jobs._spec import JobSpec, dataset_file, parse_spec
-from gym_metrics.jobs._store import JobRecord, JobState, JobStore, StoreFullError
+from gym_metrics.jobs._store import JobRecord, JobStore, StoreFullError
+from gym_metrics.models import JobState
 from gym_metrics.scorers import get_scorer
 from gym_metrics.targets import parse_target
 

@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 from gym_metrics._util.keys import BoundKey, keys_from
 from gym_metrics.evaluation import RowFailure, ScoreMatrix, score_rows
 from gym_metrics.jobs._spec import JobSpec, count_rows, iter_rows
-from gym_metrics.jobs._store import JobState, JobStore, StoreFullError
+from gym_metrics.jobs._store import JobStore, StoreFullError
+from gym_metrics.models import JobState
 from gym_metrics.scorers import get_scorer
 
 log = logging.getLogger("gym_metrics.jobs")

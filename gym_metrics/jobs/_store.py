@@ -8,7 +8,6 @@ so GetJob and ListJobs stay fast while a job commits results."""
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import sqlite3
@@ -25,6 +24,7 @@ import orjson
 
 from gym_metrics.errors import GymMetricsError, NotFoundError
 from gym_metrics.jobs._spec import JobSpec, RowTexts
+from gym_metrics.models import JobState
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -74,20 +74,6 @@ def is_full(exc: BaseException) -> bool:
     if code is not None:
         return bool(code & 0xFF == SQLITE_FULL)
     return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
-
-
-class JobState(str, enum.Enum):
-    """A job's life: QUEUED -> RUNNING -> one of the three final states."""
-
-    QUEUED = "QUEUED"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-
-    @property
-    def final(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Each family is a subpackage: `tool_calls` (RAGAS tool call accuracy, NeMo Evalua
 tool-calling metric), `judge` (LLM-judge scorers), `remote` (a user's REST endpoint). Find one
 by name with `get_scorer`; add one with `@register_scorer("name")` on a `Scorer` subclass, or
 from another package through the entry-point group `gym_metrics.scorers`. Serve one as an
-environment by subclassing `ScorerEnvironment`.
+environment by subclassing `gym_metrics.environments.ScorerEnvironment`.
 The NeMo Evaluator-style names `RowMetric`, `register_row_metric` and `get_row_metric` are the
 same objects.
 """
@@ -22,7 +22,7 @@ from gym_metrics.scorers._base import (
     register_scorer,
     scorer_names,
 )
-from gym_metrics.scorers._environment import ScorerEnvironment
+from gym_metrics._util.deprecated import old_name
 
 RowMetric = Scorer
 register_row_metric = register_scorer
@@ -37,7 +37,6 @@ __all__ = [
     "RowError",
     "RowMetric",
     "Scorer",
-    "ScorerEnvironment",
     "get_row_metric",
     "get_scorer",
     "register_row_metric",
@@ -45,3 +44,7 @@ __all__ = [
     "row_metric_names",
     "scorer_names",
 ]
+
+
+def __getattr__(name: str) -> object:
+    return old_name(__name__, name)

@@ -182,7 +182,7 @@ class Evaluator:
 
     def _connect(self) -> Any:
         if self._client is None:
-            from gym_metrics._transport import JobClient  # grpc loads here, only for a server
+            from gym_metrics._transport.client import JobClient  # grpc loads here, only for a server
 
             assert self.server is not None
             self._client = JobClient(self.server, auth_token=self._auth_token, tls_ca=self._tls_ca, timeout=self._timeout)

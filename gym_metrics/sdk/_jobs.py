@@ -152,7 +152,7 @@ class RemoteJob:
     def wait_until_done(self, timeout: float | None = None) -> str:
         """The final state, following the server's progress stream; TimeoutError after
         `timeout` seconds (the job goes on on the server)."""
-        from gym_metrics._transport import JobWaitTimeout
+        from gym_metrics._transport.client import JobWaitTimeout
 
         try:
             for info in self._client.watch(self.name, timeout=timeout):

@@ -10,13 +10,12 @@ A pytest fixture serving your environment, with pytest-asyncio:
         async with serve_environment(MyEnv()) as running:
             yield running  # running.address is "127.0.0.1:<port>"
 
-Serving a row scorer as an environment is `gym_metrics.scorers.ScorerEnvironment`, also
-exported here.
+Serving a row scorer as an environment is `gym_metrics.environments.ScorerEnvironment`.
 """
 
 from __future__ import annotations
 
-from gym_metrics.scorers import ScorerEnvironment
+from gym_metrics._util.deprecated import old_name
 from gym_metrics.testing._judge import LoopbackServer, Recorded, Reply, ScriptedChatServer, ScriptedJudge, Stall, completion
 from gym_metrics.testing._policy import PolicyAnswer, ScriptedPolicyServer, prompt_of
 from gym_metrics.testing._serve import serve_environment
@@ -26,7 +25,6 @@ __all__ = [
     "PolicyAnswer",
     "Recorded",
     "Reply",
-    "ScorerEnvironment",
     "ScriptedChatServer",
     "ScriptedJudge",
     "ScriptedPolicyServer",
@@ -35,3 +33,7 @@ __all__ = [
     "prompt_of",
     "serve_environment",
 ]
+
+
+def __getattr__(name: str) -> object:
+    return old_name(__name__, name)

@@ -7,8 +7,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gym_metrics._transport import RunningServer
-    from gym_metrics.server import SimpleResourcesServer
+    from gym_metrics._transport.server import RunningServer
+    from gym_metrics.environments import SimpleResourcesServer
 
 
 @asynccontextmanager
@@ -32,7 +32,7 @@ async def serve_environment(
             async with gym_metrics.ResourcesClient(server.address) as client:
                 ...
     """
-    from gym_metrics._transport import ServerConfig, start_server  # grpc only when serving
+    from gym_metrics._transport.server import ServerConfig, start_server  # grpc only when serving
 
     settings: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "log_requests": False, **config}
     server = await start_server(

@@ -19,7 +19,8 @@ from pydantic import Field
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, register_server
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.scorers import Scorer, ScorerEnvironment, get_scorer
+from gym_metrics.environments import ScorerEnvironment
+from gym_metrics.scorers import Scorer, get_scorer
 
 CONFIG_FILE_VAR = "LLM_JUDGE_CONFIG"
 METRIC_VAR = "LLM_JUDGE_METRIC"

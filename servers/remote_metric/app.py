@@ -20,7 +20,8 @@ from pydantic import Field
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, register_server
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.scorers import Scorer, ScorerEnvironment, get_scorer
+from gym_metrics.environments import ScorerEnvironment
+from gym_metrics.scorers import Scorer, get_scorer
 from gym_metrics.evaluation import read_scorer_config
 from gym_metrics.scorers.remote import RemoteMetric
 

@@ -20,7 +20,8 @@ from gym_metrics.scorers.tool_calls import (
     tool_calling_scores,
     tool_calling_scores_from_calls,
 )
-from gym_metrics.scorers import RowError, Scorer, ScorerEnvironment
+from gym_metrics.environments import ScorerEnvironment
+from gym_metrics.scorers import RowError, Scorer
 
 SAMPLE_PATH = Path(__file__).with_name("sample.jsonl")
 """The shipped sample: a dozen rows covering matches, misses and one malformed prediction."""

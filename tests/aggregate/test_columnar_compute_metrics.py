@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from gym_metrics import MetricColumns, SimpleResourcesServer
-from gym_metrics._transport import ServerConfig, start_server
-from gym_metrics._transport._client import ResourcesClient
+from gym_metrics._transport.server import ServerConfig, start_server
+from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.aggregate import Aggregator, RolloutColumns, aggregate_file
 from gym_metrics.collector import Progress, collect_async
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse

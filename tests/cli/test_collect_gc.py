@@ -12,7 +12,7 @@ import pytest
 
 from gym_metrics import cli
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 
 from _transport_helpers import server_in_thread
 

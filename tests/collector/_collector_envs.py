@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 
 
 class CountingRequest(BaseVerifyRequest):

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 
 
 class PaddedRequest(BaseVerifyRequest):

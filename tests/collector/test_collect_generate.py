@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gym_metrics._transport import ResourcesClient
+from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.cli import main as cli_main
 from gym_metrics.collector import CollectOptions, CollectResult, Progress, collect_async
 from gym_metrics.targets import Inference, ModelTargetConfig

@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gym_metrics._transport import ServerConfig, start_server
-from gym_metrics._transport._client import (
+from gym_metrics._transport.server import ServerConfig, start_server
+from gym_metrics._transport.client import (
     ResourcesClient,
     ServerUnavailableError,
     ServerUnreachableError,
@@ -30,7 +30,7 @@ from gym_metrics.collector import CollectOptions, Progress, RetryPolicy, collect
 from gym_metrics.collector._input import Rollout, read_input
 from gym_metrics.collector._verify import make_batches, verify_all
 from gym_metrics.errors import GymMetricsError, InvalidInputError
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
 
 from _collector_envs import CountingEnv

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from gym_metrics._transport import ServerConfig, start_server
-from gym_metrics._transport._client import ResourcesClient
+from gym_metrics._transport.server import ServerConfig, start_server
+from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.collector import CollectOptions, Progress, collect_async
 from gym_metrics.collector._input import Rollout, read_input
 from gym_metrics.errors import InvalidInputError

@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import Field
 
-from gym_metrics._transport import ServerConfig, start_server
-from gym_metrics._transport._client import ResourcesClient
+from gym_metrics._transport.server import ServerConfig, start_server
+from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.collector import CollectOptions, collect_async
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 
 
 def _text(body: BaseVerifyRequest) -> str:

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from gym_metrics._transport import ServerConfig, start_server
-from gym_metrics._transport._client import ResourcesClient
+from gym_metrics._transport.server import ServerConfig, start_server
+from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.aggregate import AggregateOptions, Aggregator, aggregate_file, read_rollouts, write_aggregate_metrics
 from gym_metrics.collector import CollectOptions, collect_async
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 
 DATA = Path(__file__).parents[1] / "data"
 SCORED = sorted((DATA / "nemo_gym").glob("*.jsonl")) + sorted((DATA / "nemo_gym_extra").glob("*.jsonl"))

@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gym_metrics._transport import ServerConfig, start_server
-from gym_metrics._transport._client import ResourcesClient
+from gym_metrics._transport.server import ServerConfig, start_server
+from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.collector import CollectOptions, Progress, collect_async
 from gym_metrics.collector import _input
 from gym_metrics.collector._input import may_hold_key, read_input

@@ -23,7 +23,7 @@ import pytest
 import test_collector_faults as faults
 from test_collector_faults import LISTENING, Procs, cli, collect_args, free_port, line_count, metrics_of, wait_for_lines
 
-from gym_metrics._transport._client import is_transient
+from gym_metrics._transport.client import is_transient
 
 pytestmark = pytest.mark.timeout(150)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gym_metrics._transport import ServerConfig, start_server
+from gym_metrics._transport.server import ServerConfig, start_server
 from gym_metrics.cli import main as cli_main
 from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer, MathVerifyRequest, MathVerifyResponse
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from gym_metrics._transport import ServerConfig, start_server
-from gym_metrics._transport._client import ResourcesClient
+from gym_metrics._transport.server import ServerConfig, start_server
+from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.collector import CollectOptions, collect_async
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "aggregate"))
 from test_nemo_conformance import compare_files  # noqa: E402

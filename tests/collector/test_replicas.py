@@ -39,7 +39,7 @@ from test_collector_faults import (
     write_tasks,
 )
 
-from gym_metrics._transport import ServerUnavailableError, VerifyOutcome
+from gym_metrics._transport.client import ServerUnavailableError, VerifyOutcome
 from gym_metrics.collector import RetryPolicy
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._verify import _Sender, make_batches, verify_all
@@ -252,7 +252,8 @@ async def test_a_call_grpc_cancels_itself_reads_as_a_broken_stream() -> None:
     """grpc cancels a call whose request stream fails to send (e.g. half-closing on a
     connection that just died) and reports CancelledError: the client says
     ServerUnavailableError, so the lane retries instead of the run crashing."""
-    from gym_metrics._transport import ResourcesClient, ServerConfig, start_server
+    from gym_metrics._transport.client import ResourcesClient
+    from gym_metrics._transport.server import ServerConfig, start_server
 
     async def requests() -> AsyncIterator[tuple[str, list[Any]]]:
         yield "0", [(0, 0, '{"expected_answer": "1", "response": {"output": []}}')]

@@ -28,7 +28,7 @@ import pytest
 from test_collector_faults import TOTAL, Procs, assert_complete, metrics_of, start_server, write_tasks
 from test_replicas import ENV, collect, per_server, sorted_lines
 
-from gym_metrics._transport import ServerUnavailableError
+from gym_metrics._transport.client import ServerUnavailableError
 from gym_metrics.collector import RetryPolicy
 from gym_metrics.collector._replicas import on_any
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from gym_metrics._transport import JobServerOptions, RunningJobServer, ServerConfig, start_job_server
+from gym_metrics._transport.jobs import JobServerOptions, RunningJobServer, start_job_server
+from gym_metrics._transport.server import ServerConfig
 
 
 class JobServerThread:

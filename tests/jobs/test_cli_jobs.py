@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gym_metrics._transport import JobClient
+from gym_metrics._transport.client import JobClient
 from gym_metrics.cli import main
 from gym_metrics.evaluation import evaluate
 from gym_metrics.jobs import JobState, JobStore

@@ -13,7 +13,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from gym_metrics._transport import JobClient, JobInfo, JobNotFinishedError, JobWaitTimeout, RemoteCallError, ServerUnreachableError
+from gym_metrics._transport.client import JobClient, JobInfo, JobNotFinishedError, JobWaitTimeout, RemoteCallError, ServerUnreachableError
 from gym_metrics.errors import InvalidInputError, NotFoundError
 from gym_metrics.evaluation import evaluate
 from gym_metrics.v1 import jobs_pb2, jobs_pb2_grpc

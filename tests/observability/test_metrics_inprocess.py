@@ -76,7 +76,9 @@ async def test_calls_to_unknown_methods_count_as_unknown() -> None:
 
 async def test_job_server_metrics_hold_rpcs_and_job_states(tmp_path: Path) -> None:
     need("prometheus_client")
-    from gym_metrics._transport import JobClient, JobServerOptions, ServerConfig, start_job_server
+    from gym_metrics._transport.client import JobClient
+    from gym_metrics._transport.jobs import JobServerOptions, start_job_server
+    from gym_metrics._transport.server import ServerConfig
 
     config = ServerConfig(host="127.0.0.1", port=0, log_requests=False)
     running = await start_job_server(config, JobServerOptions(db=tmp_path / "jobs.sqlite", prometheus_port=0))

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from gym_metrics._transport import ResourcesClient
+from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.errors import GymMetricsError
 from gym_metrics.ray import Replicas, serve_replicas
 

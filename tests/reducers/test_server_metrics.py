@@ -17,9 +17,9 @@ import orjson
 import pytest
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
-from gym_metrics._transport import ServerConfig, start_server
-from gym_metrics._transport._client import ResourcesClient
-from gym_metrics._transport._server import load_env
+from gym_metrics._transport.server import ServerConfig, start_server
+from gym_metrics._transport.client import ResourcesClient
+from gym_metrics._transport.server import load_env
 from gym_metrics.aggregate import RolloutColumns
 from gym_metrics.cli import main
 from gym_metrics.errors import InvalidInputError, NotFoundError

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gym_metrics._transport._client import ResourcesClient
+from gym_metrics._transport.client import ResourcesClient
 
 APP = '''
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer

@@ -36,9 +36,9 @@ async def test_a_coroutine_that_never_suspends_needs_no_task_when_trusted() -> N
 
 async def test_verify_with_a_cancel_scope_survives_the_stream(serve_env) -> None:  # type: ignore[no-untyped-def]
     """An environment whose verify uses asyncio.timeout-like task checks works over VerifyStream."""
-    from gym_metrics._transport._client import ResourcesClient
+    from gym_metrics._transport.client import ResourcesClient
     from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
-    from gym_metrics.server import SimpleResourcesServer
+    from gym_metrics.environments import SimpleResourcesServer
 
     class TaskBound(SimpleResourcesServer):
         async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:

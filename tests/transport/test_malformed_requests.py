@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 

@@ -24,8 +24,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
-from gym_metrics._transport import RunningServer, ServerConfig, start_server
-from gym_metrics._transport._server import SERVICE_NAME
+from gym_metrics._transport.server import RunningServer, ServerConfig, start_server
+from gym_metrics._transport.server import SERVICE_NAME
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc as pb_grpc
 
@@ -335,7 +335,7 @@ async def spawn_serve(tmp_path: Path, *args: str, **env: str) -> asyncio.subproc
     """`serve("path/app.py:SleepyApp", **eval(args[0]))` in a child process, stderr piped."""
     app = tmp_path / "app.py"
     app.write_text(textwrap.dedent(APP))
-    script = "import sys; from gym_metrics._transport import serve; serve(sys.argv[1], **eval(sys.argv[2]))"
+    script = "import sys; from gym_metrics._transport.server import serve; serve(sys.argv[1], **eval(sys.argv[2]))"
     return await asyncio.create_subprocess_exec(
         sys.executable, "-c", script, f"{app}:SleepyApp", *args,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -12,10 +12,10 @@ import grpc
 import grpc.aio
 import pytest
 
-from gym_metrics._transport import ServerConfig, start_server
+from gym_metrics._transport.server import ServerConfig, start_server
 from gym_metrics._util.limits import CallLimits
 from gym_metrics.testing import serve_environment
-from gym_metrics._transport._client import ResourcesClient, is_transient
+from gym_metrics._transport.client import ResourcesClient, is_transient
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
-from gym_metrics._transport._client import ResourcesClient, VerifiedBatch, VerifyInput, VerifyOutcome
+from gym_metrics._transport.client import ResourcesClient, VerifiedBatch, VerifyInput, VerifyOutcome
 from gym_metrics.models import BaseVerifyResponse
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 
 from _transport_helpers import AnswerEnv, AnswerRequest
 

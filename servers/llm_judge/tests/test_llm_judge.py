@@ -158,7 +158,8 @@ async def test_bad_rollout_is_invalid_input_and_judge_failure_is_a_row_error() -
 
 
 async def test_verify_stream_over_grpc_records_judge_failures_per_rollout() -> None:
-    from gym_metrics._transport import ResourcesClient, ServerConfig, start_server
+    from gym_metrics._transport.client import ResourcesClient
+    from gym_metrics._transport.server import ServerConfig, start_server
 
     def respond(body: dict[str, Any]) -> Any:
         text = body["messages"][0]["content"]

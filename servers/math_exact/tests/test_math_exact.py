@@ -255,7 +255,7 @@ def test_resolve_server_by_name_and_entry_point() -> None:
     (ep,) = [ep for ep in entry_points(group="gym_metrics.servers") if ep.name == "math_exact"]
     assert ep.value == "gym_metrics_servers.math_exact.app:MathExactServer"
     assert ep.load() is MathExactServer
-    assert "math_exact" in gym_metrics._environments.registered_servers()
+    assert "math_exact" in gym_metrics.environments.registered_servers()
 
 
 # ----------------------------------------------------------------------------- metrics

@@ -103,7 +103,8 @@ def test_a_score_named_like_a_response_field_is_refused(tmp_path: Path, monkeypa
 
 
 async def test_nat_config_over_a_grpc_verify_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gym_metrics._transport import ResourcesClient, ServerConfig, start_server
+    from gym_metrics._transport.client import ResourcesClient
+    from gym_metrics._transport.server import ServerConfig, start_server
 
     def respond(body: dict[str, Any]) -> Any:
         if body["item"]["question"] == "Capital of France?":
@@ -131,7 +132,7 @@ async def test_nat_config_over_a_grpc_verify_stream(tmp_path: Path, monkeypatch:
 
 
 async def test_evaluate_server_reports_every_configured_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gym_metrics._transport import ServerConfig, start_server
+    from gym_metrics._transport.server import ServerConfig, start_server
     from gym_metrics.evaluation import evaluate_remote_async
 
     def respond(body: dict[str, Any]) -> Any:

@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
-from gym_metrics.scorers._base import RowError, Scorer
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.scorers import RowError, Scorer
+from gym_metrics.environments._server import SimpleResourcesServer
 
 
 class ScorerEnvironment(SimpleResourcesServer):

@@ -14,18 +14,18 @@ import grpc
 from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from gym_metrics._transport._handlers import add_resources_service
-from gym_metrics._transport._health import HealthServicer
-from gym_metrics._transport._interceptors import AccessLogInterceptor, AuthInterceptor, MetricsInterceptor
-from gym_metrics._transport._tracing import server_interceptor
-from gym_metrics._transport._metrics import ServerMetrics, serve_http
+from gym_metrics._transport.server._handlers import add_resources_service
+from gym_metrics._transport.server._health import HealthServicer
+from gym_metrics._transport.server._interceptors import AccessLogInterceptor, AuthInterceptor, MetricsInterceptor
+from gym_metrics._transport.server._tracing import server_interceptor
+from gym_metrics._transport.server._metrics import ServerMetrics, serve_http
 from gym_metrics._util.limits import CallLimits
-from gym_metrics._transport._reflection import enable_reflection
-from gym_metrics._transport._servicer import ResourcesServicer
+from gym_metrics._transport.server._reflection import enable_reflection
+from gym_metrics._transport.server._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.reducers import resolve_reducers
-from gym_metrics._environments import resolve_server
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import resolve_server
+from gym_metrics.environments import SimpleResourcesServer
 from gym_metrics.v1 import resources_pb2
 
 

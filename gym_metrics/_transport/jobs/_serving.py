@@ -17,12 +17,12 @@ from types import TracebackType
 
 from grpc import aio
 
-from gym_metrics._transport._health import HealthServicer
-from gym_metrics._transport._jobs_metrics import check_prometheus, start_metrics
-from gym_metrics._transport._metrics import ServerMetrics
-from gym_metrics._transport._jobs_servicer import SERVICE, JobsServicer, ProgressHub, add_job_service
-from gym_metrics._transport._server import AUTH_TOKEN_ENV, ServerConfig, add_health_and_reflection, bind, new_server
-from gym_metrics._transport._serving import _add_signal_handlers, _ensure_log_handler, _remove_signal_handlers
+from gym_metrics._transport.server._health import HealthServicer
+from gym_metrics._transport.jobs._metrics import check_prometheus, start_metrics
+from gym_metrics._transport.server._metrics import ServerMetrics
+from gym_metrics._transport.jobs._servicer import SERVICE, JobsServicer, ProgressHub, add_job_service
+from gym_metrics._transport.server._server import AUTH_TOKEN_ENV, ServerConfig, add_health_and_reflection, bind, new_server
+from gym_metrics._transport.server._serving import _add_signal_handlers, _ensure_log_handler, _remove_signal_handlers
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.jobs import JobExecutor, JobStore, SecretStore
 

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from gym_metrics._util.registry import Registry
 from gym_metrics.errors import InvalidInputError, NotFoundError
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments._server import SimpleResourcesServer
 
 ENTRY_POINT_GROUP = "gym_metrics.servers"
 ENVIRONMENTS: Registry[SimpleResourcesServer] = Registry("server", SimpleResourcesServer, (ENTRY_POINT_GROUP,))

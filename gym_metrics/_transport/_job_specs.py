@@ -1,15 +1,15 @@
-"""Job specs and jobs between their dict / record form and JobService messages, both ways
-(the servicer reads specs and writes jobs; the client writes specs and reads jobs)."""
+"""Job specs between their dict form and JobSpec messages, and job states both ways: what the
+job client writes and reads and the job servicer reads and writes (no domain import)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.jobs import JobRecord, JobState, RowTexts
+from gym_metrics.models import JobState
 from gym_metrics.v1 import jobs_pb2 as pb
 
 STATE_TO_PB: dict[JobState, pb.JobState] = {
@@ -34,32 +34,17 @@ def _loads(text: str, field: str) -> Any:
         raise InvalidInputError("invalid job spec", [FieldViolation(field, f"not valid JSON: {exc}")]) from None
 
 
-def _rows(rows_json: Iterable[str]) -> RowTexts:
-    """Inline rows checked to be JSON and kept as their texts (each parsed and dropped at once:
-    no object graph of the whole dataset is built, see RowTexts); a bad one names its index."""
-    texts, loads = list(rows_json), orjson.loads
-    try:
-        for text in texts:
-            loads(text)
-    except orjson.JSONDecodeError:
-        for i, text in enumerate(texts):
-            try:
-                loads(text)
-            except orjson.JSONDecodeError as exc:
-                raise InvalidInputError("invalid job spec", [FieldViolation(f"spec.dataset.rows.rows_json[{i}]", f"not valid JSON: {exc}")]) from None
-    return RowTexts(texts)
-
-
 def _optional_json(text: str, field: str) -> Any:
     return None if not text else _loads(text, field)
 
 
-def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
-    """The dict `parse_spec` takes, from a JobSpec message; bad JSON names the proto field."""
+def spec_to_dict(spec: pb.JobSpec, rows: Callable[[Iterable[str]], Any] = list) -> dict[str, Any]:
+    """The dict `parse_spec` takes, from a JobSpec message; bad JSON names the proto field.
+    Inline rows are kept as `rows(texts)` (the server checks and stores them as RowTexts)."""
     dataset: dict[str, Any] = {}
     source = spec.dataset.WhichOneof("source")
     if source == "rows":
-        dataset["rows"] = _rows(spec.dataset.rows.rows_json)
+        dataset["rows"] = rows(spec.dataset.rows.rows_json)
     elif source == "path":
         dataset["path"] = spec.dataset.path
     run: dict[str, Any] = {}
@@ -114,23 +99,4 @@ def shown_spec(spec: pb.JobSpec) -> dict[str, Any]:
     return shown
 
 
-def record_to_job(record: JobRecord, rows_per_second: float = 0.0) -> pb.Job:
-    """A Job message; the spec's inline rows are left out (rows_total counts them)."""
-    spec = orjson.loads(record.spec_json)  # no model validation: only what is shown is read
-    job = pb.Job(
-        job_id=record.id,
-        state=STATE_TO_PB[record.state],
-        spec=dict_to_spec(spec, include_rows=False),
-        rows_done=record.done,
-        rows_failed=record.failed,
-        rows_per_second=rows_per_second if record.state is not JobState.QUEUED else 0.0,
-        error=record.error or "",
-        created_unix=record.created,
-        updated_unix=record.updated,
-    )
-    if record.total is not None:
-        job.rows_total = record.total
-    return job
-
-
-__all__ = ["PB_TO_STATE", "STATE_TO_PB", "dict_to_spec", "record_to_job", "shown_spec", "spec_to_dict"]
+__all__ = ["PB_TO_STATE", "STATE_TO_PB", "dict_to_spec", "shown_spec", "spec_to_dict"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gym_metrics._transport._metrics import PrometheusMissingError, ServerMetrics, check_prometheus, serve_http
+from gym_metrics._transport.server._metrics import PrometheusMissingError, ServerMetrics, check_prometheus, serve_http
 from gym_metrics.jobs import JobState, JobStore
 
 PAGE = 1000

@@ -11,9 +11,10 @@ import grpc
 import grpc.aio
 import orjson
 
-from gym_metrics._transport._errors import grpc_errors
-from gym_metrics._transport._handlers import decode_lenient, decoded, register
-from gym_metrics._transport._jobs_convert import PB_TO_STATE, record_to_job, spec_to_dict
+from gym_metrics._transport.server._errors import grpc_errors
+from gym_metrics._transport.server._handlers import decode_lenient, decoded, register
+from gym_metrics._transport._job_specs import PB_TO_STATE
+from gym_metrics._transport.jobs._convert import record_to_job, spec_to_dict
 from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, OverloadedError
 from gym_metrics.jobs import JobExecutor, JobRecord, JobState, Progress, StoreFullError, job_result
 from gym_metrics.v1 import jobs_pb2 as pb

@@ -13,12 +13,12 @@ import grpc
 import grpc.aio
 import orjson
 
-from gym_metrics._transport._balance import ROUND_ROBIN, address_count, is_balanced
+from gym_metrics._transport.client._balance import ROUND_ROBIN, address_count, is_balanced
 from gym_metrics._transport._batches import columns_to_batches, dumps_json
 from gym_metrics._transport._convert import responses_to_aggregate
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
 from gym_metrics._transport._tracing import client_interceptors
-from gym_metrics._transport._status import (
+from gym_metrics._transport.client._status import (
     RemoteCallError,
     ServerUnavailableError,
     ServerUnreachableError,

@@ -15,11 +15,11 @@ import grpc
 import orjson
 from google.rpc import error_details_pb2, status_pb2
 
-from gym_metrics._transport._client import CHANNEL_OPTIONS
-from gym_metrics._transport._jobs_convert import PB_TO_STATE, STATE_TO_PB, dict_to_spec, shown_spec
-from gym_metrics._transport._status import RemoteCallError, ServerUnavailableError, ServerUnreachableError
+from gym_metrics._transport.client._resources import CHANNEL_OPTIONS
+from gym_metrics._transport._job_specs import PB_TO_STATE, STATE_TO_PB, dict_to_spec, shown_spec
+from gym_metrics._transport.client._status import RemoteCallError, ServerUnavailableError, ServerUnreachableError
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError
-from gym_metrics.jobs import JobState
+from gym_metrics.models import JobState
 from gym_metrics.v1 import jobs_pb2 as pb
 from gym_metrics.v1 import jobs_pb2_grpc
 

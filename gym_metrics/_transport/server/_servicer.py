@@ -18,12 +18,12 @@ from gym_metrics._util.cancellable import run_cancellable
 from gym_metrics._util.eager import start_eagerly
 from gym_metrics._transport._batches import batch_to_columns, dumps_json
 from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses
-from gym_metrics._transport._errors import UserCodeError, grpc_errors
-from gym_metrics._transport._handlers import decoded
+from gym_metrics._transport.server._errors import UserCodeError, grpc_errors
+from gym_metrics._transport.server._handlers import decoded
 from gym_metrics._util.limits import CallLimits, exceeded
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 

@@ -17,8 +17,8 @@ from types import FrameType
 from typing import Any
 
 from gym_metrics._util.grpc_fork import FORK_SUPPORT_ENV, grpc_fork_handlers_off
-from gym_metrics._transport._metrics import start_multiprocess_http
-from gym_metrics._transport._server import (
+from gym_metrics._transport.server._metrics import start_multiprocess_http
+from gym_metrics._transport.server._server import (
     AUTH_TOKEN_ENV,
     EnvTarget,
     ServerConfig,
@@ -26,7 +26,7 @@ from gym_metrics._transport._server import (
     start_server,
 )
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
-from gym_metrics.server import SimpleResourcesServer
+from gym_metrics.environments import SimpleResourcesServer
 
 log = logging.getLogger("gym_metrics.server")
 

@@ -1,0 +1,30 @@
+"""The client face of the transport: ResourcesClient (verify, aggregate, server info) and
+JobClient (durable jobs), with the errors a failed call raises."""
+
+from gym_metrics._transport.client._jobs import JobClient, JobInfo, JobNotFinishedError, JobWaitTimeout
+from gym_metrics._transport.client._resources import (
+    CHANNEL_OPTIONS,
+    ResourcesClient,
+    ServerInfo,
+    VerifyInput,
+    is_transient,
+)
+from gym_metrics._transport.client._status import RemoteCallError, ServerUnavailableError, ServerUnreachableError
+from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
+
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "JobClient",
+    "JobInfo",
+    "JobNotFinishedError",
+    "JobWaitTimeout",
+    "RemoteCallError",
+    "ResourcesClient",
+    "ServerInfo",
+    "ServerUnavailableError",
+    "ServerUnreachableError",
+    "VerifiedBatch",
+    "VerifyInput",
+    "VerifyOutcome",
+    "is_transient",
+]

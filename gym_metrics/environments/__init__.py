@@ -1,0 +1,24 @@
+"""What an environment author writes and what serves it, with no transport code:
+`SimpleResourcesServer` and its hooks (verify, compute_metrics, get_key_metrics), the registry
+of environments by name, and `ScorerEnvironment` (a row scorer served as an environment).
+Tools and per-rollout sessions belong here too."""
+
+from gym_metrics.environments._registry import (
+    ENTRY_POINT_GROUP,
+    ENVIRONMENTS,
+    register_server,
+    registered_servers,
+    resolve_server,
+)
+from gym_metrics.environments._scorer import ScorerEnvironment
+from gym_metrics.environments._server import SimpleResourcesServer
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ENVIRONMENTS",
+    "ScorerEnvironment",
+    "SimpleResourcesServer",
+    "register_server",
+    "registered_servers",
+    "resolve_server",
+]
