@@ -16,11 +16,11 @@ WORKDIR /tmp/gym-metrics
 COPY pyproject.toml README.md LICENSE ./
 COPY gym_metrics ./gym_metrics
 COPY servers ./servers
-# A C compiler for the two native modules (gym_metrics/aggregate/_fill.c and _minify.c, the metrics file's
+# A C compiler for the two native modules (gym_metrics/aggregate/render/_fill.c and _minify.c, the metrics file's
 # rendering), removed in the same layer; without it the install falls back to Python.
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && pip install . \
-    && python -c "import gym_metrics.aggregate._fill, gym_metrics.aggregate._minify" \
+    && python -c "import gym_metrics.aggregate.render._fill, gym_metrics.aggregate.render._minify" \
     && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/* /tmp/gym-metrics
 
 # Not root: the server needs no privilege (50051 is not a privileged port).

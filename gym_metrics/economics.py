@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from gym_metrics._util.unique import count_distinct
-from gym_metrics.aggregate import NumericField, RolloutColumns, ValueKind
+from gym_metrics.rollouts import NumericField, RolloutColumns, ValueKind
 from gym_metrics.reducers import passes
 
 PREFIX = "economics/"

@@ -3,7 +3,8 @@ path: rows read from a JSONL file), 125k tasks x 8 and 1M x 1 rollouts, median o
 import json, statistics, time
 from pathlib import Path
 import numpy as np
-from gym_metrics.aggregate import Aggregator, read_rollouts
+from gym_metrics.aggregate import Aggregator
+from gym_metrics.rollouts import read_rollouts
 from gym_metrics_servers.math_exact.app import MathExactServer
 
 env = MathExactServer()

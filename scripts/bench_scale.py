@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_aggregate import make_rollouts  # noqa: E402
 
-from gym_metrics.aggregate import byte_ranges  # noqa: E402
+from gym_metrics.rollouts import byte_ranges  # noqa: E402
 
 CLI = [sys.executable, "-m", "gym_metrics.cli"]
 

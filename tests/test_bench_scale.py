@@ -7,7 +7,7 @@ import random
 import sys
 from pathlib import Path
 
-from gym_metrics.aggregate import byte_ranges
+from gym_metrics.rollouts import byte_ranges
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 

@@ -13,19 +13,7 @@ import numpy as np
 import orjson
 
 from gym_metrics._transport._packed import add_doubles
-from gym_metrics.aggregate import (
-    ERROR_KINDS,
-    ROLLOUT_KEY,
-    ROLLOUT_KEY_ALIASES,
-    TASK_KEY,
-    TASK_KEY_ALIASES,
-    NumericField,
-    RolloutColumns,
-    RowSource,
-    ShownField,
-    ValueKind,
-    parse_row,
-)
+from gym_metrics.rollouts import ERROR_KINDS, ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, NumericField, RolloutColumns, RowSource, ShownField, ValueKind, parse_row
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 

@@ -11,13 +11,8 @@ import orjson
 
 from gym_metrics._transport._batches import KIND_TO_PB, dumps_json, numeric_field, pack, shown_from_pb, shown_to_pb
 from gym_metrics._transport._packed import add_doubles
-from gym_metrics.aggregate import (
-    GROUP_STATS,
-    ROLLOUT_KEY,
-    AgentAggregate,
-    GroupTable,
-    RolloutInfoTable,
-)
+from gym_metrics.aggregate import GROUP_STATS, AgentAggregate, GroupTable, RolloutInfoTable
+from gym_metrics.rollouts import ROLLOUT_KEY
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.aggregate._arrow import agent_codes, arrow_numeric_field, columns_from_table, parse_lines
-from gym_metrics.aggregate._columns import (
+from gym_metrics.rollouts import agent_codes, arrow_numeric_field, columns_from_table, parse_lines
+from gym_metrics.rollouts import (
     ERROR_KEY,
     ERROR_KINDS,
     ROLLOUT_KEY,
@@ -49,8 +49,8 @@ from gym_metrics.aggregate._metric_columns import MetricColumns
 from gym_metrics.aggregate._uncertainty import ADDED_AGENT_METRICS
 from gym_metrics.aggregate._groups import GROUP_STATS
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
-from gym_metrics.aggregate._output import GroupsRender, iter_group_dicts, output_path_for, write_aggregate_metrics
-from gym_metrics.aggregate._reader import (
+from gym_metrics.aggregate.render._output import GroupsRender, iter_group_dicts, output_path_for, write_aggregate_metrics
+from gym_metrics.rollouts import (
     BOM,
     BadLine,
     OnBadLine,
@@ -64,8 +64,8 @@ from gym_metrics.aggregate._reader import (
     read_rollouts,
 )
 from gym_metrics.aggregate._stats import t_interval
-from gym_metrics.aggregate._ranged import aggregate_ranged
-from gym_metrics.aggregate._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_bytes, partial_rows, read_partial, write_partial
+from gym_metrics.aggregate.shards._ranged import aggregate_ranged
+from gym_metrics.aggregate.shards._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_bytes, partial_rows, read_partial, write_partial
 
 
 def aggregate_file(

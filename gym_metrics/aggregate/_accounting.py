@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from gym_metrics._util.unique import unique, unique_counts
-from gym_metrics.aggregate._columns import (
+from gym_metrics.rollouts import (
     ERROR_KINDS,
     NumericField,
     RolloutColumns,

@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY
-from gym_metrics.aggregate._texts import Texts, fill, joined, numbers
+from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY
+from gym_metrics.aggregate.render._texts import Texts, fill, joined, numbers
 
 _minify: Callable[..., tuple[bytes, bytes, bytes, bytes]] | None
 try:
-    from gym_metrics.aggregate._minify import minify as _minify
+    from gym_metrics.aggregate.render._minify import minify as _minify
 except ImportError:  # no C compiler at install time: every sample is parsed and dumped
     _minify = None
 

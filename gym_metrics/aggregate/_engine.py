@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from gym_metrics._util.unique import count_distinct, unique
-from gym_metrics.aggregate._columns import (
+from gym_metrics.rollouts import (
     RolloutColumns,
     ShownField,
     concat,

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics.aggregate._columns import TASK_KEY, RolloutColumns
+from gym_metrics.rollouts import TASK_KEY, RolloutColumns
 from gym_metrics.aggregate._rows import sample_texts
 from gym_metrics.aggregate._tables import GroupTable
 

@@ -23,7 +23,7 @@ from functools import cached_property
 
 import numpy as np
 
-from gym_metrics.aggregate._values import ROLLOUT_KEY_ALIASES, TASK_KEY_ALIASES
+from gym_metrics.rollouts import ROLLOUT_KEY_ALIASES, TASK_KEY_ALIASES
 
 REWARD = "reward"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics.aggregate._columns import ROLLOUT_KEY, RolloutColumns
+from gym_metrics.rollouts import ROLLOUT_KEY, RolloutColumns
 from gym_metrics.aggregate._stats import GroupedStats, group_starts, grouped_stats, t_interval
 
 

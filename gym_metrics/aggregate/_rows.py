@@ -8,7 +8,7 @@ import numpy as np
 import orjson
 
 from gym_metrics.aggregate._canonical import sample_texts_of
-from gym_metrics.aggregate._columns import (
+from gym_metrics.rollouts import (
     ROLLOUT_KEY,
     ROLLOUT_KEY_ALIASES,
     TASK_KEY,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics.aggregate._columns import NumericField, ShownField, concat_shown, shown_of_field
+from gym_metrics.rollouts import NumericField, ShownField, concat_shown, shown_of_field
 
 
 @dataclass

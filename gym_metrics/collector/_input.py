@@ -19,23 +19,7 @@ import orjson
 
 import numpy as np
 
-from gym_metrics.aggregate import (
-    BOM,
-    ROLLOUT_KEY,
-    ROLLOUT_KEY_ALIASES,
-    TASK_KEY,
-    TASK_KEY_ALIASES,
-    BadLine,
-    BufferRows,
-    RolloutColumns,
-    agent_name,
-    agent_problem,
-    bad_json_reason,
-    line_bounds,
-    parse_row,
-    read_chunks,
-    row_index_value,
-)
+from gym_metrics.rollouts import BOM, ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, BadLine, BufferRows, RolloutColumns, agent_name, agent_problem, bad_json_reason, line_bounds, parse_row, read_chunks, row_index_value
 from gym_metrics.collector._keys import FixedKeys, Indexer, is_scored, line_identity, may_hold_key
 from gym_metrics.errors import InvalidInputError
 
@@ -166,7 +150,7 @@ def _scored_lines(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from gym_metrics.aggregate import agent_codes, arrow_numeric_field, columns_from_table, parse_lines
+    from gym_metrics.rollouts import agent_codes, arrow_numeric_field, columns_from_table, parse_lines
 
     all_lines = BufferRows(chunk, starts, ends)
     parsed = parse_lines(chunk, all_lines, 0, len(starts))

@@ -23,18 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics.aggregate import (
-    ROLLOUT_KEY,
-    ROLLOUT_KEY_ALIASES,
-    TASK_KEY,
-    TASK_KEY_ALIASES,
-    agent_name,
-    agent_problem,
-    line_bounds,
-    parse_row,
-    read_chunks,
-    row_index_value,
-)
+from gym_metrics.rollouts import ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, agent_name, agent_problem, line_bounds, parse_row, read_chunks, row_index_value
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 CHUNK_BYTES = 16 << 20
@@ -205,7 +194,7 @@ def _key_columns(chunk: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[An
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from gym_metrics.aggregate import BufferRows
+    from gym_metrics.rollouts import BufferRows
 
     global _SCHEMA
     if _SCHEMA is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO
 
-from gym_metrics.aggregate import read_rollouts
+from gym_metrics.rollouts import read_rollouts
 from gym_metrics.errors import GymMetricsError
 
 RolloutKey = tuple[str, int, int]

@@ -15,7 +15,7 @@ import orjson
 
 from gym_metrics._transport.client import VerifiedBatch
 from gym_metrics._util.unique import unique
-from gym_metrics.aggregate import ERROR_KEY, BadLine, RolloutColumns
+from gym_metrics.rollouts import ERROR_KEY, BadLine, RolloutColumns
 from gym_metrics.collector._keys import FixedKeys
 from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
 from gym_metrics.collector._outfile import OutputFile

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gym_metrics.aggregate import ROLLOUT_KEY, TASK_KEY
+from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY
 
 CARRIED_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref", "task_source", "skills_ref", "_ng_attempt_index", "_ng_rollout_id")
 """The input row's keys NeMo Gym 0.7.0's collection copies onto the verify response it writes

@@ -12,18 +12,8 @@ import numpy as np
 
 from gym_metrics._util.progress import estimate_lines
 from gym_metrics._transport.client import ResourcesClient, ServerUnavailableError
-from gym_metrics.aggregate import (
-    ERROR_KINDS,
-    AgentAggregate,
-    BadLine,
-    OnBadLine,
-    RolloutColumns,
-    concat,
-    local_parts,
-    output_path_for,
-    read_rollouts,
-    write_aggregate_metrics,
-)
+from gym_metrics.rollouts import ERROR_KINDS, BadLine, OnBadLine, RolloutColumns, concat, read_rollouts
+from gym_metrics.aggregate import AgentAggregate, local_parts, output_path_for, write_aggregate_metrics
 from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._outfile import OutputFile
 from gym_metrics.collector._progress import Progress

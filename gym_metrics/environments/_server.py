@@ -20,16 +20,8 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import pydantic
 
-from gym_metrics.aggregate import (
-    AgentAggregate,
-    AggregateOptions,
-    Aggregator,
-    ColumnarComputeMetrics,
-    ColumnMetrics,
-    MetricColumns,
-    RolloutColumns,
-    default_key_metrics,
-)
+from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, ColumnarComputeMetrics, ColumnMetrics, MetricColumns, default_key_metrics
+from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.reducers import TaskRewards, TaskRewardsLike, summarize_reducers
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse

@@ -14,17 +14,8 @@ from pathlib import Path
 from typing import Any
 
 
-from gym_metrics.aggregate import (
-    AgentAggregate,
-    BadLine,
-    OnBadLine,
-    RolloutFile,
-    aggregate_partials,
-    byte_ranges,
-    count_lines,
-    partial_bytes,
-    read_rollouts,
-)
+from gym_metrics.aggregate import AgentAggregate, aggregate_partials, partial_bytes
+from gym_metrics.rollouts import BadLine, OnBadLine, RolloutFile, byte_ranges, count_lines, read_rollouts
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.ray._replicas import _ray
 

@@ -14,7 +14,8 @@ import pytest
 from gym_metrics import MetricColumns, SimpleResourcesServer
 from gym_metrics._transport.server import ServerConfig, start_server
 from gym_metrics._transport.client import ResourcesClient
-from gym_metrics.aggregate import Aggregator, RolloutColumns, aggregate_file
+from gym_metrics.aggregate import Aggregator, aggregate_file
+from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.collector import Progress, collect_async
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from gym_metrics._transport.server import ServerConfig, start_server
-from gym_metrics.aggregate import _reader, aggregate_file
+from gym_metrics.aggregate import aggregate_file
+from gym_metrics.rollouts import _reader
 from gym_metrics.errors import InvalidInputError
 from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
 

@@ -13,15 +13,9 @@ import numpy as np
 import orjson
 import pytest
 
-from gym_metrics.aggregate import (
-    AggregateOptions,
-    Aggregator,
-    RolloutColumns,
-    iter_group_dicts,
-    local_parts,
-    read_rollouts,
-)
-from gym_metrics.aggregate._output import write_json
+from gym_metrics.aggregate import AggregateOptions, Aggregator, iter_group_dicts, local_parts
+from gym_metrics.rollouts import RolloutColumns, read_rollouts
+from gym_metrics.aggregate.render._output import write_json
 from gym_metrics.errors import InvalidInputError
 
 
@@ -319,7 +313,7 @@ def test_rollout_infos_and_samples_rebuilt_by_a_client_match_the_engines(as_zero
 def test_fast_group_rendering_equals_the_dict_path() -> None:
     """The column-wise JSON writer and the plain-dict path give the same entries, including
     tasks with no rollouts, non-finite values and fields some rollouts lack."""
-    from gym_metrics.aggregate._output import iter_group_json
+    from gym_metrics.aggregate.render._output import iter_group_json
 
     rng = random.Random(5)
     rows = []
@@ -341,7 +335,7 @@ def test_fast_group_rendering_equals_the_dict_path() -> None:
 
 @pytest.mark.parametrize("with_infos", [True, False])
 def test_column_wise_heads_equal_the_dict_path_on_plain_data(with_infos: bool) -> None:
-    from gym_metrics.aggregate._output import _entries, _head_parts, _heads, iter_group_json
+    from gym_metrics.aggregate.render._output import _entries, _head_parts, _heads, iter_group_json
 
     rng = random.Random(11)
     rows = [

@@ -14,8 +14,11 @@ import numpy as np
 import orjson
 import pytest
 
-from gym_metrics.aggregate import AggregateOptions, aggregate_file, read_rollouts
-from gym_metrics.aggregate import _forked, _output, _reader, _stats, _texts
+from gym_metrics.aggregate import AggregateOptions, aggregate_file
+from gym_metrics.rollouts import read_rollouts
+from gym_metrics.aggregate import _stats
+from gym_metrics.aggregate.render import _forked, _output, _texts
+from gym_metrics.rollouts import _reader
 from gym_metrics.aggregate._repeats import _by_repeat
 
 

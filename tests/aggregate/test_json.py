@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gym_metrics._util.jsonio import loads, orjson_exact
-from gym_metrics.aggregate._rowsource import RowSource, parse_row
+from gym_metrics.rollouts import RowSource, parse_row
 
 BIG = 2**64 + 1
 

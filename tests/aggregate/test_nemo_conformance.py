@@ -36,7 +36,8 @@ from typing import Any
 
 import pytest
 
-from gym_metrics.aggregate import ADDED_AGENT_METRICS, _reader, aggregate_file
+from gym_metrics.aggregate import ADDED_AGENT_METRICS, aggregate_file
+from gym_metrics.rollouts import _reader
 
 DATA = Path(__file__).parents[1] / "data"
 CASE_DIRS = ("nemo_gym", "nemo_gym_extra")

@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from gym_metrics import cli
-from gym_metrics.aggregate import read_rollouts, write_partial
+from gym_metrics.rollouts import read_rollouts
+from gym_metrics.aggregate import write_partial
 from test_partials import generated
 
 KEY = b"gym_metrics.partial"

@@ -14,15 +14,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from gym_metrics.aggregate import (
-    AggregateOptions,
-    aggregate_file,
-    aggregate_partials,
-    aggregate_rollouts,
-    partial_rows,
-    read_rollouts,
-    write_partial,
-)
+from gym_metrics.aggregate import AggregateOptions, aggregate_file, aggregate_partials, aggregate_rollouts, partial_rows, write_partial
+from gym_metrics.rollouts import read_rollouts
 from gym_metrics.errors import GymMetricsError, InvalidInputError
 
 DATA = Path(__file__).parents[1] / "data"
@@ -172,7 +165,8 @@ def test_duplicate_keys_across_shards_are_refused(tmp_path: Path) -> None:
 def test_byte_ranges_read_apart_are_the_file(tmp_path: Path, pieces: int) -> None:
     """Whole-line byte ranges read on their own (as Ray tasks do), numbered from their first
     line, make the file's rows and bad lines exactly."""
-    from gym_metrics.aggregate import byte_ranges, combine, count_lines
+    from gym_metrics.rollouts import byte_ranges, count_lines
+    from gym_metrics.aggregate import combine
 
     lines = generated(random.Random(pieces))
     lines.insert(5, b"{not json\n")
@@ -197,7 +191,8 @@ def test_byte_ranges_read_apart_are_the_file(tmp_path: Path, pieces: int) -> Non
 def tiny_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
     """The merge's ranges, slices and the writer's chunks a few rows long, and render workers
     forked for any size, so every carry and range boundary of the ranged merge is crossed."""
-    from gym_metrics.aggregate import _forked, _output, _ranged_render, _ranged_stats
+    from gym_metrics.aggregate.render import _forked, _output
+    from gym_metrics.aggregate.shards import _ranged_render, _ranged_stats
 
     monkeypatch.setattr(_ranged_render, "RANGE_ROWS", 3)
     monkeypatch.setattr(_ranged_stats, "SLICE_ROWS", 2)

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from gym_metrics._transport._batches import batch_to_columns, columns_to_batches
-from gym_metrics.aggregate import Aggregator, RolloutColumns, _reader, aggregate_file, iter_group_dicts
-from gym_metrics.aggregate._columns import concat
+from gym_metrics.aggregate import Aggregator, aggregate_file, iter_group_dicts
+from gym_metrics.rollouts import _reader
+from gym_metrics.rollouts import RolloutColumns
+from gym_metrics.rollouts import concat
 from gym_metrics.errors import InvalidInputError
 
 

@@ -1,4 +1,4 @@
-"""Columns of texts and `fill` (gym_metrics/aggregate/_texts.py, _fill.c): the C fill and the
+"""Columns of texts and `fill` (gym_metrics/aggregate/render/_texts.py, _fill.c): the C fill and the
 Python one make the same bytes, and bad columns are refused before anything is copied."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import numpy as np
 import orjson
 import pytest
 
-from gym_metrics.aggregate import _texts, aggregate_file
-from gym_metrics.aggregate._texts import Texts, choice, fill, joined, numbers, offsets
+from gym_metrics.aggregate import aggregate_file
+from gym_metrics.aggregate.render import _texts
+from gym_metrics.aggregate.render._texts import Texts, choice, fill, joined, numbers, offsets
 
 from _ci import need_native
 
@@ -19,12 +20,12 @@ NATIVE = _texts._native
 
 @pytest.fixture
 def fill_built() -> None:
-    need_native(NATIVE, "gym_metrics.aggregate._fill (the C fill)")
+    need_native(NATIVE, "gym_metrics.aggregate.render._fill (the C fill)")
 
 
 def test_the_c_fill_is_built_under_ci() -> None:
     """The install builds it (pyproject ext-modules); only a machine without a compiler lacks it."""
-    need_native(NATIVE, "gym_metrics.aggregate._fill (the C fill; without it the Python fill is used)")
+    need_native(NATIVE, "gym_metrics.aggregate.render._fill (the C fill; without it the Python fill is used)")
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,9 @@ import pytest
 
 from gym_metrics import cli
 from gym_metrics._transport._convert import aggregate_to_metrics, metrics_to_aggregate
-from gym_metrics.aggregate import Aggregator, RolloutColumns, _reader, aggregate_file, read_rollouts
+from gym_metrics.aggregate import Aggregator, aggregate_file
+from gym_metrics.rollouts import _reader
+from gym_metrics.rollouts import RolloutColumns, read_rollouts
 from gym_metrics.collector._input import read_input
 from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
 

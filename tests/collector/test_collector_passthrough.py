@@ -15,7 +15,8 @@ from pydantic import Field
 
 from gym_metrics._transport.server import ServerConfig, start_server
 from gym_metrics._transport.client import ResourcesClient
-from gym_metrics.aggregate import AggregateOptions, Aggregator, aggregate_file, read_rollouts, write_aggregate_metrics
+from gym_metrics.aggregate import AggregateOptions, Aggregator, aggregate_file, write_aggregate_metrics
+from gym_metrics.rollouts import read_rollouts
 from gym_metrics.collector import CollectOptions, collect_async
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse

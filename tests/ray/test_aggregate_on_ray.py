@@ -13,7 +13,8 @@ from types import ModuleType
 
 import pytest
 
-from gym_metrics.aggregate import AggregateOptions, aggregate_file, byte_ranges
+from gym_metrics.aggregate import AggregateOptions, aggregate_file
+from gym_metrics.rollouts import byte_ranges
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.ray import aggregate_on_ray, ray_partials
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from gym_metrics.aggregate import Aggregator, RolloutColumns, aggregate_file
-from gym_metrics.aggregate._output import write_json
+from gym_metrics.aggregate import Aggregator, aggregate_file
+from gym_metrics.rollouts import RolloutColumns
+from gym_metrics.aggregate.render._output import write_json
 from gym_metrics.economics import economics
 
 E = "economics/"

@@ -20,7 +20,7 @@ from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesSe
 from gym_metrics._transport.server import ServerConfig, start_server
 from gym_metrics._transport.client import ResourcesClient
 from gym_metrics._transport.server import load_env
-from gym_metrics.aggregate import RolloutColumns
+from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.cli import main
 from gym_metrics.errors import InvalidInputError, NotFoundError
 from gym_metrics.reducers import summarize_reducers

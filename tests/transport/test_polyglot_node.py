@@ -31,7 +31,8 @@ from typing import Any
 
 import pytest
 
-from gym_metrics.aggregate import AgentAggregate, AggregateOptions, RolloutColumns
+from gym_metrics.aggregate import AgentAggregate, AggregateOptions
+from gym_metrics.rollouts import RolloutColumns
 
 from _ci import need_tool
 

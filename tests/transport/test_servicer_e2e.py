@@ -15,8 +15,9 @@ import pytest
 from gym_metrics._transport.client import ResourcesClient
 from gym_metrics._transport._batches import columns_to_batches
 from gym_metrics._transport._convert import metrics_to_aggregate
-from gym_metrics.aggregate import AgentAggregate, aggregate_file, read_rollouts
-from gym_metrics.aggregate._output import write_json
+from gym_metrics.aggregate import AgentAggregate, aggregate_file
+from gym_metrics.rollouts import read_rollouts
+from gym_metrics.aggregate.render._output import write_json
 from gym_metrics.models import BaseVerifyResponse
 from gym_metrics.environments import SimpleResourcesServer
 from gym_metrics.v1 import resources_pb2 as pb

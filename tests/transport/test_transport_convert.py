@@ -13,8 +13,9 @@ import pytest
 
 from gym_metrics._transport._batches import batch_to_columns, columns_to_batches
 from gym_metrics._transport._convert import aggregate_to_metrics, metrics_to_aggregate
-from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, RolloutColumns, ValueKind, read_rollouts
-from gym_metrics.aggregate._output import write_json
+from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator
+from gym_metrics.rollouts import RolloutColumns, ValueKind, read_rollouts
+from gym_metrics.aggregate.render._output import write_json
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 

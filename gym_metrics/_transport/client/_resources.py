@@ -25,7 +25,8 @@ from gym_metrics._transport.client._status import (
     is_transient,
     translate,
 )
-from gym_metrics.aggregate import AgentAggregate, RolloutColumns, non_numeric_counts
+from gym_metrics.aggregate import AgentAggregate, non_numeric_counts
+from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 

@@ -33,7 +33,7 @@ from gym_metrics.aggregate._accounting import (
     masked_by_task,
     non_numeric_counts_of,
 )
-from gym_metrics.aggregate._columns import NumericField, RolloutColumns, take_non_numeric, take_shown
+from gym_metrics.rollouts import NumericField, RolloutColumns, take_non_numeric, take_shown
 from gym_metrics.aggregate._engine import (
     AggregateOptions,
     ColumnMetrics,
@@ -43,11 +43,11 @@ from gym_metrics.aggregate._engine import (
     with_expected_tasks,
 )
 from gym_metrics.aggregate._groups import stat_columns
-from gym_metrics.aggregate._output import write_aggregate_metrics
-from gym_metrics.aggregate import _ranged_render
-from gym_metrics.aggregate._ranged_render import GroupSource, RangedRender
-from gym_metrics.aggregate._ranged_stats import Tasks, repeat_level, task_spread, whole_stats
-from gym_metrics.aggregate._reader import RolloutFile
+from gym_metrics.aggregate.render._output import write_aggregate_metrics
+from gym_metrics.aggregate.shards import _ranged_render
+from gym_metrics.aggregate.shards._ranged_render import GroupSource, RangedRender
+from gym_metrics.aggregate.shards._ranged_stats import Tasks, repeat_level, task_spread, whole_stats
+from gym_metrics.rollouts import RolloutFile
 from gym_metrics.aggregate._repeats import across_repeats
 from gym_metrics.aggregate._stats import GroupedStats, group_starts
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable

@@ -18,7 +18,7 @@ import orjson
 _native: Callable[..., bytes] | None
 """The C fill, or None: the Python one is used (tests switch it off to compare the two)."""
 try:
-    from gym_metrics.aggregate._fill import fill as _native
+    from gym_metrics.aggregate.render._fill import fill as _native
 except ImportError:  # no C compiler at install time (pyproject: the extension is optional)
     _native = None
 

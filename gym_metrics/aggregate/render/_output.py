@@ -17,11 +17,11 @@ import numpy as np
 import orjson
 
 from gym_metrics._util.jsonio import loads
-from gym_metrics.aggregate._columns import ROLLOUT_KEY, TASK_KEY, ShownField, ValueKind
-from gym_metrics.aggregate._writer import BackgroundWriter
-from gym_metrics.aggregate._forked import Render, Worker, discard, finish, render_workers, start
+from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, ShownField, ValueKind
+from gym_metrics.aggregate.render._writer import BackgroundWriter
+from gym_metrics.aggregate.render._forked import Render, Worker, discard, finish, render_workers, start
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable
-from gym_metrics.aggregate._texts import Texts, choice, fill, joined, numbers, offsets
+from gym_metrics.aggregate.render._texts import Texts, choice, fill, joined, numbers, offsets
 
 CHUNK = 4096
 """Groups rendered per blob; ranges given to render workers are cut on these boundaries."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics.aggregate._rowsource import (  # re-exported: importers keep one place to look
+from gym_metrics.rollouts._rowsource import (  # re-exported: importers keep one place to look
     BufferRows,
     RowParseError,
     RowSource,
@@ -22,8 +22,8 @@ from gym_metrics.aggregate._rowsource import (  # re-exported: importers keep on
     bad_json_reason,
     parse_row,
 )
-from gym_metrics.aggregate._shown import ShownField, concat_shown, take_shown
-from gym_metrics.aggregate._values import (  # re-exported, as above
+from gym_metrics.rollouts._shown import ShownField, concat_shown, take_shown
+from gym_metrics.rollouts._values import (  # re-exported, as above
     ERROR_KEY,
     ERROR_KINDS,
     MASK_KEY,

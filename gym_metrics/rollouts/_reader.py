@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gym_metrics.aggregate._arrow import _nonblank, columns_from_table, parse_lines
-from gym_metrics.aggregate._columns import (
+from gym_metrics.rollouts._arrow import _nonblank, columns_from_table, parse_lines
+from gym_metrics.rollouts._columns import (
     ROLLOUT_KEY_ALIASES,
     TASK_KEY_ALIASES,
     BufferRows,

@@ -15,12 +15,12 @@ from typing import IO
 
 import numpy as np
 
-from gym_metrics.aggregate import _output
-from gym_metrics.aggregate._columns import NumericField, RolloutColumns, RowSource, ShownField
-from gym_metrics.aggregate._forked import discard, render_workers, start
+from gym_metrics.aggregate.render import _output
+from gym_metrics.rollouts import NumericField, RolloutColumns, RowSource, ShownField
+from gym_metrics.aggregate.render._forked import discard, render_workers, start
 from gym_metrics.aggregate._groups import stat_columns
-from gym_metrics.aggregate._output import iter_group_json
-from gym_metrics.aggregate._ranged_stats import Tasks
+from gym_metrics.aggregate.render._output import iter_group_json
+from gym_metrics.aggregate.shards._ranged_stats import Tasks
 from gym_metrics.aggregate._rows import sample_texts
 from gym_metrics.aggregate._stats import GroupedStats, grouped_stats
 from gym_metrics.aggregate._tables import GroupTable, RolloutInfoTable

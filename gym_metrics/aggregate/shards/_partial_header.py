@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pyarrow as pa
 
-from gym_metrics.aggregate._values import ValueKind
+from gym_metrics.rollouts import ValueKind
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 if TYPE_CHECKING:  # imported where used: pyarrow.parquet costs ~20 ms of every command's start-up

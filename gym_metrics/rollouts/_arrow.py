@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from gym_metrics.aggregate._columns import (
+from gym_metrics.rollouts._columns import (
     ERROR_KEY,
     MASK_KEY,
     ROLLOUT_KEY_ALIASES,
@@ -27,7 +27,7 @@ from gym_metrics.aggregate._columns import (
     take_non_numeric,
     take_shown,
 )
-from gym_metrics.aggregate._arrow_text import Text, exactly_typed, reward_readable, shown_clash, shown_reward
+from gym_metrics.rollouts._arrow_text import Text, exactly_typed, reward_readable, shown_clash, shown_reward
 
 
 def _nonblank(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gym_metrics.aggregate._columns import RolloutColumns
+from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.aggregate._repeats import PerField, repeat_entries, repeat_level_entries
 from gym_metrics.aggregate._stats import GroupedStats, group_quantiles, group_sums, grouped_stats
 from gym_metrics.aggregate._uncertainty import FieldSpread, spread_of

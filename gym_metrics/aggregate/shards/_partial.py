@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from gym_metrics.aggregate._columns import (
+from gym_metrics.rollouts import (
     NumericField,
     RolloutColumns,
     RowSource,
@@ -33,10 +33,10 @@ from gym_metrics.aggregate._columns import (
     merge_kinds,
     shown_of_field,
 )
-from gym_metrics.aggregate._reader import BadLine, RolloutFile
-from gym_metrics.aggregate._partial_header import FORMAT, META_KEY, VERSION, bad_header, checked_header
-from gym_metrics.aggregate._partial_rows import PartialRows, row_groups
-from gym_metrics.aggregate._values import ERROR_KINDS
+from gym_metrics.rollouts import BadLine, RolloutFile
+from gym_metrics.aggregate.shards._partial_header import FORMAT, META_KEY, VERSION, bad_header, checked_header
+from gym_metrics.aggregate.shards._partial_rows import PartialRows, row_groups
+from gym_metrics.rollouts import ERROR_KINDS
 from gym_metrics._util.memory import trim_heap
 from gym_metrics.errors import FieldViolation, InvalidInputError
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics.aggregate._columns import BufferRows, NumericField, ShownField, ValueKind
-from gym_metrics.aggregate._shown import FALSE, MAX_EXACT_INT, NULL, TRUE
+from gym_metrics.rollouts._columns import BufferRows, NumericField, ShownField, ValueKind
+from gym_metrics.rollouts._shown import FALSE, MAX_EXACT_INT, NULL, TRUE
 
 
 class Text:

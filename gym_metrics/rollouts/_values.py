@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics.aggregate._shown import MAX_EXACT_INT, ShownField, apply_overrides, shown_overrides
+from gym_metrics.rollouts._shown import MAX_EXACT_INT, ShownField, apply_overrides, shown_overrides
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 TASK_KEY = "_ng_task_index"
