@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from gym_metrics._compare_inputs import load_agents
-from gym_metrics.paired import compare_paired
+from gym_metrics.compare import compare_paired, load_agents
 
 
 def write_rollouts(path: Path, tasks: int, repeats: int, seed: int = 0) -> None:

@@ -4,12 +4,16 @@ PASS / FAIL / INCONCLUSIVE verdict for CI gating (exit 0 / 1 / 3)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from gym_metrics.cli._base import InputFileError, positive_int
 
 VERDICT_HELP = "exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE (docs/statistics.md#verdicts)"
+
+
+ORDER = 50  # its place in `gym-metrics --help` (cli/_discovery.py)
 
 
 def add_parsers(sub: Any) -> None:
@@ -22,7 +26,7 @@ def add_parsers(sub: Any) -> None:
         help="mean_reward, pass_rate, pass@k, pass^k or any registered reducer; several allowed (--metric is the old spelling)",
     )  # fmt: skip
     p.add_argument("--field", nargs="+", default=["reward"], help="the per-rollout value field(s)")
-    p.add_argument("--method", choices=["paired", "bootstrap"], default="paired",
+    p.add_argument("--method", choices=_MethodNames(), metavar="{paired,bootstrap}", default="paired",
                    help="paired: clustered paired t test (default); bootstrap: paired bootstrap (two agents, one metric)")  # fmt: skip
     p.add_argument("--adjust", choices=["holm", "bh"], default="holm", help="p-value adjustment over all comparisons")
     p.add_argument("--alpha", type=_probability, default=0.05, help="test level; intervals are at 1 - alpha (the bootstrap interval is always 95%%)")
@@ -35,6 +39,22 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip bad lines")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(func=run, check_inputs=check_files)
+
+
+class _MethodNames:
+    """--method's choices: every registered compare method (gym_metrics.compare), looked up
+    only when a name is checked or listed, so the CLI starts without importing numpy. The
+    metavar shows the built-ins."""
+
+    def __contains__(self, name: object) -> bool:
+        from gym_metrics.compare import METHODS
+
+        return isinstance(name, str) and METHODS.find(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        from gym_metrics.compare import method_names
+
+        return iter(sorted(method_names(), key=lambda name: name != "paired"))
 
 
 def _probability(text: str) -> float:
@@ -61,55 +81,23 @@ def check_files(ns: argparse.Namespace) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from gym_metrics._compare_inputs import load_agents
+    """Any registered method (`--method`): its report, then the verdict on the first agent."""
+    from gym_metrics.compare import CompareOptions, gate, get_method, load_agents
 
     agents, names = load_agents(ns.rollouts, ns.agents, common_tasks=ns.common_tasks, on_bad_line=ns.on_bad_line)
-    if ns.method == "bootstrap":
-        return _bootstrap(ns, agents, names)
-    return _paired(ns, agents, names)
-
-
-def _paired(ns: argparse.Namespace, agents: Any, names: list[str]) -> int:
-    from gym_metrics._compare_inputs import gate
-    from gym_metrics.paired import compare_paired
-
-    where = f" in {ns.rollouts[0]}" if len(ns.rollouts) == 1 else ""
-    report = compare_paired(
-        agents, names, ns.reducer, ns.field, adjust=ns.adjust, alpha=ns.alpha, power=ns.power, where=where
-    )
+    method = get_method(ns.method)
+    options = CompareOptions(
+        ns.reducer, ns.field, adjust=ns.adjust, alpha=ns.alpha, power=ns.power, resamples=ns.resamples, seed=ns.seed,
+        where=f" in {ns.rollouts[0]}" if len(ns.rollouts) == 1 else "",
+    )  # fmt: skip
+    report = method.run(agents, names, options)
     verdict = gate(report, names[0], ns.fail_if_worse_by, ns.require_better_by)
     if ns.json:
-        _print_json({**report.to_dict(), "verdict": verdict.to_dict() if verdict else None})
+        _print_json(method.to_json(report, verdict.to_dict() if verdict else None))
     else:
-        from gym_metrics.cli._compare_text import paired_text, verdict_text
+        from gym_metrics.cli._compare_text import comparison_text, verdict_text
 
-        print(paired_text(report))
-        if verdict:
-            print(verdict_text(verdict))
-    return verdict.exit_code if verdict else 0
-
-
-def _bootstrap(ns: argparse.Namespace, agents: Any, names: list[str]) -> int:
-    from gym_metrics.compare import compare_agents
-    from gym_metrics.errors import InvalidInputError
-    from gym_metrics.statistics import combine, fail_if_worse_by, require_better_by
-
-    if len(names) != 2 or len(ns.reducer) != 1 or len(ns.field) != 1:
-        raise InvalidInputError("--method bootstrap compares two agents on one --reducer and one --field")
-    result = compare_agents(
-        agents, names[0], names[1], metric=ns.reducer[0], resamples=ns.resamples, seed=ns.seed, field=ns.field[0]
-    )
-    label = f"{result.metric}({ns.field[0]}): {names[0]} - {names[1]}"
-    checks = [rule(delta, result.ci_low, result.ci_high, label)
-              for rule, delta in ((fail_if_worse_by, ns.fail_if_worse_by), (require_better_by, ns.require_better_by))
-              if delta is not None]  # fmt: skip
-    verdict = combine(checks, result.confidence) if checks else None
-    if ns.json:
-        _print_json({**result.to_dict(), **({"verdict": verdict.to_dict()} if verdict else {})})
-    else:
-        from gym_metrics.cli._compare_text import verdict_text
-
-        print(result.summary())
+        print(comparison_text(report))
         if verdict:
             print(verdict_text(verdict))
     return verdict.exit_code if verdict else 0

@@ -3,46 +3,17 @@ reasons, the planning table."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from gym_metrics.cli._base import format_table
 
 
-def _num(x: float, signed: bool = False) -> str:
-    if not math.isfinite(x):
-        return "n/a"
-    return f"{x:+.4f}" if signed else f"{x:.4f}"
+def comparison_text(report: Any) -> str:
+    """Each comparison in the lines its method writes (`CompareMethod.lines`)."""
+    from gym_metrics.compare import get_method
 
-
-def _p(x: float) -> str:
-    return "n/a" if not math.isfinite(x) else f"{x:.3g}" if x >= 1e-4 else f"{x:.2e}"
-
-
-def paired_text(report: Any) -> str:
-    """Each comparison: the difference, interval, p-values; values and tasks; McNemar; the MDE."""
-    pct = f"{100 * report.confidence:g}%"
-    lines = []
-    for c in report.comparisons:
-        lines.append(
-            f"{c.name} = {_num(c.difference, True)}  ({pct} CI [{_num(c.ci_low, True)}, {_num(c.ci_high, True)}], "
-            f"se {_num(c.standard_error)}, p {_p(c.p_value)}, {report.adjust} p {_p(c.p_adjusted)})"
-        )
-        lines.append(
-            f"  {c.agent_a}: {_num(c.value_a)}   {c.agent_b}: {_num(c.value_b)}   over {c.common_tasks} common tasks"
-            f" ({c.repeats_a:g} / {c.repeats_b:g} rollouts per task)"
-        )
-        if c.mcnemar is not None:
-            m = c.mcnemar
-            lines.append(f"  McNemar exact: {m.only_a} task(s) only {c.agent_a} passed, {m.only_b} only {c.agent_b}, p {_p(m.p_value)}")
-        lines.append(
-            f"  detectable with {100 * report.power:g}% power at alpha {report.alpha:g}: |difference| >= {_num(c.mde)}"
-        )
-        for name, only in ((c.agent_a, c.only_a_tasks), (c.agent_b, c.only_b_tasks)):
-            if only:
-                shown = ", ".join(map(str, only[:10])) + (", ..." if len(only) > 10 else "")
-                lines.append(f"  {len(only)} task(s) only {name} has (not used): {shown}")
-    return "\n".join(lines)
+    method = get_method(report.method_name)
+    return "\n".join(line for c in report.comparisons for line in method.lines(report, c))
 
 
 def verdict_text(verdict: Any) -> str:

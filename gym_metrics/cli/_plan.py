@@ -11,6 +11,9 @@ from gym_metrics.cli._base import InputFileError, positive_float, positive_int
 from gym_metrics.cli._compare import _probability
 
 
+ORDER = 60  # its place in `gym-metrics --help` (cli/_discovery.py)
+
+
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("plan", help="tasks x repeats a planned comparison needs (power analysis from a baseline run)")
     p.add_argument("--baseline-rollouts", type=Path, required=True, metavar="FILE", help="rollouts JSONL of a baseline run")
@@ -37,7 +40,7 @@ def _check_baseline(ns: argparse.Namespace) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from gym_metrics._planning import DEFAULT_REPEATS, plan_from_baseline
+    from gym_metrics.compare import DEFAULT_REPEATS, plan_from_baseline
     from gym_metrics.aggregate import read_rollouts
 
     agents = read_rollouts(ns.baseline_rollouts, on_bad_line=ns.on_bad_line).agents

@@ -10,9 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics._compare_inputs import gate
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.paired import compare_paired
+from gym_metrics.compare import Cell, CompareOptions, gate, get_method
 from gym_metrics.reducers import get_reducer
 from gym_metrics.report import _svg
 from gym_metrics.report._bounds import CELL_CHARS, MAX_KEY_METRICS, MAX_REPEATS, finite, short
@@ -26,6 +25,8 @@ HIST_BINS = 20
 OVERVIEW_BINS = 100
 
 
+METHOD = "paired"
+"""The comparison method the report draws (any registered one renders through its own rows)."""
 STATUS_RANK = {"": 0, "PASS": 1, "INCONCLUSIVE": 2, "FAIL": 3}
 STATUS_COLOR = {"PASS": "#1a7f37", "INCONCLUSIVE": "#bf8700", "FAIL": "#cf222e"}
 
@@ -167,13 +168,14 @@ def repeats(agents: Sequence[AgentData], value_field: str) -> str:
 
 
 def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
-    """compare's paired differences (clustered by task) and its verdict on the first agent."""
+    """compare's differences (METHOD: paired by task) and its verdict on the first agent."""
     cols = {a.name: a.rollouts for a in agents if a.rollouts is not None}
     names = [a.name for a in agents if a.name in cols]
     if len(names) < 2:
         return ""
     try:
-        report = compare_paired(cols, names, ["mean_reward"], [value_field])
+        method = get_method(METHOD)
+        report = method.run(cols, names, CompareOptions(("mean_reward",), (value_field,)))
     except InvalidInputError as exc:
         return section("paired", "Paired differences", f'<p class="empty">{escape(str(exc))}</p>')
     gated = _gated_pairs([a for a in agents if a.name in cols])
@@ -185,14 +187,13 @@ def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
             for c in report.comparisons]  # fmt: skip
     ref = -gates.fail_if_worse_by if gates.fail_if_worse_by is not None else gates.require_better_by or 0.0
     chart = _svg.forest("paired-differences", "Paired differences with 95% interval", rows, f"mean_reward({value_field}): A - B", ref)
-    head = ["A - B", "difference", "95% interval", "p", "p adjusted", "common tasks", "MDE"]
-    body = [[escape(c.agent_a + " - " + c.agent_b), fmt(c.difference), f"[{fmt(c.ci_low)}, {fmt(c.ci_high)}]", fmt(c.p_value),
-             fmt(c.p_adjusted), str(c.common_tasks), fmt(c.mde)] for c in report.comparisons]  # fmt: skip
+    head = ["A - B", *method.columns(report)]
+    body = [[escape(c.agent_a + " - " + c.agent_b), *map(_cell, method.cells(c))] for c in report.comparisons]
     html = chart + table(head, body, "num")
     if verdict is not None:
         checks = "".join(f"<li><b>{c.status}</b> {escape(c.rule)} {c.margin:g}: {escape(c.comparison)}: {escape(c.reason)}</li>" for c in verdict.checks)
         html = f'<p class="verdict v-{verdict.status.lower()}" id="verdict">Verdict: {verdict.status}</p><ul>{checks}</ul>' + html
-    note = f"gym-metrics compare, paired by task (clustered stderr, Student t), {report.adjust} adjusted; "
+    note = f"gym-metrics compare, {method.describe(report)}; "
     if verdict is None:
         note += "no verdict (--compare, --fail-if-worse-by or --require-better-by asks for one)."
     else:
@@ -200,6 +201,15 @@ def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
         note += (f"the verdict gates {whom} as `compare` does: with several checks each uses a Bonferroni-adjusted "
                  "interval, wider than the 95% one drawn (docs/statistics.md#verdicts). Dashed line: the gate's margin.")  # fmt: skip
     return section("paired", "Paired differences", html, note, wide=True)
+
+
+def _cell(value: Cell) -> str:
+    """A method's table cell: an interval as [low, high], a count as is, text escaped."""
+    if isinstance(value, tuple):
+        return f"[{fmt(value[0])}, {fmt(value[1])}]"
+    if isinstance(value, str):
+        return escape(value)
+    return str(value) if isinstance(value, int) else fmt(value)
 
 
 def _gated_pairs(agents: Sequence[AgentData]) -> set[tuple[str, str]] | None:

@@ -1,5 +1,6 @@
 """Formulas for honest uncertainty: clustered standard errors, variance components, paired
-tests, multiple-comparison adjustments, power and verdicts (docs/statistics.md).
+tests, multiple-comparison adjustments and power (docs/statistics.md); the verdicts built on
+them are in gym_metrics.compare.
 
 numpy only on the paths that scale with rollouts; scipy.special (a dependency) only for
 scalar tail probabilities, imported when first needed.
@@ -39,40 +40,21 @@ from gym_metrics.statistics._power import (
     ttest_power,
 )
 from gym_metrics.statistics._tdist import t_quantile
-from gym_metrics.statistics._verdict import (
-    EXIT_CODES,
-    FAIL,
-    INCONCLUSIVE,
-    PASS,
-    Check,
-    Verdict,
-    combine,
-    fail_if_worse_by,
-    require_better_by,
-)
 
 __all__ = [
     "ADJUSTMENTS",
     "ALPHA",
     "CONFIDENCE",
-    "EXIT_CODES",
-    "FAIL",
-    "INCONCLUSIVE",
-    "PASS",
     "POWER",
-    "Check",
     "McNemar",
     "PairedDifference",
     "PlanRow",
     "VarianceComponents",
-    "Verdict",
     "benjamini_hochberg",
     "cluster_stderr",
-    "combine",
     "components_from_groups",
     "difference_sd",
     "effect_size_for_power",
-    "fail_if_worse_by",
     "group_codes",
     "holm",
     "linearized_stderr",
@@ -81,7 +63,6 @@ __all__ = [
     "nobs_for_power",
     "paired_difference",
     "plan",
-    "require_better_by",
     "t_interval",
     "t_quantile",
     "ttest_power",

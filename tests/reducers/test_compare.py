@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import gym_metrics.compare as compare_mod
+import gym_metrics.compare._bootstrap as compare_mod
 from gym_metrics.aggregate import RolloutColumns
 from gym_metrics.compare import compare_agents, task_rewards
 from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError

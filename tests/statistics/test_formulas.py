@@ -68,29 +68,6 @@ def test_the_t_quantile_is_the_aggregate_engines() -> None:
         assert (low, high) == aggregate_t_interval(0.5, 0.1, n)
 
 
-@pytest.mark.parametrize(
-    ("low", "high", "worse", "better"),
-    [
-        (-0.08, -0.03, "FAIL", "FAIL"),  # clearly worse than -0.02
-        (-0.01, 0.04, "PASS", "INCONCLUSIVE"),  # no loss of 0.02; a gain of 0.02 not settled
-        (-0.03, 0.01, "INCONCLUSIVE", "FAIL"),  # might be worse by 0.02; no gain of 0.02
-        (0.03, 0.05, "PASS", "PASS"),  # better by more than 0.02
-    ],
-)
-def test_verdict_rules(low: float, high: float, worse: str, better: str) -> None:
-    assert st.fail_if_worse_by(0.02, low, high, "x").status == worse
-    assert st.require_better_by(0.02, low, high, "x").status == better
-
-
-def test_combined_verdicts_and_exit_codes() -> None:
-    passing, failing = st.fail_if_worse_by(0.02, 0.0, 0.1, "x"), st.fail_if_worse_by(0.02, -0.2, -0.1, "y")
-    unsure = st.fail_if_worse_by(0.02, -0.1, 0.1, "z")
-    assert st.combine([passing, passing], 0.975).exit_code == 0
-    assert st.combine([passing, failing, unsure], 0.98).status == "FAIL"
-    assert st.combine([passing, unsure], 0.975).exit_code == 3
-    assert st.combine([failing], 0.95).to_dict()["exit_code"] == 1
-
-
 def test_plan_needs_fewer_tasks_with_more_repeats_and_matches_the_power_function() -> None:
     rows = st.plan(between=0.02, within=0.4, mde=0.05, repeats=[1, 2, 4, 8])
     tasks = [r.tasks for r in rows]

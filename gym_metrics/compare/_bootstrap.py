@@ -17,8 +17,7 @@ resample in Python, which costs `resamples` calls of it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,85 +29,24 @@ from gym_metrics.aggregate import (
     RolloutFile,
     read_rollouts,
 )
+from gym_metrics.compare._inputs import task_rewards
+from gym_metrics.compare._method import CompareMethod, CompareOptions, register_method
+from gym_metrics.compare._result import BOOTSTRAP, CONFIDENCE, Comparison, ComparisonReport
 from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
 from gym_metrics.reducers import Reducer, TaskRewards, get_reducer
 
-CONFIDENCE = 0.95
 _MAX_DRAW = 4_000_000
 """Bootstrap indices drawn per chunk (resamples x tasks): bounds memory at ~50 MB. The cost is
 about 1 ms per resample per 100k common tasks."""
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """A - B on the common tasks, with a paired-bootstrap percentile interval."""
-
-    metric: str
-    agent_a: str
-    agent_b: str
-    value_a: float
-    """The metric of A over the common tasks."""
-    value_b: float
-    difference: float
-    """value_a - value_b: the point estimate."""
-    ci_low: float
-    ci_high: float
-    """Percentile interval of the bootstrap differences (2.5th and 97.5th for 95%)."""
-    standard_error: float
-    """Standard deviation of the bootstrap differences."""
-    common_tasks: int
-    only_a_tasks: tuple[int, ...]
-    """Tasks with a measured reward for A only (not used)."""
-    only_b_tasks: tuple[int, ...]
-    resamples: int
-    seed: int
-    confidence: float = CONFIDENCE
-    method: str = "paired bootstrap over common tasks (percentile interval)"
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["only_a_tasks"] = list(self.only_a_tasks)
-        out["only_b_tasks"] = list(self.only_b_tasks)
-        return out
-
-    def summary(self) -> str:
-        """A few lines for a terminal."""
-        pct = f"{100 * self.confidence:g}%"
-        lines = [
-            (
-                f"{self.metric}: {self.agent_a} - {self.agent_b} = {self.difference:+.4f}"
-                f"  ({pct} CI [{self.ci_low:+.4f}, {self.ci_high:+.4f}], se {self.standard_error:.4f})"
-            ),
-            (
-                f"  {self.agent_a}: {self.value_a:.4f}   {self.agent_b}: {self.value_b:.4f}"
-                f"   over {self.common_tasks} common tasks"
-            ),
-            f"  paired bootstrap: {self.resamples} resamples of the common tasks, seed {self.seed}",
-        ]
-        for name, only in ((self.agent_a, self.only_a_tasks), (self.agent_b, self.only_b_tasks)):
-            if only:
-                shown = ", ".join(map(str, only[:10])) + (", ..." if len(only) > 10 else "")
-                lines.append(f"  {len(only)} task(s) only {name} has (not used): {shown}")
-        return "\n".join(lines)
-
-
-def task_rewards(cols: RolloutColumns, field: str = "reward") -> tuple[np.ndarray, TaskRewards]:
-    """Measured rewards of one agent grouped by task, in rollout order (masked, failed and
-    absent rows skipped): (the tasks' indices, ascending; their rewards, one task each)."""
-    col = cols.fields.get(field)
-    if col is None:
-        return np.zeros(0, np.int64), TaskRewards(np.zeros(0), np.zeros(1, np.int64))
-    order, dup = cols.key_order()
-    if order is None:
-        order = np.arange(len(cols))
-    elif len(dup):
-        raise cols.duplicate_keys_error(order, dup)
-    keep = (col.present & np.isfinite(col.values) & ~cols.masked)[order]
-    if cols.errors is not None:
-        keep &= cols.errors[order] == 0
-    t, v = cols.task_index[order][keep], col.values[order][keep]
-    first = np.flatnonzero(np.concatenate(([True], t[1:] != t[:-1]))) if len(t) else np.zeros(0, np.int64)
-    return t[first], TaskRewards(v, np.append(first, len(t)))
+LAYOUT = (
+    "metric", "agent_a", "agent_b", "value_a", "value_b", "difference", "ci_low", "ci_high", "standard_error",
+    "common_tasks", "only_a_tasks", "only_b_tasks", "resamples", "seed", "confidence", "method",
+)  # fmt: skip
+"""The JSON keys of a bootstrap comparison, in order. The interval is the 2.5th and 97.5th
+percentile of the bootstrap differences, the standard error their standard deviation; its own
+numbers (`Comparison.stats`) are resamples and seed."""
 
 
 def compare_agents(
@@ -162,8 +100,12 @@ def compare_agents(
         common_tasks=int(common.size),
         only_a_tasks=tuple(np.setdiff1d(tasks_a, common, assume_unique=True).tolist()),
         only_b_tasks=tuple(np.setdiff1d(tasks_b, common, assume_unique=True).tolist()),
-        resamples=resamples,
-        seed=seed,
+        field=field,
+        confidence=CONFIDENCE,
+        method=BOOTSTRAP,
+        stats={"resamples": resamples, "seed": seed},
+        layout=LAYOUT,
+        notes=(f"  paired bootstrap: {resamples} resamples of the common tasks, seed {seed}",),
     )
 
 
@@ -217,4 +159,32 @@ def _paired_recompute(
     return diffs
 
 
-__all__ = ["Comparison", "compare_agents", "task_rewards"]
+@register_method("bootstrap")
+class BootstrapMethod(CompareMethod):
+    """`compare_agents` behind `--method bootstrap`: two agents, one reducer, one field."""
+
+    def run(self, agents: Mapping[str, RolloutColumns], names: Sequence[str], options: CompareOptions) -> ComparisonReport:
+        if len(names) != 2 or len(options.reducers) != 1 or len(options.fields) != 1:
+            raise InvalidInputError("--method bootstrap compares two agents on one --reducer and one --field")
+        c = compare_agents(
+            agents, names[0], names[1], metric=options.reducers[0], resamples=options.resamples, seed=options.seed,
+            field=options.fields[0],
+        )  # fmt: skip
+        return ComparisonReport([c], "", c.confidence, 1 - c.confidence, options.power, BOOTSTRAP, "bootstrap")
+
+    def lines(self, report: ComparisonReport, c: Comparison) -> list[str]:
+        return c.summary().split("\n")
+
+    def describe(self, report: ComparisonReport) -> str:
+        return f"paired bootstrap over common tasks ({report.comparisons[0].resamples} resamples, percentile interval)"
+
+    def to_json(self, report: ComparisonReport, verdict: dict[str, Any] | None) -> dict[str, Any]:
+        """The one comparison's fields, and its verdict when there is one."""
+        return {**report.comparisons[0].to_dict(), **({"verdict": verdict} if verdict else {})}
+
+    def verdict_confidence(self, report: ComparisonReport, m: int) -> float:
+        """The percentile interval is at 95% only: every check uses it as it is."""
+        return report.confidence
+
+    def verdict_interval(self, c: Comparison, confidence: float, m: int) -> tuple[float, float]:
+        return c.ci_low, c.ci_high

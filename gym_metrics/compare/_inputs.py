@@ -1,18 +1,16 @@
-"""What `compare` and `plan` read and decide beyond the statistics: agents from one rollouts
-file or two (one agent each, tasks matched by `_ng_task_index`), and the CI-gating verdict over
-a paired report."""
+"""What comparisons read: agents from one rollouts file or two (one agent each, tasks matched
+by `_ng_task_index`), and one agent's measured values grouped by task."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from gym_metrics.aggregate import TASK_KEY, OnBadLine, RolloutColumns, read_rollouts
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.paired import PairedReport
-from gym_metrics.statistics import Check, Verdict, combine, fail_if_worse_by, require_better_by, t_interval
+from gym_metrics.reducers import TaskRewards
 
 
 def load_agents(
@@ -61,38 +59,20 @@ def _same_tasks(paths: Sequence[Path], a: RolloutColumns, b: RolloutColumns) -> 
     )
 
 
-def gate(
-    report: PairedReport,
-    candidate: str,
-    fail_if_worse_by_delta: float | None,
-    require_better_by_delta: float | None,
-    *,
-    pairs: Collection[tuple[str, str]] | None = None,
-) -> Verdict | None:
-    """The verdict on every comparison of `candidate` (the first agent) against the others, or
-    on the comparisons (A, B) in `pairs` when given (the report's --compare: each agent of the
-    file against its counterpart in the other); None without a rule.
-
-    With m gated comparisons and checks, each interval is at confidence 1 - alpha / m
-    (Bonferroni), so the chance that any check is decided wrongly stays at most alpha; with one
-    comparison it is the report's own interval."""
-    deltas = [(fail_if_worse_by, fail_if_worse_by_delta), (require_better_by, require_better_by_delta)]
-    rules = [(rule, d) for rule, d in deltas if d is not None]
-    if not rules:
-        return None
-    if pairs is None:
-        gated = [c for c in report.comparisons if c.agent_a == candidate]  # pairs keep the order named
-    else:
-        gated = [c for c in report.comparisons if (c.agent_a, c.agent_b) in pairs]
-    if not gated:
-        return None
-    m = len(gated) * len(rules)
-    confidence = 1 - (1 - report.confidence) / m
-    checks: list[Check] = []
-    for c in gated:
-        low, high = (c.ci_low, c.ci_high) if m == 1 else t_interval(c.difference, c.standard_error, c.df, confidence)
-        if c.standard_error == 0:
-            low = high = c.difference
-        checks += [rule(delta, low, high, c.name) for rule, delta in rules]
-    return combine(checks, confidence)
-
+def task_rewards(cols: RolloutColumns, field: str = "reward") -> tuple[np.ndarray, TaskRewards]:
+    """Measured rewards of one agent grouped by task, in rollout order (masked, failed and
+    absent rows skipped): (the tasks' indices, ascending; their rewards, one task each)."""
+    col = cols.fields.get(field)
+    if col is None:
+        return np.zeros(0, np.int64), TaskRewards(np.zeros(0), np.zeros(1, np.int64))
+    order, dup = cols.key_order()
+    if order is None:
+        order = np.arange(len(cols))
+    elif len(dup):
+        raise cols.duplicate_keys_error(order, dup)
+    keep = (col.present & np.isfinite(col.values) & ~cols.masked)[order]
+    if cols.errors is not None:
+        keep &= cols.errors[order] == 0
+    t, v = cols.task_index[order][keep], col.values[order][keep]
+    first = np.flatnonzero(np.concatenate(([True], t[1:] != t[:-1]))) if len(t) else np.zeros(0, np.int64)
+    return t[first], TaskRewards(v, np.append(first, len(t)))

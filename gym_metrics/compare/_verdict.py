@@ -1,5 +1,6 @@
 """PASS / FAIL / INCONCLUSIVE for CI gating, decided by where a difference's confidence
-interval lies relative to a margin (docs/statistics.md, "Verdicts").
+interval lies relative to a margin (docs/statistics.md, "Verdicts"), and the gate that applies
+them to a comparison report.
 
 A point estimate alone would flip with noise; a bare significance test cannot say "no worse
 than". Comparing the interval of A - B to a margin does both: the verdict is FAIL or PASS only
@@ -9,8 +10,12 @@ silent PASS) when they do not.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from gym_metrics.compare._method import get_method
+from gym_metrics.compare._result import ComparisonReport
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 EXIT_CODES = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
@@ -80,3 +85,40 @@ def combine(checks: list[Check], confidence: float) -> Verdict:
     statuses = {c.status for c in checks}
     status = FAIL if FAIL in statuses else PASS if statuses == {PASS} else INCONCLUSIVE
     return Verdict(status, checks, confidence)
+
+
+def gate(
+    report: ComparisonReport,
+    candidate: str,
+    fail_if_worse_by_delta: float | None,
+    require_better_by_delta: float | None,
+    *,
+    pairs: Collection[tuple[str, str]] | None = None,
+) -> Verdict | None:
+    """The verdict on every comparison of `candidate` (the first agent) against the others, or
+    on the comparisons (A, B) in `pairs` when given (the report's --compare: each agent of the
+    file against its counterpart in the other); None without a rule.
+
+    With m gated comparisons and checks, each interval is at confidence 1 - alpha / m
+    (Bonferroni), so the chance that any check is decided wrongly stays at most alpha; with one
+    comparison it is the report's own interval. The report's method supplies the intervals
+    (`CompareMethod.verdict_interval`); one whose interval is fixed (the bootstrap's) uses it
+    as it is."""
+    deltas = [(fail_if_worse_by, fail_if_worse_by_delta), (require_better_by, require_better_by_delta)]
+    rules = [(rule, d) for rule, d in deltas if d is not None]
+    if not rules:
+        return None
+    if pairs is None:
+        gated = [c for c in report.comparisons if c.agent_a == candidate]  # pairs keep the order named
+    else:
+        gated = [c for c in report.comparisons if (c.agent_a, c.agent_b) in pairs]
+    if not gated:
+        return None
+    method = get_method(report.method_name)
+    m = len(gated) * len(rules)
+    confidence = method.verdict_confidence(report, m)
+    checks: list[Check] = []
+    for c in gated:
+        low, high = method.verdict_interval(c, confidence, m)
+        checks += [rule(delta, low, high, c.name) for rule, delta in rules]
+    return combine(checks, confidence)

@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gym_metrics.aggregate import RolloutColumns
-from gym_metrics.compare import task_rewards
+from gym_metrics.compare._inputs import task_rewards
+from gym_metrics.compare._paired import compare_paired, task_components
 from gym_metrics.errors import InvalidInputError, NotFoundError
-from gym_metrics.paired import compare_paired, task_components
 from gym_metrics.statistics import ALPHA, POWER, PlanRow, plan
 
 DEFAULT_REPEATS = (1, 2, 4, 8, 16, 32)
