@@ -7,7 +7,8 @@ flushed, so a killed run resumes (`resume=True`) where it stopped and ends with 
 """
 
 from gym_metrics.collector._progress import Progress
-from gym_metrics.collector._run import CollectOptions, CollectResult, collect, collect_async, estimate_total
+from gym_metrics.collector._options import CollectOptions
+from gym_metrics.collector._run import CollectResult, collect, collect_async, estimate_total
 from gym_metrics.collector._verify import RetryPolicy
 
 __all__ = ["CollectOptions", "CollectResult", "Progress", "RetryPolicy", "collect", "collect_async", "estimate_total"]

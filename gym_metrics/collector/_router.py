@@ -25,7 +25,7 @@ from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 if TYPE_CHECKING:
-    from gym_metrics.collector._run import CollectOptions
+    from gym_metrics.collector._options import CollectOptions
 
 
 class Router:

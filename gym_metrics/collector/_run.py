@@ -20,42 +20,9 @@ from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._generate import GeneratedBatches, make_target
 from gym_metrics.collector._replicas import by_server, connect, on_any, still_up
 from gym_metrics.collector._router import Router
-from gym_metrics.collector._verify import Batches, RetryPolicy, make_batches, verify_all
-from gym_metrics.targets import ModelTargetConfig
+from gym_metrics.collector._options import CollectOptions
+from gym_metrics.collector._verify import Batches, make_batches, verify_all
 from gym_metrics.errors import FieldViolation, InvalidInputError
-
-@dataclass
-class CollectOptions:
-    """Knobs of one collection (the CLI's flags)."""
-
-    num_repeats: int | None = None
-    resume: bool = False
-    on_bad_line: OnBadLine = "fail"
-    count_errors_as_zero: bool = False
-    include_rollout_infos: bool = True
-    keep_input_fields: bool = False
-    """Write each verified rollout as its whole input row with the verify response's fields
-    on top (every input column is then aggregated too); default: the row NeMo Gym's collection
-    writes (the verify response and the collector's keys)."""
-    batch_size: int = 256
-    max_batch_bytes: int = 4 << 20
-    max_in_flight: int = 8
-    connections: int | None = None
-    """TCP connections per server that verify batches are spread over; None: one per worker
-    process the server reports (`serve --workers N`), each reaching a different worker (for a
-    `dns:` target, one stream per address the name resolves to)."""
-    aggregate_batch_size: int = 50_000
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    connect_timeout: float = 5.0
-    """Seconds the first connection may take; past it the run fails (not retried)."""
-    default_agent: str | None = None
-    """The agent of input lines without an agent_ref (their output lines stay without one);
-    None: such a line is a bad line."""
-    target: ModelTargetConfig | None = None
-    """The policy model that answers rows with neither a reward nor a response (their
-    `responses_create_params` is the request), before they are verified; None: such rows
-    are verified as they are (the `--policy-*` flags)."""
-
 
 @dataclass(frozen=True)
 class FailedAgent:

@@ -10,10 +10,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 from grpc import aio
 
@@ -21,7 +19,7 @@ from gym_metrics._transport.server._health import HealthServicer
 from gym_metrics._transport.jobs._metrics import check_prometheus, start_metrics
 from gym_metrics._transport.server._metrics import ServerMetrics
 from gym_metrics._transport.jobs._servicer import SERVICE, JobsServicer, ProgressHub, add_job_service
-from gym_metrics._transport.server._server import AUTH_TOKEN_ENV, ServerConfig, add_health_and_reflection, bind, new_server
+from gym_metrics._transport.server._server import AUTH_TOKEN_ENV, RunningGrpcServer, ServerConfig, add_health_and_reflection, bind, new_server
 from gym_metrics._transport.server._serving import _add_signal_handlers, _ensure_log_handler, _remove_signal_handlers
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.jobs import JobExecutor, JobStore, SecretStore
@@ -45,42 +43,20 @@ class JobServerOptions:
     prometheus_port: int | None = None
 
 
-@dataclass
-class RunningJobServer:
+@dataclass(kw_only=True)
+class RunningJobServer(RunningGrpcServer):
     """A started job server; `stop()` drains calls, then stops the jobs (they stay resumable)."""
 
-    server: aio.Server
-    port: int
-    config: ServerConfig
-    health: HealthServicer
     executor: JobExecutor
     servicer: JobsServicer
-    metrics_port: int | None = None
-    _stop_metrics: Callable[[], None] | None = field(default=None, repr=False)
-    _stopping: bool = field(default=False, init=False, repr=False)
 
-    @property
-    def address(self) -> str:
-        return self.config.address(self.port)
+    async def _draining(self) -> None:
+        self.servicer.close()  # open WatchJob streams end with UNAVAILABLE
 
-    async def stop(self, grace: float | None = None) -> None:
-        grace = self.config.grace_seconds if grace is None else grace
-        if not self._stopping:
-            self._stopping = True
-            await self.health.enter_graceful_shutdown()
-            self.servicer.close()  # open WatchJob streams end with UNAVAILABLE
-        await self.server.stop(grace)
+    async def _release(self) -> None:
         await self.executor.aclose()
-        if self._stop_metrics is not None:
-            stop_metrics, self._stop_metrics = self._stop_metrics, None
-            await asyncio.to_thread(stop_metrics)
+        await super()._release()
         self.executor.store.close()
-
-    async def __aenter__(self) -> RunningJobServer:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.stop(0 if exc_type is not None else None)
 
 
 def _check(options: JobServerOptions) -> None:
@@ -120,7 +96,7 @@ async def start_job_server(config: ServerConfig, options: JobServerOptions) -> R
         raise
     await server.start()
     hub.bind(asyncio.get_running_loop())
-    running = RunningJobServer(server, port, config, health, executor, servicer)
+    running = RunningJobServer(server=server, port=port, config=config, health=health, executor=executor, servicer=servicer)
     try:
         if options.prometheus_port is not None:
             running.metrics_port, running._stop_metrics = start_metrics(store, config.host, options.prometheus_port, metrics)

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import grpc
@@ -36,6 +37,49 @@ def _replace_behaviour(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any
         if behaviour is not None:
             return handler._replace(**{name: wrap(behaviour)})  # type: ignore[attr-defined]
     return handler
+
+
+def around(
+    behaviour: Any,
+    begin: Callable[[aio.ServicerContext], Any],
+    end: Callable[[Any, aio.ServicerContext, BaseException | None], None],
+    scope: Callable[[Any], AbstractContextManager[Any]] | None = None,
+) -> Any:
+    """`behaviour` with `state = begin(context)` before it and `end(state, context, failure)`
+    after it (failure None when it finished), run inside `scope(state)` when given; an async
+    generator stays one and a coroutine function stays one (grpc.aio picks how to run a
+    handler by that). Sync behaviours (none of ours) are returned as they are."""
+    enter = scope or (lambda _: nullcontext())
+    if inspect.isasyncgenfunction(behaviour):
+
+        async def stream(request: Any, context: aio.ServicerContext) -> Any:
+            state, failure = begin(context), None
+            try:
+                with enter(state):
+                    async for response in behaviour(request, context):
+                        yield response
+            except BaseException as exc:
+                failure = exc
+                raise
+            finally:
+                end(state, context, failure)
+
+        return stream
+    if inspect.iscoroutinefunction(behaviour):
+
+        async def unary(request: Any, context: aio.ServicerContext) -> Any:
+            state, failure = begin(context), None
+            try:
+                with enter(state):
+                    return await behaviour(request, context)
+            except BaseException as exc:
+                failure = exc
+                raise
+            finally:
+                end(state, context, failure)
+
+        return unary
+    return behaviour
 
 
 class AuthInterceptor(aio.ServerInterceptor):
@@ -102,33 +146,13 @@ class AccessLogInterceptor(aio.ServerInterceptor):
         return _replace_behaviour(handler, lambda behaviour: self._wrap(method, behaviour))
 
     def _wrap(self, method: str, behaviour: Any) -> Any:
-        if inspect.isasyncgenfunction(behaviour):
+        def begin(context: aio.ServicerContext) -> tuple[float, str]:
+            return time.perf_counter(), context.peer()
 
-            async def logged_stream(request: Any, context: aio.ServicerContext) -> Any:
-                start, peer = time.perf_counter(), context.peer()
-                try:
-                    async for response in behaviour(request, context):
-                        yield response
-                except BaseException as exc:
-                    self._log(method, _code_of(context, exc), start, peer, context)
-                    raise
-                self._log(method, _code_of(context, None), start, peer, context)
+        def end(state: tuple[float, str], context: aio.ServicerContext, failure: BaseException | None) -> None:
+            self._log(method, _code_of(context, failure), state[0], state[1], context)
 
-            return logged_stream
-        if inspect.iscoroutinefunction(behaviour):
-
-            async def logged(request: Any, context: aio.ServicerContext) -> Any:
-                start, peer = time.perf_counter(), context.peer()
-                try:
-                    response = await behaviour(request, context)
-                except BaseException as exc:
-                    self._log(method, _code_of(context, exc), start, peer, context)
-                    raise
-                self._log(method, _code_of(context, None), start, peer, context)
-                return response
-
-            return logged
-        return behaviour  # sync handlers (none of ours): left as they are
+        return around(behaviour, begin, end)
 
     def _log(self, method: str, code: grpc.StatusCode, start: float, peer: str, context: Any) -> None:
         record: dict[str, Any] = {
@@ -199,39 +223,14 @@ class MetricsInterceptor(aio.ServerInterceptor):
     def _wrap(self, method: str, behaviour: Any) -> Any:
         metrics, in_flight = self._metrics, self._metrics.in_flight.labels(method)
 
-        def done(context: Any, exc: BaseException | None, start: float) -> None:
+        def done(start: float, context: Any, exc: BaseException | None) -> None:
             in_flight.dec()
             code = _code_of(context, exc).name
             metrics.rpcs.labels(method, code).inc()
             metrics.latency.labels(method, code).observe(time.perf_counter() - start)
 
-        if inspect.isasyncgenfunction(behaviour):
+        def begin(context: aio.ServicerContext) -> float:
+            in_flight.inc()
+            return time.perf_counter()
 
-            async def counted_stream(request: Any, context: aio.ServicerContext) -> Any:
-                start, failure = time.perf_counter(), None
-                in_flight.inc()
-                try:
-                    async for response in behaviour(request, context):
-                        yield response
-                except BaseException as exc:
-                    failure = exc
-                    raise
-                finally:
-                    done(context, failure, start)
-
-            return counted_stream
-        if inspect.iscoroutinefunction(behaviour):
-
-            async def counted(request: Any, context: aio.ServicerContext) -> Any:
-                start, failure = time.perf_counter(), None
-                in_flight.inc()
-                try:
-                    return await behaviour(request, context)
-                except BaseException as exc:
-                    failure = exc
-                    raise
-                finally:
-                    done(context, failure, start)
-
-            return counted
-        return behaviour  # sync handlers (none of ours): left as they are
+        return around(behaviour, begin, done)

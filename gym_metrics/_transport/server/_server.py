@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc import aio
@@ -27,6 +27,9 @@ from gym_metrics.reducers import resolve_reducers
 from gym_metrics.environments import resolve_server
 from gym_metrics.environments import SimpleResourcesServer
 from gym_metrics.v1 import resources_pb2
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 
 SERVICE_NAME: str = resources_pb2.DESCRIPTOR.services_by_name["ResourcesService"].full_name
@@ -97,16 +100,16 @@ class ServerConfig:
         return f"{host}:{self.port if port is None else port}"
 
 
-@dataclass
-class RunningServer:
-    """A started server. `async with` stops it on exit."""
+@dataclass(kw_only=True)
+class RunningGrpcServer:
+    """A started grpc server of ours (the resources server, the job server). `async with`
+    stops it on exit."""
 
     server: aio.Server
     port: int
     """The bound port (the real one when the config asked for 0)."""
     config: ServerConfig
     health: HealthServicer
-    env: SimpleResourcesServer
     metrics_port: int | None = None
     """Where /metrics is served (`config.prometheus_port`, the real one when that was 0)."""
     _stop_metrics: Callable[[], None] | None = field(default=None, repr=False)
@@ -126,9 +129,15 @@ class RunningServer:
         if not self._stopping:
             self._stopping = True
             await self.health.enter_graceful_shutdown()
-            if self.config.drain_seconds:
-                await asyncio.sleep(self.config.drain_seconds)
+            await self._draining()
         await self.server.stop(grace)
+        await self._release()
+
+    async def _draining(self) -> None:
+        """Between NOT_SERVING and refusing calls (balancers see the first before the second)."""
+
+    async def _release(self) -> None:
+        """After the server stopped: what it held (the /metrics endpoint here)."""
         if self._stop_metrics is not None:
             stop_metrics, self._stop_metrics = self._stop_metrics, None
             await asyncio.to_thread(stop_metrics)
@@ -137,13 +146,24 @@ class RunningServer:
         """Block until the server has terminated."""
         await self.server.wait_for_termination()
 
-    async def __aenter__(self) -> RunningServer:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop(0 if exc_type is not None else None)
+
+
+@dataclass(kw_only=True)
+class RunningServer(RunningGrpcServer):
+    """A started resources server, serving `env`."""
+
+    env: SimpleResourcesServer
+
+    async def _draining(self) -> None:
+        if self.config.drain_seconds:
+            await asyncio.sleep(self.config.drain_seconds)
 
 
 def load_env(

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import grpc
 from grpc import aio
 
 from gym_metrics._transport._tracing import end_span, rpc_attributes, tracer
-from gym_metrics._transport.server._interceptors import _code_of, _replace_behaviour
+from gym_metrics._transport.server._interceptors import _code_of, _replace_behaviour, around
 
 
 class TracingInterceptor(aio.ServerInterceptor):
@@ -32,41 +31,15 @@ class TracingInterceptor(aio.ServerInterceptor):
     def _wrap(self, method: str, parent: Any, behaviour: Any) -> Any:
         from opentelemetry import trace
 
-        tracer, code_of = self._tracer, _code_of
+        tracer = self._tracer
 
-        def start() -> Any:
+        def begin(context: aio.ServicerContext) -> Any:
             return tracer.start_span(method.lstrip("/"), context=parent, kind=trace.SpanKind.SERVER, attributes=rpc_attributes(method))
 
-        if inspect.isasyncgenfunction(behaviour):
+        def end(span: Any, context: aio.ServicerContext, failure: BaseException | None) -> None:
+            end_span(span, _code_of(context, failure))
 
-            async def traced_stream(request: Any, context: aio.ServicerContext) -> Any:
-                span, failure = start(), None
-                try:
-                    with trace.use_span(span, end_on_exit=False):
-                        async for response in behaviour(request, context):
-                            yield response
-                except BaseException as exc:
-                    failure = exc
-                    raise
-                finally:
-                    end_span(span, code_of(context, failure))
-
-            return traced_stream
-        if inspect.iscoroutinefunction(behaviour):
-
-            async def traced(request: Any, context: aio.ServicerContext) -> Any:
-                span, failure = start(), None
-                try:
-                    with trace.use_span(span, end_on_exit=False):
-                        return await behaviour(request, context)
-                except BaseException as exc:
-                    failure = exc
-                    raise
-                finally:
-                    end_span(span, code_of(context, failure))
-
-            return traced
-        return behaviour
+        return around(behaviour, begin, end, scope=lambda span: trace.use_span(span, end_on_exit=False))
 
 
 def server_interceptor() -> aio.ServerInterceptor | None:
