@@ -1,8 +1,28 @@
-"""Domain errors. The transport maps each class to one gRPC status (see _transport/_errors.py)."""
+"""Domain errors, and the command line's exit codes. The transport maps each error class to one
+gRPC status (see _transport/_errors.py); an error that ends a command with a particular code
+says which in its `exit_code` (an `ExitCode`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The one exit-code table of every `gym-metrics` command (DESIGN "Command-line
+    conventions", README "Exit codes"). An int, so a command returns it as is."""
+
+    OK = 0
+    FAILED = 1
+    """A job FAILED or a verdict FAIL (and an unexpected internal error)."""
+    BAD_INPUT = 2
+    """A usage error or bad input (argparse's own usage errors exit 2 too)."""
+    ALL_FAILED = 3
+    """Every rollout of an agent failed, or a verdict INCONCLUSIVE."""
+    INCONCLUSIVE = 3
+    """The same code (an alias of ALL_FAILED), as a comparison's verdict reads it."""
+    UNAVAILABLE = 4
+    """The server is unreachable, a job was cancelled, or a wait timed out."""
 
 
 @dataclass(frozen=True)

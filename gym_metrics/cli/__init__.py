@@ -1,4 +1,5 @@
-"""The `gym-metrics` command: one module per subcommand (argparse only: parse, call, print)."""
+"""The `gym-metrics` command: one module per subcommand (argparse only: parse, call, print),
+found by `_discovery` (a private module here defining `add_parsers(sub)` and `ORDER`)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from gym_metrics.cli import _aggregate, _collect, _compare, _evaluate, _jobs, _merge, _plan, _report, _serve
 from gym_metrics.cli._base import (
-    EXIT_BAD_INPUT,
     ArgParser,
     InputFileError,
     add_global_flags,
@@ -17,9 +16,8 @@ from gym_metrics.cli._base import (
     report_error,
     version,
 )
-
-_COMMANDS = (_serve, _collect, _aggregate, _merge, _compare, _plan, _evaluate, _jobs, _report)
-"""Each module's `add_parsers(sub)` adds its subcommands (collect also adds demo)."""
+from gym_metrics.cli._discovery import command_modules
+from gym_metrics.errors import ExitCode
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -27,13 +25,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         ns = _parser().parse_args(argv)
     except SystemExit as exc:  # usage errors (2), --help and --version (0)
-        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+        return exc.code if isinstance(exc.code, int) else ExitCode.BAD_INPUT
     configure_logging(ns.log_level)
     try:
         _check_inputs(ns)
         return int(ns.func(ns) or 0)
     except KeyboardInterrupt:
-        return 130
+        return 130  # 128 + SIGINT, the shell's convention (outside the ExitCode table)
     except Exception as exc:
         if ns.debug:
             raise
@@ -64,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.set_defaults(log_level="info", debug=False)
     parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in _COMMANDS:
+    for command in command_modules():  # each adds its subcommands (collect adds demo too)
         command.add_parsers(sub)
     for command_parser in sub.choices.values():
         add_global_flags(command_parser)

@@ -21,6 +21,9 @@ from gym_metrics.cli._export import add_export_flags, export_after
 from gym_metrics.cli._report import add_report_flag, report_after
 
 
+ORDER = 30  # its place in `gym-metrics --help` (cli/_discovery.py)
+
+
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("aggregate", help="aggregate rollouts JSONL in-process (no server), or write a partial to merge")
     p.add_argument("rollouts", type=Path, nargs="+", help="rollouts JSONL: one verify response per line (several: one set)")

@@ -1,6 +1,6 @@
-"""What every `gym-metrics` command shares: the argument parser and its value types, exit
-codes, logging set-up, one-line error messages, bearer tokens from the environment, tables
-(DESIGN "Command-line conventions")."""
+"""What every `gym-metrics` command shares: the argument parser and its value types, the exit
+code of an error (the table is `gym_metrics.errors.ExitCode`), logging set-up, one-line error
+messages, bearer tokens from the environment, tables (DESIGN "Command-line conventions")."""
 
 from __future__ import annotations
 
@@ -13,17 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gym_metrics.errors import GymMetricsError, InvalidInputError
+from gym_metrics.errors import ExitCode, GymMetricsError, InvalidInputError
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-"""A job FAILED or a verdict FAIL (and an unexpected internal error)."""
-EXIT_BAD_INPUT = 2
-"""A usage error or bad input (argparse's own usage errors exit 2 too)."""
-EXIT_ALL_FAILED = 3
-"""Every rollout of an agent failed, or a verdict INCONCLUSIVE."""
-EXIT_UNAVAILABLE = 4
-"""The server is unreachable, a job was cancelled, or a wait timed out."""
 SHOW_VIOLATIONS = 20
 THIRD_PARTY_LOGGERS = ("asyncio", "grpc", "h11", "h2", "hpack", "httpcore", "httpx", "jinja2", "openai", "urllib3")
 """Kept at WARNING unless --log-level debug: an INFO line per HTTP request is noise."""
@@ -70,7 +61,7 @@ class ArgParser(argparse.ArgumentParser):
         known = [o for o in self._option_string_actions if o.startswith("--")]
         hints = [f"{u} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(u, known, n=1)) else u for u in unknown]
         # One line, not the usage first: the hint is what matters (the usage is one --help away).
-        self.exit(2, f"{self.prog}: error: unrecognized arguments: {' '.join(hints)}; see {self.prog} --help\n")
+        self.exit(ExitCode.BAD_INPUT, f"{self.prog}: error: unrecognized arguments: {' '.join(hints)}; see {self.prog} --help\n")
 
 
 def add_global_flags(parser: argparse.ArgumentParser) -> None:
@@ -108,17 +99,18 @@ def report_error(exc: BaseException) -> int:
     """The error in one line on stderr (violations listed when several); the exit code."""
     if isinstance(exc, InvalidInputError):
         print_invalid(exc)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     if isinstance(exc, (GymMetricsError, OSError)):
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc)
     print(f"error: {type(exc).__name__}: {exc} (internal error; --debug shows the traceback)", file=sys.stderr)
-    return EXIT_FAILED
+    return ExitCode.FAILED
 
 
 def exit_code(exc: BaseException) -> int:
-    code = getattr(exc, "exit_code", None)  # e.g. the client's "server unreachable" errors: 4
-    return code if isinstance(code, int) else EXIT_BAD_INPUT
+    """The error's own `exit_code` (e.g. ExitCode.UNAVAILABLE: the server is unreachable), else BAD_INPUT."""
+    code = getattr(exc, "exit_code", None)
+    return code if isinstance(code, int) else ExitCode.BAD_INPUT
 
 
 def print_invalid(exc: InvalidInputError) -> None:

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gym_metrics._util.memory import fewer_gc_passes
-from gym_metrics.errors import GymMetricsError
+from gym_metrics.errors import ExitCode, GymMetricsError
 from gym_metrics.cli._base import (
-    EXIT_ALL_FAILED,
     agent_name,
     format_key_metrics,
     non_negative_int,
@@ -27,6 +26,9 @@ from gym_metrics.cli._export import add_export_flags, add_pushgateway_flag, expo
 from gym_metrics.cli._report import add_report_flag, report_after
 
 T = TypeVar("T")
+
+
+ORDER = 20  # its place in `gym-metrics --help` (cli/_discovery.py)
 
 
 def add_parsers(sub: Any) -> None:
@@ -283,4 +285,4 @@ def report(result: Any, elapsed: float) -> int:
             f" — see _gm_error in {result.rollouts_path}",
             file=sys.stderr,
         )
-    return EXIT_ALL_FAILED if result.failed_agents else 0
+    return ExitCode.ALL_FAILED if result.failed_agents else ExitCode.OK

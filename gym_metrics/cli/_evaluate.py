@@ -17,6 +17,9 @@ SHOW = 20
 """Bad lines and row errors printed at most (all are in the result file)."""
 
 
+ORDER = 70  # its place in `gym-metrics --help` (cli/_discovery.py)
+
+
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("evaluate", help="score a JSONL dataset with a scorer (in-process or through --server)")
     p.add_argument(

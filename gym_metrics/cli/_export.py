@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.cli._base import EXIT_FAILED, positive_float
+from gym_metrics.cli._base import positive_float
+from gym_metrics.errors import ExitCode
 
 EXPORT_HELP = (
     "after writing the metrics, export them: mlflow[=TRACKING_URI], wandb[=PROJECT], "
@@ -93,7 +94,7 @@ def export_after(ns: argparse.Namespace, metrics_path: Path | None, code: int, *
             failed = True
             print(f"error: export {name} failed ({type(exc).__name__}: {_one_line(exc)}); "
                   f"the metrics file is kept: {metrics_path}", file=sys.stderr)  # fmt: skip
-    return code or (EXIT_FAILED if failed else 0)
+    return code or (ExitCode.FAILED if failed else ExitCode.OK)
 
 
 def _report_path(ns: argparse.Namespace, metrics_path: Path) -> Path | None:

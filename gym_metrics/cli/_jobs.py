@@ -12,10 +12,6 @@ from typing import Any
 import orjson
 
 from gym_metrics.cli._base import (
-    EXIT_BAD_INPUT,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_UNAVAILABLE,
     add_global_flags,
     format_table,
     non_negative_int,
@@ -23,11 +19,14 @@ from gym_metrics.cli._base import (
     positive_int,
     read_token,
 )
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics.errors import ExitCode, FieldViolation, GymMetricsError, InvalidInputError
 
 AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"
 STATES = ("QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
-_EXIT_BY_STATE = {"SUCCEEDED": EXIT_OK, "FAILED": EXIT_FAILED, "CANCELLED": EXIT_UNAVAILABLE}
+_EXIT_BY_STATE = {"SUCCEEDED": ExitCode.OK, "FAILED": ExitCode.FAILED, "CANCELLED": ExitCode.UNAVAILABLE}
+
+
+ORDER = 80  # its place in `gym-metrics --help` (cli/_discovery.py)
 
 
 def add_parsers(sub: Any) -> None:
@@ -174,7 +173,7 @@ def run_serve(ns: argparse.Namespace) -> int:
         secret_env=parse_allow_env(ns.secret_env), max_parallelism=ns.max_parallelism, prometheus_port=ns.prometheus_port,
     )  # fmt: skip
     serve_jobs(config, options)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def run_submit(ns: argparse.Namespace) -> int:
@@ -183,7 +182,7 @@ def run_submit(ns: argparse.Namespace) -> int:
         info = client.submit(spec)
         print(info.job_id, flush=True)
         if not ns.wait:
-            return EXIT_OK
+            return ExitCode.OK
         return _follow(client, info.job_id, None)
 
 
@@ -195,7 +194,7 @@ def run_list(ns: argparse.Namespace) -> int:
             jobs += more
     rows = [[j.job_id, j.state, j.spec.get("scorer", ""), _progress(j), str(j.failed)] for j in jobs]
     print(format_table(["job", "state", "scorer", "done/total", "failed"], rows))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def run_status(ns: argparse.Namespace) -> int:
@@ -204,7 +203,7 @@ def run_status(ns: argparse.Namespace) -> int:
     print(f"{info.job_id} {info.state} {_progress(info)} rows, {info.failed} failed, {info.rows_per_second:,.1f} rows/s")
     if info.error:
         print(f"error: {info.error}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def run_wait(ns: argparse.Namespace) -> int:
@@ -222,14 +221,14 @@ def run_result(ns: argparse.Namespace) -> int:
     else:
         _write_atomic(ns.output, data)
         print(f"result of job {ns.job_id} ({len(result['row_scores'])} rows) written to {ns.output}", file=sys.stderr)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def run_cancel(ns: argparse.Namespace) -> int:
     with _client(ns) as client:
         info = client.cancel(ns.job_id)
     print(f"{info.job_id} {info.state}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _progress(info: Any) -> str:
@@ -247,8 +246,8 @@ def _follow(client: Any, job_id: str, timeout: float | None) -> int:
         if info.final:
             if info.error:
                 print(f"error: job {job_id} {info.state}: {info.error}", file=sys.stderr)
-            return _EXIT_BY_STATE.get(info.state, EXIT_BAD_INPUT)
-    return EXIT_UNAVAILABLE  # unreachable: watch raises when the stream ends early
+            return _EXIT_BY_STATE.get(info.state, ExitCode.BAD_INPUT)
+    return ExitCode.UNAVAILABLE  # unreachable: watch raises when the stream ends early
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

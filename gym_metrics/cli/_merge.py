@@ -13,6 +13,9 @@ from gym_metrics.cli._export import add_export_flags, export_after
 from gym_metrics.cli._report import add_report_flag, report_after
 
 
+ORDER = 40  # its place in `gym-metrics --help` (cli/_discovery.py)
+
+
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("merge", help="merge partials (aggregate --partial-out) into one metrics file")
     p.add_argument("partials", type=Path, nargs="+", help="partial files, from `gym-metrics aggregate ... --partial-out`")

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from gym_metrics.cli._base import EXIT_FAILED
+from gym_metrics.errors import ExitCode
 from gym_metrics.collector import Progress, estimate_total
 
 
@@ -62,6 +62,6 @@ def push_after(progress: PushingProgress | None, result: Any, code: int) -> int:
         progress.pusher.push(progress.counters(result))
     except PushgatewayError as exc:
         print(f"error: {exc}; the metrics file is kept: {result.metrics_path}", file=sys.stderr)
-        return code or EXIT_FAILED
+        return code or ExitCode.FAILED
     print("pushed   -> pushgateway (job gym_metrics_collect)")
     return code

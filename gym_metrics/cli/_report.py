@@ -11,6 +11,9 @@ from gym_metrics.cli._base import InputFileError
 from gym_metrics.cli._compare import _margin as margin  # the same check as compare's flags
 
 
+ORDER = 90  # its place in `gym-metrics --help` (cli/_discovery.py)
+
+
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("report", help="write a self-contained HTML report of a metrics file (charts, tasks, pass@k)")
     p.add_argument("metrics", type=Path, help="<stem>_aggregate_metrics.json (from aggregate or collect)")

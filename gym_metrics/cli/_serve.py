@@ -15,6 +15,9 @@ from gym_metrics.errors import GymMetricsError
 AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"
 
 
+ORDER = 10  # its place in `gym-metrics --help` (cli/_discovery.py)
+
+
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("serve", help="serve an environment over gRPC")
     p.add_argument("target", help="registered name (e.g. math_exact), module:Class or path/app.py:Class")

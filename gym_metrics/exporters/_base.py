@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from gym_metrics._util.registry import Registry
-from gym_metrics.errors import GymMetricsError
+from gym_metrics.errors import ExitCode, GymMetricsError
 
 METRICS_SUFFIX = "_aggregate_metrics"
 """`<stem>_aggregate_metrics.json`: the run is named after `<stem>`."""
@@ -24,13 +24,13 @@ METRICS_SUFFIX = "_aggregate_metrics"
 class ExporterMissingError(GymMetricsError):
     """An exporter's optional extra is not installed (exit code 2, before any work)."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
 
 class ExportError(GymMetricsError):
     """An exporter failed after the metrics file was written (the file is kept)."""
 
-    exit_code = 1
+    exit_code = ExitCode.FAILED
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gym_metrics.errors import GymMetricsError
+from gym_metrics.errors import ExitCode, GymMetricsError
 from gym_metrics.exporters._base import ExporterMissingError, _importable
 
 JOB = "gym_metrics_collect"
@@ -68,7 +68,7 @@ class _Snapshot:
 class PushgatewayError(GymMetricsError):
     """The final push failed (the metrics file is written: exit 1)."""
 
-    exit_code = 1
+    exit_code = ExitCode.FAILED
 
 
 class Pusher:

@@ -18,7 +18,7 @@ from google.rpc import error_details_pb2, status_pb2
 from gym_metrics._transport.client._resources import CHANNEL_OPTIONS
 from gym_metrics._transport._job_specs import PB_TO_STATE, STATE_TO_PB, dict_to_spec, shown_spec
 from gym_metrics._transport.client._status import RemoteCallError, ServerUnavailableError, ServerUnreachableError
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError
+from gym_metrics.errors import ExitCode, FieldViolation, GymMetricsError, InvalidInputError, NotFoundError
 from gym_metrics.models import JobState
 from gym_metrics.v1 import jobs_pb2 as pb
 from gym_metrics.v1 import jobs_pb2_grpc
@@ -29,7 +29,7 @@ FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 class JobWaitTimeout(GymMetricsError, TimeoutError):
     """A job did not reach a final state within the wait's timeout (exit code 4)."""
 
-    exit_code = 4
+    exit_code = ExitCode.UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ class JobNotFinishedError(GymMetricsError):
     """`result()` of a job still QUEUED or RUNNING (FAILED_PRECONDITION on the wire): a
     usage error (exit code 2); wait for the job first."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
 
 __all__ = ["FINAL_STATES", "JobClient", "JobInfo", "JobNotFinishedError", "JobWaitTimeout"]

@@ -7,14 +7,14 @@ import grpc
 import grpc.aio
 from google.rpc import error_details_pb2, status_pb2
 
-from gym_metrics.errors import GymMetricsError, InvalidInputError
+from gym_metrics.errors import ExitCode, GymMetricsError, InvalidInputError
 
 
 class ServerUnavailableError(GymMetricsError):
     """The connection to the server broke or the server did not answer in time: worth
     retrying (see `is_transient`). Exit code 4 on the command line once retries ran out."""
 
-    exit_code = 4
+    exit_code = ExitCode.UNAVAILABLE
 
 
 class ServerUnreachableError(GymMetricsError):
@@ -22,7 +22,7 @@ class ServerUnreachableError(GymMetricsError):
     started, a TLS mismatch. Not retried: retries are for a server that was there and went
     away. Exit code 4 on the command line."""
 
-    exit_code = 4  # "server unreachable" in the CLI's exit-code table (README "Exit codes")
+    exit_code = ExitCode.UNAVAILABLE
 
 
 class RemoteCallError(GymMetricsError):

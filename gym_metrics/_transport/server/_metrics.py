@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from gym_metrics.errors import GymMetricsError
+from gym_metrics.errors import ExitCode, GymMetricsError
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """RPC latency buckets (seconds): a unary Verify is ~1 ms, an AggregateMetrics call minutes."""
@@ -28,7 +28,7 @@ UNKNOWN = "unknown"
 class PrometheusMissingError(GymMetricsError):
     """--prometheus-port was given but prometheus_client is not installed (exit code 2)."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
 
 def check_prometheus() -> None:
