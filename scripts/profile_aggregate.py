@@ -39,7 +39,8 @@ def main() -> int:
         marks.append((name, time.perf_counter(), t.user + t.system))
 
     import gym_metrics.aggregate as agg
-    from gym_metrics.aggregate import _canonical, _forked, _texts
+    from gym_metrics.aggregate import _canonical
+    from gym_metrics.aggregate.render import _forked, _texts
 
     if ns.python_render:
         _texts._native, _canonical._minify = None, None

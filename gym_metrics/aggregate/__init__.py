@@ -2,9 +2,9 @@
 
 Definitions: docs/metrics.md#aggregate-metrics.
 
-Besides the engine, this is the vocabulary other packages share for rollout rows: their
-keys, columns, parsing and the fast JSONL reader's pieces (the collector reads its input with
-them). Other packages import these names from here, never from the private modules."""
+The rows it reads are gym_metrics.rollouts' vocabulary; the file's rendering is in `render/`,
+the sharded partials and their merge in `shards/`. Other packages import the names below from
+here, never from the private modules."""
 
 from __future__ import annotations
 
@@ -12,27 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.rollouts import agent_codes, arrow_numeric_field, columns_from_table, parse_lines
-from gym_metrics.rollouts import (
-    ERROR_KEY,
-    ERROR_KINDS,
-    ROLLOUT_KEY,
-    ROLLOUT_KEY_ALIASES,
-    TASK_KEY,
-    TASK_KEY_ALIASES,
-    BufferRows,
-    NumericField,
-    RolloutColumns,
-    RowSource,
-    ShownField,
-    ValueKind,
-    bad_json_reason,
-    concat,
-    concat_shown,
-    parse_row,
-    row_index_value,
-    shown_of_field,
-)
+from gym_metrics.rollouts import OnBadLine, RolloutColumns, RolloutFile, read_rollouts
 from gym_metrics.aggregate._engine import (
     AggregateOptions,
     Aggregator,
@@ -50,19 +30,6 @@ from gym_metrics.aggregate._uncertainty import ADDED_AGENT_METRICS
 from gym_metrics.aggregate._groups import GROUP_STATS
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
 from gym_metrics.aggregate.render._output import GroupsRender, iter_group_dicts, output_path_for, write_aggregate_metrics
-from gym_metrics.rollouts import (
-    BOM,
-    BadLine,
-    OnBadLine,
-    RolloutFile,
-    agent_name,
-    agent_problem,
-    byte_ranges,
-    count_lines,
-    line_bounds,
-    read_chunks,
-    read_rollouts,
-)
 from gym_metrics.aggregate._stats import t_interval
 from gym_metrics.aggregate.shards._ranged import aggregate_ranged
 from gym_metrics.aggregate.shards._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_bytes, partial_rows, read_partial, write_partial
@@ -157,8 +124,6 @@ __all__ = [
     "PARTIAL_VERSION",
     "aggregate_partials",
     "aggregate_rollouts",
-    "byte_ranges",
-    "count_lines",
     "combine",
     "merge_partials",
     "partial_bytes",
@@ -168,52 +133,21 @@ __all__ = [
     "AgentAggregate",
     "AggregateOptions",
     "Aggregator",
-    "BOM",
-    "BadLine",
-    "BufferRows",
     "ColumnMetrics",
     "ColumnarComputeMetrics",
     "ComputeMetrics",
-    "ERROR_KEY",
-    "ERROR_KINDS",
     "GROUP_STATS",
     "GetKeyMetrics",
     "GroupTable",
     "LocalParts",
     "MetricColumns",
-    "NumericField",
-    "OnBadLine",
-    "ROLLOUT_KEY",
-    "ROLLOUT_KEY_ALIASES",
-    "RolloutColumns",
-    "RolloutFile",
     "RolloutInfoTable",
-    "RowSource",
-    "ShownField",
-    "TASK_KEY",
-    "TASK_KEY_ALIASES",
-    "ValueKind",
-    "agent_codes",
-    "agent_name",
-    "agent_problem",
     "aggregate_file",
-    "arrow_numeric_field",
-    "bad_json_reason",
-    "columns_from_table",
-    "concat",
-    "concat_shown",
     "default_key_metrics",
     "iter_group_dicts",
-    "line_bounds",
     "local_parts",
     "non_numeric_counts",
     "output_path_for",
-    "parse_lines",
-    "parse_row",
-    "read_chunks",
-    "read_rollouts",
-    "row_index_value",
-    "shown_of_field",
     "t_interval",
     "write_aggregate_metrics",
 ]

@@ -112,7 +112,7 @@ def _run_on_ray(ns: argparse.Namespace) -> int:
 
 
 def _read(path: Path, ns: argparse.Namespace, keep_rows: bool) -> Any:
-    from gym_metrics.aggregate import read_rollouts
+    from gym_metrics.rollouts import read_rollouts
 
     rollouts = read_rollouts(path, on_bad_line=ns.on_bad_line, default_agent=ns.agent, keep_rows=keep_rows)
     _warn_bad_lines(path, rollouts.bad_lines)

@@ -41,7 +41,7 @@ def _check_baseline(ns: argparse.Namespace) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics.compare import DEFAULT_REPEATS, plan_from_baseline
-    from gym_metrics.aggregate import read_rollouts
+    from gym_metrics.rollouts import read_rollouts
 
     agents = read_rollouts(ns.baseline_rollouts, on_bad_line=ns.on_bad_line).agents
     repeats = [*DEFAULT_REPEATS, *([ns.repeats] if ns.repeats else [])]

@@ -23,12 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics.aggregate import (
-    OnBadLine,
-    RolloutColumns,
-    RolloutFile,
-    read_rollouts,
-)
+from gym_metrics.rollouts import OnBadLine, RolloutColumns, RolloutFile, read_rollouts
 from gym_metrics.compare._inputs import task_rewards
 from gym_metrics.compare._method import CompareMethod, CompareOptions, register_method
 from gym_metrics.compare._result import BOOTSTRAP, CONFIDENCE, Comparison, ComparisonReport

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gym_metrics.aggregate import TASK_KEY, OnBadLine, RolloutColumns, read_rollouts
+from gym_metrics.rollouts import TASK_KEY, OnBadLine, RolloutColumns, read_rollouts
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.reducers import TaskRewards
 

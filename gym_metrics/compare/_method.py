@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from gym_metrics._util.registry import Registry
-from gym_metrics.aggregate import RolloutColumns
+from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.compare._result import Comparison, ComparisonReport
 from gym_metrics.statistics import CONFIDENCE, POWER
 

@@ -17,7 +17,7 @@ from itertools import combinations
 
 import numpy as np
 
-from gym_metrics.aggregate import RolloutColumns
+from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.compare._inputs import task_rewards
 from gym_metrics.compare._method import Cell, CompareMethod, CompareOptions, register_method
 from gym_metrics.compare._result import Comparison, ComparisonReport, only_tasks_lines

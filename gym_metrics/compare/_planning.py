@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gym_metrics.aggregate import RolloutColumns
+from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.compare._inputs import task_rewards
 from gym_metrics.compare._paired import compare_paired, task_components
 from gym_metrics.errors import InvalidInputError, NotFoundError

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from gym_metrics.aggregate import NumericField, RolloutColumns, read_rollouts
+from gym_metrics.rollouts import NumericField, RolloutColumns, read_rollouts
 from gym_metrics.compare import task_rewards
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.reducers import TaskRewards

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gym_metrics.aggregate import RolloutColumns
+from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.cli import main
 from gym_metrics.compare import (
     METHODS,
@@ -107,7 +107,7 @@ def test_an_unknown_method_is_named() -> None:
 
 
 def test_one_result_type_and_its_old_names(rollouts: Path) -> None:
-    from gym_metrics.aggregate import read_rollouts
+    from gym_metrics.rollouts import read_rollouts
 
     agents = read_rollouts(rollouts).agents
     report = compare_paired(agents, ["a", "b"])

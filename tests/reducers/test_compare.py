@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gym_metrics.compare._bootstrap as compare_mod
-from gym_metrics.aggregate import RolloutColumns
+from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.compare import compare_agents, task_rewards
 from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
 from gym_metrics.reducers import REDUCERS, Reducer, TaskRewardsLike, get_reducer, register_reducer
