@@ -223,3 +223,22 @@ def print_value_notes(results: Any) -> None:
             if counts:
                 listed = ", ".join(f"{k}: {v}" for k, v in counts.items())
                 print(f"note: {r.agent_name}: {what} left out of the stats ({listed})", file=sys.stderr)
+
+
+AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"
+"""Where `serve` and `jobs serve` read their bearer token from when no --auth-token-env names one."""
+
+
+def add_access_flags(p: argparse.ArgumentParser) -> None:
+    """Who may call a server: --auth-token-env, --tls-cert, --tls-key (serve and jobs serve)."""
+    p.add_argument(
+        "--auth-token-env", metavar="VAR",
+        help=f"require `authorization: Bearer $VAR` on every call but health (default: {AUTH_TOKEN_ENV} if set)",
+    )  # fmt: skip
+    p.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS with --tls-key)")
+    p.add_argument("--tls-key", type=Path, help="PEM private key")
+
+
+def server_token(ns: argparse.Namespace) -> str | None:
+    """The bearer token a server requires: from --auth-token-env, else AUTH_TOKEN_ENV if set."""
+    return read_token(ns.auth_token_env or (AUTH_TOKEN_ENV if os.environ.get(AUTH_TOKEN_ENV) else None))

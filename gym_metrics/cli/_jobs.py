@@ -17,11 +17,12 @@ from gym_metrics.cli._base import (
     non_negative_int,
     positive_float,
     positive_int,
+    add_access_flags,
     read_token,
+    server_token,
 )
 from gym_metrics.errors import ExitCode, FieldViolation, GymMetricsError, InvalidInputError
 
-AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"
 STATES = ("QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 _EXIT_BY_STATE = {"SUCCEEDED": ExitCode.OK, "FAILED": ExitCode.FAILED, "CANCELLED": ExitCode.UNAVAILABLE}
 
@@ -69,12 +70,7 @@ def _add_serve(commands: Any) -> None:
         "--max-parallelism", type=positive_int, default=128, metavar="N",
         help="largest `parallelism` a job may ask for (default %(default)s); more is refused at submit",
     )  # fmt: skip
-    p.add_argument(
-        "--auth-token-env", metavar="VAR",
-        help=f"require `authorization: Bearer $VAR` on every call but health (default: {AUTH_TOKEN_ENV} if set)",
-    )  # fmt: skip
-    p.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS with --tls-key)")
-    p.add_argument("--tls-key", type=Path, help="PEM private key")
+    add_access_flags(p)
     p.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
     p.add_argument("--prometheus-port", type=int, metavar="P", help="serve Prometheus metrics on this port (needs the prometheus extra)")
     p.set_defaults(func=run_serve)
@@ -164,7 +160,7 @@ def run_serve(ns: argparse.Namespace) -> int:
 
     if bool(ns.tls_cert) != bool(ns.tls_key):
         raise GymMetricsError("--tls-cert and --tls-key go together")
-    token = read_token(ns.auth_token_env or (AUTH_TOKEN_ENV if os.environ.get(AUTH_TOKEN_ENV) else None))
+    token = server_token(ns)
     config = ServerConfig(
         host=ns.host, port=ns.port, auth_token=token, tls_cert_file=ns.tls_cert, tls_key_file=ns.tls_key, grace_seconds=ns.grace
     )

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 from typing import Any
 
 from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
 from gym_metrics._util.limits import CallLimits
-from gym_metrics.cli._base import positive_float, positive_int, read_token
+from gym_metrics.cli._base import add_access_flags, positive_float, positive_int, server_token
 from gym_metrics.errors import GymMetricsError
 
-AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"
 
 
 ORDER = 10  # its place in `gym-metrics --help` (cli/_discovery.py)
@@ -24,12 +21,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=50051, help="0 picks a free port (printed on stderr)")
     p.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
-    p.add_argument(
-        "--auth-token-env", metavar="VAR",
-        help=f"require `authorization: Bearer $VAR` on every call but health (default: {AUTH_TOKEN_ENV} if set)",
-    )  # fmt: skip
-    p.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS with --tls-key)")
-    p.add_argument("--tls-key", type=Path, help="PEM private key")
+    add_access_flags(p)
     p.add_argument("--max-message-mb", type=float, default=64.0, help="max gRPC message size (MiB)")
     p.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
     p.add_argument(
@@ -66,7 +58,7 @@ def run(ns: argparse.Namespace) -> int:
     from gym_metrics._transport.server import ServerConfig, serve
 
     env_cls = resolve_server(ns.target)  # fail fast with a clear message, before binding
-    token = read_token(ns.auth_token_env or (AUTH_TOKEN_ENV if os.environ.get(AUTH_TOKEN_ENV) else None))
+    token = server_token(ns)
     if bool(ns.tls_cert) != bool(ns.tls_key):
         raise GymMetricsError("--tls-cert and --tls-key go together")
     limits = {name: getattr(ns, name) for name in CallLimits.__dataclass_fields__}

@@ -16,9 +16,10 @@ from typing import Any
 
 from gym_metrics.compare._method import get_method
 from gym_metrics.compare._result import ComparisonReport
+from gym_metrics.errors import ExitCode
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
-EXIT_CODES = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
+EXIT_CODES = {PASS: ExitCode.OK, FAIL: ExitCode.FAILED, INCONCLUSIVE: ExitCode.INCONCLUSIVE}
 """The command-line exit code of each verdict (DESIGN "Command-line conventions")."""
 
 
@@ -73,7 +74,7 @@ class Verdict:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.status]
+        return int(EXIT_CODES[self.status])
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "exit_code": self.exit_code, "confidence": self.confidence,
