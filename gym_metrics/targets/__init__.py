@@ -24,10 +24,12 @@ from gym_metrics.targets._convert import (
     output_tool_calls,
     responses_request_to_chat,
     strip_reasoning,
+    text_of,
 )
 from gym_metrics.targets._wire import ByteBudget
 
 __all__ = [
+    "text_of",
     "AgentTarget",
     "AgentTargetConfig",
     "ByteBudget",

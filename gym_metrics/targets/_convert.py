@@ -31,7 +31,7 @@ def _arguments(value: Any) -> str:
     return orjson.dumps({} if value is None else value).decode()
 
 
-def _text_of(content: Any) -> str:
+def text_of(content: Any) -> str:
     """Text of a message content: a string, or the text of its parts."""
     if isinstance(content, str):
         return content
@@ -87,7 +87,7 @@ def chat_to_responses(completion: Mapping[str, Any]) -> dict[str, Any]:
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
         output.append({"type": "reasoning", "id": f"rs_{tag}", "summary": [{"type": "summary_text", "text": reasoning}]})
-    text = _text_of(message.get("content"))
+    text = text_of(message.get("content"))
     if text:
         output.append(message_item(text, f"msg_{tag}"))
     for call in message.get("tool_calls") or ():
@@ -140,11 +140,11 @@ def _chat_message(item: Mapping[str, Any]) -> dict[str, Any] | None:
         call = {"id": item.get("call_id"), "type": "function", "function": {"name": item.get("name"), "arguments": _arguments(item.get("arguments"))}}
         return {"role": "assistant", "content": None, "tool_calls": [call]}
     if kind == "function_call_output":
-        return {"role": "tool", "tool_call_id": item.get("call_id"), "content": _text_of(item.get("output"))}
+        return {"role": "tool", "tool_call_id": item.get("call_id"), "content": text_of(item.get("output"))}
     if kind != "message":
         return None
     role = item.get("role", "user")
-    return {"role": "system" if role == "developer" else role, "content": _text_of(item.get("content"))}
+    return {"role": "system" if role == "developer" else role, "content": text_of(item.get("content"))}
 
 
 def responses_request_to_chat(request: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,10 +188,10 @@ def chat_request_to_responses(request: Mapping[str, Any]) -> dict[str, Any]:
     for message in request.get("messages") or ():
         role = message.get("role", "user")
         if role == "tool":
-            items.append({"type": "function_call_output", "call_id": message.get("tool_call_id"), "output": _text_of(message.get("content"))})
+            items.append({"type": "function_call_output", "call_id": message.get("tool_call_id"), "output": text_of(message.get("content"))})
             continue
         if message.get("content") not in (None, ""):
-            items.append({"type": "message", "role": role, "content": _text_of(message.get("content"))})
+            items.append({"type": "message", "role": role, "content": text_of(message.get("content"))})
         for call in message.get("tool_calls") or ():
             function = call.get("function", {})
             items.append({"type": "function_call", "call_id": call.get("id"), "name": function.get("name"), "arguments": _arguments(function.get("arguments"))})

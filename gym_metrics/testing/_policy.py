@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from gym_metrics.targets import text_of
 from gym_metrics.testing._judge import LoopbackServer, Recorded, Reply
 
 CHAT_PATH = "/v1/chat/completions"
@@ -45,21 +46,13 @@ class PolicyAnswer:
 Answers = Union[Mapping[str, Union[str, PolicyAnswer]], Callable[[str], Union[str, PolicyAnswer]]]
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
 def prompt_of(body: Mapping[str, Any]) -> str:
     """The text of the last user message of a chat (`messages`) or Responses (`input`) request."""
     given = body.get("messages", body.get("input", []))
     if isinstance(given, str):
         return given
     users = [m for m in given if isinstance(m, dict) and m.get("role") == "user"] if isinstance(given, list) else []
-    return _text(users[-1].get("content")) if users else ""
+    return text_of(users[-1].get("content")) if users else ""
 
 
 @dataclass
