@@ -7,30 +7,15 @@ from typing import TYPE_CHECKING, Any
 from gym_metrics._util.version import __version__
 
 if TYPE_CHECKING:
-    from gym_metrics import evaluate as evaluate
-    from gym_metrics import metrics as metrics
     from gym_metrics.environments import register_server, resolve_server
     from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, MetricColumns, aggregate_file
     from gym_metrics.compare import Comparison, compare_agents
     from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
-    from gym_metrics.evaluation import EvaluationResult
+    from gym_metrics.evaluation import EvaluationScores
     from gym_metrics.models import AgentRef, BaseVerifyRequest, BaseVerifyResponse
     from gym_metrics.reducers import Reducer, ReducerResult, get_reducer, register_reducer
-    from gym_metrics.scorers import (
-        RowError,
-        RowMetric,
-        Scorer,
-        get_row_metric,
-        get_scorer,
-        register_row_metric,
-        register_scorer,
-    )
+    from gym_metrics.scorers import RowError, Scorer, get_scorer, register_scorer
     from gym_metrics.environments import SimpleResourcesServer
-
-    Metric = Reducer
-    MetricResult = ReducerResult
-    get_metric = get_reducer
-    register_metric = register_reducer
 
 
 def serve(*args: Any, **kwargs: Any) -> None:
@@ -65,7 +50,7 @@ _LAZY = {
     "InvalidInputError": "gym_metrics.errors",
     "NotFoundError": "gym_metrics.errors",
     "OverloadedError": "gym_metrics.errors",
-    "EvaluationResult": "gym_metrics.evaluation",
+    "EvaluationScores": "gym_metrics.evaluation",
     "AgentRef": "gym_metrics.models",
     "BaseVerifyRequest": "gym_metrics.models",
     "BaseVerifyResponse": "gym_metrics.models",
@@ -74,11 +59,8 @@ _LAZY = {
     "get_reducer": "gym_metrics.reducers",
     "register_reducer": "gym_metrics.reducers",
     "RowError": "gym_metrics.scorers",
-    "RowMetric": "gym_metrics.scorers",
     "Scorer": "gym_metrics.scorers",
-    "get_row_metric": "gym_metrics.scorers",
     "get_scorer": "gym_metrics.scorers",
-    "register_row_metric": "gym_metrics.scorers",
     "register_scorer": "gym_metrics.scorers",
     "SimpleResourcesServer": "gym_metrics.environments",
     "ResourcesClient": "gym_metrics._transport.client",
@@ -92,27 +74,20 @@ _LAZY = {
 }
 
 
-_ALIASES = {
-    # the reducer names under their first names (also gym_metrics.metrics.Metric & co.)
-    "Metric": "Reducer",
-    "MetricResult": "ReducerResult",
-    "get_metric": "get_reducer",
-    "register_metric": "register_reducer",
-}
-_SUBMODULES = ("evaluate", "metrics")
-"""`gym_metrics.evaluate` is the module, as it always was; `metrics` holds the reducers under
-their first names."""
+_OLD_MODULES = ("evaluate", "judge", "metrics")
+"""Old modules reached as attributes (`gym_metrics.metrics.Metric`): each warns on import."""
 
 
 def __getattr__(name: str) -> Any:
     import importlib
 
-    if name in _SUBMODULES:
+    if name in _OLD_MODULES:
         return importlib.import_module(f"{__name__}.{name}")
-    name = _ALIASES.get(name, name)
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from gym_metrics._util.deprecated import old_name
+
+    return old_name(__name__, name)  # old names (Metric, RowMetric, ...) warn
 
 
 __all__ = [
@@ -124,13 +99,10 @@ __all__ = [
     "collect",
     "collect_async",
     "start_server",
-    "EvaluationResult",
+    "EvaluationScores",
     "RowError",
-    "RowMetric",
     "Scorer",
-    "get_row_metric",
     "get_scorer",
-    "register_row_metric",
     "register_scorer",
     "AgentAggregate",
     "AgentRef",
@@ -142,9 +114,7 @@ __all__ = [
     "FieldViolation",
     "GymMetricsError",
     "InvalidInputError",
-    "Metric",
     "MetricColumns",
-    "MetricResult",
     "Reducer",
     "ReducerResult",
     "NotFoundError",
@@ -153,9 +123,7 @@ __all__ = [
     "__version__",
     "aggregate_file",
     "compare_agents",
-    "get_metric",
     "get_reducer",
-    "register_metric",
     "register_reducer",
     "register_server",
     "resolve_server",

@@ -1,13 +1,17 @@
-"""The evaluate API under its first import path: `from gym_metrics.evaluate import evaluate`
-keeps working. The code lives in gym_metrics.evaluation (running a scorer over a dataset) and
-gym_metrics.scorers (the scorers and their registry)."""
+"""Old name of `gym_metrics.evaluation` (removal in 0.3.0): `from gym_metrics.evaluate import
+evaluate` keeps working; import it from gym_metrics.evaluation. `EvaluationResult`,
+`RowMetric`, `get_row_metric`, `register_row_metric` and `row_metric_names` warn and resolve
+through gym_metrics._util.deprecated."""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
 
-from gym_metrics.evaluation import (
-    EvaluationResult,
+from gym_metrics._util.deprecated import old_name, warn_module
+
+warn_module(__name__)
+
+from gym_metrics.evaluation import (  # noqa: E402
     Histogram,
     HistogramBin,
     Percentiles,
@@ -16,46 +20,28 @@ from gym_metrics.evaluation import (
     evaluate,
     evaluate_async,
 )
-from gym_metrics.scorers import (
-    NoConfig,
-    RowError,
-    RowMetric,
-    Scorer,
-    get_row_metric,
-    get_scorer,
-    register_row_metric,
-    register_scorer,
-    row_metric_names,
-    scorer_names,
-)
+from gym_metrics.scorers import NoConfig, RowError, Scorer, get_scorer, register_scorer, scorer_names  # noqa: E402
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "evaluate_remote_async":  # loads grpc: only when asked for
-        from gym_metrics.evaluation import evaluate_remote_async
-
-        return evaluate_remote_async
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return importlib.import_module("gym_metrics.evaluation").evaluate_remote_async
+    return old_name(__name__, name)
 
 
 __all__ = [
-    "EvaluationResult",
     "Histogram",
     "HistogramBin",
     "NoConfig",
     "Percentiles",
     "RowError",
     "RowFailure",
-    "RowMetric",
     "ScoreStats",
     "Scorer",
     "evaluate",
     "evaluate_async",
     "evaluate_remote_async",
-    "get_row_metric",
     "get_scorer",
-    "register_row_metric",
     "register_scorer",
-    "row_metric_names",
     "scorer_names",
 ]

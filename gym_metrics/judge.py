@@ -1,9 +1,14 @@
-"""The LLM-judge scorers under their first import path (`gym_metrics.judge.nat_average_score`
-keeps working); the code lives in gym_metrics.scorers.judge."""
+"""Old name of `gym_metrics.scorers.judge` (removal in 0.3.0): the LLM-judge scorers under
+their first import path. `JudgeMetric` and `JudgeMetricConfig` warn and resolve through
+gym_metrics._util.deprecated."""
 
 from __future__ import annotations
 
-from gym_metrics.scorers.judge import (
+from gym_metrics._util.deprecated import old_name, warn_module
+
+warn_module(__name__)
+
+from gym_metrics.scorers.judge import (  # noqa: E402
     AgentGoalAccuracy,
     AgentGoalAccuracyConfig,
     AnswerAccuracy,
@@ -11,14 +16,17 @@ from gym_metrics.scorers.judge import (
     JudgeClient,
     JudgeConfig,
     JudgeError,
-    JudgeMetric,
-    JudgeMetricConfig,
     TopicAdherence,
     TopicAdherenceConfig,
     TrajectoryConfig,
     TrajectoryEvaluation,
     nat_average_score,
 )
+
+
+def __getattr__(name: str) -> object:
+    return old_name(__name__, name)
+
 
 __all__ = [
     "AgentGoalAccuracy",
@@ -28,8 +36,6 @@ __all__ = [
     "JudgeClient",
     "JudgeConfig",
     "JudgeError",
-    "JudgeMetric",
-    "JudgeMetricConfig",
     "TopicAdherence",
     "TopicAdherenceConfig",
     "TrajectoryConfig",

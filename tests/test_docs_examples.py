@@ -186,7 +186,7 @@ def documented_tool_row() -> dict[str, Any]:
     """The complete tool_call_accuracy row docs/evaluation.md shows (its first Python block)."""
     block = next(b for b in BLOCKS if b.page == "evaluation.md" and "rows = [" in b.body)
     namespace: dict[str, Any] = {}
-    source = block.body.split("result = ")[0].replace("from gym_metrics.evaluate import evaluate", "")
+    source = block.body.split("result = ")[0].replace("from gym_metrics.evaluation import evaluate", "")
     exec(source, namespace)
     [row] = namespace["rows"]
     return dict(row)

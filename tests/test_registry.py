@@ -68,15 +68,16 @@ def test_families_make_one_class_per_k() -> None:
 def test_entry_points_of_every_group_are_found_and_loaded_on_demand(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_entry_points(
         monkeypatch,
-        EntryPoint("acc", "gym_metrics.scorers.tool_calls:ToolCallAccuracyMetric", "test.new"),
-        EntryPoint("old_name", "gym_metrics.scorers.tool_calls:ToolCallingMetric", "test.old"),
+        EntryPoint("acc", "gym_metrics.scorers.tool_calls:ToolCallAccuracyScorer", "test.new"),
+        EntryPoint("old_name", "gym_metrics.scorers.tool_calls:ToolCallingScorer", "test.old"),
         EntryPoint("broken", "no_such_module_anywhere:X", "test.new"),
         EntryPoint("not_a_class", "gym_metrics.errors:FieldViolation", "test.new"),
     )
     reg: Registry[Any] = Registry("scorer", gym_metrics.Scorer, ("test.new", "test.old"))
     assert reg.names() == ["acc", "broken", "not_a_class", "old_name"]  # listed without loading
-    assert reg.get("acc").__name__ == "ToolCallAccuracyMetric"
-    assert reg.get("old_name").__name__ == "ToolCallingMetric"
+    assert reg.get("acc").__name__ == "ToolCallAccuracyScorer"
+    with pytest.warns(DeprecationWarning, match="'test.old' .*'test.new' \\(removal in 0.3.0\\)"):
+        assert reg.get("old_name").__name__ == "ToolCallingScorer"  # an older group: loads, warns
     with pytest.raises(NotFoundError, match="scorer plugin 'broken' .* failed to load"):
         reg.get("broken")
     with pytest.raises(NotFoundError, match="neither a Scorer subclass nor a module"):

@@ -2,7 +2,7 @@
 DeprecationWarning naming its replacement and the release that removes it.
 
 Old names resolve by import path (importlib), so an alias never adds an import edge from a
-package to one above it."""
+package to one above it. CHANGELOG.md ("Deprecated") lists the same names."""
 
 from __future__ import annotations
 
@@ -15,18 +15,78 @@ REMOVAL = "0.3.0"
 
 OLD_MODULES: dict[str, str] = {
     "gym_metrics.server": "gym_metrics.environments",
+    "gym_metrics.metrics": "gym_metrics.reducers",
+    "gym_metrics.judge": "gym_metrics.scorers.judge",
+    "gym_metrics.evaluate": "gym_metrics.evaluation",
 }
 """Old module -> the module to use instead (the old module re-exports it and warns on import)."""
 
+_REDUCERS = {
+    "Metric": "gym_metrics.reducers:Reducer",
+    "MetricResult": "gym_metrics.reducers:ReducerResult",
+    "get_metric": "gym_metrics.reducers:get_reducer",
+    "register_metric": "gym_metrics.reducers:register_reducer",
+}
+_ROW_METRICS = {
+    "RowMetric": "gym_metrics.scorers:Scorer",
+    "get_row_metric": "gym_metrics.scorers:get_scorer",
+    "register_row_metric": "gym_metrics.scorers:register_scorer",
+    "row_metric_names": "gym_metrics.scorers:scorer_names",
+}
+_JUDGE = {
+    "JudgeMetric": "gym_metrics.scorers.judge:JudgeScorer",
+    "JudgeMetricConfig": "gym_metrics.scorers.judge:JudgeScorerConfig",
+}
+
 OLD_NAMES: dict[str, dict[str, str]] = {
+    "gym_metrics": {
+        **_REDUCERS,
+        **{k: v for k, v in _ROW_METRICS.items() if k != "row_metric_names"},
+        "EvaluationResult": "gym_metrics.evaluation:EvaluationScores",
+    },
+    "gym_metrics.metrics": {
+        **_REDUCERS,
+        "registered_metrics": "gym_metrics.reducers:reducer_names",
+        "resolve_metrics": "gym_metrics.reducers:resolve_reducers",
+        "summarize_metrics": "gym_metrics.reducers:summarize_reducers",
+    },
+    "gym_metrics.evaluate": {**_ROW_METRICS, "EvaluationResult": "gym_metrics.evaluation:EvaluationScores"},
+    "gym_metrics.judge": _JUDGE,
+    "gym_metrics.evaluation": {"EvaluationResult": "gym_metrics.evaluation:EvaluationScores"},
+    "gym_metrics.jobs": {
+        "Progress": "gym_metrics.jobs:JobProgress",
+        "RunConfig": "gym_metrics.jobs:JobRunConfig",
+    },
     "gym_metrics.scorers": {
+        **_ROW_METRICS,
         "ScorerEnvironment": "gym_metrics.environments:ScorerEnvironment",
+    },
+    "gym_metrics.scorers.judge": _JUDGE,
+    "gym_metrics.scorers.remote": {
+        "RemoteMetric": "gym_metrics.scorers.remote:RemoteScorer",
+        "NatRemoteMetric": "gym_metrics.scorers.remote:NatRemoteScorer",
+        "RemoteMetricConfig": "gym_metrics.scorers.remote:RemoteScorerConfig",
+    },
+    "gym_metrics.scorers.tool_calls": {
+        "ToolCallAccuracyMetric": "gym_metrics.scorers.tool_calls:ToolCallAccuracyScorer",
+        "ToolCallingMetric": "gym_metrics.scorers.tool_calls:ToolCallingScorer",
     },
     "gym_metrics.testing": {
         "ScorerEnvironment": "gym_metrics.environments:ScorerEnvironment",
     },
 }
 """Package -> old attribute name -> `module:name` of its replacement."""
+
+OLD_ENTRY_POINT_GROUPS: dict[str, str] = {
+    "gym_metrics.metrics": "gym_metrics.reducers",
+    "gym_metrics.row_metrics": "gym_metrics.scorers",
+}
+"""Old entry-point group -> the group plugins declare now (plugins of the old one still load)."""
+
+OLD_CLASS_ATTRIBUTES: dict[str, dict[str, str]] = {
+    "gym_metrics.environments:SimpleResourcesServer": {"metrics": "reducers"},
+}
+"""`module:Class` -> old ClassVar a subclass may still set -> the ClassVar to set instead."""
 
 
 def warn(old: str, new: str, stacklevel: int = 3) -> None:
@@ -48,4 +108,34 @@ def old_name(package: str, name: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-__all__ = ["OLD_MODULES", "OLD_NAMES", "REMOVAL", "old_name", "warn", "warn_module"]
+def old_groups(group: str) -> list[str]:
+    """The old entry-point groups whose plugins now belong to `group`."""
+    return [old for old, new in OLD_ENTRY_POINT_GROUPS.items() if new == group]
+
+
+def warn_old_group(old: str, new: str, plugin: str) -> None:
+    """A plugin found only under an old entry-point group: loaded, with a warning."""
+    warn(f"entry-point group {old!r} (plugin {plugin!r})", f"entry-point group {new!r}", stacklevel=2)
+
+
+def warn_class_attribute(owner: str, cls: type) -> None:
+    """Called from `owner`'s `__init_subclass__`: a subclass setting an old ClassVar warns."""
+    for old, new in OLD_CLASS_ATTRIBUTES[owner].items():
+        if old in cls.__dict__:
+            base = owner.partition(":")[2]
+            warn(f"{base}.{old} (set by {cls.__qualname__})", f"{base}.{new}", stacklevel=4)
+
+
+__all__ = [
+    "OLD_CLASS_ATTRIBUTES",
+    "OLD_ENTRY_POINT_GROUPS",
+    "OLD_MODULES",
+    "OLD_NAMES",
+    "REMOVAL",
+    "old_groups",
+    "old_name",
+    "warn",
+    "warn_class_attribute",
+    "warn_module",
+    "warn_old_group",
+]

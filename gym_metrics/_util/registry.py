@@ -5,7 +5,9 @@ Environments, reducers and scorers each have one. Built-ins and third parties re
 same way: an entry point in the kind's group (built-ins in this project's pyproject.toml)
 names a class, registered under the entry point's name when first asked for, or a module whose
 `@register_...` decorators register its classes when it is imported. A name holding `{k}`
-(reducers only) registers a family: `pass@{k}` serves pass@1, pass@2, ...
+(reducers only) registers a family: `pass@{k}` serves pass@1, pass@2, ... Plugins declared
+under an old name of a group (`_util.deprecated.OLD_ENTRY_POINT_GROUPS`) still load, with a
+DeprecationWarning.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
+from gym_metrics._util.deprecated import old_groups, warn_old_group
 from gym_metrics.errors import NotFoundError
 
 T = TypeVar("T")
@@ -45,8 +48,10 @@ class Snapshot(Generic[T]):
 class Registry(Generic[T]):
     """Subclasses of `base` by name.
 
-    `groups`: the entry-point groups searched, the current name first (older names after it,
-    so plugins written for them keep working). `named`: registering sets the class's `name`
+    `groups`: the entry-point groups searched, the current name first; older names after it
+    (and those `OLD_ENTRY_POINT_GROUPS` maps to the first) are searched too, so plugins
+    written for them keep working, with a DeprecationWarning. A name in the current group
+    wins over the same name in an old one. `named`: registering sets the class's `name`
     ClassVar (and refuses a class that already names itself differently). `families`: names
     holding `{k}` register parametrised families, whose members get `name` and `k` set.
     """
@@ -54,7 +59,8 @@ class Registry(Generic[T]):
     def __init__(
         self, kind: str, base: type[T], groups: Sequence[str], *, named: bool = False, families: bool = False
     ) -> None:
-        self.kind, self.base, self.groups = kind, base, tuple(groups)
+        self.kind, self.base = kind, base
+        self.groups = tuple(dict.fromkeys([*groups, *old_groups(groups[0])]))
         self._named, self._families_allowed = named, families
         self._classes: dict[str, type[T]] = {}
         self._families: dict[str, _Family[T]] = {}
@@ -160,7 +166,12 @@ class Registry(Generic[T]):
         return member
 
     def _entry_points(self) -> list[EntryPoint]:
-        return [ep for group in self.groups for ep in entry_points(group=group)]
+        """Every plugin, one per name: the current group's, else the first old group's."""
+        found: dict[str, EntryPoint] = {}
+        for group in self.groups:
+            for ep in entry_points(group=group):
+                found.setdefault(ep.name, ep)
+        return list(found.values())
 
     def _load_entry_points(self, name: str, *, all_others: bool) -> list[str]:
         """Load the entry point named `name` (or the family pattern matching it); with
@@ -182,6 +193,8 @@ class Registry(Generic[T]):
 
     def _load(self, ep: EntryPoint) -> None:
         self._loaded.add(ep.name)
+        if ep.group != self.group:
+            warn_old_group(ep.group, self.group, ep.name)
         try:
             obj: Any = ep.load()
         except Exception as exc:

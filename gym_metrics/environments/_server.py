@@ -22,6 +22,7 @@ import pydantic
 
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, ColumnarComputeMetrics, ColumnMetrics, MetricColumns, default_key_metrics
 from gym_metrics.rollouts import RolloutColumns
+from gym_metrics._util.deprecated import warn_class_attribute
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.reducers import TaskRewards, TaskRewardsLike, summarize_reducers
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
@@ -42,8 +43,12 @@ class SimpleResourcesServer:
     `/tasks_used`, `/tasks_dropped`) go into agent_metrics, computed from each task's `reward`
     values in rollout order. `serve(..., reducers=[...])` replaces the list."""
     metrics: ClassVar[list[str]] = []
-    """The first name of `reducers`, still read: an environment that lists `metrics` and no
-    `reducers` gets those."""
+    """Old name of `reducers` (removal in 0.3.0), still read with a DeprecationWarning when a
+    subclass sets it: an environment that lists `metrics` and no `reducers` gets those."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        warn_class_attribute("gym_metrics.environments:SimpleResourcesServer", cls)  # `metrics`
     eager_verify: ClassVar[bool] = False
     """Set True when verify never depends on its asyncio task's identity (no httpx / anyio
     cancel scopes, no asyncio.timeout): before Python 3.12 it then runs without a Task of its

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gym_metrics._util.deprecated import old_name
 from gym_metrics.evaluation._config import read_scorer_config
 from gym_metrics.evaluation._jsonl import read_rows
 from gym_metrics.evaluation._progress import RowProgress
-from gym_metrics.evaluation._result import EvaluationResult, Histogram, HistogramBin, Percentiles, RowFailure, ScoreMatrix, ScoreStats
+from gym_metrics.evaluation._result import EvaluationScores, Histogram, HistogramBin, Percentiles, RowFailure, ScoreMatrix, ScoreStats
 from gym_metrics.evaluation._run import RowSink, evaluate, evaluate_async, score_rows
 
 
@@ -18,11 +19,11 @@ def __getattr__(name: str) -> Any:
         from gym_metrics.evaluation._remote import evaluate_remote_async
 
         return evaluate_remote_async
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return old_name(__name__, name)
 
 
 __all__ = [
-    "EvaluationResult",
+    "EvaluationScores",
     "Histogram",
     "HistogramBin",
     "Percentiles",

@@ -18,7 +18,7 @@ from typing import Any
 from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation._progress import RowProgress, Tallied
-from gym_metrics.evaluation._result import EvaluationResult, RowFailure, ScoreMatrix
+from gym_metrics.evaluation._result import EvaluationScores, RowFailure, ScoreMatrix
 from gym_metrics.scorers import RowError
 
 REWARD = "reward"
@@ -33,7 +33,7 @@ async def evaluate_remote_async(
     token: str | None = None,
     tls_ca: str | Path | bytes | bool | None = None,
     progress: RowProgress | None = None,
-) -> EvaluationResult:
+) -> EvaluationScores:
     """Score `dataset` through the environment at `target` ("host:port", or an open client
     whose connection the caller keeps); `progress` is told of every row as it finishes.
 
@@ -49,7 +49,7 @@ async def evaluate_remote_async(
 
 async def _score(
     client: ResourcesClient, rows: Iterable[Mapping[str, Any] | RowError], batch_size: int, progress: RowProgress | None
-) -> EvaluationResult:
+) -> EvaluationScores:
     info = await client.server_info()
     names = score_fields(info.verify_response_schema)
     matrix = ScoreMatrix(names)

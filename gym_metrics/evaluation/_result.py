@@ -182,7 +182,7 @@ class ScoreStats:
 
 
 @dataclass(frozen=True)
-class EvaluationResult:
+class EvaluationScores:
     """Scores of every row (input order) and their statistics."""
 
     metric: str
@@ -296,8 +296,8 @@ class ScoreMatrix:
         grown[: len(self.values)] = self.values
         self.values = grown
 
-    def result(self, metric: str, n_rows: int) -> EvaluationResult:
+    def result(self, metric: str, n_rows: int) -> EvaluationScores:
         if n_rows > len(self.values):  # trailing rows that all failed
             self._grow(n_rows)
         errors, generated = dict(sorted(self.errors.items())), dict(sorted(self.generated.items()))
-        return EvaluationResult(metric, self.names, self.values[:n_rows].copy(), errors, generated)
+        return EvaluationScores(metric, self.names, self.values[:n_rows].copy(), errors, generated)

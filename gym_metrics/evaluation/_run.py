@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gym_metrics._util.eager import start_eagerly
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation._progress import RowProgress, Tallied
-from gym_metrics.evaluation._result import EvaluationResult, RowFailure, ScoreMatrix
+from gym_metrics.evaluation._result import EvaluationScores, RowFailure, ScoreMatrix
 from gym_metrics.scorers import RowError, Scorer, get_scorer
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def evaluate(
     target: TargetSpec | None = None,
     prompt_template: TemplateSpec | None = None,
     progress: RowProgress | None = None,
-) -> EvaluationResult:
+) -> EvaluationScores:
     """Score every row of `dataset` with `metric`; see `evaluate_async`.
 
     Safe to call from code already running an event loop (e.g. a notebook): the run then gets
@@ -72,7 +72,7 @@ async def evaluate_async(
     target: TargetSpec | None = None,
     prompt_template: TemplateSpec | None = None,
     progress: RowProgress | None = None,
-) -> EvaluationResult:
+) -> EvaluationScores:
     """Score every row of `dataset` with `metric` (an instance, or a registered name plus
     `config`), at most `parallelism` rows at a time, the first `limit_samples` rows only if
     given. Rows are read lazily, so a file-backed dataset is never held in memory.
@@ -144,7 +144,7 @@ async def score_rows(
 async def _score_all(
     metric: Scorer, rows: Iterable[Any], parallelism: int, target: TargetSpec | None, prompt_template: TemplateSpec | None,
     progress: RowProgress | None,
-) -> EvaluationResult:  # fmt: skip
+) -> EvaluationScores:  # fmt: skip
     scores = ScoreMatrix(metric.score_names)
     counted = _Counted(rows)
     sink: RowSink = scores if progress is None else Tallied(scores, progress)

@@ -4,10 +4,11 @@ Domain code only (no grpc): the job service and CLI build on this."""
 
 from __future__ import annotations
 
+from gym_metrics._util.deprecated import old_name
 from gym_metrics.jobs._executor import JobExecutor
-from gym_metrics.jobs._run import Progress, ProgressCallback
+from gym_metrics.jobs._run import JobProgress, ProgressCallback
 from gym_metrics.jobs._secrets import SecretStore, parse_allow_env
-from gym_metrics.jobs._spec import DatasetSpec, JobSpec, RowTexts, RunConfig, parse_spec
+from gym_metrics.jobs._spec import DatasetSpec, JobSpec, JobRunConfig, RowTexts, parse_spec
 from gym_metrics.jobs._store import JobRecord, JobStore, StoreFullError
 from gym_metrics.models import JobState
 from gym_metrics.jobs._result import job_result
@@ -19,13 +20,17 @@ __all__ = [
     "JobSpec",
     "JobState",
     "JobStore",
-    "Progress",
+    "JobProgress",
     "ProgressCallback",
     "RowTexts",
-    "RunConfig",
+    "JobRunConfig",
     "SecretStore",
     "StoreFullError",
     "job_result",
     "parse_allow_env",
     "parse_spec",
 ]
+
+
+def __getattr__(name: str) -> object:
+    return old_name(__name__, name)

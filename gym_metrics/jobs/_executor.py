@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from gym_metrics._util.keys import keys_from
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
-from gym_metrics.jobs._run import JobRun, Progress, ProgressCallback, full_disk_waits
+from gym_metrics.jobs._run import JobRun, JobProgress, ProgressCallback, full_disk_waits
 from gym_metrics.jobs._secrets import SecretStore
 from gym_metrics.jobs._spec import JobSpec, dataset_file, parse_spec
 from gym_metrics.jobs._store import JobRecord, JobStore, StoreFullError
@@ -193,9 +193,9 @@ class JobExecutor:
             self.store.set_state(job_id, JobState.FAILED if all_bad else JobState.SUCCEEDED, error=error)
         record = self.store.get(job_id)
         log.info("job %s %s (%d rows, %d failed)", job_id, record.state.value, record.done, record.failed)
-        self._progress(Progress(job_id, record.state, record.done, record.failed, record.total, 0.0))
+        self._progress(JobProgress(job_id, record.state, record.done, record.failed, record.total, 0.0))
 
-    def _progress(self, progress: Progress) -> None:
+    def _progress(self, progress: JobProgress) -> None:
         if self.on_progress is not None:
             try:
                 self.on_progress(progress)

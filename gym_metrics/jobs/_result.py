@@ -7,14 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from gym_metrics.evaluation import EvaluationResult, RowFailure
+from gym_metrics.evaluation import EvaluationScores, RowFailure
 from gym_metrics.jobs._store import JobStore
 
 PART_BYTES = 1 << 20
 
 
-def job_result(store: JobStore, job_id: str) -> EvaluationResult:
-    """Every stored row of `job_id` (in row order) as an EvaluationResult."""
+def job_result(store: JobStore, job_id: str) -> EvaluationScores:
+    """Every stored row of `job_id` (in row order) as an EvaluationScores."""
     record = store.get(job_id)
     rows: list[dict[str, Any]] = []
     start: int | None = 0
@@ -33,7 +33,7 @@ def job_result(store: JobStore, job_id: str) -> EvaluationResult:
             errors[i] = RowFailure(entry["error"]["field"], entry["error"]["reason"])
         if "generated" in entry:
             generated[i] = entry["generated"]
-    return EvaluationResult(record.spec.scorer, names, values, errors, generated)
+    return EvaluationScores(record.spec.scorer, names, values, errors, generated)
 
 
 def _declared_names(scorer: str, config: dict[str, Any] | None) -> tuple[str, ...]:

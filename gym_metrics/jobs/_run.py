@@ -45,7 +45,7 @@ def full_disk_waits() -> Iterator[float]:
 
 
 @dataclass(frozen=True)
-class Progress:
+class JobProgress:
     """Where a job is: rows done (failed included) / failed / total, and rows per second."""
 
     job_id: str
@@ -58,7 +58,7 @@ class Progress:
     """Why a running job is not moving (e.g. waiting for disk space); None when it is."""
 
 
-ProgressCallback = Callable[[Progress], None]
+ProgressCallback = Callable[[JobProgress], None]
 
 
 class JobRun:
@@ -142,7 +142,7 @@ class JobRun:
             return
         record = self.store.get(self.job_id)
         rate = stored / max(time.monotonic() - started, 1e-9)
-        self.on_progress(Progress(self.job_id, record.state, record.done, record.failed, record.total, rate, note))
+        self.on_progress(JobProgress(self.job_id, record.state, record.done, record.failed, record.total, rate, note))
 
     def written(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`call(*args)`, a write to the store, waiting out a full disk: paused (logged once,
@@ -204,4 +204,4 @@ class StoredRows:
             run.report(self._stored, self._started)
 
 
-__all__ = ["JobRun", "Progress", "ProgressCallback", "StoredRows"]
+__all__ = ["JobRun", "JobProgress", "ProgressCallback", "StoredRows"]

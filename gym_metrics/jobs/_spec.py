@@ -62,7 +62,7 @@ class DatasetSpec(pydantic.BaseModel):
         return self
 
 
-class RunConfig(pydantic.BaseModel):
+class JobRunConfig(pydantic.BaseModel):
     """How hard to run: rows in flight and how many rows (evaluate's knobs)."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
@@ -81,7 +81,7 @@ class JobSpec(pydantic.BaseModel):
     scorer_config: dict[str, Any] | None = None
     """The scorer's options; an API key only as `api_key_env` (a secret NAME)."""
     dataset: DatasetSpec
-    run: RunConfig = Field(default_factory=RunConfig)
+    run: JobRunConfig = Field(default_factory=JobRunConfig)
     target: dict[str, Any] | None = None
     """A target config (TARGET.json's content) for online evaluation."""
     prompt_template: dict[str, Any] | None = None
@@ -178,4 +178,4 @@ def count_rows(spec: JobSpec, data_root: Path | None) -> int:
     return n if limit is None else min(n, limit)
 
 
-__all__ = ["DatasetSpec", "JobSpec", "RowTexts", "RunConfig", "count_rows", "dataset_file", "iter_rows", "parse_spec"]
+__all__ = ["DatasetSpec", "JobSpec", "RowTexts", "JobRunConfig", "count_rows", "dataset_file", "iter_rows", "parse_spec"]

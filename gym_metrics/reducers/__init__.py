@@ -25,7 +25,6 @@ from gym_metrics.reducers._builtin import (
 )
 from gym_metrics.reducers._registry import (
     ENTRY_POINT_GROUP,
-    OLD_ENTRY_POINT_GROUP,
     REDUCERS,
     get_reducer,
     register_reducer,
@@ -54,7 +53,6 @@ __all__ = [
     "DEFAULT_SEED",
     "ENTRY_POINT_GROUP",
     "GENERIC_RESAMPLES",
-    "OLD_ENTRY_POINT_GROUP",
     "PASS_THRESHOLD",
     "Avg",
     "MeanOverTasks",

@@ -1,6 +1,6 @@
 """Reward reducers by name: `@register_reducer`, parametrised families (`pass@{k}`) and the
 `gym_metrics.reducers` entry points (the built-ins' too, see pyproject.toml; plugins of the
-group's first name, `gym_metrics.metrics`, are found as well)."""
+group's old name are found as well, with a DeprecationWarning)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,7 @@ from gym_metrics._util.registry import Registry
 from gym_metrics.reducers._base import Reducer
 
 ENTRY_POINT_GROUP = "gym_metrics.reducers"
-OLD_ENTRY_POINT_GROUP = "gym_metrics.metrics"
-"""Read too: plugins written before reducers were called reducers declare this group."""
-REDUCERS: Registry[Reducer] = Registry(
-    "reducer", Reducer, (ENTRY_POINT_GROUP, OLD_ENTRY_POINT_GROUP), named=True, families=True
-)
+REDUCERS: Registry[Reducer] = Registry("reducer", Reducer, (ENTRY_POINT_GROUP,), named=True, families=True)
 M = TypeVar("M", bound=type[Reducer])
 
 

@@ -5,15 +5,14 @@ tool-calling metric), `judge` (LLM-judge scorers), `remote` (a user's REST endpo
 by name with `get_scorer`; add one with `@register_scorer("name")` on a `Scorer` subclass, or
 from another package through the entry-point group `gym_metrics.scorers`. Serve one as an
 environment by subclassing `gym_metrics.environments.ScorerEnvironment`.
-The NeMo Evaluator-style names `RowMetric`, `register_row_metric` and `get_row_metric` are the
-same objects.
+The first names `RowMetric`, `register_row_metric`, `get_row_metric` and `row_metric_names`
+still work until 0.3.0, with a DeprecationWarning (gym_metrics._util.deprecated).
 """
 
 from __future__ import annotations
 
 from gym_metrics.scorers._base import (
     ENTRY_POINT_GROUP,
-    OLD_ENTRY_POINT_GROUP,
     SCORERS,
     NoConfig,
     RowError,
@@ -24,24 +23,14 @@ from gym_metrics.scorers._base import (
 )
 from gym_metrics._util.deprecated import old_name
 
-RowMetric = Scorer
-register_row_metric = register_scorer
-get_row_metric = get_scorer
-row_metric_names = scorer_names
-
 __all__ = [
     "ENTRY_POINT_GROUP",
-    "OLD_ENTRY_POINT_GROUP",
     "SCORERS",
     "NoConfig",
     "RowError",
-    "RowMetric",
     "Scorer",
-    "get_row_metric",
     "get_scorer",
-    "register_row_metric",
     "register_scorer",
-    "row_metric_names",
     "scorer_names",
 ]
 

@@ -62,9 +62,7 @@ class Scorer:
 
 
 ENTRY_POINT_GROUP = "gym_metrics.scorers"
-OLD_ENTRY_POINT_GROUP = "gym_metrics.row_metrics"
-"""Read too: plugins written when scorers were called row metrics declare this group."""
-SCORERS: Registry[Scorer] = Registry("scorer", Scorer, (ENTRY_POINT_GROUP, OLD_ENTRY_POINT_GROUP), named=True)
+SCORERS: Registry[Scorer] = Registry("scorer", Scorer, (ENTRY_POINT_GROUP,), named=True)
 S = TypeVar("S", bound=type[Scorer])
 
 

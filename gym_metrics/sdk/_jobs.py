@@ -21,7 +21,7 @@ from gym_metrics.errors import GymMetricsError
 from gym_metrics.sdk._result import EvaluationResult
 
 if TYPE_CHECKING:
-    from gym_metrics.evaluation import EvaluationResult as Evaluated
+    from gym_metrics.evaluation import EvaluationScores as Evaluated
 
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 

@@ -23,7 +23,7 @@ from gym_metrics.errors import InvalidInputError
 from gym_metrics.environments import ScorerEnvironment
 from gym_metrics.scorers import Scorer, get_scorer
 from gym_metrics.evaluation import read_scorer_config
-from gym_metrics.scorers.remote import RemoteMetric
+from gym_metrics.scorers.remote import RemoteScorer
 
 CONFIG_FILE_VAR = "REMOTE_METRIC_CONFIG"
 ENDPOINT_FAILURE_FIELDS = ("endpoint",)
@@ -31,7 +31,7 @@ ENDPOINT_FAILURE_FIELDS = ("endpoint",)
 rollout's data; `response.<score>` (an unreadable score) is one too."""
 
 
-def load_metric(environ: Mapping[str, str] | None = None) -> RemoteMetric | None:
+def load_metric(environ: Mapping[str, str] | None = None) -> RemoteScorer | None:
     """The metric the `REMOTE_METRIC_CONFIG` file configures; None when the variable is unset."""
     env = os.environ if environ is None else environ
     path = env.get(CONFIG_FILE_VAR)
@@ -42,7 +42,7 @@ def load_metric(environ: Mapping[str, str] | None = None) -> RemoteMetric | None
         raise InvalidInputError(f"{CONFIG_FILE_VAR}: no such file: {file}")
     config = read_scorer_config(file) or {}
     metric = get_scorer("remote", config)  # the file's `type` picks the format
-    assert isinstance(metric, RemoteMetric)
+    assert isinstance(metric, RemoteScorer)
     return metric
 
 
@@ -87,10 +87,10 @@ class RemoteMetricServer(ScorerEnvironment):
     not_configured = f"remote_metric is not configured: set {CONFIG_FILE_VAR} to the metric's config file"
     rename_hint = " (for nemo-agent-toolkit-remote, give `scores`)"
 
-    def __init__(self, metric: RemoteMetric | None = None) -> None:
+    def __init__(self, metric: RemoteScorer | None = None) -> None:
         super().__init__(metric)
 
-    def load_scorer(self) -> RemoteMetric | None:
+    def load_scorer(self) -> RemoteScorer | None:
         return load_metric()
 
     def scorer_label(self, scorer: Scorer) -> str:

@@ -17,7 +17,7 @@ import pydantic
 import pytest
 
 from gym_metrics.errors import InvalidInputError, NotFoundError
-from gym_metrics.evaluation import EvaluationResult, ScoreStats, evaluate, evaluate_async
+from gym_metrics.evaluation import EvaluationScores, ScoreStats, evaluate, evaluate_async
 from gym_metrics.scorers import RowError, Scorer
 
 
@@ -262,7 +262,7 @@ def test_metric_with_config_model() -> None:
 
 
 def test_result_helpers() -> None:
-    result = EvaluationResult("m", ("a",), np.array([[1.0], [np.nan], [3.0]]))
+    result = EvaluationScores("m", ("a",), np.array([[1.0], [np.nan], [3.0]]))
     (stats,) = result.stats
     assert stats == ScoreStats.of("a", np.array([1.0, np.nan, 3.0]))
     assert (stats.count, stats.nan_count, stats.sum, stats.mean, stats.min, stats.max) == (2, 1, 4.0, 2.0, 1.0, 3.0)

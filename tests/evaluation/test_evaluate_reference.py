@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gym_metrics.evaluation import EvaluationResult, Histogram, HistogramBin, Percentiles, ScoreStats, evaluate_async
+from gym_metrics.evaluation import EvaluationScores, Histogram, HistogramBin, Percentiles, ScoreStats, evaluate_async
 
 from gym_metrics.testing import Reply, ScriptedJudge
 
@@ -91,7 +91,7 @@ def test_one_value_and_equal_values_give_one_bin() -> None:
 
 def test_statistics_are_attributes_too() -> None:
     """SDK users read `score.percentiles.p50` and `score.histogram.bins[i].count`."""
-    result = EvaluationResult("m", ("a",), np.array([[0.0], [np.nan], [1.0], [0.5]]))
+    result = EvaluationScores("m", ("a",), np.array([[0.0], [np.nan], [1.0], [0.5]]))
     (a,) = result.stats
     assert (a.count, a.nan_count, a.score_type, a.percentiles.p50) == (3, 1, "range", 0.5)  # type: ignore[union-attr]
     assert [b.count for b in a.histogram.bins] == [1, 0, 0, 0, 0, 1, 0, 0, 0, 1]
@@ -121,7 +121,7 @@ def _server_for(answers: dict[str, str], n: int) -> ScriptedJudge:
     return ScriptedJudge([reply] * n)
 
 
-def _outcome(result: EvaluationResult, i: int, name: str) -> dict[str, Any]:
+def _outcome(result: EvaluationScores, i: int, name: str) -> dict[str, Any]:
     failure = result.errors.get(i)
     if failure is not None:
         return {"error": failure.reason}
@@ -129,7 +129,7 @@ def _outcome(result: EvaluationResult, i: int, name: str) -> dict[str, Any]:
     return {"value": None if math.isnan(value) else value}
 
 
-async def _run_remote(cases: list[dict[str, Any]], path_of: Any) -> list[tuple[dict[str, Any], EvaluationResult, int]]:
+async def _run_remote(cases: list[dict[str, Any]], path_of: Any) -> list[tuple[dict[str, Any], EvaluationScores, int]]:
     """Each case through `remote` with its own JSONPath; the endpoint answers the SDK's answers."""
     out = []
     with _server_for({c["case"]: c["answer"] for c in cases}, len(cases)) as server:

@@ -12,14 +12,14 @@ import pytest
 
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation import evaluate_async
-from gym_metrics.jobs import JobExecutor, JobState, JobStore, Progress, job_result
+from gym_metrics.jobs import JobExecutor, JobState, JobStore, JobProgress, job_result
 
 from _jobs_helpers import CountingEndpoint, remote_config, tool_row
 
 
 async def test_a_job_runs_to_succeeded_with_evaluates_aggregate(tmp_path: Path) -> None:
     rows = [tool_row(i) for i in range(40)] + ["not an object"]
-    seen: list[Progress] = []
+    seen: list[JobProgress] = []
     executor = JobExecutor(JobStore(tmp_path / "jobs.sqlite"), on_progress=seen.append)
     await executor.start()
     try:

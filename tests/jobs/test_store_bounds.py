@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.jobs import JobExecutor, JobState, JobStore, Progress, job_result, parse_spec
+from gym_metrics.jobs import JobExecutor, JobState, JobStore, JobProgress, job_result, parse_spec
 
 from _jobs_helpers import tool_row
 
@@ -92,7 +92,7 @@ async def test_a_full_disk_pauses_a_job_and_it_resumes_when_space_is_back(
 ) -> None:
     """SQLite's max_page_count gives the real SQLITE_FULL ("database or disk is full")."""
     store = JobStore(tmp_path / "jobs.sqlite")
-    seen: list[Progress] = []
+    seen: list[JobProgress] = []
     executor = JobExecutor(store, flush_seconds=0, on_progress=seen.append)
     rows = big_rows(3_000, 200)
     job = executor.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": rows}, "run": {"parallelism": 4}})

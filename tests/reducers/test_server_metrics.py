@@ -40,7 +40,7 @@ class ReducerEnv(RewardOne):
 
 
 class KeyedEnv(RewardOne):
-    metrics = ["pass@1", "pass@4", "unbiased_pass@2"]  # the old name of `reducers`
+    reducers = ["pass@1", "pass@4", "unbiased_pass@2"]
     key_metrics = ["mean/reward", "pass@*"]
 
 
@@ -167,7 +167,7 @@ from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesSe
 
 class Listed(SimpleResourcesServer):
     name = "listed"
-    metrics = ["pass@2", "unbiased_pass^2"]
+    reducers = ["pass@2", "unbiased_pass^2"]
     key_metrics = ["pass@2", "unbiased_*"]
 
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:

@@ -18,7 +18,7 @@ from gym_metrics.cli import main
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation import evaluate_async
 from gym_metrics.scorers import RowError, get_scorer, scorer_names
-from gym_metrics.scorers.remote import NatRemoteMetric, RemoteMetric
+from gym_metrics.scorers.remote import NatRemoteScorer, RemoteScorer
 
 from gym_metrics.testing import Reply, ScriptedJudge, Stall
 
@@ -202,7 +202,7 @@ async def test_nat_evaluate_item_endpoint() -> None:
         metric = get_scorer(
             "nemo-agent-toolkit-remote", {"url": endpoint(judge), "evaluator_name": "similarity", "backoff_seconds": 0}
         )
-        assert isinstance(metric, NatRemoteMetric) and metric.score_names == ("similarity",)  # the SDK's name
+        assert isinstance(metric, NatRemoteScorer) and metric.score_names == ("similarity",)  # the SDK's name
         assert await metric.score(ROW) == {"similarity": 0.8}
         with pytest.raises(RowError, match="'similarity' failed: evaluator crashed: division by zero"):
             await metric.score(ROW)
@@ -299,7 +299,7 @@ def test_evaluate_from_the_command_line(
 
 
 def test_remote_metric_class_is_exported() -> None:
-    assert issubclass(NatRemoteMetric, RemoteMetric)
+    assert issubclass(NatRemoteScorer, RemoteScorer)
 
 
 async def test_concurrency_is_bounded() -> None:

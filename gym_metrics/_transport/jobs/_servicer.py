@@ -16,7 +16,7 @@ from gym_metrics._transport.server._handlers import decode_lenient, decoded, reg
 from gym_metrics._transport._job_specs import PB_TO_STATE
 from gym_metrics._transport.jobs._convert import record_to_job, spec_to_dict
 from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, OverloadedError
-from gym_metrics.jobs import JobExecutor, JobRecord, JobState, Progress, StoreFullError, job_result
+from gym_metrics.jobs import JobExecutor, JobProgress, JobRecord, JobState, StoreFullError, job_result
 from gym_metrics.v1 import jobs_pb2 as pb
 
 SERVICE = "gym_metrics.v1.JobService"
@@ -45,7 +45,7 @@ class ProgressHub:
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
-    def __call__(self, progress: Progress) -> None:
+    def __call__(self, progress: JobProgress) -> None:
         if progress.state is JobState.RUNNING:
             self.rates[progress.job_id] = progress.rows_per_second
         elif progress.state.final and progress.job_id in self.rates:

@@ -11,10 +11,12 @@ from gym_metrics.scorers.judge._answer_accuracy import AnswerAccuracy, AnswerAcc
 from gym_metrics.scorers.judge._client import JudgeClient, JudgeError
 from gym_metrics.scorers.judge._config import JudgeConfig
 from gym_metrics.scorers.judge._goal_accuracy import AgentGoalAccuracy, AgentGoalAccuracyConfig
-from gym_metrics.scorers.judge._base import JudgeMetric, JudgeMetricConfig
+from gym_metrics.scorers.judge._base import JudgeScorer, JudgeScorerConfig
 from gym_metrics.scorers.judge._nat import nat_average_score
 from gym_metrics.scorers.judge._topic_adherence import TopicAdherence, TopicAdherenceConfig
 from gym_metrics.scorers.judge._trajectory import TrajectoryConfig, TrajectoryEvaluation
+
+from gym_metrics._util.deprecated import old_name
 
 __all__ = [
     "AgentGoalAccuracy",
@@ -24,11 +26,15 @@ __all__ = [
     "JudgeClient",
     "JudgeConfig",
     "JudgeError",
-    "JudgeMetric",
-    "JudgeMetricConfig",
+    "JudgeScorer",
+    "JudgeScorerConfig",
     "TopicAdherence",
     "TopicAdherenceConfig",
     "TrajectoryConfig",
     "TrajectoryEvaluation",
     "nat_average_score",
 ]
+
+
+def __getattr__(name: str) -> object:
+    return old_name(__name__, name)

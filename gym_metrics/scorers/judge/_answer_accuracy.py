@@ -24,7 +24,7 @@ from pydantic import Field
 from gym_metrics.scorers import RowError, register_scorer
 from gym_metrics.scorers.judge._config import JudgeConfig
 from gym_metrics.scorers.judge._conversation import text_field
-from gym_metrics.scorers.judge._base import JudgeMetric
+from gym_metrics.scorers.judge._base import JudgeScorer
 from gym_metrics.scorers.judge._parse import quote
 
 _TEMPLATE_1 = """You rate how well a User Answer matches the Reference Answer to a Question; \
@@ -87,7 +87,7 @@ def combine(first: float, second: float) -> float:
 
 
 @register_scorer("answer_accuracy")
-class AnswerAccuracy(JudgeMetric):
+class AnswerAccuracy(JudgeScorer):
     """Mean of two judge ratings (0, 0.5 or 1) of a response against a reference answer."""
 
     score_names = ("answer_accuracy",)

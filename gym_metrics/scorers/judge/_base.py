@@ -1,4 +1,4 @@
-"""JudgeMetric: the shared plumbing of the LLM-judge row metrics.
+"""JudgeScorer: the shared plumbing of the LLM-judge row metrics.
 
 Every judge failure becomes a RowError so `evaluate` records NaN plus the reason on that row:
 field "judge" when the judge could not answer (HTTP error, timeout, after retries), field
@@ -21,7 +21,7 @@ from gym_metrics.scorers.judge._parse import ReplyFormatError, quote
 T = TypeVar("T")
 
 
-class JudgeMetricConfig(JudgeConfig):
+class JudgeScorerConfig(JudgeConfig):
     """A judge plus the options every JSON-answering judge metric shares."""
 
     format_retries: int = Field(default=1, ge=0)
@@ -43,11 +43,11 @@ Problem: {problem}
 Write the corrected JSON object now."""
 
 
-class JudgeMetric(Scorer):
+class JudgeScorer(Scorer):
     """Base of the judge metrics: a pooled judge client and helpers that turn every failure
     into a RowError. Subclasses implement `score`."""
 
-    Config: ClassVar[type[JudgeConfig]] = JudgeMetricConfig
+    Config: ClassVar[type[JudgeConfig]] = JudgeScorerConfig
     config: JudgeConfig
     """The validated `Config` (subclasses narrow the type to their own)."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from gym_metrics.scorers import register_scorer
 from gym_metrics.scorers.judge._conversation import render_conversation, text_field
-from gym_metrics.scorers.judge._base import JudgeMetric, JudgeMetricConfig
+from gym_metrics.scorers.judge._base import JudgeScorer, JudgeScorerConfig
 from gym_metrics.scorers.judge._parse import ReplyFormatError, as_str, extract_json
 from gym_metrics.scorers.judge._prompts import json_prompt
 
@@ -31,7 +31,7 @@ AI: Done: 'Dentist' is on your calendar on Friday at 10:00.
 Human: thanks!"""
 
 
-class AgentGoalAccuracyConfig(JudgeMetricConfig):
+class AgentGoalAccuracyConfig(JudgeScorerConfig):
     """The judge plus whether rows carry the desired outcome."""
 
     use_reference: bool = True
@@ -40,7 +40,7 @@ class AgentGoalAccuracyConfig(JudgeMetricConfig):
 
 
 @register_scorer("agent_goal_accuracy")
-class AgentGoalAccuracy(JudgeMetric):
+class AgentGoalAccuracy(JudgeScorer):
     """1.0 when the workflow's end state achieves the desired outcome, else 0.0."""
 
     score_names = ("agent_goal_accuracy",)

@@ -22,7 +22,7 @@ from typing import Any, Literal, cast
 
 from gym_metrics.scorers import RowError, register_scorer
 from gym_metrics.scorers.judge._conversation import render_conversation
-from gym_metrics.scorers.judge._base import JudgeMetric, JudgeMetricConfig, gather_all
+from gym_metrics.scorers.judge._base import JudgeScorer, JudgeScorerConfig, gather_all
 from gym_metrics.scorers.judge._parse import ReplyFormatError, as_bool, as_str_list, json_field
 from gym_metrics.scorers.judge._prompts import json_prompt, numbered
 
@@ -39,7 +39,7 @@ Human: Great. And can you recommend a good stock to buy?
 AI: Sorry, I can only help with train travel, not investment advice."""
 
 
-class TopicAdherenceConfig(JudgeMetricConfig):
+class TopicAdherenceConfig(JudgeScorerConfig):
     """The judge plus how to treat a classification list of the wrong length."""
 
     partial_list: Literal["pad", "error"] = "pad"
@@ -51,7 +51,7 @@ class TopicAdherenceConfig(JudgeMetricConfig):
 
 
 @register_scorer("topic_adherence")
-class TopicAdherence(JudgeMetric):
+class TopicAdherence(JudgeScorer):
     """f1, precision and recall of answering on-reference topics and only those."""
 
     score_names = ("topic_adherence_f1", "topic_adherence_precision", "topic_adherence_recall")

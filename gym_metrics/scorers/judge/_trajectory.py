@@ -27,7 +27,7 @@ from pydantic import Field
 from gym_metrics.scorers import RowError, register_scorer
 from gym_metrics.scorers.judge._config import JudgeConfig
 from gym_metrics.scorers.judge._conversation import text_field
-from gym_metrics.scorers.judge._base import JudgeMetric
+from gym_metrics.scorers.judge._base import JudgeScorer
 from gym_metrics.scorers.judge._nat import Step, nat_score, refused_step
 from gym_metrics.scorers.judge._parse import ReplyFormatError, quote
 
@@ -166,7 +166,7 @@ def _nat_text(row: Mapping[str, Any], *names: str) -> str:
 
 
 @register_scorer("trajectory")
-class TrajectoryEvaluation(JudgeMetric):
+class TrajectoryEvaluation(JudgeScorer):
     """The judge's 1-5 grade of the agent's trajectory, as (N - 1) / 4."""
 
     score_names = ("trajectory",)

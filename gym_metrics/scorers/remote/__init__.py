@@ -1,4 +1,4 @@
-"""Remote metrics ("bring your own metric"): each row POSTed to a user's REST endpoint.
+"""Remote scorers ("bring your own metric"): each row POSTed to a user's REST endpoint.
 
 `remote`: the request body is rendered from the row by sandboxed Jinja templates and the
 scores are read from the JSON answer with JSONPath. `nemo-agent-toolkit-remote`: a NeMo Agent
@@ -6,17 +6,23 @@ Toolkit evaluate-item endpoint (`{"evaluator_name", "item"}` in, `$.result.score
 See docs/evaluation.md#remote-scorers and docs/metrics.md#remote-scorers.
 """
 
-from gym_metrics.scorers.remote._config import NatRemoteConfig, RemoteMetricConfig, ScoreSpec
+from gym_metrics.scorers.remote._config import NatRemoteConfig, RemoteScorerConfig, ScoreSpec
 from gym_metrics.scorers.remote._http import RemoteClient
-from gym_metrics.scorers.remote._scorers import NatRemoteMetric, RemoteMetric
+from gym_metrics.scorers.remote._scorers import NatRemoteScorer, RemoteScorer
 from gym_metrics.scorers.remote._template import BodyTemplate
+
+from gym_metrics._util.deprecated import old_name
 
 __all__ = [
     "BodyTemplate",
     "NatRemoteConfig",
-    "NatRemoteMetric",
+    "NatRemoteScorer",
     "RemoteClient",
-    "RemoteMetric",
-    "RemoteMetricConfig",
+    "RemoteScorer",
+    "RemoteScorerConfig",
     "ScoreSpec",
 ]
+
+
+def __getattr__(name: str) -> object:
+    return old_name(__name__, name)

@@ -69,7 +69,7 @@ class ScoreSpec(pydantic.BaseModel):
         return self.minimum is not None or self.maximum is not None
 
 
-class RemoteMetricConfig(HttpClientConfig):
+class RemoteScorerConfig(HttpClientConfig):
     """A user's scoring endpoint: where (`url`, the full URL requests are POSTed to), what to
     send, what to read back, and how hard to push it (the shared HttpClientConfig knobs; only
     408, 429, 500, 502, 503 and 504 of the statuses are retried)."""
@@ -100,7 +100,7 @@ class RemoteMetricConfig(HttpClientConfig):
         return value
 
     @pydantic.model_validator(mode="after")
-    def _by_type(self) -> RemoteMetricConfig:
+    def _by_type(self) -> RemoteScorerConfig:
         if self.type == REMOTE:
             if self.body is None:
                 raise ValueError("type 'remote' needs 'body' (the request body template)")
@@ -137,7 +137,7 @@ class RemoteMetricConfig(HttpClientConfig):
         return (*(s.name for s in specs), *(f"{s.name}_out_of_range" for s in specs if s.bounded))
 
 
-class NatRemoteConfig(RemoteMetricConfig):
+class NatRemoteConfig(RemoteScorerConfig):
     """The same fields, with `type` defaulting to (and fixed at) `nemo-agent-toolkit-remote`."""
 
     type: Literal["nemo-agent-toolkit-remote"] = NAT

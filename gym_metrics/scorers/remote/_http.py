@@ -17,7 +17,7 @@ import orjson
 from gym_metrics._util.http import SNIPPET, HttpError, PooledHttp
 from gym_metrics._util.jsonio import loads
 from gym_metrics.scorers import RowError
-from gym_metrics.scorers.remote._config import RemoteMetricConfig
+from gym_metrics.scorers.remote._config import RemoteScorerConfig
 
 log = logging.getLogger("gym_metrics.scorers.remote")
 
@@ -30,9 +30,9 @@ class RemoteClient(PooledHttp):
     retry_statuses = frozenset({408, 429, 500, 502, 503, 504})  # any other non-2xx fails at once
     timeout_text = "timed out after {seconds} s"  # the row error's field already says "endpoint"
     status_text = "HTTP {status}: {body}"
-    config: RemoteMetricConfig
+    config: RemoteScorerConfig
 
-    def __init__(self, config: RemoteMetricConfig) -> None:
+    def __init__(self, config: RemoteScorerConfig) -> None:
         super().__init__(config, name="endpoint", log=log)
 
     async def post_row(self, body: Any) -> Any:

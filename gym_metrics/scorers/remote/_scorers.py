@@ -8,14 +8,14 @@ from typing import Any, ClassVar
 
 from gym_metrics._util.http import SNIPPET
 from gym_metrics.scorers import RowError, Scorer, register_scorer
-from gym_metrics.scorers.remote._config import NAT, NatRemoteConfig, RemoteMetricConfig
+from gym_metrics.scorers.remote._config import NAT, NatRemoteConfig, RemoteScorerConfig
 from gym_metrics.scorers.remote._http import RemoteClient
 from gym_metrics.scorers.remote._scores import read_score
 from gym_metrics.scorers.remote._template import BodyTemplate
 
 
 @register_scorer("remote")
-class RemoteMetric(Scorer):
+class RemoteScorer(Scorer):
     """Each row POSTed to the configured endpoint; scores read from its JSON answer.
 
     The config's `type` picks the request format (`remote`: the rendered `body`;
@@ -24,8 +24,8 @@ class RemoteMetric(Scorer):
     minimum or maximum. Out-of-range values are kept, not clipped.
     """
 
-    Config: ClassVar[type[RemoteMetricConfig]] = RemoteMetricConfig
-    config: RemoteMetricConfig
+    Config: ClassVar[type[RemoteScorerConfig]] = RemoteScorerConfig
+    config: RemoteScorerConfig
     eager = False  # httpx: its cancel scopes need a real task per row
 
     def __init__(self, config: Any = None) -> None:
@@ -71,7 +71,7 @@ class RemoteMetric(Scorer):
 
 
 @register_scorer(NAT)
-class NatRemoteMetric(RemoteMetric):
+class NatRemoteScorer(RemoteScorer):
     """A NeMo Agent Toolkit evaluate-item endpoint: POST `{"evaluator_name", "item": row}`,
     score `$.result.score` named after the evaluator; `success: false` is a row error carrying
     the endpoint's error (so the row's score is NaN)."""

@@ -4,7 +4,7 @@ template metric (NeMo Evaluator), as plain functions and as scorers (docs/metric
 
 from __future__ import annotations
 
-from gym_metrics.scorers.tool_calls._scorers import ToolCallAccuracyMetric, ToolCallingMetric
+from gym_metrics.scorers.tool_calls._scorers import ToolCallAccuracyScorer, ToolCallingScorer
 from gym_metrics.scorers.tool_calls._tool_call_accuracy import (
     ToolCall,
     check_sample_fields,
@@ -19,10 +19,12 @@ from gym_metrics.scorers.tool_calls._tool_calling import (
     tool_calling_scores_from_calls,
 )
 
+from gym_metrics._util.deprecated import old_name
+
 __all__ = [
     "ToolCall",
-    "ToolCallAccuracyMetric",
-    "ToolCallingMetric",
+    "ToolCallAccuracyScorer",
+    "ToolCallingScorer",
     "check_sample_fields",
     "predicted_calls",
     "reference_calls",
@@ -32,3 +34,7 @@ __all__ = [
     "tool_calling_scores",
     "tool_calling_scores_from_calls",
 ]
+
+
+def __getattr__(name: str) -> object:
+    return old_name(__name__, name)

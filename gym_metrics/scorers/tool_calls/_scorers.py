@@ -33,7 +33,7 @@ class ToolCallAccuracyConfig(pydantic.BaseModel):
 
 
 @register_scorer("tool_call_accuracy")
-class ToolCallAccuracyMetric(Scorer):
+class ToolCallAccuracyScorer(Scorer):
     """RAGAS 0.4.3 ToolCallAccuracy over `user_input` / `reference_tool_calls` rows
     (docs/metrics.md#tool-call-accuracy)."""
 
@@ -59,7 +59,7 @@ class ToolCallingConfig(pydantic.BaseModel):
 
 
 @register_scorer("tool_calling")
-class ToolCallingMetric(Scorer):
+class ToolCallingScorer(Scorer):
     """NeMo Evaluator's tool-calling template metric (docs/metrics.md#tool-calling-template):
     predictions from the row's
     `response.choices[0].message.tool_calls`, references from `expected_tool_calls`."""

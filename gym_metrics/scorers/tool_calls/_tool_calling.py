@@ -1,4 +1,4 @@
-"""Tool-calling template metric: NeMo Evaluator's `ToolCallingMetric`.
+"""Tool-calling template metric: NeMo Evaluator's `ToolCallingScorer`.
 
 Definition: docs/metrics.md#tool-calling-template.
 
