@@ -1,12 +1,10 @@
 """Old name of the paired comparison: use gym_metrics.compare (removal in 0.3.0)."""
 
-from __future__ import annotations
+from gym_metrics._util.deprecated import warn_module
 
-import warnings
+warn_module(__name__)
 
-from gym_metrics.compare import PairedComparison, PairedReport, compare_paired, task_components
-from gym_metrics.statistics import ALPHA
-
-warnings.warn("gym_metrics.paired is deprecated; use gym_metrics.compare (removal in 0.3.0)", DeprecationWarning, stacklevel=2)
+from gym_metrics.compare import PairedComparison, PairedReport, compare_paired, task_components  # noqa: E402
+from gym_metrics.statistics import ALPHA  # noqa: E402
 
 __all__ = ["ALPHA", "PairedComparison", "PairedReport", "compare_paired", "task_components"]

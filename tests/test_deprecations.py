@@ -23,7 +23,7 @@ from gym_metrics._util.deprecated import (
 )
 from gym_metrics._util.registry import Registry
 
-ALSO_FROM = {"gym_metrics.evaluate": ("gym_metrics.scorers",)}
+ALSO_FROM = {"gym_metrics.evaluate": ("gym_metrics.scorers",), "gym_metrics.paired": ("gym_metrics.statistics",)}
 """Old modules that re-export a second new module too."""
 OLD = [(package, name, target) for package, names in OLD_NAMES.items() for name, target in names.items()]
 

@@ -86,3 +86,132 @@ def test_the_client_is_public_and_importing_the_package_loads_no_grpc() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+# The layers, top to bottom (docs/contributing.md draws them): a module may import its own
+# layer and the layers below it, never one above. A package is one layer; the transport is
+# three faces over its shared wire modules. Old-name modules at the root (they warn) sit on
+# top with the package root's lazy exports.
+LAYERS = (
+    "gym_metrics",
+    "old names",
+    "cli",
+    "ray",
+    "_transport.jobs",
+    "testing",
+    "_transport.server",
+    "sdk",
+    "collector",
+    "jobs",
+    "evaluation",
+    "_transport.client",
+    "_transport",
+    "report",
+    "exporters",
+    "environments",
+    "targets",
+    "scorers",
+    "compare",
+    "reducers",
+    "aggregate",
+    "rollouts",
+    "statistics",
+    "_util",
+    "models",
+    "errors",
+    "v1",
+)
+ROOT_FILES = {"__init__.py", "errors.py", "models.py", "py.typed"}
+TRANSPORT_FACES = ("client", "server", "jobs")
+
+
+def _old_modules() -> set[str]:
+    from gym_metrics._util.deprecated import OLD_MODULES
+
+    return set(OLD_MODULES)
+
+
+def _layer(module: str, old: set[str]) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "gym_metrics"
+    if module in old:
+        return "old names"
+    if parts[1] == "_transport":
+        return f"_transport.{parts[2]}" if len(parts) > 2 and parts[2] in TRANSPORT_FACES else "_transport"
+    return parts[1]
+
+
+def _edges() -> dict[str, set[str]]:
+    """Every import between the package's modules, inside functions and under TYPE_CHECKING
+    too (a design dependency either way); `from a import b` names module a.b when it is one."""
+    modules = dict(_modules())
+    edges: dict[str, set[str]] = {}
+    for module, tree in modules.items():
+        found = set()
+        for imported, names, _ in _imports(tree, module):
+            if not imported.startswith("gym_metrics"):
+                continue
+            for name in names or [""]:
+                sub = f"{imported}.{name}" if name else imported
+                target = sub if sub in modules else imported
+                while target not in modules and "." in target:
+                    target = target.rpartition(".")[0]
+                if target in modules and target != module:
+                    found.add(target)
+        edges[module] = found
+    return edges
+
+
+def test_no_import_circles_counting_every_import() -> None:
+    edges = _edges()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_imports_point_down_the_layers() -> None:
+    old = _old_modules()
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    upward = []
+    for module, targets in _edges().items():
+        mine = _layer(module, old)
+        assert mine in rank, f"{module}: its package {mine!r} is not in LAYERS (add it where it belongs)"
+        for target in targets:
+            theirs = _layer(target, old)
+            if theirs != mine and rank[theirs] < rank[mine]:
+                upward.append(f"{module} ({mine}) imports {target} ({theirs})")
+    assert not upward, "imports running up the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_the_package_root_holds_only_the_target_layout() -> None:
+    old = {name.rpartition(".")[2] + ".py" for name in _old_modules()}
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    files = {p.name for p in PACKAGE.iterdir() if p.is_file() and not p.name.endswith((".pyc", ".so"))}
+    assert files - ROOT_FILES - old == set(), "root modules outside the layout (DESIGN.md)"
+    assert packages - {layer.partition(".")[0] for layer in LAYERS} == set(), "packages missing from LAYERS"

@@ -18,6 +18,8 @@ OLD_MODULES: dict[str, str] = {
     "gym_metrics.metrics": "gym_metrics.reducers",
     "gym_metrics.judge": "gym_metrics.scorers.judge",
     "gym_metrics.evaluate": "gym_metrics.evaluation",
+    "gym_metrics.paired": "gym_metrics.compare",
+    "gym_metrics.economics": "gym_metrics.reducers",
 }
 """Old module -> the module to use instead (the old module re-exports it and warns on import)."""
 

@@ -141,7 +141,7 @@ def aggregation_hooks(ns: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
 
     hooks: dict[str, Any] = {}
     if ns.env:
-        from gym_metrics import resolve_server
+        from gym_metrics.environments import resolve_server
 
         env = resolve_server(ns.env)()
         hooks.update(compute_metrics=env.compute_metrics if env.wants_rows else None, get_key_metrics=env.get_key_metrics,
@@ -182,7 +182,7 @@ def report(
 
 def _economics_section(into: dict[str, dict[str, float | int]]) -> Any:
     """aggregate_file's `extra` hook: each agent's economics, kept in `into` for the table."""
-    from gym_metrics.economics import economics
+    from gym_metrics.reducers import economics
 
     def section(agent: str, cols: Any) -> dict[str, Any]:
         into[agent] = economics(cols)
@@ -194,7 +194,7 @@ def _economics_section(into: dict[str, dict[str, float | int]]) -> Any:
 def format_economics(by_agent: dict[str, dict[str, float | int]]) -> str:
     """One row per (agent, usage field): per-rollout mean / p50 / p90, total, and how many
     rollouts lack it; then each agent's cost and tokens per passing task."""
-    from gym_metrics.economics import PREFIX
+    from gym_metrics.reducers import ECONOMICS_PREFIX as PREFIX
 
     rows = []
     notes = []

@@ -180,7 +180,7 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def run_demo(ns: argparse.Namespace) -> int:
-    from gym_metrics import resolve_server
+    from gym_metrics.environments import resolve_server
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics._transport.server import ServerConfig, start_server
     from gym_metrics.collector import CollectOptions, collect_async

@@ -54,7 +54,7 @@ def run(ns: argparse.Namespace) -> int:
     # Before anything imports grpc (the environment's own file included): a child forked
     # inside verify must not inherit grpc's fork handlers (see gym_metrics._util.grpc_fork).
     disable_grpc_fork_handlers()
-    from gym_metrics import resolve_server
+    from gym_metrics.environments import resolve_server
     from gym_metrics._transport.server import ServerConfig, serve
 
     env_cls = resolve_server(ns.target)  # fail fast with a clear message, before binding

@@ -20,7 +20,7 @@ import orjson
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.evaluation._generated import default_request, generated_entry, response_shape, scored_row
 from gym_metrics.evaluation._result import RowFailure
-from gym_metrics.evaluation._run import Outcome, score_row
+from gym_metrics.evaluation._row import Outcome, score_row
 from gym_metrics.scorers import RowError, Scorer
 from gym_metrics.targets import (
     AgentTarget,

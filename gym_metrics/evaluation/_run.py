@@ -20,6 +20,7 @@ from gym_metrics._util.eager import start_eagerly
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation._progress import RowProgress, Tallied
 from gym_metrics.evaluation._result import EvaluationScores, RowFailure, ScoreMatrix
+from gym_metrics.evaluation._row import Outcome, score_row
 from gym_metrics.scorers import RowError, Scorer, get_scorer
 
 if TYPE_CHECKING:
@@ -29,9 +30,6 @@ YIELD_EVERY_ROWS, YIELD_SECONDS = 64, 0.05
 """Rows that finish eagerly (a CPU-only scorer) give the event loop a turn at least every
 YIELD_SECONDS, checked every YIELD_EVERY_ROWS rows: a cancellation is then delivered within
 about that long, not when the whole dataset has been scored."""
-
-Outcome = tuple["Mapping[str, Any] | None", "RowFailure | None", "Mapping[str, Any] | None"]
-"""A row's scores, its failure, and what was generated for it (online only)."""
 
 
 def evaluate(
@@ -211,13 +209,3 @@ async def _feed(
             future.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         raise
-
-
-async def score_row(metric: Scorer, row: Mapping[str, Any]) -> Outcome:
-    """One row's outcome; whatever the metric raises is the row's error, never the run's."""
-    try:
-        return await metric.score(row), None, None
-    except RowError as exc:
-        return None, RowFailure(exc.field, exc.reason), None
-    except Exception as exc:  # a bug or an unexpected row shape: recorded, never fatal
-        return None, RowFailure("row", f"{type(exc).__name__}: {exc}"), None

@@ -23,6 +23,8 @@ from gym_metrics.reducers._builtin import (
     UnbiasedPassHatK,
     comb_ratio,
 )
+from gym_metrics.reducers._economics import PREFIX as ECONOMICS_PREFIX
+from gym_metrics.reducers._economics import economics
 from gym_metrics.reducers._registry import (
     ENTRY_POINT_GROUP,
     REDUCERS,
@@ -49,6 +51,8 @@ def summarize_reducers(
 
 
 __all__ = [
+    "ECONOMICS_PREFIX",
+    "economics",
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
     "ENTRY_POINT_GROUP",

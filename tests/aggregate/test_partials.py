@@ -112,7 +112,7 @@ def test_random_files_and_splits_merge_to_the_same_bytes(seed: int, tmp_path: Pa
 
 
 def test_economics_and_several_inputs_do_not_depend_on_row_order(tmp_path: Path) -> None:
-    from gym_metrics.economics import economics
+    from gym_metrics.reducers import economics
 
     rng = random.Random(7)
     lines = [
@@ -239,7 +239,7 @@ def test_sums_past_the_float_limit_merge_to_the_same_bytes(tmp_path: Path, tiny_
 
 
 def test_hooks_the_ranged_merge_takes_and_those_it_leaves_to_the_engine(tmp_path: Path, tiny_ranges: None) -> None:
-    from gym_metrics.economics import economics
+    from gym_metrics.reducers import economics
 
     rng = random.Random(5)
     lines = generated(rng)

@@ -15,7 +15,7 @@ import pytest
 from gym_metrics.aggregate import Aggregator, aggregate_file
 from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.aggregate.render._output import write_json
-from gym_metrics.economics import economics
+from gym_metrics.reducers import economics
 
 E = "economics/"
 
