@@ -69,3 +69,13 @@ class OverloadedError(GymMetricsError):
     def __init__(self, message: str, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class UserCodeError(Exception):
+    """An exception raised inside the environment's own code (e.g. its verify): the transport
+    answers INTERNAL naming it, and a batch records it on the rollout."""
+
+    def __init__(self, where: str, cause: BaseException) -> None:
+        super().__init__(f"{where} raised {type(cause).__name__}: {cause}")
+        self.cause = cause
+

@@ -4,7 +4,7 @@ first names. `Metric`, `MetricResult`, `get_metric`, `register_metric`, `registe
 
 from __future__ import annotations
 
-from gym_metrics._util.deprecated import old_name, warn_module
+from gym_metrics._util.deprecated import old_names, warn_module
 
 warn_module(__name__)
 
@@ -27,8 +27,7 @@ from gym_metrics.reducers import (  # noqa: E402
 )
 
 
-def __getattr__(name: str) -> object:
-    return old_name(__name__, name)
+__getattr__ = old_names(__name__)
 
 
 __all__ = [

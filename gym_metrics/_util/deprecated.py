@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 REMOVAL = "0.3.0"
@@ -110,6 +111,11 @@ def old_name(package: str, name: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
+def old_names(package: str) -> Callable[[str], Any]:
+    """`__getattr__ = old_names(__name__)`: a package's hook for its old names."""
+    return lambda name: old_name(package, name)
+
+
 def old_groups(group: str) -> list[str]:
     """The old entry-point groups whose plugins now belong to `group`."""
     return [old for old, new in OLD_ENTRY_POINT_GROUPS.items() if new == group]
@@ -136,6 +142,7 @@ __all__ = [
     "REMOVAL",
     "old_groups",
     "old_name",
+    "old_names",
     "warn",
     "warn_class_attribute",
     "warn_module",

@@ -4,7 +4,7 @@ Domain code only (no grpc): the job service and CLI build on this."""
 
 from __future__ import annotations
 
-from gym_metrics._util.deprecated import old_name
+from gym_metrics._util.deprecated import old_names
 from gym_metrics.jobs._executor import JobExecutor
 from gym_metrics.jobs._run import JobProgress, ProgressCallback
 from gym_metrics.jobs._secrets import SecretStore, parse_allow_env
@@ -32,5 +32,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    return old_name(__name__, name)
+__getattr__ = old_names(__name__)

@@ -21,7 +21,7 @@ from gym_metrics.scorers._base import (
     register_scorer,
     scorer_names,
 )
-from gym_metrics._util.deprecated import old_name
+from gym_metrics._util.deprecated import old_names
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -35,5 +35,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    return old_name(__name__, name)
+__getattr__ = old_names(__name__)

@@ -15,7 +15,7 @@ Serving a row scorer as an environment is `gym_metrics.environments.ScorerEnviro
 
 from __future__ import annotations
 
-from gym_metrics._util.deprecated import old_name
+from gym_metrics._util.deprecated import old_names
 from gym_metrics.testing._judge import LoopbackServer, Recorded, Reply, ScriptedChatServer, ScriptedJudge, Stall, completion
 from gym_metrics.testing._policy import PolicyAnswer, ScriptedPolicyServer, prompt_of
 from gym_metrics.testing._serve import serve_environment
@@ -35,5 +35,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    return old_name(__name__, name)
+__getattr__ = old_names(__name__)

@@ -21,7 +21,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError, UserCodeError
 
 log = logging.getLogger("gym_metrics.transport")
 
@@ -31,14 +31,6 @@ _MAX_DESCRIPTION = 300
 _MAX_MESSAGE = 1000
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class UserCodeError(Exception):
-    """An exception raised inside the environment's own code (e.g. its verify)."""
-
-    def __init__(self, where: str, cause: BaseException) -> None:
-        super().__init__(f"{where} raised {type(cause).__name__}: {cause}")
-        self.cause = cause
 
 
 def field_path(v: FieldViolation) -> str:
@@ -135,4 +127,4 @@ def grpc_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["UserCodeError", "abort", "field_path", "grpc_errors", "to_status"]
+__all__ = ["abort", "field_path", "grpc_errors", "to_status"]

@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gym_metrics.errors import ExitCode, GymMetricsError
@@ -100,12 +100,20 @@ class ServerMetrics:
     def method(self, path: str) -> str:
         return path if path in self.methods else UNKNOWN
 
-    def rollouts(self, verified: int, failed: dict[str, int] | None = None) -> None:
+    def rollouts(self, verified: int, failed: Mapping[str, int] | None = None) -> None:
         """Count one batch's outcome (failed: error kind -> rollouts)."""
         if verified:
             self.verified.labels(self.environment).inc(verified)
         for kind, n in (failed or {}).items():
             self.failed.labels(self.environment, kind).inc(n)
+
+    def queued(self, rollouts: int) -> None:
+        """Rollouts received by VerifyStream and not yet answered: +n on arrival, -n when answered."""
+        self.rollouts_in_flight.labels(self.environment).inc(rollouts)
+
+    def aggregating(self, change: int) -> None:
+        """AggregateMetrics calls running: +1 when one starts, -1 when it ends."""
+        self.aggregations.labels(self.environment).inc(change)
 
 
 def serve_http(registry: Any, host: str, port: int) -> tuple[int, Callable[[], None]]:

@@ -24,8 +24,7 @@ from gym_metrics._transport.server._reflection import enable_reflection
 from gym_metrics._transport.server._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.reducers import resolve_reducers
-from gym_metrics.environments import resolve_server
-from gym_metrics.environments import SimpleResourcesServer
+from gym_metrics.environments import EnvironmentHandler, SimpleResourcesServer, resolve_server
 from gym_metrics.v1 import resources_pb2
 
 if TYPE_CHECKING:
@@ -34,6 +33,8 @@ if TYPE_CHECKING:
 
 SERVICE_NAME: str = resources_pb2.DESCRIPTOR.services_by_name["ResourcesService"].full_name
 AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"
+HANDLER_KNOBS = ("max_concurrent_verifies", "verify_timeout_s")
+"""`servicer_options` that go to the EnvironmentHandler; the rest go to the ResourcesServicer."""
 """serve() reads the token from here when none is given (keeps it out of `ps` output)."""
 
 EnvTarget = SimpleResourcesServer | type[SimpleResourcesServer] | str
@@ -238,8 +239,8 @@ async def start_server(
 
     `reuse_port` is for worker processes that share one port (see `serve(workers=...)`);
     `reducers` (old name `metrics`) replaces the environment's reward reducers (see `load_env`);
-    `servicer_options` are ResourcesServicer knobs with no CLI flag (max_concurrent_verifies,
-    verify_timeout_s, max_response_part_bytes, ...), for tests (gym_metrics.testing).
+    `servicer_options` are EnvironmentHandler and ResourcesServicer knobs with no CLI flag
+    (max_concurrent_verifies, verify_timeout_s, max_response_part_bytes, ...), for tests (gym_metrics.testing).
     With `config.prometheus_port` the server records metrics, and serves them unless
     `serve_metrics` is False (a worker of `serve --workers`: its parent serves the sum).
     """
@@ -247,7 +248,10 @@ async def start_server(
     env = load_env(env, reducers, metrics=metrics)
     recorder = ServerMetrics(env.server_name()) if config.prometheus_port is not None else None
     server = new_server(config, reuse_port=reuse_port, metrics=recorder)
-    servicer = ResourcesServicer(env, limits=config.limits, metrics=recorder, **(servicer_options or {}))
+    knobs = dict(servicer_options or {})
+    handler_knobs = {name: knobs.pop(name) for name in HANDLER_KNOBS if name in knobs}
+    handler = EnvironmentHandler(env, limits=config.limits, recorder=recorder, **handler_knobs)
+    servicer = ResourcesServicer(handler, **knobs)
     add_resources_service(servicer, server)
     health_servicer = await add_health_and_reflection(server, config, SERVICE_NAME)
     port = bind(server, config)

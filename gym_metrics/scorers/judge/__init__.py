@@ -16,7 +16,7 @@ from gym_metrics.scorers.judge._nat import nat_average_score
 from gym_metrics.scorers.judge._topic_adherence import TopicAdherence, TopicAdherenceConfig
 from gym_metrics.scorers.judge._trajectory import TrajectoryConfig, TrajectoryEvaluation
 
-from gym_metrics._util.deprecated import old_name
+from gym_metrics._util.deprecated import old_names
 
 __all__ = [
     "AgentGoalAccuracy",
@@ -36,5 +36,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    return old_name(__name__, name)
+__getattr__ = old_names(__name__)

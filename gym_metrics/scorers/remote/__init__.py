@@ -11,7 +11,7 @@ from gym_metrics.scorers.remote._http import RemoteClient
 from gym_metrics.scorers.remote._scorers import NatRemoteScorer, RemoteScorer
 from gym_metrics.scorers.remote._template import BodyTemplate
 
-from gym_metrics._util.deprecated import old_name
+from gym_metrics._util.deprecated import old_names
 
 __all__ = [
     "BodyTemplate",
@@ -24,5 +24,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    return old_name(__name__, name)
+__getattr__ = old_names(__name__)

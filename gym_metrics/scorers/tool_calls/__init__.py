@@ -19,7 +19,7 @@ from gym_metrics.scorers.tool_calls._tool_calling import (
     tool_calling_scores_from_calls,
 )
 
-from gym_metrics._util.deprecated import old_name
+from gym_metrics._util.deprecated import old_names
 
 __all__ = [
     "ToolCall",
@@ -36,5 +36,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    return old_name(__name__, name)
+__getattr__ = old_names(__name__)

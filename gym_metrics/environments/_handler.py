@@ -1,0 +1,264 @@
+"""Serving one environment, with no transport: what each ResourcesService call does once its
+messages are converted (Flower's servicer -> handler shape).
+
+- verify: one rollout; an exception from the environment's own code is labelled as such.
+- verify_batch: a batch of rollouts at bounded concurrency, each with its time budget; every
+  failure is that rollout's result (kind and message), never the call's.
+- in_order: a stream of batches answered in order, verified ahead within a bounded window; a
+  batch id seen again (a client's retry) is answered from the first one, not verified twice.
+- aggregation: one agent's rows within the call's limits, finished in a thread that stops when
+  the caller goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter, OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Protocol, TypeVar
+
+from gym_metrics._util.cancellable import run_cancellable
+from gym_metrics._util.eager import start_eagerly
+from gym_metrics._util.limits import CallLimits, exceeded
+from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator
+from gym_metrics.environments._server import SimpleResourcesServer
+from gym_metrics.errors import GymMetricsError, InvalidInputError, UserCodeError
+from gym_metrics.rollouts import RolloutColumns
+
+log = logging.getLogger("gym_metrics.transport")
+
+INVALID_REQUEST, TIMEOUT, VERIFY_FAILED = "invalid_request", "timeout", "verify_failed"
+"""Why a rollout's verify failed (the wire's VerifyErrorKind, by name)."""
+
+Request = TypeVar("Request")
+Answer = TypeVar("Answer")
+Parts = TypeVar("Parts")
+WriteResult = Callable[[int, float, str, "str | None", str], None]
+"""(item, reward, response_json, failure kind or None, failure message): one rollout's result."""
+
+
+class Recorder(Protocol):
+    """What a server counts (its Prometheus metrics); every method is called on the loop."""
+
+    def rollouts(self, verified: int, failed: Mapping[str, int] | None = None) -> None: ...
+
+    def queued(self, rollouts: int) -> None: ...
+
+    def aggregating(self, change: int) -> None: ...
+
+
+class EnvironmentHandler:
+    """The calls of one served environment; see the module docstring. `recorder` None counts nothing."""
+
+    def __init__(
+        self,
+        env: SimpleResourcesServer,
+        *,
+        max_concurrent_verifies: int = 64,
+        verify_timeout_s: float | None = None,
+        limits: CallLimits | None = None,
+        recorder: Recorder | None = None,
+    ) -> None:
+        self.env = env
+        self.limits = limits or CallLimits()
+        self._max_concurrent = max_concurrent_verifies
+        self._timeout = verify_timeout_s
+        self._recorder = recorder
+        self._aggregations = 0
+
+    # ----------------------------------------------------------------- verify
+
+    async def verify(self, body_json: str | bytes) -> tuple[float, str]:
+        """One rollout's reward and response JSON; its failure is the call's."""
+        if self._recorder is None:
+            return await self._verify(body_json)
+        try:
+            answer = await self._verify(body_json)
+        except Exception as exc:
+            self._recorder.rollouts(0, {INVALID_REQUEST if isinstance(exc, InvalidInputError) else VERIFY_FAILED: 1})
+            raise
+        self._recorder.rollouts(1)
+        return answer
+
+    async def _verify(self, body_json: str | bytes) -> tuple[float, str]:
+        try:
+            return await self.env.verify_json(body_json)
+        except GymMetricsError:
+            raise
+        except Exception as exc:
+            raise UserCodeError("verify", exc) from exc
+
+    def slots(self) -> asyncio.Semaphore:
+        """The verifies one stream may run at once (shared by its batches)."""
+        return asyncio.Semaphore(self._max_concurrent)
+
+    async def verify_batch(
+        self, bodies: Sequence[str | bytes], write: WriteResult, slots: asyncio.Semaphore, key: Callable[[int], tuple[int, int]]
+    ) -> None:
+        """Every rollout's result through `write`; `key(item)` is its (task, rollout), for the log.
+        Rollouts start eagerly: one whose verify never suspends costs no Task; the others run
+        concurrently within `slots`."""
+        recorder = self._recorder
+        if recorder is not None:
+            recorder.queued(len(bodies))
+        kinds: Counter[str] = Counter()
+        try:
+            trusted = self.env.eager_verify
+            waiting: list[asyncio.Future[None]] = []
+            for item, body in enumerate(bodies):
+                done, value = start_eagerly(self._verify_item(item, body, write, slots, kinds, key), trusted=trusted)
+                if not done:
+                    waiting.append(value)  # type: ignore[arg-type]
+            for future in waiting:
+                await future
+        finally:
+            if recorder is not None:
+                recorder.queued(-len(bodies))
+        if recorder is not None:
+            recorder.rollouts(len(bodies) - sum(kinds.values()), kinds)
+
+    async def _verify_item(
+        self, item: int, body: str | bytes, write: WriteResult, slots: asyncio.Semaphore, kinds: Counter[str],
+        key: Callable[[int], tuple[int, int]],
+    ) -> None:  # fmt: skip
+        async with slots:
+            try:
+                call = self._verify(body)
+                reward, response_json = await (asyncio.wait_for(call, self._timeout) if self._timeout else call)
+            except InvalidInputError as exc:
+                kinds[INVALID_REQUEST] += 1
+                write(item, 0.0, "", INVALID_REQUEST, str(exc))
+            except asyncio.TimeoutError:
+                kinds[TIMEOUT] += 1
+                write(item, 0.0, "", TIMEOUT, f"verify exceeded {self._timeout} s")
+            except Exception as exc:
+                log.warning("verify failed for task %d rollout %d", *key(item), exc_info=exc)
+                kinds[VERIFY_FAILED] += 1
+                write(item, 0.0, "", VERIFY_FAILED, str(exc))
+            else:
+                write(item, reward, response_json, None, "")
+
+    # ----------------------------------------------------------------- aggregate
+
+    @asynccontextmanager
+    async def aggregation(self, agent: str, options: AggregateOptions, header_bytes: int) -> AsyncIterator[Aggregation]:
+        """One agent's aggregation call, refused up front past the limits on tasks and on
+        aggregations running at once."""
+        limits, expected = self.limits, len(options.expected_task_indices or ())
+        if expected > limits.max_tasks_per_call:
+            raise exceeded("max_tasks_per_call", limits.max_tasks_per_call, f"the header expects {expected:,} tasks")
+        if self._aggregations >= limits.max_concurrent_aggregations:
+            raise exceeded("max_concurrent_aggregations", limits.max_concurrent_aggregations,
+                           f"{self._aggregations} aggregations are running; retry later", retry_after_s=1.0)  # fmt: skip
+        self._aggregations += 1
+        if self._recorder is not None:
+            self._recorder.aggregating(1)
+        try:
+            yield Aggregation(self.env, self.env.new_aggregator(agent, options), limits, header_bytes, options.expected_task_indices or ())
+        finally:
+            self._aggregations -= 1
+            if self._recorder is not None:
+                self._recorder.aggregating(-1)
+
+
+class Aggregation:
+    """One aggregation call's rows, counted against its limits as they arrive."""
+
+    def __init__(
+        self, env: SimpleResourcesServer, aggregator: Aggregator, limits: CallLimits, header_bytes: int, expected: Sequence[int]
+    ) -> None:
+        self._env, self._aggregator, self._limits = env, aggregator, limits
+        self._bytes, self._expected = header_bytes, expected
+        self._seen: set[str] = set()
+        self.duplicates = self._batches = self._rows = 0
+
+    def received(self, message_bytes: int) -> None:
+        """Count a message's size against `max_call_mb`."""
+        self._bytes += message_bytes
+        if self._bytes > self._limits.max_call_bytes:
+            raise exceeded("max_call_mb", self._limits.max_call_mb, f"the call sent {self._bytes / (1 << 20):,.1f} MiB")
+
+    def batch(self, batch_id: str, rows: int) -> tuple[int, int] | None:
+        """The batch's number and its first row's number in the call (rows in errors are
+        numbered across the stream); None for a batch id already received (a resend)."""
+        number, offset = self._batches, self._rows
+        self._batches += 1
+        self._rows += rows
+        if self._rows > self._limits.max_rollouts_per_call:
+            raise exceeded("max_rollouts_per_call", self._limits.max_rollouts_per_call, f"the call sent {self._rows:,} rollouts")
+        if batch_id:
+            if batch_id in self._seen:
+                self.duplicates += 1
+                return None
+            self._seen.add(batch_id)
+        return number, offset
+
+    def add(self, columns: RolloutColumns) -> None:
+        self._aggregator.add(columns)
+
+    async def finish(self, render: Callable[[AgentAggregate, int, int], Parts]) -> Parts:
+        """The agent's metrics through `render(result, received rollouts, duplicate batches)`,
+        in a thread that stops when the caller is cancelled."""
+        aggregator, limits = self._aggregator, self._limits
+
+        def work() -> Parts:
+            if aggregator.received_rollouts + len(self._expected) > limits.max_tasks_per_call:  # else it cannot be
+                tasks = aggregator.task_count(self._expected)
+                if tasks > limits.max_tasks_per_call:
+                    raise exceeded("max_tasks_per_call", limits.max_tasks_per_call, f"the call names {tasks:,} tasks")
+            return render(self._env.finalize(aggregator), aggregator.received_rollouts, self.duplicates)
+
+        return await run_cancellable(work, name="gym-metrics-aggregate")
+
+
+async def in_order(
+    requests: AsyncIterator[Request],
+    batch_id: Callable[[Request], str],
+    answer: Callable[[Request], Awaitable[Answer]],
+    *,
+    look_ahead: int,
+    remember: int,
+) -> AsyncIterator[Answer]:
+    """Each request's answer, in order. Up to `look_ahead` requests are answered ahead of the
+    one being yielded (memory stays bounded); the last `remember` batch ids are kept so a resent
+    batch is answered from its first answer. Leaving early cancels what is still running."""
+    window = asyncio.Semaphore(look_ahead)
+    cache: OrderedDict[str, asyncio.Future[Answer]] = OrderedDict()
+    running: set[asyncio.Future[Answer]] = set()
+    queue: asyncio.Queue[asyncio.Future[Answer] | None] = asyncio.Queue()
+
+    async def read() -> None:
+        try:
+            async for request in requests:
+                await window.acquire()
+                key = batch_id(request)
+                future = cache.get(key) if key else None
+                if future is None:
+                    future = asyncio.ensure_future(answer(request))
+                    running.add(future)
+                    future.add_done_callback(running.discard)
+                    if key:
+                        cache[key] = future
+                        if len(cache) > remember:
+                            cache.popitem(last=False)
+                else:
+                    cache.move_to_end(key)
+                queue.put_nowait(future)
+        finally:
+            queue.put_nowait(None)
+
+    reader = asyncio.create_task(read())
+    try:
+        while (future := await queue.get()) is not None:
+            yield await future
+            window.release()
+        await reader  # surfaces a failure to read the request stream
+    finally:
+        reader.cancel()
+        for future in list(running):
+            future.cancel()
+
+
+__all__ = ["INVALID_REQUEST", "TIMEOUT", "VERIFY_FAILED", "Aggregation", "EnvironmentHandler", "Recorder", "in_order"]

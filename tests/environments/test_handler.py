@@ -1,0 +1,175 @@
+"""The environment handler without the transport (DESIGN: unit-test domain code without gRPC):
+batch verification records each failure on its rollout, streams are answered in order with a
+bounded look-ahead and resent batch ids answered once, and aggregation stays within its limits."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Mapping
+
+import pytest
+
+from gym_metrics._util.limits import CallLimits
+from gym_metrics.aggregate import AggregateOptions
+from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, EnvironmentHandler, SimpleResourcesServer, in_order
+from gym_metrics.errors import OverloadedError, UserCodeError
+from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
+from gym_metrics.rollouts import RolloutColumns
+
+
+class Request(BaseVerifyRequest):
+    answer: str = ""
+    sleep: float = 0.0
+
+
+class Env(SimpleResourcesServer):
+    async def verify(self, body: Request) -> BaseVerifyResponse:
+        if body.sleep:
+            await asyncio.sleep(body.sleep)
+        if body.answer == "boom":
+            raise ValueError("boom in verify")
+        return BaseVerifyResponse(reward=1.0 if body.answer == "yes" else 0.0)
+
+
+class Recorded:
+    """A Recorder that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.verified = 0
+        self.failed: dict[str, int] = {}
+        self.queue: list[int] = []
+        self.running: list[int] = []
+
+    def rollouts(self, verified: int, failed: Mapping[str, int] | None = None) -> None:
+        self.verified += verified
+        for kind, n in (failed or {}).items():
+            self.failed[kind] = self.failed.get(kind, 0) + n
+
+    def queued(self, rollouts: int) -> None:
+        self.queue.append(rollouts)
+
+    def aggregating(self, change: int) -> None:
+        self.running.append(change)
+
+
+def body(answer: str, sleep: float = 0.0) -> str:
+    return f'{{"responses_create_params": {{"input": []}}, "response": {{}}, "answer": "{answer}", "sleep": {sleep}}}'
+
+
+async def test_a_batch_records_every_failure_on_its_rollout_and_counts_them() -> None:
+    recorder = Recorded()
+    handler = EnvironmentHandler(Env(), verify_timeout_s=0.2, recorder=recorder)
+    results: dict[int, tuple[float, str, str | None, str]] = {}
+    bodies = [body("yes"), body("no"), "{not json", body("boom"), body("yes", sleep=5.0)]
+    await handler.verify_batch(
+        bodies, lambda i, reward, response, kind, message: results.__setitem__(i, (reward, response, kind, message)),
+        handler.slots(), lambda i: (i, 0),
+    )  # fmt: skip
+    assert results[0][0] == 1.0 and results[0][2] is None and '"reward"' in results[0][1]
+    assert results[1][0] == 0.0 and results[1][2] is None
+    assert results[2][:3] == (0.0, "", INVALID_REQUEST)
+    assert results[3][2] == VERIFY_FAILED and "boom in verify" in results[3][3]
+    assert results[4][2] == TIMEOUT and "0.2 s" in results[4][3]
+    assert (recorder.verified, recorder.failed) == (2, {INVALID_REQUEST: 1, VERIFY_FAILED: 1, TIMEOUT: 1})
+    assert recorder.queue == [5, -5]  # in flight while the batch ran, none after
+
+
+async def test_one_verify_raises_and_labels_the_environments_own_crash() -> None:
+    handler = EnvironmentHandler(Env())
+    assert (await handler.verify(body("yes")))[0] == 1.0
+    with pytest.raises(UserCodeError, match="verify raised ValueError: boom in verify"):
+        await handler.verify(body("boom"))
+
+
+async def _requests(items: list[tuple[str, int]], seen: list[str]) -> AsyncIterator[tuple[str, int]]:
+    for item in items:
+        seen.append(item[0])
+        yield item
+
+
+async def test_in_order_answers_in_order_once_per_batch_id_within_its_look_ahead() -> None:
+    started: list[str] = []
+    running = peak = 0
+
+    async def answer(request: tuple[str, int]) -> str:
+        nonlocal running, peak
+        started.append(request[0])
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01 * request[1])  # later batches finish first
+        running -= 1
+        return f"answer {request[0]}"
+
+    items = [("a", 5), ("b", 1), ("a", 0), ("c", 3), ("", 1), ("", 1), ("d", 2)]
+    seen: list[str] = []
+    answers = [a async for a in in_order(_requests(items, seen), lambda r: r[0], answer, look_ahead=2, remember=8)]
+    assert answers == ["answer a", "answer b", "answer a", "answer c", "answer ", "answer ", "answer d"]
+    assert started.count("a") == 1 and started.count("") == 2  # a resend is not answered twice; no id, no reuse
+    assert peak <= 2
+
+
+async def test_in_order_forgets_old_batch_ids_and_cancels_what_runs_when_left() -> None:
+    calls: list[str] = []
+
+    async def answer(request: tuple[str, int]) -> str:
+        calls.append(request[0])
+        await asyncio.sleep(request[1])
+        return request[0]
+
+    items = [("a", 0), ("b", 0), ("a", 0)]
+    out = [a async for a in in_order(_requests(items, []), lambda r: r[0], answer, look_ahead=4, remember=1)]
+    assert out == ["a", "b", "a"] and calls == ["a", "b", "a"]  # "a" was forgotten: answered again
+
+    stream = in_order(_requests([("x", 0), ("slow", 60)], []), lambda r: r[0], answer, look_ahead=4, remember=4)
+    assert await stream.__anext__() == "x"
+    await asyncio.sleep(0.05)
+    await stream.aclose()  # the client went away: the slow answer must not keep running
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
+    await asyncio.sleep(0)
+    assert all(t.cancelled() or t.done() for t in pending)
+
+
+def _columns(tasks: list[int]) -> RolloutColumns:
+    return RolloutColumns.from_rows([{"_ng_task_index": t, "_ng_rollout_index": 0, "reward": 1.0} for t in tasks])
+
+
+async def test_aggregation_counts_resends_and_refuses_past_its_limits() -> None:
+    recorder = Recorded()
+    limits = CallLimits(max_rollouts_per_call=5, max_tasks_per_call=3, max_concurrent_aggregations=1)
+    handler = EnvironmentHandler(Env(), limits=limits, recorder=recorder)
+    async with handler.aggregation("agent", AggregateOptions(), header_bytes=10) as call:
+        with pytest.raises(OverloadedError, match="max_concurrent_aggregations"):
+            async with handler.aggregation("other", AggregateOptions(), header_bytes=10):
+                pass
+        assert call.batch("b1", 2) == (0, 0)
+        call.add(_columns([0, 1]))
+        assert call.batch("b1", 2) is None  # a resend
+        assert call.batch("", 1) == (2, 4)
+        call.add(_columns([2]))
+        result = await call.finish(lambda agg, received, duplicates: (agg.agent_name, received, duplicates))
+    assert result == ("agent", 3, 1)
+    assert recorder.running == [1, -1]
+    with pytest.raises(OverloadedError, match="max_tasks_per_call"):
+        async with handler.aggregation("agent", AggregateOptions(expected_task_indices=[0, 1, 2, 3]), header_bytes=10):
+            pass
+    async with handler.aggregation("agent", AggregateOptions(), header_bytes=10) as call:
+        call.batch("x", 5)
+        call.received(limits.max_call_bytes - 10)
+        with pytest.raises(OverloadedError, match="max_call_mb"):
+            call.received(1)
+        with pytest.raises(OverloadedError, match="max_rollouts_per_call"):
+            call.batch("y", 1)
+    async with handler.aggregation("agent", AggregateOptions(), header_bytes=10) as call:
+        call.add(_columns([0, 1, 2, 3]))
+        with pytest.raises(OverloadedError, match="max_tasks_per_call"):
+            await call.finish(lambda *args: args)
+
+
+def test_the_handler_loads_no_grpc() -> None:
+    import subprocess
+
+    code = "import sys, gym_metrics.environments; assert 'grpc' not in sys.modules, sorted(m for m in sys.modules if 'grpc' in m)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
