@@ -71,6 +71,18 @@ class OverloadedError(GymMetricsError):
         self.retry_after_s = retry_after_s
 
 
+class NotReadyError(GymMetricsError):
+    """What was asked for exists but is not ready yet (a running job's result); the transport
+    answers FAILED_PRECONDITION."""
+
+
+class UnavailableError(GymMetricsError):
+    """The server is going away (shutting down); the transport answers UNAVAILABLE, so the
+    caller retries later or elsewhere."""
+
+    exit_code = ExitCode.UNAVAILABLE
+
+
 class UserCodeError(Exception):
     """An exception raised inside the environment's own code (e.g. its verify): the transport
     answers INTERNAL naming it, and a batch records it on the rollout."""

@@ -62,7 +62,7 @@ def test_submit_watch_get_and_result_match_evaluate(server: JobServerThread) -> 
 
 def test_result_comes_in_bounded_parts(server: JobServerThread) -> None:
     assert server.running is not None
-    server.running.servicer.part_bytes = 500
+    server.running.servicer.jobs.part_bytes = 500
     rows = [tool_row(i) for i in range(50)]
     with JobClient(server.address) as client:
         job = client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": rows}})
@@ -211,9 +211,9 @@ def test_a_watch_ends_on_the_server_when_the_client_goes_away(server: JobServerT
                              "dataset": {"rows": [{"id": i} for i in range(100)]}, "run": {"parallelism": 1}})  # fmt: skip
         watch = client.watch(job.job_id)
         assert next(watch).job_id == job.job_id
-        until(lambda: servicer.watching == 1)
+        until(lambda: servicer.jobs.watching == 1)
         watch.close()  # the client leaves (its call is cancelled)
-        until(lambda: servicer.watching == 0, seconds=10)
+        until(lambda: servicer.jobs.watching == 0, seconds=10)
         client.cancel(job.job_id)
 
 

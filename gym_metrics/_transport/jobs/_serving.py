@@ -18,11 +18,11 @@ from grpc import aio
 from gym_metrics._transport.server._health import HealthServicer
 from gym_metrics._transport.jobs._metrics import check_prometheus, start_metrics
 from gym_metrics._transport.server._metrics import ServerMetrics
-from gym_metrics._transport.jobs._servicer import SERVICE, JobsServicer, ProgressHub, add_job_service
+from gym_metrics._transport.jobs._servicer import SERVICE, JobsServicer, add_job_service
 from gym_metrics._transport.server._server import AUTH_TOKEN_ENV, RunningGrpcServer, ServerConfig, add_health_and_reflection, bind, new_server
 from gym_metrics._transport.server._serving import _add_signal_handlers, _ensure_log_handler, _remove_signal_handlers
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.jobs import JobExecutor, JobStore, SecretStore
+from gym_metrics.jobs import JobExecutor, JobService, JobStore, ProgressHub, SecretStore
 
 log = logging.getLogger("gym_metrics.server")
 
@@ -51,7 +51,7 @@ class RunningJobServer(RunningGrpcServer):
     servicer: JobsServicer
 
     async def _draining(self) -> None:
-        self.servicer.close()  # open WatchJob streams end with UNAVAILABLE
+        self.servicer.jobs.close()  # open WatchJob streams end with UNAVAILABLE
 
     async def _release(self) -> None:
         await self.executor.aclose()
@@ -84,7 +84,7 @@ async def start_job_server(config: ServerConfig, options: JobServerOptions) -> R
         store, max_jobs=options.max_jobs, data_root=options.data_root, secrets=secrets, on_progress=hub,
         max_parallelism=options.max_parallelism,
     )  # fmt: skip
-    servicer = JobsServicer(executor, hub)
+    servicer = JobsServicer(JobService(executor, hub))
     metrics = ServerMetrics("jobs") if options.prometheus_port is not None else None  # RPCs of the job service
     server = new_server(config, metrics=metrics)
     add_job_service(servicer, server)

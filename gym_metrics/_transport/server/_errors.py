@@ -1,7 +1,8 @@
 """The one place exceptions become gRPC status codes.
 
 InvalidInputError -> INVALID_ARGUMENT with a google.rpc.BadRequest naming each field and row;
-NotFoundError -> NOT_FOUND; OverloadedError -> RESOURCE_EXHAUSTED; anything else -> INTERNAL
+NotFoundError -> NOT_FOUND; OverloadedError -> RESOURCE_EXHAUSTED; NotReadyError ->
+FAILED_PRECONDITION; UnavailableError -> UNAVAILABLE; anything else -> INTERNAL
 with the exception's type and message only (the traceback stays in the server log).
 """
 
@@ -21,7 +22,16 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError, OverloadedError, UserCodeError
+from gym_metrics.errors import (
+    FieldViolation,
+    GymMetricsError,
+    InvalidInputError,
+    NotFoundError,
+    NotReadyError,
+    OverloadedError,
+    UnavailableError,
+    UserCodeError,
+)
 
 log = logging.getLogger("gym_metrics.transport")
 
@@ -60,6 +70,10 @@ def to_status(exc: BaseException) -> grpc.Status:
             retry = error_details_pb2.RetryInfo()
             retry.retry_delay.FromNanoseconds(int(exc.retry_after_s * 1e9))
             status.details.add().Pack(retry)
+    elif isinstance(exc, NotReadyError):
+        status = status_pb2.Status(code=code_pb2.FAILED_PRECONDITION, message=_clip(str(exc), _MAX_MESSAGE))
+    elif isinstance(exc, UnavailableError):
+        status = status_pb2.Status(code=code_pb2.UNAVAILABLE, message=_clip(str(exc), _MAX_MESSAGE))
     elif isinstance(exc, UserCodeError):
         status = status_pb2.Status(code=code_pb2.INTERNAL, message=_clip(str(exc), _MAX_MESSAGE))
     else:
