@@ -86,6 +86,13 @@ OLD_ENTRY_POINT_GROUPS: dict[str, str] = {
 }
 """Old entry-point group -> the group plugins declare now (plugins of the old one still load)."""
 
+OLD_FLAGS: dict[str, dict[str, str]] = {
+    "compare": {"--metric": "--reducer"},
+    "serve": {"--metrics": "--reducers"},
+}
+"""Command -> old spelling of a flag -> the flag to use (`evaluate --metric` and
+`jobs submit --metric` are NeMo Evaluator's spellings, kept without a warning)."""
+
 OLD_CLASS_ATTRIBUTES: dict[str, dict[str, str]] = {
     "gym_metrics.environments:SimpleResourcesServer": {"metrics": "reducers"},
 }
@@ -126,6 +133,12 @@ def warn_old_group(old: str, new: str, plugin: str) -> None:
     warn(f"entry-point group {old!r} (plugin {plugin!r})", f"entry-point group {new!r}", stacklevel=2)
 
 
+def old_flags_used(command: str, argv: list[str]) -> list[tuple[str, str]]:
+    """(old flag, its replacement) for each old spelling `argv` uses with `command`."""
+    table = OLD_FLAGS.get(command, {})
+    return [(old, new) for old, new in table.items() if any(arg == old or arg.startswith(old + "=") for arg in argv)]
+
+
 def warn_class_attribute(owner: str, cls: type) -> None:
     """Called from `owner`'s `__init_subclass__`: a subclass setting an old ClassVar warns."""
     for old, new in OLD_CLASS_ATTRIBUTES[owner].items():
@@ -137,9 +150,11 @@ def warn_class_attribute(owner: str, cls: type) -> None:
 __all__ = [
     "OLD_CLASS_ATTRIBUTES",
     "OLD_ENTRY_POINT_GROUPS",
+    "OLD_FLAGS",
     "OLD_MODULES",
     "OLD_NAMES",
     "REMOVAL",
+    "old_flags_used",
     "old_groups",
     "old_name",
     "old_names",

@@ -4,6 +4,7 @@ found by `_discovery` (a private module here defining `add_parsers(sub)` and `OR
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,6 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # usage errors (2), --help and --version (0)
         return exc.code if isinstance(exc.code, int) else ExitCode.BAD_INPUT
     configure_logging(ns.log_level)
+    _warn_old_flags(ns.command, list(sys.argv[1:] if argv is None else argv))
     try:
         _check_inputs(ns)
         return int(ns.func(ns) or 0)
@@ -36,6 +38,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ns.debug:
             raise
         return report_error(exc)
+
+
+def _warn_old_flags(command: str, argv: list[str]) -> None:
+    """One line on stderr per old flag spelling used (it still works until its removal)."""
+    from gym_metrics._util.deprecated import REMOVAL, old_flags_used
+
+    for old, new in old_flags_used(command, argv):
+        print(f"gym-metrics {command}: {old} is deprecated; use {new} (removal in {REMOVAL})", file=sys.stderr)
 
 
 def _check_inputs(ns: argparse.Namespace) -> None:
