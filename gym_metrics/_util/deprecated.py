@@ -60,6 +60,10 @@ OLD_NAMES: dict[str, dict[str, str]] = {
         "Progress": "gym_metrics.jobs:JobProgress",
         "RunConfig": "gym_metrics.jobs:JobRunConfig",
     },
+    "gym_metrics.compare": {
+        "PairedReport": "gym_metrics.compare:ComparisonReport",
+        "PairedComparison": "gym_metrics.compare:Comparison",
+    },
     "gym_metrics.scorers": {
         **_ROW_METRICS,
         "ScorerEnvironment": "gym_metrics.environments:ScorerEnvironment",

@@ -4,11 +4,13 @@ intervals, and planning how many tasks x repeats a comparison needs (docs/statis
 
 Every method returns one result type, `ComparisonReport` (a list of `Comparison` rows, one
 A - B difference each); `compare_agents` returns the single `Comparison` of a bootstrap.
-`PairedReport` and `PairedComparison` are the old names of these two classes.
+`PairedReport` and `PairedComparison`, the old names of these two classes, still work with a
+DeprecationWarning.
 """
 
 from __future__ import annotations
 
+from gym_metrics._util.deprecated import old_names
 from gym_metrics.compare._bootstrap import BootstrapMethod, compare_agents
 from gym_metrics.compare._inputs import load_agents, task_rewards
 from gym_metrics.compare._method import (
@@ -36,10 +38,7 @@ from gym_metrics.compare._verdict import (
     require_better_by,
 )
 
-PairedReport = ComparisonReport
-"""The old name of `ComparisonReport` (gym_metrics.paired's result)."""
-PairedComparison = Comparison
-"""The old name of a paired row, now a `Comparison` like every method's."""
+__getattr__ = old_names(__name__)  # PairedReport, PairedComparison (gym_metrics/_util/deprecated.py)
 
 __all__ = [
     "CONFIDENCE",
@@ -57,9 +56,7 @@ __all__ = [
     "CompareOptions",
     "Comparison",
     "ComparisonReport",
-    "PairedComparison",
     "PairedMethod",
-    "PairedReport",
     "Plan",
     "Verdict",
     "combine",

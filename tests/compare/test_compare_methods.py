@@ -20,8 +20,6 @@ from gym_metrics.compare import (
     CompareOptions,
     Comparison,
     ComparisonReport,
-    PairedComparison,
-    PairedReport,
     combine,
     compare_paired,
     fail_if_worse_by,
@@ -111,7 +109,6 @@ def test_one_result_type_and_its_old_names(rollouts: Path) -> None:
 
     agents = read_rollouts(rollouts).agents
     report = compare_paired(agents, ["a", "b"])
-    assert PairedReport is ComparisonReport and PairedComparison is Comparison
     c = report.comparisons[0]
     assert isinstance(c, Comparison) and c.difference == 0.5 and c.p_adjusted == c.p_value
     assert list(c.to_dict())[:3] == ["metric", "field", "agent_a"] and "stats" not in c.to_dict()
