@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         ns = _parser().parse_args(argv)
     except SystemExit as exc:  # usage errors (2), --help and --version (0)
-        return exc.code if isinstance(exc.code, int) else ExitCode.BAD_INPUT
+        return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.BAD_INPUT)
     configure_logging(ns.log_level)
     _warn_old_flags(ns.command, list(sys.argv[1:] if argv is None else argv))
     try:
@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if ns.debug:
             raise
-        return report_error(exc)
+        return int(report_error(exc))  # a plain int: ExitCode prints as its name on Python 3.10
 
 
 def _warn_old_flags(command: str, argv: list[str]) -> None:
