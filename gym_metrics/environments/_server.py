@@ -45,10 +45,6 @@ class SimpleResourcesServer:
     metrics: ClassVar[list[str]] = []
     """Old name of `reducers` (removal in 0.3.0), still read with a DeprecationWarning when a
     subclass sets it: an environment that lists `metrics` and no `reducers` gets those."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        warn_class_attribute("gym_metrics.environments:SimpleResourcesServer", cls)  # `metrics`
     eager_verify: ClassVar[bool] = False
     """Set True when verify never depends on its asyncio task's identity (no httpx / anyio
     cancel scopes, no asyncio.timeout): before Python 3.12 it then runs without a Task of its
@@ -59,6 +55,10 @@ class SimpleResourcesServer:
     key_metrics: ClassVar[list[str]] = []
     """fnmatch patterns (e.g. "mean/reward", "pass@*") choosing key_metrics in the default
     get_key_metrics; empty: every `mean/` metric (docs/metrics.md#key-metrics)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        warn_class_attribute("gym_metrics.environments:SimpleResourcesServer", cls)  # `metrics`
 
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         """Score one rollout. Must be overridden."""
