@@ -108,6 +108,7 @@ LAYERS = (
     "_transport",
     "report",
     "exporters",
+    "nemo_gym",
     "environments",
     "targets",
     "scorers",

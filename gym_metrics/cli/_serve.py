@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
 from gym_metrics._util.limits import CallLimits
 from gym_metrics.cli._base import add_access_flags, positive_float, positive_int, server_token
-from gym_metrics.errors import GymMetricsError
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
 
 
@@ -17,7 +18,11 @@ ORDER = 10  # its place in `gym-metrics --help` (cli/_discovery.py)
 
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("serve", help="serve an environment over gRPC")
-    p.add_argument("target", help="registered name (e.g. math_exact), module:Class or path/app.py:Class")
+    p.add_argument(
+        "target",
+        help="registered name (e.g. math_exact), module:Class, path/app.py:Class, or a NeMo Gym config "
+        "(resources_servers/<env>/configs/<name>.yaml; its environment ported: docs/nemo-gym.md)",
+    )  # fmt: skip
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=50051, help="0 picks a free port (printed on stderr)")
     p.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
@@ -30,6 +35,14 @@ def add_parsers(sub: Any) -> None:
         "with --workers the parent serves the sum over workers)",
     )  # fmt: skip
     _add_limit_flags(p)
+    nemo = p.add_argument_group("NeMo Gym environments (a config YAML target, or --config)")
+    nemo.add_argument("--config", type=Path, metavar="FILE.yaml", help="the NeMo Gym config of a path/app.py:Class target")
+    nemo.add_argument("--name", metavar="BLOCK", help="the resources server block to serve, when the config holds several")
+    nemo.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set a config field (the value read as YAML); repeatable")
+    nemo.add_argument(
+        "--server", action="append", default=[], metavar="NAME=URL",
+        help="base URL of a model server the config names (e.g. its judge_model_server); repeatable",
+    )  # fmt: skip
     p.add_argument(
         "--reducers", "--metrics", dest="reducers", nargs="+", metavar="NAME",
         help="reward reducers to report, e.g. pass@1 pass@8 (replaces the env's; --metrics is the old spelling)",
@@ -54,10 +67,9 @@ def run(ns: argparse.Namespace) -> int:
     # Before anything imports grpc (the environment's own file included): a child forked
     # inside verify must not inherit grpc's fork handlers (see gym_metrics._util.grpc_fork).
     disable_grpc_fork_handlers()
-    from gym_metrics.environments import resolve_server
     from gym_metrics._transport.server import ServerConfig, serve
 
-    env_cls = resolve_server(ns.target)  # fail fast with a clear message, before binding
+    env = _environment(ns)  # fail fast with a clear message, before binding
     token = server_token(ns)
     if bool(ns.tls_cert) != bool(ns.tls_key):
         raise GymMetricsError("--tls-cert and --tls-key go together")
@@ -73,5 +85,32 @@ def run(ns: argparse.Namespace) -> int:
         limits=CallLimits(**limits),
         prometheus_port=ns.prometheus_port,
     )
-    serve(env_cls, config, workers=ns.workers, reducers=ns.reducers)
+    serve(env, config, workers=ns.workers, reducers=ns.reducers)
     return 0
+
+
+def _environment(ns: argparse.Namespace) -> Any:
+    """The environment class of a name or module path, or the NeMo Gym server a config builds."""
+    target = str(ns.target)
+    config = ns.config or (Path(target) if target.endswith((".yaml", ".yml")) else None)
+    if config is None:
+        if ns.set or ns.server or ns.name:
+            raise InvalidInputError("NeMo Gym flags without a config", [FieldViolation("--config", "--set, --server and --name need a config YAML")])
+        from gym_metrics.environments import resolve_server
+
+        return resolve_server(target)
+    from gym_metrics.environments import resolve_server
+    from gym_metrics.nemo_gym import load_config_server
+
+    servers = dict(_pair(item, "--server") for item in ns.server)
+    server_class = None if target.endswith((".yaml", ".yml")) else resolve_server(target)
+    return load_config_server(
+        config, name=ns.name, overrides=ns.set, servers=servers, host=ns.host, port=ns.port, server_class=server_class
+    )  # fmt: skip
+
+
+def _pair(item: str, flag: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key or not value:
+        raise InvalidInputError(f"bad {flag}", [FieldViolation(flag, f"{item!r}: expected NAME=URL")])
+    return key, value

@@ -16,6 +16,7 @@ from gym_metrics.environments._handler import (
 from gym_metrics.environments._registry import (
     ENTRY_POINT_GROUP,
     ENVIRONMENTS,
+    load_module_file,
     register_server,
     registered_servers,
     resolve_server,
@@ -31,6 +32,7 @@ __all__ = [
     "EnvironmentHandler",
     "Recorder",
     "in_order",
+    "load_module_file",
     "ENTRY_POINT_GROUP",
     "ENVIRONMENTS",
     "ScorerEnvironment",

@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gym_metrics._util.registry import Registry
 from gym_metrics.errors import InvalidInputError, NotFoundError
@@ -47,7 +47,7 @@ def resolve_server(target: str) -> type[SimpleResourcesServer]:
         )
     module_part, _, attr = target.rpartition(":")
     if module_part.endswith(".py") or "/" in module_part:
-        module = _load_file(Path(module_part))
+        module = load_module_file(Path(module_part))
     else:
         try:
             module = importlib.import_module(module_part)
@@ -67,7 +67,7 @@ def _refuse_missing_class(target: str) -> None:
     """`path/app.py` or `package.module` without `:Class`: say the class is missing (and which
     environments the file or module defines), rather than "unknown environment"."""
     if target.endswith(".py") or "/" in target or "\\" in target:
-        module = _load_file(Path(target))
+        module = load_module_file(Path(target))
     elif "." in target and _importable(target):
         try:
             module = importlib.import_module(target)
@@ -93,7 +93,9 @@ def _importable(name: str) -> bool:
         return False
 
 
-def _load_file(path: Path):  # type: ignore[no-untyped-def]
+def load_module_file(path: Path) -> Any:
+    """A Python file loaded as a module, its folder first on the import path (its sibling
+    modules import as beside `python app.py`); an import or syntax error names the file and line."""
     if not path.is_file():
         raise NotFoundError(f"no such file: {path}")
     resolved = path.resolve()

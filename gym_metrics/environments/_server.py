@@ -173,9 +173,13 @@ class SimpleResourcesServer:
 
     async def verify_model(self, body: Mapping[str, Any] | str | bytes, row: int | None = None) -> BaseVerifyResponse:
         """Validate, verify, and check what verify returned."""
-        return self._checked(await self.verify(self.parse_verify_request(body, row)))
+        return self.checked_response(await self.run_verify(self.parse_verify_request(body, row)))
 
-    def _checked(self, response: Any) -> BaseVerifyResponse:
+    async def run_verify(self, request: Any) -> Any:
+        """How the framework calls verify (a porting layer may call it another way)."""
+        return await self.verify(request)
+
+    def checked_response(self, response: Any) -> BaseVerifyResponse:
         """What verify returned, as a response model (a mapping is validated into one)."""
         if isinstance(response, BaseVerifyResponse):  # the usual case first: Mapping is a slow ABC check
             return response
@@ -190,7 +194,7 @@ class SimpleResourcesServer:
     async def verify_json(self, body: Mapping[str, Any] | str | bytes, row: int | None = None) -> tuple[float, str]:
         """(reward, response as JSON text): the wire form, serialised by pydantic-core. It runs
         per rollout, so verify_model's steps are inline (one coroutine fewer)."""
-        response = self._checked(await self.verify(self.parse_verify_request(body, row)))
+        response = self.checked_response(await self.run_verify(self.parse_verify_request(body, row)))
         return float(response.reward), response.model_dump_json()
 
     def new_aggregator(self, agent_name: str, options: AggregateOptions | None = None) -> Aggregator:
@@ -235,12 +239,12 @@ def _annotation(func: Any, param: str, default: type[_Model]) -> type[_Model]:
         hints = typing.get_type_hints(func)
     except Exception:  # unresolvable forward references: fall back to the base model
         return default
-    if param != "return":
+    if param != "return":  # the parameter named `body` (NeMo Gym's `verify(self, request, body)`), else the first
         params = list(inspect.signature(func).parameters)
-        if len(params) >= 2:
+        if param not in params and len(params) >= 2:
             param = params[1]
     hint = hints.get(param)
-    return hint if isinstance(hint, type) and issubclass(hint, default) else default
+    return typing.cast("type[_Model]", hint) if isinstance(hint, type) and issubclass(hint, pydantic.BaseModel) else default
 
 
 _Request = TypeVar("_Request", bound=BaseVerifyRequest)

@@ -17,7 +17,7 @@ def read_scorer_config(path: Path | None) -> dict[str, Any] | None:
     text = path.read_bytes()
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
-            import yaml  # type: ignore[import-untyped]
+            import yaml
         except ImportError:
             raise GymMetricsError(f"{path}: YAML needs pyyaml (not installed); write the config as JSON") from None
         try:

@@ -1,0 +1,20 @@
+"""NeMo Gym's module paths and public names, for environments ported by rewriting their imports
+(`nemo_gym` -> `gym_metrics.nemo_gym`): `base_resources_server`, `openai_utils`, `config_types`,
+`server_utils`, `reward_profile`, `judge`. docs/nemo-gym.md is the porting guide.
+
+`load_config_server(config.yaml)` builds the resources server a NeMo Gym config describes
+(what `gym-metrics serve CONFIG.yaml` serves)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def load_config_server(*args: Any, **kwargs: Any) -> Any:
+    """See gym_metrics.nemo_gym._config.load_config_server (imported on first use)."""
+    from gym_metrics.nemo_gym._config import load_config_server as load
+
+    return load(*args, **kwargs)
+
+
+__all__ = ["load_config_server"]

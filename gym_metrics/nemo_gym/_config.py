@@ -1,0 +1,142 @@
+"""A NeMo Gym config YAML to the resources server it describes, built as NeMo Gym builds it:
+the block whose inner key is `resources_servers` (`<name>: resources_servers: <impl>: {...}`),
+its `entrypoint` loaded from the environment's folder (configs/ is inside it), the server class
+that file defines, and its `config` from the block's fields with `name` = the block's key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from gym_metrics.environments import load_module_file
+from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.nemo_gym.base_resources_server import SimpleResourcesServer
+from gym_metrics.nemo_gym.server_utils import ServerClient
+
+
+def load_config_server(
+    path: str | Path,
+    *,
+    name: str | None = None,
+    overrides: Sequence[str] = (),
+    servers: Mapping[str, str] | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    server_class: type[SimpleResourcesServer] | None = None,
+) -> SimpleResourcesServer:
+    """The resources server of the config at `path` (the one named `name` when the file holds
+    several). `overrides` are `key=value` settings of its fields (the value read as YAML);
+    `servers` maps model-server names (a judge) to their base URLs; `server_class` replaces
+    the class the block's entrypoint defines."""
+    path = Path(path)
+    block_name, impl, fields = _resources_block(_read_yaml(path), name, path)
+    for setting in overrides:
+        key, value = _override(setting)
+        fields[key] = value
+    cls = server_class or _server_class(path.resolve().parent.parent / str(fields.get("entrypoint", "app.py")), path)
+    _check_hooks(cls)
+    config_cls = cls.model_fields["config"].annotation
+    try:
+        config = config_cls.model_validate({"host": host, "port": port, **fields, "name": block_name})  # type: ignore[union-attr]
+        return cls(config=config, server_client=ServerClient(servers))
+    except pydantic.ValidationError as exc:
+        violations = [FieldViolation(f"{block_name}.{'.'.join(map(str, e['loc']))}", e["msg"]) for e in exc.errors()[:20]]
+        raise InvalidInputError(f"{path}: the {impl} config does not fit {cls.__name__}", violations) from None
+
+
+def _read_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise InvalidInputError("config not found", [FieldViolation("config", f"{path}: no such file")]) from None
+    except yaml.YAMLError as exc:
+        raise InvalidInputError("config is not valid YAML", [FieldViolation("config", f"{path}: {exc}")]) from None
+
+
+def _resources_block(document: Any, name: str | None, path: Path) -> tuple[str, str, dict[str, Any]]:
+    """(block name, implementation key, its fields) of the resources server chosen."""
+    blocks = {}
+    if isinstance(document, Mapping):
+        for key, value in document.items():
+            inner = value.get("resources_servers") if isinstance(value, Mapping) else None
+            if isinstance(inner, Mapping) and len(inner) == 1:
+                impl, fields = next(iter(inner.items()))
+                blocks[str(key)] = (str(impl), dict(fields or {}))
+    if not blocks:
+        raise InvalidInputError("no resources server in the config", [FieldViolation("config", f"{path}: no `<name>: resources_servers: <env>: ...` block")])
+    if name is None:
+        if len(blocks) > 1:
+            raise InvalidInputError("several resources servers in the config", [FieldViolation("name", f"pick one of {', '.join(blocks)}")])
+        name = next(iter(blocks))
+    if name not in blocks:
+        raise InvalidInputError("unknown resources server", [FieldViolation("name", f"{name!r} is not in {path}: {', '.join(blocks)}")])
+    impl, fields = blocks[name]
+    return name, impl, fields
+
+
+def _override(setting: str) -> tuple[str, Any]:
+    import yaml
+
+    key, sep, text = setting.partition("=")
+    if not sep or not key:
+        raise InvalidInputError("bad --set", [FieldViolation("set", f"{setting!r}: expected key=value")])
+    return key.strip(), yaml.safe_load(text)
+
+
+def _server_class(entry: Path, config_path: Path) -> type[SimpleResourcesServer]:
+    """The resources server class the entrypoint file defines (the one subclass of
+    SimpleResourcesServer declared in it)."""
+    if not entry.is_file():
+        raise InvalidInputError("entrypoint not found", [FieldViolation("entrypoint", f"{entry} (from {config_path})")])
+    module = _load_entry(entry)
+    found = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, SimpleResourcesServer) and value.__module__ == module.__name__
+    ]
+    if len(found) != 1:
+        what = ", ".join(c.__name__ for c in found) or "none"
+        raise InvalidInputError(
+            "cannot tell the server class", [FieldViolation("entrypoint", f"{entry} defines {what} (one SimpleResourcesServer subclass expected)")]
+        )
+    return found[0]
+
+
+def _load_entry(entry: Path) -> Any:
+    """The entrypoint as NeMo Gym imports it: inside a `resources_servers/<env>/` folder, as the
+    module `resources_servers.<env>.app` with that tree's root on the import path (environments
+    import their own modules, and other environments', by that path); elsewhere as a file."""
+    env_dir = entry.resolve().parent
+    if env_dir.parent.name != "resources_servers":
+        return load_module_file(entry)
+    root = str(env_dir.parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        return importlib.import_module(f"resources_servers.{env_dir.name}.{entry.stem}")
+    except (ImportError, SyntaxError) as exc:
+        where = f"{exc.filename}:{exc.lineno}" if isinstance(exc, SyntaxError) else str(entry)
+        raise InvalidInputError(
+            "cannot load the environment", [FieldViolation("entrypoint", f"{where}: {type(exc).__name__}: {exc}")]
+        ) from None
+
+
+def _check_hooks(cls: type[SimpleResourcesServer]) -> None:
+    """Refuse, before serving, a NeMo Gym hook gym-metrics does not honour yet (saying why)."""
+    if not (isinstance(cls, type) and issubclass(cls, SimpleResourcesServer)):
+        raise InvalidInputError("not a NeMo Gym resources server", [FieldViolation("target", f"{cls!r} is not a gym_metrics.nemo_gym SimpleResourcesServer")])
+    if cls.compute_repeat_metrics is not SimpleResourcesServer.compute_repeat_metrics:
+        raise InvalidInputError(
+            "compute_repeat_metrics is not supported yet",
+            [FieldViolation("compute_repeat_metrics", f"{cls.__name__} overrides it; gym-metrics' repeat-level metrics do not call it yet (docs/nemo-gym.md)")],
+        )
+
+
+__all__ = ["load_config_server"]

@@ -1,0 +1,289 @@
+"""NeMo Gym's typed Responses and Chat Completions objects, as ported environments read them:
+`body.response.output[i].content[j].text`, `body.response.output_text`,
+`body.responses_create_params.input[0].content`, ...
+
+Built on the openai SDK's own models (NeMo Gym builds on them too), so attributes, defaults and
+`output_text` behave the same. Items are told apart by `type` (and, for messages, by role and
+the fields present) before validation, so an item is never coerced into the wrong model.
+Unknown item types (hosted tools: web search, MCP, ...) are kept as they came.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional, Union
+
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response, ResponseFunctionToolCallOutputItem, ResponseUsage
+from openai.types.responses.response_reasoning_item import Content as ReasoningContent
+from openai.types.responses.response_reasoning_item import Summary
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+RETRY_ERROR_CODES = (408, 409, 429, 500, 502, 503, 504)
+"""HTTP statuses a model-server call is retried on."""
+RATE_LIMIT_ERROR_CODES = (429,)
+
+Phase = Optional[Literal["commentary", "final_answer"]]
+Status = Literal["in_progress", "completed", "incomplete"]
+
+
+class NeMoGymSummary(Summary):
+    pass
+
+
+class _Item(BaseModel):
+    """Items keep fields they do not declare (token ids and log-probs of training rollouts)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class NeMoGymResponseReasoningItem(_Item):
+    id: str
+    summary: list[NeMoGymSummary]
+    type: Literal["reasoning"] = "reasoning"
+    encrypted_content: Optional[str] = None
+    content: Optional[list[ReasoningContent]] = None
+
+
+class NeMoGymResponseOutputText(BaseModel):
+    annotations: list[Any]
+    text: str
+    type: Literal["output_text"] = "output_text"
+    logprobs: Optional[list[Any]] = None
+
+
+class NeMoGymResponseOutputRefusal(BaseModel):
+    refusal: str
+    type: Literal["refusal"] = "refusal"
+
+
+NeMoGymContent = Annotated[
+    Union[NeMoGymResponseOutputText, NeMoGymResponseOutputRefusal], Field(discriminator="type")
+]
+
+
+class NeMoGymResponseOutputMessage(_Item):
+    id: str
+    content: list[NeMoGymContent]
+    role: Literal["assistant"] = "assistant"
+    status: Status = "completed"
+    type: Literal["message"] = "message"
+    phase: Phase = None
+
+
+class NeMoGymEasyInputMessage(_Item):
+    content: Union[str, list[dict[str, Any]]]
+    role: Literal["user", "assistant", "system", "developer"]
+    type: Literal["message"] = "message"
+    phase: Phase = None
+
+
+class NeMoGymMessage(_Item):
+    content: list[dict[str, Any]]
+    role: Literal["user", "system", "developer"]
+    status: Status = "completed"
+    type: Literal["message"] = "message"
+
+
+class NeMoGymFunctionCallOutput(_Item):
+    call_id: str
+    output: Union[str, list[dict[str, Any]]]
+    type: Literal["function_call_output"] = "function_call_output"
+    id: Optional[str] = None
+    status: Optional[Status] = None
+
+
+class NeMoGymResponseFunctionToolCall(_Item):
+    arguments: str
+    call_id: str
+    name: str
+    type: Literal["function_call"] = "function_call"
+    id: Optional[str] = None
+    status: Optional[Status] = None
+    namespace: Optional[str] = None
+
+
+class NeMoGymResponseFunctionCallOutput(ResponseFunctionToolCallOutputItem):
+    """A function call's result as a provider returns it in `output`."""
+
+
+class NeMoGymOtherItem(_Item):
+    """An item of a type the models above do not describe (hosted tools), kept as it came."""
+
+    type: str
+
+
+def _message_tag(item: dict[str, Any]) -> str:
+    if item.get("role") == "assistant" and "id" in item and isinstance(item.get("content"), list):
+        return "output_message"
+    if "status" in item and item.get("role") != "assistant":
+        return "input_message"
+    return "easy_message"
+
+
+_KNOWN_TYPES = {"function_call", "function_call_output", "reasoning"}
+
+
+def _input_tag(item: Any) -> str:
+    if isinstance(item, BaseModel):
+        item = item.model_dump(exclude_unset=True)
+    if not isinstance(item, dict):
+        return "easy_message"
+    kind = item.get("type", "message")
+    if kind == "message":
+        return _message_tag(item)
+    return kind if kind in _KNOWN_TYPES else "other"
+
+
+def _output_tag(item: Any) -> str:
+    """Output items are a provider's, but agents also return prompt messages and function
+    results (input-shaped: no id) in their trajectories; both are accepted."""
+    if isinstance(item, BaseModel):
+        item = item.model_dump(exclude_unset=True)
+    if not isinstance(item, dict) or "type" not in item:
+        raise ValueError("Responses API output items must include a type discriminator")
+    kind = item["type"]
+    if kind == "message":
+        return _message_tag(item)
+    if kind == "function_call_output" and item.get("id") is None:
+        return "function_call_output_input"
+    return kind if kind in _KNOWN_TYPES else "other"
+
+
+NeMoGymResponseInputItem = Annotated[
+    Union[
+        Annotated[NeMoGymEasyInputMessage, Tag("easy_message")],
+        Annotated[NeMoGymMessage, Tag("input_message")],
+        Annotated[NeMoGymResponseOutputMessage, Tag("output_message")],
+        Annotated[NeMoGymResponseFunctionToolCall, Tag("function_call")],
+        Annotated[NeMoGymFunctionCallOutput, Tag("function_call_output")],
+        Annotated[NeMoGymResponseReasoningItem, Tag("reasoning")],
+        Annotated[NeMoGymOtherItem, Tag("other")],
+    ],
+    Discriminator(_input_tag),
+]
+NeMoGymResponseInput = list[NeMoGymResponseInputItem]
+
+NeMoGymResponseOutputItem = Annotated[
+    Union[
+        Annotated[NeMoGymResponseOutputMessage, Tag("output_message")],
+        Annotated[NeMoGymEasyInputMessage, Tag("easy_message")],
+        Annotated[NeMoGymMessage, Tag("input_message")],
+        Annotated[NeMoGymFunctionCallOutput, Tag("function_call_output_input")],
+        Annotated[NeMoGymResponseFunctionToolCall, Tag("function_call")],
+        Annotated[NeMoGymResponseFunctionCallOutput, Tag("function_call_output")],
+        Annotated[NeMoGymResponseReasoningItem, Tag("reasoning")],
+        Annotated[NeMoGymOtherItem, Tag("other")],
+    ],
+    Discriminator(_output_tag),
+]
+
+
+class NeMoGymResponseCreateParamsNonStreaming(BaseModel):
+    """The request that produced a rollout (the Responses API's create parameters). Unknown
+    fields are refused, as NeMo Gym's server-side validation refuses them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replayed_items(cls, value: Any) -> Any:
+        """Output items replayed as input keep only what was set (as a provider sent them)."""
+        if isinstance(value, dict) and isinstance(value.get("input"), list):
+            value = {**value, "input": [i.model_dump(exclude_unset=True) if isinstance(i, BaseModel) else i for i in value["input"]]}
+        return value
+
+    background: Optional[bool] = None
+    include: Optional[list[str]] = None
+    input: Union[str, NeMoGymResponseInput]
+    instructions: Optional[str] = None
+    max_output_tokens: Optional[int] = None
+    max_tool_calls: Optional[int] = None
+    metadata: Optional[dict[str, str]] = None
+    model: Optional[str] = None
+    parallel_tool_calls: bool = True
+    previous_response_id: Optional[str] = None
+    prompt: Optional[dict[str, Any]] = None
+    reasoning: Optional[dict[str, Any]] = None
+    service_tier: Optional[Literal["auto", "default", "flex", "scale", "priority"]] = None
+    store: Optional[bool] = None
+    context_management: Optional[list[dict[str, Any]]] = None
+    conversation: Union[str, dict[str, Any], None] = None
+    moderation: Optional[Any] = None
+    prompt_cache_key: Optional[str] = None
+    prompt_cache_retention: Optional[Literal["in_memory", "24h"]] = None
+    safety_identifier: Optional[str] = None
+    stream_options: Optional[dict[str, Any]] = None
+    temperature: Optional[float] = None
+    text: Optional[dict[str, Any]] = None
+    tool_choice: Union[str, dict[str, Any]] = "auto"
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    top_logprobs: Optional[int] = None
+    top_p: Optional[float] = None
+    truncation: Optional[Literal["auto", "disabled"]] = None
+    user: Optional[str] = None
+    stream: Optional[Literal[False]] = None
+
+
+class NeMoGymResponseInputTokensDetails(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    cached_tokens: Optional[int] = None
+
+
+class NeMoGymResponseOutputTokensDetails(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    reasoning_tokens: Optional[int] = None
+
+
+class NeMoGymResponseUsage(ResponseUsage):
+    """Token counts; details beyond the counts (which providers add over time) are kept."""
+
+    input_tokens_details: NeMoGymResponseInputTokensDetails  # type: ignore[assignment]
+    output_tokens_details: NeMoGymResponseOutputTokensDetails  # type: ignore[assignment]
+
+
+class NeMoGymResponse(Response):
+    """A model's response: openai's Response (its `output_text` included) with typed items."""
+
+    output: list[NeMoGymResponseOutputItem]  # type: ignore[assignment]
+    usage: Optional[NeMoGymResponseUsage] = None
+
+
+class NeMoGymChatCompletion(ChatCompletion):
+    pass
+
+
+class NeMoGymChatCompletionCreateParamsNonStreaming(BaseModel):
+    """A Chat Completions request (what a judge or policy model is sent)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    messages: list[dict[str, Any]]
+    model: Optional[str] = None
+
+
+__all__ = [
+    "RATE_LIMIT_ERROR_CODES",
+    "RETRY_ERROR_CODES",
+    "NeMoGymChatCompletion",
+    "NeMoGymChatCompletionCreateParamsNonStreaming",
+    "NeMoGymContent",
+    "NeMoGymEasyInputMessage",
+    "NeMoGymFunctionCallOutput",
+    "NeMoGymMessage",
+    "NeMoGymOtherItem",
+    "NeMoGymResponse",
+    "NeMoGymResponseCreateParamsNonStreaming",
+    "NeMoGymResponseFunctionCallOutput",
+    "NeMoGymResponseFunctionToolCall",
+    "NeMoGymResponseInput",
+    "NeMoGymResponseInputTokensDetails",
+    "NeMoGymResponseInputItem",
+    "NeMoGymResponseOutputItem",
+    "NeMoGymResponseOutputMessage",
+    "NeMoGymResponseOutputRefusal",
+    "NeMoGymResponseOutputText",
+    "NeMoGymResponseOutputTokensDetails",
+    "NeMoGymResponseReasoningItem",
+    "NeMoGymResponseUsage",
+    "NeMoGymSummary",
+]

@@ -1,0 +1,117 @@
+"""The porting layer on a NeMo Gym-style environment written for the tests (envs/echo_env): the
+config YAML builds the server (fields, `name`, `model_post_init`, `--set`), request and response
+models keep and drop fields as NeMo Gym's do, `verify(self, request, body)` gets a session, a
+judge failure masks the rollout, and bad configs get errors naming what is wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gym_metrics._transport.client import ResourcesClient
+from gym_metrics._transport.server import ServerConfig, start_server
+from gym_metrics.errors import InvalidInputError
+from gym_metrics.nemo_gym import load_config_server
+from gym_metrics.nemo_gym.port import port_folder, rewrite_imports
+
+ECHO = Path(__file__).parent / "envs" / "echo_env" / "configs" / "echo_env.yaml"
+
+
+def rollout(text: str, expected: str = "yes", **extra: object) -> dict[str, object]:
+    return {
+        "responses_create_params": {"input": [{"role": "user", "content": "say yes!"}]},
+        "response": {
+            "id": "resp_1", "created_at": 0, "model": "m", "object": "response", "parallel_tool_calls": True,
+            "tool_choice": "auto", "tools": [],
+            "output": [{"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+        },
+        "expected_answer": expected,
+        **extra,
+    }  # fmt: skip
+
+
+def test_the_config_builds_the_server() -> None:
+    env = load_config_server(ECHO)
+    assert type(env).__name__ == "EchoServer" and env.config.name == "echo_env" and env.config.expected_suffix == "!"
+    assert env.posts == 1 and env.server_info()["name"] == "echo_env"
+    assert "verified" not in env.config.model_dump()  # metadata keys are not fields
+    assert load_config_server(ECHO, overrides=["bonus=0.5", "expected_suffix=."]).config.expected_suffix == "."
+
+
+async def test_verify_reads_the_typed_response_and_keeps_nemo_gyms_fields() -> None:
+    env = load_config_server(ECHO)
+    reward, answer = await env.verify_json(json.dumps(rollout("yes!")))
+    data = json.loads(answer)
+    assert reward == 1.0 and data["answer"] == "yes!" and data["session_seen"] is True
+    # a row scored before carries the old outputs and unknown fields: NeMo Gym's models drop
+    # them, so `EchoResponse(**body.model_dump(), reward=...)` does not see them twice
+    rescored = rollout("yes!", reward=0.0, answer="old", session_seen=False, unknown_field=3)
+    reward, answer = await env.verify_json(json.dumps(rescored))
+    assert reward == 1.0 and "unknown_field" not in json.loads(answer)
+    assert (await env.verify_json(json.dumps(rollout("no"))))[0] == 0.0
+
+
+async def test_a_judge_failure_scores_zero_and_masks_the_rollout() -> None:
+    env = load_config_server(ECHO)
+    reward, answer = await env.verify_json(json.dumps(rollout("judge down")))
+    data = json.loads(answer)
+    assert reward == 0.0 and data["mask_sample"] is True and data["failure_kind"] == "judge_failed"
+    assert "HTTP 503" in data["failure_reason"]
+
+
+async def test_served_from_the_config_over_grpc() -> None:
+    server = await start_server(load_config_server(ECHO), ServerConfig(port=0, log_requests=False))
+    try:
+        async with ResourcesClient(server.address) as client:
+            info = await client.server_info()
+            results = [await client.verify(rollout(answer)) for answer in ("yes!", "nope")]
+    finally:
+        await server.stop(0)
+    assert info.name == "echo_env"
+    assert [r["reward"] for r in results] == [1.0, 0.0] and results[0]["answer"] == "yes!"
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("other:\n  responses_api_agents:\n    a: {entrypoint: app.py}\n", "config"),
+        ("a:\n  resources_servers:\n    x: {entrypoint: app.py}\nb:\n  resources_servers:\n    y: {entrypoint: app.py}\n", "name"),
+        ("a:\n  resources_servers:\n    x: {entrypoint: missing.py}\n", "entrypoint"),
+        ("a: [unclosed\n", "config"),
+    ],
+)
+def test_bad_configs_name_what_is_wrong(tmp_path: Path, text: str, field: str) -> None:
+    (tmp_path / "configs").mkdir()
+    config = tmp_path / "configs" / "c.yaml"
+    config.write_text(text)
+    with pytest.raises(InvalidInputError) as error:
+        load_config_server(config)
+    assert error.value.violations[0].field == field
+
+
+def test_a_field_of_the_wrong_type_is_named() -> None:
+    with pytest.raises(InvalidInputError) as error:
+        load_config_server(ECHO, overrides=["bonus=lots"])
+    assert error.value.violations[0].field == "echo_env.bonus"
+    with pytest.raises(InvalidInputError, match="unknown resources server"):
+        load_config_server(ECHO, name="nope")
+
+
+def test_the_porting_rule_rewrites_imports_and_nothing_else(tmp_path: Path) -> None:
+    source = (
+        "import nemo_gym\nfrom nemo_gym.base_resources_server import SimpleResourcesServer\n"
+        "    from nemo_gym import reward_profile\nimport nemo_gymnastics\nx = 'from nemo_gym import y'\n"
+    )
+    assert rewrite_imports(source) == (
+        "import gym_metrics.nemo_gym as nemo_gym\nfrom gym_metrics.nemo_gym.base_resources_server import SimpleResourcesServer\n"
+        "    from gym_metrics.nemo_gym import reward_profile\nimport nemo_gymnastics\nx = 'from nemo_gym import y'\n"
+    )
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text(source)
+    (tmp_path / "src" / "data.jsonl").write_text("from nemo_gym import x\n")
+    changed = port_folder(tmp_path / "src", tmp_path / "dst")
+    assert changed == [tmp_path / "dst" / "app.py"]
+    assert (tmp_path / "dst" / "data.jsonl").read_text() == "from nemo_gym import x\n"
