@@ -145,10 +145,6 @@ class SimpleResourcesServer(BaseModel, _Environment):
 
     # ----- gym-metrics side -----
 
-    @classmethod
-    def server_name(cls) -> str:
-        return cls.name or cls.__name__
-
     def server_info(self) -> dict[str, Any]:
         return {**super().server_info(), "name": self.config.name}
 

@@ -4,7 +4,8 @@ URLs given when serving (`gym-metrics serve CONFIG.yaml --server judge=http://..
 
 A call answers with a ServerResponse offering what environments read of aiohttp's response
 (`ok`, `status`, `read()`, `json()`, `raise_for_status()`), so `raise_for_status(response)` and
-`get_response_json(response)` work as they do under NeMo Gym."""
+`get_response_json(response)` work as they do under NeMo Gym. A request body is sent as NeMo
+Gym sends it: a pydantic model (request params) as `model_dump(exclude_unset=True)`, by orjson."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 import orjson
+from pydantic import BaseModel
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
@@ -86,7 +88,14 @@ class ServerClient:
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=self.timeout_s)
         url = f"{self.base_url(server_name)}/{url_path.lstrip('/')}"
-        async with self._client.stream(method, url, json=json, headers=kwargs.get("headers")) as answer:
+        headers = dict(kwargs.get("headers") or {})
+        content = None
+        if json is not None:  # as NeMo Gym sends it: a pydantic model as its set fields, by orjson
+            if isinstance(json, BaseModel):
+                json = json.model_dump(exclude_unset=True)
+            content = orjson.dumps(json)
+            headers["Content-Type"] = "application/json"
+        async with self._client.stream(method, url, content=content, headers=headers) as answer:
             body = bytearray()
             async for chunk in answer.aiter_bytes():
                 body += chunk

@@ -16,7 +16,19 @@ Serving a row scorer as an environment is `gym_metrics.environments.ScorerEnviro
 from __future__ import annotations
 
 from gym_metrics._util.deprecated import old_names
-from gym_metrics.testing._judge import LoopbackServer, Recorded, Reply, ScriptedChatServer, ScriptedJudge, Stall, completion
+from gym_metrics.testing._judge import (
+    LoopbackServer,
+    Recorded,
+    Reply,
+    ScriptedChatServer,
+    ScriptedJudge,
+    Stall,
+    completion,
+    keyed_answers,
+    request_text,
+    response_object,
+    text_key,
+)
 from gym_metrics.testing._policy import PolicyAnswer, ScriptedPolicyServer, prompt_of
 from gym_metrics.testing._serve import serve_environment
 
@@ -30,8 +42,12 @@ __all__ = [
     "ScriptedPolicyServer",
     "Stall",
     "completion",
+    "keyed_answers",
     "prompt_of",
+    "request_text",
+    "response_object",
     "serve_environment",
+    "text_key",
 ]
 
 

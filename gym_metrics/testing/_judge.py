@@ -1,26 +1,29 @@
 """A scripted OpenAI-compatible chat-completions server, so judge tests need no model.
 
-Standard library only, and loopback only. `with ScriptedChatServer([...]) as judge:` serves
-POST /v1/chat/completions on 127.0.0.1 (port 0, read back) from a thread. Each request takes
-the next scripted item:
-- a str: a 200 chat completion whose message content is that text;
+Standard library only (so a nemo-gym venv can load this file alone), and loopback only.
+`with ScriptedChatServer([...]) as judge:` serves POST /v1/chat/completions and POST
+/v1/responses on 127.0.0.1 (port 0, read back) from a thread. Each request takes the next
+scripted item (then `default`, if given):
+- a str: a 200 chat completion (a Responses API answer on /v1/responses) with that text;
 - a `Reply(status, body, headers)`: that raw HTTP answer (errors, Retry-After, junk);
 - a `Stall(seconds)`: wait that long before answering 200 "stalled" (for timeouts);
 - a callable(body: dict) -> one of the above: chosen from the request (for concurrent calls,
   whose arrival order is not fixed).
-A request with the script exhausted gets HTTP 500 "script exhausted", so a test that sends
-more than it scripted fails instead of hanging. Every request is recorded (path, headers,
+A request with the script exhausted and no `default` gets HTTP 500 "script exhausted", so a
+test that sends more than it scripted fails instead of hanging. `keyed_answers(...)` is a
+callable item answering by the request's text (same text, same answer, in any order or run). Every request is recorded (path, headers,
 parsed JSON body) in `judge.requests`. `LoopbackServer` is the machinery (thread, recording,
 in-flight count) that the scripted policy server (`_policy.py`) shares.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar, Union
@@ -59,8 +62,46 @@ class Recorded:
 
     @property
     def text(self) -> str:
-        """All message contents of the request, joined (what the judge was shown)."""
-        return "\n".join(m.get("content", "") for m in self.body.get("messages", []))
+        """All message texts of the request, joined (what the judge was shown)."""
+        return request_text(self.body)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def request_text(body: dict[str, Any]) -> str:
+    """The message texts of a chat (`messages`) or Responses (`input`) request, one per line."""
+    given = body.get("messages", body.get("input", []))
+    if isinstance(given, str):
+        return given
+    items = given if isinstance(given, list) else []
+    return "\n".join(_content_text(m.get("content")) for m in items if isinstance(m, dict))
+
+
+def text_key(text: str) -> str:
+    """The sha256 (hex) of a request's text: what `keyed_answers` keys on."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def keyed_answers(
+    answers: Sequence[str], *, fail_keys: Iterable[str] = (), fail_status: int = 500
+) -> Callable[[dict[str, Any]], Union[str, Reply]]:
+    """A scripted item answering by the request's text: HTTP `fail_status` when its `text_key`
+    is one of `fail_keys`, else `answers[int(text_key, 16) % len(answers)]`."""
+    failing = frozenset(fail_keys)
+
+    def answer(body: dict[str, Any]) -> Union[str, Reply]:
+        key = text_key(request_text(body))
+        if key in failing:
+            return Reply(fail_status, f"injected {fail_status}")
+        return answers[int(key, 16) % len(answers)]
+
+    return answer
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -70,15 +111,34 @@ class _QuietServer(ThreadingHTTPServer):
         pass  # a client that timed out and left is expected here, not a failure
 
 
-def completion(content: str) -> bytes:
+def completion(content: str, model: str = "scripted") -> bytes:
     """The JSON body of a 200 chat completion whose message content is `content`."""
     return json.dumps(
         {
             "id": "chatcmpl-test",
             "object": "chat.completion",
+            "created": 0,
+            "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         }
     ).encode()
+
+
+def response_object(content: str, model: str = "scripted") -> bytes:
+    """The JSON body of a 200 Responses API answer: one assistant message with `content`."""
+    message = {
+        "type": "message", "id": "msg-test", "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": content, "annotations": []}],
+    }  # fmt: skip
+    return json.dumps(
+        {
+            "id": "resp-test", "object": "response", "created_at": 0, "model": model, "status": "completed",
+            "output": [message], "parallel_tool_calls": False, "tool_choice": "auto", "tools": [],
+        }  # fmt: skip
+    ).encode()
+
+
+_BODIES = {"/v1/chat/completions": completion, "/v1/responses": response_object}
 
 
 _S = TypeVar("_S", bound="LoopbackServer")
@@ -136,6 +196,9 @@ class LoopbackServer:
                 self.wfile.write(payload)
 
         self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        # http.server listens with a backlog of 5: a client opening many connections at once
+        # (collect's concurrent verifies, each calling a judge) would see resets. Linux takes a new backlog.
+        self._server.socket.listen(1024)
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -161,12 +224,16 @@ class LoopbackServer:
 class ScriptedChatServer(LoopbackServer):
     """See the module docstring. `url` is the base URL to put in a judge's config."""
 
-    def __init__(self, script: Iterable[Item] = ()) -> None:
+    def __init__(self, script: Iterable[Item] = (), *, default: Item | None = None) -> None:
         super().__init__()
         self.script: list[Item] = list(script)
+        self.default = default
+        """The item answering every request once the script is exhausted (None: HTTP 500)."""
 
     def _take(self, request: Recorded) -> Any:
-        return self.script.pop(0) if self.script else Reply(500, "script exhausted")
+        if self.script:
+            return self.script.pop(0)
+        return self.default if self.default is not None else Reply(500, "script exhausted")
 
     def _reply(self, item: Any, request: Recorded) -> Reply:
         if callable(item):
@@ -174,10 +241,11 @@ class ScriptedChatServer(LoopbackServer):
         if isinstance(item, Stall):
             time.sleep(item.seconds)
             item = "stalled"
+        body = _BODIES.get(request.path)
+        if body is None:
+            return Reply(404, f"no route {request.path}")
         if isinstance(item, str):
-            item = Reply(200, completion(item), {"Content-Type": "application/json"})
-        if request.path != "/v1/chat/completions":
-            item = Reply(404, f"no route {request.path}")
+            item = Reply(200, body(item), {"Content-Type": "application/json"})
         return item
 
     def add(self, *items: Item) -> None:

@@ -77,10 +77,7 @@ class ScriptedPolicyServer(LoopbackServer):
         stall_s: float = 0.0,
         delay_s: float = 0.0,
     ) -> None:
-        super().__init__()
-        # http.server listens with a backlog of 5: a client opening many connections at once
-        # (collect at --policy-concurrency 256) would see resets. Linux takes a new backlog.
-        self._server.socket.listen(1024)
+        super().__init__()  # (the base listens with a backlog of 1024)
         self.answers = answers
         self.fail_first, self.fail_status, self.retry_after = fail_first, fail_status, retry_after
         self.stall_first, self.stall_s, self.delay_s = stall_first, stall_s, delay_s
