@@ -7,7 +7,6 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-import pytest
 
 from gym_metrics.testing import Reply, ScriptedChatServer, keyed_answers, request_text, text_key
 
@@ -43,10 +42,12 @@ def test_responses_route_answers_in_responses_shape_and_chat_in_chat_shape() -> 
 
 
 def test_openai_models_accept_the_answers() -> None:
-    openai_types = pytest.importorskip("openai.types")
+    from openai.types.chat import ChatCompletion  # a test dependency (the nemo-gym extra)
+    from openai.types.responses import Response
+
     with ScriptedChatServer(["x", "y"]) as judge:
-        openai_types.responses.Response.model_validate(_post(judge.url + "/responses", RESPONSES_BODY)[1])
-        openai_types.chat.ChatCompletion.model_validate(_post(judge.url + "/chat/completions", {"messages": []})[1])
+        Response.model_validate(_post(judge.url + "/responses", RESPONSES_BODY)[1])
+        ChatCompletion.model_validate(_post(judge.url + "/chat/completions", {"messages": []})[1])
 
 
 def test_keyed_answers_depend_on_the_text_only_and_fail_the_keys_given() -> None:
