@@ -12,8 +12,8 @@ graphwalks, code_gen, math_with_judge, imo_proofbench_judge `compute_metrics` an
 `get_key_metrics`), calls `compute_pass_majority_metrics`, `add_avg_sample_std_dev`,
 `compute_subset_metrics` and `highest_k_metrics`, and writes
 tests/data/nemo_gym_reward_profile/cases.json: a list of
-`{id, call, score_fn, kwargs, result | raises}`. `score_fn` names one of SCORE_FNS below (the
-test holds the same functions). NaN is written as the `NaN` literal (Python's json).
+`{id, call, score_fn, kwargs, result | raises}`. `score_fn` names one of SCORE_FNS
+(scripts/nemo_reward_profile_scores.py, which the test imports too). NaN is written as the `NaN` literal (Python's json).
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from nemo_gym.reward_profile import (
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nemo_reward_profile_scores import SCORE_FNS  # noqa: E402
+
+from nemo_gym.reward_profile import (  # noqa: E402
     add_avg_sample_std_dev,
     compute_pass_majority_metrics,
     compute_subset_metrics,
@@ -36,35 +39,6 @@ OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "nemo_gym_reward_
 NAN = float("nan")
 
 
-def _imo(r: dict) -> dict:
-    sym = (r.get("symbolic_correct") or 0.0) >= 0.5
-    judge = (r.get("judge_correct") or 0.0) >= 0.5
-    points = r.get("judge_points")
-    return {
-        "any_correct": 1.0 if sym or judge else 0.0,
-        "symbolic_correct": 1.0 if sym else 0.0,
-        "judge_correct": 1.0 if judge else 0.0,
-        "judge_score_7": 1.0 if points == 7 else 0.0,
-        "judge_score_0": 1.0 if points == 0 else 0.0,
-    }
-
-
-def _math_with_judge(r: dict) -> dict:
-    scores = {}
-    if "library_reward" in r:
-        scores["symbolic_accuracy"] = r["library_reward"]
-    if "judge_evaluations" in r and r["judge_evaluations"] is not None:
-        scores["judge_accuracy"] = r["reward"]
-    return scores
-
-
-SCORE_FNS: Dict[str, Callable[[dict], dict]] = {
-    "reward_accuracy": lambda r: {"accuracy": r["reward"]},  # mcqa, graphwalks
-    "code_gen": lambda r: {"accuracy": float(r["reward"] > 0)},
-    "math_with_judge": _math_with_judge,
-    "imo_proofbench": _imo,
-    "scores": lambda r: r["scores"],  # the rollout carries its score dict (edge cases)
-}
 
 
 def _tasks(rng: random.Random, n_tasks: int, k_range: tuple, make: Callable[[random.Random], dict]) -> List[List[dict]]:

@@ -7,6 +7,7 @@ written by scripts/make_nemo_reward_profile_reference.py in a throwaway nemo-gym
 from __future__ import annotations
 
 import json
+import sys
 import math
 from pathlib import Path
 from typing import Any, Callable, Dict, List
@@ -20,6 +21,9 @@ from gym_metrics.nemo_gym.reward_profile import (
     highest_k_metrics,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from nemo_reward_profile_scores import SCORE_FNS  # noqa: E402
+
 CASES = json.loads((Path(__file__).resolve().parents[1] / "data" / "nemo_gym_reward_profile" / "cases.json").read_text())
 HELPERS: Dict[str, Callable[..., Any]] = {
     "compute_pass_majority_metrics": compute_pass_majority_metrics,
@@ -29,36 +33,6 @@ HELPERS: Dict[str, Callable[..., Any]] = {
 }
 
 
-def _imo(r: dict) -> dict:
-    sym = (r.get("symbolic_correct") or 0.0) >= 0.5
-    judge = (r.get("judge_correct") or 0.0) >= 0.5
-    points = r.get("judge_points")
-    return {
-        "any_correct": 1.0 if sym or judge else 0.0,
-        "symbolic_correct": 1.0 if sym else 0.0,
-        "judge_correct": 1.0 if judge else 0.0,
-        "judge_score_7": 1.0 if points == 7 else 0.0,
-        "judge_score_0": 1.0 if points == 0 else 0.0,
-    }
-
-
-def _math_with_judge(r: dict) -> dict:
-    scores = {}
-    if "library_reward" in r:
-        scores["symbolic_accuracy"] = r["library_reward"]
-    if "judge_evaluations" in r and r["judge_evaluations"] is not None:
-        scores["judge_accuracy"] = r["reward"]
-    return scores
-
-
-# The same functions as the reference script's SCORE_FNS (environments' score functions).
-SCORE_FNS: Dict[str, Callable[[dict], dict]] = {
-    "reward_accuracy": lambda r: {"accuracy": r["reward"]},
-    "code_gen": lambda r: {"accuracy": float(r["reward"] > 0)},
-    "math_with_judge": _math_with_judge,
-    "imo_proofbench": _imo,
-    "scores": lambda r: r["scores"],
-}
 
 
 def assert_same(ours: Any, theirs: Any, where: str = "") -> None:
