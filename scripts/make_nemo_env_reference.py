@@ -309,12 +309,16 @@ def check(wheel: Path, out: Path, name: str) -> list[str]:
     return problems
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run(
+    record_env: Any, check_env: Any, envs: list[str], out: Path, describe: Any, readme: Any = None
+) -> int:
+    """The command line both reference scripts share: record (or `--check`) each environment;
+    `describe(meta)` is the line printed for one recorded; one that cannot run is reported."""
+    parser = argparse.ArgumentParser(description=(sys.modules["__main__"].__doc__ or "").splitlines()[0])
     parser.add_argument("--wheel", type=Path, required=True, help="the unzipped nemo-gym 0.7.0 wheel")
-    parser.add_argument("--out", type=Path, default=Path("tests/data/nemo_gym_envs"))
+    parser.add_argument("--out", type=Path, default=out)
     parser.add_argument("--check", action="store_true", help="re-run and compare with the written files")
-    parser.add_argument("envs", nargs="*", default=ENVS)
+    parser.add_argument("envs", nargs="*", default=envs)
     args = parser.parse_args()
     import nemo_gym  # noqa: F401  (the venv's nemo_gym first; then the wheel's resources_servers)
 
@@ -324,19 +328,26 @@ def main() -> int:
     for name in args.envs:
         try:
             if args.check:
-                problems = check(args.wheel, args.out, name)
+                problems = check_env(args.wheel, args.out, name)
                 failed += bool(problems)
                 print(f"{name}: {'; '.join(problems) or 'identical'}")
             else:
-                meta = record(args.wheel, args.out, name)
-                print(f"{name}: {meta['rows']} rows, {meta['tasks']} tasks, rewards {meta['rewards']}, "
-                      f"route==direct {meta['route_json_equals_direct_dump']}")  # fmt: skip
+                print(f"{name}: {describe(record_env(args.wheel, args.out, name))}")
         except Exception as e:  # an environment that cannot run is reported, not recorded
             failed += 1
-            print(f"{name}: FAILED {type(e).__name__}: {e}"[:600])
-    if not args.check:
-        write_readme(args.out)
+            print(f"{name}: FAILED {type(e).__name__}: {e}"[:800])
+    if readme is not None and not args.check:
+        readme(args.out)
     return 1 if failed else 0
+
+
+def main() -> int:
+    return run(
+        record, check, ENVS, Path("tests/data/nemo_gym_envs"),
+        lambda meta: f"{meta['rows']} rows, {meta['tasks']} tasks, rewards {meta['rewards']}, "
+        f"route==direct {meta['route_json_equals_direct_dump']}",
+        write_readme,
+    )  # fmt: skip
 
 
 def write_readme(out: Path) -> None:

@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from make_nemo_env_reference import Env, compact, write_jsonl  # noqa: E402
+from make_nemo_env_reference import run as run_cli  # noqa: E402
 from nemo_env_rows import build_rows, read_jsonl, request_of  # noqa: E402
 
 ANSWERS = {
@@ -190,30 +191,10 @@ def check(wheel: Path, out: Path, name: str) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wheel", type=Path, required=True, help="the unzipped nemo-gym 0.7.0 wheel")
-    parser.add_argument("--out", type=Path, default=Path("tests/data/nemo_gym_judge"))
-    parser.add_argument("--check", action="store_true", help="re-run and compare with the written files")
-    parser.add_argument("envs", nargs="*", default=list(ANSWERS))
-    args = parser.parse_args()
-    import nemo_gym  # noqa: F401  (the venv's nemo_gym first; then the wheel's resources_servers)
-
-    sys.path.insert(1, str(args.wheel.resolve()))
-    warnings.simplefilter("ignore")
-    failed = 0
-    for name in args.envs:
-        try:
-            if args.check:
-                problems = check(args.wheel, args.out, name)
-                failed += bool(problems)
-                print(f"{name}: {'; '.join(problems) or 'identical'}")
-            else:
-                meta = record(args.wheel, args.out, name)
-                print(f"{name}: {meta['rows']} rows, rewards {meta['rewards']}, judge failed {meta['judge_failed_rows']}")
-        except Exception as e:  # an environment that cannot run is reported, not recorded
-            failed += 1
-            print(f"{name}: FAILED {type(e).__name__}: {e}"[:800])
-    return 1 if failed else 0
+    return run_cli(
+        record, check, list(ANSWERS), Path("tests/data/nemo_gym_judge"),
+        lambda meta: f"{meta['rows']} rows, rewards {meta['rewards']}, judge failed {meta['judge_failed_rows']}",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
