@@ -17,4 +17,14 @@ def load_config_server(*args: Any, **kwargs: Any) -> Any:
     return load(*args, **kwargs)
 
 
-__all__ = ["load_config_server"]
+__all__ = ["PARENT_DIR", "load_config_server"]
+
+
+def __getattr__(name: str) -> Any:
+    """`PARENT_DIR`: the root of the `resources_servers/` tree being served (NeMo Gym's repository
+    root), known once a config is loaded; the working directory until then."""
+    if name == "PARENT_DIR":
+        from gym_metrics.nemo_gym.global_config import parent_dir
+
+        return parent_dir()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,6 +16,7 @@ import pydantic
 from gym_metrics.environments import load_module_file
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym.base_resources_server import SimpleResourcesServer
+from gym_metrics.nemo_gym.global_config import set_global_config_dict, set_parent_dir
 from gym_metrics.nemo_gym.server_utils import ServerClient
 
 
@@ -34,7 +35,9 @@ def load_config_server(
     `servers` maps model-server names (a judge) to their base URLs; `server_class` replaces
     the class the block's entrypoint defines."""
     path = Path(path)
-    block_name, impl, fields = _resources_block(_read_yaml(path), name, path)
+    document = _read_yaml(path)
+    block_name, impl, fields = _resources_block(document, name, path)
+    set_global_config_dict(document)
     for setting in overrides:
         key, value = _override(setting)
         fields[key] = value
@@ -116,9 +119,10 @@ def _load_entry(entry: Path) -> Any:
     env_dir = entry.resolve().parent
     if env_dir.parent.name != "resources_servers":
         return load_module_file(entry)
-    root = str(env_dir.parent.parent)
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    set_parent_dir(env_dir.parent.parent)
+    for folder in (str(env_dir.parent.parent), str(env_dir)):  # the tree's root, and the env's own folder
+        if folder not in sys.path:  # (as `python app.py` has it: bare imports of its sibling files)
+            sys.path.insert(0, folder)
     try:
         return importlib.import_module(f"resources_servers.{env_dir.name}.{entry.stem}")
     except (ImportError, SyntaxError) as exc:

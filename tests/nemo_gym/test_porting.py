@@ -115,3 +115,12 @@ def test_the_porting_rule_rewrites_imports_and_nothing_else(tmp_path: Path) -> N
     changed = port_folder(tmp_path / "src", tmp_path / "dst")
     assert changed == [tmp_path / "dst" / "app.py"]
     assert (tmp_path / "dst" / "data.jsonl").read_text() == "from nemo_gym import x\n"
+
+
+def test_the_global_config_is_the_document_served() -> None:
+    from gym_metrics.nemo_gym.global_config import get_first_server_config_dict, get_global_config_dict
+
+    load_config_server(ECHO)
+    document = get_global_config_dict()
+    assert set(document) == {"echo_env", "echo_env_simple_agent"}
+    assert get_first_server_config_dict(document, "echo_env")["expected_suffix"] == "!"
