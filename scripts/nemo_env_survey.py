@@ -3,7 +3,7 @@ the wheel, ported by the import rewrite alone, loaded from each of its config YA
 `gym_metrics.nemo_gym.load_config_server` and verified on up to 3 rows of its example data.
 
     .venv/bin/python scripts/nemo_env_survey.py [--wheel .cache/nemo_gym-0.7.0-py3-none-any.whl]
-        [--survey /tmp/ng26/envs.json] [--doc docs/nemo-gym-environments.md]
+        [--survey scripts/nemo_env_services.json] [--doc docs/nemo-gym-environments.md]
         [--missing /tmp/ng26/missing.json] [--jobs 8] [--only ENV ...]
 
 Each environment is probed in its own subprocess (an environment may hang, exit, or leave
@@ -11,7 +11,7 @@ threads behind), with a time limit. Statuses:
 - serves: a config loads and verify answers every valid example row without error;
 - loads: a config loads; verify was not exercised (no valid example row);
 - needs-service: a judge / model server, sandbox, network or API key is needed (the survey's
-  classification, /tmp/ng26/envs.json) and the env does not serve without it;
+  classification, scripts/nemo_env_services.json: what each env uses, read off the wheel) and the env does not serve without it;
 - missing-module: it imports a `gym_metrics.nemo_gym` module or name that does not exist;
 - missing-dependency: it imports a third-party package that is not installed;
 - other: anything else (the error is recorded).
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--probe", nargs=2, metavar=("ENV_DIR", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--wheel", type=Path, default=WHEEL)
-    parser.add_argument("--survey", type=Path, default=Path("/tmp/ng26/envs.json"))
+    parser.add_argument("--survey", type=Path, default=Path(__file__).with_name("nemo_env_services.json"))
     parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "nemo-gym-environments.md")
     parser.add_argument("--missing", type=Path, default=Path("/tmp/ng26/missing.json"))
     parser.add_argument("--results", type=Path, default=Path("/tmp/ng26/survey_results.json"))
