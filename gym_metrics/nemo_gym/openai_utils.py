@@ -125,6 +125,9 @@ _KNOWN_TYPES = {"function_call", "function_call_output", "reasoning"}
 
 def _input_tag(item: Any) -> str:
     if isinstance(item, BaseModel):
+        tag = _INPUT_TAGS.get(type(item))
+        if tag is not None:  # a model of the union (the usual case): its tag by class, no dump
+            return tag
         item = item.model_dump(exclude_unset=True)
     if not isinstance(item, dict):
         return "easy_message"
@@ -138,6 +141,9 @@ def _output_tag(item: Any) -> str:
     """Output items are a provider's, but agents also return prompt messages and function
     results (input-shaped: no id) in their trajectories; both are accepted."""
     if isinstance(item, BaseModel):
+        tag = _OUTPUT_TAGS.get(type(item))
+        if tag is not None:
+            return tag
         item = item.model_dump(exclude_unset=True)
     if not isinstance(item, dict) or "type" not in item:
         raise ValueError("Responses API output items must include a type discriminator")
@@ -147,6 +153,23 @@ def _output_tag(item: Any) -> str:
     if kind == "function_call_output" and item.get("id") is None:
         return "function_call_output_input"
     return kind if kind in _KNOWN_TYPES else "other"
+
+
+_COMMON_TAGS: dict[type, str] = {
+    NeMoGymResponseOutputMessage: "output_message",
+    NeMoGymEasyInputMessage: "easy_message",
+    NeMoGymMessage: "input_message",
+    NeMoGymResponseFunctionToolCall: "function_call",
+    NeMoGymResponseReasoningItem: "reasoning",
+    NeMoGymOtherItem: "other",
+}
+_INPUT_TAGS: dict[type, str] = {**_COMMON_TAGS, NeMoGymFunctionCallOutput: "function_call_output"}
+_OUTPUT_TAGS: dict[type, str] = {
+    **_COMMON_TAGS,
+    NeMoGymFunctionCallOutput: "function_call_output_input",
+    NeMoGymResponseFunctionCallOutput: "function_call_output",
+}
+"""Union members by class: an item that is already one of them keeps its tag."""
 
 
 NeMoGymResponseInputItem = Annotated[
