@@ -4,6 +4,7 @@ process, then served over gRPC and collected, with NeMo Gym's pass@k and majorit
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ SAMPLE = HERE / "sample.jsonl"
 
 def test_extraction_and_normalisation() -> None:
     env = load_config_server(CONFIG)
-    module = __import__(type(env).__module__)
+    module = sys.modules[type(env).__module__]
     extract = module.extract_answer
     assert extract("The answer is Lyon.\nAnswer: Lyon") == "Lyon"
     assert extract("  \nMars\n") == "Mars" and extract("") is None
