@@ -5,9 +5,9 @@ that file defines, and its `config` from the block's fields with `name` = the bl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import importlib
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
