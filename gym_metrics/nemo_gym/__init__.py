@@ -20,11 +20,15 @@ def load_config_server(*args: Any, **kwargs: Any) -> Any:
 __all__ = ["PARENT_DIR", "load_config_server"]
 
 
+_UNDER_PARENT = {"CACHE_DIR": "cache", "RESULTS_DIR": "results"}
+
+
 def __getattr__(name: str) -> Any:
     """`PARENT_DIR`: the root of the `resources_servers/` tree being served (NeMo Gym's repository
-    root), known once a config is loaded; the working directory until then."""
-    if name == "PARENT_DIR":
+    root), known once a config is loaded; the working directory until then. `CACHE_DIR` and
+    `RESULTS_DIR` are its `cache/` and `results/`, as in a NeMo Gym checkout."""
+    if name == "PARENT_DIR" or name in _UNDER_PARENT:
         from gym_metrics.nemo_gym.global_config import parent_dir
 
-        return parent_dir()
+        return parent_dir() / _UNDER_PARENT[name] if name in _UNDER_PARENT else parent_dir()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

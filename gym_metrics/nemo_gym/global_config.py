@@ -12,6 +12,8 @@ TASK_INDEX_KEY_NAME = "_ng_task_index"
 ROLLOUT_INDEX_KEY_NAME = "_ng_rollout_index"
 ATTEMPT_INDEX_KEY_NAME = "_ng_attempt_index"
 ROLLOUT_ID_KEY_NAME = "_ng_rollout_id"
+CACHE_DIR_KEY_NAME = "cache_dir"
+"""The config key naming a cache folder (None in a config that does not set it)."""
 
 _DOCUMENT: dict[str, Any] = {}
 _ROOT: list[Path] = []
@@ -49,6 +51,7 @@ def get_first_server_config_dict(global_config_dict: Mapping[str, Any], top_leve
 
 __all__ = [
     "ATTEMPT_INDEX_KEY_NAME",
+    "CACHE_DIR_KEY_NAME",
     "ROLLOUT_ID_KEY_NAME",
     "ROLLOUT_INDEX_KEY_NAME",
     "TASK_INDEX_KEY_NAME",

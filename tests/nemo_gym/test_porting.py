@@ -124,3 +124,13 @@ def test_the_global_config_is_the_document_served() -> None:
     document = get_global_config_dict()
     assert set(document) == {"echo_env", "echo_env_simple_agent"}
     assert get_first_server_config_dict(document, "echo_env")["expected_suffix"] == "!"
+
+
+def test_the_tree_paths_follow_the_config_served(tmp_path: Path) -> None:
+    import gym_metrics.nemo_gym as nemo_gym
+
+    env_dir = tmp_path / "resources_servers" / "echo_env"
+    port_folder(ECHO.parents[1], env_dir)
+    load_config_server(env_dir / "configs" / "echo_env.yaml")
+    assert nemo_gym.PARENT_DIR == tmp_path
+    assert (nemo_gym.CACHE_DIR, nemo_gym.RESULTS_DIR) == (tmp_path / "cache", tmp_path / "results")
