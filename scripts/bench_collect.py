@@ -28,12 +28,10 @@ import argparse
 import asyncio
 import os
 import platform
-import re
 import resource
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_aggregate import make_rollouts  # noqa: E402
+from bench_child import Child  # noqa: E402
 
 
 RUN_TIMEOUT_S = 300
@@ -55,40 +54,12 @@ def load() -> str:
     return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-class Server:
-    """`gym-metrics serve TARGET --port 0 [--workers N]` in a child process; the port is read
-    from stderr (the parent's one "listening on" line)."""
+class Server(Child):
+    """`gym-metrics serve TARGET --port 0 [--workers N]` in a child process."""
 
     def __init__(self, target: str, workers: int = 1) -> None:
         cmd = [sys.executable, "-m", "gym_metrics.cli", "--log-level", "warning", "serve", target, "--port", "0"]
-        self.proc = subprocess.Popen(cmd + ["--workers", str(workers)] * (workers > 1), stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 30
-        assert self.proc.stderr is not None
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            found = re.search(r"listening on (\S+:\d+)", line)
-            if found:
-                self.address = found.group(1)
-                threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # never let the pipe fill
-                return
-            if not line and self.proc.poll() is not None:
-                break
-        self.proc.kill()
-        raise RuntimeError("server did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(cmd + ["--workers", str(workers)] * (workers > 1))
 
 
 def bench_collect(src: Path, data_dir: Path, workers: int = 1) -> tuple[float, float]:

@@ -39,18 +39,18 @@ import asyncio
 import json
 import os
 import platform
-import re
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench_child import Child  # noqa: E402
 DATA = ROOT / "tests" / "data" / "nemo_gym_envs"
 RUN_TIMEOUT_S = 300
 """No single run may take longer than this."""
@@ -77,42 +77,6 @@ def build_rows(env: str, n: int, data: Path = DATA) -> tuple[list[dict[str, Any]
         copy, k = divmod(i, len(rows))
         out.append(dict(rows[k], _ng_task_index=rows[k]["_ng_task_index"] + copy * tasks))
     return out, [rewards[i % len(rows)] for i in range(n)]
-
-
-class Child:
-    """A server in a child process; its address is read from the "listening on" line of stderr."""
-
-    def __init__(self, cmd: list[str], env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
-        deadline = time.monotonic() + 60
-        assert self.proc.stderr is not None
-        seen = []
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            seen.append(line)
-            found = re.search(r"listening on (\S+:\d+)", line)
-            if found:
-                self.address = found.group(1)
-                threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # never let the pipe fill
-                return
-            if not line and self.proc.poll() is not None:
-                break
-        self.stop()
-        raise RuntimeError("server did not start:\n" + "".join(seen[-20:]))
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def __enter__(self) -> Child:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 # ---------------------------------------------------------------- (A) NeMo Gym, children of its venv
