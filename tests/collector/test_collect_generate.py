@@ -251,7 +251,8 @@ async def test_big_answers_stay_within_one_byte_budget_at_any_concurrency(
     one = 2 * (pad + 4096)  # one answer counted twice (its row and its body), with its JSON around
     # Over the budget by at most a few answers, never all 12 (12 * one = 6.4 MB): an answer of
     # unknown length is counted as it comes, and on Python 3.10 a written rollout is freed a
-    # little later (its peak there reached capacity + 3 answers in 2 runs of 9).
-    assert 0 < budget.peak <= capacity + 3 * one < TASKS * one, budget.peak
+    # little later (its peak there reached capacity + 3 answers in 2 runs of 9, and + 4 once
+    # on a loaded CI machine); holding every answer at once still fails this bound.
+    assert 0 < budget.peak <= capacity + 5 * one < TASKS * one, budget.peak
     gc.collect()
     assert budget.held == 0  # every rollout written and freed gave its bytes back
