@@ -35,6 +35,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_aggregate import make_rollouts  # noqa: E402
-from bench_child import Child  # noqa: E402
+from bench_generate import Child  # noqa: E402
 
 
 RUN_TIMEOUT_S = 300
@@ -59,7 +60,7 @@ class Server(Child):
 
     def __init__(self, target: str, workers: int = 1) -> None:
         cmd = [sys.executable, "-m", "gym_metrics.cli", "--log-level", "warning", "serve", target, "--port", "0"]
-        super().__init__(cmd + ["--workers", str(workers)] * (workers > 1))
+        super().__init__(cmd + ["--workers", str(workers)] * (workers > 1), Child.LISTENING)
 
 
 def bench_collect(src: Path, data_dir: Path, workers: int = 1) -> tuple[float, float]:
@@ -67,7 +68,7 @@ def bench_collect(src: Path, data_dir: Path, workers: int = 1) -> tuple[float, f
     out = data_dir / "collected.jsonl"
     with Server("math_exact", workers) as server:
         out.unlink(missing_ok=True)
-        cmd = [sys.executable, __file__, "--_collect", server.address, str(src), str(out)]
+        cmd = [sys.executable, __file__, "--_collect", server.found, str(src), str(out)]
         res = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         wall, rss = map(float, res.stdout.split())
         return wall, rss
@@ -123,24 +124,23 @@ def make_rows(kind: str, n: int) -> list[dict]:
     return [{"agent_ref": {"name": "a"}, "_ng_task_index": i // 8, "_ng_rollout_index": i % 8} for i in range(n)]
 
 
-async def verify_rate(address: str, rows: list[dict], expect_correct: Callable[[int], bool]) -> tuple[float, int]:
-    """(rollouts/s, connections) of the collector's verification (make_batches + verify_all over
-    one connection per server worker); batches are encoded before the clock starts."""
+async def timed_verify(address: str, rows: list[dict], on_results: Callable[[list, Any], None]) -> tuple[float, int]:
+    """(seconds, connections) of the collector's verification of `rows` (make_batches +
+    verify_all over one connection per server worker; batches encoded and one verify made to
+    warm up before the clock starts). `on_results(batch, verified)` sees each answered batch
+    (a batch item's rollout has `line`, the row's position)."""
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics.cli._collect import fewer_gc_passes
     from gym_metrics.collector._input import Rollout
     from gym_metrics.collector._verify import make_batches, verify_all
 
-    rollouts = [Rollout("a", r["_ng_task_index"], r["_ng_rollout_index"], r, False) for r in rows]
+    rollouts = [
+        Rollout(r.get("agent_ref", {}).get("name", "a"), r["_ng_task_index"], r["_ng_rollout_index"], r, False, line=i)
+        for i, r in enumerate(rows)
+    ]
     batches = list(make_batches(iter(rollouts), 256, 4 << 20))
-    correct = done = 0
-
-    def on_results(batch: list, verified: object) -> None:
-        nonlocal correct, done
-        done += len(batch)
-        correct += sum(reward == 1.0 for reward in verified.reward)  # type: ignore[attr-defined]
-
     async with ResourcesClient(address) as client:
+        await client.verify(orjson.dumps(rows[0]).decode())  # warm up
         lanes = await client.open_connections()
         try:
             start = time.perf_counter()
@@ -150,8 +150,21 @@ async def verify_rate(address: str, rows: list[dict], expect_correct: Callable[[
         finally:
             for extra in lanes[1:]:
                 await extra.close()
+    return elapsed, len(lanes)
+
+
+async def verify_rate(address: str, rows: list[dict], expect_correct: Callable[[int], bool]) -> tuple[float, int]:
+    """(rollouts/s, connections) of the collector's verification (timed_verify)."""
+    correct = done = 0
+
+    def on_results(batch: list, verified: Any) -> None:
+        nonlocal correct, done
+        done += len(batch)
+        correct += sum(reward == 1.0 for reward in verified.reward)
+
+    elapsed, lanes = await timed_verify(address, rows, on_results)
     assert done == len(rows) and correct == sum(map(expect_correct, range(len(rows)))), "verification went wrong"
-    return len(rows) / elapsed, len(lanes)
+    return len(rows) / elapsed, lanes
 
 
 async def bench_unary(n: int, address: str, concurrency: int) -> float:
@@ -201,7 +214,7 @@ def part_verify(ns: argparse.Namespace, kind: str) -> None:
         for workers in (1, 2) if k % 2 == 0 else (2, 1):
             loads = load()
             with Server(target, workers) as server:
-                rate, lanes = asyncio.run(verify_rate(server.address, rows, correct))
+                rate, lanes = asyncio.run(verify_rate(server.found, rows, correct))
             rates[workers].append(rate)
             line = f"|   round {k + 1}, --workers {workers} ({lanes} connections): {rate:,.0f} rollouts/s"
             print(f"{line} | {loads} |", flush=True)
@@ -235,8 +248,8 @@ def part_unary(ns: argparse.Namespace) -> None:
     """(c): unary Verify calls/s against serve math_exact."""
     with Server("math_exact") as server:
         loads = load()
-        one = asyncio.run(bench_unary(ns.unary_calls, server.address, 1))
-        many = asyncio.run(bench_unary(ns.unary_calls, server.address, 16))
+        one = asyncio.run(bench_unary(ns.unary_calls, server.found, 1))
+        many = asyncio.run(bench_unary(ns.unary_calls, server.found, 16))
     print(f"| (c) unary Verify, {ns.unary_calls:,} calls | {one:,.0f} calls/s sequential, "
           f"{many:,.0f} calls/s 16 concurrent | {loads} |")
 

@@ -47,15 +47,19 @@ def load() -> str:
 
 class Child:
     """A child process that prints one line matching `ready` on `stream` when it is up; the
-    first group of the match is kept (`found`)."""
+    first group of the match is kept (`found`). `with Child(...)` stops it on exit."""
 
-    def __init__(self, cmd: list[str], ready: str, stream: str = "stderr") -> None:
+    LISTENING = r"listening on (\S+:\d+)"
+    """What `gym-metrics serve` (and `jobs serve`) print once bound."""
+
+    def __init__(self, cmd: list[str], ready: str, stream: str = "stderr", timeout_s: float = 30.0) -> None:
         pipes = {"stdout": subprocess.PIPE} if stream == "stdout" else {"stderr": subprocess.PIPE}
         self.proc = subprocess.Popen(cmd, text=True, **pipes)  # type: ignore[call-overload]
         pipe: IO[str] = getattr(self.proc, stream)
-        deadline = time.monotonic() + 30
+        deadline, seen = time.monotonic() + timeout_s, []
         while time.monotonic() < deadline:
             line = pipe.readline()
+            seen.append(line)
             match = re.search(ready, line)
             if match:
                 self.found = match.group(1)
@@ -63,8 +67,8 @@ class Child:
                 return
             if not line and self.proc.poll() is not None:
                 break
-        self.proc.kill()
-        raise RuntimeError(f"{cmd} did not start")
+        self.stop()
+        raise RuntimeError(f"{cmd} did not start:\n" + "".join(seen[-20:]))
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -73,6 +77,12 @@ class Child:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def serve_policy(delay_s: float) -> None:

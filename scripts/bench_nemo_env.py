@@ -50,7 +50,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from bench_child import Child  # noqa: E402
+from bench_generate import Child  # noqa: E402
 DATA = ROOT / "tests" / "data" / "nemo_gym_envs"
 RUN_TIMEOUT_S = 300
 """No single run may take longer than this."""
@@ -150,8 +150,8 @@ def _nemo_client(address: str, bodies_path: str, concurrency: str) -> None:
 def nemo_rate(ns: argparse.Namespace, env: str, bodies_path: Path) -> tuple[float, list[float]]:
     """(rollouts/s, rewards) of NeMo Gym's own server of `env`."""
     me = [ns.nemo_python, __file__]
-    with Child(me + ["--_nemo_server", str(ns.wheel), env]) as server:
-        cmd = me + ["--_nemo_client", server.address, str(bodies_path), str(ns.concurrency)]
+    with Child(me + ["--_nemo_server", str(ns.wheel), env], Child.LISTENING, timeout_s=60) as server:
+        cmd = me + ["--_nemo_client", server.found, str(bodies_path), str(ns.concurrency)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=RUN_TIMEOUT_S + 60)
     answer = json.loads(out.stdout)
     return answer["rate"], answer["rewards"]
@@ -161,42 +161,23 @@ def nemo_rate(ns: argparse.Namespace, env: str, bodies_path: Path) -> tuple[floa
 
 
 async def _gm_drive(address: str, rows: list[dict[str, Any]]) -> tuple[float, list[float]]:
-    """(rollouts/s, rewards) of the collector's verification (make_batches + verify_all, one
-    connection per server worker); batches are encoded before the clock starts."""
-    import orjson
+    """(rollouts/s, rewards) of the collector's verification (bench_collect.timed_verify)."""
+    from bench_collect import timed_verify
 
-    from gym_metrics._transport.client import ResourcesClient
-    from gym_metrics.cli._collect import fewer_gc_passes
-    from gym_metrics.collector._input import Rollout
-    from gym_metrics.collector._verify import make_batches, verify_all
-
-    rollouts = [Rollout(r["agent_ref"]["name"], r["_ng_task_index"], r["_ng_rollout_index"], r, False, line=i)
-                for i, r in enumerate(rows)]  # fmt: skip
-    batches = list(make_batches(iter(rollouts), 256, 4 << 20))
     rewards: list[float] = [float("nan")] * len(rows)
 
     def on_results(batch: list, verified: Any) -> None:
         for (rollout, _), reward in zip(batch, verified.reward):
             rewards[rollout.line] = float(reward)
 
-    async with ResourcesClient(address) as client:
-        await client.verify(orjson.dumps(rows[0]).decode())  # warm up
-        lanes = await client.open_connections()
-        try:
-            start = time.perf_counter()
-            with fewer_gc_passes():  # as `gym-metrics collect` runs
-                await asyncio.wait_for(verify_all(lanes, iter(batches), on_results), RUN_TIMEOUT_S)
-            elapsed = time.perf_counter() - start
-        finally:
-            for extra in lanes[1:]:
-                await extra.close()
+    elapsed, _ = await timed_verify(address, rows, on_results)
     return len(rows) / elapsed, rewards
 
 
 def gm_rate(config: Path, rows: list[dict[str, Any]], workers: int) -> tuple[float, list[float]]:
     cmd = [sys.executable, "-m", "gym_metrics.cli", "--log-level", "warning", "serve", str(config), "--port", "0"]
-    with Child(cmd + ["--workers", str(workers)] * (workers > 1)) as server:
-        return asyncio.run(_gm_drive(server.address, rows))
+    with Child(cmd + ["--workers", str(workers)] * (workers > 1), Child.LISTENING, timeout_s=60) as server:
+        return asyncio.run(_gm_drive(server.found, rows))
 
 
 async def _splits(server: Any, bodies: list[bytes]) -> tuple[float, float, float]:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gym_metrics.environments import SimpleResourcesServer as _Environment
 from gym_metrics.nemo_gym.config_types import BaseRunServerInstanceConfig
 from gym_metrics.nemo_gym.episode_types import EpisodeId, TaskId
+from gym_metrics.nemo_gym.judge import JudgeError
 from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from gym_metrics.nemo_gym.server_utils import SESSION_ID_KEY, ServerClient
 
@@ -150,8 +151,6 @@ class SimpleResourcesServer(BaseModel, _Environment):
 
     async def run_verify(self, request: Any) -> Any:
         """verify with NeMo Gym's calling conventions and its judge failsafe."""
-        from gym_metrics.nemo_gym.judge import JudgeError
-
         try:
             if _takes_request(type(self)):
                 return await self.verify(_Request.fresh(), request)  # type: ignore[call-arg, arg-type]
