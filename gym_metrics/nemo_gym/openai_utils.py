@@ -10,10 +10,11 @@ Unknown item types (hosted tools: web search, MCP, ...) are kept as they came.
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, Any, Literal, Optional, Union
 
 from openai.types.chat import ChatCompletion
-from openai.types.responses import Response, ResponseFunctionToolCallOutputItem, ResponseUsage
+from openai.types.responses import Response, ResponseFunctionToolCallOutputItem, ResponseUsage, Tool
 from openai.types.responses.response_reasoning_item import Content as ReasoningContent
 from openai.types.responses.response_reasoning_item import Summary
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
@@ -124,13 +125,14 @@ _KNOWN_TYPES = {"function_call", "function_call_output", "reasoning"}
 
 
 def _input_tag(item: Any) -> str:
-    if isinstance(item, BaseModel):
-        tag = _INPUT_TAGS.get(type(item))
-        if tag is not None:  # a model of the union (the usual case): its tag by class, no dump
-            return tag
-        item = item.model_dump(exclude_unset=True)
-    if not isinstance(item, dict):
-        return "easy_message"
+    if type(item) is not dict:  # a model of the union keeps its tag by class, no dump
+        if isinstance(item, BaseModel):
+            tag = _INPUT_TAGS.get(type(item))
+            if tag is not None:
+                return tag
+            item = item.model_dump(exclude_unset=True)
+        if not isinstance(item, dict):
+            return "easy_message"
     kind = item.get("type", "message")
     if kind == "message":
         return _message_tag(item)
@@ -139,13 +141,17 @@ def _input_tag(item: Any) -> str:
 
 def _output_tag(item: Any) -> str:
     """Output items are a provider's, but agents also return prompt messages and function
-    results (input-shaped: no id) in their trajectories; both are accepted."""
-    if isinstance(item, BaseModel):
-        tag = _OUTPUT_TAGS.get(type(item))
-        if tag is not None:
-            return tag
-        item = item.model_dump(exclude_unset=True)
-    if not isinstance(item, dict) or "type" not in item:
+    results (input-shaped: no id) in their trajectories; both are accepted. It runs on every
+    item of every validation and serialisation, so the usual case (a dict) goes first."""
+    if type(item) is not dict:
+        if isinstance(item, BaseModel):
+            tag = _OUTPUT_TAGS.get(type(item))
+            if tag is not None:
+                return tag
+            item = item.model_dump(exclude_unset=True)
+        if not isinstance(item, dict):
+            raise ValueError("Responses API output items must include a type discriminator")
+    if "type" not in item:
         raise ValueError("Responses API output items must include a type discriminator")
     kind = item["type"]
     if kind == "message":
@@ -264,10 +270,39 @@ class NeMoGymResponseUsage(ResponseUsage):
     output_tokens_details: NeMoGymResponseOutputTokensDetails  # type: ignore[assignment]
 
 
+def _by_type(annotated: Any) -> Any:
+    """openai's `type`-tagged union as a pydantic tagged union: the member is picked by its
+    `type` instead of trying all of them (openai's own tag is invisible to pydantic, and trying
+    15 tool models on every tool was most of the time spent validating a tool-calling
+    rollout). Anything the tag does not name exactly (no `type`, an unknown or shared one) is
+    validated by the original union, so results and errors are openai's."""
+    members = typing.get_args(typing.get_args(annotated)[0])
+    by_tag: dict[str, Any] = {}
+    for member in members:
+        for tag in typing.get_args(member.model_fields["type"].annotation):
+            by_tag[tag] = None if tag in by_tag else member  # a tag two members share: no shortcut
+    by_tag = {tag: member for tag, member in by_tag.items() if member is not None}
+    by_class = {member: tag for tag, member in by_tag.items()}
+    fallback = typing.get_args(annotated)[0]
+
+    def tag_of(value: Any) -> str:
+        if isinstance(value, BaseModel):
+            return by_class.get(type(value), "_any")
+        kind = value.get("type") if isinstance(value, dict) else None
+        return kind if kind in by_tag else "_any"
+
+    tagged = [Annotated[member, Tag(tag)] for tag, member in by_tag.items()]
+    return Annotated[Union[tuple([*tagged, Annotated[fallback, Tag("_any")]])], Discriminator(tag_of)]
+
+
+NeMoGymTool = _by_type(Tool)
+
+
 class NeMoGymResponse(Response):
     """A model's response: openai's Response (its `output_text` included) with typed items."""
 
     output: list[NeMoGymResponseOutputItem]  # type: ignore[assignment]
+    tools: list[NeMoGymTool]  # type: ignore[valid-type]
     usage: Optional[NeMoGymResponseUsage] = None
 
 
