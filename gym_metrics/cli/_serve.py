@@ -40,8 +40,9 @@ def add_parsers(sub: Any) -> None:
     nemo.add_argument("--name", metavar="BLOCK", help="the resources server block to serve, when the config holds several")
     nemo.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set a config field (the value read as YAML); repeatable")
     nemo.add_argument(
-        "--server", action="append", default=[], metavar="NAME=URL",
-        help="base URL of a model server the config names (e.g. its judge_model_server); repeatable",
+        "--server", action="append", default=[], metavar="NAME=URL|TARGET.json",
+        help="a model server the config names (e.g. its judge_model_server): its base URL, or a model "
+        "target file (model name, api, api_key_env; as evaluate --target-config takes); repeatable",
     )  # fmt: skip
     p.add_argument(
         "--reducers", "--metrics", dest="reducers", nargs="+", metavar="NAME",
@@ -102,11 +103,25 @@ def _environment(ns: argparse.Namespace) -> Any:
     from gym_metrics.environments import resolve_server
     from gym_metrics.nemo_gym import load_config_server
 
-    servers = dict(_pair(item, "--server") for item in ns.server)
+    servers = dict(_model_server(*_pair(item, "--server")) for item in ns.server)
     server_class = None if target.endswith((".yaml", ".yml")) else resolve_server(target)
     return load_config_server(
         config, name=ns.name, overrides=ns.set, servers=servers, host=ns.host, port=ns.port, server_class=server_class
     )  # fmt: skip
+
+
+def _model_server(name: str, value: str) -> tuple[str, Any]:
+    """(name, base URL or model target config) of one --server."""
+    if value.endswith(".json"):
+        from gym_metrics.targets import ModelTargetConfig, load_target
+
+        target = load_target(value)
+        if not isinstance(target, ModelTargetConfig):
+            raise InvalidInputError("bad --server", [FieldViolation(f"--server {name}", f"{value} is an agent target; a model server needs type model")])
+        return name, target
+    if not value.startswith(("http://", "https://")):
+        raise InvalidInputError("bad --server", [FieldViolation(f"--server {name}", f"{value!r}: expected an http(s) URL or a TARGET.json file")])
+    return name, value
 
 
 def _pair(item: str, flag: str) -> tuple[str, str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pydantic
 
+from gym_metrics._util.http import HttpClientConfig
 from gym_metrics.environments import load_module_file
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym.base_resources_server import SimpleResourcesServer
@@ -25,14 +26,14 @@ def load_config_server(
     *,
     name: str | None = None,
     overrides: Sequence[str] = (),
-    servers: Mapping[str, str] | None = None,
+    servers: Mapping[str, str | HttpClientConfig] | None = None,
     host: str = "127.0.0.1",
     port: int = 0,
     server_class: type[SimpleResourcesServer] | None = None,
 ) -> SimpleResourcesServer:
     """The resources server of the config at `path` (the one named `name` when the file holds
     several). `overrides` are `key=value` settings of its fields (the value read as YAML);
-    `servers` maps model-server names (a judge) to their base URLs; `server_class` replaces
+    `servers` maps model-server names (a judge) to their base URLs or model target configs; `server_class` replaces
     the class the block's entrypoint defines."""
     path = Path(path)
     document = _read_yaml(path)

@@ -1,6 +1,17 @@
 """What ported environments take from NeMo Gym's server utilities: the session key, and a
-ServerClient that calls the model servers a config names (a judge: `judge_model_server`) at the
-URLs given when serving (`gym-metrics serve CONFIG.yaml --server judge=http://...`).
+ServerClient that calls the model servers a config names (a judge: `judge_model_server`), given
+when serving: `gym-metrics serve CONFIG.yaml --server judge=URL` or `--server judge=TARGET.json`.
+
+- A URL is a server NeMo Gym would run (a model server, another resources server): calls go to
+  URL + path as the environment makes them, through gym-metrics' pooled HTTP client (bounded
+  attempts, answers and concurrency). Every HTTP status is answered, as aiohttp answers it under
+  NeMo Gym (the environment checks it); a timeout or a connection that fails after the retries
+  raises HttpError, as NeMo Gym's client raises.
+- A target file (the `type: model` JSON `evaluate --target-config` takes) stands in for NeMo
+  Gym's model server: `/v1/responses` and `/v1/chat/completions` calls go through gym-metrics'
+  target client, which sends the target's model name, its API key (`api_key_env`) and
+  inference settings, and converts a Responses call for a chat-only endpoint (`api: chat`) and
+  its answer back, as NeMo Gym's vLLM model server does.
 
 A call answers with a ServerResponse offering what environments read of aiohttp's response
 (`ok`, `status`, `read()`, `json()`, `raise_for_status()`), so `raise_for_status(response)` and
@@ -10,16 +21,20 @@ Gym sends it: a pydantic model (request params) as `model_dump(exclude_unset=Tru
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import orjson
 from pydantic import BaseModel
 
+from gym_metrics._util.http import MAX_ANSWER_BYTES, Answer, HttpClientConfig, PooledHttp
 from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.targets import GenerationError, ModelTarget, ModelTargetConfig
 
 SESSION_ID_KEY = "session_id"
-MAX_ANSWER_BYTES = 64 << 20
-"""A model server's answer is refused past this size (the call is bounded)."""
+TIMEOUT_SECONDS = 600.0
+"""One attempt's deadline for a server given by URL (a judge may think for minutes)."""
+MAX_CONCURRENCY = 256
+"""Calls in flight to one server given by URL (NeMo Gym's client has no bound; this one has)."""
 
 
 class ServerResponseError(Exception):
@@ -39,7 +54,7 @@ class _Content:
 
 
 class ServerResponse:
-    """A finished HTTP answer, read whole (bounded by MAX_ANSWER_BYTES)."""
+    """A finished HTTP answer, read whole (bounded: 64 MiB, an error status's first 64 KiB)."""
 
     def __init__(self, status: int, body: bytes, headers: Mapping[str, str]) -> None:
         self.status, self.headers = status, dict(headers)
@@ -64,44 +79,59 @@ class ServerResponse:
             raise ServerResponseError(self.status, self._body)
 
 
+class _Passthrough(PooledHttp):
+    """A server given by URL: every status is the environment's to read, so none is an error
+    or retried here; timeouts and connection failures are retried, then raised."""
+
+    retry_statuses = frozenset()
+
+    def checked(self, answer: Answer, truncated: bool = False) -> Answer:
+        return answer
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
 class ServerClient:
-    """Posts to the servers a config names. `urls` maps a server's name to its base URL."""
+    """Posts to the servers a config names. `servers` maps a server's name to its base URL or
+    to a model target config (see the module docstring); an HttpClientConfig sets the
+    pass-through's own bounds (timeout, retries, concurrency)."""
 
-    def __init__(self, urls: Optional[Mapping[str, str]] = None, *, timeout_s: float = 600.0) -> None:
-        self.urls = dict(urls or {})
-        self.timeout_s = timeout_s
-        self._client: Any = None
+    def __init__(self, servers: Optional[Mapping[str, Union[str, HttpClientConfig]]] = None) -> None:
+        self.servers = dict(servers or {})
+        self._clients: dict[str, Union[_Passthrough, ModelTarget]] = {}
 
-    def base_url(self, server_name: str) -> str:
-        try:
-            return self.urls[server_name].rstrip("/")
-        except KeyError:
-            known = ", ".join(sorted(self.urls)) or "none"
-            raise InvalidInputError(
-                "unknown model server",
-                [FieldViolation("server_name", f"{server_name!r} has no URL (serve --server {server_name}=URL); known: {known}")],
-            ) from None
+    def _client(self, server_name: str) -> Union[_Passthrough, ModelTarget]:
+        client = self._clients.get(server_name)
+        if client is None:
+            try:
+                given = self.servers[server_name]
+            except KeyError:
+                known = ", ".join(sorted(self.servers)) or "none"
+                why = f"{server_name!r} is not given (serve --server {server_name}=URL or =TARGET.json); known: {known}"
+                raise InvalidInputError("unknown model server", [FieldViolation("server_name", why)]) from None
+            if isinstance(given, ModelTargetConfig):
+                client = ModelTarget(given)
+            else:
+                if not isinstance(given, HttpClientConfig):
+                    given = HttpClientConfig(url=given, timeout_seconds=TIMEOUT_SECONDS, max_concurrency=MAX_CONCURRENCY)
+                client = _Passthrough(given.model_copy(update={"url": given.url.rstrip("/")}), name=f"model server {server_name!r}")
+            self._clients[server_name] = client
+        return client
 
     async def request(self, method: str, server_name: str, url_path: str, json: Any = None, **kwargs: Any) -> ServerResponse:
-        import httpx
-
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout_s)
-        url = f"{self.base_url(server_name)}/{url_path.lstrip('/')}"
-        headers = dict(kwargs.get("headers") or {})
-        content = None
-        if json is not None:  # as NeMo Gym sends it: a pydantic model as its set fields, by orjson
-            if isinstance(json, BaseModel):
-                json = json.model_dump(exclude_unset=True)
-            content = orjson.dumps(json)
-            headers["Content-Type"] = "application/json"
-        async with self._client.stream(method, url, content=content, headers=headers) as answer:
-            body = bytearray()
-            async for chunk in answer.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_ANSWER_BYTES:
-                    raise ServerResponseError(413, b"answer larger than %d bytes" % MAX_ANSWER_BYTES)
-            return ServerResponse(answer.status_code, bytes(body), answer.headers)
+        if method.upper() != "POST":
+            raise InvalidInputError("unsupported model server call", [FieldViolation("method", f"{method!r}: only POST is sent")])
+        if isinstance(json, BaseModel):  # as NeMo Gym sends it: a pydantic model as its set fields
+            json = json.model_dump(exclude_unset=True)
+        client = self._client(server_name)
+        if isinstance(client, ModelTarget):
+            return await _target_call(client, url_path, json)
+        answer = await client.post_json(
+            f"{client.config.url}/{url_path.lstrip('/')}", b"" if json is None else orjson.dumps(json),
+            headers={**(kwargs.get("headers") or {}), **(_JSON if json is not None else {})},
+        )  # fmt: skip
+        return ServerResponse(answer.status_code, bytes(answer.content), answer.headers)
 
     async def post(self, server_name: str, url_path: str, json: Any = None, **kwargs: Any) -> ServerResponse:
         return await self.request("POST", server_name, url_path, json, **kwargs)
@@ -110,9 +140,34 @@ class ServerClient:
         return await self.request("GET", server_name, url_path, None, **kwargs)
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            await client.aclose()
+
+
+async def _target_call(target: ModelTarget, url_path: str, body: Any) -> ServerResponse:
+    """A model call through the target client: a Responses call in any api, a chat one in chat."""
+    path = url_path.partition("?")[0].rstrip("/")
+    if not isinstance(body, Mapping):
+        return _error(400, "a model call's body must be a JSON object")
+    try:
+        if path.endswith("/responses"):
+            answer = (await target.generate(body)).response
+        elif path.endswith("/chat/completions") and target.config.api == "chat":
+            answer = await target.raw(body)
+        elif path.endswith("/chat/completions"):
+            return _error(400, "this target speaks the Responses API (api: responses); a chat completions call needs api: chat")
+        else:
+            return _error(404, f"a model target answers /v1/responses and /v1/chat/completions, not {url_path}")
+    except GenerationError as exc:
+        if exc.status is None:  # no answer at all: raised, as a failed connection is
+            raise
+        return _error(exc.status, str(exc))
+    return ServerResponse(200, orjson.dumps(answer), _JSON)
+
+
+def _error(status: int, message: str) -> ServerResponse:
+    return ServerResponse(status, orjson.dumps({"error": {"message": message}}), _JSON)
 
 
 async def raise_for_status(response: ServerResponse, content: Optional[bytes] = None) -> None:
@@ -133,10 +188,12 @@ def is_nemo_gym_fastapi_entrypoint(file: str) -> bool:
 
 __all__ = [
     "MAX_ANSWER_BYTES",
+    "MAX_CONCURRENCY",
     "SESSION_ID_KEY",
     "ServerClient",
     "ServerResponse",
     "ServerResponseError",
+    "TIMEOUT_SECONDS",
     "get_response_json",
     "is_nemo_gym_fastapi_entrypoint",
     "raise_for_status",

@@ -31,6 +31,7 @@ from gym_metrics.targets._convert import (
     output_text,
     responses_request_to_chat,
     strip_reasoning,
+    with_request_fields,
 )
 
 log = logging.getLogger("gym_metrics.targets")
@@ -188,10 +189,15 @@ class ModelTarget(_Target):
         body = self.request_body(request)
         data, seconds, attempts = await self._post(self.config.endpoint(), body)
         try:
-            response = chat_to_responses(data) if self.config.api == "chat" else _responses_answer(data)
+            response = with_request_fields(chat_to_responses(data), body) if self.config.api == "chat" else _responses_answer(data)
         except (KeyError, IndexError, TypeError, AttributeError):
             raise self._bad(orjson.dumps(data), f"is not a {self.config.api} answer", attempts) from None
         return Generation(response, Usage.of(response), seconds, attempts, self.config.reasoning.end_token)
+
+    async def raw(self, request: Mapping[str, Any]) -> Any:
+        """The endpoint's own JSON answer to `request` (sent as `generate` sends it), for
+        callers that read the configured API's shape themselves; GenerationError."""
+        return (await self._post(self.config.endpoint(), self.request_body(request)))[0]
 
     def request_body(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The JSON body sent for `request` (see the class docstring)."""

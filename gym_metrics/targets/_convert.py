@@ -108,6 +108,17 @@ def chat_to_responses(completion: Mapping[str, Any]) -> dict[str, Any]:
     return response
 
 
+def with_request_fields(response: dict[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:
+    """A converted chat answer with the fields every Responses API answer carries from its
+    request (`tools`, `tool_choice`, `parallel_tool_calls`), as NeMo Gym's vLLM model server
+    fills them: typed readers (a ported environment's `body.response`) require them."""
+    tools = [_responses_tool(t) for t in request.get("tools") or ()]
+    choice = request.get("tool_choice", "auto")
+    if isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):  # chat's form
+        choice = {"type": "function", "name": choice["function"].get("name")}
+    return {"tools": tools, "tool_choice": choice, "parallel_tool_calls": request.get("parallel_tool_calls", True), **response}
+
+
 def output_text(response: Mapping[str, Any]) -> str:
     """All `output_text` of the response's `message` items, joined."""
     return "".join(
