@@ -29,7 +29,7 @@ from gym_metrics.testing._judge import (
     response_object,
     text_key,
 )
-from gym_metrics.testing._policy import PolicyAnswer, ScriptedPolicyServer, prompt_of
+from gym_metrics.testing._policy import PolicyAnswer, ScriptedPolicyServer, prompt_of, step_of
 from gym_metrics.testing._serve import serve_environment
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "request_text",
     "response_object",
     "serve_environment",
+    "step_of",
     "text_key",
 ]
 

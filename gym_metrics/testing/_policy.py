@@ -5,8 +5,10 @@ POST /v1/responses on 127.0.0.1 (port 0, read back; `policy.url` is the base URL
 thread. The answer is chosen by the prompt (the text of the last user message), so concurrent
 calls get the right one whatever their arrival order:
 - `answers`: a mapping or a function from the prompt to a str (the message text) or a
-  `PolicyAnswer` (text, tool calls, reasoning, token counts); a prompt it does not know gets
-  HTTP 400 (a test fails instead of hanging);
+  `PolicyAnswer` (text, tool calls, reasoning, token counts), or to a list of them: one per
+  step of a multi-turn episode (step k answers the request that carries the results of k tool
+  turns since the prompt: `function_call_output` items or `tool` messages); a prompt it does
+  not know, or a step past its list, gets HTTP 400 (a test fails instead of hanging);
 - faults, counted per prompt: the first `fail_first` calls answer `fail_status` (503) with an
   optional `Retry-After`; the calls after them stall `stall_s` seconds for the first
   `stall_first` ones (client timeouts); every answer waits `delay_s` (latency).
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -43,7 +45,10 @@ class PolicyAnswer:
     output_tokens: int | None = None
 
 
-Answers = Union[Mapping[str, Union[str, PolicyAnswer]], Callable[[str], Union[str, PolicyAnswer]]]
+Answer = Union[str, PolicyAnswer]
+Script = Union[Answer, Sequence[Answer]]
+"""One answer, or one per step."""
+Answers = Union[Mapping[str, Script], Callable[[str], Script]]
 
 
 def prompt_of(body: Mapping[str, Any]) -> str:
@@ -53,6 +58,26 @@ def prompt_of(body: Mapping[str, Any]) -> str:
         return given
     users = [m for m in given if isinstance(m, dict) and m.get("role") == "user"] if isinstance(given, list) else []
     return text_of(users[-1].get("content")) if users else ""
+
+
+def step_of(body: Mapping[str, Any]) -> int:
+    """How many tool turns the request carries since its last user message: runs of
+    `function_call_output` items (Responses) or of `tool` messages (chat)."""
+    given = body.get("messages", body.get("input", []))
+    if not isinstance(given, list):
+        return 0
+    step, in_run = 0, False
+    for item in given:
+        if not isinstance(item, Mapping):
+            continue
+        if item.get("role") == "user":
+            step, in_run = 0, False
+            continue
+        is_result = item.get("type") == "function_call_output" or item.get("role") == "tool"
+        if is_result and not in_run:
+            step += 1
+        in_run = is_result
+    return step
 
 
 @dataclass
@@ -100,17 +125,23 @@ class ScriptedPolicyServer(LoopbackServer):
         if item.reply is not None:
             return item.reply
         time.sleep(item.stall_s + self.delay_s)
-        prompt = prompt_of(request.body)
+        prompt, step = prompt_of(request.body), step_of(request.body)
         try:
-            answer = self.answers(prompt) if callable(self.answers) else self.answers[prompt]
+            script = self.answers(prompt) if callable(self.answers) else self.answers[prompt]
         except KeyError:
             return Reply(400, f"no scripted answer for prompt {prompt!r}")
+        if isinstance(script, (str, PolicyAnswer)):
+            answer = script
+        elif step < len(script):
+            answer = script[step]
+        else:
+            return Reply(400, f"the script for prompt {prompt!r} has {len(script)} steps; step {step} was asked")
         if isinstance(answer, str):
             answer = PolicyAnswer(text=answer)
         if request.path == CHAT_PATH:
-            body = chat_body(answer, prompt, request.body)
+            body = chat_body(answer, prompt, request.body, step)
         elif request.path == RESPONSES_PATH:
-            body = responses_body(answer, prompt, request.body)
+            body = responses_body(answer, prompt, request.body, step)
         else:
             return Reply(404, f"no route {request.path}")
         return Reply(200, json.dumps(body), {"Content-Type": "application/json"})
@@ -131,20 +162,25 @@ def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def chat_body(answer: PolicyAnswer, prompt: str, request: Mapping[str, Any]) -> dict[str, Any]:
+def _suffix(step: int) -> str:
+    """Ids of step 0 are those single-turn answers always had; later steps add the step."""
+    return f"{step}_" if step else ""
+
+
+def chat_body(answer: PolicyAnswer, prompt: str, request: Mapping[str, Any], step: int = 0) -> dict[str, Any]:
     """A chat completion answering `answer`, with usage."""
     message: dict[str, Any] = {"role": "assistant", "content": answer.text or None}
     if answer.reasoning is not None:
         message["reasoning_content"] = answer.reasoning
     if answer.tool_calls:
         message["tool_calls"] = [
-            {"id": c.get("call_id", f"call_{i}"), "type": "function", "function": {"name": c["name"], "arguments": _arguments(c.get("arguments", {}))}}
+            {"id": c.get("call_id", f"call_{_suffix(step)}{i}"), "type": "function", "function": {"name": c["name"], "arguments": _arguments(c.get("arguments", {}))}}
             for i, c in enumerate(answer.tool_calls)
         ]
     i, o = _tokens(answer, prompt)
     finish = "tool_calls" if answer.tool_calls else "stop"
     return {
-        "id": "chatcmpl-policy",
+        "id": f"chatcmpl-policy{f'-{step}' if step else ''}",
         "object": "chat.completion",
         "created": 0,
         "model": request.get("model", ""),
@@ -153,18 +189,20 @@ def chat_body(answer: PolicyAnswer, prompt: str, request: Mapping[str, Any]) -> 
     }
 
 
-def responses_body(answer: PolicyAnswer, prompt: str, request: Mapping[str, Any]) -> dict[str, Any]:
-    """A Responses API answer for `answer`, with usage."""
+def responses_body(answer: PolicyAnswer, prompt: str, request: Mapping[str, Any], step: int = 0) -> dict[str, Any]:
+    """A Responses API answer for `answer`, with usage and the fields a Responses API answer
+    always echoes from its request (`tools`, `tool_choice`, `parallel_tool_calls`)."""
     output: list[dict[str, Any]] = []
+    tag = _suffix(step)
     if answer.reasoning is not None:
-        output.append({"type": "reasoning", "id": "rs_0", "summary": [{"type": "summary_text", "text": answer.reasoning}]})
+        output.append({"type": "reasoning", "id": f"rs_{tag}0", "summary": [{"type": "summary_text", "text": answer.reasoning}]})
     if answer.text:
         content = [{"type": "output_text", "text": answer.text, "annotations": []}]
-        output.append({"type": "message", "id": "msg_0", "role": "assistant", "status": "completed", "content": content})
+        output.append({"type": "message", "id": f"msg_{tag}0", "role": "assistant", "status": "completed", "content": content})
     for n, call in enumerate(answer.tool_calls):
-        call_id = call.get("call_id", f"call_{n}")
+        call_id = call.get("call_id", f"call_{tag}{n}")
         output.append(
-            {"type": "function_call", "id": f"fc_{n}", "call_id": call_id, "name": call["name"], "arguments": _arguments(call.get("arguments", {})), "status": "completed"}
+            {"type": "function_call", "id": f"fc_{tag}{n}", "call_id": call_id, "name": call["name"], "arguments": _arguments(call.get("arguments", {})), "status": "completed"}
         )
     i, o = _tokens(answer, prompt)
     return {
@@ -175,4 +213,7 @@ def responses_body(answer: PolicyAnswer, prompt: str, request: Mapping[str, Any]
         "status": "completed",
         "output": output,
         "usage": {"input_tokens": i, "output_tokens": o, "total_tokens": i + o},
+        "parallel_tool_calls": request.get("parallel_tool_calls", True),
+        "tool_choice": request.get("tool_choice", "auto"),
+        "tools": request.get("tools", []),
     }
