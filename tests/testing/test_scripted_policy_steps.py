@@ -11,7 +11,7 @@ from typing import Any
 from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, step_of
 
 CALL = PolicyAnswer(tool_calls=[{"name": "add", "arguments": {"n": 1}}, {"name": "add", "arguments": {"n": 2}}])
-SCRIPT = {"count": [CALL, PolicyAnswer(tool_calls=[{"name": "get", "arguments": {}}]), "It is 3."]}
+SCRIPT: dict[str, list[str | PolicyAnswer]] = {"count": [CALL, PolicyAnswer(tool_calls=[{"name": "get", "arguments": {}}]), "It is 3."]}
 
 
 def _post(url: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -41,18 +41,19 @@ def test_step_counts_tool_turns_since_the_last_user_message() -> None:
 def test_each_step_gets_its_answer_with_ids_of_its_own() -> None:
     tools = [{"type": "function", "name": "add", "parameters": {}}]
     with ScriptedPolicyServer(SCRIPT) as policy:
-        base = {"model": "m", "tools": tools, "input": [{"role": "user", "content": "count"}]}
+        prompt: list[Any] = [{"role": "user", "content": "count"}]
+        base = {"model": "m", "tools": tools, "input": prompt}
         first = _post(policy.url + "/responses", base)[1]
         assert [(o["name"], o["call_id"], o["id"]) for o in first["output"]] == [("add", "call_0", "fc_0"), ("add", "call_1", "fc_1")]
         assert (first["tools"], first["tool_choice"], first["parallel_tool_calls"]) == (tools, "auto", True)
         turn = [*first["output"], *_results(["call_0", "call_1"])]
-        second = _post(policy.url + "/responses", {**base, "input": base["input"] + turn})[1]
+        second = _post(policy.url + "/responses", {**base, "input": prompt + turn})[1]
         assert [(o["name"], o["call_id"], o["id"]) for o in second["output"]] == [("get", "call_1_0", "fc_1_0")]
         turn += [*second["output"], *_results(["call_1_0"])]
-        third = _post(policy.url + "/responses", {**base, "input": base["input"] + turn})[1]
+        third = _post(policy.url + "/responses", {**base, "input": prompt + turn})[1]
         assert third["output"][0]["content"][0]["text"] == "It is 3." and third["output"][0]["id"] == "msg_2_0"
         turn += [*third["output"], *_results(["x"])]
-        status, text = _post(policy.url + "/responses", {**base, "input": base["input"] + turn})
+        status, text = _post(policy.url + "/responses", {**base, "input": prompt + turn})
         assert status == 400 and "has 3 steps; step 3 was asked" in text
 
 
