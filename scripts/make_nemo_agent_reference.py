@@ -1,0 +1,454 @@
+"""Record NeMo Gym 0.7.0's multi-turn agent episodes (its `simple_agent` against an environment's
+tools, driven by gym-metrics' scripted policy) as the reference the agent-loop conformance test
+compares `collect` with.
+
+A tool for producing test data, run in the throwaway nemo-gym venv as
+scripts/make_nemo_env_reference.py is (whose server building and aggregation it reuses):
+
+    /tmp/ngvenv/bin/python scripts/make_nemo_agent_reference.py --wheel /tmp/nemo/wheel \
+        --policy-python /work/main/.venv/bin/python --out tests/data/nemo_gym_agent   # write
+    ... --check                    # re-run NeMo Gym, compare with what is written (exit 1 on a difference)
+
+Per environment (ENVS):
+- rows.jsonl: the env's data/example.jsonl through NeMo Gym's own row preprocessing
+  (`RolloutCollectionHelper._preprocess_rows_from_config` with `agent_name=<the env's simple_agent
+  instance>`, `num_repeats=2`): agent_ref {"name": agent}, `_ng_task_index` per distinct input line,
+  `_ng_rollout_index` per task, repeats adjacent (aabbcc);
+- policy.json: the scripted policy (POLICIES), `{prompt: [one answer per step]}`, each answer
+  PolicyAnswer's `text` / `tool_calls`. It is served by `gym_metrics.testing.ScriptedPolicyServer`
+  in a child process run with `--policy-python` (gym-metrics' venv), see POLICY_CHILD;
+- the servers, in this process, in one asyncio loop, each its real FastAPI app (`setup_webserver()`,
+  which installs NeMo Gym's session middleware, plus the exception / cancellation middleware and
+  validation handler `run_webserver` adds) under uvicorn on a socket bound to 127.0.0.1:0: the
+  env's resources server (built from its YAML as make_nemo_env_reference.Env builds it) and
+  `responses_api_agents/simple_agent` (`SimpleAgent`, its config block from the env's YAML:
+  resources_server -> the env's server, model_server -> `policy_model`, max_steps as the YAML has it).
+  The global config dict is the env's YAML with host/port filled in and `policy_model:
+  responses_api_models: scripted_policy: {host, port}` added; it is installed as NeMo Gym's global
+  config and given to every server's ServerClient, so each server name resolves to its socket;
+- per row, in file order, one at a time: POST the agent's /run with the row as body through NeMo
+  Gym's ServerClient and aiohttp client (DummyCookieJar: no cookies shared between rows), as the
+  collection's `_post_subroutine` posts it. (The collection reaches the agent through the env's
+  `legacy_agent` environment server, an opaque relay of the same bytes; it is not run here.);
+- verify.jsonl: each /run answer as returned; episodes.jsonl: per row the steps of the policy
+  requests it made (step = tool turns since the prompt, as the scripted policy counts them) and the
+  tool calls the agent ran, read from the answer's response.output (name, arguments, output);
+- aggregate_metrics.json: `Env.aggregate` of the answers NeMo Gym's collection keeps (those without
+  `_ng_failure_class`), as the other recorders write it.
+
+Determinism: session ids come from `uuid4` in NeMo Gym's session middleware; it is replaced by a
+counter (`uuid.UUID(int=n)`, n from 1 per environment) so runs are identical (they never appear in
+the answers). The scripted policy's ids are per step; `created_at` is 0.
+
+USAGE_SHIM: NeMo Gym's simple_agent validates every policy answer with `NeMoGymResponse.model_validate`,
+whose usage model (`NeMoGymResponseUsage`) requires `input_tokens_details` and
+`output_tokens_details`; ScriptedPolicyServer's Responses answers carry neither, so the agent raises
+`RuntimeError: Received an invalid response from model server` on the first call. The child adds
+`{"cached_tokens": 0}` / `{"reasoning_tokens": 0}` where they are missing (what an OpenAI or vLLM
+Responses answer reports; nothing else is touched), and meta.json says so; `--no-usage-shim` runs
+without it (and fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import socket
+import subprocess
+import sys
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from make_nemo_env_reference import Env, write_jsonl  # noqa: E402
+from nemo_env_rows import read_jsonl  # noqa: E402
+
+REPEATS = 2
+RUN_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 30.0
+MODEL_SERVER = "policy_model"
+
+
+def answer(text: str = "", *calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"text": text, "tool_calls": [{"name": n, "arguments": a} for n, a in calls]}
+
+
+def inc(n: int) -> tuple[str, dict[str, Any]]:
+    return ("increment_counter", {"count": n})
+
+
+GET = ("get_counter_value", {})
+
+
+def weather(city: str) -> tuple[str, dict[str, Any]]:
+    return ("get_weather", {"city": city})
+
+
+POLICIES: dict[str, dict[str, list[dict[str, Any]]]] = {
+    "example_single_tool_call": {
+        "what's it like in sf?": [answer("", weather("sf")), answer("It is cold in sf.")],
+        "going out in sf tn": [answer("Let me check.", weather("San Francisco")), answer("Bring a jacket: it is cold.")],
+        "humidity in sf": [answer("I cannot look up humidity.")],  # no tool call: reward 0
+        "how's the outside?": [answer("Which city are you in?")],  # no tool call: reward 0
+        "get the weather for 3 cities in the us": [
+            answer("", weather("New York"), weather("Chicago"), weather("Seattle")),  # three calls in one turn
+            answer("New York, Chicago and Seattle are all cold."),
+        ],
+    },
+    "example_session_state_mgmt": {
+        "add 1 then add 2 then get the count": [answer("", inc(1)), answer("", inc(2)), answer("", GET), answer("The count is 6.")],
+        "add 4 then add 5 then get the count": [answer("", inc(4), inc(5)), answer("", GET), answer("The count is 15.")],  # two calls in one turn
+        "add 7 then add 8 then get the count": [answer("", inc(7)), answer("", inc(80)), answer("", GET), answer("The count is 96.")],  # wrong on purpose: reward 0
+        "add 10 then add 11 then get the count": [answer("", inc(10)), answer("Adding 11.", inc(11), GET), answer("The count is 33.")],  # call + get in one turn
+        "add 13 then add 14 then get the count": [answer("", inc(13)), answer("", inc(14)), answer("", GET), answer("The count is 42.")],
+    },
+}  # fmt: skip
+"""Per environment, the scripted policy: prompt -> one answer per step."""
+ENVS = list(POLICIES)
+
+POLICY_CHILD = r"""
+import json, sys
+from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, step_of, prompt_of
+from gym_metrics.testing._policy import RESPONSES_PATH
+
+script = json.load(open(sys.argv[1], encoding="utf-8"))
+shim = sys.argv[2] == "shim"
+answers = {p: [PolicyAnswer(**a) for a in steps] for p, steps in script.items()}
+
+class Server(ScriptedPolicyServer):
+    def _reply(self, item, request):
+        reply = super()._reply(item, request)
+        if shim and reply.status == 200 and request.path == RESPONSES_PATH:
+            body = json.loads(reply.body)
+            body["usage"].setdefault("input_tokens_details", {"cached_tokens": 0})
+            body["usage"].setdefault("output_tokens_details", {"reasoning_tokens": 0})
+            reply.body = json.dumps(body)
+        return reply
+
+with Server(answers) as server:
+    print(server.port, flush=True)
+    seen = 0
+    for _ in sys.stdin:  # one line in: the requests since the last line out
+        new = server.requests[seen:]
+        seen += len(new)
+        print(json.dumps([{"path": r.path, "prompt": prompt_of(r.body), "step": step_of(r.body)} for r in new]), flush=True)
+"""
+"""The scripted policy's process: prints its port, then per line read the new requests; exits at EOF."""
+
+
+class Policy:
+    """ScriptedPolicyServer in a child process of gym-metrics' venv; killed on exit."""
+
+    def __init__(self, python: str, policy_file: Path, shim: bool) -> None:
+        self.proc = subprocess.Popen(
+            [python, "-c", POLICY_CHILD, str(policy_file), "shim" if shim else "plain"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        )  # fmt: skip
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line.strip().isdigit():
+            self.close()
+            raise RuntimeError(f"the policy server did not start: {line!r} {self.stderr()}")
+        self.port = int(line)
+
+    def requests(self) -> list[dict[str, Any]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the policy server died: {self.stderr()}")
+        return json.loads(line)
+
+    def stderr(self) -> str:
+        return (self.proc.stderr.read() if self.proc.poll() is not None and self.proc.stderr else "")[-2000:]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()  # type: ignore[union-attr]
+                self.proc.wait(timeout=5)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+    def __enter__(self) -> Policy:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------- NeMo Gym's side
+
+
+def rows_of(wheel: Path, env: Env) -> list[dict[str, Any]]:
+    """data/example.jsonl through NeMo Gym's own preprocessing (agent_name, num_repeats)."""
+    import contextlib
+    import io
+
+    from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper
+
+    config = RolloutCollectionConfig(
+        input_jsonl_fpath=str(wheel / "resources_servers" / env.env / "data" / "example.jsonl"),
+        output_jsonl_fpath="/dev/null", agent_name=env.agent, num_repeats=REPEATS,
+    )  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return RolloutCollectionHelper()._preprocess_rows_from_config(config)
+
+
+def bound_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+class Episodes:
+    """The env's resources server and simple_agent, their global config pointing at the policy."""
+
+    def __init__(self, wheel: Path, name: str, policy_port: int) -> None:
+        import importlib
+
+        from omegaconf import OmegaConf
+
+        from nemo_gym import global_config
+        from nemo_gym.config_types import BaseServerConfig
+        from nemo_gym.server_utils import ServerClient
+
+        self.env = Env(wheel, name)
+        self.sockets = {"resources": bound_socket(), "agent": bound_socket()}
+        port = {k: s.getsockname()[1] for k, s in self.sockets.items()}
+        glob: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(self.env.config_file), resolve=True)  # type: ignore[assignment]
+        impl = next(iter(glob[self.env.instance]["resources_servers"]))
+        glob[self.env.instance]["resources_servers"][impl].update(host="127.0.0.1", port=port["resources"])
+        self.agent_impl = next(iter(glob[self.env.agent]["responses_api_agents"]))
+        agent_block = glob[self.env.agent]["responses_api_agents"][self.agent_impl]
+        agent_block.update(host="127.0.0.1", port=port["agent"])
+        glob[MODEL_SERVER] = {"responses_api_models": {"scripted_policy": {"host": "127.0.0.1", "port": policy_port}}}
+        self.global_config = OmegaConf.create(glob)
+        global_config._GLOBAL_CONFIG_DICT = self.global_config
+        self.client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0), global_config_dict=self.global_config)
+        self.env.server.server_client = self.client
+        module = importlib.import_module(f"responses_api_agents.{self.agent_impl}.app")
+        cls = module.SimpleAgent
+        self.agent_config = {k: v for k, v in agent_block.items() if k not in ("host", "port")}
+        config = cls.model_fields["config"].annotation.model_validate(agent_block | {"name": self.env.agent})
+        self.agent = cls(config=config, server_client=self.client)
+
+    def apps(self) -> dict[str, Any]:
+        """The FastAPI apps as run_webserver finishes them (minus telemetry, liveness, profiling)."""
+        from fastapi.exceptions import RequestValidationError
+
+        from nemo_gym.server_utils import _validation_exception_handler
+
+        out = {}
+        for key, server in (("resources", self.env.server), ("agent", self.agent)):
+            app = server.setup_webserver()
+            server.setup_exception_middleware(app)
+            server.setup_cancellation_middleware(app)
+            app.exception_handler(RequestValidationError)(_validation_exception_handler)
+            out[key] = app
+        return out
+
+    async def run(self, rows: list[dict[str, Any]], policy: Policy) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+        """Each row's /run answer, and the policy requests it made, one row at a time."""
+        import uvicorn
+
+        from nemo_gym import server_utils
+        from nemo_gym.server_utils import get_response_json, raise_for_status
+
+        servers = []
+        for key, app in self.apps().items():
+            server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1))
+            servers.append((server, asyncio.create_task(server.serve(sockets=[self.sockets[key]]))))
+        client = server_utils.set_global_aiohttp_client(server_utils.GlobalAIOHTTPAsyncClientConfig())
+        answers, requests = [], []
+        try:
+            async with asyncio.timeout(START_TIMEOUT_S):
+                while not all(s.started for s, _ in servers):
+                    await asyncio.sleep(0.01)
+            policy.requests()  # (none yet)
+            for row in rows:
+                async with asyncio.timeout(RUN_TIMEOUT_S):
+                    res = await self.client.post(server_name=self.env.agent, url_path="/run", json=row)
+                    await raise_for_status(res)
+                    answers.append(await get_response_json(res))
+                requests.append(policy.requests())
+        finally:
+            await client.close()
+            server_utils._GLOBAL_AIOHTTP_CLIENT = None
+            for server, _ in servers:
+                server.should_exit = True
+            await asyncio.wait_for(asyncio.gather(*(t for _, t in servers), return_exceptions=True), 10)
+        return answers, requests
+
+
+def episode(row: dict[str, Any], answer: dict[str, Any], requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row's episode: the policy requests' steps and the tool calls the agent ran."""
+    output = (answer.get("response") or {}).get("output") or []
+    results = {o["call_id"]: o.get("output") for o in output if o.get("type") == "function_call_output"}
+    calls = [{"name": o["name"], "arguments": o["arguments"], "output": results.get(o["call_id"])}
+             for o in output if o.get("type") == "function_call"]  # fmt: skip
+    return {
+        "_ng_task_index": row["_ng_task_index"], "_ng_rollout_index": row["_ng_rollout_index"],
+        "policy_steps": [r["step"] for r in requests], "policy_paths": sorted({r["path"] for r in requests}),
+        "tool_calls": calls, "reward": answer.get("reward"),
+    }  # fmt: skip
+
+
+def run(wheel: Path, name: str, policy_python: str, policy_file: Path, shim: bool) -> dict[str, Any]:
+    """One pass of NeMo Gym's agent over the env's rows."""
+    from nemo_gym import server_utils
+
+    counter = itertools.count(1)
+    server_utils.uuid4 = lambda: uuid.UUID(int=next(counter))  # session ids, deterministic
+    with Policy(policy_python, policy_file, shim) as policy:
+        episodes = Episodes(wheel, name, policy.port)
+        rows = rows_of(wheel, episodes.env)
+        answers, requests = asyncio.run(episodes.run(rows, policy))
+    kept = [(r, a) for r, a in zip(rows, answers) if a.get("_ng_failure_class") is None]
+    metrics = episodes.env.aggregate([r for r, _ in kept], [a for _, a in kept])
+    return {"episodes": episodes, "rows": rows, "answers": answers, "metrics": metrics,
+            "trace": [episode(r, a, q) for r, a, q in zip(rows, answers, requests)]}  # fmt: skip
+
+
+def files(result: dict[str, Any], name: str, shim: bool) -> dict[str, str]:
+    """The files one environment's folder holds, name -> text."""
+    import importlib.metadata
+
+    eps: Episodes = result["episodes"]
+    env, rows, answers = eps.env, result["rows"], result["answers"]
+    jsonl = lambda rs: "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs)  # noqa: E731
+    meta = {
+        "env": name,
+        "config_file": f"resources_servers/{name}/configs/{env.config_file.name}",
+        "resources_server_instance": env.instance,
+        "resources_server_class": env.class_name,
+        "agent_instance": env.agent,
+        "agent_impl": f"responses_api_agents/{eps.agent_impl}",
+        "agent_config": eps.agent_config,
+        "model_server": {"name": MODEL_SERVER, "impl": "scripted_policy (gym_metrics.testing.ScriptedPolicyServer, /v1/responses)"},
+        "max_steps": eps.agent.config.max_steps,
+        "nemo_gym_version": importlib.metadata.version("nemo-gym"),
+        "rows": len(rows),
+        "tasks": len({r["_ng_task_index"] for r in rows}),
+        "repeats": REPEATS,
+        "rewards": [a.get("reward") for a in answers],
+        "aggregated_rows": "the answers without _ng_failure_class (all here)",
+        "run_path": "POST <agent>/run per row, in file order, one at a time, no cookies shared between rows; "
+        "NeMo Gym's collection reaches the same route through the env's legacy_agent relay (same bytes), not run here",
+        "sessions": "resources-server and agent sessions are cookies of NeMo Gym's session middleware; their ids "
+        "(uuid4 there) are uuid.UUID(int=n), n counting from 1 per environment; they never appear in the answers",
+        "not_compared": [],
+        "usage_shim": "the policy's Responses answers get usage.input_tokens_details {cached_tokens: 0} and "
+        "output_tokens_details {reasoning_tokens: 0} where missing: NeMoGymResponseUsage requires them and "
+        "ScriptedPolicyServer does not send them" if shim else None,
+    }  # fmt: skip
+    return {
+        "rows.jsonl": jsonl(rows),
+        "policy.json": json.dumps(POLICIES[name], indent=2, ensure_ascii=False) + "\n",
+        "verify.jsonl": jsonl(answers),
+        "episodes.jsonl": jsonl(result["trace"]),
+        "aggregate_metrics.json": json.dumps(result["metrics"], indent=2) + "\n",
+        "meta.json": json.dumps(meta, indent=2, ensure_ascii=False) + "\n",
+    }
+
+
+def one(args: argparse.Namespace, name: str) -> str:
+    folder = args.out / name
+    policy_file = folder / "policy.json"
+    if not args.check:
+        folder.mkdir(parents=True, exist_ok=True)
+        policy_file.write_text(json.dumps(POLICIES[name], indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    result = run(args.wheel, name, args.policy_python, policy_file, not args.no_usage_shim)
+    texts = files(result, name, not args.no_usage_shim)
+    if args.check:
+        diff = [f for f, t in texts.items() if not (folder / f).exists() or (folder / f).read_text(encoding="utf-8") != t]
+        if diff:
+            raise Difference(f"differs: {', '.join(diff)}")
+        return "identical"
+    for f, t in texts.items():
+        (folder / f).write_text(t, encoding="utf-8")
+    return f"{len(result['rows'])} rows, rewards {[a.get('reward') for a in result['answers']]}"
+
+
+class Difference(Exception):
+    pass
+
+
+README = """\
+# NeMo Gym 0.7.0 agent episodes (reference for the agent loop)
+
+NeMo Gym's own multi-turn episodes: its `responses_api_agents/simple_agent` running the tools of
+an environment's resources server, the policy being gym-metrics' scripted policy
+(`gym_metrics.testing.ScriptedPolicyServer`, answers per prompt and step from `policy.json`). The
+gym-metrics agent loop (`collect`) must produce the same answers and metrics for `rows.jsonl` with
+the same policy. Recorded by `scripts/make_nemo_agent_reference.py` (its docstring says how the
+servers are built, served and called) in a throwaway nemo-gym 0.7.0 venv:
+
+    /tmp/ngvenv/bin/python scripts/make_nemo_agent_reference.py --wheel /tmp/nemo/wheel --policy-python /work/main/.venv/bin/python --out tests/data/nemo_gym_agent
+    /tmp/ngvenv/bin/python scripts/make_nemo_agent_reference.py --wheel /tmp/nemo/wheel --policy-python /work/main/.venv/bin/python --out tests/data/nemo_gym_agent --check
+
+Per environment:
+- `rows.jsonl`: the env's data/example.jsonl through NeMo Gym's row preprocessing, each row twice
+  (`agent_ref`, `_ng_task_index`, `_ng_rollout_index` as its collection sets them): the input;
+- `policy.json`: the scripted policy, `{prompt: [answer per step]}` (step = tool turns since the
+  prompt), each answer PolicyAnswer's `text` and `tool_calls`;
+- `verify.jsonl`: the agent's `/run` answer per row (verify response with `response` and `reward`);
+- `episodes.jsonl`: per row the steps of the policy requests made and the tool calls run (name,
+  arguments, output), read from the answer;
+- `aggregate_metrics.json`: the env's /aggregate_metrics of the answers, as the other references;
+- `meta.json`: config, instances, agent config, max_steps, rewards, how sessions are handled, and
+  `usage_shim` (see below).
+
+Usage shim: NeMo Gym validates each policy answer with `NeMoGymResponse`, whose usage requires
+`input_tokens_details` and `output_tokens_details`; ScriptedPolicyServer sends neither, so the
+recording adds `{"cached_tokens": 0}` / `{"reasoning_tokens": 0}` where missing (as OpenAI and vLLM
+answers report them). Without it (`--no-usage-shim`) NeMo's agent fails every row.
+
+| env | rows | rewards |
+|---|---|---|
+"""
+
+
+def write_readme(out: Path) -> None:
+    lines = [README.rstrip("\n")]
+    for meta_path in sorted(out.glob("*/meta.json")):
+        m = json.loads(meta_path.read_text())
+        lines.append(f"| {m['env']} | {m['rows']} | {' '.join(f'{r:g}' for r in m['rewards'])} |")
+    (out / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--wheel", type=Path, required=True, help="the unzipped nemo-gym 0.7.0 wheel")
+    parser.add_argument("--policy-python", required=True, help="a python that imports gym_metrics (its venv)")
+    parser.add_argument("--out", type=Path, default=Path("tests/data/nemo_gym_agent"))
+    parser.add_argument("--check", action="store_true", help="re-run and compare with the written files")
+    parser.add_argument("--no-usage-shim", action="store_true", help="serve ScriptedPolicyServer's answers unchanged")
+    parser.add_argument("envs", nargs="*", default=ENVS)
+    args = parser.parse_args()
+    import nemo_gym  # noqa: F401  (the venv's nemo_gym first; then the wheel's servers and agents)
+
+    sys.path.insert(1, str(args.wheel.resolve()))
+    warnings.simplefilter("ignore")
+    failed = 0
+    for name in args.envs:
+        try:
+            print(f"{name}: {one(args, name)}")
+        except Exception as e:
+            failed += 1
+            print(f"{name}: {'' if isinstance(e, Difference) else 'FAILED '}{type(e).__name__}: {e}"[:1500])
+    if not args.check and not failed:
+        write_readme(args.out)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
