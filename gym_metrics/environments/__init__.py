@@ -1,9 +1,10 @@
 """What an environment author writes and what serves it, with no transport code:
 `SimpleResourcesServer` and its hooks (verify, compute_metrics, get_key_metrics), the registry
 of environments by name, `ScorerEnvironment` (a row scorer served as an environment), and the
-handler that serves one (what each RPC does once its messages are converted).
-Tools and per-rollout sessions belong here too."""
+handler that serves one (what each RPC does once its messages are converted); tools (`@tool`)
+and per-rollout sessions (Session, SessionStore, Episodes)."""
 
+from gym_metrics.environments._episodes import TOOL_TIMEOUT_S, Episodes
 from gym_metrics.environments._handler import (
     INVALID_REQUEST,
     TIMEOUT,
@@ -23,8 +24,20 @@ from gym_metrics.environments._registry import (
 )
 from gym_metrics.environments._scorer import ScorerEnvironment
 from gym_metrics.environments._server import SimpleResourcesServer
+from gym_metrics.environments._sessions import IDLE_TTL_S, MAX_SESSIONS, Session, SessionStore
+from gym_metrics.environments._tools import ToolSpec, output_text, tool, tools_of
 
 __all__ = [
+    "IDLE_TTL_S",
+    "MAX_SESSIONS",
+    "TOOL_TIMEOUT_S",
+    "Episodes",
+    "Session",
+    "SessionStore",
+    "ToolSpec",
+    "output_text",
+    "tool",
+    "tools_of",
     "INVALID_REQUEST",
     "TIMEOUT",
     "VERIFY_FAILED",

@@ -23,7 +23,9 @@ from gym_metrics._util.cancellable import run_cancellable
 from gym_metrics._util.eager import start_eagerly
 from gym_metrics._util.limits import CallLimits, exceeded
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator
+from gym_metrics.environments._episodes import TOOL_TIMEOUT_S, Episodes
 from gym_metrics.environments._server import SimpleResourcesServer
+from gym_metrics.environments._sessions import IDLE_TTL_S, MAX_SESSIONS, SessionStore
 from gym_metrics.errors import GymMetricsError, InvalidInputError, UserCodeError
 from gym_metrics.rollouts import RolloutColumns
 
@@ -58,10 +60,15 @@ class EnvironmentHandler:
         *,
         max_concurrent_verifies: int = 64,
         verify_timeout_s: float | None = None,
+        max_sessions: int = MAX_SESSIONS,
+        session_ttl_s: float = IDLE_TTL_S,
+        tool_timeout_s: float = TOOL_TIMEOUT_S,
         limits: CallLimits | None = None,
         recorder: Recorder | None = None,
     ) -> None:
         self.env = env
+        self.episodes = Episodes(env, SessionStore(max_sessions, session_ttl_s), tool_timeout_s)
+        """Sessions and tool calls (SeedSession, CallTool, CloseSession, Verify in a session)."""
         self.limits = limits or CallLimits()
         self._max_concurrent = max_concurrent_verifies
         self._timeout = verify_timeout_s
@@ -70,20 +77,23 @@ class EnvironmentHandler:
 
     # ----------------------------------------------------------------- verify
 
-    async def verify(self, body_json: str | bytes) -> tuple[float, str]:
-        """One rollout's reward and response JSON; its failure is the call's."""
+    async def verify(self, body_json: str | bytes, session_id: str = "") -> tuple[float, str]:
+        """One rollout's reward and response JSON (in its session, which it closes, when one
+        is named); its failure is the call's."""
         if self._recorder is None:
-            return await self._verify(body_json)
+            return await self._verify(body_json, session_id)
         try:
-            answer = await self._verify(body_json)
+            answer = await self._verify(body_json, session_id)
         except Exception as exc:
             self._recorder.rollouts(0, {INVALID_REQUEST if isinstance(exc, InvalidInputError) else VERIFY_FAILED: 1})
             raise
         self._recorder.rollouts(1)
         return answer
 
-    async def _verify(self, body_json: str | bytes) -> tuple[float, str]:
+    async def _verify(self, body_json: str | bytes, session_id: str = "") -> tuple[float, str]:
         try:
+            if session_id:
+                return await self.episodes.verify(session_id, body_json)
             return await self.env.verify_json(body_json)
         except GymMetricsError:
             raise

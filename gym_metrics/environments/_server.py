@@ -3,7 +3,8 @@
 Override `verify` (one rollout in, a reward and custom fields out) and, optionally,
 `compute_metrics` (all of an agent's rows, grouped by task) and `get_key_metrics`. Reward
 reducers listed by name in `reducers` and headline metrics chosen by pattern in `key_metrics`
-need no code at all.
+need no code at all. An agentic environment adds tools (`@tool` methods) and per-rollout
+sessions (`seed_session`, `close_session`, and a `session` parameter on verify).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from gym_metrics._util.deprecated import warn_class_attribute
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.reducers import TaskRewards, TaskRewardsLike, summarize_reducers
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
+from gym_metrics.environments._sessions import Session, seed_with_row
+from gym_metrics.environments._tools import ToolSpec, tools_of
 
 
 class SimpleResourcesServer:
@@ -63,6 +66,14 @@ class SimpleResourcesServer:
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         """Score one rollout. Must be overridden."""
         raise NotImplementedError(f"{type(self).__name__} must implement verify()")
+
+    async def seed_session(self, session: Session) -> None:
+        """Set up a rollout's state in `session.state` from its task row (`session.row`)
+        before the model's first tool call. Default: nothing."""
+
+    async def close_session(self, session: Session) -> None:
+        """Free what the session holds beyond `session.state` (a process, a sandbox) when its
+        episode ends or its client goes away. Default: nothing."""
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """Custom agent metrics from all measured rows, grouped by task. Default: none.
@@ -114,6 +125,14 @@ class SimpleResourcesServer:
         return _annotation(cls.verify, "return", BaseVerifyResponse)
 
     # (resolved once per class: get_type_hints costs ~100 us, more than a whole verify)
+
+    def tools(self) -> dict[str, ToolSpec]:
+        """The tools the model may call, by name (the `@tool` methods)."""
+        cls = type(self)
+        found = _TOOLS.get(cls)
+        if found is None:
+            found = _TOOLS[cls] = tools_of(cls)
+        return found
 
     @property
     def wants_rows(self) -> bool:
@@ -175,8 +194,21 @@ class SimpleResourcesServer:
         """Validate, verify, and check what verify returned."""
         return self.checked_response(await self.run_verify(self.parse_verify_request(body, row)))
 
-    async def run_verify(self, request: Any) -> Any:
-        """How the framework calls verify (a porting layer may call it another way)."""
+    async def open_session(self, session: Session) -> None:
+        """How the framework seeds a session (a porting layer may seed another way):
+        seed_session(session), or seed_session(session, body) with the row validated by the
+        model `body` is annotated with."""
+        await seed_with_row(self, session)
+
+    async def end_session(self, session: Session) -> None:
+        """How the framework closes a session: close_session."""
+        await self.close_session(session)
+
+    async def run_verify(self, request: Any, session: Session | None = None) -> Any:
+        """How the framework calls verify (a porting layer may call it another way): with the
+        rollout's session when verify takes a `session` parameter."""
+        if session is not None and _takes_session(type(self).verify):
+            return await self.verify(request, session=session)  # type: ignore[call-arg]
         return await self.verify(request)
 
     def checked_response(self, response: Any) -> BaseVerifyResponse:
@@ -191,10 +223,12 @@ class SimpleResourcesServer:
         """Validate, verify and return the response as a JSON-ready dict."""
         return (await self.verify_model(body, row)).model_dump(mode="json")
 
-    async def verify_json(self, body: Mapping[str, Any] | str | bytes, row: int | None = None) -> tuple[float, str]:
+    async def verify_json(
+        self, body: Mapping[str, Any] | str | bytes, row: int | None = None, session: Session | None = None
+    ) -> tuple[float, str]:
         """(reward, response as JSON text): the wire form, serialised by pydantic-core. It runs
         per rollout, so verify_model's steps are inline (one coroutine fewer)."""
-        response = self.checked_response(await self.run_verify(self.parse_verify_request(body, row)))
+        response = self.checked_response(await self.run_verify(self.parse_verify_request(body, row), session))
         return float(response.reward), response.model_dump_json()
 
     def new_aggregator(self, agent_name: str, options: AggregateOptions | None = None) -> Aggregator:
@@ -227,10 +261,20 @@ class SimpleResourcesServer:
             "verify_request_schema": self.verify_request_model().model_json_schema(),
             "verify_response_schema": self.verify_response_model().model_json_schema(),
             "wants_rows": self.wants_rows,
+            "tools": [spec.as_function_tool() for spec in self.tools().values()],
         }
 
 
 _Model = TypeVar("_Model")
+
+
+_TOOLS: dict[type, dict[str, ToolSpec]] = {}
+"""Each environment class's tools (found once)."""
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_session(verify: Any) -> bool:
+    return "session" in inspect.signature(verify).parameters
 
 
 @functools.lru_cache(maxsize=None)

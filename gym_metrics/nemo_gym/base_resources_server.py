@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-import uuid
 from enum import Enum
 from typing import Any, ClassVar, Generic, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gym_metrics.environments import Session, ToolSpec
 from gym_metrics.environments import SimpleResourcesServer as _Environment
+from gym_metrics.nemo_gym._routes import _Request, _request_of, route_tools, seed_nemo_session
 from gym_metrics.nemo_gym.config_types import BaseRunServerInstanceConfig
 from gym_metrics.nemo_gym.episode_types import EpisodeId, TaskId
 from gym_metrics.nemo_gym.judge import JudgeError
@@ -149,14 +150,29 @@ class SimpleResourcesServer(BaseModel, _Environment):
     def server_info(self) -> dict[str, Any]:
         return {**super().server_info(), "name": self.config.name}
 
-    async def run_verify(self, request: Any) -> Any:
-        """verify with NeMo Gym's calling conventions and its judge failsafe."""
+    async def run_verify(self, request: Any, session: Optional[Session] = None) -> Any:
+        """verify with NeMo Gym's calling conventions and its judge failsafe; `request.session`
+        is the rollout's session (a fresh one when the rollout has none)."""
         try:
             if _takes_request(type(self)):
-                return await self.verify(_Request.fresh(), request)  # type: ignore[call-arg, arg-type]
+                http = _Request.fresh() if session is None else _request_of(session)
+                return await self.verify(http, request)  # type: ignore[call-arg, arg-type]
             return await self.verify(request)
         except JudgeError as exc:
             return _judge_failed(request, str(exc)[:2000])
+
+    async def open_session(self, session: Session) -> None:
+        """NeMo Gym's seed_session(request, body) or seed_session(body), with the row
+        validated by its annotation as the /seed_session route validates it."""
+        await seed_nemo_session(self, session, _request_of(session))
+
+    async def end_session(self, session: Session) -> None:
+        """Nothing: a NeMo Gym environment keeps its own per-session state (its dicts keyed by
+        session id) and frees it itself, as under NeMo Gym."""
+
+    def tools(self) -> dict[str, ToolSpec]:
+        """The POST routes `setup_webserver` adds, as tools named by their path."""
+        return route_tools(self)
 
     def checked_response(self, response: Any) -> Any:
         if isinstance(response, BaseModel) and hasattr(response, "reward"):
@@ -170,16 +186,6 @@ def _takes_request(cls: Any) -> bool:
     return len(inspect.signature(cls.verify).parameters) >= 3
 
 
-class _Request:
-    """What ported environments read from FastAPI's request in verify: a session (one per
-    rollout: gym-metrics verifies each rollout on its own) and headers."""
-
-    def __init__(self, session: dict[str, Any], headers: dict[str, str]) -> None:
-        self.session, self.headers = session, headers
-
-    @classmethod
-    def fresh(cls) -> _Request:
-        return cls({SESSION_ID_KEY: uuid.uuid4().hex}, {})
 
 
 class _JudgeFailed(BaseModel):

@@ -212,7 +212,10 @@ def responses_body(answer: PolicyAnswer, prompt: str, request: Mapping[str, Any]
         "model": request.get("model", ""),
         "status": "completed",
         "output": output,
-        "usage": {"input_tokens": i, "output_tokens": o, "total_tokens": i + o},
+        "usage": {
+            "input_tokens": i, "output_tokens": o, "total_tokens": i + o,
+            "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0},
+        },  # fmt: skip
         "parallel_tool_calls": request.get("parallel_tool_calls", True),
         "tool_choice": request.get("tool_choice", "auto"),
         "tools": request.get("tools", []),

@@ -38,10 +38,12 @@ class AgentRef(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class VerifyRequest(_message.Message):
-    __slots__ = ("body_json",)
+    __slots__ = ("body_json", "session_id")
     BODY_JSON_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     body_json: str
-    def __init__(self, body_json: _Optional[str] = ...) -> None: ...
+    session_id: str
+    def __init__(self, body_json: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class VerifyResponse(_message.Message):
     __slots__ = ("reward", "response_json")
@@ -333,17 +335,71 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("name", "version", "metrics", "verify_request_schema_json", "verify_response_schema_json", "wants_rows")
+    __slots__ = ("name", "version", "metrics", "verify_request_schema_json", "verify_response_schema_json", "wants_rows", "tools")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     VERIFY_REQUEST_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     VERIFY_RESPONSE_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     WANTS_ROWS_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     metrics: _containers.RepeatedScalarFieldContainer[str]
     verify_request_schema_json: str
     verify_response_schema_json: str
     wants_rows: bool
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., verify_request_schema_json: _Optional[str] = ..., verify_response_schema_json: _Optional[str] = ..., wants_rows: _Optional[bool] = ...) -> None: ...
+    tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., verify_request_schema_json: _Optional[str] = ..., verify_response_schema_json: _Optional[str] = ..., wants_rows: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ...) -> None: ...
+
+class ToolInfo(_message.Message):
+    __slots__ = ("name", "description", "parameters_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    parameters_json: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ...) -> None: ...
+
+class SeedSessionRequest(_message.Message):
+    __slots__ = ("body_json",)
+    BODY_JSON_FIELD_NUMBER: _ClassVar[int]
+    body_json: str
+    def __init__(self, body_json: _Optional[str] = ...) -> None: ...
+
+class SeedSessionResponse(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class CallToolRequest(_message.Message):
+    __slots__ = ("session_id", "name", "arguments_json")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    name: str
+    arguments_json: str
+    def __init__(self, session_id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
+
+class CallToolResponse(_message.Message):
+    __slots__ = ("output", "failed")
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    output: str
+    failed: bool
+    def __init__(self, output: _Optional[str] = ..., failed: _Optional[bool] = ...) -> None: ...
+
+class CloseSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class CloseSessionResponse(_message.Message):
+    __slots__ = ("closed",)
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    closed: bool
+    def __init__(self, closed: _Optional[bool] = ...) -> None: ...

@@ -55,6 +55,21 @@ class ResourcesServiceStub:
                 request_serializer=gym__metrics_dot_v1_dot_resources__pb2.GetServerInfoRequest.SerializeToString,
                 response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.GetServerInfoResponse.FromString,
                 _registered_method=True)
+        self.SeedSession = channel.unary_unary(
+                '/gym_metrics.v1.ResourcesService/SeedSession',
+                request_serializer=gym__metrics_dot_v1_dot_resources__pb2.SeedSessionRequest.SerializeToString,
+                response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.SeedSessionResponse.FromString,
+                _registered_method=True)
+        self.CallTool = channel.unary_unary(
+                '/gym_metrics.v1.ResourcesService/CallTool',
+                request_serializer=gym__metrics_dot_v1_dot_resources__pb2.CallToolRequest.SerializeToString,
+                response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.CallToolResponse.FromString,
+                _registered_method=True)
+        self.CloseSession = channel.unary_unary(
+                '/gym_metrics.v1.ResourcesService/CloseSession',
+                request_serializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionRequest.SerializeToString,
+                response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionResponse.FromString,
+                _registered_method=True)
 
 
 class ResourcesServiceServicer:
@@ -85,7 +100,32 @@ class ResourcesServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetServerInfo(self, request, context):
-        """Describes the server: name, version, configured metrics, verify request schema.
+        """Describes the server: name, version, configured metrics, verify request schema, tools.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SeedSession(self, request, context):
+        """Opens one rollout's session from its task row (the environment's seed_session runs).
+        Sessions are bounded: past the server's max_sessions the call is RESOURCE_EXHAUSTED
+        (retry later); a session idle past the server's TTL is closed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CallTool(self, request, context):
+        """Calls one of the environment's tools in a session. Unknown session or tool: NOT_FOUND;
+        arguments that do not fit the tool: INVALID_ARGUMENT naming the field. A tool that
+        raises or runs past its deadline answers its error as the output, with `failed` set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CloseSession(self, request, context):
+        """Closes a session before its verify (an episode given up); the session's state is dropped.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -113,6 +153,21 @@ def add_ResourcesServiceServicer_to_server(servicer, server):
                     servicer.GetServerInfo,
                     request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.GetServerInfoRequest.FromString,
                     response_serializer=gym__metrics_dot_v1_dot_resources__pb2.GetServerInfoResponse.SerializeToString,
+            ),
+            'SeedSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.SeedSession,
+                    request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.SeedSessionRequest.FromString,
+                    response_serializer=gym__metrics_dot_v1_dot_resources__pb2.SeedSessionResponse.SerializeToString,
+            ),
+            'CallTool': grpc.unary_unary_rpc_method_handler(
+                    servicer.CallTool,
+                    request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.CallToolRequest.FromString,
+                    response_serializer=gym__metrics_dot_v1_dot_resources__pb2.CallToolResponse.SerializeToString,
+            ),
+            'CloseSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.CloseSession,
+                    request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionRequest.FromString,
+                    response_serializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -224,6 +279,87 @@ class ResourcesService:
             '/gym_metrics.v1.ResourcesService/GetServerInfo',
             gym__metrics_dot_v1_dot_resources__pb2.GetServerInfoRequest.SerializeToString,
             gym__metrics_dot_v1_dot_resources__pb2.GetServerInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SeedSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gym_metrics.v1.ResourcesService/SeedSession',
+            gym__metrics_dot_v1_dot_resources__pb2.SeedSessionRequest.SerializeToString,
+            gym__metrics_dot_v1_dot_resources__pb2.SeedSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CallTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gym_metrics.v1.ResourcesService/CallTool',
+            gym__metrics_dot_v1_dot_resources__pb2.CallToolRequest.SerializeToString,
+            gym__metrics_dot_v1_dot_resources__pb2.CallToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CloseSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gym_metrics.v1.ResourcesService/CloseSession',
+            gym__metrics_dot_v1_dot_resources__pb2.CloseSessionRequest.SerializeToString,
+            gym__metrics_dot_v1_dot_resources__pb2.CloseSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

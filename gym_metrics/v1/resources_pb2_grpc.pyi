@@ -51,7 +51,19 @@ class ResourcesServiceStub:
     the group_level_metrics columns of every part, in order.
     """
     GetServerInfo: _grpc.UnaryUnaryMultiCallable[_resources_pb2.GetServerInfoRequest, _resources_pb2.GetServerInfoResponse]
-    """Describes the server: name, version, configured metrics, verify request schema."""
+    """Describes the server: name, version, configured metrics, verify request schema, tools."""
+    SeedSession: _grpc.UnaryUnaryMultiCallable[_resources_pb2.SeedSessionRequest, _resources_pb2.SeedSessionResponse]
+    """Opens one rollout's session from its task row (the environment's seed_session runs).
+    Sessions are bounded: past the server's max_sessions the call is RESOURCE_EXHAUSTED
+    (retry later); a session idle past the server's TTL is closed.
+    """
+    CallTool: _grpc.UnaryUnaryMultiCallable[_resources_pb2.CallToolRequest, _resources_pb2.CallToolResponse]
+    """Calls one of the environment's tools in a session. Unknown session or tool: NOT_FOUND;
+    arguments that do not fit the tool: INVALID_ARGUMENT naming the field. A tool that
+    raises or runs past its deadline answers its error as the output, with `failed` set.
+    """
+    CloseSession: _grpc.UnaryUnaryMultiCallable[_resources_pb2.CloseSessionRequest, _resources_pb2.CloseSessionResponse]
+    """Closes a session before its verify (an episode given up); the session's state is dropped."""
 
 @_typing.type_check_only
 class ResourcesServiceAsyncStub(ResourcesServiceStub):
@@ -68,7 +80,19 @@ class ResourcesServiceAsyncStub(ResourcesServiceStub):
     the group_level_metrics columns of every part, in order.
     """
     GetServerInfo: _aio.UnaryUnaryMultiCallable[_resources_pb2.GetServerInfoRequest, _resources_pb2.GetServerInfoResponse]  # type: ignore[assignment]
-    """Describes the server: name, version, configured metrics, verify request schema."""
+    """Describes the server: name, version, configured metrics, verify request schema, tools."""
+    SeedSession: _aio.UnaryUnaryMultiCallable[_resources_pb2.SeedSessionRequest, _resources_pb2.SeedSessionResponse]  # type: ignore[assignment]
+    """Opens one rollout's session from its task row (the environment's seed_session runs).
+    Sessions are bounded: past the server's max_sessions the call is RESOURCE_EXHAUSTED
+    (retry later); a session idle past the server's TTL is closed.
+    """
+    CallTool: _aio.UnaryUnaryMultiCallable[_resources_pb2.CallToolRequest, _resources_pb2.CallToolResponse]  # type: ignore[assignment]
+    """Calls one of the environment's tools in a session. Unknown session or tool: NOT_FOUND;
+    arguments that do not fit the tool: INVALID_ARGUMENT naming the field. A tool that
+    raises or runs past its deadline answers its error as the output, with `failed` set.
+    """
+    CloseSession: _aio.UnaryUnaryMultiCallable[_resources_pb2.CloseSessionRequest, _resources_pb2.CloseSessionResponse]  # type: ignore[assignment]
+    """Closes a session before its verify (an episode given up); the session's state is dropped."""
 
 class ResourcesServiceServicer(metaclass=_abc_1.ABCMeta):
     """One environment ("resources server"): verifies rollouts and aggregates their metrics."""
@@ -106,6 +130,36 @@ class ResourcesServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _resources_pb2.GetServerInfoRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.GetServerInfoResponse, _abc.Awaitable[_resources_pb2.GetServerInfoResponse]]:
-        """Describes the server: name, version, configured metrics, verify request schema."""
+        """Describes the server: name, version, configured metrics, verify request schema, tools."""
+
+    @_abc_1.abstractmethod
+    def SeedSession(
+        self,
+        request: _resources_pb2.SeedSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.SeedSessionResponse, _abc.Awaitable[_resources_pb2.SeedSessionResponse]]:
+        """Opens one rollout's session from its task row (the environment's seed_session runs).
+        Sessions are bounded: past the server's max_sessions the call is RESOURCE_EXHAUSTED
+        (retry later); a session idle past the server's TTL is closed.
+        """
+
+    @_abc_1.abstractmethod
+    def CallTool(
+        self,
+        request: _resources_pb2.CallToolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.CallToolResponse, _abc.Awaitable[_resources_pb2.CallToolResponse]]:
+        """Calls one of the environment's tools in a session. Unknown session or tool: NOT_FOUND;
+        arguments that do not fit the tool: INVALID_ARGUMENT naming the field. A tool that
+        raises or runs past its deadline answers its error as the output, with `failed` set.
+        """
+
+    @_abc_1.abstractmethod
+    def CloseSession(
+        self,
+        request: _resources_pb2.CloseSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.CloseSessionResponse, _abc.Awaitable[_resources_pb2.CloseSessionResponse]]:
+        """Closes a session before its verify (an episode given up); the session's state is dropped."""
 
 def add_ResourcesServiceServicer_to_server(servicer: ResourcesServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -9,6 +9,7 @@ from gym_metrics._transport.client._resources import (
     VerifyInput,
     is_transient,
 )
+from gym_metrics._transport.client._sessions import ToolOutput
 from gym_metrics._transport.client._status import RemoteCallError, ServerUnavailableError, ServerUnreachableError
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
 
@@ -23,6 +24,7 @@ __all__ = [
     "ServerInfo",
     "ServerUnavailableError",
     "ServerUnreachableError",
+    "ToolOutput",
     "VerifiedBatch",
     "VerifyInput",
     "VerifyOutcome",

@@ -14,6 +14,7 @@ import grpc.aio
 import orjson
 
 from gym_metrics._transport.client._balance import ROUND_ROBIN, address_count, is_balanced
+from gym_metrics._transport.client._sessions import SessionCalls, json_text
 from gym_metrics._transport._batches import columns_to_batches, dumps_json
 from gym_metrics._transport._convert import responses_to_aggregate
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
@@ -52,13 +53,15 @@ class ServerInfo:
     verify_request_schema: dict[str, Any]
     verify_response_schema: dict[str, Any]
     wants_rows: bool
+    tools: list[dict[str, Any]]
+    """The environment's tools as Responses API function tools (empty: it only verifies)."""
 
 
 _WORKER_KEY = "gym-metrics-worker"
 """GetServerInfo's trailing metadata: "INDEX/COUNT" of the worker process that answered."""
 
 
-class ResourcesClient:
+class ResourcesClient(SessionCalls):
     """Talks to one resources server. Use as `async with ResourcesClient("host:port") as c:`.
 
     Args:
@@ -198,10 +201,12 @@ class ResourcesClient:
             await self._channel.wait_for_state_change(state)
             state = self._channel.get_state(try_to_connect=True)
 
-    async def verify(self, body: Mapping[str, Any] | str) -> dict[str, Any]:
-        """Verify one rollout; returns the full verify response."""
+    async def verify(self, body: Mapping[str, Any] | str, session_id: str = "") -> dict[str, Any]:
+        """Verify one rollout (in its session, which this closes, when `session_id` is given);
+        returns the full verify response."""
+        request = pb.VerifyRequest(body_json=json_text(body), session_id=session_id)
         try:
-            response = await self._stub.Verify(pb.VerifyRequest(body_json=_body_json(body)), metadata=self._metadata)
+            response = await self._stub.Verify(request, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
             raise translate(exc) from None
         return orjson.loads(response.response_json)
@@ -312,6 +317,10 @@ class ResourcesClient:
             verify_request_schema=orjson.loads(info.verify_request_schema_json or "{}"),
             verify_response_schema=orjson.loads(info.verify_response_schema_json or "{}"),
             wants_rows=info.wants_rows,
+            tools=[
+                {"type": "function", "name": t.name, "description": t.description, "parameters": orjson.loads(t.parameters_json or "{}")}
+                for t in info.tools
+            ],
         )
 
 
@@ -324,12 +333,6 @@ def _cancelled_by_us() -> bool:
     task = asyncio.current_task()
     cancelling = getattr(task, "cancelling", None)  # Python 3.11+
     return task is None or cancelling is None or cancelling() > 0
-
-
-def _body_json(body: Mapping[str, Any] | str | bytes) -> str:
-    if isinstance(body, bytes):
-        return body.decode()
-    return body if isinstance(body, str) else dumps_json(body)
 
 
 def verify_request(batch_id: str, items: Sequence[VerifyInput]) -> pb.VerifyStreamRequest:

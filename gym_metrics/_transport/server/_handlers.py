@@ -81,13 +81,16 @@ def register(server: Any, service: str, servicer: Any, table: Table) -> None:
 
 
 def add_resources_service(servicer: Any, server: Any) -> None:
-    """Register `servicer`'s four methods on `server` (sync or aio) with lenient decoding."""
+    """Register `servicer`'s methods on `server` (sync or aio) with lenient decoding."""
     unary, stream = grpc.unary_unary_rpc_method_handler, grpc.stream_stream_rpc_method_handler
     register(server, SERVICE, servicer, {
         "Verify": (unary, pb.VerifyRequest, pb.VerifyResponse),
         "VerifyStream": (stream, pb.VerifyStreamRequest, pb.VerifyStreamResponse),
         "AggregateMetrics": (stream, pb.AggregateMetricsRequest, pb.AggregateMetricsResponse),
         "GetServerInfo": (unary, pb.GetServerInfoRequest, pb.GetServerInfoResponse),
+        "SeedSession": (unary, pb.SeedSessionRequest, pb.SeedSessionResponse),
+        "CallTool": (unary, pb.CallToolRequest, pb.CallToolResponse),
+        "CloseSession": (unary, pb.CloseSessionRequest, pb.CloseSessionResponse),
     })  # fmt: skip
 
 

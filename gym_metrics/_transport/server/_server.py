@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 SERVICE_NAME: str = resources_pb2.DESCRIPTOR.services_by_name["ResourcesService"].full_name
 AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"
-HANDLER_KNOBS = ("max_concurrent_verifies", "verify_timeout_s")
+HANDLER_KNOBS = ("max_concurrent_verifies", "verify_timeout_s", "max_sessions", "session_ttl_s", "tool_timeout_s")
 """`servicer_options` that go to the EnvironmentHandler; the rest go to the ResourcesServicer."""
 """serve() reads the token from here when none is given (keeps it out of `ps` output)."""
 
@@ -158,9 +158,16 @@ class RunningGrpcServer:
 
 @dataclass(kw_only=True)
 class RunningServer(RunningGrpcServer):
-    """A started resources server, serving `env`."""
+    """A started resources server, serving `env` through `handler`."""
 
     env: SimpleResourcesServer
+    handler: EnvironmentHandler
+    """What its calls do (its live sessions: `handler.episodes.store`)."""
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop serving, then close every live session (environments free what they hold)."""
+        await super().stop(grace)
+        await self.handler.episodes.aclose()
 
     async def _draining(self) -> None:
         if self.config.drain_seconds:
@@ -256,7 +263,7 @@ async def start_server(
     health_servicer = await add_health_and_reflection(server, config, SERVICE_NAME)
     port = bind(server, config)
     await server.start()
-    running = RunningServer(server=server, port=port, config=config, health=health_servicer, env=env)
+    running = RunningServer(server=server, port=port, config=config, health=health_servicer, env=env, handler=handler)
     if recorder is not None and serve_metrics and config.prometheus_port is not None:
         try:
             running.metrics_port, running._stop_metrics = serve_http(recorder.registry, config.host, config.prometheus_port)

@@ -63,8 +63,24 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
 
     @grpc_errors
     async def Verify(self, request: pb.VerifyRequest, context: grpc.aio.ServicerContext) -> pb.VerifyResponse:
-        reward, response_json = await self._handler.verify(decoded(request, "request").body_json)
+        request = decoded(request, "request")
+        reward, response_json = await self._handler.verify(request.body_json, request.session_id)
         return pb.VerifyResponse(reward=reward, response_json=response_json)
+
+    @grpc_errors
+    async def SeedSession(self, request: pb.SeedSessionRequest, context: grpc.aio.ServicerContext) -> pb.SeedSessionResponse:
+        session = await self._handler.episodes.seed(decoded(request, "request").body_json)
+        return pb.SeedSessionResponse(session_id=session.id)
+
+    @grpc_errors
+    async def CallTool(self, request: pb.CallToolRequest, context: grpc.aio.ServicerContext) -> pb.CallToolResponse:
+        request = decoded(request, "request")
+        output, failed = await self._handler.episodes.call_tool(request.session_id, request.name, request.arguments_json)
+        return pb.CallToolResponse(output=output, failed=failed)
+
+    @grpc_errors
+    async def CloseSession(self, request: pb.CloseSessionRequest, context: grpc.aio.ServicerContext) -> pb.CloseSessionResponse:
+        return pb.CloseSessionResponse(closed=await self._handler.episodes.close(decoded(request, "request").session_id))
 
     @grpc_errors
     async def VerifyStream(
@@ -133,6 +149,10 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             verify_request_schema_json=dumps_json(info["verify_request_schema"]),
             verify_response_schema_json=dumps_json(info["verify_response_schema"]),
             wants_rows=bool(info["wants_rows"]),
+            tools=[
+                pb.ToolInfo(name=t["name"], description=t["description"], parameters_json=dumps_json(t["parameters"]))
+                for t in info.get("tools", ())
+            ],
         )
 
 

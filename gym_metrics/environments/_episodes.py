@@ -1,0 +1,134 @@
+"""What the session and tool calls of one served environment do, with no transport: seed a
+rollout's session from its task row, call a tool in it, verify in it (which ends it), close it.
+
+Failures, as NeMo Gym's agent sees them: a tool that raises or runs past `tool_timeout_s`
+answers its error as the tool's output (`failed` set, counted), so the model reads it and the
+episode goes on; an unknown tool is NotFoundError, arguments that do not fit the tool's model
+InvalidInputError naming the field (the agent loop turns both into outputs for the model too).
+Sessions idle past their TTL are closed by a sweep (the client went away), so the count of live
+sessions returns to 0 by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from gym_metrics.environments._server import SimpleResourcesServer
+from gym_metrics.environments._sessions import Session, SessionStore
+from gym_metrics.environments._tools import find_tool
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, UserCodeError
+
+log = logging.getLogger("gym_metrics.sessions")
+
+TOOL_TIMEOUT_S = 60.0
+"""Seconds one tool call may run (`serve --tool-timeout`); past it the model reads a timeout."""
+
+
+class Episodes:
+    """The session and tool calls of one environment; see the module docstring."""
+
+    def __init__(self, env: SimpleResourcesServer, store: SessionStore | None = None, tool_timeout_s: float = TOOL_TIMEOUT_S) -> None:
+        self.env, self.tool_timeout_s = env, tool_timeout_s
+        self.store = store if store is not None else SessionStore()  # (an empty store is falsy)
+        self.tool_calls: Counter[str] = Counter()
+        """Tool calls by outcome: ok, error (the tool raised), timeout."""
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def seed(self, row_json: str | bytes) -> Session:
+        """A new session for the task row `row_json`, set up by the environment's seed_session."""
+        row = _row(row_json)
+        await self.sweep()
+        session = self.store.open(row)
+        self._start_sweeper()
+        try:
+            await self.env.open_session(session)
+        except BaseException as exc:
+            self.store.close(session.id)
+            if isinstance(exc, Exception) and not isinstance(exc, GymMetricsError):
+                raise UserCodeError("seed_session", exc) from exc
+            raise
+        return session
+
+    async def call_tool(self, session_id: str, name: str, arguments_json: str | bytes) -> tuple[str, bool]:
+        """(the text the model reads, whether the tool failed) of one tool call in a session."""
+        session = self.store.get(session_id)
+        spec = find_tool(self.env.tools(), name)
+        arguments = spec.parse(arguments_json)
+        try:
+            output = await asyncio.wait_for(spec.run(self.env, arguments, session), self.tool_timeout_s)
+        except asyncio.TimeoutError:
+            self.tool_calls["timeout"] += 1
+            return _error(f"tool {name!r} exceeded its {self.tool_timeout_s:g} s deadline"), True
+        except Exception as exc:  # the model reads the error, as under NeMo Gym
+            self.tool_calls["error"] += 1
+            log.info("tool %s raised in session %s", name, session_id, exc_info=exc)
+            return _error(f"{type(exc).__name__}: {exc}"), True
+        self.tool_calls["ok"] += 1
+        return output, False
+
+    async def verify(self, session_id: str, body_json: str | bytes) -> tuple[float, str]:
+        """Verify the rollout in its session, then close the session (the episode is over)."""
+        session = self.store.get(session_id)
+        try:
+            return await self.env.verify_json(body_json, session=session)
+        finally:
+            await self.close(session_id)
+
+    async def close(self, session_id: str) -> bool:
+        """Close a session (False: it was not live); the environment frees what it holds."""
+        session = self.store.close(session_id)
+        if session is None:
+            return False
+        await self._closed(session)
+        return True
+
+    async def sweep(self) -> int:
+        """Close the sessions idle past the TTL; how many."""
+        gone = self.store.sweep()
+        for session in gone:
+            await self._closed(session)
+        return len(gone)
+
+    async def _closed(self, session: Session) -> None:
+        try:
+            await self.env.end_session(session)
+        except Exception as exc:  # one environment's teardown error is logged, never the caller's
+            log.warning("close_session raised for session %s", session.id, exc_info=exc)
+        session.state.clear()
+
+    def _start_sweeper(self) -> None:
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_while_live())
+
+    async def _sweep_while_live(self) -> None:
+        interval = max(0.05, min(self.store.idle_ttl_s / 2, 30.0))
+        while len(self.store):
+            await asyncio.sleep(interval)
+            await self.sweep()
+
+    async def aclose(self) -> None:
+        """Close every live session (the server is stopping)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for session_id in list(self.store.live_ids()):
+            await self.close(session_id)
+
+
+def _row(row_json: str | bytes) -> Mapping[str, Any]:
+    try:
+        row = orjson.loads(row_json or b"{}")
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInputError("the session's row is not valid JSON", [FieldViolation("body_json", str(exc))]) from None
+    if not isinstance(row, dict):
+        raise InvalidInputError("the session's row must be a JSON object", [FieldViolation("body_json", f"got {type(row).__name__}")])
+    return row
+
+
+def _error(message: str) -> str:
+    return orjson.dumps({"error": message}).decode()

@@ -1,0 +1,128 @@
+"""Per-rollout sessions: one episode's state in an environment, from seeding to close.
+
+A session is opened with the task row (`seed_session`), used by that rollout's tool calls and
+its verify, and closed by the verify that ends the episode, by `close_session`, or when it has
+been idle for `idle_ttl_s` (a client that went away). At most `max_sessions` live at once: a
+seed past that is refused (RESOURCE_EXHAUSTED, retryable), never an eviction of a live episode.
+Closing drops everything the session held.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import secrets
+import time
+import typing
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, OverloadedError
+
+MAX_SESSIONS = 10_000
+"""Live sessions one server holds at most (`serve --max-sessions`)."""
+IDLE_TTL_S = 300.0
+"""Seconds a session may go unused before it is closed (`serve --session-ttl`)."""
+
+
+@dataclass
+class Session:
+    """One rollout's state: `state` is the environment's to fill (seed_session, tools, verify
+    read and write it); `row` is the task row it was seeded with."""
+
+    id: str
+    row: Mapping[str, Any]
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class SessionStore:
+    """The live sessions of one server, least recently used first (see the module docstring).
+    `clock` is time.monotonic (a test may pass its own)."""
+
+    def __init__(
+        self, max_sessions: int = MAX_SESSIONS, idle_ttl_s: float = IDLE_TTL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.max_sessions, self.idle_ttl_s, self._clock = max_sessions, idle_ttl_s, clock
+        self._live: OrderedDict[str, tuple[Session, float]] = OrderedDict()
+        self.opened = 0
+        self.expired = 0
+        """Sessions closed for being idle (their client went away)."""
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def live_ids(self) -> list[str]:
+        return list(self._live)
+
+    def open(self, row: Mapping[str, Any]) -> Session:
+        """A new session for `row`; OverloadedError when max_sessions are live (sweep first)."""
+        if len(self._live) >= self.max_sessions:
+            raise OverloadedError(
+                f"{len(self._live):,} sessions are live, the server's max_sessions; finish or close episodes, "
+                "or raise serve --max-sessions", retry_after_s=1.0,
+            )  # fmt: skip
+        session = Session(secrets.token_hex(16), row)
+        self._live[session.id] = (session, self._clock())
+        self.opened += 1
+        return session
+
+    def get(self, session_id: str) -> Session:
+        """The live session `session_id` (its idle clock restarts); NotFoundError when it is
+        unknown, closed or expired."""
+        entry = self._live.get(session_id)
+        if entry is None or self._clock() - entry[1] > self.idle_ttl_s:  # an expired one waits for sweep
+            raise NotFoundError(f"no live session {session_id!r} (unknown, closed, or idle past {self.idle_ttl_s:g} s)")
+        self._live[session_id] = (entry[0], self._clock())
+        self._live.move_to_end(session_id)
+        return entry[0]
+
+    def close(self, session_id: str) -> Session | None:
+        """Close `session_id`; the session, or None when it was not live."""
+        entry = self._live.pop(session_id, None)
+        return None if entry is None else entry[0]
+
+    def sweep(self) -> list[Session]:
+        """Close and return the sessions idle past the TTL (the oldest are first: stops early)."""
+        now, gone = self._clock(), []
+        while self._live:
+            session_id, (session, used) = next(iter(self._live.items()))
+            if now - used <= self.idle_ttl_s:
+                break
+            del self._live[session_id]
+            self.expired += 1
+            gone.append(session)
+        return gone
+
+
+async def seed_with_row(env: Any, session: Session) -> None:
+    """seed_session(session), or seed_session(session, body) with the row validated by the
+    model that `body` is annotated with."""
+    model = _seed_model(type(env).seed_session)
+    if model is None:
+        await env.seed_session(session)
+        return
+    try:
+        body = model.model_validate(session.row)
+    except pydantic.ValidationError as exc:
+        violations = [FieldViolation(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()[:20]]
+        raise InvalidInputError(f"the row does not fit {model.__name__}", violations) from None
+    await env.seed_session(session, body)
+
+
+@functools.lru_cache(maxsize=None)
+def _seed_model(seed: Any) -> type[pydantic.BaseModel] | None:
+    """The model of seed_session's second parameter (a plain dict model when unannotated);
+    None when it takes the session only."""
+    params = [p for p in inspect.signature(seed).parameters.values() if p.name not in ("self", "session")]
+    if not params:
+        return None
+    hint = typing.get_type_hints(seed).get(params[0].name)
+    return hint if isinstance(hint, type) and issubclass(hint, pydantic.BaseModel) else _AnyRow
+
+
+class _AnyRow(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")

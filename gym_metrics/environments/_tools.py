@@ -1,0 +1,134 @@
+"""Tools: methods of an environment the model may call, declared with `@tool`.
+
+    class Counter(SimpleResourcesServer):
+        @tool
+        async def increment_counter(self, args: IncrementArgs, session: Session) -> IncrementResult:
+            \"\"\"Add `count` to the session's counter.\"\"\"
+
+The arguments are one pydantic model (its JSON schema is what the model is shown; a method
+without one takes no arguments); a parameter named `session` gets the rollout's session. The
+description is the docstring's first paragraph. What the tool returns becomes the text the
+model reads: a pydantic model as its JSON, a str as it is, anything else as JSON.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pydantic
+
+from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError
+
+_MARK = "__gym_metrics_tool__"
+
+
+def tool(method: Callable[..., Awaitable[Any]] | None = None, *, name: Optional[str] = None) -> Any:
+    """Mark an async method of an environment as a tool (`@tool` or `@tool(name="...")`)."""
+
+    def mark(func: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        if not inspect.iscoroutinefunction(func):
+            raise TypeError(f"@tool {func.__qualname__} must be an async method")
+        setattr(func, _MARK, name or func.__name__)
+        return func
+
+    return mark(method) if method is not None else mark
+
+
+class _NoArguments(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool: how it is shown to the model and how it is called."""
+
+    name: str
+    description: str
+    arguments: type[pydantic.BaseModel]
+    invoke: Callable[[Any, pydantic.BaseModel, Any], Awaitable[Any]]
+    """`invoke(env, arguments, session)`: what the tool answers (any value: see output_text)."""
+
+    def parameters_schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (the Responses API's `parameters`)."""
+        return self.arguments.model_json_schema()
+
+    def as_function_tool(self) -> dict[str, Any]:
+        """The Responses API `function` tool the policy is given."""
+        return {"type": "function", "name": self.name, "description": self.description, "parameters": self.parameters_schema(), "strict": False}
+
+    def parse(self, arguments_json: str | bytes) -> pydantic.BaseModel:
+        """The arguments, validated; InvalidInputError naming the bad field."""
+        try:
+            return self.arguments.model_validate_json(arguments_json or "{}")
+        except pydantic.ValidationError as exc:
+            violations = [
+                FieldViolation(f"arguments.{'.'.join(str(p) for p in e['loc'])}".rstrip("."), e["msg"]) for e in exc.errors()[:20]
+            ]
+            raise InvalidInputError(f"bad arguments for tool {self.name!r}", violations) from None
+
+    async def run(self, env: Any, arguments: pydantic.BaseModel, session: Any) -> str:
+        """Call the tool; its answer as the text the model reads."""
+        return output_text(await self.invoke(env, arguments, session))
+
+
+def output_text(value: Any) -> str:
+    """A tool's answer as the model reads it."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, default=str)
+
+
+def tools_of(cls: type) -> dict[str, ToolSpec]:
+    """The tools an environment class declares (its bases' included), by name."""
+    found: dict[str, ToolSpec] = {}
+    for klass in reversed(cls.__mro__):
+        for attr, func in vars(klass).items():
+            name = getattr(func, _MARK, None)
+            if name is not None:
+                found[name] = _spec(cls, attr, name)
+    return found
+
+
+def _spec(cls: type, attr: str, name: str) -> ToolSpec:
+    func = getattr(cls, attr)
+    params = [p for p in inspect.signature(func).parameters.values() if p.name != "self"]
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:
+        hints = {}
+    session = [p for p in params if p.name == "session"]
+    others = [p for p in params if p.name != "session"]
+    if len(others) > 1:
+        raise TypeError(f"tool {cls.__name__}.{attr}: one arguments model and `session` at most, got {[p.name for p in params]}")
+    model: type[pydantic.BaseModel] = _NoArguments
+    if others:
+        hint = hints.get(others[0].name)
+        if not (isinstance(hint, type) and issubclass(hint, pydantic.BaseModel)):
+            raise TypeError(f"tool {cls.__name__}.{attr}: annotate {others[0].name!r} with a pydantic model")
+        model = hint
+    if params and params[0].name == "session" and others:
+        raise TypeError(f"tool {cls.__name__}.{attr}: put the arguments model before `session`")
+    doc = inspect.getdoc(func) or ""
+    takes_arguments, takes_session = bool(others), bool(session)
+
+    async def invoke(env: Any, arguments: pydantic.BaseModel, state: Any) -> Any:
+        params = [arguments] if takes_arguments else []
+        return await func(env, *params, *([state] if takes_session else []))
+
+    return ToolSpec(name, doc.split("\n\n")[0].strip(), model, invoke)
+
+
+def find_tool(tools: Mapping[str, ToolSpec], name: str) -> ToolSpec:
+    """The tool named `name`; NotFoundError listing the known ones."""
+    spec = tools.get(name)
+    if spec is None:
+        known = ", ".join(sorted(tools)) or "none"
+        raise NotFoundError(f"no tool {name!r} in this environment (tools: {known})")
+    return spec

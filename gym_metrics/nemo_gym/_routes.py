@@ -1,0 +1,115 @@
+"""A NeMo Gym environment's sessions and tool routes on gym-metrics' sessions and tools.
+
+Under NeMo Gym an agent seeds a session (`POST /seed_session` with the task row), calls tools
+(`POST /<tool>` routes the environment adds in `setup_webserver`) and verifies, all in one
+cookie session whose `request.session["session_id"]` keys the environment's own state. Here
+the same methods run in a gym-metrics session: the routes become tools named by their path,
+and every call of a session sees the same `request.session`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+import uuid
+from typing import Any
+
+import pydantic
+
+from gym_metrics.environments import Session, ToolSpec
+from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.nemo_gym.server_utils import SESSION_ID_KEY
+
+
+class _Request:
+    """What ported environments read from FastAPI's request: the session dict and headers."""
+
+    def __init__(self, session: dict[str, Any], headers: dict[str, str]) -> None:
+        self.session, self.headers = session, headers
+
+    @classmethod
+    def fresh(cls) -> _Request:
+        return cls({SESSION_ID_KEY: uuid.uuid4().hex}, {})
+
+
+def _request_of(session: Session) -> _Request:
+    """The request object of a session's calls (one per session: what a route writes into
+    `request.session` stays for the session's later calls, as NeMo Gym's cookie session does)."""
+    request = session.state.get(_REQUEST_KEY)
+    if request is None:
+        request = session.state[_REQUEST_KEY] = _Request({SESSION_ID_KEY: session.id}, {})
+    return request
+
+
+_REQUEST_KEY = "_nemo_gym_request"
+
+
+class _NoBody(pydantic.BaseModel):
+    pass
+
+
+def route_tools(server: Any) -> dict[str, ToolSpec]:
+    """The POST routes `server.setup_webserver()` adds, as tools (built once per server)."""
+    found = server.__dict__.get("_gm_route_tools")
+    if found is None:
+        from fastapi.routing import APIRoute
+
+        app = server.setup_webserver()
+        found = {}
+        for route in app.routes:
+            if isinstance(route, APIRoute) and "POST" in (route.methods or ()):
+                spec = _route_tool(route.path.strip("/"), route.endpoint)
+                found[spec.name] = spec
+        server.__dict__["_gm_route_tools"] = found  # not a field: pydantic leaves __dict__ extras alone
+    return found
+
+
+def _route_tool(name: str, endpoint: Any) -> ToolSpec:
+    """A route's endpoint (a bound method taking a request, a body model, both or neither)."""
+    params = list(inspect.signature(endpoint).parameters.values())
+    hints = _hints(endpoint)
+    kinds = ["request" if _is_request(p, hints) else "body" for p in params]
+    body = next((hints.get(p.name) for p, kind in zip(params, kinds) if kind == "body"), None)
+    model = body if isinstance(body, type) and issubclass(body, pydantic.BaseModel) else _NoBody
+
+    async def invoke(env: Any, arguments: pydantic.BaseModel, session: Session) -> Any:
+        values = [_request_of(session) if kind == "request" else arguments for kind in kinds]
+        return await endpoint(*values)
+
+    doc = inspect.getdoc(endpoint) or ""
+    return ToolSpec(name, doc.split("\n\n")[0].strip(), model, invoke)
+
+
+def _is_request(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
+    hint = hints.get(param.name)
+    return param.name == "request" or getattr(hint, "__name__", "") == "Request"
+
+
+def _hints(func: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(func)
+    except Exception:
+        return {}
+
+
+async def seed_nemo_session(server: Any, session: Session, request: _Request) -> None:
+    """seed_session(request, body) or seed_session(body), the body validated from the row by
+    its annotation, as NeMo Gym's /seed_session route validates it."""
+    seed = server.seed_session
+    adapter, takes_request = _seed_signature(type(server).seed_session)
+    try:
+        body = adapter.validate_python(dict(session.row))
+    except pydantic.ValidationError as exc:
+        violations = [FieldViolation(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()[:20]]
+        raise InvalidInputError("the row does not fit the environment's seed_session body", violations) from None
+    await (seed(request, body) if takes_request else seed(body))
+
+
+@functools.lru_cache(maxsize=None)
+def _seed_signature(seed: Any) -> tuple[pydantic.TypeAdapter[Any], bool]:
+    params = [p for p in inspect.signature(seed).parameters.values() if p.name != "self"]
+    hints = _hints(seed)
+    body = [p for p in params if not _is_request(p, hints)]
+    hint = hints.get(body[0].name, Any) if body else Any
+    return pydantic.TypeAdapter(hint), len(params) >= 2

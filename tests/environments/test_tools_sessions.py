@@ -1,0 +1,154 @@
+"""Tools and per-rollout sessions over a real gRPC server: seeding from the task row, tool calls
+that share the session's state, verify in the session (which ends it), and every failure the
+model or the client can cause: unknown session or tool, bad arguments, a tool that raises or
+hangs, too many sessions, sessions abandoned by a client that went away."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pydantic
+import pytest
+
+from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, ResourcesClient, Session, SimpleResourcesServer, tool
+from gym_metrics._transport.client import RemoteCallError, ServerUnavailableError
+from gym_metrics.environments import SessionStore
+from gym_metrics.errors import InvalidInputError, NotFoundError, OverloadedError
+from gym_metrics.testing import serve_environment
+
+
+class Add(pydantic.BaseModel):
+    count: int
+
+
+class Seed(pydantic.BaseModel):
+    initial_count: int = 0
+
+
+class CounterRequest(BaseVerifyRequest):
+    expected_count: int
+
+
+class Counter(SimpleResourcesServer):
+    closed: list[str] = []
+
+    async def seed_session(self, session: Session, body: Seed) -> None:  # type: ignore[override]
+        session.state["count"] = body.initial_count
+
+    async def close_session(self, session: Session) -> None:
+        Counter.closed.append(session.id)
+
+    @tool
+    async def increment_counter(self, args: Add, session: Session) -> dict[str, Any]:
+        """Add `count` to the counter.
+
+        (Not part of the description.)"""
+        session.state["count"] += args.count
+        return {"success": True}
+
+    @tool
+    async def get_counter_value(self, session: Session) -> str:
+        """The counter's value."""
+        return str(session.state["count"])
+
+    @tool
+    async def explode(self) -> str:
+        raise RuntimeError("the tool broke")
+
+    @tool(name="wait")
+    async def slow(self) -> str:
+        await asyncio.sleep(30)
+        return "late"
+
+    async def verify(self, body: CounterRequest, session: Session | None = None) -> BaseVerifyResponse:  # type: ignore[override]
+        count = session.state["count"] if session is not None else None
+        return BaseVerifyResponse(**body.model_dump(), reward=float(count == body.expected_count))
+
+
+ROW = {"initial_count": 3, "expected_count": 6}
+BODY = {"responses_create_params": {"input": "add 1 then 2"}, "response": {"output": []}, "expected_count": 6}
+
+
+async def test_a_session_carries_state_from_seed_through_tools_to_verify() -> None:
+    async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
+        info = await client.server_info()
+        assert [t["name"] for t in info.tools] == ["increment_counter", "get_counter_value", "explode", "wait"]
+        assert info.tools[0]["description"] == "Add `count` to the counter."
+        assert info.tools[0]["parameters"]["properties"]["count"]["type"] == "integer"
+        session = await client.seed_session(ROW)
+        assert (await client.call_tool(session, "increment_counter", {"count": 1})).output == '{"success": true}'
+        await asyncio.gather(*(client.call_tool(session, "increment_counter", '{"count": 1}') for _ in range(2)))
+        assert (await client.call_tool(session, "get_counter_value", "{}")).output == "6"
+        other = await client.seed_session({"initial_count": 0})
+        assert (await client.call_tool(other, "get_counter_value", {})).output == "0"  # its own state
+        verified = await client.verify(BODY, session_id=session)
+        assert verified["reward"] == 1.0
+        assert session in Counter.closed and len(server.handler.episodes.store) == 1  # verify ended it
+        with pytest.raises(RemoteCallError) as gone:
+            await client.call_tool(session, "get_counter_value", {})
+        assert gone.value.code == "NOT_FOUND" and "no live session" in gone.value.details
+        assert await client.close_session(other) is True and await client.close_session(other) is False
+
+
+async def test_what_the_model_gets_wrong_is_named() -> None:
+    async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
+        session = await client.seed_session(ROW)
+        with pytest.raises(RemoteCallError) as unknown:
+            await client.call_tool(session, "decrement_counter", {})
+        assert unknown.value.code == "NOT_FOUND" and "increment_counter" in unknown.value.details  # lists the tools
+        with pytest.raises(InvalidInputError) as bad:
+            await client.call_tool(session, "increment_counter", {"count": "many"})
+        assert "arguments.count" in str(bad.value)
+        with pytest.raises(InvalidInputError):
+            await client.call_tool(session, "increment_counter", "{not json")
+        with pytest.raises(InvalidInputError) as seed:
+            await client.seed_session({"initial_count": "three"})
+        assert "initial_count" in str(seed.value)
+
+
+async def test_a_tool_that_raises_or_hangs_answers_its_error_to_the_model() -> None:
+    options = {"tool_timeout_s": 0.2}
+    async with serve_environment(Counter(), servicer_options=options) as server, ResourcesClient(server.address) as client:
+        session = await client.seed_session(ROW)
+        broke = await client.call_tool(session, "explode", {})
+        assert broke.failed and "RuntimeError: the tool broke" in broke.output
+        late = await client.call_tool(session, "wait", {})
+        assert late.failed and "deadline" in late.output
+        assert (await client.call_tool(session, "get_counter_value", {})).output == "3"  # the session goes on
+        assert server.handler.episodes.tool_calls == {"error": 1, "timeout": 1, "ok": 1}
+
+
+async def test_sessions_are_bounded_and_abandoned_ones_are_freed() -> None:
+    options = {"max_sessions": 3, "session_ttl_s": 0.3}
+    async with serve_environment(Counter(), servicer_options=options) as server, ResourcesClient(server.address) as client:
+        ids = [await client.seed_session(ROW) for _ in range(3)]
+        with pytest.raises(ServerUnavailableError, match="RESOURCE_EXHAUSTED.*max_sessions"):  # retry later
+            await client.seed_session(ROW)
+        store = server.handler.episodes.store
+        for _ in range(40):  # the client went away: the sweep closes them after the TTL
+            if len(store) == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert len(store) == 0 and set(ids) <= set(Counter.closed)
+        await client.seed_session(ROW)  # room again
+
+
+def test_ten_thousand_abandoned_sessions_stay_bounded() -> None:
+    now = [0.0]
+    store = SessionStore(max_sessions=1_000, idle_ttl_s=100.0, clock=lambda: now[0])
+    opened = 0
+    for _ in range(10_000):
+        now[0] += 1
+        store.sweep()
+        try:
+            store.open({"initial_count": 1})
+            opened += 1
+        except OverloadedError:
+            pass
+        assert len(store) <= 1_000
+    assert opened == 10_000 and len(store) == 101  # the last TTL's worth are still live
+    now[0] += 101
+    assert len(store.sweep()) == 101 and len(store) == 0
+    with pytest.raises(NotFoundError):
+        store.get("nope")
