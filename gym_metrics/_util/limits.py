@@ -43,4 +43,14 @@ def exceeded(limit: str, value: float, what: str, retry_after_s: float | None = 
     return OverloadedError(f"{what}: past the server's limit {limit} = {shown} (gym-metrics serve {flag})", retry_after_s)
 
 
-__all__ = ["CallLimits", "exceeded"]
+
+
+MAX_SESSIONS = 10_000
+"""Live sessions one server holds at most (`serve --max-sessions`)."""
+IDLE_TTL_S = 300.0
+"""Seconds a session may go unused before it is closed (`serve --session-ttl`)."""
+TOOL_TIMEOUT_S = 60.0
+"""Seconds one tool call may run (`serve --tool-timeout`); past it the model reads a timeout."""
+
+
+__all__ = ["IDLE_TTL_S", "MAX_SESSIONS", "TOOL_TIMEOUT_S", "CallLimits", "exceeded"]

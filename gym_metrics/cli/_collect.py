@@ -92,6 +92,13 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--policy-concurrency", type=positive_int, default=64, metavar="N", help="generations in flight (64)")
     g.add_argument("--policy-timeout", type=positive_float, default=300.0, metavar="S", help="seconds per attempt (300)")
     g.add_argument("--policy-max-retries", type=non_negative_int, default=3, metavar="N", help="retries per generation (3)")
+    loop = g.add_mutually_exclusive_group()
+    loop.add_argument(
+        "--agent-loop", dest="agent_loop", action="store_true", default=None,
+        help="run each row as a multi-turn episode with the environment's tools (default: when it has tools)",
+    )  # fmt: skip
+    loop.add_argument("--no-agent-loop", dest="agent_loop", action="store_false", help="one policy call per row, even with tools")
+    g.add_argument("--max-steps", type=positive_int, metavar="N", help="policy calls one episode may make (default: no limit)")
 
 
 _POLICY_FLAGS = {
@@ -162,6 +169,8 @@ def run(ns: argparse.Namespace) -> int:
         connect_timeout=ns.connect_timeout,
         default_agent=ns.agent,
         target=ns.policy if "policy" in ns else policy_config(ns),
+        agent_loop=ns.agent_loop,
+        max_steps=ns.max_steps,
     )
 
     async def collect() -> Any:
@@ -269,13 +278,17 @@ def report(result: Any, elapsed: float) -> int:
     parts = [f"{result.verified} verified", f"{result.passed_through} already scored"]
     if result.generated or result.generation_failed:
         parts.insert(0, f"{result.generated} generated ({result.generation_failed} generations failed)")
+    if result.tool_calls:
+        parts.insert(1, f"{result.tool_calls} tool calls ({result.failed_tool_calls} answered an error)")
+    if result.episodes_retried:
+        parts.append(f"{result.episodes_retried} episodes started again on another server")
     if result.skipped_done:
         parts.append(f"{result.skipped_done} already in the output (resumed)")
     if result.bad_lines:
         parts.append(f"{len(result.bad_lines)} bad lines skipped")
     print(f"{', '.join(parts)} in {elapsed:.2f}s")
     if len(result.batches_by_server) > 1:
-        print("batches per server: " + ", ".join(f"{s} {n}" for s, n in result.batches_by_server.items()))
+        print(("episodes" if result.tool_calls else "batches") + " per server: " + ", ".join(f"{s} {n}" for s, n in result.batches_by_server.items()))
     print(f"rollouts -> {result.rollouts_path}\nmetrics  -> {result.metrics_path}")
     for f in result.failed_agents:
         kinds = ", ".join(f"{kind}: {n}" for kind, n in f.by_kind.items())

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
-from gym_metrics._util.limits import CallLimits
+from gym_metrics._util.limits import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, CallLimits
 from gym_metrics.cli._base import add_access_flags, positive_float, positive_int, server_token
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
@@ -35,6 +35,13 @@ def add_parsers(sub: Any) -> None:
         "with --workers the parent serves the sum over workers)",
     )  # fmt: skip
     _add_limit_flags(p)
+    tools = p.add_argument_group("sessions and tools (agentic environments)")
+    tools.add_argument("--max-sessions", type=positive_int, default=MAX_SESSIONS, help="live sessions at most (default %(default)s)")
+    tools.add_argument(
+        "--session-ttl", type=positive_float, default=IDLE_TTL_S, metavar="S",
+        help="seconds a session may go unused before it is closed (default %(default)s)",
+    )  # fmt: skip
+    tools.add_argument("--tool-timeout", type=positive_float, default=TOOL_TIMEOUT_S, metavar="S", help="seconds one tool call may run (default %(default)s)")
     nemo = p.add_argument_group("NeMo Gym environments (a config YAML target, or --config)")
     nemo.add_argument("--config", type=Path, metavar="FILE.yaml", help="the NeMo Gym config of a path/app.py:Class target")
     nemo.add_argument("--name", metavar="BLOCK", help="the resources server block to serve, when the config holds several")
@@ -85,6 +92,9 @@ def run(ns: argparse.Namespace) -> int:
         grace_seconds=ns.grace,
         limits=CallLimits(**limits),
         prometheus_port=ns.prometheus_port,
+        max_sessions=ns.max_sessions,
+        session_ttl_s=ns.session_ttl,
+        tool_timeout_s=ns.tool_timeout,
     )
     serve(env, config, workers=ns.workers, reducers=ns.reducers)
     return 0

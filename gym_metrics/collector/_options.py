@@ -41,6 +41,14 @@ class CollectOptions:
     """The policy model that answers rows with neither a reward nor a response (their
     `responses_create_params` is the request), before they are verified; None: such rows
     are verified as they are (the `--policy-*` flags)."""
+    agent_loop: bool | None = None
+    """Run each such row as a multi-turn episode against the environment's tools (NeMo Gym's
+    simple_agent loop, docs/pipelines.md#agent-loop); None: when the server has tools."""
+    max_steps: int | None = None
+    """Policy calls one episode may make (None: until the policy answers without calls)."""
+    max_episode_attempts: int = 3
+    """Tries of one episode when its server goes away mid-episode (each on a fresh session,
+    another replica first); a failure of the policy or the environment is not retried here."""
 
 
 __all__ = ["CollectOptions"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from gym_metrics.collector._generate import GeneratedBatches, make_target
 from gym_metrics.collector._replicas import by_server, connect, on_any, still_up
 from gym_metrics.collector._router import Router
 from gym_metrics.collector._options import CollectOptions
-from gym_metrics.collector._verify import Batches, make_batches, verify_all
+from gym_metrics.collector._episodes import EpisodeRunner
+from gym_metrics.collector._verify import Batches, LaneReport, make_batches, verify_all
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 @dataclass(frozen=True)
@@ -53,7 +55,15 @@ class CollectResult:
     generation_failed: int = 0
     """Rollouts whose generation failed after its retries (`_gm_error` kind `generation`)."""
     batches_by_server: dict[str, int] = field(default_factory=dict)
-    """Verify batches each server answered (by its address, as given)."""
+    """Verify batches each server answered (by its address, as given); episodes, in the
+    agent loop."""
+    tool_calls: int = 0
+    """Tool calls the agent loop made (0 without it)."""
+    failed_tool_calls: int = 0
+    """Of those, the ones whose output is an error (the tool raised or timed out, an unknown
+    tool, arguments that are not JSON or do not fit)."""
+    episodes_retried: int = 0
+    """Episodes started again on another replica after theirs went away."""
 
 
 def collect(
@@ -74,6 +84,23 @@ def _batches(router: Router, opts: CollectOptions, progress: Progress) -> Batche
     return GeneratedBatches(
         router.to_verify(), make_target(opts.target), router.record_failed, progress,
         max_items=opts.batch_size, max_bytes=opts.max_batch_bytes,
+    )  # fmt: skip
+
+
+def _episode_runner(
+    clients: list[ResourcesClient], tools: list[dict[str, Any]], router: Router, opts: CollectOptions, progress: Progress,
+    log: Callable[[str], None],
+) -> EpisodeRunner | None:
+    """The agent loop's runner when this collection runs episodes: a policy is given and the
+    environment has tools (or `agent_loop` says so); None: generate once and verify."""
+    wanted = opts.agent_loop if opts.agent_loop is not None else bool(tools) and opts.target is not None
+    if not wanted:
+        return None
+    if opts.target is None:
+        raise InvalidInputError("the agent loop needs a policy", [FieldViolation("--agent-loop", "give --policy-url and --policy-model")])
+    return EpisodeRunner(
+        clients, tools, make_target(opts.target), router.record, router.record_failed, progress,
+        max_steps=opts.max_steps, attempts=opts.max_episode_attempts, log=log,
     )  # fmt: skip
 
 
@@ -102,16 +129,25 @@ async def collect_async(
             log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
         progress = progress or Progress(estimate_total(input_path, opts.num_repeats))
         router = Router(input_path, opts, out, progress, fixed)
-        batches = _batches(router, opts, progress)
+        runner = _episode_runner(replicas.clients, replicas.info.tools, router, opts, progress, log)
+        batches = None if runner is not None else _batches(router, opts, progress)
         try:
-            names = [lane.target for lane in lanes] if len(given) > 1 else None
-            report = await verify_all(
-                lanes, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log, names=names
-            )
+            if runner is not None:
+                await runner.run(router.to_verify())
+                report = LaneReport([runner.answered[i] for i in range(len(replicas.clients))], frozenset())
+                lanes = replicas.clients
+            else:
+                assert batches is not None
+                names = [lane.target for lane in lanes] if len(given) > 1 else None
+                report = await verify_all(
+                    lanes, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log, names=names
+                )
             router.flush()
         finally:
             if isinstance(batches, GeneratedBatches):
                 await batches.aclose()
+            if runner is not None:
+                await runner.target.aclose()
             out.close()
             progress.close()
     finally:
@@ -140,6 +176,9 @@ async def collect_async(
         generated=progress.generated_ok,
         generation_failed=router.generation_failed,
         batches_by_server=by_server(lanes, report),
+        tool_calls=runner.tool_calls if runner else 0,
+        failed_tool_calls=runner.failed_tool_calls if runner else 0,
+        episodes_retried=runner.retried if runner else 0,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from gym_metrics._util.limits import TOOL_TIMEOUT_S
 from gym_metrics.environments._server import SimpleResourcesServer
 from gym_metrics.environments._sessions import Session, SessionStore
 from gym_metrics.environments._tools import find_tool
@@ -26,8 +27,6 @@ from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputErro
 
 log = logging.getLogger("gym_metrics.sessions")
 
-TOOL_TIMEOUT_S = 60.0
-"""Seconds one tool call may run (`serve --tool-timeout`); past it the model reads a timeout."""
 
 
 class Episodes:

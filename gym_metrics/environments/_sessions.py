@@ -21,12 +21,9 @@ from typing import Any
 
 import pydantic
 
+from gym_metrics._util.limits import IDLE_TTL_S, MAX_SESSIONS
 from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, OverloadedError
 
-MAX_SESSIONS = 10_000
-"""Live sessions one server holds at most (`serve --max-sessions`)."""
-IDLE_TTL_S = 300.0
-"""Seconds a session may go unused before it is closed (`serve --session-ttl`)."""
 
 
 @dataclass

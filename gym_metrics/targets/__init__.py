@@ -4,8 +4,11 @@
 `parse_target(dict)` / `load_target(path)` read a TARGET.json (`{"type": "model", ...}` or
 `{"type": "agent", ...}`); `make_target(config)` gives its client, whose
 `await generate(request_or_row)` returns a `Generation` (the answer in Responses API shape,
-usage, latency, attempts) or raises `GenerationError`. See docs/targets.md.
+usage, latency, attempts) or raises `GenerationError`. See docs/targets.md. `run_episode` is
+the multi-turn agent loop over an environment's tools (NeMo Gym's simple_agent).
 """
+
+from gym_metrics.targets._agent_loop import CallTool, Episode, add_usage, run_episode
 
 from gym_metrics.targets._client import AgentTarget, Generation, GenerationError, ModelTarget, Usage, make_target
 from gym_metrics.targets._config import (
@@ -29,6 +32,10 @@ from gym_metrics.targets._convert import (
 from gym_metrics.targets._wire import ByteBudget
 
 __all__ = [
+    "CallTool",
+    "Episode",
+    "add_usage",
+    "run_episode",
     "text_of",
     "AgentTarget",
     "AgentTargetConfig",

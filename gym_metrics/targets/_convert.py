@@ -64,7 +64,7 @@ def function_call_item(name: str, arguments: Any, call_id: str | None = None) ->
     }
 
 
-def responses_usage(input_tokens: int | None, output_tokens: int | None) -> dict[str, int] | None:
+def responses_usage(input_tokens: int | None, output_tokens: int | None) -> dict[str, Any] | None:
     """Responses `usage` from token counts (None when neither is known)."""
     if input_tokens is None and output_tokens is None:
         return None
@@ -104,6 +104,10 @@ def chat_to_responses(completion: Mapping[str, Any]) -> dict[str, Any]:
     }
     converted = responses_usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
     if converted is not None:
+        prompt, completion = usage.get("prompt_tokens_details") or {}, usage.get("completion_tokens_details") or {}
+        # The details every Responses answer has (typed readers require them); unknown stays None.
+        converted["input_tokens_details"] = {"cached_tokens": prompt.get("cached_tokens")}
+        converted["output_tokens_details"] = {"reasoning_tokens": completion.get("reasoning_tokens")}
         response["usage"] = converted
     return response
 

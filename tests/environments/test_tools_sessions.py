@@ -108,8 +108,7 @@ async def test_what_the_model_gets_wrong_is_named() -> None:
 
 
 async def test_a_tool_that_raises_or_hangs_answers_its_error_to_the_model() -> None:
-    options = {"tool_timeout_s": 0.2}
-    async with serve_environment(Counter(), servicer_options=options) as server, ResourcesClient(server.address) as client:
+    async with serve_environment(Counter(), tool_timeout_s=0.2) as server, ResourcesClient(server.address) as client:
         session = await client.seed_session(ROW)
         broke = await client.call_tool(session, "explode", {})
         assert broke.failed and "RuntimeError: the tool broke" in broke.output
@@ -120,8 +119,7 @@ async def test_a_tool_that_raises_or_hangs_answers_its_error_to_the_model() -> N
 
 
 async def test_sessions_are_bounded_and_abandoned_ones_are_freed() -> None:
-    options = {"max_sessions": 3, "session_ttl_s": 0.3}
-    async with serve_environment(Counter(), servicer_options=options) as server, ResourcesClient(server.address) as client:
+    async with serve_environment(Counter(), max_sessions=3, session_ttl_s=0.3) as server, ResourcesClient(server.address) as client:
         ids = [await client.seed_session(ROW) for _ in range(3)]
         with pytest.raises(ServerUnavailableError, match="RESOURCE_EXHAUSTED.*max_sessions"):  # retry later
             await client.seed_session(ROW)

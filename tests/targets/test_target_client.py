@@ -56,7 +56,9 @@ async def test_both_apis_give_a_responses_shaped_answer_with_usage(api: str) -> 
     assert generation.text == "<think>2 and 2</think> 4" and generation.answer == "4"
     assert output_tool_calls(generation.response) == [{"name": "calc", "arguments": {"e": "2+2"}, "call_id": "call_0"}]
     assert (generation.usage.input_tokens, generation.usage.output_tokens, generation.usage.total_tokens) == (5, 3, 8)
-    assert generation.response["usage"] == {"input_tokens": 5, "output_tokens": 3, "total_tokens": 8}
+    usage = generation.response["usage"]
+    assert {k: usage[k] for k in ("input_tokens", "output_tokens", "total_tokens")} == {"input_tokens": 5, "output_tokens": 3, "total_tokens": 8}
+    assert set(usage["input_tokens_details"]) == {"cached_tokens"} and set(usage["output_tokens_details"]) == {"reasoning_tokens"}
     assert generation.attempts == 1 and generation.latency_s > 0
 
 

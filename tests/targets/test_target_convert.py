@@ -42,7 +42,10 @@ def test_a_chat_answer_with_text_and_tool_calls_becomes_responses_shaped() -> No
     call = response["output"][2]
     assert (call["name"], call["arguments"], call["call_id"]) == ("weather", '{"city": "Paris"}', "call_a")
     assert json.loads(response["output"][3]["arguments"]) == {"tz": "CET"}
-    assert response["usage"] == {"input_tokens": 11, "output_tokens": 7, "total_tokens": 18}
+    assert response["usage"] == {
+        "input_tokens": 11, "output_tokens": 7, "total_tokens": 18,
+        "input_tokens_details": {"cached_tokens": None}, "output_tokens_details": {"reasoning_tokens": None},
+    }  # fmt: skip
     assert output_text(response) == "Let me look."
     assert output_tool_calls(response) == [
         {"name": "weather", "arguments": {"city": "Paris"}, "call_id": "call_a"},
@@ -103,3 +106,13 @@ def test_strip_reasoning() -> None:
     assert strip_reasoning("x</think>y</think> z", "</think>") == "z"  # up to the last one
     assert strip_reasoning("no marker", "</think>") == "no marker"
     assert strip_reasoning("<think>a</think>b", None) == "<think>a</think>b"
+
+
+def test_a_chat_answers_token_details_are_carried_over() -> None:
+    completion = {
+        "choices": [{"message": {"role": "assistant", "content": "ok"}}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 4, "prompt_tokens_details": {"cached_tokens": 6},
+                  "completion_tokens_details": {"reasoning_tokens": 3}},
+    }  # fmt: skip
+    usage = chat_to_responses(completion)["usage"]
+    assert (usage["input_tokens_details"], usage["output_tokens_details"]) == ({"cached_tokens": 6}, {"reasoning_tokens": 3})

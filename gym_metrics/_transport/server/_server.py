@@ -24,7 +24,7 @@ from gym_metrics._transport.server._reflection import enable_reflection
 from gym_metrics._transport.server._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.reducers import resolve_reducers
-from gym_metrics.environments import EnvironmentHandler, SimpleResourcesServer, resolve_server
+from gym_metrics.environments import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, EnvironmentHandler, SimpleResourcesServer, resolve_server
 from gym_metrics.v1 import resources_pb2
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 SERVICE_NAME: str = resources_pb2.DESCRIPTOR.services_by_name["ResourcesService"].full_name
 AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"
-HANDLER_KNOBS = ("max_concurrent_verifies", "verify_timeout_s", "max_sessions", "session_ttl_s", "tool_timeout_s")
+HANDLER_KNOBS = ("max_concurrent_verifies", "verify_timeout_s")
 """`servicer_options` that go to the EnvironmentHandler; the rest go to the ResourcesServicer."""
 """serve() reads the token from here when none is given (keeps it out of `ps` output)."""
 
@@ -64,6 +64,12 @@ class ServerConfig:
     CANCELs a burst of small calls)."""
     limits: CallLimits = field(default_factory=CallLimits)
     """Bounds on each AggregateMetrics call (`--max-rollouts-per-call`, ...)."""
+    max_sessions: int = MAX_SESSIONS
+    """Live sessions at most (agentic environments); a SeedSession past it is refused, retryable."""
+    session_ttl_s: float = IDLE_TTL_S
+    """Seconds a session may go unused before it is closed (its client went away)."""
+    tool_timeout_s: float = TOOL_TIMEOUT_S
+    """Seconds one tool call may run; past it the model reads a timeout error."""
     reflection: bool = True
     log_requests: bool = True
     grpc_options: list[tuple[str, Any]] = field(default_factory=list)
@@ -83,6 +89,9 @@ class ServerConfig:
             ("max_concurrent_rpcs", "must be positive", self.max_concurrent_rpcs is not None
              and self.max_concurrent_rpcs <= 0),
             ("max_pending_rpcs", "must be positive", self.max_pending_rpcs <= 0),
+            ("max_sessions", "must be positive", self.max_sessions <= 0),
+            ("session_ttl_s", "must be positive", self.session_ttl_s <= 0),
+            ("tool_timeout_s", "must be positive", self.tool_timeout_s <= 0),
             ("prometheus_port", "must be in 0..65535", self.prometheus_port is not None
              and not 0 <= self.prometheus_port <= 65535),
             ("auth_token", "must not be empty (None disables auth)", self.auth_token is not None
@@ -257,7 +266,10 @@ async def start_server(
     server = new_server(config, reuse_port=reuse_port, metrics=recorder)
     knobs = dict(servicer_options or {})
     handler_knobs = {name: knobs.pop(name) for name in HANDLER_KNOBS if name in knobs}
-    handler = EnvironmentHandler(env, limits=config.limits, recorder=recorder, **handler_knobs)
+    handler = EnvironmentHandler(
+        env, limits=config.limits, recorder=recorder, max_sessions=config.max_sessions,
+        session_ttl_s=config.session_ttl_s, tool_timeout_s=config.tool_timeout_s, **handler_knobs,
+    )  # fmt: skip
     servicer = ResourcesServicer(handler, **knobs)
     add_resources_service(servicer, server)
     health_servicer = await add_health_and_reflection(server, config, SERVICE_NAME)

@@ -1,0 +1,195 @@
+"""Agent-loop collection: each rollout that needs an answer runs as a multi-turn episode in a
+session of the environment, then is verified in that session.
+
+Per rollout: SeedSession with the task row, the agent loop (targets.run_episode: the policy
+with the environment's tools, each function call a CallTool in the session), Verify in the
+session (which ends it), then the row is written. An episode is pinned to one replica (its
+session lives there). A replica lost mid-episode (unavailable, or the session gone) is an
+infrastructure failure: the episode starts again from a fresh session on another replica, up
+to `max_episode_attempts` tries, never a reward of 0. A policy that fails after its retries
+writes a failed rollout (`_gm_error` kind `generation`); a row the environment refuses, an
+`invalid_request`; an environment whose verify raises, a `verify_failed`. Rows are written
+when their episode is verified, so `--resume` resumes finished episodes only. At most
+`concurrency` episodes run at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from gym_metrics._transport.client import RemoteCallError, ResourcesClient, ServerUnavailableError, ServerUnreachableError, VerifiedBatch
+from gym_metrics.collector._generate import REQUEST_KEY, needs_generation
+from gym_metrics.collector._input import Rollout
+from gym_metrics.collector._progress import Progress
+from gym_metrics.collector._verify import Batch
+from gym_metrics.errors import InvalidInputError
+from gym_metrics.targets import CallTool, GenerationError, ModelTarget, run_episode
+
+Record = Callable[[Batch, VerifiedBatch], None]
+OnFailed = Callable[[Rollout, str], None]
+
+
+class _Lost(Exception):
+    """The replica of an episode went away (or lost its session): try again elsewhere."""
+
+
+class EpisodeRunner:
+    """Runs the episodes of `rollouts` over `clients` (replicas); see the module docstring."""
+
+    def __init__(
+        self,
+        clients: Sequence[ResourcesClient],
+        tools: list[dict[str, Any]],
+        target: ModelTarget,
+        record: Record,
+        on_failed: OnFailed,
+        progress: Progress,
+        *,
+        max_steps: int | None,
+        attempts: int,
+        log: Callable[[str], None],
+    ) -> None:
+        self.clients, self.tools, self.target = list(clients), tools, target
+        self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
+        self.max_steps, self.attempts = max_steps, max(1, attempts)
+        self.known = {t["name"] for t in tools}
+        self.answered: Counter[int] = Counter()
+        """Episodes each client verified."""
+        self.lost: set[int] = set()
+        """Clients that went away (tried last)."""
+        self.tool_calls = self.failed_tool_calls = self.retried = 0
+        self._next = itertools.count()
+
+    async def run(self, rollouts: Iterator[Rollout]) -> None:
+        """Every rollout's episode (or plain verify, for rows that have a response), at most
+        the policy's concurrency at once."""
+        slots = asyncio.Semaphore(self.target.config.max_concurrency)
+        running: set[asyncio.Task[None]] = set()
+        try:
+            for rollout in rollouts:
+                await slots.acquire()
+                task = asyncio.ensure_future(self._one(rollout, slots))
+                running.add(task)
+                task.add_done_callback(running.discard)
+            if running:
+                await asyncio.gather(*list(running))
+        except BaseException:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
+
+    async def _one(self, rollout: Rollout, slots: asyncio.Semaphore) -> None:
+        try:
+            if not needs_generation(rollout.row):
+                await self._attempts(rollout, self._verify_only)
+            elif not isinstance(rollout.row.get(REQUEST_KEY), Mapping):
+                self._failed(rollout, f"no {REQUEST_KEY} (a Responses API request) to run an episode from")
+            else:
+                await self._attempts(rollout, self._episode)
+        finally:
+            slots.release()
+
+    async def _attempts(self, rollout: Rollout, run: Callable[[ResourcesClient, Rollout], Any]) -> None:
+        for attempt in range(self.attempts):
+            index = self._pick()
+            try:
+                reward, response = await run(self.clients[index], rollout)
+            except (_Lost, ServerUnavailableError, ServerUnreachableError) as exc:
+                self.lost.add(index)
+                if attempt + 1 == self.attempts:
+                    raise ServerUnavailableError(f"episode of input line {rollout.line} lost its server {self.attempts} times: {exc}") from None
+                self.retried += 1
+                self.log(f"collect: episode of input line {rollout.line} lost server {self.clients[index].target} ({exc}); starting it again")
+                continue
+            except GenerationError as exc:
+                self._failed(rollout, str(exc))
+                return
+            except InvalidInputError as exc:
+                self._write(rollout, 0.0, "", "invalid_request", str(exc))
+                return
+            except RemoteCallError as exc:  # the environment's own code failed (INTERNAL)
+                self._write(rollout, 0.0, "", "verify_failed", exc.details)
+                return
+            self.lost.discard(index)
+            self.answered[index] += 1
+            self._write(rollout, reward, orjson.dumps(response).decode(), None, "")
+            return
+
+    def _pick(self) -> int:
+        """The next replica, round robin, those that went away last."""
+        n = len(self.clients)
+        order = [(next(self._next) + k) % n for k in range(n)]
+        return next((i for i in order if i not in self.lost), order[0])
+
+    async def _episode(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, dict[str, Any]]:
+        session = await client.seed_session(rollout.row)
+        try:
+            request = dict(rollout.row[REQUEST_KEY])
+            if not request.get("tools") and self.tools:
+                request["tools"] = self.tools
+            episode = await run_episode(self.target, request, self._caller(client, session), max_steps=self.max_steps)
+            self.tool_calls += episode.tool_calls
+            self.failed_tool_calls += episode.failed_tool_calls
+            usage = episode.response.get("usage") or {}
+            self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
+            rollout.row = {**rollout.row, "response": episode.response}
+            rollout.raw = None  # the line written is the row, not the input line
+            verified = await _in_session(client.verify(rollout.row, session_id=session))
+            session = ""  # verify ended it
+            return float(verified["reward"]), verified
+        finally:
+            if session:
+                await _close_quietly(client, session)
+
+    async def _verify_only(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, dict[str, Any]]:
+        verified = await client.verify(rollout.row)
+        return float(verified["reward"]), verified
+
+    def _caller(self, client: ResourcesClient, session: str) -> CallTool:
+        known = self.known
+
+        async def call(name: str, arguments: str) -> tuple[str, bool]:
+            if name not in known:  # the model named a tool the environment does not have
+                listed = ", ".join(sorted(known)) or "none"
+                return json.dumps({"error": f"no tool {name!r} in this environment (tools: {listed})"}), True
+            try:
+                answer = await _in_session(client.call_tool(session, name, arguments))
+            except InvalidInputError as exc:  # arguments that do not fit the tool: the model reads why
+                return json.dumps({"error": str(exc)}), True
+            return answer.output, answer.failed
+
+        return call
+
+    def _write(self, rollout: Rollout, reward: float, response_json: str, kind: str | None, message: str) -> None:
+        verified = VerifiedBatch([rollout.task], [rollout.rollout], [reward], [response_json], [kind], [message])
+        self.record([(rollout, b"")], verified)
+
+    def _failed(self, rollout: Rollout, message: str) -> None:
+        self.progress.generated(None, failed=True)
+        self.on_failed(rollout, message)
+
+
+async def _in_session(call: Any) -> Any:
+    """A call in a session; NOT_FOUND (the session is gone: its replica restarted or expired
+    it) is the replica's loss, not the rollout's."""
+    try:
+        return await call
+    except RemoteCallError as exc:
+        if exc.code == "NOT_FOUND" and "no live session" in exc.details:
+            raise _Lost(exc.details) from None
+        raise
+
+
+async def _close_quietly(client: ResourcesClient, session: str) -> None:
+    try:
+        await asyncio.wait_for(client.close_session(session), 5.0)
+    except Exception:  # the episode failed already; its session expires on its own
+        pass

@@ -1,0 +1,110 @@
+"""The multi-turn agent loop, as NeMo Gym's `simple_agent` runs it: call the policy with the
+tools, run each `function_call` against the environment, append the `function_call_output`s,
+and call again, until the policy answers without calls (or `max_steps`).
+
+The episode's answer is the trajectory in Responses API shape: the last policy answer with
+`output` replaced by every output item of every turn (function calls, their outputs, messages,
+reasoning, in order) and `usage` summed over the turns, so verify, token statistics and
+economics see the whole episode. The tool calls of one turn run concurrently; their outputs are
+appended in the order the policy made the calls. Arguments that are not JSON get NeMo Gym's
+error output without a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from gym_metrics.targets._client import ModelTarget
+
+CallTool = Callable[[str, str], Awaitable[tuple[str, bool]]]
+"""(tool name, arguments JSON text) -> (the output the model reads, whether the call failed)."""
+
+
+@dataclass
+class Episode:
+    """One finished episode."""
+
+    response: dict[str, Any]
+    """The trajectory in Responses API shape (see the module docstring)."""
+    steps: int
+    """Policy calls made."""
+    tool_calls: int
+    failed_tool_calls: int
+    """Calls whose output is an error (the tool raised, timed out, or the call was malformed)."""
+    seconds: float
+
+
+async def run_episode(
+    target: ModelTarget, request: Mapping[str, Any], call_tool: CallTool, *, max_steps: Optional[int] = None
+) -> Episode:
+    """Run one episode of `request` (a Responses API request: `input`, `tools`, ...); the
+    policy's GenerationError propagates (the rollout failed)."""
+    start = time.perf_counter()
+    body = dict(request)
+    given = body.get("input", [])
+    prompt: list[Any] = [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
+    outputs: list[dict[str, Any]] = []
+    usage: Optional[dict[str, Any]] = None
+    steps = calls_made = failed = 0
+    while True:
+        steps += 1
+        answer = (await target.generate({**body, "input": [*prompt, *outputs]})).response
+        items = [i for i in answer.get("output") or () if isinstance(i, dict)]
+        outputs.extend(items)
+        usage = add_usage(usage, answer.get("usage"))
+        if answer.get("incomplete_details"):
+            break
+        calls = [i for i in items if i.get("type") == "function_call"]
+        if not calls:
+            if not any(i.get("type") == "message" and i.get("role", "assistant") == "assistant" for i in items):
+                answer = _no_answer(answer, bool(items))
+            break
+        results = await asyncio.gather(*(_call(call, call_tool) for call in calls))
+        for call, (output, call_failed) in zip(calls, results):
+            outputs.append({"type": "function_call_output", "call_id": call.get("call_id"), "output": output})
+            failed += call_failed
+        calls_made += len(calls)
+        if max_steps and steps >= max_steps:
+            break
+    response = {**answer, "output": outputs, "usage": usage}
+    return Episode(response, steps, calls_made, failed, time.perf_counter() - start)
+
+
+async def _call(call: Mapping[str, Any], call_tool: CallTool) -> tuple[str, bool]:
+    arguments = call.get("arguments")
+    try:
+        json.loads(arguments)  # type: ignore[arg-type]
+    except (json.JSONDecodeError, TypeError) as exc:  # NeMo Gym's output for it, word for word
+        return json.dumps({"error": f"Invalid tool call arguments: {exc!r}"}), True
+    return await call_tool(str(call.get("name")), str(arguments))
+
+
+def _no_answer(answer: dict[str, Any], had_output: bool) -> dict[str, Any]:
+    """A turn with neither a message nor a call: the episode ends incomplete, as NeMo Gym
+    marks it (a stop without an answer: a model or inference-engine problem)."""
+    reason = "incomplete_reasoning" if had_output else "empty_output"
+    message = "Ending trajectory: model returned no assistant message or tool calls."
+    metadata = {**(answer.get("metadata") or {}), "ng_termination_reason": reason, "ng_termination_message": message}
+    return {**answer, "status": "incomplete", "metadata": metadata}
+
+
+def add_usage(total: Optional[dict[str, Any]], more: Any) -> Optional[dict[str, Any]]:
+    """Token counts summed over turns, details (cached, reasoning tokens) included."""
+    if not isinstance(more, Mapping):
+        return total
+    if total is None:
+        return json.loads(json.dumps(more))  # a deep copy
+    out = dict(total)
+    for key in ("input_tokens", "output_tokens", "total_tokens"):
+        out[key] = (out.get(key) or 0) + (more.get(key) or 0)
+    for details, key in (("input_tokens_details", "cached_tokens"), ("output_tokens_details", "reasoning_tokens")):
+        mine, theirs = out.get(details), more.get(details)
+        if isinstance(mine, Mapping) and isinstance(theirs, Mapping):
+            a, b = mine.get(key), theirs.get(key)
+            out[details] = {**mine, key: None if a is None or b is None else a + b}  # an unknown count stays unknown
+    return out

@@ -1,0 +1,78 @@
+"""The agent loop of `collect` against NeMo Gym's simple_agent: the stateful tool environments
+example_session_state_mgmt and example_single_tool_call, ported by their imports, served from
+their config, collected multi-turn with the same scripted policy as NeMo Gym's recording
+(tests/data/nemo_gym_agent, scripts/make_nemo_agent_reference.py). Every rollout's trajectory
+(items and order), usage and reward, and every key of the metrics file equal NeMo Gym's."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gym_metrics import ResourcesClient
+from gym_metrics.collector import CollectOptions, collect_async
+from gym_metrics.nemo_gym import load_config_server
+from gym_metrics.targets import ModelTargetConfig
+from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_environment
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "aggregate"))
+from test_nemo_conformance import compare_files  # noqa: E402
+
+DATA = Path(__file__).parents[1] / "data" / "nemo_gym_agent"
+ENVS = ["example_session_state_mgmt", "example_single_tool_call"]
+NOT_COMPARED = {"model"}
+"""The policy's model name: the target sends its own (NeMo Gym's recording sent none)."""
+
+pytestmark = pytest.mark.slow
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def scripted_policy(env: str) -> ScriptedPolicyServer:
+    script = json.loads((DATA / env / "policy.json").read_text())
+    return ScriptedPolicyServer({prompt: [PolicyAnswer(**step) for step in steps] for prompt, steps in script.items()})
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+@pytest.mark.parametrize("env", ENVS)
+async def test_collect_runs_nemo_gyms_episodes(env: str, api: str, ported: Any, tmp_path: Path) -> None:
+    meta = json.loads((DATA / env / "meta.json").read_text())
+    config = ported.folder(env) / "configs" / Path(meta["config_file"]).name
+    server = load_config_server(config, name=meta["resources_server_instance"])
+    with scripted_policy(env) as policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api=api)  # type: ignore[arg-type]
+        async with serve_environment(server) as running, ResourcesClient(running.address) as client:
+            result = await collect_async(client, DATA / env / "rows.jsonl", tmp_path / "out.jsonl", CollectOptions(target=target))
+            assert len(running.handler.episodes.store) == 0  # every episode's session ended
+    written, expected = _read(tmp_path / "out.jsonl"), _read(DATA / env / "verify.jsonl")
+    episodes = _read(DATA / env / "episodes.jsonl")
+    assert len(written) == len(expected) and result.generation_failed == 0
+    assert result.tool_calls == sum(len(e["tool_calls"]) for e in episodes)
+    by_key = {_key(row): row for row in written}  # written as episodes finish, not in input order
+    rows = [by_key[_key(row)] for row in _read(DATA / env / "rows.jsonl")]
+    for i, (ours, theirs) in enumerate(zip(rows, expected)):
+        assert ours["reward"] == theirs["reward"], i
+        if api == "chat":  # ids and token details are the chat endpoint's, not the Responses one's
+            assert [_call(o) for o in ours["response"]["output"]] == [_call(o) for o in theirs["response"]["output"]], i
+            continue
+        mine = {k: v for k, v in ours["response"].items() if k not in NOT_COMPARED}
+        assert mine == {k: v for k, v in theirs["response"].items() if k not in NOT_COMPARED}, i
+    if api == "responses":
+        reference = json.loads((DATA / env / "aggregate_metrics.json").read_text())
+        assert compare_files(reference, json.loads(result.metrics_path.read_text())) is None
+
+
+def _key(row: dict[str, Any]) -> tuple[int, int]:
+    return row["_ng_task_index"], row["_ng_rollout_index"]
+
+
+def _call(item: dict[str, Any]) -> tuple[Any, ...]:
+    """What an item says, whatever API carried it: its type, tool name, arguments, output, text."""
+    text = "".join(c.get("text", "") for c in item.get("content") or [] if isinstance(c, dict))
+    return item["type"], item.get("name"), item.get("arguments"), item.get("output"), text
