@@ -69,22 +69,33 @@ class EpisodeRunner:
 
     async def run(self, rollouts: Iterator[Rollout]) -> None:
         """Every rollout's episode (or plain verify, for rows that have a response), at most
-        the policy's concurrency at once."""
+        the policy's concurrency at once. An episode that cannot finish anywhere (every
+        replica gone) stops the run: its error is raised once the others are cancelled."""
         slots = asyncio.Semaphore(self.target.config.max_concurrency)
         running: set[asyncio.Task[None]] = set()
+        failures: list[BaseException] = []
+
+        def done(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                failures.append(task.exception())  # type: ignore[arg-type]
+
         try:
             for rollout in rollouts:
                 await slots.acquire()
+                if failures:
+                    break
                 task = asyncio.ensure_future(self._one(rollout, slots))
                 running.add(task)
-                task.add_done_callback(running.discard)
-            if running:
-                await asyncio.gather(*list(running))
-        except BaseException:
-            for task in running:
+                task.add_done_callback(done)
+            while running and not failures:
+                await asyncio.wait(list(running), return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            for task in list(running):
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
-            raise
+        if failures:
+            raise failures[0]
 
     async def _one(self, rollout: Rollout, slots: asyncio.Semaphore) -> None:
         try:
@@ -125,8 +136,8 @@ class EpisodeRunner:
 
     def _pick(self) -> int:
         """The next replica, round robin, those that went away last."""
-        n = len(self.clients)
-        order = [(next(self._next) + k) % n for k in range(n)]
+        n, start = len(self.clients), next(self._next)
+        order = [(start + k) % n for k in range(n)]
         return next((i for i in order if i not in self.lost), order[0])
 
     async def _episode(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, dict[str, Any]]:

@@ -77,12 +77,13 @@ class ToolSpec:
 
 
 def output_text(value: Any) -> str:
-    """A tool's answer as the model reads it."""
+    """A tool's answer as the model reads it: compact JSON, as a pydantic model dumps (and as
+    NeMo Gym's FastAPI routes answer)."""
     if isinstance(value, str):
         return value
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump_json()
-    return json.dumps(value, default=str)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def tools_of(cls: type) -> dict[str, ToolSpec]:

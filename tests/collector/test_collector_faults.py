@@ -57,11 +57,12 @@ class Procs:
                 proc.wait(timeout=10)
 
 
-def start_server(procs: Procs, env_class: str, port: int, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """`gym-metrics serve tests/collector/_collector_envs.py:<env_class> --port <port>`; waits until it
-    prints "listening on HOST:PORT" (15 s at most) and returns the bound port."""
+def start_server(procs: Procs, env_class: str, port: int, log: Path, envs: Path = ENVS) -> tuple[subprocess.Popen[bytes], int]:
+    """`gym-metrics serve tests/collector/_collector_envs.py:<env_class> --port <port>` (or another
+    `envs` file); waits until it prints "listening on HOST:PORT" (15 s at most) and returns the
+    bound port."""
     offset = log.stat().st_size if log.exists() else 0
-    proc = procs.start(cli("serve", f"{ENVS}:{env_class}", "--port", str(port)), log, log.parent)
+    proc = procs.start(cli("serve", f"{envs}:{env_class}", "--port", str(port)), log, log.parent)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         match = LISTENING.search(log.read_bytes()[offset:].decode(errors="replace"))

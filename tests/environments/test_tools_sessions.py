@@ -77,7 +77,7 @@ async def test_a_session_carries_state_from_seed_through_tools_to_verify() -> No
         assert info.tools[0]["description"] == "Add `count` to the counter."
         assert info.tools[0]["parameters"]["properties"]["count"]["type"] == "integer"
         session = await client.seed_session(ROW)
-        assert (await client.call_tool(session, "increment_counter", {"count": 1})).output == '{"success": true}'
+        assert (await client.call_tool(session, "increment_counter", {"count": 1})).output == '{"success":true}'
         await asyncio.gather(*(client.call_tool(session, "increment_counter", '{"count": 1}') for _ in range(2)))
         assert (await client.call_tool(session, "get_counter_value", "{}")).output == "6"
         other = await client.seed_session({"initial_count": 0})
