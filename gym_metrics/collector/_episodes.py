@@ -17,27 +17,29 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
 
-from gym_metrics._transport.client import RemoteCallError, ResourcesClient, ServerUnavailableError, ServerUnreachableError, VerifiedBatch
+from gym_metrics._transport.client import (
+    RemoteCallError,
+    ResourcesClient,
+    ServerUnavailableError,
+    ServerUnreachableError,
+    VerifiedBatch,
+    tool_caller,
+)
 from gym_metrics.collector._generate import REQUEST_KEY, needs_generation
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.targets import CallTool, GenerationError, ModelTarget, run_episode
+from gym_metrics.targets import GenerationError, ModelTarget, run_episode
 
 Record = Callable[[Batch, VerifiedBatch], None]
 OnFailed = Callable[[Rollout, str], None]
-
-
-class _Lost(Exception):
-    """The replica of an episode went away (or lost its session): try again elsewhere."""
 
 
 class EpisodeRunner:
@@ -113,7 +115,7 @@ class EpisodeRunner:
             index = self._pick()
             try:
                 reward, response = await run(self.clients[index], rollout)
-            except (_Lost, ServerUnavailableError, ServerUnreachableError) as exc:
+            except (ServerUnavailableError, ServerUnreachableError) as exc:  # SessionLostError too
                 self.lost.add(index)
                 if attempt + 1 == self.attempts:
                     raise ServerUnavailableError(f"episode of input line {rollout.line} lost its server {self.attempts} times: {exc}") from None
@@ -146,14 +148,14 @@ class EpisodeRunner:
             request = dict(rollout.row[REQUEST_KEY])
             if not request.get("tools") and self.tools:
                 request["tools"] = self.tools
-            episode = await run_episode(self.target, request, self._caller(client, session), max_steps=self.max_steps)
+            episode = await run_episode(self.target, request, tool_caller(client, session, self.known), max_steps=self.max_steps)
             self.tool_calls += episode.tool_calls
             self.failed_tool_calls += episode.failed_tool_calls
             usage = episode.response.get("usage") or {}
             self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
             rollout.row = {**rollout.row, "response": episode.response}
             rollout.raw = None  # the line written is the row, not the input line
-            verified = await _in_session(client.verify(rollout.row, session_id=session))
+            verified = await client.verify(rollout.row, session_id=session)
             session = ""  # verify ended it
             return float(verified["reward"]), verified
         finally:
@@ -164,21 +166,6 @@ class EpisodeRunner:
         verified = await client.verify(rollout.row)
         return float(verified["reward"]), verified
 
-    def _caller(self, client: ResourcesClient, session: str) -> CallTool:
-        known = self.known
-
-        async def call(name: str, arguments: str) -> tuple[str, bool]:
-            if name not in known:  # the model named a tool the environment does not have
-                listed = ", ".join(sorted(known)) or "none"
-                return json.dumps({"error": f"no tool {name!r} in this environment (tools: {listed})"}), True
-            try:
-                answer = await _in_session(client.call_tool(session, name, arguments))
-            except InvalidInputError as exc:  # arguments that do not fit the tool: the model reads why
-                return json.dumps({"error": str(exc)}), True
-            return answer.output, answer.failed
-
-        return call
-
     def _write(self, rollout: Rollout, reward: float, response_json: str, kind: str | None, message: str) -> None:
         verified = VerifiedBatch([rollout.task], [rollout.rollout], [reward], [response_json], [kind], [message])
         self.record([(rollout, b"")], verified)
@@ -186,17 +173,6 @@ class EpisodeRunner:
     def _failed(self, rollout: Rollout, message: str) -> None:
         self.progress.generated(None, failed=True)
         self.on_failed(rollout, message)
-
-
-async def _in_session(call: Any) -> Any:
-    """A call in a session; NOT_FOUND (the session is gone: its replica restarted or expired
-    it) is the replica's loss, not the rollout's."""
-    try:
-        return await call
-    except RemoteCallError as exc:
-        if exc.code == "NOT_FOUND" and "no live session" in exc.details:
-            raise _Lost(exc.details) from None
-        raise
 
 
 async def _close_quietly(client: ResourcesClient, session: str) -> None:

@@ -9,7 +9,7 @@ from gym_metrics._transport.client._resources import (
     VerifyInput,
     is_transient,
 )
-from gym_metrics._transport.client._sessions import ToolOutput
+from gym_metrics._transport.client._sessions import SessionLostError, ToolOutput, tool_caller
 from gym_metrics._transport.client._status import RemoteCallError, ServerUnavailableError, ServerUnreachableError
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
 
@@ -24,7 +24,9 @@ __all__ = [
     "ServerInfo",
     "ServerUnavailableError",
     "ServerUnreachableError",
+    "SessionLostError",
     "ToolOutput",
+    "tool_caller",
     "VerifiedBatch",
     "VerifyInput",
     "VerifyOutcome",

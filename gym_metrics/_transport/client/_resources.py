@@ -14,7 +14,7 @@ import grpc.aio
 import orjson
 
 from gym_metrics._transport.client._balance import ROUND_ROBIN, address_count, is_balanced
-from gym_metrics._transport.client._sessions import SessionCalls, json_text
+from gym_metrics._transport.client._sessions import SessionCalls, json_text, session_error
 from gym_metrics._transport._batches import columns_to_batches, dumps_json
 from gym_metrics._transport._convert import responses_to_aggregate
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
@@ -208,7 +208,7 @@ class ResourcesClient(SessionCalls):
         try:
             response = await self._stub.Verify(request, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
-            raise translate(exc) from None
+            raise session_error(exc) from None
         return orjson.loads(response.response_json)
 
     async def verify_stream(

@@ -1,17 +1,33 @@
 """The session and tool calls of ResourcesClient: seed a rollout's session, call a tool in it,
-close it (verify in a session is ResourcesClient.verify with `session_id`)."""
+close it (verify in a session is ResourcesClient.verify with `session_id`), and the tool caller
+the agent loop uses."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import grpc.aio
 
 from gym_metrics._transport._batches import dumps_json
-from gym_metrics._transport.client._status import translate
+from gym_metrics._transport.client._status import RemoteCallError, ServerUnavailableError, translate
+from gym_metrics.errors import InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
+
+
+class SessionLostError(ServerUnavailableError):
+    """The session is gone from its server (restarted, or idle past its TTL): the episode must
+    start again, on a fresh session (another replica, if there is one)."""
+
+
+def session_error(exc: grpc.aio.AioRpcError) -> Exception:
+    """`translate`, with NOT_FOUND for a session that is no longer live as SessionLostError."""
+    error = translate(exc)
+    if isinstance(error, RemoteCallError) and error.code == "NOT_FOUND" and "no live session" in error.details:
+        return SessionLostError(error.details)
+    return error
 
 
 @dataclass(frozen=True)
@@ -46,13 +62,14 @@ class SessionCalls:
     async def call_tool(
         self, session_id: str, name: str, arguments: Mapping[str, Any] | str | bytes, *, timeout: float | None = None
     ) -> ToolOutput:
-        """Call tool `name` in a session; NotFoundError / InvalidInputError (translated) for
-        an unknown session or tool and for arguments that do not fit."""
+        """Call tool `name` in a session: SessionLostError when the session is gone,
+        RemoteCallError NOT_FOUND for an unknown tool, InvalidInputError for arguments that do
+        not fit."""
         request = pb.CallToolRequest(session_id=session_id, name=name, arguments_json=json_text(arguments))
         try:
             answer = await self._stub.CallTool(request, metadata=self._metadata, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
-            raise translate(exc) from None
+            raise session_error(exc) from None
         return ToolOutput(answer.output, answer.failed)
 
     async def close_session(self, session_id: str, *, timeout: float | None = None) -> bool:
@@ -62,3 +79,22 @@ class SessionCalls:
         except grpc.aio.AioRpcError as exc:
             raise translate(exc) from None
         return bool(answer.closed)
+
+
+def tool_caller(client: SessionCalls, session_id: str, tools: Iterable[str]) -> Callable[[str, str], Awaitable[tuple[str, bool]]]:
+    """CallTool as the agent loop calls it, (name, arguments) -> (output, failed): what the
+    model got wrong (a tool the environment does not have, arguments that do not fit) comes
+    back as an error output for the model to read; a lost session raises SessionLostError."""
+    known = frozenset(tools)
+    listed = ", ".join(sorted(known)) or "none"
+
+    async def call(name: str, arguments: str) -> tuple[str, bool]:
+        if name not in known:
+            return json.dumps({"error": f"no tool {name!r} in this environment (tools: {listed})"}), True
+        try:
+            answer = await client.call_tool(session_id, name, arguments)
+        except InvalidInputError as exc:
+            return json.dumps({"error": str(exc)}), True
+        return answer.output, answer.failed
+
+    return call
