@@ -35,7 +35,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--parallelism", type=positive_int, default=16, help="rows scored at once (in-process)")
     p.add_argument("--limit-samples", type=non_negative_int, metavar="N", help="score only the first N rows")
     p.add_argument("--server", metavar="HOST:PORT", help="score through a running environment (rows are verify bodies)")
-    p.add_argument("--auth-token-env", metavar="VAR", help="with --server: send `authorization: Bearer $VAR`")
+    p.add_argument("--auth-token-env", metavar="VAR", help="with --server or --tools-server: send `authorization: Bearer $VAR`")
     p.add_argument(
         "--target-config", type=Path, metavar="TARGET.json",
         help="online evaluation: generate each row's response with this model or agent target first (docs/targets.md)",
@@ -44,6 +44,11 @@ def add_parsers(sub: Any) -> None:
         "--prompt-template", type=Path, metavar="TEMPLATE.json",
         help='with a model target: the request rendered per row, e.g. {"messages": [{"role": "user", "content": "{{item.user_input}}"}]}',
     )  # fmt: skip
+    p.add_argument(
+        "--tools-server", metavar="HOST:PORT",
+        help="with a model target: run each row as a multi-turn episode over this environment's tools (its trajectory is scored)",
+    )  # fmt: skip
+    p.add_argument("--max-steps", type=positive_int, metavar="N", help="with --tools-server: policy calls one episode may make")
     p.set_defaults(func=run)
 
 
@@ -59,6 +64,10 @@ def _check(ns: argparse.Namespace) -> None:
         raise InvalidInputError("--prompt-template goes with --target-config: it builds the request sent to the target")
     if ns.server is not None and ns.target_config is not None:
         raise InvalidInputError("--target-config works with in-process scorers (--scorer), not with --server")
+    if ns.tools_server is not None and ns.target_config is None:
+        raise InvalidInputError("--tools-server goes with --target-config: the target is the episode's policy")
+    if ns.max_steps is not None and ns.tools_server is None:
+        raise InvalidInputError("--max-steps goes with --tools-server")
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -84,9 +93,12 @@ def run(ns: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         if scorer is not None:
+            from gym_metrics.evaluation import ToolEnvironment
+
+            tools = None if ns.tools_server is None else ToolEnvironment(ns.tools_server, ns.max_steps, read_token(ns.auth_token_env))
             result = evaluate(
                 scorer, rows, parallelism=ns.parallelism, limit_samples=ns.limit_samples,
-                target=ns.target_config, prompt_template=ns.prompt_template, progress=progress,
+                target=ns.target_config, prompt_template=ns.prompt_template, progress=progress, tools=tools,
             )  # fmt: skip
         else:
             import asyncio  # here, not at import: other commands start without it

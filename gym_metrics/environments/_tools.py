@@ -18,7 +18,7 @@ import json
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar, overload
 
 import pydantic
 
@@ -27,11 +27,24 @@ from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError
 _MARK = "__gym_metrics_tool__"
 
 
-def tool(method: Callable[..., Awaitable[Any]] | None = None, *, name: Optional[str] = None) -> Any:
-    """Mark an async method of an environment as a tool (`@tool` or `@tool(name="...")`)."""
+_F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
 
-    def mark(func: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        if not inspect.iscoroutinefunction(func):
+
+@overload
+def tool(method: _F) -> _F: ...
+
+
+@overload
+def tool(*, name: Optional[str] = None) -> Callable[[_F], _F]: ...
+
+
+def tool(method: Any = None, *, name: Optional[str] = None) -> Any:
+    """Mark an async method of an environment as a tool (`@tool` or `@tool(name="...")`); the
+    method keeps its type."""
+
+    def mark(func: _F) -> _F:
+        is_async = inspect.iscoroutinefunction(func)  # (a TypeGuard would narrow func's type)
+        if not is_async:
             raise TypeError(f"@tool {func.__qualname__} must be an async method")
         setattr(func, _MARK, name or func.__name__)
         return func

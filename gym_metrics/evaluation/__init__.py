@@ -10,6 +10,7 @@ from gym_metrics.evaluation._config import read_scorer_config
 from gym_metrics.evaluation._jsonl import read_rows
 from gym_metrics.evaluation._progress import RowProgress
 from gym_metrics.evaluation._result import EvaluationScores, Histogram, HistogramBin, Percentiles, RowFailure, ScoreMatrix, ScoreStats
+from gym_metrics.evaluation._online import ToolEnvironment
 from gym_metrics.evaluation._run import RowSink, evaluate, evaluate_async, score_rows
 
 
@@ -32,6 +33,7 @@ __all__ = [
     "RowSink",
     "ScoreMatrix",
     "ScoreStats",
+    "ToolEnvironment",
     "evaluate",
     "evaluate_async",
     "evaluate_remote_async",

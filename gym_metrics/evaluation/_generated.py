@@ -4,6 +4,9 @@ NeMo Evaluator's rule: the generated output supersedes the row's `response`, as 
 text with its reasoning part removed. Scorers that read a conversation (RAGAS messages
 `{type: human|ai|tool, content, tool_calls: [{name, args}]}`) also get the generated turn
 appended to `user_input`; `tool_calling`, which reads a chat-completions `response`, gets one.
+A multi-turn episode (a response with `function_call_output` items: evaluate's agent loop)
+appends every turn in order: each assistant turn with its calls, then a `tool` message per
+call output.
 Tool-call arguments are parsed as rows are (Python's json values: big integers stay exact),
 because tool call accuracy compares their `str()`.
 """
@@ -63,11 +66,46 @@ def scored_row(row: Mapping[str, Any], generation: Generation, shape: Shape) -> 
     else:
         out["response"] = answer
     if shape == "conversation":
-        turn: dict[str, Any] = {"type": "ai", "content": answer}
-        if calls:
-            turn["tool_calls"] = [{"name": name, "args": parsed} for name, _, parsed, _ in calls]
-        out["user_input"] = [*_conversation(row.get("user_input")), turn]
+        turns = _episode_turns(generation) if _is_episode(generation.response) else None
+        if turns is None:
+            turn: dict[str, Any] = {"type": "ai", "content": answer}
+            if calls:
+                turn["tool_calls"] = [{"name": name, "args": parsed} for name, _, parsed, _ in calls]
+            turns = [turn]
+        out["user_input"] = [*_conversation(row.get("user_input")), *turns]
     return out
+
+
+def _is_episode(response: Mapping[str, Any]) -> bool:
+    return any(isinstance(i, Mapping) and i.get("type") == "function_call_output" for i in response.get("output") or ())
+
+
+def _episode_turns(generation: Generation) -> list[dict[str, Any]]:
+    """An episode's items as RAGAS messages: an `ai` turn per policy turn (its text, its calls),
+    a `tool` message per call output, in order."""
+    from gym_metrics.targets import strip_reasoning, text_of
+
+    turns: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for item in generation.response.get("output") or ():
+        kind = item.get("type") if isinstance(item, Mapping) else None
+        if kind == "message":
+            current = {"type": "ai", "content": strip_reasoning(text_of(item.get("content")), generation.end_token)}
+            turns.append(current)
+        elif kind == "function_call":
+            if current is None:
+                current = {"type": "ai", "content": ""}
+                turns.append(current)
+            text = item.get("arguments") if isinstance(item.get("arguments"), str) else "{}"
+            try:
+                args = loads(text)
+            except ValueError:
+                args = text
+            current.setdefault("tool_calls", []).append({"name": str(item.get("name")), "args": args})
+        elif kind == "function_call_output":
+            turns.append({"type": "tool", "content": str(item.get("output", ""))})
+            current = None
+    return turns
 
 
 def _conversation(given: Any) -> list[Any]:

@@ -6,12 +6,21 @@ sandbox remote scorers use, or, without one, built from `user_input`. A generati
 after the target's retries is a row error on `target`; the run goes on. Rows in flight are
 bounded by evaluate's `parallelism` (raised to the target's `max_concurrency`, so the target's
 bound is the one that limits it) and requests by the target's `max_concurrency`.
+
+With `tools` (an environment serving tools, `evaluate --tools-server`), a model target's
+generation is a multi-turn episode (the agent loop of `collect`): a session of the environment
+is seeded with the row, the policy calls its tools in it, and the trajectory (every turn's
+items) is the response the scorer reads, so trajectory and tool-call scorers score what the
+loop did. The session is closed once the episode ends (the environment's verify is not run:
+the scorer scores).
 """
 
 from __future__ import annotations
 
 import os
+import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
@@ -25,6 +34,7 @@ from gym_metrics.scorers import RowError, Scorer
 from gym_metrics.targets import (
     AgentTarget,
     AgentTargetConfig,
+    Generation,
     GenerationError,
     ModelTarget,
     ModelTargetConfig,
@@ -32,7 +42,9 @@ from gym_metrics.targets import (
     load_target,
     make_target,
     parse_target,
+    run_episode,
 )
+from gym_metrics.targets import Usage
 
 TargetSpec = Union[TargetConfig, Mapping[str, Any], str, os.PathLike[str]]
 """A target: its config object, a config dict (TARGET.json's content) or the path of TARGET.json."""
@@ -97,10 +109,23 @@ def _renamed(where: str) -> str:
     return "prompt_template" + where[4:] if where.startswith("body") else where
 
 
-class Online:
-    """Generates a row's response with the target, then scores the row it supersedes."""
+@dataclass(frozen=True)
+class ToolEnvironment:
+    """The environment whose tools a model target's episodes use: its address (HOST:PORT) or
+    an open ResourcesClient, and the policy calls one episode may make."""
 
-    def __init__(self, metric: Scorer, target: TargetSpec, prompt_template: TemplateSpec | None) -> None:
+    server: Any
+    max_steps: int | None = None
+    token: str | None = None
+
+
+class Online:
+    """Generates a row's response with the target (an episode with `tools`), then scores the
+    row it supersedes."""
+
+    def __init__(
+        self, metric: Scorer, target: TargetSpec, prompt_template: TemplateSpec | None, tools: ToolEnvironment | None = None
+    ) -> None:
         self.config = resolve_target(target)
         template = None if prompt_template is None else load_prompt_template(prompt_template)
         if template is not None and self.config.type == "agent":
@@ -111,6 +136,13 @@ class Online:
         self.template = None if template is None else PromptTemplate(template)
         self.shape = response_shape(metric)
         self.client: ModelTarget | AgentTarget = make_target(self.config)  # reads the API key: unset fails here
+        if tools is not None and not isinstance(self.client, ModelTarget):
+            raise InvalidInputError("an environment's tools go with a model target", [FieldViolation("tools", "an agent target runs its own tools")])
+        self.tools = tools
+        self._env: Any = None
+        self._owned = False
+        self._tool_list: list[dict[str, Any]] | None = None
+        self._lock = asyncio.Lock()
 
     @property
     def max_concurrency(self) -> int:
@@ -123,7 +155,7 @@ class Online:
                 generation = await self.client.generate(row)
             else:
                 request = self.template.render(row) if self.template is not None else default_request(row)
-                generation = await self.client.generate(request)
+                generation = await (self._episode(self.client, row, request) if self.tools else self.client.generate(request))
         except GenerationError as exc:
             return None, RowFailure(exc.row_field, str(exc)), None
         except RowError as exc:
@@ -138,5 +170,36 @@ class Online:
         scores, failure, _ = await score_row(metric, row)
         return scores, failure, entry
 
+    async def _episode(self, target: ModelTarget, row: Mapping[str, Any], request: dict[str, Any]) -> Generation:
+        """One episode over the environment's tools, as a Generation of its trajectory."""
+        from gym_metrics._transport.client import tool_caller
+
+        env, tools = await self._environment()
+        if not request.get("tools") and tools:
+            request = {**request, "tools": tools}
+        session = await env.seed_session(row)
+        try:
+            assert self.tools is not None
+            episode = await run_episode(target, request, tool_caller(env, session, [t["name"] for t in tools]), max_steps=self.tools.max_steps)
+        finally:
+            await env.close_session(session)
+        return Generation(episode.response, Usage.of(episode.response), episode.seconds, episode.steps, target.config.reasoning.end_token)
+
+    async def _environment(self) -> tuple[Any, list[dict[str, Any]]]:
+        """The environment's client (connected on first use) and its tools."""
+        async with self._lock:
+            if self._env is None:
+                from gym_metrics._transport.client import ResourcesClient
+
+                assert self.tools is not None
+                server = self.tools.server
+                self._owned = not isinstance(server, ResourcesClient)
+                self._env = ResourcesClient(server, token=self.tools.token) if self._owned else server
+                self._tool_list = (await self._env.server_info()).tools
+        assert self._tool_list is not None
+        return self._env, self._tool_list
+
     async def aclose(self) -> None:
         await self.client.aclose()
+        if self._owned and self._env is not None:
+            await self._env.close()

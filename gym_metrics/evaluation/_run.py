@@ -24,7 +24,7 @@ from gym_metrics.evaluation._row import Outcome, score_row
 from gym_metrics.scorers import RowError, Scorer, get_scorer
 
 if TYPE_CHECKING:
-    from gym_metrics.evaluation._online import TargetSpec, TemplateSpec
+    from gym_metrics.evaluation._online import TargetSpec, TemplateSpec, ToolEnvironment
 
 YIELD_EVERY_ROWS, YIELD_SECONDS = 64, 0.05
 """Rows that finish eagerly (a CPU-only scorer) give the event loop a turn at least every
@@ -42,6 +42,7 @@ def evaluate(
     target: TargetSpec | None = None,
     prompt_template: TemplateSpec | None = None,
     progress: RowProgress | None = None,
+    tools: ToolEnvironment | None = None,
 ) -> EvaluationScores:
     """Score every row of `dataset` with `metric`; see `evaluate_async`.
 
@@ -50,7 +51,7 @@ def evaluate(
     """
     coro = evaluate_async(
         metric, dataset, config=config, parallelism=parallelism, limit_samples=limit_samples,
-        target=target, prompt_template=prompt_template, progress=progress,
+        target=target, prompt_template=prompt_template, progress=progress, tools=tools,
     )  # fmt: skip
     try:
         asyncio.get_running_loop()
@@ -70,6 +71,7 @@ async def evaluate_async(
     target: TargetSpec | None = None,
     prompt_template: TemplateSpec | None = None,
     progress: RowProgress | None = None,
+    tools: ToolEnvironment | None = None,
 ) -> EvaluationScores:
     """Score every row of `dataset` with `metric` (an instance, or a registered name plus
     `config`), at most `parallelism` rows at a time, the first `limit_samples` rows only if
@@ -77,7 +79,9 @@ async def evaluate_async(
 
     With `target` (a TARGET.json path, its dict, or a target config) each row's response is
     generated first, from `prompt_template` (NeMo Evaluator's `{"messages": [...]}`, a dict or
-    a JSON file path) rendered over the row; see docs/evaluation.md#online-evaluation.
+    a JSON file path) rendered over the row; see docs/evaluation.md#online-evaluation. With
+    `tools` too (a ToolEnvironment), each generation is a multi-turn episode over that
+    environment's tools, and the trajectory is what is scored.
 
     A row that raises (RowError or anything else) gets NaN scores and its error; a dataset item
     that is itself a RowError (e.g. an unreadable JSONL line) is recorded the same way. The
@@ -90,13 +94,15 @@ async def evaluate_async(
         raise InvalidInputError(f"limit_samples must be >= 0, got {limit_samples}")
     if prompt_template is not None and target is None:
         raise InvalidInputError("prompt_template goes with a target: it builds the request sent to the model")
+    if tools is not None and target is None:
+        raise InvalidInputError("tools go with a target: the episode's policy is the target")
     if isinstance(metric, str):
         metric = get_scorer(metric, config)
     elif config is not None:
         raise InvalidInputError("config goes with a metric name; an instance is already configured")
     try:
         rows = dataset if limit_samples is None else islice(dataset, limit_samples)
-        return await _score_all(metric, rows, parallelism, target, prompt_template, progress)
+        return await _score_all(metric, rows, parallelism, target, prompt_template, progress, tools)
     finally:
         await metric.aclose()
 
@@ -122,6 +128,7 @@ async def score_rows(
     parallelism: int = 16,
     target: TargetSpec | None = None,
     prompt_template: TemplateSpec | None = None,
+    tools: ToolEnvironment | None = None,
 ) -> None:
     """Score `(index, row)` pairs into `sink` as each finishes (any order), at most
     `parallelism` rows in flight; `evaluate_async` without collecting, for callers that
@@ -131,7 +138,7 @@ async def score_rows(
         return
     from gym_metrics.evaluation._online import Online
 
-    online = Online(metric, target, prompt_template)
+    online = Online(metric, target, prompt_template, tools)
     try:
         in_flight = max(parallelism, online.max_concurrency)
         await _feed(metric, rows, sink, in_flight, lambda row: online.score(metric, row), eager=False)
@@ -141,12 +148,12 @@ async def score_rows(
 
 async def _score_all(
     metric: Scorer, rows: Iterable[Any], parallelism: int, target: TargetSpec | None, prompt_template: TemplateSpec | None,
-    progress: RowProgress | None,
+    progress: RowProgress | None, tools: ToolEnvironment | None = None,
 ) -> EvaluationScores:  # fmt: skip
     scores = ScoreMatrix(metric.score_names)
     counted = _Counted(rows)
     sink: RowSink = scores if progress is None else Tallied(scores, progress)
-    await score_rows(metric, counted, sink, parallelism=parallelism, target=target, prompt_template=prompt_template)
+    await score_rows(metric, counted, sink, parallelism=parallelism, target=target, prompt_template=prompt_template, tools=tools)
     return scores.result(metric.name or type(metric).__name__, counted.n)
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.report import _page, _sections, _usage
+from gym_metrics.report import _page, _rollouts_html, _sections, _usage
 from gym_metrics.report._bounds import FULL_NAME_CHARS, MAX_AGENTS, shown_names
 from gym_metrics.report._data import SAMPLES_PER_AGENT, AgentData, load_metrics
+from gym_metrics.report._rollout_rows import RolloutSample, read_sample
 from gym_metrics.report._sections import Gates, section
 
 
@@ -24,6 +25,12 @@ def report_path_for(metrics_path: str | Path) -> Path:
     return p.with_name(f"{stem}_report.html")
 
 
+def rollouts_path_for(metrics_path: str | Path) -> Path:
+    """`<stem>.jsonl` beside `<stem>_aggregate_metrics.json` (the rollouts collect and aggregate read or wrote)."""
+    p = Path(metrics_path)
+    return p.with_name(p.name.removesuffix(".json").removesuffix("_aggregate_metrics") + ".jsonl")
+
+
 def build_report(
     metrics: str | Path,
     output: str | Path | None = None,
@@ -32,14 +39,19 @@ def build_report(
     compare: str | Path | None = None,
     field: str = "reward",
     gates: Gates | None = None,
+    trajectories: bool = True,
 ) -> Path:
     """Write the report of `metrics` (and `compare`'s agents beside them) to `output`
     (default `<stem>_report.html`); returns its path. `rollouts` supplies per-rollout values
     when the metrics file was written without rollout_infos. The page shows a verdict only
-    when asked for: a rule in `gates`, or `compare` (default rule: fail if worse by 0)."""
+    when asked for: a rule in `gates`, or `compare` (default rule: fail if worse by 0). With
+    `trajectories`, a bounded sample of the rollouts file (`rollouts`, else `<stem>.jsonl`
+    beside the metrics when there is one) is shown rollout by rollout."""
     metrics = Path(metrics)
     out = Path(output) if output is not None else report_path_for(metrics)
     agents = load_metrics(metrics, field, Path(rollouts) if rollouts is not None else None)
+    rows = Path(rollouts) if rollouts is not None else rollouts_path_for(metrics)
+    sample = read_sample(rows, [a.own_name for a in agents], field) if trajectories and rows.is_file() else None
     if compare is not None:
         other = load_metrics(Path(compare), field)
         mine = {a.name for a in agents}
@@ -50,15 +62,16 @@ def build_report(
         raise InvalidInputError(f"{metrics}: holds no agents")
     if gates is None:  # a verdict only when asked for: --compare asks for one (no regression, margin 0)
         gates = Gates(fail_if_worse_by=0.0) if compare is not None else Gates()
-    html = render(agents, field, gates, title=f"gym-metrics report: {metrics.name}")
+    html = render(agents, field, gates, title=f"gym-metrics report: {metrics.name}", sample=sample)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(html, encoding="utf-8")
     os.replace(tmp, out)
     return out
 
 
-def render(agents: list[AgentData], field: str, gates: Gates, title: str) -> str:
-    """The page's HTML for these agents (the first MAX_AGENTS, their names cut: _bounds)."""
+def render(agents: list[AgentData], field: str, gates: Gates, title: str, sample: RolloutSample | None = None) -> str:
+    """The page's HTML for these agents (the first MAX_AGENTS, their names cut: _bounds), and
+    the Rollouts section of `sample` when given."""
     total = len(agents)
     agents, names = _bounded(agents)
     tasks, matrix = _page.task_matrix(agents)
@@ -83,7 +96,10 @@ def render(agents: list[AgentData], field: str, gates: Gates, title: str) -> str
         _usage.usage(agents, field),
         _sections.paired(agents, field, gates),
     ]
-    return _page.page(title, subtitle, sections)
+    if sample is None:
+        return _page.page(title, subtitle, sections)
+    sections.append(_rollouts_html.rollouts(agents, sample, field))
+    return _page.page(title, subtitle, sections, extra_nav=[("rollouts", "Rollouts")], css=_rollouts_html.CSS)
 
 
 def _svg_range(lo: float, hi: float) -> str:

@@ -109,17 +109,18 @@ def task_view(agents: Sequence[AgentData], tasks: np.ndarray, matrix: np.ndarray
     )
 
 
-def page(title: str, subtitle: str, sections: Sequence[str]) -> str:
-    """One self-contained HTML document (the empty icon link stops a favicon request)."""
+def page(title: str, subtitle: str, sections: Sequence[str], extra_nav: Sequence[tuple[str, str]] = (), css: str = "") -> str:
+    """One self-contained HTML document (the empty icon link stops a favicon request);
+    `extra_nav` links (id, label) after the fixed ones, `css` after the page's style."""
     nav = "".join(
         f'<a href="#{sid}">{label}</a>'
         for sid, label in (("key-metrics", "Key metrics"), ("distribution", "Distribution"), ("pass-at-k", "pass@k"),
-                           ("tasks", "Tasks"), ("repeats", "Repeats"), ("usage", "Usage"), ("paired", "Paired"))
+                           ("tasks", "Tasks"), ("repeats", "Repeats"), ("usage", "Usage"), ("paired", "Paired"), *extra_nav)
     )  # fmt: skip
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<title>{escape(title)}</title><style>{CSS}{css}</style></head><body>"
         f"<header><h1>{escape(title)}</h1><p>{escape(subtitle)}</p></header><nav>{nav}</nav><main>"
         + "".join(sections)
         + f"</main><script>{JS}</script></body></html>"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from gym_metrics.targets._client import ModelTarget
+from gym_metrics.targets._convert import chat_request_to_responses
 
 CallTool = Callable[[str, str], Awaitable[tuple[str, bool]]]
 """(tool name, arguments JSON text) -> (the output the model reads, whether the call failed)."""
@@ -42,10 +43,11 @@ class Episode:
 async def run_episode(
     target: ModelTarget, request: Mapping[str, Any], call_tool: CallTool, *, max_steps: Optional[int] = None
 ) -> Episode:
-    """Run one episode of `request` (a Responses API request: `input`, `tools`, ...); the
-    policy's GenerationError propagates (the rollout failed)."""
+    """Run one episode of `request` (a Responses API request: `input`, `tools`, ...; a chat
+    one, `messages`, is converted first); the policy's GenerationError propagates (the
+    rollout failed)."""
     start = time.perf_counter()
-    body = dict(request)
+    body = chat_request_to_responses(request) if "messages" in request else dict(request)
     given = body.get("input", [])
     prompt: list[Any] = [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
     outputs: list[dict[str, Any]] = []

@@ -12,7 +12,7 @@ from typing import Any
 import grpc.aio
 
 from gym_metrics._transport._batches import dumps_json
-from gym_metrics._transport.client._status import RemoteCallError, ServerUnavailableError, translate
+from gym_metrics._transport.client._status import REJECTED, RemoteCallError, ServerUnavailableError, translate
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 
@@ -90,11 +90,16 @@ def tool_caller(client: SessionCalls, session_id: str, tools: Iterable[str]) -> 
 
     async def call(name: str, arguments: str) -> tuple[str, bool]:
         if name not in known:
-            return json.dumps({"error": f"no tool {name!r} in this environment (tools: {listed})"}), True
+            return _error(f"no tool {name!r} in this environment (tools: {listed})"), True
         try:
             answer = await client.call_tool(session_id, name, arguments)
         except InvalidInputError as exc:
-            return json.dumps({"error": str(exc)}), True
+            return _error(str(exc).removeprefix(REJECTED)), True
         return answer.output, answer.failed
 
     return call
+
+
+def _error(message: str) -> str:
+    """An error output, as the server writes a tool's (compact JSON)."""
+    return json.dumps({"error": message}, separators=(",", ":"), ensure_ascii=False)

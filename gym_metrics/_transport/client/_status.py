@@ -90,6 +90,10 @@ def _from_handler(exc: grpc.aio.AioRpcError) -> bool:
         return False
 
 
+REJECTED = "the server rejected the request: "
+"""How an INVALID_ARGUMENT's message starts (its details follow)."""
+
+
 def translate(exc: grpc.aio.AioRpcError) -> Exception:
     """gRPC failures as gym-metrics errors: transient ones as ServerUnavailableError, a
     rejected request as InvalidInputError, anything else as RemoteCallError."""
@@ -97,7 +101,7 @@ def translate(exc: grpc.aio.AioRpcError) -> Exception:
     if is_transient(exc):
         return ServerUnavailableError(f"{code.name}: {details}")
     if code is grpc.StatusCode.INVALID_ARGUMENT:
-        return InvalidInputError(f"the server rejected the request: {details}")
+        return InvalidInputError(f"{REJECTED}{details}")
     return RemoteCallError(code.name, details)
 
 
