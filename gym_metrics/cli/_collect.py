@@ -72,9 +72,14 @@ def add_parsers(sub: Any) -> None:
 
     demo = sub.add_parser("demo", help="serve math_exact in-process and collect its shipped sample")
     demo.add_argument("--out-dir", type=Path, default=Path("demo_out"))
-    demo.add_argument(
+    mode = demo.add_mutually_exclusive_group()
+    mode.add_argument(
         "--online", action="store_true",
         help="generate the sample's answers first, with a scripted policy model on loopback",
+    )  # fmt: skip
+    mode.add_argument(
+        "--agent", action="store_true",
+        help="the agent loop instead: serve the inventory tool environment and run its sample as multi-turn episodes of a scripted policy",
     )  # fmt: skip
     demo.set_defaults(func=run_demo)
 
@@ -194,17 +199,18 @@ def run_demo(ns: argparse.Namespace) -> int:
     from gym_metrics._transport.server import ServerConfig, start_server
     from gym_metrics.collector import CollectOptions, collect_async
 
-    env = resolve_server("math_exact")()  # the shipped example environment, found by name
+    name = "inventory" if ns.agent else "math_exact"
+    env = resolve_server(name)()  # the shipped example environment, found by name
     sample = env.sample
     if sample is None:
-        raise GymMetricsError("math_exact ships no sample file (is the package installed whole?)")
-    out = ns.out_dir / ("math_exact_online_rollouts.jsonl" if ns.online else "math_exact_rollouts.jsonl")
+        raise GymMetricsError(f"{name} ships no sample file (is the package installed whole?)")
+    out = ns.out_dir / ("inventory_episodes.jsonl" if ns.agent else "math_exact_online_rollouts.jsonl" if ns.online else "math_exact_rollouts.jsonl")
     for stale in (out, out.with_name(f"{out.stem}_aggregate_metrics.json")):
         stale.unlink(missing_ok=True)
 
     async def collect(source: Path, options: CollectOptions | None) -> Any:
         server = await start_server(env, ServerConfig(port=0, log_requests=False))
-        print(f"math_exact serving on {server.address}; collecting {source.name}", file=sys.stderr)
+        print(f"{name} serving on {server.address}; collecting {source.name}", file=sys.stderr)
         try:
             async with ResourcesClient(server.address) as client:
                 return await collect_async(client, source, out, options)
@@ -212,6 +218,10 @@ def run_demo(ns: argparse.Namespace) -> int:
             await server.stop(0)
 
     started = time.perf_counter()
+    if ns.agent:
+        with _scripted_agent_policy() as options:
+            result = run_keeping_result(collect(sample, options))
+        return report(result, time.perf_counter() - started)
     if not ns.online:
         result = run_keeping_result(collect(sample, None))
         return report(result, time.perf_counter() - started)
@@ -252,6 +262,20 @@ def _scripted_policy(sample: Path, out_dir: Path) -> Iterator[tuple[Path, Any]]:
         print(f"scripted policy serving on {policy.url}; generating {DEMO_REPEATS} rollouts per task", file=sys.stderr)
         target = ModelTargetConfig(url=policy.url, model="scripted-policy", max_concurrency=16)
         yield path, CollectOptions(num_repeats=DEMO_REPEATS, target=target)
+
+
+@contextlib.contextmanager
+def _scripted_agent_policy() -> Iterator[Any]:
+    """A scripted policy on loopback playing the inventory sample's episodes (5 of 8 reach
+    their goal), and the collect options that run them through the agent loop."""
+    from gym_metrics.collector import CollectOptions
+    from gym_metrics.targets import ModelTargetConfig
+    from gym_metrics.testing import ScriptedPolicyServer
+    from gym_metrics_servers.inventory.scripted import SCRIPT
+
+    with ScriptedPolicyServer(SCRIPT) as policy:
+        print(f"scripted policy serving on {policy.url}; running each task as an episode", file=sys.stderr)
+        yield CollectOptions(target=ModelTargetConfig(url=policy.url, model="scripted-policy", api="responses", max_concurrency=16))
 
 
 def run_keeping_result(main: Coroutine[Any, Any, T]) -> T:

@@ -66,7 +66,7 @@ class Episodes:
             return _error(f"tool {name!r} exceeded its {self.tool_timeout_s:g} s deadline"), True
         except Exception as exc:  # the model reads the error, as under NeMo Gym
             self.tool_calls["error"] += 1
-            log.info("tool %s raised in session %s", name, session_id, exc_info=exc)
+            log.debug("tool %s raised in session %s", name, session_id, exc_info=exc)
             return _error(f"{type(exc).__name__}: {exc}"), True
         self.tool_calls["ok"] += 1
         return output, False
