@@ -1,6 +1,8 @@
 """The HTML report: one self-contained page (inline SVG charts, no network) per metrics file.
 
-`build_report(metrics_json, output)` writes it; `gym-metrics report` and `--report` on
+`build_report(metrics_json, output)` writes it, with a bounded sample of the rollouts file
+beside the metrics read rollout by rollout (prompt, turns, tool calls beside their outputs,
+answer: docs/report.md); `gym-metrics report` and `--report` on
 `aggregate` / `collect` call it. `open_in_chromium` loads a report in headless Chromium
 through the DevTools protocol (console errors, network requests, timings, a screenshot): what
 the tests and `scripts/bench_report.py` use.
