@@ -42,6 +42,10 @@ def add_parsers(sub: Any) -> None:
         help="seconds a session may go unused before it is closed (default %(default)s)",
     )  # fmt: skip
     tools.add_argument("--tool-timeout", type=positive_float, default=TOOL_TIMEOUT_S, metavar="S", help="seconds one tool call may run (default %(default)s)")
+    tools.add_argument(
+        "--mcp-port", type=int, metavar="P",
+        help="also serve the tools over MCP (streamable HTTP, http://HOST:P/mcp; 0 picks a port; the mcp extra; one worker)",
+    )  # fmt: skip
     nemo = p.add_argument_group("NeMo Gym environments (a config YAML target, or --config)")
     nemo.add_argument("--config", type=Path, metavar="FILE.yaml", help="the NeMo Gym config of a path/app.py:Class target")
     nemo.add_argument("--name", metavar="BLOCK", help="the resources server block to serve, when the config holds several")
@@ -95,7 +99,10 @@ def run(ns: argparse.Namespace) -> int:
         max_sessions=ns.max_sessions,
         session_ttl_s=ns.session_ttl,
         tool_timeout_s=ns.tool_timeout,
+        mcp_port=ns.mcp_port,
     )
+    if ns.mcp_port is not None and ns.workers > 1:
+        raise InvalidInputError("--mcp-port serves one process's sessions", [FieldViolation("--workers", "use --workers 1 with --mcp-port")])
     serve(env, config, workers=ns.workers, reducers=ns.reducers)
     return 0
 

@@ -70,6 +70,9 @@ class ServerConfig:
     """Seconds a session may go unused before it is closed (its client went away)."""
     tool_timeout_s: float = TOOL_TIMEOUT_S
     """Seconds one tool call may run; past it the model reads a timeout error."""
+    mcp_port: int | None = None
+    """Serve the environment's tools over MCP (streamable HTTP, `/mcp`) on this port of `host`
+    (0 picks one); None: off. Needs the `mcp` extra."""
     reflection: bool = True
     log_requests: bool = True
     grpc_options: list[tuple[str, Any]] = field(default_factory=list)
@@ -92,6 +95,7 @@ class ServerConfig:
             ("max_sessions", "must be positive", self.max_sessions <= 0),
             ("session_ttl_s", "must be positive", self.session_ttl_s <= 0),
             ("tool_timeout_s", "must be positive", self.tool_timeout_s <= 0),
+            ("mcp_port", "must be in 0..65535", self.mcp_port is not None and not 0 <= self.mcp_port <= 65535),
             ("prometheus_port", "must be in 0..65535", self.prometheus_port is not None
              and not 0 <= self.prometheus_port <= 65535),
             ("auth_token", "must not be empty (None disables auth)", self.auth_token is not None
@@ -172,9 +176,16 @@ class RunningServer(RunningGrpcServer):
     env: SimpleResourcesServer
     handler: EnvironmentHandler
     """What its calls do (its live sessions: `handler.episodes.store`)."""
+    mcp_port: int | None = None
+    """Where the MCP endpoint listens (`http://host:mcp_port/mcp`), when `config.mcp_port` is set."""
+    _mcp: Any = field(default=None, repr=False)
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop serving, then close every live session (environments free what they hold)."""
+        if self._mcp is not None:
+            http, task = self._mcp
+            self._mcp, http.should_exit = None, True
+            await asyncio.wait_for(asyncio.shield(task), 10)
         await super().stop(grace)
         await self.handler.episodes.aclose()
 
@@ -276,6 +287,15 @@ async def start_server(
     port = bind(server, config)
     await server.start()
     running = RunningServer(server=server, port=port, config=config, health=health_servicer, env=env, handler=handler)
+    if config.mcp_port is not None:
+        from gym_metrics._transport.server._mcp import serve_mcp
+
+        try:
+            http, task, running.mcp_port = await serve_mcp(handler, config.host, config.mcp_port)
+        except BaseException:
+            await server.stop(0)
+            raise
+        running._mcp = (http, task)
     if recorder is not None and serve_metrics and config.prometheus_port is not None:
         try:
             running.metrics_port, running._stop_metrics = serve_http(recorder.registry, config.host, config.prometheus_port)

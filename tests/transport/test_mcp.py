@@ -1,0 +1,67 @@
+"""The environment's tools over MCP (`serve --mcp-port`), driven by the official MCP client: a
+stateful (legacy) connection is its own session; the stateless protocol names a seeded session
+in `_meta`; errors come back as MCP errors or `isError` results the model reads."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gym_metrics import ResourcesClient
+from gym_metrics.testing import serve_environment
+
+pytest.importorskip("mcp")
+from mcp.client import Client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
+from _episode_envs import Counter  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+BODY = {"responses_create_params": {"input": "count"}, "response": {"output": []}, "expected_count": 5}
+
+
+def text(result: Any) -> str:
+    return str(result.content[0].text)
+
+
+async def test_a_stateful_mcp_connection_is_one_session() -> None:
+    async with serve_environment(Counter(), mcp_port=0) as server:
+        url = f"http://127.0.0.1:{server.mcp_port}/mcp"
+        async with Client(url, mode="legacy") as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert names == ["increment_counter", "get_counter_value", "explode", "gym_metrics_seed_session", "gym_metrics_verify"]
+            await client.call_tool("gym_metrics_seed_session", {"row": {"initial_count": 2}})
+            await client.call_tool("increment_counter", {"count": 3})
+            assert json.loads(text(await client.call_tool("get_counter_value", {}))) == {"count": 5}
+            broke = await client.call_tool("explode", {})
+            assert broke.is_error and "RuntimeError: the tool broke" in text(broke)
+            bad = await client.call_tool("increment_counter", {"count": "x"})
+            assert bad.is_error and "arguments.count" in text(bad)
+            verified = json.loads(text(await client.call_tool("gym_metrics_verify", {"body": BODY})))
+            assert verified["reward"] == 1.0 and verified["response"]["final_count"] == 5
+        async with Client(url, mode="legacy") as other:  # a new connection starts from its own session
+            assert json.loads(text(await other.call_tool("get_counter_value", {}))) == {"count": 0}
+        assert len(server.handler.episodes.store) == 1  # the verified one is gone; the other waits for its TTL
+
+
+async def test_the_stateless_protocol_names_its_session_in_meta() -> None:
+    async with serve_environment(Counter(), mcp_port=0) as server:
+        url = f"http://127.0.0.1:{server.mcp_port}/mcp"
+        async with ResourcesClient(server.address) as grpc_client, Client(url) as client:
+            session = await grpc_client.seed_session({"initial_count": 4})  # seeded over gRPC, used over MCP
+            meta: Any = {"gym-metrics/session": session}
+            await client.call_tool("increment_counter", {"count": 1}, meta=meta)
+            assert json.loads(text(await client.call_tool("get_counter_value", {}, meta=meta))) == {"count": 5}
+            assert (await grpc_client.verify(BODY, session_id=session))["reward"] == 1.0
+            with pytest.raises(MCPError, match="no live session"):
+                await client.call_tool("get_counter_value", {}, meta=meta)
+            with pytest.raises(MCPError, match="no session: call gym_metrics_seed_session"):
+                await client.call_tool("get_counter_value", {})
+            fresh: Any = {"gym-metrics/session": await grpc_client.seed_session({})}
+            with pytest.raises(MCPError, match="no tool 'nope'"):
+                await client.call_tool("nope", {}, meta=fresh)
