@@ -1,5 +1,5 @@
-"""A stateful tool environment for the agent-loop tests, importable by path
-(`gym-metrics serve tests/collector/_episode_envs.py:Counter`)."""
+"""A stateful tool environment for the tests of tools, sessions and the agent loop, importable by
+path (`gym-metrics serve tests/_tool_envs.py:Counter`)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ class Counter(SimpleResourcesServer):
 
     @tool
     async def increment_counter(self, args: Add, session: Session) -> dict[str, bool]:
-        """Add `count` to the counter."""
+        """Add `count` to the counter.
+
+        (Not part of the description.)"""
         session.state["count"] += args.count
         return {"success": True}
 

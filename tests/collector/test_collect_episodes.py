@@ -10,6 +10,7 @@ import asyncio
 import json
 import re
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ from gym_metrics.collector import CollectOptions, collect_async
 from gym_metrics.targets import ModelTargetConfig
 from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_environment
 
-from _episode_envs import Counter
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from _tool_envs import Counter  # noqa: E402
 
 TOOLS = [
     {"type": "function", "name": "increment_counter", "parameters": {"type": "object", "properties": {"count": {"type": "integer"}}}},
@@ -136,7 +138,7 @@ async def test_a_replica_killed_mid_episode_loses_nothing(tmp_path: Path) -> Non
 
 
 def _serve(procs: Procs, log: Path) -> tuple[Any, int]:
-    return start_server(procs, "Counter", 0, log, envs=Path(__file__).with_name("_episode_envs.py"))
+    return start_server(procs, "Counter", 0, log, envs=Path(__file__).parents[1] / "_tool_envs.py")
 
 
 def _lines(path: Path) -> int:

@@ -6,64 +6,33 @@ hangs, too many sessions, sessions abandoned by a client that went away."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import sys
+from pathlib import Path
 
-import pydantic
 import pytest
 
-from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, ResourcesClient, Session, SimpleResourcesServer, tool
+from gym_metrics import ResourcesClient, Session, tool
 from gym_metrics._transport.client import RemoteCallError, ServerUnavailableError, SessionLostError
 from gym_metrics.environments import SessionStore
 from gym_metrics.errors import InvalidInputError, NotFoundError, OverloadedError
 from gym_metrics.testing import serve_environment
 
-
-class Add(pydantic.BaseModel):
-    count: int
-
-
-class Seed(pydantic.BaseModel):
-    initial_count: int = 0
+sys.path.insert(0, str(Path(__file__).parents[1]))
+import _tool_envs as tool_envs  # noqa: E402
 
 
-class CounterRequest(BaseVerifyRequest):
-    expected_count: int
+class Counter(tool_envs.Counter):
+    """The shared counter, with its closed sessions noted and a tool that hangs."""
 
-
-class Counter(SimpleResourcesServer):
     closed: list[str] = []
-
-    async def seed_session(self, session: Session, body: Seed) -> None:  # type: ignore[override]
-        session.state["count"] = body.initial_count
 
     async def close_session(self, session: Session) -> None:
         Counter.closed.append(session.id)
-
-    @tool
-    async def increment_counter(self, args: Add, session: Session) -> dict[str, Any]:
-        """Add `count` to the counter.
-
-        (Not part of the description.)"""
-        session.state["count"] += args.count
-        return {"success": True}
-
-    @tool
-    async def get_counter_value(self, session: Session) -> str:
-        """The counter's value."""
-        return str(session.state["count"])
-
-    @tool
-    async def explode(self) -> str:
-        raise RuntimeError("the tool broke")
 
     @tool(name="wait")
     async def slow(self) -> str:
         await asyncio.sleep(30)
         return "late"
-
-    async def verify(self, body: CounterRequest, session: Session | None = None) -> BaseVerifyResponse:  # type: ignore[override]
-        count = session.state["count"] if session is not None else None
-        return BaseVerifyResponse(**body.model_dump(), reward=float(count == body.expected_count))
 
 
 ROW = {"initial_count": 3, "expected_count": 6}
@@ -79,9 +48,9 @@ async def test_a_session_carries_state_from_seed_through_tools_to_verify() -> No
         session = await client.seed_session(ROW)
         assert (await client.call_tool(session, "increment_counter", {"count": 1})).output == '{"success":true}'
         await asyncio.gather(*(client.call_tool(session, "increment_counter", '{"count": 1}') for _ in range(2)))
-        assert (await client.call_tool(session, "get_counter_value", "{}")).output == "6"
+        assert (await client.call_tool(session, "get_counter_value", "{}")).output == '{"count":6}'
         other = await client.seed_session({"initial_count": 0})
-        assert (await client.call_tool(other, "get_counter_value", {})).output == "0"  # its own state
+        assert (await client.call_tool(other, "get_counter_value", {})).output == '{"count":0}'  # its own state
         verified = await client.verify(BODY, session_id=session)
         assert verified["reward"] == 1.0
         assert session in Counter.closed and len(server.handler.episodes.store) == 1  # verify ended it
@@ -113,7 +82,7 @@ async def test_a_tool_that_raises_or_hangs_answers_its_error_to_the_model() -> N
         assert broke.failed and "RuntimeError: the tool broke" in broke.output
         late = await client.call_tool(session, "wait", {})
         assert late.failed and "deadline" in late.output
-        assert (await client.call_tool(session, "get_counter_value", {})).output == "3"  # the session goes on
+        assert (await client.call_tool(session, "get_counter_value", {})).output == '{"count":3}'  # the session goes on
         assert server.handler.episodes.tool_calls == {"error": 1, "timeout": 1, "ok": 1}
 
 

@@ -14,8 +14,8 @@ from gym_metrics.evaluation import ToolEnvironment, evaluate_async
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_environment
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
-from _episode_envs import Counter  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from _tool_envs import Counter  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -18,8 +18,8 @@ pytest.importorskip("mcp")
 from mcp.client import Client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
-from _episode_envs import Counter  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from _tool_envs import Counter  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 BODY = {"responses_create_params": {"input": "count"}, "response": {"output": []}, "expected_count": 5}
