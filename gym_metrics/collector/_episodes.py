@@ -153,10 +153,10 @@ class EpisodeRunner:
             self.failed_tool_calls += episode.failed_tool_calls
             usage = episode.response.get("usage") or {}
             self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
-            rollout.row = {**rollout.row, "response": episode.response}
-            rollout.raw = None  # the line written is the row, not the input line
-            verified = await client.verify(rollout.row, session_id=session)
+            body = {**rollout.row, "response": episode.response}
+            verified = await client.verify(body, session_id=session)
             session = ""  # verify ended it
+            rollout.row, rollout.raw = body, None  # (only now: a retried episode starts from the task row)
             return float(verified["reward"]), verified
         finally:
             if session:
