@@ -118,3 +118,26 @@ def test_ten_thousand_abandoned_sessions_stay_bounded() -> None:
     assert len(store.sweep()) == 101 and len(store) == 0
     with pytest.raises(NotFoundError):
         store.get("nope")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_ten_thousand_sessions_of_clients_that_went_away_are_freed() -> None:
+    """10,000 sessions seeded over gRPC and abandoned: none is lost track of, the sweep frees
+    them all after the TTL, and the server's memory stays bounded meanwhile."""
+    import resource
+
+    async with serve_environment(Counter(), max_sessions=10_000, session_ttl_s=1.0) as server:
+        store = server.handler.episodes.store
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        async with ResourcesClient(server.address) as client:
+            for start in range(0, 10_000, 500):  # bounded concurrency: 500 calls at a time
+                await asyncio.gather(*(client.seed_session({"initial_count": i}) for i in range(start, start + 500)))
+        assert store.opened == 10_000
+        grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        for _ in range(100):
+            if len(store) == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert len(store) == 0 and store.expired == 10_000
+    assert grown_kib < 200 * 1024, f"{grown_kib} KiB for 10,000 sessions"
