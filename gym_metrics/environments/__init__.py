@@ -5,6 +5,7 @@ handler that serves one (what each RPC does once its messages are converted); to
 and per-rollout sessions (Session, SessionStore, Episodes)."""
 
 from gym_metrics.environments._episodes import TOOL_TIMEOUT_S, Episodes
+from gym_metrics.environments._groups import MAX_COMPLETIONS_PER_CALL, Group, GroupScores, score_groups, text_response
 from gym_metrics.environments._handler import (
     INVALID_REQUEST,
     TIMEOUT,
@@ -32,6 +33,11 @@ __all__ = [
     "MAX_SESSIONS",
     "TOOL_TIMEOUT_S",
     "Episodes",
+    "Group",
+    "GroupScores",
+    "MAX_COMPLETIONS_PER_CALL",
+    "score_groups",
+    "text_response",
     "Session",
     "SessionStore",
     "ToolSpec",

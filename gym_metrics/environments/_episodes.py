@@ -71,7 +71,7 @@ class Episodes:
         self.tool_calls["ok"] += 1
         return output, False
 
-    async def verify(self, session_id: str, body_json: str | bytes) -> tuple[float, str]:
+    async def verify(self, session_id: str, body_json: Mapping[str, Any] | str | bytes) -> tuple[float, str]:
         """Verify the rollout in its session, then close the session (the episode is over)."""
         session = self.store.get(session_id)
         try:

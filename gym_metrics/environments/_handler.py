@@ -77,7 +77,7 @@ class EnvironmentHandler:
 
     # ----------------------------------------------------------------- verify
 
-    async def verify(self, body_json: str | bytes, session_id: str = "") -> tuple[float, str]:
+    async def verify(self, body_json: Mapping[str, Any] | str | bytes, session_id: str = "") -> tuple[float, str]:
         """One rollout's reward and response JSON (in its session, which it closes, when one
         is named); its failure is the call's."""
         if self._recorder is None:
@@ -90,7 +90,7 @@ class EnvironmentHandler:
         self._recorder.rollouts(1)
         return answer
 
-    async def _verify(self, body_json: str | bytes, session_id: str = "") -> tuple[float, str]:
+    async def _verify(self, body_json: Mapping[str, Any] | str | bytes, session_id: str = "") -> tuple[float, str]:
         try:
             if session_id:
                 return await self.episodes.verify(session_id, body_json)

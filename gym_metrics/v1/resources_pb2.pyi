@@ -403,3 +403,41 @@ class CloseSessionResponse(_message.Message):
     CLOSED_FIELD_NUMBER: _ClassVar[int]
     closed: bool
     def __init__(self, closed: _Optional[bool] = ...) -> None: ...
+
+class ScoreGroupsRequest(_message.Message):
+    __slots__ = ("groups", "omit_responses")
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    OMIT_RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[CompletionGroup]
+    omit_responses: bool
+    def __init__(self, groups: _Optional[_Iterable[_Union[CompletionGroup, _Mapping]]] = ..., omit_responses: _Optional[bool] = ...) -> None: ...
+
+class CompletionGroup(_message.Message):
+    __slots__ = ("row_json", "completion_json", "session_id")
+    ROW_JSON_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_JSON_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    row_json: str
+    completion_json: _containers.RepeatedScalarFieldContainer[str]
+    session_id: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, row_json: _Optional[str] = ..., completion_json: _Optional[_Iterable[str]] = ..., session_id: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ScoreGroupsResponse(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[GroupScores]
+    def __init__(self, groups: _Optional[_Iterable[_Union[GroupScores, _Mapping]]] = ...) -> None: ...
+
+class GroupScores(_message.Message):
+    __slots__ = ("rewards", "failed", "error_kind", "error_message", "response_json")
+    REWARDS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_JSON_FIELD_NUMBER: _ClassVar[int]
+    rewards: _containers.RepeatedScalarFieldContainer[float]
+    failed: _containers.RepeatedScalarFieldContainer[bool]
+    error_kind: _containers.RepeatedScalarFieldContainer[VerifyErrorKind]
+    error_message: _containers.RepeatedScalarFieldContainer[str]
+    response_json: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, rewards: _Optional[_Iterable[float]] = ..., failed: _Optional[_Iterable[bool]] = ..., error_kind: _Optional[_Iterable[_Union[VerifyErrorKind, str]]] = ..., error_message: _Optional[_Iterable[str]] = ..., response_json: _Optional[_Iterable[str]] = ...) -> None: ...

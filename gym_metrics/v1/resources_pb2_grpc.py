@@ -70,6 +70,11 @@ class ResourcesServiceStub:
                 request_serializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionRequest.SerializeToString,
                 response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionResponse.FromString,
                 _registered_method=True)
+        self.ScoreGroups = channel.unary_unary(
+                '/gym_metrics.v1.ResourcesService/ScoreGroups',
+                request_serializer=gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsRequest.SerializeToString,
+                response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsResponse.FromString,
+                _registered_method=True)
 
 
 class ResourcesServiceServicer:
@@ -131,6 +136,15 @@ class ResourcesServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScoreGroups(self, request, context):
+        """Scores groups of completions (GRPO: one prompt's completions at once) through the same
+        verify: each group's rewards come back in completion order, every failure flagged beside
+        its reward (never a silent 0).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ResourcesServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -168,6 +182,11 @@ def add_ResourcesServiceServicer_to_server(servicer, server):
                     servicer.CloseSession,
                     request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionRequest.FromString,
                     response_serializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionResponse.SerializeToString,
+            ),
+            'ScoreGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScoreGroups,
+                    request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsRequest.FromString,
+                    response_serializer=gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -360,6 +379,33 @@ class ResourcesService:
             '/gym_metrics.v1.ResourcesService/CloseSession',
             gym__metrics_dot_v1_dot_resources__pb2.CloseSessionRequest.SerializeToString,
             gym__metrics_dot_v1_dot_resources__pb2.CloseSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScoreGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gym_metrics.v1.ResourcesService/ScoreGroups',
+            gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsRequest.SerializeToString,
+            gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

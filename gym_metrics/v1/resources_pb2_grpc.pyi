@@ -64,6 +64,11 @@ class ResourcesServiceStub:
     """
     CloseSession: _grpc.UnaryUnaryMultiCallable[_resources_pb2.CloseSessionRequest, _resources_pb2.CloseSessionResponse]
     """Closes a session before its verify (an episode given up); the session's state is dropped."""
+    ScoreGroups: _grpc.UnaryUnaryMultiCallable[_resources_pb2.ScoreGroupsRequest, _resources_pb2.ScoreGroupsResponse]
+    """Scores groups of completions (GRPO: one prompt's completions at once) through the same
+    verify: each group's rewards come back in completion order, every failure flagged beside
+    its reward (never a silent 0).
+    """
 
 @_typing.type_check_only
 class ResourcesServiceAsyncStub(ResourcesServiceStub):
@@ -93,6 +98,11 @@ class ResourcesServiceAsyncStub(ResourcesServiceStub):
     """
     CloseSession: _aio.UnaryUnaryMultiCallable[_resources_pb2.CloseSessionRequest, _resources_pb2.CloseSessionResponse]  # type: ignore[assignment]
     """Closes a session before its verify (an episode given up); the session's state is dropped."""
+    ScoreGroups: _aio.UnaryUnaryMultiCallable[_resources_pb2.ScoreGroupsRequest, _resources_pb2.ScoreGroupsResponse]  # type: ignore[assignment]
+    """Scores groups of completions (GRPO: one prompt's completions at once) through the same
+    verify: each group's rewards come back in completion order, every failure flagged beside
+    its reward (never a silent 0).
+    """
 
 class ResourcesServiceServicer(metaclass=_abc_1.ABCMeta):
     """One environment ("resources server"): verifies rollouts and aggregates their metrics."""
@@ -161,5 +171,16 @@ class ResourcesServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.CloseSessionResponse, _abc.Awaitable[_resources_pb2.CloseSessionResponse]]:
         """Closes a session before its verify (an episode given up); the session's state is dropped."""
+
+    @_abc_1.abstractmethod
+    def ScoreGroups(
+        self,
+        request: _resources_pb2.ScoreGroupsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.ScoreGroupsResponse, _abc.Awaitable[_resources_pb2.ScoreGroupsResponse]]:
+        """Scores groups of completions (GRPO: one prompt's completions at once) through the same
+        verify: each group's rewards come back in completion order, every failure flagged beside
+        its reward (never a silent 0).
+        """
 
 def add_ResourcesServiceServicer_to_server(servicer: ResourcesServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

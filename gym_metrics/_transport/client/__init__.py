@@ -9,12 +9,14 @@ from gym_metrics._transport.client._resources import (
     VerifyInput,
     is_transient,
 )
+from gym_metrics._transport.client._groups import GroupRewards
 from gym_metrics._transport.client._sessions import SessionLostError, ToolOutput, tool_caller
 from gym_metrics._transport.client._status import RemoteCallError, ServerUnavailableError, ServerUnreachableError
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
 
 __all__ = [
     "CHANNEL_OPTIONS",
+    "GroupRewards",
     "JobClient",
     "JobInfo",
     "JobNotFinishedError",

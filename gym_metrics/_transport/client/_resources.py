@@ -14,6 +14,7 @@ import grpc.aio
 import orjson
 
 from gym_metrics._transport.client._balance import ROUND_ROBIN, address_count, is_balanced
+from gym_metrics._transport.client._groups import GroupCalls
 from gym_metrics._transport.client._sessions import SessionCalls, json_text, session_error
 from gym_metrics._transport._batches import columns_to_batches, dumps_json
 from gym_metrics._transport._convert import responses_to_aggregate
@@ -61,7 +62,7 @@ _WORKER_KEY = "gym-metrics-worker"
 """GetServerInfo's trailing metadata: "INDEX/COUNT" of the worker process that answered."""
 
 
-class ResourcesClient(SessionCalls):
+class ResourcesClient(SessionCalls, GroupCalls):
     """Talks to one resources server. Use as `async with ResourcesClient("host:port") as c:`.
 
     Args:

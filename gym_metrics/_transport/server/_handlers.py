@@ -91,6 +91,7 @@ def add_resources_service(servicer: Any, server: Any) -> None:
         "SeedSession": (unary, pb.SeedSessionRequest, pb.SeedSessionResponse),
         "CallTool": (unary, pb.CallToolRequest, pb.CallToolResponse),
         "CloseSession": (unary, pb.CloseSessionRequest, pb.CloseSessionResponse),
+        "ScoreGroups": (unary, pb.ScoreGroupsRequest, pb.ScoreGroupsResponse),
     })  # fmt: skip
 
 

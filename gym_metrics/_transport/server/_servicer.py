@@ -18,7 +18,7 @@ from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_respons
 from gym_metrics._transport.server._errors import grpc_errors
 from gym_metrics._transport.server._handlers import decoded
 from gym_metrics.aggregate import AggregateOptions
-from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, in_order
+from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, in_order, score_groups
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
@@ -77,6 +77,19 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         request = decoded(request, "request")
         output, failed = await self._handler.episodes.call_tool(request.session_id, request.name, request.arguments_json)
         return pb.CallToolResponse(output=output, failed=failed)
+
+    @grpc_errors
+    async def ScoreGroups(self, request: pb.ScoreGroupsRequest, context: grpc.aio.ServicerContext) -> pb.ScoreGroupsResponse:
+        request = decoded(request, "request")
+        groups = [Group(g.row_json, list(g.completion_json), list(g.session_id)) for g in request.groups]
+        scored = await score_groups(self._handler, groups, omit_responses=request.omit_responses)
+        response = pb.ScoreGroupsResponse()
+        for s in scored:
+            response.groups.add(
+                rewards=s.rewards, failed=s.failed, error_message=s.error_message, response_json=s.response_json,
+                error_kind=[_KIND_TO_PB.get(k, pb.VERIFY_ERROR_KIND_UNSPECIFIED) if k else pb.VERIFY_ERROR_KIND_UNSPECIFIED for k in s.error_kind],
+            )  # fmt: skip
+        return response
 
     @grpc_errors
     async def CloseSession(self, request: pb.CloseSessionRequest, context: grpc.aio.ServicerContext) -> pb.CloseSessionResponse:

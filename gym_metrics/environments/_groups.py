@@ -1,0 +1,114 @@
+"""Group scoring, for RL trainers: one prompt's completions scored at once through the
+environment's verify, with no transport.
+
+A group is a task row and its completions; each completion becomes the verify request's
+`response` (a completion given as text becomes an assistant message of a Responses object), so
+an environment scores a trainer's completions exactly as it scores collected rollouts. Every
+completion's failure is reported beside its reward (kind and message), never as a silent 0; a
+failure of one completion is never the group's or the call's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gym_metrics.environments._handler import INVALID_REQUEST, VERIFY_FAILED, EnvironmentHandler
+from gym_metrics.errors import FieldViolation, InvalidInputError
+
+MAX_COMPLETIONS_PER_CALL = 65_536
+"""Completions one ScoreGroups call may carry (a trainer's step is a few thousand)."""
+
+
+@dataclass
+class Group:
+    """One prompt's completions: the task row (JSON text or a dict), the completions (each a
+    Responses object or a text, as JSON text or a value) and, optionally, a session each."""
+
+    row: Any
+    completions: Sequence[Any]
+    sessions: Sequence[str] = ()
+
+
+@dataclass
+class GroupScores:
+    """Position i for completion i."""
+
+    rewards: list[float] = field(default_factory=list)
+    failed: list[bool] = field(default_factory=list)
+    error_kind: list[str | None] = field(default_factory=list)
+    error_message: list[str] = field(default_factory=list)
+    response_json: list[str] = field(default_factory=list)
+
+
+def text_response(text: str) -> dict[str, Any]:
+    """A completion's text as a Responses API response: one assistant message."""
+    tag = uuid.uuid4().hex[:24]
+    content = [{"type": "output_text", "text": text, "annotations": []}]
+    message = {"type": "message", "id": f"msg_{tag}", "role": "assistant", "status": "completed", "content": content}
+    return {
+        "id": f"resp_{tag}", "object": "response", "created_at": int(time.time()), "model": "", "status": "completed",
+        "output": [message], "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+    }  # fmt: skip
+
+
+def _value(item: Any) -> Any:
+    return orjson.loads(item) if isinstance(item, (str, bytes)) else item
+
+
+async def score_groups(handler: EnvironmentHandler, groups: Sequence[Group], *, omit_responses: bool = False) -> list[GroupScores]:
+    """Every group's scores, in order (groups and completions verified concurrently, within the
+    handler's bound on concurrent verifies)."""
+    total = sum(len(g.completions) for g in groups)
+    if total > MAX_COMPLETIONS_PER_CALL:
+        raise InvalidInputError(
+            "too many completions in one call", [FieldViolation("groups", f"{total:,} completions; at most {MAX_COMPLETIONS_PER_CALL:,}: split the call")]
+        )
+    slots = handler.slots()
+    return list(await asyncio.gather(*(_score(handler, i, group, slots, omit_responses) for i, group in enumerate(groups))))
+
+
+async def _score(handler: EnvironmentHandler, index: int, group: Group, slots: asyncio.Semaphore, omit: bool) -> GroupScores:
+    n = len(group.completions)
+    out = GroupScores([0.0] * n, [False] * n, [None] * n, [""] * n, [""] * n)
+    try:
+        row = _value(group.row)
+        if not isinstance(row, Mapping):
+            raise ValueError(f"must be a JSON object, got {type(row).__name__}")
+        if group.sessions and len(group.sessions) != n:
+            raise ValueError(f"{len(group.sessions)} sessions for {n} completions")
+    except ValueError as exc:  # the whole group's row is bad: each completion says so
+        for i in range(n):
+            _fail(out, i, INVALID_REQUEST, f"groups[{index}].row_json: {exc}")
+        return out
+
+    async def one(i: int) -> None:
+        try:
+            completion = _value(group.completions[i])
+        except ValueError as exc:
+            _fail(out, i, INVALID_REQUEST, f"groups[{index}].completion_json[{i}] is not JSON: {exc}")
+            return
+        body = {**row, "response": text_response(completion) if isinstance(completion, str) else completion}
+        session = group.sessions[i] if group.sessions else ""
+        async with slots:
+            try:
+                reward, response_json = await handler.verify(body, session)
+            except Exception as exc:  # this completion's failure only
+                _fail(out, i, INVALID_REQUEST if isinstance(exc, InvalidInputError) else VERIFY_FAILED, str(exc))
+                return
+        out.rewards[i] = reward
+        if not omit:
+            out.response_json[i] = response_json
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return out
+
+
+def _fail(out: GroupScores, i: int, kind: str, message: str) -> None:
+    out.failed[i], out.error_kind[i], out.error_message[i] = True, kind, message

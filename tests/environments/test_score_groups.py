@@ -1,0 +1,55 @@
+"""ScoreGroups over a real gRPC server: one prompt's completions scored at once through the
+environment's verify (math_exact), rewards in completion order, every failure flagged beside
+its reward, a bad group never failing another; completions in sessions."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from gym_metrics import ResourcesClient
+from gym_metrics.environments import MAX_COMPLETIONS_PER_CALL
+from gym_metrics.errors import InvalidInputError
+from gym_metrics.testing import serve_environment
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from _tool_envs import Counter  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+ROW = {"responses_create_params": {"input": "What is 2+2?"}, "expected_answer": "4"}
+
+
+async def test_a_group_is_scored_in_completion_order() -> None:
+    async with serve_environment("math_exact") as server, ResourcesClient(server.address) as client:
+        plain = await client.verify({**ROW, "response": {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "The answer is 4."}]}]}})
+        [group, other] = await client.score_groups([
+            (ROW, ["The answer is 4.", "It is 5.", "Answer: 4", {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "4"}]}]}]),
+            ({**ROW, "expected_answer": "5"}, ["It is 5.", "I think 4"]),
+        ])  # fmt: skip
+    assert group.rewards == [1.0, 0.0, 1.0, 1.0] and group.failed == [False] * 4
+    assert other.rewards == [1.0, 0.0]
+    first = group.responses()[0]
+    assert first is not None and first["reward"] == plain["reward"] == 1.0 and first["extracted_answer"] == plain["extracted_answer"]
+
+
+async def test_failures_are_flagged_beside_the_rewards_never_a_silent_zero() -> None:
+    async with serve_environment("math_exact") as server, ResourcesClient(server.address) as client:
+        bad_row, no_answer, good = await client.score_groups(
+            [("[1, 2]", ["4"]), ({"responses_create_params": {}}, ["4", "5"]), (ROW, ["4"])], omit_responses=True
+        )
+        with pytest.raises(InvalidInputError, match="split the call"):
+            await client.score_groups([(ROW, ["4"] * (MAX_COMPLETIONS_PER_CALL + 1))])
+    assert bad_row.failed == [True] and bad_row.error_kind == ["invalid_request"] and "row_json" in bad_row.error_message[0]
+    assert no_answer.failed == [True, True] and "expected_answer" in no_answer.error_message[0]
+    assert good.rewards == [1.0] and good.failed == [False] and good.response_json == [""]  # omitted
+
+
+async def test_completions_verified_in_their_sessions() -> None:
+    async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
+        sessions = [await client.seed_session({"initial_count": n}) for n in (1, 2)]
+        await client.call_tool(sessions[1], "increment_counter", {"count": 4})
+        row = {"expected_count": 6, "responses_create_params": {"input": "count"}}
+        [group] = await client.score_groups([(row, ["done", "done"])], sessions=[sessions])
+        assert group.rewards == [0.0, 1.0] and len(server.handler.episodes.store) == 0  # each verify ended its session
