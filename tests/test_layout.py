@@ -97,6 +97,7 @@ LAYERS = (
     "old names",
     "cli",
     "ray",
+    "integrations",
     "_transport.jobs",
     "testing",
     "_transport.server",

@@ -1,0 +1,182 @@
+"""The reward client every trainer adaptor shares: one pooled gRPC channel per process and
+server, concurrent calls batched into one ScoreGroups call, usable from synchronous code and
+from any event loop.
+
+The channel lives on a background thread's event loop (a trainer's own loop, or none, never
+owns it). Groups submitted within `batch_window_s` of each other (TRL's async reward functions
+of one step, verl's per-sample calls from a thread pool) go out as one call of at most
+`max_batch_completions` completions. Each group's answer carries its rewards with a failed flag
+beside each; what a failure becomes is the adaptor's choice (`on_failure`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+Groups = Sequence[tuple[Any, Sequence[Any]]]
+"""(task row: a dict or JSON text, completions: each a text or a Responses object) per group."""
+_Item = tuple[Any, Sequence[Any], "Future[Scored]", "int | None"]
+
+_CLIENTS: dict[tuple[int, str, str | None], RewardClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One group's answer: position i for completion i."""
+
+    rewards: list[float]
+    failed: list[bool]
+    errors: list[str]
+    responses: list[str]
+    """The verify responses as JSON text ("" where failed, or when not asked for)."""
+
+
+class RewardFailure(RuntimeError):
+    """A completion could not be scored (`on_failure="raise"`): the message says which and why."""
+
+
+def reward_client(server: str, *, token: str | None = None) -> RewardClient:
+    """The process's client of `server` (HOST:PORT), made on first use."""
+    key = (os.getpid(), server, token)  # a forked trainer worker gets a client of its own
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = _CLIENTS[key] = RewardClient(server, token=token)
+        return client
+
+
+class RewardClient:
+    """See the module docstring. Prefer `reward_client(server)`: one per process and server."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        token: str | None = None,
+        batch_window_s: float = 0.002,
+        max_batch_completions: int = 4096,
+        timeout_s: float = 180.0,
+        record: str | Path | None = None,
+    ) -> None:
+        self.server, self.token = server, token
+        self.batch_window_s, self.max_batch_completions, self.timeout_s = batch_window_s, max_batch_completions, timeout_s
+        self.record_path = Path(record) if record is not None else None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"gym-metrics rewards {server}", daemon=True)
+        self._thread.start()
+        self._pending: list[_Item] = []
+        self._flush: asyncio.TimerHandle | None = None
+        self._client: Any = None
+        self._want_responses = False
+        self._groups = 0
+        self._record_lock = threading.Lock()
+
+    # ----------------------------------------------------------------- public
+
+    def score(self, groups: Groups, *, responses: bool = False, step: int | None = None) -> list[Scored]:
+        """Score `(task row, completions)` groups, blocking (from synchronous code). `step`
+        (the trainer's step) names the recorded rows' agent (`step_<n>`)."""
+        futures = self.submit(groups, responses=responses, step=step)
+        return [f.result(timeout=self.timeout_s + 5) for f in futures]
+
+    async def score_async(self, groups: Groups, *, responses: bool = False, step: int | None = None) -> list[Scored]:
+        """Score groups from any event loop (the caller's loop waits, it never runs the call)."""
+        futures = self.submit(groups, responses=responses, step=step)
+        return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+
+    def submit(self, groups: Groups, *, responses: bool = False, step: int | None = None) -> list[Future[Scored]]:
+        """Queue groups for the next batched call; a future per group."""
+        futures: list[Future[Scored]] = [Future() for _ in groups]
+        items: list[_Item] = [(row, list(completions), future, step) for (row, completions), future in zip(groups, futures)]
+        self._loop.call_soon_threadsafe(self._enqueue, items, responses or self.record_path is not None)
+        return futures
+
+    def close(self) -> None:
+        """Close the channel and stop the thread (the process's client is made again on use)."""
+        if not self._loop.is_running():
+            return
+        asyncio.run_coroutine_threadsafe(self._aclose(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        with _CLIENTS_LOCK:
+            for key, client in list(_CLIENTS.items()):
+                if client is self:
+                    del _CLIENTS[key]
+
+    # ----------------------------------------------------------------- loop side
+
+    def _enqueue(self, items: list[_Item], responses: bool) -> None:
+        self._want_responses = self._want_responses or responses
+        self._pending.extend(items)
+        if sum(len(item[1]) for item in self._pending) >= self.max_batch_completions:
+            self._send()
+        elif self._flush is None:
+            self._flush = self._loop.call_later(self.batch_window_s, self._send)
+
+    def _send(self) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        batch, self._pending = self._pending, []
+        responses, self._want_responses = self._want_responses, False
+        if batch:
+            self._loop.create_task(self._call(batch, responses))
+
+    async def _call(self, batch: list[_Item], responses: bool) -> None:
+        try:
+            client = await self._connected()
+            answers = await client.score_groups(
+                [(row, completions) for row, completions, _, _ in batch], omit_responses=not responses, timeout=self.timeout_s
+            )
+        except BaseException as exc:  # the call failed: every group of it gets the error
+            for _, _, future, _ in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        scored = [Scored(a.rewards, a.failed, a.error_message, a.response_json) for a in answers]
+        if self.record_path is not None:
+            self._record([(row, step) for row, _, _, step in batch], scored)
+        for (_, _, future, _), result in zip(batch, scored):
+            if not future.done():
+                future.set_result(result)
+
+    async def _connected(self) -> Any:
+        if self._client is None:
+            from gym_metrics._transport.client import ResourcesClient
+
+            self._client = ResourcesClient(self.server, token=self.token)
+        return self._client
+
+    async def _aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    def _record(self, rows: list[tuple[Any, int | None]], scored: list[Scored]) -> None:
+        """Append every scored completion as a rollout row (agent `step_<n>`, or `train` when
+        the step is not known; a task per group), so `gym-metrics aggregate` gives the
+        training-time metrics with the numbers of any other run."""
+        assert self.record_path is not None
+        lines = []
+        for (row, step), group in zip(rows, scored):
+            task = self._groups
+            self._groups += 1
+            base = row if isinstance(row, Mapping) else orjson.loads(row)
+            agent = {"name": "train" if step is None else f"step_{step}"}
+            for i, (text, error) in enumerate(zip(group.responses, group.errors)):
+                entry = orjson.loads(text) if text else {**base, "_gm_error": {"kind": "verify_failed", "message": error}}
+                lines.append(orjson.dumps({**entry, "agent_ref": agent, "_ng_task_index": task, "_ng_rollout_index": i}) + b"\n")
+        with self._record_lock, self.record_path.open("ab") as f:
+            f.write(b"".join(lines))

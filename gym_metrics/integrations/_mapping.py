@@ -1,0 +1,110 @@
+"""How a trainer's sample becomes an environment's verify request: the documented, overridable
+mapping every adaptor uses.
+
+A sample is a prompt, a completion and the dataset's columns. By default:
+- the prompt becomes `responses_create_params` (a text: one user message; a conversation: its
+  messages as the Responses `input`);
+- the label (`ground_truth`, `labels`, `answer`, or the column `label_column`) goes into
+  `answer_field` (default `expected_answer`, math_exact's and NeMo Gym's name);
+- every other dataset column is copied as it is (choose them with `columns`);
+- the completion is sent as its text (a conversation: its last assistant message), which the
+  server makes the assistant message of a Responses object; a Responses object (a dict with
+  `output`) is sent as it is.
+Subclass it (or pass functions) to map otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+OnFailure = Literal["none", "nan", "zero", "raise"]
+"""What a completion that could not be scored gives the trainer: None (TRL skips it), NaN,
+0.0, or a RewardFailure raised."""
+
+
+@dataclass
+class RowMapping:
+    """See the module docstring."""
+
+    answer_field: str = "expected_answer"
+    """The verify request field the label fills."""
+    label_column: str | None = None
+    """The dataset column holding the label, for trainers that pass columns by name (TRL);
+    None: `answer_field` itself."""
+    columns: Sequence[str] | None = None
+    """Dataset columns copied into the row (None: all of them)."""
+    prompt_to_request: Callable[[Any], dict[str, Any]] | None = None
+    """Replaces the prompt mapping (a prompt in, `responses_create_params` out)."""
+    completion_to_response: Callable[[Any], Any] | None = None
+    """Replaces the completion mapping (a completion in, a text or a Responses object out)."""
+
+    def request(self, prompt: Any) -> dict[str, Any]:
+        """`responses_create_params` of a prompt."""
+        if self.prompt_to_request is not None:
+            return self.prompt_to_request(prompt)
+        if isinstance(prompt, str):
+            return {"input": [{"role": "user", "content": prompt}]}
+        if isinstance(prompt, Sequence) and all(isinstance(m, Mapping) for m in prompt):
+            return {"input": [dict(m) for m in prompt]}
+        return {"input": [{"role": "user", "content": str(prompt)}]}
+
+    def completion(self, completion: Any) -> Any:
+        """What the server is sent for a completion: its text, or a Responses object."""
+        if self.completion_to_response is not None:
+            return self.completion_to_response(completion)
+        if isinstance(completion, str) or (isinstance(completion, Mapping) and "output" in completion):
+            return completion
+        if isinstance(completion, Sequence):  # a conversation: the last assistant message's text
+            for message in reversed(completion):
+                if isinstance(message, Mapping) and message.get("role", "assistant") == "assistant":
+                    return _text(message.get("content"))
+            return ""
+        return str(completion)
+
+    def row(self, prompt: Any, label: Any = None, columns: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The task row (the verify request but its `response`)."""
+        row: dict[str, Any] = {}
+        for name, value in (columns or {}).items():
+            if self.columns is None or name in self.columns:
+                row[name] = _plain(value)
+        if label is None and columns is not None and self.label_column is not None:
+            label = columns.get(self.label_column)
+        if label is not None:
+            row[self.answer_field] = _plain(label)
+        row["responses_create_params"] = self.request(prompt)
+        return row
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return "" if content is None else str(content)
+
+
+def _plain(value: Any) -> Any:
+    """A dataset value as JSON can carry it (numpy scalars and arrays, tensors' items)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    return value
+
+
+def settle(rewards: Sequence[float], failed: Sequence[bool], errors: Sequence[str], on_failure: OnFailure) -> list[float | None]:
+    """The rewards a trainer gets, a failure turned into what `on_failure` says."""
+    from gym_metrics.integrations._client import RewardFailure
+
+    out: list[float | None] = []
+    for reward, bad, error in zip(rewards, failed, errors):
+        if not bad:
+            out.append(float(reward))
+        elif on_failure == "raise":
+            raise RewardFailure(f"a completion could not be scored: {error}")
+        else:
+            out.append({"none": None, "nan": math.nan, "zero": 0.0}[on_failure])
+    return out

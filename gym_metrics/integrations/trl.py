@@ -1,0 +1,86 @@
+"""TRL: a reward function for `GRPOTrainer(reward_funcs=[...])` scored by a gym-metrics server.
+
+    from gym_metrics.integrations.trl import reward_function
+    trainer = GRPOTrainer(model=..., reward_funcs=[reward_function(server="127.0.0.1:50051")], ...)
+
+TRL calls it with `prompts`, `completions` (texts, or message lists for conversational data),
+`completion_ids`, `trainer_state` and every dataset column as a keyword list. The completions of
+one prompt (TRL repeats each prompt `num_generations` times in a row) are scored as one group;
+the dataset columns fill the verify request (docs/training.md#the-mapping). A completion that
+cannot be scored gives None (TRL leaves it out), unless `on_failure` says otherwise. Nothing of
+TRL is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gym_metrics.integrations._client import RewardClient, reward_client
+from gym_metrics.integrations._mapping import OnFailure, RowMapping, settle
+
+_TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state")
+
+
+def reward_function(
+    server: str,
+    *,
+    mapping: RowMapping | None = None,
+    on_failure: OnFailure = "none",
+    name: str = "gym_metrics",
+    asynchronous: bool = False,
+    token: str | None = None,
+    record: str | Path | None = None,
+) -> Callable[..., Any]:
+    """The callable `GRPOTrainer(reward_funcs=[...])` takes (`asynchronous=True`: an async
+    one, which TRL runs concurrently with its other async reward functions). `record`: also
+    append every scored completion to this rollouts file (agents `step_<n>`), for
+    `gym-metrics aggregate`."""
+    mapping = mapping or RowMapping()
+    client = RewardClient(server, token=token, record=record) if record is not None else reward_client(server, token=token)
+
+    def prepare(prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any]) -> tuple[list[Any], Any]:
+        groups, spans = group_by_prompt(prompts, completions, columns, mapping)
+        step = getattr(columns.get("trainer_state"), "global_step", None)
+        return [groups, spans], step
+
+    def finish(spans: list[tuple[int, int]], scored: Any, n: int) -> list[float | None]:
+        out: list[float | None] = [None] * n
+        for (start, stop), group in zip(spans, scored):
+            out[start:stop] = settle(group.rewards, group.failed, group.errors, on_failure)
+        return out
+
+    def score(prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
+        (groups, spans), step = prepare(prompts, completions, columns)
+        return finish(spans, client.score(groups, step=step), len(completions))
+
+    async def score_async(prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
+        (groups, spans), step = prepare(prompts, completions, columns)
+        return finish(spans, await client.score_async(groups, step=step), len(completions))
+
+    chosen = score_async if asynchronous else score
+    chosen.__name__ = chosen.__qualname__ = name  # TRL logs each reward function by its name
+    return chosen
+
+
+def group_by_prompt(
+    prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any], mapping: RowMapping
+) -> tuple[list[tuple[dict[str, Any], list[Any]]], list[tuple[int, int]]]:
+    """Consecutive samples of one prompt (and the same dataset values) as one group; the
+    groups and the [start, stop) of each."""
+    listed = {k: v for k, v in columns.items() if k not in _TRL_ARGUMENTS and isinstance(v, Sequence) and not isinstance(v, str) and len(v) == len(prompts)}
+    groups: list[tuple[dict[str, Any], list[Any]]] = []
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(prompts) + 1):
+        if i < len(prompts) and prompts[i] == prompts[start] and all(v[i] == v[start] for v in listed.values()):
+            continue
+        row = mapping.row(prompts[start], columns={k: v[start] for k, v in listed.items()})
+        groups.append((row, [mapping.completion(c) for c in completions[start:i]]))
+        spans.append((start, i))
+        start = i
+    return groups, spans
+
+
+__all__ = ["RowMapping", "group_by_prompt", "reward_function"]
