@@ -1,0 +1,83 @@
+"""The TRL reward function against a real server (math_exact), called the way TRL's
+GRPOTrainer calls a reward function: `prompts` and `completions` with each prompt repeated
+num_generations times, `completion_ids`, `trainer_state` and the dataset columns as keyword
+lists (TRL's own package is exercised in tests/integrations/test_trl_package.py where it installs)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from gym_metrics.aggregate import aggregate_file
+from gym_metrics.integrations import RewardFailure, RowMapping
+from gym_metrics.integrations.trl import group_by_prompt, reward_function
+from gym_metrics.testing import serve_environment
+
+pytestmark = pytest.mark.timeout(60)
+
+PROMPTS = ["What is 2+2?"] * 3 + ["What is 3+3?"] * 3
+COMPLETIONS = ["The answer is 4.", "5", "Answer: 4", "6", "It is 6.", "I do not know"]
+COLUMNS: dict[str, Any] = {"expected_answer": ["4"] * 3 + ["6"] * 3, "level": [1] * 3 + [2] * 3}
+
+
+def call(fn: Any, **overrides: Any) -> Any:
+    kwargs = {"prompts": PROMPTS, "completions": COMPLETIONS, "completion_ids": [[1]] * 6,
+              "trainer_state": SimpleNamespace(global_step=7), **COLUMNS, **overrides}  # fmt: skip
+    return fn(**kwargs)
+
+
+def test_groups_follow_the_repeated_prompts_and_their_columns() -> None:
+    groups, spans = group_by_prompt(PROMPTS, COMPLETIONS, COLUMNS, RowMapping())
+    assert spans == [(0, 3), (3, 6)]
+    row, completions = groups[1]
+    assert row == {"expected_answer": "6", "level": 2, "responses_create_params": {"input": [{"role": "user", "content": "What is 3+3?"}]}}
+    assert completions == ["6", "It is 6.", "I do not know"]
+
+
+async def test_sync_and_async_reward_functions_give_the_servers_rewards() -> None:
+    async with serve_environment("math_exact") as server:
+        sync_fn = reward_function(server.address)
+        async_fn = reward_function(server.address, asynchronous=True, name="math")
+        assert sync_fn.__name__ == "gym_metrics" and async_fn.__name__ == "math"
+        rewards = await asyncio.to_thread(call, sync_fn)
+        concurrent = await asyncio.gather(call(async_fn), call(async_fn))  # TRL runs async ones together
+    assert rewards == [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]
+    assert concurrent == [rewards, rewards]
+
+
+async def test_conversational_samples_and_a_renamed_label_column() -> None:
+    prompts = [[{"role": "user", "content": "What is 2+2?"}]] * 2
+    completions = [[{"role": "assistant", "content": "4"}], [{"role": "assistant", "content": "3"}]]
+    async with serve_environment("math_exact") as server:
+        fn = reward_function(server.address, mapping=RowMapping(label_column="solution"))
+        rewards = await asyncio.to_thread(fn, prompts=prompts, completions=completions, solution=["4", "4"])
+    assert rewards == [1.0, 0.0]
+
+
+async def test_a_completion_that_cannot_be_scored_is_never_a_silent_zero() -> None:
+    async with serve_environment("math_exact") as server:  # without the label math_exact refuses each row
+        skipped = await asyncio.to_thread(call, reward_function(server.address), expected_answer=None)
+        nan = await asyncio.to_thread(call, reward_function(server.address, on_failure="nan"), expected_answer=None)
+        with pytest.raises(RewardFailure, match="expected_answer"):
+            await asyncio.to_thread(call, reward_function(server.address, on_failure="raise"), expected_answer=None)
+    assert skipped == [None] * 6 and all(math.isnan(r) for r in nan)
+
+
+async def test_recorded_training_rewards_aggregate_like_any_run(tmp_path: Path) -> None:
+    record = tmp_path / "train.jsonl"
+    async with serve_environment("math_exact") as server:
+        fn = reward_function(server.address, record=record)
+        await asyncio.to_thread(call, fn)
+        await asyncio.to_thread(call, fn, trainer_state=SimpleNamespace(global_step=8))
+    rows = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [r["agent_ref"]["name"] for r in rows] == ["step_7"] * 6 + ["step_8"] * 6
+    assert [r["reward"] for r in rows[:6]] == [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]
+    metrics, _, _ = aggregate_file(record, tmp_path / "train_aggregate_metrics.json")
+    by_step = {m["agent_ref"]["name"]: m["agent_metrics"]["mean/reward"] for m in json.loads(metrics.read_text())}
+    assert by_step == {"step_7": pytest.approx(4 / 6), "step_8": pytest.approx(4 / 6)}
