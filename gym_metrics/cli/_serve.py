@@ -46,6 +46,9 @@ def add_parsers(sub: Any) -> None:
         "--mcp-port", type=int, metavar="P",
         help="also serve the tools over MCP (streamable HTTP, http://HOST:P/mcp; 0 picks a port; the mcp extra; one worker)",
     )  # fmt: skip
+    rl = p.add_argument_group("rewards over HTTP, for trainers without gRPC (OpenRLHF)")
+    rl.add_argument("--http-port", type=int, metavar="P", help="POST /get_reward (OpenRLHF) and /score_groups on this port (0 picks one; the http extra)")
+    rl.add_argument("--http-label-field", default="expected_answer", metavar="NAME", help="the verify request field OpenRLHF's labels fill (default %(default)s)")
     nemo = p.add_argument_group("NeMo Gym environments (a config YAML target, or --config)")
     nemo.add_argument("--config", type=Path, metavar="FILE.yaml", help="the NeMo Gym config of a path/app.py:Class target")
     nemo.add_argument("--name", metavar="BLOCK", help="the resources server block to serve, when the config holds several")
@@ -100,9 +103,13 @@ def run(ns: argparse.Namespace) -> int:
         session_ttl_s=ns.session_ttl,
         tool_timeout_s=ns.tool_timeout,
         mcp_port=ns.mcp_port,
+        http_port=ns.http_port,
+        http_label_field=ns.http_label_field,
     )
     if ns.mcp_port is not None and ns.workers > 1:
         raise InvalidInputError("--mcp-port serves one process's sessions", [FieldViolation("--workers", "use --workers 1 with --mcp-port")])
+    if ns.http_port is not None and ns.workers > 1:
+        raise InvalidInputError("--http-port is served by one process", [FieldViolation("--workers", "use --workers 1 with --http-port")])
     serve(env, config, workers=ns.workers, reducers=ns.reducers)
     return 0
 

@@ -29,11 +29,13 @@ MAX_COMPLETIONS_PER_CALL = 65_536
 @dataclass
 class Group:
     """One prompt's completions: the task row (JSON text or a dict), the completions (each a
-    Responses object or a text, as JSON text or a value) and, optionally, a session each."""
+    Responses object or a text) and, optionally, a session each."""
 
     row: Any
     completions: Sequence[Any]
     sessions: Sequence[str] = ()
+    encoded: bool = False
+    """The completions are JSON texts (as the wire carries them), not values."""
 
 
 @dataclass
@@ -59,6 +61,7 @@ def text_response(text: str) -> dict[str, Any]:
 
 
 def _value(item: Any) -> Any:
+    """A row given as JSON text, parsed; a dict as it is."""
     return orjson.loads(item) if isinstance(item, (str, bytes)) else item
 
 
@@ -90,7 +93,7 @@ async def _score(handler: EnvironmentHandler, index: int, group: Group, slots: a
 
     async def one(i: int) -> None:
         try:
-            completion = _value(group.completions[i])
+            completion = orjson.loads(group.completions[i]) if group.encoded else group.completions[i]
         except ValueError as exc:
             _fail(out, i, INVALID_REQUEST, f"groups[{index}].completion_json[{i}] is not JSON: {exc}")
             return

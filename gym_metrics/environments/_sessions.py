@@ -55,6 +55,11 @@ class SessionStore:
     def live_ids(self) -> list[str]:
         return list(self._live)
 
+    def __contains__(self, session_id: object) -> bool:
+        """True while `session_id` is live (not closed, not idle past the TTL)."""
+        entry = self._live.get(session_id) if isinstance(session_id, str) else None
+        return entry is not None and self._clock() - entry[1] <= self.idle_ttl_s
+
     def open(self, row: Mapping[str, Any]) -> Session:
         """A new session for `row`; OverloadedError when max_sessions are live (sweep first)."""
         if len(self._live) >= self.max_sessions:

@@ -14,12 +14,12 @@ session that is gone, as an MCP error. Sessions are the server's (bounded, idle 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
+from gym_metrics._transport.server._uvicorn import Served, start_uvicorn
 from gym_metrics.environments import EnvironmentHandler
 from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
 
@@ -103,7 +103,7 @@ class McpTools:
                 "(or connect with a stateful session, mode='legacy')"
             )
         session_id = self._by_connection.get(connection)
-        if session_id is None or session_id not in self.episodes.store.live_ids():
+        if session_id is None or session_id not in self.episodes.store:
             self._by_connection[connection] = session_id = (await self.episodes.seed(b"{}")).id
         return session_id
 
@@ -124,26 +124,13 @@ def _connection(ctx: Any) -> str | None:
     return value or None
 
 
-async def serve_mcp(handler: EnvironmentHandler, host: str, port: int) -> tuple[Any, asyncio.Task[None], int]:
-    """Start the MCP endpoint (`http://host:port/mcp`) on the running loop; (its uvicorn
-    server, its task, the bound port)."""
+async def serve_mcp(handler: EnvironmentHandler, host: str, port: int) -> Served:
+    """Start the MCP endpoint (`http://host:port/mcp`) on the running loop."""
     try:
-        import uvicorn
         from mcp.server import Server
     except ImportError:
         raise InvalidInputError("--mcp-port needs the mcp extra: pip install 'gym-metrics[mcp]'") from None
     tools = McpTools(handler)
     server = Server(f"gym-metrics {handler.env.server_name()}", on_list_tools=tools.list_tools, on_call_tool=tools.call_tool)
     app = server.streamable_http_app(json_response=True, host=host, max_sessions=handler.episodes.store.max_sessions)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    http = uvicorn.Server(config)
-    task = asyncio.get_running_loop().create_task(http.serve())
-    for _ in range(1000):  # bounded: 10 s
-        if http.started or task.done():
-            break
-        await asyncio.sleep(0.01)
-    if not http.started:
-        http.should_exit = True
-        raise InvalidInputError(f"the MCP endpoint did not start on {host}:{port}")
-    bound = http.servers[0].sockets[0].getsockname()[1]
-    return http, task, int(bound)
+    return await start_uvicorn(app, host, port, "--mcp-port", "mcp")

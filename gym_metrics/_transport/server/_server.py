@@ -73,6 +73,11 @@ class ServerConfig:
     mcp_port: int | None = None
     """Serve the environment's tools over MCP (streamable HTTP, `/mcp`) on this port of `host`
     (0 picks one); None: off. Needs the `mcp` extra."""
+    http_port: int | None = None
+    """Serve rewards over HTTP on this port of `host` (OpenRLHF's `POST /get_reward`, and
+    `POST /score_groups`; 0 picks one); None: off. Needs the `http` extra."""
+    http_label_field: str = "expected_answer"
+    """The verify request field OpenRLHF's `labels` fill."""
     reflection: bool = True
     log_requests: bool = True
     grpc_options: list[tuple[str, Any]] = field(default_factory=list)
@@ -96,6 +101,7 @@ class ServerConfig:
             ("session_ttl_s", "must be positive", self.session_ttl_s <= 0),
             ("tool_timeout_s", "must be positive", self.tool_timeout_s <= 0),
             ("mcp_port", "must be in 0..65535", self.mcp_port is not None and not 0 <= self.mcp_port <= 65535),
+            ("http_port", "must be in 0..65535", self.http_port is not None and not 0 <= self.http_port <= 65535),
             ("prometheus_port", "must be in 0..65535", self.prometheus_port is not None
              and not 0 <= self.prometheus_port <= 65535),
             ("auth_token", "must not be empty (None disables auth)", self.auth_token is not None
@@ -178,14 +184,15 @@ class RunningServer(RunningGrpcServer):
     """What its calls do (its live sessions: `handler.episodes.store`)."""
     mcp_port: int | None = None
     """Where the MCP endpoint listens (`http://host:mcp_port/mcp`), when `config.mcp_port` is set."""
-    _mcp: Any = field(default=None, repr=False)
+    http_port: int | None = None
+    """Where the HTTP reward endpoint listens, when `config.http_port` is set."""
+    _doors: list[Any] = field(default_factory=list, repr=False)
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop serving, then close every live session (environments free what they hold)."""
-        if self._mcp is not None:
-            http, task = self._mcp
-            self._mcp, http.should_exit = None, True
-            await asyncio.wait_for(asyncio.shield(task), 10)
+        doors, self._doors = self._doors, []
+        for door in doors:  # the MCP and HTTP endpoints
+            await door.stop()
         await super().stop(grace)
         await self.handler.episodes.aclose()
 
@@ -287,15 +294,11 @@ async def start_server(
     port = bind(server, config)
     await server.start()
     running = RunningServer(server=server, port=port, config=config, health=health_servicer, env=env, handler=handler)
-    if config.mcp_port is not None:
-        from gym_metrics._transport.server._mcp import serve_mcp
-
-        try:
-            http, task, running.mcp_port = await serve_mcp(handler, config.host, config.mcp_port)
-        except BaseException:
-            await server.stop(0)
-            raise
-        running._mcp = (http, task)
+    try:
+        await _open_doors(running, handler, config)
+    except BaseException:
+        await running.stop(0)
+        raise
     if recorder is not None and serve_metrics and config.prometheus_port is not None:
         try:
             running.metrics_port, running._stop_metrics = serve_http(recorder.registry, config.host, config.prometheus_port)
@@ -303,6 +306,22 @@ async def start_server(
             await server.stop(0)
             raise
     return running
+
+
+async def _open_doors(running: RunningServer, handler: EnvironmentHandler, config: ServerConfig) -> None:
+    """The MCP and HTTP endpoints the config asks for, on this loop beside the gRPC server."""
+    if config.mcp_port is not None:
+        from gym_metrics._transport.server._mcp import serve_mcp
+
+        door = await serve_mcp(handler, config.host, config.mcp_port)
+        running._doors.append(door)
+        running.mcp_port = door.port
+    if config.http_port is not None:
+        from gym_metrics._transport.server._http import serve_http_rewards
+
+        door = await serve_http_rewards(handler, config)
+        running._doors.append(door)
+        running.http_port = door.port
 
 
 def new_server(config: ServerConfig, *, reuse_port: bool = False, metrics: ServerMetrics | None = None) -> aio.Server:

@@ -81,7 +81,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     @grpc_errors
     async def ScoreGroups(self, request: pb.ScoreGroupsRequest, context: grpc.aio.ServicerContext) -> pb.ScoreGroupsResponse:
         request = decoded(request, "request")
-        groups = [Group(g.row_json, list(g.completion_json), list(g.session_id)) for g in request.groups]
+        groups = [Group(g.row_json, list(g.completion_json), list(g.session_id), encoded=True) for g in request.groups]
         scored = await score_groups(self._handler, groups, omit_responses=request.omit_responses)
         response = pb.ScoreGroupsResponse()
         for s in scored:

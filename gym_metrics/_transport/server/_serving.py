@@ -103,7 +103,8 @@ async def _serve_async(
     extras = [f"pid {os.getpid()}", *([label] if label else []), *(["tls"] if config.tls else []),
               *(["auth"] if config.auth_token else []),
               *([f"metrics on port {running.metrics_port}"] if running.metrics_port is not None else []),
-              *([f"MCP on http://{config.address(running.mcp_port)}/mcp"] if getattr(running, "mcp_port", None) is not None else [])]
+              *([f"MCP on http://{config.address(running.mcp_port)}/mcp"] if getattr(running, "mcp_port", None) is not None else []),
+              *([f"rewards over HTTP on port {running.http_port}"] if getattr(running, "http_port", None) is not None else [])]
     # One write per line: workers share stderr, and a parent process parses the "listening on"
     # line; a worker's parent prints it once every worker is up.
     verb = "serving on" if ready is not None else "listening on"

@@ -1,0 +1,183 @@
+"""Rewards over HTTP (`serve --http-port`, the `http` extra: uvicorn with httptools), for trainers
+that do not speak gRPC, on the same environment and verify as the gRPC server.
+
+- `POST /get_reward`: OpenRLHF's remote reward model (`--remote_rm_url http://HOST:P/get_reward`):
+  `{"query": [...], "prompts": [...], "labels": [...]}` in; `{"rewards": [...], "scores":
+  [...], "extra_logs": {"gm_failed": [...]}}` out. Each query minus its prompt is the completion
+  text; the label fills `--http-label-field` (default `expected_answer`); the prompt becomes
+  the user message of `responses_create_params`. Consecutive queries of one prompt and label
+  are scored as one group. A query that cannot be scored has reward 0 and `gm_failed` 1 beside
+  it, so OpenRLHF logs it: never an unmarked 0.
+- `POST /score_groups`: the plain JSON group form, `{"groups": [{"row": {...}, "completions":
+  [...]}], "omit_responses": false}` in; per group `rewards`, `failed`, `error_kind`,
+  `error_message`, `responses` out (the gRPC ScoreGroups, in JSON).
+- `GET /health`: 200 while serving.
+Bodies are bounded (`--max-message-mb`); a server started with an auth token wants
+`Authorization: Bearer <token>` here too. Errors answer JSON `{"error": ...}` naming the field.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from gym_metrics._transport.server._uvicorn import Served, start_uvicorn
+from gym_metrics.environments import EnvironmentHandler, Group, score_groups
+from gym_metrics.errors import GymMetricsError, InvalidInputError
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RewardHttpApp:
+    """The ASGI app; see the module docstring."""
+
+    def __init__(self, handler: EnvironmentHandler, *, label_field: str, token: str | None, max_body_bytes: int) -> None:
+        self.handler, self.label_field, self.token, self.max_body_bytes = handler, label_field, token, max_body_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        try:
+            status, answer = await self._route(scope, receive)
+        except _Refused as exc:
+            status, answer = exc.status, {"error": str(exc)}
+        except InvalidInputError as exc:
+            status, answer = 400, {"error": str(exc)}
+        except GymMetricsError as exc:
+            status, answer = 503, {"error": str(exc)}
+        body = orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _route(self, scope: dict[str, Any], receive: Receive) -> tuple[int, Any]:
+        method, path = scope["method"], scope["path"].rstrip("/")
+        if path == "/health" and method == "GET":
+            return 200, {"status": "serving"}
+        routes = {"/get_reward": self._get_reward, "/score_groups": self._score_groups}
+        route = routes.get(path)
+        if route is None:
+            raise _Refused(404, f"no route {method} {path}: POST /get_reward, POST /score_groups, GET /health")
+        if method != "POST":
+            raise _Refused(405, f"{path} takes POST")
+        self._check_token(scope)
+        data = await self._body(receive)
+        if not isinstance(data, Mapping):
+            raise InvalidInputError("the body must be a JSON object")
+        return 200, await route(data)
+
+    def _check_token(self, scope: dict[str, Any]) -> None:
+        if self.token is None:
+            return
+        given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+        if not hmac.compare_digest(given, f"Bearer {self.token}".encode()):
+            raise _Refused(401, "missing or wrong bearer token")
+
+    async def _body(self, receive: Receive) -> Any:
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Refused(499, "the client went away")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise _Refused(413, f"the body is larger than {self.max_body_bytes:,} bytes (serve --max-message-mb)")
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        try:
+            return orjson.loads(b"".join(chunks))
+        except orjson.JSONDecodeError as exc:
+            raise InvalidInputError(f"the body is not JSON: {exc}") from None
+
+    async def _get_reward(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        queries, prompts, labels = _lists(data, ("query", "prompts", "labels"))
+        groups, spans = openrlhf_groups(queries, prompts, labels, self.label_field)
+        scored = await score_groups(self.handler, groups, omit_responses=True)
+        rewards, failed = [0.0] * len(queries), [0.0] * len(queries)
+        for (start, _), group in zip(spans, scored):
+            for i, (reward, bad) in enumerate(zip(group.rewards, group.failed)):
+                rewards[start + i], failed[start + i] = (0.0, 1.0) if bad else (reward, 0.0)
+        return {"rewards": rewards, "scores": rewards, "extra_logs": {"gm_failed": failed}}
+
+    async def _score_groups(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        given = data.get("groups")
+        if not isinstance(given, list):
+            raise InvalidInputError("`groups` must be a list of {row, completions}")
+        groups = []
+        for i, g in enumerate(given):
+            if not isinstance(g, Mapping) or not isinstance(g.get("completions"), list):
+                raise InvalidInputError(f"groups[{i}] must be an object with `row` and a `completions` list")
+            groups.append(Group(g.get("row") or {}, g["completions"]))
+        scored = await score_groups(self.handler, groups, omit_responses=bool(data.get("omit_responses")))
+        return {"groups": [
+            {"rewards": s.rewards, "failed": s.failed, "error_kind": s.error_kind, "error_message": s.error_message,
+             "responses": [orjson.loads(t) if t else None for t in s.response_json]}
+            for s in scored
+        ]}  # fmt: skip
+
+
+def openrlhf_groups(
+    queries: Sequence[Any], prompts: Sequence[Any], labels: Sequence[Any], label_field: str
+) -> tuple[list[Group], list[tuple[int, int]]]:
+    """OpenRLHF's lists as groups: consecutive queries of one prompt and label; each
+    completion is its query minus the prompt."""
+    groups: list[Group] = []
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(queries) + 1):
+        if i < len(queries) and prompts[i] == prompts[start] and labels[i] == labels[start]:
+            continue
+        prompt = str(prompts[start])
+        row: dict[str, Any] = {"responses_create_params": {"input": [{"role": "user", "content": prompt}]}}
+        if labels[start] is not None:
+            row[label_field] = labels[start]
+        completions = [q[len(prompt):] if isinstance(q, str) and q.startswith(prompt) else str(q) for q in queries[start:i]]
+        groups.append(Group(row, completions))
+        spans.append((start, i))
+        start = i
+    return groups, spans
+
+
+def _lists(data: Mapping[str, Any], names: Sequence[str]) -> list[list[Any]]:
+    out = []
+    n = len(data.get(names[0]) or [])
+    for name in names:
+        value = data.get(name)
+        if value is None and name != names[0]:
+            value = [None] * n
+        if not isinstance(value, list) or len(value) != n:
+            raise InvalidInputError(f"`{name}` must be a list as long as `{names[0]}` ({n})")
+        out.append(value)
+    return out
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def serve_http_rewards(handler: EnvironmentHandler, config: Any) -> Served:
+    """Start the HTTP reward endpoint of `config` (its host, http_port, label field, token and
+    message limit) on the running loop."""
+    app = RewardHttpApp(handler, label_field=config.http_label_field, token=config.auth_token, max_body_bytes=config.max_message_bytes)
+    return await start_uvicorn(app, config.host, config.http_port, "--http-port", "http")
