@@ -6,13 +6,17 @@ The channel lives on a background thread's event loop (a trainer's own loop, or 
 owns it). Groups submitted within `batch_window_s` of each other (TRL's async reward functions
 of one step, verl's per-sample calls from a thread pool) go out as one call of at most
 `max_batch_completions` completions. Each group's answer carries its rewards with a failed flag
-beside each; what a failure becomes is the adaptor's choice (`on_failure`).
+beside each; what a failure becomes is the adaptor's choice (`on_failure`). A server that is
+restarting or unreachable is retried (`max_retries`, backoff with jitter): the trainer waits
+and loses nothing. With `record`, the scored completions are written (and synced) before the
+trainer gets their rewards, so a killed trainer's file holds every reward it was told of.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import random
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -66,11 +70,14 @@ class RewardClient:
         batch_window_s: float = 0.002,
         max_batch_completions: int = 4096,
         timeout_s: float = 180.0,
+        max_retries: int = 8,
         record: str | Path | None = None,
     ) -> None:
-        self.server, self.token = server, token
+        self.server, self.token, self.max_retries = server, token, max_retries
         self.batch_window_s, self.max_batch_completions, self.timeout_s = batch_window_s, max_batch_completions, timeout_s
         self.record_path = Path(record) if record is not None else None
+        if self.record_path is not None:
+            _cut_partial_line(self.record_path)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"gym-metrics rewards {server}", daemon=True)
         self._thread.start()
@@ -134,10 +141,7 @@ class RewardClient:
 
     async def _call(self, batch: list[_Item], responses: bool) -> None:
         try:
-            client = await self._connected()
-            answers = await client.score_groups(
-                [(row, completions) for row, completions, _, _ in batch], omit_responses=not responses, timeout=self.timeout_s
-            )
+            answers = await self._score_retrying([(row, completions) for row, completions, _, _ in batch], responses)
         except BaseException as exc:  # the call failed: every group of it gets the error
             for _, _, future, _ in batch:
                 if not future.done():
@@ -151,6 +155,24 @@ class RewardClient:
         for (_, _, future, _), result in zip(batch, scored):
             if not future.done():
                 future.set_result(result)
+
+    async def _score_retrying(self, groups: list[tuple[Any, Sequence[Any]]], responses: bool) -> Any:
+        """ScoreGroups, retried while the server is unavailable (restarting, unreachable):
+        a call without sessions is idempotent, so the trainer waits instead of failing. A
+        session lost is not retried (its state is gone)."""
+        from gym_metrics._transport.client import ServerUnavailableError, ServerUnreachableError, SessionLostError
+
+        client = await self._connected()
+        for attempt in range(self.max_retries + 1):
+            try:
+                return await client.score_groups(groups, omit_responses=not responses, timeout=self.timeout_s)
+            except SessionLostError:
+                raise
+            except (ServerUnavailableError, ServerUnreachableError):
+                if attempt == self.max_retries:
+                    raise
+                await asyncio.sleep(random.uniform(0, min(5.0, 0.2 * 2**attempt)))
+        raise AssertionError("unreachable")
 
     async def _connected(self) -> Any:
         if self._client is None:
@@ -178,5 +200,19 @@ class RewardClient:
             for i, (text, error) in enumerate(zip(group.responses, group.errors)):
                 entry = orjson.loads(text) if text else {**base, "_gm_error": {"kind": "verify_failed", "message": error}}
                 lines.append(orjson.dumps({**entry, "agent_ref": agent, "_ng_task_index": task, "_ng_rollout_index": i}) + b"\n")
-        with self._record_lock, self.record_path.open("ab") as f:
+        with self._record_lock, self.record_path.open("ab") as f:  # one write: whole lines or a cut last one
             f.write(b"".join(lines))
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _cut_partial_line(path: Path) -> None:
+    """Cut a last line a killed trainer left half-written (every row the trainer was told of is
+    whole: rows are written before their rewards are handed back)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as f:
+        data = f.read()
+        if data.endswith(b"\n"):
+            return
+        f.truncate(data.rfind(b"\n") + 1)
