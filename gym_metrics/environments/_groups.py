@@ -66,20 +66,43 @@ def _value(item: Any) -> Any:
 
 
 async def score_groups(handler: EnvironmentHandler, groups: Sequence[Group], *, omit_responses: bool = False) -> list[GroupScores]:
-    """Every group's scores, in order (groups and completions verified concurrently, within the
-    handler's bound on concurrent verifies)."""
+    """Every group's scores, in order. The completions of all groups go through one verify
+    batch (the collector's path: started eagerly, within the handler's bound on concurrent
+    verifies and its time budget, each failure that completion's); those in sessions are
+    verified one by one in them."""
     total = sum(len(g.completions) for g in groups)
     if total > MAX_COMPLETIONS_PER_CALL:
         raise InvalidInputError(
             "too many completions in one call", [FieldViolation("groups", f"{total:,} completions; at most {MAX_COMPLETIONS_PER_CALL:,}: split the call")]
         )
+    outs = [GroupScores([0.0] * len(g.completions), [False] * len(g.completions), [None] * len(g.completions),
+                        [""] * len(g.completions), [""] * len(g.completions)) for g in groups]  # fmt: skip
+    bodies: list[Any] = []
+    where: list[tuple[int, int]] = []
+    in_sessions: list[tuple[int, int, dict[str, Any]]] = []
+    for g, group in enumerate(groups):
+        for i, body in _bodies(g, group, outs[g]):
+            if group.sessions:
+                in_sessions.append((g, i, body))
+            else:
+                bodies.append(body)
+                where.append((g, i))
+
+    def write(item: int, reward: float, response_json: str, kind: str | None, message: str) -> None:
+        g, i = where[item]
+        _settle(outs[g], i, reward, response_json, kind, message, omit_responses)
+
     slots = handler.slots()
-    return list(await asyncio.gather(*(_score(handler, i, group, slots, omit_responses) for i, group in enumerate(groups))))
+    if bodies:
+        await handler.verify_batch(bodies, write, slots, lambda item: where[item])
+    if in_sessions:
+        await asyncio.gather(*(_in_session(handler, outs[g], i, body, groups[g].sessions[i], slots, omit_responses) for g, i, body in in_sessions))
+    return outs
 
 
-async def _score(handler: EnvironmentHandler, index: int, group: Group, slots: asyncio.Semaphore, omit: bool) -> GroupScores:
+def _bodies(index: int, group: Group, out: GroupScores) -> list[tuple[int, dict[str, Any]]]:
+    """(position, verify request) of each completion that is well formed; the others failed."""
     n = len(group.completions)
-    out = GroupScores([0.0] * n, [False] * n, [None] * n, [""] * n, [""] * n)
     try:
         row = _value(group.row)
         if not isinstance(row, Mapping):
@@ -89,28 +112,37 @@ async def _score(handler: EnvironmentHandler, index: int, group: Group, slots: a
     except ValueError as exc:  # the whole group's row is bad: each completion says so
         for i in range(n):
             _fail(out, i, INVALID_REQUEST, f"groups[{index}].row_json: {exc}")
-        return out
-
-    async def one(i: int) -> None:
+        return []
+    found = []
+    for i, given in enumerate(group.completions):
         try:
-            completion = orjson.loads(group.completions[i]) if group.encoded else group.completions[i]
+            completion = orjson.loads(given) if group.encoded else given
         except ValueError as exc:
             _fail(out, i, INVALID_REQUEST, f"groups[{index}].completion_json[{i}] is not JSON: {exc}")
-            return
-        body = {**row, "response": text_response(completion) if isinstance(completion, str) else completion}
-        session = group.sessions[i] if group.sessions else ""
-        async with slots:
-            try:
-                reward, response_json = await handler.verify(body, session)
-            except Exception as exc:  # this completion's failure only
-                _fail(out, i, INVALID_REQUEST if isinstance(exc, InvalidInputError) else VERIFY_FAILED, str(exc))
-                return
-        out.rewards[i] = reward
-        if not omit:
-            out.response_json[i] = response_json
+            continue
+        found.append((i, {**row, "response": text_response(completion) if isinstance(completion, str) else completion}))
+    return found
 
-    await asyncio.gather(*(one(i) for i in range(n)))
-    return out
+
+async def _in_session(
+    handler: EnvironmentHandler, out: GroupScores, i: int, body: dict[str, Any], session: str, slots: asyncio.Semaphore, omit: bool
+) -> None:
+    async with slots:
+        try:
+            reward, response_json = await handler.verify(body, session)
+        except Exception as exc:  # this completion's failure only
+            _fail(out, i, INVALID_REQUEST if isinstance(exc, InvalidInputError) else VERIFY_FAILED, str(exc))
+            return
+    _settle(out, i, reward, response_json, None, "", omit)
+
+
+def _settle(out: GroupScores, i: int, reward: float, response_json: str, kind: str | None, message: str, omit: bool) -> None:
+    if kind is not None:
+        _fail(out, i, kind, message)
+        return
+    out.rewards[i] = reward
+    if not omit:
+        out.response_json[i] = response_json
 
 
 def _fail(out: GroupScores, i: int, kind: str, message: str) -> None:

@@ -105,7 +105,7 @@ class EnvironmentHandler:
         return asyncio.Semaphore(self._max_concurrent)
 
     async def verify_batch(
-        self, bodies: Sequence[str | bytes], write: WriteResult, slots: asyncio.Semaphore, key: Callable[[int], tuple[int, int]]
+        self, bodies: Sequence[Mapping[str, Any] | str | bytes], write: WriteResult, slots: asyncio.Semaphore, key: Callable[[int], tuple[int, int]]
     ) -> None:
         """Every rollout's result through `write`; `key(item)` is its (task, rollout), for the log.
         Rollouts start eagerly: one whose verify never suspends costs no Task; the others run
@@ -130,7 +130,7 @@ class EnvironmentHandler:
             recorder.rollouts(len(bodies) - sum(kinds.values()), kinds)
 
     async def _verify_item(
-        self, item: int, body: str | bytes, write: WriteResult, slots: asyncio.Semaphore, kinds: Counter[str],
+        self, item: int, body: Mapping[str, Any] | str | bytes, write: WriteResult, slots: asyncio.Semaphore, kinds: Counter[str],
         key: Callable[[int], tuple[int, int]],
     ) -> None:  # fmt: skip
         async with slots:
