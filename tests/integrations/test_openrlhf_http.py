@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import _ci
 import httpx
 import pytest
 
@@ -27,7 +28,7 @@ WHEEL = "openrlhf-0.11.2-cp311-cp311-manylinux1_x86_64.whl"
 def openrlhf_agent_module() -> Any:
     """openrlhf.utils.agent from the wheel, without the package's heavy __init__ (torch, ray):
     only its reward client is exercised, which needs aiohttp."""
-    pytest.importorskip("aiohttp")
+    _ci.need_module("aiohttp", "pip install aiohttp: OpenRLHF's reward client uses it (in the dev extra)")
     wheel = ROOT / ".cache" / WHEEL
     if not wheel.is_file():
         wheel.parent.mkdir(exist_ok=True)

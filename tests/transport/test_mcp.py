@@ -14,12 +14,13 @@ import pytest
 from gym_metrics import ResourcesClient
 from gym_metrics.testing import serve_environment
 
-pytest.importorskip("mcp")
+sys.path.insert(0, str(Path(__file__).parents[1]))
+import _ci  # noqa: E402
+from _tool_envs import Counter  # noqa: E402
+
+_ci.need_module("mcp", "pip install 'gym-metrics[mcp]'")
 from mcp.client import Client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from _tool_envs import Counter  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 BODY = {"responses_create_params": {"input": "count"}, "response": {"output": []}, "expected_count": 5}
