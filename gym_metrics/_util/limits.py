@@ -53,4 +53,25 @@ TOOL_TIMEOUT_S = 60.0
 """Seconds one tool call may run (`serve --tool-timeout`); past it the model reads a timeout."""
 
 
-__all__ = ["IDLE_TTL_S", "MAX_SESSIONS", "TOOL_TIMEOUT_S", "CallLimits", "exceeded"]
+def ensure_open_files(needed: int, what: str) -> None:
+    """Raise this process's soft limit on open files to cover `needed` (up to the hard limit);
+    InvalidInputError naming `what` when even the hard limit is short, before any work starts
+    (else the calls past it fail one by one with "Too many open files")."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        from gym_metrics.errors import FieldViolation, InvalidInputError
+
+        raise InvalidInputError(
+            f"{what} needs about {needed:,} open files; this process may open {hard:,} (its hard limit)",
+            [FieldViolation(what, f"raise the limit (ulimit -n {needed}) or lower it")],
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else hard, hard))
+
+
+__all__ = ["IDLE_TTL_S", "MAX_SESSIONS", "TOOL_TIMEOUT_S", "CallLimits", "ensure_open_files", "exceeded"]

@@ -31,6 +31,7 @@ from gym_metrics._transport.client import (
     VerifiedBatch,
     tool_caller,
 )
+from gym_metrics._util.memory import fewer_gc_passes
 from gym_metrics.collector._generate import REQUEST_KEY, needs_generation
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
@@ -73,6 +74,10 @@ class EpisodeRunner:
         """Every rollout's episode (or plain verify, for rows that have a response), at most
         the policy's concurrency at once. An episode that cannot finish anywhere (every
         replica gone) stops the run: its error is raised once the others are cancelled."""
+        with fewer_gc_passes(50_000, 20, 100):  # thousands of episodes' state alive at once
+            await self._run(rollouts)
+
+    async def _run(self, rollouts: Iterator[Rollout]) -> None:
         slots = asyncio.Semaphore(self.target.config.max_concurrency)
         running: set[asyncio.Task[None]] = set()
         failures: list[BaseException] = []

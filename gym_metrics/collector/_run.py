@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gym_metrics._util.limits import ensure_open_files
 from gym_metrics._util.progress import estimate_lines
 from gym_metrics._transport.client import ResourcesClient, ServerUnavailableError
 from gym_metrics.rollouts import ERROR_KINDS, BadLine, OnBadLine, RolloutColumns, concat, read_rollouts
@@ -115,6 +116,8 @@ async def collect_async(
     spread over all; one that dies has its unanswered batches resent to the others)."""
     opts = options or CollectOptions()
     input_path, output_path = Path(input_path), Path(output_path)
+    if opts.target is not None:  # a connection per request in flight, and files besides
+        ensure_open_files(opts.target.max_concurrency + 512, "--policy-concurrency")
     if not input_path.is_file():
         raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
     # every key unambiguous before anything is written or skipped (a fresh run and a resume alike)
@@ -129,13 +132,14 @@ async def collect_async(
             log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
         progress = progress or Progress(estimate_total(input_path, opts.num_repeats))
         router = Router(input_path, opts, out, progress, fixed)
-        runner = _episode_runner(replicas.clients, replicas.info.tools, router, opts, progress, log)
+        # Episodes spread over every connection: one per server worker (a session stays on its
+        # connection's worker), so `serve --workers N` is used whole.
+        runner = _episode_runner(lanes, replicas.info.tools, router, opts, progress, log)
         batches = None if runner is not None else _batches(router, opts, progress)
         try:
             if runner is not None:
                 await runner.run(router.to_verify())
-                report = LaneReport([runner.answered[i] for i in range(len(replicas.clients))], frozenset())
-                lanes = replicas.clients
+                report = LaneReport([runner.answered[i] for i in range(len(lanes))], frozenset())
             else:
                 assert batches is not None
                 names = [lane.target for lane in lanes] if len(given) > 1 else None
