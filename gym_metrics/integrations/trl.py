@@ -20,7 +20,10 @@ from typing import Any
 from gym_metrics.integrations._client import RewardClient, reward_client
 from gym_metrics.integrations._mapping import OnFailure, RowMapping, settle
 
-_TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state")
+_TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "environments", "log_extra", "log_metric")
+"""What GRPOTrainer passes beside the dataset columns (`environments`: its environment objects,
+one per completion, when it has an environment_factory)."""
+_JSON = (str, int, float, bool, type(None), list, dict)
 
 
 def reward_function(
@@ -69,7 +72,11 @@ def group_by_prompt(
 ) -> tuple[list[tuple[dict[str, Any], list[Any]]], list[tuple[int, int]]]:
     """Consecutive samples of one prompt (and the same dataset values) as one group; the
     groups and the [start, stop) of each."""
-    listed = {k: v for k, v in columns.items() if k not in _TRL_ARGUMENTS and isinstance(v, Sequence) and not isinstance(v, str) and len(v) == len(prompts)}
+    listed = {
+        k: v for k, v in columns.items()
+        if k not in _TRL_ARGUMENTS and isinstance(v, Sequence) and not isinstance(v, str) and len(v) == len(prompts)
+        and all(isinstance(x, _JSON) or hasattr(x, "tolist") for x in v)  # a dataset column, not objects
+    }  # fmt: skip
     groups: list[tuple[dict[str, Any], list[Any]]] = []
     spans: list[tuple[int, int]] = []
     start = 0

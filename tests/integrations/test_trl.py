@@ -81,3 +81,14 @@ async def test_recorded_training_rewards_aggregate_like_any_run(tmp_path: Path) 
     metrics, _, _ = aggregate_file(record, tmp_path / "train_aggregate_metrics.json")
     by_step = {m["agent_ref"]["name"]: m["agent_metrics"]["mean/reward"] for m in json.loads(metrics.read_text())}
     assert by_step == {"step_7": pytest.approx(4 / 6), "step_8": pytest.approx(4 / 6)}
+
+
+async def test_what_grpotrainer_passes_beside_the_columns_stays_out_of_the_row() -> None:
+    """TRL passes `environments` (one environment object per completion) when the trainer has an
+    environment_factory, and `log_extra` / `log_metric` callables: none is a dataset column."""
+    objects = [object()] * 6
+    groups, _ = group_by_prompt(PROMPTS, COMPLETIONS, {**COLUMNS, "environments": objects, "odd": objects}, RowMapping())
+    assert set(groups[0][0]) == {"expected_answer", "level", "responses_create_params"}
+    async with serve_environment("math_exact") as server:
+        rewards = await asyncio.to_thread(call, reward_function(server.address), environments=objects, log_extra=print)
+    assert rewards == [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]

@@ -180,14 +180,8 @@ class _Environment:
         return None
 
 
-# A bug of the adaptor found here, kept as a strict xfail: once trl.py leaves `environments` out
-# of the row this test passes, the xfail fails, and the marker goes.
-@pytest.mark.xfail(
-    raises=TypeError, strict=True,
-    reason="gym_metrics/integrations/trl.py copies TRL's `environments` keyword (a list of environment "
-    "instances, one per completion, passed whenever GRPOTrainer has an environment_factory) into the "
-    "verify row as a dataset column; the row cannot be serialized and the reward function raises",
-)  # fmt: skip
+# A bug of the adaptor found here (it copied TRL's `environments` keyword, a list of environment
+# objects, into the verify row as a dataset column): fixed in trl.py, kept as a test.
 async def test_the_trainers_environments_keyword_is_not_a_dataset_column(trl: Any, tmp_path: Path) -> None:
     async with serve_environment("math_exact") as server:
         trainer = await asyncio.to_thread(make_trainer, trl, tmp_path, [reward_function(server.address)])
