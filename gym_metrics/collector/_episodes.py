@@ -21,8 +21,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from gym_metrics._transport.client import (
     RemoteCallError,
     ResourcesClient,
@@ -119,7 +117,7 @@ class EpisodeRunner:
         for attempt in range(self.attempts):
             index = self._pick()
             try:
-                reward, response = await run(self.clients[index], rollout)
+                reward, response_json = await run(self.clients[index], rollout)
             except (ServerUnavailableError, ServerUnreachableError) as exc:  # SessionLostError too
                 self.lost.add(index)
                 if attempt + 1 == self.attempts:
@@ -138,7 +136,7 @@ class EpisodeRunner:
                 return
             self.lost.discard(index)
             self.answered[index] += 1
-            self._write(rollout, reward, orjson.dumps(response).decode(), None, "")
+            self._write(rollout, reward, response_json, None, "")
             return
 
     def _pick(self) -> int:
@@ -147,7 +145,7 @@ class EpisodeRunner:
         order = [(start + k) % n for k in range(n)]
         return next((i for i in order if i not in self.lost), order[0])
 
-    async def _episode(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, dict[str, Any]]:
+    async def _episode(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
         session = await client.seed_session(rollout.row)
         try:
             request = dict(rollout.row[REQUEST_KEY])
@@ -159,17 +157,16 @@ class EpisodeRunner:
             usage = episode.response.get("usage") or {}
             self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
             body = {**rollout.row, "response": episode.response}
-            verified = await client.verify(body, session_id=session)
+            verified = await client.verify_text(body, session_id=session)
             session = ""  # verify ended it
             rollout.row, rollout.raw = body, None  # (only now: a retried episode starts from the task row)
-            return float(verified["reward"]), verified
+            return verified
         finally:
             if session:
                 await _close_quietly(client, session)
 
-    async def _verify_only(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, dict[str, Any]]:
-        verified = await client.verify(rollout.row)
-        return float(verified["reward"]), verified
+    async def _verify_only(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
+        return await client.verify_text(rollout.row)
 
     def _write(self, rollout: Rollout, reward: float, response_json: str, kind: str | None, message: str) -> None:
         verified = VerifiedBatch([rollout.task], [rollout.rollout], [reward], [response_json], [kind], [message])

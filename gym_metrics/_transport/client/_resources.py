@@ -205,12 +205,17 @@ class ResourcesClient(SessionCalls, GroupCalls):
     async def verify(self, body: Mapping[str, Any] | str, session_id: str = "") -> dict[str, Any]:
         """Verify one rollout (in its session, which this closes, when `session_id` is given);
         returns the full verify response."""
+        return orjson.loads((await self.verify_text(body, session_id))[1])
+
+    async def verify_text(self, body: Mapping[str, Any] | str, session_id: str = "") -> tuple[float, str]:
+        """`verify`, answering (reward, the verify response as JSON text): for callers that
+        write the response as it came (no parse and dump again)."""
         request = pb.VerifyRequest(body_json=json_text(body), session_id=session_id)
         try:
             response = await self._stub.Verify(request, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
             raise session_error(exc) from None
-        return orjson.loads(response.response_json)
+        return float(response.reward), str(response.response_json)
 
     async def verify_stream(
         self, items: Iterable[VerifyInput] | AsyncIterable[VerifyInput], batch_size: int = 256
