@@ -1,0 +1,208 @@
+"""verl: `compute_score` reward functions (per sample, async, batch) scored by a gym-metrics server.
+
+Nothing to write: point verl's `custom_reward_function` at this module, the server in its
+`reward_kwargs` (verl merges them into every call; verl 0.9 shown):
+
+    reward:
+      custom_reward_function:
+        path: pkg://gym_metrics.integrations.verl
+        name: compute_score         # compute_score_async: awaited by the reward loop;
+        reward_kwargs:              # compute_score_batch: for `reward_manager: {name: batch}`
+          server: "127.0.0.1:50051"
+
+Before verl 0.7 `path` must be a file (one line: `from gym_metrics.integrations.verl import
+compute_score`), and before 0.8 the section sits at the top level of the config.
+
+Or make one with another row mapping or failure policy, in a file of your own:
+
+    from gym_metrics.integrations import RowMapping
+    from gym_metrics.integrations.verl import reward_function
+    compute_score = reward_function("127.0.0.1:50051", mapping=RowMapping(answer_field="answer"))
+
+verl gives `data_source`, the decoded `solution_str`, `ground_truth` (the dataset's
+`reward_model.ground_truth`: the label, in `mapping.answer_field`) and `extra_info` (its
+columns become the row, less verl's own `num_turns` and `rollout_reward_scores`; its `prompt`
+or `question`, when there, the prompt; a `responses_create_params` there is kept as it is).
+The batch form gets the same as plural lists and scores consecutive samples of one row (verl
+repeats a prompt `rollout.n` times) as one group. `extra_fields` names verify-response fields
+returned beside `score` in a dict, which verl logs. A completion that cannot be scored raises a
+RewardFailure (verl has no way to leave a sample out, and a made-up 0 would be trained on);
+`on_failure="nan"` or `"zero"` choose otherwise. verl's `prime` manager turns any exception
+into 0.0 itself and takes only floats: use it with care. Nothing of verl is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from gym_metrics.integrations._client import Scored, reward_client
+from gym_metrics.integrations._mapping import OnFailure, RowMapping, settle
+
+Score = float | dict[str, Any]
+_VERL_KEYS = ("num_turns", "rollout_reward_scores")
+"""Keys verl itself adds to `extra_info`: not the task's, not sent."""
+_PROMPT_KEYS = ("prompt", "question")
+
+
+def reward_function(
+    server: str,
+    *,
+    mapping: RowMapping | None = None,
+    on_failure: OnFailure = "raise",
+    extra_fields: Sequence[str] = (),
+    form: str = "sync",
+    token: str | None = None,
+) -> Callable[..., Any]:
+    """A verl reward function: `form` "sync" (`compute_score(data_source, solution_str,
+    ground_truth, extra_info=None, **kwargs)`), "async" (the same, awaited by verl's reward
+    loop) or "batch" (`compute_score(data_sources, solution_strs, ground_truths, extra_infos,
+    **kwargs)`, a list back)."""
+    mapping = mapping or RowMapping()
+    client = reward_client(server, token=token)
+    wanted = tuple(extra_fields)
+
+    def finish(scored: Scored) -> list[Score]:
+        rewards = settle(scored.rewards, scored.failed, scored.errors, on_failure)
+        return [_score(r, text, wanted) for r, text in zip(rewards, scored.responses)]
+
+    def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **_: Any) -> Score:
+        (scored,) = client.score([(task_row(mapping, ground_truth, extra_info), [mapping.completion(solution_str)])], responses=bool(wanted))
+        return finish(scored)[0]
+
+    async def compute_score_async(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **_: Any) -> Score:
+        group = (task_row(mapping, ground_truth, extra_info), [mapping.completion(solution_str)])
+        (scored,) = await client.score_async([group], responses=bool(wanted))
+        return finish(scored)[0]
+
+    def compute_score_batch(
+        data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any], extra_infos: Sequence[Any] | None = None, **_: Any
+    ) -> list[Score]:
+        infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
+        rows = [task_row(mapping, truth, info) for truth, info in zip(ground_truths, infos)]
+        groups, spans = group_consecutive(rows, [mapping.completion(s) for s in solution_strs])
+        out: list[Score] = []
+        for scored in client.score(groups, responses=bool(wanted)):
+            out.extend(finish(scored))
+        assert len(out) == sum(stop - start for start, stop in spans)
+        return out
+
+    if form == "batch":
+        return compute_score_batch
+    if form == "async":
+        return compute_score_async
+    if form != "sync":
+        raise ValueError(f"form {form!r}: 'sync', 'async' or 'batch'")
+    return compute_score
+
+
+def task_row(mapping: RowMapping, ground_truth: Any, extra_info: Any) -> dict[str, Any]:
+    """The task row of one verl sample (see the module docstring)."""
+    info = {k: v for k, v in (extra_info or {}).items() if k not in _VERL_KEYS} if isinstance(extra_info, Mapping) else {}
+    prompt = next((info[k] for k in _PROMPT_KEYS if info.get(k) is not None), "")
+    row = mapping.row(prompt, label=ground_truth, columns=info)
+    if isinstance(info.get("responses_create_params"), Mapping):
+        row["responses_create_params"] = dict(info["responses_create_params"])
+    return row
+
+
+def group_consecutive(rows: Sequence[dict[str, Any]], completions: Sequence[Any]) -> tuple[list[tuple[dict[str, Any], list[Any]]], list[tuple[int, int]]]:
+    """Consecutive samples of one row as one group; the groups and the [start, stop) of each."""
+    groups: list[tuple[dict[str, Any], list[Any]]] = []
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(rows) + 1):
+        if i < len(rows) and rows[i] == rows[start]:
+            continue
+        groups.append((rows[start], list(completions[start:i])))
+        spans.append((start, i))
+        start = i
+    return groups, spans
+
+
+def _score(reward: float | None, response: str, fields: tuple[str, ...]) -> Score:
+    value = float("nan") if reward is None else reward
+    if not fields:
+        return value
+    verified = orjson.loads(response) if response else {}
+    return {"score": value, **{name: verified.get(name) for name in fields}}
+
+
+@lru_cache(maxsize=64)
+def _configured(
+    server: str, form: str, on_failure: OnFailure, answer_field: str, columns: tuple[str, ...] | None, extra_fields: tuple[str, ...], token: str | None
+) -> Callable[..., Any]:
+    mapping = RowMapping(answer_field=answer_field, columns=columns)
+    return reward_function(server, mapping=mapping, on_failure=on_failure, extra_fields=extra_fields, form=form, token=token)
+
+
+def _options(columns: Sequence[str] | None, extra_fields: Sequence[str]) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    return (tuple(columns) if columns is not None else None), tuple(extra_fields)
+
+
+def compute_score(
+    data_source: Any,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Any = None,
+    *,
+    server: str,
+    on_failure: OnFailure = "raise",
+    answer_field: str = "expected_answer",
+    columns: Sequence[str] | None = None,
+    extra_fields: Sequence[str] = (),
+    token: str | None = None,
+    **kwargs: Any,
+) -> Score:
+    """verl's per-sample reward function, configured by `reward_kwargs`: `server` (HOST:PORT),
+    and optionally `on_failure`, `answer_field`, `columns` (the `extra_info` keys sent; None:
+    all), `extra_fields`, `token`."""
+    fn = _configured(server, "sync", on_failure, answer_field, *_options(columns, extra_fields), token)
+    result: Score = fn(data_source, solution_str, ground_truth, extra_info)
+    return result
+
+
+async def compute_score_async(
+    data_source: Any,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Any = None,
+    *,
+    server: str,
+    on_failure: OnFailure = "raise",
+    answer_field: str = "expected_answer",
+    columns: Sequence[str] | None = None,
+    extra_fields: Sequence[str] = (),
+    token: str | None = None,
+    **kwargs: Any,
+) -> Score:
+    """`compute_score` as a coroutine function (verl's reward loop awaits it)."""
+    fn = _configured(server, "async", on_failure, answer_field, *_options(columns, extra_fields), token)
+    result: Score = await fn(data_source, solution_str, ground_truth, extra_info)
+    return result
+
+
+def compute_score_batch(
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None = None,
+    *,
+    server: str,
+    on_failure: OnFailure = "raise",
+    answer_field: str = "expected_answer",
+    columns: Sequence[str] | None = None,
+    extra_fields: Sequence[str] = (),
+    token: str | None = None,
+    **kwargs: Any,
+) -> list[Score]:
+    """verl's batch reward function (`reward_manager: batch`), configured by `reward_kwargs`."""
+    fn = _configured(server, "batch", on_failure, answer_field, *_options(columns, extra_fields), token)
+    result: list[Score] = fn(data_sources, solution_strs, ground_truths, extra_infos)
+    return result
+
+
+__all__ = ["compute_score", "compute_score_async", "compute_score_batch", "group_consecutive", "reward_function", "task_row"]
