@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from gym_metrics._transport.client import (
     RemoteCallError,
     ResourcesClient,
+    ServerBusyError,
     ServerUnavailableError,
     ServerUnreachableError,
     VerifiedBatch,
@@ -36,6 +38,9 @@ from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.targets import GenerationError, ModelTarget, run_episode
+
+MAX_BUSY_WAITS = 200
+"""Waits of one episode for a server whose sessions are all taken (each up to 5 s)."""
 
 Record = Callable[[Batch, VerifiedBatch], None]
 OnFailed = Callable[[Rollout, str], None]
@@ -114,13 +119,21 @@ class EpisodeRunner:
             slots.release()
 
     async def _attempts(self, rollout: Rollout, run: Callable[[ResourcesClient, Rollout], Any]) -> None:
-        for attempt in range(self.attempts):
+        attempt = busy = 0
+        while True:
             index = self._pick()
             try:
                 reward, response_json = await run(self.clients[index], rollout)
+            except ServerBusyError:  # up, but its sessions are all taken: wait, then again
+                busy += 1
+                if busy > MAX_BUSY_WAITS:
+                    raise
+                await asyncio.sleep(random.uniform(0, min(5.0, 0.05 * 2**min(busy, 10))))
+                continue
             except (ServerUnavailableError, ServerUnreachableError) as exc:  # SessionLostError too
+                attempt += 1
                 self.lost.add(index)
-                if attempt + 1 == self.attempts:
+                if attempt == self.attempts:
                     raise ServerUnavailableError(f"episode of input line {rollout.line} lost its server {self.attempts} times: {exc}") from None
                 self.retried += 1
                 self.log(f"collect: episode of input line {rollout.line} lost server {self.clients[index].target} ({exc}); starting it again")
@@ -146,24 +159,25 @@ class EpisodeRunner:
         return next((i for i in order if i not in self.lost), order[0])
 
     async def _episode(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
-        session = await client.seed_session(rollout.row)
+        calls = client.session_stream()  # the connection's multiplexed stream: cheaper per call
+        session = await calls.seed_session(rollout.row)
         try:
             request = dict(rollout.row[REQUEST_KEY])
             if not request.get("tools") and self.tools:
                 request["tools"] = self.tools
-            episode = await run_episode(self.target, request, tool_caller(client, session, self.known), max_steps=self.max_steps)
+            episode = await run_episode(self.target, request, tool_caller(calls, session, self.known), max_steps=self.max_steps)
             self.tool_calls += episode.tool_calls
             self.failed_tool_calls += episode.failed_tool_calls
             usage = episode.response.get("usage") or {}
             self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
             body = {**rollout.row, "response": episode.response}
-            verified = await client.verify_text(body, session_id=session)
+            verified = await calls.verify_text(body, session_id=session)
             session = ""  # verify ended it
             rollout.row, rollout.raw = body, None  # (only now: a retried episode starts from the task row)
             return verified
         finally:
             if session:
-                await _close_quietly(client, session)
+                await _close_quietly(calls, session)
 
     async def _verify_only(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
         return await client.verify_text(rollout.row)
@@ -177,7 +191,7 @@ class EpisodeRunner:
         self.on_failed(rollout, message)
 
 
-async def _close_quietly(client: ResourcesClient, session: str) -> None:
+async def _close_quietly(client: Any, session: str) -> None:
     try:
         await asyncio.wait_for(client.close_session(session), 5.0)
     except Exception:  # the episode failed already; its session expires on its own

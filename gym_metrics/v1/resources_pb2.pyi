@@ -404,6 +404,44 @@ class CloseSessionResponse(_message.Message):
     closed: bool
     def __init__(self, closed: _Optional[bool] = ...) -> None: ...
 
+class SessionCallsRequest(_message.Message):
+    __slots__ = ("id", "seed", "call_tool", "verify", "close")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    CALL_TOOL_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    seed: SeedSessionRequest
+    call_tool: CallToolRequest
+    verify: VerifyRequest
+    close: CloseSessionRequest
+    def __init__(self, id: _Optional[int] = ..., seed: _Optional[_Union[SeedSessionRequest, _Mapping]] = ..., call_tool: _Optional[_Union[CallToolRequest, _Mapping]] = ..., verify: _Optional[_Union[VerifyRequest, _Mapping]] = ..., close: _Optional[_Union[CloseSessionRequest, _Mapping]] = ...) -> None: ...
+
+class SessionCallsResponse(_message.Message):
+    __slots__ = ("id", "seed", "call_tool", "verify", "close", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    CALL_TOOL_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    seed: SeedSessionResponse
+    call_tool: CallToolResponse
+    verify: VerifyResponse
+    close: CloseSessionResponse
+    error: CallError
+    def __init__(self, id: _Optional[int] = ..., seed: _Optional[_Union[SeedSessionResponse, _Mapping]] = ..., call_tool: _Optional[_Union[CallToolResponse, _Mapping]] = ..., verify: _Optional[_Union[VerifyResponse, _Mapping]] = ..., close: _Optional[_Union[CloseSessionResponse, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ...) -> None: ...
+
+class CallError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
 class ScoreGroupsRequest(_message.Message):
     __slots__ = ("groups", "omit_responses")
     GROUPS_FIELD_NUMBER: _ClassVar[int]

@@ -70,6 +70,11 @@ class ResourcesServiceStub:
                 request_serializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionRequest.SerializeToString,
                 response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionResponse.FromString,
                 _registered_method=True)
+        self.SessionCalls = channel.stream_stream(
+                '/gym_metrics.v1.ResourcesService/SessionCalls',
+                request_serializer=gym__metrics_dot_v1_dot_resources__pb2.SessionCallsRequest.SerializeToString,
+                response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.SessionCallsResponse.FromString,
+                _registered_method=True)
         self.ScoreGroups = channel.unary_unary(
                 '/gym_metrics.v1.ResourcesService/ScoreGroups',
                 request_serializer=gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsRequest.SerializeToString,
@@ -136,6 +141,17 @@ class ResourcesServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SessionCalls(self, request_iterator, context):
+        """The four session calls above multiplexed on one stream (one per connection, for many
+        episodes at once): each request carries an id its answer echoes, answers come as they
+        finish, in any order, and a call's failure is its answer (the stream goes on). Several
+        times cheaper than a unary call each. Sessions seeded on a stream and still open when it
+        ends are closed (the client went away).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ScoreGroups(self, request, context):
         """Scores groups of completions (GRPO: one prompt's completions at once) through the same
         verify: each group's rewards come back in completion order, every failure flagged beside
@@ -182,6 +198,11 @@ def add_ResourcesServiceServicer_to_server(servicer, server):
                     servicer.CloseSession,
                     request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionRequest.FromString,
                     response_serializer=gym__metrics_dot_v1_dot_resources__pb2.CloseSessionResponse.SerializeToString,
+            ),
+            'SessionCalls': grpc.stream_stream_rpc_method_handler(
+                    servicer.SessionCalls,
+                    request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.SessionCallsRequest.FromString,
+                    response_serializer=gym__metrics_dot_v1_dot_resources__pb2.SessionCallsResponse.SerializeToString,
             ),
             'ScoreGroups': grpc.unary_unary_rpc_method_handler(
                     servicer.ScoreGroups,
@@ -379,6 +400,33 @@ class ResourcesService:
             '/gym_metrics.v1.ResourcesService/CloseSession',
             gym__metrics_dot_v1_dot_resources__pb2.CloseSessionRequest.SerializeToString,
             gym__metrics_dot_v1_dot_resources__pb2.CloseSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SessionCalls(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/gym_metrics.v1.ResourcesService/SessionCalls',
+            gym__metrics_dot_v1_dot_resources__pb2.SessionCallsRequest.SerializeToString,
+            gym__metrics_dot_v1_dot_resources__pb2.SessionCallsResponse.FromString,
             options,
             channel_credentials,
             insecure,

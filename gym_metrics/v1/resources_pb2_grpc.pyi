@@ -64,6 +64,13 @@ class ResourcesServiceStub:
     """
     CloseSession: _grpc.UnaryUnaryMultiCallable[_resources_pb2.CloseSessionRequest, _resources_pb2.CloseSessionResponse]
     """Closes a session before its verify (an episode given up); the session's state is dropped."""
+    SessionCalls: _grpc.StreamStreamMultiCallable[_resources_pb2.SessionCallsRequest, _resources_pb2.SessionCallsResponse]
+    """The four session calls above multiplexed on one stream (one per connection, for many
+    episodes at once): each request carries an id its answer echoes, answers come as they
+    finish, in any order, and a call's failure is its answer (the stream goes on). Several
+    times cheaper than a unary call each. Sessions seeded on a stream and still open when it
+    ends are closed (the client went away).
+    """
     ScoreGroups: _grpc.UnaryUnaryMultiCallable[_resources_pb2.ScoreGroupsRequest, _resources_pb2.ScoreGroupsResponse]
     """Scores groups of completions (GRPO: one prompt's completions at once) through the same
     verify: each group's rewards come back in completion order, every failure flagged beside
@@ -98,6 +105,13 @@ class ResourcesServiceAsyncStub(ResourcesServiceStub):
     """
     CloseSession: _aio.UnaryUnaryMultiCallable[_resources_pb2.CloseSessionRequest, _resources_pb2.CloseSessionResponse]  # type: ignore[assignment]
     """Closes a session before its verify (an episode given up); the session's state is dropped."""
+    SessionCalls: _aio.StreamStreamMultiCallable[_resources_pb2.SessionCallsRequest, _resources_pb2.SessionCallsResponse]  # type: ignore[assignment]
+    """The four session calls above multiplexed on one stream (one per connection, for many
+    episodes at once): each request carries an id its answer echoes, answers come as they
+    finish, in any order, and a call's failure is its answer (the stream goes on). Several
+    times cheaper than a unary call each. Sessions seeded on a stream and still open when it
+    ends are closed (the client went away).
+    """
     ScoreGroups: _aio.UnaryUnaryMultiCallable[_resources_pb2.ScoreGroupsRequest, _resources_pb2.ScoreGroupsResponse]  # type: ignore[assignment]
     """Scores groups of completions (GRPO: one prompt's completions at once) through the same
     verify: each group's rewards come back in completion order, every failure flagged beside
@@ -171,6 +185,19 @@ class ResourcesServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.CloseSessionResponse, _abc.Awaitable[_resources_pb2.CloseSessionResponse]]:
         """Closes a session before its verify (an episode given up); the session's state is dropped."""
+
+    @_abc_1.abstractmethod
+    def SessionCalls(
+        self,
+        request_iterator: _MaybeAsyncIterator[_resources_pb2.SessionCallsRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_resources_pb2.SessionCallsResponse], _abc.AsyncIterator[_resources_pb2.SessionCallsResponse]]:
+        """The four session calls above multiplexed on one stream (one per connection, for many
+        episodes at once): each request carries an id its answer echoes, answers come as they
+        finish, in any order, and a call's failure is its answer (the stream goes on). Several
+        times cheaper than a unary call each. Sessions seeded on a stream and still open when it
+        ends are closed (the client went away).
+        """
 
     @_abc_1.abstractmethod
     def ScoreGroups(

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import _ci
 import pytest
 
 from gym_metrics.integrations import RewardFailure
@@ -106,7 +107,7 @@ async def test_a_completion_that_cannot_be_scored_is_never_a_silent_zero() -> No
 def ray_local() -> Iterator[Any]:
     """A local Ray (2 CPUs, no dashboard) for this module; the signal handlers ray.init
     installs are restored after it, a GCS start-up timeout on a loaded machine retried once."""
-    ray = pytest.importorskip("ray", reason="ray is not installed")
+    ray = _ci.need_module("ray", "pip install 'gym-metrics[ray]' (in the dev extra)")
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     for attempt in (1, 2):
         try:

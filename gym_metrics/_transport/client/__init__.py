@@ -11,7 +11,8 @@ from gym_metrics._transport.client._resources import (
 )
 from gym_metrics._transport.client._groups import GroupRewards
 from gym_metrics._transport.client._sessions import SessionLostError, ToolOutput, tool_caller
-from gym_metrics._transport.client._status import RemoteCallError, ServerUnavailableError, ServerUnreachableError
+from gym_metrics._transport.client._session_stream import SessionStream
+from gym_metrics._transport.client._status import RemoteCallError, ServerBusyError, ServerUnavailableError, ServerUnreachableError
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
 
 __all__ = [
@@ -24,7 +25,9 @@ __all__ = [
     "RemoteCallError",
     "ResourcesClient",
     "ServerInfo",
+    "ServerBusyError",
     "ServerUnavailableError",
+    "SessionStream",
     "ServerUnreachableError",
     "SessionLostError",
     "ToolOutput",

@@ -15,6 +15,7 @@ import orjson
 
 from gym_metrics._transport.client._balance import ROUND_ROBIN, address_count, is_balanced
 from gym_metrics._transport.client._groups import GroupCalls
+from gym_metrics._transport.client._session_stream import SessionStream
 from gym_metrics._transport.client._sessions import SessionCalls, json_text, session_error
 from gym_metrics._transport._batches import columns_to_batches, dumps_json
 from gym_metrics._transport._convert import responses_to_aggregate
@@ -85,6 +86,7 @@ class ResourcesClient(SessionCalls, GroupCalls):
         _options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         self._token, self._credentials = token, None
+        self._session_stream: SessionStream | None = None
         if tls_ca is not None and tls_ca is not False and credentials is None:
             roots = None if tls_ca is True else tls_ca if isinstance(tls_ca, bytes) else Path(tls_ca).read_bytes()
             credentials = grpc.ssl_channel_credentials(roots)
@@ -111,6 +113,8 @@ class ResourcesClient(SessionCalls, GroupCalls):
         await self.close()
 
     async def close(self) -> None:
+        if self._session_stream is not None:
+            await self._session_stream.aclose()
         if self._owns_channel:
             await self._channel.close()
 
@@ -206,6 +210,13 @@ class ResourcesClient(SessionCalls, GroupCalls):
         """Verify one rollout (in its session, which this closes, when `session_id` is given);
         returns the full verify response."""
         return orjson.loads((await self.verify_text(body, session_id))[1])
+
+    def session_stream(self) -> SessionStream:
+        """This connection's SessionCalls stream (opened on first use): the session calls of
+        many episodes at once, several times cheaper than a unary call each."""
+        if self._session_stream is None:
+            self._session_stream = SessionStream(self._stub, self._metadata)
+        return self._session_stream
 
     async def verify_text(self, body: Mapping[str, Any] | str, session_id: str = "") -> tuple[float, str]:
         """`verify`, answering (reward, the verify response as JSON text): for callers that

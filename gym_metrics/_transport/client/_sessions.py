@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import grpc.aio
 
@@ -81,7 +81,13 @@ class SessionCalls:
         return bool(answer.closed)
 
 
-def tool_caller(client: SessionCalls, session_id: str, tools: Iterable[str]) -> Callable[[str, str], Awaitable[tuple[str, bool]]]:
+class CallsTools(Protocol):
+    """What can call a tool in a session: a ResourcesClient, or its SessionStream."""
+
+    async def call_tool(self, session_id: str, name: str, arguments: Mapping[str, Any] | str | bytes) -> ToolOutput: ...
+
+
+def tool_caller(client: CallsTools, session_id: str, tools: Iterable[str]) -> Callable[[str, str], Awaitable[tuple[str, bool]]]:
     """CallTool as the agent loop calls it, (name, arguments) -> (output, failed): what the
     model got wrong (a tool the environment does not have, arguments that do not fit) comes
     back as an error output for the model to read; a lost session raises SessionLostError."""

@@ -17,6 +17,11 @@ class ServerUnavailableError(GymMetricsError):
     exit_code = ExitCode.UNAVAILABLE
 
 
+class ServerBusyError(ServerUnavailableError):
+    """The server is up but busy (RESOURCE_EXHAUSTED with a RetryInfo: its sessions or
+    aggregations are all taken): retry the same server later."""
+
+
 class ServerUnreachableError(GymMetricsError):
     """The first connection failed within the connect timeout: a wrong address, a server not
     started, a TLS mismatch. Not retried: retries are for a server that was there and went
@@ -99,10 +104,11 @@ def translate(exc: grpc.aio.AioRpcError) -> Exception:
     rejected request as InvalidInputError, anything else as RemoteCallError."""
     code, details = exc.code(), exc.details() or ""
     if is_transient(exc):
-        return ServerUnavailableError(f"{code.name}: {details}")
+        busy = code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        return (ServerBusyError if busy else ServerUnavailableError)(f"{code.name}: {details}")
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidInputError(f"{REJECTED}{details}")
     return RemoteCallError(code.name, details)
 
 
-__all__ = ["RemoteCallError", "ServerUnavailableError", "ServerUnreachableError", "is_transient", "translate"]
+__all__ = ["RemoteCallError", "ServerBusyError", "ServerUnavailableError", "ServerUnreachableError", "is_transient", "translate"]

@@ -50,6 +50,11 @@ def field_path(v: FieldViolation) -> str:
 
 def to_status(exc: BaseException) -> grpc.Status:
     """The gRPC status (with rich details) an exception maps to."""
+    return rpc_status.to_status(status_of(exc))
+
+
+def status_of(exc: BaseException) -> status_pb2.Status:
+    """The google.rpc.Status an exception maps to (see the module docstring)."""
     if isinstance(exc, InvalidInputError):
         bad = error_details_pb2.BadRequest(
             field_violations=[
@@ -78,7 +83,7 @@ def to_status(exc: BaseException) -> grpc.Status:
         status = status_pb2.Status(code=code_pb2.INTERNAL, message=_clip(str(exc), _MAX_MESSAGE))
     else:
         status = status_pb2.Status(code=code_pb2.INTERNAL, message=_clip(f"{type(exc).__name__}: {exc}", _MAX_MESSAGE))
-    return rpc_status.to_status(status)
+    return status
 
 
 async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:

@@ -92,6 +92,7 @@ def add_resources_service(servicer: Any, server: Any) -> None:
         "CallTool": (unary, pb.CallToolRequest, pb.CallToolResponse),
         "CloseSession": (unary, pb.CloseSessionRequest, pb.CloseSessionResponse),
         "ScoreGroups": (unary, pb.ScoreGroupsRequest, pb.ScoreGroupsResponse),
+        "SessionCalls": (stream, pb.SessionCallsRequest, pb.SessionCallsResponse),
     })  # fmt: skip
 
 

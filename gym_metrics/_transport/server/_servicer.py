@@ -17,6 +17,7 @@ from gym_metrics._transport._batches import batch_to_columns, dumps_json
 from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses
 from gym_metrics._transport.server._errors import grpc_errors
 from gym_metrics._transport.server._handlers import decoded
+from gym_metrics._transport.server._session_calls import decoded_requests, session_calls
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, in_order, score_groups
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -77,6 +78,14 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         request = decoded(request, "request")
         output, failed = await self._handler.episodes.call_tool(request.session_id, request.name, request.arguments_json)
         return pb.CallToolResponse(output=output, failed=failed)
+
+    @grpc_errors
+    async def SessionCalls(
+        self, request_iterator: AsyncIterator[pb.SessionCallsRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.SessionCallsResponse]:
+        """Session calls multiplexed on one stream (see _session_calls.py)."""
+        async for answer in session_calls(self._handler, decoded_requests(request_iterator)):
+            yield answer
 
     @grpc_errors
     async def ScoreGroups(self, request: pb.ScoreGroupsRequest, context: grpc.aio.ServicerContext) -> pb.ScoreGroupsResponse:

@@ -1,0 +1,96 @@
+"""SessionCalls: the session calls of many episodes multiplexed on one stream per connection.
+Answers by id in any order, a call's failure is its answer and the stream goes on, and the
+sessions of a stream that ends (the client went away) are closed at once."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from gym_metrics import ResourcesClient, tool
+from gym_metrics._transport.client import RemoteCallError, ServerBusyError, SessionLostError
+from gym_metrics.errors import InvalidInputError
+from gym_metrics.testing import serve_environment
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from _tool_envs import Counter  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+BODY = {"responses_create_params": {"input": "count"}, "response": {"output": []}}
+
+
+async def test_many_episodes_share_one_stream() -> None:
+    async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
+        calls = client.session_stream()
+
+        async def episode(n: int) -> float:
+            session = await calls.seed_session({"initial_count": n})
+            await asyncio.gather(*(calls.call_tool(session, "increment_counter", {"count": 1}) for _ in range(3)))
+            value = await calls.call_tool(session, "get_counter_value", {})
+            assert value.output == f'{{"count":{n + 3}}}'
+            reward, response_json = await calls.verify_text({**BODY, "expected_count": n + 3}, session)
+            assert '"final_count":' in response_json
+            return reward
+
+        assert await asyncio.gather(*(episode(n) for n in range(200))) == [1.0] * 200
+        assert len(server.handler.episodes.store) == 0 and server.handler.episodes.store.opened == 200
+
+
+async def test_a_calls_failure_is_its_answer_and_the_stream_goes_on() -> None:
+    async with serve_environment(Counter(), max_sessions=2) as server, ResourcesClient(server.address) as client:
+        calls = client.session_stream()
+        session = await calls.seed_session({"initial_count": 1})
+        with pytest.raises(RemoteCallError) as unknown:
+            await calls.call_tool(session, "nope", {})
+        assert unknown.value.code == "NOT_FOUND" and "increment_counter" in unknown.value.details
+        with pytest.raises(InvalidInputError, match="arguments.count"):
+            await calls.call_tool(session, "increment_counter", {"count": "x"})
+        broke = await calls.call_tool(session, "explode", {})
+        assert broke.failed and "RuntimeError" in broke.output
+        with pytest.raises(SessionLostError, match="no live session"):
+            await calls.call_tool("not-a-session", "get_counter_value", {})
+        await calls.seed_session({})
+        with pytest.raises(ServerBusyError, match="max_sessions"):  # retry later, not a lost server
+            await calls.seed_session({})
+        assert (await calls.call_tool(session, "get_counter_value", {})).output == '{"count":1}'
+        assert await calls.close_session(session) is True
+
+
+async def test_the_sessions_of_a_stream_that_ends_are_closed_at_once() -> None:
+    async with serve_environment(Counter()) as server:
+        async with ResourcesClient(server.address) as client:
+            calls = client.session_stream()
+            for n in range(5):
+                await calls.seed_session({"initial_count": n})
+            assert len(server.handler.episodes.store) == 5
+        for _ in range(100):  # the client closed: the server closes the stream's sessions
+            if len(server.handler.episodes.store) == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert len(server.handler.episodes.store) == 0 and server.handler.episodes.store.expired == 0  # closed, not expired
+
+
+class SlowCounter(Counter):
+    @tool
+    async def wait(self) -> str:
+        """Never answers in time."""
+        await asyncio.sleep(30)
+        return "late"
+
+
+async def test_a_server_gone_fails_the_waiting_calls_as_lost_sessions() -> None:
+    async with serve_environment(SlowCounter()) as server:
+        client = ResourcesClient(server.address)
+        calls = client.session_stream()
+        session = await calls.seed_session({})
+        hanging = asyncio.ensure_future(calls.call_tool(session, "wait", {}))
+        await asyncio.sleep(0.1)
+        await server.stop(0)
+        with pytest.raises(SessionLostError, match="session stream"):  # the episode must start again
+            await asyncio.wait_for(hanging, 10)
+        with pytest.raises(SessionLostError):  # a new stream is opened, and fails the same way
+            await asyncio.wait_for(calls.call_tool(session, "get_counter_value", {}), 10)
+        await client.close()
