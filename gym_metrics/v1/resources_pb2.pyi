@@ -405,6 +405,12 @@ class CloseSessionResponse(_message.Message):
     def __init__(self, closed: _Optional[bool] = ...) -> None: ...
 
 class SessionCallsRequest(_message.Message):
+    __slots__ = ("calls",)
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    calls: _containers.RepeatedCompositeFieldContainer[SessionCall]
+    def __init__(self, calls: _Optional[_Iterable[_Union[SessionCall, _Mapping]]] = ...) -> None: ...
+
+class SessionCall(_message.Message):
     __slots__ = ("id", "seed", "call_tool", "verify", "close")
     ID_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -419,6 +425,12 @@ class SessionCallsRequest(_message.Message):
     def __init__(self, id: _Optional[int] = ..., seed: _Optional[_Union[SeedSessionRequest, _Mapping]] = ..., call_tool: _Optional[_Union[CallToolRequest, _Mapping]] = ..., verify: _Optional[_Union[VerifyRequest, _Mapping]] = ..., close: _Optional[_Union[CloseSessionRequest, _Mapping]] = ...) -> None: ...
 
 class SessionCallsResponse(_message.Message):
+    __slots__ = ("answers",)
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    answers: _containers.RepeatedCompositeFieldContainer[SessionAnswer]
+    def __init__(self, answers: _Optional[_Iterable[_Union[SessionAnswer, _Mapping]]] = ...) -> None: ...
+
+class SessionAnswer(_message.Message):
     __slots__ = ("id", "seed", "call_tool", "verify", "close", "error")
     ID_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]

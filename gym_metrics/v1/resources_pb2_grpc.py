@@ -143,10 +143,11 @@ class ResourcesServiceServicer:
 
     def SessionCalls(self, request_iterator, context):
         """The four session calls above multiplexed on one stream (one per connection, for many
-        episodes at once): each request carries an id its answer echoes, answers come as they
-        finish, in any order, and a call's failure is its answer (the stream goes on). Several
-        times cheaper than a unary call each. Sessions seeded on a stream and still open when it
-        ends are closed (the client went away).
+        episodes at once): each call carries an id its answer echoes, answers come as they
+        finish, in any order, and a call's failure is its answer (the stream goes on). Calls
+        ready together travel in one message, and so do answers: far cheaper than a unary call
+        each. Sessions seeded on a stream and still open when it ends are closed (the client
+        went away).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

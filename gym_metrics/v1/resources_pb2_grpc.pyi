@@ -66,10 +66,11 @@ class ResourcesServiceStub:
     """Closes a session before its verify (an episode given up); the session's state is dropped."""
     SessionCalls: _grpc.StreamStreamMultiCallable[_resources_pb2.SessionCallsRequest, _resources_pb2.SessionCallsResponse]
     """The four session calls above multiplexed on one stream (one per connection, for many
-    episodes at once): each request carries an id its answer echoes, answers come as they
-    finish, in any order, and a call's failure is its answer (the stream goes on). Several
-    times cheaper than a unary call each. Sessions seeded on a stream and still open when it
-    ends are closed (the client went away).
+    episodes at once): each call carries an id its answer echoes, answers come as they
+    finish, in any order, and a call's failure is its answer (the stream goes on). Calls
+    ready together travel in one message, and so do answers: far cheaper than a unary call
+    each. Sessions seeded on a stream and still open when it ends are closed (the client
+    went away).
     """
     ScoreGroups: _grpc.UnaryUnaryMultiCallable[_resources_pb2.ScoreGroupsRequest, _resources_pb2.ScoreGroupsResponse]
     """Scores groups of completions (GRPO: one prompt's completions at once) through the same
@@ -107,10 +108,11 @@ class ResourcesServiceAsyncStub(ResourcesServiceStub):
     """Closes a session before its verify (an episode given up); the session's state is dropped."""
     SessionCalls: _aio.StreamStreamMultiCallable[_resources_pb2.SessionCallsRequest, _resources_pb2.SessionCallsResponse]  # type: ignore[assignment]
     """The four session calls above multiplexed on one stream (one per connection, for many
-    episodes at once): each request carries an id its answer echoes, answers come as they
-    finish, in any order, and a call's failure is its answer (the stream goes on). Several
-    times cheaper than a unary call each. Sessions seeded on a stream and still open when it
-    ends are closed (the client went away).
+    episodes at once): each call carries an id its answer echoes, answers come as they
+    finish, in any order, and a call's failure is its answer (the stream goes on). Calls
+    ready together travel in one message, and so do answers: far cheaper than a unary call
+    each. Sessions seeded on a stream and still open when it ends are closed (the client
+    went away).
     """
     ScoreGroups: _aio.UnaryUnaryMultiCallable[_resources_pb2.ScoreGroupsRequest, _resources_pb2.ScoreGroupsResponse]  # type: ignore[assignment]
     """Scores groups of completions (GRPO: one prompt's completions at once) through the same
@@ -193,10 +195,11 @@ class ResourcesServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_resources_pb2.SessionCallsResponse], _abc.AsyncIterator[_resources_pb2.SessionCallsResponse]]:
         """The four session calls above multiplexed on one stream (one per connection, for many
-        episodes at once): each request carries an id its answer echoes, answers come as they
-        finish, in any order, and a call's failure is its answer (the stream goes on). Several
-        times cheaper than a unary call each. Sessions seeded on a stream and still open when it
-        ends are closed (the client went away).
+        episodes at once): each call carries an id its answer echoes, answers come as they
+        finish, in any order, and a call's failure is its answer (the stream goes on). Calls
+        ready together travel in one message, and so do answers: far cheaper than a unary call
+        each. Sessions seeded on a stream and still open when it ends are closed (the client
+        went away).
         """
 
     @_abc_1.abstractmethod

@@ -31,8 +31,8 @@ class SessionStream:
     def __init__(self, stub: Any, metadata: Any) -> None:
         self._stub, self._metadata = stub, metadata
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[pb.SessionCallsResponse]] = {}
-        self._outbox: asyncio.Queue[pb.SessionCallsRequest | None] | None = None
+        self._pending: dict[int, asyncio.Future[pb.SessionAnswer]] = {}
+        self._outbox: asyncio.Queue[pb.SessionCall | None] | None = None
         self._reader: asyncio.Task[None] | None = None
 
     async def seed_session(self, row: Mapping[str, Any] | str | bytes) -> str:
@@ -61,26 +61,35 @@ class SessionStream:
 
     # ----------------------------------------------------------------- the stream
 
-    async def _call(self, **call: Any) -> pb.SessionCallsResponse:
+    async def _call(self, **call: Any) -> pb.SessionAnswer:
         if self._reader is None or self._reader.done():
             self._open()
         assert self._outbox is not None
         request_id = next(self._ids)
-        future: asyncio.Future[pb.SessionCallsResponse] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[pb.SessionAnswer] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        self._outbox.put_nowait(pb.SessionCallsRequest(id=request_id, **call))
+        self._outbox.put_nowait(pb.SessionCall(id=request_id, **call))
         answer = await future
         if answer.WhichOneof("result") == "error":
             raise _error(answer.error.code, answer.error.message)
         return answer
 
     def _open(self) -> None:
-        outbox: asyncio.Queue[pb.SessionCallsRequest | None] = asyncio.Queue()
+        outbox: asyncio.Queue[pb.SessionCall | None] = asyncio.Queue()
         self._outbox = outbox
 
         async def requests() -> AsyncIterator[pb.SessionCallsRequest]:
-            while (request := await outbox.get()) is not None:
-                yield request
+            """The calls queued since the last message, in one message (a grpc.aio message
+            costs about as much as a unary call: batching is where the stream saves)."""
+            while True:
+                calls = [await outbox.get()]
+                while not outbox.empty():
+                    calls.append(outbox.get_nowait())
+                ready = [c for c in calls if c is not None]
+                if ready:
+                    yield pb.SessionCallsRequest(calls=ready)
+                if len(ready) < len(calls):
+                    return
 
         call = self._stub.SessionCalls(requests(), metadata=self._metadata)
         self._reader = asyncio.ensure_future(self._read(call))
@@ -88,10 +97,11 @@ class SessionStream:
     async def _read(self, call: Any) -> None:
         failure: BaseException = SessionLostError("the session stream ended: its sessions are gone")
         try:
-            async for answer in call:
-                future = self._pending.pop(answer.id, None)
-                if future is not None and not future.done():
-                    future.set_result(answer)
+            async for message in call:
+                for answer in message.answers:
+                    future = self._pending.pop(answer.id, None)
+                    if future is not None and not future.done():
+                        future.set_result(answer)
         except grpc.aio.AioRpcError as exc:
             failure = SessionLostError(f"the session stream broke ({exc.code().name}: {exc.details()}): its sessions are gone")
         except asyncio.CancelledError:
