@@ -72,6 +72,9 @@ _ANSWER_IS = re.compile(
     r"\banswer\s*(?:is|:)[\s:*]*(?P<ans>.+?)[\s*]*(?:\.(?=\s|$)|\n|$)",
     re.IGNORECASE,
 )
+_ANSWER_WORD = re.compile(r"answer", re.IGNORECASE)
+"""Where an _ANSWER_IS match can first start: the full pattern, tried at every position of a
+long text, was two thirds of a verify's CPU; scanning from here finds the same matches."""
 # A number: optional sign (not a minus between operands, as in "5-3"), digits with optional
 # thousands separators, optional decimals, optional "/denominator".
 _NUMBER = re.compile(
@@ -133,7 +136,8 @@ def extract_answer(text: str | None) -> str | None:
     boxed = last_boxed(text)
     if boxed is not None:
         return boxed.strip()
-    answers = [m.group("ans").strip() for m in _ANSWER_IS.finditer(text)]
+    first = _ANSWER_WORD.search(text)
+    answers = [] if first is None else [m.group("ans").strip() for m in _ANSWER_IS.finditer(text, first.start())]
     answers = [a for a in answers if a]
     if answers:
         return answers[-1]
