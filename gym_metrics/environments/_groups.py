@@ -11,6 +11,7 @@ failure of one completion is never the group's or the call's.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -49,9 +50,14 @@ class GroupScores:
     response_json: list[str] = field(default_factory=list)
 
 
+_IDS = itertools.count()
+_PROCESS = uuid.uuid4().hex[:12]
+
+
 def text_response(text: str) -> dict[str, Any]:
-    """A completion's text as a Responses API response: one assistant message."""
-    tag = uuid.uuid4().hex[:24]
+    """A completion's text as a Responses API response: one assistant message (its ids unique
+    in this process's run: a counter, not a uuid per completion)."""
+    tag = f"{_PROCESS}{next(_IDS):012x}"
     content = [{"type": "output_text", "text": text, "annotations": []}]
     message = {"type": "message", "id": f"msg_{tag}", "role": "assistant", "status": "completed", "content": content}
     return {

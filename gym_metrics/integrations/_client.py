@@ -3,9 +3,11 @@ server, concurrent calls batched into one ScoreGroups call, usable from synchron
 from any event loop.
 
 The channel lives on a background thread's event loop (a trainer's own loop, or none, never
-owns it). Groups submitted within `batch_window_s` of each other (TRL's async reward functions
-of one step, verl's per-sample calls from a thread pool) go out as one call of at most
-`max_batch_completions` completions. Each group's answer carries its rewards with a failed flag
+owns it), with one connection per server worker (`serve --workers N`), used in turn. Batching
+is Nagle's: while fewer than two calls per connection are in flight, what was submitted goes
+out at once (groups submitted together, as TRL's async reward functions of one step, share a
+call); past that, groups wait for a call to finish and then go out together (verl's per-sample
+calls from a thread pool), at most `max_batch_completions` completions a call. Each group's answer carries its rewards with a failed flag
 beside each; what a failure becomes is the adaptor's choice (`on_failure`). A server that is
 restarting or unreachable is retried (`max_retries`, backoff with jitter): the trainer waits
 and loses nothing. With `record`, the scored completions are written (and synced) before the
@@ -67,14 +69,13 @@ class RewardClient:
         server: str,
         *,
         token: str | None = None,
-        batch_window_s: float = 0.002,
         max_batch_completions: int = 4096,
         timeout_s: float = 180.0,
         max_retries: int = 8,
         record: str | Path | None = None,
     ) -> None:
         self.server, self.token, self.max_retries = server, token, max_retries
-        self.batch_window_s, self.max_batch_completions, self.timeout_s = batch_window_s, max_batch_completions, timeout_s
+        self.max_batch_completions, self.timeout_s = max_batch_completions, timeout_s
         self.record_path = Path(record) if record is not None else None
         if self.record_path is not None:
             _cut_partial_line(self.record_path)
@@ -82,8 +83,11 @@ class RewardClient:
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"gym-metrics rewards {server}", daemon=True)
         self._thread.start()
         self._pending: list[_Item] = []
-        self._flush: asyncio.TimerHandle | None = None
+        self._flush: asyncio.Handle | None = None
         self._client: Any = None
+        self._connections: list[Any] = []
+        self._turn = 0
+        self._in_flight = 0
         self._want_responses = False
         self._groups = 0
         self._record_lock = threading.Lock()
@@ -127,8 +131,8 @@ class RewardClient:
         self._pending.extend(items)
         if sum(len(item[1]) for item in self._pending) >= self.max_batch_completions:
             self._send()
-        elif self._flush is None:
-            self._flush = self._loop.call_later(self.batch_window_s, self._send)
+        elif self._flush is None and self._in_flight < 2 * max(1, len(self._connections)):
+            self._flush = self._loop.call_soon(self._send)  # what this loop turn brings goes along
 
     def _send(self) -> None:
         if self._flush is not None:
@@ -137,9 +141,18 @@ class RewardClient:
         batch, self._pending = self._pending, []
         responses, self._want_responses = self._want_responses, False
         if batch:
+            self._in_flight += 1
             self._loop.create_task(self._call(batch, responses))
 
     async def _call(self, batch: list[_Item], responses: bool) -> None:
+        try:
+            await self._score_batch(batch, responses)
+        finally:
+            self._in_flight -= 1
+            if self._pending and self._flush is None:  # what waited goes out now
+                self._flush = self._loop.call_soon(self._send)
+
+    async def _score_batch(self, batch: list[_Item], responses: bool) -> None:
         try:
             answers = await self._score_retrying([(row, completions) for row, completions, _, _ in batch], responses)
         except BaseException as exc:  # the call failed: every group of it gets the error
@@ -162,7 +175,7 @@ class RewardClient:
         session lost is not retried (its state is gone)."""
         from gym_metrics._transport.client import ServerUnavailableError, ServerUnreachableError, SessionLostError
 
-        client = await self._connected()
+        client = await self._connection()
         for attempt in range(self.max_retries + 1):
             try:
                 return await client.score_groups(groups, omit_responses=not responses, timeout=self.timeout_s)
@@ -174,17 +187,23 @@ class RewardClient:
                 await asyncio.sleep(random.uniform(0, min(5.0, 0.2 * 2**attempt)))
         raise AssertionError("unreachable")
 
-    async def _connected(self) -> Any:
-        if self._client is None:
+    async def _connection(self) -> Any:
+        """The next connection in turn (one per server worker, opened on first use)."""
+        if not self._connections:
             from gym_metrics._transport.client import ResourcesClient
 
             self._client = ResourcesClient(self.server, token=self.token)
-        return self._client
+            try:
+                self._connections = await self._client.open_connections()
+            except Exception:  # the server is not up yet: its one connection, retried as any call
+                self._connections = [self._client]
+        self._turn = (self._turn + 1) % len(self._connections)
+        return self._connections[self._turn]
 
     async def _aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        for connection in {id(c): c for c in [*self._connections, self._client] if c is not None}.values():
+            await connection.close()
+        self._client, self._connections = None, []
 
     def _record(self, rows: list[tuple[Any, int | None]], scored: list[Scored]) -> None:
         """Append every scored completion as a rollout row (agent `step_<n>`, or `train` when
