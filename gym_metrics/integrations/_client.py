@@ -89,7 +89,8 @@ class RewardClient:
         self._turn = 0
         self._in_flight = 0
         self._want_responses = False
-        self._groups = 0
+        self._groups = _line_count(self.record_path) if self.record_path is not None else 0
+        """The next recorded group's task index (a restarted trainer's continue after the file's)."""
         self._record_lock = threading.Lock()
 
     # ----------------------------------------------------------------- public
@@ -235,3 +236,11 @@ def _cut_partial_line(path: Path) -> None:
         if data.endswith(b"\n"):
             return
         f.truncate(data.rfind(b"\n") + 1)
+
+
+def _line_count(path: Path) -> int:
+    """Lines in `path` (0 when absent): a bound on the task indices it holds."""
+    if not path.is_file():
+        return 0
+    with path.open("rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))

@@ -99,3 +99,24 @@ def test_a_trainer_killed_mid_epoch_keeps_every_reward_it_was_told(tmp_path: Pat
     assert set(said) <= recorded  # every reward the trainer was told of is recorded
     assert all(len([r for r in rows if r["agent_ref"]["name"] == f"step_{n}"]) == 2 for n in said)
     assert record.read_bytes().endswith(b"\n")
+
+
+def test_a_restarted_trainers_rows_never_repeat_a_key(tmp_path: Path) -> None:
+    """Rows recorded by a trainer and by its restart aggregate without a repeated key."""
+    from gym_metrics.aggregate import aggregate_file
+    from gym_metrics.testing import serve_environment
+    import asyncio
+
+    record = tmp_path / "train.jsonl"
+
+    async def run() -> None:
+        async with serve_environment("math_exact") as server:
+            for _ in range(2):  # the trainer, then its restart, both at step 0
+                client = RewardClient(server.address, record=record)
+                await client.score_async([group(1), group(2)], step=0)
+                client.close()
+
+    asyncio.run(run())
+    metrics, _, _ = aggregate_file(record, tmp_path / "train_aggregate_metrics.json")
+    [step] = json.loads(metrics.read_text())
+    assert step["agent_ref"]["name"] == "step_0" and step["agent_metrics"]["mean/reward"] == pytest.approx(2 / 3)
