@@ -111,6 +111,7 @@ LAYERS = (
     "exporters",
     "nemo_gym",
     "environments",
+    "sandbox",
     "targets",
     "scorers",
     "compare",

@@ -1,0 +1,81 @@
+"""The local sandbox provider against programs that misbehave: each is contained and reported
+with its reason (bubblewrap's namespaces where installed: tests/_ci.py needs it under CI)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gym_metrics.sandbox import Limits, Program, bwrap_path, run_local
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+import _ci  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+PY = sys.executable
+LIMITS = Limits(wall_s=3, cpu_s=2, memory_mb=256, output_bytes=1 << 16)
+
+
+def python(code: str, **more: object) -> Program:
+    return Program([PY, "-c", code], **more)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def isolated() -> bool:
+    if bwrap_path() is None:
+        _ci.missing("bubblewrap is not installed (apt-get install bubblewrap): the namespaces are not in force")
+    return True
+
+
+async def test_a_program_runs_with_its_files_and_stdin() -> None:
+    program = python("import sys; print(open('data.txt').read() + sys.stdin.read()[::-1])", stdin=b"cba", files={"data.txt": "x"})
+    result = await run_local(program, LIMITS)
+    assert (result.stop, result.exit_code, result.stdout) == ("exit", 0, b"xabc\n")
+    assert result.cpu_s > 0 and result.max_rss_kb > 0
+
+
+@pytest.mark.parametrize(
+    ("code", "stop"),
+    [
+        ("while True: pass", "cpu"),
+        ("import time; time.sleep(30)", "timeout"),
+        ("x = bytearray(2_000_000_000)", "memory"),
+        ("import sys\nwhile True: sys.stdout.write('x' * 65536)", "output_limit"),
+    ],
+    ids=["infinite loop", "sleeper", "memory bomb", "output bomb"],
+)
+async def test_each_excess_is_stopped_and_named(code: str, stop: str) -> None:
+    started = time.perf_counter()
+    result = await run_local(python(code), LIMITS)
+    assert result.stop == stop, (result.stop, result.stderr[-300:])
+    assert time.perf_counter() - started < LIMITS.wall_s + 2
+    assert len(result.stdout) <= LIMITS.output_bytes
+
+
+async def test_the_environment_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GM_SERVER_SECRET", "do-not-leak")
+    result = await run_local(python("import os; print(sorted(os.environ))", env={"MINE": "1"}), LIMITS)
+    assert b"GM_SERVER_SECRET" not in result.stdout and b"MINE" in result.stdout
+
+
+async def test_writing_outside_and_the_network_are_refused(isolated: bool) -> None:
+    write = await run_local(python("open('/etc/gm_sandbox_probe', 'w').write('x')"), LIMITS)
+    assert write.exit_code != 0 and b"Read-only file system" in write.stderr and write.isolated
+    assert not Path("/etc/gm_sandbox_probe").exists()
+    net = await run_local(python("import socket; socket.create_connection(('127.0.0.1', 22), timeout=1)"), LIMITS)
+    assert net.exit_code != 0 and (b"refused" in net.stderr or b"unreachable" in net.stderr)
+
+
+async def test_nothing_is_left_running_after_the_run(isolated: bool, tmp_path: Path) -> None:
+    marker = tmp_path / "alive"  # outside the sandbox's writable places: it can only be checked from here
+    code = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); print('spawned')"
+    result = await run_local(python(code), LIMITS)
+    assert result.stdout == b"spawned\n"
+    import subprocess
+
+    leftover = subprocess.run(["pgrep", "-f", "time.sleep(30)"], capture_output=True, text=True).stdout.split()
+    assert leftover == [], leftover
+    assert not marker.exists()
