@@ -80,6 +80,14 @@ _LAUNCHER = Path(__file__).with_name("_launch.py")
 """Run by file (standard library only): nothing of the caller's environment is imported."""
 
 
+def _under_tmp() -> list[str]:
+    """What the run needs that a private /tmp would hide: the interpreter and the launcher
+    when they live under /tmp (a venv or a checkout there), read-only."""
+    tmp = os.path.realpath(tempfile.gettempdir()).rstrip("/") + "/"
+    needed = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), str(_LAUNCHER.parent)}
+    return sorted(p for p in (os.path.realpath(n) for n in needed) if (p + "/").startswith(tmp) or p.startswith("/tmp/"))
+
+
 def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
@@ -107,6 +115,7 @@ async def _run(program: Program, limits: Limits, work: Path, isolate: bool) -> R
     if bwrap is not None:
         launcher = [
             bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            *(arg for path in _under_tmp() for arg in ("--ro-bind", path, path)),
             "--bind", str(work), str(work), "--chdir", str(work), "--unshare-all", "--die-with-parent",
             "--new-session", "--", *launcher,
         ]  # fmt: skip
@@ -159,7 +168,8 @@ async def _run(program: Program, limits: Limits, work: Path, isolate: bool) -> R
     code = report.get("exit_code", proc.returncode)
     sig = -code if isinstance(code, int) and code < 0 else None
     if stop == "exit" and sig is not None:
-        stop = "cpu" if sig in (signal.SIGXCPU, signal.SIGKILL) and report.get("cpu_s", 0) >= limits.cpu_s else "signal"
+        used = float(report.get("cpu_s", 0.0))  # SIGXCPU at the soft limit, SIGKILL at the hard one
+        stop = "cpu" if sig == signal.SIGXCPU or (sig == signal.SIGKILL and used >= 0.9 * limits.cpu_s) else "signal"
     if stop in ("exit", "signal") and (b"MemoryError" in stderr[-4096:] or b"Cannot allocate memory" in stderr[-4096:]):
         stop = "memory"
     return RunResult(None if sig is not None else code, bytes(stdout), bytes(stderr), over.is_set(), stop, sig, wall,
