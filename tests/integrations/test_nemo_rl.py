@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import math
 import pickle
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from typing import Any
 
 import _ci
 import pytest
+from _ray import local_ray
 
 from gym_metrics.integrations import RewardFailure
 from gym_metrics.integrations.nemo_rl import EnvironmentReturn, GymMetricsEnvironment
@@ -108,21 +108,8 @@ def ray_local() -> Iterator[Any]:
     """A local Ray (2 CPUs, no dashboard) for this module; the signal handlers ray.init
     installs are restored after it, a GCS start-up timeout on a loaded machine retried once."""
     ray = _ci.need_module("ray", "pip install 'gym-metrics[ray]' (in the dev extra)")
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    for attempt in (1, 2, 3):
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            break
-        except Exception as exc:  # "Timed out waiting for file", "The current node timed out during startup"
-            ray.shutdown()
-            if attempt == 3 or "timed out" not in str(exc).lower():
-                raise
-    try:
+    with local_ray(ray):
         yield ray
-    finally:
-        ray.shutdown()
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
 
 
 @pytest.fixture(scope="module")

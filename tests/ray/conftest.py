@@ -8,11 +8,11 @@ deselects these tests cleanly instead of failing their collection.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
+from _ray import local_ray
 
 from _ci import missing
 
@@ -38,18 +38,5 @@ def ray_cluster() -> Iterator[ModuleType]:
     installs a SIGTERM handler in this process that shutdown leaves behind: it is restored, so
     the tests after these see the process as they would without Ray."""
     ray = import_ray()
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    for attempt in (1, 2, 3):  # Ray's GCS server can miss its start-up deadline on a loaded 2-core box
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            break
-        except Exception as exc:  # "Timed out waiting for file", "The current node timed out during startup"
-            ray.shutdown()
-            if attempt == 3 or "timed out" not in str(exc).lower():
-                raise
-    try:
+    with local_ray(ray):
         yield ray
-    finally:
-        ray.shutdown()
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
