@@ -25,6 +25,8 @@ import inspect
 import json
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -214,6 +216,8 @@ def write_files(cwd: Path, services: dict[str, str], page: str) -> None:
     (cwd / "shard0.jsonl").write_text("".join(sample[: len(sample) // 2]))
     (cwd / "shard1.jsonl").write_text("".join(sample[len(sample) // 2 :]))
     (cwd / "TARGET.json").write_text(json.dumps({"type": "model", "url": services["http://127.0.0.1:8000/v1"], "model": "m"}))
+    (cwd / "servers" / "inventory").mkdir(parents=True)  # docs/pipelines.md's agent loop: the repository's path
+    (cwd / "servers" / "inventory" / "sample.jsonl").write_text((ROOT / "servers" / "inventory" / "sample.jsonl").read_text())
     (cwd / "data").mkdir()
     (cwd / "data" / "rows.jsonl").write_text((cwd / "rows.jsonl").read_text())
     (cwd / "secrets.json").write_text("{}")
@@ -252,14 +256,38 @@ def run_python(block: Block, source: str, module: types.ModuleType) -> None:
         asyncio.run(result)
 
 
+OWN_SERVER = re.compile(r"gym-metrics serve \S+ --port (\d+) &")
+
+
+def own_server_port(body: str) -> str:
+    """A block that starts its own server in the background (`serve NAME --port P &`, then
+    calls 127.0.0.1:P) gets a free port for P, so that it talks to that server."""
+    found = OWN_SERVER.search(body)
+    if found is None:
+        return body
+    with contextlib.closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    return body.replace(f"--port {found[1]}", f"--port {port}").replace(f"127.0.0.1:{found[1]}", f"127.0.0.1:{port}")
+
+
 def run_bash(block: Block, source: str, cwd: Path) -> None:
+    """The block in its own process group, killed when the block ends: a server it started
+    in the background stops with it."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "POLICY_API_KEY": "not-a-secret"}  # fmt: skip
-    proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", source], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert proc.returncode == 0, (
-        f"docs/{block.page}:{block.line} exited {proc.returncode}\n{source}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
-    )
+    out, err = cwd / f".block{block.line}.out", cwd / f".block{block.line}.err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        proc = subprocess.Popen(["bash", "-e", "-o", "pipefail", "-c", source], cwd=cwd, env=env,
+                                stdout=stdout, stderr=stderr, start_new_session=True)  # fmt: skip
+    try:
+        code = proc.wait(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    text = lambda p: p.read_text(errors="replace")[-3000:]  # noqa: E731
+    assert code == 0, f"docs/{block.page}:{block.line} exited {code}\n{source}\nstdout:\n{text(out)}\nstderr:\n{text(err)}"
 
 
 @pytest.mark.slow  # servers in subprocesses, CLI subprocesses: ~1-10 s a page
@@ -277,7 +305,7 @@ def test_the_examples_of_a_page_run_as_written(
         for block in BLOCKS:
             if block.page != page or block.kind not in ("python", "bash") or block.skip_reason() is not None:
                 continue
-            source = localized(block.body, services)
+            source = localized(own_server_port(block.body), services)
             if block.kind == "python":
                 run_python(block, source, module)
             else:

@@ -117,6 +117,7 @@ class ToolEnvironment:
     server: Any
     max_steps: int | None = None
     token: str | None = None
+    connect_timeout: float = 5.0
 
 
 class Online:
@@ -174,7 +175,7 @@ class Online:
         """One episode over the environment's tools, as a Generation of its trajectory."""
         from gym_metrics._transport.client import tool_caller
 
-        env, tools = await self._environment()
+        env, tools = await self.environment()
         if not request.get("tools") and tools:
             request = {**request, "tools": tools}
         session = await env.seed_session(row)
@@ -185,7 +186,7 @@ class Online:
             await env.close_session(session)
         return Generation(episode.response, Usage.of(episode.response), episode.seconds, episode.steps, target.config.reasoning.end_token)
 
-    async def _environment(self) -> tuple[Any, list[dict[str, Any]]]:
+    async def environment(self) -> tuple[Any, list[dict[str, Any]]]:
         """The environment's client (connected on first use) and its tools."""
         async with self._lock:
             if self._env is None:
@@ -193,9 +194,16 @@ class Online:
 
                 assert self.tools is not None
                 server = self.tools.server
-                self._owned = not isinstance(server, ResourcesClient)
-                self._env = ResourcesClient(server, token=self.tools.token) if self._owned else server
-                self._tool_list = (await self._env.server_info()).tools
+                owned = not isinstance(server, ResourcesClient)
+                env = ResourcesClient(server, token=self.tools.token) if owned else server
+                try:  # a server started just before (`serve ... &`) is waited for, briefly
+                    await env.wait_until_reachable(self.tools.connect_timeout, refused_fails_fast=True)
+                    tools = (await env.server_info()).tools
+                except BaseException:
+                    if owned:
+                        await env.close()
+                    raise
+                self._env, self._owned, self._tool_list = env, owned, tools
         assert self._tool_list is not None
         return self._env, self._tool_list
 

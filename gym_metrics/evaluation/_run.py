@@ -140,6 +140,8 @@ async def score_rows(
 
     online = Online(metric, target, prompt_template, tools)
     try:
+        if tools is not None:  # unreachable: the run's error (exit 4), not every row's
+            await online.environment()
         in_flight = max(parallelism, online.max_concurrency)
         await _feed(metric, rows, sink, in_flight, lambda row: online.score(metric, row), eager=False)
     finally:

@@ -1,6 +1,7 @@
 """A first run's errors say what to do (issue 24, item 9): a broken environment file is exit 2
 naming its file and line; `serve FILE.py` imports the file's sibling modules; `report` given
-rollouts asks for the metrics file; a refused connection fails at once (exit 4); an unknown
+rollouts asks for the metrics file; a refused connection fails within seconds (exit 4), a server
+started just before is waited for; an unknown
 flag is one line; a judge without its config names --scorer-config; an unreachable policy
 logs one summary line, not a warning per rollout per attempt."""
 
@@ -10,6 +11,7 @@ import asyncio
 import json
 import logging
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -81,7 +83,7 @@ def test_report_given_rollouts_asks_for_the_metrics_file(tmp_path: Path, capsys:
     assert "_aggregate_metrics.json" in message and str(rollouts) in message, message
 
 
-def test_a_refused_connection_fails_at_once_with_exit_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_refused_connection_fails_in_seconds_with_exit_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"agent_ref": {"name": "a"}, "response": {"output": []}}) + "\n")
     port = free_port()
@@ -123,3 +125,25 @@ async def test_an_unreachable_policy_logs_a_summary_not_a_line_per_attempt(caplo
     assert len(warnings) == 2, warnings  # was 60: one per rollout per retry
     assert "attempt 1/3 failed" in warnings[0] and "cannot reach the model" in warnings[0]
     assert "59 more attempts failed" in warnings[1] and "cannot reach the model" in warnings[1]
+
+
+def test_a_server_started_just_before_is_waited_for(tmp_path: Path) -> None:
+    """`serve ... &` then `collect` at once, as the docs show: the first attempts are refused
+    while the server starts, and collect retries them for a few seconds."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"agent_ref": {"name": "a"}, "response": {"output": []}}) + "\n")
+    env_file = tmp_path / "env.py"
+    env_file.write_text(ENV.format(extra="", reward=1.0))
+    port = free_port()
+    server = subprocess.Popen(
+        ["bash", "-c", f'sleep 1; exec "{sys.executable}" -m gym_metrics.cli serve {env_file}:Env --port {port}'],
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        code = cli.main(["collect", "--server", f"127.0.0.1:{port}",
+                         "--input", str(src), "--output", str(tmp_path / "out.jsonl")])  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert code == 0
+    assert json.loads((tmp_path / "out.jsonl").read_text())["reward"] == 1.0

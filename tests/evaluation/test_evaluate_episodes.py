@@ -4,7 +4,9 @@ scorer reads: tool_call_accuracy sees every call the loop made, with the tool ou
 
 from __future__ import annotations
 
+import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +55,18 @@ async def test_the_scorer_reads_the_whole_trajectory() -> None:
 async def test_tools_need_a_target() -> None:
     with pytest.raises(InvalidInputError, match="tools go with a target"):
         await evaluate_async("tool_call_accuracy", ROWS, tools=ToolEnvironment("127.0.0.1:1"))
+
+
+async def test_an_unreachable_tools_server_is_the_runs_error_not_every_rows() -> None:
+    from gym_metrics._transport.client import ServerUnreachableError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nobody listens once closed
+    with ScriptedPolicyServer(SCRIPT) as policy:
+        target = {"type": "model", "url": policy.url, "model": "policy", "api": "responses"}
+        started = time.monotonic()
+        with pytest.raises(ServerUnreachableError, match=f"cannot reach the server at 127.0.0.1:{port}"):
+            await evaluate_async("tool_call_accuracy", ROWS * 50, target=target, tools=ToolEnvironment(f"127.0.0.1:{port}"))
+        assert time.monotonic() - started < 20  # once for the run: not 100 rows' connection attempts
+        assert policy.requests == []  # no generation for a run that cannot have its episodes

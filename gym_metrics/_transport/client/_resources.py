@@ -176,16 +176,18 @@ class ResourcesClient(SessionCalls, GroupCalls):
         ServerUnreachableError with grpc's reason: a wrong address fails in seconds instead
         of going through every retry meant for a server that went away. With
         `refused_fails_fast` (a first connection) an address that refuses (nothing listens,
-        the name does not resolve) fails at its first failed attempt, well under a second;
-        only a peer that does not answer is waited for."""
+        the name does not resolve) fails once it has refused for REFUSED_PATIENCE_S (a server
+        started just before, as `serve ... &` then `collect` does, is still importing); only
+        a peer that does not answer is waited for the whole `timeout`."""
         try:
             if refused_fails_fast:
-                await asyncio.wait_for(self._ready_unless_refused(), timeout)
+                await asyncio.wait_for(self._ready_unless_refused(min(timeout, REFUSED_PATIENCE_S)), timeout)
             else:
                 await asyncio.wait_for(self._channel.channel_ready(), timeout)
             return
-        except asyncio.TimeoutError:
-            within = f" within {timeout:g} s"
+        except asyncio.TimeoutError:  # still refusing when the time ran out: it refused
+            refusing = self._channel.get_state() is grpc.ChannelConnectivity.TRANSIENT_FAILURE
+            within = "" if refused_fails_fast and refusing else f" within {timeout:g} s"
         except _Refused:
             within = ""
         try:  # not waiting for ready: fails at once with the channel's last connection error
@@ -197,13 +199,20 @@ class ResourcesClient(SessionCalls, GroupCalls):
             reason = f"{exc.code().name}: {exc.details()}"
         raise ServerUnreachableError(f"cannot reach the server at {self.target}{within}: {reason}")
 
-    async def _ready_unless_refused(self) -> None:
-        """Until the channel is READY; _Refused once a connection attempt has failed."""
+    async def _ready_unless_refused(self, patience: float) -> None:
+        """Until the channel is READY; _Refused once attempts have failed for `patience` s."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + patience
         state = self._channel.get_state(try_to_connect=True)
         while state is not grpc.ChannelConnectivity.READY:
-            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+            failing = state is grpc.ChannelConnectivity.TRANSIENT_FAILURE
+            if failing and loop.time() >= give_up:
                 raise _Refused
-            await self._channel.wait_for_state_change(state)
+            change = self._channel.wait_for_state_change(state)
+            try:  # grpc's reconnect backoff (about 1 s) paces the attempts
+                await asyncio.wait_for(change, max(0.01, give_up - loop.time()) if failing else None)
+            except asyncio.TimeoutError:
+                pass
             state = self._channel.get_state(try_to_connect=True)
 
     async def verify(self, body: Mapping[str, Any] | str, session_id: str = "") -> dict[str, Any]:
@@ -339,6 +348,9 @@ class ResourcesClient(SessionCalls, GroupCalls):
                 for t in info.tools
             ],
         )
+
+
+REFUSED_PATIENCE_S = 3.0  # how long a first connection is retried while the address refuses
 
 
 class _Refused(Exception):
