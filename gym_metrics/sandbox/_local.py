@@ -1,12 +1,14 @@
 """The local provider: run one program under limits, in a fresh process group, never forking
-the caller's process (the program is spawned, as gRPC's fork handlers require).
+the caller's process (the launcher is spawned, as gRPC's fork handlers require).
 
-Isolation, in layers (docs/sandbox.md has the threat model):
+Isolation, in layers (docs/sandbox.md has the threat model and the cost of each):
 - rlimits, set by a small launcher before it execs the program: CPU seconds, address space,
-  file size, open files, processes (root is exempt from the last: see the docs);
-- bubblewrap when installed (`bwrap`): a read-only view of the filesystem, a private /tmp,
-  fresh network, pid, IPC and UTS namespaces (no network, loopback included), killed with its
-  parent; without it the run says so (`isolated=False`);
+  file size, open files, processes; no_new_privs, so setuid binaries gain nothing;
+- as root, a user of the run's own (_users.py): the processes limit holds (root is exempt),
+  root's files and processes are out of reach, and everything the user left running is killed;
+- bubblewrap when installed (`bwrap`): a read-only view of the filesystem, a private /tmp and
+  an empty home (the interpreter re-bound read-only), fresh network, pid, IPC and UTS
+  namespaces (no network, loopback included), killed with its parent;
 - a scrubbed environment (only what the run is given, plus PATH and LANG), a private temporary
   working directory (removed afterwards), no inherited file descriptors;
 - a wall-clock deadline and an output cap, both enforced from here: past either, the whole
@@ -16,9 +18,11 @@ Isolation, in layers (docs/sandbox.md has the threat model):
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -26,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from gym_metrics.sandbox._users import lease_uid, others_can_run
 
 Stop = Literal["exit", "timeout", "memory", "output_limit", "signal", "cpu"]
 """Why a run stopped: it exited, or was stopped for that reason."""
@@ -51,10 +57,18 @@ class Program:
     """A program to run: its command, its stdin, files written into its working directory
     first (name -> content), and its environment (nothing else is inherited)."""
 
-    command: Sequence[str]
+    command: Sequence[str] = ()
     stdin: bytes = b""
     files: Mapping[str, str | bytes] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
+    python: str | None = None
+    """Python source to run instead of `command`, in the sandbox's own interpreter (this
+    one's, with its site-packages), as `python main.py`: no interpreter start, a warm pool's
+    run then costs about a fork."""
+
+    def __post_init__(self) -> None:
+        if not self.command and self.python is None:
+            raise ValueError("a Program needs a command or Python source")
 
 
 @dataclass(frozen=True)
@@ -73,107 +87,275 @@ class RunResult:
     cpu_s: float
     max_rss_kb: int
     isolated: bool
-    """True when bubblewrap's namespaces were in force (else rlimits and the group only)."""
+    """True when bubblewrap's namespaces were in force."""
+    uid: int | None = None
+    """The unprivileged user it ran as (a root server's runs), else None: the server's user."""
 
 
 _LAUNCHER = Path(__file__).with_name("_launch.py")
 """Run by file (standard library only): nothing of the caller's environment is imported."""
 
 
-def _under_tmp() -> list[str]:
-    """What the run needs that a private /tmp would hide: the interpreter and the launcher
-    when they live under /tmp (a venv or a checkout there), read-only."""
-    tmp = os.path.realpath(tempfile.gettempdir()).rstrip("/") + "/"
-    needed = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), str(_LAUNCHER.parent)}
-    return sorted(p for p in (os.path.realpath(n) for n in needed) if (p + "/").startswith(tmp) or p.startswith("/tmp/"))
-
-
 def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-async def run_local(program: Program, limits: Limits = Limits(), *, isolate: bool = True) -> RunResult:
-    """Run `program` under `limits` (see the module docstring)."""
-    work = Path(tempfile.mkdtemp(prefix="gm-sandbox-"))
-    try:
-        for name, content in program.files.items():
-            target = (work / name).resolve()
-            if work.resolve() not in target.parents:
-                raise ValueError(f"file {name!r} would be written outside the working directory")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content.encode() if isinstance(content, str) else content)
-        return await _run(program, limits, work, isolate)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+def _hidden() -> list[str]:
+    """What the run must not see: /tmp (a private one instead) and the server user's home."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    return ["/tmp"] + ([home] if home not in ("/", "/tmp") and os.path.isdir(home) else [])
 
 
-async def _run(program: Program, limits: Limits, work: Path, isolate: bool) -> RunResult:
-    bwrap = bwrap_path() if isolate else None
-    report_r, report_w = os.pipe()
-    launcher = [sys.executable, "-I", "-S", str(_LAUNCHER), str(report_w), str(limits.cpu_s), str(limits.memory_mb),
-                str(limits.file_size_mb), str(limits.open_files), str(limits.processes), "--", *program.command]  # fmt: skip
-    if bwrap is not None:
-        launcher = [
-            bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            *(arg for path in _under_tmp() for arg in ("--ro-bind", path, path)),
-            "--bind", str(work), str(work), "--chdir", str(work), "--unshare-all", "--die-with-parent",
-            "--new-session", "--", *launcher,
-        ]  # fmt: skip
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(work), **program.env}
-    start = time.perf_counter()
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *launcher, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            cwd=work, env=env, start_new_session=True, close_fds=True, pass_fds=(report_w,),
-        )  # fmt: skip
-    finally:
-        os.close(report_w)
-    stop: Stop = "exit"
-    over = asyncio.Event()
+def _rebound(hidden: list[str]) -> list[str]:
+    """bwrap arguments showing again, read-only, what the run needs from a hidden place: the
+    interpreter and the launcher (a venv or a checkout under /tmp or the home)."""
+    needed = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), str(_LAUNCHER.parent)}
+    args: list[str] = []
+    made: set[str] = set()
+    for path in sorted({os.path.realpath(p) for p in needed}):
+        top = next((h for h in hidden if path.startswith(h.rstrip("/") + "/")), None)
+        if top is None:
+            continue
+        parent = os.path.dirname(path)
+        ancestors = []
+        while parent != top and parent not in made:  # searchable by the run's user (bwrap makes them 0700)
+            ancestors.append(parent)
+            parent = os.path.dirname(parent)
+        for a in reversed(ancestors):
+            args += ["--perms", "0755", "--dir", a]
+            made.add(a)
+        args += ["--ro-bind", path, path]
+    return args
 
-    async def read(stream: asyncio.StreamReader | None, out: bytearray) -> None:
-        """Keep up to the limit; past it, say so and drain the rest (the pipe must reach EOF
-        for the process to be reaped once it is killed)."""
-        assert stream is not None
-        while chunk := await stream.read(65536):
-            room = limits.output_bytes - len(out)
-            if room > 0:
-                out += chunk[:room]
-            if len(chunk) > room:
-                over.set()
 
-    async def feed() -> None:
-        assert proc.stdin is not None
+def _bwrap_prefix(bwrap: str, root: Path) -> list[str]:
+    hidden = _hidden()
+    return [
+        bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        # empty and root's: a run's user can write nowhere but its own directory in `root`
+        *(arg for h in hidden for arg in ("--perms", "0755", "--tmpfs", h)),
+        *_rebound(hidden),
+        "--bind", str(root), str(root), "--chdir", str(root),
+        # no user namespace: the launcher inside needs root's power to switch to the run's user
+        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+        "--die-with-parent", "--new-session", "--",
+    ]  # fmt: skip
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (its launcher is gone): the run's outcome is unknown."""
+
+
+class Launcher:
+    """One launcher process (in bubblewrap's namespaces where installed) serving runs: each is
+    a fork of it, so a run costs a fork, not an interpreter start. Runs' working directories
+    are made in `root`, each its user's own."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, sock: socket.socket, root: Path, isolated: bool) -> None:
+        self.proc, self._sock, self.root, self.isolated = proc, sock, root, isolated
+
+    @classmethod
+    async def start(cls, *, isolate: bool = True) -> Launcher:
+        bwrap = bwrap_path() if isolate else None
+        root = Path(tempfile.mkdtemp(prefix="gm-sandbox-"))
+        root.chmod(0o711)  # runs' users may reach their own directory in it, and list nothing
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        command = [sys.executable, "-I", str(_LAUNCHER), str(theirs.fileno())]
+        if bwrap is not None:
+            command = [*_bwrap_prefix(bwrap, root), *command]
         try:
-            proc.stdin.write(program.stdin)
-            await proc.stdin.drain()
-            proc.stdin.close()
+            proc = await asyncio.create_subprocess_exec(
+                *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL, cwd=root, start_new_session=True, close_fds=True,
+                pass_fds=(theirs.fileno(),), env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+            )  # fmt: skip
+        except BaseException:
+            ours.close()
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        finally:
+            theirs.close()
+        return cls(proc, ours, root, bwrap is not None)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None and self._sock.fileno() >= 0
+
+    def discard(self) -> None:
+        """Stop it without waiting (its event loop may be gone)."""
+        self._sock.close()
+        _kill_group(self.proc.pid)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    async def aclose(self) -> None:
+        """No more jobs: the launcher exits (runs in progress are killed with it)."""
+        self.discard()
+        await self.proc.wait()
+
+    async def run(self, program: Program, limits: Limits) -> RunResult:
+        """Run `program` under `limits` (see the module docstring)."""
+        lease = lease_uid()
+        work = Path(tempfile.mkdtemp(dir=self.root, prefix="run-"))
+        try:
+            uid = lease.uid if lease is not None else None
+            runs = sys.executable if program.python is not None else shutil.which(program.command[0]) or program.command[0]
+            if uid is not None and not self.isolated and not others_can_run(runs):
+                uid = None  # its user could not reach the program (e.g. an interpreter under /root): the server's user
+            if uid is not None:
+                os.chown(work, uid, uid)
+            _write_files(work, program.files, uid)
+            return await self._run(program, limits, work, uid)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+            if lease is not None:
+                lease.release()
+
+    async def _run(self, program: Program, limits: Limits, work: Path, uid: int | None) -> RunResult:
+        job = {
+            "command": list(program.command), "python": program.python, "cwd": str(work), "uid": uid,
+            "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(work),
+                    "TMPDIR": str(work), **program.env},
+            "cpu_s": limits.cpu_s, "memory_mb": limits.memory_mb, "file_size_mb": limits.file_size_mb,
+            "open_files": limits.open_files, "processes": limits.processes,
+        }  # fmt: skip
+        (stdin_r, stdin_w), (out_r, out_w), (err_r, err_w), (rep_r, rep_w), (ctl_r, ctl_w) = (os.pipe() for _ in range(5))
+        start = time.perf_counter()
+        try:
+            socket.send_fds(self._sock, [json.dumps(job).encode()], [stdin_r, out_w, err_w, rep_w, ctl_r])
+        except OSError as exc:
+            for fd in (stdin_w, out_r, err_r, rep_r, ctl_w):
+                _close(fd)
+            raise SandboxError(f"the sandbox launcher is gone ({exc})") from None
+        finally:
+            for fd in (stdin_r, out_w, err_w, rep_w, ctl_r):
+                _close(fd)
+        try:
+            streams = await _Streams.open(stdin_w, out_r, err_r, rep_r)
+        except BaseException:
+            _close(ctl_w)
+            raise
+        over = asyncio.Event()
+
+        async def read(stream: asyncio.StreamReader, out: bytearray) -> None:
+            """Keep up to the limit; past it, say so and drain the rest."""
+            while chunk := await stream.read(65536):
+                room = limits.output_bytes - len(out)
+                if room > 0:
+                    out += chunk[:room]
+                if len(chunk) > room:
+                    over.set()
+
+        stdout, stderr = bytearray(), bytearray()
+        io = asyncio.gather(read(streams.stdout, stdout), read(streams.stderr, stderr), streams.feed(program.stdin))
+        reported = asyncio.ensure_future(streams.report.read())
+        limit_hit = asyncio.ensure_future(over.wait())
+        done: set[asyncio.Future[Any]] = set()
+        try:
+            done, _ = await asyncio.wait({reported, limit_hit}, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when cancelled (the client went away): the runner kills the program
+            _close(ctl_w)
+            limit_hit.cancel()
+            if reported not in done:
+                await asyncio.wait({reported}, timeout=_REPORT_GRACE_S)
+            # its output's last bytes (a writer that escaped the kill could hold the pipe: not for long)
+            await asyncio.wait({io}, timeout=_REPORT_GRACE_S)
+            io.cancel()
+            await asyncio.gather(io, return_exceptions=True)
+            streams.close()
+        stop: Stop = "exit"
+        if reported not in done:
+            stop = "output_limit" if limit_hit in done else "timeout"
+        wall = time.perf_counter() - start
+        report = _parse_report(reported.result() if reported.done() and not reported.cancelled() else b"")
+        if not report:
+            reported.cancel()
+            raise SandboxError("the sandbox lost the run: no report from its runner")
+        code = report["exit_code"]
+        sig = -code if isinstance(code, int) and code < 0 else None
+        if stop == "exit" and sig is not None:
+            used = float(report.get("cpu_s", 0.0))  # SIGXCPU at the soft limit, SIGKILL at the hard one
+            stop = "cpu" if sig == signal.SIGXCPU or (sig == signal.SIGKILL and used >= 0.9 * limits.cpu_s) else "signal"
+        if stop in ("exit", "signal") and (b"MemoryError" in stderr[-4096:] or b"Cannot allocate memory" in stderr[-4096:]):
+            stop = "memory"
+        return RunResult(None if sig is not None else code, bytes(stdout), bytes(stderr), over.is_set(), stop, sig, wall,
+                         float(report.get("cpu_s", 0.0)), int(report.get("max_rss_kb", 0)), self.isolated, uid)  # fmt: skip
+
+
+_REPORT_GRACE_S = 5.0
+"""How long the runner may take to kill and report once told to (a backstop: it is milliseconds)."""
+
+
+class _Streams:
+    """A run's pipes on this event loop: stdin to feed, stdout and stderr, the runner's report."""
+
+    def __init__(self, stdin: asyncio.StreamWriter, stdout: asyncio.StreamReader, stderr: asyncio.StreamReader,
+                 report: asyncio.StreamReader, transports: list[asyncio.BaseTransport]) -> None:  # fmt: skip
+        self.stdin, self.stdout, self.stderr, self.report, self._transports = stdin, stdout, stderr, report, transports
+
+    @classmethod
+    async def open(cls, stdin_w: int, out_r: int, err_r: int, rep_r: int) -> _Streams:
+        loop = asyncio.get_running_loop()
+        transports: list[asyncio.BaseTransport] = []
+        try:
+            readers = []
+            for fd in (out_r, err_r, rep_r):
+                reader = asyncio.StreamReader(limit=1 << 20)
+                protocol = asyncio.StreamReaderProtocol(reader)
+                read_end, _ = await loop.connect_read_pipe(lambda p=protocol: p, os.fdopen(fd, "rb", 0))  # type: ignore[misc]
+                transports.append(read_end)
+                readers.append(reader)
+            to_stdin = asyncio.StreamReaderProtocol(asyncio.StreamReader())
+            write_end, _ = await loop.connect_write_pipe(lambda: to_stdin, os.fdopen(stdin_w, "wb", 0))
+            transports.append(write_end)
+        except BaseException:
+            for t in transports:
+                t.close()
+            raise
+        stdout, stderr, report = readers
+        return cls(asyncio.StreamWriter(write_end, to_stdin, None, loop), stdout, stderr, report, transports)
+
+    async def feed(self, data: bytes) -> None:
+        try:
+            if data:
+                self.stdin.write(data)
+                await self.stdin.drain()
+            self.stdin.close()
         except (BrokenPipeError, ConnectionResetError):
             pass
 
-    stdout, stderr = bytearray(), bytearray()
-    io = asyncio.gather(read(proc.stdout, stdout), read(proc.stderr, stderr), feed())
-    waiting = asyncio.ensure_future(proc.wait())
-    limit_hit = asyncio.ensure_future(over.wait())
-    done, _ = await asyncio.wait({waiting, limit_hit}, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED)
-    if waiting not in done:
-        stop = "output_limit" if limit_hit in done else "timeout"
-    _kill_group(proc.pid)  # also what it left running in the background
-    await proc.wait()
-    limit_hit.cancel()
-    io.cancel()
-    await asyncio.gather(io, return_exceptions=True)
-    wall = time.perf_counter() - start
-    report = _report(report_r)
-    code = report.get("exit_code", proc.returncode)
-    sig = -code if isinstance(code, int) and code < 0 else None
-    if stop == "exit" and sig is not None:
-        used = float(report.get("cpu_s", 0.0))  # SIGXCPU at the soft limit, SIGKILL at the hard one
-        stop = "cpu" if sig == signal.SIGXCPU or (sig == signal.SIGKILL and used >= 0.9 * limits.cpu_s) else "signal"
-    if stop in ("exit", "signal") and (b"MemoryError" in stderr[-4096:] or b"Cannot allocate memory" in stderr[-4096:]):
-        stop = "memory"
-    return RunResult(None if sig is not None else code, bytes(stdout), bytes(stderr), over.is_set(), stop, sig, wall,
-                     float(report.get("cpu_s", 0.0)), int(report.get("max_rss_kb", 0)), bwrap is not None)  # fmt: skip
+    def close(self) -> None:
+        for t in self._transports:
+            t.close()
+
+
+async def run_local(program: Program, limits: Limits = Limits(), *, isolate: bool = True) -> RunResult:
+    """Run `program` under `limits` in a launcher started for it (see the module docstring);
+    a Pool's `run` does the same in launchers started ahead."""
+    launcher = await Launcher.start(isolate=isolate)
+    try:
+        return await launcher.run(program, limits)
+    finally:
+        await launcher.aclose()
+
+
+def _write_files(work: Path, files: Mapping[str, str | bytes], uid: int | None) -> None:
+    root = work.resolve()
+    for name, content in files.items():
+        target = (work / name).resolve()
+        if root not in target.parents:
+            raise ValueError(f"file {name!r} would be written outside the working directory")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content.encode() if isinstance(content, str) else content)
+        if uid is not None:
+            for path in [target, *(p for p in target.parents if root in p.parents)]:
+                os.chown(path, uid, uid)
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def _kill_group(pid: int) -> None:
@@ -183,14 +365,10 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _report(fd: int) -> dict[str, Any]:
-    """The launcher's report (exit status, CPU, peak memory); {} when it had none to give."""
-    import json
-
+def _parse_report(data: bytes) -> dict[str, Any]:
+    """The runner's report (exit status, CPU, peak memory); {} when it had none to give."""
     try:
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(4096)
         value = json.loads(data) if data else {}
-        return value if isinstance(value, dict) else {}
-    except (OSError, ValueError):
+    except ValueError:
         return {}
+    return value if isinstance(value, dict) and isinstance(value.get("exit_code"), int) else {}

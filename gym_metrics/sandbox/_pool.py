@@ -1,0 +1,91 @@
+"""The warm pool: launchers started ahead of the runs, and a bound on runs at once.
+
+A launcher runs each of its jobs in a fork of itself (gym_metrics/sandbox/_launch.py), so a
+run in a started launcher costs a fork instead of a process start, and no run sees another's
+state: each is a fresh fork of a launcher that runs no job's code. Runs past `size` wait in
+line, up to `queue_timeout_s`, then fail with SandboxBusyError: a verify that could not run
+says so instead of scoring 0. A launcher that died is replaced, and its run tried once more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+
+from gym_metrics.sandbox._local import Launcher, Limits, Program, RunResult, SandboxError
+
+
+class SandboxBusyError(RuntimeError):
+    """A run waited `queue_timeout_s` for a free place in the pool."""
+
+
+class Pool:
+    """Up to `size` runs at once (default: twice the CPUs), over `launchers` started launchers."""
+
+    def __init__(self, size: int | None = None, *, launchers: int = 2, isolate: bool = True,
+                 queue_timeout_s: float = 300.0) -> None:  # fmt: skip
+        self.size = size if size is not None else 2 * (os.cpu_count() or 1)
+        self.isolate = isolate
+        self.queue_timeout_s = queue_timeout_s
+        self._count = launchers
+        self._launchers: list[Launcher | None] = [None] * launchers
+        self._starting: list[asyncio.Lock] = []
+        self._turn = itertools.count()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._slots = asyncio.Semaphore(self.size)
+        self._closed = False
+
+    def _bind(self) -> None:
+        """Launchers belong to the event loop that started them: a pool used from a new loop
+        (asyncio.run again) lets the old ones go and starts afresh."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        for launcher in self._launchers:
+            if launcher is not None:
+                launcher.discard()
+        self._loop, self._slots = loop, asyncio.Semaphore(self.size)
+        self._launchers = [None] * self._count
+        self._starting = [asyncio.Lock() for _ in range(self._count)]
+
+    async def _launcher(self, i: int) -> Launcher:
+        async with self._starting[i]:
+            launcher = self._launchers[i]
+            if launcher is None or not launcher.alive:
+                if launcher is not None:
+                    launcher.discard()
+                launcher = self._launchers[i] = await Launcher.start(isolate=self.isolate)
+            return launcher
+
+    async def start(self) -> None:
+        """Start the launchers now (else the first runs start them)."""
+        self._bind()
+        await asyncio.gather(*(self._launcher(i) for i in range(self._count)))
+
+    async def run(self, program: Program, limits: Limits = Limits()) -> RunResult:
+        """Run `program` in one of the started launchers, once a place is free."""
+        if self._closed:
+            raise RuntimeError("the sandbox pool is closed")
+        self._bind()
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self.queue_timeout_s)
+        except asyncio.TimeoutError:
+            raise SandboxBusyError(
+                f"no free sandbox within {self.queue_timeout_s:g} s ({self.size} runs at once): too many runs queued"
+            ) from None
+        try:
+            i = next(self._turn) % self._count
+            try:
+                return await (await self._launcher(i)).run(program, limits)
+            except SandboxError:  # its launcher died before taking the job: a new one takes it
+                return await (await self._launcher(i)).run(program, limits)
+        finally:
+            self._slots.release()
+
+    async def aclose(self) -> None:
+        """Stop the launchers (runs still in progress are killed)."""
+        self._closed = True
+        launchers = [launcher for launcher in self._launchers if launcher is not None]
+        self._launchers = [None] * self._count
+        await asyncio.gather(*(launcher.aclose() for launcher in launchers), return_exceptions=True)
