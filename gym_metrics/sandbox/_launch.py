@@ -25,8 +25,10 @@ import select
 import signal
 import socket
 import sys
+import time
 
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_CHILD_SUBREAPER = 36
 _FDS = 5  # stdin, stdout, stderr, report, control
 
 
@@ -56,6 +58,7 @@ def _exec_program(job: dict, stdin: int, stdout: int, stderr: int) -> None:
             (resource.RLIMIT_CORE, (0, 0)),
         ):
             resource.setrlimit(kind, value)
+        os.nice(job.get("nice", 0))
         if job.get("uid") is not None:
             _become(job["uid"])
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
@@ -84,10 +87,10 @@ def _run_python(source: str, env: dict) -> None:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
             print(exc.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001  # the program's own error: its traceback, exit 1
+    except BaseException as exc:  # noqa: BLE001  # the program's own error: its traceback, exit 1
         import traceback
 
-        traceback.print_exc()
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)  # not this frame
         code = 1
     try:
         sys.stdout.flush()
@@ -97,16 +100,8 @@ def _run_python(source: str, env: dict) -> None:
     os._exit(code)
 
 
-def _sweep(uid: int | None, pid: int) -> None:
-    """Kill the program, its group, and every process of the job's user (one that left the
-    group too): kill(-1) as that user."""
-    for kill, target in ((os.kill, pid), (os.killpg, pid)):  # the pid too: it may not have its group yet
-        try:
-            kill(target, signal.SIGKILL)
-        except OSError:
-            pass
-    if uid is None:
-        return
+def _kill_as(uid: int) -> None:
+    """kill(-1) as `uid`, in a child of its own: every process of that user."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -118,10 +113,66 @@ def _sweep(uid: int | None, pid: int) -> None:
     os.waitpid(pid, 0)
 
 
+def _alive_as(uid: int) -> bool:
+    """Whether a live (not zombie) process of `uid` is left: kill(-1) cannot tell (it counts
+    the processes it may not signal too). Cheap in the sandbox's pid namespace."""
+    want = str(uid).encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as f:
+                head = f.read(1024)
+        except OSError:
+            continue
+        fields = dict(line.split(b":", 1) for line in head.splitlines() if b":" in line)
+        if fields.get(b"Uid", b"").split()[:1] == [want] and not fields.get(b"State", b"").strip().startswith(b"Z"):
+            return True
+    return False
+
+
+def _reap_orphans() -> None:
+    """Reap the run's dead descendants (this runner is their subreaper)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _sweep(uid: int | None, pid: int) -> None:
+    """Kill the program and its group (before it is reaped: its pid cannot have been reused)."""
+    for kill in (os.kill, os.killpg):  # the pid too: it may not have its group yet
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if uid is not None:
+        _kill_as(uid)
+
+
+def _sweep_user(uid: int | None) -> None:
+    """Until no process of the run's user is left (one that left the group, one forked while
+    the last kill went round), dead ones reaped, for _SWEEP_S at most."""
+    deadline = time.monotonic() + _SWEEP_S
+    while True:
+        _reap_orphans()
+        if uid is None or not _alive_as(uid) or time.monotonic() > deadline:
+            return
+        _kill_as(uid)
+        time.sleep(0.001)
+
+
+_SWEEP_S = 2.0
+
+
 def _serve_job(job: dict, fds: list[int]) -> None:
     """The runner: one job, start to report. Never returns."""
     stdin, stdout, stderr, report, control = fds
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # wait4 needs its child (the launcher auto-reaps)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come here
     pid = os.fork()
     if pid == 0:
         os.close(report)
@@ -136,8 +187,9 @@ def _serve_job(job: dict, fds: list[int]) -> None:
         killed = ended not in ready
     except OSError:  # no pidfd (old kernel): wait for the program's end alone
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-    _sweep(job.get("uid"), pid)  # before reaping it: its pid and group cannot have been reused yet
+    _sweep(job.get("uid"), pid)
     _, status, usage = os.wait4(pid, 0)
+    _sweep_user(job.get("uid"))
     answer = {"exit_code": os.waitstatus_to_exitcode(status), "cpu_s": usage.ru_utime + usage.ru_stime,
               "max_rss_kb": usage.ru_maxrss, "killed": killed}  # fmt: skip
     try:

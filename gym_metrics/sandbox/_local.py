@@ -50,6 +50,10 @@ class Limits:
     file_size_mb: int = 64
     open_files: int = 64
     processes: int = 64
+    """At once, threads included (a fork bomb stops here: enforced where runs have a user of
+    their own, see docs/sandbox.md)."""
+    nice: int = 10
+    """Scheduling priority below the server's: runs busy on every core leave it answering."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +207,8 @@ class Launcher:
                 uid = None  # its user could not reach the program (e.g. an interpreter under /root): the server's user
             if uid is not None:
                 os.chown(work, uid, uid)
-            _write_files(work, program.files, uid)
+            files = {"main.py": program.python, **program.files} if program.python is not None else program.files
+            _write_files(work, files, uid)  # main.py: the source, for its traceback's lines
             return await self._run(program, limits, work, uid)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -216,7 +221,7 @@ class Launcher:
             "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(work),
                     "TMPDIR": str(work), **program.env},
             "cpu_s": limits.cpu_s, "memory_mb": limits.memory_mb, "file_size_mb": limits.file_size_mb,
-            "open_files": limits.open_files, "processes": limits.processes,
+            "open_files": limits.open_files, "processes": limits.processes, "nice": limits.nice,
         }  # fmt: skip
         (stdin_r, stdin_w), (out_r, out_w), (err_r, err_w), (rep_r, rep_w), (ctl_r, ctl_w) = (os.pipe() for _ in range(5))
         start = time.perf_counter()
@@ -275,7 +280,8 @@ class Launcher:
         if stop == "exit" and sig is not None:
             used = float(report.get("cpu_s", 0.0))  # SIGXCPU at the soft limit, SIGKILL at the hard one
             stop = "cpu" if sig == signal.SIGXCPU or (sig == signal.SIGKILL and used >= 0.9 * limits.cpu_s) else "signal"
-        if stop in ("exit", "signal") and (b"MemoryError" in stderr[-4096:] or b"Cannot allocate memory" in stderr[-4096:]):
+        failed = sig is not None or code != 0
+        if failed and stop in ("exit", "signal") and (b"MemoryError" in stderr[-4096:] or b"Cannot allocate memory" in stderr[-4096:]):
             stop = "memory"
         return RunResult(None if sig is not None else code, bytes(stdout), bytes(stderr), over.is_set(), stop, sig, wall,
                          float(report.get("cpu_s", 0.0)), int(report.get("max_rss_kb", 0)), self.isolated, uid)  # fmt: skip

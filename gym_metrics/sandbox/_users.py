@@ -17,8 +17,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-UID_BASE = 2_000_000_000
-"""Far above any real user's uid; the runs' uids are UID_BASE .. UID_BASE + UID_COUNT - 1."""
+UID_BASE = int(os.environ.get("GYM_METRICS_SANDBOX_UID_BASE", "2000000000"))
+"""Far above any real user's uid; the runs' uids are UID_BASE .. UID_BASE + UID_COUNT - 1
+(set GYM_METRICS_SANDBOX_UID_BASE to give a server a range of its own)."""
 UID_COUNT = 65_536
 
 _held: set[int] = set()  # this process's leases: skipped without a system call
@@ -53,7 +54,7 @@ def lease_uid() -> UidLease | None:
         uid = UID_BASE + offset
         if uid in _held:
             continue
-        fd = os.open(where / str(offset), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(where / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

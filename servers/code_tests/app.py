@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import textwrap
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer, register_server
 from gym_metrics.sandbox import Limits, Pool, Program, RunResult
-from gym_metrics.targets import output_text
 
 SAMPLE_PATH = Path(__file__).with_name("sample.jsonl")
 """The shipped sample: 6 tasks x 2 agents' programs (right, wrong, slow, crashing ...)."""
@@ -35,7 +35,7 @@ DETAIL_BYTES = 400
 
 Status = Literal["ok", "wrong_answer", "timeout", "memory", "output_limit", "signal", "error"]
 
-_FENCE = re.compile(r"^```[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<code>.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)```[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<code>.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
 _PYTHON = {"python", "py", "python3"}
 
 
@@ -122,7 +122,7 @@ def tests_from_unit_tests(unit_tests: Any) -> list[CodeTest]:
 
 def extract_code(text: str) -> str | None:
     """The last fenced code block labelled python (py, python3); else the last unlabelled one."""
-    blocks = [(m["lang"].lower(), m["code"]) for m in _FENCE.finditer(text)]
+    blocks = [(m["lang"].lower(), textwrap.dedent(m["code"])) for m in _FENCE.finditer(text)]  # a fence in a list item is indented
     python = [code for lang, code in blocks if lang in _PYTHON]
     plain = [code for lang, code in blocks if not lang]
     found = python or plain
@@ -134,11 +134,13 @@ def normalized(text: str) -> list[str]:
     return [line.rstrip() for line in text.rstrip().splitlines()]
 
 
+_CALL_FILE = "__gm_call.json"
 _CALL = """
 
 def __gm_call():
     import json as __json, sys as __sys
-    __case = __json.loads(__sys.stdin.read())
+    with open("__gm_call.json") as __f:
+        __case = __json.load(__f)
     __owner, _, __name = __case["function"].rpartition(".")
     __fn = getattr(globals()[__owner](), __name) if __owner else globals()[__name]
     __result = __fn(*__case["args"], **__case["kwargs"])
@@ -157,7 +159,7 @@ def _status(test: CodeTest, run: RunResult) -> tuple[Status, str]:
     if run.stop == "signal":
         return "signal", f"signal {run.signal}"
     if run.exit_code != 0:
-        return "error", stderr
+        return "error", stderr or f"exit code {run.exit_code}"
     out = run.stdout.decode(errors="replace")
     if test.function is None:
         ok = normalized(out) == normalized(test.output or "")
@@ -190,22 +192,48 @@ class CodeTestsServer(SimpleResourcesServer):
             program = Program(python=code, stdin=test.input.encode())
         else:
             case = {"function": test.function, "args": test.args, "kwargs": test.kwargs}
-            program = Program(python=code + _CALL, stdin=json.dumps(case).encode())
+            program = Program(python=code + _CALL, files={_CALL_FILE: json.dumps(case)})  # stdin stays the program's
         run = await self.pool.run(program, limits)
         status, detail = _status(test, run)
         return TestResult(status=status, wall_s=round(run.wall_s, 4), detail=detail)
 
     async def verify(self, body: CodeTestsVerifyRequest) -> CodeTestsVerifyResponse:
-        code = extract_code(output_text(body.response) if isinstance(body.response, dict) else "")
+        code = extract_code(_text(body.response))
         total = len(body.tests)
         if code is None:
             return CodeTestsVerifyResponse(reward=0.0, tests_total=total)
         cpu = max(1, int(-(-body.time_limit_s // 1)))
         limits = Limits(wall_s=body.time_limit_s, cpu_s=cpu, memory_mb=body.memory_limit_mb)
-        results = await asyncio.gather(*(self.run_test(code, test, limits) for test in body.tests))
+        results = await _all_or_none([self.run_test(code, test, limits) for test in body.tests])
         passed = sum(r.status == "ok" for r in results)
         return CodeTestsVerifyResponse(
             reward=1.0 if passed == total else 0.0, extracted_code=code, tests_passed=passed, tests_total=total,
             pass_rate=passed / total, test_results=list(results),
         )  # fmt: skip
 
+
+async def _all_or_none(runs: list[Any]) -> list[TestResult]:
+    """Every test's result; when one cannot run (the sandbox failed), the others are cancelled
+    and the verify fails: no score from part of the tests."""
+    tasks = [asyncio.ensure_future(run) for run in runs]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _text(response: Any) -> str:
+    """The response's output text, one message per line (a fence closing one message stays a
+    line of its own)."""
+    if not isinstance(response, dict):
+        return ""
+    texts = []
+    for item in response.get("output") or ():
+        if isinstance(item, dict) and item.get("type", "message") == "message":
+            content = item.get("content")
+            parts = [{"type": "output_text", "text": content}] if isinstance(content, str) else content or []
+            texts.append("".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "output_text"))
+    return "\n".join(texts)

@@ -190,6 +190,38 @@ def test_extract_code_prefers_python_blocks_then_unlabelled_ones() -> None:
     assert extract_code("no fence at all") is None
 
 
+async def test_a_function_test_leaves_stdin_to_the_program() -> None:
+    """The call's arguments come in a file: a program reading stdin at its top still gets called."""
+    reads = "import sys\ndata = sys.stdin.read()\n\ndef add(a, b):\n    return a + b\n"
+    async with _client() as client:
+        verified = await client.verify(_row(_answer(reads), [{"function": "add", "args": [2, 3], "expected": 5}]))
+    assert _statuses(verified) == ["ok"], verified["test_results"]
+
+
+async def test_a_block_closing_one_message_or_indented_in_a_list_is_found() -> None:
+    message = lambda text: {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}  # noqa: E731
+    split = {"responses_create_params": {"input": "x"}, "tests": [{"output": "1"}],
+             "response": {"output": [message("```python\nprint(1)\n```"), message("Done.")]}}  # fmt: skip
+    indented = "1. Read nothing.\n2. Print one:\n\n   ```python\n   print(1)\n   ```\n"
+    async with _client() as client:
+        across = await client.verify(split)
+        in_list = await client.verify(_row(indented, [{"output": "1"}]))
+    assert across["reward"] == 1.0 and across["extracted_code"] == "print(1)\n"
+    assert in_list["reward"] == 1.0 and in_list["extracted_code"] == "print(1)\n"
+
+
+async def test_an_error_shows_the_programs_own_traceback() -> None:
+    crash = "def parse(s):\n    return int(s)\n\nparse('x')\n"
+    quiet = "import sys\nprint('x')\nsys.exit(3)\n"
+    warns = "import sys\nprint(1)\nprint('no MemoryError here', file=sys.stderr)\n"
+    async with _client() as client:
+        crashed, exited, warned = await asyncio.gather(*(client.verify(_row(_answer(c), [{"output": "1"}])) for c in (crash, quiet, warns)))
+    detail = crashed["test_results"][0]["detail"]
+    assert "_launch.py" not in detail and "return int(s)" in detail and 'File "main.py", line 2, in parse' in detail, detail
+    assert exited["test_results"][0] == {**exited["test_results"][0], "status": "error", "detail": "exit code 3"}
+    assert _statuses(warned) == ["ok"]  # a word on stderr is not a memory failure
+
+
 # ----------------------------------------------------------------------------- NeMo Gym's form
 
 
