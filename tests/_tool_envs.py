@@ -53,3 +53,34 @@ class Counter(SimpleResourcesServer):
     async def verify(self, body: CounterRequest, session: Session | None = None) -> CounterResponse:  # type: ignore[override]
         count = session.state["count"] if session is not None else -1
         return CounterResponse(**body.model_dump(), reward=float(count == body.expected_count), final_count=count)
+
+
+class Code(pydantic.BaseModel):
+    code: str
+
+
+class PythonTool(SimpleResourcesServer):
+    """A Python interpreter per session, in the sandbox: the model's code keeps its variables
+    from call to call; the session's end stops the interpreter."""
+
+    def __init__(self) -> None:
+        from gym_metrics.sandbox import Pool
+
+        self.pool = Pool(size=2)
+
+    async def seed_session(self, session: Session) -> None:
+        from gym_metrics.sandbox import PythonSession
+
+        session.state["python"] = await PythonSession.start(self.pool)
+
+    async def close_session(self, session: Session) -> None:
+        await session.state["python"].close()
+
+    @tool
+    async def run_python(self, args: Code, session: Session) -> dict[str, object]:
+        """Run Python code; variables are kept between calls. Answers what it printed and its error."""
+        cell = await session.state["python"].execute(args.code, timeout_s=5)
+        return {"stdout": cell.stdout, "stderr": cell.stderr, "error": cell.error}
+
+    async def verify(self, body: BaseVerifyRequest, session: Session | None = None) -> BaseVerifyResponse:  # type: ignore[override]
+        return BaseVerifyResponse(**body.model_dump(), reward=0.0)

@@ -1,8 +1,13 @@
 """Running untrusted, model-written code under limits (docs/sandbox.md): `run_local(Program,
-Limits)` -> RunResult, or `Pool.run` with launchers started ahead; bubblewrap's namespaces where
-it is installed, a user of the run's own when the server runs as root."""
+Limits)` -> RunResult, `Pool.run` in launchers started ahead, and `PythonSession`, an
+interpreter kept between a session's tool calls. Bubblewrap's namespaces where it is installed,
+a user of the run's own when the server runs as root."""
 
-from gym_metrics.sandbox._local import Limits, Program, RunResult, Stop, bwrap_path, run_local
+from gym_metrics.sandbox._local import Launcher, Limits, OpenRun, Program, RunResult, SandboxError, Stop, bwrap_path, run_local
 from gym_metrics.sandbox._pool import Pool, SandboxBusyError
+from gym_metrics.sandbox._session import CellResult, PythonSession
 
-__all__ = ["Limits", "Pool", "Program", "RunResult", "SandboxBusyError", "Stop", "bwrap_path", "run_local"]
+__all__ = [
+    "CellResult", "Launcher", "Limits", "OpenRun", "Pool", "Program", "PythonSession", "RunResult", "SandboxBusyError",
+    "SandboxError", "Stop", "bwrap_path", "run_local",
+]  # fmt: skip

@@ -18,6 +18,7 @@ Isolation, in layers (docs/sandbox.md has the threat model and the cost of each)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -198,6 +199,24 @@ class Launcher:
 
     async def run(self, program: Program, limits: Limits) -> RunResult:
         """Run `program` under `limits` (see the module docstring)."""
+        async with self._place(program) as (work, uid):
+            return await self._run(program, limits, work, uid)
+
+    async def open(self, program: Program, limits: Limits) -> OpenRun:
+        """Start `program` and hand over its pipes (a process kept between calls, e.g. a
+        session's interpreter); `OpenRun.close` stops it and frees its place."""
+        stack = contextlib.AsyncExitStack()
+        work, uid = await stack.enter_async_context(self._place(program))
+        try:
+            control, streams = await self._start(program, limits, work, uid)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return OpenRun(control, streams, stack, work)
+
+    @contextlib.asynccontextmanager
+    async def _place(self, program: Program) -> AsyncIterator[tuple[Path, int | None]]:
+        """A run's working directory with its files, and its user (leased for the run)."""
         lease = lease_uid()
         work = Path(tempfile.mkdtemp(dir=self.root, prefix="run-"))
         try:
@@ -209,13 +228,14 @@ class Launcher:
                 os.chown(work, uid, uid)
             files = {"main.py": program.python, **program.files} if program.python is not None else program.files
             _write_files(work, files, uid)  # main.py: the source, for its traceback's lines
-            return await self._run(program, limits, work, uid)
+            yield work, uid
         finally:
             shutil.rmtree(work, ignore_errors=True)
             if lease is not None:
                 lease.release()
 
-    async def _run(self, program: Program, limits: Limits, work: Path, uid: int | None) -> RunResult:
+    async def _start(self, program: Program, limits: Limits, work: Path, uid: int | None) -> tuple[int, _Streams]:
+        """Send the job with its pipes; this end of its control pipe and its streams."""
         job = {
             "command": list(program.command), "python": program.python, "cwd": str(work), "uid": uid,
             "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(work),
@@ -224,7 +244,6 @@ class Launcher:
             "open_files": limits.open_files, "processes": limits.processes, "nice": limits.nice,
         }  # fmt: skip
         (stdin_r, stdin_w), (out_r, out_w), (err_r, err_w), (rep_r, rep_w), (ctl_r, ctl_w) = (os.pipe() for _ in range(5))
-        start = time.perf_counter()
         try:
             socket.send_fds(self._sock, [json.dumps(job).encode()], [stdin_r, out_w, err_w, rep_w, ctl_r])
         except OSError as exc:
@@ -235,10 +254,14 @@ class Launcher:
             for fd in (stdin_r, out_w, err_w, rep_w, ctl_r):
                 _close(fd)
         try:
-            streams = await _Streams.open(stdin_w, out_r, err_r, rep_r)
+            return ctl_w, await _Streams.open(stdin_w, out_r, err_r, rep_r)
         except BaseException:
             _close(ctl_w)
             raise
+
+    async def _run(self, program: Program, limits: Limits, work: Path, uid: int | None) -> RunResult:
+        start = time.perf_counter()
+        ctl_w, streams = await self._start(program, limits, work, uid)
         over = asyncio.Event()
 
         async def read(stream: asyncio.StreamReader, out: bytearray) -> None:
@@ -332,6 +355,28 @@ class _Streams:
     def close(self) -> None:
         for t in self._transports:
             t.close()
+
+
+class OpenRun:
+    """A started program's pipes (Launcher.open), until `close`."""
+
+    def __init__(self, control: int, streams: _Streams, place: contextlib.AsyncExitStack, work: Path) -> None:
+        self._control, self._streams, self._place, self.work = control, streams, place, work
+        self.stdin, self.stdout, self.stderr = streams.stdin, streams.stdout, streams.stderr
+
+    async def close(self) -> None:
+        """Kill it (if still running), wait for its runner's word, free its place."""
+        if self._control < 0:
+            return
+        control, self._control = self._control, -1
+        _close(control)
+        try:
+            await asyncio.wait_for(self._streams.report.read(), _REPORT_GRACE_S)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self._streams.close()
+            await self._place.aclose()
 
 
 async def run_local(program: Program, limits: Limits = Limits(), *, isolate: bool = True) -> RunResult:

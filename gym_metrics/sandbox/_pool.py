@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import os
 
-from gym_metrics.sandbox._local import Launcher, Limits, Program, RunResult, SandboxError
+from gym_metrics.sandbox._local import Launcher, Limits, OpenRun, Program, RunResult, SandboxError
 
 
 class SandboxBusyError(RuntimeError):
@@ -82,6 +82,14 @@ class Pool:
                 return await (await self._launcher(i)).run(program, limits)
         finally:
             self._slots.release()
+
+    async def open(self, program: Program, limits: Limits = Limits()) -> OpenRun:
+        """Start a program kept running (a session's interpreter) in one of the launchers; it
+        takes no place of the runs' bound."""
+        if self._closed:
+            raise RuntimeError("the sandbox pool is closed")
+        self._bind()
+        return await (await self._launcher(next(self._turn) % self._count)).open(program, limits)
 
     async def aclose(self) -> None:
         """Stop the launchers (runs still in progress are killed)."""
