@@ -216,8 +216,9 @@ def write_files(cwd: Path, services: dict[str, str], page: str) -> None:
     (cwd / "shard0.jsonl").write_text("".join(sample[: len(sample) // 2]))
     (cwd / "shard1.jsonl").write_text("".join(sample[len(sample) // 2 :]))
     (cwd / "TARGET.json").write_text(json.dumps({"type": "model", "url": services["http://127.0.0.1:8000/v1"], "model": "m"}))
-    (cwd / "servers" / "inventory").mkdir(parents=True)  # docs/pipelines.md's agent loop: the repository's path
-    (cwd / "servers" / "inventory" / "sample.jsonl").write_text((ROOT / "servers" / "inventory" / "sample.jsonl").read_text())
+    for server in ("inventory", "code_tests"):  # docs/pipelines.md's agent loop, docs/sandbox.md: the repository's paths
+        (cwd / "servers" / server).mkdir(parents=True)
+        (cwd / "servers" / server / "sample.jsonl").write_text((ROOT / "servers" / server / "sample.jsonl").read_text())
     (cwd / "data").mkdir()
     (cwd / "data" / "rows.jsonl").write_text((cwd / "rows.jsonl").read_text())
     (cwd / "secrets.json").write_text("{}")

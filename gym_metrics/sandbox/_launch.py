@@ -18,6 +18,7 @@ Usage: python -I _launch.py SOCKET_FD
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import resource
@@ -26,10 +27,12 @@ import signal
 import socket
 import sys
 import time
+import traceback
 
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_CHILD_SUBREAPER = 36
 _FDS = 5  # stdin, stdout, stderr, report, control
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def _become(uid: int) -> None:
@@ -61,7 +64,7 @@ def _exec_program(job: dict, stdin: int, stdout: int, stderr: int) -> None:
         os.nice(job.get("nice", 0))
         if job.get("uid") is not None:
             _become(job["uid"])
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         os.chdir(job["cwd"])
         if job.get("python") is not None:
             _run_python(job["python"], job["env"])
@@ -88,8 +91,6 @@ def _run_python(source: str, env: dict) -> None:
         if exc.code is not None and not isinstance(exc.code, int):
             print(exc.code, file=sys.stderr)
     except BaseException as exc:  # noqa: BLE001  # the program's own error: its traceback, exit 1
-        import traceback
-
         traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)  # not this frame
         code = 1
     try:
@@ -172,7 +173,7 @@ def _serve_job(job: dict, fds: list[int]) -> None:
     """The runner: one job, start to report. Never returns."""
     stdin, stdout, stderr, report, control = fds
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # wait4 needs its child (the launcher auto-reaps)
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come here
+    _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come here
     pid = os.fork()
     if pid == 0:
         os.close(report)
@@ -201,6 +202,8 @@ def _serve_job(job: dict, fds: list[int]) -> None:
 
 def main(argv: list[str]) -> int:
     jobs = socket.socket(fileno=int(argv[0]))
+    open(os.devnull, encoding="utf-8", errors="surrogateescape").close()  # the codecs a run's stdio needs, loaded once
+    gc.freeze()  # what is loaded now stays shared with every fork (no copy for the collector's sake)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runners are reaped by the kernel
     while True:
         try:

@@ -27,7 +27,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -156,11 +156,13 @@ class Launcher:
     a fork of it, so a run costs a fork, not an interpreter start. Runs' working directories
     are made in `root`, each its user's own."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, sock: socket.socket, root: Path, isolated: bool) -> None:
-        self.proc, self._sock, self.root, self.isolated = proc, sock, root, isolated
+    def __init__(self, proc: asyncio.subprocess.Process, sock: socket.socket, root: Path, isolated: bool, users: bool = True) -> None:
+        self.proc, self._sock, self.root, self.isolated, self.users = proc, sock, root, isolated, users
 
     @classmethod
-    async def start(cls, *, isolate: bool = True) -> Launcher:
+    async def start(cls, *, isolate: bool = True, users: bool = True) -> Launcher:
+        """`isolate`: in bubblewrap's namespaces when installed; `users`: each run as a user of
+        its own when this process is root (both off only to measure what each costs)."""
         bwrap = bwrap_path() if isolate else None
         root = Path(tempfile.mkdtemp(prefix="gm-sandbox-"))
         root.chmod(0o711)  # runs' users may reach their own directory in it, and list nothing
@@ -180,7 +182,7 @@ class Launcher:
             raise
         finally:
             theirs.close()
-        return cls(proc, ours, root, bwrap is not None)
+        return cls(proc, ours, root, bwrap is not None, users)
 
     @property
     def alive(self) -> bool:
@@ -217,7 +219,7 @@ class Launcher:
     @contextlib.asynccontextmanager
     async def _place(self, program: Program) -> AsyncIterator[tuple[Path, int | None]]:
         """A run's working directory with its files, and its user (leased for the run)."""
-        lease = lease_uid()
+        lease = lease_uid() if self.users else None
         work = Path(tempfile.mkdtemp(dir=self.root, prefix="run-"))
         try:
             uid = lease.uid if lease is not None else None
@@ -262,52 +264,87 @@ class Launcher:
     async def _run(self, program: Program, limits: Limits, work: Path, uid: int | None) -> RunResult:
         start = time.perf_counter()
         ctl_w, streams = await self._start(program, limits, work, uid)
-        over = asyncio.Event()
+        control = [ctl_w]
 
-        async def read(stream: asyncio.StreamReader, out: bytearray) -> None:
-            """Keep up to the limit; past it, say so and drain the rest."""
-            while chunk := await stream.read(65536):
-                room = limits.output_bytes - len(out)
-                if room > 0:
-                    out += chunk[:room]
-                if len(chunk) > room:
-                    over.set()
+        def kill() -> None:
+            """Close the control pipe once: a second close could hit another run's reused fd."""
+            while control:
+                _close(control.pop())
 
-        stdout, stderr = bytearray(), bytearray()
-        io = asyncio.gather(read(streams.stdout, stdout), read(streams.stderr, stderr), streams.feed(program.stdin))
         reported = asyncio.ensure_future(streams.report.read())
-        limit_hit = asyncio.ensure_future(over.wait())
-        done: set[asyncio.Future[Any]] = set()
         try:
-            done, _ = await asyncio.wait({reported, limit_hit}, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # also when cancelled (the client went away): the runner kills the program
-            _close(ctl_w)
-            limit_hit.cancel()
-            if reported not in done:
-                await asyncio.wait({reported}, timeout=_REPORT_GRACE_S)
-            # its output's last bytes (a writer that escaped the kill could hold the pipe: not for long)
-            await asyncio.wait({io}, timeout=_REPORT_GRACE_S)
-            io.cancel()
-            await asyncio.gather(io, return_exceptions=True)
+            watched = await watch(streams.stdout, streams.stderr, streams.feed(program.stdin), reported, kill, limits)
+        finally:
+            kill()
             streams.close()
-        stop: Stop = "exit"
-        if reported not in done:
-            stop = "output_limit" if limit_hit in done else "timeout"
-        wall = time.perf_counter() - start
         report = _parse_report(reported.result() if reported.done() and not reported.cancelled() else b"")
         if not report:
             reported.cancel()
             raise SandboxError("the sandbox lost the run: no report from its runner")
-        code = report["exit_code"]
-        sig = -code if isinstance(code, int) and code < 0 else None
-        if stop == "exit" and sig is not None:
-            used = float(report.get("cpu_s", 0.0))  # SIGXCPU at the soft limit, SIGKILL at the hard one
-            stop = "cpu" if sig == signal.SIGXCPU or (sig == signal.SIGKILL and used >= 0.9 * limits.cpu_s) else "signal"
-        failed = sig is not None or code != 0
-        if failed and stop in ("exit", "signal") and (b"MemoryError" in stderr[-4096:] or b"Cannot allocate memory" in stderr[-4096:]):
-            stop = "memory"
-        return RunResult(None if sig is not None else code, bytes(stdout), bytes(stderr), over.is_set(), stop, sig, wall,
-                         float(report.get("cpu_s", 0.0)), int(report.get("max_rss_kb", 0)), self.isolated, uid)  # fmt: skip
+        code, cpu = report["exit_code"], float(report.get("cpu_s", 0.0))
+        stop, sig = stop_of(watched, code, cpu, limits)
+        return RunResult(None if sig is not None else code, watched.stdout, watched.stderr, watched.truncated, stop, sig,
+                         time.perf_counter() - start, cpu, int(report.get("max_rss_kb", 0)), self.isolated, uid)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A run's output, and whether the caller stopped it (`timeout`, `output_limit`)."""
+
+    stdout: bytes
+    stderr: bytes
+    truncated: bool
+    stopped: Literal["timeout", "output_limit"] | None
+
+
+async def watch(stdout: asyncio.StreamReader, stderr: asyncio.StreamReader, feed: Awaitable[None],
+                ended: asyncio.Future[Any], kill: Callable[[], object], limits: Limits) -> Watched:  # fmt: skip
+    """Feed stdin and keep the output (up to the limit, the rest drained) until `ended`, the
+    wall deadline or the output cap; past either, or when cancelled, `kill()` and wait for
+    `ended` a little (a provider's kill is milliseconds)."""
+    over = asyncio.Event()
+
+    async def read(stream: asyncio.StreamReader, out: bytearray) -> None:
+        while chunk := await stream.read(65536):
+            room = limits.output_bytes - len(out)
+            if room > 0:
+                out += chunk[:room]
+            if len(chunk) > room:
+                over.set()
+
+    out, err = bytearray(), bytearray()
+    io = asyncio.gather(read(stdout, out), read(stderr, err), feed)
+    limit_hit = asyncio.ensure_future(over.wait())
+    done: set[asyncio.Future[Any]] = set()
+    try:
+        done, _ = await asyncio.wait({ended, limit_hit}, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when cancelled (the client went away): the run is killed
+        limit_hit.cancel()
+        if ended not in done:
+            kill()
+            await asyncio.wait({ended}, timeout=_REPORT_GRACE_S)
+        # its output's last bytes (a writer that escaped the kill could hold the pipe: not for long)
+        await asyncio.wait({io}, timeout=_REPORT_GRACE_S)
+        io.cancel()
+        await asyncio.gather(io, return_exceptions=True)
+    stopped: Literal["timeout", "output_limit"] | None = None
+    if ended not in done:
+        stopped = "output_limit" if limit_hit in done else "timeout"
+    return Watched(bytes(out), bytes(err), over.is_set(), stopped)
+
+
+def stop_of(watched: Watched, code: int, cpu_s: float, limits: Limits) -> tuple[Stop, int | None]:
+    """Why the run stopped, and the signal that ended it (exit code -N)."""
+    sig = -code if code < 0 else None
+    if watched.stopped is not None:
+        return watched.stopped, sig
+    stop: Stop = "exit"
+    if sig is not None:  # SIGXCPU at the soft CPU limit, SIGKILL at the hard one
+        stop = "cpu" if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= 0.9 * limits.cpu_s) else "signal"
+    tail = watched.stderr[-4096:]
+    if stop != "cpu" and code != 0 and (b"MemoryError" in tail or b"Cannot allocate memory" in tail):
+        stop = "memory"
+    return stop, sig
 
 
 _REPORT_GRACE_S = 5.0
@@ -379,10 +416,10 @@ class OpenRun:
             await self._place.aclose()
 
 
-async def run_local(program: Program, limits: Limits = Limits(), *, isolate: bool = True) -> RunResult:
+async def run_local(program: Program, limits: Limits = Limits(), *, isolate: bool = True, users: bool = True) -> RunResult:
     """Run `program` under `limits` in a launcher started for it (see the module docstring);
     a Pool's `run` does the same in launchers started ahead."""
-    launcher = await Launcher.start(isolate=isolate)
+    launcher = await Launcher.start(isolate=isolate, users=users)
     try:
         return await launcher.run(program, limits)
     finally:

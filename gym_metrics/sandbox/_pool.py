@@ -23,10 +23,10 @@ class SandboxBusyError(RuntimeError):
 class Pool:
     """Up to `size` runs at once (default: twice the CPUs), over `launchers` started launchers."""
 
-    def __init__(self, size: int | None = None, *, launchers: int = 2, isolate: bool = True,
+    def __init__(self, size: int | None = None, *, launchers: int = 2, isolate: bool = True, users: bool = True,
                  queue_timeout_s: float = 300.0) -> None:  # fmt: skip
         self.size = size if size is not None else 2 * (os.cpu_count() or 1)
-        self.isolate = isolate
+        self.isolate, self.users = isolate, users
         self.queue_timeout_s = queue_timeout_s
         self._count = launchers
         self._launchers: list[Launcher | None] = [None] * launchers
@@ -55,7 +55,7 @@ class Pool:
             if launcher is None or not launcher.alive:
                 if launcher is not None:
                     launcher.discard()
-                launcher = self._launchers[i] = await Launcher.start(isolate=self.isolate)
+                launcher = self._launchers[i] = await Launcher.start(isolate=self.isolate, users=self.users)
             return launcher
 
     async def start(self) -> None:

@@ -34,6 +34,7 @@ PROGRAMS = {
         "t = threading.Thread(target=lambda: out.append(a + b))\nt.start()\nt.join()\nprint(out[0])"
     ),
     "crash": "raise SystemExit(3)",
+    "sleeper": "import time\ntime.sleep(30)",  # killed at its time limit, while the others run: none of them may be hit
 }
 
 
@@ -42,14 +43,14 @@ def body(name: str, i: int) -> dict[str, Any]:
     text = f"```python\n{code}\n```"
     return {
         "response": {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}]},
-        "tests": [{"input": f"{i} {i + 1}\n", "output": str(2 * i + 1)}], "time_limit_s": 30,
+        "tests": [{"input": f"{i} {i + 1}\n", "output": str(2 * i + 1)}], "time_limit_s": 0.2 if name == "sleeper" else 30,
     }  # fmt: skip
 
 
 async def test_two_thousand_at_once_score_as_each_alone() -> None:
     async with serve_environment(CodeTestsServer(Pool(queue_timeout_s=240))) as server, ResourcesClient(server.address) as client:
         alone = {name: (await client.verify(body(name, 7)))["reward"] for name in PROGRAMS}
-        assert alone == {"right": 1.0, "wrong": 0.0, "subprocess": 1.0, "threads": 1.0, "crash": 0.0}
+        assert alone == {"right": 1.0, "wrong": 0.0, "subprocess": 1.0, "threads": 1.0, "crash": 0.0, "sleeper": 0.0}
         names = [list(PROGRAMS)[i % len(PROGRAMS)] for i in range(CONCURRENT)]
         started = time.monotonic()
         results = await asyncio.gather(*(client.verify(body(name, i)) for i, name in enumerate(names)))
@@ -57,5 +58,6 @@ async def test_two_thousand_at_once_score_as_each_alone() -> None:
     wrong = [(i, name, r["reward"], r["test_results"]) for i, (name, r) in enumerate(zip(names, results)) if r["reward"] != alone[name]]
     assert wrong == [], f"{len(wrong)} of {CONCURRENT} differ from the program run alone, e.g. {wrong[:3]}"
     statuses = {name: {r["test_results"][0]["status"] for n, r in zip(names, results) if n == name} for name in PROGRAMS}
-    assert statuses == {"right": {"ok"}, "wrong": {"wrong_answer"}, "subprocess": {"ok"}, "threads": {"ok"}, "crash": {"error"}}
+    assert statuses == {"right": {"ok"}, "wrong": {"wrong_answer"}, "subprocess": {"ok"}, "threads": {"ok"}, "crash": {"error"},
+                        "sleeper": {"timeout"}}  # fmt: skip
     print(f"{CONCURRENT} sandboxed verifies at once in {elapsed:.1f} s ({CONCURRENT / elapsed:.0f}/s)")
