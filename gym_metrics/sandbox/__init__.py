@@ -4,10 +4,13 @@ interpreter kept between a session's tool calls. Bubblewrap's namespaces where i
 a user of the run's own when the server runs as root."""
 
 from gym_metrics.sandbox._local import Launcher, Limits, OpenRun, Program, RunResult, SandboxError, Stop, bwrap_path, run_local
+from gym_metrics.sandbox._docker import DockerProvider
 from gym_metrics.sandbox._pool import Pool, SandboxBusyError
+from gym_metrics.sandbox._provider import Provider
 from gym_metrics.sandbox._session import CellResult, PythonSession
 
 __all__ = [
-    "CellResult", "Launcher", "Limits", "OpenRun", "Pool", "Program", "PythonSession", "RunResult", "SandboxBusyError",
+    "CellResult", "DockerProvider", "Launcher", "Limits", "OpenRun", "Pool", "Program", "Provider", "PythonSession",
+    "RunResult", "SandboxBusyError",
     "SandboxError", "Stop", "bwrap_path", "run_local",
 ]  # fmt: skip

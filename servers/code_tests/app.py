@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer, register_server
-from gym_metrics.sandbox import Limits, Pool, Program, RunResult
+from gym_metrics.sandbox import Limits, Pool, Program, Provider, RunResult
 
 SAMPLE_PATH = Path(__file__).with_name("sample.jsonl")
 """The shipped sample: 6 tasks x 2 agents' programs (right, wrong, slow, crashing ...)."""
@@ -184,8 +184,9 @@ class CodeTestsServer(SimpleResourcesServer):
     reducers = ["pass@1", "mean_reward"]
     key_metrics = ["mean/reward", "mean/pass_rate", "pass@1"]
 
-    def __init__(self, pool: Pool | None = None) -> None:
-        self.pool = pool if pool is not None else Pool()
+    def __init__(self, pool: Provider | None = None) -> None:
+        """`pool`: what runs the programs (default: a local Pool; a DockerProvider, ...)."""
+        self.pool: Provider = pool if pool is not None else Pool()
 
     async def run_test(self, code: str, test: CodeTest, limits: Limits) -> TestResult:
         if test.function is None:

@@ -1,0 +1,107 @@
+"""The Docker provider: each run in a container of its own (`docker run --rm`), for hosts where
+a Docker engine runs and the local provider's guarantees are not enough (another kernel
+through a VM runtime, or images with other toolchains).
+
+The container has no network, a read-only root, a writable /tmp and the run's directory only,
+no capabilities, no new privileges, an unprivileged user, and Docker's memory, pids and CPU
+bounds; the caller's wall deadline and output cap are the local provider's (`watch`). A run
+past its deadline is `docker kill`ed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from gym_metrics.sandbox._local import Limits, Program, RunResult, SandboxError, _write_files, stop_of, watch
+
+_OOM_EXIT = 137  # 128 + SIGKILL: what Docker's out-of-memory kill exits with
+
+
+class DockerProvider:
+    """Runs programs with `docker run` in `image` (Python source as `python main.py`)."""
+
+    def __init__(self, image: str = "python:3.12-slim", *, docker: str = "docker", size: int = 4, user: str = "65534:65534") -> None:
+        self.image, self.docker, self.user = image, docker, user
+        self._slots = asyncio.Semaphore(size)
+        self._names: set[str] = set()
+
+    def _command(self, program: Program, limits: Limits, work: Path, name: str) -> list[str]:
+        command = ["python", "main.py"] if program.python is not None else list(program.command)
+        return [
+            self.docker, "run", "--rm", "-i", "--name", name, "--network", "none", "--read-only",
+            "--tmpfs", "/tmp:rw,size=64m", "-v", f"{work}:/work", "-w", "/work", "--user", self.user,
+            "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--pids-limit", str(limits.processes),
+            "--memory", f"{limits.memory_mb}m", "--memory-swap", f"{limits.memory_mb}m", "--cpus", "1",
+            "--ulimit", f"cpu={limits.cpu_s}:{limits.cpu_s + 1}", "--ulimit", f"nofile={limits.open_files}",
+            "--ulimit", f"fsize={limits.file_size_mb << 20}", "--env", "HOME=/work", "--env", "TMPDIR=/tmp",
+            *(arg for key, value in program.env.items() for arg in ("--env", f"{key}={value}")),
+            self.image, *command,
+        ]  # fmt: skip
+
+    async def run(self, program: Program, limits: Limits = Limits()) -> RunResult:
+        async with self._slots:
+            work = Path(tempfile.mkdtemp(prefix="gm-docker-"))
+            work.chmod(0o777)  # the container's user writes there
+            name = f"gm-sandbox-{uuid.uuid4().hex[:16]}"
+            try:
+                files = {"main.py": program.python, **program.files} if program.python is not None else program.files
+                _write_files(work, files, None)
+                return await self._run(program, limits, work, name)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+
+    async def _run(self, program: Program, limits: Limits, work: Path, name: str) -> RunResult:
+        start = time.perf_counter()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._command(program, limits, work, name), stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+        except OSError as exc:
+            raise SandboxError(f"cannot run {self.docker!r}: {exc}") from None
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        stdin = proc.stdin
+
+        async def feed() -> None:
+            try:
+                stdin.write(program.stdin)
+                await stdin.drain()
+                stdin.close()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        self._names.add(name)
+        ended = asyncio.ensure_future(proc.wait())
+        try:
+            watched = await watch(proc.stdout, proc.stderr, feed(), ended, lambda: asyncio.ensure_future(self._kill(name)), limits)
+        finally:
+            self._names.discard(name)
+        if not ended.done():
+            proc.kill()
+            await proc.wait()
+        code = proc.returncode if proc.returncode is not None else -9
+        if code == 125:  # docker's own failure (no engine, no image): not the program's
+            raise SandboxError(f"docker run failed: {watched.stderr.decode(errors='replace').strip()[-500:]}")
+        status = 128 - code if code > 128 else code  # the shell's 128 + N: ended by signal N
+        stop, sig = stop_of(watched, status, 0.0, limits)
+        if code == _OOM_EXIT and watched.stopped is None:
+            stop = "memory"  # Docker's OOM kill (a program killing itself with SIGKILL reads the same)
+        return RunResult(None if sig is not None else code, watched.stdout, watched.stderr, watched.truncated, stop, sig,
+                         time.perf_counter() - start, 0.0, 0, True)  # fmt: skip
+
+    async def _kill(self, name: str) -> None:
+        proc = await asyncio.create_subprocess_exec(self.docker, "kill", name, stdout=asyncio.subprocess.DEVNULL,
+                                                    stderr=asyncio.subprocess.DEVNULL)  # fmt: skip
+        await proc.wait()
+
+    async def open(self, program: Program, limits: Limits = Limits()) -> object:
+        raise NotImplementedError("DockerProvider keeps no programs between calls yet: sessions use the local Pool")
+
+    async def aclose(self) -> None:
+        """Kill the containers of runs still in progress."""
+        await asyncio.gather(*(self._kill(name) for name in list(self._names)), return_exceptions=True)

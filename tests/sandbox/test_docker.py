@@ -1,0 +1,43 @@
+"""The Docker provider: a missing docker command or engine is the sandbox's error (never a
+program's failure, never a 0), and, where an engine runs, the same programs give the same
+results as under the local provider."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from gym_metrics.sandbox import DockerProvider, Limits, Pool, Program, Provider, SandboxError
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_both_providers_have_the_calls_environments_use() -> None:
+    assert isinstance(Pool(), Provider) and isinstance(DockerProvider(), Provider)
+
+
+async def test_without_docker_a_run_is_the_sandboxs_error() -> None:
+    missing = DockerProvider(docker="/nonexistent/docker")
+    with pytest.raises(SandboxError, match="cannot run '/nonexistent/docker'"):
+        await missing.run(Program(python="print(1)"))
+
+
+def engine() -> bool:
+    docker = shutil.which("docker")
+    return docker is not None and subprocess.run([docker, "info"], capture_output=True, timeout=30).returncode == 0
+
+
+@pytest.mark.skipif(not engine(), reason="no Docker engine answers `docker info` (this machine kind runs none)")
+async def test_programs_in_containers_give_the_local_results() -> None:
+    docker = DockerProvider()
+    try:
+        ok = await docker.run(Program(python="print(input()[::-1])", stdin=b"abc\n"), Limits(wall_s=60))
+        assert (ok.stop, ok.exit_code, ok.stdout) == ("exit", 0, b"cba\n")
+        slow = await docker.run(Program(python="import time\ntime.sleep(60)"), Limits(wall_s=3))
+        assert slow.stop == "timeout"
+        net = await docker.run(Program(python="import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)"), Limits(wall_s=30))
+        assert net.exit_code != 0
+    finally:
+        await docker.aclose()
