@@ -1,7 +1,7 @@
 """Benchmark the sandbox (issue 29): runs per second of a trivial program, cold and warm, p50 and
 p99, and the cost of each isolation layer on its own. Prints Markdown tables.
 
-Usage: python scripts/bench_sandbox.py [--runs 300] [--rounds 3] [--concurrency 1 4]
+Usage: python scripts/bench_sandbox.py [--runs 300] [--rounds 3] [--concurrency 1 4] [--verifies 2000]
 
 The program reads a line and prints it (`print(input())`), as Python source (run in the forked
 launcher) or as a command (`python -I -S -c ...`, an interpreter start). Every run's output is
@@ -14,6 +14,9 @@ medians of the rounds are quoted):
 - `warm`: Pool.run, launchers started ahead, with the layers added one at a time:
   `rlimits` (no user of its own, no namespaces), `+user` (a uid per run, as root), `+bwrap`
   (bubblewrap's namespaces: the default).
+
+With --verifies N: N code_tests verifies at once (one stdin/stdout test each, a correct
+program) through a real gRPC server on loopback, in this process: verifies/s and latency.
 """
 
 from __future__ import annotations
@@ -80,12 +83,46 @@ async def configuration(name: str, program: Program, runs: int, concurrency: int
         await pool.aclose()
 
 
+async def verifies(n: int) -> dict[str, float]:
+    from gym_metrics import ResourcesClient
+    from gym_metrics.testing import serve_environment
+    from gym_metrics_servers.code_tests import CodeTestsServer
+
+    def body(i: int) -> dict[str, Any]:
+        text = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+        return {"response": {"output": [{"type": "message", "content": [{"type": "output_text", "text": text}]}]},
+                "tests": [{"input": f"{i} {i}\n", "output": str(2 * i)}]}  # fmt: skip
+
+    env = CodeTestsServer()
+    latencies: list[float] = []
+    async with serve_environment(env) as server, ResourcesClient(server.address) as client:
+        await client.verify(body(0))
+
+        async def one(i: int) -> None:
+            started = time.perf_counter()
+            assert (await client.verify(body(i)))["reward"] == 1.0
+            latencies.append(time.perf_counter() - started)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(n)))
+        elapsed = time.perf_counter() - started
+    await env.pool.aclose()
+    latencies.sort()
+    return {"rate": n / elapsed, "p50": latencies[len(latencies) // 2] * 1e3, "p99": latencies[int(len(latencies) * 0.99)] * 1e3}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--verifies", type=int, default=0)
     args = parser.parse_args()
+    if args.verifies:
+        results = [asyncio.run(verifies(args.verifies)) for _ in range(args.rounds)]
+        med = {k: statistics.median(r[k] for r in results) for k in ("rate", "p50", "p99")}
+        print(f"{args.verifies} code_tests verifies at once: {med['rate']:,.0f} verifies/s, p50 {med['p50']:,.0f} ms, p99 {med['p99']:,.0f} ms")
+        return
     print(f"bubblewrap: {bwrap_path() or 'not installed'}; {args.runs} runs x {args.rounds} rounds, medians of the rounds\n")
     rows: dict[tuple[str, str, int], list[dict[str, float]]] = {}
     plan = [(kind, program, name) for kind, program in (("source", SOURCE), ("command", COMMAND))

@@ -14,7 +14,6 @@ NeMo Gym's code_gen rows (`verifier_metadata.unit_tests` in LiveCodeBench's shap
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import textwrap
@@ -24,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer, register_server
+from gym_metrics._util.aio import gather_all
 from gym_metrics.sandbox import Limits, Pool, Program, Provider, RunResult
 
 SAMPLE_PATH = Path(__file__).with_name("sample.jsonl")
@@ -205,25 +205,13 @@ class CodeTestsServer(SimpleResourcesServer):
             return CodeTestsVerifyResponse(reward=0.0, tests_total=total)
         cpu = max(1, int(-(-body.time_limit_s // 1)))
         limits = Limits(wall_s=body.time_limit_s, cpu_s=cpu, memory_mb=body.memory_limit_mb)
-        results = await _all_or_none([self.run_test(code, test, limits) for test in body.tests])
+        # one test the sandbox cannot run cancels the others and fails the verify: no score from part of them
+        results = await gather_all(*(self.run_test(code, test, limits) for test in body.tests))
         passed = sum(r.status == "ok" for r in results)
         return CodeTestsVerifyResponse(
             reward=1.0 if passed == total else 0.0, extracted_code=code, tests_passed=passed, tests_total=total,
             pass_rate=passed / total, test_results=list(results),
         )  # fmt: skip
-
-
-async def _all_or_none(runs: list[Any]) -> list[TestResult]:
-    """Every test's result; when one cannot run (the sandbox failed), the others are cancelled
-    and the verify fails: no score from part of the tests."""
-    tasks = [asyncio.ensure_future(run) for run in runs]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 def _text(response: Any) -> str:

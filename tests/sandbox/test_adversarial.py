@@ -8,6 +8,7 @@ bubblewrap and root (each run then has a user of its own): CI has both (tests/_c
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -232,6 +233,21 @@ async def test_no_privilege_can_be_gained(server: Server) -> None:
     assert status_of(result) == ("ok", ""), result["test_results"]
 
 
+async def test_a_verify_whose_client_left_stops_its_run(server: Server) -> None:
+    call = asyncio.ensure_future(verify(server, "import time\ntime.sleep(60)", time_limit_s=60))
+    for _ in range(100):  # until its run has started
+        if sandbox_processes():
+            break
+        await asyncio.sleep(0.05)
+    assert sandbox_processes(), "the run never started"
+    call.cancel()
+    for _ in range(100):
+        if not sandbox_processes():
+            break
+        await asyncio.sleep(0.05)
+    assert sandbox_processes() == []  # stopped with its request, not at its 60 s limit
+
+
 # ----------------------------------------------------------------------------- the server
 
 
@@ -240,4 +256,5 @@ def test_the_server_kept_answering_health_checks(server: Server) -> None:
     times = sorted(server.health_ms)
     assert len(times) >= 100, len(times)
     p99 = times[int(len(times) * 0.99)]
+    print(f"health p99 {p99:.1f} ms, p50 {times[len(times) // 2]:.1f} ms, max {times[-1]:.1f} ms over {len(times)} checks")
     assert p99 < 100, f"health p99 {p99:.1f} ms over {len(times)} checks (max {times[-1]:.1f} ms)"

@@ -7,8 +7,7 @@ field "judge" when the judge could not answer (HTTP error, timeout, after retrie
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field
@@ -82,16 +81,3 @@ class JudgeScorer(Scorer):
             if attempt < retries:
                 reply = await self.chat(_FIX_PROMPT.format(prompt=prompt, reply=reply, problem=problem))
         raise RowError("judge_reply", f"{what}: {problem}; reply: {quote(reply)}")
-
-
-async def gather_all(*calls: Awaitable[T]) -> list[T]:
-    """Like asyncio.gather, but the first failure cancels the other calls (no judge request
-    outlives the row that made it)."""
-    tasks = [asyncio.ensure_future(c) for c in calls]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise

@@ -22,7 +22,8 @@ from typing import Any, Literal, cast
 
 from gym_metrics.scorers import RowError, register_scorer
 from gym_metrics.scorers.judge._conversation import render_conversation
-from gym_metrics.scorers.judge._base import JudgeScorer, JudgeScorerConfig, gather_all
+from gym_metrics._util.aio import gather_all
+from gym_metrics.scorers.judge._base import JudgeScorer, JudgeScorerConfig
 from gym_metrics.scorers.judge._parse import ReplyFormatError, as_bool, as_str_list, json_field
 from gym_metrics.scorers.judge._prompts import json_prompt, numbered
 
