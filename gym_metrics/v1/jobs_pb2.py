@@ -24,16 +24,16 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19gym_metrics/v1/jobs.proto\x12\x0egym_metrics.v1\"\xcb\x01\n\x07JobSpec\x12\x0e\n\x06scorer\x18\x01 \x01(\t\x12\x1a\n\x12scorer_config_json\x18\x02 \x01(\t\x12(\n\x07\x64\x61taset\x18\x03 \x01(\x0b\x32\x17.gym_metrics.v1.Dataset\x12&\n\x03run\x18\x04 \x01(\x0b\x32\x19.gym_metrics.v1.RunConfig\x12\x13\n\x0btarget_json\x18\x05 \x01(\t\x12\x1c\n\x14prompt_template_json\x18\x06 \x01(\t\x12\x0f\n\x07secrets\x18\x07 \x03(\t\"O\n\x07\x44\x61taset\x12*\n\x04rows\x18\x01 \x01(\x0b\x32\x1a.gym_metrics.v1.InlineRowsH\x00\x12\x0e\n\x04path\x18\x02 \x01(\tH\x00\x42\x08\n\x06source\"\x1f\n\nInlineRows\x12\x11\n\trows_json\x18\x01 \x03(\t\"N\n\tRunConfig\x12\x13\n\x0bparallelism\x18\x01 \x01(\x05\x12\x1a\n\rlimit_samples\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x10\n\x0e_limit_samples\"\x89\x02\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.gym_metrics.v1.JobState\x12%\n\x04spec\x18\x03 \x01(\x0b\x32\x17.gym_metrics.v1.JobSpec\x12\x11\n\trows_done\x18\x04 \x01(\x03\x12\x13\n\x0brows_failed\x18\x05 \x01(\x03\x12\x17\n\nrows_total\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x17\n\x0frows_per_second\x18\x07 \x01(\x01\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12\x14\n\x0c\x63reated_unix\x18\t \x01(\x01\x12\x14\n\x0cupdated_unix\x18\n \x01(\x01\x42\r\n\x0b_rows_total\"9\n\x10SubmitJobRequest\x12%\n\x04spec\x18\x01 \x01(\x0b\x32\x17.gym_metrics.v1.JobSpec\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"a\n\x0fListJobsRequest\x12\'\n\x05state\x18\x01 \x01(\x0e\x32\x18.gym_metrics.v1.JobState\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"N\n\x10ListJobsResponse\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.gym_metrics.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"4\n\x10WatchJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"%\n\x13GetJobResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"p\n\x14GetJobResultResponse\x12\x1f\n\x15\x61ggregate_scores_json\x18\x01 \x01(\tH\x00\x12/\n\nrow_scores\x18\x02 \x01(\x0b\x32\x19.gym_metrics.v1.RowScoresH\x00\x42\x06\n\x04part\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1e\n\tRowScores\x12\x11\n\trows_json\x18\x01 \x03(\t*\x9a\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10JOB_STATE_QUEUED\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n\x10JOB_STATE_FAILED\x10\x04\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x05\x32\xcf\x03\n\nJobService\x12\x42\n\tSubmitJob\x12 .gym_metrics.v1.SubmitJobRequest\x1a\x13.gym_metrics.v1.Job\x12<\n\x06GetJob\x12\x1d.gym_metrics.v1.GetJobRequest\x1a\x13.gym_metrics.v1.Job\x12M\n\x08ListJobs\x12\x1f.gym_metrics.v1.ListJobsRequest\x1a .gym_metrics.v1.ListJobsResponse\x12O\n\x08WatchJob\x12\x1f.gym_metrics.v1.WatchJobRequest\x1a .gym_metrics.v1.WatchJobResponse0\x01\x12[\n\x0cGetJobResult\x12#.gym_metrics.v1.GetJobResultRequest\x1a$.gym_metrics.v1.GetJobResultResponse0\x01\x12\x42\n\tCancelJob\x12 .gym_metrics.v1.CancelJobRequest\x1a\x13.gym_metrics.v1.JobB[\n\x10\x61i.gymmetrics.v1P\x01ZEgithub.com/gym-metrics/gym-metrics/gen/go/gym_metrics/v1;gymmetricsv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19gym_metrics/v1/jobs.proto\x12\x0egym_metrics.v1\"\xcb\x01\n\x07JobSpec\x12\x0e\n\x06scorer\x18\x01 \x01(\t\x12\x1a\n\x12scorer_config_json\x18\x02 \x01(\t\x12(\n\x07\x64\x61taset\x18\x03 \x01(\x0b\x32\x17.gym_metrics.v1.Dataset\x12&\n\x03run\x18\x04 \x01(\x0b\x32\x19.gym_metrics.v1.RunConfig\x12\x13\n\x0btarget_json\x18\x05 \x01(\t\x12\x1c\n\x14prompt_template_json\x18\x06 \x01(\t\x12\x0f\n\x07secrets\x18\x07 \x03(\t\"O\n\x07\x44\x61taset\x12*\n\x04rows\x18\x01 \x01(\x0b\x32\x1a.gym_metrics.v1.InlineRowsH\x00\x12\x0e\n\x04path\x18\x02 \x01(\tH\x00\x42\x08\n\x06source\"\x1f\n\nInlineRows\x12\x11\n\trows_json\x18\x01 \x03(\t\"N\n\tRunConfig\x12\x13\n\x0bparallelism\x18\x01 \x01(\x05\x12\x1a\n\rlimit_samples\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x10\n\x0e_limit_samples\"\x89\x02\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.gym_metrics.v1.JobState\x12%\n\x04spec\x18\x03 \x01(\x0b\x32\x17.gym_metrics.v1.JobSpec\x12\x11\n\trows_done\x18\x04 \x01(\x03\x12\x13\n\x0brows_failed\x18\x05 \x01(\x03\x12\x17\n\nrows_total\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x17\n\x0frows_per_second\x18\x07 \x01(\x01\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12\x14\n\x0c\x63reated_unix\x18\t \x01(\x01\x12\x14\n\x0cupdated_unix\x18\n \x01(\x01\x42\r\n\x0b_rows_total\"9\n\x10SubmitJobRequest\x12%\n\x04spec\x18\x01 \x01(\x0b\x32\x17.gym_metrics.v1.JobSpec\"5\n\x11SubmitJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x0eGetJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"a\n\x0fListJobsRequest\x12\'\n\x05state\x18\x01 \x01(\x0e\x32\x18.gym_metrics.v1.JobState\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"N\n\x10ListJobsResponse\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.gym_metrics.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"4\n\x10WatchJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"%\n\x13GetJobResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"p\n\x14GetJobResultResponse\x12\x1f\n\x15\x61ggregate_scores_json\x18\x01 \x01(\tH\x00\x12/\n\nrow_scores\x18\x02 \x01(\x0b\x32\x19.gym_metrics.v1.RowScoresH\x00\x42\x06\n\x04part\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"5\n\x11\x43\x61ncelJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"\x1e\n\tRowScores\x12\x11\n\trows_json\x18\x01 \x03(\t*\x9a\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10JOB_STATE_QUEUED\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n\x10JOB_STATE_FAILED\x10\x04\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x05\x32\xf6\x03\n\nJobService\x12P\n\tSubmitJob\x12 .gym_metrics.v1.SubmitJobRequest\x1a!.gym_metrics.v1.SubmitJobResponse\x12G\n\x06GetJob\x12\x1d.gym_metrics.v1.GetJobRequest\x1a\x1e.gym_metrics.v1.GetJobResponse\x12M\n\x08ListJobs\x12\x1f.gym_metrics.v1.ListJobsRequest\x1a .gym_metrics.v1.ListJobsResponse\x12O\n\x08WatchJob\x12\x1f.gym_metrics.v1.WatchJobRequest\x1a .gym_metrics.v1.WatchJobResponse0\x01\x12[\n\x0cGetJobResult\x12#.gym_metrics.v1.GetJobResultRequest\x1a$.gym_metrics.v1.GetJobResultResponse0\x01\x12P\n\tCancelJob\x12 .gym_metrics.v1.CancelJobRequest\x1a!.gym_metrics.v1.CancelJobResponseBP\n\x10\x61i.gymmetrics.v1P\x01Z:github.com/gym-metrics/gym-metrics/clients/go/gymmetricsv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gym_metrics.v1.jobs_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
-  _globals['DESCRIPTOR']._serialized_options = b'\n\020ai.gymmetrics.v1P\001ZEgithub.com/gym-metrics/gym-metrics/gen/go/gym_metrics/v1;gymmetricsv1'
-  _globals['_JOBSTATE']._serialized_start=1295
-  _globals['_JOBSTATE']._serialized_end=1449
+  _globals['DESCRIPTOR']._serialized_options = b'\n\020ai.gymmetrics.v1P\001Z:github.com/gym-metrics/gym-metrics/clients/go/gymmetricsv1'
+  _globals['_JOBSTATE']._serialized_start=1457
+  _globals['_JOBSTATE']._serialized_end=1611
   _globals['_JOBSPEC']._serialized_start=46
   _globals['_JOBSPEC']._serialized_end=249
   _globals['_DATASET']._serialized_start=251
@@ -46,24 +46,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOB']._serialized_end=711
   _globals['_SUBMITJOBREQUEST']._serialized_start=713
   _globals['_SUBMITJOBREQUEST']._serialized_end=770
-  _globals['_GETJOBREQUEST']._serialized_start=772
-  _globals['_GETJOBREQUEST']._serialized_end=803
-  _globals['_LISTJOBSREQUEST']._serialized_start=805
-  _globals['_LISTJOBSREQUEST']._serialized_end=902
-  _globals['_LISTJOBSRESPONSE']._serialized_start=904
-  _globals['_LISTJOBSRESPONSE']._serialized_end=982
-  _globals['_WATCHJOBREQUEST']._serialized_start=984
-  _globals['_WATCHJOBREQUEST']._serialized_end=1017
-  _globals['_WATCHJOBRESPONSE']._serialized_start=1019
-  _globals['_WATCHJOBRESPONSE']._serialized_end=1071
-  _globals['_GETJOBRESULTREQUEST']._serialized_start=1073
-  _globals['_GETJOBRESULTREQUEST']._serialized_end=1110
-  _globals['_GETJOBRESULTRESPONSE']._serialized_start=1112
-  _globals['_GETJOBRESULTRESPONSE']._serialized_end=1224
-  _globals['_CANCELJOBREQUEST']._serialized_start=1226
-  _globals['_CANCELJOBREQUEST']._serialized_end=1260
-  _globals['_ROWSCORES']._serialized_start=1262
-  _globals['_ROWSCORES']._serialized_end=1292
-  _globals['_JOBSERVICE']._serialized_start=1452
-  _globals['_JOBSERVICE']._serialized_end=1915
+  _globals['_SUBMITJOBRESPONSE']._serialized_start=772
+  _globals['_SUBMITJOBRESPONSE']._serialized_end=825
+  _globals['_GETJOBREQUEST']._serialized_start=827
+  _globals['_GETJOBREQUEST']._serialized_end=858
+  _globals['_GETJOBRESPONSE']._serialized_start=860
+  _globals['_GETJOBRESPONSE']._serialized_end=910
+  _globals['_LISTJOBSREQUEST']._serialized_start=912
+  _globals['_LISTJOBSREQUEST']._serialized_end=1009
+  _globals['_LISTJOBSRESPONSE']._serialized_start=1011
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1089
+  _globals['_WATCHJOBREQUEST']._serialized_start=1091
+  _globals['_WATCHJOBREQUEST']._serialized_end=1124
+  _globals['_WATCHJOBRESPONSE']._serialized_start=1126
+  _globals['_WATCHJOBRESPONSE']._serialized_end=1178
+  _globals['_GETJOBRESULTREQUEST']._serialized_start=1180
+  _globals['_GETJOBRESULTREQUEST']._serialized_end=1217
+  _globals['_GETJOBRESULTRESPONSE']._serialized_start=1219
+  _globals['_GETJOBRESULTRESPONSE']._serialized_end=1331
+  _globals['_CANCELJOBREQUEST']._serialized_start=1333
+  _globals['_CANCELJOBREQUEST']._serialized_end=1367
+  _globals['_CANCELJOBRESPONSE']._serialized_start=1369
+  _globals['_CANCELJOBRESPONSE']._serialized_end=1422
+  _globals['_ROWSCORES']._serialized_start=1424
+  _globals['_ROWSCORES']._serialized_end=1454
+  _globals['_JOBSERVICE']._serialized_start=1614
+  _globals['_JOBSERVICE']._serialized_end=2116
 # @@protoc_insertion_point(module_scope)

@@ -38,12 +38,12 @@ class JobServiceStub:
         self.SubmitJob = channel.unary_unary(
                 '/gym_metrics.v1.JobService/SubmitJob',
                 request_serializer=gym__metrics_dot_v1_dot_jobs__pb2.SubmitJobRequest.SerializeToString,
-                response_deserializer=gym__metrics_dot_v1_dot_jobs__pb2.Job.FromString,
+                response_deserializer=gym__metrics_dot_v1_dot_jobs__pb2.SubmitJobResponse.FromString,
                 _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/gym_metrics.v1.JobService/GetJob',
                 request_serializer=gym__metrics_dot_v1_dot_jobs__pb2.GetJobRequest.SerializeToString,
-                response_deserializer=gym__metrics_dot_v1_dot_jobs__pb2.Job.FromString,
+                response_deserializer=gym__metrics_dot_v1_dot_jobs__pb2.GetJobResponse.FromString,
                 _registered_method=True)
         self.ListJobs = channel.unary_unary(
                 '/gym_metrics.v1.JobService/ListJobs',
@@ -63,7 +63,7 @@ class JobServiceStub:
         self.CancelJob = channel.unary_unary(
                 '/gym_metrics.v1.JobService/CancelJob',
                 request_serializer=gym__metrics_dot_v1_dot_jobs__pb2.CancelJobRequest.SerializeToString,
-                response_deserializer=gym__metrics_dot_v1_dot_jobs__pb2.Job.FromString,
+                response_deserializer=gym__metrics_dot_v1_dot_jobs__pb2.CancelJobResponse.FromString,
                 _registered_method=True)
 
 
@@ -123,12 +123,12 @@ def add_JobServiceServicer_to_server(servicer, server):
             'SubmitJob': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitJob,
                     request_deserializer=gym__metrics_dot_v1_dot_jobs__pb2.SubmitJobRequest.FromString,
-                    response_serializer=gym__metrics_dot_v1_dot_jobs__pb2.Job.SerializeToString,
+                    response_serializer=gym__metrics_dot_v1_dot_jobs__pb2.SubmitJobResponse.SerializeToString,
             ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
                     request_deserializer=gym__metrics_dot_v1_dot_jobs__pb2.GetJobRequest.FromString,
-                    response_serializer=gym__metrics_dot_v1_dot_jobs__pb2.Job.SerializeToString,
+                    response_serializer=gym__metrics_dot_v1_dot_jobs__pb2.GetJobResponse.SerializeToString,
             ),
             'ListJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobs,
@@ -148,7 +148,7 @@ def add_JobServiceServicer_to_server(servicer, server):
             'CancelJob': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelJob,
                     request_deserializer=gym__metrics_dot_v1_dot_jobs__pb2.CancelJobRequest.FromString,
-                    response_serializer=gym__metrics_dot_v1_dot_jobs__pb2.Job.SerializeToString,
+                    response_serializer=gym__metrics_dot_v1_dot_jobs__pb2.CancelJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -178,7 +178,7 @@ class JobService:
             target,
             '/gym_metrics.v1.JobService/SubmitJob',
             gym__metrics_dot_v1_dot_jobs__pb2.SubmitJobRequest.SerializeToString,
-            gym__metrics_dot_v1_dot_jobs__pb2.Job.FromString,
+            gym__metrics_dot_v1_dot_jobs__pb2.SubmitJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -205,7 +205,7 @@ class JobService:
             target,
             '/gym_metrics.v1.JobService/GetJob',
             gym__metrics_dot_v1_dot_jobs__pb2.GetJobRequest.SerializeToString,
-            gym__metrics_dot_v1_dot_jobs__pb2.Job.FromString,
+            gym__metrics_dot_v1_dot_jobs__pb2.GetJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -313,7 +313,7 @@ class JobService:
             target,
             '/gym_metrics.v1.JobService/CancelJob',
             gym__metrics_dot_v1_dot_jobs__pb2.CancelJobRequest.SerializeToString,
-            gym__metrics_dot_v1_dot_jobs__pb2.Job.FromString,
+            gym__metrics_dot_v1_dot_jobs__pb2.CancelJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -39,9 +39,9 @@ class JobServiceStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> JobServiceAsyncStub: ...
-    SubmitJob: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.SubmitJobRequest, _jobs_pb2.Job]
+    SubmitJob: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.SubmitJobRequest, _jobs_pb2.SubmitJobResponse]
     """Validates a job spec and queues the job. INVALID_ARGUMENT names the bad field."""
-    GetJob: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.GetJobRequest, _jobs_pb2.Job]
+    GetJob: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.GetJobRequest, _jobs_pb2.GetJobResponse]
     """One job's state and progress. NOT_FOUND for an unknown id."""
     ListJobs: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.ListJobsRequest, _jobs_pb2.ListJobsResponse]
     """Jobs in submission order (oldest first), optionally of one state, a page at a time."""
@@ -54,7 +54,7 @@ class JobServiceStub:
     scores, the following parts the row scores in row order. FAILED_PRECONDITION while the
     job has not finished; a FAILED or CANCELLED job returns what its rows stored.
     """
-    CancelJob: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.CancelJobRequest, _jobs_pb2.Job]
+    CancelJob: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.CancelJobRequest, _jobs_pb2.CancelJobResponse]
     """Stops a queued or running job (rows already scored stay stored). Idempotent; a job in a
     final state is returned as it is.
     """
@@ -64,9 +64,9 @@ class JobServiceAsyncStub(JobServiceStub):
     """Runs scorers over datasets as durable jobs."""
 
     def __init__(self, channel: _aio.Channel) -> None: ...
-    SubmitJob: _aio.UnaryUnaryMultiCallable[_jobs_pb2.SubmitJobRequest, _jobs_pb2.Job]  # type: ignore[assignment]
+    SubmitJob: _aio.UnaryUnaryMultiCallable[_jobs_pb2.SubmitJobRequest, _jobs_pb2.SubmitJobResponse]  # type: ignore[assignment]
     """Validates a job spec and queues the job. INVALID_ARGUMENT names the bad field."""
-    GetJob: _aio.UnaryUnaryMultiCallable[_jobs_pb2.GetJobRequest, _jobs_pb2.Job]  # type: ignore[assignment]
+    GetJob: _aio.UnaryUnaryMultiCallable[_jobs_pb2.GetJobRequest, _jobs_pb2.GetJobResponse]  # type: ignore[assignment]
     """One job's state and progress. NOT_FOUND for an unknown id."""
     ListJobs: _aio.UnaryUnaryMultiCallable[_jobs_pb2.ListJobsRequest, _jobs_pb2.ListJobsResponse]  # type: ignore[assignment]
     """Jobs in submission order (oldest first), optionally of one state, a page at a time."""
@@ -79,7 +79,7 @@ class JobServiceAsyncStub(JobServiceStub):
     scores, the following parts the row scores in row order. FAILED_PRECONDITION while the
     job has not finished; a FAILED or CANCELLED job returns what its rows stored.
     """
-    CancelJob: _aio.UnaryUnaryMultiCallable[_jobs_pb2.CancelJobRequest, _jobs_pb2.Job]  # type: ignore[assignment]
+    CancelJob: _aio.UnaryUnaryMultiCallable[_jobs_pb2.CancelJobRequest, _jobs_pb2.CancelJobResponse]  # type: ignore[assignment]
     """Stops a queued or running job (rows already scored stay stored). Idempotent; a job in a
     final state is returned as it is.
     """
@@ -92,7 +92,7 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _jobs_pb2.SubmitJobRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_jobs_pb2.Job, _abc.Awaitable[_jobs_pb2.Job]]:
+    ) -> _typing.Union[_jobs_pb2.SubmitJobResponse, _abc.Awaitable[_jobs_pb2.SubmitJobResponse]]:
         """Validates a job spec and queues the job. INVALID_ARGUMENT names the bad field."""
 
     @_abc_1.abstractmethod
@@ -100,7 +100,7 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _jobs_pb2.GetJobRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_jobs_pb2.Job, _abc.Awaitable[_jobs_pb2.Job]]:
+    ) -> _typing.Union[_jobs_pb2.GetJobResponse, _abc.Awaitable[_jobs_pb2.GetJobResponse]]:
         """One job's state and progress. NOT_FOUND for an unknown id."""
 
     @_abc_1.abstractmethod
@@ -137,7 +137,7 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _jobs_pb2.CancelJobRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_jobs_pb2.Job, _abc.Awaitable[_jobs_pb2.Job]]:
+    ) -> _typing.Union[_jobs_pb2.CancelJobResponse, _abc.Awaitable[_jobs_pb2.CancelJobResponse]]:
         """Stops a queued or running job (rows already scored stay stored). Idempotent; a job in a
         final state is returned as it is.
         """

@@ -8,21 +8,16 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import pytest
 from google.protobuf import descriptor_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 
-from _ci import need_tool
-
-BUF_VERSION = "1.75.0"
-BUF_DIR = Path(tempfile.gettempdir()) / f"gym-metrics-buf-{BUF_VERSION}"
+from _buf import BUF_DIR, buf_binary
 
 SERVICES = {
     "gym_metrics.v1.ResourcesService",
@@ -83,16 +78,7 @@ def test_v1_hands_out_schemas_with_the_status_detail_types(address: str, symbol:
 
 @pytest.fixture(scope="module")
 def buf() -> str:
-    """buf from the npm registry (its package ships the binary), installed once per machine."""
-    npm = need_tool("npm", "the reflection check needs buf, from the npm registry")
-    binary = BUF_DIR / "node_modules" / ".bin" / "buf"
-    if not binary.exists():
-        done = subprocess.run(
-            [npm, "install", "--prefix", str(BUF_DIR), "--no-audit", "--no-fund", "--no-save", f"@bufbuild/buf@{BUF_VERSION}"],
-            capture_output=True, text=True, timeout=240,
-        )  # fmt: skip
-        assert done.returncode == 0 and binary.exists(), done.stdout + done.stderr
-    return str(binary)
+    return buf_binary()
 
 
 @pytest.mark.timeout(300)

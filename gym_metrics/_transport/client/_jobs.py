@@ -131,14 +131,14 @@ class JobClient:
 
     def submit(self, spec: Mapping[str, Any]) -> JobInfo:
         """Queue a job (spec in `parse_spec`'s dict shape); InvalidInputError names bad fields."""
-        job = self._unary(self._stub.SubmitJob, pb.SubmitJobRequest(spec=dict_to_spec(spec)))
-        return JobInfo.from_pb(job)
+        answer = self._unary(self._stub.SubmitJob, pb.SubmitJobRequest(spec=dict_to_spec(spec)))
+        return JobInfo.from_pb(answer.job)
 
     def get(self, job_id: str) -> JobInfo:
-        return JobInfo.from_pb(self._unary(self._stub.GetJob, pb.GetJobRequest(job_id=job_id), job_id))
+        return JobInfo.from_pb(self._unary(self._stub.GetJob, pb.GetJobRequest(job_id=job_id), job_id).job)
 
     def cancel(self, job_id: str) -> JobInfo:
-        return JobInfo.from_pb(self._unary(self._stub.CancelJob, pb.CancelJobRequest(job_id=job_id), job_id))
+        return JobInfo.from_pb(self._unary(self._stub.CancelJob, pb.CancelJobRequest(job_id=job_id), job_id).job)
 
     def list(self, state: str | None = None, *, page_size: int = 100, page_token: str = "") -> tuple[list[JobInfo], str]:
         """One page of jobs, oldest first; pass the returned token for the next ("" at the end)."""

@@ -35,10 +35,10 @@ class JobsServicer:
         return job
 
     @grpc_errors
-    async def SubmitJob(self, request: bytes, context: grpc.aio.ServicerContext) -> pb.Job:  # noqa: N802
+    async def SubmitJob(self, request: bytes, context: grpc.aio.ServicerContext) -> pb.SubmitJobResponse:  # noqa: N802
         # Decoding, checking and storing a large inline dataset is a second of work: off the
         # event loop, from the raw bytes on (SubmitJob is registered without a deserializer).
-        return self._job(await asyncio.to_thread(self._submit, request))
+        return pb.SubmitJobResponse(job=self._job(await asyncio.to_thread(self._submit, request)))
 
     def _submit(self, raw: bytes) -> JobRecord:
         request = decoded(decode_lenient(pb.SubmitJobRequest, raw), "request")
@@ -47,12 +47,12 @@ class JobsServicer:
         return self.jobs.submit(spec_to_dict(request.spec))
 
     @grpc_errors
-    async def GetJob(self, request: Any, context: grpc.aio.ServicerContext) -> pb.Job:  # noqa: N802
-        return self._job(await self.jobs.get(_job_id(decoded(request, "request"))))
+    async def GetJob(self, request: Any, context: grpc.aio.ServicerContext) -> pb.GetJobResponse:  # noqa: N802
+        return pb.GetJobResponse(job=self._job(await self.jobs.get(_job_id(decoded(request, "request")))))
 
     @grpc_errors
-    async def CancelJob(self, request: Any, context: grpc.aio.ServicerContext) -> pb.Job:  # noqa: N802
-        return self._job(await self.jobs.cancel(_job_id(decoded(request, "request"))))
+    async def CancelJob(self, request: Any, context: grpc.aio.ServicerContext) -> pb.CancelJobResponse:  # noqa: N802
+        return pb.CancelJobResponse(job=self._job(await self.jobs.cancel(_job_id(decoded(request, "request")))))
 
     @grpc_errors
     async def ListJobs(self, request: Any, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:  # noqa: N802
@@ -85,12 +85,12 @@ def add_job_service(servicer: JobsServicer, server: Any) -> None:
     """Register the six methods with lenient decoding (bad bytes -> INVALID_ARGUMENT)."""
     unary, stream = grpc.unary_unary_rpc_method_handler, grpc.unary_stream_rpc_method_handler
     register(server, SERVICE, servicer, {
-        "SubmitJob": (unary, None, pb.Job),  # raw bytes: decoded in a worker thread
-        "GetJob": (unary, pb.GetJobRequest, pb.Job),
+        "SubmitJob": (unary, None, pb.SubmitJobResponse),  # raw bytes: decoded in a worker thread
+        "GetJob": (unary, pb.GetJobRequest, pb.GetJobResponse),
         "ListJobs": (unary, pb.ListJobsRequest, pb.ListJobsResponse),
         "WatchJob": (stream, pb.WatchJobRequest, pb.WatchJobResponse),
         "GetJobResult": (stream, pb.GetJobResultRequest, pb.GetJobResultResponse),
-        "CancelJob": (unary, pb.CancelJobRequest, pb.Job),
+        "CancelJob": (unary, pb.CancelJobRequest, pb.CancelJobResponse),
     })  # fmt: skip
 
 
