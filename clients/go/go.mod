@@ -1,0 +1,3 @@
+module github.com/gym-metrics/gym-metrics/clients/go
+
+go 1.19
