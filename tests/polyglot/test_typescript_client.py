@@ -1,0 +1,66 @@
+"""The TypeScript client (clients/typescript: connect-es over @connectrpc/connect-node), built
+from a clean `npm ci` with packages from the npm registry, against live servers: its unit tests
+pass, its generated code is fresh, and its rewards, metrics and a job's result equal the Python
+client's and `gym-metrics collect`'s, value for value."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from _buf import buf_binary
+from _ci import need_tool
+from _compare import ROOT, SAMPLE, assert_job_equals_python, assert_verify_equals_collect, bad_spec, job_rows, output, run, write_spec
+
+PACKAGE = ROOT / "clients" / "typescript"
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def ts_client() -> list[str]:
+    npm = need_tool("npm", "the TypeScript client installs its packages from the npm registry")
+    node = need_tool("node", "the TypeScript client runs on Node.js")
+    for step in ([npm, "ci", "--no-audit", "--no-fund"], [npm, "run", "build"]):
+        done = subprocess.run(step, cwd=PACKAGE, capture_output=True, text=True, timeout=400)
+        assert done.returncode == 0, done.stdout + done.stderr
+    return [node, str(PACKAGE / "dist" / "cli.js")]
+
+
+def test_its_unit_tests_pass(ts_client: list[str]) -> None:
+    done = subprocess.run(["npm", "test"], cwd=PACKAGE, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "# fail 0" in done.stdout, done.stdout + done.stderr
+
+
+def test_verify_and_aggregate_equal_the_python_collect(ts_client: list[str], servers: dict[str, str], tmp_path: Path) -> None:
+    answer = output([*ts_client, "verify", "--server", servers["resources"], "--input", str(SAMPLE)])
+    assert_verify_equals_collect(answer, servers["resources"], tmp_path)
+
+
+def test_a_job_equals_the_python_clients(ts_client: list[str], servers: dict[str, str], tmp_path: Path) -> None:
+    rows = job_rows()
+    answer = output([*ts_client, "job", "--server", servers["jobs"], "--spec", str(write_spec(tmp_path, rows))])
+    assert_job_equals_python(answer, servers["jobs"], rows)
+
+
+def test_a_bad_spec_names_its_field(ts_client: list[str], servers: dict[str, str], tmp_path: Path) -> None:
+    done = run([*ts_client, "job", "--server", servers["jobs"], "--spec", str(bad_spec(tmp_path))])
+    assert done.returncode == 1 and "spec.dataset.rows.rows_json[1]" in done.stderr, done.stderr
+
+
+def test_the_generated_code_is_fresh(ts_client: list[str], tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "protos", tmp_path / "protos")
+    shutil.copy(ROOT / "buf.yaml", tmp_path)
+    (tmp_path / "clients" / "typescript").mkdir(parents=True)
+    shutil.copy(PACKAGE / "buf.gen.yaml", tmp_path / "clients" / "typescript")
+    (tmp_path / "clients" / "typescript" / "node_modules").symlink_to(PACKAGE / "node_modules")
+    done = subprocess.run([buf_binary(), "generate", "--template", "clients/typescript/buf.gen.yaml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    fresh_root, committed_root = tmp_path / "clients" / "typescript" / "src" / "gen", PACKAGE / "src" / "gen"
+    fresh = sorted(p.relative_to(fresh_root) for p in fresh_root.rglob("*.ts"))
+    assert fresh == sorted(p.relative_to(committed_root) for p in committed_root.rglob("*.ts"))
+    stale = [str(p) for p in fresh if (fresh_root / p).read_bytes() != (committed_root / p).read_bytes()]
+    assert stale == [], f"regenerate with python scripts/gen_clients.py: {stale}"
