@@ -140,7 +140,7 @@ def test_a_server_started_just_before_is_waited_for(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        code = cli.main(["collect", "--server", f"127.0.0.1:{port}",
+        code = cli.main(["collect", "--server", f"127.0.0.1:{port}", "--connect-timeout", "30",
                          "--input", str(src), "--output", str(tmp_path / "out.jsonl")])  # fmt: skip
     finally:
         server.terminate()

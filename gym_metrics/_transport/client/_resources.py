@@ -350,7 +350,7 @@ class ResourcesClient(SessionCalls, GroupCalls):
         )
 
 
-REFUSED_PATIENCE_S = 3.0  # how long a first connection is retried while the address refuses
+REFUSED_PATIENCE_S = 10.0  # how long (at most: the connect timeout bounds it) a refused first connection is retried
 
 
 class _Refused(Exception):
