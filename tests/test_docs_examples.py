@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 
+from _buf import buf_binary
 from gym_metrics.environments import ENVIRONMENTS
 from gym_metrics.cli import _parser as cli_parser
 from gym_metrics.exporters._base import EXPORTERS
@@ -62,8 +63,6 @@ SKIP: dict[tuple[str, str], str] = {
         "needs a Prometheus Pushgateway",
     ("exporters.md", "pip install opentelemetry-distro opentelemetry-exporter-otlp"):
         "installs OpenTelemetry from the package index and needs an OTLP collector",
-    ("grpc.md", "buf curl --protocol grpc --http2-prior-knowledge --reflect-protocol grpc-v1 \\"):
-        "needs buf (tests/transport/test_reflection.py runs this call)",
     ("index.md", "# serve math_exact on loopback, collect its shipped sample (3 agents x 12 tasks x 4 repeats)"):
         "creates a venv and installs from the package index (what .ci/run does)",
     ("kubernetes.md", "docker build -t gym-metrics:0.1.0 ."): "needs Docker",
@@ -274,9 +273,10 @@ def own_server_port(body: str) -> str:
 
 def run_bash(block: Block, source: str, cwd: Path) -> None:
     """The block in its own process group, killed when the block ends: a server it started
-    in the background stops with it."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "POLICY_API_KEY": "not-a-secret"}  # fmt: skip
+    in the background stops with it. buf (for `buf curl`) is on its PATH."""
+    tools = [str(Path(sys.executable).parent)] + ([str(Path(buf_binary()).parent)] if "buf " in source else [])
+    env = {**os.environ, "PATH": os.pathsep.join([*tools, os.environ.get("PATH", "")]),
+           "POLICY_API_KEY": "not-a-secret", "BUF_CACHE_DIR": str(cwd / ".buf-cache")}  # fmt: skip
     out, err = cwd / f".block{block.line}.out", cwd / f".block{block.line}.err"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
         proc = subprocess.Popen(["bash", "-e", "-o", "pipefail", "-c", source], cwd=cwd, env=env,
