@@ -1,0 +1,51 @@
+"""The Java user's path (clients/java): classes generated with protoc and grpc-java's plugin
+from Debian's packages, compiled with the example, run against a live server: the reward and
+the bad field it reads back equal the Python client's."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from _ci import missing, need_tool
+from _compare import ROOT
+from gym_metrics import InvalidInputError, ResourcesClient
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+JARS = Path("/usr/share/java")
+
+
+@pytest.fixture(scope="module")
+def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    for tool in ("javac", "java", "protoc", "grpc_java_plugin"):
+        need_tool(tool, "apt-get install default-jdk-headless protobuf-compiler protobuf-compiler-grpc-java-plugin")
+    for jar in ("grpc-netty.jar", "grpc-protobuf.jar", "protobuf.jar", "netty-codec-http2.jar"):
+        if not (JARS / jar).exists():
+            missing(f"{JARS / jar} is missing (apt-get install libgrpc-java libprotobuf-java libnetty-java libperfmark-java)")
+    out = tmp_path_factory.mktemp("java")
+    done = subprocess.run([str(ROOT / "clients" / "java" / "build.sh"), str(out)], capture_output=True, text=True, timeout=500)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out / "classes"
+
+
+def test_the_example_gets_the_python_clients_answers(classes: Path, servers: dict[str, str]) -> None:
+    done = subprocess.run(["java", "-cp", f"{classes}:{JARS}/*", "Example", servers["resources"]],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+
+    async def python() -> tuple[float, str]:
+        async with ResourcesClient(servers["resources"]) as client:
+            reward = (await client.verify({"expected_answer": "4", "model_output": "The answer is 4."}))["reward"]
+            with pytest.raises(InvalidInputError) as bad:
+                await client.verify({"model_output": "4"})
+            return reward, str(bad.value)
+
+    reward, error = asyncio.run(python())
+    assert lines[0].startswith("server math_exact ")
+    assert lines[1] == f"reward {reward}" and reward == 1.0
+    field = lines[2].removeprefix("bad field ").split(":")[0]
+    assert field == "body.expected_answer" and field in error, (lines[2], error)
