@@ -4,6 +4,7 @@ says which in its `exit_code` (an `ExitCode`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -40,6 +41,15 @@ class FieldViolation:
         return f"{where}{self.field}: {self.description}"
 
 
+def json_path(root: str, loc: Iterable[str | int]) -> str:
+    """A path into a JSON document, the way BadRequest paths go on (docs/grpc.md#errors): keys
+    after a dot, list positions in brackets (`body_json.input[0].content`)."""
+    path = root
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
 class GymMetricsError(Exception):
     """Base class of every error gym-metrics raises on purpose."""
 
@@ -53,6 +63,16 @@ class InvalidInputError(GymMetricsError, ValueError):
         more = f" (+{len(self.violations) - 5} more)" if len(self.violations) > 5 else ""
         super().__init__(f"{message}: {detail}{more}" if detail else message)
         self.message = message
+
+
+def rerooted(exc: InvalidInputError, root: str, new_root: str) -> InvalidInputError:
+    """The same error with its paths under `root` moved under `new_root` (a transport's name
+    for the same document)."""
+
+    def moved(field: str) -> str:
+        return new_root + field[len(root) :] if field == root or field.startswith((root + ".", root + "[")) else field
+
+    return InvalidInputError(exc.message, [FieldViolation(moved(v.field), v.description, v.row, v.row_name) for v in exc.violations])
 
 
 class NotFoundError(GymMetricsError, LookupError):

@@ -34,14 +34,14 @@ KIND_TO_PB = {ValueKind.FLOAT: pb.VALUE_KIND_FLOAT, ValueKind.INT: pb.VALUE_KIND
 # ----------------------------------------------------------------------------- batches in
 
 
-def batch_to_columns(batch: pb.RolloutBatch, batch_no: int, row_offset: int = 0) -> RolloutColumns:
+def batch_to_columns(batch: pb.RolloutBatch, where: str = "batch", row_offset: int = 0) -> RolloutColumns:
     """Validate one RolloutBatch and turn it into engine columns.
 
-    Violations name `batch[<batch_no>].<field>` and the row within the batch. Non-finite
-    doubles are data, not errors. `row_offset` numbers the rows across a stream (engine errors
-    found later, such as duplicate keys, name rows by that number).
+    Violations name `<where>.<field>` (`request[3].batch.row_json`, docs/grpc.md#errors) and
+    the row within the batch. Non-finite doubles are data, not errors. `row_offset` numbers the
+    rows across a stream (engine errors found later, such as duplicate keys, name rows by that
+    number).
     """
-    where = f"batch[{batch_no}]"
     if len(batch.task_index) == 0 and len(batch.row_json):
         return _from_rows_only(batch, where, row_offset)
     n = len(batch.task_index)
@@ -186,7 +186,10 @@ def _derive_from_json(
     try:
         cols = RolloutColumns.from_rows(parsed, keep_rows=False)
     except InvalidInputError as exc:
-        relabelled = [FieldViolation(f"{where}.row_json.{v.field}", v.description, v.row) for v in exc.violations]
+        relabelled = [  # the row's position, then the path inside its JSON
+            FieldViolation(f"{where}.row_json" + (f"[{v.row}]" if v.row is not None else "") + f".{v.field}", v.description)
+            for v in exc.violations
+        ]
         raise InvalidInputError("invalid row_json", relabelled) from None
     if tasks is not None and repeats is not None:
         for name, given, found in (("task_index", tasks, cols.task_index), ("rollout_index", repeats, cols.rollout_index)):

@@ -36,7 +36,7 @@ class ScorerEnvironment(SimpleResourcesServer):
     backend_failures: ClassVar[tuple[str, ...]] = ()
     """fnmatch patterns of RowError fields meaning the scorer's backend failed, not the
     rollout's data: re-raised, so the rollout is recorded as failed with the reason."""
-    violation_prefix: ClassVar[str] = "body."
+    violation_prefix: ClassVar[str] = "body_json."
     """Put before a RowError's field in the INVALID_ARGUMENT violation."""
     invalid_message: ClassVar[str] = "{label}: rollout cannot be scored"
     no_reward_field: ClassVar[str] = "score"

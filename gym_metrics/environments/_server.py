@@ -24,7 +24,7 @@ import pydantic
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, ColumnarComputeMetrics, ColumnMetrics, MetricColumns, default_key_metrics
 from gym_metrics.rollouts import RolloutColumns
 from gym_metrics._util.deprecated import warn_class_attribute
-from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.errors import FieldViolation, InvalidInputError, json_path
 from gym_metrics.reducers import TaskRewards, TaskRewardsLike, summarize_reducers
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.environments._sessions import Session, seed_with_row
@@ -188,7 +188,7 @@ class SimpleResourcesServer:
                 raise InvalidInputError(
                     "verify body must be a JSON object", [FieldViolation("body_json", f"got {got}", row)]
                 ) from None
-            raise InvalidInputError(f"verify body fails {model.__name__}", _violations(exc, "body", row)) from None
+            raise InvalidInputError(f"verify body fails {model.__name__}", _violations(exc, "body_json", row)) from None
 
     async def verify_model(self, body: Mapping[str, Any] | str | bytes, row: int | None = None) -> BaseVerifyResponse:
         """Validate, verify, and check what verify returned."""
@@ -321,8 +321,4 @@ def _output_names(request_model: type[pydantic.BaseModel], response_model: type[
 
 
 def _violations(exc: pydantic.ValidationError, root: str, row: int | None) -> list[FieldViolation]:
-    out = []
-    for err in exc.errors():
-        path = ".".join(str(p) for p in (root, *err["loc"]))
-        out.append(FieldViolation(path, err["msg"], row))
-    return out
+    return [FieldViolation(json_path(root, err["loc"]), err["msg"], row) for err in exc.errors()]

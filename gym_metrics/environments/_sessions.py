@@ -22,7 +22,7 @@ from typing import Any
 import pydantic
 
 from gym_metrics._util.limits import IDLE_TTL_S, MAX_SESSIONS
-from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, OverloadedError
+from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, OverloadedError, json_path
 
 
 
@@ -110,7 +110,7 @@ async def seed_with_row(env: Any, session: Session) -> None:
     try:
         body = model.model_validate(session.row)
     except pydantic.ValidationError as exc:
-        violations = [FieldViolation(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()[:20]]
+        violations = [FieldViolation(json_path("body_json", e["loc"]), e["msg"]) for e in exc.errors()[:20]]
         raise InvalidInputError(f"the row does not fit {model.__name__}", violations) from None
     await env.seed_session(session, body)
 

@@ -22,7 +22,7 @@ from typing import Any, Optional, TypeVar, overload
 
 import pydantic
 
-from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError
+from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, json_path
 
 _MARK = "__gym_metrics_tool__"
 
@@ -79,9 +79,7 @@ class ToolSpec:
         try:
             return self.arguments.model_validate_json(arguments_json or "{}")
         except pydantic.ValidationError as exc:
-            violations = [
-                FieldViolation(f"arguments.{'.'.join(str(p) for p in e['loc'])}".rstrip("."), e["msg"]) for e in exc.errors()[:20]
-            ]
+            violations = [FieldViolation(json_path("arguments", e["loc"]), e["msg"]) for e in exc.errors()[:20]]
             raise InvalidInputError(f"bad arguments for tool {self.name!r}", violations) from None
 
     async def run(self, env: Any, arguments: pydantic.BaseModel, session: Any) -> str:

@@ -125,12 +125,12 @@ def test_shown_columns_cross_the_wire_and_bad_positions_are_named() -> None:
     cols = RolloutColumns.from_rows(rows, keep_rows=False)
     assert cols.shown
     batches = list(columns_to_batches(cols, 3, include_rows=False))
-    back = concat([batch_to_columns(b, i) for i, b in enumerate(batches)])
+    back = concat([batch_to_columns(b, f"batch[{i}]") for i, b in enumerate(batches)])
     assert infos_of(back) == infos_of(cols)
     bad = batches[0]
     bad.shown["n"].ints.append(7)
     with pytest.raises(InvalidInputError) as exc:
-        batch_to_columns(bad, 0)
+        batch_to_columns(bad, "batch[0]")
     assert exc.value.violations[0].field == "batch[0].shown[n].ints"
 
 

@@ -67,7 +67,7 @@ async def test_what_the_model_gets_wrong_is_named() -> None:
         assert unknown.value.code == "NOT_FOUND" and "increment_counter" in unknown.value.details  # lists the tools
         with pytest.raises(InvalidInputError) as bad:
             await client.call_tool(session, "increment_counter", {"count": "many"})
-        assert "arguments.count" in str(bad.value)
+        assert "arguments_json.count" in str(bad.value)  # the gRPC field that carries them
         with pytest.raises(InvalidInputError):
             await client.call_tool(session, "increment_counter", "{not json")
         with pytest.raises(InvalidInputError) as seed:

@@ -44,7 +44,7 @@ async def test_scores_come_from_the_verify_response(serve_env: Any) -> None:
     assert result.errors[n].field == "json"
     failure = result.errors[n + 1]
     assert failure.field == "verify" and failure.reason.startswith("invalid_request:")
-    assert "body.user_input[0].content" in failure.reason
+    assert "body_json.user_input[0].content" in failure.reason
     stats = {s.name: s for s in result.stats}
     assert (stats["tool_call_accuracy"].count, stats["tool_call_accuracy"].nan_count) == (n + 1, 2)
 

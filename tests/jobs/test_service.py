@@ -135,13 +135,13 @@ def test_an_invalid_spec_names_the_field(server: JobServerThread) -> None:
     with JobClient(server.address) as client:
         with pytest.raises(InvalidInputError) as err:
             client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": [{}]}, "run": {"parallelism": -1}})
-        assert [v.field for v in err.value.violations] == ["run.parallelism"]
+        assert [v.field for v in err.value.violations] == ["spec.run.parallelism"]  # from the request's top
         with pytest.raises(InvalidInputError) as err:
             client.submit({"scorer": "no_such_scorer", "dataset": {"rows": [{}]}})
-        assert err.value.violations[0].field == "scorer"
+        assert err.value.violations[0].field == "spec.scorer"
         with pytest.raises(InvalidInputError) as err:
             client.submit({"scorer": "tool_call_accuracy", "dataset": {"path": "../outside.jsonl"}})
-        assert err.value.violations[0].field == "dataset.path" and "escapes the data root" in str(err.value)
+        assert err.value.violations[0].field == "spec.dataset.path" and "escapes the data root" in str(err.value)
         assert client.list() == ([], "")
     spec = jobs_pb2.JobSpec(scorer="tool_call_accuracy")
     spec.dataset.rows.rows_json.extend(["{}", "{}", "{}", "{not json"])

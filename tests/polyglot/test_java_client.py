@@ -48,4 +48,4 @@ def test_the_example_gets_the_python_clients_answers(classes: Path, servers: dic
     assert lines[0].startswith("server math_exact ")
     assert lines[1] == f"reward {reward}" and reward == 1.0
     field = lines[2].removeprefix("bad field ").split(":")[0]
-    assert field == "body.expected_answer" and field in error, (lines[2], error)
+    assert field == "body_json.expected_answer" and field in error, (lines[2], error)

@@ -91,14 +91,14 @@ async def test_second_header(stub: Any) -> None:
 async def test_empty_stream(stub: Any) -> None:
     err = await _aggregate_fails(stub, [])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert bad_request(err) == [("header", "the stream is empty: it must start with a header")]
+    assert bad_request(err) == [("request[0]", "the stream is empty: it must start with a header")]
     await _assert_still_serves(stub)
 
 
 async def test_empty_agent_name(stub: Any) -> None:
     err = await _aggregate_fails(stub, [_header(""), _ok_batch("0", [0], [0])])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert bad_request(err) == [("header.agent_ref.name", "must not be empty")]
+    assert bad_request(err) == [("request[0].header.agent_ref.name", "must not be empty")]
     await _assert_still_serves(stub)
 
 
@@ -106,8 +106,8 @@ async def test_columns_of_unequal_length(stub: Any) -> None:
     bad = _batch(task_index=[0, 1, 2, 3, 4, 5], rollout_index=[0, 0, 0, 0, 0])
     err = await _aggregate_fails(stub, [_header(), _ok_batch("0", [9], [0]), bad])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert bad_request(err) == [("batch[1].rollout_index", "has 5 values, task_index has 6")]
-    assert "batch[1].rollout_index: has 5 values, task_index has 6" in err.details()
+    assert bad_request(err) == [("request[2].batch.rollout_index", "has 5 values, task_index has 6")]
+    assert "request[2].batch.rollout_index: has 5 values, task_index has 6" in err.details()
     await _assert_still_serves(stub)
 
 
@@ -115,7 +115,7 @@ async def test_numeric_column_of_wrong_length(stub: Any) -> None:
     bad = _batch(task_index=[0, 1], rollout_index=[0, 0], columns={"reward": pb.NumericColumn(values=[1.0, 2.0, 3.0])})
     err = await _aggregate_fails(stub, [_header(), bad])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert bad_request(err) == [("batch[0].columns[reward].values", "has 3 values, task_index has 2")]
+    assert bad_request(err) == [("request[1].batch.columns[reward].values", "has 3 values, task_index has 2")]
     await _assert_still_serves(stub)
 
 
@@ -146,8 +146,8 @@ async def test_repeated_batch_id_is_not_a_duplicate_key(stub: Any) -> None:
 async def test_negative_index(stub: Any) -> None:
     err = await _aggregate_fails(stub, [_header(), _ok_batch("0", [0, 0, -1], [0, 1, 0])])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert bad_request(err) == [("batch[0].task_index[row 2]", "must be >= 0, got -1")]
-    assert "row 2: batch[0].task_index: must be >= 0, got -1" in err.details()
+    assert bad_request(err) == [("request[1].batch.task_index[2]", "must be >= 0, got -1")]
+    assert "row 2: request[1].batch.task_index: must be >= 0, got -1" in err.details()
     await _assert_still_serves(stub)
 
 
@@ -155,7 +155,7 @@ async def test_non_integer_index_in_row_json(stub: Any) -> None:
     rows = ['{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}', '{"_ng_task_index": 1.5, "_ng_rollout_index": 0}']
     err = await _aggregate_fails(stub, [_header(), _batch(row_json=rows)])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert bad_request(err) == [("batch[0].row_json._ng_task_index[row 1]", "must be an integer, got 1.5")]
+    assert bad_request(err) == [("request[1].batch.row_json[1]._ng_task_index", "must be an integer, got 1.5")]
     await _assert_still_serves(stub)
 
 
@@ -163,7 +163,7 @@ async def test_row_json_not_an_object(stub: Any) -> None:
     bad = _batch(task_index=[0, 1], rollout_index=[0, 0], columns={"reward": pb.NumericColumn(values=[1, 0])}, row_json=["{}", "[]"])
     err = await _aggregate_fails(stub, [_header(), bad])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert bad_request(err) == [("batch[0].row_json[row 1]", "is not a JSON object")]
+    assert bad_request(err) == [("request[1].batch.row_json[1]", "is not a JSON object")]
     await _assert_still_serves(stub)
 
 
@@ -171,7 +171,7 @@ async def test_masked_of_wrong_length(stub: Any) -> None:
     bad = _batch(task_index=[0, 1], rollout_index=[0, 0], masked=[True, False, True])
     err = await _aggregate_fails(stub, [_header(), bad])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert bad_request(err) == [("batch[0].masked", "has 3 values, task_index has 2")]
+    assert bad_request(err) == [("request[1].batch.masked", "has 3 values, task_index has 2")]
     await _assert_still_serves(stub)
 
 
@@ -179,7 +179,7 @@ async def test_missing_position_out_of_range(stub: Any) -> None:
     bad = _batch(task_index=[0, 1], rollout_index=[0, 0], columns={"reward": pb.NumericColumn(values=[1, 0], missing=[9])})
     err = await _aggregate_fails(stub, [_header(), bad])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert bad_request(err) == [("batch[0].columns[reward].missing", "position 9 is out of range for a batch of 2 rows")]
+    assert bad_request(err) == [("request[1].batch.columns[reward].missing", "position 9 is out of range for a batch of 2 rows")]
     await _assert_still_serves(stub)
 
 
@@ -199,11 +199,11 @@ async def test_verify_body_fails_the_model(stub: Any) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await stub.Verify(pb.VerifyRequest(body_json='{"answer": 7, "other": 1}'))
     assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert bad_request(info.value) == [("body.answer", "Input should be a valid string")]
+    assert bad_request(info.value) == [("body_json.answer", "Input should be a valid string")]
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await stub.Verify(pb.VerifyRequest(body_json="{}"))
     assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert bad_request(info.value) == [("body.answer", "Field required")]
+    assert bad_request(info.value) == [("body_json.answer", "Field required")]
     assert "StrictRequest" in info.value.details()
     await _assert_still_serves(stub)
 
@@ -240,7 +240,7 @@ async def test_verify_stream_item_failures_do_not_fail_the_call(stub: Any) -> No
         pb.VERIFY_ERROR_KIND_VERIFY_FAILED,
         pb.VERIFY_ERROR_KIND_INVALID_REQUEST,
     ]
-    assert results[1].error_message.endswith(": body.answer: Field required")  # no batch row: the item is the key
+    assert results[1].error_message.endswith(": body_json.answer: Field required")  # no batch row: the item is the key
     assert results[2].error_message == "verify raised ValueError: boom in verify"
     assert "body_json" in results[3].error_message and "row" not in results[3].error_message
     assert results[0].reward == 1.0 and orjson.loads(results[0].response_json)["reward"] == 1.0

@@ -75,7 +75,7 @@ async def test_row_json_nested_too_deep_is_invalid_argument(server: Any) -> None
         await aggregate(stub, [HEADER, pb.AggregateMetricsRequest(batch=pb.RolloutBatch(row_json=[deep]))])
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     [(field, why)] = bad_request(err.value)
-    assert field.startswith("batch[0].row_json") and "nested too deeply" in why
+    assert field.startswith("request[1].batch.row_json[0]") and "nested too deeply" in why
 
 
 async def test_huge_integer_in_a_row_is_invalid_argument(server: Any) -> None:

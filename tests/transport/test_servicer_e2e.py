@@ -72,7 +72,7 @@ async def test_verify_stream(grpc_server: tuple[int, grpc.aio.Channel], resource
     assert orjson.loads(first[0].response_json)["answer_len"] == 1
     invalid = responses[1].results[0]
     assert (invalid.task_index, invalid.error_kind) == (9, pb.VERIFY_ERROR_KIND_INVALID_REQUEST)
-    assert "body.answer" in invalid.error_message and "row" not in invalid.error_message  # the item is the key
+    assert "body_json.answer" in invalid.error_message and "row" not in invalid.error_message  # the item is the key
     assert responses[2] == responses[0]
     assert resources_env.calls == 3  # "boom" counts; the retried batch did not verify again
 

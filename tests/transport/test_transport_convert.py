@@ -197,7 +197,7 @@ def test_batch_to_columns_reads_packed_columns() -> None:
         },
         masked=[False, True, False],
     )
-    cols = batch_to_columns(batch, 0)
+    cols = batch_to_columns(batch, "batch[0]")
     assert cols.task_index.dtype == np.int64 and cols.task_index.tolist() == [0, 0, 1]
     assert cols.rollout_index.tolist() == [0, 1, 0]
     assert cols.masked.tolist() == [False, True, False]
@@ -216,7 +216,7 @@ def test_batch_to_columns_keeps_rows_lazily_and_adds_missing_indices() -> None:
         columns={"reward": pb.NumericColumn(values=[1.0])},
         row_json=['{"reward": 1.0, "text": "hi"}'],
     )
-    cols = batch_to_columns(batch, 0)
+    cols = batch_to_columns(batch, "batch[0]")
     assert cols.rows is not None and cols.rows.raw(0) == '{"reward": 1.0, "text": "hi"}'  # not parsed yet
     seen = []
     agg = Aggregator("a")
@@ -231,7 +231,7 @@ def test_batch_to_columns_derives_columns_from_rows() -> None:
         {"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": math.nan, "n": 3},
     ]
     batch = _batch(row_json=[orjson.dumps(r).decode() for r in rows])
-    cols = batch_to_columns(batch, 0)
+    cols = batch_to_columns(batch, "batch[0]")
     assert cols.task_index.tolist() == [1, 0]
     assert cols.masked.tolist() == [True, False]
     assert cols.fields["ok"].kind is ValueKind.BOOL and cols.fields["ok"].present.tolist() == [True, False]
@@ -244,7 +244,7 @@ def test_columns_to_batches_round_trips_through_batch_to_columns() -> None:
     batches = list(columns_to_batches(cols, 5, include_rows=True))
     assert [len(b.task_index) for b in batches] == [5, 5, 2]
     assert [b.batch_id for b in batches] == ["0", "1", "2"]
-    back = [batch_to_columns(pb.RolloutBatch.FromString(b.SerializeToString()), i) for i, b in enumerate(batches)]
+    back = [batch_to_columns(pb.RolloutBatch.FromString(b.SerializeToString()), f"batch[{i}]") for i, b in enumerate(batches)]
     assert np.concatenate([b.task_index for b in back]).tolist() == cols.task_index.tolist()
     assert np.concatenate([b.masked for b in back]).tolist() == cols.masked.tolist()
     for name, field in cols.fields.items():
@@ -259,7 +259,7 @@ def test_columns_to_batches_round_trips_through_batch_to_columns() -> None:
 
 def _violations(batch: pb.RolloutBatch, batch_no: int = 3) -> list[tuple[str, str, int | None]]:
     with pytest.raises(InvalidInputError) as info:
-        batch_to_columns(batch, batch_no)
+        batch_to_columns(batch, f"batch[{batch_no}]")
     return [(v.field, v.description, v.row) for v in info.value.violations]
 
 
@@ -294,7 +294,7 @@ def test_bad_rows_are_named() -> None:
     got = _violations(_batch(row_json=['{"_ng_task_index": 0, "_ng_rollout_index": 0}', '"text"']))
     assert got == [("batch[3].row_json", "is not a JSON object (got str)", 1)]
     got = _violations(_batch(row_json=['{"_ng_task_index": 1.5, "_ng_rollout_index": 0}']))
-    assert got == [("batch[3].row_json._ng_task_index", "must be an integer, got 1.5", 0)]
+    assert got == [("batch[3].row_json[0]._ng_task_index", "must be an integer, got 1.5", None)]  # position, then the path inside
     got = _violations(_batch(row_json=['{"_ng_task_index": 0, "_ng_rollout_index": 0}', "{not json"]))
     assert got[0][0] == "batch[3].row_json" and got[0][2] == 1 and "not valid JSON" in got[0][1]
 

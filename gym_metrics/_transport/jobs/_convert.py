@@ -3,7 +3,7 @@ server's side: the wire forms both sides share are in gym_metrics._transport._jo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -32,6 +32,29 @@ def _rows(rows_json: Iterable[str]) -> RowTexts:
     return RowTexts(texts)
 
 
+_SPEC_FIELDS = {"scorer_config": "scorer_config_json", "config": "scorer_config_json", "target": "target_json",
+                "prompt_template": "prompt_template_json"}  # fmt: skip
+"""A spec dict's keys whose JobSpec field holds the same value as JSON text."""
+
+
+def spec_path(field: str, secrets: Sequence[str]) -> str:
+    """A job spec violation's path from the top of SubmitJobRequest (docs/grpc.md#errors): the
+    spec dict's `scorer` is `spec.scorer`, its `target.url` is `spec.target_json.url`, an
+    inline row `dataset.rows.3` is `spec.dataset.rows.rows_json[3]`, a secret by name is its
+    position in `spec.secrets`."""
+    if field == "spec" or field.startswith("spec."):
+        return field
+    head, _, rest = field.partition(".")
+    if head == "secrets" and rest in secrets:
+        return f"spec.secrets[{list(secrets).index(rest)}]"
+    if head == "dataset" and rest.split(".")[0] == "rows":
+        position, _, inner = rest.partition(".")[2].partition(".")
+        if position.isdigit():
+            return f"spec.dataset.rows.rows_json[{position}]" + (f".{inner}" if inner else "")
+        return "spec.dataset.rows.rows_json"
+    return "spec." + _SPEC_FIELDS.get(head, head) + (f".{rest}" if rest else "")
+
+
 def spec_to_dict(spec: pb.JobSpec) -> dict[str, Any]:
     """A submitted spec as `parse_spec` takes it, inline rows checked and kept as RowTexts."""
     return _spec_to_dict(spec, rows=_rows)
@@ -56,4 +79,4 @@ def record_to_job(record: JobRecord, rows_per_second: float = 0.0) -> pb.Job:
     return job
 
 
-__all__ = ["record_to_job", "spec_to_dict"]
+__all__ = ["record_to_job", "spec_path", "spec_to_dict"]

@@ -11,7 +11,7 @@ import grpc.aio
 import orjson
 
 from gym_metrics._transport._job_specs import PB_TO_STATE
-from gym_metrics._transport.jobs._convert import record_to_job, spec_to_dict
+from gym_metrics._transport.jobs._convert import record_to_job, spec_path, spec_to_dict
 from gym_metrics._transport.server._errors import grpc_errors
 from gym_metrics._transport.server._handlers import decode_lenient, decoded, register
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -44,7 +44,11 @@ class JobsServicer:
         request = decoded(decode_lenient(pb.SubmitJobRequest, raw), "request")
         if not request.HasField("spec"):
             raise InvalidInputError("invalid job spec", [FieldViolation("spec", "required")])
-        return self.jobs.submit(spec_to_dict(request.spec))
+        try:
+            return self.jobs.submit(spec_to_dict(request.spec))
+        except InvalidInputError as exc:  # paths from the request's top, as every RPC names them
+            secrets = list(request.spec.secrets)
+            raise InvalidInputError(exc.message, [_on_the_wire(v, secrets) for v in exc.violations]) from None
 
     @grpc_errors
     async def GetJob(self, request: Any, context: grpc.aio.ServicerContext) -> pb.GetJobResponse:  # noqa: N802
@@ -95,3 +99,11 @@ def add_job_service(servicer: JobsServicer, server: Any) -> None:
 
 
 __all__ = ["SERVICE", "JobsServicer", "add_job_service"]
+
+
+def _on_the_wire(v: FieldViolation, secrets: list[str]) -> FieldViolation:
+    """A spec violation named from SubmitJobRequest's top; a secret named by its position keeps
+    its name in the description."""
+    path = spec_path(v.field, secrets)
+    named = v.field.startswith("secrets.") and path.startswith("spec.secrets[")
+    return FieldViolation(path, f"{v.field[len('secrets.'):]}: {v.description}" if named else v.description, v.row, v.row_name)

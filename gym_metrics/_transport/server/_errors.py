@@ -44,8 +44,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def field_path(v: FieldViolation) -> str:
-    """BadRequest field: the violation's field, with the row appended when known."""
-    return f"{v.field}[{getattr(v, 'row_name', 'row')} {v.row}]" if v.row is not None else v.field
+    """BadRequest field (docs/grpc.md#errors): the violation's path, with its position in the
+    repeated field it names when known (`request[1].batch.rollout_index[3]`); a line of a file
+    as `[line N]`."""
+    if v.row is None:
+        return v.field
+    return f"{v.field}[{v.row}]" if getattr(v, "row_name", "row") == "row" else f"{v.field}[{v.row_name} {v.row}]"
 
 
 def to_status(exc: BaseException) -> grpc.Status:

@@ -20,7 +20,7 @@ from gym_metrics._transport.server._handlers import decoded
 from gym_metrics._transport.server._session_calls import decoded_requests, session_calls
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, in_order, score_groups
-from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.errors import FieldViolation, InvalidInputError, rerooted
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
@@ -76,7 +76,10 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     @grpc_errors
     async def CallTool(self, request: pb.CallToolRequest, context: grpc.aio.ServicerContext) -> pb.CallToolResponse:
         request = decoded(request, "request")
-        output, failed = await self._handler.episodes.call_tool(request.session_id, request.name, request.arguments_json)
+        try:
+            output, failed = await self._handler.episodes.call_tool(request.session_id, request.name, request.arguments_json)
+        except InvalidInputError as exc:  # the tool's "arguments" (MCP's word) travel here as arguments_json
+            raise rerooted(exc, "arguments", "arguments_json") from None
         return pb.CallToolResponse(output=output, failed=failed)
 
     @grpc_errors
@@ -140,7 +143,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             first = decoded(await messages.__anext__(), "request[0]")
         except StopAsyncIteration:
             raise InvalidInputError(
-                "empty stream", [FieldViolation("header", "the stream is empty: it must start with a header")]
+                "empty stream", [FieldViolation("request[0]", "the stream is empty: it must start with a header")]
             ) from None
         if first.WhichOneof("payload") != "header":
             raise InvalidInputError(
@@ -198,11 +201,12 @@ async def _receive(messages: AsyncIterator[pb.AggregateMetricsRequest], call: Ag
         place = call.batch(batch.batch_id, max(len(batch.task_index), len(batch.row_json)))
         if place is None:
             continue
+        where, row_offset = f"request[{message_no}].batch", place[1]
         # Decoding columns is quick, parsing JSON rows is not: that goes off the loop.
         if len(batch.row_json):
-            call.add(await asyncio.to_thread(batch_to_columns, batch, *place))
+            call.add(await asyncio.to_thread(batch_to_columns, batch, where, row_offset))
         else:
-            call.add(batch_to_columns(batch, *place))
+            call.add(batch_to_columns(batch, where, row_offset))
 
 
 async def _checked(requests: AsyncIterator[pb.VerifyStreamRequest]) -> AsyncIterator[pb.VerifyStreamRequest]:
@@ -245,10 +249,10 @@ def _agent_and_options(header: pb.AggregateMetricsHeader) -> tuple[str, Aggregat
     name = header.agent_ref.name
     violations = []
     if not name:
-        violations.append(FieldViolation("header.agent_ref.name", "must not be empty"))
+        violations.append(FieldViolation("request[0].header.agent_ref.name", "must not be empty"))
     expected_tasks = np.array(header.expected_task_indices, dtype=np.int64)
     for i in np.flatnonzero(expected_tasks < 0)[:20].tolist():
-        violations.append(FieldViolation("header.expected_task_indices", f"must be >= 0, got {expected_tasks[i]}", i))
+        violations.append(FieldViolation("request[0].header.expected_task_indices", f"must be >= 0, got {expected_tasks[i]}", i))
     if violations:
         raise InvalidInputError("invalid header", violations)
     options = AggregateOptions(

@@ -257,13 +257,13 @@ def _unit_tests(inputs: list[str], outputs: list[str], fn_name: str | None = Non
     [
         ({}, "no tests: give `tests`"),
         ({"tests": []}, "no tests: give `tests`"),
-        ({"tests": [{"input": "", "output": "1", "function": "f"}]}, r"tests\.0: .*either `output`.* or `function`"),
-        ({"tests": [{"input": "1"}]}, r"tests\.0: .*either `output`.* or `function`"),
+        ({"tests": [{"input": "", "output": "1", "function": "f"}]}, r"body_json\.tests\[0\]: .*either `output`.* or `function`"),
+        ({"tests": [{"input": "1"}]}, r"body_json\.tests\[0\]: .*either `output`.* or `function`"),
         ({"verifier_metadata": _unit_tests(["1", "2"], ["1"])}, "unit_tests: 2 inputs but 1 outputs"),
         ({"verifier_metadata": _unit_tests(["{oops"], ["1"], "f")}, r"unit_tests\.inputs\[0\]: not JSON"),
         ({"tests": ONE_TEST, "time_limit_s": 0}, "time_limit_s"),
         ({"tests": ONE_TEST, "memory_limit_mb": 1}, "memory_limit_mb"),
-        ({"tests": [{"function": "os.system('x')", "expected": 0}]}, r"tests\.0\.function"),
+        ({"tests": [{"function": "os.system('x')", "expected": 0}]}, r"body_json\.tests\[0\]\.function"),
     ],
 )
 async def test_bad_requests_are_refused_naming_the_field(fields: dict[str, Any], named: str) -> None:

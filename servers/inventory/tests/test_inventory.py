@@ -56,9 +56,9 @@ async def test_what_the_inventory_refuses_is_the_models_to_read() -> None:
         assert too_many.failed and json.loads(too_many.output) == {"error": "InventoryError: only 4 chair in stock, cannot take 5"}
         unknown = await client.call_tool(session, "write_off", {"item": "sofa", "quantity": 1, "reason": "broken"})
         assert unknown.failed and "no item 'sofa' in the catalogue (items: chair, table)" in unknown.output
-        with pytest.raises(InvalidInputError, match="arguments.quantity"):  # the agent loop gives this to the model
+        with pytest.raises(InvalidInputError, match="arguments_json.quantity"):  # the agent loop gives this to the model
             await client.call_tool(session, "receive_stock", {"item": "chair", "quantity": -2})
-        with pytest.raises(InvalidInputError, match="arguments.reason"):
+        with pytest.raises(InvalidInputError, match="arguments_json.reason"):
             await client.call_tool(session, "write_off", {"item": "chair", "quantity": 1})
         with pytest.raises(RemoteCallError, match="ship_order"):  # an unknown tool: NOT_FOUND listing them
             await client.call_tool(session, "restock", {})
@@ -112,7 +112,7 @@ async def test_collect_runs_the_sample_as_episodes(tmp_path: Path) -> None:
     assert got == EXPECTED
     assert result.generated == 8 and result.tool_calls == 16 and result.failed_tool_calls == 3
     errors = [i["output"] for i in rows["receive"]["response"]["output"] if i["type"] == "function_call_output"]
-    assert "arguments.quantity" in errors[0] and json.loads(errors[1]) == {"item": "bolt", "in_stock": 14}
+    assert "arguments.quantity" in errors[0] and json.loads(errors[1]) == {"item": "bolt", "in_stock": 14}  # the model's word
     assert rows["expired_milk"]["final_stock"] == {"milk": 12} and rows["expired_milk"]["shipped"] == {"milk": 4}
     metrics = json.loads(result.metrics_path.read_text())
     [agent] = [m for m in metrics if m["agent_ref"]["name"] == "inventory_agent"]

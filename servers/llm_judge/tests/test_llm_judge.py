@@ -149,7 +149,7 @@ async def test_bad_rollout_is_invalid_input_and_judge_failure_is_a_row_error() -
         env = LlmJudgeServer(AnswerAccuracy({"url": judge.url, "model": "m"}))
         with pytest.raises(InvalidInputError) as info:
             await env.verify_dict({"user_input": "q", "response": "a"})
-        assert info.value.violations[0].field == "body.reference"
+        assert info.value.violations[0].field == "body_json.reference"
         with pytest.raises(RowError, match="judge_reply: no rating"):
             await env.verify_dict(QA)
         with pytest.raises(RowError, match="judge: judge returned HTTP 400"):
@@ -178,4 +178,4 @@ async def test_verify_stream_over_grpc_records_judge_failures_per_rollout() -> N
     good, failed, invalid = outcomes
     assert good.error_kind is None and good.reward == 1.0 and good.response["answer_accuracy"] == 1.0
     assert failed.error_kind == "verify_failed" and "judge_reply: no rating" in failed.error_message
-    assert invalid.error_kind == "invalid_request" and "body.response" in invalid.error_message
+    assert invalid.error_kind == "invalid_request" and "body_json.response" in invalid.error_message

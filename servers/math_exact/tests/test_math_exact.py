@@ -227,15 +227,15 @@ def test_missing_expected_answer_names_the_field() -> None:
     with pytest.raises(InvalidInputError) as info:
         MathExactServer().parse_verify_request({"response": _response("\\boxed{1}")}, row=3)
     fields = [v.field for v in info.value.violations]
-    assert "body.expected_answer" in fields
+    assert "body_json.expected_answer" in fields
     assert all(v.row == 3 for v in info.value.violations)
-    assert "body.expected_answer" in str(info.value)
+    assert "body_json.expected_answer" in str(info.value)
 
 
 def test_wrong_type_expected_answer_is_invalid() -> None:
     with pytest.raises(InvalidInputError) as info:
         MathExactServer().parse_verify_request({"expected_answer": ["42"]})
-    assert [v.field for v in info.value.violations] == ["body.expected_answer"]
+    assert [v.field for v in info.value.violations] == ["body_json.expected_answer"]
 
 
 def test_server_info_and_models() -> None:

@@ -79,29 +79,29 @@ async def test_nan_args_score_is_null_on_the_wire() -> None:
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({}, "body.user_input"),
+        ({}, "body_json.user_input"),
         (
             {
                 "user_input": [{"content": "", "type": "ai", "tool_calls": [{"name": "f", "args": "{}"}]}],
                 "reference_tool_calls": [],
             },
-            "body.user_input[0].tool_calls[0].args",
+            "body_json.user_input[0].tool_calls[0].args",
         ),
         (
             {"user_input": [{"content": None, "type": "human"}], "reference_tool_calls": []},
-            "body.user_input[0].content",
+            "body_json.user_input[0].content",
         ),
-        ({"user_input": [{"content": "x", "type": "robot"}], "reference_tool_calls": []}, "body.user_input[0].type"),
-        ({"user_input": []}, "body.reference_tool_calls"),
-        ({"expected_tool_calls": []}, "body.response"),
-        ({"user_input": "text", "reference_tool_calls": []}, "body.user_input"),
+        ({"user_input": [{"content": "x", "type": "robot"}], "reference_tool_calls": []}, "body_json.user_input[0].type"),
+        ({"user_input": []}, "body_json.reference_tool_calls"),
+        ({"expected_tool_calls": []}, "body_json.response"),
+        ({"user_input": "text", "reference_tool_calls": []}, "body_json.user_input"),
         # RAGAS's MultiTurnSample order rule: a tool message needs an ai message before it
         (
             {"user_input": [{"content": "hi", "type": "human"}, {"content": "x", "type": "tool"}], "reference_tool_calls": []},
-            "body.user_input[1]",
+            "body_json.user_input[1]",
         ),
         # and the other fields it types, though this metric does not read them
-        ({"user_input": [], "reference_tool_calls": [], "reference": 5}, "body.reference"),
+        ({"user_input": [], "reference_tool_calls": [], "reference": 5}, "body_json.reference"),
     ],
 )
 async def test_rows_that_cannot_be_scored_are_invalid_input(body: dict[str, Any], field: str) -> None:
