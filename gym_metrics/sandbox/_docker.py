@@ -17,7 +17,8 @@ import time
 import uuid
 from pathlib import Path
 
-from gym_metrics.sandbox._local import Limits, Program, RunResult, SandboxError, _write_files, stop_of, watch
+from gym_metrics.sandbox._program import Limits, Program, RunResult, SandboxError, write_files
+from gym_metrics.sandbox._watch import stop_of, watch
 
 _OOM_EXIT = 137  # 128 + SIGKILL: what Docker's out-of-memory kill exits with
 
@@ -49,8 +50,7 @@ class DockerProvider:
             work.chmod(0o777)  # the container's user writes there
             name = f"gm-sandbox-{uuid.uuid4().hex[:16]}"
             try:
-                files = {"main.py": program.python, **program.files} if program.python is not None else program.files
-                _write_files(work, files, None)
+                write_files(work, program.files_to_write(), None)
                 return await self._run(program, limits, work, name)
             finally:
                 shutil.rmtree(work, ignore_errors=True)

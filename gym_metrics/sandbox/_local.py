@@ -1,5 +1,5 @@
-"""The local provider: run one program under limits, in a fresh process group, never forking
-the caller's process (the launcher is spawned, as gRPC's fork handlers require).
+"""The local provider: run programs under limits in launchers it spawns (never forking the
+caller's process, as gRPC's fork handlers require); each run a fork of a launcher.
 
 Isolation, in layers (docs/sandbox.md has the threat model and the cost of each):
 - rlimits, set by a small launcher before it execs the program: CPU seconds, address space,
@@ -27,128 +27,17 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from gym_metrics.sandbox._bwrap import bwrap_path, bwrap_prefix
+from gym_metrics.sandbox._program import Limits, Program, RunResult, SandboxError, write_files
 from gym_metrics.sandbox._users import lease_uid, others_can_run
-
-Stop = Literal["exit", "timeout", "memory", "output_limit", "signal", "cpu"]
-"""Why a run stopped: it exited, or was stopped for that reason."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one run may use."""
-
-    wall_s: float = 10.0
-    cpu_s: int = 10
-    memory_mb: int = 512
-    """Address space (RLIMIT_AS)."""
-    output_bytes: int = 1 << 20
-    """stdout and stderr each, kept; past it the run is stopped (`output_limit`)."""
-    file_size_mb: int = 64
-    open_files: int = 64
-    processes: int = 64
-    """At once, threads included (a fork bomb stops here: enforced where runs have a user of
-    their own, see docs/sandbox.md)."""
-    nice: int = 10
-    """Scheduling priority below the server's: runs busy on every core leave it answering."""
-
-
-@dataclass(frozen=True)
-class Program:
-    """A program to run: its command, its stdin, files written into its working directory
-    first (name -> content), and its environment (nothing else is inherited)."""
-
-    command: Sequence[str] = ()
-    stdin: bytes = b""
-    files: Mapping[str, str | bytes] = field(default_factory=dict)
-    env: Mapping[str, str] = field(default_factory=dict)
-    python: str | None = None
-    """Python source to run instead of `command`, in the sandbox's own interpreter (this
-    one's, with its site-packages), as `python main.py`: no interpreter start, a warm pool's
-    run then costs about a fork."""
-
-    def __post_init__(self) -> None:
-        if not self.command and self.python is None:
-            raise ValueError("a Program needs a command or Python source")
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What a run did."""
-
-    exit_code: int | None
-    """None when it ended by a signal."""
-    stdout: bytes
-    stderr: bytes
-    truncated: bool
-    """True when stdout or stderr was cut at the output limit."""
-    stop: Stop
-    signal: int | None
-    wall_s: float
-    cpu_s: float
-    max_rss_kb: int
-    isolated: bool
-    """True when bubblewrap's namespaces were in force."""
-    uid: int | None = None
-    """The unprivileged user it ran as (a root server's runs), else None: the server's user."""
-
+from gym_metrics.sandbox._watch import REPORT_GRACE_S, stop_of, watch
 
 _LAUNCHER = Path(__file__).with_name("_launch.py")
 """Run by file (standard library only): nothing of the caller's environment is imported."""
-
-
-def bwrap_path() -> str | None:
-    return shutil.which("bwrap")
-
-
-def _hidden() -> list[str]:
-    """What the run must not see: /tmp (a private one instead) and the server user's home."""
-    home = os.path.realpath(os.path.expanduser("~"))
-    return ["/tmp"] + ([home] if home not in ("/", "/tmp") and os.path.isdir(home) else [])
-
-
-def _rebound(hidden: list[str]) -> list[str]:
-    """bwrap arguments showing again, read-only, what the run needs from a hidden place: the
-    interpreter and the launcher (a venv or a checkout under /tmp or the home)."""
-    needed = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), str(_LAUNCHER.parent)}
-    args: list[str] = []
-    made: set[str] = set()
-    for path in sorted({os.path.realpath(p) for p in needed}):
-        top = next((h for h in hidden if path.startswith(h.rstrip("/") + "/")), None)
-        if top is None:
-            continue
-        parent = os.path.dirname(path)
-        ancestors = []
-        while parent != top and parent not in made:  # searchable by the run's user (bwrap makes them 0700)
-            ancestors.append(parent)
-            parent = os.path.dirname(parent)
-        for a in reversed(ancestors):
-            args += ["--perms", "0755", "--dir", a]
-            made.add(a)
-        args += ["--ro-bind", path, path]
-    return args
-
-
-def _bwrap_prefix(bwrap: str, root: Path) -> list[str]:
-    hidden = _hidden()
-    return [
-        bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-        # empty and root's: a run's user can write nowhere but its own directory in `root`
-        *(arg for h in hidden for arg in ("--perms", "0755", "--tmpfs", h)),
-        *_rebound(hidden),
-        "--bind", str(root), str(root), "--chdir", str(root),
-        # no user namespace: the launcher inside needs root's power to switch to the run's user
-        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-        "--die-with-parent", "--new-session", "--",
-    ]  # fmt: skip
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself failed (its launcher is gone): the run's outcome is unknown."""
 
 
 class Launcher:
@@ -169,7 +58,7 @@ class Launcher:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         command = [sys.executable, "-I", str(_LAUNCHER), str(theirs.fileno())]
         if bwrap is not None:
-            command = [*_bwrap_prefix(bwrap, root), *command]
+            command = [*bwrap_prefix(bwrap, root, str(_LAUNCHER.parent)), *command]
         try:
             proc = await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
@@ -228,8 +117,7 @@ class Launcher:
                 uid = None  # its user could not reach the program (e.g. an interpreter under /root): the server's user
             if uid is not None:
                 os.chown(work, uid, uid)
-            files = {"main.py": program.python, **program.files} if program.python is not None else program.files
-            _write_files(work, files, uid)  # main.py: the source, for its traceback's lines
+            write_files(work, program.files_to_write(), uid)
             yield work, uid
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -285,70 +173,6 @@ class Launcher:
         stop, sig = stop_of(watched, code, cpu, limits)
         return RunResult(None if sig is not None else code, watched.stdout, watched.stderr, watched.truncated, stop, sig,
                          time.perf_counter() - start, cpu, int(report.get("max_rss_kb", 0)), self.isolated, uid)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Watched:
-    """A run's output, and whether the caller stopped it (`timeout`, `output_limit`)."""
-
-    stdout: bytes
-    stderr: bytes
-    truncated: bool
-    stopped: Literal["timeout", "output_limit"] | None
-
-
-async def watch(stdout: asyncio.StreamReader, stderr: asyncio.StreamReader, feed: Awaitable[None],
-                ended: asyncio.Future[Any], kill: Callable[[], object], limits: Limits) -> Watched:  # fmt: skip
-    """Feed stdin and keep the output (up to the limit, the rest drained) until `ended`, the
-    wall deadline or the output cap; past either, or when cancelled, `kill()` and wait for
-    `ended` a little (a provider's kill is milliseconds)."""
-    over = asyncio.Event()
-
-    async def read(stream: asyncio.StreamReader, out: bytearray) -> None:
-        while chunk := await stream.read(65536):
-            room = limits.output_bytes - len(out)
-            if room > 0:
-                out += chunk[:room]
-            if len(chunk) > room:
-                over.set()
-
-    out, err = bytearray(), bytearray()
-    io = asyncio.gather(read(stdout, out), read(stderr, err), feed)
-    limit_hit = asyncio.ensure_future(over.wait())
-    done: set[asyncio.Future[Any]] = set()
-    try:
-        done, _ = await asyncio.wait({ended, limit_hit}, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED)
-    finally:  # also when cancelled (the client went away): the run is killed
-        limit_hit.cancel()
-        if ended not in done:
-            kill()
-            await asyncio.wait({ended}, timeout=_REPORT_GRACE_S)
-        # its output's last bytes (a writer that escaped the kill could hold the pipe: not for long)
-        await asyncio.wait({io}, timeout=_REPORT_GRACE_S)
-        io.cancel()
-        await asyncio.gather(io, return_exceptions=True)
-    stopped: Literal["timeout", "output_limit"] | None = None
-    if ended not in done:
-        stopped = "output_limit" if limit_hit in done else "timeout"
-    return Watched(bytes(out), bytes(err), over.is_set(), stopped)
-
-
-def stop_of(watched: Watched, code: int, cpu_s: float, limits: Limits) -> tuple[Stop, int | None]:
-    """Why the run stopped, and the signal that ended it (exit code -N)."""
-    sig = -code if code < 0 else None
-    if watched.stopped is not None:
-        return watched.stopped, sig
-    stop: Stop = "exit"
-    if sig is not None:  # SIGXCPU at the soft CPU limit, SIGKILL at the hard one
-        stop = "cpu" if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= 0.9 * limits.cpu_s) else "signal"
-    tail = watched.stderr[-4096:]
-    if stop != "cpu" and code != 0 and (b"MemoryError" in tail or b"Cannot allocate memory" in tail):
-        stop = "memory"
-    return stop, sig
-
-
-_REPORT_GRACE_S = 5.0
-"""How long the runner may take to kill and report once told to (a backstop: it is milliseconds)."""
 
 
 class _Streams:
@@ -408,7 +232,7 @@ class OpenRun:
         control, self._control = self._control, -1
         _close(control)
         try:
-            await asyncio.wait_for(self._streams.report.read(), _REPORT_GRACE_S)
+            await asyncio.wait_for(self._streams.report.read(), REPORT_GRACE_S)
         except asyncio.TimeoutError:
             pass
         finally:
@@ -424,19 +248,6 @@ async def run_local(program: Program, limits: Limits = Limits(), *, isolate: boo
         return await launcher.run(program, limits)
     finally:
         await launcher.aclose()
-
-
-def _write_files(work: Path, files: Mapping[str, str | bytes], uid: int | None) -> None:
-    root = work.resolve()
-    for name, content in files.items():
-        target = (work / name).resolve()
-        if root not in target.parents:
-            raise ValueError(f"file {name!r} would be written outside the working directory")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content.encode() if isinstance(content, str) else content)
-        if uid is not None:
-            for path in [target, *(p for p in target.parents if root in p.parents)]:
-                os.chown(path, uid, uid)
 
 
 def _close(fd: int) -> None:

@@ -13,7 +13,8 @@ import asyncio
 import itertools
 import os
 
-from gym_metrics.sandbox._local import Launcher, Limits, OpenRun, Program, RunResult, SandboxError
+from gym_metrics.sandbox._local import Launcher, OpenRun
+from gym_metrics.sandbox._program import Limits, Program, RunResult, SandboxError
 
 
 class SandboxBusyError(RuntimeError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from gym_metrics.sandbox._local import Limits, Program, RunResult
+from gym_metrics.sandbox._program import Limits, Program, RunResult
 
 
 @runtime_checkable

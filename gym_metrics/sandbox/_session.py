@@ -13,7 +13,8 @@ import asyncio
 import json
 from dataclasses import dataclass
 
-from gym_metrics.sandbox._local import Launcher, Limits, OpenRun, Program
+from gym_metrics.sandbox._local import Launcher, OpenRun
+from gym_metrics.sandbox._program import Limits, Program
 from gym_metrics.sandbox._pool import Pool
 
 _DRIVER = r'''
