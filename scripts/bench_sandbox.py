@@ -12,8 +12,8 @@ medians of the rounds are quoted):
   sandbox adds to);
 - `cold`: run_local, a launcher (and bubblewrap) started for each run;
 - `warm`: Pool.run, launchers started ahead, with the layers added one at a time:
-  `rlimits` (no user of its own, no namespaces), `+user` (a uid per run, as root), `+bwrap`
-  (bubblewrap's namespaces: the default).
+  `rlimits` (no user of its own, no namespaces), `+user` (a uid per run, as root), `strict`
+  (the default: bubblewrap, and per run namespaces, a tmpfs, the seccomp filter and a cgroup).
 
 With --verifies N: N code_tests verifies at once (one stdin/stdout test each, a correct
 program) through a real gRPC server on loopback, in this process: verifies/s and latency.
@@ -74,8 +74,8 @@ async def configuration(name: str, program: Program, runs: int, concurrency: int
         return await measure(lambda: spawn(program), runs, concurrency)
     if name == "cold":
         return await measure(lambda: run_local(program, Limits()), runs, concurrency)
-    isolate, users = {"rlimits": (False, False), "+user": (False, True), "+bwrap": (True, True)}[name]
-    pool = Pool(size=max(concurrency, 2), isolate=isolate, users=users)
+    isolation, users = {"rlimits": ("none", False), "+user": ("none", True), "strict": ("strict", True)}[name]
+    pool = Pool(size=max(concurrency, 2), isolation=isolation, users=users)  # type: ignore[arg-type]
     await pool.start()
     try:
         return await measure(lambda: pool.run(program), runs, concurrency)
@@ -126,7 +126,7 @@ def main() -> None:
     print(f"bubblewrap: {bwrap_path() or 'not installed'}; {args.runs} runs x {args.rounds} rounds, medians of the rounds\n")
     rows: dict[tuple[str, str, int], list[dict[str, float]]] = {}
     plan = [(kind, program, name) for kind, program in (("source", SOURCE), ("command", COMMAND))
-            for name in ("spawn", "cold", "rlimits", "+user", "+bwrap") if not (name == "spawn" and kind == "source")]  # fmt: skip
+            for name in ("spawn", "cold", "rlimits", "+user", "strict") if not (name == "spawn" and kind == "source")]  # fmt: skip
     for _ in range(args.rounds):
         for concurrency in args.concurrency:
             for kind, program, name in plan:

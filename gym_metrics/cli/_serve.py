@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
 from gym_metrics._util.limits import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, CallLimits
 from gym_metrics.cli._base import add_access_flags, positive_float, positive_int, server_token
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics.sandbox import ISOLATION_ENV, ISOLATIONS
 
 
 
@@ -45,6 +47,12 @@ def add_parsers(sub: Any) -> None:
     tools.add_argument(
         "--mcp-port", type=int, metavar="P",
         help="also serve the tools over MCP (streamable HTTP, http://HOST:P/mcp; 0 picks a port; the mcp extra; one worker)",
+    )  # fmt: skip
+    sandbox = p.add_argument_group("the sandbox for model-written code (docs/sandbox.md)")
+    sandbox.add_argument(
+        "--sandbox-isolation", choices=ISOLATIONS, metavar="{" + ",".join(ISOLATIONS) + "}",
+        help="strict (default): namespaces, a user and a tmpfs per run, or the server refuses to start; "
+        "none: model code runs with the server's reach (a warning at start, results say isolated: false)",
     )  # fmt: skip
     rl = p.add_argument_group("rewards over HTTP, for trainers without gRPC (OpenRLHF)")
     rl.add_argument("--http-port", type=int, metavar="P", help="POST /get_reward (OpenRLHF) and /score_groups on this port (0 picks one; the http extra)")
@@ -83,6 +91,9 @@ def run(ns: argparse.Namespace) -> int:
     # inside verify must not inherit grpc's fork handlers (see gym_metrics._util.grpc_fork).
     disable_grpc_fork_handlers()
     from gym_metrics._transport.server import ServerConfig, serve
+
+    if ns.sandbox_isolation is not None:  # for every Pool this server and its workers make
+        os.environ[ISOLATION_ENV] = ns.sandbox_isolation
 
     env = _environment(ns)  # fail fast with a clear message, before binding
     token = server_token(ns)

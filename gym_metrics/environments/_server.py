@@ -75,6 +75,10 @@ class SimpleResourcesServer:
         """Free what the session holds beyond `session.state` (a process, a sandbox) when its
         episode ends or its client goes away. Default: nothing."""
 
+    async def aclose(self) -> None:
+        """Free what the environment holds for its whole life (a sandbox pool, a client) when
+        its server stops, after its sessions closed. Default: nothing."""
+
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """Custom agent metrics from all measured rows, grouped by task. Default: none.
 

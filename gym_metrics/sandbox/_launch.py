@@ -1,18 +1,23 @@
 """The sandbox's launcher (standard library only, run by path, never imported by the server).
 
 It serves jobs from a Unix socket until the socket closes. Each job comes with its pipes
-(stdin, stdout, stderr, report, control) and is served by a runner forked for it: the runner
-forks the program into a process group of its own, under the job's rlimits, as the job's
-unprivileged user when there is one, with no_new_privs; then it waits for the program to end
-or for the control pipe to close (the caller's deadline, output cap or cancellation), kills the
-group and everything the job's user left running, and writes one JSON report: exit status,
-CPU time, peak memory, whether it was killed. The launcher itself runs no job's code, so each
-run starts from the same clean state: a fork, not an interpreter start, is a run's cost.
+(stdin, stdout, stderr, report, control, and the run's cgroups when it has some) and is served
+by a runner forked for it. A confined job (the default) first gets namespaces of its own
+(_confine.py: mount, IPC, network, PID) and its directory as a capped tmpfs; the runner then
+forks the run's init (PID 1 of its namespace), which joins the run's cgroups, mounts its /proc
+and forks the program: under the job's rlimits, as the job's unprivileged user when there is
+one, with no_new_privs and the seccomp filter. The runner waits for the program to end or for
+the control pipe to close (the caller's deadline, output cap or cancellation), kills the init
+(and so every process of the run), and writes one JSON report: exit status, CPU time, peak
+memory, whether it was killed, or why the run could not be confined. An unconfined job (only
+with isolation "none") runs in a process group, its user's processes swept afterwards. The
+launcher itself runs no job's code, so each run starts from the same clean state: a fork, not
+an interpreter start, is a run's cost.
 
-A job's `python` source runs in the forked interpreter (as `python main.py` would); a
-`command` is exec'd.
+A `python` job runs its directory's main.py in the forked interpreter (as `python main.py`
+would); a `command` is exec'd.
 
-Usage: python -I _launch.py SOCKET_FD
+Usage: python -I _launch.py SOCKET_FD, or python -I _launch.py --probe DIR (the isolation check)
 """
 
 from __future__ import annotations
@@ -25,13 +30,20 @@ import resource
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 import traceback
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _confine  # type: ignore[import-not-found]  # noqa: E402  # beside this file (run by path, -I: its directory is not on sys.path)
+
+del sys.path[0]
+
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_CHILD_SUBREAPER = 36
-_FDS = 5  # stdin, stdout, stderr, report, control
+_FDS = 5  # stdin, stdout, stderr, report, control; then the run's cgroups' `cgroup.procs`, if any
+_MAX_FDS = _FDS + 2
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -43,8 +55,8 @@ def _become(uid: int) -> None:
 
 
 def _exec_program(job: dict, stdin: int, stdout: int, stderr: int) -> None:
-    """In the program's process: its pipes, group, limits, user, no new privileges, then exec
-    (or run the Python source here). Never returns."""
+    """In the program's process: its pipes, group, limits, user, no new privileges (and, when
+    confined, the seccomp filter), then exec (or run main.py here). Never returns."""
     command = job["command"]
     try:
         os.setsid()
@@ -57,7 +69,7 @@ def _exec_program(job: dict, stdin: int, stdout: int, stderr: int) -> None:
             (resource.RLIMIT_AS, (job["memory_mb"] * mb, job["memory_mb"] * mb)),
             (resource.RLIMIT_FSIZE, (job["file_size_mb"] * mb, job["file_size_mb"] * mb)),
             (resource.RLIMIT_NOFILE, (job["open_files"], job["open_files"])),
-            (resource.RLIMIT_NPROC, (job["processes"], job["processes"])),
+            (resource.RLIMIT_NPROC, (_nproc_limit(job),) * 2),
             (resource.RLIMIT_CORE, (0, 0)),
         ):
             resource.setrlimit(kind, value)
@@ -65,17 +77,40 @@ def _exec_program(job: dict, stdin: int, stdout: int, stderr: int) -> None:
         if job.get("uid") is not None:
             _become(job["uid"])
         _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        if job.get("confine"):
+            _confine.apply_seccomp()
         os.chdir(job["cwd"])
-        if job.get("python") is not None:
-            _run_python(job["python"], job["env"])
+        if job.get("python"):
+            _run_python(job["env"])
         os.execvpe(command[0], command, job["env"])
     except OSError as exc:
         os.write(2, f"sandbox: cannot run {command[0] if command else 'python'!r}: {exc}\n".encode())
     os._exit(127)
 
 
-def _run_python(source: str, env: dict) -> None:
-    """Python source, run as `python main.py` would. Never returns."""
+def _nproc_limit(job: dict) -> int:
+    """RLIMIT_NPROC counts every process and thread of the real user: a run with a user of its
+    own gets `processes`; one that shares the server's user gets them on top of what that
+    user already runs (the server's threads must not count against the run)."""
+    if job.get("uid") is not None or os.getuid() == 0:
+        return job["processes"]
+    mine, count = str(os.getuid()).encode(), 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/status", "rb") as f:
+                    fields = dict(line.split(b":", 1) for line in f.read(2048).splitlines() if b":" in line)
+            except OSError:
+                continue
+            if fields.get(b"Uid", b"").split()[:1] == [mine]:
+                count += int(fields.get(b"Threads", b"1"))
+    return count + job["processes"]
+
+
+def _run_python(env: dict) -> None:
+    """main.py, run as `python main.py` would. Never returns."""
+    with open("main.py", "rb") as f:
+        source = f.read()
     os.environ.clear()
     os.environ.update(env)
     sys.argv = ["main.py"]
@@ -171,15 +206,29 @@ _SWEEP_S = 2.0
 
 def _serve_job(job: dict, fds: list[int]) -> None:
     """The runner: one job, start to report. Never returns."""
-    stdin, stdout, stderr, report, control = fds
+    stdin, stdout, stderr, report, control, *cgroups = fds
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # wait4 needs its child (the launcher auto-reaps)
-    _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come here
+    confined = bool(job.get("confine"))
+    try:
+        if confined:  # its own namespaces and directory before anything of the run exists
+            _confine.enter_run_namespaces()
+            _confine.mount_run_directory(job["cwd"], job.get("uid"), job["disk_mb"], job["inodes"])
+    except OSError as exc:
+        _report(report, {"exit_code": 127, "error": f"cannot confine the run: {exc}"})
+    if not confined:
+        _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come here
+    status_r, status_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(report)
         os.close(control)
+        os.close(status_r)
+        if confined:
+            _init(job, (stdin, stdout, stderr), cgroups, status_w)
+        os.close(status_w)
+        _join(cgroups)
         _exec_program(job, stdin, stdout, stderr)
-    for fd in (stdin, stdout, stderr):
+    for fd in (stdin, stdout, stderr, status_w, *cgroups):
         os.close(fd)
     killed = False
     try:
@@ -188,31 +237,102 @@ def _serve_job(job: dict, fds: list[int]) -> None:
         killed = ended not in ready
     except OSError:  # no pidfd (old kernel): wait for the program's end alone
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-    _sweep(job.get("uid"), pid)
+    if confined:  # the run's init: its end takes every process of the run's PID namespace with it
+        os.kill(pid, signal.SIGKILL)
+    else:
+        _sweep(job.get("uid"), pid)
     _, status, usage = os.wait4(pid, 0)
-    _sweep_user(job.get("uid"))
-    answer = {"exit_code": os.waitstatus_to_exitcode(status), "cpu_s": usage.ru_utime + usage.ru_stime,
-              "max_rss_kb": usage.ru_maxrss, "killed": killed}  # fmt: skip
+    answer = {"cpu_s": usage.ru_utime + usage.ru_stime, "max_rss_kb": usage.ru_maxrss, "killed": killed}
+    if confined:
+        said = os.read(status_r, 4096)
+        if said[:1] == b"E":
+            _report(report, {"exit_code": 127, "error": said[1:].decode(errors="replace")})
+        status = struct.unpack("i", said[1:5])[0] if said[:1] == b"S" else (signal.SIGKILL if killed else status)
+    else:
+        _sweep_user(job.get("uid"))
+    _report(report, {"exit_code": os.waitstatus_to_exitcode(status), **answer})
+
+
+def _init(job: dict, stdio: tuple[int, int, int], cgroups: list[int], status: int) -> None:
+    """The first process of the run's PID namespace: joins the run's cgroups, mounts its /proc,
+    starts the program, reaps what is orphaned, and says how the program ended. Its own end
+    (when the program's comes, or when killed) kills whatever else the run left."""
     try:
-        os.write(report, json.dumps(answer).encode())
+        _join(cgroups)
+        _confine.mount_proc()
+    except OSError as exc:
+        os.write(status, b"E" + f"cannot set up the run: {exc}".encode())
+        os._exit(0)
+    pid = os.fork()
+    if pid == 0:
+        os.close(status)
+        _exec_program(job, *stdio)
+    for fd in stdio:
+        os.close(fd)
+    while True:
+        child, code = os.wait()
+        if child == pid:
+            os.write(status, b"S" + struct.pack("i", code))
+            os._exit(0)
+
+
+def _join(cgroups: list[int]) -> None:
+    """This process into the run's cgroups (their `cgroup.procs`, opened by the caller)."""
+    for fd in cgroups:
+        os.write(fd, b"0")
+        os.close(fd)
+
+
+def _report(fd: int, answer: dict) -> None:
+    """The run's one report to the caller, then this runner's end."""
+    try:
+        os.write(fd, json.dumps(answer).encode())
     except OSError:
         pass
     os._exit(0)
 
 
+def _probe(root: str) -> int:
+    """What a confined run needs, tried once when a server starts (its isolation check): the
+    namespaces, a capped tmpfs, /proc, the seccomp filter. stderr names what failed."""
+    try:
+        _confine.enter_run_namespaces()
+        _confine.mount_run_directory(root, None, 1, 16)
+    except OSError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            _confine.mount_proc()
+            _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            _confine.apply_seccomp()
+            if _LIBC.unshare(_confine.CLONE_NEWUSER) == 0:
+                os.write(2, b"the seccomp filter is not in force (a user namespace was made)\n")
+                code = 1
+        except OSError as exc:
+            os.write(2, f"{exc}\n".encode())
+            code = 1
+        os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--probe"]:
+        return _probe(argv[1])
     jobs = socket.socket(fileno=int(argv[0]))
     open(os.devnull, encoding="utf-8", errors="surrogateescape").close()  # the codecs a run's stdio needs, loaded once
     gc.freeze()  # what is loaded now stays shared with every fork (no copy for the collector's sake)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runners are reaped by the kernel
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(jobs, 1 << 20, _FDS)
+            data, fds, _, _ = socket.recv_fds(jobs, 1 << 16, _MAX_FDS)
         except InterruptedError:
             continue
         if not data:
             return 0  # the caller closed the socket: no more jobs
-        if len(fds) != _FDS:
+        if len(fds) < _FDS:
             for fd in fds:
                 os.close(fd)
             continue

@@ -1,18 +1,21 @@
 """The local provider: run programs under limits in launchers it spawns (never forking the
 caller's process, as gRPC's fork handlers require); each run a fork of a launcher.
 
-Isolation, in layers (docs/sandbox.md has the threat model and the cost of each):
-- rlimits, set by a small launcher before it execs the program: CPU seconds, address space,
-  file size, open files, processes; no_new_privs, so setuid binaries gain nothing;
-- as root, a user of the run's own (_users.py): the processes limit holds (root is exempt),
-  root's files and processes are out of reach, and everything the user left running is killed;
-- bubblewrap when installed (`bwrap`): a read-only view of the filesystem, a private /tmp and
-  an empty home (the interpreter re-bound read-only), fresh network, pid, IPC and UTS
-  namespaces (no network, loopback included), killed with its parent;
-- a scrubbed environment (only what the run is given, plus PATH and LANG), a private temporary
-  working directory (removed afterwards), no inherited file descriptors;
-- a wall-clock deadline and an output cap, both enforced from here: past either, the whole
-  process group is killed.
+Isolation `strict` (the default; _isolation.py checks the host can give it), in layers
+(docs/sandbox.md has the threat model and the cost of each):
+- bubblewrap around each launcher: only the system's programs, the interpreter and the runs'
+  directory are there (read-only but the last), fresh network, PID, IPC and UTS namespaces;
+- per run (_confine.py): its own mount, IPC, network and PID namespaces, its directory a tmpfs
+  capped in bytes and inodes, a seccomp filter (no new namespaces, no keyring, no mounts);
+- a user of the run's own (_users.py): the processes limit holds per run, root's files and
+  processes are out of reach;
+- a cgroup per run where the host allows (_cgroups.py): one bound on the memory and processes
+  of everything the run forks; rlimits per process (CPU, address space, file size, open files,
+  processes); no_new_privs;
+- a scrubbed environment (only what the run is given, plus PATH and LANG), no inherited file
+  descriptors, a wall-clock deadline and an output cap enforced from here.
+Isolation `none` keeps only the rlimits, the user and the caller's limits; its results say
+`isolated: False`.
 """
 
 from __future__ import annotations
@@ -24,41 +27,57 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 from gym_metrics.sandbox._bwrap import bwrap_path, bwrap_prefix
+from gym_metrics.sandbox._cgroups import Cgroups, RunCgroup
+from gym_metrics.sandbox._isolation import LAUNCHER, Isolation, SandboxUnavailableError, check_isolation, default_isolation
 from gym_metrics.sandbox._program import Limits, Program, RunResult, SandboxError, write_files
 from gym_metrics.sandbox._users import lease_uid, others_can_run
 from gym_metrics.sandbox._watch import REPORT_GRACE_S, stop_of, watch
 
-_LAUNCHER = Path(__file__).with_name("_launch.py")
-"""Run by file (standard library only): nothing of the caller's environment is imported."""
+
+class LauncherGoneError(SandboxError):
+    """The launcher was gone before it took the job: the program never started (safe to retry)."""
 
 
 class Launcher:
-    """One launcher process (in bubblewrap's namespaces where installed) serving runs: each is
-    a fork of it, so a run costs a fork, not an interpreter start. Runs' working directories
-    are made in `root`, each its user's own."""
+    """One launcher process (in bubblewrap's namespaces unless isolation is `none`) serving
+    runs: each is a fork of it, so a run costs a fork, not an interpreter start. Runs' working
+    directories are made in `root`, each its user's own."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, sock: socket.socket, root: Path, isolated: bool, users: bool = True) -> None:
-        self.proc, self._sock, self.root, self.isolated, self.users = proc, sock, root, isolated, users
+    def __init__(self, proc: asyncio.subprocess.Process, sock: socket.socket, root: Path, isolation: Isolation,
+                 users: bool = True, cgroups: Cgroups | None = None) -> None:  # fmt: skip
+        self.proc, self._sock, self.root, self.isolation = proc, sock, root, isolation
+        self.users, self.cgroups = users, cgroups
+
+    @property
+    def isolated(self) -> bool:
+        return self.isolation == "strict"
 
     @classmethod
-    async def start(cls, *, isolate: bool = True, users: bool = True) -> Launcher:
-        """`isolate`: in bubblewrap's namespaces when installed; `users`: each run as a user of
-        its own when this process is root (both off only to measure what each costs)."""
-        bwrap = bwrap_path() if isolate else None
+    async def start(cls, *, isolation: Isolation | None = None, users: bool = True, cgroups: Cgroups | None = None) -> Launcher:
+        """`isolation`: `strict` (default, or GYM_METRICS_SANDBOX_ISOLATION) or `none`, checked
+        against this host first (SandboxUnavailableError); `users`: each run as a user of its
+        own when this process is root (off only to measure what it costs); `cgroups`: where to
+        make each run's cgroup (a Pool finds them)."""
+        isolation = isolation or default_isolation()
+        await asyncio.to_thread(check_isolation, isolation)
+        bwrap = bwrap_path() if isolation == "strict" else None
+        if isolation == "strict" and bwrap is None:
+            raise SandboxUnavailableError("the sandbox cannot isolate runs: bubblewrap (bwrap) is gone")
         root = Path(tempfile.mkdtemp(prefix="gm-sandbox-"))
         root.chmod(0o711)  # runs' users may reach their own directory in it, and list nothing
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        command = [sys.executable, "-I", str(_LAUNCHER), str(theirs.fileno())]
+        command = [sys.executable, "-I", str(LAUNCHER), str(theirs.fileno())]
         if bwrap is not None:
-            command = [*bwrap_prefix(bwrap, root, str(_LAUNCHER.parent)), *command]
+            command = [*bwrap_prefix(bwrap, root, str(LAUNCHER.parent)), *command]
         try:
             proc = await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
@@ -67,11 +86,11 @@ class Launcher:
             )  # fmt: skip
         except BaseException:
             ours.close()
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)
             raise
         finally:
             theirs.close()
-        return cls(proc, ours, root, bwrap is not None, users)
+        return cls(proc, ours, root, isolation, users, cgroups)
 
     @property
     def alive(self) -> bool:
@@ -81,67 +100,82 @@ class Launcher:
         """Stop it without waiting (its event loop may be gone)."""
         self._sock.close()
         _kill_group(self.proc.pid)
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_tree(self.root)
 
     async def aclose(self) -> None:
         """No more jobs: the launcher exits (runs in progress are killed with it)."""
-        self.discard()
+        self._sock.close()
+        _kill_group(self.proc.pid)
         await self.proc.wait()
+        await asyncio.to_thread(remove_tree, self.root)
 
     async def run(self, program: Program, limits: Limits) -> RunResult:
         """Run `program` under `limits` (see the module docstring)."""
-        async with self._place(program) as (work, uid):
-            return await self._run(program, limits, work, uid)
+        async with self._place(program, limits) as place:
+            return await self._run(program, limits, *place)
 
     async def open(self, program: Program, limits: Limits) -> OpenRun:
         """Start `program` and hand over its pipes (a process kept between calls, e.g. a
         session's interpreter); `OpenRun.close` stops it and frees its place."""
         stack = contextlib.AsyncExitStack()
-        work, uid = await stack.enter_async_context(self._place(program))
+        work, uid, cgroup = await stack.enter_async_context(self._place(program, limits))
         try:
-            control, streams = await self._start(program, limits, work, uid)
+            control, streams = await self._start(program, limits, work, uid, cgroup)
         except BaseException:
             await stack.aclose()
             raise
         return OpenRun(control, streams, stack, work)
 
     @contextlib.asynccontextmanager
-    async def _place(self, program: Program) -> AsyncIterator[tuple[Path, int | None]]:
-        """A run's working directory with its files, and its user (leased for the run)."""
+    async def _place(self, program: Program, limits: Limits) -> AsyncIterator[tuple[Path, int | None, RunCgroup | None]]:
+        """A run's working directory with its files (staged: a confined run gets them in its
+        own tmpfs), its user (leased for the run) and its cgroup. Freed off the event loop
+        (a big directory takes seconds), the lease always released."""
         lease = lease_uid() if self.users else None
-        work = Path(tempfile.mkdtemp(dir=self.root, prefix="run-"))
+        work: Path | None = None
+        cgroup: RunCgroup | None = None
         try:
+            work = Path(tempfile.mkdtemp(dir=self.root, prefix="run-"))
             uid = lease.uid if lease is not None else None
             runs = sys.executable if program.python is not None else shutil.which(program.command[0]) or program.command[0]
             if uid is not None and not self.isolated and not others_can_run(runs):
                 uid = None  # its user could not reach the program (e.g. an interpreter under /root): the server's user
             if uid is not None:
                 os.chown(work, uid, uid)
-            write_files(work, program.files_to_write(), uid)
-            yield work, uid
+            await asyncio.to_thread(write_files, work, program.files_to_write(), uid)
+            if self.cgroups is not None:
+                cgroup = self.cgroups.new_run(limits.memory_mb, limits.processes)
+            yield work, uid, cgroup
         finally:
-            shutil.rmtree(work, ignore_errors=True)
-            if lease is not None:
-                lease.release()
+            try:
+                await asyncio.shield(asyncio.to_thread(_free, work, cgroup))
+            finally:
+                if lease is not None:
+                    lease.release()
 
-    async def _start(self, program: Program, limits: Limits, work: Path, uid: int | None) -> tuple[int, _Streams]:
+    async def _start(self, program: Program, limits: Limits, work: Path, uid: int | None,
+                     cgroup: RunCgroup | None) -> tuple[int, _Streams]:  # fmt: skip
         """Send the job with its pipes; this end of its control pipe and its streams."""
         job = {
-            "command": list(program.command), "python": program.python, "cwd": str(work), "uid": uid,
+            "command": list(program.command), "python": program.python is not None, "cwd": str(work), "uid": uid,
+            "confine": self.isolated,
             "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(work),
                     "TMPDIR": str(work), **program.env},
             "cpu_s": limits.cpu_s, "memory_mb": limits.memory_mb, "file_size_mb": limits.file_size_mb,
             "open_files": limits.open_files, "processes": limits.processes, "nice": limits.nice,
+            "disk_mb": limits.disk_mb, "inodes": limits.inodes,
         }  # fmt: skip
+        cgroup_fds = cgroup.procs_fds() if cgroup is not None else []
         (stdin_r, stdin_w), (out_r, out_w), (err_r, err_w), (rep_r, rep_w), (ctl_r, ctl_w) = (os.pipe() for _ in range(5))
+        theirs = [stdin_r, out_w, err_w, rep_w, ctl_r, *cgroup_fds]
         try:
-            socket.send_fds(self._sock, [json.dumps(job).encode()], [stdin_r, out_w, err_w, rep_w, ctl_r])
+            socket.send_fds(self._sock, [json.dumps(job).encode()], theirs)
         except OSError as exc:
             for fd in (stdin_w, out_r, err_r, rep_r, ctl_w):
                 _close(fd)
-            raise SandboxError(f"the sandbox launcher is gone ({exc})") from None
+            raise LauncherGoneError(f"the sandbox launcher is gone ({exc})") from None
         finally:
-            for fd in (stdin_r, out_w, err_w, rep_w, ctl_r):
+            for fd in theirs:
                 _close(fd)
         try:
             return ctl_w, await _Streams.open(stdin_w, out_r, err_r, rep_r)
@@ -149,9 +183,9 @@ class Launcher:
             _close(ctl_w)
             raise
 
-    async def _run(self, program: Program, limits: Limits, work: Path, uid: int | None) -> RunResult:
+    async def _run(self, program: Program, limits: Limits, work: Path, uid: int | None, cgroup: RunCgroup | None) -> RunResult:
         start = time.perf_counter()
-        ctl_w, streams = await self._start(program, limits, work, uid)
+        ctl_w, streams = await self._start(program, limits, work, uid, cgroup)
         control = [ctl_w]
 
         def kill() -> None:
@@ -169,10 +203,33 @@ class Launcher:
         if not report:
             reported.cancel()
             raise SandboxError("the sandbox lost the run: no report from its runner")
+        if report.get("error"):
+            raise SandboxError(f"the sandbox could not start the run: {report['error']}")
         code, cpu = report["exit_code"], float(report.get("cpu_s", 0.0))
-        stop, sig = stop_of(watched, code, cpu, limits)
+        stop, sig = stop_of(watched, code, cpu, limits, oom=cgroup is not None and cgroup.oom_killed())
         return RunResult(None if sig is not None else code, watched.stdout, watched.stderr, watched.truncated, stop, sig,
                          time.perf_counter() - start, cpu, int(report.get("max_rss_kb", 0)), self.isolated, uid)  # fmt: skip
+
+
+def _free(work: Path | None, cgroup: RunCgroup | None) -> None:
+    if cgroup is not None:
+        cgroup.remove()
+    if work is not None:
+        remove_tree(work)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory whatever it holds: shutil.rmtree recurses (a run's 3,000 nested
+    directories overflow it on Python 3.10-3.12), so past its reach `rm -rf` finishes the job."""
+    try:
+        shutil.rmtree(path)
+        return
+    except FileNotFoundError:
+        return
+    except (RecursionError, OSError):
+        pass
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=600)  # fmt: skip
 
 
 class _Streams:
@@ -224,6 +281,11 @@ class OpenRun:
     def __init__(self, control: int, streams: _Streams, place: contextlib.AsyncExitStack, work: Path) -> None:
         self._control, self._streams, self._place, self.work = control, streams, place, work
         self.stdin, self.stdout, self.stderr = streams.stdin, streams.stdout, streams.stderr
+        self._on_close: list[Callable[[], None]] = []
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once, when it is closed (a pool frees its place)."""
+        self._on_close.append(callback)
 
     async def close(self) -> None:
         """Kill it (if still running), wait for its runner's word, free its place."""
@@ -237,13 +299,16 @@ class OpenRun:
             pass
         finally:
             self._streams.close()
+            while self._on_close:
+                self._on_close.pop()()
             await self._place.aclose()
 
 
-async def run_local(program: Program, limits: Limits = Limits(), *, isolate: bool = True, users: bool = True) -> RunResult:
+async def run_local(program: Program, limits: Limits = Limits(), *, isolation: Isolation | None = None,
+                    users: bool = True) -> RunResult:  # fmt: skip
     """Run `program` under `limits` in a launcher started for it (see the module docstring);
     a Pool's `run` does the same in launchers started ahead."""
-    launcher = await Launcher.start(isolate=isolate, users=users)
+    launcher = await Launcher.start(isolation=isolation, users=users)
     try:
         return await launcher.run(program, limits)
     finally:

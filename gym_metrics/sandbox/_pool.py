@@ -4,7 +4,11 @@ A launcher runs each of its jobs in a fork of itself (gym_metrics/sandbox/_launc
 run in a started launcher costs a fork instead of a process start, and no run sees another's
 state: each is a fresh fork of a launcher that runs no job's code. Runs past `size` wait in
 line, up to `queue_timeout_s`, then fail with SandboxBusyError: a verify that could not run
-says so instead of scoring 0. A launcher that died is replaced, and its run tried once more.
+says so instead of scoring 0. A launcher that died is replaced, and a run it never took tried
+once more (never one that started: a program does not run twice). Programs kept running
+(sessions' interpreters) are bounded apart, `max_open` at once. The pool checks at its
+construction that the host gives the isolation asked for (SandboxUnavailableError: a server
+refuses to start), and `aclose` stops everything it started and removes its directories.
 """
 
 from __future__ import annotations
@@ -13,22 +17,33 @@ import asyncio
 import itertools
 import os
 
-from gym_metrics.sandbox._local import Launcher, OpenRun
-from gym_metrics.sandbox._program import Limits, Program, RunResult, SandboxError
+from gym_metrics.sandbox._cgroups import Cgroups
+from gym_metrics.sandbox._isolation import Isolation, check_isolation, default_isolation
+from gym_metrics.sandbox._local import Launcher, LauncherGoneError, OpenRun
+from gym_metrics.sandbox._program import Limits, Program, RunResult
 
 
 class SandboxBusyError(RuntimeError):
-    """A run waited `queue_timeout_s` for a free place in the pool."""
+    """A run waited `queue_timeout_s` for a free place in the pool, or `max_open` programs are
+    kept running already."""
 
 
 class Pool:
-    """Up to `size` runs at once (default: twice the CPUs), over `launchers` started launchers."""
+    """Up to `size` runs at once (default: twice the CPUs), over `launchers` started launchers,
+    and up to `max_open` programs kept running; `isolation` defaults to `strict` (or
+    GYM_METRICS_SANDBOX_ISOLATION, which `serve --sandbox-isolation` sets)."""
 
-    def __init__(self, size: int | None = None, *, launchers: int = 2, isolate: bool = True, users: bool = True,
-                 queue_timeout_s: float = 300.0) -> None:  # fmt: skip
+    def __init__(self, size: int | None = None, *, launchers: int = 2, isolation: Isolation | None = None,
+                 users: bool = True, queue_timeout_s: float = 300.0, max_open: int = 32) -> None:  # fmt: skip
         self.size = size if size is not None else 2 * (os.cpu_count() or 1)
-        self.isolate, self.users = isolate, users
+        self.isolation = isolation or default_isolation()
+        check_isolation(self.isolation)  # fails closed, at the server's start
+        self.users = users
         self.queue_timeout_s = queue_timeout_s
+        self.max_open = max_open
+        self._open = 0
+        self._cgroups: Cgroups | None = None
+        self._cgroups_found = False
         self._count = launchers
         self._launchers: list[Launcher | None] = [None] * launchers
         self._starting: list[asyncio.Lock] = []
@@ -56,8 +71,16 @@ class Pool:
             if launcher is None or not launcher.alive:
                 if launcher is not None:
                     launcher.discard()
-                launcher = self._launchers[i] = await Launcher.start(isolate=self.isolate, users=self.users)
+                if not self._cgroups_found:  # once: a directory of this pool's in each cgroup hierarchy
+                    self._cgroups, self._cgroups_found = (Cgroups.find() if os.geteuid() == 0 else None), True
+                launcher = self._launchers[i] = await Launcher.start(isolation=self.isolation, users=self.users, cgroups=self._cgroups)
             return launcher
+
+    @property
+    def bounded(self) -> bool:
+        """Whether each run has a cgroup: one bound on its memory and processes in all (else
+        they hold per process and per user; docs/sandbox.md)."""
+        return self._cgroups is not None
 
     async def start(self) -> None:
         """Start the launchers now (else the first runs start them)."""
@@ -79,18 +102,30 @@ class Pool:
             i = next(self._turn) % self._count
             try:
                 return await (await self._launcher(i)).run(program, limits)
-            except SandboxError:  # its launcher died before taking the job: a new one takes it
+            except LauncherGoneError:  # its launcher died before taking the job: a new one takes it
                 return await (await self._launcher(i)).run(program, limits)
         finally:
             self._slots.release()
 
     async def open(self, program: Program, limits: Limits = Limits()) -> OpenRun:
-        """Start a program kept running (a session's interpreter) in one of the launchers; it
-        takes no place of the runs' bound."""
+        """Start a program kept running (a session's interpreter) in one of the launchers: one
+        of `max_open` places (SandboxBusyError past them), freed by its `close`."""
         if self._closed:
             raise RuntimeError("the sandbox pool is closed")
+        if self._open >= self.max_open:
+            raise SandboxBusyError(f"{self._open} sandboxed programs kept running already (the pool's max_open): close a session first")
         self._bind()
-        return await (await self._launcher(next(self._turn) % self._count)).open(program, limits)
+        self._open += 1
+        try:
+            run = await (await self._launcher(next(self._turn) % self._count)).open(program, limits)
+        except BaseException:
+            self._open -= 1
+            raise
+        run.on_close(self._closed_one)
+        return run
+
+    def _closed_one(self) -> None:
+        self._open -= 1
 
     async def aclose(self) -> None:
         """Stop the launchers (runs still in progress are killed)."""
@@ -98,3 +133,6 @@ class Pool:
         launchers = [launcher for launcher in self._launchers if launcher is not None]
         self._launchers = [None] * self._count
         await asyncio.gather(*(launcher.aclose() for launcher in launchers), return_exceptions=True)
+        if self._cgroups is not None:
+            self._cgroups.remove()
+            self._cgroups = None

@@ -19,16 +19,21 @@ class Limits:
     wall_s: float = 10.0
     cpu_s: int = 10
     memory_mb: int = 512
-    """Address space (RLIMIT_AS)."""
+    """Memory: the whole run's (every process, its files on its tmpfs) where runs have a
+    cgroup, and each process's address space (RLIMIT_AS) always."""
     output_bytes: int = 1 << 20
     """stdout and stderr each, kept; past it the run is stopped (`output_limit`)."""
     file_size_mb: int = 64
     open_files: int = 64
     processes: int = 64
-    """At once, threads included (a fork bomb stops here: enforced where runs have a user of
-    their own, see docs/sandbox.md)."""
+    """At once, threads included (a fork bomb stops here): per run where runs have a cgroup or
+    a user of their own (docs/sandbox.md)."""
     nice: int = 10
     """Scheduling priority below the server's: runs busy on every core leave it answering."""
+    disk_mb: int = 64
+    """What the run may write in all: its directory is a tmpfs of this size (isolation `strict`)."""
+    inodes: int = 4096
+    """Files and directories the run may make in all (the same tmpfs)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,7 @@ class RunResult:
     cpu_s: float
     max_rss_kb: int
     isolated: bool
-    """True when bubblewrap's namespaces were in force."""
+    """True when the run was confined (isolation `strict`); False only under isolation `none`."""
     uid: int | None = None
     """The unprivileged user it ran as (a root server's runs), else None: the server's user."""
 

@@ -5,13 +5,21 @@ limits, as any run); `execute(code)` runs code in it, in one namespace kept from
 and answers what it printed (its subprocesses' output too) and its error; `close()` (from
 `close_session`) kills it and removes its directory. A call past its timeout stops the
 process: the session's state is gone, and later calls say so.
+
+Each call carries a fresh random nonce, and its reply must carry it back: a reply the cell
+wrote itself, or one left from an earlier call, is skipped (bounded), never read as this
+call's. A cell runs inside the interpreter, so it can always answer for itself (its own
+output); it can never answer for another call. A call whose caller went away (cancelled)
+ends the session: its reply would otherwise be left in the pipe.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from gym_metrics.sandbox._local import Launcher, OpenRun
 from gym_metrics.sandbox._program import Limits, Program
@@ -39,7 +47,8 @@ while True:
     header = requests.readline()
     if not header:
         break
-    code = requests.read(int(header)).decode("utf-8", "replace")
+    nonce, size = header.split()
+    code = requests.read(int(size)).decode("utf-8", "replace")
     out, err = captured(".cell_stdout"), captured(".cell_stderr")
     os.dup2(out, 1)
     os.dup2(err, 2)
@@ -64,7 +73,7 @@ while True:
     reply = {"stdout": texts[0][:cap].decode("utf-8", "replace"), "stderr": texts[1][:cap].decode("utf-8", "replace"),
              "error": error, "truncated": any(len(t) > cap for t in texts)}
     data = json.dumps(reply).encode()
-    replies.write(b"%d\n" % len(data) + data)
+    replies.write(b"%s %d\n" % (nonce, len(data)) + data)
     replies.flush()
 '''
 
@@ -82,6 +91,9 @@ class CellResult:
     stopped: bool = False
     """The process was stopped (a timeout, a limit): the session's state is gone."""
 
+
+_MAX_SKIPPED = 16
+"""Replies not carrying the call's nonce skipped before the session is ended."""
 
 SESSION_LIMITS = Limits(wall_s=3600, cpu_s=600, memory_mb=1024)
 """A session's process over its whole life: its CPU seconds and memory (the wall time is the
@@ -113,18 +125,34 @@ class PythonSession:
         async with self._lock:
             if self._gone is not None:
                 return CellResult("", "", f"the session's Python process was {self._gone}; its state is gone", stopped=True)
-            data = code.encode()
+            data, nonce = code.encode(), secrets.token_hex(16).encode()
             try:
-                self._run.stdin.write(b"%d\n" % len(data) + data)
+                self._run.stdin.write(b"%s %d\n" % (nonce, len(data)) + data)
                 await self._run.stdin.drain()
-                header = await asyncio.wait_for(self._run.stdout.readline(), timeout_s)
-                reply = await asyncio.wait_for(self._run.stdout.readexactly(int(header)), timeout_s)
+                answer = await asyncio.wait_for(self._reply(nonce), timeout_s)
             except asyncio.TimeoutError:
                 return await self._stop(f"stopped after {timeout_s:g} s (the call's timeout)")
-            except (ValueError, asyncio.IncompleteReadError, ConnectionError):  # it died: a limit
-                return await self._stop("ended by a CPU or memory limit, or a signal")
-            answer = json.loads(reply)
+            except (ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                return await self._stop("ended by a CPU or memory limit, a signal, or a broken reply")
+            except BaseException:  # the caller went away mid-call: its reply would be the next call's
+                await asyncio.shield(self._stop("stopped: its call was cancelled"))
+                raise
             return CellResult(answer["stdout"], answer["stderr"], answer["error"], answer["truncated"])
+
+    async def _reply(self, nonce: bytes) -> dict[str, Any]:
+        """The reply carrying `nonce`, skipping others (a cell's own, or an earlier call's)."""
+        most = 8 * self.output_bytes + 4096  # two capped outputs, JSON-escaped, and the rest
+        for _ in range(_MAX_SKIPPED + 1):
+            said, size = (await self._run.stdout.readline()).split()
+            if not 0 <= int(size) <= most:
+                raise ValueError(f"a reply of {int(size)} bytes")
+            data = await self._run.stdout.readexactly(int(size))
+            if said == nonce:
+                answer = json.loads(data)
+                if not isinstance(answer, dict) or not {"stdout", "stderr", "error", "truncated"} <= answer.keys():
+                    raise ValueError("a reply without its fields")
+                return answer
+        raise ValueError(f"{_MAX_SKIPPED} replies not this call's")
 
     async def _stop(self, why: str) -> CellResult:
         self._gone = why

@@ -57,11 +57,14 @@ async def watch(stdout: asyncio.StreamReader, stderr: asyncio.StreamReader, feed
     return Watched(bytes(out), bytes(err), over.is_set(), stopped)
 
 
-def stop_of(watched: Watched, code: int, cpu_s: float, limits: Limits) -> tuple[Stop, int | None]:
-    """Why the run stopped, and the signal that ended it (exit code -N)."""
+def stop_of(watched: Watched, code: int, cpu_s: float, limits: Limits, *, oom: bool = False) -> tuple[Stop, int | None]:
+    """Why the run stopped, and the signal that ended it (exit code -N); `oom`: the kernel
+    killed one of its processes for the run's memory bound (its cgroup)."""
     sig = -code if code < 0 else None
     if watched.stopped is not None:
         return watched.stopped, sig
+    if oom and code != 0:
+        return "memory", sig
     stop: Stop = "exit"
     if sig is not None:  # SIGXCPU at the soft CPU limit, SIGKILL at the hard one
         stop = "cpu" if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= 0.9 * limits.cpu_s) else "signal"

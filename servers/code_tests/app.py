@@ -88,6 +88,8 @@ class TestResult(BaseModel):
     wall_s: float
     detail: str = ""
     """Why it failed: the end of stderr, or the output that did not match."""
+    isolated: bool = True
+    """Whether its run was confined (False only under `--sandbox-isolation none`)."""
 
 
 class CodeTestsVerifyResponse(BaseVerifyResponse):
@@ -97,6 +99,8 @@ class CodeTestsVerifyResponse(BaseVerifyResponse):
     tests_total: int = 0
     pass_rate: float = 0.0
     test_results: list[TestResult] = []
+    isolated: bool = True
+    """False when a test ran unconfined (the server was started with `--sandbox-isolation none`)."""
 
 
 def tests_from_unit_tests(unit_tests: Any) -> list[CodeTest]:
@@ -188,6 +192,10 @@ class CodeTestsServer(SimpleResourcesServer):
         """`pool`: what runs the programs (default: a local Pool; a DockerProvider, ...)."""
         self.pool: Provider = pool if pool is not None else Pool()
 
+    async def aclose(self) -> None:
+        """The server stops: its launchers and their directories go."""
+        await self.pool.aclose()
+
     async def run_test(self, code: str, test: CodeTest, limits: Limits) -> TestResult:
         if test.function is None:
             program = Program(python=code, stdin=test.input.encode())
@@ -196,13 +204,13 @@ class CodeTestsServer(SimpleResourcesServer):
             program = Program(python=code + _CALL, files={_CALL_FILE: json.dumps(case)})  # stdin stays the program's
         run = await self.pool.run(program, limits)
         status, detail = _status(test, run)
-        return TestResult(status=status, wall_s=round(run.wall_s, 4), detail=detail)
+        return TestResult(status=status, wall_s=round(run.wall_s, 4), detail=detail, isolated=run.isolated)
 
     async def verify(self, body: CodeTestsVerifyRequest) -> CodeTestsVerifyResponse:
         code = extract_code(_text(body.response))
         total = len(body.tests)
         if code is None:
-            return CodeTestsVerifyResponse(reward=0.0, tests_total=total)
+            return CodeTestsVerifyResponse(reward=0.0, tests_total=total, isolated=getattr(self.pool, "isolation", "strict") != "none")
         cpu = max(1, int(-(-body.time_limit_s // 1)))
         limits = Limits(wall_s=body.time_limit_s, cpu_s=cpu, memory_mb=body.memory_limit_mb)
         # one test the sandbox cannot run cancels the others and fails the verify: no score from part of them
@@ -210,7 +218,7 @@ class CodeTestsServer(SimpleResourcesServer):
         passed = sum(r.status == "ok" for r in results)
         return CodeTestsVerifyResponse(
             reward=1.0 if passed == total else 0.0, extracted_code=code, tests_passed=passed, tests_total=total,
-            pass_rate=passed / total, test_results=list(results),
+            pass_rate=passed / total, test_results=list(results), isolated=all(r.isolated for r in results),
         )  # fmt: skip
 
 

@@ -4,6 +4,7 @@ call limits; `RunningServer.stop` drains it. Running it as a process is `_servin
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,8 @@ from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.reducers import resolve_reducers
 from gym_metrics.environments import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, EnvironmentHandler, SimpleResourcesServer, resolve_server
 from gym_metrics.v1 import resources_pb2
+
+log = logging.getLogger("gym_metrics.server")
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -189,12 +192,17 @@ class RunningServer(RunningGrpcServer):
     _doors: list[Any] = field(default_factory=list, repr=False)
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stop serving, then close every live session (environments free what they hold)."""
+        """Stop serving, then close every live session and the environment (each frees what
+        it holds: a session its sandbox, the environment its pool)."""
         doors, self._doors = self._doors, []
         for door in doors:  # the MCP and HTTP endpoints
             await door.stop()
         await super().stop(grace)
         await self.handler.episodes.aclose()
+        try:
+            await self.env.aclose()
+        except Exception:  # the environment's own code: its server stops all the same
+            log.exception("gym-metrics: %s.aclose() failed", type(self.env).__name__)
 
     async def _draining(self) -> None:
         if self.config.drain_seconds:

@@ -1,0 +1,182 @@
+"""What the launcher does to confine one run (standard library only: the launcher imports it by
+path, never the server): the run's own namespaces (mount, IPC, network, PID), its directory as
+a tmpfs capped in bytes and inodes, and a seccomp filter that refuses the system calls a run
+never needs (new namespaces, the kernel keyring, mounts, BPF, io_uring, kernel modules).
+
+Why each (docs/sandbox.md, threat model): a fresh IPC namespace per run frees SysV shared
+memory and message queues with the run and hides them from the next; a network namespace per
+run keeps runs of one launcher off each other's loopback; a PID namespace per run, whose
+first process is a small init, kills everything the run started when it ends; the tmpfs bounds
+what a run may write and vanishes with it; the filter keeps a run from making a user namespace
+(and, as its root, a tmpfs past its memory limit) or leaving keys for a later run of its uid.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import platform
+import shutil
+import socket
+import stat
+import struct
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x40000000, 0x20000000, 0x10000000
+_NEW_NAMESPACES = 0x7E020000  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+
+
+class ConfineError(OSError):
+    """A confinement step failed: the run must not start."""
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise ConfineError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: str, target: str, kind: str | None, flags: int, data: str | None = None) -> None:
+    _check(
+        _LIBC.mount(source.encode(), target.encode(), kind.encode() if kind else None, flags, data.encode() if data else None),
+        f"mount {kind or source} on {target}",
+    )
+
+
+def enter_run_namespaces() -> None:
+    """This process into new mount, IPC and network namespaces, and its children into a new PID
+    namespace; mounts made from here on are this run's alone."""
+    _check(_LIBC.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID), "unshare")
+    _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
+    _loopback_up()
+
+
+def _loopback_up() -> None:
+    """A new network namespace's loopback is down: up, so a run may talk to itself (only)."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), siocgifflags, request))[1]
+        fcntl.ioctl(s.fileno(), siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
+def mount_run_directory(path: str, uid: int | None, disk_mb: int, inodes: int) -> None:
+    """A tmpfs of `disk_mb` and `inodes` at `path`, the run's user's, holding what the caller
+    staged there (its program and files), copied over before the mount hides them."""
+    staged = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        owner = f",uid={uid},gid={uid}" if uid is not None else ""
+        _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={disk_mb}m,nr_inodes={inodes},mode=0700{owner}")
+        try:
+            _copy_tree(staged, path, uid)
+        except OSError as exc:
+            raise ConfineError(exc.errno or errno.EIO, f"the program's files do not fit the run's disk ({exc.strerror})") from None
+    finally:
+        os.close(staged)
+
+
+def _copy_tree(source_fd: int, target: str, uid: int | None) -> None:
+    for top, dirs, files, top_fd in os.fwalk(".", dir_fd=source_fd):
+        where = os.path.normpath(os.path.join(target, top))
+        for name in dirs:
+            os.mkdir(os.path.join(where, name), 0o700)
+            if uid is not None:
+                os.chown(os.path.join(where, name), uid, uid)
+        for name in files:
+            st = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=top_fd)
+            dst = os.open(os.path.join(where, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                with os.fdopen(src, "rb", closefd=False) as r, os.fdopen(dst, "wb", closefd=False) as w:
+                    shutil.copyfileobj(r, w)
+                if uid is not None:
+                    os.fchown(dst, uid, uid)
+            finally:
+                os.close(src)
+                os.close(dst)
+
+
+def mount_proc() -> None:
+    """/proc of the run's own PID namespace (by its first process, which lives in it)."""
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
+# ----------------------------------------------------------------------------- seccomp
+
+_ARCH = {  # audit arch, and the syscalls refused (EPERM) by number
+    "x86_64": (0xC000003E, {
+        "clone": 56, "clone3": 435, "unshare": 272, "setns": 308, "keyctl": 250, "add_key": 248, "request_key": 249,
+        "mount": 165, "umount2": 166, "pivot_root": 155, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "kexec_load": 246, "init_module": 175,
+        "finit_module": 313, "delete_module": 176, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
+        "fsmount": 432, "fspick": 433, "mount_setattr": 442, "acct": 163, "swapon": 167, "swapoff": 168, "reboot": 169,
+        "syslog": 103,
+    }),
+    "aarch64": (0xC00000B7, {
+        "clone": 220, "clone3": 435, "unshare": 97, "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218,
+        "mount": 40, "umount2": 39, "pivot_root": 41, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "kexec_load": 104, "init_module": 105,
+        "finit_module": 273, "delete_module": 106, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
+        "fsmount": 432, "fspick": 433, "mount_setattr": 442, "acct": 89, "swapon": 224, "swapoff": 225, "reboot": 142,
+        "syslog": 116,
+    }),
+}  # fmt: skip
+
+_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_ALLOW, _ERRNO, _KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+
+
+def seccomp_supported() -> bool:
+    return platform.machine() in _ARCH
+
+
+def _filter() -> bytes:
+    """The classic BPF program: another architecture's calls kill, x32's are refused, clone
+    with a namespace flag and the listed calls are refused (clone3 with ENOSYS, so libc falls
+    back to clone, whose flags can be read), everything else is allowed."""
+    arch, calls = _ARCH[platform.machine()]
+    code: list[tuple[int, str | int, str | int, int]] = [  # (op, jump-if-true, jump-if-false, k); jumps by label
+        (_LD_W_ABS, 0, 0, 4), (_JEQ, 0, "kill", arch), (_LD_W_ABS, 0, 0, 0),
+    ]
+    if arch == 0xC000003E:
+        code.append((_JGE, "eperm", 0, 0x40000000))  # the x32 ABI
+    code += [(_JEQ, "clone", 0, calls["clone"]), (_JEQ, "enosys", 0, calls["clone3"])]
+    code += [(_JEQ, "eperm", 0, nr) for name, nr in calls.items() if name not in ("clone", "clone3")]
+    labels = {"allow": len(code)}
+    code.append((_RET, 0, 0, _ALLOW))
+    labels["clone"] = len(code)
+    code += [(_LD_W_ABS, 0, 0, 16), (_JSET, "eperm", 0, _NEW_NAMESPACES), (_RET, 0, 0, _ALLOW)]
+    labels["eperm"] = len(code)
+    code.append((_RET, 0, 0, _ERRNO | errno.EPERM))
+    labels["enosys"] = len(code)
+    code.append((_RET, 0, 0, _ERRNO | errno.ENOSYS))
+    labels["kill"] = len(code)
+    code.append((_RET, 0, 0, _KILL_PROCESS))
+
+    def jump(target: str | int, at: int) -> int:
+        return target if isinstance(target, int) else labels[target] - at - 1
+
+    return b"".join(struct.pack("HBBI", op, jump(jt, i), jump(jf, i), k) for i, (op, jt, jf, k) in enumerate(code))
+
+
+_PROGRAM = _filter() if seccomp_supported() else b""
+
+
+def apply_seccomp() -> None:
+    """Install the filter on this process and everything it starts (no_new_privs must be set)."""
+    if not _PROGRAM:
+        raise ConfineError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
+    buffer = ctypes.create_string_buffer(_PROGRAM, len(_PROGRAM))
+
+    class _Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = _Prog(len(_PROGRAM) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    _check(_LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
