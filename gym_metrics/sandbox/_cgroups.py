@@ -68,6 +68,8 @@ class Cgroups:
         if found is None:
             return None
         parents, v2 = found
+        for parent in parents:
+            _remove_stale(parent)
         bases = [parent / f"gym-metrics-{os.getpid()}-{uuid.uuid4().hex[:8]}" for parent in parents]
         try:
             for base in bases:
@@ -138,6 +140,24 @@ def _locate() -> tuple[list[Path], bool] | None:
         if all(c in available for c in _CONTROLLERS) and os.access(here, os.W_OK):
             return [here], True
     return None
+
+
+def _remove_stale(parent: Path) -> None:
+    """Directories left by a server that was killed (its pid gone), when empty of processes."""
+    for base in parent.glob("gym-metrics-*-*"):
+        try:
+            pid = int(base.name.split("-")[2])
+            os.kill(pid, 0)
+            continue  # its server lives
+        except (ValueError, IndexError):
+            continue
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        for run in base.glob("run-*"):
+            _rmdir(run)
+        _rmdir(base)
 
 
 def _read(path: Path) -> str:

@@ -27,14 +27,29 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gym_metrics import ResourcesClient
 from gym_metrics.sandbox import bwrap_path
+from gym_metrics.sandbox._cgroups import Cgroups
 from gym_metrics.sandbox._users import UID_COUNT
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
+sys.path[:0] = [str(Path(__file__).parents[1]), str(Path(__file__).parent)]
 import _ci  # noqa: E402
+from _attacks import (  # noqa: E402
+    BIG_PROGRAM,
+    DEEP_DIRECTORIES,
+    DISK_BYTES_AND_FILES,
+    HOST_SOCKETS,
+    KERNEL_REFUSALS,
+    MEMORY_OVER_CHILDREN,
+    SYSV_LOOK,
+    SYSV_MAKE,
+)
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]
 SECRET = "gm-adversarial-secret-7f3a"
 UIDS = 2_100_000_000  # the server's runs' users: a range of their own, told apart from other tests' runs
+
+
+PROBE_EVERY_S = 0.02
+PROBE_TIMEOUT_S = 5.0
 
 
 class Server:
@@ -43,21 +58,37 @@ class Server:
         self.port = int(address.rsplit(":", 1)[1])
         self.health_ms: list[float] = []
         self._stop = threading.Event()
-        self._probe = threading.Thread(target=self._probe_health, daemon=True)
+        self._probe = threading.Thread(target=lambda: asyncio.run(self._probe_health()), daemon=True)
         self._probe.start()
 
-    def _probe_health(self) -> None:
-        """A health check every 20 ms for as long as the suite runs."""
-        with grpc.insecure_channel(self.address) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            while not self._stop.wait(0.02):
-                started = time.perf_counter()
-                stub.Check(health_pb2.HealthCheckRequest(), timeout=5)
+    async def _probe_health(self) -> None:
+        """A health check sent every 20 ms on a fixed cadence, whether or not the earlier ones
+        were answered: a server stalled for 3 s shows as 150 slow checks, not one (a check not
+        answered within 5 s counts as 5 s)."""
+
+        async def check(stub: health_pb2_grpc.HealthStub) -> None:
+            started = time.perf_counter()
+            try:
+                await stub.Check(health_pb2.HealthCheckRequest(), timeout=PROBE_TIMEOUT_S)
                 self.health_ms.append((time.perf_counter() - started) * 1000)
+            except grpc.aio.AioRpcError:
+                self.health_ms.append(PROBE_TIMEOUT_S * 1000)
+
+        async with grpc.aio.insecure_channel(self.address) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            sent: set[asyncio.Task[None]] = set()
+            tick = time.perf_counter()
+            while not self._stop.is_set():
+                task = asyncio.ensure_future(check(stub))
+                sent.add(task)
+                task.add_done_callback(sent.discard)
+                tick += PROBE_EVERY_S
+                await asyncio.sleep(max(0.0, tick - time.perf_counter()))
+            await asyncio.gather(*sent)
 
     def stop(self) -> None:
         self._stop.set()
-        self._probe.join(10)
+        self._probe.join(30)
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +121,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         proc.wait(30)
         secret_file.unlink()
         secrets.rmdir()
+
+
+def cgroups_here() -> bool:
+    """Whether this host lets a root process make cgroups (the server's runs then have one)."""
+    found = Cgroups.find()
+    if found is not None:
+        found.remove()
+    return found is not None
 
 
 def program(code: str) -> dict[str, Any]:
@@ -246,6 +285,52 @@ async def test_a_verify_whose_client_left_stops_its_run(server: Server) -> None:
             break
         await asyncio.sleep(0.05)
     assert sandbox_processes() == []  # stopped with its request, not at its 60 s limit
+
+
+# ----------------------------------------------------------------------------- the run as a whole (issue 35)
+
+
+@pytest.mark.parametrize(
+    ("code", "limits"),
+    [
+        (MEMORY_OVER_CHILDREN, {"memory_limit_mb": 512, "time_limit_s": 10}),
+        (DISK_BYTES_AND_FILES, {"time_limit_s": 20}),
+        (DEEP_DIRECTORIES, {"time_limit_s": 10}),
+        (KERNEL_REFUSALS, {}),
+        (BIG_PROGRAM, {}),
+    ],
+    ids=["memory over children", "1 GB and 200,000 files", "nested directories", "keyring, user namespace, mount", "600 KB program"],
+)
+async def test_the_run_is_bounded_as_a_whole(server: Server, code: str, limits: dict[str, Any]) -> None:
+    if code is MEMORY_OVER_CHILDREN and not cgroups_here():
+        _ci.missing("this host gives no cgroup to the server: memory holds per process only (docs/sandbox.md)")
+    result = await verify(server, code, **limits)
+    assert status_of(result) == ("ok", ""), result["test_results"]
+    assert sandbox_processes() == []
+
+
+async def test_sysv_ipc_never_reaches_a_later_run(server: Server) -> None:
+    await verify(server, SYSV_MAKE, expected="made")
+    looked = await asyncio.gather(*(verify(server, SYSV_LOOK) for _ in range(4)))
+    assert [status_of(r) for r in looked] == [("ok", "")] * 4, [r["test_results"] for r in looked]
+
+
+async def test_the_hosts_unix_sockets_are_out_of_reach(server: Server) -> None:
+    places = [Path("/run") / f"gm-adversarial-{os.getpid()}.sock", Path("/var/tmp") / f"gm-adversarial-{os.getpid()}.sock"]
+    listeners = []
+    for place in places:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(place))
+        place.chmod(0o777)
+        listener.listen()
+        listeners.append(listener)
+    try:
+        result = await verify(server, HOST_SOCKETS, stdin=json.dumps([str(p) for p in places]))
+    finally:
+        for listener, place in zip(listeners, places):
+            listener.close()
+            place.unlink()
+    assert status_of(result) == ("ok", ""), result["test_results"]
 
 
 # ----------------------------------------------------------------------------- the server

@@ -86,3 +86,37 @@ async def test_each_session_has_its_interpreter_until_it_ends() -> None:
             assert not works[second].exists()
     finally:
         await env.pool.aclose()
+
+
+async def test_a_cell_cannot_answer_for_another_call() -> None:
+    """A cell writes a whole reply of its own onto the driver's reply pipe: skipped (its nonce
+    is not the call's), so this call and the next each get their own output."""
+    pool = Pool(size=2)
+    session = await PythonSession.start(pool)
+    forged = json.dumps({"stdout": "forged\n", "stderr": "", "error": None, "truncated": False}).encode()
+    try:
+        first = await session.execute(f"import os\nos.write(4, b'0123456789abcdef {len(forged)}\\n' + {forged!r})\nprint('first')")
+        second = await session.execute("print('second')")
+        assert (first.stdout, second.stdout) == ("first\n", "second\n")
+        assert not second.stopped
+    finally:
+        await session.close()
+        await pool.aclose()
+
+
+async def test_a_cancelled_call_ends_the_session() -> None:
+    """Its reply would otherwise wait in the pipe and be read as the next call's."""
+    pool = Pool(size=2)
+    session = await PythonSession.start(pool)
+    try:
+        call = asyncio.ensure_future(session.execute("import time\ntime.sleep(1)\nprint('late')"))
+        await asyncio.sleep(0.3)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        after = await session.execute("print('next')")
+        assert after.stdout != "late\n" and after.stopped and "cancelled" in str(after.error)
+        assert not session.alive
+    finally:
+        await session.close()
+        await pool.aclose()

@@ -1,0 +1,63 @@
+"""Hostile programs shared by the containment tests (a Pool) and the adversarial suite (a real
+`serve code_tests`): each prints `contained` when every attempt failed, or what got through."""
+
+MEMORY_OVER_CHILDREN = (
+    "import os\nkids = []\nfor _ in range(6):\n    pid = os.fork()\n    if pid == 0:\n"
+    "        block = b'x' * (200 << 20)\n        import time; time.sleep(1.5)\n        os._exit(0)\n    kids.append(pid)\n"
+    "lived = sum(os.waitpid(k, 0)[1] == 0 for k in kids)\n"
+    "print('contained' if lived * 200 <= 512 else f'leak: {lived} children of 200 MB lived')"
+)
+"""Six children of 200 MB under a 512 MB limit: the run's bound, not each process's."""
+
+DISK_BYTES_AND_FILES = (
+    "import os\nwritten = 0\ntry:\n    with open('big', 'wb') as f:\n        for _ in range(1024):\n"
+    "            f.write(b'x' * (1 << 20))\n            f.flush()\n            written += 1\nexcept OSError:\n    pass\n"
+    "os.remove('big')\nfiles = 0\ntry:\n    for i in range(200_000):\n        open(f'f{i}', 'w').close()\n        files += 1\n"
+    "except OSError:\n    pass\nok = written <= 64 and files <= 4096\n"
+    "print('contained' if ok else f'leak: {written} MB, {files} files')"
+)
+"""1 GB into one file, then 200,000 files: the run's tmpfs (64 MB, 4,096 inodes) stops both."""
+
+DEEP_DIRECTORIES = (
+    "import os\ndepth = 0\ntry:\n    for _ in range(10_000):\n        os.mkdir('d')\n        os.chdir('d')\n        depth += 1\n"
+    "except OSError:\n    pass\nprint('contained' if depth < 4096 else f'leak: {depth}')"
+)
+"""Nested directories until refused."""
+
+SYSV_MAKE = (
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nshm = libc.shmget(0x4747, 64 << 20, 0o1000 | 0o666)\n"
+    "libc.shmat.restype = ctypes.c_void_p\nif shm >= 0:\n    ctypes.memset(libc.shmat(shm, None, 0), 1, 64 << 20)\n"
+    "q = libc.msgget(0x4748, 0o1000 | 0o666)\nprint('made' if shm >= 0 and q >= 0 else 'refused')"
+)
+"""SysV shared memory (touched) and a message queue, left behind."""
+
+SYSV_LOOK = (
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nfound = []\n"
+    "if libc.shmget(0x4747, 0, 0) >= 0:\n    found.append('shared memory')\nif libc.msgget(0x4748, 0) >= 0:\n    found.append('message queue')\n"
+    "print('leak: ' + ', '.join(found) if found else 'contained')"
+)
+"""A later run looking for them."""
+
+KERNEL_REFUSALS = (
+    "import ctypes, os, shutil, subprocess\nlibc = ctypes.CDLL(None, use_errno=True)\nleaks = []\n"
+    "nr = {'x86_64': (248, 250), 'aarch64': (217, 219)}[os.uname().machine]\n"
+    "if libc.syscall(nr[0], b'user', b'gm', b'secret', 6, -4) >= 0:\n    leaks.append('add_key')\n"
+    "if libc.syscall(nr[1], 0, -4, 0) >= 0:\n    leaks.append('keyctl')\n"  # KEYCTL_GET_KEYRING_ID of @u
+    "if libc.unshare(0x10000000) == 0:\n    leaks.append('unshare(CLONE_NEWUSER)')\n"
+    "if shutil.which('unshare') and subprocess.run(['unshare', '-Urm', 'true'], capture_output=True).returncode == 0:\n"
+    "    leaks.append('unshare -Urm')\n"
+    "if libc.mount(b'tmpfs', b'.', b'tmpfs', 0, None) == 0:\n    leaks.append('mount')\n"
+    "print('leak: ' + ', '.join(leaks) if leaks else 'contained')"
+)
+"""The kernel keyring, a user namespace (and so a tmpfs past the memory limit), a mount."""
+
+HOST_SOCKETS = (
+    "import json, os, socket, sys\nleaks = []\nfor path in json.loads(sys.stdin.read()):\n    try:\n"
+    "        socket.socket(socket.AF_UNIX).connect(path)\n        leaks.append(path)\n    except OSError:\n        pass\n"
+    "for seen in ('/home', '/var', '/run', '/srv', '/mnt'):\n    if os.path.exists(seen):\n        leaks.append(seen)\n"
+    "print('leak: ' + ' '.join(leaks) if leaks else 'contained')"
+)
+"""Unix sockets of the host (stdin: their paths), and the host places that hold them."""
+
+BIG_PROGRAM = "# " + "x" * (600 << 10) + "\nprint('contained')"
+"""600 KB of source (a program once had to fit one socket message)."""

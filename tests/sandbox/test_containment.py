@@ -1,0 +1,192 @@
+"""What one run may use is bounded for the run as a whole, and nothing of it outlives it or
+reaches another run (issue 35): memory and processes in all (a cgroup), bytes and inodes
+written (a tmpfs), SysV IPC, the kernel keyring, user namespaces, the host's Unix sockets,
+another run's loopback; programs of any size; a pool that frees what it made.
+
+Each hostile program prints `contained` when every attempt failed, or what got through."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gym_metrics.sandbox import Limits, Pool, Program, SandboxBusyError, SandboxError, bwrap_path
+from gym_metrics.sandbox._cgroups import Cgroups
+from gym_metrics.sandbox._users import _lock_file
+
+sys.path[:0] = [str(Path(__file__).parents[1]), str(Path(__file__).parent)]
+import _ci  # noqa: E402
+from _attacks import (  # noqa: E402
+    BIG_PROGRAM,
+    DEEP_DIRECTORIES,
+    DISK_BYTES_AND_FILES,
+    HOST_SOCKETS,
+    KERNEL_REFUSALS,
+    MEMORY_OVER_CHILDREN,
+    SYSV_LOOK,
+    SYSV_MAKE,
+)
+
+pytestmark = pytest.mark.timeout(90)
+LIMITS = Limits(wall_s=10, cpu_s=10, memory_mb=512)
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[Pool]:
+    if bwrap_path() is None or os.geteuid() != 0:
+        _ci.missing("isolation strict needs bubblewrap (apt-get install bubblewrap) and root")
+    pool = Pool(size=4)
+    await pool.start()
+    try:
+        yield pool
+    finally:
+        await pool.aclose()
+
+
+async def run(pool: Pool, code: str, stdin: str = "", limits: Limits = LIMITS) -> str:
+    result = await pool.run(Program(python=code, stdin=stdin.encode()), limits)
+    assert result.isolated
+    return result.stdout.decode().strip() or result.stderr.decode()[-500:]
+
+
+async def test_memory_is_bounded_for_the_run_not_per_process(pool: Pool) -> None:
+    if not pool.bounded:
+        _ci.missing("this host gives the server no cgroup (a read-only /sys/fs/cgroup): memory holds per process only")
+    assert await run(pool, MEMORY_OVER_CHILDREN) == "contained"
+
+
+async def test_what_a_run_writes_is_bounded_in_bytes_and_files(pool: Pool) -> None:
+    assert await run(pool, DISK_BYTES_AND_FILES) == "contained"
+
+
+async def test_deep_directories_are_bounded_and_freed(pool: Pool) -> None:
+    assert await run(pool, DEEP_DIRECTORIES) == "contained"
+    launchers = [launcher for launcher in pool._launchers if launcher is not None]
+    assert launchers and all(not any(launcher.root.iterdir()) for launcher in launchers)  # every run's place freed
+
+
+async def test_sysv_ipc_dies_with_the_run_and_never_reaches_the_next(pool: Pool) -> None:
+    assert await run(pool, SYSV_MAKE) in ("made", "refused")
+    assert await asyncio.gather(*(run(pool, SYSV_LOOK) for _ in range(4))) == ["contained"] * 4
+
+
+async def test_keyring_user_namespaces_and_mounts_are_refused(pool: Pool) -> None:
+    assert await run(pool, KERNEL_REFUSALS) == "contained"
+
+
+async def test_the_hosts_unix_sockets_and_other_places_are_not_there(pool: Pool, tmp_path: Path) -> None:
+    places = [Path("/run") / f"gm-probe-{os.getpid()}.sock", Path("/var/tmp") / f"gm-probe-{os.getpid()}.sock", tmp_path / "s.sock"]
+    listeners = []
+    for place in places:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(place))
+        place.chmod(0o777)
+        listener.listen()
+        listeners.append(listener)
+    try:
+        assert await run(pool, HOST_SOCKETS, stdin=json.dumps([str(p) for p in places])) == "contained"
+    finally:
+        for listener, place in zip(listeners, places):
+            listener.close()
+            place.unlink()
+
+
+async def test_runs_at_once_cannot_reach_each_others_loopback(pool: Pool) -> None:
+    """Both in one launcher (they once shared its network namespace)."""
+    one = Pool(size=2, launchers=1)
+    listen = (
+        "import socket, time\nserver = socket.create_server(('127.0.0.1', 47474))\nserver.settimeout(3)\n"
+        "try:\n    server.accept()\n    print('leak: a connection came in')\nexcept socket.timeout:\n    print('contained')"
+    )
+    connect = (
+        "import socket, time\ntime.sleep(0.5)\ntry:\n    socket.create_connection(('127.0.0.1', 47474), timeout=1)\n"
+        "    print('leak: connected')\nexcept OSError:\n    print('contained')"
+    )
+    try:
+        assert await asyncio.gather(run(one, listen), run(one, connect)) == ["contained", "contained"]
+    finally:
+        await one.aclose()
+
+
+async def test_a_program_of_any_allowed_size_runs(pool: Pool) -> None:
+    assert await run(pool, BIG_PROGRAM) == "contained"
+
+
+async def test_a_run_whose_launcher_died_is_not_run_again(pool: Pool) -> None:
+    """Its launcher (and runner) killed mid-run: the outcome is unknown, so it is an error,
+    never a second run of the same program."""
+    call = asyncio.ensure_future(pool.run(Program(python="import time\ntime.sleep(2)\nprint('done')"), LIMITS))
+    await asyncio.sleep(0.5)
+    for launcher in pool._launchers:
+        assert launcher is not None
+        os.killpg(launcher.proc.pid, 9)
+    with pytest.raises(SandboxError, match="lost the run"):
+        await call
+
+
+async def test_programs_kept_running_are_bounded_by_the_pool() -> None:
+    if bwrap_path() is None or os.geteuid() != 0:
+        _ci.missing("isolation strict needs bubblewrap (apt-get install bubblewrap) and root")
+    pool = Pool(size=2, max_open=2)
+    try:
+        opened = [await pool.open(Program(python="import time\ntime.sleep(60)")) for _ in range(2)]
+        with pytest.raises(SandboxBusyError, match="max_open"):
+            await pool.open(Program(python="pass"))
+        await opened[0].close()
+        opened[0] = await pool.open(Program(python="import time\ntime.sleep(60)"))  # a closed one's place is free again
+        for o in opened:
+            await o.close()
+    finally:
+        await pool.aclose()
+
+
+async def test_a_closed_pool_leaves_nothing_behind() -> None:
+    if bwrap_path() is None or os.geteuid() != 0:
+        _ci.missing("isolation strict needs bubblewrap (apt-get install bubblewrap) and root")
+    lock_dir = Path(os.readlink(f"/proc/self/fd/{_lock_file()}")).parent
+    before = set(lock_dir.iterdir())
+    pool = Pool(size=4)
+    results = await asyncio.gather(*(pool.run(Program(python="print(1)"), LIMITS) for _ in range(20)))
+    assert {r.stdout for r in results} == {b"1\n"}
+    roots = [launcher.root for launcher in pool._launchers if launcher is not None]
+    cgroups = list(pool._cgroups.bases) if pool._cgroups is not None else []
+    await pool.aclose()
+    assert roots and not any(root.exists() for root in roots)
+    assert not any(base.exists() for base in cgroups)
+    assert set(lock_dir.iterdir()) == before  # one lock file for every lease, not one per uid
+
+
+async def test_isolation_none_says_so_and_still_frees_a_deep_tree() -> None:
+    pool = Pool(size=2, isolation="none")
+    try:
+        code = "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')"
+        result = await pool.run(Program(python=code), LIMITS)
+        assert (result.stdout, result.isolated) == (b"deep\n", False)
+        roots = [launcher.root for launcher in pool._launchers if launcher is not None]
+        assert roots and all(not any(root.iterdir()) for root in roots)  # removed, with no RecursionError
+    finally:
+        await pool.aclose()
+
+
+async def test_cgroups_left_by_a_killed_server_are_removed() -> None:
+    found = Cgroups.find()
+    if found is None:
+        _ci.missing("this host gives no cgroup to the server")
+    found.remove()
+    gone = subprocess.Popen(["true"])  # its pid is free once it is reaped
+    gone.wait()
+    stale = [base.parent / f"gym-metrics-{gone.pid}-00000000" for base in found.bases]
+    for base in stale:
+        (base / "run-0").mkdir(parents=True)
+    again = Cgroups.find()
+    assert again is not None
+    again.remove()
+    assert not any(base.exists() for base in stale)
