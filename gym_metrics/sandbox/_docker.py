@@ -6,6 +6,13 @@ The container has no network, a read-only root, a writable /tmp and the run's di
 no capabilities, no new privileges, an unprivileged user, and Docker's memory, pids and CPU
 bounds; the caller's wall deadline and output cap are the local provider's (`watch`). A run
 past its deadline is `docker kill`ed.
+
+Docker reports a process ended by signal N as exit code 128 + N, the same as a program that
+exits with 128 + N. So the program runs under a few lines of the image's Python that write its
+real wait status into the run's directory: exit 130 stays an exit, SIGINT a signal. Without
+that file (the container was killed: the deadline, Docker's OOM kill) the run ended by signal.
+An image without Python can run commands with `status_python=None`, which reads 128 + N as a
+signal, as Docker does.
 """
 
 from __future__ import annotations
@@ -21,18 +28,27 @@ from gym_metrics.sandbox._program import Limits, Program, RunResult, SandboxErro
 from gym_metrics.sandbox._watch import stop_of, watch
 
 _OOM_EXIT = 137  # 128 + SIGKILL: what Docker's out-of-memory kill exits with
+_STATUS_FILE = ".gm_status"
+_WRAPPER = (
+    "import subprocess, sys\ncode = subprocess.call(sys.argv[1:])\n"
+    "open('/work/" + _STATUS_FILE + "', 'w').write(str(code))\nsys.exit(code if code >= 0 else 128 - code)"
+)
+"""Runs the program and writes its returncode (-N for signal N) beside it."""
 
 
 class DockerProvider:
     """Runs programs with `docker run` in `image` (Python source as `python main.py`)."""
 
-    def __init__(self, image: str = "python:3.12-slim", *, docker: str = "docker", size: int = 4, user: str = "65534:65534") -> None:
-        self.image, self.docker, self.user = image, docker, user
+    def __init__(self, image: str = "python:3.12-slim", *, docker: str = "docker", size: int = 4, user: str = "65534:65534",
+                 status_python: str | None = "python") -> None:  # fmt: skip
+        self.image, self.docker, self.user, self.status_python = image, docker, user, status_python
         self._slots = asyncio.Semaphore(size)
         self._names: set[str] = set()
 
     def _command(self, program: Program, limits: Limits, work: Path, name: str) -> list[str]:
         command = ["python", "main.py"] if program.python is not None else list(program.command)
+        if self.status_python is not None:
+            command = [self.status_python, "-c", _WRAPPER, *command]
         return [
             self.docker, "run", "--rm", "-i", "--name", name, "--network", "none", "--read-only",
             "--tmpfs", "/tmp:rw,size=64m", "-v", f"{work}:/work", "-w", "/work", "--user", self.user,
@@ -87,7 +103,7 @@ class DockerProvider:
         code = proc.returncode if proc.returncode is not None else -9
         if code == 125:  # docker's own failure (no engine, no image): not the program's
             raise SandboxError(f"docker run failed: {watched.stderr.decode(errors='replace').strip()[-500:]}")
-        status = 128 - code if code > 128 else code  # the shell's 128 + N: ended by signal N
+        status = exit_status(code, work / _STATUS_FILE if self.status_python is not None else None)
         stop, sig = stop_of(watched, status, 0.0, limits)
         if code == _OOM_EXIT and watched.stopped is None:
             stop = "memory"  # Docker's OOM kill (a program killing itself with SIGKILL reads the same)
@@ -105,3 +121,14 @@ class DockerProvider:
     async def aclose(self) -> None:
         """Kill the containers of runs still in progress."""
         await asyncio.gather(*(self._kill(name) for name in list(self._names)), return_exceptions=True)
+
+
+def exit_status(code: int, status_file: Path | None) -> int:
+    """The program's exit code, or -N when signal N ended it: from the wrapper's file when it
+    wrote one; else Docker's 128 + N is a signal (the container itself was killed)."""
+    if status_file is not None:
+        try:
+            return int(status_file.read_text())
+        except (OSError, ValueError):
+            pass  # no word from the wrapper: the container was killed from outside
+    return 128 - code if code > 128 else code

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from gym_metrics.sandbox import DockerProvider, Limits, Pool, Program, Provider, SandboxError
+from gym_metrics.sandbox._docker import _STATUS_FILE, _WRAPPER, exit_status
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,3 +44,22 @@ async def test_programs_in_containers_give_the_local_results() -> None:
         assert net.exit_code != 0
     finally:
         await docker.aclose()
+
+
+@pytest.mark.parametrize(
+    ("command", "docker_code", "status"),
+    [(["sh", "-c", "exit 130"], 130, 130), (["sh", "-c", "kill -INT $$"], 130, -2), (["sh", "-c", "exit 3"], 3, 3)],
+    ids=["exit 130 is an exit", "SIGINT is a signal", "a plain exit"],
+)
+def test_an_exit_above_128_is_told_from_a_signal(tmp_path: Path, command: list[str], docker_code: int, status: int) -> None:
+    """The wrapper the container runs (with this interpreter, in a directory of the test's own)
+    writes the real status; Docker's own exit code alone could not tell them apart."""
+    wrapper = _WRAPPER.replace("/work/", f"{tmp_path}/")
+    done = subprocess.run([sys.executable, "-c", wrapper, *command], check=False)
+    assert done.returncode == docker_code
+    assert exit_status(done.returncode, tmp_path / _STATUS_FILE) == status
+
+
+def test_without_the_wrapper_or_its_word_docker_s_convention_holds(tmp_path: Path) -> None:
+    assert exit_status(137, tmp_path / "absent") == -9  # killed from outside: no file
+    assert exit_status(130, None) == -2 and exit_status(3, None) == 3
