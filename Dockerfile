@@ -3,6 +3,12 @@
 #   docker run --rm -p 50051:50051 gym-metrics serve tool_calling --host 0.0.0.0
 # Any gym-metrics command runs (the entrypoint is the CLI). Kubernetes: docs/kubernetes.md and
 # deploy/kubernetes/. Your own environment: `FROM gym-metrics` and `pip install` its package.
+#
+# Environments that run model-written code (code_tests) need the sandbox's isolation, which
+# fails closed: root in the container (a user of each run's own), bubblewrap (installed below)
+# and the capabilities it uses, else the server refuses to start (docs/sandbox.md#deploy):
+#   docker run --rm -p 50051:50051 --user 0 --cap-add SYS_ADMIN --cap-add NET_ADMIN \
+#       --security-opt apparmor=unconfined gym-metrics serve code_tests --host 0.0.0.0
 FROM python:3.12-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -18,12 +24,14 @@ COPY gym_metrics ./gym_metrics
 COPY servers ./servers
 # A C compiler for the two native modules (gym_metrics/aggregate/render/_fill.c and _minify.c, the metrics file's
 # rendering), removed in the same layer; without it the install falls back to Python.
-RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+# bubblewrap stays: the sandbox for model-written code needs it (see above).
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev bubblewrap \
     && pip install . \
     && python -c "import gym_metrics.aggregate.render._fill, gym_metrics.aggregate.render._minify" \
     && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/* /tmp/gym-metrics
 
-# Not root: the server needs no privilege (50051 is not a privileged port).
+# Not root: an environment server needs no privilege (50051 is not a privileged port); one
+# that runs model code in the sandbox is started as root (`--user 0`, above).
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/gym gym
 USER 10001
 WORKDIR /home/gym

@@ -62,7 +62,7 @@ def test_the_server_service_is_headless_and_selects_the_server_pods() -> None:
     assert named[port["targetPort"]] == port["port"] == 50051
 
 
-@pytest.mark.parametrize("name", ["math-exact", "jobs"])
+@pytest.mark.parametrize("name", ["math-exact", "jobs", "code-tests"])
 def test_probes_are_grpc_on_the_port_the_command_serves(name: str) -> None:
     deployment = manifests()[("Deployment", name)]
     box = container(deployment)
@@ -76,7 +76,13 @@ def test_probes_are_grpc_on_the_port_the_command_serves(name: str) -> None:
     assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > grace + float(pre_stop[-1])
 
 
+SANDBOXED = {"code_tests"}
+"""Environments that run model code in the sandbox: root in their container (docs/sandbox.md#deploy)."""
+
+
 def test_every_container_runs_a_valid_command_line_as_the_image_user() -> None:
+    """The image's unprivileged user, but for a sandboxed environment's server (root, whose
+    runs each get a user of their own; tests/deploy/test_sandbox_deploy.py runs it)."""
     dockerfile = (ROOT / "Dockerfile").read_text()
     uid = re.search(r"--uid (\d+)", dockerfile)
     assert uid is not None
@@ -86,7 +92,10 @@ def test_every_container_runs_a_valid_command_line_as_the_image_user() -> None:
         box = container(obj)
         assert box["image"].startswith("gym-metrics:"), f"{kind}/{name}"
         cli_parser().parse_args(box["args"])  # argparse exits (SystemExit) on a bad command line
-        assert obj["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid.group(1))
+        if box["args"][:2] == ["serve", *SANDBOXED & {box["args"][1]}]:
+            assert box["securityContext"]["runAsUser"] == 0, f"{kind}/{name}"
+        else:
+            assert obj["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid.group(1)), f"{kind}/{name}"
 
 
 def test_collect_dials_every_server_pod_through_dns() -> None:

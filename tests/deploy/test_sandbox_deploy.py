@@ -1,0 +1,93 @@
+"""The shipped sandbox configuration (deploy/kubernetes/code-tests.yaml and the Dockerfile's
+`docker run` line), run where no container runtime is: `serve code_tests` as root with exactly
+the capabilities the manifest adds (setpriv's bounding set, as a container's) scores the sample
+as it should; one capability fewer and it refuses to start, in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gym_metrics import cli
+from gym_metrics.sandbox import bwrap_path
+from gym_metrics_servers.code_tests import SAMPLE_PATH
+
+from _ci import missing, need_module
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def manifest_box() -> dict[str, Any]:
+    yaml = need_module("yaml", "PyYAML, in the dev extra")
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "code-tests.yaml").read_text()))
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    (box,) = deployment["spec"]["template"]["spec"]["containers"]
+    return box
+
+
+def added_caps() -> list[str]:
+    caps = manifest_box()["securityContext"]["capabilities"]
+    assert caps["drop"] == ["ALL"]
+    return caps["add"]
+
+
+def as_the_container(caps: list[str]) -> list[str]:
+    if os.geteuid() != 0 or bwrap_path() is None or shutil.which("setpriv") is None:
+        missing("needs root, bubblewrap and setpriv (util-linux) to run the manifest's configuration")
+    return ["setpriv", "--bounding-set", "-all," + ",".join("+" + c.lower() for c in caps), "--"]
+
+
+def test_the_image_installs_bubblewrap_and_documents_the_manifests_capabilities() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"apt-get install[^\n]*\bbubblewrap\b", dockerfile)
+    docker_adds = set(re.findall(r"--cap-add (\w+)", dockerfile))
+    docker_defaults = {"SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE"}  # Docker gives these to root unless dropped
+    assert docker_adds | docker_defaults == set(added_caps())
+    assert "--user 0" in dockerfile and manifest_box()["securityContext"]["runAsUser"] == 0
+
+
+def test_the_manifests_configuration_serves_code_tests(tmp_path: Path) -> None:
+    box = manifest_box()
+    args = [a if a != "0.0.0.0" else "127.0.0.1" for a in box["args"]]
+    args[args.index("--port") + 1] = "0"
+    err = tmp_path / "serve.err"
+    with open(err, "wb") as stderr:
+        server = subprocess.Popen([*as_the_container(added_caps()), sys.executable, "-m", "gym_metrics.cli", *args],
+                                  stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"listening on (\S+:\d+)", err.read_text())):
+            assert server.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.05)
+        out = tmp_path / "out.jsonl"
+        assert cli.main(["collect", "--server", found[1], "--input", str(SAMPLE_PATH), "--output", str(out)]) == 0
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    rewards = {r["agent_ref"]["name"]: set() for r in rows}
+    for r in rows:
+        rewards[r["agent_ref"]["name"]].add(r["reward"])
+        assert r["isolated"] is True
+    assert rewards == {"careful_agent": {1.0}, "hasty_agent": {0.0}}
+
+
+@pytest.mark.parametrize("dropped", ["SYS_ADMIN", "NET_ADMIN"])
+def test_one_capability_fewer_and_the_server_refuses(dropped: str) -> None:
+    caps = [c for c in added_caps() if c != dropped]
+    done = subprocess.run([*as_the_container(caps), sys.executable, "-m", "gym_metrics.cli", "serve", "code_tests", "--port", "0"],
+                          capture_output=True, text=True, timeout=90, check=False)  # fmt: skip
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert "the sandbox cannot isolate runs" in lines[0] and "docs/sandbox.md#deploy" in lines[0]
