@@ -66,6 +66,8 @@ SKIP: dict[tuple[str, str], str] = {
     ("index.md", "# serve math_exact on loopback, collect its shipped sample (3 agents x 12 tasks x 4 repeats)"):
         "creates a venv and installs from the package index (what .ci/run does)",
     ("kubernetes.md", "docker build -t gym-metrics:0.1.0 ."): "needs Docker",
+    ("sandbox.md", "docker run --rm -p 50051:50051 --user 0 --cap-add SYS_ADMIN --cap-add NET_ADMIN \\"):
+        "needs Docker (tests/deploy/test_sandbox_deploy.py runs the same configuration without it)",
     ("kubernetes.md", "kubectl apply -f deploy/kubernetes/namespace.yaml -f deploy/kubernetes/server.yaml"):
         "needs a Kubernetes cluster",
     ("kubernetes.md", "gym-metrics collect --server dns:///math-exact.gym-metrics.svc.cluster.local:50051 \\"):
