@@ -22,6 +22,8 @@ ALLOWED = {
     # (file, text on the line): why it is not a missing dependency
     ("tests/sandbox/test_docker.py", "skipif(not engine()"):
         "a Docker engine is a service, not a package: the machine kinds CI runs on have the docker client only",
+    ("tests/deploy/test_sandbox_deploy.py", "skipif(not docker_engine()"):
+        "a Docker engine is a service, not a package: the machine kinds CI runs on have the docker client only",
     ("tests/aggregate/test_tdist.py", "pytest.skip(f\"scipy {scipy.__version__} uses Cephes"):
         "scipy < 1.16 (the last for Python 3.10) is a different reference, not a missing one",
     ("tests/aggregate/test_tdist.py", 'pytest.importorskip("scipy")'): "scipy is a core dependency: never skips",

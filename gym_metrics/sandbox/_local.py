@@ -129,11 +129,11 @@ class Launcher:
     @contextlib.asynccontextmanager
     async def _place(self, program: Program, limits: Limits) -> AsyncIterator[tuple[Path, int | None, RunCgroup | None]]:
         """A run's working directory with its files (staged: a confined run gets them in its
-        own tmpfs), its user (leased for the run) and its cgroup. Freed off the event loop
-        (a big directory takes seconds), the lease always released."""
+        own tmpfs), its user (leased for the run) and its cgroup, made and freed off the event
+        loop (a big directory takes seconds to remove); the lease always released."""
         lease = lease_uid() if self.users else None
         work: Path | None = None
-        cgroup: RunCgroup | None = None
+        prepared: asyncio.Future[RunCgroup | None] | None = None
         try:
             work = Path(tempfile.mkdtemp(dir=self.root, prefix="run-"))
             uid = lease.uid if lease is not None else None
@@ -142,16 +142,19 @@ class Launcher:
                 uid = None  # its user could not reach the program (e.g. an interpreter under /root): the server's user
             if uid is not None:
                 os.chown(work, uid, uid)
-            await asyncio.to_thread(write_files, work, program.files_to_write(), uid)
-            if self.cgroups is not None:
-                cgroup = self.cgroups.new_run(limits.memory_mb, limits.processes)
-            yield work, uid, cgroup
+            prepared = asyncio.ensure_future(asyncio.to_thread(self._prepare, work, program, limits, uid))
+            yield work, uid, await asyncio.shield(prepared)
         finally:
             try:
-                await asyncio.shield(asyncio.to_thread(_free, work, cgroup))
+                await asyncio.shield(asyncio.ensure_future(_free(work, prepared)))
             finally:
                 if lease is not None:
                     lease.release()
+
+    def _prepare(self, work: Path, program: Program, limits: Limits, uid: int | None) -> RunCgroup | None:
+        """Off the event loop: the run's files, and its cgroup where there are some."""
+        write_files(work, program.files_to_write(), uid)
+        return self.cgroups.new_run(limits.memory_mb, limits.processes) if self.cgroups is not None else None
 
     async def _start(self, program: Program, limits: Limits, work: Path, uid: int | None,
                      cgroup: RunCgroup | None) -> tuple[int, _Streams]:  # fmt: skip
@@ -211,11 +214,20 @@ class Launcher:
                          time.perf_counter() - start, cpu, int(report.get("max_rss_kb", 0)), self.isolated, uid)  # fmt: skip
 
 
-def _free(work: Path | None, cgroup: RunCgroup | None) -> None:
-    if cgroup is not None:
-        cgroup.remove()
-    if work is not None:
-        remove_tree(work)
+async def _free(work: Path | None, prepared: asyncio.Future[RunCgroup | None] | None) -> None:
+    """What `_place` made, once its making is done (also when its caller was cancelled)."""
+    cgroup = None
+    if prepared is not None:
+        with contextlib.suppress(Exception):
+            cgroup = await prepared
+
+    def free() -> None:
+        if cgroup is not None:
+            cgroup.remove()
+        if work is not None:
+            remove_tree(work)
+
+    await asyncio.to_thread(free)
 
 
 def remove_tree(path: Path) -> None:

@@ -91,3 +91,34 @@ def test_one_capability_fewer_and_the_server_refuses(dropped: str) -> None:
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, lines
     assert "the sandbox cannot isolate runs" in lines[0] and "docs/sandbox.md#deploy" in lines[0]
+
+
+def docker_engine() -> bool:
+    docker = shutil.which("docker")
+    return docker is not None and subprocess.run([docker, "info"], capture_output=True, timeout=30).returncode == 0
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(not docker_engine(), reason="no Docker engine answers `docker info` (this machine kind runs none)")
+def test_the_image_serves_code_tests_as_documented_and_refuses_otherwise(tmp_path: Path) -> None:
+    """Where an engine runs: the image built, `serve code_tests` with the Dockerfile's flags
+    scores the sample; as the image's own user it refuses to start (no root), in one line."""
+    image = "gym-metrics:sandbox-test"
+    subprocess.run(["docker", "build", "-t", image, str(ROOT)], check=True, timeout=1500, capture_output=True)
+    refused = subprocess.run(["docker", "run", "--rm", image, "serve", "code_tests"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "needs root" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    line = re.search(r"docker run --rm -p 50051:50051 (.*?) gym-metrics serve", (ROOT / "Dockerfile").read_text().replace("\\\n#", ""))
+    assert line is not None
+    flags = line[1].split()
+    name = f"gm-sandbox-test-{os.getpid()}"
+    subprocess.run(["docker", "run", "-d", "--rm", "--name", name, "-p", "127.0.0.1::50051", *flags, image,
+                    "serve", "code_tests", "--host", "0.0.0.0"], check=True, timeout=120, capture_output=True)  # fmt: skip
+    try:
+        port = subprocess.run(["docker", "port", name, "50051"], check=True, capture_output=True, text=True).stdout.split(":")[-1].strip()
+        out = tmp_path / "out.jsonl"
+        assert cli.main(["collect", "--server", f"127.0.0.1:{port}", "--input", str(SAMPLE_PATH), "--output", str(out),
+                         "--connect-timeout", "60"]) == 0  # fmt: skip
+    finally:
+        subprocess.run(["docker", "kill", name], capture_output=True, timeout=60)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {(r["agent_ref"]["name"], r["reward"], r["isolated"]) for r in rows} == {("careful_agent", 1.0, True), ("hasty_agent", 0.0, True)}

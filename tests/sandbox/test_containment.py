@@ -8,16 +8,20 @@ Each hostile program prints `contained` when every attempt failed, or what got t
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+import gym_metrics.sandbox as sandbox_package
 from gym_metrics.sandbox import Limits, Pool, Program, SandboxBusyError, SandboxError, bwrap_path
 from gym_metrics.sandbox._cgroups import Cgroups
 from gym_metrics.sandbox._users import _lock_file
@@ -190,3 +194,41 @@ async def test_cgroups_left_by_a_killed_server_are_removed() -> None:
     assert again is not None
     again.remove()
     assert not any(base.exists() for base in stale)
+
+
+def test_a_run_sharing_the_servers_user_does_not_count_the_servers_threads() -> None:
+    """A non-root server (isolation none: its runs keep its user) with 80 threads of its own:
+    the program under the run's `processes` limit of 8 can still start its threads. Run in a
+    forked child that became an unprivileged user, with the launcher's own code."""
+    if os.geteuid() != 0:
+        _ci.missing("needs root, to become an unprivileged user in a child")
+    spec = importlib.util.spec_from_file_location("gm_launch", Path(sandbox_package.__file__).with_name("_launch.py"))
+    assert spec is not None and spec.loader is not None
+    launch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launch)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the "server": unprivileged, many threads
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            stop = threading.Event()
+            for _ in range(80):
+                threading.Thread(target=stop.wait, daemon=True).start()
+            limit = launch._nproc_limit({"uid": None, "processes": 8})
+            program = os.fork()
+            if program == 0:  # the run's program, under that limit
+                resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+                try:
+                    for _ in range(4):
+                        threading.Thread(target=lambda: None).start()
+                    os._exit(0)
+                except RuntimeError:
+                    os._exit(1)
+            os.write(write, b"ok" if os.waitpid(program, 0)[1] == 0 else b"no threads")
+        finally:
+            os._exit(0)
+    os.close(write)
+    said = os.read(read, 100)
+    os.waitpid(pid, 0)
+    assert said == b"ok"

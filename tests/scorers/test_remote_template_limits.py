@@ -292,7 +292,7 @@ BYPASSES = {
     "|tojson indent of a deep value": (  # 300,000 items 400 levels deep: 1.9 GB of indentation
         "{% set ns = namespace(l=[[0] * 300000]) %}{% for i in range(400) %}{% set ns.l = ns.l|batch(1)|list %}{% endfor %}"
         "{{ ns.l|tojson(indent=16) }}",
-        "tojson output would build",  # counted as it streams, not measured once built
+        "tojson output would build|MAX_RENDER_SECONDS",  # counted as it streams; on a slow machine the CPU bound may come first
     ),
     "|wordwrap breaking a long word (quadratic copies)": ("{{ ('a' * 1000000)|wordwrap(1) }}", "steps"),
     "macros calling themselves twice (time)": (
@@ -342,8 +342,12 @@ async def test_sum_of_lists_is_linear_and_measured(judge: ScriptedJudge) -> None
     # sum(start=[]) copies the total once per item: 20,000 lists of 100 took minutes; now one
     # pass, and the 2,000,000 items are over the body cap before anything is printed
     row = {**ROW, "lists": [[0] * 100] * 20_000}
-    error = await refused(judge, "{{ item.lists|sum(start=[])|length }}", row=row)
-    assert "|sum would build" in error.reason
+    reasons = []
+    for _ in range(3):  # a loaded machine's 1 s CPU bound may come first; a quadratic sum would never reach the cap
+        reasons.append((await refused(judge, "{{ item.lists|sum(start=[])|length }}", row=row)).reason)
+        if "|sum would build" in reasons[-1]:
+            break
+    assert "|sum would build" in reasons[-1], reasons
 
 
 _MEMORY_CHILD = """
