@@ -2,6 +2,10 @@
 (its tmpfs, its page cache and every process it forks together, swap refused) and one on its
 processes. RLIMIT_AS and RLIMIT_NPROC hold per process and per user; this holds per run.
 
+This module finds the hierarchies and makes a pool's base directories (with `park`, where
+runners go when done); each runner makes, joins, bounds and removes its run's cgroup itself,
+through the base directories' descriptors (_confine.RunGroup), ahead of its job.
+
 cgroup v1 (separate `memory` and `pids` hierarchies) and v2 (one hierarchy, where this
 process's cgroup already hands both controllers down to its children) are both read from
 /proc/self/cgroup and /proc/self/mountinfo. Elsewhere (a container whose /sys/fs/cgroup is
@@ -14,49 +18,22 @@ import errno
 import os
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 _CONTROLLERS = ("memory", "pids")
 
 
-@dataclass
-class RunCgroup:
-    """One run's cgroup(s): one per hierarchy (two under v1, one under v2)."""
-
-    dirs: list[Path]
-    v2: bool
-
-    def procs_fds(self) -> list[int]:
-        """Each hierarchy's `cgroup.procs`, open for writing: the run's init writes itself in."""
-        return [os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for d in self.dirs]
-
-    def oom_killed(self) -> bool:
-        """Whether the kernel killed a process of the run for the memory bound."""
-        memory = self.dirs[0]
-        text = _read(memory / ("memory.events" if self.v2 else "memory.oom_control"))
-        return any(line.split()[:1] == ["oom_kill"] and line.split()[1] != "0" for line in text.splitlines())
-
-    def remove(self) -> None:
-        """Remove it once its processes are gone (they are, or going: the run's init is reaped)."""
-        for d in self.dirs:
-            for _ in range(200):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as exc:
-                    if exc.errno != errno.EBUSY:
-                        break
-                    time.sleep(0.005)
-
-
 class Cgroups:
-    """Where this process makes its runs' cgroups: a directory of its own in each hierarchy."""
+    """Where a pool's runs get their cgroups: a directory of its own in each hierarchy."""
 
     def __init__(self, bases: list[Path], v2: bool) -> None:
         self.bases, self.v2 = bases, v2
+
+    def launcher_args(self) -> tuple[list[str], list[int]]:
+        """A launcher's `--cgroups` arguments and the descriptors to pass it (the caller closes
+        them once the launcher started)."""
+        fds = [os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) for base in self.bases]
+        return ["--cgroups", ("v2:" if self.v2 else "v1:") + ",".join(map(str, fds))], fds
 
     @classmethod
     def find(cls) -> Cgroups | None:
@@ -76,39 +53,18 @@ class Cgroups:
                 base.mkdir()
             if v2:
                 (bases[0] / "cgroup.subtree_control").write_text("+memory +pids")
-        except OSError:
             for base in bases:
-                _rmdir(base)
+                (base / "park").mkdir()
+        except OSError:
+            cls(bases, v2).remove()
             return None
         return cls(bases, v2)
 
-    def new_run(self, memory_mb: int, processes: int) -> RunCgroup:
-        """A cgroup for one run: `memory_mb` in all, no swap, `processes` at once (and its init)."""
-        name = f"run-{uuid.uuid4().hex[:12]}"
-        dirs = [base / name for base in self.bases]
-        made: list[Path] = []
-        try:
-            for d in dirs:
-                d.mkdir()
-                made.append(d)
-            memory, pids = (dirs[0], dirs[0]) if self.v2 else (dirs[0], dirs[1])
-            limit = str(memory_mb << 20)
-            if self.v2:
-                (memory / "memory.max").write_text(limit)
-                _write_if_there(memory / "memory.swap.max", "0")
-                _write_if_there(memory / "memory.oom.group", "1")
-            else:
-                (memory / "memory.limit_in_bytes").write_text(limit)
-                _write_if_there(memory / "memory.memsw.limit_in_bytes", limit)
-            (pids / "pids.max").write_text(str(processes + 1))
-        except OSError:
-            for d in made:
-                _rmdir(d)
-            raise
-        return RunCgroup(dirs, self.v2)
-
     def remove(self) -> None:
+        """Its runs' cgroups (their runners are gone or going), `park`, then itself."""
         for base in self.bases:
+            for child in [*base.glob("run-*"), base / "park"]:
+                _rmdir(child, wait_s=1.0)
             _rmdir(base)
 
 
@@ -155,9 +111,7 @@ def _remove_stale(parent: Path) -> None:
             pass
         except PermissionError:
             continue
-        for run in base.glob("run-*"):
-            _rmdir(run)
-        _rmdir(base)
+        Cgroups([base], False).remove()
 
 
 def _read(path: Path) -> str:
@@ -167,13 +121,15 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _write_if_there(path: Path, value: str) -> None:
-    if path.exists():
-        path.write_text(value)
-
-
-def _rmdir(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError:
-        pass
+def _rmdir(path: Path, wait_s: float = 0.0) -> None:
+    """Remove a cgroup directory; one still holding a process that is exiting is retried for
+    `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            path.rmdir()
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                return
+            time.sleep(0.005)

@@ -3,6 +3,9 @@ path, never the server): the run's own namespaces (mount, IPC, network, PID), it
 a tmpfs capped in bytes and inodes, and a seccomp filter that refuses the system calls a run
 never needs (new namespaces, the kernel keyring, mounts, BPF, io_uring, kernel modules).
 
+A runner made ahead of its job (a spare) does the slow parts before the job comes: the
+namespaces, and its cgroup (RunGroup), whose joining waits for the kernel.
+
 Why each (docs/sandbox.md, threat model): a fresh IPC namespace per run frees SysV shared
 memory and message queues with the run and hides them from the next; a network namespace per
 run keeps runs of one launcher off each other's loopback; a PID namespace per run, whose
@@ -105,6 +108,86 @@ def _copy_tree(source_fd: int, target: str, uid: int | None) -> None:
 def mount_proc() -> None:
     """/proc of the run's own PID namespace (by its first process, which lives in it)."""
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
+# ----------------------------------------------------------------------------- cgroups
+
+
+class RunGroup:
+    """The run's cgroup in each hierarchy (v1: memory and pids; v2: one), made under the pool's
+    base directories (`bases`: directory descriptors the server opened) and joined by this
+    runner ahead of its job, so that the move, which waits for the kernel (an RCU grace period,
+    milliseconds), is not in the run's way. `park` beside it takes the runner when it is done."""
+
+    def __init__(self, bases: list[int], v2: bool) -> None:
+        self.bases, self.v2 = bases, v2
+        self.name = f"run-{os.getpid()}-{os.urandom(4).hex()}"
+        made = []
+        try:
+            for base in bases:
+                os.mkdir(self.name, 0o755, dir_fd=base)
+                made.append(base)
+            for base in bases:
+                _write_at(base, f"{self.name}/cgroup.procs", "0")
+        except OSError:
+            for base in made:
+                _rmdir_at(base, self.name)
+            raise
+
+    def limit(self, memory_mb: int, processes: int) -> None:
+        """The job's bounds: `memory_mb` in all (no swap), `processes` (and the runner and init)."""
+        memory, pids = f"{self.name}/", f"{self.name}/"
+        limit = str(memory_mb << 20)
+        if self.v2:
+            _write_at(self.bases[0], memory + "memory.max", limit)
+            _write_at(self.bases[0], memory + "memory.swap.max", "0", optional=True)
+            _write_at(self.bases[0], memory + "memory.oom.group", "1", optional=True)
+        else:
+            _write_at(self.bases[0], memory + "memory.limit_in_bytes", limit)
+            _write_at(self.bases[0], memory + "memory.memsw.limit_in_bytes", limit, optional=True)
+        _write_at(self.bases[-1], pids + "pids.max", str(processes + 2))
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed one of the run's processes for its memory bound."""
+        name = "memory.events" if self.v2 else "memory.oom_control"
+        try:
+            fd = os.open(f"{self.name}/{name}", os.O_RDONLY, dir_fd=self.bases[0])
+            try:
+                text = os.read(fd, 4096).decode()
+            finally:
+                os.close(fd)
+        except OSError:
+            return False
+        return any(line.split()[:1] == ["oom_kill"] and line.split()[1:2] != ["0"] for line in text.splitlines())
+
+    def leave(self) -> None:
+        """This runner out to `park`, and the run's cgroup removed (its processes are gone)."""
+        for base in self.bases:
+            try:
+                _write_at(base, "park/cgroup.procs", "0")
+            except OSError:
+                pass
+            _rmdir_at(base, self.name)
+
+
+def _write_at(base: int, path: str, value: str, *, optional: bool = False) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY, dir_fd=base)
+    except FileNotFoundError:
+        if optional:
+            return
+        raise
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def _rmdir_at(base: int, name: str) -> None:
+    try:
+        os.rmdir(name, dir_fd=base)
+    except OSError:
+        pass
 
 
 # ----------------------------------------------------------------------------- seccomp

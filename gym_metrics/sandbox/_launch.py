@@ -1,23 +1,26 @@
 """The sandbox's launcher (standard library only, run by path, never imported by the server).
 
 It serves jobs from a Unix socket until the socket closes. Each job comes with its pipes
-(stdin, stdout, stderr, report, control, and the run's cgroups when it has some) and is served
-by a runner forked for it. A confined job (the default) first gets namespaces of its own
-(_confine.py: mount, IPC, network, PID) and its directory as a capped tmpfs; the runner then
-forks the run's init (PID 1 of its namespace), which joins the run's cgroups, mounts its /proc
-and forks the program: under the job's rlimits, as the job's unprivileged user when there is
-one, with no_new_privs and the seccomp filter. The runner waits for the program to end or for
-the control pipe to close (the caller's deadline, output cap or cancellation), kills the init
-(and so every process of the run), and writes one JSON report: exit status, CPU time, peak
-memory, whether it was killed, or why the run could not be confined. An unconfined job (only
-with isolation "none") runs in a process group, its user's processes swept afterwards. The
-launcher itself runs no job's code, so each run starts from the same clean state: a fork, not
-an interpreter start, is a run's cost.
+(stdin, stdout, stderr, report, control) and is served by a runner forked for it ahead of time
+(a spare, prepared while it waits: the launcher forks the next as soon as one takes a job). A
+spare of a confining launcher (`--confine`, isolation `strict`) gets namespaces of its own
+(_confine.py: mount, IPC, network, PID), and, with `--cgroups`, a cgroup of its own, joined.
+With the job, the runner sets the cgroup's bounds, mounts its directory as a capped tmpfs and
+forks the run's init (PID 1 of its namespace), which mounts its /proc and forks the program:
+under the job's rlimits, as the job's unprivileged user when there is one, with no_new_privs
+and the seccomp filter. The runner waits for the program to end or for the control pipe to
+close (the caller's deadline, output cap or cancellation), kills the init (and so every
+process of the run), and writes one JSON report: exit status, CPU time, peak memory, whether
+it was killed or its cgroup killed for memory, or why the run could not be confined. An
+unconfined job (isolation "none") runs in a process group, its user's processes swept
+afterwards. The launcher itself runs no job's code, so each run starts from the same clean
+state: a fork, not an interpreter start, is a run's cost.
 
 A `python` job runs its directory's main.py in the forked interpreter (as `python main.py`
 would); a `command` is exec'd.
 
-Usage: python -I _launch.py SOCKET_FD, or python -I _launch.py --probe DIR (the isolation check)
+Usage: python -I _launch.py SOCKET_FD [--confine] [--cgroups v1:FD,FD | v2:FD], or
+python -I _launch.py --probe DIR (the isolation check)
 """
 
 from __future__ import annotations
@@ -42,8 +45,7 @@ del sys.path[0]
 
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_CHILD_SUBREAPER = 36
-_FDS = 5  # stdin, stdout, stderr, report, control; then the run's cgroups' `cgroup.procs`, if any
-_MAX_FDS = _FDS + 2
+_FDS = 5  # stdin, stdout, stderr, report, control
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -204,17 +206,37 @@ def _sweep_user(uid: int | None) -> None:
 _SWEEP_S = 2.0
 
 
-def _serve_job(job: dict, fds: list[int]) -> None:
-    """The runner: one job, start to report. Never returns."""
-    stdin, stdout, stderr, report, control, *cgroups = fds
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # wait4 needs its child (the launcher auto-reaps)
-    confined = bool(job.get("confine"))
+Prepared = tuple["_confine.RunGroup | None", "str | None"]
+"""A runner's cgroup (None without) and why it could not be confined (None when it was)."""
+
+
+def _prepare(confine: bool, cgroups: tuple[list[int], bool] | None) -> Prepared:
+    """A runner's slow part, done ahead of its job when it is a spare: its namespaces (a
+    confined job) and its cgroup, joined."""
     try:
-        if confined:  # its own namespaces and directory before anything of the run exists
+        if confine:
             _confine.enter_run_namespaces()
+        return (_confine.RunGroup(*cgroups) if cgroups is not None else None), None
+    except OSError as exc:
+        return None, f"cannot confine the run: {exc}"
+
+
+def _serve_job(job: dict, fds: list[int], confined: bool, prepared: Prepared) -> None:
+    """The runner: one job, start to report. Never returns. `confined`: the launcher's (a job
+    cannot ask for it: its namespaces are made before the job comes)."""
+    stdin, stdout, stderr, report, control = fds
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # wait4 needs its child (the launcher auto-reaps)
+    job["confine"] = confined
+    group, error = prepared
+    try:
+        if error is None and group is not None:
+            group.limit(job["memory_mb"], job["processes"])
+        if error is None and confined:  # its directory, in its own mount namespace, before anything of the run exists
             _confine.mount_run_directory(job["cwd"], job.get("uid"), job["disk_mb"], job["inodes"])
     except OSError as exc:
-        _report(report, {"exit_code": 127, "error": f"cannot confine the run: {exc}"})
+        error = f"cannot confine the run: {exc}"
+    if error is not None:
+        _end(report, {"exit_code": 127, "error": error}, group)
     if not confined:
         _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come here
     status_r, status_w = os.pipe()
@@ -224,11 +246,10 @@ def _serve_job(job: dict, fds: list[int]) -> None:
         os.close(control)
         os.close(status_r)
         if confined:
-            _init(job, (stdin, stdout, stderr), cgroups, status_w)
+            _init(job, (stdin, stdout, stderr), status_w)
         os.close(status_w)
-        _join(cgroups)
         _exec_program(job, stdin, stdout, stderr)
-    for fd in (stdin, stdout, stderr, status_w, *cgroups):
+    for fd in (stdin, stdout, stderr, status_w):
         os.close(fd)
     killed = False
     try:
@@ -242,23 +263,23 @@ def _serve_job(job: dict, fds: list[int]) -> None:
     else:
         _sweep(job.get("uid"), pid)
     _, status, usage = os.wait4(pid, 0)
-    answer = {"cpu_s": usage.ru_utime + usage.ru_stime, "max_rss_kb": usage.ru_maxrss, "killed": killed}
+    answer = {"cpu_s": usage.ru_utime + usage.ru_stime, "max_rss_kb": usage.ru_maxrss, "killed": killed,
+              "oom": group is not None and group.oom_killed()}  # fmt: skip
     if confined:
         said = os.read(status_r, 4096)
         if said[:1] == b"E":
-            _report(report, {"exit_code": 127, "error": said[1:].decode(errors="replace")})
+            _end(report, {"exit_code": 127, "error": said[1:].decode(errors="replace")}, group)
         status = struct.unpack("i", said[1:5])[0] if said[:1] == b"S" else (signal.SIGKILL if killed else status)
     else:
         _sweep_user(job.get("uid"))
-    _report(report, {"exit_code": os.waitstatus_to_exitcode(status), **answer})
+    _end(report, {"exit_code": os.waitstatus_to_exitcode(status), **answer}, group)
 
 
-def _init(job: dict, stdio: tuple[int, int, int], cgroups: list[int], status: int) -> None:
-    """The first process of the run's PID namespace: joins the run's cgroups, mounts its /proc,
-    starts the program, reaps what is orphaned, and says how the program ended. Its own end
-    (when the program's comes, or when killed) kills whatever else the run left."""
+def _init(job: dict, stdio: tuple[int, int, int], status: int) -> None:
+    """The first process of the run's PID namespace: mounts its /proc, starts the program,
+    reaps what is orphaned, and says how the program ended. Its own end (when the program's
+    comes, or when killed) kills whatever else the run left."""
     try:
-        _join(cgroups)
         _confine.mount_proc()
     except OSError as exc:
         os.write(status, b"E" + f"cannot set up the run: {exc}".encode())
@@ -276,20 +297,39 @@ def _init(job: dict, stdio: tuple[int, int, int], cgroups: list[int], status: in
             os._exit(0)
 
 
-def _join(cgroups: list[int]) -> None:
-    """This process into the run's cgroups (their `cgroup.procs`, opened by the caller)."""
-    for fd in cgroups:
-        os.write(fd, b"0")
-        os.close(fd)
-
-
-def _report(fd: int, answer: dict) -> None:
-    """The run's one report to the caller, then this runner's end."""
+def _end(fd: int, answer: dict, group: _confine.RunGroup | None) -> None:
+    """The run's one report to the caller, then its cgroup left and removed, then this
+    runner's end."""
     try:
         os.write(fd, json.dumps(answer).encode())
     except OSError:
         pass
+    os.close(fd)
+    if group is not None:
+        group.leave()
     os._exit(0)
+
+
+def _spare(jobs: socket.socket, confine: bool, cgroups: tuple[list[int], bool] | None) -> socket.socket:
+    """A runner forked ahead of its job, prepared (_prepare) while it waits for it: the socket
+    that hands it over. It goes when the launcher goes (the socket closes)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    if os.fork() == 0:
+        jobs.close()
+        ours.close()
+        prepared = _prepare(confine, cgroups)
+        try:
+            data, fds, _, _ = socket.recv_fds(theirs, 1 << 16, _FDS)
+        except OSError:
+            data, fds = b"", []
+        if not data or len(fds) != _FDS:
+            if prepared[0] is not None:
+                prepared[0].leave()
+            os._exit(0)
+        theirs.close()
+        _serve_job(json.loads(data), fds, confine, prepared)
+    theirs.close()
+    return ours
 
 
 def _probe(root: str) -> int:
@@ -318,29 +358,45 @@ def _probe(root: str) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
+def _cgroups(argv: list[str]) -> tuple[list[int], bool] | None:
+    """`--cgroups v1:FD,FD` or `--cgroups v2:FD`: the pool's base directories, if any."""
+    if "--cgroups" not in argv:
+        return None
+    kind, _, fds = argv[argv.index("--cgroups") + 1].partition(":")
+    return [int(fd) for fd in fds.split(",")], kind == "v2"
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--probe"]:
         return _probe(argv[1])
     jobs = socket.socket(fileno=int(argv[0]))
+    confine, cgroups = "--confine" in argv, _cgroups(argv)
     open(os.devnull, encoding="utf-8", errors="surrogateescape").close()  # the codecs a run's stdio needs, loaded once
     gc.freeze()  # what is loaded now stays shared with every fork (no copy for the collector's sake)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runners are reaped by the kernel
+    spare = _spare(jobs, confine, cgroups)
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(jobs, 1 << 16, _MAX_FDS)
+            data, fds, _, _ = socket.recv_fds(jobs, 1 << 16, _FDS)
         except InterruptedError:
             continue
         if not data:
             return 0  # the caller closed the socket: no more jobs
-        if len(fds) < _FDS:
+        if len(fds) != _FDS:
             for fd in fds:
                 os.close(fd)
             continue
-        if os.fork() == 0:
-            jobs.close()
-            _serve_job(json.loads(data), fds)
+        try:  # to the spare, prepared while it waited; the next spare starts preparing now
+            socket.send_fds(spare, [data], fds)
+        except OSError:  # the spare is gone: a runner forked for the job prepares itself
+            if os.fork() == 0:
+                jobs.close()
+                spare.close()
+                _serve_job(json.loads(data), fds, confine, _prepare(confine, cgroups))
         for fd in fds:
             os.close(fd)
+        spare.close()
+        spare = _spare(jobs, confine, cgroups)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics.sandbox._bwrap import bwrap_path, bwrap_prefix
-from gym_metrics.sandbox._cgroups import Cgroups, RunCgroup
+from gym_metrics.sandbox._cgroups import Cgroups
 from gym_metrics.sandbox._isolation import LAUNCHER, Isolation, SandboxUnavailableError, check_isolation, default_isolation
 from gym_metrics.sandbox._program import Limits, Program, RunResult, SandboxError, write_files
 from gym_metrics.sandbox._users import lease_uid, others_can_run
@@ -75,14 +75,15 @@ class Launcher:
         root = Path(tempfile.mkdtemp(prefix="gm-sandbox-"))
         root.chmod(0o711)  # runs' users may reach their own directory in it, and list nothing
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        command = [sys.executable, "-I", str(LAUNCHER), str(theirs.fileno())]
+        flags, cgroup_fds = cgroups.launcher_args() if cgroups is not None else ([], [])
+        command = [sys.executable, "-I", str(LAUNCHER), str(theirs.fileno()), *(["--confine"] if bwrap else []), *flags]
         if bwrap is not None:
             command = [*bwrap_prefix(bwrap, root, str(LAUNCHER.parent)), *command]
         try:
             proc = await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.DEVNULL, cwd=root, start_new_session=True, close_fds=True,
-                pass_fds=(theirs.fileno(),), env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+                pass_fds=(theirs.fileno(), *cgroup_fds), env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
             )  # fmt: skip
         except BaseException:
             ours.close()
@@ -90,6 +91,8 @@ class Launcher:
             raise
         finally:
             theirs.close()
+            for fd in cgroup_fds:
+                os.close(fd)
         return cls(proc, ours, root, isolation, users, cgroups)
 
     @property
@@ -111,29 +114,29 @@ class Launcher:
 
     async def run(self, program: Program, limits: Limits) -> RunResult:
         """Run `program` under `limits` (see the module docstring)."""
-        async with self._place(program, limits) as place:
-            return await self._run(program, limits, *place)
+        async with self._place(program) as (work, uid):
+            return await self._run(program, limits, work, uid)
 
     async def open(self, program: Program, limits: Limits) -> OpenRun:
         """Start `program` and hand over its pipes (a process kept between calls, e.g. a
         session's interpreter); `OpenRun.close` stops it and frees its place."""
         stack = contextlib.AsyncExitStack()
-        work, uid, cgroup = await stack.enter_async_context(self._place(program, limits))
+        work, uid = await stack.enter_async_context(self._place(program))
         try:
-            control, streams = await self._start(program, limits, work, uid, cgroup)
+            control, streams = await self._start(program, limits, work, uid)
         except BaseException:
             await stack.aclose()
             raise
         return OpenRun(control, streams, stack, work)
 
     @contextlib.asynccontextmanager
-    async def _place(self, program: Program, limits: Limits) -> AsyncIterator[tuple[Path, int | None, RunCgroup | None]]:
+    async def _place(self, program: Program) -> AsyncIterator[tuple[Path, int | None]]:
         """A run's working directory with its files (staged: a confined run gets them in its
-        own tmpfs), its user (leased for the run) and its cgroup, made and freed off the event
-        loop (a big directory takes seconds to remove); the lease always released."""
+        own tmpfs) and its user (leased for the run); the files written and the directory
+        removed off the event loop (a big one takes seconds), the lease always released."""
         lease = lease_uid() if self.users else None
         work: Path | None = None
-        prepared: asyncio.Future[RunCgroup | None] | None = None
+        prepared: asyncio.Future[None] | None = None
         try:
             work = Path(tempfile.mkdtemp(dir=self.root, prefix="run-"))
             uid = lease.uid if lease is not None else None
@@ -142,8 +145,9 @@ class Launcher:
                 uid = None  # its user could not reach the program (e.g. an interpreter under /root): the server's user
             if uid is not None:
                 os.chown(work, uid, uid)
-            prepared = asyncio.ensure_future(asyncio.to_thread(self._prepare, work, program, limits, uid))
-            yield work, uid, await asyncio.shield(prepared)
+            prepared = asyncio.ensure_future(asyncio.to_thread(write_files, work, program.files_to_write(), uid))
+            await asyncio.shield(prepared)
+            yield work, uid
         finally:
             try:
                 await asyncio.shield(asyncio.ensure_future(_free(work, prepared)))
@@ -151,26 +155,18 @@ class Launcher:
                 if lease is not None:
                     lease.release()
 
-    def _prepare(self, work: Path, program: Program, limits: Limits, uid: int | None) -> RunCgroup | None:
-        """Off the event loop: the run's files, and its cgroup where there are some."""
-        write_files(work, program.files_to_write(), uid)
-        return self.cgroups.new_run(limits.memory_mb, limits.processes) if self.cgroups is not None else None
-
-    async def _start(self, program: Program, limits: Limits, work: Path, uid: int | None,
-                     cgroup: RunCgroup | None) -> tuple[int, _Streams]:  # fmt: skip
+    async def _start(self, program: Program, limits: Limits, work: Path, uid: int | None) -> tuple[int, _Streams]:
         """Send the job with its pipes; this end of its control pipe and its streams."""
         job = {
             "command": list(program.command), "python": program.python is not None, "cwd": str(work), "uid": uid,
-            "confine": self.isolated,
             "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(work),
                     "TMPDIR": str(work), **program.env},
             "cpu_s": limits.cpu_s, "memory_mb": limits.memory_mb, "file_size_mb": limits.file_size_mb,
             "open_files": limits.open_files, "processes": limits.processes, "nice": limits.nice,
             "disk_mb": limits.disk_mb, "inodes": limits.inodes,
         }  # fmt: skip
-        cgroup_fds = cgroup.procs_fds() if cgroup is not None else []
         (stdin_r, stdin_w), (out_r, out_w), (err_r, err_w), (rep_r, rep_w), (ctl_r, ctl_w) = (os.pipe() for _ in range(5))
-        theirs = [stdin_r, out_w, err_w, rep_w, ctl_r, *cgroup_fds]
+        theirs = [stdin_r, out_w, err_w, rep_w, ctl_r]
         try:
             socket.send_fds(self._sock, [json.dumps(job).encode()], theirs)
         except OSError as exc:
@@ -186,9 +182,9 @@ class Launcher:
             _close(ctl_w)
             raise
 
-    async def _run(self, program: Program, limits: Limits, work: Path, uid: int | None, cgroup: RunCgroup | None) -> RunResult:
+    async def _run(self, program: Program, limits: Limits, work: Path, uid: int | None) -> RunResult:
         start = time.perf_counter()
-        ctl_w, streams = await self._start(program, limits, work, uid, cgroup)
+        ctl_w, streams = await self._start(program, limits, work, uid)
         control = [ctl_w]
 
         def kill() -> None:
@@ -209,25 +205,18 @@ class Launcher:
         if report.get("error"):
             raise SandboxError(f"the sandbox could not start the run: {report['error']}")
         code, cpu = report["exit_code"], float(report.get("cpu_s", 0.0))
-        stop, sig = stop_of(watched, code, cpu, limits, oom=cgroup is not None and cgroup.oom_killed())
+        stop, sig = stop_of(watched, code, cpu, limits, oom=bool(report.get("oom")))
         return RunResult(None if sig is not None else code, watched.stdout, watched.stderr, watched.truncated, stop, sig,
                          time.perf_counter() - start, cpu, int(report.get("max_rss_kb", 0)), self.isolated, uid)  # fmt: skip
 
 
-async def _free(work: Path | None, prepared: asyncio.Future[RunCgroup | None] | None) -> None:
-    """What `_place` made, once its making is done (also when its caller was cancelled)."""
-    cgroup = None
+async def _free(work: Path | None, prepared: asyncio.Future[None] | None) -> None:
+    """The run's directory, once its files are written (also when its caller was cancelled)."""
     if prepared is not None:
         with contextlib.suppress(Exception):
-            cgroup = await prepared
-
-    def free() -> None:
-        if cgroup is not None:
-            cgroup.remove()
-        if work is not None:
-            remove_tree(work)
-
-    await asyncio.to_thread(free)
+            await prepared
+    if work is not None:
+        await asyncio.to_thread(remove_tree, work)
 
 
 def remove_tree(path: Path) -> None:
