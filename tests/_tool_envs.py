@@ -71,7 +71,7 @@ class PythonTool(SimpleResourcesServer):
     async def seed_session(self, session: Session) -> None:
         from gym_metrics.sandbox import PythonSession
 
-        session.state["python"] = await PythonSession.start(self.pool)
+        session.state["python"] = await PythonSession.start(self.pool, client=session.client)
 
     async def close_session(self, session: Session) -> None:
         await session.state["python"].close()

@@ -39,11 +39,12 @@ class Episodes:
         """Tool calls by outcome: ok, error (the tool raised), timeout."""
         self._sweeper: asyncio.Task[None] | None = None
 
-    async def seed(self, row_json: str | bytes) -> Session:
-        """A new session for the task row `row_json`, set up by the environment's seed_session."""
+    async def seed(self, row_json: str | bytes, client: str = "") -> Session:
+        """A new session for the task row `row_json`, opened by `client` (Session.client), set
+        up by the environment's seed_session."""
         row = _row(row_json)
         await self.sweep()
-        session = self.store.open(row)
+        session = self.store.open(row, client)
         self._start_sweeper()
         try:
             await self.env.open_session(session)

@@ -34,6 +34,9 @@ class Session:
     id: str
     row: Mapping[str, Any]
     state: dict[str, Any] = field(default_factory=dict)
+    client: str = ""
+    """Who opened it, as its door saw them (the peer's address, without its port; "" when
+    unknown): what an environment bounds per client (a sandbox's kept programs, say)."""
 
 
 class SessionStore:
@@ -60,14 +63,15 @@ class SessionStore:
         entry = self._live.get(session_id) if isinstance(session_id, str) else None
         return entry is not None and self._clock() - entry[1] <= self.idle_ttl_s
 
-    def open(self, row: Mapping[str, Any]) -> Session:
-        """A new session for `row`; OverloadedError when max_sessions are live (sweep first)."""
+    def open(self, row: Mapping[str, Any], client: str = "") -> Session:
+        """A new session for `row`, opened by `client`; OverloadedError when max_sessions are
+        live (sweep first)."""
         if len(self._live) >= self.max_sessions:
             raise OverloadedError(
                 f"{len(self._live):,} sessions are live, the server's max_sessions; finish or close episodes, "
                 "or raise serve --max-sessions", retry_after_s=1.0,
             )  # fmt: skip
-        session = Session(secrets.token_hex(16), row)
+        session = Session(secrets.token_hex(16), row, client=client)
         self._live[session.id] = (session, self._clock())
         self.opened += 1
         return session

@@ -16,16 +16,22 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+from collections import Counter
 
 from gym_metrics.sandbox._cgroups import Cgroups
 from gym_metrics.sandbox._isolation import Isolation, check_isolation, default_isolation
 from gym_metrics.sandbox._local import Launcher, LauncherGoneError, OpenRun
 from gym_metrics.sandbox._program import Limits, Program, RunResult
+from gym_metrics.errors import OverloadedError
 
 
-class SandboxBusyError(RuntimeError):
-    """A run waited `queue_timeout_s` for a free place in the pool, or `max_open` programs are
-    kept running already."""
+class SandboxBusyError(OverloadedError):
+    """A run waited `queue_timeout_s` for a free place in the pool, or `max_open` programs (or
+    a client's share of them) are kept running already: the server answers RESOURCE_EXHAUSTED,
+    a caller may retry later."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retry_after_s=1.0)
 
 
 class Pool:
@@ -34,14 +40,17 @@ class Pool:
     GYM_METRICS_SANDBOX_ISOLATION, which `serve --sandbox-isolation` sets)."""
 
     def __init__(self, size: int | None = None, *, launchers: int = 2, isolation: Isolation | None = None,
-                 users: bool = True, queue_timeout_s: float = 300.0, max_open: int = 32) -> None:  # fmt: skip
+                 users: bool = True, queue_timeout_s: float = 300.0, max_open: int = 32,
+                 max_open_per_client: int | None = None) -> None:  # fmt: skip
         self.size = size if size is not None else 2 * (os.cpu_count() or 1)
         self.isolation = isolation or default_isolation()
         check_isolation(self.isolation)  # fails closed, at the server's start
         self.users = users
         self.queue_timeout_s = queue_timeout_s
         self.max_open = max_open
-        self._open = 0
+        self.max_open_per_client = max_open_per_client if max_open_per_client is not None else max(1, max_open // 2)
+        """One client's share of `max_open` (default half): one client cannot take every place."""
+        self._open: Counter[str] = Counter()
         self._cgroups: Cgroups | None = None
         self._cgroups_found = False
         self._count = launchers
@@ -107,25 +116,33 @@ class Pool:
         finally:
             self._slots.release()
 
-    async def open(self, program: Program, limits: Limits = Limits()) -> OpenRun:
+    async def open(self, program: Program, limits: Limits = Limits(), *, client: str = "") -> OpenRun:
         """Start a program kept running (a session's interpreter) in one of the launchers: one
-        of `max_open` places (SandboxBusyError past them), freed by its `close`."""
+        of `max_open` places, at most `max_open_per_client` of them `client`'s (the session's
+        Session.client); SandboxBusyError past either; freed by its `close`."""
         if self._closed:
             raise RuntimeError("the sandbox pool is closed")
-        if self._open >= self.max_open:
-            raise SandboxBusyError(f"{self._open} sandboxed programs kept running already (the pool's max_open): close a session first")
+        if sum(self._open.values()) >= self.max_open:
+            raise SandboxBusyError(f"{self.max_open} sandboxed programs kept running already (the pool's max_open): close a session first")
+        if self._open[client] >= self.max_open_per_client:
+            raise SandboxBusyError(
+                f"{self.max_open_per_client} sandboxed programs kept running for client {client or '(unknown)'} already "
+                "(the pool's max_open_per_client): close a session first"
+            )  # fmt: skip
         self._bind()
-        self._open += 1
+        self._open[client] += 1
         try:
             run = await (await self._launcher(next(self._turn) % self._count)).open(program, limits)
         except BaseException:
-            self._open -= 1
+            self._closed_one(client)
             raise
-        run.on_close(self._closed_one)
+        run.on_close(lambda: self._closed_one(client))
         return run
 
-    def _closed_one(self) -> None:
-        self._open -= 1
+    def _closed_one(self, client: str) -> None:
+        self._open[client] -= 1
+        if self._open[client] <= 0:
+            del self._open[client]
 
     async def aclose(self) -> None:
         """Stop the launchers (runs still in progress are killed)."""

@@ -110,11 +110,14 @@ class PythonSession:
         self.output_bytes = output_bytes
 
     @classmethod
-    async def start(cls, sandbox: Pool | Launcher, limits: Limits = SESSION_LIMITS, *, output_bytes: int = 65_536) -> PythonSession:
-        """Start the interpreter in one of the pool's launchers (it takes none of the pool's
-        places for runs: sessions are bounded by their environment's session store)."""
+    async def start(cls, sandbox: Pool | Launcher, limits: Limits = SESSION_LIMITS, *, output_bytes: int = 65_536,
+                    client: str = "") -> PythonSession:  # fmt: skip
+        """Start the interpreter in one of the pool's launchers: one of the pool's `max_open`
+        places (none of its places for runs), counted against `client`'s share (pass the
+        session's Session.client)."""
         program = Program(python=_DRIVER, env={"GM_CELL_OUTPUT_BYTES": str(output_bytes)})
-        return cls(await sandbox.open(program, limits), output_bytes)
+        opened = await sandbox.open(program, limits, client=client) if isinstance(sandbox, Pool) else await sandbox.open(program, limits)
+        return cls(opened, output_bytes)
 
     @property
     def alive(self) -> bool:

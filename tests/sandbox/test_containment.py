@@ -136,18 +136,22 @@ async def test_a_run_whose_launcher_died_is_not_run_again(pool: Pool) -> None:
         await call
 
 
-async def test_programs_kept_running_are_bounded_by_the_pool() -> None:
+async def test_programs_kept_running_are_bounded_by_the_pool_and_per_client() -> None:
     if bwrap_path() is None or os.geteuid() != 0:
         _ci.missing("isolation strict needs bubblewrap (apt-get install bubblewrap) and root")
-    pool = Pool(size=2, max_open=2)
+    pool = Pool(size=2, max_open=3, max_open_per_client=2)
+    sleeper = Program(python="import time\ntime.sleep(60)")
     try:
-        opened = [await pool.open(Program(python="import time\ntime.sleep(60)")) for _ in range(2)]
-        with pytest.raises(SandboxBusyError, match="max_open"):
-            await pool.open(Program(python="pass"))
-        await opened[0].close()
-        opened[0] = await pool.open(Program(python="import time\ntime.sleep(60)"))  # a closed one's place is free again
-        for o in opened:
-            await o.close()
+        mine = [await pool.open(sleeper, client="10.0.0.1") for _ in range(2)]
+        with pytest.raises(SandboxBusyError, match="for client 10.0.0.1 .*max_open_per_client"):
+            await pool.open(sleeper, client="10.0.0.1")
+        theirs = await pool.open(sleeper, client="10.0.0.2")  # another client still has room
+        with pytest.raises(SandboxBusyError, match="the pool's max_open"):
+            await pool.open(sleeper, client="10.0.0.3")
+        await mine[0].close()
+        mine[0] = await pool.open(sleeper, client="10.0.0.1")  # a closed one's place is free again
+        for opened in (*mine, theirs):
+            await opened.close()
     finally:
         await pool.aclose()
 

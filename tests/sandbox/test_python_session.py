@@ -120,3 +120,26 @@ async def test_a_cancelled_call_ends_the_session() -> None:
     finally:
         await session.close()
         await pool.aclose()
+
+
+async def test_one_client_cannot_take_every_sandboxed_session() -> None:
+    """Seeds over gRPC from one client, past its share of the pool's kept programs: refused
+    with RESOURCE_EXHAUSTED naming the limit (a caller may retry), never a crash; a session
+    closed frees its place."""
+    from gym_metrics._transport.client import ServerBusyError
+    from gym_metrics.sandbox import Pool
+
+    env = PythonTool()
+    env.pool = Pool(size=2, max_open=4, max_open_per_client=2)
+    try:
+        async with serve_environment(env) as server, ResourcesClient(server.address) as client:
+            first, second = await client.seed_session({}), await client.seed_session({})
+            with pytest.raises(ServerBusyError, match="RESOURCE_EXHAUSTED: 2 sandboxed programs kept running for client 127.0.0.1"):
+                await client.seed_session({})
+            assert {s.client for s in (server.handler.episodes.store.get(first), server.handler.episodes.store.get(second))} == {"127.0.0.1"}
+            assert await client.close_session(first)
+            third = await client.seed_session({})
+            out = json.loads((await client.call_tool(third, "run_python", {"code": "print(6 * 7)"})).output)
+            assert out["stdout"] == "42\n"
+    finally:
+        await env.pool.aclose()

@@ -97,3 +97,14 @@ def add_resources_service(servicer: Any, server: Any) -> None:
 
 
 __all__ = ["SERVICE", "Table", "Undecodable", "add_resources_service", "decoded", "register"]
+
+
+def peer_host(context: Any) -> str:
+    """The calling client's address without its port (`ipv4:127.0.0.1:5000` -> `127.0.0.1`,
+    `ipv6:[::1]:5000` -> `::1`, `unix:/path` as is): what a client is, for per-client bounds."""
+    peer = str(context.peer() or "")
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        host = rest.rpartition(":")[0]
+        return host.strip("[]")
+    return peer

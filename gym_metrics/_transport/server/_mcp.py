@@ -72,7 +72,7 @@ class McpTools:
     async def _seed(self, ctx: Any, row: Any) -> str:
         if not isinstance(row, Mapping):
             raise InvalidInputError("the row must be a JSON object")
-        session = await self.episodes.seed(orjson.dumps(dict(row)))
+        session = await self.episodes.seed(orjson.dumps(dict(row)), _client(ctx))
         connection = _connection(ctx)
         if connection is not None and _named(ctx) is None:
             previous = self._by_connection.pop(connection, None)
@@ -104,7 +104,7 @@ class McpTools:
             )
         session_id = self._by_connection.get(connection)
         if session_id is None or session_id not in self.episodes.store:
-            self._by_connection[connection] = session_id = (await self.episodes.seed(b"{}")).id
+            self._by_connection[connection] = session_id = (await self.episodes.seed(b"{}", _client(ctx))).id
         return session_id
 
 
@@ -115,6 +115,12 @@ def _named(ctx: Any) -> str | None:
     if value is None and isinstance(meta, Mapping):
         value = meta.get(SESSION_META)
     return value if isinstance(value, str) and value else None
+
+
+def _client(ctx: Any) -> str:
+    """The calling client's address (Session.client), "" when the transport does not say."""
+    client = getattr(getattr(ctx, "request", None), "client", None)
+    return str(getattr(client, "host", "") or "")
 
 
 def _connection(ctx: Any) -> str | None:

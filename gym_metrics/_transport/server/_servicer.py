@@ -16,7 +16,7 @@ import numpy as np
 from gym_metrics._transport._batches import batch_to_columns, dumps_json
 from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses
 from gym_metrics._transport.server._errors import grpc_errors
-from gym_metrics._transport.server._handlers import decoded
+from gym_metrics._transport.server._handlers import decoded, peer_host
 from gym_metrics._transport.server._session_calls import decoded_requests, session_calls
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, in_order, score_groups
@@ -70,7 +70,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
 
     @grpc_errors
     async def SeedSession(self, request: pb.SeedSessionRequest, context: grpc.aio.ServicerContext) -> pb.SeedSessionResponse:
-        session = await self._handler.episodes.seed(decoded(request, "request").body_json)
+        session = await self._handler.episodes.seed(decoded(request, "request").body_json, peer_host(context))
         return pb.SeedSessionResponse(session_id=session.id)
 
     @grpc_errors
@@ -87,7 +87,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         self, request_iterator: AsyncIterator[pb.SessionCallsRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.SessionCallsResponse]:
         """Session calls multiplexed on one stream (see _session_calls.py)."""
-        async for answer in session_calls(self._handler, decoded_requests(request_iterator)):
+        async for answer in session_calls(self._handler, decoded_requests(request_iterator), peer_host(context)):
             yield answer
 
     @grpc_errors

@@ -26,8 +26,11 @@ MAX_IN_FLIGHT = 4096
 """Calls of one stream running at once."""
 
 
-async def session_calls(handler: EnvironmentHandler, requests: AsyncIterator[pb.SessionCallsRequest]) -> AsyncIterator[pb.SessionCallsResponse]:
-    """The answers of a stream's calls, as they finish (those ready together in one message)."""
+async def session_calls(
+    handler: EnvironmentHandler, requests: AsyncIterator[pb.SessionCallsRequest], client: str = ""
+) -> AsyncIterator[pb.SessionCallsResponse]:
+    """The answers of a stream's calls, as they finish (those ready together in one message);
+    `client` opens its sessions (Session.client)."""
     answers: asyncio.Queue[pb.SessionAnswer | None] = asyncio.Queue()
     seeded: set[str] = set()
     slots = asyncio.Semaphore(MAX_IN_FLIGHT)
@@ -35,7 +38,7 @@ async def session_calls(handler: EnvironmentHandler, requests: AsyncIterator[pb.
 
     async def one(request: pb.SessionCall) -> None:
         try:
-            answer = await _answer(handler, request, seeded)
+            answer = await _answer(handler, request, seeded, client)
         except Exception as exc:  # this call's failure only
             status = status_of(exc)
             if status.code == 13:
@@ -79,10 +82,10 @@ async def session_calls(handler: EnvironmentHandler, requests: AsyncIterator[pb.
             await handler.episodes.close(session_id)
 
 
-async def _answer(handler: EnvironmentHandler, request: pb.SessionCall, seeded: set[str]) -> pb.SessionAnswer:
+async def _answer(handler: EnvironmentHandler, request: pb.SessionCall, seeded: set[str], client: str) -> pb.SessionAnswer:
     kind = request.WhichOneof("call")
     if kind == "seed":
-        session = await handler.episodes.seed(request.seed.body_json)
+        session = await handler.episodes.seed(request.seed.body_json, client)
         seeded.add(session.id)
         return pb.SessionAnswer(id=request.id, seed=pb.SeedSessionResponse(session_id=session.id))
     if kind == "call_tool":
