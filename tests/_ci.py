@@ -44,6 +44,17 @@ def need_tool(name: str, why: str) -> str:
     return path
 
 
+def need_sandbox() -> None:
+    """missing() unless the sandbox's default isolation (`strict`: bubblewrap and root) is here:
+    without it a Pool refuses to exist, as a server refuses to start (docs/sandbox.md)."""
+    from gym_metrics.sandbox import SandboxUnavailableError, check_isolation
+
+    try:
+        check_isolation("strict")
+    except SandboxUnavailableError as exc:
+        missing(str(exc))
+
+
 def need_native(module: object, name: str) -> object:
     """A native module the install builds (`module` is what the package imported, or None)."""
     if module is None:

@@ -15,10 +15,18 @@ from gym_metrics._transport.client import CHANNEL_OPTIONS
 from gym_metrics.environments import SimpleResourcesServer
 from gym_metrics.testing import serve_environment
 
+from _ci import need_sandbox
 from _transport_helpers import AnswerEnv
 
 
 ServeEnv = Callable[..., Awaitable[tuple[int, grpc.aio.Channel]]]
+
+
+@pytest.fixture
+def sandbox() -> None:
+    """The sandbox's strict isolation is here (bubblewrap, root), else the test skips (fails
+    under CI=true): `pytestmark = pytest.mark.usefixtures("sandbox")`."""
+    need_sandbox()
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 
+import _ci
 from _buf import buf_binary
 from gym_metrics.environments import ENVIRONMENTS
 from gym_metrics.cli import _parser as cli_parser
@@ -293,12 +294,18 @@ def run_bash(block: Block, source: str, cwd: Path) -> None:
     assert code == 0, f"docs/{block.page}:{block.line} exited {code}\n{source}\nstdout:\n{text(out)}\nstderr:\n{text(err)}"
 
 
+NEEDS_SANDBOX = {"sandbox.md"}
+"""Pages whose examples run model code: they need the sandbox's strict isolation."""
+
+
 @pytest.mark.slow  # servers in subprocesses, CLI subprocesses: ~1-10 s a page
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("page", PAGES)
 def test_the_examples_of_a_page_run_as_written(
     page: str, services: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if page in NEEDS_SANDBOX:
+        _ci.need_sandbox()
     write_files(tmp_path, services, page)
     monkeypatch.chdir(tmp_path)
     module = types.ModuleType(f"docs_{page[:-3]}")

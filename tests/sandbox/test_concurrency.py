@@ -19,7 +19,7 @@ from gym_metrics_servers.code_tests import CodeTestsServer
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow, pytest.mark.usefixtures("sandbox")]
 CONCURRENT = 2_000
 
 PROGRAMS = {

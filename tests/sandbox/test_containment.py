@@ -39,7 +39,7 @@ from _attacks import (  # noqa: E402
     SYSV_MAKE,
 )
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.usefixtures("sandbox")]
 LIMITS = Limits(wall_s=10, cpu_s=10, memory_mb=512)
 
 

@@ -17,6 +17,7 @@ from gym_metrics.sandbox._docker import _STATUS_FILE, _WRAPPER, exit_status
 pytestmark = pytest.mark.timeout(120)
 
 
+@pytest.mark.usefixtures("sandbox")
 def test_both_providers_have_the_calls_environments_use() -> None:
     assert isinstance(Pool(), Provider) and isinstance(DockerProvider(), Provider)
 

@@ -14,7 +14,7 @@ from gym_metrics.sandbox import Limits, Program, bwrap_path, run_local
 sys.path.insert(0, str(Path(__file__).parents[1]))
 import _ci  # noqa: E402
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("sandbox")]
 PY = sys.executable
 LIMITS = Limits(wall_s=3, cpu_s=2, memory_mb=256, output_bytes=1 << 16)
 

@@ -18,7 +18,7 @@ from gym_metrics.testing import serve_environment
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from _tool_envs import PythonTool  # noqa: E402
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("sandbox")]
 
 
 async def test_the_namespace_is_kept_and_output_comes_in_order() -> None:

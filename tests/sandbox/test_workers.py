@@ -15,7 +15,7 @@ import pytest
 from gym_metrics import cli
 from gym_metrics_servers.code_tests import SAMPLE_PATH
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow, pytest.mark.usefixtures("sandbox")]
 
 
 def test_the_sample_scores_alike_over_two_workers(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import entry_points
@@ -25,9 +26,19 @@ from gym_metrics_servers.code_tests.app import SAMPLE_PATH, CodeTestsServer, ext
 pytestmark = pytest.mark.timeout(60)
 
 
+def _need_sandbox() -> None:
+    """The tests that run programs need the sandbox's strict isolation (bubblewrap, root): they
+    skip without it (fail under CI=true; tests/_ci.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
+    from _ci import need_sandbox
+
+    need_sandbox()
+
+
 @asynccontextmanager
 async def _client() -> AsyncIterator[ResourcesClient]:
     """A client of a code_tests server; its sandbox launchers stopped afterwards."""
+    _need_sandbox()
     env = CodeTestsServer()
     try:
         async with serve_environment(env) as server, ResourcesClient(server.address) as client:
