@@ -8,8 +8,9 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import grpc.aio
@@ -89,15 +90,25 @@ def server_in_thread(env: SimpleResourcesServer) -> Iterator[str]:
 
 
 @contextmanager
-def serve_process(target: str = "math_exact") -> Iterator[str]:
-    """`gym-metrics serve TARGET --port 0` in a subprocess; its address while it runs."""
+def serve_process(
+    target: str = "math_exact", *args: str, env: Mapping[str, str] | None = None, prefix: Sequence[str] = (),
+    said: list[str] | None = None, cwd: str | Path | None = None,
+) -> Iterator[str]:
+    """`gym-metrics serve TARGET --port 0 ARGS` in a subprocess (after `prefix`, e.g. setpriv);
+    its address while it runs. What it printed before "listening on" goes to `said`."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gym_metrics.cli", "serve", target, "--port", "0"], stderr=subprocess.PIPE, text=True
-    )
+        [*prefix, sys.executable, "-m", "gym_metrics.cli", "serve", target, "--port", "0", *args],
+        stderr=subprocess.PIPE, text=True, env=None if env is None else dict(env), cwd=cwd,
+    )  # fmt: skip
     assert proc.stderr is not None
     try:
-        line = proc.stderr.readline()
-        found = re.search(r"listening on (\S+:\d+)", line)
+        while True:
+            line = proc.stderr.readline()
+            if said is not None:
+                said.append(line)
+            found = re.search(r"listening on (\S+:\d+)", line)
+            if found or not line:
+                break
         assert found, f"serve did not start: {line}"
         yield found.group(1)
     finally:

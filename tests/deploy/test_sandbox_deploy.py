@@ -9,10 +9,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from gym_metrics.sandbox import bwrap_path
 from gym_metrics_servers.code_tests import SAMPLE_PATH
 
 from _ci import missing, need_module
+from _transport_helpers import serve_process
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,23 +57,14 @@ def test_the_image_installs_bubblewrap_and_documents_the_manifests_capabilities(
 
 
 def test_the_manifests_configuration_serves_code_tests(tmp_path: Path) -> None:
-    box = manifest_box()
-    args = [a if a != "0.0.0.0" else "127.0.0.1" for a in box["args"]]
-    args[args.index("--port") + 1] = "0"
-    err = tmp_path / "serve.err"
-    with open(err, "wb") as stderr:
-        server = subprocess.Popen([*as_the_container(added_caps()), sys.executable, "-m", "gym_metrics.cli", *args],
-                                  stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not (found := re.search(r"listening on (\S+:\d+)", err.read_text())):
-            assert server.poll() is None and time.monotonic() < deadline, err.read_text()
-            time.sleep(0.05)
-        out = tmp_path / "out.jsonl"
-        assert cli.main(["collect", "--server", found[1], "--input", str(SAMPLE_PATH), "--output", str(out)]) == 0
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(30)
+    args = manifest_box()["args"]
+    assert args[:2] == ["serve", "code_tests"]
+    flags = dict(zip(args[2::2], args[3::2]))  # the manifest's --flag value pairs; here on loopback, a free port
+    flags.pop("--port")
+    flags["--host"] = "127.0.0.1"
+    out = tmp_path / "out.jsonl"
+    with serve_process("code_tests", *(x for pair in flags.items() for x in pair), prefix=as_the_container(added_caps())) as address:
+        assert cli.main(["collect", "--server", address, "--input", str(SAMPLE_PATH), "--output", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     rewards = {r["agent_ref"]["name"]: set() for r in rows}
     for r in rows:

@@ -6,11 +6,8 @@ refuses to start, in one line naming what is missing, unless its isolation is th
 from __future__ import annotations
 
 import os
-import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +17,7 @@ from gym_metrics.sandbox import bwrap_path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 import _ci  # noqa: E402
+from _transport_helpers import serve_process  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 SERVE = [sys.executable, "-m", "gym_metrics.cli", "serve", "code_tests", "--port", "0"]
@@ -66,23 +64,13 @@ def test_an_unknown_isolation_is_named() -> None:
 
 
 async def test_isolation_none_warns_and_every_result_says_so(tmp_path: Path) -> None:
-    err = tmp_path / "serve.err"
-    with open(err, "wb") as stderr:
-        proc = subprocess.Popen([*SERVE, "--sandbox-isolation", "none"], env={**os.environ, "PATH": str(tmp_path)},
-                                stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not (found := re.search(r"listening on (\S+:\d+)", err.read_text())):
-            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
-            time.sleep(0.05)
-        assert "sandbox isolation is off (none)" in err.read_text()
-        text = "```python\nprint(int(input()) * 2)\n```"
-        body = {"response": {"output": [{"type": "message", "content": [{"type": "output_text", "text": text}]}]},
-                "tests": [{"input": "21", "output": "42"}]}  # fmt: skip
-        async with ResourcesClient(found[1]) as client:
+    said: list[str] = []
+    text = "```python\nprint(int(input()) * 2)\n```"
+    body = {"response": {"output": [{"type": "message", "content": [{"type": "output_text", "text": text}]}]},
+            "tests": [{"input": "21", "output": "42"}]}  # fmt: skip
+    with serve_process("code_tests", "--sandbox-isolation", "none", env={**os.environ, "PATH": str(tmp_path)}, said=said) as address:
+        assert any("sandbox isolation is off (none)" in line for line in said), said
+        async with ResourcesClient(address) as client:
             result = await client.verify(body)
-        assert result["reward"] == 1.0 and result["isolated"] is False
-        assert [t["isolated"] for t in result["test_results"]] == [False]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
+    assert result["reward"] == 1.0 and result["isolated"] is False
+    assert [t["isolated"] for t in result["test_results"]] == [False]
