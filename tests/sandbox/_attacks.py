@@ -1,6 +1,14 @@
 """Hostile programs shared by the containment tests (a Pool) and the adversarial suite (a real
 `serve code_tests`): each prints `contained` when every attempt failed, or what got through."""
 
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 MEMORY_OVER_CHILDREN = (
     "import os\nkids = []\nfor _ in range(6):\n    pid = os.fork()\n    if pid == 0:\n"
     "        block = b'x' * (200 << 20)\n        import time; time.sleep(1.5)\n        os._exit(0)\n    kids.append(pid)\n"
@@ -61,3 +69,23 @@ HOST_SOCKETS = (
 
 BIG_PROGRAM = "# " + "x" * (600 << 10) + "\nprint('contained')"
 """600 KB of source (a program once had to fit one socket message)."""
+
+
+@contextmanager
+def unix_listeners(places: list[Path]) -> Iterator[str]:
+    """Unix sockets listening at `places` (anyone may connect) while it lasts: HOST_SOCKETS'
+    stdin."""
+    listeners = []
+    try:
+        for place in places:
+            listener = socket.socket(socket.AF_UNIX)
+            listeners.append(listener)
+            listener.bind(str(place))
+            place.chmod(0o777)
+            listener.listen()
+        yield json.dumps([str(p) for p in places])
+    finally:
+        for listener in listeners:
+            listener.close()
+        for place in places:
+            place.unlink(missing_ok=True)

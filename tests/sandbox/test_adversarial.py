@@ -37,6 +37,7 @@ from _attacks import (  # noqa: E402
     DEEP_DIRECTORIES,
     DISK_BYTES_AND_FILES,
     HOST_SOCKETS,
+    unix_listeners,
     KERNEL_REFUSALS,
     MEMORY_OVER_CHILDREN,
     SYSV_LOOK,
@@ -317,19 +318,8 @@ async def test_sysv_ipc_never_reaches_a_later_run(server: Server) -> None:
 
 async def test_the_hosts_unix_sockets_are_out_of_reach(server: Server) -> None:
     places = [Path("/run") / f"gm-adversarial-{os.getpid()}.sock", Path("/var/tmp") / f"gm-adversarial-{os.getpid()}.sock"]
-    listeners = []
-    for place in places:
-        listener = socket.socket(socket.AF_UNIX)
-        listener.bind(str(place))
-        place.chmod(0o777)
-        listener.listen()
-        listeners.append(listener)
-    try:
-        result = await verify(server, HOST_SOCKETS, stdin=json.dumps([str(p) for p in places]))
-    finally:
-        for listener, place in zip(listeners, places):
-            listener.close()
-            place.unlink()
+    with unix_listeners(places) as paths:
+        result = await verify(server, HOST_SOCKETS, stdin=paths)
     assert status_of(result) == ("ok", ""), result["test_results"]
 
 

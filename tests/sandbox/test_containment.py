@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +31,7 @@ from _attacks import (  # noqa: E402
     DEEP_DIRECTORIES,
     DISK_BYTES_AND_FILES,
     HOST_SOCKETS,
+    unix_listeners,
     KERNEL_REFUSALS,
     MEMORY_OVER_CHILDREN,
     SYSV_LOOK,
@@ -88,19 +87,8 @@ async def test_keyring_user_namespaces_and_mounts_are_refused(pool: Pool) -> Non
 
 async def test_the_hosts_unix_sockets_and_other_places_are_not_there(pool: Pool, tmp_path: Path) -> None:
     places = [Path("/run") / f"gm-probe-{os.getpid()}.sock", Path("/var/tmp") / f"gm-probe-{os.getpid()}.sock", tmp_path / "s.sock"]
-    listeners = []
-    for place in places:
-        listener = socket.socket(socket.AF_UNIX)
-        listener.bind(str(place))
-        place.chmod(0o777)
-        listener.listen()
-        listeners.append(listener)
-    try:
-        assert await run(pool, HOST_SOCKETS, stdin=json.dumps([str(p) for p in places])) == "contained"
-    finally:
-        for listener, place in zip(listeners, places):
-            listener.close()
-            place.unlink()
+    with unix_listeners(places) as paths:
+        assert await run(pool, HOST_SOCKETS, stdin=paths) == "contained"
 
 
 async def test_runs_at_once_cannot_reach_each_others_loopback(pool: Pool) -> None:
