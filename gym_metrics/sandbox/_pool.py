@@ -56,6 +56,7 @@ class Pool:
         self._count = launchers
         self._launchers: list[Launcher | None] = [None] * launchers
         self._starting: list[asyncio.Lock] = []
+        self._finding = asyncio.Lock()
         self._turn = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots = asyncio.Semaphore(self.size)
@@ -73,6 +74,7 @@ class Pool:
         self._loop, self._slots = loop, asyncio.Semaphore(self.size)
         self._launchers = [None] * self._count
         self._starting = [asyncio.Lock() for _ in range(self._count)]
+        self._finding = asyncio.Lock()
 
     async def _launcher(self, i: int) -> Launcher:
         async with self._starting[i]:
@@ -80,10 +82,18 @@ class Pool:
             if launcher is None or not launcher.alive:
                 if launcher is not None:
                     launcher.discard()
-                if not self._cgroups_found:  # once: a directory of this pool's in each cgroup hierarchy
-                    self._cgroups, self._cgroups_found = (Cgroups.find() if os.geteuid() == 0 else None), True
-                launcher = self._launchers[i] = await Launcher.start(isolation=self.isolation, users=self.users, cgroups=self._cgroups)
+                cgroups = await self._find_cgroups()
+                launcher = self._launchers[i] = await Launcher.start(isolation=self.isolation, users=self.users, cgroups=cgroups)
             return launcher
+
+    async def _find_cgroups(self) -> Cgroups | None:
+        """Once for the pool (launchers starting together wait for one another): a directory
+        of its own in each cgroup hierarchy, where the host allows."""
+        async with self._finding:
+            if not self._cgroups_found:
+                self._cgroups = await asyncio.to_thread(Cgroups.find) if os.geteuid() == 0 else None
+                self._cgroups_found = True
+        return self._cgroups
 
     @property
     def bounded(self) -> bool:
@@ -151,5 +161,5 @@ class Pool:
         self._launchers = [None] * self._count
         await asyncio.gather(*(launcher.aclose() for launcher in launchers), return_exceptions=True)
         if self._cgroups is not None:
-            self._cgroups.remove()
-            self._cgroups = None
+            cgroups, self._cgroups = self._cgroups, None
+            await asyncio.to_thread(cgroups.remove)  # its last runners may take a moment to leave

@@ -150,6 +150,9 @@ async def test_a_closed_pool_leaves_nothing_behind() -> None:
     lock_dir = Path(os.readlink(f"/proc/self/fd/{_lock_file()}")).parent
     before = set(lock_dir.iterdir())
     pool = Pool(size=4)
+    await pool.start()  # its launchers start together: one cgroup directory per hierarchy all the same
+    if pool._cgroups is not None:
+        assert all(len(list(base.parent.glob(f"gym-metrics-{os.getpid()}-*"))) == 1 for base in pool._cgroups.bases)
     results = await asyncio.gather(*(pool.run(Program(python="print(1)"), LIMITS) for _ in range(20)))
     assert {r.stdout for r in results} == {b"1\n"}
     roots = [launcher.root for launcher in pool._launchers if launcher is not None]
