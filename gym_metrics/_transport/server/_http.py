@@ -18,12 +18,12 @@ Bodies are bounded (`--max-message-mb`); a server started with an auth token wan
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
 
+from gym_metrics._transport.server._bearer import authorized
 from gym_metrics._transport.server._uvicorn import Served, start_uvicorn
 from gym_metrics.environments import EnvironmentHandler, Group, score_groups
 from gym_metrics.errors import GymMetricsError, InvalidInputError
@@ -80,10 +80,7 @@ class RewardHttpApp:
         return 200, await route(data)
 
     def _check_token(self, scope: dict[str, Any]) -> None:
-        if self.token is None:
-            return
-        given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-        if not hmac.compare_digest(given, f"Bearer {self.token}".encode()):
+        if not authorized(scope, self.token):
             raise _Refused(401, "missing or wrong bearer token")
 
     async def _body(self, receive: Receive) -> Any:

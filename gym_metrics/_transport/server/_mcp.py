@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from gym_metrics._transport.server._bearer import BearerGate
 from gym_metrics._transport.server._uvicorn import Served, start_uvicorn
 from gym_metrics.environments import EnvironmentHandler
 from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
@@ -130,8 +131,9 @@ def _connection(ctx: Any) -> str | None:
     return value or None
 
 
-async def serve_mcp(handler: EnvironmentHandler, host: str, port: int) -> Served:
-    """Start the MCP endpoint (`http://host:port/mcp`) on the running loop."""
+async def serve_mcp(handler: EnvironmentHandler, host: str, port: int, token: str | None = None) -> Served:
+    """Start the MCP endpoint (`http://host:port/mcp`) on the running loop; with `token` (the
+    server's auth token) every request must carry it, as at the gRPC door."""
     try:
         from mcp.server import Server
     except ImportError:
@@ -139,4 +141,4 @@ async def serve_mcp(handler: EnvironmentHandler, host: str, port: int) -> Served
     tools = McpTools(handler)
     server = Server(f"gym-metrics {handler.env.server_name()}", on_list_tools=tools.list_tools, on_call_tool=tools.call_tool)
     app = server.streamable_http_app(json_response=True, host=host, max_sessions=handler.episodes.store.max_sessions)
-    return await start_uvicorn(app, host, port, "--mcp-port", "mcp")
+    return await start_uvicorn(BearerGate(app, token) if token is not None else app, host, port, "--mcp-port", "mcp")

@@ -321,7 +321,7 @@ async def _open_doors(running: RunningServer, handler: EnvironmentHandler, confi
     if config.mcp_port is not None:
         from gym_metrics._transport.server._mcp import serve_mcp
 
-        door = await serve_mcp(handler, config.host, config.mcp_port)
+        door = await serve_mcp(handler, config.host, config.mcp_port, config.auth_token)
         running._doors.append(door)
         running.mcp_port = door.port
     if config.http_port is not None:
