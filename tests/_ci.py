@@ -29,11 +29,16 @@ def missing(reason: str) -> NoReturn:
 
 
 def need_module(name: str, install: str) -> ModuleType:
-    """The module `name`; missing() when it cannot be imported (`install` says how to get it)."""
+    """The module `name`; missing() when it cannot be imported (`install` says how to get it).
+    A namespace package (no `__file__`: a folder of that name somewhere on sys.path, as a test
+    folder once was for `ray`) is not the package."""
     try:
-        return importlib.import_module(name)
+        module = importlib.import_module(name)
     except ImportError:
         missing(f"{name} is not installed ({install})")
+    if getattr(module, "__file__", None) is None:
+        missing(f"{name} is not installed ({install}; `import {name}` found only a folder: {list(module.__path__)})")
+    return module
 
 
 def need_tool(name: str, why: str) -> str:

@@ -1,4 +1,4 @@
-"""A local Ray instance for a test module, shared by tests/ray and tests/integrations."""
+"""A local Ray instance for a test module, shared by tests/ray_backend and tests/integrations."""
 
 from __future__ import annotations
 

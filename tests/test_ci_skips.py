@@ -79,3 +79,13 @@ def test_missing_skips_locally_and_fails_under_ci(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(pytest.fail.Exception, match="was not built"):
         _ci.need_native(None, "gym_metrics.aggregate._nothing")
     assert _ci.need_module("json", "stdlib").dumps(1) == "1"
+
+
+def test_a_folder_of_the_packages_name_is_not_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test folder named like an optional package (tests/ray once) imports as a namespace
+    package where the package is absent: need_module skips there instead of handing it over."""
+    (tmp_path / "gm_absent_pkg").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="found only a folder"):
+        _ci.need_module("gm_absent_pkg", "nowhere")

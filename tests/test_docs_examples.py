@@ -75,11 +75,11 @@ SKIP: dict[tuple[str, str], str] = {
         "needs a Kubernetes cluster's DNS",
     ("kubernetes.md", "kubectl apply -f deploy/kubernetes/jobs-server.yaml"): "needs a Kubernetes cluster",
     ("kubernetes.md", "from gym_metrics.ray import serve_replicas"):
-        "needs a Ray cluster of several nodes (tests/ray runs serve_replicas on a local one)",
+        "needs a Ray cluster of several nodes (tests/ray_backend runs serve_replicas on a local one)",
     ("pipelines.md", "gym-metrics collect --server 10.0.0.5:50051 --server 10.0.0.6:50051 --server 10.0.0.7:50051 \\"):
         "needs three hosts and a cluster's DNS (tests/collector/test_replicas.py runs several servers)",
     ("pipelines.md", "gym-metrics aggregate rollouts.jsonl [more.jsonl ...] --ray            # a local Ray instance"):
-        "needs Ray and a Ray cluster (tests/ray runs --ray on a local instance)",
+        "needs Ray and a Ray cluster (tests/ray_backend runs --ray on a local instance)",
     ("sdk.md", "# NeMo Evaluator"): "NeMo Evaluator's own SDK and platform: the script before the switch",
 }
 

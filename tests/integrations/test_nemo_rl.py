@@ -107,7 +107,7 @@ async def test_a_completion_that_cannot_be_scored_is_never_a_silent_zero() -> No
 def ray_local() -> Iterator[Any]:
     """A local Ray (2 CPUs, no dashboard) for this module; the signal handlers ray.init
     installs are restored after it, a GCS start-up timeout on a loaded machine retried once."""
-    ray = _ci.need_module("ray", "pip install 'gym-metrics[ray]' (in the dev extra)")
+    ray = _ci.need_module("ray", "the optional extra: pip install -e '.[ray]'")
     with local_ray(ray):
         yield ray
 

@@ -14,22 +14,12 @@ from types import ModuleType
 import pytest
 from _ray import local_ray
 
-from _ci import missing
-
-MISSING = "Ray is not installed (the optional extra: pip install -e '.[ray]')"
+from _ci import need_module
 
 
 def import_ray() -> ModuleType:
-    """The real ray module; skip (fail under CI=true) when it is not installed. This folder is
-    tests/ray, so without Ray installed `import ray` can find it as a namespace package: a
-    module without __file__ is not Ray."""
-    try:
-        import ray
-    except ImportError:
-        ray = None
-    if ray is None or getattr(ray, "__file__", None) is None:
-        missing(MISSING)
-    return ray
+    """The real ray module; skip (fail under CI=true) when it is not installed."""
+    return need_module("ray", "the optional extra: pip install -e '.[ray]'")
 
 
 @pytest.fixture(scope="module")
