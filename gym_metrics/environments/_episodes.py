@@ -48,8 +48,9 @@ class Episodes:
         self._start_sweeper()
         try:
             await self.env.open_session(session)
-        except BaseException as exc:
+        except BaseException as exc:  # failed or cancelled: the session ends as any other does
             self.store.close(session.id)
+            await asyncio.shield(self._closed(session))  # close_session frees what seed_session got before it failed
             if isinstance(exc, Exception) and not isinstance(exc, GymMetricsError):
                 raise UserCodeError("seed_session", exc) from exc
             raise
