@@ -25,12 +25,14 @@ import shutil
 import socket
 import stat
 import struct
+import sys
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x40000000, 0x20000000, 0x10000000
 _NEW_NAMESPACES = 0x7E020000  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+PR_SET_NO_NEW_PRIVS = 38
 
 
 class ConfineError(OSError):
@@ -108,6 +110,32 @@ def _copy_tree(source_fd: int, target: str, uid: int | None) -> None:
 def mount_proc() -> None:
     """/proc of the run's own PID namespace (by its first process, which lives in it)."""
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
+def probe(root: str) -> int:
+    """What a confined run needs, tried once when a server starts (its isolation check): the
+    namespaces, a capped tmpfs, /proc, the seccomp filter. stderr names what failed."""
+    try:
+        enter_run_namespaces()
+        mount_run_directory(root, None, 1, 16)
+    except OSError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            mount_proc()
+            _LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            apply_seccomp()
+            if _LIBC.unshare(CLONE_NEWUSER) == 0:
+                os.write(2, b"the seccomp filter is not in force (a user namespace was made)\n")
+                code = 1
+        except OSError as exc:
+            os.write(2, f"{exc}\n".encode())
+            code = 1
+        os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 # ----------------------------------------------------------------------------- cgroups

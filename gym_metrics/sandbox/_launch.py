@@ -332,32 +332,6 @@ def _spare(jobs: socket.socket, confine: bool, cgroups: tuple[list[int], bool] |
     return ours
 
 
-def _probe(root: str) -> int:
-    """What a confined run needs, tried once when a server starts (its isolation check): the
-    namespaces, a capped tmpfs, /proc, the seccomp filter. stderr names what failed."""
-    try:
-        _confine.enter_run_namespaces()
-        _confine.mount_run_directory(root, None, 1, 16)
-    except OSError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            _confine.mount_proc()
-            _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-            _confine.apply_seccomp()
-            if _LIBC.unshare(_confine.CLONE_NEWUSER) == 0:
-                os.write(2, b"the seccomp filter is not in force (a user namespace was made)\n")
-                code = 1
-        except OSError as exc:
-            os.write(2, f"{exc}\n".encode())
-            code = 1
-        os._exit(code)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-
-
 def _cgroups(argv: list[str]) -> tuple[list[int], bool] | None:
     """`--cgroups v1:FD,FD` or `--cgroups v2:FD`: the pool's base directories, if any."""
     if "--cgroups" not in argv:
@@ -368,7 +342,7 @@ def _cgroups(argv: list[str]) -> tuple[list[int], bool] | None:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--probe"]:
-        return _probe(argv[1])
+        return _confine.probe(argv[1])
     jobs = socket.socket(fileno=int(argv[0]))
     confine, cgroups = "--confine" in argv, _cgroups(argv)
     open(os.devnull, encoding="utf-8", errors="surrogateescape").close()  # the codecs a run's stdio needs, loaded once
