@@ -90,7 +90,7 @@ async def test_the_group_form_failures_limits_and_token() -> None:
             assert bad["failed"] == [True] and bad["error_kind"] == ["invalid_request"] and "expected_answer" in bad["error_message"][0]
             unscored = (await http.post(f"{url}/get_reward", json={"query": ["q4"], "prompts": ["q"], "labels": [None]}, headers=auth)).json()
             assert unscored["rewards"] == [0.0] and unscored["extra_logs"]["gm_failed"] == [1.0]  # marked, never silent
-            too_big = await http.post(f"{url}/get_reward", content=b"x" * 5000, headers=auth)
+            too_big = await http.post(f"{url}/get_reward", content=b"x" * 5000, headers={**auth, "content-type": "application/json"})
             assert too_big.status_code == 413 and "max-message-mb" in too_big.json()["error"]
             mismatched = await http.post(f"{url}/get_reward", json={"query": ["a", "b"], "prompts": ["a"]}, headers=auth)
             assert mismatched.status_code == 400 and "prompts" in mismatched.json()["error"]

@@ -1,9 +1,12 @@
-"""The server's auth token at its HTTP doors (the reward endpoint, MCP), as at gRPC: a request
-is let through only with `Authorization: Bearer <token>` (compared in constant time)."""
+"""What the server's HTTP doors (the reward endpoint, MCP) check before anything else: its auth
+token, as at gRPC (`Authorization: Bearer <token>`, compared in constant time), and, on a door
+bound to loopback, that the request is not a web page's (DNS rebinding: a Host that is not
+loopback; a cross-site Origin), as the MCP SDK checks its own."""
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -37,3 +40,38 @@ class BearerGate:
             await send({"type": "http.response.body", "body": REFUSAL})
             return
         await self.app(scope, receive, send)
+
+
+_LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, maybe in brackets) is this machine's loopback."""
+    host = host.strip("[]").lower()
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def browser_refusal(scope: Scope, bound_host: str) -> str | None:
+    """Why a request to a door bound to `bound_host` looks like a web page's (None when it does
+    not): only for a loopback door, which a page on any site could otherwise reach through the
+    user's browser (with a DNS name rebound to 127.0.0.1)."""
+    if not is_loopback(bound_host):
+        return None
+    headers = dict(scope.get("headers") or ())
+    host = headers.get(b"host", b"").decode("latin-1")
+    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
+    if host and not is_loopback(name):
+        return f"Host {host!r} is not this loopback server's (a browser's request to a rebound name?)"
+    origin = headers.get(b"origin", b"").decode("latin-1")
+    if origin:
+        _, _, rest = origin.partition("://")
+        origin_host = rest.split("/")[0]
+        origin_name = origin_host.rsplit(":", 1)[0] if not origin_host.startswith("[") else origin_host.split("]")[0] + "]"
+        if not is_loopback(origin_name):
+            return f"Origin {origin!r} is another site's"
+    return None

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from gym_metrics._transport.server._bearer import authorized
+from gym_metrics._transport.server._bearer import authorized, browser_refusal
 from gym_metrics._transport.server._uvicorn import Served, start_uvicorn
 from gym_metrics.environments import EnvironmentHandler, Group, score_groups
 from gym_metrics.errors import GymMetricsError, InvalidInputError
@@ -41,8 +41,11 @@ class _Refused(Exception):
 class RewardHttpApp:
     """The ASGI app; see the module docstring."""
 
-    def __init__(self, handler: EnvironmentHandler, *, label_field: str, token: str | None, max_body_bytes: int) -> None:
+    def __init__(self, handler: EnvironmentHandler, *, label_field: str, token: str | None, max_body_bytes: int,
+                 host: str = "127.0.0.1") -> None:  # fmt: skip
         self.handler, self.label_field, self.token, self.max_body_bytes = handler, label_field, token, max_body_bytes
+        self.host = host
+        """Where it listens: a loopback door refuses what looks like a web page's request."""
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -74,6 +77,12 @@ class RewardHttpApp:
         if method != "POST":
             raise _Refused(405, f"{path} takes POST")
         self._check_token(scope)
+        refusal = browser_refusal(scope, self.host)
+        if refusal is not None:
+            raise _Refused(403, refusal)
+        kind = dict(scope.get("headers") or ()).get(b"content-type", b"").split(b";")[0].strip().lower()
+        if kind != b"application/json":  # a page's form or text/plain POST needs no CORS preflight; JSON does
+            raise _Refused(415, f"{path} takes Content-Type: application/json (got {kind.decode('latin-1') or 'none'})")
         data = await self._body(receive)
         if not isinstance(data, Mapping):
             raise InvalidInputError("the body must be a JSON object")
@@ -176,5 +185,6 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 async def serve_http_rewards(handler: EnvironmentHandler, config: Any) -> Served:
     """Start the HTTP reward endpoint of `config` (its host, http_port, label field, token and
     message limit) on the running loop."""
-    app = RewardHttpApp(handler, label_field=config.http_label_field, token=config.auth_token, max_body_bytes=config.max_message_bytes)
+    app = RewardHttpApp(handler, label_field=config.http_label_field, token=config.auth_token,
+                        max_body_bytes=config.max_message_bytes, host=config.host)  # fmt: skip
     return await start_uvicorn(app, config.host, config.http_port, "--http-port", "http")

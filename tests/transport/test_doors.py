@@ -1,4 +1,4 @@
-"""One auth token, every door (issue 36, item 1): a server started with a token refuses a
+"""The doors other than gRPC hold as gRPC does. One auth token, every door (issue 36, item 1): a server started with a token refuses a
 request without it at gRPC, at the HTTP reward endpoint and at MCP alike (initialize,
 tools/list, seed, verify, and a tool call inside a token-holder's gRPC session), and lets the
 token's holder through each."""
@@ -83,3 +83,21 @@ async def test_the_token_holder_gets_through_every_door() -> None:
         async with httpx.AsyncClient(headers=auth) as plain:
             health = await plain.get(f"http://127.0.0.1:{server.http_port}/health")
             assert health.status_code == 200
+
+
+async def test_a_web_page_cannot_drive_a_loopback_server_without_a_token() -> None:
+    """A page on any site can make the user's browser POST to 127.0.0.1 (a form or text/plain
+    body needs no CORS preflight) or to a name rebound to it: the loopback HTTP door refuses a
+    non-JSON body, a Host that is not loopback and another site's Origin (issue 36, item 3)."""
+    async with serve_environment("math_exact", http_port=0) as server:
+        url = f"http://127.0.0.1:{server.http_port}/get_reward"
+        body = json.dumps({"query": ["2+2"], "prompts": ["2+2"], "labels": ["4"]})
+        async with httpx.AsyncClient() as http:
+            plain = await http.post(url, content=body, headers={"content-type": "text/plain"})
+            assert plain.status_code == 415 and "application/json" in plain.json()["error"]
+            rebound = await http.post(url, content=body, headers={"content-type": "application/json", "host": "evil.example:80"})
+            assert rebound.status_code == 403 and "evil.example" in rebound.json()["error"]
+            cross = await http.post(url, content=body, headers={"content-type": "application/json", "origin": "https://evil.example"})
+            assert cross.status_code == 403 and "Origin" in cross.json()["error"]
+            local = await http.post(url, content=body, headers={"content-type": "application/json", "origin": "http://localhost:3000"})
+            assert local.status_code == 200 and len(local.json()["rewards"]) == 1  # scored
