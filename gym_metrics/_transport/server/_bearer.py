@@ -64,14 +64,16 @@ def browser_refusal(scope: Scope, bound_host: str) -> str | None:
         return None
     headers = dict(scope.get("headers") or ())
     host = headers.get(b"host", b"").decode("latin-1")
-    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
-    if host and not is_loopback(name):
+    if host and not is_loopback(_name(host)):
         return f"Host {host!r} is not this loopback server's (a browser's request to a rebound name?)"
     origin = headers.get(b"origin", b"").decode("latin-1")
-    if origin:
-        _, _, rest = origin.partition("://")
-        origin_host = rest.split("/")[0]
-        origin_name = origin_host.rsplit(":", 1)[0] if not origin_host.startswith("[") else origin_host.split("]")[0] + "]"
-        if not is_loopback(origin_name):
-            return f"Origin {origin!r} is another site's"
+    if origin and not is_loopback(_name(origin.partition("://")[2].split("/")[0])):
+        return f"Origin {origin!r} is another site's"
     return None
+
+
+def _name(host_port: str) -> str:
+    """`host:port` (or `[v6]:port`, or a bare host) without its port."""
+    if host_port.startswith("["):
+        return host_port.split("]")[0] + "]"
+    return host_port.rsplit(":", 1)[0] if host_port.count(":") == 1 else host_port
