@@ -5,6 +5,7 @@ the bad field it reads back equal the Python client's."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -49,3 +50,15 @@ def test_the_example_gets_the_python_clients_answers(classes: Path, servers: dic
     assert lines[1] == f"reward {reward}" and reward == 1.0
     field = lines[2].removeprefix("bad field ").split(":")[0]
     assert field == "body_json.expected_answer" and field in error, (lines[2], error)
+
+
+def test_a_failed_compile_fails_the_build(classes: Path, tmp_path: Path) -> None:
+    """javac's errors once went through a filter that kept its exit status from the build: a
+    broken Example.java built "fine" where an earlier build had left Example.class."""
+    copy = tmp_path / "clients" / "java"
+    copy.mkdir(parents=True)
+    (tmp_path / "protos").symlink_to(ROOT / "protos")
+    shutil.copy(ROOT / "clients" / "java" / "build.sh", copy / "build.sh")
+    (copy / "Example.java").write_text((ROOT / "clients" / "java" / "Example.java").read_text() + "\nthis is not Java\n")
+    done = subprocess.run([str(copy / "build.sh"), str(classes.parent)], capture_output=True, text=True, timeout=500)
+    assert done.returncode != 0 and "javac failed" in done.stderr, done.stdout + done.stderr
