@@ -66,3 +66,24 @@ async def test_the_stateless_protocol_names_its_session_in_meta() -> None:
             fresh: Any = {"gym-metrics/session": await grpc_client.seed_session({})}
             with pytest.raises(MCPError, match="no tool 'nope'"):
                 await client.call_tool("nope", {}, meta=fresh)
+
+
+async def test_abandoned_connections_do_not_pile_up() -> None:
+    """Each stateful connection maps to its session; connections abandoned (their sessions
+    closed idle) are pruned once the map holds as many as the server's sessions (issue 36)."""
+    from types import SimpleNamespace
+
+    from gym_metrics._transport.server._mcp import McpTools
+    from gym_metrics.environments import Episodes, SessionStore
+
+    now = [0.0]
+    env = Counter()
+    episodes = Episodes(env, SessionStore(max_sessions=3, idle_ttl_s=10.0, clock=lambda: now[0]))
+    tools = McpTools(SimpleNamespace(episodes=episodes, env=env))  # type: ignore[arg-type]
+    for i in range(50):  # 50 connections, each used once and abandoned
+        ctx = SimpleNamespace(request=SimpleNamespace(headers={"mcp-session-id": f"c{i}"}, client=SimpleNamespace(host="127.0.0.1")))
+        result = await tools.call_tool(ctx, SimpleNamespace(name="increment_counter", arguments={"count": 1}))
+        assert not result.is_error
+        now[0] += 11.0  # idle past the TTL: the next seed's sweep closes it
+        assert len(tools._by_connection) <= 3
+    await episodes.aclose()

@@ -79,7 +79,7 @@ class McpTools:
             previous = self._by_connection.pop(connection, None)
             if previous is not None:
                 await self.episodes.close(previous)
-            self._by_connection[connection] = session.id
+            self._remember(connection, session.id)
         return orjson.dumps({"session_id": session.id}).decode()
 
     async def _verify(self, ctx: Any, body: Any) -> str:
@@ -105,8 +105,16 @@ class McpTools:
             )
         session_id = self._by_connection.get(connection)
         if session_id is None or session_id not in self.episodes.store:
-            self._by_connection[connection] = session_id = (await self.episodes.seed(b"{}", _client(ctx))).id
+            session_id = (await self.episodes.seed(b"{}", _client(ctx))).id
+            self._remember(connection, session_id)
         return session_id
+
+    def _remember(self, connection: str, session_id: str) -> None:
+        """A connection's session; the map is pruned of sessions no longer live (a connection
+        abandoned, its session closed idle) once it holds as many as the server's sessions."""
+        if len(self._by_connection) >= self.episodes.store.max_sessions:
+            self._by_connection = {c: s for c, s in self._by_connection.items() if s in self.episodes.store}
+        self._by_connection[connection] = session_id
 
 
 def _named(ctx: Any) -> str | None:
