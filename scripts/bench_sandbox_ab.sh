@@ -3,7 +3,8 @@
 # runs scripts/bench_sandbox.py of the earlier commit (in a worktree of it, with this venv),
 # then this checkout's, so both see the same machine; then the medians of the rounds per
 # configuration. Usage: scripts/bench_sandbox_ab.sh OLD_COMMIT [ROUNDS] [bench_sandbox.py args...]
-# (BENCHMARKS.md, "The sandbox fails closed": OLD_COMMIT 1797b0a, 3 rounds, --runs 300 --concurrency 1 4).
+# (BENCHMARKS.md, "The sandbox fails closed": OLD_COMMIT 1797b0a, 3 rounds, --runs 300 --concurrency 1
+# or 4; and --verifies 2000 --rounds 1, whose rounds are printed as they are).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old="$1"; rounds="${2:-3}"; shift $(( $# >= 2 ? 2 : 1 ))
@@ -19,6 +20,7 @@ for r in $(seq "$rounds"); do
     echo "=== new round $r" | tee -a "$out"
     "$python" scripts/bench_sandbox.py "${args[@]}" 2>/dev/null | tee -a "$out" >/dev/null
 done
+grep -E "^=== |verifies at once" "$out" | grep -B1 "verifies at once" || true  # --verifies: one line a round
 python3 - "$out" <<'PY'
 import collections, re, statistics, sys
 text = open(sys.argv[1]).read()

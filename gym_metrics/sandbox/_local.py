@@ -53,9 +53,8 @@ class Launcher:
     directories are made in `root`, each its user's own."""
 
     def __init__(self, proc: asyncio.subprocess.Process, sock: socket.socket, root: Path, isolation: Isolation,
-                 users: bool = True, cgroups: Cgroups | None = None) -> None:  # fmt: skip
-        self.proc, self._sock, self.root, self.isolation = proc, sock, root, isolation
-        self.users, self.cgroups = users, cgroups
+                 users: bool = True) -> None:  # fmt: skip
+        self.proc, self._sock, self.root, self.isolation, self.users = proc, sock, root, isolation, users
 
     @property
     def isolated(self) -> bool:
@@ -93,7 +92,7 @@ class Launcher:
             theirs.close()
             for fd in cgroup_fds:
                 os.close(fd)
-        return cls(proc, ours, root, isolation, users, cgroups)
+        return cls(proc, ours, root, isolation, users)
 
     @property
     def alive(self) -> bool:
