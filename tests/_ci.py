@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
@@ -30,13 +31,16 @@ def missing(reason: str) -> NoReturn:
 
 def need_module(name: str, install: str) -> ModuleType:
     """The module `name`; missing() when it cannot be imported (`install` says how to get it).
-    A namespace package (no `__file__`: a folder of that name somewhere on sys.path, as a test
-    folder once was for `ray`) is not the package."""
+    A namespace package (no `__file__`) counts only where one of its folders is installed (under
+    site-packages, as opentelemetry.sdk is): elsewhere it is a folder of that name somewhere on
+    sys.path, as a test folder once was for `ray`, not the package."""
     try:
         module = importlib.import_module(name)
     except ImportError:
         missing(f"{name} is not installed ({install})")
-    if getattr(module, "__file__", None) is None:
+    if getattr(module, "__file__", None) is None and not any(
+        part in ("site-packages", "dist-packages") for folder in module.__path__ for part in Path(folder).parts
+    ):
         missing(f"{name} is not installed ({install}; `import {name}` found only a folder: {list(module.__path__)})")
     return module
 

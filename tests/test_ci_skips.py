@@ -7,6 +7,7 @@ are listed in ALLOWED, each with why, and an entry that no longer matches fails.
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -89,3 +90,16 @@ def test_a_folder_of_the_packages_name_is_not_the_package(tmp_path: Path, monkey
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception, match="found only a folder"):
         _ci.need_module("gm_absent_pkg", "nowhere")
+
+
+def test_an_installed_namespace_package_is_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """opentelemetry.sdk ships no __init__.py (only a stub): a namespace folder under
+    site-packages is the installed package, not a stray folder."""
+    folder = tmp_path / "site-packages" / "gm_installed_ns"
+    folder.mkdir(parents=True)
+    (folder / "__init__.pyi").write_text("")
+    (folder / "part.py").write_text("VALUE = 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    monkeypatch.setenv("CI", "true")
+    module = _ci.need_module("gm_installed_ns", "nowhere")
+    assert importlib.import_module(f"{module.__name__}.part").VALUE == 7
