@@ -5,7 +5,7 @@ handler that serves one (what each RPC does once its messages are converted); to
 and per-rollout sessions (Session, SessionStore, Episodes)."""
 
 from gym_metrics.environments._episodes import TOOL_TIMEOUT_S, Episodes
-from gym_metrics.environments._groups import MAX_COMPLETIONS_PER_CALL, Group, GroupScores, score_groups, text_response
+from gym_metrics.environments._groups import MAX_COMPLETIONS_PER_CALL, MAX_GROUPS_PER_CALL, Group, GroupScores, check_counts, score_groups, text_response
 from gym_metrics.environments._handler import (
     INVALID_REQUEST,
     TIMEOUT,
@@ -36,6 +36,8 @@ __all__ = [
     "Group",
     "GroupScores",
     "MAX_COMPLETIONS_PER_CALL",
+    "MAX_GROUPS_PER_CALL",
+    "check_counts",
     "score_groups",
     "text_response",
     "Session",

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from gym_metrics._util.jsonbounds import parse_bounded
 from gym_metrics._util.limits import TOOL_TIMEOUT_S
 from gym_metrics.environments._server import SimpleResourcesServer
 from gym_metrics.environments._sessions import Session, SessionStore
@@ -27,6 +28,9 @@ from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputErro
 
 log = logging.getLogger("gym_metrics.sessions")
 
+MAX_ROW_BYTES = 16 << 20
+"""Bytes of task row a session keeps while it is live (its JSON text; its items are bounded by
+MAX_JSON_CONTAINERS and MAX_JSON_VALUES, so the parsed row stays within a small multiple of this)."""
 
 
 class Episodes:
@@ -42,7 +46,7 @@ class Episodes:
     async def seed(self, row_json: str | bytes, client: str = "") -> Session:
         """A new session for the task row `row_json`, opened by `client` (Session.client), set
         up by the environment's seed_session."""
-        row = _row(row_json)
+        row = await parse_bounded(_row, row_json, "body_json")
         await self.sweep()
         session = self.store.open(row, client)
         self._start_sweeper()
@@ -60,7 +64,7 @@ class Episodes:
         """(the text the model reads, whether the tool failed) of one tool call in a session."""
         session = self.store.get(session_id)
         spec = find_tool(self.env.tools(), name)
-        arguments = spec.parse(arguments_json)
+        arguments = await parse_bounded(spec.parse, arguments_json, "arguments_json")
         try:
             output = await asyncio.wait_for(spec.run(self.env, arguments, session), self.tool_timeout_s)
         except asyncio.TimeoutError:
@@ -122,6 +126,11 @@ class Episodes:
 
 
 def _row(row_json: str | bytes) -> Mapping[str, Any]:
+    if len(row_json) > MAX_ROW_BYTES:
+        raise InvalidInputError(
+            "the session's row is too large to keep",
+            [FieldViolation("body_json", f"{len(row_json):,} bytes; a session keeps at most {MAX_ROW_BYTES:,} (MAX_ROW_BYTES)")],
+        )
     try:
         row = orjson.loads(row_json or b"{}")
     except orjson.JSONDecodeError as exc:

@@ -20,11 +20,23 @@ from typing import Any
 
 import orjson
 
+from gym_metrics._util.jsonbounds import check_items
 from gym_metrics.environments._handler import INVALID_REQUEST, VERIFY_FAILED, EnvironmentHandler
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 MAX_COMPLETIONS_PER_CALL = 65_536
 """Completions one ScoreGroups call may carry (a trainer's step is a few thousand)."""
+MAX_GROUPS_PER_CALL = 65_536
+"""Groups one ScoreGroups call may carry (each holds at least one completion in any real step)."""
+
+
+def check_counts(groups: int, completions: int) -> None:
+    """InvalidInputError naming the limit when a call carries too many groups or completions:
+    counted before anything is built for them."""
+    for what, count, limit in (("groups", groups, MAX_GROUPS_PER_CALL), ("completions", completions, MAX_COMPLETIONS_PER_CALL)):
+        if count > limit:
+            name = f"MAX_{what.upper()}_PER_CALL"
+            raise InvalidInputError(f"too many {what} in one call", [FieldViolation("groups", f"{count:,} {what}; at most {limit:,} ({name}): split the call")])
 
 
 @dataclass
@@ -76,23 +88,10 @@ async def score_groups(handler: EnvironmentHandler, groups: Sequence[Group], *, 
     batch (the collector's path: started eagerly, within the handler's bound on concurrent
     verifies and its time budget, each failure that completion's); those in sessions are
     verified one by one in them."""
-    total = sum(len(g.completions) for g in groups)
-    if total > MAX_COMPLETIONS_PER_CALL:
-        raise InvalidInputError(
-            "too many completions in one call", [FieldViolation("groups", f"{total:,} completions; at most {MAX_COMPLETIONS_PER_CALL:,}: split the call")]
-        )
+    check_counts(len(groups), sum(len(g.completions) for g in groups))
     outs = [GroupScores([0.0] * len(g.completions), [False] * len(g.completions), [None] * len(g.completions),
                         [""] * len(g.completions), [""] * len(g.completions)) for g in groups]  # fmt: skip
-    bodies: list[Any] = []
-    where: list[tuple[int, int]] = []
-    in_sessions: list[tuple[int, int, dict[str, Any]]] = []
-    for g, group in enumerate(groups):
-        for i, body in _bodies(g, group, outs[g]):
-            if group.sessions:
-                in_sessions.append((g, i, body))
-            else:
-                bodies.append(body)
-                where.append((g, i))
+    bodies, where, in_sessions = _all_bodies(groups, outs)
 
     def write(item: int, reward: float, response_json: str, kind: str | None, message: str) -> None:
         g, i = where[item]
@@ -106,15 +105,38 @@ async def score_groups(handler: EnvironmentHandler, groups: Sequence[Group], *, 
     return outs
 
 
+def _all_bodies(
+    groups: Sequence[Group], outs: list[GroupScores]
+) -> tuple[list[Any], list[tuple[int, int]], list[tuple[int, int, dict[str, Any]]]]:
+    """The verify requests to run at once, where each goes, and those to verify in sessions."""
+    bodies: list[Any] = []
+    where: list[tuple[int, int]] = []
+    in_sessions: list[tuple[int, int, dict[str, Any]]] = []
+    for g, group in enumerate(groups):
+        for i, body in _bodies(g, group, outs[g]):
+            if group.sessions:
+                in_sessions.append((g, i, body))
+            else:
+                bodies.append(body)
+                where.append((g, i))
+    return bodies, where, in_sessions
+
+
 def _bodies(index: int, group: Group, out: GroupScores) -> list[tuple[int, dict[str, Any]]]:
     """(position, verify request) of each completion that is well formed; the others failed."""
     n = len(group.completions)
     try:
+        if isinstance(group.row, (str, bytes)):
+            check_items(group.row, f"groups[{index}].row_json")
         row = _value(group.row)
         if not isinstance(row, Mapping):
             raise ValueError(f"must be a JSON object, got {type(row).__name__}")
         if group.sessions and len(group.sessions) != n:
             raise ValueError(f"{len(group.sessions)} sessions for {n} completions")
+    except InvalidInputError as exc:
+        for i in range(n):
+            _fail(out, i, INVALID_REQUEST, str(exc))
+        return []
     except ValueError as exc:  # the whole group's row is bad: each completion says so
         for i in range(n):
             _fail(out, i, INVALID_REQUEST, f"groups[{index}].row_json: {exc}")
@@ -122,7 +144,12 @@ def _bodies(index: int, group: Group, out: GroupScores) -> list[tuple[int, dict[
     found = []
     for i, given in enumerate(group.completions):
         try:
+            if group.encoded:
+                check_items(given, f"groups[{index}].completion_json[{i}]")
             completion = orjson.loads(given) if group.encoded else given
+        except InvalidInputError as exc:
+            _fail(out, i, INVALID_REQUEST, str(exc))
+            continue
         except ValueError as exc:
             _fail(out, i, INVALID_REQUEST, f"groups[{index}].completion_json[{i}] is not JSON: {exc}")
             continue

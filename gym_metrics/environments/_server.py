@@ -24,6 +24,7 @@ import pydantic
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, ColumnarComputeMetrics, ColumnMetrics, MetricColumns, default_key_metrics
 from gym_metrics.rollouts import RolloutColumns
 from gym_metrics._util.deprecated import warn_class_attribute
+from gym_metrics._util.jsonbounds import checked_items, may_exceed
 from gym_metrics.errors import FieldViolation, InvalidInputError, json_path
 from gym_metrics.reducers import TaskRewards, TaskRewardsLike, summarize_reducers
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
@@ -184,9 +185,8 @@ class SimpleResourcesServer:
         except pydantic.ValidationError as exc:
             first = exc.errors()[0]
             if first["type"] == "json_invalid":
-                raise InvalidInputError(
-                    "verify body is not valid JSON", [FieldViolation("body_json", first["msg"], row)]
-                ) from None
+                why = first["msg"] + (" (pydantic-core parses 200 levels of nesting at most)" if "recursion limit" in first["msg"] else "")
+                raise InvalidInputError("verify body is not valid JSON", [FieldViolation("body_json", why, row)]) from None
             if first["type"] == "model_type" and not first["loc"]:
                 got = type(first["input"]).__name__
                 raise InvalidInputError(
@@ -232,7 +232,10 @@ class SimpleResourcesServer:
     ) -> tuple[float, str]:
         """(reward, response as JSON text): the wire form, serialised by pydantic-core. It runs
         per rollout, so verify_model's steps are inline (one coroutine fewer)."""
-        response = self.checked_response(await self.run_verify(self.parse_verify_request(body, row), session))
+        if isinstance(body, (str, bytes)) and may_exceed(body):
+            await checked_items(body, "body_json", row)
+        request = self.parse_verify_request(body, row)
+        response = self.checked_response(await self.run_verify(request, session))
         return float(response.reward), response.model_dump_json()
 
     def new_aggregator(self, agent_name: str, options: AggregateOptions | None = None) -> Aggregator:

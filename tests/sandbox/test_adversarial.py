@@ -15,15 +15,12 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gym_metrics import ResourcesClient
 from gym_metrics.sandbox import bwrap_path
@@ -32,6 +29,7 @@ from gym_metrics.sandbox._users import UID_COUNT
 
 sys.path[:0] = [str(Path(__file__).parents[1]), str(Path(__file__).parent)]
 import _ci  # noqa: E402
+from _health_probe import HealthProber  # noqa: E402
 from _attacks import (  # noqa: E402
     BIG_PROGRAM,
     DEEP_DIRECTORIES,
@@ -49,47 +47,11 @@ SECRET = "gm-adversarial-secret-7f3a"
 UIDS = 2_100_000_000  # the server's runs' users: a range of their own, told apart from other tests' runs
 
 
-PROBE_EVERY_S = 0.02
-PROBE_TIMEOUT_S = 5.0
-
-
 class Server:
     def __init__(self, proc: subprocess.Popen[bytes], address: str, secret_file: Path, cwd: Path) -> None:
         self.proc, self.address, self.secret_file, self.cwd = proc, address, secret_file, cwd
         self.port = int(address.rsplit(":", 1)[1])
-        self.health_ms: list[float] = []
-        self._stop = threading.Event()
-        self._probe = threading.Thread(target=lambda: asyncio.run(self._probe_health()), daemon=True)
-        self._probe.start()
-
-    async def _probe_health(self) -> None:
-        """A health check sent every 20 ms on a fixed cadence, whether or not the earlier ones
-        were answered: a server stalled for 3 s shows as 150 slow checks, not one (a check not
-        answered within 5 s counts as 5 s)."""
-
-        async def check(stub: health_pb2_grpc.HealthStub) -> None:
-            started = time.perf_counter()
-            try:
-                await stub.Check(health_pb2.HealthCheckRequest(), timeout=PROBE_TIMEOUT_S)
-                self.health_ms.append((time.perf_counter() - started) * 1000)
-            except grpc.aio.AioRpcError:
-                self.health_ms.append(PROBE_TIMEOUT_S * 1000)
-
-        async with grpc.aio.insecure_channel(self.address) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            sent: set[asyncio.Task[None]] = set()
-            tick = time.perf_counter()
-            while not self._stop.is_set():
-                task = asyncio.ensure_future(check(stub))
-                sent.add(task)
-                task.add_done_callback(sent.discard)
-                tick += PROBE_EVERY_S
-                await asyncio.sleep(max(0.0, tick - time.perf_counter()))
-            await asyncio.gather(*sent)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._probe.join(30)
+        self.health = HealthProber(address)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +79,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     try:
         yield running
     finally:
-        running.stop()
+        running.health.stop()
         proc.terminate()
         proc.wait(30)
         secret_file.unlink()
@@ -328,8 +290,4 @@ async def test_the_hosts_unix_sockets_are_out_of_reach(server: Server) -> None:
 
 def test_the_server_kept_answering_health_checks(server: Server) -> None:
     """Last in the file: the probe ran through every case above."""
-    times = sorted(server.health_ms)
-    assert len(times) >= 100, len(times)
-    p99 = times[int(len(times) * 0.99)]
-    print(f"health p99 {p99:.1f} ms, p50 {times[len(times) // 2]:.1f} ms, max {times[-1]:.1f} ms over {len(times)} checks")
-    assert p99 < 100, f"health p99 {p99:.1f} ms over {len(times)} checks (max {times[-1]:.1f} ms)"
+    server.health.assert_p99_under(100)

@@ -191,6 +191,7 @@ async def test_cgroups_left_by_a_killed_server_are_removed() -> None:
     assert not any(base.exists() for base in stale)
 
 
+@pytest.mark.alone  # counts the processes of user 65534 machine-wide
 def test_a_run_sharing_the_servers_user_does_not_count_the_servers_threads() -> None:
     """A non-root server (isolation none: its runs keep its user) with 80 threads of its own:
     the program under the run's `processes` limit of 8 can still start its threads. Run in a

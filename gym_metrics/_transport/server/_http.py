@@ -12,7 +12,7 @@ that do not speak gRPC, on the same environment and verify as the gRPC server.
   [...]}], "omit_responses": false}` in; per group `rewards`, `failed`, `error_kind`,
   `error_message`, `responses` out (the gRPC ScoreGroups, in JSON).
 - `GET /health`: 200 while serving.
-Bodies are bounded (`--max-message-mb`); a server started with an auth token wants
+Bodies are bounded (`--max-message-mb`, and in objects and values: BODY_BOUNDS); a server started with an auth token wants
 `Authorization: Bearer <token>` here too. Errors answer JSON `{"error": ...}` naming the field.
 """
 
@@ -25,8 +25,13 @@ import orjson
 
 from gym_metrics._transport.server._bearer import authorized, browser_refusal
 from gym_metrics._transport.server._uvicorn import Served, start_uvicorn
+from gym_metrics._util.jsonbounds import JsonBounds, parse_bounded
 from gym_metrics.environments import EnvironmentHandler, Group, score_groups
 from gym_metrics.errors import GymMetricsError, InvalidInputError
+
+BODY_BOUNDS = JsonBounds(1_000_000, 4_000_000, ("MAX_BODY_CONTAINERS", "MAX_BODY_VALUES"))
+"""A body is a trainer's whole step (4,096 groups of Responses objects hold a few hundred
+thousand objects); the longest parse it allows is about 200 ms on a slow core."""
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -106,7 +111,7 @@ class RewardHttpApp:
             if not message.get("more_body"):
                 break
         try:
-            return orjson.loads(b"".join(chunks))
+            return await parse_bounded(orjson.loads, b"".join(chunks), "body", bounds=BODY_BOUNDS)
         except orjson.JSONDecodeError as exc:
             raise InvalidInputError(f"the body is not JSON: {exc}") from None
 

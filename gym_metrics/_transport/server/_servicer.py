@@ -19,7 +19,7 @@ from gym_metrics._transport.server._errors import grpc_errors
 from gym_metrics._transport.server._handlers import decoded, peer_host
 from gym_metrics._transport.server._session_calls import decoded_requests, session_calls
 from gym_metrics.aggregate import AggregateOptions
-from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, in_order, score_groups
+from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, check_counts, in_order, score_groups
 from gym_metrics.errors import FieldViolation, InvalidInputError, rerooted
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
@@ -93,6 +93,8 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     @grpc_errors
     async def ScoreGroups(self, request: pb.ScoreGroupsRequest, context: grpc.aio.ServicerContext) -> pb.ScoreGroupsResponse:
         request = decoded(request, "request")
+        check_counts(len(request.groups), 0)  # before anything is built for them
+        check_counts(0, sum(len(g.completion_json) for g in request.groups))
         groups = [Group(g.row_json, list(g.completion_json), list(g.session_id), encoded=True) for g in request.groups]
         scored = await score_groups(self._handler, groups, omit_responses=request.omit_responses)
         response = pb.ScoreGroupsResponse()

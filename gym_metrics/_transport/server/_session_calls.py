@@ -18,12 +18,19 @@ from typing import Any
 from gym_metrics._transport.server._errors import status_of
 from gym_metrics._util.eager import start_eagerly
 from gym_metrics.environments import EnvironmentHandler
+from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 
 log = logging.getLogger("gym_metrics.sessions")
 
 MAX_IN_FLIGHT = 4096
 """Calls of one stream running at once."""
+MAX_CALLS_PER_MESSAGE = 4096
+"""Calls one SessionCalls message may carry; past it the stream ends with INVALID_ARGUMENT
+(counted before any is started)."""
+_YIELD_EVERY = 64
+"""Calls started eagerly between turns the reader gives the loop (a call that never suspends
+would otherwise hold it for the whole message)."""
 
 
 async def session_calls(
@@ -51,7 +58,14 @@ async def session_calls(
     async def read() -> None:
         try:
             async for message in requests:
-                for request in message.calls:
+                if len(message.calls) > MAX_CALLS_PER_MESSAGE:
+                    raise InvalidInputError(
+                        "too many calls in one SessionCalls message",
+                        [FieldViolation("calls", f"{len(message.calls):,} calls; at most {MAX_CALLS_PER_MESSAGE:,} (MAX_CALLS_PER_MESSAGE): send more messages")],
+                    )
+                for n, request in enumerate(message.calls, 1):
+                    if n % _YIELD_EVERY == 0:
+                        await asyncio.sleep(0)
                     await slots.acquire()
                     done, value = start_eagerly(one(request))
                     if not done:
@@ -101,8 +115,6 @@ async def _answer(handler: EnvironmentHandler, request: pb.SessionCall, seeded: 
         seeded.discard(request.close.session_id)
         closed = await handler.episodes.close(request.close.session_id)
         return pb.SessionAnswer(id=request.id, close=pb.CloseSessionResponse(closed=closed))
-    from gym_metrics.errors import FieldViolation, InvalidInputError
-
     raise InvalidInputError("a session call holds no call", [FieldViolation(f"calls[id {request.id}].call", "set one of seed, call_tool, verify, close")])
 
 
