@@ -74,4 +74,21 @@ def ensure_open_files(needed: int, what: str) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else hard, hard))
 
 
-__all__ = ["IDLE_TTL_S", "MAX_SESSIONS", "TOOL_TIMEOUT_S", "CallLimits", "ensure_open_files", "exceeded"]
+def raise_open_files() -> int | None:
+    """Raise this process's soft limit on open files to its hard limit (a server's every
+    connection takes one, and the usual soft limit of 1,024 is the first thing a flood of
+    connections exhausts); the new soft limit, None where the platform has none."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):  # a hard limit of "unlimited" some kernels refuse as a soft one
+            return soft
+    return hard
+
+
+__all__ = ["IDLE_TTL_S", "MAX_SESSIONS", "TOOL_TIMEOUT_S", "CallLimits", "ensure_open_files", "exceeded", "raise_open_files"]

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from gym_metrics._util.jsonbounds import check_items
-from gym_metrics.environments._handler import INVALID_REQUEST, VERIFY_FAILED, EnvironmentHandler
+from gym_metrics.environments._handler import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, EnvironmentHandler
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 MAX_COMPLETIONS_PER_CALL = 65_536
@@ -162,7 +162,10 @@ async def _in_session(
 ) -> None:
     async with slots:
         try:
-            reward, response_json = await handler.verify(body, session)
+            reward, response_json = await handler.verify_in_time(body, session)
+        except asyncio.TimeoutError:
+            _fail(out, i, TIMEOUT, f"verify exceeded {handler.verify_timeout_s} s")
+            return
         except Exception as exc:  # this completion's failure only
             _fail(out, i, INVALID_REQUEST if isinstance(exc, InvalidInputError) else VERIFY_FAILED, str(exc))
             return

@@ -100,6 +100,15 @@ class EnvironmentHandler:
         except Exception as exc:
             raise UserCodeError("verify", exc) from exc
 
+    async def verify_in_time(self, body_json: Mapping[str, Any] | str | bytes, session_id: str = "") -> tuple[float, str]:
+        """verify within the time budget (verify_timeout_s): asyncio.TimeoutError past it."""
+        call = self.verify(body_json, session_id)
+        return await (asyncio.wait_for(call, self._timeout) if self._timeout else call)
+
+    @property
+    def verify_timeout_s(self) -> float | None:
+        return self._timeout
+
     def slots(self) -> asyncio.Semaphore:
         """The verifies one stream may run at once (shared by its batches)."""
         return asyncio.Semaphore(self._max_concurrent)

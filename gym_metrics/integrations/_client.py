@@ -22,6 +22,7 @@ import random
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,10 @@ class RewardClient:
         """Score `(task row, completions)` groups, blocking (from synchronous code). `step`
         (the trainer's step) names the recorded rows' agent (`step_<n>`)."""
         futures = self.submit(groups, responses=responses, step=step)
-        return [f.result(timeout=self.timeout_s + 5) for f in futures]
+        try:
+            return [f.result(timeout=self.timeout_s + 5) for f in futures]
+        except FutureTimeout:
+            raise TimeoutError(f"no rewards from {self.server} within {self.timeout_s + 5:g} s (timeout_s {self.timeout_s:g})") from None
 
     async def score_async(self, groups: Groups, *, responses: bool = False, step: int | None = None) -> list[Scored]:
         """Score groups from any event loop (the caller's loop waits, it never runs the call)."""
@@ -154,18 +158,23 @@ class RewardClient:
                 self._flush = self._loop.call_soon(self._send)
 
     async def _score_batch(self, batch: list[_Item], responses: bool) -> None:
+        """Every future of the batch settles: with its group's answer, or with the error of the
+        call or of what follows it (recording), never left waiting."""
         try:
             answers = await self._score_retrying([(row, completions) for row, completions, _, _ in batch], responses)
-        except BaseException as exc:  # the call failed: every group of it gets the error
+            scored = [Scored(a.rewards, a.failed, a.error_message, a.response_json) for a in answers]
+            if self.record_path is not None:
+                try:
+                    self._record([(row, step) for row, _, _, step in batch], scored)
+                except (OSError, ValueError) as exc:  # the trainer must not get rewards the file lacks
+                    raise RewardFailure(f"scored, but recording to {self.record_path} failed: {type(exc).__name__}: {exc}") from exc
+        except BaseException as exc:  # every group of the batch gets the error
             for _, _, future, _ in batch:
                 if not future.done():
                     future.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        scored = [Scored(a.rewards, a.failed, a.error_message, a.response_json) for a in answers]
-        if self.record_path is not None:
-            self._record([(row, step) for row, _, _, step in batch], scored)
         for (_, _, future, _), result in zip(batch, scored):
             if not future.done():
                 future.set_result(result)

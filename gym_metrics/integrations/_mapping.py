@@ -69,11 +69,11 @@ class RowMapping:
         row: dict[str, Any] = {}
         for name, value in (columns or {}).items():
             if self.columns is None or name in self.columns:
-                row[name] = _plain(value)
+                row[name] = plain_value(value)
         if label is None and columns is not None and self.label_column is not None:
             label = columns.get(self.label_column)
         if label is not None:
-            row[self.answer_field] = _plain(label)
+            row[self.answer_field] = plain_value(label)
         row["responses_create_params"] = self.request(prompt)
         return row
 
@@ -86,12 +86,17 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _plain(value: Any) -> Any:
-    """A dataset value as JSON can carry it (numpy scalars and arrays, tensors' items)."""
+def plain_value(value: Any) -> Any:
+    """A dataset value as JSON can carry it (numpy scalars and arrays, tensors' items, also
+    inside lists and dicts), so values compare with == and serialise."""
     if hasattr(value, "tolist"):
         return value.tolist()
     if hasattr(value, "item") and callable(value.item):
         return value.item()
+    if isinstance(value, (list, tuple)):
+        return [plain_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain_value(v) for k, v in value.items()}
     return value
 
 

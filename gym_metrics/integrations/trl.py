@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics.integrations._client import RewardClient, reward_client
-from gym_metrics.integrations._mapping import OnFailure, RowMapping, settle
+from gym_metrics.integrations._mapping import OnFailure, RowMapping, plain_value, settle
 
 _TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "environments", "log_extra", "log_metric")
 """What GRPOTrainer passes beside the dataset columns (`environments`: its environment objects,
@@ -72,8 +72,8 @@ def group_by_prompt(
 ) -> tuple[list[tuple[dict[str, Any], list[Any]]], list[tuple[int, int]]]:
     """Consecutive samples of one prompt (and the same dataset values) as one group; the
     groups and the [start, stop) of each."""
-    listed = {
-        k: v for k, v in columns.items()
+    listed = {  # as plain values: an array-valued column's cells compare with == as lists
+        k: [plain_value(x) for x in v] for k, v in columns.items()
         if k not in _TRL_ARGUMENTS and isinstance(v, Sequence) and not isinstance(v, str) and len(v) == len(prompts)
         and all(isinstance(x, _JSON) or hasattr(x, "tolist") for x in v)  # a dataset column, not objects
     }  # fmt: skip

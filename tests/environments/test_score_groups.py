@@ -4,7 +4,9 @@ its reward, a bad group never failing another; completions in sessions."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,29 @@ async def test_completions_verified_in_their_sessions() -> None:
         row = {"expected_count": 6, "responses_create_params": {"input": "count"}}
         [group] = await client.score_groups([(row, ["done", "done"])], sessions=[sessions])
         assert group.rewards == [0.0, 1.0] and len(server.handler.episodes.store) == 0  # each verify ended its session
+
+
+class SlowCounter(Counter):
+    """Verify takes 30 s when the expected count is negative."""
+
+    async def verify(self, body, session=None):  # type: ignore[no-untyped-def, override]
+        if body.expected_count < 0:
+            await asyncio.sleep(30)
+        return await super().verify(body, session)
+
+
+async def test_a_completion_in_a_session_keeps_the_verify_time_budget() -> None:
+    """ScoreGroups in sessions once ignored the verify time budget: the slow completion is a
+    timeout beside the others' rewards, in about the budget, not 30 s later."""
+    async with serve_environment(SlowCounter(), servicer_options={"verify_timeout_s": 0.5}) as server, ResourcesClient(server.address) as client:
+        sessions = [await client.seed_session({"initial_count": 2}) for _ in range(2)]
+        started = time.monotonic()
+        [slow, fine] = await client.score_groups(
+            [({"expected_count": -1, "responses_create_params": {"input": "count"}}, ["done"]),
+             ({"expected_count": 2, "responses_create_params": {"input": "count"}}, ["done"])],
+            sessions=[sessions[:1], sessions[1:]],
+        )  # fmt: skip
+        assert time.monotonic() - started < 10
+        assert slow.failed == [True] and slow.error_kind == ["timeout"] and "exceeded 0.5 s" in slow.error_message[0]
+        assert fine.rewards == [1.0] and fine.failed == [False]
+        assert len(server.handler.episodes.store) == 0  # the timed-out verify's session was closed too

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from gym_metrics.aggregate import aggregate_file
@@ -38,6 +39,16 @@ def test_groups_follow_the_repeated_prompts_and_their_columns() -> None:
     row, completions = groups[1]
     assert row == {"expected_answer": "6", "level": 2, "responses_create_params": {"input": [{"role": "user", "content": "What is 3+3?"}]}}
     assert completions == ["6", "It is 6.", "I do not know"]
+
+
+def test_array_valued_columns_group_and_travel_as_lists() -> None:
+    """A column of numpy arrays (datasets with a numpy format; a list of arrays too) once
+    crashed the grouping (an array's == is elementwise): cells compare and travel as lists."""
+    columns = {**COLUMNS, "ids": [np.array([1, 2])] * 3 + [np.array([1, 3])] * 3, "nested": [[np.float32(0.5), np.array([7])]] * 6}
+    groups, spans = group_by_prompt(["same prompt"] * 6, COMPLETIONS, columns, RowMapping())
+    assert spans == [(0, 3), (3, 6)]
+    assert groups[1][0]["ids"] == [1, 3] and groups[0][0]["nested"] == [0.5, [7]]
+    json.dumps(groups)  # every value is plain
 
 
 async def test_sync_and_async_reward_functions_give_the_servers_rewards() -> None:

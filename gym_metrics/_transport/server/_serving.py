@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any
 
 from gym_metrics._util.grpc_fork import FORK_SUPPORT_ENV, grpc_fork_handlers_off
+from gym_metrics._util.limits import raise_open_files
 from gym_metrics._transport.server._metrics import start_multiprocess_http
 from gym_metrics._transport.server._server import (
     AUTH_TOKEN_ENV,
@@ -64,6 +65,7 @@ def serve(
         raise InvalidInputError("invalid server config", [FieldViolation("workers", f"must be >= 1, got {workers}")])
     env = load_env(target, reducers, metrics=metrics)  # resolve once, in the parent, so a bad target fails before forking
     _ensure_log_handler()
+    raise_open_files()  # a connection is a file: the soft limit must not be what a flood of them meets first
     if workers == 1:
         asyncio.run(_serve_async(env, config, reuse_port=False, signals=_SHUTDOWN_SIGNALS, label=""))
     else:
