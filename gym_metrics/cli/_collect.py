@@ -300,8 +300,10 @@ def report(result: Any, elapsed: float) -> int:
     print(format_key_metrics({a.agent_name: a.key_metrics for a in result.aggregates}))
     print_value_notes(result.aggregates)
     parts = [f"{result.verified} verified", f"{result.passed_through} already scored"]
-    if result.generated or result.generation_failed:
-        parts.insert(0, f"{result.generated} generated ({result.generation_failed} generations failed)")
+    if result.generated or result.generation_failed > result.unanswered:
+        parts.insert(0, f"{result.generated} generated ({result.generation_failed - result.unanswered} generations failed)")
+    if result.unanswered:
+        parts.append(f"{result.unanswered} rows without a response failed (no --policy-url to generate one)")
     if result.tool_calls:
         parts.insert(1, f"{result.tool_calls} tool calls ({result.failed_tool_calls} answered an error)")
     if result.episodes_retried:

@@ -24,6 +24,8 @@ from gym_metrics.collector._rows import written_row
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
+NO_RESPONSE = "no `response` to verify and no policy to generate one: give collect --policy-url and --policy-model, or rows with a response"
+
 if TYPE_CHECKING:
     from gym_metrics.collector._options import CollectOptions
 
@@ -39,7 +41,7 @@ class Router:
         """The input's fixed keys (`find_fixed_keys`), found before anything was written."""
         self.tasks: dict[str, set[int]] = defaultdict(set)
         self.bad_lines: list[BadLine] = []
-        self.verified = self.passed_through = self.skipped_done = self.generation_failed = 0
+        self.verified = self.passed_through = self.skipped_done = self.generation_failed = self.unanswered = 0
         self.generation_failures: dict[str, int] = defaultdict(int)
         """Failed generations per agent (this run's)."""
         self._pending: list[bytes] = []
@@ -119,9 +121,20 @@ class Router:
         self.verified += len(lines)
         self.progress.tick()
 
+    def answered(self, rollouts: Iterator[Rollout]) -> Iterator[Rollout]:
+        """`rollouts` but those with no response to verify, which, with no policy to generate
+        one, are failed rollouts (never verified as an empty answer: a silent 0)."""
+        for rollout in rollouts:
+            if rollout.row.get("response") is None:
+                self.unanswered += 1
+                self.record_failed(rollout, NO_RESPONSE)
+            else:
+                yield rollout
+
     def record_failed(self, rollout: Rollout, message: str) -> None:
-        """Write a rollout whose generation failed: a failed rollout (`_gm_error` kind
-        `generation`), counted like a failed verification."""
+        """Write a rollout whose generation failed (or that has no response and no policy to
+        make one): a failed rollout (`_gm_error` kind `generation`), counted like a failed
+        verification."""
         self.complete = False
         message = f"input line {rollout.line}: {message}" if rollout.line else message
         row = {**rollout.row, ERROR_KEY: {"kind": "generation", "message": message}}

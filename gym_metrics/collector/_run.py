@@ -54,7 +54,10 @@ class CollectResult:
     generated: int = 0
     """Rollouts the policy answered (then verified)."""
     generation_failed: int = 0
-    """Rollouts whose generation failed after its retries (`_gm_error` kind `generation`)."""
+    """Rollouts whose generation failed after its retries, or that had no response and no
+    policy to generate one (`_gm_error` kind `generation`)."""
+    unanswered: int = 0
+    """Of those, the rows with no response collected without a policy."""
     batches_by_server: dict[str, int] = field(default_factory=dict)
     """Verify batches each server answered (by its address, as given); episodes, in the
     agent loop."""
@@ -78,10 +81,13 @@ def collect(
     return asyncio.run(collect_async(client, input_path, output_path, options, progress))
 
 
-def _batches(router: Router, opts: CollectOptions, progress: Progress) -> Batches:
-    """Verify batches of the rollouts to verify, generated first when a policy is given."""
+def _batches(router: Router, opts: CollectOptions, progress: Progress, needs_response: bool) -> Batches:
+    """Verify batches of the rollouts to verify, generated first when a policy is given.
+    Without one, a row with no response fails here, naming --policy-url, when the environment
+    needs a response."""
     if opts.target is None:
-        return make_batches(router.to_verify(), opts.batch_size, opts.max_batch_bytes)
+        rollouts = router.answered(router.to_verify()) if needs_response else router.to_verify()
+        return make_batches(rollouts, opts.batch_size, opts.max_batch_bytes)
     return GeneratedBatches(
         router.to_verify(), make_target(opts.target), router.record_failed, progress,
         max_items=opts.batch_size, max_bytes=opts.max_batch_bytes,
@@ -135,7 +141,11 @@ async def collect_async(
         # Episodes spread over every connection: one per server worker (a session stays on its
         # connection's worker), so `serve --workers N` is used whole.
         runner = _episode_runner(lanes, replicas.info.tools, router, opts, progress, log)
-        batches = None if runner is not None else _batches(router, opts, progress)
+        # a row with no response is a task: without a policy, it fails here (naming --policy-url)
+        # where the environment needs a response: its request model requires one, or it has
+        # tools (its rollouts are episodes the agent loop runs)
+        needs_response = "response" in replicas.info.verify_request_schema.get("required", ()) or bool(replicas.info.tools)
+        batches = None if runner is not None else _batches(router, opts, progress, needs_response)
         try:
             if runner is not None:
                 await runner.run(router.to_verify())
@@ -179,6 +189,7 @@ async def collect_async(
         failed_agents=failed,
         generated=progress.generated_ok,
         generation_failed=router.generation_failed,
+        unanswered=router.unanswered,
         batches_by_server=by_server(lanes, report),
         tool_calls=runner.tool_calls if runner else 0,
         failed_tool_calls=runner.failed_tool_calls if runner else 0,

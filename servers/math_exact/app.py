@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, MetricColumns, SimpleResourcesServer, register_server
 from gym_metrics.reducers import PASS_THRESHOLD, TaskRewards, get_reducer
@@ -39,6 +39,9 @@ AVG_OF_K = "pass@1[avg-of-k]"
 class MathVerifyRequest(BaseVerifyRequest):
     """One math rollout: the model's response and the reference answer."""
 
+    response: dict[str, Any] = Field(default_factory=dict)
+    """The model's response; or give `model_output` (one of them: a row with neither is a
+    task nobody answered, an invalid request rather than a 0)."""
     expected_answer: str
     """The reference answer, e.g. "42", "1/2", "0.5", "\\frac{3}{4}" or "Paris"."""
     model_output: str | None = None
@@ -52,6 +55,13 @@ class MathVerifyRequest(BaseVerifyRequest):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
         return value
+
+
+    @model_validator(mode="after")
+    def _answered(self) -> MathVerifyRequest:
+        if "response" not in self.model_fields_set and self.model_output is None:
+            raise ValueError("no answer to verify: give `response` (or `model_output`); collect generates one with --policy-url")
+        return self
 
 
 class MathVerifyResponse(BaseVerifyResponse):

@@ -42,7 +42,7 @@ from _attacks import (  # noqa: E402
     SYSV_MAKE,
 )
 
-pytestmark = [pytest.mark.timeout(60), pytest.mark.slow, pytest.mark.usefixtures("sandbox")]
+pytestmark = [pytest.mark.timeout(60), pytest.mark.slow, pytest.mark.alone, pytest.mark.usefixtures("sandbox")]
 SECRET = "gm-adversarial-secret-7f3a"
 UIDS = 2_100_000_000  # the server's runs' users: a range of their own, told apart from other tests' runs
 

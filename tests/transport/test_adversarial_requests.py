@@ -27,7 +27,7 @@ ROOT = Path(__file__).parents[2]
 BODY = {"responses_create_params": {"input": "count"}, "response": {"output": []}, "expected_count": 0}
 MB = 1 << 20
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow, pytest.mark.alone]  # alone: it measures latency
 
 
 class Server:

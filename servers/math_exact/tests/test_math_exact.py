@@ -204,8 +204,12 @@ async def test_verify_model_output_fallback_and_no_text() -> None:
     # The response wins when it holds text.
     both = await server.verify_dict({"response": _response("\\boxed{8}"), "model_output": "7", "expected_answer": "7"})
     assert both["reward"] == 0.0 and both["extracted_answer"] == "8"
-    # No text anywhere: the answer is not found, reward 0, not an error.
-    for body in ({"expected_answer": "7"}, {"response": {"output": []}, "model_output": "", "expected_answer": "7"}):
+    # A row with neither a response nor model_output is a task nobody answered: an invalid
+    # request naming what to give, never a silent 0 (as NeMo Gym, whose response is required).
+    with pytest.raises(InvalidInputError, match="no answer to verify: give `response`.*--policy-url"):
+        await server.verify_dict({"expected_answer": "7"})
+    # An answer without text (the model said nothing): not found, reward 0, not an error.
+    for body in ({"response": {"output": []}, "expected_answer": "7"}, {"response": {"output": []}, "model_output": "", "expected_answer": "7"}):
         empty = await server.verify_dict(body)
         assert empty == {
             "reward": 0.0,
@@ -234,7 +238,7 @@ def test_missing_expected_answer_names_the_field() -> None:
 
 def test_wrong_type_expected_answer_is_invalid() -> None:
     with pytest.raises(InvalidInputError) as info:
-        MathExactServer().parse_verify_request({"expected_answer": ["42"]})
+        MathExactServer().parse_verify_request({"expected_answer": ["42"], "model_output": "42"})
     assert [v.field for v in info.value.violations] == ["body_json.expected_answer"]
 
 
