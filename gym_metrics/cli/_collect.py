@@ -306,6 +306,8 @@ def report(result: Any, elapsed: float) -> int:
         parts.append(f"{result.unanswered} rows without a response failed (no --policy-url to generate one)")
     if result.tool_calls:
         parts.insert(1, f"{result.tool_calls} tool calls ({result.failed_tool_calls} answered an error)")
+    if result.episodes_at_max_steps:
+        parts.append(f"{result.episodes_at_max_steps} episodes stopped at --max-steps")
     if result.episodes_retried:
         parts.append(f"{result.episodes_retried} episodes started again on another server")
     if result.skipped_done:

@@ -70,7 +70,7 @@ class EpisodeRunner:
         """Episodes each client verified."""
         self.lost: set[int] = set()
         """Clients that went away (tried last)."""
-        self.tool_calls = self.failed_tool_calls = self.retried = 0
+        self.tool_calls = self.failed_tool_calls = self.retried = self.at_max_steps = 0
         self._next = itertools.count()
 
     async def run(self, rollouts: Iterator[Rollout]) -> None:
@@ -173,6 +173,7 @@ class EpisodeRunner:
             body = {**rollout.row, "response": episode.response}
             verified = await calls.verify_text(body, session_id=session)
             session = ""  # verify ended it
+            self.at_max_steps += episode.stop == "max_steps"  # counted once verified (a lost episode starts again)
             rollout.row, rollout.raw = body, None  # (only now: a retried episode starts from the task row)
             return verified
         finally:

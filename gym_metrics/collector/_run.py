@@ -68,6 +68,9 @@ class CollectResult:
     tool, arguments that are not JSON or do not fit)."""
     episodes_retried: int = 0
     """Episodes started again on another replica after theirs went away."""
+    episodes_at_max_steps: int = 0
+    """Episodes the agent loop stopped at `max_steps` with calls still to answer (verified as
+    they stand; their response's `metadata.gm_stop_reason` is `max_steps`)."""
 
 
 def collect(
@@ -194,6 +197,7 @@ async def collect_async(
         tool_calls=runner.tool_calls if runner else 0,
         failed_tool_calls=runner.failed_tool_calls if runner else 0,
         episodes_retried=runner.retried if runner else 0,
+        episodes_at_max_steps=runner.at_max_steps if runner else 0,
     )
 
 

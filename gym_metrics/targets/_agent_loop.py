@@ -1,6 +1,7 @@
 """The multi-turn agent loop, as NeMo Gym's `simple_agent` runs it: call the policy with the
 tools, run each `function_call` against the environment, append the `function_call_output`s,
-and call again, until the policy answers without calls (or `max_steps`).
+and call again, until the policy answers without calls (or `max_steps`: the episode is then
+verified as it stands, its response's `metadata.gm_stop_reason` saying why it stopped).
 
 The episode's answer is the trajectory in Responses API shape: the last policy answer with
 `output` replaced by every output item of every turn (function calls, their outputs, messages,
@@ -38,6 +39,10 @@ class Episode:
     failed_tool_calls: int
     """Calls whose output is an error (the tool raised, timed out, or the call was malformed)."""
     seconds: float
+    stop: str = "answered"
+    """Why the loop stopped: `answered` (a turn without calls), `incomplete` (the policy said
+    so), `max_steps` (the bound, with calls still to answer; the response's
+    `metadata.gm_stop_reason` says so too)."""
 
 
 async def run_episode(
@@ -53,6 +58,7 @@ async def run_episode(
     outputs: list[dict[str, Any]] = []
     usage: Optional[dict[str, Any]] = None
     steps = calls_made = failed = 0
+    stop = "answered"
     while True:
         steps += 1
         answer = (await target.generate({**body, "input": [*prompt, *outputs]})).response
@@ -60,6 +66,7 @@ async def run_episode(
         outputs.extend(items)
         usage = add_usage(usage, answer.get("usage"))
         if answer.get("incomplete_details"):
+            stop = "incomplete"
             break
         calls = [i for i in items if i.get("type") == "function_call"]
         if not calls:
@@ -71,10 +78,12 @@ async def run_episode(
             outputs.append({"type": "function_call_output", "call_id": call.get("call_id"), "output": output})
             failed += call_failed
         calls_made += len(calls)
-        if max_steps and steps >= max_steps:
+        if max_steps and steps >= max_steps:  # NeMo Gym's simple_agent: the invocation is incomplete
+            stop = "max_steps"
+            answer = {**answer, "metadata": {**(answer.get("metadata") or {}), "gm_stop_reason": "max_steps"}}
             break
     response = {**answer, "output": outputs, "usage": usage}
-    return Episode(response, steps, calls_made, failed, time.perf_counter() - start)
+    return Episode(response, steps, calls_made, failed, time.perf_counter() - start, stop)
 
 
 async def _call(call: Mapping[str, Any], call_tool: CallTool) -> tuple[str, bool]:
