@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics.integrations._client import RewardClient, reward_client
+from gym_metrics._util.failure_log import FailureLog
 from gym_metrics.integrations._mapping import OnFailure, RowMapping, plain_value, settle
 
 _TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "environments", "log_extra", "log_metric")
@@ -43,7 +44,12 @@ def reward_function(
     mapping = mapping or RowMapping()
     client = RewardClient(server, token=token, record=record) if record is not None else reward_client(server, token=token)
 
+    failures = FailureLog(f"reward function {name}")
+
     def prepare(prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any]) -> tuple[list[Any], Any]:
+        if mapping.label_column is not None and mapping.label_column not in columns:
+            given = sorted(k for k in columns if k not in _TRL_ARGUMENTS)
+            raise ValueError(f"label_column {mapping.label_column!r} is not a column of the dataset (its columns: {', '.join(given) or 'none'})")
         groups, spans = group_by_prompt(prompts, completions, columns, mapping)
         step = getattr(columns.get("trainer_state"), "global_step", None)
         return [groups, spans], step
@@ -52,6 +58,8 @@ def reward_function(
         out: list[float | None] = [None] * n
         for (start, stop), group in zip(spans, scored):
             out[start:stop] = settle(group.rewards, group.failed, group.errors, on_failure)
+        failed = [error for group in scored for bad, error in zip(group.failed, group.errors) if bad]
+        failures.note(len(failed), n, failed[0] if failed else "")
         return out
 
     def score(prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:

@@ -6,6 +6,7 @@ as the gRPC ScoreGroups door; the plain JSON group form, bounded bodies, the bea
 from __future__ import annotations
 
 import importlib.util
+import logging
 import subprocess
 import sys
 import types
@@ -75,6 +76,17 @@ async def test_openrlhfs_client_gets_the_grpc_rewards() -> None:
     assert all(a["scores"] == a["rewards"] and a["extra_logs"]["gm_failed"] == [0.0] * len(a["rewards"]) for a in answers)
 
 
+async def test_a_failure_reason_is_logged_by_the_server_once_a_period(caplog: pytest.LogCaptureFixture) -> None:
+    async with serve_environment("math_exact", http_port=0) as server, httpx.AsyncClient(timeout=10) as http:
+        body = {"query": ["q4", "q5"], "prompts": ["q", "q"], "labels": [None, "5"]}
+        with caplog.at_level(logging.WARNING, logger="gym_metrics.integrations"):
+            for _ in range(3):
+                answer = (await http.post(f"http://127.0.0.1:{server.http_port}/get_reward", json=body)).json()
+                assert answer["extra_logs"]["gm_failed"] == [1.0, 0.0] and answer["gm_errors"][1] is None
+    lines = [r.getMessage() for r in caplog.records if r.name == "gym_metrics.integrations"]
+    assert len(lines) == 1 and lines[0].startswith("POST /get_reward: 1 of 2 completions could not be scored") and "expected_answer" in lines[0]
+
+
 async def test_the_group_form_failures_limits_and_token() -> None:
     async with serve_environment("math_exact", http_port=0, auth_token="s3cret-token", max_message_bytes=4096) as server:
         url = f"http://127.0.0.1:{server.http_port}"
@@ -90,6 +102,7 @@ async def test_the_group_form_failures_limits_and_token() -> None:
             assert bad["failed"] == [True] and bad["error_kind"] == ["invalid_request"] and "expected_answer" in bad["error_message"][0]
             unscored = (await http.post(f"{url}/get_reward", json={"query": ["q4"], "prompts": ["q"], "labels": [None]}, headers=auth)).json()
             assert unscored["rewards"] == [0.0] and unscored["extra_logs"]["gm_failed"] == [1.0]  # marked, never silent
+            assert "expected_answer" in unscored["gm_errors"][0]  # and why, beside the numbers OpenRLHF averages
             too_big = await http.post(f"{url}/get_reward", content=b"x" * 5000, headers={**auth, "content-type": "application/json"})
             assert too_big.status_code == 413 and "max-message-mb" in too_big.json()["error"]
             mismatched = await http.post(f"{url}/get_reward", json={"query": ["a", "b"], "prompts": ["a"]}, headers=auth)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -78,6 +79,22 @@ async def test_a_completion_that_cannot_be_scored_is_never_a_silent_zero() -> No
         with pytest.raises(RewardFailure, match="expected_answer"):
             await asyncio.to_thread(call, reward_function(server.address, on_failure="raise"), expected_answer=None)
     assert skipped == [None] * 6 and all(math.isnan(r) for r in nan)
+
+
+async def test_why_completions_failed_is_logged_once_and_a_misnamed_label_column_is_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    """A reward function whose rows all fail once returned None for each and logged nothing:
+    the first reason is logged (then at most a line a minute); a label column the dataset does
+    not have is an error naming the columns it does have."""
+    async with serve_environment("math_exact") as server:
+        fn = reward_function(server.address, name="math")
+        with caplog.at_level(logging.WARNING, logger="gym_metrics.integrations"):
+            for _ in range(3):
+                assert await asyncio.to_thread(call, fn, expected_answer=None) == [None] * 6
+        lines = [r.getMessage() for r in caplog.records if r.name == "gym_metrics.integrations"]
+        assert len(lines) == 1 and lines[0].startswith("reward function math: 6 of 6 completions could not be scored") and "expected_answer" in lines[0]
+        misnamed = reward_function(server.address, mapping=RowMapping(label_column="solution"))
+        with pytest.raises(ValueError, match=r"label_column 'solution' is not a column of the dataset \(its columns: expected_answer, level\)"):
+            await asyncio.to_thread(call, misnamed)
 
 
 async def test_recorded_training_rewards_aggregate_like_any_run(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import orjson
 
 from gym_metrics._transport.server._bearer import authorized, browser_refusal
 from gym_metrics._transport.server._uvicorn import Served, start_uvicorn
+from gym_metrics._util.failure_log import FailureLog
 from gym_metrics._util.jsonbounds import JsonBounds, parse_bounded
 from gym_metrics.environments import EnvironmentHandler, Group, score_groups
 from gym_metrics.errors import GymMetricsError, InvalidInputError
@@ -51,6 +52,7 @@ class RewardHttpApp:
         self.handler, self.label_field, self.token, self.max_body_bytes = handler, label_field, token, max_body_bytes
         self.host = host
         """Where it listens: a loopback door refuses what looks like a web page's request."""
+        self.failures = FailureLog("POST /get_reward")
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -120,10 +122,15 @@ class RewardHttpApp:
         groups, spans = openrlhf_groups(queries, prompts, labels, self.label_field)
         scored = await score_groups(self.handler, groups, omit_responses=True)
         rewards, failed = [0.0] * len(queries), [0.0] * len(queries)
+        errors: list[str | None] = [None] * len(queries)
         for (start, _), group in zip(spans, scored):
-            for i, (reward, bad) in enumerate(zip(group.rewards, group.failed)):
+            for i, (reward, bad, error) in enumerate(zip(group.rewards, group.failed, group.error_message)):
                 rewards[start + i], failed[start + i] = (0.0, 1.0) if bad else (reward, 0.0)
-        return {"rewards": rewards, "scores": rewards, "extra_logs": {"gm_failed": failed}}
+                errors[start + i] = error if bad else None
+        reasons = [e for e in errors if e is not None]
+        self.failures.note(len(reasons), len(queries), reasons[0] if reasons else "")
+        # extra_logs are numbers OpenRLHF averages into its metrics; the reasons go beside them
+        return {"rewards": rewards, "scores": rewards, "extra_logs": {"gm_failed": failed}, "gm_errors": errors}
 
     async def _score_groups(self, data: Mapping[str, Any]) -> dict[str, Any]:
         given = data.get("groups")
