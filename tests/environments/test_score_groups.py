@@ -5,10 +5,12 @@ its reward, a bad group never failing another; completions in sessions."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 
 from gym_metrics import ResourcesClient
@@ -58,12 +60,39 @@ async def test_completions_verified_in_their_sessions() -> None:
 
 
 class SlowCounter(Counter):
-    """Verify takes 30 s when the expected count is negative."""
+    """Verify takes 30 s when the expected count is -1, and raises when it is -2."""
 
     async def verify(self, body, session=None):  # type: ignore[no-untyped-def, override]
-        if body.expected_count < 0:
+        if body.expected_count == -1:
             await asyncio.sleep(30)
+        if body.expected_count == -2:
+            raise RuntimeError("verify broke in its session")
         return await super().verify(body, session)
+
+
+async def test_an_undecodable_completion_fails_alone_in_its_place() -> None:
+    """A completion that is not JSON in the middle of a group (issue 36, item 7): it fails at its
+    own position, and those after it keep theirs."""
+    from gym_metrics.v1 import resources_pb2 as pb
+    from gym_metrics.v1 import resources_pb2_grpc
+
+    async with serve_environment("math_exact") as server, grpc.aio.insecure_channel(server.address) as channel:
+        stub = resources_pb2_grpc.ResourcesServiceStub(channel)
+        group = pb.CompletionGroup(row_json=json.dumps(ROW), completion_json=['"4"', "{not json", '"5"', '"Answer: 4"'])
+        [scored] = (await stub.ScoreGroups(pb.ScoreGroupsRequest(groups=[group], omit_responses=True))).groups
+    assert list(scored.rewards) == [1.0, 0.0, 0.0, 1.0] and list(scored.failed) == [False, True, False, False]
+    assert "completion_json[1] is not JSON" in scored.error_message[1] and scored.error_message[2] == ""
+
+
+async def test_a_verify_that_raises_in_its_session_is_flagged_not_a_zero() -> None:
+    async with serve_environment(SlowCounter()) as server, ResourcesClient(server.address) as client:
+        sessions = [await client.seed_session({"initial_count": 2}) for _ in range(2)]
+        [group] = await client.score_groups(
+            [({"expected_count": -2, "responses_create_params": {"input": "count"}}, ["done", "done"])], sessions=[sessions]
+        )
+        assert group.failed == [True, True] and group.error_kind == ["verify_failed"] * 2
+        assert all("verify broke in its session" in m for m in group.error_message)
+        assert len(server.handler.episodes.store) == 0  # the failed verifies ended their sessions too
 
 
 async def test_a_completion_in_a_session_keeps_the_verify_time_budget() -> None:

@@ -70,13 +70,22 @@ async def test_writing_outside_and_the_network_are_refused(isolated: bool) -> No
     assert net.exit_code != 0 and (b"refused" in net.stderr or b"unreachable" in net.stderr)
 
 
-async def test_nothing_is_left_running_after_the_run(isolated: bool, tmp_path: Path) -> None:
-    marker = tmp_path / "alive"  # outside the sandbox's writable places: it can only be checked from here
-    code = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); print('spawned')"
+async def test_nothing_is_left_running_after_the_run(isolated: bool) -> None:
+    """A child the program started outlives neither the run nor its sandbox. The child's command
+    line carries a token of this test; the same search finds a process carrying one started
+    from here (so the search itself can fail)."""
+    import subprocess
+    import uuid
+
+    token = f"gm-leftover-{uuid.uuid4().hex}"
+    child = f"import time; time.sleep(30)  # {token}"
+    code = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {child!r}]); print('spawned')"
     result = await run_local(python(code), LIMITS)
     assert result.stdout == b"spawned\n"
-    import subprocess
-
-    leftover = subprocess.run(["pgrep", "-f", "time.sleep(30)"], capture_output=True, text=True).stdout.split()
-    assert leftover == [], leftover
-    assert not marker.exists()
+    assert subprocess.run(["pgrep", "-f", token], capture_output=True, text=True).stdout.split() == []
+    control = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep(30)  # {token}-control"])
+    try:
+        assert subprocess.run(["pgrep", "-f", f"{token}-control"], capture_output=True, text=True).stdout.split() == [str(control.pid)]
+    finally:
+        control.kill()
+        control.wait()

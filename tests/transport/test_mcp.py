@@ -50,6 +50,25 @@ async def test_a_stateful_mcp_connection_is_one_session() -> None:
         assert len(server.handler.episodes.store) == 1  # the verified one is gone; the other waits for its TTL
 
 
+async def test_a_session_named_in_meta_wins_over_the_connections_own() -> None:
+    """A stateful connection with a session of its own whose calls also name another in `_meta`
+    (issue 36, item 7): the named one is used, seeding or verifying it leaves the connection's
+    own as it was, and a call without `_meta` is back in the connection's."""
+    async with serve_environment(Counter(), mcp_port=0) as server:
+        url = f"http://127.0.0.1:{server.mcp_port}/mcp"
+        async with ResourcesClient(server.address) as grpc_client, Client(url, mode="legacy") as client:
+            await client.call_tool("gym_metrics_seed_session", {"row": {"initial_count": 1}})  # the connection's
+            named: Any = {"gym-metrics/session": await grpc_client.seed_session({"initial_count": 100})}
+            await client.call_tool("increment_counter", {"count": 4}, meta=named)
+            assert json.loads(text(await client.call_tool("get_counter_value", {}, meta=named))) == {"count": 104}
+            assert json.loads(text(await client.call_tool("get_counter_value", {}))) == {"count": 1}
+            seeded = json.loads(text(await client.call_tool("gym_metrics_seed_session", {"row": {"initial_count": 7}}, meta=named)))
+            assert seeded["session_id"] != named["gym-metrics/session"]
+            verified = json.loads(text(await client.call_tool("gym_metrics_verify", {"body": {**BODY, "expected_count": 104}}, meta=named)))
+            assert verified["reward"] == 1.0
+            assert json.loads(text(await client.call_tool("get_counter_value", {}))) == {"count": 1}  # untouched throughout
+
+
 async def test_the_stateless_protocol_names_its_session_in_meta() -> None:
     async with serve_environment(Counter(), mcp_port=0) as server:
         url = f"http://127.0.0.1:{server.mcp_port}/mcp"
