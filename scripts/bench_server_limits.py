@@ -26,6 +26,9 @@ import grpc.aio
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from _health_probe import HealthProber  # noqa: E402
+
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
@@ -140,6 +143,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             # A call the client gives up on: --cancel-factor x the rollouts as tasks, no columns, 2 s deadline.
             before = rss_mb(proc.pid)
             reqs = requests(args.rollouts * args.cancel_factor, 1, False, chunk=1_000_000)
+            prober = HealthProber(address)  # its own process (this one builds 1M-task messages): the call, its cancel, the clean-up
             seconds, status = await aggregate(stub, reqs, timeout=args.cancel_deadline)
             gone = time.perf_counter()
             ticks = cpu_ticks(proc.pid)
@@ -152,7 +156,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     break
                 ticks = now
             await asyncio.sleep(max(0.0, 5 - (time.perf_counter() - gone)))
+            prober.stop()
+            lat = [ms / 1000 for ms in prober.ms]
             figures["cancelled"] = {
+                "health_p99_ms": round(pct(lat, 99), 1), "health_max_ms": round(pct(lat, 100), 1), "health_checks": len(lat),
                 "rollouts": args.rollouts * args.cancel_factor, "deadline_s": args.cancel_deadline, "status": status,
                 "work_stopped_after_s": None if stopped_after is None else round(max(stopped_after, 0.0), 2),
                 "rss_before_mb": round(before, 1), "rss_5s_after_mb": round(rss_mb(proc.pid), 1),

@@ -7,8 +7,8 @@ class objects, filtered to the names the signature has; `_call_group_reward_func
 ones; `_is_group_func` tells them apart by the plural names). The real-package tests run
 verifiers' own `Rubric.score_group` / `score_rollout` (what `Environment._run_group_states` /
 `_run_rollout_state` call) and skip where verifiers is not importable (verifiers 0.4 dropped
-`vf.Rubric` for `verifiers.v1`: they skip there too). By hand: a throwaway venv with
-`verifiers==0.3.1` pytest pytest-asyncio pytest-timeout and this package."""
+`vf.Rubric` for `verifiers.v1`: they skip there too). CI runs this file in a venv of its own with
+`verifiers==0.3.1` (.ci/run: .venv311-vf), so they run there, the default failure mode included."""
 
 from __future__ import annotations
 
