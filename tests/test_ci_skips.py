@@ -36,11 +36,12 @@ ALLOWED = {
     ("tests/test_packaging.py", 'importorskip("tomllib"'): "Python < 3.11 has no tomllib",
     ("tests/reducers/test_metrics_plugin.py", 'pytest.skip("pip is not available'): "a venv without pip",
     ("tests/_ci.py", "pytest.skip(reason)"): "the helper itself",
+    ("tests/_ci.py", "# the README stage: absent by design"): "the helper itself, in the stage whose venv has only what the README installs",
     ("tests/integrations/test_nemo_rl.py", 'pytest.importorskip("nemo_rl.experience.rollouts"'): "a trainer's own package (torch, its source tree), run in a venv of its own as the file's docstring says; the call-shape tests beside it run in CI",
     ("tests/integrations/test_nemo_rl.py", 'torch = pytest.importorskip("torch")'): "a trainer's own package (torch, its source tree), run in a venv of its own as the file's docstring says; the call-shape tests beside it run in CI",
     ("tests/integrations/test_verl.py", 'verl = pytest.importorskip("verl"'): "a trainer's own package (torch, its source tree), run in a venv of its own as the file's docstring says; the call-shape tests beside it run in CI",
     ("tests/integrations/test_verl.py", 'torch = pytest.importorskip("torch")'): "a trainer's own package (torch, its source tree), run in a venv of its own as the file's docstring says; the call-shape tests beside it run in CI",
-    ("tests/integrations/test_verifiers.py", 'vf = pytest.importorskip("verifiers"'): "a trainer's own package (torch, its source tree), run in a venv of its own as the file's docstring says; the call-shape tests beside it run in CI",
+    ("tests/integrations/test_verifiers.py", 'vf = pytest.importorskip("verifiers"'): "a trainer's own package, whose mcp<2 pin conflicts with the mcp extra: .ci/run runs this file in a venv of its own with it",
     ("tests/integrations/test_verifiers.py", 'pytest.skip("this verifiers has no vf.Rubric'): "verifiers 0.4 moved Rubric to verifiers.v1: not a missing package",
     ("tests/scorers/test_jsonpath_limits.py", "skipif(sys.version_info < (3, 11)"):
         "jsonpath-ng 1.8, the last for Python 3.10, has no `||` or `$` in a filter",
@@ -103,3 +104,19 @@ def test_an_installed_namespace_package_is_the_package(tmp_path: Path, monkeypat
     monkeypatch.setenv("CI", "true")
     module = _ci.need_module("gm_installed_ns", "nowhere")
     assert importlib.import_module(f"{module.__name__}.part").VALUE == 7
+
+
+def test_the_readme_stage_skips_only_optional_packages_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI_OPTIONAL=absent (a venv with exactly the README's install): a package an extra beyond
+    dev brings skips, with its hint; one dev should bring, or one with no hint, still fails."""
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("CI_OPTIONAL", "absent")
+    with pytest.raises(pytest.skip.Exception, match=r"pip install -e '\.\[ray\]'"):
+        _ci.need_module("no_such_module_xyz", "the optional extra: pip install -e '.[ray]'")
+    with pytest.raises(pytest.fail.Exception, match="must run"):
+        _ci.need_module("no_such_module_xyz", "pip install -e '.[dev]' (or the prometheus extra)")
+    with pytest.raises(pytest.fail.Exception, match="must run"):
+        _ci.need_module("no_such_module_xyz", "comes with the machine")
+    monkeypatch.delenv("CI_OPTIONAL")
+    with pytest.raises(pytest.fail.Exception, match="must run"):
+        _ci.need_module("no_such_module_xyz", "the optional extra: pip install -e '.[ray]'")
