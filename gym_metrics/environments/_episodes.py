@@ -46,6 +46,11 @@ class Episodes:
     async def seed(self, row_json: str | bytes, client: str = "") -> Session:
         """A new session for the task row `row_json`, opened by `client` (Session.client), set
         up by the environment's seed_session."""
+        if len(row_json) > MAX_ROW_BYTES:
+            raise InvalidInputError(
+                "the session's row is too large to keep",
+                [FieldViolation("body_json", f"{len(row_json):,} bytes; a session keeps at most {MAX_ROW_BYTES:,} (MAX_ROW_BYTES)")],
+            )
         row = await parse_bounded(_row, row_json, "body_json")
         await self.sweep()
         session = self.store.open(row, client)
@@ -126,11 +131,6 @@ class Episodes:
 
 
 def _row(row_json: str | bytes) -> Mapping[str, Any]:
-    if len(row_json) > MAX_ROW_BYTES:
-        raise InvalidInputError(
-            "the session's row is too large to keep",
-            [FieldViolation("body_json", f"{len(row_json):,} bytes; a session keeps at most {MAX_ROW_BYTES:,} (MAX_ROW_BYTES)")],
-        )
     try:
         row = orjson.loads(row_json or b"{}")
     except orjson.JSONDecodeError as exc:

@@ -91,7 +91,16 @@ async def score_groups(handler: EnvironmentHandler, groups: Sequence[Group], *, 
     check_counts(len(groups), sum(len(g.completions) for g in groups))
     outs = [GroupScores([0.0] * len(g.completions), [False] * len(g.completions), [None] * len(g.completions),
                         [""] * len(g.completions), [""] * len(g.completions)) for g in groups]  # fmt: skip
-    bodies, where, in_sessions = _all_bodies(groups, outs)
+    bodies: list[Any] = []
+    where: list[tuple[int, int]] = []
+    in_sessions: list[tuple[int, int, dict[str, Any]]] = []
+    for g, group in enumerate(groups):
+        for i, body in _bodies(g, group, outs[g]):
+            if group.sessions:
+                in_sessions.append((g, i, body))
+            else:
+                bodies.append(body)
+                where.append((g, i))
 
     def write(item: int, reward: float, response_json: str, kind: str | None, message: str) -> None:
         g, i = where[item]
@@ -103,23 +112,6 @@ async def score_groups(handler: EnvironmentHandler, groups: Sequence[Group], *, 
     if in_sessions:
         await asyncio.gather(*(_in_session(handler, outs[g], i, body, groups[g].sessions[i], slots, omit_responses) for g, i, body in in_sessions))
     return outs
-
-
-def _all_bodies(
-    groups: Sequence[Group], outs: list[GroupScores]
-) -> tuple[list[Any], list[tuple[int, int]], list[tuple[int, int, dict[str, Any]]]]:
-    """The verify requests to run at once, where each goes, and those to verify in sessions."""
-    bodies: list[Any] = []
-    where: list[tuple[int, int]] = []
-    in_sessions: list[tuple[int, int, dict[str, Any]]] = []
-    for g, group in enumerate(groups):
-        for i, body in _bodies(g, group, outs[g]):
-            if group.sessions:
-                in_sessions.append((g, i, body))
-            else:
-                bodies.append(body)
-                where.append((g, i))
-    return bodies, where, in_sessions
 
 
 def _bodies(index: int, group: Group, out: GroupScores) -> list[tuple[int, dict[str, Any]]]:

@@ -93,8 +93,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     @grpc_errors
     async def ScoreGroups(self, request: pb.ScoreGroupsRequest, context: grpc.aio.ServicerContext) -> pb.ScoreGroupsResponse:
         request = decoded(request, "request")
-        check_counts(len(request.groups), 0)  # before anything is built for them
-        check_counts(0, sum(len(g.completion_json) for g in request.groups))
+        check_counts(len(request.groups), 0)  # before a Group is built for each (score_groups counts completions)
         groups = [Group(g.row_json, list(g.completion_json), list(g.session_id), encoded=True) for g in request.groups]
         scored = await score_groups(self._handler, groups, omit_responses=request.omit_responses)
         response = pb.ScoreGroupsResponse()
