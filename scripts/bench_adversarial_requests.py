@@ -28,8 +28,9 @@ from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "scripts")]
 from _health_probe import HealthProber  # noqa: E402
+from bench_server_limits import rss_mb, stop  # noqa: E402
 
 MB = 1 << 20
 EMPTY_OBJECTS_60MB = b'{"count": 1, "pad": [' + b"{}," * (20 * MB) + b"{}]}"
@@ -48,13 +49,6 @@ def start(tree: Path, workdir: Path) -> tuple[subprocess.Popen[bytes], str, int]
         assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
         time.sleep(0.05)
     return proc, found[1], int(found[2])
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def shapes(stub: Any, http_port: int) -> dict[str, Callable[[], str]]:
@@ -130,15 +124,10 @@ def main() -> None:
             print(name, figures[name], file=sys.stderr, flush=True)
         channel.close()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    text = json.dumps(figures, indent=2)
-    print(text)
+        stop(proc)
+    print(json.dumps(figures, indent=2))
     if args.out:
-        args.out.write_text(text + "\n")
+        args.out.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -166,12 +166,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             }  # fmt: skip
             print("cancelled", figures["cancelled"], file=sys.stderr)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
     return figures
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM, then SIGKILL past 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def main() -> None:
