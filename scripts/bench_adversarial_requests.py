@@ -30,7 +30,7 @@ from gym_metrics.v1 import resources_pb2_grpc
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "scripts")]
 from _health_probe import HealthProber  # noqa: E402
-from bench_server_limits import rss_mb, stop  # noqa: E402
+from bench_server_limits import rss_mb, stop_server  # noqa: E402
 
 MB = 1 << 20
 EMPTY_OBJECTS_60MB = b'{"count": 1, "pad": [' + b"{}," * (20 * MB) + b"{}]}"
@@ -124,7 +124,7 @@ def main() -> None:
             print(name, figures[name], file=sys.stderr, flush=True)
         channel.close()
     finally:
-        stop(proc)
+        stop_server(proc)
     print(json.dumps(figures, indent=2))
     if args.out:
         args.out.write_text(json.dumps(figures, indent=2) + "\n")

@@ -166,11 +166,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             }  # fmt: skip
             print("cancelled", figures["cancelled"], file=sys.stderr)
     finally:
-        stop(proc)
+        stop_server(proc)
     return figures
 
 
-def stop(proc: subprocess.Popen[Any]) -> None:
+def stop_server(proc: subprocess.Popen[Any]) -> None:
     """SIGTERM, then SIGKILL past 15 s."""
     proc.terminate()
     try:
