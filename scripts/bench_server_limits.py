@@ -142,7 +142,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
             # A call the client gives up on: --cancel-factor x the rollouts as tasks, no columns, 2 s deadline.
             before = rss_mb(proc.pid)
-            reqs = requests(args.rollouts * args.cancel_factor, 1, False, chunk=1_000_000)
+            reqs = requests(args.rollouts * args.cancel_factor, 1, False, chunk=250_000)  # under --max-rows-per-batch
             prober = HealthProber(address)  # its own process (this one builds 1M-task messages): the call, its cancel, the clean-up
             seconds, status = await aggregate(stub, reqs, timeout=args.cancel_deadline)
             gone = time.perf_counter()

@@ -81,6 +81,7 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
         ("max_tasks_per_call", positive_int, "distinct tasks one AggregateMetrics call may name"),
         ("max_concurrent_aggregations", positive_int, "AggregateMetrics calls running at once"),
         ("max_call_mb", positive_float, "MiB one AggregateMetrics call may send"),
+        ("max_rows_per_batch", positive_int, "rollouts one batch message of an AggregateMetrics call may carry"),
     ):
         parser.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(default, name),
                             help=f"{what} (default %(default)s)")  # fmt: skip

@@ -202,6 +202,8 @@ class Aggregation:
     def batch(self, batch_id: str, rows: int) -> tuple[int, int] | None:
         """The batch's number and its first row's number in the call (rows in errors are
         numbered across the stream); None for a batch id already received (a resend)."""
+        if rows > self._limits.max_rows_per_batch:
+            raise exceeded("max_rows_per_batch", self._limits.max_rows_per_batch, f"batch {batch_id!r} carries {rows:,} rollouts: send smaller batches")
         number, offset = self._batches, self._rows
         self._batches += 1
         self._rows += rows

@@ -82,7 +82,7 @@ async def test_a_port_in_use_is_one_line_without_grpc_core_logs(tmp_path: Path) 
     assert err.decode().splitlines() == [f"error: gym-metrics cannot listen on 127.0.0.1:{port}: the port is in use, or the address is not on this host"]
 
 
-@pytest.mark.parametrize("flag", ["--max-rollouts-per-call", "--max-tasks-per-call", "--max-concurrent-aggregations", "--max-call-mb"])
+@pytest.mark.parametrize("flag", ["--max-rollouts-per-call", "--max-tasks-per-call", "--max-concurrent-aggregations", "--max-call-mb", "--max-rows-per-batch"])
 async def test_limit_flags_refuse_nonsense(flag: str, tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "gym_metrics.cli", "serve", "math_exact", "--port", "0", flag, "0",

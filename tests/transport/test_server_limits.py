@@ -144,6 +144,17 @@ async def test_too_many_tasks_are_refused_naming_the_flag(server: Any) -> None:
     assert len(await aggregate(stub, [HEADER, *many_rollouts])) == 1
 
 
+@pytest.mark.parametrize("server", [CallLimits(max_rows_per_batch=500)], indirect=True)
+async def test_a_batch_past_the_rows_per_batch_is_refused_naming_the_flag(server: Any) -> None:
+    """One batch message is decoded on the loop: its rows are bounded, not only the call's."""
+    stub, _ = server
+    assert len(await aggregate(stub, [HEADER, batch(range(500)), batch(range(500, 1000))])) == 1  # at the bound: fine
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await aggregate(stub, [HEADER, batch(range(501), batch_id="big")])
+    _exhausted(err.value, "--max-rows-per-batch")
+    assert "batch 'big' carries 501 rollouts" in (err.value.details() or "")
+
+
 @pytest.mark.parametrize("server", [CallLimits(max_call_mb=1.0)], indirect=True)
 async def test_too_many_bytes_are_refused_naming_the_flag(server: Any) -> None:
     stub, _ = server
