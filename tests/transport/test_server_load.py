@@ -73,7 +73,7 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def big_call(tasks: int, repeats: int, with_reward: bool, chunk: int = 500_000) -> list[pb.AggregateMetricsRequest]:
+def big_call(tasks: int, repeats: int, with_reward: bool, chunk: int = 250_000) -> list[pb.AggregateMetricsRequest]:
     out = [pb.AggregateMetricsRequest(header=pb.AggregateMetricsHeader(agent_ref=pb.AgentRef(name="a")))]
     t, r = np.repeat(np.arange(tasks), repeats), np.tile(np.arange(repeats), tasks)
     for lo in range(0, len(t), chunk):
