@@ -38,7 +38,9 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-class _Refused(Exception):
+class _HttpRefusal(Exception):
+    """An answer other than 200: its HTTP status and the message of its `{"error": ...}` body."""
+
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
@@ -62,7 +64,7 @@ class RewardHttpApp:
             return
         try:
             status, answer = await self._route(scope, receive)
-        except _Refused as exc:
+        except _HttpRefusal as exc:
             status, answer = exc.status, {"error": str(exc)}
         except InvalidInputError as exc:
             status, answer = 400, {"error": str(exc)}
@@ -80,16 +82,16 @@ class RewardHttpApp:
         routes = {"/get_reward": self._get_reward, "/score_groups": self._score_groups}
         route = routes.get(path)
         if route is None:
-            raise _Refused(404, f"no route {method} {path}: POST /get_reward, POST /score_groups, GET /health")
+            raise _HttpRefusal(404, f"no route {method} {path}: POST /get_reward, POST /score_groups, GET /health")
         if method != "POST":
-            raise _Refused(405, f"{path} takes POST")
+            raise _HttpRefusal(405, f"{path} takes POST")
         self._check_token(scope)
         refusal = browser_refusal(scope, self.host)
         if refusal is not None:
-            raise _Refused(403, refusal)
+            raise _HttpRefusal(403, refusal)
         kind = dict(scope.get("headers") or ()).get(b"content-type", b"").split(b";")[0].strip().lower()
         if kind != b"application/json":  # a page's form or text/plain POST needs no CORS preflight; JSON does
-            raise _Refused(415, f"{path} takes Content-Type: application/json (got {kind.decode('latin-1') or 'none'})")
+            raise _HttpRefusal(415, f"{path} takes Content-Type: application/json (got {kind.decode('latin-1') or 'none'})")
         data = await self._body(receive)
         if not isinstance(data, Mapping):
             raise InvalidInputError("the body must be a JSON object")
@@ -97,18 +99,18 @@ class RewardHttpApp:
 
     def _check_token(self, scope: dict[str, Any]) -> None:
         if not authorized(scope, self.token):
-            raise _Refused(401, "missing or wrong bearer token")
+            raise _HttpRefusal(401, "missing or wrong bearer token")
 
     async def _body(self, receive: Receive) -> Any:
         chunks, size = [], 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise _Refused(499, "the client went away")
+                raise _HttpRefusal(499, "the client went away")
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                raise _Refused(413, f"the body is larger than {self.max_body_bytes:,} bytes (serve --max-message-mb)")
+                raise _HttpRefusal(413, f"the body is larger than {self.max_body_bytes:,} bytes (serve --max-message-mb)")
             chunks.append(chunk)
             if not message.get("more_body"):
                 break
