@@ -45,9 +45,10 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def start_server(extra: list[str], env: str = "math_exact") -> tuple[subprocess.Popen[str], str]:
+def start_server(extra: list[str], env: str = "math_exact", watch_loop: bool = False) -> tuple[subprocess.Popen[str], str]:
+    launcher = [str(Path(__file__).with_name("watch_loop_serve.py"))] if watch_loop else ["-m", "gym_metrics.cli"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gym_metrics.cli", "serve", env, "--port", "0", *extra],
+        [sys.executable, *launcher, "serve", env, "--port", "0", *extra],
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stderr is not None
@@ -105,7 +106,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    proc, address = start_server(args.serve_args, args.env)
+    proc, address = start_server(args.serve_args, args.env, args.watch_loop)
     figures: dict[str, Any] = {"rollouts": args.rollouts, "env": args.env}
     try:
         async with grpc.aio.insecure_channel(
@@ -116,7 +117,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             base_rss = rss_mb(proc.pid)
             figures["rss_idle_mb"] = round(base_rss, 1)
 
-            for label, tasks, k in (("125k_x_8", args.rollouts // 8, 8), ("1M_x_1", args.rollouts, 1)):
+            phases = () if args.cancel_only else (("125k_x_8", args.rollouts // 8, 8), ("1M_x_1", args.rollouts, 1))
+            for label, tasks, k in phases:
                 reqs = requests(tasks, k, True)
                 stop = asyncio.Event()
                 prober = asyncio.create_task(probe_health(address, stop))
@@ -140,34 +142,76 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 }  # fmt: skip
                 print(label, figures[label], file=sys.stderr)
 
-            # A call the client gives up on: --cancel-factor x the rollouts as tasks, no columns, 2 s deadline.
-            before = rss_mb(proc.pid)
+            # Calls the client gives up on: --cancel-factor x the rollouts as tasks, no columns. One
+            # by its deadline (it lands while the rows still arrive), then one cancelled by the
+            # client each --cancel-after seconds after its last message (inside the aggregation).
             reqs = requests(args.rollouts * args.cancel_factor, 1, False, chunk=250_000)  # under --max-rows-per-batch
-            prober = HealthProber(address)  # its own process (this one builds 1M-task messages): the call, its cancel, the clean-up
-            seconds, status = await aggregate(stub, reqs, timeout=args.cancel_deadline)
-            gone = time.perf_counter()
-            ticks = cpu_ticks(proc.pid)
-            stopped_after = None
-            while time.perf_counter() - gone < 30:
-                await asyncio.sleep(0.25)
-                now = cpu_ticks(proc.pid)
-                if now - ticks <= 5:  # < 20% of a core over the last 250 ms: idle
-                    stopped_after = time.perf_counter() - gone - 0.25
-                    break
-                ticks = now
-            await asyncio.sleep(max(0.0, 5 - (time.perf_counter() - gone)))
-            prober.stop()
-            lat = [ms / 1000 for ms in prober.ms]
-            figures["cancelled"] = {
-                "health_p99_ms": round(pct(lat, 99), 1), "health_max_ms": round(pct(lat, 100), 1), "health_checks": len(lat),
-                "rollouts": args.rollouts * args.cancel_factor, "deadline_s": args.cancel_deadline, "status": status,
-                "work_stopped_after_s": None if stopped_after is None else round(max(stopped_after, 0.0), 2),
-                "rss_before_mb": round(before, 1), "rss_5s_after_mb": round(rss_mb(proc.pid), 1),
-            }  # fmt: skip
-            print("cancelled", figures["cancelled"], file=sys.stderr)
+            for label, after in (("cancelled", None), *((f"cancelled_{d:g}s_after_sent", d) for d in args.cancel_after)):
+                before = rss_mb(proc.pid)
+                prober = HealthProber(address)  # its own process (this one builds 1M-task messages): the call, its cancel, the clean-up
+                if after is None:
+                    seconds, status = await aggregate(stub, reqs, timeout=args.cancel_deadline)
+                else:
+                    status = await cancel_after_sent(stub, reqs, after)
+                figures[label] = {
+                    **await settle(proc.pid, prober), "rollouts": args.rollouts * args.cancel_factor, "status": status,
+                    **({"deadline_s": args.cancel_deadline} if after is None else {"cancelled_s_after_sent": after}),
+                    "rss_before_mb": round(before, 1), "rss_5s_after_mb": round(rss_mb(proc.pid), 1),
+                }  # fmt: skip
+                print(label, figures[label], file=sys.stderr)
     finally:
         stop_server(proc)
     return figures
+
+
+async def cancel_after_sent(stub: Any, reqs: list[Any], after: float) -> str:
+    """Send `reqs` as one call and cancel it `after` s past its last message."""
+    sent = asyncio.Event()
+
+    async def stream() -> Any:
+        for r in reqs:
+            yield r
+        sent.set()
+
+    call = stub.AggregateMetrics(stream())
+
+    async def drain() -> str:
+        try:
+            async for _ in call:
+                pass
+            return "OK"
+        except grpc.aio.AioRpcError as exc:
+            return f"{exc.code().name}: {exc.details()[:120]}"
+        except asyncio.CancelledError:
+            return "CANCELLED by the client"
+
+    answer = asyncio.create_task(drain())
+    await sent.wait()
+    await asyncio.sleep(after)
+    call.cancel()
+    return await answer
+
+
+async def settle(pid: int, prober: HealthProber) -> dict[str, Any]:
+    """After a call is gone: when the server's CPU went idle, and the health figures over the
+    call and 5 s after it."""
+    gone = time.perf_counter()
+    ticks = cpu_ticks(pid)
+    stopped_after = None
+    while time.perf_counter() - gone < 30:
+        await asyncio.sleep(0.25)
+        now = cpu_ticks(pid)
+        if now - ticks <= 5:  # < 20% of a core over the last 250 ms: idle
+            stopped_after = time.perf_counter() - gone - 0.25
+            break
+        ticks = now
+    await asyncio.sleep(max(0.0, 5 - (time.perf_counter() - gone)))
+    prober.stop()
+    lat = [ms / 1000 for ms in prober.ms]
+    return {
+        "health_p99_ms": round(pct(lat, 99), 1), "health_max_ms": round(pct(lat, 100), 1), "health_checks": len(lat),
+        "work_stopped_after_s": None if stopped_after is None else round(max(stopped_after, 0.0), 2),
+    }  # fmt: skip
 
 
 def stop_server(proc: subprocess.Popen[Any]) -> None:
@@ -185,6 +229,9 @@ def main() -> None:
     parser.add_argument("--env", default="math_exact", help="environment served (tool_calling has no compute_metrics)")
     parser.add_argument("--cancel-factor", type=int, default=4, help="the cancelled call sends this many times --rollouts tasks (under --max-tasks-per-call)")
     parser.add_argument("--cancel-deadline", type=float, default=2.0)
+    parser.add_argument("--cancel-after", type=float, nargs="*", default=[0.5, 2.0, 4.0], help="cancel a call this many s after its last message (one call each)")
+    parser.add_argument("--watch-loop", action="store_true", help="serve under scripts/watch_loop_serve.py (stalls to /tmp/stalls.txt)")
+    parser.add_argument("--cancel-only", action="store_true", help="skip the two timed aggregations")
     parser.add_argument("--serve-args", nargs=argparse.REMAINDER, default=[])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

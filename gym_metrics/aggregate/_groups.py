@@ -42,8 +42,16 @@ def fill_samples(
     groups.defer_samples(rows, lambda pos: sample_texts(data, pos.tolist(), names))
 
 
+_SLICE = 65_536
+"""Tasks turned into Python ints at a time: one `tolist()` of millions holds the GIL (and the
+server's event loop) for 100 ms and more."""
+
+
 def merge_per_task(groups: GroupTable, per_task: list[dict[str, Any]]) -> None:
-    position = {t: i for i, t in enumerate(groups.task_index.tolist())}
+    """compute_metrics' per_task_metrics entries onto the groups of their `_ng_task_index`."""
+    position: dict[Any, int] = {}
+    for lo in range(0, len(groups), _SLICE):
+        position.update(zip(groups.task_index[lo : lo + _SLICE].tolist(), range(lo, lo + _SLICE)))
     custom: list[dict[str, Any] | None] = [None] * len(groups)
     for entry in per_task:
         i = position.get(entry.get(TASK_KEY))

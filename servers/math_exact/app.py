@@ -270,7 +270,7 @@ def _finite_only(rewards: np.ndarray, offsets: np.ndarray) -> TaskRewards:
     return TaskRewards(rewards[keep], np.concatenate(([0], np.cumsum(keep)))[offsets])
 
 
-def _reduced(name: str, rewards: TaskRewards) -> tuple[float, list[float]]:
+def _reduced(name: str, rewards: TaskRewards) -> tuple[float, np.ndarray]:
     """The named reducer's value over the tasks, and each task's own score (NaN where the task
     does not count, e.g. no reward for mean_reward)."""
     reducer = get_reducer(name)
@@ -279,7 +279,28 @@ def _reduced(name: str, rewards: TaskRewards) -> tuple[float, list[float]]:
         raise TypeError(f"reducer {name!r} has no per-task scores")
     numerator, weight = terms
     per_task = np.divide(numerator, weight, out=np.full(len(weight), np.nan), where=weight > 0)
-    return float(reducer.compute(rewards)), per_task.tolist()
+    return float(reducer.compute(rewards)), per_task
+
+
+_SLICE = 65_536
+"""Tasks turned into Python values at a time: a whole column's `tolist()` over millions of tasks
+would hold the GIL (and stall the server's event loop) for 100 ms and more."""
+
+
+def _per_task_entries(task_index: np.ndarray, columns: dict[str, np.ndarray], means: np.ndarray) -> list[dict[str, Any]]:
+    """One `per_task_metrics` entry per task: its pass@k values and its mean (where it has one)."""
+    keys = list(columns)
+    entries: list[dict[str, Any]] = []
+    for lo in range(0, len(task_index), _SLICE):
+        part = slice(lo, lo + _SLICE)
+        values = zip(*(columns[k][part].tolist() for k in keys))
+        for index, row, mean in zip(task_index[part].tolist(), values, means[part].tolist()):
+            entry: dict[str, Any] = {"_ng_task_index": index}
+            entry.update(zip(keys, row))
+            if mean == mean:  # not NaN
+                entry[AVG_OF_K] = mean
+            entries.append(entry)
+    return entries
 
 
 def pass_at_k_values(num_samples: int) -> list[int]:
@@ -331,20 +352,12 @@ class MathExactServer(SimpleResourcesServer):
         # First-k reads positions: a missing reward is a sample that does not pass (+inf passes).
         samples = TaskRewards(_position_values(rewards), offsets)
         metrics: dict[str, Any] = {}
-        per_task_cols: dict[str, list[float]] = {}
+        per_task_cols: dict[str, np.ndarray] = {}
         for k in pass_at_k_values(max_n):
             metrics[f"pass@{k}"], per_task_cols[f"pass@{k}"] = _reduced(f"pass@{k}", samples)
         metrics[AVG_OF_K], means = _reduced("mean_reward", _finite_only(rewards, offsets))  # missing left out
 
-        keys = list(per_task_cols)
-        per_task = []
-        for index, values, mean in zip(columns.task_index.tolist(), zip(*per_task_cols.values()), means):
-            entry: dict[str, Any] = {"_ng_task_index": index}
-            entry.update(zip(keys, values))
-            if mean == mean:  # not NaN
-                entry[AVG_OF_K] = mean
-            per_task.append(entry)
-        metrics["per_task_metrics"] = per_task
+        metrics["per_task_metrics"] = _per_task_entries(columns.task_index, per_task_cols, means)
         return metrics
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:

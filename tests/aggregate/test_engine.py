@@ -351,3 +351,20 @@ def test_column_wise_heads_equal_the_dict_path_on_plain_data(with_infos: bool) -
     assert heads == [orjson.dumps(e)[:-1] for e in _entries(res.groups, 0, len(res.groups))]
     rendered = json.loads(b"[" + b",".join(iter_group_json(res.groups)) + b"]")
     assert rendered == list(iter_group_dicts(res.groups))
+
+
+def test_per_task_metrics_merge_past_one_slice_of_tasks() -> None:
+    """compute_metrics' per_task_metrics land on their own task's group beyond the first 65,536
+    tasks too (positions are found a slice at a time)."""
+    import numpy as np
+
+    from gym_metrics.aggregate._groups import merge_per_task
+    from gym_metrics.aggregate._tables import GroupTable
+
+    n = 70_000
+    tasks = np.arange(n, dtype=np.int64) * 2
+    groups = GroupTable(tasks, {}, np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64), [None] * n)
+    merge_per_task(groups, [{"_ng_task_index": 2 * i, "score": i} for i in range(n - 1, -1, -7)] + [{"_ng_task_index": 3, "score": -1}])
+    assert groups.custom is not None
+    assert groups.custom[n - 1] == {"score": n - 1} and groups.custom[n - 8] == {"score": n - 8}
+    assert groups.custom[n - 2] is None and sum(c is not None for c in groups.custom) == len(range(n - 1, -1, -7))

@@ -442,3 +442,21 @@ async def test_sample_aggregates_offline_from_file(tmp_path) -> None:
         assert entry["agent_metrics"]["num_repeats"] == 4
         group = entry["group_level_metrics"][0]
         assert {"pass@1", "pass@2", "pass@4", AVG_OF_K} <= set(group)
+
+
+def test_per_task_entries_span_many_slices() -> None:
+    """Entries are made a slice of tasks at a time (the server's loop keeps turning); every task
+    past the first slice still gets its own values, in task order."""
+    import numpy as np
+
+    from gym_metrics.aggregate import MetricColumns
+
+    n = 70_001  # past one 65,536-task slice
+    task_index = np.arange(n, dtype=np.int64) * 3
+    rewards = (np.arange(n) % 3 == 0).astype(float)
+    rewards[5] = np.nan  # no mean for task 5
+    columns = MetricColumns(task_index, np.ones(n, dtype=np.int64), task_index, np.zeros(n, dtype=np.int64), {"reward": rewards})
+    entries = MathExactServer().compute_metrics_columns(columns)["per_task_metrics"]
+    assert [e["_ng_task_index"] for e in entries] == task_index.tolist()
+    assert [e["pass@1"] for e in entries] == np.nan_to_num(rewards).tolist()
+    assert "pass@1[avg-of-k]" not in entries[5] and entries[69_999]["pass@1[avg-of-k]"] == 1.0
