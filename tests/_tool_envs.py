@@ -3,6 +3,8 @@ path (`gym-metrics serve tests/_tool_envs.py:Counter`)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pydantic
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, Session, SimpleResourcesServer, tool
@@ -53,6 +55,33 @@ class Counter(SimpleResourcesServer):
     async def verify(self, body: CounterRequest, session: Session | None = None) -> CounterResponse:  # type: ignore[override]
         count = session.state["count"] if session is not None else -1
         return CounterResponse(**body.model_dump(), reward=float(count == body.expected_count), final_count=count)
+
+
+class Write(pydantic.BaseModel):
+    x: int
+
+
+class Register(SimpleResourcesServer):
+    """One value per session; `write` takes a while, so a `read` running beside it (not after
+    it) sees the old value."""
+
+    async def seed_session(self, session: Session) -> None:
+        session.state["x"] = 0
+
+    @tool
+    async def write(self, args: Write, session: Session) -> dict[str, bool]:
+        """Set x (slowly)."""
+        await asyncio.sleep(0.2)
+        session.state["x"] = args.x
+        return {"ok": True}
+
+    @tool
+    async def read(self, session: Session) -> dict[str, int]:
+        """The value of x."""
+        return {"x": session.state["x"]}
+
+    async def verify(self, body: BaseVerifyRequest, session: Session | None = None) -> BaseVerifyResponse:  # type: ignore[override]
+        return BaseVerifyResponse(**body.model_dump(), reward=float(session is not None and session.state["x"] == 5))
 
 
 class Code(pydantic.BaseModel):

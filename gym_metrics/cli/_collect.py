@@ -104,6 +104,10 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     loop.add_argument("--no-agent-loop", dest="agent_loop", action="store_false", help="one policy call per row, even with tools")
     g.add_argument("--max-steps", type=positive_int, metavar="N", help="policy calls one episode may make (default: no limit)")
+    g.add_argument(
+        "--parallel-tool-calls", action="store_true",
+        help="run the tool calls of one turn concurrently (default: one after another, in the model's order, as NeMo Gym does)",
+    )  # fmt: skip
 
 
 _POLICY_FLAGS = {
@@ -176,6 +180,7 @@ def run(ns: argparse.Namespace) -> int:
         target=ns.policy if "policy" in ns else policy_config(ns),
         agent_loop=ns.agent_loop,
         max_steps=ns.max_steps,
+        parallel_tool_calls=ns.parallel_tool_calls,
     )
 
     async def collect() -> Any:

@@ -49,6 +49,10 @@ def add_parsers(sub: Any) -> None:
         help="with a model target: run each row as a multi-turn episode over this environment's tools (its trajectory is scored)",
     )  # fmt: skip
     p.add_argument("--max-steps", type=positive_int, metavar="N", help="with --tools-server: policy calls one episode may make")
+    p.add_argument(
+        "--parallel-tool-calls", action="store_true",
+        help="with --tools-server: run the tool calls of one turn concurrently (default: in the model's order, as NeMo Gym does)",
+    )  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -66,8 +70,9 @@ def _check(ns: argparse.Namespace) -> None:
         raise InvalidInputError("--target-config works with in-process scorers (--scorer), not with --server")
     if ns.tools_server is not None and ns.target_config is None:
         raise InvalidInputError("--tools-server goes with --target-config: the target is the episode's policy")
-    if ns.max_steps is not None and ns.tools_server is None:
-        raise InvalidInputError("--max-steps goes with --tools-server")
+    for flag, given in (("--max-steps", ns.max_steps is not None), ("--parallel-tool-calls", ns.parallel_tool_calls)):
+        if given and ns.tools_server is None:
+            raise InvalidInputError(f"{flag} goes with --tools-server")
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -95,7 +100,9 @@ def run(ns: argparse.Namespace) -> int:
         if scorer is not None:
             from gym_metrics.evaluation import ToolEnvironment
 
-            tools = None if ns.tools_server is None else ToolEnvironment(ns.tools_server, ns.max_steps, read_token(ns.auth_token_env))
+            tools = None if ns.tools_server is None else ToolEnvironment(
+                ns.tools_server, ns.max_steps, read_token(ns.auth_token_env), parallel_tool_calls=ns.parallel_tool_calls
+            )
             result = evaluate(
                 scorer, rows, parallelism=ns.parallelism, limit_samples=ns.limit_samples,
                 target=ns.target_config, prompt_template=ns.prompt_template, progress=progress, tools=tools,

@@ -59,13 +59,15 @@ class EpisodeRunner:
         progress: Progress,
         *,
         max_steps: int | None,
+        parallel_tool_calls: bool = False,
+        any_tool_name: bool = False,
         attempts: int,
         log: Callable[[str], None],
     ) -> None:
         self.clients, self.tools, self.target = list(clients), tools, target
         self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
-        self.max_steps, self.attempts = max_steps, max(1, attempts)
-        self.known = {t["name"] for t in tools}
+        self.max_steps, self.parallel_tool_calls, self.attempts = max_steps, parallel_tool_calls, max(1, attempts)
+        self.known, self.any_tool_name = {t["name"] for t in tools}, any_tool_name
         self.answered: Counter[int] = Counter()
         """Episodes each client verified."""
         self.lost: set[int] = set()
@@ -165,7 +167,10 @@ class EpisodeRunner:
             request = dict(rollout.row[REQUEST_KEY])
             if not request.get("tools") and self.tools:
                 request["tools"] = self.tools
-            episode = await run_episode(self.target, request, tool_caller(calls, session, self.known), max_steps=self.max_steps)
+            episode = await run_episode(
+                self.target, request, tool_caller(calls, session, self.known, self.any_tool_name),
+                max_steps=self.max_steps, parallel_tool_calls=self.parallel_tool_calls,
+            )  # fmt: skip
             self.tool_calls += episode.tool_calls
             self.failed_tool_calls += episode.failed_tool_calls
             usage = episode.response.get("usage") or {}

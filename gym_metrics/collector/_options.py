@@ -46,6 +46,9 @@ class CollectOptions:
     simple_agent loop, docs/pipelines.md#agent-loop); None: when the server has tools."""
     max_steps: int | None = None
     """Policy calls one episode may make (None: until the policy answers without calls)."""
+    parallel_tool_calls: bool = False
+    """Run the tool calls of one turn concurrently; False (NeMo Gym's simple_agent): one after
+    another in the policy's order, so a call sees what the calls before it did."""
     max_episode_attempts: int = 3
     """Tries of one episode when its server goes away mid-episode (each on a fresh session,
     another replica first); a failure of the policy or the environment is not retried here."""

@@ -13,7 +13,7 @@ import numpy as np
 
 from gym_metrics._util.limits import ensure_open_files
 from gym_metrics._util.progress import estimate_lines
-from gym_metrics._transport.client import ResourcesClient, ServerUnavailableError
+from gym_metrics._transport.client import ResourcesClient, ServerInfo, ServerUnavailableError
 from gym_metrics.rollouts import ERROR_KINDS, BadLine, OnBadLine, RolloutColumns, concat, read_rollouts
 from gym_metrics.aggregate import AgentAggregate, local_parts, output_path_for, write_aggregate_metrics
 from gym_metrics.collector._keys import find_fixed_keys
@@ -98,19 +98,22 @@ def _batches(router: Router, opts: CollectOptions, progress: Progress, needs_res
 
 
 def _episode_runner(
-    clients: list[ResourcesClient], tools: list[dict[str, Any]], router: Router, opts: CollectOptions, progress: Progress,
+    clients: list[ResourcesClient], info: ServerInfo, router: Router, opts: CollectOptions, progress: Progress,
     log: Callable[[str], None],
 ) -> EpisodeRunner | None:
     """The agent loop's runner when this collection runs episodes: a policy is given and the
-    environment has tools (or `agent_loop` says so); None: generate once and verify."""
-    wanted = opts.agent_loop if opts.agent_loop is not None else bool(tools) and opts.target is not None
+    environment has tools or answers any tool name (a NeMo Gym app: its rows' own tools are
+    called), or `agent_loop` says so; None: generate once and verify."""
+    tools = info.tools
+    wanted = opts.agent_loop if opts.agent_loop is not None else (bool(tools) or info.any_tool_name) and opts.target is not None
     if not wanted:
         return None
     if opts.target is None:
         raise InvalidInputError("the agent loop needs a policy", [FieldViolation("--agent-loop", "give --policy-url and --policy-model")])
     return EpisodeRunner(
         clients, tools, make_target(opts.target), router.record, router.record_failed, progress,
-        max_steps=opts.max_steps, attempts=opts.max_episode_attempts, log=log,
+        max_steps=opts.max_steps, parallel_tool_calls=opts.parallel_tool_calls, any_tool_name=info.any_tool_name,
+        attempts=opts.max_episode_attempts, log=log,
     )  # fmt: skip
 
 
@@ -143,11 +146,11 @@ async def collect_async(
         router = Router(input_path, opts, out, progress, fixed)
         # Episodes spread over every connection: one per server worker (a session stays on its
         # connection's worker), so `serve --workers N` is used whole.
-        runner = _episode_runner(lanes, replicas.info.tools, router, opts, progress, log)
+        runner = _episode_runner(lanes, replicas.info, router, opts, progress, log)
         # a row with no response is a task: without a policy, it fails here (naming --policy-url)
         # where the environment needs a response: its request model requires one, or it has
         # tools (its rollouts are episodes the agent loop runs)
-        needs_response = "response" in replicas.info.verify_request_schema.get("required", ()) or bool(replicas.info.tools)
+        needs_response = "response" in replicas.info.verify_request_schema.get("required", ()) or bool(replicas.info.tools or replicas.info.any_tool_name)
         batches = None if runner is not None else _batches(router, opts, progress, needs_response)
         try:
             if runner is not None:

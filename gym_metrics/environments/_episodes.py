@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import orjson
 
-from gym_metrics._util.jsonbounds import parse_bounded
+from gym_metrics._util.jsonbounds import checked_items, parse_bounded
 from gym_metrics._util.limits import TOOL_TIMEOUT_S
 from gym_metrics.environments._server import SimpleResourcesServer
 from gym_metrics.environments._sessions import Session, SessionStore
@@ -68,10 +68,15 @@ class Episodes:
     async def call_tool(self, session_id: str, name: str, arguments_json: str | bytes) -> tuple[str, bool]:
         """(the text the model reads, whether the tool failed) of one tool call in a session."""
         session = self.store.get(session_id)
-        spec = find_tool(self.env.tools(), name)
-        arguments = await parse_bounded(spec.parse, arguments_json, "arguments_json")
+        if self.env.routes_tool_calls:  # the environment routes every name itself (a NeMo Gym app)
+            await checked_items(arguments_json, "arguments_json")
+            call = self.env.route_tool_call(name, arguments_json, session)
+        else:
+            spec = find_tool(self.env.tools(), name)
+            arguments = await parse_bounded(spec.parse, arguments_json, "arguments_json")
+            call = _ok(spec.run(self.env, arguments, session))
         try:
-            output = await asyncio.wait_for(spec.run(self.env, arguments, session), self.tool_timeout_s)
+            output, failed = await asyncio.wait_for(call, self.tool_timeout_s)
         except asyncio.TimeoutError:
             self.tool_calls["timeout"] += 1
             return _error(f"tool {name!r} exceeded its {self.tool_timeout_s:g} s deadline"), True
@@ -79,8 +84,8 @@ class Episodes:
             self.tool_calls["error"] += 1
             log.debug("tool %s raised in session %s", name, session_id, exc_info=exc)
             return _error(f"{type(exc).__name__}: {exc}"), True
-        self.tool_calls["ok"] += 1
-        return output, False
+        self.tool_calls["error" if failed else "ok"] += 1
+        return output, failed
 
     async def verify(self, session_id: str, body_json: Mapping[str, Any] | str | bytes) -> tuple[float, str]:
         """Verify the rollout in its session, then close the session (the episode is over)."""
@@ -128,6 +133,10 @@ class Episodes:
             self._sweeper.cancel()
         for session_id in list(self.store.live_ids()):
             await self.close(session_id)
+
+
+async def _ok(output: Awaitable[str]) -> tuple[str, bool]:
+    return await output, False
 
 
 def _row(row_json: str | bytes) -> Mapping[str, Any]:

@@ -59,6 +59,9 @@ class SimpleResourcesServer:
     key_metrics: ClassVar[list[str]] = []
     """fnmatch patterns (e.g. "mean/reward", "pass@*") choosing key_metrics in the default
     get_key_metrics; empty: every `mean/` metric (docs/metrics.md#key-metrics)."""
+    routes_tool_calls: ClassVar[bool] = False
+    """True when `route_tool_call` answers every tool call, whatever its name (a ported NeMo
+    Gym environment's app); False: the `@tool` methods do, and other names are NOT_FOUND."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -138,6 +141,11 @@ class SimpleResourcesServer:
         if found is None:
             found = _TOOLS[cls] = tools_of(cls)
         return found
+
+    async def route_tool_call(self, name: str, arguments_json: str | bytes, session: Session) -> tuple[str, bool]:
+        """(the text the model reads, whether the call failed) of a call `tools()` does not
+        dispatch: used when `routes_tool_calls` is set."""
+        raise NotImplementedError(f"{type(self).__name__} sets routes_tool_calls without route_tool_call")
 
     @property
     def wants_rows(self) -> bool:
@@ -269,6 +277,7 @@ class SimpleResourcesServer:
             "verify_response_schema": self.verify_response_model().model_json_schema(),
             "wants_rows": self.wants_rows,
             "tools": [spec.as_function_tool() for spec in self.tools().values()],
+            "any_tool_name": self.routes_tool_calls,
         }
 
 

@@ -112,12 +112,14 @@ def _renamed(where: str) -> str:
 @dataclass(frozen=True)
 class ToolEnvironment:
     """The environment whose tools a model target's episodes use: its address (HOST:PORT) or
-    an open ResourcesClient, and the policy calls one episode may make."""
+    an open ResourcesClient, the policy calls one episode may make, and whether the calls of
+    one turn run concurrently (default: in order, as NeMo Gym runs them)."""
 
     server: Any
     max_steps: int | None = None
     token: str | None = None
     connect_timeout: float = 5.0
+    parallel_tool_calls: bool = False
 
 
 class Online:
@@ -143,6 +145,7 @@ class Online:
         self._env: Any = None
         self._owned = False
         self._tool_list: list[dict[str, Any]] | None = None
+        self._any_tool_name = False
         self._lock = asyncio.Lock()
 
     @property
@@ -181,7 +184,10 @@ class Online:
         session = await env.seed_session(row)
         try:
             assert self.tools is not None
-            episode = await run_episode(target, request, tool_caller(env, session, [t["name"] for t in tools]), max_steps=self.tools.max_steps)
+            call_tool = tool_caller(env, session, [t["name"] for t in tools], self._any_tool_name)
+            episode = await run_episode(
+                target, request, call_tool, max_steps=self.tools.max_steps, parallel_tool_calls=self.tools.parallel_tool_calls
+            )
         finally:
             await env.close_session(session)
         return Generation(episode.response, Usage.of(episode.response), episode.seconds, episode.steps, target.config.reasoning.end_token)
@@ -198,12 +204,12 @@ class Online:
                 env = ResourcesClient(server, token=self.tools.token) if owned else server
                 try:  # a server started just before (`serve ... &`) is waited for, briefly
                     await env.wait_until_reachable(self.tools.connect_timeout, refused_fails_fast=True)
-                    tools = (await env.server_info()).tools
+                    info = await env.server_info()
                 except BaseException:
                     if owned:
                         await env.close()
                     raise
-                self._env, self._owned, self._tool_list = env, owned, tools
+                self._env, self._owned, self._tool_list, self._any_tool_name = env, owned, info.tools, info.any_tool_name
         assert self._tool_list is not None
         return self._env, self._tool_list
 

@@ -3,14 +3,18 @@
 Under NeMo Gym an agent seeds a session (`POST /seed_session` with the task row), calls tools
 (`POST /<tool>` routes the environment adds in `setup_webserver`) and verifies, all in one
 cookie session whose `request.session["session_id"]` keys the environment's own state. Here
-the same methods run in a gym-metrics session: the routes become tools named by their path,
-and every call of a session sees the same `request.session`.
+the same methods run in a gym-metrics session, and every call of a session sees the same
+`request.session`. A tool call is a POST through the environment's own app (_asgi.post), so
+FastAPI routes it as under NeMo Gym; the routes without path parameters are listed as tools,
+named by their path.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import json
+import logging
 import typing
 import uuid
 from typing import Any
@@ -20,6 +24,8 @@ import pydantic
 from gym_metrics.environments import Session, ToolSpec
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym.server_utils import SESSION_ID_KEY
+
+log = logging.getLogger("gym_metrics.sessions")
 
 
 class _Request:
@@ -49,20 +55,54 @@ class _NoBody(pydantic.BaseModel):
     pass
 
 
+BASE_ROUTES = frozenset({"/seed_session", "/close_session", "/verify", "/aggregate_metrics"})
+"""NeMo Gym's own routes of every resources server: not tools."""
+
+
+def app_of(server: Any) -> Any:
+    """`server.setup_webserver()`, built once per server."""
+    app = server.__dict__.get("_gm_app")
+    if app is None:
+        app = server.__dict__["_gm_app"] = server.setup_webserver()  # not a field: pydantic leaves __dict__ extras alone
+    return app
+
+
+def _post_routes(server: Any) -> list[Any]:
+    from fastapi.routing import APIRoute
+
+    return [r for r in app_of(server).routes if isinstance(r, APIRoute) and "POST" in (r.methods or ())]
+
+
 def route_tools(server: Any) -> dict[str, ToolSpec]:
-    """The POST routes `server.setup_webserver()` adds, as tools (built once per server)."""
+    """The POST routes the environment adds, without path parameters, as tools (built once per
+    server). A catch-all route (`/{path}`) answers names that are not listed."""
     found = server.__dict__.get("_gm_route_tools")
     if found is None:
-        from fastapi.routing import APIRoute
-
-        app = server.setup_webserver()
         found = {}
-        for route in app.routes:
-            if isinstance(route, APIRoute) and "POST" in (route.methods or ()):
+        for route in _post_routes(server):
+            if route.path not in BASE_ROUTES and not route.param_convertors:
                 spec = _route_tool(route.path.strip("/"), route.endpoint)
-                found[spec.name] = spec
-        server.__dict__["_gm_route_tools"] = found  # not a field: pydantic leaves __dict__ extras alone
+                found.setdefault(spec.name, spec)  # the first route of a path answers it, as in FastAPI
+        server.__dict__["_gm_route_tools"] = found
     return found
+
+
+def verify_response_model(server: Any) -> Any:
+    """What FastAPI filters verify's answer through at `/verify`: the route's response model
+    (verify's return annotation, or the route's `response_model=`); None: the answer goes out
+    whole (no annotation, or no such route)."""
+    route = next((r for r in _post_routes(server) if r.path == "/verify"), None)
+    return None if route is None else route.response_model
+
+
+async def call_route(server: Any, session: Session, name: str, arguments_json: str | bytes) -> tuple[str, bool]:
+    """(the body the model reads, whether the status is an error) of `POST /<name>` in the
+    session, through the environment's app."""
+    from gym_metrics.nemo_gym._asgi import post
+
+    body = arguments_json.encode() if isinstance(arguments_json, str) else bytes(arguments_json)
+    status, text = await post(app_of(server), "/" + name, body, _request_of(session).session)
+    return text, status >= 400
 
 
 def _route_tool(name: str, endpoint: Any) -> ToolSpec:
@@ -91,6 +131,17 @@ def _hints(func: Any) -> dict[str, Any]:
         return typing.get_type_hints(func)
     except Exception:
         return {}
+
+
+async def close_route(server: Any, session: Session) -> None:
+    """`POST /close_session` for the session, as NeMo Gym's session contract makes it; an
+    error status is logged."""
+    from gym_metrics.nemo_gym._asgi import post
+
+    body = json.dumps({"resources_session_id": session.id, "episode_id": {"rollout_id": session.id, "attempt": 0}}).encode()
+    status, text = await post(app_of(server), "/close_session", body, _request_of(session).session)
+    if status >= 400:
+        log.warning("close_session answered %d for session %s: %s", status, session.id, text[:500])
 
 
 async def seed_nemo_session(server: Any, session: Session, request: _Request) -> None:

@@ -17,11 +17,19 @@ import inspect
 from enum import Enum
 from typing import Any, ClassVar, Generic, Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from gym_metrics.environments import Session, ToolSpec
 from gym_metrics.environments import SimpleResourcesServer as _Environment
-from gym_metrics.nemo_gym._routes import _Request, _request_of, route_tools, seed_nemo_session
+from gym_metrics.nemo_gym._routes import (
+    _Request,
+    _request_of,
+    call_route,
+    close_route,
+    route_tools,
+    seed_nemo_session,
+    verify_response_model,
+)
 from gym_metrics.nemo_gym.config_types import BaseRunServerInstanceConfig
 from gym_metrics.nemo_gym.episode_types import EpisodeId, TaskId
 from gym_metrics.nemo_gym.judge import JudgeError
@@ -122,11 +130,21 @@ class SimpleResourcesServer(BaseModel, _Environment):
     server_client: ServerClient = Field(default_factory=ServerClient)
     ray_enabled: ClassVar[Optional[bool]] = None
 
+    routes_tool_calls: ClassVar[bool] = True
+    """Tool calls go through the app `setup_webserver` builds, whatever their name (NeMo Gym's
+    agent POSTs `/<name>` for any name the model calls)."""
+
     def setup_webserver(self) -> Any:
-        """The FastAPI app NeMo Gym would serve; subclasses add their tool routes to it."""
+        """The FastAPI app NeMo Gym would serve, with its routes in its order (its own first, so
+        a catch-all tool route never shadows `/verify`); subclasses add their tool routes."""
         from fastapi import FastAPI
 
-        return FastAPI()
+        app = FastAPI()
+        app.post("/seed_session")(self.seed_session)
+        app.post("/close_session")(self.close_resources_session)
+        app.post("/verify")(self.verify)
+        app.get("/reverify_mode")(self.get_reverify_mode)
+        return app
 
     async def seed_session(self, body: Any) -> Any:
         if isinstance(body, ResourcesSeedSessionRequest):
@@ -156,10 +174,24 @@ class SimpleResourcesServer(BaseModel, _Environment):
         try:
             if _takes_request(type(self)):
                 http = _Request.fresh() if session is None else _request_of(session)
-                return await self.verify(http, request)  # type: ignore[call-arg, arg-type]
-            return await self.verify(request)
+                answer = await self.verify(http, request)  # type: ignore[call-arg, arg-type]
+            else:
+                answer = await self.verify(request)
         except JudgeError as exc:
             return _judge_failed(request, str(exc)[:2000])
+        return self._as_routed(answer)
+
+    def _as_routed(self, answer: Any) -> Any:
+        """verify's answer as NeMo Gym's `/verify` route sends it: FastAPI validates it against the
+        route's response model and encodes it as that model, so a subclass instance returned
+        under a base class annotation loses the subclass's fields."""
+        model = self.__dict__.get("_gm_verify_model", _UNSET)
+        if model is _UNSET:
+            model = self.__dict__["_gm_verify_model"] = verify_response_model(self)
+        if model is None or type(answer) is model:
+            return answer
+        adapter = _adapter(model)
+        return _Routed.model_validate(adapter.dump_python(adapter.validate_python(answer), mode="json", by_alias=True))
 
     async def open_session(self, session: Session) -> None:
         """NeMo Gym's seed_session(request, body) or seed_session(body), with the row
@@ -167,17 +199,45 @@ class SimpleResourcesServer(BaseModel, _Environment):
         await seed_nemo_session(self, session, _request_of(session))
 
     async def end_session(self, session: Session) -> None:
-        """Nothing: a NeMo Gym environment keeps its own per-session state (its dicts keyed by
-        session id) and frees it itself, as under NeMo Gym."""
+        """An environment that overrides `close_resources_session` gets NeMo Gym's
+        `POST /close_session` when the session ends (verified, closed, idle past its TTL, or its
+        seed failed), with the body NeMo Gym's session contract names (`resources_session_id`:
+        the session's id, also its `request.session["session_id"]`; `episode_id`). NeMo Gym
+        0.7.0's simple_agent never calls it (what an environment frees there leaks for every
+        episode); its contract says an override must accept any close, so it is called here. An
+        error answer is logged, never the caller's."""
+        if type(self).close_resources_session is SimpleResourcesServer.close_resources_session:
+            return  # the default keeps nothing
+        await close_route(self, session)
 
     def tools(self) -> dict[str, ToolSpec]:
-        """The POST routes `setup_webserver` adds, as tools named by their path."""
+        """The POST routes `setup_webserver` adds (without path parameters), as tools named by
+        their path."""
         return route_tools(self)
+
+    async def route_tool_call(self, name: str, arguments_json: str | bytes, session: Session) -> tuple[str, bool]:
+        """`POST /<name>` through the app, as NeMo Gym's agent makes the call: the body is what
+        the model reads, an error status counts the call as failed."""
+        return await call_route(self, session, name, arguments_json)
 
     def checked_response(self, response: Any) -> Any:
         if isinstance(response, BaseModel) and hasattr(response, "reward"):
             return response
         return super().checked_response(response)
+
+
+_UNSET = object()
+
+
+class _Routed(BaseModel):
+    """verify's answer as the route encoded it: its fields, in its order."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@functools.lru_cache(maxsize=None)
+def _adapter(model: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(model)
 
 
 @functools.lru_cache(maxsize=None)

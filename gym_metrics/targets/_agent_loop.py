@@ -6,9 +6,11 @@ verified as it stands, its response's `metadata.gm_stop_reason` saying why it st
 The episode's answer is the trajectory in Responses API shape: the last policy answer with
 `output` replaced by every output item of every turn (function calls, their outputs, messages,
 reasoning, in order) and `usage` summed over the turns, so verify, token statistics and
-economics see the whole episode. The tool calls of one turn run concurrently; their outputs are
-appended in the order the policy made the calls. Arguments that are not JSON get NeMo Gym's
-error output without a call.
+economics see the whole episode. The tool calls of one turn run one after another in the order
+the policy made them, as NeMo Gym runs them (a later call sees what an earlier one did);
+`parallel_tool_calls=True` runs them concurrently instead (faster for independent calls, not
+NeMo Gym's program). Either way their outputs are appended in the policy's order. Arguments
+that are not JSON get NeMo Gym's error output without a call.
 """
 
 from __future__ import annotations
@@ -46,7 +48,12 @@ class Episode:
 
 
 async def run_episode(
-    target: ModelTarget, request: Mapping[str, Any], call_tool: CallTool, *, max_steps: Optional[int] = None
+    target: ModelTarget,
+    request: Mapping[str, Any],
+    call_tool: CallTool,
+    *,
+    max_steps: Optional[int] = None,
+    parallel_tool_calls: bool = False,
 ) -> Episode:
     """Run one episode of `request` (a Responses API request: `input`, `tools`, ...; a chat
     one, `messages`, is converted first); the policy's GenerationError propagates (the
@@ -73,7 +80,10 @@ async def run_episode(
             if not any(i.get("type") == "message" and i.get("role", "assistant") == "assistant" for i in items):
                 answer = _no_answer(answer, bool(items))
             break
-        results = await asyncio.gather(*(_call(call, call_tool) for call in calls))
+        if parallel_tool_calls:
+            results = await asyncio.gather(*(_call(call, call_tool) for call in calls))
+        else:
+            results = [await _call(call, call_tool) for call in calls]
         for call, (output, call_failed) in zip(calls, results):
             outputs.append({"type": "function_call_output", "call_id": call.get("call_id"), "output": output})
             failed += call_failed

@@ -335,7 +335,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("name", "version", "metrics", "verify_request_schema_json", "verify_response_schema_json", "wants_rows", "tools")
+    __slots__ = ("name", "version", "metrics", "verify_request_schema_json", "verify_response_schema_json", "wants_rows", "tools", "any_tool_name")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
@@ -343,6 +343,7 @@ class GetServerInfoResponse(_message.Message):
     VERIFY_RESPONSE_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     WANTS_ROWS_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
+    ANY_TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     metrics: _containers.RepeatedScalarFieldContainer[str]
@@ -350,7 +351,8 @@ class GetServerInfoResponse(_message.Message):
     verify_response_schema_json: str
     wants_rows: bool
     tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., verify_request_schema_json: _Optional[str] = ..., verify_response_schema_json: _Optional[str] = ..., wants_rows: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ...) -> None: ...
+    any_tool_name: bool
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., verify_request_schema_json: _Optional[str] = ..., verify_response_schema_json: _Optional[str] = ..., wants_rows: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., any_tool_name: _Optional[bool] = ...) -> None: ...
 
 class ToolInfo(_message.Message):
     __slots__ = ("name", "description", "parameters_json")

@@ -26,7 +26,7 @@ from gym_metrics.targets import ModelTargetConfig
 from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_environment
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from _tool_envs import Counter  # noqa: E402
+from _tool_envs import Counter, Register  # noqa: E402
 
 TOOLS = [
     {"type": "function", "name": "increment_counter", "parameters": {"type": "object", "properties": {"count": {"type": "integer"}}}},
@@ -128,6 +128,28 @@ async def test_an_episode_that_ends_by_itself_is_not_counted_as_stopped(tmp_path
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert result.episodes_at_max_steps == 0 and result.verified == 2
     assert not any("gm_stop_reason" in (r["response"].get("metadata") or {}) for r in written)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+async def test_the_calls_of_one_turn_run_in_the_models_order(tmp_path: Path, parallel: bool) -> None:
+    """NeMo Gym's simple_agent awaits each call of a turn before the next: a read after a write
+    in the same turn reads what was written. Concurrent calls are an option (and read 0 here:
+    the write is still sleeping)."""
+    prompt = "write then read"
+    steps = [
+        PolicyAnswer(tool_calls=[{"name": "write", "arguments": {"x": 5}}, {"name": "read", "arguments": {}}]),
+        PolicyAnswer(text="Done."),
+    ]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"agent_ref": {"name": "agent"}, "responses_create_params": {"input": prompt}}) + "\n")
+    with ScriptedPolicyServer({prompt: steps}) as policy:
+        async with serve_environment(Register()) as server, ResourcesClient(server.address) as client:
+            opts = CollectOptions(target=target(policy), parallel_tool_calls=parallel)
+            await collect_async(client, rows, tmp_path / "out.jsonl", opts)
+    [written] = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    outputs = [item["output"] for item in written["response"]["output"] if item["type"] == "function_call_output"]
+    assert outputs == ['{"ok":true}', '{"x":0}' if parallel else '{"x":5}']  # in the policy's order either way
+    assert written["reward"] == 1.0
 
 
 @pytest.mark.slow

@@ -57,6 +57,8 @@ class ServerInfo:
     wants_rows: bool
     tools: list[dict[str, Any]]
     """The environment's tools as Responses API function tools (empty: it only verifies)."""
+    any_tool_name: bool = False
+    """The environment answers calls of names not in `tools` too (a ported NeMo Gym app)."""
 
 
 _WORKER_KEY = "gym-metrics-worker"
@@ -347,6 +349,7 @@ class ResourcesClient(SessionCalls, GroupCalls):
                 {"type": "function", "name": t.name, "description": t.description, "parameters": orjson.loads(t.parameters_json or "{}")}
                 for t in info.tools
             ],
+            any_tool_name=info.any_tool_name,
         )
 
 

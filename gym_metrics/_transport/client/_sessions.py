@@ -87,15 +87,18 @@ class CallsTools(Protocol):
     async def call_tool(self, session_id: str, name: str, arguments: Mapping[str, Any] | str | bytes) -> ToolOutput: ...
 
 
-def tool_caller(client: CallsTools, session_id: str, tools: Iterable[str]) -> Callable[[str, str], Awaitable[tuple[str, bool]]]:
+def tool_caller(
+    client: CallsTools, session_id: str, tools: Iterable[str], any_name: bool = False
+) -> Callable[[str, str], Awaitable[tuple[str, bool]]]:
     """CallTool as the agent loop calls it, (name, arguments) -> (output, failed): what the
     model got wrong (a tool the environment does not have, arguments that do not fit) comes
-    back as an error output for the model to read; a lost session raises SessionLostError."""
-    known = frozenset(tools)
-    listed = ", ".join(sorted(known)) or "none"
+    back as an error output for the model to read; a lost session raises SessionLostError.
+    With `any_name` (ServerInfo.any_tool_name) every name goes to the server, which answers it."""
+    known = None if any_name else frozenset(tools)
+    listed = ", ".join(sorted(known or ())) or "none"
 
     async def call(name: str, arguments: str) -> tuple[str, bool]:
-        if name not in known:
+        if known is not None and name not in known:
             return _error(f"no tool {name!r} in this environment (tools: {listed})"), True
         try:
             answer = await client.call_tool(session_id, name, arguments)

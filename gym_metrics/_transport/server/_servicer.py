@@ -179,6 +179,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
                 pb.ToolInfo(name=t["name"], description=t["description"], parameters_json=dumps_json(t["parameters"]))
                 for t in info.get("tools", ())
             ],
+            any_tool_name=bool(info.get("any_tool_name")),
         )
 
 
