@@ -43,8 +43,9 @@ OnFailed = Callable[[Rollout, str], None]
 
 def make_target(config: ModelTargetConfig) -> ModelTarget:
     """The policy client, on the lean HTTP pool (httpx costs ~0.7 ms of CPU per request, see
-    targets/_wire.py), its reads under one ANSWER_BUDGET_BYTES budget."""
-    return ModelTarget(config, lean_http=True, budget=ByteBudget(ANSWER_BUDGET_BYTES, factor=2))
+    targets/_wire.py), its reads under one ANSWER_BUDGET_BYTES budget; a chat answer's `<think>`
+    blocks become reasoning, as NeMo Gym's converter makes them."""
+    return ModelTarget(config, lean_http=True, budget=ByteBudget(ANSWER_BUDGET_BYTES, factor=2), think_tags=True)
 
 
 def needs_generation(row: Mapping[str, Any]) -> bool:

@@ -25,10 +25,10 @@ from gym_metrics.targets._convert import (
     chat_to_responses,
     output_text,
     output_tool_calls,
-    responses_request_to_chat,
     strip_reasoning,
     text_of,
 )
+from gym_metrics.targets._chat_dialect import ChatConversionError, responses_request_to_chat
 from gym_metrics.targets._wire import ByteBudget
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "TargetConfig",
     "Usage",
     "chat_request_to_responses",
+    "ChatConversionError",
     "chat_to_responses",
     "load_target",
     "make_target",

@@ -109,7 +109,14 @@ def _no_answer(answer: dict[str, Any], had_output: bool) -> dict[str, Any]:
     """A turn with neither a message nor a call: the episode ends incomplete, as NeMo Gym
     marks it (a stop without an answer: a model or inference-engine problem)."""
     reason = "incomplete_reasoning" if had_output else "empty_output"
-    message = "Ending trajectory: model returned no assistant message or tool calls."
+    message = (  # NeMo Gym's words: rows compare equal
+        "Ending trajectory: model returned no assistant message or tool calls "
+        "(reasoning-only or empty output) without reported truncation. "
+        "This is the stop-token case (finish_reason='stop'), not length truncation "
+        "(finish_reason='length', handled separately via incomplete_details). "
+        "This indicates either a badly trained model requiring training-level fixes "
+        "or a bug in the inference engine."
+    )
     metadata = {**(answer.get("metadata") or {}), "ng_termination_reason": reason, "ng_termination_message": message}
     return {**answer, "status": "incomplete", "metadata": metadata}
 

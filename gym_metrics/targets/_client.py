@@ -22,6 +22,7 @@ import orjson
 from gym_metrics._util.http import SNIPPET, Answer, HttpError, PooledHttp
 from gym_metrics.targets._wire import ByteBudget, WirePool, WireTimeout, WireTooLarge, WireUnreachable
 from gym_metrics.targets._config import AgentTargetConfig, ModelTargetConfig, TargetConfig
+from gym_metrics.targets._chat_dialect import ChatConversionError, responses_request_to_chat
 from gym_metrics.targets._convert import (
     chat_request_to_responses,
     chat_to_responses,
@@ -29,7 +30,6 @@ from gym_metrics.targets._convert import (
     function_call_item,
     message_item,
     output_text,
-    responses_request_to_chat,
     strip_reasoning,
     with_request_fields,
 )
@@ -172,12 +172,18 @@ class ModelTarget(_Target):
 
     config: ModelTargetConfig
 
-    def __init__(self, config: ModelTargetConfig, *, lean_http: bool = False, budget: ByteBudget | None = None) -> None:
+    def __init__(
+        self, config: ModelTargetConfig, *, lean_http: bool = False, budget: ByteBudget | None = None, think_tags: bool = False
+    ) -> None:
         """`lean_http`: send over the lean keep-alive pool of _wire.py instead of httpx
         (collect does, for its rates); the retries, errors, limits and key handling are the
-        same. `budget`: the bytes of answers its reads may hold at once (lean pool only)."""
+        same. `budget`: the bytes of answers its reads may hold at once (lean pool only).
+        `think_tags`: a chat answer's `<think>` blocks become reasoning unless the config says
+        otherwise (`reasoning.think_tags`) or names an end token (collect: NeMo Gym's reading)."""
         super().__init__(config, name="model", log=log)
         self.budget = budget
+        given = config.reasoning.think_tags
+        self.think_tags = given if given is not None else think_tags and config.reasoning.end_token is None
         if lean_http:
             self._wire = WirePool(config.endpoint(), config.max_concurrency, config.timeout_seconds, config.max_answer_bytes, budget)
 
@@ -189,7 +195,10 @@ class ModelTarget(_Target):
         body = self.request_body(request)
         data, seconds, attempts = await self._post(self.config.endpoint(), body)
         try:
-            response = with_request_fields(chat_to_responses(data), body) if self.config.api == "chat" else _responses_answer(data)
+            if self.config.api == "chat":
+                response = with_request_fields(chat_to_responses(data, self.think_tags), _sent(request, body))
+            else:
+                response = _responses_answer(data)
         except (KeyError, IndexError, TypeError, AttributeError):
             raise self._bad(orjson.dumps(data), f"is not a {self.config.api} answer", attempts) from None
         return Generation(response, Usage.of(response), seconds, attempts, self.config.reasoning.end_token)
@@ -203,7 +212,10 @@ class ModelTarget(_Target):
         """The JSON body sent for `request` (see the class docstring)."""
         chat = self.config.api == "chat"
         if chat:
-            body = dict(request) if "messages" in request else responses_request_to_chat(request)
+            try:
+                body = dict(request) if "messages" in request else responses_request_to_chat(request)
+            except ChatConversionError as exc:  # this row's request, never retried
+                raise GenerationError(f"the request cannot go to a chat completions endpoint: {exc}") from None
         else:
             body = chat_request_to_responses(request) if "messages" in request else dict(request)
         body["model"] = self.config.model
@@ -219,6 +231,17 @@ class ModelTarget(_Target):
             if value is not None:
                 body[key] = value
         return body
+
+
+def _sent(request: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
+    """The Responses request a chat answer answers: the caller's (in either shape), with the
+    model and sampling parameters the body carried."""
+    sent = dict(request)
+    for key, value in (("model", body.get("model")), ("temperature", body.get("temperature")), ("top_p", body.get("top_p")),
+                       ("max_output_tokens", body.get("max_tokens"))):  # fmt: skip
+        if value is not None:
+            sent[key] = value
+    return sent
 
 
 def _responses_answer(data: Any) -> dict[str, Any]:

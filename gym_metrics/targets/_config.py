@@ -47,6 +47,11 @@ class Reasoning(pydantic.BaseModel):
     end_token: str | None = Field(default=None, min_length=1)
     """Text that ends the reasoning part (e.g. `</think>`); everything up to and including its
     last occurrence is removed from the answer. None: nothing is removed."""
+    think_tags: bool | None = None
+    """With the chat API: whether `<think>...</think>` blocks of an answer's text become its
+    reasoning item (NeMo Gym's converter) or stay in the text. None: `collect` makes them
+    reasoning, as NeMo Gym's agents see them, unless an `end_token` is given; `evaluate` keeps
+    them in the text, as NeMo Evaluator scores it."""
 
 
 class _TargetConfig(HttpClientConfig):

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from gym_metrics._util.jsonpath import compile_path as compile_path  # re-exported: _client reads paths with it
+from gym_metrics.targets._chat_dialect import INCOMPLETE, answer_items
 
 
 def strip_reasoning(text: str, end_token: str | None) -> str:
@@ -72,38 +73,35 @@ def responses_usage(input_tokens: int | None, output_tokens: int | None) -> dict
     return {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
 
 
-def chat_to_responses(completion: Mapping[str, Any]) -> dict[str, Any]:
-    """A chat completion as a Responses API response: reasoning (vLLM's `reasoning_content` /
-    `reasoning`) to a `reasoning` item, message text to an `output_text` item of a `message`
-    item, tool calls to `function_call` items, `prompt_tokens` / `completion_tokens` to
-    `usage.input_tokens` / `output_tokens` / `total_tokens`. KeyError / TypeError / IndexError
-    when it is not a chat completion."""
-    message = completion["choices"][0]["message"]
-    output: list[dict[str, Any]] = []
+def chat_to_responses(completion: Mapping[str, Any], think_tags: bool = True) -> dict[str, Any]:
+    """A chat completion as a Responses API response, as NeMo Gym's converter reads it
+    (_chat_dialect.answer_items: `<think>` blocks and vLLM's `reasoning_content` to a
+    `reasoning` item, the text to a `message` item, tool calls to `function_call` items); a
+    `length` or `content_filter` finish makes it `incomplete`; `prompt_tokens` /
+    `completion_tokens` / `total_tokens` to `usage`. KeyError / TypeError / IndexError when it
+    is not a chat completion. `think_tags=False` keeps `<think>` blocks in the text."""
+    choice = completion["choices"][0]
+    message = choice["message"]
     # Item ids follow from the completion's id when it has one, so the same answer converts to
     # the same bytes (a resumed collection's metrics equal an uninterrupted one's).
     given = completion.get("id")
     tag = hashlib.sha256(given.encode()).hexdigest()[:24] if isinstance(given, str) and given else uuid.uuid4().hex[:24]
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
-        output.append({"type": "reasoning", "id": f"rs_{tag}", "summary": [{"type": "summary_text", "text": reasoning}]})
-    text = text_of(message.get("content"))
-    if text:
-        output.append(message_item(text, f"msg_{tag}"))
-    for call in message.get("tool_calls") or ():
-        function = call["function"]
-        output.append(function_call_item(function["name"], function.get("arguments"), call.get("id")))
+    output = answer_items(message, tag, think_tags)
     usage = completion.get("usage") or {}
+    incomplete = INCOMPLETE.get(choice.get("finish_reason"))
     response: dict[str, Any] = {
         "id": completion.get("id") or f"resp_{uuid.uuid4().hex[:24]}",
         "object": "response",
         "created_at": completion.get("created", 0),
         "model": completion.get("model", ""),
-        "status": "completed",
+        "status": "incomplete" if incomplete else "completed",
+        "incomplete_details": {"reason": incomplete} if incomplete else None,
         "output": output,
     }
     converted = responses_usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
     if converted is not None:
+        if isinstance(usage.get("total_tokens"), int):
+            converted["total_tokens"] = usage["total_tokens"]  # a provider's own total may count more
         prompt, completion = usage.get("prompt_tokens_details") or {}, usage.get("completion_tokens_details") or {}
         # The details every Responses answer has (typed readers require them); unknown stays None.
         converted["input_tokens_details"] = {"cached_tokens": prompt.get("cached_tokens")}
@@ -112,15 +110,22 @@ def chat_to_responses(completion: Mapping[str, Any]) -> dict[str, Any]:
     return response
 
 
+_ECHOED = ("model", "instructions", "max_output_tokens", "metadata", "reasoning", "temperature", "text", "top_p", "user")
+"""Fields of the Responses request a converted answer carries, as NeMo Gym's converter fills
+them (besides tools, tool_choice and parallel_tool_calls, which every answer has)."""
+
+
 def with_request_fields(response: dict[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:
-    """A converted chat answer with the fields every Responses API answer carries from its
-    request (`tools`, `tool_choice`, `parallel_tool_calls`), as NeMo Gym's vLLM model server
-    fills them: typed readers (a ported environment's `body.response`) require them."""
+    """A converted chat answer with the fields a Responses API answer carries from its request
+    (`request` in either API's shape), as NeMo Gym's converter fills them: typed readers (a
+    ported environment's `body.response`) require `tools`, `tool_choice` and
+    `parallel_tool_calls`."""
     tools = [_responses_tool(t) for t in request.get("tools") or ()]
     choice = request.get("tool_choice", "auto")
     if isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):  # chat's form
         choice = {"type": "function", "name": choice["function"].get("name")}
-    return {"tools": tools, "tool_choice": choice, "parallel_tool_calls": request.get("parallel_tool_calls", True), **response}
+    echoed = {k: request[k] for k in _ECHOED if request.get(k) is not None}
+    return {**response, "tools": tools, "tool_choice": choice, "parallel_tool_calls": request.get("parallel_tool_calls", True), **echoed}
 
 
 def output_text(response: Mapping[str, Any]) -> str:
@@ -146,46 +151,6 @@ def output_tool_calls(response: Mapping[str, Any]) -> list[dict[str, Any]]:
                 pass
             calls.append({"name": item.get("name"), "arguments": arguments, "call_id": item.get("call_id")})
     return calls
-
-
-def _chat_message(item: Mapping[str, Any]) -> dict[str, Any] | None:
-    """One Responses input item as a chat message (None: an item chat cannot carry)."""
-    kind = item.get("type", "message")
-    if kind == "function_call":
-        call = {"id": item.get("call_id"), "type": "function", "function": {"name": item.get("name"), "arguments": _arguments(item.get("arguments"))}}
-        return {"role": "assistant", "content": None, "tool_calls": [call]}
-    if kind == "function_call_output":
-        return {"role": "tool", "tool_call_id": item.get("call_id"), "content": text_of(item.get("output"))}
-    if kind != "message":
-        return None
-    role = item.get("role", "user")
-    return {"role": "system" if role == "developer" else role, "content": text_of(item.get("content"))}
-
-
-def responses_request_to_chat(request: Mapping[str, Any]) -> dict[str, Any]:
-    """A Responses API request (NeMo Gym's `responses_create_params`) as a chat-completions
-    request: `instructions` to a system message, `input` to messages, function tools to chat
-    tools, `max_output_tokens` to `max_tokens`; other keys kept."""
-    body = {k: v for k, v in request.items() if k not in ("input", "instructions", "tools", "max_output_tokens")}
-    messages: list[dict[str, Any]] = []
-    if request.get("instructions"):
-        messages.append({"role": "system", "content": request["instructions"]})
-    given = request.get("input", [])
-    items = [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
-    messages.extend(m for m in map(_chat_message, items) if m is not None)
-    body["messages"] = messages
-    if request.get("tools"):
-        body["tools"] = [_chat_tool(t) for t in request["tools"]]
-    if request.get("max_output_tokens") is not None:
-        body["max_tokens"] = request["max_output_tokens"]
-    return body
-
-
-def _chat_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
-    if "function" in tool:  # already chat-shaped
-        return dict(tool)
-    function = {k: v for k, v in tool.items() if k in ("name", "description", "parameters", "strict")}
-    return {"type": "function", "function": function}
 
 
 def _responses_tool(tool: Mapping[str, Any]) -> dict[str, Any]:

@@ -54,8 +54,10 @@ def test_a_chat_answer_with_text_and_tool_calls_becomes_responses_shaped() -> No
 
 
 def test_a_chat_answer_without_usage_or_text() -> None:
+    """An empty answer is still a message (empty text), as NeMo Gym's converter makes it: an
+    agent loop reads it as an answer, not as a turn without one."""
     response = chat_to_responses({"choices": [{"message": {"role": "assistant", "content": None}}]})
-    assert response["output"] == [] and "usage" not in response and output_text(response) == ""
+    assert [i["type"] for i in response["output"]] == ["message"] and "usage" not in response and output_text(response) == ""
 
 
 def test_a_responses_request_becomes_a_chat_request() -> None:
@@ -72,13 +74,13 @@ def test_a_responses_request_becomes_a_chat_request() -> None:
     }
     chat = responses_request_to_chat(request)
     assert chat["messages"][0] == {"role": "system", "content": "Be brief."}
-    assert chat["messages"][1] == {"role": "user", "content": "2+2?"}
+    assert chat["messages"][1] == {"role": "user", "content": [{"type": "text", "text": "2+2?"}]}
     assert chat["messages"][2]["tool_calls"][0]["function"] == {"name": "calc", "arguments": '{"e": "2+2"}'}
     assert chat["messages"][3] == {"role": "tool", "tool_call_id": "c1", "content": "4"}
     assert chat["tools"] == [{"type": "function", "function": {"name": "calc", "parameters": {"type": "object"}}}]
     assert (chat["max_tokens"], chat["temperature"]) == (9, 0.1)
     assert "input" not in chat and "max_output_tokens" not in chat
-    assert responses_request_to_chat({"input": "hi"})["messages"] == [{"role": "user", "content": "hi"}]
+    assert responses_request_to_chat({"input": "hi"})["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
 
 
 def test_a_chat_request_becomes_a_responses_request() -> None:

@@ -1,0 +1,163 @@
+"""Record how NeMo Gym 0.7.0 converts between the Responses and Chat Completions dialects (its
+`nemo_gym.responses_converter.ResponsesConverter`, as a model server that speaks chat uses it),
+for tests/targets/test_chat_dialect.py.
+
+A tool for producing test data, run in a throwaway nemo-gym venv:
+
+    /tmp/ngvenv/bin/python scripts/make_nemo_chat_reference.py            # write
+    /tmp/ngvenv/bin/python scripts/make_nemo_chat_reference.py --check    # compare (exit 1 on a difference)
+
+- requests: each Responses request of REQUESTS through
+  `responses_to_chat_completion_create_params(NeMoGymResponseCreateParamsNonStreaming(**request))`,
+  dumped `model_dump(mode="json", exclude_unset=True)` (the chat body); or the error it raises
+  (its type and message);
+- answers: each chat completion of ANSWERS through `chat_completion_to_response(request,
+  NeMoGymChatCompletion(**completion))`, dumped `model_dump(mode="json")`, with the ids NeMo Gym
+  makes from uuid4 (`resp_`, `msg_`, `rs_`) replaced by "<id>".
+
+Written to tests/data/nemo_gym_chat/conversions.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "nemo_gym_chat" / "conversions.json"
+
+TOOL = {"type": "function", "name": "lookup", "description": "A value by key.", "strict": None,
+        "parameters": {"type": "object", "properties": {"key": {"type": "string"}}}}  # fmt: skip
+IMAGE = "data:image/png;base64,iVBORw0KGgo="
+
+REQUESTS: dict[str, dict[str, Any]] = {
+    "string input, tools, instructions": {
+        "input": "What is a?", "instructions": "Be brief.", "tools": [TOOL], "tool_choice": "auto",
+        "max_output_tokens": 64, "temperature": 0.5, "parallel_tool_calls": False,
+    },
+    "images and the leading system messages folded": {
+        "instructions": "Rules.",
+        "input": [
+            {"role": "system", "content": "System one."},
+            {"role": "developer", "content": [{"type": "input_text", "text": "Developer two."}]},
+            {"role": "user", "content": [
+                {"type": "input_text", "text": "What is in these?"},
+                {"type": "input_image", "image_url": IMAGE, "detail": "auto"},
+                {"type": "input_image", "image_url": IMAGE, "detail": "high"},
+            ]},
+        ],
+    },
+    "a developer message without instructions": {"input": [{"role": "developer", "content": "Dev."}, {"role": "user", "content": "Hi"}]},
+    "one assistant turn: reasoning, text and two calls": {
+        "tools": [TOOL],
+        "input": [
+            {"role": "user", "content": "Look up a and b."},
+            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Two lookups."}, {"type": "summary_text", "text": ""}]},
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "Looking up.", "annotations": []}]},
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "lookup", "arguments": "{\"key\": \"a\"}", "status": "completed"},
+            {"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "lookup", "arguments": "{\"key\": \"b\"}", "status": "completed"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "{\"a\":1}"},
+            {"type": "function_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "no key b"}]},
+            {"type": "message", "id": "msg_2", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "a is 1.", "annotations": []}]},
+            {"role": "user", "content": "Thanks."},
+        ],
+    },
+    "a refusal and chat-shaped turns": {
+        "tools": [TOOL],
+        "input": [
+            {"role": "user", "content": "Do something bad."},
+            {"type": "message", "id": "msg_3", "role": "assistant", "status": "completed",
+             "content": [{"type": "refusal", "refusal": "I can't."}]},
+            {"role": "user", "content": "Then look up a."},
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "lookup", "arguments": "{\"key\":\"a\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_9", "content": "{\"a\":1}"},
+        ],
+    },
+    "no tools: tool_choice and parallel_tool_calls dropped": {"input": "Hi", "tool_choice": "auto", "parallel_tool_calls": True},
+    "a named tool, effort and a JSON schema": {
+        "input": "Hi", "tools": [TOOL], "tool_choice": {"type": "function", "name": "lookup"},
+        "reasoning": {"effort": "low"},
+        "text": {"format": {"type": "json_schema", "name": "answer", "schema": {"type": "object"}, "strict": True}},
+    },
+    "error: previous_response_id": {"input": "Hi", "previous_response_id": "resp_0"},
+    "error: an image by file id": {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file_1", "detail": "auto"}]}]},
+    "error: a hosted tool's item": {"input": [{"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "x"}}]},
+    "error: a forced tool without tools": {"input": "Hi", "tool_choice": "required"},
+}
+
+ANSWERS: dict[str, dict[str, Any]] = {
+    "think tags in the content": {"content": "<think>First.</think><think>Second.</think>The answer is 4.", "finish_reason": "stop"},
+    "an empty answer": {"content": "", "finish_reason": "stop"},
+    "text and calls": {
+        "content": "Looking up.", "finish_reason": "tool_calls",
+        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"key\":\"a\"}"}},
+                       {"id": "call_2", "type": "function", "function": {"name": "lookup", "arguments": "{\"key\":\"b\"}"}}],
+    },
+    "calls only": {"content": None, "finish_reason": "tool_calls",
+                   "tool_calls": [{"id": "call_3", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+    "a refusal": {"content": None, "refusal": "I can't.", "finish_reason": "stop"},
+    "cut at the length limit": {"content": "The answer is", "finish_reason": "length"},
+    "filtered": {"content": "", "finish_reason": "content_filter"},
+}
+ANSWER_REQUEST = {"input": "Hi", "model": "policy", "tools": [TOOL], "tool_choice": "auto", "temperature": 0.7, "max_output_tokens": 32}
+USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 20,
+         "prompt_tokens_details": {"cached_tokens": 3}, "completion_tokens_details": {"reasoning_tokens": 2}}  # fmt: skip
+
+
+def convert_requests() -> dict[str, Any]:
+    from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
+    from nemo_gym.responses_converter import ResponsesConverter
+
+    converter = ResponsesConverter(return_token_id_information=False)
+    out: dict[str, Any] = {}
+    for name, request in REQUESTS.items():
+        try:
+            params = NeMoGymResponseCreateParamsNonStreaming(**json.loads(json.dumps(request)))
+            chat = converter.responses_to_chat_completion_create_params(params)
+            out[name] = {"request": request, "chat": chat.model_dump(mode="json", exclude_unset=True)}
+        except Exception as exc:  # noqa: BLE001
+            out[name] = {"request": request, "error": type(exc).__name__, "message": str(exc)}
+    return out
+
+
+def convert_answers() -> dict[str, Any]:
+    from nemo_gym.openai_utils import NeMoGymChatCompletion, NeMoGymResponseCreateParamsNonStreaming
+    from nemo_gym.responses_converter import ResponsesConverter
+
+    converter = ResponsesConverter(return_token_id_information=False)
+    request = NeMoGymResponseCreateParamsNonStreaming(**ANSWER_REQUEST)
+    out: dict[str, Any] = {}
+    for name, spec in ANSWERS.items():
+        message = {"role": "assistant", **{k: v for k, v in spec.items() if k != "finish_reason"}}
+        completion = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": "served-model",
+                      "choices": [{"index": 0, "message": message, "finish_reason": spec["finish_reason"]}], "usage": USAGE}  # fmt: skip
+        response = converter.chat_completion_to_response(request, NeMoGymChatCompletion(**completion))
+        dumped = json.loads(re.sub(r'"(resp|msg|rs)_[0-9a-f]{32}"', '"<id>"', json.dumps(response.model_dump(mode="json"))))
+        out[name] = {"completion": completion, "response": dumped}
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    data = {"nemo_gym": "0.7.0", "answer_request": ANSWER_REQUEST, "requests": convert_requests(), "answers": convert_answers()}
+    text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    if args.check:
+        same = OUT.read_text() == text
+        print("same" if same else f"differs from {OUT}")
+        return 0 if same else 1
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""The chat dialect says what the Responses dialect says, as NeMo Gym 0.7.0's own converter
+(`ResponsesConverter`) says it: every request and answer of tests/data/nemo_gym_chat (recorded
+by scripts/make_nemo_chat_reference.py) converted by gym-metrics and compared, message for
+message. Images and videos are sent, one assistant turn is one message carrying its text,
+reasoning and calls, and what chat cannot carry is refused, never dropped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gym_metrics.targets import ChatConversionError, chat_to_responses, responses_request_to_chat
+from gym_metrics.targets._convert import with_request_fields
+
+RECORDED = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_chat" / "conversions.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED["requests"]))
+def test_requests_convert_as_nemo_gym_converts_them(name: str) -> None:
+    case = RECORDED["requests"][name]
+    if "error" in case:
+        with pytest.raises(ChatConversionError) as refused:
+            responses_request_to_chat(case["request"])
+        words = {"previous_response_id": "previous_response_id", "file id": "file_id", "hosted": "web_search_call", "forced": "required"}
+        assert next(w for k, w in words.items() if k in name) in str(refused.value)
+        return
+    assert responses_request_to_chat(case["request"]) == case["chat"]
+
+
+def _shown(value: Any) -> Any:
+    """NeMo Gym's typed dump without its None fields and its uuid ids (recorded as "<id>")."""
+    if isinstance(value, dict):
+        return {k: _shown(v) for k, v in value.items() if v is not None and v != "<id>" and k != "logprobs"}
+    if isinstance(value, list):
+        return [_shown(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED["answers"]))
+def test_answers_convert_as_nemo_gym_converts_them(name: str) -> None:
+    case = RECORDED["answers"][name]
+    request = {**RECORDED["answer_request"], "parallel_tool_calls": True}
+    ours = with_request_fields(chat_to_responses(case["completion"]), request)
+    theirs = _shown(case["response"])
+    for item in ours["output"]:
+        if item["type"] in ("message", "reasoning"):
+            del item["id"]  # ours follow from the completion's id, NeMo Gym's from uuid4
+    ours = _shown({k: v for k, v in ours.items() if k != "id"})
+    for key in ("output", "status", "incomplete_details", "usage", "model", "tool_choice", "parallel_tool_calls", "temperature", "max_output_tokens"):
+        assert ours.get(key) == theirs.get(key), key
+    assert [_shown(t) for t in ours["tools"]] == theirs["tools"]
+
+
+async def test_over_chat_a_turn_of_only_reasoning_ends_the_episode_as_nemo_gym_ends_it() -> None:
+    """A chat answer that is all `<think>` becomes a reasoning item and no message: the agent
+    loop ends the episode incomplete, with NeMo Gym's termination reason and words."""
+    from gym_metrics.collector._generate import make_target  # collect's policy client
+    from gym_metrics.targets import ModelTargetConfig, run_episode
+    from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
+
+    async def no_tool(name: str, arguments: str) -> tuple[str, bool]:
+        raise AssertionError("no tool is called")
+
+    with ScriptedPolicyServer({"think": PolicyAnswer(text="<think>Only thinking.</think>")}) as policy:
+        target = make_target(ModelTargetConfig(url=policy.url, model="policy", api="chat"))
+        try:
+            episode = await run_episode(target, {"input": "think"}, no_tool)
+        finally:
+            await target.aclose()
+    assert [i["type"] for i in episode.response["output"]] == ["reasoning"]
+    assert episode.response["status"] == "incomplete" and episode.steps == 1
+    metadata = episode.response["metadata"]
+    assert metadata["ng_termination_reason"] == "incomplete_reasoning"
+    assert metadata["ng_termination_message"].startswith("Ending trajectory: model returned no assistant message or tool calls (reasoning-only")
