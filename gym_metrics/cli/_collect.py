@@ -64,6 +64,10 @@ def add_parsers(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("--auth-token-env", metavar="VAR", help="send `authorization: Bearer $VAR`")
     p.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect with TLS")
+    p.add_argument(
+        "--reverify", action="store_true",
+        help="verify rows that already carry a reward again, keeping the stored reward beside the new one (_gm_stored_reward)",
+    )  # fmt: skip
     _add_policy_flags(p)
     p.set_defaults(func=run, check_inputs=_check_inputs)
     add_export_flags(p)
@@ -181,6 +185,7 @@ def run(ns: argparse.Namespace) -> int:
         agent_loop=ns.agent_loop,
         max_steps=ns.max_steps,
         parallel_tool_calls=ns.parallel_tool_calls,
+        reverify=ns.reverify,
     )
 
     async def collect() -> Any:
@@ -315,11 +320,15 @@ def report(result: Any, elapsed: float) -> int:
         parts.append(f"{result.episodes_at_max_steps} episodes stopped at --max-steps")
     if result.episodes_retried:
         parts.append(f"{result.episodes_retried} episodes started again on another server")
+    if result.reverified:
+        parts.append(f"--reverify: {result.rewards_changed} of {result.reverified} rewards differ from the stored ones")
     if result.skipped_done:
         parts.append(f"{result.skipped_done} already in the output (resumed)")
     if result.bad_lines:
         parts.append(f"{len(result.bad_lines)} bad lines skipped")
     print(f"{', '.join(parts)} in {elapsed:.2f}s")
+    if result.passed_through and not result.verified and not result.generated:
+        print("note: every row already carried a reward, so nothing was verified; --reverify verifies them again")
     if len(result.batches_by_server) > 1:
         print(("episodes" if result.tool_calls else "batches") + " per server: " + ", ".join(f"{s} {n}" for s, n in result.batches_by_server.items()))
     print(f"rollouts -> {result.rollouts_path}\nmetrics  -> {result.metrics_path}")

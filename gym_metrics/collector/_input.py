@@ -37,6 +37,9 @@ class Rollout:
     """The input line itself, when it can be written out unchanged."""
     line: int = 0
     """Its line in the input file (1-based): what messages about it name."""
+    stored_reward: Any = None
+    """With `--reverify`: the reward the row carried (verified again; written beside the new
+    one as `_gm_stored_reward`)."""
 
 
 @dataclass
@@ -74,7 +77,7 @@ CHUNK_BYTES = 16 << 20
 
 
 def read_input(
-    path: Path, num_repeats: int | None, default_agent: str | None = None, fixed: FixedKeys | None = None
+    path: Path, num_repeats: int | None, default_agent: str | None = None, fixed: FixedKeys | None = None, reverify: bool = False
 ) -> Iterator[Rollout | BadLine | ScoredLines]:
     """The input in file order, a chunk of whole lines at a time (memory stays bounded).
 
@@ -82,10 +85,11 @@ def read_input(
     column-wise and come back as ScoredLines; every other line is parsed on its own and gets
     its indices from an Indexer (`fixed`: the keys of scored lines, `find_fixed_keys`, which
     counted rollout indices pass over). `default_agent` names the lines without an agent_ref
-    (otherwise they are bad lines).
+    (otherwise they are bad lines). `reverify`: rows that carry a reward keep their indices but
+    are verified again, their reward set aside (Rollout.stored_reward).
     """
     indexer = Indexer(fixed)
-    for line_no, chunk, starts, ends, scored in _prepared(path, num_repeats is None, default_agent):
+    for line_no, chunk, starts, ends, scored in _prepared(path, num_repeats is None and not reverify, default_agent):
         if scored is not None:
             keep, found = scored
             if len(found):
@@ -98,7 +102,8 @@ def read_input(
             if not raw:
                 continue
             try:
-                yield from _rollouts(raw, line_no + i + 1, num_repeats, default_agent, indexer, (chunk, start, end))
+                for rollout in _rollouts(raw, line_no + i + 1, num_repeats, default_agent, indexer, (chunk, start, end)):
+                    yield _to_verify_again(rollout) if reverify and rollout.verified else rollout
             except _Bad as bad:
                 yield BadLine(line_no + i + 1, bad.field, bad.reason)
 
@@ -234,6 +239,12 @@ def _rollouts(
             yield Rollout(agent, task, r, row, scored, raw, line_no)
         else:
             yield Rollout(agent, task, r, _with_keys(row, task, r), scored, None, line_no)
+
+
+def _to_verify_again(rollout: Rollout) -> Rollout:
+    row = dict(rollout.row)
+    stored = row.pop("reward")
+    return Rollout(rollout.agent, rollout.task, rollout.rollout, row, False, None, rollout.line, stored)
 
 
 def _agent(row: dict[str, Any], default_agent: str | None) -> str:

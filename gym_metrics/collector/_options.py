@@ -46,6 +46,9 @@ class CollectOptions:
     simple_agent loop, docs/pipelines.md#agent-loop); None: when the server has tools."""
     max_steps: int | None = None
     """Policy calls one episode may make (None: until the policy answers without calls)."""
+    reverify: bool = False
+    """Verify rows that already carry a reward again (their indices kept), writing the stored
+    reward beside the new one as `_gm_stored_reward`; False: such rows pass through unverified."""
     parallel_tool_calls: bool = False
     """Run the tool calls of one turn concurrently; False (NeMo Gym's simple_agent): one after
     another in the policy's order, so a call sees what the calls before it did."""

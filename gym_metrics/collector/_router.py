@@ -30,6 +30,18 @@ if TYPE_CHECKING:
     from gym_metrics.collector._options import CollectOptions
 
 
+STORED_REWARD_KEY = "_gm_stored_reward"
+"""With --reverify: the reward a row carried before it was verified again (not measured: it
+starts with `_`)."""
+
+
+def _same_reward(stored: Any, new: Any) -> bool:
+    try:
+        return float(stored) == float(new)
+    except (TypeError, ValueError):
+        return False
+
+
 class Router:
     """Splits the input: already-verified rows are written at once, the rest are verified."""
 
@@ -42,6 +54,9 @@ class Router:
         self.tasks: dict[str, set[int]] = defaultdict(set)
         self.bad_lines: list[BadLine] = []
         self.verified = self.passed_through = self.skipped_done = self.generation_failed = self.unanswered = 0
+        self.reverified = self.rewards_changed = 0
+        """With --reverify: rows that carried a reward and were verified again; of those, the
+        ones whose new reward differs from the stored one."""
         self.generation_failures: dict[str, int] = defaultdict(int)
         """Failed generations per agent (this run's)."""
         self._pending: list[bytes] = []
@@ -50,7 +65,7 @@ class Router:
         self.complete = True
 
     def to_verify(self) -> Iterator[Rollout]:
-        for item in read_input(self.path, self.opts.num_repeats, self.opts.default_agent, self.fixed):
+        for item in read_input(self.path, self.opts.num_repeats, self.opts.default_agent, self.fixed, self.opts.reverify):
             if isinstance(item, BadLine):
                 self._bad(item)
                 continue
@@ -115,6 +130,10 @@ class Router:
                 row = {**rollout.row, ERROR_KEY: {"kind": kind, "message": message}}
                 row.pop("reward", None)
                 add(rollout.agent, None, error=True)
+            if rollout.stored_reward is not None:
+                row[STORED_REWARD_KEY] = rollout.stored_reward
+                self.reverified += 1
+                self.rewards_changed += not _same_reward(rollout.stored_reward, row.get("reward"))
             lines.append(dumps_row(row))
         self.flush()
         self.out.write(lines)

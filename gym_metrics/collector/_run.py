@@ -71,6 +71,10 @@ class CollectResult:
     episodes_at_max_steps: int = 0
     """Episodes the agent loop stopped at `max_steps` with calls still to answer (verified as
     they stand; their response's `metadata.gm_stop_reason` is `max_steps`)."""
+    reverified: int = 0
+    """With `reverify`: rows that carried a reward and were verified again."""
+    rewards_changed: int = 0
+    """Of those, the ones whose new reward differs from the stored one (`_gm_stored_reward`)."""
 
 
 def collect(
@@ -201,6 +205,8 @@ async def collect_async(
         failed_tool_calls=runner.failed_tool_calls if runner else 0,
         episodes_retried=runner.retried if runner else 0,
         episodes_at_max_steps=runner.at_max_steps if runner else 0,
+        reverified=router.reverified,
+        rewards_changed=router.rewards_changed,
     )
 
 
