@@ -17,6 +17,7 @@ import numpy as np
 
 from gym_metrics._util.unique import count_distinct, unique
 from gym_metrics.rollouts import (
+    ROLLOUT_KEY,
     RolloutColumns,
     ShownField,
     concat,
@@ -32,7 +33,7 @@ from gym_metrics.aggregate._accounting import (
 )
 from gym_metrics.aggregate._metric_columns import MetricColumns
 from gym_metrics.aggregate._groups import fill_samples, merge_per_task, stat_columns
-from gym_metrics.aggregate._repeats import across_repeats, repeat_level_entries
+from gym_metrics.aggregate._repeats import across_repeats, add_repeat_metrics, repeat_level_entries
 from gym_metrics.aggregate._rows import rows_by_task, sample_texts
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
 from gym_metrics.aggregate._stats import group_starts, grouped_stats
@@ -108,16 +109,19 @@ class Aggregator:
         column_metrics: ColumnMetrics | None = None,
         compute_metrics_columns: ColumnarComputeMetrics | None = None,
         groups_ready: Callable[[GroupTable], Any] | None = None,
+        compute_repeat_metrics: ComputeMetrics | None = None,
     ) -> AgentAggregate:
         """Compute the metrics. Pure function of the set of rows added (not their order).
 
         Into agent_metrics, later winning on a clash: `column_metrics`' keys, then
         `compute_metrics_columns`', then `compute_metrics`'. `groups_ready(groups)` is called
         as soon as the groups are final (before the agent level when no hook can change them);
-        its answer is the result's `prerender`."""
+        its answer is the result's `prerender`. `compute_repeat_metrics` (NeMo Gym's hook: one
+        repeat's rows by task in, metrics out) replaces the repeat-level metrics it names and
+        their across-repeats summaries (_repeats.add_repeat_metrics)."""
         data = _sorted_unique(concat(self._batches)) if self._batches else None
         hooks = (compute_metrics, get_key_metrics, column_metrics, compute_metrics_columns)
-        return _aggregate(self.agent_name, data, self.options, *hooks, groups_ready=groups_ready)
+        return _aggregate(self.agent_name, data, self.options, *hooks, groups_ready=groups_ready, compute_repeat_metrics=compute_repeat_metrics)
 
 
 def _sorted_unique(data: RolloutColumns) -> RolloutColumns:
@@ -166,9 +170,11 @@ def _aggregate(
     column_metrics: ColumnMetrics | None = None,
     compute_metrics_columns: ColumnarComputeMetrics | None = None,
     groups_ready: Callable[[GroupTable], Any] | None = None,
+    compute_repeat_metrics: ComputeMetrics | None = None,
 ) -> AgentAggregate:
     """The stages, in the order the output's keys come: group level, agent level (whole, then
-    across repeats), coverage and errors, the environment's own metrics, key metrics."""
+    across repeats), coverage and errors, the environment's own metrics, key metrics, then (as
+    NeMo Gym, after the key metrics) the environment's repeat metrics."""
     received = len(data) if data is not None else 0
     if data is None:
         data = RolloutColumns.empty()
@@ -190,12 +196,17 @@ def _aggregate(
     if len(ms):
         if column_metrics is not None:
             agent_metrics.update(column_metrics(ms.cols))
+        custom: dict[str, Any] = {}
         if compute_metrics_columns is not None:
-            _add_computed(agent_metrics, groups, compute_metrics_columns(metric_columns(ms.cols, ms.starts, ms.names)))
+            custom.update(_add_computed(agent_metrics, groups, compute_metrics_columns(metric_columns(ms.cols, ms.starts, ms.names))))
+        tasks = rows_by_task(data, ms.pos, ms.starts, ms.names) if compute_metrics is not None or compute_repeat_metrics is not None else []
         if compute_metrics is not None:
-            _add_computed(agent_metrics, groups, compute_metrics(rows_by_task(data, ms.pos, ms.starts, ms.names)))
+            custom.update(_add_computed(agent_metrics, groups, compute_metrics(tasks)))
         agent_metrics["num_repeats"] = num_repeats
         key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
+        if compute_repeat_metrics is not None and repeat_level:
+            per_repeat = [compute_repeat_metrics(_one_repeat(tasks, entry[ROLLOUT_KEY])) or {} for entry in repeat_level]
+            add_repeat_metrics(agent_metrics, repeat_level, custom, per_repeat)
     else:
         # Every rollout masked (or none received): as NeMo Gym, only the coverage block is
         # reported; there is nothing measured to count repeats of or to pick headlines from.
@@ -301,14 +312,21 @@ def _agent_level(ms: _Measured, spreads: dict[str, FieldSpread]) -> tuple[dict[s
     return agent_metrics, repeat_level
 
 
-def _add_computed(agent_metrics: dict[str, Any], groups: GroupTable, computed: dict[str, Any] | None) -> None:
+def _add_computed(agent_metrics: dict[str, Any], groups: GroupTable, computed: dict[str, Any] | None) -> dict[str, Any]:
     """compute_metrics' answer: its per_task_metrics into the groups, the rest (winning on a
-    clash) into agent_metrics."""
+    clash) into agent_metrics; that rest."""
     custom = dict(computed or {})
     per_task = custom.pop("per_task_metrics", None)
     if per_task:
         merge_per_task(groups, per_task)
     agent_metrics.update(custom)
+    return custom
+
+
+def _one_repeat(tasks: list[list[dict[str, Any]]], repeat: int) -> list[list[dict[str, Any]]]:
+    """The rows of one rollout index, by task (tasks without one left out), as NeMo Gym hands
+    them to compute_repeat_metrics."""
+    return [mine for task in tasks if (mine := [row for row in task if row.get(ROLLOUT_KEY) == repeat])]
 
 
 @dataclass

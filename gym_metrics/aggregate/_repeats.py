@@ -3,11 +3,12 @@ across repeats, as NeMo Gym reports them (docs/metrics.md#repeat-level)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from gym_metrics.rollouts import ROLLOUT_KEY, RolloutColumns
+from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, RolloutColumns
 from gym_metrics.aggregate._stats import GroupedStats, group_starts, grouped_stats, t_interval
 
 
@@ -80,9 +81,46 @@ def _by_repeat(tasks: np.ndarray, repeats: np.ndarray, n_tasks: int) -> np.ndarr
 
 def across_repeats(repeat_level: list[dict[str, Any]], names: list[str]) -> dict[str, float]:
     """docs/metrics.md#repeat-level: each repeat's `mean/<f>` treated as one observation."""
+    return _across(repeat_level, [f"mean/{k}" for k in names])
+
+
+_NOT_REPEAT_METRICS = frozenset({TASK_KEY, ROLLOUT_KEY, "_ng_attempt_index", "sample_count", "missing_count", "num_repeats", "token_usage_version"})
+_STAT_PREFIXES = ("max/", "min/", "median/", "std/", "sem/", "se/", "p25/", "p75/", "ci_low_95/", "ci_high_95/", "histogram/")
+
+
+def add_repeat_metrics(
+    agent_metrics: dict[str, Any], repeat_level: list[dict[str, Any]], custom: dict[str, Any], per_repeat: list[dict[str, Any]]
+) -> None:
+    """An environment's compute_repeat_metrics answers (one per repeat_level entry), as NeMo Gym
+    folds them in: each name it returns replaces that name in every repeat's entry, kept only
+    where every repeat's value (and the whole run's, when compute_metrics gave one) is a finite
+    number; the across-repeats summaries of those names are dropped, then every summary is made
+    again from the entries."""
+    names = {name for metrics in per_repeat for name in metrics}
+    if not names:
+        return
+    for name in names:
+        values = [metrics.get(name) for metrics in per_repeat]
+        for entry in repeat_level:
+            entry.pop(name, None)
+        if (name not in custom or _finite(custom[name])) and all(_finite(v) for v in values):
+            for entry, value in zip(repeat_level, values):
+                entry[name] = float(value)  # type: ignore[arg-type]  # finite numbers: checked above
+    for key in list(agent_metrics):
+        if "_across_repeats/" in key and key.split("_across_repeats/", 1)[1] in names:
+            del agent_metrics[key]
+    columns = list(dict.fromkeys(k for e in repeat_level for k, v in e.items() if _finite(v)))
+    agent_metrics.update(_across(repeat_level, [k for k in columns if k not in _NOT_REPEAT_METRICS and not k.startswith(_STAT_PREFIXES)]))
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _across(repeat_level: list[dict[str, Any]], keys: list[str]) -> dict[str, float]:
+    """Each primary key of the entries, its values across repeats as observations."""
     out: dict[str, float] = {}
-    for k in names:
-        key = f"mean/{k}"
+    for key in keys:
         if not _is_primary_metric(key):
             continue
         x = np.array([e[key] for e in repeat_level if key in e], dtype=np.float64)

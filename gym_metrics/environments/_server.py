@@ -21,7 +21,16 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import pydantic
 
-from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, ColumnarComputeMetrics, ColumnMetrics, MetricColumns, default_key_metrics
+from gym_metrics.aggregate import (
+    AgentAggregate,
+    AggregateOptions,
+    Aggregator,
+    ColumnarComputeMetrics,
+    ColumnMetrics,
+    ComputeMetrics,
+    MetricColumns,
+    default_key_metrics,
+)
 from gym_metrics.rollouts import RolloutColumns
 from gym_metrics._util.deprecated import warn_class_attribute
 from gym_metrics._util.jsonbounds import checked_items, may_exceed
@@ -152,9 +161,11 @@ class SimpleResourcesServer:
         """True when compute_metrics is overridden (and compute_metrics_columns is not), so
         aggregation needs full rows. (Listed reducers and the columnar hook need only numeric
         columns, which are always there.)"""
+        if self.repeat_metrics_hook() is not None:
+            return True
         if self.columnar_metrics_hook() is not None:
             return False
-        return type(self).compute_metrics is not SimpleResourcesServer.compute_metrics
+        return self._compute_metrics_overridden()
 
     def columnar_metrics_hook(self) -> ColumnarComputeMetrics | None:
         """compute_metrics_columns when overridden, else None."""
@@ -251,8 +262,19 @@ class SimpleResourcesServer:
 
     def finalize(self, aggregator: Aggregator) -> AgentAggregate:
         """Compute the agent's metrics with this environment's hooks (CPU-bound: run off-loop)."""
-        compute = self.compute_metrics if self.wants_rows else None
-        return aggregator.finalize(compute, self.get_key_metrics, self.column_metrics_hook(), self.columnar_metrics_hook())
+        compute = self.compute_metrics if self.columnar_metrics_hook() is None and self._compute_metrics_overridden() else None
+        return aggregator.finalize(
+            compute, self.get_key_metrics, self.column_metrics_hook(), self.columnar_metrics_hook(),
+            compute_repeat_metrics=self.repeat_metrics_hook(),
+        )  # fmt: skip
+
+    def repeat_metrics_hook(self) -> ComputeMetrics | None:
+        """NeMo Gym's compute_repeat_metrics when a ported environment overrides it (its rows
+        are then sent); None here."""
+        return None
+
+    def _compute_metrics_overridden(self) -> bool:
+        return type(self).compute_metrics is not SimpleResourcesServer.compute_metrics
 
     async def aggregate_metrics(
         self,

@@ -160,6 +160,12 @@ class SimpleResourcesServer(BaseModel, _Environment):
     def compute_repeat_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         return {}
 
+    def repeat_metrics_hook(self) -> Any:
+        """compute_repeat_metrics when overridden: called per repeat, as NeMo Gym calls it."""
+        if type(self).compute_repeat_metrics is SimpleResourcesServer.compute_repeat_metrics:
+            return None
+        return self.compute_repeat_metrics
+
     async def get_reverify_mode(self) -> ReverifyMode:
         return self.config.REVERIFY_MODE
 
