@@ -1,7 +1,9 @@
 """The porting rule as a tool: a NeMo Gym environment folder copied with `nemo_gym` rewritten to
-`gym_metrics.nemo_gym` in its import lines, and nothing else changed.
+`gym_metrics.nemo_gym` in its import lines, and nothing else changed. The environments it
+imports (`resources_servers.<other>...`, beside it in the source tree) are ported too, beside
+the target, and named.
 
-    python -m gym_metrics.nemo_gym.port resources_servers/<env> ported/<env>
+    python -m gym_metrics.nemo_gym.port resources_servers/<env> ported/resources_servers/<env>
 """
 
 from __future__ import annotations
@@ -38,13 +40,56 @@ def port_folder(source: Path, target: Path) -> list[Path]:
     return changed
 
 
+_OTHER_ENV = re.compile(r"^\s*(?:from|import)\s+resources_servers\.(\w+)", re.M)
+
+
+def imported_environments(folder: Path) -> set[str]:
+    """The `resources_servers.<name>` environments the Python files of `folder` import."""
+    found: set[str] = set()
+    for path in folder.rglob("*.py"):
+        found.update(_OTHER_ENV.findall(path.read_text(errors="replace")))
+    return found - {folder.name}
+
+
+class PortError(Exception):
+    """What stops a port, in one line."""
+
+
+def port_environment(source: Path, target: Path) -> list[tuple[str, str | None, list[Path]]]:
+    """Port `source` to `target`, then every environment it imports, transitively, from the
+    folder beside `source` to the folder beside `target`: (name, the environment that imported
+    it or None, the files changed) in the order ported. PortError when a folder is missing."""
+    if not source.is_dir():
+        raise PortError(f"{source} is not a folder")
+    done: list[tuple[str, str | None, list[Path]]] = []
+    todo: list[tuple[Path, Path, str | None]] = [(source, target, None)]
+    seen = {source.name}
+    while todo:
+        src, dst, by = todo.pop(0)
+        if not src.is_dir():
+            raise PortError(f"{by} imports resources_servers.{src.name}, but {src} is not a folder: port it by hand or copy it beside {by}")
+        done.append((src.name, by, port_folder(src, dst)))
+        for other in sorted(imported_environments(src) - seen):
+            seen.add(other)
+            todo.append((src.parent / other, dst.parent / other, src.name))
+    return done
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print("usage: python -m gym_metrics.nemo_gym.port SOURCE_DIR TARGET_DIR", file=sys.stderr)
         return 2
-    for path in port_folder(Path(args[0]), Path(args[1])):
-        print(path)
+    try:
+        ported = port_environment(Path(args[0]), Path(args[1]))
+    except (PortError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for name, by, changed in ported:
+        why = f" (imported by {by})" if by else ""
+        print(f"ported {name}{why}: {len(changed)} file(s) rewritten")
+        for path in changed:
+            print(f"  {path}")
     return 0
 
 

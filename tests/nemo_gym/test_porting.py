@@ -134,3 +134,34 @@ def test_the_tree_paths_follow_the_config_served(tmp_path: Path) -> None:
     load_config_server(env_dir / "configs" / "echo_env.yaml")
     assert nemo_gym.PARENT_DIR == tmp_path
     assert (nemo_gym.CACHE_DIR, nemo_gym.RESULTS_DIR) == (tmp_path / "cache", tmp_path / "results")
+
+
+def test_the_port_tool_ports_the_environments_an_environment_imports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`resources_servers.<other>` imports: the other environment is ported beside the target
+    and named (transitively, each once); a missing one, or a missing source, is one line and
+    exit 2, never a traceback."""
+    from gym_metrics.nemo_gym.port import main
+
+    tree = tmp_path / "src" / "resources_servers"
+    for name, body in {
+        "top": "from resources_servers.middle.app import helper\nfrom nemo_gym.base_resources_server import X\n",
+        "middle": "from resources_servers.leaf import util\nimport resources_servers.top\nhelper = 1\n",
+        "leaf": "from nemo_gym import reward_profile\n",
+        "unused": "from nemo_gym import x\n",
+    }.items():
+        (tree / name).mkdir(parents=True)
+        (tree / name / "app.py").write_text(body)
+    target = tmp_path / "dst" / "resources_servers"
+    assert main([str(tree / "top"), str(target / "top")]) == 0
+    out = capsys.readouterr().out
+    assert "ported top: 1 file(s)" in out and "ported middle (imported by top)" in out and "ported leaf (imported by middle)" in out
+    assert sorted(p.name for p in target.iterdir()) == ["leaf", "middle", "top"]
+    assert (target / "leaf" / "app.py").read_text() == "from gym_metrics.nemo_gym import reward_profile\n"
+
+    (tree / "leaf" / "app.py").unlink()
+    (tree / "leaf").rmdir()
+    assert main([str(tree / "top"), str(tmp_path / "dst2" / "top")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "middle imports resources_servers.leaf" in err and "Traceback" not in err
+    assert main([str(tmp_path / "nowhere"), str(tmp_path / "dst3")]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nowhere'} is not a folder\n"
