@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gym_metrics._util.memory import fewer_gc_passes
-from gym_metrics.errors import ExitCode, GymMetricsError
+from gym_metrics.errors import ExitCode, FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.cli._base import (
     agent_name,
     format_key_metrics,
@@ -38,7 +38,7 @@ def add_parsers(sub: Any) -> None:
         help="the resources server; repeat it for replicas (batches are spread over them), "
         "or dns:///NAME:PORT for every address of a name (round_robin, a headless Service)",
     )  # fmt: skip
-    p.add_argument("--input", required=True, type=Path, help="JSONL: one task or rollout per line, with agent_ref.name")
+    p.add_argument("--input", type=Path, help="JSONL: one task or rollout per line, with agent_ref.name (required, but with --reverify-failed)")
     p.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
     p.add_argument("--num-repeats", type=positive_int, metavar="K", help="K rollouts of each line (rollout indices counted per task, as NeMo Gym)")
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of lines without an agent_ref")
@@ -64,6 +64,11 @@ def add_parsers(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("--auth-token-env", metavar="VAR", help="send `authorization: Bearer $VAR`")
     p.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect with TLS")
+    p.add_argument(
+        "--reverify-failed", action="store_true",
+        help="verify again only the rows of --output's failures sidecar (OUTPUT_failures.jsonl, e.g. a judge that failed), "
+        "append the recovered ones to --output and aggregate again (NeMo Gym's reverify --judge-failed-only)",
+    )  # fmt: skip
     p.add_argument(
         "--reverify", action="store_true",
         help="verify rows that already carry a reward again, keeping the stored reward beside the new one (_gm_stored_reward)",
@@ -164,8 +169,14 @@ def _check_inputs(ns: argparse.Namespace) -> None:
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics.cli._push import push_after, push_progress
-    from gym_metrics.collector import CollectOptions, RetryPolicy, collect_async
+    from gym_metrics.collector import CollectOptions, RetryPolicy, collect_async, failures_path_for
 
+    if ns.input is None:
+        if not ns.reverify_failed:
+            raise InvalidInputError("--input is required", [FieldViolation("--input", "the rows to collect (JSONL)")])
+        ns.input = failures_path_for(ns.output)
+    if ns.reverify_failed and (ns.reverify or ns.resume):
+        raise InvalidInputError("--reverify-failed resumes --output itself", [FieldViolation("--reverify-failed", "give it without --reverify and --resume")])
     token = read_token(ns.auth_token_env)
     progress = push_progress(ns)
     options = CollectOptions(
@@ -186,6 +197,7 @@ def run(ns: argparse.Namespace) -> int:
         max_steps=ns.max_steps,
         parallel_tool_calls=ns.parallel_tool_calls,
         reverify=ns.reverify,
+        reverify_failed=ns.reverify_failed,
     )
 
     async def collect() -> Any:
@@ -320,6 +332,9 @@ def report(result: Any, elapsed: float) -> int:
         parts.append(f"{result.episodes_at_max_steps} episodes stopped at --max-steps")
     if result.episodes_retried:
         parts.append(f"{result.episodes_retried} episodes started again on another server")
+    if result.dropped:
+        classes = ", ".join(f"{kind}: {n}" for kind, n in sorted(result.dropped.items()))
+        parts.append(f"{sum(result.dropped.values())} rollouts dropped from the score ({classes}; see {result.failures_path})")
     if result.reverified:
         parts.append(f"--reverify: {result.rewards_changed} of {result.reverified} rewards differ from the stored ones")
     if result.skipped_done:

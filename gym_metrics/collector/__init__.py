@@ -10,5 +10,6 @@ from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._options import CollectOptions
 from gym_metrics.collector._run import CollectResult, collect, collect_async, estimate_total
 from gym_metrics.collector._verify import RetryPolicy
+from gym_metrics.collector._outfile import failures_path_for
 
-__all__ = ["CollectOptions", "CollectResult", "Progress", "RetryPolicy", "collect", "collect_async", "estimate_total"]
+__all__ = ["CollectOptions", "CollectResult", "Progress", "RetryPolicy", "collect", "collect_async", "estimate_total", "failures_path_for"]

@@ -49,6 +49,10 @@ class CollectOptions:
     reverify: bool = False
     """Verify rows that already carry a reward again (their indices kept), writing the stored
     reward beside the new one as `_gm_stored_reward`; False: such rows pass through unverified."""
+    reverify_failed: bool = False
+    """NeMo Gym's `reverify --judge-failed-only`: verify again only the rows of the output's
+    failures sidecar (`<stem>_failures.jsonl`); the recovered ones are appended to the output,
+    those that fail again go back to the sidecar, and the metrics are made again."""
     parallel_tool_calls: bool = False
     """Run the tool calls of one turn concurrently; False (NeMo Gym's simple_agent): one after
     another in the policy's order, so a call sees what the calls before it did."""

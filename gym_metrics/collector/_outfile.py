@@ -37,6 +37,34 @@ class OutputFile:
         self._f.close()
 
 
+def failures_path_for(output: Path) -> Path:
+    """`run.jsonl` -> `run_failures.jsonl`: NeMo Gym's sidecar of rollouts dropped from the score."""
+    return output.with_name(output.stem + "_failures.jsonl")
+
+
+class FailuresFile:
+    """The failures sidecar, as NeMo Gym keeps it: one row per failed attempt whose verify
+    answer names a failure class (`_ng_failure_class`, e.g. a judge that failed), out of the
+    rollouts file and so out of the metrics. Opened on the first such row; a fresh run refuses
+    a sidecar left by another, as it refuses its output."""
+
+    def __init__(self, output: Path, resume: bool) -> None:
+        self.path = failures_path_for(output)
+        if not resume and self.path.exists() and self.path.stat().st_size:
+            raise GymMetricsError(f"{self.path} exists and is not empty: pass --resume to continue it, or remove it")
+        self._f: IO[bytes] | None = None
+
+    def write(self, lines: list[bytes]) -> None:
+        if self._f is None:
+            self._f = self.path.open("ab")
+        self._f.write(b"".join(lines))
+        self._f.flush()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+
+
 def _cut_partial_last_line(path: Path) -> int:
     """Truncate an unterminated last line (a write cut short); return the bytes removed."""
     size = path.stat().st_size

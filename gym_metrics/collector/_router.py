@@ -18,7 +18,7 @@ from gym_metrics._util.unique import unique
 from gym_metrics.rollouts import ERROR_KEY, BadLine, RolloutColumns
 from gym_metrics.collector._keys import FixedKeys
 from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
-from gym_metrics.collector._outfile import OutputFile
+from gym_metrics.collector._outfile import FailuresFile, OutputFile
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._rows import written_row
 from gym_metrics.collector._verify import Batch
@@ -30,9 +30,26 @@ if TYPE_CHECKING:
     from gym_metrics.collector._options import CollectOptions
 
 
+FAILURE_CLASS_KEY = "_ng_failure_class"
+"""NeMo Gym's mark of a rollout that failed (a judge that did not answer): its row goes to the
+failures sidecar, not to the rollouts file."""
+
 STORED_REWARD_KEY = "_gm_stored_reward"
 """With --reverify: the reward a row carried before it was verified again (not measured: it
 starts with `_`)."""
+
+
+_BOOKKEEPING = ("reward", "mask_sample", "failure_kind", "failure_reason")
+
+
+def without_failure(row: dict[str, Any]) -> dict[str, Any]:
+    """A failures-sidecar row as a verify request again: its verifier inputs, without the
+    reward and the failure bookkeeping NeMo Gym's judge failsafe added."""
+    out = {k: v for k, v in row.items() if k not in _BOOKKEEPING and not k.startswith("_ng_failure")}
+    config = out.get("instance_config")
+    if isinstance(config, dict) and "mask_sample" in config:
+        out["instance_config"] = {k: v for k, v in config.items() if k != "mask_sample"}
+    return out
 
 
 def _same_reward(stored: Any, new: Any) -> bool:
@@ -54,6 +71,9 @@ class Router:
         self.tasks: dict[str, set[int]] = defaultdict(set)
         self.bad_lines: list[BadLine] = []
         self.verified = self.passed_through = self.skipped_done = self.generation_failed = self.unanswered = 0
+        self.failures = FailuresFile(out.path, opts.resume or opts.reverify_failed)
+        self.dropped: dict[str, int] = defaultdict(int)
+        """Rollouts whose verify answer named a failure class, by class (in the sidecar)."""
         self.reverified = self.rewards_changed = 0
         """With --reverify: rows that carried a reward and were verified again; of those, the
         ones whose new reward differs from the stored one."""
@@ -65,7 +85,10 @@ class Router:
         self.complete = True
 
     def to_verify(self) -> Iterator[Rollout]:
-        for item in read_input(self.path, self.opts.num_repeats, self.opts.default_agent, self.fixed, self.opts.reverify):
+        reverify = self.opts.reverify or self.opts.reverify_failed
+        for item in read_input(self.path, self.opts.num_repeats, self.opts.default_agent, self.fixed, reverify):
+            if isinstance(item, Rollout) and self.opts.reverify_failed:
+                item.row, item.stored_reward = without_failure(item.row), None
             if isinstance(item, BadLine):
                 self._bad(item)
                 continue
@@ -116,13 +139,20 @@ class Router:
         """Write an answered batch: each row with its verify response (parsed once, here) or
         its error."""
         self.complete = False
-        lines = []
+        lines: list[bytes] = []
+        dropped: list[bytes] = []
         add, isfinite = self.progress.add, math.isfinite
         for (rollout, _), reward, text, kind, message in zip(
             batch, verified.reward, verified.response_json, verified.error_kind, verified.error_message
         ):
             if kind is None and text:
                 row = written_row(rollout.row, orjson.loads(text), self.opts.keep_input_fields)
+                failure = row.get(FAILURE_CLASS_KEY)
+                if failure is not None:  # NeMo Gym's collection: to the sidecar, out of the score
+                    self.dropped[str(failure)] += 1
+                    dropped.append(dumps_row(row))
+                    add(rollout.agent, None, error=True)
+                    continue
                 add(rollout.agent, reward if isfinite(reward) else None)
             else:
                 # The server knows only the rollout; the user needs the input line.
@@ -137,7 +167,9 @@ class Router:
             lines.append(dumps_row(row))
         self.flush()
         self.out.write(lines)
-        self.verified += len(lines)
+        if dropped:
+            self.failures.write(dropped)
+        self.verified += len(lines) + len(dropped)
         self.progress.tick()
 
     def answered(self, rollouts: Iterator[Rollout]) -> Iterator[Rollout]:

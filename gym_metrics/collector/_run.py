@@ -17,7 +17,7 @@ from gym_metrics._transport.client import ResourcesClient, ServerInfo, ServerUna
 from gym_metrics.rollouts import ERROR_KINDS, BadLine, OnBadLine, RolloutColumns, concat, read_rollouts
 from gym_metrics.aggregate import AgentAggregate, local_parts, output_path_for, write_aggregate_metrics
 from gym_metrics.collector._keys import find_fixed_keys
-from gym_metrics.collector._outfile import OutputFile
+from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._generate import GeneratedBatches, make_target
 from gym_metrics.collector._replicas import by_server, connect, on_any, still_up
@@ -75,6 +75,11 @@ class CollectResult:
     """With `reverify`: rows that carried a reward and were verified again."""
     rewards_changed: int = 0
     """Of those, the ones whose new reward differs from the stored one (`_gm_stored_reward`)."""
+    dropped: dict[str, int] = field(default_factory=dict)
+    """Rollouts whose verify answer named a failure class (`_ng_failure_class`, e.g.
+    `judge_failed`), by class: written to `failures_path`, out of the rollouts and metrics."""
+    failures_path: Path | None = None
+    """The failures sidecar (`<stem>_failures.jsonl`; written only when a rollout failed)."""
 
 
 def collect(
@@ -121,6 +126,22 @@ def _episode_runner(
     )  # fmt: skip
 
 
+def _recovering(input_path: Path, output_path: Path) -> Path | None:
+    """The file `reverify_failed` takes the rows to verify again from, when the input is the
+    output's failures sidecar: the sidecar moved aside (`.reverifying`, removed once the run is
+    done) so the rows failing again start it afresh; left from a run that was cut off, that file
+    is taken up again. None: another input, read as it is (and kept)."""
+    sidecar = failures_path_for(output_path)
+    aside = sidecar.with_name(sidecar.name + ".reverifying")
+    if input_path.resolve() not in (sidecar.resolve(), aside.resolve()):
+        return None
+    if not aside.exists():
+        if not sidecar.is_file():
+            raise InvalidInputError("nothing to verify again", [FieldViolation("--reverify-failed", f"no failures sidecar {sidecar}")])
+        sidecar.rename(aside)
+    return aside
+
+
 async def collect_async(
     client: ResourcesClient | Sequence[ResourcesClient],
     input_path: str | Path,
@@ -132,6 +153,9 @@ async def collect_async(
     spread over all; one that dies has its unanswered batches resent to the others)."""
     opts = options or CollectOptions()
     input_path, output_path = Path(input_path), Path(output_path)
+    recovering = _recovering(input_path, output_path) if opts.reverify_failed else None
+    if recovering is not None:
+        input_path = recovering
     if opts.target is not None:  # a connection per request in flight, and files besides
         ensure_open_files(opts.target.max_concurrency + 512, "--policy-concurrency")
     if not input_path.is_file():
@@ -143,7 +167,7 @@ async def collect_async(
     replicas = await connect(given, opts.connections, opts.retry, opts.connect_timeout, log)
     lanes = replicas.lanes
     try:
-        out = OutputFile(output_path, opts.resume, opts.default_agent)
+        out = OutputFile(output_path, opts.resume or opts.reverify_failed, opts.default_agent)
         if out.repaired_bytes:
             log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
         progress = progress or Progress(estimate_total(input_path, opts.num_repeats))
@@ -173,6 +197,7 @@ async def collect_async(
             if runner is not None:
                 await runner.target.aclose()
             out.close()
+            router.failures.close()
             progress.close()
     finally:
         await replicas.close_extra()
@@ -186,6 +211,8 @@ async def collect_async(
         still_up(replicas.clients, lanes, report), output_path, router.tasks, opts, replicas.info.wants_rows, log, in_memory
     )
     failed = [_with_generation_failures(f, router.generation_failures.get(f.agent, 0)) for f in failed]
+    if recovering is not None:
+        recovering.unlink()  # every row of it is in the output or back in the sidecar
     metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
     return CollectResult(
         rollouts_path=output_path,
@@ -207,6 +234,8 @@ async def collect_async(
         episodes_at_max_steps=runner.at_max_steps if runner else 0,
         reverified=router.reverified,
         rewards_changed=router.rewards_changed,
+        dropped=dict(router.dropped),
+        failures_path=router.failures.path,
     )
 
 

@@ -70,3 +70,17 @@ async def test_a_rollout_the_server_refuses_names_its_input_line(tmp_path: Path)
     assert len(errors) == 1 and errors[0]["kind"] == "invalid_request"
     assert errors[0]["message"].startswith("input line 2: ") and "expected_answer" in errors[0]["message"]
     assert "row" not in errors[0]["message"]
+
+
+async def test_input_and_the_failures_sidecar_are_named_when_missing(tmp_path: Path) -> None:
+    """`--input` may be left out only with --reverify-failed (which reads the output's
+    failures sidecar); with no sidecar there is nothing to verify again. One line each, exit 2."""
+    server = await start_server(MathExactServer(), ServerConfig(port=0, log_requests=False))
+    try:
+        out = str(tmp_path / "out.jsonl")
+        code, err = await run_cli("collect", "--server", server.address, "--output", out)
+        assert code == 2 and "--input is required" in err and "Traceback" not in err
+        code, err = await run_cli("collect", "--server", server.address, "--output", out, "--reverify-failed")
+        assert code == 2 and "nothing to verify again" in err and "out_failures.jsonl" in err and "Traceback" not in err
+    finally:
+        await server.stop(0)

@@ -3,7 +3,9 @@ their imports, served by gym-metrics from their config YAML with the judge model
 scripted loopback judge (gym_metrics.testing), and collected: every row's verify answer and every
 key of the metrics file equal NeMo Gym's against the same scripted judge
 (tests/data/nemo_gym_judge/, recorded by scripts/make_nemo_judge_reference.py). One row per
-environment has its judge answer HTTP 500: both score it reward 0, masked, judge_failed."""
+environment has its judge answer HTTP 500: both score it reward 0, masked, judge_failed, and move
+it to the `<stem>_failures.jsonl` sidecar, out of the rollouts and the metrics; then
+`--reverify-failed` with a judge that answers scores it and folds it back."""
 
 from __future__ import annotations
 
@@ -36,14 +38,15 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
-async def _collect(env: str, ported: Any, judge_url: str, out: Path) -> Any:
+async def _collect(env: str, ported: Any, judge_url: str, out: Path, **options: Any) -> Any:
     meta, judge = (json.loads((DATA / env / name).read_text()) for name in ("meta.json", "judge.json"))
     config = ported.folder(meta["env"]) / "configs" / Path(meta["config_file"]).name
     server_impl = load_config_server(config, name=meta["server_instance"], servers={judge["server_name"]: judge_url})
     server = await start_server(server_impl, ServerConfig(port=0, log_requests=False))
     try:
         async with ResourcesClient(server.address) as client:
-            return await collect_async(client, DATA / env / "rollouts.jsonl", out, CollectOptions())
+            source = out.with_name(out.stem + "_failures.jsonl") if options.get("reverify_failed") else DATA / env / "rollouts.jsonl"
+            return await collect_async(client, source, out, CollectOptions(**options))
     finally:
         await server.stop(0)
 
@@ -60,8 +63,12 @@ async def test_judge_env_rewards_and_metrics_equal_nemo_gym(env: str, ported: An
         result = await _collect(env, ported, f"http://127.0.0.1:{scripted.port}", tmp_path / "out.jsonl")
     assert sorted({r.path for r in scripted.requests}) == judge["paths"]
     assert len(scripted.requests) == sum(judge["calls_per_row"])
-    rows, expected = _read(tmp_path / "out.jsonl"), _read(DATA / env / "verify.jsonl")
-    assert len(rows) == len(expected)
+    kept, sidecar, expected = _read(tmp_path / "out.jsonl"), _read(tmp_path / "out_failures.jsonl"), _read(DATA / env / "verify.jsonl")
+    failed = sum(bool(r.get("_ng_failure_class")) for r in expected)
+    assert failed >= 1 and len(sidecar) == failed == result.dropped["judge_failed"] and len(kept) + failed == len(expected)
+    key = lambda r: (r["_ng_task_index"], r["_ng_rollout_index"])  # noqa: E731
+    rows = sorted(kept + sidecar, key=key)  # the input's order (its rows are in key order)
+    assert all(r.get("_ng_failure_class") for r in sidecar) and not any(r.get("_ng_failure_class") for r in kept)
     for i, (ours, theirs) in enumerate(zip(rows, expected)):
         assert ours["reward"] == pytest.approx(theirs["reward"], rel=1e-12, abs=0), (i, ours, theirs)
         for key, value in theirs.items():
@@ -71,19 +78,19 @@ async def test_judge_env_rewards_and_metrics_equal_nemo_gym(env: str, ported: An
         if theirs.get("_ng_failure_class"):
             assert "HTTP 500" in ours["failure_reason"] and "500" in theirs["failure_reason"]
         assert all(key in ours for key in ECHOED if key in theirs.get("_echo_sha256", {}))
-    failed = sum(bool(r.get("_ng_failure_class")) for r in expected)
     ours = json.loads(result.metrics_path.read_text())
-    assert failed >= 1 and _without_coverage(ours[0], failed, len(expected)) is None
+    assert not any(k.startswith("coverage/") for k in ours[0]["agent_metrics"])  # nothing masked is left
     reference = json.loads((DATA / env / "aggregate_metrics.json").read_text())
     assert compare_files(reference, ours) is None
 
-
-def _without_coverage(entry: dict[str, Any], failed: int, rows: int) -> None:
-    """NeMo Gym moves a judge_failed row to its failures sidecar, out of the metrics; gym-metrics
-    keeps it in the output, masked: out of every statistic (the same numbers), and says so with
-    the coverage counts (docs/metrics.md#masking), checked and removed here."""
-    counts = {"coverage/measured_rollouts": rows - failed, "coverage/masked_rollouts": failed}
-    for part in ("agent_metrics", "key_metrics"):
-        coverage = {k: entry[part].pop(k) for k in list(entry[part]) if k.startswith("coverage/")}
-        assert {k: coverage[k] for k in counts} == counts, (part, coverage)
-        assert coverage["coverage/fully_masked_tasks"] == 0, (part, coverage)
+    # NeMo Gym's `reverify --judge-failed-only`: the judge answers now; the failed rows are
+    # scored, folded back into the rollouts, the sidecar emptied and the metrics made again
+    with ScriptedChatServer(default=keyed_answers(judge["answers"])) as healthy:
+        again = await _collect(env, ported, f"http://127.0.0.1:{healthy.port}", tmp_path / "out.jsonl", reverify_failed=True)
+    assert len(healthy.requests) == sum(judge["calls_per_row"][i] for i, r in enumerate(_read(DATA / env / "verify.jsonl")) if r.get("_ng_failure_class"))
+    recovered = _read(tmp_path / "out.jsonl")
+    assert len(recovered) == len(expected) and again.dropped == {} and again.verified == failed
+    assert not (tmp_path / "out_failures.jsonl").exists() and not (tmp_path / "out_failures.jsonl.reverifying").exists()
+    assert not any(r.get("_ng_failure_class") or r.get("mask_sample") for r in recovered)
+    metrics = json.loads(again.metrics_path.read_text())[0]
+    assert metrics["agent_metrics"]["mean/reward"] == pytest.approx(sum(r["reward"] for r in recovered) / len(recovered))
