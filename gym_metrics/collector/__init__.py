@@ -11,5 +11,6 @@ from gym_metrics.collector._options import CollectOptions
 from gym_metrics.collector._run import CollectResult, collect, collect_async, estimate_total
 from gym_metrics.collector._verify import RetryPolicy
 from gym_metrics.collector._outfile import failures_path_for
+from gym_metrics.collector._input import indexed_rows
 
-__all__ = ["CollectOptions", "CollectResult", "Progress", "RetryPolicy", "collect", "collect_async", "estimate_total", "failures_path_for"]
+__all__ = ["CollectOptions", "CollectResult", "Progress", "RetryPolicy", "collect", "collect_async", "estimate_total", "failures_path_for", "indexed_rows"]

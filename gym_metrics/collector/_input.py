@@ -21,7 +21,7 @@ import numpy as np
 
 from gym_metrics.rollouts import BOM, ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, BadLine, BufferRows, RolloutColumns, agent_name, agent_problem, bad_json_reason, line_bounds, parse_row, read_chunks, row_index_value
 from gym_metrics.collector._keys import FixedKeys, Indexer, is_scored, line_identity, may_hold_key
-from gym_metrics.errors import InvalidInputError
+from gym_metrics.errors import FieldViolation, InvalidInputError
 
 
 @dataclass
@@ -239,6 +239,20 @@ def _rollouts(
             yield Rollout(agent, task, r, row, scored, raw, line_no)
         else:
             yield Rollout(agent, task, r, _with_keys(row, task, r), scored, None, line_no)
+
+
+def indexed_rows(path: Path, default_agent: str) -> Iterator[dict[str, Any]]:
+    """Each row of `path` with the `_ng_task_index` / `_ng_rollout_index` collect gives it (NeMo
+    Gym's rules) and an agent_ref; InvalidInputError naming a bad line."""
+    for item in read_input(path, None, default_agent, reverify=True):
+        if isinstance(item, BadLine):
+            raise InvalidInputError("a bad line", [FieldViolation(f"line {item.line}: {item.field}", item.reason)])
+        if isinstance(item, Rollout):
+            row = dict(item.row)
+            if item.stored_reward is not None:
+                row["reward"] = item.stored_reward
+            row.setdefault("agent_ref", {"name": default_agent})
+            yield row
 
 
 def _to_verify_again(rollout: Rollout) -> Rollout:

@@ -1,0 +1,169 @@
+"""`gym-metrics check-env`: a NeMo Gym environment on gym-metrics against NeMo Gym itself, on
+the user's own rollouts. NeMo Gym runs in its own venv (`--nemo-python`, _nemo_side.py): the
+environment's FastAPI app built from its config, each row POSTed to `/verify`, the kept answers
+to `/aggregate_metrics`. gym-metrics ports the environment (and those it imports), serves it
+from the same config and collects the same rows. Both read the rows with the same indices
+(numbered once, by the collector's rules, which are NeMo Gym's). Every row's reward and fields
+and every metrics key are compared (numbers to relative 1e-9; the keys gym-metrics adds beside
+NeMo Gym's, documented, are not differences).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+
+ECHOED = ("responses_create_params", "response")
+"""Keys of a verify answer that echo its request: not compared (both sides echo what they got)."""
+
+NEMO_SIDE = Path(__file__).with_name("_nemo_side.py")
+
+
+class CheckError(GymMetricsError):
+    """A side of the check could not run (the message says which and why)."""
+
+
+@dataclass
+class CheckReport:
+    env: str
+    rows: int
+    differences: list[str] = field(default_factory=list)
+    refused: int = 0
+    """Rows NeMo Gym's /verify refused (and gym-metrics failed too): not verify requests it takes."""
+
+    @property
+    def equal(self) -> bool:
+        return not self.differences
+
+
+def _added(key: str) -> bool:
+    """A key gym-metrics adds beside NeMo Gym's, documented (docs/statistics.md, docs/metrics.md)."""
+    from gym_metrics.aggregate import ADDED_AGENT_METRICS
+
+    return key.split("/", 1)[0] in ADDED_AGENT_METRICS or key.startswith("coverage/") or key in ("non_numeric_counts", "non_finite_counts")
+
+
+def differences(theirs: Any, mine: Any, where: str = "") -> list[str]:
+    """Where two JSON values differ (numbers to relative 1e-9; NeMo Gym's placeholder `sample`
+    of a group is not compared, nor the keys gym-metrics adds beside NeMo Gym's)."""
+    if isinstance(theirs, dict) and isinstance(mine, dict):
+        found = [f"{where}.{k}: missing" for k in theirs if k not in mine and k != "sample"]
+        found += [f"{where}.{k}: not in NeMo Gym's" for k in mine if k not in theirs and not _added(k)]
+        for key in theirs.keys() & mine.keys() - {"sample"}:
+            found += differences(theirs[key], mine[key], f"{where}.{key}")
+        return found
+    if isinstance(theirs, list) and isinstance(mine, list):
+        if len(theirs) != len(mine):
+            return [f"{where}: {len(mine)} items, NeMo Gym {len(theirs)}"]
+        return [d for i, (a, b) in enumerate(zip(theirs, mine)) for d in differences(a, b, f"{where}[{i}]")]
+    if isinstance(theirs, bool) or isinstance(mine, bool):  # true is not 1 in JSON
+        return [] if type(theirs) is type(mine) and theirs == mine else [f"{where}: {mine!r} != NeMo Gym's {theirs!r}"]
+    if isinstance(theirs, (int, float)) and isinstance(mine, (int, float)):
+        same = (math.isnan(theirs) and math.isnan(mine)) or math.isclose(theirs, mine, rel_tol=1e-9, abs_tol=0.0)
+        return [] if same else [f"{where}: {mine} != NeMo Gym's {theirs}"]
+    return [] if theirs == mine else [f"{where}: {mine!r} != NeMo Gym's {theirs!r}"]
+
+
+async def check_environment(
+    root: Path, env: str, rollouts: Path, nemo_python: str, config: str | None = None, timeout_s: float = 3600
+) -> CheckReport:
+    """The report of one environment on `rollouts` (verify request bodies); CheckError when a
+    side cannot run, InvalidInputError naming a bad argument."""
+    folder = root / "resources_servers" / env
+    if not folder.is_dir():
+        raise InvalidInputError("no such environment", [FieldViolation("--env", f"{folder} is not a folder")])
+    if not rollouts.is_file():
+        raise InvalidInputError("no such rollouts file", [FieldViolation("--rollouts", str(rollouts))])
+    with tempfile.TemporaryDirectory(prefix="gym-metrics-check-") as tmp:
+        work = Path(tmp)
+        indexed = _indexed(rollouts, f"{env}_simple_agent", work / "rows.jsonl")
+        theirs = _nemo(root, env, indexed, nemo_python, config, work / "nemo.json", timeout_s)
+        rows, metrics = await _ours(root, env, indexed, config, work)
+    found = _row_differences(theirs["responses"], rows)
+    scored = {r["agent_ref"]["name"] for r in rows if "_gm_error" not in r}
+    mine = [m for m in metrics if m["agent_ref"]["name"] in scored]  # an agent whose every row failed has no entry in NeMo Gym's
+    found += differences(theirs["metrics"], mine, "metrics")
+    return CheckReport(env, len(rows), found, sum("_nemo_refused" in r for r in theirs["responses"]))
+
+
+def _row_differences(theirs: list[dict[str, Any]], mine: list[dict[str, Any]]) -> list[str]:
+    """Row by row, matched by agent and indices: a row NeMo Gym refused (its /verify answered an
+    error status) must be a failed rollout here (`_gm_error`), and the other way round."""
+    key = lambda r: (r["agent_ref"]["name"], r["_ng_task_index"], r["_ng_rollout_index"])  # noqa: E731
+    shown = lambda r: {k: v for k, v in r.items() if k not in ECHOED and not k.startswith(("_ng_", "_gm_")) and k != "agent_ref"}  # noqa: E731
+    by_key = {key(r): r for r in mine}
+    found = []
+    for row in sorted(theirs, key=key):
+        where = f"rows[task {row['_ng_task_index']}, rollout {row['_ng_rollout_index']}]"
+        ours = by_key.pop(key(row), None)
+        if ours is None:
+            found.append(f"{where}: missing")
+        elif "_nemo_refused" in row or "_gm_error" in ours:
+            if "_nemo_refused" not in row:
+                found.append(f"{where}: failed here ({ours['_gm_error'].get('message', '')[:200]}), scored by NeMo Gym")
+            elif "_gm_error" not in ours:
+                found.append(f"{where}: scored here, refused by NeMo Gym ({row['_nemo_refused']}: {row['_nemo_detail'][:200]})")
+        else:
+            found += differences(shown(row), shown(ours), where)
+    found += [f"rows[task {k[1]}, rollout {k[2]}]: not in NeMo Gym's" for k in by_key]
+    return found
+
+
+def _indexed(rollouts: Path, agent: str, out: Path) -> Path:
+    """The rows with the indices the collector gives them (NeMo Gym's rules), and an agent_ref."""
+    import orjson
+
+    from gym_metrics.collector import indexed_rows
+
+    out.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in indexed_rows(rollouts, agent)))
+    return out
+
+
+def _nemo(root: Path, env: str, rows: Path, python: str, config: str | None, out: Path, timeout_s: float) -> Any:
+    command = [python, str(NEMO_SIDE), "--root", str(root), "--env", env, "--rows", str(rows), "--out", str(out)]
+    command += ["--config", config] if config else []
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        raise InvalidInputError("cannot run NeMo Gym's Python", [FieldViolation("--nemo-python", f"{python}: no such file")]) from None
+    except subprocess.TimeoutExpired:
+        raise CheckError(f"NeMo Gym's side ran past {timeout_s:g} s") from None
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise CheckError(f"NeMo Gym's side failed (exit {done.returncode}): {tail}")
+    return json.loads(out.read_text())
+
+
+async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path) -> tuple[list[dict[str, Any]], Any]:
+    """gym-metrics: the environment ported into `work`, served from its config, collected."""
+    from gym_metrics._transport.client import ResourcesClient
+    from gym_metrics._transport.server import ServerConfig, start_server
+    from gym_metrics.collector import CollectOptions, collect_async
+    from gym_metrics.nemo_gym import load_config_server
+    from gym_metrics.nemo_gym.port import port_environment
+
+    tree = work / "resources_servers"
+    port_environment(root / "resources_servers" / env, tree / env)
+    configs = tree / env / "configs"
+    path = configs / (config if config and config.endswith(".yaml") else f"{config or env}.yaml")
+    if not path.is_file():
+        path = sorted(configs.glob("*.yaml"))[0]
+    server = await start_server(load_config_server(path), ServerConfig(port=0, log_requests=False))
+    try:
+        async with ResourcesClient(server.address) as client:
+            result = await collect_async(client, rows, work / "run.jsonl", CollectOptions(reverify=True))  # rows that carry a reward too
+    finally:
+        await server.stop(0)
+    written = [work / "run.jsonl", work / "run_failures.jsonl"]
+    out = [json.loads(line) for path in written if path.exists() for line in path.read_text().splitlines() if line.strip()]
+    return out, json.loads(result.metrics_path.read_text())
+
+
+__all__ = ["CheckError", "CheckReport", "check_environment", "differences"]

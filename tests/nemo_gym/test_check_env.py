@@ -1,0 +1,99 @@
+"""`gym-metrics check-env`: what counts as a difference from NeMo Gym's answers, the one-line
+errors of a bad argument or a side that cannot run, and (where GYM_METRICS_NEMO_PYTHON names the
+Python of a venv with nemo-gym 0.7.0) whole checks of the wheel's environments against NeMo Gym
+itself: one equal, one whose rows NeMo Gym refuses (and gym-metrics fails too)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gym_metrics.nemo_gym.check import _row_differences, differences
+
+
+def test_equal_within_1e_9_and_added_keys_are_not_differences() -> None:
+    theirs = {"agent_metrics": {"mean/reward": 0.5, "max/reward": 1.0}, "group_level_metrics": [{"sample": {}, "mean/reward": 1}]}
+    mine = {
+        "agent_metrics": {"mean/reward": 0.5 * (1 + 1e-12), "max/reward": 1.0, "wilson_ci_low_95/reward": 0.1, "coverage/masked_rollouts": 0},
+        "group_level_metrics": [{"mean/reward": 1.0}],
+        "non_numeric_counts": {},
+    }
+    assert differences(theirs, mine) == []
+
+
+def test_a_value_a_missing_key_an_extra_key_and_a_length_are_differences() -> None:
+    theirs = {"a": 1.0, "b": [1, 2], "c": "x"}
+    mine = {"a": 1.001, "b": [1], "d": 3}
+    assert sorted(differences(theirs, mine, "m")) == [
+        "m.a: 1.001 != NeMo Gym's 1.0",
+        "m.b: 1 items, NeMo Gym 2",
+        "m.c: missing",
+        "m.d: not in NeMo Gym's",
+    ]
+    assert differences(float("nan"), float("nan")) == []
+    assert differences(True, 1, "x") == ["x: 1 != NeMo Gym's True"] and differences(True, True) == []
+
+
+def _row(task: int, **fields: Any) -> dict[str, Any]:
+    return {"agent_ref": {"name": "a"}, "_ng_task_index": task, "_ng_rollout_index": 0, **fields}
+
+
+def test_rows_are_matched_by_key_and_a_refused_row_must_fail_here_too() -> None:
+    theirs = [
+        _row(0, reward=1.0, response={"x": 1}),
+        _row(1, _nemo_refused=422, _nemo_detail="missing expected_answer"),
+        _row(2, _nemo_refused=422, _nemo_detail="bad"),
+        _row(3, reward=0.0),
+        _row(4, reward=1.0),
+    ]
+    mine = [
+        _row(3, reward=0.0, _gm_stored_reward=1.0),  # an order of its own, keys of its own: matched by key
+        _row(0, reward=1.0, response={"y": 2}),  # echoed keys are not compared
+        _row(1, _gm_error={"kind": "invalid_request", "message": "expected_answer: Field required"}),
+        _row(2, reward=0.5),
+        _row(4, _gm_error={"kind": "verify_failed", "message": "boom"}),
+        _row(5, reward=1.0),
+    ]
+    assert _row_differences(theirs, mine) == [
+        "rows[task 2, rollout 0]: scored here, refused by NeMo Gym (422: bad)",
+        "rows[task 4, rollout 0]: failed here (boom), scored by NeMo Gym",
+        "rows[task 5, rollout 0]: not in NeMo Gym's",
+    ]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gym_metrics.cli", "check-env", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_a_missing_environment_or_nemo_python_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"responses_create_params": {"input": "hi"}}\n')
+    done = _cli("--root", str(tmp_path), "--env", "nowhere", "--rollouts", str(rows), "--nemo-python", sys.executable)
+    assert done.returncode == 2 and "nowhere is not a folder" in done.stderr and "Traceback" not in done.stderr
+    (tmp_path / "resources_servers" / "mine").mkdir(parents=True)
+    done = _cli("--root", str(tmp_path), "--env", "mine", "--rollouts", str(rows), "--nemo-python", str(tmp_path / "no-python"))
+    assert done.returncode == 2 and "--nemo-python" in done.stderr and "no such file" in done.stderr and "Traceback" not in done.stderr
+    done = _cli("--root", str(tmp_path), "--env", "mine", "--rollouts", str(rows), "--nemo-python", sys.executable)  # no nemo_gym there
+    assert done.returncode == 2 and "NeMo Gym's side failed" in done.stderr and "Traceback" not in done.stderr
+
+
+NEMO_PYTHON = os.environ.get("GYM_METRICS_NEMO_PYTHON")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NEMO_PYTHON, reason="GYM_METRICS_NEMO_PYTHON names no venv with nemo-gym 0.7.0 (the reference tool itself, 1.4 GB)")
+@pytest.mark.parametrize(("env", "refused"), [("string_match", 0), ("mcqa", 5)])
+def test_the_wheels_environments_check_equal_to_nemo_gym(env: str, refused: int, ported: Any, tmp_path: Path) -> None:
+    with zipfile.ZipFile(ported.wheel) as wheel:
+        wheel.extractall(tmp_path, [m for m in wheel.namelist() if m.startswith(f"resources_servers/{env}/")])
+    rows = tmp_path / "resources_servers" / env / "data" / "example_rollouts.jsonl"
+    done = _cli("--root", str(tmp_path), "--env", env, "--rollouts", str(rows), "--nemo-python", str(NEMO_PYTHON))
+    assert done.returncode == 0, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"{env}: 5 rows, equal to NeMo Gym's") and (f"({refused} rows refused by both" in last) == bool(refused)
