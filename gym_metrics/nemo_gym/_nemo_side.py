@@ -109,8 +109,8 @@ def main() -> int:
             if answer.status_code != 200:
                 raise SystemExit(f"NeMo Gym's /aggregate_metrics answered {answer.status_code}: {answer.text[:500]}")
             dumped = answer.json()
-            keys = ("agent_metrics", "key_metrics", "group_level_metrics", "repeat_level_metrics")
-            metrics.append({"agent_ref": {"name": agent}, **{k: dumped.get(k) for k in keys}})
+            parts = ("agent_metrics", "key_metrics", "group_level_metrics", "repeat_level_metrics")
+            metrics.append({"agent_ref": {"name": agent}, **{k: dumped.get(k) for k in parts}})
     args.out.write_text(json.dumps({"responses": responses, "metrics": metrics}), encoding="utf-8")
     return 0
 
