@@ -110,7 +110,90 @@ POLICIES: dict[str, dict[str, list[dict[str, Any]]]] = {
     },
 }  # fmt: skip
 """Per environment, the scripted policy: prompt -> one answer per step."""
-ENVS = list(POLICIES)
+REPLAYED = ["example_multi_step", "example_tool_call_multireward", "xlam_fc"]
+"""Environments whose policy replays the model turns of their recorded data/example_rollouts.jsonl
+(replay_policy): every self-contained tool environment of the wheel that ships trajectories."""
+NOT_REPLAYED = {
+    "math_advanced_calculations": "its example_rollouts.jsonl answers other prompts than data/example.jsonl's "
+    "tasks, and its rows carry no ground_truth for verify",
+    "workplace_assistant": "its example_rollouts.jsonl answers other prompts than data/example.jsonl's tasks, "
+    "and its rows carry no ground_truth for verify",
+    "wordle": "played by NeMo Gym's gymnasium_agent (an environment that answers each turn), not simple_agent",
+    "single_step_tool_use_with_argument_comparison": "run by NeMo Gym's tool_simulation_agent (a model "
+    "simulates the tools), not simple_agent",
+    "indian_banking": "a simulated user (a model behind user_sim_base_url) answers each turn",
+    "aviary": "needs the aviary / ldp packages and their datasets",
+    "circle_click": "a computer-use environment: screenshots from a browser it starts",
+    "citation_if": "its verify calls a judge model",
+    "conversational_tool_use_simulation": "a simulated user: an LLM answers each turn",
+    "deepsearchqa": "web search through an external API",
+    "deepswe": "runs SWE tasks in containers",
+    "example_mcp_weather": "its tools are an MCP server of its own, not routes",
+    "finance_agent_v2": "external search APIs and a judge",
+    "finance_sec_search": "SEC EDGAR over the network",
+    "gdp_pdf": "documents and a judge from external storage",
+    "gdpval": "documents and a judge from external storage",
+    "google_search": "Google search over the network",
+    "iheval": "its verify calls a judge model",
+    "indirect_prompt_injection": "a judge model",
+    "interactive_browser": "a headless browser and live web pages",
+    "job_bench": "a judge model",
+    "legal_agent_bench": "a judge model and a document store",
+    "math_with_code": "runs code in a sandbox service",
+    "newton_bench": "runs the model's code in a sandbox service",
+    "ns_tools": "NeMo Skills' tool services",
+    "openair_congestion": "a network simulator backend",
+    "openenv": "OpenEnv environment servers (docker)",
+    "terminal_bench_4": "terminal tasks in containers",
+    "terminal_multi_harness": "terminal tasks in containers",
+    "vibench": "a video model service",
+    "workspace_bench": "a workspace service and a judge",
+}
+"""The wheel's other environments whose example_rollouts.jsonl hold tool calls, and why they are
+not replayed here (an external service, model or package)."""
+ENVS = [*POLICIES, *REPLAYED]
+
+
+def replay_policy(wheel: Path, env: str) -> dict[str, list[dict[str, Any]]]:
+    """The scripted policy that replays data/example_rollouts.jsonl: per recorded rollout (the
+    first of each prompt), its prompt (the last user message's text) -> its model turns in
+    order, a turn being the model's items up to the next function call outputs: its message
+    text and its function calls (name, arguments as recorded)."""
+    policy: dict[str, list[dict[str, Any]]] = {}
+    for rollout in read_jsonl(wheel / "resources_servers" / env / "data" / "example_rollouts.jsonl"):
+        prompt = _last_user_text(rollout["responses_create_params"].get("input"))
+        if prompt in policy:
+            continue
+        turns, text, calls = [], "", []
+        for item in (rollout.get("response") or {}).get("output") or []:
+            kind = item.get("type")
+            if kind == "function_call_output":
+                if calls or text:
+                    turns.append({"text": text, "tool_calls": calls})
+                    text, calls = "", []
+            elif kind == "function_call":
+                calls.append({"name": item["name"], "arguments": item["arguments"]})
+            elif kind == "message" and item.get("role", "assistant") == "assistant":
+                text += "".join(c.get("text", "") for c in item.get("content") or [] if isinstance(c, dict))
+        if calls or text or not turns:
+            turns.append({"text": text, "tool_calls": calls})
+        policy[prompt] = turns
+    return policy
+
+
+def _last_user_text(given: Any) -> str:
+    """gym_metrics.testing.prompt_of's reading of a request's input."""
+    if isinstance(given, str):
+        return given
+    users = [m for m in given or [] if isinstance(m, dict) and m.get("role") == "user"]
+    if not users:
+        return ""
+    content = users[-1].get("content")
+    return content if isinstance(content, str) else "".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
+
+
+def policy_of(wheel: Path, env: str) -> dict[str, list[dict[str, Any]]]:
+    return POLICIES[env] if env in POLICIES else replay_policy(wheel, env)
 
 POLICY_CHILD = r"""
 import json, sys
@@ -303,18 +386,19 @@ def episode(row: dict[str, Any], answer: dict[str, Any], requests: list[dict[str
 
 
 def run(wheel: Path, name: str, policy_python: str, policy_file: Path, shim: bool) -> dict[str, Any]:
-    """One pass of NeMo Gym's agent over the env's rows."""
+    """One pass of NeMo Gym's agent over the env's rows (those the policy has a script for)."""
     from nemo_gym import server_utils
 
     counter = itertools.count(1)
     server_utils.uuid4 = lambda: uuid.UUID(int=next(counter))  # session ids, deterministic
+    scripted = json.loads(policy_file.read_text(encoding="utf-8"))
     with Policy(policy_python, policy_file, shim) as policy:
         episodes = Episodes(wheel, name, policy.port)
-        rows = rows_of(wheel, episodes.env)
+        rows = [r for r in rows_of(wheel, episodes.env) if _last_user_text(r["responses_create_params"].get("input")) in scripted]
         answers, requests = asyncio.run(episodes.run(rows, policy))
     kept = [(r, a) for r, a in zip(rows, answers) if a.get("_ng_failure_class") is None]
     metrics = episodes.env.aggregate([r for r, _ in kept], [a for _, a in kept])
-    return {"episodes": episodes, "rows": rows, "answers": answers, "metrics": metrics,
+    return {"episodes": episodes, "rows": rows, "answers": answers, "metrics": metrics, "policy": scripted,
             "trace": [episode(r, a, q) for r, a, q in zip(rows, answers, requests)]}  # fmt: skip
 
 
@@ -352,7 +436,7 @@ def files(result: dict[str, Any], name: str, shim: bool) -> dict[str, str]:
     }  # fmt: skip
     return {
         "rows.jsonl": jsonl(rows),
-        "policy.json": json.dumps(POLICIES[name], indent=2, ensure_ascii=False) + "\n",
+        "policy.json": json.dumps(result["policy"], indent=2, ensure_ascii=False) + "\n",
         "verify.jsonl": jsonl(answers),
         "episodes.jsonl": jsonl(result["trace"]),
         "aggregate_metrics.json": json.dumps(result["metrics"], indent=2) + "\n",
@@ -365,7 +449,7 @@ def one(args: argparse.Namespace, name: str) -> str:
     policy_file = folder / "policy.json"
     if not args.check:
         folder.mkdir(parents=True, exist_ok=True)
-        policy_file.write_text(json.dumps(POLICIES[name], indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        policy_file.write_text(json.dumps(policy_of(args.wheel, name), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     result = run(args.wheel, name, args.policy_python, policy_file, not args.no_usage_shim)
     texts = files(result, name, not args.no_usage_shim)
     if args.check:

@@ -1,8 +1,12 @@
-"""The agent loop of `collect` against NeMo Gym's simple_agent: the stateful tool environments
-example_session_state_mgmt and example_single_tool_call, ported by their imports, served from
-their config, collected multi-turn with the same scripted policy as NeMo Gym's recording
-(tests/data/nemo_gym_agent, scripts/make_nemo_agent_reference.py). Every rollout's trajectory
-(items and order), usage and reward, and every key of the metrics file equal NeMo Gym's."""
+"""The agent loop of `collect` against NeMo Gym's simple_agent: the wheel's self-contained tool
+environments, ported by their imports, served from their config, collected multi-turn with the
+same policy as NeMo Gym's recording (tests/data/nemo_gym_agent,
+scripts/make_nemo_agent_reference.py, whose NOT_REPLAYED lists the others and why): a scripted
+one for example_session_state_mgmt and example_single_tool_call, and for example_multi_step,
+example_tool_call_multireward and xlam_fc one that replays the model turns of their recorded
+data/example_rollouts.jsonl. Every rollout's trajectory (items and order, every tool output's
+text), usage and reward, and every key of the metrics file equal NeMo Gym's; over the chat API
+every item's type, tool name, arguments, output and text, and the reward."""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "aggregate"))
 from test_nemo_conformance import compare_files  # noqa: E402
 
 DATA = Path(__file__).parents[1] / "data" / "nemo_gym_agent"
-ENVS = ["example_session_state_mgmt", "example_single_tool_call"]
+ENVS = ["example_session_state_mgmt", "example_single_tool_call", "example_multi_step", "example_tool_call_multireward", "xlam_fc"]
 NOT_COMPARED = {"model"}
 """The policy's model name: the target sends its own (NeMo Gym's recording sent none)."""
 
