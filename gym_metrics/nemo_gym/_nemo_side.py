@@ -7,6 +7,8 @@ The server is built from the environment's config as NeMo Gym's launcher builds 
 instance whose block has `resources_servers`, its first server block resolved, the class its
 `app.py` runs with `run_webserver()`, host and port filled in), and its FastAPI app gets the
 exception handling `run_webserver` adds. Each row is POSTed to `/verify` in a session of its own
+(a row that carries a reward without the fields only verify's answer declares, as gym-metrics'
+port reads it)
 (as each agent run is; a refused row is recorded as `_nemo_refused`: its status, with
 `_nemo_detail`), then the answers the collection keeps (no `_ng_failure_class`) to
 `/aggregate_metrics`, stripped as the collection strips them. Written: {"responses": [...],
@@ -24,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 _STRIPPED = ("response", "responses_create_params", "ng_agent_observations", "ng_model_call_capture", "ng_trajectory")
-_KEYS = ("_ng_task_index", "_ng_rollout_index", "agent_ref")
+_KEYS = ("_ng_task_index", "_ng_rollout_index", "agent_ref", "task_source", "skills_ref", "_ng_attempt_index", "_ng_rollout_id")
+"""What NeMo Gym's collection copies from a row onto its result."""
 
 
 def config_file(root: Path, env: str, name: str | None) -> Path:
@@ -56,7 +59,8 @@ def build_app(root: Path, env: str, config: Path) -> Any:
     instance = next(k for k, v in glob.items() if hasattr(v, "keys") and "resources_servers" in v)
     impl, block = next(iter(glob[instance]["resources_servers"].items()))
     block = OmegaConf.to_container(block, resolve=True)
-    sys.path.insert(0, str(root.resolve()))
+    for folder in (root.resolve(), (root / "resources_servers" / impl).resolve()):  # the tree, and the env's own
+        sys.path.insert(0, str(folder))  # folder (`python app.py` imports its sibling files bare)
     module = importlib.import_module(f"resources_servers.{impl}.{Path(block['entrypoint']).stem}")
     cls = getattr(module, server_class_name(root / "resources_servers" / impl / block["entrypoint"]))
     config_model = cls.model_fields["config"].annotation.model_validate(block | {"name": instance, "host": "127.0.0.1", "port": 0})
@@ -65,7 +69,20 @@ def build_app(root: Path, env: str, config: Path) -> Any:
     app = server.setup_webserver()
     server.setup_exception_middleware(app)
     app.exception_handler(RequestValidationError)(server_utils._validation_exception_handler)
-    return app
+    return app, answer_only_fields(server)
+
+
+def answer_only_fields(server: Any) -> set[str]:
+    """The fields verify's answer declares and its request does not (`reward`, a grade it
+    extracts, ...): a row that already carries them is a scored rollout, verified again as the
+    request it was (NeMo Gym's `Response(**body.model_dump(), reward=...)` would see them twice)."""
+    import typing
+
+    hints = typing.get_type_hints(server.verify)
+    request = next((h for name, h in hints.items() if name not in ("return", "request")), None)
+    answer = hints.get("return")
+    declared = set(getattr(answer, "model_fields", {})) | {"reward", "mask_sample", "failure_kind", "failure_reason"}
+    return declared - set(getattr(request, "model_fields", {}))
 
 
 def strip(answer: dict[str, Any]) -> dict[str, Any]:
@@ -91,9 +108,12 @@ def main() -> int:
     rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
     responses: list[dict[str, Any]] = []
     by_agent: dict[str, list[dict[str, Any]]] = {}
-    with TestClient(build_app(args.root, args.env, config_file(args.root, args.env, args.config)), raise_server_exceptions=False) as client:
+    app, answer_only = build_app(args.root, args.env, config_file(args.root, args.env, args.config))
+    with TestClient(app, raise_server_exceptions=False) as client:
         for row in rows:
             client.cookies.clear()  # a session per rollout
+            if "reward" in row:
+                row = {k: v for k, v in row.items() if k not in answer_only}
             answer = client.post("/verify", json=row)
             keys = {k: row[k] for k in _KEYS if k in row}
             if answer.status_code != 200:  # refused (a row that does not fit): no rollout to keep
