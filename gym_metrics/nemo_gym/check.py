@@ -159,11 +159,16 @@ async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path
     try:
         async with ResourcesClient(server.address) as client:
             result = await collect_async(client, rows, work / "run.jsonl", CollectOptions(reverify=True))  # rows that carry a reward too
+            written = [work / "run.jsonl", work / "run_failures.jsonl"]
+            out = [json.loads(line) for path in written if path.exists() for line in path.read_text().splitlines() if line.strip()]
+            metrics_path = result.metrics_path
+            if any("_gm_error" in r for r in out):  # NeMo Gym's collection scores the rows that did not fail, alone
+                kept = work / "kept.jsonl"
+                kept.write_text("".join(json.dumps(r) + "\n" for r in out if "_gm_error" not in r and not r.get("_ng_failure_class")))
+                metrics_path = (await collect_async(client, kept, work / "kept_run.jsonl", CollectOptions())).metrics_path
     finally:
         await server.stop(0)
-    written = [work / "run.jsonl", work / "run_failures.jsonl"]
-    out = [json.loads(line) for path in written if path.exists() for line in path.read_text().splitlines() if line.strip()]
-    return out, json.loads(result.metrics_path.read_text())
+    return out, json.loads(metrics_path.read_text())
 
 
 __all__ = ["CheckError", "CheckReport", "check_environment", "differences"]
