@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from reference_file import write_or_check  # scripts/
+
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "nemo_gym_chat" / "conversions.json"
 
 TOOL = {"type": "function", "name": "lookup", "description": "A value by key.", "strict": None,
@@ -149,14 +151,7 @@ def main() -> int:
     args = parser.parse_args()
     data = {"nemo_gym": "0.7.0", "answer_request": ANSWER_REQUEST, "requests": convert_requests(), "answers": convert_answers()}
     text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-    if args.check:
-        same = OUT.read_text() == text
-        print("same" if same else f"differs from {OUT}")
-        return 0 if same else 1
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
-    return 0
+    return write_or_check(OUT, text, args.check)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
+
 ENVS = [
     "string_match", "mcqa", "equivalence_rule", "hotpotqa_qa", "xlam_fc",
     "single_step_tool_use_with_argument_comparison", "example_single_tool_call",
@@ -118,21 +120,22 @@ def compact(response: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the server, as NeMo Gym builds it
 
 
+def _nemo_side() -> Any:
+    """gym_metrics/nemo_gym/_nemo_side.py, loaded by its path (it imports nothing of gym-metrics,
+    which this venv has not): how NeMo Gym's launcher finds a config and its server class, and
+    what its collection sends to /aggregate_metrics."""
+    from reference_file import load_module
+
+    return load_module(ROOT / "gym_metrics" / "nemo_gym" / "_nemo_side.py", "_nemo_side")
+
+
 def config_path(wheel: Path, env: str) -> Path:
-    folder = wheel / "resources_servers" / env / "configs"
-    own = folder / f"{env}.yaml"
-    return own if own.exists() else sorted(folder.glob("*.yaml"))[0]
+    return _nemo_side().config_file(wheel, env, None)
 
 
 def server_class_name(app: Path) -> str:
     """The class `app.py` runs: `<Class>.run_webserver()` under `if __name__ == "__main__"`."""
-    import ast
-
-    for node in ast.walk(ast.parse(app.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "run_webserver":
-            if isinstance(node.func.value, ast.Name):
-                return node.func.value.id
-    raise ValueError(f"{app}: no <Class>.run_webserver() call")
+    return _nemo_side().server_class_name(app)
 
 
 class Env:
@@ -235,17 +238,9 @@ def keys_of(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in ("_ng_task_index", "_ng_rollout_index", "agent_ref") if k in row}
 
 
-_STRIPPED = ("response", "responses_create_params", "ng_agent_observations", "ng_model_call_capture", "ng_trajectory")
-
-
 def strip(row: dict[str, Any]) -> dict[str, Any]:
     """What the collection sends to /aggregate_metrics for one result row."""
-    entry = {k: v for k, v in row.items() if k not in _STRIPPED}
-    response = row.get("response") or {}
-    kept = {k: response[k] for k in ("usage", "incomplete_details") if response.get(k) is not None}
-    if kept:
-        entry["response"] = kept
-    return entry
+    return _nemo_side().strip(row)
 
 
 # ---------------------------------------------------------------- recording and checking

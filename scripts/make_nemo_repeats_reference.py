@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from reference_file import load_module, write_or_check  # scripts/
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = ROOT / "tests" / "nemo_gym" / "envs" / "repeats_env"
@@ -43,10 +44,7 @@ def aggregate(given: list[dict[str, Any]]) -> dict[str, Any]:
     from nemo_gym.config_types import AggregateMetricsRequest
     from nemo_gym.server_utils import ServerClient
 
-    spec = importlib.util.spec_from_file_location("repeats_env_app", ENV / "app.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(ENV / "app.py", "repeats_env_app")
     config = module.RepeatsConfig(host="127.0.0.1", port=0, entrypoint="app.py", name="repeats_env", domain="other")
     server = module.RepeatsServer(config=config, server_client=ServerClient.model_construct())
     result = asyncio.run(server.aggregate_metrics(AggregateMetricsRequest(verify_responses=given)))
@@ -60,14 +58,7 @@ def main() -> int:
     args = parser.parse_args()
     given = rows()
     text = json.dumps({"nemo_gym": "0.7.0", "rows": given, "aggregate": aggregate(given)}, indent=1) + "\n"
-    if args.check:
-        same = OUT.read_text() == text
-        print("same" if same else f"differs from {OUT}")
-        return 0 if same else 1
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
-    return 0
+    return write_or_check(OUT, text, args.check)
 
 
 if __name__ == "__main__":

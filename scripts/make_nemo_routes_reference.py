@@ -18,11 +18,12 @@ response. Written to tests/data/nemo_gym_routes/episodes.json.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from reference_file import load_module, write_or_check  # scripts/
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = ROOT / "tests" / "nemo_gym" / "envs" / "routes_env"
@@ -49,10 +50,7 @@ def build_app() -> Any:
     from nemo_gym import server_utils
     from nemo_gym.server_utils import ServerClient
 
-    spec = importlib.util.spec_from_file_location("routes_env_app", ENV / "app.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(ENV / "app.py", "routes_env_app")
     config = module.RoutesConfig(host="127.0.0.1", port=0, entrypoint="app.py", name="routes_env", domain="other")
     server = module.RoutesServer(config=config, server_client=ServerClient.model_construct())
     app = server.setup_webserver()
@@ -86,14 +84,7 @@ def main() -> int:
     args = parser.parse_args()
     episodes = record()
     text = json.dumps({"nemo_gym": "0.7.0", "response": RESPONSE, "episodes": episodes}, indent=1, ensure_ascii=False) + "\n"
-    if args.check:
-        same = OUT.read_text() == text
-        print("same" if same else f"differs from {OUT}")
-        return 0 if same else 1
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
-    return 0
+    return write_or_check(OUT, text, args.check)
 
 
 if __name__ == "__main__":
