@@ -1,5 +1,5 @@
 """`gym-metrics check-env`: a NeMo Gym environment on gym-metrics against NeMo Gym itself, on
-your rollouts (gym_metrics.nemo_gym.check)."""
+your rollouts (gym_metrics.testing.check_environment)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from gym_metrics.nemo_gym.check import check_environment
+    from gym_metrics.testing import check_environment
 
     report = asyncio.run(check_environment(ns.root, ns.env, ns.rollouts, ns.nemo_python, ns.config))
     for line in report.differences[:SHOWN]:

@@ -31,8 +31,11 @@ from gym_metrics.testing._judge import (
 )
 from gym_metrics.testing._policy import PolicyAnswer, ScriptedPolicyServer, prompt_of, step_of
 from gym_metrics.testing._serve import serve_environment
+from gym_metrics.testing._nemo_check import CheckError, CheckReport, check_environment
 
 __all__ = [
+    "CheckError",
+    "CheckReport",
     "LoopbackServer",
     "PolicyAnswer",
     "Recorded",
@@ -41,6 +44,7 @@ __all__ = [
     "ScriptedJudge",
     "ScriptedPolicyServer",
     "Stall",
+    "check_environment",
     "completion",
     "keyed_answers",
     "prompt_of",

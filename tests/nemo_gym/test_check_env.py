@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gym_metrics.nemo_gym.check import _row_differences, differences
+from gym_metrics.testing._nemo_check import _row_differences, differences
 
 
 def test_equal_within_1e_9_and_added_keys_are_not_differences() -> None:

@@ -23,7 +23,11 @@ from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputErro
 ECHOED = ("responses_create_params", "response")
 """Keys of a verify answer that echo its request: not compared (both sides echo what they got)."""
 
-NEMO_SIDE = Path(__file__).with_name("_nemo_side.py")
+def _nemo_side() -> Path:
+    """gym_metrics/nemo_gym/_nemo_side.py: a file the other venv's Python runs, never imported here."""
+    from gym_metrics import nemo_gym
+
+    return Path(nemo_gym.__file__).with_name("_nemo_side.py")
 
 
 class CheckError(GymMetricsError):
@@ -127,7 +131,7 @@ def _indexed(rollouts: Path, agent: str, out: Path) -> Path:
 
 
 def _nemo(root: Path, env: str, rows: Path, python: str, config: str | None, out: Path, timeout_s: float) -> Any:
-    command = [python, str(NEMO_SIDE), "--root", str(root), "--env", env, "--rows", str(rows), "--out", str(out)]
+    command = [python, str(_nemo_side()), "--root", str(root), "--env", env, "--rows", str(rows), "--out", str(out)]
     command += ["--config", config] if config else []
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
