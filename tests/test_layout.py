@@ -218,3 +218,18 @@ def test_the_package_root_holds_only_the_target_layout() -> None:
     files = {p.name for p in PACKAGE.iterdir() if p.is_file() and not p.name.endswith((".pyc", ".so"))}
     assert files - ROOT_FILES - old == set(), "root modules outside the layout (DESIGN.md)"
     assert packages - {layer.partition(".")[0] for layer in LAYERS} == set(), "packages missing from LAYERS"
+
+
+def test_no_class_name_is_defined_twice() -> None:
+    """One name per concept (issue 38): a class name is defined once under gym_metrics/, the
+    mirrors of other projects' names (nemo_gym/, sdk/) and the generated v1/ aside."""
+    from collections import defaultdict
+
+    where: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE).parts[0] in ("nemo_gym", "sdk", "v1"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                where[node.name].append(str(path.relative_to(PACKAGE)))
+    assert not {name: paths for name, paths in where.items() if len(paths) > 1}

@@ -26,7 +26,7 @@ _GONE = (ServerUnavailableError, ServerUnreachableError)
 
 
 @dataclass(frozen=True)
-class Replicas:
+class Connections:
     """The servers a collection runs on, once connected."""
 
     info: ServerInfo
@@ -43,20 +43,20 @@ class Replicas:
 
 async def connect(
     given: Sequence[ResourcesClient], connections: int | None, retry: RetryPolicy, timeout: float, log: Log
-) -> Replicas:
+) -> Connections:
     """Reach the servers, check they serve one environment, open their connections. One server
     is retried as ever; of several, one that is lost on the way (even right after it
     connected) is left out, waited for `timeout` first, and only with none left does it fail."""
     clients = await reachable(given, timeout, log)
     if len(clients) == 1:
         info = await on_any(clients, lambda c: c.server_info(), retry, log)
-        return Replicas(info, clients, await on_any(clients, lambda c: _connections(c, connections), retry, log))
+        return Connections(info, clients, await on_any(clients, lambda c: _connections(c, connections), retry, log))
     infos = await _each(clients, lambda c: c.server_info(), retry, timeout, log)
     clients = _survivors(given, clients, infos, timeout, log)
     info = same_environment(clients, [i for i in infos if not isinstance(i, BaseException)])
     opened = await _each(clients, lambda c: _connections(c, connections), retry, timeout, log)
     up = _survivors(given, clients, opened, timeout, log)
-    return Replicas(info, up, [lane for lanes in opened if not isinstance(lanes, BaseException) for lane in lanes])
+    return Connections(info, up, [lane for lanes in opened if not isinstance(lanes, BaseException) for lane in lanes])
 
 
 async def reachable(clients: Sequence[ResourcesClient], timeout: float, log: Log) -> list[ResourcesClient]:

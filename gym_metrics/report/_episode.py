@@ -53,7 +53,7 @@ class Turn:
 
 
 @dataclass
-class Episode:
+class EpisodeView:
     """What the report shows of one rollout row."""
 
     prompt: list[Message]
@@ -125,7 +125,7 @@ def is_error(output: str) -> bool:
     return isinstance(parsed, dict) and parsed.get("error") not in (None, "", False)
 
 
-def episode(row: Mapping[str, Any]) -> Episode:
+def episode(row: Mapping[str, Any]) -> EpisodeView:
     """The prompt, turns and answer of one rollout row."""
     params = row.get("responses_create_params")
     params = params if isinstance(params, Mapping) else {}
@@ -139,7 +139,7 @@ def episode(row: Mapping[str, Any]) -> Episode:
         turns = [Turn(texts=[cut(final_text)])]
     last = turns[-1] if turns else None
     final = "\n\n".join(last.texts) if last is not None and last.texts and not last.calls else None
-    return Episode(prompt[:MAX_ITEMS], tools, turns, final, _notes(row), max(0, len(prompt) - MAX_ITEMS) + max(0, len(items) - budget))
+    return EpisodeView(prompt[:MAX_ITEMS], tools, turns, final, _notes(row), max(0, len(prompt) - MAX_ITEMS) + max(0, len(items) - budget))
 
 
 def _tool_name(tool: Mapping[str, Any]) -> str:

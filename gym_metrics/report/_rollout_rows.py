@@ -1,7 +1,7 @@
 """Read a bounded sample of a rollouts file for the report's Rollouts section: the first
 ROLLOUTS_PER_TASK rollouts of the first MAX_TASKS tasks, from at most MAX_READ_BYTES of the file.
 
-The file is read line by line from its start and each kept row is turned into an Episode (what
+The file is read line by line from its start and each kept row is turned into an EpisodeView (what
 the page shows) at once, so neither a huge file nor a huge row makes the report slow or big:
 reading stops at the byte budget, and the page says what was left out.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.report._episode import Episode, episode
+from gym_metrics.report._episode import EpisodeView, episode
 from gym_metrics.rollouts import ROLLOUT_KEY_ALIASES, TASK_KEY_ALIASES, agent_name, row_index_value
 
 MAX_READ_BYTES = 4_000_000
@@ -35,7 +35,7 @@ class Shown:
     value: float | None
     """The drawn field's value (None: absent or not a number)."""
     tokens: float | None
-    episode: Episode
+    episode: EpisodeView
 
 
 @dataclass

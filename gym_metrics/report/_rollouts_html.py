@@ -14,7 +14,7 @@ import numpy as np
 
 from gym_metrics.report._bounds import short
 from gym_metrics.report._data import AgentData
-from gym_metrics.report._episode import Call, Episode, Turn
+from gym_metrics.report._episode import Call, EpisodeView, Turn
 from gym_metrics.report import _rollout_rows as caps
 from gym_metrics.report._rollout_rows import RolloutSample, Shown
 from gym_metrics.report._sections import section
@@ -102,7 +102,7 @@ def _rollout(r: Shown, field: str) -> str:
     return f'<details class="ro" data-rollout="{r.rollout}"><summary>{summary}</summary><div class="ep">{_episode(ep)}</div></details>'
 
 
-def _episode(ep: Episode) -> str:
+def _episode(ep: EpisodeView) -> str:
     parts = [_message(m.role, m.text) for m in ep.prompt]
     if ep.tools:
         parts.append(f'<p class="note">tools: {escape(short(", ".join(ep.tools), 1000))}</p>')
