@@ -11,7 +11,7 @@ from enum import IntEnum
 
 class ExitCode(IntEnum):
     """The one exit-code table of every `gym-metrics` command (DESIGN "Command-line
-    conventions", README "Exit codes"). An int, so a command returns it as is."""
+    conventions", docs/commands.md "Exit codes"). An int, so a command returns it as is."""
 
     OK = 0
     FAILED = 1

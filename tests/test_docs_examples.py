@@ -370,3 +370,31 @@ def test_pipelines_resume_heading_and_metrics_file_claim() -> None:
     assert "--resume" in resume and "--workers" not in resume
     claim = next(line for line in text.split("\n- ") if "the same metrics file" in line or "same metrics file" in line)
     assert "--env" in claim, claim
+
+
+def _leaf_commands(parser: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    actions = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    if not actions:
+        yield path, parser
+        return
+    for name, sub in actions[0].choices.items():
+        yield from _leaf_commands(sub, (*path, name))
+
+
+def test_the_command_reference_holds_every_flag_of_every_command() -> None:
+    """docs/commands.md is the whole synopsis: every (sub)command, and each of its options in
+    one of its spellings (a new flag cannot go missing); the global ones are said in prose."""
+    [block] = [b for b in SYNOPSES if b.page == "commands.md"]
+    commands = re.split(r"\n(?=gym-metrics )", block.body.replace("\\\n", " "))
+    missing = []
+    for path, parser in _leaf_commands(cli_parser()):
+        lines = [c for c in commands if c.split()[1 : 1 + len(path)] == list(path)]
+        if not lines:
+            missing.append(f"gym-metrics {' '.join(path)}: no synopsis")
+            continue
+        shown = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", " ".join(lines)))
+        for action in parser._actions:
+            options = set(action.option_strings) - {"-h", "--help", "--log-level", "--debug"}
+            if options and not options & shown:
+                missing.append(f"gym-metrics {' '.join(path)}: {'/'.join(sorted(options))}")
+    assert not missing, "docs/commands.md lacks:\n" + "\n".join(missing)

@@ -127,3 +127,9 @@ async def test_the_documented_rows_are_real(serve_env: Any, isolated: pytest.Mon
         verified = await client.verify(input_row)
     assert output_row == written_row(input_row, verified)  # what collect writes (collector/_rows.py)
     assert list(output_row) == list(written_row(input_row, verified))  # in its order too
+
+
+def test_the_readme_fits_on_a_screen_or_two() -> None:
+    """Issue 38: what it is, the two commands, one environment, where to read next; the full
+    synopsis lives in docs/commands.md."""
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 220

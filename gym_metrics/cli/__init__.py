@@ -22,7 +22,7 @@ from gym_metrics.errors import ExitCode
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the exit code (README "Exit codes"), never raises (unless --debug)."""
+    """Run one command; returns the exit code (docs/commands.md "Exit codes"), never raises (unless --debug)."""
     try:
         ns = _parser().parse_args(argv)
     except SystemExit as exc:  # usage errors (2), --help and --version (0)
