@@ -31,8 +31,8 @@ class Counter(SimpleResourcesServer):
 
     reducers = ["pass@1"]
 
-    async def seed_session(self, session: Session, body: Seed) -> None:  # type: ignore[override]
-        session.state["count"] = body.initial_count
+    async def seed_session(self, session: Session) -> None:
+        session.state["count"] = session.row_as(Seed).initial_count
 
     @tool
     async def increment_counter(self, args: Add, session: Session) -> dict[str, bool]:

@@ -17,13 +17,17 @@ import typing
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 
+from gym_metrics._util.deprecated import warn
 from gym_metrics._util.limits import IDLE_TTL_S, MAX_SESSIONS
 from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, OverloadedError, json_path
 
+
+
+_M = TypeVar("_M", bound=pydantic.BaseModel)
 
 
 @dataclass
@@ -37,6 +41,16 @@ class Session:
     client: str = ""
     """Who opened it, as its door saw them (the peer's address, without its port; "" when
     unknown): what an environment bounds per client (a sandbox's kept programs, say)."""
+
+    def row_as(self, model: type[_M]) -> _M:
+        """The task row validated by `model` (the fields seed_session reads; others ignored
+        unless the model forbids them); InvalidInputError naming each field that does not fit,
+        refused as the whole SeedSession call."""
+        try:
+            return model.model_validate(self.row)
+        except pydantic.ValidationError as exc:
+            violations = [FieldViolation(json_path("body_json", e["loc"]), e["msg"]) for e in exc.errors()[:20]]
+            raise InvalidInputError(f"the row does not fit {model.__name__}", violations) from None
 
 
 class SessionStore:
@@ -105,18 +119,17 @@ class SessionStore:
 
 
 async def seed_with_row(env: Any, session: Session) -> None:
-    """seed_session(session), or seed_session(session, body) with the row validated by the
-    model that `body` is annotated with."""
+    """seed_session(session); the older seed_session(session, body) still works, the row
+    validated by the model `body` is annotated with, and warns once per class."""
     model = _seed_model(type(env).seed_session)
     if model is None:
         await env.seed_session(session)
         return
-    try:
-        body = model.model_validate(session.row)
-    except pydantic.ValidationError as exc:
-        violations = [FieldViolation(json_path("body_json", e["loc"]), e["msg"]) for e in exc.errors()[:20]]
-        raise InvalidInputError(f"the row does not fit {model.__name__}", violations) from None
-    await env.seed_session(session, body)
+    await env.seed_session(session, session.row_as(model))
+
+
+def _warn_body_form(seed: Any) -> None:
+    warn(f"{seed.__qualname__}(session, body)", "seed_session(session) with body = session.row_as(Model)", stacklevel=2)
 
 
 @functools.lru_cache(maxsize=None)
@@ -126,6 +139,7 @@ def _seed_model(seed: Any) -> type[pydantic.BaseModel] | None:
     params = [p for p in inspect.signature(seed).parameters.values() if p.name not in ("self", "session")]
     if not params:
         return None
+    _warn_body_form(seed)
     hint = typing.get_type_hints(seed).get(params[0].name)
     return hint if isinstance(hint, type) and issubclass(hint, pydantic.BaseModel) else _AnyRow
 

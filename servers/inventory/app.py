@@ -156,7 +156,8 @@ class InventoryServer(SimpleResourcesServer):
     reducers = ["pass@1", "pass@4", "pass^4"]
     key_metrics = ["mean/reward", "pass@4", "pass^4", "mean/tool_errors", "mean/steps"]
 
-    async def seed_session(self, session: Session, body: InventoryTask) -> None:  # type: ignore[override]
+    async def seed_session(self, session: Session) -> None:
+        body = session.row_as(InventoryTask)
         if any(units < 0 for units in body.initial_stock.values()):
             raise InvalidInputError("a stock cannot be negative", [FieldViolation("initial_stock", "negative units")])
         session.state.update(

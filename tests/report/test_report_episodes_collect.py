@@ -30,7 +30,7 @@ class Request(BaseVerifyRequest):
 class Tally(SimpleResourcesServer):
     """A counter per session, a tool that always fails, verify checks the count."""
 
-    async def seed_session(self, session: Session, body: BaseVerifyRequest) -> None:  # type: ignore[override]
+    async def seed_session(self, session: Session) -> None:
         session.state["count"] = 0
 
     @tool
