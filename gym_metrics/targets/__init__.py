@@ -26,9 +26,8 @@ from gym_metrics.targets._convert import (
     output_text,
     output_tool_calls,
     strip_reasoning,
-    text_of,
 )
-from gym_metrics.targets._chat_dialect import ChatConversionError, responses_request_to_chat
+from gym_metrics.targets._chat_dialect import ChatConversionError, responses_request_to_chat, text_of
 from gym_metrics.targets._wire import ByteBudget
 
 __all__ = [

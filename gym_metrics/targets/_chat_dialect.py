@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 _NO_CHAT_FIELDS = ("background", "context_management", "conversation", "include", "max_tool_calls", "previous_response_id", "prompt", "truncation")
 _THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 
@@ -47,7 +49,7 @@ def responses_request_to_chat(request: Mapping[str, Any]) -> dict[str, Any]:
     if instructions:
         leading = [instructions]
         while messages and messages[0]["role"] in ("system", "developer"):
-            leading.append(_text(messages.pop(0)["content"]))
+            leading.append(text_of(messages.pop(0)["content"]))
         messages.insert(0, {"content": "\n\n".join(leading), "role": "system"})
     body["messages"] = messages
     if "max_output_tokens" in given:
@@ -182,10 +184,20 @@ def _tool_output(item: Mapping[str, Any]) -> Any:
     raise ChatConversionError(f"a function_call_output's output must be a string or a list of parts, got {type(output).__name__}")
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
+    """Text of a message content: a string, or the text of its parts."""
     if isinstance(content, str):
         return content
-    return "".join(p.get("text", "") for p in content or () if isinstance(p, Mapping))
+    if isinstance(content, Sequence):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return ""
+
+
+def arguments_text(value: Any) -> str:
+    """Tool-call arguments as the JSON text both APIs carry."""
+    if isinstance(value, str):
+        return value
+    return orjson.dumps({} if value is None else value).decode()
 
 
 def _reasoning(given: dict[str, Any]) -> None:
@@ -257,7 +269,7 @@ def answer_items(message: Mapping[str, Any], tag: str, think_tags: bool = True) 
     docstring); `reasoning_content` / `reasoning` (vLLM's reasoning parser) lead the reasoning.
     `think_tags=False` leaves `<think>` blocks in the text (for a caller that strips reasoning
     by its own end token). Item ids are made from `tag`."""
-    content = _text(message.get("content")) if message.get("content") is not None else ""
+    content = text_of(message.get("content"))
     refusal = message.get("refusal") or ""
     thoughts = _THINK.findall(content) if think_tags else []
     if thoughts:
@@ -280,18 +292,11 @@ def answer_items(message: Mapping[str, Any], tag: str, think_tags: bool = True) 
         items.append({"type": "message", "id": f"msg_{tag}", "role": message.get("role") or "assistant", "status": "completed", "content": parts})
     for call in calls:
         function = call["function"]
-        arguments = function.get("arguments")
         items.append({
             "type": "function_call", "id": call["id"], "call_id": call["id"], "name": function["name"],
-            "arguments": arguments if isinstance(arguments, str) else _json(arguments), "status": "completed",
+            "arguments": arguments_text(function.get("arguments")), "status": "completed",
         })  # fmt: skip
     return items
-
-
-def _json(value: Any) -> str:
-    import orjson
-
-    return orjson.dumps({} if value is None else value).decode()
 
 
 INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}

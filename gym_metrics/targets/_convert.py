@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from gym_metrics._util.jsonpath import compile_path as compile_path  # re-exported: _client reads paths with it
-from gym_metrics.targets._chat_dialect import INCOMPLETE, answer_items
+from gym_metrics.targets._chat_dialect import INCOMPLETE, answer_items, text_of
+from gym_metrics.targets._chat_dialect import arguments_text as _arguments
 
 
 def strip_reasoning(text: str, end_token: str | None) -> str:
@@ -24,21 +25,6 @@ def strip_reasoning(text: str, end_token: str | None) -> str:
     head, found, tail = text.rpartition(end_token)
     return tail.lstrip() if found else text
 
-
-def _arguments(value: Any) -> str:
-    """Tool-call arguments as the JSON text both APIs carry."""
-    if isinstance(value, str):
-        return value
-    return orjson.dumps({} if value is None else value).decode()
-
-
-def text_of(content: Any) -> str:
-    """Text of a message content: a string, or the text of its parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return ""
 
 
 def message_item(text: str, item_id: str | None = None) -> dict[str, Any]:
