@@ -106,19 +106,19 @@ async def call_route(server: Any, session: Session, name: str, arguments_json: s
 
 
 def _route_tool(name: str, endpoint: Any) -> ToolSpec:
-    """A route's endpoint (a bound method taking a request, a body model, both or neither)."""
-    params = list(inspect.signature(endpoint).parameters.values())
+    """A route as the model is shown it: its path, its docstring's first paragraph and its body
+    model (the endpoint takes a request, a body model, both or neither). Calls never go through
+    the spec: `call_route` posts them to the app."""
     hints = _hints(endpoint)
-    kinds = ["request" if _is_request(p, hints) else "body" for p in params]
-    body = next((hints.get(p.name) for p, kind in zip(params, kinds) if kind == "body"), None)
+    params = inspect.signature(endpoint).parameters.values()
+    body = next((hints.get(p.name) for p in params if not _is_request(p, hints)), None)
     model = body if isinstance(body, type) and issubclass(body, pydantic.BaseModel) else _NoBody
-
-    async def invoke(env: Any, arguments: pydantic.BaseModel, session: Session) -> Any:
-        values = [_request_of(session) if kind == "request" else arguments for kind in kinds]
-        return await endpoint(*values)
-
     doc = inspect.getdoc(endpoint) or ""
-    return ToolSpec(name, doc.split("\n\n")[0].strip(), model, invoke)
+    return ToolSpec(name, doc.split("\n\n")[0].strip(), model, _through_the_app)
+
+
+async def _through_the_app(env: Any, arguments: pydantic.BaseModel, session: Session) -> Any:
+    raise NotImplementedError("a ported environment's tool is called through its app (call_route)")
 
 
 def _is_request(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
