@@ -187,13 +187,15 @@ class SimpleResourcesServer(BaseModel, _Environment):
             return _judge_failed(request, str(exc)[:2000])
         return self._as_routed(answer)
 
+    @functools.cached_property
+    def _verify_model(self) -> Any:
+        return verify_response_model(self)
+
     def _as_routed(self, answer: Any) -> Any:
         """verify's answer as NeMo Gym's `/verify` route sends it: FastAPI validates it against the
         route's response model and encodes it as that model, so a subclass instance returned
         under a base class annotation loses the subclass's fields."""
-        model = self.__dict__.get("_gm_verify_model", _UNSET)
-        if model is _UNSET:
-            model = self.__dict__["_gm_verify_model"] = verify_response_model(self)
+        model = self._verify_model
         if model is None or type(answer) is model:
             return answer
         adapter = _adapter(model)
@@ -230,9 +232,6 @@ class SimpleResourcesServer(BaseModel, _Environment):
         if isinstance(response, BaseModel) and hasattr(response, "reward"):
             return response
         return super().checked_response(response)
-
-
-_UNSET = object()
 
 
 class _Routed(BaseModel):
