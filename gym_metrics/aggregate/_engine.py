@@ -205,7 +205,8 @@ def _aggregate(
         agent_metrics["num_repeats"] = num_repeats
         key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
         if compute_repeat_metrics is not None and repeat_level:
-            per_repeat = [compute_repeat_metrics(_one_repeat(tasks, entry[ROLLOUT_KEY])) or {} for entry in repeat_level]
+            repeats = _by_repeat(tasks)
+            per_repeat = [compute_repeat_metrics(repeats.get(entry[ROLLOUT_KEY], [])) or {} for entry in repeat_level]
             add_repeat_metrics(agent_metrics, repeat_level, custom, per_repeat)
     else:
         # Every rollout masked (or none received): as NeMo Gym, only the coverage block is
@@ -323,10 +324,17 @@ def _add_computed(agent_metrics: dict[str, Any], groups: GroupTable, computed: d
     return custom
 
 
-def _one_repeat(tasks: list[list[dict[str, Any]]], repeat: int) -> list[list[dict[str, Any]]]:
-    """The rows of one rollout index, by task (tasks without one left out), as NeMo Gym hands
-    them to compute_repeat_metrics."""
-    return [mine for task in tasks if (mine := [row for row in task if row.get(ROLLOUT_KEY) == repeat])]
+def _by_repeat(tasks: list[list[dict[str, Any]]]) -> dict[int, list[list[dict[str, Any]]]]:
+    """Per rollout index, its rows by task (tasks without one left out), as NeMo Gym hands them
+    to compute_repeat_metrics; one pass over the rows."""
+    out: dict[int, list[list[dict[str, Any]]]] = {}
+    for task in tasks:
+        mine: dict[int, list[dict[str, Any]]] = {}
+        for row in task:
+            mine.setdefault(row.get(ROLLOUT_KEY), []).append(row)
+        for repeat, rows in mine.items():
+            out.setdefault(repeat, []).append(rows)
+    return out
 
 
 @dataclass
