@@ -331,7 +331,7 @@ def _by_repeat(tasks: list[list[dict[str, Any]]]) -> dict[int, list[list[dict[st
     for task in tasks:
         mine: dict[int, list[dict[str, Any]]] = {}
         for row in task:
-            mine.setdefault(row.get(ROLLOUT_KEY), []).append(row)
+            mine.setdefault(row[ROLLOUT_KEY], []).append(row)  # rows_by_task gives every row its indices
         for repeat, rows in mine.items():
             out.setdefault(repeat, []).append(rows)
     return out
