@@ -17,7 +17,15 @@ def load_config_server(*args: Any, **kwargs: Any) -> Any:
     return load(*args, **kwargs)
 
 
-__all__ = ["PARENT_DIR", "load_config_server"]
+def config_file(root: Any, env: str, name: str | None = None) -> Any:
+    """The config of `root/resources_servers/<env>/` NeMo Gym's launcher would take: `name` under
+    configs/, else `<env>.yaml`, else the first by name (_nemo_side.config_file)."""
+    from gym_metrics.nemo_gym._nemo_side import config_file as find
+
+    return find(root, env, name)
+
+
+__all__ = ["PARENT_DIR", "config_file", "load_config_server"]
 
 
 _UNDER_PARENT = {"CACHE_DIR": "cache", "RESULTS_DIR": "results"}

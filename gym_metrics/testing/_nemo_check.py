@@ -10,6 +10,7 @@ NeMo Gym's, documented, are not differences).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
@@ -88,7 +89,7 @@ async def check_environment(
     with tempfile.TemporaryDirectory(prefix="gym-metrics-check-") as tmp:
         work = Path(tmp)
         indexed = _indexed(rollouts, f"{env}_simple_agent", work / "rows.jsonl")
-        theirs = _nemo(root, env, indexed, nemo_python, config, work / "nemo.json", timeout_s)
+        theirs = await asyncio.to_thread(_nemo, root, env, indexed, nemo_python, config, work / "nemo.json", timeout_s)
         rows, metrics = await _ours(root, env, indexed, config, work)
     found = _row_differences(theirs["responses"], rows)
     scored = {r["agent_ref"]["name"] for r in rows if "_gm_error" not in r}
@@ -150,16 +151,12 @@ async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics._transport.server import ServerConfig, start_server
     from gym_metrics.collector import CollectOptions, collect_async
-    from gym_metrics.nemo_gym import load_config_server
+    from gym_metrics.nemo_gym import config_file, load_config_server
     from gym_metrics.nemo_gym.port import port_environment
 
     tree = work / "resources_servers"
     port_environment(root / "resources_servers" / env, tree / env)
-    configs = tree / env / "configs"
-    path = configs / (config if config and config.endswith(".yaml") else f"{config or env}.yaml")
-    if not path.is_file():
-        path = sorted(configs.glob("*.yaml"))[0]
-    server = await start_server(load_config_server(path), ServerConfig(port=0, log_requests=False))
+    server = await start_server(load_config_server(config_file(work, env, config)), ServerConfig(port=0, log_requests=False))
     try:
         async with ResourcesClient(server.address) as client:
             result = await collect_async(client, rows, work / "run.jsonl", CollectOptions(reverify=True))  # rows that carry a reward too
