@@ -71,7 +71,7 @@ class Register(SimpleResourcesServer):
     @tool
     async def write(self, args: Write, session: Session) -> dict[str, bool]:
         """Set x (slowly)."""
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.5)  # a read running beside it answers long before (a loaded CI machine included)
         session.state["x"] = args.x
         return {"ok": True}
 
