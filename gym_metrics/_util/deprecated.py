@@ -78,6 +78,12 @@ OLD_NAMES: dict[str, dict[str, str]] = {
         "ToolCallAccuracyMetric": "gym_metrics.scorers.tool_calls:ToolCallAccuracyScorer",
         "ToolCallingMetric": "gym_metrics.scorers.tool_calls:ToolCallingScorer",
     },
+    "gym_metrics.targets": {
+        "run_episode": "gym_metrics.collector:run_episode",
+        "Episode": "gym_metrics.collector:EpisodeResult",
+        "CallTool": "gym_metrics.collector:CallTool",
+        "add_usage": "gym_metrics.collector:add_usage",
+    },
     "gym_metrics.testing": {
         "ScorerEnvironment": "gym_metrics.environments:ScorerEnvironment",
     },

@@ -1,16 +1,58 @@
 """The collector: verify an input JSONL through a resources server, then aggregate per agent.
 
 Phase 1 streams the input: rows that carry a reward are written to the output as they are,
-the rest go through VerifyStream and are appended as their batches are answered. Phase 2 reads
-the output column-wise and streams each agent through AggregateMetrics. Every rollout written is
-flushed, so a killed run resumes (`resume=True`) where it stopped and ends with the same bytes.
+the rest go through VerifyStream (or, with a policy, run as episodes of the agent loop,
+`run_episode`) and are appended as their batches are answered. Phase 2 reads the output
+column-wise and streams each agent through AggregateMetrics. Every rollout written is flushed,
+so a killed run resumes (`resume=True`) where it stopped and ends with the same bytes.
+
+The agent loop and the options load no grpc; the names that talk to a server load it on first
+use, so in-process evaluation can run episodes without it.
 """
 
-from gym_metrics.collector._progress import Progress
-from gym_metrics.collector._options import CollectOptions
-from gym_metrics.collector._run import CollectResult, collect, collect_async, estimate_total
-from gym_metrics.collector._verify import RetryPolicy
-from gym_metrics.collector._outfile import failures_path_for
-from gym_metrics.collector._input import indexed_rows
+from __future__ import annotations
 
-__all__ = ["CollectOptions", "CollectResult", "Progress", "RetryPolicy", "collect", "collect_async", "estimate_total", "failures_path_for", "indexed_rows"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from gym_metrics.collector._agent_loop import CallTool, EpisodeResult, add_usage, run_episode
+from gym_metrics.collector._input import indexed_rows
+from gym_metrics.collector._options import CollectOptions, RetryPolicy
+from gym_metrics.collector._outfile import failures_path_for
+from gym_metrics.collector._progress import Progress
+
+if TYPE_CHECKING:
+    from gym_metrics.collector._run import CollectResult, collect, collect_async, estimate_total
+
+_ON_FIRST_USE = {
+    "CollectResult": "_run",
+    "collect": "_run",
+    "collect_async": "_run",
+    "estimate_total": "_run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "CallTool",
+    "CollectOptions",
+    "CollectResult",
+    "EpisodeResult",
+    "Progress",
+    "RetryPolicy",
+    "add_usage",
+    "collect",
+    "collect_async",
+    "estimate_total",
+    "failures_path_for",
+    "indexed_rows",
+    "run_episode",
+]

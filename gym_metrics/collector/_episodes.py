@@ -1,7 +1,7 @@
 """Agent-loop collection: each rollout that needs an answer runs as a multi-turn episode in a
 session of the environment, then is verified in that session.
 
-Per rollout: SeedSession with the task row, the agent loop (targets.run_episode: the policy
+Per rollout: SeedSession with the task row, the agent loop (run_episode, _agent_loop.py: the policy
 with the environment's tools, each function call a CallTool in the session), Verify in the
 session (which ends it), then the row is written. An episode is pinned to one replica (its
 session lives there). A replica lost mid-episode (unavailable, or the session gone) is an
@@ -37,7 +37,8 @@ from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.targets import GenerationError, ModelTarget, run_episode
+from gym_metrics.collector._agent_loop import run_episode
+from gym_metrics.targets import GenerationError, ModelTarget
 
 MAX_BUSY_WAITS = 200
 """Waits of one episode for a server whose sessions are all taken (each up to 5 s)."""

@@ -3,11 +3,35 @@ every part of the collector can name them without importing the orchestration.""
 
 from __future__ import annotations
 
+import asyncio
+import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gym_metrics.collector._verify import RetryPolicy
 from gym_metrics.rollouts import OnBadLine
 from gym_metrics.targets import ModelTargetConfig
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with full jitter; attempts reset whenever the server makes progress."""
+
+    max_retries: int = 8
+    base_s: float = 0.2
+    max_s: float = 10.0
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
+
+    async def back_off(self, attempt: int, exc: Exception, log: Callable[[str], None], who: str = "server") -> None:
+        """Wait before retry number `attempt`, or give up (re-raise) past max_retries."""
+        if attempt > self.max_retries:
+            from gym_metrics._transport.client import ServerUnavailableError  # (loads grpc: only when a server is used)
+
+            raise ServerUnavailableError(f"{exc} (gave up after {self.max_retries} retries)") from None
+        wait = self.delay(attempt)
+        log(f"collect: {who} unavailable ({exc}); retry {attempt}/{self.max_retries} in {wait:.1f}s")
+        await asyncio.sleep(wait)
 
 
 @dataclass

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from gym_metrics._transport.client import ResourcesClient, ServerInfo, ServerUnavailableError, ServerUnreachableError
-from gym_metrics.collector._verify import LaneReport, RetryPolicy
+from gym_metrics.collector._options import RetryPolicy
+from gym_metrics.collector._verify import LaneReport
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 T = TypeVar("T")

@@ -14,7 +14,6 @@ lane has. The in-flight bound is over all lanes.
 from __future__ import annotations
 
 import asyncio
-import random
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import orjson
 
 from gym_metrics._transport.client import ResourcesClient, ServerUnavailableError, VerifiedBatch, VerifyInput
 from gym_metrics.collector._input import Rollout
+from gym_metrics.collector._options import RetryPolicy
 
 Batch = list[tuple[Rollout, bytes]]
 OnResults = Callable[[Batch, VerifiedBatch], None]
@@ -38,26 +38,6 @@ class BatchSource(Protocol):
 
 
 Batches = Union[Iterator[Batch], BatchSource]
-
-
-@dataclass
-class RetryPolicy:
-    """Exponential backoff with full jitter; attempts reset whenever the server makes progress."""
-
-    max_retries: int = 8
-    base_s: float = 0.2
-    max_s: float = 10.0
-
-    def delay(self, attempt: int) -> float:
-        return random.uniform(0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
-
-    async def back_off(self, attempt: int, exc: Exception, log: Callable[[str], None], who: str = "server") -> None:
-        """Wait before retry number `attempt`, or give up (re-raise) past max_retries."""
-        if attempt > self.max_retries:
-            raise ServerUnavailableError(f"{exc} (gave up after {self.max_retries} retries)") from None
-        wait = self.delay(attempt)
-        log(f"collect: {who} unavailable ({exc}); retry {attempt}/{self.max_retries} in {wait:.1f}s")
-        await asyncio.sleep(wait)
 
 
 def make_batches(rollouts: Iterator[Rollout], max_items: int, max_bytes: int) -> Iterator[Batch]:

@@ -42,7 +42,6 @@ from gym_metrics.targets import (
     load_target,
     make_target,
     parse_target,
-    run_episode,
 )
 from gym_metrics.targets import Usage
 
@@ -185,6 +184,8 @@ class Online:
         try:
             assert self.tools is not None
             call_tool = tool_caller(env, session, [t["name"] for t in tools], self._any_tool_name)
+            from gym_metrics.collector import run_episode  # the agent loop, beside its other caller
+
             episode = await run_episode(
                 target, request, call_tool, max_steps=self.tools.max_steps, parallel_tool_calls=self.tools.parallel_tool_calls
             )

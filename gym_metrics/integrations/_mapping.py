@@ -18,11 +18,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-OnFailure = Literal["none", "nan", "zero", "raise"]
+OnFailure = Literal["none", "nan", "zero", "raise", "error"]
 """What a completion that could not be scored gives the trainer: None (TRL skips it), NaN,
-0.0, or a RewardFailure raised."""
+0.0, a RewardFailure raised, or `error`: 0.0 with the failure marked where the trainer reads
+it (verifiers' `state["error"]`, OpenRLHF's `gm_failed` log). Each adaptor takes the ones its
+trainer can act on (`check_on_failure`)."""
 
 
 @dataclass
@@ -100,16 +102,53 @@ def plain_value(value: Any) -> Any:
     return value
 
 
-def settle(rewards: Sequence[float], failed: Sequence[bool], errors: Sequence[str], on_failure: OnFailure) -> list[float | None]:
-    """The rewards a trainer gets, a failure turned into what `on_failure` says."""
+def check_on_failure(value: Any, allowed: Sequence[str], trainer: str) -> OnFailure:
+    """`value` if `trainer`'s adaptor takes it, else a ValueError naming the ones it does."""
+    if value not in allowed:
+        raise ValueError(f"on_failure {value!r}: {trainer} takes {', '.join(repr(a) for a in allowed)}")
+    return cast(OnFailure, value)
+
+
+Mark = Callable[[int, str], bool]
+"""`mark(i, error)` records completion i's failure where the trainer reads it (for `error`);
+False when it cannot (then the failure is raised)."""
+
+
+def settle(
+    rewards: Sequence[float], failed: Sequence[bool], errors: Sequence[str | None], on_failure: OnFailure, mark: Mark | None = None
+) -> list[float | None]:
+    """The rewards a trainer gets, a failure turned into what `on_failure` says: the one
+    failure policy of every adaptor."""
     from gym_metrics.integrations._client import RewardFailure
 
     out: list[float | None] = []
-    for reward, bad, error in zip(rewards, failed, errors):
+    for i, (reward, bad, error) in enumerate(zip(rewards, failed, errors)):
         if not bad:
             out.append(float(reward))
-        elif on_failure == "raise":
+        elif on_failure == "raise" or (on_failure == "error" and (mark is None or not mark(i, error or ""))):
             raise RewardFailure(f"a completion could not be scored: {error}")
         else:
-            out.append({"none": None, "nan": math.nan, "zero": 0.0}[on_failure])
+            out.append({"none": None, "nan": math.nan, "zero": 0.0, "error": 0.0}[on_failure])
     return out
+
+
+Span = tuple[int, int]
+
+
+def consecutive_runs(n: int, same: Callable[[int, int], bool]) -> list[Span]:
+    """The [start, stop) of each run of consecutive samples that `same(start, i)` says are one
+    prompt's (trainers repeat a prompt once per completion, in a row): every adaptor's groups."""
+    spans: list[Span] = []
+    start = 0
+    for i in range(1, n + 1):
+        if i < n and same(start, i):
+            continue
+        spans.append((start, i))
+        start = i
+    return spans
+
+
+def group_consecutive(rows: Sequence[dict[str, Any]], completions: Sequence[Any]) -> tuple[list[tuple[dict[str, Any], list[Any]]], list[Span]]:
+    """Consecutive samples of one row as one group; the groups and the [start, stop) of each."""
+    spans = consecutive_runs(len(rows), lambda a, b: rows[a] == rows[b])
+    return [(rows[start], list(completions[start:stop])) for start, stop in spans], spans

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from gym_metrics.integrations._client import reward_client
-from gym_metrics.integrations._mapping import OnFailure, RowMapping, settle
+from gym_metrics.integrations._mapping import OnFailure, RowMapping, check_on_failure, settle
 
 
 class EnvironmentReturn(NamedTuple):
@@ -55,9 +55,7 @@ class GymMetricsEnvironment:
             raise ValueError("the gym-metrics environment's config needs `server` (HOST:PORT)")
         self.server: str = str(self.cfg["server"])
         self.token: str | None = self.cfg.get("token")
-        self.on_failure: OnFailure = self.cfg.get("on_failure", "raise")
-        if self.on_failure not in ("raise", "nan", "zero"):
-            raise ValueError(f"on_failure {self.on_failure!r}: NeMo RL takes 'raise', 'nan' or 'zero'")
+        self.on_failure: OnFailure = check_on_failure(self.cfg.get("on_failure", "raise"), ("raise", "nan", "zero"), "NeMo RL")
         self.label_key: str = self.cfg.get("label_key", "ground_truth")
         columns = self.cfg.get("columns")
         self.mapping = RowMapping(answer_field=self.cfg.get("answer_field", "expected_answer"), columns=list(columns) if columns is not None else None)

@@ -19,7 +19,7 @@ from typing import Any
 
 from gym_metrics.integrations._client import RewardClient, reward_client
 from gym_metrics._util.failure_log import FailureLog
-from gym_metrics.integrations._mapping import OnFailure, RowMapping, plain_value, settle
+from gym_metrics.integrations._mapping import OnFailure, RowMapping, Span, check_on_failure, consecutive_runs, plain_value, settle
 
 _TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "environments", "log_extra", "log_metric")
 """What GRPOTrainer passes beside the dataset columns (`environments`: its environment objects,
@@ -42,6 +42,7 @@ def reward_function(
     append every scored completion to this rollouts file (agents `step_<n>`), for
     `gym-metrics aggregate`."""
     mapping = mapping or RowMapping()
+    on_failure = check_on_failure(on_failure, ("none", "nan", "zero", "raise"), "TRL")
     client = RewardClient(server, token=token, record=record) if record is not None else reward_client(server, token=token)
 
     failures = FailureLog(f"reward function {name}")
@@ -77,7 +78,7 @@ def reward_function(
 
 def group_by_prompt(
     prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any], mapping: RowMapping
-) -> tuple[list[tuple[dict[str, Any], list[Any]]], list[tuple[int, int]]]:
+) -> tuple[list[tuple[dict[str, Any], list[Any]]], list[Span]]:
     """Consecutive samples of one prompt (and the same dataset values) as one group; the
     groups and the [start, stop) of each."""
     listed = {  # as plain values: an array-valued column's cells compare with == as lists
@@ -85,16 +86,11 @@ def group_by_prompt(
         if k not in _TRL_ARGUMENTS and isinstance(v, Sequence) and not isinstance(v, str) and len(v) == len(prompts)
         and all(isinstance(x, _JSON) or hasattr(x, "tolist") for x in v)  # a dataset column, not objects
     }  # fmt: skip
-    groups: list[tuple[dict[str, Any], list[Any]]] = []
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for i in range(1, len(prompts) + 1):
-        if i < len(prompts) and prompts[i] == prompts[start] and all(v[i] == v[start] for v in listed.values()):
-            continue
-        row = mapping.row(prompts[start], columns={k: v[start] for k, v in listed.items()})
-        groups.append((row, [mapping.completion(c) for c in completions[start:i]]))
-        spans.append((start, i))
-        start = i
+    spans = consecutive_runs(len(prompts), lambda a, b: prompts[a] == prompts[b] and all(v[a] == v[b] for v in listed.values()))
+    groups = [
+        (mapping.row(prompts[start], columns={k: v[start] for k, v in listed.items()}), [mapping.completion(c) for c in completions[start:stop]])
+        for start, stop in spans
+    ]
     return groups, spans
 
 

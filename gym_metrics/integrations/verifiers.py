@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from gym_metrics.integrations._client import RewardFailure, Scored, reward_client
-from gym_metrics.integrations._mapping import RowMapping
+from gym_metrics.integrations._client import Scored, reward_client
+from gym_metrics.integrations._mapping import OnFailure, RowMapping, check_on_failure, group_consecutive, settle
 
-OnFailure = Literal["error", "nan", "raise"]
+_ON_FAILURE = ("error", "nan", "raise")
 """A completion that cannot be scored: 0.0 and `state["error"]` set (verifiers' errored
 rollout), NaN, or a RewardFailure raised (which verifiers logs and counts as 0.0)."""
 
@@ -48,6 +48,7 @@ def reward_function(
     """An async reward function for `vf.Rubric(funcs=[...])` (see the module docstring),
     named `name` (verifiers reports each function's score under its name)."""
     mapping = mapping or RowMapping()
+    on_failure = check_on_failure(on_failure, _ON_FAILURE, "verifiers")
     client = reward_client(server, token=token)
 
     def one(prompt: Any, completion: Any, answer: Any, info: Any) -> tuple[dict[str, Any], Any]:
@@ -68,12 +69,7 @@ def reward_function(
     ) -> list[float]:  # fmt: skip
         n = len(completions)
         samples = [one(p, c, a, i) for p, c, a, i in zip(prompts, completions, answers or [None] * n, infos or [None] * n)]
-        groups: list[tuple[dict[str, Any], list[Any]]] = []
-        for row, text in samples:  # verifiers' group is one prompt's rollouts: one group per row
-            if groups and groups[-1][0] == row:
-                groups[-1][1].append(text)
-            else:
-                groups.append((row, [text]))
+        groups, _ = group_consecutive([row for row, _ in samples], [text for _, text in samples])  # one prompt's rollouts
         out: list[float] = []
         state_list = list(states) if states is not None else [None] * n
         for scored in await client.score_async(groups):
@@ -104,19 +100,14 @@ def rubric(
 
 
 def _settle(scored: Scored, states: Sequence[Any], on_failure: OnFailure) -> list[float]:
-    out: list[float] = []
-    for reward, failed, error, state in zip(scored.rewards, scored.failed, scored.errors, states):
-        if not failed:
-            out.append(float(reward))
-        elif on_failure == "nan":
-            out.append(float("nan"))
-        elif on_failure == "raise" or not hasattr(state, "__setitem__"):  # no state to mark: raise
-            raise RewardFailure(f"a completion could not be scored: {error}")
-        else:
-            vf = importlib.import_module("verifiers")
-            state["error"] = vf.InfraError(f"gym-metrics could not score the completion: {error}")
-            out.append(0.0)
-    return out
+    def mark(i: int, error: str) -> bool:  # verifiers' errored rollout; no state to mark: raise
+        if not hasattr(states[i], "__setitem__"):
+            return False
+        vf = importlib.import_module("verifiers")
+        states[i]["error"] = vf.InfraError(f"gym-metrics could not score the completion: {error}")
+        return True
+
+    return [float("nan") if r is None else r for r in settle(scored.rewards, scored.failed, scored.errors, on_failure, mark)]
 
 
 def _plain_messages(value: Any) -> Any:

@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 
 from gym_metrics.integrations._client import Scored, reward_client
-from gym_metrics.integrations._mapping import OnFailure, RowMapping, settle
+from gym_metrics.integrations._mapping import OnFailure, RowMapping, check_on_failure, group_consecutive, settle
 
 Score = float | dict[str, Any]
 _VERL_KEYS = ("num_turns", "rollout_reward_scores")
@@ -62,6 +62,7 @@ def reward_function(
     loop) or "batch" (`compute_score(data_sources, solution_strs, ground_truths, extra_infos,
     **kwargs)`, a list back)."""
     mapping = mapping or RowMapping()
+    on_failure = check_on_failure(on_failure, ("raise", "nan", "zero"), "verl")
     client = reward_client(server, token=token)
     wanted = tuple(extra_fields)
 
@@ -109,20 +110,6 @@ def task_row(mapping: RowMapping, ground_truth: Any, extra_info: Any) -> dict[st
     return row
 
 
-def group_consecutive(rows: Sequence[dict[str, Any]], completions: Sequence[Any]) -> tuple[list[tuple[dict[str, Any], list[Any]]], list[tuple[int, int]]]:
-    """Consecutive samples of one row as one group; the groups and the [start, stop) of each."""
-    groups: list[tuple[dict[str, Any], list[Any]]] = []
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for i in range(1, len(rows) + 1):
-        if i < len(rows) and rows[i] == rows[start]:
-            continue
-        groups.append((rows[start], list(completions[start:i])))
-        spans.append((start, i))
-        start = i
-    return groups, spans
-
-
 def _score(reward: float | None, response: str, fields: tuple[str, ...]) -> Score:
     value = float("nan") if reward is None else reward
     if not fields:
@@ -132,22 +119,14 @@ def _score(reward: float | None, response: str, fields: tuple[str, ...]) -> Scor
 
 
 @lru_cache(maxsize=64)
-def _configured(
-    server: str, form: str, on_failure: OnFailure, answer_field: str, columns: tuple[str, ...] | None, extra_fields: tuple[str, ...], token: str | None
-) -> Callable[..., Any]:
+def _configured(form: str, server: str, on_failure: OnFailure, answer_field: str, columns: tuple[str, ...] | None,
+                extra_fields: tuple[str, ...], token: str | None) -> Callable[..., Any]:  # fmt: skip
     mapping = RowMapping(answer_field=answer_field, columns=columns)
     return reward_function(server, mapping=mapping, on_failure=on_failure, extra_fields=extra_fields, form=form, token=token)
 
 
-def _options(columns: Sequence[str] | None, extra_fields: Sequence[str]) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
-    return (tuple(columns) if columns is not None else None), tuple(extra_fields)
-
-
-def compute_score(
-    data_source: Any,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: Any = None,
+def _from_kwargs(
+    form: str,
     *,
     server: str,
     on_failure: OnFailure = "raise",
@@ -155,53 +134,32 @@ def compute_score(
     columns: Sequence[str] | None = None,
     extra_fields: Sequence[str] = (),
     token: str | None = None,
-    **kwargs: Any,
-) -> Score:
+    **_: Any,
+) -> Callable[..., Any]:
+    """The reward function `reward_kwargs` configure (verl passes them with every call; made
+    once per configuration)."""
+    return _configured(form, server, on_failure, answer_field, tuple(columns) if columns is not None else None, tuple(extra_fields), token)
+
+
+def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **reward_kwargs: Any) -> Score:
     """verl's per-sample reward function, configured by `reward_kwargs`: `server` (HOST:PORT),
     and optionally `on_failure`, `answer_field`, `columns` (the `extra_info` keys sent; None:
     all), `extra_fields`, `token`."""
-    fn = _configured(server, "sync", on_failure, answer_field, *_options(columns, extra_fields), token)
-    result: Score = fn(data_source, solution_str, ground_truth, extra_info)
+    result: Score = _from_kwargs("sync", **reward_kwargs)(data_source, solution_str, ground_truth, extra_info)
     return result
 
 
-async def compute_score_async(
-    data_source: Any,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: Any = None,
-    *,
-    server: str,
-    on_failure: OnFailure = "raise",
-    answer_field: str = "expected_answer",
-    columns: Sequence[str] | None = None,
-    extra_fields: Sequence[str] = (),
-    token: str | None = None,
-    **kwargs: Any,
-) -> Score:
+async def compute_score_async(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **reward_kwargs: Any) -> Score:
     """`compute_score` as a coroutine function (verl's reward loop awaits it)."""
-    fn = _configured(server, "async", on_failure, answer_field, *_options(columns, extra_fields), token)
-    result: Score = await fn(data_source, solution_str, ground_truth, extra_info)
+    result: Score = await _from_kwargs("async", **reward_kwargs)(data_source, solution_str, ground_truth, extra_info)
     return result
 
 
 def compute_score_batch(
-    data_sources: Sequence[Any],
-    solution_strs: Sequence[str],
-    ground_truths: Sequence[Any],
-    extra_infos: Sequence[Any] | None = None,
-    *,
-    server: str,
-    on_failure: OnFailure = "raise",
-    answer_field: str = "expected_answer",
-    columns: Sequence[str] | None = None,
-    extra_fields: Sequence[str] = (),
-    token: str | None = None,
-    **kwargs: Any,
+    data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any], extra_infos: Sequence[Any] | None = None, **reward_kwargs: Any
 ) -> list[Score]:
     """verl's batch reward function (`reward_manager: batch`), configured by `reward_kwargs`."""
-    fn = _configured(server, "batch", on_failure, answer_field, *_options(columns, extra_fields), token)
-    result: list[Score] = fn(data_sources, solution_strs, ground_truths, extra_infos)
+    result: list[Score] = _from_kwargs("batch", **reward_kwargs)(data_sources, solution_strs, ground_truths, extra_infos)
     return result
 
 

@@ -4,12 +4,11 @@
 `parse_target(dict)` / `load_target(path)` read a TARGET.json (`{"type": "model", ...}` or
 `{"type": "agent", ...}`); `make_target(config)` gives its client, whose
 `await generate(request_or_row)` returns a `Generation` (the answer in Responses API shape,
-usage, latency, attempts) or raises `GenerationError`. See docs/targets.md. `run_episode` is
-the multi-turn agent loop over an environment's tools (NeMo Gym's simple_agent).
+usage, latency, attempts) or raises `GenerationError`. See docs/targets.md. The multi-turn
+agent loop over these clients is `gym_metrics.collector.run_episode`, beside its caller.
 """
 
-from gym_metrics.targets._agent_loop import CallTool, Episode, add_usage, run_episode
-
+from gym_metrics._util.deprecated import old_names
 from gym_metrics.targets._client import AgentTarget, Generation, GenerationError, ModelTarget, Usage, make_target
 from gym_metrics.targets._config import (
     AgentTargetConfig,
@@ -31,10 +30,6 @@ from gym_metrics.targets._chat_dialect import ChatConversionError, responses_req
 from gym_metrics.targets._wire import ByteBudget
 
 __all__ = [
-    "CallTool",
-    "Episode",
-    "add_usage",
-    "run_episode",
     "text_of",
     "AgentTarget",
     "AgentTargetConfig",
@@ -58,3 +53,5 @@ __all__ = [
     "responses_request_to_chat",
     "strip_reasoning",
 ]
+
+__getattr__ = old_names(__name__)  # run_episode and its types moved to gym_metrics.collector

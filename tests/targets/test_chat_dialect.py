@@ -58,7 +58,8 @@ async def test_over_chat_a_turn_of_only_reasoning_ends_the_episode_as_nemo_gym_e
     """A chat answer that is all `<think>` becomes a reasoning item and no message: the agent
     loop ends the episode incomplete, with NeMo Gym's termination reason and words."""
     from gym_metrics.collector._generate import make_target  # collect's policy client
-    from gym_metrics.targets import ModelTargetConfig, run_episode
+    from gym_metrics.collector import run_episode
+    from gym_metrics.targets import ModelTargetConfig
     from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
 
     async def no_tool(name: str, arguments: str) -> tuple[str, bool]:

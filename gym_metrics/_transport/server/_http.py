@@ -1,13 +1,9 @@
 """Rewards over HTTP (`serve --http-port`, the `http` extra: uvicorn with httptools), for trainers
 that do not speak gRPC, on the same environment and verify as the gRPC server.
 
-- `POST /get_reward`: OpenRLHF's remote reward model (`--remote_rm_url http://HOST:P/get_reward`):
-  `{"query": [...], "prompts": [...], "labels": [...]}` in; `{"rewards": [...], "scores":
-  [...], "extra_logs": {"gm_failed": [...]}}` out. Each query minus its prompt is the completion
-  text; the label fills `--http-label-field` (default `expected_answer`); the prompt becomes
-  the user message of `responses_create_params`. Consecutive queries of one prompt and label
-  are scored as one group. A query that cannot be scored has reward 0 and `gm_failed` 1 beside
-  it, so OpenRLHF logs it: never an unmarked 0.
+- `POST /get_reward`: OpenRLHF's remote reward model, answered by its adaptor
+  (`gym_metrics.integrations.openrlhf`, which says what goes in and out); the label fills
+  `--http-label-field`.
 - `POST /score_groups`: the plain JSON group form, `{"groups": [{"row": {...}, "completions":
   [...]}], "omit_responses": false}` in; per group `rewards`, `failed`, `error_kind`,
   `error_message`, `responses` out (the gRPC ScoreGroups, in JSON).
@@ -18,7 +14,7 @@ Bodies are bounded (`--max-message-mb`, and in objects and values: BODY_BOUNDS);
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -29,6 +25,7 @@ from gym_metrics._util.failure_log import FailureLog
 from gym_metrics._util.jsonbounds import JsonBounds, parse_bounded
 from gym_metrics.environments import EnvironmentHandler, Group, score_groups
 from gym_metrics.errors import GymMetricsError, InvalidInputError
+from gym_metrics.integrations import openrlhf
 
 BODY_BOUNDS = JsonBounds(1_000_000, 4_000_000, ("MAX_BODY_CONTAINERS", "MAX_BODY_VALUES"))
 """A body is a trainer's whole step (4,096 groups of Responses objects hold a few hundred
@@ -120,19 +117,10 @@ class RewardHttpApp:
             raise InvalidInputError(f"the body is not JSON: {exc}") from None
 
     async def _get_reward(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        queries, prompts, labels = _lists(data, ("query", "prompts", "labels"))
-        groups, spans = openrlhf_groups(queries, prompts, labels, self.label_field)
-        scored = await score_groups(self.handler, groups, omit_responses=True)
-        rewards, failed = [0.0] * len(queries), [0.0] * len(queries)
-        errors: list[str | None] = [None] * len(queries)
-        for (start, _), group in zip(spans, scored):
-            for i, (reward, bad, error) in enumerate(zip(group.rewards, group.failed, group.error_message)):
-                rewards[start + i], failed[start + i] = (0.0, 1.0) if bad else (reward, 0.0)
-                errors[start + i] = error if bad else None
-        reasons = [e for e in errors if e is not None]
-        self.failures.note(len(reasons), len(queries), reasons[0] if reasons else "")
-        # extra_logs are numbers OpenRLHF averages into its metrics; the reasons go beside them
-        return {"rewards": rewards, "scores": rewards, "extra_logs": {"gm_failed": failed}, "gm_errors": errors}
+        answer = await openrlhf.get_reward(data, lambda groups: score_groups(self.handler, groups, omit_responses=True), label_field=self.label_field)
+        reasons = [e for e in answer["gm_errors"] if e is not None]
+        self.failures.note(len(reasons), len(answer["rewards"]), reasons[0] if reasons else "")
+        return answer
 
     async def _score_groups(self, data: Mapping[str, Any]) -> dict[str, Any]:
         given = data.get("groups")
@@ -149,41 +137,6 @@ class RewardHttpApp:
              "responses": [orjson.loads(t) if t else None for t in s.response_json]}
             for s in scored
         ]}  # fmt: skip
-
-
-def openrlhf_groups(
-    queries: Sequence[Any], prompts: Sequence[Any], labels: Sequence[Any], label_field: str
-) -> tuple[list[Group], list[tuple[int, int]]]:
-    """OpenRLHF's lists as groups: consecutive queries of one prompt and label; each
-    completion is its query minus the prompt."""
-    groups: list[Group] = []
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for i in range(1, len(queries) + 1):
-        if i < len(queries) and prompts[i] == prompts[start] and labels[i] == labels[start]:
-            continue
-        prompt = str(prompts[start])
-        row: dict[str, Any] = {"responses_create_params": {"input": [{"role": "user", "content": prompt}]}}
-        if labels[start] is not None:
-            row[label_field] = labels[start]
-        completions = [q[len(prompt):] if isinstance(q, str) and q.startswith(prompt) else str(q) for q in queries[start:i]]
-        groups.append(Group(row, completions))
-        spans.append((start, i))
-        start = i
-    return groups, spans
-
-
-def _lists(data: Mapping[str, Any], names: Sequence[str]) -> list[list[Any]]:
-    out = []
-    n = len(data.get(names[0]) or [])
-    for name in names:
-        value = data.get(name)
-        if value is None and name != names[0]:
-            value = [None] * n
-        if not isinstance(value, list) or len(value) != n:
-            raise InvalidInputError(f"`{name}` must be a list as long as `{names[0]}` ({n})")
-        out.append(value)
-    return out
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -22,16 +22,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from gym_metrics.targets._client import ModelTarget
-from gym_metrics.targets._convert import chat_request_to_responses
+from gym_metrics.targets import ModelTarget, chat_request_to_responses
 
 CallTool = Callable[[str, str], Awaitable[tuple[str, bool]]]
 """(tool name, arguments JSON text) -> (the output the model reads, whether the call failed)."""
 
 
 @dataclass
-class Episode:
-    """One finished episode."""
+class EpisodeResult:
+    """What one finished episode gives: its trajectory and counts."""
 
     response: dict[str, Any]
     """The trajectory in Responses API shape (see the module docstring)."""
@@ -54,7 +53,7 @@ async def run_episode(
     *,
     max_steps: Optional[int] = None,
     parallel_tool_calls: bool = False,
-) -> Episode:
+) -> EpisodeResult:
     """Run one episode of `request` (a Responses API request: `input`, `tools`, ...; a chat
     one, `messages`, is converted first); the policy's GenerationError propagates (the
     rollout failed)."""
@@ -93,7 +92,7 @@ async def run_episode(
             answer = {**answer, "metadata": {**(answer.get("metadata") or {}), "gm_stop_reason": "max_steps"}}
             break
     response = {**answer, "output": outputs, "usage": usage}
-    return Episode(response, steps, calls_made, failed, time.perf_counter() - start, stop)
+    return EpisodeResult(response, steps, calls_made, failed, time.perf_counter() - start, stop)
 
 
 async def _call(call: Mapping[str, Any], call_tool: CallTool) -> tuple[str, bool]:
