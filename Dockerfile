@@ -17,11 +17,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # Only what `pip install .` reads (see .dockerignore): the library, the built-in environments
-# (servers/ installs as gym_metrics_servers) and the metadata pyproject.toml names.
+# (gym_metrics_servers/) and the metadata pyproject.toml names.
 WORKDIR /tmp/gym-metrics
 COPY pyproject.toml README.md LICENSE ./
 COPY gym_metrics ./gym_metrics
-COPY servers ./servers
+COPY gym_metrics_servers ./gym_metrics_servers
 # A C compiler for the two native modules (gym_metrics/aggregate/render/_fill.c and _minify.c, the metrics file's
 # rendering), removed in the same layer; without it the install falls back to Python.
 # bubblewrap stays: the sandbox for model-written code needs it (see above).

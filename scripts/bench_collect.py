@@ -100,7 +100,7 @@ def _collect_child(address: str, src: str, out: str) -> None:
 
 
 def _sample_bodies() -> list[dict]:
-    sample = ROOT / "servers" / "math_exact" / "sample.jsonl"
+    sample = ROOT / "gym_metrics_servers" / "math_exact" / "sample.jsonl"
     return [orjson.loads(line) for line in sample.read_bytes().splitlines() if line.strip()]
 
 

@@ -58,7 +58,7 @@ each table with the load after the runs. Every run is bounded (asyncio timeouts,
 timeouts); child processes are stopped on exit (SIGTERM and Ctrl-C included).
 
 --what-if: also the gRPC door (latency and rate) of math_exact with its "answer is" regex
-(servers/math_exact/app.py `_ANSWER_IS`) started from the first "answer" instead of tried at every
+(gym_metrics_servers/math_exact/app.py `_ANSWER_IS`) started from the first "answer" instead of tried at every
 position (FAST_ENV, a file target that patches the module in the serving process only; the same
 matches): what the group path gives when the environment's verify is cheap.
 The rate lines also name the server worker each gRPC connection reached (GetServerInfo).
@@ -99,7 +99,7 @@ WARMUP = 20
 FAST_ENV = '''"""bench_groups.py: math_exact with its "answer is" regex searched from the first "answer" only (a what-if)."""
 import re
 
-import servers.math_exact.app as app
+import gym_metrics_servers.math_exact.app as app
 
 
 class _Prefiltered:
@@ -120,8 +120,8 @@ class _Prefiltered:
 app._ANSWER_IS = _Prefiltered(app._ANSWER_IS)
 MathExactServer = app.MathExactServer
 '''
-"""servers/math_exact/app.py with one regex prefiltered, in the serving process only (--what-if); nothing in
-servers/ is changed."""
+"""gym_metrics_servers/math_exact/app.py with one regex prefiltered, in the serving process only (--what-if); nothing in
+gym_metrics_servers/ is changed."""
 WORDS = ("we", "add", "the", "two", "numbers", "carry", "one", "so", "then", "check", "again", "sum", "is", "first",
          "digit", "next", "gives", "therefore", "let", "us", "verify", "by", "subtracting", "back", "result")  # fmt: skip
 

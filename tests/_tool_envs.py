@@ -93,14 +93,12 @@ class PythonTool(SimpleResourcesServer):
     from call to call; the session's end stops the interpreter."""
 
     def __init__(self) -> None:
-        from gym_metrics.sandbox import Pool
-
-        self.pool = Pool(size=2)
+        self.sandbox()  # now: a host that cannot isolate refuses to start
 
     async def seed_session(self, session: Session) -> None:
-        from gym_metrics.sandbox import PythonSession
+        from gym_metrics.sandbox import PythonInterpreter
 
-        session.state["python"] = await PythonSession.start(self.pool, client=session.client)
+        session.state["python"] = await PythonInterpreter.start(self.sandbox(), client=session.client)
 
     async def close_session(self, session: Session) -> None:
         await session.state["python"].close()

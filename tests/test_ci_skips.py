@@ -53,7 +53,7 @@ ALLOWED = {
 
 def direct_skips() -> list[tuple[str, str]]:
     found = []
-    for path in sorted([*TESTS.rglob("*.py"), *(ROOT / "servers").rglob("*.py")]):
+    for path in sorted([*TESTS.rglob("*.py"), *(ROOT / "gym_metrics_servers").rglob("*.py")]):
         if "node_modules" in path.parts or path == Path(__file__).resolve():
             continue
         for line in path.read_text(encoding="utf-8").splitlines():

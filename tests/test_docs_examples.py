@@ -49,7 +49,7 @@ from gym_metrics.testing import LoopbackServer, PolicyAnswer, Reply, ScriptedJud
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-SAMPLE = ROOT / "servers" / "math_exact" / "sample.jsonl"
+SAMPLE = ROOT / "gym_metrics_servers" / "math_exact" / "sample.jsonl"
 FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 RUN = {"python": "python", "bash": "bash", "sh": "bash", "shell": "bash", "console": "bash"}
 SYNOPSIS = "{.bash .synopsis}"
@@ -219,8 +219,8 @@ def write_files(cwd: Path, services: dict[str, str], page: str) -> None:
     (cwd / "shard1.jsonl").write_text("".join(sample[len(sample) // 2 :]))
     (cwd / "TARGET.json").write_text(json.dumps({"type": "model", "url": services["http://127.0.0.1:8000/v1"], "model": "m"}))
     for server in ("inventory", "code_tests"):  # docs/pipelines.md's agent loop, docs/sandbox.md: the repository's paths
-        (cwd / "servers" / server).mkdir(parents=True)
-        (cwd / "servers" / server / "sample.jsonl").write_text((ROOT / "servers" / server / "sample.jsonl").read_text())
+        (cwd / "gym_metrics_servers" / server).mkdir(parents=True)
+        (cwd / "gym_metrics_servers" / server / "sample.jsonl").write_text((ROOT / "gym_metrics_servers" / server / "sample.jsonl").read_text())
     (cwd / "data").mkdir()
     (cwd / "data" / "rows.jsonl").write_text((cwd / "rows.jsonl").read_text())
     (cwd / "secrets.json").write_text("{}")

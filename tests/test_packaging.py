@@ -10,17 +10,21 @@ ROOT = Path(__file__).resolve().parent.parent
 tomllib = pytest.importorskip("tomllib", reason="Python < 3.11 has no tomllib")
 
 
-def test_every_package_is_listed_in_pyproject() -> None:
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(config["packages"])
+def test_every_package_ships_and_no_test_does() -> None:
+    """The wheel's packages are found, not listed: every package of gym_metrics/ and
+    gym_metrics_servers/ (a new environment's folder too), none of their tests."""
+    from setuptools import find_packages
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    shipped = set(find_packages(str(ROOT), include=config["include"], exclude=config["exclude"]))
     found = set()
-    for top, name in (("gym_metrics", "gym_metrics"), ("servers", "gym_metrics_servers")):
+    for top in ("gym_metrics", "gym_metrics_servers"):
         for init in (ROOT / top).rglob("__init__.py"):
-            rel = init.parent.relative_to(ROOT / top)
-            if "tests" in rel.parts or "node_modules" in rel.parts:
-                continue
-            found.add(".".join((name, *rel.parts)))
-    assert found == listed, f"not listed: {sorted(found - listed)}; listed but absent: {sorted(listed - found)}"
+            rel = init.parent.relative_to(ROOT)
+            if "tests" not in rel.parts and "node_modules" not in rel.parts:
+                found.add(".".join(rel.parts))
+    assert shipped == found, f"not shipped: {sorted(found - shipped)}; shipped but not ours: {sorted(shipped - found)}"
+    assert {"gym_metrics_servers.code_tests", "gym_metrics.sandbox", "gym_metrics.integrations"} <= shipped
 
 
 TOOLING_EXTRAS = {"dev", "docs", "bench"}

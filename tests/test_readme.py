@@ -27,7 +27,7 @@ from gym_metrics.environments import SimpleResourcesServer
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-SAMPLE = ROOT / "servers" / "math_exact" / "sample.jsonl"
+SAMPLE = ROOT / "gym_metrics_servers" / "math_exact" / "sample.jsonl"
 FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 
 pytestmark = pytest.mark.timeout(60)

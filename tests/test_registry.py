@@ -15,7 +15,6 @@ import pytest
 
 import gym_metrics
 import gym_metrics._util.registry as registry_module
-from gym_metrics.environments import ENVIRONMENTS
 from gym_metrics._util.registry import Registry
 from gym_metrics.errors import NotFoundError
 from gym_metrics.reducers import REDUCERS
@@ -106,9 +105,8 @@ def _import_all(package: str) -> None:
     [
         (SCORERS, "gym_metrics.scorers", ["gym_metrics.scorers"]),
         (REDUCERS, "gym_metrics.reducers", ["gym_metrics.reducers"]),
-        (ENVIRONMENTS, "gym_metrics.servers", ["gym_metrics_servers"]),
     ],
-)
+)  # (built-in environments are found by their folder: tests/environments/test_registry.py)
 def test_every_builtin_is_declared_as_an_entry_point(registry: Registry[Any], group: str, packages: list[str]) -> None:
     """A built-in registered in code but missing from pyproject.toml would be found only after
     its module happened to be imported: every one is declared, under its registered name."""

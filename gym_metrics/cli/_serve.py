@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
 from gym_metrics._util.limits import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, CallLimits
 from gym_metrics.cli._base import add_access_flags, positive_float, positive_int, server_token
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
-from gym_metrics.sandbox import ISOLATION_ENV, ISOLATIONS
+from gym_metrics.sandbox import ISOLATION_ENV, ISOLATIONS, OPTIONS_ENV, PROVIDER_ENV, PROVIDERS
 
 
 
@@ -54,6 +55,14 @@ def add_parsers(sub: Any) -> None:
         help="strict (default): namespaces, a user and a tmpfs per run, or the server refuses to start; "
         "none: model code runs with the server's reach (a warning at start, results say isolated: false)",
     )  # fmt: skip
+    sandbox.add_argument(
+        "--sandbox-provider", metavar="NAME",
+        help="what runs the programs: local (default: launchers on this host), docker, or a plugin's name",
+    )  # fmt: skip
+    sandbox.add_argument(
+        "--sandbox-option", action="append", default=[], metavar="KEY=VALUE",
+        help="an option of the provider (its constructor's keyword; the value read as JSON, else text), e.g. image=python:3.12-slim; repeatable",
+    )  # fmt: skip
     rl = p.add_argument_group("rewards over HTTP, for trainers without gRPC (OpenRLHF)")
     rl.add_argument("--http-port", type=int, metavar="P", help="POST /get_reward (OpenRLHF) and /score_groups on this port (0 picks one; the http extra)")
     rl.add_argument("--http-label-field", default="expected_answer", metavar="NAME", help="the verify request field OpenRLHF's labels fill (default %(default)s)")
@@ -71,6 +80,25 @@ def add_parsers(sub: Any) -> None:
         help="reward reducers to report, e.g. pass@1 pass@8 (replaces the env's; --metrics is the old spelling)",
     )  # fmt: skip
     p.set_defaults(func=run)
+
+
+def _choose_sandbox_provider(name: str | None, options: list[str]) -> None:
+    """For every environment's `sandbox()` in this server and its workers (environment
+    variables: the workers inherit them); an unknown name or a bad option fails here."""
+    if name is not None:
+        PROVIDERS.get(name)  # NotFoundError naming the known ones
+        os.environ[PROVIDER_ENV] = name
+    if options:
+        values: dict[str, Any] = {}
+        for i, item in enumerate(options):
+            key, eq, text = item.partition("=")
+            if not eq or not key.strip():
+                raise InvalidInputError(f"--sandbox-option {item!r} (option {i + 1}): expected KEY=VALUE")
+            try:
+                values[key.strip()] = json.loads(text)
+            except json.JSONDecodeError:
+                values[key.strip()] = text
+        os.environ[OPTIONS_ENV] = json.dumps(values)
 
 
 def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
@@ -95,6 +123,7 @@ def run(ns: argparse.Namespace) -> int:
 
     if ns.sandbox_isolation is not None:  # for every Pool this server and its workers make
         os.environ[ISOLATION_ENV] = ns.sandbox_isolation
+    _choose_sandbox_provider(ns.sandbox_provider, ns.sandbox_option)
 
     env = _environment(ns)  # fail fast with a clear message, before binding
     token = server_token(ns)

@@ -1,5 +1,9 @@
-"""Environments by name: `@register_server`, the `gym_metrics.servers` entry points (the
-examples in servers/ too), `module:Class` or `path/to/app.py:Class`.
+"""Environments by name: `@register_server`, `module:Class` or `path/to/app.py:Class`.
+
+Registering is one place: a built-in environment's `@register_server("name")` in
+`gym_metrics_servers/<name>/app.py` (found by its folder, imported when first asked for); a
+third-party package's entry point in the `gym_metrics.servers` group naming its class (or a
+script's `@register_server`, once imported).
 
 A file is loaded with its folder first on the import path (NeMo Gym environments import their
 sibling modules, as `python app.py` would let them); a syntax or import error in it is an
@@ -22,6 +26,8 @@ from gym_metrics.environments._server import SimpleResourcesServer
 ENTRY_POINT_GROUP = "gym_metrics.servers"
 ENVIRONMENTS: Registry[SimpleResourcesServer] = Registry("server", SimpleResourcesServer, (ENTRY_POINT_GROUP,))
 S = TypeVar("S", bound=type[SimpleResourcesServer])
+BUILT_INS = "gym_metrics_servers"
+"""The package of the built-in environments: `<name>/app.py` registers `name`."""
 
 
 def register_server(name: str) -> Callable[[S], S]:
@@ -31,12 +37,16 @@ def register_server(name: str) -> Callable[[S], S]:
 
 def registered_servers() -> list[str]:
     """Every name `resolve_server` accepts without a module path."""
+    for name in _built_in_folders():
+        _import_built_in(name)
     return ENVIRONMENTS.names()
 
 
 def resolve_server(target: str) -> type[SimpleResourcesServer]:
     """The environment class named by `target` (see module docstring)."""
     found = ENVIRONMENTS.find(target)
+    if found is None and _import_built_in(target):
+        found = ENVIRONMENTS.find(target)
     if found is not None:
         return found
     if ":" not in target:
@@ -61,6 +71,27 @@ def resolve_server(target: str) -> type[SimpleResourcesServer]:
         return _check(getattr(module, attr), target)
     except AttributeError:
         raise NotFoundError(f"{module_part!r} has no attribute {attr!r}") from None
+
+
+def _built_in_folders() -> list[str]:
+    """The folders of gym_metrics_servers/ that hold an app.py."""
+    spec = importlib.util.find_spec(BUILT_INS)
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return sorted({p.parent.name for root in spec.submodule_search_locations for p in Path(root).glob("*/app.py")})
+
+
+def _import_built_in(name: str) -> bool:
+    """Import gym_metrics_servers/<name>/app.py (its @register_server registers it) when that
+    folder exists; whether it did."""
+    if not name.isidentifier() or name not in _built_in_folders():
+        return False
+    module = f"{BUILT_INS}.{name}.app"
+    try:
+        importlib.import_module(module)
+    except (ImportError, SyntaxError) as exc:
+        raise _load_error(module, exc) from None
+    return True
 
 
 def _refuse_missing_class(target: str) -> None:

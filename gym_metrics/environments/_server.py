@@ -16,7 +16,7 @@ import inspect
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import pydantic
@@ -39,6 +39,21 @@ from gym_metrics.reducers import TaskRewards, TaskRewardsLike, summarize_reducer
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.environments._sessions import Session, seed_with_row
 from gym_metrics.environments._tools import ToolSpec, tools_of
+
+if TYPE_CHECKING:
+    from gym_metrics.sandbox import Provider
+
+
+_SANDBOX = "_gm_sandbox"
+"""Where `sandbox()` keeps its provider (an instance attribute: an `__init__` of the author's
+need not call the base's)."""
+
+
+async def close_sandbox(env: SimpleResourcesServer) -> None:
+    """Close the provider `env.sandbox()` made, if it made one (the server's stop)."""
+    provider = env.__dict__.pop(_SANDBOX, None)
+    if provider is not None:
+        await provider.aclose()
 
 
 class SimpleResourcesServer:
@@ -89,8 +104,22 @@ class SimpleResourcesServer:
         episode ends or its client goes away. Default: nothing."""
 
     async def aclose(self) -> None:
-        """Free what the environment holds for its whole life (a sandbox pool, a client) when
-        its server stops, after its sessions closed. Default: nothing."""
+        """Free what the environment holds for its whole life (a client, a provider it made
+        itself) when its server stops, after its sessions closed. Default: nothing (the
+        provider `sandbox()` gave is closed by the server after this)."""
+
+    def sandbox(self) -> Provider:
+        """The environment's sandbox provider for model-written code: the one the server was
+        started with (`serve --sandbox-provider NAME`, default the local Pool), made on the
+        first call and closed when the server stops. Call it in `__init__` so a host that
+        cannot isolate runs refuses to start the server, not the first verify."""
+        provider = self.__dict__.get(_SANDBOX)
+        if provider is None:
+            from gym_metrics.sandbox import make_provider  # (only environments that run code load it)
+
+            provider = make_provider()
+            object.__setattr__(self, _SANDBOX, provider)  # (also on NeMo Gym ports: pydantic models)
+        return provider
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """Custom agent metrics from all measured rows, grouped by task. Default: none.

@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 
 from gym_metrics.sandbox._program import Limits, Program, RunResult, SandboxError, write_files
+from gym_metrics.sandbox._provider import KeptProgram
 from gym_metrics.sandbox._watch import stop_of, watch
 
 _OOM_EXIT = 137  # 128 + SIGKILL: what Docker's out-of-memory kill exits with
@@ -115,8 +116,8 @@ class DockerProvider:
                                                     stderr=asyncio.subprocess.DEVNULL)  # fmt: skip
         await proc.wait()
 
-    async def open(self, program: Program, limits: Limits = Limits()) -> object:
-        raise NotImplementedError("DockerProvider keeps no programs between calls yet: sessions use the local Pool")
+    async def open(self, program: Program, limits: Limits = Limits(), *, client: str = "") -> KeptProgram:
+        raise SandboxError("the docker provider keeps no programs between calls yet: sessions' interpreters need the local provider")
 
     async def aclose(self) -> None:
         """Kill the containers of runs still in progress."""

@@ -116,9 +116,10 @@ class Launcher:
         async with self._place(program) as (work, uid):
             return await self._run(program, limits, work, uid)
 
-    async def open(self, program: Program, limits: Limits) -> OpenRun:
+    async def open(self, program: Program, limits: Limits, *, client: str = "") -> OpenRun:
         """Start `program` and hand over its pipes (a process kept between calls, e.g. a
-        session's interpreter); `OpenRun.close` stops it and frees its place."""
+        session's interpreter); `OpenRun.close` stops it and frees its place. (`client`: the
+        Provider protocol's; a launcher alone keeps no shares.)"""
         stack = contextlib.AsyncExitStack()
         work, uid = await stack.enter_async_context(self._place(program))
         try:

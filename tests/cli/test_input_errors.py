@@ -247,7 +247,7 @@ def test_num_repeats_composes_with_given_task_indices_in_the_reader(tmp_path: Pa
 
 
 def test_serve_file_without_class_says_the_class_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
-    app = Path(__file__).parents[2] / "servers" / "math_exact" / "app.py"
+    app = Path(__file__).parents[2] / "gym_metrics_servers" / "math_exact" / "app.py"
     assert cli.main(["serve", str(app)]) == 2
     err = capsys.readouterr().err
     assert "names no class" in err and f"{app}:MathExactServer" in err

@@ -50,7 +50,7 @@ ENV = "SlowHashMetricsEnv"
 """5 ms per verify and a compute_metrics (every row streamed to the replica that aggregates)."""
 BATCHES = ("--batch-size", "8", "--max-in-flight", "6")
 PER_SERVER = re.compile(r"batches per server: (.*)")
-SAMPLE = Path(__file__).parents[2] / "servers" / "math_exact" / "sample.jsonl"
+SAMPLE = Path(__file__).parents[2] / "gym_metrics_servers" / "math_exact" / "sample.jsonl"
 
 
 def collect(servers: list[str], src: Path, out: Path, *extra: str) -> list[str]:

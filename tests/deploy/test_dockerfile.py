@@ -50,7 +50,7 @@ def dockerignored(path: str) -> bool:
 def test_every_copied_file_exists_and_is_sent_to_the_build() -> None:
     copies = [rest.split()[:-1] for kw, rest in instructions() if kw == "COPY"]
     sources = [src for srcs in copies for src in srcs if not src.startswith("--")]
-    assert {"pyproject.toml", "gym_metrics", "servers"} <= set(sources)
+    assert {"pyproject.toml", "gym_metrics", "gym_metrics_servers"} <= set(sources)
     for src in sources:
         assert (ROOT / src).exists(), f"Dockerfile copies {src}, which does not exist"
         assert not dockerignored(src), f"Dockerfile copies {src}, which .dockerignore leaves out"

@@ -14,7 +14,7 @@ from gym_metrics import cli
 from gym_metrics._transport.client import JobClient
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "servers" / "math_exact" / "sample.jsonl"
+SAMPLE = ROOT / "gym_metrics_servers" / "math_exact" / "sample.jsonl"
 
 
 def run(command: list[str]) -> subprocess.CompletedProcess[str]:

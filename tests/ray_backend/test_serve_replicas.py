@@ -17,7 +17,7 @@ from gym_metrics.ray import Replicas, serve_replicas
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-SAMPLE = Path(__file__).resolve().parents[2] / "servers" / "math_exact" / "sample.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "gym_metrics_servers" / "math_exact" / "sample.jsonl"
 
 
 def _split(address: str) -> tuple[str, int]:

@@ -38,7 +38,7 @@ from _ci import need_tool
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / "tests" / "polyglot" / "node"
-SAMPLE = REPO / "servers" / "math_exact" / "sample.jsonl"
+SAMPLE = REPO / "gym_metrics_servers" / "math_exact" / "sample.jsonl"
 STAMP = NODE_DIR / "node_modules" / ".gym-metrics-install-stamp"
 
 NPM_CI_TIMEOUT_S = 180

@@ -25,7 +25,7 @@ from gym_metrics._transport.server._reflection import enable_reflection
 from gym_metrics._transport.server._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.reducers import resolve_reducers
-from gym_metrics.environments import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, EnvironmentHandler, SimpleResourcesServer, resolve_server
+from gym_metrics.environments import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, EnvironmentHandler, SimpleResourcesServer, close_sandbox, resolve_server
 from gym_metrics.v1 import resources_pb2
 
 log = logging.getLogger("gym_metrics.server")
@@ -203,6 +203,10 @@ class RunningServer(RunningGrpcServer):
             await self.env.aclose()
         except Exception:  # the environment's own code: its server stops all the same
             log.exception("gym-metrics: %s.aclose() failed", type(self.env).__name__)
+        try:
+            await close_sandbox(self.env)
+        except Exception:
+            log.exception("gym-metrics: closing %s's sandbox provider failed", type(self.env).__name__)
 
     async def _draining(self) -> None:
         if self.config.drain_seconds:

@@ -3,7 +3,7 @@
 //   node client.mjs HOST:PORT [--body FILE|-] [--rows FILE] [--big-tasks N] [--deadline-s SECONDS]
 //
 // --body: JSONL of math_exact verify request bodies (e.g. lines of
-//   servers/math_exact/sample.jsonl); "-" or no flag reads stdin. Verify sends the first line;
+//   gym_metrics_servers/math_exact/sample.jsonl); "-" or no flag reads stdin. Verify sends the first line;
 //   VerifyStream sends 2 batches whose items cycle through the lines, plus one invalid body.
 // --rows: JSON {"agent": NAME, "kinds": {FIELD: "VALUE_KIND_..."}, "batches": [[ROW, ...], ...]},
 //   each ROW {"task_index": N, "rollout_index": N, FIELD: VALUE, ...} (an absent or null FIELD

@@ -1,0 +1,74 @@
+"""One place registers an environment (issue 38): a built-in's `@register_server` in
+gym_metrics_servers/<name>/app.py, found by its folder; a plugin's entry point alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+import gym_metrics_servers
+from gym_metrics.environments import ENVIRONMENTS, ENTRY_POINT_GROUP, resolve_server
+from gym_metrics.errors import NotFoundError
+
+BUILT_INS = Path(gym_metrics_servers.__file__).parent
+
+
+def test_each_built_in_is_found_by_its_folder_in_a_fresh_process() -> None:
+    """`gym-metrics serve NAME` in a process that imported nothing of the environment: the
+    folder's app.py is imported and its decorator registers that name, nothing else needed."""
+    code = textwrap.dedent("""
+        import sys
+        from gym_metrics.environments import resolve_server, registered_servers
+        for name in sys.argv[1:]:
+            assert f"gym_metrics_servers.{name}.app" not in sys.modules
+            cls = resolve_server(name)
+            assert cls.__module__ == f"gym_metrics_servers.{name}.app", (name, cls)
+        print(" ".join(registered_servers()))
+    """)
+    names = ["code_tests", "inventory", "llm_judge", "math_exact", "remote_metric", "tool_calling"]
+    done = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == names
+
+
+def test_built_ins_declare_no_entry_point() -> None:
+    """The decorator is the one place: no second list of built-ins in pyproject.toml."""
+    assert not [ep.value for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.value.startswith("gym_metrics_servers.")]
+    decorated = {p.parent.name for p in BUILT_INS.glob("*/app.py") if "@register_server(" in p.read_text(encoding="utf-8")}
+    assert {"code_tests", "inventory", "math_exact"} <= decorated
+
+
+def test_a_name_no_built_in_registers_is_unknown() -> None:
+    with pytest.raises(NotFoundError, match="unknown environment 'short_answer'"):
+        resolve_server("short_answer")  # a NeMo Gym port served from its config: registers no name
+    with pytest.raises(NotFoundError, match="unknown environment 'no_such_env'"):
+        resolve_server("no_such_env")
+
+
+def test_a_plugin_registers_with_its_entry_point_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A third-party package: its class (no decorator) named by one entry point."""
+    package = tmp_path / "plugin_envs"
+    package.mkdir()
+    (package / "__init__.py").write_text(textwrap.dedent("""
+        from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
+
+        class Echo(SimpleResourcesServer):
+            async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
+                return BaseVerifyResponse(**body.model_dump(), reward=1.0)
+    """))
+    dist = tmp_path / "plugin_envs-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-envs\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\necho_plugin = plugin_envs:Echo\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = ENVIRONMENTS.snapshot()
+    try:
+        cls = resolve_server("echo_plugin")
+        assert cls.__name__ == "Echo" and cls.__module__ == "plugin_envs"
+    finally:
+        ENVIRONMENTS.restore(before)
