@@ -1,8 +1,21 @@
 """Rewards for RL trainers from a gym-metrics server: one module per trainer, each importing
 nothing of its trainer at load (`gym_metrics.integrations.trl`, `.verl`, `.nemo_rl`,
-`.verifiers`), over one shared, batching reward client (docs/training.md)."""
+`.verifiers`, `.openrlhf`), over one shared, batching reward client, one row mapping, one way
+to group a prompt's completions and one failure policy (docs/training.md)."""
 
 from gym_metrics.integrations._client import RewardClient, RewardFailure, Scored, reward_client
-from gym_metrics.integrations._mapping import OnFailure, RowMapping, settle
+from gym_metrics.integrations._mapping import (
+    OnFailure,
+    RowMapping,
+    Span,
+    check_on_failure,
+    consecutive_runs,
+    group_consecutive,
+    plain_value,
+    settle,
+)
 
-__all__ = ["OnFailure", "RewardClient", "RewardFailure", "RowMapping", "Scored", "reward_client", "settle"]
+__all__ = [
+    "OnFailure", "RewardClient", "RewardFailure", "RowMapping", "Scored", "Span", "check_on_failure",
+    "consecutive_runs", "group_consecutive", "plain_value", "reward_client", "settle",
+]  # fmt: skip
