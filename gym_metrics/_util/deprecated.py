@@ -84,6 +84,9 @@ OLD_NAMES: dict[str, dict[str, str]] = {
         "CallTool": "gym_metrics.collector:CallTool",
         "add_usage": "gym_metrics.collector:add_usage",
     },
+    "gym_metrics.environments": {
+        "Episodes": "gym_metrics.environments:Sessions",
+    },
     "gym_metrics.sandbox": {
         "PythonSession": "gym_metrics.sandbox:PythonInterpreter",
     },

@@ -2,9 +2,9 @@
 `SimpleResourcesServer` and its hooks (verify, compute_metrics, get_key_metrics), the registry
 of environments by name, `ScorerEnvironment` (a row scorer served as an environment), and the
 handler that serves one (what each RPC does once its messages are converted); tools (`@tool`)
-and per-rollout sessions (Session, SessionStore, Episodes)."""
+and per-rollout sessions (Session, SessionStore, Sessions)."""
 
-from gym_metrics.environments._episodes import TOOL_TIMEOUT_S, Episodes
+from gym_metrics.environments._session_calls import TOOL_TIMEOUT_S, Sessions
 from gym_metrics.environments._groups import MAX_COMPLETIONS_PER_CALL, MAX_GROUPS_PER_CALL, Group, GroupScores, check_counts, score_groups, text_response
 from gym_metrics.environments._handler import (
     INVALID_REQUEST,
@@ -28,11 +28,15 @@ from gym_metrics.environments._server import SimpleResourcesServer, close_sandbo
 from gym_metrics.environments._sessions import IDLE_TTL_S, MAX_SESSIONS, Session, SessionStore
 from gym_metrics.environments._tools import ToolSpec, output_text, tool, tools_of
 
+from gym_metrics._util.deprecated import old_names
+
+__getattr__ = old_names(__name__)  # Episodes: Sessions
+
 __all__ = [
     "IDLE_TTL_S",
     "MAX_SESSIONS",
     "TOOL_TIMEOUT_S",
-    "Episodes",
+    "Sessions",
     "Group",
     "GroupScores",
     "MAX_COMPLETIONS_PER_CALL",

@@ -23,7 +23,7 @@ from gym_metrics._util.cancellable import run_cancellable
 from gym_metrics._util.eager import start_eagerly
 from gym_metrics._util.limits import CallLimits, exceeded
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator
-from gym_metrics.environments._episodes import TOOL_TIMEOUT_S, Episodes
+from gym_metrics.environments._session_calls import TOOL_TIMEOUT_S, Sessions
 from gym_metrics.environments._server import SimpleResourcesServer
 from gym_metrics.environments._sessions import IDLE_TTL_S, MAX_SESSIONS, SessionStore
 from gym_metrics.errors import GymMetricsError, InvalidInputError, UserCodeError
@@ -67,7 +67,7 @@ class EnvironmentHandler:
         recorder: Recorder | None = None,
     ) -> None:
         self.env = env
-        self.episodes = Episodes(env, SessionStore(max_sessions, session_ttl_s), tool_timeout_s)
+        self.sessions = Sessions(env, SessionStore(max_sessions, session_ttl_s), tool_timeout_s)
         """Sessions and tool calls (SeedSession, CallTool, CloseSession, Verify in a session)."""
         self.limits = limits or CallLimits()
         self._max_concurrent = max_concurrent_verifies
@@ -93,7 +93,7 @@ class EnvironmentHandler:
     async def _verify(self, body_json: Mapping[str, Any] | str | bytes, session_id: str = "") -> tuple[float, str]:
         try:
             if session_id:
-                return await self.episodes.verify(session_id, body_json)
+                return await self.sessions.verify(session_id, body_json)
             return await self.env.verify_json(body_json)
         except GymMetricsError:
             raise

@@ -56,7 +56,7 @@ async def test_completions_verified_in_their_sessions() -> None:
         await client.call_tool(sessions[1], "increment_counter", {"count": 4})
         row = {"expected_count": 6, "responses_create_params": {"input": "count"}}
         [group] = await client.score_groups([(row, ["done", "done"])], sessions=[sessions])
-        assert group.rewards == [0.0, 1.0] and len(server.handler.episodes.store) == 0  # each verify ended its session
+        assert group.rewards == [0.0, 1.0] and len(server.handler.sessions.store) == 0  # each verify ended its session
 
 
 class SlowCounter(Counter):
@@ -92,7 +92,7 @@ async def test_a_verify_that_raises_in_its_session_is_flagged_not_a_zero() -> No
         )
         assert group.failed == [True, True] and group.error_kind == ["verify_failed"] * 2
         assert all("verify broke in its session" in m for m in group.error_message)
-        assert len(server.handler.episodes.store) == 0  # the failed verifies ended their sessions too
+        assert len(server.handler.sessions.store) == 0  # the failed verifies ended their sessions too
 
 
 async def test_a_completion_in_a_session_keeps_the_verify_time_budget() -> None:
@@ -109,4 +109,4 @@ async def test_a_completion_in_a_session_keeps_the_verify_time_budget() -> None:
         assert time.monotonic() - started < 10
         assert slow.failed == [True] and slow.error_kind == ["timeout"] and "exceeded 0.5 s" in slow.error_message[0]
         assert fine.rewards == [1.0] and fine.failed == [False]
-        assert len(server.handler.episodes.store) == 0  # the timed-out verify's session was closed too
+        assert len(server.handler.sessions.store) == 0  # the timed-out verify's session was closed too

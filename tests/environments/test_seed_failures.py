@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
-from gym_metrics.environments import Episodes, Session
+from gym_metrics.environments import Sessions, Session
 from gym_metrics.errors import UserCodeError
 
 pytestmark = pytest.mark.timeout(30)
@@ -36,19 +36,19 @@ class Leaky(SimpleResourcesServer):
 
 async def test_a_seed_that_raises_frees_what_it_took() -> None:
     env = Leaky("raise")
-    episodes = Episodes(env)
+    sessions = Sessions(env)
     with pytest.raises(UserCodeError, match="seed_session"):
-        await episodes.seed(b"{}")
-    assert env.held == set() and len(episodes.store) == 0
+        await sessions.seed(b"{}")
+    assert env.held == set() and len(sessions.store) == 0
 
 
 async def test_a_cancelled_seed_frees_what_it_took() -> None:
     env = Leaky("wait")
-    episodes = Episodes(env)
-    seeding = asyncio.ensure_future(episodes.seed(b"{}"))
+    sessions = Sessions(env)
+    seeding = asyncio.ensure_future(sessions.seed(b"{}"))
     await env.seeding.wait()
     seeding.cancel()
     with pytest.raises(asyncio.CancelledError):
         await seeding
-    assert env.held == set() and len(episodes.store) == 0
-    await episodes.aclose()
+    assert env.held == set() and len(sessions.store) == 0
+    await sessions.aclose()

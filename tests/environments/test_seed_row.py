@@ -11,7 +11,7 @@ import pydantic
 import pytest
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
-from gym_metrics.environments import Episodes, Session
+from gym_metrics.environments import Sessions, Session
 from gym_metrics.errors import InvalidInputError
 
 
@@ -33,20 +33,20 @@ class Before(Now):
 
 
 async def test_row_as_validates_the_row_and_names_what_does_not_fit() -> None:
-    episodes = Episodes(Now())
-    session = await episodes.seed(json.dumps({"units": {"apple": 3}, "other": "ignored"}))
+    sessions = Sessions(Now())
+    session = await sessions.seed(json.dumps({"units": {"apple": 3}, "other": "ignored"}))
     assert session.state["units"] == {"apple": 3}
     with pytest.raises(InvalidInputError) as refused:
-        await episodes.seed(json.dumps({"units": {"apple": "three"}}))
+        await sessions.seed(json.dumps({"units": {"apple": "three"}}))
     assert "does not fit Stock" in str(refused.value)
     assert [v.field for v in refused.value.violations] == ["body_json.units.apple"]
-    assert len(episodes.store) == 1  # the refused seed left no session
+    assert len(sessions.store) == 1  # the refused seed left no session
 
 
 async def test_the_old_two_argument_form_still_seeds_and_warns() -> None:
-    episodes = Episodes(Before())
+    sessions = Sessions(Before())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        session = await episodes.seed(json.dumps({"units": {"pear": 1}}))
+        session = await sessions.seed(json.dumps({"units": {"pear": 1}}))
     assert session.state["units"] == {"pear": 1}
     assert any(issubclass(w.category, DeprecationWarning) and "session.row_as" in str(w.message) for w in caught)

@@ -53,7 +53,7 @@ async def test_a_session_carries_state_from_seed_through_tools_to_verify() -> No
         assert (await client.call_tool(other, "get_counter_value", {})).output == '{"count":0}'  # its own state
         verified = await client.verify(BODY, session_id=session)
         assert verified["reward"] == 1.0
-        assert session in Counter.closed and len(server.handler.episodes.store) == 1  # verify ended it
+        assert session in Counter.closed and len(server.handler.sessions.store) == 1  # verify ended it
         with pytest.raises(SessionLostError, match="no live session"):  # the episode must start again
             await client.call_tool(session, "get_counter_value", {})
         assert await client.close_session(other) is True and await client.close_session(other) is False
@@ -83,7 +83,7 @@ async def test_a_tool_that_raises_or_hangs_answers_its_error_to_the_model() -> N
         late = await client.call_tool(session, "wait", {})
         assert late.failed and "deadline" in late.output
         assert (await client.call_tool(session, "get_counter_value", {})).output == '{"count":3}'  # the session goes on
-        assert server.handler.episodes.tool_calls == {"error": 1, "timeout": 1, "ok": 1}
+        assert server.handler.sessions.tool_calls == {"error": 1, "timeout": 1, "ok": 1}
 
 
 async def test_sessions_are_bounded_and_abandoned_ones_are_freed() -> None:
@@ -91,7 +91,7 @@ async def test_sessions_are_bounded_and_abandoned_ones_are_freed() -> None:
         ids = [await client.seed_session(ROW) for _ in range(3)]
         with pytest.raises(ServerUnavailableError, match="RESOURCE_EXHAUSTED.*max_sessions"):  # retry later
             await client.seed_session(ROW)
-        store = server.handler.episodes.store
+        store = server.handler.sessions.store
         for _ in range(40):  # the client went away: the sweep closes them after the TTL
             if len(store) == 0:
                 break
@@ -128,7 +128,7 @@ async def test_ten_thousand_sessions_of_clients_that_went_away_are_freed() -> No
     import resource
 
     async with serve_environment(Counter(), max_sessions=10_000, session_ttl_s=1.0) as server:
-        store = server.handler.episodes.store
+        store = server.handler.sessions.store
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         async with ResourcesClient(server.address) as client:
             for start in range(0, 10_000, 500):  # bounded concurrency: 500 calls at a time

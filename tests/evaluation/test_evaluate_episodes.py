@@ -43,7 +43,7 @@ async def test_the_scorer_reads_the_whole_trajectory() -> None:
         async with serve_environment(Counter()) as server:
             target = {"type": "model", "url": policy.url, "model": "policy", "api": "responses"}
             result = await evaluate_async("tool_call_accuracy", ROWS, target=target, tools=ToolEnvironment(server.address))
-            assert len(server.handler.episodes.store) == 0  # each episode's session was closed
+            assert len(server.handler.sessions.store) == 0  # each episode's session was closed
     scores = [row["scores"]["tool_call_accuracy"] for row in result.row_scores]
     assert scores[0] == 1.0 and 0.0 < scores[1] < 1.0  # the second adds the wrong number
     assert len(policy.requests) == 6  # three policy turns per row

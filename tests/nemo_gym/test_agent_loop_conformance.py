@@ -53,7 +53,7 @@ async def test_collect_runs_nemo_gyms_episodes(env: str, api: str, ported: Any, 
         target = ModelTargetConfig(url=policy.url, model="scripted", api=api)  # type: ignore[arg-type]
         async with serve_environment(server) as running, ResourcesClient(running.address) as client:
             result = await collect_async(client, DATA / env / "rows.jsonl", tmp_path / "out.jsonl", CollectOptions(target=target))
-            assert len(running.handler.episodes.store) == 0  # every episode's session ended
+            assert len(running.handler.sessions.store) == 0  # every episode's session ended
     written, expected = _read(tmp_path / "out.jsonl"), _read(DATA / env / "verify.jsonl")
     episodes = _read(DATA / env / "episodes.jsonl")
     assert len(written) == len(expected) and result.generation_failed == 0

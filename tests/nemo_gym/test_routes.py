@@ -42,7 +42,7 @@ async def test_tool_calls_and_verify_answer_as_under_nemo_gym(server: Any) -> No
                 assert (got.output, got.failed) == (call["output"], call["status"] >= 400), call
             verified = await client.verify(episode["row"] | {"response": RECORDED["response"]}, session_id=session)
             assert verified == episode["verify"]  # calls_seen and secret_detail filtered out by `-> BaseVerifyResponse`
-        assert len(running.handler.episodes.store) == 0
+        assert len(running.handler.sessions.store) == 0
 
 
 async def test_a_session_that_ends_is_closed_as_nemo_gyms_contract_says(server: Any) -> None:

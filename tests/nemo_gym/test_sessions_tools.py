@@ -44,4 +44,4 @@ async def test_recorded_episodes_replay_to_nemo_gyms_outputs_and_rewards(env: st
             body = {k: v for k, v in row.items() if k != "agent_ref"} | {"response": answer["response"]}
             verified = await client.verify(body, session_id=session)
             assert verified["reward"] == answer["reward"] == episode["reward"]
-        assert len(running.handler.episodes.store) == 0  # every verify ended its session
+        assert len(running.handler.sessions.store) == 0  # every verify ended its session

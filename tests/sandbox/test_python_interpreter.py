@@ -77,7 +77,7 @@ async def test_each_session_has_its_interpreter_until_it_ends() -> None:
             assert out == {"stdout": "42\n", "stderr": "", "error": None}
             other = json.loads((await client.call_tool(second, "run_python", {"code": "print(x)"})).output)
             assert "NameError" in other["error"]  # a namespace per session
-            store = server.handler.episodes.store
+            store = server.handler.sessions.store
             works = {sid: store.get(sid).state["python"]._run.work for sid in (first, second)}
             assert all(w.exists() for w in works.values())
             assert await client.close_session(first)
@@ -147,7 +147,7 @@ async def test_one_client_cannot_take_every_sandboxed_session(monkeypatch: pytes
             first, second = await client.seed_session({}), await client.seed_session({})
             with pytest.raises(ServerBusyError, match="RESOURCE_EXHAUSTED: 2 sandboxed programs kept running for client 127.0.0.1"):
                 await client.seed_session({})
-            assert {s.client for s in (server.handler.episodes.store.get(first), server.handler.episodes.store.get(second))} == {"127.0.0.1"}
+            assert {s.client for s in (server.handler.sessions.store.get(first), server.handler.sessions.store.get(second))} == {"127.0.0.1"}
             assert await client.close_session(first)
             third = await client.seed_session({})
             out = json.loads((await client.call_tool(third, "run_python", {"code": "print(6 * 7)"})).output)

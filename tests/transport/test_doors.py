@@ -65,8 +65,8 @@ async def test_every_door_refuses_a_request_without_the_token() -> None:
                     answer = await http.post(f"http://127.0.0.1:{server.mcp_port}/mcp", json=request, headers={**headers, **wrong})
                     assert answer.status_code == 401, (request["method"], answer.text)
                     assert answer.json() == {"error": "missing or wrong bearer token"}
-        assert len(server.handler.episodes.store) == 1  # nothing seeded, nothing verified, nothing counted
-        assert server.handler.episodes.store.get(session).state.get("count", 0) == 0
+        assert len(server.handler.sessions.store) == 1  # nothing seeded, nothing verified, nothing counted
+        assert server.handler.sessions.store.get(session).state.get("count", 0) == 0
 
 
 async def test_the_token_holder_gets_through_every_door() -> None:

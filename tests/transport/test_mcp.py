@@ -47,7 +47,7 @@ async def test_a_stateful_mcp_connection_is_one_session() -> None:
             assert verified["reward"] == 1.0 and verified["response"]["final_count"] == 5
         async with Client(url, mode="legacy") as other:  # a new connection starts from its own session
             assert json.loads(text(await other.call_tool("get_counter_value", {}))) == {"count": 0}
-        assert len(server.handler.episodes.store) == 1  # the verified one is gone; the other waits for its TTL
+        assert len(server.handler.sessions.store) == 1  # the verified one is gone; the other waits for its TTL
 
 
 async def test_a_session_named_in_meta_wins_over_the_connections_own() -> None:
@@ -93,16 +93,16 @@ async def test_abandoned_connections_do_not_pile_up() -> None:
     from types import SimpleNamespace
 
     from gym_metrics._transport.server._mcp import McpTools
-    from gym_metrics.environments import Episodes, SessionStore
+    from gym_metrics.environments import Sessions, SessionStore
 
     now = [0.0]
     env = Counter()
-    episodes = Episodes(env, SessionStore(max_sessions=3, idle_ttl_s=10.0, clock=lambda: now[0]))
-    tools = McpTools(SimpleNamespace(episodes=episodes, env=env))  # type: ignore[arg-type]
+    sessions = Sessions(env, SessionStore(max_sessions=3, idle_ttl_s=10.0, clock=lambda: now[0]))
+    tools = McpTools(SimpleNamespace(sessions=sessions, env=env))  # type: ignore[arg-type]
     for i in range(50):  # 50 connections, each used once and abandoned
         ctx = SimpleNamespace(request=SimpleNamespace(headers={"mcp-session-id": f"c{i}"}, client=SimpleNamespace(host="127.0.0.1")))
         result = await tools.call_tool(ctx, SimpleNamespace(name="increment_counter", arguments={"count": 1}))
         assert not result.is_error
         now[0] += 11.0  # idle past the TTL: the next seed's sweep closes it
         assert len(tools._by_connection) <= 3
-    await episodes.aclose()
+    await sessions.aclose()

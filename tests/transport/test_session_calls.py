@@ -36,7 +36,7 @@ async def test_many_episodes_share_one_stream() -> None:
             return reward
 
         assert await asyncio.gather(*(episode(n) for n in range(200))) == [1.0] * 200
-        assert len(server.handler.episodes.store) == 0 and server.handler.episodes.store.opened == 200
+        assert len(server.handler.sessions.store) == 0 and server.handler.sessions.store.opened == 200
 
 
 async def test_a_calls_failure_is_its_answer_and_the_stream_goes_on() -> None:
@@ -65,12 +65,12 @@ async def test_the_sessions_of_a_stream_that_ends_are_closed_at_once() -> None:
             calls = client.session_stream()
             for n in range(5):
                 await calls.seed_session({"initial_count": n})
-            assert len(server.handler.episodes.store) == 5
+            assert len(server.handler.sessions.store) == 5
         for _ in range(100):  # the client closed: the server closes the stream's sessions
-            if len(server.handler.episodes.store) == 0:
+            if len(server.handler.sessions.store) == 0:
                 break
             await asyncio.sleep(0.02)
-        assert len(server.handler.episodes.store) == 0 and server.handler.episodes.store.expired == 0  # closed, not expired
+        assert len(server.handler.sessions.store) == 0 and server.handler.sessions.store.expired == 0  # closed, not expired
 
 
 class SlowCounter(Counter):

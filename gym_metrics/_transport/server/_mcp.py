@@ -36,7 +36,7 @@ class McpTools:
     """The MCP handlers of one served environment (list_tools, call_tool)."""
 
     def __init__(self, handler: EnvironmentHandler) -> None:
-        self.episodes = handler.episodes
+        self.sessions = handler.sessions
         self.env = handler.env
         self._by_connection: dict[str, str] = {}
         """MCP session id (stateful connections) -> gym-metrics session id."""
@@ -61,7 +61,7 @@ class McpTools:
                 text, failed = await self._verify(ctx, arguments.get("body")), False
             else:
                 session_id = await self._session(ctx)
-                text, failed = await self.episodes.call_tool(session_id, params.name, orjson.dumps(dict(arguments)))
+                text, failed = await self.sessions.call_tool(session_id, params.name, orjson.dumps(dict(arguments)))
         except InvalidInputError as exc:  # the model's mistake: its to read
             text, failed = orjson.dumps({"error": str(exc)}).decode(), True
         except NotFoundError as exc:
@@ -73,12 +73,12 @@ class McpTools:
     async def _seed(self, ctx: Any, row: Any) -> str:
         if not isinstance(row, Mapping):
             raise InvalidInputError("the row must be a JSON object")
-        session = await self.episodes.seed(orjson.dumps(dict(row)), _client(ctx))
+        session = await self.sessions.seed(orjson.dumps(dict(row)), _client(ctx))
         connection = _connection(ctx)
         if connection is not None and _named(ctx) is None:
             previous = self._by_connection.pop(connection, None)
             if previous is not None:
-                await self.episodes.close(previous)
+                await self.sessions.close(previous)
             self._remember(connection, session.id)
         return orjson.dumps({"session_id": session.id}).decode()
 
@@ -89,7 +89,7 @@ class McpTools:
         connection = _connection(ctx)
         if connection is not None and self._by_connection.get(connection) == session_id:
             del self._by_connection[connection]
-        reward, response_json = await self.episodes.verify(session_id, orjson.dumps(dict(body)))
+        reward, response_json = await self.sessions.verify(session_id, orjson.dumps(dict(body)))
         return f'{{"reward":{orjson.dumps(reward).decode()},"response":{response_json}}}'
 
     async def _session(self, ctx: Any) -> str:
@@ -104,16 +104,16 @@ class McpTools:
                 "(or connect with a stateful session, mode='legacy')"
             )
         session_id = self._by_connection.get(connection)
-        if session_id is None or session_id not in self.episodes.store:
-            session_id = (await self.episodes.seed(b"{}", _client(ctx))).id
+        if session_id is None or session_id not in self.sessions.store:
+            session_id = (await self.sessions.seed(b"{}", _client(ctx))).id
             self._remember(connection, session_id)
         return session_id
 
     def _remember(self, connection: str, session_id: str) -> None:
         """A connection's session; the map is pruned of sessions no longer live (a connection
         abandoned, its session closed idle) once it holds as many as the server's sessions."""
-        if len(self._by_connection) >= self.episodes.store.max_sessions:
-            self._by_connection = {c: s for c, s in self._by_connection.items() if s in self.episodes.store}
+        if len(self._by_connection) >= self.sessions.store.max_sessions:
+            self._by_connection = {c: s for c, s in self._by_connection.items() if s in self.sessions.store}
         self._by_connection[connection] = session_id
 
 
@@ -148,5 +148,5 @@ async def serve_mcp(handler: EnvironmentHandler, host: str, port: int, token: st
         raise InvalidInputError("--mcp-port needs the mcp extra: pip install 'gym-metrics[mcp]'") from None
     tools = McpTools(handler)
     server = Server(f"gym-metrics {handler.env.server_name()}", on_list_tools=tools.list_tools, on_call_tool=tools.call_tool)
-    app = server.streamable_http_app(json_response=True, host=host, max_sessions=handler.episodes.store.max_sessions)
+    app = server.streamable_http_app(json_response=True, host=host, max_sessions=handler.sessions.store.max_sessions)
     return await start_uvicorn(BearerGate(app, token) if token is not None else app, host, port, "--mcp-port", "mcp")

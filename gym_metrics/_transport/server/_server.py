@@ -184,7 +184,7 @@ class RunningServer(RunningGrpcServer):
 
     env: SimpleResourcesServer
     handler: EnvironmentHandler
-    """What its calls do (its live sessions: `handler.episodes.store`)."""
+    """What its calls do (its live sessions: `handler.sessions.store`)."""
     mcp_port: int | None = None
     """Where the MCP endpoint listens (`http://host:mcp_port/mcp`), when `config.mcp_port` is set."""
     http_port: int | None = None
@@ -198,7 +198,7 @@ class RunningServer(RunningGrpcServer):
         for door in doors:  # the MCP and HTTP endpoints
             await door.stop()
         await super().stop(grace)
-        await self.handler.episodes.aclose()
+        await self.handler.sessions.aclose()
         try:
             await self.env.aclose()
         except Exception:  # the environment's own code: its server stops all the same

@@ -70,14 +70,14 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
 
     @grpc_errors
     async def SeedSession(self, request: pb.SeedSessionRequest, context: grpc.aio.ServicerContext) -> pb.SeedSessionResponse:
-        session = await self._handler.episodes.seed(decoded(request, "request").body_json, peer_host(context))
+        session = await self._handler.sessions.seed(decoded(request, "request").body_json, peer_host(context))
         return pb.SeedSessionResponse(session_id=session.id)
 
     @grpc_errors
     async def CallTool(self, request: pb.CallToolRequest, context: grpc.aio.ServicerContext) -> pb.CallToolResponse:
         request = decoded(request, "request")
         try:
-            output, failed = await self._handler.episodes.call_tool(request.session_id, request.name, request.arguments_json)
+            output, failed = await self._handler.sessions.call_tool(request.session_id, request.name, request.arguments_json)
         except InvalidInputError as exc:  # the tool's "arguments" (MCP's word) travel here as arguments_json
             raise rerooted(exc, "arguments", "arguments_json") from None
         return pb.CallToolResponse(output=output, failed=failed)
@@ -106,7 +106,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
 
     @grpc_errors
     async def CloseSession(self, request: pb.CloseSessionRequest, context: grpc.aio.ServicerContext) -> pb.CloseSessionResponse:
-        return pb.CloseSessionResponse(closed=await self._handler.episodes.close(decoded(request, "request").session_id))
+        return pb.CloseSessionResponse(closed=await self._handler.sessions.close(decoded(request, "request").session_id))
 
     @grpc_errors
     async def VerifyStream(

@@ -93,18 +93,18 @@ async def session_calls(
         for task in list(running):
             task.cancel()
         for session_id in seeded:  # the client went away: its episodes are over
-            await handler.episodes.close(session_id)
+            await handler.sessions.close(session_id)
 
 
 async def _answer(handler: EnvironmentHandler, request: pb.SessionCall, seeded: set[str], client: str) -> pb.SessionAnswer:
     kind = request.WhichOneof("call")
     if kind == "seed":
-        session = await handler.episodes.seed(request.seed.body_json, client)
+        session = await handler.sessions.seed(request.seed.body_json, client)
         seeded.add(session.id)
         return pb.SessionAnswer(id=request.id, seed=pb.SeedSessionResponse(session_id=session.id))
     if kind == "call_tool":
         call = request.call_tool
-        output, failed = await handler.episodes.call_tool(call.session_id, call.name, call.arguments_json)
+        output, failed = await handler.sessions.call_tool(call.session_id, call.name, call.arguments_json)
         return pb.SessionAnswer(id=request.id, call_tool=pb.CallToolResponse(output=output, failed=failed))
     if kind == "verify":
         verify = request.verify
@@ -113,7 +113,7 @@ async def _answer(handler: EnvironmentHandler, request: pb.SessionCall, seeded: 
         return pb.SessionAnswer(id=request.id, verify=pb.VerifyResponse(reward=reward, response_json=response_json))
     if kind == "close":
         seeded.discard(request.close.session_id)
-        closed = await handler.episodes.close(request.close.session_id)
+        closed = await handler.sessions.close(request.close.session_id)
         return pb.SessionAnswer(id=request.id, close=pb.CloseSessionResponse(closed=closed))
     raise InvalidInputError("a session call holds no call", [FieldViolation(f"calls[id {request.id}].call", "set one of seed, call_tool, verify, close")])
 

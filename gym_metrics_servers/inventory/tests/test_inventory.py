@@ -46,7 +46,7 @@ async def test_tools_change_the_session_and_verify_reads_it() -> None:
         assert verified["final_stock"] == {"chair": 0, "table": 1} and verified["units_off"] == 0
         missed = await client.verify(_body(), session_id=other)
         assert missed["reward"] == 0.0 and missed["units_off"] == 4 + 6 and missed["changes"] == 0
-        assert len(server.handler.episodes.store) == 0  # verify ended both sessions
+        assert len(server.handler.sessions.store) == 0  # verify ended both sessions
 
 
 async def test_what_the_inventory_refuses_is_the_models_to_read() -> None:
@@ -62,7 +62,7 @@ async def test_what_the_inventory_refuses_is_the_models_to_read() -> None:
             await client.call_tool(session, "write_off", {"item": "chair", "quantity": 1})
         with pytest.raises(RemoteCallError, match="ship_order"):  # an unknown tool: NOT_FOUND listing them
             await client.call_tool(session, "restock", {})
-        assert server.handler.episodes.tool_calls == {"error": 2}
+        assert server.handler.sessions.tool_calls == {"error": 2}
         verified = await client.verify(_body(), session_id=session)  # nothing changed: the goal is missed
         assert verified["reward"] == 0.0 and verified["final_stock"] == TASK["initial_stock"]
         with pytest.raises(InvalidInputError, match="initial_stock"):
@@ -105,7 +105,7 @@ async def test_collect_runs_the_sample_as_episodes(tmp_path: Path) -> None:
         target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")
         async with serve_environment(InventoryServer()) as server, ResourcesClient(server.address) as client:
             result = await collect_async(client, SAMPLE_PATH, tmp_path / "out.jsonl", CollectOptions(target=target))
-            assert len(server.handler.episodes.store) == 0  # every episode's session ended
+            assert len(server.handler.sessions.store) == 0  # every episode's session ended
         assert sum(policy.calls.values()) == sum(len(steps) for steps in SCRIPT.values())
     rows = {row["id"]: row for row in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
     got = {key: (r["reward"], r["tool_calls"], r["tool_errors"], r["steps"], r["units_off"]) for key, r in rows.items()}

@@ -33,7 +33,7 @@ MAX_ROW_BYTES = 16 << 20
 MAX_JSON_CONTAINERS and MAX_JSON_VALUES, so the parsed row stays within a small multiple of this)."""
 
 
-class Episodes:
+class Sessions:
     """The session and tool calls of one environment; see the module docstring."""
 
     def __init__(self, env: SimpleResourcesServer, store: SessionStore | None = None, tool_timeout_s: float = TOOL_TIMEOUT_S) -> None:
