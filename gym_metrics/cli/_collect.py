@@ -117,6 +117,12 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
         "--parallel-tool-calls", action="store_true",
         help="run the tool calls of one turn concurrently (default: one after another, in the model's order, as NeMo Gym does)",
     )  # fmt: skip
+    g.add_argument(
+        "--capture-model-calls", action="store_true",
+        help="record every policy call on its row as NeMo Gym's ng_model_call_capture (status, timing, tokens, "
+        "finish reason, error category; docs/pipelines.md#recording)",
+    )  # fmt: skip
+    g.add_argument("--capture-payloads", action="store_true", help="with --capture-model-calls: keep each call's request and answer too")
 
 
 _POLICY_FLAGS = {
@@ -196,6 +202,8 @@ def run(ns: argparse.Namespace) -> int:
         agent_loop=ns.agent_loop,
         max_steps=ns.max_steps,
         parallel_tool_calls=ns.parallel_tool_calls,
+        capture_model_calls=ns.capture_model_calls,
+        capture_payloads=ns.capture_payloads,
         reverify=ns.reverify,
         reverify_failed=ns.reverify_failed,
     )

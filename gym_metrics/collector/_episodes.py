@@ -38,6 +38,7 @@ from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.collector._agent_loop import run_episode
+from gym_metrics.collector._capture import Capture, captured
 from gym_metrics.targets import GenerationError, ModelTarget
 
 MAX_BUSY_WAITS = 200
@@ -64,11 +65,13 @@ class EpisodeRunner:
         any_tool_name: bool = False,
         attempts: int,
         log: Callable[[str], None],
+        capture: Capture | None = None,
     ) -> None:
         self.clients, self.tools, self.target = list(clients), tools, target
         self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
         self.max_steps, self.parallel_tool_calls, self.attempts = max_steps, parallel_tool_calls, max(1, attempts)
         self.known, self.any_tool_name = {t["name"] for t in tools}, any_tool_name
+        self.capture = capture
         self.answered: Counter[int] = Counter()
         """Episodes each client verified."""
         self.lost: set[int] = set()
@@ -168,10 +171,11 @@ class EpisodeRunner:
             request = dict(rollout.row[REQUEST_KEY])
             if not request.get("tools") and self.tools:
                 request["tools"] = self.tools
-            episode = await run_episode(
-                self.target, request, tool_caller(calls, session, self.known, self.any_tool_name),
-                max_steps=self.max_steps, parallel_tool_calls=self.parallel_tool_calls,
-            )  # fmt: skip
+            with captured(rollout, self.capture):
+                episode = await run_episode(
+                    self.target, request, tool_caller(calls, session, self.known, self.any_tool_name),
+                    max_steps=self.max_steps, parallel_tool_calls=self.parallel_tool_calls,
+                )  # fmt: skip
             self.tool_calls += episode.tool_calls
             self.failed_tool_calls += episode.failed_tool_calls
             usage = episode.response.get("usage") or {}

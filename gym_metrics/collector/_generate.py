@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from gym_metrics.collector._capture import Capture, captured
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
@@ -67,8 +68,10 @@ class GeneratedBatches:
         *,
         max_items: int,
         max_bytes: int,
+        capture: Capture | None = None,
     ) -> None:
         self.rollouts, self.target, self.on_failed, self.progress = rollouts, target, on_failed, progress
+        self.capture = capture
         self.max_items, self.max_bytes = max_items, max_bytes
         self.concurrency = target.config.max_concurrency
         self.ready_limit = max(max_items, self.concurrency)
@@ -143,7 +146,8 @@ class GeneratedBatches:
                 self._failed(rollout, f"no {REQUEST_KEY} (a Responses API request) to generate from")
                 return
             try:
-                generation = await self.target.generate(request)
+                with captured(rollout, self.capture):
+                    generation = await self.target.generate(request)
             except GenerationError as exc:
                 self._failed(rollout, str(exc))
                 return

@@ -40,6 +40,8 @@ class Rollout:
     stored_reward: Any = None
     """With `--reverify`: the reward the row carried (verified again; written beside the new
     one as `_gm_stored_reward`)."""
+    recorded: dict[str, Any] | None = None
+    """What its generation recorded (`ng_model_call_capture`), written on its row."""
 
 
 @dataclass

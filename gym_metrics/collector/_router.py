@@ -160,6 +160,8 @@ class Router:
                 row = {**rollout.row, ERROR_KEY: {"kind": kind, "message": message}}
                 row.pop("reward", None)
                 add(rollout.agent, None, error=True)
+            if rollout.recorded:
+                row.update(rollout.recorded)
             if rollout.stored_reward is not None:
                 row[STORED_REWARD_KEY] = rollout.stored_reward
                 self.reverified += 1
@@ -188,7 +190,7 @@ class Router:
         verification."""
         self.complete = False
         message = f"input line {rollout.line}: {message}" if rollout.line else message
-        row = {**rollout.row, ERROR_KEY: {"kind": "generation", "message": message}}
+        row = {**rollout.row, **(rollout.recorded or {}), ERROR_KEY: {"kind": "generation", "message": message}}
         row.pop("reward", None)
         self.progress.add(rollout.agent, None, error=True)
         self.flush()

@@ -16,6 +16,7 @@ from gym_metrics._util.progress import estimate_lines
 from gym_metrics._transport.client import ResourcesClient, ServerInfo, ServerUnavailableError
 from gym_metrics.rollouts import ERROR_KINDS, BadLine, OnBadLine, RolloutColumns, concat, read_rollouts
 from gym_metrics.aggregate import AgentAggregate, local_parts, output_path_for, write_aggregate_metrics
+from gym_metrics.collector._capture import Capture
 from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._progress import Progress
@@ -102,7 +103,7 @@ def _batches(router: Router, opts: CollectOptions, progress: Progress, needs_res
         return make_batches(rollouts, opts.batch_size, opts.max_batch_bytes)
     return GeneratedBatches(
         router.to_verify(), make_target(opts.target), router.record_failed, progress,
-        max_items=opts.batch_size, max_bytes=opts.max_batch_bytes,
+        max_items=opts.batch_size, max_bytes=opts.max_batch_bytes, capture=_capture(opts),
     )  # fmt: skip
 
 
@@ -122,8 +123,12 @@ def _episode_runner(
     return EpisodeRunner(
         clients, tools, make_target(opts.target), router.record, router.record_failed, progress,
         max_steps=opts.max_steps, parallel_tool_calls=opts.parallel_tool_calls, any_tool_name=info.any_tool_name,
-        attempts=opts.max_episode_attempts, log=log,
+        attempts=opts.max_episode_attempts, log=log, capture=_capture(opts),
     )  # fmt: skip
+
+
+def _capture(opts: CollectOptions) -> Capture | None:
+    return Capture(payloads=opts.capture_payloads) if opts.capture_model_calls or opts.capture_payloads else None
 
 
 def _recovering(input_path: Path, output_path: Path) -> Path | None:

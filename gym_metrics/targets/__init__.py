@@ -9,6 +9,7 @@ agent loop over these clients is `gym_metrics.collector.run_episode`, beside its
 """
 
 from gym_metrics._util.deprecated import old_names
+from gym_metrics.targets._capture import Exchange, ModelCalls, capturing
 from gym_metrics.targets._client import AgentTarget, Generation, GenerationError, ModelTarget, Usage, make_target
 from gym_metrics.targets._config import (
     AgentTargetConfig,
@@ -31,6 +32,9 @@ from gym_metrics.targets._wire import ByteBudget
 
 __all__ = [
     "text_of",
+    "Exchange",
+    "ModelCalls",
+    "capturing",
     "AgentTarget",
     "AgentTargetConfig",
     "ByteBudget",

@@ -20,6 +20,8 @@ from typing import Any, ClassVar
 import orjson
 
 from gym_metrics._util.http import SNIPPET, Answer, HttpError, PooledHttp
+from gym_metrics.targets import _capture as capture
+from gym_metrics.targets._capture import Exchange
 from gym_metrics.targets._wire import ByteBudget, WirePool, WireTimeout, WireTooLarge, WireUnreachable
 from gym_metrics.targets._config import AgentTargetConfig, ModelTargetConfig, TargetConfig
 from gym_metrics.targets._chat_dialect import ChatConversionError, responses_request_to_chat
@@ -36,7 +38,17 @@ from gym_metrics.targets._convert import (
 
 log = logging.getLogger("gym_metrics.targets")
 
-_attempts: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("gym_metrics_target_attempts", default=None)
+@dataclass
+class _Call:
+    """One generation's HTTP attempts, and what is captured of them (targets/_capture.py)."""
+
+    dialect: str
+    body: Any
+    attempts: int = 0
+    answered: Exchange | None = None
+
+
+_call: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("gym_metrics_target_call", default=None)
 
 
 class GenerationError(HttpError):
@@ -108,13 +120,29 @@ class _Target(PooledHttp):
     _wire: WirePool | None = None
     """The lean connection pool, when the caller asked for it (see _wire.py)."""
 
+    dialect = "agent"
+    """What a captured model call says it spoke (targets/_capture.py)."""
+
     async def _attempt(self, url: str, payload: bytes, headers: dict[str, str]) -> Answer:
-        counter = _attempts.get()
-        if counter is not None:
-            counter[0] += 1
-        if self._wire is not None:
-            return await self._wire_attempt(self._wire, url, payload, headers)
-        return await super()._attempt(url, payload, headers)
+        call = _call.get()
+        exchange = None
+        if call is not None:
+            call.attempts += 1
+            exchange = capture.begin(call.dialect, call.body)
+        start = time.perf_counter()
+        try:
+            if self._wire is not None:
+                answer = await self._wire_attempt(self._wire, url, payload, headers)
+            else:
+                answer = await super()._attempt(url, payload, headers)
+        except BaseException as exc:  # a failed attempt is a model call too (cancelled ones included)
+            if exchange is not None:
+                capture.end(exchange, start, getattr(exc, "status", None), error=exc)
+            raise
+        if exchange is not None and call is not None:
+            capture.end(exchange, start, answer.status_code)
+            call.answered = exchange
+        return answer
 
     async def _wire_attempt(self, wire: WirePool, url: str, payload: bytes, headers: dict[str, str]) -> Answer:
         """PooledHttp._attempt's contract (messages, retryable kinds, limits) over the lean pool."""
@@ -136,24 +164,29 @@ class _Target(PooledHttp):
 
     async def _post(self, url: str, body: Any) -> tuple[Any, float, int]:
         """The parsed JSON answer, the call's seconds and its attempts; GenerationError."""
-        counter = [0]
-        token = _attempts.set(counter)
+        call = _Call(self.dialect, body)
+        token = _call.set(call)
         start = time.perf_counter()
         try:
             raw = (await self.post_json(url, body)).content
         except HttpError as exc:
             error = exc if isinstance(exc, GenerationError) else GenerationError(str(exc), status=exc.status)
-            error.attempts = counter[0]
+            error.attempts = call.attempts
             raise error from None
         except TypeError as exc:  # nothing was sent
             raise GenerationError(f"{self._name} request body is not JSON-serialisable: {exc}") from None
         finally:
-            _attempts.reset(token)
+            _call.reset(token)
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise self._bad(raw, "is not JSON", counter[0]) from None
-        return self.scrub_answer(raw, data), time.perf_counter() - start, counter[0]
+            if call.answered is not None:
+                call.answered.error, call.answered.error_category = "the answer is not JSON", "capture_parse_error"
+            raise self._bad(raw, "is not JSON", call.attempts) from None
+        data = self.scrub_answer(raw, data)
+        if call.answered is not None:
+            call.answered.response = data
+        return data, time.perf_counter() - start, call.attempts
 
     def _bad(self, raw: bytes | bytearray, why: str, attempts: int) -> GenerationError:
         snippet = self.scrub(bytes(raw[: 4 * SNIPPET]).decode("utf-8", "replace"), SNIPPET, truncated=len(raw) > 4 * SNIPPET)
@@ -181,6 +214,7 @@ class ModelTarget(_Target):
         `think_tags`: a chat answer's `<think>` blocks become reasoning unless the config says
         otherwise (`reasoning.think_tags`) or names an end token (collect: NeMo Gym's reading)."""
         super().__init__(config, name="model", log=log)
+        self.dialect = config.api
         self.budget = budget
         given = config.reasoning.think_tags
         self.think_tags = given if given is not None else think_tags and config.reasoning.end_token is None

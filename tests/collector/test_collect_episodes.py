@@ -160,7 +160,7 @@ async def test_a_replica_killed_mid_episode_loses_nothing(tmp_path: Path) -> Non
     procs = Procs()
     try:
         with ScriptedPolicyServer(script, delay_s=0.02) as policy:
-            opts = CollectOptions(target=target(policy, max_concurrency=16))
+            opts = CollectOptions(target=target(policy, max_concurrency=16), capture_model_calls=True)
             first, port_a = _serve(procs, tmp_path / "a.log")
             _, port_b = _serve(procs, tmp_path / "b.log")
             async with ResourcesClient(f"127.0.0.1:{port_b}") as only:
@@ -174,9 +174,20 @@ async def test_a_replica_killed_mid_episode_loses_nothing(tmp_path: Path) -> Non
     finally:
         procs.kill_all()
     assert result.episodes_retried >= 1 and result.generation_failed == 0
-    assert sorted(clean.read_text().splitlines()) == sorted(faulty.read_text().splitlines())
-    metrics = [p.with_name(f"{p.stem}_aggregate_metrics.json").read_bytes() for p in (clean, faulty)]
+    (same, calls), (same_faulty, calls_faulty) = _rows_and_calls(clean), _rows_and_calls(faulty)
+    assert same == same_faulty  # the rows but their model-call records (times, ids)
+    assert calls == calls_faulty  # a retried episode keeps the calls of the attempt that finished
+    metrics = [json.loads(p.with_name(f"{p.stem}_aggregate_metrics.json").read_bytes()) for p in (clean, faulty)]
+    for agent in metrics[0] + metrics[1]:  # each task's sample row holds its calls' records too
+        for group in agent["group_level_metrics"]:
+            assert group["sample"].pop("ng_model_call_capture")["metrics"]["num_calls"] >= 1
     assert metrics[0] == metrics[1]
+
+
+def _rows_and_calls(path: Path) -> tuple[list[str], list[tuple[int, list[int | None]]]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    calls = sorted((len(r["ng_model_call_capture"]["calls"]), [c["status_code"] for c in r["ng_model_call_capture"]["calls"]]) for r in rows)
+    return sorted(json.dumps({k: v for k, v in r.items() if k != "ng_model_call_capture"}, sort_keys=True) for r in rows), calls
 
 
 def _serve(procs: Procs, log: Path) -> tuple[Any, int]:

@@ -1,0 +1,14 @@
+"""What a rollout keeps besides its reward: the model calls made for it (NeMo Gym's
+`ng_model_call_capture`), in NeMo Gym's record shapes (docs/pipelines.md#recording)."""
+
+from gym_metrics.recording._model_calls import (
+    CAPTURE_KEY,
+    PAYLOAD_KEYS,
+    capture_block,
+    model_call_metrics,
+    model_call_record,
+    rollout_id_of,
+    token_stats,
+)
+
+__all__ = ["CAPTURE_KEY", "PAYLOAD_KEYS", "capture_block", "model_call_metrics", "model_call_record", "rollout_id_of", "token_stats"]

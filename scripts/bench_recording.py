@@ -1,0 +1,87 @@
+"""What recording a rollout costs (issue 39): episodes/s of `collect` and bytes per written
+rollout with model-call capture off (the default), on (`--capture-model-calls`) and on with
+payloads (`--capture-payloads`), on loopback.
+
+    python scripts/bench_recording.py [--episodes 600] [--concurrency 32] [--turns 3] [--rounds 5]
+
+The environment is bench_tool_call_order.py's `lookup` (no tool latency), served by `gym-metrics
+serve` in its own process; the scripted policy (a thread) makes one `lookup` call per turn for
+--turns - 1 turns and then answers: per episode --turns policy calls, each one captured record.
+The modes run in turn, --rounds times each; the table gives the medians and the ratio to off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_tool_call_order import ENV, serve  # noqa: E402
+
+MODES = {"off (default)": (False, False), "--capture-model-calls": (True, False), "+ --capture-payloads": (True, True)}
+
+
+async def one_run(address: str, policy_url: str, rows: Path, out: Path, concurrency: int, capture: bool, payloads: bool) -> tuple[float, int]:
+    from gym_metrics import ResourcesClient
+    from gym_metrics.collector import CollectOptions, collect_async
+    from gym_metrics.targets import ModelTargetConfig
+
+    target = ModelTargetConfig(url=policy_url, model="scripted", api="responses", max_concurrency=concurrency)
+    out.unlink(missing_ok=True)
+    opts = CollectOptions(target=target, capture_model_calls=capture, capture_payloads=payloads)
+    async with ResourcesClient(address) as client:
+        start = time.perf_counter()
+        result = await collect_async(client, rows, out, opts)
+        seconds = time.perf_counter() - start
+    assert result.verified == sum(1 for _ in rows.open()) and result.failed_tool_calls == 0, result
+    return result.verified / seconds, out.stat().st_size // result.verified
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=600)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    ns = parser.parse_args()
+
+    from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
+
+    steps = [PolicyAnswer(tool_calls=[{"name": "lookup", "arguments": {"key": k}}]) for k in range(ns.turns - 1)] + [PolicyAnswer(text="done")]
+    rates: dict[str, list[float]] = {mode: [] for mode in MODES}
+    sizes: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp, ScriptedPolicyServer(lambda prompt: steps) as policy:
+        work = Path(tmp)
+        rows = work / "rows.jsonl"
+        with rows.open("w") as f:
+            for i in range(ns.episodes):
+                f.write(json.dumps({"agent_ref": {"name": "a"}, "responses_create_params": {"input": f"episode {i}"}}) + "\n")
+        env = work / "env.py"
+        env.write_text(ENV.format(delay=0.0))
+        proc, address = serve(env)
+        try:
+            for _ in range(ns.rounds):
+                for mode, (capture, payloads) in MODES.items():
+                    rate, size = asyncio.run(one_run(address, policy.url, rows, work / "out.jsonl", ns.concurrency, capture, payloads))
+                    rates[mode].append(rate)
+                    sizes[mode] = size
+                    print(f"{mode}: {rate:,.0f} episodes/s, {size:,} bytes/rollout", file=sys.stderr)
+        finally:
+            proc.terminate()
+            proc.wait(15)
+    off = statistics.median(rates["off (default)"])
+    print(f"{ns.episodes} episodes of {ns.turns} policy calls, {ns.concurrency} in flight, median of {ns.rounds}\n")
+    print("| capture | episodes/s | vs off | bytes/rollout |\n|---|---:|---:|---:|")
+    for mode in MODES:
+        rate = statistics.median(rates[mode])
+        print(f"| {mode} | {rate:,.0f} | {rate / off:.3f}x | {sizes[mode]:,} |")
+
+
+if __name__ == "__main__":
+    main()
