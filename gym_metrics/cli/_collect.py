@@ -123,6 +123,11 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
         "finish reason, error category; docs/pipelines.md#recording)",
     )  # fmt: skip
     g.add_argument("--capture-payloads", action="store_true", help="with --capture-model-calls: keep each call's request and answer too")
+    g.add_argument(
+        "--capture-tokens", action="store_true",
+        help="ask the policy (vLLM chat) for token IDs and log-probs, write them on each turn's last output item as NeMo Gym does, "
+        "and check them (gaps recorded and counted); turns --capture-model-calls on",
+    )  # fmt: skip
 
 
 _POLICY_FLAGS = {
@@ -204,6 +209,7 @@ def run(ns: argparse.Namespace) -> int:
         parallel_tool_calls=ns.parallel_tool_calls,
         capture_model_calls=ns.capture_model_calls,
         capture_payloads=ns.capture_payloads,
+        capture_tokens=ns.capture_tokens,
         reverify=ns.reverify,
         reverify_failed=ns.reverify_failed,
     )
@@ -338,6 +344,8 @@ def report(result: Any, elapsed: float) -> int:
         parts.insert(1, f"{result.tool_calls} tool calls ({result.failed_tool_calls} answered an error)")
     if result.episodes_at_max_steps:
         parts.append(f"{result.episodes_at_max_steps} episodes stopped at --max-steps")
+    if result.token_gaps:
+        parts.append(f"{result.token_gaps} token gaps (missing ids, unequal lengths, lineage breaks: ng_model_call_capture.gaps)")
     if result.episodes_retried:
         parts.append(f"{result.episodes_retried} episodes started again on another server")
     if result.dropped:

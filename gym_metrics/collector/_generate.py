@@ -42,11 +42,11 @@ OnFailed = Callable[[Rollout, str], None]
 """Called once per rollout whose generation failed, with the error message."""
 
 
-def make_target(config: ModelTargetConfig) -> ModelTarget:
+def make_target(config: ModelTargetConfig, *, token_ids: bool = False) -> ModelTarget:
     """The policy client, on the lean HTTP pool (httpx costs ~0.7 ms of CPU per request, see
     targets/_wire.py), its reads under one ANSWER_BUDGET_BYTES budget; a chat answer's `<think>`
     blocks become reasoning, as NeMo Gym's converter makes them."""
-    return ModelTarget(config, lean_http=True, budget=ByteBudget(ANSWER_BUDGET_BYTES, factor=2), think_tags=True)
+    return ModelTarget(config, lean_http=True, budget=ByteBudget(ANSWER_BUDGET_BYTES, factor=2), think_tags=True, token_ids=token_ids)
 
 
 def needs_generation(row: Mapping[str, Any]) -> bool:

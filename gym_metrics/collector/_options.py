@@ -88,6 +88,13 @@ class CollectOptions:
     tokens, finish reason, error category) on its row as NeMo Gym's `ng_model_call_capture`
     (docs/pipelines.md#recording). Off by default, as NeMo Gym's `observability_enabled`: it
     costs about 58 µs of collector CPU per 3-call episode (BENCHMARKS.md, "Recording")."""
+    capture_tokens: bool = False
+    """Ask the policy for the token IDs and log-probs of every turn (vLLM's chat completions:
+    `return_token_ids`, `logprobs`) and write them on the turn's last output item as NeMo
+    Gym's vLLM model server does; each call is checked (equal lengths, each prompt beginning
+    with the previous prompt and generation) and what fails is a gap in the row's
+    `ng_model_call_capture.gaps`, counted in CollectResult.token_gaps. Turns model-call
+    capture on."""
     capture_payloads: bool = False
     """Keep each call's request and answer in the record too (NeMo Gym leaves them out of the
     row unless asked: they repeat the conversation once per turn)."""

@@ -72,6 +72,9 @@ class CollectResult:
     episodes_at_max_steps: int = 0
     """Episodes the agent loop stopped at `max_steps` with calls still to answer (verified as
     they stand; their response's `metadata.gm_stop_reason` is `max_steps`)."""
+    token_gaps: int = 0
+    """With `capture_tokens`: model calls whose token IDs are missing, of unequal lengths, or
+    break the lineage (each a gap in its row's `ng_model_call_capture.gaps`)."""
     reverified: int = 0
     """With `reverify`: rows that carried a reward and were verified again."""
     rewards_changed: int = 0
@@ -94,7 +97,7 @@ def collect(
     return asyncio.run(collect_async(client, input_path, output_path, options, progress))
 
 
-def _batches(router: Router, opts: CollectOptions, progress: Progress, needs_response: bool) -> Batches:
+def _batches(router: Router, opts: CollectOptions, progress: Progress, needs_response: bool, capture: Capture | None) -> Batches:
     """Verify batches of the rollouts to verify, generated first when a policy is given.
     Without one, a row with no response fails here, naming --policy-url, when the environment
     needs a response."""
@@ -102,14 +105,14 @@ def _batches(router: Router, opts: CollectOptions, progress: Progress, needs_res
         rollouts = router.answered(router.to_verify()) if needs_response else router.to_verify()
         return make_batches(rollouts, opts.batch_size, opts.max_batch_bytes)
     return GeneratedBatches(
-        router.to_verify(), make_target(opts.target), router.record_failed, progress,
-        max_items=opts.batch_size, max_bytes=opts.max_batch_bytes, capture=_capture(opts),
+        router.to_verify(), make_target(opts.target, token_ids=opts.capture_tokens), router.record_failed, progress,
+        max_items=opts.batch_size, max_bytes=opts.max_batch_bytes, capture=capture,
     )  # fmt: skip
 
 
 def _episode_runner(
     clients: list[ResourcesClient], info: ServerInfo, router: Router, opts: CollectOptions, progress: Progress,
-    log: Callable[[str], None],
+    log: Callable[[str], None], capture: Capture | None,
 ) -> EpisodeRunner | None:
     """The agent loop's runner when this collection runs episodes: a policy is given and the
     environment has tools or answers any tool name (a NeMo Gym app: its rows' own tools are
@@ -121,14 +124,15 @@ def _episode_runner(
     if opts.target is None:
         raise InvalidInputError("the agent loop needs a policy", [FieldViolation("--agent-loop", "give --policy-url and --policy-model")])
     return EpisodeRunner(
-        clients, tools, make_target(opts.target), router.record, router.record_failed, progress,
+        clients, tools, make_target(opts.target, token_ids=opts.capture_tokens), router.record, router.record_failed, progress,
         max_steps=opts.max_steps, parallel_tool_calls=opts.parallel_tool_calls, any_tool_name=info.any_tool_name,
-        attempts=opts.max_episode_attempts, log=log, capture=_capture(opts),
+        attempts=opts.max_episode_attempts, log=log, capture=capture,
     )  # fmt: skip
 
 
 def _capture(opts: CollectOptions) -> Capture | None:
-    return Capture(payloads=opts.capture_payloads) if opts.capture_model_calls or opts.capture_payloads else None
+    on = opts.capture_model_calls or opts.capture_payloads or opts.capture_tokens
+    return Capture(payloads=opts.capture_payloads, tokens=opts.capture_tokens) if on else None
 
 
 def _recovering(input_path: Path, output_path: Path) -> Path | None:
@@ -179,12 +183,13 @@ async def collect_async(
         router = Router(input_path, opts, out, progress, fixed)
         # Episodes spread over every connection: one per server worker (a session stays on its
         # connection's worker), so `serve --workers N` is used whole.
-        runner = _episode_runner(lanes, replicas.info, router, opts, progress, log)
+        capture = _capture(opts)
+        runner = _episode_runner(lanes, replicas.info, router, opts, progress, log, capture)
         # a row with no response is a task: without a policy, it fails here (naming --policy-url)
         # where the environment needs a response: its request model requires one, or it has
         # tools (its rollouts are episodes the agent loop runs)
         needs_response = "response" in replicas.info.verify_request_schema.get("required", ()) or bool(replicas.info.tools or replicas.info.any_tool_name)
-        batches = None if runner is not None else _batches(router, opts, progress, needs_response)
+        batches = None if runner is not None else _batches(router, opts, progress, needs_response, capture)
         try:
             if runner is not None:
                 await runner.run(router.to_verify())
@@ -237,6 +242,7 @@ async def collect_async(
         failed_tool_calls=runner.failed_tool_calls if runner else 0,
         episodes_retried=runner.retried if runner else 0,
         episodes_at_max_steps=runner.at_max_steps if runner else 0,
+        token_gaps=capture.token_gaps if capture else 0,
         reverified=router.reverified,
         rewards_changed=router.rewards_changed,
         dropped=dict(router.dropped),

@@ -79,17 +79,21 @@ def model_call_record(exchange: Exchange, call_index: int, model_call_id: str | 
     }
 
 
-def capture_block(rollout_id: str | None, exchanges: Sequence[Exchange], *, include_payloads: bool = False) -> dict[str, Any]:
+def capture_block(
+    rollout_id: str | None, exchanges: Sequence[Exchange], *, include_payloads: bool = False, gaps: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
     """The row's `ng_model_call_capture`: the rollout id, the summed metrics and the records
-    (payloads only with `include_payloads`); a rollout that made no call says so in `gaps`."""
+    (payloads only with `include_payloads`), and `gaps` (what could not be observed; a rollout
+    that made no call says so)."""
     records = [model_call_record(e, i) for i, e in enumerate(exchanges)]
     block: dict[str, Any] = {
         "rollout_id": rollout_id,
         "metrics": model_call_metrics(records),
         "calls": records if include_payloads else [{k: v for k, v in r.items() if k not in PAYLOAD_KEYS} for r in records],
     }
-    if not records:
-        block["gaps"] = [{"code": "model_call_capture_no_records"}]
+    found = [*([{"code": "model_call_capture_no_records"}] if not records else []), *gaps]
+    if found:
+        block["gaps"] = [dict(g) for g in found]
     return block
 
 

@@ -31,14 +31,16 @@ class ChatConversionError(ValueError):
     """A Responses request chat completions cannot express (the message says which part)."""
 
 
-def responses_request_to_chat(request: Mapping[str, Any]) -> dict[str, Any]:
+def responses_request_to_chat(request: Mapping[str, Any], *, token_ids: bool = False) -> dict[str, Any]:
     """A Responses API request (NeMo Gym's `responses_create_params`) as a chat-completions
-    request, as NeMo Gym converts it (module docstring); ChatConversionError."""
+    request, as NeMo Gym converts it (module docstring); ChatConversionError. `token_ids`: a
+    generated turn's assistant message carries its token fields back (NeMo Gym's
+    `return_token_id_information`)."""
     given = {k: v for k, v in request.items() if v is not None}
     refused = sorted(set(_NO_CHAT_FIELDS) & given.keys())
     if refused:
         raise ChatConversionError(f"Responses request field(s) {refused} have no Chat Completions representation")
-    turn = _Turn()
+    turn = _Turn(token_ids)
     items = given.pop("input", [])
     items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": items}]}] if isinstance(items, str) else items
     for item in items:
@@ -72,13 +74,21 @@ def responses_request_to_chat(request: Mapping[str, Any]) -> dict[str, Any]:
 class _Turn:
     """The messages so far, and the assistant message being gathered from one turn's items."""
 
-    def __init__(self) -> None:
+    def __init__(self, token_ids: bool = False) -> None:
         self.messages: list[dict[str, Any]] = []
         self.content = self.refusal = ""
         self.calls: list[dict[str, Any]] = []
         self.open = False
+        self.token_ids = token_ids
+        self.tokens: dict[str, Any] | None = None
+        """The token fields of the turn being gathered (its last item with them)."""
 
     def add(self, item: dict[str, Any]) -> None:
+        self._add(item)
+        if self.token_ids and item.get("prompt_token_ids"):
+            self.tokens = {k: item[k] for k in ("prompt_token_ids", "generation_token_ids", "generation_log_probs")}
+
+    def _add(self, item: dict[str, Any]) -> None:
         kind = item.get("type") or ("message" if item.get("role") else None)
         if kind == "message":
             self._message(item)
@@ -133,9 +143,11 @@ class _Turn:
                 message["tool_calls"] = self.calls
             if self.refusal:
                 message["refusal"] = self.refusal
+            if self.tokens:  # a generated turn: its tokens go back with it, as NeMo Gym sends them
+                message.update(self.tokens)
             self.messages.append(message)
         self.content = self.refusal = ""
-        self.calls, self.open = [], False
+        self.calls, self.open, self.tokens = [], False, None
 
     def finish(self) -> list[dict[str, Any]]:
         self.flush()

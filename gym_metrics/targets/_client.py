@@ -22,6 +22,7 @@ import orjson
 from gym_metrics._util.http import SNIPPET, Answer, HttpError, PooledHttp
 from gym_metrics.targets import _capture as capture
 from gym_metrics.targets._capture import Exchange
+from gym_metrics.targets._tokens import REQUEST_PARAMS, TokenInfoError, chat_token_fields
 from gym_metrics.targets._wire import ByteBudget, WirePool, WireTimeout, WireTooLarge, WireUnreachable
 from gym_metrics.targets._config import AgentTargetConfig, ModelTargetConfig, TargetConfig
 from gym_metrics.targets._chat_dialect import ChatConversionError, responses_request_to_chat
@@ -206,15 +207,20 @@ class ModelTarget(_Target):
     config: ModelTargetConfig
 
     def __init__(
-        self, config: ModelTargetConfig, *, lean_http: bool = False, budget: ByteBudget | None = None, think_tags: bool = False
+        self, config: ModelTargetConfig, *, lean_http: bool = False, budget: ByteBudget | None = None, think_tags: bool = False,
+        token_ids: bool = False,
     ) -> None:
         """`lean_http`: send over the lean keep-alive pool of _wire.py instead of httpx
         (collect does, for its rates); the retries, errors, limits and key handling are the
         same. `budget`: the bytes of answers its reads may hold at once (lean pool only).
         `think_tags`: a chat answer's `<think>` blocks become reasoning unless the config says
-        otherwise (`reasoning.think_tags`) or names an end token (collect: NeMo Gym's reading)."""
+        otherwise (`reasoning.think_tags`) or names an end token (collect: NeMo Gym's reading).
+        `token_ids`: ask a chat endpoint (vLLM) for the token IDs and log-probs and put them on
+        the answer's last output item, as NeMo Gym's vLLM model server does (targets/_tokens.py);
+        an answer without them is kept without (the caller's capture reports the gap)."""
         super().__init__(config, name="model", log=log)
         self.dialect = config.api
+        self.token_ids = token_ids
         self.budget = budget
         given = config.reasoning.think_tags
         self.think_tags = given if given is not None else think_tags and config.reasoning.end_token is None
@@ -231,6 +237,8 @@ class ModelTarget(_Target):
         try:
             if self.config.api == "chat":
                 response = with_request_fields(chat_to_responses(data, self.think_tags), _sent(request, body))
+                if self.token_ids:
+                    _place_tokens(response, data)
             else:
                 response = _responses_answer(data)
         except (KeyError, IndexError, TypeError, AttributeError):
@@ -247,7 +255,7 @@ class ModelTarget(_Target):
         chat = self.config.api == "chat"
         if chat:
             try:
-                body = dict(request) if "messages" in request else responses_request_to_chat(request)
+                body = dict(request) if "messages" in request else responses_request_to_chat(request, token_ids=self.token_ids)
             except ChatConversionError as exc:  # this row's request, never retried
                 raise GenerationError(f"the request cannot go to a chat completions endpoint: {exc}") from None
         else:
@@ -264,7 +272,20 @@ class ModelTarget(_Target):
         for key, value in (("temperature", inference.temperature), ("top_p", inference.top_p), (tokens_key, inference.max_tokens), ("seed", inference.seed)):
             if value is not None:
                 body[key] = value
+        if chat and self.token_ids:
+            body.update(REQUEST_PARAMS)
         return body
+
+
+def _place_tokens(response: dict[str, Any], completion: Mapping[str, Any]) -> None:
+    """The completion's token fields on the response's last output item (NeMo Gym's place);
+    an answer without them is left as it is (recording.token_gaps reports it)."""
+    try:
+        fields = chat_token_fields(completion)
+    except TokenInfoError:
+        return
+    if response["output"]:
+        response["output"][-1].update(fields)
 
 
 def _sent(request: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any, Union
 
 from gym_metrics.targets import text_of
 from gym_metrics.testing._judge import LoopbackServer, Recorded, Reply
+from gym_metrics.testing._tokens import token_answer
 
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
@@ -43,6 +44,9 @@ class PolicyAnswer:
     reasoning: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    token_fault: str | None = None
+    """For a chat request that asks for token IDs (testing/_tokens.py): `short_log_probs` or
+    `break_lineage`, a fault of this turn's token fields a test expects to see reported."""
 
 
 Answer = Union[str, PolicyAnswer]
@@ -140,6 +144,8 @@ class ScriptedPolicyServer(LoopbackServer):
             answer = PolicyAnswer(text=answer)
         if request.path == CHAT_PATH:
             body = chat_body(answer, prompt, request.body, step)
+            if request.body.get("return_token_ids"):  # as vLLM answers it (testing/_tokens.py)
+                token_answer(body, request.body, answer.token_fault)
         elif request.path == RESPONSES_PATH:
             body = responses_body(answer, prompt, request.body, step)
         else:

@@ -1,0 +1,113 @@
+"""Token IDs and log-probs (issue 39 item 2): collect --capture-tokens over multi-turn
+episodes of a real tool environment (served on loopback) against a scripted vLLM-like policy
+(gym_metrics.testing: exact byte-level token IDs over a chat template, log-probs known per
+token). Every turn's fields are on its last output item exactly as the policy sent them, the
+next request carries them back, and every fault the policy was scripted to make is a gap
+(none invented)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
+from test_collect_episodes import script, write_rows  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from _tool_envs import Counter  # noqa: E402
+
+from gym_metrics import ResourcesClient
+from gym_metrics.collector import CollectOptions, collect_async
+from gym_metrics.recording import CAPTURE_KEY
+from gym_metrics.targets import ModelTargetConfig, chat_token_fields
+from gym_metrics.testing import ScriptedPolicyServer, serve_environment
+from gym_metrics.testing._tokens import log_prob
+
+pytestmark = pytest.mark.timeout(120)
+FAULTY = re.compile(r"Task (\d+), rollout 1:")
+"""Rollout 1 of every task: its second turn's log-probs are one short, and from its third turn
+on the template renders the history differently (a token more at its start: one break, where
+it changes, as a chat template that re-renders earlier turns makes it)."""
+
+
+def faulty_script(prompt: str) -> list[Any]:
+    steps = script(prompt)
+    if FAULTY.match(prompt):
+        steps[1].token_fault = "short_log_probs"
+        for step in steps[2:]:
+            step.token_fault = "break_lineage"
+    return steps
+
+
+async def collect(tmp_path: Path, tasks: int, repeats: int, policy: ScriptedPolicyServer) -> tuple[Any, list[dict[str, Any]]]:
+    rows = write_rows(tmp_path / "rows.jsonl", tasks=tasks, repeats=repeats)
+    target = ModelTargetConfig(url=policy.url, model="scripted", api="chat", max_concurrency=16)
+    async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
+        result = await collect_async(client, rows, tmp_path / "out.jsonl", CollectOptions(target=target, capture_tokens=True, capture_payloads=True))
+    return result, [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+
+
+async def test_every_turns_tokens_are_written_as_sent_and_faults_become_gaps(tmp_path: Path) -> None:
+    with ScriptedPolicyServer(faulty_script) as policy:
+        result, rows = await collect(tmp_path, tasks=6, repeats=3, policy=policy)
+        requests = list(policy.requests)
+    assert result.generated == 18 and result.generation_failed == 0
+    turns = checked = 0
+    for row in rows:
+        capture = row[CAPTURE_KEY]
+        answered = [c for c in capture["calls"] if c["status_code"] == 200]
+        carriers = [i for i in row["response"]["output"] if "prompt_token_ids" in i]
+        assert len(carriers) == len(answered)  # one item per turn carries the turn's tokens
+        for item, call in zip(carriers, answered):
+            sent = chat_token_fields(call["response"])  # what the policy sent, from the wire
+            assert {k: item[k] for k in sent} == sent
+            assert item is [i for i in row["response"]["output"] if i.get("prompt_token_ids") == item["prompt_token_ids"]][-1]
+            ids, probs = item["generation_token_ids"], item["generation_log_probs"]
+            assert probs == [log_prob(t, k) for k, t in enumerate(ids)][: len(probs)]  # the scripted values, none altered
+            turns += 1
+        faulty = FAULTY.match(row["responses_create_params"]["input"][0]["content"]) is not None
+        codes = [g["code"] for g in capture.get("gaps", [])]
+        assert codes == (["token_log_probs_length_mismatch", "token_lineage_break"] if faulty else [])
+        checked += 1
+    assert checked == 18 and turns == sum(len(script(r["responses_create_params"]["input"][0]["content"])) for r in rows)
+    assert result.token_gaps == 2 * 6  # two per faulty rollout, one faulty rollout per task
+    # a later turn's request carries the earlier turns' tokens back on their assistant messages
+    later = [r.body for r in requests if any(m.get("role") == "tool" for m in r.body["messages"])]
+    assert later and all(
+        all("prompt_token_ids" in m for m in body["messages"] if m["role"] == "assistant") for body in later
+    )
+    assert all(body.get("return_token_ids") is True and body.get("logprobs") is True for body in (r.body for r in requests))
+
+
+async def test_a_policy_that_returns_no_tokens_fails_the_rollout_not_silently(tmp_path: Path) -> None:
+    rows = write_rows(tmp_path / "rows.jsonl", tasks=1, repeats=1)
+    with ScriptedPolicyServer(script) as policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")  # a Responses server: no tokens on its items
+        async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
+            result = await collect_async(client, rows, tmp_path / "out.jsonl", CollectOptions(target=target, capture_tokens=True))
+    [row] = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert result.token_gaps == len(row[CAPTURE_KEY]["calls"]) >= 3
+    assert {g["code"] for g in row[CAPTURE_KEY]["gaps"]} == {"token_ids_missing"}
+
+
+async def test_a_chat_policy_without_token_ids_is_a_gap_per_call_and_the_rollout_is_scored(tmp_path: Path) -> None:
+    class NoTokens(ScriptedPolicyServer):
+        def _reply(self, item: Any, request: Any) -> Any:
+            request.body.pop("return_token_ids", None)  # an endpoint that ignores the ask (not vLLM)
+            return super()._reply(item, request)
+
+    rows = write_rows(tmp_path / "rows.jsonl", tasks=1, repeats=1)
+    with NoTokens(script) as policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="chat")
+        async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
+            result = await collect_async(client, rows, tmp_path / "out.jsonl", CollectOptions(target=target, capture_tokens=True))
+    [row] = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert row["reward"] == 1.0 and not any("prompt_token_ids" in i for i in row["response"]["output"])
+    gaps = row[CAPTURE_KEY]["gaps"]
+    assert result.token_gaps == len(gaps) == len(row[CAPTURE_KEY]["calls"])
+    assert all(g["code"] == "token_ids_missing" and "vLLM >= 0.10.2" in g["detail"] for g in gaps)
