@@ -126,7 +126,12 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--capture-tokens", action="store_true",
         help="ask the policy (vLLM chat) for token IDs and log-probs, write them on each turn's last output item as NeMo Gym does, "
-        "and check them (gaps recorded and counted); turns --capture-model-calls on",
+        "and check them (gaps recorded and counted); turns --capture-model-calls and --trajectory on",
+    )  # fmt: skip
+    g.add_argument(
+        "--trajectory", action="store_true",
+        help="write each generated rollout's ng_trajectory (NeMo Gym's TrajectoryRecord: turns, model calls, tool calls, gaps); "
+        "turns --capture-model-calls on",
     )  # fmt: skip
 
 
@@ -210,6 +215,7 @@ def run(ns: argparse.Namespace) -> int:
         capture_model_calls=ns.capture_model_calls,
         capture_payloads=ns.capture_payloads,
         capture_tokens=ns.capture_tokens,
+        trajectory=ns.trajectory,
         reverify=ns.reverify,
         reverify_failed=ns.reverify_failed,
     )

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from gym_metrics.recording import EpisodeTrace
 from gym_metrics.targets import ModelTarget, chat_request_to_responses
 
 CallTool = Callable[[str, str], Awaitable[tuple[str, bool]]]
@@ -53,10 +54,11 @@ async def run_episode(
     *,
     max_steps: Optional[int] = None,
     parallel_tool_calls: bool = False,
+    trace: Optional[EpisodeTrace] = None,
 ) -> EpisodeResult:
     """Run one episode of `request` (a Responses API request: `input`, `tools`, ...; a chat
     one, `messages`, is converted first); the policy's GenerationError propagates (the
-    rollout failed)."""
+    rollout failed). `trace`: record the turns and tool calls for the trajectory."""
     start = time.perf_counter()
     body = chat_request_to_responses(request) if "messages" in request else dict(request)
     given = body.get("input", [])
@@ -67,8 +69,11 @@ async def run_episode(
     stop = "answered"
     while True:
         steps += 1
-        answer = (await target.generate({**body, "input": [*prompt, *outputs]})).response
+        question, asked_at = [*prompt, *outputs], time.time()
+        answer = (await target.generate({**body, "input": question})).response
         items = [i for i in answer.get("output") or () if isinstance(i, dict)]
+        if trace is not None:
+            trace.turn(question, items, asked_at)
         outputs.extend(items)
         usage = add_usage(usage, answer.get("usage"))
         if answer.get("incomplete_details"):
@@ -80,9 +85,9 @@ async def run_episode(
                 answer = _no_answer(answer, bool(items))
             break
         if parallel_tool_calls:
-            results = await asyncio.gather(*(_call(call, call_tool) for call in calls))
+            results = await asyncio.gather(*(_call(call, call_tool, trace) for call in calls))
         else:
-            results = [await _call(call, call_tool) for call in calls]
+            results = [await _call(call, call_tool, trace) for call in calls]
         for call, (output, call_failed) in zip(calls, results):
             outputs.append({"type": "function_call_output", "call_id": call.get("call_id"), "output": output})
             failed += call_failed
@@ -92,16 +97,24 @@ async def run_episode(
             answer = {**answer, "metadata": {**(answer.get("metadata") or {}), "gm_stop_reason": "max_steps"}}
             break
     response = {**answer, "output": outputs, "usage": usage}
+    if trace is not None:
+        trace.conversation = [*prompt, *outputs]
+        trace.status = "completed" if stop == "answered" and answer.get("status") != "incomplete" else "incomplete"
     return EpisodeResult(response, steps, calls_made, failed, time.perf_counter() - start, stop)
 
 
-async def _call(call: Mapping[str, Any], call_tool: CallTool) -> tuple[str, bool]:
+async def _call(call: Mapping[str, Any], call_tool: CallTool, trace: Optional[EpisodeTrace] = None) -> tuple[str, bool]:
+    started_at, start = time.time(), time.perf_counter()
     arguments = call.get("arguments")
     try:
         json.loads(arguments)  # type: ignore[arg-type]
     except (json.JSONDecodeError, TypeError) as exc:  # NeMo Gym's output for it, word for word
-        return json.dumps({"error": f"Invalid tool call arguments: {exc!r}"}), True
-    return await call_tool(str(call.get("name")), str(arguments))
+        output, failed = json.dumps({"error": f"Invalid tool call arguments: {exc!r}"}), True
+    else:
+        output, failed = await call_tool(str(call.get("name")), str(arguments))
+    if trace is not None:
+        trace.tool(call.get("call_id"), call.get("name"), started_at, time.perf_counter() - start, failed, output)
+    return output, failed
 
 
 def _no_answer(answer: dict[str, Any], had_output: bool) -> dict[str, Any]:

@@ -1,31 +1,38 @@
 """A generated rollout's model calls, captured while it is generated and kept on the rollout
 for its row (`ng_model_call_capture`); whatever the outcome, a failed generation's calls too.
 With token capture, each call's token IDs are checked (recording.token_gaps) and the gaps
-counted."""
+counted; with the trajectory, the turns and tool calls the loop traced and the full call
+records are kept for `ng_trajectory`, made when the verified row is written."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from gym_metrics.collector._input import Rollout
-from gym_metrics.recording import CAPTURE_KEY, capture_block, rollout_id_of, token_gaps
+from gym_metrics.recording import CAPTURE_KEY, EpisodeTrace, capture_block, model_call_records, rollout_id_of, token_gaps, trajectory
 from gym_metrics.targets import capturing
 
 
 @dataclass
 class Capture:
-    """What to record (CollectOptions.capture_model_calls / capture_payloads / capture_tokens),
-    and the token gaps found so far."""
+    """What to record (CollectOptions.capture_model_calls / capture_payloads / capture_tokens /
+    trajectory), and the token gaps found so far."""
 
     payloads: bool = False
     tokens: bool = False
+    trajectory: bool = False
     token_gaps: int = 0
+
+    def trace(self) -> EpisodeTrace | None:
+        """A trace for one rollout's trajectory, when it is recorded."""
+        return EpisodeTrace() if self.trajectory else None
 
 
 @contextmanager
-def captured(rollout: Rollout, capture: Capture | None) -> Iterator[None]:
+def captured(rollout: Rollout, capture: Capture | None, trace: EpisodeTrace | None = None) -> Iterator[None]:
     """Record the policy calls made in this context on `rollout` (nothing when `capture` is None)."""
     if capture is None:
         yield
@@ -34,7 +41,17 @@ def captured(rollout: Rollout, capture: Capture | None) -> Iterator[None]:
         try:
             yield
         finally:
+            records = model_call_records(calls.exchanges)
             gaps = token_gaps(calls.exchanges) if capture.tokens else []
             capture.token_gaps += len(gaps)
-            block = capture_block(rollout_id_of(rollout.row), calls.exchanges, include_payloads=capture.payloads, gaps=gaps)
+            block = capture_block(rollout_id_of(rollout.row), records, include_payloads=capture.payloads, gaps=gaps)
             rollout.recorded = {**(rollout.recorded or {}), CAPTURE_KEY: block}
+            rollout.trace = (trace, records) if trace is not None else None
+
+
+def with_trajectory(row: dict[str, Any], rollout: Rollout) -> None:
+    """Add `ng_trajectory` to the written row of a traced rollout (its `resolved` read there)."""
+    if rollout.trace is not None:
+        trace, records = rollout.trace
+        row["ng_trajectory"] = trajectory(trace, records, row, rollout_id_of(row))
+        rollout.trace = None

@@ -171,10 +171,11 @@ class EpisodeRunner:
             request = dict(rollout.row[REQUEST_KEY])
             if not request.get("tools") and self.tools:
                 request["tools"] = self.tools
-            with captured(rollout, self.capture):
+            trace = self.capture.trace() if self.capture is not None else None
+            with captured(rollout, self.capture, trace):
                 episode = await run_episode(
                     self.target, request, tool_caller(calls, session, self.known, self.any_tool_name),
-                    max_steps=self.max_steps, parallel_tool_calls=self.parallel_tool_calls,
+                    max_steps=self.max_steps, parallel_tool_calls=self.parallel_tool_calls, trace=trace,
                 )  # fmt: skip
             self.tool_calls += episode.tool_calls
             self.failed_tool_calls += episode.failed_tool_calls

@@ -42,6 +42,8 @@ class Rollout:
     one as `_gm_stored_reward`)."""
     recorded: dict[str, Any] | None = None
     """What its generation recorded (`ng_model_call_capture`), written on its row."""
+    trace: Any = None
+    """(EpisodeTrace, model-call records) for its `ng_trajectory`, made when it is written."""
 
 
 @dataclass

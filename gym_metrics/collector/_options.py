@@ -94,7 +94,11 @@ class CollectOptions:
     Gym's vLLM model server does; each call is checked (equal lengths, each prompt beginning
     with the previous prompt and generation) and what fails is a gap in the row's
     `ng_model_call_capture.gaps`, counted in CollectResult.token_gaps. Turns model-call
-    capture on."""
+    capture and the trajectory on."""
+    trajectory: bool = False
+    """Write each generated rollout's trajectory as NeMo Gym's `ng_trajectory` (TrajectoryRecord
+    1.0: the turns, the model calls with their requests and answers, the tool calls with
+    their timing and outputs, the gaps); turns model-call capture on."""
     capture_payloads: bool = False
     """Keep each call's request and answer in the record too (NeMo Gym leaves them out of the
     row unless asked: they repeat the conversation once per turn)."""

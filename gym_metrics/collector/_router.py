@@ -20,6 +20,7 @@ from gym_metrics.collector._keys import FixedKeys
 from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
 from gym_metrics.collector._outfile import FailuresFile, OutputFile
 from gym_metrics.collector._progress import Progress
+from gym_metrics.collector._capture import with_trajectory
 from gym_metrics.collector._rows import written_row
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -162,6 +163,7 @@ class Router:
                 add(rollout.agent, None, error=True)
             if rollout.recorded:
                 row.update(rollout.recorded)
+                with_trajectory(row, rollout)
             if rollout.stored_reward is not None:
                 row[STORED_REWARD_KEY] = rollout.stored_reward
                 self.reverified += 1

@@ -131,8 +131,9 @@ def _episode_runner(
 
 
 def _capture(opts: CollectOptions) -> Capture | None:
-    on = opts.capture_model_calls or opts.capture_payloads or opts.capture_tokens
-    return Capture(payloads=opts.capture_payloads, tokens=opts.capture_tokens) if on else None
+    on = opts.capture_model_calls or opts.capture_payloads or opts.capture_tokens or opts.trajectory
+    trajectory = opts.trajectory or opts.capture_tokens
+    return Capture(payloads=opts.capture_payloads, tokens=opts.capture_tokens, trajectory=trajectory) if on else None
 
 
 def _recovering(input_path: Path, output_path: Path) -> Path | None:

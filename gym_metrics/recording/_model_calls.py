@@ -79,13 +79,17 @@ def model_call_record(exchange: Exchange, call_index: int, model_call_id: str | 
     }
 
 
+def model_call_records(exchanges: Sequence[Exchange]) -> list[dict[str, Any]]:
+    """The records of a rollout's exchanges, in call order (payloads included)."""
+    return [model_call_record(e, i) for i, e in enumerate(exchanges)]
+
+
 def capture_block(
-    rollout_id: str | None, exchanges: Sequence[Exchange], *, include_payloads: bool = False, gaps: Sequence[Mapping[str, Any]] = ()
+    rollout_id: str | None, records: Sequence[dict[str, Any]], *, include_payloads: bool = False, gaps: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
-    """The row's `ng_model_call_capture`: the rollout id, the summed metrics and the records
-    (payloads only with `include_payloads`), and `gaps` (what could not be observed; a rollout
-    that made no call says so)."""
-    records = [model_call_record(e, i) for i, e in enumerate(exchanges)]
+    """The row's `ng_model_call_capture` of a rollout's model-call `records`: the rollout id,
+    the summed metrics and the records (payloads only with `include_payloads`), and `gaps`
+    (what could not be observed; a rollout that made no call says so)."""
     block: dict[str, Any] = {
         "rollout_id": rollout_id,
         "metrics": model_call_metrics(records),

@@ -2,8 +2,8 @@
 server places them: `prompt_token_ids`, `generation_token_ids` and `generation_log_probs`
 (and `routed_experts` when given) on the last output item of the turn.
 
-A vLLM chat completion gives them when asked with `logprobs`, `return_tokens_as_token_ids` and
-`return_token_ids` (REQUEST_PARAMS): `prompt_token_ids` on the completion, `token_ids` on the
+A vLLM chat completion gives them when asked with `logprobs`, `top_logprobs`,
+`return_tokens_as_token_ids` and `return_token_ids` (REQUEST_PARAMS): `prompt_token_ids` on the completion, `token_ids` on the
 choice (older vLLM: the `token_id:N` strings of `logprobs.content[*].token`) and
 `logprobs.content[*].logprob`; a message that carries the three fields itself (NeMo Gym's own
 servers) is read as it is.
@@ -16,8 +16,10 @@ from typing import Any
 
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 EXTRA_FIELDS = ("routed_experts",)
-REQUEST_PARAMS: dict[str, Any] = {"logprobs": True, "return_tokens_as_token_ids": True, "return_token_ids": True}
-"""What a vLLM chat request carries to get them back (NeMo Gym's `return_token_id_information`)."""
+REQUEST_PARAMS: dict[str, Any] = {"logprobs": True, "top_logprobs": 0, "return_tokens_as_token_ids": True, "return_token_ids": True}
+"""What a vLLM chat request carries to get them back, as NeMo Gym 0.7.0's vLLM model server
+sends them with `return_token_id_information` and `request_prompt_and_generation_token_ids`
+(`top_logprobs: 0` pinned: vLLM gives no log-probs, and so no IDs, for a null one)."""
 
 
 class TokenInfoError(ValueError):

@@ -110,3 +110,17 @@ async def test_records_validate_as_nemo_gyms_model_call_records(math_server: str
     )
     done = subprocess.run([os.environ["GYM_METRICS_NEMO_PYTHON"], "-c", check], input=json.dumps(calls), capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+async def test_a_single_turn_rollout_has_a_one_turn_trajectory(math_server: str, tmp_path: Path) -> None:
+    src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(2, _ng_task_index=2, _ng_rollout_index=0)])
+    with ScriptedPolicyServer(ANSWERS, fail_first=1) as policy:
+        result = await run(math_server, src, tmp_path / "out.jsonl", CollectOptions(target=policy_config(policy), trajectory=True))
+    [row] = rows_of(result.rollouts_path)
+    trajectory = row["ng_trajectory"]
+    [turn] = trajectory["turns"]
+    assert [c["response_metadata"]["status_code"] for c in trajectory["model_calls"]] == [503, 200]  # the retry is a call too
+    assert turn["model_calls"][0]["model_call_id"] == trajectory["model_calls"][1]["model_call_id"]  # the turn's answering call
+    assert turn["answer"] == row["response"]["output"] and trajectory["tool_calls"] == []
+    assert trajectory["invocations"][0]["conversation"] == [*row["responses_create_params"]["input"], *row["response"]["output"]]
+    assert [g["code"] for g in trajectory["gaps"]] == ["resolution_unavailable"]

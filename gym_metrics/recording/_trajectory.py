@@ -1,0 +1,108 @@
+"""NeMo Gym's canonical trajectory of a rollout (`ng_trajectory`, `TrajectoryRecord` schema 1.0,
+`nemo_gym/rollout_observability.py`), as its simple_agent and collection build it: one
+invocation (`root`) with the conversation and its model-call references, one turn per policy
+call (its question, answer, reasoning, the tool calls so far), each model call with its
+request, answer, metadata and token counts (from the captured records), each tool call with
+its timing, status and output, and the gaps of what could not be observed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+TRAJECTORY_KEY = "ng_trajectory"
+_METADATA = ("response_id", "model_ref", "model", "dialect", "status_code", "response_status", "finish_reason",
+             "upstream_attempted", "response_source", "upstream_status_code", "local_response_reason", "error_category",
+             "latency_ttft_ms")  # fmt: skip
+"""The model-call record fields a trajectory's `response_metadata` holds (those not None)."""
+
+
+@dataclass
+class EpisodeTrace:
+    """What the agent loop observed of one episode, for its trajectory."""
+
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    conversation: list[Any] = field(default_factory=list)
+    status: str = "completed"
+
+    def turn(self, question: list[Any], output: Sequence[Mapping[str, Any]], started_at: float) -> None:
+        """One policy call: what it was sent and what it answered."""
+        reasoning = [dict(i) for i in output if i.get("type") == "reasoning"] or None
+        answer = [dict(i) for i in output if i.get("type") != "reasoning"]
+        self.turns.append({"question": question, "answer": answer, "reasoning_content": reasoning,
+                           "timestamp": started_at, "step_count": len(self.tool_calls)})  # fmt: skip
+
+    def tool(self, call_id: Any, name: Any, started_at: float, seconds: float, failed: bool, output: str) -> None:
+        """One tool call, as the loop ran it (timing the executor's)."""
+        self.tool_calls.append({
+            "kind": "tool_call", "invocation_id": "root", "tool_call_id": str(call_id), "sandbox_id": None, "tool_name": name,
+            "started_at": started_at, "completed_at": max(started_at, time.time()), "duration_ms": seconds * 1000,
+            "timing_source": "executor", "status": "failed" if failed else "completed",
+            "error_type": "tool_error" if failed else None, "output": output,
+        })  # fmt: skip
+        if self.turns:
+            self.turns[-1]["step_count"] = len(self.tool_calls)
+
+
+def model_call_entry(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A captured model-call record (payloads kept) as a trajectory's model call."""
+    return {
+        "model_call_id": record.get("model_call_id"),
+        "started_at": record.get("started_at"),
+        "completed_at": record.get("completed_at"),
+        "duration_ms": record.get("latency_total_ms"),
+        "request": record.get("request") if record.get("request") is not None else record.get("request_raw"),
+        "response": record.get("response") if record.get("response") is not None else record.get("response_raw"),
+        "response_metadata": {k: record[k] for k in _METADATA if record.get(k) is not None},
+        "token_stats": {
+            "prompt_tokens": record.get("tokens_in"), "completion_tokens": record.get("tokens_out"),
+            "reasoning_tokens": record.get("tokens_reasoning"), "total_tokens": record.get("tokens_total"),
+            "cached_tokens": record.get("cached_tokens"),
+        },
+    }  # fmt: skip
+
+
+def task_id_of(row: Mapping[str, Any]) -> str:
+    """NeMo Gym's trajectory task id: the row's `task_id`, `problem_id`, `instance_id` or task index."""
+    return next((str(row[k]) for k in ("task_id", "problem_id", "instance_id", "_ng_task_index") if row.get(k) is not None), "unknown")
+
+
+def trajectory(trace: EpisodeTrace, records: Sequence[Mapping[str, Any]], row: Mapping[str, Any], rollout_id: str | None) -> dict[str, Any]:
+    """The rollout's `ng_trajectory` (schema 1.0): `records` are its captured model-call
+    records with their payloads, in call order; a turn's model call is the call that answered
+    it (the last attempt of its generation)."""
+    task, rollout = task_id_of(row), rollout_id or "unknown"
+    answered = [r for r in records if r.get("response") is not None]
+    gaps: list[dict[str, Any]] = []
+    turns = []
+    for n, (turn, call) in enumerate(zip(trace.turns, [*answered, *[None] * len(trace.turns)]), start=1):
+        refs = [{"model_call_id": call["model_call_id"], "model_ref": None, "response_id": call.get("response_id")}] if call else []
+        if call is None:
+            gaps.append({"code": "model_call_reference_unavailable", "invocation_id": "root", "detail": f"turn:{n}"})
+        turns.append({"invocation_id": "root", "task_id": task, "rollout_id": rollout, "turn_no": n, "timestamp": turn["timestamp"],
+                      "question": turn["question"], "answer": turn["answer"], "reasoning_content": turn["reasoning_content"],
+                      "resolved": None, "step_count": turn["step_count"], "model_calls": refs})  # fmt: skip
+    resolved = row.get("resolved")
+    if isinstance(resolved, bool) and turns:
+        turns[-1]["resolved"] = resolved
+    else:
+        gaps.append({"code": "resolution_unavailable", "invocation_id": "root", "detail": None})
+    invocation = {
+        "kind": "agent_invocation", "invocation_id": "root", "parent_invocation_id": None, "spawned_by_tool_call_id": None,
+        "status": trace.status, "duration_ms": None, "error_type": None,
+        "model_calls": [ref for t in turns for ref in t["model_calls"]], "conversation": trace.conversation,
+    }  # fmt: skip
+    if not records:
+        gaps.append({"code": "model_calls_unavailable", "invocation_id": None, "detail": None})
+    if not turns:
+        gaps.append({"code": "turns_unavailable", "invocation_id": None, "detail": None})
+    if not trace.conversation:
+        gaps.append({"code": "conversation_unavailable", "invocation_id": None, "detail": None})
+    return {
+        "schema_version": "1.0", "task_id": task, "rollout_id": rollout, "invocations": [invocation], "turns": turns,
+        "model_calls": [model_call_entry(r) for r in records], "tool_calls": trace.tool_calls,
+        "gaps": list({(g["code"], g["invocation_id"], g["detail"]): g for g in gaps}.values()),
+    }  # fmt: skip
