@@ -1,6 +1,7 @@
 """What a rollout keeps besides its reward: the model calls made for it (NeMo Gym's
-`ng_model_call_capture`), their token IDs checked, and the trajectory
-(`ng_trajectory`), in NeMo Gym's record shapes (docs/pipelines.md#recording)."""
+`ng_model_call_capture`), their token IDs checked, the trajectory
+(`ng_trajectory`), and the token records a trainer reads (TokenEntry, one training sequence),
+in NeMo Gym's record shapes (docs/pipelines.md#recording)."""
 
 from gym_metrics.recording._model_calls import (
     CAPTURE_KEY,
@@ -12,10 +13,19 @@ from gym_metrics.recording._model_calls import (
     rollout_id_of,
     token_stats,
 )
+from gym_metrics.recording._token_records import (
+    TokenLineageError,
+    TrainingSequence,
+    encode_token_ids,
+    linearize,
+    token_digest,
+    token_entries,
+)
 from gym_metrics.recording._tokens import call_token_fields, token_gaps
 from gym_metrics.recording._trajectory import TRAJECTORY_KEY, EpisodeTrace, task_id_of, trajectory
 
 __all__ = [
     "TRAJECTORY_KEY", "EpisodeTrace", "task_id_of", "trajectory", "model_call_records",
+    "TokenLineageError", "TrainingSequence", "encode_token_ids", "linearize", "token_digest", "token_entries",
     "CAPTURE_KEY", "PAYLOAD_KEYS", "capture_block", "model_call_metrics", "model_call_record", "rollout_id_of", "token_stats", "call_token_fields", "token_gaps",
 ]

@@ -140,3 +140,55 @@ async def test_each_row_carries_its_trajectory(tmp_path: Path) -> None:
         done = subprocess.run([os.environ["GYM_METRICS_NEMO_PYTHON"], "-c", check], input=(tmp_path / "out.jsonl").read_text(),
                               capture_output=True, text=True, timeout=120)  # fmt: skip
         assert done.stdout.strip() == str(len(rows)), done.stderr
+
+
+def test_digests_are_nemo_gyms() -> None:
+    from gym_metrics.recording import encode_token_ids, token_digest
+
+    # NeMo Gym 0.7.0's compute_digest of these lists (nemo_gym/token_id_capture/records.py, run in its venv)
+    assert token_digest([]) == "2e222d36d0c6ae1db1ec18b3f96d9a46df5db61b40137bbfbac4cdf0acde9763"
+    assert token_digest([1, 2, 3, 10, 11]) == "b2fa3bb7a342b4c9e2ee30873eab60c4fee66cf320bff7e8c536cd17a00cf381"
+    assert encode_token_ids([258]) == b"\x01" + (1).to_bytes(8, "big") + (258).to_bytes(8, "big")
+    with pytest.raises(ValueError):
+        encode_token_ids([-1])
+
+
+async def test_token_entries_and_the_training_sequence(tmp_path: Path) -> None:
+    from gym_metrics.recording import TokenLineageError, linearize, token_digest, token_entries
+
+    with ScriptedPolicyServer(faulty_script) as policy:
+        _, rows = await collect(tmp_path, tasks=2, repeats=2, policy=policy)
+    for row in rows:
+        entries = token_entries(row)
+        turns = [i for i in row["response"]["output"] if "generation_token_ids" in i]
+        assert len(entries) == len(turns) and entries[0]["parent_resolution"] == "root"
+        for entry, item in zip(entries, turns):
+            cumulative = [*item["prompt_token_ids"], *item["generation_token_ids"]]
+            assert (entry["digest"], entry["cum_len"]) == (token_digest(cumulative), len(cumulative))
+            assert not any("prompt_token_ids" in i for i in entry["output_items"])
+            assert entry["output_items"][entry["token_item_index"]]["id"] == item["id"]
+        faulty = FAULTY.match(row["responses_create_params"]["input"][0]["content"]) is not None
+        resolutions = [e["parent_resolution"] for e in entries]
+        if not faulty:
+            assert resolutions == ["root", *["resolved"] * (len(entries) - 1)]
+            assert [e["parent_call_id"] for e in entries[1:]] == [e["model_call_id"] for e in entries[:-1]]
+            sequence = linearize(row)
+            last = turns[-1]
+            assert sequence.token_ids == [*last["prompt_token_ids"], *last["generation_token_ids"]]
+            generated = [t for item in turns for t in item["generation_token_ids"]]
+            assert [t for t, m in zip(sequence.token_ids, sequence.loss_mask) if m] == generated
+            assert [p for p, m in zip(sequence.log_probs, sequence.loss_mask) if m] == [p for i in turns for p in i["generation_log_probs"]]
+            assert all(p == 0.0 for p, m in zip(sequence.log_probs, sequence.loss_mask) if not m)
+        else:
+            assert resolutions[2] == "unresolved"  # where the template changed
+            with pytest.raises(TokenLineageError, match="turn 1: .* generated token ids, .* log-probs"):
+                linearize(row)  # the short log-probs come first
+    if os.environ.get("GYM_METRICS_NEMO_PYTHON"):  # NeMo Gym's own TokenEntry and digest agree
+        check = ("import json, sys\nfrom nemo_gym.token_id_capture.records import TokenEntry, compute_digest\n"
+                 "n = 0\nfor e in json.load(sys.stdin):\n"
+                 "    if len(e['generation_token_ids']) != len(e['generation_log_probs']): continue\n"
+                 "    TokenEntry.model_validate(e)\n"
+                 "    assert compute_digest(e['prompt_token_ids'] + e['generation_token_ids']) == e['digest']\n    n += 1\nprint(n)\n")  # fmt: skip
+        entries = [e for row in rows for e in token_entries(row)]
+        done = subprocess.run([os.environ["GYM_METRICS_NEMO_PYTHON"], "-c", check], input=json.dumps(entries), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and int(done.stdout) >= len(entries) - 2, done.stderr
