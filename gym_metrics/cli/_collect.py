@@ -95,17 +95,7 @@ def add_parsers(sub: Any) -> None:
 
 def _add_policy_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("generation", "generate each rollout with a policy model first (rows with neither reward nor response)")
-    g.add_argument("--policy-url", metavar="URL", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
-    g.add_argument("--policy-model", metavar="NAME", help="model name sent in every request")
-    g.add_argument("--policy-api", choices=["chat", "responses"], default="chat", help="endpoint called (default chat)")
-    g.add_argument("--policy-key-env", metavar="VAR", help="environment variable holding the API key")
-    g.add_argument("--temperature", type=float, metavar="T", help="override the requests' temperature")
-    g.add_argument("--top-p", type=float, metavar="P", help="override the requests' top_p")
-    g.add_argument("--max-tokens", type=int, metavar="N", help="override the requests' max output tokens")
-    g.add_argument("--seed", type=int, metavar="S", help="sampling seed sent with every request (all repeats alike)")
-    g.add_argument("--policy-concurrency", type=positive_int, default=64, metavar="N", help="generations in flight (64)")
-    g.add_argument("--policy-timeout", type=positive_float, default=300.0, metavar="S", help="seconds per attempt (300)")
-    g.add_argument("--policy-max-retries", type=non_negative_int, default=3, metavar="N", help="retries per generation (3)")
+    add_policy_target_flags(g)
     loop = g.add_mutually_exclusive_group()
     loop.add_argument(
         "--agent-loop", dest="agent_loop", action="store_true", default=None,
@@ -133,6 +123,21 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
         help="write each generated rollout's ng_trajectory (NeMo Gym's TrajectoryRecord: turns, model calls, tool calls, gaps); "
         "turns --capture-model-calls on",
     )  # fmt: skip
+
+
+def add_policy_target_flags(g: Any) -> None:
+    """The `--policy-*` flags of a policy target (collect's generation, serve's /run door)."""
+    g.add_argument("--policy-url", metavar="URL", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    g.add_argument("--policy-model", metavar="NAME", help="model name sent in every request")
+    g.add_argument("--policy-api", choices=["chat", "responses"], default="chat", help="endpoint called (default chat)")
+    g.add_argument("--policy-key-env", metavar="VAR", help="environment variable holding the API key")
+    g.add_argument("--temperature", type=float, metavar="T", help="override the requests' temperature")
+    g.add_argument("--top-p", type=float, metavar="P", help="override the requests' top_p")
+    g.add_argument("--max-tokens", type=int, metavar="N", help="override the requests' max output tokens")
+    g.add_argument("--seed", type=int, metavar="S", help="sampling seed sent with every request (all repeats alike)")
+    g.add_argument("--policy-concurrency", type=positive_int, default=64, metavar="N", help="generations in flight (64)")
+    g.add_argument("--policy-timeout", type=positive_float, default=300.0, metavar="S", help="seconds per attempt (300)")
+    g.add_argument("--policy-max-retries", type=non_negative_int, default=3, metavar="N", help="retries per generation (3)")
 
 
 _POLICY_FLAGS = {

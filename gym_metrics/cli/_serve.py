@@ -11,6 +11,7 @@ from typing import Any
 from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
 from gym_metrics._util.limits import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, CallLimits
 from gym_metrics.cli._base import add_access_flags, positive_float, positive_int, server_token
+from gym_metrics.cli._collect import add_policy_target_flags, policy_config
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.sandbox import ISOLATION_ENV, ISOLATIONS, OPTIONS_ENV, PROVIDER_ENV, PROVIDERS
 
@@ -66,6 +67,17 @@ def add_parsers(sub: Any) -> None:
     rl = p.add_argument_group("rewards over HTTP, for trainers without gRPC (OpenRLHF)")
     rl.add_argument("--http-port", type=int, metavar="P", help="POST /get_reward (OpenRLHF) and /score_groups on this port (0 picks one; the http extra)")
     rl.add_argument("--http-label-field", default="expected_answer", metavar="NAME", help="the verify request field OpenRLHF's labels fill (default %(default)s)")
+    agent = p.add_argument_group("NeMo Gym's agent POST /run, for NeMo RL (docs/training.md#nemo-rl-run)")
+    agent.add_argument(
+        "--agent-http-port", type=int, metavar="P",
+        help="serve POST /run on this port: each task row run as an episode of the policy and verified (0 picks one; the http extra)",
+    )  # fmt: skip
+    add_policy_target_flags(agent)
+    agent.add_argument("--max-steps", type=positive_int, metavar="N", help="policy calls one /run episode may make (default: no limit)")
+    agent.add_argument(
+        "--capture-tokens", action="store_true",
+        help="/run asks the policy (vLLM chat) for token IDs and log-probs and answers them, with ng_trajectory",
+    )  # fmt: skip
     nemo = p.add_argument_group("NeMo Gym environments (a config YAML target, or --config)")
     nemo.add_argument("--config", type=Path, metavar="FILE.yaml", help="the NeMo Gym config of a path/app.py:Class target")
     nemo.add_argument("--name", metavar="BLOCK", help="the resources server block to serve, when the config holds several")
@@ -80,6 +92,21 @@ def add_parsers(sub: Any) -> None:
         help="reward reducers to report, e.g. pass@1 pass@8 (replaces the env's; --metrics is the old spelling)",
     )  # fmt: skip
     p.set_defaults(func=run)
+
+
+def _agent_target(ns: argparse.Namespace) -> Any:
+    """The /run door's policy (None without --agent-http-port; its flags need it)."""
+    target = policy_config(ns)
+    if ns.agent_http_port is None:
+        if target is not None or ns.max_steps is not None or ns.capture_tokens:
+            raise InvalidInputError(
+                "serve's --policy-* flags, --max-steps and --capture-tokens go with --agent-http-port",
+                [FieldViolation("--agent-http-port", "not given")],
+            )
+        return None
+    if target is None:
+        raise InvalidInputError("--agent-http-port needs a policy", [FieldViolation("--policy-url", "not given")])
+    return target
 
 
 def _choose_sandbox_provider(name: str | None, options: list[str]) -> None:
@@ -146,6 +173,10 @@ def run(ns: argparse.Namespace) -> int:
         mcp_port=ns.mcp_port,
         http_port=ns.http_port,
         http_label_field=ns.http_label_field,
+        agent_http_port=ns.agent_http_port,
+        agent_target=_agent_target(ns),
+        agent_max_steps=ns.max_steps,
+        agent_capture_tokens=ns.capture_tokens,
     )
     if ns.mcp_port is not None and ns.workers > 1:
         raise InvalidInputError("--mcp-port serves one process's sessions", [FieldViolation("--workers", "use --workers 1 with --mcp-port")])

@@ -30,9 +30,20 @@ BUILT_INS = "gym_metrics_servers"
 """The package of the built-in environments: `<name>/app.py` registers `name`."""
 
 
+_NAMED = "_gm_registered_as"
+"""Set on a class `register_server` registered: a built-in's module imported once registers it
+again by this when a registry snapshot was restored (tests)."""
+
+
 def register_server(name: str) -> Callable[[S], S]:
     """Class decorator: make an environment servable as `gym-metrics serve NAME`."""
-    return ENVIRONMENTS.register(name)
+
+    def deco(cls: S) -> S:
+        ENVIRONMENTS.add(name, cls)
+        setattr(cls, _NAMED, name)
+        return cls
+
+    return deco
 
 
 def registered_servers() -> list[str]:
@@ -88,9 +99,13 @@ def _import_built_in(name: str) -> bool:
         return False
     module = f"{BUILT_INS}.{name}.app"
     try:
-        importlib.import_module(module)
+        loaded = importlib.import_module(module)
     except (ImportError, SyntaxError) as exc:
         raise _load_error(module, exc) from None
+    if ENVIRONMENTS.find(name) is None:  # imported before, its registration since undone
+        for obj in vars(loaded).values():
+            if isinstance(obj, type) and obj.__dict__.get(_NAMED) == name:
+                ENVIRONMENTS.add(name, obj)
     return True
 
 

@@ -72,3 +72,14 @@ def test_a_plugin_registers_with_its_entry_point_alone(tmp_path: Path, monkeypat
         assert cls.__name__ == "Echo" and cls.__module__ == "plugin_envs"
     finally:
         ENVIRONMENTS.restore(before)
+
+
+def test_a_built_in_is_found_again_after_the_registry_is_restored() -> None:
+    """Tests snapshot and restore the registry; a built-in imported in between registers again."""
+    before = ENVIRONMENTS.snapshot()
+    try:
+        first = resolve_server("math_exact")
+        ENVIRONMENTS.restore(ENVIRONMENTS.snapshot().__class__({}, {}, frozenset()))  # an empty registry
+        assert resolve_server("math_exact") is first
+    finally:
+        ENVIRONMENTS.restore(before)

@@ -20,6 +20,7 @@ from gym_metrics.recording import CAPTURE_KEY, PAYLOAD_KEYS, token_stats
 from gym_metrics.testing import ScriptedPolicyServer
 
 pytestmark = pytest.mark.timeout(60)
+NEMO_PYTHON = os.environ.get("GYM_METRICS_NEMO_PYTHON")
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
@@ -94,7 +95,7 @@ def test_token_stats_read_every_usage_shape_as_nemo_gym_does() -> None:
     assert token_stats(None)["tokens_total"] is None
 
 
-@pytest.mark.skipif(not os.environ.get("GYM_METRICS_NEMO_PYTHON"), reason="GYM_METRICS_NEMO_PYTHON names no venv with nemo-gym 0.7.0")
+@pytest.mark.skipif(not NEMO_PYTHON, reason="GYM_METRICS_NEMO_PYTHON names no venv with nemo-gym 0.7.0 (the reference tool itself, 1.4 GB)")
 async def test_records_validate_as_nemo_gyms_model_call_records(math_server: str, tmp_path: Path) -> None:
     src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(0, _ng_task_index=0, _ng_rollout_index=0)])
     with ScriptedPolicyServer(ANSWERS, fail_first=1) as policy:
@@ -108,7 +109,7 @@ async def test_records_validate_as_nemo_gyms_model_call_records(math_server: str
         "    assert record.model_dump(mode='json') == call\n"
         "print('ok')\n"
     )
-    done = subprocess.run([os.environ["GYM_METRICS_NEMO_PYTHON"], "-c", check], input=json.dumps(calls), capture_output=True, text=True, timeout=120)
+    done = subprocess.run([str(NEMO_PYTHON), "-c", check], input=json.dumps(calls), capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "ok", done.stderr
 
 

@@ -8,6 +8,8 @@ that do not speak gRPC, on the same environment and verify as the gRPC server.
   [...]}], "omit_responses": false}` in; per group `rewards`, `failed`, `error_kind`,
   `error_message`, `responses` out (the gRPC ScoreGroups, in JSON).
 - `GET /health`: 200 while serving.
+On its own port (`serve --agent-http-port`), the same machinery serves NeMo Gym's agent
+`POST /run` (integrations/agent_run.py), NeMo RL's door.
 Bodies are bounded (`--max-message-mb`, and in objects and values: BODY_BOUNDS); a server started with an auth token wants
 `Authorization: Bearer <token>` here too. Errors answer JSON `{"error": ...}` naming the field.
 """
@@ -26,6 +28,7 @@ from gym_metrics._util.jsonbounds import JsonBounds, parse_bounded
 from gym_metrics.environments import EnvironmentHandler, Group, score_groups
 from gym_metrics.errors import GymMetricsError, InvalidInputError
 from gym_metrics.integrations import openrlhf
+from gym_metrics.integrations.agent_run import AgentRun
 
 BODY_BOUNDS = JsonBounds(1_000_000, 4_000_000, ("MAX_BODY_CONTAINERS", "MAX_BODY_VALUES"))
 """A body is a trainer's whole step (4,096 groups of Responses objects hold a few hundred
@@ -43,15 +46,16 @@ class _HttpRefusal(Exception):
         self.status = status
 
 
-class RewardHttpApp:
-    """The ASGI app; see the module docstring."""
+Route = Callable[[Mapping[str, Any]], Awaitable[Any]]
+"""A POST route: the JSON body in, the JSON answer out (InvalidInputError: 400 naming the field)."""
 
-    def __init__(self, handler: EnvironmentHandler, *, label_field: str, token: str | None, max_body_bytes: int,
-                 host: str = "127.0.0.1") -> None:  # fmt: skip
-        self.handler, self.label_field, self.token, self.max_body_bytes = handler, label_field, token, max_body_bytes
-        self.host = host
-        """Where it listens: a loopback door refuses what looks like a web page's request."""
-        self.failures = FailureLog("POST /get_reward")
+
+class JsonHttpApp:
+    """The ASGI app of an HTTP door: JSON POST routes, `GET /health`, the bearer token, bounded
+    bodies, and a loopback door refusing what looks like a web page's request."""
+
+    def __init__(self, routes: Mapping[str, Route], *, token: str | None, max_body_bytes: int, host: str = "127.0.0.1") -> None:
+        self.routes, self.token, self.max_body_bytes, self.host = dict(routes), token, max_body_bytes, host
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -76,10 +80,10 @@ class RewardHttpApp:
         method, path = scope["method"], scope["path"].rstrip("/")
         if path == "/health" and method == "GET":
             return 200, {"status": "serving"}
-        routes = {"/get_reward": self._get_reward, "/score_groups": self._score_groups}
-        route = routes.get(path)
+        route = self.routes.get(path)
         if route is None:
-            raise _HttpRefusal(404, f"no route {method} {path}: POST /get_reward, POST /score_groups, GET /health")
+            listed = ", ".join(f"POST {p}" for p in self.routes)
+            raise _HttpRefusal(404, f"no route {method} {path}: {listed}, GET /health")
         if method != "POST":
             raise _HttpRefusal(405, f"{path} takes POST")
         self._check_token(scope)
@@ -115,6 +119,16 @@ class RewardHttpApp:
             return await parse_bounded(orjson.loads, b"".join(chunks), "body", bounds=BODY_BOUNDS)
         except orjson.JSONDecodeError as exc:
             raise InvalidInputError(f"the body is not JSON: {exc}") from None
+
+class RewardRoutes:
+    """The reward routes (see the module docstring) over one environment's handler."""
+
+    def __init__(self, handler: EnvironmentHandler, label_field: str) -> None:
+        self.handler, self.label_field = handler, label_field
+        self.failures = FailureLog("POST /get_reward")
+
+    def routes(self) -> dict[str, Route]:
+        return {"/get_reward": self._get_reward, "/score_groups": self._score_groups}
 
     async def _get_reward(self, data: Mapping[str, Any]) -> dict[str, Any]:
         answer = await openrlhf.get_reward(data, lambda groups: score_groups(self.handler, groups, omit_responses=True), label_field=self.label_field)
@@ -152,6 +166,13 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 async def serve_http_rewards(handler: EnvironmentHandler, config: Any) -> Served:
     """Start the HTTP reward endpoint of `config` (its host, http_port, label field, token and
     message limit) on the running loop."""
-    app = RewardHttpApp(handler, label_field=config.http_label_field, token=config.auth_token,
-                        max_body_bytes=config.max_message_bytes, host=config.host)  # fmt: skip
+    routes = RewardRoutes(handler, config.http_label_field).routes()
+    app = JsonHttpApp(routes, token=config.auth_token, max_body_bytes=config.max_message_bytes, host=config.host)
     return await start_uvicorn(app, config.host, config.http_port, "--http-port", "http")
+
+
+async def serve_agent_http(agent: AgentRun, config: Any) -> Served:
+    """Start NeMo Gym's agent door (`POST /run`, integrations.agent_run) of `config` (its
+    host, agent_http_port, token and message limit) on the running loop."""
+    app = JsonHttpApp({"/run": agent.run}, token=config.auth_token, max_body_bytes=config.max_message_bytes, host=config.host)
+    return await start_uvicorn(app, config.host, config.agent_http_port, "--agent-http-port", "http")

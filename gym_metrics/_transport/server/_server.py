@@ -81,6 +81,17 @@ class ServerConfig:
     `POST /score_groups`; 0 picks one); None: off. Needs the `http` extra."""
     http_label_field: str = "expected_answer"
     """The verify request field OpenRLHF's `labels` fill."""
+    agent_http_port: int | None = None
+    """Serve NeMo Gym's agent `POST /run` (NeMo RL's door: integrations/agent_run.py) on this
+    port of `host` (0 picks one), running episodes against `agent_target`; None: off. Needs
+    the `http` extra."""
+    agent_target: Any = None
+    """The policy of `/run` episodes (a targets.ModelTargetConfig)."""
+    agent_max_steps: int | None = None
+    """Policy calls one `/run` episode may make (None: until it answers without calls)."""
+    agent_capture_tokens: bool = False
+    """`/run` asks the policy for token IDs and log-probs and answers them on the output items,
+    with `ng_model_call_capture` and `ng_trajectory`."""
     reflection: bool = True
     log_requests: bool = True
     grpc_options: list[tuple[str, Any]] = field(default_factory=list)
@@ -105,6 +116,9 @@ class ServerConfig:
             ("tool_timeout_s", "must be positive", self.tool_timeout_s <= 0),
             ("mcp_port", "must be in 0..65535", self.mcp_port is not None and not 0 <= self.mcp_port <= 65535),
             ("http_port", "must be in 0..65535", self.http_port is not None and not 0 <= self.http_port <= 65535),
+            ("agent_http_port", "must be in 0..65535", self.agent_http_port is not None and not 0 <= self.agent_http_port <= 65535),
+            ("agent_target", "the /run door needs a policy (--policy-url, --policy-model)",
+             self.agent_http_port is not None and self.agent_target is None),
             ("prometheus_port", "must be in 0..65535", self.prometheus_port is not None
              and not 0 <= self.prometheus_port <= 65535),
             ("auth_token", "must not be empty (None disables auth)", self.auth_token is not None
@@ -189,6 +203,8 @@ class RunningServer(RunningGrpcServer):
     """Where the MCP endpoint listens (`http://host:mcp_port/mcp`), when `config.mcp_port` is set."""
     http_port: int | None = None
     """Where the HTTP reward endpoint listens, when `config.http_port` is set."""
+    agent_http_port: int | None = None
+    """Where NeMo Gym's agent `POST /run` listens, when `config.agent_http_port` is set."""
     _doors: list[Any] = field(default_factory=list, repr=False)
 
     async def stop(self, grace: float | None = None) -> None:
@@ -334,6 +350,26 @@ async def _open_doors(running: RunningServer, handler: EnvironmentHandler, confi
         door = await serve_http_rewards(handler, config)
         running._doors.append(door)
         running.http_port = door.port
+    if config.agent_http_port is not None:
+        from gym_metrics._transport.server._http import serve_agent_http
+        from gym_metrics.integrations.agent_run import AgentRun
+        from gym_metrics.targets import ModelTarget
+
+        target = ModelTarget(config.agent_target, think_tags=True, token_ids=config.agent_capture_tokens)
+        agent = AgentRun(handler.sessions, target, config.agent_max_steps, config.agent_capture_tokens)
+        door = await serve_agent_http(agent, config)
+        running._doors.extend([door, _Closing(target)])
+        running.agent_http_port = door.port
+
+
+@dataclass
+class _Closing:
+    """Something a door uses, closed with the doors (`stop`): the /run door's policy client."""
+
+    thing: Any
+
+    async def stop(self) -> None:
+        await self.thing.aclose()
 
 
 def new_server(config: ServerConfig, *, reuse_port: bool = False, metrics: ServerMetrics | None = None) -> aio.Server:

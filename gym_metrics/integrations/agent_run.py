@@ -1,0 +1,90 @@
+"""NeMo RL's door: NeMo Gym's agent `POST /run` (its simple_agent's contract), answered by
+gym-metrics' agent loop in the serving process (`serve ENV --agent-http-port P --policy-url URL
+--policy-model M`), so NeMo RL's NeMo Gym integration can point at gym-metrics.
+
+A task row in (`responses_create_params` and the row's other fields, as NeMo Gym's
+`BaseRunRequest`); the episode run as simple_agent runs it: seed the row's session, call the
+policy with the tools (the environment's, when the request names none), run each function call
+in the session in the model's order, until the policy answers without calls (or `max_steps`),
+then verify in the session; the verify response out, with the whole trajectory as its
+`response` and, with `capture_tokens`, each turn's token IDs and log-probs on its last output
+item (NeMo RL reads them there), `ng_model_call_capture` and `ng_trajectory`. What the model
+gets wrong (an unknown tool, arguments that do not fit) is an error output it reads, as under
+NeMo Gym; a policy that fails is an error of the call (NeMo Gym raises too).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gym_metrics.collector import run_episode
+from gym_metrics.environments import Sessions
+from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError
+from gym_metrics.recording import CAPTURE_KEY, TRAJECTORY_KEY, EpisodeTrace, capture_block, model_call_records, rollout_id_of, token_gaps, trajectory
+from gym_metrics.targets import ModelTarget, capturing
+
+
+@dataclass
+class AgentRun:
+    """`await AgentRun(sessions, target).run(body)`: one `/run` (see the module docstring)."""
+
+    sessions: Sessions
+    target: ModelTarget
+    max_steps: int | None = None
+    capture_tokens: bool = False
+
+    async def run(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        request = body.get("responses_create_params")
+        if not isinstance(request, Mapping):
+            raise InvalidInputError("no request to run", [FieldViolation("responses_create_params", "missing: a Responses API request")])
+        request = dict(request)
+        env = self.sessions.env
+        tools = [spec.as_function_tool() for spec in env.tools().values()]
+        if not request.get("tools") and tools:
+            request["tools"] = tools
+        session = await self.sessions.seed(orjson.dumps(dict(body)))
+        verified = False
+        trace = EpisodeTrace() if self.capture_tokens else None
+        try:
+            with capturing() as calls:
+                episode = await run_episode(
+                    self.target, request, self._caller(session.id, {t["name"] for t in tools}, env.routes_tool_calls),
+                    max_steps=self.max_steps, trace=trace,
+                )  # fmt: skip
+            _, response_json = await self.sessions.verify(session.id, {**body, "response": episode.response})
+            verified = True
+        finally:
+            if not verified:
+                await self.sessions.close(session.id)
+        result: dict[str, Any] = orjson.loads(response_json)
+        if trace is not None:
+            records = model_call_records(calls.exchanges)
+            gaps = token_gaps(calls.exchanges)
+            result[CAPTURE_KEY] = capture_block(rollout_id_of(body), records, gaps=gaps)
+            result[TRAJECTORY_KEY] = trajectory(trace, records, {**body, **result}, rollout_id_of(body))
+        return result
+
+    def _caller(self, session_id: str, known: set[str], any_name: bool) -> Any:
+        listed = ", ".join(sorted(known)) or "none"
+
+        async def call(name: str, arguments: str) -> tuple[str, bool]:
+            if not any_name and name not in known:
+                return _error(f"no tool {name!r} in this environment (tools: {listed})"), True
+            try:
+                return await self.sessions.call_tool(session_id, name, arguments)
+            except (InvalidInputError, NotFoundError) as exc:
+                return _error(str(exc)), True
+
+        return call
+
+
+def _error(message: str) -> str:
+    return json.dumps({"error": message}, separators=(",", ":"), ensure_ascii=False)
+
+
+__all__ = ["AgentRun"]

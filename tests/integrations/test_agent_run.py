@@ -1,0 +1,100 @@
+"""NeMo RL's door (issue 39 item 5): NeMo Gym's agent `POST /run` served beside the gRPC server
+(`serve --agent-http-port`), each task row run as an episode of gym-metrics' agent loop against
+a scripted vLLM-like policy and verified in its session, answered in simple_agent's shape, with
+each turn's token IDs where NeMo RL reads them; driven as NeMo RL drives it (one POST per row)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import _ci
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
+from test_collect_episodes import TOOLS, script  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from _tool_envs import Counter  # noqa: E402
+
+from gym_metrics.recording import linearize
+from gym_metrics.targets import ModelTargetConfig
+from gym_metrics.testing import ScriptedPolicyServer, serve_environment
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("http_extra")]
+
+
+@pytest.fixture
+def http_extra() -> None:
+    _ci.need_module("uvicorn", "pip install 'gym-metrics[http]': the door is served by uvicorn")
+
+
+def row(task: int, rollout: int) -> dict[str, Any]:
+    prompt = f"Task {task}, rollout {rollout}: add {task} then {rollout + 1}"
+    return {"responses_create_params": {"input": [{"role": "user", "content": prompt}], "tools": TOOLS},
+            "_ng_task_index": task, "_ng_rollout_index": rollout, "initial_count": 10, "expected_count": 10 + task + rollout + 1}  # fmt: skip
+
+
+def nemo_rl_sequence(result: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """What NeMo RL builds from a /run result: each token-bearing output item adds the unseen
+    part of its prompt and its generation (written from the description of NeMo RL's
+    `_postprocess_nemo_gym_to_nemo_rl_result`, independently of gym_metrics.recording)."""
+    seen: list[int] = []
+    mask: list[int] = []
+    for item in result["response"]["output"]:
+        if "generation_token_ids" not in item:
+            continue
+        assert seen == item["prompt_token_ids"][: len(seen)]
+        user = item["prompt_token_ids"][len(seen) :]
+        seen += [*user, *item["generation_token_ids"]]
+        mask += [0] * len(user) + [1] * len(item["generation_token_ids"])
+    return seen, mask
+
+
+async def test_run_answers_each_row_as_simple_agent_does_with_its_tokens() -> None:
+    with ScriptedPolicyServer(script) as policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="chat")
+        async with serve_environment(Counter(), agent_http_port=0, agent_target=target, agent_capture_tokens=True) as server:
+            base = f"http://127.0.0.1:{server.agent_http_port}"
+            async with httpx.AsyncClient(timeout=30) as http:
+                rows = [row(t, r) for t in range(4) for r in range(2)]
+                answers = await asyncio.gather(*(http.post(f"{base}/run", json=r) for r in rows))
+                health = await http.get(f"{base}/health")
+                refused = await http.post(f"{base}/run", json={"no": "request"})
+            assert len(server.handler.sessions.store) == 0  # every episode's session ended
+    assert health.status_code == 200
+    assert refused.status_code == 400 and "responses_create_params" in refused.json()["error"]
+    for given, answer in zip(rows, answers):
+        assert answer.status_code == 200, answer.text
+        result = answer.json()
+        steps = script(given["responses_create_params"]["input"][0]["content"])
+        assert result["reward"] == (0.0 if given["_ng_task_index"] % 5 == 4 else 1.0)
+        assert result["_ng_task_index"] == given["_ng_task_index"] and result["expected_count"] == given["expected_count"]
+        carriers = [i for i in result["response"]["output"] if "generation_token_ids" in i]
+        assert len(carriers) == len(steps)  # one token-bearing item per policy turn
+        ids, mask = nemo_rl_sequence(result)
+        sequence = linearize(result)
+        assert (sequence.token_ids, sequence.loss_mask) == (ids, mask)  # gym-metrics' reading is NeMo RL's
+        trajectory = result["ng_trajectory"]
+        assert len(trajectory["turns"]) == len(steps) and trajectory["rollout_id"] == f"{given['_ng_task_index']}-{given['_ng_rollout_index']}"
+        assert "gaps" not in result["ng_model_call_capture"]
+
+
+async def test_the_door_needs_a_policy_and_the_bearer_token() -> None:
+    from gym_metrics._transport.server import ServerConfig
+
+    with pytest.raises(Exception, match="agent_target"):
+        ServerConfig(agent_http_port=0)
+    with ScriptedPolicyServer(script) as policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="chat")
+        async with serve_environment(Counter(), agent_http_port=0, agent_target=target, auth_token="s3cret") as server:
+            url = f"http://127.0.0.1:{server.agent_http_port}/run"
+            async with httpx.AsyncClient(timeout=30) as http:
+                assert (await http.post(url, json=row(0, 0))).status_code == 401
+                ok = await http.post(url, json=row(0, 0), headers={"Authorization": "Bearer s3cret"})
+    assert ok.status_code == 200 and ok.json()["reward"] == 1.0 and "ng_trajectory" not in ok.json()
+    assert json.dumps(ok.json()).count("s3cret") == 0
