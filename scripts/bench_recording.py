@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -22,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_tool_call_order import ENV, serve  # noqa: E402
+from bench_tool_call_order import ENV, serve, write_episode_rows  # noqa: E402
 
 MODES = {"off (default)": (False, False), "--capture-model-calls": (True, False), "+ --capture-payloads": (True, True)}
 
@@ -58,10 +57,7 @@ def main() -> None:
     sizes: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp, ScriptedPolicyServer(lambda prompt: steps) as policy:
         work = Path(tmp)
-        rows = work / "rows.jsonl"
-        with rows.open("w") as f:
-            for i in range(ns.episodes):
-                f.write(json.dumps({"agent_ref": {"name": "a"}, "responses_create_params": {"input": f"episode {i}"}}) + "\n")
+        rows = write_episode_rows(work / "rows.jsonl", ns.episodes)
         env = work / "env.py"
         env.write_text(ENV.format(delay=0.0))
         proc, address = serve(env)

@@ -65,6 +65,14 @@ def serve(path: Path) -> tuple[subprocess.Popen[str], str]:
     raise RuntimeError("server did not start")
 
 
+def write_episode_rows(path: Path, episodes: int) -> Path:
+    """The task rows: one per episode, each its own prompt (`episode <i>`)."""
+    with path.open("w") as f:
+        for i in range(episodes):
+            f.write(json.dumps({"agent_ref": {"name": "a"}, "responses_create_params": {"input": f"episode {i}"}}) + "\n")
+    return path
+
+
 async def one_run(address: str, policy_url: str, rows: Path, out: Path, concurrency: int, parallel: bool) -> float:
     from gym_metrics import ResourcesClient
     from gym_metrics.collector import CollectOptions, collect_async
@@ -96,10 +104,7 @@ def main() -> None:
     lines = ["| tool latency | in order (default) | --parallel-tool-calls | parallel / in order |", "|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp, ScriptedPolicyServer(lambda prompt: steps) as policy:
         work = Path(tmp)
-        rows = work / "rows.jsonl"
-        with rows.open("w") as f:
-            for i in range(ns.episodes):
-                f.write(json.dumps({"agent_ref": {"name": "a"}, "responses_create_params": {"input": f"episode {i}"}}) + "\n")
+        rows = write_episode_rows(work / "rows.jsonl", ns.episodes)
         for ms in ns.tool_ms:
             env = work / f"env_{int(ms * 1000)}.py"
             env.write_text(ENV.format(delay=ms / 1000))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_tool_call_order import ENV, serve  # noqa: E402
+from bench_tool_call_order import ENV, serve, write_episode_rows  # noqa: E402
 
 FAULTY = re.compile(r"episode \d*0$")
 
@@ -92,10 +92,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp, ScriptedPolicyServer(steps) as policy:
         work = Path(tmp)
-        rows = work / "rows.jsonl"
-        with rows.open("w") as f:
-            for i in range(ns.episodes):
-                f.write(json.dumps({"agent_ref": {"name": "a"}, "responses_create_params": {"input": f"episode {i}"}}) + "\n")
+        rows = write_episode_rows(work / "rows.jsonl", ns.episodes)
         env = work / "env.py"
         env.write_text(ENV.format(delay=0.0))
         proc, address = serve(env)
