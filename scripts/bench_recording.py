@@ -1,6 +1,7 @@
 """What recording a rollout costs (issue 39): episodes/s of `collect` and bytes per written
-rollout with model-call capture off (the default), on (`--capture-model-calls`) and on with
-payloads (`--capture-payloads`), on loopback.
+rollout with model-call capture off (the default), on (`--capture-model-calls`), on with
+payloads (`--capture-payloads`), with the trajectory (`--trajectory`) and with token IDs
+(`--capture-tokens`, against the scripted policy's chat endpoint), on loopback.
 
     python scripts/bench_recording.py [--episodes 600] [--concurrency 32] [--turns 3] [--rounds 5]
 
@@ -23,17 +24,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_tool_call_order import ENV, serve, write_episode_rows  # noqa: E402
 
-MODES = {"off (default)": (False, False), "--capture-model-calls": (True, False), "+ --capture-payloads": (True, True)}
+MODES: dict[str, dict[str, bool]] = {
+    "off (default)": {},
+    "--capture-model-calls": {"capture_model_calls": True},
+    "+ --capture-payloads": {"capture_model_calls": True, "capture_payloads": True},
+    "--trajectory": {"trajectory": True},
+    "--capture-tokens (chat)": {"capture_tokens": True},
+}
+"""CollectOptions per mode; --capture-tokens asks a chat endpoint (the scripted policy then
+tokenizes each request, on this machine's cores too)."""
 
 
-async def one_run(address: str, policy_url: str, rows: Path, out: Path, concurrency: int, capture: bool, payloads: bool) -> tuple[float, int]:
+async def one_run(address: str, policy_url: str, rows: Path, out: Path, concurrency: int, options: dict[str, bool]) -> tuple[float, int]:
     from gym_metrics import ResourcesClient
     from gym_metrics.collector import CollectOptions, collect_async
     from gym_metrics.targets import ModelTargetConfig
 
-    target = ModelTargetConfig(url=policy_url, model="scripted", api="responses", max_concurrency=concurrency)
+    api = "chat" if options.get("capture_tokens") else "responses"
+    target = ModelTargetConfig(url=policy_url, model="scripted", api=api, max_concurrency=concurrency)
     out.unlink(missing_ok=True)
-    opts = CollectOptions(target=target, capture_model_calls=capture, capture_payloads=payloads)
+    opts = CollectOptions(target=target, **options)
     async with ResourcesClient(address) as client:
         start = time.perf_counter()
         result = await collect_async(client, rows, out, opts)
@@ -63,8 +73,8 @@ def main() -> None:
         proc, address = serve(env)
         try:
             for _ in range(ns.rounds):
-                for mode, (capture, payloads) in MODES.items():
-                    rate, size = asyncio.run(one_run(address, policy.url, rows, work / "out.jsonl", ns.concurrency, capture, payloads))
+                for mode, options in MODES.items():
+                    rate, size = asyncio.run(one_run(address, policy.url, rows, work / "out.jsonl", ns.concurrency, options))
                     rates[mode].append(rate)
                     sizes[mode] = size
                     print(f"{mode}: {rate:,.0f} episodes/s, {size:,} bytes/rollout", file=sys.stderr)
