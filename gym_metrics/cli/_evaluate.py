@@ -53,6 +53,11 @@ def add_parsers(sub: Any) -> None:
         "--parallel-tool-calls", action="store_true",
         help="with --tools-server: run the tool calls of one turn concurrently (default: in the model's order, as NeMo Gym does)",
     )  # fmt: skip
+    p.add_argument(
+        "--capture-model-calls", action="store_true",
+        help="with --target-config: each row's `generated` also holds ng_model_call_capture (every call to the target: "
+        "status, timing, tokens, finish reason; docs/pipelines.md#recording)",
+    )  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -70,6 +75,8 @@ def _check(ns: argparse.Namespace) -> None:
         raise InvalidInputError("--target-config works with in-process scorers (--scorer), not with --server")
     if ns.tools_server is not None and ns.target_config is None:
         raise InvalidInputError("--tools-server goes with --target-config: the target is the episode's policy")
+    if ns.capture_model_calls and ns.target_config is None:
+        raise InvalidInputError("--capture-model-calls goes with --target-config: it records the target's calls")
     for flag, given in (("--max-steps", ns.max_steps is not None), ("--parallel-tool-calls", ns.parallel_tool_calls)):
         if given and ns.tools_server is None:
             raise InvalidInputError(f"{flag} goes with --tools-server")
@@ -106,6 +113,7 @@ def run(ns: argparse.Namespace) -> int:
             result = evaluate(
                 scorer, rows, parallelism=ns.parallelism, limit_samples=ns.limit_samples,
                 target=ns.target_config, prompt_template=ns.prompt_template, progress=progress, tools=tools,
+                capture_model_calls=ns.capture_model_calls,
             )  # fmt: skip
         else:
             import asyncio  # here, not at import: other commands start without it

@@ -43,7 +43,8 @@ from gym_metrics.targets import (
     make_target,
     parse_target,
 )
-from gym_metrics.targets import Usage
+from gym_metrics.targets import Usage, capturing
+from gym_metrics.recording import CAPTURE_KEY, capture_block, model_call_records, rollout_id_of
 
 TargetSpec = Union[TargetConfig, Mapping[str, Any], str, os.PathLike[str]]
 """A target: its config object, a config dict (TARGET.json's content) or the path of TARGET.json."""
@@ -126,7 +127,8 @@ class Online:
     row it supersedes."""
 
     def __init__(
-        self, metric: Scorer, target: TargetSpec, prompt_template: TemplateSpec | None, tools: ToolEnvironment | None = None
+        self, metric: Scorer, target: TargetSpec, prompt_template: TemplateSpec | None, tools: ToolEnvironment | None = None,
+        capture_model_calls: bool = False,
     ) -> None:
         self.config = resolve_target(target)
         template = None if prompt_template is None else load_prompt_template(prompt_template)
@@ -141,6 +143,7 @@ class Online:
         if tools is not None and not isinstance(self.client, ModelTarget):
             raise InvalidInputError("an environment's tools go with a model target", [FieldViolation("tools", "an agent target runs its own tools")])
         self.tools = tools
+        self.capture_model_calls = capture_model_calls
         self._env: Any = None
         self._owned = False
         self._tool_list: list[dict[str, Any]] | None = None
@@ -152,7 +155,16 @@ class Online:
         return self.config.max_concurrency
 
     async def score(self, metric: Scorer, row: Mapping[str, Any]) -> Outcome:
-        """Generate, then score; a failed generation or template is this row's error."""
+        """Generate, then score; a failed generation or template is this row's error. With
+        capture, the generated entry also holds the row's `ng_model_call_capture`."""
+        if not self.capture_model_calls:
+            return await self._score(metric, row)
+        with capturing() as calls:
+            scores, failure, entry = await self._score(metric, row)
+        block = capture_block(rollout_id_of(row), model_call_records(calls.exchanges))
+        return scores, failure, {**(entry or {}), CAPTURE_KEY: block}
+
+    async def _score(self, metric: Scorer, row: Mapping[str, Any]) -> Outcome:
         try:
             if isinstance(self.client, AgentTarget):
                 generation = await self.client.generate(row)

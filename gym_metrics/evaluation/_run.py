@@ -43,6 +43,7 @@ def evaluate(
     prompt_template: TemplateSpec | None = None,
     progress: RowProgress | None = None,
     tools: ToolEnvironment | None = None,
+    capture_model_calls: bool = False,
 ) -> EvaluationScores:
     """Score every row of `dataset` with `metric`; see `evaluate_async`.
 
@@ -52,6 +53,7 @@ def evaluate(
     coro = evaluate_async(
         metric, dataset, config=config, parallelism=parallelism, limit_samples=limit_samples,
         target=target, prompt_template=prompt_template, progress=progress, tools=tools,
+        capture_model_calls=capture_model_calls,
     )  # fmt: skip
     try:
         asyncio.get_running_loop()
@@ -72,6 +74,7 @@ async def evaluate_async(
     prompt_template: TemplateSpec | None = None,
     progress: RowProgress | None = None,
     tools: ToolEnvironment | None = None,
+    capture_model_calls: bool = False,
 ) -> EvaluationScores:
     """Score every row of `dataset` with `metric` (an instance, or a registered name plus
     `config`), at most `parallelism` rows at a time, the first `limit_samples` rows only if
@@ -81,7 +84,8 @@ async def evaluate_async(
     generated first, from `prompt_template` (NeMo Evaluator's `{"messages": [...]}`, a dict or
     a JSON file path) rendered over the row; see docs/evaluation.md#online-evaluation. With
     `tools` too (a ToolEnvironment), each generation is a multi-turn episode over that
-    environment's tools, and the trajectory is what is scored.
+    environment's tools, and the trajectory is what is scored. `capture_model_calls`: each
+    row's `generated` also holds NeMo Gym's `ng_model_call_capture` of its policy calls.
 
     A row that raises (RowError or anything else) gets NaN scores and its error; a dataset item
     that is itself a RowError (e.g. an unreadable JSONL line) is recorded the same way. The
@@ -96,13 +100,15 @@ async def evaluate_async(
         raise InvalidInputError("prompt_template goes with a target: it builds the request sent to the model")
     if tools is not None and target is None:
         raise InvalidInputError("tools go with a target: the episode's policy is the target")
+    if capture_model_calls and target is None:
+        raise InvalidInputError("capture_model_calls goes with a target: it records the target's calls")
     if isinstance(metric, str):
         metric = get_scorer(metric, config)
     elif config is not None:
         raise InvalidInputError("config goes with a metric name; an instance is already configured")
     try:
         rows = dataset if limit_samples is None else islice(dataset, limit_samples)
-        return await _score_all(metric, rows, parallelism, target, prompt_template, progress, tools)
+        return await _score_all(metric, rows, parallelism, target, prompt_template, progress, tools, capture_model_calls)
     finally:
         await metric.aclose()
 
@@ -129,6 +135,7 @@ async def score_rows(
     target: TargetSpec | None = None,
     prompt_template: TemplateSpec | None = None,
     tools: ToolEnvironment | None = None,
+    capture_model_calls: bool = False,
 ) -> None:
     """Score `(index, row)` pairs into `sink` as each finishes (any order), at most
     `parallelism` rows in flight; `evaluate_async` without collecting, for callers that
@@ -138,7 +145,7 @@ async def score_rows(
         return
     from gym_metrics.evaluation._online import Online
 
-    online = Online(metric, target, prompt_template, tools)
+    online = Online(metric, target, prompt_template, tools, capture_model_calls)
     try:
         if tools is not None:  # unreachable: the run's error (exit 4), not every row's
             await online.environment()
@@ -150,12 +157,15 @@ async def score_rows(
 
 async def _score_all(
     metric: Scorer, rows: Iterable[Any], parallelism: int, target: TargetSpec | None, prompt_template: TemplateSpec | None,
-    progress: RowProgress | None, tools: ToolEnvironment | None = None,
+    progress: RowProgress | None, tools: ToolEnvironment | None = None, capture_model_calls: bool = False,
 ) -> EvaluationScores:  # fmt: skip
     scores = ScoreMatrix(metric.score_names)
     counted = _Counted(rows)
     sink: RowSink = scores if progress is None else Tallied(scores, progress)
-    await score_rows(metric, counted, sink, parallelism=parallelism, target=target, prompt_template=prompt_template, tools=tools)
+    await score_rows(
+        metric, counted, sink, parallelism=parallelism, target=target, prompt_template=prompt_template, tools=tools,
+        capture_model_calls=capture_model_calls,
+    )  # fmt: skip
     return scores.result(metric.name or type(metric).__name__, counted.n)
 
 

@@ -293,3 +293,16 @@ def test_a_judge_scorer_sees_the_generated_turn_in_the_workflow() -> None:
         workflow = judge.requests[0].body["messages"][-1]["content"]
     assert result.column("agent_goal_accuracy").tolist() == [1.0]
     assert "Human: weather and time in Paris?\nTools:\n  weather: {'city': 'Paris'}\n  clock: {'tz': 'CET'}" in workflow
+
+
+def test_capture_records_each_rows_calls_in_its_generated_entry() -> None:
+    with ScriptedPolicyServer(QUESTIONS, fail_first=1) as policy:  # each prompt: a 503, then the answer
+        result = evaluate(ExactMatch(), qa_rows(), target=model(policy), capture_model_calls=True)
+        plain = evaluate(ExactMatch(), qa_rows(), target=model(policy))
+    for row in result.row_scores:
+        capture = row["generated"]["ng_model_call_capture"]
+        assert [c["status_code"] for c in capture["calls"]] == [503, 200]
+        assert capture["calls"][1]["dialect"] == "chat" and capture["metrics"]["num_calls"] == 2
+    assert all("ng_model_call_capture" not in row["generated"] for row in plain.row_scores)  # off by default
+    with pytest.raises(InvalidInputError, match="capture_model_calls goes with a target"):
+        evaluate(ExactMatch(), qa_rows(), capture_model_calls=True)
