@@ -26,7 +26,6 @@ import orjson
 from gym_metrics.collector._capture import Capture, captured
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
-from gym_metrics.recording import EpisodeTrace
 from gym_metrics.collector._verify import Batch
 from gym_metrics.targets import ByteBudget, Generation, GenerationError, ModelTarget, ModelTargetConfig
 
@@ -49,16 +48,6 @@ def make_target(config: ModelTargetConfig, *, token_ids: bool = False) -> ModelT
     targets/_wire.py), its reads under one ANSWER_BUDGET_BYTES budget; a chat answer's `<think>`
     blocks become reasoning, as NeMo Gym's converter makes them."""
     return ModelTarget(config, lean_http=True, budget=ByteBudget(ANSWER_BUDGET_BYTES, factor=2), think_tags=True, token_ids=token_ids)
-
-
-def trace_single_turn(trace: EpisodeTrace, request: Mapping[str, Any], response: Mapping[str, Any], asked_at: float) -> None:
-    """A one-call rollout's turn, as NeMo Gym's simple_agent traces an episode of one step."""
-    given = request.get("input", [])
-    question: list[Any] = [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
-    items = [i for i in response.get("output") or () if isinstance(i, dict)]
-    trace.turn(question, items, asked_at)
-    trace.conversation = [*question, *items]
-    trace.status = "incomplete" if response.get("status") == "incomplete" else "completed"
 
 
 def needs_generation(row: Mapping[str, Any]) -> bool:
@@ -163,7 +152,7 @@ class GeneratedBatches:
                     asked_at = time.time()
                     generation = await self.target.generate(request)
                     if trace is not None:
-                        trace_single_turn(trace, request, generation.response, asked_at)
+                        trace.single_turn(request, generation.response, asked_at)
             except GenerationError as exc:
                 self._failed(rollout, str(exc))
                 return

@@ -35,6 +35,15 @@ class EpisodeTrace:
         self.turns.append({"question": question, "answer": answer, "reasoning_content": reasoning,
                            "timestamp": started_at, "step_count": len(self.tool_calls)})  # fmt: skip
 
+    def single_turn(self, request: Mapping[str, Any], response: Mapping[str, Any], asked_at: float) -> None:
+        """A one-call rollout: its request and answer, as simple_agent traces a one-step episode."""
+        given = request.get("input", [])
+        question: list[Any] = [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
+        items = [i for i in response.get("output") or () if isinstance(i, dict)]
+        self.turn(question, items, asked_at)
+        self.conversation = [*question, *items]
+        self.status = "incomplete" if response.get("status") == "incomplete" else "completed"
+
     def tool(self, call_id: Any, name: Any, started_at: float, seconds: float, failed: bool, output: str) -> None:
         """One tool call, as the loop ran it (timing the executor's)."""
         self.tool_calls.append({
