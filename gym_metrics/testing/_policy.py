@@ -27,7 +27,7 @@ from typing import Any, Union
 
 from gym_metrics.targets import text_of
 from gym_metrics.testing._judge import LoopbackServer, Recorded, Reply
-from gym_metrics.testing._tokens import token_answer
+from gym_metrics.testing._tokens import Encode, byte_ids, token_answer
 
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
@@ -105,9 +105,13 @@ class ScriptedPolicyServer(LoopbackServer):
         stall_first: int = 0,
         stall_s: float = 0.0,
         delay_s: float = 0.0,
+        tokenizer: Encode = byte_ids,
     ) -> None:
+        """`tokenizer`: what a chat request asking for token IDs is tokenized with
+        (testing/_tokens.py; default one ID per byte)."""
         super().__init__()  # (the base listens with a backlog of 1024)
         self.answers = answers
+        self.tokenizer = tokenizer
         self.fail_first, self.fail_status, self.retry_after = fail_first, fail_status, retry_after
         self.stall_first, self.stall_s, self.delay_s = stall_first, stall_s, delay_s
         self.calls: Counter[str] = Counter()
@@ -145,7 +149,7 @@ class ScriptedPolicyServer(LoopbackServer):
         if request.path == CHAT_PATH:
             body = chat_body(answer, prompt, request.body, step)
             if request.body.get("return_token_ids"):  # as vLLM answers it (testing/_tokens.py)
-                token_answer(body, request.body, answer.token_fault)
+                token_answer(body, request.body, answer.token_fault, self.tokenizer)
         elif request.path == RESPONSES_PATH:
             body = responses_body(answer, prompt, request.body, step)
         else:

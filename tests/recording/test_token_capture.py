@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import _ci
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
@@ -192,3 +193,41 @@ async def test_token_entries_and_the_training_sequence(tmp_path: Path) -> None:
         entries = [e for row in rows for e in token_entries(row)]
         done = subprocess.run([os.environ["GYM_METRICS_NEMO_PYTHON"], "-c", check], input=json.dumps(entries), capture_output=True, text=True, timeout=120)
         assert done.returncode == 0 and int(done.stdout) >= len(entries) - 2, done.stderr
+
+
+def bpe_tokenizer(path: Path) -> Any:
+    """A byte-level BPE tokenizer with the template's special tokens, trained here, saved to
+    `path` and loaded back from it (as a model's tokenizer.json is)."""
+    tokenizers = _ci.need_module("tokenizers", "pip install tokenizers (in the dev extra)")
+    special = ["<|system|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|end|>", "<|call|>"]
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=400, special_tokens=special, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet()
+    )
+    corpus = [f"Task {t}, rollout {r}: add {t} then {r + 1} increment_counter get_counter_value count Done." for t in range(10) for r in range(4)]
+    tokenizer.train_from_iterator(corpus, trainer)
+    tokenizer.save(str(path))
+    return tokenizers.Tokenizer.from_file(str(path))
+
+
+async def test_a_real_tokenizers_ids_are_kept_exact_and_their_lineage_holds(tmp_path: Path) -> None:
+    tokenizer = bpe_tokenizer(tmp_path / "tokenizer.json")
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text).ids)
+
+    with ScriptedPolicyServer(script, tokenizer=encode) as policy:
+        result, rows = await collect(tmp_path, tasks=3, repeats=2, policy=policy)
+    assert result.token_gaps == 0 and result.generation_failed == 0
+    from gym_metrics.recording import linearize
+
+    for row in rows:
+        turns = [i for i in row["response"]["output"] if "generation_token_ids" in i]
+        for item in turns:
+            text = tokenizer.decode(item["generation_token_ids"], skip_special_tokens=False)
+            assert text.endswith("<|end|>") and len(item["generation_token_ids"]) < len(text.encode())  # merged, not bytes
+        sequence = linearize(row)
+        assert tokenizer.decode(sequence.token_ids, skip_special_tokens=False).startswith("<|user|>Task ")
+        assert sum(sequence.loss_mask) == sum(len(i["generation_token_ids"]) for i in turns)
