@@ -180,8 +180,9 @@ def run(ns: argparse.Namespace) -> int:
     )
     if ns.mcp_port is not None and ns.workers > 1:
         raise InvalidInputError("--mcp-port serves one process's sessions", [FieldViolation("--workers", "use --workers 1 with --mcp-port")])
-    if ns.http_port is not None and ns.workers > 1:
-        raise InvalidInputError("--http-port is served by one process", [FieldViolation("--workers", "use --workers 1 with --http-port")])
+    for flag, port in (("--http-port", ns.http_port), ("--agent-http-port", ns.agent_http_port)):
+        if port is not None and ns.workers > 1:
+            raise InvalidInputError(f"{flag} is served by one process", [FieldViolation("--workers", f"use --workers 1 with {flag}")])
     serve(env, config, workers=ns.workers, reducers=ns.reducers)
     return 0
 

@@ -98,3 +98,15 @@ async def test_the_door_needs_a_policy_and_the_bearer_token() -> None:
                 ok = await http.post(url, json=row(0, 0), headers={"Authorization": "Bearer s3cret"})
     assert ok.status_code == 200 and ok.json()["reward"] == 1.0 and "ng_trajectory" not in ok.json()
     assert json.dumps(ok.json()).count("s3cret") == 0
+
+
+def test_serve_refuses_a_door_it_cannot_serve(capsys: pytest.CaptureFixture[str]) -> None:
+    from gym_metrics.cli import main as cli_main
+
+    policy = ["--policy-url", "http://127.0.0.1:1/v1", "--policy-model", "m"]
+    assert cli_main(["serve", "math_exact", "--agent-http-port", "0", "--workers", "2", *policy]) == 2
+    assert "--agent-http-port is served by one process" in capsys.readouterr().err
+    assert cli_main(["serve", "math_exact", "--agent-http-port", "0"]) == 2
+    assert "--agent-http-port needs a policy" in capsys.readouterr().err
+    assert cli_main(["serve", "math_exact", "--capture-tokens"]) == 2
+    assert "go with --agent-http-port" in capsys.readouterr().err
