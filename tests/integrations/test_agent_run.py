@@ -110,3 +110,20 @@ def test_serve_refuses_a_door_it_cannot_serve(capsys: pytest.CaptureFixture[str]
     assert "--agent-http-port needs a policy" in capsys.readouterr().err
     assert cli_main(["serve", "math_exact", "--capture-tokens"]) == 2
     assert "go with --agent-http-port" in capsys.readouterr().err
+
+
+async def test_a_client_that_goes_away_stops_its_episode() -> None:
+    with ScriptedPolicyServer(script, delay_s=0.5) as policy:  # each policy turn takes 0.5 s
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="chat")
+        async with serve_environment(Counter(), agent_http_port=0, agent_target=target) as server:
+            url = f"http://127.0.0.1:{server.agent_http_port}/run"
+            async with httpx.AsyncClient(timeout=0.8) as http:
+                with pytest.raises(httpx.ReadTimeout):
+                    await http.post(url, json=row(1, 0))  # gone during its second turn
+            for _ in range(50):
+                if len(server.handler.sessions.store) == 0:
+                    break
+                await asyncio.sleep(0.05)
+            assert len(server.handler.sessions.store) == 0  # its session closed at once
+            await asyncio.sleep(1.2)  # a turn and more: an episode still running would ask again
+            assert len(policy.requests) <= 2  # of its 3 turns, none asked after it went away

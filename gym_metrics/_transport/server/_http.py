@@ -16,6 +16,7 @@ Bodies are bounded (`--max-message-mb`, and in objects and values: BODY_BOUNDS);
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -96,7 +97,7 @@ class JsonHttpApp:
         data = await self._body(receive)
         if not isinstance(data, Mapping):
             raise InvalidInputError("the body must be a JSON object")
-        return 200, await route(data)
+        return 200, await _until_gone(route(data), receive)
 
     def _check_token(self, scope: dict[str, Any]) -> None:
         if not authorized(scope, self.token):
@@ -151,6 +152,29 @@ class RewardRoutes:
              "responses": [orjson.loads(t) if t else None for t in s.response_json]}
             for s in scored
         ]}  # fmt: skip
+
+
+async def _until_gone(work: Awaitable[Any], receive: Receive) -> Any:
+    """`work`'s answer; cancelled when the client goes away first (its work stops with it: a
+    /run episode's session is closed, its policy calls dropped)."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait([task, gone], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        raise _HttpRefusal(499, "the client went away")
+    return task.result()
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns once the client has disconnected (the body was read whole before)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
