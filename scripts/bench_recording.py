@@ -5,6 +5,10 @@ payloads (`--capture-payloads`), with the trajectory (`--trajectory`) and with t
 
     python scripts/bench_recording.py [--episodes 600] [--concurrency 32] [--turns 3] [--rounds 5]
 
+First, the CPU of capture alone, in process: --cpu-episodes episodes of three exchanges begun
+and ended under `capturing()`, their `ng_model_call_capture` block built and encoded (what
+collect adds per episode with --capture-model-calls); the median of 5 runs per episode.
+
 The environment is bench_tool_call_order.py's `lookup` (no tool latency), served by `gym-metrics
 serve` in its own process; the scripted policy (a thread) makes one `lookup` call per turn for
 --turns - 1 turns and then answers: per episode --turns policy calls, each one captured record.
@@ -52,13 +56,41 @@ async def one_run(address: str, policy_url: str, rows: Path, out: Path, concurre
     return result.verified / seconds, out.stat().st_size // result.verified
 
 
+def capture_cpu_us(episodes: int) -> float:
+    """Microseconds of CPU per episode of three calls that capture adds (see the docstring)."""
+    import orjson
+
+    from gym_metrics.recording import capture_block, model_call_records
+    from gym_metrics.targets import _capture
+
+    request = {"model": "scripted", "input": [{"role": "user", "content": "episode 1"}], "tools": [{"type": "function", "name": "lookup"}]}
+    response = {"id": "resp-1", "object": "response", "model": "scripted", "status": "completed",
+                "output": [{"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": '{"key": 1}'}],
+                "usage": {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17}}  # fmt: skip
+    runs = []
+    for _ in range(5):
+        start = time.process_time()
+        for _ in range(episodes):
+            with _capture.capturing() as calls:
+                for _ in range(3):
+                    exchange = _capture.begin("responses", request)
+                    assert exchange is not None
+                    _capture.end(exchange, time.perf_counter(), 200)
+                    exchange.response = response
+            orjson.dumps(capture_block("1-0", model_call_records(calls.exchanges)))
+        runs.append((time.process_time() - start) / episodes * 1e6)
+    return statistics.median(runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=600)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cpu-episodes", type=int, default=20_000)
     ns = parser.parse_args()
+    print(f"capture alone, in process: {capture_cpu_us(ns.cpu_episodes):.0f} us of CPU per episode of 3 calls\n")
 
     from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
 

@@ -87,7 +87,7 @@ class CollectOptions:
     """Record every policy call of a generated rollout (each HTTP attempt: its status, timing,
     tokens, finish reason, error category) on its row as NeMo Gym's `ng_model_call_capture`
     (docs/pipelines.md#recording). Off by default, as NeMo Gym's `observability_enabled`: it
-    costs about 58 µs of collector CPU per 3-call episode (BENCHMARKS.md, "Recording")."""
+    costs about 70 µs of collector CPU per 3-call episode (BENCHMARKS.md, "Recording")."""
     capture_tokens: bool = False
     """Ask the policy for the token IDs and log-probs of every turn (vLLM's chat completions:
     `return_token_ids`, `logprobs`) and write them on the turn's last output item as NeMo

@@ -11,6 +11,7 @@ InvalidInputError naming the file and line, not a crash."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
@@ -84,8 +85,9 @@ def resolve_server(target: str) -> type[SimpleResourcesServer]:
         raise NotFoundError(f"{module_part!r} has no attribute {attr!r}") from None
 
 
+@functools.lru_cache(maxsize=1)
 def _built_in_folders() -> list[str]:
-    """The folders of gym_metrics_servers/ that hold an app.py."""
+    """The folders of gym_metrics_servers/ that hold an app.py (looked up once a process)."""
     spec = importlib.util.find_spec(BUILT_INS)
     if spec is None or not spec.submodule_search_locations:
         return []

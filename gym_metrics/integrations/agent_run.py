@@ -15,7 +15,6 @@ NeMo Gym; a policy that fails is an error of the call (NeMo Gym raises too).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +23,8 @@ import orjson
 
 from gym_metrics.collector import run_episode
 from gym_metrics.environments import Sessions
-from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError
+from gym_metrics._transport.client import ToolOutput, tool_caller
+from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.recording import CAPTURE_KEY, TRAJECTORY_KEY, EpisodeTrace, capture_block, model_call_records, rollout_id_of, token_gaps, trajectory
 from gym_metrics.targets import ModelTarget, capturing
 
@@ -52,10 +52,8 @@ class AgentRun:
         trace = EpisodeTrace() if self.capture_tokens else None
         try:
             with capturing() as calls:
-                episode = await run_episode(
-                    self.target, request, self._caller(session.id, {t["name"] for t in tools}, env.routes_tool_calls),
-                    max_steps=self.max_steps, trace=trace,
-                )  # fmt: skip
+                caller = tool_caller(_InProcess(self.sessions), session.id, [t["name"] for t in tools], env.routes_tool_calls)
+                episode = await run_episode(self.target, request, caller, max_steps=self.max_steps, trace=trace)
             _, response_json = await self.sessions.verify(session.id, {**body, "response": episode.response})
             verified = True
         finally:
@@ -69,22 +67,17 @@ class AgentRun:
             result[TRAJECTORY_KEY] = trajectory(trace, records, {**body, **result}, rollout_id_of(body))
         return result
 
-    def _caller(self, session_id: str, known: set[str], any_name: bool) -> Any:
-        listed = ", ".join(sorted(known)) or "none"
 
-        async def call(name: str, arguments: str) -> tuple[str, bool]:
-            if not any_name and name not in known:
-                return _error(f"no tool {name!r} in this environment (tools: {listed})"), True
-            try:
-                return await self.sessions.call_tool(session_id, name, arguments)
-            except (InvalidInputError, NotFoundError) as exc:
-                return _error(str(exc)), True
+class _InProcess:
+    """The environment's sessions as the agent loop's tool caller calls a server's
+    (transport.client.tool_caller: unknown names and bad arguments become outputs the model reads)."""
 
-        return call
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
 
-
-def _error(message: str) -> str:
-    return json.dumps({"error": message}, separators=(",", ":"), ensure_ascii=False)
+    async def call_tool(self, session_id: str, name: str, arguments: Mapping[str, Any] | str | bytes) -> ToolOutput:
+        given = arguments if isinstance(arguments, (str, bytes)) else orjson.dumps(dict(arguments))
+        return ToolOutput(*await self.sessions.call_tool(session_id, name, given))
 
 
 __all__ = ["AgentRun"]
