@@ -32,7 +32,7 @@ class EpisodeTrace:
         """One policy call: what it was sent and what it answered."""
         reasoning = [dict(i) for i in output if i.get("type") == "reasoning"] or None
         answer = [dict(i) for i in output if i.get("type") != "reasoning"]
-        self.turns.append({"question": question, "answer": answer, "reasoning_content": reasoning,
+        self.turns.append({"question": typed(question), "answer": answer, "reasoning_content": reasoning,
                            "timestamp": started_at, "step_count": len(self.tool_calls)})  # fmt: skip
 
     def single_turn(self, request: Mapping[str, Any], response: Mapping[str, Any], asked_at: float) -> None:
@@ -54,6 +54,12 @@ class EpisodeTrace:
         })  # fmt: skip
         if self.turns:
             self.turns[-1]["step_count"] = len(self.tool_calls)
+
+
+def typed(items: Sequence[Any]) -> list[Any]:
+    """Conversation items as NeMo Gym's models read them: a message given without its `type`
+    (`{"role": "user", "content": ...}`) says `"type": "message"` (its ATIF export requires it)."""
+    return [{**i, "type": "message"} if isinstance(i, dict) and "type" not in i and "role" in i else i for i in items]
 
 
 def model_call_entry(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,7 +108,7 @@ def trajectory(trace: EpisodeTrace, records: Sequence[Mapping[str, Any]], row: M
     invocation = {
         "kind": "agent_invocation", "invocation_id": "root", "parent_invocation_id": None, "spawned_by_tool_call_id": None,
         "status": trace.status, "duration_ms": None, "error_type": None,
-        "model_calls": [ref for t in turns for ref in t["model_calls"]], "conversation": trace.conversation,
+        "model_calls": [ref for t in turns for ref in t["model_calls"]], "conversation": typed(trace.conversation),
     }  # fmt: skip
     if not records:
         gaps.append({"code": "model_calls_unavailable", "invocation_id": None, "detail": None})

@@ -123,5 +123,6 @@ async def test_a_single_turn_rollout_has_a_one_turn_trajectory(math_server: str,
     assert [c["response_metadata"]["status_code"] for c in trajectory["model_calls"]] == [503, 200]  # the retry is a call too
     assert turn["model_calls"][0]["model_call_id"] == trajectory["model_calls"][1]["model_call_id"]  # the turn's answering call
     assert turn["answer"] == row["response"]["output"] and trajectory["tool_calls"] == []
-    assert trajectory["invocations"][0]["conversation"] == [*row["responses_create_params"]["input"], *row["response"]["output"]]
+    given = [{**m, "type": "message"} for m in row["responses_create_params"]["input"]]  # typed, as NeMo Gym's models read it
+    assert trajectory["invocations"][0]["conversation"] == [*given, *row["response"]["output"]] and turn["question"] == given
     assert [g["code"] for g in trajectory["gaps"]] == ["resolution_unavailable"]

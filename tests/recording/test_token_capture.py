@@ -132,7 +132,9 @@ async def test_each_row_carries_its_trajectory(tmp_path: Path) -> None:
         outputs = [i for i in row["response"]["output"] if i["type"] == "function_call_output"]
         assert [(t["tool_call_id"], t["output"], t["status"]) for t in tools] == [(o["call_id"], o["output"], "completed") for o in outputs]
         assert turns[-1]["step_count"] == len(tools) and trajectory["invocations"][0]["status"] == "completed"
-        assert trajectory["invocations"][0]["conversation"] == [*row["responses_create_params"]["input"], *row["response"]["output"]]
+        given = [{**m, "type": "message"} for m in row["responses_create_params"]["input"]]  # typed, as NeMo Gym's models read it
+        assert trajectory["invocations"][0]["conversation"] == [*given, *row["response"]["output"]]
+        assert turns[0]["question"] == given
         assert [g["code"] for g in trajectory["gaps"]] == ["resolution_unavailable"]  # Counter's verify says no `resolved`
     if os.environ.get("GYM_METRICS_NEMO_PYTHON"):  # NeMo Gym's own TrajectoryRecord takes every one
         check = ("import json, sys\nfrom nemo_gym.rollout_observability import TrajectoryRecord\n"
