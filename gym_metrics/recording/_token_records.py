@@ -94,14 +94,16 @@ class TrainingSequence:
 
 def linearize(row: Mapping[str, Any]) -> TrainingSequence:
     """The rollout's turns as one sequence, as NeMo RL builds it from NeMo Gym's output items:
-    each turn adds the part of its prompt not seen yet (mask 0) and its generation (mask 1);
-    TokenLineageError when a turn's prompt does not begin with everything seen so far, or its
+    each turn that generated adds the part of its prompt not seen yet (mask 0) and its
+    generation (mask 1); a turn that generated nothing adds nothing; TokenLineageError when a turn's prompt does not begin with everything seen so far, or its
     IDs and log-probs differ in length."""
     ids: list[int] = []
     log_probs: list[float] = []
     mask: list[int] = []
     for k, (_, item) in enumerate(_turns(row)):
         prompt, generated, probs = item["prompt_token_ids"], item["generation_token_ids"], item["generation_log_probs"]
+        if not generated:  # nothing to train on (NeMo RL skips it: its prompt joins the next turn's)
+            continue
         if list(prompt[: len(ids)]) != ids:
             raise TokenLineageError(f"turn {k}: its prompt does not begin with the {len(ids)} tokens of the turns before it")
         if len(generated) != len(probs):
