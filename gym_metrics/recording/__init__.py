@@ -3,7 +3,7 @@
 (`ng_trajectory`) and its ATIF export, and the token records a trainer reads (TokenEntry, one training sequence),
 in NeMo Gym's record shapes (docs/pipelines.md#recording)."""
 
-from gym_metrics.recording._atif import ATIF_SCHEMA_VERSION, AtifRefused, rollout_to_atif
+from gym_metrics.recording._atif import ATIF_SCHEMA_VERSION, TOKEN_FIELDS, AtifRefused, rollout_to_atif
 from gym_metrics.recording._atif_export import AtifExport, AtifExportError, export_atif
 from gym_metrics.recording._model_calls import (
     CAPTURE_KEY,
@@ -27,7 +27,7 @@ from gym_metrics.recording._tokens import call_token_fields, token_gaps
 from gym_metrics.recording._trajectory import TRAJECTORY_KEY, EpisodeTrace, task_id_of, trajectory
 
 __all__ = [
-    "ATIF_SCHEMA_VERSION", "AtifRefused", "rollout_to_atif", "AtifExport", "AtifExportError", "export_atif",
+    "ATIF_SCHEMA_VERSION", "TOKEN_FIELDS", "AtifRefused", "rollout_to_atif", "AtifExport", "AtifExportError", "export_atif",
     "TRAJECTORY_KEY", "EpisodeTrace", "task_id_of", "trajectory", "model_call_records",
     "TokenLineageError", "TrainingSequence", "encode_token_ids", "linearize", "token_digest", "token_entries",
     "CAPTURE_KEY", "PAYLOAD_KEYS", "capture_block", "model_call_metrics", "model_call_record", "rollout_id_of", "token_stats", "call_token_fields", "token_gaps",
