@@ -3,6 +3,11 @@
     from gym_metrics.integrations.trl import reward_function
     trainer = GRPOTrainer(model=..., reward_funcs=[reward_function(server="127.0.0.1:50051")], ...)
 
+For multi-turn training, `rollout_function(...)` is GRPOTrainer's `rollout_func`: gym-metrics runs
+each episode (the policy, a vLLM server that returns token IDs, calling the environment's tools)
+and hands TRL the token IDs, log-probs and a mask of the tokens the policy generated, with the
+reward verify gave (read by `rollout_reward`).
+
 TRL calls it with `prompts`, `completions` (texts, or message lists for conversational data),
 `completion_ids`, `trainer_state` and every dataset column as a keyword list. The completions of
 one prompt (TRL repeats each prompt `num_generations` times in a row) are scored as one group;
@@ -13,6 +18,9 @@ TRL is imported.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -94,4 +102,105 @@ def group_by_prompt(
     return groups, spans
 
 
-__all__ = ["RowMapping", "group_by_prompt", "reward_function"]
+class RolloutFailed(RuntimeError):
+    """An episode that gave nothing to train on (its generation failed, its tokens broke); the
+    message names the prompt and why. Raised rather than trained on as an empty completion."""
+
+
+def rollout_function(
+    server: str,
+    policy_url: str,
+    policy_model: str,
+    *,
+    mapping: RowMapping | None = None,
+    max_steps: int | None = None,
+    policy_key_env: str | None = None,
+    concurrency: int = 16,
+) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
+    """GRPOTrainer's `rollout_func`: per prompt TRL gives (each `num_generations` times in a
+    row), one episode of the environment served at `server`, its turns laid end to end
+    (`recording.linearize`). Returns TRL's `prompt_ids` (the first turn's prompt), `completion_ids`,
+    `logprobs` and `env_mask` (1 on the policy's tokens, 0 on tool outputs and later prompts),
+    and `gm_reward`, verify's reward, which TRL passes to `rollout_reward`. The task row of a
+    prompt is its row of the trainer's dataset (the `prompt` column; its other columns fill the
+    row as `mapping` says). The policy must return token IDs as vLLM does (`return_token_ids`)."""
+    mapping = mapping or RowMapping()
+    by_prompt: dict[str, dict[str, Any]] = {}
+
+    def row_of(prompt: Any, trainer: Any) -> dict[str, Any]:
+        if not by_prompt:
+            for dataset in (getattr(trainer, "train_dataset", None), getattr(trainer, "eval_dataset", None)):
+                for example in dataset if dataset is not None and not isinstance(dataset, Mapping) else ():
+                    key = _prompt_key(example["prompt"])
+                    if by_prompt.setdefault(key, dict(example)) != dict(example):
+                        raise ValueError(f"two dataset rows share the prompt {str(example['prompt'])[:80]!r}: a rollout cannot tell their task rows apart")
+        example = by_prompt.get(_prompt_key(prompt))
+        if example is None:
+            raise ValueError(f"prompt {str(prompt)[:80]!r} is not in the trainer's dataset: its task row is unknown")
+        return mapping.row(prompt, columns={k: v for k, v in example.items() if k != "prompt"})
+
+    def rollout(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        rows = []
+        for task, (start, stop) in enumerate(consecutive_runs(len(prompts), lambda a, b: prompts[a] == prompts[b])):
+            row = row_of(prompts[start], trainer)
+            rows += [{**row, "agent_ref": {"name": "trl"}, "_ng_task_index": task, "_ng_rollout_index": r} for r in range(stop - start)]
+        done = asyncio.run(_episodes(server, rows, policy_url, policy_model, policy_key_env, max_steps, concurrency))
+        out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "gm_reward": []}
+        for row, prompt in zip(done, prompts):
+            prompt_ids, sequence = _laid_out(row, prompt)
+            cut = len(prompt_ids)
+            out["prompt_ids"].append(prompt_ids)
+            out["completion_ids"].append(sequence.token_ids[cut:])
+            out["logprobs"].append(sequence.log_probs[cut:])
+            out["env_mask"].append(sequence.loss_mask[cut:])
+            out["gm_reward"].append(float(row["reward"]))
+        return out
+
+    return rollout
+
+
+def rollout_reward(prompts: Sequence[Any], completions: Sequence[Any], gm_reward: Sequence[float], **_: Any) -> list[float]:
+    """The reward function beside `rollout_function`: verify's reward of each episode."""
+    return [float(r) for r in gm_reward]
+
+
+rollout_reward.__name__ = rollout_reward.__qualname__ = "gym_metrics"
+
+
+def _prompt_key(prompt: Any) -> str:
+    return json.dumps(plain_value(prompt), sort_keys=True, default=str)
+
+
+async def _episodes(server: str, rows: list[dict[str, Any]], url: str, model: str, key_env: str | None, max_steps: int | None, concurrency: int) -> list[dict[str, Any]]:
+    """The rows' episodes through collect (retries, capture, sessions), in the rows' order."""
+    from gym_metrics import ResourcesClient
+    from gym_metrics.collector import CollectOptions, collect_async
+    from gym_metrics.targets import ModelTargetConfig
+
+    target = ModelTargetConfig(url=url, model=model, api="chat", api_key_env=key_env, max_concurrency=concurrency)
+    with tempfile.TemporaryDirectory(prefix="gym-metrics-trl-") as tmp:
+        given, written = Path(tmp) / "rows.jsonl", Path(tmp) / "rollouts.jsonl"
+        given.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        async with ResourcesClient(server) as client:
+            await collect_async(client, given, written, CollectOptions(target=target, capture_tokens=True, max_steps=max_steps))
+        by_key = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in map(json.loads, written.read_text(encoding="utf-8").splitlines())}
+    return [by_key[(r["_ng_task_index"], r["_ng_rollout_index"])] for r in rows]
+
+
+def _laid_out(row: Mapping[str, Any], prompt: Any) -> tuple[list[int], Any]:
+    """The episode's first prompt and its whole sequence; RolloutFailed when it has none."""
+    from gym_metrics.recording import TokenLineageError, linearize
+
+    where = f"the episode of prompt {str(prompt)[:80]!r}"
+    if "_gm_error" in row:
+        raise RolloutFailed(f"{where} failed: {row['_gm_error'].get('message')}")
+    first = next((i for i in row["response"]["output"] if i.get("generation_token_ids")), None)
+    if first is None:
+        raise RolloutFailed(f"{where} has no token IDs (does the policy return them, as vLLM does with return_token_ids?)")
+    try:
+        return list(first["prompt_token_ids"]), linearize(row)
+    except TokenLineageError as exc:
+        raise RolloutFailed(f"{where} cannot be laid end to end: {exc}") from None
+
+
+__all__ = ["RolloutFailed", "RowMapping", "group_by_prompt", "reward_function", "rollout_function", "rollout_reward"]
