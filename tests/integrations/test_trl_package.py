@@ -189,3 +189,70 @@ async def test_the_trainers_environments_keyword_is_not_a_dataset_column(trl: An
         prompts = [r["prompt"] for r in ROWS]
         rewards = await asyncio.to_thread(trainer._calculate_rewards, ROWS, prompts, COMPLETIONS, [[1]] * len(ROWS))
     assert [None if math.isnan(r) else r for r in rewards[:, 0].tolist()] == [1.0, 0.0, 1.0, 0.0, None, None]
+
+
+def printable_model_and_tokenizer() -> tuple[Any, Any]:
+    """The tiny Llama over every printable character (the scripted policy's chat template and the
+    environment's tool outputs are made of them), with room for a whole episode."""
+    import torch
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<eos>", "<unk>"]
+    vocab = {t: i for i, t in enumerate(specials + sorted(set(string.printable)))}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")  # any character, newlines too
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=1024, pad_token_id=0, eos_token_id=1, bos_token_id=None,
+        tie_word_embeddings=True,
+    )  # fmt: skip
+    return LlamaForCausalLM(config), tokenizer
+
+
+async def test_multi_turn_episodes_train_through_rollout_func(trl: Any, tmp_path: Path) -> None:
+    """GRPOTrainer(rollout_func=rollout_function(...)): one real step on episodes of a tool
+    environment; TRL logs verify's rewards and counts only the policy's tokens (env_mask)."""
+    import sys
+
+    from datasets import Dataset
+
+    sys.path[:0] = [str(Path(__file__).parents[1]), str(Path(__file__).parents[1] / "collector")]
+    from _tool_envs import Counter
+    from test_collect_episodes import script
+
+    from gym_metrics.integrations.trl import rollout_function, rollout_reward
+    from gym_metrics.testing import ScriptedPolicyServer
+
+    model, tokenizer = printable_model_and_tokenizer()
+    rows = [{"prompt": f"Task {t}, rollout 0: add {t} then 1", "initial_count": 10, "expected_count": 10 + t + 1} for t in (3, 4)]
+    seen: list[dict[str, Any]] = []
+    async with serve_environment(Counter()) as server:
+        with ScriptedPolicyServer(script, tokenizer=lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]) as policy:
+            rollout = rollout_function(server.address, policy.url, "scripted")
+
+            def recorded(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+                seen.append(out := rollout(prompts, trainer))
+                return out
+
+            args = trl.GRPOConfig(
+                output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", save_strategy="no", max_steps=1,
+                per_device_train_batch_size=4, num_generations=2, max_completion_length=512, logging_steps=1,
+                learning_rate=1e-3, beta=0.0, seed=0, dataloader_num_workers=0, bf16=False,
+            )  # fmt: skip
+            trainer = await asyncio.to_thread(
+                trl.GRPOTrainer, model=model, reward_funcs=[rollout_reward], args=args, train_dataset=Dataset.from_list(rows),
+                processing_class=tokenizer, rollout_func=recorded,
+            )  # fmt: skip
+            await asyncio.to_thread(trainer.train)
+    assert trainer.state.global_step == 1 and len(seen) == 1
+    [out] = seen
+    assert sorted(out["gm_reward"]) == [0.0, 0.0, 1.0, 1.0]  # task 4 adds one too many (the script's fifth task)
+    logged = next(entry for entry in trainer.state.log_history if "rewards/gym_metrics/mean" in entry)
+    assert logged["rewards/gym_metrics/mean"] == pytest.approx(0.5)
+    generated = [sum(mask) for mask in out["env_mask"]]  # TRL's completion length counts env_mask=1 tokens only
+    assert logged["completions/mean_length"] == pytest.approx(sum(generated) / len(generated))
+    assert all(sum(mask) < len(ids) for mask, ids in zip(out["env_mask"], out["completion_ids"]))  # tool outputs in between
