@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from gym_metrics.recording import TokenLineageError, TrainingSequence, linearize
+
 OnFailure = Literal["none", "nan", "zero", "raise", "error"]
 """What a completion that could not be scored gives the trainer: None (TRL skips it), NaN,
 0.0, a RewardFailure raised, or `error`: 0.0 with the failure marked where the trainer reads
@@ -152,3 +154,22 @@ def group_consecutive(rows: Sequence[dict[str, Any]], completions: Sequence[Any]
     """Consecutive samples of one row as one group; the groups and the [start, stop) of each."""
     spans = consecutive_runs(len(rows), lambda a, b: rows[a] == rows[b])
     return [(rows[start], list(completions[start:stop])) for start, stop in spans], spans
+
+
+class RolloutFailed(RuntimeError):
+    """An episode that gave nothing to train on (its generation failed, the policy sent no token
+    IDs, its turns do not lay end to end); the message names the episode and why. Raised rather
+    than trained on as an empty or wrongly stitched sample."""
+
+
+def trained_sequence(row: Mapping[str, Any], where: str) -> TrainingSequence:
+    """The episode's `recording.TrainingSequence`, or RolloutFailed naming `where`."""
+    if "_gm_error" in row:
+        raise RolloutFailed(f"{where} failed: {(row['_gm_error'] or {}).get('message')}")
+    try:
+        sequence = linearize(row)
+    except TokenLineageError as exc:
+        raise RolloutFailed(f"{where} cannot be laid end to end: {exc}") from None
+    if not sequence.prompt_length:
+        raise RolloutFailed(f"{where} has no token IDs (does the policy return them, as vLLM does with return_token_ids?)")
+    return sequence

@@ -27,7 +27,17 @@ from typing import Any
 
 from gym_metrics.integrations._client import RewardClient, reward_client
 from gym_metrics._util.failure_log import FailureLog
-from gym_metrics.integrations._mapping import OnFailure, RowMapping, Span, check_on_failure, consecutive_runs, plain_value, settle
+from gym_metrics.integrations._mapping import (
+    OnFailure,
+    RolloutFailed,
+    RowMapping,
+    Span,
+    check_on_failure,
+    consecutive_runs,
+    plain_value,
+    settle,
+    trained_sequence,
+)
 
 _TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "environments", "log_extra", "log_metric")
 """What GRPOTrainer passes beside the dataset columns (`environments`: its environment objects,
@@ -102,11 +112,6 @@ def group_by_prompt(
     return groups, spans
 
 
-class RolloutFailed(RuntimeError):
-    """An episode that gave nothing to train on (its generation failed, its tokens broke); the
-    message names the prompt and why. Raised rather than trained on as an empty completion."""
-
-
 def rollout_function(
     server: str,
     policy_url: str,
@@ -147,9 +152,9 @@ def rollout_function(
         done = asyncio.run(_episodes(server, rows, policy_url, policy_model, policy_key_env, max_steps, concurrency))
         out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "gm_reward": []}
         for row, prompt in zip(done, prompts):
-            prompt_ids, sequence = _laid_out(row, prompt)
-            cut = len(prompt_ids)
-            out["prompt_ids"].append(prompt_ids)
+            sequence = trained_sequence(row, f"the episode of prompt {str(prompt)[:80]!r}")
+            cut = sequence.prompt_length
+            out["prompt_ids"].append(sequence.token_ids[:cut])
             out["completion_ids"].append(sequence.token_ids[cut:])
             out["logprobs"].append(sequence.log_probs[cut:])
             out["env_mask"].append(sequence.loss_mask[cut:])
@@ -173,7 +178,7 @@ def _prompt_key(prompt: Any) -> str:
 
 async def _episodes(server: str, rows: list[dict[str, Any]], url: str, model: str, key_env: str | None, max_steps: int | None, concurrency: int) -> list[dict[str, Any]]:
     """The rows' episodes through collect (retries, capture, sessions), in the rows' order."""
-    from gym_metrics import ResourcesClient
+    from gym_metrics._transport.client import ResourcesClient
     from gym_metrics.collector import CollectOptions, collect_async
     from gym_metrics.targets import ModelTargetConfig
 
@@ -185,22 +190,6 @@ async def _episodes(server: str, rows: list[dict[str, Any]], url: str, model: st
             await collect_async(client, given, written, CollectOptions(target=target, capture_tokens=True, max_steps=max_steps))
         by_key = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in map(json.loads, written.read_text(encoding="utf-8").splitlines())}
     return [by_key[(r["_ng_task_index"], r["_ng_rollout_index"])] for r in rows]
-
-
-def _laid_out(row: Mapping[str, Any], prompt: Any) -> tuple[list[int], Any]:
-    """The episode's first prompt and its whole sequence; RolloutFailed when it has none."""
-    from gym_metrics.recording import TokenLineageError, linearize
-
-    where = f"the episode of prompt {str(prompt)[:80]!r}"
-    if "_gm_error" in row:
-        raise RolloutFailed(f"{where} failed: {row['_gm_error'].get('message')}")
-    first = next((i for i in row["response"]["output"] if i.get("generation_token_ids")), None)
-    if first is None:
-        raise RolloutFailed(f"{where} has no token IDs (does the policy return them, as vLLM does with return_token_ids?)")
-    try:
-        return list(first["prompt_token_ids"]), linearize(row)
-    except TokenLineageError as exc:
-        raise RolloutFailed(f"{where} cannot be laid end to end: {exc}") from None
 
 
 __all__ = ["RolloutFailed", "RowMapping", "group_by_prompt", "reward_function", "rollout_function", "rollout_reward"]

@@ -29,6 +29,10 @@ returned beside `score` in a dict, which verl logs. A completion that cannot be 
 RewardFailure (verl has no way to leave a sample out, and a made-up 0 would be trained on);
 `on_failure="nan"` or `"zero"` choose otherwise. verl's `prime` manager turns any exception
 into 0.0 itself and takes only floats: use it with care. Nothing of verl is imported.
+
+For an agent loop of your own whose episodes gym-metrics runs (NeMo Gym's `POST /run` door,
+`serve --agent-http-port`, or `collect --capture-tokens`), `agent_loop_output(answer)` gives
+the fields of verl's `AgentLoopOutput` from the answer's token IDs (`recording.linearize`).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Any
 import orjson
 
 from gym_metrics.integrations._client import Scored, reward_client
-from gym_metrics.integrations._mapping import OnFailure, RowMapping, check_on_failure, group_consecutive, settle
+from gym_metrics.integrations._mapping import OnFailure, RowMapping, check_on_failure, group_consecutive, settle, trained_sequence
 
 Score = float | dict[str, Any]
 _VERL_KEYS = ("num_turns", "rollout_reward_scores")
@@ -163,4 +167,26 @@ def compute_score_batch(
     return result
 
 
-__all__ = ["compute_score", "compute_score_async", "compute_score_batch", "group_consecutive", "reward_function", "task_row"]
+def agent_loop_output(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """An episode gym-metrics ran, with token IDs (a `/run` answer or a collected row), as
+    verl's `AgentLoopOutput` fields: `prompt_ids` (the first turn's prompt), `response_ids` and
+    `response_logprobs` (the rest, generated tokens and tool outputs alike), `response_mask` (1
+    on generated tokens), `reward_score` (verify's) and `num_turns` (the prompt, each model
+    turn, and each turn of tool results, as verl's tool agent loop counts them). RolloutFailed
+    when the episode has nothing to train on."""
+    sequence = trained_sequence(answer, f"rollout {answer.get('_ng_task_index')}-{answer.get('_ng_rollout_index')}")
+    cut = sequence.prompt_length
+    output = (answer.get("response") or {}).get("output") or []
+    kinds = [item.get("type") for item in output if isinstance(item, Mapping)]
+    model_turns = sum(1 for item in output if isinstance(item, Mapping) and item.get("generation_token_ids"))
+    tool_turns = sum(1 for a, b in zip(kinds, kinds[1:] + [None]) if a == "function_call_output" and b != "function_call_output")
+    reward = answer.get("reward")
+    return {
+        "prompt_ids": sequence.token_ids[:cut], "response_ids": sequence.token_ids[cut:], "response_mask": sequence.loss_mask[cut:],
+        "response_logprobs": sequence.log_probs[cut:], "reward_score": float(reward) if reward is not None else None,
+        "num_turns": 1 + model_turns + tool_turns,
+    }  # fmt: skip
+
+
+__all__ = [
+    "agent_loop_output", "compute_score", "compute_score_async", "compute_score_batch", "group_consecutive", "reward_function", "task_row"]

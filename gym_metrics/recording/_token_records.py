@@ -90,6 +90,9 @@ class TrainingSequence:
     token_ids: list[int]
     log_probs: list[float]
     loss_mask: list[int]
+    prompt_length: int = 0
+    """How many tokens the first turn's prompt is: what a trainer that splits a sample into
+    prompt and completion (TRL, verl) takes as the prompt."""
 
 
 def linearize(row: Mapping[str, Any]) -> TrainingSequence:
@@ -112,4 +115,5 @@ def linearize(row: Mapping[str, Any]) -> TrainingSequence:
         ids += [*new, *generated]
         log_probs += [0.0] * len(new) + [float(p) for p in probs]
         mask += [0] * len(new) + [1] * len(generated)
-    return TrainingSequence(ids, log_probs, mask)
+    first = next((len(item["prompt_token_ids"]) for _, item in _turns(row) if item["generation_token_ids"]), 0)
+    return TrainingSequence(ids, log_probs, mask, first)

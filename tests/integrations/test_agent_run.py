@@ -21,9 +21,12 @@ from test_collect_episodes import TOOLS, script  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from _tool_envs import Counter  # noqa: E402
 
+from gym_metrics.integrations import RolloutFailed
+from gym_metrics.integrations.verl import agent_loop_output
 from gym_metrics.recording import linearize
 from gym_metrics.targets import ModelTargetConfig
 from gym_metrics.testing import ScriptedPolicyServer, serve_environment
+from gym_metrics.testing._tokens import prompt_text
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("http_extra")]
 
@@ -82,6 +85,13 @@ async def test_run_answers_each_row_as_simple_agent_does_with_its_tokens() -> No
         trajectory = result["ng_trajectory"]
         assert len(trajectory["turns"]) == len(steps) and trajectory["rollout_id"] == f"{given['_ng_task_index']}-{given['_ng_rollout_index']}"
         assert "gaps" not in result["ng_model_call_capture"]
+        fields = agent_loop_output(result)  # verl's AgentLoopOutput, from the same answer
+        cut = len(carriers[0]["prompt_token_ids"])
+        assert fields["prompt_ids"] == ids[:cut] == list(prompt_text(given["responses_create_params"]["input"]).encode())
+        assert (fields["response_ids"], fields["response_mask"]) == (ids[cut:], mask[cut:])
+        assert [p for p, m in zip(fields["response_logprobs"], fields["response_mask"]) if m] == [p for c in carriers for p in c["generation_log_probs"]]
+        tool_turns = sum(1 for step in steps if step.tool_calls)
+        assert fields["reward_score"] == result["reward"] and fields["num_turns"] == 1 + len(steps) + tool_turns
 
 
 async def test_the_door_needs_a_policy_and_the_bearer_token() -> None:
@@ -127,3 +137,11 @@ async def test_a_client_that_goes_away_stops_its_episode() -> None:
             assert len(server.handler.sessions.store) == 0  # its session closed at once
             await asyncio.sleep(1.2)  # a turn and more: an episode still running would ask again
             assert len(policy.requests) <= 2  # of its 3 turns, none asked after it went away
+
+
+def test_an_answer_without_tokens_or_that_failed_is_no_agent_loop_output() -> None:
+    plain = {"reward": 1.0, "response": {"output": [{"type": "message", "role": "assistant", "content": []}]}}
+    with pytest.raises(RolloutFailed, match="no token IDs"):
+        agent_loop_output(plain)
+    with pytest.raises(RolloutFailed, match="failed: the policy broke"):
+        agent_loop_output({**plain, "_gm_error": {"kind": "generation", "message": "the policy broke"}})
