@@ -19,6 +19,8 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
+import orjson
+
 ATIF_SCHEMA_VERSION = "ATIF-v1.7"
 PROFILE = "ng-trajectory-to-atif-v1"
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts")
@@ -117,6 +119,13 @@ def _pruned(value: Any) -> Any:
     if isinstance(value, list):
         return [_pruned(v) for v in value]
     return value
+
+
+def _same_copy(a: Any, b: Any) -> bool:
+    """Whether two copies of one record agree once their null fields are dropped; the same
+    bytes (the usual case, fast) answer at once."""
+    option = orjson.OPT_SORT_KEYS
+    return orjson.dumps(a, option=option) == orjson.dumps(b, option=option) or _same(_pruned(a), _pruned(b))
 
 
 def _check_json(value: Any, path: str) -> None:
@@ -348,7 +357,7 @@ def _steps(trajectory: Mapping[str, Any], invocation: Mapping[str, Any], lenient
                 if record.get("tool_name") is not None and record["tool_name"] != call["name"]:
                     raise AtifRefused(path, f"tool execution {call_id!r} has a different tool name")
                 content = _text(outputs[call_id].get("output"), f"{path}.tool_results[{call_id!r}].output")
-                if record.get("output") is not None and not _same(_pruned(record["output"]), _pruned(outputs[call_id].get("output"))):
+                if record.get("output") is not None and not _same_copy(record["output"], outputs[call_id].get("output")):
                     raise AtifRefused(path, f"tool execution {call_id!r} has a different recorded output")
                 extra = {k: _as_float(k, record[k]) for k in _TOOL_EXTRA if record.get(k) is not None}
                 results[call_id] = (content, extra)
@@ -465,7 +474,7 @@ def _apply_turns(trajectory: Mapping[str, Any], turns: list[_AgentStep]) -> set[
         if turn.get("turn_no") != n + 1:
             raise AtifRefused(f"{path}.turn_no", "turns must be ordered sequentially from 1")
         for name, mine in (("question", built.question), ("answer", built.answer), ("reasoning_content", built.reasoning or None)):
-            if not _same(_pruned(turn.get(name)), _pruned(mine)):
+            if not _same_copy(turn.get(name), mine):
                 what = {"question": "the model-visible conversation prefix", "answer": "the exported agent answer"}.get(name, "the exported reasoning")
                 raise AtifRefused(f"{path}.{name}", f"does not match {what}")
         tools_so_far += len(step.get("tool_calls") or ())
@@ -547,13 +556,21 @@ def agent_name(row: Mapping[str, Any]) -> str | None:
     return name if name is not None else row.get("_ng_environment_server")
 
 
-def rollout_to_atif(row: Mapping[str, Any], *, session_id: str, agent_version: str, exporter_version: str, lenient: bool = False) -> dict[str, Any]:
+def rollout_to_atif(
+    row: Mapping[str, Any], *, session_id: str, agent_version: str, exporter_version: str, lenient: bool = False, parsed: bool = False
+) -> dict[str, Any]:
     """One rollout row (with `ng_trajectory`) as an ATIF v1.7 trajectory; `AtifRefused` names
-    what the profile cannot represent (see the module docstring)."""
+    what the profile cannot represent (see the module docstring). `parsed`: the row was read by
+    `strict_json_loads`, so it holds JSON values only (not checked again)."""
     for name, value in (("session_id", session_id), ("agent_version", agent_version)):
         if not isinstance(value, str) or not value.strip():
             raise AtifRefused(name, "expected a non-empty string")
-    _check_json(row, "rollout")
+    try:  # unless parsed: a JSON value throughout, checked fast (orjson: keys, types, surrogates; json: NaN); the walk names what is not
+        if not parsed:
+            orjson.dumps(row)
+            json.dumps(row, allow_nan=False)
+    except (TypeError, ValueError):
+        _check_json(row, "rollout")
     trajectory = row.get("ng_trajectory")
     if not isinstance(trajectory, dict) or not isinstance(trajectory.get("task_id"), str) or not isinstance(trajectory.get("rollout_id"), str) \
             or trajectory.get("schema_version", "1.0") != "1.0":  # fmt: skip
@@ -619,7 +636,7 @@ def rollout_to_atif(row: Mapping[str, Any], *, session_id: str, agent_version: s
 
 def atif_bytes(trajectory: Mapping[str, Any]) -> bytes:
     """A trajectory's file: two-space indented UTF-8 JSON and a newline, as NeMo Gym writes one."""
-    return (json.dumps(trajectory, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return orjson.dumps(trajectory, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
 
 
 def read_rows(lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | AtifRefused]]:

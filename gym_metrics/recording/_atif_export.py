@@ -71,7 +71,7 @@ def export_atif(
                         raise row
                     key = tuple(row.get(k) for k in ("_ng_task_index", "_ng_rollout_index"))
                     trajectory = rollout_to_atif(row, session_id=session_id, agent_version=agent_version,
-                                                 exporter_version=exporter_version, lenient=lenient)  # fmt: skip
+                                                 exporter_version=exporter_version, lenient=lenient, parsed=True)  # fmt: skip
                     if key in keys:
                         raise AtifRefused(f"line {number}", f"duplicate rollout key (task {key[0]}, rollout {key[1]})")
                 except AtifRefused as exc:
