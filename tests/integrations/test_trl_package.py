@@ -67,22 +67,22 @@ def trl() -> Any:
     return _ci.need_module("trl", INSTALL)
 
 
-def tiny_model_and_tokenizer() -> tuple[Any, Any]:
-    """A one-layer Llama with hidden size 16 over a character vocabulary, built locally."""
+def tiny_model_and_tokenizer(characters: str = string.digits + string.ascii_letters + " ?+:.=", positions: int = 64) -> tuple[Any, Any]:
+    """A one-layer Llama with hidden size 16 over a vocabulary of `characters`, built locally."""
     import torch
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     specials = ["<pad>", "<eos>", "<unk>"]
-    vocab = {t: i for i, t in enumerate(specials + list(string.digits + string.ascii_letters + " ?+:.="))}
+    vocab = {t: i for i, t in enumerate(specials + sorted(set(characters)))}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")  # one token per character
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")  # one token per character, newlines too
     backend.decoder = decoders.Fuse()  # and back without spaces between them
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, max_position_embeddings=64, pad_token_id=0, eos_token_id=1, bos_token_id=None,
+        num_key_value_heads=1, max_position_embeddings=positions, pad_token_id=0, eos_token_id=1, bos_token_id=None,
         tie_word_embeddings=True,
     )  # fmt: skip
     return LlamaForCausalLM(config), tokenizer
@@ -191,28 +191,6 @@ async def test_the_trainers_environments_keyword_is_not_a_dataset_column(trl: An
     assert [None if math.isnan(r) else r for r in rewards[:, 0].tolist()] == [1.0, 0.0, 1.0, 0.0, None, None]
 
 
-def printable_model_and_tokenizer() -> tuple[Any, Any]:
-    """The tiny Llama over every printable character (the scripted policy's chat template and the
-    environment's tool outputs are made of them), with room for a whole episode."""
-    import torch
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    specials = ["<pad>", "<eos>", "<unk>"]
-    vocab = {t: i for i, t in enumerate(specials + sorted(set(string.printable)))}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")  # any character, newlines too
-    backend.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, max_position_embeddings=1024, pad_token_id=0, eos_token_id=1, bos_token_id=None,
-        tie_word_embeddings=True,
-    )  # fmt: skip
-    return LlamaForCausalLM(config), tokenizer
-
-
 async def test_multi_turn_episodes_train_through_rollout_func(trl: Any, tmp_path: Path) -> None:
     """GRPOTrainer(rollout_func=rollout_function(...)): one real step on episodes of a tool
     environment; TRL logs verify's rewards and counts only the policy's tokens (env_mask)."""
@@ -227,7 +205,7 @@ async def test_multi_turn_episodes_train_through_rollout_func(trl: Any, tmp_path
     from gym_metrics.integrations.trl import rollout_function, rollout_reward
     from gym_metrics.testing import ScriptedPolicyServer
 
-    model, tokenizer = printable_model_and_tokenizer()
+    model, tokenizer = tiny_model_and_tokenizer(string.printable, positions=1024)  # the chat template's characters; a whole episode
     rows = [{"prompt": f"Task {t}, rollout 0: add {t} then 1", "initial_count": 10, "expected_count": 10 + t + 1} for t in (3, 4)]
     seen: list[dict[str, Any]] = []
     async with serve_environment(Counter()) as server:
