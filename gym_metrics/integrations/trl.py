@@ -18,7 +18,6 @@ TRL is imported.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 
 from gym_metrics.integrations._client import RewardClient, reward_client
 from gym_metrics._util.failure_log import FailureLog
+from gym_metrics._util.run_sync import run_sync
 from gym_metrics.integrations._mapping import (
     OnFailure,
     RolloutFailed,
@@ -149,7 +149,7 @@ def rollout_function(
         for task, (start, stop) in enumerate(consecutive_runs(len(prompts), lambda a, b: prompts[a] == prompts[b])):
             row = row_of(prompts[start], trainer)
             rows += [{**row, "agent_ref": {"name": "trl"}, "_ng_task_index": task, "_ng_rollout_index": r} for r in range(stop - start)]
-        done = asyncio.run(_episodes(server, rows, policy_url, policy_model, policy_key_env, max_steps, concurrency))
+        done = run_sync(_episodes(server, rows, policy_url, policy_model, policy_key_env, max_steps, concurrency))
         out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "gm_reward": []}
         for row, prompt in zip(done, prompts):
             sequence = trained_sequence(row, f"the episode of prompt {str(prompt)[:80]!r}")

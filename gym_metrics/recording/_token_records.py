@@ -98,8 +98,9 @@ class TrainingSequence:
 def linearize(row: Mapping[str, Any]) -> TrainingSequence:
     """The rollout's turns as one sequence, as NeMo RL builds it from NeMo Gym's output items:
     each turn that generated adds the part of its prompt not seen yet (mask 0) and its
-    generation (mask 1); a turn that generated nothing adds nothing; TokenLineageError when a turn's prompt does not begin with everything seen so far, or its
-    IDs and log-probs differ in length."""
+    generation (mask 1), a turn that generated nothing adds nothing; TokenLineageError when a
+    turn's prompt does not begin with everything seen so far, or its IDs and log-probs differ in
+    length."""
     ids: list[int] = []
     log_probs: list[float] = []
     mask: list[int] = []

@@ -103,3 +103,21 @@ def test_two_rows_with_one_prompt_are_refused() -> None:
 
 
 assert TOOLS  # the rows' tools come from the server (collect adds them when a request names none)
+
+
+
+async def test_run_sync_works_where_a_loop_is_running_already() -> None:
+    """rollout_function runs its episodes with run_sync: from a notebook, the trainer's thread
+    already runs a loop, where asyncio.run refuses."""
+    import threading
+
+    from gym_metrics._util.run_sync import run_sync
+
+    async def where() -> str:
+        await asyncio.sleep(0)
+        return threading.current_thread().name
+
+    here = threading.current_thread().name
+    assert run_sync(where()).startswith("gym-metrics run_sync")  # this test's loop is running: another thread
+    elsewhere = await asyncio.to_thread(lambda: (threading.current_thread().name, run_sync(where())))
+    assert elsewhere[0] == elsewhere[1] != here  # no loop in that thread: asyncio.run right there
