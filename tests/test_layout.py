@@ -112,6 +112,7 @@ LAYERS = (
     "nemo_gym",
     "environments",
     "sandbox",
+    "health",
     "recording",
     "targets",
     "scorers",
