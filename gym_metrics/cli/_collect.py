@@ -119,6 +119,11 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
         "and check them (gaps recorded and counted); turns --capture-model-calls and --trajectory on",
     )  # fmt: skip
     g.add_argument(
+        "--health", action="store_true",
+        help="after collecting, run NeMo Gym's rollout health checks over the rollouts: quality_summary.json and "
+        "rollout_verdicts.jsonl beside them, and the one-line report (docs/health.md)",
+    )  # fmt: skip
+    g.add_argument(
         "--trajectory", action="store_true",
         help="write each generated rollout's ng_trajectory (NeMo Gym's TrajectoryRecord: turns, model calls, tool calls, gaps); "
         "turns --capture-model-calls on",
@@ -237,6 +242,10 @@ def run(ns: argparse.Namespace) -> int:
         result = run_keeping_result(collect())
     code = push_after(progress, result, report(result, time.perf_counter() - started))
     report_after(ns, result.metrics_path, result.rollouts_path)
+    if getattr(ns, "health", False):
+        from gym_metrics.health import check_health
+
+        print(check_health(result.rollouts_path).line())
     return export_after(ns, result.metrics_path, code, resume=ns.resume)
 
 
