@@ -377,6 +377,18 @@ def trajectory_error(raw: Any) -> str | None:
     return None
 
 
+def _index(value: Any, key: str, where: tuple[str, int, int, int]) -> int | str:
+    """A task, rollout or stage index as NeMo Gym types it (an int or a string; a whole float or
+    a bool is that int); anything else is refused naming the line (NeMo Gym's run fails too)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**64:
+        return int(value)
+    if isinstance(value, (int, str)):
+        return value
+    raise ValueError(f"{where[0]} line {where[2]}: {key} is {value!r}, not an integer or a string")
+
+
 def check_rollout(record: dict[str, Any], parse_error: str | None, where: tuple[str, int, int, int], ignored: frozenset[str]) -> Digest:
     """One rollout's digest. `where`: its file, the file's position in the run, its line
     number and its position among the run's readable lines."""
@@ -385,6 +397,9 @@ def check_rollout(record: dict[str, Any], parse_error: str | None, where: tuple[
     task, rollout = record.get(TASK, unreadable if parse_error else ordinal), record.get(ROLLOUT, 0)
     raw = record.get("ng_trajectory")
     rollout_id = str(record.get("_ng_rollout_id") or (raw.get("rollout_id") if isinstance(raw, dict) else None) or f"{task}-{rollout}")
+    task, rollout = _index(task, TASK, where), _index(rollout, ROLLOUT, where)
+    stage = record.get("stage_index")
+    stage = None if stage is None else _index(stage, "stage_index", where)
     bad_trajectory = None if parse_error or raw is None else trajectory_error(raw)
     trajectory: dict[str, Any] | None = raw if raw is not None and not parse_error and bad_trajectory is None else None
     observed = trajectory is not None and not _has_gap(trajectory, ["trajectory_projection_failed"])
@@ -440,7 +455,7 @@ def check_rollout(record: dict[str, Any], parse_error: str | None, where: tuple[
     identities = Counter(i for c in calls if (i := _identity(c)) is not None)
     prompt, completion, _ = _usage(record)
     return Digest(
-        task, rollout, record.get("stage_index"), rollout_id, findings, unobserved, calls_seen=bool(calls),
+        task, rollout, stage, rollout_id, findings, unobserved, calls_seen=bool(calls),
         policy_calls_observed=scope_complete and turn_bound.complete, model_calls=len(calls),
         successful_calls=sum(_succeeded(c) for c in turn_bound.matched), call_errors=len(failed),
         errors_by_status=dict(Counter(str(c.get("status_code") if c.get("status_code") is not None else "unknown") for c in failed)),

@@ -69,3 +69,17 @@ async def test_collect_health_checks_the_rollouts_it_wrote(tmp_path: Path, capsy
     verdicts = [json.loads(line) for line in (out.parent / "rollout_verdicts.jsonl").read_text().splitlines()]
     assert [v["_ng_task_index"] for v in verdicts] == [0, 1, 2]
     assert all("record_unreadable" not in v["unobserved"] and "model_call_failed" not in v["unobserved"] for v in verdicts)
+
+
+def test_indexes_are_typed_as_nemo_gym_types_them(tmp_path: Path) -> None:
+    """A whole float or a bool is that int (so 1.0 and true are task 1, duplicates of it);
+    a null index is refused naming the line, where NeMo Gym's whole run fails."""
+    rows = [{"_ng_task_index": 1, "_ng_rollout_index": 0}, {"_ng_task_index": 1.0, "_ng_rollout_index": 0}, {"_ng_task_index": True, "_ng_rollout_index": 0}]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    health = check_health(tmp_path / "r.jsonl")
+    verdicts = [json.loads(line) for line in health.verdicts_path.read_text().splitlines()]
+    assert [(v["_ng_task_index"], v["rollout_id"]) for v in verdicts] == [(1, "1-0"), (1, "1.0-0"), (1, "True-0")]
+    assert all(f["check"] == "rollout_duplicate_identity" and f["detail"] == {"duplicate_count": 3} for v in verdicts for f in v["findings"])
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"_ng_task_index": None}) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl line 1: _ng_task_index is None"):
+        check_health(tmp_path / "bad.jsonl")
