@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gym_metrics._util.eager import start_eagerly
+from gym_metrics._util.run_sync import run_sync
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation._progress import RowProgress, Tallied
 from gym_metrics.evaluation._result import EvaluationScores, RowFailure, ScoreMatrix
@@ -55,12 +55,7 @@ def evaluate(
         target=target, prompt_template=prompt_template, progress=progress, tools=tools,
         capture_model_calls=capture_model_calls,
     )  # fmt: skip
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(1, thread_name_prefix="gym-metrics-evaluate") as pool:
-        return pool.submit(asyncio.run, coro).result()
+    return run_sync(coro)
 
 
 async def evaluate_async(
