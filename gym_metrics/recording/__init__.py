@@ -3,7 +3,9 @@
 (`ng_trajectory`) and its ATIF export, and the token records a trainer reads (TokenEntry, one training sequence),
 in NeMo Gym's record shapes (docs/pipelines.md#recording)."""
 
-from gym_metrics.recording._atif import ATIF_SCHEMA_VERSION, TOKEN_FIELDS, AtifRefused, rollout_to_atif
+from gym_metrics.recording._atif import ATIF_SCHEMA_VERSION, rollout_to_atif
+from gym_metrics.recording._atif_items import TOKEN_FIELDS
+from gym_metrics.recording._atif_json import AtifRefused
 from gym_metrics.recording._atif_export import AtifExport, AtifExportError, export_atif
 from gym_metrics.recording._model_calls import (
     CAPTURE_KEY,

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from gym_metrics.recording._atif import AtifRefused, agent_name, atif_bytes, read_rows, rollout_to_atif
+from gym_metrics.recording._atif import agent_name, rollout_to_atif
+from gym_metrics.recording._atif_json import AtifRefused, atif_bytes, read_rows
 
 MANIFEST = "manifest.jsonl"
 REFUSED = "refused.jsonl"

@@ -1,0 +1,120 @@
+"""The JSON side of the ATIF export: rows read as RFC 8259 has them, values compared as JSON
+compares them, files written as NeMo Gym writes them, and the refusal every check raises."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+
+class AtifRefused(ValueError):
+    """A row the profile cannot represent whole; the message starts with the path of what does not fit."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path = path
+
+
+
+def strict_json_loads(text: str | bytes) -> Any:
+    """JSON as RFC 8259 has it: no NaN or Infinity, no duplicate keys, no number that a float
+    would change (so what is exported is what was recorded)."""
+
+    def constant(name: str) -> Any:
+        raise ValueError(f"non-JSON constant {name!r}")
+
+    def number(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError(f"JSON number {text!r} is beyond a float's range")
+        if value == 0.0 and any(c in "123456789" for c in text.lower().split("e", 1)[0]):
+            raise ValueError(f"JSON number {text!r} underflows a float")
+        if value != 0.0 and Decimal(text) != Decimal(repr(value)):
+            raise ValueError(f"JSON number {text!r} would lose precision as a float")
+        return value
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ValueError(f"duplicate object key {key!r}")
+            out[key] = value
+        return out
+
+    return json.loads(text, parse_constant=constant, parse_float=number, object_pairs_hook=unique)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: true is not 1, 1 is 1.0, objects compare by keys and values."""
+    if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
+        return a is b if a is None or b is None else (type(a) is type(b) and a == b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def pruned(value: Any) -> Any:
+    """`value` without object fields that are null (how a validated copy of it dumps)."""
+    if isinstance(value, dict):
+        return {k: pruned(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [pruned(v) for v in value]
+    return value
+
+
+def same_copy(a: Any, b: Any) -> bool:
+    """Whether two copies of one record agree once their null fields are dropped; the same
+    bytes (the usual case, fast) answer at once."""
+    option = orjson.OPT_SORT_KEYS
+    return orjson.dumps(a, option=option) == orjson.dumps(b, option=option) or _same(pruned(a), pruned(b))
+
+
+def check_json(value: Any, path: str) -> None:
+    if value is None or isinstance(value, (bool, int, str)):
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise AtifRefused(path, "contains an unpaired Unicode surrogate and is not valid UTF-8 JSON") from None
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise AtifRefused(path, "non-finite numbers are not valid JSON")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_json(item, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise AtifRefused(path, "JSON object keys must be strings")
+            check_json(item, f"{path}.{key}")
+    else:
+        raise AtifRefused(path, f"{type(value).__name__} is not a JSON value")
+
+
+def atif_bytes(trajectory: Mapping[str, Any]) -> bytes:
+    """A trajectory's file: two-space indented UTF-8 JSON and a newline, as NeMo Gym writes one."""
+    return orjson.dumps(trajectory, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def read_rows(lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | AtifRefused]]:
+    """(line number, row or why the line is not a row) per line of a rollouts file."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            yield number, AtifRefused(f"line {number}", "blank JSONL records are not supported")
+            continue
+        try:
+            row = strict_json_loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            yield number, AtifRefused(f"line {number}", f"invalid JSON ({exc})")
+            continue
+        yield number, row if isinstance(row, dict) else AtifRefused(f"line {number}", "expected a JSON object")
