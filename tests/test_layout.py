@@ -97,6 +97,7 @@ LAYERS = (
     "old names",
     "cli",
     "ray",
+    "view",
     "_transport.jobs",
     "testing",
     "_transport.server",

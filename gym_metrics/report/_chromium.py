@@ -174,18 +174,19 @@ def open_in_chromium(
     path: str | Path,
     *,
     screenshot: str | Path | None = None,
-    evaluate: Sequence[str] = (),
+    evaluate: Sequence[str | tuple[str, str | Path]] = (),
     width: int = 1100,
     height: int = 900,
     timeout: float = 120.0,
     binary: str | None = None,
 ) -> PageLoad:
-    """Load `path` (file://), wait for the load event, run each `evaluate` expression (their
-    JSON results in `values`) and, if asked, save a PNG of the viewport."""
+    """Load `path` (a file, or an http:// URL), wait for the load event, run each `evaluate`
+    expression (awaiting a promise it returns; their JSON results in `values`; an (expression,
+    png) pair saves a PNG of the viewport after it) and, if asked, save a PNG at the end."""
     binary = binary or find_chromium()
     if binary is None:
         raise FileNotFoundError("no Chromium found (Debian: apt-get install chromium; or set $CHROMIUM)")
-    url = Path(path).resolve().as_uri()
+    url = str(path) if str(path).startswith(("http://", "https://")) else Path(path).resolve().as_uri()
     with tempfile.TemporaryDirectory(prefix="gm-chromium-", ignore_cleanup_errors=True) as profile:
         proc, ws_url = _launch(binary, profile, timeout)
         s = None
@@ -201,14 +202,23 @@ def open_in_chromium(
             s.wait("Page.loadEventFired")
             timing = _eval(s, "(() => { const e = performance.getEntriesByType('navigation')[0];"
                               " return [e.domContentLoadedEventEnd, e.loadEventStart]; })()")  # fmt: skip
-            values = [_eval(s, expr) for expr in evaluate]
+            values = []
+            for step in evaluate:
+                expr, shot = (step, screenshot) if isinstance(step, str) else step
+                values.append(_eval(s, expr))
+                if not isinstance(step, str):
+                    _screenshot(s, shot)
             if screenshot is not None:
-                png = s.call("Page.captureScreenshot", {"format": "png"})["data"]
-                Path(screenshot).write_bytes(base64.b64decode(png))
+                _screenshot(s, screenshot)
             _eval(s, "0")  # events raised by the expressions arrive before this answer
             return PageLoad(_errors(s.events), _requests(s.events, url), float(timing[0]), float(timing[1]), values)
         finally:
             _stop(proc, s)
+
+
+def _screenshot(s: _Session, path: str | Path | None) -> None:
+    png = s.call("Page.captureScreenshot", {"format": "png"})["data"]
+    Path(str(path)).write_bytes(base64.b64decode(png))
 
 
 def _stop(proc: subprocess.Popen[str], s: _Session | None) -> None:

@@ -24,9 +24,9 @@ from gym_metrics.errors import ExitCode
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "gym_metrics"
 CLI = PACKAGE / "cli"
-COMMANDS = ["serve", "collect", "demo", "aggregate", "merge", "export", "health", "compare", "plan", "evaluate", "jobs", "report", "check-env"]
+COMMANDS = ["serve", "collect", "demo", "aggregate", "merge", "export", "health", "compare", "plan", "evaluate", "jobs", "report", "view", "check-env"]
 """`gym-metrics --help` lists them in this order (collect's module adds demo)."""
-COMMAND_MODULES = ["_aggregate", "_check_env", "_collect", "_compare", "_evaluate", "_export_trajectories", "_health", "_jobs", "_merge", "_plan", "_report", "_serve"]
+COMMAND_MODULES = ["_aggregate", "_check_env", "_collect", "_compare", "_evaluate", "_export_trajectories", "_health", "_jobs", "_merge", "_plan", "_report", "_serve", "_view"]
 ERRORS_WITH_CODES = {
     "ServerUnavailableError": ExitCode.UNAVAILABLE,
     "ServerUnreachableError": ExitCode.UNAVAILABLE,

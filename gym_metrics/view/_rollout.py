@@ -1,0 +1,61 @@
+"""One rollout as the viewer opens it: the whole row (every field, for the page to lay out and
+to show raw), its health findings checked now, and the verdict on record."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gym_metrics._util.jsonio import loads
+from gym_metrics.health._checks import check_rollout
+from gym_metrics.view._index import VERDICTS, RunIndex
+
+MAX_ROW_BYTES = 64 << 20
+"""A row longer than this is sent as its first bytes of text only (a browser would stall)."""
+
+
+def rollout(index: RunIndex, line: int) -> dict[str, Any]:
+    """The row on `line` (1-based); LookupError when that line is not an indexed row."""
+    snap = index.snapshot
+    at = int(snap.columns.line.searchsorted(line))
+    if at >= len(snap.columns) or int(snap.columns.line[at]) != line:
+        raise LookupError(f"line {line} of {index.path.name} is not a rollout row (blank, bad, or not written yet)")
+    raw = index.row_bytes(line)
+    c = snap.columns
+    out: dict[str, Any] = {
+        "line": line, "agent": snap.agents[int(c.agent[at])], "task": int(c.task[at]), "rollout": int(c.rollout[at]),
+        "verdict_on_record": VERDICTS[int(c.verdict[at])], "bytes": len(raw),
+        "previous": int(c.line[at - 1]) if at > 0 else None, "next": int(c.line[at + 1]) if at + 1 < len(c) else None,
+    }  # fmt: skip
+    if len(raw) > MAX_ROW_BYTES:
+        out.update(row=None, raw=raw[:MAX_ROW_BYTES].decode("utf-8", "replace"), cut=True, health=None)
+        return out
+    row = loads(raw)
+    out.update(row=plain(row), raw=None, cut=False, health=_health(row, str(index.path), line))
+    return out
+
+
+def _health(row: dict[str, Any], path: str, line: int) -> dict[str, Any]:
+    """The rollout's own checks (the duplicate and task checks need the whole run: `gym-metrics
+    health` runs those)."""
+    try:
+        d = check_rollout(row, None, (path, 0, line, 0), frozenset())
+    except ValueError as exc:  # an index NeMo Gym refuses: the record itself is bad
+        return {"verdict": "unhealthy", "findings": [{"check": "record_unreadable", "detail": str(exc)}], "unobserved": []}
+    return {"verdict": d.verdict, "findings": d.findings, "unobserved": d.unobserved}
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON a browser parses: NaN and infinities as their names, integers beyond 53
+    bits as text (JavaScript numbers would round them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value).replace("inf", "Infinity").replace("nan", "NaN")
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value if -(2**53) <= value <= 2**53 else str(value)
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return str(value)

@@ -1,0 +1,84 @@
+"""What the viewer was pointed at, as runs: a rollouts file (`collect`'s output, growing while
+a collect writes it) with its metrics file (`<stem>_aggregate_metrics.json`) and health verdicts
+(`rollout_verdicts.jsonl`) beside it; a metrics file alone is a run without rows. A folder
+gives every such file in it. Requests name runs by number, never by path: the viewer serves
+these files and nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gym_metrics.errors import InvalidInputError
+from gym_metrics.health import VERDICTS_FILE
+from gym_metrics.view._index import RunIndex
+
+METRICS_SUFFIX = "_aggregate_metrics.json"
+NOT_ROLLOUTS = frozenset({VERDICTS_FILE, "manifest.jsonl", "refused.jsonl"})
+"""JSONL files a folder may hold that are not rollouts (health verdicts, ATIF export lists)."""
+MAX_METRICS_BYTES = 256 << 20
+
+
+@dataclass
+class Run:
+    """One run: its rollouts index (None for a metrics file alone) and its metrics file."""
+
+    name: str
+    index: RunIndex | None
+    metrics_path: Path | None
+    _metrics: tuple[float, Any] = field(default=(-1.0, None), repr=False)
+
+    def metrics(self) -> Any:
+        """The metrics file's agents (as written), read again when it changes; None without one."""
+        if self.metrics_path is None or not self.metrics_path.is_file():
+            return None
+        mtime = self.metrics_path.stat().st_mtime
+        if mtime != self._metrics[0]:
+            if self.metrics_path.stat().st_size > MAX_METRICS_BYTES:
+                data: Any = {"error": f"{self.metrics_path.name} is over {MAX_METRICS_BYTES >> 20} MB: not read"}
+            else:
+                try:
+                    data = orjson.loads(self.metrics_path.read_bytes())
+                except orjson.JSONDecodeError as exc:
+                    data = {"error": f"{self.metrics_path.name} is not JSON ({exc}); a collect may be writing it"}
+            self._metrics = (mtime, data)
+        return self._metrics[1]
+
+
+def metrics_beside(rollouts: Path) -> Path:
+    return rollouts.with_name(rollouts.stem + METRICS_SUFFIX)
+
+
+def find_runs(paths: Sequence[Path]) -> list[Run]:
+    """The runs of `paths` (files or folders), in the order given (a folder's files by name);
+    InvalidInputError naming a path that does not exist or is neither kind of file."""
+    rollouts: list[Path] = []
+    metrics_only: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            rollouts += sorted(p for p in path.glob("*.jsonl") if p.name not in NOT_ROLLOUTS)
+            metrics_only += sorted(path.glob(f"*{METRICS_SUFFIX}"))
+        elif path.name.endswith(METRICS_SUFFIX) and path.is_file():
+            metrics_only.append(path)
+        elif path.is_file():
+            rollouts.append(path)
+        else:
+            raise InvalidInputError(f"{path}: no such file or folder")
+    seen: set[Path] = set()
+    runs = []
+    for p in rollouts:
+        if p.resolve() not in seen:
+            seen.add(p.resolve())
+            runs.append(Run(p.name, RunIndex(p, p.parent / VERDICTS_FILE), metrics_beside(p)))
+    paired = {metrics_beside(p).resolve() for p in rollouts}
+    for m in metrics_only:
+        if m.resolve() not in paired and m.resolve() not in seen:
+            seen.add(m.resolve())
+            runs.append(Run(m.name, None, m))
+    if not runs:
+        raise InvalidInputError(f"no rollouts (.jsonl) or metrics ({METRICS_SUFFIX}) files in {', '.join(map(str, paths))}")
+    return runs

@@ -1,0 +1,231 @@
+"""The viewer's JSON API over real files, served by uvicorn on 127.0.0.1:0 (issue 40 item 2):
+runs and agents, exact filtered counts and pages, tasks, text search with its cursor, one
+rollout whole with its health, two runs side by side with compare's paired difference, a file
+followed as it grows (a partial line waits), a real collect followed to its health verdicts,
+and bad requests refused with the parameter named."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gym_metrics.view import Viewer
+
+from _viewer_data import XSS, row, write_run
+
+DATA = Path(__file__).parents[1] / "data" / "health"
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> Any:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=30) as res:
+        return json.loads(res.read())
+
+
+def refused(url: str, headers: dict[str, str] | None = None, method: str = "GET") -> tuple[int, Any]:
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}, method=method), timeout=30)
+    return err.value.code, json.loads(err.value.read() or b"null")
+
+
+def until(probe: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("the viewer did not get there in time")
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> Path:
+    write_run(tmp_path / "a.jsonl", "policy-a", tasks=30, repeats=4, reward=lambda t, r: float(t % 3 != 0 or r == 0), errors={7: "timeout"})
+    write_run(tmp_path / "b.jsonl", "policy-b", tasks=30, repeats=4, reward=lambda t, r: float(t % 5 != 0))
+    return tmp_path
+
+
+def loaded(v: Viewer, runs: int = 1) -> list[dict[str, Any]]:
+    """The runs once every one is indexed to its end."""
+    def done() -> Any:
+        got = get(v.url + "api/runs")["runs"]
+        return got if all(r.get("bytes") == r.get("file_size") and r.get("file_size", 0) > 0 for r in got[:runs]) else None
+
+    found: list[dict[str, Any]] = until(done)
+    return found
+
+
+def test_runs_agents_and_exact_filtered_pages(two_runs: Path) -> None:
+    with Viewer([two_runs]) as v:
+        runs = loaded(v, 2)
+        assert [r["name"] for r in runs] == ["a.jsonl", "b.jsonl"]
+        a = runs[0]["agents"][0]
+        rewards = np.array([float(t % 3 != 0 or r == 0) for t in range(30) for r in range(4)])
+        rewards = np.delete(rewards, 7 * 4)  # task 7's first rollout failed: no reward
+        assert (a["name"], a["rows"], a["measured"], a["errors"]) == ("policy-a", 120, 119, 1)
+        assert a["mean_reward"] == pytest.approx(rewards.mean())
+
+        page = get(v.url + "api/runs/0/rows?reward_max=0&limit=7")
+        zeros = [(t, r) for t in range(30) for r in range(4) if t % 3 == 0 and r > 0]
+        assert page["total"] == len(zeros) and len(page["rows"]) == 7 and page["next"] == 7
+        assert [(x["task"], x["rollout"]) for x in page["rows"]] == zeros[:7]
+        assert page["rows"][0]["preview"].startswith("Task 0: what is 0 + 1?")
+        last = get(v.url + f"api/runs/0/rows?reward_max=0&limit=7&offset={len(zeros) - 2}")
+        assert [(x["task"], x["rollout"]) for x in last["rows"]] == zeros[-2:] and last["next"] is None
+
+        failed = get(v.url + "api/runs/0/rows?failure=timeout")
+        assert [(x["task"], x["rollout"], x["error"], x["reward"]) for x in failed["rows"]] == [(7, 0, "timeout", None)]
+        assert get(v.url + "api/runs/0/rows?failure=none&task=7")["total"] == 3
+        assert get(v.url + "api/runs/0/rows?agent=policy-b")["total"] == 0
+
+        tasks = get(v.url + "api/runs/0/tasks?limit=4&offset=3")
+        assert tasks["total"] == 30
+        assert [(t["task"], t["rollouts"], t["pass_rate"]) for t in tasks["tasks"]] == [(3, 4, 0.25), (4, 4, 1.0), (5, 4, 1.0), (6, 4, 0.25)]
+
+
+def test_text_search_goes_on_from_its_cursor(two_runs: Path) -> None:
+    with Viewer([two_runs / "a.jsonl"]) as v:
+        loaded(v)
+        first = get(v.url + "api/runs/0/rows?q=what+is+2+%2B&limit=2")  # "what is 2 +": task 2's four rollouts
+        assert [(x["task"], x["rollout"]) for x in first["rows"]] == [(2, 0), (2, 1)]
+        more = get(v.url + f"api/runs/0/rows?q=what+is+2+%2B&limit=2&offset={first['next']}")
+        assert [(x["task"], x["rollout"]) for x in more["rows"]] == [(2, 2), (2, 3)]
+        rest = get(v.url + f"api/runs/0/rows?q=what+is+2+%2B&limit=2&offset={more['next']}")
+        assert rest["rows"] == [] and rest["next"] is None and rest["scanned"] == 120
+        # the JSON-escaped form of a quote is found too, and the search is case-blind
+        assert get(v.url + "api/runs/0/rows?q=ONERROR%3D%22WINDOW&limit=500")["next"] is None
+        assert len(get(v.url + "api/runs/0/rows?q=ONERROR%3D%22WINDOW&limit=500")["rows"]) == 120
+
+
+def test_one_rollout_whole_with_its_health(tmp_path: Path) -> None:
+    faults = tmp_path / "faults.jsonl"
+    faults.write_bytes((DATA / "faults.jsonl").read_bytes())
+    with Viewer([faults]) as v:
+        runs = loaded(v)
+        assert runs[0]["bad_lines_count"] == 1  # the fault file's unreadable line
+        rows = get(v.url + "api/runs/0/rows?limit=500")["rows"]
+        lines = [r["line"] for r in rows]
+        raw = faults.read_text().splitlines()
+        for line in (lines[0], lines[5]):
+            got = get(v.url + f"api/runs/0/rollouts/{line}")
+            assert got["row"] == json.loads(raw[line - 1])  # every field of the row
+            assert got["previous"] == (lines[lines.index(line) - 1] if line != lines[0] else None)
+        unhealthy = [get(v.url + f"api/runs/0/rollouts/{n}")["health"] for n in lines]
+        assert any(h["verdict"] == "unhealthy" and h["findings"] for h in unhealthy)
+        assert any(h["verdict"] == "healthy" for h in unhealthy)
+        code, body = refused(v.url + "api/runs/0/rollouts/14")  # the bad line
+        assert code == 404 and "line 14 of faults.jsonl is not a rollout row" in body["error"]
+
+
+def test_two_runs_side_by_side(two_runs: Path) -> None:
+    with Viewer([two_runs]) as v:
+        loaded(v, 2)
+        c = get(v.url + "api/compare?a=0&b=1")
+        # A: tasks t % 3 == 0 pass 1 of 4 (fail); B: tasks t % 5 == 0 fail
+        a_pass = {t for t in range(30) if t % 3 != 0}
+        b_pass = {t for t in range(30) if t % 5 != 0}
+        assert c["common_tasks"] == 30 and (c["only_a"], c["only_b"]) == (0, 0)
+        assert c["pass_to_fail"] == len(a_pass - b_pass) and c["fail_to_pass"] == len(b_pass - a_pass)
+        flips = {t["task"]: t["flip"] for t in c["tasks"]}
+        assert {t for t, f in flips.items() if f == "pass→fail"} == a_pass - b_pass
+        assert [t["flip"] for t in c["tasks"]][: c["pass_to_fail"] + c["fail_to_pass"]].count("") == 0  # flips first
+        p = c["paired"]
+        assert p["metric"] == "mean_reward" and p["common_tasks"] == 30
+        assert p["difference"] == pytest.approx(p["value_a"] - p["value_b"]) and p["ci_low"] < p["difference"] < p["ci_high"]
+
+
+def test_a_growing_file_is_followed_and_a_partial_line_waits(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl"
+    path.write_text("")
+    with Viewer([path]) as v:
+        for n in range(1, 4):  # bounded: three appends
+            with path.open("a") as f:
+                f.write(json.dumps(row("live", n, 0, 1.0)) + "\n")
+            until(lambda: get(v.url + "api/runs")["runs"][0]["rows"] == n)
+        half = json.dumps(row("live", 9, 0, 0.0))
+        with path.open("a") as f:
+            f.write(half[:40])
+        time.sleep(0.8)  # more than a poll: the viewer looked and waited
+        run = get(v.url + "api/runs")["runs"][0]
+        assert run["rows"] == 3 and run["file_size"] > run["bytes"]
+        with path.open("a") as f:
+            f.write(half[40:] + "\n")
+        until(lambda: get(v.url + "api/runs")["runs"][0]["rows"] == 4)
+        assert get(v.url + "api/runs/0/rows?task=9")["rows"][0]["reward"] == 0.0
+        path.write_text(json.dumps(row("again", 0, 0, 1.0)) + "\n")  # replaced by a shorter file: read afresh
+        until(lambda: [a["name"] for a in get(v.url + "api/runs")["runs"][0]["agents"]] == ["again"] or None)
+
+
+async def test_a_real_collect_is_followed_to_its_health_verdicts(tmp_path: Path) -> None:
+    """`collect --trajectory --health` into a folder the viewer watches: every row shows up, then
+    each row's verdict from the rollout_verdicts.jsonl the collect wrote at its end."""
+    import asyncio
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
+    from test_collect_generate import ANSWERS, task_row, write_jsonl
+
+    from gym_metrics.cli import main as cli_main
+    from gym_metrics.testing import ScriptedPolicyServer, serve_environment
+
+    src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(n, _ng_task_index=n, _ng_rollout_index=0) for n in range(4)])
+    out = tmp_path / "run" / "out.jsonl"
+    out.parent.mkdir()
+    out.write_text("")
+    with Viewer([out]) as v:
+        async with serve_environment("math_exact") as server:
+            with ScriptedPolicyServer(ANSWERS) as policy:
+                args = ["collect", "--server", server.address, "--input", str(src), "--output", str(out), "--policy-url", policy.url,
+                        "--policy-model", "scripted", "--trajectory", "--health"]  # fmt: skip
+                assert await asyncio.to_thread(cli_main, args) == 0
+        written = [json.loads(line) for line in out.read_text().splitlines()]
+        verdicts = {json.loads(x)["_ng_task_index"]: json.loads(x)["verdict"] for x in (out.parent / "rollout_verdicts.jsonl").read_text().splitlines()}
+
+        def shown() -> Any:
+            rows = get(v.url + "api/runs/0/rows")["rows"]
+            return rows if len(rows) == len(written) and all(r["verdict"] for r in rows) else None
+
+        rows = await asyncio.to_thread(until, shown)
+        assert [(r["task"], r["reward"]) for r in rows] == [(w["_ng_task_index"], w["reward"]) for w in written]
+        assert {r["task"]: r["verdict"] for r in rows} == verdicts
+        healthy = get(v.url + "api/runs/0/rows?verdict=healthy")["total"]
+        assert healthy == sum(v == "healthy" for v in verdicts.values())
+        assert get(v.url + "api/runs")["runs"][0]["metrics_file"] == "out_aggregate_metrics.json"
+        assert get(v.url + "api/runs")["runs"][0]["key_metrics"]  # the collect's metrics file, beside it
+
+
+def test_bad_requests_name_what_is_wrong(two_runs: Path) -> None:
+    with Viewer([two_runs]) as v:
+        loaded(v, 2)
+        code, body = refused(v.url + "api/runs/0/rows?reward_min=high&task=x&failure=boom")
+        assert code == 400
+        assert {e["field"] for e in body["violations"]} == {"reward_min", "task", "failure"}
+        assert "known: any, none, invalid_request" in body["error"]
+        assert refused(v.url + "api/runs/9/rows")[0] == 404
+        assert refused(v.url + "api/runs/0/rows?limit=100000")[0] == 400
+        assert refused(v.url + "api/compare?a=0&b=1&agent_a=nobody")[1]["error"].startswith("no agent 'nobody'")
+        assert refused(v.url + "api/../../etc/passwd")[0] == 404
+        assert refused(v.url + "api/runs", method="POST")[0] == 405
+        # a page of another site reaching the viewer by a rebound name is refused by its Host
+        code, body = refused(v.url + "api/runs", headers={"Host": "attacker.example:80"})
+        assert code == 403 and "not this viewer's" in body["error"]
+
+
+def test_the_page_is_locked_to_its_own_script(two_runs: Path) -> None:
+    with Viewer([two_runs]) as v:
+        with urllib.request.urlopen(v.url, timeout=30) as res:
+            csp = res.headers["content-security-policy"]
+            page = res.read().decode()
+        assert "script-src 'self'" in csp and "default-src 'none'" in csp and "connect-src 'self'" in csp
+        assert "<script>" not in page  # no inline script: the policy forbids it
+        script = (Path(__file__).parents[2] / "gym_metrics" / "view" / "static" / "app.js").read_text()
+        assert "innerHTML" not in script and "insertAdjacentHTML" not in script and "eval(" not in script
+        rows = get(v.url + "api/runs/0/rows?limit=1")["rows"]
+        assert XSS in get(v.url + f"api/runs/0/rollouts/{rows[0]['line']}")["row"]["judge_notes"]  # data stays data
