@@ -17,12 +17,15 @@ function h(tag, attrs, ...children) {
     else if (k === "class") el.className = v;
     else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return el;
 }
+
+// replaceChildren without the absent parts (null would be written as the text "null")
+function put(el, ...kids) { el.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined && k !== false)); }
 
 async function api(path) {
   const res = await fetch("/api/" + path, {headers: {accept: "application/json"}});
@@ -78,9 +81,9 @@ async function route() {
     else if (parts[0] === "run" && parts.length === 2) await runPage(main, parts[1], params, mine);
     else if (parts[0] === "run" && parts[2] === "rollout") await rolloutPage(main, parts[1], parts[3]);
     else if (parts[0] === "compare") await comparePage(main, parts[1], parts[2], params);
-    else main.replaceChildren(errorBox(new Error("no such page: " + location.hash)));
+    else put(main, errorBox(new Error("no such page: " + location.hash)));
   } catch (err) {
-    if (mine === generation) main.replaceChildren(errorBox(err));
+    if (mine === generation) put(main, errorBox(err));
   }
 }
 
@@ -115,7 +118,7 @@ async function home(main, mine) {
     const compare = withRows.length < 2 ? null : h("form", {class: "filters", id: "compare-form", onsubmit: (e) => {
       e.preventDefault(); go(["compare", a.value, b.value]); }},
       h("label", {}, "run A", a), h("label", {}, "run B", b), h("button", {type: "submit"}, "Compare side by side"));
-    main.replaceChildren(h("h1", {}, "Runs"), table, compare ? h("h2", {}, "Compare two runs") : null, compare);
+    put(main, h("h1", {}, "Runs"), table, compare ? h("h2", {}, "Compare two runs") : null, compare);
     status(`${runs.length} run(s)`);
   };
   await draw();
@@ -134,7 +137,8 @@ async function runPage(main, id, params, mine) {
   const tasksBox = h("div", {id: "tasks"});
   const rowsBox = h("div", {id: "rollouts"});
   const header = h("div", {});
-  main.replaceChildren(header, agents, filterForm(id, run, params), h("h2", {}, "Tasks"), tasksBox, h("h2", {}, "Rollouts"), rowsBox);
+  put(main, header, agents, filterForm(id, run, params),
+    h("div", {class: "split"}, h("div", {}, h("h2", {}, "Tasks"), tasksBox), h("div", {}, h("h2", {}, "Rollouts"), rowsBox)));
   if (run.file_size === undefined) {
     header.append(h("h1", {}, run.name), h("p", {class: "muted"}, "A metrics file without its rollouts file."), jsonBlock(run.metrics));
     return;
@@ -143,11 +147,11 @@ async function runPage(main, id, params, mine) {
   const draw = async (force) => {
     const r = await api(`runs/${id}`);
     if (mine !== generation) return;
-    header.replaceChildren(h("h1", {}, r.name), h("div", {class: "muted small"}, `${num(r.rows)} rollouts · ${num(r.lines)} lines · `,
+    put(header, h("h1", {}, r.name), h("div", {class: "muted small"}, `${num(r.rows)} rollouts · ${num(r.lines)} lines · `,
       r.bad_lines_count ? h("span", {class: "badge b-err"}, `${r.bad_lines_count} bad line(s)`) : "no bad lines", " ",
       liveLabel(r) ? badge(liveLabel(r), "live") : null),
       r.bad_lines && r.bad_lines.length ? fold("bad lines", h("ul", {}, r.bad_lines.map((b) => h("li", {}, `line ${b.line}: ${b.reason}`)))) : null);
-    agents.replaceChildren(...r.agents.map((a) => agentCard(a, (r.key_metrics || {})[a.name])));
+    put(agents, ...r.agents.map((a) => agentCard(a, (r.key_metrics || {})[a.name])));
     status(`${num(r.rows)} rollouts` + (r.bytes < r.file_size ? " (reading…)" : ""));
     if (!force && r.rows === seen) return;
     seen = r.rows;
@@ -201,7 +205,7 @@ async function drawTasks(id, filterQuery, offset, box, moveTo) {
     t.tasks.map((row) => h("tr", {class: "click", onclick: () => { const p = new URLSearchParams(filterQuery); p.set("task", row.task); go(["run", id], p); }},
       h("td", {}, String(row.task)), h("td", {class: "num"}, num(row.rollouts)), h("td", {class: "num"}, num(row.mean_reward)),
       h("td", {class: "num"}, pct(row.pass_rate)), h("td", {class: "num"}, num(row.errors)))));
-  box.replaceChildren(table, pager(offset, PAGE, t.total, t.tasks.length, "tasks", moveTo));
+  put(box, table, pager(offset, PAGE, t.total, t.tasks.length, "tasks", moveTo));
 }
 
 async function drawRows(id, filterQuery, offset, box, moveTo) {
@@ -222,7 +226,7 @@ async function drawRows(id, filterQuery, offset, box, moveTo) {
     `${page.rows.length} match(es) in rows ${num(offset + 1)}–${num(page.scanned)} of ${num(page.total)} searched`),
     offset > 0 ? h("button", {type: "button", onclick: () => moveTo(0)}, "from the start") : null,
     page.next !== null ? h("button", {type: "button", id: "search-more", onclick: () => moveTo(page.next)}, "search on") : null);
-  box.replaceChildren(table, nav);
+  put(box, table, nav);
 }
 
 function pager(offset, size, total, shown, what, moveTo) {
@@ -244,7 +248,7 @@ async function rolloutPage(main, id, line) {
     r.next !== null ? h("a", {href: `#/run/${id}/rollout/${r.next}`, id: "next"}, "next rollout ›") : null);
   const head = h("h1", {}, `${r.agent || "(no agent)"} · task ${r.task} · rollout ${r.rollout}`);
   if (!row) {
-    main.replaceChildren(nav, head, h("p", {}, `This row is ${num(r.bytes)} bytes: its first bytes as text.`), folded(r.raw, "json"));
+    put(main, nav, head, h("p", {}, `This row is ${num(r.bytes)} bytes: its first bytes as text.`), folded(r.raw, "json"));
     return;
   }
   const reward = typeof row.reward === "number" ? row.reward : null;
@@ -254,12 +258,11 @@ async function rolloutPage(main, id, line) {
     h("span", {}, "health"), h("span", {}, r.health ? badge(r.health.verdict) : "–",
       r.verdict_on_record ? h("span", {class: "muted small"}, ` (on record: ${r.verdict_on_record})`) : null),
     h("span", {}, "line"), h("span", {}, `${line} (${num(r.bytes)} bytes)`))));
-  main.replaceChildren(nav, head, summary,
-    section("Verify fields", verifyFields(row), "fields"),
-    section("Health findings", healthBlock(r.health), "health"),
+  put(main, nav, head, h("div", {class: "split"}, summary, section("Health findings", healthBlock(r.health), "health")),
     section("Conversation", conversation(row), "conversation"),
     section("Tool calls", toolCalls(row), "tool-calls"),
     section("Model calls", modelCalls(row), "model-calls"),
+    section("Verify fields", verifyFields(row), "fields"),
     section("The whole row", fold("as JSON", jsonBlock(row)), "raw"));
 }
 
@@ -375,7 +378,7 @@ async function comparePage(main, a, b, params) {
       h("td", {class: "num"}, pct(t.pass_rate_a)), h("td", {class: "num"}, pct(t.pass_rate_b)),
       h("td", {}, t.flip ? badge(t.flip, t.flip.startsWith("pass") ? "fail" : "pass") : ""),
       h("td", {class: "num"}, `${t.rollouts_a} / ${t.rollouts_b}`))));
-  main.replaceChildren(h("h1", {}, `A: ${name(a)} (${c.agent_a || "no agent"}) · B: ${name(b)} (${c.agent_b || "no agent"})`),
+  put(main, h("h1", {}, `A: ${name(a)} (${c.agent_a || "no agent"}) · B: ${name(b)} (${c.agent_b || "no agent"})`),
     h("div", {class: "section"}, h("div", {class: "kv"},
       h("span", {}, "tasks in both"), h("span", {}, num(c.common_tasks)), h("span", {}, "only in A / only in B"), h("span", {}, `${c.only_a} / ${c.only_b}`),
       h("span", {}, "pass → fail"), h("span", {id: "pass-to-fail"}, num(c.pass_to_fail)), h("span", {}, "fail → pass"), h("span", {id: "fail-to-pass"}, num(c.fail_to_pass))),
