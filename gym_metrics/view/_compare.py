@@ -13,13 +13,13 @@ from gym_metrics.compare import compare_paired
 from gym_metrics.errors import GymMetricsError
 from gym_metrics.reducers import passes
 from gym_metrics.rollouts import NumericField, RolloutColumns
-from gym_metrics.view._index import Snapshot
+from gym_metrics.view._index import Indexed
 
 MAX_TASK_ROWS = 2000
 """Tasks listed per comparison (flipped ones first); the counts cover them all."""
 
 
-def _agent_columns(snap: Snapshot, agent: str) -> RolloutColumns:
+def _agent_columns(snap: Indexed, agent: str) -> RolloutColumns:
     c = snap.columns
     if agent not in snap.agents:
         raise LookupError(f"no agent {agent!r} in this run; its agents: {', '.join(snap.agents) or '(none)'}")
@@ -39,7 +39,7 @@ def _per_task(cols: RolloutColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return ids, n, passed / np.maximum(n, 1)
 
 
-def side_by_side(a: Snapshot, agent_a: str, b: Snapshot, agent_b: str) -> dict[str, Any]:
+def side_by_side(a: Indexed, agent_a: str, b: Indexed, agent_b: str) -> dict[str, Any]:
     """Per common task: pass rates in A and B and the flip (a task passes when more than half
     its rollouts do); the tasks only one run has; the paired difference of mean reward."""
     ca, cb = _agent_columns(a, agent_a), _agent_columns(b, agent_b)

@@ -60,7 +60,7 @@ _FIELDS = ("line", "agent", "task", "rollout", "reward", "error", "verdict")
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Indexed:
     """What one refresh left: the columns, the agents' names (by code), the line starts."""
 
     columns: Columns
@@ -98,13 +98,13 @@ class RunIndex:
         self.path = path
         self._verdicts = _Verdicts(verdicts)
         self._lock = threading.Lock()  # one refresh at a time
-        self._snapshot = Snapshot(Columns.empty(), (), np.zeros(1, np.int64))
+        self._snapshot = Indexed(Columns.empty(), (), np.zeros(1, np.int64))
 
     @property
-    def snapshot(self) -> Snapshot:
+    def snapshot(self) -> Indexed:
         return self._snapshot
 
-    def refresh(self, max_bytes: int | None = None) -> Snapshot:
+    def refresh(self, max_bytes: int | None = None) -> Indexed:
         """Index the whole lines written since the last refresh (at most `max_bytes` of them, if
         given); a file that shrank or was replaced is indexed again from its start."""
         with self._lock:
@@ -114,7 +114,7 @@ class RunIndex:
             except FileNotFoundError:
                 size = 0
             if size < snap.size:
-                snap = Snapshot(Columns.empty(), (), np.zeros(1, np.int64))
+                snap = Indexed(Columns.empty(), (), np.zeros(1, np.int64))
             budget = max_bytes if max_bytes is not None else size
             while snap.size < size and budget > 0:
                 grown = self._read_block(snap, size, min(BLOCK_BYTES, budget))
@@ -126,7 +126,7 @@ class RunIndex:
             self._snapshot = snap
             return snap
 
-    def _read_block(self, snap: Snapshot, size: int, want: int) -> Snapshot | None:
+    def _read_block(self, snap: Indexed, size: int, want: int) -> Indexed | None:
         start = snap.size
         with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             size = min(size, len(mm))
@@ -157,10 +157,10 @@ class RunIndex:
         new = _concat([snap.columns, *parts], order_from=len(snap.columns))
         bad = list(snap.bad_lines)
         bad += [(b.line, f"{b.field}: {b.reason}") for b in read.bad_lines[: MAX_BAD_LINES - len(bad)]]
-        return Snapshot(new, tuple(agents), np.concatenate([snap.starts, starts]), tuple(bad),
+        return Indexed(new, tuple(agents), np.concatenate([snap.starts, starts]), tuple(bad),
                         snap.bad_count + len(read.bad_lines), end + 1, size)  # fmt: skip
 
-    def _with_verdicts(self, snap: Snapshot) -> Snapshot:
+    def _with_verdicts(self, snap: Indexed) -> Indexed:
         v = self._verdicts
         if v.path is None:
             return snap

@@ -17,7 +17,7 @@ import orjson
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.reducers import passes
 from gym_metrics.rollouts import ERROR_KINDS
-from gym_metrics.view._index import VERDICTS, RunIndex, Snapshot
+from gym_metrics.view._index import VERDICTS, RunIndex, Indexed
 
 MAX_PAGE = 500
 """Rows (or tasks) one page may ask for."""
@@ -75,7 +75,7 @@ class Filter:
         return out
 
 
-def select(snap: Snapshot, f: Filter) -> np.ndarray:
+def select(snap: Indexed, f: Filter) -> np.ndarray:
     """Positions (in file order) of the rows the filter's column conditions keep (not its text)."""
     c = snap.columns
     keep = np.ones(len(c), bool)
@@ -105,7 +105,7 @@ def _needles(text: str) -> list[bytes]:
     return sorted({s.lower().encode() for s in forms if s})
 
 
-def page(index: RunIndex, snap: Snapshot, f: Filter, offset: int, limit: int) -> dict[str, Any]:
+def page(index: RunIndex, snap: Indexed, f: Filter, offset: int, limit: int) -> dict[str, Any]:
     """A page of the kept rows. Without text: rows[offset:offset+limit] of an exact total. With
     text: matches found scanning from position `offset` of the kept rows, up to `limit` matches
     or SEARCH_BYTES read; `next` is where to go on (None when the scan reached the end)."""
@@ -132,7 +132,7 @@ def page(index: RunIndex, snap: Snapshot, f: Filter, offset: int, limit: int) ->
             "next": pos if pos < len(kept) else None, "scanned": pos}  # fmt: skip
 
 
-def _rows(index: RunIndex, snap: Snapshot, positions: np.ndarray) -> list[dict[str, Any]]:
+def _rows(index: RunIndex, snap: Indexed, positions: np.ndarray) -> list[dict[str, Any]]:
     c = snap.columns.take(positions)
     out = []
     for i in range(len(c)):
@@ -168,7 +168,7 @@ def preview(raw: bytes) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
-def tasks(snap: Snapshot, f: Filter, offset: int, limit: int) -> dict[str, Any]:
+def tasks(snap: Indexed, f: Filter, offset: int, limit: int) -> dict[str, Any]:
     """Per task of the kept rows (ordered by task): rollouts, mean reward, pass rate, errors."""
     kept = snap.columns.take(select(snap, f))
     ids, inverse = np.unique(kept.task, return_inverse=True)
@@ -186,7 +186,7 @@ def tasks(snap: Snapshot, f: Filter, offset: int, limit: int) -> dict[str, Any]:
     return {"total": int(len(ids)), "tasks": rows}
 
 
-def agents(snap: Snapshot) -> list[dict[str, Any]]:
+def agents(snap: Indexed) -> list[dict[str, Any]]:
     """Per agent: rows, mean reward, pass rate, errors and health verdict counts."""
     c = snap.columns
     out = []

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from gym_metrics._util.jsonio import loads
-from gym_metrics.health._checks import check_rollout
+from gym_metrics.health import check_rollout
 from gym_metrics.view._index import VERDICTS, RunIndex
 
 MAX_ROW_BYTES = 64 << 20

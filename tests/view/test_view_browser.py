@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gym_metrics.report import open_in_chromium
-from gym_metrics.view import Viewer
+from gym_metrics.view import Viewer, _query
 
 from _viewer_data import XSS, row, write_run
 
@@ -47,6 +47,12 @@ FILTER = step("""const form = document.getElementById('filters');
   await until(() => location.hash.includes('reward_max=0') && all('#rollout-table tr[data-line]').length === 10, 'the filtered rows');
   return all('#rollout-table tr[data-line] td:nth-child(5)').map(td => td.textContent);""")
 
+SEARCH = step("""const form = document.getElementById('filters');
+  form.elements.reward_max.value = ''; form.elements.q.value = 'what is 2 +';
+  form.requestSubmit();
+  await until(() => document.getElementById('search-info')?.textContent.includes('searched to the end'), 'the search');
+  return {lines: all('#rollout-table tr[data-line]').map(tr => tr.dataset.line), info: document.getElementById('search-info').textContent};""")
+
 ROLLOUT = step("""location.hash = '#/run/2';
   await until(() => all('#rollout-table tr[data-line]').length === 6, 'run 2');
   document.querySelector('#rollout-table tr[data-line]').click();
@@ -76,7 +82,8 @@ LIVE = step("""location.hash = '#/run/3';
 
 
 @pytest.mark.slow
-def test_the_viewer_in_chromium(tmp_path: Path, chromium: str) -> None:
+def test_the_viewer_in_chromium(tmp_path: Path, chromium: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_query, "SEARCH_BYTES", 4000)  # a search takes many requests: the page goes on by itself
     write_run(tmp_path / "a.jsonl", "policy-a", tasks=30, repeats=2, reward=lambda t, r: float(t % 3 != 0 or r == 0))
     write_run(tmp_path / "b.jsonl", "policy-b", tasks=30, repeats=2, reward=lambda t, r: float(t % 5 != 0))
     (tmp_path / "c_trajectories.jsonl").write_bytes((DATA / "clean.jsonl").read_bytes())
@@ -97,7 +104,7 @@ def test_the_viewer_in_chromium(tmp_path: Path, chromium: str) -> None:
         try:
             load = open_in_chromium(
                 v.url, binary=chromium, width=1280, height=900,
-                evaluate=[(RUNS, shots["view-runs"]), (RUN, shots["view-run"]), FILTER, (ROLLOUT, shots["view-rollout"]),
+                evaluate=[(RUNS, shots["view-runs"]), (RUN, shots["view-run"]), FILTER, SEARCH, (ROLLOUT, shots["view-rollout"]),
                           XSS_ROLLOUT, (COMPARE, shots["view-compare"]), "0"],
             )  # fmt: skip
             appending.start()
@@ -109,10 +116,12 @@ def test_the_viewer_in_chromium(tmp_path: Path, chromium: str) -> None:
     assert load.console_errors == [] and live_page.console_errors == []
     assert [u for u in load.requests + live_page.requests if not u.startswith(v.url)] == []
     assert any(u.startswith(v.url + "api/runs/0/rows") for u in load.requests)  # the harness sees the page's requests
-    runs, run, filtered, opened, xss, compare, _ = load.values
+    runs, run, filtered, searched, opened, xss, compare, _ = load.values
     assert runs == ["a.jsonl", "b.jsonl", "c_trajectories.jsonl", "d_live.jsonl"]
     assert run == {"agent": "policy-a", "tasks": 30, "pager": "1–50 of 60 rollouts"}
     assert filtered == ["0"] * 10  # rollout 1 of the tasks t % 3 == 0
+    assert searched == {"lines": ["5", "6"], "info": "2 match(es) in rows 1–60 of 60 (searched to the end)"}
+    assert sum(u.startswith(v.url + "api/runs/0/rows?agent=policy-a&q=") for u in load.requests) > 5  # it went on by itself
     assert opened["title"] == "agent · task 0 · rollout 0" and opened["health"] == "healthy"
     assert opened["tools"] == 3 and opened["calls"] >= 4 and opened["raw"] is True
     assert {"reward", "final_count", "agent_ref", "_ng_task_index"} <= set(opened["fields"])

@@ -212,21 +212,35 @@ async function drawRows(id, filterQuery, offset, box, moveTo) {
   const q = new URLSearchParams(filterQuery);
   q.set("offset", offset); q.set("limit", PAGE);
   const page = await api(`runs/${id}/rows?${q}`);
-  const table = h("table", {id: "rollout-table"},
+  if (page.scanned === null) {
+    put(box, rowTable(id, page.rows), pager(offset, PAGE, page.total, page.rows.length, "rollouts", moveTo));
+    return;
+  }
+  // a text search: the server reads a bounded stretch per request; go on until a page is full
+  const mine = generation;
+  let rows = page.rows, next = page.next, scanned = page.scanned;
+  const show = () => put(box, rowTable(id, rows), h("div", {class: "pager"}, h("span", {class: "muted", id: "search-info"},
+    `${rows.length} match(es) in rows ${num(offset + 1)}–${num(scanned)} of ${num(page.total)}` + (next === null ? " (searched to the end)" : "")),
+    offset > 0 ? h("button", {type: "button", onclick: () => moveTo(0)}, "from the start") : null,
+    next !== null && rows.length >= PAGE ? h("button", {type: "button", id: "search-more", onclick: () => moveTo(next)}, "next matches ›") : null));
+  show();
+  while (rows.length < PAGE && next !== null && mine === generation && box.isConnected) {
+    q.set("offset", next); q.set("limit", PAGE - rows.length);
+    const more = await api(`runs/${id}/rows?${q}`);
+    rows = rows.concat(more.rows); next = more.next; scanned = more.scanned;
+    show();
+  }
+}
+
+function rowTable(id, rows) {
+  return h("table", {id: "rollout-table"},
     h("tr", {}, h("th", {class: "num"}, "line"), h("th", {}, "agent"), h("th", {class: "num"}, "task"), h("th", {class: "num"}, "rollout"),
       h("th", {class: "num"}, "reward"), h("th", {}, "failure"), h("th", {}, "health"), h("th", {}, "prompt")),
-    page.rows.map((r) => h("tr", {class: "click", "data-line": r.line, onclick: () => go(["run", id, "rollout", r.line])},
+    rows.map((r) => h("tr", {class: "click", "data-line": r.line, onclick: () => go(["run", id, "rollout", r.line])},
       h("td", {class: "num"}, h("a", {href: `#/run/${id}/rollout/${r.line}`}, String(r.line))), h("td", {}, r.agent),
       h("td", {class: "num"}, String(r.task)), h("td", {class: "num"}, String(r.rollout)), h("td", {class: "num"}, num(r.reward)),
       h("td", {}, r.error ? badge(r.error, "err") : ""), h("td", {}, r.verdict ? badge(r.verdict) : ""),
       h("td", {class: "small"}, r.preview))));
-  let nav;
-  if (page.scanned === null) nav = pager(offset, PAGE, page.total, page.rows.length, "rollouts", moveTo);
-  else nav = h("div", {class: "pager"}, h("span", {class: "muted"},
-    `${page.rows.length} match(es) in rows ${num(offset + 1)}–${num(page.scanned)} of ${num(page.total)} searched`),
-    offset > 0 ? h("button", {type: "button", onclick: () => moveTo(0)}, "from the start") : null,
-    page.next !== null ? h("button", {type: "button", id: "search-more", onclick: () => moveTo(page.next)}, "search on") : null);
-  put(box, table, nav);
 }
 
 function pager(offset, size, total, shown, what, moveTo) {
