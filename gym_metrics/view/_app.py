@@ -19,6 +19,7 @@ from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.view import _query
 from gym_metrics.view._compare import side_by_side
 from gym_metrics.view._index import BLOCK_BYTES
+from gym_metrics.view._results import ResultsFile
 from gym_metrics.view._rollout import plain, rollout
 from gym_metrics.view._runs import Run
 
@@ -137,6 +138,10 @@ class ViewerApp:
                 if run.index is not None:
                     out["bad_lines"] = [{"line": n, "reason": r} for n, r in run.index.snapshot.bad_lines[:100]]
                 return out
+            case ["runs", ident, "scores"]:
+                return self._results_of(ident).page(params, *_paging(params))
+            case ["runs", ident, "scores", row] if row.isdigit():
+                return self._results_of(ident).row(int(row))
             case ["runs", ident, "rows"]:
                 index = self._rows_of(ident)
                 return _query.page(index, index.snapshot, _query.Filter.parse(params), *_paging(params))
@@ -152,6 +157,12 @@ class ViewerApp:
                 return {"agent_a": agent_a, "agent_b": agent_b, **side_by_side(sa, agent_a, sb, agent_b)}
         raise LookupError(f"no API {'/'.join(parts)[:100]!r}")
 
+    def _results_of(self, ident: str) -> ResultsFile:
+        run = self._run(ident)
+        if run.results is None:
+            raise LookupError(f"run {ident} is not a scorer results file")
+        return run.results
+
     def _rows_of(self, ident: str) -> Any:
         run = self._run(ident)
         if run.index is None:
@@ -160,10 +171,15 @@ class ViewerApp:
 
     def _summary(self, i: int, run: Run) -> dict[str, Any]:
         out: dict[str, Any] = {"id": i, "name": run.name, "metrics_file": run.metrics_path.name if run.metrics_path and run.metrics_path.is_file() else None}
+        if run.results is not None:
+            try:
+                return {**out, "kind": "results", "agents": [], **run.results.summary()}
+            except (InvalidInputError, OSError) as exc:  # one bad file does not hide the others
+                return {**out, "kind": "results", "agents": [], "rows": 0, "error": str(exc)}
         if run.index is None:
-            return {**out, "rows": 0, "agents": [], "key_metrics": _key_metrics(run.metrics())}
+            return {**out, "kind": "metrics", "rows": 0, "agents": [], "key_metrics": _key_metrics(run.metrics())}
         snap = run.index.snapshot
-        return {**out, "path": str(run.index.path), "rows": len(snap.columns), "lines": snap.lines, "bytes": snap.size,
+        return {**out, "kind": "rollouts", "path": str(run.index.path), "rows": len(snap.columns), "lines": snap.lines, "bytes": snap.size,
                 "file_size": snap.file_size, "bad_lines_count": snap.bad_count, "agents": _query.agents(snap),
                 "key_metrics": _key_metrics(run.metrics())}  # fmt: skip
 

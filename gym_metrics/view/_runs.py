@@ -1,7 +1,8 @@
 """What the viewer was pointed at, as runs: a rollouts file (`collect`'s output, growing while
 a collect writes it) with its metrics file (`<stem>_aggregate_metrics.json`) and health verdicts
-(`rollout_verdicts.jsonl`) beside it; a metrics file alone is a run without rows. A folder
-gives every such file in it. Requests name runs by number, never by path: the viewer serves
+(`rollout_verdicts.jsonl`) beside it; a metrics file alone is a run without rows; an
+evaluation's or a job's result (`<stem>_<scorer>_results.json`) is a run of scored rows. A
+folder gives every such file in it. Requests name runs by number, never by path: the viewer serves
 these files and nothing else."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import orjson
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.health import VERDICTS_FILE
 from gym_metrics.view._index import RunIndex
+from gym_metrics.view._results import RESULTS_SUFFIX, ResultsFile
 
 METRICS_SUFFIX = "_aggregate_metrics.json"
 NOT_ROLLOUTS = frozenset({VERDICTS_FILE, "manifest.jsonl", "refused.jsonl"})
@@ -25,11 +27,13 @@ MAX_METRICS_BYTES = 256 << 20
 
 @dataclass
 class Run:
-    """One run: its rollouts index (None for a metrics file alone) and its metrics file."""
+    """One run: its rollouts index (None for a metrics file alone) and its metrics file, or a
+    scorer results file."""
 
     name: str
     index: RunIndex | None
     metrics_path: Path | None
+    results: ResultsFile | None = None
     _metrics: tuple[float, Any] = field(default=(-1.0, None), repr=False)
 
     def metrics(self) -> Any:
@@ -58,12 +62,16 @@ def find_runs(paths: Sequence[Path]) -> list[Run]:
     InvalidInputError naming a path that does not exist or is neither kind of file."""
     rollouts: list[Path] = []
     metrics_only: list[Path] = []
+    results: list[Path] = []
     for path in paths:
         if path.is_dir():
             rollouts += sorted(p for p in path.glob("*.jsonl") if p.name not in NOT_ROLLOUTS)
             metrics_only += sorted(path.glob(f"*{METRICS_SUFFIX}"))
+            results += sorted(path.glob(f"*{RESULTS_SUFFIX}"))
         elif path.name.endswith(METRICS_SUFFIX) and path.is_file():
             metrics_only.append(path)
+        elif path.name.endswith(RESULTS_SUFFIX) and path.is_file():
+            results.append(path)
         elif path.is_file():
             rollouts.append(path)
         else:
@@ -79,6 +87,10 @@ def find_runs(paths: Sequence[Path]) -> list[Run]:
         if m.resolve() not in paired and m.resolve() not in seen:
             seen.add(m.resolve())
             runs.append(Run(m.name, None, m))
+    for r in results:
+        if r.resolve() not in seen:
+            seen.add(r.resolve())
+            runs.append(Run(r.name, None, None, ResultsFile(r)))
     if not runs:
-        raise InvalidInputError(f"no rollouts (.jsonl) or metrics ({METRICS_SUFFIX}) files in {', '.join(map(str, paths))}")
+        raise InvalidInputError(f"no rollouts (.jsonl), metrics ({METRICS_SUFFIX}) or results ({RESULTS_SUFFIX}) files in {', '.join(map(str, paths))}")
     return runs

@@ -229,3 +229,32 @@ def test_the_page_is_locked_to_its_own_script(two_runs: Path) -> None:
         assert "innerHTML" not in script and "insertAdjacentHTML" not in script and "eval(" not in script
         rows = get(v.url + "api/runs/0/rows?limit=1")["rows"]
         assert XSS in get(v.url + f"api/runs/0/rollouts/{rows[0]['line']}")["row"]["judge_notes"]  # data stays data
+
+
+def test_an_evaluation_result_beside_its_input(tmp_path: Path) -> None:
+    """`evaluate`'s `<stem>_<scorer>_results.json` is a run of scored rows: its aggregate scores,
+    its rows filtered by a score, each beside the input row it scored; a broken result file is
+    said on its run and does not hide the others."""
+    import shutil
+
+    from gym_metrics import cli
+
+    cases = Path(shutil.copy(Path(__file__).parents[1] / "data" / "tool_call_accuracy" / "cases.jsonl", tmp_path / "cases.jsonl"))
+    assert cli.main(["evaluate", "--scorer", "tool_call_accuracy", "--input", str(cases)]) == 0
+    result = json.loads((tmp_path / "cases_tool_call_accuracy_results.json").read_text())
+    (tmp_path / "broken_x_results.json").write_text("{not json")
+    with Viewer([tmp_path / "cases_tool_call_accuracy_results.json", tmp_path / "broken_x_results.json"]) as v:
+        runs = get(v.url + "api/runs")["runs"]
+        assert runs[0]["kind"] == "results" and runs[0]["rows"] == len(result["row_scores"]) and runs[0]["input_file"] == "cases.jsonl"
+        assert runs[0]["aggregate_scores"] == result["aggregate_scores"]
+        assert "broken_x_results.json is not a scorer results file" in runs[1]["error"]
+        name = result["aggregate_scores"][0]["name"]
+        low = [r["index"] for r in result["row_scores"] if r["scores"].get(name) is not None and r["scores"][name] <= 0.5]
+        page = get(v.url + f"api/runs/0/scores?score={name}&max=0.5&limit=500")
+        assert [r["index"] for r in page["rows"]] == low and page["total"] == len(low)
+        inputs = [json.loads(line) for line in cases.read_text().splitlines() if line.strip()]
+        one = get(v.url + f"api/runs/0/scores/{len(inputs) - 1}")
+        assert one["input"] == inputs[-1] and one["entry"] == result["row_scores"][-1] and one["next"] is None
+        assert refused(v.url + f"api/runs/0/scores?min=0.5")[1]["violations"] == [{"field": "min", "reason": "needs score=NAME"}]
+        assert refused(v.url + "api/runs/0/scores?score=nope")[0] == 400
+        assert refused(v.url + f"api/runs/0/scores/{len(inputs)}")[0] == 404

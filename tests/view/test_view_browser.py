@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gym_metrics import cli
 from gym_metrics.report import open_in_chromium
 from gym_metrics.view import Viewer, _query
 
@@ -33,7 +34,7 @@ def step(body: str) -> str:
     return f"(async () => {{ {UNTIL}\n{body} }})()"
 
 
-RUNS = step("""await until(() => all('#runs tr[data-run]').length === 4 && !document.body.textContent.includes('reading'), 'the runs');
+RUNS = step("""await until(() => all('#runs tr[data-run]').length === 5 && !document.body.textContent.includes('reading'), 'the runs');
   return all('#runs tr[data-run] td:first-child a').map(a => a.textContent);""")
 
 RUN = step("""location.hash = '#/run/0';
@@ -76,6 +77,13 @@ COMPARE = step("""location.hash = '#/';
   return {p2f: document.getElementById('pass-to-fail').textContent, f2p: document.getElementById('fail-to-pass').textContent,
           first: all('#compare-table tr')[1].textContent, rows: all('#compare-table tr').length - 1};""")
 
+RESULTS = step("""location.hash = '#/run/4';
+  await until(() => all('#scores-table tr[data-row]').length === 15, 'the scored rows');
+  const aggregate = all('#aggregate-scores tr').length - 1;
+  document.querySelector('#scores-table tr[data-row="3"]').click();
+  await until(() => document.getElementById('scores') && document.querySelector('h1').textContent === 'row 3', 'the scored row');
+  return {aggregate, input: document.querySelector('#raw pre').textContent.includes('"tool_calls"')};""")
+
 LIVE = step("""location.hash = '#/run/3';
   await until(() => all('#rollout-table tr[data-line]').length === 12, 'the rows the writer appended');
   return document.querySelector('#rollouts .pager span').textContent;""")
@@ -89,6 +97,10 @@ def test_the_viewer_in_chromium(tmp_path: Path, chromium: str, monkeypatch: pyte
     (tmp_path / "c_trajectories.jsonl").write_bytes((DATA / "clean.jsonl").read_bytes())
     live = tmp_path / "d_live.jsonl"
     live.write_text(json.dumps(row("live", 0, 0, 1.0)) + "\n")
+    evaluated = tmp_path / "eval"
+    evaluated.mkdir()
+    cases = Path(shutil.copy(Path(__file__).parents[1] / "data" / "tool_call_accuracy" / "cases.jsonl", evaluated / "cases.jsonl"))
+    assert cli.main(["evaluate", "--scorer", "tool_call_accuracy", "--input", str(cases)]) == 0
     stop = threading.Event()
 
     def writer() -> None:  # bounded: 11 rows, one every 0.3 s
@@ -99,13 +111,13 @@ def test_the_viewer_in_chromium(tmp_path: Path, chromium: str, monkeypatch: pyte
                 f.write(json.dumps(row("live", n, 0, float(n % 2))) + "\n")
 
     shots = {name: tmp_path / f"{name}.png" for name in SHOTS}
-    with Viewer([tmp_path]) as v:
+    with Viewer([tmp_path, evaluated / "cases_tool_call_accuracy_results.json"]) as v:
         appending = threading.Thread(target=writer)
         try:
             load = open_in_chromium(
                 v.url, binary=chromium, width=1280, height=900,
                 evaluate=[(RUNS, shots["view-runs"]), (RUN, shots["view-run"]), FILTER, SEARCH, (ROLLOUT, shots["view-rollout"]),
-                          XSS_ROLLOUT, (COMPARE, shots["view-compare"]), "0"],
+                          XSS_ROLLOUT, (COMPARE, shots["view-compare"]), RESULTS, "0"],
             )  # fmt: skip
             appending.start()
             live_page = open_in_chromium(v.url, binary=chromium, evaluate=[LIVE])
@@ -116,8 +128,9 @@ def test_the_viewer_in_chromium(tmp_path: Path, chromium: str, monkeypatch: pyte
     assert load.console_errors == [] and live_page.console_errors == []
     assert [u for u in load.requests + live_page.requests if not u.startswith(v.url)] == []
     assert any(u.startswith(v.url + "api/runs/0/rows") for u in load.requests)  # the harness sees the page's requests
-    runs, run, filtered, searched, opened, xss, compare, _ = load.values
-    assert runs == ["a.jsonl", "b.jsonl", "c_trajectories.jsonl", "d_live.jsonl"]
+    runs, run, filtered, searched, opened, xss, compare, results, _ = load.values
+    assert runs == ["a.jsonl", "b.jsonl", "c_trajectories.jsonl", "d_live.jsonl", "cases_tool_call_accuracy_results.json"]
+    assert results == {"aggregate": 1, "input": True}
     assert run == {"agent": "policy-a", "tasks": 30, "pager": "1–50 of 60 rollouts"}
     assert filtered == ["0"] * 10  # rollout 1 of the tasks t % 3 == 0
     assert searched == {"lines": ["5", "6"], "info": "2 match(es) in rows 1–60 of 60 (searched to the end)"}

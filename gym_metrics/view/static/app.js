@@ -80,6 +80,7 @@ async function route() {
     if (parts.length === 0) await home(main, mine);
     else if (parts[0] === "run" && parts.length === 2) await runPage(main, parts[1], params, mine);
     else if (parts[0] === "run" && parts[2] === "rollout") await rolloutPage(main, parts[1], parts[3]);
+    else if (parts[0] === "run" && parts[2] === "score") await scoredRowPage(main, parts[1], parts[3]);
     else if (parts[0] === "compare") await comparePage(main, parts[1], parts[2], params);
     else put(main, errorBox(new Error("no such page: " + location.hash)));
   } catch (err) {
@@ -108,10 +109,12 @@ async function home(main, mine) {
         h("td", {class: "num"}, num(r.rows)),
         h("td", {}, r.agents.map((a) => h("div", {}, a.name || "(no agent)", " ", h("span", {class: "muted small"},
           `mean reward ${num(a.mean_reward)} · pass ${pct(a.pass_rate)}`)))),
-        h("td", {}, Object.entries(r.key_metrics || {}).map(([agent, km]) => h("div", {class: "small"}, agent + ": ",
+        h("td", {}, r.error ? h("span", {class: "badge b-err"}, r.error) : null,
+          (r.aggregate_scores || []).slice(0, 4).map((a) => h("div", {class: "small"}, `${a.name}: mean ${num(a.mean)} (${num(a.count)} scored)`)),
+          Object.entries(r.key_metrics || {}).map(([agent, km]) => h("div", {class: "small"}, agent + ": ",
           Object.entries(km).slice(0, 4).map(([k, v]) => `${k} ${num(v)}`).join(" · ")))),
         h("td", {}, liveLabel(r) ? badge(liveLabel(r), "live") : null))));
-    const withRows = runs.filter((r) => r.file_size !== undefined);
+    const withRows = runs.filter((r) => r.kind === "rollouts");
     const pick = (id) => h("select", {id}, withRows.map((r) => h("option", {value: r.id}, r.name)));
     const a = pick("cmp-a"), b = pick("cmp-b");
     if (withRows.length > 1) b.value = withRows[1].id;
@@ -131,6 +134,7 @@ const FILTERS = ["agent", "task", "reward_min", "reward_max", "failure", "verdic
 async function runPage(main, id, params, mine) {
   const run = await api(`runs/${id}`);
   where(run.name);
+  if (run.kind === "results") return resultsPage(main, id, run, params);
   const filterQuery = new URLSearchParams();
   for (const k of FILTERS) if (params.get(k)) filterQuery.set(k, params.get(k));
   const agents = h("div", {class: "cards", id: "agents"});
@@ -370,6 +374,55 @@ function modelCalls(row) {
         h("div", {}, h("div", {class: "role"}, "response"), jsonBlock(body.response ?? null))),
       fold("the call's record", jsonBlock(c))));
   }));
+}
+
+// ---- an evaluation's (or a job's) scored rows ---------------------------------------------
+async function resultsPage(main, id, run, params) {
+  if (run.error) { put(main, h("h1", {}, run.name), errorBox(new Error(run.error))); return; }
+  const agg = h("table", {id: "aggregate-scores"},
+    h("tr", {}, ["score", "count", "nan_count", "mean", "std_dev", "min", "max"].map((k) => h("th", {class: k === "score" ? null : "num"}, k))),
+    run.aggregate_scores.map((a) => h("tr", {}, h("td", {}, a.name), ["count", "nan_count", "mean", "std_dev", "min", "max"].map((k) => h("td", {class: "num"}, num(a[k]))))));
+  const field = (name, el) => { el.name = name; el.value = params.get(name) || ""; return el; };
+  const form = h("form", {class: "filters", id: "filters", onsubmit: (e) => {
+    e.preventDefault();
+    const p = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (v !== "") p.set(k, v);
+    go(["run", id], p);
+  }},
+    h("label", {}, "score", field("score", h("select", {}, h("option", {value: ""}, "any"), run.scores.map((n) => h("option", {value: n}, n))))),
+    h("label", {}, "at least", field("min", h("input", {type: "number", step: "any"}))),
+    h("label", {}, "at most", field("max", h("input", {type: "number", step: "any"}))),
+    h("label", {}, "failed", field("failed", h("select", {}, h("option", {value: ""}, "any"), h("option", {value: "1"}, "yes"), h("option", {value: "0"}, "no")))),
+    h("button", {type: "submit"}, "Filter"), h("button", {type: "button", onclick: () => go(["run", id])}, "Clear"));
+  const box = h("div", {id: "scored-rows"});
+  put(main, h("h1", {}, run.name), h("div", {class: "muted small"}, `${num(run.rows)} rows · ${num(run.failed)} failed · input: ${run.input_file || "not found beside the result"}`),
+    h("h2", {}, "Aggregate scores"), agg, form, h("h2", {}, "Rows"), box);
+  const q = new URLSearchParams();
+  for (const k of ["score", "min", "max", "failed"]) if (params.get(k)) q.set(k, params.get(k));
+  const draw = async (offset) => {
+    q.set("offset", offset); q.set("limit", PAGE);
+    const page = await api(`runs/${id}/scores?${q}`);
+    put(box, h("table", {id: "scores-table"},
+      h("tr", {}, h("th", {class: "num"}, "row"), run.scores.map((n) => h("th", {class: "num"}, n)), h("th", {}, "error"), h("th", {}, "input")),
+      page.rows.map((r) => h("tr", {class: "click", "data-row": r.index, onclick: () => go(["run", id, "score", r.index])},
+        h("td", {class: "num"}, h("a", {href: `#/run/${id}/score/${r.index}`}, String(r.index))),
+        run.scores.map((n) => h("td", {class: "num"}, num(r.scores[n]))),
+        h("td", {}, r.error ? badge(`${r.error.field}: ${r.error.reason}`, "err") : ""), h("td", {class: "small"}, r.preview)))),
+      pager(offset, PAGE, page.total, page.rows.length, "rows", draw));
+  };
+  await draw(0);
+}
+
+async function scoredRowPage(main, id, index) {
+  const r = await api(`runs/${id}/scores/${index}`);
+  where(`row ${index}`);
+  put(main, h("div", {class: "nav"}, h("a", {href: `#/run/${id}`}, "← the result"),
+      r.previous !== null ? h("a", {href: `#/run/${id}/score/${r.previous}`}, "‹ previous row") : null,
+      r.next !== null ? h("a", {href: `#/run/${id}/score/${r.next}`}, "next row ›") : null),
+    h("h1", {}, `row ${index}`),
+    section("Scores", jsonBlock(r.entry), "scores"),
+    r.input && r.input.responses_create_params ? section("Conversation", conversation(r.input), "conversation") : null,
+    section(`The input row${r.input_file ? " (" + r.input_file + ")" : ""}`, r.input === null ? h("p", {class: "muted"}, "The input file is not beside the result.") : jsonBlock(r.input), "raw"));
 }
 
 // ---- two runs side by side ---------------------------------------------------------------
