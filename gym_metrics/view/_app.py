@@ -63,7 +63,11 @@ class Follower:
             for run in self.runs:
                 if run.index is not None and not self._stop.is_set():
                     before = run.index.snapshot.size
-                    grew |= run.index.refresh(max_bytes=BLOCK_BYTES).size != before
+                    try:
+                        grew |= run.index.refresh(max_bytes=BLOCK_BYTES).size != before
+                        run.index.error = ""
+                    except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
+                        run.index.error = f"{type(exc).__name__}: {exc}"
             if not grew:
                 self._stop.wait(POLL_S)
 
@@ -180,7 +184,7 @@ class ViewerApp:
             return {**out, "kind": "metrics", "rows": 0, "agents": [], "key_metrics": _key_metrics(run.metrics())}
         snap = run.index.snapshot
         return {**out, "kind": "rollouts", "path": str(run.index.path), "rows": len(snap.columns), "lines": snap.lines, "bytes": snap.size,
-                "file_size": snap.file_size, "bad_lines_count": snap.bad_count, "agents": _query.agents(snap),
+                "file_size": snap.file_size, "bad_lines_count": snap.bad_count, "error": run.index.error or None, "agents": _query.agents(snap),
                 "key_metrics": _key_metrics(run.metrics())}  # fmt: skip
 
 

@@ -25,6 +25,7 @@ BLOCK_BYTES = 64 << 20
 """Bytes read per step of indexing (whole lines; one longer line is read whole)."""
 MAX_BAD_LINES = 1000
 """Bad lines remembered (with their reason) per file; the count goes on."""
+HEAD_BYTES = 256
 VERDICTS = ("", "healthy", "unhealthy", "unobserved")
 """Verdict codes: 0 = no verdict on record."""
 
@@ -99,6 +100,11 @@ class RunIndex:
         self._verdicts = _Verdicts(verdicts)
         self._lock = threading.Lock()  # one refresh at a time
         self._snapshot = Indexed(Columns.empty(), (), np.zeros(1, np.int64))
+        self._inode: int | None = None
+        self._first = b""
+        """The file's first bytes when indexing began: a file replaced by one as long is told apart."""
+        self.error = ""
+        """Why the last refresh failed (the file went away, could not be read), or empty."""
 
     @property
     def snapshot(self) -> Indexed:
@@ -110,11 +116,14 @@ class RunIndex:
         with self._lock:
             snap = self._snapshot
             try:
-                size = self.path.stat().st_size
+                stat = self.path.stat()
+                size, inode = stat.st_size, stat.st_ino
             except FileNotFoundError:
-                size = 0
-            if size < snap.size:
-                snap = Indexed(Columns.empty(), (), np.zeros(1, np.int64))
+                size, inode = 0, None
+            if size < snap.size or inode != self._inode or (snap.size and self._head(len(self._first)) != self._first):
+                # it shrank, or another file stands under that name: read it afresh
+                snap = self._snapshot = Indexed(Columns.empty(), (), np.zeros(1, np.int64))
+                self._inode, self._first = inode, b""
             budget = max_bytes if max_bytes is not None else size
             while snap.size < size and budget > 0:
                 grown = self._read_block(snap, size, min(BLOCK_BYTES, budget))
@@ -122,9 +131,15 @@ class RunIndex:
                     break
                 budget -= grown.size - snap.size
                 snap = grown
+            if not self._first and snap.size:
+                self._first = self._head(min(HEAD_BYTES, snap.size))
             snap = self._with_verdicts(replace(snap, file_size=size))
             self._snapshot = snap
             return snap
+
+    def _head(self, n: int) -> bytes:
+        with self.path.open("rb") as f:
+            return f.read(n)
 
     def _read_block(self, snap: Indexed, size: int, want: int) -> Indexed | None:
         start = snap.size

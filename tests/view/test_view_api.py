@@ -220,6 +220,7 @@ def test_bad_requests_name_what_is_wrong(two_runs: Path) -> None:
 
 def test_the_page_is_locked_to_its_own_script(two_runs: Path) -> None:
     with Viewer([two_runs]) as v:
+        loaded(v, 2)
         with urllib.request.urlopen(v.url, timeout=30) as res:
             csp = res.headers["content-security-policy"]
             page = res.read().decode()
@@ -258,3 +259,20 @@ def test_an_evaluation_result_beside_its_input(tmp_path: Path) -> None:
         assert refused(v.url + f"api/runs/0/scores?min=0.5")[1]["violations"] == [{"field": "min", "reason": "needs score=NAME"}]
         assert refused(v.url + "api/runs/0/scores?score=nope")[0] == 400
         assert refused(v.url + f"api/runs/0/scores/{len(inputs)}")[0] == 404
+
+
+def test_a_file_that_cannot_be_read_does_not_stop_the_others(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for path in (a, b):
+        path.write_text(json.dumps(row("x", 0, 0, 1.0)) + "\n")
+    with Viewer([a, b]) as v:
+        loaded(v, 2)
+        a.unlink()
+        a.mkdir()  # a folder now stands where the file was
+        with b.open("a") as f:
+            f.write(json.dumps(row("x", 1, 0, 0.0)) + "\n")
+        runs = until(lambda: (r := get(v.url + "api/runs")["runs"])[1]["rows"] == 2 and r[0]["error"] and r)
+        assert "IsADirectoryError" in runs[0]["error"]
+        a.rmdir()
+        a.write_text(json.dumps(row("y", 5, 0, 1.0)) + "\n")  # back, as another file: read afresh
+        until(lambda: (r := get(v.url + "api/runs")["runs"][0])["error"] is None and [x["name"] for x in r["agents"]] == ["y"])

@@ -41,4 +41,4 @@ def test_a_missing_path_is_refused(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     done = subprocess.run([sys.executable, "-m", "gym_metrics.cli", "view", str(empty), "--port", "0"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "no rollouts (.jsonl) or metrics" in done.stderr
+    assert done.returncode == 2 and "no rollouts (.jsonl), metrics (_aggregate_metrics.json) or results" in done.stderr

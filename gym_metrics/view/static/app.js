@@ -151,7 +151,7 @@ async function runPage(main, id, params, mine) {
   const draw = async (force) => {
     const r = await api(`runs/${id}`);
     if (mine !== generation) return;
-    put(header, h("h1", {}, r.name), h("div", {class: "muted small"}, `${num(r.rows)} rollouts · ${num(r.lines)} lines · `,
+    put(header, h("h1", {}, r.name), r.error ? errorBox(new Error(r.error)) : null, h("div", {class: "muted small"}, `${num(r.rows)} rollouts · ${num(r.lines)} lines · `,
       r.bad_lines_count ? h("span", {class: "badge b-err"}, `${r.bad_lines_count} bad line(s)`) : "no bad lines", " ",
       liveLabel(r) ? badge(liveLabel(r), "live") : null),
       r.bad_lines && r.bad_lines.length ? fold("bad lines", h("ul", {}, r.bad_lines.map((b) => h("li", {}, `line ${b.line}: ${b.reason}`)))) : null);
