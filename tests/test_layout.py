@@ -110,6 +110,7 @@ LAYERS = (
     "_transport",
     "report",
     "exporters",
+    "ecosystems",
     "nemo_gym",
     "environments",
     "sandbox",
