@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,6 +39,7 @@ from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.collector._agent_loop import run_episode
+from gym_metrics.collector._step_loop import DEFAULT_MAX_STEPS, run_step_episode
 from gym_metrics.collector._capture import Capture, captured
 from gym_metrics.targets import GenerationError, ModelTarget
 
@@ -63,6 +65,7 @@ class EpisodeRunner:
         max_steps: int | None,
         parallel_tool_calls: bool = False,
         any_tool_name: bool = False,
+        steps: bool = False,
         attempts: int,
         log: Callable[[str], None],
         capture: Capture | None = None,
@@ -70,7 +73,7 @@ class EpisodeRunner:
         self.clients, self.tools, self.target = list(clients), tools, target
         self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
         self.max_steps, self.parallel_tool_calls, self.attempts = max_steps, parallel_tool_calls, max(1, attempts)
-        self.known, self.any_tool_name = {t["name"] for t in tools}, any_tool_name
+        self.known, self.any_tool_name, self.steps = {t["name"] for t in tools}, any_tool_name, steps
         self.capture = capture
         self.answered: Counter[int] = Counter()
         """Episodes each client verified."""
@@ -120,7 +123,7 @@ class EpisodeRunner:
             elif not isinstance(rollout.row.get(REQUEST_KEY), Mapping):
                 self._failed(rollout, f"no {REQUEST_KEY} (a Responses API request) to run an episode from")
             else:
-                await self._attempts(rollout, self._episode)
+                await self._attempts(rollout, self._step_episode if self.steps else self._episode)
         finally:
             slots.release()
 
@@ -187,6 +190,31 @@ class EpisodeRunner:
             self.at_max_steps += episode.stop == "max_steps"  # counted once verified (a lost episode starts again)
             rollout.row, rollout.raw = body, None  # (only now: a retried episode starts from the task row)
             return verified
+        finally:
+            if session:
+                await _close_quietly(calls, session)
+
+    async def _step_episode(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
+        """An episode of an environment that answers each turn (_step_loop.py): reset, a step
+        per turn; the row is NeMo Gym's run response (no verify: the reward is the steps')."""
+        calls = client.session_stream()
+        session, reset = await calls.reset_session(rollout.row)
+        try:
+            trace = self.capture.trace() if self.capture is not None else None
+
+            async def step(response: dict[str, Any]) -> Mapping[str, Any]:
+                nonlocal session
+                answer = await calls.step(session, response)
+                if answer.get("terminated") or answer.get("truncated"):
+                    session = ""  # the step ended it
+                return answer
+
+            with captured(rollout, self.capture, trace):
+                episode = await run_step_episode(self.target, rollout.row[REQUEST_KEY], reset, step, max_steps=self.max_steps, trace=trace)
+            usage = episode.row["response"].get("usage") or {}
+            self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
+            self.at_max_steps += not episode.row["terminated"] and episode.steps == (self.max_steps or DEFAULT_MAX_STEPS)
+            return episode.reward, json.dumps(episode.row, ensure_ascii=False)
         finally:
             if session:
                 await _close_quietly(calls, session)

@@ -118,14 +118,14 @@ def _episode_runner(
     environment has tools or answers any tool name (a NeMo Gym app: its rows' own tools are
     called), or `agent_loop` says so; None: generate once and verify."""
     tools = info.tools
-    wanted = opts.agent_loop if opts.agent_loop is not None else (bool(tools) or info.any_tool_name) and opts.target is not None
+    wanted = opts.agent_loop if opts.agent_loop is not None else (bool(tools) or info.any_tool_name or info.steps) and opts.target is not None
     if not wanted:
         return None
     if opts.target is None:
         raise InvalidInputError("the agent loop needs a policy", [FieldViolation("--agent-loop", "give --policy-url and --policy-model")])
     return EpisodeRunner(
         clients, tools, make_target(opts.target, token_ids=opts.capture_tokens), router.record, router.record_failed, progress,
-        max_steps=opts.max_steps, parallel_tool_calls=opts.parallel_tool_calls, any_tool_name=info.any_tool_name,
+        max_steps=opts.max_steps, parallel_tool_calls=opts.parallel_tool_calls, any_tool_name=info.any_tool_name, steps=info.steps,
         attempts=opts.max_episode_attempts, log=log, capture=capture,
     )  # fmt: skip
 
@@ -189,7 +189,7 @@ async def collect_async(
         # a row with no response is a task: without a policy, it fails here (naming --policy-url)
         # where the environment needs a response: its request model requires one, or it has
         # tools (its rollouts are episodes the agent loop runs)
-        needs_response = "response" in replicas.info.verify_request_schema.get("required", ()) or bool(replicas.info.tools or replicas.info.any_tool_name)
+        needs_response = "response" in replicas.info.verify_request_schema.get("required", ()) or bool(replicas.info.tools or replicas.info.any_tool_name or replicas.info.steps)
         batches = None if runner is not None else _batches(router, opts, progress, needs_response, capture)
         try:
             if runner is not None:

@@ -26,6 +26,7 @@ from gym_metrics.environments._registry import (
 from gym_metrics.environments._scorer import ScorerEnvironment
 from gym_metrics.environments._server import SimpleResourcesServer, close_sandbox
 from gym_metrics.environments._sessions import IDLE_TTL_S, MAX_SESSIONS, Session, SessionStore
+from gym_metrics.environments._steps import ResetResult, StepResult
 from gym_metrics.environments._tools import ToolSpec, output_text, tool, tools_of
 
 from gym_metrics._util.deprecated import old_names
@@ -44,8 +45,10 @@ __all__ = [
     "check_counts",
     "score_groups",
     "text_response",
+    "ResetResult",
     "Session",
     "SessionStore",
+    "StepResult",
     "ToolSpec",
     "output_text",
     "tool",

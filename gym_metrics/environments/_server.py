@@ -38,6 +38,7 @@ from gym_metrics.errors import FieldViolation, InvalidInputError, json_path
 from gym_metrics.reducers import TaskRewards, TaskRewardsLike, summarize_reducers
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.environments._sessions import Session, seed_with_row
+from gym_metrics.environments._steps import ResetResult, StepResult, checked_reset, checked_step
 from gym_metrics.environments._tools import ToolSpec, tools_of
 
 if TYPE_CHECKING:
@@ -98,6 +99,28 @@ class SimpleResourcesServer:
     async def seed_session(self, session: Session) -> None:
         """Set up a rollout's state in `session.state` from its task row (`session.row`)
         before the model's first tool call. Default: nothing."""
+
+    async def reset(self, session: Session) -> ResetResult | tuple[str | None, dict[str, Any]] | None:
+        """An environment that answers each turn (`step`): start the episode from the task row
+        (`session.row`); the first observation, if the prompt is not the start. Default: none."""
+        return None
+
+    async def step(self, session: Session, response: dict[str, Any]) -> StepResult | tuple[Any, ...]:
+        """Act on the model's turn (`response`, a Responses API object): gymnasium's five
+        (StepResult). Overriding it makes the environment answer each turn (_steps.py)."""
+        raise NotImplementedError(f"{type(self).__name__} does not answer turns (no step())")
+
+    def answers_turns(self) -> bool:
+        """True when the environment is driven by reset / step instead of tools and verify."""
+        return type(self).step is not SimpleResourcesServer.step
+
+    async def run_reset(self, session: Session) -> ResetResult:
+        """How the framework resets (a porting layer may reset another way)."""
+        return checked_reset(await self.reset(session), f"{type(self).__name__}.reset")
+
+    async def run_step(self, session: Session, response: dict[str, Any]) -> StepResult:
+        """How the framework steps (a porting layer may step another way)."""
+        return checked_step(await self.step(session, response), f"{type(self).__name__}.step")
 
     async def close_session(self, session: Session) -> None:
         """Free what the session holds beyond `session.state` (a process, a sandbox) when its
@@ -329,6 +352,7 @@ class SimpleResourcesServer:
             "wants_rows": self.wants_rows,
             "tools": [spec.as_function_tool() for spec in self.tools().values()],
             "any_tool_name": self.routes_tool_calls,
+            "steps": self.answers_turns(),
         }
 
 

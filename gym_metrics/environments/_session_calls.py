@@ -23,6 +23,7 @@ from gym_metrics._util.jsonbounds import checked_items, parse_bounded
 from gym_metrics._util.limits import TOOL_TIMEOUT_S
 from gym_metrics.environments._server import SimpleResourcesServer
 from gym_metrics.environments._sessions import Session, SessionStore
+from gym_metrics.environments._steps import StepResult, action_of
 from gym_metrics.environments._tools import find_tool
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, UserCodeError
 
@@ -57,6 +58,8 @@ class Sessions:
         self._start_sweeper()
         try:
             await self.env.open_session(session)
+            if self.env.answers_turns():
+                session.reset = await self.env.run_reset(session)
         except BaseException as exc:  # failed or cancelled: the session ends as any other does
             self.store.close(session.id)
             await asyncio.shield(self._closed(session))  # close_session frees what seed_session got before it failed
@@ -86,6 +89,25 @@ class Sessions:
             return _error(f"{type(exc).__name__}: {exc}"), True
         self.tool_calls["error" if failed else "ok"] += 1
         return output, failed
+
+    async def step(self, session_id: str, response_json: str | bytes) -> StepResult:
+        """One step of an environment that answers turns (_steps.py): the model's turn in, the
+        environment's answer out; a step that ends the episode closes the session. The
+        environment's own error is UserCodeError (the episode failed, as a verify that raises)."""
+        session = self.store.get(session_id)
+        if not self.env.answers_turns():
+            raise InvalidInputError(f"{self.env.server_name()} does not answer turns", [FieldViolation("session_id", "Step is for environments with `steps` (GetServerInfo)")])
+        response = await parse_bounded(_action, response_json, "response_json")
+        try:
+            result = await self.env.run_step(session, response)
+        except GymMetricsError:
+            raise
+        except Exception as exc:
+            await self.close(session_id)
+            raise UserCodeError("step", exc) from exc
+        if result.terminated or result.truncated:
+            await self.close(session_id)
+        return result
 
     async def verify(self, session_id: str, body_json: Mapping[str, Any] | str | bytes) -> tuple[float, str]:
         """Verify the rollout in its session, then close the session (the episode is over)."""
@@ -147,6 +169,14 @@ def _row(row_json: str | bytes) -> Mapping[str, Any]:
     if not isinstance(row, dict):
         raise InvalidInputError("the session's row must be a JSON object", [FieldViolation("body_json", f"got {type(row).__name__}")])
     return row
+
+
+def _action(response_json: str | bytes) -> dict[str, Any]:
+    try:
+        response = orjson.loads(response_json or b"null")
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInputError("the step's action is not valid JSON", [FieldViolation("response_json", str(exc))]) from None
+    return action_of(response)
 
 
 def _error(message: str) -> str:

@@ -38,6 +38,8 @@ class Session:
     id: str
     row: Mapping[str, Any]
     state: dict[str, Any] = field(default_factory=dict)
+    reset: Any = None
+    """What the environment's reset answered (a ResetResult), for one that answers turns."""
     client: str = ""
     """Who opened it, as its door saw them (the peer's address, without its port; "" when
     unknown): what an environment bounds per client (a sandbox's kept programs, say)."""

@@ -335,7 +335,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("name", "version", "metrics", "verify_request_schema_json", "verify_response_schema_json", "wants_rows", "tools", "any_tool_name")
+    __slots__ = ("name", "version", "metrics", "verify_request_schema_json", "verify_response_schema_json", "wants_rows", "tools", "any_tool_name", "steps")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
@@ -344,6 +344,7 @@ class GetServerInfoResponse(_message.Message):
     WANTS_ROWS_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     ANY_TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     metrics: _containers.RepeatedScalarFieldContainer[str]
@@ -352,7 +353,8 @@ class GetServerInfoResponse(_message.Message):
     wants_rows: bool
     tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
     any_tool_name: bool
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., verify_request_schema_json: _Optional[str] = ..., verify_response_schema_json: _Optional[str] = ..., wants_rows: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., any_tool_name: _Optional[bool] = ...) -> None: ...
+    steps: bool
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., verify_request_schema_json: _Optional[str] = ..., verify_response_schema_json: _Optional[str] = ..., wants_rows: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., any_tool_name: _Optional[bool] = ..., steps: _Optional[bool] = ...) -> None: ...
 
 class ToolInfo(_message.Message):
     __slots__ = ("name", "description", "parameters_json")
@@ -371,10 +373,32 @@ class SeedSessionRequest(_message.Message):
     def __init__(self, body_json: _Optional[str] = ...) -> None: ...
 
 class SeedSessionResponse(_message.Message):
-    __slots__ = ("session_id",)
+    __slots__ = ("session_id", "reset_json")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESET_JSON_FIELD_NUMBER: _ClassVar[int]
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+    reset_json: str
+    def __init__(self, session_id: _Optional[str] = ..., reset_json: _Optional[str] = ...) -> None: ...
+
+class StepRequest(_message.Message):
+    __slots__ = ("session_id", "response_json")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_JSON_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    response_json: str
+    def __init__(self, session_id: _Optional[str] = ..., response_json: _Optional[str] = ...) -> None: ...
+
+class StepResponse(_message.Message):
+    __slots__ = ("step_json", "reward", "terminated", "truncated")
+    STEP_JSON_FIELD_NUMBER: _ClassVar[int]
+    REWARD_FIELD_NUMBER: _ClassVar[int]
+    TERMINATED_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    step_json: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    def __init__(self, step_json: _Optional[str] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class CallToolRequest(_message.Message):
     __slots__ = ("session_id", "name", "arguments_json")
@@ -413,18 +437,20 @@ class SessionCallsRequest(_message.Message):
     def __init__(self, calls: _Optional[_Iterable[_Union[SessionCall, _Mapping]]] = ...) -> None: ...
 
 class SessionCall(_message.Message):
-    __slots__ = ("id", "seed", "call_tool", "verify", "close")
+    __slots__ = ("id", "seed", "call_tool", "verify", "close", "step")
     ID_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     CALL_TOOL_FIELD_NUMBER: _ClassVar[int]
     VERIFY_FIELD_NUMBER: _ClassVar[int]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
     id: int
     seed: SeedSessionRequest
     call_tool: CallToolRequest
     verify: VerifyRequest
     close: CloseSessionRequest
-    def __init__(self, id: _Optional[int] = ..., seed: _Optional[_Union[SeedSessionRequest, _Mapping]] = ..., call_tool: _Optional[_Union[CallToolRequest, _Mapping]] = ..., verify: _Optional[_Union[VerifyRequest, _Mapping]] = ..., close: _Optional[_Union[CloseSessionRequest, _Mapping]] = ...) -> None: ...
+    step: StepRequest
+    def __init__(self, id: _Optional[int] = ..., seed: _Optional[_Union[SeedSessionRequest, _Mapping]] = ..., call_tool: _Optional[_Union[CallToolRequest, _Mapping]] = ..., verify: _Optional[_Union[VerifyRequest, _Mapping]] = ..., close: _Optional[_Union[CloseSessionRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ...) -> None: ...
 
 class SessionCallsResponse(_message.Message):
     __slots__ = ("answers",)
@@ -433,20 +459,22 @@ class SessionCallsResponse(_message.Message):
     def __init__(self, answers: _Optional[_Iterable[_Union[SessionAnswer, _Mapping]]] = ...) -> None: ...
 
 class SessionAnswer(_message.Message):
-    __slots__ = ("id", "seed", "call_tool", "verify", "close", "error")
+    __slots__ = ("id", "seed", "call_tool", "verify", "close", "error", "step")
     ID_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     CALL_TOOL_FIELD_NUMBER: _ClassVar[int]
     VERIFY_FIELD_NUMBER: _ClassVar[int]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
     id: int
     seed: SeedSessionResponse
     call_tool: CallToolResponse
     verify: VerifyResponse
     close: CloseSessionResponse
     error: CallError
-    def __init__(self, id: _Optional[int] = ..., seed: _Optional[_Union[SeedSessionResponse, _Mapping]] = ..., call_tool: _Optional[_Union[CallToolResponse, _Mapping]] = ..., verify: _Optional[_Union[VerifyResponse, _Mapping]] = ..., close: _Optional[_Union[CloseSessionResponse, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ...) -> None: ...
+    step: StepResponse
+    def __init__(self, id: _Optional[int] = ..., seed: _Optional[_Union[SeedSessionResponse, _Mapping]] = ..., call_tool: _Optional[_Union[CallToolResponse, _Mapping]] = ..., verify: _Optional[_Union[VerifyResponse, _Mapping]] = ..., close: _Optional[_Union[CloseSessionResponse, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ...) -> None: ...
 
 class CallError(_message.Message):
     __slots__ = ("code", "message")

@@ -80,6 +80,11 @@ class ResourcesServiceStub:
                 request_serializer=gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsRequest.SerializeToString,
                 response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsResponse.FromString,
                 _registered_method=True)
+        self.Step = channel.unary_unary(
+                '/gym_metrics.v1.ResourcesService/Step',
+                request_serializer=gym__metrics_dot_v1_dot_resources__pb2.StepRequest.SerializeToString,
+                response_deserializer=gym__metrics_dot_v1_dot_resources__pb2.StepResponse.FromString,
+                _registered_method=True)
 
 
 class ResourcesServiceServicer:
@@ -142,8 +147,8 @@ class ResourcesServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SessionCalls(self, request_iterator, context):
-        """The four session calls above multiplexed on one stream (one per connection, for many
-        episodes at once): each call carries an id its answer echoes, answers come as they
+        """The session calls (SeedSession, CallTool, Verify in a session, CloseSession, Step)
+        multiplexed on one stream (one per connection, for many episodes at once): each call carries an id its answer echoes, answers come as they
         finish, in any order, and a call's failure is its answer (the stream goes on). Calls
         ready together travel in one message, and so do answers: far cheaper than a unary call
         each. Sessions seeded on a stream and still open when it ends are closed (the client
@@ -157,6 +162,16 @@ class ResourcesServiceServicer:
         """Scores groups of completions (GRPO: one prompt's completions at once) through the same
         verify: each group's rewards come back in completion order, every failure flagged beside
         its reward (never a silent 0).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Step(self, request, context):
+        """Acts in a session of an environment that answers each model turn (GetServerInfo's
+        `steps`: NeMo Gym's gymnasium servers, OpenEnv): the model's turn in, the environment's
+        observation, reward and whether the episode ended out. A step that ends the episode
+        (terminated or truncated) closes the session. Unknown session: NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -209,6 +224,11 @@ def add_ResourcesServiceServicer_to_server(servicer, server):
                     servicer.ScoreGroups,
                     request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsRequest.FromString,
                     response_serializer=gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsResponse.SerializeToString,
+            ),
+            'Step': grpc.unary_unary_rpc_method_handler(
+                    servicer.Step,
+                    request_deserializer=gym__metrics_dot_v1_dot_resources__pb2.StepRequest.FromString,
+                    response_serializer=gym__metrics_dot_v1_dot_resources__pb2.StepResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -455,6 +475,33 @@ class ResourcesService:
             '/gym_metrics.v1.ResourcesService/ScoreGroups',
             gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsRequest.SerializeToString,
             gym__metrics_dot_v1_dot_resources__pb2.ScoreGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Step(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gym_metrics.v1.ResourcesService/Step',
+            gym__metrics_dot_v1_dot_resources__pb2.StepRequest.SerializeToString,
+            gym__metrics_dot_v1_dot_resources__pb2.StepResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -65,8 +65,8 @@ class ResourcesServiceStub:
     CloseSession: _grpc.UnaryUnaryMultiCallable[_resources_pb2.CloseSessionRequest, _resources_pb2.CloseSessionResponse]
     """Closes a session before its verify (an episode given up); the session's state is dropped."""
     SessionCalls: _grpc.StreamStreamMultiCallable[_resources_pb2.SessionCallsRequest, _resources_pb2.SessionCallsResponse]
-    """The four session calls above multiplexed on one stream (one per connection, for many
-    episodes at once): each call carries an id its answer echoes, answers come as they
+    """The session calls (SeedSession, CallTool, Verify in a session, CloseSession, Step)
+    multiplexed on one stream (one per connection, for many episodes at once): each call carries an id its answer echoes, answers come as they
     finish, in any order, and a call's failure is its answer (the stream goes on). Calls
     ready together travel in one message, and so do answers: far cheaper than a unary call
     each. Sessions seeded on a stream and still open when it ends are closed (the client
@@ -76,6 +76,12 @@ class ResourcesServiceStub:
     """Scores groups of completions (GRPO: one prompt's completions at once) through the same
     verify: each group's rewards come back in completion order, every failure flagged beside
     its reward (never a silent 0).
+    """
+    Step: _grpc.UnaryUnaryMultiCallable[_resources_pb2.StepRequest, _resources_pb2.StepResponse]
+    """Acts in a session of an environment that answers each model turn (GetServerInfo's
+    `steps`: NeMo Gym's gymnasium servers, OpenEnv): the model's turn in, the environment's
+    observation, reward and whether the episode ended out. A step that ends the episode
+    (terminated or truncated) closes the session. Unknown session: NOT_FOUND.
     """
 
 @_typing.type_check_only
@@ -107,8 +113,8 @@ class ResourcesServiceAsyncStub(ResourcesServiceStub):
     CloseSession: _aio.UnaryUnaryMultiCallable[_resources_pb2.CloseSessionRequest, _resources_pb2.CloseSessionResponse]  # type: ignore[assignment]
     """Closes a session before its verify (an episode given up); the session's state is dropped."""
     SessionCalls: _aio.StreamStreamMultiCallable[_resources_pb2.SessionCallsRequest, _resources_pb2.SessionCallsResponse]  # type: ignore[assignment]
-    """The four session calls above multiplexed on one stream (one per connection, for many
-    episodes at once): each call carries an id its answer echoes, answers come as they
+    """The session calls (SeedSession, CallTool, Verify in a session, CloseSession, Step)
+    multiplexed on one stream (one per connection, for many episodes at once): each call carries an id its answer echoes, answers come as they
     finish, in any order, and a call's failure is its answer (the stream goes on). Calls
     ready together travel in one message, and so do answers: far cheaper than a unary call
     each. Sessions seeded on a stream and still open when it ends are closed (the client
@@ -118,6 +124,12 @@ class ResourcesServiceAsyncStub(ResourcesServiceStub):
     """Scores groups of completions (GRPO: one prompt's completions at once) through the same
     verify: each group's rewards come back in completion order, every failure flagged beside
     its reward (never a silent 0).
+    """
+    Step: _aio.UnaryUnaryMultiCallable[_resources_pb2.StepRequest, _resources_pb2.StepResponse]  # type: ignore[assignment]
+    """Acts in a session of an environment that answers each model turn (GetServerInfo's
+    `steps`: NeMo Gym's gymnasium servers, OpenEnv): the model's turn in, the environment's
+    observation, reward and whether the episode ended out. A step that ends the episode
+    (terminated or truncated) closes the session. Unknown session: NOT_FOUND.
     """
 
 class ResourcesServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -194,8 +206,8 @@ class ResourcesServiceServicer(metaclass=_abc_1.ABCMeta):
         request_iterator: _MaybeAsyncIterator[_resources_pb2.SessionCallsRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_resources_pb2.SessionCallsResponse], _abc.AsyncIterator[_resources_pb2.SessionCallsResponse]]:
-        """The four session calls above multiplexed on one stream (one per connection, for many
-        episodes at once): each call carries an id its answer echoes, answers come as they
+        """The session calls (SeedSession, CallTool, Verify in a session, CloseSession, Step)
+        multiplexed on one stream (one per connection, for many episodes at once): each call carries an id its answer echoes, answers come as they
         finish, in any order, and a call's failure is its answer (the stream goes on). Calls
         ready together travel in one message, and so do answers: far cheaper than a unary call
         each. Sessions seeded on a stream and still open when it ends are closed (the client
@@ -211,6 +223,18 @@ class ResourcesServiceServicer(metaclass=_abc_1.ABCMeta):
         """Scores groups of completions (GRPO: one prompt's completions at once) through the same
         verify: each group's rewards come back in completion order, every failure flagged beside
         its reward (never a silent 0).
+        """
+
+    @_abc_1.abstractmethod
+    def Step(
+        self,
+        request: _resources_pb2.StepRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.StepResponse, _abc.Awaitable[_resources_pb2.StepResponse]]:
+        """Acts in a session of an environment that answers each model turn (GetServerInfo's
+        `steps`: NeMo Gym's gymnasium servers, OpenEnv): the model's turn in, the environment's
+        observation, reward and whether the episode ended out. A step that ends the episode
+        (terminated or truncated) closes the session. Unknown session: NOT_FOUND.
         """
 
 def add_ResourcesServiceServicer_to_server(servicer: ResourcesServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -37,8 +37,8 @@ type ResourcesServiceClient interface {
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
 	// Closes a session before its verify (an episode given up); the session's state is dropped.
 	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
-	// The four session calls above multiplexed on one stream (one per connection, for many
-	// episodes at once): each call carries an id its answer echoes, answers come as they
+	// The session calls (SeedSession, CallTool, Verify in a session, CloseSession, Step)
+	// multiplexed on one stream (one per connection, for many episodes at once): each call carries an id its answer echoes, answers come as they
 	// finish, in any order, and a call's failure is its answer (the stream goes on). Calls
 	// ready together travel in one message, and so do answers: far cheaper than a unary call
 	// each. Sessions seeded on a stream and still open when it ends are closed (the client
@@ -48,6 +48,11 @@ type ResourcesServiceClient interface {
 	// verify: each group's rewards come back in completion order, every failure flagged beside
 	// its reward (never a silent 0).
 	ScoreGroups(ctx context.Context, in *ScoreGroupsRequest, opts ...grpc.CallOption) (*ScoreGroupsResponse, error)
+	// Acts in a session of an environment that answers each model turn (GetServerInfo's
+	// `steps`: NeMo Gym's gymnasium servers, OpenEnv): the model's turn in, the environment's
+	// observation, reward and whether the episode ended out. A step that ends the episode
+	// (terminated or truncated) closes the session. Unknown session: NOT_FOUND.
+	Step(ctx context.Context, in *StepRequest, opts ...grpc.CallOption) (*StepResponse, error)
 }
 
 type resourcesServiceClient struct {
@@ -205,6 +210,15 @@ func (c *resourcesServiceClient) ScoreGroups(ctx context.Context, in *ScoreGroup
 	return out, nil
 }
 
+func (c *resourcesServiceClient) Step(ctx context.Context, in *StepRequest, opts ...grpc.CallOption) (*StepResponse, error) {
+	out := new(StepResponse)
+	err := c.cc.Invoke(ctx, "/gym_metrics.v1.ResourcesService/Step", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ResourcesServiceServer is the server API for ResourcesService service.
 // All implementations must embed UnimplementedResourcesServiceServer
 // for forward compatibility
@@ -229,8 +243,8 @@ type ResourcesServiceServer interface {
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
 	// Closes a session before its verify (an episode given up); the session's state is dropped.
 	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
-	// The four session calls above multiplexed on one stream (one per connection, for many
-	// episodes at once): each call carries an id its answer echoes, answers come as they
+	// The session calls (SeedSession, CallTool, Verify in a session, CloseSession, Step)
+	// multiplexed on one stream (one per connection, for many episodes at once): each call carries an id its answer echoes, answers come as they
 	// finish, in any order, and a call's failure is its answer (the stream goes on). Calls
 	// ready together travel in one message, and so do answers: far cheaper than a unary call
 	// each. Sessions seeded on a stream and still open when it ends are closed (the client
@@ -240,6 +254,11 @@ type ResourcesServiceServer interface {
 	// verify: each group's rewards come back in completion order, every failure flagged beside
 	// its reward (never a silent 0).
 	ScoreGroups(context.Context, *ScoreGroupsRequest) (*ScoreGroupsResponse, error)
+	// Acts in a session of an environment that answers each model turn (GetServerInfo's
+	// `steps`: NeMo Gym's gymnasium servers, OpenEnv): the model's turn in, the environment's
+	// observation, reward and whether the episode ended out. A step that ends the episode
+	// (terminated or truncated) closes the session. Unknown session: NOT_FOUND.
+	Step(context.Context, *StepRequest) (*StepResponse, error)
 	mustEmbedUnimplementedResourcesServiceServer()
 }
 
@@ -273,6 +292,9 @@ func (UnimplementedResourcesServiceServer) SessionCalls(ResourcesService_Session
 }
 func (UnimplementedResourcesServiceServer) ScoreGroups(context.Context, *ScoreGroupsRequest) (*ScoreGroupsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ScoreGroups not implemented")
+}
+func (UnimplementedResourcesServiceServer) Step(context.Context, *StepRequest) (*StepResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Step not implemented")
 }
 func (UnimplementedResourcesServiceServer) mustEmbedUnimplementedResourcesServiceServer() {}
 
@@ -473,6 +495,24 @@ func _ResourcesService_ScoreGroups_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ResourcesService_Step_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StepRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourcesServiceServer).Step(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/gym_metrics.v1.ResourcesService/Step",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourcesServiceServer).Step(ctx, req.(*StepRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _ResourcesService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "gym_metrics.v1.ResourcesService",
 	HandlerType: (*ResourcesServiceServer)(nil),
@@ -500,6 +540,10 @@ var _ResourcesService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ScoreGroups",
 			Handler:    _ResourcesService_ScoreGroups_Handler,
+		},
+		{
+			MethodName: "Step",
+			Handler:    _ResourcesService_Step_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

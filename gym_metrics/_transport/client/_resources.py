@@ -59,6 +59,8 @@ class ServerInfo:
     """The environment's tools as Responses API function tools (empty: it only verifies)."""
     any_tool_name: bool = False
     """The environment answers calls of names not in `tools` too (a ported NeMo Gym app)."""
+    steps: bool = False
+    """The environment answers each model turn (reset / step) instead of tools and verify."""
 
 
 _WORKER_KEY = "gym-metrics-worker"
@@ -350,6 +352,7 @@ class ResourcesClient(SessionCalls, GroupCalls):
                 for t in info.tools
             ],
             any_tool_name=info.any_tool_name,
+            steps=info.steps,
         )
 
 

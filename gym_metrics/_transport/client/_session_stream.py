@@ -1,4 +1,4 @@
-"""The client of SessionCalls: seed, call_tool, verify and close for many episodes over one
+"""The client of SessionCalls: seed, call_tool, verify, close and step for many episodes over one
 stream per connection, each call a future resolved by its answer's id.
 
 The stream opens on first use. When it breaks (the server went away), every call waiting on it
@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc.aio
 
-from gym_metrics._transport.client._sessions import SessionLostError, ToolOutput, json_text
+from gym_metrics._transport.client._sessions import SessionLostError, ToolOutput, json_text, reset_of, step_of
 from gym_metrics._transport.client._status import REJECTED, RemoteCallError, ServerBusyError, ServerUnavailableError
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
@@ -38,6 +38,17 @@ class SessionStream:
     async def seed_session(self, row: Mapping[str, Any] | str | bytes) -> str:
         answer = await self._call(seed=pb.SeedSessionRequest(body_json=json_text(row)))
         return str(answer.seed.session_id)
+
+    async def reset_session(self, row: Mapping[str, Any] | str | bytes) -> tuple[str, dict[str, Any]]:
+        """Seed a session of an environment that answers turns: (its id, what its reset
+        answered: {"observation", "info"})."""
+        answer = await self._call(seed=pb.SeedSessionRequest(body_json=json_text(row)))
+        return str(answer.seed.session_id), reset_of(answer.seed.reset_json)
+
+    async def step(self, session_id: str, response: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
+        """One step: {"observation", "reward", "terminated", "truncated", "info"}."""
+        answer = await self._call(step=pb.StepRequest(session_id=session_id, response_json=json_text(response)))
+        return step_of(answer.step.step_json)
 
     async def call_tool(self, session_id: str, name: str, arguments: Mapping[str, Any] | str | bytes) -> ToolOutput:
         answer = await self._call(call_tool=pb.CallToolRequest(session_id=session_id, name=name, arguments_json=json_text(arguments)))

@@ -1,5 +1,5 @@
 """The session and tool calls of ResourcesClient: seed a rollout's session, call a tool in it,
-close it (verify in a session is ResourcesClient.verify with `session_id`), and the tool caller
+step it (an environment that answers turns), close it (verify in a session is ResourcesClient.verify with `session_id`), and the tool caller
 the agent loop uses."""
 
 from __future__ import annotations
@@ -72,6 +72,25 @@ class SessionCalls:
             raise session_error(exc) from None
         return ToolOutput(answer.output, answer.failed)
 
+    async def reset_session(self, row: Mapping[str, Any] | str | bytes, *, timeout: float | None = None) -> tuple[str, dict[str, Any]]:
+        """Open a session of an environment that answers turns (ServerInfo.steps): (its id,
+        what its reset answered: {"observation", "info"})."""
+        try:
+            answer = await self._stub.SeedSession(pb.SeedSessionRequest(body_json=json_text(row)), metadata=self._metadata, timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise translate(exc) from None
+        return str(answer.session_id), reset_of(answer.reset_json)
+
+    async def step(self, session_id: str, response: Mapping[str, Any] | str | bytes, *, timeout: float | None = None) -> dict[str, Any]:
+        """One step with the model's turn `response`: {"observation", "reward", "terminated",
+        "truncated", "info"}; SessionLostError when the session is gone (a step that ended the
+        episode closed it)."""
+        try:
+            answer = await self._stub.Step(pb.StepRequest(session_id=session_id, response_json=json_text(response)), metadata=self._metadata, timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise session_error(exc) from None
+        return step_of(answer.step_json)
+
     async def close_session(self, session_id: str, *, timeout: float | None = None) -> bool:
         """Close a session; False when it was not live."""
         try:
@@ -79,6 +98,17 @@ class SessionCalls:
         except grpc.aio.AioRpcError as exc:
             raise translate(exc) from None
         return bool(answer.closed)
+
+
+def reset_of(reset_json: str) -> dict[str, Any]:
+    """A SeedSession's reset answer ({} for an environment that does not answer turns)."""
+    out: dict[str, Any] = json.loads(reset_json) if reset_json else {}
+    return out
+
+
+def step_of(step_json: str) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(step_json)
+    return out
 
 
 class CallsTools(Protocol):

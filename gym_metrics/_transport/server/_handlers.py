@@ -93,6 +93,7 @@ def add_resources_service(servicer: Any, server: Any) -> None:
         "CloseSession": (unary, pb.CloseSessionRequest, pb.CloseSessionResponse),
         "ScoreGroups": (unary, pb.ScoreGroupsRequest, pb.ScoreGroupsResponse),
         "SessionCalls": (stream, pb.SessionCallsRequest, pb.SessionCallsResponse),
+        "Step": (unary, pb.StepRequest, pb.StepResponse),
     })  # fmt: skip
 
 

@@ -17,7 +17,7 @@ from gym_metrics._transport._batches import batch_to_columns, dumps_json
 from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses
 from gym_metrics._transport.server._errors import grpc_errors
 from gym_metrics._transport.server._handlers import decoded, peer_host
-from gym_metrics._transport.server._session_calls import decoded_requests, session_calls
+from gym_metrics._transport.server._session_calls import decoded_requests, seed_answer, session_calls, step_answer
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, check_counts, in_order, score_groups
 from gym_metrics.errors import FieldViolation, InvalidInputError, rerooted
@@ -71,7 +71,12 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     @grpc_errors
     async def SeedSession(self, request: pb.SeedSessionRequest, context: grpc.aio.ServicerContext) -> pb.SeedSessionResponse:
         session = await self._handler.sessions.seed(decoded(request, "request").body_json, peer_host(context))
-        return pb.SeedSessionResponse(session_id=session.id)
+        return seed_answer(session)
+
+    @grpc_errors
+    async def Step(self, request: pb.StepRequest, context: grpc.aio.ServicerContext) -> pb.StepResponse:
+        request = decoded(request, "request")
+        return step_answer(await self._handler.sessions.step(request.session_id, request.response_json))
 
     @grpc_errors
     async def CallTool(self, request: pb.CallToolRequest, context: grpc.aio.ServicerContext) -> pb.CallToolResponse:
@@ -180,6 +185,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
                 for t in info.get("tools", ())
             ],
             any_tool_name=bool(info.get("any_tool_name")),
+            steps=bool(info.get("steps")),
         )
 
 

@@ -15,9 +15,10 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from gym_metrics._transport._batches import dumps_json
 from gym_metrics._transport.server._errors import status_of
 from gym_metrics._util.eager import start_eagerly
-from gym_metrics.environments import EnvironmentHandler
+from gym_metrics.environments import EnvironmentHandler, Session, StepResult
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 
@@ -101,7 +102,7 @@ async def _answer(handler: EnvironmentHandler, request: pb.SessionCall, seeded: 
     if kind == "seed":
         session = await handler.sessions.seed(request.seed.body_json, client)
         seeded.add(session.id)
-        return pb.SessionAnswer(id=request.id, seed=pb.SeedSessionResponse(session_id=session.id))
+        return pb.SessionAnswer(id=request.id, seed=seed_answer(session))
     if kind == "call_tool":
         call = request.call_tool
         output, failed = await handler.sessions.call_tool(call.session_id, call.name, call.arguments_json)
@@ -111,11 +112,26 @@ async def _answer(handler: EnvironmentHandler, request: pb.SessionCall, seeded: 
         seeded.discard(verify.session_id)
         reward, response_json = await handler.verify(verify.body_json, verify.session_id)
         return pb.SessionAnswer(id=request.id, verify=pb.VerifyResponse(reward=reward, response_json=response_json))
+    if kind == "step":
+        result = await handler.sessions.step(request.step.session_id, request.step.response_json)
+        if result.terminated or result.truncated:
+            seeded.discard(request.step.session_id)  # the step ended it
+        return pb.SessionAnswer(id=request.id, step=step_answer(result))
     if kind == "close":
         seeded.discard(request.close.session_id)
         closed = await handler.sessions.close(request.close.session_id)
         return pb.SessionAnswer(id=request.id, close=pb.CloseSessionResponse(closed=closed))
-    raise InvalidInputError("a session call holds no call", [FieldViolation(f"calls[id {request.id}].call", "set one of seed, call_tool, verify, close")])
+    raise InvalidInputError("a session call holds no call", [FieldViolation(f"calls[id {request.id}].call", "set one of seed, call_tool, verify, close, step")])
+
+
+def seed_answer(session: Session) -> pb.SeedSessionResponse:
+    """A seeded session's answer: its id and, for an environment that answers turns, its reset."""
+    reset = session.reset
+    return pb.SeedSessionResponse(session_id=session.id, reset_json=dumps_json(reset.to_dict()) if reset is not None else "")
+
+
+def step_answer(result: StepResult) -> pb.StepResponse:
+    return pb.StepResponse(step_json=dumps_json(result.to_dict()), reward=result.reward, terminated=result.terminated, truncated=result.truncated)
 
 
 def decoded_requests(requests: AsyncIterator[Any]) -> AsyncIterator[pb.SessionCallsRequest]:

@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file gym_metrics/v1/resources.proto.
  */
 export const file_gym_metrics_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("Ch5neW1fbWV0cmljcy92MS9yZXNvdXJjZXMucHJvdG8SDmd5bV9tZXRyaWNzLnYxIhgKCEFnZW50UmVmEgwKBG5hbWUYASABKAkiNgoNVmVyaWZ5UmVxdWVzdBIRCglib2R5X2pzb24YASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSI3Cg5WZXJpZnlSZXNwb25zZRIOCgZyZXdhcmQYASABKAESFQoNcmVzcG9uc2VfanNvbhgCIAEoCSJKCgpWZXJpZnlJdGVtEhIKCnRhc2tfaW5kZXgYASABKAMSFQoNcm9sbG91dF9pbmRleBgCIAEoAxIRCglib2R5X2pzb24YAyABKAkiUgoTVmVyaWZ5U3RyZWFtUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCRIpCgVpdGVtcxgCIAMoCzIaLmd5bV9tZXRyaWNzLnYxLlZlcmlmeUl0ZW0irAEKDFZlcmlmeVJlc3VsdBISCgp0YXNrX2luZGV4GAEgASgDEhUKDXJvbGxvdXRfaW5kZXgYAiABKAMSDgoGcmV3YXJkGAMgASgBEhUKDXJlc3BvbnNlX2pzb24YBCABKAkSMwoKZXJyb3Jfa2luZBgFIAEoDjIfLmd5bV9tZXRyaWNzLnYxLlZlcmlmeUVycm9yS2luZBIVCg1lcnJvcl9tZXNzYWdlGAYgASgJIlcKFFZlcmlmeVN0cmVhbVJlc3BvbnNlEhAKCGJhdGNoX2lkGAEgASgJEi0KB3Jlc3VsdHMYAiADKAsyHC5neW1fbWV0cmljcy52MS5WZXJpZnlSZXN1bHQiWQoNTnVtZXJpY0NvbHVtbhIOCgZ2YWx1ZXMYASADKAESDwoHbWlzc2luZxgCIAMoDRInCgRraW5kGAMgASgOMhkuZ3ltX21ldHJpY3MudjEuVmFsdWVLaW5kIrADCgxSb2xsb3V0QmF0Y2gSEAoIYmF0Y2hfaWQYASABKAkSEgoKdGFza19pbmRleBgCIAMoAxIVCg1yb2xsb3V0X2luZGV4GAMgAygDEjoKB2NvbHVtbnMYBCADKAsyKS5neW1fbWV0cmljcy52MS5Sb2xsb3V0QmF0Y2guQ29sdW1uc0VudHJ5Eg4KBm1hc2tlZBgFIAMoCBIQCghyb3dfanNvbhgGIAMoCRIzCgplcnJvcl9raW5kGAcgAygOMh8uZ3ltX21ldHJpY3MudjEuVmVyaWZ5RXJyb3JLaW5kEjYKBXNob3duGAggAygLMicuZ3ltX21ldHJpY3MudjEuUm9sbG91dEJhdGNoLlNob3duRW50cnkaTQoMQ29sdW1uc0VudHJ5EgsKA2tleRgBIAEoCRIsCgV2YWx1ZRgCIAEoCzIdLmd5bV9tZXRyaWNzLnYxLk51bWVyaWNDb2x1bW46AjgBGkkKClNob3duRW50cnkSCwoDa2V5GAEgASgJEioKBXZhbHVlGAIgASgLMhsuZ3ltX21ldHJpY3MudjEuU2hvd25Db2x1bW46AjgBImIKEEFnZ3JlZ2F0ZU9wdGlvbnMSGgoSb21pdF9yb2xsb3V0X2luZm9zGAEgASgIEhwKFGNvdW50X2Vycm9yc19hc196ZXJvGAIgASgIEhQKDG9taXRfc2FtcGxlcxgDIAEoCCK7AQoWQWdncmVnYXRlTWV0cmljc0hlYWRlchIrCglhZ2VudF9yZWYYASABKAsyGC5neW1fbWV0cmljcy52MS5BZ2VudFJlZhIxCgdvcHRpb25zGAIgASgLMiAuZ3ltX21ldHJpY3MudjEuQWdncmVnYXRlT3B0aW9ucxIiChpleHBlY3RlZF9yb2xsb3V0c19wZXJfdGFzaxgDIAEoDRIdChVleHBlY3RlZF90YXNrX2luZGljZXMYBCADKAMijQEKF0FnZ3JlZ2F0ZU1ldHJpY3NSZXF1ZXN0EjgKBmhlYWRlchgBIAEoCzImLmd5bV9tZXRyaWNzLnYxLkFnZ3JlZ2F0ZU1ldHJpY3NIZWFkZXJIABItCgViYXRjaBgCIAEoCzIcLmd5bV9tZXRyaWNzLnYxLlJvbGxvdXRCYXRjaEgAQgkKB3BheWxvYWQiHgoMRG91YmxlQ29sdW1uEg4KBnZhbHVlcxgBIAMoASKJAwoRR3JvdXBMZXZlbE1ldHJpY3MSEgoKdGFza19pbmRleBgBIAMoAxI7CgVzdGF0cxgCIAMoCzIsLmd5bV9tZXRyaWNzLnYxLkdyb3VwTGV2ZWxNZXRyaWNzLlN0YXRzRW50cnkSFAoMbnVtX3JvbGxvdXRzGAMgAygDEh0KFWV4cGVjdGVkX251bV9yb2xsb3V0cxgEIAMoAxIcChRtaXNzaW5nX251bV9yb2xsb3V0cxgFIAMoAxIlCh1yZXdhcmRfcHJvZmlsZV9jb21wbGV0aW9uX3BjdBgGIAMoARITCgtzYW1wbGVfanNvbhgHIAMoCRITCgtjdXN0b21fanNvbhgIIAMoCRIzCg1yb2xsb3V0X2luZm9zGAkgASgLMhwuZ3ltX21ldHJpY3MudjEuUm9sbG91dEluZm9zGkoKClN0YXRzRW50cnkSCwoDa2V5GAEgASgJEisKBXZhbHVlGAIgASgLMhwuZ3ltX21ldHJpY3MudjEuRG91YmxlQ29sdW1uOgI4ASLEAgoMUm9sbG91dEluZm9zEhIKCnRhc2tfaW5kZXgYASADKAMSFQoNcm9sbG91dF9pbmRleBgCIAMoAxI4CgZ2YWx1ZXMYAyADKAsyKC5neW1fbWV0cmljcy52MS5Sb2xsb3V0SW5mb3MuVmFsdWVzRW50cnkSNgoFc2hvd24YBCADKAsyJy5neW1fbWV0cmljcy52MS5Sb2xsb3V0SW5mb3MuU2hvd25FbnRyeRpMCgtWYWx1ZXNFbnRyeRILCgNrZXkYASABKAkSLAoFdmFsdWUYAiABKAsyHS5neW1fbWV0cmljcy52MS5OdW1lcmljQ29sdW1uOgI4ARpJCgpTaG93bkVudHJ5EgsKA2tleRgBIAEoCRIqCgV2YWx1ZRgCIAEoCzIbLmd5bV9tZXRyaWNzLnYxLlNob3duQ29sdW1uOgI4ASKeAQoLU2hvd25Db2x1bW4SDgoGdmFsdWVzGAEgAygBEg8KB21pc3NpbmcYAiADKA0SDAoEaW50cxgDIAMoDRIzCgRqc29uGAQgAygLMiUuZ3ltX21ldHJpY3MudjEuU2hvd25Db2x1bW4uSnNvbkVudHJ5GisKCUpzb25FbnRyeRILCgNrZXkYASABKA0SDQoFdmFsdWUYAiABKAk6AjgBIsQBChJSZXBlYXRMZXZlbE1ldHJpY3MSFQoNcm9sbG91dF9pbmRleBgBIAEoAxIUCgxzYW1wbGVfY291bnQYAiABKAMSFQoNbWlzc2luZ19jb3VudBgDIAEoAxI8CgVzdGF0cxgEIAMoCzItLmd5bV9tZXRyaWNzLnYxLlJlcGVhdExldmVsTWV0cmljcy5TdGF0c0VudHJ5GiwKClN0YXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ASLbBQoHTWV0cmljcxIrCglhZ2VudF9yZWYYASABKAsyGC5neW1fbWV0cmljcy52MS5BZ2VudFJlZhJACg1hZ2VudF9tZXRyaWNzGAIgAygLMikuZ3ltX21ldHJpY3MudjEuTWV0cmljcy5BZ2VudE1ldHJpY3NFbnRyeRIaChJhZ2VudF9tZXRyaWNzX2pzb24YAyABKAkSPAoLa2V5X21ldHJpY3MYBCADKAsyJy5neW1fbWV0cmljcy52MS5NZXRyaWNzLktleU1ldHJpY3NFbnRyeRIYChBrZXlfbWV0cmljc19qc29uGAUgASgJEj4KE2dyb3VwX2xldmVsX21ldHJpY3MYBiABKAsyIS5neW1fbWV0cmljcy52MS5Hcm91cExldmVsTWV0cmljcxJAChRyZXBlYXRfbGV2ZWxfbWV0cmljcxgHIAMoCzIiLmd5bV9tZXRyaWNzLnYxLlJlcGVhdExldmVsTWV0cmljcxJHChFub25fZmluaXRlX2NvdW50cxgIIAMoCzIsLmd5bV9tZXRyaWNzLnYxLk1ldHJpY3MuTm9uRmluaXRlQ291bnRzRW50cnkSSQoSbm9uX251bWVyaWNfY291bnRzGAkgAygLMi0uZ3ltX21ldHJpY3MudjEuTWV0cmljcy5Ob25OdW1lcmljQ291bnRzRW50cnkaMwoRQWdlbnRNZXRyaWNzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ARoxCg9LZXlNZXRyaWNzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ARo2ChROb25GaW5pdGVDb3VudHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBGjcKFU5vbk51bWVyaWNDb3VudHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBIogBChhBZ2dyZWdhdGVNZXRyaWNzUmVzcG9uc2USKAoHbWV0cmljcxgBIAEoCzIXLmd5bV9tZXRyaWNzLnYxLk1ldHJpY3MSGQoRcmVjZWl2ZWRfcm9sbG91dHMYAiABKAMSGQoRZHVwbGljYXRlX2JhdGNoZXMYAyABKAMSDAoEbGFzdBgEIAEoCCIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCLkAQoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIPCgdtZXRyaWNzGAMgAygJEiIKGnZlcmlmeV9yZXF1ZXN0X3NjaGVtYV9qc29uGAQgASgJEiMKG3ZlcmlmeV9yZXNwb25zZV9zY2hlbWFfanNvbhgFIAEoCRISCgp3YW50c19yb3dzGAYgASgIEicKBXRvb2xzGAcgAygLMhguZ3ltX21ldHJpY3MudjEuVG9vbEluZm8SFQoNYW55X3Rvb2xfbmFtZRgIIAEoCCJGCghUb29sSW5mbxIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgDIAEoCSInChJTZWVkU2Vzc2lvblJlcXVlc3QSEQoJYm9keV9qc29uGAEgASgJIikKE1NlZWRTZXNzaW9uUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCSJLCg9DYWxsVG9vbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhYKDmFyZ3VtZW50c19qc29uGAMgASgJIjIKEENhbGxUb29sUmVzcG9uc2USDgoGb3V0cHV0GAEgASgJEg4KBmZhaWxlZBgCIAEoCCIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiJgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2USDgoGY2xvc2VkGAEgASgIIkEKE1Nlc3Npb25DYWxsc1JlcXVlc3QSKgoFY2FsbHMYASADKAsyGy5neW1fbWV0cmljcy52MS5TZXNzaW9uQ2FsbCLyAQoLU2Vzc2lvbkNhbGwSCgoCaWQYASABKAQSMgoEc2VlZBgCIAEoCzIiLmd5bV9tZXRyaWNzLnYxLlNlZWRTZXNzaW9uUmVxdWVzdEgAEjQKCWNhbGxfdG9vbBgDIAEoCzIfLmd5bV9tZXRyaWNzLnYxLkNhbGxUb29sUmVxdWVzdEgAEi8KBnZlcmlmeRgEIAEoCzIdLmd5bV9tZXRyaWNzLnYxLlZlcmlmeVJlcXVlc3RIABI0CgVjbG9zZRgFIAEoCzIjLmd5bV9tZXRyaWNzLnYxLkNsb3NlU2Vzc2lvblJlcXVlc3RIAEIGCgRjYWxsIkYKFFNlc3Npb25DYWxsc1Jlc3BvbnNlEi4KB2Fuc3dlcnMYASADKAsyHS5neW1fbWV0cmljcy52MS5TZXNzaW9uQW5zd2VyIqYCCg1TZXNzaW9uQW5zd2VyEgoKAmlkGAEgASgEEjMKBHNlZWQYAiABKAsyIy5neW1fbWV0cmljcy52MS5TZWVkU2Vzc2lvblJlc3BvbnNlSAASNQoJY2FsbF90b29sGAMgASgLMiAuZ3ltX21ldHJpY3MudjEuQ2FsbFRvb2xSZXNwb25zZUgAEjAKBnZlcmlmeRgEIAEoCzIeLmd5bV9tZXRyaWNzLnYxLlZlcmlmeVJlc3BvbnNlSAASNQoFY2xvc2UYBSABKAsyJC5neW1fbWV0cmljcy52MS5DbG9zZVNlc3Npb25SZXNwb25zZUgAEioKBWVycm9yGAYgASgLMhkuZ3ltX21ldHJpY3MudjEuQ2FsbEVycm9ySABCCAoGcmVzdWx0IioKCUNhbGxFcnJvchIMCgRjb2RlGAEgASgFEg8KB21lc3NhZ2UYAiABKAkiXQoSU2NvcmVHcm91cHNSZXF1ZXN0Ei8KBmdyb3VwcxgBIAMoCzIfLmd5bV9tZXRyaWNzLnYxLkNvbXBsZXRpb25Hcm91cBIWCg5vbWl0X3Jlc3BvbnNlcxgCIAEoCCJQCg9Db21wbGV0aW9uR3JvdXASEAoIcm93X2pzb24YASABKAkSFwoPY29tcGxldGlvbl9qc29uGAIgAygJEhIKCnNlc3Npb25faWQYAyADKAkiQgoTU2NvcmVHcm91cHNSZXNwb25zZRIrCgZncm91cHMYASADKAsyGy5neW1fbWV0cmljcy52MS5Hcm91cFNjb3JlcyKRAQoLR3JvdXBTY29yZXMSDwoHcmV3YXJkcxgBIAMoARIOCgZmYWlsZWQYAiADKAgSMwoKZXJyb3Jfa2luZBgDIAMoDjIfLmd5bV9tZXRyaWNzLnYxLlZlcmlmeUVycm9yS2luZBIVCg1lcnJvcl9tZXNzYWdlGAQgAygJEhUKDXJlc3BvbnNlX2pzb24YBSADKAkqwQEKD1ZlcmlmeUVycm9yS2luZBIhCh1WRVJJRllfRVJST1JfS0lORF9VTlNQRUNJRklFRBAAEiUKIVZFUklGWV9FUlJPUl9LSU5EX0lOVkFMSURfUkVRVUVTVBABEiMKH1ZFUklGWV9FUlJPUl9LSU5EX1ZFUklGWV9GQUlMRUQQAhIdChlWRVJJRllfRVJST1JfS0lORF9USU1FT1VUEAMSIAocVkVSSUZZX0VSUk9SX0tJTkRfR0VORVJBVElPThAEKmYKCVZhbHVlS2luZBIaChZWQUxVRV9LSU5EX1VOU1BFQ0lGSUVEEAASFAoQVkFMVUVfS0lORF9GTE9BVBABEhIKDlZBTFVFX0tJTkRfSU5UEAISEwoPVkFMVUVfS0lORF9CT09MEAMyvAYKEFJlc291cmNlc1NlcnZpY2USRwoGVmVyaWZ5Eh0uZ3ltX21ldHJpY3MudjEuVmVyaWZ5UmVxdWVzdBoeLmd5bV9tZXRyaWNzLnYxLlZlcmlmeVJlc3BvbnNlEl0KDFZlcmlmeVN0cmVhbRIjLmd5bV9tZXRyaWNzLnYxLlZlcmlmeVN0cmVhbVJlcXVlc3QaJC5neW1fbWV0cmljcy52MS5WZXJpZnlTdHJlYW1SZXNwb25zZSgBMAESaQoQQWdncmVnYXRlTWV0cmljcxInLmd5bV9tZXRyaWNzLnYxLkFnZ3JlZ2F0ZU1ldHJpY3NSZXF1ZXN0GiguZ3ltX21ldHJpY3MudjEuQWdncmVnYXRlTWV0cmljc1Jlc3BvbnNlKAEwARJcCg1HZXRTZXJ2ZXJJbmZvEiQuZ3ltX21ldHJpY3MudjEuR2V0U2VydmVySW5mb1JlcXVlc3QaJS5neW1fbWV0cmljcy52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2USVgoLU2VlZFNlc3Npb24SIi5neW1fbWV0cmljcy52MS5TZWVkU2Vzc2lvblJlcXVlc3QaIy5neW1fbWV0cmljcy52MS5TZWVkU2Vzc2lvblJlc3BvbnNlEk0KCENhbGxUb29sEh8uZ3ltX21ldHJpY3MudjEuQ2FsbFRvb2xSZXF1ZXN0GiAuZ3ltX21ldHJpY3MudjEuQ2FsbFRvb2xSZXNwb25zZRJZCgxDbG9zZVNlc3Npb24SIy5neW1fbWV0cmljcy52MS5DbG9zZVNlc3Npb25SZXF1ZXN0GiQuZ3ltX21ldHJpY3MudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2USXQoMU2Vzc2lvbkNhbGxzEiMuZ3ltX21ldHJpY3MudjEuU2Vzc2lvbkNhbGxzUmVxdWVzdBokLmd5bV9tZXRyaWNzLnYxLlNlc3Npb25DYWxsc1Jlc3BvbnNlKAEwARJWCgtTY29yZUdyb3VwcxIiLmd5bV9tZXRyaWNzLnYxLlNjb3JlR3JvdXBzUmVxdWVzdBojLmd5bV9tZXRyaWNzLnYxLlNjb3JlR3JvdXBzUmVzcG9uc2VCUAoQYWkuZ3ltbWV0cmljcy52MVABWjpnaXRodWIuY29tL2d5bS1tZXRyaWNzL2d5bS1tZXRyaWNzL2NsaWVudHMvZ28vZ3ltbWV0cmljc3YxYgZwcm90bzM");
+  fileDesc("Ch5neW1fbWV0cmljcy92MS9yZXNvdXJjZXMucHJvdG8SDmd5bV9tZXRyaWNzLnYxIhgKCEFnZW50UmVmEgwKBG5hbWUYASABKAkiNgoNVmVyaWZ5UmVxdWVzdBIRCglib2R5X2pzb24YASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSI3Cg5WZXJpZnlSZXNwb25zZRIOCgZyZXdhcmQYASABKAESFQoNcmVzcG9uc2VfanNvbhgCIAEoCSJKCgpWZXJpZnlJdGVtEhIKCnRhc2tfaW5kZXgYASABKAMSFQoNcm9sbG91dF9pbmRleBgCIAEoAxIRCglib2R5X2pzb24YAyABKAkiUgoTVmVyaWZ5U3RyZWFtUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCRIpCgVpdGVtcxgCIAMoCzIaLmd5bV9tZXRyaWNzLnYxLlZlcmlmeUl0ZW0irAEKDFZlcmlmeVJlc3VsdBISCgp0YXNrX2luZGV4GAEgASgDEhUKDXJvbGxvdXRfaW5kZXgYAiABKAMSDgoGcmV3YXJkGAMgASgBEhUKDXJlc3BvbnNlX2pzb24YBCABKAkSMwoKZXJyb3Jfa2luZBgFIAEoDjIfLmd5bV9tZXRyaWNzLnYxLlZlcmlmeUVycm9yS2luZBIVCg1lcnJvcl9tZXNzYWdlGAYgASgJIlcKFFZlcmlmeVN0cmVhbVJlc3BvbnNlEhAKCGJhdGNoX2lkGAEgASgJEi0KB3Jlc3VsdHMYAiADKAsyHC5neW1fbWV0cmljcy52MS5WZXJpZnlSZXN1bHQiWQoNTnVtZXJpY0NvbHVtbhIOCgZ2YWx1ZXMYASADKAESDwoHbWlzc2luZxgCIAMoDRInCgRraW5kGAMgASgOMhkuZ3ltX21ldHJpY3MudjEuVmFsdWVLaW5kIrADCgxSb2xsb3V0QmF0Y2gSEAoIYmF0Y2hfaWQYASABKAkSEgoKdGFza19pbmRleBgCIAMoAxIVCg1yb2xsb3V0X2luZGV4GAMgAygDEjoKB2NvbHVtbnMYBCADKAsyKS5neW1fbWV0cmljcy52MS5Sb2xsb3V0QmF0Y2guQ29sdW1uc0VudHJ5Eg4KBm1hc2tlZBgFIAMoCBIQCghyb3dfanNvbhgGIAMoCRIzCgplcnJvcl9raW5kGAcgAygOMh8uZ3ltX21ldHJpY3MudjEuVmVyaWZ5RXJyb3JLaW5kEjYKBXNob3duGAggAygLMicuZ3ltX21ldHJpY3MudjEuUm9sbG91dEJhdGNoLlNob3duRW50cnkaTQoMQ29sdW1uc0VudHJ5EgsKA2tleRgBIAEoCRIsCgV2YWx1ZRgCIAEoCzIdLmd5bV9tZXRyaWNzLnYxLk51bWVyaWNDb2x1bW46AjgBGkkKClNob3duRW50cnkSCwoDa2V5GAEgASgJEioKBXZhbHVlGAIgASgLMhsuZ3ltX21ldHJpY3MudjEuU2hvd25Db2x1bW46AjgBImIKEEFnZ3JlZ2F0ZU9wdGlvbnMSGgoSb21pdF9yb2xsb3V0X2luZm9zGAEgASgIEhwKFGNvdW50X2Vycm9yc19hc196ZXJvGAIgASgIEhQKDG9taXRfc2FtcGxlcxgDIAEoCCK7AQoWQWdncmVnYXRlTWV0cmljc0hlYWRlchIrCglhZ2VudF9yZWYYASABKAsyGC5neW1fbWV0cmljcy52MS5BZ2VudFJlZhIxCgdvcHRpb25zGAIgASgLMiAuZ3ltX21ldHJpY3MudjEuQWdncmVnYXRlT3B0aW9ucxIiChpleHBlY3RlZF9yb2xsb3V0c19wZXJfdGFzaxgDIAEoDRIdChVleHBlY3RlZF90YXNrX2luZGljZXMYBCADKAMijQEKF0FnZ3JlZ2F0ZU1ldHJpY3NSZXF1ZXN0EjgKBmhlYWRlchgBIAEoCzImLmd5bV9tZXRyaWNzLnYxLkFnZ3JlZ2F0ZU1ldHJpY3NIZWFkZXJIABItCgViYXRjaBgCIAEoCzIcLmd5bV9tZXRyaWNzLnYxLlJvbGxvdXRCYXRjaEgAQgkKB3BheWxvYWQiHgoMRG91YmxlQ29sdW1uEg4KBnZhbHVlcxgBIAMoASKJAwoRR3JvdXBMZXZlbE1ldHJpY3MSEgoKdGFza19pbmRleBgBIAMoAxI7CgVzdGF0cxgCIAMoCzIsLmd5bV9tZXRyaWNzLnYxLkdyb3VwTGV2ZWxNZXRyaWNzLlN0YXRzRW50cnkSFAoMbnVtX3JvbGxvdXRzGAMgAygDEh0KFWV4cGVjdGVkX251bV9yb2xsb3V0cxgEIAMoAxIcChRtaXNzaW5nX251bV9yb2xsb3V0cxgFIAMoAxIlCh1yZXdhcmRfcHJvZmlsZV9jb21wbGV0aW9uX3BjdBgGIAMoARITCgtzYW1wbGVfanNvbhgHIAMoCRITCgtjdXN0b21fanNvbhgIIAMoCRIzCg1yb2xsb3V0X2luZm9zGAkgASgLMhwuZ3ltX21ldHJpY3MudjEuUm9sbG91dEluZm9zGkoKClN0YXRzRW50cnkSCwoDa2V5GAEgASgJEisKBXZhbHVlGAIgASgLMhwuZ3ltX21ldHJpY3MudjEuRG91YmxlQ29sdW1uOgI4ASLEAgoMUm9sbG91dEluZm9zEhIKCnRhc2tfaW5kZXgYASADKAMSFQoNcm9sbG91dF9pbmRleBgCIAMoAxI4CgZ2YWx1ZXMYAyADKAsyKC5neW1fbWV0cmljcy52MS5Sb2xsb3V0SW5mb3MuVmFsdWVzRW50cnkSNgoFc2hvd24YBCADKAsyJy5neW1fbWV0cmljcy52MS5Sb2xsb3V0SW5mb3MuU2hvd25FbnRyeRpMCgtWYWx1ZXNFbnRyeRILCgNrZXkYASABKAkSLAoFdmFsdWUYAiABKAsyHS5neW1fbWV0cmljcy52MS5OdW1lcmljQ29sdW1uOgI4ARpJCgpTaG93bkVudHJ5EgsKA2tleRgBIAEoCRIqCgV2YWx1ZRgCIAEoCzIbLmd5bV9tZXRyaWNzLnYxLlNob3duQ29sdW1uOgI4ASKeAQoLU2hvd25Db2x1bW4SDgoGdmFsdWVzGAEgAygBEg8KB21pc3NpbmcYAiADKA0SDAoEaW50cxgDIAMoDRIzCgRqc29uGAQgAygLMiUuZ3ltX21ldHJpY3MudjEuU2hvd25Db2x1bW4uSnNvbkVudHJ5GisKCUpzb25FbnRyeRILCgNrZXkYASABKA0SDQoFdmFsdWUYAiABKAk6AjgBIsQBChJSZXBlYXRMZXZlbE1ldHJpY3MSFQoNcm9sbG91dF9pbmRleBgBIAEoAxIUCgxzYW1wbGVfY291bnQYAiABKAMSFQoNbWlzc2luZ19jb3VudBgDIAEoAxI8CgVzdGF0cxgEIAMoCzItLmd5bV9tZXRyaWNzLnYxLlJlcGVhdExldmVsTWV0cmljcy5TdGF0c0VudHJ5GiwKClN0YXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ASLbBQoHTWV0cmljcxIrCglhZ2VudF9yZWYYASABKAsyGC5neW1fbWV0cmljcy52MS5BZ2VudFJlZhJACg1hZ2VudF9tZXRyaWNzGAIgAygLMikuZ3ltX21ldHJpY3MudjEuTWV0cmljcy5BZ2VudE1ldHJpY3NFbnRyeRIaChJhZ2VudF9tZXRyaWNzX2pzb24YAyABKAkSPAoLa2V5X21ldHJpY3MYBCADKAsyJy5neW1fbWV0cmljcy52MS5NZXRyaWNzLktleU1ldHJpY3NFbnRyeRIYChBrZXlfbWV0cmljc19qc29uGAUgASgJEj4KE2dyb3VwX2xldmVsX21ldHJpY3MYBiABKAsyIS5neW1fbWV0cmljcy52MS5Hcm91cExldmVsTWV0cmljcxJAChRyZXBlYXRfbGV2ZWxfbWV0cmljcxgHIAMoCzIiLmd5bV9tZXRyaWNzLnYxLlJlcGVhdExldmVsTWV0cmljcxJHChFub25fZmluaXRlX2NvdW50cxgIIAMoCzIsLmd5bV9tZXRyaWNzLnYxLk1ldHJpY3MuTm9uRmluaXRlQ291bnRzRW50cnkSSQoSbm9uX251bWVyaWNfY291bnRzGAkgAygLMi0uZ3ltX21ldHJpY3MudjEuTWV0cmljcy5Ob25OdW1lcmljQ291bnRzRW50cnkaMwoRQWdlbnRNZXRyaWNzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ARoxCg9LZXlNZXRyaWNzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ARo2ChROb25GaW5pdGVDb3VudHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBGjcKFU5vbk51bWVyaWNDb3VudHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBIogBChhBZ2dyZWdhdGVNZXRyaWNzUmVzcG9uc2USKAoHbWV0cmljcxgBIAEoCzIXLmd5bV9tZXRyaWNzLnYxLk1ldHJpY3MSGQoRcmVjZWl2ZWRfcm9sbG91dHMYAiABKAMSGQoRZHVwbGljYXRlX2JhdGNoZXMYAyABKAMSDAoEbGFzdBgEIAEoCCIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCLzAQoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIPCgdtZXRyaWNzGAMgAygJEiIKGnZlcmlmeV9yZXF1ZXN0X3NjaGVtYV9qc29uGAQgASgJEiMKG3ZlcmlmeV9yZXNwb25zZV9zY2hlbWFfanNvbhgFIAEoCRISCgp3YW50c19yb3dzGAYgASgIEicKBXRvb2xzGAcgAygLMhguZ3ltX21ldHJpY3MudjEuVG9vbEluZm8SFQoNYW55X3Rvb2xfbmFtZRgIIAEoCBINCgVzdGVwcxgJIAEoCCJGCghUb29sSW5mbxIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgDIAEoCSInChJTZWVkU2Vzc2lvblJlcXVlc3QSEQoJYm9keV9qc29uGAEgASgJIj0KE1NlZWRTZXNzaW9uUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpyZXNldF9qc29uGAIgASgJIjgKC1N0ZXBSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoNcmVzcG9uc2VfanNvbhgCIAEoCSJYCgxTdGVwUmVzcG9uc2USEQoJc3RlcF9qc29uGAEgASgJEg4KBnJld2FyZBgCIAEoARISCgp0ZXJtaW5hdGVkGAMgASgIEhEKCXRydW5jYXRlZBgEIAEoCCJLCg9DYWxsVG9vbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhYKDmFyZ3VtZW50c19qc29uGAMgASgJIjIKEENhbGxUb29sUmVzcG9uc2USDgoGb3V0cHV0GAEgASgJEg4KBmZhaWxlZBgCIAEoCCIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiJgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2USDgoGY2xvc2VkGAEgASgIIkEKE1Nlc3Npb25DYWxsc1JlcXVlc3QSKgoFY2FsbHMYASADKAsyGy5neW1fbWV0cmljcy52MS5TZXNzaW9uQ2FsbCKfAgoLU2Vzc2lvbkNhbGwSCgoCaWQYASABKAQSMgoEc2VlZBgCIAEoCzIiLmd5bV9tZXRyaWNzLnYxLlNlZWRTZXNzaW9uUmVxdWVzdEgAEjQKCWNhbGxfdG9vbBgDIAEoCzIfLmd5bV9tZXRyaWNzLnYxLkNhbGxUb29sUmVxdWVzdEgAEi8KBnZlcmlmeRgEIAEoCzIdLmd5bV9tZXRyaWNzLnYxLlZlcmlmeVJlcXVlc3RIABI0CgVjbG9zZRgFIAEoCzIjLmd5bV9tZXRyaWNzLnYxLkNsb3NlU2Vzc2lvblJlcXVlc3RIABIrCgRzdGVwGAYgASgLMhsuZ3ltX21ldHJpY3MudjEuU3RlcFJlcXVlc3RIAEIGCgRjYWxsIkYKFFNlc3Npb25DYWxsc1Jlc3BvbnNlEi4KB2Fuc3dlcnMYASADKAsyHS5neW1fbWV0cmljcy52MS5TZXNzaW9uQW5zd2VyItQCCg1TZXNzaW9uQW5zd2VyEgoKAmlkGAEgASgEEjMKBHNlZWQYAiABKAsyIy5neW1fbWV0cmljcy52MS5TZWVkU2Vzc2lvblJlc3BvbnNlSAASNQoJY2FsbF90b29sGAMgASgLMiAuZ3ltX21ldHJpY3MudjEuQ2FsbFRvb2xSZXNwb25zZUgAEjAKBnZlcmlmeRgEIAEoCzIeLmd5bV9tZXRyaWNzLnYxLlZlcmlmeVJlc3BvbnNlSAASNQoFY2xvc2UYBSABKAsyJC5neW1fbWV0cmljcy52MS5DbG9zZVNlc3Npb25SZXNwb25zZUgAEioKBWVycm9yGAYgASgLMhkuZ3ltX21ldHJpY3MudjEuQ2FsbEVycm9ySAASLAoEc3RlcBgHIAEoCzIcLmd5bV9tZXRyaWNzLnYxLlN0ZXBSZXNwb25zZUgAQggKBnJlc3VsdCIqCglDYWxsRXJyb3ISDAoEY29kZRgBIAEoBRIPCgdtZXNzYWdlGAIgASgJIl0KElNjb3JlR3JvdXBzUmVxdWVzdBIvCgZncm91cHMYASADKAsyHy5neW1fbWV0cmljcy52MS5Db21wbGV0aW9uR3JvdXASFgoOb21pdF9yZXNwb25zZXMYAiABKAgiUAoPQ29tcGxldGlvbkdyb3VwEhAKCHJvd19qc29uGAEgASgJEhcKD2NvbXBsZXRpb25fanNvbhgCIAMoCRISCgpzZXNzaW9uX2lkGAMgAygJIkIKE1Njb3JlR3JvdXBzUmVzcG9uc2USKwoGZ3JvdXBzGAEgAygLMhsuZ3ltX21ldHJpY3MudjEuR3JvdXBTY29yZXMikQEKC0dyb3VwU2NvcmVzEg8KB3Jld2FyZHMYASADKAESDgoGZmFpbGVkGAIgAygIEjMKCmVycm9yX2tpbmQYAyADKA4yHy5neW1fbWV0cmljcy52MS5WZXJpZnlFcnJvcktpbmQSFQoNZXJyb3JfbWVzc2FnZRgEIAMoCRIVCg1yZXNwb25zZV9qc29uGAUgAygJKsEBCg9WZXJpZnlFcnJvcktpbmQSIQodVkVSSUZZX0VSUk9SX0tJTkRfVU5TUEVDSUZJRUQQABIlCiFWRVJJRllfRVJST1JfS0lORF9JTlZBTElEX1JFUVVFU1QQARIjCh9WRVJJRllfRVJST1JfS0lORF9WRVJJRllfRkFJTEVEEAISHQoZVkVSSUZZX0VSUk9SX0tJTkRfVElNRU9VVBADEiAKHFZFUklGWV9FUlJPUl9LSU5EX0dFTkVSQVRJT04QBCpmCglWYWx1ZUtpbmQSGgoWVkFMVUVfS0lORF9VTlNQRUNJRklFRBAAEhQKEFZBTFVFX0tJTkRfRkxPQVQQARISCg5WQUxVRV9LSU5EX0lOVBACEhMKD1ZBTFVFX0tJTkRfQk9PTBADMv8GChBSZXNvdXJjZXNTZXJ2aWNlEkcKBlZlcmlmeRIdLmd5bV9tZXRyaWNzLnYxLlZlcmlmeVJlcXVlc3QaHi5neW1fbWV0cmljcy52MS5WZXJpZnlSZXNwb25zZRJdCgxWZXJpZnlTdHJlYW0SIy5neW1fbWV0cmljcy52MS5WZXJpZnlTdHJlYW1SZXF1ZXN0GiQuZ3ltX21ldHJpY3MudjEuVmVyaWZ5U3RyZWFtUmVzcG9uc2UoATABEmkKEEFnZ3JlZ2F0ZU1ldHJpY3MSJy5neW1fbWV0cmljcy52MS5BZ2dyZWdhdGVNZXRyaWNzUmVxdWVzdBooLmd5bV9tZXRyaWNzLnYxLkFnZ3JlZ2F0ZU1ldHJpY3NSZXNwb25zZSgBMAESXAoNR2V0U2VydmVySW5mbxIkLmd5bV9tZXRyaWNzLnYxLkdldFNlcnZlckluZm9SZXF1ZXN0GiUuZ3ltX21ldHJpY3MudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlElYKC1NlZWRTZXNzaW9uEiIuZ3ltX21ldHJpY3MudjEuU2VlZFNlc3Npb25SZXF1ZXN0GiMuZ3ltX21ldHJpY3MudjEuU2VlZFNlc3Npb25SZXNwb25zZRJNCghDYWxsVG9vbBIfLmd5bV9tZXRyaWNzLnYxLkNhbGxUb29sUmVxdWVzdBogLmd5bV9tZXRyaWNzLnYxLkNhbGxUb29sUmVzcG9uc2USWQoMQ2xvc2VTZXNzaW9uEiMuZ3ltX21ldHJpY3MudjEuQ2xvc2VTZXNzaW9uUmVxdWVzdBokLmd5bV9tZXRyaWNzLnYxLkNsb3NlU2Vzc2lvblJlc3BvbnNlEl0KDFNlc3Npb25DYWxscxIjLmd5bV9tZXRyaWNzLnYxLlNlc3Npb25DYWxsc1JlcXVlc3QaJC5neW1fbWV0cmljcy52MS5TZXNzaW9uQ2FsbHNSZXNwb25zZSgBMAESVgoLU2NvcmVHcm91cHMSIi5neW1fbWV0cmljcy52MS5TY29yZUdyb3Vwc1JlcXVlc3QaIy5neW1fbWV0cmljcy52MS5TY29yZUdyb3Vwc1Jlc3BvbnNlEkEKBFN0ZXASGy5neW1fbWV0cmljcy52MS5TdGVwUmVxdWVzdBocLmd5bV9tZXRyaWNzLnYxLlN0ZXBSZXNwb25zZUJQChBhaS5neW1tZXRyaWNzLnYxUAFaOmdpdGh1Yi5jb20vZ3ltLW1ldHJpY3MvZ3ltLW1ldHJpY3MvY2xpZW50cy9nby9neW1tZXRyaWNzdjFiBnByb3RvMw");
 
 /**
  * Names the agent (policy) whose rollouts are scored.
@@ -902,6 +902,15 @@ export type GetServerInfoResponse = Message<"gym_metrics.v1.GetServerInfoRespons
    * @generated from field: bool any_tool_name = 8;
    */
   anyToolName: boolean;
+
+  /**
+   * True when the environment answers each model turn (reset / step): SeedSession resets it
+   * (its answer carries the first observation), each turn is a Step, and the episode's reward
+   * is the sum of its steps' rewards (no Verify). False: a tool or verify environment.
+   *
+   * @generated from field: bool steps = 9;
+   */
+  steps: boolean;
 };
 
 /**
@@ -979,6 +988,14 @@ export type SeedSessionResponse = Message<"gym_metrics.v1.SeedSessionResponse"> 
    * @generated from field: string session_id = 1;
    */
   sessionId: string;
+
+  /**
+   * For an environment with `steps`: what its reset answered, as a JSON object
+   * {"observation": text or null, "info": {...}}. Empty for other environments.
+   *
+   * @generated from field: string reset_json = 2;
+   */
+  resetJson: string;
 };
 
 /**
@@ -987,6 +1004,77 @@ export type SeedSessionResponse = Message<"gym_metrics.v1.SeedSessionResponse"> 
  */
 export const SeedSessionResponseSchema: GenMessage<SeedSessionResponse> = /*@__PURE__*/
   messageDesc(file_gym_metrics_v1_resources, 23);
+
+/**
+ * Request of Step.
+ *
+ * @generated from message gym_metrics.v1.StepRequest
+ */
+export type StepRequest = Message<"gym_metrics.v1.StepRequest"> & {
+  /**
+   * The session the step acts in (from SeedSession).
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The model's turn as a Responses API response object (JSON): the action.
+   *
+   * @generated from field: string response_json = 2;
+   */
+  responseJson: string;
+};
+
+/**
+ * Describes the message gym_metrics.v1.StepRequest.
+ * Use `create(StepRequestSchema)` to create a new message.
+ */
+export const StepRequestSchema: GenMessage<StepRequest> = /*@__PURE__*/
+  messageDesc(file_gym_metrics_v1_resources, 24);
+
+/**
+ * Response of Step.
+ *
+ * @generated from message gym_metrics.v1.StepResponse
+ */
+export type StepResponse = Message<"gym_metrics.v1.StepResponse"> & {
+  /**
+   * The environment's answer as a JSON object: {"observation": text or null, "reward",
+   * "terminated", "truncated", "info": {...}}; the three fields below repeat its numbers.
+   *
+   * @generated from field: string step_json = 1;
+   */
+  stepJson: string;
+
+  /**
+   * The step's reward (the episode's is the sum over its steps).
+   *
+   * @generated from field: double reward = 2;
+   */
+  reward: number;
+
+  /**
+   * The episode ended in the environment (a win, a loss, an answer).
+   *
+   * @generated from field: bool terminated = 3;
+   */
+  terminated: boolean;
+
+  /**
+   * The episode was cut short (a step limit of the environment's own).
+   *
+   * @generated from field: bool truncated = 4;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message gym_metrics.v1.StepResponse.
+ * Use `create(StepResponseSchema)` to create a new message.
+ */
+export const StepResponseSchema: GenMessage<StepResponse> = /*@__PURE__*/
+  messageDesc(file_gym_metrics_v1_resources, 25);
 
 /**
  * Request of CallTool.
@@ -1021,7 +1109,7 @@ export type CallToolRequest = Message<"gym_metrics.v1.CallToolRequest"> & {
  * Use `create(CallToolRequestSchema)` to create a new message.
  */
 export const CallToolRequestSchema: GenMessage<CallToolRequest> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 24);
+  messageDesc(file_gym_metrics_v1_resources, 26);
 
 /**
  * Response of CallTool.
@@ -1049,7 +1137,7 @@ export type CallToolResponse = Message<"gym_metrics.v1.CallToolResponse"> & {
  * Use `create(CallToolResponseSchema)` to create a new message.
  */
 export const CallToolResponseSchema: GenMessage<CallToolResponse> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 25);
+  messageDesc(file_gym_metrics_v1_resources, 27);
 
 /**
  * Request of CloseSession.
@@ -1070,7 +1158,7 @@ export type CloseSessionRequest = Message<"gym_metrics.v1.CloseSessionRequest"> 
  * Use `create(CloseSessionRequestSchema)` to create a new message.
  */
 export const CloseSessionRequestSchema: GenMessage<CloseSessionRequest> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 26);
+  messageDesc(file_gym_metrics_v1_resources, 28);
 
 /**
  * Response of CloseSession.
@@ -1091,7 +1179,7 @@ export type CloseSessionResponse = Message<"gym_metrics.v1.CloseSessionResponse"
  * Use `create(CloseSessionResponseSchema)` to create a new message.
  */
 export const CloseSessionResponseSchema: GenMessage<CloseSessionResponse> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 27);
+  messageDesc(file_gym_metrics_v1_resources, 29);
 
 /**
  * One message of a SessionCalls stream: the calls the client had ready (one or more).
@@ -1112,7 +1200,7 @@ export type SessionCallsRequest = Message<"gym_metrics.v1.SessionCallsRequest"> 
  * Use `create(SessionCallsRequestSchema)` to create a new message.
  */
 export const SessionCallsRequestSchema: GenMessage<SessionCallsRequest> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 28);
+  messageDesc(file_gym_metrics_v1_resources, 30);
 
 /**
  * One session call of a SessionCalls stream.
@@ -1164,6 +1252,14 @@ export type SessionCall = Message<"gym_metrics.v1.SessionCall"> & {
      */
     value: CloseSessionRequest;
     case: "close";
+  } | {
+    /**
+     * Act in a session (Step).
+     *
+     * @generated from field: gym_metrics.v1.StepRequest step = 6;
+     */
+    value: StepRequest;
+    case: "step";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1172,7 +1268,7 @@ export type SessionCall = Message<"gym_metrics.v1.SessionCall"> & {
  * Use `create(SessionCallSchema)` to create a new message.
  */
 export const SessionCallSchema: GenMessage<SessionCall> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 29);
+  messageDesc(file_gym_metrics_v1_resources, 31);
 
 /**
  * One message of a SessionCalls stream's answers: those finished since the last one.
@@ -1193,7 +1289,7 @@ export type SessionCallsResponse = Message<"gym_metrics.v1.SessionCallsResponse"
  * Use `create(SessionCallsResponseSchema)` to create a new message.
  */
 export const SessionCallsResponseSchema: GenMessage<SessionCallsResponse> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 30);
+  messageDesc(file_gym_metrics_v1_resources, 32);
 
 /**
  * The answer of one session call.
@@ -1253,6 +1349,14 @@ export type SessionAnswer = Message<"gym_metrics.v1.SessionAnswer"> & {
      */
     value: CallError;
     case: "error";
+  } | {
+    /**
+     * Answer of a step.
+     *
+     * @generated from field: gym_metrics.v1.StepResponse step = 7;
+     */
+    value: StepResponse;
+    case: "step";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1261,7 +1365,7 @@ export type SessionAnswer = Message<"gym_metrics.v1.SessionAnswer"> & {
  * Use `create(SessionAnswerSchema)` to create a new message.
  */
 export const SessionAnswerSchema: GenMessage<SessionAnswer> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 31);
+  messageDesc(file_gym_metrics_v1_resources, 33);
 
 /**
  * Why one call of a stream failed: what its unary RPC would have answered.
@@ -1290,7 +1394,7 @@ export type CallError = Message<"gym_metrics.v1.CallError"> & {
  * Use `create(CallErrorSchema)` to create a new message.
  */
 export const CallErrorSchema: GenMessage<CallError> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 32);
+  messageDesc(file_gym_metrics_v1_resources, 34);
 
 /**
  * Request of ScoreGroups.
@@ -1318,7 +1422,7 @@ export type ScoreGroupsRequest = Message<"gym_metrics.v1.ScoreGroupsRequest"> & 
  * Use `create(ScoreGroupsRequestSchema)` to create a new message.
  */
 export const ScoreGroupsRequestSchema: GenMessage<ScoreGroupsRequest> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 33);
+  messageDesc(file_gym_metrics_v1_resources, 35);
 
 /**
  * One prompt's completions, with its task row.
@@ -1355,7 +1459,7 @@ export type CompletionGroup = Message<"gym_metrics.v1.CompletionGroup"> & {
  * Use `create(CompletionGroupSchema)` to create a new message.
  */
 export const CompletionGroupSchema: GenMessage<CompletionGroup> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 34);
+  messageDesc(file_gym_metrics_v1_resources, 36);
 
 /**
  * Response of ScoreGroups.
@@ -1376,7 +1480,7 @@ export type ScoreGroupsResponse = Message<"gym_metrics.v1.ScoreGroupsResponse"> 
  * Use `create(ScoreGroupsResponseSchema)` to create a new message.
  */
 export const ScoreGroupsResponseSchema: GenMessage<ScoreGroupsResponse> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 35);
+  messageDesc(file_gym_metrics_v1_resources, 37);
 
 /**
  * The scores of one group, position i for completion i.
@@ -1425,7 +1529,7 @@ export type GroupScores = Message<"gym_metrics.v1.GroupScores"> & {
  * Use `create(GroupScoresSchema)` to create a new message.
  */
 export const GroupScoresSchema: GenMessage<GroupScores> = /*@__PURE__*/
-  messageDesc(file_gym_metrics_v1_resources, 36);
+  messageDesc(file_gym_metrics_v1_resources, 38);
 
 /**
  * Why a rollout could not be verified.
@@ -1599,8 +1703,8 @@ export const ResourcesService: GenService<{
     output: typeof CloseSessionResponseSchema;
   },
   /**
-   * The four session calls above multiplexed on one stream (one per connection, for many
-   * episodes at once): each call carries an id its answer echoes, answers come as they
+   * The session calls (SeedSession, CallTool, Verify in a session, CloseSession, Step)
+   * multiplexed on one stream (one per connection, for many episodes at once): each call carries an id its answer echoes, answers come as they
    * finish, in any order, and a call's failure is its answer (the stream goes on). Calls
    * ready together travel in one message, and so do answers: far cheaper than a unary call
    * each. Sessions seeded on a stream and still open when it ends are closed (the client
@@ -1624,6 +1728,19 @@ export const ResourcesService: GenService<{
     methodKind: "unary";
     input: typeof ScoreGroupsRequestSchema;
     output: typeof ScoreGroupsResponseSchema;
+  },
+  /**
+   * Acts in a session of an environment that answers each model turn (GetServerInfo's
+   * `steps`: NeMo Gym's gymnasium servers, OpenEnv): the model's turn in, the environment's
+   * observation, reward and whether the episode ended out. A step that ends the episode
+   * (terminated or truncated) closes the session. Unknown session: NOT_FOUND.
+   *
+   * @generated from rpc gym_metrics.v1.ResourcesService.Step
+   */
+  step: {
+    methodKind: "unary";
+    input: typeof StepRequestSchema;
+    output: typeof StepResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_gym_metrics_v1_resources, 0);

@@ -1,0 +1,172 @@
+"""Environments that answer each turn (reset / step; issue 41 item 3), natively: collect drives
+them as NeMo Gym's gymnasium_agent does (reset's observation after the prompt, a step per
+policy turn, the observation as the next user message, tool outputs from `info`, the reward
+summed, the episode over on terminated / truncated / max steps), over a real gRPC server and a
+scripted policy; and the Step call's own rules (a step that ends the episode closes its
+session; the environment's bad answers and errors named; Step on a tool environment refused)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gym_metrics.environments import Session, SimpleResourcesServer, StepResult
+from gym_metrics.testing import ScriptedPolicyServer, serve_environment
+from gym_metrics._transport.client import RemoteCallError, ResourcesClient, SessionLostError
+from gym_metrics.errors import InvalidInputError
+
+
+def said(response: dict[str, Any]) -> str:
+    return "".join(c.get("text", "") for item in response["output"] if item.get("type") == "message"
+                   for c in item.get("content", []) if isinstance(c, dict))  # fmt: skip
+
+
+class GuessTheNumber(SimpleResourcesServer):
+    """The model guesses `secret` (1..100); the environment answers higher / lower; a right guess
+    ends the episode with reward 1, each wrong one costs 0.1; `give_up` in the text truncates."""
+
+    async def reset(self, session: Session) -> tuple[str | None, dict[str, Any]]:
+        session.state["guesses"] = 0
+        return "I am thinking of a number from 1 to 100.", {"range": [1, 100]}
+
+    async def step(self, session: Session, response: dict[str, Any]) -> StepResult:
+        text = said(response)
+        if "give up" in text:
+            return StepResult(None, 0.0, False, True, {"why": "gave up"})
+        session.state["guesses"] += 1
+        found = re.findall(r"\d+", text)
+        if not found:
+            return StepResult("Say a number.", -0.1, False, False, {})
+        guess, secret = int(found[-1]), int(session.row["secret"])
+        if guess == secret:
+            return StepResult(None, 1.0, True, False, {"guesses": session.state["guesses"]})
+        return StepResult(f"Higher than {guess}." if guess < secret else f"Lower than {guess}.", -0.1, False, False, {})
+
+
+def bisect(prompt: str) -> str:
+    """A policy that halves the range by what the last observation said."""
+    if prompt.startswith("I am thinking"):
+        return "50"
+    m = re.match(r"(Higher|Lower) than (\d+)\.", prompt)
+    assert m, prompt
+    # the scripted server sees only the last message: keep the bounds in the guess history
+    low, high = BOUNDS.setdefault("range", [1, 100])
+    guess = int(m.group(2))
+    if m.group(1) == "Higher":
+        low = guess + 1
+    else:
+        high = guess - 1
+    BOUNDS["range"] = [low, high]
+    return str((low + high) // 2)
+
+
+BOUNDS: dict[str, list[int]] = {}
+
+
+def task(n: int, secret: int, prompt: str = "Let's play.") -> dict[str, Any]:
+    return {"responses_create_params": {"input": [{"role": "user", "content": prompt}]}, "secret": secret, "agent_ref": {"name": "guesser"}, "_ng_task_index": n, "_ng_rollout_index": 0}
+
+
+async def collect(tmp_path: Path, env: Any, rows: list[dict[str, Any]], answers: Any, *extra: str) -> list[dict[str, Any]]:
+    from gym_metrics.cli import main as cli_main
+
+    tmp_path = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+    tmp_path.mkdir()
+    src = tmp_path / "tasks.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    async with serve_environment(env) as server:
+        with ScriptedPolicyServer(answers) as policy:
+            args = ["collect", "--server", server.address, "--input", str(src), "--output", str(out), "--policy-url", policy.url,
+                    "--policy-model", "scripted", "--policy-concurrency", "1", *extra]  # fmt: skip
+            assert await asyncio.to_thread(cli_main, args) == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+async def test_an_episode_runs_turn_by_turn_to_its_end(tmp_path: Path) -> None:
+    BOUNDS.clear()
+    [row] = await collect(tmp_path, GuessTheNumber, [task(0, 37)], bisect)
+    said_by_model = [said({"output": [i]}) for i in row["response"]["output"] if i.get("role") == "assistant" or i.get("type") == "message" and "role" not in i]
+    observations = [i["content"] for i in row["response"]["output"] if i.get("role") == "user"]
+    # 50 -> lower, 25 -> higher, 37: found on the third turn
+    assert [i for i in said_by_model if i] == ["50", "25", "37"]
+    assert observations == ["Lower than 50.", "Higher than 25."]
+    assert row["reward"] == pytest.approx(1.0 - 0.1 - 0.1) and row["terminated"] is True and row["truncated"] is False
+    assert row["info"] == {"guesses": 3}
+    # the prompt, then reset's observation as a user message, as NeMo Gym's gymnasium_agent sends it
+    assert row["responses_create_params"]["input"] == [{"role": "user", "content": "Let's play."},
+                                                       {"content": "I am thinking of a number from 1 to 100.", "role": "user", "type": "message"}]
+    assert row["_ng_task_index"] == 0 and "secret" not in row  # NeMo Gym's run response, the collector's keys
+
+
+async def test_max_steps_truncates_and_a_truncating_step_ends_it(tmp_path: Path) -> None:
+    always_wrong = {"I am thinking of a number from 1 to 100.": "1", "Higher than 1.": "1"}
+    rows = await collect(tmp_path, GuessTheNumber, [task(0, 99)], always_wrong, "--max-steps", "4")
+    assert rows[0]["truncated"] is True and rows[0]["terminated"] is False
+    assert rows[0]["reward"] == pytest.approx(-0.4)  # four wrong guesses, summed
+    # an observation after each turn, the last one's too: NeMo Gym's loop appends it before it stops
+    assert sum(i.get("role") == "user" for i in rows[0]["response"]["output"]) == 4
+    gave_up = await collect(tmp_path, GuessTheNumber, [task(1, 5)], {"I am thinking of a number from 1 to 100.": "I give up"})
+    assert gave_up[0]["truncated"] is True and gave_up[0]["reward"] == 0.0 and gave_up[0]["info"] == {"why": "gave up"}
+
+
+class Broken(GuessTheNumber):
+    async def step(self, session: Session, response: dict[str, Any]) -> StepResult:
+        if "boom" in said(response):
+            raise RuntimeError("the game crashed")
+        return StepResult("again", float("nan"), False, False, {})  # type: ignore[return-value]
+
+
+async def test_the_step_call_and_its_failures() -> None:
+    async with serve_environment(Broken) as server:
+        client = ResourcesClient(server.address)
+        try:
+            info = await client.server_info()
+            assert info.steps is True and info.tools == []
+            session, reset = await client.reset_session({"secret": 3})
+            assert reset == {"observation": "I am thinking of a number from 1 to 100.", "info": {"range": [1, 100]}}
+            turn = {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "boom"}]}]}
+            with pytest.raises(RemoteCallError, match="the game crashed"):
+                await client.step(session, turn)
+            with pytest.raises(SessionLostError):  # the episode failed: its session is gone
+                await client.step(session, turn)
+            session, _ = await client.reset_session({"secret": 3})
+            calm = {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "7"}]}]}
+            with pytest.raises(RemoteCallError, match=r"reward nan; expected a finite number"):
+                await client.step(session, calm)
+            session, _ = await client.reset_session({"secret": 3})
+            with pytest.raises(InvalidInputError, match="response_json: expected a Responses API object"):
+                await client.step(session, {"text": "7"})
+        finally:
+            await client.close()
+    async with serve_environment("math_exact") as server:
+        client = ResourcesClient(server.address)
+        try:
+            assert (await client.server_info()).steps is False
+            session = await client.seed_session({})
+            with pytest.raises(InvalidInputError, match="does not answer turns"):
+                await client.step(session, {"output": []})
+        finally:
+            await client.close()
+
+
+async def test_a_step_that_ends_the_episode_closes_its_session_on_the_stream() -> None:
+    async with serve_environment(GuessTheNumber) as server:
+        client = ResourcesClient(server.address)
+        try:
+            calls = client.session_stream()
+            session, reset = await calls.reset_session({"secret": 4})
+            assert reset["observation"].startswith("I am thinking")
+            answer = await calls.step(session, {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "4"}]}]})
+            assert answer == {"observation": None, "reward": 1.0, "terminated": True, "truncated": False, "info": {"guesses": 1}}
+            with pytest.raises(SessionLostError):
+                await calls.step(session, {"output": []})
+            assert len(server.handler.sessions.store) == 0  # closed by the step, not left to expire
+            await calls.aclose()
+        finally:
+            await client.close()
