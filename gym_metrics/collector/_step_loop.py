@@ -5,10 +5,11 @@ environment's `info["tool_outputs"]` as function_call_output items and its obser
 next user message; stop when a step terminates or truncates the episode, or after `max_steps`
 turns (then the episode counts as truncated). The reward is the sum of the steps' rewards.
 
-The row written is NeMo Gym's run response: `responses_create_params` (with the reset's
+The row written is NeMo Gym 0.7.0's run response: `responses_create_params` (with the reset's
 observation), `response` (the last policy answer with `output` replaced by every item of
-every turn, observations included, and `usage` summed), `reward`, `terminated`, `truncated`,
-and the last step's `info`.
+every turn, observations included, and `usage` summed), `reward`, `mask_sample`,
+`failure_kind`, `failure_reason` (False, None, None: a finished episode is a measurement),
+`terminated`, `truncated`, and the last step's `info`.
 """
 
 from __future__ import annotations
@@ -88,8 +89,9 @@ async def run_step_episode(
     if trace is not None:
         trace.conversation = [*prompt, *outputs]
         trace.status = "completed" if finished else "incomplete"
-    row = {
+    row = {  # NeMo Gym 0.7.0's GymnasiumRunResponse, its fields in its order
         "responses_create_params": {**body, "input": prompt}, "response": response, "reward": total,
+        "mask_sample": False, "failure_kind": None, "failure_reason": None,
         "terminated": bool(last.get("terminated")), "truncated": bool(last.get("truncated")) or not finished, "info": last.get("info") or {},
     }  # fmt: skip
     return StepEpisode(row, total, turns, time.perf_counter() - start)

@@ -13,14 +13,17 @@ and `headers`; a JudgeError in verify scores the rollout 0 and masks it (`failur
 from __future__ import annotations
 
 import functools
+import logging
 import inspect
 from enum import Enum
 from typing import Any, ClassVar, Generic, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from gym_metrics.environments import Session, ToolSpec
+from gym_metrics.environments import ResetResult, Session, StepResult, ToolSpec
 from gym_metrics.environments import SimpleResourcesServer as _Environment
+from gym_metrics.nemo_gym._gymnasium import close_route as close_gymnasium
+from gym_metrics.nemo_gym._gymnasium import is_gymnasium, reset_route, step_route
 from gym_metrics.nemo_gym._routes import (
     _Request,
     _request_of,
@@ -36,6 +39,8 @@ from gym_metrics.nemo_gym.judge import JudgeError
 from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from gym_metrics.nemo_gym.server_utils import SESSION_ID_KEY, ServerClient
 
+
+log = logging.getLogger("gym_metrics.sessions")
 
 class ReverifyMode(str, Enum):
     STATELESS = "stateless"
@@ -146,6 +151,10 @@ class SimpleResourcesServer(BaseModel, _Environment):
         app.get("/reverify_mode")(self.get_reverify_mode)
         return app
 
+    def setup_session_middleware(self, app: Any) -> None:
+        """NeMo Gym keeps a rollout's `request.session` in a signed cookie; here each call of a
+        session gets the session's dict in its ASGI scope (_asgi.post), so nothing to add."""
+
     async def seed_session(self, body: Any) -> Any:
         if isinstance(body, ResourcesSeedSessionRequest):
             return ResourcesSeedSessionResponse(resources_session_id=body.resources_session_id)
@@ -170,6 +179,12 @@ class SimpleResourcesServer(BaseModel, _Environment):
         return self.config.REVERIFY_MODE
 
     # ----- gym-metrics side -----
+
+    async def aggregate_metrics(self, rows: Any = None, agent_name: str = "agent", options: Any = None) -> Any:  # type: ignore[override]
+        """gym-metrics' in-process aggregation, under a signature FastAPI takes as a route: NeMo
+        Gym's gymnasium server registers `POST /aggregate_metrics` with this method (the route is
+        never called here: aggregation runs in the collector and AggregateMetrics)."""
+        return await super().aggregate_metrics(rows, agent_name, options)
 
     def server_info(self) -> dict[str, Any]:
         return {**super().server_info(), "name": self.config.name}
@@ -214,14 +229,33 @@ class SimpleResourcesServer(BaseModel, _Environment):
         0.7.0's simple_agent never calls it (what an environment frees there leaks for every
         episode); its contract says an override must accept any close, so it is called here. An
         error answer is logged, never the caller's."""
+        if self.answers_turns():
+            try:
+                await close_gymnasium(self, session)
+            except Exception as exc:  # the episode is over; a failed cleanup is logged, as NeMo Gym's agent logs it
+                log.warning("close after the episode failed for session %s: %s", session.id, exc)
+            return
         if type(self).close_resources_session is SimpleResourcesServer.close_resources_session:
             return  # the default keeps nothing
         await close_route(self, session)
 
     def tools(self) -> dict[str, ToolSpec]:
         """The POST routes `setup_webserver` adds (without path parameters), as tools named by
-        their path."""
-        return route_tools(self)
+        their path; none for a gymnasium server (its routes are reset and step)."""
+        return {} if self.answers_turns() else route_tools(self)
+
+    def answers_turns(self) -> bool:
+        """A NeMo Gym gymnasium server (`resources_servers.gymnasium.GymnasiumServer`, ported
+        by its imports): its app answers `POST /reset` and `POST /step`."""
+        return is_gymnasium(self)
+
+    async def run_reset(self, session: Session) -> ResetResult:
+        """`POST /reset` with the task row, in the session, as NeMo Gym's gymnasium_agent resets."""
+        return await reset_route(self, session)
+
+    async def run_step(self, session: Session, response: dict[str, Any]) -> StepResult:
+        """`POST /step` with the task row and the model's turn as `response`."""
+        return await step_route(self, session, response)
 
     async def route_tool_call(self, name: str, arguments_json: str | bytes, session: Session) -> tuple[str, bool]:
         """`POST /<name>` through the app, as NeMo Gym's agent makes the call: the body is what

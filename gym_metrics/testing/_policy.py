@@ -64,6 +64,14 @@ def prompt_of(body: Mapping[str, Any]) -> str:
     return text_of(users[-1].get("content")) if users else ""
 
 
+def conversation_of(body: Mapping[str, Any]) -> str:
+    """Every user message's text of a chat or Responses request, joined by newlines."""
+    given = body.get("messages", body.get("input", []))
+    if isinstance(given, str):
+        return given
+    return "\n".join(text_of(m.get("content")) for m in given if isinstance(m, dict) and m.get("role") == "user") if isinstance(given, list) else ""
+
+
 def step_of(body: Mapping[str, Any]) -> int:
     """How many tool turns the request carries since its last user message: runs of
     `function_call_output` items (Responses) or of `tool` messages (chat)."""
@@ -106,12 +114,15 @@ class ScriptedPolicyServer(LoopbackServer):
         stall_s: float = 0.0,
         delay_s: float = 0.0,
         tokenizer: Encode = byte_ids,
+        by_conversation: bool = False,
     ) -> None:
         """`tokenizer`: what a chat request asking for token IDs is tokenized with
-        (testing/_tokens.py; default one ID per byte)."""
+        (testing/_tokens.py; default one ID per byte). `by_conversation`: the prompt that
+        chooses the answer is every user message of the request, joined by newlines, not only
+        the last (an environment that answers each turn adds one per turn)."""
         super().__init__()  # (the base listens with a backlog of 1024)
         self.answers = answers
-        self.tokenizer = tokenizer
+        self.tokenizer, self.by_conversation = tokenizer, by_conversation
         self.fail_first, self.fail_status, self.retry_after = fail_first, fail_status, retry_after
         self.stall_first, self.stall_s, self.delay_s = stall_first, stall_s, delay_s
         self.calls: Counter[str] = Counter()
@@ -134,10 +145,11 @@ class ScriptedPolicyServer(LoopbackServer):
             return item.reply
         time.sleep(item.stall_s + self.delay_s)
         prompt, step = prompt_of(request.body), step_of(request.body)
+        key = conversation_of(request.body) if self.by_conversation else prompt
         try:
-            script = self.answers(prompt) if callable(self.answers) else self.answers[prompt]
+            script = self.answers(key) if callable(self.answers) else self.answers[key]
         except KeyError:
-            return Reply(400, f"no scripted answer for prompt {prompt!r}")
+            return Reply(400, f"no scripted answer for prompt {key!r}")
         if isinstance(script, (str, PolicyAnswer)):
             answer = script
         elif step < len(script):
