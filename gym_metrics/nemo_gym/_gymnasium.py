@@ -49,7 +49,7 @@ async def _post(server: Any, session: Session, path: str, body: dict[str, Any]) 
 
 async def reset_route(server: Any, session: Session) -> ResetResult:
     answer = await _post(server, session, "/reset", dict(session.row))
-    info = answer.get("info") if isinstance(answer.get("info"), dict) else {}
+    info = _info(answer)
     session.state[_CLOSE_KEY] = info.get("supports_explicit_close") is True
     session.state[_IDEMPOTENT_KEY] = info.get("supports_step_idempotency") is True
     return ResetResult(answer.get("observation"), info)
@@ -60,8 +60,12 @@ async def step_route(server: Any, session: Session, response: dict[str, Any]) ->
     if session.state.get(_IDEMPOTENT_KEY):
         body["_ng_step_request_id"] = uuid.uuid4().hex
     answer = await _post(server, session, "/step", body)
-    return StepResult(answer.get("observation"), answer.get("reward", 0.0), bool(answer.get("terminated")), bool(answer.get("truncated")),
-                      answer.get("info") if isinstance(answer.get("info"), dict) else {})  # fmt: skip
+    return StepResult(answer.get("observation"), answer.get("reward", 0.0), bool(answer.get("terminated")), bool(answer.get("truncated")), _info(answer))
+
+
+def _info(answer: dict[str, Any]) -> dict[str, Any]:
+    info = answer.get("info")
+    return info if isinstance(info, dict) else {}
 
 
 async def close_route(server: Any, session: Session) -> None:

@@ -180,7 +180,7 @@ class SimpleResourcesServer(BaseModel, _Environment):
 
     # ----- gym-metrics side -----
 
-    async def aggregate_metrics(self, rows: Any = None, agent_name: str = "agent", options: Any = None) -> Any:  # type: ignore[override]
+    async def aggregate_metrics(self, rows: Any = None, agent_name: str = "agent", options: Any = None) -> Any:
         """gym-metrics' in-process aggregation, under a signature FastAPI takes as a route: NeMo
         Gym's gymnasium server registers `POST /aggregate_metrics` with this method (the route is
         never called here: aggregation runs in the collector and AggregateMetrics)."""
