@@ -90,6 +90,7 @@ def add_parsers(sub: Any) -> None:
         "--agent", action="store_true",
         help="the agent loop instead: serve the inventory tool environment and run its sample as multi-turn episodes of a scripted policy",
     )  # fmt: skip
+    mode.add_argument("--reasoning-gym", action="store_true", help="a mix of reasoning-gym's tasks answered by a scripted policy (its extra)")
     demo.set_defaults(func=run_demo)
 
 
@@ -255,12 +256,12 @@ def run_demo(ns: argparse.Namespace) -> int:
     from gym_metrics._transport.server import ServerConfig, start_server
     from gym_metrics.collector import CollectOptions, collect_async
 
-    name = "inventory" if ns.agent else "math_exact"
-    env = resolve_server(name)()  # the shipped example environment, found by name
+    name = "inventory" if ns.agent else "reasoning_gym" if ns.reasoning_gym else "math_exact"
+    env = resolve_server(name)()  # the shipped example environment, found by name (reasoning_gym: the extra, or an error saying so)
     sample = env.sample
     if sample is None:
         raise GymMetricsError(f"{name} ships no sample file (is the package installed whole?)")
-    out = ns.out_dir / ("inventory_episodes.jsonl" if ns.agent else "math_exact_online_rollouts.jsonl" if ns.online else "math_exact_rollouts.jsonl")
+    out = ns.out_dir / ("inventory_episodes.jsonl" if ns.agent else f"{name}_online_rollouts.jsonl" if ns.online or ns.reasoning_gym else "math_exact_rollouts.jsonl")
     for stale in (out, out.with_name(f"{out.stem}_aggregate_metrics.json")):
         stale.unlink(missing_ok=True)
 
@@ -274,6 +275,12 @@ def run_demo(ns: argparse.Namespace) -> int:
             await server.stop(0)
 
     started = time.perf_counter()
+    if ns.reasoning_gym:
+        from gym_metrics.cli._demo_reasoning_gym import per_dataset_line, scripted_policy
+
+        with scripted_policy(ns.out_dir) as (tasks, options):
+            result = run_keeping_result(collect(tasks, options))
+        return report(result, time.perf_counter() - started, per_dataset_line(result))
     if ns.agent:
         with _scripted_agent_policy() as options:
             result = run_keeping_result(collect(sample, options))
@@ -350,10 +357,10 @@ def run_keeping_result(main: Coroutine[Any, Any, T]) -> T:
     return box[0]
 
 
-def report(result: Any, elapsed: float) -> int:
-    """Print the key metrics and counts; the exit code: 3 when every rollout of an agent
-    failed verification (the files are written all the same), else 0."""
-    print(format_key_metrics({a.agent_name: a.key_metrics for a in result.aggregates}))
+def report(result: Any, elapsed: float, note: str = "") -> int:
+    """Print the key metrics (and `note` under them) and counts; the exit code: 3 when every
+    rollout of an agent failed verification (the files are written all the same), else 0."""
+    print(format_key_metrics({a.agent_name: a.key_metrics for a in result.aggregates}) + (f"\n{note}" if note else ""))
     print_value_notes(result.aggregates)
     parts = [f"{result.verified} verified", f"{result.passed_through} already scored"]
     if result.generated or result.generation_failed > result.unanswered:

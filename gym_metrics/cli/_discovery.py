@@ -2,7 +2,7 @@
 
 A command is a private module here (`_name.py`) that defines `add_parsers(sub)` at top level
 and sets `ORDER: int`, its place in `gym-metrics --help` (serve 10, collect 20, aggregate 30,
-merge 40, export 45, health 48, compare 50, plan 60, evaluate 70, jobs 80, report 90, view 92, check-env 95; a new command takes a free
+merge 40, export 45, health 48, compare 50, plan 60, dataset 65, evaluate 70, jobs 80, report 90, view 92, check-env 95; a new command takes a free
 number). Every other private module (`_base`, `_export`, `_push`, ...) is a helper.
 """
 

@@ -24,9 +24,9 @@ from gym_metrics.errors import ExitCode
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "gym_metrics"
 CLI = PACKAGE / "cli"
-COMMANDS = ["serve", "collect", "demo", "aggregate", "merge", "export", "health", "compare", "plan", "evaluate", "jobs", "report", "view", "check-env"]
+COMMANDS = ["serve", "collect", "demo", "aggregate", "merge", "export", "health", "compare", "plan", "dataset", "evaluate", "jobs", "report", "view", "check-env"]
 """`gym-metrics --help` lists them in this order (collect's module adds demo)."""
-COMMAND_MODULES = ["_aggregate", "_check_env", "_collect", "_compare", "_evaluate", "_export_trajectories", "_health", "_jobs", "_merge", "_plan", "_report", "_serve", "_view"]
+COMMAND_MODULES = ["_aggregate", "_check_env", "_collect", "_compare", "_dataset", "_evaluate", "_export_trajectories", "_health", "_jobs", "_merge", "_plan", "_report", "_serve", "_view"]
 ERRORS_WITH_CODES = {
     "ServerUnavailableError": ExitCode.UNAVAILABLE,
     "ServerUnreachableError": ExitCode.UNAVAILABLE,
@@ -36,6 +36,7 @@ ERRORS_WITH_CODES = {
     "ExporterMissingError": ExitCode.BAD_INPUT,
     "ExportError": ExitCode.FAILED,
     "PushgatewayError": ExitCode.FAILED,
+    "ReasoningGymMissingError": ExitCode.BAD_INPUT,
 }
 """Errors that set their own code (the walk below must find at least these, with these codes)."""
 

@@ -30,7 +30,7 @@ def test_each_built_in_is_found_by_its_folder_in_a_fresh_process() -> None:
             assert cls.__module__ == f"gym_metrics_servers.{name}.app", (name, cls)
         print(" ".join(registered_servers()))
     """)
-    names = ["code_tests", "inventory", "llm_judge", "math_exact", "remote_metric", "tool_calling"]
+    names = ["code_tests", "inventory", "llm_judge", "math_exact", "reasoning_gym", "remote_metric", "tool_calling"]
     done = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == names

@@ -1,0 +1,132 @@
+"""`gym-metrics dataset reasoning-gym NAME | --mix NAME:WEIGHT ... -o ROWS.jsonl`: task rows
+from another library's generators, in the shape `collect` reads (docs/environments.md#from-other-libraries)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from gym_metrics.cli._base import add_global_flags, non_negative_int, positive_int
+from gym_metrics.errors import ExitCode, FieldViolation, InvalidInputError
+
+ORDER = 65  # its place in `gym-metrics --help` (cli/_discovery.py)
+DEFAULT_SIZE = 500
+"""reasoning-gym's own default size."""
+DEFAULT_SEED = 42
+
+
+def add_parsers(sub: Any) -> None:
+    dataset = sub.add_parser("dataset", help="task rows from another library's generators (reasoning-gym)")
+    sources = dataset.add_subparsers(dest="dataset_source", required=True)
+    p = sources.add_parser(
+        "reasoning-gym", help="reasoning-gym's procedurally generated tasks, each row carrying its answer key (the reasoning-gym extra)",
+    )  # fmt: skip
+    p.add_argument("name", nargs="?", metavar="NAME", help="a reasoning-gym dataset (--list names them)")
+    p.add_argument("--mix", nargs="+", action="extend", metavar="NAME:WEIGHT", help="a weighted mix instead, as reasoning-gym's composite dataset draws it")
+    p.add_argument("--size", type=positive_int, default=DEFAULT_SIZE, metavar="N", help=f"rows (entries 0..N-1; default {DEFAULT_SIZE}, reasoning-gym's)")
+    p.add_argument("--seed", type=non_negative_int, default=DEFAULT_SEED, metavar="S", help=f"the dataset's seed (default {DEFAULT_SEED})")
+    p.add_argument(
+        "--config", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+        help="a dataset setting, VALUE as JSON when it parses (3, [1, 2], true) else as text; in a mix NAME.KEY=VALUE",
+    )  # fmt: skip
+    p.add_argument("--system-prompt", default="default", metavar="NAME", help="reasoning-gym's system prompt to put first (default: default, its evaluation's; none: no system message)")
+    p.add_argument("--agent", default="policy", metavar="NAME", help="agent_ref.name of every row (default: policy)")
+    p.add_argument("-o", "--output", type=Path, metavar="ROWS.jsonl", help="where the rows go")
+    p.add_argument("--list", action="store_true", help="print the dataset names and exit")
+    p.set_defaults(func=run_reasoning_gym)
+    for source in sources.choices.values():
+        add_global_flags(source)
+
+
+def run_reasoning_gym(ns: argparse.Namespace) -> int:
+    from gym_metrics.ecosystems import reasoning_gym as rg
+
+    if ns.list:
+        print("\n".join(rg.dataset_names()))
+        return ExitCode.OK
+    if (ns.name is None) == (ns.mix is None):
+        raise InvalidInputError("name one dataset or give --mix", [FieldViolation("NAME", "a dataset name, or --mix NAME:WEIGHT ... (not both)")])
+    if ns.output is None:
+        raise InvalidInputError("no output file", [FieldViolation("--output", "give -o ROWS.jsonl")])
+    started = time.perf_counter()
+    if ns.mix is None:
+        rows = rg.dataset_rows(ns.name, size=ns.size, seed=ns.seed, config=_config(ns.config), prompt=ns.system_prompt, agent=ns.agent)
+    else:
+        rows = rg.mix_rows(_mix(ns.mix, ns.config), size=ns.size, seed=ns.seed, prompt=ns.system_prompt, agent=ns.agent)
+    counts = _write(rows, ns.output)
+    what = ns.name if ns.mix is None else "a mix: " + ", ".join(f"{name} {n}" for name, n in sorted(counts.items()))
+    print(
+        f"{sum(counts.values())} rows of {what} (seed {ns.seed}, reasoning-gym {rg.version()}) -> {ns.output} "
+        f"in {time.perf_counter() - started:.2f}s",
+        file=sys.stderr,
+    )
+    return ExitCode.OK
+
+
+def _write(rows: Any, path: Path) -> Counter[str]:
+    """The rows as JSON lines (tuples as lists, int keys as text: the rows' entry_types say
+    which), written to `path.tmp` and moved over `path` once whole. Rows per dataset."""
+    import orjson
+
+    options = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+    counts: Counter[str] = Counter()
+    partial = path.with_name(path.name + ".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with partial.open("wb") as f:
+            for row in rows:
+                f.write(orjson.dumps(row, option=options))
+                counts[row["reasoning_gym"]["dataset"]] += 1
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return counts
+
+
+def _value(text: str) -> Any:
+    import orjson
+
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def _pairs(given: list[str]) -> list[tuple[str, Any]]:
+    out = []
+    for item in given:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise InvalidInputError(f"--config {item!r}", [FieldViolation("--config", "KEY=VALUE")])
+        out.append((key.strip(), _value(value)))
+    return out
+
+
+def _config(given: list[str]) -> dict[str, Any]:
+    return dict(_pairs(given))
+
+
+def _mix(given: list[str], config: list[str]) -> list[Any]:
+    from gym_metrics.ecosystems.reasoning_gym import MixPart
+
+    parts: dict[str, MixPart] = {}
+    for item in given:
+        name, colon, weight = item.rpartition(":")
+        try:
+            value = float(weight) if colon else 1.0
+        except ValueError:
+            raise InvalidInputError(f"--mix {item!r}", [FieldViolation("--mix", "NAME:WEIGHT, the weight a number")]) from None
+        name = name if colon else item
+        parts[name] = MixPart(name, value)
+    for key, value in _pairs(config):
+        name, dot, setting = key.partition(".")
+        if not dot or name not in parts:
+            raise InvalidInputError(f"--config {key}", [FieldViolation("--config", f"in a mix, NAME.KEY=VALUE with NAME one of {', '.join(parts)}")])
+        parts[name].config[setting] = value
+    if len(parts) != len(given):
+        raise InvalidInputError("a dataset is in the mix twice", [FieldViolation("--mix", "each dataset once (reasoning-gym's composite refuses repeats)")])
+    return list(parts.values())

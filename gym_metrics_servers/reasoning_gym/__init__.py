@@ -1,0 +1,1 @@
+"""reasoning_gym: reasoning-gym's tasks scored by reasoning-gym's own scorers (see README.md)."""
