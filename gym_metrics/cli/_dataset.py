@@ -68,11 +68,11 @@ def run_reasoning_gym(ns: argparse.Namespace) -> int:
 
 
 def _write(rows: Any, path: Path) -> Counter[str]:
-    """The rows as JSON lines (tuples as lists, int keys as text: the rows' entry_types say
-    which), written to `path.tmp` and moved over `path` once whole. Rows per dataset."""
+    """The rows as JSON lines, written to `path.tmp` and moved over `path` once whole; how
+    many rows each dataset gave."""
     import orjson
 
-    options = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+    options = orjson.OPT_APPEND_NEWLINE
     counts: Counter[str] = Counter()
     partial = path.with_name(path.name + ".tmp")
     path.parent.mkdir(parents=True, exist_ok=True)

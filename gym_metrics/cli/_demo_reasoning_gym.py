@@ -30,7 +30,7 @@ def scripted_policy(out_dir: Path) -> Iterator[tuple[Path, Any]]:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path, answers = out_dir / "reasoning_gym_tasks.jsonl", dict[str, str]()
-    options = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+    options = orjson.OPT_APPEND_NEWLINE
     with path.open("wb") as f:
         for index, row in enumerate(mix_rows([MixPart(name, weight) for name, weight in MIX], size=SIZE, seed=SEED, agent="scripted_policy")):
             answers.setdefault(row["entry"]["question"], answer_text(row["entry"], KINDS[index % len(KINDS)]))

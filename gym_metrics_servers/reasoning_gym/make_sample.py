@@ -39,7 +39,7 @@ def build_rows() -> list[dict[str, Any]]:
 
 
 def render(rows: list[dict[str, Any]]) -> bytes:
-    options = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+    options = orjson.OPT_APPEND_NEWLINE
     return b"".join(orjson.dumps(row, option=options) for row in rows)
 
 

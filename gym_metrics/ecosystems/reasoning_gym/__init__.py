@@ -25,7 +25,7 @@ from gym_metrics.ecosystems.reasoning_gym._rows import (
     rebuild_entry,
 )
 from gym_metrics.ecosystems.reasoning_gym._scoring import MAX_DATASETS, Score, Scoring, response_text
-from gym_metrics.ecosystems.reasoning_gym._types import python_types, restore
+from gym_metrics.ecosystems.reasoning_gym._types import python_types, restore, to_json
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -50,5 +50,6 @@ __all__ = [
     "response_text",
     "restore",
     "system_prompts",
+    "to_json",
     "version",
 ]

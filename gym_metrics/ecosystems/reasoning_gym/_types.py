@@ -1,37 +1,54 @@
-"""What JSON loses of an entry, written beside it and put back: tuples (JSON has only lists) and
-dicts keyed by integers (JSON keys are strings).
+"""An entry as JSON and back: what JSON cannot hold is written as something it can, and a map of
+where that happened (`entry_types`) puts it back before scoring.
 
 Some scorers compare the parsed answer with the entry's own values: ARC's compares a board of
 tuples with `metadata["output"]`, and the same board read back from JSON as lists is "wrong"
 (0.05 instead of 1.0). So a row carries `entry_types`, a map from a path in the entry to what
-was there (`"tuple"` or `"int_keys"`), and the entry is rebuilt with those before scoring.
+was there:
 
-A path is the keys and list positions from the entry down, joined by `/` (a `~` or `/` inside a
-key written `~0` / `~1`, as in a JSON pointer); `*` stands for every element of a sequence whose
-elements all have the same types, so a 30 x 30 board of tuples is two paths, not 31.
+| kind | in the entry | in JSON |
+|---|---|---|
+| `tuple` | a tuple | a list |
+| `int_keys` | a dict keyed by integers | an object keyed by their text |
+| `set`, `frozenset` | a set | a sorted list (in its order when it does not sort) |
+| `fraction`, `decimal`, `complex` | a Fraction, Decimal, complex | its text (`"3/4"`) |
+
+numpy scalars become the Python number or text they equal (no mark: they compare equal). A path
+is the keys and list positions from the entry down, joined by `/` (`~` and `/` inside a key
+written `~0` and `~1`, as in a JSON pointer); `*` stands for every element of a list whose
+elements all have the same marks, so a 30 x 30 board of tuples is two paths, not 31.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
-TUPLE = "tuple"
-INT_KEYS = "int_keys"
+TUPLE, INT_KEYS = "tuple", "int_keys"
 EVERY = "*"
+_TEXT = {"fraction": Fraction, "decimal": Decimal, "complex": complex}
+_SETS = {"set": set, "frozenset": frozenset}
 
 _Marks = dict[tuple[str, ...], str]
 
 
+def to_json(value: Any) -> tuple[Any, dict[str, str]]:
+    """`value` as JSON values, and the marks that restore it ({} when JSON keeps all of it).
+    TypeError naming the path of a value neither JSON nor the table holds."""
+    encoded, marks = _encode(value, "")
+    return encoded, {"/".join(_escape(p) for p in path): kind for path, kind in marks.items()}
+
+
 def python_types(value: Any) -> dict[str, str]:
-    """The paths of `value` whose containers JSON does not keep, and what each was ({} when
-    JSON keeps all of it). TypeError for a dict key JSON cannot carry back (not str or int)."""
-    return {"/".join(_escape(p) for p in path): kind for path, kind in _marks(value).items()}
+    """The marks alone (module docstring)."""
+    return to_json(value)[1]
 
 
 def restore(value: Any, types: Mapping[str, str]) -> Any:
-    """`value` read back from JSON with the containers `types` names made again; ValueError
-    naming a path that does not fit the value."""
+    """`value` read back from JSON with what `types` marks made again; ValueError naming a
+    path that does not fit the value."""
     if not types:
         return value
     tree = _Node()
@@ -56,37 +73,77 @@ class _Node:
 _LEAF = _Node()
 
 
-def _marks(value: Any) -> _Marks:
-    if isinstance(value, (list, tuple)):
-        marks: _Marks = {(): TUPLE} if isinstance(value, tuple) else {}
-        inner = [_marks(v) for v in value]
+def _encode(value: Any, where: str) -> tuple[Any, _Marks]:
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return (value if type(value) in (str, bool, int, float) else _plain(value)), {}
+    kind = next((k for k, t in _TEXT.items() if isinstance(value, t)), None)
+    if kind is not None:
+        return str(value), {(): kind}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = _sorted(value) if isinstance(value, (set, frozenset)) else value
+        pairs = [_encode(v, f"{where}/{i}") for i, v in enumerate(items)]
+        marks: _Marks = {}
+        if isinstance(value, (tuple, set, frozenset)):
+            marks[()] = TUPLE if isinstance(value, tuple) else "frozenset" if isinstance(value, frozenset) else "set"
+        inner = [m for _, m in pairs]
         if inner and all(m == inner[0] for m in inner[1:]):
             marks.update(((EVERY, *p), k) for p, k in inner[0].items())
         else:
             marks.update(((str(i), *p), k) for i, m in enumerate(inner) for p, k in m.items())
-        return marks
+        return [v for v, _ in pairs], marks
     if isinstance(value, dict):
-        marks = {}
         keys = list(value)
+        marks = {}
         if keys and all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
             marks[()] = INT_KEYS
         elif not all(isinstance(k, str) for k in keys):
             bad = next(k for k in keys if not isinstance(k, str))
-            raise TypeError(f"a dict key of type {type(bad).__name__} ({bad!r}) does not survive JSON")
-        for key, v in value.items():
-            marks.update(((str(key), *p), k) for p, k in _marks(v).items())
-        return marks
-    return {}
+            raise TypeError(f"{where or '/'}: a key of type {type(bad).__name__} ({bad!r}) does not survive JSON")
+        out = {}
+        for key, item in value.items():
+            out[str(key)], below = _encode(item, f"{where}/{key}")
+            marks.update(((str(key), *p), k) for p, k in below.items())
+        return out, marks
+    plain = _plain(value)
+    if plain is value:
+        raise TypeError(f"{where or '/'}: a {type(value).__module__}.{type(value).__name__} does not survive JSON")
+    return plain, {}
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar (or a subclass of str / int / float) as the plain value it equals."""
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item) and type(value).__module__ == "numpy":
+        return item()
+    for plain in (bool, int, float, str):
+        if isinstance(value, plain):
+            return plain(value)
+    return value
+
+
+def _sorted(items: Any) -> list[Any]:
+    try:
+        return sorted(items)
+    except TypeError:
+        return list(items)
 
 
 def _rebuild(value: Any, node: _Node, where: str) -> Any:
     kind, below = node.kind, node.children
+    if kind in _TEXT:
+        if not isinstance(value, str):
+            raise ValueError(f"entry_types: {where or '/'} is {type(value).__name__}, not the text of a {kind}")
+        return _TEXT[kind](value)
     if isinstance(value, list):
         every = below.get(EVERY)
         items = [_rebuild(v, every or below.get(str(i), _LEAF), f"{where}/{i}") for i, v in enumerate(value)]
-        if kind not in (None, TUPLE):
+        if kind == TUPLE:
+            return tuple(items)
+        if kind in _SETS:
+            return _SETS[kind](items)
+        if kind is not None:
             raise ValueError(f"entry_types: {where or '/'} is a list, not {kind}")
-        return tuple(items) if kind == TUPLE else items
+        return items
     if isinstance(value, dict):
         out = {k: _rebuild(v, below[k], f"{where}/{k}") if k in below else v for k, v in value.items()}
         if kind == INT_KEYS:
@@ -110,4 +167,4 @@ def _unescape(part: str) -> str:
     return part.replace("~1", "/").replace("~0", "~")
 
 
-__all__ = ["INT_KEYS", "TUPLE", "python_types", "restore"]
+__all__ = ["INT_KEYS", "TUPLE", "python_types", "restore", "to_json"]

@@ -16,8 +16,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))  # tests/
 import _ci  # noqa: E402
 from _transport_helpers import bad_request  # noqa: E402
 
-rg = _ci.need_module("reasoning_gym", "pip install -e '.[dev]' (it brings the reasoning-gym extra)")
-
 from gym_metrics import InvalidInputError, ResourcesClient  # noqa: E402
 from gym_metrics.collector import collect_async  # noqa: E402
 from gym_metrics.ecosystems.reasoning_gym import dataset_rows  # noqa: E402
@@ -28,6 +26,18 @@ from gym_metrics.v1 import resources_pb2_grpc as pb_grpc  # noqa: E402
 from gym_metrics_servers.reasoning_gym import make_sample  # noqa: E402
 from gym_metrics_servers.reasoning_gym.app import SAMPLE_PATH, ReasoningGymServer  # noqa: E402
 from gym_metrics_servers.reasoning_gym.scripted import answer_text, response  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _reasoning_gym() -> None:
+    """Every test here scores against reasoning-gym itself (the dev extra brings it)."""
+    _ci.need_module("reasoning_gym", "pip install -e '.[dev]' (it brings the reasoning-gym extra)")
+
+
+def _create(name: str, **settings: Any) -> Any:
+    import reasoning_gym
+
+    return reasoning_gym.create_dataset(name, **settings)
 
 
 def _sample() -> list[dict[str, Any]]:
@@ -41,7 +51,7 @@ def _expected(row: dict[str, Any]) -> float:
     from reasoning_gym.utils import extract_answer
 
     ref = row["reasoning_gym"]
-    dataset = rg.create_dataset(ref["dataset"], seed=ref["seed"], size=ref["size"], **ref["config"])
+    dataset = _create(ref["dataset"], seed=ref["seed"], size=ref["size"], **ref["config"])
     text = "".join(p["text"] for item in row["response"]["output"] for p in item["content"])
     try:
         return float(dataset.score_answer(extract_answer(text), dataset[ref["index"]]))
@@ -109,7 +119,7 @@ async def test_a_scorer_that_raises_scores_zero_and_says_why() -> None:
     with the error kept (prime_factorization's scorer raises on a non-number)."""
     [row] = [json.loads(json.dumps(r)) for r in dataset_rows("prime_factorization", size=1, seed=3)]
     with pytest.raises(ValueError):
-        rg.create_dataset("prime_factorization", size=1, seed=3).score_answer("lots", row["entry"])
+        _create("prime_factorization", size=1, seed=3).score_answer("lots", row["entry"])
     got = await _verify(ReasoningGymServer(), {**row, "response": response("<answer>lots</answer>")})
     assert got["reward"] == 0.0 and got["extracted_answer"] == "lots" and got["score_error"].startswith("ValueError")
 
@@ -148,7 +158,7 @@ def test_the_kinds_of_answers_score_as_their_names_say() -> None:
     keeps the default oracle scoring: partial credit for the answer inside more text)."""
     from reasoning_gym.utils import extract_answer
 
-    dataset = rg.create_dataset("leg_counting", size=3, seed=5)
+    dataset = _create("leg_counting", size=3, seed=5)
     for entry in dataset:
         score = {kind: dataset.score_answer(extract_answer(answer_text(entry, kind)), entry) for kind in ("right", "partly", "wrong", "no_tags", "unclosed", "empty", "last_wins")}
         assert score["right"] == score["last_wins"] == 1.0
