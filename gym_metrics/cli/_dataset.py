@@ -4,9 +4,9 @@ from another library's generators, in the shape `collect` reads (docs/environmen
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--system-prompt", default="default", metavar="NAME", help="reasoning-gym's system prompt to put first (default: default, its evaluation's; none: no system message)")
     p.add_argument("--agent", default="policy", metavar="NAME", help="agent_ref.name of every row (default: policy)")
     p.add_argument("-o", "--output", type=Path, metavar="ROWS.jsonl", help="where the rows go")
+    p.add_argument("--workers", type=positive_int, default=1, metavar="N", help="processes generating slices of the entries side by side (the file is the same; default 1)")
     p.add_argument("--list", action="store_true", help="print the dataset names and exit")
     p.set_defaults(func=run_reasoning_gym)
     for source in sources.choices.values():
@@ -46,18 +47,17 @@ def run_reasoning_gym(ns: argparse.Namespace) -> int:
     from gym_metrics.ecosystems import reasoning_gym as rg
 
     if ns.list:
-        print("\n".join(rg.dataset_names()))
-        return ExitCode.OK
+        return _print_names(rg.dataset_names())
     if (ns.name is None) == (ns.mix is None):
         raise InvalidInputError("name one dataset or give --mix", [FieldViolation("NAME", "a dataset name, or --mix NAME:WEIGHT ... (not both)")])
     if ns.output is None:
         raise InvalidInputError("no output file", [FieldViolation("--output", "give -o ROWS.jsonl")])
     started = time.perf_counter()
     if ns.mix is None:
-        rows = rg.dataset_rows(ns.name, size=ns.size, seed=ns.seed, config=_config(ns.config), prompt=ns.system_prompt, agent=ns.agent)
+        request = rg.RowsRequest(ns.size, ns.seed, name=ns.name, config=_config(ns.config), prompt=ns.system_prompt, agent=ns.agent)
     else:
-        rows = rg.mix_rows(_mix(ns.mix, ns.config), size=ns.size, seed=ns.seed, prompt=ns.system_prompt, agent=ns.agent)
-    counts = _write(rows, ns.output)
+        request = rg.RowsRequest(ns.size, ns.seed, parts=tuple(_mix(ns.mix, ns.config)), prompt=ns.system_prompt, agent=ns.agent)
+    counts = rg.write_rows(request, ns.output, ns.workers)
     what = ns.name if ns.mix is None else "a mix: " + ", ".join(f"{name} {n}" for name, n in sorted(counts.items()))
     print(
         f"{sum(counts.values())} rows of {what} (seed {ns.seed}, reasoning-gym {rg.version()}) -> {ns.output} "
@@ -67,24 +67,13 @@ def run_reasoning_gym(ns: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _write(rows: Any, path: Path) -> Counter[str]:
-    """The rows as JSON lines, written to `path.tmp` and moved over `path` once whole; how
-    many rows each dataset gave."""
-    import orjson
-
-    options = orjson.OPT_APPEND_NEWLINE
-    counts: Counter[str] = Counter()
-    partial = path.with_name(path.name + ".tmp")
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _print_names(names: list[str]) -> int:
+    """One name a line; a reader that stops early (`| head`) is not an error."""
     try:
-        with partial.open("wb") as f:
-            for row in rows:
-                f.write(orjson.dumps(row, option=options))
-                counts[row["reasoning_gym"]["dataset"]] += 1
-        partial.replace(path)
-    finally:
-        partial.unlink(missing_ok=True)
-    return counts
+        print("\n".join(names), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no second error at exit)
+    return ExitCode.OK
 
 
 def _value(text: str) -> Any:

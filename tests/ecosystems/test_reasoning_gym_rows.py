@@ -108,6 +108,19 @@ def test_a_mix_takes_each_datasets_settings(tmp_path: Path) -> None:
     assert all(r["reasoning_gym"]["config"] == {} for r in rows if r not in legs)
 
 
+def test_workers_write_the_file_one_process_writes(tmp_path: Path) -> None:
+    rng = random.Random(RUN_SEED + 4)
+    name, seed = rng.choice([n for n in names() if n != "leg_counting"]), rng.randrange(2**31)  # (a mix names each once)
+    for what in ([name], ["--mix", f"{name}:1", "leg_counting:2"]):
+        files = []
+        for workers in ("1", "3"):
+            out = tmp_path / f"w{workers}.jsonl"
+            assert main(["dataset", "reasoning-gym", *what, "--size", "7", "--seed", str(seed), "--workers", workers, "-o", str(out)]) == 0
+            files.append(out.read_bytes())
+        assert files[0] == files[1] and files[0].count(b"\n") == 7, (what, seed, f"run seed {RUN_SEED}")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["w1.jsonl", "w3.jsonl"]
+
+
 def test_system_prompts(tmp_path: Path) -> None:
     from reasoning_gym.utils import SYSTEM_PROMPTS
 

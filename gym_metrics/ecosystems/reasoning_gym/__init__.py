@@ -26,6 +26,7 @@ from gym_metrics.ecosystems.reasoning_gym._rows import (
 )
 from gym_metrics.ecosystems.reasoning_gym._scoring import MAX_DATASETS, Score, Scoring, response_text
 from gym_metrics.ecosystems.reasoning_gym._types import python_types, restore, to_json
+from gym_metrics.ecosystems.reasoning_gym._write import RowsRequest, write_rows
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -37,6 +38,7 @@ __all__ = [
     "DatasetRef",
     "MixPart",
     "ReasoningGymMissingError",
+    "RowsRequest",
     "Score",
     "Scoring",
     "dataset_names",
@@ -52,4 +54,5 @@ __all__ = [
     "system_prompts",
     "to_json",
     "version",
+    "write_rows",
 ]

@@ -79,20 +79,23 @@ def create(name: str, config: Mapping[str, Any], seed: int, size: int, *, name_f
 
 def dataset_rows(
     name: str, *, size: int, seed: int, config: Mapping[str, Any] | None = None,
-    prompt: str = DEFAULT_PROMPT, agent: str = DEFAULT_AGENT,
+    prompt: str = DEFAULT_PROMPT, agent: str = DEFAULT_AGENT, indices: range | None = None,
 ) -> Iterator[dict[str, Any]]:  # fmt: skip
-    """One task row per entry of the dataset, in its order (module docstring)."""
+    """One task row per entry of the dataset, in its order (module docstring); `indices`: only
+    those entries (each entry depends on its index alone, so slices join into the whole)."""
     given = dict(config or {})
     dataset = create(name, given, seed, size, name_field="NAME", config_field="--config")
     system = _system(prompt)
-    for index in range(size):
+    for index in range(size) if indices is None else indices:
         yield task_row(dataset[index], DatasetRef(dataset=name, config=given, seed=seed, size=size, index=index), system, agent)
 
 
 def mix_rows(
     parts: list[MixPart], *, size: int, seed: int, prompt: str = DEFAULT_PROMPT, agent: str = DEFAULT_AGENT,
+    indices: range | None = None,
 ) -> Iterator[dict[str, Any]]:  # fmt: skip
-    """One task row per entry of reasoning-gym's composite of `parts`, in its order."""
+    """One task row per entry of reasoning-gym's composite of `parts`, in its order (or of
+    `indices` only)."""
     _check_mix(parts)
     library()
     from reasoning_gym.composite import CompositeConfig, CompositeDataset, DatasetSpec
@@ -107,7 +110,7 @@ def mix_rows(
         raise InvalidInputError("reasoning-gym cannot build this mix", [FieldViolation("--mix", _why(exc))]) from None
     given = {part.name: part.config for part in parts}
     system = _system(prompt)
-    for index in range(size):
+    for index in range(size) if indices is None else indices:
         entry = mix[index]
         name = entry["metadata"]["source_dataset"]  # how the composite itself finds an entry's scorer
         part = mix.datasets[name]

@@ -21,6 +21,7 @@ elements all have the same marks, so a 30 x 30 board of tuples is two paths, not
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from decimal import Decimal
 from fractions import Fraction
@@ -37,8 +38,17 @@ _Marks = dict[tuple[str, ...], str]
 def to_json(value: Any) -> tuple[Any, dict[str, str]]:
     """`value` as JSON values, and the marks that restore it ({} when JSON keeps all of it).
     TypeError naming the path of a value neither JSON nor the table holds."""
-    encoded, marks = _encode(value, "")
-    return encoded, {"/".join(_escape(p) for p in path): kind for path, kind in marks.items()}
+    try:
+        encoded, marks = _encode(value)
+    except _Unheld:
+        raise TypeError(_where_unheld(value, "")) from None
+    return encoded, {_joined(path): kind for path, kind in marks.items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _joined(path: tuple[str, ...]) -> str:
+    """A path's text (rows of one dataset repeat the same few paths)."""
+    return "/".join(_escape(p) for p in path)
 
 
 def python_types(value: Any) -> dict[str, str]:
@@ -73,41 +83,101 @@ class _Node:
 _LEAF = _Node()
 
 
-def _encode(value: Any, where: str) -> tuple[Any, _Marks]:
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return (value if type(value) in (str, bool, int, float) else _plain(value)), {}
-    kind = next((k for k, t in _TEXT.items() if isinstance(value, t)), None)
-    if kind is not None:
-        return str(value), {(): kind}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = _sorted(value) if isinstance(value, (set, frozenset)) else value
-        pairs = [_encode(v, f"{where}/{i}") for i, v in enumerate(items)]
-        marks: _Marks = {}
-        if isinstance(value, (tuple, set, frozenset)):
-            marks[()] = TUPLE if isinstance(value, tuple) else "frozenset" if isinstance(value, frozenset) else "set"
-        inner = [m for _, m in pairs]
-        if inner and all(m == inner[0] for m in inner[1:]):
-            marks.update(((EVERY, *p), k) for p, k in inner[0].items())
-        else:
-            marks.update(((str(i), *p), k) for i, m in enumerate(inner) for p, k in m.items())
-        return [v for v, _ in pairs], marks
+class _Unheld(Exception):
+    """A value neither JSON nor the table holds (its path is found again, off the fast path)."""
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_NO_MARKS: _Marks = {}  # shared, never written
+
+
+def _encode(value: Any) -> tuple[Any, _Marks]:
+    """(JSON value, marks by path). The common case (dicts, lists and tuples of plain scalars)
+    is a type check per value and no allocation beyond the copy: this runs per generated row."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value, _NO_MARKS
+    if kind is dict:
+        return _encode_dict(value)
+    if kind is list or kind is tuple:
+        return _encode_items(value, TUPLE if kind is tuple else None)
+    return _encode_other(value)
+
+
+def _encode_items(items: Any, kind: str | None) -> tuple[list[Any], _Marks]:
+    if all(type(v) in _SCALARS for v in items):
+        return list(items), ({(): kind} if kind else _NO_MARKS)
+    pairs = [_encode(v) for v in items]
+    marks: _Marks = {(): kind} if kind else {}
+    inner = [m for _, m in pairs]
+    if all(m == inner[0] for m in inner[1:]):
+        marks.update(((EVERY, *p), k) for p, k in inner[0].items())
+    else:
+        marks.update(((str(i), *p), k) for i, m in enumerate(inner) for p, k in m.items())
+    return [v for v, _ in pairs], marks
+
+
+def _encode_dict(value: dict[Any, Any]) -> tuple[dict[str, Any], _Marks]:
+    out: dict[str, Any] = {}
+    marks: _Marks | None = None
+    keyed_by_int = False
+    for key, item in value.items():
+        if type(key) is not str:
+            if not isinstance(key, int) or isinstance(key, bool):
+                raise _Unheld
+            keyed_by_int = True
+            key = str(key)
+        if type(item) in _SCALARS:  # (inline: most values are)
+            out[key] = item
+            continue
+        encoded, below = _encode(item)
+        out[key] = encoded
+        if below:
+            marks = marks if marks is not None else {}
+            marks.update(((key, *p), k) for p, k in below.items())
+    if keyed_by_int:
+        if not all(type(k) is not str for k in value):
+            raise _Unheld  # some keys text, some numbers: JSON would merge "1" and 1
+        marks = marks if marks is not None else {}
+        marks[()] = INT_KEYS
+    return out, (marks if marks is not None else _NO_MARKS)
+
+
+def _encode_other(value: Any) -> tuple[Any, _Marks]:
+    """Subclasses, numpy scalars, and the table's text and set kinds (the slow path)."""
+    for kind, held in _TEXT.items():
+        if isinstance(value, held):
+            return str(value), {(): kind}
+    if isinstance(value, (set, frozenset)):
+        return _encode_items(_sorted(value), "frozenset" if isinstance(value, frozenset) else "set")
+    if isinstance(value, (list, tuple)):
+        return _encode_items(value, TUPLE if isinstance(value, tuple) else None)
     if isinstance(value, dict):
-        keys = list(value)
-        marks = {}
-        if keys and all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
-            marks[()] = INT_KEYS
-        elif not all(isinstance(k, str) for k in keys):
-            bad = next(k for k in keys if not isinstance(k, str))
-            raise TypeError(f"{where or '/'}: a key of type {type(bad).__name__} ({bad!r}) does not survive JSON")
-        out = {}
-        for key, item in value.items():
-            out[str(key)], below = _encode(item, f"{where}/{key}")
-            marks.update(((str(key), *p), k) for p, k in below.items())
-        return out, marks
+        return _encode_dict(value)
     plain = _plain(value)
     if plain is value:
-        raise TypeError(f"{where or '/'}: a {type(value).__module__}.{type(value).__name__} does not survive JSON")
-    return plain, {}
+        raise _Unheld
+    return plain, _NO_MARKS
+
+
+def _where_unheld(value: Any, where: str) -> str:
+    """The message for the first value (in path order) that `_encode` cannot hold."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, (str, int)) or isinstance(key, bool):
+                return f"{where or '/'}: a key of type {type(key).__name__} ({key!r}) does not survive JSON"
+            try:
+                _encode(item)
+            except _Unheld:
+                return _where_unheld(item, f"{where}/{key}")
+        return f"{where or '/'}: keys of text and of integers together do not survive JSON"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        for i, item in enumerate(_sorted(value) if isinstance(value, (set, frozenset)) else value):
+            try:
+                _encode(item)
+            except _Unheld:
+                return _where_unheld(item, f"{where}/{i}")
+    return f"{where or '/'}: a {type(value).__module__}.{type(value).__name__} does not survive JSON"
 
 
 def _plain(value: Any) -> Any:
