@@ -69,11 +69,7 @@ async def run_episode(
     stop = "answered"
     while True:
         steps += 1
-        question, asked_at = [*prompt, *outputs], time.time()
-        answer = (await target.generate({**body, "input": question})).response
-        items = [i for i in answer.get("output") or () if isinstance(i, dict)]
-        if trace is not None:
-            trace.turn(question, items, asked_at)
+        answer, items = await ask(target, body, [*prompt, *outputs], trace)
         outputs.extend(items)
         usage = add_usage(usage, answer.get("usage"))
         if answer.get("incomplete_details"):
@@ -101,6 +97,16 @@ async def run_episode(
         trace.conversation = [*prompt, *outputs]
         trace.status = "completed" if stop == "answered" and answer.get("status") != "incomplete" else "incomplete"
     return EpisodeResult(response, steps, calls_made, failed, time.perf_counter() - start, stop)
+
+
+async def ask(target: ModelTarget, body: Mapping[str, Any], question: list[Any], trace: Optional[EpisodeTrace]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One policy turn: its answer and the answer's output items (the turn traced)."""
+    asked_at = time.time()
+    answer = (await target.generate({**body, "input": question})).response
+    items = [i for i in answer.get("output") or () if isinstance(i, dict)]
+    if trace is not None:
+        trace.turn(question, items, asked_at)
+    return answer, items
 
 
 async def _call(call: Mapping[str, Any], call_tool: CallTool, trace: Optional[EpisodeTrace] = None) -> tuple[str, bool]:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from gym_metrics.collector._agent_loop import add_usage
+from gym_metrics.collector._agent_loop import add_usage, ask
 from gym_metrics.recording import EpisodeTrace
 from gym_metrics.targets import ModelTarget, chat_request_to_responses
 
@@ -68,11 +68,7 @@ async def run_step_episode(
     finished = False
     for _ in range(max_steps or DEFAULT_MAX_STEPS):
         turns += 1
-        question, asked_at = [*prompt, *outputs], time.time()
-        answer = (await target.generate({**body, "input": question})).response
-        items = [i for i in answer.get("output") or () if isinstance(i, dict)]
-        if trace is not None:
-            trace.turn(question, items, asked_at)
+        answer, items = await ask(target, body, [*prompt, *outputs], trace)
         outputs.extend(items)
         usage = add_usage(usage, answer.get("usage"))
         last = await step(answer)
