@@ -5,7 +5,7 @@ that rebuild its dataset; `verify` takes the answer from the model's output text
 reasoning-gym's `extract_answer` (the last `<answer>...</answer>`) and the reward is the
 dataset's `score_answer(answer, entry)`, partial credit kept. Metrics: the listed reducers
 (`mean_reward`, `pass@1`; `serve --reducers` for pass@k) overall and per dataset
-(`<dataset>/pass@1`, ...). Needs the `reasoning-gym` extra; nothing of it is imported until the
+(`<dataset>/pass@1`, ..., from the `reward/<dataset>` column verify adds: no row dicts). Needs the `reasoning-gym` extra; nothing of it is imported until the
 environment is made.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import pydantic
 
-from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer, register_server
-from gym_metrics.ecosystems.reasoning_gym import DatasetRef, Scoring, entry_of, per_dataset_metrics, response_text
+from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, MetricColumns, SimpleResourcesServer, register_server
+from gym_metrics.ecosystems.reasoning_gym import DatasetRef, Scoring, dataset_field, entry_of, per_dataset_metrics, response_text
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 SAMPLE_PATH = Path(__file__).with_name("sample.jsonl")
@@ -50,7 +50,8 @@ class ReasoningGymResponse(BaseVerifyResponse):
     """reasoning-gym's score as the reward, and what it was computed from."""
 
     dataset: str
-    """The entry's dataset (the group of the per-dataset metrics)."""
+    """The entry's dataset. The reward is also returned as `reward/<dataset>`: the per-dataset
+    metrics group by that column."""
     extracted_answer: str | None = None
     """The text of the last `<answer>...</answer>`; None when there is none (scored as such)."""
     answer_found: bool = False
@@ -81,19 +82,26 @@ class ReasoningGymServer(SimpleResourcesServer):
             raise InvalidInputError("the entry does not fit its entry_types", [FieldViolation(f"{WHERE}.entry_types", str(exc))]) from None
         score = self.scoring.score(response_text(body.response), body.reasoning_gym, entry)
         expected = entry.get("answer")
+        dataset = body.reasoning_gym.dataset
         return ReasoningGymResponse(
             reward=score.reward,
-            dataset=body.reasoning_gym.dataset,
+            dataset=dataset,
             extracted_answer=score.answer,
             answer_found=score.answer is not None,
             expected_answer=expected if isinstance(expected, str) else None,
             score_error=score.error,
+            **{dataset_field(dataset): score.reward},  # the group of the per-dataset metrics, as a column
         )
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """The listed reducers per dataset, keyed `<dataset>/<reducer>` (the overall ones come
-        from the reducers themselves)."""
-        return dict(per_dataset_metrics(tasks, self.listed_reducers()))
+        """compute_metrics_columns' answer from rows grouped by task (NeMo Gym's hook; the
+        framework calls the columnar one)."""
+        return self.compute_metrics_columns(MetricColumns.from_task_rows(tasks))
+
+    def compute_metrics_columns(self, columns: MetricColumns) -> dict[str, Any]:
+        """The listed reducers per dataset, keyed `<dataset>/<reducer>`, from the `reward/<dataset>`
+        columns (the overall ones come from the reducers themselves)."""
+        return dict(per_dataset_metrics(columns, self.listed_reducers()))
 
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         """`mean/reward` and each listed reducer's overall value (not its interval, not per dataset)."""

@@ -57,12 +57,14 @@ def test_what_no_kind_holds_is_refused_naming_where() -> None:
 @pytest.mark.parametrize(
     ("value", "types", "message"),
     [
-        ({"a": 1}, {"a": "tuple"}, "/a is int, not tuple"),
-        ({"a": {"x": 1}}, {"a": "tuple"}, "/a is an object, not tuple"),
-        ({"a": [1]}, {"a": "int_keys"}, "/a is a list, not int_keys"),
-        ({"a": {"x": 1}}, {"a": "int_keys"}, "/a has a key that is not an integer"),
-        ({"a": 3}, {"a": "fraction"}, "/a is int, not the text of a fraction"),
-        ({"a": 3}, {"a/b": "tuple"}, "/a is int, not a container"),
+        ({"a": 1}, {"a": "tuple"}, "entry_types: a is int, not tuple"),
+        ({"a": {"x": 1}}, {"a": "tuple"}, "entry_types: a is an object, not tuple"),
+        ({"a": [1]}, {"a": "int_keys"}, "entry_types: a is a list, not int_keys"),
+        ({"a": {"x": 1}}, {"a": "int_keys"}, "entry_types: a has a key that is not an integer"),
+        ({"a": 3}, {"a": "fraction"}, "entry_types: a is int, not the text of a fraction"),
+        ({"a": 3}, {"a/b": "tuple"}, "entry_types: a is int, not a container"),
+        ({"a": {"b": [1, {"c": 2}]}}, {"a/b/1/c": "tuple"}, "entry_types: a/b/1/c is int, not tuple"),
+        ({"a": [1]}, {"a": "tensor"}, "entry_types: a is marked 'tensor', no kind of entry_types"),
     ],
 )
 def test_marks_that_do_not_fit_are_refused_naming_the_path(value: Any, types: dict[str, str], message: str) -> None:

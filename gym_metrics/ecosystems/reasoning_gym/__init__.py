@@ -12,7 +12,7 @@ from gym_metrics.ecosystems.reasoning_gym._library import (
     system_prompts,
     version,
 )
-from gym_metrics.ecosystems.reasoning_gym._metrics import GROUP_FIELD, per_dataset_metrics
+from gym_metrics.ecosystems.reasoning_gym._metrics import FIELD_PREFIX, dataset_field, per_dataset_metrics
 from gym_metrics.ecosystems.reasoning_gym._rows import (
     DEFAULT_AGENT,
     DEFAULT_PROMPT,
@@ -31,7 +31,7 @@ from gym_metrics.ecosystems.reasoning_gym._write import RowsRequest, write_rows
 __all__ = [
     "DEFAULT_AGENT",
     "DEFAULT_PROMPT",
-    "GROUP_FIELD",
+    "FIELD_PREFIX",
     "INSTALL_HINT",
     "MAX_DATASETS",
     "NO_PROMPT",
@@ -41,6 +41,7 @@ __all__ = [
     "RowsRequest",
     "Score",
     "Scoring",
+    "dataset_field",
     "dataset_names",
     "dataset_rows",
     "entry_of",

@@ -1,39 +1,43 @@
-"""Metrics per reasoning-gym dataset: the environment's reducers over each dataset's tasks,
-keyed `<dataset>/<reducer>` as NeMo Gym's `compute_subset_metrics` keys a subset's.
+"""Metrics per reasoning-gym dataset, from columns: each rollout's reward is also written under
+`reward/<dataset>` (absent for the other datasets), so the aggregation groups by dataset without
+a row dict: the engine's per-field statistics give `mean/reward/<dataset>` (and std, min, max,
+median), and the environment's reducers over each such column give `<dataset>/<reducer>`, keyed
+as NeMo Gym's `compute_subset_metrics` keys a subset's.
 
-A task belongs to the dataset its rows name (`dataset`, what verify returns); a mix's agent
-then reads, beside its overall pass@1, the pass@1 of each dataset in it."""
+A mix's agent then reads, beside its overall pass@1, the pass@1 of each dataset in it. Only the
+tasks of a dataset count for it (a task's rollouts all have the same entry, so one dataset)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable
 
-from gym_metrics.reducers import summarize_reducers
+import numpy as np
 
-GROUP_FIELD = "dataset"
+from gym_metrics.aggregate import MetricColumns
+from gym_metrics.reducers import TaskRewards, summarize_reducers
+
+FIELD_PREFIX = "reward/"
 
 
-def per_dataset_metrics(tasks: Sequence[Sequence[dict[str, Any]]], reducers: Iterable[str]) -> dict[str, float | int]:
+def dataset_field(dataset: str) -> str:
+    """The verify-response field holding a rollout's reward under its dataset's name."""
+    return FIELD_PREFIX + dataset
+
+
+def per_dataset_metrics(columns: MetricColumns, reducers: Iterable[str]) -> dict[str, float | int]:
     """`<dataset>/<key>` for every key the reducers give over that dataset's tasks (value,
-    stderr, interval, tasks used); datasets in name order. Rows without a dataset name (not
-    verified by this environment) are left out."""
+    stderr, interval, tasks used); datasets in name order."""
     names = list(reducers)
-    groups: dict[str, list[list[float]]] = {}
-    for rows in tasks:
-        name = next((r[GROUP_FIELD] for r in rows if isinstance(r.get(GROUP_FIELD), str)), None)
-        if name is None:
-            continue
-        groups.setdefault(name, []).append([_reward(r) for r in rows])
     out: dict[str, float | int] = {}
-    for name in sorted(groups):
-        out.update((f"{name}/{key}", value) for key, value in summarize_reducers(names, groups[name]).items())
+    for field in sorted(f for f in columns.values if f.startswith(FIELD_PREFIX)):
+        column = columns.values[field]
+        mine = ~np.isnan(column)
+        if not mine.any():
+            continue
+        rewards = TaskRewards.from_columns(columns.rollout_task_index[mine], column[mine], np.ones(int(mine.sum()), bool))
+        name = field[len(FIELD_PREFIX) :]
+        out.update((f"{name}/{key}", value) for key, value in summarize_reducers(names, rewards).items())
     return out
 
 
-def _reward(row: dict[str, Any]) -> float:
-    value = row.get("reward")
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("nan")
-
-
-__all__ = ["GROUP_FIELD", "per_dataset_metrics"]
+__all__ = ["FIELD_PREFIX", "dataset_field", "per_dataset_metrics"]

@@ -58,16 +58,13 @@ def python_types(value: Any) -> dict[str, str]:
 
 def restore(value: Any, types: Mapping[str, str]) -> Any:
     """`value` read back from JSON with what `types` marks made again; ValueError naming a
-    path that does not fit the value."""
+    path that does not fit the value. Only the marked paths are walked (and copied)."""
     if not types:
         return value
-    tree = _Node()
-    for path, kind in types.items():
-        node = tree
-        for part in path.split("/") if path else []:
-            node = node.children.setdefault(_unescape(part), _Node())
-        node.kind = kind
-    return _rebuild(value, tree, "")
+    try:
+        return _rebuild(value, _tree(tuple(types.items())))
+    except _Misfit as exc:
+        raise ValueError(f"entry_types: {'/'.join(exc.path) or '/'} {exc.why}") from None
 
 
 class _Node:
@@ -80,7 +77,24 @@ class _Node:
         self.children: dict[str, _Node] = {}
 
 
-_LEAF = _Node()
+class _Misfit(Exception):
+    """A mark that does not fit the value; its path is gathered on the way out."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        self.path: list[str] = []
+
+
+@functools.lru_cache(maxsize=1024)
+def _tree(types: tuple[tuple[str, str], ...]) -> _Node:
+    """The marks as a tree (rows of one dataset share their few marks: built once)."""
+    tree = _Node()
+    for path, kind in types:
+        node = tree
+        for part in path.split("/") if path else []:
+            node = node.children.setdefault(_unescape(part), _Node())
+        node.kind = kind
+    return tree
 
 
 class _Unheld(Exception):
@@ -198,35 +212,57 @@ def _sorted(items: Any) -> list[Any]:
         return list(items)
 
 
-def _rebuild(value: Any, node: _Node, where: str) -> Any:
+def _rebuild(value: Any, node: _Node) -> Any:
     kind, below = node.kind, node.children
+    if below:
+        value = _rebuild_below(value, below)
+    if kind is None:
+        return value
+    if kind == TUPLE or kind in _SETS:
+        if type(value) is not list:
+            raise _Misfit(f"is {_name(value)}, not {kind}")
+        return tuple(value) if kind == TUPLE else _SETS[kind](value)
+    if kind == INT_KEYS:
+        if type(value) is not dict:
+            raise _Misfit(f"is {_name(value)}, not {kind}")
+        try:
+            return {int(k): v for k, v in value.items()}
+        except ValueError:
+            raise _Misfit("has a key that is not an integer") from None
     if kind in _TEXT:
-        if not isinstance(value, str):
-            raise ValueError(f"entry_types: {where or '/'} is {type(value).__name__}, not the text of a {kind}")
+        if type(value) is not str:
+            raise _Misfit(f"is {_name(value)}, not the text of a {kind}")
         return _TEXT[kind](value)
-    if isinstance(value, list):
+    raise _Misfit(f"is marked {kind!r}, no kind of entry_types")
+
+
+def _rebuild_below(value: Any, below: dict[str, _Node]) -> Any:
+    """`value`'s marked children rebuilt (a copy of `value` along the marked paths only)."""
+    if type(value) is list:
         every = below.get(EVERY)
-        items = [_rebuild(v, every or below.get(str(i), _LEAF), f"{where}/{i}") for i, v in enumerate(value)]
-        if kind == TUPLE:
-            return tuple(items)
-        if kind in _SETS:
-            return _SETS[kind](items)
-        if kind is not None:
-            raise ValueError(f"entry_types: {where or '/'} is a list, not {kind}")
-        return items
-    if isinstance(value, dict):
-        out = {k: _rebuild(v, below[k], f"{where}/{k}") if k in below else v for k, v in value.items()}
-        if kind == INT_KEYS:
+        out = list(value)
+        for i, item in enumerate(out) if every is not None else ((int(k), value[int(k)]) for k in below if k.isdigit() and int(k) < len(value)):
             try:
-                return {int(k): v for k, v in out.items()}
-            except ValueError:
-                raise ValueError(f"entry_types: {where or '/'} has a key that is not an integer") from None
-        if kind is not None:
-            raise ValueError(f"entry_types: {where or '/'} is an object, not {kind}")
+                out[i] = _rebuild(item, every if every is not None else below[str(i)])
+            except _Misfit as exc:
+                exc.path.insert(0, str(i))
+                raise
         return out
-    if kind is not None or below:
-        raise ValueError(f"entry_types: {where or '/'} is {type(value).__name__}, not {kind or 'a container'}")
-    return value
+    if type(value) is dict:
+        out_dict = dict(value)
+        for key, child in below.items():
+            if key in out_dict:
+                try:
+                    out_dict[key] = _rebuild(out_dict[key], child)
+                except _Misfit as exc:
+                    exc.path.insert(0, key)
+                    raise
+        return out_dict
+    raise _Misfit(f"is {_name(value)}, not a container")
+
+
+def _name(value: Any) -> str:
+    return "a list" if type(value) is list else "an object" if type(value) is dict else type(value).__name__
 
 
 def _escape(part: str) -> str:

@@ -147,10 +147,13 @@ async def test_collect_of_the_sample_gives_per_dataset_metrics_and_pass_at_k(tmp
         want = summarize_reducers(reducers, in_order)
         for key, value in want.items():
             assert metrics[f"{name}/{key}"] == pytest.approx(value, nan_ok=True), (name, key)
+        flat = [r for t in in_order for r in t]
+        assert metrics[f"mean/reward/{name}"] == pytest.approx(sum(flat) / len(flat))  # the engine's stats of the column
     overall = [[rows[(t, i)] for i in range(4)] for t in range(6)]
     assert metrics["pass@4"] == 1.0  # every task has its right answer among 4
     assert metrics["pass@1"] == pytest.approx(sum(_expected(t[0]) >= 1.0 for t in overall) / 6)
     assert set(aggregate.key_metrics) == {"mean/reward", *reducers}
+    assert not ReasoningGymServer().wants_rows  # per dataset from columns: no row travels to be aggregated
 
 
 def test_the_kinds_of_answers_score_as_their_names_say() -> None:
