@@ -21,20 +21,17 @@ def scripted_policy(out_dir: Path) -> Iterator[tuple[Path, Any]]:
     """The mix's rows in `out_dir`, a scripted policy answering them, and the collect options
     that generate each rollout with it."""
     from gym_metrics.collector import CollectOptions
-    from gym_metrics.ecosystems.reasoning_gym import MixPart, mix_rows
+    from gym_metrics.ecosystems.reasoning_gym import MixPart, json_bytes, mix_rows
     from gym_metrics.targets import ModelTargetConfig
     from gym_metrics.testing import ScriptedPolicyServer
     from gym_metrics_servers.reasoning_gym.scripted import answer_text
 
-    import orjson
-
     out_dir.mkdir(parents=True, exist_ok=True)
     path, answers = out_dir / "reasoning_gym_tasks.jsonl", dict[str, str]()
-    options = orjson.OPT_APPEND_NEWLINE
     with path.open("wb") as f:
         for index, row in enumerate(mix_rows([MixPart(name, weight) for name, weight in MIX], size=SIZE, seed=SEED, agent="scripted_policy")):
             answers.setdefault(row["entry"]["question"], answer_text(row["entry"], KINDS[index % len(KINDS)]))
-            f.write(orjson.dumps({**row, "_ng_task_index": index}, option=options))
+            f.write(json_bytes({**row, "_ng_task_index": index}, newline=True))
     with ScriptedPolicyServer(answers) as policy:
         print(f"scripted policy serving on {policy.url}; answering {SIZE} reasoning-gym tasks of {len(MIX)} datasets", file=sys.stderr)
         yield path, CollectOptions(target=ModelTargetConfig(url=policy.url, model="scripted-policy", max_concurrency=16))

@@ -13,8 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from gym_metrics.ecosystems.reasoning_gym import json_bytes
 from gym_metrics_servers.reasoning_gym.scripted import answer_text, response
 
 OUT = Path(__file__).with_name("sample.jsonl")
@@ -39,8 +38,7 @@ def build_rows() -> list[dict[str, Any]]:
 
 
 def render(rows: list[dict[str, Any]]) -> bytes:
-    options = orjson.OPT_APPEND_NEWLINE
-    return b"".join(orjson.dumps(row, option=options) for row in rows)
+    return b"".join(json_bytes(row, newline=True) for row in rows)
 
 
 if __name__ == "__main__":

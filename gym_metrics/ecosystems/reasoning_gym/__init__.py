@@ -25,7 +25,7 @@ from gym_metrics.ecosystems.reasoning_gym._rows import (
     rebuild_entry,
 )
 from gym_metrics.ecosystems.reasoning_gym._scoring import MAX_DATASETS, Score, Scoring, response_text
-from gym_metrics.ecosystems.reasoning_gym._types import python_types, restore, to_json
+from gym_metrics.ecosystems.reasoning_gym._types import json_bytes, python_types, restore, to_json
 from gym_metrics.ecosystems.reasoning_gym._write import RowsRequest, write_rows
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "dataset_names",
     "dataset_rows",
     "entry_of",
+    "json_bytes",
     "library",
     "mix_rows",
     "per_dataset_metrics",

@@ -27,7 +27,7 @@ import orjson
 import pydantic
 
 from gym_metrics.ecosystems.reasoning_gym._library import dataset_kwargs, library, system_prompts
-from gym_metrics.ecosystems.reasoning_gym._types import restore, to_json
+from gym_metrics.ecosystems.reasoning_gym._types import python_types, restore
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 DEFAULT_PROMPT = "default"
@@ -119,19 +119,19 @@ def mix_rows(
 
 
 def task_row(entry: Mapping[str, Any], ref: DatasetRef, system: str | None, agent: str) -> dict[str, Any]:
-    """The row of one entry (module docstring): JSON values only, what JSON cannot hold marked
-    in `entry_types`."""
+    """The row of one entry (module docstring), the entry as reasoning-gym made it: write it
+    with `json_bytes`, which writes what JSON cannot hold as `entry_types` says."""
     try:
-        as_json, types = to_json(entry)
+        types = python_types(entry)
     except TypeError as exc:
         raise InvalidInputError(f"{ref.dataset} entry {ref.index} cannot be written as JSON: {exc}") from None
     messages = [{"role": "system", "content": system}] if system is not None else []
-    messages.append({"role": "user", "content": as_json["question"]})
+    messages.append({"role": "user", "content": entry["question"]})
     row: dict[str, Any] = {
         "responses_create_params": {"input": messages},
         "agent_ref": {"name": agent},
         "reasoning_gym": ref.model_dump(),
-        "entry": as_json,
+        "entry": entry,
     }
     if types:
         row["entry_types"] = types

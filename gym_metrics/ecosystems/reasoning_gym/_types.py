@@ -1,5 +1,6 @@
-"""An entry as JSON and back: what JSON cannot hold is written as something it can, and a map of
-where that happened (`entry_types`) puts it back before scoring.
+"""An entry as JSON and back: what JSON cannot hold is written as something it can (`json_bytes`),
+and a map of where that happened (`python_types`, a row's `entry_types`) puts it back before
+scoring (`restore`).
 
 Some scorers compare the parsed answer with the entry's own values: ARC's compares a board of
 tuples with `metadata["output"]`, and the same board read back from JSON as lists is "wrong"
@@ -27,6 +28,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+import orjson
+
 TUPLE, INT_KEYS = "tuple", "int_keys"
 EVERY = "*"
 _TEXT = {"fraction": Fraction, "decimal": Decimal, "complex": complex}
@@ -35,25 +38,36 @@ _SETS = {"set": set, "frozenset": frozenset}
 _Marks = dict[tuple[str, ...], str]
 
 
+_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+def json_bytes(value: Any, newline: bool = False) -> bytes:
+    """`value` as JSON text, what JSON cannot hold written as the table says (a row: one line)."""
+    return orjson.dumps(value, default=_as_json, option=_OPTIONS | orjson.OPT_APPEND_NEWLINE if newline else _OPTIONS)
+
+
 def to_json(value: Any) -> tuple[Any, dict[str, str]]:
-    """`value` as JSON values, and the marks that restore it ({} when JSON keeps all of it).
-    TypeError naming the path of a value neither JSON nor the table holds."""
+    """`value` as JSON values (what a row's reader gets), and the marks that restore it."""
+    types = python_types(value)  # (first: its TypeError names the path)
+    return orjson.loads(json_bytes(value)), types
+
+
+def python_types(value: Any) -> dict[str, str]:
+    """Where `value` holds what JSON cannot, and what ({} when JSON keeps all of it); a walk
+    that copies nothing and looks only into containers (it runs per generated row). TypeError
+    naming the path of a value neither JSON nor the table holds."""
+    marks: _Marks = {}
     try:
-        encoded, marks = _encode(value)
+        _mark(value, (), marks)
     except _Unheld:
         raise TypeError(_where_unheld(value, "")) from None
-    return encoded, {_joined(path): kind for path, kind in marks.items()}
+    return {_joined(path): kind for path, kind in marks.items()}
 
 
 @functools.lru_cache(maxsize=4096)
 def _joined(path: tuple[str, ...]) -> str:
     """A path's text (rows of one dataset repeat the same few paths)."""
     return "/".join(_escape(p) for p in path)
-
-
-def python_types(value: Any) -> dict[str, str]:
-    """The marks alone (module docstring)."""
-    return to_json(value)[1]
 
 
 def restore(value: Any, types: Mapping[str, str]) -> Any:
@@ -102,93 +116,96 @@ class _Unheld(Exception):
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
-_NO_MARKS: _Marks = {}  # shared, never written
 
 
-def _encode(value: Any) -> tuple[Any, _Marks]:
-    """(JSON value, marks by path). The common case (dicts, lists and tuples of plain scalars)
-    is a type check per value and no allocation beyond the copy: this runs per generated row."""
+def _mark(value: Any, prefix: tuple[str, ...], marks: _Marks) -> None:
     kind = type(value)
     if kind in _SCALARS:
-        return value, _NO_MARKS
+        return
     if kind is dict:
-        return _encode_dict(value)
-    if kind is list or kind is tuple:
-        return _encode_items(value, TUPLE if kind is tuple else None)
-    return _encode_other(value)
-
-
-def _encode_items(items: Any, kind: str | None) -> tuple[list[Any], _Marks]:
-    if all(type(v) in _SCALARS for v in items):
-        return list(items), ({(): kind} if kind else _NO_MARKS)
-    pairs = [_encode(v) for v in items]
-    marks: _Marks = {(): kind} if kind else {}
-    inner = [m for _, m in pairs]
-    if all(m == inner[0] for m in inner[1:]):
-        marks.update(((EVERY, *p), k) for p, k in inner[0].items())
+        _mark_dict(value, prefix, marks)
+    elif kind is list or kind is tuple:
+        _mark_items(value, TUPLE if kind is tuple else None, prefix, marks)
     else:
-        marks.update(((str(i), *p), k) for i, m in enumerate(inner) for p, k in m.items())
-    return [v for v, _ in pairs], marks
+        _mark_other(value, prefix, marks)
 
 
-def _encode_dict(value: dict[Any, Any]) -> tuple[dict[str, Any], _Marks]:
-    out: dict[str, Any] = {}
-    marks: _Marks | None = None
+def _mark_items(items: Any, kind: str | None, prefix: tuple[str, ...], marks: _Marks) -> None:
+    if kind is not None:
+        marks[prefix] = kind
+    if all(type(v) in _SCALARS for v in items):
+        return
+    inner = []
+    for item in items:
+        below: _Marks = {}
+        _mark(item, (), below)
+        inner.append(below)
+    if all(m == inner[0] for m in inner[1:]):  # every element alike: one `*` path
+        marks.update(((*prefix, EVERY, *p), k) for p, k in inner[0].items())
+    else:
+        marks.update(((*prefix, str(i), *p), k) for i, m in enumerate(inner) for p, k in m.items())
+
+
+def _mark_dict(value: dict[Any, Any], prefix: tuple[str, ...], marks: _Marks) -> None:
     keyed_by_int = False
     for key, item in value.items():
         if type(key) is not str:
             if not isinstance(key, int) or isinstance(key, bool):
                 raise _Unheld
             keyed_by_int = True
-            key = str(key)
-        if type(item) in _SCALARS:  # (inline: most values are)
-            out[key] = item
-            continue
-        encoded, below = _encode(item)
-        out[key] = encoded
-        if below:
-            marks = marks if marks is not None else {}
-            marks.update(((key, *p), k) for p, k in below.items())
+        if type(item) not in _SCALARS:
+            _mark(item, (*prefix, str(key)), marks)
     if keyed_by_int:
         if not all(type(k) is not str for k in value):
             raise _Unheld  # some keys text, some numbers: JSON would merge "1" and 1
-        marks = marks if marks is not None else {}
-        marks[()] = INT_KEYS
-    return out, (marks if marks is not None else _NO_MARKS)
+        marks[prefix] = INT_KEYS
 
 
-def _encode_other(value: Any) -> tuple[Any, _Marks]:
+def _mark_other(value: Any, prefix: tuple[str, ...], marks: _Marks) -> None:
     """Subclasses, numpy scalars, and the table's text and set kinds (the slow path)."""
     for kind, held in _TEXT.items():
         if isinstance(value, held):
-            return str(value), {(): kind}
+            marks[prefix] = kind
+            return
     if isinstance(value, (set, frozenset)):
-        return _encode_items(_sorted(value), "frozenset" if isinstance(value, frozenset) else "set")
-    if isinstance(value, (list, tuple)):
-        return _encode_items(value, TUPLE if isinstance(value, tuple) else None)
-    if isinstance(value, dict):
-        return _encode_dict(value)
+        _mark_items(_sorted(value), "frozenset" if isinstance(value, frozenset) else "set", prefix, marks)
+    elif isinstance(value, (list, tuple)):
+        _mark_items(value, TUPLE if isinstance(value, tuple) else None, prefix, marks)
+    elif isinstance(value, dict):
+        _mark_dict(value, prefix, marks)
+    elif _plain(value) is value:
+        raise _Unheld
+
+
+def _as_json(value: Any) -> Any:
+    """orjson's `default`: what it cannot write itself, as the table writes it."""
+    if isinstance(value, (Fraction, Decimal, complex)):
+        return str(value)
+    if isinstance(value, (set, frozenset)):
+        return _sorted(value)
+    if isinstance(value, tuple):
+        return list(value)
     plain = _plain(value)
     if plain is value:
-        raise _Unheld
-    return plain, _NO_MARKS
+        raise TypeError(f"a {type(value).__module__}.{type(value).__name__} does not survive JSON")
+    return plain
 
 
 def _where_unheld(value: Any, where: str) -> str:
-    """The message for the first value (in path order) that `_encode` cannot hold."""
+    """The message for the first value (in path order) that `_mark` cannot hold."""
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, (str, int)) or isinstance(key, bool):
                 return f"{where or '/'}: a key of type {type(key).__name__} ({key!r}) does not survive JSON"
             try:
-                _encode(item)
+                _mark(item, (), {})
             except _Unheld:
                 return _where_unheld(item, f"{where}/{key}")
         return f"{where or '/'}: keys of text and of integers together do not survive JSON"
     if isinstance(value, (list, tuple, set, frozenset)):
         for i, item in enumerate(_sorted(value) if isinstance(value, (set, frozenset)) else value):
             try:
-                _encode(item)
+                _mark(item, (), {})
             except _Unheld:
                 return _where_unheld(item, f"{where}/{i}")
     return f"{where or '/'}: a {type(value).__module__}.{type(value).__name__} does not survive JSON"
@@ -273,4 +290,4 @@ def _unescape(part: str) -> str:
     return part.replace("~1", "/").replace("~0", "~")
 
 
-__all__ = ["INT_KEYS", "TUPLE", "python_types", "restore", "to_json"]
+__all__ = ["INT_KEYS", "TUPLE", "json_bytes", "python_types", "restore", "to_json"]

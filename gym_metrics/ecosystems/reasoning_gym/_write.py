@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from gym_metrics.ecosystems.reasoning_gym._types import json_bytes
 from gym_metrics.ecosystems.reasoning_gym._rows import DEFAULT_AGENT, DEFAULT_PROMPT, MixPart, dataset_rows, mix_rows
 
 
@@ -80,7 +79,7 @@ def _write_slice(request: RowsRequest, indices: range, path: Path) -> Counter[st
     counts: Counter[str] = Counter()
     with path.open("wb") as f:
         for row in request.rows(indices):
-            f.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+            f.write(json_bytes(row, newline=True))
             counts[row["reasoning_gym"]["dataset"]] += 1
     return counts
 

@@ -18,7 +18,7 @@ from _transport_helpers import bad_request  # noqa: E402
 
 from gym_metrics import InvalidInputError, ResourcesClient  # noqa: E402
 from gym_metrics.collector import collect_async  # noqa: E402
-from gym_metrics.ecosystems.reasoning_gym import dataset_rows  # noqa: E402
+from gym_metrics.ecosystems.reasoning_gym import dataset_rows, json_bytes  # noqa: E402
 from gym_metrics.reducers import summarize_reducers  # noqa: E402
 from gym_metrics.testing import serve_environment  # noqa: E402
 from gym_metrics.v1 import resources_pb2 as pb  # noqa: E402
@@ -117,7 +117,7 @@ async def test_a_row_that_cannot_be_rebuilt_is_invalid_argument_naming_the_field
 async def test_a_scorer_that_raises_scores_zero_and_says_why() -> None:
     """reasoning-gym's evaluation scores an answer its scorer chokes on as 0.0; so does verify,
     with the error kept (prime_factorization's scorer raises on a non-number)."""
-    [row] = [json.loads(json.dumps(r)) for r in dataset_rows("prime_factorization", size=1, seed=3)]
+    [row] = [json.loads(json_bytes(r)) for r in dataset_rows("prime_factorization", size=1, seed=3)]
     with pytest.raises(ValueError):
         _create("prime_factorization", size=1, seed=3).score_answer("lots", row["entry"])
     got = await _verify(ReasoningGymServer(), {**row, "response": response("<answer>lots</answer>")})
