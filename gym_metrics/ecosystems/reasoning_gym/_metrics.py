@@ -10,11 +10,12 @@ tasks of a dataset count for it (a task's rollouts all have the same entry, so o
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gym_metrics.aggregate import MetricColumns
-from gym_metrics.reducers import TaskRewards, summarize_reducers
+if TYPE_CHECKING:
+    from gym_metrics.aggregate import MetricColumns
 
 FIELD_PREFIX = "reward/"
 
@@ -27,6 +28,8 @@ def dataset_field(dataset: str) -> str:
 def per_dataset_metrics(columns: MetricColumns, reducers: Iterable[str]) -> dict[str, float | int]:
     """`<dataset>/<key>` for every key the reducers give over that dataset's tasks (value,
     stderr, interval, tasks used); datasets in name order."""
+    from gym_metrics.reducers import TaskRewards, summarize_reducers  # (not at load: `gym-metrics dataset` needs none)
+
     names = list(reducers)
     out: dict[str, float | int] = {}
     for field in sorted(f for f in columns.values if f.startswith(FIELD_PREFIX)):

@@ -86,8 +86,10 @@ def dataset_rows(
     given = dict(config or {})
     dataset = create(name, given, seed, size, name_field="NAME", config_field="--config")
     system = _system(prompt)
+    DatasetRef(dataset=name, config=given, seed=seed, size=size, index=0)  # (checked once; each row's is that with its index)
     for index in range(size) if indices is None else indices:
-        yield task_row(dataset[index], DatasetRef(dataset=name, config=given, seed=seed, size=size, index=index), system, agent)
+        ref = {"dataset": name, "config": given, "seed": seed, "size": size, "index": index}
+        yield task_row(dataset[index], ref, system, agent)
 
 
 def mix_rows(
@@ -114,23 +116,24 @@ def mix_rows(
         entry = mix[index]
         name = entry["metadata"]["source_dataset"]  # how the composite itself finds an entry's scorer
         part = mix.datasets[name]
-        ref = DatasetRef(dataset=name, config=given[name], seed=part.seed, size=part.size, index=index)
+        ref = {"dataset": name, "config": given[name], "seed": part.seed, "size": part.size, "index": index}
         yield task_row(entry, ref, system, agent)
 
 
-def task_row(entry: Mapping[str, Any], ref: DatasetRef, system: str | None, agent: str) -> dict[str, Any]:
-    """The row of one entry (module docstring), the entry as reasoning-gym made it: write it
-    with `json_bytes`, which writes what JSON cannot hold as `entry_types` says."""
+def task_row(entry: Mapping[str, Any], ref: Mapping[str, Any], system: str | None, agent: str) -> dict[str, Any]:
+    """The row of one entry (module docstring; `ref`: a DatasetRef's fields), the entry as
+    reasoning-gym made it: write it with `json_bytes`, which writes what JSON cannot hold as
+    `entry_types` says."""
     try:
         types = python_types(entry)
     except TypeError as exc:
-        raise InvalidInputError(f"{ref.dataset} entry {ref.index} cannot be written as JSON: {exc}") from None
+        raise InvalidInputError(f"{ref['dataset']} entry {ref['index']} cannot be written as JSON: {exc}") from None
     messages = [{"role": "system", "content": system}] if system is not None else []
     messages.append({"role": "user", "content": entry["question"]})
     row: dict[str, Any] = {
         "responses_create_params": {"input": messages},
         "agent_ref": {"name": agent},
-        "reasoning_gym": ref.model_dump(),
+        "reasoning_gym": dict(ref),
         "entry": entry,
     }
     if types:

@@ -153,8 +153,16 @@ def _mark_dict(value: dict[Any, Any], prefix: tuple[str, ...], marks: _Marks) ->
             if not isinstance(key, int) or isinstance(key, bool):
                 raise _Unheld
             keyed_by_int = True
-        if type(item) not in _SCALARS:
-            _mark(item, (*prefix, str(key)), marks)
+        kind = type(item)
+        if kind in _SCALARS:
+            continue
+        path = prefix + (str(key),)
+        if kind is dict:  # (the common containers dispatched here: this runs per generated row)
+            _mark_dict(item, path, marks)
+        elif kind is tuple and all(type(v) in _SCALARS for v in item):
+            marks[path] = TUPLE
+        else:
+            _mark(item, path, marks)
     if keyed_by_int:
         if not all(type(k) is not str for k in value):
             raise _Unheld  # some keys text, some numbers: JSON would merge "1" and 1
