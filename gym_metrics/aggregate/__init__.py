@@ -30,6 +30,7 @@ from gym_metrics.aggregate._uncertainty import ADDED_AGENT_METRICS
 from gym_metrics.aggregate._groups import GROUP_STATS
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
 from gym_metrics.aggregate.render._output import GroupsRender, iter_group_dicts, output_path_for, write_aggregate_metrics
+from gym_metrics.aggregate.render._sections import add_agent_sections, agent_names
 from gym_metrics.aggregate._stats import t_interval
 from gym_metrics.aggregate.shards._ranged import aggregate_ranged
 from gym_metrics.aggregate.shards._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_bytes, partial_rows, read_partial, write_partial
@@ -120,6 +121,8 @@ def aggregate_partials(
 
 __all__ = [
     "ADDED_AGENT_METRICS",
+    "add_agent_sections",
+    "agent_names",
     "PARTIAL_FORMAT",
     "PARTIAL_VERSION",
     "aggregate_partials",

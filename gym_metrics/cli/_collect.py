@@ -23,6 +23,7 @@ from gym_metrics.cli._base import (
     read_token,
 )
 from gym_metrics.cli._export import add_export_flags, add_pushgateway_flag, export_after
+from gym_metrics.cli._health import health_after
 from gym_metrics.cli._report import add_report_flag, report_after
 
 T = TypeVar("T")
@@ -122,7 +123,7 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--health", action="store_true",
         help="after collecting, run NeMo Gym's rollout health checks over the rollouts: quality_summary.json and "
-        "rollout_verdicts.jsonl beside them, and the one-line report (docs/health.md)",
+        "rollout_verdicts.jsonl beside them, the counts per agent in the metrics file (`health`), and the one-line report (docs/health.md)",
     )  # fmt: skip
     g.add_argument(
         "--trajectory", action="store_true",
@@ -242,11 +243,9 @@ def run(ns: argparse.Namespace) -> int:
     with fewer_gc_passes():
         result = run_keeping_result(collect())
     code = push_after(progress, result, report(result, time.perf_counter() - started))
+    if getattr(ns, "health", False):  # before the report and the exports: both read the counts it adds to the metrics
+        health_after(result.rollouts_path, result.metrics_path, ns.agent)
     report_after(ns, result.metrics_path, result.rollouts_path)
-    if getattr(ns, "health", False):
-        from gym_metrics.health import check_health
-
-        print(check_health(result.rollouts_path).line())
     return export_after(ns, result.metrics_path, code, resume=ns.resume)
 
 

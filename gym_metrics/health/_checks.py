@@ -4,25 +4,26 @@ digest (its findings, the checks it could not evaluate, and the counts the run s
 
 A check that lacks its evidence (no trajectory, no turns, no captured calls, calls no reference
 binds) is `unobserved`, never passed; a rollout with a finding is `unhealthy`, else `unobserved`
-when a check could not run, else `healthy`."""
+when a check could not run, else `healthy`. A row without a usable trajectory (most rows of a
+run collected without --trajectory) takes a short path: its digest is known from its keys."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from gym_metrics.health._evidence import (
     CALLS_INCOMPLETE,
     Bindings,
+    Gaps,
     bindings,
     chains,
     count_of,
     ended_on_failure,
     failed,
     has_content,
-    has_gap,
     identity,
     in_time,
     locator,
@@ -80,7 +81,7 @@ def finding(check: str, detail: dict[str, Any], locator: dict[str, Any] | None =
     return {"check": check, **({"locator": locator} if locator is not None else {}), "detail": detail}
 
 
-@dataclass
+@dataclass(slots=True)
 class Digest:
     """What one rollout's checks found, and the counts the run summary adds up."""
 
@@ -108,9 +109,30 @@ class Digest:
         return "unhealthy" if self.findings else "unobserved" if self.unobserved else "healthy"
 
 
-def _ended(trajectory: Mapping[str, Any], calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+class _Rollout:
+    """One rollout's evidence, each part read once (the rules share it)."""
+
+    __slots__ = ("record", "t", "calls", "usage", "_turns", "_chains")
+
+    def __init__(self, record: Mapping[str, Any], t: Mapping[str, Any], calls: list[dict[str, Any]], use: tuple[int, int, bool]) -> None:
+        self.record, self.t, self.calls, self.usage = record, t, calls, use
+        self._turns: list[tuple[dict[str, Any], bool, bool, bool]] | None = None
+        self._chains: dict[Any, list[dict[str, Any]]] | None = None
+
+    def turns(self) -> list[tuple[dict[str, Any], bool, bool, bool]]:
+        if self._turns is None:
+            self._turns = turns(self.t)
+        return self._turns
+
+    def chains(self) -> dict[Any, list[dict[str, Any]]]:
+        if self._chains is None:  # kept only once made: a failure raises again where NeMo Gym's does
+            self._chains = chains(self.calls)
+        return self._chains
+
+
+def _ended(r: _Rollout) -> list[dict[str, Any]]:
     out = []
-    for key, chain in chains(calls).items():
+    for key, chain in r.chains().items():
         if ended_on_failure(chain):
             last = in_time(chain)[-1]
             out.append(finding("rollout_ended_on_failed_model_call", {
@@ -146,8 +168,8 @@ def _call_failed(bound: Bindings) -> list[dict[str, Any]]:
             for n, c in enumerate(bound.matched) if failed(c)]  # fmt: skip
 
 
-def _token_mismatch(record: Mapping[str, Any], bound: Bindings) -> list[dict[str, Any]]:
-    prompt, completion, present = usage(record)
+def _token_mismatch(r: _Rollout, bound: Bindings) -> list[dict[str, Any]]:
+    prompt, completion, present = r.usage
     captured = sum(count_of(c, "tokens_in") for c in bound.matched), sum(count_of(c, "tokens_out") for c in bound.matched)
     if present and (prompt, completion) != captured:
         return [finding("rollout_token_count_mismatch", {"transcript_prompt": prompt, "transcript_completion": completion,
@@ -155,30 +177,56 @@ def _token_mismatch(record: Mapping[str, Any], bound: Bindings) -> list[dict[str
     return []
 
 
-Check = Callable[[Mapping[str, Any], Mapping[str, Any], list[dict[str, Any]], Bindings], list[dict[str, Any]]]
+Check = Callable[[_Rollout, Bindings], list[dict[str, Any]]]
 _RULES: dict[str, Check] = {
-    "rollout_missing_agent_turns": lambda r, t, calls, b: [] if any(s or c or ref for _, s, c, ref in turns(t))
+    "rollout_missing_agent_turns": lambda r, b: [] if any(s or c or ref for _, s, c, ref in r.turns())
     else [finding("rollout_missing_agent_turns", {"reason": "no agent turn with model activity"})],
-    "rollout_ended_on_failed_model_call": lambda r, t, calls, b: _ended(t, calls),
-    "agent_turn_hollow": lambda r, t, calls, b: [finding("agent_turn_hollow", {"reason": "agent turn has no message or tool calls"}, loc)
-                                                  for loc, said, called, _ in turns(t) if not said and not called],
-    "model_call_zero_completion_tokens": lambda r, t, calls, b: [finding("model_call_zero_completion_tokens", {"completion_tokens": 0}, locator(c, n))
-                                                                  for n, c in enumerate(b.matched) if c.get("tokens_out") == 0],
-    "model_call_missing_token_counts": lambda r, t, calls, b: [
+    "rollout_ended_on_failed_model_call": lambda r, b: _ended(r),
+    "agent_turn_hollow": lambda r, b: [finding("agent_turn_hollow", {"reason": "agent turn has no message or tool calls"}, loc)
+                                        for loc, said, called, _ in r.turns() if not said and not called],
+    "model_call_zero_completion_tokens": lambda r, b: [finding("model_call_zero_completion_tokens", {"completion_tokens": 0}, locator(c, n))
+                                                        for n, c in enumerate(b.matched) if c.get("tokens_out") == 0],
+    "model_call_missing_token_counts": lambda r, b: [
         finding("model_call_missing_token_counts", {"missing": [f for f, k in (("prompt_tokens", "tokens_in"), ("completion_tokens", "tokens_out")) if c.get(k) is None]},
                 locator(c, n)) for n, c in enumerate(b.matched) if c.get("tokens_in") is None or c.get("tokens_out") is None],
-    "trajectory_capture_mismatch": lambda r, t, calls, b: _mismatch(t, b),
-    "model_call_failed": lambda r, t, calls, b: _call_failed(b),
-    "rollout_token_count_mismatch": lambda r, t, calls, b: _token_mismatch(r, b),
-    "model_call_runaway_generation": lambda r, t, calls, b: [
+    "trajectory_capture_mismatch": lambda r, b: _mismatch(r.t, b),
+    "model_call_failed": lambda r, b: _call_failed(b),
+    "rollout_token_count_mismatch": _token_mismatch,
+    "model_call_runaway_generation": lambda r, b: [
         finding("model_call_runaway_generation", {"finish_reason": c.get("finish_reason")}, locator(c, n))
         for n, c in enumerate(b.matched) if c.get("finish_reason") in _AT_LENGTH and not has_content(c.get("response"))],
 }  # fmt: skip
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What the checks not ignored do, worked out once per set of ignored checks."""
+
+    record_unreadable: bool
+    unreadable: tuple[str, ...]
+    """Unobserved when the line is not a record (every check but record_unreadable)."""
+    no_trajectory: tuple[str, ...]
+    """Unobserved without a usable trajectory (the checks that read one)."""
+    steps: tuple[tuple[str, bool, bool, str | None], ...]
+    """The checks that read a trajectory: (id, reads turns, reads observed calls, bound calls read)."""
+    execution_error: bool
+
+
+@lru_cache(maxsize=64)
+def _plan(ignored: frozenset[str]) -> _Plan:
+    active = [c for c in ROLLOUT_CHECKS if c not in ignored]
+    reading = [c for c in active if TRAJECTORY in ROLLOUT_CHECKS[c]]
+    steps = tuple((c, TURNS in ROLLOUT_CHECKS[c], OBSERVED in ROLLOUT_CHECKS[c],
+                   OWNED if OWNED in ROLLOUT_CHECKS[c] else BOUND if BOUND in ROLLOUT_CHECKS[c] else None) for c in reading)  # fmt: skip
+    return _Plan("record_unreadable" in active, tuple(c for c in active if c != "record_unreadable"), tuple(reading), steps,
+                 "check_execution_error" not in ignored)  # fmt: skip
+
+
 def _index(value: Any, key: str, where: tuple[str, int, int, int]) -> int | str:
     """A task, rollout or stage index as NeMo Gym types it (an int or a string; a whole float or
     a bool is that int); anything else is refused naming the line (NeMo Gym's run fails too)."""
+    if type(value) is int or type(value) is str:
+        return value
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**64:
@@ -192,48 +240,76 @@ def check_rollout(record: dict[str, Any], parse_error: str | None, where: tuple[
     """One rollout's digest. `where`: its file, the file's position in the run, its line
     number and its position among the run's readable lines."""
     path, source, line, ordinal = where
-    unreadable = f"__unreadable_record__:input-{source}:line-{line}"
-    task, rollout = record.get(TASK, unreadable if parse_error else ordinal), record.get(ROLLOUT, 0)
+    plan = _plan(ignored)
+    task, rollout = record.get(TASK, f"__unreadable_record__:input-{source}:line-{line}" if parse_error else ordinal), record.get(ROLLOUT, 0)
     raw = record.get("ng_trajectory")
     rollout_id = str(record.get("_ng_rollout_id") or (raw.get("rollout_id") if isinstance(raw, dict) else None) or f"{task}-{rollout}")
     task, rollout = _index(task, TASK, where), _index(rollout, ROLLOUT, where)
     stage = record.get("stage_index")
     stage = None if stage is None else _index(stage, "stage_index", where)
-    bad_trajectory = None if parse_error or raw is None else trajectory_error(raw)
-    trajectory: dict[str, Any] | None = raw if raw is not None and not parse_error and bad_trajectory is None else None
-    observed = trajectory is not None and not has_gap(trajectory, ["trajectory_projection_failed"])
-    t: dict[str, Any] = trajectory if observed and trajectory is not None else {}
-    turns_seen = observed and not has_gap(t, ["turns_unavailable"])
-    scope_complete = observed and not has_gap(t, ["turn_model_call_scope_incomplete"])
-    calls_seen = observed and not has_gap(t, CALLS_INCOMPLETE)
-    calls = model_calls(t) if observed else []
+    use = usage(record)
+    if parse_error:
+        found = [finding("record_unreadable", {"reason": "rollout record is unreadable", "error": parse_error}, {"source_file": path, "line": line})]
+        return Digest(task, rollout, stage, rollout_id, found if plan.record_unreadable else [], list(plan.unreadable), usage_prompt=use[0], usage_completion=use[1])
+    bad_trajectory = None if raw is None else trajectory_error(raw)
+    gaps = Gaps(raw.get("gaps") or [] if raw is not None and bad_trajectory is None else [])
+    if raw is None or bad_trajectory is not None or gaps.has(("trajectory_projection_failed",)):
+        found = [finding("record_unreadable", {"reason": "canonical trajectory is unreadable", "error": bad_trajectory})] if bad_trajectory and plan.record_unreadable else []
+        return Digest(task, rollout, stage, rollout_id, found, list(plan.no_trajectory), usage_prompt=use[0], usage_completion=use[1])
+    t: dict[str, Any] = raw
+    turns_seen = not gaps.has(("turns_unavailable",))
+    scope_complete = not gaps.has(("turn_model_call_scope_incomplete",))
+    calls_seen = not gaps.has(CALLS_INCOMPLETE)
+    calls = model_calls(t)
     turn_bound, owned = bindings(t, calls)
+    evidence = _Rollout(record, t, calls, use)
+    findings, unobserved = _findings(evidence, plan, gaps, turns_seen, scope_complete, calls_seen, turn_bound, owned)
+    errors, statuses, duplicated, captured_in, captured_out = _tally(calls)
+    return Digest(
+        task, rollout, stage, rollout_id, findings, unobserved, bool(calls), scope_complete and turn_bound.complete, len(calls),
+        sum(succeeded(c) for c in turn_bound.matched), errors, statuses,
+        bool(calls) and any(ended_on_failure(chain) for chain in evidence.chains().values()),
+        duplicated, use[0], use[1], captured_in, captured_out,
+    )  # fmt: skip
+
+
+def _tally(calls: list[dict[str, Any]]) -> tuple[int, dict[str, int], int, int, int]:
+    """The calls' failures, failures by status, replayed calls and token counts, in one pass."""
+    errors, duplicated, captured_in, captured_out = 0, 0, 0, 0
+    statuses: dict[str, int] = {}
+    seen: set[str] = set()
+    for c in calls:
+        if failed(c):
+            errors += 1
+            status = str(c.get("status_code") if c.get("status_code") is not None else "unknown")
+            statuses[status] = statuses.get(status, 0) + 1
+        if (i := identity(c)) is not None:
+            if i in seen:
+                duplicated += 1
+            seen.add(i)
+        captured_in += count_of(c, "tokens_in")
+        captured_out += count_of(c, "tokens_out")
+    return errors, statuses, duplicated, captured_in, captured_out
+
+
+def _findings(r: _Rollout, plan: _Plan, gaps: Gaps, turns_seen: bool, scope_complete: bool, calls_seen: bool,
+              turn_bound: Bindings, owned: Bindings) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+    """The checks that read an observed trajectory, in order: each unobserved without its
+    evidence, else its rule's findings (a rule that raises: unobserved, and a finding)."""
     findings: list[dict[str, Any]] = []
     unobserved: list[str] = []
-    for check, reads in ROLLOUT_CHECKS.items():
-        if check in ignored:
-            continue
-        if parse_error:
-            if check == "record_unreadable":
-                findings.append(finding(check, {"reason": "rollout record is unreadable", "error": parse_error}, {"source_file": path, "line": line}))
-            else:
-                unobserved.append(check)
-            continue
-        if bad_trajectory and check == "record_unreadable":
-            findings.append(finding(check, {"reason": "canonical trajectory is unreadable", "error": bad_trajectory}))
-            continue
-        if (TRAJECTORY in reads and not observed) or (TURNS in reads and not turns_seen) or (OBSERVED in reads and not (calls_seen and calls)):
+    for check, reads_turns, reads_observed, reads_bound in plan.steps:
+        if (reads_turns and not turns_seen) or (reads_observed and not (calls_seen and r.calls)):
             unobserved.append(check)
             continue
-        bound = owned if OWNED in reads else turn_bound
-        if reads & {OWNED, BOUND}:
-            enough = (bool(bound.references) or any(isinstance(g, dict) and g.get("code") in _CONTRADICTIONS for g in t.get("gaps") or [])
-                      if check == "trajectory_capture_mismatch" else bool(bound.matched))  # fmt: skip
+        bound = owned if reads_bound == OWNED else turn_bound
+        if reads_bound is not None:
+            enough = (bool(bound.references) or gaps.has(_CONTRADICTIONS)) if check == "trajectory_capture_mismatch" else bool(bound.matched)
             if not calls_seen or not enough:
                 unobserved.append(check)
                 continue
         if check == "rollout_token_count_mismatch" and (
-            not scope_complete or not bound.complete or not bound.matched or not usage(record)[2]
+            not scope_complete or not bound.complete or not bound.matched or not r.usage[2]
             or any(c.get("tokens_in") is None or c.get("tokens_out") is None for c in bound.matched)
         ):  # fmt: skip
             unobserved.append(check)
@@ -241,24 +317,10 @@ def check_rollout(record: dict[str, Any], parse_error: str | None, where: tuple[
         if check == "model_call_runaway_generation" and any(c.get("finish_reason") in _AT_LENGTH and c.get("response") is None for c in bound.matched):
             unobserved.append(check)
             continue
-        rule = _RULES.get(check)
-        if rule is None:
-            continue
         try:
-            findings.extend(rule(record, t, calls, bound))
+            findings.extend(_RULES[check](r, bound))
         except Exception as exc:  # a check's own failure is a finding, not a crash of the run
             unobserved.append(check)
-            if "check_execution_error" not in ignored:
+            if plan.execution_error:
                 findings.append(finding("check_execution_error", {"reason": "check raised an unexpected exception", "failed_check": check, "error": type(exc).__name__}))
-    failures = [c for c in calls if failed(c)]
-    identities = Counter(i for c in calls if (i := identity(c)) is not None)
-    prompt, completion, _ = usage(record)
-    return Digest(
-        task, rollout, stage, rollout_id, findings, unobserved, calls_seen=bool(calls),
-        policy_calls_observed=scope_complete and turn_bound.complete, model_calls=len(calls),
-        successful_calls=sum(succeeded(c) for c in turn_bound.matched), call_errors=len(failures),
-        errors_by_status=dict(Counter(str(c.get("status_code") if c.get("status_code") is not None else "unknown") for c in failures)),
-        ended_on_error=any(ended_on_failure(chain) for chain in chains(calls).values()),
-        duplicated_calls=sum(n - 1 for n in identities.values() if n > 1), usage_prompt=prompt, usage_completion=completion,
-        capture_prompt=sum(count_of(c, "tokens_in") for c in calls), capture_completion=sum(count_of(c, "tokens_out") for c in calls),
-    )  # fmt: skip
+    return findings, unobserved

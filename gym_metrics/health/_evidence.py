@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 _TOOL_CALL_TYPES = frozenset({
     "function_call", "tool_call", "tool_use", "mcp_call", "mcp_list_tools", "mcp_approval_request", "file_search_call",
@@ -17,8 +16,7 @@ CALLS_INCOMPLETE = frozenset({"model_calls_unavailable", "model_call_capture_inc
 _TEXT_KEYS = ("text", "content", "output_text", "answer", "refusal", "encrypted_content", "reasoning", "reasoning_content", "summary")
 
 
-@dataclass(frozen=True)
-class Bindings:
+class Bindings(NamedTuple):
     references: tuple[str, ...]
     matched: tuple[dict[str, Any], ...]
     missing: tuple[str, ...]
@@ -33,9 +31,15 @@ def nonempty(value: Any) -> bool:
     if isinstance(value, str):
         return bool(value.strip())
     if isinstance(value, (list, tuple)):
-        return any(nonempty(v) for v in value)
+        for v in value:
+            if nonempty(v):
+                return True
+        return False
     if isinstance(value, dict):
-        return any(nonempty(value.get(k)) for k in _TEXT_KEYS)
+        for k in _TEXT_KEYS:
+            v = value.get(k)
+            if v is not None and nonempty(v):
+                return True
     return False
 
 
@@ -61,9 +65,31 @@ def identity(call: Mapping[str, Any]) -> str | None:
     return key if key is not None else (f"response::{call['response_id']}" if call.get("response_id") else None)
 
 
-def has_gap(trajectory: Mapping[str, Any], codes: Iterable[str]) -> bool:
-    wanted = set(codes)
-    return any(isinstance(g, dict) and g.get("code") in wanted for g in trajectory.get("gaps") or [])
+class Gaps:
+    """A trajectory's gap codes, read once and asked as NeMo Gym asks (in order: a code that
+    cannot be hashed raises unless a wanted code came before it)."""
+
+    __slots__ = ("codes", "_bad", "_broken")
+
+    def __init__(self, gaps: Iterable[Any]) -> None:
+        self.codes: set[Any] = set()
+        self._bad: Any = None
+        self._broken = False
+        for g in gaps:
+            if isinstance(g, dict):
+                code = g.get("code")
+                try:
+                    self.codes.add(code)
+                except TypeError:
+                    self._bad, self._broken = code, True
+                    break
+
+    def has(self, wanted: Iterable[str]) -> bool:
+        if not self.codes.isdisjoint(wanted):
+            return True
+        if self._broken:
+            raise TypeError(f"unhashable type: '{type(self._bad).__name__}'")
+        return False
 
 
 def model_calls(trajectory: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -91,8 +117,12 @@ def succeeded(call: Mapping[str, Any]) -> bool:
     return not failed(call) and (status is None or (isinstance(status, int) and 200 <= status < 400))
 
 
-def _references(items: Any) -> list[tuple[str, dict[str, Any]]]:
-    return [(key, ref) for item in items or [] if isinstance(item, dict) for ref in item.get("model_calls") or []
+_Ref = tuple[str, dict[str, Any], tuple[str, str, str, str]]
+"""A reference to a model call: its key, itself, and its signature (what tells two apart)."""
+
+
+def _references(items: Any) -> list[_Ref]:
+    return [(key, ref, _signature(ref)) for item in items or [] if isinstance(item, dict) for ref in item.get("model_calls") or []
             if isinstance(ref, dict) and (key := _ref_key(ref)) is not None]  # fmt: skip
 
 
@@ -102,14 +132,23 @@ def _signature(ref: Mapping[str, Any]) -> tuple[str, str, str, str]:
     return (str(ref.get("model_call_id") or ""), str(model_ref.get("type") or ""), str(model_ref.get("name") or ""), str(ref.get("response_id") or ""))
 
 
-def _unique(refs: Iterable[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+def _unique(refs: Iterable[_Ref]) -> list[_Ref]:
     seen: set[tuple[str, str, str, str]] = set()
     out = []
-    for key, ref in refs:
-        if _signature(ref) not in seen:
-            seen.add(_signature(ref))
-            out.append((key, ref))
+    for ref in refs:
+        if ref[2] not in seen:
+            seen.add(ref[2])
+            out.append(ref)
     return out
+
+
+def _resolve(ref: Mapping[str, Any], by_id: dict[str, list[dict[str, Any]]], by_response: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    model_ref, response_id = ref.get("model_ref"), ref.get("response_id")
+    if ref.get("model_call_id"):
+        return [c for c in by_id.get(str(ref["model_call_id"]), [])
+                if (model_ref is None or model_ref == c.get("model_ref")) and (response_id is None or response_id == c.get("response_id"))]  # fmt: skip
+    # a key without a call id has both (_ref_key)
+    return by_response.get((str((model_ref or {}).get("type")), str((model_ref or {}).get("name")), str(response_id)), [])
 
 
 def bindings(trajectory: Mapping[str, Any], calls: list[dict[str, Any]]) -> tuple[Bindings, Bindings]:
@@ -123,30 +162,26 @@ def bindings(trajectory: Mapping[str, Any], calls: list[dict[str, Any]]) -> tupl
             by_id[str(call["model_call_id"])].append(call)
         if isinstance(call.get("model_ref"), dict) and call.get("response_id"):
             by_response[(str(call["model_ref"].get("type")), str(call["model_ref"].get("name")), str(call["response_id"]))].append(call)
-    resolved = {}
-    for _, ref in owned_refs:
-        model_ref, response_id = ref.get("model_ref"), ref.get("response_id")
-        if ref.get("model_call_id"):
-            matches = [c for c in by_id.get(str(ref["model_call_id"]), [])
-                       if (model_ref is None or model_ref == c.get("model_ref")) and (response_id is None or response_id == c.get("response_id"))]  # fmt: skip
-        else:  # a key without a call id has both (_ref_key)
-            matches = by_response.get((str((model_ref or {}).get("type")), str((model_ref or {}).get("name")), str(response_id)), [])
-        resolved[_signature(ref)] = matches
+    resolved = {sig: _resolve(ref, by_id, by_response) for _, ref, sig in owned_refs}
 
-    def bind(refs: list[tuple[str, dict[str, Any]]]) -> Bindings:
+    def bind(refs: list[_Ref]) -> Bindings:
         matched: dict[int, dict[str, Any]] = {}
         missing, duplicated = [], []
-        for key, ref in refs:
-            found = resolved[_signature(ref)]
+        for key, _, sig in refs:
+            found = resolved[sig]
             if not found:
                 missing.append(key)
             elif len(found) > 1:
                 duplicated.append((key, len(found)))
             else:
                 matched.setdefault(found[0]["call_index"], found[0])
-        return Bindings(tuple(k for k, _ in refs), tuple(matched[i] for i in sorted(matched)), tuple(missing), tuple(duplicated))
+        return Bindings(tuple(r[0] for r in refs), tuple(matched[i] for i in sorted(matched)), tuple(missing), tuple(duplicated))
 
     return bind(turn_refs), bind(owned_refs)
+
+
+def _referenced(turn: Mapping[str, Any]) -> bool:
+    return any(isinstance(ref, dict) and _ref_key(ref) is not None for ref in turn.get("model_calls") or [])
 
 
 def turns(trajectory: Mapping[str, Any]) -> list[tuple[dict[str, Any], bool, bool, bool]]:
@@ -154,7 +189,7 @@ def turns(trajectory: Mapping[str, Any]) -> list[tuple[dict[str, Any], bool, boo
     out = []
     for n, turn in enumerate(trajectory.get("turns") or []):
         said = nonempty(turn.get("answer")) or nonempty(turn.get("reasoning_content"))
-        out.append(({"turn": turn.get("turn_no", n)}, said, has_tool_call(turn.get("answer")), bool(_references([turn]))))
+        out.append(({"turn": turn.get("turn_no", n)}, said, has_tool_call(turn.get("answer")), _referenced(turn)))
     return out
 
 
@@ -218,10 +253,16 @@ def trajectory_error(raw: Any) -> str | None:
     error, which NeMo Gym reports), or None."""
     if not isinstance(raw, dict) or not isinstance(raw.get("task_id"), str) or not isinstance(raw.get("rollout_id"), str):
         return "ValidationError"
-    if raw.get("schema_version", "1.0") != "1.0" or any(not isinstance(raw.get(k, []), list) for k in ("invocations", "turns", "model_calls", "tool_calls", "gaps")):
+    if raw.get("schema_version", "1.0") != "1.0":
         return "ValidationError"
-    if any(not isinstance(x, dict) for k in ("invocations", "turns", "model_calls", "tool_calls", "gaps") for x in raw.get(k) or []):
-        return "ValidationError"
+    parts = [raw.get(k, []) for k in ("invocations", "turns", "model_calls", "tool_calls", "gaps")]
+    for items in parts:
+        if not isinstance(items, list):
+            return "ValidationError"
+    for items in parts:
+        for x in items:
+            if not isinstance(x, dict):
+                return "ValidationError"
     ids = [i.get("invocation_id") for i in raw.get("invocations") or []]
     call_ids = [c.get("model_call_id") for c in raw.get("model_calls") or [] if c.get("model_call_id")]
     turns = raw.get("turns") or []

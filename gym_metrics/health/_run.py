@@ -1,18 +1,24 @@
-"""A run's health: every rollout of its files checked (`_checks`), rollouts that claim one
-identity flagged, the task checks over each task's repeats, and NeMo Gym's two reports
-(`quality_summary.json`, `rollout_verdicts.jsonl`) with its one-line report."""
+"""A run's health: every rollout of its files checked (`_read`, in worker processes when the
+run is large), rollouts that claim one identity flagged and the task checks run (`_summary`),
+NeMo Gym's two reports (`quality_summary.json`, `rollout_verdicts.jsonl`) with its one-line
+report, and the counts per agent that go into the metrics file."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
-from gym_metrics.health._checks import CHECKS, ROLLOUT, ROLLOUT_CHECKS, TASK, Digest, check_ignored, check_rollout, finding
+from gym_metrics._util.memory import fewer_gc_passes
+from gym_metrics.health._checks import Digest, check_ignored
+from gym_metrics.health._read import read_run, worker_count
+from gym_metrics.health._summary import VERDICTS, TaskChecks, code, flag_duplicates, issue_counts, summary, task_checks, verdicts, write_verdicts
+from gym_metrics.health._table import Table
 
 SUMMARY_FILE = "quality_summary.json"
 VERDICTS_FILE = "rollout_verdicts.jsonl"
@@ -20,12 +26,20 @@ VERDICTS_FILE = "rollout_verdicts.jsonl"
 
 @dataclass
 class Health:
-    """A run's health: the summary, each rollout's digest, and where the reports went."""
+    """A run's health: the summary, where the reports went, and each rollout's digest."""
 
     summary: dict[str, Any]
-    rollouts: list[Digest]
     summary_path: Path
     verdicts_path: Path
+    table: Table = field(repr=False)
+    verdict: np.ndarray = field(repr=False)
+    tasks: TaskChecks = field(repr=False)
+
+    @cached_property
+    def rollouts(self) -> list[Digest]:
+        """Each rollout's digest in the run's order (made when first asked for: a large run
+        keeps its digests as columns)."""
+        return [self.table.digest(row) for row in range(len(self.table))]
 
     def line(self) -> str:
         """NeMo Gym's report: the verdict counts (and the ignored checks), then the summary's path."""
@@ -35,133 +49,53 @@ class Health:
         return (f"Rollout health: {sum(verdicts.values())} checked, {verdicts['healthy']} healthy, {verdicts['unhealthy']} unhealthy, "
                 f"{verdicts['unobserved']} unobserved{note}\nQuality summary: {self.summary_path}")  # fmt: skip
 
+    def by_agent(self, agents: Sequence[str], default: str | None = None) -> dict[str, dict[str, Any]]:
+        """Per agent of `agents` with rollouts in the run, their health as the metrics file keeps
+        it: records, verdict counts, findings per check (a task flag counts for each agent with
+        a rollout of that task) and the ignored checks. Rows naming no agent (unreadable lines
+        too) count for `default`, else for the only agent when there is one."""
+        fallback = default if default is not None else agents[0] if len(agents) == 1 else None
+        coded, names = code([a if a is not None else fallback for a in self.table.agent])
+        out = {}
+        for name in agents:
+            if name not in names:
+                continue
+            mine = coded == names.index(name)
+            counted = np.bincount(self.verdict[mine], minlength=3)
+            out[name] = {"records": int(mine.sum()), "verdicts": {v: int(counted[i]) for i, v in enumerate(VERDICTS)},
+                         "issues": issue_counts(self.table, self.tasks, mine), "ignored_checks": list(self.summary["run"]["ignored_checks"])}  # fmt: skip
+        return out
 
-def _read(paths: Sequence[Path], ignored: frozenset[str]) -> list[Digest]:
-    digests = []
-    ordinal = 0
-    for source, path in enumerate(paths):
-        with path.open("rb") as lines:
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = orjson.loads(line)
-                    error = None if isinstance(record, dict) else "ValueError"
-                except orjson.JSONDecodeError:
-                    record, error = {}, "JSONDecodeError"
-                digests.append(check_rollout(record if error is None else {}, error, (str(path), source, number, ordinal), ignored))
-                ordinal += 1
-    return digests
+    def add_to_metrics(self, metrics: Path, default_agent: str | None = None) -> dict[str, dict[str, Any]]:
+        """Writes each agent's `by_agent` counts into the metrics file as its `health` section
+        (every other key and number as it was); returns them."""
+        from gym_metrics.aggregate import add_agent_sections, agent_names
 
-
-def _flag_duplicates(digests: list[Digest], ignored: frozenset[str]) -> None:
-    if "rollout_duplicate_identity" in ignored:
-        return
-    groups: dict[tuple[Any, Any, Any], list[Digest]] = defaultdict(list)
-    for d in digests:
-        groups[(d.stage, d.task, d.rollout)].append(d)
-    for copies in groups.values():
-        if len(copies) > 1:
-            for d in copies:
-                d.findings.append(finding("rollout_duplicate_identity", {"duplicate_count": len(copies)}))
+        blocks = self.by_agent(agent_names(metrics), default_agent)
+        add_agent_sections(metrics, {name: {"health": block} for name, block in blocks.items()})
+        return blocks
 
 
-@dataclass(frozen=True)
-class _Repeat:
-    verdict: str
-    policy_calls_observed: bool
-    successful_calls: int
-
-
-def _repeats(digests: Iterable[Digest]) -> list[_Repeat]:
-    """A task's repeats, records of one repeat folded into one (verdicts that differ: unobserved)."""
-    by_repeat: dict[Any, list[Digest]] = defaultdict(list)
-    for d in digests:
-        by_repeat[d.rollout].append(d)
-    return [_Repeat(next(iter(v)) if len(v := {c.verdict for c in copies}) == 1 else "unobserved",
-                    all(c.policy_calls_observed for c in copies), max(c.successful_calls for c in copies))
-            for copies in by_repeat.values()]  # fmt: skip
-
-
-def _task_checks(tasks: dict[Any, list[_Repeat]], ignored: frozenset[str]) -> tuple[dict[Any, list[dict[str, Any]]], dict[str, dict[str, int]]]:
-    flags: dict[Any, list[dict[str, Any]]] = defaultdict(list)
-    coverage = {c: {"evaluated": 0, "unobserved": 0, "ignored": 0} for c in ("task_consistently_unhealthy", "task_no_successful_model_calls")}
-    for task, repeats in tasks.items():
-        if "task_consistently_unhealthy" in ignored:
-            coverage["task_consistently_unhealthy"]["ignored"] += 1
-        else:
-            computable = [r for r in repeats if r.verdict != "unobserved"]
-            if len(computable) >= 2:
-                coverage["task_consistently_unhealthy"]["evaluated"] += 1
-                if all(r.verdict == "unhealthy" for r in computable):
-                    flags[task].append(finding("task_consistently_unhealthy", {"computable_repeats": len(computable)}))
-            else:
-                coverage["task_consistently_unhealthy"]["unobserved"] += 1
-        if "task_no_successful_model_calls" in ignored:
-            coverage["task_no_successful_model_calls"]["ignored"] += 1
-        elif repeats and all(r.policy_calls_observed for r in repeats):
-            coverage["task_no_successful_model_calls"]["evaluated"] += 1
-            if not any(r.successful_calls for r in repeats):
-                flags[task].append(finding("task_no_successful_model_calls", {"repeats": len(repeats)}))
-        else:
-            coverage["task_no_successful_model_calls"]["unobserved"] += 1
-    return flags, coverage
+def _analyse(table: Table, ignored: Sequence[str], duplicates: bool = True) -> tuple[np.ndarray, TaskChecks, dict[str, Any]]:
+    skip = frozenset(ignored)
+    task, values = code(table.task)
+    rollout, _ = code(table.rollout)
+    if duplicates:
+        flag_duplicates(table, task, rollout, skip)
+    verdict = verdicts(table)
+    tasks = task_checks(table, task, values, rollout, verdict, skip)
+    return verdict, tasks, summary(table, verdict, tasks, ignored)
 
 
 def summarize(digests: list[Digest], ignored: Sequence[str]) -> dict[str, Any]:
-    """NeMo Gym's quality summary of a run's digests."""
-    skip = frozenset(ignored)
-    by_task: dict[Any, list[Digest]] = defaultdict(list)
-    for d in digests:
-        by_task[d.task].append(d)
-    tasks = {task: _repeats(records) for task, records in by_task.items()}
-    flags, task_coverage = _task_checks(tasks, skip)
-    coverage = {c: {"evaluated": 0, "unobserved": 0, "ignored": 0} for c in CHECKS}
-    for d in digests:
-        unobserved = set(d.unobserved)
-        for check in ROLLOUT_CHECKS:
-            coverage[check]["ignored" if check in skip else "unobserved" if check in unobserved else "evaluated"] += 1
-    coverage.update(task_coverage)
-    issues = Counter(f["check"] for d in digests for f in d.findings)
-    issues.update(f["check"] for found in flags.values() for f in found)
-    verdicts = Counter(d.verdict for d in digests)
-    statuses: Counter[str] = Counter()
-    for d in digests:
-        statuses.update(d.errors_by_status)
-    per_task = {}
-    for task in sorted(tasks, key=lambda v: (isinstance(v, str), str(v))):
-        counted = Counter(r.verdict for r in tasks[task])
-        per_task[str(task)] = {"repeats": len(tasks[task]), "healthy": counted["healthy"], "unhealthy": counted["unhealthy"],
-                               "unobserved": counted["unobserved"], "flags": [f["check"] for f in flags[task]]}  # fmt: skip
-    return {
-        "run": {
-            "ignored_checks": sorted(skip),
-            "artifacts": {"records": len(digests), "captures": sum(d.calls_seen for d in digests), "coverage": coverage},
-            "verdicts": {v: verdicts[v] for v in ("healthy", "unhealthy", "unobserved")},
-            "issues": {c: issues[c] for c in CHECKS},
-            "stats": {
-                "model_call_errors": {
-                    "total": sum(d.call_errors for d in digests), "by_status": dict(sorted(statuses.items())),
-                    "rollouts_affected": sum(bool(d.call_errors) for d in digests), "ended_on_error": sum(d.ended_on_error for d in digests),
-                },
-                "duplicated_calls": {"replayed": sum(d.duplicated_calls for d in digests), "rollouts": sum(bool(d.duplicated_calls) for d in digests)},
-                "tokens": {
-                    "prompt": sum(d.usage_prompt for d in digests), "completion": sum(d.usage_completion for d in digests),
-                    "capture_prompt": sum(d.capture_prompt for d in digests), "capture_completion": sum(d.capture_completion for d in digests),
-                },
-            },
-        },
-        "tasks": per_task,
-    }  # fmt: skip
+    """NeMo Gym's quality summary of a run's digests (duplicates already flagged)."""
+    return _analyse(Table.of(digests), ignored, duplicates=False)[2]
 
 
-def _order(d: Digest) -> tuple[tuple[int, Any], ...]:
-    return tuple((0, v) if isinstance(v, int) else (1, str(v)) for v in (d.task, d.rollout, d.stage))
-
-
-def check_health(paths: Path | Sequence[Path], *, output_dir: Path | None = None, ignore: Iterable[str] = ()) -> Health:
+def check_health(paths: Path | Sequence[Path], *, output_dir: Path | None = None, ignore: Iterable[str] = (), workers: int | None = None) -> Health:
     """Checks every rollout of `paths` and writes the two reports into `output_dir` (default:
-    the first file's folder), as NeMo Gym's `gym eval health-check` does."""
+    the first file's folder), as NeMo Gym's `gym eval health-check` does. `workers`: processes
+    that check a large run's byte ranges (default: one per core, at most 8; 1: this process)."""
     files = [paths] if isinstance(paths, Path) else list(paths)
     if not files:
         raise ValueError("at least one rollouts file is needed")
@@ -169,17 +103,13 @@ def check_health(paths: Path | Sequence[Path], *, output_dir: Path | None = None
         if not path.is_file():
             raise FileNotFoundError(f"rollouts file not found: {path}")
     ignored = check_ignored(ignore)
-    digests = _read(files, frozenset(ignored))
-    _flag_duplicates(digests, frozenset(ignored))
-    summary = summarize(digests, ignored)
-    out = output_dir or files[0].parent
-    out.mkdir(parents=True, exist_ok=True)
-    summary_path, verdicts_path = out / SUMMARY_FILE, out / VERDICTS_FILE
-    summary_path.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-    with verdicts_path.open("wb") as f:
-        for d in sorted(digests, key=_order):
-            row = {TASK: d.task, ROLLOUT: d.rollout, "rollout_id": d.rollout_id, "verdict": d.verdict, "findings": d.findings, "unobserved": d.unobserved}
-            if d.stage is not None:
-                row["stage_index"] = d.stage
-            f.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
-    return Health(summary, digests, summary_path, verdicts_path)
+    with fewer_gc_passes():  # containers by the million, all kept or all freed at once
+        table = read_run(files, frozenset(ignored), worker_count(workers))
+        verdict, tasks, summary = _analyse(table, ignored)
+        out = output_dir or files[0].parent
+        out.mkdir(parents=True, exist_ok=True)
+        summary_path, verdicts_path = out / SUMMARY_FILE, out / VERDICTS_FILE
+        summary_path.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+        with verdicts_path.open("wb") as f:
+            write_verdicts(f, table, verdict)
+    return Health(summary, summary_path, verdicts_path, table, verdict, tasks)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.report import _page, _rollouts_html, _sections, _usage
+from gym_metrics.report import _health, _page, _rollouts_html, _sections, _usage
 from gym_metrics.report._bounds import FULL_NAME_CHARS, MAX_AGENTS, shown_names
 from gym_metrics.report._data import SAMPLES_PER_AGENT, AgentData, load_metrics
 from gym_metrics.report._rollout_rows import RolloutSample, read_sample
@@ -96,10 +96,13 @@ def render(agents: list[AgentData], field: str, gates: Gates, title: str, sample
         _usage.usage(agents, field),
         _sections.paired(agents, field, gates),
     ]
+    health = _health.health(agents)
+    nav = [("health", "Health")] if health else []
+    sections += [health] if health else []
     if sample is None:
-        return _page.page(title, subtitle, sections)
+        return _page.page(title, subtitle, sections, extra_nav=nav)
     sections.append(_rollouts_html.rollouts(agents, sample, field))
-    return _page.page(title, subtitle, sections, extra_nav=[("rollouts", "Rollouts")], css=_rollouts_html.CSS)
+    return _page.page(title, subtitle, sections, extra_nav=[*nav, ("rollouts", "Rollouts")], css=_rollouts_html.CSS)
 
 
 def _svg_range(lo: float, hi: float) -> str:

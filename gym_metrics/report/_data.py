@@ -50,6 +50,8 @@ class AgentData:
     """Per usage field (tokens, cost): each task's mean, aligned with `tasks`."""
     economics: dict[str, Any] = field(default_factory=dict)
     """The `economics` block (aggregate --economics), when present."""
+    health: dict[str, Any] = field(default_factory=dict)
+    """The `health` section (collect --health): records, verdicts, issues, ignored_checks."""
     samples: dict[int, str] = field(default_factory=dict)
     """Task index -> its sample as (cut) JSON text, for a bounded set of tasks."""
     own_name: str = ""
@@ -100,9 +102,24 @@ def _agent(entry: dict[str, Any], value_field: str, cols: RolloutColumns | None,
         repeats=_repeats(objects(entry.get("repeat_level_metrics"), where, "repeat_level_metrics"), value_field, where),
         usage={f: v for f, v in usage.items() if np.isfinite(v).any()},
         economics=_numbers(entry, "economics", where),
+        health=_health(entry, where),
     )
     data.samples = _samples(groups, tasks, mean)
     return data
+
+
+def _health(entry: dict[str, Any], where: str) -> dict[str, Any]:
+    """An agent's `health` section, checked: counts are numbers, ignored checks are texts."""
+    block = mapping(entry.get("health"), where, "health")
+    if not block:
+        return {}
+    verdicts = {k: number(v, where, f"health.verdicts.{k}") for k, v in mapping(block.get("verdicts"), where, "health.verdicts").items()}
+    issues = {k: number(v, where, f"health.issues.{k}") for k, v in mapping(block.get("issues"), where, "health.issues").items()}
+    ignored = block.get("ignored_checks") or []
+    if not isinstance(ignored, list) or not all(isinstance(c, str) for c in ignored):
+        raise wrong(ignored, where, "health.ignored_checks", "a list of strings")
+    records = number(block.get("records"), where, "health.records")
+    return {"records": records, "verdicts": verdicts, "issues": issues, "ignored_checks": ignored}
 
 
 def _numbers(entry: dict[str, Any], block: str, where: str) -> dict[str, Any]:
