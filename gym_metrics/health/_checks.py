@@ -207,8 +207,8 @@ class _Plan:
     """Unobserved when the line is not a record (every check but record_unreadable)."""
     no_trajectory: tuple[str, ...]
     """Unobserved without a usable trajectory (the checks that read one)."""
-    steps: tuple[tuple[str, bool, bool, str | None], ...]
-    """The checks that read a trajectory: (id, reads turns, reads observed calls, bound calls read)."""
+    steps: tuple[tuple[str, Check, bool, bool, str | None], ...]
+    """The checks that read a trajectory: (id, rule, reads turns, reads observed calls, bound calls read)."""
     execution_error: bool
 
 
@@ -216,7 +216,7 @@ class _Plan:
 def _plan(ignored: frozenset[str]) -> _Plan:
     active = [c for c in ROLLOUT_CHECKS if c not in ignored]
     reading = [c for c in active if TRAJECTORY in ROLLOUT_CHECKS[c]]
-    steps = tuple((c, TURNS in ROLLOUT_CHECKS[c], OBSERVED in ROLLOUT_CHECKS[c],
+    steps = tuple((c, _RULES[c], TURNS in ROLLOUT_CHECKS[c], OBSERVED in ROLLOUT_CHECKS[c],
                    OWNED if OWNED in ROLLOUT_CHECKS[c] else BOUND if BOUND in ROLLOUT_CHECKS[c] else None) for c in reading)  # fmt: skip
     return _Plan("record_unreadable" in active, tuple(c for c in active if c != "record_unreadable"), tuple(reading), steps,
                  "check_execution_error" not in ignored)  # fmt: skip
@@ -298,11 +298,11 @@ def _findings(r: _Rollout, plan: _Plan, gaps: Gaps, turns_seen: bool, scope_comp
     evidence, else its rule's findings (a rule that raises: unobserved, and a finding)."""
     findings: list[dict[str, Any]] = []
     unobserved: list[str] = []
-    for check, reads_turns, reads_observed, reads_bound in plan.steps:
+    for check, rule, reads_turns, reads_observed, reads_bound in plan.steps:
         if (reads_turns and not turns_seen) or (reads_observed and not (calls_seen and r.calls)):
             unobserved.append(check)
             continue
-        bound = owned if reads_bound == OWNED else turn_bound
+        bound = owned if reads_bound is OWNED else turn_bound
         if reads_bound is not None:
             enough = (bool(bound.references) or gaps.has(_CONTRADICTIONS)) if check == "trajectory_capture_mismatch" else bool(bound.matched)
             if not calls_seen or not enough:
@@ -318,7 +318,7 @@ def _findings(r: _Rollout, plan: _Plan, gaps: Gaps, turns_seen: bool, scope_comp
             unobserved.append(check)
             continue
         try:
-            findings.extend(_RULES[check](r, bound))
+            findings.extend(rule(r, bound))
         except Exception as exc:  # a check's own failure is a finding, not a crash of the run
             unobserved.append(check)
             if plan.execution_error:

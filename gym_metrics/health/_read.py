@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_all_start_methods, get_context
@@ -23,8 +23,11 @@ import orjson
 from gym_metrics.health._checks import ROLLOUT, TASK, check_rollout
 from gym_metrics.health._table import Table
 
-PARALLEL_BYTES = 64 << 20
-"""Runs smaller than this are read in this process (starting workers costs more than they save)."""
+PARALLEL_BYTES = 16 << 20
+"""Runs smaller than this are read in this process (starting workers costs more than they save:
+a fork about 10 ms; measured, 8 MB of 19 KB rows took as long either way)."""
+SPAWN_FACTOR = 8
+"""A spawned worker imports the package first (about 0.4 s): runs need this many times more."""
 MAX_WORKERS = 8
 RANGES_PER_WORKER = 4
 """Each worker takes several ranges, so one slow range does not leave the others idle."""
@@ -133,18 +136,19 @@ def worker_count(workers: int | None) -> int:
 def read_run(paths: Sequence[Path], ignored: frozenset[str], workers: int) -> Table:
     """Every record of `paths`, checked, as one table in the files' order."""
     total = sum(p.stat().st_size for p in paths)
-    parallel = workers > 1 and total >= PARALLEL_BYTES
+    context = _context()
+    parallel = workers > 1 and total >= PARALLEL_BYTES * (1 if context.get_start_method() == "fork" else SPAWN_FACTOR)
     jobs: list[tuple[str, int, int, int, frozenset[str]]] = []
     for source, path in enumerate(paths):
-        ranges = _cuts(path, max(1, round(workers * RANGES_PER_WORKER * path.stat().st_size / total))) if parallel else [(0, path.stat().st_size)]
+        ranges = _cuts(path, max(1, round(workers * RANGES_PER_WORKER * path.stat().st_size / max(total, 1)))) if parallel else [(0, path.stat().st_size)]
         jobs += [(str(path), source, start, end, ignored) for start, end in ranges]
     if not parallel:
-        return _join([(job, check_range(*job)) for job in jobs], ignored)
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=_context()) as pool:
-        return _join(list(zip(jobs, pool.map(_check_range, jobs))), ignored)
+        return Table.concat(_placed(((job, check_range(*job)) for job in jobs), ignored))
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+        return Table.concat(_placed(zip(jobs, pool.map(_check_range, jobs)), ignored))
 
 
-def _join(done: list[tuple[tuple[str, int, int, int, frozenset[str]], Part]], ignored: frozenset[str]) -> Table:
+def _placed(done: Iterable[tuple[tuple[str, int, int, int, frozenset[str]], Part]], ignored: frozenset[str]) -> Iterator[Table]:
     """The parts in order, each line and position counted from the start of its file and run."""
     line_base: dict[int, int] = {}
     ordinal = 0
@@ -161,7 +165,7 @@ def _join(done: list[tuple[tuple[str, int, int, int, frozenset[str]], Part]], ig
             table.put(row, check_rollout({}, error, (path, source, first_line + line, ordinal + row), ignored))
         line_base[source] = first_line + part.lines
         ordinal += part.records
-    return Table.concat([part.table for _, part in done])
+        yield table
 
 
 def _raise_at(path: str, source: int, line: int, ordinal: int, offset: int, ignored: frozenset[str]) -> None:

@@ -43,6 +43,9 @@ def _ranks(values: list[Any]) -> np.ndarray:
     by their text; None and "None" rank alike)."""
     if values.count(None) == len(values):
         return np.zeros(len(values), np.int64)
+    arr = np.array(values)
+    if arr.dtype.kind == "i":  # integers (within int64): numpy's order is theirs
+        return np.unique(arr, return_inverse=True)[1].reshape(-1)
     codes, uniques = code(values)
     keys = [_order_key(u) for u in uniques]
     rank = {k: i for i, k in enumerate(sorted(set(keys)))}
@@ -160,10 +163,12 @@ def summary(table: Table, verdict: np.ndarray, tasks: TaskChecks, ignored: Seque
     counted = np.bincount(verdict, minlength=3)
     per_task = {}
     values, by_verdict, repeats, flags = tasks.values, tasks.by_verdict.tolist(), tasks.repeats.tolist(), tasks.flags
-    for t in sorted(range(len(values)), key=lambda i: (isinstance(values[i], str), str(values[i]))):
+    names = [str(v) for v in values]
+    texts = [isinstance(v, str) for v in values]
+    for t in sorted(range(len(values)), key=names.__getitem__ if not any(texts) else lambda i: (texts[i], names[i])):
         h, u, o = by_verdict[t]
-        per_task[str(values[t])] = {"repeats": repeats[t], "healthy": h, "unhealthy": u, "unobserved": o,
-                                    "flags": [f["check"] for f in flags[t]] if t in flags else []}  # fmt: skip
+        per_task[names[t]] = {"repeats": repeats[t], "healthy": h, "unhealthy": u, "unobserved": o,
+                              "flags": [f["check"] for f in flags[t]] if t in flags else []}  # fmt: skip
     errors, duplicated = table.column("call_errors"), table.column("duplicated_calls")
     return {
         "run": {
@@ -201,31 +206,51 @@ def issue_counts(table: Table, tasks: TaskChecks, rows: np.ndarray | None = None
     return {c: issues[c] for c in CHECKS}
 
 
+_KEYS = b'{"_ng_task_index":%b,"_ng_rollout_index":%b,"rollout_id":%b%b'
+_INTS = b'{"_ng_task_index":%d,"_ng_rollout_index":%d,"rollout_id":"%d-%d"%b'
+"""A row without findings or stage: its keys and id, then a tail its verdict and unobserved
+checks share with others (the bytes orjson writes for the whole row)."""
+
+
+def _line(table: Table, row: int, verdict: str, tail: bytes) -> bytes:
+    t, r, given, stage, dumps = table.task[row], table.rollout[row], table.ids[row], table.stage[row], orjson.dumps
+    if row not in table.findings and stage is None:
+        return _KEYS % (dumps(t), dumps(r), dumps(f"{t}-{r}" if given is None else given), tail)
+    entry = {TASK: t, ROLLOUT: r, "rollout_id": f"{t}-{r}" if given is None else given, "verdict": verdict,
+             "findings": table.findings.get(row, []), "unobserved": table.sets[table.unobserved[row]]}  # fmt: skip
+    if stage is not None:
+        entry["stage_index"] = stage
+    return dumps(entry, option=orjson.OPT_APPEND_NEWLINE)
+
+
 def verdict_rows(table: Table, verdict: np.ndarray, chunk: int = 1 << 16) -> Iterator[bytes]:
     """The verdicts file, in (task, rollout, stage) order (records of one key in run order).
-    A row without findings or stage is its keys and id before a tail its verdict and its
-    unobserved checks share with others (the bytes orjson writes for the whole row)."""
-    order = np.lexsort((_ranks(table.stage), _ranks(table.rollout), _ranks(table.task))) if len(table) else np.zeros(0, np.int64)
-    task, rollout, stage, ids, sets, unobserved, findings = table.task, table.rollout, table.stage, table.ids, table.sets, table.unobserved, table.findings
+    Where every task and rollout index is an integer, the plain rows of a chunk are formatted
+    in one pass (map over zip) and only the others one by one."""
+    n = len(table)
+    order = np.lexsort((_ranks(table.stage), _ranks(table.rollout), _ranks(table.task))) if n else np.zeros(0, np.int64)
+    sets, names = table.sets, [v.encode() for v in VERDICTS]
+    tails = [b',"verdict":"%b","findings":[],"unobserved":%b}\n' % (v, orjson.dumps(u)) for v in names for u in sets]
+    tail = (verdict.astype(np.int64) * len(sets) + np.asarray(table.unobserved, dtype=np.int64)).tolist() if n else []
+    tasks, rollouts = np.array(table.task), np.array(table.rollout)
+    ints = n > 0 and tasks.dtype.kind == "i" and rollouts.dtype.kind == "i"
+    other = np.zeros(n, dtype=bool)
+    other[list(table.findings)] = True
+    for column in (table.stage, table.ids):
+        if column.count(None) != n:
+            other |= np.fromiter((v is not None for v in column), bool, n)
     codes = verdict.tolist()
-    tails = {(v, s): b',"verdict":"%b","findings":[],"unobserved":%b}\n' % (VERDICTS[v].encode(), orjson.dumps(sets[s]))
-             for v in range(len(VERDICTS)) for s in range(len(sets))}  # fmt: skip
-    staged = stage.count(None) != len(stage)
-    dumps: Callable[..., bytes] = orjson.dumps
-    for lo in range(0, len(order), chunk):
-        out = []
-        for row in order[lo : lo + chunk].tolist():
-            t, r, given = task[row], rollout[row], ids[row]
-            rid = f"{t}-{r}" if given is None else given
-            if row in findings or (staged and stage[row] is not None):
-                entry = {TASK: t, ROLLOUT: r, "rollout_id": rid, "verdict": VERDICTS[codes[row]], "findings": findings.get(row, []),
-                         "unobserved": sets[unobserved[row]]}  # fmt: skip
-                if staged and stage[row] is not None:
-                    entry["stage_index"] = stage[row]
-                out.append(dumps(entry, option=orjson.OPT_APPEND_NEWLINE))
-            else:
-                out.append(b'{"_ng_task_index":%b,"_ng_rollout_index":%b,"rollout_id":%b%b' % (dumps(t), dumps(r), dumps(rid), tails[codes[row], unobserved[row]]))
-        yield b"".join(out)
+    for lo in range(0, n, chunk):
+        rows = order[lo : lo + chunk]
+        if not ints:
+            yield b"".join([_line(table, row, VERDICTS[codes[row]], tails[tail[row]]) for row in rows.tolist()])
+            continue
+        t, r = tasks[rows].tolist(), rollouts[rows].tolist()
+        lines = list(map(_INTS.__mod__, zip(t, r, t, r, [tails[tail[row]] for row in rows.tolist()])))
+        for j in np.flatnonzero(other[rows]).tolist():
+            row = int(rows[j])
+            lines[j] = _line(table, row, VERDICTS[codes[row]], tails[tail[row]])
+        yield b"".join(lines)
 
 
 def write_verdicts(f: IO[bytes], table: Table, verdict: np.ndarray) -> None:

@@ -5,7 +5,7 @@ code into the few sets that occur, a rollout id only where it is not `<task>-<ro
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,9 +122,11 @@ class Table:
         return table.freeze()
 
     @classmethod
-    def concat(cls, parts: Sequence[Table]) -> Table:
-        """The parts one after another (each frozen), as one table."""
+    def concat(cls, parts: Iterable[Table]) -> Table:
+        """The parts one after another (each frozen), as one table; each part is let go once
+        added (a run's parts are not all held twice)."""
         out = cls()
+        arrays = []
         for part in parts:
             base = len(out.task)
             remap = [out._codes.setdefault(s, len(out._codes)) for s in part.sets]
@@ -137,7 +139,8 @@ class Table:
             out.unobserved += np.asarray(remap, dtype=np.int64)[np.asarray(part.unobserved, dtype=np.int64)].tolist() if part.unobserved else []
             out.findings.update((base + r, f) for r, f in part.findings.items())
             out.statuses.update((base + r, s) for r, s in part.statuses.items())
-        arrays = [p.numbers for p in parts if len(p.numbers)]
+            if len(part.numbers):
+                arrays.append(part.numbers)
         if arrays:
             out.numbers = exact(np.concatenate(arrays) if len({a.dtype for a in arrays}) == 1 else np.concatenate([a.astype(object) for a in arrays]))
         return out
