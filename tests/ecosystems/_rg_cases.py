@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import secrets
 from pathlib import Path
 from types import ModuleType
@@ -33,6 +34,19 @@ def names() -> list[str]:
     from reasoning_gym.factory import DATASETS
 
     return sorted(name for name in DATASETS if name != "composite")
+
+
+def generated(dataset: Any, index: int) -> dict[str, Any]:
+    """`dataset[index]` as reasoning-gym generates it with Python's global `random` seeded by the
+    entry's seed (the dataset's seed + index), as the dataset command generates it: codeio's
+    reference programs draw from the global `random`, so unseeded they give a new answer key
+    each time (test_codeio_rows_are_the_same_each_time)."""
+    state = random.getstate()
+    random.seed(dataset.seed + index)
+    try:
+        return dict(dataset[index])
+    finally:
+        random.setstate(state)
 
 
 def dataset_command(tmp_path: Path, *args: str) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from _rg_cases import reasoning_gym_reward, rg
+from _rg_cases import generated, reasoning_gym_reward, rg
 from gym_metrics.cli import main
 from gym_metrics.cli._demo_reasoning_gym import MIX, SIZE
 from gym_metrics.ecosystems.reasoning_gym import response_text
@@ -27,7 +27,7 @@ def test_the_demo_scores_a_mix_as_reasoning_gym_does(tmp_path: Path, capsys: pyt
         ref = tasks[rollout["_ng_task_index"]]["reasoning_gym"]
         dataset = rg().create_dataset(ref["dataset"], seed=ref["seed"], size=ref["size"], **ref["config"])
         text = response_text(rollout["response"])  # (the chat answer's <think> part became a reasoning item)
-        assert rollout["reward"] == reasoning_gym_reward(dataset, dataset[ref["index"]], text)
+        assert rollout["reward"] == reasoning_gym_reward(dataset, generated(dataset, ref["index"]), text)
         rewards.append(rollout["reward"])
     assert 0 < sum(rewards) < len(rewards) and any(0 < r < 1 for r in rewards)
     metrics = orjson.loads((tmp_path / "reasoning_gym_online_rollouts_aggregate_metrics.json").read_bytes())

@@ -15,11 +15,20 @@ PROMPT is one of reasoning-gym's own system prompts (`default`, the one its eval
 from, so the row is its own answer key. A mix is reasoning-gym's composite dataset: entry I is
 entry I of the part its seeded draw picks, and the row names that part (its seed is the mix's
 seed + its position + 1, its size the mix's, as the composite builds them).
+
+Each entry is generated with Python's global `random` seeded by the entry's own seed (the
+dataset's seed + the index, as reasoning-gym seeds the entry's Random) and its state put back
+after. Most datasets never touch it; codeio runs reference programs that do (a Game of Life grid
+from `random.randint`), so reasoning-gym itself gives a new answer key each time it builds such an
+entry. Seeded, the same command writes the same file, any worker count gives the same rows, and
+`rebuild_entry` gives a row's entry back.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +98,7 @@ def dataset_rows(
     DatasetRef(dataset=name, config=given, seed=seed, size=size, index=0)  # (checked once; each row's is that with its index)
     for index in range(size) if indices is None else indices:
         ref = {"dataset": name, "config": given, "seed": seed, "size": size, "index": index}
-        yield task_row(dataset[index], ref, system, agent)
+        yield task_row(_entry(dataset, index), ref, system, agent)
 
 
 def mix_rows(
@@ -110,12 +119,13 @@ def mix_rows(
         mix = CompositeDataset(CompositeConfig(size=size, seed=seed, datasets=specs))
     except Exception as exc:
         raise InvalidInputError("reasoning-gym cannot build this mix", [FieldViolation("--mix", _why(exc))]) from None
+    mix.datasets = {name: _Seeded(part) for name, part in mix.datasets.items()}  # the composite only indexes its parts
     given = {part.name: part.config for part in parts}
     system = _system(prompt)
     for index in range(size) if indices is None else indices:
         entry = mix[index]
         name = entry["metadata"]["source_dataset"]  # how the composite itself finds an entry's scorer
-        part = mix.datasets[name]
+        part = mix.datasets[name].dataset
         ref = {"dataset": name, "config": given[name], "seed": part.seed, "size": part.size, "index": index}
         yield task_row(entry, ref, system, agent)
 
@@ -149,7 +159,34 @@ def entry_of(entry: Mapping[str, Any], types: Mapping[str, str]) -> dict[str, An
 def rebuild_entry(ref: DatasetRef) -> dict[str, Any]:
     """The entry reasoning-gym generates for `ref` (what a row's entry must equal)."""
     dataset = create(ref.dataset, ref.config, ref.seed, ref.size, name_field="reasoning_gym.dataset", config_field="reasoning_gym.config")
-    return dataset[ref.index]
+    return _entry(dataset, ref.index)
+
+
+@contextmanager
+def _global_random(seed: int) -> Iterator[None]:
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
+def _entry(dataset: Any, index: int) -> dict[str, Any]:
+    """`dataset[index]` with the global `random` seeded by the entry's seed (module docstring)."""
+    with _global_random(dataset.seed + index):
+        entry: dict[str, Any] = dataset[index]
+    return entry
+
+
+class _Seeded:
+    """A mix's part whose entries are generated as `_entry` generates them."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return _entry(self.dataset, index)
 
 
 def _system(prompt: str) -> str | None:
