@@ -24,7 +24,8 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("serve", help="serve an environment over gRPC")
     p.add_argument(
         "target",
-        help="registered name (e.g. math_exact), module:Class, path/app.py:Class, or a NeMo Gym config "
+        help="registered name (e.g. math_exact), module:Class, path/app.py:Class (an OpenEnv Environment "
+        "class too: docs/environments.md#openenv), or a NeMo Gym config "
         "(resources_servers/<env>/configs/<name>.yaml; its environment ported: docs/nemo-gym.md)",
     )  # fmt: skip
     p.add_argument("--host", default="127.0.0.1")
@@ -194,9 +195,10 @@ def _environment(ns: argparse.Namespace) -> Any:
     if config is None:
         if ns.set or ns.server or ns.name:
             raise InvalidInputError("NeMo Gym flags without a config", [FieldViolation("--config", "--set, --server and --name need a config YAML")])
+        from gym_metrics.ecosystems.openenv import adapt
         from gym_metrics.environments import resolve_server
 
-        return resolve_server(target)
+        return resolve_server(target, adapt=adapt)
     from gym_metrics.environments import resolve_server
     from gym_metrics.nemo_gym import load_config_server
 

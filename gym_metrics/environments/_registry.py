@@ -54,8 +54,9 @@ def registered_servers() -> list[str]:
     return ENVIRONMENTS.names()
 
 
-def resolve_server(target: str) -> type[SimpleResourcesServer]:
-    """The environment class named by `target` (see module docstring)."""
+def resolve_server(target: str, adapt: Callable[[object], type[SimpleResourcesServer] | None] | None = None) -> type[SimpleResourcesServer]:
+    """The environment class named by `target` (see module docstring); `adapt` makes one of
+    what `module:Name` names when that is not an environment class (an OpenEnv Environment)."""
     found = ENVIRONMENTS.find(target)
     if found is None and _import_built_in(target):
         found = ENVIRONMENTS.find(target)
@@ -80,9 +81,11 @@ def resolve_server(target: str) -> type[SimpleResourcesServer]:
         except SyntaxError as exc:
             raise _load_error(module_part, exc) from None
     try:
-        return _check(getattr(module, attr), target)
+        found_obj = getattr(module, attr)
     except AttributeError:
         raise NotFoundError(f"{module_part!r} has no attribute {attr!r}") from None
+    adapted = None if adapt is None or isinstance(found_obj, type) and issubclass(found_obj, SimpleResourcesServer) else adapt(found_obj)
+    return adapted if adapted is not None else _check(found_obj, target)
 
 
 @functools.lru_cache(maxsize=1)
@@ -191,4 +194,4 @@ def _is_import_machinery(filename: str) -> bool:
 def _check(obj: object, target: str) -> type[SimpleResourcesServer]:
     if isinstance(obj, type) and issubclass(obj, SimpleResourcesServer):
         return obj
-    raise NotFoundError(f"{target!r} is not a SimpleResourcesServer subclass")
+    raise NotFoundError(f"{target!r} is not an environment class (a SimpleResourcesServer subclass, or an OpenEnv Environment)")

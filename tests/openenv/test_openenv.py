@@ -1,0 +1,247 @@
+"""Issue 41 item 3, OpenEnv: an OpenEnv Environment class served unchanged (`openenv_server`,
+`gym-metrics serve module:EnvClass`) runs multi-turn through collect (a real gRPC server, a
+scripted policy over HTTP) with the turns and rewards OpenEnv's own client receives from
+OpenEnv's own server for the same actions: typed actions from JSON text and from `step` tool
+calls, an action text that fills an Action's one text field (OpenEnv's template environment,
+rendered by `openenv init`), an MCP environment's tools, async reset/step, one session at a
+time for a class without concurrent sessions, and the refusals (an action that does not fit,
+bad reset settings, a class that is no environment)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _openenv_reference import client_episode, need_openenv, openenv_server, shown
+from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_environment
+
+pytestmark = pytest.mark.usefixtures("_openenv")
+MAX_STEPS = 8
+
+
+@pytest.fixture
+def _openenv() -> None:
+    need_openenv()
+
+
+def envs() -> Any:
+    import openenv_envs
+
+    return openenv_envs
+
+
+def task(index: int, prompt: str, reset: dict[str, Any] | None = None) -> dict[str, Any]:
+    row: dict[str, Any] = {"responses_create_params": {"input": [{"role": "user", "content": prompt}]}, "agent_ref": {"name": "policy"},
+                           "_ng_task_index": index, "_ng_rollout_index": 0}  # fmt: skip
+    if reset is not None:
+        row["openenv"] = {"reset": reset}
+    return row
+
+
+async def collect(tmp_path: Path, server_class: Any, rows: list[dict[str, Any]], policy: Any, *extra: str) -> dict[int, dict[str, Any]]:
+    from gym_metrics.cli import main as cli_main
+
+    run = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+    run.mkdir()
+    (run / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    async with serve_environment(server_class) as server:
+        with ScriptedPolicyServer(policy, by_conversation=True) as scripted:
+            args = ["collect", "--server", server.address, "--input", str(run / "tasks.jsonl"), "--output", str(run / "out.jsonl"),
+                    "--policy-url", scripted.url, "--policy-model", "scripted", "--max-steps", str(MAX_STEPS), *extra]  # fmt: skip
+            assert await asyncio.to_thread(cli_main, args) == 0
+    return {row["_ng_task_index"]: row for row in map(json.loads, (run / "out.jsonl").read_text().splitlines())}
+
+
+def turns_policy(plans: dict[str, list[Any]]) -> Any:
+    """Answers each task (known by its prompt, the first user message) with its plan's next turn:
+    a task's turns come one after another, so the calls made for it count its turns."""
+    made: dict[str, int] = {}
+
+    def answer(conversation: str) -> Any:
+        prompt = conversation.split("\n")[0]
+        turn = made[prompt] = made.get(prompt, -1) + 1
+        plan = plans[prompt]
+        return plan[turn] if turn < len(plan) else "out of ideas"
+
+    return answer
+
+
+def read_back(row: dict[str, Any]) -> list[str]:
+    """What the model read after each of its turns: the observation message, or the tool outputs."""
+    out = []
+    for item in row["response"]["output"]:
+        if item.get("role") == "user":
+            out.append(item["content"])
+        elif item.get("type") == "function_call_output":
+            out.append(item["output"])
+    return out
+
+
+def as_action(answer: Any) -> list[dict[str, Any] | None]:
+    """The actions a scripted answer carries (None: one that does not fit), as the test means them."""
+    if isinstance(answer, PolicyAnswer):
+        return [call["arguments"] if call["name"] == "step" else None for call in answer.tool_calls]
+    text = answer.strip().removeprefix("```json").removesuffix("```").strip()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return [None]
+    return [value if isinstance(value, dict) and set(value) == {"dial", "value"} and 0 <= value["dial"] <= 2 else None]
+
+
+def lock_plan(rng: random.Random) -> list[Any]:
+    """Turns of JSON text, fenced JSON, `step` calls (two in one turn), and actions that do not fit."""
+    plan: list[Any] = []
+    for _ in range(MAX_STEPS):
+        dial, value = rng.randrange(3), rng.randrange(10)
+        kind = rng.choice(["json", "json", "fenced", "call", "calls", "bad_text", "bad_dial"])
+        if kind == "json":
+            plan.append(json.dumps({"dial": dial, "value": value}))
+        elif kind == "fenced":
+            plan.append(f"```json\n{json.dumps({'dial': dial, 'value': value})}\n```")
+        elif kind == "call":
+            plan.append(PolicyAnswer(tool_calls=[{"name": "step", "arguments": {"dial": dial, "value": value}}]))
+        elif kind == "calls":
+            plan.append(PolicyAnswer(tool_calls=[{"name": "step", "arguments": {"dial": dial, "value": value}},
+                                                 {"name": "step", "arguments": {"dial": (dial + 1) % 3, "value": value}}]))  # fmt: skip
+        elif kind == "bad_text":
+            plan.append("turn the first dial to seven")
+        else:
+            plan.append(json.dumps({"dial": 5, "value": value}))
+    return plan
+
+
+async def test_typed_actions_play_as_openenvs_client_plays_them(tmp_path: Path) -> None:
+    from gym_metrics.ecosystems.openenv import openenv_server as served
+
+    lock = envs()
+    rng = random.Random(41)
+    plans = {f"Open lock #{i}.": lock_plan(rng) for i in range(6)}
+    # a policy that knows the combination opens lock #6: the reward of an opened lock
+    drawn = random.Random(606)  # (lock #6's seed: LockEnvironment draws its three digits from it)
+    combination = [drawn.randrange(10) for _ in range(3)]
+    plans["Open lock #6."] = [json.dumps({"dial": d, "value": v}) for d, v in enumerate(combination)]
+    rows = [task(i, prompt, {"seed": 100 * i + 6, "hint": f"lock {i}"}) for i, prompt in enumerate(plans)]
+    got = await collect(tmp_path, served(lock.LockEnvironment), rows, turns_policy(plans))
+    assert sorted(got) == list(range(len(plans)))
+    with openenv_server(lock.LockEnvironment, lock.LockAction, lock.LockObservation) as url:
+        for index, (prompt, plan) in enumerate(plans.items()):
+            row = got[index]
+            valid = [a for answer in plan for a in as_action(answer) if a is not None]
+            ref = await client_episode(url, {"seed": 100 * index + 6, "hint": f"lock {index}"}, valid)
+            # the episode: every step OpenEnv's client took, and the same reward, summed
+            assert row["reward"] == pytest.approx(sum(s["reward"] or 0.0 for s in ref["steps"])), (index, plan)
+            assert row["terminated"] is ref["steps"][-1]["done"] if ref["steps"] else False
+            assert row["responses_create_params"]["input"][-1]["content"] == shown(ref["reset"]["observation"])
+            # turn for turn: what the model read is what the client received (refusals aside)
+            taken = [text for text in read_back(row) if not text.startswith(("Invalid action:", "the episode has ended"))]
+            if row["terminated"]:  # the last turn's observations are not read (NeMo Gym's loop stops first): its info has them
+                taken += [shown(r["observation"]) for r in row["info"]["openenv"]]
+                assert row["info"]["openenv"][-1] == ref["steps"][-1]  # as the client received it, reward and done included
+                assert row["info"]["state"] == ref["state"]
+            assert taken == [shown(s["observation"]) for s in ref["steps"]], (index, plan)
+    assert got[6]["terminated"] and got[6]["reward"] == pytest.approx(0.75) and got[6]["info"]["state"]["tries"] == 3
+    refused = [text for row in got.values() for text in read_back(row) if text.startswith("Invalid action:")]
+    assert any("dial: Input should be less than or equal to 2" in t for t in refused)
+    assert any("answer with a JSON object of LockAction's fields (dial, value)" in t for t in refused)
+
+
+async def test_openenvs_template_environment_takes_the_turns_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`openenv init` renders OpenEnv's example environment (an Action with one text field,
+    `message`; reward min(0.1 * len, 1)); the turn's text is the message, whole."""
+    from openenv.cli.commands import init as init_command
+
+    from gym_metrics.ecosystems.openenv import openenv_server as served
+
+    monkeypatch.setattr(init_command, "_generate_uv_lock", lambda _: False)  # (uv would reach the network)
+    init_command.init("gm_echo", output_dir=str(tmp_path / "envs"))
+    monkeypatch.syspath_prepend(str(tmp_path / "envs"))
+    module = importlib.import_module("gm_echo.server.gm_echo_environment")
+    models = importlib.import_module("gm_echo.models")
+    try:
+        said = {"Say things.": ["hi", "a longer sentence, with spaces ", "  padded  "], "Be brief.": ["", "ok", "fine"]}
+        rows = [task(i, prompt) for i, prompt in enumerate(said)]
+        got = await collect(tmp_path, served(module.GmEchoEnvironment), rows, turns_policy(said), "--max-steps", "3")
+        with openenv_server(module.GmEchoEnvironment, models.GmEchoAction, models.GmEchoObservation) as url:
+            for index, texts in enumerate(said.values()):
+                ref = await client_episode(url, {}, [{"message": t} for t in texts][:3])
+                assert got[index]["reward"] == pytest.approx(sum(s["reward"] for s in ref["steps"]))
+                assert read_back(got[index]) == [shown(s["observation"]) for s in ref["steps"]]
+        assert got[0]["reward"] == pytest.approx(0.2 + 1.0 + 1.0) and got[0]["truncated"] is True
+    finally:
+        for name in [m for m in sys.modules if m == "gm_echo" or m.startswith("gm_echo.")]:
+            del sys.modules[name]
+
+
+async def test_an_mcp_environments_tools_are_called_as_openenvs_client_calls_them(tmp_path: Path) -> None:
+    from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+
+    from gym_metrics.ecosystems.openenv import openenv_server as served
+
+    notes = envs().notes_environment()
+    calls = {"Take notes.": [PolicyAnswer(tool_calls=[{"name": "add_note", "arguments": {"text": "milk"}}, {"name": "count_notes", "arguments": {}}]),
+                             PolicyAnswer(tool_calls=[{"name": "add_note", "arguments": {"text": "eggs"}}, {"name": "erase", "arguments": {}}]),
+                             "no tools this time",
+                             PolicyAnswer(tool_calls=[{"name": "count_notes", "arguments": {}}])]}  # fmt: skip
+    got = await collect(tmp_path, served(notes), [task(0, "Take notes.")], turns_policy(calls), "--max-steps", "4")
+    read = read_back(got[0])
+    assert read == ["noted (1)", '{"count":1}', "noted (2)", "Invalid action: no tool 'erase'; the tools: add_note, count_notes",
+                    "Invalid action: call one of the tools: add_note, count_notes", '{"count":2}']  # fmt: skip
+    actions = [{"type": "call_tool", "tool_name": c["name"], "arguments": c["arguments"]}
+               for answer in calls["Take notes."] if isinstance(answer, PolicyAnswer) for c in answer.tool_calls if c["name"] != "erase"]  # fmt: skip
+    with openenv_server(notes, CallToolAction, CallToolObservation) as url:
+        ref = await client_episode(url, {}, actions)
+    assert [shown(s["observation"]) for s in ref["steps"]] == [t for t in read if not t.startswith("Invalid action:")]
+    assert got[0]["reward"] == sum(s["reward"] or 0.0 for s in ref["steps"]) == 0.0
+
+
+async def test_async_methods_are_used_and_one_session_at_a_time_without_concurrent_sessions(tmp_path: Path) -> None:
+    from gym_metrics.ecosystems.openenv import openenv_server as served
+
+    lock = envs()
+    counted = {"Count.": [json.dumps({"add": 2}), json.dumps({}), json.dumps({"add": 5})]}
+    got = await collect(tmp_path, served(lock.AsyncCounter), [task(0, "Count.")], turns_policy(counted))
+    assert got[0]["reward"] == 2.0 + 3.0 and got[0]["terminated"] is True  # done at 3: the third turn never sent
+    assert read_back(got[0]) == ['{"total":2}'] and got[0]["info"]["openenv"] == [{"observation": {"metadata": {}, "total": 3}, "reward": 3.0, "done": True}]
+
+    lock.SoloEnvironment.most = lock.SoloEnvironment.live = 0
+    plans = {f"Open lock #{i}.": [json.dumps({"dial": 0, "value": i}), json.dumps({"dial": 1, "value": i})] for i in range(5)}
+    rows = [task(i, p, {"seed": i}) for i, p in enumerate(plans)]
+    solo = await collect(tmp_path, served(lock.SoloEnvironment), rows, turns_policy(plans), "--max-steps", "2", "--policy-concurrency", "5")
+    assert sorted(solo) == list(range(5)) and all(r["truncated"] or r["terminated"] for r in solo.values())
+    assert lock.SoloEnvironment.most == 1 and lock.SoloEnvironment.live == 0  # one at a time; every one closed
+
+
+async def test_refusals_name_what_is_wrong(tmp_path: Path) -> None:
+    from gym_metrics._transport.client import ResourcesClient
+    from gym_metrics.ecosystems.openenv import adapt, openenv_server as served
+    from gym_metrics.environments import resolve_server
+    from gym_metrics.errors import InvalidInputError, NotFoundError
+
+    lock = envs()
+    async with serve_environment(served(lock.LockEnvironment)) as server, ResourcesClient(server.address) as client:
+        with pytest.raises(InvalidInputError, match=r"openenv\.reset: expected an object of reset\(\)'s keyword arguments"):
+            await client.reset_session({"openenv": {"reset": [3]}})
+        session, reset = await client.reset_session({"openenv": {"reset": {"seed": 1, "unknown": "kept: reset takes **kwargs"}}})
+        assert reset["info"]["openenv"]["done"] is False
+        await client.close_session(session)
+    assert resolve_server("openenv_envs:LockEnvironment", adapt=adapt).environment is lock.LockEnvironment
+    with pytest.raises(NotFoundError, match="not an environment class"):
+        resolve_server("openenv_envs:LockAction", adapt=adapt)
+
+    from openenv.core.env_server.interfaces import Environment
+
+    class Unannotated(Environment):  # no Action named anywhere
+        def reset(self, *a: Any, **k: Any) -> Any: ...
+        def step(self, action, *a: Any, **k: Any) -> Any: ...  # type: ignore[no-untyped-def]
+        state = None
+
+    with pytest.raises(InvalidInputError, match="cannot tell its Action class"):
+        served(Unannotated)
