@@ -3,7 +3,8 @@ tests: each is what an OpenEnv author writes, served by gym-metrics unchanged an
 own server for the reference.
 
 - LockEnvironment: typed actions (`dial`, `value`), a combination drawn from reset's seed,
-  0.25 per dial newly right, -0.05 per wrong try, done when open or after MAX_TRIES.
+  0.25 per dial newly right, -0.05 per wrong try, done when open or after MAX_TRIES; reset with
+  `open=True`, done at once (a game over before its first move).
 - NotesEnvironment: an MCP environment (FastMCP tools `add_note`, `count_notes`).
 - SoloEnvironment: no concurrent sessions; counts how many instances are live at once.
 - AsyncCounter: its own `reset_async` / `step_async`, as OpenEnv's server prefers them.
@@ -48,8 +49,9 @@ class LockEnvironment(Environment[LockAction, LockObservation, LockState]):
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> LockObservation:
         rng = random.Random(seed)
         self._state = LockState(episode_id=episode_id or "lock", combination=[rng.randrange(10) for _ in range(3)])
-        self._opened = [False, False, False]
-        return LockObservation(opened=list(self._opened), message=f"Three dials, digits 0-9. {kwargs.get('hint', '')}".strip())
+        self._opened = [bool(kwargs.get("open"))] * 3
+        return LockObservation(opened=list(self._opened), message=f"Three dials, digits 0-9. {kwargs.get('hint', '')}".strip(),
+                               done=all(self._opened))  # fmt: skip
 
     def step(self, action: LockAction, timeout_s: Optional[float] = None, **kwargs: Any) -> LockObservation:
         self._state.step_count += 1

@@ -4,12 +4,12 @@ scripted policy over HTTP) with the turns and rewards OpenEnv's own client recei
 OpenEnv's own server for the same actions: typed actions from JSON text and from `step` tool
 calls, an action text that fills an Action's one text field (OpenEnv's template environment,
 rendered by `openenv init`), an MCP environment's tools, async reset/step, one session at a
-time for a class without concurrent sessions, and the refusals (an action that does not fit,
-bad reset settings, a class that is no environment)."""
+time for a class without concurrent sessions, an episode already over at reset, and the
+refusals (an action that does not fit, bad reset settings, a class that is no environment).
+OpenEnv's own example environments, from its repository: test_openenv_repository.py."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import random
@@ -19,11 +19,10 @@ from typing import Any
 
 import pytest
 
-from _openenv_reference import client_episode, need_openenv, openenv_server, shown
-from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_environment
+from _openenv_reference import MAX_STEPS, assert_plays_as_client, client_episode, collect, need_openenv, openenv_server, read_back, shown, task, turns_policy
+from gym_metrics.testing import PolicyAnswer, serve_environment
 
 pytestmark = pytest.mark.usefixtures("_openenv")
-MAX_STEPS = 8
 
 
 @pytest.fixture
@@ -35,53 +34,6 @@ def envs() -> Any:
     import openenv_envs
 
     return openenv_envs
-
-
-def task(index: int, prompt: str, reset: dict[str, Any] | None = None) -> dict[str, Any]:
-    row: dict[str, Any] = {"responses_create_params": {"input": [{"role": "user", "content": prompt}]}, "agent_ref": {"name": "policy"},
-                           "_ng_task_index": index, "_ng_rollout_index": 0}  # fmt: skip
-    if reset is not None:
-        row["openenv"] = {"reset": reset}
-    return row
-
-
-async def collect(tmp_path: Path, server_class: Any, rows: list[dict[str, Any]], policy: Any, *extra: str) -> dict[int, dict[str, Any]]:
-    from gym_metrics.cli import main as cli_main
-
-    run = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
-    run.mkdir()
-    (run / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    async with serve_environment(server_class) as server:
-        with ScriptedPolicyServer(policy, by_conversation=True) as scripted:
-            args = ["collect", "--server", server.address, "--input", str(run / "tasks.jsonl"), "--output", str(run / "out.jsonl"),
-                    "--policy-url", scripted.url, "--policy-model", "scripted", "--max-steps", str(MAX_STEPS), *extra]  # fmt: skip
-            assert await asyncio.to_thread(cli_main, args) == 0
-    return {row["_ng_task_index"]: row for row in map(json.loads, (run / "out.jsonl").read_text().splitlines())}
-
-
-def turns_policy(plans: dict[str, list[Any]]) -> Any:
-    """Answers each task (known by its prompt, the first user message) with its plan's next turn:
-    a task's turns come one after another, so the calls made for it count its turns."""
-    made: dict[str, int] = {}
-
-    def answer(conversation: str) -> Any:
-        prompt = conversation.split("\n")[0]
-        turn = made[prompt] = made.get(prompt, -1) + 1
-        plan = plans[prompt]
-        return plan[turn] if turn < len(plan) else "out of ideas"
-
-    return answer
-
-
-def read_back(row: dict[str, Any]) -> list[str]:
-    """What the model read after each of its turns: the observation message, or the tool outputs."""
-    out = []
-    for item in row["response"]["output"]:
-        if item.get("role") == "user":
-            out.append(item["content"])
-        elif item.get("type") == "function_call_output":
-            out.append(item["output"])
-    return out
 
 
 def as_action(answer: Any) -> list[dict[str, Any] | None]:
@@ -136,21 +88,31 @@ async def test_typed_actions_play_as_openenvs_client_plays_them(tmp_path: Path) 
             row = got[index]
             valid = [a for answer in plan for a in as_action(answer) if a is not None]
             ref = await client_episode(url, {"seed": 100 * index + 6, "hint": f"lock {index}"}, valid)
-            # the episode: every step OpenEnv's client took, and the same reward, summed
-            assert row["reward"] == pytest.approx(sum(s["reward"] or 0.0 for s in ref["steps"])), (index, plan)
-            assert row["terminated"] is ref["steps"][-1]["done"] if ref["steps"] else False
-            assert row["responses_create_params"]["input"][-1]["content"] == shown(ref["reset"]["observation"])
-            # turn for turn: what the model read is what the client received (refusals aside)
-            taken = [text for text in read_back(row) if not text.startswith(("Invalid action:", "the episode has ended"))]
-            if row["terminated"]:  # the last turn's observations are not read (NeMo Gym's loop stops first): its info has them
-                taken += [shown(r["observation"]) for r in row["info"]["openenv"]]
-                assert row["info"]["openenv"][-1] == ref["steps"][-1]  # as the client received it, reward and done included
-                assert row["info"]["state"] == ref["state"]
-            assert taken == [shown(s["observation"]) for s in ref["steps"]], (index, plan)
+            # every step OpenEnv's client took, the same rewards, what the model read turn for turn
+            assert_plays_as_client(row, ref, (index, plan))
     assert got[6]["terminated"] and got[6]["reward"] == pytest.approx(0.75) and got[6]["info"]["state"]["tries"] == 3
     refused = [text for row in got.values() for text in read_back(row) if text.startswith("Invalid action:")]
     assert any("dial: Input should be less than or equal to 2" in t for t in refused)
     assert any("answer with a JSON object of LockAction's fields (dial, value)" in t for t in refused)
+
+
+async def test_an_episode_done_at_reset_ends_at_its_first_turn(tmp_path: Path) -> None:
+    """OpenEnv's reset may answer done (chess_env reset to a mated position): the episode ends
+    at the first turn with no action sent, where OpenEnv's client stops; stepping it anyway
+    would score moves in a game that is over."""
+    from gym_metrics.ecosystems.openenv import openenv_server as served
+
+    lock = envs()
+    turn = json.dumps({"dial": 0, "value": 4})
+    resets = {"Open an open lock.": {"seed": 3, "open": True}, "Open a lock.": {"seed": 3}}
+    rows = [task(i, prompt, reset) for i, (prompt, reset) in enumerate(resets.items())]
+    got = await collect(tmp_path, served(lock.LockEnvironment), rows, turns_policy({p: [turn] * 2 for p in resets}), max_steps=2)
+    with openenv_server(lock.LockEnvironment, lock.LockAction, lock.LockObservation) as url:
+        for index, reset in enumerate(resets.values()):
+            assert_plays_as_client(got[index], await client_episode(url, reset, [{"dial": 0, "value": 4}] * 2), index)
+    ended = got[0]
+    assert ended["terminated"] is True and ended["reward"] == 0.0 and ended["info"]["openenv"] == [] and ended["info"]["state"]["tries"] == 0
+    assert got[1]["info"]["openenv"] and got[1]["truncated"] is True  # the same turns where the lock is shut: stepped
 
 
 async def test_openenvs_template_environment_takes_the_turns_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

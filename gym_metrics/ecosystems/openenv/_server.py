@@ -9,10 +9,12 @@ all sessions for a class that sets REQUIRES_SINGLE_THREAD_EXECUTOR); a class wit
 SUPPORTS_CONCURRENT_SESSIONS has one live session at a time (the others wait to open).
 
 A turn's reward is the sum of its actions' `observation.reward` (None counts 0), the episode's
-the sum of its turns' (the collector adds them); `done` ends the episode (terminated). Each
-turn's `info["openenv"]` lists what OpenEnv's client would have received for its actions, and
-the turn that ends the episode adds the environment's `state`. An action that does not fit the
-Action model is not sent: the model reads why (the turn counts, its reward 0).
+the sum of its turns' (the collector adds them); `done` ends the episode (terminated): a step's,
+or the reset's (a game already over when it opens: the first turn sends no action and ends it,
+as OpenEnv's client stops at a done reset). Each turn's `info["openenv"]` lists what OpenEnv's
+client would have received for its actions, and the turn that ends the episode adds the
+environment's `state`. An action that does not fit the Action model is not sent: the model reads
+why (the turn counts, its reward 0).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class OpenEnvServer(SimpleResourcesServer):
             reset = live.env.reset_async if self._async_reset else live.env.reset
             accepted = _accepted(reset, kwargs)
             observation = await (reset(**accepted) if self._async_reset else self._on_thread(live, functools.partial(reset, **accepted)))
+            live.done = bool(getattr(observation, "done", False))
             if self._mcp:
                 live.tools = await self._tool_names(live)
         except BaseException:
