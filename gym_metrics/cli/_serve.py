@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 from pathlib import Path
@@ -27,6 +28,10 @@ def add_parsers(sub: Any) -> None:
         help="registered name (e.g. math_exact), module:Class, path/app.py:Class (an OpenEnv Environment "
         "class too: docs/environments.md#openenv), or a NeMo Gym config "
         "(resources_servers/<env>/configs/<name>.yaml; its environment ported: docs/nemo-gym.md)",
+    )  # fmt: skip
+    p.add_argument(
+        "--openenv-action", metavar="MODULE:CLASS",
+        help="an OpenEnv environment's Action class, when its step() does not name it (docs/environments.md#openenv)",
     )  # fmt: skip
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=50051, help="0 picks a free port (printed on stderr)")
@@ -195,10 +200,16 @@ def _environment(ns: argparse.Namespace) -> Any:
     if config is None:
         if ns.set or ns.server or ns.name:
             raise InvalidInputError("NeMo Gym flags without a config", [FieldViolation("--config", "--set, --server and --name need a config YAML")])
-        from gym_metrics.ecosystems.openenv import adapt
+        from gym_metrics.ecosystems.openenv import adapt, is_openenv_environment, openenv_server
         from gym_metrics.environments import resolve_server
 
-        return resolve_server(target, adapt=adapt)
+        if ns.openenv_action is None:
+            return resolve_server(target, adapt=adapt)
+        action = _attribute(ns.openenv_action, "--openenv-action")
+        found = resolve_server(target, adapt=lambda obj: openenv_server(obj, action) if isinstance(obj, type) and is_openenv_environment(obj) else None)
+        if getattr(found, "environment", None) is None:
+            raise InvalidInputError("--openenv-action is for an OpenEnv environment", [FieldViolation("--openenv-action", f"{target} is not one")])
+        return found
     from gym_metrics.environments import resolve_server
     from gym_metrics.nemo_gym import load_config_server
 
@@ -207,6 +218,17 @@ def _environment(ns: argparse.Namespace) -> Any:
     return load_config_server(
         config, name=ns.name, overrides=ns.set, servers=servers, host=ns.host, port=ns.port, server_class=server_class
     )  # fmt: skip
+
+
+def _attribute(value: str, flag: str) -> Any:
+    """What `module:Name` names; InvalidInputError naming `flag` when it does not load."""
+    module, _, name = value.rpartition(":")
+    if not module or not name:
+        raise InvalidInputError(f"cannot load {value}", [FieldViolation(flag, "expected MODULE:NAME")])
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidInputError(f"cannot load {value}", [FieldViolation(flag, str(exc))]) from None
 
 
 def _model_server(name: str, value: str) -> tuple[str, Any]:

@@ -166,3 +166,24 @@ def notes_environment() -> type:
             return self._state
 
     return NotesEnvironment
+
+
+class BaseActionLock(Environment):
+    """A lock whose step names only OpenEnv's base Action (as coding_env's does), and no typed
+    Environment base: the Action class has to be given (`serve --openenv-action`)."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = LockEnvironment()
+
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> LockObservation:
+        return self.lock.reset(seed, episode_id, **kwargs)
+
+    def step(self, action: Action, timeout_s: Optional[float] = None, **kwargs: Any) -> LockObservation:
+        return self.lock.step(action, timeout_s, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def state(self) -> LockState:
+        return self.lock.state

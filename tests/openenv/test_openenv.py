@@ -10,7 +10,10 @@ OpenEnv's own example environments, from its repository: test_openenv_repository
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import os
+import subprocess
 import json
 import random
 import sys
@@ -207,3 +210,33 @@ async def test_refusals_name_what_is_wrong(tmp_path: Path) -> None:
 
     with pytest.raises(InvalidInputError, match="cannot tell its Action class"):
         served(Unannotated)
+
+
+def test_serve_takes_the_action_class_when_step_does_not_name_it(tmp_path: Path) -> None:
+    """`gym-metrics serve module:EnvClass` in a process of its own: refused (exit 2, one line)
+    when step() names only OpenEnv's base Action; served with --openenv-action."""
+    from gym_metrics import ResourcesClient
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "gym_metrics.cli", "serve", "openenv_envs:BaseActionLock", "--port", "0"]
+    refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "BaseActionLock: cannot tell its Action class" in refused.stderr, refused.stderr
+    bad = subprocess.run([*command, "--openenv-action", "openenv_envs:NoSuchAction"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--openenv-action" in bad.stderr and "NoSuchAction" in bad.stderr, bad.stderr
+    server = subprocess.Popen([*command, "--openenv-action", "openenv_envs:LockAction"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        address = line.split("listening on ")[1].split()[0]
+
+        async def play() -> dict[str, Any]:
+            async with ResourcesClient(address) as client:
+                session, _ = await client.reset_session({"openenv": {"reset": {"seed": 3}}})
+                turn = {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": '{"dial": 0, "value": 0}'}]}]}
+                return await client.step(session, turn)
+
+        answer = asyncio.run(play())
+        assert answer["info"]["openenv"][0]["observation"]["metadata"] == {"tries": 1}
+    finally:
+        server.terminate()
+        server.wait(20)

@@ -82,7 +82,8 @@ class OpenEnvServer(SimpleResourcesServer):
         except BaseException:
             await asyncio.shield(self.close_session(session))  # (its slot and thread are freed either way)
             raise
-        return ResetResult(observation_text(observation), {ROW_FIELD: client_view(observation)})
+        view = client_view(observation)
+        return ResetResult(observation_text(observation, view), {ROW_FIELD: view})
 
     async def step(self, session: Session, response: dict[str, Any]) -> StepResult:
         live: _Live = session.state[ROW_FIELD]
@@ -116,8 +117,9 @@ class OpenEnvServer(SimpleResourcesServer):
             result = await self._on_thread(live, functools.partial(live.env.step, action))
         live.steps += 1
         live.done = bool(result.done)
-        records.append(client_view(result))
-        return observation_text(result)
+        view = client_view(result)
+        records.append(view)
+        return observation_text(result, view)
 
     def _validate(self, payload: dict[str, Any]) -> Any:
         if self._mcp:

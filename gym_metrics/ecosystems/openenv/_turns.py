@@ -108,14 +108,16 @@ def invalid(error: pydantic.ValidationError, action: type[pydantic.BaseModel]) -
     return "; ".join(parts)
 
 
-def observation_text(observation: Any) -> str:
-    """What the model reads of an observation (module docstring)."""
+def observation_text(observation: Any, view: Mapping[str, Any] | None = None) -> str:
+    """What the model reads of an observation (module docstring); `view`: its `client_view`,
+    when made already (one dump serves both)."""
     if hasattr(observation, "tool_name") and hasattr(observation, "result"):  # an MCP tool call's
         failed = getattr(observation, "error", None)
         if failed is not None:
             return f"Error: {getattr(failed, 'message', failed)}"
         return _result_text(observation.result)
-    fields = observation.model_dump(mode="json", exclude=_NOT_SHOWN, fallback=str)
+    dumped = (view or client_view(observation))["observation"]
+    fields = {k: v for k, v in dumped.items() if k != "metadata"}
     if not fields:
         return ""
     if len(fields) == 1:
