@@ -4,9 +4,10 @@ Each session is one instance of the environment class, made and reset when the s
 (`reset(**row["openenv"]["reset"])`, keyword arguments its `reset` does not take dropped, as
 OpenEnv's server drops them), stepped once per action of each model turn (_turns.py), closed
 with the session. As OpenEnv's server runs them: `step_async` / `reset_async` when the class
-defines its own, else `step` / `reset` on a thread of the session's own (one thread shared by
-all sessions for a class that sets REQUIRES_SINGLE_THREAD_EXECUTOR); a class without
-SUPPORTS_CONCURRENT_SESSIONS has one live session at a time (the others wait to open).
+defines its own, else `step` / `reset` on a thread of the session's own (kept for a later
+session once it closes; one thread shared by all sessions for a class that sets
+REQUIRES_SINGLE_THREAD_EXECUTOR); a class without SUPPORTS_CONCURRENT_SESSIONS has one live
+session at a time (the others wait to open).
 
 A turn's reward is the sum of its actions' `observation.reward` (None counts 0), the episode's
 the sum of its turns' (the collector adds them); `done` ends the episode (terminated): a step's,
@@ -36,6 +37,7 @@ from gym_metrics.errors import FieldViolation, InvalidInputError
 
 ROW_FIELD = "openenv"
 ENDED = "the episode has ended"
+IDLE_THREADS = 64
 
 
 @dataclass
@@ -63,19 +65,23 @@ class OpenEnvServer(SimpleResourcesServer):
         self._async_reset, self._async_step = overrides(cls, "reset_async"), overrides(cls, "step_async")
         self._shared = ThreadPoolExecutor(1, "openenv") if getattr(cls, "REQUIRES_SINGLE_THREAD_EXECUTOR", False) else None
         self._one_at_a_time = None if getattr(cls, "SUPPORTS_CONCURRENT_SESSIONS", False) else asyncio.Semaphore(1)
+        self._idle: list[ThreadPoolExecutor] = []
+        """Threads of closed sessions, kept for the next ones (starting a thread costs more than a step)."""
 
     async def reset(self, session: Session) -> ResetResult:
         kwargs = _reset_kwargs(session.row)
         if self._one_at_a_time is not None:
             await self._one_at_a_time.acquire()
-        executor = self._shared or ThreadPoolExecutor(1, "openenv-session")
-        live = _Live(None, executor, own_executor=self._shared is None)
+        own = self._shared is None
+        executor = self._shared or (self._idle.pop() if self._idle else ThreadPoolExecutor(1, "openenv-session"))
+        live = _Live(None, executor, own_executor=own)
         session.state[ROW_FIELD] = live
         try:
-            live.env = await self._on_thread(live, self.environment)
-            reset = live.env.reset_async if self._async_reset else live.env.reset
-            accepted = _accepted(reset, kwargs)
-            observation = await (reset(**accepted) if self._async_reset else self._on_thread(live, functools.partial(reset, **accepted)))
+            if self._async_reset:
+                live.env = await self._on_thread(live, self.environment)
+                observation = await live.env.reset_async(**_accepted(live.env.reset_async, kwargs))
+            else:
+                live.env, observation = await self._on_thread(live, functools.partial(_made_and_reset, self.environment, kwargs))
             live.done = bool(getattr(observation, "done", False))
             if self._mcp:
                 live.tools = await self._tool_names(live)
@@ -146,14 +152,23 @@ class OpenEnvServer(SimpleResourcesServer):
             if live.env is not None and callable(getattr(live.env, "close", None)):
                 await self._on_thread(live, live.env.close)
         finally:
-            if live.own_executor:
+            if live.own_executor and len(self._idle) < IDLE_THREADS:
+                self._idle.append(live.executor)
+            elif live.own_executor:
                 live.executor.shutdown(wait=False)
             if self._one_at_a_time is not None:
                 self._one_at_a_time.release()
 
     async def aclose(self) -> None:
-        if self._shared is not None:
-            self._shared.shutdown(wait=False)
+        for executor in [*self._idle, *([self._shared] if self._shared else [])]:
+            executor.shutdown(wait=False)
+        self._idle.clear()
+
+
+def _made_and_reset(environment: type, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """A new instance and its reset's observation, in one trip to the session's thread."""
+    env = environment()
+    return env, env.reset(**_accepted(env.reset, kwargs))
 
 
 def openenv_server(environment: type, action: type[pydantic.BaseModel] | None = None) -> type[OpenEnvServer]:
