@@ -44,6 +44,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--num-repeats", type=positive_int, metavar="K", help="K rollouts of each line (rollout indices counted per task, as NeMo Gym)")
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of lines without an agent_ref")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run: skip rollouts already in --output")
+    p.add_argument(
+        "--processes", type=positive_int, default=1, metavar="N",
+        help="shard the rollouts over N collector processes on this machine (by task), then merge and aggregate once: "
+        "docs/pipelines.md#processes",
+    )  # fmt: skip
+    p.add_argument("--shard", help=argparse.SUPPRESS)  # one process of --processes N (I/N): collects its part, no aggregation
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
     p.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify counts as reward 0")
     p.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries in the metrics")
@@ -197,7 +203,7 @@ def _check_inputs(ns: argparse.Namespace) -> None:
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics.cli._push import push_after, push_progress
-    from gym_metrics.collector import CollectOptions, RetryPolicy, collect_async, failures_path_for
+    from gym_metrics.collector import CollectOptions, RetryPolicy, Shard, collect_async, collect_processes_async, failures_path_for
 
     if ns.input is None:
         if not ns.reverify_failed:
@@ -206,7 +212,7 @@ def run(ns: argparse.Namespace) -> int:
     if ns.reverify_failed and (ns.reverify or ns.resume):
         raise InvalidInputError("--reverify-failed resumes --output itself", [FieldViolation("--reverify-failed", "give it without --reverify and --resume")])
     token = read_token(ns.auth_token_env)
-    progress = push_progress(ns)
+    progress = None if ns.shard else push_progress(ns)
     options = CollectOptions(
         num_repeats=ns.num_repeats,
         resume=ns.resume,
@@ -230,6 +236,7 @@ def run(ns: argparse.Namespace) -> int:
         trajectory=ns.trajectory,
         reverify=ns.reverify,
         reverify_failed=ns.reverify_failed,
+        shard=Shard.parse(ns.shard) if ns.shard else None,
     )
 
     async def collect() -> Any:
@@ -237,7 +244,16 @@ def run(ns: argparse.Namespace) -> int:
             clients = [
                 await stack.enter_async_context(ResourcesClient(s, token=token, tls_ca=ns.tls_ca)) for s in ns.server
             ]
+            if ns.processes > 1 and options.shard is None:
+                return await collect_processes_async(clients, ns.input, ns.output, ns.argv, ns.processes, options)
             return await collect_async(clients, ns.input, ns.output, options, progress)
+
+    if options.shard is not None:  # one of --processes N's: its parent reports, pushes, merges and aggregates
+        from gym_metrics.collector import die_with_parent
+
+        die_with_parent()
+        run_keeping_result(collect())
+        return 0
 
     started = time.perf_counter()
     with fewer_gc_passes():

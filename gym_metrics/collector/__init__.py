@@ -20,14 +20,17 @@ from gym_metrics.collector._input import indexed_rows
 from gym_metrics.collector._options import CollectOptions, RetryPolicy
 from gym_metrics.collector._outfile import failures_path_for
 from gym_metrics.collector._progress import Progress
+from gym_metrics.collector._processes import die_with_parent
+from gym_metrics.collector._shard import Shard
 
 if TYPE_CHECKING:
-    from gym_metrics.collector._run import CollectResult, collect, collect_async, estimate_total
+    from gym_metrics.collector._run import CollectResult, collect, collect_async, collect_processes_async, estimate_total
 
 _ON_FIRST_USE = {
     "CollectResult": "_run",
     "collect": "_run",
     "collect_async": "_run",
+    "collect_processes_async": "_run",
     "estimate_total": "_run",
 }
 
@@ -48,9 +51,12 @@ __all__ = [
     "EpisodeResult",
     "Progress",
     "RetryPolicy",
+    "Shard",
     "add_usage",
     "collect",
     "collect_async",
+    "collect_processes_async",
+    "die_with_parent",
     "estimate_total",
     "failures_path_for",
     "indexed_rows",

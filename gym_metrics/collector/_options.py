@@ -8,6 +8,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gym_metrics.collector._shard import Shard
 from gym_metrics.rollouts import OnBadLine
 from gym_metrics.targets import ModelTargetConfig
 
@@ -102,6 +103,9 @@ class CollectOptions:
     capture_payloads: bool = False
     """Keep each call's request and answer in the record too (NeMo Gym leaves them out of the
     row unless asked: they repeat the conversation once per turn)."""
+    shard: Shard | None = None
+    """Collect only this shard's rollouts (task index modulo its count) and do not aggregate:
+    one of `collect --processes N`'s processes (collector/_processes.py)."""
 
 
 __all__ = ["CollectOptions"]

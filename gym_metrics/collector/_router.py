@@ -87,6 +87,7 @@ class Router:
 
     def to_verify(self) -> Iterator[Rollout]:
         reverify = self.opts.reverify or self.opts.reverify_failed
+        shard = self.opts.shard
         for item in read_input(self.path, self.opts.num_repeats, self.opts.default_agent, self.fixed, reverify):
             if isinstance(item, Rollout) and self.opts.reverify_failed:
                 item.row, item.stored_reward = without_failure(item.row), None
@@ -97,6 +98,8 @@ class Router:
                 self._pass_through(item)
                 continue
             self.tasks[item.agent].add(item.task)
+            if shard is not None and not shard.owns(item.task):
+                continue
             if (item.agent, item.task, item.rollout) in self.out.done:
                 self.skipped_done += 1
                 continue
@@ -113,7 +116,9 @@ class Router:
 
     def _pass_through(self, scored: ScoredLines) -> None:
         """Already-scored lines, column-wise: keys noted, lines copied, progress counted."""
-        keep = np.ones(len(scored), dtype=bool)
+        shard = self.opts.shard
+        keep = np.ones(len(scored), dtype=bool) if shard is None else scored.task % shard.count == shard.index
+        owned = keep.copy()
         for code, name in enumerate(scored.agents):
             mine = scored.agent_code == code
             if not mine.any():
@@ -125,7 +130,7 @@ class Router:
                         keep[i] = False
             rewards = scored.reward[mine & keep]
             self.progress.add_many(name, len(rewards), float(np.nansum(rewards)), int(np.isfinite(rewards).sum()))
-        self.skipped_done += int((~keep).sum())
+        self.skipped_done += int((owned & ~keep).sum())
         if scored.columns is None or not keep.all():
             self.complete = False
         elif self.complete:

@@ -19,6 +19,8 @@ from gym_metrics.aggregate import AgentAggregate, local_parts, output_path_for, 
 from gym_metrics.collector._capture import Capture
 from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
+from gym_metrics.collector._processes import added, run_shards, write_stats
+from gym_metrics.collector._shard import stats_path
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._generate import GeneratedBatches, make_target
 from gym_metrics.collector._replicas import by_server, connect, on_any, still_up
@@ -213,6 +215,8 @@ async def collect_async(
     finally:
         await replicas.close_extra()
 
+    if opts.shard is not None:  # one process of `--processes N`: its parent merges and aggregates
+        return _shard_done(router, out, progress, runner, capture, replicas.info.wants_rows, output_path)
     in_memory = (
         {name: concat(parts) for name, parts in router.columns.items()}
         if router.complete and not out.done
@@ -249,6 +253,75 @@ async def collect_async(
         dropped=dict(router.dropped),
         failures_path=router.failures.path,
     )
+
+
+async def collect_processes_async(
+    client: ResourcesClient | Sequence[ResourcesClient],
+    input_path: str | Path,
+    output_path: str | Path,
+    argv: Sequence[str],
+    processes: int,
+    options: CollectOptions | None = None,
+) -> CollectResult:
+    """`collect --processes N` (collector/_processes.py): `argv`, this command's own arguments,
+    run as N shard processes; their rows merged into `output_path` in key order, then aggregated
+    here, once. The input's keys are checked and the server reached before any process starts."""
+    opts = options or CollectOptions()
+    input_path, output_path = Path(input_path), Path(output_path)
+    if opts.reverify_failed:
+        raise InvalidInputError("--reverify-failed runs in one process", [FieldViolation("--processes", "give it without --reverify-failed")])
+    if not input_path.is_file():
+        raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
+    await asyncio.to_thread(find_fixed_keys, input_path, opts.num_repeats, opts.default_agent)
+    log = _logger(None)
+    given = [client] if isinstance(client, ResourcesClient) else list(client)
+    replicas = await connect(given, opts.connections, opts.retry, opts.connect_timeout, log)
+    try:
+        total = estimate_total(input_path, opts.num_repeats)
+        stats = await asyncio.to_thread(
+            run_shards, argv, output_path, processes, total, resume=opts.resume, default_agent=opts.default_agent, log=log
+        )
+        summed = added(stats)
+        aggregates, failed = await _aggregate_output(replicas.clients, output_path, summed["tasks"], opts, replicas.info.wants_rows, log)
+    finally:
+        await replicas.close_extra()
+    generation_failures = summed["generation_failures"]
+    failed = [_with_generation_failures(f, generation_failures.get(f.agent, 0)) for f in failed]
+    metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
+    counts = summed["counts"]
+    return CollectResult(
+        rollouts_path=output_path, metrics_path=metrics_path, aggregates=aggregates,
+        bad_lines=[BadLine(*bad) for bad in summed["bad_lines"]], verified=counts["verified"],
+        passed_through=counts["passed_through"], skipped_done=counts["skipped_done"], repaired_bytes=counts["repaired_bytes"],
+        failed_agents=failed, generated=counts["generated"], generation_failed=counts["generation_failed"],
+        unanswered=counts["unanswered"], tool_calls=counts["tool_calls"], failed_tool_calls=counts["failed_tool_calls"],
+        episodes_retried=counts["episodes_retried"], episodes_at_max_steps=counts["episodes_at_max_steps"],
+        token_gaps=counts["token_gaps"], reverified=counts["reverified"], rewards_changed=counts["rewards_changed"],
+        dropped=summed["dropped"], failures_path=failures_path_for(output_path) if summed["dropped"] else None,
+    )  # fmt: skip
+
+
+def _shard_done(
+    router: Router, out: OutputFile, progress: Progress, runner: EpisodeRunner | None, capture: Capture | None,
+    wants_rows: bool, output_path: Path,
+) -> CollectResult:
+    """A shard's counts, written beside its file for its parent (collector/_processes.py)."""
+    counts = {
+        "verified": router.verified, "passed_through": router.passed_through, "skipped_done": router.skipped_done,
+        "repaired_bytes": out.repaired_bytes, "generated": progress.generated_ok, "generation_failed": router.generation_failed,
+        "unanswered": router.unanswered, "tool_calls": runner.tool_calls if runner else 0,
+        "failed_tool_calls": runner.failed_tool_calls if runner else 0, "episodes_retried": runner.retried if runner else 0,
+        "episodes_at_max_steps": runner.at_max_steps if runner else 0, "token_gaps": capture.token_gaps if capture else 0,
+        "reverified": router.reverified, "rewards_changed": router.rewards_changed,
+    }  # fmt: skip
+    stats = {
+        "counts": counts, "tasks": {agent: sorted(tasks) for agent, tasks in router.tasks.items()},
+        "bad_lines": [[bad.line, bad.field, bad.reason] for bad in router.bad_lines], "dropped": dict(router.dropped),
+        "generation_failures": dict(router.generation_failures),
+    }  # fmt: skip
+    write_stats(stats_path(output_path), stats)
+    return CollectResult(output_path, stats_path(output_path), [], router.bad_lines, router.verified, router.passed_through,
+                         router.skipped_done, out.repaired_bytes)  # fmt: skip
 
 
 async def _aggregate_output(

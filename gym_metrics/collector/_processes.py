@@ -1,0 +1,312 @@
+"""`collect --processes N`: the input's rollouts sharded over N collector processes on this
+machine, each with its own connections and policy pool, then one output, exactly.
+
+A rollout belongs to shard `task % N` (all rollouts of a task in one shard). Each shard process
+is this same command with `--shard I/N`: it reads the whole input (so every key is assigned as
+one process assigns it), collects only its own rollouts into `.<output>.shards/I-of-N.jsonl`
+(its failures sidecar beside it), always with `--resume`, and writes what it counted to
+`I-of-N.stats.json`; it does not aggregate. The parent draws one progress line from the shard
+files' growth, starts a shard that died again (once: it resumes its own file), and, when every
+shard finished, writes the rollouts file (and the failures sidecar) with the rows sorted by
+(task, rollout, agent), through a temporary file renamed into place, then aggregates it once.
+So the metrics file is byte for byte one process's (aggregation sorts by key), and the rollouts
+file holds one process's lines in a fixed order (one process writes them as they complete).
+A shard that fails twice stops the run with its log's last lines; nothing is written but the
+shard files, which `--resume` takes up. `--resume` also takes up an output a run of any kind
+left: its rows go to their shards first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import mmap
+import os
+import signal
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import orjson
+
+from gym_metrics._util.progress import ProgressLine
+from gym_metrics.collector._outfile import OutputFile, failures_path_for
+from gym_metrics.collector._shard import Shard, shard_dir, stats_path
+from gym_metrics.errors import GymMetricsError
+
+PARENT_ENV = "GYM_METRICS_SHARD_PARENT"
+"""The pid of the run a shard process belongs to (it dies with it)."""
+RETRIES = 1
+"""Times a shard process that died is started again (it resumes its own file)."""
+POLL_S = 0.25
+
+
+def write_stats(path: Path, stats: dict[str, Any]) -> None:
+    """A shard's counts, written when it finished (the parent adds them up)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(stats))
+    os.replace(tmp, path)
+
+
+def child_argv(argv: Sequence[str], shard: Shard, final: Path) -> list[str]:
+    """This command's own arguments for shard `shard`: without --processes, its own output and
+    --resume (a shard always continues its file)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "--processes":
+            skip = True
+            continue
+        if arg.startswith("--processes="):
+            continue
+        out.append(arg)
+    return [*out, "--shard", f"{shard.index}/{shard.count}", "--output", str(shard.output(final)), "--resume"]
+
+
+class _Lines:
+    """Lines in a growing file, counted by what was added since the last look."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.count = path, 0, 0
+
+    def look(self) -> int:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return self.count
+        self.offset += len(chunk)
+        self.count += chunk.count(b"\n")
+        return self.count
+
+
+class ShardProgress(ProgressLine):
+    """One progress line over every shard: the rows their files hold."""
+
+    def __init__(self, total: int | None, files: list[_Lines]) -> None:
+        super().__init__(total, name="collect")
+        self.files = files
+        self._done = sum(f.count for f in files)
+        self.started_at = self._done
+
+    @property
+    def done(self) -> int:
+        return self._done
+
+    def look(self) -> None:
+        self._done = sum(f.look() for f in self.files)
+        self.tick()
+
+    def summary(self) -> str:
+        return f"{self.head('rollouts')} | {len(self.files)} processes"
+
+
+def redistribute(final: Path, shards: list[Shard], default_agent: str | None) -> int:
+    """`--resume` of an output a run left: each of its rows appended to its shard's file unless
+    that file holds its key already (so the shards skip it); the rows moved."""
+    if not final.exists() or not final.stat().st_size:
+        return 0
+    files = [OutputFile(s.output(final), True, default_agent) for s in shards]
+    moved = 0
+    try:
+        pending: list[list[bytes]] = [[] for _ in shards]
+        with final.open("rb") as f:
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break  # a line cut short by a kill: its rollout is collected again
+                agent, task, rollout = _key(line, default_agent)
+                i = task % len(shards)
+                if (agent, task, rollout) not in files[i].done:
+                    files[i].done.add((agent, task, rollout))
+                    pending[i].append(line)
+                    moved += 1
+        for file, lines in zip(files, pending):
+            if lines:
+                file.write(lines)
+    finally:
+        for file in files:
+            file.close()
+    return moved
+
+
+def _key(line: bytes, default_agent: str | None) -> tuple[str, int, int]:
+    row = orjson.loads(line)
+    ref = row.get("agent_ref")
+    agent = ref.get("name") if isinstance(ref, dict) and ref.get("name") else default_agent or ""
+    return str(agent), int(row["_ng_task_index"]), int(row["_ng_rollout_index"])
+
+
+def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, *, resume: bool,
+               default_agent: str | None, log: Callable[[str], None]) -> list[dict[str, Any]]:  # fmt: skip
+    """Start the shard processes, follow them, start a dead one again (RETRIES times), merge
+    their files into `final` once all finished; their stats, else GymMetricsError naming the
+    shard (module docstring)."""
+    shards = [Shard(i, count) for i in range(count)]
+    folder = shard_dir(final)
+    if folder.exists() and not resume:
+        raise GymMetricsError(f"{folder} holds the shards of a run that did not finish: pass --resume to continue it, or remove it")
+    if not resume and final.exists() and final.stat().st_size:
+        raise GymMetricsError(f"{final} exists and is not empty: pass --resume to continue it, or remove it")
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = _lock(folder)
+    if resume:
+        moved = redistribute(final, shards, default_agent)
+        if moved:
+            log(f"collect: {moved:,} rows of {final} handed to their shards")
+    for shard in shards:
+        stats_path(shard.output(final)).unlink(missing_ok=True)
+    files = [_Lines(s.output(final)) for s in shards]
+    progress = ShardProgress(total, files)
+    running: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
+    try:
+        for shard in shards:
+            running[shard.index] = (_start(argv, shard, final), 0)
+        while running:
+            time.sleep(POLL_S)
+            progress.look()
+            for index, (proc, tries) in list(running.items()):
+                code = proc.poll()
+                if code is None:
+                    continue
+                del running[index]
+                shard = shards[index]
+                if code == 0 and stats_path(shard.output(final)).exists():
+                    continue
+                if code == 2 or tries >= RETRIES:  # bad input fails again; a second death is reported
+                    raise GymMetricsError(f"shard {index + 1} of {count} failed (exit {code}); {_tail(shard.log(final))}"
+                                          f"; its rows so far are kept in {folder}: fix the cause and run again with --resume")  # fmt: skip
+                log(f"collect: shard {index + 1} of {count} stopped (exit {code}); starting it again (it resumes its file)")
+                running[index] = (_start(argv, shard, final), tries + 1)
+        stats = [json.loads(stats_path(s.output(final)).read_text()) for s in shards]
+        merge_shards(final, count, default_agent)  # (still holding the lock)
+    finally:
+        for proc, _ in running.values():
+            proc.kill()
+            proc.wait()
+        progress.look()
+        progress.close()
+        lock.close()
+    return stats
+
+
+def _lock(folder: Path) -> IO[bytes]:
+    """The shards' lock, held while this run follows them: a second run on the same output
+    (its --resume too) is refused instead of writing the same files."""
+    handle = (folder / "lock").open("ab")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise GymMetricsError(f"another collect is running on {folder}'s output: wait for it, or stop it") from None
+    return handle
+
+
+def _start(argv: Sequence[str], shard: Shard, final: Path) -> subprocess.Popen[bytes]:
+    log = shard.log(final).open("ab")
+    try:
+        env = {**os.environ, PARENT_ENV: str(os.getpid())}
+        return subprocess.Popen([sys.executable, "-m", "gym_metrics.cli", *child_argv(argv, shard, final)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)  # fmt: skip
+    finally:
+        log.close()
+
+
+def die_with_parent() -> None:
+    """Called first in a shard process: the kernel kills it when the run that started it dies
+    (Linux's PR_SET_PDEATHSIG), so a killed run leaves no shard writing on behind a later
+    --resume; a parent gone already ends it now. (Set here, not between fork and exec: the
+    parent holds gRPC's threads, and a fork hook there can abort the child.)"""
+    parent = os.environ.get(PARENT_ENV)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != int(parent):
+        os._exit(1)
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except FileNotFoundError:
+        return "no log"
+    shown = [line for line in text if line.strip()][-lines:]
+    return "its last lines: " + " | ".join(shown) if shown else "it printed nothing"
+
+
+def merge_shards(final: Path, count: int, default_agent: str | None) -> None:
+    """The shards' rows into `final` (and their failures into its sidecar), sorted by (task,
+    rollout, agent), through a temporary file renamed into place; then the shards are removed."""
+    shards = [Shard(i, count) for i in range(count)]
+    _write_sorted([s.output(final) for s in shards], final, default_agent)
+    failures = [failures_path_for(s.output(final)) for s in shards]
+    if any(p.exists() and p.stat().st_size for p in failures):
+        _write_sorted([p for p in failures if p.exists()], failures_path_for(final), default_agent)
+    shutil.rmtree(shard_dir(final))
+
+
+def _write_sorted(parts: list[Path], target: Path, default_agent: str | None) -> None:
+    agents: dict[str, int] = {}
+    keys: list[np.ndarray] = []
+    maps: list[mmap.mmap | bytes] = []
+    for part, path in enumerate(parts):
+        data: mmap.mmap | bytes = b""
+        if path.exists() and path.stat().st_size:
+            with path.open("rb") as f:
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        maps.append(data)
+        ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + 1 if len(data) else np.zeros(0, np.int64)
+        starts = np.concatenate(([0], ends[:-1])) if len(ends) else ends
+        table = np.empty((len(ends), 6), np.int64)
+        for n, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+            agent, task, rollout = _key(data[start:end], default_agent)
+            table[n] = (task, rollout, agents.setdefault(agent, len(agents)), part, start, end)
+        keys.append(table)
+    every = np.concatenate(keys) if keys else np.zeros((0, 6), np.int64)
+    names = sorted(agents)
+    rank = np.array([names.index(a) for a in agents], np.int64) if agents else np.zeros(0, np.int64)
+    order = np.lexsort((rank[every[:, 2]] if len(every) else every[:, 2], every[:, 1], every[:, 0]))
+    tmp = target.with_name(f".{target.name}.merging")
+    with tmp.open("wb") as out:
+        buffer: list[bytes] = []
+        for task, rollout, agent, part, start, end in every[order].tolist():
+            buffer.append(maps[part][start:end])
+            if len(buffer) >= 4096:
+                out.write(b"".join(buffer))
+                buffer.clear()
+        out.write(b"".join(buffer))
+    for data in maps:
+        if isinstance(data, mmap.mmap):
+            data.close()
+    os.replace(tmp, target)
+
+
+def added(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """The shards' counts added up; their tasks per agent joined; bad lines in input order."""
+    counts: dict[str, Any] = {}
+    tasks: dict[str, set[int]] = {}
+    bad: set[tuple[int, str, str]] = set()
+    dropped: dict[str, int] = {}
+    generation: dict[str, int] = {}
+    for one in stats:
+        for name, value in one["counts"].items():
+            counts[name] = counts.get(name, 0) + value
+        for agent, indices in one["tasks"].items():
+            tasks.setdefault(agent, set()).update(indices)
+        bad.update((int(line), str(field), str(reason)) for line, field, reason in one["bad_lines"])
+        for into, given in ((dropped, one["dropped"]), (generation, one["generation_failures"])):
+            for name, value in given.items():
+                into[name] = into.get(name, 0) + value
+    return {"counts": counts, "tasks": tasks, "bad_lines": sorted(bad), "dropped": dropped, "generation_failures": generation}
+
+
+__all__ = ["PARENT_ENV", "RETRIES", "ShardProgress", "added", "child_argv", "die_with_parent", "merge_shards", "redistribute", "run_shards", "write_stats"]

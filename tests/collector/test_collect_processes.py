@@ -1,0 +1,157 @@
+"""`gym-metrics collect --processes N` (issue 42 item 1) as a user runs it: a real `serve
+math_exact` subprocess, a ScriptedPolicyServer in this process, the collector a subprocess
+whose shards are subprocesses of their own. One process's run is the reference: with N
+processes the metrics file is byte for byte its, and the rollouts file holds its lines, sorted
+by (task, rollout, agent); also when a shard is SIGKILLed mid-run (started again, it resumes its
+file), when the whole run is SIGKILLed and resumed with --resume, and when a one-process run's
+output is resumed by N processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_collect_generate_kill import TOTAL, answer, collect_args, math_port, write_rollouts  # noqa: F401  (math_port: a fixture)
+from test_collector_faults import Procs, line_count, metrics_of, wait_for_lines
+
+from gym_metrics.testing import ScriptedPolicyServer
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
+
+
+def sorted_lines(out: Path) -> list[bytes]:
+    """The file's lines in (task, rollout, agent) order: one process writes them as they complete."""
+
+    def key(line: bytes) -> tuple[int, int, str]:
+        row = json.loads(line)
+        return row["_ng_task_index"], row["_ng_rollout_index"], row["agent_ref"]["name"]
+
+    return sorted(out.read_bytes().splitlines(keepends=True), key=key)
+
+
+@pytest.fixture(scope="module")
+def reference(math_port: int, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:  # noqa: F811
+    """One process's run of the rollouts: (its rollouts file, its input)."""
+    folder = tmp_path_factory.mktemp("one")
+    src = write_rollouts(folder / "in.jsonl")
+    with ScriptedPolicyServer(answer) as policy:
+        done = subprocess.run(collect_args(math_port, policy, "chat", src, folder / "out.jsonl"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return folder / "out.jsonl", src
+
+
+def assert_same_as(reference: Path, out: Path) -> None:
+    assert metrics_of(out).read_bytes() == metrics_of(reference).read_bytes()
+    assert out.read_bytes().splitlines(keepends=True) == sorted_lines(reference)
+    assert not out.with_name(f".{out.name}.shards").exists()
+
+
+def shard_pids(out: Path) -> dict[str, int]:
+    """The live shard processes of the run writing `out`, by their --shard."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--shard" in argv and any(str(out.name).encode() in a for a in argv):
+            found[argv[argv.index(b"--shard") + 1].decode()] = int(entry.name)
+    return found
+
+
+def wait_until(check: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_n_processes_write_one_processs_lines_in_key_order_and_its_metrics(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
+    ref, src = reference
+    for processes in ("2", "3"):
+        out = tmp_path / f"p{processes}" / "out.jsonl"
+        out.parent.mkdir()
+        with ScriptedPolicyServer(answer) as policy:
+            done = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", processes), capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert sum(policy.calls.values()) == TOTAL  # every rollout generated once, by one shard
+        assert f"{TOTAL} generated (0 generations failed)" in done.stdout
+        assert_same_as(ref, out)
+
+
+def test_a_killed_shard_is_started_again_and_resumes_its_file(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
+    ref, src = reference
+    out = tmp_path / "out.jsonl"
+    procs = Procs()
+    try:
+        with ScriptedPolicyServer(answer, delay_s=0.02) as policy:
+            run = procs.start(collect_args(math_port, policy, "chat", src, out, "--processes", "2"), tmp_path / "run.log", tmp_path)
+            shard = out.with_name(f".{out.name}.shards") / "0-of-2.jsonl"
+            wait_until(lambda: shard.exists() and line_count(shard) >= 10)
+            victim = shard_pids(out)["0/2"]
+            os.kill(victim, signal.SIGKILL)
+            assert run.wait(timeout=120) == 0, (tmp_path / "run.log").read_text()
+            asked_again = {k for k, n in policy.calls.items() if n > 1}
+        log = (tmp_path / "run.log").read_text()
+        assert "shard 1 of 2 stopped (exit -9); starting it again (it resumes its file)" in log
+        assert len(asked_again) <= 4 * 2  # at most what was in flight when it died is asked again
+        assert_same_as(ref, out)
+    finally:
+        procs.kill_all()
+
+
+def test_a_killed_run_resumes_and_a_one_process_output_is_taken_up(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
+    ref, src = reference
+    procs = Procs()
+    try:
+        with ScriptedPolicyServer(answer, delay_s=0.02) as policy:
+            # the parent SIGKILLed: its shards die with it (none writes on behind the resume)
+            out = tmp_path / "killed" / "out.jsonl"
+            out.parent.mkdir()
+            run = procs.start(collect_args(math_port, policy, "chat", src, out, "--processes", "2"), tmp_path / "killed.log", tmp_path)
+            folder = out.with_name(f".{out.name}.shards")
+            wait_until(lambda: sum(line_count(p) for p in folder.glob("*.jsonl")) >= TOTAL // 4 if folder.exists() else False)
+            run.send_signal(signal.SIGKILL)
+            run.wait(timeout=10)
+            wait_until(lambda: not shard_pids(out), timeout=10)
+            assert not out.exists() and not metrics_of(out).exists()  # never a short file
+            resumed = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", "2", "--resume"),
+                                     capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+            assert_same_as(ref, out)
+
+            # one process killed mid-run, its output resumed by three
+            one = tmp_path / "one" / "out.jsonl"
+            one.parent.mkdir()
+            single = procs.start(collect_args(math_port, policy, "chat", src, one), tmp_path / "one.log", tmp_path)
+            wait_for_lines(single, one, TOTAL // 3)
+            single.send_signal(signal.SIGKILL)
+            single.wait(timeout=10)
+            had = line_count(one)
+            taken = subprocess.run(collect_args(math_port, policy, "chat", src, one, "--processes", "3", "--resume"),
+                                   capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert taken.returncode == 0, taken.stdout + taken.stderr
+            assert f"rows of {one} handed to their shards" in taken.stderr and had > 0
+            assert_same_as(ref, one)
+    finally:
+        procs.kill_all()
+
+
+def test_what_processes_refuse(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
+    _, src = reference
+    out = tmp_path / "out.jsonl"
+    out.with_name(f".{out.name}.shards").mkdir()
+    with ScriptedPolicyServer(answer) as policy:
+        left = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", "2"), capture_output=True, text=True, timeout=60)
+        assert left.returncode != 0 and "holds the shards of a run that did not finish: pass --resume" in left.stderr
+        again = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", "2", "--reverify-failed"),
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert again.returncode == 2 and "--reverify-failed runs in one process" in again.stderr
