@@ -49,6 +49,11 @@ def add_parsers(sub: Any) -> None:
         help="shard the rollouts over N collector processes on this machine (by task), then merge and aggregate once: "
         "docs/pipelines.md#processes",
     )  # fmt: skip
+    p.add_argument(
+        "--ray", nargs="?", const="", metavar="ADDRESS",
+        help="run the shards as Ray tasks across a cluster (default: a local Ray; --processes N of them, else one per "
+        "cluster CPU), the output written here: docs/pipelines.md#processes; needs gym-metrics[ray]",
+    )  # fmt: skip
     p.add_argument("--shard", help=argparse.SUPPRESS)  # one process of --processes N (I/N): collects its part, no aggregation
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
     p.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify counts as reward 0")
@@ -244,6 +249,9 @@ def run(ns: argparse.Namespace) -> int:
             clients = [
                 await stack.enter_async_context(ResourcesClient(s, token=token, tls_ca=ns.tls_ca)) for s in ns.server
             ]
+            if ns.ray is not None and options.shard is None:
+                return await collect_processes_async(clients, ns.input, ns.output, ns.argv, ns.processes if ns.processes > 1 else None,
+                                                     options, shards=_on_ray(ns))  # fmt: skip
             if ns.processes > 1 and options.shard is None:
                 return await collect_processes_async(clients, ns.input, ns.output, ns.argv, ns.processes, options)
             return await collect_async(clients, ns.input, ns.output, options, progress)
@@ -263,6 +271,16 @@ def run(ns: argparse.Namespace) -> int:
         health_after(result.rollouts_path, result.metrics_path, ns.agent)
     report_after(ns, result.metrics_path, result.rollouts_path)
     return export_after(ns, result.metrics_path, code, resume=ns.resume)
+
+
+def _on_ray(ns: argparse.Namespace) -> Any:
+    """collect --ray: the shards as Ray tasks, each running this command's main on its node."""
+    import functools
+
+    from gym_metrics.cli import main
+    from gym_metrics.ray import collect_shards_on_ray
+
+    return functools.partial(collect_shards_on_ray, input_path=ns.input, command=main, address=ns.ray or None)
 
 
 def run_demo(ns: argparse.Namespace) -> int:

@@ -20,8 +20,8 @@ from gym_metrics.collector._input import indexed_rows
 from gym_metrics.collector._options import CollectOptions, RetryPolicy
 from gym_metrics.collector._outfile import failures_path_for
 from gym_metrics.collector._progress import Progress
-from gym_metrics.collector._processes import die_with_parent
-from gym_metrics.collector._shard import Shard
+from gym_metrics.collector._processes import ShardProgress, child_argv, close_shards, die_with_parent, open_shards
+from gym_metrics.collector._shard import Shard, shard_dir, stats_path
 
 if TYPE_CHECKING:
     from gym_metrics.collector._run import CollectResult, collect, collect_async, collect_processes_async, estimate_total
@@ -52,7 +52,10 @@ __all__ = [
     "Progress",
     "RetryPolicy",
     "Shard",
+    "ShardProgress",
     "add_usage",
+    "child_argv",
+    "close_shards",
     "collect",
     "collect_async",
     "collect_processes_async",
@@ -60,5 +63,8 @@ __all__ = [
     "estimate_total",
     "failures_path_for",
     "indexed_rows",
+    "open_shards",
     "run_episode",
+    "shard_dir",
+    "stats_path",
 ]

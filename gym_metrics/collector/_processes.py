@@ -104,7 +104,10 @@ class ShardProgress(ProgressLine):
         return self._done
 
     def look(self) -> None:
-        self._done = sum(f.look() for f in self.files)
+        self.set_done(sum(f.look() for f in self.files))
+
+    def set_done(self, rows: int) -> None:
+        self._done = rows
         self.tick()
 
     def summary(self) -> str:
@@ -146,12 +149,9 @@ def _key(line: bytes, default_agent: str | None) -> tuple[str, int, int]:
     return str(agent), int(row["_ng_task_index"]), int(row["_ng_rollout_index"])
 
 
-def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, *, resume: bool,
-               default_agent: str | None, log: Callable[[str], None]) -> list[dict[str, Any]]:  # fmt: skip
-    """Start the shard processes, follow them, start a dead one again (RETRIES times), merge
-    their files into `final` once all finished; their stats, else GymMetricsError naming the
-    shard (module docstring)."""
-    shards = [Shard(i, count) for i in range(count)]
+def open_shards(final: Path, count: int, *, resume: bool, default_agent: str | None, log: Callable[[str], None]) -> IO[bytes]:
+    """Before the shards run: the folder checked (a run left it: --resume) and locked, a left
+    output's rows handed to their shards (--resume), old stats gone. The lock (close it last)."""
     folder = shard_dir(final)
     if folder.exists() and not resume:
         raise GymMetricsError(f"{folder} holds the shards of a run that did not finish: pass --resume to continue it, or remove it")
@@ -159,12 +159,35 @@ def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, 
         raise GymMetricsError(f"{final} exists and is not empty: pass --resume to continue it, or remove it")
     folder.mkdir(parents=True, exist_ok=True)
     lock = _lock(folder)
-    if resume:
-        moved = redistribute(final, shards, default_agent)
-        if moved:
-            log(f"collect: {moved:,} rows of {final} handed to their shards")
-    for shard in shards:
-        stats_path(shard.output(final)).unlink(missing_ok=True)
+    try:
+        shards = [Shard(i, count) for i in range(count)]
+        if resume:
+            moved = redistribute(final, shards, default_agent)
+            if moved:
+                log(f"collect: {moved:,} rows of {final} handed to their shards")
+        for shard in shards:
+            stats_path(shard.output(final)).unlink(missing_ok=True)
+    except BaseException:
+        lock.close()
+        raise
+    return lock
+
+
+def close_shards(final: Path, count: int, default_agent: str | None) -> list[dict[str, Any]]:
+    """Once every shard finished (its stats written): their stats, and their rows merged into
+    `final` (merge_shards; call it holding the lock)."""
+    stats = [json.loads(stats_path(Shard(i, count).output(final)).read_text()) for i in range(count)]
+    merge_shards(final, count, default_agent)
+    return stats
+
+
+def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, *, resume: bool,
+               default_agent: str | None, log: Callable[[str], None]) -> list[dict[str, Any]]:  # fmt: skip
+    """Start the shard processes, follow them, start a dead one again (RETRIES times), merge
+    their files into `final` once all finished; their stats, else GymMetricsError naming the
+    shard (module docstring)."""
+    shards = [Shard(i, count) for i in range(count)]
+    lock = open_shards(final, count, resume=resume, default_agent=default_agent, log=log)
     files = [_Lines(s.output(final)) for s in shards]
     progress = ShardProgress(total, files)
     running: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
@@ -184,11 +207,10 @@ def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, 
                     continue
                 if code == 2 or tries >= RETRIES:  # bad input fails again; a second death is reported
                     raise GymMetricsError(f"shard {index + 1} of {count} failed (exit {code}); {_tail(shard.log(final))}"
-                                          f"; its rows so far are kept in {folder}: fix the cause and run again with --resume")  # fmt: skip
+                                          f"; its rows so far are kept in {shard_dir(final)}: fix the cause and run again with --resume")  # fmt: skip
                 log(f"collect: shard {index + 1} of {count} stopped (exit {code}); starting it again (it resumes its file)")
                 running[index] = (_start(argv, shard, final), tries + 1)
-        stats = [json.loads(stats_path(s.output(final)).read_text()) for s in shards]
-        merge_shards(final, count, default_agent)  # (still holding the lock)
+        return close_shards(final, count, default_agent)
     finally:
         for proc, _ in running.values():
             proc.kill()
@@ -196,7 +218,6 @@ def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, 
         progress.look()
         progress.close()
         lock.close()
-    return stats
 
 
 def _lock(folder: Path) -> IO[bytes]:
@@ -309,4 +330,4 @@ def added(stats: list[dict[str, Any]]) -> dict[str, Any]:
     return {"counts": counts, "tasks": tasks, "bad_lines": sorted(bad), "dropped": dropped, "generation_failures": generation}
 
 
-__all__ = ["PARENT_ENV", "RETRIES", "ShardProgress", "added", "child_argv", "die_with_parent", "merge_shards", "redistribute", "run_shards", "write_stats"]
+__all__ = ["PARENT_ENV", "RETRIES", "ShardProgress", "added", "child_argv", "close_shards", "die_with_parent", "merge_shards", "open_shards", "redistribute", "run_shards", "write_stats"]

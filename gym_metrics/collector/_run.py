@@ -260,12 +260,15 @@ async def collect_processes_async(
     input_path: str | Path,
     output_path: str | Path,
     argv: Sequence[str],
-    processes: int,
+    processes: int | None,
     options: CollectOptions | None = None,
+    shards: Callable[..., list[dict[str, Any]]] = run_shards,
 ) -> CollectResult:
     """`collect --processes N` (collector/_processes.py): `argv`, this command's own arguments,
-    run as N shard processes; their rows merged into `output_path` in key order, then aggregated
-    here, once. The input's keys are checked and the server reached before any process starts."""
+    run as N shard processes (or as `shards` runs them: Ray tasks, gym_metrics.ray; `processes`
+    None: as many as it chooses); their rows merged into `output_path` in key order, then
+    aggregated here, once. The input's keys are checked and the server reached before any shard
+    starts."""
     opts = options or CollectOptions()
     input_path, output_path = Path(input_path), Path(output_path)
     if opts.reverify_failed:
@@ -279,7 +282,7 @@ async def collect_processes_async(
     try:
         total = estimate_total(input_path, opts.num_repeats)
         stats = await asyncio.to_thread(
-            run_shards, argv, output_path, processes, total, resume=opts.resume, default_agent=opts.default_agent, log=log
+            shards, argv, output_path, processes, total, resume=opts.resume, default_agent=opts.default_agent, log=log
         )
         summed = added(stats)
         aggregates, failed = await _aggregate_output(replicas.clients, output_path, summed["tasks"], opts, replicas.info.wants_rows, log)

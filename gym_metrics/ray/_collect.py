@@ -1,0 +1,110 @@
+"""`collect --ray [ADDRESS]`: the shards of `collect --processes N` (collector/_processes.py) as
+Ray tasks across a cluster, the output written where the driver runs.
+
+The input goes to the object store once; each task writes it into a folder of its own on its
+node, collects its shard there (the same command with `--shard I/N`, in the worker process;
+after a `--resume`, from the rows the driver already holds for it) and sends back its rows,
+its failures and its counts. The driver writes them into the shards folder beside the output,
+then merges and aggregates as `--processes` does, so the files are the same. A task whose
+worker or node died is run again by Ray (its shard from the start, or from the rows the driver
+held when it was sent); the servers and the policy must be reachable from every node.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gym_metrics.collector import Shard, ShardProgress, child_argv, close_shards, failures_path_for, open_shards, stats_path
+from gym_metrics.errors import GymMetricsError
+from gym_metrics.ray._replicas import _ray
+
+TASK_RETRIES = 3
+"""Times Ray runs a shard's task again after its worker or node died."""
+
+
+def _collect_shard(command: Callable[[list[str]], int], argv: list[str], given: bytes, held: bytes, index: int, count: int) -> tuple[bytes, bytes, bytes]:
+    """In a Ray worker: shard `index` of `count` collected in a folder of its own by `command`
+    (the CLI's main); (its rows, its failures, its stats as JSON)."""
+    shard = Shard(index, count)
+    with tempfile.TemporaryDirectory(prefix="gym-metrics-shard-") as tmp:
+        folder = Path(tmp)
+        (folder / "input.jsonl").write_bytes(given)
+        final = folder / "out.jsonl"
+        out = shard.output(final)
+        out.parent.mkdir()
+        out.write_bytes(held)
+        code = command([*child_argv(argv, shard, final), "--input", str(folder / "input.jsonl")])
+        if code != 0:
+            raise GymMetricsError(f"shard {index + 1} of {count} exited {code} on its node (its log is the worker's stderr)")
+        failures = failures_path_for(out)
+        return out.read_bytes(), failures.read_bytes() if failures.exists() else b"", stats_path(out).read_bytes()
+
+
+def collect_shards_on_ray(
+    argv: Sequence[str], final: Path, count: int | None, total: int | None, *, resume: bool, default_agent: str | None,
+    log: Callable[[str], None], input_path: Path, command: Callable[[list[str]], int], address: str | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Run the shards as Ray tasks (`count`: the cluster's CPUs when None), each running
+    `command` (the CLI's main) on its shard's arguments; write what they send back into the
+    shards folder, merge it into `final`; their stats (module docstring)."""
+    ray = _ray()
+    started = not ray.is_initialized()
+    if started:
+        _init(ray, address)
+    try:
+        count = count or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        lock = open_shards(final, count, resume=resume, default_agent=default_agent, log=log)
+        try:
+            shards = [Shard(i, count) for i in range(count)]
+            progress = ShardProgress(total, [])
+            task = ray.remote(max_retries=TASK_RETRIES, retry_exceptions=False)(_collect_shard)
+            given = ray.put(input_path.read_bytes())
+            held = [s.output(final).read_bytes() if s.output(final).exists() else b"" for s in shards]
+            pending = {task.remote(command, list(argv), given, held[s.index], s.index, count): s for s in shards}
+            rows = sum(h.count(b"\n") for h in held)
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                for ref in done:
+                    shard = pending.pop(ref)
+                    try:
+                        lines, failures, stats = ray.get(ref)
+                    except Exception as exc:
+                        raise GymMetricsError(f"shard {shard.index + 1} of {count} failed on Ray: {_cause(exc)}; "
+                                              f"run again with --resume") from None  # fmt: skip
+                    out = shard.output(final)
+                    out.write_bytes(lines)
+                    if failures:
+                        failures_path_for(out).write_bytes(failures)
+                    stats_path(out).write_bytes(stats)
+                    rows += lines.count(b"\n") - held[shard.index].count(b"\n")
+                progress.set_done(rows)  # (rows arrive a shard at a time)
+            progress.close()
+            return close_shards(final, count, default_agent)
+        finally:
+            lock.close()
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _init(ray: Any, address: str | None) -> None:
+    """ray.init; a local start that times out (a loaded machine) is tried again, three times in all."""
+    for attempt in (1, 2, 3):
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="warning")
+            return
+        except Exception as exc:  # "Timed out waiting for file ...", "The current node timed out during startup"
+            ray.shutdown()
+            if attempt == 3 or address or "timed out" not in str(exc).lower():
+                raise
+
+
+def _cause(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__
+
+
+__all__ = ["TASK_RETRIES", "collect_shards_on_ray"]

@@ -1,0 +1,97 @@
+"""`collect --ray` (issue 42 item 2) on a local Ray instance (2 CPUs): the shards of `--processes`
+as Ray tasks, each running the command on its node, the output written by the driver: the
+metrics file byte for byte one process's and its lines in key order; a task whose worker is
+SIGKILLed mid-shard is run again by Ray with the same result. The server (math_exact) and the
+scripted policy run in this process, on loopback, as a cluster's nodes would reach them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from gym_metrics.cli import main
+from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_environment
+from gym_metrics_servers.math_exact.app import MathExactServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+TASKS, REPEATS = 24, 3
+
+
+def answer(prompt: str) -> PolicyAnswer:
+    task = int(prompt.split()[1].rstrip(","))
+    return PolicyAnswer(text=f"So the answer is $\\boxed{{{2 * task + (task % 3 == 0)}}}$.", output_tokens=5 + task % 4)
+
+
+def tasks(path: Path) -> Path:
+    rows = [{"agent_ref": {"name": "policy"}, "responses_create_params": {"input": [{"role": "user", "content": f"Task {t}, what is {t} + {t}?"}]},
+             "expected_answer": str(2 * t)} for t in range(TASKS)]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def in_key_order(out: Path) -> list[bytes]:
+    def key(line: bytes) -> tuple[int, int]:
+        row = json.loads(line)
+        return row["_ng_task_index"], row["_ng_rollout_index"]
+
+    return sorted(out.read_bytes().splitlines(keepends=True), key=key)
+
+
+def shard_workers() -> list[int]:
+    """Ray workers running a shard's task (Ray titles them `ray::_collect_shard`)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().startswith(b"ray::_collect_shard"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+async def run(server: str, policy: ScriptedPolicyServer, src: Path, out: Path, *extra: str) -> int:
+    args = ["collect", "--server", server, "--input", str(src), "--output", str(out), "--num-repeats", str(REPEATS),
+            "--policy-url", policy.url, "--policy-model", "scripted", "--policy-concurrency", "4", *extra]  # fmt: skip
+    return await asyncio.to_thread(main, args)
+
+
+async def test_shards_as_ray_tasks_give_one_processs_files(ray_cluster: ModuleType, tmp_path: Path) -> None:
+    src = tasks(tmp_path / "tasks.jsonl")
+    async with serve_environment(MathExactServer) as server:
+        with ScriptedPolicyServer(answer) as policy:
+            assert await run(server.address, policy, src, tmp_path / "one.jsonl") == 0
+            assert await run(server.address, policy, src, tmp_path / "ray.jsonl", "--ray", "--processes", "3") == 0
+            assert sum(policy.calls.values()) == 2 * TASKS * REPEATS  # each rollout once per run
+            # default: one shard per cluster CPU (2)
+            assert await run(server.address, policy, src, tmp_path / "ray2.jsonl", "--ray") == 0
+    for name in ("ray", "ray2"):
+        out = tmp_path / f"{name}.jsonl"
+        assert (tmp_path / f"{name}_aggregate_metrics.json").read_bytes() == (tmp_path / "one_aggregate_metrics.json").read_bytes()
+        assert out.read_bytes().splitlines(keepends=True) == in_key_order(tmp_path / "one.jsonl")
+        assert not (tmp_path / f".{name}.jsonl.shards").exists()
+
+
+async def test_a_shard_whose_worker_dies_is_run_again(ray_cluster: ModuleType, tmp_path: Path) -> None:
+    src = tasks(tmp_path / "tasks.jsonl")
+    async with serve_environment(MathExactServer) as server:
+        with ScriptedPolicyServer(answer) as policy:
+            assert await run(server.address, policy, src, tmp_path / "one.jsonl") == 0
+        with ScriptedPolicyServer(answer, delay_s=0.1) as slow:
+            collecting = asyncio.ensure_future(run(server.address, slow, src, tmp_path / "ray.jsonl", "--ray", "--processes", "2"))
+            deadline = time.monotonic() + 120
+            while not (workers := shard_workers()) or sum(slow.calls.values()) < 6:
+                assert time.monotonic() < deadline and not collecting.done()
+                await asyncio.sleep(0.05)
+            os.kill(workers[0], signal.SIGKILL)
+            assert await collecting == 0
+            assert sum(slow.calls.values()) > TASKS * REPEATS  # the killed shard asked again
+    assert (tmp_path / "ray_aggregate_metrics.json").read_bytes() == (tmp_path / "one_aggregate_metrics.json").read_bytes()
+    assert (tmp_path / "ray.jsonl").read_bytes().splitlines(keepends=True) == in_key_order(tmp_path / "one.jsonl")
