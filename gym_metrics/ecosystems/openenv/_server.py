@@ -25,7 +25,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pydantic
@@ -49,7 +49,6 @@ class _Live:
     own_executor: bool
     tools: list[str] | None = None
     done: bool = False
-    steps: int = field(default=0)
 
 
 class OpenEnvServer(SimpleResourcesServer):
@@ -114,25 +113,17 @@ class OpenEnvServer(SimpleResourcesServer):
         if move.payload is None:
             return f"Invalid action: {move.error}"
         try:
-            action = self._validate(move.payload)
+            action = self.action.model_validate(move.payload)  # (an MCP environment's: CallToolAction)
         except pydantic.ValidationError as exc:
             return f"Invalid action: {invalid(exc, self.action)}"
         if self._async_step:
             result = await live.env.step_async(action)
         else:
             result = await self._on_thread(live, functools.partial(live.env.step, action))
-        live.steps += 1
         live.done = bool(result.done)
         view = client_view(result)
         records.append(view)
         return observation_text(result, view)
-
-    def _validate(self, payload: dict[str, Any]) -> Any:
-        if self._mcp:
-            from openenv.core.env_server.mcp_types import CallToolAction
-
-            return CallToolAction.model_validate(payload)
-        return self.action.model_validate(payload)
 
     async def _tool_names(self, live: _Live) -> list[str]:
         """An MCP environment's tools, as its ListToolsAction lists them."""
