@@ -39,6 +39,17 @@ async def test_many_episodes_share_one_stream() -> None:
         assert len(server.handler.sessions.store) == 0 and server.handler.sessions.store.opened == 200
 
 
+async def test_more_calls_at_once_than_a_message_takes_go_in_several() -> None:
+    """10,000 episodes seeded at once on one stream: more than a server takes in one message
+    (MAX_CALLS_PER_MESSAGE, 4,096), so the client sends them in several (16,000 episodes in
+    flight once failed every episode here)."""
+    async with serve_environment(Counter(), max_sessions=20_000) as server, ResourcesClient(server.address) as client:
+        calls = client.session_stream()
+        sessions = await asyncio.gather(*(calls.seed_session({"initial_count": n}) for n in range(10_000)))
+        assert len(set(sessions)) == 10_000 and len(server.handler.sessions.store) == 10_000
+        assert all(await asyncio.gather(*(calls.close_session(s) for s in sessions)))
+
+
 async def test_a_calls_failure_is_its_answer_and_the_stream_goes_on() -> None:
     async with serve_environment(Counter(), max_sessions=2) as server, ResourcesClient(server.address) as client:
         calls = client.session_stream()

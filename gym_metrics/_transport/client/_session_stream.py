@@ -22,6 +22,10 @@ from gym_metrics._transport.client._status import REJECTED, RemoteCallError, Ser
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 
+CALLS_PER_MESSAGE = 1024
+"""Calls one message carries at most: with thousands of episodes in flight the queue holds more
+than a server takes in one message (4,096, its MAX_CALLS_PER_MESSAGE); the rest go in the next."""
+
 _CODE_NAMES = {3: "INVALID_ARGUMENT", 5: "NOT_FOUND", 8: "RESOURCE_EXHAUSTED", 9: "FAILED_PRECONDITION", 13: "INTERNAL", 14: "UNAVAILABLE"}
 
 
@@ -90,11 +94,12 @@ class SessionStream:
         self._outbox = outbox
 
         async def requests() -> AsyncIterator[pb.SessionCallsRequest]:
-            """The calls queued since the last message, in one message (a grpc.aio message
-            costs about as much as a unary call: batching is where the stream saves)."""
+            """The calls queued since the last message, in one message of at most
+            CALLS_PER_MESSAGE (a grpc.aio message costs about as much as a unary call: batching
+            is where the stream saves)."""
             while True:
                 calls = [await outbox.get()]
-                while not outbox.empty():
+                while len(calls) < CALLS_PER_MESSAGE and not outbox.empty():
                     calls.append(outbox.get_nowait())
                 ready = [c for c in calls if c is not None]
                 if ready:
