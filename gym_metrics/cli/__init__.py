@@ -28,8 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # usage errors (2), --help and --version (0)
         return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.BAD_INPUT)
     configure_logging(ns.log_level)
-    ns.argv = list(sys.argv[1:] if argv is None else argv)
-    """The command's own arguments (collect --processes runs them again, one process a shard)."""
+    ns.argv = list(sys.argv[1:] if argv is None else argv)  # (collect --processes runs them again, a process a shard)
     _warn_old_flags(ns.command, ns.argv)
     try:
         _check_inputs(ns)
