@@ -96,8 +96,7 @@ class ShardProgress(ProgressLine):
     def __init__(self, total: int | None, files: list[_Lines]) -> None:
         super().__init__(total, name="collect")
         self.files = files
-        self._done = sum(f.count for f in files)
-        self.started_at = self._done
+        self._done = 0
 
     @property
     def done(self) -> int:

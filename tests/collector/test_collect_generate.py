@@ -46,6 +46,20 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
+async def collect_with_trajectory_and_health(src_dir: Path, out: Path, tasks: int) -> None:
+    """`gym-metrics collect --trajectory --health` in this process (run in a thread) of `tasks`
+    task rows, through a real math_exact server and the scripted policy (ANSWERS): what the
+    health and viewer tests collect."""
+    import asyncio
+
+    src = write_jsonl(src_dir / "tasks.jsonl", [task_row(n, _ng_task_index=n, _ng_rollout_index=0) for n in range(tasks)])
+    async with serve_environment("math_exact") as server:
+        with ScriptedPolicyServer(ANSWERS) as policy:
+            args = ["collect", "--server", server.address, "--input", str(src), "--output", str(out), "--policy-url", policy.url,
+                    "--policy-model", "scripted", "--trajectory", "--health"]  # fmt: skip
+            assert await asyncio.to_thread(cli_main, args) == 0
+
+
 def policy_config(policy: ScriptedPolicyServer, api: str = "chat", **knobs: Any) -> ModelTargetConfig:
     settings: dict[str, Any] = {"max_concurrency": 8, "backoff_seconds": 0.01, "max_backoff_seconds": 0.05, **knobs}
     return ModelTargetConfig(url=policy.url, model="scripted", api=api, **settings)  # type: ignore[arg-type]

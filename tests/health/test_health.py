@@ -48,22 +48,12 @@ def test_the_command_prints_the_report_and_refuses_an_unknown_check(tmp_path: Pa
 async def test_collect_health_checks_the_rollouts_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`collect --trajectory --health`: the reports beside the rollouts, the line printed, each
     rollout checked with the evidence its trajectory gives (healthy, not unobserved)."""
-    import asyncio
-
     sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
-    from test_collect_generate import ANSWERS, task_row, write_jsonl
+    from test_collect_generate import collect_with_trajectory_and_health
 
-    from gym_metrics.cli import main as cli_main
-    from gym_metrics.testing import ScriptedPolicyServer, serve_environment
-
-    src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(n, _ng_task_index=n, _ng_rollout_index=0) for n in range(3)])
     out = tmp_path / "run" / "out.jsonl"
     out.parent.mkdir()
-    async with serve_environment("math_exact") as server:
-        with ScriptedPolicyServer(ANSWERS) as policy:
-            args = ["collect", "--server", server.address, "--input", str(src), "--output", str(out), "--policy-url", policy.url,
-                    "--policy-model", "scripted", "--trajectory", "--health"]  # fmt: skip
-            assert await asyncio.to_thread(cli_main, args) == 0
+    await collect_with_trajectory_and_health(tmp_path, out, 3)
     printed = capsys.readouterr().out
     assert "Rollout health: 3 checked, " in printed and f"Quality summary: {out.parent / 'quality_summary.json'}" in printed
     verdicts = [json.loads(line) for line in (out.parent / "rollout_verdicts.jsonl").read_text().splitlines()]

@@ -4,7 +4,6 @@ as its `health` section, every other byte of the file as it was."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import sys
@@ -24,9 +23,7 @@ BLOCK = re.compile(rb',\n    "health": \{\n(?:      [^\n]*\n)*?    \}')
 
 async def test_collect_health_writes_the_counts_into_the_metrics_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
-    from test_collect_generate import ANSWERS, task_row, write_jsonl
-
-    from gym_metrics.testing import ScriptedPolicyServer, serve_environment
+    from test_collect_generate import collect_with_trajectory_and_health
 
     written: dict[str, bytes] = {}
     add = Health.add_to_metrics
@@ -36,14 +33,9 @@ async def test_collect_health_writes_the_counts_into_the_metrics_file(tmp_path: 
         return add(self, metrics, default_agent)
 
     monkeypatch.setattr(Health, "add_to_metrics", keep_then_add)
-    src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(n, _ng_task_index=n, _ng_rollout_index=0) for n in range(3)])
     out = tmp_path / "run" / "out.jsonl"
     out.parent.mkdir()
-    async with serve_environment("math_exact") as server:
-        with ScriptedPolicyServer(ANSWERS) as policy:
-            args = ["collect", "--server", server.address, "--input", str(src), "--output", str(out), "--policy-url", policy.url,
-                    "--policy-model", "scripted", "--trajectory", "--health"]  # fmt: skip
-            assert await asyncio.to_thread(cli_main, args) == 0
+    await collect_with_trajectory_and_health(tmp_path, out, 3)
     metrics = out.with_name("out_aggregate_metrics.json")
     summary = json.loads((out.parent / "quality_summary.json").read_text())["run"]
     (entry,) = orjson.loads(metrics.read_bytes())

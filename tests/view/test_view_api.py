@@ -170,21 +170,13 @@ async def test_a_real_collect_is_followed_to_its_health_verdicts(tmp_path: Path)
     import sys
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
-    from test_collect_generate import ANSWERS, task_row, write_jsonl
+    from test_collect_generate import collect_with_trajectory_and_health
 
-    from gym_metrics.cli import main as cli_main
-    from gym_metrics.testing import ScriptedPolicyServer, serve_environment
-
-    src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(n, _ng_task_index=n, _ng_rollout_index=0) for n in range(4)])
     out = tmp_path / "run" / "out.jsonl"
     out.parent.mkdir()
     out.write_text("")
     with Viewer([out]) as v:
-        async with serve_environment("math_exact") as server:
-            with ScriptedPolicyServer(ANSWERS) as policy:
-                args = ["collect", "--server", server.address, "--input", str(src), "--output", str(out), "--policy-url", policy.url,
-                        "--policy-model", "scripted", "--trajectory", "--health"]  # fmt: skip
-                assert await asyncio.to_thread(cli_main, args) == 0
+        await collect_with_trajectory_and_health(tmp_path, out, 4)
         written = [json.loads(line) for line in out.read_text().splitlines()]
         verdicts = {json.loads(x)["_ng_task_index"]: json.loads(x)["verdict"] for x in (out.parent / "rollout_verdicts.jsonl").read_text().splitlines()}
 
