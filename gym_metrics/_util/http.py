@@ -276,10 +276,6 @@ class PooledHttp:
         bearer key, under the concurrency bound, retrying as the module docstring says.
         Returns the 2xx response; raises `self.error`, or TypeError (nothing sent) when `body`
         is not JSON-serialisable."""
-        # Yield once before touching httpx: callers that start coroutines eagerly (evaluate,
-        # the gRPC servicer) run the first step in THEIR task and resume it in a new one, and
-        # httpx's cancel scopes must be entered and left in the same task.
-        await asyncio.sleep(0)
         payload = body if isinstance(body, bytes) else orjson.dumps(body)
         sent = {"Content-Type": "application/json", "Accept": "application/json", **(headers or {})}
         if self._bound is not None:
@@ -301,6 +297,10 @@ class PooledHttp:
                 attempt += 1
 
     async def _attempt(self, url: str, payload: bytes, headers: dict[str, str]) -> Answer:
+        # Yield once before touching httpx: callers that start coroutines eagerly (evaluate,
+        # the gRPC servicer) run the first step in THEIR task and resume it in a new one, and
+        # httpx's cancel scopes must be entered and left in the same task.
+        await asyncio.sleep(0)
         http, semaphore = self._session()
         async with semaphore:  # held for the request only, not during a backoff sleep
             self.attempts += 1

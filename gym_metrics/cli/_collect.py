@@ -260,7 +260,8 @@ def run(ns: argparse.Namespace) -> int:
         from gym_metrics.collector import die_with_parent
 
         die_with_parent()
-        run_keeping_result(collect())
+        with fewer_gc_passes():
+            run_keeping_result(collect())
         return 0
 
     started = time.perf_counter()
@@ -384,9 +385,9 @@ def run_keeping_result(main: Coroutine[Any, Any, T]) -> T:
     async def main_task() -> None:
         box.append(await main)
 
-    import asyncio  # here, not at import: `gym-metrics aggregate` starts without it
+    from gym_metrics._util.aio import run_fast  # here, not at import: `gym-metrics aggregate` starts without asyncio
 
-    asyncio.run(main_task())
+    run_fast(main_task())
     return box[0]
 
 

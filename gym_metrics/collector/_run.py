@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gym_metrics._util.aio import run_fast
 from gym_metrics._util.limits import ensure_open_files
 from gym_metrics._util.progress import estimate_lines
 from gym_metrics._transport.client import ResourcesClient, ServerInfo, ServerUnavailableError
@@ -96,7 +97,7 @@ def collect(
     progress: Progress | None = None,
 ) -> CollectResult:
     """Synchronous wrapper of `collect_async`."""
-    return asyncio.run(collect_async(client, input_path, output_path, options, progress))
+    return run_fast(collect_async(client, input_path, output_path, options, progress))
 
 
 def _batches(router: Router, opts: CollectOptions, progress: Progress, needs_response: bool, capture: Capture | None) -> Batches:

@@ -87,21 +87,26 @@ Handler = Callable[[bytes], bytes]
 
 @pytest.fixture
 async def raw_server() -> AsyncIterator[Callable[[Handler, bool], asyncio.Future[str]]]:
-    """A raw HTTP/1.1 server: `start(answer, close_after)` -> its base URL; `answer(body)`
-    gives the whole raw reply; `close_after` closes each connection after one reply (without
-    saying so), as a server whose keep-alive timed out does."""
+    """A raw HTTP/1.1 server: `start(answer, close_after, piece=0)` -> its base URL;
+    `answer(body)` gives the whole raw reply; `close_after` closes each connection after one
+    reply (without saying so), as a server whose keep-alive timed out does; `piece`: the reply
+    is sent in pieces of that many bytes, each on its own."""
     servers: list[asyncio.AbstractServer] = []
     counts = {"connections": 0}
 
-    async def start(answer: Handler, close_after: bool) -> str:
+    async def start(answer: Handler, close_after: bool, piece: int = 0) -> str:
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             counts["connections"] += 1
             try:
                 while True:
                     head = await reader.readuntil(b"\r\n\r\n")
                     length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
-                    writer.write(answer(await reader.readexactly(length)))
-                    await writer.drain()
+                    reply = answer(await reader.readexactly(length))
+                    for at in range(0, len(reply), piece or len(reply)):
+                        writer.write(reply[at : at + (piece or len(reply))])
+                        await writer.drain()
+                        if piece:
+                            await asyncio.sleep(0.001)
                     if close_after:
                         break
             except (asyncio.IncompleteReadError, ConnectionError):
@@ -159,3 +164,32 @@ async def test_an_answer_past_the_bound_is_refused_not_read(frame: Callable[[byt
     finally:
         await target.aclose()
     assert big.value.attempts == 1  # not retried: the same request gets the same answer
+
+
+@pytest.mark.parametrize("frame", [chunked, close_delimited, sized])
+async def test_answers_wait_for_room_in_the_byte_budget_and_come_whole_in_any_pieces(
+    frame: Callable[[bytes], bytes], raw_server: Callable[..., asyncio.Future[str]]
+) -> None:
+    """A budget smaller than one answer, four requests in flight, answers sent in pieces of
+    7 bytes (heads, chunk lines and bodies cut anywhere): sized bodies are read one at a time
+    (a read waits, its connection paused, until the answer before gave its bytes back); one of
+    unknown length waits only while the budget is over (it is counted as it comes). Every
+    answer comes whole, in every framing, and the budget ends empty."""
+    from gym_metrics.targets import ByteBudget
+
+    texts = [f"answer {i} " + "y" * 300 for i in range(4)]
+    by_prompt = {f"q{i}": t for i, t in enumerate(texts)}
+    url = await raw_server(lambda body: frame(completion_bytes(by_prompt[json.loads(body)["messages"][-1]["content"]])), frame is not chunked, 7)
+    budget = ByteBudget(100)
+    config = ModelTargetConfig(url=url, model="m", api="chat", max_concurrency=4, max_retries=0)
+    target = ModelTarget(config, lean_http=True, budget=budget)
+    try:
+        answers = await asyncio.gather(*(target.generate({"input": [{"role": "user", "content": f"q{i}"}]}) for i in range(4)))
+    finally:
+        await target.aclose()
+    assert [a.text for a in answers] == texts
+    one = len(completion_bytes(texts[0]))
+    assert one <= budget.peak <= 4 * one
+    if frame is sized:
+        assert budget.peak < 2 * one  # one at a time
+    assert budget.held == 0
