@@ -1,10 +1,9 @@
 """collect's event loop (gym_metrics/_util/aio.py run_fast): uvloop's where installed (a
-dependency off Windows), asyncio's when GYM_METRICS_EVENT_LOOP=asyncio says so."""
+dependency off Windows, so here), asyncio's when GYM_METRICS_EVENT_LOOP=asyncio says so."""
 
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import pytest
 
@@ -16,7 +15,6 @@ async def loop_module() -> str:
     return type(asyncio.get_running_loop()).__module__
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="uvloop has no Windows build")
 def test_collect_runs_on_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GYM_METRICS_EVENT_LOOP", raising=False)
     assert run_fast(loop_module()).startswith("uvloop")

@@ -36,6 +36,11 @@ def names() -> list[str]:
     return sorted(name for name in DATASETS if name != "composite")
 
 
+HASH_ORDERED = frozenset({"codeio", "isomorphic_strings", "knight_swap", "polynomial_multiplication", "ransom_note", "word_ladder"})
+"""Datasets of reasoning-gym 0.1.25 whose entries follow PYTHONHASHSEED (they iterate sets of
+strings): a process started with another hash seed (a spawned worker) builds other entries."""
+
+
 def generated(dataset: Any, index: int) -> dict[str, Any]:
     """`dataset[index]` as reasoning-gym generates it with Python's global `random` seeded by the
     entry's seed (the dataset's seed + index), as the dataset command generates it: codeio's
