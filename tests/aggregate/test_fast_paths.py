@@ -229,3 +229,59 @@ def test_filled_chunks_match_the_per_task_path(
     assert made and all(m is not None for m in made)  # every chunk was filled column-wise
     monkeypatch.setattr(_output, "_filled", lambda *a: None)
     assert agg_bytes(path, tmp_path / "general.json") == fast
+
+
+class _PerTask:
+    """An environment whose compute_metrics gives per-task entries: `kind` says which shape."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def entry(self, t: int) -> dict[str, Any]:
+        if self.kind == "columns":  # ints and floats, the same keys in one order: filled column-wise
+            return {"pass@1": t % 2, "pass@2": 1, "mean_reward": t / 3, "big": 2**62 + t}
+        if self.kind == "ragged":  # a key only some tasks have
+            return {"pass@1": t % 2, **({"hard": 1.5} if t % 5 == 0 else {})}
+        if self.kind == "mixed":  # an int column with a float in it, and a bool
+            return {"score": 0.5 if t == 7 else 1, "ok": t % 3 == 0}
+        if self.kind == "nan":
+            return {"score": float("nan") if t == 3 else 0.25}
+        return {"num_rollouts": 99, "pass@1": t % 2}  # a key of the entry's own (the environment's wins)
+
+
+@pytest.mark.parametrize("kind", ["columns", "ragged", "mixed", "nan", "clash"])
+def test_per_task_metrics_render_as_the_per_task_path_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """compute_metrics' per_task_metrics (math_exact's pass@k per task) are written column-wise
+    when every task has the same numeric keys, which collect's metrics file took 4 of its 10 s
+    to write one dict at a time at 1M rollouts; any other shape goes the per-task way. Either way
+    the bytes are those of the per-task path (every chunk rendered from dicts)."""
+    env = _PerTask(kind)
+
+    def per_task(columns: Any) -> dict[str, Any]:
+        return {"per_task_metrics": [{"_ng_task_index": t, **env.entry(t)} for t in columns.task_index.tolist()]}
+
+    rows = [
+        {"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": float((t + r) % 2), "n": r}
+        for t in range(40) for r in range(3)
+    ]  # fmt: skip
+    path = write_rows(tmp_path / "r.jsonl", rows)
+    monkeypatch.setattr(_output, "CHUNK", 16)
+    heads: list[bool] = []
+    real_head = _output._head_parts
+
+    def recorded(*args: Any) -> Any:
+        made = real_head(*args)
+        heads.append(made is not None)
+        return made
+
+    monkeypatch.setattr(_output, "_head_parts", recorded)
+    def aggregated(out: Path) -> bytes:
+        aggregate_file(path, out, compute_metrics_columns=per_task, keep_rows=False)
+        return out.read_bytes()
+
+    fast = aggregated(tmp_path / "fast.json")
+    assert heads and all(heads) == (kind == "columns"), heads
+    entries = json.loads(fast)[0]["group_level_metrics"]
+    assert {k: entries[10][k] for k in env.entry(10) if k != "num_rollouts"} == {k: v for k, v in env.entry(10).items() if k != "num_rollouts"} or kind == "nan"
+    monkeypatch.setattr(_output, "_head_parts", lambda *a: None)
+    assert aggregated(tmp_path / "per_task.json") == fast

@@ -188,24 +188,58 @@ Parts = tuple[list[bytes], list[Texts]]
 
 def _head_parts(groups: GroupTable, lo: int, hi: int) -> Parts | None:
     """Each entry of tasks lo..hi up to (without) rollout_infos and the closing brace, as a
-    template; None unless every stat is defined and no task has custom metrics."""
+    template; None unless every stat is defined and the tasks' custom metrics are columns
+    (see _custom_columns)."""
     stat_keys = list(groups.stats)
     stats = [groups.stats[k][lo:hi] for k in stat_keys]
     if any(np.isnan(col).any() for col in stats):
         return None
+    keys = [TASK_KEY, *stat_keys, "sample", "num_rollouts", "expected_num_rollouts"]
+    keys += ["missing_num_rollouts", "reward_profile_completion_pct"]
+    custom: tuple[list[str], list[np.ndarray]] = ([], [])
     if groups.custom is not None and any(groups.custom[lo:hi]):
-        return None
+        found = _custom_columns(groups.custom[lo:hi], {*keys, "rollout_infos"})
+        if found is None:
+            return None
+        custom = found
     num = groups.num_rollouts[lo:hi]
     expected = groups.expected_num_rollouts[lo:hi]
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(expected == 0, 100.0, 100.0 * num / np.where(expected == 0, 1, expected))
-    keys = [TASK_KEY, *stat_keys, "sample", "num_rollouts", "expected_num_rollouts"]
-    keys += ["missing_num_rollouts", "reward_profile_completion_pct"]
+    keys += custom[0]
     pieces = [b"{" + orjson.dumps(keys[0]) + b":", *(b"," + orjson.dumps(k) + b":" for k in keys[1:]), b""]
     samples = [x if isinstance(x, bytes) else _dump(x) for x in groups.samples_at(lo, hi)]
     columns = [numbers(groups.task_index[lo:hi]), *map(numbers, stats), joined(samples)]
     columns += [numbers(num), numbers(expected), numbers(expected - num), numbers(pct)]
+    columns += [numbers(col) for col in custom[1]]
     return pieces, columns
+
+
+def _custom_columns(entries: list[dict[str, Any] | None], taken: set[str]) -> tuple[list[str], list[np.ndarray]] | None:
+    """compute_metrics' per-task entries (pass@k and the like, one dict a task) as columns:
+    when every task has the same keys in the same order, none of them an entry's own, and each
+    key's values are all ints (int64) or all finite floats. None otherwise: the entries are
+    then rendered one by one, as dicts."""
+    first = entries[0]
+    if not first:
+        return None
+    keys = tuple(first)
+    if taken.intersection(keys) or any(e is None or tuple(e) != keys for e in entries):
+        return None
+    columns: list[np.ndarray] = []
+    for key in keys:
+        values = [e[key] for e in entries]  # type: ignore[index]
+        kinds = set(map(type, values))
+        try:
+            if kinds == {int}:
+                columns.append(np.array(values, dtype=np.int64))
+            elif kinds == {float} and np.isfinite(column := np.array(values, dtype=np.float64)).all():
+                columns.append(column)
+            else:
+                return None
+        except OverflowError:  # an int past 64 bits
+            return None
+    return list(keys), columns
 
 
 def _heads(groups: GroupTable, lo: int, hi: int, head: Parts | None) -> list[bytes]:
