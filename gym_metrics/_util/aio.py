@@ -25,8 +25,9 @@ async def gather_all(*calls: Awaitable[T]) -> list[T]:
 
 def run_fast(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run(main)` on uvloop's event loop where it is installed (Linux and macOS
-    installs have it): collect's agent loop spends about a quarter less CPU per episode there,
-    gRPC streams included. `GYM_METRICS_EVENT_LOOP=asyncio` keeps asyncio's own loop."""
+    installs have it): a policy call of collect's agent loop costs a third less CPU there
+    (BENCHMARKS.md, "Several collector processes"). `GYM_METRICS_EVENT_LOOP=asyncio` keeps
+    asyncio's own loop."""
     if os.environ.get("GYM_METRICS_EVENT_LOOP", "uvloop") != "asyncio":
         try:
             import uvloop
