@@ -145,11 +145,14 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self.answer = asyncio.get_running_loop().create_future()
         self._state = self._after_room
-        self.transport.resume_reading()
+        if self.open:
+            self.transport.resume_reading()
         try:
             self._advance()
         except (ValueError, WireTooLarge) as exc:
             self._fail(exc)
+        if not self.open:  # the server closed while the answer waited: what came is all there is
+            self._ended(None)
         return self.answer
 
     def reusable(self) -> bool:
@@ -175,15 +178,20 @@ class _Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self.open = False
-        if self._state == "until_close":
-            self._finish(self._body)
-        else:
-            self._fail(ConnectionResetError("the server closed the connection"))
+        self._ended(None)
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
-        self._fail(exc if exc is not None else ConnectionResetError("the connection was closed"))
+        self._ended(exc)
+
+    def _ended(self, exc: Exception | None) -> None:
+        """The server closed: that ends a body read until close; any other answer still
+        unread failed (one waiting for budget room is decided by `go_on`, from what came)."""
+        if self._state == "until_close":
+            self._finish(self._body)
+        elif self._state != "room":
+            self._fail(exc if exc is not None else ConnectionResetError("the server closed the connection"))
 
     # ------------------------------------------------------------------ parsing
 

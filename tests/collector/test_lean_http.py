@@ -193,3 +193,40 @@ async def test_answers_wait_for_room_in_the_byte_budget_and_come_whole_in_any_pi
     if frame is sized:
         assert budget.peak < 2 * one  # one at a time
     assert budget.held == 0
+
+
+async def test_an_answer_waiting_for_room_is_whole_when_its_server_closed_meanwhile() -> None:
+    """The budget holds a slow sized answer; the next answer, read until close, comes whole and
+    its server closes it while it waits for room (its reading paused): once there is room it
+    is read to its end, the close ending its body, not failing it."""
+    from gym_metrics.targets import ByteBudget
+
+    slow_text, quick_text = "slow " + "s" * 300, "quick " + "q" * 300
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        prompt = json.loads(await reader.readexactly(length))["messages"][-1]["content"]
+        if prompt == "slow":
+            reply = sized(completion_bytes(slow_text))
+            writer.write(reply[:-50])  # the head and most of the body: counted, held
+            await writer.drain()
+            await asyncio.sleep(0.4)
+            writer.write(reply[-50:])
+        else:
+            await asyncio.sleep(0.1)  # after the slow one's head
+            writer.write(close_delimited(completion_bytes(quick_text)))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    budget = ByteBudget(100)
+    target = ModelTarget(ModelTargetConfig(url=url, model="m", api="chat", max_concurrency=2, max_retries=0), lean_http=True, budget=budget)
+    try:
+        slow, quick = await asyncio.gather(*(target.generate({"input": [{"role": "user", "content": c}]}) for c in ("slow", "quick")))
+    finally:
+        await target.aclose()
+        server.close()
+    assert (slow.text, quick.text) == (slow_text, quick_text)
+    assert budget.held == 0
