@@ -94,6 +94,8 @@ class ByteBudget:
 
 
 _timeout = getattr(asyncio, "timeout", None)
+_HEADS_KEPT = 64
+"""Request heads a pool keeps made (one per URL and headers; a run has one or two)."""
 _MAX_HEAD = 1 << 20
 """Bytes of an answer's head (or of a chunk's size line) at most."""
 
@@ -336,6 +338,7 @@ class WirePool:
         self.budget = budget
         self._size = size
         self._idle: list[_Connection] = []
+        self._heads: dict[tuple[Any, ...], bytes] = {}
         self._semaphore: asyncio.Semaphore | None = None
         self._ssl: ssl_module.SSLContext | None = None
 
@@ -343,11 +346,7 @@ class WirePool:
         """(status, lower-cased headers, body) of one POST (the body in one buffer, as read)."""
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self._size)
-        parts = urlsplit(url)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        lines = [f"POST {target} HTTP/1.1", f"Host: {self.host_header}", f"Content-Length: {len(payload)}"]
-        lines += [f"{k}: {v}" for k, v in headers.items()]
-        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
+        request = self._head_of(url, headers) + b"Content-Length: %d\r\n\r\n" % len(payload) + payload
         async with self._semaphore:
             try:
                 if _timeout is not None:  # Python 3.11+: no extra task per request
@@ -356,6 +355,20 @@ class WirePool:
                 return await asyncio.wait_for(self._exchange(request, None), self.timeout_s)
             except asyncio.TimeoutError:
                 raise WireTimeout() from None
+
+    def _head_of(self, url: str, headers: dict[str, str]) -> bytes:
+        """The request line and headers of a POST to `url` (all but Content-Length), made once
+        per URL and headers: every generation of a run sends the same."""
+        key: tuple[Any, ...] = (url, *headers.items())
+        head = self._heads.get(key)
+        if head is None:
+            parts = urlsplit(url)
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            lines = [f"POST {target} HTTP/1.1", f"Host: {self.host_header}", *(f"{k}: {v}" for k, v in headers.items())]
+            head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+            if len(self._heads) < _HEADS_KEPT:
+                self._heads[key] = head
+        return head
 
     async def _exchange(self, request: bytes, deadline: Any) -> tuple[int, dict[str, str], bytes | bytearray]:
         while True:

@@ -230,3 +230,40 @@ async def test_an_answer_waiting_for_room_is_whole_when_its_server_closed_meanwh
         server.close()
     assert (slow.text, quick.text) == (slow_text, quick_text)
     assert budget.held == 0
+
+
+async def test_each_request_carries_its_own_path_headers_and_length() -> None:
+    """The pool makes a request head once per URL and headers: requests to other paths, with
+    other headers or bodies, each still say theirs."""
+    from gym_metrics.targets._wire import WirePool
+
+    seen: list[tuple[bytes, bytes]] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+                seen.append((head, await reader.readexactly(length)))
+                writer.write(sized(b"{}"))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    pool = WirePool(base + "/v1", 1, 10.0)
+    sent = [("/v1/responses", {"X-A": "1"}, b'{"a":1}'), ("/v1/chat/completions?x=2", {"X-A": "1"}, b"{}"),
+            ("/v1/responses", {"X-A": "2", "X-B": "3"}, b'{"bb":22}'), ("/v1/responses", {"X-A": "1"}, b"[]")]  # fmt: skip
+    try:
+        for path, headers, body in sent:
+            assert (await pool.post(base + path, body, headers))[0] == 200
+    finally:
+        await pool.aclose()
+        server.close()
+    assert len(seen) == len(sent)
+    for (head, body), (path, headers, payload) in zip(seen, sent):
+        lines = head.decode().split("\r\n")
+        assert lines[0] == f"POST {path} HTTP/1.1" and body == payload
+        assert {line.split(": ")[0] for line in lines[1:] if line} == {"Host", "Content-Length", *headers}
+        assert all(f"{k}: {v}" in lines for k, v in headers.items()) and f"Content-Length: {len(payload)}" in lines
