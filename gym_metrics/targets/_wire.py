@@ -21,7 +21,6 @@ import asyncio
 import ssl as ssl_module
 import time
 import weakref
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
