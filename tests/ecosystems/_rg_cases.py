@@ -42,16 +42,20 @@ strings): a process started with another hash seed (a spawned worker) builds oth
 
 
 def generated(dataset: Any, index: int) -> dict[str, Any]:
-    """`dataset[index]` as reasoning-gym generates it with Python's global `random` seeded by the
-    entry's seed (the dataset's seed + index), as the dataset command generates it: codeio's
-    reference programs draw from the global `random`, so unseeded they give a new answer key
+    """`dataset[index]` as reasoning-gym generates it with Python's and numpy's global generators
+    seeded by the entry's seed (the dataset's seed + index), as the dataset command generates
+    it: codeio's reference programs draw from them, so unseeded they give a new answer key
     each time (test_codeio_rows_are_the_same_each_time)."""
-    state = random.getstate()
+    import numpy as np
+
+    state, np_state = random.getstate(), np.random.get_state()
     random.seed(dataset.seed + index)
+    np.random.seed((dataset.seed + index) % 2**32)
     try:
         return dict(dataset[index])
     finally:
         random.setstate(state)
+        np.random.set_state(np_state)
 
 
 def dataset_command(tmp_path: Path, *args: str) -> list[dict[str, Any]]:

@@ -16,11 +16,11 @@ from, so the row is its own answer key. A mix is reasoning-gym's composite datas
 entry I of the part its seeded draw picks, and the row names that part (its seed is the mix's
 seed + its position + 1, its size the mix's, as the composite builds them).
 
-Each entry is generated with Python's global `random` seeded by the entry's own seed (the
-dataset's seed + the index, as reasoning-gym seeds the entry's Random) and its state put back
-after. Most datasets never touch it; codeio runs reference programs that do (a Game of Life grid
-from `random.randint`), so reasoning-gym itself gives a new answer key each time it builds such an
-entry. Seeded, the same command writes the same file, any worker count gives the same rows, and
+Each entry is generated with Python's global `random` and numpy's global generator seeded by
+the entry's own seed (the dataset's seed + the index, as reasoning-gym seeds the entry's Random)
+and their states put back after. Most datasets never touch them; codeio runs reference programs
+that do (a Game of Life grid from `random.randint`, others from `np.random`), so reasoning-gym
+itself gives a new answer key each time it builds such an entry. Seeded, the same command writes the same file, any worker count gives the same rows, and
 `rebuild_entry` gives a row's entry back.
 """
 
@@ -164,12 +164,17 @@ def rebuild_entry(ref: DatasetRef) -> dict[str, Any]:
 
 @contextmanager
 def _global_random(seed: int) -> Iterator[None]:
-    state = random.getstate()
+    """Python's and numpy's global generators seeded by `seed`, their states put back after."""
+    import numpy as np
+
+    state, np_state = random.getstate(), np.random.get_state()
     random.seed(seed)
+    np.random.seed(seed % 2**32)
     try:
         yield
     finally:
         random.setstate(state)
+        np.random.set_state(np_state)
 
 
 def _entry(dataset: Any, index: int) -> dict[str, Any]:
