@@ -21,6 +21,14 @@ from gym_metrics_servers.reasoning_gym.app import ReasoningGymServer
 from gym_metrics_servers.reasoning_gym.scripted import KINDS, answer_text, response
 
 
+def scored_names() -> list[str]:
+    """The datasets whose entries one seed fixes: codeio's reference programs still give some
+    entries another answer key from one build to the next with Python's and numpy's global
+    generators seeded (seed 1903737289, entry 0), so a score against a second build is not a
+    check of scoring; codeio's rows are checked in test_reasoning_gym_rows.py."""
+    return [name for name in names() if name != "codeio"]
+
+
 def _answered_rows(tmp_path: Path, picked: list[str], rng: random.Random, entries: int) -> tuple[Path, dict[int, tuple[float, str]]]:
     """The dataset command's rows of `picked` (a seed each, drawn), each answered in every way;
     reasoning-gym's reward for each, by task index (with what it is, for failure messages)."""
@@ -56,14 +64,14 @@ def _check(got: dict[int, dict[str, Any]], expected: dict[int, tuple[float, str]
 
 async def test_fourteen_datasets_drawn_for_this_run_score_as_reasoning_gym_scores(tmp_path: Path) -> None:
     rng = random.Random(RUN_SEED)
-    path, expected = _answered_rows(tmp_path, rng.sample(names(), 14), rng, entries=1)
+    path, expected = _answered_rows(tmp_path, rng.sample(scored_names(), 14), rng, entries=1)
     _check(await _collect(path, tmp_path / "out.jsonl"), expected)
 
 
 @pytest.mark.slow  # every dataset reasoning-gym has, two entries, seven answers each: about 15 s
 async def test_every_dataset_scores_as_reasoning_gym_scores(tmp_path: Path) -> None:
     rng = random.Random(RUN_SEED + 2)
-    path, expected = _answered_rows(tmp_path, names(), rng, entries=2)
+    path, expected = _answered_rows(tmp_path, scored_names(), rng, entries=2)
     got = await _collect(path, tmp_path / "out.jsonl")
     _check(got, expected)
     partial = [t for t, (want, _) in expected.items() if 0 < want < 1]
@@ -74,7 +82,7 @@ async def test_a_mix_answered_by_a_policy_through_collect_scores_as_reasoning_gy
     """The rows without a response: collect asks a scripted policy (by each row's question),
     then verifies; the per-dataset metrics cover the mix's datasets."""
     rng = random.Random(RUN_SEED + 3)
-    picked = rng.sample(names(), 5)
+    picked = rng.sample(scored_names(), 5)
     seed, size = rng.randrange(2**31), 20
     rows = dataset_command(tmp_path, "--mix", *(f"{n}:{rng.randint(1, 4)}" for n in picked), "--size", str(size), "--seed", str(seed))
     answers: dict[str, str] = {}
