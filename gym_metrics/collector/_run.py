@@ -9,15 +9,15 @@ from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from gym_metrics._util.aio import run_fast
 from gym_metrics._util.limits import ensure_open_files
 from gym_metrics._util.progress import estimate_lines
-from gym_metrics._transport.client import ResourcesClient, ServerInfo, ServerUnavailableError
-from gym_metrics.rollouts import ERROR_KINDS, BadLine, OnBadLine, RolloutColumns, concat, read_rollouts
+from gym_metrics._transport.client import ResourcesClient, ServerInfo
+from gym_metrics.rollouts import BadLine, RolloutColumns, concat, read_rollouts
 from gym_metrics.aggregate import AgentAggregate, local_parts, output_path_for, write_aggregate_metrics
 from gym_metrics.collector._capture import Capture
+from gym_metrics.collector._failed import FailedAgent, all_failed, with_generation_failures
 from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._processes import added, run_shards, write_stats
@@ -30,16 +30,6 @@ from gym_metrics.collector._options import CollectOptions
 from gym_metrics.collector._episodes import EpisodeRunner
 from gym_metrics.collector._verify import Batches, LaneReport, make_batches, verify_all
 from gym_metrics.errors import FieldViolation, InvalidInputError
-
-@dataclass(frozen=True)
-class FailedAgent:
-    """An agent none of whose rollouts was verified: a broken environment or input, not a
-    score (the command exits 3)."""
-
-    agent: str
-    rollouts: int
-    by_kind: dict[str, int]
-
 
 @dataclass
 class CollectResult:
@@ -226,7 +216,7 @@ async def collect_async(
     aggregates, failed = await _aggregate_output(
         still_up(replicas.clients, lanes, report), output_path, router.tasks, opts, replicas.info.wants_rows, log, in_memory
     )
-    failed = [_with_generation_failures(f, router.generation_failures.get(f.agent, 0)) for f in failed]
+    failed = [with_generation_failures(f, router.generation_failures.get(f.agent, 0)) for f in failed]
     if recovering is not None:
         recovering.unlink()  # every row of it is in the output or back in the sidecar
     metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
@@ -290,7 +280,7 @@ async def collect_processes_async(
     finally:
         await replicas.close_extra()
     generation_failures = summed["generation_failures"]
-    failed = [_with_generation_failures(f, generation_failures.get(f.agent, 0)) for f in failed]
+    failed = [with_generation_failures(f, generation_failures.get(f.agent, 0)) for f in failed]
     metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
     counts = summed["counts"]
     return CollectResult(
@@ -384,27 +374,8 @@ async def _aggregate_output(
             raise
         (await parts).attach(result)
         results.append(result)
-    failed = [f for f in (_all_failed(agent, by_agent[agent]) for agent in agents if agent in by_agent) if f]
+    failed = [f for f in (all_failed(agent, by_agent[agent]) for agent in agents if agent in by_agent) if f]
     return results, failed
-
-
-def _all_failed(agent: str, cols: RolloutColumns) -> FailedAgent | None:
-    """The agent's failure counts by kind when it has rollouts and every one failed."""
-    errors = cols.errors
-    if len(cols) == 0 or errors is None or not errors.all():
-        return None
-    codes = np.bincount(errors, minlength=len(ERROR_KINDS) + 1)
-    return FailedAgent(agent, len(cols), {kind: int(codes[i + 1]) for i, kind in enumerate(ERROR_KINDS) if codes[i + 1]})
-
-
-def _with_generation_failures(failed: FailedAgent, generation: int) -> FailedAgent:
-    """The engine codes a `generation` failure as verify_failed (its kinds are the verify
-    ones): this run's generation failures are moved to a kind of their own for the report."""
-    moved = min(generation, failed.by_kind.get("verify_failed", 0))
-    if not moved:
-        return failed
-    kinds = {**failed.by_kind, "verify_failed": failed.by_kind["verify_failed"] - moved, "generation": moved}
-    return FailedAgent(failed.agent, failed.rollouts, {k: n for k, n in kinds.items() if n})
 
 
 def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns], where: str = "line") -> None:

@@ -29,7 +29,7 @@ from gym_metrics.targets._convert import (
     strip_reasoning,
 )
 from gym_metrics.targets._chat_dialect import ChatConversionError, responses_request_to_chat, text_of
-from gym_metrics.targets._wire import ByteBudget
+from gym_metrics.targets._budget import ByteBudget
 
 __all__ = [
     "text_of",
