@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from gym_metrics._util.http import MAX_ANSWER_BYTES
 from gym_metrics.targets._budget import ByteBudget
+from gym_metrics.targets._limits import Deadline, Deadlines, Slots
 
 
 class WireTimeout(Exception):
@@ -38,7 +39,6 @@ class WireTooLarge(Exception):
     """The answer is larger than the pool's `max_bytes` (announced or sent): not read further."""
 
 
-_timeout = getattr(asyncio, "timeout", None)
 _HEADS_KEPT = 64
 """Request heads a pool keeps made (one per URL and headers; a run has one or two)."""
 _MAX_HEAD = 1 << 20
@@ -284,22 +284,24 @@ class WirePool:
         self._size = size
         self._idle: list[_Connection] = []
         self._heads: dict[tuple[Any, ...], bytes] = {}
-        self._semaphore: asyncio.Semaphore | None = None
+        self._slots = Slots(size)
+        self._deadlines = Deadlines(timeout_s)
         self._ssl: ssl_module.SSLContext | None = None
 
     async def post(self, url: str, payload: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes | bytearray]:
         """(status, lower-cased headers, body) of one POST (the body in one buffer, as read)."""
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self._size)
         request = self._head_of(url, headers) + b"Content-Length: %d\r\n\r\n" % len(payload) + payload
-        async with self._semaphore:
-            try:
-                if _timeout is not None:  # Python 3.11+: no extra task per request
-                    async with _timeout(self.timeout_s) as deadline:
-                        return await self._exchange(request, deadline)
-                return await asyncio.wait_for(self._exchange(request, None), self.timeout_s)
-            except asyncio.TimeoutError:
+        await self._slots.take()
+        deadline = self._deadlines.start()
+        try:
+            return await self._exchange(request, deadline)
+        except asyncio.CancelledError:
+            if self._deadlines.timed_out(deadline):
                 raise WireTimeout() from None
+            raise
+        finally:
+            self._deadlines.stop(deadline)
+            self._slots.give()
 
     def _head_of(self, url: str, headers: dict[str, str]) -> bytes:
         """The request line and headers of a POST to `url` (all but Content-Length), made once
@@ -315,7 +317,7 @@ class WirePool:
                 self._heads[key] = head
         return head
 
-    async def _exchange(self, request: bytes, deadline: Any) -> tuple[int, dict[str, str], bytes | bytearray]:
+    async def _exchange(self, request: bytes, deadline: Deadline) -> tuple[int, dict[str, str], bytes | bytearray]:
         while True:
             idle = self._idle_connection()
             reused = idle is not None
@@ -349,15 +351,12 @@ class WirePool:
                 return conn
         return None
 
-    async def _wait_for_room(self, size: int, deadline: Any) -> None:
+    async def _wait_for_room(self, size: int, deadline: Deadline) -> None:
         """The budget's wait for room, which does not count against the deadline."""
         assert self.budget is not None
-        left = None if deadline is None else deadline.when() - asyncio.get_running_loop().time()
-        if left is not None:
-            deadline.reschedule(None)  # our own wait: not the server's time
+        left = self._deadlines.stop(deadline)  # our own wait: not the server's time
         await self.budget.take(size, self.timeout_s)
-        if left is not None:
-            deadline.reschedule(asyncio.get_running_loop().time() + left)
+        self._deadlines.resume(deadline, left)
 
     async def _connect(self) -> _Connection:
         if self.tls and self._ssl is None:

@@ -36,75 +36,102 @@ class SessionStream:
         self._stub, self._metadata = stub, metadata
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[pb.SessionAnswer]] = {}
-        self._outbox: asyncio.Queue[pb.SessionCall | None] | None = None
+        self._outbox: list[pb.SessionCallsRequest] = []
+        """Messages not sent yet; calls are written into the last one in place (no copies)."""
+        self._wake: asyncio.Future[None] | None = None
+        """The writer's, while it waits for calls."""
+        self._ending = False
         self._reader: asyncio.Task[None] | None = None
 
     async def seed_session(self, row: Mapping[str, Any] | str | bytes) -> str:
-        answer = await self._call(seed=pb.SeedSessionRequest(body_json=json_text(row)))
-        return str(answer.seed.session_id)
+        call, answer = self._new()
+        call.seed.body_json = json_text(row)
+        return str((await self._answer(answer)).seed.session_id)
 
     async def reset_session(self, row: Mapping[str, Any] | str | bytes) -> tuple[str, dict[str, Any]]:
         """Seed a session of an environment that answers turns: (its id, what its reset
         answered: {"observation", "info"})."""
-        answer = await self._call(seed=pb.SeedSessionRequest(body_json=json_text(row)))
-        return str(answer.seed.session_id), reset_of(answer.seed.reset_json)
+        call, answer = self._new()
+        call.seed.body_json = json_text(row)
+        seed = (await self._answer(answer)).seed
+        return str(seed.session_id), reset_of(seed.reset_json)
 
     async def step(self, session_id: str, response: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
         """One step: {"observation", "reward", "terminated", "truncated", "info"}."""
-        answer = await self._call(step=pb.StepRequest(session_id=session_id, response_json=json_text(response)))
-        return step_of(answer.step.step_json)
+        call, answer = self._new()
+        call.step.session_id, call.step.response_json = session_id, json_text(response)
+        return step_of((await self._answer(answer)).step.step_json)
 
     async def call_tool(self, session_id: str, name: str, arguments: Mapping[str, Any] | str | bytes) -> ToolOutput:
-        answer = await self._call(call_tool=pb.CallToolRequest(session_id=session_id, name=name, arguments_json=json_text(arguments)))
-        return ToolOutput(answer.call_tool.output, answer.call_tool.failed)
+        call, answer = self._new()
+        tool = call.call_tool
+        tool.session_id, tool.name, tool.arguments_json = session_id, name, json_text(arguments)
+        output = (await self._answer(answer)).call_tool
+        return ToolOutput(output.output, output.failed)
 
     async def verify_text(self, body: Mapping[str, Any] | str, session_id: str = "") -> tuple[float, str]:
-        answer = await self._call(verify=pb.VerifyRequest(body_json=json_text(body), session_id=session_id))
-        return float(answer.verify.reward), str(answer.verify.response_json)
+        call, answer = self._new()
+        call.verify.body_json, call.verify.session_id = json_text(body), session_id
+        verified = (await self._answer(answer)).verify
+        return float(verified.reward), str(verified.response_json)
 
     async def close_session(self, session_id: str) -> bool:
-        answer = await self._call(close=pb.CloseSessionRequest(session_id=session_id))
-        return bool(answer.close.closed)
+        call, answer = self._new()
+        call.close.session_id = session_id
+        return bool((await self._answer(answer)).close.closed)
 
     async def aclose(self) -> None:
         """End the stream (the server closes the sessions still open on it)."""
-        if self._outbox is not None:
-            self._outbox.put_nowait(None)
+        self._ending = True
+        self._wake_writer()
         if self._reader is not None:
             await asyncio.gather(self._reader, return_exceptions=True)
-        self._outbox = self._reader = None
+        self._reader = None
 
     # ----------------------------------------------------------------- the stream
 
-    async def _call(self, **call: Any) -> pb.SessionAnswer:
+    def _new(self) -> tuple[pb.SessionCall, asyncio.Future[pb.SessionAnswer]]:
+        """A call written into the next message (the caller fills it in before it awaits)
+        and the future of its answer."""
         if self._reader is None or self._reader.done():
             self._open()
-        assert self._outbox is not None
-        request_id = next(self._ids)
-        future: asyncio.Future[pb.SessionAnswer] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        self._outbox.put_nowait(pb.SessionCall(id=request_id, **call))
+        outbox = self._outbox
+        if not outbox or len(outbox[-1].calls) >= CALLS_PER_MESSAGE:
+            outbox.append(pb.SessionCallsRequest())
+            self._wake_writer()
+        call = outbox[-1].calls.add()
+        call.id = request_id = next(self._ids)
+        answer: asyncio.Future[pb.SessionAnswer] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = answer
+        return call, answer
+
+    @staticmethod
+    async def _answer(future: asyncio.Future[pb.SessionAnswer]) -> pb.SessionAnswer:
         answer = await future
-        if answer.WhichOneof("result") == "error":
+        if answer.HasField("error"):
             raise _error(answer.error.code, answer.error.message)
         return answer
 
+    def _wake_writer(self) -> None:
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
     def _open(self) -> None:
-        outbox: asyncio.Queue[pb.SessionCall | None] = asyncio.Queue()
-        self._outbox = outbox
+        self._outbox, self._ending = [], False  # calls queued for a stream that broke failed with it
 
         async def requests() -> AsyncIterator[pb.SessionCallsRequest]:
-            """The calls queued since the last message, in one message of at most
-            CALLS_PER_MESSAGE (a grpc.aio message costs about as much as a unary call: batching
-            is where the stream saves)."""
+            """The messages queued since the last one went, each of at most
+            CALLS_PER_MESSAGE calls (a grpc.aio message costs about as much as a unary call:
+            batching is where the stream saves)."""
             while True:
-                calls = [await outbox.get()]
-                while len(calls) < CALLS_PER_MESSAGE and not outbox.empty():
-                    calls.append(outbox.get_nowait())
-                ready = [c for c in calls if c is not None]
-                if ready:
-                    yield pb.SessionCallsRequest(calls=ready)
-                if len(ready) < len(calls):
+                if not self._outbox and not self._ending:
+                    self._wake = asyncio.get_running_loop().create_future()
+                    await self._wake
+                    self._wake = None
+                while self._outbox:
+                    yield self._outbox.pop(0)
+                if self._ending:
                     return
 
         call = self._stub.SessionCalls(requests(), metadata=self._metadata)
