@@ -22,10 +22,10 @@ from gym_metrics_servers.reasoning_gym.scripted import KINDS, answer_text, respo
 
 
 def scored_names() -> list[str]:
-    """The datasets whose entries one seed fixes: codeio's reference programs still give some
-    entries another answer key from one build to the next with Python's and numpy's global
-    generators seeded (seed 1903737289, entry 0), so a score against a second build is not a
-    check of scoring; codeio's rows are checked in test_reasoning_gym_rows.py."""
+    """The datasets whose entries one seed fixes: some of codeio's reference programs write
+    their input to a temporary file whose path is the answer (seed 1903737289, entry 0), and a
+    second build finds the first one's file and takes another name, so a score against a second
+    build is not a check of scoring; codeio's rows are checked in test_reasoning_gym_rows.py."""
     return [name for name in names() if name != "codeio"]
 
 
