@@ -66,7 +66,7 @@ class Deadlines:
 
     def start(self, left: float | None = None) -> Deadline:
         """The running task's deadline, `left` seconds from now (default: the timeout)."""
-        loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()  # (a getpid() system call each on Python 3.11: once here)
         task = asyncio.current_task(loop)
         assert task is not None
         due = loop.time() + (self.timeout_s if left is None else left)
@@ -74,22 +74,26 @@ class Deadlines:
         self._join(deadline, loop)
         return deadline
 
+    def pause(self, deadline: Deadline) -> float:
+        """Take `deadline` out while its request waits on something not counted; the seconds
+        it has left (for `resume`)."""
+        self.stop(deadline)
+        return deadline.due - deadline.task.get_loop().time()
+
     def resume(self, deadline: Deadline, left: float) -> None:
-        """Run `deadline` again after a `stop`, `left` seconds from now."""
-        loop = asyncio.get_running_loop()
+        """Run `deadline` again after a `pause`, `left` seconds from now."""
+        loop = deadline.task.get_loop()
         deadline.due = loop.time() + left
         deadline.key = math.ceil(deadline.due / self.grain)
         self._join(deadline, loop)
 
-    def stop(self, deadline: Deadline) -> float:
-        """Take `deadline` out (its request ended or waits on something not counted); the
-        seconds it had left."""
+    def stop(self, deadline: Deadline) -> None:
+        """Take `deadline` out: its request ended."""
         bucket = self._buckets.get(deadline.key)
         if bucket is not None:
             bucket.discard(deadline)
             if not bucket:
                 del self._buckets[deadline.key]
-        return deadline.due - asyncio.get_running_loop().time()
 
     def timed_out(self, deadline: Deadline) -> bool:
         """After a CancelledError: whether it was this deadline's (and only its: a cancel from

@@ -61,6 +61,7 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self, max_bytes: int, budget: ByteBudget | None) -> None:
         self.max_bytes, self.budget = max_bytes, budget
+        self.loop = asyncio.get_running_loop()  # made by its loop's create_connection; its loop for life
         self.transport: asyncio.Transport | None = None
         self.open = False
         self.answer: asyncio.Future[Any] | None = None
@@ -81,7 +82,7 @@ class _Connection(asyncio.Protocol):
 
     def send(self, request: bytes) -> asyncio.Future[Any]:
         assert self.transport is not None
-        self.answer = asyncio.get_running_loop().create_future()
+        self.answer = self.loop.create_future()
         self.heard, self.taken, self._state = False, 0, "head"
         self._body = bytearray()
         self.transport.write(request)
@@ -90,7 +91,7 @@ class _Connection(asyncio.Protocol):
     def go_on(self) -> asyncio.Future[Any]:
         """Read the body now that the budget took it (after a `_Room` answer)."""
         assert self.transport is not None
-        self.answer = asyncio.get_running_loop().create_future()
+        self.answer = self.loop.create_future()
         self._state = self._after_room
         if self.open:
             self.transport.resume_reading()
@@ -354,7 +355,7 @@ class WirePool:
     async def _wait_for_room(self, size: int, deadline: Deadline) -> None:
         """The budget's wait for room, which does not count against the deadline."""
         assert self.budget is not None
-        left = self._deadlines.stop(deadline)  # our own wait: not the server's time
+        left = self._deadlines.pause(deadline)  # our own wait: not the server's time
         await self.budget.take(size, self.timeout_s)
         self._deadlines.resume(deadline, left)
 

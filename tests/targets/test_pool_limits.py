@@ -77,7 +77,7 @@ async def test_a_resumed_deadline_with_less_time_is_kept_on_time() -> None:
 
     async def resumed() -> None:
         deadline = deadlines.start()
-        deadlines.resume(deadline, deadlines.stop(deadline) - 0.9)  # 0.1 s left
+        deadlines.resume(deadline, deadlines.pause(deadline) - 0.9)  # 0.1 s left
         await asyncio.sleep(10)
 
     start = time.monotonic()

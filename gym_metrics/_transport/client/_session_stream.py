@@ -93,15 +93,16 @@ class SessionStream:
     def _new(self) -> tuple[pb.SessionCall, asyncio.Future[pb.SessionAnswer]]:
         """A call written into the next message (the caller fills it in before it awaits)
         and the future of its answer."""
-        if self._reader is None or self._reader.done():
-            self._open()
+        reader = self._reader
+        if reader is None or reader.done():
+            reader = self._open()
         outbox = self._outbox
         if not outbox or len(outbox[-1].calls) >= CALLS_PER_MESSAGE:
             outbox.append(pb.SessionCallsRequest())
             self._wake_writer()
         call = outbox[-1].calls.add()
         call.id = request_id = next(self._ids)
-        answer: asyncio.Future[pb.SessionAnswer] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[pb.SessionAnswer] = reader.get_loop().create_future()  # (not get_running_loop: a system call on 3.11)
         self._pending[request_id] = answer
         return call, answer
 
@@ -117,7 +118,7 @@ class SessionStream:
         if wake is not None and not wake.done():
             wake.set_result(None)
 
-    def _open(self) -> None:
+    def _open(self) -> asyncio.Task[None]:
         self._outbox, self._ending = [], False  # calls queued for a stream that broke failed with it
 
         async def requests() -> AsyncIterator[pb.SessionCallsRequest]:
@@ -135,7 +136,8 @@ class SessionStream:
                     return
 
         call = self._stub.SessionCalls(requests(), metadata=self._metadata)
-        self._reader = asyncio.ensure_future(self._read(call))
+        self._reader = reader = asyncio.ensure_future(self._read(call))
+        return reader
 
     async def _read(self, call: Any) -> None:
         failure: BaseException = SessionLostError("the session stream ended: its sessions are gone")
