@@ -64,12 +64,12 @@ class Deadlines:
         self._buckets: dict[int, set[Deadline]] = {}
         self._timer: asyncio.TimerHandle | None = None
 
-    def start(self, left: float | None = None) -> Deadline:
-        """The running task's deadline, `left` seconds from now (default: the timeout)."""
+    def start(self) -> Deadline:
+        """The running task's deadline, the timeout from now."""
         loop = asyncio.get_running_loop()  # (a getpid() system call each on Python 3.11: once here)
         task = asyncio.current_task(loop)
         assert task is not None
-        due = loop.time() + (self.timeout_s if left is None else left)
+        due = loop.time() + self.timeout_s
         deadline = Deadline(task, due, math.ceil(due / self.grain))
         self._join(deadline, loop)
         return deadline
