@@ -19,7 +19,6 @@ class FailedAgent:
     by_kind: dict[str, int]
 
 
-
 def all_failed(agent: str, cols: RolloutColumns) -> FailedAgent | None:
     """The agent's failure counts by kind when it has rollouts and every one failed."""
     errors = cols.errors

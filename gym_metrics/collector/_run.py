@@ -9,7 +9,6 @@ from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from gym_metrics._util.aio import run_fast
 from gym_metrics._util.limits import ensure_open_files
 from gym_metrics._util.progress import estimate_lines

@@ -282,7 +282,6 @@ class WirePool:
         self.max_bytes = max_bytes
         """Largest answer body read (the config's `max_answer_bytes`)."""
         self.budget = budget
-        self._size = size
         self._idle: list[_Connection] = []
         self._heads: dict[tuple[Any, ...], bytes] = {}
         self._slots = Slots(size)

@@ -20,8 +20,9 @@ Each entry is generated with Python's global `random` and numpy's global generat
 the entry's own seed (the dataset's seed + the index, as reasoning-gym seeds the entry's Random)
 and their states put back after. Most datasets never touch them; codeio runs reference programs
 that do (a Game of Life grid from `random.randint`, others from `np.random`), so reasoning-gym
-itself gives a new answer key each time it builds such an entry. Seeded, the same command writes the same file, any worker count gives the same rows, and
-`rebuild_entry` gives a row's entry back.
+itself gives a new answer key each time it builds such an entry. Seeded, the same command
+writes the same file, any worker count gives the same rows, and `rebuild_entry` gives a row's
+entry back.
 """
 
 from __future__ import annotations
