@@ -12,6 +12,8 @@ commit before a change) for a before/after table.
 
     .venv/bin/python scripts/bench_collect_processes.py --episodes 4000 --concurrency 64 --rounds 3
     .venv/bin/python scripts/bench_collect_processes.py --episodes 16000 --concurrency 2000 --latency-s 1.0 --rounds 3
+    .venv/bin/python scripts/bench_collect_processes.py --episodes 4000 --concurrency 4000 --latency-s 1.0 --rounds 1 \
+        --processes 1 --wrap 'strace -c -f -o {out}.strace' --keep /tmp/traces
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,6 +71,8 @@ def run(ns: argparse.Namespace, server: Any, policy: Any, rows: Path, out: Path,
     cmd = [sys.executable, "-m", "gym_metrics.cli", "--log-level", "warning", "collect", "--server", server.found, "--input", str(rows),
            "--output", str(out), "--policy-url", f"http://{policy.found}/v1", "--policy-model", "scripted", "--policy-api", "responses",
            "--policy-concurrency", str(ns.concurrency // processes), "--processes", str(processes)]  # fmt: skip
+    if ns.wrap:  # a profiler or tracer in front of the collect command, its file beside the output
+        cmd = ns.wrap.replace("{out}", str(out.with_suffix(""))).split() + cmd
     hooks, durations = out.parent / "hooks", out.with_suffix(".durations")
     hooks.mkdir(exist_ok=True)
     (hooks / "sitecustomize.py").write_text(TIMING)
@@ -93,9 +98,12 @@ def main() -> None:
     parser.add_argument("--latency-s", type=float, default=0.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", type=Path, help="another checkout, run the same way beside this one")
+    parser.add_argument("--wrap", default="", help="a command put in front of each collect, {out} its output's stem "
+                        "(e.g. 'strace -c -f -o {out}.strace' or 'py-spy record --gil -o {out}.svg --'); --keep to read the files")
+    parser.add_argument("--keep", type=Path, help="copy the runs' files (outputs, --wrap's) into this folder")
     ns = parser.parse_args()
     trees = {"this": Path(__file__).resolve().parent.parent, **({"before": ns.before.resolve()} if ns.before else {})}
-    variants = [(label, processes) for label in trees for processes in (1, ns.processes)]
+    variants = [(label, processes) for label in trees for processes in dict.fromkeys((1, ns.processes))]
     with tempfile.TemporaryDirectory(prefix="bench-processes-") as tmp:
         work = Path(tmp)
         (work / "counter_env.py").write_text(episodes.COUNTER_ENV)
@@ -110,6 +118,8 @@ def main() -> None:
                     figures[label, processes].append(run(ns, server, policy, rows, out, processes, trees[label]))
                     metrics.add(out.with_name(out.stem + "_aggregate_metrics.json").read_bytes())
             assert len(metrics) == 1, "the runs' metrics files differ"
+            if ns.keep:
+                shutil.copytree(work, ns.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("hooks", "*.durations"))
     print(f"{ns.episodes} episodes, {ns.concurrency} in flight, policy latency {ns.latency_s} s, {ns.rounds} rounds (medians); {episodes.load()}")
     print("| code | processes | wall s | episodes/s | episode p50 s | episode p99 s | CPU ms per episode: collect, server, policy |")
     print("|---|---:|---:|---:|---:|---:|---:|")
