@@ -2,6 +2,7 @@
 
 Usage: python scripts/bench_nemo_env.py [--envs string_match mcqa xlam_fc] [--rollouts 20000]
        [--rounds 3] [--concurrency 64] [--wheel /tmp/nemo/wheel] [--nemo-python /tmp/ngvenv/bin/python]
+       [--gm-python PYTHON]
 
 Rows: an environment's reference rollouts (tests/data/nemo_gym_envs/<env>/rollouts.jsonl, 15 rows
 of 5 tasks) repeated to --rollouts rows, copy k's task indices shifted by k * tasks, so every
@@ -16,6 +17,7 @@ of 5 tasks) repeated to --rollouts rows, copy k's task indices shifted by k * ta
     every rollout has its own session as separate agent calls do), POSTing each row's request body
     (the row minus agent_ref and _ng_ keys), bodies encoded before the clock starts.
 (B) gym-metrics: `gym-metrics serve <ported config.yaml> --port 0`, --workers 1 and --workers 2,
+    under --gm-python (this script's Python unless given: NeMo Gym's venv may be another version),
     driven by the collector's own verification machinery (make_batches + verify_all over one
     connection per server worker, as scripts/bench_collect.py's part (b); not `collect` end to
     end: no file reading, writing or aggregation), batches encoded before the clock starts.
@@ -174,8 +176,8 @@ async def _gm_drive(address: str, rows: list[dict[str, Any]]) -> tuple[float, li
     return len(rows) / elapsed, rewards
 
 
-def gm_rate(config: Path, rows: list[dict[str, Any]], workers: int) -> tuple[float, list[float]]:
-    cmd = [sys.executable, "-m", "gym_metrics.cli", "--log-level", "warning", "serve", str(config), "--port", "0"]
+def gm_rate(config: Path, rows: list[dict[str, Any]], workers: int, python: str) -> tuple[float, list[float]]:
+    cmd = [python, "-m", "gym_metrics.cli", "--log-level", "warning", "serve", str(config), "--port", "0"]
     with Child(cmd + ["--workers", str(workers)] * (workers > 1), Child.LISTENING, timeout_s=60) as server:
         return asyncio.run(_gm_drive(server.found, rows))
 
@@ -243,7 +245,7 @@ def bench_env(ns: argparse.Namespace, env: str, config: Path, work: Path) -> dic
     for k in range(ns.rounds):
         for side in sides[k % 3:] + sides[: k % 3]:
             loads = load()
-            rate, rewards = nemo_rate(ns, env, bodies) if side == "nemo" else gm_rate(config, rows, int(side[2]))
+            rate, rewards = nemo_rate(ns, env, bodies) if side == "nemo" else gm_rate(config, rows, int(side[2]), ns.gm_python)
             check(f"{env} {side}", rewards, expected)
             rates[side].append(rate)
             print(f"|   {env} round {k + 1}, {LABELS[side]}: {rate:,.0f} rollouts/s | {loads} |", flush=True)
@@ -267,6 +269,11 @@ def table(ns: argparse.Namespace, results: dict[str, dict[str, list[float]]]) ->
     return "\n".join(lines)
 
 
+def version(python: str) -> str:
+    """`python`'s version, as `python --version` prints it."""
+    return subprocess.run([python, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(ENVS))
@@ -275,12 +282,14 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64, help="NeMo Gym client: requests in flight")
     parser.add_argument("--wheel", type=Path, default=Path("/tmp/nemo/wheel"), help="the unzipped nemo-gym 0.7.0 wheel")
     parser.add_argument("--nemo-python", default="/tmp/ngvenv/bin/python", help="python of a nemo-gym 0.7.0 venv")
+    parser.add_argument("--gm-python", default=sys.executable,
+                        help="python of gym-metrics' server (e.g. a venv of NeMo Gym's Python version)")
     parser.add_argument("--profile", action="store_true", help="also split gym-metrics' time per rollout, in-process")
     parser.add_argument("--profile-rollouts", type=int, default=3000)
     ns = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so every child is stopped
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} "
-          f"(gym-metrics), {ns.nemo_python} (NeMo Gym)\n")  # fmt: skip
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {version(ns.gm_python)} (gym-metrics' server), "
+          f"{version(ns.nemo_python)} (NeMo Gym)\n")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench_nemo_env_") as tmp:
         configs = port_envs(ns.wheel, ns.envs, Path(tmp))
         results = {env: bench_env(ns, env, configs[env], Path(tmp)) for env in ns.envs}
