@@ -63,12 +63,24 @@ class Deadlines:
         self.grain = min(0.25, max(0.005, timeout_s / 20))
         self._buckets: dict[int, set[Deadline]] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop of the last start: asking for the running one is a getpid() system call on
+        Python 3.11, and a loop with no task of ours running is asked again."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop of the last start (the running one, while a request of it runs)."""
+        assert self._loop is not None, "no deadline started"
+        return self._loop
 
     def start(self) -> Deadline:
         """The running task's deadline, the timeout from now."""
-        loop = asyncio.get_running_loop()  # (a getpid() system call each on Python 3.11: once here)
-        task = asyncio.current_task(loop)
-        assert task is not None
+        loop = self._loop
+        task = asyncio.current_task(loop) if loop is not None else None
+        if task is None:
+            loop = self._loop = asyncio.get_running_loop()
+            task = asyncio.current_task(loop)
+        assert task is not None and loop is not None
         due = loop.time() + self.timeout_s
         deadline = Deadline(task, due, math.ceil(due / self.grain))
         self._join(deadline, loop)

@@ -59,9 +59,9 @@ class _Connection(asyncio.Protocol):
     the budget must make room first (reading is paused until `go_on`), or fails with
     ConnectionError / ValueError / WireTooLarge."""
 
-    def __init__(self, max_bytes: int, budget: ByteBudget | None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_bytes: int, budget: ByteBudget | None) -> None:
         self.max_bytes, self.budget = max_bytes, budget
-        self.loop = asyncio.get_running_loop()  # made by its loop's create_connection; its loop for life
+        self.loop = loop  # the loop whose create_connection made it, for life
         self.transport: asyncio.Transport | None = None
         self.open = False
         self.answer: asyncio.Future[Any] | None = None
@@ -361,10 +361,10 @@ class WirePool:
     async def _connect(self) -> _Connection:
         if self.tls and self._ssl is None:
             self._ssl = ssl_module.create_default_context()
-        loop = asyncio.get_running_loop()
+        loop = self._deadlines.loop  # the running loop (known since post's deadline started)
         try:
             _, conn = await loop.create_connection(
-                lambda: _Connection(self.max_bytes, self.budget), self.host, self.port, ssl=self._ssl if self.tls else None
+                lambda: _Connection(loop, self.max_bytes, self.budget), self.host, self.port, ssl=self._ssl if self.tls else None
             )
         except OSError as exc:
             raise WireUnreachable(f"{type(exc).__name__}: {exc}") from None

@@ -134,3 +134,25 @@ async def test_the_budget_wait_does_not_count_against_the_deadline() -> None:
         await pool.aclose()
         server.close()
     assert status == 200 and bytes(answer) == body and budget.held == 0
+
+
+def test_deadlines_follow_their_task_across_loops() -> None:
+    """Deadlines keep the loop of their last start (asking for the running loop is a system call
+    on Python 3.11); a start on another loop, or in another task, still binds its own task."""
+    deadlines = Deadlines(0.05)
+
+    async def request() -> tuple[bool, bool]:
+        deadline = deadlines.start()
+        try:
+            await asyncio.sleep(5)
+            return deadline.task is asyncio.current_task(), False
+        except asyncio.CancelledError:
+            return deadline.task is asyncio.current_task(), deadlines.timed_out(deadline)
+        finally:
+            deadlines.stop(deadline)
+
+    async def two_tasks() -> list[tuple[bool, bool]]:
+        return list(await asyncio.gather(request(), request()))
+
+    for _ in range(2):  # a loop each: the second starts with the first's (closed) loop kept
+        assert asyncio.run(two_tasks()) == [(True, True), (True, True)]
