@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,9 @@ class Launcher:
     def __init__(self, proc: asyncio.subprocess.Process, sock: socket.socket, root: Path, isolation: Isolation,
                  users: bool = True) -> None:  # fmt: skip
         self.proc, self._sock, self.root, self.isolation, self.users = proc, sock, root, isolation, users
+        self._let_go = weakref.finalize(self, _let_go, sock, proc.pid, root)
+        """discard's work, done at the latest when the launcher is collected or the interpreter
+        exits: one never closed (its pool's owner never closed it) leaves no folder behind."""
 
     @property
     def isolated(self) -> bool:
@@ -100,9 +104,7 @@ class Launcher:
 
     def discard(self) -> None:
         """Stop it without waiting (its event loop may be gone)."""
-        self._sock.close()
-        _kill_group(self.proc.pid)
-        remove_tree(self.root)
+        self._let_go()
 
     async def aclose(self) -> None:
         """No more jobs: the launcher exits (runs in progress are killed with it)."""
@@ -110,6 +112,7 @@ class Launcher:
         _kill_group(self.proc.pid)
         await self.proc.wait()
         await asyncio.to_thread(remove_tree, self.root)
+        self._let_go.detach()  # done (a cancelled aclose leaves it to the finaliser)
 
     async def run(self, program: Program, limits: Limits) -> RunResult:
         """Run `program` under `limits` (see the module docstring)."""
@@ -321,6 +324,14 @@ def _close(fd: int) -> None:
         os.close(fd)
     except OSError:
         pass
+
+
+def _let_go(sock: socket.socket, pid: int, root: Path) -> None:
+    """A launcher stopped without waiting: its socket closed, its process group killed, its
+    folder removed."""
+    sock.close()
+    _kill_group(pid)
+    remove_tree(root)
 
 
 def _kill_group(pid: int) -> None:

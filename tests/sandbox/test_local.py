@@ -89,3 +89,26 @@ async def test_nothing_is_left_running_after_the_run(isolated: bool) -> None:
     finally:
         control.kill()
         control.wait()
+
+
+def test_a_launcher_never_closed_leaves_no_folder(tmp_path: Path) -> None:
+    """A process that started launchers and never closed them (a pool its owner forgot, a
+    server stopped without its environment's close) leaves none of their folders behind."""
+    import subprocess
+
+    script = (
+        "import asyncio, gc\n"
+        "from gym_metrics.sandbox import Launcher\n"
+        "async def main():\n"
+        "    kept = await Launcher.start(isolation='none', users=False)\n"
+        "    dropped = await Launcher.start(isolation='none', users=False)\n"
+        "    print(kept.root, dropped.root, flush=True)\n"
+        "    del dropped; gc.collect()\n"
+        "    return kept\n"
+        "launcher = asyncio.run(main())\n"
+    )
+    proc = subprocess.run([PY, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    roots = [Path(p) for p in proc.stdout.split()]
+    assert len(roots) == 2 and all(p.name.startswith("gm-sandbox-") for p in roots)
+    assert [p for p in roots if p.exists()] == []
