@@ -12,7 +12,9 @@ held when it was sent); the servers and the policy must be reachable from every 
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,11 +27,17 @@ TASK_RETRIES = 3
 """Times Ray runs a shard's task again after its worker or node died."""
 
 
-def _collect_shard(command: Callable[[list[str]], int], argv: list[str], given: bytes, held: bytes, index: int, count: int) -> tuple[bytes, bytes, bytes]:
-    """In a Ray worker: shard `index` of `count` collected in a folder of its own by `command`
-    (the CLI's main); (its rows, its failures, its stats as JSON)."""
+def _collect_shard(
+    command: Callable[[list[str]], int], argv: list[str], given: bytes, held: bytes, index: int, count: int, run: str
+) -> tuple[bytes, bytes, bytes]:
+    """In a Ray worker: shard `index` of `count` of run `run` collected in a folder of its own by
+    `command` (the CLI's main); (its rows, its failures, its stats as JSON). The folder of an
+    attempt whose worker died on this node is removed first (a killed worker removes nothing)."""
     shard = Shard(index, count)
-    with tempfile.TemporaryDirectory(prefix="gym-metrics-shard-") as tmp:
+    prefix = f"gym-metrics-shard-{run}-{index}-"
+    for left in Path(tempfile.gettempdir()).glob(prefix + "*"):
+        shutil.rmtree(left, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         folder = Path(tmp)
         (folder / "input.jsonl").write_bytes(given)
         final = folder / "out.jsonl"
@@ -63,7 +71,8 @@ def collect_shards_on_ray(
             task = ray.remote(max_retries=TASK_RETRIES, retry_exceptions=False)(_collect_shard)
             given = ray.put(input_path.read_bytes())
             held = [s.output(final).read_bytes() if s.output(final).exists() else b"" for s in shards]
-            pending = {task.remote(command, list(argv), given, held[s.index], s.index, count): s for s in shards}
+            run = uuid.uuid4().hex[:12]
+            pending = {task.remote(command, list(argv), given, held[s.index], s.index, count, run): s for s in shards}
             rows = sum(h.count(b"\n") for h in held)
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -79,8 +80,13 @@ async def test_shards_as_ray_tasks_give_one_processs_files(ray_cluster: ModuleTy
         assert not (tmp_path / f".{name}.jsonl.shards").exists()
 
 
+def shard_folders() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("gym-metrics-shard-*"))
+
+
 async def test_a_shard_whose_worker_dies_is_run_again(ray_cluster: ModuleType, tmp_path: Path) -> None:
     src = tasks(tmp_path / "tasks.jsonl")
+    before = shard_folders()
     async with serve_environment(MathExactServer) as server:
         with ScriptedPolicyServer(answer) as policy:
             assert await run(server.address, policy, src, tmp_path / "one.jsonl") == 0
@@ -93,5 +99,6 @@ async def test_a_shard_whose_worker_dies_is_run_again(ray_cluster: ModuleType, t
             os.kill(workers[0], signal.SIGKILL)
             assert await collecting == 0
             assert sum(slow.calls.values()) > TASKS * REPEATS  # the killed shard asked again
+    assert shard_folders() == before  # the killed attempt's folder went with its retry
     assert (tmp_path / "ray_aggregate_metrics.json").read_bytes() == (tmp_path / "one_aggregate_metrics.json").read_bytes()
     assert (tmp_path / "ray.jsonl").read_bytes().splitlines(keepends=True) == in_key_order(tmp_path / "one.jsonl")
