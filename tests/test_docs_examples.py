@@ -276,6 +276,24 @@ def own_server_port(body: str) -> str:
     return body.replace(f"--port {found[1]}", f"--port {port}").replace(f"127.0.0.1:{found[1]}", f"127.0.0.1:{port}")
 
 
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+    """Stop a block's process group as a user stops a server: SIGTERM (it closes its sandbox
+    and removes its folders), then SIGKILL for whatever is left after `grace_s`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    deadline = time.monotonic() + grace_s
+    try:
+        while time.monotonic() < deadline:
+            os.killpg(proc.pid, 0)  # ProcessLookupError once none of the group is left
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
 def run_bash(block: Block, source: str, cwd: Path) -> None:
     """The block in its own process group, killed when the block ends: a server it started
     in the background stops with it. buf (for `buf curl`) is on its PATH."""
@@ -289,9 +307,7 @@ def run_bash(block: Block, source: str, cwd: Path) -> None:
     try:
         code = proc.wait(timeout=120)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        stop_group(proc)
     text = lambda p: p.read_text(errors="replace")[-3000:]  # noqa: E731
     assert code == 0, f"docs/{block.page}:{block.line} exited {code}\n{source}\nstdout:\n{text(out)}\nstderr:\n{text(err)}"
 
