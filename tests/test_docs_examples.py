@@ -295,8 +295,8 @@ def stop_group(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
 
 
 def run_bash(block: Block, source: str, cwd: Path) -> None:
-    """The block in its own process group, killed when the block ends: a server it started
-    in the background stops with it. buf (for `buf curl`) is on its PATH."""
+    """The block in its own process group, stopped when the block ends (stop_group): a server
+    it started in the background stops with it. buf (for `buf curl`) is on its PATH."""
     tools = [str(Path(sys.executable).parent)] + ([str(Path(buf_binary()).parent)] if "buf " in source else [])
     env = {**os.environ, "PATH": os.pathsep.join([*tools, os.environ.get("PATH", "")]),
            "POLICY_API_KEY": "not-a-secret", "BUF_CACHE_DIR": str(cwd / ".buf-cache")}  # fmt: skip

@@ -103,7 +103,7 @@ async def _serve_async(
 
     _add_signal_handlers(loop, signals, on_signal)
     _ForkWatch.arm()
-    gc.freeze()  # what start-up loaded (grpc, the environment's models) leaves the collector's full passes: 60-100 ms each
+    gc.freeze()  # what start-up loaded (grpc, the environment's models) is left out of the collector's full passes
     extras = [f"pid {os.getpid()}", *([label] if label else []), *(["tls"] if config.tls else []),
               *(["auth"] if config.auth_token else []),
               *([f"metrics on port {running.metrics_port}"] if running.metrics_port is not None else []),
