@@ -36,6 +36,7 @@ import pydantic
 from pydantic import Field
 
 from gym_metrics._util.keys import read_key
+from gym_metrics._util.masking import MIN_SCRUBBED_KEY, may_hold, remember, scrub, scrub_tree
 from gym_metrics.errors import GymMetricsError
 
 RETRY_STATUSES: Final[frozenset[int]] = frozenset({408, 429, *range(500, 600)})
@@ -46,10 +47,6 @@ MAX_ANSWER_BYTES: Final = 64 << 20
 """Default `max_answer_bytes`: a model's or scorer's answer is a few KB to a few MB."""
 ERROR_BODY_BYTES: Final = 64 << 10
 """Bytes of a non-2xx answer read for its error message; the rest is never read."""
-MIN_SCRUBBED_KEY: Final = 4
-"""Keys shorter than this are not masked: masking every "ab" would garble each message, and a
-key that short protects nothing (it is logged as a warning when read)."""
-MASK: Final = "***"
 _T = TypeVar("_T")
 _sleep = asyncio.sleep  # module-level so tests can record the backoff delays
 
@@ -111,41 +108,6 @@ class HttpError(GymMetricsError):
         self.status, self.retryable = status, retryable
         self.retry_after = retry_after
         """Seconds the server asked us to wait (its `Retry-After`), when it said."""
-
-
-def scrub(text: str, key: str | None, limit: int | None = None, *, truncated: bool = False) -> str:
-    """`text` with every copy of `key` (as sent, and JSON-escaped) masked as `***`, then cut to
-    `limit` characters: masking first, so a cut can never keep a prefix of the key.
-    `truncated`: `text` is only the start of a longer text (a body read in part), so a key
-    prefix it ends with (at least MIN_SCRUBBED_KEY characters) is masked too. Keys shorter
-    than MIN_SCRUBBED_KEY are left (see there); a server echoing only part of a key (its first
-    few characters, as some do on purpose) is not masked."""
-    if key and len(key) >= MIN_SCRUBBED_KEY:
-        for form in _forms(key):
-            text = text.replace(form, MASK)
-        if truncated:
-            for n in range(min(len(key) - 1, len(text)), MIN_SCRUBBED_KEY - 1, -1):
-                if text.endswith(key[:n]):
-                    text = text[:-n] + MASK
-                    break
-    return text if limit is None or len(text) <= limit else text[:limit]
-
-
-def scrub_tree(value: Any, key: str | None) -> Any:
-    """A parsed JSON answer with `key` masked (`scrub`) in every string, object keys too."""
-    if isinstance(value, str):
-        return scrub(value, key)
-    if isinstance(value, list):
-        return [scrub_tree(v, key) for v in value]
-    if isinstance(value, dict):
-        return {scrub(k, key) if isinstance(k, str) else k: scrub_tree(v, key) for k, v in value.items()}
-    return value
-
-
-def _forms(key: str) -> tuple[str, ...]:
-    """The key as it may appear in a body: as is, JSON-escaped, with escaped slashes."""
-    escaped = orjson.dumps(key).decode()[1:-1]
-    return tuple(dict.fromkeys((key, escaped, escaped.replace("/", "\\/"))))
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -247,6 +209,8 @@ class PooledHttp:
         self._retries = RetryLog(self._log, name)
         self._bound = read_key(config.api_key_env, name, config.url)
         self._key = None if self._bound is None else self._bound.value
+        if self._key is not None:
+            remember(self._key)
         if self._key is not None and len(self._key) < MIN_SCRUBBED_KEY:
             self._log.warning("the %s API key has %d characters: keys under %d are not masked in messages", name, len(self._key), MIN_SCRUBBED_KEY)
         self.attempts = 0
@@ -365,9 +329,9 @@ class PooledHttp:
     def scrub_answer(self, raw: bytes | bytearray, data: Any) -> Any:
         """The parsed answer `data` (of body `raw`) with the key masked in every string: an
         endpoint that echoes the key must not put it in results, rollouts or messages. Walks
-        the answer only when the body holds the key."""
+        the answer only when the body may spell the key (`may_hold`)."""
         key = self._key
-        if not key or len(key) < MIN_SCRUBBED_KEY or not any(form.encode() in raw for form in _forms(key)):
+        if not key or len(key) < MIN_SCRUBBED_KEY or not may_hold(raw, key):
             return data
         return scrub_tree(data, key)
 

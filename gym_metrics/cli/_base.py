@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gym_metrics._util.masking import MaskingFilter
 from gym_metrics.errors import ExitCode, GymMetricsError, InvalidInputError
 
 SHOW_VIOLATIONS = 20
@@ -77,6 +78,9 @@ def add_global_flags(parser: argparse.ArgumentParser) -> None:
 def configure_logging(level_name: str) -> None:
     level = getattr(logging, level_name.upper())
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:  # keys never reach a log line, debug included
+        if not any(isinstance(f, MaskingFilter) for f in handler.filters):
+            handler.addFilter(MaskingFilter())
     for name in THIRD_PARTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.NOTSET if level <= logging.DEBUG else max(level, logging.WARNING))
     # gRPC's C core writes its own lines to stderr (a failed bind, GOAWAYs); our messages say

@@ -15,6 +15,7 @@ import grpc
 import orjson
 from google.rpc import error_details_pb2, status_pb2
 
+from gym_metrics._util.masking import remember
 from gym_metrics._transport.client._resources import CHANNEL_OPTIONS
 from gym_metrics._transport._job_specs import PB_TO_STATE, STATE_TO_PB, dict_to_spec, shown_spec
 from gym_metrics._transport.client._status import RemoteCallError, ServerUnavailableError, ServerUnreachableError
@@ -100,6 +101,8 @@ class JobClient:
             self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
         self._stub = jobs_pb2_grpc.JobServiceStub(self._channel)
         self._metadata = (("authorization", f"Bearer {auth_token}"),) if auth_token else None
+        if auth_token:
+            remember(auth_token)
 
     def __enter__(self) -> JobClient:
         return self

@@ -13,6 +13,7 @@ import grpc
 import grpc.aio
 import orjson
 
+from gym_metrics._util.masking import remember
 from gym_metrics._transport.client._balance import ROUND_ROBIN, address_count, is_balanced
 from gym_metrics._transport.client._groups import GroupCalls
 from gym_metrics._transport.client._session_stream import SessionStream
@@ -109,6 +110,8 @@ class ResourcesClient(SessionCalls, GroupCalls):
         self._target_arg = target
         self._stub = resources_pb2_grpc.ResourcesServiceStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        if token:
+            remember(token)
 
     async def __aenter__(self) -> ResourcesClient:
         return self

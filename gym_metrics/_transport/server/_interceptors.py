@@ -19,6 +19,8 @@ from typing import Any
 import grpc
 from grpc import aio
 
+from gym_metrics._util.masking import remember
+
 access_log = logging.getLogger("gym_metrics.access")
 
 AUTH_EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
@@ -89,6 +91,7 @@ class AuthInterceptor(aio.ServerInterceptor):
         if not token:
             raise ValueError("auth token must be a non-empty string")
         self._expected = f"bearer {token}".encode()
+        remember(token)
 
     async def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
