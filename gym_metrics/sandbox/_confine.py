@@ -1,7 +1,8 @@
 """What the launcher does to confine one run (standard library only: the launcher imports it by
 path, never the server): the run's own namespaces (mount, IPC, network, PID), its directory as
 a tmpfs capped in bytes and inodes, and a seccomp filter that refuses the system calls a run
-never needs (new namespaces, the kernel keyring, mounts, BPF, io_uring, kernel modules).
+never needs (new namespaces, the kernel keyring, mounts, BPF, io_uring, kernel modules, files
+opened by handle); a run left with root's uid loses every capability.
 
 A runner made ahead of its job (a spare) does the slow parts before the job comes: the
 namespaces, and its cgroup (RunGroup), whose joining waits for the kernel.
@@ -218,6 +219,34 @@ def _rmdir_at(base: int, name: str) -> None:
         pass
 
 
+# ----------------------------------------------------------------------------- capabilities
+
+_PR_CAPBSET_DROP, _PR_SET_SECUREBITS, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 28, 47, 4
+_SECBITS = 0xE3  # NOROOT and its lock, KEEP_CAPS locked off, NO_CAP_AMBIENT_RAISE and its lock
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def empty_bounding_set() -> None:
+    """Nothing any later exec of this process may gain, by a setuid file or root's exec-time
+    grant: the bounding set emptied, root's grant switched off and locked (securebits), the
+    ambient set cleared. Needs root's CAP_SETPCAP: call before switching user."""
+    _check(_LIBC.prctl(_PR_SET_SECUREBITS, _SECBITS, 0, 0, 0), "securebits")
+    for cap in range(64):
+        if _LIBC.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == errno.EINVAL:  # past the last capability this kernel knows
+                break
+            _check(-1, f"dropping capability {cap} from the bounding set")
+    _check(_LIBC.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
+
+
+def drop_capabilities() -> None:
+    """Every capability of this process gone (effective, permitted, inheritable): a run that
+    keeps root's uid (no user of its own) must not keep root's power (opening any inode by
+    handle, mounts, raw devices)."""
+    header = struct.pack("Ii", _CAPABILITY_VERSION_3, 0)
+    _check(_LIBC.capset(ctypes.c_char_p(header), ctypes.c_char_p(bytes(24))), "capset")
+
+
 # ----------------------------------------------------------------------------- seccomp
 
 _ARCH = {  # audit arch, and the syscalls refused (EPERM) by number
@@ -227,7 +256,7 @@ _ARCH = {  # audit arch, and the syscalls refused (EPERM) by number
         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "kexec_load": 246, "init_module": 175,
         "finit_module": 313, "delete_module": 176, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
         "fsmount": 432, "fspick": 433, "mount_setattr": 442, "acct": 163, "swapon": 167, "swapoff": 168, "reboot": 169,
-        "syslog": 103,
+        "syslog": 103, "name_to_handle_at": 303, "open_by_handle_at": 304,
     }),
     "aarch64": (0xC00000B7, {
         "clone": 220, "clone3": 435, "unshare": 97, "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218,
@@ -235,7 +264,7 @@ _ARCH = {  # audit arch, and the syscalls refused (EPERM) by number
         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "kexec_load": 104, "init_module": 105,
         "finit_module": 273, "delete_module": 106, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
         "fsmount": 432, "fspick": 433, "mount_setattr": 442, "acct": 89, "swapon": 224, "swapoff": 225, "reboot": 142,
-        "syslog": 116,
+        "syslog": 116, "name_to_handle_at": 264, "open_by_handle_at": 265,
     }),
 }  # fmt: skip
 

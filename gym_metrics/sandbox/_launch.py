@@ -76,8 +76,12 @@ def _exec_program(job: dict, stdin: int, stdout: int, stderr: int) -> None:
         ):
             resource.setrlimit(kind, value)
         os.nice(job.get("nice", 0))
+        if os.geteuid() == 0:
+            _confine.empty_bounding_set()
         if job.get("uid") is not None:
             _become(job["uid"])
+        if os.geteuid() == 0:  # no user of its own (users=False, or not reachable): root's uid, none of its power
+            _confine.drop_capabilities()
         _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         if job.get("confine"):
             _confine.apply_seccomp()

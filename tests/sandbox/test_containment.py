@@ -34,6 +34,7 @@ from _attacks import (  # noqa: E402
     unix_listeners,
     KERNEL_REFUSALS,
     MEMORY_OVER_CHILDREN,
+    ROOT_POWER,
     SYSV_LOOK,
     SYSV_MAKE,
 )
@@ -83,6 +84,22 @@ async def test_sysv_ipc_dies_with_the_run_and_never_reaches_the_next(pool: Pool)
 
 async def test_keyring_user_namespaces_and_mounts_are_refused(pool: Pool) -> None:
     assert await run(pool, KERNEL_REFUSALS) == "contained"
+
+
+@pytest.mark.parametrize("users", [True, False], ids=["own-user", "root-uid"])
+async def test_a_run_has_no_capability_and_cannot_open_files_by_handle(users: bool) -> None:
+    """With `users=False` a run keeps root's uid: it must not keep root's capabilities (with
+    them, open_by_handle_at read the host's whole disk)."""
+    if bwrap_path() is None or os.geteuid() != 0:
+        _ci.missing("isolation strict needs bubblewrap (apt-get install bubblewrap) and root")
+    pool = Pool(size=1, users=users)
+    await pool.start()
+    try:
+        said = await run(pool, ROOT_POWER)
+    finally:
+        await pool.aclose()
+    assert said.startswith("contained"), said
+    assert (said == "contained uid=0") is not users
 
 
 async def test_the_hosts_unix_sockets_and_other_places_are_not_there(pool: Pool, tmp_path: Path) -> None:
