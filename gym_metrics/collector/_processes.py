@@ -19,7 +19,6 @@ left: its rows go to their shards first.
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import json
 import mmap
 import os
@@ -35,6 +34,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from gym_metrics._util.exclusive import hold_exclusive
 from gym_metrics._util.progress import ProgressLine
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._shard import Shard, shard_dir, stats_path
@@ -222,13 +222,7 @@ def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, 
 def _lock(folder: Path) -> IO[bytes]:
     """The shards' lock, held while this run follows them: a second run on the same output
     (its --resume too) is refused instead of writing the same files."""
-    handle = (folder / "lock").open("ab")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise GymMetricsError(f"another collect is running on {folder}'s output: wait for it, or stop it") from None
-    return handle
+    return hold_exclusive(folder / "lock", f"another collect is running on {folder}'s output: wait for it, or stop it")
 
 
 def _start(argv: Sequence[str], shard: Shard, final: Path) -> subprocess.Popen[bytes]:

@@ -8,8 +8,9 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
+from gym_metrics._util.exclusive import hold_exclusive
 from gym_metrics._util.keys import keys_from
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.jobs._run import JobRun, JobProgress, ProgressCallback, full_disk_waits
@@ -48,9 +49,18 @@ class JobExecutor:
         self._dispatcher: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
+        self._owner: IO[bytes] | None = None
+        self._cancelled: set[str] = set()
+        """Jobs a user cancelled while they ran: CANCELLED at their end, even when the executor
+        is closing (its own stops go back to QUEUED)."""
 
     async def start(self) -> None:
-        """Requeue jobs a dead process left RUNNING, then start dispatching."""
+        """Take the database (one executor at a time: another live one would run its jobs
+        twice), requeue jobs a dead process left RUNNING, then start dispatching."""
+        self._owner = hold_exclusive(
+            Path(self.store.path + ".owner"),
+            f"another job server runs the jobs of {self.store.path}: stop it first, or give this one another --db",
+        )
         requeued = await self._stored(self.store.requeue_running)
         if requeued:
             log.info("resuming %d job(s) left running: %s", len(requeued), ", ".join(requeued))
@@ -112,6 +122,7 @@ class JobExecutor:
             return self.store.get(job_id)
         run = self._runs.get(job_id)
         if run is not None:
+            self._cancelled.add(job_id)
             run.cancel()
         return self.store.get(job_id)
 
@@ -133,6 +144,9 @@ class JobExecutor:
         for run in list(self._runs.values()):
             run.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._owner is not None:
+            self._owner.close()
+            self._owner = None
 
     async def _dispatch(self) -> None:
         while True:
@@ -164,7 +178,9 @@ class JobExecutor:
         job_id = run.job_id
         try:
             try:
-                await self._stored(self.store.set_state, job_id, JobState.RUNNING)
+                if not await self._stored(self.store.start_if_queued, job_id):
+                    log.info("job %s was cancelled before it started", job_id)
+                    return
                 log.info("job %s running", job_id)
                 finished = await asyncio.to_thread(run.run)
             except Exception as exc:
@@ -175,13 +191,14 @@ class JobExecutor:
             log.warning("job %s: its final state could not be stored (disk full); it resumes on the next start", job_id)
         finally:
             del self._runs[job_id]
+            self._cancelled.discard(job_id)
             self._wake.set()
 
     def _ended(self, run: JobRun, exc: BaseException | None) -> None:
         """Store how the job ended (in a thread: it writes) and report it."""
         job_id = run.job_id
         if isinstance(exc, asyncio.CancelledError) or run.cancelled.is_set():
-            state = JobState.QUEUED if self._closing else JobState.CANCELLED
+            state = JobState.QUEUED if self._closing and job_id not in self._cancelled else JobState.CANCELLED
             self.store.set_state(job_id, state)
         elif exc is not None:
             message = str(exc) if isinstance(exc, GymMetricsError) else f"{type(exc).__name__}: {exc}"

@@ -208,6 +208,16 @@ class JobStore:
             )
         return cur.rowcount == 1
 
+    def start_if_queued(self, job_id: str) -> bool:
+        """RUNNING now when still QUEUED; False when something else moved it first (a cancel
+        that landed between the dispatcher's listing and this)."""
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE jobs SET state = ?, updated = ? WHERE id = ? AND state = ?",
+                (JobState.RUNNING.value, time.time(), job_id, JobState.QUEUED.value),
+            )
+        return cur.rowcount == 1
+
     def requeue_running(self) -> list[str]:
         """After a restart: every RUNNING job (its process died) is QUEUED again."""
         with self._tx() as db:

@@ -236,3 +236,16 @@ def test_sigterm_stops_a_cpu_bound_job_and_leaves_it_resumable(tmp_path: Path, s
     left = store.get(job)
     store.close()
     assert left.state is JobState.QUEUED and left.done < 300_000
+
+
+def test_a_second_server_on_the_same_database_is_refused_while_the_first_lives(tmp_path: Path, serve: Any) -> None:
+    """Two live servers on one --db would both resume and run its jobs (rows scored twice)."""
+    first = serve()
+    second = subprocess.run(
+        [sys.executable, "-m", "gym_metrics.cli", "jobs", "serve", "--db", str(first.db), "--port", "0"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert second.returncode != 0 and "another job server runs the jobs of" in second.stderr, second.stderr
+    assert "Traceback" not in second.stderr
+    assert first.stop(signal.SIGKILL) != 0  # dead without cleaning up: the kernel drops its lock
+    serve(db=first.db).stop()

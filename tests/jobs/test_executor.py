@@ -114,6 +114,58 @@ async def test_a_queued_job_is_cancelled_before_it_runs(tmp_path: Path) -> None:
     assert executor.cancel(job.id).state is JobState.CANCELLED
 
 
+async def test_a_cancel_answered_cancelled_is_never_lost_to_the_start(tmp_path: Path) -> None:
+    """A cancel landing between the dispatcher's listing of QUEUED jobs and the job's start
+    answers CANCELLED; the job must then never run (it did: RUNNING overwrote it)."""
+    rows = [tool_row(i) for i in range(50)]
+    executor = JobExecutor(JobStore(tmp_path / "jobs.sqlite"), max_jobs=4)
+    await executor.start()
+    raced = 0
+    try:
+        for _ in range(20):  # bounded
+            job = executor.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": rows}})
+            for _ in range(10_000):  # bounded: until the dispatcher took it, not yet started
+                if job.id in executor._runs:
+                    break
+                await asyncio.sleep(0)
+            said = executor.cancel(job.id)
+            final = await executor.wait(job.id, timeout=30)
+            if said.state is JobState.CANCELLED:
+                raced += 1
+                assert final.state is JobState.CANCELLED and final.done == 0, final
+            else:
+                assert final.state in (JobState.CANCELLED, JobState.SUCCEEDED)
+    finally:
+        await executor.aclose()
+    assert raced >= 1  # the window was hit (and held)
+
+
+async def test_a_cancelled_job_stays_cancelled_when_the_server_stops_before_it_ends(tmp_path: Path) -> None:
+    with CountingEndpoint(delay=0.2) as endpoint:
+        executor = JobExecutor(JobStore(tmp_path / "jobs.sqlite"))
+        await executor.start()
+        job = executor.submit({"scorer": "remote", "scorer_config": remote_config(endpoint.url),
+                               "dataset": {"rows": [{"id": i} for i in range(200)]}, "run": {"parallelism": 2}})  # fmt: skip
+        try:
+            for _ in range(200):  # bounded: until it runs
+                if executor.store.get(job.id).done >= 2:
+                    break
+                await asyncio.sleep(0.05)
+            executor.cancel(job.id)
+        finally:
+            await executor.aclose()  # before the run noticed the cancel
+        assert executor.store.get(job.id).state is JobState.CANCELLED
+        again = JobExecutor(JobStore(tmp_path / "jobs.sqlite"))
+        await again.start()
+        try:
+            await asyncio.sleep(0.5)
+            record = again.store.get(job.id)
+        finally:
+            await again.aclose()
+        calls = sum(endpoint.calls.values())
+    assert record.state is JobState.CANCELLED and calls < 200
+
+
 async def test_two_jobs_run_at_once_and_a_third_waits(tmp_path: Path) -> None:
     with CountingEndpoint(delay=0.05) as endpoint:
         executor = JobExecutor(JobStore(tmp_path / "jobs.sqlite"), max_jobs=2)

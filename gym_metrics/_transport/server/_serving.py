@@ -19,6 +19,7 @@ from typing import Any
 
 from gym_metrics._util.grpc_fork import FORK_SUPPORT_ENV, grpc_fork_handlers_off
 from gym_metrics._util.limits import raise_open_files
+from gym_metrics._util.masking import MaskingFilter
 from gym_metrics._transport.server._metrics import start_multiprocess_http
 from gym_metrics._transport.server._server import (
     AUTH_TOKEN_ENV,
@@ -321,5 +322,6 @@ def _ensure_log_handler() -> None:
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.addFilter(MaskingFilter())
     package.addHandler(handler)
     package.setLevel(logging.INFO)
