@@ -17,6 +17,7 @@ from gym_metrics.cli._base import (
     report_error,
     version,
 )
+from gym_metrics._util.atomic import check_output
 from gym_metrics.cli._discovery import command_modules
 from gym_metrics.errors import ExitCode
 
@@ -53,7 +54,7 @@ def _check_inputs(ns: argparse.Namespace) -> None:
     """One message for a missing input file, and one for an output that is an input, whatever
     the command; a command's own checks (`check_inputs`) run before anything is sent or started."""
     inputs: list[Path] = []
-    for attr in ("rollouts", "input", "partials"):
+    for attr in ("rollouts", "input", "partials", "metrics", "compare"):
         value = getattr(ns, attr, None)
         inputs += [p for p in (value if isinstance(value, list) else [value]) if isinstance(p, Path)]
     for path in inputs:
@@ -61,7 +62,11 @@ def _check_inputs(ns: argparse.Namespace) -> None:
             raise InputFileError(f"input file not found: {path}")
         if not path.is_file():
             raise InputFileError(f"input is not a file: {path}")
-    refuse_output_over_input({"--output": getattr(ns, "output", None), "--partial-out": getattr(ns, "partial_out", None)}, inputs)
+    outputs = {"--output": getattr(ns, "output", None), "--partial-out": getattr(ns, "partial_out", None)}
+    refuse_output_over_input(outputs, inputs)
+    for flag, out in outputs.items():
+        if isinstance(out, Path):
+            check_output(out, flag)
     check = getattr(ns, "check_inputs", None)
     if check is not None:
         check(ns)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gym_metrics._util.masking import MaskingFilter
+from gym_metrics._util.atomic import same_file
 from gym_metrics.errors import ExitCode, GymMetricsError, InvalidInputError
 
 SHOW_VIOLATIONS = 20
@@ -160,16 +161,6 @@ def agent_name(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- shared helpers
-
-
-def same_file(a: Path, b: Path) -> bool:
-    """Whether `a` and `b` name one file: by device and inode when both exist (so a symlink,
-    a hard link or another relative spelling of the input is caught), else by resolved path."""
-    try:
-        sa, sb = os.stat(a), os.stat(b)
-    except OSError:
-        return a.resolve() == b.resolve()
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def refuse_output_over_input(outputs: dict[str, Any], inputs: Sequence[Path]) -> None:

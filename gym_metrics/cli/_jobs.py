@@ -4,13 +4,13 @@ its client commands (docs/evaluation.md#job-server)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from gym_metrics._util.atomic import written_atomically
 from gym_metrics.cli._base import (
     add_global_flags,
     format_table,
@@ -247,13 +247,5 @@ def _follow(client: Any, job_id: str, timeout: float | None) -> int:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with written_atomically(path) as tmp:
+        tmp.write_bytes(data)

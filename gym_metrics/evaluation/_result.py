@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from gym_metrics._util.atomic import written_atomically
 from gym_metrics.errors import GymMetricsError
 
 
@@ -236,14 +236,8 @@ class EvaluationScores:
     def write_json(self, path: str | os.PathLike[str]) -> Path:
         """Write atomically (temp file + rename): a killed run never leaves half a file."""
         path = Path(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(self.to_json())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with written_atomically(path) as tmp:
+            tmp.write_bytes(self.to_json())
         return path
 
 

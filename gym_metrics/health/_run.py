@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from gym_metrics._util.atomic import same_file, written_atomically
 from gym_metrics._util.memory import fewer_gc_passes
 from gym_metrics.health._checks import Digest, check_ignored
 from gym_metrics.health._read import read_run, worker_count
@@ -103,13 +104,16 @@ def check_health(paths: Path | Sequence[Path], *, output_dir: Path | None = None
         if not path.is_file():
             raise FileNotFoundError(f"rollouts file not found: {path}")
     ignored = check_ignored(ignore)
+    out = output_dir or files[0].parent
+    summary_path, verdicts_path = out / SUMMARY_FILE, out / VERDICTS_FILE
+    for written in (summary_path, verdicts_path):
+        if any(same_file(written, path) for path in files):
+            raise ValueError(f"{written} is one of the rollout files: writing it would overwrite them; give -o another folder")
     with fewer_gc_passes():  # containers by the million, all kept or all freed at once
         table = read_run(files, frozenset(ignored), worker_count(workers))
         verdict, tasks, summary = _analyse(table, ignored)
-        out = output_dir or files[0].parent
-        out.mkdir(parents=True, exist_ok=True)
-        summary_path, verdicts_path = out / SUMMARY_FILE, out / VERDICTS_FILE
-        summary_path.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-        with verdicts_path.open("wb") as f:
+        with written_atomically(summary_path) as tmp:
+            tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+        with written_atomically(verdicts_path) as tmp, tmp.open("wb") as f:
             write_verdicts(f, table, verdict)
     return Health(summary, summary_path, verdicts_path, table, verdict, tasks)

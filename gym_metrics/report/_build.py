@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import replace
 from html import escape
 from pathlib import Path
 
 import numpy as np
 
+from gym_metrics._util.atomic import written_atomically
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.report import _health, _page, _rollouts_html, _sections, _usage
 from gym_metrics.report._bounds import FULL_NAME_CHARS, MAX_AGENTS, shown_names
@@ -63,9 +63,8 @@ def build_report(
     if gates is None:  # a verdict only when asked for: --compare asks for one (no regression, margin 0)
         gates = Gates(fail_if_worse_by=0.0) if compare is not None else Gates()
     html = render(agents, field, gates, title=f"gym-metrics report: {metrics.name}", sample=sample)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, out)
+    with written_atomically(out) as tmp:
+        tmp.write_text(html, encoding="utf-8")
     return out
 
 

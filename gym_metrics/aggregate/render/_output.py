@@ -16,6 +16,7 @@ from typing import IO, Any, Protocol, cast, runtime_checkable
 import numpy as np
 import orjson
 
+from gym_metrics._util.atomic import written_atomically
 from gym_metrics._util.jsonio import loads
 from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, ShownField, ValueKind
 from gym_metrics.aggregate.render._writer import BackgroundWriter
@@ -44,11 +45,8 @@ def write_aggregate_metrics(path: str | Path, aggregates: Iterable[AgentAggregat
     file. No fsync: the file is derived data (re-run `aggregate`), and syncing 200 MB costs
     seconds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb", buffering=0) as raw, BackgroundWriter(raw) as f:
+    with written_atomically(path) as tmp, tmp.open("wb", buffering=0) as raw, BackgroundWriter(raw) as f:
         write_json(cast(IO[bytes], f), aggregates, extra)
-    tmp.replace(path)
     return path
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
+from gym_metrics._util.atomic import written_atomically
 from gym_metrics.rollouts import (
     NumericField,
     RolloutColumns,
@@ -47,13 +48,8 @@ if TYPE_CHECKING:  # imported where used: pyarrow.parquet costs ~20 ms of every 
 def write_partial(path: str | os.PathLike[str], rollouts: RolloutFile, sources: Sequence[str] = ()) -> Path:
     """Write `rollouts` (as `read_rollouts` returns it) to `path`, atomically."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # the usual permissions, unlike mkstemp's 0600
-    try:
+    with written_atomically(path) as tmp:
         _write(str(tmp), rollouts, sources)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gym_metrics._util.atomic import written_atomically
 from gym_metrics.ecosystems.reasoning_gym._types import json_bytes
 from gym_metrics.ecosystems.reasoning_gym._rows import DEFAULT_AGENT, DEFAULT_PROMPT, MixPart, dataset_rows, mix_rows
 
@@ -50,20 +51,18 @@ def write_rows(request: RowsRequest, path: Path, workers: int = 1) -> Counter[st
     path.parent.mkdir(parents=True, exist_ok=True)
     slices = [range(request.size * k // workers, request.size * (k + 1) // workers) for k in range(workers)]
     parts = [path.with_name(f"{path.name}.part{k}") for k in range(workers)]
-    whole = path.with_name(path.name + ".tmp")
     try:
         if workers == 1:
             counts = _write_slice(request, slices[0], parts[0])
         else:
             with _context().Pool(workers) as pool:
                 counts = sum(pool.starmap(_write_slice, [(request, s, p) for s, p in zip(slices, parts)]), Counter())
-        with whole.open("wb") as out:
+        with written_atomically(path) as whole, whole.open("wb") as out:
             for part in parts:
                 with part.open("rb") as f:
                     shutil.copyfileobj(f, out, 1 << 20)
-        whole.replace(path)
     finally:
-        for leftover in (*parts, whole):
+        for leftover in parts:
             leftover.unlink(missing_ok=True)
     return counts
 

@@ -1,0 +1,67 @@
+"""Writing an output file whole or not at all: into a temporary file beside it, renamed over
+it once complete, so a killed run never leaves half a file. An existing target that is not a
+regular file (`-o /dev/null`, `/dev/stdout`, a named pipe) is written in place: renaming over it
+would replace the device with a file (as root, the machine's /dev/null)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from gym_metrics.errors import GymMetricsError
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` name one file: by device and inode when both exist (so a symlink,
+    a hard link or another relative spelling of the input is caught), else by resolved path."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return a.resolve() == b.resolve()
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def check_output(path: Path, flag: str = "--output") -> None:
+    """Before any work: an output that can be written (its folder made if missing); a
+    GymMetricsError naming `flag` otherwise (a directory, a folder not writable)."""
+    if path.is_dir():
+        raise GymMetricsError(f"{flag} {path} is a directory: name a file in it")
+    if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+        return  # a device or pipe: written in place
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GymMetricsError(f"cannot write {flag} {path}: its folder cannot be made ({exc.strerror})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise GymMetricsError(f"cannot write {flag} {path}: its folder {folder} is not writable")
+
+
+@contextmanager
+def written_atomically(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """The path to write `path`'s new content to; renamed over `path` when the block ends
+    without an error, removed when it fails. Its folder is made if missing; the usual
+    permissions (umask), unlike mkstemp's 0600."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise GymMetricsError(f"cannot write {path}: it is a directory")
+    if mode is not None and not stat.S_ISREG(mode):
+        yield path
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+__all__ = ["check_output", "same_file", "written_atomically"]
