@@ -10,6 +10,7 @@ than a regex.)
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +39,43 @@ def loads(text: bytes | bytearray | memoryview | str) -> Any:
         return json.loads(source)
     except RecursionError:  # nested deeper than the stack allows: bad input, not a crash
         raise ValueError("nested too deeply (more than 1024 levels)") from None
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def lone_surrogate_at(raw: bytes, value: Any) -> str | None:
+    """The path (`a.b[2]`) of the first string of `value` (parsed from the JSON text `raw`)
+    that holds a lone surrogate: Python's json reads `"\\ud800"` into a str that cannot be
+    written as UTF-8 again (orjson refuses it). None when there is none; the text is only
+    walked when it holds a surrogate escape."""
+    if not _SURROGATE_ESCAPE.search(raw):
+        return None
+
+    def unwritable(text: str) -> bool:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+
+    def walk(node: Any, path: str) -> str | None:
+        if isinstance(node, str):
+            return (path or "(the row)") if unwritable(node) else None
+        if isinstance(node, dict):
+            for key, child in node.items():
+                where = f"{path}.{key}" if path else str(key)
+                if unwritable(key):
+                    return f"{where!r} (a key)"
+                if (found := walk(child, where)) is not None:
+                    return found
+        elif isinstance(node, list):
+            for i, child in enumerate(node):
+                if (found := walk(child, f"{path}[{i}]")) is not None:
+                    return found
+        return None
+
+    return walk(value, "")
 
 
 def json_kind(value: Any) -> str:

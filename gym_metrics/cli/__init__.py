@@ -4,6 +4,7 @@ found by `_discovery` (a private module here defining `add_parsers(sub)` and `OR
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ns.func(ns) or 0)
     except KeyboardInterrupt:
         return 130  # 128 + SIGINT, the shell's convention (outside the ExitCode table)
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:  # a stray CancelledError is a failure, not a traceback
         if ns.debug:
             raise
         return int(report_error(exc))  # a plain int: ExitCode prints as its name on Python 3.10

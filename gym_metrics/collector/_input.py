@@ -19,6 +19,7 @@ import orjson
 
 import numpy as np
 
+from gym_metrics._util.jsonio import lone_surrogate_at
 from gym_metrics.rollouts import BOM, ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, BadLine, BufferRows, RolloutColumns, agent_name, agent_problem, bad_json_reason, line_bounds, parse_row, read_chunks, row_index_value
 from gym_metrics.collector._keys import FixedKeys, Indexer, is_scored, line_identity, may_hold_key
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -221,6 +222,8 @@ def _rollouts(
     if keys is not None and scored:  # a finished rollout with its keys (a fixed key); no copy
         yield Rollout(*keys, row, True, raw, line_no)
         return
+    if (where_bad := lone_surrogate_at(raw, row)) is not None:  # this row is sent, or written again
+        raise _Bad(where_bad, "holds a lone surrogate escape (\\ud800-\\udfff without its pair): not valid Unicode, so it cannot be sent or written as UTF-8")
     task: int | None
     if keys is not None:
         agent, task = keys[0], keys[1]

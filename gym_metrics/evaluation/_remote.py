@@ -15,6 +15,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.evaluation._progress import RowProgress, Tallied
@@ -56,7 +58,7 @@ async def _score(
     scores: ScoreMatrix | Tallied = matrix if progress is None else Tallied(matrix, progress)
     count = 0
 
-    def items() -> Iterator[tuple[int, int, Mapping[str, Any]]]:
+    def items() -> Iterator[tuple[int, int, bytes]]:
         nonlocal count
         for index, row in enumerate(rows):
             count = index + 1
@@ -65,7 +67,12 @@ async def _score(
             elif not isinstance(row, Mapping):
                 scores.add(index, None, RowFailure("row", f"must be an object, got {type(row).__name__}"))
             else:
-                yield index, 0, row
+                try:
+                    body = orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+                except (TypeError, ValueError) as exc:  # e.g. a lone surrogate Python's json read
+                    scores.add(index, None, RowFailure("row", f"cannot be sent as JSON: {exc}"))
+                    continue
+                yield index, 0, body
 
     async for outcome in client.verify_stream(items(), batch_size=batch_size):
         if outcome.error_kind or outcome.response is None:

@@ -93,6 +93,22 @@ def test_non_utf8_byte_is_a_bad_line_in_collect(tmp_path: Path, server: str, cap
     assert len(out.read_text().splitlines()) == 1
 
 
+def test_a_lone_surrogate_is_a_bad_line_in_collect_naming_the_field(tmp_path: Path, server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Python's json reads "\\ud800" into a str no UTF-8 writer takes: a row to verify that
+    holds one is a bad line naming its field (it crashed collect after the rows before it)."""
+    lines = SAMPLE_PATH.read_text().splitlines()[:6]
+    lines[3] = lines[3].replace('"responses_create_params"', '"note": {"why": ["ok", "\\ud800x"]}, "responses_create_params"', 1)
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["collect", "--server", server, "--input", str(src), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "line 4: note.why[1]: holds a lone surrogate" in err and "Traceback" not in err, err
+    out.unlink(missing_ok=True)
+    assert cli.main(["collect", "--server", server, "--input", str(src), "--output", str(out), "--on-bad-line", "skip"]) == 0
+    assert len(out.read_text().splitlines()) == 5
+
+
 # ------------------------------------------------------------------ 8: non-numeric values counted
 
 

@@ -49,6 +49,16 @@ async def test_scores_come_from_the_verify_response(serve_env: Any) -> None:
     assert (stats["tool_call_accuracy"].count, stats["tool_call_accuracy"].nan_count) == (n + 1, 2)
 
 
+async def test_a_row_that_cannot_be_sent_is_a_row_error_not_a_cancelled_run(serve_env: Any) -> None:
+    """A row Python's json read with a lone surrogate has no UTF-8 form: its row fails with a
+    reason, the others are scored (the whole run died as a CancelledError traceback)."""
+    port, _ = await serve_env(ToolCallingServer())
+    odd = {**CASES[1], "note": "\ud800x"}
+    result = await evaluate_remote_async(f"127.0.0.1:{port}", [CASES[0], odd, CASES[2]], batch_size=2)
+    assert sorted(result.errors) == [1] and result.errors[1].field == "row" and "surrogate" in result.errors[1].reason
+    assert result.column("tool_call_accuracy")[[0, 2]].tolist() == [EXPECTED[0]["tool_call_accuracy"], EXPECTED[2]["tool_call_accuracy"]]
+
+
 async def test_limit_samples_over_the_server(serve_env: Any) -> None:
     port, _ = await serve_env(ToolCallingServer())
     result = await evaluate_remote_async(f"127.0.0.1:{port}", iter(CASES), limit_samples=3)

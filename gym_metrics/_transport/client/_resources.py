@@ -247,11 +247,28 @@ class ResourcesClient(SessionCalls, GroupCalls):
     async def verify_stream(
         self, items: Iterable[VerifyInput] | AsyncIterable[VerifyInput], batch_size: int = 256
     ) -> AsyncIterator[VerifyOutcome]:
-        """Verify many rollouts over one VerifyStream call; outcomes come in input order."""
-        call = self._stub.VerifyStream(_verify_batches(items, batch_size), metadata=self._metadata)
-        async for response in call:
-            for outcome in VerifiedBatch.from_results(response.results).outcomes():
-                yield outcome
+        """Verify many rollouts over one VerifyStream call; outcomes come in input order. An
+        error raised while reading or encoding `items` is raised as itself (grpc reports it as
+        a cancelled call)."""
+        failed: list[Exception] = []
+
+        async def requests() -> AsyncIterator[pb.VerifyStreamRequest]:
+            try:
+                async for request in _verify_batches(items, batch_size):
+                    yield request
+            except Exception as exc:
+                failed.append(exc)
+                raise
+
+        call = self._stub.VerifyStream(requests(), metadata=self._metadata)
+        try:
+            async for response in call:
+                for outcome in VerifiedBatch.from_results(response.results).outcomes():
+                    yield outcome
+        except asyncio.CancelledError:
+            if failed:
+                raise failed[0] from None
+            raise
 
     async def verify_batches(
         self, batches: AsyncIterable[tuple[str, Sequence[VerifyInput]]]
