@@ -4,6 +4,8 @@ or in a thread (`Viewer`) for scripts and tests."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -36,20 +38,42 @@ def _server(app: ViewerApp, host: str, port: int) -> Any:
 
 
 def serve(app: ViewerApp, host: str, port: int, on_ready: Any = None) -> None:
-    """Serve until Ctrl-C; `on_ready(url)` once the port is bound."""
+    """Serve until Ctrl-C; `on_ready(url)` once the port is bound. The socket is bound here,
+    first, so a taken port or a bad address is one InvalidInputError (uvicorn's own bind logs
+    a traceback and exits the process)."""
     server = _server(app, host, port)
+    sock = _bound(host, port)
 
     async def main() -> None:
-        task = asyncio.create_task(server.serve())
+        task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started and not task.done():
             await asyncio.sleep(0.02)
         if server.started and on_ready is not None:
             on_ready(_url(host, server))
         await task
 
-    asyncio.run(main())
-    if not server.started:
-        raise InvalidInputError(f"the viewer could not listen on {host}:{port} (is the port taken?)")
+    with sock:
+        asyncio.run(main())
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    if not 0 <= port <= 65535:
+        raise InvalidInputError(f"--port {port}: must be in 0..65535")
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise InvalidInputError(f"the viewer cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(MAX_CONNECTIONS)
+    except OSError as exc:
+        sock.close()
+        why = "the port is in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        raise InvalidInputError(f"the viewer cannot listen on {host}:{port}: {why}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _url(host: str, server: Any) -> str:

@@ -42,3 +42,18 @@ def test_a_missing_path_is_refused(tmp_path: Path) -> None:
     empty.mkdir()
     done = subprocess.run([sys.executable, "-m", "gym_metrics.cli", "view", str(empty), "--port", "0"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "no rollouts (.jsonl), metrics (_aggregate_metrics.json) or results" in done.stderr
+
+
+def test_a_taken_port_or_one_out_of_range_is_one_line_exit_2(tmp_path: Path) -> None:
+    """uvicorn's own bind printed a traceback and exited 3 ("every rollout failed")."""
+    import socket
+
+    write_run(tmp_path / "a.jsonl", "policy-a", tasks=1, repeats=1, reward=lambda t, r: 1.0)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        for given, why in ((str(port), f"cannot listen on 127.0.0.1:{port}: the port is in use"), ("99999", "--port 99999: must be in 0..65535")):
+            done = subprocess.run([sys.executable, "-m", "gym_metrics.cli", "view", str(tmp_path), "--port", given],
+                                  capture_output=True, text=True, timeout=60)  # fmt: skip
+            assert done.returncode == 2 and why in done.stderr and "Traceback" not in done.stderr, done.stderr
