@@ -18,7 +18,9 @@ signal, as Docker does.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -128,8 +130,26 @@ def exit_status(code: int, status_file: Path | None) -> int:
     """The program's exit code, or -N when signal N ended it: from the wrapper's file when it
     wrote one; else Docker's 128 + N is a signal (the container itself was killed)."""
     if status_file is not None:
-        try:
-            return int(status_file.read_text())
-        except (OSError, ValueError):
-            pass  # no word from the wrapper: the container was killed from outside
-    return 128 - code if code > 128 else code
+        text = _read_small_regular(status_file)
+        if text is not None:
+            try:
+                return int(text)
+            except ValueError:
+                pass
+    return 128 - code if code > 128 else code  # no word from the wrapper: the container was killed from outside
+
+
+def _read_small_regular(path: Path, limit: int = 64) -> bytes | None:
+    """At most `limit` bytes of `path` if it is a regular file, never following a link or
+    waiting: the program can write its folder, so it could make the status file a FIFO (an
+    open that never returns), a link to a host file, or a huge file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)

@@ -4,7 +4,9 @@ results as under the local provider."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import tempfile
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +66,21 @@ def test_an_exit_above_128_is_told_from_a_signal(tmp_path: Path, command: list[s
 def test_without_the_wrapper_or_its_word_docker_s_convention_holds(tmp_path: Path) -> None:
     assert exit_status(137, tmp_path / "absent") == -9  # killed from outside: no file
     assert exit_status(130, None) == -2 and exit_status(3, None) == 3
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link", "huge"])
+async def test_a_status_file_the_program_planted_never_blocks_or_leaks(tmp_path: Path, planted: str) -> None:
+    """The run's folder is writable from the container: a FIFO as the status file hung the
+    server's event loop on its open; a link or a huge file must not be read either. A stand-in
+    `docker` does only what a container could: it plants the file in the mounted folder."""
+    fake = tmp_path / "docker"
+    plant = {
+        "fifo": 'mkfifo "$w/.gm_status"',
+        "link": 'ln -s /etc/hostname "$w/.gm_status"',
+        "huge": 'head -c 50000000 /dev/zero > "$w/.gm_status"',
+    }[planted]
+    fake.write_text(f'#!/bin/sh\nfor a in "$@"; do case "$a" in *:/work) w="${{a%:/work}}"; {plant};; esac; done\nexit 1\n')
+    fake.chmod(0o755)
+    before = set(Path(tempfile.gettempdir()).glob("gm-docker-*"))
+    result = await asyncio.wait_for(DockerProvider(docker=str(fake)).run(Program(python="print(1)"), Limits(wall_s=5)), 30)
+    assert result.exit_code == 1 and set(Path(tempfile.gettempdir()).glob("gm-docker-*")) == before
