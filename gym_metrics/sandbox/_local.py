@@ -310,13 +310,19 @@ class OpenRun:
 
 async def run_local(program: Program, limits: Limits = Limits(), *, isolation: Isolation | None = None,
                     users: bool = True) -> RunResult:  # fmt: skip
-    """Run `program` under `limits` in a launcher started for it (see the module docstring);
-    a Pool's `run` does the same in launchers started ahead."""
-    launcher = await Launcher.start(isolation=isolation, users=users)
+    """Run `program` under `limits` in a launcher started for it (see the module docstring),
+    in a cgroup of its own where the host allows (so `memory_mb` and `processes` bound the run
+    as a whole, as in a Pool); a Pool's `run` does the same in launchers started ahead."""
+    cgroups = await asyncio.to_thread(Cgroups.find) if os.geteuid() == 0 else None
     try:
-        return await launcher.run(program, limits)
+        launcher = await Launcher.start(isolation=isolation, users=users, cgroups=cgroups)
+        try:
+            return await launcher.run(program, limits)
+        finally:
+            await launcher.aclose()
     finally:
-        await launcher.aclose()
+        if cgroups is not None:
+            await asyncio.to_thread(cgroups.remove)
 
 
 def _close(fd: int) -> None:

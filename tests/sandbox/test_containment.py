@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import gym_metrics.sandbox as sandbox_package
-from gym_metrics.sandbox import Limits, Pool, Program, SandboxBusyError, SandboxError, bwrap_path
+from gym_metrics.sandbox import Limits, Pool, Program, SandboxBusyError, SandboxError, bwrap_path, run_local
 from gym_metrics.sandbox._cgroups import Cgroups
 from gym_metrics.sandbox._users import _lock_file
 
@@ -65,6 +65,18 @@ async def test_memory_is_bounded_for_the_run_not_per_process(pool: Pool) -> None
     if not pool.bounded:
         _ci.missing("this host gives the server no cgroup (a read-only /sys/fs/cgroup): memory holds per process only")
     assert await run(pool, MEMORY_OVER_CHILDREN) == "contained"
+
+
+async def test_run_local_bounds_memory_for_the_run_too(pool: Pool) -> None:
+    """run_local "does the same" as a Pool run: it ran with no cgroup (six children of 200 MB
+    all lived under 512 MB), and leaves none of its cgroups behind."""
+    if not pool.bounded:
+        _ci.missing("this host gives the server no cgroup (a read-only /sys/fs/cgroup): memory holds per process only")
+    result = await run_local(Program(python=MEMORY_OVER_CHILDREN), LIMITS)
+    assert result.isolated and result.stdout.decode().strip() == "contained", result
+    mine = f"gym-metrics-{os.getpid()}-"
+    ours = {p for p in Path("/sys/fs/cgroup").glob(f"**/{mine}*") if p.is_dir()}
+    assert len(ours) <= 2, ours  # the pool's own (one per hierarchy); run_local's are gone
 
 
 async def test_what_a_run_writes_is_bounded_in_bytes_and_files(pool: Pool) -> None:
