@@ -19,12 +19,17 @@ from urllib.parse import urlsplit
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+CLEARTEXT = "http://"
+"""The prefix of a host pattern that lets its key go over plain http (`http://judge:8000`)."""
+_LOOPBACK = ("localhost", "127.", "::1")
 
 
 @dataclass(frozen=True)
 class BoundKey:
     """A secret's value and the hosts it may be sent to (None: any host). Patterns are
-    `host`, `host:port` or `*.domain` (any subdomain), lowercase (see `host_pattern`)."""
+    `host`, `host:port` or `*.domain` (any subdomain), lowercase (see `host_pattern`). A bound
+    key goes over https only, or plain http to a loopback host, unless its pattern starts with
+    `http://`: a submitter choosing `http://` must not have a key sent in the clear."""
 
     value: str = field(repr=False)
     hosts: frozenset[str] | None = None
@@ -38,7 +43,12 @@ class BoundKey:
             port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
         except ValueError:
             return False
+        clear = parts.scheme != "https" and not host.startswith(_LOOPBACK)
         for pattern in self.hosts:
+            if pattern.startswith(CLEARTEXT):
+                pattern = pattern[len(CLEARTEXT) :]
+            elif clear:
+                continue
             name, _, want_port = pattern.rpartition(":") if _has_port(pattern) else (pattern, "", "")
             if want_port and str(port) != want_port:
                 continue
@@ -53,16 +63,19 @@ def _has_port(pattern: str) -> bool:
 
 
 def host_pattern(text: str) -> str:
-    """A host pattern checked and lowercased: `host`, `host:port`, `[v6]:port`, `*.domain`;
-    ValueError saying what is wrong (a URL, a path, credentials, a bad port)."""
+    """A host pattern checked and lowercased: `host`, `host:port`, `[v6]:port`, `*.domain`,
+    each may start with `http://` (plain http allowed too); ValueError saying what is wrong
+    (another scheme, a path, credentials, a bad port)."""
     pattern = text.strip().lower()
+    if pattern.startswith(CLEARTEXT):
+        return CLEARTEXT + host_pattern(pattern[len(CLEARTEXT) :])
     try:
         parts = urlsplit("//" + pattern)
         parts.port  # noqa: B018  # raises ValueError for a bad port
     except ValueError:
         raise ValueError(f"{text!r} is not HOST or HOST:PORT") from None
     if not parts.hostname or parts.path or parts.query or parts.fragment or "@" in pattern or "://" in text:
-        raise ValueError(f"{text!r} is not HOST or HOST:PORT (no scheme, path or credentials)")
+        raise ValueError(f"{text!r} is not HOST or HOST:PORT (no path or credentials; the one scheme allowed is http://)")
     if "*" in pattern.lstrip("*.") or (pattern.startswith("*") and not pattern.startswith("*.")):
         raise ValueError(f"{text!r}: a wildcard is only allowed as a leading '*.'")
     return pattern
@@ -95,11 +108,12 @@ def read_key(var: str | None, what: str, url: str) -> BoundKey | None:
         if key is None:
             raise InvalidInputError(f"{what} API key not found", [FieldViolation("config.api_key_env", f"secret {var} was not resolved for this job")])
         if not key.allows(url):
-            host = urlsplit(url).netloc.rpartition("@")[2]
-            raise InvalidInputError(
-                f"{what} API key may not be sent there",
-                [FieldViolation("config.url", f"secret {var} is bound to other hosts than {host!r}")],
-            )
+            parts = urlsplit(url)
+            host = parts.netloc.rpartition("@")[2]
+            why = f"secret {var} is bound to other hosts than {host!r}"
+            if parts.scheme == "http" and key.allows(parts._replace(scheme="https").geturl()):
+                why = f"secret {var} goes to {host!r} over https only (bind it as http://{host} to allow plain http)"
+            raise InvalidInputError(f"{what} API key may not be sent there", [FieldViolation("config.url", why)])
         return key
     value = os.environ.get(var)
     if not value:

@@ -151,6 +151,13 @@ async def test_a_secret_bound_to_a_host_is_sent_there_and_refused_elsewhere(tmp_
         ("*.example.com", "https://badexample.com/", False),
         ("[::1]:8080", "http://[::1]:8080/x", True),
         ("127.0.0.1", "http://127.0.0.2/", False),
+        ("127.0.0.1", "http://127.0.0.1:9000/", True),  # plain http to loopback
+        ("api.example.com", "http://api.example.com/v1", False),  # a bound key never goes in the clear...
+        ("judge.internal:8000", "http://judge.internal:8000/v1", False),
+        ("http://judge.internal:8000", "http://judge.internal:8000/v1", True),  # ...unless its binding says http://
+        ("http://judge.internal:8000", "https://judge.internal:8000/v1", True),
+        ("HTTP://*.svc.local", "http://judge.ns.svc.local/v1", True),
+        ("http://judge.internal:8000", "http://judge.internal:8001/v1", False),
     ],
 )
 def test_host_patterns(pattern: str, url: str, allowed: bool) -> None:
@@ -159,7 +166,16 @@ def test_host_patterns(pattern: str, url: str, allowed: bool) -> None:
     assert BoundKey("k", frozenset({host_pattern(pattern)})).allows(url) is allowed
 
 
-@pytest.mark.parametrize("bad", ["https://api.example.com", "api.example.com/v1", "user@host", "a.*.com", "host:99999", ""])
+def test_a_key_refused_for_plain_http_says_how_to_allow_it() -> None:
+    from gym_metrics._util.keys import BoundKey, host_pattern, keys_from, read_key
+
+    with keys_from({"K": BoundKey("v", frozenset({host_pattern("judge.internal")}))}):
+        with pytest.raises(InvalidInputError) as err:
+            read_key("K", "judge", "http://judge.internal/v1")
+    assert "over https only (bind it as http://judge.internal to allow plain http)" in str(err.value.violations[0])
+
+
+@pytest.mark.parametrize("bad", ["https://api.example.com", "ftp://api.example.com", "http://a/b", "api.example.com/v1", "user@host", "a.*.com", "host:99999", ""])
 def test_a_bad_host_pattern_is_refused_naming_the_entry(tmp_path: Path, bad: str) -> None:
     path = tmp_path / "secrets.json"
     path.write_bytes(orjson.dumps({NAME: {"value": VALUE, "hosts": [bad]}}))
