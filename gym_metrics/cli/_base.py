@@ -132,6 +132,20 @@ def print_invalid(exc: InvalidInputError) -> None:
 
 # ----------------------------------------------------------------------------- value types
 
+def server_address(text: str) -> str:
+    """A gRPC server to call: HOST:PORT (port 1..65535; `[v6]:PORT`), or a target grpc
+    resolves itself (`dns:///NAME:PORT`, `ipv4:`, `ipv6:`, `unix:`). A port out of range was
+    wrapped by the resolver (98743 reached 33207) and a URL failed as "unreachable"."""
+    if text.startswith(("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:")):
+        return text
+    if "://" in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: give HOST:PORT (a gRPC address, not a URL)")
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: give HOST:PORT with a port in 1..65535")
+    return text
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:

@@ -21,6 +21,7 @@ from gym_metrics.cli._base import (
     positive_int,
     print_value_notes,
     read_token,
+    server_address,
 )
 from gym_metrics.cli._export import add_export_flags, add_pushgateway_flag, export_after
 from gym_metrics.cli._health import health_after
@@ -35,7 +36,7 @@ ORDER = 20  # its place in `gym-metrics --help` (cli/_discovery.py)
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("collect", help="verify rollouts through a server, then aggregate per agent")
     p.add_argument(
-        "--server", required=True, action="append", metavar="HOST:PORT",
+        "--server", required=True, action="append", metavar="HOST:PORT", type=server_address,
         help="the resources server; repeat it for replicas (batches are spread over them), "
         "or dns:///NAME:PORT for every address of a name (round_robin, a headless Service)",
     )  # fmt: skip

@@ -8,12 +8,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.cli._base import InputFileError, positive_int
+from gym_metrics.cli._base import InputFileError, non_negative_int
 
 VERDICT_HELP = "exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE (docs/statistics.md#verdicts)"
 
 
 ORDER = 50  # its place in `gym-metrics --help` (cli/_discovery.py)
+
+
+MIN_RESAMPLES = 100
+"""Below this a percentile interval is a handful of values: with one resample it excluded its
+own estimate."""
+
+
+def _resamples(text: str) -> int:
+    value = int(text)
+    if value < MIN_RESAMPLES:
+        raise argparse.ArgumentTypeError(f"at least {MIN_RESAMPLES} for a bootstrap interval, got {value}")
+    return value
 
 
 def add_parsers(sub: Any) -> None:
@@ -34,8 +46,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--fail-if-worse-by", type=_margin, metavar="DELTA", help=f"FAIL if A is worse than B by more than DELTA; {VERDICT_HELP}")
     p.add_argument("--require-better-by", type=_margin, metavar="DELTA", help=f"PASS only if A beats B by more than DELTA; {VERDICT_HELP}")
     p.add_argument("--common-tasks", action="store_true", help="with two files, compare on the tasks both hold")
-    p.add_argument("--resamples", type=positive_int, default=10_000, help="paired bootstrap resamples (--method bootstrap)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (same seed, same interval)")
+    p.add_argument("--resamples", type=_resamples, default=10_000, help=f"paired bootstrap resamples (--method bootstrap; at least {MIN_RESAMPLES})")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed (same seed, same interval)")
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip bad lines")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(func=run, check_inputs=check_files)

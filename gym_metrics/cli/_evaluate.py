@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.cli._base import fmt, format_table, non_negative_int, positive_int, read_token
+from gym_metrics.cli._base import fmt, format_table, non_negative_int, positive_int, read_token, server_address
 from gym_metrics.errors import InvalidInputError
 
 SHOW = 20
@@ -34,7 +34,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, help="default: <stem>_<scorer>_results.json beside the input")
     p.add_argument("--parallelism", type=positive_int, default=16, help="rows scored at once (in-process)")
     p.add_argument("--limit-samples", type=non_negative_int, metavar="N", help="score only the first N rows")
-    p.add_argument("--server", metavar="HOST:PORT", help="score through a running environment (rows are verify bodies)")
+    p.add_argument("--server", metavar="HOST:PORT", type=server_address, help="score through a running environment (rows are verify bodies)")
     p.add_argument("--auth-token-env", metavar="VAR", help="with --server or --tools-server: send `authorization: Bearer $VAR`")
     p.add_argument(
         "--target-config", type=Path, metavar="TARGET.json",
@@ -45,7 +45,7 @@ def add_parsers(sub: Any) -> None:
         help='with a model target: the request rendered per row, e.g. {"messages": [{"role": "user", "content": "{{item.user_input}}"}]}',
     )  # fmt: skip
     p.add_argument(
-        "--tools-server", metavar="HOST:PORT",
+        "--tools-server", metavar="HOST:PORT", type=server_address,
         help="with a model target: run each row as a multi-turn episode over this environment's tools (its trajectory is scored)",
     )  # fmt: skip
     p.add_argument("--max-steps", type=positive_int, metavar="N", help="with --tools-server: policy calls one episode may make")

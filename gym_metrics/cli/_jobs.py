@@ -19,6 +19,7 @@ from gym_metrics.cli._base import (
     positive_int,
     add_access_flags,
     read_token,
+    server_address,
     server_token,
 )
 from gym_metrics.errors import ExitCode, FieldViolation, GymMetricsError, InvalidInputError
@@ -80,7 +81,7 @@ def _client_parser(commands: Any, name: str, help: str, *, job_id: bool = False)
     p: argparse.ArgumentParser = commands.add_parser(name, help=help)
     if job_id:
         p.add_argument("job_id", metavar="ID")
-    p.add_argument("--server", required=True, metavar="HOST:PORT", help="the job server")
+    p.add_argument("--server", required=True, metavar="HOST:PORT", type=server_address, help="the job server")
     p.add_argument("--auth-token-env", metavar="VAR", help="send `authorization: Bearer $VAR`")
     p.add_argument("--tls-ca", type=Path, metavar="FILE", help="connect with TLS, trusting this PEM root certificate")
     return p

@@ -147,3 +147,21 @@ def test_a_server_started_just_before_is_waited_for(tmp_path: Path) -> None:
         server.wait(30)
     assert code == 0
     assert json.loads((tmp_path / "out.jsonl").read_text())["reward"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["collect", "--server", "127.0.0.1:98743", "--input", "x", "--output", "y"], "give HOST:PORT with a port in 1..65535"),
+        (["collect", "--server", "127.0.0.1", "--input", "x", "--output", "y"], "give HOST:PORT with a port in 1..65535"),
+        (["evaluate", "--server", "http://127.0.0.1:5", "--input", "x"], "not a URL"),
+        (["jobs", "status", "--server", "h:0", "id"], "port in 1..65535"),
+        (["compare", "x", "--seed", "-1"], "must be >= 0"),
+        (["compare", "x", "--resamples", "1"], "at least 100 for a bootstrap interval"),
+    ],
+)
+def test_bad_addresses_and_bootstrap_flags_are_usage_errors(args: list[str], why: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A port out of range was wrapped by the resolver (98743 reached the server on 33207); a
+    negative seed was an internal error; one resample gave an interval without its estimate."""
+    assert cli.main(args) == 2
+    assert why in capsys.readouterr().err
