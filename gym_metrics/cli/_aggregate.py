@@ -62,6 +62,14 @@ def run(ns: argparse.Namespace) -> int:
 
     if ns.with_rows and not ns.partial_out:
         raise InvalidInputError("--with-rows goes with --partial-out")
+    if ns.partial_out:  # a partial holds rows, not metrics: these shape the metrics `merge` writes
+        given = [flag for flag, on in (
+            ("-o", ns.output is not None), ("--report", ns.report), ("--economics", ns.economics),
+            ("--expected-rollouts", bool(ns.expected_rollouts)), ("--count-errors-as-zero", ns.count_errors_as_zero),
+            ("--no-rollout-infos", ns.no_rollout_infos),
+        ) if on]  # fmt: skip
+        if given:
+            raise InvalidInputError(f"{', '.join(given)} shape the metrics file, which --partial-out does not write: give them to `gym-metrics merge`")
     if len(ns.rollouts) > 1 and not (ns.output or ns.partial_out):
         raise InvalidInputError("several inputs: name the metrics file with -o")
     if ns.ray is not None:

@@ -73,6 +73,10 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     rollouts(tmp_path / "a.jsonl")
     assert cli.main(["aggregate", str(tmp_path / "a.jsonl"), "--with-rows"]) == 2
     assert "--with-rows goes with --partial-out" in capsys.readouterr().err
+    for flags in (["-o", str(tmp_path / "m.json")], ["--report"], ["--economics", "--expected-rollouts", "4"]):  # they were ignored
+        assert cli.main(["aggregate", str(tmp_path / "a.jsonl"), "--partial-out", str(tmp_path / "p.parquet"), *flags]) == 2
+        assert "which --partial-out does not write: give them to `gym-metrics merge`" in capsys.readouterr().err
+    assert not (tmp_path / "p.parquet").exists()
     assert cli.main(["aggregate", str(tmp_path / "a.jsonl"), str(tmp_path / "a.jsonl")]) == 2
     assert "several inputs" in capsys.readouterr().err
     assert cli.main(["merge", str(tmp_path / "absent.parquet"), "-o", str(tmp_path / "m.json")]) == 2
