@@ -167,6 +167,12 @@ _POLICY_FLAGS = {
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed")
 
 
+_GENERATION_ONLY = ("--agent-loop", "--max-steps", "--parallel-tool-calls", "--capture-model-calls", "--capture-payloads",
+                    "--capture-tokens", "--trajectory")  # fmt: skip
+"""Flags that only act on rollouts collect generates: without --policy-url they did nothing,
+silently (health then found every rollout unobserved)."""
+
+
 def policy_config(ns: argparse.Namespace) -> Any:
     """The ModelTargetConfig of the `--policy-*` flags (None without --policy-url);
     InvalidInputError naming the flag of a bad value."""
@@ -175,6 +181,7 @@ def policy_config(ns: argparse.Namespace) -> Any:
 
     if ns.policy_url is None:
         given = [f"--{n.replace('_', '-')}" for n in ("policy_model", "policy_key_env", *_SAMPLING) if getattr(ns, n) is not None]
+        given += [flag for flag in _GENERATION_ONLY if getattr(ns, flag[2:].replace("-", "_"), None) not in (None, False)]
         if given:
             raise InvalidInputError(f"{', '.join(given)} need --policy-url", [FieldViolation("--policy-url", "not given")])
         return None

@@ -165,3 +165,12 @@ def test_bad_addresses_and_bootstrap_flags_are_usage_errors(args: list[str], why
     negative seed was an internal error; one resample gave an interval without its estimate."""
     assert cli.main(args) == 2
     assert why in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [["--trajectory"], ["--capture-tokens"], ["--max-steps", "3"], ["--parallel-tool-calls", "--capture-model-calls"]])
+def test_generation_flags_without_a_policy_are_refused(flags: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """They act only on generated rollouts: without --policy-url collect ignored them and exited 0."""
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"agent_ref": {"name": "a"}, "reward": 1.0}\n')
+    assert cli.main(["collect", "--server", "127.0.0.1:1", "--input", str(src), "--output", str(tmp_path / "o.jsonl"), *flags]) == 2
+    assert f"{flags[0]}" in (err := capsys.readouterr().err) and "need --policy-url" in err, err
