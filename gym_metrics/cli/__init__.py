@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gym_metrics.cli._base import (
     ArgParser,
@@ -32,15 +36,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(ns.log_level)
     ns.argv = list(sys.argv[1:] if argv is None else argv)  # (collect --processes runs them again, a process a shard)
     _warn_old_flags(ns.command, ns.argv)
+    previous = _exit_on_sigterm()
     try:
         _check_inputs(ns)
         return int(ns.func(ns) or 0)
     except KeyboardInterrupt:
         return 130  # 128 + SIGINT, the shell's convention (outside the ExitCode table)
+    except _Terminated:
+        return 128 + signal.SIGTERM
     except (Exception, asyncio.CancelledError) as exc:  # a stray CancelledError is a failure, not a traceback
         if ns.debug:
             raise
         return int(report_error(exc))  # a plain int: ExitCode prints as its name on Python 3.10
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(SystemExit):
+    """SIGTERM (`timeout`, Kubernetes, a shell's kill) as an exception: the command's `finally`
+    blocks run (temporary files removed, child processes stopped), as on Ctrl-C. Servers
+    install their own handler (a graceful stop) while they serve."""
+
+
+_installed_in: list[int] = []
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    if _installed_in and os.getpid() != _installed_in[-1]:  # a forked worker (a pool's): die as by default
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    raise _Terminated
+
+
+def _exit_on_sigterm() -> Any:
+    """Install the SIGTERM handler; the one it replaced (None off the main thread, where
+    handlers cannot be set: a command run from a library's worker thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    _installed_in[:] = [os.getpid()]
+    return signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def _warn_old_flags(command: str, argv: list[str]) -> None:

@@ -248,10 +248,12 @@ def test_round_robin_target_spreads_streams_over_its_addresses(procs: Procs, tmp
     assert len(pids) == 3, pids
 
 
-async def test_a_call_grpc_cancels_itself_reads_as_a_broken_stream() -> None:
-    """grpc cancels a call whose request stream fails to send (e.g. half-closing on a
-    connection that just died) and reports CancelledError: the client says
-    ServerUnavailableError, so the lane retries instead of the run crashing."""
+async def test_a_call_grpc_cancels_itself_raises_what_broke_it() -> None:
+    """grpc cancels a call whose request stream fails and reports CancelledError. When the
+    batches' own source raised, that error is raised (read as a broken stream, the lane retried
+    on an exhausted source and the run ended short, exit 0); when grpc's sending failed (a
+    connection that just died) it is ServerUnavailableError, and the lane retries. A caller's
+    own cancel stays a cancel."""
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics._transport.server import ServerConfig, start_server
 
@@ -261,7 +263,7 @@ async def test_a_call_grpc_cancels_itself_reads_as_a_broken_stream() -> None:
 
     async with await start_server("math_exact", ServerConfig(port=0, log_requests=False)) as server:
         async with ResourcesClient(server.address) as client:
-            with pytest.raises(ServerUnavailableError, match="grpc cancelled the call"):
+            with pytest.raises(RuntimeError, match="the request stream fails"):
                 async for _ in client.verify_batch_columns(requests()):
                     pass
 

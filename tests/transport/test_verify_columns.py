@@ -75,3 +75,31 @@ def test_from_outcomes_round_trips() -> None:
     batch = VerifiedBatch.from_outcomes(outcomes)
     assert batch.response_json[1] == "" and batch.error_kind == [None, "timeout"]
     assert batch.outcomes() == outcomes
+
+
+async def test_a_failing_batch_source_raises_its_error_not_a_broken_stream(serve_env: Any) -> None:
+    """grpc swallows what the request iterator raises and cancels the call; read as a broken
+    stream, the collector retried and then took the input as finished: a short file, exit 0."""
+    _, channel = await serve_env(AnswerEnv())
+    client = ResourcesClient(channel)
+
+    async def breaking() -> AsyncIterator[tuple[str, list[VerifyInput]]]:
+        yield "0", list(ITEMS[:2])
+        await asyncio.sleep(0.05)
+        raise OSError("the input file went away")
+
+    got: list[str] = []
+    try:
+        async for batch_id, _ in client.verify_batch_columns(breaking()):
+            got.append(batch_id)
+    except OSError as exc:
+        assert "the input file went away" in str(exc)
+    else:
+        raise AssertionError("the source's error was lost")
+    try:
+        async for _ in client.verify_stream(iter([ITEMS[0], (0, 9, {1, 2})])):  # a set is not JSON
+            pass
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("the encoding error was lost")

@@ -250,13 +250,13 @@ class ResourcesClient(SessionCalls, GroupCalls):
         """Verify many rollouts over one VerifyStream call; outcomes come in input order. An
         error raised while reading or encoding `items` is raised as itself (grpc reports it as
         a cancelled call)."""
-        failed: list[Exception] = []
+        failed: list[BaseException] = []
 
         async def requests() -> AsyncIterator[pb.VerifyStreamRequest]:
             try:
                 async for request in _verify_batches(items, batch_size):
                     yield request
-            except Exception as exc:
+            except BaseException as exc:  # grpc swallows it and cancels the call: kept to raise below
                 failed.append(exc)
                 raise
 
@@ -266,7 +266,7 @@ class ResourcesClient(SessionCalls, GroupCalls):
                 for outcome in VerifiedBatch.from_results(response.results).outcomes():
                     yield outcome
         except asyncio.CancelledError:
-            if failed:
+            if failed and not isinstance(failed[0], (asyncio.CancelledError, GeneratorExit)):
                 raise failed[0] from None
             raise
 
@@ -284,9 +284,15 @@ class ResourcesClient(SessionCalls, GroupCalls):
         """verify_batches with each answer column-wise (no object per rollout, responses
         left as JSON text): what the collector uses."""
 
+        failed: list[BaseException] = []
+
         async def requests() -> AsyncIterator[pb.VerifyStreamRequest]:
-            async for batch_id, items in batches:
-                yield verify_request(batch_id, items)
+            try:
+                async for batch_id, items in batches:
+                    yield verify_request(batch_id, items)
+            except BaseException as exc:  # grpc swallows it and cancels the call: kept to raise below
+                failed.append(exc)
+                raise
 
         call = self._stub.VerifyStream(requests(), metadata=self._metadata)
         try:
@@ -295,6 +301,8 @@ class ResourcesClient(SessionCalls, GroupCalls):
         except grpc.aio.AioRpcError as exc:
             raise translate(exc) from None
         except asyncio.CancelledError:
+            if failed and not isinstance(failed[0], (asyncio.CancelledError, GeneratorExit)):
+                raise failed[0] from None  # the batches' source broke (a bad read, a SIGTERM), not the stream
             if _cancelled_by_us():
                 raise
             # grpc cancels the call itself when sending on it fails (half-closing a call whose
