@@ -119,19 +119,25 @@ class SessionStream:
             wake.set_result(None)
 
     def _open(self) -> asyncio.Task[None]:
-        self._outbox, self._ending = [], False  # calls queued for a stream that broke failed with it
+        # A stream's own outbox: calls queued for a stream that broke failed with it, and its
+        # writer, which grpc may still be draining, must never take the next stream's calls
+        # (it sent them into the dead call, and their episodes waited forever).
+        outbox: list[pb.SessionCallsRequest] = []
+        self._outbox, self._ending = outbox, False
 
         async def requests() -> AsyncIterator[pb.SessionCallsRequest]:
             """The messages queued since the last one went, each of at most
             CALLS_PER_MESSAGE calls (a grpc.aio message costs about as much as a unary call:
-            batching is where the stream saves)."""
-            while True:
-                if not self._outbox and not self._ending:
-                    self._wake = asyncio.get_running_loop().create_future()
-                    await self._wake
-                    self._wake = None
-                while self._outbox:
-                    yield self._outbox.pop(0)
+            batching is where the stream saves). Ends once a newer stream took over."""
+            while self._outbox is outbox:
+                if not outbox and not self._ending:
+                    wake = self._wake = asyncio.get_running_loop().create_future()
+                    await wake
+                    if self._wake is wake:
+                        self._wake = None
+                    continue
+                while outbox:
+                    yield outbox.pop(0)
                 if self._ending:
                     return
 
