@@ -126,12 +126,17 @@ class EnvironmentHandler:
         try:
             trusted = self.env.eager_verify
             waiting: list[asyncio.Future[None]] = []
-            for item, body in enumerate(bodies):
-                done, value = start_eagerly(self._verify_item(item, body, write, slots, kinds, key), trusted=trusted)
-                if not done:
-                    waiting.append(value)  # type: ignore[arg-type]
-            for future in waiting:
-                await future
+            try:
+                for item, body in enumerate(bodies):
+                    done, value = start_eagerly(self._verify_item(item, body, write, slots, kinds, key), trusted=trusted)
+                    if not done:
+                        waiting.append(value)  # type: ignore[arg-type]
+                for future in waiting:
+                    await future
+            except BaseException:  # cancelled (its client went away): no rollout of the batch goes on
+                for future in waiting:
+                    future.cancel()
+                raise
         finally:
             if recorder is not None:
                 recorder.queued(-len(bodies))

@@ -75,6 +75,30 @@ async def test_a_batch_records_every_failure_on_its_rollout_and_counts_them() ->
     assert recorder.queue == [5, -5]  # in flight while the batch ran, none after
 
 
+async def test_a_cancelled_batch_stops_every_rollout_in_it() -> None:
+    """The client went away (its stream cancelled): every verify of the batch stops, not only
+    the one awaited (the others ran to the end, 28 of 32, and twice when a batch was resent)."""
+    running: list[asyncio.Task[object]] = []
+
+    class Slow(SimpleResourcesServer):
+        async def verify(self, body: Request) -> BaseVerifyResponse:
+            running.append(asyncio.current_task())  # type: ignore[arg-type]
+            await asyncio.sleep(60)
+            return BaseVerifyResponse(reward=1.0)
+
+    handler = EnvironmentHandler(Slow())
+    batch = asyncio.ensure_future(handler.verify_batch([body("yes")] * 6, lambda *a: None, handler.slots(), lambda i: (i, 0)))
+    for _ in range(100):  # bounded: until all six run
+        if len(running) == 6:
+            break
+        await asyncio.sleep(0.01)
+    batch.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await batch
+    await asyncio.sleep(0)
+    assert len(running) == 6 and all(t.done() for t in running)
+
+
 async def test_one_verify_raises_and_labels_the_environments_own_crash() -> None:
     handler = EnvironmentHandler(Env())
     assert (await handler.verify(body("yes")))[0] == 1.0
