@@ -181,7 +181,6 @@ def policy_config(ns: argparse.Namespace) -> Any:
 
     if ns.policy_url is None:
         given = [f"--{n.replace('_', '-')}" for n in ("policy_model", "policy_key_env", *_SAMPLING) if getattr(ns, n) is not None]
-        given += [flag for flag in _GENERATION_ONLY if getattr(ns, flag[2:].replace("-", "_"), None) not in (None, False)]
         if given:
             raise InvalidInputError(f"{', '.join(given)} need --policy-url", [FieldViolation("--policy-url", "not given")])
         return None
@@ -210,6 +209,10 @@ def _check_inputs(ns: argparse.Namespace) -> None:
     if twice:
         raise InvalidInputError("each --server once (a replica listed twice would get twice the batches)",
                                 [FieldViolation("--server", f"{s} given twice") for s in twice])  # fmt: skip
+    if ns.policy_url is None:
+        given = [flag for flag in _GENERATION_ONLY if getattr(ns, flag[2:].replace("-", "_")) not in (None, False)]
+        if given:
+            raise InvalidInputError(f"{', '.join(given)} need --policy-url", [FieldViolation("--policy-url", "not given")])
     ns.policy = policy_config(ns)
 
 

@@ -226,17 +226,24 @@ _SECBITS = 0xE3  # NOROOT and its lock, KEEP_CAPS locked off, NO_CAP_AMBIENT_RAI
 _CAPABILITY_VERSION_3 = 0x20080522
 
 
-def empty_bounding_set() -> None:
+def empty_bounding_set(keeps_root: bool) -> None:
     """Nothing any later exec of this process may gain, by a setuid file or root's exec-time
     grant: the bounding set emptied, root's grant switched off and locked (securebits), the
-    ambient set cleared. Needs root's CAP_SETPCAP: call before switching user."""
-    _check(_LIBC.prctl(_PR_SET_SECUREBITS, _SECBITS, 0, 0, 0), "securebits")
+    ambient set cleared. Call before switching user. Without CAP_SETPCAP (a container that
+    dropped it) a run that switches user needs none of this (its caps go with the switch, the
+    container bounds the rest); one that `keeps_root` would regain the container's
+    capabilities at exec, so it is refused."""
+    _check(_LIBC.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
+    if _LIBC.prctl(_PR_SET_SECUREBITS, _SECBITS, 0, 0, 0) != 0:
+        if ctypes.get_errno() == errno.EPERM and not keeps_root:
+            return
+        raise ConfineError(ctypes.get_errno(), "a run kept as root needs CAP_SETPCAP to give up root's power "
+                           "(give each run a user of its own: users=True)")  # fmt: skip
     for cap in range(64):
         if _LIBC.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             if ctypes.get_errno() == errno.EINVAL:  # past the last capability this kernel knows
                 break
             _check(-1, f"dropping capability {cap} from the bounding set")
-    _check(_LIBC.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
 
 
 def drop_capabilities() -> None:

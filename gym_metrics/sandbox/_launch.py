@@ -77,7 +77,7 @@ def _exec_program(job: dict, stdin: int, stdout: int, stderr: int) -> None:
             resource.setrlimit(kind, value)
         os.nice(job.get("nice", 0))
         if os.geteuid() == 0:
-            _confine.empty_bounding_set()
+            _confine.empty_bounding_set(keeps_root=job.get("uid") is None)
         if job.get("uid") is not None:
             _become(job["uid"])
         if os.geteuid() == 0:  # no user of its own (users=False, or not reachable): root's uid, none of its power
