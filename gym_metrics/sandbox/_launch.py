@@ -56,15 +56,18 @@ def _become(uid: int) -> None:
     os.setuid(uid)
 
 
-def _exec_program(job: dict, stdin: int, stdout: int, stderr: int) -> None:
+def _exec_program(job: dict, stdin: int, stdout: int, stderr: int, failed: int) -> None:
     """In the program's process: its pipes, group, limits, user, no new privileges (and, when
-    confined, the seccomp filter), then exec (or run main.py here). Never returns."""
+    confined, the seccomp filter), then exec (or run main.py here). Never returns. A step of
+    that set-up that fails is written to `failed` (a pipe its parent reads): the sandbox's
+    error, never the program's exit 127 (a test scored 0 for a sandbox that could not run it)."""
     command = job["command"]
     try:
         os.setsid()
         for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
             os.dup2(fd, target)
-        os.closerange(3, 1 << 16)
+        os.dup2(failed, 3, inheritable=False)
+        os.closerange(4, 1 << 16)
         mb = 1 << 20
         for kind, value in (
             (resource.RLIMIT_CPU, (job["cpu_s"], job["cpu_s"] + 1)),
@@ -86,12 +89,24 @@ def _exec_program(job: dict, stdin: int, stdout: int, stderr: int) -> None:
         if job.get("confine"):
             _confine.apply_seccomp()
         os.chdir(job["cwd"])
+    except OSError as exc:
+        os.write(3, f"cannot set the run up: {exc}".encode())
+        os._exit(127)
+    os.close(3)
+    try:
         if job.get("python"):
             _run_python(job["env"])
         os.execvpe(command[0], command, job["env"])
     except OSError as exc:
         os.write(2, f"sandbox: cannot run {command[0] if command else 'python'!r}: {exc}\n".encode())
     os._exit(127)
+
+
+def _setup_failure(failed: int) -> str | None:
+    """What the program's process wrote to its set-up pipe (None: it started)."""
+    said = os.read(failed, 4096)
+    os.close(failed)
+    return said.decode(errors="replace") if said else None
 
 
 def _nproc_limit(job: dict) -> int:
@@ -243,18 +258,21 @@ def _serve_job(job: dict, fds: list[int], confined: bool, prepared: Prepared) ->
         _end(report, {"exit_code": 127, "error": error}, group)
     if not confined:
         _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come here
-    status_r, status_w = os.pipe()
+    status_r, status_w = os.pipe()  # confined: the run's init says how the program ended, or why it never started
+    failed_r, failed_w = os.pipe()  # not confined: why the program's set-up failed
     pid = os.fork()
     if pid == 0:
-        os.close(report)
-        os.close(control)
-        os.close(status_r)
+        for fd in (report, control, status_r, failed_r):
+            os.close(fd)
         if confined:
+            os.close(failed_w)
             _init(job, (stdin, stdout, stderr), status_w)
         os.close(status_w)
-        _exec_program(job, stdin, stdout, stderr)
-    for fd in (stdin, stdout, stderr, status_w):
+        _exec_program(job, stdin, stdout, stderr, failed_w)
+    for fd in (stdin, stdout, stderr, status_w, failed_w):
         os.close(fd)
+    if confined:
+        os.close(failed_r)
     killed = False
     try:
         ended = os.pidfd_open(pid)
@@ -276,6 +294,9 @@ def _serve_job(job: dict, fds: list[int], confined: bool, prepared: Prepared) ->
         status = struct.unpack("i", said[1:5])[0] if said[:1] == b"S" else (signal.SIGKILL if killed else status)
     else:
         _sweep_user(job.get("uid"))
+        setup_failed = _setup_failure(failed_r)
+        if setup_failed is not None:
+            _end(report, {"exit_code": 127, "error": setup_failed}, group)
     _end(report, {"exit_code": os.waitstatus_to_exitcode(status), **answer}, group)
 
 
@@ -288,16 +309,19 @@ def _init(job: dict, stdio: tuple[int, int, int], status: int) -> None:
     except OSError as exc:
         os.write(status, b"E" + f"cannot set up the run: {exc}".encode())
         os._exit(0)
+    failed_r, failed_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(status)
-        _exec_program(job, *stdio)
-    for fd in stdio:
+        os.close(failed_r)
+        _exec_program(job, *stdio, failed_w)
+    for fd in (*stdio, failed_w):
         os.close(fd)
     while True:
         child, code = os.wait()
         if child == pid:
-            os.write(status, b"S" + struct.pack("i", code))
+            setup_failed = _setup_failure(failed_r)
+            os.write(status, b"E" + setup_failed.encode() if setup_failed is not None else b"S" + struct.pack("i", code))
             os._exit(0)
 
 

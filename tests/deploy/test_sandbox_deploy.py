@@ -47,6 +47,28 @@ def as_the_container(caps: list[str]) -> list[str]:
     return ["setpriv", "--bounding-set", "-all," + ",".join("+" + c.lower() for c in caps), "--"]
 
 
+def test_a_run_the_sandbox_cannot_set_up_is_its_error_not_the_programs_exit(tmp_path: Path) -> None:
+    """Under the manifest's capabilities (no CAP_SETPCAP) a run kept as root cannot give up
+    root's power: that is the sandbox's error (SandboxError naming why), never exit 127 read as
+    the program failing (code_tests scored every test 0). A run with its own user still runs."""
+    script = tmp_path / "runs.py"
+    script.write_text(
+        "import asyncio\nfrom gym_metrics.sandbox import Program, SandboxError, run_local\n"
+        "async def main():\n"
+        "    print((await run_local(Program(python='print(6 * 7)'))).stdout.decode().strip())\n"
+        "    try:\n"
+        "        result = await run_local(Program(python='print(1)'), users=False)\n"
+        "        print('ran', result.exit_code, result.stderr.decode()[-200:])\n"
+        "    except SandboxError as exc:\n"
+        "        print('refused', exc)\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run([*as_the_container(added_caps()), sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "42", done.stdout + done.stderr
+    assert lines[1].startswith("refused") and "CAP_SETPCAP" in lines[1], done.stdout + done.stderr
+
+
 def test_the_image_installs_bubblewrap_and_documents_the_manifests_capabilities() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"apt-get install[^\n]*\bbubblewrap\b", dockerfile)
