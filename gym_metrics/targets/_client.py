@@ -243,6 +243,12 @@ class ModelTarget(_Target):
                 response = _responses_answer(data)
         except (KeyError, IndexError, TypeError, AttributeError):
             raise self._bad(orjson.dumps(data), f"is not a {self.config.api} answer", attempts) from None
+        if response.get("status") == "failed":  # a Responses answer that says it failed: no generation, not a 0
+            said = response.get("error")
+            error: dict[str, Any] = said if isinstance(said, dict) else {}
+            failed = GenerationError(self.scrub(f"{self._name} answered status failed: {error.get('code', '?')}: {error.get('message', '')}"))
+            failed.attempts = attempts
+            raise failed
         return Generation(response, Usage.of(response), seconds, attempts, self.config.reasoning.end_token)
 
     async def raw(self, request: Mapping[str, Any]) -> Any:

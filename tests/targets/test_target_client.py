@@ -219,3 +219,20 @@ async def test_an_agent_target_renders_its_body_and_reads_text_and_tool_calls() 
     assert generation.text == "asked capital?"
     assert output_tool_calls(generation.response)[0]["arguments"] == {"k": "capital?"}
     assert generation.usage.total_tokens is None
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "httpx"])
+async def test_a_responses_answer_with_status_failed_is_a_generation_error_not_a_0(lean: bool) -> None:
+    """The model server answered 200 with a Response whose status is "failed" (no output):
+    scored, it was a silent 0 reward with no error."""
+    from gym_metrics.targets import GenerationError, ModelTarget, ModelTargetConfig
+    from gym_metrics.testing import Reply, ScriptedJudge
+
+    failed = {"object": "response", "status": "failed", "output": [], "error": {"code": "server_error", "message": "the engine died"}}
+    with ScriptedJudge([Reply(200, json.dumps(failed), {"Content-Type": "application/json"})]) as server:
+        client = ModelTarget(ModelTargetConfig(url=server.url, model="m", api="responses", **FAST), lean_http=lean)  # type: ignore[arg-type]
+        try:
+            with pytest.raises(GenerationError, match="answered status failed: server_error: the engine died"):
+                await client.generate(ask("hi"))
+        finally:
+            await client.aclose()
