@@ -134,9 +134,10 @@ class _Connection(asyncio.Protocol):
         self._ended(exc)
 
     def _ended(self, exc: Exception | None) -> None:
-        """The server closed: that ends a body read until close; any other answer still
-        unread failed (one waiting for budget room is decided by `go_on`, from what came)."""
-        if self._state == "until_close":
+        """The server closed: a clean close ends a body read until close (a reset cut it: it
+        failed, and is retried); any other answer still unread failed (one waiting for budget
+        room is decided by `go_on`, from what came)."""
+        if self._state == "until_close" and exc is None:
             self._finish(self._body)
         elif self._state != "room":
             self._fail(exc if exc is not None else ConnectionResetError("the server closed the connection"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -165,3 +166,29 @@ def test_one_default_for_both_paths() -> None:
     assert JudgeConfig(url="http://h", model="j").max_answer_bytes == MAX_ANSWER_BYTES
     lean = target("http://127.0.0.1:9/v1", True, max_answer_bytes=12345)
     assert lean._wire is not None and lean._wire.max_bytes == 12345
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "httpx"])
+async def test_an_answer_read_until_close_cut_by_a_reset_is_retried_not_taken(lean: bool) -> None:
+    """A body with no length ends at the server's close: a reset is not that end. The lean pool
+    took the cut body (`{"choices": [`) as the whole answer: not JSON, never retried."""
+    calls: list[int] = []
+    whole = b'{"choices": [{"message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}]}'
+
+    def cut_once(conn: socket.socket, stop: threading.Event) -> None:
+        calls.append(1)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
+        if len(calls) == 1:
+            conn.sendall(b'{"choices": [')
+            time.sleep(0.05)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+        else:
+            conn.sendall(whole)
+
+    with raw_http(cut_once) as url:
+        target = ModelTarget(ModelTargetConfig(url=url, model="m", api="chat", max_retries=2, backoff_seconds=0.01, timeout_seconds=10), lean_http=lean)
+        try:
+            generation = await target.generate(REQUEST)
+        finally:
+            await target.aclose()
+    assert generation.text == "4" and generation.attempts == 2 and len(calls) == 2
