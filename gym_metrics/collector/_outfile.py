@@ -17,7 +17,10 @@ class OutputFile:
     run loses at most the line it was writing, which `open(resume=True)` cuts off. (No fsync:
     surviving a power cut is not worth seconds per million rows here.)"""
 
-    def __init__(self, path: Path, resume: bool, default_agent: str | None = None) -> None:
+    def __init__(self, path: Path, resume: bool, default_agent: str | None = None, reverifying: bool = False) -> None:
+        """`resume`: continue `path`: the rollouts in it and in its failures sidecar are done
+        (a resumed run attempts each rollout once, as one never cut does; `--reverify-failed`,
+        `reverifying`, is what attempts the sidecar's again)."""
         self.path = path
         self.done: set[RolloutKey] = set()
         self.repaired_bytes = 0
@@ -26,6 +29,10 @@ class OutputFile:
             self.done = _keys_in(path, default_agent)
         elif path.exists() and path.stat().st_size:
             raise GymMetricsError(f"{path} exists and is not empty: pass --resume to continue it, or remove it")
+        sidecar = failures_path_for(path)
+        if resume and not reverifying and sidecar.exists():  # attempted and dropped: done, as in a run never cut
+            self.repaired_bytes += _cut_partial_last_line(sidecar)
+            self.done |= _keys_in(sidecar, default_agent)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._f: IO[bytes] = path.open("ab")
 

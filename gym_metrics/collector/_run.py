@@ -169,7 +169,7 @@ async def collect_async(
     replicas = await connect(given, opts.connections, opts.retry, opts.connect_timeout, log)
     lanes = replicas.lanes
     try:
-        out = OutputFile(output_path, opts.resume or opts.reverify_failed, opts.default_agent)
+        out = OutputFile(output_path, opts.resume or opts.reverify_failed, opts.default_agent, reverifying=opts.reverify_failed)
         if out.repaired_bytes:
             log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
         progress = progress or Progress(estimate_total(input_path, opts.num_repeats))
