@@ -6,7 +6,9 @@ with the environment's tools, each function call a CallTool in the session), Ver
 session (which ends it), then the row is written. An episode is pinned to one replica (its
 session lives there). A replica lost mid-episode (unavailable, or the session gone) is an
 infrastructure failure: the episode starts again from a fresh session on another replica, up
-to `max_episode_attempts` tries, never a reward of 0. A policy that fails after its retries
+to `max_episode_attempts` tries (or the retry policy's retries, whichever is more), each after
+the retry policy's backoff (a server restarted on its address is found again), never a reward
+of 0. A policy that fails after its retries
 writes a failed rollout (`_gm_error` kind `generation`); a row the environment refuses, an
 `invalid_request`; an environment whose verify raises, a `verify_failed`. Rows are written
 when their episode is verified, so `--resume` resumes finished episodes only. At most
@@ -34,6 +36,7 @@ from gym_metrics._transport.client import (
 )
 from gym_metrics._util.memory import fewer_gc_passes
 from gym_metrics.collector._generate import REQUEST_KEY, needs_generation
+from gym_metrics.collector._options import RetryPolicy
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
@@ -69,10 +72,13 @@ class EpisodeRunner:
         attempts: int,
         log: Callable[[str], None],
         capture: Capture | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.clients, self.tools, self.target = list(clients), tools, target
         self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
-        self.max_steps, self.parallel_tool_calls, self.attempts = max_steps, parallel_tool_calls, max(1, attempts)
+        self.retry = retry or RetryPolicy()
+        self.max_steps, self.parallel_tool_calls = max_steps, parallel_tool_calls
+        self.attempts = max(1, attempts, self.retry.max_retries + 1)
         self.known, self.any_tool_name, self.steps = {t["name"] for t in tools}, any_tool_name, steps
         self.capture = capture
         self.answered: Counter[int] = Counter()
@@ -150,7 +156,9 @@ class EpisodeRunner:
                 if attempt == self.attempts:
                     raise ServerUnavailableError(f"episode of input line {rollout.line} lost its server {self.attempts} times: {exc}") from None
                 self.retried += 1
-                self.log(f"collect: episode of input line {rollout.line} lost server {self.clients[index].target} ({exc}); starting it again")
+                wait = self.retry.delay(attempt)
+                self.log(f"collect: episode of input line {rollout.line} lost server {self.clients[index].target} ({exc}); starting it again in {wait:.1f}s")
+                await asyncio.sleep(wait)
                 continue
             except GenerationError as exc:
                 self._failed(rollout, str(exc))

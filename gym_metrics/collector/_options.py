@@ -83,7 +83,8 @@ class CollectOptions:
     another in the policy's order, so a call sees what the calls before it did."""
     max_episode_attempts: int = 3
     """Tries of one episode when its server goes away mid-episode (each on a fresh session,
-    another replica first); a failure of the policy or the environment is not retried here."""
+    another replica first, after `retry`'s backoff; `retry.max_retries + 1` tries when that is
+    more); a failure of the policy or the environment is not retried here."""
     capture_model_calls: bool = False
     """Record every policy call of a generated rollout (each HTTP attempt: its status, timing,
     tokens, finish reason, error category) on its row as NeMo Gym's `ng_model_call_capture`

@@ -118,7 +118,7 @@ def _episode_runner(
     return EpisodeRunner(
         clients, tools, make_target(opts.target, token_ids=opts.capture_tokens), router.record, router.record_failed, progress,
         max_steps=opts.max_steps, parallel_tool_calls=opts.parallel_tool_calls, any_tool_name=info.any_tool_name, steps=info.steps,
-        attempts=opts.max_episode_attempts, log=log, capture=capture,
+        attempts=opts.max_episode_attempts, log=log, capture=capture, retry=opts.retry,
     )  # fmt: skip
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_collector_faults import Procs, start_server
+from test_collector_faults import Procs, free_port, start_server
 
 from gym_metrics import ResourcesClient
 from gym_metrics._transport.client import ServerUnavailableError
-from gym_metrics.collector import CollectOptions, collect_async
+from gym_metrics.collector import CollectOptions, RetryPolicy, collect_async
 from gym_metrics.targets import ModelTargetConfig
 from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_environment
 
@@ -200,6 +200,33 @@ def _lines(path: Path) -> int:
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
+async def test_a_server_restarted_on_its_address_is_found_again_by_the_episodes(tmp_path: Path) -> None:
+    """Episodes lost with their server start again after the retry policy's backoff, so a server
+    back within seconds finishes the run (they restarted back to back and gave up in 0.2 s)."""
+    rows = write_rows(tmp_path / "rows.jsonl", tasks=20, repeats=2)
+    out = tmp_path / "out.jsonl"
+    procs = Procs()
+    port = free_port()
+    try:
+        with ScriptedPolicyServer(script, delay_s=0.02) as policy:
+            server, _ = start_server(procs, "Counter", port, tmp_path / "a.log", envs=Path(__file__).parents[1] / "_tool_envs.py")
+            async with ResourcesClient(f"127.0.0.1:{port}") as client:
+                options = CollectOptions(target=target(policy, max_concurrency=8), retry=RetryPolicy(max_retries=8, base_s=0.2, max_s=2.0))
+                run = asyncio.ensure_future(collect_async(client, rows, out, options))
+                while not run.done() and _lines(out) < 5:
+                    await asyncio.sleep(0.01)
+                server.send_signal(signal.SIGKILL)
+                server.wait()
+                await asyncio.sleep(1.0)
+                start_server(procs, "Counter", port, tmp_path / "a.log", envs=Path(__file__).parents[1] / "_tool_envs.py")
+                result = await asyncio.wait_for(run, 90)
+    finally:
+        procs.kill_all()
+    assert _lines(out) == 40 and result.verified == 40
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
 async def test_with_no_replica_left_the_run_fails_and_says_so(tmp_path: Path) -> None:
     rows = write_rows(tmp_path / "rows.jsonl", tasks=30, repeats=4)
     out = tmp_path / "out.jsonl"
@@ -208,7 +235,8 @@ async def test_with_no_replica_left_the_run_fails_and_says_so(tmp_path: Path) ->
         with ScriptedPolicyServer(script, delay_s=0.02) as policy:
             server, port = _serve(procs, tmp_path / "a.log")
             async with ResourcesClient(f"127.0.0.1:{port}") as client:
-                run = asyncio.ensure_future(collect_async(client, rows, out, CollectOptions(target=target(policy, max_concurrency=16))))
+                options = CollectOptions(target=target(policy, max_concurrency=16), retry=RetryPolicy(max_retries=2, base_s=0.05))
+                run = asyncio.ensure_future(collect_async(client, rows, out, options))
                 while not run.done() and _lines(out) < 10:
                     await asyncio.sleep(0.01)
                 server.send_signal(signal.SIGKILL)
