@@ -211,7 +211,7 @@ async def test_a_server_restarted_on_its_address_is_found_again_by_the_episodes(
         with ScriptedPolicyServer(script, delay_s=0.02) as policy:
             server, _ = start_server(procs, "Counter", port, tmp_path / "a.log", envs=Path(__file__).parents[1] / "_tool_envs.py")
             async with ResourcesClient(f"127.0.0.1:{port}") as client:
-                options = CollectOptions(target=target(policy, max_concurrency=8), retry=RetryPolicy(max_retries=8, base_s=0.2, max_s=2.0))
+                options = CollectOptions(target=target(policy, max_concurrency=8), retry=RetryPolicy(max_retries=40, base_s=0.2, max_s=1.0))  # ~20 s of waits
                 run = asyncio.ensure_future(collect_async(client, rows, out, options))
                 while not run.done() and _lines(out) < 5:
                     await asyncio.sleep(0.01)
