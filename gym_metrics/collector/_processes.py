@@ -26,6 +26,7 @@ import signal
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -180,11 +181,16 @@ def close_shards(final: Path, count: int, default_agent: str | None) -> list[dic
     return stats
 
 
+_INTERRUPTED = frozenset({130, 143, -signal.SIGINT, -signal.SIGTERM})
+"""Exit codes of a shard stopped by Ctrl-C or SIGTERM (the CLI's, or the signal's own)."""
+
+
 def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, *, resume: bool,
-               default_agent: str | None, log: Callable[[str], None]) -> list[dict[str, Any]]:  # fmt: skip
+               default_agent: str | None, log: Callable[[str], None], stop: threading.Event | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Start the shard processes, follow them, start a dead one again (RETRIES times), merge
     their files into `final` once all finished; their stats, else GymMetricsError naming the
-    shard (module docstring)."""
+    shard (module docstring). `stop` set (the run was interrupted): the shards are killed and
+    KeyboardInterrupt raised, their files kept for --resume."""
     shards = [Shard(i, count) for i in range(count)]
     lock = open_shards(final, count, resume=resume, default_agent=default_agent, log=log)
     files = [_Lines(s.output(final)) for s in shards]
@@ -195,6 +201,8 @@ def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, 
             running[shard.index] = (_start(argv, shard, final), 0)
         while running:
             time.sleep(POLL_S)
+            if stop is not None and stop.is_set():
+                raise KeyboardInterrupt
             progress.look()
             for index, (proc, tries) in list(running.items()):
                 code = proc.poll()
@@ -204,9 +212,13 @@ def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, 
                 shard = shards[index]
                 if code == 0 and stats_path(shard.output(final)).exists():
                     continue
-                if code == 2 or tries >= RETRIES:  # bad input fails again; a second death is reported
-                    raise GymMetricsError(f"shard {index + 1} of {count} failed (exit {code}); {_tail(shard.log(final))}"
-                                          f"; its rows so far are kept in {shard_dir(final)}: fix the cause and run again with --resume")  # fmt: skip
+                if code in _INTERRUPTED:  # Ctrl-C reaches the whole process group: the user stops the run
+                    raise KeyboardInterrupt
+                if code in (2, 4) or tries >= RETRIES:  # bad input or no server fails again; a second death is reported
+                    failed = GymMetricsError(f"shard {index + 1} of {count} failed (exit {code}); {_tail(shard.log(final))}"
+                                             f"; its rows so far are kept in {shard_dir(final)}: fix the cause and run again with --resume")  # fmt: skip
+                    failed.exit_code = code if code in (2, 3, 4) else 1  # type: ignore[attr-defined]  # the shard's own verdict
+                    raise failed
                 log(f"collect: shard {index + 1} of {count} stopped (exit {code}); starting it again (it resumes its file)")
                 running[index] = (_start(argv, shard, final), tries + 1)
         return close_shards(final, count, default_agent)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 from dataclasses import dataclass, field
@@ -271,9 +272,14 @@ async def collect_processes_async(
     replicas = await connect(given, opts.connections, opts.retry, opts.connect_timeout, log)
     try:
         total = estimate_total(input_path, opts.num_repeats)
-        stats = await asyncio.to_thread(
-            shards, argv, output_path, processes, total, resume=opts.resume, default_agent=opts.default_agent, log=log
-        )
+        stop = threading.Event()  # a thread cannot be cancelled: told to stop when this coroutine is
+        try:
+            stats = await asyncio.to_thread(
+                shards, argv, output_path, processes, total, resume=opts.resume, default_agent=opts.default_agent, log=log, stop=stop
+            )
+        except BaseException:
+            stop.set()
+            raise
         summed = added(stats)
         aggregates, failed = await _aggregate_output(replicas.clients, output_path, summed["tasks"], opts, replicas.info.wants_rows, log)
     finally:

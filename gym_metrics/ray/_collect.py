@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -54,6 +55,7 @@ def _collect_shard(
 def collect_shards_on_ray(
     argv: Sequence[str], final: Path, count: int | None, total: int | None, *, resume: bool, default_agent: str | None,
     log: Callable[[str], None], input_path: Path, command: Callable[[list[str]], int], address: str | None = None,
+    stop: threading.Event | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Run the shards as Ray tasks (`count`: the cluster's CPUs when None), each running
     `command` (the CLI's main) on its shard's arguments; write what they send back into the
@@ -75,6 +77,10 @@ def collect_shards_on_ray(
             pending = {task.remote(command, list(argv), given, held[s.index], s.index, count, run): s for s in shards}
             rows = sum(h.count(b"\n") for h in held)
             while pending:
+                if stop is not None and stop.is_set():  # interrupted: the tasks go, their shards' files stay
+                    for ref in pending:
+                        ray.cancel(ref, force=True)
+                    raise KeyboardInterrupt
                 done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in done:
                     shard = pending.pop(ref)

@@ -155,3 +155,37 @@ def test_what_processes_refuse(math_port: int, reference: tuple[Path, Path], tmp
         again = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", "2", "--reverify-failed"),
                                capture_output=True, text=True, timeout=60)  # fmt: skip
         assert again.returncode == 2 and "--reverify-failed runs in one process" in again.stderr
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_an_interrupted_run_stops_its_shards_at_once_and_resumes(math_port: int, reference: tuple[Path, Path], tmp_path: Path, how: str) -> None:  # noqa: F811
+    """Ctrl-C reaches the whole process group: a shard that exits 130 was taken for a crash and
+    started again, and the run went on; SIGTERM to the parent alone waited for the shards to
+    finish. Both now stop the run within seconds (exit 130 / 143), its rows kept for --resume."""
+    ref, src = reference
+    procs = Procs()
+    try:
+        with ScriptedPolicyServer(answer, delay_s=0.05) as policy:
+            out = tmp_path / "out.jsonl"
+            run = procs.start(collect_args(math_port, policy, "chat", src, out, "--processes", "2"), tmp_path / "run.log", tmp_path)
+            folder = out.with_name(f".{out.name}.shards")
+            wait_until(lambda: sum(line_count(p) for p in folder.glob("*.jsonl")) >= 10 if folder.exists() else False)
+            stopped = time.monotonic()
+            if how == "ctrl-c":  # a terminal sends it to the foreground group: the run and its shards
+                for pid in (run.pid, *shard_pids(out).values()):
+                    os.kill(pid, signal.SIGINT)
+            else:
+                run.send_signal(signal.SIGTERM)
+            code = run.wait(timeout=30)
+            took = time.monotonic() - stopped
+            log = (tmp_path / "run.log").read_text()
+            assert code == (130 if how == "ctrl-c" else 143), log
+            assert "starting it again" not in log and took < 15, (took, log)
+            wait_until(lambda: not shard_pids(out), timeout=10)
+            assert not metrics_of(out).exists()
+            resumed = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", "2", "--resume"),
+                                     capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+            assert_same_as(ref, out)
+    finally:
+        procs.kill_all()
