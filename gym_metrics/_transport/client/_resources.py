@@ -251,23 +251,14 @@ class ResourcesClient(SessionCalls, GroupCalls):
         error raised while reading or encoding `items` is raised as itself (grpc reports it as
         a cancelled call)."""
         failed: list[BaseException] = []
-
-        async def requests() -> AsyncIterator[pb.VerifyStreamRequest]:
-            try:
-                async for request in _verify_batches(items, batch_size):
-                    yield request
-            except BaseException as exc:  # grpc swallows it and cancels the call: kept to raise below
-                failed.append(exc)
-                raise
-
-        call = self._stub.VerifyStream(requests(), metadata=self._metadata)
+        call = self._stub.VerifyStream(_kept_errors(_verify_batches(items, batch_size), failed), metadata=self._metadata)
         try:
             async for response in call:
                 for outcome in VerifiedBatch.from_results(response.results).outcomes():
                     yield outcome
         except asyncio.CancelledError:
-            if failed and not isinstance(failed[0], (asyncio.CancelledError, GeneratorExit)):
-                raise failed[0] from None
+            if (error := _source_error(failed)) is not None:
+                raise error from None
             raise
 
     async def verify_batches(
@@ -284,25 +275,20 @@ class ResourcesClient(SessionCalls, GroupCalls):
         """verify_batches with each answer column-wise (no object per rollout, responses
         left as JSON text): what the collector uses."""
 
-        failed: list[BaseException] = []
-
         async def requests() -> AsyncIterator[pb.VerifyStreamRequest]:
-            try:
-                async for batch_id, items in batches:
-                    yield verify_request(batch_id, items)
-            except BaseException as exc:  # grpc swallows it and cancels the call: kept to raise below
-                failed.append(exc)
-                raise
+            async for batch_id, items in batches:
+                yield verify_request(batch_id, items)
 
-        call = self._stub.VerifyStream(requests(), metadata=self._metadata)
+        failed: list[BaseException] = []
+        call = self._stub.VerifyStream(_kept_errors(requests(), failed), metadata=self._metadata)
         try:
             async for response in call:
                 yield response.batch_id, VerifiedBatch.from_results(response.results)
         except grpc.aio.AioRpcError as exc:
             raise translate(exc) from None
         except asyncio.CancelledError:
-            if failed and not isinstance(failed[0], (asyncio.CancelledError, GeneratorExit)):
-                raise failed[0] from None  # the batches' source broke (a bad read, a SIGTERM), not the stream
+            if (error := _source_error(failed)) is not None:
+                raise error from None  # the batches' source broke (a bad read, a SIGTERM), not the stream
             if _cancelled_by_us():
                 raise
             # grpc cancels the call itself when sending on it fails (half-closing a call whose
@@ -425,6 +411,23 @@ async def _verify_batches(
             number, batch = number + 1, []
     if batch:
         yield verify_request(str(number), batch)
+
+
+async def _kept_errors(source: AsyncIterator[pb.VerifyStreamRequest], failed: list[BaseException]) -> AsyncIterator[pb.VerifyStreamRequest]:
+    """`source` as a call's request iterator, what it raises kept in `failed`: grpc swallows a
+    request iterator's error and cancels the call, so the caller raises it (`_source_error`)
+    where it would read a CancelledError, or a broken stream."""
+    try:
+        async for request in source:
+            yield request
+    except BaseException as exc:
+        failed.append(exc)
+        raise
+
+
+def _source_error(failed: list[BaseException]) -> BaseException | None:
+    """The error a request source raised, unless it was only closed or cancelled with its call."""
+    return failed[0] if failed and not isinstance(failed[0], (asyncio.CancelledError, GeneratorExit)) else None
 
 
 async def _aiter(items: Iterable[VerifyInput] | AsyncIterable[VerifyInput]) -> AsyncIterator[VerifyInput]:
