@@ -2,7 +2,9 @@
 
 A session is opened with the task row (`seed_session`), used by that rollout's tool calls and
 its verify, and closed by the verify that ends the episode, by `close_session`, or when it has
-been idle for `idle_ttl_s` (a client that went away). At most `max_sessions` live at once: a
+been idle for `idle_ttl_s` (a client that went away). A session `held` by a live SessionCalls
+stream never idles out: the stream's end closes it, and its episode may wait on a slow policy
+longer than the TTL. At most `max_sessions` live at once: a
 seed past that is refused (RESOURCE_EXHAUSTED, retryable), never an eviction of a live episode.
 Closing drops everything the session held.
 """
@@ -43,6 +45,8 @@ class Session:
     client: str = ""
     """Who opened it, as its door saw them (the peer's address, without its port; "" when
     unknown): what an environment bounds per client (a sandbox's kept programs, say)."""
+    held: bool = False
+    """Seeded on a SessionCalls stream, which closes it when it ends: exempt from the idle TTL."""
 
     def row_as(self, model: type[_M]) -> _M:
         """The task row validated by `model` (the fields seed_session reads; others ignored
@@ -77,7 +81,7 @@ class SessionStore:
     def __contains__(self, session_id: object) -> bool:
         """True while `session_id` is live (not closed, not idle past the TTL)."""
         entry = self._live.get(session_id) if isinstance(session_id, str) else None
-        return entry is not None and self._clock() - entry[1] <= self.idle_ttl_s
+        return entry is not None and (entry[0].held or self._clock() - entry[1] <= self.idle_ttl_s)
 
     def open(self, row: Mapping[str, Any], client: str = "") -> Session:
         """A new session for `row`, opened by `client`; OverloadedError when max_sessions are
@@ -96,7 +100,7 @@ class SessionStore:
         """The live session `session_id` (its idle clock restarts); NotFoundError when it is
         unknown, closed or expired."""
         entry = self._live.get(session_id)
-        if entry is None or self._clock() - entry[1] > self.idle_ttl_s:  # an expired one waits for sweep
+        if entry is None or (not entry[0].held and self._clock() - entry[1] > self.idle_ttl_s):  # an expired one waits for sweep
             raise NotFoundError(f"no live session {session_id!r} (unknown, closed, or idle past {self.idle_ttl_s:g} s)")
         self._live[session_id] = (entry[0], self._clock())
         self._live.move_to_end(session_id)
@@ -108,12 +112,17 @@ class SessionStore:
         return None if entry is None else entry[0]
 
     def sweep(self) -> list[Session]:
-        """Close and return the sessions idle past the TTL (the oldest are first: stops early)."""
+        """Close and return the sessions idle past the TTL (the oldest are first: stops early;
+        a held one met on the way goes to the back, as if just used)."""
         now, gone = self._clock(), []
-        while self._live:
+        for _ in range(len(self._live)):
             session_id, (session, used) = next(iter(self._live.items()))
             if now - used <= self.idle_ttl_s:
                 break
+            if session.held:
+                self._live[session_id] = (session, now)
+                self._live.move_to_end(session_id)
+                continue
             del self._live[session_id]
             self.expired += 1
             gone.append(session)

@@ -198,6 +198,17 @@ def _lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
+async def test_an_episode_waiting_on_a_slow_policy_outlives_the_session_ttl(tmp_path: Path) -> None:
+    """Its session is held by the stream: a policy slower than `session_ttl_s` between two
+    calls no longer expires it (the episode was taken for a lost server, then the run failed)."""
+    rows = write_rows(tmp_path / "rows.jsonl", tasks=2, repeats=1)
+    out = tmp_path / "out.jsonl"
+    with ScriptedPolicyServer(script, delay_s=0.6) as policy:
+        async with serve_environment(Counter(), session_ttl_s=0.3) as server, ResourcesClient(server.address) as client:
+            result = await collect_async(client, rows, out, CollectOptions(target=target(policy)))
+    assert result.verified == 2 and _lines(out) == 2 and result.episodes_retried == 0
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_a_server_restarted_on_its_address_is_found_again_by_the_episodes(tmp_path: Path) -> None:

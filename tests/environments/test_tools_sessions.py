@@ -120,6 +120,22 @@ def test_ten_thousand_abandoned_sessions_stay_bounded() -> None:
         store.get("nope")
 
 
+def test_a_session_held_by_its_stream_never_idles_out() -> None:
+    """A stream's episode may wait on a slow policy longer than the TTL: its session expired and
+    the episode was read as a lost server (restarted, then the run failed). Its stream closes it."""
+    now = [0.0]
+    store = SessionStore(max_sessions=10, idle_ttl_s=1.0, clock=lambda: now[0])
+    held, loose, later = store.open({"n": 1}), store.open({"n": 2}), store.open({"n": 3})
+    held.held = True
+    now[0] += 0.5
+    store.get(later.id)
+    now[0] += 5.0
+    assert [s.id for s in store.sweep()] == [loose.id, later.id]
+    assert store.get(held.id) is held and held.id in store and len(store) == 1
+    with pytest.raises(NotFoundError):
+        store.get(loose.id)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_ten_thousand_sessions_of_clients_that_went_away_are_freed() -> None:

@@ -101,6 +101,7 @@ async def _answer(handler: EnvironmentHandler, request: pb.SessionCall, seeded: 
     kind = request.WhichOneof("call")
     if kind == "seed":
         session = await handler.sessions.seed(request.seed.body_json, client)
+        session.held = True  # this stream closes it when it ends: no idle TTL while its episode waits on the policy
         seeded.add(session.id)
         return pb.SessionAnswer(id=request.id, seed=seed_answer(session))
     if kind == "call_tool":
