@@ -53,6 +53,10 @@ def add_parsers(sub: Any) -> None:
     )  # fmt: skip
     tools.add_argument("--tool-timeout", type=positive_float, default=TOOL_TIMEOUT_S, metavar="S", help="seconds one tool call may run (default %(default)s)")
     tools.add_argument(
+        "--verify-timeout", type=positive_float, metavar="S",
+        help="seconds one verify may run; past it the rollout fails as `timeout` (default: no bound, as NeMo Gym)",
+    )  # fmt: skip
+    tools.add_argument(
         "--mcp-port", type=int, metavar="P",
         help="also serve the tools over MCP (streamable HTTP, http://HOST:P/mcp; 0 picks a port; the mcp extra; one worker)",
     )  # fmt: skip
@@ -176,6 +180,7 @@ def run(ns: argparse.Namespace) -> int:
         max_sessions=ns.max_sessions,
         session_ttl_s=ns.session_ttl,
         tool_timeout_s=ns.tool_timeout,
+        verify_timeout_s=ns.verify_timeout,
         mcp_port=ns.mcp_port,
         http_port=ns.http_port,
         http_label_field=ns.http_label_field,

@@ -73,6 +73,9 @@ class ServerConfig:
     """Seconds a session may go unused before it is closed (its client went away)."""
     tool_timeout_s: float = TOOL_TIMEOUT_S
     """Seconds one tool call may run; past it the model reads a timeout error."""
+    verify_timeout_s: float | None = None
+    """Seconds one verify may run; past it the rollout fails as `timeout` (never a 0). None:
+    no bound, as NeMo Gym (a verify that never returns then holds its collect forever)."""
     mcp_port: int | None = None
     """Serve the environment's tools over MCP (streamable HTTP, `/mcp`) on this port of `host`
     (0 picks one); None: off. Needs the `mcp` extra."""
@@ -114,6 +117,7 @@ class ServerConfig:
             ("max_sessions", "must be positive", self.max_sessions <= 0),
             ("session_ttl_s", "must be positive", self.session_ttl_s <= 0),
             ("tool_timeout_s", "must be positive", self.tool_timeout_s <= 0),
+            ("verify_timeout_s", "must be positive", self.verify_timeout_s is not None and self.verify_timeout_s <= 0),
             ("mcp_port", "must be in 0..65535", self.mcp_port is not None and not 0 <= self.mcp_port <= 65535),
             ("http_port", "must be in 0..65535", self.http_port is not None and not 0 <= self.http_port <= 65535),
             ("agent_http_port", "must be in 0..65535", self.agent_http_port is not None and not 0 <= self.agent_http_port <= 65535),
@@ -311,7 +315,7 @@ async def start_server(
     recorder = ServerMetrics(env.server_name()) if config.prometheus_port is not None else None
     server = new_server(config, reuse_port=reuse_port, metrics=recorder)
     knobs = dict(servicer_options or {})
-    handler_knobs = {name: knobs.pop(name) for name in HANDLER_KNOBS if name in knobs}
+    handler_knobs = {"verify_timeout_s": config.verify_timeout_s, **{name: knobs.pop(name) for name in HANDLER_KNOBS if name in knobs}}
     handler = EnvironmentHandler(
         env, limits=config.limits, recorder=recorder, max_sessions=config.max_sessions,
         session_ttl_s=config.session_ttl_s, tool_timeout_s=config.tool_timeout_s, **handler_knobs,
