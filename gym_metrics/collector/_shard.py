@@ -3,6 +3,7 @@ where its files are."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,4 +50,11 @@ def shard_dir(final: Path) -> Path:
     return final.with_name(f".{final.name}.shards")
 
 
-__all__ = ["Shard", "shard_dir", "stats_path"]
+def left_shard_count(final: Path) -> int | None:
+    """The `--processes` count of the run whose shard files are in `final`'s folder (None: no
+    shard file there): a resume must use the same count, or it would collect their rows again."""
+    counts = {int(m.group(1)) for p in shard_dir(final).glob("*-of-*.jsonl") if (m := re.fullmatch(r"\d+-of-(\d+)\.jsonl", p.name))}
+    return max(counts) if counts else None
+
+
+__all__ = ["Shard", "left_shard_count", "shard_dir", "stats_path"]

@@ -189,3 +189,23 @@ def test_an_interrupted_run_stops_its_shards_at_once_and_resumes(math_port: int,
             assert_same_as(ref, out)
     finally:
         procs.kill_all()
+
+
+def test_a_left_shards_folder_is_resumed_with_its_own_count_only(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
+    """Resumed with another --processes count, or none, the shards' rows were collected again
+    (and the folder left behind): refused, naming the count to resume with."""
+    ref, src = reference
+    out = tmp_path / "out.jsonl"
+    folder = out.with_name(f".{out.name}.shards")
+    folder.mkdir()
+    rows = ref.read_bytes().splitlines(keepends=True)
+    (folder / "0-of-2.jsonl").write_bytes(b"".join(r for r in rows if json.loads(r)["_ng_task_index"] % 2 == 0)[:2000].rsplit(b"\n", 1)[0] + b"\n")
+    (folder / "1-of-2.jsonl").write_bytes(b"")
+    with ScriptedPolicyServer(answer) as policy:
+        for more in ([], ["--processes", "3"]):
+            done = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--resume", *more), capture_output=True, text=True, timeout=120)
+            assert done.returncode == 2 and "holds the shards of a --processes 2 run: resume it with --processes 2" in done.stderr, done.stderr
+        assert sum(policy.calls.values()) == 0
+        done = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--resume", "--processes", "2"), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert_same_as(ref, out)
