@@ -124,7 +124,10 @@ class MaskingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if _REMEMBERED:
-            message = record.getMessage()
+            try:
+                message = record.getMessage()
+            except Exception:  # a malformed record: the handler's own format reports it, as without this filter
+                return True
             masked = message
             for key in tuple(_REMEMBERED):
                 masked = scrub(masked, key)
