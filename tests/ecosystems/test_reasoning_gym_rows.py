@@ -184,6 +184,7 @@ def test_list_names_every_dataset(capsys: pytest.CaptureFixture[str]) -> None:
         (["--mix", "chain_sum:1", "chain_sum:2"], "--mix: each dataset once"),
         (["--mix", "chain_sum:1", "--config", "leg_counting.max_animals=3"], "--config: in a mix, NAME.KEY=VALUE with NAME one of chain_sum"),
         (["leg_counting", "--system-prompt", "shouty"], "unknown system prompt 'shouty': --system-prompt: reasoning-gym's: DeepSeekZero, default,"),
+        (["leg_counting", "--agent", " "], "--agent: must be a non-empty agent name"),  # collect refused the rows it wrote
     ],
 )
 def test_bad_input_is_exit_2_naming_what_to_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
