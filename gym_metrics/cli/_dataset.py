@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.cli._base import add_global_flags, agent_name, non_negative_int, positive_int
+from gym_metrics.cli._base import add_global_flags, non_negative_int, positive_int
 from gym_metrics.errors import ExitCode, FieldViolation, InvalidInputError
 
 ORDER = 65  # its place in `gym-metrics --help` (cli/_discovery.py)
@@ -34,7 +34,7 @@ def add_parsers(sub: Any) -> None:
         help="a dataset setting, VALUE as JSON when it parses (3, [1, 2], true) else as text; in a mix NAME.KEY=VALUE",
     )  # fmt: skip
     p.add_argument("--system-prompt", default="default", metavar="NAME", help="reasoning-gym's system prompt to put first (default: default, its evaluation's; none: no system message)")
-    p.add_argument("--agent", default="policy", metavar="NAME", type=agent_name, help="agent_ref.name of every row (default: policy)")
+    p.add_argument("--agent", default="policy", metavar="NAME", help="agent_ref.name of every row (default: policy)")
     p.add_argument("-o", "--output", type=Path, metavar="ROWS.jsonl", help="where the rows go")
     p.add_argument("--workers", type=positive_int, default=1, metavar="N", help="processes generating slices of the entries side by side (the file is the same; default 1)")
     p.add_argument("--list", action="store_true", help="print the dataset names and exit")
@@ -52,6 +52,8 @@ def run_reasoning_gym(ns: argparse.Namespace) -> int:
         raise InvalidInputError("name one dataset or give --mix", [FieldViolation("NAME", "a dataset name, or --mix NAME:WEIGHT ... (not both)")])
     if ns.output is None:
         raise InvalidInputError("no output file", [FieldViolation("--output", "give -o ROWS.jsonl")])
+    if not ns.agent.strip():  # collect refuses rows without an agent's name
+        raise InvalidInputError("no agent name", [FieldViolation("--agent", "must be a non-empty agent name")])
     started = time.perf_counter()
     if ns.mix is None:
         request = rg.RowsRequest(ns.size, ns.seed, name=ns.name, config=_config(ns.config), prompt=ns.system_prompt, agent=ns.agent)
