@@ -45,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Terminated:
         return 128 + signal.SIGTERM
     except (Exception, asyncio.CancelledError) as exc:  # a stray CancelledError is a failure, not a traceback
+        if _terminated and isinstance(exc, asyncio.CancelledError):  # SIGTERM cancelled the command's loop
+            return 128 + signal.SIGTERM
         if ns.debug:
             raise
         return int(report_error(exc))  # a plain int: ExitCode prints as its name on Python 3.10
@@ -60,13 +62,27 @@ class _Terminated(SystemExit):
 
 
 _installed_in: list[int] = []
+_terminated: list[bool] = []
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
+    """In a running event loop the loop's tasks are cancelled (an exception raised at an
+    arbitrary point could land in code that swallows it: grpc's request consumer does);
+    elsewhere _Terminated is raised where the command is."""
     if _installed_in and os.getpid() != _installed_in[-1]:  # a forked worker (a pool's): die as by default
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
+    _terminated.append(True)
+    loop = asyncio._get_running_loop()
+    if loop is not None and not loop.is_closed():
+        loop.call_soon_threadsafe(_cancel_tasks, loop)
+        return
     raise _Terminated
+
+
+def _cancel_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
 
 
 def _exit_on_sigterm() -> Any:
@@ -75,6 +91,7 @@ def _exit_on_sigterm() -> Any:
     if threading.current_thread() is not threading.main_thread():
         return None
     _installed_in[:] = [os.getpid()]
+    _terminated.clear()
     return signal.signal(signal.SIGTERM, _raise_terminated)
 
 
