@@ -88,7 +88,9 @@ def test_server_sigkilled_mid_verify_and_restarted_2s_later(procs: Procs, tmp_pa
     out = tmp_path / "run" / "rollouts.jsonl"
     out.parent.mkdir()
     log = tmp_path / "collector.log"
-    collector = procs.start(collect_args(port, src, out), log, tmp_path)
+    # retries enough to outlast 2 s down plus a restart under load (full jitter: 8 of them once
+    # waited 4.4 s in all, and the collector gave up while the server was starting)
+    collector = procs.start(collect_args(port, src, out, "--max-retries", "30"), log, tmp_path)
     for fraction in (0.25, 0.6):  # twice: the retry budget starts afresh once the server answers
         wait_for_lines(collector, out, int(TOTAL * fraction))
         server.send_signal(signal.SIGKILL)
