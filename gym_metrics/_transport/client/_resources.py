@@ -18,10 +18,11 @@ from gym_metrics._transport.client._balance import ROUND_ROBIN, address_count, i
 from gym_metrics._transport.client._groups import GroupCalls
 from gym_metrics._transport.client._session_stream import SessionStream
 from gym_metrics._transport.client._sessions import SessionCalls, json_text, session_error
-from gym_metrics._transport._batches import columns_to_batches, dumps_json
+from gym_metrics._transport._batches import columns_to_batches
 from gym_metrics._transport._convert import responses_to_aggregate
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
 from gym_metrics._transport._tracing import client_interceptors
+from gym_metrics._transport.client._verify_requests import VerifyInput, kept_errors, source_error, verify_batches, verify_request
 from gym_metrics._transport.client._status import (
     RemoteCallError,
     ServerUnavailableError,
@@ -41,9 +42,6 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 )
-
-VerifyInput = tuple[int, int, "Mapping[str, Any] | str | bytes"]
-"""(task_index, rollout_index, verify request body) of one rollout."""
 
 
 @dataclass(frozen=True)
@@ -251,13 +249,13 @@ class ResourcesClient(SessionCalls, GroupCalls):
         error raised while reading or encoding `items` is raised as itself (grpc reports it as
         a cancelled call)."""
         failed: list[BaseException] = []
-        call = self._stub.VerifyStream(_kept_errors(_verify_batches(items, batch_size), failed), metadata=self._metadata)
+        call = self._stub.VerifyStream(kept_errors(verify_batches(items, batch_size), failed), metadata=self._metadata)
         try:
             async for response in call:
                 for outcome in VerifiedBatch.from_results(response.results).outcomes():
                     yield outcome
         except asyncio.CancelledError:
-            if (error := _source_error(failed)) is not None:
+            if (error := source_error(failed)) is not None:
                 raise error from None
             raise
 
@@ -280,14 +278,14 @@ class ResourcesClient(SessionCalls, GroupCalls):
                 yield verify_request(batch_id, items)
 
         failed: list[BaseException] = []
-        call = self._stub.VerifyStream(_kept_errors(requests(), failed), metadata=self._metadata)
+        call = self._stub.VerifyStream(kept_errors(requests(), failed), metadata=self._metadata)
         try:
             async for response in call:
                 yield response.batch_id, VerifiedBatch.from_results(response.results)
         except grpc.aio.AioRpcError as exc:
             raise translate(exc) from None
         except asyncio.CancelledError:
-            if (error := _source_error(failed)) is not None:
+            if (error := source_error(failed)) is not None:
                 raise error from None  # the batches' source broke (a bad read, a SIGTERM), not the stream
             if _cancelled_by_us():
                 raise
@@ -382,61 +380,6 @@ def _cancelled_by_us() -> bool:
     task = asyncio.current_task()
     cancelling = getattr(task, "cancelling", None)  # Python 3.11+
     return task is None or cancelling is None or cancelling() > 0
-
-
-def verify_request(batch_id: str, items: Sequence[VerifyInput]) -> pb.VerifyStreamRequest:
-    """One VerifyStream batch. Items are added in place (building VerifyItems and then
-    copying them into the request costs twice), and bodies given as JSON text are not
-    re-encoded: protobuf takes UTF-8 bytes for a string field as they are, checking them."""
-    request = pb.VerifyStreamRequest(batch_id=batch_id)
-    add = request.items.add
-    for t, r, b in items:
-        text = b if isinstance(b, (str, bytes)) else dumps_json(b)
-        add(task_index=t, rollout_index=r, body_json=text)
-    return request
-
-
-async def _verify_batches(
-    items: Iterable[VerifyInput] | AsyncIterable[VerifyInput], batch_size: int
-) -> AsyncIterator[pb.VerifyStreamRequest]:
-    """Group items into VerifyStreamRequest batches with ids "0", "1", ..."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    batch: list[VerifyInput] = []
-    number = 0
-    async for item in _aiter(items):
-        batch.append(item)
-        if len(batch) >= batch_size:
-            yield verify_request(str(number), batch)
-            number, batch = number + 1, []
-    if batch:
-        yield verify_request(str(number), batch)
-
-
-async def _kept_errors(source: AsyncIterator[pb.VerifyStreamRequest], failed: list[BaseException]) -> AsyncIterator[pb.VerifyStreamRequest]:
-    """`source` as a call's request iterator, what it raises kept in `failed`: grpc swallows a
-    request iterator's error and cancels the call, so the caller raises it (`_source_error`)
-    where it would read a CancelledError, or a broken stream."""
-    try:
-        async for request in source:
-            yield request
-    except BaseException as exc:
-        failed.append(exc)
-        raise
-
-
-def _source_error(failed: list[BaseException]) -> BaseException | None:
-    """The error a request source raised, unless it was only closed or cancelled with its call."""
-    return failed[0] if failed and not isinstance(failed[0], (asyncio.CancelledError, GeneratorExit)) else None
-
-
-async def _aiter(items: Iterable[VerifyInput] | AsyncIterable[VerifyInput]) -> AsyncIterator[VerifyInput]:
-    if isinstance(items, AsyncIterable):
-        async for item in items:
-            yield item
-    else:
-        for item in items:
-            yield item
 
 
 __all__ = [
