@@ -53,8 +53,10 @@ def assert_same_as(reference: Path, out: Path) -> None:
 
 
 def shard_pids(out: Path) -> dict[str, int]:
-    """The live shard processes of the run writing `out`, by their --shard."""
-    found = {}
+    """The live shard processes of the run writing `out`, by their --shard: matched by the
+    output's whole folder (a test's own), as other tests run shards beside it under xdist, and
+    a test that took theirs for its own signalled them and waited on them."""
+    found, mine = {}, str(out.parent).encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -62,7 +64,7 @@ def shard_pids(out: Path) -> dict[str, int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"--shard" in argv and any(str(out.name).encode() in a for a in argv):
+        if b"--shard" in argv and any(a.startswith(mine + b"/") for a in argv):
             found[argv[argv.index(b"--shard") + 1].decode()] = int(entry.name)
     return found
 
@@ -167,13 +169,12 @@ def test_an_interrupted_run_stops_its_shards_at_once_and_resumes(math_port: int,
     try:
         with ScriptedPolicyServer(answer, delay_s=0.05) as policy:
             out = tmp_path / "out.jsonl"
-            run = procs.start(collect_args(math_port, policy, "chat", src, out, "--processes", "2"), tmp_path / "run.log", tmp_path)
+            run = procs.start(collect_args(math_port, policy, "chat", src, out, "--processes", "2"), tmp_path / "run.log", tmp_path, own_group=True)
             folder = out.with_name(f".{out.name}.shards")
-            wait_until(lambda: sum(line_count(p) for p in folder.glob("*.jsonl")) >= 10 if folder.exists() else False)
+            wait_until(lambda: sum(line_count(p) for p in folder.glob("*.jsonl")) >= 10 and len(shard_pids(out)) == 2 if folder.exists() else False)
             stopped = time.monotonic()
-            if how == "ctrl-c":  # a terminal sends it to the foreground group: the run and its shards
-                for pid in (run.pid, *shard_pids(out).values()):
-                    os.kill(pid, signal.SIGINT)
+            if how == "ctrl-c":  # a terminal sends it to the foreground group: the run and its shards at once
+                os.killpg(run.pid, signal.SIGINT)
             else:
                 run.send_signal(signal.SIGTERM)
             code = run.wait(timeout=30)

@@ -44,9 +44,11 @@ class Procs:
     def __init__(self) -> None:
         self.running: list[subprocess.Popen[bytes]] = []
 
-    def start(self, args: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    def start(self, args: list[str], log: Path, cwd: Path, *, own_group: bool = False) -> subprocess.Popen[bytes]:
+        """`own_group`: the process leads a session and process group of its own, which its children join
+        (a terminal's foreground job: `os.killpg` is a Ctrl-C)."""
         with log.open("ab") as f:  # a file, not a pipe: a chatty child can never block on it
-            proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, cwd=cwd)
+            proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=own_group)
         self.running.append(proc)
         return proc
 
