@@ -22,6 +22,7 @@ import numpy as np
 from gym_metrics._util.jsonio import lone_surrogate_at
 from gym_metrics.rollouts import BOM, ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, BadLine, BufferRows, RolloutColumns, agent_name, agent_problem, bad_json_reason, line_bounds, parse_row, read_chunks, row_index_value
 from gym_metrics.collector._keys import FixedKeys, Indexer, is_scored, line_identity, may_hold_key
+from gym_metrics.collector._rows import with_agent_ref
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 
@@ -63,6 +64,9 @@ class ScoredLines:
     columns: dict[str, RolloutColumns] | None = None
     """When every line of the chunk is scored: its rows as engine columns (labels: input line
     numbers), so aggregation need not read them back from the output."""
+    unnamed: np.ndarray | None = None
+    """Lines that name no agent: `default_agent` (`--agent`) is written on them."""
+    default_agent: str = ""
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -72,6 +76,10 @@ class ScoredLines:
         s, e = (self.starts, self.ends) if keep is None else (self.starts[keep], self.ends[keep])
         if not len(s):
             return b""
+        unnamed = None if self.unnamed is None else self.unnamed if keep is None else self.unnamed[keep]
+        if unnamed is not None and unnamed.any():
+            c, agent = self.chunk, self.default_agent
+            return b"".join((with_agent_ref(c[a:b], agent) if u else c[a:b]) + b"\n" for a, b, u in zip(s.tolist(), e.tolist(), unnamed.tolist()))
         breaks = np.flatnonzero(s[1:] != e[:-1] + 1) + 1
         firsts = np.concatenate(([0], breaks))
         lasts = np.concatenate((breaks - 1, [len(s) - 1]))
@@ -179,9 +187,11 @@ def _scored_lines(
     r = pc.fill_null(rollout, -1).to_numpy(zero_copy_only=False)
     agents, codes = agent
     ok = reward.present & (t >= 0) & (r >= 0) & np.array([bool(a) for a in agents], dtype=bool)[codes]
+    unnamed = None if default_agent is None else _unnamed(table, names)
     keep = np.zeros(len(starts), dtype=bool)
     keep[lines[ok]] = True
-    columns = columns_from_table(table, all_lines, lines, default_agent) if ok.all() else None
+    # rows `--agent` names are written with an agent_ref these columns lack: aggregated from the output
+    columns = columns_from_table(table, all_lines, lines, default_agent) if ok.all() and (unnamed is None or not unnamed.any()) else None
     for cols in (columns or {}).values():
         assert cols.row_labels is not None  # columns_from_table labels every row
         cols.row_labels = cols.row_labels + line_offset
@@ -195,8 +205,21 @@ def _scored_lines(
         starts[lines[ok]],
         ends[lines[ok]],
         columns,
+        None if unnamed is None or not unnamed[ok].any() else unnamed[ok],
+        default_agent or "",
     )
     return keep, found
+
+
+def _unnamed(table: Any, names: set[str]) -> np.ndarray:
+    """The rows whose agent_ref has no name (column-wise `agent_name(row) is None`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = table.column("agent_ref") if "agent_ref" in names else None
+    if column is None or not pa.types.is_struct(column.type) or column.type.get_field_index("name") < 0:
+        return np.ones(table.num_rows, dtype=bool)
+    return np.asarray(pc.is_null(pc.struct_field(column, "name")).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 class _Bad(Exception):
@@ -225,10 +248,13 @@ def _rollouts(
     if (where_bad := lone_surrogate_at(raw, row)) is not None:  # this row is sent, or written again
         raise _Bad(where_bad, "holds a lone surrogate escape (\\ud800-\\udfff without its pair): not valid Unicode, so it cannot be sent or written as UTF-8")
     task: int | None
+    line: bytes | None = raw  # what is written for the row unless its dict is
     if keys is not None:
         agent, task = keys[0], keys[1]
     else:
         agent = _agent(row, default_agent)
+        if agent_name(row) is None:
+            line = _named_by_default(row, raw, agent)
         try:
             task = _given_task(row, scored)
             given = row_index_value(row, ROLLOUT_KEY_ALIASES) if scored and _has_any(row, ROLLOUT_KEY_ALIASES) else None
@@ -237,13 +263,13 @@ def _rollouts(
             raise _Bad(v.field, v.description) from None
         if task is not None and given is not None:  # a finished rollout with both indices (aliases too)
             keeps_raw = row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == given
-            yield Rollout(agent, task, given, _with_keys(row, task, given), True, raw if keeps_raw else None, line_no)
+            yield Rollout(agent, task, given, _with_keys(row, task, given), True, line if keeps_raw else None, line_no)
             return
         if task is None:
             task = indexer.task_of(line_identity(*where))
     for r in indexer.rollouts(task, num_repeats or 1):
         if row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == r:  # the row has its keys: no copy
-            yield Rollout(agent, task, r, row, scored, raw, line_no)
+            yield Rollout(agent, task, r, row, scored, line, line_no)
         else:
             yield Rollout(agent, task, r, _with_keys(row, task, r), scored, None, line_no)
 
@@ -266,6 +292,16 @@ def _to_verify_again(rollout: Rollout) -> Rollout:
     row = dict(rollout.row)
     stored = row.pop("reward")
     return Rollout(rollout.agent, rollout.task, rollout.rollout, row, False, None, rollout.line, stored)
+
+
+def _named_by_default(row: dict[str, Any], raw: bytes, agent: str) -> bytes | None:
+    """A row that `--agent` names gets its agent_ref (`with_agent_ref`), so what collect writes
+    names its agent for every later command. Its line, when it had no agent_ref key: the same
+    bytes with the key appended; else None (the row is written from its dict)."""
+    had_key = "agent_ref" in row
+    ref = row.get("agent_ref")
+    row["agent_ref"] = {**(ref if isinstance(ref, dict) else {}), "name": agent}
+    return None if had_key else with_agent_ref(raw, agent)
 
 
 def _agent(row: dict[str, Any], default_agent: str | None) -> str:

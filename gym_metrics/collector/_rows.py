@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY
+import orjson
+
+from gym_metrics.collector._keys import may_hold_key
+from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, parse_row
 
 CARRIED_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref", "task_source", "skills_ref", "_ng_attempt_index", "_ng_rollout_id")
 """The input row's keys NeMo Gym 0.7.0's collection copies onto the verify response it writes
@@ -32,3 +35,23 @@ def written_row(request: dict[str, Any], response: dict[str, Any], keep_input_fi
         if key in request:
             row[key] = request[key]
     return row
+
+
+
+def agent_ref_suffix(agent: str) -> bytes:
+    """What `with_agent_ref` appends for `agent`."""
+    return b'"agent_ref":' + orjson.dumps({"name": agent})
+
+
+def with_agent_ref(line: bytes, agent: str) -> bytes:
+    """A JSON object line that names no agent, with agent_ref.name `agent` (as NeMo Gym's
+    collection stamps the rows it routes by `+agent_name`). A line with no agent_ref key keeps
+    its bytes, the key appended last (where NeMo Gym adds it); one whose agent_ref is null or
+    has no name is written again from its row, the ref's other fields kept."""
+    if not may_hold_key(line, b"agent_ref"):
+        head = line.rstrip()[:-1].rstrip()  # the object without its closing brace
+        return head + (b"" if head.endswith(b"{") else b",") + agent_ref_suffix(agent) + b"}"
+    row = parse_row(line)
+    ref = row.get("agent_ref")
+    row["agent_ref"] = {**(ref if isinstance(ref, dict) else {}), "name": agent}
+    return orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY)

@@ -1,5 +1,6 @@
-"""Rows without an agent_ref: an error that says what to do, and `--agent NAME` for `aggregate`
-and `collect` that names them (nemo-gym skips such rows silently; we neither skip nor guess)."""
+"""Rows without an agent_ref: an error that says what to do (NeMo Gym 0.7.0's collection raises
+"No agent specified for rows ..." too), and `--agent NAME` for `aggregate` and `collect` that
+names them; collect writes the name on every row it names, as NeMo Gym's `+agent_name` does."""
 
 from __future__ import annotations
 
@@ -85,9 +86,25 @@ async def test_the_aggregate_command_says_how_and_takes_agent(tmp_path: Path) ->
     assert "solo" in out and json.loads((tmp_path / "in_aggregate_metrics.json").read_text())[0]["agent_ref"]["name"] == "solo"
 
 
+def assert_named(src: Path, out: bytes, agent: str) -> None:
+    """`out` holds `src`'s rows, each with agent_ref.name `agent` (other agent_ref fields kept);
+    a line that had no agent_ref key is its input line with the key appended."""
+    lines = out.splitlines()
+    assert len(lines) == len(src.read_bytes().splitlines())
+    for given, written in zip(src.read_bytes().splitlines(), lines):
+        row = json.loads(given)
+        ref = row.get("agent_ref") or {}
+        if "agent_ref" not in row:
+            assert written.startswith(given.rstrip()[:-1]), (given, written)
+        row["agent_ref"] = {**ref, "name": agent}
+        assert json.loads(written) == row
+
+
 async def test_collect_takes_agent_for_scored_and_verified_lines_and_resumes(tmp_path: Path) -> None:
-    """Scored lines copied as they are (still without agent_ref), task lines verified by a real
-    environment; the metrics equal `aggregate --agent` of the output; --resume reads it back."""
+    """Scored lines copied with the agent_ref `--agent` gives them (a line with no agent_ref key
+    keeps its bytes, the key appended), task lines verified by a real environment and written
+    with it; the output is then read by commands that have no `--agent` (aggregate, compare,
+    report); the metrics are those of `aggregate` of the output; --resume reads it back."""
     scored = without_agents(DATA / "basic.jsonl", tmp_path / "scored.jsonl")
     tasks = tmp_path / "tasks.jsonl"
     task_rows = [json.loads(line) for line in SAMPLE_PATH.read_text().splitlines()[:6]]
@@ -102,21 +119,27 @@ async def test_collect_takes_agent_for_scored_and_verified_lines_and_resumes(tmp
         assert code == 2 and "line 1" in err and "--agent NAME" in err
         code, _, err = await run_cli(*base, "--input", str(scored), "--output", str(tmp_path / "b.jsonl"), "--agent", "solo")
         assert code == 0, err
-        assert (tmp_path / "b.jsonl").read_bytes() == scored.read_bytes()
-        code, _, err = await run_cli(
-            "aggregate", str(tmp_path / "b.jsonl"), "--agent", "solo", "--env", "math_exact", "-o", str(tmp_path / "off.json")
-        )
+        written = (tmp_path / "b.jsonl").read_bytes()
+        assert_named(scored, written, "solo")
+        code, _, err = await run_cli("aggregate", str(tmp_path / "b.jsonl"), "--env", "math_exact", "-o", str(tmp_path / "off.json"))
         assert code == 0, err
         assert (tmp_path / "b_aggregate_metrics.json").read_bytes() == (tmp_path / "off.json").read_bytes()
+        code, out, err = await run_cli("report", str(tmp_path / "b_aggregate_metrics.json"), "-o", str(tmp_path / "r.html"))
+        assert code == 0 and (tmp_path / "r.html").stat().st_size > 0, out + err
+        code, _, err = await run_cli(*base, "--input", str(scored), "--output", str(tmp_path / "d.jsonl"), "--agent", "other")
+        assert code == 0, err
+        code, out, err = await run_cli("compare", str(tmp_path / "b.jsonl"), str(tmp_path / "d.jsonl"), "--json")
+        assert code == 0 and [(c["agent_a"], c["agent_b"], c["common_tasks"]) for c in json.loads(out)["comparisons"]] == [("solo", "other", 5)], out + err
         code, _, err = await run_cli(*base, "--input", str(scored), "--output", str(tmp_path / "b.jsonl"), "--agent", "solo", "--resume")
         assert code == 0, err
-        assert (tmp_path / "b.jsonl").read_bytes() == scored.read_bytes()  # nothing written twice
+        assert (tmp_path / "b.jsonl").read_bytes() == written  # nothing written twice
         code, _, err = await run_cli(
             *base, "--input", str(tasks), "--output", str(tmp_path / "c.jsonl"), "--agent", "solo", "--num-repeats", "2"
         )
         assert code == 0, err
         metrics = json.loads((tmp_path / "c_aggregate_metrics.json").read_text())
         assert [a["agent_ref"]["name"] for a in metrics] == ["solo"]
+        assert [json.loads(line)["agent_ref"] for line in (tmp_path / "c.jsonl").read_text().splitlines()] == [{"name": "solo"}] * 12
         assert metrics[0]["agent_metrics"]["num_repeats"] == 2 and len(metrics[0]["group_level_metrics"]) == 6
     finally:
         await server.stop(0)

@@ -16,6 +16,7 @@ from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.collector import CollectOptions, Progress, collect_async
 from gym_metrics.collector import _input
 from gym_metrics.collector._input import may_hold_key, read_input
+from gym_metrics.collector._rows import with_agent_ref
 
 from _collector_envs import CountingEnv
 
@@ -32,6 +33,9 @@ ROWS = [
     b'{"_ng_task_index": 5, "_ng_rollout_index": 0, "answer": "x"}',  # no agent: --agent names it
     b'{"agent_ref": {"name": "c"}, "_ng_task_index": 6}',  # no rollout index: 0
     b'  {"agent_ref": {"name": "c"}, "_ng_task_index": 7, "_ng_rollout_index": 2, "answer": "\xc3\xa9"}  ',
+    b'{"_ng_task_index": 8, "_ng_rollout_index": 0, "reward": 1.0} ',  # scored, no agent: the key appended
+    b'{"agent_ref": null, "_ng_task_index": 8, "_ng_rollout_index": 1, "reward": 0.0}',  # scored, written again
+    b'{"agent_ref": {"type": "t"}, "task_index": 9, "rollout_index": 0, "reward": 1}',  # aliases, a ref without a name
 ]
 
 
@@ -41,6 +45,21 @@ def test_may_hold_key() -> None:
     assert may_hold_key(b'{"x": "\\u0041"}', b"reward")  # any escaped ASCII: maybe
     assert not may_hold_key(b'{"x": "\\u00e9 rewarded", "rewards": 1}', b"reward")
     assert not may_hold_key(b'{"x": 1}\n{"y": 2}\n', b"reward")
+
+
+@pytest.mark.parametrize(
+    ("line", "written"),
+    [
+        (b"{}", b'{"agent_ref":{"name":"x"}}'),
+        (b'{ "a": 1 }\r', b'{ "a": 1,"agent_ref":{"name":"x"}}'),
+        (b'{"agent_ref": null, "a": [1]}', b'{"agent_ref":{"name":"x"},"a":[1]}'),
+        (b'{"agent_ref": {"type": "t", "name": null}}', b'{"agent_ref":{"type":"t","name":"x"}}'),
+        (b'{"agent\\u005fref": {}}', b'{"agent_ref":{"name":"x"}}'),
+    ],
+)
+def test_a_line_named_by_agent_gets_its_agent_ref(line: bytes, written: bytes) -> None:
+    assert with_agent_ref(line, "x") == written
+    assert orjson.loads(written)["agent_ref"]["name"] == "x"
 
 
 def _items(path: Path) -> list[Any]:
