@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gym_metrics.cli._base import (
     SHOW_VIOLATIONS,
     agent_name,
@@ -90,6 +92,7 @@ def run(ns: argparse.Namespace) -> int:
             results = aggregate_rollouts(rollouts, out, **hooks)
     if len(ns.rollouts) == 1:
         _warn_bad_lines(ns.rollouts[0], rollouts.bad_lines)
+    _note_unscored(ns.rollouts, rollouts)
     code = report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)
     report_after(ns, out, ns.rollouts[0] if len(ns.rollouts) == 1 else None)
     return export_after(ns, out, code)
@@ -163,6 +166,23 @@ def aggregation_hooks(ns: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
     if ns.economics:
         hooks["extra"] = _economics_section(econ)
     return hooks, econ
+
+
+def _note_unscored(paths: list[Path], rollouts: Any) -> None:
+    """Rows with no reward (no `reward` key, or null) count as rollouts but are left out of the
+    reward stats, as NeMo Gym's metrics leave them; said on stderr, with an input of no rows."""
+    if not rollouts.rows_read:
+        print(f"warning: {', '.join(map(str, paths))}: no rollouts: the metrics file lists no agents", file=sys.stderr)
+    for name, cols in rollouts.agents.items():
+        reward = cols.fields.get("reward")
+        unscored = np.ones(len(cols.task_index), dtype=bool) if reward is None else ~reward.present
+        text = None if reward is None else (cols.non_numeric or {}).get("reward")  # noted as non-numeric values
+        for skipped in (cols.errors != 0 if cols.errors is not None else None, text):
+            if skipped is not None:
+                unscored &= ~skipped
+        if unscored.any():
+            print(f"note: {name}: {int(unscored.sum())} of {len(unscored)} rollouts have no reward (no `reward` key, null, or not a number): "
+                  "counted as rollouts, left out of the reward stats (did you mean `collect`, which verifies them?)", file=sys.stderr)  # fmt: skip
 
 
 def _warn_bad_lines(path: Path, bad_lines: list[Any]) -> None:

@@ -78,3 +78,29 @@ def test_env_hooks_apply_offline(tmp_path: Path) -> None:
     assert set(agent["key_metrics"]) >= {"mean/reward", "pass@2"}
     proc = run("aggregate", str(src), "--env", "no_such_env")
     assert proc.returncode == 2 and "unknown environment 'no_such_env'" in proc.stderr
+
+
+def test_rows_without_a_reward_and_an_empty_input_are_said(tmp_path: Path) -> None:
+    """A row with no reward counts as a rollout and is left out of the reward stats (NeMo Gym's
+    metrics leave it out too); that, and an input of no rows, are said on stderr, not silently
+    written. A failed rollout and a text reward have notes of their own, not this one."""
+    rows = [
+        {"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0},
+        {"_ng_task_index": 0, "_ng_rollout_index": 1},
+        {"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": None},
+        {"_ng_task_index": 1, "_ng_rollout_index": 1, "reward": 0.0},
+        {"_ng_task_index": 2, "_ng_rollout_index": 0, "reward": "high"},
+        {"_ng_task_index": 2, "_ng_rollout_index": 1, "_gm_error": {"kind": "verify_failed", "message": "m"}},
+    ]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"agent_ref": {"name": "a"}, **r}) + "\n" for r in rows))
+    proc = run("aggregate", str(src))
+    assert proc.returncode == 0, proc.stderr
+    assert "note: a: 2 of 6 rollouts have no reward" in proc.stderr, proc.stderr
+    assert "non-numeric values (text, objects, lists; never converted) left out of the stats (reward: 1)" in proc.stderr
+    assert json.loads((tmp_path / "in_aggregate_metrics.json").read_text())[0]["agent_metrics"]["mean/reward"] == 0.5
+    src.write_text("".join(json.dumps({"agent_ref": {"name": "a"}, **r}) + "\n" for r in rows if r.get("reward") is not None))
+    assert "no reward" not in run("aggregate", str(src)).stderr
+    src.write_text("")
+    proc = run("aggregate", str(src))
+    assert proc.returncode == 0 and f"warning: {src}: no rollouts: the metrics file lists no agents" in proc.stderr, proc.stderr
