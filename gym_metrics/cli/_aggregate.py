@@ -87,7 +87,7 @@ def run(ns: argparse.Namespace) -> int:
             )
         else:
             keep = hooks.get("compute_metrics") is not None
-            rollouts = combine([_read(path, ns, keep) for path in ns.rollouts])
+            rollouts = combine([_read(path, ns, keep) for path in ns.rollouts], [str(p) for p in ns.rollouts])
             out = ns.output
             results = aggregate_rollouts(rollouts, out, **hooks)
     if len(ns.rollouts) == 1:
@@ -134,7 +134,7 @@ def _write_partial(ns: argparse.Namespace, env_wants_rows: bool, started: float)
     from gym_metrics.aggregate import combine, write_partial
 
     keep = ns.with_rows or env_wants_rows
-    rollouts = combine([_read(path, ns, keep) for path in ns.rollouts])
+    rollouts = combine([_read(path, ns, keep) for path in ns.rollouts], [str(p) for p in ns.rollouts])
     out = write_partial(ns.partial_out, rollouts, sources=[str(p) for p in ns.rollouts])
     if ns.quiet:
         print(out)

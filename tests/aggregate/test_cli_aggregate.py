@@ -104,3 +104,21 @@ def test_rows_without_a_reward_and_an_empty_input_are_said(tmp_path: Path) -> No
     src.write_text("")
     proc = run("aggregate", str(src))
     assert proc.returncode == 0 and f"warning: {src}: no rollouts: the metrics file lists no agents" in proc.stderr, proc.stderr
+
+
+def test_a_key_in_two_input_files_is_refused_naming_both_files(tmp_path: Path) -> None:
+    """`aggregate A B -o M` (and `--partial-out`) read one agent's rows from two files: a key
+    both hold was named by its line numbers alone ("line 2 ... also at line 1", of which file?);
+    a file's own repeated key went into a partial unnoticed, for `merge` to refuse unlocated."""
+    row = '{{"agent_ref": {{"name": "a"}}, "_ng_task_index": {}, "_ng_rollout_index": 0, "reward": 1.0}}\n'
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text(row.format(0) + row.format(1))
+    second.write_text(row.format(2) + row.format(1))
+    for out in (["-o", str(tmp_path / "m.json")], ["--partial-out", str(tmp_path / "p.parquet")]):
+        proc = run("aggregate", str(first), str(second), *out)
+        assert proc.returncode == 2, proc.stderr
+        assert f"{second} line 2: (_ng_task_index, _ng_rollout_index): duplicate key (task 1, rollout 0) of agent 'a', also at {first} line 2" in proc.stderr
+    second.write_text(row.format(2) + row.format(3) + row.format(2))
+    proc = run("aggregate", str(second), "--partial-out", str(tmp_path / "p.parquet"))
+    assert proc.returncode == 2 and f"{second}: 1 duplicate (task, rollout) keys: line 3:" in proc.stderr, proc.stderr
+    assert not (tmp_path / "p.parquet").exists()

@@ -190,12 +190,48 @@ def _merge(paths: Sequence[str | os.PathLike[str]], narrow_keys: bool) -> Rollou
     return RolloutFile(agents, bad, sum(int(header["rows_read"]) for _, header, _ in opened))
 
 
-def combine(parts: Sequence[RolloutFile]) -> RolloutFile:
-    """Several RolloutFiles (files read in this process) as one: each agent's columns concatenated."""
+def combine(parts: Sequence[RolloutFile], sources: Sequence[str] | None = None) -> RolloutFile:
+    """Several RolloutFiles (files read in this process) as one: each agent's columns
+    concatenated. `sources` (the files' names): a repeated key is refused naming its file and
+    lines (line numbers alone would not say which file; `--partial-out` checked none)."""
     names = sorted({name for part in parts for name in part.agents})
+    if sources is not None:
+        _refuse_repeated_keys(parts, sources, names)
     agents = {name: concat([p.agents[name] for p in parts if name in p.agents]) for name in names}
     bad = [b for p in parts for b in p.bad_lines]
     return RolloutFile(agents, bad, sum(p.rows_read for p in parts))
+
+
+def _refuse_repeated_keys(parts: Sequence[RolloutFile], sources: Sequence[str], names: list[str]) -> None:
+    for part, where in zip(parts, sources):  # a file's own repeats first, named by its lines
+        for cols in part.agents.values():
+            order, dup = cols.key_order()
+            if len(dup):
+                error = cols.duplicate_keys_error(order if order is not None else np.arange(len(cols.task_index)), dup)
+                raise InvalidInputError(f"{where}: {error.message}", error.violations)
+    violations: list[FieldViolation] = []
+    count = 0
+    for name in names:
+        held = [(i, p.agents[name]) for i, p in enumerate(parts) if name in p.agents]
+        if len(held) < 2:
+            continue
+        task = np.concatenate([c.task_index for _, c in held])
+        rollout = np.concatenate([c.rollout_index for _, c in held])
+        source = np.concatenate([np.full(len(c.task_index), i) for i, c in held])
+        line = np.concatenate([c.row_labels if c.row_labels is not None else np.arange(len(c.task_index)) for _, c in held])
+        order = np.lexsort((line, source, rollout, task))
+        t, r, f = task[order], rollout[order], source[order]
+        shared = np.flatnonzero((t[1:] == t[:-1]) & (r[1:] == r[:-1]) & (f[1:] != f[:-1]))
+        count += len(shared)
+        for k in shared[: 10 - len(violations)].tolist():
+            a, b = order[k], order[k + 1]
+            violations.append(FieldViolation(
+                "(_ng_task_index, _ng_rollout_index)",
+                f"duplicate key (task {t[k]}, rollout {r[k]}) of agent {name!r}, also at {sources[source[a]]} line {line[a]}",
+                row=int(line[b]), row_name=f"{sources[source[b]]} line",
+            ))  # fmt: skip
+    if count:
+        raise InvalidInputError(f"{count} duplicate (task, rollout) keys across the input files", violations)
 
 
 class _Part:
