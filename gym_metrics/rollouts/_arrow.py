@@ -30,11 +30,19 @@ from gym_metrics.rollouts._columns import (
 from gym_metrics.rollouts._arrow_text import Text, exactly_typed, reward_readable, shown_clash, shown_reward
 
 
+_SPACE = np.zeros(256, dtype=bool)
+_SPACE[list(b" \t\r\x0b\x0c")] = True
+"""The bytes `bytes.strip()` removes (newline aside: lines end before it)."""
+
+
 def _nonblank(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Positions of lines with content; only short lines need a closer look."""
-    lengths = ends - starts
-    keep = lengths > 0
-    for i in np.flatnonzero(keep & (lengths < 4)).tolist():
+    """Positions of lines with content: a line that opens with a space byte gets a closer look
+    (an object line opens with `{`; a blank one of any length is skipped, as NeMo Gym skips it)."""
+    keep = ends > starts
+    if not keep.any():
+        return np.flatnonzero(keep)
+    first = np.frombuffer(buf, dtype=np.uint8)[np.minimum(starts, max(len(buf) - 1, 0))]
+    for i in np.flatnonzero(keep & _SPACE[first]).tolist():
         keep[i] = bool(buf[starts[i] : ends[i]].strip())
     return np.flatnonzero(keep)
 

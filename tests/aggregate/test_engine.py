@@ -199,6 +199,20 @@ def test_nan_literal_and_blank_lines_are_read(tmp_path: Path) -> None:
     assert list(cols.row_labels) == [1, 3]
 
 
+@pytest.mark.parametrize("rows", [3, 3000], ids=["line by line", "column-wise"])
+def test_a_whitespace_line_of_any_length_is_blank(tmp_path: Path, rows: int) -> None:
+    """Blank lines of 4 bytes or more were bad lines for aggregate (only shorter ones were
+    looked at), while collect and evaluate skip them, as NeMo Gym does."""
+    lines = []
+    for i in range(rows):
+        lines.append(f'{{"agent_ref": {{"name": "a"}}, "_ng_task_index": {i}, "_ng_rollout_index": 0, "reward": 1.0}}')
+        if i % 1000 == 0:
+            lines += ["  \t ", " " * 40, "\r"]
+    read = read_rollouts(write_lines(tmp_path / "r.jsonl", lines))
+    assert not read.bad_lines and len(read.agents["a"].task_index) == rows
+    assert read.agents["a"].row_labels[1] == 5
+
+
 def test_bad_lines_are_named_with_line_numbers(tmp_path: Path) -> None:
     p = write_lines(
         tmp_path / "r.jsonl",
