@@ -108,14 +108,31 @@ POLICIES: dict[str, dict[str, list[dict[str, Any]]]] = {
         "add 10 then add 11 then get the count": [answer("", inc(10)), answer("Adding 11.", inc(11), GET), answer("The count is 33.")],  # call + get in one turn
         "add 13 then add 14 then get the count": [answer("", inc(13)), answer("", inc(14)), answer("", GET), answer("The count is 42.")],
     },
+    "math_advanced_calculations": {  # a catch-all route; arguments as NeMo Gym's agent sends them
+        "Get me the values for (9.0 - 9.0), (1.0 / 1.0), (1.0 * 9.0), and sin(5.0) using only the given tools.": [
+            answer("", ("subtract", {"a": 9.0, "b": 9.0}), ("divide", {"a": 1, "b": 1}), ("multiply", {"a": 1.0, "b": 9.0}), ("sin", {"radians": 5.0})),
+            answer("0, 1, 9, -0.9589"),
+        ],
+        "Get me the value for (4.0 ** 6.0 / pi) using only the given tools.": [
+            answer("", ("power", {"a": 4.0, "b": 6.0})),
+            answer("", ("pi", {}), ("pi", "null"), ("pi", "[]"), ("pi", "0"), ("pi", '""'), ("pi", "false"), ("pi", " { } ")),  # falsy: no body, or as json writes them
+            answer("", ("add", '{"a": NaN, "b": 1.0}'), ("add", '{"a": 1e400, "b": 1.0}'), ("add", '{"a": -Infinity, "b": 2}')),  # not JSON to orjson: null
+            answer("", ("add", '{"a": 1, "b": 2'), ("add", '{"a": 1, "a": 2, "b": 3}'), ("nonexistent", {"a": 1}), ("divide", {"a": 1.0, "b": 0.0})),
+            answer("", ("divide", {"a": 4096.0, "b": 3.141592653589793})),
+            answer("1303.80"),
+        ],
+        "Get me the value for -(((sin(3.0) / 3.0) + sin((3.0 * 2.0)))) using only the given tools.": [
+            answer("I will not use tools."),
+        ],
+        "Get me the values for 3.0, cos((5.0 - log(5.0, (5.0 / 1.0)))), (-(5.0) - pi), and ((((5.0 / 1.0) + log(3.0, 7.0)) * (-(1.0) - pi)) * (((6.0 * 7.0) / 7.0) + log(-(6.0), (6.0 - 8.0)))) using only the given tools.": [answer("", ("pi", {})), answer("Stopping here.")],
+        "Get me the values for pi, (4.0 + 2.0), 2.0 ** 10.0, (4.0 / 1.0), and pi using only the given tools.": [answer("", ("pi", {})), answer("Stopping here.")],
+    },
 }  # fmt: skip
 """Per environment, the scripted policy: prompt -> one answer per step."""
 REPLAYED = ["example_multi_step", "example_tool_call_multireward", "xlam_fc"]
 """Environments whose policy replays the model turns of their recorded data/example_rollouts.jsonl
 (replay_policy): every self-contained tool environment of the wheel that ships trajectories."""
 NOT_REPLAYED = {
-    "math_advanced_calculations": "its example_rollouts.jsonl answers other prompts than data/example.jsonl's "
-    "tasks, and its rows carry no ground_truth for verify",
     "workplace_assistant": "its example_rollouts.jsonl answers other prompts than data/example.jsonl's tasks, "
     "and its rows carry no ground_truth for verify",
     "wordle": "played by NeMo Gym's gymnasium_agent (an environment that answers each turn), not simple_agent",

@@ -1,7 +1,7 @@
 """The multi-turn agent loop, as NeMo Gym's `simple_agent` runs it: call the policy with the
 tools, run each `function_call` against the environment, append the `function_call_output`s,
 and call again, until the policy answers without calls (or `max_steps`: the episode is then
-verified as it stands, its response's `metadata.gm_stop_reason` saying why it stopped).
+verified as it stands, its response as NeMo Gym's; `EpisodeResult.stop` says why it stopped).
 
 The episode's answer is the trajectory in Responses API shape: the last policy answer with
 `output` replaced by every output item of every turn (function calls, their outputs, messages,
@@ -10,13 +10,15 @@ economics see the whole episode. The tool calls of one turn run one after anothe
 the policy made them, as NeMo Gym runs them (a later call sees what an earlier one did);
 `parallel_tool_calls=True` runs them concurrently instead (faster for independent calls, not
 NeMo Gym's program). Either way their outputs are appended in the policy's order. Arguments
-that are not JSON get NeMo Gym's error output without a call.
+that are not JSON get NeMo Gym's error output without a call; the others are sent as NeMo Gym's
+agent sends them (`posted_arguments`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -24,11 +26,13 @@ from typing import Any, Optional
 
 import orjson
 
+from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.recording import EpisodeTrace
 from gym_metrics.targets import ModelTarget, chat_request_to_responses
 
 CallTool = Callable[[str, str], Awaitable[tuple[str, bool]]]
-"""(tool name, arguments JSON text) -> (the output the model reads, whether the call failed)."""
+"""(tool name, arguments JSON text; empty: no body) -> (the output the model reads, whether the
+call failed)."""
 
 
 @dataclass
@@ -45,8 +49,8 @@ class EpisodeResult:
     seconds: float
     stop: str = "answered"
     """Why the loop stopped: `answered` (a turn without calls), `incomplete` (the policy said
-    so), `max_steps` (the bound, with calls still to answer; the response's
-    `metadata.gm_stop_reason` says so too)."""
+    so), `max_steps` (the bound, with calls still to answer; collect writes it on the row as
+    `_gm_stop_reason`, the response staying NeMo Gym's)."""
 
 
 async def run_episode(
@@ -92,7 +96,6 @@ async def run_episode(
         calls_made += len(calls)
         if max_steps and steps >= max_steps:  # NeMo Gym's simple_agent: the invocation is incomplete
             stop = "max_steps"
-            answer = {**answer, "metadata": {**(answer.get("metadata") or {}), "gm_stop_reason": "max_steps"}}
             break
     response = {**answer, "output": outputs, "usage": usage}
     if trace is not None:
@@ -113,31 +116,48 @@ async def ask(target: ModelTarget, body: Mapping[str, Any], question: list[Any],
 
 async def _call(call: Mapping[str, Any], call_tool: CallTool, trace: Optional[EpisodeTrace] = None) -> tuple[str, bool]:
     started_at, start = time.time(), time.perf_counter()
-    arguments = call.get("arguments")
-    error = _arguments_error(arguments)
-    if error is not None:  # NeMo Gym's output for it, word for word
-        output, failed = json.dumps({"error": f"Invalid tool call arguments: {error!r}"}), True
+    name = str(call.get("name"))
+    try:
+        body = posted_arguments(call.get("arguments"))
+    except Unreadable as bad:  # NeMo Gym's output for it, word for word
+        output, failed = json.dumps({"error": f"Invalid tool call arguments: {bad.args[0]!r}"}), True
+    except TypeError as error:  # NeMo Gym's agent fails its /run, and the rollout with it
+        raise InvalidInputError("a tool call NeMo Gym's agent cannot send", [FieldViolation(f"call {name}: arguments", f"{error} (orjson, as NeMo Gym encodes them)")]) from None
     else:
-        output, failed = await call_tool(str(call.get("name")), str(arguments))
+        output, failed = await call_tool(name, body)
     if trace is not None:
         trace.tool(call.get("call_id"), call.get("name"), started_at, time.perf_counter() - start, failed, output)
     return output, failed
 
 
-def _arguments_error(arguments: Any) -> Optional[Exception]:
-    """Why `json.loads` (NeMo Gym's check, whose error it quotes) refuses `arguments`, or
-    None. orjson answers first (far cheaper); what it refuses, json may still take (NaN)."""
-    if isinstance(arguments, (str, bytes)):
-        try:
-            orjson.loads(arguments)
-            return None
-        except orjson.JSONDecodeError:
-            pass
+_LONG_NUMBER = re.compile(r"\d{19}")
+"""An integer orjson may read as a float (past 64 bits), where NeMo Gym's json.loads keeps it."""
+
+
+class Unreadable(Exception):
+    """Arguments `json.loads` refuses; args[0] is its exception, which NeMo Gym shows the model."""
+
+
+def posted_arguments(arguments: Any) -> str:
+    """The body NeMo Gym's simple_agent posts for a call's arguments: parsed by `json.loads`
+    (Unreadable: it refused them), then sent as its `server_utils.request`
+    sends them: a truthy value encoded by orjson (NaN and infinities become null; an integer
+    past 64 bits raises TypeError: the run fails there), null as no body (""), any other falsy
+    value as `json.dumps` writes it. orjson parses first, json only what orjson cannot read
+    as json does (NaN, long integers, lone surrogates)."""
+    value: Any
     try:
-        json.loads(arguments)
-    except (json.JSONDecodeError, TypeError) as exc:
-        return exc
-    return None
+        if not isinstance(arguments, (str, bytes)) or _LONG_NUMBER.search(str(arguments)):
+            raise orjson.JSONDecodeError("", "", 0)
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        try:
+            value = json.loads(arguments)
+        except (json.JSONDecodeError, TypeError) as exc:  # what simple_agent catches
+            raise Unreadable(exc) from None
+    if value is None:
+        return ""
+    return orjson.dumps(value).decode() if value else json.dumps(value)
 
 
 def _no_answer(answer: dict[str, Any], had_output: bool) -> dict[str, Any]:

@@ -46,6 +46,10 @@ from gym_metrics.collector._step_loop import DEFAULT_MAX_STEPS, run_step_episode
 from gym_metrics.collector._capture import Capture, captured
 from gym_metrics.targets import GenerationError, ModelTarget
 
+STOP_KEY = "_gm_stop_reason"
+"""The row key of an episode the agent loop stopped at `max_steps` (its response stays NeMo
+Gym's, whose simple_agent marks it nowhere but in its trajectory)."""
+
 MAX_BUSY_WAITS = 200
 """Waits of one episode for a server whose sessions are all taken (each up to 5 s)."""
 
@@ -66,6 +70,7 @@ class EpisodeRunner:
         progress: Progress,
         *,
         max_steps: int | None,
+        agent_max_steps: Callable[[str], int | None] | None = None,
         parallel_tool_calls: bool = False,
         any_tool_name: bool = False,
         steps: bool = False,
@@ -77,7 +82,7 @@ class EpisodeRunner:
         self.clients, self.tools, self.target = list(clients), tools, target
         self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
         self.retry = retry or RetryPolicy()
-        self.max_steps, self.parallel_tool_calls = max_steps, parallel_tool_calls
+        self.max_steps, self.agent_max_steps, self.parallel_tool_calls = max_steps, agent_max_steps, parallel_tool_calls
         self.attempts = max(1, attempts, self.retry.max_retries + 1)
         self.known, self.any_tool_name, self.steps = {t["name"] for t in tools}, any_tool_name, steps
         self.capture = capture
@@ -185,13 +190,13 @@ class EpisodeRunner:
         session = await calls.seed_session(rollout.row)
         try:
             request = dict(rollout.row[REQUEST_KEY])
-            if not request.get("tools") and self.tools:
+            if not request.get("tools") and self.tools and not self.any_tool_name:  # a NeMo Gym app's rows keep theirs, as its agent sends them
                 request["tools"] = self.tools
             trace = self.capture.trace() if self.capture is not None else None
             with captured(rollout, self.capture, trace):
                 episode = await run_episode(
                     self.target, request, tool_caller(calls, session, self.known, self.any_tool_name),
-                    max_steps=self.max_steps, parallel_tool_calls=self.parallel_tool_calls, trace=trace,
+                    max_steps=self._max_steps(rollout), parallel_tool_calls=self.parallel_tool_calls, trace=trace,
                 )  # fmt: skip
             self.tool_calls += episode.tool_calls
             self.failed_tool_calls += episode.failed_tool_calls
@@ -200,12 +205,20 @@ class EpisodeRunner:
             body = {**rollout.row, "response": episode.response}
             verified = await calls.verify_text(body, session_id=session)
             session = ""  # verify ended it
-            self.at_max_steps += episode.stop == "max_steps"  # counted once verified (a lost episode starts again)
+            if episode.stop == "max_steps":  # counted once verified (a lost episode starts again)
+                self.at_max_steps += 1
+                rollout.recorded = {**(rollout.recorded or {}), STOP_KEY: episode.stop}
             rollout.row, rollout.raw = body, None  # (only now: a retried episode starts from the task row)
             return verified
         finally:
             if session:
                 await _close_quietly(calls, session)
+
+    def _max_steps(self, rollout: Rollout) -> int | None:
+        """`--max-steps`, else the bound the server's config gives the rollout's agent."""
+        if self.max_steps is not None or self.agent_max_steps is None:
+            return self.max_steps
+        return self.agent_max_steps(rollout.agent)
 
     async def _step_episode(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
         """An episode of an environment that answers each turn (_step_loop.py): reset, a step
@@ -222,11 +235,12 @@ class EpisodeRunner:
                     session = ""  # the step ended it
                 return answer
 
+            limit = self._max_steps(rollout)
             with captured(rollout, self.capture, trace):
-                episode = await run_step_episode(self.target, rollout.row[REQUEST_KEY], reset, step, max_steps=self.max_steps, trace=trace)
+                episode = await run_step_episode(self.target, rollout.row[REQUEST_KEY], reset, step, max_steps=limit, trace=trace)
             usage = episode.row["response"].get("usage") or {}
             self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
-            self.at_max_steps += not episode.row["terminated"] and episode.steps == (self.max_steps or DEFAULT_MAX_STEPS)
+            self.at_max_steps += not episode.row["terminated"] and episode.steps == (limit or DEFAULT_MAX_STEPS)
             return episode.reward, json.dumps(episode.row, ensure_ascii=False)
         finally:
             if session:

@@ -64,7 +64,7 @@ class CollectResult:
     """Episodes started again on another replica after theirs went away."""
     episodes_at_max_steps: int = 0
     """Episodes the agent loop stopped at `max_steps` with calls still to answer (verified as
-    they stand; their response's `metadata.gm_stop_reason` is `max_steps`)."""
+    they stand; their row's `_gm_stop_reason` is `max_steps`)."""
     token_gaps: int = 0
     """With `capture_tokens`: model calls whose token IDs are missing, of unequal lengths, or
     break the lineage (each a gap in its row's `ng_model_call_capture.gaps`)."""
@@ -118,7 +118,8 @@ def _episode_runner(
         raise InvalidInputError("the agent loop needs a policy", [FieldViolation("--agent-loop", "give --policy-url and --policy-model")])
     return EpisodeRunner(
         clients, tools, make_target(opts.target, token_ids=opts.capture_tokens), router.record, router.record_failed, progress,
-        max_steps=opts.max_steps, parallel_tool_calls=opts.parallel_tool_calls, any_tool_name=info.any_tool_name, steps=info.steps,
+        max_steps=opts.max_steps, agent_max_steps=info.max_steps_of, parallel_tool_calls=opts.parallel_tool_calls,
+        any_tool_name=info.any_tool_name, steps=info.steps,
         attempts=opts.max_episode_attempts, log=log, capture=capture, retry=opts.retry,
     )  # fmt: skip
 

@@ -45,7 +45,7 @@ class AgentRun:
         request = dict(request)
         env = self.sessions.env
         tools = [spec.as_function_tool() for spec in env.tools().values()]
-        if not request.get("tools") and tools:
+        if not request.get("tools") and tools and not env.routes_tool_calls:  # a NeMo Gym app's rows keep theirs
             request["tools"] = tools
         session = await self.sessions.seed(orjson.dumps(dict(body)))
         verified = False

@@ -47,10 +47,33 @@ def load_config_server(
     config_cls = cls.model_fields["config"].annotation
     try:
         config = config_cls.model_validate({"host": host, "port": port, **fields, "name": block_name})  # type: ignore[union-attr]
-        return cls(config=config, server_client=ServerClient(servers))
+        server = cls(config=config, server_client=ServerClient(servers))
     except pydantic.ValidationError as exc:
         violations = [FieldViolation(f"{block_name}.{'.'.join(map(str, e['loc']))}", e["msg"]) for e in exc.errors()[:20]]
         raise InvalidInputError(f"{path}: the {impl} config does not fit {cls.__name__}", violations) from None
+    server._agent_max_steps = agent_max_steps(document, block_name, path)
+    return server
+
+
+def agent_max_steps(document: Any, resources_name: str, path: Path) -> dict[str, int]:
+    """`max_steps` of each agent block (`<name>: responses_api_agents: <impl>: {...}`) whose
+    `resources_server.name` is `resources_name`, by the block's name: the bound NeMo Gym's
+    simple_agent and gymnasium_agent put on its episodes (none given: no bound)."""
+    found = {}
+    for name, block in (document or {}).items() if isinstance(document, Mapping) else ():
+        inner = block.get("responses_api_agents") if isinstance(block, Mapping) else None
+        if not isinstance(inner, Mapping) or len(inner) != 1:
+            continue
+        fields = next(iter(inner.values()))
+        ref = fields.get("resources_server") if isinstance(fields, Mapping) else None
+        if not isinstance(ref, Mapping) or ref.get("name") != resources_name or fields.get("max_steps") is None:
+            continue
+        steps = fields["max_steps"]
+        if type(steps) is not int or steps < 0:
+            raise InvalidInputError("bad max_steps", [FieldViolation(f"{name}.max_steps", f"{path}: {steps!r} is not a whole number >= 0")])
+        if steps:  # 0: no bound, as NeMo Gym reads it
+            found[str(name)] = steps
+    return found
 
 
 def _read_yaml(path: Path) -> Any:

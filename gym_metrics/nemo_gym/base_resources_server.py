@@ -18,7 +18,7 @@ import inspect
 from enum import Enum
 from typing import Any, ClassVar, Generic, Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
 from gym_metrics.environments import ResetResult, Session, StepResult, ToolSpec
 from gym_metrics.environments import SimpleResourcesServer as _Environment
@@ -138,6 +138,8 @@ class SimpleResourcesServer(BaseModel, _Environment):
     routes_tool_calls: ClassVar[bool] = True
     """Tool calls go through the app `setup_webserver` builds, whatever their name (NeMo Gym's
     agent POSTs `/<name>` for any name the model calls)."""
+    _agent_max_steps: dict[str, int] = PrivateAttr(default_factory=dict)
+    """The config's agents' `max_steps` (load_config_server sets it): ServerInfo says them."""
 
     def setup_webserver(self) -> Any:
         """The FastAPI app NeMo Gym would serve, with its routes in its order (its own first, so
@@ -187,7 +189,7 @@ class SimpleResourcesServer(BaseModel, _Environment):
         return await super().aggregate_metrics(rows, agent_name, options)
 
     def server_info(self) -> dict[str, Any]:
-        return {**super().server_info(), "name": self.config.name}
+        return {**super().server_info(), "name": self.config.name, "agent_max_steps": dict(self._agent_max_steps)}
 
     async def run_verify(self, request: Any, session: Optional[Session] = None) -> Any:
         """verify with NeMo Gym's calling conventions and its judge failsafe; `request.session`

@@ -110,8 +110,9 @@ async def test_max_steps_ends_an_episode(tmp_path: Path) -> None:
     assert all(r["response"]["output"][-1]["type"] == "function_call_output" for r in written)
     calls = {t: [i["name"] for i in r["response"]["output"] if i["type"] == "function_call"] for t, r in by_task.items()}
     assert calls == {0: ["increment_counter"] * 2, 1: ["increment_counter", "increment_counter", "get_counter_value"]}
-    # why the loop stopped is in each row and counted (the reward stays verify's, as under NeMo Gym)
-    assert all(r["response"]["metadata"]["gm_stop_reason"] == "max_steps" for r in written)
+    # why the loop stopped is in each row and counted (the reward stays verify's and the response
+    # NeMo Gym's, whose simple_agent adds nothing to it)
+    assert all(r["_gm_stop_reason"] == "max_steps" and not r["response"].get("metadata") for r in written)
     assert result.episodes_at_max_steps == 2
     from gym_metrics.cli._collect import report
 
@@ -127,7 +128,7 @@ async def test_an_episode_that_ends_by_itself_is_not_counted_as_stopped(tmp_path
             result = await collect_async(client, rows, tmp_path / "out.jsonl", CollectOptions(target=target(policy), max_steps=10))
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert result.episodes_at_max_steps == 0 and result.verified == 2
-    assert not any("gm_stop_reason" in (r["response"].get("metadata") or {}) for r in written)
+    assert not any("_gm_stop_reason" in r for r in written)
 
 
 @pytest.mark.parametrize("parallel", [False, True])

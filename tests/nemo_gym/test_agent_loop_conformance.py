@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "aggregate"))
 from test_nemo_conformance import compare_files  # noqa: E402
 
 DATA = Path(__file__).parents[1] / "data" / "nemo_gym_agent"
-ENVS = ["example_session_state_mgmt", "example_single_tool_call", "example_multi_step", "example_tool_call_multireward", "xlam_fc"]
+ENVS = ["example_session_state_mgmt", "example_single_tool_call", "example_multi_step", "example_tool_call_multireward", "xlam_fc", "math_advanced_calculations"]
 NOT_COMPARED = {"model"}
 """The policy's model name: the target sends its own (NeMo Gym's recording sent none)."""
 

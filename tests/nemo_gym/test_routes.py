@@ -76,3 +76,106 @@ async def test_collect_calls_names_only_the_catch_all_answers(server: Any, tmp_p
     outputs = [i["output"] for i in row["response"]["output"] if i["type"] == "function_call_output"]
     assert outputs == ['{"function":"sin","value":0.479426}'] and row["reward"] == 1.0
     assert (result.tool_calls, result.failed_tool_calls) == (1, 0)
+
+
+async def test_collect_sends_a_nemo_gym_apps_rows_as_they_are(server: Any, tmp_path: Path) -> None:
+    """NeMo Gym's simple_agent sends the row's request as it is: its routes are not added as
+    `tools` to a row without them (`tools: []` reached the model as the environment's list), and
+    arguments it cannot encode (an integer past 64 bits: orjson raises, its /run fails) fail
+    the rollout, never a silently scored one."""
+    from gym_metrics.collector import CollectOptions, collect_async
+    from gym_metrics.targets import ModelTargetConfig
+    from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
+
+    script = {
+        "plain": [PolicyAnswer(tool_calls=[{"name": "sin", "arguments": {"x": 0.5}}]), PolicyAnswer(text="0.479")],
+        "huge": [PolicyAnswer(tool_calls=[{"name": "sin", "arguments": '{"x": 123456789012345678901234567890}'}]), PolicyAnswer(text="?")],
+    }
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"agent_ref": {"name": "agent"}, "responses_create_params": {"input": p, **extra}}) + "\n"
+                            for p, extra in (("plain", {"tools": []}), ("plain", {}), ("huge", {}))))  # fmt: skip
+    with ScriptedPolicyServer(script) as policy:
+        async with serve_environment(server) as running, ResourcesClient(running.address) as client:
+            opts = CollectOptions(target=ModelTargetConfig(url=policy.url, model="scripted", api="responses"))
+            result = await collect_async(client, rows, tmp_path / "out.jsonl", opts)
+    assert all(not r.body.get("tools") for r in policy.requests), [r.body.get("tools") for r in policy.requests]
+    written = {json.loads(line)["_ng_task_index"]: json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()}
+    assert written[0]["reward"] == written[1]["reward"] == 1.0
+    error = written[2]["_gm_error"]
+    assert error["kind"] == "invalid_request" and "call sin: arguments" in error["message"] and "64-bit" in error["message"], error
+    assert result.verified == 3 and "reward" not in written[2]
+
+
+AGENTS_YAML = """
+routes_env:
+  resources_servers:
+    routes_env:
+      entrypoint: app.py
+      domain: other
+routes_env_agent:
+  responses_api_agents:
+    simple_agent:
+      entrypoint: app.py
+      max_steps: 2
+      resources_server: {type: resources_servers, name: routes_env}
+      model_server: {type: responses_api_models, name: policy_model}
+patient_agent:
+  responses_api_agents:
+    simple_agent:
+      entrypoint: app.py
+      max_steps: 3
+      resources_server: {type: resources_servers, name: routes_env}
+elsewhere_agent:
+  responses_api_agents:
+    simple_agent:
+      max_steps: 1
+      resources_server: {type: resources_servers, name: another_env}
+"""
+
+
+@pytest.mark.parametrize("given", [None, 1])
+async def test_collect_stops_episodes_at_the_configs_max_steps(server: Any, tmp_path: Path, given: int | None) -> None:
+    """A NeMo Gym config's agent block says its episodes' `max_steps` (simple_agent stops there);
+    served from that config, collect bounds each row's episode by its agent's (it ran unbounded
+    without `--max-steps`, and its rows and metrics differed from NeMo Gym's). `--max-steps`
+    comes first; an agent the config does not name gets none when its agents disagree."""
+    from gym_metrics.collector import CollectOptions, collect_async
+    from gym_metrics.targets import ModelTargetConfig
+    from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
+
+    folder = tmp_path / "ported" / "routes_env"
+    port_folder(HERE / "envs" / "routes_env", folder)
+    (folder / "configs" / "agents.yaml").write_text(AGENTS_YAML)
+    env = load_config_server(folder / "configs" / "agents.yaml", name="routes_env")
+    script = {"spin": [PolicyAnswer(tool_calls=[{"name": "sin", "arguments": {"x": 0.5}}])] * 4 + [PolicyAnswer(text="done")]}
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"agent_ref": {"name": a}, "responses_create_params": {"input": "spin"}}) + "\n"
+                            for a in ("routes_env_agent", "patient_agent", "stranger")))  # fmt: skip
+    with ScriptedPolicyServer(script) as policy:
+        async with serve_environment(env) as running, ResourcesClient(running.address) as client:
+            info = await client.server_info()
+            opts = CollectOptions(target=ModelTargetConfig(url=policy.url, model="scripted", api="responses"), max_steps=given)
+            result = await collect_async(client, rows, tmp_path / "out.jsonl", opts)
+    assert info.agent_max_steps == {"routes_env_agent": 2, "patient_agent": 3}
+    written = {r["agent_ref"]["name"]: r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+    calls = {a: sum(i["type"] == "function_call" for i in r["response"]["output"]) for a, r in written.items()}
+    assert calls == ({"routes_env_agent": 2, "patient_agent": 3, "stranger": 4} if given is None else dict.fromkeys(written, 1))
+    assert result.episodes_at_max_steps == (2 if given is None else 3)
+    assert {a for a, r in written.items() if r.get("_gm_stop_reason") == "max_steps"} == ({"routes_env_agent", "patient_agent"} if given is None else set(written))
+
+
+def test_an_agent_the_config_does_not_name_takes_the_bound_its_agents_share(tmp_path: Path) -> None:
+    from gym_metrics._transport.client import ServerInfo
+    from gym_metrics.errors import InvalidInputError
+
+    def info(steps: dict[str, int]) -> ServerInfo:
+        return ServerInfo("e", "v", [], {}, {}, False, [], agent_max_steps=steps)
+
+    assert [info(s).max_steps_of("stranger") for s in ({"a": 2, "b": 2}, {"a": 2, "b": 3}, {})] == [2, None, None]
+    assert info({"a": 2, "b": 3}).max_steps_of("b") == 3
+    folder = tmp_path / "routes_env"
+    port_folder(HERE / "envs" / "routes_env", folder)
+    (folder / "configs" / "bad.yaml").write_text(AGENTS_YAML.replace("max_steps: 3", "max_steps: three"))
+    with pytest.raises(InvalidInputError, match="bad max_steps") as caught:
+        load_config_server(folder / "configs" / "bad.yaml", name="routes_env")
+    assert "patient_agent.max_steps" in str(caught.value) and "'three' is not a whole number" in str(caught.value)

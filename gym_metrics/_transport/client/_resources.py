@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,15 @@ class ServerInfo:
     """The environment answers calls of names not in `tools` too (a ported NeMo Gym app)."""
     steps: bool = False
     """The environment answers each model turn (reset / step) instead of tools and verify."""
+    agent_max_steps: dict[str, int] = field(default_factory=dict)
+    """Policy calls an episode of each named agent may make (a NeMo Gym config's `max_steps`)."""
+
+    def max_steps_of(self, agent: str) -> int | None:
+        """The bound of `agent`'s episodes: its own, else the one all listed agents share."""
+        if agent in self.agent_max_steps:
+            return self.agent_max_steps[agent]
+        shared = set(self.agent_max_steps.values())
+        return shared.pop() if len(shared) == 1 else None
 
 
 _WORKER_KEY = "gym-metrics-worker"
@@ -365,6 +374,7 @@ class ResourcesClient(SessionCalls, GroupCalls):
             ],
             any_tool_name=info.any_tool_name,
             steps=info.steps,
+            agent_max_steps=dict(info.agent_max_steps),
         )
 
 
