@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
@@ -36,3 +37,31 @@ def run_fast(main: Coroutine[Any, Any, T]) -> T:
         else:
             return uvloop.run(main)
     return asyncio.run(main)
+
+
+class Busy(Awaitable[T]):
+    """A coroutine that counts the time it spends running (`seconds`), not waiting: what it held
+    the event loop for, which no timeout can interrupt (synchronous work inside it)."""
+
+    def __init__(self, coro: Coroutine[Any, Any, T]) -> None:
+        self.coro, self.seconds = coro, 0.0
+
+    def __await__(self) -> Any:
+        send, throw, clock = self.coro.send, self.coro.throw, time.perf_counter
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            start = clock()
+            try:
+                step = send(value) if error is None else throw(error)
+            except StopIteration as stop:
+                self.seconds += clock() - start
+                return stop.value
+            except BaseException:
+                self.seconds += clock() - start
+                raise
+            self.seconds += clock() - start
+            try:
+                value, error = (yield step), None
+            except BaseException as exc:  # thrown in (a cancel): passed on to the coroutine
+                value, error = None, exc

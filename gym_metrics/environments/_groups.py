@@ -155,8 +155,8 @@ async def _in_session(
     async with slots:
         try:
             reward, response_json = await handler.verify_in_time(body, session)
-        except asyncio.TimeoutError:
-            _fail(out, i, TIMEOUT, f"verify exceeded {handler.verify_timeout_s} s")
+        except asyncio.TimeoutError as exc:
+            _fail(out, i, TIMEOUT, str(exc))
             return
         except Exception as exc:  # this completion's failure only
             _fail(out, i, INVALID_REQUEST if isinstance(exc, InvalidInputError) else VERIFY_FAILED, str(exc))

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeVar
 
+from gym_metrics._util.aio import Busy
 from gym_metrics._util.cancellable import run_cancellable
 from gym_metrics._util.eager import start_eagerly
 from gym_metrics._util.limits import CallLimits, exceeded
@@ -51,6 +52,10 @@ class Recorder(Protocol):
     def aggregating(self, change: int) -> None: ...
 
 
+class VerifyTimeout(asyncio.TimeoutError):
+    """A verify past `verify_timeout_s` (its message says so; a TIMEOUT failure on its rollout)."""
+
+
 class EnvironmentHandler:
     """The calls of one served environment; see the module docstring. `recorder` None counts nothing."""
 
@@ -79,11 +84,11 @@ class EnvironmentHandler:
 
     async def verify(self, body_json: Mapping[str, Any] | str | bytes, session_id: str = "") -> tuple[float, str]:
         """One rollout's reward and response JSON (in its session, which it closes, when one
-        is named); its failure is the call's."""
+        is named) within verify_timeout_s; its failure is the call's."""
         if self._recorder is None:
-            return await self._verify(body_json, session_id)
+            return await self._bounded(self._verify(body_json, session_id))
         try:
-            answer = await self._verify(body_json, session_id)
+            answer = await self._bounded(self._verify(body_json, session_id))
         except Exception as exc:
             self._recorder.rollouts(0, {INVALID_REQUEST if isinstance(exc, InvalidInputError) else VERIFY_FAILED: 1})
             raise
@@ -101,9 +106,26 @@ class EnvironmentHandler:
             raise UserCodeError("verify", exc) from exc
 
     async def verify_in_time(self, body_json: Mapping[str, Any] | str | bytes, session_id: str = "") -> tuple[float, str]:
-        """verify within the time budget (verify_timeout_s): asyncio.TimeoutError past it."""
-        call = self.verify(body_json, session_id)
-        return await (asyncio.wait_for(call, self._timeout) if self._timeout else call)
+        """verify within the time budget (verify_timeout_s): VerifyTimeout past it."""
+        return await self.verify(body_json, session_id)
+
+    async def _bounded(self, call: Coroutine[Any, Any, tuple[float, str]]) -> tuple[float, str]:
+        """`call` within verify_timeout_s, VerifyTimeout past it. A verify that blocks the event
+        loop (synchronous code) cannot be stopped at the bound: returned past it, it fails all
+        the same (it was scored as if in time) and is logged, as it held up the whole server."""
+        if not self._timeout:
+            return await call
+        running = Busy(call)
+        try:
+            answer = await asyncio.wait_for(running, self._timeout)
+        except asyncio.TimeoutError:
+            raise VerifyTimeout(f"verify exceeded {self._timeout} s") from None
+        if running.seconds > self._timeout:
+            message = (f"verify exceeded {self._timeout} s: it ran {running.seconds:.1f} s without yielding, the whole server stopped "
+                       "meanwhile (synchronous work in an async verify: run it with asyncio.to_thread)")  # fmt: skip
+            log.warning(message)
+            raise VerifyTimeout(message)
+        return answer
 
     @property
     def verify_timeout_s(self) -> float | None:
@@ -149,14 +171,13 @@ class EnvironmentHandler:
     ) -> None:  # fmt: skip
         async with slots:
             try:
-                call = self._verify(body)
-                reward, response_json = await (asyncio.wait_for(call, self._timeout) if self._timeout else call)
+                reward, response_json = await self._bounded(self._verify(body))
             except InvalidInputError as exc:
                 kinds[INVALID_REQUEST] += 1
                 write(item, 0.0, "", INVALID_REQUEST, str(exc))
-            except asyncio.TimeoutError:
+            except asyncio.TimeoutError as exc:
                 kinds[TIMEOUT] += 1
-                write(item, 0.0, "", TIMEOUT, f"verify exceeded {self._timeout} s")
+                write(item, 0.0, "", TIMEOUT, str(exc))
             except Exception as exc:
                 log.warning("verify failed for task %d rollout %d", *key(item), exc_info=exc)
                 kinds[VERIFY_FAILED] += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import AsyncIterator, Mapping
 
 import pytest
@@ -23,13 +24,21 @@ class Request(BaseVerifyRequest):
     sleep: float = 0.0
 
 
+class Scored(BaseVerifyResponse):
+    score: float = 0.0
+
+
 class Env(SimpleResourcesServer):
-    async def verify(self, body: Request) -> BaseVerifyResponse:
+    async def verify(self, body: Request) -> Scored:
         if body.sleep:
             await asyncio.sleep(body.sleep)
         if body.answer == "boom":
             raise ValueError("boom in verify")
-        return BaseVerifyResponse(reward=1.0 if body.answer == "yes" else 0.0)
+        if body.answer == "block":
+            time.sleep(0.5)  # synchronous: wait_for cannot stop it
+        if body.answer in ("nan", "inf"):
+            return Scored(reward=float("nan") if body.answer == "nan" else 1.0, score=float(body.answer))
+        return Scored(reward=1.0 if body.answer == "yes" else 0.0)
 
 
 class Recorded:
@@ -73,6 +82,27 @@ async def test_a_batch_records_every_failure_on_its_rollout_and_counts_them() ->
     assert results[4][2] == TIMEOUT and "0.2 s" in results[4][3]
     assert (recorder.verified, recorder.failed) == (2, {INVALID_REQUEST: 1, VERIFY_FAILED: 1, TIMEOUT: 1})
     assert recorder.queue == [5, -5]  # in flight while the batch ran, none after
+
+
+async def test_a_non_finite_value_or_a_blocking_verify_fails_its_rollout() -> None:
+    """NaN or an infinity in verify's answer was written as null and left out of the stats
+    uncounted (NeMo Gym's JSON answer fails on it): now the rollout fails, naming the fields. A
+    verify that blocks the loop past --verify-timeout was scored as in time: now a timeout."""
+    handler = EnvironmentHandler(Env(), verify_timeout_s=0.2)
+    results: dict[int, tuple[float, str, str | None, str]] = {}
+    bodies = [body("nan"), body("inf"), body("block"), body("yes")]
+    await handler.verify_batch(
+        bodies, lambda i, reward, response, kind, message: results.__setitem__(i, (reward, response, kind, message)),
+        handler.slots(), lambda i: (i, 0),
+    )  # fmt: skip
+    assert results[0][2] == VERIFY_FAILED and "reward=nan, score=nan; expected finite numbers" in results[0][3]
+    assert results[1][2] == VERIFY_FAILED and "verify() returned score=inf;" in results[1][3]
+    assert results[2][2] == TIMEOUT and "verify exceeded 0.2 s: it ran 0.5 s without yielding" in results[2][3]
+    assert results[3][:3] == (1.0, results[3][1], None)
+    with pytest.raises(asyncio.TimeoutError, match="without yielding"):  # one verify, as a session's is
+        await handler.verify(body("block"))
+    with pytest.raises(UserCodeError, match="score=inf"):
+        await handler.verify(body("inf"))
 
 
 async def test_a_cancelled_batch_stops_every_rollout_in_it() -> None:
