@@ -2,7 +2,8 @@
 
 Two kinds of pass@k / pass^k, named apart on purpose:
 - `pass@{k}` / `pass^{k}` look at the FIRST k samples of each task (rollout order matters), as
-  NeMo Gym and most RL pipelines report them; a task shorter than k uses what it has.
+  many RL pipelines report them; a task shorter than k uses what it has. (NeMo Gym's
+  `compute_pass_majority_metrics` pass@k is the unbiased one, for 0/1 rewards.)
 - `unbiased_pass@{k}` / `unbiased_pass^{k}` are the estimators over all n samples of a task
   (Chen et al. 2021; tau-bench), order-free and lower-variance; a task with fewer than k
   samples has no estimate and is dropped (and counted), never scored 1.0.
