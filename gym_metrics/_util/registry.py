@@ -13,6 +13,7 @@ DeprecationWarning.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -76,7 +77,8 @@ class Registry(Generic[T]):
 
     def register(self, name: str) -> Callable[[C], C]:
         """Class decorator: make the class available as `get(name)`. Registering a name again
-        replaces the earlier class."""
+        replaces the earlier class, with a warning naming both when it is another class (a
+        plugin shadowing a shipped one, or two of a user's own)."""
 
         def deco(cls: C) -> C:
             self.add(name, cls)
@@ -101,6 +103,9 @@ class Registry(Generic[T]):
             self._families[name] = _Family(name, family_regex(name), cls)
             self._members.clear()
         else:
+            earlier = self._classes.get(name)
+            if earlier is not None and _where(earlier) != _where(cls):
+                warnings.warn(f"@register_{self.kind}({name!r}): {_where(cls)} replaces {_where(earlier)}", stacklevel=3)
             self._classes[name] = cls
 
     # ----- finding -----
@@ -215,3 +220,7 @@ def family_regex(pattern: str) -> re.Pattern[str]:
 
 def _provides(entry: str, name: str) -> bool:
     return entry == name or (K in entry and family_regex(entry).fullmatch(name) is not None)
+
+
+def _where(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -35,6 +35,7 @@ from gym_metrics.aggregate._metric_columns import MetricColumns
 from gym_metrics.aggregate._groups import fill_samples, merge_per_task, stat_columns
 from gym_metrics.aggregate._repeats import across_repeats, add_repeat_metrics, repeat_level_entries
 from gym_metrics.aggregate._rows import rows_by_task, sample_texts
+from gym_metrics.aggregate._hooks import called
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
 from gym_metrics.aggregate._stats import group_starts, grouped_stats
 from gym_metrics.aggregate._uncertainty import FieldSpread, field_spread, is_binary, uncertainty_metrics
@@ -195,18 +196,19 @@ def _aggregate(
     agent_metrics.update(errors)
     if len(ms):
         if column_metrics is not None:
-            agent_metrics.update(column_metrics(ms.cols))
+            agent_metrics.update(called("column_metrics", column_metrics, ms.cols))
         custom: dict[str, Any] = {}
         if compute_metrics_columns is not None:
-            custom.update(_add_computed(agent_metrics, groups, compute_metrics_columns(metric_columns(ms.cols, ms.starts, ms.names))))
+            columns = metric_columns(ms.cols, ms.starts, ms.names)
+            custom.update(_add_computed(agent_metrics, groups, called("compute_metrics_columns", compute_metrics_columns, columns)))
         tasks = rows_by_task(data, ms.pos, ms.starts, ms.names) if compute_metrics is not None or compute_repeat_metrics is not None else []
         if compute_metrics is not None:
-            custom.update(_add_computed(agent_metrics, groups, compute_metrics(tasks)))
+            custom.update(_add_computed(agent_metrics, groups, called("compute_metrics", compute_metrics, tasks)))
         agent_metrics["num_repeats"] = num_repeats
-        key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
+        key_metrics = dict(called("get_key_metrics", get_key_metrics or default_key_metrics, agent_metrics))
         if compute_repeat_metrics is not None and repeat_level:
             repeats = _by_repeat(tasks)
-            per_repeat = [compute_repeat_metrics(repeats.get(entry[ROLLOUT_KEY], [])) or {} for entry in repeat_level]
+            per_repeat = [called("compute_repeat_metrics", compute_repeat_metrics, repeats.get(entry[ROLLOUT_KEY], [])) for entry in repeat_level]
             add_repeat_metrics(agent_metrics, repeat_level, custom, per_repeat)
     else:
         # Every rollout masked (or none received): as NeMo Gym, only the coverage block is

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from gym_metrics._util.masking import MaskingFilter
 from gym_metrics._util.atomic import same_file
-from gym_metrics.errors import ExitCode, GymMetricsError, InvalidInputError
+from gym_metrics.errors import ExitCode, GymMetricsError, InvalidInputError, UserCodeError
 
 SHOW_VIOLATIONS = 20
 THIRD_PARTY_LOGGERS = ("asyncio", "grpc", "h11", "h2", "hpack", "httpcore", "httpx", "jinja2", "openai", "urllib3")
@@ -108,6 +108,9 @@ def report_error(exc: BaseException) -> int:
     if isinstance(exc, (GymMetricsError, OSError)):
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc)
+    if isinstance(exc, UserCodeError):  # the environment's own code: its hook named, not ours
+        print(f"error: {exc} (the environment's code; --debug shows the traceback)", file=sys.stderr)
+        return ExitCode.FAILED
     print(f"error: {type(exc).__name__}: {exc} (internal error; --debug shows the traceback)", file=sys.stderr)
     return ExitCode.FAILED
 

@@ -105,7 +105,7 @@ def _import_built_in(name: str) -> bool:
     module = f"{BUILT_INS}.{name}.app"
     try:
         loaded = importlib.import_module(module)
-    except (ImportError, SyntaxError) as exc:
+    except Exception as exc:  # a syntax or import error, or any other raised while it runs
         raise _load_error(module, exc) from None
     if ENVIRONMENTS.find(name) is None:  # imported before, its registration since undone
         for obj in vars(loaded).values():
@@ -122,7 +122,7 @@ def _refuse_missing_class(target: str) -> None:
     elif "." in target and _importable(target):
         try:
             module = importlib.import_module(target)
-        except (ImportError, SyntaxError) as exc:
+        except Exception as exc:  # a syntax or import error, or any other raised while it runs
             raise _load_error(target, exc) from None
     else:
         return
@@ -165,13 +165,13 @@ def load_module_file(path: Path) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except (ImportError, SyntaxError) as exc:
+    except Exception as exc:  # a syntax or import error, or any other raised while it runs
         del sys.modules[name]
         raise _load_error(str(path), exc) from None
     return module
 
 
-def _load_error(what: str, exc: ImportError | SyntaxError) -> InvalidInputError:
+def _load_error(what: str, exc: Exception) -> InvalidInputError:
     """The error of an environment that does not load, as `file:line: SyntaxError: ...` (the
     line of the user's code where it happened: the file's own, or the one importing a module
     that is missing), for a one-line message with exit 2."""

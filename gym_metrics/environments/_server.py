@@ -296,9 +296,9 @@ class SimpleResourcesServer:
         top-level NaN or infinity fails the rollout, as NeMo Gym's JSON answer refuses it (it
         was written as null and left out of the stats uncounted)."""
         if isinstance(response, BaseVerifyResponse):  # the usual case first: Mapping is a slow ABC check
-            return finite(response)
+            return finite_answer(response)
         if isinstance(response, Mapping):
-            return finite(self.verify_response_model().model_validate(response))
+            return finite_answer(self.verify_response_model().model_validate(response))
         raise TypeError(f"verify() must return a BaseVerifyResponse, got {type(response).__name__}")
 
     async def verify_dict(self, body: Mapping[str, Any] | str | bytes, row: int | None = None) -> dict[str, Any]:
@@ -369,7 +369,7 @@ _Model = TypeVar("_Model")
 _Answer = TypeVar("_Answer", bound=pydantic.BaseModel)
 
 
-def finite(response: _Answer) -> _Answer:
+def finite_answer(response: _Answer) -> _Answer:
     """`response` (a pydantic model); TypeError naming its top-level fields that hold NaN or an
     infinity, which JSON cannot say (NeMo Gym's answer fails on them)."""
     values = response.__dict__.items() if not response.model_extra else [*response.__dict__.items(), *response.model_extra.items()]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -97,14 +98,27 @@ def output_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What a function tool's name may be (the OpenAI and Responses APIs refuse other names)."""
+
+
 def tools_of(cls: type) -> dict[str, ToolSpec]:
-    """The tools an environment class declares (its bases' included), by name."""
+    """The tools an environment class declares (its bases' included), by name; TypeError for
+    a name two methods of one class claim (one was dropped without a word) or one a policy
+    API refuses. A subclass's tool replaces its bases' of the same name."""
     found: dict[str, ToolSpec] = {}
     for klass in reversed(cls.__mro__):
+        mine: dict[str, str] = {}
         for attr, func in vars(klass).items():
             name = getattr(func, _MARK, None)
-            if name is not None:
-                found[name] = _spec(cls, attr, name)
+            if name is None:
+                continue
+            if not _NAME.fullmatch(name):
+                raise TypeError(f"tool {klass.__name__}.{attr}: name {name!r} must be 1-64 letters, digits, _ or - (what policy APIs take)")
+            if name in mine:
+                raise TypeError(f"tool {klass.__name__}: {mine[name]} and {attr} are both named {name!r}")
+            mine[name] = attr
+            found[name] = _spec(cls, attr, name)
     return found
 
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
 from gym_metrics.environments import ResetResult, Session, StepResult, ToolSpec
 from gym_metrics.environments import SimpleResourcesServer as _Environment
-from gym_metrics.environments._server import finite
+from gym_metrics.environments import finite_answer
 from gym_metrics.nemo_gym._gymnasium import close_route as close_gymnasium
 from gym_metrics.nemo_gym._gymnasium import is_gymnasium, reset_route, step_route
 from gym_metrics.nemo_gym._routes import (
@@ -267,7 +267,7 @@ class SimpleResourcesServer(BaseModel, _Environment):
 
     def checked_response(self, response: Any) -> Any:
         if isinstance(response, BaseModel) and hasattr(response, "reward"):
-            return finite(response)
+            return finite_answer(response)
         return super().checked_response(response)
 
 

@@ -122,3 +122,33 @@ def test_a_key_in_two_input_files_is_refused_naming_both_files(tmp_path: Path) -
     proc = run("aggregate", str(second), "--partial-out", str(tmp_path / "p.parquet"))
     assert proc.returncode == 2 and f"{second}: 1 duplicate (task, rollout) keys: line 3:" in proc.stderr, proc.stderr
     assert not (tmp_path / "p.parquet").exists()
+
+
+def test_an_environment_hook_that_fails_is_named(tmp_path: Path) -> None:
+    """compute_metrics raising, or get_key_metrics answering a list, was `error: KeyError: 'score'
+    (internal error ...)` or a message from inside the engine: the hook is named, as verify's is;
+    so is a file that raises while it is imported (not only a syntax or import error)."""
+    env = tmp_path / "hooks.py"
+    env.write_text(
+        "from gym_metrics import SimpleResourcesServer\n"
+        "from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse\n"
+        "class Raises(SimpleResourcesServer):\n"
+        "    async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:\n"
+        "        return BaseVerifyResponse(reward=1.0)\n"
+        "    def compute_metrics(self, tasks):\n"
+        "        raise KeyError('score')\n"
+        "class Listed(Raises):\n"
+        "    def compute_metrics(self, tasks):\n"
+        "        return {}\n"
+        "    def get_key_metrics(self, agent_metrics):\n"
+        "        return ['mean/reward']\n"
+    )
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}\n')
+    for name, words in (("Raises", "compute_metrics raised KeyError: 'score'"), ("Listed", "get_key_metrics raised TypeError: it returned list")):
+        proc = run("aggregate", str(src), "--env", f"{env}:{name}", "-o", str(tmp_path / "m.json"))
+        assert proc.returncode == 1 and f"error: {words}" in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    broken = tmp_path / "broken.py"
+    broken.write_text("x = 1\nraise ValueError('at import')\n")
+    proc = run("aggregate", str(src), "--env", f"{broken}:X", "-o", str(tmp_path / "m.json"))
+    assert proc.returncode == 2 and f"{broken}:2: ValueError: at import" in proc.stderr, proc.stderr

@@ -157,3 +157,73 @@ async def test_ten_thousand_sessions_of_clients_that_went_away_are_freed() -> No
             await asyncio.sleep(0.1)
         assert len(store) == 0 and store.expired == 10_000
     assert grown_kib < 200 * 1024, f"{grown_kib} KiB for 10,000 sessions"
+
+
+def test_a_bad_tool_or_constructor_is_refused_before_the_server_binds() -> None:
+    """A tool whose signature cannot be served passed `serve` and failed every client's first
+    GetServerInfo; two methods of a class named alike kept one without a word; a name policy
+    APIs refuse was published; a constructor that raised was an internal error. Each is now one
+    InvalidInputError naming the class and what is wrong, before the port is bound."""
+    import pydantic
+
+    from gym_metrics import SimpleResourcesServer
+    from gym_metrics._transport.server import load_env
+
+    class Numbers(pydantic.BaseModel):
+        a: int
+
+    class TwoModels(SimpleResourcesServer):
+        @tool
+        async def add(self, a: Numbers, b: Numbers) -> int:
+            return 0
+
+    class SameName(SimpleResourcesServer):
+        @tool(name="same")
+        async def first(self) -> str:
+            return "a"
+
+        @tool(name="same")
+        async def second(self) -> str:
+            return "b"
+
+    class Spaced(SimpleResourcesServer):
+        @tool(name="has space/and-slash")
+        async def spaced(self) -> str:
+            return ""
+
+    class Raises(SimpleResourcesServer):
+        def __init__(self) -> None:
+            raise RuntimeError("no database")
+
+    for cls, words in (
+        (TwoModels, "tool TwoModels.add: one arguments model and `session` at most"),
+        (SameName, "tool SameName: first and second are both named 'same'"),
+        (Spaced, "name 'has space/and-slash' must be 1-64 letters, digits, _ or -"),
+        (Raises, "Raises(): RuntimeError: no database"),
+    ):
+        with pytest.raises(InvalidInputError) as caught:
+            load_env(cls)
+        assert words in str(caught.value), str(caught.value)
+
+
+def test_registering_another_class_under_a_taken_name_warns() -> None:
+    from gym_metrics import SimpleResourcesServer
+    from gym_metrics.environments import register_server, resolve_server
+
+    @register_server("test-taken-name")
+    class First(SimpleResourcesServer):
+        pass
+
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        register_server("test-taken-name")(First)  # the same class again (a module imported twice): quiet
+    assert not seen
+    with pytest.warns(UserWarning, match=r"@register_server\('test-taken-name'\): .*Second replaces .*First"):
+
+        @register_server("test-taken-name")
+        class Second(SimpleResourcesServer):
+            pass
+
+    assert resolve_server("test-taken-name") is Second

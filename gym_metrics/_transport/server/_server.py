@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+import pydantic
 
 from gym_metrics._transport.server._handlers import add_resources_service
 from gym_metrics._transport.server._health import HealthServicer
@@ -239,7 +240,9 @@ def load_env(
     """An environment instance from an instance, a class or a `resolve_server` name.
 
     `reducers` (reward reducer names; `metrics` is its old name) replaces the environment's
-    list; every name is checked here, so a typo fails before the server binds.
+    list; every name is checked here, so a typo fails before the server binds, as does what
+    GetServerInfo says (its tools, its schemas) and a constructor that raises: one line naming
+    it (a bad `@tool` served on and failed every client's first call).
     """
     if isinstance(target, SimpleResourcesServer):
         env = target
@@ -247,12 +250,19 @@ def load_env(
         cls = resolve_server(target) if isinstance(target, str) else target
         if not (isinstance(cls, type) and issubclass(cls, SimpleResourcesServer)):
             raise TypeError(f"cannot serve {target!r}: need a SimpleResourcesServer instance, subclass or name")
-        env = cls()
+        try:
+            env = cls()
+        except Exception as exc:
+            raise InvalidInputError("cannot build the environment", [FieldViolation(f"{cls.__name__}()", f"{type(exc).__name__}: {exc}")]) from exc
     names = _reducer_names(reducers, metrics)
     if names is not None:  # shadows the ClassVars on this instance (both: either may be read)
         setattr(env, "reducers", names)
         setattr(env, "metrics", names)
     resolve_reducers(env.listed_reducers())
+    try:
+        env.server_info()
+    except (TypeError, ValueError, pydantic.PydanticUserError) as exc:  # a tool, a model's schema
+        raise InvalidInputError("the environment cannot say what it serves", [FieldViolation(type(env).__name__, str(exc))]) from exc
     return env
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from gym_metrics._util.memory import trim_heap
 from gym_metrics._util.unique import unique
+from gym_metrics.aggregate._hooks import called
 from gym_metrics.aggregate._accounting import (
     apply_errors,
     coverage_counts,
@@ -137,9 +138,9 @@ def _agent(
     agent_metrics.update(counts.errors)
     if len(cols):
         if column_metrics is not None:
-            agent_metrics.update(column_metrics(_wide(cols, measured_only=True)))
+            agent_metrics.update(called("column_metrics", column_metrics, _wide(cols, measured_only=True)))
         agent_metrics["num_repeats"] = counts.num_repeats
-        key_metrics = dict((get_key_metrics or default_key_metrics)(agent_metrics) or {})
+        key_metrics = dict(called("get_key_metrics", get_key_metrics or default_key_metrics, agent_metrics))
     else:
         key_metrics = {}
     key_metrics.update(counts.coverage)

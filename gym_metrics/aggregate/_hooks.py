@@ -1,0 +1,25 @@
+"""The environment's aggregation hooks called by name: what one raises or answers amiss is
+an error naming the hook (`compute_metrics raised KeyError: 'score'`), not a bare exception
+from inside the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gym_metrics.errors import GymMetricsError, UserCodeError
+
+
+def called(name: str, hook: Callable[..., Any], *args: Any) -> Any:
+    """`hook(*args)`; a dict, an absent answer (None) as {}, else UserCodeError naming `name`."""
+    try:
+        answer = hook(*args)
+    except GymMetricsError:
+        raise
+    except Exception as exc:
+        raise UserCodeError(name, exc) from exc
+    if answer is None:
+        return {}
+    if not isinstance(answer, Mapping):
+        raise UserCodeError(name, TypeError(f"it returned {type(answer).__name__}; expected a dict of metric names to values"))
+    return answer
