@@ -330,7 +330,7 @@ async def start_server(
         env, limits=config.limits, recorder=recorder, max_sessions=config.max_sessions,
         session_ttl_s=config.session_ttl_s, tool_timeout_s=config.tool_timeout_s, **handler_knobs,
     )  # fmt: skip
-    servicer = ResourcesServicer(handler, **knobs)
+    servicer = ResourcesServicer(handler, max_message_bytes=config.max_message_bytes, **knobs)
     add_resources_service(servicer, server)
     health_servicer = await add_health_and_reflection(server, config, SERVICE_NAME)
     port = bind(server, config)

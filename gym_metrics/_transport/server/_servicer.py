@@ -17,6 +17,7 @@ from gym_metrics._transport._batches import batch_to_columns, dumps_json
 from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses
 from gym_metrics._transport.server._errors import grpc_errors
 from gym_metrics._transport.server._handlers import decoded, peer_host
+from gym_metrics._transport.server._message_size import DEFAULT_MAX_MESSAGE_BYTES, fits_in
 from gym_metrics._transport.server._session_calls import decoded_requests, seed_answer, session_calls, step_answer
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, check_counts, in_order, score_groups
@@ -45,6 +46,9 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         worker: "INDEX/COUNT" of a worker process sharing the port (`serve --workers`), sent
             with GetServerInfo as `gym-metrics-worker` trailing metadata: a client opening one
             connection per worker learns where each landed.
+        max_message_bytes: the largest message the server sends; a VerifyStream or
+            SessionCalls answer past it fails its own rollouts or call (fits_in), never the
+            stream with every rollout on it.
     """
 
     def __init__(
@@ -55,8 +59,10 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         max_inflight_batches: int = 4,
         max_response_part_bytes: int = MAX_PART_BYTES,
         worker: str = "",
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self._handler = handler
+        self._max_bytes = max_message_bytes
         self._cache_size = batch_cache_size
         self._max_inflight = max_inflight_batches
         self._part_bytes = max_response_part_bytes
@@ -92,7 +98,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         self, request_iterator: AsyncIterator[pb.SessionCallsRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.SessionCallsResponse]:
         """Session calls multiplexed on one stream (see _session_calls.py)."""
-        async for answer in session_calls(self._handler, decoded_requests(request_iterator), peer_host(context)):
+        async for answer in session_calls(self._handler, decoded_requests(request_iterator), peer_host(context), self._max_bytes):
             yield answer
 
     @grpc_errors
@@ -136,7 +142,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         results = [add(task_index=item.task_index, rollout_index=item.rollout_index) for item in items]
         bodies = [item.body_json for item in items]
         await self._handler.verify_batch(bodies, _writer(results), slots, lambda i: (items[i].task_index, items[i].rollout_index))
-        return response
+        return fits_in(response, self._max_bytes)
 
     @grpc_errors
     async def AggregateMetrics(

@@ -17,6 +17,7 @@ from typing import Any
 
 from gym_metrics._transport._batches import dumps_json
 from gym_metrics._transport.server._errors import status_of
+from gym_metrics._transport.server._message_size import DEFAULT_MAX_MESSAGE_BYTES, messages
 from gym_metrics._util.eager import start_eagerly
 from gym_metrics.environments import EnvironmentHandler, Session, StepResult
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -35,10 +36,11 @@ would otherwise hold it for the whole message)."""
 
 
 async def session_calls(
-    handler: EnvironmentHandler, requests: AsyncIterator[pb.SessionCallsRequest], client: str = ""
+    handler: EnvironmentHandler, requests: AsyncIterator[pb.SessionCallsRequest], client: str = "", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 ) -> AsyncIterator[pb.SessionCallsResponse]:
-    """The answers of a stream's calls, as they finish (those ready together in one message);
-    `client` opens its sessions (Session.client)."""
+    """The answers of a stream's calls, as they finish (those ready together in one message,
+    at most `max_bytes`; an answer larger alone fails its call); `client` opens its sessions
+    (Session.client)."""
     answers: asyncio.Queue[pb.SessionAnswer | None] = asyncio.Queue()
     seeded: set[str] = set()
     slots = asyncio.Semaphore(MAX_IN_FLIGHT)
@@ -87,7 +89,12 @@ async def session_calls(
             ended = batch[-1] is None
             ready = [a for a in batch if a is not None]
             if ready:
-                yield pb.SessionCallsResponse(answers=ready)
+                message = pb.SessionCallsResponse(answers=ready)
+                if message.ByteSize() <= max_bytes:  # one C call: the usual case costs no more
+                    yield message
+                else:
+                    for part in messages(ready, max_bytes):
+                        yield part
         await reader  # its error (a broken stream), if any
     finally:
         reader.cancel()
