@@ -137,13 +137,19 @@ def same_environment(clients: Sequence[ResourcesClient], infos: Sequence[ServerI
     refused: their rewards would be mixed in one file."""
     first = infos[0]
     for c, info in zip(clients[1:], infos[1:]):
-        if (info.name, info.version, info.wants_rows) != (first.name, first.version, first.wants_rows):
+        differ = [name for name in _COMPARED if getattr(info, name) != getattr(first, name)]
+        if differ:
             raise InvalidInputError(
                 "the servers serve different environments (every --server must be a replica of one)",
                 [FieldViolation(f"--server {c.target}", f"serves {info.name} {info.version}, but "
-                                f"{clients[0].target} serves {first.name} {first.version}")],
+                                f"{clients[0].target} serves {first.name} {first.version}; they differ in {', '.join(differ)}")],
             )  # fmt: skip
     return first
+
+
+_COMPARED = ("name", "version", "metrics", "verify_request_schema", "verify_response_schema", "wants_rows", "tools", "any_tool_name", "steps", "agent_max_steps")
+"""What replicas must agree on: everything GetServerInfo says (two environments both called
+`Env` by their `app.py`, but scoring differently, were mixed in one file)."""
 
 
 async def _connections(client: ResourcesClient, n: int | None) -> list[ResourcesClient]:

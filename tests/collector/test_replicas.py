@@ -280,3 +280,30 @@ async def test_a_call_grpc_cancels_itself_raises_what_broke_it() -> None:
             task.cancel()  # the caller's own cancellation stays one
             with pytest.raises(asyncio.CancelledError):
                 await task
+
+
+async def test_replicas_must_say_the_same_of_their_environment(tmp_path: Path) -> None:
+    """Two servers each serving an `Env` (its `app.py`'s class name), one scoring 1 and listing
+    pass@1, the other scoring 0: their rewards were mixed in one file. Everything
+    GetServerInfo says must agree, and the refusal names what differs."""
+    from gym_metrics import ResourcesClient, SimpleResourcesServer
+    from gym_metrics.collector import collect_async
+    from gym_metrics.errors import InvalidInputError
+    from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
+    from gym_metrics.testing import serve_environment
+
+    def env(reward: float, reducers: list[str]) -> type[SimpleResourcesServer]:
+        class Env(SimpleResourcesServer):
+            async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
+                return BaseVerifyResponse(reward=reward)
+
+        Env.reducers = reducers
+        return Env
+
+    rows = tmp_path / "in.jsonl"
+    rows.write_text('{"agent_ref": {"name": "a"}, "response": {"output": []}}\n')
+    async with serve_environment(env(1.0, ["pass@1"])) as one, serve_environment(env(0.0, [])) as two:
+        async with ResourcesClient(one.address) as a, ResourcesClient(two.address) as b:
+            with pytest.raises(InvalidInputError, match="the servers serve different environments") as caught:
+                await collect_async([a, b], rows, tmp_path / "out.jsonl")
+    assert "they differ in metrics" in str(caught.value) and not (tmp_path / "out.jsonl").exists()
