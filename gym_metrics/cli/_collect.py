@@ -408,6 +408,9 @@ def report(result: Any, elapsed: float, note: str = "") -> int:
     print(format_key_metrics({a.agent_name: a.key_metrics for a in result.aggregates}) + (f"\n{note}" if note else ""))
     print_value_notes(result.aggregates)
     parts = [f"{result.verified} verified", f"{result.passed_through} already scored"]
+    failed = sum(int(a.agent_metrics.get("errors/total", 0)) for a in result.aggregates)
+    if failed:  # "4 verified" read as four scored when all four failed
+        parts.append(f"{failed} failed (rows with _gm_error, out of the score)")
     if result.generated or result.generation_failed > result.unanswered:
         parts.insert(0, f"{result.generated} generated ({result.generation_failed - result.unanswered} generations failed)")
     if result.unanswered:

@@ -56,15 +56,17 @@ class Sessions:
         await self.sweep()
         session = self.store.open(row, client)
         self._start_sweeper()
+        hook = "seed_session"
         try:
             await self.env.open_session(session)
             if self.env.answers_turns():
+                hook = "reset"
                 session.reset = await self.env.run_reset(session)
         except BaseException as exc:  # failed or cancelled: the session ends as any other does
             self.store.close(session.id)
             await asyncio.shield(self._closed(session))  # close_session frees what seed_session got before it failed
             if isinstance(exc, Exception) and not isinstance(exc, GymMetricsError):
-                raise UserCodeError("seed_session", exc) from exc
+                raise UserCodeError(hook, exc) from exc
             raise
         return session
 

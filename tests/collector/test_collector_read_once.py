@@ -160,3 +160,19 @@ def test_a_reader_stopped_early_leaves_no_thread(tmp_path: Path, monkeypatch: py
     next(items), next(items)
     items.close()  # as when collect stops at a bad line
     assert threading.active_count() == before
+
+
+async def test_the_summary_counts_failed_rollouts(client: tuple[ResourcesClient, CountingEnv], tmp_path: Path) -> None:
+    """"4 verified" read as four scored rollouts when verify failed on all of them: the summary
+    says how many failed."""
+    import contextlib
+
+    from gym_metrics.cli._collect import report
+
+    c, _ = client
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"".join(orjson.dumps({"agent_ref": {"name": "a"}, "answer": a, "expected": "x"}) + b"\n" for a in ("boom", "boom", "x")))
+    result = await collect_async(c, src, tmp_path / "out.jsonl", CollectOptions(), Progress(None, stream=io.StringIO()))
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        report(result, 1.0)
+    assert "3 verified, 0 already scored, 2 failed (rows with _gm_error, out of the score)" in printed.getvalue(), printed.getvalue()

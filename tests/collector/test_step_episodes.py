@@ -155,6 +155,18 @@ async def test_the_step_call_and_its_failures() -> None:
             await client.close()
 
 
+class ResetBreaks(GuessTheNumber):
+    async def reset(self, session: Session) -> tuple[str | None, dict[str, Any]]:
+        raise RuntimeError("reset broke")
+
+
+async def test_a_reset_that_raises_is_named() -> None:
+    """It was reported as `seed_session raised RuntimeError`, a hook the environment has not."""
+    async with serve_environment(ResetBreaks) as server, ResourcesClient(server.address) as client:
+        with pytest.raises(RemoteCallError, match=r"reset raised RuntimeError: reset broke"):
+            await client.reset_session({"secret": 3})
+
+
 async def test_a_step_that_ends_the_episode_closes_its_session_on_the_stream() -> None:
     async with serve_environment(GuessTheNumber) as server:
         client = ResourcesClient(server.address)
