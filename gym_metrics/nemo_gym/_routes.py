@@ -60,11 +60,22 @@ BASE_ROUTES = frozenset({"/seed_session", "/close_session", "/verify", "/aggrega
 
 
 def app_of(server: Any) -> Any:
-    """`server.setup_webserver()`, built once per server."""
+    """`server.setup_webserver()`, built once per server, with the liveness routes NeMo Gym's
+    `run_webserver` adds after it (so a tool named `health` answers 405 there and here)."""
     app = server.__dict__.get("_gm_app")
     if app is None:
         app = server.__dict__["_gm_app"] = server.setup_webserver()  # not a field: pydantic leaves __dict__ extras alone
+        for path in LIVENESS_ROUTES:
+            app.get(path, include_in_schema=False)(_alive)
     return app
+
+
+LIVENESS_ROUTES = ("/readyz", "/livez", "/healthz", "/health", "/")
+"""NeMo Gym's GET routes of every server (`setup_liveness`)."""
+
+
+async def _alive() -> dict[str, str]:
+    return {"status": "ok"}
 
 
 def _post_routes(server: Any) -> list[Any]:

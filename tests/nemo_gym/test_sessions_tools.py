@@ -45,3 +45,20 @@ async def test_recorded_episodes_replay_to_nemo_gyms_outputs_and_rewards(env: st
             verified = await client.verify(body, session_id=session)
             assert verified["reward"] == answer["reward"] == episode["reward"]
         assert len(running.handler.sessions.store) == 0  # every verify ended its session
+
+
+async def test_a_tool_named_like_a_liveness_route_answers_as_under_nemo_gym(ported: Any) -> None:
+    """NeMo Gym's run_webserver adds GET /health, /healthz, /livez, /readyz and / to every
+    server: a model's call of `health` (a POST) answers 405 there, where a route-less name is
+    404; without a catch-all route here it was 404. Through a catch-all both reach the catch-all."""
+    meta = json.loads((DATA / "example_single_tool_call" / "meta.json").read_text())
+    config = ported.folder("example_single_tool_call") / "configs" / Path(meta["config_file"]).name
+    server = load_config_server(config, name=meta["resources_server_instance"])
+    async with serve_environment(server) as running, ResourcesClient(running.address) as client:
+        session = await client.seed_session({"responses_create_params": {"input": "hi"}})
+        for name in ("health", "healthz", "livez", "readyz"):
+            got = await client.call_tool(session, name, "{}")
+            assert (got.output, got.failed) == ('{"detail":"Method Not Allowed"}', True), name
+        got = await client.call_tool(session, "sunshine", "{}")
+        assert (got.output, got.failed) == ('{"detail":"Not Found"}', True)
+        assert "health" not in {t["name"] for t in (await client.server_info()).tools}
