@@ -3,6 +3,8 @@ the per-task entries an environment's compute_metrics returns."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -10,6 +12,9 @@ import numpy as np
 from gym_metrics.rollouts import TASK_KEY, RolloutColumns
 from gym_metrics.aggregate._rows import sample_texts
 from gym_metrics.aggregate._tables import GroupTable
+from gym_metrics.errors import UserCodeError
+
+log = logging.getLogger("gym_metrics.aggregate")
 
 GROUP_STATS = ("mean", "max", "min", "median", "std")
 
@@ -48,15 +53,26 @@ server's event loop) for 100 ms and more."""
 
 
 def merge_per_task(groups: GroupTable, per_task: list[dict[str, Any]]) -> None:
-    """compute_metrics' per_task_metrics entries onto the groups of their `_ng_task_index`."""
+    """compute_metrics' per_task_metrics entries onto the groups of their `_ng_task_index`.
+    An entry naming no task the agent has is dropped, as NeMo Gym drops it, and logged (the
+    usual cause: the position in `tasks` taken for the task index); an entry without one is
+    an error, where NeMo Gym raises KeyError."""
     position: dict[Any, int] = {}
     for lo in range(0, len(groups), _SLICE):
         position.update(zip(groups.task_index[lo : lo + _SLICE].tolist(), range(lo, lo + _SLICE)))
     custom: list[dict[str, Any] | None] = [None] * len(groups)
-    for entry in per_task:
-        i = position.get(entry.get(TASK_KEY))
-        if i is not None:
+    unknown = []
+    for n, entry in enumerate(per_task):
+        if not isinstance(entry, Mapping) or TASK_KEY not in entry:
+            raise UserCodeError("compute_metrics", TypeError(f"per_task_metrics[{n}] has no {TASK_KEY}: each entry names the task it is about"))
+        i = position.get(entry[TASK_KEY])
+        if i is None:
+            unknown.append(entry[TASK_KEY])
+        else:
             custom[i] = {k: v for k, v in entry.items() if k != TASK_KEY}
+    if unknown:
+        log.warning("compute_metrics' per_task_metrics names %d tasks the agent has none of (dropped, as NeMo Gym drops them): %s",
+                    len(unknown), ", ".join(map(repr, unknown[:10])))  # fmt: skip
     groups.custom = custom
 
 

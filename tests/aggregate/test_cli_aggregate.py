@@ -137,6 +137,12 @@ def test_an_environment_hook_that_fails_is_named(tmp_path: Path) -> None:
         "        return BaseVerifyResponse(reward=1.0)\n"
         "    def compute_metrics(self, tasks):\n"
         "        raise KeyError('score')\n"
+        "class Tasks(Raises):\n"
+        "    def compute_metrics(self, tasks):\n"
+        "        return {'per_task_metrics': [{'_ng_task_index': 0, 'x': 1}, {'_ng_task_index': 99, 'x': 2}]}\n"
+        "class Unnamed(Raises):\n"
+        "    def compute_metrics(self, tasks):\n"
+        "        return {'per_task_metrics': [{'x': 1}]}\n"
         "class Listed(Raises):\n"
         "    def compute_metrics(self, tasks):\n"
         "        return {}\n"
@@ -145,7 +151,14 @@ def test_an_environment_hook_that_fails_is_named(tmp_path: Path) -> None:
     )
     src = tmp_path / "in.jsonl"
     src.write_text('{"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}\n')
-    for name, words in (("Raises", "compute_metrics raised KeyError: 'score'"), ("Listed", "get_key_metrics raised TypeError: it returned list")):
+    proc = run("aggregate", str(src), "--env", f"{env}:Tasks", "-o", str(tmp_path / "m.json"))
+    assert proc.returncode == 0 and "per_task_metrics names 1 tasks the agent has none of (dropped, as NeMo Gym drops them): 99" in proc.stderr, proc.stderr
+    assert json.loads((tmp_path / "m.json").read_text())[0]["group_level_metrics"][0]["x"] == 1
+    for name, words in (
+        ("Raises", "compute_metrics raised KeyError: 'score'"),
+        ("Listed", "get_key_metrics raised TypeError: it returned list"),
+        ("Unnamed", "compute_metrics raised TypeError: per_task_metrics[0] has no _ng_task_index"),
+    ):
         proc = run("aggregate", str(src), "--env", f"{env}:{name}", "-o", str(tmp_path / "m.json"))
         assert proc.returncode == 1 and f"error: {words}" in proc.stderr and "internal error" not in proc.stderr, proc.stderr
     broken = tmp_path / "broken.py"
