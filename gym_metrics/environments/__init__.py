@@ -24,7 +24,7 @@ from gym_metrics.environments._registry import (
     resolve_server,
 )
 from gym_metrics.environments._scorer import ScorerEnvironment
-from gym_metrics.environments._server import SimpleResourcesServer, close_sandbox, finite_answer
+from gym_metrics.environments._server import SimpleResourcesServer, close_sandbox
 from gym_metrics.environments._sessions import IDLE_TTL_S, MAX_SESSIONS, Session, SessionStore
 from gym_metrics.environments._steps import ResetResult, StepResult
 from gym_metrics.environments._tools import ToolSpec, output_text, tool, tools_of
@@ -66,7 +66,6 @@ __all__ = [
     "ScorerEnvironment",
     "SimpleResourcesServer",
     "close_sandbox",
-    "finite_answer",
     "register_server",
     "registered_servers",
     "resolve_server",

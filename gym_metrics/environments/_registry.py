@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gym_metrics._util.registry import Registry
-from gym_metrics.errors import InvalidInputError, NotFoundError
+from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
 from gym_metrics.environments._server import SimpleResourcesServer
 
 ENTRY_POINT_GROUP = "gym_metrics.servers"
@@ -105,6 +105,8 @@ def _import_built_in(name: str) -> bool:
     module = f"{BUILT_INS}.{name}.app"
     try:
         loaded = importlib.import_module(module)
+    except GymMetricsError:  # the module's own, clear error (a bad setting it reads)
+        raise
     except Exception as exc:  # a syntax or import error, or any other raised while it runs
         raise _load_error(module, exc) from None
     if ENVIRONMENTS.find(name) is None:  # imported before, its registration since undone
@@ -122,6 +124,8 @@ def _refuse_missing_class(target: str) -> None:
     elif "." in target and _importable(target):
         try:
             module = importlib.import_module(target)
+        except GymMetricsError:
+            raise
         except Exception as exc:  # a syntax or import error, or any other raised while it runs
             raise _load_error(target, exc) from None
     else:
@@ -165,8 +169,10 @@ def load_module_file(path: Path) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # a syntax or import error, or any other raised while it runs
+    except BaseException as exc:  # a syntax or import error, or any other raised while it runs
         del sys.modules[name]
+        if isinstance(exc, GymMetricsError) or not isinstance(exc, Exception):
+            raise
         raise _load_error(str(path), exc) from None
     return module
 

@@ -13,7 +13,6 @@ import asyncio
 import fnmatch
 import functools
 import inspect
-import math
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -292,13 +291,12 @@ class SimpleResourcesServer:
         return await self.verify(request)
 
     def checked_response(self, response: Any) -> BaseVerifyResponse:
-        """What verify returned, as a response model (a mapping is validated into one); a
-        top-level NaN or infinity fails the rollout, as NeMo Gym's JSON answer refuses it (it
-        was written as null and left out of the stats uncounted)."""
+        """What verify returned, as a response model (a mapping is validated into one). A NaN
+        or infinity in it goes on the wire as null: no value (docs/environments.md)."""
         if isinstance(response, BaseVerifyResponse):  # the usual case first: Mapping is a slow ABC check
-            return finite_answer(response)
+            return response
         if isinstance(response, Mapping):
-            return finite_answer(self.verify_response_model().model_validate(response))
+            return self.verify_response_model().model_validate(response)
         raise TypeError(f"verify() must return a BaseVerifyResponse, got {type(response).__name__}")
 
     async def verify_dict(self, body: Mapping[str, Any] | str | bytes, row: int | None = None) -> dict[str, Any]:
@@ -366,17 +364,6 @@ class SimpleResourcesServer:
 _Model = TypeVar("_Model")
 
 
-_Answer = TypeVar("_Answer", bound=pydantic.BaseModel)
-
-
-def finite_answer(response: _Answer) -> _Answer:
-    """`response` (a pydantic model); TypeError naming its top-level fields that hold NaN or an
-    infinity, which JSON cannot say (NeMo Gym's answer fails on them)."""
-    values = response.__dict__.items() if not response.model_extra else [*response.__dict__.items(), *response.model_extra.items()]
-    bad = [f"{k}={v}" for k, v in values if type(v) is float and not math.isfinite(v)]
-    if bad:
-        raise TypeError(f"verify() returned {', '.join(bad)}; expected finite numbers (JSON has no NaN or infinity)")
-    return response
 
 
 _TOOLS: dict[type, dict[str, ToolSpec]] = {}

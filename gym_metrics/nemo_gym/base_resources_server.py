@@ -12,6 +12,7 @@ and `headers`; a JudgeError in verify scores the rollout 0 and masks it (`failur
 
 from __future__ import annotations
 
+import math
 import functools
 import logging
 import inspect
@@ -22,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
 from gym_metrics.environments import ResetResult, Session, StepResult, ToolSpec
 from gym_metrics.environments import SimpleResourcesServer as _Environment
-from gym_metrics.environments import finite_answer
 from gym_metrics.nemo_gym._gymnasium import close_route as close_gymnasium
 from gym_metrics.nemo_gym._gymnasium import is_gymnasium, reset_route, step_route
 from gym_metrics.nemo_gym._routes import (
@@ -266,9 +266,13 @@ class SimpleResourcesServer(BaseModel, _Environment):
         return await call_route(self, session, name, arguments_json)
 
     def checked_response(self, response: Any) -> Any:
-        if isinstance(response, BaseModel) and hasattr(response, "reward"):
-            return finite_answer(response)
-        return super().checked_response(response)
+        if not (isinstance(response, BaseModel) and hasattr(response, "reward")):
+            response = super().checked_response(response)
+        values = response.__dict__.items() if not response.model_extra else [*response.__dict__.items(), *response.model_extra.items()]
+        bad = [f"{k}={v}" for k, v in values if type(v) is float and not math.isfinite(v)]
+        if bad:  # NeMo Gym's JSON answer refuses them (allow_nan=False): its rollout fails
+            raise TypeError(f"verify() returned {', '.join(bad)}; NeMo Gym's answer cannot carry NaN or infinity, so its rollout fails")
+        return response
 
 
 class _Routed(BaseModel):

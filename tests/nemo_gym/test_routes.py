@@ -16,11 +16,24 @@ import pytest
 
 from gym_metrics import ResourcesClient
 from gym_metrics.nemo_gym import load_config_server
+from gym_metrics.nemo_gym.base_resources_server import BaseVerifyRequest, BaseVerifyResponse
+from gym_metrics.nemo_gym.base_resources_server import SimpleResourcesServer as NeMoGymServer
 from gym_metrics.nemo_gym.port import port_folder
 from gym_metrics.testing import serve_environment
 
 HERE = Path(__file__).parent
 RECORDED = json.loads((HERE.parent / "data" / "nemo_gym_routes" / "episodes.json").read_text())
+
+
+class Scored(BaseVerifyResponse):
+    score: float
+
+
+class NotANumber(NeMoGymServer):
+    """Its verify answers NaN and infinity, which NeMo Gym's JSON answer refuses."""
+
+    async def verify(self, body: BaseVerifyRequest) -> Scored:
+        return Scored(**body.model_dump(), reward=float("nan"), score=float("inf"))
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +192,18 @@ def test_an_agent_the_config_does_not_name_takes_the_bound_its_agents_share(tmp_
     with pytest.raises(InvalidInputError, match="bad max_steps") as caught:
         load_config_server(folder / "configs" / "bad.yaml", name="routes_env")
     assert "patient_agent.max_steps" in str(caught.value) and "'three' is not a whole number" in str(caught.value)
+
+
+async def test_a_ported_verify_answering_nan_fails_its_rollout_as_under_nemo_gym() -> None:
+    """NeMo Gym's JSON answer refuses NaN and infinities (allow_nan=False: its /verify answers
+    500 and the rollout fails); a ported environment's was written as null, its reward left out
+    of the stats uncounted. Now it fails, naming the fields."""
+    from gym_metrics.environments import VERIFY_FAILED, EnvironmentHandler
+    from gym_metrics.nemo_gym.base_resources_server import BaseResourcesServerConfig
+
+    env = NotANumber(config=BaseResourcesServerConfig(name="nan", host="127.0.0.1", port=0, entrypoint="app.py"))
+    handler = EnvironmentHandler(env)
+    results: dict[int, tuple[str | None, str]] = {}
+    row = json.dumps({"responses_create_params": {"input": "x"}, "response": RECORDED["response"]})
+    await handler.verify_batch([row], lambda i, reward, response, kind, message: results.__setitem__(i, (kind, message)), handler.slots(), lambda i: (i, 0))
+    assert results[0][0] == VERIFY_FAILED and "verify() returned reward=nan, score=inf; NeMo Gym's answer cannot carry NaN" in results[0][1]

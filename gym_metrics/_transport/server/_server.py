@@ -24,7 +24,7 @@ from gym_metrics._transport.server._metrics import ServerMetrics, serve_http
 from gym_metrics._util.limits import CallLimits
 from gym_metrics._transport.server._reflection import enable_reflection
 from gym_metrics._transport.server._servicer import ResourcesServicer
-from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.reducers import resolve_reducers
 from gym_metrics.environments import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, EnvironmentHandler, SimpleResourcesServer, close_sandbox, resolve_server
 from gym_metrics.v1 import resources_pb2
@@ -240,9 +240,9 @@ def load_env(
     """An environment instance from an instance, a class or a `resolve_server` name.
 
     `reducers` (reward reducer names; `metrics` is its old name) replaces the environment's
-    list; every name is checked here, so a typo fails before the server binds, as does what
-    GetServerInfo says (its tools, its schemas) and a constructor that raises: one line naming
-    it (a bad `@tool` served on and failed every client's first call).
+    list; every name is checked here, so a typo fails before the server binds, as do its tools
+    and a constructor that raises: one line naming it (a bad `@tool` served on and failed every
+    client's first GetServerInfo).
     """
     if isinstance(target, SimpleResourcesServer):
         env = target
@@ -252,6 +252,8 @@ def load_env(
             raise TypeError(f"cannot serve {target!r}: need a SimpleResourcesServer instance, subclass or name")
         try:
             env = cls()
+        except GymMetricsError:
+            raise
         except Exception as exc:
             raise InvalidInputError("cannot build the environment", [FieldViolation(f"{cls.__name__}()", f"{type(exc).__name__}: {exc}")]) from exc
     names = _reducer_names(reducers, metrics)
@@ -260,9 +262,10 @@ def load_env(
         setattr(env, "metrics", names)
     resolve_reducers(env.listed_reducers())
     try:
-        env.server_info()
-    except (TypeError, ValueError, pydantic.PydanticUserError) as exc:  # a tool, a model's schema
-        raise InvalidInputError("the environment cannot say what it serves", [FieldViolation(type(env).__name__, str(exc))]) from exc
+        for spec in env.tools().values():
+            spec.as_function_tool()
+    except (TypeError, ValueError, pydantic.PydanticUserError) as exc:  # a signature, a name, a schema
+        raise InvalidInputError("the environment's tools cannot be served", [FieldViolation(type(env).__name__, str(exc))]) from exc
     return env
 
 
