@@ -88,12 +88,14 @@ class VerifyResult(_message.Message):
     def __init__(self, task_index: _Optional[int] = ..., rollout_index: _Optional[int] = ..., reward: _Optional[float] = ..., response_json: _Optional[str] = ..., error_kind: _Optional[_Union[VerifyErrorKind, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class VerifyStreamResponse(_message.Message):
-    __slots__ = ("batch_id", "results")
+    __slots__ = ("batch_id", "results", "more")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     results: _containers.RepeatedCompositeFieldContainer[VerifyResult]
-    def __init__(self, batch_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[VerifyResult, _Mapping]]] = ...) -> None: ...
+    more: bool
+    def __init__(self, batch_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[VerifyResult, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class NumericColumn(_message.Message):
     __slots__ = ("values", "missing", "kind")

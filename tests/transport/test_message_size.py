@@ -1,7 +1,8 @@
-"""An answer larger than the server's message limit fails alone: grpc refused the whole
-message by ending the stream (RESOURCE_EXHAUSTED), and with it every rollout of the collect
-(exit 2, nothing written) or every episode on the session stream (taken for a lost server,
-retried, exit 4). A real server with a 1 MB limit, collected by `collect_async`."""
+"""An answer larger than the server's message limit fails alone, and a batch's answers that
+only together pass it come in parts: grpc refused the whole message by ending the stream
+(RESOURCE_EXHAUSTED), and with it every rollout of the collect (exit 2, nothing written) or
+every episode on the session stream (taken for a lost server, retried, exit 4). A real server
+with a 1 MB limit, collected by `collect_async`."""
 
 from __future__ import annotations
 
@@ -53,8 +54,8 @@ async def test_a_verify_answer_past_the_limit_fails_alone(tmp_path: Path) -> Non
     written = {r["_ng_task_index"]: r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
     failed = {t for t, r in written.items() if "_gm_error" in r}
     assert len(written) == 7 and result.verified == 7
-    assert 1 in failed and {0, 2, 3} <= set(written) - failed  # the one too large alone, never the small ones
-    assert len(failed) == 2  # and one of the three that fit alone but not together (its batch's largest)
+    assert failed == {1}  # the one too large alone; the three that fit alone but not together come in parts
+    assert [written[t]["blob"] == "x" * (kb * 1024) for t, kb in ((4, 400), (5, 400), (6, 400), (0, 1))] == [True] * 4
     message = written[1]["_gm_error"]["message"]
     assert "past the server's message limit of 1.0 MB (serve --max-message-mb; collect reads up to 64 MB)" in message, message
 

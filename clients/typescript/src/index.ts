@@ -108,7 +108,8 @@ export interface Verified extends Rollout {
 /**
  * Verify rollouts over one VerifyStream call in batches of `batchSize`, answered in input
  * order. Each batch has its own id ("b<n>"): a batch sent again is answered from the server's
- * cache, not verified twice.
+ * cache, not verified twice. A batch whose answer passes the message limit comes in parts
+ * (`more`), joined here in order.
  */
 export async function verifyAll(
   client: Client<typeof ResourcesService>, rollouts: Rollout[], batchSize = 256,
@@ -126,10 +127,14 @@ export async function verifyAll(
   }
   const out: Verified[] = new Array(rollouts.length);
   let received = 0;
+  const done = new Map<string, number>(); // results of a batch answered in parts so far (`more`)
   for await (const answer of client.verifyStream(batches())) {
     const n = Number(answer.batchId.slice(1));
+    const before = done.get(answer.batchId) ?? 0;
+    if (answer.more) done.set(answer.batchId, before + answer.results.length);
+    else done.delete(answer.batchId);
     answer.results.forEach((result, i) => {
-      const at = n * batchSize + i;
+      const at = n * batchSize + before + i;
       if (!(at < rollouts.length)) throw new Error(`batch ${answer.batchId} answered more results than it had rollouts`);
       out[at] = { ...rollouts[at], reward: result.reward, responseJson: result.responseJson,
         errorKind: result.errorKind, errorMessage: result.errorMessage };

@@ -289,8 +289,13 @@ class ResourcesClient(SessionCalls, GroupCalls):
         failed: list[BaseException] = []
         call = self._stub.VerifyStream(kept_errors(requests(), failed), metadata=self._metadata)
         try:
+            joined: list[pb.VerifyResult] = []  # a batch's answer in parts (`more`: it passed the message limit)
             async for response in call:
-                yield response.batch_id, VerifiedBatch.from_results(response.results)
+                if response.more:
+                    joined.extend(response.results)
+                    continue
+                yield response.batch_id, VerifiedBatch.from_results([*joined, *response.results] if joined else response.results)
+                joined = []
         except grpc.aio.AioRpcError as exc:
             raise translate(exc) from None
         except asyncio.CancelledError:

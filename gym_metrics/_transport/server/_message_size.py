@@ -20,22 +20,28 @@ def _why(what: str, size: int, limit: int) -> str:
     return f"{what} is {_mb(size)}, past the server's message limit of {_mb(limit)} (serve --max-message-mb; collect reads up to 64 MB): answer less"
 
 
-def fits_in(response: pb.VerifyStreamResponse, limit: int) -> pb.VerifyStreamResponse:
-    """`response`, its largest verify answers failed (VERIFY_FAILED, saying why) until it fits."""
-    total = response.ByteSize()
-    if total <= limit:
-        return response
-    results = response.results
-    for i in sorted(range(len(results)), key=lambda i: len(results[i].response_json), reverse=True):
-        result = results[i]
-        if total <= limit or not result.response_json:
-            break
-        before, size = result.ByteSize(), len(result.response_json.encode())
-        result.response_json, result.reward = "", 0.0
-        result.error_kind = pb.VERIFY_ERROR_KIND_VERIFY_FAILED
-        result.error_message = _why("the verify answer with the rest of its batch", max(size, total), limit)
-        total += result.ByteSize() - before
-    return response
+def parts(response: pb.VerifyStreamResponse, limit: int) -> list[pb.VerifyStreamResponse]:
+    """`response` in messages of at most `limit` bytes (all but the last marked `more`); an
+    answer past the limit alone fails (VERIFY_FAILED, saying why)."""
+    if response.ByteSize() <= limit:  # the usual case: one C call
+        return [response]
+    header = pb.VerifyStreamResponse(batch_id=response.batch_id, more=True).ByteSize()
+    out, current, size = [], pb.VerifyStreamResponse(batch_id=response.batch_id), header
+    for result in response.results:
+        own = result.ByteSize() + 8  # the field's tag and length
+        if header + own > limit:
+            result.response_json, result.reward = "", 0.0
+            result.error_kind = pb.VERIFY_ERROR_KIND_VERIFY_FAILED
+            result.error_message = _why("the verify answer", own, limit)
+            own = result.ByteSize() + 8
+        if current.results and size + own > limit:
+            current.more = True
+            out.append(current)
+            current, size = pb.VerifyStreamResponse(batch_id=response.batch_id), header
+        current.results.append(result)
+        size += own
+    out.append(current)
+    return out
 
 
 def messages(answers: list[pb.SessionAnswer], limit: int) -> list[pb.SessionCallsResponse]:

@@ -17,7 +17,7 @@ from gym_metrics._transport._batches import batch_to_columns, dumps_json
 from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses
 from gym_metrics._transport.server._errors import grpc_errors
 from gym_metrics._transport.server._handlers import decoded, peer_host
-from gym_metrics._transport.server._message_size import DEFAULT_MAX_MESSAGE_BYTES, fits_in
+from gym_metrics._transport.server._message_size import DEFAULT_MAX_MESSAGE_BYTES, parts
 from gym_metrics._transport.server._session_calls import decoded_requests, seed_answer, session_calls, step_answer
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, check_counts, in_order, score_groups
@@ -46,9 +46,9 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         worker: "INDEX/COUNT" of a worker process sharing the port (`serve --workers`), sent
             with GetServerInfo as `gym-metrics-worker` trailing metadata: a client opening one
             connection per worker learns where each landed.
-        max_message_bytes: the largest message the server sends; a VerifyStream or
-            SessionCalls answer past it fails its own rollouts or call (fits_in), never the
-            stream with every rollout on it.
+        max_message_bytes: the largest message the server sends; a VerifyStream batch's
+            answer past it comes in parts (`more`), an answer past it alone fails its own
+            rollout or call, never the stream with every rollout on it.
     """
 
     def __init__(
@@ -130,19 +130,21 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             return self._verify_batch(request, slots)
 
         checked = _checked(request_iterator)
-        async for response in in_order(
+        async for answered in in_order(
             checked, _batch_id, answer, look_ahead=self._max_inflight, remember=self._cache_size
         ):  # fmt: skip
-            yield response
+            for response in answered:
+                yield response
 
-    async def _verify_batch(self, request: pb.VerifyStreamRequest, slots: asyncio.Semaphore) -> pb.VerifyStreamResponse:
-        """Each result is made in the response, in place (no copy of a finished message)."""
+    async def _verify_batch(self, request: pb.VerifyStreamRequest, slots: asyncio.Semaphore) -> list[pb.VerifyStreamResponse]:
+        """Each result is made in the response, in place (no copy of a finished message); one
+        message, or its parts when it passes the message limit."""
         response = pb.VerifyStreamResponse(batch_id=request.batch_id)
         items, add = request.items, response.results.add
         results = [add(task_index=item.task_index, rollout_index=item.rollout_index) for item in items]
         bodies = [item.body_json for item in items]
         await self._handler.verify_batch(bodies, _writer(results), slots, lambda i: (items[i].task_index, items[i].rollout_index))
-        return fits_in(response, self._max_bytes)
+        return parts(response, self._max_bytes)
 
     @grpc_errors
     async def AggregateMetrics(
