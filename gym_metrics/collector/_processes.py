@@ -38,7 +38,7 @@ import orjson
 from gym_metrics._util.exclusive import hold_exclusive
 from gym_metrics._util.progress import ProgressLine
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
-from gym_metrics.collector._shard import Shard, left_shard_count, shard_dir, stats_path
+from gym_metrics.collector._shard import Shard, refuse_other_shard_count, shard_dir, stats_path
 from gym_metrics.errors import GymMetricsError
 
 PARENT_ENV = "GYM_METRICS_SHARD_PARENT"
@@ -157,9 +157,7 @@ def open_shards(final: Path, count: int, *, resume: bool, default_agent: str | N
         raise GymMetricsError(f"{folder} holds the shards of a run that did not finish: pass --resume to continue it, or remove it")
     if not resume and final.exists() and final.stat().st_size:
         raise GymMetricsError(f"{final} exists and is not empty: pass --resume to continue it, or remove it")
-    left = left_shard_count(final)
-    if left is not None and left != count:
-        raise GymMetricsError(f"{folder} holds the shards of a --processes {left} run: resume it with --processes {left}")
+    refuse_other_shard_count(final, count)
     folder.mkdir(parents=True, exist_ok=True)
     lock = _lock(folder)
     try:

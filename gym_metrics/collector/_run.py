@@ -21,7 +21,7 @@ from gym_metrics.collector._failed import FailedAgent, all_failed, with_generati
 from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._processes import added, run_shards, write_stats
-from gym_metrics.collector._shard import left_shard_count, shard_dir, stats_path
+from gym_metrics.collector._shard import refuse_other_shard_count, stats_path
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._generate import GeneratedBatches, make_target
 from gym_metrics.collector._replicas import by_server, connect, on_any, still_up
@@ -29,7 +29,7 @@ from gym_metrics.collector._router import Router
 from gym_metrics.collector._options import CollectOptions
 from gym_metrics.collector._episodes import EpisodeRunner
 from gym_metrics.collector._verify import Batches, LaneReport, make_batches, verify_all
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics.errors import FieldViolation, InvalidInputError
 
 @dataclass
 class CollectResult:
@@ -157,8 +157,8 @@ async def collect_async(
     spread over all; one that dies has its unanswered batches resent to the others)."""
     opts = options or CollectOptions()
     input_path, output_path = Path(input_path), Path(output_path)
-    if opts.shard is None and (left := left_shard_count(output_path)) is not None:  # its rows would be collected again
-        raise GymMetricsError(f"{shard_dir(output_path)} holds the shards of a --processes {left} run: resume it with --processes {left}")
+    if opts.shard is None:
+        refuse_other_shard_count(output_path, None)
     recovering = _recovering(input_path, output_path) if opts.reverify_failed else None
     if recovering is not None:
         input_path = recovering

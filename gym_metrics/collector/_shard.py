@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,13 @@ def shard_dir(final: Path) -> Path:
     return final.with_name(f".{final.name}.shards")
 
 
-def left_shard_count(final: Path) -> int | None:
-    """The `--processes` count of the run whose shard files are in `final`'s folder (None: no
-    shard file there): a resume must use the same count, or it would collect their rows again."""
+def refuse_other_shard_count(final: Path, count: int | None) -> None:
+    """GymMetricsError when `final`'s folder holds the shard files of a `--processes` run of
+    another count (`count` None: one process): it would collect their rows again."""
     counts = {int(m.group(1)) for p in shard_dir(final).glob("*-of-*.jsonl") if (m := re.fullmatch(r"\d+-of-(\d+)\.jsonl", p.name))}
-    return max(counts) if counts else None
+    left = max(counts) if counts else None
+    if left is not None and left != count:
+        raise GymMetricsError(f"{shard_dir(final)} holds the shards of a --processes {left} run: resume it with --processes {left}")
 
 
-__all__ = ["Shard", "left_shard_count", "shard_dir", "stats_path"]
+__all__ = ["Shard", "refuse_other_shard_count", "shard_dir", "stats_path"]

@@ -154,7 +154,7 @@ async def _in_session(
 ) -> None:
     async with slots:
         try:
-            reward, response_json = await handler.verify_in_time(body, session)
+            reward, response_json = await handler.verify(body, session)
         except asyncio.TimeoutError as exc:
             _fail(out, i, TIMEOUT, str(exc))
             return

@@ -105,10 +105,6 @@ class EnvironmentHandler:
         except Exception as exc:
             raise UserCodeError("verify", exc) from exc
 
-    async def verify_in_time(self, body_json: Mapping[str, Any] | str | bytes, session_id: str = "") -> tuple[float, str]:
-        """verify within the time budget (verify_timeout_s): VerifyTimeout past it."""
-        return await self.verify(body_json, session_id)
-
     async def _bounded(self, call: Coroutine[Any, Any, tuple[float, str]]) -> tuple[float, str]:
         """`call` within verify_timeout_s, VerifyTimeout past it. A verify that blocks the event
         loop (synchronous code) cannot be stopped at the bound: returned past it, it fails all
@@ -126,10 +122,6 @@ class EnvironmentHandler:
             log.warning(message)
             raise VerifyTimeout(message)
         return answer
-
-    @property
-    def verify_timeout_s(self) -> float | None:
-        return self._timeout
 
     def slots(self) -> asyncio.Semaphore:
         """The verifies one stream may run at once (shared by its batches)."""

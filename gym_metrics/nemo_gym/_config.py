@@ -59,8 +59,10 @@ def agent_max_steps(document: Any, resources_name: str, path: Path) -> dict[str,
     """`max_steps` of each agent block (`<name>: responses_api_agents: <impl>: {...}`) whose
     `resources_server.name` is `resources_name`, by the block's name: the bound NeMo Gym's
     simple_agent and gymnasium_agent put on its episodes (none given: no bound)."""
-    found = {}
-    for name, block in (document or {}).items() if isinstance(document, Mapping) else ():
+    found: dict[str, int] = {}
+    if not isinstance(document, Mapping):
+        return found
+    for name, block in document.items():
         inner = block.get("responses_api_agents") if isinstance(block, Mapping) else None
         if not isinstance(inner, Mapping) or len(inner) != 1:
             continue

@@ -4,9 +4,15 @@ large answer. Here the answer too large fails alone, saying why and what to rais
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
 import orjson
+from google.protobuf.message import Message
 
 from gym_metrics.v1 import resources_pb2 as pb
+
+M = TypeVar("M", bound=Message)
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
 """`serve --max-message-mb`'s default (ServerConfig.max_message_bytes)."""
@@ -26,42 +32,38 @@ def parts(response: pb.VerifyStreamResponse, limit: int) -> list[pb.VerifyStream
     if response.ByteSize() <= limit:  # the usual case: one C call
         return [response]
     header = pb.VerifyStreamResponse(batch_id=response.batch_id, more=True).ByteSize()
-    out, current, size = [], pb.VerifyStreamResponse(batch_id=response.batch_id), header
-    for result in response.results:
-        own = result.ByteSize() + 8  # the field's tag and length
-        if header + own > limit:
-            result.response_json, result.reward = "", 0.0
-            result.error_kind = pb.VERIFY_ERROR_KIND_VERIFY_FAILED
-            result.error_message = _why("the verify answer", own, limit)
-            own = result.ByteSize() + 8
-        if current.results and size + own > limit:
-            current.more = True
-            out.append(current)
-            current, size = pb.VerifyStreamResponse(batch_id=response.batch_id), header
-        current.results.append(result)
-        size += own
-    out.append(current)
+    out = [pb.VerifyStreamResponse(batch_id=response.batch_id, results=group, more=True) for group in _packed(response.results, limit, header, _failed)]
+    out[-1].more = False
     return out
 
 
 def messages(answers: list[pb.SessionAnswer], limit: int) -> list[pb.SessionCallsResponse]:
     """SessionCalls answers in messages of at most `limit` bytes; an answer larger alone is
     replaced: a tool's by an error output the model reads, any other by the call's error."""
-    out: list[pb.SessionCallsResponse] = []
-    current, size = pb.SessionCallsResponse(), 0
-    for answer in answers:
-        own = answer.ByteSize() + 8  # the field's tag and length
-        if own > limit:
-            answer = _too_large(answer, own, limit)
-            own = answer.ByteSize() + 8
-        if size + own > limit and current.answers:
-            out.append(current)
-            current, size = pb.SessionCallsResponse(), 0
-        current.answers.append(answer)
+    return [pb.SessionCallsResponse(answers=group) for group in _packed(answers, limit, 0, _too_large)]
+
+
+def _packed(items: Sequence[M], limit: int, header: int, too_large: Callable[[M, int, int], M]) -> list[list[M]]:
+    """`items` in order, in groups whose encoded size (with `header`) stays within `limit`; an
+    item past it alone replaced by `too_large(item, size, limit)`."""
+    groups: list[list[M]] = [[]]
+    size = header
+    for item in items:
+        own = item.ByteSize() + 8  # the field's tag and length
+        if header + own > limit:
+            item = too_large(item, own, limit)
+            own = item.ByteSize() + 8
+        if groups[-1] and size + own > limit:
+            groups.append([])
+            size = header
+        groups[-1].append(item)
         size += own
-    if current.answers:
-        out.append(current)
-    return out
+    return groups
+
+
+def _failed(result: pb.VerifyResult, size: int, limit: int) -> pb.VerifyResult:
+    return pb.VerifyResult(task_index=result.task_index, rollout_index=result.rollout_index,
+                           error_kind=pb.VERIFY_ERROR_KIND_VERIFY_FAILED, error_message=_why("the verify answer", size, limit))  # fmt: skip
 
 
 def _too_large(answer: pb.SessionAnswer, size: int, limit: int) -> pb.SessionAnswer:
