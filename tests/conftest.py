@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -14,6 +15,12 @@ import pytest
 from gym_metrics._transport.client import CHANNEL_OPTIONS
 from gym_metrics.environments import SimpleResourcesServer
 from gym_metrics.testing import serve_environment
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # Started in the background by a shell without job control (`cmd &` in a script), which
+    # ignores SIGINT: the processes the Ctrl-C tests start would inherit that and never stop.
+    # A handler here is reset to the default in every program this process starts.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from _ci import need_sandbox
 from _transport_helpers import AnswerEnv
