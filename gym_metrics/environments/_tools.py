@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, TypeVar, overload
 
 import pydantic
+import pydantic_core
 
 from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, json_path
 
@@ -90,12 +91,18 @@ class ToolSpec:
 
 def output_text(value: Any) -> str:
     """A tool's answer as the model reads it: compact JSON, as a pydantic model dumps (and as
-    NeMo Gym's FastAPI routes answer)."""
+    NeMo Gym's FastAPI routes answer: models inside lists and dicts as their fields, sets as
+    lists, bytes as text, dates in ISO form). A value JSON cannot hold fails the call, naming
+    its type, rather than reaching the model as its repr."""
     if isinstance(value, str):
         return value
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump_json()
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    try:
+        plain = pydantic_core.to_jsonable_python(value)
+    except (pydantic_core.PydanticSerializationError, UnicodeDecodeError) as exc:
+        raise TypeError(f"the tool returned what JSON cannot hold: {exc}") from None
+    return json.dumps(plain, separators=(",", ":"), ensure_ascii=False)
 
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")

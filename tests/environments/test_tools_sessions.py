@@ -34,6 +34,10 @@ class Counter(tool_envs.Counter):
         await asyncio.sleep(30)
         return "late"
 
+    @tool
+    async def history(self) -> dict[str, object]:
+        return {"steps": [tool_envs.Add(count=1)], "done": asyncio.Event()}
+
 
 ROW = {"initial_count": 3, "expected_count": 6}
 BODY = {"responses_create_params": {"input": "add 1 then 2"}, "response": {"output": []}, "expected_count": 6}
@@ -42,7 +46,7 @@ BODY = {"responses_create_params": {"input": "add 1 then 2"}, "response": {"outp
 async def test_a_session_carries_state_from_seed_through_tools_to_verify() -> None:
     async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
         info = await client.server_info()
-        assert [t["name"] for t in info.tools] == ["increment_counter", "get_counter_value", "explode", "wait"]
+        assert [t["name"] for t in info.tools] == ["increment_counter", "get_counter_value", "explode", "wait", "history"]
         assert info.tools[0]["description"] == "Add `count` to the counter."
         assert info.tools[0]["parameters"]["properties"]["count"]["type"] == "integer"
         session = await client.seed_session(ROW)
@@ -84,6 +88,19 @@ async def test_a_tool_that_raises_or_hangs_answers_its_error_to_the_model() -> N
         assert late.failed and "deadline" in late.output
         assert (await client.call_tool(session, "get_counter_value", {})).output == '{"count":3}'  # the session goes on
         assert server.handler.sessions.tool_calls == {"error": 1, "timeout": 1, "ok": 1}
+
+
+async def test_a_tools_answer_reaches_the_model_as_json_or_fails_naming_what_json_cannot_hold() -> None:
+    class Plain(Counter):
+        @tool
+        async def history(self) -> dict[str, object]:  # models in a list, a set, bytes: as FastAPI answers them
+            return {"steps": [tool_envs.Add(count=1), tool_envs.Add(count=2)], "seen": {3}, "raw": b"ok"}
+
+    async with serve_environment(Plain()) as server, ResourcesClient(server.address) as client:
+        assert (await client.call_tool(await client.seed_session(ROW), "history", {})).output == '{"steps":[{"count":1},{"count":2}],"seen":[3],"raw":"ok"}'
+    async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
+        held = await client.call_tool(await client.seed_session(ROW), "history", {})  # an Event is no JSON: not its repr
+        assert held.failed and "TypeError: the tool returned what JSON cannot hold" in held.output and "Event" in held.output
 
 
 async def test_sessions_are_bounded_and_abandoned_ones_are_freed() -> None:
