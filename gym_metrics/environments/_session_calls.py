@@ -58,10 +58,11 @@ class Sessions:
         self._start_sweeper()
         hook = "seed_session"
         try:
-            await self.env.open_session(session)
-            if self.env.answers_turns():
-                hook = "reset"
-                session.reset = await self.env.run_reset(session)
+            with self.store.working(session):  # not idle while it waits (for a slot, say)
+                await self.env.open_session(session)
+                if self.env.answers_turns():
+                    hook = "reset"
+                    session.reset = await self.env.run_reset(session)
         except BaseException as exc:  # failed or cancelled: the session ends as any other does
             self.store.close(session.id)
             await asyncio.shield(self._closed(session))  # close_session frees what seed_session got before it failed
@@ -81,7 +82,8 @@ class Sessions:
             arguments = await parse_bounded(spec.parse, arguments_json, "arguments_json")
             call = _ok(spec.run(self.env, arguments, session))
         try:
-            output, failed = await asyncio.wait_for(call, self.tool_timeout_s)
+            with self.store.working(session):
+                output, failed = await asyncio.wait_for(call, self.tool_timeout_s)
         except asyncio.TimeoutError:
             self.tool_calls["timeout"] += 1
             return _error(f"tool {name!r} exceeded its {self.tool_timeout_s:g} s deadline"), True
@@ -101,7 +103,8 @@ class Sessions:
             raise InvalidInputError(f"{self.env.server_name()} does not answer turns", [FieldViolation("session_id", "Step is for environments with `steps` (GetServerInfo)")])
         response = await parse_bounded(_action, response_json, "response_json")
         try:
-            result = await self.env.run_step(session, response)
+            with self.store.working(session):
+                result = await self.env.run_step(session, response)
         except GymMetricsError:
             raise
         except Exception as exc:
@@ -115,7 +118,8 @@ class Sessions:
         """Verify the rollout in its session, then close the session (the episode is over)."""
         session = self.store.get(session_id)
         try:
-            return await self.env.verify_json(body_json, session=session)
+            with self.store.working(session):
+                return await self.env.verify_json(body_json, session=session)
         finally:
             await self.close(session_id)
 

@@ -4,20 +4,22 @@ A session is opened with the task row (`seed_session`), used by that rollout's t
 its verify, and closed by the verify that ends the episode, by `close_session`, or when it has
 been idle for `idle_ttl_s` (a client that went away). A session `held` by a live SessionCalls
 stream never idles out: the stream's end closes it, and its episode may wait on a slow policy
-longer than the TTL. At most `max_sessions` live at once: a
+longer than the TTL. Nor does one with a call running in it (`busy`): a seed that waits for a
+slot, a long tool call or verify; its idle clock starts when the call ends. At most `max_sessions` live at once: a
 seed past that is refused (RESOURCE_EXHAUSTED, retryable), never an eviction of a live episode.
 Closing drops everything the session held.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import secrets
 import time
 import typing
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -47,6 +49,11 @@ class Session:
     unknown): what an environment bounds per client (a sandbox's kept programs, say)."""
     held: bool = False
     """Seeded on a SessionCalls stream, which closes it when it ends: exempt from the idle TTL."""
+    busy: int = 0
+    """Calls running in it (SessionStore.working): exempt from the idle TTL while they run."""
+
+    def _idle(self, used: float, now: float, ttl: float) -> bool:
+        return not self.held and not self.busy and now - used > ttl
 
     def row_as(self, model: type[_M]) -> _M:
         """The task row validated by `model` (the fields seed_session reads; others ignored
@@ -81,7 +88,7 @@ class SessionStore:
     def __contains__(self, session_id: object) -> bool:
         """True while `session_id` is live (not closed, not idle past the TTL)."""
         entry = self._live.get(session_id) if isinstance(session_id, str) else None
-        return entry is not None and (entry[0].held or self._clock() - entry[1] <= self.idle_ttl_s)
+        return entry is not None and not entry[0]._idle(entry[1], self._clock(), self.idle_ttl_s)
 
     def open(self, row: Mapping[str, Any], client: str = "") -> Session:
         """A new session for `row`, opened by `client`; OverloadedError when max_sessions are
@@ -100,11 +107,22 @@ class SessionStore:
         """The live session `session_id` (its idle clock restarts); NotFoundError when it is
         unknown, closed or expired."""
         entry = self._live.get(session_id)
-        if entry is None or (not entry[0].held and self._clock() - entry[1] > self.idle_ttl_s):  # an expired one waits for sweep
+        if entry is None or entry[0]._idle(entry[1], self._clock(), self.idle_ttl_s):  # an expired one waits for sweep
             raise NotFoundError(f"no live session {session_id!r} (unknown, closed, or idle past {self.idle_ttl_s:g} s)")
         self._live[session_id] = (entry[0], self._clock())
         self._live.move_to_end(session_id)
         return entry[0]
+
+    @contextlib.contextmanager
+    def working(self, session: Session) -> Iterator[Session]:
+        """`session` busy while the block runs (never swept); its idle clock restarts after."""
+        session.busy += 1
+        try:
+            yield session
+        finally:
+            session.busy -= 1
+            if session.id in self._live:
+                self._live[session.id] = (session, self._clock())
 
     def close(self, session_id: str) -> Session | None:
         """Close `session_id`; the session, or None when it was not live."""
@@ -113,13 +131,13 @@ class SessionStore:
 
     def sweep(self) -> list[Session]:
         """Close and return the sessions idle past the TTL (the oldest are first: stops early;
-        a held one met on the way goes to the back, as if just used)."""
+        a held or busy one met on the way goes to the back, as if just used)."""
         now, gone = self._clock(), []
         for _ in range(len(self._live)):
             session_id, (session, used) = next(iter(self._live.items()))
             if now - used <= self.idle_ttl_s:
                 break
-            if session.held:
+            if session.held or session.busy:
                 self._live[session_id] = (session, now)
                 self._live.move_to_end(session_id)
                 continue

@@ -11,10 +11,14 @@ task row's prompt) on SimpleResourcesServer; `answers_turns` says the environmen
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
+import pydantic_core
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
@@ -59,7 +63,7 @@ def checked_reset(value: Any, where: str) -> ResetResult:
         out = ResetResult(*value)
     else:
         raise TypeError(f"{where} returned {type(value).__name__}; expected ResetResult or (observation, info)")
-    _check(out.observation, out.info, where)
+    out.info = _check(out.observation, out.info, where)
     return out
 
 
@@ -72,19 +76,53 @@ def checked_step(value: Any, where: str) -> StepResult:
         out = StepResult(*value)
     else:
         raise TypeError(f"{where} returned {type(value).__name__}; expected StepResult or (observation, reward, terminated, truncated, info)")
-    if isinstance(out.reward, bool) or not isinstance(out.reward, (int, float)) or not math.isfinite(out.reward):
-        raise TypeError(f"{where} returned reward {out.reward!r}; expected a finite number")
-    out.reward = float(out.reward)
+    out.reward = _finite(out.reward, where)
     out.terminated, out.truncated = bool(out.terminated), bool(out.truncated)
-    _check(out.observation, out.info, where)
+    out.info = _check(out.observation, out.info, where)
     return out
 
 
-def _check(observation: Any, info: Any, where: str) -> None:
+def _finite(reward: Any, where: str) -> float:
+    """A step's reward as a float: any real number (numpy's too: gymnasium types it
+    SupportsFloat, NeMo Gym's pydantic model takes them), finite, not a bool or text."""
+    if not isinstance(reward, (bool, str, bytes)) and hasattr(reward, "__float__"):
+        with contextlib.suppress(TypeError, ValueError):
+            value = float(reward)
+            if math.isfinite(value):
+                return value
+    raise TypeError(f"{where} returned reward {reward!r}; expected a finite number")
+
+
+def _check(observation: Any, info: Any, where: str) -> dict[str, Any]:
+    """`info` as the answer will carry it, checked now (a failure here, not after the step was
+    taken): as it is when JSON holds it (numpy's arrays too), else as FastAPI answers NeMo Gym's
+    (sets as lists, models as their fields); a value neither holds is the environment's error."""
     if observation is not None and not isinstance(observation, str):
         raise TypeError(f"{where} returned observation of type {type(observation).__name__}; expected text or None")
     if not isinstance(info, Mapping):
         raise TypeError(f"{where} returned info of type {type(info).__name__}; expected a dict")
+    if _encodes(info):
+        return dict(info)
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        item: Any = {key: value}
+        if not _encodes(item):
+            try:
+                item = pydantic_core.to_jsonable_python(item)
+            except (pydantic_core.PydanticSerializationError, ValueError):
+                item = None
+            if item is None or not _encodes(item):
+                raise TypeError(f"{where} returned info[{key!r}] of type {type(value).__name__}, which JSON cannot hold")
+        out.update(item)
+    return out
+
+
+def _encodes(value: Any) -> bool:
+    try:
+        orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:
+        return False
+    return True
 
 
 def action_of(response: Any) -> dict[str, Any]:

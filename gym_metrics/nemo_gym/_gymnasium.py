@@ -12,17 +12,20 @@ honours is honoured too: `info.supports_step_idempotency` (each step carries a f
 
 from __future__ import annotations
 
+import inspect
 import json
 import uuid
 from typing import Any
 
-from gym_metrics.environments import ResetResult, Session, StepResult
+from gym_metrics.environments import ResetResult, Session, SimpleResourcesServer, StepResult
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym._routes import _post_routes, _request_of, app_of
+from gym_metrics.nemo_gym.server_utils import SESSION_ID_KEY
 
 ROUTES = frozenset({"/reset", "/step"})
 _CLOSE_KEY = "_gm_gymnasium_close"
 _IDEMPOTENT_KEY = "_gm_gymnasium_step_ids"
+_ENDED_KEY = "_gm_gymnasium_ended"
 
 
 def is_gymnasium(server: Any) -> bool:
@@ -60,7 +63,9 @@ async def step_route(server: Any, session: Session, response: dict[str, Any]) ->
     if session.state.get(_IDEMPOTENT_KEY):
         body["_ng_step_request_id"] = uuid.uuid4().hex
     answer = await _post(server, session, "/step", body)
-    return StepResult(answer.get("observation"), answer.get("reward", 0.0), bool(answer.get("terminated")), bool(answer.get("truncated")), _info(answer))
+    result = StepResult(answer.get("observation"), answer.get("reward", 0.0), bool(answer.get("terminated")), bool(answer.get("truncated")), _info(answer))
+    session.state[_ENDED_KEY] = result.terminated or result.truncated  # its /step closed it
+    return result
 
 
 def _info(answer: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +74,18 @@ def _info(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 async def close_route(server: Any, session: Session) -> None:
-    """`POST /close` for a server that asked for it at reset (its errors are the caller's to log)."""
+    """`POST /close` for a server that asked for it at reset (its errors are the caller's to log).
+    An episode the environment did not end itself (abandoned, closed by its client, cut at
+    max steps) gets GymnasiumServer's own `close_session(session_id)`, which its `/step` calls
+    when an episode ends: NeMo Gym's agent leaves that state behind for good."""
     if session.state.get(_CLOSE_KEY):
         await _post(server, session, "/close", {})
+    elif not session.state.get(_ENDED_KEY) and _own_close(server):
+        await server.close_session(_request_of(session).session.get(SESSION_ID_KEY))
+
+
+def _own_close(server: Any) -> bool:
+    """True when the server's class has a `close_session` of its own (GymnasiumServer's), not
+    the framework's hook of that name."""
+    own = getattr(type(server), "close_session", None)
+    return own is not SimpleResourcesServer.close_session and inspect.iscoroutinefunction(own)

@@ -115,12 +115,14 @@ def with_request_fields(response: dict[str, Any], request: Mapping[str, Any]) ->
 
 
 def output_text(response: Mapping[str, Any]) -> str:
-    """All `output_text` of the response's `message` items, joined."""
+    """All `output_text` of the response's `message` items, joined (a malformed item or part,
+    such as a `content` that is not a list, holds none)."""
+    output = response.get("output")
     return "".join(
         str(part.get("text", ""))
-        for item in response.get("output") or ()
-        if isinstance(item, Mapping) and item.get("type") == "message"
-        for part in item.get("content") or ()
+        for item in (output if isinstance(output, list) else ())
+        if isinstance(item, Mapping) and item.get("type") == "message" and isinstance(item.get("content"), list)
+        for part in item["content"]
         if isinstance(part, Mapping) and part.get("type") == "output_text"
     )
 
@@ -128,7 +130,8 @@ def output_text(response: Mapping[str, Any]) -> str:
 def output_tool_calls(response: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The response's `function_call` items as `{name, arguments (parsed when JSON), call_id}`."""
     calls = []
-    for item in response.get("output") or ():
+    output = response.get("output")
+    for item in output if isinstance(output, list) else ():
         if isinstance(item, Mapping) and item.get("type") == "function_call":
             arguments = item.get("arguments")
             try:

@@ -182,3 +182,67 @@ async def test_a_step_that_ends_the_episode_closes_its_session_on_the_stream() -
             await calls.aclose()
         finally:
             await client.close()
+
+
+class Gymnasium(GuessTheNumber):
+    """Answers as gymnasium code does: numpy rewards and flags, sets and arrays in info; a
+    `seal` turn puts an object JSON cannot hold into info; the row's `seal_reset` its reset."""
+
+    async def reset(self, session: Session) -> tuple[str | None, dict[str, Any]]:
+        if session.row.get("seal_reset"):
+            return "go", {"lock": asyncio.Lock()}
+        return "go", {"legal": {"d4"}}
+
+    async def step(self, session: Session, response: dict[str, Any]) -> tuple[Any, ...]:  # type: ignore[override]
+        import numpy as np
+
+        session.state["steps"] = session.state.get("steps", 0) + 1
+        if "seal" in said(response):
+            return "obs", 0.0, False, False, {"lock": asyncio.Lock()}
+        return "obs", np.float32(0.5), np.bool_(False), False, {"mask": np.array([1, 0]), "tags": {"a"}}
+
+
+async def test_gymnasium_answers_with_numpy_and_sets_are_served_and_ones_json_cannot_hold_are_named() -> None:
+    turn = {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "7"}]}]}
+    async with serve_environment(Gymnasium) as server, ResourcesClient(server.address) as client:
+        session, reset = await client.reset_session({"secret": 3})
+        assert reset == {"observation": "go", "info": {"legal": ["d4"]}}  # a set as a list, as FastAPI answers NeMo Gym's
+        assert await client.step(session, turn) == {"observation": "obs", "reward": 0.5, "terminated": False, "truncated": False, "info": {"mask": [1, 0], "tags": ["a"]}}
+        sealed = {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "seal"}]}]}
+        with pytest.raises(RemoteCallError, match=r"step raised TypeError: Gymnasium.step returned info\['lock'\] of type Lock, which JSON cannot hold"):
+            await client.step(session, sealed)
+        with pytest.raises(RemoteCallError, match=r"reset raised TypeError: Gymnasium.reset returned info\['lock'\] of type Lock"):
+            await client.reset_session({"secret": 3, "seal_reset": True})
+        assert len(server.handler.sessions.store) == 0  # neither left a session the client cannot know of
+
+
+class SlowReset(GuessTheNumber):
+    """A reset that waits past the idle TTL (for a slot, say) before it takes its resource."""
+
+    held: list[str] = []
+
+    async def reset(self, session: Session) -> tuple[str | None, dict[str, Any]]:
+        await asyncio.sleep(0.6)
+        SlowReset.held.append(session.id)
+        session.state["guesses"] = 0
+        return "ready", {}
+
+    async def close_session(self, session: Session) -> None:
+        SlowReset.held.remove(session.id)
+
+
+async def test_a_session_is_not_idle_while_its_own_reset_runs() -> None:
+    """A reset longer than the TTL was swept mid-reset: its session id was answered already
+    gone and what the reset took afterwards was never freed."""
+    turn = {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "3"}]}]}
+    async with serve_environment(SlowReset, session_ttl_s=0.2) as server, ResourcesClient(server.address) as client:
+        first = asyncio.ensure_future(client.reset_session({"secret": 3}))
+        await asyncio.sleep(0.4)
+        second = asyncio.ensure_future(client.reset_session({"secret": 3}))  # a seed sweeps the idle first: the resetting one is not idle
+        session, _ = await first
+        assert (await client.step(session, turn))["terminated"] is True
+        await second
+        await asyncio.sleep(0.3)
+        server.handler.sessions.store.sweep()  # the second, idle now, expires
+        assert len(server.handler.sessions.store) == 0
+    assert SlowReset.held == []  # every reset's resource freed by its close

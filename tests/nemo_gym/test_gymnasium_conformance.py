@@ -383,3 +383,30 @@ async def test_blackjack_plays_by_its_rules(ported: Any, tmp_path: Path) -> None
         assert row["terminated"] is True and info["result"] in ("win", "loss", "draw", "bust")
         assert row["reward"] == {"win": 1.0, "draw": 0.0, "loss": -1.0, "bust": -1.0}[info["result"]]
         assert row["responses_create_params"]["input"][-1]["content"].startswith("Your hand: [")  # reset's observation
+
+
+async def test_an_episode_the_environment_did_not_end_frees_its_state(ported: Any) -> None:
+    """GymnasiumServer frees a session's state in its own `close_session`, which its /step calls
+    only when an episode ends: NeMo Gym's agent leaves the state of an episode closed by its
+    client, cut at max steps or abandoned behind for good. Here each gets that call once."""
+    server = load_config_server(ported.folder("example_multi_turn_gymnasium") / "configs" / REPLAYED["example_multi_turn_gymnasium"])
+    row = {"responses_create_params": {"input": [{"role": "user", "content": "What is 15 multiplied by 8?"}]},
+           "follow_ups": ["Now divide that result by 6."], "expected_answer": "20"}  # fmt: skip
+
+    def said(text: str) -> dict[str, Any]:
+        return {"id": "r", "created_at": 0, "model": "m", "object": "response", "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+                "output": [{"id": "m", "type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}]}  # fmt: skip
+
+    async with serve_environment(server) as running, ResourcesClient(running.address) as client:
+        env = running.env
+        closed, _ = await client.reset_session(row)
+        await client.step(closed, said("120"))
+        assert len(env.session_turns) == 1
+        assert await client.close_session(closed) is True  # closed by its client mid-episode
+        ended, _ = await client.reset_session(row)
+        await client.step(ended, said("120"))
+        assert (await client.step(ended, said("20")))["terminated"] is True  # its /step freed it
+        assert env.session_turns == {}
+        abandoned, _ = await client.reset_session(row)
+        await running.handler.sessions.close(abandoned)  # what the idle sweep does
+        assert env.session_turns == {} and len(running.handler.sessions.store) == 0

@@ -240,3 +240,30 @@ def test_serve_takes_the_action_class_when_step_does_not_name_it(tmp_path: Path)
     finally:
         server.terminate()
         server.wait(20)
+
+
+async def test_a_reset_waiting_past_the_ttl_for_a_one_at_a_time_environment_keeps_its_slot() -> None:
+    """OpenEnv's default serves one session at a time: a reset waits for the live one. Waiting
+    past the idle TTL, its session was swept mid-reset; the reset then took the slot for a
+    session already gone, and every later reset waited forever."""
+    from gym_metrics._transport.client import ResourcesClient
+    from gym_metrics.ecosystems.openenv import openenv_server as served
+
+    lock = envs()
+    lock.SoloEnvironment.most = lock.SoloEnvironment.live = 0
+    turn = {"output": [{"type": "function_call", "name": "step", "call_id": "c", "arguments": '{"dial": 0, "value": 0}'}]}
+    row = {"openenv": {"reset": {"seed": 1}}, "responses_create_params": {"input": "open it"}}
+    async with serve_environment(served(lock.SoloEnvironment), session_ttl_s=0.5) as server, ResourcesClient(server.address) as client:
+        first, _ = await client.reset_session(row)
+        waiting = asyncio.ensure_future(client.reset_session(row))
+        for _ in range(4):  # the first stays in use past the TTL while the second's reset waits
+            await asyncio.sleep(0.3)
+            await client.step(first, turn)
+        assert not waiting.done()
+        assert await client.close_session(first) is True
+        second, _ = await asyncio.wait_for(waiting, 10)
+        await client.step(second, turn)  # its session is live
+        assert await client.close_session(second) is True
+        third, _ = await asyncio.wait_for(client.reset_session(row), 10)  # the slot was given back
+        assert await client.close_session(third) is True
+    assert lock.SoloEnvironment.most == 1 and lock.SoloEnvironment.live == 0

@@ -118,3 +118,10 @@ def test_a_chat_answers_token_details_are_carried_over() -> None:
     }  # fmt: skip
     usage = chat_to_responses(completion)["usage"]
     assert (usage["input_tokens_details"], usage["output_tokens_details"]) == ({"cached_tokens": 6}, {"reasoning_tokens": 3})
+
+
+def test_a_malformed_turn_holds_no_text_and_no_calls() -> None:
+    """A message whose content is not a list, or an output that is not one, is read as saying
+    nothing (OpenEnv's turn parsing raised TypeError on them: the environment was blamed)."""
+    for response in ({"output": [{"type": "message", "content": 5}]}, {"output": [{"type": "message", "content": "hi"}, None, 1]}, {"output": "x"}, {"output": {"type": "message"}}):
+        assert output_text(response) == "" and output_tool_calls(response) == []
