@@ -1,5 +1,6 @@
 """Each model call's token IDs and log-probs checked, per rollout: a call that should carry
-them and does not, IDs and log-probs of different lengths, and a prompt that does not begin
+them and does not, IDs and log-probs of different lengths, IDs that two sources of one answer
+give differently (`token_ids_disagree`), and a prompt that does not begin
 with the previous call's prompt and generation (a break in the token lineage a trainer would
 otherwise stitch wrongly) are each an observation gap, `{"code", "detail"}` as NeMo Gym writes
 them; nothing is dropped or repaired."""
@@ -38,7 +39,7 @@ def token_gaps(exchanges: Sequence[Exchange]) -> list[dict[str, str]]:
         try:
             fields = call_token_fields(exchange)
         except (TokenInfoError, KeyError, IndexError, TypeError) as exc:
-            gaps.append({"code": "token_ids_missing", "detail": f"model call {i}: {exc}"})
+            gaps.append({"code": getattr(exc, "code", "token_ids_missing"), "detail": f"model call {i}: {exc}"})
             before = None
             continue
         prompt, ids, log_probs = fields["prompt_token_ids"], fields["generation_token_ids"], fields["generation_log_probs"]

@@ -35,7 +35,8 @@ def responses_request_to_chat(request: Mapping[str, Any], *, token_ids: bool = F
     """A Responses API request (NeMo Gym's `responses_create_params`) as a chat-completions
     request, as NeMo Gym converts it (module docstring); ChatConversionError. `token_ids`: a
     generated turn's assistant message carries its token fields back (NeMo Gym's
-    `return_token_id_information`)."""
+    `return_token_id_information`), and function tools lose `strict`, as its vLLM model server
+    sends them."""
     given = {k: v for k, v in request.items() if v is not None}
     refused = sorted(set(_NO_CHAT_FIELDS) & given.keys())
     if refused:
@@ -61,7 +62,7 @@ def responses_request_to_chat(request: Mapping[str, Any], *, token_ids: bool = F
     choice = _tool_choice(given.pop("tool_choice", None))
     tools = given.pop("tools", None)
     if tools:
-        given["tools"] = [_tool(t) for t in tools]
+        given["tools"] = [_tool(t, strict=not token_ids) for t in tools]
         if choice is not None:
             given["tool_choice"] = choice
     else:
@@ -87,6 +88,8 @@ class _Turn:
         self._add(item)
         if self.token_ids and item.get("prompt_token_ids"):
             self.tokens = {k: item[k] for k in ("prompt_token_ids", "generation_token_ids", "generation_log_probs")}
+            if item.get("routed_experts") is not None:  # NeMo Gym sends it back too, when the policy gave it
+                self.tokens["routed_experts"] = item["routed_experts"]
 
     def _add(self, item: dict[str, Any]) -> None:
         kind = item.get("type") or ("message" if item.get("role") else None)
@@ -259,8 +262,13 @@ def _reference(tool: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": kind, kind: {k: v for k, v in tool.items() if k != "type"}}
 
 
-def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+def _tool(tool: Mapping[str, Any], strict: bool = True) -> dict[str, Any]:
+    """A tool as chat declares it; `strict=False` drops a function's `strict`, as NeMo Gym's
+    vLLM model server does (vLLM does not enforce it, and templates that render a function's
+    other keys would put it into the prompt)."""
     if "function" in tool and "name" not in tool:  # already chat-shaped
+        if not strict and isinstance(tool["function"], Mapping) and "strict" in tool["function"]:
+            return {**tool, "function": {k: v for k, v in tool["function"].items() if k != "strict"}}
         return dict(tool)
     kind = tool.get("type")
     if kind not in ("function", "custom"):
@@ -269,7 +277,7 @@ def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
         raise ChatConversionError(f"{kind} tools with defer_loading have no Chat Completions representation")
     fields = {k: v for k, v in tool.items() if k not in ("type", "defer_loading")}
     if kind == "function":
-        return {"type": "function", "function": {k: v for k, v in fields.items() if v is not None}}
+        return {"type": "function", "function": {k: v for k, v in fields.items() if v is not None and (strict or k != "strict")}}
     form = fields.get("format")
     if form is not None and form.get("type") == "grammar":
         fields["format"] = {"type": "grammar", "grammar": {k: v for k, v in form.items() if k != "type"}}

@@ -145,3 +145,26 @@ def test_an_answer_without_tokens_or_that_failed_is_no_agent_loop_output() -> No
         agent_loop_output(plain)
     with pytest.raises(RolloutFailed, match="failed: the policy broke"):
         agent_loop_output({**plain, "_gm_error": {"kind": "generation", "message": "the policy broke"}})
+
+
+def test_serve_says_where_the_door_listens_when_it_picked_the_port(tmp_path: Path) -> None:
+    """`--agent-http-port 0` picks a free port: the start line names it (it was found only with ss)."""
+    import re
+    import subprocess
+    import time
+
+    err = tmp_path / "serve.err"
+    with ScriptedPolicyServer(script) as policy, open(err, "wb") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "gym_metrics.cli", "serve", "tests/_tool_envs.py:Counter", "--port", "0", "--agent-http-port", "0",
+                                 "--policy-url", policy.url, "--policy-model", "scripted", "--policy-api", "chat"],
+                                cwd=Path(__file__).parents[2], stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 50
+            while not (found := re.search(r"listening on .*agent /run on port (\d+)", err.read_text())):
+                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+                time.sleep(0.05)
+            answer = httpx.post(f"http://127.0.0.1:{found[1]}/run", json=row(0, 0), timeout=30)
+            assert answer.status_code == 200 and answer.json()["reward"] == 1.0
+        finally:
+            proc.terminate()
+            proc.wait(30)

@@ -26,8 +26,8 @@ from _tool_envs import Counter  # noqa: E402
 
 from gym_metrics import ResourcesClient
 from gym_metrics.collector import CollectOptions, collect_async
-from gym_metrics.recording import CAPTURE_KEY
-from gym_metrics.targets import ModelTargetConfig, chat_token_fields
+from gym_metrics.recording import CAPTURE_KEY, token_gaps
+from gym_metrics.targets import Exchange, ModelTargetConfig, TokenInfoError, chat_token_fields
 from gym_metrics.testing import ScriptedPolicyServer, serve_environment
 from gym_metrics.testing._tokens import log_prob
 
@@ -233,3 +233,25 @@ async def test_a_real_tokenizers_ids_are_kept_exact_and_their_lineage_holds(tmp_
         sequence = linearize(row)
         assert tokenizer.decode(sequence.token_ids, skip_special_tokens=False).startswith("<|user|>Task ")
         assert sum(sequence.loss_mask) == sum(len(i["generation_token_ids"]) for i in turns)
+
+
+def test_token_ids_two_sources_give_differently_are_a_gap_and_not_written() -> None:
+    """vLLM gives a turn's generated IDs twice (`choice.token_ids`, and the log-probs' `token_id:N`
+    tokens); NeMo Gym's server raises when they differ. They were paired silently."""
+    def completion(ids: list[int], logged: list[int], message: dict[str, Any] | None = None) -> dict[str, Any]:
+        content = [{"token": f"token_id:{t}", "logprob": -0.1 * k} for k, t in enumerate(logged)]
+        return {"prompt_token_ids": [1, 2], "choices": [{"message": message or {"role": "assistant", "content": "x"}, "token_ids": ids, "logprobs": {"content": content}}]}
+
+    assert chat_token_fields(completion([5, 6], [5, 6])) == {"prompt_token_ids": [1, 2], "generation_token_ids": [5, 6], "generation_log_probs": [0.0, -0.1]}
+    with pytest.raises(TokenInfoError, match="choice.token_ids disagree") as disagree:
+        chat_token_fields(completion([5, 6], [5, 7]))
+    assert disagree.value.code == "token_ids_disagree"
+    short = chat_token_fields(completion([5, 6], [5]))  # agreeing as far as both go: the length gap's
+    assert (short["generation_token_ids"], short["generation_log_probs"]) == ([5, 6], [0.0])
+    own = {"role": "assistant", "content": "x", "prompt_token_ids": [1, 2], "generation_token_ids": [9], "generation_log_probs": [-1.0]}
+    with pytest.raises(TokenInfoError, match="the message's token IDs disagree"):
+        chat_token_fields(completion([5], [5], own))
+    with pytest.raises(TokenInfoError, match="without generation_log_probs"):
+        chat_token_fields(completion([5], [5], {k: v for k, v in own.items() if k != "generation_log_probs"}))
+    calls = [Exchange("chat", {}, 0.0, response=completion([5, 6], [5, 7]))]
+    assert [g["code"] for g in token_gaps(calls)] == ["token_ids_disagree"]

@@ -76,3 +76,21 @@ async def test_over_chat_a_turn_of_only_reasoning_ends_the_episode_as_nemo_gym_e
     metadata = episode.response["metadata"]
     assert metadata["ng_termination_reason"] == "incomplete_reasoning"
     assert metadata["ng_termination_message"].startswith("Ending trajectory: model returned no assistant message or tool calls (reasoning-only")
+
+
+def test_with_token_ids_the_request_is_what_nemo_gyms_vllm_server_sends() -> None:
+    """NeMo Gym's vLLM model server drops a function tool's `strict` (templates that render a
+    function's keys put it into the prompt, and the prompt IDs differ) and sends `routed_experts`
+    back on the assistant message with the token fields; a request for any other server keeps
+    `strict`."""
+    tool = {"type": "function", "name": "add", "parameters": {"type": "object"}, "strict": True}
+    turn = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "4"}],
+            "prompt_token_ids": [1, 2], "generation_token_ids": [3], "generation_log_probs": [-0.5], "routed_experts": [[[0, 1]]]}  # fmt: skip
+    request = {"input": [{"role": "user", "content": "2+2?"}, turn, {"role": "user", "content": "and 3+3?"}], "tools": [tool]}
+    vllm = responses_request_to_chat(request, token_ids=True)
+    assert vllm["tools"] == [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+    assert vllm["messages"][1]["routed_experts"] == [[[0, 1]]] and vllm["messages"][1]["generation_token_ids"] == [3]
+    chat_shaped = responses_request_to_chat({**request, "tools": [{"type": "function", "function": {"name": "add", "strict": True}}]}, token_ids=True)
+    assert chat_shaped["tools"] == [{"type": "function", "function": {"name": "add"}}]
+    plain = responses_request_to_chat(request)
+    assert plain["tools"][0]["function"]["strict"] is True and "routed_experts" not in plain["messages"][1]

@@ -109,7 +109,8 @@ async def _serve_async(
               *(["auth"] if config.auth_token else []),
               *([f"metrics on port {running.metrics_port}"] if running.metrics_port is not None else []),
               *([f"MCP on http://{config.address(running.mcp_port)}/mcp"] if getattr(running, "mcp_port", None) is not None else []),
-              *([f"rewards over HTTP on port {running.http_port}"] if getattr(running, "http_port", None) is not None else [])]
+              *([f"rewards over HTTP on port {running.http_port}"] if getattr(running, "http_port", None) is not None else []),
+              *([f"agent /run on port {running.agent_http_port}"] if getattr(running, "agent_http_port", None) is not None else [])]
     # One write per line: workers share stderr, and a parent process parses the "listening on"
     # line; a worker's parent prints it once every worker is up.
     verb = "serving on" if ready is not None else "listening on"
