@@ -7,11 +7,19 @@ owns it), with one connection per server worker (`serve --workers N`), used in t
 is Nagle's: while fewer than two calls per connection are in flight, what was submitted goes
 out at once (groups submitted together, as TRL's async reward functions of one step, share a
 call); past that, groups wait for a call to finish and then go out together (verl's per-sample
-calls from a thread pool), at most `max_batch_completions` completions a call. Each group's answer carries its rewards with a failed flag
-beside each; what a failure becomes is the adaptor's choice (`on_failure`). A server that is
-restarting or unreachable is retried (`max_retries`, backoff with jitter): the trainer waits
-and loses nothing. With `record`, the scored completions are written (and synced) before the
-trainer gets their rewards, so a killed trainer's file holds every reward it was told of.
+calls from a thread pool), at most `max_batch_completions` completions and MAX_CALL_BYTES a call
+(a batch past either goes as several calls). Each group is encoded when it is submitted: one
+JSON cannot hold fails alone, its completions failed and the part named. Each group's answer
+carries its rewards with a failed flag beside each; what a failure becomes is the adaptor's
+choice (`on_failure`). A server that is restarting or unreachable is retried (`max_retries`,
+backoff with jitter): the trainer waits and loses nothing; a call past its deadline
+(`timeout_s`: the server is up, its verify slower than that) is not, as it would only be slow
+again. With `record`, the scored completions are written (and synced) before the trainer gets
+their rewards, so a killed trainer's file holds every reward it was told of; processes that
+record to one file (ranks of one run) number their groups in turn, under a file lock.
+
+gRPC cannot run in a process forked from one that had used it (the child hangs or aborts in
+grpc's core): such a child is refused at once with a RewardFailure that says what to do.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import asyncio
 import os
 import random
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -31,10 +40,27 @@ import orjson
 
 Groups = Sequence[tuple[Any, Sequence[Any]]]
 """(task row: a dict or JSON text, completions: each a text or a Responses object) per group."""
-_Item = tuple[Any, Sequence[Any], "Future[Scored]", "int | None"]
+
+
+@dataclass
+class _Item:
+    """One submitted group: encoded for the wire, its size, its future, and what recording needs."""
+
+    group: Any
+    size: int
+    future: Future[Scored]
+    row: Any
+    step: int | None
+
+
+MAX_CALL_BYTES = 16 << 20
+"""A ScoreGroups call's request at most (the server reads up to 64 MB by default): a batch past
+it goes as several calls, so many small groups never fail together for their sum."""
 
 _CLIENTS: dict[tuple[int, str, str | None], RewardClient] = {}
 _CLIENTS_LOCK = threading.Lock()
+_GRPC_USED_BY: int | None = None
+"""The pid of the process that opened a channel (a child forked after it cannot use gRPC)."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +80,7 @@ class RewardFailure(RuntimeError):
 
 def reward_client(server: str, *, token: str | None = None) -> RewardClient:
     """The process's client of `server` (HOST:PORT), made on first use."""
-    key = (os.getpid(), server, token)  # a forked trainer worker gets a client of its own
+    key = (os.getpid(), server, token)  # a spawned trainer worker gets a client of its own
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
@@ -80,8 +106,14 @@ class RewardClient:
         self.record_path = Path(record) if record is not None else None
         if self.record_path is not None:
             _cut_partial_line(self.record_path)
+        self._record_lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._start()
+
+    def _start(self) -> None:
+        """A fresh loop thread and no connection yet (at construction, and on use after close)."""
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name=f"gym-metrics rewards {server}", daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"gym-metrics rewards {self.server}", daemon=True)
         self._thread.start()
         self._pending: list[_Item] = []
         self._flush: asyncio.Handle | None = None
@@ -90,9 +122,13 @@ class RewardClient:
         self._turn = 0
         self._in_flight = 0
         self._want_responses = False
-        self._groups = _line_count(self.record_path) if self.record_path is not None else 0
-        """The next recorded group's task index (a restarted trainer's continue after the file's)."""
-        self._record_lock = threading.Lock()
+        self._beat = time.monotonic()
+        self._loop.call_soon_threadsafe(self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        """The loop's pulse: `score` tells a stuck loop from a long queue by it."""
+        self._beat = time.monotonic()
+        self._loop.call_later(0.5, self._heartbeat)
 
     # ----------------------------------------------------------------- public
 
@@ -100,10 +136,21 @@ class RewardClient:
         """Score `(task row, completions)` groups, blocking (from synchronous code). `step`
         (the trainer's step) names the recorded rows' agent (`step_<n>`)."""
         futures = self.submit(groups, responses=responses, step=step)
-        try:
-            return [f.result(timeout=self.timeout_s + 5) for f in futures]
-        except FutureTimeout:
-            raise TimeoutError(f"no rewards from {self.server} within {self.timeout_s + 5:g} s (timeout_s {self.timeout_s:g})") from None
+        return [self._wait(f) for f in futures]
+
+    def _wait(self, future: Future[Scored]) -> Scored:
+        """The group's answer. Every future settles (each call has its deadline and bounded
+        retries, however long the group queued behind others); this only watches that the
+        client is not closed meanwhile, nor its loop stuck for timeout_s + 5 s."""
+        thread = self._thread
+        while True:
+            try:
+                return future.result(timeout=0.5)
+            except FutureTimeout:
+                if not thread.is_alive():
+                    raise RewardFailure(f"the reward client of {self.server} was closed while scoring") from None
+                if time.monotonic() - self._beat > self.timeout_s + 5:
+                    raise TimeoutError(f"no rewards from {self.server} within {self.timeout_s + 5:g} s (timeout_s {self.timeout_s:g}): the client's loop is stuck") from None
 
     async def score_async(self, groups: Groups, *, responses: bool = False, step: int | None = None) -> list[Scored]:
         """Score groups from any event loop (the caller's loop waits, it never runs the call)."""
@@ -111,10 +158,33 @@ class RewardClient:
         return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
 
     def submit(self, groups: Groups, *, responses: bool = False, step: int | None = None) -> list[Future[Scored]]:
-        """Queue groups for the next batched call; a future per group."""
-        futures: list[Future[Scored]] = [Future() for _ in groups]
-        items: list[_Item] = [(row, list(completions), future, step) for (row, completions), future in zip(groups, futures)]
-        self._loop.call_soon_threadsafe(self._enqueue, items, responses or self.record_path is not None)
+        """Queue groups for the next batched call; a future per group (a group JSON cannot
+        hold is answered at once, every completion failed, saying which part)."""
+        from gym_metrics._transport.client import encoded_group
+
+        if _GRPC_USED_BY is not None and _GRPC_USED_BY != os.getpid():
+            raise RewardFailure(
+                "this process was forked from one that had used gRPC (multiprocessing or a ProcessPoolExecutor with the "
+                "'fork' start method), and gRPC cannot run in it (it would hang): score in the parent process, or start "
+                "the workers with 'spawn' or 'forkserver' (multiprocessing.get_context('spawn'))"
+            )  # fmt: skip
+        items: list[_Item] = []
+        futures: list[Future[Scored]] = []
+        for row, completions in groups:
+            future: Future[Scored] = Future()
+            futures.append(future)
+            try:
+                group = encoded_group(row, completions)
+            except TypeError as exc:
+                count = len(completions)
+                future.set_result(Scored([0.0] * count, [True] * count, [f"cannot be sent: {exc}"] * count, [""] * count))
+                continue
+            items.append(_Item(group, group.ByteSize(), future, row, step))
+        if items:
+            with self._start_lock:
+                if not self._thread.is_alive():  # closed: made again on use
+                    self._start()
+                self._loop.call_soon_threadsafe(self._enqueue, items, responses or self.record_path is not None)
         return futures
 
     def close(self) -> None:
@@ -134,7 +204,7 @@ class RewardClient:
     def _enqueue(self, items: list[_Item], responses: bool) -> None:
         self._want_responses = self._want_responses or responses
         self._pending.extend(items)
-        if sum(len(item[1]) for item in self._pending) >= self.max_batch_completions:
+        if sum(len(item.group.completion_json) for item in self._pending) >= self.max_batch_completions or sum(i.size for i in self._pending) >= MAX_CALL_BYTES:
             self._send()
         elif self._flush is None and self._in_flight < 2 * max(1, len(self._connections)):
             self._flush = self._loop.call_soon(self._send)  # what this loop turn brings goes along
@@ -143,11 +213,27 @@ class RewardClient:
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
-        batch, self._pending = self._pending, []
+        pending, self._pending = self._pending, []
         responses, self._want_responses = self._want_responses, False
-        if batch:
+        for batch in self._calls(pending):
             self._in_flight += 1
             self._loop.create_task(self._call(batch, responses))
+
+    def _calls(self, items: list[_Item]) -> list[list[_Item]]:
+        """`items` in order, cut into calls of at most max_batch_completions and MAX_CALL_BYTES
+        (a group larger alone goes alone)."""
+        calls: list[list[_Item]] = []
+        count = size = 0
+        for item in items:
+            n = len(item.group.completion_json)
+            if calls and calls[-1] and (count + n > self.max_batch_completions or size + item.size > MAX_CALL_BYTES):
+                calls.append([])
+                count = size = 0
+            if not calls:
+                calls.append([])
+            calls[-1].append(item)
+            count, size = count + n, size + item.size
+        return calls
 
     async def _call(self, batch: list[_Item], responses: bool) -> None:
         try:
@@ -161,36 +247,41 @@ class RewardClient:
         """Every future of the batch settles: with its group's answer, or with the error of the
         call or of what follows it (recording), never left waiting."""
         try:
-            answers = await self._score_retrying([(row, completions) for row, completions, _, _ in batch], responses)
+            answers = await self._score_retrying([item.group for item in batch], responses)
             scored = [Scored(a.rewards, a.failed, a.error_message, a.response_json) for a in answers]
             if self.record_path is not None:
                 try:
-                    self._record([(row, step) for row, _, _, step in batch], scored)
+                    self._record([(item.row, item.step) for item in batch], scored)
                 except (OSError, ValueError) as exc:  # the trainer must not get rewards the file lacks
                     raise RewardFailure(f"scored, but recording to {self.record_path} failed: {type(exc).__name__}: {exc}") from exc
         except BaseException as exc:  # every group of the batch gets the error
-            for _, _, future, _ in batch:
-                if not future.done():
-                    future.set_exception(exc)
+            for item in batch:
+                if not item.future.done():
+                    item.future.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        for (_, _, future, _), result in zip(batch, scored):
-            if not future.done():
-                future.set_result(result)
+        for item, result in zip(batch, scored):
+            if not item.future.done():
+                item.future.set_result(result)
 
-    async def _score_retrying(self, groups: list[tuple[Any, Sequence[Any]]], responses: bool) -> Any:
+    async def _score_retrying(self, groups: list[Any], responses: bool) -> Any:
         """ScoreGroups, retried while the server is unavailable (restarting, unreachable):
         a call without sessions is idempotent, so the trainer waits instead of failing. A
-        session lost is not retried (its state is gone)."""
-        from gym_metrics._transport.client import ServerUnavailableError, ServerUnreachableError, SessionLostError
+        session lost is not retried (its state is gone), nor a call past its deadline (the
+        server answers, slower than `timeout_s`: a retry would be as slow, and verify again)."""
+        from gym_metrics._transport.client import DeadlineExceededError, ServerUnavailableError, ServerUnreachableError, SessionLostError
 
+        global _GRPC_USED_BY
+        _GRPC_USED_BY = os.getpid()
         client = await self._connection()
         for attempt in range(self.max_retries + 1):
             try:
                 return await client.score_groups(groups, omit_responses=not responses, timeout=self.timeout_s)
             except SessionLostError:
                 raise
+            except DeadlineExceededError:
+                raise TimeoutError(f"{self.server} did not answer within timeout_s {self.timeout_s:g} s: its verify is slower than that (raise timeout_s)") from None
             except (ServerUnavailableError, ServerUnreachableError):
                 if attempt == self.max_retries:
                     raise
@@ -217,22 +308,51 @@ class RewardClient:
 
     def _record(self, rows: list[tuple[Any, int | None]], scored: list[Scored]) -> None:
         """Append every scored completion as a rollout row (agent `step_<n>`, or `train` when
-        the step is not known; a task per group), so `gym-metrics aggregate` gives the
-        training-time metrics with the numbers of any other run."""
+        the step is not known; a task per group, numbered on from the file's last row under a
+        lock, so ranks recording to one file never share a task index), so `gym-metrics
+        aggregate` gives the training-time metrics with the numbers of any other run."""
         assert self.record_path is not None
-        lines = []
-        for (row, step), group in zip(rows, scored):
-            task = self._groups
-            self._groups += 1
-            base = row if isinstance(row, Mapping) else orjson.loads(row)
-            agent = {"name": "train" if step is None else f"step_{step}"}
-            for i, (text, error) in enumerate(zip(group.responses, group.errors)):
-                entry = orjson.loads(text) if text else {**base, "_gm_error": {"kind": "verify_failed", "message": error}}
-                lines.append(orjson.dumps({**entry, "agent_ref": agent, "_ng_task_index": task, "_ng_rollout_index": i}) + b"\n")
-        with self._record_lock, self.record_path.open("ab") as f:  # one write: whole lines or a cut last one
-            f.write(b"".join(lines))
+        with self._record_lock, self.record_path.open("ab+") as f:
+            _lock(f)
+            task = _next_task(f)
+            lines = []
+            for (row, step), group in zip(rows, scored):
+                base = row if isinstance(row, Mapping) else orjson.loads(row)
+                agent = {"name": "train" if step is None else f"step_{step}"}
+                for i, (text, error) in enumerate(zip(group.responses, group.errors)):
+                    entry = orjson.loads(text) if text else {**base, "_gm_error": {"kind": "verify_failed", "message": error}}
+                    lines.append(orjson.dumps({**entry, "agent_ref": agent, "_ng_task_index": task, "_ng_rollout_index": i}, option=orjson.OPT_SERIALIZE_NUMPY, default=repr) + b"\n")
+                task += 1
+            f.write(b"".join(lines))  # one write: whole lines or a cut last one
             f.flush()
             os.fsync(f.fileno())
+
+
+def _lock(f: Any) -> None:
+    """An exclusive lock on the open file until it is closed (none where fcntl is not)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: one process per file
+        return
+    fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+
+
+def _next_task(f: Any) -> int:
+    """The task index after the last row of the file `f` (open for reading; 0 when empty)."""
+    end = f.seek(0, os.SEEK_END)
+    if end == 0:
+        return 0
+    start, tail = end, b""
+    while start > 0 and tail.count(b"\n") < 2:
+        start = max(0, start - (1 << 16))
+        f.seek(start)
+        tail = f.read(end - start)
+    last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    try:
+        return int(orjson.loads(last)["_ng_task_index"]) + 1
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):  # not a file of ours: past any index it could hold
+        f.seek(0)
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
 
 
 def _cut_partial_line(path: Path) -> None:
@@ -241,15 +361,16 @@ def _cut_partial_line(path: Path) -> None:
     if not path.is_file() or path.stat().st_size == 0:
         return
     with path.open("rb+") as f:
-        data = f.read()
-        if data.endswith(b"\n"):
+        end = f.seek(0, os.SEEK_END)
+        f.seek(end - 1)
+        if f.read(1) == b"\n":
             return
-        f.truncate(data.rfind(b"\n") + 1)
-
-
-def _line_count(path: Path) -> int:
-    """Lines in `path` (0 when absent): a bound on the task indices it holds."""
-    if not path.is_file():
-        return 0
-    with path.open("rb") as f:
-        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        start = end
+        while start > 0:  # back to the last newline, a chunk at a time (the file may be large)
+            start = max(0, start - (1 << 16))
+            f.seek(start)
+            cut = f.read(end - start).rfind(b"\n")
+            if cut >= 0:
+                f.truncate(start + cut + 1)
+                return
+        f.truncate(0)

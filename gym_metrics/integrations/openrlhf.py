@@ -2,7 +2,11 @@
 `serve --http-port` on the environment the gRPC server serves.
 
 OpenRLHF posts `{"query": [...], "prompts": [...], "labels": [...]}`: each query is the prompt
-and its completion as one text. Each query minus its prompt is the completion; the label fills
+and its completion as one text, decoded with the special tokens kept. Each query after its
+prompt (where the prompt first occurs: a BOS token may lead the query) is the completion, less
+the end-of-sequence and padding tokens that close it (END_MARKERS: `<|im_end|>`, `</s>`,
+`<|eot_id|>`, ...), which no answer holds and which would make a right answer unreadable; a
+query that is not text or does not hold its prompt fails, named, never scored whole. The label fills
 `label_field` (`serve --http-label-field`, default `expected_answer`); the prompt becomes the
 user message of `responses_create_params`. Consecutive queries of one prompt and label are
 scored as one group. The answer is `{"rewards": [...], "scores": [...], "extra_logs":
@@ -13,6 +17,7 @@ never an unmarked 0), and its reason in `gm_errors`. Nothing of OpenRLHF is impo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,7 +33,7 @@ async def get_reward(body: Mapping[str, Any], score: Score, *, label_field: str 
     """The answer to one `POST /get_reward` body (see the module docstring); an
     InvalidInputError names the field that is wrong."""
     queries, prompts, labels = _lists(body, ("query", "prompts", "labels"))
-    groups, spans = openrlhf_groups(queries, prompts, labels, label_field)
+    groups, spans, refusals = openrlhf_groups(queries, prompts, labels, label_field)
     rewards: list[float] = [0.0] * len(queries)
     failed: list[float] = [0.0] * len(queries)
     errors: list[str | None] = [None] * len(queries)
@@ -38,25 +43,51 @@ async def get_reward(body: Mapping[str, Any], score: Score, *, label_field: str 
             failed[start + i], errors[start + i] = 1.0, error
             return True
 
-        settled = settle(group.rewards, group.failed, group.error_message, "error", mark)
+        refused = [refusals.get(i) for i in range(start, stop)]
+        settled = settle(group.rewards, [f or r is not None for f, r in zip(group.failed, refused)],
+                         [r or e for r, e in zip(refused, group.error_message)], "error", mark)  # fmt: skip
         rewards[start:stop] = [r or 0.0 for r in settled]
     # extra_logs are numbers OpenRLHF averages into its metrics; the reasons go beside them
     return {"rewards": rewards, "scores": rewards, "extra_logs": {"gm_failed": failed}, "gm_errors": errors}
 
 
-def openrlhf_groups(queries: Sequence[Any], prompts: Sequence[Any], labels: Sequence[Any], label_field: str) -> tuple[list[Group], list[Span]]:
-    """OpenRLHF's lists as groups: consecutive queries of one prompt and label; each
-    completion is its query minus the prompt."""
+def openrlhf_groups(queries: Sequence[Any], prompts: Sequence[Any], labels: Sequence[Any], label_field: str) -> tuple[list[Group], list[Span], dict[int, str]]:
+    """OpenRLHF's lists as groups: consecutive queries of one prompt and label, each completion
+    its query's (module docstring); and the queries refused, by index, with why (each sent as
+    an empty completion, its result replaced by the refusal)."""
     spans = consecutive_runs(len(queries), lambda a, b: prompts[a] == prompts[b] and labels[a] == labels[b])
-    groups = []
+    groups: list[Group] = []
+    refused: dict[int, str] = {}
     for start, stop in spans:
-        prompt = str(prompts[start])
+        prompt = "" if prompts[start] is None else str(prompts[start])
         row: dict[str, Any] = {"responses_create_params": {"input": [{"role": "user", "content": prompt}]}}
         if labels[start] is not None:
             row[label_field] = labels[start]
-        completions = [q[len(prompt) :] if isinstance(q, str) and q.startswith(prompt) else str(q) for q in queries[start:stop]]
+        completions = []
+        for i in range(start, stop):
+            completion, why = _completion(queries[i], prompt)
+            if why is not None:
+                refused[i] = why
+            completions.append(completion)
         groups.append(Group(row, completions))
-    return groups, spans
+    return groups, spans, refused
+
+
+END_MARKERS = ("<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end_of_text|>", "<|end|>", "<|return|>",
+               "<end_of_turn>", "<eos>", "<|eos|>", "<\uff5cend\u2581of\u2581sentence\uff5c>", "<|pad|>", "<pad>", "[PAD]")  # fmt: skip
+"""End-of-sequence and padding tokens of common chat templates (Qwen, Llama 2/3, Phi, gpt-oss,
+Gemma, DeepSeek, ...), as a query decoded with its special tokens ends."""
+_END = re.compile("(?:" + "|".join(re.escape(m) for m in END_MARKERS) + r"|\s)+\Z")
+
+
+def _completion(query: Any, prompt: str) -> tuple[str, str | None]:
+    """A query's completion, or ("", why it has none)."""
+    if not isinstance(query, str):
+        return "", f"the query is {type(query).__name__}, not text"
+    at = query.find(prompt)
+    if at < 0:
+        return "", "the query does not hold its prompt (the `prompts` entry beside it): the completion cannot be told apart"
+    return _END.sub("", query[at + len(prompt) :]), None
 
 
 def _lists(body: Mapping[str, Any], names: Sequence[str]) -> list[list[Any]]:

@@ -76,6 +76,25 @@ async def test_openrlhfs_client_gets_the_grpc_rewards() -> None:
     assert all(a["scores"] == a["rewards"] and a["extra_logs"]["gm_failed"] == [0.0] * len(a["rewards"]) for a in answers)
 
 
+async def test_queries_as_openrlhf_decodes_them_score_their_answer_and_unreadable_ones_fail_named() -> None:
+    """OpenRLHF decodes prompt and generation with the special tokens kept: the query may start
+    with a BOS token and ends with the model's end-of-sequence token (`<|im_end|>`, `</s>`, ...),
+    which made right answers score 0 unflagged. A query that is not text, or lacks its prompt,
+    was scored whole (prompt included): now it fails, named."""
+    agent = openrlhf_agent_module()
+    ends = ["<|im_end|>", "</s>", "<|eot_id|><|pad|><|pad|>", "<|endoftext|>\n"]
+    queries = ["<s>" + PROMPTS[0] + ANSWERS[0] + ends[0], PROMPTS[1] + ANSWERS[2] + ends[1], PROMPTS[2] + "5" + ends[2], "What is 2+2? 4", PROMPTS[4] + "6" + ends[3]]
+    async with serve_environment("math_exact", http_port=0) as server:
+        executor = agent.SingleTurnAgentExecutor(remote_rm_url=f"http://127.0.0.1:{server.http_port}/get_reward")
+        [answer] = await executor._fetch_rewards_via_http(queries, PROMPTS, LABELS)
+        async with httpx.AsyncClient(timeout=10) as http:
+            raw = (await http.post(f"http://127.0.0.1:{server.http_port}/get_reward", json={"query": [7], "prompts": ["p"], "labels": ["4"]})).json()
+    assert answer["rewards"] == [1.0, 1.0, 0.0, 0.0, 1.0]
+    assert answer["extra_logs"]["gm_failed"] == [0.0, 0.0, 0.0, 1.0, 0.0]
+    assert "does not hold its prompt" in answer["gm_errors"][3]
+    assert raw["extra_logs"]["gm_failed"] == [1.0] and "the query is int, not text" in raw["gm_errors"][0]
+
+
 async def test_a_failure_reason_is_logged_by_the_server_once_a_period(caplog: pytest.LogCaptureFixture) -> None:
     async with serve_environment("math_exact", http_port=0) as server, httpx.AsyncClient(timeout=10) as http:
         body = {"query": ["q4", "q5"], "prompts": ["q", "q"], "labels": [None, "5"]}

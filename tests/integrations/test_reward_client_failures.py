@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,3 +55,144 @@ def test_no_answer_in_time_names_the_server_and_the_wait() -> None:
     finally:
         time.sleep(2)  # the stuck loop frees up before close
         client.close()
+
+
+
+def _slow_math(seconds: float) -> Any:
+    """math_exact whose verify takes `seconds` (a judge, a sandbox), counting its calls."""
+    from gym_metrics.environments import resolve_server
+
+    base = resolve_server("math_exact")
+
+    class SlowMath(base):  # type: ignore[misc, valid-type]
+        calls = 0
+
+        async def verify(self, *args: Any, **kwargs: Any) -> Any:
+            SlowMath.calls += 1
+            await asyncio.sleep(seconds)
+            return await super().verify(*args, **kwargs)
+
+    return SlowMath()
+
+
+def test_many_groups_past_the_message_limit_go_as_several_calls_and_one_json_cannot_hold_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl's reward loop submits a step's samples one by one: 4,096 of 20 KB were packed into one
+    80 MB call, which failed every sample; one sample whose row held bytes failed all 32 sent
+    with it, saying only `Type is not JSON serializable`."""
+    import gym_metrics.integrations._client as client_module
+
+    monkeypatch.setattr(client_module, "MAX_CALL_BYTES", 256 << 10)
+    padded = {**ROW, "notes": "x" * 20_000}
+
+    async def run() -> None:
+        async with serve_environment("math_exact", max_message_bytes=1 << 20) as server:  # 60 groups: 1.2 MB together
+            client = RewardClient(server.address, timeout_s=20)
+            try:
+                groups = [(padded, ["4"]) for _ in range(60)] + [({**ROW, "extra_info": {"raw": b"\x00"}}, ["4", "5"])]
+                scored = await asyncio.wait_for(client.score_async(groups), 30)
+            finally:
+                client.close()
+        assert [s.rewards for s in scored[:60]] == [[1.0]] * 60 and not any(f for s in scored[:60] for f in s.failed)
+        assert scored[60].failed == [True, True] and "row['extra_info']['raw']: bytes" in scored[60].errors[0]
+
+    asyncio.run(run())
+
+
+def test_a_call_past_its_deadline_is_not_sent_again() -> None:
+    """A server slower than timeout_s was retried as 'unavailable' nine times (nine verifies,
+    about nine deadlines of waiting); it answers TimeoutError after one."""
+    env = _slow_math(3.0)
+
+    async def run() -> None:
+        async with serve_environment(env) as server:
+            client = RewardClient(server.address, timeout_s=0.5)
+            try:
+                started = time.monotonic()
+                with pytest.raises(TimeoutError, match=r"did not answer within timeout_s 0\.5 s: its verify is slower"):
+                    await asyncio.wait_for(client.score_async([(ROW, ["4"])]), 20)
+                assert time.monotonic() - started < 3
+            finally:
+                client.close()
+        assert type(env).calls == 1
+
+    asyncio.run(run())
+
+
+def test_a_client_closed_is_made_again_on_use_by_what_held_it() -> None:
+    """A reward function made before `close()` held the stopped client: it waited forever."""
+    from gym_metrics.integrations.trl import reward_function
+    from gym_metrics.integrations._client import reward_client
+
+    async def run() -> None:
+        async with serve_environment("math_exact") as server:
+            score = reward_function(server.address)
+            columns = {"expected_answer": ["4", "4"], "completion_ids": [[1], [1]]}
+            assert await asyncio.to_thread(score, ["What is 2+2?"] * 2, ["4", "5"], **columns) == [1.0, 0.0]
+            await asyncio.to_thread(reward_client(server.address).close)
+            assert await asyncio.wait_for(asyncio.to_thread(score, ["What is 2+2?"] * 2, ["4", "5"], **columns), 20) == [1.0, 0.0]
+            await asyncio.to_thread(reward_client(server.address).close)
+
+    asyncio.run(run())
+
+
+def test_a_process_forked_after_grpc_was_used_is_refused_at_once() -> None:
+    """gRPC cannot run in a child forked after its parent used it (the child hung, or aborted in
+    grpc's core): the child is told so and what to do."""
+    import multiprocessing
+
+    def child(address: str, answers: "multiprocessing.Queue[str]") -> None:
+        try:
+            RewardClient(address).score([(ROW, ["4"])])
+            answers.put("scored")
+        except RewardFailure as exc:
+            answers.put(str(exc))
+
+    async def run() -> None:
+        async with serve_environment("math_exact") as server:
+            client = RewardClient(server.address)
+            try:
+                assert (await client.score_async([(ROW, ["4"])]))[0].rewards == [1.0]
+                fork = multiprocessing.get_context("fork")
+                answers = fork.Queue()
+                process = fork.Process(target=child, args=(server.address, answers))
+                process.start()
+                said = await asyncio.to_thread(answers.get, True, 30)
+                await asyncio.to_thread(process.join, 10)
+            finally:
+                client.close()
+        assert "forked from one that had used gRPC" in said and "'spawn'" in said
+
+    asyncio.run(run())
+
+
+RANK = """
+import sys
+from gym_metrics.integrations import RewardClient
+client = RewardClient(sys.argv[1], record=sys.argv[2])
+for step in range(10):
+    client.score([({"responses_create_params": {"input": "What is 2+2?"}, "expected_answer": sys.argv[3]}, ["4", "5"])], step=step)
+client.close()
+"""
+
+
+def test_ranks_recording_to_one_file_number_their_groups_in_turn(tmp_path: Path) -> None:
+    """TRL's ranks each count the file's lines at start: both wrote task 0, 1, ... and
+    `aggregate` refused the file for its repeated keys."""
+    import json
+    import subprocess
+    import sys
+
+    record = tmp_path / "train.jsonl"
+
+    async def run() -> None:
+        async with serve_environment("math_exact") as server:
+            ranks = [await asyncio.create_subprocess_exec(sys.executable, "-c", RANK, server.address, str(record), answer, cwd=tmp_path)
+                     for answer in ("4", "5")]  # fmt: skip
+            assert [await asyncio.wait_for(rank.wait(), 50) for rank in ranks] == [0, 0]
+
+    asyncio.run(run())
+    rows = [json.loads(line) for line in record.read_text().splitlines()]
+    keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows]
+    assert len(rows) == 40 and sorted(keys) == [(t, i) for t in range(20) for i in (0, 1)]
+    aggregated = subprocess.run([sys.executable, "-m", "gym_metrics.cli", "aggregate", str(record)], capture_output=True, text=True, timeout=60)
+    assert aggregated.returncode == 0, aggregated.stderr

@@ -9,15 +9,17 @@ from gym_metrics._transport.client._resources import (
     VerifyInput,
     is_transient,
 )
-from gym_metrics._transport.client._groups import GroupRewards
+from gym_metrics._transport.client._groups import GroupRewards, encoded_group
 from gym_metrics._transport.client._sessions import SessionLostError, ToolOutput, tool_caller
 from gym_metrics._transport.client._session_stream import SessionStream
-from gym_metrics._transport.client._status import RemoteCallError, ServerBusyError, ServerUnavailableError, ServerUnreachableError
+from gym_metrics._transport.client._status import DeadlineExceededError, RemoteCallError, ServerBusyError, ServerUnavailableError, ServerUnreachableError
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
 
 __all__ = [
     "CHANNEL_OPTIONS",
+    "DeadlineExceededError",
     "GroupRewards",
+    "encoded_group",
     "JobClient",
     "JobInfo",
     "JobNotFinishedError",

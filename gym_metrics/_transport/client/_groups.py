@@ -38,6 +38,45 @@ def completion_json(completion: Any) -> str:
     return orjson.dumps(completion, option=orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
+def encoded_group(row: Mapping[str, Any] | str | bytes, completions: Sequence[Any]) -> pb.CompletionGroup:
+    """One group as ScoreGroups carries it (`.ByteSize()` its size); TypeError naming the part
+    JSON cannot hold (`row["extra_info"]["raw"]: bytes`, `completion 2: set`)."""
+    try:
+        row_json = json_text(row)
+    except TypeError:
+        raise TypeError(f"the task row holds what JSON cannot: {_unencodable(row, 'row')}") from None
+    texts = []
+    for i, completion in enumerate(completions):
+        try:
+            texts.append(completion_json(completion))
+        except TypeError:
+            raise TypeError(f"completion {i} holds what JSON cannot: {_unencodable(completion, f'completion {i}')}") from None
+    return pb.CompletionGroup(row_json=row_json, completion_json=texts)
+
+
+def _unencodable(value: Any, where: str) -> str:
+    """Where in `value` the first part JSON cannot hold is, and its type."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where}: a key of type {type(key).__name__}"
+            if not _encodes(item):
+                return _unencodable(item, f"{where}[{key!r}]")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if not _encodes(item):
+                return _unencodable(item, f"{where}[{i}]")
+    return f"{where}: {type(value).__name__}"
+
+
+def _encodes(value: Any) -> bool:
+    try:
+        orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:
+        return False
+    return True
+
+
 class GroupCalls:
     """Mixed into ResourcesClient (which sets `_stub` and `_metadata`)."""
 
@@ -46,20 +85,22 @@ class GroupCalls:
 
     async def score_groups(
         self,
-        groups: Sequence[tuple[Mapping[str, Any] | str | bytes, Sequence[Any]]],
+        groups: Sequence[tuple[Mapping[str, Any] | str | bytes, Sequence[Any]] | pb.CompletionGroup],
         *,
         omit_responses: bool = False,
         sessions: Sequence[Sequence[str]] | None = None,
         timeout: float | None = None,
     ) -> list[GroupRewards]:
         """Score `(task row, completions)` groups; a completion is its text or a Responses
-        object. `sessions` (one id per completion per group) verifies each in its session."""
+        object, or the group already encoded (`encoded_group`). `sessions` (one id per
+        completion per group) verifies each in its session."""
         request = pb.ScoreGroupsRequest(omit_responses=omit_responses)
-        for g, (row, completions) in enumerate(groups):
-            request.groups.add(
-                row_json=json_text(row), completion_json=[completion_json(c) for c in completions],
-                session_id=list(sessions[g]) if sessions else [],
-            )  # fmt: skip
+        for g, group in enumerate(groups):
+            if not isinstance(group, pb.CompletionGroup):
+                group = encoded_group(*group)
+            if sessions:
+                group.session_id[:] = list(sessions[g])
+            request.groups.append(group)
         try:
             answer = await self._stub.ScoreGroups(request, metadata=self._metadata, timeout=timeout)
         except grpc.aio.AioRpcError as exc:

@@ -22,6 +22,11 @@ class ServerBusyError(ServerUnavailableError):
     aggregations are all taken): retry the same server later."""
 
 
+class DeadlineExceededError(ServerUnavailableError):
+    """The call's deadline passed before the server answered (DEADLINE_EXCEEDED): transient for
+    most callers, but a caller whose work is slower than its deadline retries in vain."""
+
+
 class ServerUnreachableError(GymMetricsError):
     """The first connection failed within the connect timeout: a wrong address, a server not
     started, a TLS mismatch. Not retried: retries are for a server that was there and went
@@ -104,11 +109,11 @@ def translate(exc: grpc.aio.AioRpcError) -> Exception:
     rejected request as InvalidInputError, anything else as RemoteCallError."""
     code, details = exc.code(), exc.details() or ""
     if is_transient(exc):
-        busy = code is grpc.StatusCode.RESOURCE_EXHAUSTED
-        return (ServerBusyError if busy else ServerUnavailableError)(f"{code.name}: {details}")
+        kind = {grpc.StatusCode.RESOURCE_EXHAUSTED: ServerBusyError, grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError}.get(code, ServerUnavailableError)
+        return kind(f"{code.name}: {details}")
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidInputError(f"{REJECTED}{details}")
     return RemoteCallError(code.name, details)
 
 
-__all__ = ["RemoteCallError", "ServerBusyError", "ServerUnavailableError", "ServerUnreachableError", "is_transient", "translate"]
+__all__ = ["DeadlineExceededError", "RemoteCallError", "ServerBusyError", "ServerUnavailableError", "ServerUnreachableError", "is_transient", "translate"]
