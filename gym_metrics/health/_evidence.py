@@ -8,6 +8,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from gym_metrics.recording import trajectory_error as schema_error
+
 _TOOL_CALL_TYPES = frozenset({
     "function_call", "tool_call", "tool_use", "mcp_call", "mcp_list_tools", "mcp_approval_request", "file_search_call",
     "web_search_call", "computer_call", "image_generation_call", "code_interpreter_call", "local_shell_call", "custom_tool_call",
@@ -249,26 +251,6 @@ def ended_on_failure(chain: Sequence[dict[str, Any]]) -> bool:
 
 
 def trajectory_error(raw: Any) -> str | None:
-    """Why a row's `ng_trajectory` is not a TrajectoryRecord 1.0 (as the name of pydantic's
-    error, which NeMo Gym reports), or None."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("task_id"), str) or not isinstance(raw.get("rollout_id"), str):
-        return "ValidationError"
-    if raw.get("schema_version", "1.0") != "1.0":
-        return "ValidationError"
-    parts = [raw.get(k, []) for k in ("invocations", "turns", "model_calls", "tool_calls", "gaps")]
-    for items in parts:
-        if not isinstance(items, list):
-            return "ValidationError"
-    for items in parts:
-        for x in items:
-            if not isinstance(x, dict):
-                return "ValidationError"
-    ids = [i.get("invocation_id") for i in raw.get("invocations") or []]
-    call_ids = [c.get("model_call_id") for c in raw.get("model_calls") or [] if c.get("model_call_id")]
-    turns = raw.get("turns") or []
-    keys = [(t.get("invocation_id"), t.get("turn_no")) for t in turns]
-    if len(set(ids)) != len(ids) or len(set(call_ids)) != len(call_ids) or len(set(keys)) != len(keys):
-        return "ValidationError"
-    if any((t.get("task_id"), t.get("rollout_id")) != (raw["task_id"], raw["rollout_id"]) for t in turns):
-        return "ValidationError"
-    return None
+    """Why a row's `ng_trajectory` is not a TrajectoryRecord 1.0, as NeMo Gym reports it (the
+    name of pydantic's error), or None (recording's schema says what it may hold)."""
+    return "ValidationError" if schema_error(raw) is not None else None

@@ -27,8 +27,10 @@ from gym_metrics.recording._token_records import (
 )
 from gym_metrics.recording._tokens import call_token_fields, token_gaps
 from gym_metrics.recording._trajectory import TRAJECTORY_KEY, EpisodeTrace, task_id_of, trajectory
+from gym_metrics.recording._trajectory_schema import trajectory_error
 
 __all__ = [
+    "trajectory_error",
     "ATIF_SCHEMA_VERSION", "TOKEN_FIELDS", "AtifRefused", "rollout_to_atif", "AtifExport", "AtifExportError", "export_atif",
     "TRAJECTORY_KEY", "EpisodeTrace", "task_id_of", "trajectory", "model_call_records",
     "TokenLineageError", "TrainingSequence", "encode_token_ids", "linearize", "token_digest", "token_entries",

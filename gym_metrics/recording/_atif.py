@@ -31,6 +31,7 @@ from gym_metrics.recording._atif_items import (
 )
 from gym_metrics.recording._atif_calls import as_float, check_finish, lookup_call, model_call, step_metrics
 from gym_metrics.recording._atif_json import AtifRefused, check_json, pruned, same_copy
+from gym_metrics.recording._trajectory_schema import trajectory_error
 
 ATIF_SCHEMA_VERSION = "ATIF-v1.7"
 PROFILE = "ng-trajectory-to-atif-v1"
@@ -237,17 +238,6 @@ def _index(row: Mapping[str, Any], key: str) -> int:
     return value
 
 
-def _identities_hold(trajectory: Mapping[str, Any]) -> bool:
-    """What TrajectoryRecord itself requires: unique invocation and model-call ids, each turn of
-    this task and rollout, turn numbers unique within an invocation."""
-    invocations = [i.get("invocation_id") for i in trajectory.get("invocations") or []]
-    call_ids = [c.get("model_call_id") for c in trajectory.get("model_calls") or [] if c.get("model_call_id")]
-    turns = trajectory.get("turns") or []
-    keys = [(t.get("invocation_id"), t.get("turn_no")) for t in turns]
-    return (len(set(invocations)) == len(invocations) and len(set(call_ids)) == len(call_ids) and len(set(keys)) == len(keys)
-            and all((t.get("task_id"), t.get("rollout_id")) == (trajectory["task_id"], trajectory["rollout_id"]) for t in turns))  # fmt: skip
-
-
 def agent_name(row: Mapping[str, Any]) -> str | None:
     """The agent a rollout names (`agent_ref.name`, else the environment's stamp), as NeMo Gym labels it."""
     ref = row.get("agent_ref")
@@ -271,10 +261,7 @@ def rollout_to_atif(
     except (TypeError, ValueError):
         check_json(row, "rollout")
     trajectory = row.get("ng_trajectory")
-    if not isinstance(trajectory, dict) or not isinstance(trajectory.get("task_id"), str) or not isinstance(trajectory.get("rollout_id"), str) \
-            or trajectory.get("schema_version", "1.0") != "1.0":  # fmt: skip
-        raise AtifRefused("ng_trajectory", "missing or invalid v1.0 trajectory")
-    if not _identities_hold(trajectory):
+    if not isinstance(trajectory, dict) or trajectory_error(trajectory, strict=True) is not None:
         raise AtifRefused("ng_trajectory", "missing or invalid v1.0 trajectory")
     for i, invocation in enumerate(trajectory.get("invocations") or []):
         check_items(invocation.get("conversation"), f"ng_trajectory.invocations[{i}].conversation", lenient)
