@@ -18,6 +18,7 @@ from gym_metrics.cli._base import (
     format_table,
     non_negative_int,
     print_value_notes,
+    warn_bad_lines,
 )
 from gym_metrics.cli._export import add_export_flags, export_after
 from gym_metrics.cli._report import add_report_flag, report_after
@@ -91,7 +92,7 @@ def run(ns: argparse.Namespace) -> int:
             out = ns.output
             results = aggregate_rollouts(rollouts, out, **hooks)
     if len(ns.rollouts) == 1:
-        _warn_bad_lines(ns.rollouts[0], rollouts.bad_lines)
+        warn_bad_lines(ns.rollouts[0], rollouts.bad_lines)
     _note_unscored(ns.rollouts, rollouts)
     code = report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)
     report_after(ns, out, ns.rollouts[0] if len(ns.rollouts) == 1 else None)
@@ -126,7 +127,7 @@ def _read(path: Path, ns: argparse.Namespace, keep_rows: bool) -> Any:
     from gym_metrics.rollouts import read_rollouts
 
     rollouts = read_rollouts(path, on_bad_line=ns.on_bad_line, default_agent=ns.agent, keep_rows=keep_rows)
-    _warn_bad_lines(path, rollouts.bad_lines)
+    warn_bad_lines(path, rollouts.bad_lines)
     return rollouts
 
 
@@ -183,13 +184,6 @@ def _note_unscored(paths: list[Path], rollouts: Any) -> None:
         if unscored.any():
             print(f"note: {name}: {int(unscored.sum())} of {len(unscored)} rollouts have no reward (no `reward` key, null, or not a number): "
                   "counted as rollouts, left out of the reward stats (did you mean `collect`, which verifies them?)", file=sys.stderr)  # fmt: skip
-
-
-def _warn_bad_lines(path: Path, bad_lines: list[Any]) -> None:
-    for bad in bad_lines[:SHOW_VIOLATIONS]:
-        print(f"warning: skipped {path}:{bad}", file=sys.stderr)
-    if len(bad_lines) > SHOW_VIOLATIONS:
-        print(f"warning: ... and {len(bad_lines) - SHOW_VIOLATIONS} more bad lines in {path}", file=sys.stderr)
 
 
 def report(

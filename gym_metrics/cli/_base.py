@@ -254,3 +254,11 @@ def add_access_flags(p: argparse.ArgumentParser) -> None:
 def server_token(ns: argparse.Namespace) -> str | None:
     """The bearer token a server requires: from --auth-token-env, else AUTH_TOKEN_ENV if set."""
     return read_token(ns.auth_token_env or (AUTH_TOKEN_ENV if os.environ.get(AUTH_TOKEN_ENV) else None))
+
+
+def warn_bad_lines(path: Path, bad_lines: Sequence[Any]) -> None:
+    """What `--on-bad-line skip` left out of `path`, on stderr (the first SHOW_VIOLATIONS)."""
+    for bad in bad_lines[:SHOW_VIOLATIONS]:
+        print(f"warning: skipped {path}:{bad}", file=sys.stderr)
+    if len(bad_lines) > SHOW_VIOLATIONS:
+        print(f"warning: ... and {len(bad_lines) - SHOW_VIOLATIONS} more bad lines in {path}", file=sys.stderr)

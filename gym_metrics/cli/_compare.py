@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.cli._base import InputFileError, non_negative_int
+from gym_metrics.cli._base import InputFileError, non_negative_int, warn_bad_lines
 
 VERDICT_HELP = "exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE (docs/statistics.md#verdicts)"
 
@@ -96,7 +96,7 @@ def run(ns: argparse.Namespace) -> int:
     """Any registered method (`--method`): its report, then the verdict on the first agent."""
     from gym_metrics.compare import CompareOptions, gate, get_method, load_agents
 
-    agents, names = load_agents(ns.rollouts, ns.agents, common_tasks=ns.common_tasks, on_bad_line=ns.on_bad_line)
+    agents, names = load_agents(ns.rollouts, ns.agents, common_tasks=ns.common_tasks, on_bad_line=ns.on_bad_line, skipped=warn_bad_lines)
     method = get_method(ns.method)
     options = CompareOptions(
         ns.reducer, ns.field, adjust=ns.adjust, alpha=ns.alpha, power=ns.power, resamples=ns.resamples, seed=ns.seed,

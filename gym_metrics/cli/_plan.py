@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.cli._base import InputFileError, positive_float, positive_int
+from gym_metrics.cli._base import InputFileError, positive_float, positive_int, warn_bad_lines
 from gym_metrics.cli._compare import _probability
 
 
@@ -43,7 +43,9 @@ def run(ns: argparse.Namespace) -> int:
     from gym_metrics.compare import DEFAULT_REPEATS, plan_from_baseline
     from gym_metrics.rollouts import read_rollouts
 
-    agents = read_rollouts(ns.baseline_rollouts, on_bad_line=ns.on_bad_line).agents
+    read = read_rollouts(ns.baseline_rollouts, on_bad_line=ns.on_bad_line)
+    warn_bad_lines(ns.baseline_rollouts, read.bad_lines)
+    agents = read.agents
     repeats = [*DEFAULT_REPEATS, *([ns.repeats] if ns.repeats else [])]
     result = plan_from_baseline(
         agents, ns.agents or [], ns.mde, field=ns.field, repeats=repeats, alpha=ns.alpha, power=ns.power,

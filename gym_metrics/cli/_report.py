@@ -44,13 +44,14 @@ def run(ns: argparse.Namespace) -> int:
     from gym_metrics.report import Gates, build_report
 
     started = time.perf_counter()
-    out = build_report(
-        ns.metrics, ns.output, rollouts=ns.rollouts, compare=ns.compare, field=ns.field,
-        gates=None if ns.fail_if_worse_by is None and ns.require_better_by is None else Gates(ns.fail_if_worse_by, ns.require_better_by),
-    )  # fmt: skip
+    asked = ns.fail_if_worse_by is not None or ns.require_better_by is not None
+    gates = Gates(ns.fail_if_worse_by, ns.require_better_by) if asked else Gates(fail_if_worse_by=0.0) if ns.compare is not None else Gates()
+    out = build_report(ns.metrics, ns.output, rollouts=ns.rollouts, compare=ns.compare, field=ns.field, gates=gates)
     size = out.stat().st_size / 1e6
     print(f"report ({size:.1f} MB) in {time.perf_counter() - started:.2f}s -> {out}")
-    return 0
+    if gates.status is not None:
+        print(f"verdict: {gates.status}")
+    return {"FAIL": 1, "INCONCLUSIVE": 3}.get(gates.status or "", 0)  # as compare exits
 
 
 def add_report_flag(p: argparse.ArgumentParser) -> None:

@@ -74,11 +74,21 @@ def compare_agents(
     b_common = b.take(np.searchsorted(tasks_b, common))
     rng = np.random.default_rng(seed)
     reducer = get_reducer(metric)
-    va, vb = float(reducer.compute(a_common)), float(reducer.compute(b_common))
     terms_a, terms_b = reducer.task_terms(a_common), reducer.task_terms(b_common)
+    used, notes = int(common.size), []
     if terms_a is not None and terms_b is not None:
-        diffs = _paired_terms(terms_a, terms_b, resamples, rng)
+        (na, wa), (nb, wb) = terms_a, terms_b
+        keep = (wa > 0) & (wb > 0)  # the tasks the reducer counts for both (unbiased_pass@k: k rollouts each), as the paired method
+        used = int(keep.sum())
+        if used < 2:
+            raise InvalidInputError(f"{metric!r} counts fewer than 2 of the common tasks of {agent_a!r} and {agent_b!r}")
+        if used < common.size:
+            notes.append(f"  {common.size - used} common task(s) {metric} does not count for both agents: not used")
+        na, wa, nb, wb = na[keep], wa[keep], nb[keep], wb[keep]
+        va, vb = float(na.sum() / wa.sum()), float(nb.sum() / wb.sum())
+        diffs = _paired_terms((na, wa), (nb, wb), resamples, rng)
     else:
+        va, vb = float(reducer.compute(a_common)), float(reducer.compute(b_common))
         diffs = _paired_recompute(reducer, a_common, b_common, resamples, rng)
     tail = 100 * (1 - CONFIDENCE) / 2
     low, high = np.percentile(diffs, [tail, 100 - tail])
@@ -92,7 +102,7 @@ def compare_agents(
         ci_low=float(low),
         ci_high=float(high),
         standard_error=float(diffs.std(ddof=1)) if diffs.size > 1 else 0.0,
-        common_tasks=int(common.size),
+        common_tasks=used,
         only_a_tasks=tuple(np.setdiff1d(tasks_a, common, assume_unique=True).tolist()),
         only_b_tasks=tuple(np.setdiff1d(tasks_b, common, assume_unique=True).tolist()),
         field=field,
@@ -100,7 +110,7 @@ def compare_agents(
         method=BOOTSTRAP,
         stats={"resamples": resamples, "seed": seed},
         layout=LAYOUT,
-        notes=(f"  paired bootstrap: {resamples} resamples of the common tasks, seed {seed}",),
+        notes=(f"  paired bootstrap: {resamples} resamples of the common tasks, seed {seed}", *notes),
     )
 
 

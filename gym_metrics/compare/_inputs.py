@@ -3,8 +3,9 @@ by `_ng_task_index`), and one agent's measured values grouped by task."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -14,20 +15,25 @@ from gym_metrics.reducers import TaskRewards
 
 
 def load_agents(
-    paths: Sequence[Path], names: Sequence[str] | None, *, common_tasks: bool = False, on_bad_line: OnBadLine = "fail"
+    paths: Sequence[Path], names: Sequence[str] | None, *, common_tasks: bool = False, on_bad_line: OnBadLine = "fail",
+    skipped: Callable[[Path, Sequence[Any]], None] | None = None,
 ) -> tuple[dict[str, RolloutColumns], list[str]]:
     """(columns by agent, the agents to compare in order). One file: every agent in it, `names`
     required. Two files: one agent each, named by `names` if given (else their own names, or the
-    file names when those clash); their task sets must match unless `common_tasks`."""
+    file names when those clash); their task sets must match unless `common_tasks`. `skipped`
+    hears of each file's lines `on_bad_line="skip"` left out."""
     if len(paths) == 1:
         if not names:
             raise InvalidInputError(f"{paths[0]}: name the agents to compare with --agents A B [...]")
-        return dict(read_rollouts(paths[0], on_bad_line=on_bad_line).agents), list(names)
+        read = read_rollouts(paths[0], on_bad_line=on_bad_line)
+        if skipped is not None and read.bad_lines:
+            skipped(paths[0], read.bad_lines)
+        return dict(read.agents), list(names)
     if len(paths) != 2:
         raise InvalidInputError(f"compare takes one rollouts file, or two with one agent each; got {len(paths)} files")
     if names and len(names) != 2:
         raise InvalidInputError(f"with two rollout files --agents names their two agents; got {len(names)} names")
-    cols = [_single_agent(p, on_bad_line) for p in paths]
+    cols = [_single_agent(p, on_bad_line, skipped) for p in paths]
     labels = list(names) if names else [name for name, _ in cols]
     if labels[0] == labels[1]:
         labels = [str(p) for p in paths]
@@ -36,8 +42,11 @@ def load_agents(
     return {labels[0]: cols[0][1], labels[1]: cols[1][1]}, labels
 
 
-def _single_agent(path: Path, on_bad_line: OnBadLine) -> tuple[str, RolloutColumns]:
-    agents = read_rollouts(path, on_bad_line=on_bad_line).agents
+def _single_agent(path: Path, on_bad_line: OnBadLine, skipped: Callable[[Path, Sequence[Any]], None] | None) -> tuple[str, RolloutColumns]:
+    read = read_rollouts(path, on_bad_line=on_bad_line)
+    if skipped is not None and read.bad_lines:
+        skipped(path, read.bad_lines)
+    agents = read.agents
     if len(agents) != 1:
         listed = ", ".join(sorted(agents)) or "none"
         raise InvalidInputError(f"{path}: holds {len(agents)} agents ({listed}); with two files each must hold one agent")

@@ -126,10 +126,11 @@ def _compare_one(
     return Comparison(
         metric=metric, agent_a=names[0], agent_b=names[1], value_a=res.value_a, value_b=res.value_b,
         difference=res.difference, ci_low=res.ci_low, ci_high=res.ci_high, standard_error=res.standard_error,
-        common_tasks=int(common.size),
+        common_tasks=res.tasks,
         only_a_tasks=tuple(np.setdiff1d(tasks_a, common, assume_unique=True).tolist()),
         only_b_tasks=tuple(np.setdiff1d(tasks_b, common, assume_unique=True).tolist()),
         field=field, confidence=confidence, method=PAIRED, stats=stats, layout=LAYOUT,
+        notes=() if res.tasks == common.size else (f"  {common.size - res.tasks} common task(s) {metric} does not count for both agents: not used",),
     )  # fmt: skip
 
 

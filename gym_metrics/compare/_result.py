@@ -83,7 +83,7 @@ def only_tasks_lines(c: Comparison) -> list[str]:
     for name, only in ((c.agent_a, c.only_a_tasks), (c.agent_b, c.only_b_tasks)):
         if only:
             shown = ", ".join(map(str, only[:10])) + (", ..." if len(only) > 10 else "")
-            lines.append(f"  {len(only)} task(s) only {name} has (not used): {shown}")
+            lines.append(f"  {len(only)} task(s) measured only for {name} (the other's rollouts of them are absent, failed or masked; not used): {shown}")
     return lines
 
 

@@ -42,7 +42,8 @@ def build_report(
     trajectories: bool = True,
 ) -> Path:
     """Write the report of `metrics` (and `compare`'s agents beside them) to `output`
-    (default `<stem>_report.html`); returns its path. `rollouts` supplies per-rollout values
+    (default `<stem>_report.html`); returns its path (the page's verdict, if any, is set on
+    `gates.status`). `rollouts` supplies per-rollout values
     when the metrics file was written without rollout_infos. The page shows a verdict only
     when asked for: a rule in `gates`, or `compare` (default rule: fail if worse by 0). With
     `trajectories`, a bounded sample of the rollouts file (`rollouts`, else `<stem>.jsonl`

@@ -77,13 +77,17 @@ def load_metrics(path: Path, value_field: str = "reward", rollouts: Path | None 
         raise InvalidInputError(f"{path}: not an aggregate metrics file (a JSON array of agents with agent_ref)")
     columns = dict(read_rollouts(rollouts, keep_rows=False).agents) if rollouts is not None else {}
     out: list[AgentData] = []
+    known: set[str] = set()
     while doc:
         entry = doc.pop(0)  # free each agent's groups once read
         ref = mapping(entry["agent_ref"], f"{path}: agent {len(out)}", "agent_ref")
         name = str(ref.get("name", "?"))
         where = f"{path}: agent {shown_names([name])[0]}"
+        known.update(k.removeprefix("mean/") for k in mapping(entry.get("agent_metrics"), where, "agent_metrics") if str(k).startswith("mean/"))
         out.append(_agent(entry, value_field, columns.get(name), label + name, where))
         out[-1].own_name = name
+    if out and value_field != "reward" and value_field not in known and not any(value_field in c.fields for c in columns.values()):
+        raise InvalidInputError(f"{path}: no agent has the field {value_field!r} (--field); its fields: {', '.join(sorted(known)) or 'none'}")
     return out
 
 
@@ -98,7 +102,7 @@ def _agent(entry: dict[str, Any], value_field: str, cols: RolloutColumns | None,
         key_metrics=_numbers(entry, "key_metrics", where),
         tasks=tasks,
         task_mean=mean,
-        rollouts=cols if cols is not None else _from_infos(groups, value_field, tasks, where),
+        rollouts=_from_infos(groups, value_field, tasks, where) or cols,  # the file's own values first: they are what its metrics counted
         repeats=_repeats(objects(entry.get("repeat_level_metrics"), where, "repeat_level_metrics"), value_field, where),
         usage={f: v for f, v in usage.items() if np.isfinite(v).any()},
         economics=_numbers(entry, "economics", where),

@@ -44,7 +44,7 @@ for(var j=0;j<at.length;j++)full[at[j]]=m[j];return full;});
 var spread=new Float64Array(n);
 for(var t=0;t<n;t++){var lo=Infinity,hi=-Infinity;for(var a=0;a<A;a++){var v=D.means[a][t];if(v!==null){lo=Math.min(lo,v);hi=Math.max(hi,v);}}spread[t]=hi>=lo?hi-lo:NaN;}
 var order=new Array(n);for(var i=0;i<n;i++)order[i]=i;
-function col(c,t){if(c<0)return D.tasks[t];if(c>=A)return spread[t];var v=D.means[c][t];return v===null?NaN:v;}
+function col(c,t){if(c<0)return t;if(c>=A)return spread[t];var v=D.means[c][t];return v===null?NaN:v;}
 function heat(v){if(v===null||isNaN(v))return '#ddd';var s=D.hi>D.lo?Math.min(Math.max((v-D.lo)/(D.hi-D.lo),0),1):.5;
 var a=[215,48,39],b=[254,224,139],c=[26,152,80],u,x,y;if(s<.5){x=a;y=b;u=s*2}else{x=b;y=c;u=s*2-1}
 return 'rgb('+[0,1,2].map(function(k){return Math.round(x[k]+(y[k]-x[k])*u)}).join(',')+')';}
@@ -67,7 +67,7 @@ pre.textContent=s===undefined?'(sample not embedded: see group_level_metrics of 
 document.querySelectorAll('#task-table th').forEach(function(th){th.addEventListener('click',function(){sort(+th.dataset.col);});});
 document.getElementById('prev').addEventListener('click',function(){if(page>0){page--;render();}});
 document.getElementById('next').addEventListener('click',function(){if((page+1)*size<n){page++;render();}});
-document.getElementById('goto').addEventListener('change',function(e){var v=+e.target.value;for(var r=0;r<n;r++)if(D.tasks[order[r]]===v){page=Math.floor(r/size);render();show(order[r]);return;}});
+document.getElementById('goto').addEventListener('change',function(e){var v=e.target.value.trim();for(var r=0;r<n;r++)if(D.tasks[order[r]]===v){page=Math.floor(r/size);render();show(order[r]);return;}});
 render();
 })();
 """ % PAGE_ROWS
@@ -89,7 +89,7 @@ def task_view(agents: Sequence[AgentData], tasks: np.ndarray, matrix: np.ndarray
     at = [None if len(a.tasks) == len(tasks) else np.searchsorted(tasks, a.tasks) for a in agents]
     data = {
         "agents": [a.name for a in agents],
-        "tasks": tasks.tolist(),
+        "tasks": [str(t) for t in tasks.tolist()],  # text: JS numbers hold integers exactly only to 2^53; ascending, so a task sorts by its position
         "means": [np.round(row if p is None else row[p], 4).tolist() for row, p in zip(matrix, at)],
         "at": [None if p is None else p.tolist() for p in at],
         "lo": lo,

@@ -37,6 +37,8 @@ class Gates:
 
     fail_if_worse_by: float | None = None
     require_better_by: float | None = None
+    status: str | None = None
+    """The verdict the page shows (PASS, FAIL, INCONCLUSIVE), once rendered; None: none."""
 
 
 def section(sid: str, title: str, body: str, note: str = "", wide: bool = False) -> str:
@@ -180,6 +182,7 @@ def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
         return section("paired", "Paired differences", f'<p class="empty">{escape(str(exc))}</p>')
     gated = _gated_pairs([a for a in agents if a.name in cols])
     verdict = gate(report, names[0], gates.fail_if_worse_by, gates.require_better_by, pairs=gated)
+    gates.status = verdict.status if verdict is not None else None
     status: dict[str, str] = {}  # the worst check of each comparison
     for check in verdict.checks if verdict is not None else ():
         status[check.comparison] = max(status.get(check.comparison, ""), check.status, key=lambda s: STATUS_RANK[s])

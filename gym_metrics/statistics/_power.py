@@ -24,9 +24,14 @@ def ttest_power(effect_size: float, nobs: float, alpha: float = ALPHA) -> float:
     df = nobs - 1
     crit = -float(stdtrit(df, alpha / 2))
     nc = effect_size * math.sqrt(nobs)
-    upper, lower = 1.0 - float(nctdtr(df, nc, crit)), float(nctdtr(df, nc, -crit))
-    # scipy's noncentral t returns NaN deep in a tail (a probability below ~1e-15 there).
-    return (upper if math.isfinite(upper) else 0.0) + (lower if math.isfinite(lower) else 0.0)
+
+    def cdf(t: float) -> float:
+        """scipy's noncentral t CDF, which is NaN deep in a tail: there it is 0 below the
+        centre (t far under nc) and 1 above it."""
+        value = float(nctdtr(df, nc, t))
+        return value if math.isfinite(value) else (0.0 if t < nc else 1.0)
+
+    return 1.0 - cdf(crit) + cdf(-crit)
 
 
 def _solve_increasing(func: Callable[[float], float], low: float, high: float) -> float:

@@ -125,7 +125,7 @@ def test_only_common_measured_tasks_are_used() -> None:
     c = compare_agents(by, "a", "b", resamples=100)
     assert c.common_tasks == 2 and c.difference == 1.0
     assert c.only_a_tasks == (0, 3) and c.only_b_tasks == (7,)
-    assert "2 task(s) only a has (not used): 0, 3" in c.summary()
+    assert "2 task(s) measured only for a (the other's rollouts of them are absent, failed or masked; not used): 0, 3" in c.summary()
 
 
 def test_a_repeated_key_is_refused_as_aggregation_refuses_it() -> None:
@@ -181,12 +181,16 @@ def test_other_reducers_are_recomputed_per_resample(best_of: None) -> None:
         compare_agents(data, "a", "b", metric="nope", resamples=10)
 
 
-def test_a_resample_where_no_task_counts_is_zero() -> None:
-    """unbiased_pass@3 uses tasks with 3+ samples: some resamples draw none of them."""
-    data = agents(a=[[1, 1, 1], [1], [0], [1]], b=[[0, 0, 0], [0], [1], [0]])
+def test_the_bootstrap_scores_both_agents_on_the_tasks_the_reducer_counts_for_both() -> None:
+    """unbiased_pass@3 counts tasks with 3+ samples. Each agent was scored on its own counted
+    tasks: A, with 3 samples only on its easy tasks, beat an equal B by +0.5 and passed a gate.
+    Now, as the paired method, only tasks counted for both are drawn."""
+    data = agents(a=[[1, 1, 1], [1, 1, 1], [0], [0]], b=[[1, 1, 1], [1, 1, 1], [0, 0, 0], [0, 0, 0]])
     c = compare_agents(data, "a", "b", metric="unbiased_pass@3", resamples=400, seed=1)
-    assert (c.value_a, c.value_b, c.difference) == (1.0, 0.0, 1.0)
-    assert c.ci_low == 0.0 and c.ci_high == 1.0  # (3/4)^4 of the resamples hold no task with 3 samples
+    assert (c.value_a, c.value_b, c.difference, c.ci_low, c.ci_high, c.common_tasks) == (1.0, 1.0, 0.0, 0.0, 0.0, 2)
+    assert "2 common task(s) unbiased_pass@3 does not count for both agents: not used" in c.summary()
+    with pytest.raises(InvalidInputError, match="counts fewer than 2 of the common tasks"):  # k past every task: no number, not 0 vs 0
+        compare_agents(data, "a", "b", metric="unbiased_pass@5", resamples=400, seed=1)
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -201,7 +205,7 @@ def test_cli_compare_text_json_and_errors(tmp_path: Path) -> None:
     proc = run("compare", str(src), "--agents", "a", "b", "--method", "bootstrap", "--resamples", "500")
     assert proc.returncode == 0, proc.stderr
     assert "mean_reward: a - b = +0.1250" in proc.stdout and "4 common tasks" in proc.stdout
-    assert "1 task(s) only b has (not used): 9" in proc.stdout
+    assert "1 task(s) measured only for b (the other's rollouts of them are absent, failed or masked; not used): 9" in proc.stdout
     proc = run("compare", str(src), "--agents", "a", "b", "--method", "bootstrap", "--metric", "pass@1", "--resamples", "500", "--seed", "2", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)

@@ -3,6 +3,7 @@ and the size at 125k tasks."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import warnings
@@ -32,7 +33,7 @@ def test_every_section_is_drawn_for_three_agents(three_agents: Path, tmp_path: P
     assert charts(html).count("usage-vs-reward") == 2  # total_tokens, output_tokens
     data = orjson.loads(re.search(r'id="task-data">(.*?)</script>', html, re.S).group(1))  # type: ignore[union-attr]
     assert data["agents"] == ["baseline", "candidate", "long_context"]
-    assert data["tasks"] == list(range(60))
+    assert data["tasks"] == [str(t) for t in range(60)]  # text: JS numbers lose integers past 2^53
     assert all(len(m) == 60 for m in data["means"])
     assert data["samples"][0]["0"].startswith("{")
     assert 'id="verdict"' not in html and "Verdict" not in html  # nobody asked for one (issue 24)
@@ -149,7 +150,28 @@ def test_text_from_the_rows_cannot_break_out_of_the_page(tmp_path: Path) -> None
 
 def test_the_verdict_takes_compares_rules(three_agents: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.html"
-    assert main(["report", str(three_agents), "--require-better-by", "0.5", "-o", str(out)]) == 0
+    code = main(["report", str(three_agents), "--require-better-by", "0.5", "-o", str(out)])
     html = out.read_text()
+    assert "Verdict: FAIL" in html and code == 1  # exits as compare does
     assert "require-better-by" in html and "fail-if-worse-by" not in html  # a rule given: no default rule
     assert main(["report", str(three_agents), "--fail-if-worse-by", "-1"]) == 2
+
+
+def test_a_field_no_agent_has_is_named(three_agents: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--field rewrad` wrote an empty page and exited 0."""
+    assert main(["report", str(three_agents), "--field", "rewrad"]) == 2
+    assert "no agent has the field 'rewrad' (--field); its fields:" in capsys.readouterr().err
+
+
+def test_task_indices_past_2_to_the_53_stay_exact_on_the_page(tmp_path: Path) -> None:
+    """JS numbers hold integers exactly only to 2^53: two tasks 2^60+1 and 2^60+2 showed as one
+    number, and their samples were not found."""
+    big = 2**60
+    src = tmp_path / "big.jsonl"
+    src.write_text("".join(json.dumps({"agent_ref": {"name": "a"}, "_ng_task_index": big + t, "_ng_rollout_index": 0, "reward": float(t % 2)}) + "\n" for t in (1, 2)))
+    assert main(["aggregate", str(src), "-q"]) == 0
+    out = tmp_path / "page.html"
+    assert main(["report", str(tmp_path / "big_aggregate_metrics.json"), "-o", str(out)]) == 0
+    block = re.search(r'id="task-data">(.*?)</script>', out.read_text(), re.S).group(1)  # type: ignore[union-attr]
+    data = orjson.loads(block)
+    assert data["tasks"] == [str(big + 1), str(big + 2)] and set(data["samples"][0]) == {str(big + 1), str(big + 2)}

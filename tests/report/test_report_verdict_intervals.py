@@ -21,9 +21,12 @@ BRACKETS = re.compile(r"\[(-?[0-9.]+(?:e-?\d+)?), (-?[0-9.]+(?:e-?\d+)?)\]")
 
 def _report(capsys: pytest.CaptureFixture[str], *args: object) -> str:
     out = Path(str(args[0])).with_name("page.html")
-    assert main(["report", *map(str, args), "-o", str(out)]) == 0
-    capsys.readouterr()
-    return out.read_text()
+    code = main(["report", *map(str, args), "-o", str(out)])
+    html = out.read_text()
+    shown = re.search(r"Verdict: (\w+)", html)
+    assert code == {"FAIL": 1, "INCONCLUSIVE": 3}.get(shown[1] if shown else "", 0)  # the page's verdict, as compare exits
+    assert (f"verdict: {shown[1]}" in capsys.readouterr().out) if shown else True
+    return html
 
 
 def _verdict_checks(html: str) -> list[str]:

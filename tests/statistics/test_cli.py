@@ -178,3 +178,26 @@ def test_json_prints_alpha_as_given(three: Path, capsys: pytest.CaptureFixture[s
         assert f'"alpha": {alpha}' in out
         data = json.loads(out)
         assert data["alpha"] == float(alpha) and data["confidence"] == 1 - float(alpha)
+
+
+def test_lines_skipped_by_on_bad_line_skip_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """compare and plan skipped bad lines without a word, where the docs (and aggregate) list them."""
+    a, b = suite(20, 2, [0.0, 0.0])
+    path = write(tmp_path / "r.jsonl", rows("a", a), rows("b", b))
+    with path.open("a") as f:
+        f.write("{not json\n")
+    for args in (("compare", path, "--agents", "a", "b"), ("plan", "--baseline-rollouts", path, "--agents", "a", "--mde", "0.1")):
+        code, _, err = cli(capsys, *args, "--on-bad-line", "skip")
+        assert code == 0 and f"warning: skipped {path}:line 81" in err, err
+
+
+def test_a_constant_gap_between_agents_is_detected_with_the_fewest_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """B = A - 0.25 on every task: the sd of the differences is float noise (~1e-17), so the
+    effect size is enormous; scipy's noncentral t is NaN there and its upper tail was taken as
+    0, so plan said no number of tasks would do."""
+    base = np.random.default_rng(3).uniform(0.3, 0.9, (50, 1))
+    code, out, _ = cli(capsys, "plan", "--baseline-rollouts", write(tmp_path / "r.jsonl", rows("a", base), rows("b", base - 0.25)),
+                       "--agents", "a", "b", "--mde", "0.1", "--json")  # fmt: skip
+    assert code == 0
+    needed = [row["tasks"] for row in json.loads(out)["rows"]]
+    assert needed and all(isinstance(n, int) and n <= 3 for n in needed), out
