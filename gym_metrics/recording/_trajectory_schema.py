@@ -76,7 +76,7 @@ class ModelCall(_Strict):
     token_stats: TokenStats = Field(default_factory=TokenStats)
 
 
-class Turn(_Strict):
+class TrajectoryTurn(_Strict):
     invocation_id: str
     task_id: str
     rollout_id: str
@@ -102,7 +102,7 @@ class Invocation(_Strict):
     conversation: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class ToolCall(_Strict):
+class TrajectoryToolCall(_Strict):
     kind: Literal["tool_call"] = "tool_call"
     invocation_id: str
     tool_call_id: str
@@ -117,7 +117,7 @@ class ToolCall(_Strict):
     output: Any = None
 
     @model_validator(mode="after")
-    def _in_order(self) -> ToolCall:
+    def _in_order(self) -> TrajectoryToolCall:
         if self.started_at is not None and self.completed_at is not None and self.completed_at < self.started_at:
             raise ValueError("completed_at must not precede started_at")
         return self
@@ -134,9 +134,9 @@ class Trajectory(_Strict):
     task_id: str
     rollout_id: str
     invocations: list[Invocation] = Field(default_factory=list)
-    turns: list[Turn] = Field(default_factory=list)
+    turns: list[TrajectoryTurn] = Field(default_factory=list)
     model_calls: list[ModelCall] = Field(default_factory=list)
-    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_calls: list[TrajectoryToolCall] = Field(default_factory=list)
     gaps: list[Gap] = Field(default_factory=list)
 
     @model_validator(mode="after")
