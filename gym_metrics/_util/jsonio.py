@@ -93,3 +93,27 @@ def json_kind(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "a list"
     return type(value).__name__
+
+
+def encodes(value: Any) -> bool:
+    """True when orjson writes `value` (numpy's arrays and scalars too)."""
+    try:
+        orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:
+        return False
+    return True
+
+
+def unencodable(value: Any, where: str) -> str:
+    """Where in `value` the first part JSON cannot hold is, and its type (`row['a'][2]: bytes`)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where}: a key of type {type(key).__name__}"
+            if not encodes(item):
+                return unencodable(item, f"{where}[{key!r}]")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if not encodes(item):
+                return unencodable(item, f"{where}[{i}]")
+    return f"{where}: {type(value).__name__}"

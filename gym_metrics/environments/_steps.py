@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import pydantic_core
 
+from gym_metrics._util.jsonio import encodes
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 
@@ -101,28 +101,20 @@ def _check(observation: Any, info: Any, where: str) -> dict[str, Any]:
         raise TypeError(f"{where} returned observation of type {type(observation).__name__}; expected text or None")
     if not isinstance(info, Mapping):
         raise TypeError(f"{where} returned info of type {type(info).__name__}; expected a dict")
-    if _encodes(info):
+    if encodes(info):
         return dict(info)
     out: dict[str, Any] = {}
     for key, value in info.items():
         item: Any = {key: value}
-        if not _encodes(item):
+        if not encodes(item):
             try:
                 item = pydantic_core.to_jsonable_python(item)
             except (pydantic_core.PydanticSerializationError, ValueError):
                 item = None
-            if item is None or not _encodes(item):
+            if item is None or not encodes(item):
                 raise TypeError(f"{where} returned info[{key!r}] of type {type(value).__name__}, which JSON cannot hold")
         out.update(item)
     return out
-
-
-def _encodes(value: Any) -> bool:
-    try:
-        orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
-    except TypeError:
-        return False
-    return True
 
 
 def action_of(response: Any) -> dict[str, Any]:

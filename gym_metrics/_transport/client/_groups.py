@@ -10,6 +10,7 @@ from typing import Any
 import grpc.aio
 import orjson
 
+from gym_metrics._util.jsonio import unencodable
 from gym_metrics._transport._verified import ERROR_KINDS
 from gym_metrics._transport.client._sessions import json_text, session_error
 from gym_metrics.v1 import resources_pb2 as pb
@@ -44,37 +45,14 @@ def encoded_group(row: Mapping[str, Any] | str | bytes, completions: Sequence[An
     try:
         row_json = json_text(row)
     except TypeError:
-        raise TypeError(f"the task row holds what JSON cannot: {_unencodable(row, 'row')}") from None
+        raise TypeError(f"the task row holds what JSON cannot: {unencodable(row, 'row')}") from None
     texts = []
     for i, completion in enumerate(completions):
         try:
             texts.append(completion_json(completion))
         except TypeError:
-            raise TypeError(f"completion {i} holds what JSON cannot: {_unencodable(completion, f'completion {i}')}") from None
+            raise TypeError(f"completion {i} holds what JSON cannot: {unencodable(completion, f'completion {i}')}") from None
     return pb.CompletionGroup(row_json=row_json, completion_json=texts)
-
-
-def _unencodable(value: Any, where: str) -> str:
-    """Where in `value` the first part JSON cannot hold is, and its type."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"{where}: a key of type {type(key).__name__}"
-            if not _encodes(item):
-                return _unencodable(item, f"{where}[{key!r}]")
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            if not _encodes(item):
-                return _unencodable(item, f"{where}[{i}]")
-    return f"{where}: {type(value).__name__}"
-
-
-def _encodes(value: Any) -> bool:
-    try:
-        orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
-    except TypeError:
-        return False
-    return True
 
 
 class GroupCalls:
