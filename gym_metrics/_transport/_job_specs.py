@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from gym_metrics._util.jsonio import dumps
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.models import JobState
 from gym_metrics.v1 import jobs_pb2 as pb
@@ -80,8 +81,7 @@ def dict_to_spec(spec: Mapping[str, Any], *, include_rows: bool = True) -> pb.Jo
     elif dataset.get("rows") is not None:
         message.dataset.rows.SetInParent()
         if include_rows:
-            dumps, numpy = orjson.dumps, orjson.OPT_SERIALIZE_NUMPY
-            message.dataset.rows.rows_json.extend([dumps(row, option=numpy).decode() for row in dataset["rows"]])
+            message.dataset.rows.rows_json.extend([dumps(row) for row in dataset["rows"]])  # read back as Python's json reads (NaN, long integers)
     if run.get("parallelism") is not None:
         message.run.parallelism = int(run["parallelism"])
     if run.get("limit_samples") is not None:

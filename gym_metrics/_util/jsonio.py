@@ -117,3 +117,16 @@ def unencodable(value: Any, where: str) -> str:
             if not encodes(item):
                 return unencodable(item, f"{where}[{i}]")
     return f"{where}: {type(value).__name__}"
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text that `loads` reads back as `value` was: NaN, infinities and integers past
+    64 bits kept (orjson writes the first as null and refuses the last); numpy's values as their
+    Python ones."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_plain)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")

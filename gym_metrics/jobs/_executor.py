@@ -58,7 +58,7 @@ class JobExecutor:
         """Take the database (one executor at a time: another live one would run its jobs
         twice), requeue jobs a dead process left RUNNING, then start dispatching."""
         self._owner = hold_exclusive(
-            Path(self.store.path + ".owner"),
+            Path(os.path.realpath(self.store.path) + ".owner"),  # the file's own path: a symlink to it is the same database
             f"another job server runs the jobs of {self.store.path}: stop it first, or give this one another --db",
         )
         requeued = await self._stored(self.store.requeue_running)

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from gym_metrics._util.jsonio import dumps, loads
 from gym_metrics.errors import GymMetricsError, NotFoundError
 from gym_metrics.jobs._spec import JobSpec, RowTexts
 from gym_metrics.models import JobState
@@ -175,7 +176,7 @@ class JobStore:
         first = start - start % ROWS_CHUNK
         while found := self._read("SELECT rows FROM job_rows WHERE job_id = ? AND first_row = ?", (job_id, first)):
             for text in found[0][0].split("\n")[start - first :]:
-                yield orjson.loads(text)  # one row at a time: each is garbage once scored
+                yield loads(text)  # one row at a time: each is garbage once scored; as Python's json reads it
             first += ROWS_CHUNK
             start = first
 
@@ -268,13 +269,13 @@ class JobStore:
 
 def _chunks(job_id: str, rows: RowTexts | list[Any]) -> Iterator[tuple[str, int, str]]:
     """Inline rows as stored: ROWS_CHUNK rows a chunk, one JSON text a line, each row's text as
-    it arrived (RowTexts) or as orjson writes it. A valid JSON text holds a line break only
+    it arrived (RowTexts) or as jsonio writes it (NaN and long integers kept). A valid JSON text holds a line break only
     as whitespace (never inside a string), so writing it as a space keeps the row exact."""
     for first in range(0, len(rows), ROWS_CHUNK):
         if isinstance(rows, RowTexts):
             texts = [_line(t) for t in rows.texts[first : first + ROWS_CHUNK]]
         else:
-            texts = [orjson.dumps(r).decode() for r in rows[first : first + ROWS_CHUNK]]
+            texts = [dumps(r) for r in rows[first : first + ROWS_CHUNK]]
         yield job_id, first, "\n".join(texts)
 
 

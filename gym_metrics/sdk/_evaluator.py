@@ -164,7 +164,7 @@ class Evaluator:
         request = Request.of(metric, config, target, prompt_template)
         if self.server is not None:
             return self._submit_remote(request, dataset)
-        rows = _readable(load_dataset(dataset))
+        rows = _inline_rows(dataset, request.run.limit_samples)  # read now: an unreadable line stops submit, as on a server
         name, scorer_config = metric.to_scorer()
 
         def start() -> Any:

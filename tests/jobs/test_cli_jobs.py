@@ -245,7 +245,14 @@ def test_a_second_server_on_the_same_database_is_refused_while_the_first_lives(t
         [sys.executable, "-m", "gym_metrics.cli", "jobs", "serve", "--db", str(first.db), "--port", "0"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert second.returncode != 0 and "another job server runs the jobs of" in second.stderr, second.stderr
+    assert second.returncode == 2 and "another job server runs the jobs of" in second.stderr, second.stderr
     assert "Traceback" not in second.stderr
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(first.db)  # the same database by another path: it ran the first server's jobs twice
+    through = subprocess.run(
+        [sys.executable, "-m", "gym_metrics.cli", "jobs", "serve", "--db", str(link), "--port", "0"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert through.returncode == 2 and "another job server runs the jobs of" in through.stderr, through.stderr
     assert first.stop(signal.SIGKILL) != 0  # dead without cleaning up: the kernel drops its lock
     serve(db=first.db).stop()

@@ -84,3 +84,20 @@ def test_an_unreadable_line_stops_run_the_same_here_and_on_a_server(server: JobS
     with pytest.raises(InvalidInputError) as here:  # was a result with the line as a row error
         Evaluator().run(metric=ToolCallAccuracyMetric(), dataset=path)
     assert str(here.value) == str(on_server.value) and "line 2" in str(here.value)
+    with pytest.raises(InvalidInputError) as submitted:  # submit too, before anything is scored (it gave a job that failed later)
+        Evaluator().submit(metric=ToolCallAccuracyMetric(), dataset=path)
+    assert str(submitted.value) == str(here.value)
+
+
+def test_nan_and_long_integers_in_rows_score_on_a_server_as_here(server: JobServerThread, tmp_path: Path) -> None:
+    """Rows are read as Python's json reads them (docs/evaluation.md): the job spec re-encoded
+    them with orjson, which wrote NaN as null (scored 0 where `evaluate` gives 1) and refused an
+    integer past 64 bits (an internal error)."""
+    path = tmp_path / "rows.jsonl"
+    calls = '{"user_input": [{"type": "human", "content": "w"}, {"type": "ai", "content": "", "tool_calls": [{"name": "f", "args": {"x": %s}}]}], ' \
+            '"reference_tool_calls": [{"name": "f", "args": {"x": %s}}]}'  # fmt: skip
+    path.write_text(calls % ("NaN", '"nan"') + "\n" + calls % ("123456789012345678901234567890", "123456789012345678901234567890") + "\n")
+    here = Evaluator().run(metric=ToolCallAccuracyMetric(), dataset=path)
+    with Evaluator(server.address) as remote:
+        there = remote.run(metric=ToolCallAccuracyMetric(), dataset=path)
+    assert [r.scores for r in here.row_scores] == [r.scores for r in there.row_scores] == [{"tool_call_accuracy": 1.0}] * 2

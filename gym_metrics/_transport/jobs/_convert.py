@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from gym_metrics._util.jsonio import loads
+
 from gym_metrics._transport._job_specs import STATE_TO_PB, dict_to_spec
 from gym_metrics._transport._job_specs import spec_to_dict as _spec_to_dict
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -19,16 +21,12 @@ from gym_metrics.v1 import jobs_pb2 as pb
 def _rows(rows_json: Iterable[str]) -> RowTexts:
     """Inline rows checked to be JSON and kept as their texts (each parsed and dropped at once:
     no object graph of the whole dataset is built, see RowTexts); a bad one names its index."""
-    texts, loads = list(rows_json), orjson.loads
-    try:
-        for text in texts:
-            loads(text)
-    except orjson.JSONDecodeError:
-        for i, text in enumerate(texts):
-            try:
-                loads(text)
-            except orjson.JSONDecodeError as exc:
-                raise InvalidInputError("invalid job spec", [FieldViolation(f"spec.dataset.rows.rows_json[{i}]", f"not valid JSON: {exc}")]) from None
+    texts = list(rows_json)
+    for i, text in enumerate(texts):
+        try:
+            loads(text)  # as Python's json reads it, as `evaluate` reads a dataset (NaN, long integers)
+        except ValueError as exc:
+            raise InvalidInputError("invalid job spec", [FieldViolation(f"spec.dataset.rows.rows_json[{i}]", f"not valid JSON: {exc}")]) from None
     return RowTexts(texts)
 
 
