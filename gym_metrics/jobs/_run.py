@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -25,7 +26,8 @@ from typing import Any, TypeVar
 
 from gym_metrics._util.keys import BoundKey, keys_from
 from gym_metrics.evaluation import RowFailure, ScoreMatrix, score_rows
-from gym_metrics.jobs._spec import JobSpec, count_rows, iter_rows
+from gym_metrics.errors import GymMetricsError
+from gym_metrics.jobs._spec import JobSpec, count_rows, dataset_file, iter_rows
 from gym_metrics.jobs._store import JobStore, StoreFullError
 from gym_metrics.models import JobState
 from gym_metrics.scorers import get_scorer
@@ -101,6 +103,7 @@ class JobRun:
         if self.cancelled.is_set():
             raise asyncio.CancelledError
         spec = self.spec
+        self._same_file()
         total = count_rows(spec, self.data_root) if self.inline_rows is None else self._limited(self.inline_rows)
         self.written(self.store.set_state, self.job_id, JobState.RUNNING, total=total)
         with keys_from(self.keys):
@@ -116,6 +119,19 @@ class JobRun:
             finally:
                 sink.release(report=True)
                 await metric.aclose()
+
+    def _same_file(self) -> None:
+        """A resumed job's dataset file must be the one it started on (its results are kept by
+        row position): one rewritten since would mix two datasets in one result."""
+        path = dataset_file(self.spec, self.data_root) if self.inline_rows is None else None
+        if path is None:
+            return
+        stat = os.stat(path)
+        now = f"{stat.st_size}:{stat.st_mtime_ns}"
+        first = self.written(self.store.source, self.job_id, now)
+        if first != now:
+            raise GymMetricsError(f"the dataset file {self.spec.dataset.path} changed since the job started (size:mtime {first}, now {now}): "
+                                  "its stored results are of the rows it had then; submit the job again")  # fmt: skip
 
     def _limited(self, n: int) -> int:
         limit = self.spec.run.limit_samples

@@ -48,6 +48,10 @@ CREATE TABLE IF NOT EXISTS row_results (
     result TEXT NOT NULL,
     PRIMARY KEY (job_id, row_index)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS job_sources (
+    job_id TEXT PRIMARY KEY REFERENCES jobs (id),
+    identity TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS job_rows (
     job_id TEXT NOT NULL REFERENCES jobs (id),
     first_row INTEGER NOT NULL,
@@ -199,6 +203,13 @@ class JobStore:
                 (state.value, error, total, time.time(), job_id),
             )
         return self.get(job_id)
+
+    def source(self, job_id: str, identity: str) -> str:
+        """The identity of a job's dataset file when it first started (`identity`, kept now,
+        when this is its first start): a resumed job checks its file is still that one."""
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO job_sources (job_id, identity) VALUES (?, ?)", (job_id, identity))
+            return str(db.execute("SELECT identity FROM job_sources WHERE job_id = ?", (job_id,)).fetchone()[0])
 
     def cancel_if_queued(self, job_id: str) -> bool:
         """CANCELLED now when still QUEUED (nothing runs it yet); False otherwise."""

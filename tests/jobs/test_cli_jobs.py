@@ -163,6 +163,32 @@ def test_a_killed_server_resumes_the_job_on_restart(tmp_path: Path, serve: Any) 
     assert sum(1 for c in endpoint.calls.values() if c == 2) <= parallelism
 
 
+def test_a_job_resumed_after_its_dataset_file_changed_fails_saying_so(tmp_path: Path, serve: Any) -> None:
+    """An --input-path job killed mid-run, its file rewritten, resumed: it scored the new file's
+    rows after the old one's and ended SUCCEEDED, two datasets mixed in one result."""
+    root = tmp_path / "data"
+    root.mkdir()
+    write_rows(root / "rows.jsonl", [{"id": i} for i in range(60)])
+    config = tmp_path / "remote.json"
+    with CountingEndpoint(delay=0.05) as endpoint:
+        config.write_text(json.dumps(remote_config(endpoint.url)))
+        server = serve("--data-root", str(root))
+        job_id = cli("submit", "--server", server.address, "--scorer", "remote", "--scorer-config", str(config),
+                     "--input-path", "rows.jsonl", "--parallelism", "2").stdout.strip()  # fmt: skip
+        with JobClient(server.address) as client:
+            until(lambda: client.get(job_id).done >= 10)
+        assert server.stop(signal.SIGKILL) == -signal.SIGKILL
+        write_rows(root / "rows.jsonl", [{"id": 1000 + i} for i in range(80)])  # another dataset under the same name
+        restarted = serve("--data-root", str(root))
+        waited = cli("wait", job_id, "--server", restarted.address)
+        with JobClient(restarted.address) as client:
+            info = client.get(job_id)
+        restarted.stop()
+    assert waited.returncode != 0 and str(info.state) == "FAILED", (waited.stdout, waited.stderr)
+    assert "the dataset file rows.jsonl changed since the job started" in (info.error or "")
+    assert not any(i >= 1000 for i in endpoint.calls)  # nothing of the new file was scored
+
+
 def test_cancel_two_jobs_at_once_and_an_all_bad_job(tmp_path: Path, serve: Any) -> None:
     data = write_rows(tmp_path / "rows.jsonl", [{"id": i} for i in range(300)])
     few = write_rows(tmp_path / "few.jsonl", [{"id": i} for i in range(6)])
