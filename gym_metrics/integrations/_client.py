@@ -116,6 +116,8 @@ class RewardClient:
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"gym-metrics rewards {self.server}", daemon=True)
         self._thread.start()
         self._pending: list[_Item] = []
+        self._pending_size = [0, 0]
+        """Completions and bytes of `_pending` (kept as it grows: verl submits one sample at a time)."""
         self._flush: asyncio.Handle | None = None
         self._client: Any = None
         self._connections: list[Any] = []
@@ -204,7 +206,9 @@ class RewardClient:
     def _enqueue(self, items: list[_Item], responses: bool) -> None:
         self._want_responses = self._want_responses or responses
         self._pending.extend(items)
-        if sum(len(item.group.completion_json) for item in self._pending) >= self.max_batch_completions or sum(i.size for i in self._pending) >= MAX_CALL_BYTES:
+        self._pending_size[0] += sum(len(item.group.completion_json) for item in items)
+        self._pending_size[1] += sum(item.size for item in items)
+        if self._pending_size[0] >= self.max_batch_completions or self._pending_size[1] >= MAX_CALL_BYTES:
             self._send()
         elif self._flush is None and self._in_flight < 2 * max(1, len(self._connections)):
             self._flush = self._loop.call_soon(self._send)  # what this loop turn brings goes along
@@ -213,7 +217,7 @@ class RewardClient:
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
-        pending, self._pending = self._pending, []
+        pending, self._pending, self._pending_size = self._pending, [], [0, 0]
         responses, self._want_responses = self._want_responses, False
         for batch in self._calls(pending):
             self._in_flight += 1
