@@ -21,7 +21,7 @@ def job_result(store: JobStore, job_id: str) -> EvaluationScores:
     while start is not None:
         part, start = store.read_results(job_id, start=start, max_bytes=PART_BYTES)
         rows.extend(part)
-    names = tuple(rows[0]["scores"]) if rows else _declared_names(record.spec.scorer, record.spec.scorer_config)
+    names = tuple(rows[0]["scores"]) if rows else _declared_names(record.spec.scorer, record.spec.scorer_config, list(record.spec.secrets or ()))
     n = max((r["index"] for r in rows), default=-1) + 1
     values = np.full((n, len(names)), np.nan)
     errors: dict[int, RowFailure] = {}
@@ -36,13 +36,28 @@ def job_result(store: JobStore, job_id: str) -> EvaluationScores:
     return EvaluationScores(record.spec.scorer, names, values, errors, generated)
 
 
-def _declared_names(scorer: str, config: dict[str, Any] | None) -> tuple[str, ...]:
+def _declared_names(scorer: str, config: dict[str, Any] | None, secrets: list[str]) -> tuple[str, ...]:
+    """The scores a job of no rows declares: its scorer made again (under stand-in keys for its
+    secrets: nothing is sent, and the job's own keys are not at hand once it has ended)."""
+    from gym_metrics._util.keys import BoundKey, keys_from
     from gym_metrics.scorers import get_scorer
 
+    stand_ins = {name: BoundKey("unused") for name in [*secrets, *_key_names(config)]}
     try:
-        return get_scorer(scorer, config).score_names
-    except Exception:  # noqa: BLE001  # e.g. a key no longer set: an empty job has no scores anyway
+        with keys_from(stand_ins):
+            return get_scorer(scorer, config).score_names
+    except Exception:  # noqa: BLE001  # a scorer that no longer loads: an empty job has no scores anyway
         return ()
+
+
+def _key_names(config: Any) -> list[str]:
+    """Every `api_key_env` named anywhere in a scorer config."""
+    if isinstance(config, dict):
+        own = [config["api_key_env"]] if isinstance(config.get("api_key_env"), str) else []
+        return own + [n for v in config.values() for n in _key_names(v)]
+    if isinstance(config, list):
+        return [n for v in config for n in _key_names(v)]
+    return []
 
 
 __all__ = ["job_result"]

@@ -211,3 +211,21 @@ def test_a_bad_secrets_file_entry_is_refused_without_quoting_it(tmp_path: Path, 
     with pytest.raises(InvalidInputError) as err:
         SecretStore(path)
     assert NAME in str(err.value) and "sk-good-value" not in str(err.value)
+
+
+async def test_a_job_of_no_rows_lists_every_declared_score_also_when_its_scorer_names_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its scores are listed by making its scorer again, which needed the key: unset once the
+    job ended, so a job with a secret listed none (evaluate lists every one, with count 0)."""
+    config = {"type": "remote", "url": "http://127.0.0.1:1/score", "body": {"q": "{{item.q}}"}, "scores": [{"name": "acc"}, {"name": "f1"}]}
+    monkeypatch.setenv("SCORER_KEY", "k" * 16)
+    executor = JobExecutor(JobStore(tmp_path / "jobs.sqlite"), secrets=SecretStore(allow_env={"SCORER_KEY": None}))
+    monkeypatch.delenv("SCORER_KEY")  # read once at start: a job never reads the process environment
+    await executor.start()
+    try:
+        job = executor.submit({"scorer": "remote", "scorer_config": {**config, "api_key_env": "SCORER_KEY"},
+                               "dataset": {"rows": [{"q": 1}]}, "run": {"limit_samples": 0}})  # fmt: skip
+        assert (await executor.wait(job.id, timeout=20)).state is JobState.SUCCEEDED
+        scores = job_result(executor.store, job.id).to_dict()["aggregate_scores"]
+    finally:
+        await executor.aclose()
+    assert [(s["name"], s["count"]) for s in scores] == [("acc", 0), ("f1", 0)]
