@@ -117,6 +117,15 @@ def remember(key: str) -> None:
         _REMEMBERED[key] = None
 
 
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+
+
+def without_url_credentials(text: str) -> str:
+    """`text` with the user and password of every URL in it masked (`http://***@host/`): a
+    tracking URI given with basic auth comes back in its client's error messages."""
+    return _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{MASK}@", text)
+
+
 class MaskingFilter(logging.Filter):
     """A handler filter that masks every `remember`ed key in a record's text (its message with
     its arguments, and its exception text): libraries log request and answer headers at debug,
@@ -141,4 +150,4 @@ class MaskingFilter(logging.Filter):
         return True
 
 
-__all__ = ["MASK", "MIN_SCRUBBED_KEY", "MaskingFilter", "key_forms", "may_hold", "remember", "scrub", "scrub_tree"]
+__all__ = ["MASK", "MIN_SCRUBBED_KEY", "MaskingFilter", "key_forms", "may_hold", "remember", "scrub", "scrub_tree", "without_url_credentials"]

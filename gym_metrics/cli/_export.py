@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gym_metrics._util.masking import without_url_credentials
 from gym_metrics.cli._base import positive_float
 from gym_metrics.errors import ExitCode
 
@@ -89,10 +90,10 @@ def export_after(ns: argparse.Namespace, metrics_path: Path | None, code: int, *
     for name, target in specs:
         try:
             where = get_exporter(name)(target).export(run)
-            print(f"exported -> {where}")
+            print(f"exported -> {without_url_credentials(str(where))}")
         except Exception as exc:  # the metrics file is written: report and go on
             failed = True
-            print(f"error: export {name} failed ({type(exc).__name__}: {_one_line(exc)}); "
+            print(f"error: export {name} failed ({type(exc).__name__}: {without_url_credentials(_one_line(exc))}); "
                   f"the metrics file is kept: {metrics_path}", file=sys.stderr)  # fmt: skip
     return code or (ExitCode.FAILED if failed else ExitCode.OK)
 

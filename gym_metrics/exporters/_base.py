@@ -168,8 +168,11 @@ _MLFLOW_BAD = re.compile(r"[^\w\-. :/]")
 
 def mlflow_key(name: str) -> str:
     """A metric name MLflow accepts (letters, digits, `_-. :/`, at most 250 characters):
-    `@` and `^` are spelled out so pass@k and pass^k stay apart, anything else becomes `_`."""
+    `@` and `^` are spelled out so pass@k and pass^k stay apart, anything else becomes `_`;
+    path segments MLflow refuses (empty, `.`, `..`: an agent named `/models/llama` or `../x`)
+    become `_` too."""
     key = _MLFLOW_BAD.sub("_", name.replace("@", "_at_").replace("^", "_hat_"))
+    key = "/".join("_" if part in ("", ".", "..") else part for part in key.split("/"))
     if len(key) > 250:
         key = key[:237] + "_" + hashlib.sha256(name.encode()).hexdigest()[:12]
     return key

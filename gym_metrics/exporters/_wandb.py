@@ -28,7 +28,10 @@ class WandbExporter(Exporter):
         import wandb
 
         project = self.target or os.environ.get(PROJECT_ENV) or DEFAULT_PROJECT
-        settings = wandb.Settings(console="off", quiet=True, silent=True, x_disable_stats=True)
+        settings = wandb.Settings(  # no metadata: the command line (a URL with a password), paths, git, code, machine
+            console="off", quiet=True, silent=True, x_disable_stats=True, x_disable_meta=True, x_disable_machine_info=True,
+            disable_git=True, disable_code=True, save_code=False, disable_job_creation=True, x_save_requirements=False,
+        )  # fmt: skip
         session = wandb.init(
             project=project, name=run.name, id=f"gm-{run.key[:24]}", resume="allow",
             dir=os.environ.get("WANDB_DIR") or None, settings=settings, reinit="create_new",

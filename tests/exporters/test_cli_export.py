@@ -53,16 +53,17 @@ def test_a_failed_export_exits_1_and_keeps_the_metrics_file(tmp_path: Path, caps
 
         @register_exporter("broken")
         class Broken(Exporter):
-            def export(self, run: ExportRun) -> str:
-                raise ConnectionError("tracking server went away")
+            def export(self, run: ExportRun) -> str:  # as MLflow's client names its tracking URI, credentials and all
+                raise ConnectionError(f"tracking server {self.target} went away")
 
         out = tmp_path / "eval_aggregate_metrics.json"
-        code = main(["aggregate", str(_sample()), "-o", str(out), "-q", "--export", "broken"])
+        code = main(["aggregate", str(_sample()), "-o", str(out), "-q", "--export", "broken=https://alice:S3CRETpassw0rd@mlflow.example/"])
     finally:
         EXPORTERS.restore(snapshot)
     assert code == 1 and out.is_file()
     err = capsys.readouterr().err
-    assert "export broken failed (ConnectionError: tracking server went away)" in err and "the metrics file is kept" in err
+    assert "export broken failed (ConnectionError: tracking server https://***@mlflow.example/ went away)" in err and "the metrics file is kept" in err
+    assert "S3CRET" not in err
 
 
 @pytest.mark.slow

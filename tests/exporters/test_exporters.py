@@ -23,6 +23,9 @@ def test_mlflow_keys_are_allowed_and_stay_apart() -> None:
     assert mlflow_key("a/pass@4") == "a/pass_at_4" and mlflow_key("a/pass^4") == "a/pass_hat_4"
     assert mlflow_key("a/pass@1[avg-of-k]") == "a/pass_at_1_avg-of-k_"
     assert len(mlflow_key("x" * 400)) <= 250
+    # path segments MLflow refuses ("must not resolve to other names"): the whole export failed
+    assert [mlflow_key(n) for n in ("/models/llama-3.1-8b/mean/reward", "../up/k", "x//y", "trail/", "org/./m")] == \
+           ["_/models/llama-3.1-8b/mean/reward", "_/up/k", "x/_/y", "trail/_", "org/_/m"]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -88,7 +91,10 @@ def test_wandb_offline_writes_history_and_the_metrics_file(
     monkeypatch.setenv("WANDB_MODE", "offline")  # never the network
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setattr(sys, "argv", ["gym-metrics", "aggregate", "--export", "mlflow=http://alice:S3CRETpassw0rd@127.0.0.1:9/"])
     get_exporter("wandb")().export(load_run(metrics_file))
+    written = [f.read_bytes() for f in (tmp_path / "wandb").rglob("*") if f.is_file()]
+    assert written and not any(b"S3CRETpassw0rd" in data for data in written)  # wandb kept the command line as metadata
 
     [run_dir] = (tmp_path / "wandb").glob("offline-run-*")
     assert (run_dir / "files" / "run1_aggregate_metrics.json").read_bytes() == metrics_file.read_bytes()
