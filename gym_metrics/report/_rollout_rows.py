@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from gym_metrics._util.jsonio import loads
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.report._episode import EpisodeView, episode
 from gym_metrics.rollouts import ROLLOUT_KEY_ALIASES, TASK_KEY_ALIASES, agent_name, row_index_value
@@ -88,11 +87,11 @@ def read_sample(path: Path, agents: Sequence[str], value_field: str = "reward", 
 
 def _add(sample: RolloutSample, line: bytes, known: set[str], default: str | None, value_field: str) -> None:
     try:
-        row = orjson.loads(line)
+        row = loads(line)  # as Python's json reads it (NaN, Infinity), as aggregate reads the file
         if not isinstance(row, dict):
             raise ValueError
         task, rollout = row_index_value(row, TASK_KEY_ALIASES), row_index_value(row, ROLLOUT_KEY_ALIASES)
-    except (ValueError, InvalidInputError):  # orjson's JSONDecodeError is a ValueError
+    except (ValueError, InvalidInputError):  # JSONDecodeError is a ValueError
         sample.skipped += 1
         return
     agent = agent_name(row) or default

@@ -7,6 +7,7 @@ run, and nothing leaves for another server."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
@@ -99,7 +100,7 @@ class ViewerApp:
                 raise _HttpError(404, f"no page {path[:100]!r}")
             params = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
             result = await asyncio.to_thread(self._api, path[5:].strip("/").split("/"), params)
-            await _answer(send, 200, orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY), "application/json")
+            await _answer(send, 200, _json(result), "application/json")
         except _HttpError as exc:
             await _error(send, exc.status, str(exc), exc.violations)
         except InvalidInputError as exc:
@@ -217,3 +218,12 @@ async def _answer(send: Send, status: int, body: bytes, kind: str, head: bool = 
 async def _error(send: Send, status: int, message: str, violations: Sequence[FieldViolation] = ()) -> None:
     body = {"error": message, "violations": [{"field": v.field, "reason": v.description} for v in violations]}
     await _answer(send, status, orjson.dumps(body), "application/json")
+
+
+def _json(value: Any) -> bytes:
+    """An answer's JSON; a row holding a lone surrogate (an emoji cut in half), which orjson
+    refuses, goes with it escaped (`\\udXXX`, valid JSON the page reads), not as a 500."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:
+        return json.dumps(value, default=lambda v: v.tolist()).encode()

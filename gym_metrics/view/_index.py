@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from gym_metrics._util.jsonio import loads
 from gym_metrics.rollouts import ERROR_KINDS, read_rollouts
 
 BLOCK_BYTES = 64 << 20
@@ -103,6 +104,8 @@ class RunIndex:
         self._inode: int | None = None
         self._first = b""
         """The file's first bytes when indexing began: a file replaced by one as long is told apart."""
+        self._last = b""
+        """The last HEAD_BYTES indexed: a file written over in place changes them."""
         self.error = ""
         """Why the last refresh failed (the file went away, could not be read), or empty."""
 
@@ -120,10 +123,10 @@ class RunIndex:
                 size, inode = stat.st_size, stat.st_ino
             except FileNotFoundError:
                 size, inode = 0, None
-            if size < snap.size or inode != self._inode or (snap.size and self._head(len(self._first)) != self._first):
-                # it shrank, or another file stands under that name: read it afresh
+            if size < snap.size or inode != self._inode or (snap.size and (self._head(len(self._first)) != self._first or self._tail_of(snap.size) != self._last)):
+                # it shrank, or another file stands under that name, or was written over in place: read it afresh
                 snap = self._snapshot = Indexed(Columns.empty(), (), np.zeros(1, np.int64))
-                self._inode, self._first = inode, b""
+                self._inode, self._first, self._last = inode, b"", b""
             budget = max_bytes if max_bytes is not None else size
             while snap.size < size and budget > 0:
                 grown = self._read_block(snap, size, min(BLOCK_BYTES, budget))
@@ -133,6 +136,7 @@ class RunIndex:
                 snap = grown
             if not self._first and snap.size:
                 self._first = self._head(min(HEAD_BYTES, snap.size))
+            self._last = self._tail_of(snap.size)
             snap = self._with_verdicts(replace(snap, file_size=size))
             self._snapshot = snap
             return snap
@@ -141,17 +145,32 @@ class RunIndex:
         with self.path.open("rb") as f:
             return f.read(n)
 
+    def _tail_of(self, end: int) -> bytes:
+        """The HEAD_BYTES before `end`: the last indexed bytes, which a copy over the file in place
+        (same inode, same head, longer) changes."""
+        if not end:
+            return b""
+        with self.path.open("rb") as f:
+            f.seek(max(0, end - HEAD_BYTES))
+            return f.read(end - max(0, end - HEAD_BYTES))
+
     def _read_block(self, snap: Indexed, size: int, want: int) -> Indexed | None:
         start = snap.size
         with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             size = min(size, len(mm))
+            if 0 < start < size and mm[start - 1] != 10 and mm[start] == 10:
+                start += 1  # the newline a last line taken whole without one got since: not a line of its own
             end = mm.rfind(b"\n", start, min(size, start + want))
             if end < 0:
                 end = mm.find(b"\n", start, size)  # one line longer than a block
-                if end < 0:
+                if end < 0 and not _whole_line(mm[start:size]):
                     return None  # the last line is still being written
+                if end < 0:  # a file that ends without a newline: its last line is whole JSON
+                    end = size - 1
             buf = np.frombuffer(mm, dtype=np.uint8, count=end + 1 - start, offset=start)
             starts = start + 1 + np.flatnonzero(buf == 10).astype(np.int64)
+            if buf[-1] != 10:  # the unterminated last line: it ends where the file does
+                starts = np.append(starts, end + 1)
             del buf  # the mmap closes only without views into it
         first_line = snap.lines + 1
         read = read_rollouts(self.path, on_bad_line="skip", default_agent="", keep_rows=False, span=(start, end + 1), first_line=first_line)
@@ -162,7 +181,8 @@ class RunIndex:
                 agents.append(name)
             n = len(cols)
             reward = cols.fields.get("reward")
-            values = np.where(reward.present, reward.values, np.nan) if reward is not None else np.full(n, np.nan)
+            # a non-finite reward is no measurement, as the metrics file leaves it out of the stats
+            values = np.where(reward.present & np.isfinite(reward.values), reward.values, np.nan) if reward is not None else np.full(n, np.nan)
             labels = cols.row_labels if cols.row_labels is not None else np.arange(first_line, first_line + n)
             parts.append(Columns(
                 labels.astype(np.int64), np.full(n, agents.index(name), np.int32), cols.task_index.astype(np.int64),
@@ -240,3 +260,14 @@ def _read_verdicts(path: Path) -> tuple[np.ndarray, np.ndarray]:
 def error_name(code: int) -> str:
     return "" if code == 0 else ERROR_KINDS[code - 1]
 
+
+def _whole_line(tail: bytes) -> bool:
+    """True when a file's last bytes, with no newline after them, are one whole JSON line (a
+    finished file without a final newline), not a line still being written."""
+    if not tail.strip():
+        return False
+    try:
+        loads(tail)
+    except ValueError:
+        return False
+    return True

@@ -207,4 +207,4 @@ def agents(snap: Indexed) -> list[dict[str, Any]]:
 
 def _num(x: Any) -> float | None:
     v = float(x)
-    return None if math.isnan(v) else v
+    return v if math.isfinite(v) else None

@@ -87,11 +87,12 @@ class ResultsFile:
             return None
         with self.input.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             buf = np.frombuffer(mm, dtype=np.uint8)
-            ends = np.flatnonzero(buf == 10)
-            del buf
-        starts = np.concatenate([[0], ends + 1])
-        lengths = np.diff(np.concatenate([starts, [self.input.stat().st_size]]))
-        return starts[lengths > 1]  # blank lines are not rows
+            starts = np.concatenate([[0], np.flatnonzero(buf == 10) + 1])
+            starts = starts[starts < len(buf)]
+            text = ~np.isin(buf, np.frombuffer(b" \t\n\r\x0b\x0c", np.uint8))  # what bytes.isspace calls blank
+            nonblank = np.add.reduceat(text, starts) > 0 if len(starts) else np.zeros(0, bool)
+            del buf, text
+        return starts[nonblank]  # blank lines (whitespace only, as evaluate skips them) are not rows
 
     def summary(self) -> dict[str, Any]:
         d = self.load()

@@ -175,3 +175,16 @@ def test_task_indices_past_2_to_the_53_stay_exact_on_the_page(tmp_path: Path) ->
     block = re.search(r'id="task-data">(.*?)</script>', out.read_text(), re.S).group(1)  # type: ignore[union-attr]
     data = orjson.loads(block)
     assert data["tasks"] == [str(big + 1), str(big + 2)] and set(data["samples"][0]) == {str(big + 1), str(big + 2)}
+
+
+def test_the_rollouts_section_reads_rows_holding_nan_as_aggregate_does(tmp_path: Path) -> None:
+    """Python's json writes NaN and Infinity, and aggregate reads them: the Rollouts section
+    dropped every such row as "not a rollout row of these agents"."""
+    src = tmp_path / "run.jsonl"
+    rows = [{"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": 0, "reward": float(t % 2),
+             "response": {"output": [], "usage": {"total_tokens": float("nan") if t else 3}}} for t in range(4)]  # fmt: skip
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["aggregate", str(src), "-q", "--report"]) == 0
+    html = (tmp_path / "run_report.html").read_text()
+    assert "not rollout rows of these agents" not in html
+    assert all(f"task {t} · mean reward" in html for t in range(4)), [t for t in range(4) if f"task {t} · mean reward" not in html]

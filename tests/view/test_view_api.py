@@ -268,3 +268,52 @@ def test_a_file_that_cannot_be_read_does_not_stop_the_others(tmp_path: Path) -> 
         a.rmdir()
         a.write_text(json.dumps(row("y", 5, 0, 1.0)) + "\n")  # back, as another file: read afresh
         until(lambda: (r := get(v.url + "api/runs")["runs"][0])["error"] is None and [x["name"] for x in r["agents"]] == ["y"])
+
+
+def test_a_finished_file_without_a_final_newline_infinite_rewards_and_a_cut_emoji(tmp_path: Path) -> None:
+    """Its last row was never shown ("reading 67%" for ever); an infinite reward was counted as
+    passing and made the mean null where the metrics file leaves it out; a row holding a lone
+    surrogate (an emoji cut in half) answered 500."""
+    path = tmp_path / "run.jsonl"
+    lines = [json.dumps(row("a", t, 0, r)) for t, r in enumerate([1.0, 0.0, float("inf"), 0.5])]
+    cut = json.dumps(row("a", 4, 0, 1.0, extra={"note": "half \ud83d"}))  # json writes it as \ud83d: valid JSON, no UTF-8
+    path.write_text("\n".join([*lines, cut]))  # no newline after the last
+    with Viewer([path]) as v:
+        [run] = loaded(v)
+        assert run["rows"] == 5
+        [agent] = run["agents"]
+        assert agent["measured"] == 4 and agent["mean_reward"] == (1.0 + 0.0 + 0.5 + 1.0) / 4
+        rows = get(v.url + "api/runs/0/rows?limit=50")["rows"]
+        assert [r["reward"] for r in rows] == [1.0, 0.0, None, 0.5, 1.0]
+        assert get(v.url + f"api/runs/0/rollouts/{rows[-1]['line']}")["row"]["note"] == "half \ud83d"
+
+
+def test_scores_pair_with_their_input_rows_past_whitespace_lines(tmp_path: Path) -> None:
+    """evaluate skips a whitespace-only or CRLF blank line; the viewer counted it as an input
+    row, so every later score was shown beside the wrong row."""
+    from gym_metrics import cli
+
+    cases = [json.loads(line) for line in (Path(__file__).parents[1] / "data" / "tool_call_accuracy" / "cases.jsonl").read_text().splitlines() if line.strip()][:4]
+    src = tmp_path / "cases.jsonl"
+    src.write_bytes(b"\n".join([json.dumps(cases[0]).encode(), b"   ", b"\r", json.dumps(cases[1]).encode(), b"\t",
+                                json.dumps(cases[2]).encode(), json.dumps(cases[3]).encode()]) + b"\n")  # fmt: skip
+    assert cli.main(["evaluate", "--scorer", "tool_call_accuracy", "--input", str(src)]) == 0
+    with Viewer([tmp_path / "cases_tool_call_accuracy_results.json"]) as v:
+        assert [get(v.url + f"api/runs/0/scores/{i}")["input"] for i in range(4)] == cases
+
+
+def test_a_file_copied_over_in_place_is_read_afresh(tmp_path: Path) -> None:
+    """A longer file copied over the indexed one (same inode, same first bytes) kept the old
+    rows listed beside the new file's bytes."""
+    import shutil
+
+    path, old, new = tmp_path / "run.jsonl", tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    first = json.dumps(row("first", 99, 0, 0.5)) + "\n"  # both files open with it: their first 256 bytes agree
+    old.write_text(first + "".join(json.dumps(row("old", t, 0, 0.0)) + "\n" for t in range(5)))
+    new.write_text(first + "".join(json.dumps(row("new", t, 0, 1.0)) + "\n" for t in range(8)))
+    shutil.copyfile(old, path)
+    with Viewer([path]) as v:
+        assert [a["name"] for a in loaded(v)[0]["agents"]] == ["first", "old"]
+        shutil.copyfile(new, path)  # in place: the same inode, the same head, longer
+        until(lambda: [a["name"] for a in get(v.url + "api/runs")["runs"][0]["agents"]] == ["first", "new"] or None)
+        assert [a["rows"] for a in get(v.url + "api/runs")["runs"][0]["agents"]] == [1, 8]
