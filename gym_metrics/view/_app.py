@@ -139,8 +139,9 @@ class ViewerApp:
             case ["runs", ident]:
                 run = self._run(ident)
                 out = self._summary(int(ident), run)
-                out["metrics"] = run.metrics()
-                if run.index is not None:
+                if run.index is None:  # a metrics file alone: shown whole (a run page polls this: its key metrics are in the summary)
+                    out["metrics"] = run.metrics()
+                else:
                     out["bad_lines"] = [{"line": n, "reason": r} for n, r in run.index.snapshot.bad_lines[:100]]
                 return out
             case ["runs", ident, "scores"]:

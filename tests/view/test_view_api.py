@@ -317,3 +317,20 @@ def test_a_file_copied_over_in_place_is_read_afresh(tmp_path: Path) -> None:
         shutil.copyfile(new, path)  # in place: the same inode, the same head, longer
         until(lambda: [a["name"] for a in get(v.url + "api/runs")["runs"][0]["agents"]] == ["first", "new"] or None)
         assert [a["rows"] for a in get(v.url + "api/runs")["runs"][0]["agents"]] == [1, 8]
+
+
+def test_a_run_page_is_not_sent_its_whole_metrics_file_each_poll(tmp_path: Path) -> None:
+    """The page polls its run every 1.5 s and was sent the whole metrics file each time (67 MB
+    for 500k rollouts): only a metrics file without its rollouts is shown whole."""
+    from gym_metrics import cli
+
+    write_run(tmp_path / "run.jsonl", "a", tasks=20, repeats=2, reward=lambda t, r: float(t % 2))
+    assert cli.main(["aggregate", str(tmp_path / "run.jsonl"), "-q"]) == 0
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "old_aggregate_metrics.json").write_bytes((tmp_path / "run_aggregate_metrics.json").read_bytes())
+    with Viewer([tmp_path / "run.jsonl", alone / "old_aggregate_metrics.json"]) as v:
+        loaded(v)
+        polled = get(v.url + "api/runs/0")
+        assert "metrics" not in polled and polled["key_metrics"]["a"]["mean/reward"] == 0.5
+        assert get(v.url + "api/runs/1")["metrics"][0]["agent_ref"] == {"name": "a"}
