@@ -5,6 +5,7 @@ search of a 1M-row file answers at once and goes on when asked)."""
 
 from __future__ import annotations
 
+import json
 import math
 import mmap
 from collections.abc import Mapping
@@ -100,9 +101,11 @@ def select(snap: Indexed, f: Filter) -> np.ndarray:
 
 
 def _needles(text: str) -> list[bytes]:
-    """The text as a row's JSON may hold it (as typed, JSON-escaped, ASCII-escaped), lowercased."""
-    forms = {text, orjson.dumps(text).decode()[1:-1], ascii(text)[1:-1].replace("\\x", "\\u00")}
-    return sorted({s.lower().encode() for s in forms if s})
+    """The text as a row's JSON may hold it (as typed, JSON-escaped, escaped to ASCII as JSON
+    escapes it: `\\u00e9`, `\\ud83d\\ude00`), in the case typed, lower and upper, each lowercased
+    as the row's bytes are (ASCII letters only: a byte search cannot fold other scripts)."""
+    forms = {form for t in {text, text.lower(), text.upper()} for form in (t, orjson.dumps(t).decode()[1:-1], json.dumps(t)[1:-1])}
+    return sorted({s.encode("utf-8", "surrogatepass").lower() for s in forms if s})
 
 
 def page(index: RunIndex, snap: Indexed, f: Filter, offset: int, limit: int) -> dict[str, Any]:

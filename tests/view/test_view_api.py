@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -334,3 +335,17 @@ def test_a_run_page_is_not_sent_its_whole_metrics_file_each_poll(tmp_path: Path)
         polled = get(v.url + "api/runs/0")
         assert "metrics" not in polled and polled["key_metrics"]["a"]["mean/reward"] == 0.5
         assert get(v.url + "api/runs/1")["metrics"][0]["agent_ref"] == {"name": "a"}
+
+
+def test_text_search_finds_non_ascii_text_as_typed_raw_or_escaped(tmp_path: Path) -> None:
+    """'ÉCOLE' missed its raw UTF-8 row, 'ΑΘΗΝΑ' found nothing, '😀' missed the row json wrote
+    with ASCII escapes (a surrogate pair, where Python's ascii() writes \\U0001f600)."""
+    texts = [("ÉCOLE normale", False), ("ÉCOLE normale", True), ("smile 😀 here", False), ("smile 😀 here", True), ("ΑΘΗΝΑ city", False)]
+    lines = [json.dumps(row("a", i, 0, 1.0, extra={"note": text}), ensure_ascii=escaped) for i, (text, escaped) in enumerate(texts)]
+    path = tmp_path / "u.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with Viewer([path]) as v:
+        loaded(v)
+        found = {q: [r["task"] for r in get(v.url + "api/runs/0/rows?" + urllib.parse.urlencode({"q": q, "limit": 50}))["rows"]]
+                 for q in ("ÉCOLE", "école", "😀", "ΑΘΗΝΑ", "normale")}  # fmt: skip
+    assert found == {"ÉCOLE": [0, 1], "école": [0, 1], "😀": [2, 3], "ΑΘΗΝΑ": [4], "normale": [0, 1]}
