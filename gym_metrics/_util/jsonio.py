@@ -10,6 +10,7 @@ than a regex.)
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -130,3 +131,22 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "tolist"):  # numpy arrays and scalars
         return value.tolist()
     raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def dumps_finite(value: Any) -> bytes:
+    """JSON as orjson writes it (NaN and infinities as null, numpy's values as theirs), and
+    integers past 64 bits kept, which orjson refuses: a row that holds one goes through json."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:
+        return json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), default=_plain).encode()
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from gym_metrics._util.jsonio import dumps_finite
 from gym_metrics.aggregate._canonical import sample_texts_of
 from gym_metrics.rollouts import (
     ROLLOUT_KEY,
@@ -87,7 +88,7 @@ def sample_texts(data: RolloutColumns, positions: list[int], names: list[str]) -
             row.pop(TASK_KEY, None)
             row.pop(ROLLOUT_KEY, None)
             # copied to an exact-size object: orjson's result keeps a ~4 KB block alive
-            texts[i] = memoryview(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY)).tobytes()
+            texts[i] = memoryview(dumps_finite(row)).tobytes()  # (an integer past 64 bits kept, as NeMo Gym's json writes it)
         out += texts  # type: ignore[arg-type]  # (every None was filled)
     return out
 

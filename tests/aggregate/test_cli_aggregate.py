@@ -165,3 +165,17 @@ def test_an_environment_hook_that_fails_is_named(tmp_path: Path) -> None:
     broken.write_text("x = 1\nraise ValueError('at import')\n")
     proc = run("aggregate", str(src), "--env", f"{broken}:X", "-o", str(tmp_path / "m.json"))
     assert proc.returncode == 2 and f"{broken}:2: ValueError: at import" in proc.stderr, proc.stderr
+
+
+def test_a_reward_past_64_bits_is_aggregated_and_its_sample_kept_exact(tmp_path: Path) -> None:
+    """A row holding an integer past 64 bits was "internal error" when its sample was written
+    (orjson refuses the integer NeMo Gym's json writes)."""
+    src = tmp_path / "r.jsonl"
+    src.write_text('{"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 100000000000000000000, "x": NaN}\n'
+                   '{"agent_ref": {"name": "a"}, "_ng_task_index": 1, "_ng_rollout_index": 0, "reward": 1}\n')  # fmt: skip
+    done = run("aggregate", str(src), "-q")
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "r_aggregate_metrics.json").read_text()
+    [agent] = json.loads(text)
+    assert agent["agent_metrics"]["mean/reward"] == 5e19
+    assert '"reward":100000000000000000000' in text and "NaN" not in text  # exact, and strict JSON
