@@ -6,6 +6,8 @@ next ones are rendered: the 200 MB of a million-rollout metrics file cost the re
 
 from __future__ import annotations
 
+import errno
+
 import io
 import queue
 import threading
@@ -30,7 +32,7 @@ class BackgroundWriter(io.RawIOBase):
         while (blob := self._queue.get()) is not None:
             if self._error is None:
                 try:
-                    self._raw.write(blob)
+                    _write_all(self._raw, blob)
                 except BaseException as exc:  # raised in the writing thread at close
                     self._error = exc
             self._queue.task_done()
@@ -74,3 +76,15 @@ class BackgroundWriter(io.RawIOBase):
         super().close()
         if self._error is not None:
             raise self._error
+
+
+def _write_all(raw: Any, blob: bytes) -> None:
+    """Every byte of `blob`: an unbuffered write may take fewer (a full disk takes what fits and
+    says so only by its count; the next write raises ENOSPC), which went unnoticed and left a
+    short file renamed into place."""
+    view = memoryview(blob)
+    while view:
+        written = raw.write(view)
+        if not written:
+            raise OSError(errno.ENOSPC, f"could not write {len(view):,} more bytes to {getattr(raw, 'name', 'the file')}")
+        view = view[written:]
