@@ -21,7 +21,7 @@ from gym_metrics.collector._failed import FailedAgent, all_failed, with_generati
 from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._processes import added, run_shards, write_stats
-from gym_metrics.collector._shard import refuse_other_shard_count, stats_path
+from gym_metrics.collector._shard import output_lock, refuse_other_shard_count, stats_path
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._generate import GeneratedBatches, make_target
 from gym_metrics.collector._replicas import by_server, connect, on_any, still_up
@@ -155,6 +155,21 @@ async def collect_async(
 ) -> CollectResult:
     """Collect through `client`: one server, or several replicas of it (verify batches are
     spread over all; one that dies has its unanswered batches resent to the others)."""
+    lock = output_lock(Path(output_path)) if options is None or options.shard is None else None  # a shard's parent holds it
+    try:
+        return await _collect(client, input_path, output_path, options, progress)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+async def _collect(
+    client: ResourcesClient | Sequence[ResourcesClient],
+    input_path: str | Path,
+    output_path: str | Path,
+    options: CollectOptions | None,
+    progress: Progress | None,
+) -> CollectResult:
     opts = options or CollectOptions()
     input_path, output_path = Path(input_path), Path(output_path)
     if opts.shard is None:
@@ -263,6 +278,23 @@ async def collect_processes_async(
     None: as many as it chooses); their rows merged into `output_path` in key order, then
     aggregated here, once. The input's keys are checked and the server reached before any shard
     starts."""
+    lock = output_lock(Path(output_path))
+    try:
+        return await _collect_processes(client, input_path, output_path, argv, processes, options, shards)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+async def _collect_processes(
+    client: ResourcesClient | Sequence[ResourcesClient],
+    input_path: str | Path,
+    output_path: str | Path,
+    argv: Sequence[str],
+    processes: int | None,
+    options: CollectOptions | None,
+    shards: Callable[..., list[dict[str, Any]]],
+) -> CollectResult:
     opts = options or CollectOptions()
     input_path, output_path = Path(input_path), Path(output_path)
     if opts.reverify_failed:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
+from gym_metrics._util.exclusive import hold_exclusive
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
 
@@ -60,3 +62,14 @@ def refuse_other_shard_count(final: Path, count: int | None) -> None:
 
 
 __all__ = ["Shard", "refuse_other_shard_count", "shard_dir", "stats_path"]
+
+
+def output_lock(final: Path) -> IO[bytes] | None:
+    """The lock of a run on `final` (`.<name>.lock` beside it), held until closed: a second
+    collect on the same output, of either kind, is refused while one runs (it appended rows of
+    its own, or a --processes run's merge replaced them). None where the folder cannot take one
+    (it does not exist: the run fails on its output anyway)."""
+    try:
+        return hold_exclusive(final.parent / f".{final.name}.lock", f"another collect is running on {final}: wait for it, or stop it")
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return None

@@ -147,6 +147,28 @@ def test_a_killed_run_resumes_and_a_one_process_output_is_taken_up(math_port: in
         procs.kill_all()
 
 
+def test_a_second_collect_on_an_output_in_use_is_refused_whatever_its_kind(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
+    """A one-process collect took no lock and a --processes one only once its shards started:
+    a second run on the same output ran too, both exited 0, and one's rows were replaced."""
+    ref, src = reference
+    procs = Procs()
+    try:
+        with ScriptedPolicyServer(answer, delay_s=0.2) as policy:  # the first run lasts a few seconds
+            for kind in ((), ("--processes", "2")):
+                out = tmp_path / f"out{len(kind)}" / "out.jsonl"
+                out.parent.mkdir()
+                first = procs.start(collect_args(math_port, policy, "chat", src, out, *kind), tmp_path / f"first{len(kind)}.log", tmp_path)
+                wait_until(lambda: out.parent.joinpath(f".{out.name}.lock").exists())
+                for second in (("--resume",), ("--processes", "2", "--resume")):  # (without --resume a non-empty output is refused anyway)
+                    refused = subprocess.run(collect_args(math_port, policy, "chat", src, out, *second), capture_output=True, text=True, timeout=60)
+                    assert refused.returncode == 2 and f"another collect is running on {out}" in refused.stderr, (kind, second, refused.stderr)
+                assert first.wait(timeout=120) == 0
+                keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in map(json.loads, out.read_bytes().splitlines())]
+                assert len(keys) == len(set(keys)) == len(ref.read_bytes().splitlines())  # the first run's rows, whole
+    finally:
+        procs.kill_all()
+
+
 def test_what_processes_refuse(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
     _, src = reference
     out = tmp_path / "out.jsonl"
