@@ -39,7 +39,7 @@ from gym_metrics._util.exclusive import hold_exclusive
 from gym_metrics._util.progress import ProgressLine
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._shard import Shard, refuse_other_shard_count, shard_dir, stats_path
-from gym_metrics.errors import GymMetricsError
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
 PARENT_ENV = "GYM_METRICS_SHARD_PARENT"
 """The pid of the run a shard process belongs to (it dies with it)."""
@@ -124,10 +124,15 @@ def redistribute(final: Path, shards: list[Shard], default_agent: str | None) ->
     try:
         pending: list[list[bytes]] = [[] for _ in shards]
         with final.open("rb") as f:
-            for line in f:
+            for number, line in enumerate(f, 1):
                 if not line.endswith(b"\n"):
                     break  # a line cut short by a kill: its rollout is collected again
-                agent, task, rollout = _key(line, default_agent)
+                if not line.strip():
+                    continue
+                try:
+                    agent, task, rollout = _key(line, default_agent)
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:  # (orjson's JSONDecodeError is a ValueError)
+                    raise InvalidInputError(f"{final}: a line --resume cannot take up", [FieldViolation(f"line {number}", _why(exc))]) from None
                 i = task % len(shards)
                 if (agent, task, rollout) not in files[i].done:
                     files[i].done.add((agent, task, rollout))
@@ -140,6 +145,12 @@ def redistribute(final: Path, shards: list[Shard], default_agent: str | None) ->
         for file in files:
             file.close()
     return moved
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"{exc.args[0]}: missing"
+    return f"not a rollout row with integer indices ({type(exc).__name__}: {exc})"
 
 
 def _key(line: bytes, default_agent: str | None) -> tuple[str, int, int]:
@@ -302,6 +313,7 @@ def _write_sorted(parts: list[Path], target: Path, default_agent: str | None) ->
     names = sorted(agents)
     rank = np.array([names.index(a) for a in agents], np.int64) if agents else np.zeros(0, np.int64)
     order = np.lexsort((rank[every[:, 2]] if len(every) else every[:, 2], every[:, 1], every[:, 0]))
+    target = Path(os.path.realpath(target))  # through a symlink: the rows go where it points, beside which the temp file is
     tmp = target.with_name(f".{target.name}.merging")
     with tmp.open("wb") as out:
         buffer: list[bytes] = []

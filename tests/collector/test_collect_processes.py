@@ -169,6 +169,26 @@ def test_a_second_collect_on_an_output_in_use_is_refused_whatever_its_kind(math_
         procs.kill_all()
 
 
+def test_an_output_through_a_symlink_and_a_row_resume_cannot_take_up(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
+    """The merge replaced an --output symlink with a file of its own (its target never got the
+    rows); a left output's row without its index was an internal KeyError."""
+    ref, src = reference
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "out.jsonl"
+    link.symlink_to(elsewhere / "real.jsonl")
+    with ScriptedPolicyServer(answer) as policy:
+        done = subprocess.run(collect_args(math_port, policy, "chat", src, link, "--processes", "2"), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert link.is_symlink() and sorted_lines(elsewhere / "real.jsonl") == sorted_lines(ref)
+        bad = tmp_path / "bad" / "out.jsonl"
+        bad.parent.mkdir()
+        bad.write_text('{"reward": 1.0, "agent_ref": {"name": "x"}}\n')
+        refused = subprocess.run(collect_args(math_port, policy, "chat", src, bad, "--processes", "2", "--resume"), capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "a line --resume cannot take up" in refused.stderr and "line 1: _ng_task_index: missing" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr and "internal error" not in refused.stderr
+
+
 def test_what_processes_refuse(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
     _, src = reference
     out = tmp_path / "out.jsonl"
