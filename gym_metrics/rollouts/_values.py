@@ -137,6 +137,11 @@ def minimal_row(fields: Mapping[str, NumericField], pos: int, task: int, rollout
     return row
 
 
+MAX_INDEX = 2**63 - 2
+"""The largest task or rollout index: indices are int64 columns, and the next task's (index + 1)
+must be one too."""
+
+
 def row_index_value(row: Mapping[str, Any], aliases: tuple[str, ...]) -> int:
     """The row's task or rollout index: a non-negative integer under one of `aliases`."""
     for key in aliases:
@@ -150,6 +155,8 @@ def row_index_value(row: Mapping[str, Any], aliases: tuple[str, ...]) -> int:
                 value = int(value)
             if value < 0:
                 raise InvalidInputError("bad index", [FieldViolation(key, f"must be >= 0, got {value}")])
+            if value > MAX_INDEX:
+                raise InvalidInputError("bad index", [FieldViolation(key, f"must be at most {MAX_INDEX:,} (indices are 64-bit), got {value:.6g}")])
             return value
     raise InvalidInputError("missing index", [FieldViolation(aliases[0], f"missing (also looked for {aliases[1]!r})")])
 

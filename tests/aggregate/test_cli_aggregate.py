@@ -179,3 +179,13 @@ def test_a_reward_past_64_bits_is_aggregated_and_its_sample_kept_exact(tmp_path:
     [agent] = json.loads(text)
     assert agent["agent_metrics"]["mean/reward"] == 5e19
     assert '"reward":100000000000000000000' in text and "NaN" not in text  # exact, and strict JSON
+
+
+def test_an_index_past_64_bits_is_a_bad_line_named(tmp_path: Path) -> None:
+    """It was an internal OverflowError (indices are int64 columns)."""
+    src = tmp_path / "r.jsonl"
+    src.write_text('{"agent_ref": {"name": "a"}, "_ng_task_index": 100000000000000000000, "_ng_rollout_index": 0, "reward": 1}\n'
+                   '{"agent_ref": {"name": "a"}, "_ng_task_index": 1e20, "_ng_rollout_index": 0, "reward": 1}\n')  # fmt: skip
+    done = run("aggregate", str(src), "-q")
+    assert done.returncode == 2 and "line 1: _ng_task_index: must be at most 9,223,372,036,854,775,806" in done.stderr, done.stderr
+    assert "internal error" not in done.stderr
