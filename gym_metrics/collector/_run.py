@@ -21,7 +21,7 @@ from gym_metrics.collector._failed import FailedAgent, all_failed, with_generati
 from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._processes import added, run_shards, write_stats
-from gym_metrics.collector._shard import output_lock, refuse_other_shard_count, stats_path
+from gym_metrics.collector._shard import output_locked, refuse_other_shard_count, stats_path
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._generate import GeneratedBatches, make_target
 from gym_metrics.collector._replicas import by_server, connect, on_any, still_up
@@ -155,12 +155,8 @@ async def collect_async(
 ) -> CollectResult:
     """Collect through `client`: one server, or several replicas of it (verify batches are
     spread over all; one that dies has its unanswered batches resent to the others)."""
-    lock = output_lock(Path(output_path)) if options is None or options.shard is None else None  # a shard's parent holds it
-    try:
+    with output_locked(Path(output_path), take=options is None or options.shard is None):
         return await _collect(client, input_path, output_path, options, progress)
-    finally:
-        if lock is not None:
-            lock.close()
 
 
 async def _collect(
@@ -278,12 +274,8 @@ async def collect_processes_async(
     None: as many as it chooses); their rows merged into `output_path` in key order, then
     aggregated here, once. The input's keys are checked and the server reached before any shard
     starts."""
-    lock = output_lock(Path(output_path))
-    try:
+    with output_locked(Path(output_path)):
         return await _collect_processes(client, input_path, output_path, argv, processes, options, shards)
-    finally:
-        if lock is not None:
-            lock.close()
 
 
 async def _collect_processes(

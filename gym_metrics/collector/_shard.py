@@ -3,10 +3,11 @@ where its files are."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from gym_metrics._util.exclusive import hold_exclusive
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
@@ -64,12 +65,20 @@ def refuse_other_shard_count(final: Path, count: int | None) -> None:
 __all__ = ["Shard", "refuse_other_shard_count", "shard_dir", "stats_path"]
 
 
-def output_lock(final: Path) -> IO[bytes] | None:
-    """The lock of a run on `final` (`.<name>.lock` beside it), held until closed: a second
-    collect on the same output, of either kind, is refused while one runs (it appended rows of
-    its own, or a --processes run's merge replaced them). None where the folder cannot take one
-    (it does not exist: the run fails on its output anyway)."""
+@contextlib.contextmanager
+def output_locked(final: Path, take: bool = True) -> Iterator[None]:
+    """A run on `final` holds `.<name>.lock` beside it (when `take`: a shard's parent holds it
+    for it): a second collect on the same output, of either kind, is refused while one runs (it
+    appended rows of its own, or a --processes run's merge replaced them). Nothing is held where
+    the folder cannot take the file (it does not exist: the run fails on its output anyway)."""
+    lock = None
+    if take:
+        try:
+            lock = hold_exclusive(final.parent / f".{final.name}.lock", f"another collect is running on {final}: wait for it, or stop it")
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            pass
     try:
-        return hold_exclusive(final.parent / f".{final.name}.lock", f"another collect is running on {final}: wait for it, or stop it")
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return None
+        yield
+    finally:
+        if lock is not None:
+            lock.close()
