@@ -22,6 +22,7 @@ from gym_metrics.cli._base import (
     print_value_notes,
     read_token,
     server_address,
+    warn_bad_lines,
 )
 from gym_metrics.cli._export import add_export_flags, add_pushgateway_flag, export_after
 from gym_metrics.cli._health import health_after
@@ -278,6 +279,8 @@ def run(ns: argparse.Namespace) -> int:
     started = time.perf_counter()
     with fewer_gc_passes():
         result = run_keeping_result(collect())
+    if ns.ray is not None or ns.processes > 1:  # the shards' warnings went to their logs: the lines skipped, said here
+        warn_bad_lines(ns.input, result.bad_lines)
     code = push_after(progress, result, report(result, time.perf_counter() - started))
     if getattr(ns, "health", False):  # before the report and the exports: both read the counts it adds to the metrics
         health_after(result.rollouts_path, result.metrics_path, ns.agent)

@@ -189,6 +189,23 @@ def test_an_output_through_a_symlink_and_a_row_resume_cannot_take_up(math_port: 
     assert "Traceback" not in refused.stderr and "internal error" not in refused.stderr
 
 
+def test_lines_skipped_by_the_shards_are_listed_as_one_process_lists_them(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
+    """With --processes the shards' warnings went to their logs, which the merge removes: only
+    the count was said."""
+    _, src = reference
+    bad_src = tmp_path / "bad.jsonl"
+    lines = src.read_bytes().splitlines()
+    bad_src.write_bytes(b"\n".join([*lines[:3], b"{not json", *lines[3:], b"[1, 2]"]) + b"\n")
+    said = {}
+    with ScriptedPolicyServer(answer) as policy:
+        for kind in ((), ("--processes", "2")):
+            out = tmp_path / f"out{len(kind)}.jsonl"
+            done = subprocess.run(collect_args(math_port, policy, "chat", bad_src, out, "--on-bad-line", "skip", *kind), capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr
+            said[len(kind)] = sorted(line for line in done.stderr.splitlines() if line.startswith("warning: skipped"))
+    assert said[0] == said[2] and len(said[0]) == 2 and any(f"{bad_src}:line 4: json: not valid JSON" in line for line in said[0])
+
+
 def test_what_processes_refuse(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
     _, src = reference
     out = tmp_path / "out.jsonl"
