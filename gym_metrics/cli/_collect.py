@@ -5,30 +5,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
 import time
-from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from gym_metrics._util.memory import fewer_gc_passes
-from gym_metrics.errors import ExitCode, FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.cli._base import (
     agent_name,
-    format_key_metrics,
     non_negative_int,
     positive_float,
     positive_int,
-    print_value_notes,
     read_token,
     server_address,
     warn_bad_lines,
 )
 from gym_metrics.cli._export import add_export_flags, add_pushgateway_flag, export_after
 from gym_metrics.cli._health import health_after
+from gym_metrics.cli._collect_report import report, run_keeping_result
+from gym_metrics.cli._demo import run_demo
 from gym_metrics.cli._report import add_report_flag, report_after
-
-T = TypeVar("T")
 
 
 ORDER = 20  # its place in `gym-metrics --help` (cli/_discovery.py)
@@ -298,155 +294,3 @@ def _on_ray(ns: argparse.Namespace) -> Any:
     return functools.partial(collect_shards_on_ray, input_path=ns.input, command=main, address=ns.ray or None)
 
 
-def run_demo(ns: argparse.Namespace) -> int:
-    from gym_metrics.environments import resolve_server
-    from gym_metrics._transport.client import ResourcesClient
-    from gym_metrics._transport.server import ServerConfig, start_server
-    from gym_metrics.collector import CollectOptions, collect_async
-
-    name = "inventory" if ns.agent else "reasoning_gym" if ns.reasoning_gym else "math_exact"
-    env = resolve_server(name)()  # the shipped example environment, found by name (reasoning_gym: the extra, or an error saying so)
-    sample = env.sample
-    if sample is None:
-        raise GymMetricsError(f"{name} ships no sample file (is the package installed whole?)")
-    out = ns.out_dir / ("inventory_episodes.jsonl" if ns.agent else f"{name}_online_rollouts.jsonl" if ns.online or ns.reasoning_gym else "math_exact_rollouts.jsonl")
-    for stale in (out, out.with_name(f"{out.stem}_aggregate_metrics.json")):
-        stale.unlink(missing_ok=True)
-
-    async def collect(source: Path, options: CollectOptions | None) -> Any:
-        server = await start_server(env, ServerConfig(port=0, log_requests=False))
-        print(f"{name} serving on {server.address}; collecting {source.name}", file=sys.stderr)
-        try:
-            async with ResourcesClient(server.address) as client:
-                return await collect_async(client, source, out, options)
-        finally:
-            await server.stop(0)
-
-    started = time.perf_counter()
-    if ns.reasoning_gym:
-        from gym_metrics.cli._demo_reasoning_gym import per_dataset_line, scripted_policy
-
-        with scripted_policy(ns.out_dir) as (tasks, options):
-            result = run_keeping_result(collect(tasks, options))
-        return report(result, time.perf_counter() - started, per_dataset_line(result))
-    if ns.agent:
-        with _scripted_agent_policy() as options:
-            result = run_keeping_result(collect(sample, options))
-        return report(result, time.perf_counter() - started)
-    if not ns.online:
-        result = run_keeping_result(collect(sample, None))
-        return report(result, time.perf_counter() - started)
-    with _scripted_policy(sample, ns.out_dir) as (tasks, options):
-        result = run_keeping_result(collect(tasks, options))
-    return report(result, time.perf_counter() - started)
-
-
-DEMO_REPEATS = 4
-
-
-@contextlib.contextmanager
-def _scripted_policy(sample: Path, out_dir: Path) -> Iterator[tuple[Path, Any]]:
-    """The sample's 12 tasks as NeMo Gym task rows (no response) in `out_dir`, a scripted
-    policy on loopback that answers 9 of them right (so mean/reward is 0.75), and the collect
-    options that generate 4 rollouts per task with it."""
-    import json
-
-    from gym_metrics.collector import CollectOptions
-    from gym_metrics.targets import ModelTargetConfig
-    from gym_metrics.testing import ScriptedPolicyServer
-
-    tasks: dict[int, dict[str, Any]] = {}
-    for line in sample.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        tasks.setdefault(row["_ng_task_index"], row)
-    answers, path = {}, out_dir / "math_exact_tasks.jsonl"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as f:
-        for index, row in sorted(tasks.items()):
-            request = row["responses_create_params"]
-            prompt = request["input"][-1]["content"]
-            right = index % 4 != 3
-            answers[prompt] = f"The final answer is $\\boxed{{{row['expected_answer']}}}$." if right else "I am not sure, maybe 7."
-            task = {"agent_ref": {"name": "scripted_policy"}, "responses_create_params": request, "expected_answer": row["expected_answer"]}
-            f.write(json.dumps(task) + "\n")
-    with ScriptedPolicyServer(answers) as policy:
-        print(f"scripted policy serving on {policy.url}; generating {DEMO_REPEATS} rollouts per task", file=sys.stderr)
-        target = ModelTargetConfig(url=policy.url, model="scripted-policy", max_concurrency=16)
-        yield path, CollectOptions(num_repeats=DEMO_REPEATS, target=target)
-
-
-@contextlib.contextmanager
-def _scripted_agent_policy() -> Iterator[Any]:
-    """A scripted policy on loopback playing the inventory sample's episodes (5 of 8 reach
-    their goal), and the collect options that run them through the agent loop."""
-    from gym_metrics.collector import CollectOptions
-    from gym_metrics.targets import ModelTargetConfig
-    from gym_metrics.testing import ScriptedPolicyServer
-    from gym_metrics_servers.inventory.scripted import SCRIPT
-
-    with ScriptedPolicyServer(SCRIPT) as policy:
-        print(f"scripted policy serving on {policy.url}; running each task as an episode", file=sys.stderr)
-        yield CollectOptions(target=ModelTargetConfig(url=policy.url, model="scripted-policy", api="responses", max_concurrency=16))
-
-
-def run_keeping_result(main: Coroutine[Any, Any, T]) -> T:
-    """asyncio.run, with the result kept out of the main task: Python 3.11's runner formats
-    its finished main task, result included, when it restores the SIGINT handler (an enum
-    lookup that fails with a repr), and a collection's result holds every agent's metric
-    arrays (0.3 s of repr at 200k rollouts)."""
-    box: list[T] = []
-
-    async def main_task() -> None:
-        box.append(await main)
-
-    from gym_metrics._util.aio import run_fast  # here, not at import: `gym-metrics aggregate` starts without asyncio
-
-    run_fast(main_task())
-    return box[0]
-
-
-def report(result: Any, elapsed: float, note: str = "") -> int:
-    """Print the key metrics (and `note` under them) and counts; the exit code: 3 when every
-    rollout of an agent failed verification (the files are written all the same), else 0."""
-    print(format_key_metrics({a.agent_name: a.key_metrics for a in result.aggregates}) + (f"\n{note}" if note else ""))
-    print_value_notes(result.aggregates)
-    parts = [f"{result.verified} verified", f"{result.passed_through} already scored"]
-    failed = sum(int(a.agent_metrics.get("errors/total", 0)) for a in result.aggregates)
-    if failed:  # "4 verified" read as four scored when all four failed
-        parts.append(f"{failed} failed (rows with _gm_error, out of the score)")
-    if result.generated or result.generation_failed > result.unanswered:
-        parts.insert(0, f"{result.generated} generated ({result.generation_failed - result.unanswered} generations failed)")
-    if result.unanswered:
-        parts.append(f"{result.unanswered} rows without a response failed (no --policy-url to generate one)")
-    if result.tool_calls:
-        parts.insert(1, f"{result.tool_calls} tool calls ({result.failed_tool_calls} answered an error)")
-    if result.episodes_at_max_steps:
-        parts.append(f"{result.episodes_at_max_steps} episodes stopped at --max-steps")
-    if result.token_gaps:
-        parts.append(f"{result.token_gaps} token gaps (missing ids, unequal lengths, lineage breaks: ng_model_call_capture.gaps)")
-    if result.episodes_retried:
-        parts.append(f"{result.episodes_retried} episodes started again on another server")
-    if result.dropped:
-        classes = ", ".join(f"{kind}: {n}" for kind, n in sorted(result.dropped.items()))
-        parts.append(f"{sum(result.dropped.values())} rollouts dropped from the score ({classes}; see {result.failures_path})")
-    if result.reverified:
-        parts.append(f"--reverify: {result.rewards_changed} of {result.reverified} rewards differ from the stored ones")
-    if result.skipped_done:
-        parts.append(f"{result.skipped_done} already in the output (resumed)")
-    if result.bad_lines:
-        parts.append(f"{len(result.bad_lines)} bad lines skipped")
-    print(f"{', '.join(parts)} in {elapsed:.2f}s")
-    if result.passed_through and not result.verified and not result.generated:
-        print("note: every row already carried a reward, so nothing was verified; --reverify verifies them again")
-    if len(result.batches_by_server) > 1:
-        print(("episodes" if result.tool_calls else "batches") + " per server: " + ", ".join(f"{s} {n}" for s, n in result.batches_by_server.items()))
-    print(f"rollouts -> {result.rollouts_path}\nmetrics  -> {result.metrics_path}")
-    for f in result.failed_agents:
-        kinds = ", ".join(f"{kind}: {n}" for kind, n in f.by_kind.items())
-        print(
-            f"error: agent {f.agent}: {f.rollouts} of {f.rollouts} rollouts failed"
-            f"{' verification' if 'generation' not in f.by_kind else ''} ({kinds})"
-            f" — see _gm_error in {result.rollouts_path}",
-            file=sys.stderr,
-        )
-    return ExitCode.ALL_FAILED if result.failed_agents else ExitCode.OK

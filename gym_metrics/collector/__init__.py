@@ -24,13 +24,14 @@ from gym_metrics.collector._processes import ShardProgress, child_argv, close_sh
 from gym_metrics.collector._shard import Shard, shard_dir, stats_path
 
 if TYPE_CHECKING:
-    from gym_metrics.collector._run import CollectResult, collect, collect_async, collect_processes_async, estimate_total
+    from gym_metrics.collector._run import CollectResult, collect, collect_async, estimate_total
+    from gym_metrics.collector._run_processes import collect_processes_async
 
 _ON_FIRST_USE = {
     "CollectResult": "_run",
     "collect": "_run",
     "collect_async": "_run",
-    "collect_processes_async": "_run",
+    "collect_processes_async": "_run_processes",
     "estimate_total": "_run",
 }
 

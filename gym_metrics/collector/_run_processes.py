@@ -1,0 +1,90 @@
+"""`collect --processes N` and `--ray`: the input's tasks collected by shard processes (or Ray
+tasks), their rows merged into the output in key order, then aggregated here once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gym_metrics._transport.client import ResourcesClient
+from gym_metrics.aggregate import output_path_for, write_aggregate_metrics
+from gym_metrics.collector._failed import with_generation_failures
+from gym_metrics.collector._outfile import failures_path_for
+from gym_metrics.collector._keys import find_fixed_keys
+from gym_metrics.collector._options import CollectOptions
+from gym_metrics.collector._processes import added, run_shards
+from gym_metrics.collector._replicas import connect
+from gym_metrics.collector._run import CollectResult, _aggregate_output, _logger, estimate_total
+from gym_metrics.collector._shard import output_locked
+from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.rollouts import BadLine
+
+
+async def collect_processes_async(
+    client: ResourcesClient | Sequence[ResourcesClient],
+    input_path: str | Path,
+    output_path: str | Path,
+    argv: Sequence[str],
+    processes: int | None,
+    options: CollectOptions | None = None,
+    shards: Callable[..., list[dict[str, Any]]] = run_shards,
+) -> CollectResult:
+    """`collect --processes N` (collector/_processes.py): `argv`, this command's own arguments,
+    run as N shard processes (or as `shards` runs them: Ray tasks, gym_metrics.ray; `processes`
+    None: as many as it chooses); their rows merged into `output_path` in key order, then
+    aggregated here, once. The input's keys are checked and the server reached before any shard
+    starts."""
+    with output_locked(Path(output_path)):
+        return await _collect_processes(client, input_path, output_path, argv, processes, options, shards)
+
+
+async def _collect_processes(
+    client: ResourcesClient | Sequence[ResourcesClient],
+    input_path: str | Path,
+    output_path: str | Path,
+    argv: Sequence[str],
+    processes: int | None,
+    options: CollectOptions | None,
+    shards: Callable[..., list[dict[str, Any]]],
+) -> CollectResult:
+    opts = options or CollectOptions()
+    input_path, output_path = Path(input_path), Path(output_path)
+    if opts.reverify_failed:
+        raise InvalidInputError("--reverify-failed runs in one process", [FieldViolation("--processes", "give it without --reverify-failed")])
+    if not input_path.is_file():
+        raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
+    await asyncio.to_thread(find_fixed_keys, input_path, opts.num_repeats, opts.default_agent)
+    log = _logger(None)
+    given = [client] if isinstance(client, ResourcesClient) else list(client)
+    replicas = await connect(given, opts.connections, opts.retry, opts.connect_timeout, log)
+    try:
+        total = estimate_total(input_path, opts.num_repeats)
+        stop = threading.Event()  # a thread cannot be cancelled: told to stop when this coroutine is
+        try:
+            stats = await asyncio.to_thread(
+                shards, argv, output_path, processes, total, resume=opts.resume, default_agent=opts.default_agent, log=log, stop=stop
+            )
+        except BaseException:
+            stop.set()
+            raise
+        summed = added(stats)
+        aggregates, failed = await _aggregate_output(replicas.clients, output_path, summed["tasks"], opts, replicas.info.wants_rows, log)
+    finally:
+        await replicas.close_extra()
+    generation_failures = summed["generation_failures"]
+    failed = [with_generation_failures(f, generation_failures.get(f.agent, 0)) for f in failed]
+    metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
+    counts = summed["counts"]
+    return CollectResult(
+        rollouts_path=output_path, metrics_path=metrics_path, aggregates=aggregates,
+        bad_lines=[BadLine(*bad) for bad in summed["bad_lines"]], verified=counts["verified"],
+        passed_through=counts["passed_through"], skipped_done=counts["skipped_done"], repaired_bytes=counts["repaired_bytes"],
+        failed_agents=failed, generated=counts["generated"], generation_failed=counts["generation_failed"],
+        unanswered=counts["unanswered"], tool_calls=counts["tool_calls"], failed_tool_calls=counts["failed_tool_calls"],
+        episodes_retried=counts["episodes_retried"], episodes_at_max_steps=counts["episodes_at_max_steps"],
+        token_gaps=counts["token_gaps"], reverified=counts["reverified"], rewards_changed=counts["rewards_changed"],
+        dropped=summed["dropped"], failures_path=failures_path_for(output_path) if summed["dropped"] else None,
+    )  # fmt: skip
