@@ -115,36 +115,44 @@ class ShardProgress(ProgressLine):
 
 
 def redistribute(final: Path, shards: list[Shard], default_agent: str | None) -> int:
-    """`--resume` of an output a run left: each of its rows appended to its shard's file unless
-    that file holds its key already (so the shards skip it); the rows moved."""
-    if not final.exists() or not final.stat().st_size:
-        return 0
+    """`--resume` of an output a run left: each of its rows appended to its shard's file, and
+    each row of its failures sidecar to its shard's sidecar (so the shards count them as done,
+    as one process's `--resume` does, and the merge writes them back), unless the shard holds
+    the key already; the rows moved."""
     files = [OutputFile(s.output(final), True, default_agent) for s in shards]
-    moved = 0
     try:
-        pending: list[list[bytes]] = [[] for _ in shards]
-        with final.open("rb") as f:
-            for number, line in enumerate(f, 1):
-                if not line.endswith(b"\n"):
-                    break  # a line cut short by a kill: its rollout is collected again
-                if not line.strip():
-                    continue
-                try:
-                    agent, task, rollout = _key(line, default_agent)
-                except (ValueError, KeyError, TypeError, AttributeError) as exc:  # (orjson's JSONDecodeError is a ValueError)
-                    raise InvalidInputError(f"{final}: a line --resume cannot take up", [FieldViolation(f"line {number}", _why(exc))]) from None
-                i = task % len(shards)
-                if (agent, task, rollout) not in files[i].done:
-                    files[i].done.add((agent, task, rollout))
-                    pending[i].append(line)
-                    moved += 1
-        for file, lines in zip(files, pending):
-            if lines:
-                file.write(lines)
+        moved = _hand_out(final, [s.output(final) for s in shards], files, default_agent)
+        return moved + _hand_out(failures_path_for(final), [failures_path_for(s.output(final)) for s in shards], files, default_agent)
     finally:
         for file in files:
             file.close()
-    return moved
+
+
+def _hand_out(source: Path, targets: list[Path], files: list[OutputFile], default_agent: str | None) -> int:
+    """The complete lines of `source` whose key no shard's `files` hold, appended to their
+    shard's `targets` file (the key then held)."""
+    if not source.exists() or not source.stat().st_size:
+        return 0
+    pending: list[list[bytes]] = [[] for _ in targets]
+    with source.open("rb") as f:
+        for number, line in enumerate(f, 1):
+            if not line.endswith(b"\n"):
+                break  # a line cut short by a kill: its rollout is collected again
+            if not line.strip():
+                continue
+            try:
+                agent, task, rollout = _key(line, default_agent)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:  # (orjson's JSONDecodeError is a ValueError)
+                raise InvalidInputError(f"{source}: a line --resume cannot take up", [FieldViolation(f"line {number}", _why(exc))]) from None
+            i = task % len(targets)
+            if (agent, task, rollout) not in files[i].done:
+                files[i].done.add((agent, task, rollout))
+                pending[i].append(line)
+    for target, lines in zip(targets, pending):
+        if lines:
+            with target.open("ab") as out:
+                out.write(b"".join(lines))
+    return sum(map(len, pending))
 
 
 def _why(exc: Exception) -> str:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from test_collect_generate_kill import TOTAL, answer, collect_args, math_port, write_rollouts  # noqa: F401  (math_port: a fixture)
 from test_collector_faults import Procs, line_count, metrics_of, wait_for_lines
@@ -187,6 +188,27 @@ def test_an_output_through_a_symlink_and_a_row_resume_cannot_take_up(math_port: 
         refused = subprocess.run(collect_args(math_port, policy, "chat", src, bad, "--processes", "2", "--resume"), capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "a line --resume cannot take up" in refused.stderr and "line 1: _ng_task_index: missing" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr and "internal error" not in refused.stderr
+
+
+def test_a_one_process_outputs_failures_sidecar_is_taken_up_as_done(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
+    """The sidecar's rollouts (attempted, their judge failed) were not counted as done: the
+    shards attempted them again and wrote them to the output while the sidecar kept them."""
+    ref, src = reference
+    out = tmp_path / "out.jsonl"
+    lines = ref.read_bytes().splitlines(keepends=True)
+    failed = lines[1::5]
+    out.write_bytes(b"".join(line for line in lines if line not in failed))
+    failures = tmp_path / "out_failures.jsonl"
+    failures.write_bytes(b"".join(orjson.dumps({**orjson.loads(line), "_ng_failure_class": "judge_failed"}) + b"\n" for line in failed))
+    with ScriptedPolicyServer(answer) as policy:
+        done = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", "2", "--resume"), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert sum(policy.calls.values()) == 0  # every rollout was attempted once already
+    assert out.read_bytes().splitlines(keepends=True) == [line for line in sorted_lines(ref) if line not in failed]
+    written = failures.read_bytes().splitlines(keepends=True)
+    assert written == sorted_lines(failures)  # written back, in key order
+    expected = [{**orjson.loads(line), "_ng_failure_class": "judge_failed"} for line in failed]
+    assert [orjson.loads(line) for line in written] == sorted(expected, key=lambda r: (r["_ng_task_index"], r["_ng_rollout_index"]))
 
 
 def test_lines_skipped_by_the_shards_are_listed_as_one_process_lists_them(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
