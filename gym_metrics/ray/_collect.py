@@ -3,7 +3,7 @@ Ray tasks across a cluster, the output written where the driver runs.
 
 The input goes to the object store once; each task writes it into a folder of its own on its
 node, collects its shard there (the same command with `--shard I/N`, in the worker process;
-after a `--resume`, from the rows the driver already holds for it) and sends back its rows,
+after a `--resume`, from the rows and failures the driver already holds for it) and sends back its rows,
 its failures and its counts. The driver writes them into the shards folder beside the output,
 then merges and aggregates as `--processes` does, so the files are the same. A task whose
 worker or node died is run again by Ray (its shard from the start, or from the rows the driver
@@ -12,13 +12,17 @@ held when it was sent); the servers and the policy must be reachable from every 
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import io
 import shutil
+import sys
 import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gym_metrics.collector import Shard, ShardProgress, child_argv, close_shards, failures_path_for, open_shards, stats_path
 from gym_metrics.errors import GymMetricsError
@@ -29,11 +33,14 @@ TASK_RETRIES = 3
 
 
 def _collect_shard(
-    command: Callable[[list[str]], int], argv: list[str], given: bytes, held: bytes, index: int, count: int, run: str
+    command: Callable[[list[str]], int], argv: list[str], given: bytes, held: tuple[bytes, bytes], index: int, count: int, run: str,
+    input_name: str,
 ) -> tuple[bytes, bytes, bytes]:
     """In a Ray worker: shard `index` of `count` of run `run` collected in a folder of its own by
-    `command` (the CLI's main); (its rows, its failures, its stats as JSON). The folder of an
-    attempt whose worker died on this node is removed first (a killed worker removes nothing)."""
+    `command` (the CLI's main), from the rows and failures the driver `held` for it; (its rows,
+    its failures, its stats as JSON). The folder of an attempt whose worker died on this node is
+    removed first (a killed worker removes nothing). A shard that fails raises with the last
+    lines it printed, its input named `input_name` (the driver's) as it names its lines."""
     shard = Shard(index, count)
     prefix = f"gym-metrics-shard-{run}-{index}-"
     for left in Path(tempfile.gettempdir()).glob(prefix + "*"):
@@ -44,12 +51,35 @@ def _collect_shard(
         final = folder / "out.jsonl"
         out = shard.output(final)
         out.parent.mkdir()
-        out.write_bytes(held)
-        code = command([*child_argv(argv, shard, final), "--input", str(folder / "input.jsonl")])
-        if code != 0:
-            raise GymMetricsError(f"shard {index + 1} of {count} exited {code} on its node (its log is the worker's stderr)")
         failures = failures_path_for(out)
-        return out.read_bytes(), failures.read_bytes() if failures.exists() else b"", stats_path(out).read_bytes()
+        out.write_bytes(held[0])
+        failures.write_bytes(held[1])
+        tail = _Tail(sys.stderr)
+        with contextlib.redirect_stderr(tail):
+            code = command([*child_argv(argv, shard, final), "--input", str(folder / "input.jsonl")])
+        if code != 0:
+            errors = [line for line in tail.lines if line.startswith("error: ")]
+            said = (errors[-1].removeprefix("error: ") if errors else " | ".join(tail.lines) or "it printed nothing").replace(str(folder / "input.jsonl"), input_name)
+            failed = GymMetricsError(f"shard {index + 1} of {count} failed on its node (exit {code}): {said}")
+            failed.exit_code = code if code in (2, 3, 4) else 1  # type: ignore[attr-defined]  # the shard's own verdict, as --processes gives it
+            raise failed
+        return out.read_bytes(), failures.read_bytes(), stats_path(out).read_bytes()
+
+
+class _Tail(io.TextIOBase):
+    """A text stream that passes what is written on to `to` and keeps its last lines."""
+
+    def __init__(self, to: TextIO, keep: int = 5) -> None:
+        self.to, self.lines, self._part = to, collections.deque[str](maxlen=keep), ""
+
+    def write(self, text: str) -> int:
+        self.to.write(text)
+        *whole, self._part = (self._part + text).split("\n")
+        self.lines.extend(line for line in whole if line.strip())
+        return len(text)
+
+    def flush(self) -> None:
+        self.to.flush()
 
 
 def collect_shards_on_ray(
@@ -72,10 +102,10 @@ def collect_shards_on_ray(
             progress = ShardProgress(total, [])
             task = ray.remote(max_retries=TASK_RETRIES, retry_exceptions=False)(_collect_shard)
             given = ray.put(input_path.read_bytes())
-            held = [s.output(final).read_bytes() if s.output(final).exists() else b"" for s in shards]
+            held = [(_read(s.output(final)), _read(failures_path_for(s.output(final)))) for s in shards]
             run = uuid.uuid4().hex[:12]
-            pending = {task.remote(command, list(argv), given, held[s.index], s.index, count, run): s for s in shards}
-            rows = sum(h.count(b"\n") for h in held)
+            pending = {task.remote(command, list(argv), given, held[s.index], s.index, count, run, str(input_path)): s for s in shards}
+            rows = sum(h[0].count(b"\n") for h in held)
             while pending:
                 if stop is not None and stop.is_set():  # interrupted: the tasks go, their shards' files stay
                     for ref in pending:
@@ -87,14 +117,13 @@ def collect_shards_on_ray(
                     try:
                         lines, failures, stats = ray.get(ref)
                     except Exception as exc:
-                        raise GymMetricsError(f"shard {shard.index + 1} of {count} failed on Ray: {_cause(exc)}; "
-                                              f"run again with --resume") from None  # fmt: skip
+                        raise _failed(exc, shard, count) from None
                     out = shard.output(final)
                     out.write_bytes(lines)
                     if failures:
                         failures_path_for(out).write_bytes(failures)
                     stats_path(out).write_bytes(stats)
-                    rows += lines.count(b"\n") - held[shard.index].count(b"\n")
+                    rows += lines.count(b"\n") - held[shard.index][0].count(b"\n")
                 progress.set_done(rows)  # (rows arrive a shard at a time)
             progress.close()
             return close_shards(final, count, default_agent)
@@ -103,6 +132,10 @@ def collect_shards_on_ray(
     finally:
         if started:
             ray.shutdown()
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
 
 
 def _init(ray: Any, address: str | None) -> None:
@@ -117,9 +150,15 @@ def _init(ray: Any, address: str | None) -> None:
                 raise
 
 
-def _cause(exc: BaseException) -> str:
+def _failed(exc: BaseException, shard: Shard, count: int) -> GymMetricsError:
+    """The error a shard's task ended with: the shard's own (its exit code kept), or what Ray says."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, GymMetricsError):
+        failed = GymMetricsError(f"{cause}; fix the cause and run again with --resume")
+        failed.exit_code = getattr(cause, "exit_code", 1)  # type: ignore[attr-defined]
+        return failed
     text = str(exc).strip().splitlines()
-    return text[-1] if text else type(exc).__name__
+    return GymMetricsError(f"shard {shard.index + 1} of {count} failed on Ray: {text[-1] if text else type(exc).__name__}; run again with --resume")
 
 
 __all__ = ["TASK_RETRIES", "collect_shards_on_ray"]

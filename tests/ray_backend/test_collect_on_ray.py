@@ -102,3 +102,28 @@ async def test_a_shard_whose_worker_dies_is_run_again(ray_cluster: ModuleType, t
     assert shard_folders() == before  # the killed attempt's folder went with its retry
     assert (tmp_path / "ray_aggregate_metrics.json").read_bytes() == (tmp_path / "one_aggregate_metrics.json").read_bytes()
     assert (tmp_path / "ray.jsonl").read_bytes().splitlines(keepends=True) == in_key_order(tmp_path / "one.jsonl")
+
+
+async def test_a_shards_bad_line_is_named_and_a_left_sidecar_is_done(ray_cluster: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A shard stopped by a bad input line said only its exit code; the failures sidecar a run
+    left was not sent to the shards (its rollouts were attempted again)."""
+    src = tasks(tmp_path / "tasks.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(src.read_bytes() + b"{not json\n")
+    async with serve_environment(MathExactServer) as server:
+        with ScriptedPolicyServer(answer) as policy:
+            assert await run(server.address, policy, bad, tmp_path / "bad_out.jsonl", "--ray", "--processes", "2") == 2
+            said = capsys.readouterr().err
+            assert f"failed on its node (exit 2): {bad}: bad input line" in said and f"line {TASKS + 1}: json: not valid JSON" in said and str(tempfile.gettempdir()) + "/gym-metrics-shard" not in said, said
+
+            assert await run(server.address, policy, src, tmp_path / "one.jsonl") == 0
+            out = tmp_path / "out.jsonl"
+            lines = (tmp_path / "one.jsonl").read_bytes().splitlines(keepends=True)
+            failed = lines[2::7]
+            out.write_bytes(b"".join(line for line in lines if line not in failed))
+            out.with_name("out_failures.jsonl").write_bytes(b"".join(failed))
+            policy.calls.clear()
+            assert await run(server.address, policy, src, out, "--ray", "--processes", "2", "--resume") == 0
+            assert sum(policy.calls.values()) == 0
+    assert out.read_bytes().splitlines(keepends=True) == [line for line in in_key_order(tmp_path / "one.jsonl") if line not in failed]
+    assert sorted(out.with_name("out_failures.jsonl").read_bytes().splitlines(keepends=True)) == sorted(failed)
