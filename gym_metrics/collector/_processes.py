@@ -344,16 +344,17 @@ def added(stats: list[dict[str, Any]]) -> dict[str, Any]:
     bad: set[tuple[int, str, str]] = set()
     dropped: dict[str, int] = {}
     generation: dict[str, int] = {}
+    served: dict[str, int] = {}
     for one in stats:
         for name, value in one["counts"].items():
             counts[name] = counts.get(name, 0) + value
         for agent, indices in one["tasks"].items():
             tasks.setdefault(agent, set()).update(indices)
         bad.update((int(line), str(field), str(reason)) for line, field, reason in one["bad_lines"])
-        for into, given in ((dropped, one["dropped"]), (generation, one["generation_failures"])):
+        for into, given in ((dropped, one["dropped"]), (generation, one["generation_failures"]), (served, one.get("by_server", {}))):
             for name, value in given.items():
                 into[name] = into.get(name, 0) + value
-    return {"counts": counts, "tasks": tasks, "bad_lines": sorted(bad), "dropped": dropped, "generation_failures": generation}
+    return {"counts": counts, "tasks": tasks, "bad_lines": sorted(bad), "dropped": dropped, "generation_failures": generation, "by_server": served}
 
 
 __all__ = ["PARENT_ENV", "RETRIES", "ShardProgress", "added", "child_argv", "close_shards", "die_with_parent", "merge_shards", "open_shards", "redistribute", "run_shards", "write_stats"]

@@ -219,7 +219,7 @@ async def _collect(
         await replicas.close_extra()
 
     if opts.shard is not None:  # one process of `--processes N`: its parent merges and aggregates
-        return _shard_done(router, out, progress, runner, capture, replicas.info.wants_rows, output_path)
+        return _shard_done(router, out, progress, runner, capture, by_server(lanes, report), output_path)
     in_memory = (
         {name: concat(parts) for name, parts in router.columns.items()}
         if router.complete and not out.done
@@ -260,7 +260,7 @@ async def _collect(
 
 def _shard_done(
     router: Router, out: OutputFile, progress: Progress, runner: EpisodeRunner | None, capture: Capture | None,
-    wants_rows: bool, output_path: Path,
+    served: dict[str, int], output_path: Path,
 ) -> CollectResult:
     """A shard's counts, written beside its file for its parent (collector/_processes.py)."""
     counts = {
@@ -274,7 +274,7 @@ def _shard_done(
     stats = {
         "counts": counts, "tasks": {agent: sorted(tasks) for agent, tasks in router.tasks.items()},
         "bad_lines": [[bad.line, bad.field, bad.reason] for bad in router.bad_lines], "dropped": dict(router.dropped),
-        "generation_failures": dict(router.generation_failures),
+        "generation_failures": dict(router.generation_failures), "by_server": served,
     }  # fmt: skip
     write_stats(stats_path(output_path), stats)
     return CollectResult(output_path, stats_path(output_path), [], router.bad_lines, router.verified, router.passed_through,

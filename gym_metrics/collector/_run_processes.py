@@ -86,5 +86,5 @@ async def _collect_processes(
         unanswered=counts["unanswered"], tool_calls=counts["tool_calls"], failed_tool_calls=counts["failed_tool_calls"],
         episodes_retried=counts["episodes_retried"], episodes_at_max_steps=counts["episodes_at_max_steps"],
         token_gaps=counts["token_gaps"], reverified=counts["reverified"], rewards_changed=counts["rewards_changed"],
-        dropped=summed["dropped"], failures_path=failures_path_for(output_path) if summed["dropped"] else None,
+        dropped=summed["dropped"], batches_by_server=summed["by_server"], failures_path=failures_path_for(output_path) if summed["dropped"] else None,
     )  # fmt: skip

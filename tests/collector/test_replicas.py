@@ -100,6 +100,19 @@ def test_three_replicas_one_sigkilled_mid_run(procs: Procs, tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+def test_processes_report_the_batches_each_server_answered(procs: Procs, tmp_path: Path) -> None:
+    """With --processes the shards' counts were added up but not theirs per server: the line was missing."""
+    addresses = [f"127.0.0.1:{port}" for _, port in (start_server(procs, ENV, 0, tmp_path / f"server{i}.log") for i in range(2))]
+    src = write_tasks(tmp_path / "tasks.jsonl")
+    done = subprocess.run(collect(addresses, src, tmp_path / "out.jsonl", "--processes", "2"), capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = per_server(done.stdout)
+    assert list(counts) == addresses and all(n > 0 for n in counts.values()), counts
+    assert TOTAL // 8 <= sum(counts.values()) <= TOTAL // 8 + 2  # each shard's last batch may be short
+    assert_complete(tmp_path / "out.jsonl")
+
+
+@pytest.mark.slow
 def test_every_replica_gone_exits_4_then_resume_finishes(procs: Procs, tmp_path: Path) -> None:
     servers = [start_server(procs, ENV, 0, tmp_path / f"server{i}.log") for i in range(2)]
     addresses = [f"127.0.0.1:{port}" for _, port in servers]
