@@ -19,7 +19,9 @@ each given the `response` of the `data/example_rollouts.jsonl` row for the same 
 - `verify_responses.jsonl`: per input line, what NeMo Gym's collection gets back from the
   agent's `/run` (below), before it adds its own keys;
 - `rollouts.jsonl`: the rows NeMo Gym's collection writes (that, plus `_ng_task_index`,
-  `_ng_rollout_index` and `agent_ref` from the input row: `nemo_gym/rollout_collection.py`);
+  `_ng_rollout_index` and `agent_ref` from the input row, then `_ng_environment_server` and
+  `_ng_result_type`, the environment server its own code resolves for the agent from the
+  environment's shipped config, and that server's type: `nemo_gym/rollout_collection.py`);
 - `aggregate_metrics.json`: NeMo Gym's metrics of those rows (stripped as its collection strips
   them before `/aggregate_metrics`, then `compute_aggregate_metrics` with the default hooks, as
   scripts/make_nemo_reference.py does), the reference `tests/collector/test_nemo_collect.py`
@@ -114,6 +116,7 @@ class NemoEnv:
         from fastapi.testclient import TestClient
         from nemo_gym.server_utils import ServerClient
 
+        self.name = env
         module, name = ENVS[env]
         cls = getattr(importlib.import_module(module), name)
         config_cls = cls.model_fields["config"].annotation
@@ -151,12 +154,25 @@ class NemoEnv:
         return _plain({"agent_ref": {"name": name}, **{k: dumped[k] for k in keys}})
 
 
-def nemo_row(row: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    """The row NeMo Gym's collection writes: the /run answer and its keys from the input row."""
+def environment_server(env: str, agent: str) -> tuple[str, str]:
+    """(name, type) of the environment server NeMo Gym's collection runs `agent`'s rows through,
+    resolved by its own code from the environment's shipped config."""
+    from nemo_gym.rollout_collection import _environment_server_for_agent, _environment_servers_by_agent
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.load(_wheel_data(env).parent / "configs" / f"{env}.yaml")
+    name = _environment_server_for_agent(agent, _environment_servers_by_agent(config))
+    return name, str(next(iter(config[name]["environment_servers"])))
+
+
+def nemo_row(row: dict[str, Any], result: dict[str, Any], server: tuple[str, str]) -> dict[str, Any]:
+    """The row NeMo Gym's collection writes: the /run answer, its keys from the input row, then
+    the environment server it ran through and that server's type."""
     written = dict(result)
     for key in ("_ng_task_index", "_ng_rollout_index", "agent_ref"):
         if key in row:
             written[key] = row[key]
+    written["_ng_environment_server"], written["_ng_result_type"] = server
     return written
 
 
@@ -166,7 +182,8 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def record(case: str, env: NemoEnv, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     results = [env.run(r) for r in rows]
-    written = [nemo_row(r, res) for r, res in zip(rows, results)]
+    server = environment_server(env.name, rows[0]["agent_ref"]["name"])
+    written = [nemo_row(r, res, server) for r, res in zip(rows, results)]
     folder = OUT / case
     folder.mkdir(parents=True, exist_ok=True)
     _jsonl(folder / "input.jsonl", rows)

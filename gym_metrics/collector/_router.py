@@ -21,7 +21,7 @@ from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_i
 from gym_metrics.collector._outfile import FailuresFile, OutputFile
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._capture import with_trajectory
-from gym_metrics.collector._rows import written_row
+from gym_metrics.collector._rows import environment_server_name, written_row
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
@@ -84,6 +84,16 @@ class Router:
         self.columns: dict[str, list[RolloutColumns]] = defaultdict(list)
         """Columns of passed-through rows, while every output row is among them."""
         self.complete = True
+        self.agent_type = "simple_agent"
+        """The NeMo Gym agent type the rows are collected as (`gymnasium_agent` for an
+        environment that answers each step), for the environment server each row names."""
+        self._servers: dict[str, str] = {}
+
+    def environment_server(self, agent: str) -> str:
+        name = self._servers.get(agent)
+        if name is None:
+            name = self._servers[agent] = environment_server_name(agent, self.agent_type)
+        return name
 
     def to_verify(self) -> Iterator[Rollout]:
         reverify = self.opts.reverify or self.opts.reverify_failed
@@ -152,7 +162,7 @@ class Router:
             batch, verified.reward, verified.response_json, verified.error_kind, verified.error_message
         ):
             if kind is None and text:
-                row = written_row(rollout.row, orjson.loads(text), self.opts.keep_input_fields)
+                row = written_row(rollout.row, orjson.loads(text), self.environment_server(rollout.agent), self.opts.keep_input_fields)
                 failure = row.get(FAILURE_CLASS_KEY)
                 if failure is not None:  # NeMo Gym's collection: to the sidecar, out of the score
                     self.dropped[str(failure)] += 1

@@ -187,6 +187,8 @@ async def _collect(
             log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
         progress = progress or Progress(estimate_total(input_path, opts.num_repeats))
         router = Router(input_path, opts, out, progress, fixed)
+        if replicas.info.steps:
+            router.agent_type = "gymnasium_agent"
         # Episodes spread over every connection: one per server worker (a session stays on its
         # connection's worker), so `serve --workers N` is used whole.
         capture = _capture(opts)

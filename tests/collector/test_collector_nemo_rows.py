@@ -11,11 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import Field
 
 from gym_metrics._transport.server import ServerConfig, start_server
 from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.collector import CollectOptions, collect_async
+from gym_metrics.collector._rows import environment_server_name
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.environments import SimpleResourcesServer
 
@@ -124,8 +126,10 @@ async def test_a_verified_row_is_the_verify_response_and_the_collectors_keys(tmp
     assert [r["reward"] for r in rows] == [1.0, 1.0, 0.0, 1.0]  # "paris" matches where case does not count
     assert {tuple(sorted(r)) for r in rows} == {
         tuple(sorted(["responses_create_params", "response", "reward", "mask_sample", "expected_answer",
-                      "extracted_answer", "_ng_task_index", "_ng_rollout_index", "agent_ref"]))
+                      "extracted_answer", "_ng_task_index", "_ng_rollout_index", "agent_ref", "_ng_environment_server", "_ng_result_type"]))
     }  # fmt: skip
+    assert {(r["_ng_environment_server"], r["_ng_result_type"]) for r in rows} == {("policy_environment_server", "legacy_agent")}
+    assert list(rows[0])[-2:] == ["_ng_environment_server", "_ng_result_type"]  # stamped last, as NeMo Gym's collection does
     (entry,) = json.loads(result.metrics_path.read_text())
     fields = {k.split("/", 1)[1] for k in entry["agent_metrics"] if k.startswith("mean/")}
     assert "reward" in fields and not fields & {"id", "case_sensitive"}
@@ -200,3 +204,17 @@ async def test_a_scored_row_with_a_reward_that_is_not_a_number_is_passed_through
     infos = [i for g in entry["group_level_metrics"] for i in g["rollout_infos"]]
     assert [i["reward"] for i in infos] == [1.0, "not-a-number", 0.0]
     assert entry["non_numeric_counts"] == {"reward": 1}
+
+
+@pytest.mark.parametrize(
+    ("agent", "agent_type", "server"),
+    [  # environment servers as NeMo Gym 0.7.0's shipped configs name them, or its basic case's metrics file
+        ("example_session_state_mgmt_simple_agent", "simple_agent", "example_session_state_mgmt_environment_server"),
+        ("wordle_gymnasium_agent", "gymnasium_agent", "wordle_environment_server"),
+        ("critpt_agent", "critpt_agent", "critpt_agent_environment_server"),
+        ("a", "simple_agent", "a_environment_server"),
+        ("simple_agent", "simple_agent", "simple_agent_environment_server"),
+    ],
+)
+def test_the_environment_server_is_named_as_nemo_gym_names_it(agent: str, agent_type: str, server: str) -> None:
+    assert environment_server_name(agent, agent_type) == server

@@ -69,7 +69,7 @@ BOUNDS: dict[str, list[int]] = {}
 
 
 def task(n: int, secret: int, prompt: str = "Let's play.") -> dict[str, Any]:
-    return {"responses_create_params": {"input": [{"role": "user", "content": prompt}]}, "secret": secret, "agent_ref": {"name": "guesser"}, "_ng_task_index": n, "_ng_rollout_index": 0}
+    return {"responses_create_params": {"input": [{"role": "user", "content": prompt}]}, "secret": secret, "agent_ref": {"name": "guesser_gymnasium_agent"}, "_ng_task_index": n, "_ng_rollout_index": 0}
 
 
 async def collect(tmp_path: Path, env: Any, rows: list[dict[str, Any]], answers: Any, *extra: str) -> list[dict[str, Any]]:
@@ -102,6 +102,8 @@ async def test_an_episode_runs_turn_by_turn_to_its_end(tmp_path: Path) -> None:
     assert row["responses_create_params"]["input"] == [{"role": "user", "content": "Let's play."},
                                                        {"content": "I am thinking of a number from 1 to 100.", "role": "user", "type": "message"}]
     assert row["_ng_task_index"] == 0 and "secret" not in row  # NeMo Gym's run response, the collector's keys
+    # the environment server NeMo Gym 0.7.0 names for a gymnasium_agent (`wordle_gymnasium_agent` -> `wordle_environment_server`)
+    assert (row["_ng_environment_server"], row["_ng_result_type"]) == ("guesser_environment_server", "legacy_agent")
 
 
 async def test_max_steps_truncates_and_a_truncating_step_ends_it(tmp_path: Path) -> None:
