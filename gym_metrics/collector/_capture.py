@@ -2,17 +2,18 @@
 for its row (`ng_model_call_capture`); whatever the outcome, a failed generation's calls too.
 With token capture, each call's token IDs are checked (recording.token_gaps) and the gaps
 counted; with the trajectory, the turns and tool calls the loop traced and the full call
-records are kept for `ng_trajectory`, made when the verified row is written."""
+records are kept for `ng_trajectory` and `ng_perf`, made when the verified row is written."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from gym_metrics.collector._input import Rollout
-from gym_metrics.recording import CAPTURE_KEY, EpisodeTrace, capture_block, model_call_records, rollout_id_of, token_gaps, trajectory
+from gym_metrics.recording import CAPTURE_KEY, PERF_KEY, TRAJECTORY_KEY, EpisodeTrace, capture_block, model_call_records, rollout_id_of, rollout_perf, token_gaps, trajectory
 from gym_metrics.targets import capturing
 
 
@@ -50,8 +51,13 @@ def captured(rollout: Rollout, capture: Capture | None, trace: EpisodeTrace | No
 
 
 def with_trajectory(row: dict[str, Any], rollout: Rollout) -> None:
-    """Add `ng_trajectory` to the written row of a traced rollout (its `resolved` read there)."""
+    """Add `ng_trajectory` to the written row of a traced rollout (its `resolved` read there),
+    then its `ng_perf` (its wall time from the episode's start to now, when its row is written
+    as NeMo Gym's collection times the agent's `/run`)."""
     if rollout.trace is not None:
         trace, records = rollout.trace
-        row["ng_trajectory"] = trajectory(trace, records, row, rollout_id_of(row))
+        row[TRAJECTORY_KEY] = trajectory(trace, records, row, rollout_id_of(row))
+        perf = rollout_perf(row[TRAJECTORY_KEY], (time.time() - trace.started_at) * 1000)
+        if perf is not None:
+            row[PERF_KEY] = perf
         rollout.trace = None

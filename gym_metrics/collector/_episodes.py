@@ -187,12 +187,12 @@ class EpisodeRunner:
 
     async def _episode(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
         calls = client.session_stream()  # the connection's multiplexed stream: cheaper per call
+        trace = self.capture.trace() if self.capture is not None else None  # (its clock starts with the episode)
         session = await calls.seed_session(rollout.row)
         try:
             request = dict(rollout.row[REQUEST_KEY])
             if not request.get("tools") and self.tools and not self.any_tool_name:  # a NeMo Gym app's rows keep theirs, as its agent sends them
                 request["tools"] = self.tools
-            trace = self.capture.trace() if self.capture is not None else None
             with captured(rollout, self.capture, trace):
                 episode = await run_episode(
                     self.target, request, tool_caller(calls, session, self.known, self.any_tool_name),
@@ -224,9 +224,9 @@ class EpisodeRunner:
         """An episode of an environment that answers each turn (_step_loop.py): reset, a step
         per turn; the row is NeMo Gym's run response (no verify: the reward is the steps')."""
         calls = client.session_stream()
+        trace = self.capture.trace() if self.capture is not None else None
         session, reset = await calls.reset_session(rollout.row)
         try:
-            trace = self.capture.trace() if self.capture is not None else None
 
             async def step(response: dict[str, Any]) -> Mapping[str, Any]:
                 nonlocal session

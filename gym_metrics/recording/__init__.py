@@ -1,6 +1,6 @@
 """What a rollout keeps besides its reward: the model calls made for it (NeMo Gym's
 `ng_model_call_capture`), their token IDs checked, the trajectory
-(`ng_trajectory`) and its ATIF export, and the token records a trainer reads (TokenEntry, one training sequence),
+(`ng_trajectory`) with its perf summary (`ng_perf`) and its ATIF export, and the token records a trainer reads (TokenEntry, one training sequence),
 in NeMo Gym's record shapes (docs/pipelines.md#recording)."""
 
 from gym_metrics.recording._atif import ATIF_SCHEMA_VERSION, rollout_to_atif
@@ -25,6 +25,7 @@ from gym_metrics.recording._token_records import (
     token_digest,
     token_entries,
 )
+from gym_metrics.recording._perf import PERF_KEY, rollout_perf
 from gym_metrics.recording._tokens import call_token_fields, token_gaps
 from gym_metrics.recording._trajectory import TRAJECTORY_KEY, EpisodeTrace, task_id_of, trajectory
 from gym_metrics.recording._trajectory_schema import trajectory_error
@@ -32,7 +33,7 @@ from gym_metrics.recording._trajectory_schema import trajectory_error
 __all__ = [
     "trajectory_error",
     "ATIF_SCHEMA_VERSION", "TOKEN_FIELDS", "AtifRefused", "rollout_to_atif", "AtifExport", "AtifExportError", "export_atif",
-    "TRAJECTORY_KEY", "EpisodeTrace", "task_id_of", "trajectory", "model_call_records",
+    "TRAJECTORY_KEY", "EpisodeTrace", "task_id_of", "trajectory", "model_call_records", "PERF_KEY", "rollout_perf",
     "TokenLineageError", "TrainingSequence", "encode_token_ids", "linearize", "token_digest", "token_entries",
     "CAPTURE_KEY", "PAYLOAD_KEYS", "capture_block", "model_call_metrics", "model_call_record", "rollout_id_of", "token_stats", "call_token_fields", "token_gaps",
 ]

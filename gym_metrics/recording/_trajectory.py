@@ -27,6 +27,8 @@ class EpisodeTrace:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     conversation: list[Any] = field(default_factory=list)
     status: str = "completed"
+    started_at: float = field(default_factory=time.time)
+    """When the episode began (its `ng_perf` wall time runs from here to its verified row)."""
 
     def turn(self, question: list[Any], output: Sequence[Mapping[str, Any]], started_at: float) -> None:
         """One policy call: what it was sent and what it answered."""

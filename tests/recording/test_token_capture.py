@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -117,9 +118,18 @@ async def test_a_chat_policy_without_token_ids_is_a_gap_per_call_and_the_rollout
 
 
 async def test_each_row_carries_its_trajectory(tmp_path: Path) -> None:
+    started = time.monotonic()
     with ScriptedPolicyServer(script) as policy:
         result, rows = await collect(tmp_path, tasks=3, repeats=2, policy=policy)
+    took_ms = (time.monotonic() - started) * 1000
     for row in rows:
+        # then its perf block, as NeMo Gym's collection adds it with observability on
+        assert list(row)[list(row).index("ng_trajectory") + 1] == "ng_perf"
+        perf, turns, calls = row["ng_perf"], row["ng_trajectory"]["turns"], row["ng_trajectory"]["model_calls"]
+        assert 0 < perf.pop("total_latency_ms") < took_ms
+        assert perf == {"num_turns": len(turns), "num_tool_calls": len(row["ng_trajectory"]["tool_calls"]), "token_observability_coverage": 1.0,
+                        "prompt_tokens": sum(c["token_stats"]["prompt_tokens"] for c in calls),
+                        "completion_tokens": sum(c["token_stats"]["completion_tokens"] for c in calls)}  # fmt: skip  (a chat policy reports no cached or reasoning counts)
         trajectory = row["ng_trajectory"]
         assert trajectory["schema_version"] == "1.0"
         assert (trajectory["task_id"], trajectory["rollout_id"]) == (str(row["_ng_task_index"]), f"{row['_ng_task_index']}-{row['_ng_rollout_index']}")
