@@ -7,6 +7,7 @@ metric that could not score); per-row dicts are only built when the result is wr
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Iterable, Mapping
@@ -20,6 +21,8 @@ import orjson
 
 from gym_metrics._util.atomic import written_atomically
 from gym_metrics.errors import GymMetricsError
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -100,9 +103,16 @@ class Histogram:
         if low == high:
             return cls((HistogramBin(low, high, len(ordered)),))
         width = (high - low) / HISTOGRAM_BINS
+
+        def bound(i: int) -> float:  # as the SDK computes them (so bins may not end at max)
+            if math.isfinite(width):
+                return low + i * width
+            t = i / HISTOGRAM_BINS  # a range past the largest float (the SDK stopped before: ScoreStats._huge)
+            return low * (1 - t) + high * t
+
         bins = []
-        for i in range(HISTOGRAM_BINS):  # bounds as the SDK computes them (so bins may not end at max)
-            lower, upper = low + i * width, low + (i + 1) * width
+        for i in range(HISTOGRAM_BINS):
+            lower, upper = bound(i), bound(i + 1)
             last = i == HISTOGRAM_BINS - 1
             above = int(np.searchsorted(ordered, upper, side="right" if last else "left"))
             bins.append(HistogramBin(lower, upper, above - int(np.searchsorted(ordered, lower, side="left"))))
@@ -145,19 +155,46 @@ class ScoreStats:
         n = int(values.size)
         if n == 0:
             return cls(name, 0, int(column.size), None, None, None, None, None, None)
-        total = float(np.cumsum(values)[-1])  # left to right, as the SDK adds
+        with np.errstate(over="ignore"):
+            total = float(np.cumsum(values)[-1])  # left to right, as the SDK adds
+            huge = np.isinf(values * values)
+        if huge.any():  # the SDK raises OverflowError (its running sum of squares): kept here, but said
+            return cls._huge(name, column, values, int(np.flatnonzero(~np.isnan(column))[int(np.argmax(huge))]))
         mean = total / n
-        variance = float(np.square(values - mean).sum() / n) if n > 1 else 0.0
+        with np.errstate(over="ignore"):  # squares a float holds whose sum it does not: infinite, as the SDK's
+            variance = float(np.square(values - mean).sum() / n) if n > 1 else 0.0
+        return cls._with(name, column, values, total, mean, variance, math.sqrt(variance))
+
+    @classmethod
+    def _huge(cls, name: str, column: np.ndarray, values: np.ndarray, row: int) -> ScoreStats:
+        """Statistics of values some of whose squares a float cannot hold: each one that can be
+        held (the mean and standard deviation by scaled sums), None for the others; a warning
+        names the score and the first such row."""
+        n = int(values.size)
+        with np.errstate(over="ignore"):
+            total = float(np.cumsum(values)[-1])
+            mean = float(np.sum(values / n))
+            scale = float(np.max(np.abs(values - mean)))
+            std = scale * math.sqrt(float(np.mean(np.square((values - mean) / scale)))) if scale else 0.0
+            variance = std * std
+        _log.warning("score %r: the square of row %d's value (%r) is too large for a float: NeMo Evaluator's SDK stops here "
+                     "(OverflowError); its statistics a float can hold are written, null for the others", name, row, float(column[row]))  # fmt: skip
+        finite = [x if math.isfinite(x) else None for x in (total, mean, variance, std)]
+        return cls._with(name, column, values, *finite)
+
+    @classmethod
+    def _with(cls, name: str, column: np.ndarray, values: np.ndarray, total: float | None, mean: float | None,
+              variance: float | None, std: float | None) -> ScoreStats:  # fmt: skip
         ordered = np.sort(values)
         return cls(
             name=name,
-            count=n,
-            nan_count=int(column.size) - n,
+            count=int(values.size),
+            nan_count=int(column.size - values.size),
             sum=total,
             mean=mean,
             min=float(ordered[0]),
             max=float(ordered[-1]),
-            std_dev=math.sqrt(variance),
+            std_dev=std,
             variance=variance,
             percentiles=Percentiles.of(ordered),
             histogram=Histogram.of(ordered),

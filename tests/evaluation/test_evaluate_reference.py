@@ -111,6 +111,25 @@ def test_sum_adds_in_row_order_as_the_sdk() -> None:
     assert float(np.sum(np.array(values))) == 1.0  # what a pairwise sum would have written
 
 
+def test_values_whose_squares_overflow_keep_what_a_float_can_hold_and_are_named(caplog: pytest.LogCaptureFixture) -> None:
+    """The SDK raises OverflowError on such a value (its running sum of squares, `value**2`);
+    the standard deviation was infinite (null), and a range past the largest float made NaN
+    histogram bounds."""
+    with caplog.at_level("WARNING"):
+        x = stats_of([1e200, 2e200, None, 3e200])
+    assert (x["count"], x["nan_count"], x["sum"], x["mean"], x["variance"]) == (3, 1, 6e200, 2e200, None)
+    assert x["std_dev"] == pytest.approx(math.sqrt(2 / 3) * 1e200, rel=1e-12)
+    assert "score 'x': the square of row 0's value (1e+200) is too large for a float" in caplog.text
+    wide = stats_of([-1.5e308, 1.5e308, 0.0])
+    assert (wide["sum"], wide["mean"]) == (0.0, 0.0)
+    bins = wide["histogram"]["bins"]
+    assert all(math.isfinite(b["lower_bound"]) and math.isfinite(b["upper_bound"]) for b in bins) and sum(b["count"] for b in bins) == 3
+    assert (bins[0]["lower_bound"], bins[-1]["upper_bound"]) == (-1.5e308, 1.5e308)
+    with caplog.at_level("WARNING"):
+        caplog.clear()
+        stats_of([1.3e154, -1.3e154])  # squares a float holds: the SDK's path, nothing said
+    assert not caplog.text
+
 # ---------------------------------------------------------------- remote metrics
 
 def _server_for(answers: dict[str, str], n: int) -> ScriptedJudge:
