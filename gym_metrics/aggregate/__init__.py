@@ -25,6 +25,7 @@ from gym_metrics.aggregate._engine import (
     local_parts,
     non_numeric_counts,
 )
+from gym_metrics.aggregate._accounting import apply_errors
 from gym_metrics.aggregate._metric_columns import MetricColumns
 from gym_metrics.aggregate._uncertainty import ADDED_AGENT_METRICS
 from gym_metrics.aggregate._groups import GROUP_STATS
@@ -122,6 +123,7 @@ def aggregate_partials(
 __all__ = [
     "ADDED_AGENT_METRICS",
     "add_agent_sections",
+    "apply_errors",
     "agent_names",
     "PARTIAL_FORMAT",
     "PARTIAL_VERSION",

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from gym_metrics.aggregate import apply_errors
 from gym_metrics.rollouts import NumericField, RolloutColumns, read_rollouts
 from gym_metrics.compare import task_rewards
 from gym_metrics.errors import InvalidInputError
@@ -102,7 +103,7 @@ def _agent(entry: dict[str, Any], value_field: str, cols: RolloutColumns | None,
         key_metrics=_numbers(entry, "key_metrics", where),
         tasks=tasks,
         task_mean=mean,
-        rollouts=_from_infos(groups, value_field, tasks, where) or cols,  # the file's own values first: they are what its metrics counted
+        rollouts=_from_infos(groups, value_field, tasks, where) or _as_counted(cols, groups),  # the file's own values first: they are what its metrics counted
         repeats=_repeats(objects(entry.get("repeat_level_metrics"), where, "repeat_level_metrics"), value_field, where),
         usage={f: v for f, v in usage.items() if np.isfinite(v).any()},
         economics=_numbers(entry, "economics", where),
@@ -110,6 +111,20 @@ def _agent(entry: dict[str, Any], value_field: str, cols: RolloutColumns | None,
     )
     data.samples = _samples(groups, tasks, mean)
     return data
+
+
+def _as_counted(cols: RolloutColumns | None, groups: list[dict[str, Any]]) -> RolloutColumns | None:
+    """The rollouts file's rows as its metrics counted them: its failed rollouts (`_gm_error`)
+    with reward 0 when the metrics' groups count them (`aggregate --count-errors-as-zero`, which
+    the file does not record: its tasks' `num_rollouts` then add up to the measured and the
+    failed rollouts), else left out, as compare leaves them."""
+    if cols is None or cols.errors is None or not cols.errors.any():
+        return cols
+    failed = cols.errors != 0
+    reward = cols.fields.get("reward")
+    measured = ~failed & ~cols.masked & (reward.present & np.isfinite(reward.values) if reward is not None else False)
+    counted = sum(int(n) for n in (g.get("num_rollouts") for g in groups) if isinstance(n, int))
+    return apply_errors(cols, as_zero=True) if counted == int(measured.sum()) + int((failed & ~cols.masked).sum()) else cols
 
 
 def _health(entry: dict[str, Any], where: str) -> dict[str, Any]:

@@ -68,6 +68,25 @@ def test_without_rollout_infos_pass_at_k_needs_the_rollouts(tmp_path: Path) -> N
     assert {"pass-at-k", "paired-differences"} <= set(charts(full))
 
 
+def test_rollouts_read_as_their_metrics_counted_failures(tmp_path: Path) -> None:
+    """With --count-errors-as-zero --no-rollout-infos the report read the rollouts file without
+    the failures the metrics counted as 0 (the file does not record the option)."""
+    from gym_metrics.report._data import load_metrics
+
+    rows = [{"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": 1.0} for t in range(3) for r in range(2)]
+    rows[2] = {k: v for k, v in rows[2].items() if k != "reward"} | {"_gm_error": {"kind": "verify_failed", "message": "x"}}
+    rollouts = tmp_path / "run.jsonl"
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    seen = {}
+    for counted in (True, False):
+        assert main(["aggregate", str(rollouts), "--no-rollout-infos", "-q", "-o", str(tmp_path / f"{counted}.json"), *(["--count-errors-as-zero"] * counted)]) == 0
+        [agent] = load_metrics(tmp_path / f"{counted}.json", rollouts=rollouts)
+        tasks, rewards = agent.task_rewards("reward")  # type: ignore[misc]
+        seen[counted] = rewards.values.tolist()
+        assert float(np.mean(rewards.values)) == pytest.approx(agent.agent_metrics["mean/reward"])  # the page's numbers are the file's
+    assert seen == {True: [1.0, 1.0, 0.0, 1.0, 1.0, 1.0], False: [1.0, 1.0, 1.0, 1.0, 1.0]}
+
+
 def test_economics_are_tabled_when_aggregated_with_them(tmp_path: Path) -> None:
     rollouts = write_rollouts(tmp_path / "run.jsonl", tasks=8)
     assert main(["aggregate", str(rollouts), "--economics", "-q"]) == 0
