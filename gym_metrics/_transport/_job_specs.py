@@ -61,6 +61,7 @@ def spec_to_dict(spec: pb.JobSpec, rows: Callable[[Iterable[str]], Any] = list) 
         "target": _optional_json(spec.target_json, "spec.target_json"),
         "prompt_template": _optional_json(spec.prompt_template_json, "spec.prompt_template_json"),
         "secrets": list(spec.secrets),
+        "score_names": dict(spec.score_names) or None,
     }
 
 
@@ -75,6 +76,7 @@ def dict_to_spec(spec: Mapping[str, Any], *, include_rows: bool = True) -> pb.Jo
         target_json="" if spec.get("target") is None else _dumps(spec["target"]),
         prompt_template_json="" if spec.get("prompt_template") is None else _dumps(spec["prompt_template"]),
         secrets=list(spec.get("secrets") or ()),
+        score_names=dict(spec.get("score_names") or {}),
     )
     if dataset.get("path") is not None:
         message.dataset.path = dataset["path"]

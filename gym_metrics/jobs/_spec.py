@@ -88,6 +88,9 @@ class JobSpec(pydantic.BaseModel):
     """NeMo Evaluator's `{"messages": [...]}`, rendered over each row (with a model target)."""
     secrets: list[str] = Field(default_factory=list)
     """Names of the secrets the job needs, resolved by the executor when the job runs."""
+    score_names: dict[str, str] | None = None
+    """How the submitting SDK reports the scores (scorer name -> reported name; unlisted scores
+    left out), kept so a later look-up names them alike; the job itself does not read it."""
 
     @pydantic.field_validator("secrets")
     @classmethod

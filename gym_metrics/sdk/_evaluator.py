@@ -103,6 +103,8 @@ class Request:
             spec["target"] = self.target
         if self.prompt_template is not None:
             spec["prompt_template"] = self.prompt_template
+        if self.metric.result_names():
+            spec["score_names"] = self.metric.result_names()
         return spec
 
 
@@ -192,8 +194,8 @@ class Evaluator:
         """A job submitted earlier (by this or another process), by its name."""
         if self.server is None:
             raise ValueError("a local Evaluator keeps no jobs across calls: give the job server's address")
-        self._connect().get(name)  # NOT_FOUND now rather than later
-        return RemoteJob(self._client, name, None)
+        info = self._connect().get(name)  # NOT_FOUND now rather than later
+        return RemoteJob(self._client, name, info.spec.get("score_names"))  # named as its submitter named them
 
 
 def _inline_rows(dataset: Dataset, limit: int | None) -> list[Any]:

@@ -23,7 +23,14 @@ JOB_STATE_FAILED: JobState
 JOB_STATE_CANCELLED: JobState
 
 class JobSpec(_message.Message):
-    __slots__ = ("scorer", "scorer_config_json", "dataset", "run", "target_json", "prompt_template_json", "secrets")
+    __slots__ = ("scorer", "scorer_config_json", "dataset", "run", "target_json", "prompt_template_json", "secrets", "score_names")
+    class ScoreNamesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SCORER_FIELD_NUMBER: _ClassVar[int]
     SCORER_CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +38,7 @@ class JobSpec(_message.Message):
     TARGET_JSON_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TEMPLATE_JSON_FIELD_NUMBER: _ClassVar[int]
     SECRETS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_NAMES_FIELD_NUMBER: _ClassVar[int]
     scorer: str
     scorer_config_json: str
     dataset: Dataset
@@ -38,7 +46,8 @@ class JobSpec(_message.Message):
     target_json: str
     prompt_template_json: str
     secrets: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, scorer: _Optional[str] = ..., scorer_config_json: _Optional[str] = ..., dataset: _Optional[_Union[Dataset, _Mapping]] = ..., run: _Optional[_Union[RunConfig, _Mapping]] = ..., target_json: _Optional[str] = ..., prompt_template_json: _Optional[str] = ..., secrets: _Optional[_Iterable[str]] = ...) -> None: ...
+    score_names: _containers.ScalarMap[str, str]
+    def __init__(self, scorer: _Optional[str] = ..., scorer_config_json: _Optional[str] = ..., dataset: _Optional[_Union[Dataset, _Mapping]] = ..., run: _Optional[_Union[RunConfig, _Mapping]] = ..., target_json: _Optional[str] = ..., prompt_template_json: _Optional[str] = ..., secrets: _Optional[_Iterable[str]] = ..., score_names: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Dataset(_message.Message):
     __slots__ = ("rows", "path")

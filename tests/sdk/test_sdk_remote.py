@@ -110,6 +110,7 @@ def test_submit_wait_and_get_result_on_the_server(case: Case, servers: tuple[Sco
     assert job.get_result().to_dict() == Evaluator().run(metric=metric, dataset=rows).to_dict()
     again = remote.job(job.name)  # another client can follow it by name
     assert again.status() == "SUCCEEDED"
+    assert again.get_result().to_dict() == job.get_result().to_dict()  # its scores named as the submitter's (`nv_accuracy`, one topic adherence mode)
 
 
 def test_a_path_dataset_is_sent_inline(tmp_path: Path, remote: Evaluator, servers: tuple[ScoringEndpoint, Judge]) -> None:
