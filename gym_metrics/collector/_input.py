@@ -20,7 +20,7 @@ import orjson
 import numpy as np
 
 from gym_metrics._util.jsonio import lone_surrogate_at
-from gym_metrics.rollouts import BOM, ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, BadLine, BufferRows, RolloutColumns, agent_name, agent_problem, bad_json_reason, line_bounds, parse_row, read_chunks, row_index_value
+from gym_metrics.rollouts import BOM, MAX_INDEX, ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, BadLine, BufferRows, RolloutColumns, agent_name, agent_problem, bad_json_reason, line_bounds, parse_row, read_chunks, row_index_value
 from gym_metrics.collector._keys import FixedKeys, Indexer, is_scored, line_identity, may_hold_key
 from gym_metrics.collector._rows import with_agent_ref
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -326,9 +326,9 @@ def _given_task(row: dict[str, Any], scored: bool) -> int | None:
 
 def _plain_keys(row: dict[str, Any]) -> tuple[str, int, int] | None:
     """(agent, task, rollout) of the usual row (agent_ref.name a non-empty string, both `_ng_`
-    indices non-negative integers, so the row has its keys already); None: check it in full."""
+    indices integers from 0 to MAX_INDEX, so the row has its keys already); None: check it in full."""
     ref, task, rollout = row.get("agent_ref"), row.get(TASK_KEY), row.get(ROLLOUT_KEY)
-    if type(ref) is dict and type(task) is int and type(rollout) is int and task >= 0 and rollout >= 0:
+    if type(ref) is dict and type(task) is int and type(rollout) is int and 0 <= task <= MAX_INDEX and 0 <= rollout <= MAX_INDEX:
         name = ref.get("name")
         if type(name) is str and name:
             return name, task, rollout

@@ -43,6 +43,7 @@ from gym_metrics.rollouts._shown import (
 from gym_metrics.rollouts._values import (
     ERROR_KEY,
     ERROR_KINDS,
+    MAX_INDEX,
     ROLLOUT_KEY,
     ROLLOUT_KEY_ALIASES,
     TASK_KEY,
@@ -56,6 +57,7 @@ from gym_metrics.rollouts._values import (
 
 __all__ = [
     "BOM",
+    "MAX_INDEX",
     "BadLine",
     "BufferRows",
     "ERROR_KEY",

@@ -203,3 +203,19 @@ async def test_counted_rollouts_pass_over_the_fixed_keys_of_their_task(
     result = await collect_async(client, src, out, progress=quiet())
     assert result.verified == 2 and result.passed_through == 2
     assert sorted(keys_of(out)) == [("a", 4, r) for r in range(4)]
+
+
+async def test_a_scored_line_whose_index_is_past_64_bits_is_a_bad_input_line(
+    served: tuple[CountingEnv, ResourcesClient, str], tmp_path: Path
+) -> None:
+    """It was written to the output, whose aggregation then failed naming the output's line."""
+    _, client, _ = served
+    rows = [{"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": 0, "reward": 1.0} for t in (0, 2**63, 1)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InvalidInputError, match="bad input line") as info:
+        await collect_async(client, src, tmp_path / "out.jsonl", progress=quiet())
+    (violation,) = info.value.violations
+    assert (violation.row_name, violation.row, violation.field) == ("line", 2, "_ng_task_index") and "64-bit" in violation.description
+    result = await collect_async(client, src, tmp_path / "skip.jsonl", CollectOptions(on_bad_line="skip"), progress=quiet())
+    assert [b.line for b in result.bad_lines] == [2] and keys_of(tmp_path / "skip.jsonl") == [("a", 0, 0), ("a", 1, 0)]
