@@ -22,7 +22,7 @@ import pytest
 
 from gym_metrics.environments import ENVIRONMENTS, resolve_server
 from gym_metrics._transport.client import ResourcesClient
-from gym_metrics.collector._rows import written_row
+from gym_metrics.collector._rows import environment_server_name, written_row
 from gym_metrics.environments import SimpleResourcesServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,8 +125,9 @@ async def test_the_documented_rows_are_real(serve_env: Any, isolated: pytest.Mon
     port, _ = await serve_env(example_env(run_block(env_block(), "readme_env", isolated))())
     async with ResourcesClient(f"127.0.0.1:{port}") as client:
         verified = await client.verify(input_row)
-    assert output_row == written_row(input_row, verified)  # what collect writes (collector/_rows.py)
-    assert list(output_row) == list(written_row(input_row, verified))  # in its order too
+    written = written_row(input_row, verified, environment_server_name("strong_agent", "simple_agent"))
+    assert output_row == written  # what collect writes (collector/_rows.py)
+    assert list(output_row) == list(written)  # in its order too
 
 
 def test_the_readme_fits_on_a_screen_or_two() -> None:
