@@ -7,7 +7,8 @@ payloads (`--capture-payloads`), with the trajectory (`--trajectory`) and with t
 
 First, the CPU of capture alone, in process: --cpu-episodes episodes of three exchanges begun
 and ended under `capturing()`, their `ng_model_call_capture` block built and encoded (what
-collect adds per episode with --capture-model-calls); the median of 5 runs per episode.
+collect adds per episode with --capture-model-calls); the median of 5 runs per episode. Then
+that of `ng_perf` alone (what --trajectory adds to its trajectory per rollout), the same way.
 
 The environment is bench_tool_call_order.py's `lookup` (no tool latency), served by `gym-metrics
 serve` in its own process; the scripted policy (a thread) makes one `lookup` call per turn for
@@ -56,6 +57,24 @@ async def one_run(address: str, policy_url: str, rows: Path, out: Path, concurre
     return result.verified / seconds, out.stat().st_size // result.verified
 
 
+def perf_cpu_us(episodes: int) -> float:
+    """Microseconds of CPU per rollout that `ng_perf` adds with --trajectory: read from a
+    collected 3-turn trajectory (tests/data/nemo_gym_perf/cases.jsonl); the median of 5 runs."""
+    import json
+
+    from gym_metrics.recording import rollout_perf
+
+    cases = Path(__file__).parents[1] / "tests" / "data" / "nemo_gym_perf" / "cases.jsonl"
+    trajectory = next(c for c in map(json.loads, cases.read_text().splitlines()) if c["case"] == "collected over responses")["trajectory"]
+    runs = []
+    for _ in range(5):
+        start = time.process_time()
+        for _ in range(episodes):
+            rollout_perf(trajectory, 1.0)
+        runs.append((time.process_time() - start) / episodes * 1e6)
+    return statistics.median(runs)
+
+
 def capture_cpu_us(episodes: int) -> float:
     """Microseconds of CPU per episode of three calls that capture adds (see the docstring)."""
     import orjson
@@ -90,7 +109,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cpu-episodes", type=int, default=20_000)
     ns = parser.parse_args()
-    print(f"capture alone, in process: {capture_cpu_us(ns.cpu_episodes):.0f} us of CPU per episode of 3 calls\n")
+    print(f"capture alone, in process: {capture_cpu_us(ns.cpu_episodes):.0f} us of CPU per episode of 3 calls")
+    print(f"ng_perf alone, in process: {perf_cpu_us(ns.cpu_episodes):.1f} us of CPU per rollout of 3 turns\n")
 
     from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
 
