@@ -567,6 +567,36 @@ def write(out_dir: Path) -> list[Path]:
     return written
 
 
+@case
+def perf_blocks() -> list[Row]:
+    """Rollouts carrying `ng_perf` (what NeMo Gym's collection adds with observability on, and
+    `collect --trajectory`): an agent whose rollouts all have one (integer counts, an even
+    number of them), one where some lack it or lack fields, hold floats, a bool, zero turns or
+    a zero coverage; an agent with none (no `perf_summary`)."""
+    rng = random.Random(707)
+    rows = []
+    for t, r in grid(3, 2):
+        perf = {"num_turns": 1 + (t + r) % 3, "num_tool_calls": t, "token_observability_coverage": 1.0, "prompt_tokens": 20 + 7 * t + r,
+                "cached_prompt_tokens": 0, "completion_tokens": 5 + t * r, "reasoning_tokens": r, "total_latency_ms": round(rng.uniform(200, 4000), 3)}
+        rows.append(row("all_observed", t, r, reward=float((t + r) % 2), ng_perf=perf))
+    for t, r in grid(4, 3):
+        k = t * 3 + r
+        fields: Row = {"reward": float(k % 3 == 0)}
+        if k % 4 != 3:
+            perf = {"num_turns": k % 4, "num_tool_calls": k % 2, "token_observability_coverage": [0.0, 0.5, 1.0][k % 3],
+                    "prompt_tokens": 10.5 * k, "completion_tokens": 3 + k, "total_latency_ms": 100 + 37 * k}
+            if k % 5 == 1:
+                del perf["prompt_tokens"]
+            if k == 4:
+                perf["reasoning_tokens"] = True
+            if k % 6 == 2:
+                del perf["total_latency_ms"]
+            fields["ng_perf"] = perf
+        rows.append(row("partly_observed", t, r, **fields))
+    rows += [row("unobserved", t, r, reward=float(t == r)) for t, r in grid(2, 2)]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests/data/nemo_gym_extra")

@@ -22,8 +22,8 @@ What it does, per file:
 - calls `nemo_gym.reward_profile.compute_aggregate_metrics(rows_of_that_agent)` (what the route
   does, with the default hooks: no custom metrics, default key metrics);
 - writes a JSON array of `{agent_ref, agent_metrics, key_metrics, group_level_metrics,
-  repeat_level_metrics}` from the returned `AggregateMetrics` fields (the shape collection writes,
-  minus its `_ng_environment_server` bookkeeping and the `perf_summary` block).
+  repeat_level_metrics}` from the returned `AggregateMetrics` fields, and its `perf_summary` when
+  there is one (the shape collection writes, minus its `_ng_environment_server` bookkeeping).
 
 With `--no-wire`, non-finite numbers nemo-gym returns (it copies a NaN field value into
 `rollout_infos`) are written as the `NaN` literal (Python's `json`), so nothing is lost.
@@ -114,6 +114,7 @@ def reference_for(path: Path, wire: bool = True) -> list[dict[str, Any]]:
                     "key_metrics": dumped["key_metrics"],
                     "group_level_metrics": dumped["group_level_metrics"],
                     "repeat_level_metrics": dumped["repeat_level_metrics"],
+                    **({"perf_summary": dumped["perf_summary"]} if dumped["perf_summary"] is not None else {}),
                 }
             )
         )

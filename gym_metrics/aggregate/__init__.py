@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.rollouts import OnBadLine, RolloutColumns, RolloutFile, read_rollouts
+from gym_metrics.rollouts import OnBadLine, RolloutColumns, RolloutFile, perf_blocks, read_rollouts
 from gym_metrics.aggregate._engine import (
     AggregateOptions,
     Aggregator,
@@ -27,6 +27,7 @@ from gym_metrics.aggregate._engine import (
 )
 from gym_metrics.aggregate._accounting import apply_errors
 from gym_metrics.aggregate._metric_columns import MetricColumns
+from gym_metrics.aggregate._perf import perf_sections
 from gym_metrics.aggregate._uncertainty import ADDED_AGENT_METRICS
 from gym_metrics.aggregate._groups import GROUP_STATS
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
@@ -64,10 +65,27 @@ def aggregate_file(
     )
     out = Path(output_path or output_path_for(rollouts_path))
     results = aggregate_rollouts(
-        rollouts, out, options=options, compute_metrics=compute_metrics, get_key_metrics=get_key_metrics, extra=extra,
-        column_metrics=column_metrics, compute_metrics_columns=compute_metrics_columns,
+        rollouts, out, options=options, compute_metrics=compute_metrics, get_key_metrics=get_key_metrics,
+        extra=with_perf_summaries(rollouts, extra), column_metrics=column_metrics,
+        compute_metrics_columns=compute_metrics_columns,
     )  # fmt: skip
     return out, results, rollouts
+
+
+def with_perf_summaries(
+    rollouts: RolloutFile, extra: Callable[[str, RolloutColumns], Mapping[str, Any]] | None
+) -> Callable[[str, RolloutColumns], Mapping[str, Any]] | None:
+    """`extra` with each agent's `perf_summary` first (aggregate/_perf.py) when rows of
+    `rollouts` hold `ng_perf` blocks."""
+    blocks = perf_blocks(rollouts)
+    if not blocks:
+        return extra
+    perf = perf_sections(blocks, {name: len(cols) for name, cols in rollouts.agents.items()})
+
+    def sections(name: str, cols: RolloutColumns) -> Mapping[str, Any]:
+        return {**perf.get(name, {}), **(extra(name, cols) if extra is not None else {})}
+
+    return sections
 
 
 def aggregate_rollouts(
@@ -114,6 +132,7 @@ def aggregate_partials(
     ranged = hooks.get("compute_metrics") is None and hooks.get("compute_metrics_columns") is None
     rollouts = merge_partials(partials, narrow_keys=ranged)
     out = Path(output_path)
+    hooks["extra"] = with_perf_summaries(rollouts, hooks.get("extra"))  # the partials carry the ng_perf blocks
     if ranged:
         plain = {k: v for k, v in hooks.items() if k not in ("compute_metrics", "compute_metrics_columns")}
         return out, aggregate_ranged(rollouts, out, **plain), rollouts
@@ -124,6 +143,8 @@ __all__ = [
     "ADDED_AGENT_METRICS",
     "add_agent_sections",
     "apply_errors",
+    "perf_sections",
+    "with_perf_summaries",
     "agent_names",
     "PARTIAL_FORMAT",
     "PARTIAL_VERSION",

@@ -60,7 +60,7 @@ def add_aggregation_options(p: argparse.ArgumentParser) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics._util.memory import fewer_gc_passes
-    from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine
+    from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine, with_perf_summaries
     from gym_metrics.errors import InvalidInputError
 
     if ns.with_rows and not ns.partial_out:
@@ -90,6 +90,7 @@ def run(ns: argparse.Namespace) -> int:
             keep = hooks.get("compute_metrics") is not None
             rollouts = combine([_read(path, ns, keep) for path in ns.rollouts], [str(p) for p in ns.rollouts])
             out = ns.output
+            hooks["extra"] = with_perf_summaries(rollouts, hooks.get("extra"))
             results = aggregate_rollouts(rollouts, out, **hooks)
     if len(ns.rollouts) == 1:
         warn_bad_lines(ns.rollouts[0], rollouts.bad_lines)

@@ -12,8 +12,8 @@ from gym_metrics._util.aio import run_fast
 from gym_metrics._util.limits import ensure_open_files
 from gym_metrics._util.progress import estimate_lines
 from gym_metrics._transport.client import ResourcesClient, ServerInfo
-from gym_metrics.rollouts import BadLine, RolloutColumns, concat, read_rollouts
-from gym_metrics.aggregate import AgentAggregate, local_parts, output_path_for, write_aggregate_metrics
+from gym_metrics.rollouts import BadLine, PerfBlocks, RolloutColumns, add_perf_blocks, concat, read_rollouts
+from gym_metrics.aggregate import AgentAggregate, add_agent_sections, local_parts, output_path_for, perf_sections, write_aggregate_metrics
 from gym_metrics.collector._capture import Capture
 from gym_metrics.collector._failed import FailedAgent, all_failed, with_generation_failures
 from gym_metrics.collector._keys import find_fixed_keys
@@ -233,7 +233,7 @@ async def _collect(
     failed = [with_generation_failures(f, router.generation_failures.get(f.agent, 0)) for f in failed]
     if recovering is not None:
         recovering.unlink()  # every row of it is in the output or back in the sidecar
-    metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
+    metrics_path = write_metrics(output_path, aggregates, opts.default_agent)
     return CollectResult(
         rollouts_path=output_path,
         metrics_path=metrics_path,
@@ -258,6 +258,18 @@ async def _collect(
         dropped=dict(router.dropped),
         failures_path=router.failures.path,
     )
+
+
+def write_metrics(output_path: Path, aggregates: list[AgentAggregate], default_agent: str | None) -> Path:
+    """The metrics file beside the output, with each agent's `perf_summary` when its rows hold
+    `ng_perf` blocks (read from the output: aggregate/_perf.py)."""
+    metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
+    blocks: PerfBlocks = {}
+    add_perf_blocks(blocks, output_path, default_agent)
+    perf = perf_sections(blocks, {a.agent_name: a.received_rollouts for a in aggregates})
+    if perf:
+        add_agent_sections(metrics_path, perf)
+    return metrics_path
 
 
 def _shard_done(

@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics._transport.client import ResourcesClient
-from gym_metrics.aggregate import output_path_for, write_aggregate_metrics
 from gym_metrics.collector._failed import with_generation_failures
 from gym_metrics.collector._outfile import failures_path_for
 from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._options import CollectOptions
 from gym_metrics.collector._processes import added, run_shards
 from gym_metrics.collector._replicas import connect
-from gym_metrics.collector._run import CollectResult, _aggregate_output, _logger, estimate_total
+from gym_metrics.collector._run import CollectResult, _aggregate_output, _logger, estimate_total, write_metrics
 from gym_metrics.collector._shard import output_locked
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.rollouts import BadLine
@@ -76,7 +75,7 @@ async def _collect_processes(
         await replicas.close_extra()
     generation_failures = summed["generation_failures"]
     failed = [with_generation_failures(f, generation_failures.get(f.agent, 0)) for f in failed]
-    metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
+    metrics_path = write_metrics(output_path, aggregates, opts.default_agent)
     counts = summed["counts"]
     return CollectResult(
         rollouts_path=output_path, metrics_path=metrics_path, aggregates=aggregates,

@@ -19,6 +19,7 @@ from gym_metrics.rollouts._reader import (
     BOM,
     BadLine,
     OnBadLine,
+    ReadFrom,
     RolloutFile,
     agent_name,
     agent_problem,
@@ -40,6 +41,7 @@ from gym_metrics.rollouts._shown import (
     concat_shown,
     take_shown,
 )
+from gym_metrics.rollouts._perf_blocks import PERF_KEY, PerfBlocks, add_perf_blocks, holds_perf, perf_blocks
 from gym_metrics.rollouts._values import (
     ERROR_KEY,
     ERROR_KINDS,
@@ -58,6 +60,12 @@ from gym_metrics.rollouts._values import (
 __all__ = [
     "BOM",
     "MAX_INDEX",
+    "PERF_KEY",
+    "PerfBlocks",
+    "ReadFrom",
+    "add_perf_blocks",
+    "holds_perf",
+    "perf_blocks",
     "BadLine",
     "BufferRows",
     "ERROR_KEY",

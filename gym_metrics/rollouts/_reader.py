@@ -57,6 +57,24 @@ class RolloutFile:
     agents: dict[str, RolloutColumns]
     bad_lines: list[BadLine] = field(default_factory=list)
     rows_read: int = 0
+    perf: dict[str, list[dict[str, Any]]] | None = None
+    """Per agent, the `ng_perf` blocks of its rows once read (`perf_blocks`: the columns do not
+    hold them); None: not read yet."""
+    sources: list[ReadFrom] = field(default_factory=list)
+    """Where the rows were read, for what is read again when asked (`perf_blocks`)."""
+
+
+@dataclass(frozen=True)
+class ReadFrom:
+    """A file (or a byte range of it) rows were read from, as `read_rollouts` read it."""
+
+    path: str
+    span: tuple[int, int] | None
+    first_line: int
+    """The number of its first line."""
+    default_agent: str | None
+    bad_lines: frozenset[int]
+    """The numbers of its lines left out as bad."""
 
 
 CHUNK_BYTES = 16 << 20
@@ -89,6 +107,7 @@ def read_rollouts(
         result.rows_read += part.rows_read
         line_offset += len(lines)
     result.agents = {name: concat(parts[name]) for name in sorted(parts)}
+    result.sources = [ReadFrom(str(path), span, first_line, default_agent, frozenset(b.line for b in result.bad_lines))]
     del parts
     trim_heap()  # the chunks' scratch space, back to the OS
     if result.bad_lines and on_bad_line == "fail":

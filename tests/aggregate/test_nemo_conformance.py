@@ -285,3 +285,13 @@ def test_number_rules() -> None:
     assert first_mismatch(1, 1.0, "$.rollout_infos[0].x") is not None  # typed where nemo-gym copies
     assert first_mismatch(1, True) is not None
     assert first_mismatch(None, 0.0) is not None
+
+
+def test_perf_summary_is_nemo_gyms_to_the_byte(tmp_path: Path) -> None:
+    """`perf_summary` (the agents' `ng_perf` blocks summarized): keys in NeMo Gym's order, its
+    JSON types (an integer total, a median `true`), its values; none for an agent without blocks."""
+    src = DATA / "nemo_gym_extra" / "perf_blocks.jsonl"
+    want = {e["agent_ref"]["name"]: e.get("perf_summary") for e in json.loads(src.with_name("perf_blocks_aggregate_metrics.json").read_text())}
+    out, _, _ = aggregate_file(shutil.copyfile(src, tmp_path / src.name), tmp_path / "m.json")
+    got = {e["agent_ref"]["name"]: e.get("perf_summary") for e in json.loads(out.read_text())}
+    assert json.dumps(got) == json.dumps(want) and want["unobserved"] is None and want["all_observed"]

@@ -146,6 +146,10 @@ async def test_each_row_carries_its_trajectory(tmp_path: Path) -> None:
         assert trajectory["invocations"][0]["conversation"] == [*given, *row["response"]["output"]]
         assert turns[0]["question"] == given
         assert [g["code"] for g in trajectory["gaps"]] == ["resolution_unavailable"]  # Counter's verify says no `resolved`
+    [entry] = json.loads(result.metrics_path.read_text())  # and their summary, as NeMo Gym's aggregation makes it
+    summary, perfs = entry["perf_summary"], [r["ng_perf"] for r in rows]
+    assert (summary["overall_observability_coverage"], summary["token_observability_coverage"]) == (1.0, 1.0)
+    assert summary["total_completion_tokens"] == sum(p["completion_tokens"] for p in perfs) and summary["max_num_turns"] == max(p["num_turns"] for p in perfs)
     if os.environ.get("GYM_METRICS_NEMO_PYTHON"):  # NeMo Gym's own TrajectoryRecord takes every one
         check = ("import json, sys\nfrom nemo_gym.rollout_observability import TrajectoryRecord\n"
                  "rows = [json.loads(l) for l in sys.stdin]\n"

@@ -34,7 +34,7 @@ from gym_metrics.rollouts import (
     merge_kinds,
     shown_of_field,
 )
-from gym_metrics.rollouts import BadLine, RolloutFile
+from gym_metrics.rollouts import BadLine, RolloutFile, perf_blocks
 from gym_metrics.aggregate.shards._partial_header import FORMAT, META_KEY, VERSION, bad_header, checked_header
 from gym_metrics.aggregate.shards._partial_rows import PartialRows, row_groups
 from gym_metrics.rollouts import ERROR_KINDS
@@ -68,6 +68,8 @@ def _write(sink: Any, rollouts: RolloutFile, sources: Sequence[str]) -> None:
         tables.append(table)
     header = {"format": FORMAT, "version": VERSION, "agents": agents, "rows_read": rollouts.rows_read,
               "bad_lines": [[b.line, b.field, b.reason] for b in rollouts.bad_lines], "sources": list(sources)}  # fmt: skip
+    if blocks := perf_blocks(rollouts):  # the rows' ng_perf blocks: the columns do not hold them
+        header["perf"] = blocks
     schema = _unified_schema(tables).with_metadata({META_KEY: orjson.dumps(header)})
     # lz4 and no column statistics: faster to write and to read than zstd, for ~30% more bytes
     # (nothing reads the statistics: the merge reads every value)
@@ -187,7 +189,20 @@ def _merge(paths: Sequence[str | os.PathLike[str]], narrow_keys: bool) -> Rollou
             start += meta["rows"]
     agents = {name: _merged_agent(parts[name], narrow_keys) for name in sorted(parts)}
     bad = [BadLine(int(line), str(field), str(reason)) for _, header, _ in opened for line, field, reason in header["bad_lines"]]
-    return RolloutFile(agents, bad, sum(int(header["rows_read"]) for _, header, _ in opened))
+    return RolloutFile(agents, bad, sum(int(header["rows_read"]) for _, header, _ in opened),
+                       _joined_perf([header.get("perf", {}) for _, header, _ in opened]))  # fmt: skip
+
+
+def _joined_perf(parts: Sequence[dict[str, list[dict[str, Any]]] | None]) -> dict[str, list[dict[str, Any]]] | None:
+    """The parts' `ng_perf` blocks per agent (None when a part has not read its own: the
+    whole is read from the parts' sources when asked)."""
+    if any(part is None for part in parts):
+        return None
+    joined: dict[str, list[dict[str, Any]]] = {}
+    for part in parts:
+        for agent, records in (part or {}).items():
+            joined.setdefault(agent, []).extend(records)
+    return joined
 
 
 def combine(parts: Sequence[RolloutFile], sources: Sequence[str] | None = None) -> RolloutFile:
@@ -199,7 +214,8 @@ def combine(parts: Sequence[RolloutFile], sources: Sequence[str] | None = None) 
         _refuse_repeated_keys(parts, sources, names)
     agents = {name: concat([p.agents[name] for p in parts if name in p.agents]) for name in names}
     bad = [b for p in parts for b in p.bad_lines]
-    return RolloutFile(agents, bad, sum(p.rows_read for p in parts))
+    return RolloutFile(agents, bad, sum(p.rows_read for p in parts), _joined_perf([p.perf for p in parts]),
+                       [source for p in parts for source in p.sources])  # fmt: skip
 
 
 def _refuse_repeated_keys(parts: Sequence[RolloutFile], sources: Sequence[str], names: list[str]) -> None:

@@ -60,6 +60,11 @@ def checked_header(path: Path, parquet: pq.ParquetFile) -> dict[str, Any]:
     for i, source in enumerate(_field(path, header, "sources", list, "a list")):
         if not isinstance(source, str):
             raise bad_header(path, f"sources[{i}]", f"must be a string, got {_shown(source)}")
+    if "perf" in header:  # optional: the rows' ng_perf blocks per agent
+        perf = _field(path, header, "perf", dict, "an object")
+        for agent, records in perf.items():
+            if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+                raise bad_header(path, f"perf[{agent!r}]", "must be a list of objects")
     return header
 
 

@@ -1,0 +1,51 @@
+"""Where `perf_summary`'s blocks come from (docs/metrics.md#perf-summary; its numbers against
+NeMo Gym's are in test_nemo_conformance.py): the rows of the file as aggregation reads them, a
+bad line's left out, the same from byte ranges read apart (Ray's partials), from several files,
+and through partials."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gym_metrics.aggregate import aggregate_partials, write_partial
+from gym_metrics.cli import main
+from gym_metrics.rollouts import byte_ranges, perf_blocks, read_rollouts
+
+CASE = Path(__file__).parents[1] / "data" / "nemo_gym_extra" / "perf_blocks.jsonl"
+
+
+def summaries(metrics: Path) -> dict[str, object]:
+    return {e["agent_ref"]["name"]: e.get("perf_summary") for e in json.loads(metrics.read_text())}
+
+
+def test_a_bad_lines_block_is_left_out_and_byte_ranges_read_apart_add_up(tmp_path: Path) -> None:
+    lines = CASE.read_bytes().splitlines(keepends=True)
+    bad = json.loads(lines[3]) | {"_ng_task_index": -1}  # a rollout line aggregation leaves out, holding a block
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"".join([*lines[:3], json.dumps(bad).encode() + b"\n", *lines[3:]]))
+    whole = read_rollouts(src, on_bad_line="skip")
+    assert [b.line for b in whole.bad_lines] == [4]
+    blocks = perf_blocks(whole)
+    assert blocks == perf_blocks(read_rollouts(CASE))  # the bad line's block is not among them
+    apart: dict[str, list[object]] = {}
+    first = 1
+    for span in byte_ranges(src, 3):
+        part = read_rollouts(src, on_bad_line="skip", span=span, first_line=first)
+        for agent, found in perf_blocks(part).items():
+            apart.setdefault(agent, []).extend(found)
+        first += part.rows_read
+    assert apart == blocks
+
+
+def test_several_files_and_partials_give_one_files_summary(tmp_path: Path) -> None:
+    lines = CASE.read_bytes().splitlines(keepends=True)
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    one.write_bytes(b"".join(lines[::2]))
+    two.write_bytes(b"".join(lines[1::2]))
+    assert main(["aggregate", str(CASE), "-o", str(tmp_path / "whole.json"), "-q"]) == 0
+    assert main(["aggregate", str(one), str(two), "-o", str(tmp_path / "both.json"), "-q"]) == 0
+    partials = [write_partial(tmp_path / f"{p.stem}.parquet", read_rollouts(p, keep_rows=False)) for p in (one, two)]
+    merged, _, _ = aggregate_partials(partials, tmp_path / "merged.json")
+    want = summaries(tmp_path / "whole.json")
+    assert want["all_observed"] and summaries(tmp_path / "both.json") == want == summaries(merged)
