@@ -12,7 +12,7 @@ from gym_metrics._util.aio import run_fast
 from gym_metrics._util.limits import ensure_open_files
 from gym_metrics._util.progress import estimate_lines
 from gym_metrics._transport.client import ResourcesClient, ServerInfo
-from gym_metrics.rollouts import BadLine, PerfBlocks, RolloutColumns, add_perf_blocks, concat, read_rollouts
+from gym_metrics.rollouts import BadLine, PerfBlocks, RolloutColumns, add_perf_blocks, concat, holds_perf, perf_blocks, read_rollouts
 from gym_metrics.aggregate import AgentAggregate, add_agent_sections, local_parts, output_path_for, perf_sections, write_aggregate_metrics
 from gym_metrics.collector._capture import Capture
 from gym_metrics.collector._failed import FailedAgent, all_failed, with_generation_failures
@@ -227,13 +227,13 @@ async def _collect(
         if router.complete and not out.done
         else None
     )
-    aggregates, failed = await _aggregate_output(
+    aggregates, failed, blocks = await _aggregate_output(
         still_up(replicas.clients, lanes, report), output_path, router.tasks, opts, replicas.info.wants_rows, log, in_memory
     )
     failed = [with_generation_failures(f, router.generation_failures.get(f.agent, 0)) for f in failed]
     if recovering is not None:
         recovering.unlink()  # every row of it is in the output or back in the sidecar
-    metrics_path = write_metrics(output_path, aggregates, opts.default_agent)
+    metrics_path = write_metrics(output_path, aggregates, blocks)
     return CollectResult(
         rollouts_path=output_path,
         metrics_path=metrics_path,
@@ -260,12 +260,10 @@ async def _collect(
     )
 
 
-def write_metrics(output_path: Path, aggregates: list[AgentAggregate], default_agent: str | None) -> Path:
+def write_metrics(output_path: Path, aggregates: list[AgentAggregate], blocks: PerfBlocks) -> Path:
     """The metrics file beside the output, with each agent's `perf_summary` when its rows hold
-    `ng_perf` blocks (read from the output: aggregate/_perf.py)."""
+    `ng_perf` blocks (`blocks`: aggregate/_perf.py)."""
     metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
-    blocks: PerfBlocks = {}
-    add_perf_blocks(blocks, output_path, default_agent)
     perf = perf_sections(blocks, {a.agent_name: a.received_rollouts for a in aggregates})
     if perf:
         add_agent_sections(metrics_path, perf)
@@ -303,20 +301,24 @@ async def _aggregate_output(
     wants_rows: bool,
     log: Callable[[str], None],
     in_memory: dict[str, RolloutColumns] | None = None,
-) -> tuple[list[AgentAggregate], list[FailedAgent]]:
+) -> tuple[list[AgentAggregate], list[FailedAgent], PerfBlocks]:
     """Phase 2: each agent's rows of the output, column-wise, through AggregateMetrics. When
     every output row was passed through from the input, its columns are already in memory.
     Runs on the first of `clients` that answers (one that failed is tried last for the next
-    agents). Also returns the agents none of whose
-    rollouts was verified."""
+    agents). Also returns the agents none of whose rollouts was verified, and the rows'
+    `ng_perf` blocks (for the perf summaries)."""
+    blocks: PerfBlocks = {}
     if in_memory is not None:
         by_agent = in_memory
         _reject_duplicate_keys(output_path, by_agent, where="input line")
+        if holds_perf(by_agent):
+            add_perf_blocks(blocks, output_path, opts.default_agent)
     else:
         size = output_path.stat().st_size
         rollouts = read_rollouts(output_path, on_bad_line="fail", default_agent=opts.default_agent) if size else None
         by_agent = rollouts.agents if rollouts else {}
         _reject_duplicate_keys(output_path, by_agent)
+        blocks = perf_blocks(rollouts) if rollouts else {}
     agents = sorted(set(tasks) | set(by_agent))
     results, order = [], list(clients)  # one that fails goes last, for the next agents too
     for agent in agents:
@@ -352,7 +354,7 @@ async def _aggregate_output(
         (await parts).attach(result)
         results.append(result)
     failed = [f for f in (all_failed(agent, by_agent[agent]) for agent in agents if agent in by_agent) if f]
-    return results, failed
+    return results, failed, blocks
 
 
 def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns], where: str = "line") -> None:

@@ -70,12 +70,12 @@ async def _collect_processes(
             stop.set()
             raise
         summed = added(stats)
-        aggregates, failed = await _aggregate_output(replicas.clients, output_path, summed["tasks"], opts, replicas.info.wants_rows, log)
+        aggregates, failed, blocks = await _aggregate_output(replicas.clients, output_path, summed["tasks"], opts, replicas.info.wants_rows, log)
     finally:
         await replicas.close_extra()
     generation_failures = summed["generation_failures"]
     failed = [with_generation_failures(f, generation_failures.get(f.agent, 0)) for f in failed]
-    metrics_path = write_metrics(output_path, aggregates, opts.default_agent)
+    metrics_path = write_metrics(output_path, aggregates, blocks)
     counts = summed["counts"]
     return CollectResult(
         rollouts_path=output_path, metrics_path=metrics_path, aggregates=aggregates,

@@ -15,8 +15,8 @@ from pydantic import Field
 
 from gym_metrics._transport.server import ServerConfig, start_server
 from gym_metrics._transport.client import ResourcesClient
-from gym_metrics.aggregate import AggregateOptions, Aggregator, aggregate_file, write_aggregate_metrics
-from gym_metrics.rollouts import read_rollouts
+from gym_metrics.aggregate import AggregateOptions, Aggregator, aggregate_file, perf_sections, write_aggregate_metrics
+from gym_metrics.rollouts import perf_blocks, read_rollouts
 from gym_metrics.collector import CollectOptions, collect_async
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
@@ -116,7 +116,8 @@ async def test_scored_input_aggregates_like_the_offline_command(src: Path, tmp_p
         agg = Aggregator(name, AggregateOptions(expected_task_indices=sorted(set(cols.task_index.tolist()))))
         agg.add(cols)
         offline.append(agg.finalize())
-    expected = write_aggregate_metrics(tmp_path / "offline.json", offline)
+    perf = perf_sections(perf_blocks(rollouts), {name: len(cols) for name, cols in rollouts.agents.items()})  # (ng_perf blocks: perf_blocks)
+    expected = write_aggregate_metrics(tmp_path / "offline.json", offline, perf)
     assert result.metrics_path.read_bytes() == expected.read_bytes()
 
 
