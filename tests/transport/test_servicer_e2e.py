@@ -15,8 +15,8 @@ import pytest
 from gym_metrics._transport.client import ResourcesClient
 from gym_metrics._transport._batches import columns_to_batches
 from gym_metrics._transport._convert import metrics_to_aggregate
-from gym_metrics.aggregate import AgentAggregate, aggregate_file
-from gym_metrics.rollouts import read_rollouts
+from gym_metrics.aggregate import AgentAggregate, aggregate_file, perf_sections
+from gym_metrics.rollouts import perf_blocks, read_rollouts
 from gym_metrics.aggregate.render._output import write_json
 from gym_metrics.models import BaseVerifyResponse
 from gym_metrics.environments import SimpleResourcesServer
@@ -29,9 +29,9 @@ DATA = Path(__file__).parents[1] / "data"
 ROLLOUT_FILES = sorted((DATA / "nemo_gym").glob("*.jsonl")) + sorted((DATA / "nemo_gym_extra").glob("*.jsonl"))
 
 
-def _json(aggs: list[AgentAggregate]) -> bytes:
+def _json(aggs: list[AgentAggregate], extra: Any = None) -> bytes:
     buf = io.BytesIO()
-    write_json(buf, aggs)
+    write_json(buf, aggs, extra)
     return buf.getvalue()
 
 
@@ -185,12 +185,14 @@ async def test_streaming_equals_offline_aggregate_file(path: Path, tmp_path: Pat
     expected = offline_path.read_bytes()
     _, channel = await serve_env(SimpleResourcesServer())
     client = ResourcesClient(channel)
+    # the client adds what the rows' columns do not carry (perf_summary: from their ng_perf blocks), as collect does
+    perf = perf_sections(perf_blocks(rollouts), {name: len(cols) for name, cols in rollouts.agents.items()})
     for batch_size, seed in ((1, 0), (3, 1), (7, 2), (1000, None)):
         streamed = [
             await client.aggregate(name, cols, batch_size=batch_size, order_seed=seed) for name, cols in rollouts.agents.items()
         ]
         assert [a.received_rollouts for a in streamed] == [len(c) for c in rollouts.agents.values()]
-        assert _json(streamed) == expected, f"batch_size={batch_size}"
+        assert _json(streamed, perf) == expected, f"batch_size={batch_size}"
 
 
 @pytest.mark.parametrize("name", ["basic", "usage", "masked", "multi_agent"])
