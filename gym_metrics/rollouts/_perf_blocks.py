@@ -9,18 +9,23 @@ finds the lines with `"ng_perf"`, and only those are parsed.
 from __future__ import annotations
 
 import mmap
+import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import orjson
+
 from gym_metrics._util.jsonio import loads
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.rollouts._columns import RolloutColumns
-from gym_metrics.rollouts._reader import RolloutFile, agent_name, agent_problem
-from gym_metrics.rollouts._values import ROLLOUT_KEY_ALIASES, TASK_KEY_ALIASES, row_index_value
+from gym_metrics.rollouts._reader import PerfRows, RolloutFile, agent_name, agent_problem
+from gym_metrics.rollouts._values import PERF_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY_ALIASES, row_index_value
 
-PERF_KEY = "ng_perf"
 _NEEDLE = b'"ng_perf"'
+_BLOCK_RE = re.compile(re.escape(_NEEDLE) + rb"(?:[ \t\r\n]*:[ \t\r\n]*(\{[^{}]*\}))?")
+"""The key, and its value when that is an object holding no other (a flat block)."""
 _BOM = b"\xef\xbb\xbf"
 
 PerfBlocks = dict[str, list[dict[str, Any]]]
@@ -38,31 +43,36 @@ def perf_blocks(rollouts: RolloutFile) -> PerfBlocks:
     if rollouts.perf is None:
         found: PerfBlocks = {}
         if holds_perf(rollouts.agents):
-            for source in rollouts.sources:
-                add_perf_blocks(found, source.path, source.default_agent, source.span, source.first_line, source.bad_lines)
+            for s in rollouts.sources:
+                add_perf_blocks(found, s.path, s.default_agent, s.span, s.first_line, s.bad_lines, s.perf_rows)
         rollouts.perf = found
     return rollouts.perf
 
 
 def add_perf_blocks(
     found: PerfBlocks, path: str | Path, default_agent: str | None, span: tuple[int, int] | None = None,
-    first_line: int = 1, bad_lines: Collection[int] = (),
+    first_line: int = 1, bad_lines: Collection[int] = (), rows: PerfRows | None = None,
 ) -> None:  # fmt: skip
     """The blocks of the rollout lines of `path` (of its byte range `span`, whose first line is
-    numbered `first_line`) into `found`; a line that is not a rollout with its agent and
-    indices, or is in `bad_lines`, is left out, as aggregation leaves it."""
+    numbered `first_line`) into `found`. With `rows` (what the reader flagged) only those lines
+    are read (_flagged); without, every line holding the key is parsed and one that is not a
+    rollout with its agent and indices, or is in `bad_lines`, is left out, as aggregation
+    leaves it."""
     with open(path, "rb") as f:
         if not f.seek(0, 2):
             return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as text:
             first, stop = span if span is not None else (0, len(text))
+            if rows is not None:
+                _flagged(found, text, first, stop, first_line, rows)
+                return
             line, counted = first_line, first
             at = text.find(_NEEDLE, first, stop)
             while at >= 0:
                 start = max(text.rfind(b"\n", first, at) + 1, first)
                 end = text.find(b"\n", at, stop)
                 end = stop if end < 0 else end
-                if bad_lines:  # (line numbers only when some line was left out)
+                if bad_lines:  # (line numbers only when they are used)
                     line += text[counted:start].count(b"\n")
                     counted = start
                 raw = text[start:end].removeprefix(_BOM) if start == 0 else text[start:end]
@@ -70,6 +80,52 @@ def add_perf_blocks(
                 if agent is not None:
                     found.setdefault(agent, []).append(perf)
                 at = text.find(_NEEDLE, end, stop)
+
+
+def _flagged(found: PerfBlocks, text: mmap.mmap, first: int, stop: int, first_line: int, rows: PerfRows) -> None:
+    """The blocks of the lines `rows` names (the reader's rollouts holding an `ng_perf`), in
+    bulk: the lines are told apart by their newlines (numpy over the file), and of a line that
+    names the key once only its object is parsed, all of them in one call when they are flat
+    (else one at a time, or from the whole line)."""
+    if not rows.agents:
+        return
+    data = np.frombuffer(text, np.uint8, stop - first, first)
+    newlines = np.flatnonzero(data == 10) + first
+    del data  # (a view of the map, which closes after this)
+    found_at = [(m.start(), m.start(1), m.end(1)) for m in _BLOCK_RE.finditer(text, first, stop)]
+    at, brace, close = np.array(found_at, np.int64).reshape(-1, 3).T
+    index = np.searchsorted(newlines, at)  # each occurrence's line, from 0
+    once = np.ones(len(at), bool)  # the line names the key once
+    once[1:] &= index[1:] != index[:-1]
+    once[:-1] &= index[:-1] != index[1:]
+    wanted = np.searchsorted(rows.lines, index + first_line)
+    wanted[wanted == len(rows.lines)] = 0
+    held = rows.lines[wanted] == index + first_line
+    held[1:] &= index[1:] != index[:-1]  # a line once, at its first occurrence
+    flat = held & once & (brace >= 0)
+    texts = [text[a:b] for a, b in zip(brace[flat].tolist(), close[flat].tolist())]
+    try:
+        parsed = orjson.loads(b"[" + b",".join(texts) + b"]")
+    except orjson.JSONDecodeError:  # a NaN in one of them: each alone
+        parsed = [_parsed(t) for t in texts]
+    blocks: list[Any] = [None] * len(at)
+    for i, block in zip(np.flatnonzero(flat).tolist(), parsed):
+        blocks[i] = block
+    for i in np.flatnonzero(held).tolist():
+        block = blocks[i]
+        if not isinstance(block, dict):  # nested, or the key named twice: from the whole line
+            line = int(index[i])
+            start, end = (int(newlines[line - 1]) + 1 if line > 0 else first), (int(newlines[line]) if line < len(newlines) else stop)
+            block = loads(text[start:end].removeprefix(_BOM) if start == 0 else text[start:end]).get(PERF_KEY)
+        if isinstance(block, dict):
+            found.setdefault(rows.agents[int(wanted[i])], []).append(block)
+
+
+def _parsed(block: bytes) -> Any:
+    try:
+        return orjson.loads(block)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _perf_of(line: bytes, default_agent: str | None) -> tuple[str | None, dict[str, Any]]:

@@ -31,6 +31,7 @@ from gym_metrics.rollouts._columns import (
     parse_row,
     row_index_value,
 )
+from gym_metrics.rollouts._values import PERF_KEY
 from gym_metrics._util.memory import trim_heap
 from gym_metrics._util.unique import unique
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -75,6 +76,34 @@ class ReadFrom:
     default_agent: str | None
     bad_lines: frozenset[int]
     """The numbers of its lines left out as bad."""
+    perf_rows: PerfRows | None = None
+    """Its rows holding an `ng_perf` object, by line; None: not known (every line is checked)."""
+
+
+@dataclass(frozen=True)
+class PerfRows:
+    """Rows holding an `ng_perf` object: their line numbers, ascending, and each one's agent."""
+
+    lines: np.ndarray
+    agents: list[str]
+
+    @classmethod
+    def of(cls, agents: Mapping[str, RolloutColumns]) -> PerfRows | None:
+        """Those of `agents` (as the reader flags them); None when a row has no line number."""
+        lines, names = [], []
+        for name, cols in agents.items():
+            held = (cols.non_numeric or {}).get(PERF_KEY)
+            if held is None or not held.any():
+                continue
+            if cols.row_labels is None:
+                return None
+            lines.append(cols.row_labels[held])
+            names += [name] * int(held.sum())
+        if not lines:
+            return cls(np.zeros(0, np.int64), [])
+        joined = np.concatenate(lines)
+        order = np.argsort(joined, kind="stable")
+        return cls(joined[order], [names[i] for i in order.tolist()])
 
 
 CHUNK_BYTES = 16 << 20
@@ -107,7 +136,7 @@ def read_rollouts(
         result.rows_read += part.rows_read
         line_offset += len(lines)
     result.agents = {name: concat(parts[name]) for name in sorted(parts)}
-    result.sources = [ReadFrom(str(path), span, first_line, default_agent, frozenset(b.line for b in result.bad_lines))]
+    result.sources = [ReadFrom(str(path), span, first_line, default_agent, frozenset(b.line for b in result.bad_lines), PerfRows.of(result.agents))]
     del parts
     trim_heap()  # the chunks' scratch space, back to the OS
     if result.bad_lines and on_bad_line == "fail":

@@ -137,6 +137,9 @@ def minimal_row(fields: Mapping[str, NumericField], pos: int, task: int, rollout
     return row
 
 
+PERF_KEY = "ng_perf"
+"""A rollout's perf block (rollouts/_perf_blocks.py)."""
+
 MAX_INDEX = 2**63 - 2
 """The largest task or rollout index: indices are int64 columns, and the next task's (index + 1)
 must be one too."""

@@ -49,3 +49,23 @@ def test_several_files_and_partials_give_one_files_summary(tmp_path: Path) -> No
     merged, _, _ = aggregate_partials(partials, tmp_path / "merged.json")
     want = summaries(tmp_path / "whole.json")
     assert want["all_observed"] and summaries(tmp_path / "both.json") == want == summaries(merged)
+
+
+def test_blocks_of_every_shape_are_read_as_json_reads_them(tmp_path: Path) -> None:
+    """A flat block alone, a nested one, one holding a brace in a string or NaN, the key named
+    twice in a line (nested too), text or a list under the key (no block): as json.loads reads
+    each line."""
+    shapes = [{"num_turns": 2, "prompt_tokens": 9}, {"num_turns": 1, "extra": {"a": 1}}, {"note": "a}b{", "num_turns": 3},
+              {"num_turns": float("nan")}, "text", [1, 2], {"num_turns": 4}]  # fmt: skip
+    rows = [{"agent_ref": {"name": f"a{i % 2}"}, "_ng_task_index": i, "_ng_rollout_index": 0, "reward": 1.0, "ng_perf": shape} for i, shape in enumerate(shapes)]
+    rows[-1]["response"] = {"metadata": {"ng_perf": {"num_turns": 99}}}  # the key nested before the top-level one
+    rows.append({"agent_ref": {"name": "a0"}, "_ng_task_index": 9, "_ng_rollout_index": 0, "reward": 0.0})
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    want: dict[str, list[object]] = {}
+    for line in src.read_text().splitlines():
+        row = json.loads(line)
+        if isinstance(row.get("ng_perf"), dict):
+            want.setdefault(row["agent_ref"]["name"], []).append(row["ng_perf"])
+    got = perf_blocks(read_rollouts(src))
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True) and sum(map(len, got.values())) == 5
