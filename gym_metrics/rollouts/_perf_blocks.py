@@ -27,6 +27,7 @@ _NEEDLE = b'"ng_perf"'
 _BLOCK_RE = re.compile(re.escape(_NEEDLE) + rb"(?:[ \t\r\n]*:[ \t\r\n]*(\{[^{}]*\}))?")
 """The key, and its value when that is an object holding no other (a flat block)."""
 _BOM = b"\xef\xbb\xbf"
+_CHUNK = 64 << 20
 
 PerfBlocks = dict[str, list[dict[str, Any]]]
 """Per agent, the `ng_perf` objects of its rows."""
@@ -89,9 +90,9 @@ def _flagged(found: PerfBlocks, text: mmap.mmap, first: int, stop: int, first_li
     (else one at a time, or from the whole line)."""
     if not rows.agents:
         return
-    data = np.frombuffer(text, np.uint8, stop - first, first)
-    newlines = np.flatnonzero(data == 10) + first
-    del data  # (a view of the map, which closes after this)
+    newlines = np.concatenate([np.zeros(0, np.int64)] + [  # a chunk at a time: no temporary the file's size
+        np.flatnonzero(np.frombuffer(text, np.uint8, min(lo + _CHUNK, stop) - lo, lo) == 10) + lo for lo in range(first, stop, _CHUNK)
+    ])  # fmt: skip
     found_at = [(m.start(), m.start(1), m.end(1)) for m in _BLOCK_RE.finditer(text, first, stop)]
     at, brace, close = np.array(found_at, np.int64).reshape(-1, 3).T
     index = np.searchsorted(newlines, at)  # each occurrence's line, from 0
