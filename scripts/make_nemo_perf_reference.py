@@ -81,11 +81,6 @@ def _one_response_id_twice(t: Trajectory) -> None:
                 ref["response_id"] = "resp-0"
 
 
-def _a_call_twice(t: Trajectory) -> None:
-    """Two model calls with the first's id: its references are ambiguous, its tokens not counted."""
-    t["model_calls"].append(copy.deepcopy(t["model_calls"][0]))
-
-
 def _one_ref_unknown(t: Trajectory) -> None:
     t["invocations"][0]["model_calls"][1]["model_call_id"] = "nowhere"
 
@@ -126,7 +121,6 @@ VARIANTS: dict[str, Callable[[Trajectory], None]] = {
     "no invocations": _no_invocations,
     "references by model and response id": _refs_by_response_id,
     "two calls of one response id": _one_response_id_twice,
-    "a model call recorded twice": _a_call_twice,
     "a reference to no call": _one_ref_unknown,
     "a call referenced twice": _a_ref_twice,
     "a subagent": _a_subagent,

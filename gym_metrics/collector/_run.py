@@ -13,7 +13,7 @@ from gym_metrics._util.limits import ensure_open_files
 from gym_metrics._util.progress import estimate_lines
 from gym_metrics._transport.client import ResourcesClient, ServerInfo
 from gym_metrics.rollouts import BadLine, PerfBlocks, RolloutColumns, add_perf_blocks, concat, holds_perf, perf_blocks, read_rollouts
-from gym_metrics.aggregate import AgentAggregate, add_agent_sections, local_parts, output_path_for, perf_sections, write_aggregate_metrics
+from gym_metrics.aggregate import AgentAggregate, local_parts, output_path_for, perf_sections, write_aggregate_metrics
 from gym_metrics.collector._capture import Capture
 from gym_metrics.collector._failed import FailedAgent, all_failed, with_generation_failures
 from gym_metrics.collector._keys import find_fixed_keys
@@ -263,11 +263,8 @@ async def _collect(
 def write_metrics(output_path: Path, aggregates: list[AgentAggregate], blocks: PerfBlocks) -> Path:
     """The metrics file beside the output, with each agent's `perf_summary` when its rows hold
     `ng_perf` blocks (`blocks`: aggregate/_perf.py)."""
-    metrics_path = write_aggregate_metrics(output_path_for(output_path), aggregates)
     perf = perf_sections(blocks, {a.agent_name: a.received_rollouts for a in aggregates})
-    if perf:
-        add_agent_sections(metrics_path, perf)
-    return metrics_path
+    return write_aggregate_metrics(output_path_for(output_path), aggregates, perf or None)
 
 
 def _shard_done(

@@ -76,8 +76,7 @@ def add_perf_blocks(
                 if bad_lines:  # (line numbers only when they are used)
                     line += text[counted:start].count(b"\n")
                     counted = start
-                raw = text[start:end].removeprefix(_BOM) if start == 0 else text[start:end]
-                agent, perf = (None, {}) if line in bad_lines else _perf_of(raw, default_agent)
+                agent, perf = (None, {}) if line in bad_lines else _perf_of(_line(text, start, end), default_agent)
                 if agent is not None:
                     found.setdefault(agent, []).append(perf)
                 at = text.find(_NEEDLE, end, stop)
@@ -88,7 +87,7 @@ def _flagged(found: PerfBlocks, text: mmap.mmap, first: int, stop: int, first_li
     bulk: the lines are told apart by their newlines (numpy over the file), and of a line that
     names the key once only its object is parsed, all of them in one call when they are flat
     (else one at a time, or from the whole line)."""
-    if not rows.agents:
+    if not len(rows.lines):
         return
     newlines = np.concatenate([np.zeros(0, np.int64)] + [  # a chunk at a time: no temporary the file's size
         np.flatnonzero(np.frombuffer(text, np.uint8, min(lo + _CHUNK, stop) - lo, lo) == 10) + lo for lo in range(first, stop, _CHUNK)
@@ -117,9 +116,14 @@ def _flagged(found: PerfBlocks, text: mmap.mmap, first: int, stop: int, first_li
         if not isinstance(block, dict):  # nested, or the key named twice: from the whole line
             line = int(index[i])
             start, end = (int(newlines[line - 1]) + 1 if line > 0 else first), (int(newlines[line]) if line < len(newlines) else stop)
-            block = loads(text[start:end].removeprefix(_BOM) if start == 0 else text[start:end]).get(PERF_KEY)
+            block = loads(_line(text, start, end)).get(PERF_KEY)
         if isinstance(block, dict):
-            found.setdefault(rows.agents[int(wanted[i])], []).append(block)
+            found.setdefault(rows.names[int(rows.agent[wanted[i]])], []).append(block)
+
+
+def _line(text: mmap.mmap, start: int, end: int) -> bytes:
+    """A line's bytes, the file's byte-order mark left out."""
+    return text[start:end].removeprefix(_BOM) if start == 0 else text[start:end]
 
 
 def _parsed(block: bytes) -> Any:

@@ -82,28 +82,29 @@ class ReadFrom:
 
 @dataclass(frozen=True)
 class PerfRows:
-    """Rows holding an `ng_perf` object: their line numbers, ascending, and each one's agent."""
+    """Rows holding an `ng_perf` object: their line numbers, ascending, and each one's agent
+    (an index into `names`)."""
 
     lines: np.ndarray
-    agents: list[str]
+    agent: np.ndarray
+    names: list[str]
 
     @classmethod
     def of(cls, agents: Mapping[str, RolloutColumns]) -> PerfRows | None:
         """Those of `agents` (as the reader flags them); None when a row has no line number."""
-        lines, names = [], []
+        lines, codes, names = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], list[str]()
         for name, cols in agents.items():
             held = (cols.non_numeric or {}).get(PERF_KEY)
             if held is None or not held.any():
                 continue
             if cols.row_labels is None:
                 return None
-            lines.append(cols.row_labels[held])
-            names += [name] * int(held.sum())
-        if not lines:
-            return cls(np.zeros(0, np.int64), [])
+            lines.append(cols.row_labels[held].astype(np.int64))
+            codes.append(np.full(int(held.sum()), len(names), np.int64))
+            names.append(name)
         joined = np.concatenate(lines)
         order = np.argsort(joined, kind="stable")
-        return cls(joined[order], [names[i] for i in order.tolist()])
+        return cls(joined[order], np.concatenate(codes)[order], names)
 
 
 CHUNK_BYTES = 16 << 20

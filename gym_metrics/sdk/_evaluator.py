@@ -103,8 +103,8 @@ class Request:
             spec["target"] = self.target
         if self.prompt_template is not None:
             spec["prompt_template"] = self.prompt_template
-        if self.metric.result_names():
-            spec["score_names"] = self.metric.result_names()
+        if names := self.metric.result_names():
+            spec["score_names"] = names
         return spec
 
 
