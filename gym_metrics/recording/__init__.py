@@ -4,7 +4,7 @@
 in NeMo Gym's record shapes (docs/pipelines.md#recording)."""
 
 from gym_metrics.recording._atif import ATIF_SCHEMA_VERSION, rollout_to_atif
-from gym_metrics.recording._atif_items import TOKEN_FIELDS
+from gym_metrics.recording._items import TOKEN_FIELDS
 from gym_metrics.recording._atif_json import AtifRefused
 from gym_metrics.recording._atif_export import AtifExport, AtifExportError, export_atif
 from gym_metrics.recording._model_calls import (

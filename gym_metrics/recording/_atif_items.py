@@ -8,22 +8,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gym_metrics.recording._atif_json import AtifRefused, strict_json_loads
+from gym_metrics.recording._items import ITEM_FIELDS, PART_FIELDS, TOKEN_FIELDS
 
-TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts")
-_ITEM_FIELDS = {
-    "assistant": {"id", "content", "role", "status", "type", "phase"},
-    "input": {"content", "role", "status", "type", "phase"},
-    "reasoning": {"id", "summary", "type", "encrypted_content", "content"},
-    "function_call": {"arguments", "call_id", "name", "type", "id", "status", "namespace"},
-    "function_call_output": {"call_id", "output", "type", "id", "status"},
-}
+_ITEM_FIELDS = {shape: set(fields) for shape, fields in ITEM_FIELDS.items() if shape != "input_with_status"}
+_ITEM_FIELDS["input"] |= set(ITEM_FIELDS["input_with_status"])
 """The fields each conversation item may carry; anything else would be dropped, so it is refused."""
-_PART_FIELDS = {
-    "input_text": {"type", "text"},
-    "output_text": {"type", "text", "annotations", "logprobs"},
-    "summary_text": {"type", "text"},
-    "reasoning_text": {"type", "text"},
-}
+_PART_FIELDS = {kind: set(fields) for kind, fields in PART_FIELDS.items() if kind != "refusal"}
 
 
 def fields_known(item: Mapping[str, Any], allowed: Iterable[str], path: str) -> None:

@@ -12,11 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gym_metrics.recording._items import as_dumped
+
 TRAJECTORY_KEY = "ng_trajectory"
 _METADATA = ("response_id", "model_ref", "model", "dialect", "status_code", "response_status", "finish_reason",
              "upstream_attempted", "response_source", "upstream_status_code", "local_response_reason", "error_category",
              "latency_ttft_ms")  # fmt: skip
-"""The model-call record fields a trajectory's `response_metadata` holds (those not None)."""
+"""The model-call record fields a trajectory's `response_metadata` holds (null where the record
+has none, as NeMo Gym's model dumps them)."""
 
 
 @dataclass
@@ -73,7 +76,7 @@ def model_call_entry(record: Mapping[str, Any]) -> dict[str, Any]:
         "duration_ms": record.get("latency_total_ms"),
         "request": record.get("request") if record.get("request") is not None else record.get("request_raw"),
         "response": record.get("response") if record.get("response") is not None else record.get("response_raw"),
-        "response_metadata": {k: record[k] for k in _METADATA if record.get(k) is not None},
+        "response_metadata": {k: record.get(k) for k in _METADATA},
         "token_stats": {
             "prompt_tokens": record.get("tokens_in"), "completion_tokens": record.get("tokens_out"),
             "reasoning_tokens": record.get("tokens_reasoning"), "total_tokens": record.get("tokens_total"),
@@ -110,7 +113,7 @@ def trajectory(trace: EpisodeTrace, records: Sequence[Mapping[str, Any]], row: M
     invocation = {
         "kind": "agent_invocation", "invocation_id": "root", "parent_invocation_id": None, "spawned_by_tool_call_id": None,
         "status": trace.status, "duration_ms": None, "error_type": None,
-        "model_calls": [ref for t in turns for ref in t["model_calls"]], "conversation": typed(trace.conversation),
+        "model_calls": [ref for t in turns for ref in t["model_calls"]], "conversation": [as_dumped(i) for i in typed(trace.conversation)],
     }  # fmt: skip
     if not records:
         gaps.append({"code": "model_calls_unavailable", "invocation_id": None, "detail": None})

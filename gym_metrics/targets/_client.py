@@ -284,14 +284,15 @@ class ModelTarget(_Target):
 
 
 def _place_tokens(response: dict[str, Any], completion: Mapping[str, Any]) -> None:
-    """The completion's token fields on the response's last output item (NeMo Gym's place);
-    an answer without them is left as it is (recording.token_gaps reports it)."""
+    """The completion's token fields on the response's last output item (NeMo Gym's place, with
+    `routed_experts` null when the policy gave none, as its typed item dumps it); an answer
+    without them is left as it is (recording.token_gaps reports it)."""
     try:
         fields = chat_token_fields(completion)
     except TokenInfoError:
         return
     if response["output"]:
-        response["output"][-1].update(fields)
+        response["output"][-1].update(fields, routed_experts=fields.get("routed_experts"))
 
 
 def _sent(request: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from test_collect_generate import ANSWERS, math_server, policy_config, prompt, r
 
 from gym_metrics.collector import CollectOptions
 from gym_metrics.recording import CAPTURE_KEY, PAYLOAD_KEYS, token_stats
+from gym_metrics.recording._items import as_dumped
 from gym_metrics.testing import ScriptedPolicyServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -113,6 +114,23 @@ async def test_records_validate_as_nemo_gyms_model_call_records(math_server: str
     assert done.stdout.strip() == "ok", done.stderr
 
 
+@pytest.mark.skipif(not NEMO_PYTHON, reason="GYM_METRICS_NEMO_PYTHON names no venv with nemo-gym 0.7.0 (the reference tool itself, 1.4 GB)")
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_trajectory_is_what_nemo_gyms_record_dumps(math_server: str, tmp_path: Path, api: str) -> None:
+    src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(t, _ng_task_index=t, _ng_rollout_index=0) for t in range(3)])
+    with ScriptedPolicyServer(ANSWERS, fail_first=1) as policy:
+        result = await run(math_server, src, tmp_path / "out.jsonl", CollectOptions(target=policy_config(policy, api=api), trajectory=True))
+    trajectories = [row["ng_trajectory"] for row in rows_of(result.rollouts_path)]
+    check = (
+        "import json, sys\nfrom nemo_gym.rollout_observability import TrajectoryRecord\n"
+        "for t in json.load(sys.stdin):\n"
+        "    assert json.dumps(TrajectoryRecord.model_validate(t).model_dump(mode='json')) == json.dumps(t)\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([str(NEMO_PYTHON), "-c", check], input=json.dumps(trajectories), capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
 async def test_a_single_turn_rollout_has_a_one_turn_trajectory(math_server: str, tmp_path: Path) -> None:
     src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(2, _ng_task_index=2, _ng_rollout_index=0)])
     with ScriptedPolicyServer(ANSWERS, fail_first=1) as policy:
@@ -121,8 +139,13 @@ async def test_a_single_turn_rollout_has_a_one_turn_trajectory(math_server: str,
     trajectory = row["ng_trajectory"]
     [turn] = trajectory["turns"]
     assert [c["response_metadata"]["status_code"] for c in trajectory["model_calls"]] == [503, 200]  # the retry is a call too
+    assert list(trajectory["model_calls"][0]["response_metadata"]) == [  # every field, null where unknown, as NeMo Gym dumps them
+        "response_id", "model_ref", "model", "dialect", "status_code", "response_status", "finish_reason", "upstream_attempted",
+        "response_source", "upstream_status_code", "local_response_reason", "error_category", "latency_ttft_ms"]  # fmt: skip
     assert turn["model_calls"][0]["model_call_id"] == trajectory["model_calls"][1]["model_call_id"]  # the turn's answering call
     assert turn["answer"] == row["response"]["output"] and trajectory["tool_calls"] == []
     given = [{**m, "type": "message"} for m in row["responses_create_params"]["input"]]  # typed, as NeMo Gym's models read it
-    assert trajectory["invocations"][0]["conversation"] == [*given, *row["response"]["output"]] and turn["question"] == given
+    assert turn["question"] == given
+    conversation = trajectory["invocations"][0]["conversation"]  # as NeMo Gym's typed items dump (test_trajectory_items.py)
+    assert conversation == [as_dumped(i) for i in [*given, *row["response"]["output"]]] and conversation[0]["phase"] is None
     assert [g["code"] for g in trajectory["gaps"]] == ["resolution_unavailable"]

@@ -28,6 +28,7 @@ from _tool_envs import Counter  # noqa: E402
 from gym_metrics import ResourcesClient
 from gym_metrics.collector import CollectOptions, collect_async
 from gym_metrics.recording import CAPTURE_KEY, token_gaps
+from gym_metrics.recording._items import as_dumped
 from gym_metrics.targets import Exchange, ModelTargetConfig, TokenInfoError, chat_token_fields
 from gym_metrics.testing import ScriptedPolicyServer, serve_environment
 from gym_metrics.testing._tokens import log_prob
@@ -143,7 +144,7 @@ async def test_each_row_carries_its_trajectory(tmp_path: Path) -> None:
         assert [(t["tool_call_id"], t["output"], t["status"]) for t in tools] == [(o["call_id"], o["output"], "completed") for o in outputs]
         assert turns[-1]["step_count"] == len(tools) and trajectory["invocations"][0]["status"] == "completed"
         given = [{**m, "type": "message"} for m in row["responses_create_params"]["input"]]  # typed, as NeMo Gym's models read it
-        assert trajectory["invocations"][0]["conversation"] == [*given, *row["response"]["output"]]
+        assert trajectory["invocations"][0]["conversation"] == [as_dumped(i) for i in [*given, *row["response"]["output"]]]
         assert turns[0]["question"] == given
         assert [g["code"] for g in trajectory["gaps"]] == ["resolution_unavailable"]  # Counter's verify says no `resolved`
     [entry] = json.loads(result.metrics_path.read_text())  # and their summary, as NeMo Gym's aggregation makes it
