@@ -8,12 +8,15 @@ payloads (`--capture-payloads`), with the trajectory (`--trajectory`) and with t
 First, the CPU of capture alone, in process: --cpu-episodes episodes of three exchanges begun
 and ended under `capturing()`, their `ng_model_call_capture` block built and encoded (what
 collect adds per episode with --capture-model-calls); the median of 5 runs per episode. Then
-that of `ng_perf` alone (what --trajectory adds to its trajectory per rollout), the same way.
+that of `ng_perf` alone (what --trajectory adds to its trajectory per rollout), the same way, and
+of its conversation's items made as NeMo Gym's models dump them.
 
 The environment is bench_tool_call_order.py's `lookup` (no tool latency), served by `gym-metrics
 serve` in its own process; the scripted policy (a thread) makes one `lookup` call per turn for
 --turns - 1 turns and then answers: per episode --turns policy calls, each one captured record.
-The modes run in turn, --rounds times each; the table gives the medians and the ratio to off.
+The modes run in turn, --rounds times each; the table gives the medians and the ratio to off,
+and the bytes per rollout of the output and of its metrics file (each rollout here is a task of
+its own, so the latter is mostly its `sample`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_tool_call_order import ENV, serve, write_episode_rows  # noqa: E402
@@ -40,7 +44,7 @@ MODES: dict[str, dict[str, bool]] = {
 tokenizes each request, on this machine's cores too)."""
 
 
-async def one_run(address: str, policy_url: str, rows: Path, out: Path, concurrency: int, options: dict[str, bool]) -> tuple[float, int]:
+async def one_run(address: str, policy_url: str, rows: Path, out: Path, concurrency: int, options: dict[str, bool]) -> tuple[float, int, int]:
     from gym_metrics import ResourcesClient
     from gym_metrics.collector import CollectOptions, collect_async
     from gym_metrics.targets import ModelTargetConfig
@@ -54,25 +58,38 @@ async def one_run(address: str, policy_url: str, rows: Path, out: Path, concurre
         result = await collect_async(client, rows, out, opts)
         seconds = time.perf_counter() - start
     assert result.verified == sum(1 for _ in rows.open()) and result.failed_tool_calls == 0, result
-    return result.verified / seconds, out.stat().st_size // result.verified
+    metrics = out.with_name(f"{out.stem}_aggregate_metrics.json").stat().st_size
+    return result.verified / seconds, out.stat().st_size // result.verified, metrics // result.verified
 
 
-def perf_cpu_us(episodes: int) -> float:
-    """Microseconds of CPU per rollout that `ng_perf` adds with --trajectory: read from a
-    collected 3-turn trajectory (tests/data/nemo_gym_perf/cases.jsonl); the median of 5 runs."""
+def trajectory_cpu_us(episodes: int) -> tuple[float, float]:  # (NaN: this checkout has no as_dumped)
+    """Microseconds of CPU per rollout of what --trajectory adds to a collected 3-turn trajectory
+    (tests/data/nemo_gym_perf/cases.jsonl): its `ng_perf`, and its conversation's items as NeMo
+    Gym's models dump them (`as_dumped`); the median of 5 runs each."""
     import json
 
     from gym_metrics.recording import rollout_perf
 
+    try:
+        from gym_metrics.recording._items import as_dumped
+    except ImportError:  # a checkout from before it (PYTHONPATH=OTHER_TREE for a before/after)
+        as_dumped = None
+
     cases = Path(__file__).parents[1] / "tests" / "data" / "nemo_gym_perf" / "cases.jsonl"
     trajectory = next(c for c in map(json.loads, cases.read_text().splitlines()) if c["case"] == "collected over responses")["trajectory"]
-    runs = []
-    for _ in range(5):
-        start = time.process_time()
-        for _ in range(episodes):
-            rollout_perf(trajectory, 1.0)
-        runs.append((time.process_time() - start) / episodes * 1e6)
-    return statistics.median(runs)
+    conversation = trajectory["invocations"][0]["conversation"]
+
+    def median_us(work: Any) -> float:
+        runs = []
+        for _ in range(5):
+            start = time.process_time()
+            for _ in range(episodes):
+                work()
+            runs.append((time.process_time() - start) / episodes * 1e6)
+        return statistics.median(runs)
+
+    items = median_us(lambda: [as_dumped(i) for i in conversation]) if as_dumped else float("nan")
+    return median_us(lambda: rollout_perf(trajectory, 1.0)), items
 
 
 def capture_cpu_us(episodes: int) -> float:
@@ -110,13 +127,15 @@ def main() -> None:
     parser.add_argument("--cpu-episodes", type=int, default=20_000)
     ns = parser.parse_args()
     print(f"capture alone, in process: {capture_cpu_us(ns.cpu_episodes):.0f} us of CPU per episode of 3 calls")
-    print(f"ng_perf alone, in process: {perf_cpu_us(ns.cpu_episodes):.1f} us of CPU per rollout of 3 turns\n")
+    perf_us, items_us = trajectory_cpu_us(ns.cpu_episodes)
+    print(f"ng_perf alone, in process: {perf_us:.1f} us of CPU per rollout of 3 turns")
+    print(f"the conversation's items as NeMo Gym dumps them, in process: {items_us:.1f} us of CPU per rollout of 3 turns\n")
 
     from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
 
     steps = [PolicyAnswer(tool_calls=[{"name": "lookup", "arguments": {"key": k}}]) for k in range(ns.turns - 1)] + [PolicyAnswer(text="done")]
     rates: dict[str, list[float]] = {mode: [] for mode in MODES}
-    sizes: dict[str, int] = {}
+    sizes: dict[str, tuple[int, int]] = {}
     with tempfile.TemporaryDirectory() as tmp, ScriptedPolicyServer(lambda prompt: steps) as policy:
         work = Path(tmp)
         rows = write_episode_rows(work / "rows.jsonl", ns.episodes)
@@ -126,19 +145,19 @@ def main() -> None:
         try:
             for _ in range(ns.rounds):
                 for mode, options in MODES.items():
-                    rate, size = asyncio.run(one_run(address, policy.url, rows, work / "out.jsonl", ns.concurrency, options))
+                    rate, size, metrics = asyncio.run(one_run(address, policy.url, rows, work / "out.jsonl", ns.concurrency, options))
                     rates[mode].append(rate)
-                    sizes[mode] = size
-                    print(f"{mode}: {rate:,.0f} episodes/s, {size:,} bytes/rollout", file=sys.stderr)
+                    sizes[mode] = size, metrics
+                    print(f"{mode}: {rate:,.0f} episodes/s, {size:,} bytes/rollout, {metrics:,} metrics bytes/rollout", file=sys.stderr)
         finally:
             proc.terminate()
             proc.wait(15)
     off = statistics.median(rates["off (default)"])
     print(f"{ns.episodes} episodes of {ns.turns} policy calls, {ns.concurrency} in flight, median of {ns.rounds}\n")
-    print("| capture | episodes/s | vs off | bytes/rollout |\n|---|---:|---:|---:|")
+    print("| capture | episodes/s | vs off | bytes/rollout | metrics file bytes/rollout |\n|---|---:|---:|---:|---:|")
     for mode in MODES:
         rate = statistics.median(rates[mode])
-        print(f"| {mode} | {rate:,.0f} | {rate / off:.3f}x | {sizes[mode]:,} |")
+        print(f"| {mode} | {rate:,.0f} | {rate / off:.3f}x | {sizes[mode][0]:,} | {sizes[mode][1]:,} |")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ CASES: dict[str, Any] = {
     "user message with an id": {"role": "user", "type": "message", "id": "m_1", "content": "hi"},
     "assistant parts without an id": {"role": "assistant", "type": "message", "content": [TEXT]},
     "function call with an unknown field": {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "extra": 1},
+    "an item of another type": {"type": "input", "content": "x", "role": "user"},
     "text part with an unknown field": {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
                                         "content": [{**TEXT, "extra": 1}]},
 }  # fmt: skip

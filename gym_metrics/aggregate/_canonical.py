@@ -1,5 +1,5 @@
 """Rows' text as orjson writes it, without parsing them: each task's `sample` is the row minus
-its indices in orjson's form, and a million tasks' samples parsed and dumped again were the
+its indices and its recording in orjson's form, and a million tasks' samples parsed and dumped again were the
 render's largest cost.
 
 `_minify.c` copies each row without whitespace and without the index keys and refuses every
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY
+from gym_metrics.rollouts import RECORDING_KEYS, ROLLOUT_KEY, TASK_KEY
 from gym_metrics.aggregate.render._texts import Texts, fill, joined, numbers
 
 _minify: Callable[..., tuple[bytes, bytes, bytes, bytes]] | None
@@ -22,11 +22,12 @@ try:
 except ImportError:  # no C compiler at install time: every sample is parsed and dumped
     _minify = None
 
-_DROP = (TASK_KEY.encode(), ROLLOUT_KEY.encode())
+_DROP = tuple(k.encode() for k in (TASK_KEY, ROLLOUT_KEY, *RECORDING_KEYS))
 
 
 def sample_texts_of(raws: Sequence[object]) -> list[bytes | None]:
-    """Per row (JSON text of an object), orjson.dumps of it parsed minus the index keys, or None
+    """Per row (JSON text of an object), orjson.dumps of it parsed minus the index keys and its
+    recording (RECORDING_KEYS), or None
     where that must be made by parsing it (not bytes, or refused)."""
     if _minify is None or not raws or set(map(type, raws)) != {bytes}:
         return [None] * len(raws)

@@ -10,6 +10,7 @@ import orjson
 from gym_metrics._util.jsonio import dumps_finite
 from gym_metrics.aggregate._canonical import sample_texts_of
 from gym_metrics.rollouts import (
+    RECORDING_KEYS,
     ROLLOUT_KEY,
     ROLLOUT_KEY_ALIASES,
     TASK_KEY,
@@ -71,8 +72,8 @@ def _minimal_row(data: RolloutColumns, pos: int, names: list[str]) -> dict[str, 
 
 
 def sample_texts(data: RolloutColumns, positions: list[int], names: list[str]) -> list[bytes]:
-    """Rows at `positions` as JSON text without their indices, parsed a slice at a time so
-    the dicts never pile up."""
+    """Rows at `positions` as JSON text without their indices and recording (RECORDING_KEYS),
+    parsed a slice at a time so the dicts never pile up."""
     if data.rows is None:
         fast = _column_sample_texts(data, positions, names)
         if fast is not None:
@@ -85,8 +86,8 @@ def sample_texts(data: RolloutColumns, positions: list[int], names: list[str]) -
             texts = sample_texts_of(data.rows.raws(part))
         todo = [i for i, text in enumerate(texts) if text is None]
         for i, row in zip(todo, load_rows(data, [part[i] for i in todo], names, with_indices=False) if todo else []):
-            row.pop(TASK_KEY, None)
-            row.pop(ROLLOUT_KEY, None)
+            for key in (TASK_KEY, ROLLOUT_KEY, *RECORDING_KEYS):
+                row.pop(key, None)
             # copied to an exact-size object: orjson's result keeps a ~4 KB block alive
             texts[i] = memoryview(dumps_finite(row)).tobytes()  # (an integer past 64 bits kept, as NeMo Gym's json writes it)
         out += texts  # type: ignore[arg-type]  # (every None was filled)

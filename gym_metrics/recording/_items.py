@@ -27,13 +27,19 @@ PART_FIELDS: dict[str, tuple[str, ...]] = {
 _PARTS = {"assistant": ("output_text", "refusal"), "reasoning": ("summary_text", "reasoning_text")}
 """The part kinds each item's lists may hold (`input_text` elsewhere)."""
 _TRAINED = ("assistant", "reasoning", "function_call")
+_ORDER = {
+    (shape, trained): (*(TOKEN_FIELDS if trained else ()), *fields) for shape, fields in ITEM_FIELDS.items() for trained in (False, True)
+}
+"""Per (shape, carries token IDs): the dumped item's fields in order."""
+_KNOWN = {key: frozenset(fields) for key, fields in _ORDER.items()}
+_PART_KNOWN = {kind: frozenset(fields) for kind, fields in PART_FIELDS.items()}
 
 
 def item_shape(item: Mapping[str, Any]) -> str | None:
     """Which of ITEM_FIELDS' models NeMo Gym reads the item as; None for another kind."""
     kind = item.get("type", "message" if "role" in item else None)
     if kind != "message":
-        return kind if kind in ITEM_FIELDS else None
+        return kind if kind in ("reasoning", "function_call", "function_call_output") else None
     if "id" in item:
         return "assistant" if item.get("role") == "assistant" else None
     if "status" in item:
@@ -48,11 +54,10 @@ def as_dumped(item: Any) -> Any:
     shape = item_shape(item) if isinstance(item, dict) else None
     if shape is None:
         return item
-    tokens = TOKEN_FIELDS if shape in _TRAINED and "prompt_token_ids" in item else ()
-    fields = (*tokens, *ITEM_FIELDS[shape])
-    if not item.keys() <= set(fields):
+    model = (shape, shape in _TRAINED and "prompt_token_ids" in item)
+    if not item.keys() <= _KNOWN[model]:
         return item
-    out = {k: item.get(k) for k in fields}
+    out = {k: item.get(k) for k in _ORDER[model]}
     out["type"] = item.get("type", "message")
     for key in ("content", "summary", "output"):
         if isinstance(out.get(key), list):
@@ -67,5 +72,5 @@ def _part(part: Any, kinds: tuple[str, ...]) -> dict[str, Any] | None:
     """The part in its model's order, or None when it is not one of `kinds` or has a field more."""
     if not isinstance(part, dict) or part.get("type") not in kinds:
         return None
-    fields = PART_FIELDS[part["type"]]
-    return {k: part.get(k) for k in fields} if part.keys() <= set(fields) else None
+    kind = part["type"]
+    return {k: part.get(k) for k in PART_FIELDS[kind]} if part.keys() <= _PART_KNOWN[kind] else None

@@ -46,6 +46,7 @@ from gym_metrics.rollouts._values import (
     ERROR_KEY,
     ERROR_KINDS,
     MAX_INDEX,
+    RECORDING_KEYS,
     ROLLOUT_KEY,
     ROLLOUT_KEY_ALIASES,
     TASK_KEY,
@@ -60,6 +61,7 @@ from gym_metrics.rollouts._values import (
 __all__ = [
     "BOM",
     "MAX_INDEX",
+    "RECORDING_KEYS",
     "PERF_KEY",
     "PerfBlocks",
     "ReadFrom",

@@ -140,6 +140,11 @@ def minimal_row(fields: Mapping[str, NumericField], pos: int, task: int, rollout
 PERF_KEY = "ng_perf"
 """A rollout's perf block (rollouts/_perf_blocks.py)."""
 
+RECORDING_KEYS = ("ng_trajectory", "ng_model_call_capture", "ng_agent_observations")
+"""A rollout's recording (its trajectory, model calls, agent observations): tens of KB a row,
+kept in the rollouts file and out of a task's `sample` in the metrics (NeMo Gym's collection
+strips the same keys before it aggregates)."""
+
 MAX_INDEX = 2**63 - 2
 """The largest task or rollout index: indices are int64 columns, and the next task's (index + 1)
 must be one too."""

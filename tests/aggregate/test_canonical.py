@@ -1,6 +1,6 @@
 """Samples without a parse (gym_metrics/aggregate/_canonical.py, _minify.c): every text the C
-minifier vouches for is exactly orjson.dumps of the row parsed minus its index keys, and it
-vouches for the rows writers usually make."""
+minifier vouches for is exactly orjson.dumps of the row parsed minus its index keys and its
+recording (`ng_trajectory`, ...), and it vouches for the rows writers usually make."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from gym_metrics._util.jsonio import loads
 from gym_metrics.aggregate import _canonical, aggregate_file
 from gym_metrics.aggregate._canonical import sample_texts_of
+from gym_metrics.rollouts import RECORDING_KEYS
 
 from _ci import need_native
 
@@ -51,6 +52,9 @@ def row_text(rng: random.Random) -> bytes:
     row: dict[str, Any] = {"_ng_task_index": rng.randrange(100), "_ng_rollout_index": rng.randrange(8)}
     for i in range(rng.randrange(1, 6)):
         row[rng.choice(["reward", "k", "é", "agent_ref", "s"]) + str(i)] = value(rng)
+    for key in RECORDING_KEYS:
+        if rng.random() < 0.2:
+            row[key] = value(rng, 1)
     keys = list(row)
     rng.shuffle(keys)
     row = {k: row[k] for k in keys}
@@ -83,8 +87,8 @@ def expected_sample(text: bytes) -> bytes | None:
         return None
     if not isinstance(row, dict):
         return None
-    row.pop("_ng_task_index", None)
-    row.pop("_ng_rollout_index", None)
+    for key in ("_ng_task_index", "_ng_rollout_index", "ng_trajectory", "ng_model_call_capture", "ng_agent_observations"):
+        row.pop(key, None)
     try:
         return orjson.dumps(row)
     except TypeError:  # an integer beyond 64 bits
@@ -148,3 +152,21 @@ def test_a_file_of_mixed_rows_renders_the_same_either_way(tmp_path: Path, monkey
     monkeypatch.setattr(_canonical, "_minify", None)
     slow, _, _ = aggregate_file(path, tmp_path / "slow.json")
     assert fast.read_bytes() == slow.read_bytes()
+
+
+@pytest.mark.parametrize("path", ["minifier", "python"])
+def test_a_sample_leaves_the_rollouts_recording_in_the_rollouts_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    if path == "minifier":
+        need_native(NATIVE, "gym_metrics.aggregate._minify (the C minifier)")
+    else:
+        monkeypatch.setattr(_canonical, "_minify", None)
+    recording = {"ng_trajectory": {"turns": [{"question": "x" * 1000}]}, "ng_model_call_capture": {"calls": []},
+                 "ng_agent_observations": {"records": []}}  # fmt: skip
+    rows = [{"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": 0, "reward": 1.0, "id": t,
+             "response": {"output": []}, **recording, "ng_perf": {"num_turns": 1}} for t in range(3)]  # fmt: skip
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    out, _, _ = aggregate_file(src, tmp_path / "m.json")
+    samples = [g["sample"] for g in json.loads(out.read_text())[0]["group_level_metrics"]]
+    assert samples == [{"agent_ref": {"name": "a"}, "reward": 1.0, "id": t, "response": {"output": []}, "ng_perf": {"num_turns": 1}}
+                       for t in range(3)]  # fmt: skip

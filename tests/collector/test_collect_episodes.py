@@ -179,9 +179,8 @@ async def test_a_replica_killed_mid_episode_loses_nothing(tmp_path: Path) -> Non
     assert same == same_faulty  # the rows but their model-call records (times, ids)
     assert calls == calls_faulty  # a retried episode keeps the calls of the attempt that finished
     metrics = [json.loads(p.with_name(f"{p.stem}_aggregate_metrics.json").read_bytes()) for p in (clean, faulty)]
-    for agent in metrics[0] + metrics[1]:  # each task's sample row holds its calls' records too
-        for group in agent["group_level_metrics"]:
-            assert group["sample"].pop("ng_model_call_capture")["metrics"]["num_calls"] >= 1
+    samples = [g["sample"] for agent in metrics[0] + metrics[1] for g in agent["group_level_metrics"]]
+    assert samples and not any("ng_model_call_capture" in s for s in samples)  # the records stay in the rows
     assert metrics[0] == metrics[1]
 
 
