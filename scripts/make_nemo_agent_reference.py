@@ -127,14 +127,50 @@ POLICIES: dict[str, dict[str, list[dict[str, Any]]]] = {
         "Get me the values for 3.0, cos((5.0 - log(5.0, (5.0 / 1.0)))), (-(5.0) - pi), and ((((5.0 / 1.0) + log(3.0, 7.0)) * (-(1.0) - pi)) * (((6.0 * 7.0) / 7.0) + log(-(6.0), (6.0 - 8.0)))) using only the given tools.": [answer("", ("pi", {})), answer("Stopping here.")],
         "Get me the values for pi, (4.0 + 2.0), 2.0 ** 10.0, (4.0 / 1.0), and pi using only the given tools.": [answer("", ("pi", {})), answer("Stopping here.")],
     },
+    "workplace_assistant": {  # 27 tools behind one catch-all route, each session its own copy of five databases
+        "Reply to carlos's last email about 'Task Update on Develop prototype for report generation' with 'Thanks for the update - I will get back to you tomorrow.'": [
+            answer("", ("company_directory_find_email_address", {"name": "carlos"})),
+            answer("", ("email_search_emails", {"query": "Task Update on Develop prototype for report generation"})),
+            answer("", ("email_reply_email", {"email_id": "00000057", "body": "Thanks for the update - I will get back to you tomorrow."})),
+            answer("I replied to Carlos."),
+        ],
+        "Can you change the name of the last event on December 1 to Risk Management Forum": [
+            answer("", ("calendar_search_events", {"time_min": "2023-12-01 00:00:00", "time_max": "2023-12-01 23:59:59"})),
+            answer("", ("calendar_update_event", {"event_id": "00000252", "field": "event_name", "new_value": "Risk Management Forum"}),
+                   ("calendar_get_event_information_by_id", {"event_id": "00000252", "field": "event_name"})),  # the update, then read: in order
+            answer("Renamed."),
+        ],
+        "Raj is taking over all of Akira's leads that are interested in software. Can you reassign them in the crm?": [
+            answer("", ("customer_relationship_manager_search_customers", {"assigned_to_email": "akira.sato@atlas.com", "product_interest": "Software", "status": "Lead"})),
+            answer("", ("customer_relationship_manager_update_customer", {"customer_id": "00000095", "field": "assigned_to_email", "new_value": "wrong@atlas.com"}),
+                   ("customer_relationship_manager_update_customer", {"customer_id": "00000095", "field": "assigned_to_email", "new_value": "raj.patel@atlas.com"}),
+                   ("customer_relationship_manager_update_customer", {"customer_id": "00000080", "field": "assigned_to_email", "new_value": "raj.patel@atlas.com"}),
+                   ("customer_relationship_manager_update_customer", {"customer_id": "00000035", "field": "assigned_to_email", "new_value": "raj.patel@atlas.com"}),
+                   ("customer_relationship_manager_search_customers", {"assigned_to_email": "raj.patel@atlas.com", "product_interest": "Software"})),  # sees every update of its turn
+            answer("Reassigned three leads to Raj."),
+        ],
+        "We no longer need to keep all of Lena's customers that are in the won stage and interested in services. Can you delete them from the crm?": [
+            answer("", ("customer_relationship_manager_delete_customer", {"customer_id": "00000009"}),
+                   ("customer_relationship_manager_delete_customer", {"customer_id": "00000112"}),
+                   ("customer_relationship_manager_delete_customer", {"customer_id": "00000039"})),  # one short: reward 0
+            answer("", ("customer_relationship_manager_delete_customer", {"customer_id": "00000009"}),  # gone already: the tool's error
+                   ("no_such_tool", {"a": 1}), ("customer_relationship_manager_delete_customer", {"customer_id": None}),  # unknown name; a null argument dropped
+                   ("customer_relationship_manager_update_customer", {"customer_id": "00000047", "bogus": 1})),  # an unexpected argument
+            answer("Deleted three."),
+        ],
+        "Move all customers that haven't responded to a proposal for the hardware product in 4 weeks to lost in the crm": [
+            answer("", ("customer_relationship_manager_search_customers", {"product_interest": "Hardware", "status": "Proposal", "last_contact_date_max": "2023-11-02 23:59:00", "page": None})),
+            answer("", *[("customer_relationship_manager_update_customer", {"customer_id": c, "field": "status", "new_value": "Lost"})
+                         for c in ("00000037", "00000195", "00000058", "00000132", "00000088")]),
+            answer("Moved five customers to lost."),
+        ],
+    },
 }  # fmt: skip
 """Per environment, the scripted policy: prompt -> one answer per step."""
 REPLAYED = ["example_multi_step", "example_tool_call_multireward", "xlam_fc"]
 """Environments whose policy replays the model turns of their recorded data/example_rollouts.jsonl
 (replay_policy): every self-contained tool environment of the wheel that ships trajectories."""
 NOT_REPLAYED = {
-    "workplace_assistant": "its example_rollouts.jsonl answers other prompts than data/example.jsonl's tasks, "
-    "and its rows carry no ground_truth for verify",
     "wordle": "played by NeMo Gym's gymnasium_agent (an environment that answers each turn), not simple_agent",
     "single_step_tool_use_with_argument_comparison": "run by NeMo Gym's tool_simulation_agent (a model "
     "simulates the tools), not simple_agent",

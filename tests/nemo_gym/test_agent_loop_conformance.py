@@ -2,7 +2,9 @@
 environments, ported by their imports, served from their config, collected multi-turn with the
 same policy as NeMo Gym's recording (tests/data/nemo_gym_agent,
 scripts/make_nemo_agent_reference.py, whose NOT_REPLAYED lists the others and why): a scripted
-one for example_session_state_mgmt and example_single_tool_call, and for example_multi_step,
+one for example_session_state_mgmt, example_single_tool_call, math_advanced_calculations and
+workplace_assistant (27 tools behind a catch-all route over five databases a session; several
+calls of one turn that must run in order, unknown tools, null and unexpected arguments), and for example_multi_step,
 example_tool_call_multireward and xlam_fc one that replays the model turns of their recorded
 data/example_rollouts.jsonl. Every rollout's trajectory (items and order, every tool output's
 text), usage and reward, and every key of the metrics file equal NeMo Gym's; over the chat API
@@ -26,8 +28,13 @@ from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_enviro
 sys.path.insert(0, str(Path(__file__).parents[1] / "aggregate"))
 from test_nemo_conformance import compare_files  # noqa: E402
 
+from _ci import need_module  # noqa: E402
+
 DATA = Path(__file__).parents[1] / "data" / "nemo_gym_agent"
-ENVS = ["example_session_state_mgmt", "example_single_tool_call", "example_multi_step", "example_tool_call_multireward", "xlam_fc", "math_advanced_calculations"]
+ENVS = ["example_session_state_mgmt", "example_single_tool_call", "example_multi_step", "example_tool_call_multireward", "xlam_fc",
+        "math_advanced_calculations", "workplace_assistant"]  # fmt: skip
+PACKAGES = {"workplace_assistant": ("pandas", "pip install pandas==3.1.1, the version its reference was recorded with: its tools keep their databases in it")}
+"""The PyPI packages an environment's own code imports (its requirements.txt names none of them)."""
 NOT_COMPARED = {"model"}
 """The policy's model name: the target sends its own (NeMo Gym's recording sent none)."""
 
@@ -46,6 +53,8 @@ def scripted_policy(env: str) -> ScriptedPolicyServer:
 @pytest.mark.parametrize("api", ["responses", "chat"])
 @pytest.mark.parametrize("env", ENVS)
 async def test_collect_runs_nemo_gyms_episodes(env: str, api: str, ported: Any, tmp_path: Path) -> None:
+    if env in PACKAGES:
+        need_module(*PACKAGES[env])
     meta = json.loads((DATA / env / "meta.json").read_text())
     config = ported.folder(env) / "configs" / Path(meta["config_file"]).name
     server = load_config_server(config, name=meta["resources_server_instance"])
