@@ -137,7 +137,7 @@ POLICIES: dict[str, dict[str, list[dict[str, Any]]]] = {
         "Can you change the name of the last event on December 1 to Risk Management Forum": [
             answer("", ("calendar_search_events", {"time_min": "2023-12-01 00:00:00", "time_max": "2023-12-01 23:59:59"})),
             answer("", ("calendar_update_event", {"event_id": "00000252", "field": "event_name", "new_value": "Risk Management Forum"}),
-                   ("calendar_get_event_information_by_id", {"event_id": "00000252", "field": "event_name"})),  # the update, then read: in order
+                   ("calendar_get_event_information_by_id", {"event_id": "00000252", "field": "event_name"})),  # the update, then a read of it, in one turn
             answer("Renamed."),
         ],
         "Raj is taking over all of Akira's leads that are interested in software. Can you reassign them in the crm?": [
@@ -146,7 +146,7 @@ POLICIES: dict[str, dict[str, list[dict[str, Any]]]] = {
                    ("customer_relationship_manager_update_customer", {"customer_id": "00000095", "field": "assigned_to_email", "new_value": "raj.patel@atlas.com"}),
                    ("customer_relationship_manager_update_customer", {"customer_id": "00000080", "field": "assigned_to_email", "new_value": "raj.patel@atlas.com"}),
                    ("customer_relationship_manager_update_customer", {"customer_id": "00000035", "field": "assigned_to_email", "new_value": "raj.patel@atlas.com"}),
-                   ("customer_relationship_manager_search_customers", {"assigned_to_email": "raj.patel@atlas.com", "product_interest": "Software"})),  # sees every update of its turn
+                   ("customer_relationship_manager_search_customers", {"assigned_to_email": "raj.patel@atlas.com", "product_interest": "Software"})),  # reads the updates of its own turn
             answer("Reassigned three leads to Raj."),
         ],
         "We no longer need to keep all of Lena's customers that are in the won stage and interested in services. Can you delete them from the crm?": [

@@ -4,7 +4,7 @@ same policy as NeMo Gym's recording (tests/data/nemo_gym_agent,
 scripts/make_nemo_agent_reference.py, whose NOT_REPLAYED lists the others and why): a scripted
 one for example_session_state_mgmt, example_single_tool_call, math_advanced_calculations and
 workplace_assistant (27 tools behind a catch-all route over five databases a session; several
-calls of one turn that must run in order, unknown tools, null and unexpected arguments), and for example_multi_step,
+calls of one turn that change and read the same tables, unknown tools, null and unexpected arguments), and for example_multi_step,
 example_tool_call_multireward and xlam_fc one that replays the model turns of their recorded
 data/example_rollouts.jsonl. Every rollout's trajectory (items and order, every tool output's
 text), usage and reward, and every key of the metrics file equal NeMo Gym's; over the chat API
