@@ -1,8 +1,8 @@
 """Rows' text as orjson writes it, without parsing them: each task's `sample` is the row minus
-its indices and its recording in orjson's form, and a million tasks' samples parsed and dumped again were the
-render's largest cost.
+its indices and its recording in orjson's form, and a million tasks' samples parsed and dumped
+again were the render's largest cost.
 
-`_minify.c` copies each row without whitespace and without the index keys and refuses every
+`_minify.c` copies each row without whitespace and without those keys and refuses every
 row whose text it cannot vouch for (see there); its float tokens are checked here against
 orjson's own rendering of the values they read as. A refused row (None) takes the Python path.
 """
@@ -27,8 +27,8 @@ _DROP = tuple(k.encode() for k in (TASK_KEY, ROLLOUT_KEY, *RECORDING_KEYS))
 
 def sample_texts_of(raws: Sequence[object]) -> list[bytes | None]:
     """Per row (JSON text of an object), orjson.dumps of it parsed minus the index keys and its
-    recording (RECORDING_KEYS), or None
-    where that must be made by parsing it (not bytes, or refused)."""
+    recording (RECORDING_KEYS), or None where that must be made by parsing it (not bytes, or
+    refused)."""
     if _minify is None or not raws or set(map(type, raws)) != {bytes}:
         return [None] * len(raws)
     rows = joined(raws)  # type: ignore[arg-type]

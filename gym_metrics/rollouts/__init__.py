@@ -61,9 +61,9 @@ from gym_metrics.rollouts._values import (
 __all__ = [
     "BOM",
     "MAX_INDEX",
-    "RECORDING_KEYS",
     "PERF_KEY",
     "PerfBlocks",
+    "RECORDING_KEYS",
     "ReadFrom",
     "add_perf_blocks",
     "holds_perf",

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
@@ -110,8 +111,7 @@ async def test_records_validate_as_nemo_gyms_model_call_records(math_server: str
         "    assert record.model_dump(mode='json') == call\n"
         "print('ok')\n"
     )
-    done = subprocess.run([str(NEMO_PYTHON), "-c", check], input=json.dumps(calls), capture_output=True, text=True, timeout=120)
-    assert done.stdout.strip() == "ok", done.stderr
+    nemo_gym_agrees(check, calls)
 
 
 @pytest.mark.skipif(not NEMO_PYTHON, reason="GYM_METRICS_NEMO_PYTHON names no venv with nemo-gym 0.7.0 (the reference tool itself, 1.4 GB)")
@@ -127,7 +127,12 @@ async def test_trajectory_is_what_nemo_gyms_record_dumps(math_server: str, tmp_p
         "    assert json.dumps(TrajectoryRecord.model_validate(t).model_dump(mode='json')) == json.dumps(t)\n"
         "print('ok')\n"
     )
-    done = subprocess.run([str(NEMO_PYTHON), "-c", check], input=json.dumps(trajectories), capture_output=True, text=True, timeout=120)
+    nemo_gym_agrees(check, trajectories)
+
+
+def nemo_gym_agrees(check: str, payload: Any) -> None:
+    """Runs `check` (which reads `payload` as JSON on stdin and prints ok) in NeMo Gym's venv."""
+    done = subprocess.run([str(NEMO_PYTHON), "-c", check], input=json.dumps(payload), capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "ok", done.stderr
 
 
