@@ -3,7 +3,10 @@ rollout with model-call capture off (the default), on (`--capture-model-calls`),
 payloads (`--capture-payloads`), with the trajectory (`--trajectory`) and with token IDs
 (`--capture-tokens`, against the scripted policy's chat endpoint), on loopback.
 
-    python scripts/bench_recording.py [--episodes 600] [--concurrency 32] [--turns 3] [--rounds 5]
+    python scripts/bench_recording.py [--episodes 600] [--concurrency 32] [--turns 3] [--rounds 5] [--only off trajectory]
+
+A before/after of a change: the same command with PYTHONPATH=<a worktree of the commit before>
+(the script's own code is this checkout's), the two in turn.
 
 First, the CPU of capture alone, in process: --cpu-episodes episodes of three exchanges begun
 and ended under `capturing()`, their `ng_model_call_capture` block built and encoded (what
@@ -125,7 +128,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cpu-episodes", type=int, default=20_000)
+    parser.add_argument("--only", nargs="*", default=[], help="the modes whose name holds one of these words (say `off trajectory`)")
     ns = parser.parse_args()
+    modes = {m: o for m, o in MODES.items() if not ns.only or any(word in m for word in ns.only)}
     print(f"capture alone, in process: {capture_cpu_us(ns.cpu_episodes):.0f} us of CPU per episode of 3 calls")
     perf_us, items_us = trajectory_cpu_us(ns.cpu_episodes)
     print(f"ng_perf alone, in process: {perf_us:.1f} us of CPU per rollout of 3 turns")
@@ -134,7 +139,7 @@ def main() -> None:
     from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
 
     steps = [PolicyAnswer(tool_calls=[{"name": "lookup", "arguments": {"key": k}}]) for k in range(ns.turns - 1)] + [PolicyAnswer(text="done")]
-    rates: dict[str, list[float]] = {mode: [] for mode in MODES}
+    rates: dict[str, list[float]] = {mode: [] for mode in modes}
     sizes: dict[str, tuple[int, int]] = {}
     with tempfile.TemporaryDirectory() as tmp, ScriptedPolicyServer(lambda prompt: steps) as policy:
         work = Path(tmp)
@@ -144,7 +149,7 @@ def main() -> None:
         proc, address = serve(env)
         try:
             for _ in range(ns.rounds):
-                for mode, options in MODES.items():
+                for mode, options in modes.items():
                     rate, size, metrics = asyncio.run(one_run(address, policy.url, rows, work / "out.jsonl", ns.concurrency, options))
                     rates[mode].append(rate)
                     sizes[mode] = size, metrics
@@ -152,10 +157,10 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(15)
-    off = statistics.median(rates["off (default)"])
+    off = statistics.median(rates["off (default)"]) if "off (default)" in rates else float("nan")
     print(f"{ns.episodes} episodes of {ns.turns} policy calls, {ns.concurrency} in flight, median of {ns.rounds}\n")
     print("| capture | episodes/s | vs off | bytes/rollout | metrics file bytes/rollout |\n|---|---:|---:|---:|---:|")
-    for mode in MODES:
+    for mode in modes:
         rate = statistics.median(rates[mode])
         print(f"| {mode} | {rate:,.0f} | {rate / off:.3f}x | {sizes[mode][0]:,} | {sizes[mode][1]:,} |")
 
