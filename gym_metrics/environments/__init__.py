@@ -24,6 +24,7 @@ from gym_metrics.environments._registry import (
     resolve_server,
 )
 from gym_metrics.environments._scorer import ScorerEnvironment
+from gym_metrics.environments._hooks import hook
 from gym_metrics.environments._server import SimpleResourcesServer, close_sandbox
 from gym_metrics.environments._sessions import IDLE_TTL_S, MAX_SESSIONS, Session, SessionStore
 from gym_metrics.environments._steps import ResetResult, StepResult
@@ -34,6 +35,7 @@ from gym_metrics._util.deprecated import old_names
 __getattr__ = old_names(__name__)  # Episodes: Sessions
 
 __all__ = [
+    "hook",
     "IDLE_TTL_S",
     "MAX_SESSIONS",
     "TOOL_TIMEOUT_S",

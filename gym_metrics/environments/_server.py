@@ -38,6 +38,7 @@ from gym_metrics._util.jsonbounds import checked_items, may_exceed
 from gym_metrics.errors import FieldViolation, InvalidInputError, json_path
 from gym_metrics.reducers import TaskRewards, TaskRewardsLike, summarize_reducers
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
+from gym_metrics.environments._hooks import hook
 from gym_metrics.environments._sessions import Session, seed_with_row
 from gym_metrics.environments._steps import ResetResult, StepResult, checked_reset, checked_step
 from gym_metrics.environments._tools import ToolSpec, tools_of
@@ -271,7 +272,8 @@ class SimpleResourcesServer:
 
     async def verify_model(self, body: Mapping[str, Any] | str | bytes, row: int | None = None) -> BaseVerifyResponse:
         """Validate, verify, and check what verify returned."""
-        return self.checked_response(await self.run_verify(self.parse_verify_request(body, row)))
+        response: BaseVerifyResponse = hook(self, "checked_response")(await hook(self, "run_verify")(self.parse_verify_request(body, row)))
+        return response
 
     async def open_session(self, session: Session) -> None:
         """How the framework seeds a session (a porting layer may seed another way):
@@ -311,7 +313,7 @@ class SimpleResourcesServer:
         if isinstance(body, (str, bytes)) and may_exceed(body):
             await checked_items(body, "body_json", row)
         request = self.parse_verify_request(body, row)
-        response = self.checked_response(await self.run_verify(request, session))
+        response = hook(self, "checked_response")(await hook(self, "run_verify")(request, session))
         return float(response.reward), response.model_dump_json()
 
     def new_aggregator(self, agent_name: str, options: AggregateOptions | None = None) -> Aggregator:
@@ -355,9 +357,9 @@ class SimpleResourcesServer:
             "verify_request_schema": self.verify_request_model().model_json_schema(),
             "verify_response_schema": self.verify_response_model().model_json_schema(),
             "wants_rows": self.wants_rows,
-            "tools": [spec.as_function_tool() for spec in self.tools().values()],
+            "tools": [spec.as_function_tool() for spec in hook(self, "tools")().values()],
             "any_tool_name": self.routes_tool_calls,
-            "steps": self.answers_turns(),
+            "steps": hook(self, "answers_turns")(),
         }
 
 

@@ -21,6 +21,7 @@ import orjson
 
 from gym_metrics._util.jsonbounds import checked_items, parse_bounded
 from gym_metrics._util.limits import TOOL_TIMEOUT_S
+from gym_metrics.environments._hooks import hook
 from gym_metrics.environments._server import SimpleResourcesServer
 from gym_metrics.environments._sessions import Session, SessionStore
 from gym_metrics.environments._steps import StepResult, action_of
@@ -56,18 +57,18 @@ class Sessions:
         await self.sweep()
         session = self.store.open(row, client)
         self._start_sweeper()
-        hook = "seed_session"
+        stage = "seed_session"
         try:
             with self.store.working(session):  # not idle while it waits (for a slot, say)
-                await self.env.open_session(session)
-                if self.env.answers_turns():
-                    hook = "reset"
-                    session.reset = await self.env.run_reset(session)
+                await hook(self.env, "open_session")(session)
+                if hook(self.env, "answers_turns")():
+                    stage = "reset"
+                    session.reset = await hook(self.env, "run_reset")(session)
         except BaseException as exc:  # failed or cancelled: the session ends as any other does
             self.store.close(session.id)
             await asyncio.shield(self._closed(session))  # close_session frees what seed_session got before it failed
             if isinstance(exc, Exception) and not isinstance(exc, GymMetricsError):
-                raise UserCodeError(hook, exc) from exc
+                raise UserCodeError(stage, exc) from exc
             raise
         return session
 
@@ -76,9 +77,9 @@ class Sessions:
         session = self.store.get(session_id)
         if self.env.routes_tool_calls:  # the environment routes every name itself (a NeMo Gym app)
             await checked_items(arguments_json, "arguments_json")
-            call = self.env.route_tool_call(name, arguments_json, session)
+            call = hook(self.env, "route_tool_call")(name, arguments_json, session)
         else:
-            spec = find_tool(self.env.tools(), name)
+            spec = find_tool(hook(self.env, "tools")(), name)
             arguments = await parse_bounded(spec.parse, arguments_json, "arguments_json")
             call = _ok(spec.run(self.env, arguments, session))
         try:
@@ -99,12 +100,12 @@ class Sessions:
         environment's answer out; a step that ends the episode closes the session. The
         environment's own error is UserCodeError (the episode failed, as a verify that raises)."""
         session = self.store.get(session_id)
-        if not self.env.answers_turns():
+        if not hook(self.env, "answers_turns")():
             raise InvalidInputError(f"{self.env.server_name()} does not answer turns", [FieldViolation("session_id", "Step is for environments with `steps` (GetServerInfo)")])
         response = await parse_bounded(_action, response_json, "response_json")
         try:
             with self.store.working(session):
-                result = await self.env.run_step(session, response)
+                result = await hook(self.env, "run_step")(session, response)
         except GymMetricsError:
             raise
         except Exception as exc:
@@ -140,7 +141,7 @@ class Sessions:
 
     async def _closed(self, session: Session) -> None:
         try:
-            await self.env.end_session(session)
+            await hook(self.env, "end_session")(session)
         except Exception as exc:  # one environment's teardown error is logged, never the caller's
             log.warning("close_session raised for session %s", session.id, exc_info=exc)
         session.state.clear()

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from gym_metrics.collector import run_episode
-from gym_metrics.environments import Sessions
+from gym_metrics.environments import Sessions, hook
 from gym_metrics._transport.client import ToolOutput, tool_caller
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.recording import CAPTURE_KEY, TRAJECTORY_KEY, EpisodeTrace, capture_block, model_call_records, rollout_id_of, token_gaps, trajectory
@@ -44,7 +44,7 @@ class AgentRun:
             raise InvalidInputError("no request to run", [FieldViolation("responses_create_params", "missing: a Responses API request")])
         request = dict(request)
         env = self.sessions.env
-        tools = [spec.as_function_tool() for spec in env.tools().values()]
+        tools = [spec.as_function_tool() for spec in hook(env, "tools")().values()]
         if not request.get("tools") and tools and not env.routes_tool_calls:  # a NeMo Gym app's rows keep theirs
             request["tools"] = tools
         session = await self.sessions.seed(orjson.dumps(dict(body)))

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Generic, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
-from gym_metrics.environments import ResetResult, Session, StepResult, ToolSpec
+from gym_metrics.environments import ResetResult, Session, StepResult, ToolSpec, hook
 from gym_metrics.environments import SimpleResourcesServer as _Environment
 from gym_metrics.nemo_gym._gymnasium import close_route as close_gymnasium
 from gym_metrics.nemo_gym._gymnasium import is_gymnasium, reset_route, step_route
@@ -137,6 +137,9 @@ class SimpleResourcesServer(BaseModel, _Environment):
     ray_enabled: ClassVar[Optional[bool]] = None
 
     routes_tool_calls: ClassVar[bool] = True
+    _gm_pins_hooks: ClassVar[bool] = True
+    """gym-metrics calls the hooks below (open_session, route_tool_call, ...) even where an
+    environment's own method has the name, as its routes may (environments/_hooks.py)."""
     """Tool calls go through the app `setup_webserver` builds, whatever their name (NeMo Gym's
     agent POSTs `/<name>` for any name the model calls)."""
     _agent_max_steps: dict[str, int] = PrivateAttr(default_factory=dict)
@@ -232,7 +235,7 @@ class SimpleResourcesServer(BaseModel, _Environment):
         0.7.0's simple_agent never calls it (what an environment frees there leaks for every
         episode); its contract says an override must accept any close, so it is called here. An
         error answer is logged, never the caller's."""
-        if self.answers_turns():
+        if hook(self, "answers_turns")():
             try:
                 await close_gymnasium(self, session)
             except Exception as exc:  # the episode is over; a failed cleanup is logged, as NeMo Gym's agent logs it
@@ -245,7 +248,7 @@ class SimpleResourcesServer(BaseModel, _Environment):
     def tools(self) -> dict[str, ToolSpec]:
         """The POST routes `setup_webserver` adds (without path parameters), as tools named by
         their path; none for a gymnasium server (its routes are reset and step)."""
-        return {} if self.answers_turns() else route_tools(self)
+        return {} if hook(self, "answers_turns")() else route_tools(self)
 
     def answers_turns(self) -> bool:
         """A NeMo Gym gymnasium server (`resources_servers.gymnasium.GymnasiumServer`, ported

@@ -2,9 +2,11 @@
 environments, ported by their imports, served from their config, collected multi-turn with the
 same policy as NeMo Gym's recording (tests/data/nemo_gym_agent,
 scripts/make_nemo_agent_reference.py, whose NOT_REPLAYED lists the others and why): a scripted
-one for example_session_state_mgmt, example_single_tool_call, math_advanced_calculations and
+one for example_session_state_mgmt, example_single_tool_call, math_advanced_calculations,
 workplace_assistant (27 tools behind a catch-all route over five databases a session; several
-calls of one turn that change and read the same tables, unknown tools, null and unexpected arguments), and for example_multi_step,
+calls of one turn that change and read the same tables, unknown tools, null and unexpected
+arguments) and indirect_prompt_injection (sessions seeded with each row's records; a catch-all
+route named `route_tool_call`, like a gym-metrics hook: test_hook_names.py), and for example_multi_step,
 example_tool_call_multireward and xlam_fc one that replays the model turns of their recorded
 data/example_rollouts.jsonl. Every rollout's trajectory (items and order, every tool output's
 text), usage and reward, and every key of the metrics file equal NeMo Gym's; over the chat API
@@ -32,7 +34,7 @@ from _ci import need_module  # noqa: E402
 
 DATA = Path(__file__).parents[1] / "data" / "nemo_gym_agent"
 ENVS = ["example_session_state_mgmt", "example_single_tool_call", "example_multi_step", "example_tool_call_multireward", "xlam_fc",
-        "math_advanced_calculations", "workplace_assistant"]  # fmt: skip
+        "math_advanced_calculations", "workplace_assistant", "indirect_prompt_injection"]  # fmt: skip
 PACKAGES = {"workplace_assistant": ("pandas", "pip install pandas==3.1.1, the version its reference was recorded with: its tools keep their databases in it")}
 """The PyPI packages an environment's own code imports (its requirements.txt names none of them)."""
 NOT_COMPARED = {"model"}

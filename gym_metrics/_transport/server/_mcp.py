@@ -21,7 +21,7 @@ import orjson
 
 from gym_metrics._transport.server._bearer import BearerGate
 from gym_metrics._transport.server._uvicorn import Served, start_uvicorn
-from gym_metrics.environments import EnvironmentHandler
+from gym_metrics.environments import EnvironmentHandler, hook
 from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
 
 SESSION_META = "gym-metrics/session"
@@ -44,7 +44,7 @@ class McpTools:
     async def list_tools(self, ctx: Any, params: Any) -> Any:
         import mcp_types as types
 
-        tools = [types.Tool(name=s.name, description=s.description, input_schema=s.parameters_schema()) for s in self.env.tools().values()]
+        tools = [types.Tool(name=s.name, description=s.description, input_schema=s.parameters_schema()) for s in hook(self.env, "tools")().values()]
         tools.append(types.Tool(name=SEED, description="Start an episode: open a session seeded with the task row; returns its session_id.", input_schema=_ROW_SCHEMA))
         tools.append(types.Tool(name=VERIFY, description="End the episode: verify it in its session; returns the reward and the verify response.", input_schema=_BODY_SCHEMA))
         return types.ListToolsResult(tools=tools)

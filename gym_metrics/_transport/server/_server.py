@@ -26,7 +26,7 @@ from gym_metrics._transport.server._reflection import enable_reflection
 from gym_metrics._transport.server._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.reducers import resolve_reducers
-from gym_metrics.environments import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, EnvironmentHandler, SimpleResourcesServer, close_sandbox, resolve_server
+from gym_metrics.environments import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, EnvironmentHandler, SimpleResourcesServer, close_sandbox, hook, resolve_server
 from gym_metrics.v1 import resources_pb2
 
 log = logging.getLogger("gym_metrics.server")
@@ -262,7 +262,7 @@ def load_env(
         setattr(env, "metrics", names)
     resolve_reducers(env.listed_reducers())
     try:
-        for spec in env.tools().values():
+        for spec in hook(env, "tools")().values():
             spec.as_function_tool()
     except (TypeError, ValueError, pydantic.PydanticUserError) as exc:  # a signature, a name, a schema
         raise InvalidInputError("the environment's tools cannot be served", [FieldViolation(type(env).__name__, str(exc))]) from exc

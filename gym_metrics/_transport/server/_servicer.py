@@ -20,7 +20,7 @@ from gym_metrics._transport.server._handlers import decoded, peer_host
 from gym_metrics._transport.server._message_size import DEFAULT_MAX_MESSAGE_BYTES, parts
 from gym_metrics._transport.server._session_calls import decoded_requests, seed_answer, session_calls, step_answer
 from gym_metrics.aggregate import AggregateOptions
-from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, check_counts, in_order, score_groups
+from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, check_counts, hook, in_order, score_groups
 from gym_metrics.errors import FieldViolation, InvalidInputError, rerooted
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
@@ -180,7 +180,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         decoded(request, "request")
         if self._worker:
             context.set_trailing_metadata(((WORKER_METADATA_KEY, self._worker),))
-        info = self._handler.env.server_info()
+        info = hook(self._handler.env, "server_info")()
         return pb.GetServerInfoResponse(
             name=info["name"],
             version=info["version"],
