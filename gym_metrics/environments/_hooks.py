@@ -18,23 +18,30 @@ from typing import Any
 def hook(env: Any, name: str) -> Any:
     """The bound method gym-metrics calls as `env.<name>` (see the module docstring)."""
     cls = type(env)
-    function = _FUNCTIONS.get((cls, name), _UNPINNED)
-    if function is _UNPINNED:
-        function = _FUNCTIONS[(cls, name)] = _pinned(cls, name)
-    return getattr(env, name) if function is None else function.__get__(env, cls)
+    pinned = _PINNED.get(cls, _UNKNOWN)
+    if pinned is _UNKNOWN:
+        pinned = _PINNED[cls] = _pinning(cls)
+    if pinned is None:
+        return getattr(env, name)
+    function = pinned.get(name)
+    if function is None:
+        function = pinned[name] = _function(cls, name)
+    return function.__get__(env, cls)
 
 
-_UNPINNED = object()
-_FUNCTIONS: dict[tuple[type, str], Any] = {}
+_UNKNOWN: Any = object()
+_PINNED: dict[type, dict[str, Any] | None] = {}
+"""Per class: None when no class of its MRO pins hooks, else its hooks' functions found so far."""
 
 
-def _pinned(cls: type, name: str) -> Any:
-    """The hook's function from the first class of the MRO that pins hooks, or above it; None
-    when no class pins them (the attribute is then looked up as usual)."""
+def _pinning(cls: type) -> dict[str, Any] | None:
+    return {} if any(vars(klass).get("_gm_pins_hooks") for klass in cls.__mro__) else None
+
+
+def _function(cls: type, name: str) -> Any:
+    """The hook's function from the first class of the MRO that pins hooks, or from above it."""
     mro = cls.__mro__
-    start = next((i for i, klass in enumerate(mro) if vars(klass).get("_gm_pins_hooks")), None)
-    if start is None:
-        return None
+    start = next(i for i, klass in enumerate(mro) if vars(klass).get("_gm_pins_hooks"))
     for klass in mro[start:]:
         if name in vars(klass):
             return vars(klass)[name]
