@@ -35,7 +35,6 @@ from gym_metrics._util.deprecated import old_names
 __getattr__ = old_names(__name__)  # Episodes: Sessions
 
 __all__ = [
-    "hook",
     "IDLE_TTL_S",
     "MAX_SESSIONS",
     "TOOL_TIMEOUT_S",
@@ -68,6 +67,7 @@ __all__ = [
     "ScorerEnvironment",
     "SimpleResourcesServer",
     "close_sandbox",
+    "hook",
     "register_server",
     "registered_servers",
     "resolve_server",
