@@ -23,9 +23,11 @@ import argparse
 import ast
 import asyncio
 import contextlib
+import importlib
 import inspect
 import json
 import os
+import pkgutil
 import re
 import signal
 import socket
@@ -246,12 +248,21 @@ def localized(body: str, services: dict[str, str]) -> str:
 
 @contextlib.contextmanager
 def registries_restored() -> Iterator[None]:
+    _import_builtins()  # registered before the snapshot: a restore must not drop what an import registered once
     before = [(r, r.snapshot()) for r in (ENVIRONMENTS, REDUCERS, SCORERS, EXPORTERS)]
     try:
         yield
     finally:
         for registry, snapshot in before:
             registry.restore(snapshot)
+
+
+def _import_builtins() -> None:
+    """Every module of the packages whose imports register built-ins (scorers, reducers)."""
+    for package in ("gym_metrics.scorers", "gym_metrics.reducers"):
+        for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+            if ".tests" not in info.name:
+                importlib.import_module(info.name)
 
 
 def run_python(block: Block, source: str, module: types.ModuleType) -> None:
