@@ -20,13 +20,12 @@ import orjson
 from gym_metrics._util.jsonio import loads
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.rollouts._columns import RolloutColumns
-from gym_metrics.rollouts._reader import PerfRows, RolloutFile, agent_name, agent_problem
+from gym_metrics.rollouts._reader import BOM, PerfRows, RolloutFile, agent_name, agent_problem
 from gym_metrics.rollouts._values import PERF_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY_ALIASES, row_index_value
 
 _NEEDLE = b'"ng_perf"'
 _BLOCK_RE = re.compile(re.escape(_NEEDLE) + rb"(?:[ \t\r\n]*:[ \t\r\n]*(\{[^{}]*\}))?")
 """The key, and its value when that is an object holding no other (a flat block)."""
-_BOM = b"\xef\xbb\xbf"
 _CHUNK = 64 << 20
 
 PerfBlocks = dict[str, list[dict[str, Any]]]
@@ -123,7 +122,7 @@ def _flagged(found: PerfBlocks, text: mmap.mmap, first: int, stop: int, first_li
 
 def _line(text: mmap.mmap, start: int, end: int) -> bytes:
     """A line's bytes, the file's byte-order mark left out."""
-    return text[start:end].removeprefix(_BOM) if start == 0 else text[start:end]
+    return text[start:end].removeprefix(BOM) if start == 0 else text[start:end]
 
 
 def _parsed(block: bytes) -> Any:
