@@ -188,6 +188,32 @@ POLICIES: dict[str, dict[str, list[dict[str, Any]]]] = {
             answer("I will not use the tools."),  # a required tool not called: reward 0
         ],
     },
+    "math_with_code": {  # one Python process a session, its globals kept between calls; max_steps 3
+        "Solve the equation $|...|||x^2-x|-1|-1|...-1|=x^2-2x-14$, where the number of nested absolute value units on the left side is 11.": [
+            answer("", ("execute_python", {"code": "x = -3\nimport sys\nprint('set x', file=sys.stderr)"}), ("execute_python", {"code": "x = x * 1.0"})),  # the second needs the first
+            answer("", ("execute_python", {"code": "x**2 - 2*x - 14"})),  # the last line's value: the session kept x
+            answer("So \\boxed{ -3.0 }"),  # equal as numbers
+        ],
+        "Determine how many 1000 digit numbers \\( A \\) have the property that when any digit of \\( A \\), aside from the first, is deleted to form a 999 digit number \\( B \\), then \\( B \\) divides \\( A \\).": [
+            answer("Step by step.", ("execute_python", {"code": "n = 32"}), ("execute_python", {"code": "print(n)"}), ("execute_python", {"code": "print(m)"})),  # in order: n is set, m never is
+            answer("\\boxed{32}"),
+        ],
+        "Let \\( x_0 = 1 \\), and \\( x_{n+1} = 2x_n + \\sqrt{3x_n^2 - 2} \\). Determine \\( x_{2016} \\).": [
+            answer("", ("execute_python", {"code": "1/0"}), ("run_python", {"code": "1"}), ("execute_python", {"source": "1"}), ("execute_python", "not json")),  # an error, an unknown tool, a missing and a broken argument
+            answer("\\boxed{\\frac{(3-\\sqrt{3})(2-\\sqrt{3})^{2016}+(3+\\sqrt{3})(2+\\sqrt{3})^{2016}}{6}}"),  # the expected answer less its \\( \\)
+        ],
+        "Let \\( v \\) and \\( w \\) be two randomly chosen roots of the equation \\( z^{1997} - 1 = 0 \\). Find the probability that \\( \\sqrt{2 + \\sqrt{3}} \\le |v + w| \\).": [
+            answer("", ("execute_python", {"code": "p = 333/1997\np"})),
+            answer("", ("execute_python", {"code": "print('\\\\boxed{\\\\frac{333}{1997}}')"})),  # the answer only in the tool's stdout
+            answer("The probability is printed above."),
+        ],
+        "Let \\(ABC\\) be an isosceles right-angled triangle with \\(AB = AC = 1\\) and \\(\\angle CAB = 90^\\circ\\). Let \\(D\\) be the midpoint of the side \\(BC\\), and let \\(E\\) and \\(F\\) be two points on the side \\(BC\\). Let \\(M\\) be the point of intersection of the circles \\((ADE)\\) and \\((ABF)\\) (apart from \\(A\\)). Let \\(N\\) be the point of intersection of the line \\(AF\\) and the circle \\((ACE)\\) (apart from \\(A\\)). Let \\(P\\) be the point of intersection of the line \\(AD\\) and the circle \\((AMN)\\). Find the length of \\(AP\\).": [
+            answer("", ("execute_python", {"code": "import math\nr = math.sqrt(3)"})),
+            answer("", ("execute_python", {"code": "print(f'\\\\boxed{{{r:.4f}}}')"})),
+            answer("", ("execute_python", {"code": "print('\\\\boxed{\\\\sqrt{3}}')"})),  # the third turn of tools: max_steps ends it, the last box is wrong
+            answer("never asked"),
+        ],
+    },
 }  # fmt: skip
 """Per environment, the scripted policy: prompt -> one answer per step."""
 REPLAYED = ["example_multi_step", "example_tool_call_multireward", "xlam_fc"]
@@ -214,7 +240,6 @@ NOT_REPLAYED = {
     "interactive_browser": "a headless browser and live web pages",
     "job_bench": "a judge model",
     "legal_agent_bench": "a judge model and a document store",
-    "math_with_code": "runs code in a sandbox service",
     "newton_bench": "runs the model's code in a sandbox service",
     "ns_tools": "NeMo Skills' tool services",
     "openair_congestion": "a network simulator backend",
