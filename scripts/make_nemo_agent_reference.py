@@ -13,7 +13,7 @@ Per environment (ENVS):
 - rows.jsonl: the env's data/example.jsonl through NeMo Gym's own row preprocessing
   (`RolloutCollectionHelper._preprocess_rows_from_config` with `agent_name=<the env's simple_agent
   instance>`, `num_repeats=2`): agent_ref {"name": agent}, `_ng_task_index` per distinct input line,
-  `_ng_rollout_index` per task, repeats adjacent (aabbcc);
+  `_ng_rollout_index` per task, repeats adjacent (aabbcc); told apart where needed (TELL_APART);
 - policy.json: the scripted policy (POLICIES), `{prompt: [one answer per step]}`, each answer
   PolicyAnswer's `text` / `tool_calls`. It is served by `gym_metrics.testing.ScriptedPolicyServer`
   in a child process run with `--policy-python` (gym-metrics' venv), see POLICY_CHILD;
@@ -214,6 +214,15 @@ POLICIES: dict[str, dict[str, list[dict[str, Any]]]] = {
             answer("never asked"),
         ],
     },
+    "citation_if": {  # max_steps 1; a catch-all route answers every tool in plain text; prompts told apart by TELL_APART
+        "Research is complete. Provide your final answer now. (ascii_brackets)": [answer("Gateway sold them on 31 December 1999 [citation_rjzb].")],
+        "Research is complete. Provide your final answer now. (cite_xml)": [
+            answer("Searching once more.", ("web_search", {"query": "Amiga"}), ("web_search", {"query": "Amino Development"})),  # tools end it: reward 0
+        ],
+        "Research is complete. Provide your final answer now. (double_angle)": [answer("On 31 December 1999 <<citation_mvma>> <<citation_zzzz>>.")],  # one not in the evidence
+        "Research is complete. Provide your final answer now. (ref_colon)": [answer("On 31 December 1999 [ref:citation_phgu:snippet_1].")],
+        "Research is complete. Provide your final answer now. (web_brackets)": [answer("On 31 December 1999.")],  # no_cite
+    },
 }  # fmt: skip
 """Per environment, the scripted policy: prompt -> one answer per step."""
 REPLAYED = ["example_multi_step", "example_tool_call_multireward", "xlam_fc"]
@@ -226,7 +235,6 @@ NOT_REPLAYED = {
     "indian_banking": "a simulated user (a model behind user_sim_base_url) answers each turn",
     "aviary": "needs the aviary / ldp packages and their datasets",
     "circle_click": "a computer-use environment: screenshots from a browser it starts",
-    "citation_if": "its verify calls a judge model",
     "conversational_tool_use_simulation": "a simulated user: an LLM answers each turn",
     "deepsearchqa": "web search through an external API",
     "deepswe": "runs SWE tasks in containers",
@@ -370,8 +378,25 @@ class Policy:
 # ---------------------------------------------------------------- NeMo Gym's side
 
 
+TELL_APART = {"citation_if": lambda row: row["verifier"]["grammar"]}
+"""Environments whose example rows share their last user message (the scripted policy's key):
+each row's gets " (<this>)" appended, in rows.jsonl, so both sides send the same."""
+
+
 def rows_of(wheel: Path, env: Env) -> list[dict[str, Any]]:
-    """data/example.jsonl through NeMo Gym's own preprocessing (agent_name, num_repeats)."""
+    """data/example.jsonl through NeMo Gym's own preprocessing (agent_name, num_repeats), told
+    apart (TELL_APART)."""
+    rows = _preprocessed(wheel, env)
+    tag = TELL_APART.get(env.env)
+    if tag:
+        rows = json.loads(json.dumps(rows))  # a row's repeats share its input's objects
+    for row in rows if tag else []:
+        user = [m for m in row["responses_create_params"]["input"] if isinstance(m, dict) and m.get("role") == "user"][-1]
+        user["content"] += f" ({tag(row)})"
+    return rows
+
+
+def _preprocessed(wheel: Path, env: Env) -> list[dict[str, Any]]:
     import contextlib
     import io
 
@@ -581,7 +606,9 @@ servers are built, served and called) in a throwaway nemo-gym 0.7.0 venv:
 
 Per environment:
 - `rows.jsonl`: the env's data/example.jsonl through NeMo Gym's row preprocessing, each row twice
-  (`agent_ref`, `_ng_task_index`, `_ng_rollout_index` as its collection sets them): the input;
+  (`agent_ref`, `_ng_task_index`, `_ng_rollout_index` as its collection sets them): the input
+  (citation_if's rows share their last user message, the scripted policy's key: each gets its
+  verifier's grammar appended, " (cite_xml)");
 - `policy.json`: the scripted policy, `{prompt: [answer per step]}` (step = tool turns since the
   prompt), each answer PolicyAnswer's `text` and `tool_calls`;
 - `verify.jsonl`: the agent's `/run` answer per row (verify response with `response` and `reward`);

@@ -162,7 +162,11 @@ class Env:
         app = wheel / "resources_servers" / impl_key / self.block["entrypoint"]
         self.module = f"resources_servers.{impl_key}.{Path(self.block['entrypoint']).stem}"
         self.class_name = server_class_name(app)
-        cls = getattr(importlib.import_module(self.module), self.class_name)
+        sys.path.insert(0, str(app.parent))  # NeMo Gym runs the entrypoint as a script: its folder is on the path (citation_if's `from scorer import`)
+        try:
+            cls = getattr(importlib.import_module(self.module), self.class_name)
+        finally:
+            sys.path.remove(str(app.parent))
         config_cls = cls.model_fields["config"].annotation
         config = config_cls.model_validate(self.block | {"name": self.instance, "host": "127.0.0.1", "port": 0})
         client = ServerClient(

@@ -205,7 +205,7 @@ def chat_body(answer: PolicyAnswer, prompt: str, request: Mapping[str, Any], ste
         "id": f"chatcmpl-policy{f'-{step}' if step else ''}",
         "object": "chat.completion",
         "created": 0,
-        "model": request.get("model", ""),
+        "model": request.get("model") or "",  # a served model names itself, whatever (or null) was asked
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o},
     }
@@ -231,7 +231,7 @@ def responses_body(answer: PolicyAnswer, prompt: str, request: Mapping[str, Any]
         "id": "resp-policy",
         "object": "response",
         "created_at": 0,
-        "model": request.get("model", ""),
+        "model": request.get("model") or "",  # a served model names itself, whatever (or null) was asked
         "status": "completed",
         "output": output,
         "usage": {

@@ -34,7 +34,7 @@ from _ci import need_module  # noqa: E402
 
 DATA = Path(__file__).parents[1] / "data" / "nemo_gym_agent"
 ENVS = ["example_session_state_mgmt", "example_single_tool_call", "example_multi_step", "example_tool_call_multireward", "xlam_fc",
-        "math_advanced_calculations", "workplace_assistant", "indirect_prompt_injection", "math_with_code"]  # fmt: skip
+        "math_advanced_calculations", "workplace_assistant", "indirect_prompt_injection", "math_with_code", "citation_if"]  # fmt: skip
 PACKAGES = {
     "workplace_assistant": ("pandas", "pip install pandas==3.1.1, the version its reference was recorded with: its tools keep their databases in it"),
     "math_with_code": ("pandas", "pip install pandas==3.1.1: its module imports it (the model's code may use it)"),
