@@ -128,6 +128,11 @@ class SimpleResourcesServer:
         """Free what the session holds beyond `session.state` (a process, a sandbox) when its
         episode ends or its client goes away. Default: nothing."""
 
+    async def astart(self) -> None:
+        """Set up what the environment holds for its whole life and must make on its server's
+        event loop (a background task, a client bound to the loop), before the server takes
+        its first call; raising stops the server from starting. Default: nothing."""
+
     async def aclose(self) -> None:
         """Free what the environment holds for its whole life (a client, a provider it made
         itself) when its server stops, after its sessions closed. Default: nothing (the

@@ -28,6 +28,7 @@ from gym_metrics.nemo_gym._gymnasium import is_gymnasium, reset_route, step_rout
 from gym_metrics.nemo_gym._routes import (
     _Request,
     _request_of,
+    app_of,
     call_route,
     close_route,
     route_tools,
@@ -42,6 +43,9 @@ from gym_metrics.nemo_gym.server_utils import SESSION_ID_KEY, ServerClient
 
 
 log = logging.getLogger("gym_metrics.sessions")
+LIFESPAN_STOP_S = 30.0
+"""How long a server's stop waits for a ported environment's lifespan shutdown (uvicorn waits
+without bound; a stop here is bounded)."""
 
 class ReverifyMode(str, Enum):
     STATELESS = "stateless"
@@ -156,6 +160,23 @@ class SimpleResourcesServer(BaseModel, _Environment):
         app.post("/verify")(self.verify)
         app.get("/reverify_mode")(self.get_reverify_mode)
         return app
+
+    async def astart(self) -> None:
+        """NeMo Gym's server runs the app's lifespan before it serves (uvicorn): the contexts
+        environments wrap around it (newton_bench's reaper task) and `on_event("startup")`
+        handlers run here, the app built first as `run_webserver` builds it."""
+        from gym_metrics.nemo_gym._asgi import Lifespan
+
+        lifespan = Lifespan(app_of(self), type(self).__name__)
+        await lifespan.start()
+        self.__dict__["_gm_lifespan"] = lifespan
+
+    async def aclose(self) -> None:
+        """The lifespan's shutdown (ns_tools' sidecar, litmus_agent's sandboxes, genrm_compare's
+        own `aclose`), at most LIFESPAN_STOP_S seconds, when the server stops."""
+        lifespan = self.__dict__.pop("_gm_lifespan", None)
+        if lifespan is not None:
+            await lifespan.stop(LIFESPAN_STOP_S)
 
     def setup_session_middleware(self, app: Any) -> None:
         """NeMo Gym keeps a rollout's `request.session` in a signed cookie; here each call of a

@@ -220,10 +220,7 @@ class RunningServer(RunningGrpcServer):
             await door.stop()
         await super().stop(grace)
         await self.handler.sessions.aclose()
-        try:
-            await self.env.aclose()
-        except Exception:  # the environment's own code: its server stops all the same
-            log.exception("gym-metrics: %s.aclose() failed", type(self.env).__name__)
+        await _closed(self.env)
         try:
             await close_sandbox(self.env)
         except Exception:
@@ -325,19 +322,24 @@ async def start_server(
     """
     config = config or ServerConfig()
     env = load_env(env, reducers, metrics=metrics)
+    await _astarted(env)
     recorder = ServerMetrics(env.server_name()) if config.prometheus_port is not None else None
-    server = new_server(config, reuse_port=reuse_port, metrics=recorder)
-    knobs = dict(servicer_options or {})
-    handler_knobs = {"verify_timeout_s": config.verify_timeout_s, **{name: knobs.pop(name) for name in HANDLER_KNOBS if name in knobs}}
-    handler = EnvironmentHandler(
-        env, limits=config.limits, recorder=recorder, max_sessions=config.max_sessions,
-        session_ttl_s=config.session_ttl_s, tool_timeout_s=config.tool_timeout_s, **handler_knobs,
-    )  # fmt: skip
-    servicer = ResourcesServicer(handler, max_message_bytes=config.max_message_bytes, **knobs)
-    add_resources_service(servicer, server)
-    health_servicer = await add_health_and_reflection(server, config, SERVICE_NAME)
-    port = bind(server, config)
-    await server.start()
+    try:
+        server = new_server(config, reuse_port=reuse_port, metrics=recorder)
+        knobs = dict(servicer_options or {})
+        handler_knobs = {"verify_timeout_s": config.verify_timeout_s, **{name: knobs.pop(name) for name in HANDLER_KNOBS if name in knobs}}
+        handler = EnvironmentHandler(
+            env, limits=config.limits, recorder=recorder, max_sessions=config.max_sessions,
+            session_ttl_s=config.session_ttl_s, tool_timeout_s=config.tool_timeout_s, **handler_knobs,
+        )  # fmt: skip
+        servicer = ResourcesServicer(handler, max_message_bytes=config.max_message_bytes, **knobs)
+        add_resources_service(servicer, server)
+        health_servicer = await add_health_and_reflection(server, config, SERVICE_NAME)
+        port = bind(server, config)
+        await server.start()
+    except BaseException:
+        await _closed(env)
+        raise
     running = RunningServer(server=server, port=port, config=config, health=health_servicer, env=env, handler=handler)
     try:
         await _open_doors(running, handler, config)
@@ -348,9 +350,27 @@ async def start_server(
         try:
             running.metrics_port, running._stop_metrics = serve_http(recorder.registry, config.host, config.prometheus_port)
         except OSError:
-            await server.stop(0)
+            await running.stop(0)
             raise
     return running
+
+
+async def _astarted(env: SimpleResourcesServer) -> None:
+    """The environment's `astart`, before the server can take a call (a ported environment's
+    lifespan startup); its failure, named, stops the start."""
+    try:
+        await hook(env, "astart")()
+    except GymMetricsError:
+        raise
+    except Exception as exc:
+        raise InvalidInputError(f"cannot start the environment: {type(env).__name__}.astart() failed: {type(exc).__name__}: {exc}") from exc
+
+
+async def _closed(env: SimpleResourcesServer) -> None:
+    try:
+        await hook(env, "aclose")()
+    except Exception:  # the environment's own code: its server stops all the same
+        log.exception("gym-metrics: %s.aclose() failed", type(env).__name__)
 
 
 async def _open_doors(running: RunningServer, handler: EnvironmentHandler, config: ServerConfig) -> None:
