@@ -1,5 +1,6 @@
-"""Record NeMo Gym 0.7.0's multi-turn agent episodes (its `simple_agent` against an environment's
-tools, driven by gym-metrics' scripted policy) as the reference the agent-loop conformance test
+"""Record NeMo Gym 0.7.0's multi-turn agent episodes (the agent an environment's config names,
+`simple_agent` or `tool_simulation_agent`, against the environment's tools, driven by
+gym-metrics' scripted policy) as the reference the agent-loop conformance test
 compares `collect` with.
 
 A tool for producing test data, run in the throwaway nemo-gym venv as
@@ -230,8 +231,6 @@ REPLAYED = ["example_multi_step", "example_tool_call_multireward", "xlam_fc"]
 (replay_policy): every self-contained tool environment of the wheel that ships trajectories."""
 NOT_REPLAYED = {
     "wordle": "played by NeMo Gym's gymnasium_agent (an environment that answers each turn), not simple_agent",
-    "single_step_tool_use_with_argument_comparison": "run by NeMo Gym's tool_simulation_agent (a model "
-    "simulates the tools), not simple_agent",
     "indian_banking": "a simulated user (a model behind user_sim_base_url) answers each turn",
     "aviary": "needs the aviary / ldp packages and their datasets",
     "circle_click": "a computer-use environment: screenshots from a browser it starts",
@@ -259,7 +258,45 @@ NOT_REPLAYED = {
 }
 """The wheel's other environments whose example_rollouts.jsonl hold tool calls, and why they are
 not replayed here (an external service, model or package)."""
-ENVS = [*POLICIES, *REPLAYED]
+
+
+def argument_comparison_policy(wheel: Path, env: str) -> dict[str, list[dict[str, Any]]]:
+    """single_step_tool_use_with_argument_comparison, run by NeMo Gym's tool_simulation_agent
+    (one policy call, its tool calls never run, then verify), per example row by its expected
+    action: the call itself with a second call after it; a message where a call is expected
+    (and the reverse); a call with other arguments; the expected message's words reordered."""
+    policy: dict[str, list[dict[str, Any]]] = {}
+    seen = {"function_call": 0, "message": 0}
+    for row in read_jsonl(wheel / "resources_servers" / env / "data" / "example.jsonl"):
+        prompt, expected = _last_user_text(row["responses_create_params"]["input"]), row["expected_action"]
+        n = seen[expected["type"]]
+        seen[expected["type"]] += 1
+        if expected["type"] == "function_call":
+            call = (expected["name"], json.loads(expected["arguments"]))
+            turn = [answer("", call, ("lookup_event", {"event_id": "X"})), answer("I will pass you to a person."),
+                    answer("", (call[0], {k: f"not {v}" for k, v in call[1].items()}))][n % 3]
+        else:
+            turn = [answer(" ".join(reversed(expected["content"].split()))), answer("", ("transfer_to_human_agents", {"summary": "help"}))][n % 2]
+        policy[prompt] = [turn] * (_tool_turns(row["responses_create_params"]["input"]) + 1)  # asked at the input's step
+    return policy
+
+
+def _tool_turns(given: Any) -> int:
+    """gym_metrics.testing.step_of's count: runs of tool results since the last user message."""
+    step, in_run = 0, False
+    for item in given if isinstance(given, list) else []:
+        if isinstance(item, dict) and item.get("role") == "user":
+            step, in_run = 0, False
+            continue
+        result = isinstance(item, dict) and (item.get("type") == "function_call_output" or item.get("role") == "tool")
+        step += result and not in_run
+        in_run = result
+    return step
+
+
+DERIVED = {"single_step_tool_use_with_argument_comparison": argument_comparison_policy}
+"""Environments whose scripted policy is made from their example rows (prompts too long to list)."""
+ENVS = [*POLICIES, *DERIVED, *REPLAYED]
 
 
 def replay_policy(wheel: Path, env: str) -> dict[str, list[dict[str, Any]]]:
@@ -301,7 +338,9 @@ def _last_user_text(given: Any) -> str:
 
 
 def policy_of(wheel: Path, env: str) -> dict[str, list[dict[str, Any]]]:
-    return POLICIES[env] if env in POLICIES else replay_policy(wheel, env)
+    if env in POLICIES:
+        return POLICIES[env]
+    return DERIVED[env](wheel, env) if env in DERIVED else replay_policy(wheel, env)
 
 POLICY_CHILD = r"""
 import json, sys
@@ -426,6 +465,7 @@ class Episodes:
         from omegaconf import OmegaConf
 
         from nemo_gym import global_config
+        from nemo_gym.base_responses_api_agent import SimpleResponsesAPIAgent
         from nemo_gym.config_types import BaseServerConfig
         from nemo_gym.server_utils import ServerClient
 
@@ -444,7 +484,8 @@ class Episodes:
         self.client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0), global_config_dict=self.global_config)
         self.env.server.server_client = self.client
         module = importlib.import_module(f"responses_api_agents.{self.agent_impl}.app")
-        cls = module.SimpleAgent
+        cls = next(c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__
+                   and issubclass(c, SimpleResponsesAPIAgent))  # SimpleAgent, ToolSimulationAgent, ...  # fmt: skip
         self.agent_config = {k: v for k, v in agent_block.items() if k not in ("host", "port")}
         config = cls.model_fields["config"].annotation.model_validate(agent_block | {"name": self.env.agent})
         self.agent = cls(config=config, server_client=self.client)
@@ -543,7 +584,7 @@ def files(result: dict[str, Any], name: str, shim: bool) -> dict[str, str]:
         "agent_impl": f"responses_api_agents/{eps.agent_impl}",
         "agent_config": eps.agent_config,
         "model_server": {"name": MODEL_SERVER, "impl": "scripted_policy (gym_metrics.testing.ScriptedPolicyServer, /v1/responses)"},
-        "max_steps": eps.agent.config.max_steps,
+        "max_steps": getattr(eps.agent.config, "max_steps", None),  # (tool_simulation_agent has none: one call)
         "nemo_gym_version": importlib.metadata.version("nemo-gym"),
         "rows": len(rows),
         "tasks": len({r["_ng_task_index"] for r in rows}),
@@ -594,8 +635,9 @@ class Difference(Exception):
 README = """\
 # NeMo Gym 0.7.0 agent episodes (reference for the agent loop)
 
-NeMo Gym's own multi-turn episodes: its `responses_api_agents/simple_agent` running the tools of
-an environment's resources server, the policy being gym-metrics' scripted policy
+NeMo Gym's own multi-turn episodes: the agent the environment's config names (its
+`responses_api_agents/simple_agent`, or `tool_simulation_agent`) running the tools of an
+environment's resources server, the policy being gym-metrics' scripted policy
 (`gym_metrics.testing.ScriptedPolicyServer`, answers per prompt and step from `policy.json`). The
 gym-metrics agent loop (`collect`) must produce the same answers and metrics for `rows.jsonl` with
 the same policy. Recorded by `scripts/make_nemo_agent_reference.py` (its docstring says how the

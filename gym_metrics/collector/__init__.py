@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from gym_metrics.collector._agent_loop import CallTool, EpisodeResult, add_usage, run_episode
+from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, CallTool, EpisodeResult, add_usage, run_episode
 from gym_metrics.collector._input import indexed_rows
 from gym_metrics.collector._options import CollectOptions, RetryPolicy
 from gym_metrics.collector._outfile import failures_path_for
@@ -66,6 +66,7 @@ __all__ = [
     "indexed_rows",
     "open_shards",
     "run_episode",
+    "ONE_CALL_AGENTS",
     "shard_dir",
     "stats_path",
 ]

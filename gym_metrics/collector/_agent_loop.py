@@ -12,6 +12,9 @@ the policy made them, as NeMo Gym runs them (a later call sees what an earlier o
 NeMo Gym's program). Either way their outputs are appended in the policy's order. Arguments
 that are not JSON get NeMo Gym's error output without a call; the others are sent as NeMo Gym's
 agent sends them (`posted_arguments`).
+
+Without `call_tool` the episode is NeMo Gym's tool_simulation_agent's and
+non_executing_simple_agent's: one policy call, whose answer is the rollout, its calls never run.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ import orjson
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.recording import EpisodeTrace
 from gym_metrics.targets import ModelTarget, chat_request_to_responses
+
+ONE_CALL_AGENTS = frozenset({"tool_simulation_agent", "non_executing_simple_agent"})
+"""NeMo Gym agents that make one policy call and verify its answer, running none of its tool
+calls (a model simulates the tools elsewhere, or the call is the answer): run with no `call_tool`."""
 
 CallTool = Callable[[str, str], Awaitable[tuple[str, bool]]]
 """(tool name, arguments JSON text; empty: no body) -> (the output the model reads, whether the
@@ -56,7 +63,7 @@ class EpisodeResult:
 async def run_episode(
     target: ModelTarget,
     request: Mapping[str, Any],
-    call_tool: CallTool,
+    call_tool: CallTool | None,
     *,
     max_steps: Optional[int] = None,
     parallel_tool_calls: bool = False,
@@ -80,6 +87,8 @@ async def run_episode(
         usage = add_usage(usage, answer.get("usage"))
         if answer.get("incomplete_details"):
             stop = "incomplete"
+            break
+        if call_tool is None:  # one call, its calls the answer (module docstring)
             break
         calls = [i for i in items if i.get("type") == "function_call"]
         if not calls:

@@ -13,6 +13,9 @@ writes a failed rollout (`_gm_error` kind `generation`); a row the environment r
 `invalid_request`; an environment whose verify raises, a `verify_failed`. Rows are written
 when their episode is verified, so `--resume` resumes finished episodes only. At most
 `concurrency` episodes run at once.
+
+A rollout of an agent that never runs tools (ONE_CALL_AGENTS, the type the server's NeMo Gym
+config gives its agent) is one policy call verified without a session, as that agent runs it.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.collector._agent_loop import run_episode
+from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, run_episode
 from gym_metrics.collector._step_loop import DEFAULT_MAX_STEPS, run_step_episode
 from gym_metrics.collector._capture import Capture, captured
 from gym_metrics.targets import GenerationError, ModelTarget
@@ -71,6 +74,7 @@ class EpisodeRunner:
         *,
         max_steps: int | None,
         agent_max_steps: Callable[[str], int | None] | None = None,
+        agent_type: Callable[[str], str | None] | None = None,
         parallel_tool_calls: bool = False,
         any_tool_name: bool = False,
         steps: bool = False,
@@ -83,6 +87,7 @@ class EpisodeRunner:
         self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
         self.retry = retry or RetryPolicy()
         self.max_steps, self.agent_max_steps, self.parallel_tool_calls = max_steps, agent_max_steps, parallel_tool_calls
+        self.agent_type = agent_type
         self.attempts = max(1, attempts, self.retry.max_retries + 1)
         self.known, self.any_tool_name, self.steps = {t["name"] for t in tools}, any_tool_name, steps
         self.capture = capture
@@ -139,7 +144,7 @@ class EpisodeRunner:
             elif not isinstance(rollout.row.get(REQUEST_KEY), Mapping):
                 self._failed(rollout, f"no {REQUEST_KEY} (a Responses API request) to run an episode from")
             else:
-                await self._attempts(rollout, self._step_episode if self.steps else self._episode)
+                await self._attempts(rollout, self._step_episode if self.steps else self._one_call if self._calls_once(rollout) else self._episode)
         finally:
             slots.release()
 
@@ -213,6 +218,22 @@ class EpisodeRunner:
         finally:
             if session:
                 await _close_quietly(calls, session)
+
+    def _calls_once(self, rollout: Rollout) -> bool:
+        return self.agent_type is not None and self.agent_type(rollout.agent) in ONE_CALL_AGENTS
+
+    async def _one_call(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
+        """A rollout of a one-call agent (ONE_CALL_AGENTS): its policy answer, verified without a
+        session (that agent seeds none)."""
+        trace = self.capture.trace() if self.capture is not None else None
+        with captured(rollout, self.capture, trace):
+            episode = await run_episode(self.target, rollout.row[REQUEST_KEY], None, trace=trace)
+        usage = episode.response.get("usage") or {}
+        self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
+        body = {**rollout.row, "response": episode.response}
+        verified = await client.session_stream().verify_text(body)
+        rollout.row, rollout.raw = body, None
+        return verified
 
     def _max_steps(self, rollout: Rollout) -> int | None:
         """`--max-steps`, else the bound the server's config gives the rollout's agent."""

@@ -116,7 +116,7 @@ def _episode_runner(
         raise InvalidInputError("the agent loop needs a policy", [FieldViolation("--agent-loop", "give --policy-url and --policy-model")])
     return EpisodeRunner(
         clients, tools, make_target(opts.target, token_ids=opts.capture_tokens), router.record, router.record_failed, progress,
-        max_steps=opts.max_steps, agent_max_steps=info.max_steps_of, parallel_tool_calls=opts.parallel_tool_calls,
+        max_steps=opts.max_steps, agent_max_steps=info.max_steps_of, agent_type=info.type_of, parallel_tool_calls=opts.parallel_tool_calls,
         any_tool_name=info.any_tool_name, steps=info.steps,
         attempts=opts.max_episode_attempts, log=log, capture=capture, retry=opts.retry,
     )  # fmt: skip

@@ -5,8 +5,10 @@ gym-metrics' agent loop in the serving process (`serve ENV --agent-http-port P -
 A task row in (`responses_create_params` and the row's other fields, as NeMo Gym's
 `BaseRunRequest`); the episode run as simple_agent runs it: seed the row's session, call the
 policy with the tools (the environment's, when the request names none), run each function call
-in the session in the model's order, until the policy answers without calls (or `max_steps`),
-then verify in the session; the verify response out, with the whole trajectory as its
+in the session in the model's order, until the policy answers without calls (or `max_steps`:
+the door's own, else what the environment's NeMo Gym config gives the row's agent), then verify
+in the session (a one-call agent's row, ONE_CALL_AGENTS: one policy call verified without a
+session); the verify response out, with the whole trajectory as its
 `response` and, with `capture_tokens`, each turn's token IDs and log-probs on its last output
 item (NeMo RL reads them there), `ng_model_call_capture` and `ng_trajectory`. What the model
 gets wrong (an unknown tool, arguments that do not fit) is an error output it reads, as under
@@ -21,9 +23,9 @@ from typing import Any
 
 import orjson
 
-from gym_metrics.collector import run_episode
+from gym_metrics.collector import ONE_CALL_AGENTS, run_episode
 from gym_metrics.environments import Sessions, hook
-from gym_metrics._transport.client import ToolOutput, tool_caller
+from gym_metrics._transport.client import ToolOutput, for_agent, tool_caller
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.recording import CAPTURE_KEY, TRAJECTORY_KEY, EpisodeTrace, capture_block, model_call_records, rollout_id_of, token_gaps, trajectory
 from gym_metrics.targets import ModelTarget, capturing
@@ -44,6 +46,8 @@ class AgentRun:
             raise InvalidInputError("no request to run", [FieldViolation("responses_create_params", "missing: a Responses API request")])
         request = dict(request)
         env = self.sessions.env
+        if self._of_agent("agent_types", body) in ONE_CALL_AGENTS:
+            return await self._one_call(body, request)
         tools = [spec.as_function_tool() for spec in hook(env, "tools")().values()]
         if not request.get("tools") and tools and not env.routes_tool_calls:  # a NeMo Gym app's rows keep theirs
             request["tools"] = tools
@@ -53,17 +57,37 @@ class AgentRun:
         try:
             with capturing() as calls:
                 caller = tool_caller(_InProcess(self.sessions), session.id, [t["name"] for t in tools], env.routes_tool_calls)
-                episode = await run_episode(self.target, request, caller, max_steps=self.max_steps, trace=trace)
+                limit = self.max_steps if self.max_steps is not None else self._of_agent("agent_max_steps", body)
+                episode = await run_episode(self.target, request, caller, max_steps=limit, trace=trace)
             _, response_json = await self.sessions.verify(session.id, {**body, "response": episode.response})
             verified = True
         finally:
             if not verified:
                 await self.sessions.close(session.id)
-        result: dict[str, Any] = orjson.loads(response_json)
+        return self._recorded(orjson.loads(response_json), body, trace, calls.exchanges)
+
+
+    def _of_agent(self, key: str, body: Mapping[str, Any]) -> Any:
+        """What the environment's NeMo Gym config gives the row's agent (`agent_ref.name`, else
+        what all its agents share): its type (`agent_types`) or its `max_steps` (`agent_max_steps`)."""
+        info = self.__dict__.get("_info")
+        if info is None:
+            info = self.__dict__["_info"] = hook(self.sessions.env, "server_info")()
+        ref = body.get("agent_ref")
+        return for_agent(info.get(key) or {}, str(ref.get("name", "")) if isinstance(ref, Mapping) else "")
+
+    async def _one_call(self, body: Mapping[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+        """tool_simulation_agent's `/run`: the policy's answer verified, no session, no tool run."""
+        trace = EpisodeTrace() if self.capture_tokens else None
+        with capturing() as calls:
+            episode = await run_episode(self.target, request, None, trace=trace)
+        _, response_json = await self.sessions.env.verify_json({**body, "response": episode.response})
+        return self._recorded(orjson.loads(response_json), body, trace, calls.exchanges)
+
+    def _recorded(self, result: dict[str, Any], body: Mapping[str, Any], trace: EpisodeTrace | None, exchanges: Any) -> dict[str, Any]:
         if trace is not None:
-            records = model_call_records(calls.exchanges)
-            gaps = token_gaps(calls.exchanges)
-            result[CAPTURE_KEY] = capture_block(rollout_id_of(body), records, gaps=gaps)
+            records = model_call_records(exchanges)
+            result[CAPTURE_KEY] = capture_block(rollout_id_of(body), records, gaps=token_gaps(exchanges))
             result[TRAJECTORY_KEY] = trajectory(trace, records, {**body, **result}, rollout_id_of(body))
         return result
 

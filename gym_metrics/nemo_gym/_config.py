@@ -52,6 +52,7 @@ def load_config_server(
         violations = [FieldViolation(f"{block_name}.{'.'.join(map(str, e['loc']))}", e["msg"]) for e in exc.errors()[:20]]
         raise InvalidInputError(f"{path}: the {impl} config does not fit {cls.__name__}", violations) from None
     server._agent_max_steps = agent_max_steps(document, block_name, path)
+    server._agent_types = {name: impl for name, impl, _ in _agents_of(document, block_name)}
     return server
 
 
@@ -60,21 +61,29 @@ def agent_max_steps(document: Any, resources_name: str, path: Path) -> dict[str,
     `resources_server.name` is `resources_name`, by the block's name: the bound NeMo Gym's
     simple_agent and gymnasium_agent put on its episodes (none given: no bound)."""
     found: dict[str, int] = {}
-    if not isinstance(document, Mapping):
-        return found
-    for name, block in document.items():
-        inner = block.get("responses_api_agents") if isinstance(block, Mapping) else None
-        if not isinstance(inner, Mapping) or len(inner) != 1:
-            continue
-        fields = next(iter(inner.values()))
-        ref = fields.get("resources_server") if isinstance(fields, Mapping) else None
-        if not isinstance(ref, Mapping) or ref.get("name") != resources_name or fields.get("max_steps") is None:
+    for name, _, fields in _agents_of(document, resources_name):
+        if fields.get("max_steps") is None:
             continue
         steps = fields["max_steps"]
         if type(steps) is not int or steps < 0:
             raise InvalidInputError("bad max_steps", [FieldViolation(f"{name}.max_steps", f"{path}: {steps!r} is not a whole number >= 0")])
         if steps:  # 0: no bound, as NeMo Gym reads it
             found[str(name)] = steps
+    return found
+
+
+def _agents_of(document: Any, resources_name: str) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """(block name, agent implementation, fields) of the config's agent blocks
+    (`<name>: responses_api_agents: <impl>: {...}`) whose `resources_server.name` is `resources_name`."""
+    found = []
+    for name, block in document.items() if isinstance(document, Mapping) else ():
+        inner = block.get("responses_api_agents") if isinstance(block, Mapping) else None
+        if not isinstance(inner, Mapping) or len(inner) != 1:
+            continue
+        impl, fields = next(iter(inner.items()))
+        ref = fields.get("resources_server") if isinstance(fields, Mapping) else None
+        if isinstance(ref, Mapping) and ref.get("name") == resources_name:
+            found.append((str(name), str(impl), fields))
     return found
 
 

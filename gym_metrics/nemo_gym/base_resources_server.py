@@ -147,6 +147,8 @@ class SimpleResourcesServer(BaseModel, _Environment):
     """Tool calls go through the app `setup_webserver` builds, whatever their name (NeMo Gym's
     agent POSTs `/<name>` for any name the model calls)."""
     _agent_max_steps: dict[str, int] = PrivateAttr(default_factory=dict)
+    _agent_types: dict[str, str] = PrivateAttr(default_factory=dict)
+    """The config's agents' implementations (simple_agent, tool_simulation_agent, ...)."""
     """The config's agents' `max_steps` (load_config_server sets it): ServerInfo says them."""
 
     def setup_webserver(self) -> Any:
@@ -214,7 +216,7 @@ class SimpleResourcesServer(BaseModel, _Environment):
         return await super().aggregate_metrics(rows, agent_name, options)
 
     def server_info(self) -> dict[str, Any]:
-        return {**super().server_info(), "name": self.config.name, "agent_max_steps": dict(self._agent_max_steps)}
+        return {**super().server_info(), "name": self.config.name, "agent_max_steps": dict(self._agent_max_steps), "agent_types": dict(self._agent_types)}
 
     async def run_verify(self, request: Any, session: Optional[Session] = None) -> Any:
         """verify with NeMo Gym's calling conventions and its judge failsafe; `request.session`

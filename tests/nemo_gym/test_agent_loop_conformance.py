@@ -8,9 +8,14 @@ calls of one turn that change and read the same tables, unknown tools, null and 
 arguments) and indirect_prompt_injection (sessions seeded with each row's records; a catch-all
 route named `route_tool_call`, like a gym-metrics hook: test_hook_names.py), and for example_multi_step,
 example_tool_call_multireward and xlam_fc one that replays the model turns of their recorded
-data/example_rollouts.jsonl. Every rollout's trajectory (items and order, every tool output's
-text), usage and reward, and every key of the metrics file equal NeMo Gym's; over the chat API
-every item's type, tool name, arguments, output and text, and the reward."""
+data/example_rollouts.jsonl; math_with_code (a Python process a session: calls of one turn that
+depend on each other) and citation_if (a catch-all route answering in plain text, max_steps 1);
+single_step_tool_use_with_argument_comparison, whose config runs it with NeMo Gym's
+tool_simulation_agent (one policy call, no tool run, no session). Every rollout's trajectory
+(items and order, every tool output's text), usage and reward, and every key of the metrics
+file equal NeMo Gym's; over the chat API every item's type, tool name, arguments, output and
+text, and the reward. NeMo RL's door (`serve --agent-http-port`, POST /run) answers each row as
+NeMo Gym's agent answered it."""
 
 from __future__ import annotations
 
@@ -34,7 +39,8 @@ from _ci import need_module  # noqa: E402
 
 DATA = Path(__file__).parents[1] / "data" / "nemo_gym_agent"
 ENVS = ["example_session_state_mgmt", "example_single_tool_call", "example_multi_step", "example_tool_call_multireward", "xlam_fc",
-        "math_advanced_calculations", "workplace_assistant", "indirect_prompt_injection", "math_with_code", "citation_if"]  # fmt: skip
+        "math_advanced_calculations", "workplace_assistant", "indirect_prompt_injection", "math_with_code", "citation_if",
+        "single_step_tool_use_with_argument_comparison"]  # fmt: skip
 PACKAGES = {
     "workplace_assistant": ("pandas", "pip install pandas==3.1.1, the version its reference was recorded with: its tools keep their databases in it"),
     "math_with_code": ("pandas", "pip install pandas==3.1.1: its module imports it (the model's code may use it)"),
@@ -71,7 +77,7 @@ async def test_collect_runs_nemo_gyms_episodes(env: str, api: str, ported: Any, 
     written, expected = _read(tmp_path / "out.jsonl"), _read(DATA / env / "verify.jsonl")
     episodes = _read(DATA / env / "episodes.jsonl")
     assert len(written) == len(expected) and result.generation_failed == 0
-    assert result.tool_calls == sum(len(e["tool_calls"]) for e in episodes)
+    assert result.tool_calls == sum(c["output"] is not None for e in episodes for c in e["tool_calls"])  # (a one-call agent runs none)
     by_key = {_key(row): row for row in written}  # written as episodes finish, not in input order
     rows = [by_key[_key(row)] for row in _read(DATA / env / "rows.jsonl")]
     for i, (ours, theirs) in enumerate(zip(rows, expected)):
@@ -94,3 +100,27 @@ def _call(item: dict[str, Any]) -> tuple[Any, ...]:
     """What an item says, whatever API carried it: its type, tool name, arguments, output, text."""
     text = "".join(c.get("text", "") for c in item.get("content") or [] if isinstance(c, dict))
     return item["type"], item.get("name"), item.get("arguments"), item.get("output"), text
+
+
+@pytest.mark.parametrize("env", ENVS)
+async def test_the_run_door_answers_as_nemo_gyms_agent(env: str, ported: Any) -> None:
+    need_module("uvicorn", "pip install 'gym-metrics[http]': the door is served by uvicorn")
+    if env in PACKAGES:
+        need_module(*PACKAGES[env])
+    import httpx
+
+    meta = json.loads((DATA / env / "meta.json").read_text())
+    config = ported.folder(env) / "configs" / Path(meta["config_file"]).name
+    server = load_config_server(config, name=meta["resources_server_instance"])
+    with scripted_policy(env) as policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")  # type: ignore[arg-type]
+        async with serve_environment(server, agent_http_port=0, agent_target=target) as running:
+            async with httpx.AsyncClient(timeout=60) as http:
+                answers = [await http.post(f"http://127.0.0.1:{running.agent_http_port}/run", json=row) for row in _read(DATA / env / "rows.jsonl")]
+            assert len(running.handler.sessions.store) == 0
+    for i, (answer, theirs) in enumerate(zip(answers, _read(DATA / env / "verify.jsonl"), strict=True)):
+        assert answer.status_code == 200, answer.text
+        ours = answer.json()
+        assert ours["reward"] == theirs["reward"], i
+        mine = {k: v for k, v in ours["response"].items() if k not in NOT_COMPARED}
+        assert mine == {k: v for k, v in theirs["response"].items() if k not in NOT_COMPARED}, i

@@ -138,6 +138,11 @@ patient_agent:
       entrypoint: app.py
       max_steps: 3
       resources_server: {type: resources_servers, name: routes_env}
+simulated_agent:
+  responses_api_agents:
+    tool_simulation_agent:
+      entrypoint: app.py
+      resources_server: {type: resources_servers, name: routes_env}
 elsewhere_agent:
   responses_api_agents:
     simple_agent:
@@ -151,7 +156,8 @@ async def test_collect_stops_episodes_at_the_configs_max_steps(server: Any, tmp_
     """A NeMo Gym config's agent block says its episodes' `max_steps` (simple_agent stops there);
     served from that config, collect bounds each row's episode by its agent's (it ran unbounded
     without `--max-steps`, and its rows and metrics differed from NeMo Gym's). `--max-steps`
-    comes first; an agent the config does not name gets none when its agents disagree."""
+    comes first; an agent the config does not name gets none when its agents disagree. A
+    tool_simulation_agent's row is one policy call whose tool calls are not run."""
     from gym_metrics.collector import CollectOptions, collect_async
     from gym_metrics.targets import ModelTargetConfig
     from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
@@ -163,18 +169,21 @@ async def test_collect_stops_episodes_at_the_configs_max_steps(server: Any, tmp_
     script = {"spin": [PolicyAnswer(tool_calls=[{"name": "sin", "arguments": {"x": 0.5}}])] * 4 + [PolicyAnswer(text="done")]}
     rows = tmp_path / "rows.jsonl"
     rows.write_text("".join(json.dumps({"agent_ref": {"name": a}, "responses_create_params": {"input": "spin"}}) + "\n"
-                            for a in ("routes_env_agent", "patient_agent", "stranger")))  # fmt: skip
+                            for a in ("routes_env_agent", "patient_agent", "stranger", "simulated_agent")))  # fmt: skip
     with ScriptedPolicyServer(script) as policy:
         async with serve_environment(env) as running, ResourcesClient(running.address) as client:
             info = await client.server_info()
             opts = CollectOptions(target=ModelTargetConfig(url=policy.url, model="scripted", api="responses"), max_steps=given)
             result = await collect_async(client, rows, tmp_path / "out.jsonl", opts)
     assert info.agent_max_steps == {"routes_env_agent": 2, "patient_agent": 3}
+    assert info.agent_types == {"routes_env_agent": "simple_agent", "patient_agent": "simple_agent", "simulated_agent": "tool_simulation_agent"}
     written = {r["agent_ref"]["name"]: r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
     calls = {a: sum(i["type"] == "function_call" for i in r["response"]["output"]) for a, r in written.items()}
-    assert calls == ({"routes_env_agent": 2, "patient_agent": 3, "stranger": 4} if given is None else dict.fromkeys(written, 1))
+    assert calls == ({"routes_env_agent": 2, "patient_agent": 3, "stranger": 4, "simulated_agent": 1} if given is None else dict.fromkeys(written, 1))
+    assert [i["type"] for i in written["simulated_agent"]["response"]["output"]] == ["function_call"]  # not run
+    assert result.tool_calls == (9 if given is None else 3)
     assert result.episodes_at_max_steps == (2 if given is None else 3)
-    assert {a for a, r in written.items() if r.get("_gm_stop_reason") == "max_steps"} == ({"routes_env_agent", "patient_agent"} if given is None else set(written))
+    assert {a for a, r in written.items() if r.get("_gm_stop_reason") == "max_steps"} == ({"routes_env_agent", "patient_agent"} if given is None else set(written) - {"simulated_agent"})
 
 
 def test_an_agent_the_config_does_not_name_takes_the_bound_its_agents_share(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from gym_metrics._transport.client._resources import (
     ResourcesClient,
     ServerInfo,
     VerifyInput,
+    for_agent,
     is_transient,
 )
 from gym_metrics._transport.client._groups import GroupRewards, encoded_group
@@ -38,4 +39,5 @@ __all__ = [
     "VerifyInput",
     "VerifyOutcome",
     "is_transient",
+    "for_agent",
 ]

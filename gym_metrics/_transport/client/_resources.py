@@ -63,12 +63,24 @@ class ServerInfo:
     agent_max_steps: dict[str, int] = field(default_factory=dict)
     """Policy calls an episode of each named agent may make (a NeMo Gym config's `max_steps`)."""
 
+    agent_types: dict[str, str] = field(default_factory=dict)
+    """The NeMo Gym agent each named agent is (simple_agent, tool_simulation_agent, ...)."""
+
     def max_steps_of(self, agent: str) -> int | None:
         """The bound of `agent`'s episodes: its own, else the one all listed agents share."""
-        if agent in self.agent_max_steps:
-            return self.agent_max_steps[agent]
-        shared = set(self.agent_max_steps.values())
-        return shared.pop() if len(shared) == 1 else None
+        return for_agent(self.agent_max_steps, agent)
+
+    def type_of(self, agent: str) -> str | None:
+        """The NeMo Gym agent `agent` is: its own, else the one all listed agents are."""
+        return for_agent(self.agent_types, agent)
+
+
+def for_agent(by_agent: Mapping[str, Any], agent: str) -> Any:
+    """`by_agent[agent]`, else the one value all its agents share (None when they differ)."""
+    if agent in by_agent:
+        return by_agent[agent]
+    shared = set(by_agent.values())
+    return shared.pop() if len(shared) == 1 else None
 
 
 _WORKER_KEY = "gym-metrics-worker"
@@ -380,6 +392,7 @@ class ResourcesClient(SessionCalls, GroupCalls):
             any_tool_name=info.any_tool_name,
             steps=info.steps,
             agent_max_steps=dict(info.agent_max_steps),
+            agent_types=dict(info.agent_types),
         )
 
 

@@ -195,6 +195,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             any_tool_name=bool(info.get("any_tool_name")),
             steps=bool(info.get("steps")),
             agent_max_steps=dict(info.get("agent_max_steps") or {}),
+            agent_types=dict(info.get("agent_types") or {}),
         )
 
 
