@@ -514,7 +514,7 @@ class Episodes:
 
         servers = []
         for key, app in self.apps().items():
-            server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1))
+            server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
             servers.append((server, asyncio.create_task(server.serve(sockets=[self.sockets[key]]))))
         client = server_utils.set_global_aiohttp_client(server_utils.GlobalAIOHTTPAsyncClientConfig())
         answers, requests = [], []
