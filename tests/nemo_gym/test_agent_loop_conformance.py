@@ -61,14 +61,20 @@ def scripted_policy(env: str) -> ScriptedPolicyServer:
     return ScriptedPolicyServer({prompt: [PolicyAnswer(**step) for step in steps] for prompt, steps in script.items()})
 
 
-@pytest.mark.parametrize("api", ["responses", "chat"])
-@pytest.mark.parametrize("env", ENVS)
-async def test_collect_runs_nemo_gyms_episodes(env: str, api: str, ported: Any, tmp_path: Path) -> None:
+def environment(env: str, ported: Any) -> Any:
+    """The env's resources server, from its config as NeMo Gym's recording built it (its
+    packages present, or the test skips naming them)."""
     if env in PACKAGES:
         need_module(*PACKAGES[env])
     meta = json.loads((DATA / env / "meta.json").read_text())
     config = ported.folder(env) / "configs" / Path(meta["config_file"]).name
-    server = load_config_server(config, name=meta["resources_server_instance"])
+    return load_config_server(config, name=meta["resources_server_instance"])
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+@pytest.mark.parametrize("env", ENVS)
+async def test_collect_runs_nemo_gyms_episodes(env: str, api: str, ported: Any, tmp_path: Path) -> None:
+    server = environment(env, ported)
     with scripted_policy(env) as policy:
         target = ModelTargetConfig(url=policy.url, model="scripted", api=api)  # type: ignore[arg-type]
         async with serve_environment(server) as running, ResourcesClient(running.address) as client:
@@ -105,13 +111,9 @@ def _call(item: dict[str, Any]) -> tuple[Any, ...]:
 @pytest.mark.parametrize("env", ENVS)
 async def test_the_run_door_answers_as_nemo_gyms_agent(env: str, ported: Any) -> None:
     need_module("uvicorn", "pip install 'gym-metrics[http]': the door is served by uvicorn")
-    if env in PACKAGES:
-        need_module(*PACKAGES[env])
     import httpx
 
-    meta = json.loads((DATA / env / "meta.json").read_text())
-    config = ported.folder(env) / "configs" / Path(meta["config_file"]).name
-    server = load_config_server(config, name=meta["resources_server_instance"])
+    server = environment(env, ported)
     with scripted_policy(env) as policy:
         target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")  # type: ignore[arg-type]
         async with serve_environment(server, agent_http_port=0, agent_target=target) as running:
