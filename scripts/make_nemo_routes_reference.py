@@ -1,6 +1,7 @@
 """Record what NeMo Gym 0.7.0 answers to tool calls and verify on tests/nemo_gym/envs/routes_env
 (a test environment in NeMo Gym's own form: a catch-all route, HTTPExceptions, a body that does
-not fit, a bare str, an exception, `response_model=`, a verify annotated with the base class).
+not fit, a bare str, an exception, `response_model=`, a verify annotated with the base class, a
+lifespan whose state a route reads).
 
 A tool for producing test data, run in a throwaway nemo-gym venv:
 
@@ -9,7 +10,8 @@ A tool for producing test data, run in a throwaway nemo-gym venv:
 
 The app is built as NeMo Gym's `run_webserver` builds it (setup_webserver, then its exception
 and cancellation middleware and its validation handler), and driven through Starlette's
-TestClient (its cookie jar: one session per episode, as simple_agent's cookies). Per episode:
+TestClient (its cookie jar: one session per episode, as simple_agent's cookies; as a context
+manager it runs the app's lifespan, as uvicorn does). Per episode:
 POST /seed_session with the row, each call `POST /<name>` with the arguments as JSON (the body
 text, decoded as simple_agent decodes it, and the status), then POST /verify with the row and a
 response. Written to tests/data/nemo_gym_routes/episodes.json.
@@ -39,7 +41,7 @@ RESPONSE = {
 EPISODES: list[dict[str, Any]] = [
     {"calls": [("sin", {"x": 0.5}), ("cos", {"x": 0.0}), ("tangent", {"x": 1.0}), ("sin", {"y": 1})]},
     {"calls": [("lookup", {"key": "a"}), ("lookup", {"key": "b"}), ("lookup", {}), ("greet", {})]},
-    {"calls": [("explode", {}), ("small", {}), ("verify", {"reward": 5})]},
+    {"calls": [("explode", {}), ("small", {}), ("verify", {"reward": 5}), ("lifespan", {})]},
     {"calls": []},
 ]
 

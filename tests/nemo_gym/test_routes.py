@@ -47,7 +47,7 @@ async def test_tool_calls_and_verify_answer_as_under_nemo_gym(server: Any) -> No
     async with serve_environment(server) as running, ResourcesClient(running.address) as client:
         info = await client.server_info()
         assert info.any_tool_name  # the catch-all answers names that are not listed
-        assert [t["name"] for t in info.tools] == ["lookup", "greet", "explode", "small"]  # NeMo Gym's routes and `/{name}` are not tools
+        assert [t["name"] for t in info.tools] == ["lookup", "greet", "explode", "small", "lifespan"]  # NeMo Gym's routes and `/{name}` are not tools
         for episode in RECORDED["episodes"]:
             session = await client.seed_session(episode["row"])
             for call in episode["calls"]:

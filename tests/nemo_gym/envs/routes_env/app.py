@@ -2,9 +2,12 @@
 port it by the import rule) whose routes exercise what FastAPI decides: a catch-all tool route
 with a path parameter, an HTTPException, a body that does not fit, a bare `str` answer, an
 exception, a route's `response_model=`, a verify annotated with the base response class that
-returns a subclass, and a close_resources_session that frees per-session state. scripts/make_nemo_routes_reference.py records what NeMo Gym answers."""
+returns a subclass, a close_resources_session that frees per-session state, and a lifespan
+wrapped around FastAPI's (as newton_bench and ns_tools wrap theirs) with a startup handler, whose
+state a route reads. scripts/make_nemo_routes_reference.py records what NeMo Gym answers."""
 
 import math
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, HTTPException, Request
 from pydantic import BaseModel
@@ -54,6 +57,16 @@ class RoutesServer(SimpleResourcesServer):
         app.post("/greet")(self.greet)
         app.post("/explode")(self.explode)
         app.post("/small", response_model=Small)(self.small)
+        app.post("/lifespan")(self.lifespan)
+        app.router.on_startup.append(self._started)
+        parent = app.router.lifespan_context
+
+        @asynccontextmanager
+        async def wrapped(app: FastAPI):
+            async with parent(app):
+                yield {"greeting": "from the lifespan"}
+
+        app.router.lifespan_context = wrapped
         app.post("/{function_name}")(self.math_function)  # catch-all: last, as NeMo Gym envs register it
         return app
 
@@ -85,6 +98,13 @@ class RoutesServer(SimpleResourcesServer):
         """Always raises."""
         self._count(request)
         raise ValueError("boom")
+
+    async def _started(self) -> None:
+        self._startups = getattr(self, "_startups", 0) + 1
+
+    async def lifespan(self, request: Request) -> dict:
+        """What the app's lifespan set up: its state, and whether its startup handler ran."""
+        return {"greeting": request.state.greeting, "started": getattr(self, "_startups", 0) > 0}
 
     async def small(self, request: Request) -> dict:
         """More fields than its response model shows."""
