@@ -299,31 +299,21 @@ DERIVED = {"single_step_tool_use_with_argument_comparison": argument_comparison_
 ENVS = [*POLICIES, *DERIVED, *REPLAYED]
 
 
-def replay_policy(wheel: Path, env: str) -> dict[str, list[dict[str, Any]]]:
-    """The scripted policy that replays data/example_rollouts.jsonl: per recorded rollout (the
-    first of each prompt), its prompt (the last user message's text) -> its model turns in
-    order, a turn being the model's items up to the next function call outputs: its message
-    text and its function calls (name, arguments as recorded)."""
-    policy: dict[str, list[dict[str, Any]]] = {}
-    for rollout in read_jsonl(wheel / "resources_servers" / env / "data" / "example_rollouts.jsonl"):
-        prompt = _last_user_text(rollout["responses_create_params"].get("input"))
-        if prompt in policy:
-            continue
-        turns, text, calls = [], "", []
-        for item in (rollout.get("response") or {}).get("output") or []:
-            kind = item.get("type")
-            if kind == "function_call_output":
-                if calls or text:
-                    turns.append({"text": text, "tool_calls": calls})
-                    text, calls = "", []
-            elif kind == "function_call":
-                calls.append({"name": item["name"], "arguments": item["arguments"]})
-            elif kind == "message" and item.get("role", "assistant") == "assistant":
-                text += "".join(c.get("text", "") for c in item.get("content") or [] if isinstance(c, dict))
-        if calls or text or not turns:
-            turns.append({"text": text, "tool_calls": calls})
-        policy[prompt] = turns
-    return policy
+REPLAY_CHILD = """
+import json, sys
+from gym_metrics.testing import replayed_script
+rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8") if line.strip()]
+print(json.dumps({p: [{"text": a.text, "tool_calls": a.tool_calls} for a in s] for p, s in replayed_script(rows).items()}))
+"""
+
+
+def replay_policy(wheel: Path, env: str, policy_python: str) -> dict[str, list[dict[str, Any]]]:
+    """The scripted policy that replays data/example_rollouts.jsonl (gym_metrics.testing.replayed_script,
+    run by the policy's Python): per recorded rollout (the first of each prompt), its prompt (the
+    last user message's text) -> its model turns in order."""
+    rollouts = wheel / "resources_servers" / env / "data" / "example_rollouts.jsonl"
+    done = subprocess.run([policy_python, "-c", REPLAY_CHILD, str(rollouts)], capture_output=True, text=True, cwd=ROOT, check=True)
+    return json.loads(done.stdout)
 
 
 def _last_user_text(given: Any) -> str:
@@ -337,10 +327,10 @@ def _last_user_text(given: Any) -> str:
     return content if isinstance(content, str) else "".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
 
 
-def policy_of(wheel: Path, env: str) -> dict[str, list[dict[str, Any]]]:
+def policy_of(wheel: Path, env: str, policy_python: str) -> dict[str, list[dict[str, Any]]]:
     if env in POLICIES:
         return POLICIES[env]
-    return DERIVED[env](wheel, env) if env in DERIVED else replay_policy(wheel, env)
+    return DERIVED[env](wheel, env) if env in DERIVED else replay_policy(wheel, env, policy_python)
 
 POLICY_CHILD = r"""
 import json, sys
@@ -615,7 +605,7 @@ def one(args: argparse.Namespace, name: str) -> str:
     policy_file = folder / "policy.json"
     if not args.check:
         folder.mkdir(parents=True, exist_ok=True)
-        policy_file.write_text(json.dumps(policy_of(args.wheel, name), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        policy_file.write_text(json.dumps(policy_of(args.wheel, name, args.policy_python), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     result = run(args.wheel, name, args.policy_python, policy_file, not args.no_usage_shim)
     texts = files(result, name, not args.no_usage_shim)
     if args.check:

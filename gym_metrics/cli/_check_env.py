@@ -25,18 +25,20 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--rollouts", type=Path, required=True, help="JSONL of verify request bodies (responses_create_params, response, the task's fields)")
     p.add_argument("--nemo-python", required=True, metavar="PYTHON", help="the python of a venv where nemo-gym is installed")
     p.add_argument("--config", metavar="NAME", help="the config under configs/ (default: <env>.yaml, else the first)")
+    p.add_argument("--episodes", action="store_true", help="run each row's episode again, the rollouts' model turns replayed, under NeMo Gym's agent and collect; compare trajectories too")
     p.set_defaults(func=run)
 
 
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics.testing import check_environment
 
-    report = asyncio.run(check_environment(ns.root, ns.env, ns.rollouts, ns.nemo_python, ns.config))
+    report = asyncio.run(check_environment(ns.root, ns.env, ns.rollouts, ns.nemo_python, ns.config, episodes=ns.episodes))
     for line in report.differences[:SHOWN]:
         print(line)
     if len(report.differences) > SHOWN:
         print(f"... and {len(report.differences) - SHOWN} more")
-    verdict = "equal to NeMo Gym's (every row and every metrics key)" if report.equal else f"{len(report.differences)} differences from NeMo Gym's"
+    every = "every row, its trajectory" if ns.episodes else "every row"
+    verdict = f"equal to NeMo Gym's ({every} and every metrics key)" if report.equal else f"{len(report.differences)} differences from NeMo Gym's"
     refused = f" ({report.refused} rows refused by both: not verify requests NeMo Gym takes)" if report.refused else ""
     print(f"{report.env}: {report.rows} rows, {verdict}{refused}")
     return ExitCode.OK if report.equal else ExitCode.FAILED

@@ -52,7 +52,7 @@ def load_config_server(
         violations = [FieldViolation(f"{block_name}.{'.'.join(map(str, e['loc']))}", e["msg"]) for e in exc.errors()[:20]]
         raise InvalidInputError(f"{path}: the {impl} config does not fit {cls.__name__}", violations) from None
     server._agent_max_steps = agent_max_steps(document, block_name, path)
-    server._agent_types = {name: impl for name, impl, _ in _agents_of(document, block_name)}
+    server._agent_types = {name: impl for name, impl, _ in agents_of(document, block_name)}
     return server
 
 
@@ -61,7 +61,7 @@ def agent_max_steps(document: Any, resources_name: str, path: Path) -> dict[str,
     `resources_server.name` is `resources_name`, by the block's name: the bound NeMo Gym's
     simple_agent and gymnasium_agent put on its episodes (none given: no bound)."""
     found: dict[str, int] = {}
-    for name, _, fields in _agents_of(document, resources_name):
+    for name, _, fields in agents_of(document, resources_name):
         if fields.get("max_steps") is None:
             continue
         steps = fields["max_steps"]
@@ -72,7 +72,7 @@ def agent_max_steps(document: Any, resources_name: str, path: Path) -> dict[str,
     return found
 
 
-def _agents_of(document: Any, resources_name: str) -> list[tuple[str, str, Mapping[str, Any]]]:
+def agents_of(document: Any, resources_name: str) -> list[tuple[str, str, Mapping[str, Any]]]:
     """(block name, agent implementation, fields) of the config's agent blocks
     (`<name>: responses_api_agents: <impl>: {...}`) whose `resources_server.name` is `resources_name`."""
     found = []

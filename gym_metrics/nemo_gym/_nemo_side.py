@@ -2,6 +2,7 @@
 installed (it imports nemo_gym, omegaconf and fastapi, and nothing of gym-metrics):
 
     NEMO_PYTHON _nemo_side.py --root ROOT --env ENV --rows indexed.jsonl --out nemo.json [--config NAME]
+        [--episodes --policy-port PORT]
 
 The server is built from the environment's config as NeMo Gym's launcher builds it (the YAML's
 instance whose block has `resources_servers`, its first server block resolved, the class its
@@ -13,14 +14,23 @@ port reads it)
 `_nemo_detail`), then the answers the collection keeps (no `_ng_failure_class`) to
 `/aggregate_metrics`, stripped as the collection strips them. Written: {"responses": [...],
 "metrics": [one entry per agent, shaped as `_aggregate_metrics.json`]}.
+
+With `--episodes` each row is a task (its `response`, the fields only verify's answer declares
+and its request's null fields, which a dumped request holds and /run refuses, left out: written
+back as "tasks") run whole by the agent the config names for it
+(`agent_ref.name`: simple_agent, tool_simulation_agent, ...) against the policy listening on
+127.0.0.1:PORT, every server under uvicorn as NeMo Gym serves it (lifespan on), each row's
+`POST /run` in file order, one at a time, no cookies shared.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import asyncio
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,29 +57,48 @@ def server_class_name(app: Path) -> str:
     raise SystemExit(f"{app}: no <Class>.run_webserver() call")
 
 
-def build_app(root: Path, env: str, config: Path) -> Any:
-    from fastapi.exceptions import RequestValidationError
+def build_server(root: Path, glob: dict[str, Any], client: Any = None) -> tuple[Any, str]:
+    """The resources server of the config `glob` (a plain dict) and its instance's name."""
     from omegaconf import OmegaConf  # type: ignore[import-not-found]
 
-    from nemo_gym import server_utils  # type: ignore[import-not-found]  # (the NeMo Gym venv's)
-    from nemo_gym.config_types import BaseServerConfig  # type: ignore[import-not-found]
+    from nemo_gym.config_types import BaseServerConfig  # type: ignore[import-not-found]  # (the NeMo Gym venv's)
     from nemo_gym.server_utils import ServerClient  # type: ignore[import-not-found]
 
-    glob = OmegaConf.load(config)
-    instance = next(k for k, v in glob.items() if hasattr(v, "keys") and "resources_servers" in v)
+    instance = next(k for k, v in glob.items() if isinstance(v, dict) and "resources_servers" in v)
     impl, block = next(iter(glob[instance]["resources_servers"].items()))
-    block = OmegaConf.to_container(block, resolve=True)
     for folder in (root.resolve(), (root / "resources_servers" / impl).resolve()):  # the tree, and the env's own
         sys.path.insert(0, str(folder))  # folder (`python app.py` imports its sibling files bare)
     module = importlib.import_module(f"resources_servers.{impl}.{Path(block['entrypoint']).stem}")
     cls = getattr(module, server_class_name(root / "resources_servers" / impl / block["entrypoint"]))
-    config_model = cls.model_fields["config"].annotation.model_validate(block | {"name": instance, "host": "127.0.0.1", "port": 0})
-    client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0), global_config_dict=OmegaConf.create(glob))
-    server = cls(config=config_model, server_client=client)
+    config_model = cls.model_fields["config"].annotation.model_validate({"host": "127.0.0.1", "port": 0} | block | {"name": instance})
+    if client is None:
+        client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0), global_config_dict=OmegaConf.create(glob))
+    return cls(config=config_model, server_client=client), instance
+
+
+def finished_app(server: Any) -> Any:
+    """`setup_webserver()` with what `run_webserver` adds: exception handling and the validation handler."""
+    from fastapi.exceptions import RequestValidationError
+
+    from nemo_gym import server_utils  # type: ignore[import-not-found]
+
     app = server.setup_webserver()
     server.setup_exception_middleware(app)
+    if hasattr(server, "setup_cancellation_middleware"):
+        server.setup_cancellation_middleware(app)
     app.exception_handler(RequestValidationError)(server_utils._validation_exception_handler)
-    return app, answer_only_fields(server)
+    return app
+
+
+def read_config(config: Path) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.load(config), resolve=True)
+
+
+def build_app(root: Path, env: str, config: Path) -> Any:
+    server, _ = build_server(root, read_config(config))
+    return finished_app(server), answer_only_fields(server)
 
 
 def answer_only_fields(server: Any) -> set[str]:
@@ -95,6 +124,86 @@ def strip(answer: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def run_episodes(root: Path, config: Path, rows: list[dict[str, Any]], policy_port: int) -> dict[str, Any]:
+    """Each task row's `POST /run` answer from the agent the config names for it (module
+    docstring), and the metrics of the kept answers."""
+    return asyncio.run(_episodes(root, read_config(config), rows, policy_port))
+
+
+async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]], policy_port: int) -> dict[str, Any]:
+    import socket
+
+    import uvicorn
+    from omegaconf import OmegaConf
+
+    from nemo_gym import global_config, server_utils
+    from nemo_gym.base_responses_api_agent import SimpleResponsesAPIAgent  # type: ignore[import-not-found]
+    from nemo_gym.config_types import BaseServerConfig
+    from nemo_gym.server_utils import ServerClient
+
+    instance = next(k for k, v in glob.items() if isinstance(v, dict) and "resources_servers" in v)
+    agents = {name: next(iter(block["responses_api_agents"].items())) for name, block in glob.items()
+              if isinstance(block, dict) and len(block.get("responses_api_agents") or {}) == 1
+              and next(iter(block["responses_api_agents"].values())).get("resources_server", {}).get("name") == instance}  # fmt: skip
+    sockets = {name: socket.create_server(("127.0.0.1", 0)) for name in [instance, *agents]}
+    for name, sock in sockets.items():
+        kind = "resources_servers" if name == instance else "responses_api_agents"
+        next(iter(glob[name][kind].values())).update(host="127.0.0.1", port=sock.getsockname()[1])
+    for _, fields in agents.values():  # every model server an agent names: the scripted policy
+        glob[fields["model_server"]["name"]] = {"responses_api_models": {"scripted_policy": {"host": "127.0.0.1", "port": policy_port}}}
+    global_config._GLOBAL_CONFIG_DICT = OmegaConf.create(glob)
+    client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0), global_config_dict=global_config._GLOBAL_CONFIG_DICT)
+    server, _ = build_server(root, glob, client)
+    apps = {instance: finished_app(server)}
+    for name, (impl, fields) in agents.items():
+        module = importlib.import_module(f"responses_api_agents.{impl}.app")
+        cls: Any = next(c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__ and issubclass(c, SimpleResponsesAPIAgent))
+        apps[name] = finished_app(cls(config=cls.model_fields["config"].annotation.model_validate(fields | {"name": name}), server_client=client))
+    servers = []
+    for name, app in apps.items():
+        served = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
+        servers.append((served, asyncio.create_task(served.serve(sockets=[sockets[name]]))))
+    http = server_utils.set_global_aiohttp_client(server_utils.GlobalAIOHTTPAsyncClientConfig())
+    answer_only = answer_only_fields(server)
+    responses: list[dict[str, Any]] = []
+    tasks: list[dict[str, Any]] = []
+    by_agent: dict[str, list[dict[str, Any]]] = {}
+    try:
+        while not all(s.started for s, _ in servers):
+            await asyncio.sleep(0.01)
+        for row in rows:
+            task = {k: v for k, v in row.items() if k != "response" and not ("reward" in row and k in answer_only)}
+            if isinstance(task.get("responses_create_params"), dict):  # a rollout's request as NeMo Gym dumps it:
+                task["responses_create_params"] = {k: v for k, v in task["responses_create_params"].items() if v is not None}  # its unset fields null
+            tasks.append(task)
+            answer = await client.post(server_name=task["agent_ref"]["name"], url_path="/run", json=task)
+            keys = {k: task[k] for k in _KEYS if k in task}
+            if answer.status != 200:
+                responses.append({"_nemo_refused": answer.status, "_nemo_detail": (await answer.text())[:2000], **keys})
+                continue
+            result = await answer.json() | keys
+            responses.append(result)
+            if result.get("_ng_failure_class") is None:
+                by_agent.setdefault(task["agent_ref"]["name"], []).append(json.loads(json.dumps(strip(result))))
+        metrics = []
+        for agent, kept in sorted(by_agent.items()):
+            answer = await client.post(server_name=instance, url_path="/aggregate_metrics", json={"verify_responses": kept})
+            if answer.status != 200:
+                raise SystemExit(f"NeMo Gym's /aggregate_metrics answered {answer.status}: {(await answer.text())[:500]}")
+            dumped = await answer.json()
+            metrics.append({"agent_ref": {"name": agent}, **{k: dumped.get(k) for k in _METRIC_PARTS}})
+    finally:
+        await http.close()
+        server_utils._GLOBAL_AIOHTTP_CLIENT = None
+        for s, _ in servers:
+            s.should_exit = True
+        await asyncio.wait_for(asyncio.gather(*(t for _, t in servers), return_exceptions=True), 30)
+    return {"responses": responses, "metrics": metrics, "tasks": tasks}
+
+
+_METRIC_PARTS = ("agent_metrics", "key_metrics", "group_level_metrics", "repeat_level_metrics")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", type=Path, required=True)
@@ -102,7 +211,15 @@ def main() -> int:
     parser.add_argument("--rows", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--config")
+    parser.add_argument("--episodes", action="store_true")
+    parser.add_argument("--policy-port", type=int)
     args = parser.parse_args()
+    if args.episodes:
+        rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
+        done = run_episodes(args.root, config_file(args.root, args.env, args.config), rows, args.policy_port)
+        args.out.write_text(json.dumps(done), encoding="utf-8")
+        sys.stdout.flush()
+        os._exit(0)  # not multiprocessing's exit join: an episode that failed leaves its environment's worker process (math_with_code's) blocked
     from fastapi.testclient import TestClient
 
     rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -129,8 +246,7 @@ def main() -> int:
             if answer.status_code != 200:
                 raise SystemExit(f"NeMo Gym's /aggregate_metrics answered {answer.status_code}: {answer.text[:500]}")
             dumped = answer.json()
-            parts = ("agent_metrics", "key_metrics", "group_level_metrics", "repeat_level_metrics")
-            metrics.append({"agent_ref": {"name": agent}, **{k: dumped.get(k) for k in parts}})
+            metrics.append({"agent_ref": {"name": agent}, **{k: dumped.get(k) for k in _METRIC_PARTS}})
     args.out.write_text(json.dumps({"responses": responses, "metrics": metrics}), encoding="utf-8")
     return 0
 

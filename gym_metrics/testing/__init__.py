@@ -30,6 +30,7 @@ from gym_metrics.testing._judge import (
     text_key,
 )
 from gym_metrics.testing._policy import PolicyAnswer, ScriptedPolicyServer, prompt_of, step_of
+from gym_metrics.testing._replay import replayed_script
 from gym_metrics.testing._serve import serve_environment
 from gym_metrics.testing._nemo_check import CheckError, CheckReport, check_environment
 
@@ -48,6 +49,7 @@ __all__ = [
     "completion",
     "keyed_answers",
     "prompt_of",
+    "replayed_script",
     "request_text",
     "response_object",
     "serve_environment",

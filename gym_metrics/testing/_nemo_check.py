@@ -6,6 +6,11 @@ from the same config and collects the same rows. Both read the rows with the sam
 (numbered once, by the collector's rules, which are NeMo Gym's). Every row's reward and fields
 and every metrics key are compared (numbers to relative 1e-9; the keys gym-metrics adds beside
 NeMo Gym's, documented, are not differences).
+
+With `episodes`, the rollouts' model turns are replayed by a scripted policy (testing/_replay.py)
+and each row runs whole as a task: under NeMo Gym by the agent its config names (`POST /run`),
+here by `collect`'s agent loop; every rollout's trajectory (its `response`: items, tool outputs,
+usage) is compared too, all but the model's name.
 """
 
 from __future__ import annotations
@@ -77,10 +82,11 @@ def differences(theirs: Any, mine: Any, where: str = "") -> list[str]:
 
 
 async def check_environment(
-    root: Path, env: str, rollouts: Path, nemo_python: str, config: str | None = None, timeout_s: float = 3600
+    root: Path, env: str, rollouts: Path, nemo_python: str, config: str | None = None, timeout_s: float = 3600, episodes: bool = False
 ) -> CheckReport:
-    """The report of one environment on `rollouts` (verify request bodies); CheckError when a
-    side cannot run, InvalidInputError naming a bad argument."""
+    """The report of one environment on `rollouts` (verify request bodies; with `episodes`,
+    recorded rollouts whose episodes are run again: module docstring); CheckError when a side
+    cannot run, InvalidInputError naming a bad argument."""
     folder = root / "resources_servers" / env
     if not folder.is_dir():
         raise InvalidInputError("no such environment", [FieldViolation("--env", f"{folder} is not a folder")])
@@ -88,21 +94,31 @@ async def check_environment(
         raise InvalidInputError("no such rollouts file", [FieldViolation("--rollouts", str(rollouts))])
     with tempfile.TemporaryDirectory(prefix="gym-metrics-check-") as tmp:
         work = Path(tmp)
-        indexed = _indexed(rollouts, f"{env}_simple_agent", work / "rows.jsonl")
-        theirs = await asyncio.to_thread(_nemo, root, env, indexed, nemo_python, config, work / "nemo.json", timeout_s)
-        rows, metrics = await _ours(root, env, indexed, config, work)
-    found = _row_differences(theirs["responses"], rows)
+        if episodes:
+            theirs, rows, metrics = await _episodes(root, env, rollouts, nemo_python, config, work, timeout_s)
+        else:
+            indexed = _indexed(rollouts, f"{env}_simple_agent", work / "rows.jsonl")
+            theirs = await asyncio.to_thread(_nemo, root, env, indexed, nemo_python, config, work / "nemo.json", timeout_s)
+            rows, metrics = await _ours(root, env, indexed, config, work)
+    found = _row_differences(theirs["responses"], rows, compare_response=episodes)
     scored = {r["agent_ref"]["name"] for r in rows if "_gm_error" not in r}
     mine = [m for m in metrics if m["agent_ref"]["name"] in scored]  # an agent whose every row failed has no entry in NeMo Gym's
     found += differences(theirs["metrics"], mine, "metrics")
     return CheckReport(env, len(rows), found, sum("_nemo_refused" in r for r in theirs["responses"]))
 
 
-def _row_differences(theirs: list[dict[str, Any]], mine: list[dict[str, Any]]) -> list[str]:
+def _row_differences(theirs: list[dict[str, Any]], mine: list[dict[str, Any]], compare_response: bool = False) -> list[str]:
     """Row by row, matched by agent and indices: a row NeMo Gym refused (its /verify answered an
-    error status) must be a failed rollout here (`_gm_error`), and the other way round."""
+    error status) must be a failed rollout here (`_gm_error`), and the other way round. With
+    `compare_response`, each row's `response` too, all but the model's name."""
     key = lambda r: (r["agent_ref"]["name"], r["_ng_task_index"], r["_ng_rollout_index"])  # noqa: E731
-    shown = lambda r: {k: v for k, v in r.items() if k not in ECHOED and not k.startswith(("_ng_", "_gm_")) and k != "agent_ref"}  # noqa: E731
+
+    def shown(row: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in row.items() if k not in ECHOED and not k.startswith(("_ng_", "_gm_")) and k != "agent_ref"}
+        if compare_response and isinstance(row.get("response"), dict):
+            out["response"] = {k: v for k, v in row["response"].items() if k != "model"}
+        return out
+
     by_key = {key(r): r for r in mine}
     found = []
     for row in sorted(theirs, key=key):
@@ -131,9 +147,46 @@ def _indexed(rollouts: Path, agent: str, out: Path) -> Path:
     return out
 
 
-def _nemo(root: Path, env: str, rows: Path, python: str, config: str | None, out: Path, timeout_s: float) -> Any:
+async def _episodes(
+    root: Path, env: str, rollouts: Path, nemo_python: str, config: str | None, work: Path, timeout_s: float
+) -> tuple[Any, list[dict[str, Any]], Any]:
+    """NeMo Gym's and gym-metrics' runs of the rollouts' tasks against one replaying policy."""
+    import orjson
+
+    from gym_metrics.nemo_gym import config_file
+    from gym_metrics.nemo_gym._config import agents_of
+    from gym_metrics.targets import ModelTargetConfig
+    from gym_metrics.testing._policy import ScriptedPolicyServer
+    from gym_metrics.testing._replay import replayed_script
+
+    document = _yaml(config_file(root, env, config))
+    instance = next((k for k, v in document.items() if isinstance(v, dict) and "resources_servers" in v), env)
+    agents = agents_of(document, instance)
+    if not agents:
+        raise InvalidInputError("no agent to run the episodes", [FieldViolation("--config", f"no responses_api_agents block names {instance} as its resources_server")])
+    indexed = _indexed(rollouts, agents[0][0], work / "rows.jsonl")
+    script = replayed_script(orjson.loads(line) for line in indexed.read_bytes().splitlines() if line.strip())
+    with ScriptedPolicyServer(script) as policy:
+        theirs = await asyncio.to_thread(_nemo, root, env, indexed, nemo_python, config, work / "nemo.json", timeout_s, ["--episodes", "--policy-port", str(policy.port)])
+        tasks = work / "tasks.jsonl"
+        tasks.write_bytes(b"".join(orjson.dumps(task) + b"\n" for task in theirs["tasks"]))
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")
+        rows, metrics = await _ours(root, env, tasks, config, work, target)
+    return theirs, rows, metrics
+
+
+def _yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise InvalidInputError("cannot read the config", [FieldViolation("--config", f"{path}: {exc}")]) from None
+
+
+def _nemo(root: Path, env: str, rows: Path, python: str, config: str | None, out: Path, timeout_s: float, more: list[str] | None = None) -> Any:
     command = [python, str(_nemo_side()), "--root", str(root), "--env", env, "--rows", str(rows), "--out", str(out)]
-    command += ["--config", config] if config else []
+    command += (["--config", config] if config else []) + (more or [])
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except FileNotFoundError:
@@ -146,8 +199,9 @@ def _nemo(root: Path, env: str, rows: Path, python: str, config: str | None, out
     return json.loads(out.read_text())
 
 
-async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path) -> tuple[list[dict[str, Any]], Any]:
-    """gym-metrics: the environment ported into `work`, served from its config, collected."""
+async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path, target: Any = None) -> tuple[list[dict[str, Any]], Any]:
+    """gym-metrics: the environment ported into `work`, served from its config, collected (with
+    `target`, each row's episode run against that policy)."""
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics._transport.server import ServerConfig, start_server
     from gym_metrics.collector import CollectOptions, collect_async
@@ -159,7 +213,8 @@ async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path
     server = await start_server(load_config_server(config_file(work, env, config)), ServerConfig(port=0, log_requests=False))
     try:
         async with ResourcesClient(server.address) as client:
-            result = await collect_async(client, rows, work / "run.jsonl", CollectOptions(reverify=True))  # rows that carry a reward too
+            options = CollectOptions(target=target) if target is not None else CollectOptions(reverify=True)  # rows that carry a reward too
+            result = await collect_async(client, rows, work / "run.jsonl", options)
             written = [work / "run.jsonl", work / "run_failures.jsonl"]
             out = [json.loads(line) for path in written if path.exists() for line in path.read_text().splitlines() if line.strip()]
             metrics_path = result.metrics_path

@@ -1,10 +1,12 @@
 """`gym-metrics check-env`: what counts as a difference from NeMo Gym's answers, the one-line
 errors of a bad argument or a side that cannot run, and (where GYM_METRICS_NEMO_PYTHON names the
 Python of a venv with nemo-gym 0.7.0) whole checks of the wheel's environments against NeMo Gym
-itself: one equal, one whose rows NeMo Gym refuses (and gym-metrics fails too)."""
+itself: one equal, one whose rows NeMo Gym refuses (and gym-metrics fails too); and `--episodes`,
+whole episodes replayed under NeMo Gym's agents and collect, equal, and a difference found."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from _ci import need_module
 from gym_metrics.testing._nemo_check import _row_differences, differences
 
 
@@ -106,3 +109,50 @@ def test_the_wheels_environments_check_equal_to_nemo_gym(env: str, refused: int,
     assert done.returncode == 0, done.stdout + done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith(f"{env}: 5 rows, equal to NeMo Gym's") and (f"({refused} rows refused by both" in last) == bool(refused)
+
+
+AGENT_DATA = Path(__file__).parents[1] / "data" / "nemo_gym_agent"
+
+
+def _recorded_rollouts(env: str, out: Path) -> Path:
+    """The conformance's tasks with NeMo Gym's recorded answers' `response` and `reward` on
+    them: rollouts as a collection keeping the task's fields writes them."""
+    rows = [json.loads(line) for line in (AGENT_DATA / env / "rows.jsonl").read_text().splitlines()]
+    answers = [json.loads(line) for line in (AGENT_DATA / env / "verify.jsonl").read_text().splitlines()]
+    out.write_text("".join(json.dumps({**row, "response": a["response"], "reward": a["reward"]}) + "\n" for row, a in zip(rows, answers)))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NEMO_PYTHON, reason="GYM_METRICS_NEMO_PYTHON names no venv with nemo-gym 0.7.0 (the reference tool itself, 1.4 GB)")
+@pytest.mark.parametrize("env", ["math_with_code", "single_step_tool_use_with_argument_comparison"])
+def test_episodes_replayed_check_equal_to_nemo_gym(env: str, ported: Any, tmp_path: Path) -> None:
+    """`--episodes`: each task run again under NeMo Gym's agent (simple_agent; tool_simulation_agent
+    for the second) and under collect, the recorded model turns replayed: equal, trajectories too."""
+    need_module("pandas", "math_with_code's module imports it")
+    with zipfile.ZipFile(ported.wheel) as wheel:
+        wheel.extractall(tmp_path, [m for m in wheel.namelist() if m.startswith("resources_servers/")])
+    rollouts = _recorded_rollouts(env, tmp_path / "rollouts.jsonl")
+    done = _cli("--root", str(tmp_path), "--env", env, "--rollouts", str(rollouts), "--nemo-python", str(NEMO_PYTHON), "--episodes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == f"{env}: 10 rows, equal to NeMo Gym's (every row, its trajectory and every metrics key)"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NEMO_PYTHON, reason="GYM_METRICS_NEMO_PYTHON names no venv with nemo-gym 0.7.0 (the reference tool itself, 1.4 GB)")
+async def test_episodes_that_differ_from_nemo_gyms_are_found(ported: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """collect running the calls of a turn concurrently (not NeMo Gym's program): math_with_code's
+    calls that share a session's process garble each other, and the check names the rows."""
+    import functools
+
+    import gym_metrics.collector
+    from gym_metrics.testing import check_environment
+
+    need_module("pandas", "math_with_code's module imports it")
+    monkeypatch.setattr(gym_metrics.collector, "CollectOptions", functools.partial(gym_metrics.collector.CollectOptions, parallel_tool_calls=True))
+    with zipfile.ZipFile(ported.wheel) as wheel:
+        wheel.extractall(tmp_path, [m for m in wheel.namelist() if m.startswith("resources_servers/")])
+    rollouts = _recorded_rollouts("math_with_code", tmp_path / "rollouts.jsonl")
+    report = await check_environment(tmp_path, "math_with_code", rollouts, str(NEMO_PYTHON), episodes=True)
+    assert not report.equal and report.rows == 10
+    assert any(d.startswith("rows[task ") and ".response.output[" in d for d in report.differences), report.differences[:5]
