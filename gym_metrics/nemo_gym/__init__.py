@@ -25,7 +25,15 @@ def config_file(root: Any, env: str, name: str | None = None) -> Any:
     return find(root, env, name)
 
 
-__all__ = ["PARENT_DIR", "config_file", "load_config_server"]
+def config_agents(document: Any, resources_name: str) -> list[tuple[str, str, Any]]:
+    """(name, implementation, fields) of a loaded NeMo Gym config's agent blocks that run the
+    resources server `resources_name` (_config.agents_of)."""
+    from gym_metrics.nemo_gym._config import agents_of
+
+    return agents_of(document, resources_name)
+
+
+__all__ = ["PARENT_DIR", "config_agents", "config_file", "load_config_server"]
 
 
 _UNDER_PARENT = {"CACHE_DIR": "cache", "RESULTS_DIR": "results"}

@@ -153,15 +153,14 @@ async def _episodes(
     """NeMo Gym's and gym-metrics' runs of the rollouts' tasks against one replaying policy."""
     import orjson
 
-    from gym_metrics.nemo_gym import config_file
-    from gym_metrics.nemo_gym._config import agents_of
+    from gym_metrics.nemo_gym import config_agents, config_file
     from gym_metrics.targets import ModelTargetConfig
     from gym_metrics.testing._policy import ScriptedPolicyServer
     from gym_metrics.testing._replay import replayed_script
 
     document = _yaml(config_file(root, env, config))
     instance = next((k for k, v in document.items() if isinstance(v, dict) and "resources_servers" in v), env)
-    agents = agents_of(document, instance)
+    agents = config_agents(document, instance)
     if not agents:
         raise InvalidInputError("no agent to run the episodes", [FieldViolation("--config", f"no responses_api_agents block names {instance} as its resources_server")])
     indexed = _indexed(rollouts, agents[0][0], work / "rows.jsonl")
