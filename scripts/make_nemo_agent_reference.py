@@ -69,6 +69,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from make_nemo_env_reference import Env, write_jsonl  # noqa: E402
 from nemo_env_rows import read_jsonl  # noqa: E402
+from reference_file import load_module  # noqa: E402
+
+NEMO_SIDE = load_module(ROOT / "gym_metrics" / "nemo_gym" / "_nemo_side.py", "nemo_side")
+"""check-env's NeMo Gym side (it imports nothing of gym-metrics): how its apps are finished and served."""
 
 REPEATS = 2
 RUN_TIMEOUT_S = 60.0
@@ -482,36 +486,14 @@ class Episodes:
 
     def apps(self) -> dict[str, Any]:
         """The FastAPI apps as run_webserver finishes them (minus telemetry, liveness, profiling)."""
-        from fastapi.exceptions import RequestValidationError
-
-        from nemo_gym.server_utils import _validation_exception_handler
-
-        out = {}
-        for key, server in (("resources", self.env.server), ("agent", self.agent)):
-            app = server.setup_webserver()
-            server.setup_exception_middleware(app)
-            server.setup_cancellation_middleware(app)
-            app.exception_handler(RequestValidationError)(_validation_exception_handler)
-            out[key] = app
-        return out
+        return {key: NEMO_SIDE.finished_app(server) for key, server in (("resources", self.env.server), ("agent", self.agent))}
 
     async def run(self, rows: list[dict[str, Any]], policy: Policy) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
         """Each row's /run answer, and the policy requests it made, one row at a time."""
-        import uvicorn
-
-        from nemo_gym import server_utils
         from nemo_gym.server_utils import get_response_json, raise_for_status
 
-        servers = []
-        for key, app in self.apps().items():
-            server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
-            servers.append((server, asyncio.create_task(server.serve(sockets=[self.sockets[key]]))))
-        client = server_utils.set_global_aiohttp_client(server_utils.GlobalAIOHTTPAsyncClientConfig())
         answers, requests = [], []
-        try:
-            async with asyncio.timeout(START_TIMEOUT_S):
-                while not all(s.started for s, _ in servers):
-                    await asyncio.sleep(0.01)
+        async with NEMO_SIDE.served(self.apps(), self.sockets, START_TIMEOUT_S):
             policy.requests()  # (none yet)
             for row in rows:
                 async with asyncio.timeout(RUN_TIMEOUT_S):
@@ -519,12 +501,6 @@ class Episodes:
                     await raise_for_status(res)
                     answers.append(await get_response_json(res))
                 requests.append(policy.requests())
-        finally:
-            await client.close()
-            server_utils._GLOBAL_AIOHTTP_CLIENT = None
-            for server, _ in servers:
-                server.should_exit = True
-            await asyncio.wait_for(asyncio.gather(*(t for _, t in servers), return_exceptions=True), 10)
         return answers, requests
 
 

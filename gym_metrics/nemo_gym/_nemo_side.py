@@ -28,10 +28,12 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import contextlib
 import importlib
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +135,6 @@ def run_episodes(root: Path, config: Path, rows: list[dict[str, Any]], policy_po
 async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]], policy_port: int) -> dict[str, Any]:
     import socket
 
-    import uvicorn
     from omegaconf import OmegaConf
 
     from nemo_gym import global_config, server_utils
@@ -159,18 +160,11 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
         module = importlib.import_module(f"responses_api_agents.{impl}.app")
         cls: Any = next(c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__ and issubclass(c, SimpleResponsesAPIAgent))
         apps[name] = finished_app(cls(config=cls.model_fields["config"].annotation.model_validate(fields | {"name": name}), server_client=client))
-    servers = []
-    for name, app in apps.items():
-        served = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
-        servers.append((served, asyncio.create_task(served.serve(sockets=[sockets[name]]))))
-    http = server_utils.set_global_aiohttp_client(server_utils.GlobalAIOHTTPAsyncClientConfig())
     answer_only = answer_only_fields(server)
     responses: list[dict[str, Any]] = []
     tasks: list[dict[str, Any]] = []
     by_agent: dict[str, list[dict[str, Any]]] = {}
-    try:
-        while not all(s.started for s, _ in servers):
-            await asyncio.sleep(0.01)
+    async with served(apps, sockets):
         for row in rows:
             task = {k: v for k, v in row.items() if k != "response" and not ("reward" in row and k in answer_only)}
             if isinstance(task.get("responses_create_params"), dict):  # a rollout's request as NeMo Gym dumps it:
@@ -192,13 +186,36 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
                 raise SystemExit(f"NeMo Gym's /aggregate_metrics answered {answer.status}: {(await answer.text())[:500]}")
             dumped = await answer.json()
             metrics.append({"agent_ref": {"name": agent}, **{k: dumped.get(k) for k in _METRIC_PARTS}})
+    return {"responses": responses, "metrics": metrics, "tasks": tasks}
+
+
+@contextlib.asynccontextmanager
+async def served(apps: dict[str, Any], sockets: dict[str, Any], start_timeout_s: float = 60) -> AsyncIterator[None]:
+    """Each app under uvicorn on its bound socket, as NeMo Gym serves it (lifespan on), and NeMo
+    Gym's global aiohttp client (no cookies shared) while the block runs; all stopped after it."""
+    import uvicorn
+
+    from nemo_gym import server_utils
+
+    servers = []
+    for name, app in apps.items():
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
+        servers.append((server, asyncio.create_task(server.serve(sockets=[sockets[name]]))))
+    http = server_utils.set_global_aiohttp_client(server_utils.GlobalAIOHTTPAsyncClientConfig())
+
+    async def started() -> None:
+        while not all(server.started for server, _ in servers):
+            await asyncio.sleep(0.01)
+
+    try:
+        await asyncio.wait_for(started(), start_timeout_s)
+        yield
     finally:
         await http.close()
         server_utils._GLOBAL_AIOHTTP_CLIENT = None
-        for s, _ in servers:
-            s.should_exit = True
-        await asyncio.wait_for(asyncio.gather(*(t for _, t in servers), return_exceptions=True), 30)
-    return {"responses": responses, "metrics": metrics, "tasks": tasks}
+        for server, _ in servers:
+            server.should_exit = True
+        await asyncio.wait_for(asyncio.gather(*(task for _, task in servers), return_exceptions=True), 30)
 
 
 _METRIC_PARTS = ("agent_metrics", "key_metrics", "group_level_metrics", "repeat_level_metrics")
