@@ -54,3 +54,19 @@ async def test_an_astart_that_raises_stops_the_start_and_names_the_reason() -> N
         async with serve_environment(env):
             raise AssertionError("served")  # pragma: no cover
     assert env.closed == 0
+
+
+async def test_a_start_that_fails_after_astart_closes_the_environment() -> None:
+    """The Prometheus port taken: the start fails, and what `astart` made is freed (the
+    environment's `aclose`, with the doors and sessions: the server's whole stop)."""
+    import socket
+
+    from gym_metrics._transport.server import ServerConfig, start_server
+
+    env = Beating()
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        config = ServerConfig(host="127.0.0.1", port=0, log_requests=False, prometheus_port=taken.getsockname()[1])
+        with pytest.raises(OSError):
+            await start_server(env, config)
+    await asyncio.sleep(0)
+    assert env.closed == 1 and env.task is not None and env.task.cancelled()
