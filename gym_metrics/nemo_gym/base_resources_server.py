@@ -147,9 +147,9 @@ class SimpleResourcesServer(BaseModel, _Environment):
     """Tool calls go through the app `setup_webserver` builds, whatever their name (NeMo Gym's
     agent POSTs `/<name>` for any name the model calls)."""
     _agent_max_steps: dict[str, int] = PrivateAttr(default_factory=dict)
+    """The config's agents' `max_steps` (load_config_server sets it): ServerInfo says them."""
     _agent_types: dict[str, str] = PrivateAttr(default_factory=dict)
     """The config's agents' implementations (simple_agent, tool_simulation_agent, ...)."""
-    """The config's agents' `max_steps` (load_config_server sets it): ServerInfo says them."""
 
     def setup_webserver(self) -> Any:
         """The FastAPI app NeMo Gym would serve, with its routes in its order (its own first, so
