@@ -86,6 +86,17 @@ def test_a_missing_environment_or_nemo_python_is_one_line_and_exit_2(tmp_path: P
     assert done.returncode == 2 and "NeMo Gym's side failed" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_episodes_need_an_agent_in_the_config(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"responses_create_params": {"input": "hi"}}\n')
+    configs = tmp_path / "resources_servers" / "mine" / "configs"
+    configs.mkdir(parents=True)
+    (configs / "mine.yaml").write_text("mine:\n  resources_servers:\n    mine:\n      entrypoint: app.py\n")
+    done = _cli("--root", str(tmp_path), "--env", "mine", "--rollouts", str(rows), "--nemo-python", sys.executable, "--episodes")
+    assert done.returncode == 2 and "no responses_api_agents block names mine as its resources_server" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 NEMO_PYTHON = os.environ.get("GYM_METRICS_NEMO_PYTHON")
 
 
