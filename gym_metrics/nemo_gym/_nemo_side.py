@@ -59,22 +59,23 @@ def server_class_name(app: Path) -> str:
     raise SystemExit(f"{app}: no <Class>.run_webserver() call")
 
 
-def build_server(root: Path, glob: dict[str, Any], client: Any = None) -> tuple[Any, str]:
-    """The resources server of the config `glob` (a plain dict) and its instance's name."""
+def build_server(root: Path, glob: Any, client: Any = None) -> tuple[Any, str]:
+    """The resources server of the config `glob` (read_config's) and its instance's name."""
     from omegaconf import OmegaConf  # type: ignore[import-not-found]
 
     from nemo_gym.config_types import BaseServerConfig  # type: ignore[import-not-found]  # (the NeMo Gym venv's)
     from nemo_gym.server_utils import ServerClient  # type: ignore[import-not-found]
 
-    instance = next(k for k, v in glob.items() if isinstance(v, dict) and "resources_servers" in v)
-    impl, block = next(iter(glob[instance]["resources_servers"].items()))
+    instance = instance_of(glob)
+    impl = next(iter(glob[instance]["resources_servers"]))
+    block = OmegaConf.to_container(glob[instance]["resources_servers"][impl], resolve=True)
     for folder in (root.resolve(), (root / "resources_servers" / impl).resolve()):  # the tree, and the env's own
         sys.path.insert(0, str(folder))  # folder (`python app.py` imports its sibling files bare)
     module = importlib.import_module(f"resources_servers.{impl}.{Path(block['entrypoint']).stem}")
     cls = getattr(module, server_class_name(root / "resources_servers" / impl / block["entrypoint"]))
-    config_model = cls.model_fields["config"].annotation.model_validate({"host": "127.0.0.1", "port": 0} | block | {"name": instance})
+    config_model = cls.model_fields["config"].annotation.model_validate(block | {"name": instance, "host": "127.0.0.1", "port": 0})
     if client is None:
-        client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0), global_config_dict=OmegaConf.create(glob))
+        client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0), global_config_dict=glob)
     return cls(config=config_model, server_client=client), instance
 
 
@@ -92,10 +93,17 @@ def finished_app(server: Any) -> Any:
     return app
 
 
-def read_config(config: Path) -> dict[str, Any]:
+def read_config(config: Path) -> Any:
+    """The config as OmegaConf loads it, each block resolved where it is used: a block's
+    interpolation that cannot resolve (another agent's API key) fails only what uses it."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(OmegaConf.load(config), resolve=True)
+    return OmegaConf.load(config)
+
+
+def instance_of(glob: Any) -> str:
+    """The config's resources server instance: the block holding `resources_servers`."""
+    return next(str(k) for k, v in glob.items() if hasattr(v, "keys") and "resources_servers" in v)
 
 
 def build_app(root: Path, env: str, config: Path) -> Any:
@@ -142,23 +150,28 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
     from nemo_gym.config_types import BaseServerConfig
     from nemo_gym.server_utils import ServerClient
 
-    instance = next(k for k, v in glob.items() if isinstance(v, dict) and "resources_servers" in v)
-    agents = {name: next(iter(block["responses_api_agents"].items())) for name, block in glob.items()
-              if isinstance(block, dict) and len(block.get("responses_api_agents") or {}) == 1
-              and next(iter(block["responses_api_agents"].values())).get("resources_server", {}).get("name") == instance}  # fmt: skip
+    instance = instance_of(glob)
+    agents: dict[str, Any] = {}  # name -> its block's fields (an OmegaConf node)
+    for name, block in glob.items():
+        inner: Any = block.get("responses_api_agents") if hasattr(block, "keys") else None
+        if hasattr(inner, "keys") and len(inner) == 1 and inner[next(iter(inner))].get("resources_server", {}).get("name") == instance:
+            agents[str(name)] = inner
     sockets = {name: socket.create_server(("127.0.0.1", 0)) for name in [instance, *agents]}
     for name, sock in sockets.items():
-        kind = "resources_servers" if name == instance else "responses_api_agents"
-        next(iter(glob[name][kind].values())).update(host="127.0.0.1", port=sock.getsockname()[1])
-    for _, fields in agents.values():  # every model server an agent names: the scripted policy
-        glob[fields["model_server"]["name"]] = {"responses_api_models": {"scripted_policy": {"host": "127.0.0.1", "port": policy_port}}}
-    global_config._GLOBAL_CONFIG_DICT = OmegaConf.create(glob)
-    client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0), global_config_dict=global_config._GLOBAL_CONFIG_DICT)
+        node = glob[name]["resources_servers" if name == instance else "responses_api_agents"]
+        node[next(iter(node))].update({"host": "127.0.0.1", "port": sock.getsockname()[1]})
+    for inner in agents.values():  # every model server an agent names: the scripted policy
+        model = inner[next(iter(inner))]["model_server"]["name"]
+        glob[model] = {"responses_api_models": {"scripted_policy": {"host": "127.0.0.1", "port": policy_port}}}
+    global_config._GLOBAL_CONFIG_DICT = glob
+    client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0), global_config_dict=glob)
     server, _ = build_server(root, glob, client)
     apps = {instance: finished_app(server)}
-    for name, (impl, fields) in agents.items():
+    for name, inner in agents.items():
+        impl = next(iter(inner))
         module = importlib.import_module(f"responses_api_agents.{impl}.app")
         cls: Any = next(c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__ and issubclass(c, SimpleResponsesAPIAgent))
+        fields = OmegaConf.to_container(inner[impl], resolve=True)
         apps[name] = finished_app(cls(config=cls.model_fields["config"].annotation.model_validate(fields | {"name": name}), server_client=client))
     answer_only = answer_only_fields(server)
     responses: list[dict[str, Any]] = []
