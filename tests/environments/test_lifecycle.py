@@ -5,6 +5,7 @@ that raises stops the start with the reason."""
 from __future__ import annotations
 
 import asyncio
+
 import pytest
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, ResourcesClient, SimpleResourcesServer

@@ -66,8 +66,9 @@ class Lifecycled(NeMoGymServer):
 
     async def _tick(self, ticked: asyncio.Event) -> None:
         while True:
-            self.events.append("tick") if not ticked.is_set() else None
-            ticked.set()
+            if not ticked.is_set():
+                self.events.append("tick")
+                ticked.set()
             await asyncio.sleep(0.01)
 
     async def aclose(self) -> None:  # type: ignore[override]
