@@ -59,6 +59,7 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 import warnings
 from pathlib import Path
@@ -264,15 +265,16 @@ NOT_REPLAYED = {
 not replayed here (an external service, model or package)."""
 
 
-def argument_comparison_policy(wheel: Path, env: str) -> dict[str, list[dict[str, Any]]]:
+def argument_comparison_rollouts(wheel: Path, env: str) -> list[dict[str, Any]]:
     """single_step_tool_use_with_argument_comparison, run by NeMo Gym's tool_simulation_agent
-    (one policy call, its tool calls never run, then verify), per example row by its expected
-    action: the call itself with a second call after it; a message where a call is expected
-    (and the reverse); a call with other arguments; the expected message's words reordered."""
-    policy: dict[str, list[dict[str, Any]]] = {}
+    (one policy call, its tool calls never run, then verify): a rollout per example row, its
+    answer by the row's expected action: the call itself with a second call after it; a message
+    where a call is expected (and the reverse); a call with other arguments; the expected
+    message's words reordered."""
+    rollouts = []
     seen = {"function_call": 0, "message": 0}
     for row in read_jsonl(wheel / "resources_servers" / env / "data" / "example.jsonl"):
-        prompt, expected = _last_user_text(row["responses_create_params"]["input"]), row["expected_action"]
+        expected = row["expected_action"]
         n = seen[expected["type"]]
         seen[expected["type"]] += 1
         if expected["type"] == "function_call":
@@ -281,25 +283,15 @@ def argument_comparison_policy(wheel: Path, env: str) -> dict[str, list[dict[str
                     answer("", (call[0], {k: f"not {v}" for k, v in call[1].items()}))][n % 3]
         else:
             turn = [answer(" ".join(reversed(expected["content"].split()))), answer("", ("transfer_to_human_agents", {"summary": "help"}))][n % 2]
-        policy[prompt] = [turn] * (_tool_turns(row["responses_create_params"]["input"]) + 1)  # asked at the input's step
-    return policy
+        message = [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": turn["text"]}]}] if turn["text"] else []
+        calls = [{"type": "function_call", "name": c["name"], "arguments": c["arguments"]} for c in turn["tool_calls"]]
+        rollouts.append({"responses_create_params": row["responses_create_params"], "response": {"output": message + calls}})
+    return rollouts
 
 
-def _tool_turns(given: Any) -> int:
-    """gym_metrics.testing.step_of's count: runs of tool results since the last user message."""
-    step, in_run = 0, False
-    for item in given if isinstance(given, list) else []:
-        if isinstance(item, dict) and item.get("role") == "user":
-            step, in_run = 0, False
-            continue
-        result = isinstance(item, dict) and (item.get("type") == "function_call_output" or item.get("role") == "tool")
-        step += result and not in_run
-        in_run = result
-    return step
-
-
-DERIVED = {"single_step_tool_use_with_argument_comparison": argument_comparison_policy}
-"""Environments whose scripted policy is made from their example rows (prompts too long to list)."""
+DERIVED = {"single_step_tool_use_with_argument_comparison": argument_comparison_rollouts}
+"""Environments whose scripted policy replays rollouts made from their example rows (prompts too
+long to list; replayed_script asks each at the step its input is at)."""
 ENVS = [*POLICIES, *DERIVED, *REPLAYED]
 
 
@@ -311,11 +303,10 @@ print(json.dumps({p: [{"text": a.text, "tool_calls": a.tool_calls} for a in s] f
 """
 
 
-def replay_policy(wheel: Path, env: str, policy_python: str) -> dict[str, list[dict[str, Any]]]:
-    """The scripted policy that replays data/example_rollouts.jsonl (gym_metrics.testing.replayed_script,
-    run by the policy's Python): per recorded rollout (the first of each prompt), its prompt (the
-    last user message's text) -> its model turns in order."""
-    rollouts = wheel / "resources_servers" / env / "data" / "example_rollouts.jsonl"
+def replay_policy(rollouts: Path, policy_python: str) -> dict[str, list[dict[str, Any]]]:
+    """The scripted policy that replays `rollouts` (gym_metrics.testing.replayed_script, run by
+    the policy's Python): per rollout (the first of each prompt), its prompt (the last user
+    message's text) -> its model turns in order."""
     done = subprocess.run([policy_python, "-c", REPLAY_CHILD, str(rollouts)], capture_output=True, text=True, cwd=ROOT, check=True)
     return json.loads(done.stdout)
 
@@ -334,7 +325,12 @@ def _last_user_text(given: Any) -> str:
 def policy_of(wheel: Path, env: str, policy_python: str) -> dict[str, list[dict[str, Any]]]:
     if env in POLICIES:
         return POLICIES[env]
-    return DERIVED[env](wheel, env) if env in DERIVED else replay_policy(wheel, env, policy_python)
+    if env not in DERIVED:
+        return replay_policy(wheel / "resources_servers" / env / "data" / "example_rollouts.jsonl", policy_python)
+    with tempfile.TemporaryDirectory() as tmp:
+        rollouts = Path(tmp) / "rollouts.jsonl"
+        rollouts.write_text("".join(json.dumps(r) + "\n" for r in DERIVED[env](wheel, env)), encoding="utf-8")
+        return replay_policy(rollouts, policy_python)
 
 POLICY_CHILD = r"""
 import json, sys

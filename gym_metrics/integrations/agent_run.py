@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -70,11 +71,13 @@ class AgentRun:
     def _of_agent(self, key: str, body: Mapping[str, Any]) -> Any:
         """What the environment's NeMo Gym config gives the row's agent (`agent_ref.name`, else
         what all its agents share): its type (`agent_types`) or its `max_steps` (`agent_max_steps`)."""
-        info = self.__dict__.get("_info")
-        if info is None:
-            info = self.__dict__["_info"] = hook(self.sessions.env, "server_info")()
         ref = body.get("agent_ref")
-        return for_agent(info.get(key) or {}, str(ref.get("name", "")) if isinstance(ref, Mapping) else "")
+        return for_agent(self._info.get(key) or {}, str(ref.get("name", "")) if isinstance(ref, Mapping) else "")
+
+    @cached_property
+    def _info(self) -> dict[str, Any]:
+        """The environment's server info (its schemas made once, not per /run)."""
+        return dict(hook(self.sessions.env, "server_info")())
 
     async def _one_call(self, body: Mapping[str, Any], request: dict[str, Any]) -> dict[str, Any]:
         """tool_simulation_agent's `/run`: the policy's answer verified, no session, no tool run."""

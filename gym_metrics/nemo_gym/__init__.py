@@ -25,12 +25,12 @@ def config_file(root: Any, env: str, name: str | None = None) -> Any:
     return find(root, env, name)
 
 
-def config_agents(document: Any, resources_name: str) -> list[tuple[str, str, Any]]:
-    """(name, implementation, fields) of a loaded NeMo Gym config's agent blocks that run the
-    resources server `resources_name` (_config.agents_of)."""
-    from gym_metrics.nemo_gym._config import agents_of
+def config_agents(path: Any) -> tuple[str, list[tuple[str, str, Any]]]:
+    """The resources server instance of the NeMo Gym config at `path` and (name, implementation,
+    fields) of its agent blocks that run it (_config.config_agents)."""
+    from gym_metrics.nemo_gym._config import config_agents as read
 
-    return agents_of(document, resources_name)
+    return read(path)
 
 
 __all__ = ["PARENT_DIR", "config_agents", "config_file", "load_config_server"]

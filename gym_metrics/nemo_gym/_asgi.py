@@ -87,7 +87,7 @@ class Lifespan:
         self._task = task = asyncio.ensure_future(self.app(scope, self._inbox.get, self._replies.put))
         task.add_done_callback(_ended)
         self._inbox.put_nowait({"type": "lifespan.startup"})
-        reply = await self._reply()
+        reply = await self._reply(task)
         if reply is not None and reply["type"] == "lifespan.startup.failed":
             raise InvalidInputError(f"cannot start the environment: {self.name}'s startup (its app's lifespan) failed: {_last_line(reply)}")
         _STATES[self.app] = state
@@ -107,10 +107,8 @@ class Lifespan:
             log.error("%s's shutdown (its app's lifespan) failed: %s", self.name, _last_line(reply))
         await asyncio.wait({task}, timeout=timeout)
 
-    async def _reply(self, task: asyncio.Task[None] | None = None) -> dict[str, Any] | None:
-        """The app's next message, or None when its lifespan ended without one."""
-        task = task or self._task
-        assert task is not None
+    async def _reply(self, task: asyncio.Task[None]) -> dict[str, Any] | None:
+        """The app's next message, or None when its lifespan (`task`) ended without one."""
         getter = asyncio.ensure_future(self._replies.get())
         try:
             await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)

@@ -87,6 +87,14 @@ def agents_of(document: Any, resources_name: str) -> list[tuple[str, str, Mappin
     return found
 
 
+def config_agents(path: Path) -> tuple[str, list[tuple[str, str, Mapping[str, Any]]]]:
+    """The resources server instance of the config at `path` (as load_config_server picks it)
+    and the agent blocks that run it (agents_of)."""
+    document = _read_yaml(Path(path))
+    instance, _, _ = _resources_block(document, None, Path(path))
+    return instance, agents_of(document, instance)
+
+
 def _read_yaml(path: Path) -> Any:
     import yaml
 

@@ -158,9 +158,7 @@ async def _episodes(
     from gym_metrics.testing._policy import ScriptedPolicyServer
     from gym_metrics.testing._replay import replayed_script
 
-    document = _yaml(config_file(root, env, config))
-    instance = next((k for k, v in document.items() if isinstance(v, dict) and "resources_servers" in v), env)
-    agents = config_agents(document, instance)
+    instance, agents = config_agents(config_file(root, env, config))
     if not agents:
         raise InvalidInputError("no agent to run the episodes", [FieldViolation("--config", f"no responses_api_agents block names {instance} as its resources_server")])
     indexed = _indexed(rollouts, agents[0][0], work / "rows.jsonl")
@@ -172,15 +170,6 @@ async def _episodes(
         target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")
         rows, metrics = await _ours(root, env, tasks, config, work, target)
     return theirs, rows, metrics
-
-
-def _yaml(path: Path) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise InvalidInputError("cannot read the config", [FieldViolation("--config", f"{path}: {exc}")]) from None
 
 
 def _nemo(root: Path, env: str, rows: Path, python: str, config: str | None, out: Path, timeout_s: float, more: list[str] | None = None) -> Any:
