@@ -32,7 +32,7 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x40000000, 0x20000000, 0x10000000
 _NEW_NAMESPACES = 0x7E020000  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x1000, 0x4000, 0x40000
 PR_SET_NO_NEW_PRIVS = 38
 
 
@@ -83,6 +83,24 @@ def mount_run_directory(path: str, uid: int | None, disk_mb: int, inodes: int) -
             raise ConfineError(exc.errno or errno.EIO, f"the program's files do not fit the run's disk ({exc.strerror})") from None
     finally:
         os.close(staged)
+
+
+def mount_run_tmp(path: str, uid: int | None, disk_mb: int, inodes: int) -> None:
+    """/tmp of the run's own (programs write there by absolute path: compilers, tempfile
+    without TMPDIR, NeMo Gym's sandboxed tools), bounded like its directory and gone with its
+    mount namespace; the launcher's /tmp under it is an empty one no run may write. The run's
+    directory (`path`, mounted already) is bound back at its place when /tmp covers it."""
+    kept = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={disk_mb}m,nr_inodes={inodes},mode=0755")
+        if os.path.commonpath(["/tmp", path]) == "/tmp":
+            os.makedirs(path, 0o755)
+            _mount(f"/proc/self/fd/{kept}", path, None, _MS_BIND)
+        if uid is not None:
+            os.chown("/tmp", uid, uid)
+        os.chmod("/tmp", 0o700)
+    finally:
+        os.close(kept)
 
 
 def _copy_tree(source_fd: int, target: str, uid: int | None) -> None:

@@ -159,7 +159,7 @@ async def test_a_fork_bomb_stops_at_the_processes_limit(server: Server) -> None:
 
 
 async def test_writing_outside_its_directory_fails(server: Server) -> None:
-    targets = ["/etc/gm_probe", f"{server.cwd}/gm_probe", "/var/tmp/gm_probe", "/root/gm_probe", "/tmp/gm_probe", "/dev/shm/gm_probe"]
+    targets = ["/etc/gm_probe", f"{server.cwd}/gm_probe", "/var/tmp/gm_probe", "/root/gm_probe", "/dev/shm/gm_probe"]
     code = (
         "import json, sys\nleaks = []\nfor path in json.loads(sys.stdin.read()):\n    try:\n"
         "        open(path, 'w').write('x')\n        leaks.append(path)\n    except OSError:\n        pass\n"

@@ -70,6 +70,20 @@ async def test_writing_outside_and_the_network_are_refused(isolated: bool) -> No
     assert net.exit_code != 0 and (b"refused" in net.stderr or b"unreachable" in net.stderr)
 
 
+
+async def test_tmp_is_each_runs_own_and_bounded(isolated: bool) -> None:
+    """/tmp is writable by absolute path (NeMo Gym's sandboxed tools put their files there), a
+    run's own (the next run of the same launcher sees nothing of it, nor does the host), and
+    capped like its directory; the run's directory stays where it was."""
+    token = f"gm-tmp-{time.time_ns()}"
+    write = await run_local(python(f"open('/tmp/{token}', 'w').write('mine'); print(open('/tmp/{token}').read()); open('here.txt', 'w').write('x')"), LIMITS)
+    assert (write.exit_code, write.stdout) == (0, b"mine\n"), write.stderr
+    assert not Path(f"/tmp/{token}").exists()
+    read = await run_local(python(f"import os; print(os.path.exists('/tmp/{token}'))"), LIMITS)
+    assert read.stdout == b"False\n", read.stderr
+    full = await run_local(python("open('/tmp/big', 'wb').write(b'x' * (3 << 20))"), Limits(wall_s=5, disk_mb=2))
+    assert full.exit_code != 0 and b"No space left on device" in full.stderr
+
 async def test_nothing_is_left_running_after_the_run(isolated: bool) -> None:
     """A child the program started outlives neither the run nor its sandbox. The child's command
     line carries a token of this test; the same search finds a process carrying one started
