@@ -1,0 +1,148 @@
+"""NeMo Gym's sandbox API (`gym_metrics.nemo_gym.sandbox`, what a ported environment imports for
+`nemo_gym.sandbox`) on gym-metrics' isolated sandbox: its `local` provider's answers as NeMo
+Gym's (fields, timeout result, `user` refused, spec files and workdir, relative paths), the
+commands confined (no server environment, no host /tmp, nothing left after stop), and fail
+closed where the host cannot isolate. The records and config resolution as NeMo Gym's."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gym_metrics.nemo_gym.sandbox import (
+    AsyncSandbox,
+    SandboxCreateError,
+    SandboxExecResult,
+    SandboxResources,
+    SandboxSpec,
+    SandboxStatus,
+    create_provider,
+    resolve_provider_config,
+    resolve_provider_metadata,
+)
+from gym_metrics.nemo_gym.sandbox.utils import CPU_CAP_ENV_VARS, cpu_cap_env
+from gym_metrics.sandbox import SandboxUnavailableError
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def stdout(box: AsyncSandbox, command: str) -> str:
+    result = await box.exec(command)
+    assert result.stdout is not None, result
+    return result.stdout
+
+
+@pytest.fixture
+async def started(sandbox: None) -> AsyncIterator[AsyncSandbox]:
+    spec = SandboxSpec(files={"/tmp/driver.py": "import os\nprint('driver', os.environ['GIVEN'])\n"}, workdir="/tmp/work", env={"GIVEN": "by spec"})
+    box = await AsyncSandbox({"local": {"default_timeout_s": 5}}, spec).start()
+    yield box
+    await box.stop()
+
+
+async def test_a_command_answers_as_nemo_gyms_local_provider(started: AsyncSandbox) -> None:
+    result = await started.exec("python3 /tmp/driver.py; echo $CALL; pwd; echo oops >&2; exit 3", env={"CALL": "by call"})
+    assert result == SandboxExecResult(stdout="driver by spec\nby call\n/tmp/work\n", stderr="oops\n", return_code=3, error_type=None)
+    assert not Path("/tmp/driver.py").exists() and not Path("/tmp/work").exists()  # the sandbox's /tmp, not the host's
+
+
+async def test_files_outlive_each_command_and_relative_paths_start_at_the_workdir(started: AsyncSandbox, tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("uploaded")
+    await started.upload(tmp_path / "in.txt", "sub/in.txt")
+    await started.exec("cat sub/in.txt > out.txt; echo ' and changed' >> out.txt")
+    await started.download("out.txt", tmp_path / "back" / "out.txt")
+    assert (tmp_path / "back" / "out.txt").read_text() == "uploaded and changed\n"
+    with pytest.raises(FileNotFoundError):
+        await started.download("never.txt", tmp_path / "never.txt")
+
+
+async def test_a_timeout_kills_the_command_and_what_it_started(started: AsyncSandbox) -> None:
+    begun = time.monotonic()
+    result = await started.exec("sleep 30 & sleep 30", timeout_s=0.5)
+    assert result == SandboxExecResult(stdout=None, stderr="local command timed out after 0.5s", return_code=125, error_type="timeout")
+    assert time.monotonic() - begun < 5
+    assert await stdout(started, "pgrep -c sleep || true") == "0\n"
+
+
+async def test_commands_of_one_sandbox_run_at_once(started: AsyncSandbox) -> None:
+    begun = time.monotonic()
+    results = await asyncio.gather(*(started.exec(f"sleep 1; echo {i}") for i in range(4)))
+    assert [r.stdout for r in results] == ["0\n", "1\n", "2\n", "3\n"]
+    assert time.monotonic() - begun < 3.5  # not one after another
+
+
+async def test_the_servers_environment_and_another_user_are_out_of_reach(started: AsyncSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GM_SERVER_SECRET", "do-not-leak")
+    assert "GM_SERVER_SECRET" not in await stdout(started, "env")
+    with pytest.raises(ValueError, match="cannot run commands as another user"):
+        await started.exec("id", user="root")
+    assert (await stdout(started, "touch /etc/x 2>&1; echo $?")).endswith("1\n")  # read-only system
+
+
+async def test_stop_ends_it_and_is_idempotent(sandbox: None) -> None:
+    box = await AsyncSandbox({"local": {}}, SandboxSpec()).start()
+    assert await box.status() == SandboxStatus.RUNNING
+    await box.exec("echo x > /tmp/kept")
+    await box.stop()
+    await box.stop()
+    assert await box.status() == SandboxStatus.STOPPED
+    with pytest.raises(RuntimeError, match="not been started"):
+        await box.exec("true")
+    again = await AsyncSandbox({"local": {}}, SandboxSpec()).start()
+    try:
+        assert (await stdout(again, "cat /tmp/kept 2>&1 || echo gone")).endswith("gone\n")
+    finally:
+        await again.stop()
+
+
+async def test_a_workdir_it_cannot_make_fails_the_start_clearly(sandbox: None) -> None:
+    with pytest.raises(SandboxCreateError, match="cannot make its workdir '/sandbox'.*read-only"):
+        await AsyncSandbox({"local": {}}, SandboxSpec(workdir="/sandbox")).start()
+
+
+async def test_without_isolation_nothing_starts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bubblewrap on it
+    monkeypatch.delenv("GYM_METRICS_SANDBOX_ISOLATION", raising=False)
+    with pytest.raises(SandboxUnavailableError):
+        await AsyncSandbox({"local": {}}, SandboxSpec()).start()
+
+
+def test_providers_by_name_as_nemo_gym_names_them() -> None:
+    assert type(create_provider({"local": None})).__name__ == "LocalProvider"
+    with pytest.raises(ValueError, match="'opensandbox' is NeMo Gym's and not ported.*local"):
+        create_provider({"opensandbox": {"connection": {}}})
+    with pytest.raises(ValueError, match="Unknown sandbox provider 'mine'. Available providers: local"):
+        create_provider({"mine": {}})
+    with pytest.raises(ValueError, match="exactly one provider name"):
+        create_provider({"local": {}, "docker": {}})
+    with pytest.raises(TypeError, match="'local' config must be a mapping"):
+        create_provider({"local": 3})
+
+
+def test_a_provider_reference_resolves_as_nemo_gyms() -> None:
+    named = {"sandbox": {"local": {"concurrency": 2}, "default_metadata": {"sandbox-api": "local"}}, "other": {"x": 1}}
+    assert resolve_provider_config("sandbox", named) == {"local": {"concurrency": 2}}
+    assert resolve_provider_metadata("sandbox", named) == {"sandbox-api": "local"}
+    assert resolve_provider_config({"local": {}}) == {"local": {}} and resolve_provider_metadata({"local": {}}) == {}
+    with pytest.raises(ValueError, match="'missing' is not defined in the merged config.*Available sandbox configs: 'other', 'sandbox'"):
+        resolve_provider_config("missing", named)
+    with pytest.raises(ValueError, match="exactly one provider key"):
+        resolve_provider_config({"local": {}, "docker": {}})
+    with pytest.raises(TypeError, match="name reference"):
+        resolve_provider_config(3)  # type: ignore[arg-type]
+
+
+def test_the_records_check_what_nemo_gym_checks() -> None:
+    assert SandboxSpec(resources={"cpu": "2", "memory_mib": 512}).resources == SandboxResources(cpu=2.0, memory_mib=512)
+    given: list = ["8080", 22]  # a port from YAML may be text, as NeMo Gym takes it
+    assert SandboxSpec(ports=given).ports == (8080, 22)
+    with pytest.raises(ValueError, match="Unknown sandbox resource keys: ram"):
+        SandboxResources.from_mapping({"ram": 1})
+    for ports, message in (([True], "Invalid sandbox TCP port"), ([0], "between 1 and 65535"), ([80, 80], "Duplicate sandbox TCP port: 80")):
+        with pytest.raises(ValueError, match=message):
+            SandboxSpec(ports=list(ports))
+    assert cpu_cap_env(None) == {} and cpu_cap_env(0.5) == dict.fromkeys(CPU_CAP_ENV_VARS, "1") and cpu_cap_env(4)["OMP_NUM_THREADS"] == "4"
