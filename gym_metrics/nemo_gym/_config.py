@@ -95,15 +95,47 @@ def config_agents(path: Path) -> tuple[str, list[tuple[str, str, Mapping[str, An
     return instance, agents_of(document, instance)
 
 
+class _Document(dict):  # type: ignore[type-arg]
+    """A config's top-level blocks, each with its interpolations resolved (`unresolved`: the
+    blocks that cannot be, and why; an error only when the block is used, as NeMo Gym resolves
+    a server's block when it builds that server)."""
+
+    unresolved: dict[str, str]
+
+
 def _read_yaml(path: Path) -> Any:
+    """The config as NeMo Gym reads it: OmegaConf's YAML (`1e-6` is a float), every block's
+    interpolations resolved against the whole document (`${oc.env:VAR,default}`,
+    `${oc.select:key,default}`, `${other.key}`), as its servers resolve their blocks."""
     import yaml
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     try:
-        return yaml.safe_load(path.read_text())
+        raw = OmegaConf.load(path)
     except FileNotFoundError:
         raise InvalidInputError("config not found", [FieldViolation("config", f"{path}: no such file")]) from None
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, OmegaConfBaseException) as exc:
         raise InvalidInputError("config is not valid YAML", [FieldViolation("config", f"{path}: {exc}")]) from None
+    if not OmegaConf.is_dict(raw):
+        return OmegaConf.to_container(raw)
+    document = _Document()
+    document.unresolved = {}
+    for key in raw:
+        try:
+            value = raw[key]
+            document[str(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        except OmegaConfBaseException as exc:
+            document[str(key)] = OmegaConf.to_container(raw, resolve=False)[key]  # type: ignore[index]
+            document.unresolved[str(key)] = str(exc).splitlines()[0]
+    return document
+
+
+def _resolved(document: Any, block: str, path: Path) -> None:
+    """InvalidInputError when the config's block `block` has an interpolation that cannot be resolved."""
+    why = getattr(document, "unresolved", {}).get(block)
+    if why is not None:
+        raise InvalidInputError("config interpolation failed", [FieldViolation(block, f"{path}: {why}")])
 
 
 def _resources_block(document: Any, name: str | None, path: Path) -> tuple[str, str, dict[str, Any]]:
@@ -123,6 +155,7 @@ def _resources_block(document: Any, name: str | None, path: Path) -> tuple[str, 
         name = next(iter(blocks))
     if name not in blocks:
         raise InvalidInputError("unknown resources server", [FieldViolation("name", f"{name!r} is not in {path}: {', '.join(blocks)}")])
+    _resolved(document, name, path)
     impl, fields = blocks[name]
     return name, impl, fields
 

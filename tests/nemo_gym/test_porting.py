@@ -6,6 +6,7 @@ judge failure masks the rollout, and bad configs get errors naming what is wrong
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,29 @@ def test_a_field_of_the_wrong_type_is_named() -> None:
     assert error.value.violations[0].field == "echo_env.bonus"
     with pytest.raises(InvalidInputError, match="unknown resources server"):
         load_config_server(ECHO, name="nope")
+
+
+def test_interpolations_resolve_as_omegaconf_resolves_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`${oc.env:VAR,default}`, `${oc.select:...}` and references to other keys take their
+    values, as NeMo Gym's servers resolve their blocks (a literal `${...}` string is never a
+    field's value); a block that cannot resolve fails only where it is used, naming why."""
+    shutil.copytree(ECHO.parents[1], tmp_path / "echo_env")
+    config = tmp_path / "echo_env" / "configs" / "echo_env.yaml"
+    config.write_text(
+        "suffix: '?'\n"
+        "echo_env:\n  resources_servers:\n    echo_env:\n      entrypoint: app.py\n"
+        "      expected_suffix: ${oc.select:suffix,'.'}\n      bonus: ${oc.env:GM_TEST_BONUS,1e-6}\n"
+        "unused:\n  key: ${oc.env:GM_TEST_NEVER_SET}\n"
+    )
+    monkeypatch.delenv("GM_TEST_BONUS", raising=False)
+    env = load_config_server(config)
+    assert (env.config.expected_suffix, env.config.bonus) == ("?", 1e-6)
+    monkeypatch.setenv("GM_TEST_BONUS", "0.25")
+    assert load_config_server(config).config.bonus == 0.25
+    config.write_text(config.read_text().replace("${oc.env:GM_TEST_BONUS,1e-6}", "${oc.env:GM_TEST_NEVER_SET}"))
+    with pytest.raises(InvalidInputError) as error:
+        load_config_server(config)
+    assert error.value.violations[0].field == "echo_env" and "GM_TEST_NEVER_SET" in error.value.violations[0].description
 
 
 def test_the_porting_rule_rewrites_imports_and_nothing_else(tmp_path: Path) -> None:
