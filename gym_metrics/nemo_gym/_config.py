@@ -95,7 +95,7 @@ def config_agents(path: Path) -> tuple[str, list[tuple[str, str, Mapping[str, An
     return instance, agents_of(document, instance)
 
 
-class _Document(dict):  # type: ignore[type-arg]
+class _Document(dict[str, Any]):
     """A config's top-level blocks, each with its interpolations resolved (`unresolved`: the
     blocks that cannot be, and why; an error only when the block is used, as NeMo Gym resolves
     a server's block when it builds that server)."""
@@ -117,16 +117,18 @@ def _read_yaml(path: Path) -> Any:
         raise InvalidInputError("config not found", [FieldViolation("config", f"{path}: no such file")]) from None
     except (yaml.YAMLError, OmegaConfBaseException) as exc:
         raise InvalidInputError("config is not valid YAML", [FieldViolation("config", f"{path}: {exc}")]) from None
-    if not OmegaConf.is_dict(raw):
-        return OmegaConf.to_container(raw)
+    plain: Any = OmegaConf.to_container(raw, resolve=False)
+    if not isinstance(plain, dict):
+        return plain
+    resolvable: Any = raw
     document = _Document()
     document.unresolved = {}
-    for key in raw:
+    for key, unresolved in plain.items():
         try:
-            value = raw[key]
+            value = resolvable[key]
             document[str(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
         except OmegaConfBaseException as exc:
-            document[str(key)] = OmegaConf.to_container(raw, resolve=False)[key]  # type: ignore[index]
+            document[str(key)] = unresolved
             document.unresolved[str(key)] = str(exc).splitlines()[0]
     return document
 

@@ -61,14 +61,14 @@ def server_class_name(app: Path) -> str:
 
 def build_server(root: Path, glob: Any, client: Any = None) -> tuple[Any, str]:
     """The resources server of the config `glob` (read_config's) and its instance's name."""
-    from omegaconf import OmegaConf  # type: ignore[import-not-found]
+    from omegaconf import OmegaConf
 
     from nemo_gym.config_types import BaseServerConfig  # type: ignore[import-not-found]  # (the NeMo Gym venv's)
     from nemo_gym.server_utils import ServerClient  # type: ignore[import-not-found]
 
     instance = instance_of(glob)
     impl = next(iter(glob[instance]["resources_servers"]))
-    block = OmegaConf.to_container(glob[instance]["resources_servers"][impl], resolve=True)
+    block: Any = OmegaConf.to_container(glob[instance]["resources_servers"][impl], resolve=True)
     for folder in (root.resolve(), (root / "resources_servers" / impl).resolve()):  # the tree, and the env's own
         sys.path.insert(0, str(folder))  # folder (`python app.py` imports its sibling files bare)
     module = importlib.import_module(f"resources_servers.{impl}.{Path(block['entrypoint']).stem}")
@@ -171,7 +171,7 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
         impl = next(iter(inner))
         module = importlib.import_module(f"responses_api_agents.{impl}.app")
         cls: Any = next(c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__ and issubclass(c, SimpleResponsesAPIAgent))
-        fields = OmegaConf.to_container(inner[impl], resolve=True)
+        fields: Any = OmegaConf.to_container(inner[impl], resolve=True)
         apps[name] = finished_app(cls(config=cls.model_fields["config"].annotation.model_validate(fields | {"name": name}), server_client=client))
     answer_only = answer_only_fields(server)
     responses: list[dict[str, Any]] = []
