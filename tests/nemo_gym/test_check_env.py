@@ -168,3 +168,20 @@ async def test_episodes_that_differ_from_nemo_gyms_are_found(ported: Any, tmp_pa
     report = await check_environment(tmp_path, "math_with_code", rollouts, str(NEMO_PYTHON), episodes=True)
     assert not report.equal and report.rows == 10
     assert any(d.startswith("rows[task ") and ".response.output[" in d for d in report.differences), report.differences[:5]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NEMO_PYTHON, reason="GYM_METRICS_NEMO_PYTHON names no venv with nemo-gym 0.7.0 (the reference tool itself, 1.4 GB)")
+def test_a_sandboxed_tool_checks_equal_to_nemo_gyms_local_provider(ported: Any, tmp_path: Path) -> None:
+    """litmus_agent's code tool on NeMo Gym's `local` provider: NeMo Gym runs the cells on the
+    host, gym-metrics in its sandbox (nemo_gym.sandbox ported); every tool output (a traceback,
+    state kept between calls, a file at /tmp) and reward equal."""
+    data = Path(__file__).parents[1] / "data" / "nemo_gym_sandbox"
+    with zipfile.ZipFile(ported.wheel) as wheel:
+        wheel.extractall(tmp_path, [m for m in wheel.namelist() if m.startswith("resources_servers/litmus_agent/")])
+    (tmp_path / "resources_servers" / "litmus_agent" / "configs" / "litmus_agent_local.yaml").write_text((data / "litmus_agent_local.yaml").read_text())
+    rollouts = str(data / "litmus_agent_rollouts.jsonl")
+    done = _cli("--root", str(tmp_path), "--env", "litmus_agent", "--config", "litmus_agent_local", "--rollouts", rollouts,
+                "--nemo-python", str(NEMO_PYTHON), "--episodes")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "litmus_agent: 5 rows, equal to NeMo Gym's (every row, its trajectory and every metrics key)"

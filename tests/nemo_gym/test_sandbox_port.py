@@ -7,12 +7,18 @@ closed where the host cannot isolate. The records and config resolution as NeMo 
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gym_metrics import ResourcesClient
+from gym_metrics.collector import CollectOptions, collect_async
+from gym_metrics.nemo_gym import load_config_server
 from gym_metrics.nemo_gym.sandbox import (
     AsyncSandbox,
     SandboxCreateError,
@@ -26,6 +32,10 @@ from gym_metrics.nemo_gym.sandbox import (
 )
 from gym_metrics.nemo_gym.sandbox.utils import CPU_CAP_ENV_VARS, cpu_cap_env
 from gym_metrics.sandbox import SandboxUnavailableError
+from gym_metrics.targets import ModelTargetConfig
+from gym_metrics.testing import ScriptedPolicyServer, replayed_script, serve_environment
+
+DATA = Path(__file__).parents[1] / "data" / "nemo_gym_sandbox"
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -146,3 +156,26 @@ def test_the_records_check_what_nemo_gym_checks() -> None:
         with pytest.raises(ValueError, match=message):
             SandboxSpec(ports=list(ports))
     assert cpu_cap_env(None) == {} and cpu_cap_env(0.5) == dict.fromkeys(CPU_CAP_ENV_VARS, "1") and cpu_cap_env(4)["OMP_NUM_THREADS"] == "4"
+
+
+async def test_litmus_agents_code_tool_runs_in_the_sandbox(sandbox: None, ported: Any, tmp_path: Path) -> None:
+    """The wheel's litmus_agent, ported, with its sandbox on the local provider
+    (litmus_agent_local.yaml): its tool replays a session's earlier cells in a driver it puts
+    at /tmp, so state carries from call to call; the answers are NeMo Gym's own (checked
+    against NeMo Gym itself by test_check_env.py where its venv is given)."""
+    folder = ported.folder("litmus_agent")
+    shutil.copy(DATA / "litmus_agent_local.yaml", folder / "configs")
+    server = load_config_server(folder / "configs" / "litmus_agent_local.yaml")
+    rollouts = [json.loads(line) for line in (DATA / "litmus_agent_rollouts.jsonl").read_text().splitlines()]
+    with ScriptedPolicyServer(replayed_script(rollouts)) as policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")
+        async with serve_environment(server) as running, ResourcesClient(running.address) as client:
+            rows = tmp_path / "rows.jsonl"
+            rows.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "response"}) + "\n" for r in rollouts))
+            result = await collect_async(client, rows, tmp_path / "out.jsonl", CollectOptions(target=target))
+    written = {r["expected_answer"]: r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+    outputs = {k: [i["output"] for i in r["response"]["output"] if i["type"] == "function_call_output"] for k, r in written.items()}
+    assert outputs["3"] == ["", "3\n"]  # x kept from the first call
+    assert outputs["18.02"][0].endswith("ZeroDivisionError: division by zero\n") and outputs["18.02"][1] == "True\n"
+    assert outputs["carboxylic acid"] == [outputs["carboxylic acid"][0], "", "10\n"] and "SystemExit: 0" in outputs["carboxylic acid"][0]
+    assert result.tool_calls == 7 and [written[k]["reward"] for k in ("3", "18.02", "true")] == [1.0, 1.0, 1.0]
