@@ -108,8 +108,12 @@ def _read_yaml(path: Path) -> Any:
     interpolations resolved against the whole document (`${oc.env:VAR,default}`,
     `${oc.select:key,default}`, `${other.key}`), as its servers resolve their blocks."""
     import yaml
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        from omegaconf import OmegaConf
+        from omegaconf.errors import OmegaConfBaseException
+    except ImportError:
+        raise InvalidInputError("NeMo Gym configs are read by omegaconf", [FieldViolation("config", "pip install 'gym-metrics[nemo-gym]'")]) from None
 
     try:
         raw = OmegaConf.load(path)
