@@ -106,6 +106,25 @@ def verify_response_model(server: Any) -> Any:
     return None if route is None else route.response_model
 
 
+def verify_route_replaced(server: Any) -> bool:
+    """The app's `/verify` is another endpoint than the server's own `verify` (litmus_agent's
+    wrapper that frees a session's sandbox after scoring): verify then goes through the app,
+    as NeMo Gym's agent posts it."""
+    found = server.__dict__.get("_gm_verify_replaced")
+    if found is None:
+        route = next((r for r in _post_routes(server) if r.path == "/verify"), None)
+        found = server.__dict__["_gm_verify_replaced"] = route is not None and route.endpoint != server.verify
+    return bool(found)
+
+
+async def verify_through_route(server: Any, body: bytes, session: Session | None) -> tuple[int, str]:
+    """(status, body text) of `POST /verify` with `body`, in the rollout's session (a fresh one without)."""
+    from gym_metrics.nemo_gym._asgi import post
+
+    request = _Request.fresh() if session is None else _request_of(session)
+    return await post(app_of(server), "/verify", body, request.session)
+
+
 async def call_route(server: Any, session: Session, name: str, arguments_json: str | bytes) -> tuple[str, bool]:
     """(the body the model reads, whether the status is an error) of `POST /<name>` in the
     session, through the environment's app."""

@@ -29,6 +29,8 @@ from gym_metrics.nemo_gym._routes import (
     _Request,
     _request_of,
     app_of,
+    verify_route_replaced,
+    verify_through_route,
     call_route,
     close_route,
     route_tools,
@@ -221,6 +223,8 @@ class SimpleResourcesServer(BaseModel, _Environment):
     async def run_verify(self, request: Any, session: Optional[Session] = None) -> Any:
         """verify with NeMo Gym's calling conventions and its judge failsafe; `request.session`
         is the rollout's session (a fresh one when the rollout has none)."""
+        if verify_route_replaced(self):
+            return await self._verify_by_route(request, session)
         try:
             if _takes_request(type(self)):
                 http = _Request.fresh() if session is None else _request_of(session)
@@ -230,6 +234,14 @@ class SimpleResourcesServer(BaseModel, _Environment):
         except JudgeError as exc:
             return _judge_failed(request, str(exc)[:2000])
         return self._as_routed(answer)
+
+    async def _verify_by_route(self, request: Any, session: Optional[Session]) -> Any:
+        """verify through the app's own `/verify` route (verify_route_replaced): its answer as
+        the route encoded it; an error status fails the rollout, as it fails NeMo Gym's agent."""
+        status, text = await verify_through_route(self, request.model_dump_json(exclude_unset=True).encode(), session)
+        if status >= 400:
+            raise RuntimeError(f"the environment's /verify route answered {status}: {text[:2000]}")
+        return _Routed.model_validate_json(text)
 
     @functools.cached_property
     def _verify_model(self) -> Any:

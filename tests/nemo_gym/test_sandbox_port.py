@@ -162,7 +162,8 @@ async def test_litmus_agents_code_tool_runs_in_the_sandbox(sandbox: None, ported
     """The wheel's litmus_agent, ported, with its sandbox on the local provider
     (litmus_agent_local.yaml): its tool replays a session's earlier cells in a driver it puts
     at /tmp, so state carries from call to call; the answers are NeMo Gym's own (checked
-    against NeMo Gym itself by test_check_env.py where its venv is given)."""
+    against NeMo Gym itself by test_check_env.py where its venv is given). Its `/verify`
+    route, which wraps verify to free the rollout's sandbox, is the one called."""
     folder = ported.folder("litmus_agent")
     shutil.copy(DATA / "litmus_agent_local.yaml", folder / "configs")
     server = load_config_server(folder / "configs" / "litmus_agent_local.yaml")
@@ -173,6 +174,7 @@ async def test_litmus_agents_code_tool_runs_in_the_sandbox(sandbox: None, ported
             rows = tmp_path / "rows.jsonl"
             rows.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "response"}) + "\n" for r in rollouts))
             result = await collect_async(client, rows, tmp_path / "out.jsonl", CollectOptions(target=target))
+            assert server._sessions == {}  # its /verify route (not verify itself) frees each rollout's sandbox, as under NeMo Gym
     written = {r["expected_answer"]: r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
     outputs = {k: [i["output"] for i in r["response"]["output"] if i["type"] == "function_call_output"] for k, r in written.items()}
     assert outputs["3"] == ["", "3\n"]  # x kept from the first call

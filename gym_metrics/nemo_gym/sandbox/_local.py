@@ -1,8 +1,9 @@
 """NeMo Gym's `local` sandbox provider, run in gym-metrics' sandbox. NeMo Gym's runs each
 command on the host, unconfined, in a workspace folder; this one keeps a small program
 (_shell_driver.py) running in a sandbox of the server's provider (`serve --sandbox-provider`,
-default the local pool, isolation `strict`: no bubblewrap, no sandbox, as everywhere else) and
-runs each command through it. What the commands see is the sandbox's: its own directory as the
+default the local pool, isolation `strict`: no bubblewrap, no sandbox, as everywhere else; one
+pool for every sandbox of the server, at most its `max_open` at once) and runs each command
+through it. What the commands see is the sandbox's: its own directory as the
 workspace and its own /tmp, both kept for the sandbox's life, the system read-only, no network,
 and an environment of the sandbox's variables, the spec's and the call's (none of the server's).
 Its answers are NeMo Gym's: the same result fields, the same timeout result, the same refusal
@@ -117,7 +118,7 @@ class LocalProvider:
         if ignored:
             log.warning("the local sandbox provider ignores %s: commands run in gym-metrics' sandbox on this host's system", ", ".join(ignored))
         if self._provider is None:
-            self._provider = make_provider()  # fails closed (no isolation, no provider) before anything runs
+            self._provider = _Shared.take()  # fails closed (no isolation, no provider) before anything runs
         resources = spec.resources
         assert not isinstance(resources, dict)
         limits = Limits(
@@ -126,9 +127,9 @@ class LocalProvider:
             file_size_mb=READ_BYTES >> 20,
         )  # fmt: skip
         env = {"GM_NEMO_OUTPUT_BYTES": str(OUTPUT_BYTES), "GM_NEMO_READ_BYTES": str(READ_BYTES), **spec.env}
-        run = await self._provider.open(Program(python=_DRIVER, env=env), limits, client="nemo_gym.sandbox")
-        driver = _Driver(run)
         sandbox_id = f"local-{uuid.uuid4().hex[:12]}"
+        run = await self._provider.open(Program(python=_DRIVER, env=env), limits, client=sandbox_id)
+        driver = _Driver(run)
         if spec.workdir:
             try:
                 _raised(await driver.ask({"op": "workspace", "path": spec.workdir}))
@@ -172,4 +173,31 @@ class LocalProvider:
     async def aclose(self) -> None:
         provider, self._provider = self._provider, None
         if provider is not None:
+            await _Shared.give_back(provider)
+
+
+class _Shared:
+    """One gym-metrics provider per event loop for every sandbox of this provider (its launchers
+    shared; at most its `max_open` sandboxes at once, `serve --sandbox-option max_open=N`),
+    closed when the last provider that took it is closed."""
+
+    _held: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Provider, int]] = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def take(cls) -> Provider:
+        loop = asyncio.get_running_loop()
+        provider, users = cls._held.get(loop) or (make_provider(), 0)
+        cls._held[loop] = (provider, users + 1)
+        return provider
+
+    @classmethod
+    async def give_back(cls, provider: Provider) -> None:
+        loop = asyncio.get_running_loop()
+        held, users = cls._held.get(loop, (None, 0))
+        if held is not provider:  # (taken on another loop: its own)
+            await provider.aclose()
+        elif users > 1:
+            cls._held[loop] = (held, users - 1)
+        else:
+            del cls._held[loop]
             await provider.aclose()
