@@ -181,3 +181,22 @@ async def test_litmus_agents_code_tool_runs_in_the_sandbox(sandbox: None, ported
     assert outputs["18.02"][0].endswith("ZeroDivisionError: division by zero\n") and outputs["18.02"][1] == "True\n"
     assert outputs["carboxylic acid"] == [outputs["carboxylic acid"][0], "", "10\n"] and "SystemExit: 0" in outputs["carboxylic acid"][0]
     assert result.tool_calls == 7 and [written[k]["reward"] for k in ("3", "18.02", "true")] == [1.0, 1.0, 1.0]
+
+
+async def test_sandboxes_share_one_bounded_pool(sandbox: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every sandbox takes a place of the server's one pool (`--sandbox-option max_open=N`): past
+    it, a clear busy error; a stopped sandbox frees its place."""
+    from gym_metrics.sandbox import SandboxBusyError
+
+    monkeypatch.setenv("GYM_METRICS_SANDBOX_OPTIONS", '{"max_open": 2}')
+    first, second = [await AsyncSandbox({"local": {}}, SandboxSpec()).start() for _ in range(2)]
+    try:
+        with pytest.raises(SandboxBusyError, match="max_open"):
+            await AsyncSandbox({"local": {}}, SandboxSpec()).start()
+        await first.stop()
+        third = await AsyncSandbox({"local": {}}, SandboxSpec()).start()
+        assert await stdout(third, "echo ok") == "ok\n"
+        await third.stop()
+    finally:
+        await first.stop()
+        await second.stop()

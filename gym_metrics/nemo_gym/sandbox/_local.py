@@ -21,7 +21,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.nemo_gym.sandbox._types import SandboxCreateError, SandboxExecResult, SandboxHandle, SandboxSpec, SandboxStatus
+from gym_metrics.nemo_gym.sandbox._types import SandboxCreateError, SandboxExecResult, SandboxHandle, SandboxResources, SandboxSpec, SandboxStatus
 from gym_metrics.sandbox import Limits, Program, Provider, make_provider
 
 log = logging.getLogger("gym_metrics.nemo_gym.sandbox")
@@ -39,8 +39,9 @@ _EXITED = "the sandbox's program ended (a memory, CPU or lifetime limit, or `sto
 class _Driver:
     """The kept program's pipes: requests out, each answered by its nonce, at once."""
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: Any, provider: Provider) -> None:
         self.run = run
+        self.provider: Provider | None = provider
         self.waiting: dict[bytes, asyncio.Future[dict[str, Any]]] = {}
         self.gone: str | None = None
         self.reader = asyncio.ensure_future(self._read())
@@ -81,8 +82,12 @@ class _Driver:
                 waiter.set_exception(OSError(self.gone))
 
     async def close(self) -> None:
+        """Stop the program, then give its place in the shared pool back (once)."""
         self.reader.cancel()
+        provider, self.provider = self.provider, None
         await self.run.close()
+        if provider is not None:
+            await _Shared.give_back(provider)
 
 
 def _raised(reply: dict[str, Any]) -> None:
@@ -106,7 +111,6 @@ class LocalProvider:
         self._shell = shell
         self._default_timeout_s = default_timeout_s
         self._concurrency = concurrency
-        self._provider: Provider | None = None
 
     def _semaphore(self) -> asyncio.Semaphore:
         """Commands at once over every sandbox of this `concurrency` (NeMo Gym's bound), per loop."""
@@ -117,19 +121,19 @@ class LocalProvider:
         ignored = [name for name, value in (("image", spec.image), ("ttl_s", spec.ttl_s), ("ports", tuple(spec.ports))) if value]
         if ignored:
             log.warning("the local sandbox provider ignores %s: commands run in gym-metrics' sandbox on this host's system", ", ".join(ignored))
-        if self._provider is None:
-            self._provider = _Shared.take()  # fails closed (no isolation, no provider) before anything runs
-        resources = spec.resources
-        assert not isinstance(resources, dict)
+        resources = spec.resources if isinstance(spec.resources, SandboxResources) else SandboxResources.from_mapping(spec.resources)
         limits = Limits(
-            wall_s=float(spec.ttl_s or 24 * 3600), cpu_s=24 * 3600, memory_mb=getattr(resources, "memory_mib", None) or 2048,
-            disk_mb=(getattr(resources, "disk_gib", None) or 1) * 1024, inodes=200_000, processes=256, open_files=1024,
-            file_size_mb=READ_BYTES >> 20,
+            wall_s=float(spec.ttl_s or 24 * 3600), cpu_s=24 * 3600, memory_mb=resources.memory_mib or 2048,
+            disk_mb=(resources.disk_gib or 1) * 1024, inodes=200_000, processes=256, open_files=1024, file_size_mb=READ_BYTES >> 20,
         )  # fmt: skip
         env = {"GM_NEMO_OUTPUT_BYTES": str(OUTPUT_BYTES), "GM_NEMO_READ_BYTES": str(READ_BYTES), **spec.env}
         sandbox_id = f"local-{uuid.uuid4().hex[:12]}"
-        run = await self._provider.open(Program(python=_DRIVER, env=env), limits, client=sandbox_id)
-        driver = _Driver(run)
+        provider = _Shared.take()  # fails closed (no isolation, no provider) before anything runs
+        try:
+            driver = _Driver(await provider.open(Program(python=_DRIVER, env=env), limits, client=sandbox_id), provider)
+        except BaseException:
+            await _Shared.give_back(provider)
+            raise
         if spec.workdir:
             try:
                 _raised(await driver.ask({"op": "workspace", "path": spec.workdir}))
@@ -171,15 +175,13 @@ class LocalProvider:
         await handle.raw.close()
 
     async def aclose(self) -> None:
-        provider, self._provider = self._provider, None
-        if provider is not None:
-            await _Shared.give_back(provider)
+        """Nothing: each sandbox gives its place in the shared pool back when it is closed."""
 
 
 class _Shared:
-    """One gym-metrics provider per event loop for every sandbox of this provider (its launchers
-    shared; at most its `max_open` sandboxes at once, `serve --sandbox-option max_open=N`),
-    closed when the last provider that took it is closed."""
+    """One gym-metrics provider per event loop for every open sandbox (its launchers shared; at
+    most its `max_open` sandboxes at once, `serve --sandbox-option max_open=N`), closed when
+    the last of them is."""
 
     _held: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Provider, int]] = weakref.WeakKeyDictionary()
 
