@@ -78,6 +78,19 @@ async def test_a_timeout_kills_the_command_and_what_it_started(started: AsyncSan
     assert await stdout(started, "pgrep -c sleep || true") == "0\n"
 
 
+async def test_a_command_whose_caller_went_away_is_killed(started: AsyncSandbox) -> None:
+    call = asyncio.ensure_future(started.exec("sleep 30 & sleep 30", timeout_s=60))
+    await asyncio.sleep(0.5)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    for _ in range(50):  # the kill is on its way
+        if await stdout(started, "pgrep -c sleep || true") == "0\n":
+            break
+        await asyncio.sleep(0.1)
+    assert await stdout(started, "pgrep -c sleep || true") == "0\n"
+
+
 async def test_commands_of_one_sandbox_run_at_once(started: AsyncSandbox) -> None:
     begun = time.monotonic()
     results = await asyncio.gather(*(started.exec(f"sleep 1; echo {i}") for i in range(4)))

@@ -52,13 +52,20 @@ class _Driver:
         nonce, data = secrets.token_hex(16).encode(), json.dumps(request).encode()
         answer = self.waiting[nonce] = asyncio.get_running_loop().create_future()
         try:
-            self.run.stdin.write(b"%s %d\n" % (nonce, len(data)) + data)
+            self._send(nonce, data)
             await self.run.stdin.drain()
             return await answer
         except (ConnectionError, RuntimeError) as exc:
             raise OSError(f"{_EXITED}: {exc}") from None
+        except asyncio.CancelledError:  # its caller went away: its command is killed, as NeMo Gym's local provider kills it
+            if request["op"] == "exec" and self.gone is None:
+                self._send(secrets.token_hex(16).encode(), json.dumps({"op": "kill", "nonce": nonce.decode()}).encode())
+            raise
         finally:
             self.waiting.pop(nonce, None)
+
+    def _send(self, nonce: bytes, data: bytes) -> None:
+        self.run.stdin.write(b"%s %d\n" % (nonce, len(data)) + data)
 
     async def _read(self) -> None:
         most = 8 * max(OUTPUT_BYTES, READ_BYTES // 4) + 4096

@@ -4,7 +4,8 @@ stdin, each `NONCE SIZE\\n` then SIZE bytes of JSON, and answers each on stdout 
 carrying its nonce: `exec` runs a shell command (its own session, stdin empty, stdout and
 stderr kept to their first GM_NEMO_OUTPUT_BYTES; at its timeout, which its output's end must
 also meet, its process group is killed), `write` and `read` move a file, `workspace` makes a
-directory the one relative paths start from (the spec's workdir, as NeMo Gym's). Requests run at once, each
+directory the one relative paths start from (the spec's workdir, as NeMo Gym's), `kill` stops
+the command of an `exec` whose caller went away. Requests run at once, each
 in a thread, as NeMo Gym's local provider runs a sandbox's commands. Relative paths start from the
 workspace, at first the sandbox's own directory; the commands never see the protocol's pipes."""
 
@@ -29,6 +30,7 @@ os.set_inheritable(replies.fileno(), False)
 BASE_ENV = dict(os.environ)
 WORKSPACE = os.getcwd()
 lock = threading.Lock()
+running: dict[bytes, subprocess.Popen[bytes]] = {}  # nonce -> the process of an exec request still running
 
 
 def where(path):
@@ -46,7 +48,7 @@ def drain(pipe, kept):
         total += len(chunk)
 
 
-def run(request):
+def run(nonce, request):
     try:
         process = subprocess.Popen(
             [request["shell"], "-c", request["command"]], cwd=where(request.get("cwd") or WORKSPACE),
@@ -55,6 +57,7 @@ def run(request):
         )
     except OSError as exc:
         return {"raise": type(exc).__name__, "message": str(exc)}
+    running[nonce] = process
     out: list[bytes] = []
     err: list[bytes] = []
     readers = [threading.Thread(target=drain, args=(process.stdout, out)), threading.Thread(target=drain, args=(process.stderr, err))]
@@ -76,15 +79,24 @@ def run(request):
         process.wait()
         for reader in readers:
             reader.join(5.0)
+    running.pop(nonce, None)
     text = lambda parts: b"".join(parts).decode(errors="replace")  # noqa: E731
     return {"stdout": text(out), "stderr": text(err), "return_code": process.returncode, "timed_out": timed_out}
 
 
-def handle(request):
+def handle(nonce, request):
     op = request["op"]
     try:
         if op == "exec":
-            return run(request)
+            return run(nonce, request)
+        if op == "kill":  # its caller went away: the command and what it started
+            process = running.get(request["nonce"].encode())
+            if process is not None:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            return {}
         path = where(request["path"])
         if op == "workspace":
             global WORKSPACE
@@ -108,7 +120,7 @@ def handle(request):
 
 
 def answer(nonce, request):
-    data = json.dumps(handle(request)).encode()
+    data = json.dumps(handle(nonce, request)).encode()
     with lock:
         replies.write(b"%s %d\n" % (nonce, len(data)) + data)
         replies.flush()
