@@ -110,6 +110,8 @@ def serve_process(
             if found or not line:
                 break
         assert found, f"serve did not start: {line}"
+        # the rest of its stderr drained: a full pipe would block the server's next log line (and the test with it)
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
         yield found.group(1)
     finally:
         proc.terminate()

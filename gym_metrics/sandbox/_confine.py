@@ -92,13 +92,11 @@ def mount_run_tmp(path: str, uid: int | None, disk_mb: int, inodes: int) -> None
     directory (`path`, mounted already) is bound back at its place when /tmp covers it."""
     kept = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={disk_mb}m,nr_inodes={inodes},mode=0755")
+        owner = f",uid={uid},gid={uid}" if uid is not None else ""
+        _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={disk_mb}m,nr_inodes={inodes},mode=0700{owner}")
         if os.path.commonpath(["/tmp", path]) == "/tmp":
-            os.makedirs(path, 0o755)
+            os.makedirs(path, 0o755)  # (root's, searchable: the run's user reaches its directory)
             _mount(f"/proc/self/fd/{kept}", path, None, _MS_BIND)
-        if uid is not None:
-            os.chown("/tmp", uid, uid)
-        os.chmod("/tmp", 0o700)
     finally:
         os.close(kept)
 
