@@ -85,20 +85,39 @@ def mount_run_directory(path: str, uid: int | None, disk_mb: int, inodes: int) -
         os.close(staged)
 
 
-def mount_run_tmp(path: str, uid: int | None, disk_mb: int, inodes: int) -> None:
+def mount_run_tmp(uid: int | None, disk_mb: int, inodes: int) -> None:
     """/tmp of the run's own (programs write there by absolute path: compilers, tempfile
     without TMPDIR, NeMo Gym's sandboxed tools), bounded like its directory and gone with its
-    mount namespace; the launcher's /tmp under it is an empty one no run may write. The run's
-    directory (`path`, mounted already) is bound back at its place when /tmp covers it."""
-    kept = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    mount namespace; the launcher's /tmp under it is an empty one no run may write. What is
+    mounted below /tmp (the run's directory, and the interpreter and launcher of a checkout
+    that lives there) is bound back at its place, with what is mounted below it and as it was
+    (read-only stays read-only)."""
+    kept = [(point, os.open(point, os.O_PATH)) for point in _mounts_below("/tmp")]
     try:
         owner = f",uid={uid},gid={uid}" if uid is not None else ""
         _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={disk_mb}m,nr_inodes={inodes},mode=0700{owner}")
-        if os.path.commonpath(["/tmp", path]) == "/tmp":
-            os.makedirs(path, 0o755)  # (root's, searchable: the run's user reaches its directory)
-            _mount(f"/proc/self/fd/{kept}", path, None, _MS_BIND)
+        for point, fd in kept:
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                os.makedirs(point, 0o755)  # (root's, searchable: the run's user reaches what is below)
+            else:
+                os.makedirs(os.path.dirname(point), 0o755, exist_ok=True)
+                os.close(os.open(point, os.O_CREAT | os.O_WRONLY, 0o644))
+            _mount(f"/proc/self/fd/{fd}", point, None, _MS_BIND | _MS_REC)
     finally:
-        os.close(kept)
+        for _, fd in kept:
+            os.close(fd)
+
+
+def _mounts_below(root: str) -> list[str]:
+    """The outermost mount points strictly below `root` (each with its own below it), from
+    /proc/self/mountinfo, in the order they were mounted."""
+    points: list[str] = []
+    with open("/proc/self/mountinfo", "rb") as info:
+        for line in info:
+            point = line.split()[4].decode().encode().decode("unicode_escape")  # (spaces as \040)
+            if point.startswith(root.rstrip("/") + "/") and not any(point == p or point.startswith(p + "/") for p in points):
+                points.append(point)
+    return points
 
 
 def _copy_tree(source_fd: int, target: str, uid: int | None) -> None:

@@ -252,7 +252,7 @@ def _serve_job(job: dict, fds: list[int], confined: bool, prepared: Prepared) ->
             group.limit(job["memory_mb"], job["processes"])
         if error is None and confined:  # its directory, in its own mount namespace, before anything of the run exists
             _confine.mount_run_directory(job["cwd"], job.get("uid"), job["disk_mb"], job["inodes"])
-            _confine.mount_run_tmp(job["cwd"], job.get("uid"), job["disk_mb"], job["inodes"])
+            _confine.mount_run_tmp(job.get("uid"), job["disk_mb"], job["inodes"])
     except OSError as exc:
         error = f"cannot confine the run: {exc}"
     if error is not None:

@@ -18,17 +18,10 @@ import sys
 import threading
 import time
 
-CAP = int(os.environ.pop("GM_NEMO_OUTPUT_BYTES"))
-READ_CAP = int(os.environ.pop("GM_NEMO_READ_BYTES"))
-requests = os.fdopen(os.dup(0), "rb")
-replies = os.fdopen(os.dup(1), "wb")
-null = os.open(os.devnull, os.O_RDWR)
-os.dup2(null, 0)
-os.dup2(null, 1)
-os.set_inheritable(requests.fileno(), False)
-os.set_inheritable(replies.fileno(), False)
-BASE_ENV = dict(os.environ)
-WORKSPACE = os.getcwd()
+CAP = READ_CAP = 0
+BASE_ENV: dict[str, str] = {}
+WORKSPACE = ""
+replies = sys.stdout.buffer
 lock = threading.Lock()
 running: dict[bytes, subprocess.Popen[bytes]] = {}  # nonce -> the process of an exec request still running
 
@@ -126,11 +119,25 @@ def answer(nonce, request):
         replies.flush()
 
 
-while True:
-    header = requests.readline()
-    if not header:
-        break
-    nonce, size = header.split()
-    request = json.loads(requests.read(int(size)))
-    threading.Thread(target=answer, args=(nonce, request), daemon=True).start()
-sys.exit(0)
+def main():
+    """Take the protocol's pipes for itself (the commands get /dev/null), then serve requests."""
+    global CAP, READ_CAP, BASE_ENV, WORKSPACE, replies
+    CAP = int(os.environ.pop("GM_NEMO_OUTPUT_BYTES"))
+    READ_CAP = int(os.environ.pop("GM_NEMO_READ_BYTES"))
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    BASE_ENV, WORKSPACE = dict(os.environ), os.getcwd()
+    while True:
+        header = requests.readline()
+        if not header:
+            return
+        nonce, size = header.split()
+        request = json.loads(requests.read(int(size)))
+        threading.Thread(target=answer, args=(nonce, request), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()
