@@ -162,6 +162,9 @@ def run(ns: argparse.Namespace) -> int:
         os.environ[ISOLATION_ENV] = ns.sandbox_isolation
     _choose_sandbox_provider(ns.sandbox_provider, ns.sandbox_option)
 
+    for flag in ("tls_cert", "tls_key"):  # read after a NeMo Gym config's server moved into its folder
+        if getattr(ns, flag):
+            setattr(ns, flag, os.path.abspath(getattr(ns, flag)))
     env = _environment(ns)  # fail fast with a clear message, before binding
     token = server_token(ns)
     if bool(ns.tls_cert) != bool(ns.tls_key):
@@ -216,10 +219,13 @@ def _environment(ns: argparse.Namespace) -> Any:
             raise InvalidInputError("--openenv-action is for an OpenEnv environment", [FieldViolation("--openenv-action", f"{target} is not one")])
         return found
     from gym_metrics.environments import resolve_server
-    from gym_metrics.nemo_gym import load_config_server
+    from gym_metrics.nemo_gym import environment_folder, load_config_server
 
     servers = dict(_model_server(*_pair(item, "--server")) for item in ns.server)
     server_class = None if target.endswith((".yaml", ".yml")) else resolve_server(target)
+    config = Path(config).resolve()
+    if config.is_file():  # (else the loader's own error names it)
+        os.chdir(environment_folder(config))  # as NeMo Gym's launcher runs it: relative paths start at the environment's folder
     return load_config_server(
         config, name=ns.name, overrides=ns.set, servers=servers, host=ns.host, port=ns.port, server_class=server_class
     )  # fmt: skip

@@ -33,7 +33,16 @@ def config_agents(path: Any) -> tuple[str, list[tuple[str, str, Any]]]:
     return read(path)
 
 
-__all__ = ["PARENT_DIR", "config_agents", "config_file", "load_config_server"]
+def environment_folder(config: Any) -> Any:
+    """The folder NeMo Gym's launcher runs a config's server in (`cd` there, then `python
+    app.py`): the one holding configs/, where the entrypoint is and where the environment's
+    relative paths (a prompt template, a data file) start. `serve` and `check-env` run there."""
+    from pathlib import Path
+
+    return Path(config).resolve().parent.parent
+
+
+__all__ = ["PARENT_DIR", "config_agents", "config_file", "environment_folder", "load_config_server"]
 
 
 _UNDER_PARENT = {"CACHE_DIR": "cache", "RESULTS_DIR": "results"}

@@ -66,8 +66,10 @@ def build_server(root: Path, glob: Any, client: Any = None) -> tuple[Any, str]:
     from nemo_gym.config_types import BaseServerConfig  # type: ignore[import-not-found]  # (the NeMo Gym venv's)
     from nemo_gym.server_utils import ServerClient  # type: ignore[import-not-found]
 
+    root = root.resolve()
     instance = instance_of(glob)
     impl = next(iter(glob[instance]["resources_servers"]))
+    os.chdir(root / "resources_servers" / impl)  # NeMo Gym's launcher: `cd` to the server's folder, then `python app.py`
     block: Any = OmegaConf.to_container(glob[instance]["resources_servers"][impl], resolve=True)
     for folder in (root.resolve(), (root / "resources_servers" / impl).resolve()):  # the tree, and the env's own
         sys.path.insert(0, str(folder))  # folder (`python app.py` imports its sibling files bare)
@@ -244,6 +246,7 @@ def main() -> int:
     parser.add_argument("--episodes", action="store_true")
     parser.add_argument("--policy-port", type=int)
     args = parser.parse_args()
+    args.root, args.rows, args.out = args.root.resolve(), args.rows.resolve(), args.out.resolve()  # (the server runs in its own folder)
     if args.episodes:
         rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
         done = run_episodes(args.root, config_file(args.root, args.env, args.config), rows, args.policy_port)

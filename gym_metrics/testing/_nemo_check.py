@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import math
 import subprocess
 import tempfile
@@ -198,7 +199,13 @@ async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path
 
     tree = work / "resources_servers"
     port_environment(root / "resources_servers" / env, tree / env)
-    server = await start_server(load_config_server(config_file(work, env, config)), ServerConfig(port=0, log_requests=False))
+    here = os.getcwd()
+    os.chdir(tree / env)  # the environment's folder, where NeMo Gym's launcher runs it (its relative paths start there)
+    try:
+        server = await start_server(load_config_server(config_file(work, env, config)), ServerConfig(port=0, log_requests=False))
+    except BaseException:
+        os.chdir(here)
+        raise
     try:
         async with ResourcesClient(server.address) as client:
             options = CollectOptions(target=target) if target is not None else CollectOptions(reverify=True)  # rows that carry a reward too
@@ -212,6 +219,7 @@ async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path
                 metrics_path = (await collect_async(client, kept, work / "kept_run.jsonl", CollectOptions())).metrics_path
     finally:
         await server.stop(0)
+        os.chdir(here)
     return out, json.loads(metrics_path.read_text())
 
 

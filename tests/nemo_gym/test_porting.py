@@ -124,6 +124,50 @@ def test_interpolations_resolve_as_omegaconf_resolves_them(tmp_path: Path, monke
     assert error.value.violations[0].field == "echo_env" and "GM_TEST_NEVER_SET" in error.value.violations[0].description
 
 
+FILE_ENV = """
+from pathlib import Path
+
+from gym_metrics.nemo_gym.base_resources_server import BaseResourcesServerConfig, BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
+
+
+class FileConfig(BaseResourcesServerConfig):
+    expected_fpath: str = "prompts/expected.txt"
+
+
+class FileServer(SimpleResourcesServer):
+    config: FileConfig
+
+    def model_post_init(self, context: object) -> None:
+        self._first = Path(self.config.expected_fpath).read_text()  # at start-up
+
+    async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
+        expected = Path(self.config.expected_fpath).read_text()  # and while serving
+        return BaseVerifyResponse(**body.model_dump(), reward=float(body.response.output_text == expected == self._first))
+"""
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+async def test_serve_runs_the_environment_in_its_folder(tmp_path: Path, workers: str) -> None:
+    """NeMo Gym's launcher starts a server in its environment's folder (`cd`, then `python
+    app.py`), so environments open their files by paths relative to it (terminus_judge's prompt
+    template): `serve CONFIG` started anywhere runs it there too."""
+    from _transport_helpers import serve_process
+
+    env = tmp_path / "resources_servers" / "file_env"
+    (env / "configs").mkdir(parents=True)
+    (env / "prompts").mkdir()
+    (env / "app.py").write_text(FILE_ENV)
+    (env / "prompts" / "expected.txt").write_text("yes!")
+    (env / "configs" / "file_env.yaml").write_text("file_env:\n  resources_servers:\n    file_env:\n      entrypoint: app.py\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    relative = Path("..") / "resources_servers" / "file_env" / "configs" / "file_env.yaml"  # given relative to where serve starts
+    with serve_process(str(relative), "--workers", workers, cwd=elsewhere) as address:
+        async with ResourcesClient(address) as client:
+            rewards = [(await client.verify(rollout(answer)))["reward"] for answer in ("yes!", "no")]
+    assert rewards == [1.0, 0.0]
+
+
 def test_the_porting_rule_rewrites_imports_and_nothing_else(tmp_path: Path) -> None:
     source = (
         "import nemo_gym\nfrom nemo_gym.base_resources_server import SimpleResourcesServer\n"
