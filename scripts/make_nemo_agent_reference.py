@@ -290,9 +290,15 @@ def argument_comparison_rollouts(wheel: Path, env: str) -> list[dict[str, Any]]:
 
 
 DERIVED = {"single_step_tool_use_with_argument_comparison": argument_comparison_rollouts}
+SANDBOX_DATA = ROOT / "tests" / "data" / "nemo_gym_sandbox"
+CONFIGS = {"litmus_agent": SANDBOX_DATA / "litmus_agent_local.yaml"}
+"""Environments recorded under a config of ours, put into the wheel's configs/ first:
+litmus_agent with its code tool on NeMo Gym's `local` provider (its own: OpenSandbox)."""
+REPLAYED_FROM = {"litmus_agent": SANDBOX_DATA / "litmus_agent_rollouts.jsonl"}
+"""Environments whose policy replays rollouts of ours (litmus_agent's example rows call no tool)."""
 """Environments whose scripted policy replays rollouts made from their example rows (prompts too
 long to list; replayed_script asks each at the step its input is at)."""
-ENVS = [*POLICIES, *DERIVED, *REPLAYED]
+ENVS = [*POLICIES, *DERIVED, *REPLAYED, *REPLAYED_FROM]
 
 
 REPLAY_CHILD = """
@@ -325,6 +331,8 @@ def _last_user_text(given: Any) -> str:
 def policy_of(wheel: Path, env: str, policy_python: str) -> dict[str, list[dict[str, Any]]]:
     if env in POLICIES:
         return POLICIES[env]
+    if env in REPLAYED_FROM:
+        return replay_policy(REPLAYED_FROM[env], policy_python)
     if env not in DERIVED:
         return replay_policy(wheel / "resources_servers" / env / "data" / "example_rollouts.jsonl", policy_python)
     with tempfile.TemporaryDirectory() as tmp:
@@ -459,7 +467,11 @@ class Episodes:
         from nemo_gym.config_types import BaseServerConfig
         from nemo_gym.server_utils import ServerClient
 
-        self.env = Env(wheel, name)
+        staged = None
+        if name in CONFIGS:  # ours, beside the env's own configs
+            staged = wheel / "resources_servers" / name / "configs" / CONFIGS[name].name
+            staged.write_text(CONFIGS[name].read_text(encoding="utf-8"), encoding="utf-8")
+        self.env = Env(wheel, name, staged)
         self.sockets = {"resources": bound_socket(), "agent": bound_socket()}
         port = {k: s.getsockname()[1] for k, s in self.sockets.items()}
         glob: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(self.env.config_file), resolve=True)  # type: ignore[assignment]

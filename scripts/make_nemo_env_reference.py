@@ -141,7 +141,8 @@ def server_class_name(app: Path) -> str:
 class Env:
     """One environment's server instance, built from its YAML as NeMo Gym's launcher builds it."""
 
-    def __init__(self, wheel: Path, env: str) -> None:
+    def __init__(self, wheel: Path, env: str, config_file: Path | None = None) -> None:
+        """`config_file`: one of the env's configs/ other than the one NeMo Gym's launcher picks."""
         import importlib
 
         from omegaconf import OmegaConf
@@ -149,7 +150,7 @@ class Env:
         from nemo_gym.config_types import BaseServerConfig
         from nemo_gym.server_utils import ServerClient
 
-        self.env, self.config_file = env, config_path(wheel, env)
+        self.env, self.config_file = env, config_file or config_path(wheel, env)
         glob = OmegaConf.load(self.config_file)
         self.instance = next(k for k, v in glob.items() if hasattr(v, "keys") and "resources_servers" in v)
         impl_key, block = next(iter(glob[self.instance]["resources_servers"].items()))

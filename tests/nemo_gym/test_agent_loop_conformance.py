@@ -11,7 +11,9 @@ example_tool_call_multireward and xlam_fc one that replays the model turns of th
 data/example_rollouts.jsonl; math_with_code (a Python process a session: calls of one turn that
 depend on each other) and citation_if (a catch-all route answering in plain text, max_steps 1);
 single_step_tool_use_with_argument_comparison, whose config runs it with NeMo Gym's
-tool_simulation_agent (one policy call, no tool run, no session). Every rollout's trajectory
+tool_simulation_agent (one policy call, no tool run, no session); litmus_agent, its code tool on
+NeMo Gym's `local` sandbox provider (NeMo Gym ran the cells on the host; here they run in
+gym-metrics' sandbox, state carried between calls by replayed cells). Every rollout's trajectory
 (items and order, every tool output's text), usage and reward, and every key of the metrics
 file equal NeMo Gym's; over the chat API every item's type, tool name, arguments, output and
 text, and the reward. NeMo RL's door (`serve --agent-http-port`, POST /run) answers each row as
@@ -35,12 +37,15 @@ from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_enviro
 sys.path.insert(0, str(Path(__file__).parents[1] / "aggregate"))
 from test_nemo_conformance import compare_files  # noqa: E402
 
-from _ci import need_module  # noqa: E402
+from _ci import need_module, need_sandbox  # noqa: E402
 
 DATA = Path(__file__).parents[1] / "data" / "nemo_gym_agent"
 ENVS = ["example_session_state_mgmt", "example_single_tool_call", "example_multi_step", "example_tool_call_multireward", "xlam_fc",
         "math_advanced_calculations", "workplace_assistant", "indirect_prompt_injection", "math_with_code", "citation_if",
-        "single_step_tool_use_with_argument_comparison"]  # fmt: skip
+        "single_step_tool_use_with_argument_comparison", "litmus_agent"]  # fmt: skip
+CONFIGS = {"litmus_agent": Path(__file__).parents[1] / "data" / "nemo_gym_sandbox" / "litmus_agent_local.yaml"}
+"""Environments recorded under a config of ours (make_nemo_agent_reference.CONFIGS): litmus_agent's
+code tool on NeMo Gym's `local` provider, here in gym-metrics' sandbox (bubblewrap needed)."""
 PACKAGES = {
     "workplace_assistant": ("pandas", "pip install pandas==3.1.1, the version its reference was recorded with: its tools keep their databases in it"),
     "math_with_code": ("pandas", "pip install pandas==3.1.1: its module imports it (the model's code may use it)"),
@@ -68,6 +73,9 @@ def environment(env: str, ported: Any) -> Any:
         need_module(*PACKAGES[env])
     meta = json.loads((DATA / env / "meta.json").read_text())
     config = ported.folder(env) / "configs" / Path(meta["config_file"]).name
+    if env in CONFIGS:
+        need_sandbox()
+        config.write_text(CONFIGS[env].read_text())
     return load_config_server(config, name=meta["resources_server_instance"])
 
 
