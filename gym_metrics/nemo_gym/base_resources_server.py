@@ -39,7 +39,7 @@ from gym_metrics.nemo_gym._routes import (
 )
 from gym_metrics.nemo_gym.config_types import BaseRunServerInstanceConfig
 from gym_metrics.nemo_gym.episode_types import EpisodeId, TaskId
-from gym_metrics.nemo_gym.judge import JudgeError
+from gym_metrics.nemo_gym.judge import JudgeError, judge_failed_row
 from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from gym_metrics.nemo_gym.server_utils import SESSION_ID_KEY, ServerClient
 
@@ -233,6 +233,8 @@ class SimpleResourcesServer(BaseModel, _Environment):
                 answer = await self.verify(request)
         except JudgeError as exc:
             return _judge_failed(request, str(exc)[:2000])
+        if hasattr(answer, "body") and hasattr(answer, "media_type"):  # a Response (a verify decorated with judge_failsafe)
+            return _Routed.model_validate_json(answer.body)
         return self._as_routed(answer)
 
     async def _verify_by_route(self, request: Any, session: Optional[Session]) -> Any:
@@ -340,18 +342,7 @@ class _JudgeFailed(BaseModel):
 
 
 def _judge_failed(request: BaseModel, error: str) -> _JudgeFailed:
-    data = request.model_dump()
-    instance_config = data.get("instance_config")
-    data |= {
-        "reward": 0.0,
-        "mask_sample": True,
-        "failure_kind": "judge_failed",
-        "failure_reason": error,
-        "instance_config": {**(instance_config if isinstance(instance_config, dict) else {}), "mask_sample": True},
-        "_ng_failure_class": "judge_failed",
-        "_ng_failure_judge_error": error,
-    }
-    return _JudgeFailed.model_validate(data)
+    return _JudgeFailed.model_validate(judge_failed_row(request.model_dump(), error))
 
 
 __all__ = [

@@ -47,14 +47,40 @@ async def call_judge(
 
 
 def judge_failsafe(verify: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """`verify` as it is: gym-metrics applies the judge failsafe to every ported verify itself
-    (SimpleResourcesServer.run_verify), so an environment that wraps its own keeps one."""
+    """`verify` with NeMo Gym's route failsafe: a JudgeError becomes the judge-failed row (reward
+    0, masked, `failure_kind` judge_failed, the request's fields kept) as a JSON answer, where
+    an environment puts its own `/verify` route (litmus_agent). Its `verify` method, when
+    gym-metrics calls it directly, gets the same failsafe from SimpleResourcesServer.run_verify."""
 
     @functools.wraps(verify)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return await verify(*args, **kwargs)
+        try:
+            return await verify(*args, **kwargs)
+        except JudgeError as exc:
+            from fastapi.encoders import jsonable_encoder
+            from fastapi.responses import JSONResponse
+
+            body = kwargs.get("body") or next((a for a in (*kwargs.values(), *args) if hasattr(a, "model_dump") and hasattr(a, "response")), None)
+            if body is None:
+                raise RuntimeError("judge_failsafe: could not locate the verify request body") from exc
+            return JSONResponse(content=jsonable_encoder(judge_failed_row(body.model_dump(), str(exc)[:2000])))
 
     return wrapper
 
 
-__all__ = ["JudgeError", "call_judge", "judge_failsafe", "reraise_judge_errors"]
+def judge_failed_row(request: dict[str, Any], error: str) -> dict[str, Any]:
+    """A verify request's fields with NeMo Gym's judge-failure marks: scored 0 and masked (the
+    failures sidecar's row), `instance_config.mask_sample` too for older NeMo RL readers."""
+    instance_config = request.get("instance_config")
+    return request | {
+        "reward": 0.0,
+        "mask_sample": True,
+        "failure_kind": "judge_failed",
+        "failure_reason": error,
+        "instance_config": {**(instance_config if isinstance(instance_config, dict) else {}), "mask_sample": True},
+        "_ng_failure_class": "judge_failed",
+        "_ng_failure_judge_error": error,
+    }
+
+
+__all__ = ["JudgeError", "call_judge", "judge_failed_row", "judge_failsafe", "reraise_judge_errors"]

@@ -168,6 +168,52 @@ async def test_serve_runs_the_environment_in_its_folder(tmp_path: Path, workers:
     assert rewards == [1.0, 0.0]
 
 
+JUDGED_ENV = """
+from gym_metrics.nemo_gym.base_resources_server import BaseResourcesServerConfig, BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
+from gym_metrics.nemo_gym.judge import JudgeError, judge_failsafe
+
+
+class JudgedServer(SimpleResourcesServer):
+    config: BaseResourcesServerConfig
+    routed: int = 0
+
+    def setup_webserver(self):
+        app = super().setup_webserver()  # its own /verify in place of the base one, as litmus_agent's
+        app.router.routes = [r for r in app.router.routes if getattr(r, "path", None) != "/verify"]
+        app.post("/verify")(judge_failsafe(self.verify_and_count))
+        return app
+
+    async def verify_and_count(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
+        self.routed += 1
+        return await self.verify(body)
+
+    async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
+        if body.response.output_text == "judge down":
+            raise JudgeError("HTTP 503 from the judge")
+        return BaseVerifyResponse(**body.model_dump(), reward=1.0)
+"""
+
+
+async def test_an_environments_own_verify_route_is_the_one_called(tmp_path: Path) -> None:
+    """An environment that puts its own endpoint at `/verify` (litmus_agent frees a rollout's
+    sandbox there) has it called, as NeMo Gym's agent posts to it; its `judge_failsafe` answers
+    a failed judge with NeMo Gym's masked row."""
+    env = tmp_path / "resources_servers" / "judged_env"
+    (env / "configs").mkdir(parents=True)
+    (env / "app.py").write_text(JUDGED_ENV)
+    (env / "configs" / "judged_env.yaml").write_text("judged_env:\n  resources_servers:\n    judged_env:\n      entrypoint: app.py\n")
+    environment = load_config_server(env / "configs" / "judged_env.yaml")
+    server = await start_server(environment, ServerConfig(port=0, log_requests=False))
+    try:
+        async with ResourcesClient(server.address) as client:
+            fine, down = [await client.verify(rollout(answer)) for answer in ("yes!", "judge down")]
+    finally:
+        await server.stop(0)
+    assert environment.routed == 2
+    assert (fine["reward"], fine.get("failure_kind"), fine["mask_sample"]) == (1.0, None, False)
+    assert (down["reward"], down["mask_sample"], down["failure_kind"], down["failure_reason"]) == (0.0, True, "judge_failed", "HTTP 503 from the judge")
+
+
 def test_the_porting_rule_rewrites_imports_and_nothing_else(tmp_path: Path) -> None:
     source = (
         "import nemo_gym\nfrom nemo_gym.base_resources_server import SimpleResourcesServer\n"
