@@ -71,7 +71,7 @@ def build_server(root: Path, glob: Any, client: Any = None) -> tuple[Any, str]:
     impl = next(iter(glob[instance]["resources_servers"]))
     os.chdir(root / "resources_servers" / impl)  # NeMo Gym's launcher: `cd` to the server's folder, then `python app.py`
     block: Any = OmegaConf.to_container(glob[instance]["resources_servers"][impl], resolve=True)
-    for folder in (root.resolve(), (root / "resources_servers" / impl).resolve()):  # the tree, and the env's own
+    for folder in (root, root / "resources_servers" / impl):  # the tree, and the env's own
         sys.path.insert(0, str(folder))  # folder (`python app.py` imports its sibling files bare)
     module = importlib.import_module(f"resources_servers.{impl}.{Path(block['entrypoint']).stem}")
     cls = getattr(module, server_class_name(root / "resources_servers" / impl / block["entrypoint"]))

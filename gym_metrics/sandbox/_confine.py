@@ -22,6 +22,7 @@ import errno
 import fcntl
 import os
 import platform
+import re
 import shutil
 import socket
 import stat
@@ -114,7 +115,7 @@ def _mounts_below(root: str) -> list[str]:
     points: list[str] = []
     with open("/proc/self/mountinfo", "rb") as info:
         for line in info:
-            point = line.split()[4].decode().encode().decode("unicode_escape")  # (spaces as \040)
+            point = os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), line.split()[4]))  # (mountinfo writes a space as \040)
             if point.startswith(root.rstrip("/") + "/") and not any(point == p or point.startswith(p + "/") for p in points):
                 points.append(point)
     return points

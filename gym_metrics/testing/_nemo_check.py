@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import math
+import os
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -203,22 +203,20 @@ async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path
     os.chdir(tree / env)  # the environment's folder, where NeMo Gym's launcher runs it (its relative paths start there)
     try:
         server = await start_server(load_config_server(config_file(work, env, config)), ServerConfig(port=0, log_requests=False))
-    except BaseException:
-        os.chdir(here)
-        raise
-    try:
-        async with ResourcesClient(server.address) as client:
-            options = CollectOptions(target=target) if target is not None else CollectOptions(reverify=True)  # rows that carry a reward too
-            result = await collect_async(client, rows, work / "run.jsonl", options)
-            written = [work / "run.jsonl", work / "run_failures.jsonl"]
-            out = [json.loads(line) for path in written if path.exists() for line in path.read_text().splitlines() if line.strip()]
-            metrics_path = result.metrics_path
-            if any("_gm_error" in r for r in out):  # NeMo Gym's collection scores the rows that did not fail, alone
-                kept = work / "kept.jsonl"
-                kept.write_text("".join(json.dumps(r) + "\n" for r in out if "_gm_error" not in r and not r.get("_ng_failure_class")))
-                metrics_path = (await collect_async(client, kept, work / "kept_run.jsonl", CollectOptions())).metrics_path
+        try:
+            async with ResourcesClient(server.address) as client:
+                options = CollectOptions(target=target) if target is not None else CollectOptions(reverify=True)  # rows that carry a reward too
+                result = await collect_async(client, rows, work / "run.jsonl", options)
+                written = [work / "run.jsonl", work / "run_failures.jsonl"]
+                out = [json.loads(line) for path in written if path.exists() for line in path.read_text().splitlines() if line.strip()]
+                metrics_path = result.metrics_path
+                if any("_gm_error" in r for r in out):  # NeMo Gym's collection scores the rows that did not fail, alone
+                    kept = work / "kept.jsonl"
+                    kept.write_text("".join(json.dumps(r) + "\n" for r in out if "_gm_error" not in r and not r.get("_ng_failure_class")))
+                    metrics_path = (await collect_async(client, kept, work / "kept_run.jsonl", CollectOptions())).metrics_path
+        finally:
+            await server.stop(0)
     finally:
-        await server.stop(0)
         os.chdir(here)
     return out, json.loads(metrics_path.read_text())
 
