@@ -139,12 +139,13 @@ async def probe_env(env_dir: Path) -> list[dict[str, Any]]:
     from gym_metrics.nemo_gym import load_config_server
 
     results = []
+    env_dir = env_dir.resolve()  # (the server runs in its folder, as `serve` runs it)
     configs = sorted((env_dir / "configs").glob("*.yaml")) + sorted((env_dir / "configs").glob("*.yml"))
     for config in configs:
         for name in _resource_blocks(config):
             result: dict[str, Any] = {"config": config.name, "name": name}
             try:
-                server = load_config_server(config, name=name or None)
+                server = load_config_server(config, name=name or None, in_folder=True)
             except BaseException as exc:  # noqa: BLE001 - SystemExit too: recorded
                 result["load_error"] = _describe(exc)
                 local = NO_MODULE.search(result["load_error"])

@@ -219,15 +219,13 @@ def _environment(ns: argparse.Namespace) -> Any:
             raise InvalidInputError("--openenv-action is for an OpenEnv environment", [FieldViolation("--openenv-action", f"{target} is not one")])
         return found
     from gym_metrics.environments import resolve_server
-    from gym_metrics.nemo_gym import environment_folder, load_config_server
+    from gym_metrics.nemo_gym import load_config_server
 
     servers = dict(_model_server(*_pair(item, "--server")) for item in ns.server)
     server_class = None if target.endswith((".yaml", ".yml")) else resolve_server(target)
-    config = Path(config).resolve()
-    if config.is_file():  # (else the loader's own error names it)
-        os.chdir(environment_folder(config))  # as NeMo Gym's launcher runs it: relative paths start at the environment's folder
-    return load_config_server(
-        config, name=ns.name, overrides=ns.set, servers=servers, host=ns.host, port=ns.port, server_class=server_class
+    return load_config_server(  # run in the environment's folder, as NeMo Gym's launcher runs it
+        Path(config).resolve(), name=ns.name, overrides=ns.set, servers=servers, host=ns.host, port=ns.port,
+        server_class=server_class, in_folder=True,
     )  # fmt: skip
 
 

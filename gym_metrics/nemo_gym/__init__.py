@@ -33,13 +33,32 @@ def config_agents(path: Any) -> tuple[str, list[tuple[str, str, Any]]]:
     return read(path)
 
 
-def environment_folder(config: Any) -> Any:
+def environment_folder(config: Any, name: str | None = None) -> Any:
     """The folder NeMo Gym's launcher runs a config's server in (`cd` there, then `python
-    app.py`): the one holding configs/, where the entrypoint is and where the environment's
+    app.py`): its `resources_servers/<env>/`, where the entrypoint is and where the environment's
     relative paths (a prompt template, a data file) start. `serve` and `check-env` run there."""
     from pathlib import Path
 
-    return Path(config).resolve().parent.parent
+    from gym_metrics.nemo_gym._config import _read_yaml, _resources_block, server_folder
+
+    path = Path(config)
+    _, impl, _ = _resources_block(_read_yaml(path), name, path)
+    return server_folder(path, impl)
+
+
+def _resolve_under_cwd_or_install(rel_path: Any, *, validator: Any = None) -> Any:
+    """A relative path read under the working directory, else the tree being served (NeMo Gym:
+    its extra roots, the working directory, then its install root)."""
+    from pathlib import Path
+
+    from gym_metrics.nemo_gym.global_config import parent_dir
+
+    given = Path(rel_path)
+    if given.is_absolute():
+        return given
+    roots = [Path.cwd(), parent_dir()]
+    exists = validator or Path.exists
+    return next((root / given for root in roots if exists(root / given)), roots[0] / given)
 
 
 __all__ = ["PARENT_DIR", "config_agents", "config_file", "environment_folder", "load_config_server"]

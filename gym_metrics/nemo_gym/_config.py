@@ -6,6 +6,7 @@ that file defines, and its `config` from the block's fields with `name` = the bl
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ import pydantic
 
 from gym_metrics._util.http import HttpClientConfig
 from gym_metrics.environments import load_module_file
+from gym_metrics.nemo_gym._compose import compose, tree_root
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym.base_resources_server import SimpleResourcesServer
 from gym_metrics.nemo_gym.global_config import set_global_config_dict, set_parent_dir
@@ -30,19 +32,24 @@ def load_config_server(
     host: str = "127.0.0.1",
     port: int = 0,
     server_class: type[SimpleResourcesServer] | None = None,
+    in_folder: bool = False,
 ) -> SimpleResourcesServer:
     """The resources server of the config at `path` (the one named `name` when the file holds
     several). `overrides` are `key=value` settings of its fields (the value read as YAML);
     `servers` maps model-server names (a judge) to their base URLs or model target configs; `server_class` replaces
-    the class the block's entrypoint defines."""
+    the class the block's entrypoint defines. `in_folder`: the working directory becomes the
+    environment's folder (server_folder) before its code is imported, as NeMo Gym runs it."""
     path = Path(path)
     document = _read_yaml(path)
     block_name, impl, fields = _resources_block(document, name, path)
+    folder = server_folder(path, impl)
+    if in_folder:
+        os.chdir(folder)
     set_global_config_dict(document)
     for setting in overrides:
         key, value = _override(setting)
         fields[key] = value
-    cls = server_class or _server_class(path.resolve().parent.parent / str(fields.get("entrypoint", "app.py")), path)
+    cls = server_class or _server_class(folder / str(fields.get("entrypoint", "app.py")), path)
     _check_hooks(cls)
     config_cls = cls.model_fields["config"].annotation
     try:
@@ -104,37 +111,40 @@ class _Document(dict[str, Any]):
 
 
 def _read_yaml(path: Path) -> Any:
-    """The config as NeMo Gym reads it: OmegaConf's YAML (`1e-6` is a float), every block's
-    interpolations resolved against the whole document (`${oc.env:VAR,default}`,
-    `${oc.select:key,default}`, `${other.key}`), as its servers resolve their blocks."""
-    import yaml
-
+    """The config as NeMo Gym reads it: OmegaConf's YAML (`1e-6` is a float), composed with the
+    configs it names (`config_paths`, `_inherit_from`: _compose.py), every block's interpolations
+    resolved against the whole document (`${oc.env:VAR,default}`, `${oc.select:key,default}`,
+    `${other.key}`), as its servers resolve their blocks."""
     try:
         from omegaconf import OmegaConf
         from omegaconf.errors import OmegaConfBaseException
     except ImportError:
         raise InvalidInputError("NeMo Gym configs are read by omegaconf", [FieldViolation("config", "pip install 'gym-metrics[nemo-gym]'")]) from None
 
-    try:
-        raw = OmegaConf.load(path)
-    except FileNotFoundError:
-        raise InvalidInputError("config not found", [FieldViolation("config", f"{path}: no such file")]) from None
-    except (yaml.YAMLError, OmegaConfBaseException) as exc:
-        raise InvalidInputError("config is not valid YAML", [FieldViolation("config", f"{path}: {exc}")]) from None
+    raw = compose(path)
     plain: Any = OmegaConf.to_container(raw, resolve=False)
     if not isinstance(plain, dict):
         return plain
-    resolvable: Any = raw
     document = _Document()
     document.unresolved = {}
     for key, unresolved in plain.items():
         try:
-            value = resolvable[key]
+            value = raw[key]
             document[str(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
         except OmegaConfBaseException as exc:
             document[str(key)] = unresolved
             document.unresolved[str(key)] = str(exc).splitlines()[0]
     return document
+
+
+def server_folder(path: Path, impl: str) -> Path:
+    """The folder NeMo Gym's launcher runs a resources server in: `resources_servers/<impl>/` of
+    the config's tree (a benchmark's config names an environment elsewhere in the tree), else the
+    folder holding the config's `configs/`."""
+    root = tree_root(path)
+    if root is not None and (root / "resources_servers" / impl).is_dir():
+        return root / "resources_servers" / impl
+    return path.resolve().parent.parent
 
 
 def _resolved(document: Any, block: str, path: Path) -> None:

@@ -25,6 +25,7 @@ from gym_metrics.environments import ResetResult, Session, StepResult, ToolSpec,
 from gym_metrics.environments import SimpleResourcesServer as _Environment
 from gym_metrics.nemo_gym._gymnasium import close_route as close_gymnasium
 from gym_metrics.nemo_gym._gymnasium import is_gymnasium, reset_route, step_route
+from gym_metrics.nemo_gym._request import close_request_session
 from gym_metrics.nemo_gym._routes import (
     _Request,
     _request_of,
@@ -181,6 +182,7 @@ class SimpleResourcesServer(BaseModel, _Environment):
         lifespan = self.__dict__.pop("_gm_lifespan", None)
         if lifespan is not None:
             await lifespan.stop(LIFESPAN_STOP_S)
+        await close_request_session()  # server_utils.request's session, if the environment made one
 
     def setup_session_middleware(self, app: Any) -> None:
         """NeMo Gym keeps a rollout's `request.session` in a signed cookie; here each call of a

@@ -1,12 +1,17 @@
 """NeMo Gym's global config as environments read it: the row-key names of a rollout's identity,
 and `get_global_config_dict()`, which under gym-metrics is the config document the server was
-built from (`load_config_server` sets it; blocks of other servers, a judge's, are in it)."""
+built from (`load_config_server` sets it; blocks of other servers, a judge's, are in it).
+`GlobalConfigDictParser().parse(...)` composes a config as NeMo Gym does (_compose.py), for the
+environments that build a server from a benchmark's config themselves (their verifier fixtures);
+there is no NeMo Gym command line to read here, so `skip_load_from_cli` changes nothing."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Optional
+
+from pydantic import BaseModel, ConfigDict
 
 TASK_INDEX_KEY_NAME = "_ng_task_index"
 ROLLOUT_INDEX_KEY_NAME = "_ng_rollout_index"
@@ -14,6 +19,12 @@ ATTEMPT_INDEX_KEY_NAME = "_ng_attempt_index"
 ROLLOUT_ID_KEY_NAME = "_ng_rollout_id"
 CACHE_DIR_KEY_NAME = "cache_dir"
 """The config key naming a cache folder (None in a config that does not set it)."""
+CONFIG_PATHS_KEY_NAME = "config_paths"
+AGENT_REF_KEY_NAME = "agent_ref"
+POLICY_BASE_URL_KEY_NAME = "policy_base_url"
+POLICY_API_KEY_KEY_NAME = "policy_api_key"
+POLICY_MODEL_NAME_KEY_NAME = "policy_model_name"
+POLICY_MODEL_KEY_NAME = "policy_model"
 
 _DOCUMENT: dict[str, Any] = {}
 _ROOT: list[Path] = []
@@ -49,8 +60,48 @@ def get_first_server_config_dict(global_config_dict: Mapping[str, Any], top_leve
     return list(block.values())[0]
 
 
+class GlobalConfigDictParserConfig(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    dotenv_path: Optional[Path] = None
+    initial_global_config_dict: Optional[Any] = None
+    skip_load_from_cli: bool = False
+    skip_load_from_dotenv: bool = False
+    hide_secrets: bool = False
+    offline: bool = False
+
+    NO_MODEL_GLOBAL_CONFIG_DICT: ClassVar[dict[str, Any]] = {
+        POLICY_BASE_URL_KEY_NAME: "",
+        POLICY_API_KEY_KEY_NAME: "",
+        POLICY_MODEL_NAME_KEY_NAME: "",
+        POLICY_MODEL_KEY_NAME: {"responses_api_models": {"dummy_model": {"entrypoint": "app.py"}}},
+    }
+    """The policy keys a config may interpolate, empty, for composing without a model."""
+
+
+class GlobalConfigDictParser(BaseModel):
+    def parse(self, parse_config: Optional[GlobalConfigDictParserConfig] = None) -> Any:
+        """The composed config (an OmegaConf DictConfig): `initial_global_config_dict`'s
+        `config_paths` loaded, `env.yaml` (or `dotenv_path`) over them unless skipped, the
+        initial dict over all; relative paths under the working directory, then the served tree."""
+        from gym_metrics.nemo_gym._compose import parse, resolve_under, search_roots
+
+        given = parse_config or GlobalConfigDictParserConfig()
+        roots = search_roots(parent_dir())
+        dotenv = None if given.skip_load_from_dotenv else Path(given.dotenv_path or resolve_under("env.yaml", roots))
+        return parse(given.initial_global_config_dict, roots, dotenv if dotenv is not None and dotenv.is_file() else None, parent_dir())
+
+
 __all__ = [
+    "AGENT_REF_KEY_NAME",
     "ATTEMPT_INDEX_KEY_NAME",
+    "CONFIG_PATHS_KEY_NAME",
+    "GlobalConfigDictParser",
+    "GlobalConfigDictParserConfig",
+    "POLICY_API_KEY_KEY_NAME",
+    "POLICY_BASE_URL_KEY_NAME",
+    "POLICY_MODEL_KEY_NAME",
+    "POLICY_MODEL_NAME_KEY_NAME",
     "CACHE_DIR_KEY_NAME",
     "ROLLOUT_ID_KEY_NAME",
     "ROLLOUT_INDEX_KEY_NAME",

@@ -13,6 +13,10 @@ when serving: `gym-metrics serve CONFIG.yaml --server judge=URL` or `--server ju
   inference settings, and converts a Responses call for a chat-only endpoint (`api: chat`) and
   its answer back, as NeMo Gym's vLLM model server does.
 
+`request(method, url, ...)` is NeMo Gym's outbound call to any URL (a search API), answered with
+aiohttp's ClientResponse (gym_metrics/nemo_gym/_request.py); `get_server_url(name)` is the URL a
+model server was given by.
+
 A call answers with a ServerResponse offering what environments read of aiohttp's response
 (`ok`, `status`, `read()`, `json()`, `raise_for_status()`), so `raise_for_status(response)` and
 `get_response_json(response)` work as they do under NeMo Gym. A request body is sent as NeMo
@@ -28,6 +32,9 @@ from pydantic import BaseModel
 
 from gym_metrics._util.http import MAX_ANSWER_BYTES, Answer, HttpClientConfig, PooledHttp
 from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.nemo_gym._request import MAX_NUM_TRIES, request
+from gym_metrics.nemo_gym.global_config import get_first_server_config_dict
+from gym_metrics.nemo_gym.rollout_correlation import ROLLOUT_PATH_PREFIX
 from gym_metrics.targets import GenerationError, ModelTarget, ModelTargetConfig
 
 SESSION_ID_KEY = "session_id"
@@ -35,6 +42,9 @@ TIMEOUT_SECONDS = 600.0
 """One attempt's deadline for a server given by URL (a judge may think for minutes)."""
 MAX_CONCURRENCY = 256
 """Calls in flight to one server given by URL (NeMo Gym's client has no bound; this one has)."""
+TOKEN_CAPTURE_PATH_SEGMENT = "training-token-capture"
+_GIVEN: dict[str, Union[str, HttpClientConfig, ModelTargetConfig]] = {}
+"""The model servers given to this process's ServerClients, by name (get_server_url reads it)."""
 
 
 class ServerResponseError(Exception):
@@ -99,6 +109,7 @@ class ServerClient:
 
     def __init__(self, servers: Optional[Mapping[str, Union[str, HttpClientConfig]]] = None) -> None:
         self.servers = dict(servers or {})
+        _GIVEN.update(self.servers)
         self._clients: dict[str, Union[_Passthrough, ModelTarget]] = {}
 
     def _client(self, server_name: str) -> Union[_Passthrough, ModelTarget]:
@@ -180,6 +191,31 @@ async def get_response_json(response: ServerResponse) -> Any:
     return orjson.loads(await response.read())
 
 
+def get_server_url(server_name: str) -> str:
+    """The base URL of a model server given by name (`serve --server NAME=URL`), where NeMo Gym
+    gives `http://host:port` of the server it runs: environments append `/v1` or a route."""
+    given = _GIVEN.get(server_name)
+    if given is None:
+        known = ", ".join(sorted(_GIVEN)) or "none"
+        why = f"{server_name!r} is not given (serve --server {server_name}=URL); known: {known}"
+        raise InvalidInputError("unknown model server", [FieldViolation("server_name", why)])
+    url = given if isinstance(given, str) else given.url
+    url = url.rstrip("/")
+    return url.removesuffix("/v1") if isinstance(given, ModelTargetConfig) else url
+
+
+def rollout_path_prefix(rollout_id: Optional[str], *, token_capture: bool = False) -> str:
+    """`/ng-rollout/<id>` (then `/training-token-capture`): the path prefix NeMo Gym's model
+    server reads a rollout's identity from; empty without an id."""
+    if not rollout_id:
+        return ""
+    return f"/{ROLLOUT_PATH_PREFIX}/{rollout_id}" + (f"/{TOKEN_CAPTURE_PATH_SEGMENT}" if token_capture else "")
+
+
+def apply_rollout_prefix(base_url: str, rollout_id: Optional[str], *, token_capture: bool = False) -> str:
+    return base_url.rstrip("/") + rollout_path_prefix(rollout_id, token_capture=token_capture) if rollout_id else base_url
+
+
 def is_nemo_gym_fastapi_entrypoint(file: str) -> bool:
     """False: under gym-metrics an app.py is never NeMo Gym's FastAPI worker entrypoint (its
     `if is_nemo_gym_fastapi_entrypoint(__file__): ...` block does not run)."""
@@ -189,12 +225,19 @@ def is_nemo_gym_fastapi_entrypoint(file: str) -> bool:
 __all__ = [
     "MAX_ANSWER_BYTES",
     "MAX_CONCURRENCY",
+    "MAX_NUM_TRIES",
     "SESSION_ID_KEY",
     "ServerClient",
     "ServerResponse",
     "ServerResponseError",
     "TIMEOUT_SECONDS",
+    "TOKEN_CAPTURE_PATH_SEGMENT",
+    "apply_rollout_prefix",
+    "get_first_server_config_dict",
     "get_response_json",
+    "get_server_url",
     "is_nemo_gym_fastapi_entrypoint",
     "raise_for_status",
+    "request",
+    "rollout_path_prefix",
 ]

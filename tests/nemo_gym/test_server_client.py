@@ -144,3 +144,65 @@ def test_serve_refuses_a_bad_server_flag(tmp_path: Path) -> None:
     name, config = _model_server("judge", str(model))
     assert name == "judge" and isinstance(config, ModelTargetConfig) and config.model == "m"
     assert _model_server("judge", "http://127.0.0.1:9") == ("judge", "http://127.0.0.1:9")
+
+
+async def test_request_posts_json_anywhere_and_answers_as_aiohttp() -> None:
+    """`server_utils.request` (critpt's and tavily_search's outbound calls): a JSON body as
+    orjson's bytes with its content type, the caller's headers, aiohttp's own response (read in
+    `async with` or not), every status the caller's to read."""
+    from gym_metrics.nemo_gym._request import close_request_session
+    from gym_metrics.nemo_gym.server_utils import request
+
+    with ScriptedChatServer([Reply(200, '{"score": 0.75}', {"Content-Type": "application/json"}), Reply(429, "slow down")]) as api:
+        url = f"{api.url}/responses"  # (a path the scripted server answers)
+        answer = await request(method="POST", url=url, json={"answer": "x"}, headers={"x-api-key": "k"})
+        assert (answer.ok, await answer.json()) == (True, {"score": 0.75})
+        async with await request("POST", url, json={"answer": "y"}) as limited:
+            assert (limited.status, await limited.text()) == (429, "slow down")
+        await close_request_session()
+    first, second = api.requests
+    assert (first.path, first.body, first.header("x-api-key"), first.header("content-type")) == ("/v1/responses", {"answer": "x"}, "k", "application/json")
+    assert second.body == {"answer": "y"} and len(api.requests) == 2  # an error status is not retried
+
+
+async def test_request_to_a_dead_endpoint_stops_after_its_attempts() -> None:
+    """NeMo Gym retries a failed connection forever unless told; here at most MAX_NUM_TRIES
+    attempts (or `_max_connection_retries`), then aiohttp's error."""
+    import time
+
+    import aiohttp
+
+    from gym_metrics.nemo_gym._request import RETRY_DELAY_S, close_request_session
+    from gym_metrics.nemo_gym.server_utils import MAX_NUM_TRIES, request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    for retries, attempts in ((None, MAX_NUM_TRIES), (0, 1), (2, 2)):
+        started = time.monotonic()
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await request("GET", f"http://127.0.0.1:{port}/", _max_connection_retries=retries)
+        waited = time.monotonic() - started
+        assert (attempts - 1) * RETRY_DELAY_S <= waited < attempts * RETRY_DELAY_S + 5, (retries, waited)
+    await close_request_session()
+
+
+async def test_get_server_url_is_the_url_a_server_was_given_by() -> None:
+    from gym_metrics.nemo_gym.server_utils import get_server_url
+
+    ServerClient({"judge_model": "http://127.0.0.1:8000/", "target": _target("http://127.0.0.1:8001/v1", "chat")})
+    assert (get_server_url("judge_model"), get_server_url("target")) == ("http://127.0.0.1:8000", "http://127.0.0.1:8001")
+    with pytest.raises(InvalidInputError, match="serve --server nobody=URL"):
+        get_server_url("nobody")
+
+
+def test_rollout_path_prefixes_are_nemo_gyms() -> None:
+    """The path NeMo Gym's model server reads a rollout's identity from (rollout_correlation parses it)."""
+    from gym_metrics.nemo_gym.rollout_correlation import RolloutContextMiddleware
+    from gym_metrics.nemo_gym.server_utils import apply_rollout_prefix, rollout_path_prefix
+
+    assert rollout_path_prefix(None) == "" and apply_rollout_prefix("http://m:1/", None) == "http://m:1/"
+    url = apply_rollout_prefix("http://m:1/", "r-1", token_capture=True) + "/v1/responses"
+    assert url == "http://m:1/ng-rollout/r-1/training-token-capture/v1/responses"
+    found = RolloutContextMiddleware._path.match(rollout_path_prefix("r-1") + "/v1/responses")
+    assert found is not None and (found.group("rollout_id"), found.group("rest")) == ("r-1", "/v1/responses")
