@@ -7,7 +7,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gym_metrics._util.memory import fewer_gc_passes
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -41,6 +41,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
     p.add_argument("--num-repeats", type=positive_int, metavar="K", help="K rollouts of each line (rollout indices counted per task, as NeMo Gym)")
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of lines without an agent_ref")
+    p.add_argument(
+        "--prompt-config", metavar="FILE.yaml",
+        help="NeMo Gym's prompt template (`user`, optional `system`, with {field} placeholders): each row's "
+        "responses_create_params.input is built from it and the row's fields (a row that has an input is a bad line)",
+    )  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue an interrupted run: skip rollouts already in --output")
     p.add_argument(
         "--processes", type=positive_int, default=1, metavar="N",
@@ -213,6 +218,37 @@ def _check_inputs(ns: argparse.Namespace) -> None:
     ns.policy = policy_config(ns)
 
 
+def _prompt(path: str | None) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """The row change of `--prompt-config` (NeMo Gym's `+prompt_config`), its file read now."""
+    if path is None:
+        return None
+    import pydantic
+    import yaml
+
+    from gym_metrics.nemo_gym.prompt import apply_prompt_to_row, load_prompt_config
+
+    try:
+        template = load_prompt_config(path)
+    except (OSError, yaml.YAMLError, pydantic.ValidationError) as exc:
+        if isinstance(exc, pydantic.ValidationError):
+            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors()[:3])
+        else:
+            detail = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0]
+        why = f"{path}: {detail}"
+        raise InvalidInputError("bad --prompt-config", [FieldViolation("--prompt-config", why)]) from None
+
+    def prepare(row: dict[str, Any]) -> dict[str, Any]:
+        params = row.get("responses_create_params")
+        if isinstance(params, dict) and params.get("input"):  # NeMo Gym refuses the run
+            raise ValueError("is given, and --prompt-config too: they are mutually exclusive")
+        try:
+            return apply_prompt_to_row(row, template)
+        except (KeyError, IndexError, AttributeError, ValueError) as exc:  # a field the row lacks, a bad placeholder
+            raise ValueError(f"--prompt-config {path}: {exc.args[0] if exc.args else exc}") from None
+
+    return prepare
+
+
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics.cli._push import push_after, push_progress
@@ -242,6 +278,7 @@ def run(ns: argparse.Namespace) -> int:
         target=ns.policy if "policy" in ns else policy_config(ns),
         agent_loop=ns.agent_loop,
         max_steps=ns.max_steps,
+        prepare_row=_prompt(ns.prompt_config),
         parallel_tool_calls=ns.parallel_tool_calls,
         capture_model_calls=ns.capture_model_calls,
         capture_payloads=ns.capture_payloads,

@@ -9,7 +9,7 @@ expands each line into K rollouts.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,8 +89,14 @@ class ScoredLines:
 CHUNK_BYTES = 16 << 20
 
 
+RowPrepare = Callable[[dict[str, Any]], dict[str, Any]]
+"""A change each input row gets before it is indexed (collect --prompt-config: the row's
+`responses_create_params.input` built from a template); ValueError or KeyError: a bad line."""
+
+
 def read_input(
-    path: Path, num_repeats: int | None, default_agent: str | None = None, fixed: FixedKeys | None = None, reverify: bool = False
+    path: Path, num_repeats: int | None, default_agent: str | None = None, fixed: FixedKeys | None = None, reverify: bool = False,
+    prepare: RowPrepare | None = None,
 ) -> Iterator[Rollout | BadLine | ScoredLines]:
     """The input in file order, a chunk of whole lines at a time (memory stays bounded).
 
@@ -99,10 +105,12 @@ def read_input(
     its indices from an Indexer (`fixed`: the keys of scored lines, `find_fixed_keys`, which
     counted rollout indices pass over). `default_agent` names the lines without an agent_ref
     (otherwise they are bad lines). `reverify`: rows that carry a reward keep their indices but
-    are verified again, their reward set aside (Rollout.stored_reward).
+    are verified again, their reward set aside (Rollout.stored_reward). `prepare`: each row is
+    changed so before it is indexed (every line is then parsed on its own).
     """
     indexer = Indexer(fixed)
-    for line_no, chunk, starts, ends, scored in _prepared(path, num_repeats is None and not reverify, default_agent):
+    column_wise = num_repeats is None and not reverify and prepare is None
+    for line_no, chunk, starts, ends, scored in _prepared(path, column_wise, default_agent):
         if scored is not None:
             keep, found = scored
             if len(found):
@@ -115,7 +123,7 @@ def read_input(
             if not raw:
                 continue
             try:
-                for rollout in _rollouts(raw, line_no + i + 1, num_repeats, default_agent, indexer, (chunk, start, end)):
+                for rollout in _rollouts(raw, line_no + i + 1, num_repeats, default_agent, indexer, (chunk, start, end), prepare):
                     yield _to_verify_again(rollout) if reverify and rollout.verified else rollout
             except _Bad as bad:
                 yield BadLine(line_no + i + 1, bad.field, bad.reason)
@@ -232,7 +240,8 @@ Where = tuple[bytes, int, int]
 
 
 def _rollouts(
-    raw: bytes, line_no: int, num_repeats: int | None, default_agent: str | None, indexer: Indexer, where: Where
+    raw: bytes, line_no: int, num_repeats: int | None, default_agent: str | None, indexer: Indexer, where: Where,
+    prepare: RowPrepare | None = None,
 ) -> Iterator[Rollout]:
     try:
         row = parse_row(raw)
@@ -240,6 +249,11 @@ def _rollouts(
         raise _Bad("json", bad_json_reason(exc)) from None
     if not isinstance(row, dict):
         raise _Bad("row", f"expected a JSON object, got {type(row).__name__}")
+    if prepare is not None:
+        try:
+            row = prepare(row)
+        except (KeyError, ValueError) as exc:
+            raise _Bad("responses_create_params.input", str(exc.args[0] if exc.args else exc)) from None
     scored = num_repeats is None and is_scored(row)  # any reward but null
     keys = _plain_keys(row)
     if keys is not None and scored:  # a finished rollout with its keys (a fixed key); no copy
@@ -248,13 +262,14 @@ def _rollouts(
     if (where_bad := lone_surrogate_at(raw, row)) is not None:  # this row is sent, or written again
         raise _Bad(where_bad, "holds a lone surrogate escape (\\ud800-\\udfff without its pair): not valid Unicode, so it cannot be sent or written as UTF-8")
     task: int | None
-    line: bytes | None = raw  # what is written for the row unless its dict is
+    line: bytes | None = raw if prepare is None else None  # what is written for the row unless its dict is
     if keys is not None:
         agent, task = keys[0], keys[1]
     else:
         agent = _agent(row, default_agent)
         if agent_name(row) is None:
-            line = _named_by_default(row, raw, agent)
+            named = _named_by_default(row, raw, agent)
+            line = named if line is not None else None
         try:
             task = _given_task(row, scored)
             given = row_index_value(row, ROLLOUT_KEY_ALIASES) if scored and _has_any(row, ROLLOUT_KEY_ALIASES) else None

@@ -270,3 +270,44 @@ async def test_big_answers_stay_within_one_byte_budget_at_any_concurrency(
     assert 0 < budget.peak <= capacity + 5 * one < TASKS * one, budget.peak
     gc.collect()
     assert budget.held == 0  # every rollout written and freed gave its bytes back
+
+
+async def test_prompt_config_builds_each_rows_input_as_nemo_gym(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--prompt-config` (NeMo Gym's `+prompt_config`): a benchmark's raw rows get their
+    `responses_create_params.input` from the template and their own fields (other create
+    parameters kept); a row that already has an input, or lacks a field the template names, is
+    a bad line naming why."""
+    import asyncio
+
+    template = tmp_path / "prompt.yaml"
+    template.write_text("system: You add numbers.\nuser: |-\n  {question}\n")
+    rows = [{"question": prompt(t), "expected_answer": str(2 * t), "responses_create_params": {"temperature": 0.2}} for t in range(TASKS)]
+    rows += [{"question": prompt(0), "responses_create_params": {"input": "pre-filled"}}, {"problem": "no question here"}]
+    src = write_jsonl(tmp_path / "bench.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    async with serve_environment("math_exact") as server:
+        with ScriptedPolicyServer(ANSWERS) as policy:
+            args = ["collect", "--server", server.address, "--input", str(src), "--output", str(out), "--agent", "bench",
+                    "--policy-url", policy.url, "--policy-model", "scripted", "--prompt-config", str(template),
+                    "--on-bad-line", "skip"]  # fmt: skip
+            assert await asyncio.to_thread(cli_main, args) == 0
+            seen = [r.body for r in policy.requests]
+    assert len(seen) == TASKS and all(b["temperature"] == 0.2 for b in seen)
+    assert [[m["role"] for m in b["messages"]] for b in seen] == [["system", "user"]] * TASKS
+    assert sorted(b["messages"][1]["content"] for b in seen) == sorted(prompt(t) for t in range(TASKS))
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (len(written), sum(r["reward"] for r in written) / TASKS) == (TASKS, MEAN_REWARD)
+    said = capsys.readouterr().err
+    assert "line 13" in said and "mutually exclusive" in said, said
+    assert "line 14" in said and "'question'" in said, said
+
+
+def test_a_bad_prompt_config_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_jsonl(tmp_path / "in.jsonl", [{"question": "q"}])
+    for text, why in (("system: only\n", "user"), ("user: [unclosed\n", "prompt.yaml")):
+        (tmp_path / "prompt.yaml").write_text(text)
+        code = cli_main(["collect", "--server", "127.0.0.1:9", "--input", str(src), "--output", str(tmp_path / "o.jsonl"), "--prompt-config", str(tmp_path / "prompt.yaml")])
+        err = capsys.readouterr().err
+        assert code == 2 and "--prompt-config" in err and why in err, err
+    code = cli_main(["collect", "--server", "127.0.0.1:9", "--input", str(src), "--output", str(tmp_path / "o.jsonl"), "--prompt-config", str(tmp_path / "none.yaml")])
+    assert code == 2 and "none.yaml" in capsys.readouterr().err
