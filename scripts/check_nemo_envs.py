@@ -1,9 +1,15 @@
 """`gym-metrics check-env` over the NeMo Gym 0.7.0 environments that serve without an external
-service and are not in the test suites (docs/nemo-gym.md's "35 of 36" figure): each on its own
+service and are not in the test suites (docs/nemo-gym.md's figures): each on its own
 `data/example_rollouts.jsonl` (else `example.jsonl`), one line per environment, then the count.
 
     python scripts/check_nemo_envs.py --root /tmp/ng --nemo-python /tmp/ngvenv/bin/python \
-        [--gym-metrics .venv/bin/gym-metrics] [ENV ...]
+        [--gym-metrics .venv/bin/gym-metrics] [--judged] [ENV ...]
+
+`--judged`: the environments that call a judge model (JUDGED) instead, against one scripted
+judge that both sides call (`check-env --server NAME=URL` for every model server the config's
+resources server names): gym_metrics.testing's keyed judge, whose answer to a prompt is picked
+by the prompt's hash from VERDICTS (the verdict formats these environments parse), so both
+sides get the same verdict for the same prompt.
 
 `--root` is the unzipped wheel; both venvs need the environments' PyPI packages (the list in
 docs/nemo-gym-environments.md) for every one of them to run.
@@ -12,9 +18,13 @@ docs/nemo-gym-environments.md) for every one of them to run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
+
+from gym_metrics.testing import ScriptedChatServer
+from gym_metrics.testing._judge import keyed_answers
 
 UNSEEN = [
     "agentif", "arc_agi", "asr_with_pc", "assaybench", "calendar", "circle_click", "circle_count", "citation_if",
@@ -26,24 +36,71 @@ UNSEEN = [
 ]  # fmt: skip
 
 
+JUDGED = [
+    "aalcr", "abstention", "aegis_v4_safety", "arena_judge", "deepsearchqa", "equivalence_llm_judge",
+    "false_statement_judge", "frontierscience_judge", "gdp_pdf", "inverse_if", "labbench2_vlm", "longmemeval",
+    "omniscience", "proof_judge", "proof_verification", "simpleqa", "terminus_judge", "text_to_sql",
+]  # fmt: skip
+VERDICTS = [
+    "A", "B", "C", "[[A=B]]", "[[A!=B]]", "CORRECT", "INCORRECT", "Judgement: YES", "Judgement: NO", '{"result": "PASS"}',
+    '{"result": "FAIL"}', "safe", "unsafe", "YES", "NO", "[[A>>B]]", "[[B>>A]]", "1", "0", "\\boxed{1}", "\\boxed{0}",
+]  # fmt: skip
+LABELS = ["[[A=B]]", "[[A!=B]]"]
+VERDICTS_OF = {
+    "aalcr": ["CORRECT", "INCORRECT"],  # its config's legacy_v1_0 protocol
+    "aegis_v4_safety": ["User Safety: safe\nResponse Safety: safe", "User Safety: unsafe\nResponse Safety: unsafe\nSafety Categories: Violence"],
+    "arena_judge": ["[[A>B]]", "[[B>A]]", "[[A=B]]", "[[A>>B]]"],
+    "deepsearchqa": [
+        '{"Answer Correctness": {"Correctness Details": {"answer": true}, "Excessive Answers": []}}',
+        '{"Answer Correctness": {"Correctness Details": {"answer": false}, "Excessive Answers": ["extra"]}}',
+    ],
+    "equivalence_llm_judge": LABELS, "labbench2_vlm": LABELS, "terminus_judge": LABELS, "text_to_sql": LABELS,
+    "false_statement_judge": ["<points>2</points>", "<points>1</points>", "<points>0</points>"],
+    "frontierscience_judge": ["Judgement: YES", "Judgement: NO"],
+    "gdp_pdf": ['{"score": 1, "rationale": "meets it"}', '{"score": 0, "rationale": "misses it"}'],
+    "proof_judge": ["\\boxed{1}", "\\boxed{0.5}", "\\boxed{0}"],
+}  # fmt: skip
+"""Each environment's verdicts in the shapes it parses (VERDICTS for the others), so its
+rewards vary over the rows; the keyed judge picks one by the prompt's hash."""
+
+
+def model_servers(root: Path, env: str) -> list[str]:
+    """The model servers the resources server of the env's config names (`*: {type:
+    responses_api_models, name: NAME}` among its fields)."""
+    from gym_metrics.nemo_gym import config_file
+    from gym_metrics.nemo_gym._config import _read_yaml, _resources_block
+
+    path = config_file(root, env)
+    _, _, fields = _resources_block(_read_yaml(path), None, path)
+    return sorted({v["name"] for v in fields.values() if isinstance(v, dict) and v.get("type") == "responses_api_models" and v.get("name")})
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--nemo-python", required=True)
     parser.add_argument("--gym-metrics", default=str(Path(sys.executable).with_name("gym-metrics")))
-    parser.add_argument("envs", nargs="*", default=UNSEEN)
+    parser.add_argument("--judged", action="store_true", help="the environments that call a judge (JUDGED), against a scripted one")
+    parser.add_argument("envs", nargs="*")
     args = parser.parse_args()
-    equal = 0
-    for env in args.envs:
-        data = args.root / "resources_servers" / env / "data"
-        rows = data / "example_rollouts.jsonl" if (data / "example_rollouts.jsonl").exists() else data / "example.jsonl"
-        command = [args.gym_metrics, "check-env", "--root", str(args.root), "--env", env, "--rollouts", str(rows), "--nemo-python", args.nemo_python]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        last = (done.stdout.strip().splitlines() or done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        equal += done.returncode == 0
-        print(f"{env}: {last[:200]}", flush=True)
+    args.envs = args.envs or (JUDGED if args.judged else UNSEEN)
+    equal = sum(check(args, env) for env in args.envs)
     print(f"{equal} of {len(args.envs)} equal to NeMo Gym")
     return 0
+
+
+def check(args: argparse.Namespace, env: str) -> bool:
+    data = args.root / "resources_servers" / env / "data"
+    rows = data / "example_rollouts.jsonl" if (data / "example_rollouts.jsonl").exists() else data / "example.jsonl"
+    command = [args.gym_metrics, "check-env", "--root", str(args.root), "--env", env, "--rollouts", str(rows), "--nemo-python", args.nemo_python]
+    with contextlib.ExitStack() as stack:
+        if args.judged:
+            judge = stack.enter_context(ScriptedChatServer(default=keyed_answers(VERDICTS_OF.get(env, VERDICTS))))
+            command += [f"--server={name}=http://127.0.0.1:{judge.port}" for name in model_servers(args.root, env)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    last = (done.stdout.strip().splitlines() or done.stderr.strip().splitlines() or ["(no output)"])[-1]
+    print(f"{env}: {last[:200]}", flush=True)
+    return done.returncode == 0
 
 
 if __name__ == "__main__":

@@ -178,11 +178,12 @@ def port_tree(wheel: Path, root: Path) -> Path:
     from gym_metrics.nemo_gym.port import port_folder
 
     source = root / "_wheel"
+    folders = ("resources_servers", "responses_api_agents", "responses_api_models", "benchmarks")  # what configs include
     with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(source, [m for m in archive.namelist() if m.startswith("resources_servers/")])
-    tree = root / "resources_servers"
-    port_folder(source / "resources_servers", tree)
-    return tree
+        archive.extractall(source, [m for m in archive.namelist() if m.startswith(tuple(f + "/" for f in folders))])
+    for folder in folders:
+        port_folder(source / folder, root / folder)
+    return root / "resources_servers"
 
 
 def probe_in_subprocess(env_dir: Path, scratch: Path) -> list[dict[str, Any]]:

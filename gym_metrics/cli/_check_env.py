@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.errors import ExitCode
+from gym_metrics.errors import ExitCode, FieldViolation, InvalidInputError
 
 ORDER = 95  # its place in `gym-metrics --help` (cli/_discovery.py)
 SHOWN = 50
@@ -26,13 +26,25 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--nemo-python", required=True, metavar="PYTHON", help="the python of a venv where nemo-gym is installed")
     p.add_argument("--config", metavar="NAME", help="the config under configs/ (default: <env>.yaml, else the first)")
     p.add_argument("--episodes", action="store_true", help="run each row's episode again, the rollouts' model turns replayed, under NeMo Gym's agent and collect; compare trajectories too")
+    p.add_argument(
+        "--server", action="append", default=[], metavar="NAME=http://HOST:PORT",
+        help="a model server the config names (a judge), called by both sides at that address (repeatable)",
+    )  # fmt: skip
     p.set_defaults(func=run)
+
+
+def _pair(item: str) -> tuple[str, str]:
+    name, sep, url = item.partition("=")
+    if not sep or not name:
+        raise InvalidInputError("bad --server", [FieldViolation("--server", f"{item!r}: expected NAME=http://HOST:PORT")])
+    return name, url
 
 
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics.testing import check_environment
 
-    report = asyncio.run(check_environment(ns.root, ns.env, ns.rollouts, ns.nemo_python, ns.config, episodes=ns.episodes))
+    servers = dict(_pair(item) for item in ns.server)
+    report = asyncio.run(check_environment(ns.root, ns.env, ns.rollouts, ns.nemo_python, ns.config, episodes=ns.episodes, servers=servers))
     for line in report.differences[:SHOWN]:
         print(line)
     if len(report.differences) > SHOWN:

@@ -233,7 +233,7 @@ def _prompt(path: str | None) -> Callable[[dict[str, Any]], dict[str, Any]] | No
         if isinstance(exc, pydantic.ValidationError):
             detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors()[:3])
         else:
-            detail = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0]
+            detail = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc).splitlines()[0]
         why = f"{path}: {detail}"
         raise InvalidInputError("bad --prompt-config", [FieldViolation("--prompt-config", why)]) from None
 

@@ -30,6 +30,7 @@ INHERIT_FROM = "_inherit_from"
 COPY = "_copy"
 DELETE_KEY = "_delete_key"
 _MISSING = object()
+NO_POLICY_MODEL = {"responses_api_models": {"dummy_model": {"entrypoint": "app.py"}}}
 
 
 def tree_root(config: Path) -> Path | None:
@@ -130,11 +131,15 @@ def _entries(value: Any, where: object) -> list[str]:
 
 def compose(path: Path, roots: list[Path] | None = None) -> Any:
     """The config at `path` as `gym env start --config PATH` composes it: its `config_paths`
-    merged, the `env.yaml` of the working directory (else of the tree) over them, directives applied."""
+    merged, the `env.yaml` of the working directory (else of the tree) over them, directives
+    applied. A run of NeMo Gym always has a `policy_model` block (blocks inherit from it, a user
+    simulator's model server); the policy is collect's here, so it is NeMo Gym's placeholder
+    unless a config or env.yaml defines it."""
     root = tree_root(path)
     roots = roots if roots is not None else search_roots(root)
     dotenv = resolve_under("env.yaml", roots)
-    return parse({CONFIG_PATHS: [str(path)]}, roots, dotenv if dotenv.is_file() else None, root or Path.cwd())
+    initial = {CONFIG_PATHS: [str(path)], "policy_model": NO_POLICY_MODEL}
+    return parse(initial, roots, dotenv if dotenv.is_file() else None, root or Path.cwd())
 
 
 def parse(initial: Any, roots: list[Path], dotenv: Path | None = None, working: Path | None = None) -> Any:

@@ -2,9 +2,10 @@
 installed (it imports nemo_gym, omegaconf and fastapi, and nothing of gym-metrics):
 
     NEMO_PYTHON _nemo_side.py --root ROOT --env ENV --rows indexed.jsonl --out nemo.json [--config NAME]
-        [--episodes --policy-port PORT]
+        [--episodes --policy-port PORT] [--server NAME=http://HOST:PORT ...]
 
-The server is built from the environment's config as NeMo Gym's launcher builds it (the YAML's
+The server is built from the environment's config as NeMo Gym's launcher builds it (composed by
+NeMo Gym's parser, each `--server` a model server at that address; the
 instance whose block has `resources_servers`, its first server block resolved, the class its
 `app.py` runs with `run_webserver()`, host and port filled in), and its FastAPI app gets the
 exception handling `run_webserver` adds. Each row is POSTed to `/verify` in a session of its own
@@ -95,12 +96,32 @@ def finished_app(server: Any) -> Any:
     return app
 
 
-def read_config(config: Path) -> Any:
-    """The config as OmegaConf loads it, each block resolved where it is used: a block's
-    interpolation that cannot resolve (another agent's API key) fails only what uses it."""
-    from omegaconf import OmegaConf
+def read_config(config: Path, servers: dict[str, str] | None = None) -> Any:
+    """The config composed by NeMo Gym's own parser (its `config_paths` loaded and merged, its
+    `_inherit_from` and other directives applied; no command line, no validation of a run's
+    servers), each block resolved where it is used: a block's interpolation that cannot resolve
+    (another agent's API key) fails only what uses it. Each of `servers` (name -> http://host:port)
+    becomes a model server block at that address, in place of the config's own, as NeMo Gym's
+    ServerClient finds a server."""
+    from urllib.parse import urlsplit
 
-    return OmegaConf.load(config)
+    from omegaconf import OmegaConf, open_dict
+
+    from nemo_gym import global_config
+    from nemo_gym.global_config import GlobalConfigDictParser, GlobalConfigDictParserConfig  # type: ignore[import-not-found]
+
+    parser = GlobalConfigDictParser()
+    initial = OmegaConf.merge(GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT, {"config_paths": [str(config)]})
+    paths, extras = parser.load_extra_config_paths([str(config)])
+    glob: Any = OmegaConf.merge(*extras, initial)
+    with open_dict(glob):
+        glob.config_paths = paths
+        parser._recursively_swap_keys(glob)
+        for name, url in (servers or {}).items():
+            where = urlsplit(url)
+            glob[name] = {"responses_api_models": {"check_env_server": {"host": where.hostname, "port": where.port}}}
+    global_config._GLOBAL_CONFIG_DICT = glob
+    return glob
 
 
 def instance_of(glob: Any) -> str:
@@ -108,9 +129,27 @@ def instance_of(glob: Any) -> str:
     return next(str(k) for k, v in glob.items() if hasattr(v, "keys") and "resources_servers" in v)
 
 
-def build_app(root: Path, env: str, config: Path) -> Any:
-    server, _ = build_server(root, read_config(config))
-    return finished_app(server), answer_only_fields(server)
+def build_app(root: Path, env: str, config: Path, servers: dict[str, str]) -> Any:
+    """The app, its NeMo Gym aiohttp client made at its start-up in the test client's loop (it
+    would otherwise read the global config from the command line), and answer_only_fields."""
+    from nemo_gym import server_utils
+
+    os.chdir(root)  # relative config_paths start there, as from a checkout's root
+    server, _ = build_server(root, read_config(config, servers))
+    app = finished_app(server)
+
+    async def open_client() -> None:
+        server_utils._GLOBAL_AIOHTTP_CLIENT = None
+        server_utils.set_global_aiohttp_client(server_utils.GlobalAIOHTTPAsyncClientConfig())
+
+    async def close_client() -> None:
+        client, server_utils._GLOBAL_AIOHTTP_CLIENT = server_utils._GLOBAL_AIOHTTP_CLIENT, None
+        if client is not None:
+            await client.close()
+
+    app.router.on_startup.insert(0, open_client)
+    app.router.on_shutdown.append(close_client)
+    return app, answer_only_fields(server)
 
 
 def answer_only_fields(server: Any) -> set[str]:
@@ -136,10 +175,11 @@ def strip(answer: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def run_episodes(root: Path, config: Path, rows: list[dict[str, Any]], policy_port: int) -> dict[str, Any]:
+def run_episodes(root: Path, config: Path, rows: list[dict[str, Any]], policy_port: int, servers: dict[str, str]) -> dict[str, Any]:
     """Each task row's `POST /run` answer from the agent the config names for it (module
     docstring), and the metrics of the kept answers."""
-    return asyncio.run(_episodes(root, read_config(config), rows, policy_port))
+    os.chdir(root)  # relative config_paths start there, as from a checkout's root
+    return asyncio.run(_episodes(root, read_config(config, servers), rows, policy_port))
 
 
 async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]], policy_port: int) -> dict[str, Any]:
@@ -245,11 +285,13 @@ def main() -> int:
     parser.add_argument("--config")
     parser.add_argument("--episodes", action="store_true")
     parser.add_argument("--policy-port", type=int)
+    parser.add_argument("--server", action="append", default=[], metavar="NAME=http://HOST:PORT")
     args = parser.parse_args()
+    servers = dict(item.split("=", 1) for item in args.server)
     args.root, args.rows, args.out = args.root.resolve(), args.rows.resolve(), args.out.resolve()  # (the server runs in its own folder)
     if args.episodes:
         rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
-        done = run_episodes(args.root, config_file(args.root, args.env, args.config), rows, args.policy_port)
+        done = run_episodes(args.root, config_file(args.root, args.env, args.config), rows, args.policy_port, servers)
         args.out.write_text(json.dumps(done), encoding="utf-8")
         sys.stdout.flush()
         os._exit(0)  # not multiprocessing's exit join: an episode that failed leaves its environment's worker process (math_with_code's) blocked
@@ -258,7 +300,7 @@ def main() -> int:
     rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
     responses: list[dict[str, Any]] = []
     by_agent: dict[str, list[dict[str, Any]]] = {}
-    app, answer_only = build_app(args.root, args.env, config_file(args.root, args.env, args.config))
+    app, answer_only = build_app(args.root, args.env, config_file(args.root, args.env, args.config), servers)
     with TestClient(app, raise_server_exceptions=False) as client:
         for row in rows:
             client.cookies.clear()  # a session per rollout

@@ -315,12 +315,50 @@ class NeMoGymChatCompletion(ChatCompletion):
 
 
 class NeMoGymChatCompletionCreateParamsNonStreaming(BaseModel):
-    """A Chat Completions request (what a judge or policy model is sent)."""
+    """A Chat Completions request (what a judge or policy model is sent): NeMo Gym's fields and
+    defaults (unknown fields refused), so an environment that keeps one in its verify answer
+    (gdp_pdf's criterion evaluations) dumps what NeMo Gym dumps. The SDK's param types are
+    open mappings here."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     messages: list[dict[str, Any]]
     model: Optional[str] = None
+    audio: Optional[dict[str, Any]] = None
+    frequency_penalty: Optional[float] = None
+    logit_bias: Optional[dict[str, int]] = None
+    logprobs: Optional[bool] = None
+    max_completion_tokens: Optional[int] = None
+    max_tokens: Optional[int] = None
+    metadata: Optional[dict[str, str]] = None
+    moderation: Optional[Any] = None
+    modalities: Optional[list[Literal["text", "audio"]]] = None
+    n: Optional[int] = None
+    parallel_tool_calls: bool = True
+    prediction: Optional[dict[str, Any]] = None
+    presence_penalty: Optional[float] = None
+    prompt_cache_key: Optional[str] = None
+    prompt_cache_retention: Optional[Literal["in_memory", "24h"]] = None
+    reasoning_effort: Optional[str] = None
+    response_format: Optional[dict[str, Any]] = None
+    seed: Optional[int] = None
+    safety_identifier: Optional[str] = None
+    service_tier: Optional[Literal["auto", "default", "flex", "scale", "priority"]] = None
+    stop: Union[Optional[str], list[str], None] = None
+    store: Optional[bool] = None
+    stream_options: Optional[dict[str, Any]] = None
+    temperature: Optional[float] = None
+    tool_choice: Optional[Union[str, dict[str, Any]]] = None
+    tools: Optional[list[dict[str, Any]]] = None
+    top_logprobs: Optional[int] = None
+    top_p: Optional[float] = None
+    user: Optional[str] = None
+    verbosity: Optional[Literal["low", "medium", "high"]] = None
+    web_search_options: Optional[dict[str, Any]] = None
+    stream: Optional[Literal[False]] = None
+    chat_template_kwargs: Optional[dict[str, Any]] = None
+    thinking: Optional[dict[str, Any]] = None
+    output_config: Optional[dict[str, Any]] = None
 
 
 __all__ = [

@@ -25,10 +25,15 @@ Gym sends it: a pydantic model (request params) as `model_dump(exclude_unset=Tru
 from __future__ import annotations
 
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any, Optional, Union
 
 import orjson
+from aiohttp import ClientResponseError as ServerResponseError
+from aiohttp import RequestInfo
+from multidict import CIMultiDict, CIMultiDictProxy
 from pydantic import BaseModel
+from yarl import URL
 
 from gym_metrics._util.http import MAX_ANSWER_BYTES, Answer, HttpClientConfig, PooledHttp
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -47,12 +52,16 @@ _GIVEN: dict[str, Union[str, HttpClientConfig, ModelTargetConfig]] = {}
 """The model servers given to this process's ServerClients, by name (get_server_url reads it)."""
 
 
-class ServerResponseError(Exception):
-    """A model server answered with an HTTP error status."""
-
-    def __init__(self, status: int, content: bytes) -> None:
-        super().__init__(f"HTTP {status}: {content[:300].decode('utf-8', 'replace')}")
-        self.status, self.response_content = status, content
+def response_error(status: int, content: bytes, url: str, headers: Mapping[str, str] | None = None) -> ServerResponseError:
+    """The error an HTTP error status raises, as NeMo Gym's `raise_for_status` raises it:
+    aiohttp's ClientResponseError (its text `500, message='Internal Server Error', url='...'`,
+    which a judge-failed row's `failure_reason` carries), the body as `response_content`."""
+    reason = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
+    where = URL(url)
+    info = RequestInfo(where, "POST", CIMultiDictProxy(CIMultiDict()), where)
+    error = ServerResponseError(info, (), status=status, message=reason, headers=CIMultiDictProxy(CIMultiDict(headers or {})))
+    error.response_content = content  # type: ignore[attr-defined]  # (NeMo Gym sets it too)
+    return error
 
 
 class _Content:
@@ -66,8 +75,8 @@ class _Content:
 class ServerResponse:
     """A finished HTTP answer, read whole (bounded: 64 MiB, an error status's first 64 KiB)."""
 
-    def __init__(self, status: int, body: bytes, headers: Mapping[str, str]) -> None:
-        self.status, self.headers = status, dict(headers)
+    def __init__(self, status: int, body: bytes, headers: Mapping[str, str], url: str = "") -> None:
+        self.status, self.headers, self.url = status, dict(headers), url
         self.content = _Content(body)
         self._body = body
 
@@ -86,7 +95,7 @@ class ServerResponse:
 
     def raise_for_status(self) -> None:
         if not self.ok:
-            raise ServerResponseError(self.status, self._body)
+            raise response_error(self.status, self._body, self.url, self.headers)
 
 
 class _Passthrough(PooledHttp):
@@ -138,11 +147,11 @@ class ServerClient:
         client = self._client(server_name)
         if isinstance(client, ModelTarget):
             return await _target_call(client, url_path, json)
+        url = f"{client.config.url}/{url_path.lstrip('/')}"
         answer = await client.post_json(
-            f"{client.config.url}/{url_path.lstrip('/')}", b"" if json is None else orjson.dumps(json),
-            headers={**(kwargs.get("headers") or {}), **(_JSON if json is not None else {})},
-        )  # fmt: skip
-        return ServerResponse(answer.status_code, bytes(answer.content), answer.headers)
+            url, b"" if json is None else orjson.dumps(json), headers={**(kwargs.get("headers") or {}), **(_JSON if json is not None else {})}
+        )
+        return ServerResponse(answer.status_code, bytes(answer.content), answer.headers, url)
 
     async def post(self, server_name: str, url_path: str, json: Any = None, **kwargs: Any) -> ServerResponse:
         return await self.request("POST", server_name, url_path, json, **kwargs)
@@ -159,32 +168,34 @@ class ServerClient:
 async def _target_call(target: ModelTarget, url_path: str, body: Any) -> ServerResponse:
     """A model call through the target client: a Responses call in any api, a chat one in chat."""
     path = url_path.partition("?")[0].rstrip("/")
+    url = f"{target.config.url.rstrip('/').removesuffix('/v1')}/{url_path.lstrip('/')}"
     if not isinstance(body, Mapping):
-        return _error(400, "a model call's body must be a JSON object")
+        return _error(400, "a model call's body must be a JSON object", url)
     try:
         if path.endswith("/responses"):
             answer = (await target.generate(body)).response
         elif path.endswith("/chat/completions") and target.config.api == "chat":
             answer = await target.raw(body)
         elif path.endswith("/chat/completions"):
-            return _error(400, "this target speaks the Responses API (api: responses); a chat completions call needs api: chat")
+            return _error(400, "this target speaks the Responses API (api: responses); a chat completions call needs api: chat", url)
         else:
-            return _error(404, f"a model target answers /v1/responses and /v1/chat/completions, not {url_path}")
+            return _error(404, f"a model target answers /v1/responses and /v1/chat/completions, not {url_path}", url)
     except GenerationError as exc:
         if exc.status is None:  # no answer at all: raised, as a failed connection is
             raise
-        return _error(exc.status, str(exc))
-    return ServerResponse(200, orjson.dumps(answer), _JSON)
+        return _error(exc.status, str(exc), url)
+    return ServerResponse(200, orjson.dumps(answer), _JSON, url)
 
 
-def _error(status: int, message: str) -> ServerResponse:
-    return ServerResponse(status, orjson.dumps({"error": {"message": message}}), _JSON)
+def _error(status: int, message: str, url: str) -> ServerResponse:
+    return ServerResponse(status, orjson.dumps({"error": {"message": message}}), _JSON, url)
 
 
 async def raise_for_status(response: ServerResponse, content: Optional[bytes] = None) -> None:
-    """Raise ServerResponseError (its `response_content` set) for an HTTP error status."""
+    """Raise aiohttp's ClientResponseError (`ServerResponseError`, its `response_content` set)
+    for an HTTP error status, as NeMo Gym does."""
     if not response.ok:
-        raise ServerResponseError(response.status, content if content is not None else await response.read())
+        raise response_error(response.status, content if content is not None else await response.read(), response.url, response.headers)
 
 
 async def get_response_json(response: ServerResponse) -> Any:
@@ -239,5 +250,6 @@ __all__ = [
     "is_nemo_gym_fastapi_entrypoint",
     "raise_for_status",
     "request",
+    "response_error",
     "rollout_path_prefix",
 ]

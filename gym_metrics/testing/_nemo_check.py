@@ -83,11 +83,16 @@ def differences(theirs: Any, mine: Any, where: str = "") -> list[str]:
 
 
 async def check_environment(
-    root: Path, env: str, rollouts: Path, nemo_python: str, config: str | None = None, timeout_s: float = 3600, episodes: bool = False
+    root: Path, env: str, rollouts: Path, nemo_python: str, config: str | None = None, timeout_s: float = 3600, episodes: bool = False,
+    servers: dict[str, str] | None = None,
 ) -> CheckReport:
     """The report of one environment on `rollouts` (verify request bodies; with `episodes`,
     recorded rollouts whose episodes are run again: module docstring); CheckError when a side
-    cannot run, InvalidInputError naming a bad argument."""
+    cannot run, InvalidInputError naming a bad argument. `servers`: the model servers (a judge)
+    both sides call, by name, each at `http://host:port`."""
+    servers = dict(servers or {})
+    for name, url in servers.items():
+        _check_url(name, url)
     folder = root / "resources_servers" / env
     if not folder.is_dir():
         raise InvalidInputError("no such environment", [FieldViolation("--env", f"{folder} is not a folder")])
@@ -96,14 +101,15 @@ async def check_environment(
     with tempfile.TemporaryDirectory(prefix="gym-metrics-check-") as tmp:
         work = Path(tmp)
         if episodes:
-            theirs, rows, metrics = await _episodes(root, env, rollouts, nemo_python, config, work, timeout_s)
+            theirs, rows, metrics = await _episodes(root, env, rollouts, nemo_python, config, work, timeout_s, servers)
         else:
             indexed = _indexed(rollouts, f"{env}_simple_agent", work / "rows.jsonl")
-            theirs = await asyncio.to_thread(_nemo, root, env, indexed, nemo_python, config, work / "nemo.json", timeout_s)
-            rows, metrics = await _ours(root, env, indexed, config, work)
+            more = [f"--server={name}={url}" for name, url in servers.items()]
+            theirs = await asyncio.to_thread(_nemo, root, env, indexed, nemo_python, config, work / "nemo.json", timeout_s, more)
+            rows, metrics = await _ours(root, env, indexed, config, work, servers=servers)
     found = _row_differences(theirs["responses"], rows, compare_response=episodes)
-    scored = {r["agent_ref"]["name"] for r in rows if "_gm_error" not in r}
-    mine = [m for m in metrics if m["agent_ref"]["name"] in scored]  # an agent whose every row failed has no entry in NeMo Gym's
+    scored = {r["agent_ref"]["name"] for r in rows if "_gm_error" not in r and not r.get("_ng_failure_class")}
+    mine = [m for m in metrics if m["agent_ref"]["name"] in scored]  # an agent whose every row failed (a judge's too) has no entry in NeMo Gym's
     found += differences(theirs["metrics"], mine, "metrics")
     return CheckReport(env, len(rows), found, sum("_nemo_refused" in r for r in theirs["responses"]))
 
@@ -148,8 +154,22 @@ def _indexed(rollouts: Path, agent: str, out: Path) -> Path:
     return out
 
 
+def _check_url(name: str, url: str) -> None:
+    """A server both sides reach: NeMo Gym's ServerClient knows a server by host and port only."""
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    try:
+        port = where.port
+    except ValueError:
+        port = None
+    if where.scheme != "http" or not where.hostname or port is None or where.path not in ("", "/") or where.query:
+        raise InvalidInputError("bad --server", [FieldViolation(f"--server {name}", f"{url!r}: expected http://HOST:PORT (NeMo Gym reaches a server by its host and port)")])
+
+
 async def _episodes(
-    root: Path, env: str, rollouts: Path, nemo_python: str, config: str | None, work: Path, timeout_s: float
+    root: Path, env: str, rollouts: Path, nemo_python: str, config: str | None, work: Path, timeout_s: float,
+    servers: dict[str, str],
 ) -> tuple[Any, list[dict[str, Any]], Any]:
     """NeMo Gym's and gym-metrics' runs of the rollouts' tasks against one replaying policy."""
     import orjson
@@ -165,11 +185,12 @@ async def _episodes(
     indexed = _indexed(rollouts, agents[0][0], work / "rows.jsonl")
     script = replayed_script(orjson.loads(line) for line in indexed.read_bytes().splitlines() if line.strip())
     with ScriptedPolicyServer(script) as policy:
-        theirs = await asyncio.to_thread(_nemo, root, env, indexed, nemo_python, config, work / "nemo.json", timeout_s, ["--episodes", "--policy-port", str(policy.port)])
+        more = ["--episodes", "--policy-port", str(policy.port), *(f"--server={n}={u}" for n, u in servers.items())]
+        theirs = await asyncio.to_thread(_nemo, root, env, indexed, nemo_python, config, work / "nemo.json", timeout_s, more)
         tasks = work / "tasks.jsonl"
         tasks.write_bytes(b"".join(orjson.dumps(task) + b"\n" for task in theirs["tasks"]))
         target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")
-        rows, metrics = await _ours(root, env, tasks, config, work, target)
+        rows, metrics = await _ours(root, env, tasks, config, work, target, servers)
     return theirs, rows, metrics
 
 
@@ -188,9 +209,12 @@ def _nemo(root: Path, env: str, rows: Path, python: str, config: str | None, out
     return json.loads(out.read_text())
 
 
-async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path, target: Any = None) -> tuple[list[dict[str, Any]], Any]:
-    """gym-metrics: the environment ported into `work`, served from its config, collected (with
-    `target`, each row's episode run against that policy)."""
+async def _ours(
+    root: Path, env: str, rows: Path, config: str | None, work: Path, target: Any = None, servers: dict[str, str] | None = None
+) -> tuple[list[dict[str, Any]], Any]:
+    """gym-metrics: the environment ported into `work`, served from its config (composed from
+    the checkout's root, as NeMo Gym's side is), collected (with `target`, each row's episode run
+    against that policy)."""
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics._transport.server import ServerConfig, start_server
     from gym_metrics.collector import CollectOptions, collect_async
@@ -200,9 +224,10 @@ async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path
     tree = work / "resources_servers"
     port_environment(root / "resources_servers" / env, tree / env)
     here = os.getcwd()
-    os.chdir(tree / env)  # the environment's folder, where NeMo Gym's launcher runs it (its relative paths start there)
+    os.chdir(root)  # config_paths start at the checkout's root; then the environment's folder, where NeMo Gym's launcher runs it
     try:
-        server = await start_server(load_config_server(config_file(work, env, config)), ServerConfig(port=0, log_requests=False))
+        built = load_config_server(config_file(work, env, config), servers=servers, in_folder=True)
+        server = await start_server(built, ServerConfig(port=0, log_requests=False))
         try:
             async with ResourcesClient(server.address) as client:
                 options = CollectOptions(target=target) if target is not None else CollectOptions(reverify=True)  # rows that carry a reward too
@@ -210,7 +235,7 @@ async def _ours(root: Path, env: str, rows: Path, config: str | None, work: Path
                 written = [work / "run.jsonl", work / "run_failures.jsonl"]
                 out = [json.loads(line) for path in written if path.exists() for line in path.read_text().splitlines() if line.strip()]
                 metrics_path = result.metrics_path
-                if any("_gm_error" in r for r in out):  # NeMo Gym's collection scores the rows that did not fail, alone
+                if any("_gm_error" in r or r.get("_ng_failure_class") for r in out):  # NeMo Gym's collection scores the rows that did not fail, alone
                     kept = work / "kept.jsonl"
                     kept.write_text("".join(json.dumps(r) + "\n" for r in out if "_gm_error" not in r and not r.get("_ng_failure_class")))
                     metrics_path = (await collect_async(client, kept, work / "kept_run.jsonl", CollectOptions())).metrics_path

@@ -97,6 +97,18 @@ def test_episodes_need_an_agent_in_the_config(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_a_server_both_sides_cannot_reach_alike_is_refused(tmp_path: Path) -> None:
+    """NeMo Gym reaches a model server by host and port: a URL with a path, or no port, is one line."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"responses_create_params": {"input": "hi"}}\n')
+    (tmp_path / "resources_servers" / "mine").mkdir(parents=True)
+    for url in ("http://127.0.0.1:9/v1", "http://127.0.0.1", "https://127.0.0.1:9"):
+        done = _cli("--root", str(tmp_path), "--env", "mine", "--rollouts", str(rows), "--nemo-python", sys.executable, "--server", f"judge={url}")
+        assert done.returncode == 2 and "--server judge" in done.stderr and "expected http://HOST:PORT" in done.stderr, done.stderr
+    done = _cli("--root", str(tmp_path), "--env", "mine", "--rollouts", str(rows), "--nemo-python", sys.executable, "--server", "judge")
+    assert done.returncode == 2 and "expected NAME=http://HOST:PORT" in done.stderr
+
+
 NEMO_PYTHON = os.environ.get("GYM_METRICS_NEMO_PYTHON")
 
 
@@ -185,3 +197,35 @@ def test_a_sandboxed_tool_checks_equal_to_nemo_gyms_local_provider(ported: Any, 
                 "--nemo-python", str(NEMO_PYTHON), "--episodes")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().splitlines()[-1] == "litmus_agent: 5 rows, equal to NeMo Gym's (every row, its trajectory and every metrics key)"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NEMO_PYTHON, reason="GYM_METRICS_NEMO_PYTHON names no venv with nemo-gym 0.7.0 (the reference tool itself, 1.4 GB)")
+@pytest.mark.parametrize(
+    ("env", "judge", "verdicts"),
+    [
+        ("equivalence_llm_judge", "policy_model", ["[[A=B]]", "[[A!=B]]"]),  # its judge is the policy model; its verifier fixture composes a benchmark config
+        ("aegis_v4_safety", "aegis_v4_model", ["User Safety: safe\nResponse Safety: safe", "User Safety: unsafe\nResponse Safety: unsafe"]),
+    ],
+)
+def test_a_judged_environment_checks_equal_with_one_judge_for_both_sides(
+    env: str, judge: str, verdicts: list[str], ported: Any, tmp_path: Path
+) -> None:
+    """`--server NAME=URL`: both sides call the same (scripted) judge; its verdict for a prompt
+    is picked by the prompt's hash, so each side's rows get the same verdicts, and a row whose
+    judge call fails (HTTP 500) is judge_failed on both."""
+    from gym_metrics.testing import ScriptedChatServer
+    from gym_metrics.testing._judge import keyed_answers, text_key
+
+    with zipfile.ZipFile(ported.wheel) as wheel:
+        wheel.extractall(tmp_path, [m for m in wheel.namelist() if m.startswith(("resources_servers/", "benchmarks/"))])
+    rows = tmp_path / "resources_servers" / env / "data" / "example_rollouts.jsonl"
+    with ScriptedChatServer(default=keyed_answers(verdicts)) as first:  # a first pass finds a prompt to fail
+        done = _cli("--root", str(tmp_path), "--env", env, "--rollouts", str(rows), "--nemo-python", str(NEMO_PYTHON), "--server", f"{judge}=http://127.0.0.1:{first.port}")
+        assert done.returncode == 0, done.stdout + done.stderr
+        calls = [r.text for r in first.requests]
+    assert len(calls) >= 2 * 5 and len(set(calls)) < len(calls)  # each row judged by both sides, the same prompts
+    with ScriptedChatServer(default=keyed_answers(verdicts, fail_keys=[text_key(calls[0])])) as failing:
+        done = _cli("--root", str(tmp_path), "--env", env, "--rollouts", str(rows), "--nemo-python", str(NEMO_PYTHON), "--server", f"{judge}=http://127.0.0.1:{failing.port}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1].startswith(f"{env}: 5 rows, equal to NeMo Gym's")

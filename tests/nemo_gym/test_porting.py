@@ -236,7 +236,7 @@ def test_the_global_config_is_the_document_served() -> None:
 
     load_config_server(ECHO)
     document = get_global_config_dict()
-    assert set(document) == {"echo_env", "echo_env_simple_agent", "config_paths", "results_dir", "cache_dir"}  # as NeMo Gym's
+    assert set(document) == {"echo_env", "echo_env_simple_agent", "config_paths", "results_dir", "cache_dir", "policy_model"}  # as NeMo Gym's
     assert get_first_server_config_dict(document, "echo_env")["expected_suffix"] == "!"
 
 
