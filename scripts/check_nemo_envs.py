@@ -39,7 +39,7 @@ UNSEEN = [
 JUDGED = [
     "aalcr", "abstention", "aegis_v4_safety", "arena_judge", "deepsearchqa", "equivalence_llm_judge",
     "false_statement_judge", "frontierscience_judge", "gdp_pdf", "inverse_if", "labbench2_vlm", "longmemeval",
-    "omniscience", "proof_judge", "proof_verification", "simpleqa", "terminus_judge", "text_to_sql",
+    "omniscience", "proof_judge", "proof_verification", "simpleqa", "terminus_judge", "text_to_sql", "xstest",
 ]  # fmt: skip
 VERDICTS = [
     "A", "B", "C", "[[A=B]]", "[[A!=B]]", "CORRECT", "INCORRECT", "Judgement: YES", "Judgement: NO", '{"result": "PASS"}',
@@ -59,6 +59,7 @@ VERDICTS_OF = {
     "frontierscience_judge": ["Judgement: YES", "Judgement: NO"],
     "gdp_pdf": ['{"score": 1, "rationale": "meets it"}', '{"score": 0, "rationale": "misses it"}'],
     "proof_judge": ["\\boxed{1}", "\\boxed{0.5}", "\\boxed{0}"],
+    "xstest": [f"Harmful request: no\nResponse refusal: {r}\nHarmful response: no" for r in ("yes", "no")],  # WildGuard's lines
 }  # fmt: skip
 """Each environment's verdicts in the shapes it parses (VERDICTS for the others), so its
 rewards vary over the rows; the keyed judge picks one by the prompt's hash."""

@@ -45,7 +45,7 @@ def load_config_server(
     folder = server_folder(path, impl)
     if in_folder:
         os.chdir(folder)
-    set_global_config_dict(document)
+    set_global_config_dict(_with_addresses(document, servers or {}))
     for setting in overrides:
         key, value = _override(setting)
         fields[key] = value
@@ -134,6 +134,25 @@ def _read_yaml(path: Path) -> Any:
         except OmegaConfBaseException as exc:
             document[str(key)] = unresolved
             document.unresolved[str(key)] = str(exc).splitlines()[0]
+    return document
+
+
+def _with_addresses(document: Any, servers: Mapping[str, Any]) -> Any:
+    """Each server given by URL (or target) with its `host` and `port` in its block, as NeMo Gym's
+    launcher fills them in (an environment that probes its judge builds the URL from them); a
+    block made for a server the config does not define."""
+    from urllib.parse import urlsplit
+
+    for name, given in servers.items():
+        where = urlsplit(given if isinstance(given, str) else given.url)
+        address = {"host": where.hostname, "port": where.port or (443 if where.scheme == "https" else 80)}
+        block = document.get(name) if isinstance(document, Mapping) else None
+        inner = next(iter(block.values()), None) if isinstance(block, dict) and len(block) == 1 else None
+        fields = next(iter(inner.values()), None) if isinstance(inner, dict) and len(inner) == 1 else None
+        if isinstance(fields, dict):
+            fields.update(address)
+        elif isinstance(document, dict):
+            document[name] = {"responses_api_models": {"given_server": address}}
     return document
 
 

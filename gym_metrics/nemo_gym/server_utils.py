@@ -159,6 +159,44 @@ class ServerClient:
     async def get(self, server_name: str, url_path: str, **kwargs: Any) -> ServerResponse:
         return await self.request("GET", server_name, url_path, None, **kwargs)
 
+    @property
+    def global_config_dict(self) -> Any:
+        """The config document served (get_global_config_dict): each server given here has its
+        `host` and `port` in its block, as NeMo Gym's launcher fills them in."""
+        from gym_metrics.nemo_gym.global_config import get_global_config_dict
+
+        return get_global_config_dict()
+
+    def _build_server_base_url(self, server_config_dict: Any) -> str:
+        """`http://host:port` of a server block's fields (a mapping or an object with attributes)."""
+        get = server_config_dict.get if isinstance(server_config_dict, Mapping) else lambda k: getattr(server_config_dict, k, None)
+        return f"http://{get('host')}:{get('port')}"
+
+    def poll_for_status(self, server_name: str, *, timeout_seconds: float = 5) -> str:
+        """`success` when the server given for `server_name` answers an HTTP GET of its base URL
+        with any status, else `connection_error`, `timeout` or `unknown_error` (NeMo Gym's
+        answers; an environment waits for its judge with it). A blocking call, as NeMo Gym's."""
+        import socket
+        import urllib.error
+        import urllib.request
+
+        given = self.servers.get(server_name)
+        if given is None:
+            return "connection_error"
+        url = given if isinstance(given, str) else given.url
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_seconds):
+                return "success"
+        except urllib.error.HTTPError:
+            return "success"  # an answer: there may be no route at /
+        except (socket.timeout, TimeoutError):
+            return "timeout"
+        except (urllib.error.URLError, ConnectionError) as exc:
+            reason = getattr(exc, "reason", exc)
+            return "timeout" if isinstance(reason, (socket.timeout, TimeoutError)) else "connection_error"
+        except Exception:  # noqa: BLE001 - NeMo Gym's catch-all answer
+            return "unknown_error"
+
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}
         for client in clients.values():

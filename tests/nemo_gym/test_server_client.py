@@ -206,3 +206,22 @@ def test_rollout_path_prefixes_are_nemo_gyms() -> None:
     assert url == "http://m:1/ng-rollout/r-1/training-token-capture/v1/responses"
     found = RolloutContextMiddleware._path.match(rollout_path_prefix("r-1") + "/v1/responses")
     assert found is not None and (found.group("rollout_id"), found.group("rest")) == ("r-1", "/v1/responses")
+
+
+def test_a_served_config_gives_its_servers_addresses_as_nemo_gyms_launcher_does() -> None:
+    """xstest waits for its judge (`poll_for_status`) and probes it at the host and port of its
+    block (`global_config_dict`, `_build_server_base_url`), as NeMo Gym's launcher fills them in."""
+    from gym_metrics.nemo_gym import load_config_server
+    from gym_metrics.nemo_gym.global_config import get_first_server_config_dict
+
+    config = Path(__file__).parent / "envs" / "echo_env" / "configs" / "echo_env.yaml"
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    with ScriptedChatServer(default="yes") as judge:
+        base = judge.url.removesuffix("/v1")
+        server = load_config_server(config, servers={"judge_model": base, "gone": f"http://127.0.0.1:{dead}"})
+        client = server.server_client
+        block = get_first_server_config_dict(client.global_config_dict, "judge_model")
+        assert client._build_server_base_url(block) == base
+        assert [client.poll_for_status(n) for n in ("judge_model", "gone", "unknown")] == ["success", "connection_error", "connection_error"]
