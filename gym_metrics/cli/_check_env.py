@@ -24,7 +24,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--env", required=True, help="the environment's folder name")
     p.add_argument("--rollouts", type=Path, required=True, help="JSONL of verify request bodies (responses_create_params, response, the task's fields)")
     p.add_argument("--nemo-python", required=True, metavar="PYTHON", help="the python of a venv where nemo-gym is installed")
-    p.add_argument("--config", metavar="NAME", help="the config under configs/ (default: <env>.yaml, else the first)")
+    p.add_argument(
+        "--config", metavar="NAME",
+        help="the config under configs/ (default: <env>.yaml, else the first), or a path under --root (benchmarks/<name>/config.yaml)",
+    )  # fmt: skip
     p.add_argument("--episodes", action="store_true", help="run each row's episode again, the rollouts' model turns replayed, under NeMo Gym's agent and collect; compare trajectories too")
     p.add_argument(
         "--server", action="append", default=[], metavar="NAME=http://HOST:PORT",

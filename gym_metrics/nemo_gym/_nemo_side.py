@@ -44,7 +44,11 @@ _KEYS = ("_ng_task_index", "_ng_rollout_index", "agent_ref", "task_source", "ski
 
 
 def config_file(root: Path, env: str, name: str | None) -> Path:
+    """`name` under the env's configs/ (a path with a `/`: under `root`, a benchmark's config),
+    else `<env>.yaml`, else the first by name."""
     folder = root / "resources_servers" / env / "configs"
+    if name and "/" in name:
+        return root / name
     if name:
         return folder / (name if name.endswith(".yaml") else f"{name}.yaml")
     own = folder / f"{env}.yaml"

@@ -19,6 +19,7 @@ import asyncio
 import json
 import math
 import os
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -223,6 +224,9 @@ async def _ours(
 
     tree = work / "resources_servers"
     port_environment(root / "resources_servers" / env, tree / env)
+    if config and "/" in config:  # a benchmark's config: beside the ported tree, so its server is the ported one
+        (work / config).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / config, work / config)
     here = os.getcwd()
     os.chdir(root)  # config_paths start at the checkout's root; then the environment's folder, where NeMo Gym's launcher runs it
     try:

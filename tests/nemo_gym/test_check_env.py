@@ -229,3 +229,29 @@ def test_a_judged_environment_checks_equal_with_one_judge_for_both_sides(
         done = _cli("--root", str(tmp_path), "--env", env, "--rollouts", str(rows), "--nemo-python", str(NEMO_PYTHON), "--server", f"{judge}=http://127.0.0.1:{failing.port}")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().splitlines()[-1].startswith(f"{env}: 5 rows, equal to NeMo Gym's")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NEMO_PYTHON, reason="GYM_METRICS_NEMO_PYTHON names no venv with nemo-gym 0.7.0 (the reference tool itself, 1.4 GB)")
+def test_a_benchmark_config_checks_equal_to_nemo_gyms(ported: Any, tmp_path: Path) -> None:
+    """`--config benchmarks/gpqa/config.yaml`: both sides compose the benchmark (mcqa's block
+    renamed, its grading mode `lenient_answer_colon_md`). Each row answers `Answer: X`, right for
+    half of them: that grading mode scores them, mcqa's own config does not."""
+    with zipfile.ZipFile(ported.wheel) as wheel:
+        wheel.extractall(tmp_path, [m for m in wheel.namelist() if m.startswith(("resources_servers/", "benchmarks/"))])
+    rows = []
+    for i, line in enumerate((tmp_path / "resources_servers" / "mcqa" / "data" / "example_rollouts.jsonl").read_text().splitlines()):
+        row = json.loads(line)
+        row["responses_create_params"] = {k: v for k, v in row["responses_create_params"].items() if v is not None}
+        row.pop("reward")
+        row["options"] = [{letter: f"option {letter}"} for letter in "ABCDEFGHIJ"]  # (what a benchmark's prepared row carries)
+        answer = row["expected_answer"] if i % 2 == 0 else "A" if row["expected_answer"] != "A" else "B"
+        row["response"]["output"][-1]["content"][0]["text"] = f"Reasoning.\n\nAnswer: {answer}"
+        rows.append(row)
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = _cli("--root", str(tmp_path), "--env", "mcqa", "--config", "benchmarks/gpqa/config.yaml", "--rollouts", str(path), "--nemo-python", str(NEMO_PYTHON))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "mean reward: mcqa_simple_agent 0.600" in done.stderr and "5 rows, equal to NeMo Gym's" in done.stdout
+    done = _cli("--root", str(tmp_path), "--env", "mcqa", "--rollouts", str(path), "--nemo-python", str(NEMO_PYTHON))
+    assert done.returncode == 0 and "mean reward: mcqa_simple_agent 0.000" in done.stderr, done.stdout + done.stderr
