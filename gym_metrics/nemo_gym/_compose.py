@@ -88,8 +88,7 @@ def load_config_paths(entries: list[str], roots: list[Path]) -> tuple[list[str],
         entry = entries[index]
         found = resolve_under(entry, where[index])
         config = _mapping(load_yaml(found, entry if index >= listed else None), found)  # (the caller's own: "config")
-        named = _entries(config.get(CONFIG_PATHS) if hasattr(config, "get") else None, found)
-        for more in named:
+        for more in _entries(config.get(CONFIG_PATHS), found):
             if more not in entries:
                 entries.append(more)
                 children.append([])
@@ -222,7 +221,9 @@ def _apply(level: Any, root: Any, frozen: Any) -> None:
         if isinstance(value, DictConfig):  # the block's own keys over the copy
             copied = OmegaConf.merge(copied, value)
         level[key] = copied
-        for k in deleting:
+        for k in deleting:  # a key to delete must be somewhere, the block's own or the copy's
+            if k not in level[key]:
+                raise InvalidInputError("config deletes a key it does not have", [FieldViolation(DELETE_KEY, f"{key}: no {k!r} in it or in {source}")])
             level[key].pop(k)
 
 
@@ -250,7 +251,7 @@ def _at(document: Any, names: list[str], source: str) -> Any:
     node = document
     for name in names:
         if not isinstance(node, DictConfig) or node._get_node(name) is None:
-            raise InvalidInputError("config inherits from a path that does not exist", [FieldViolation(INHERIT_FROM, f"{source}: no {name!r} there")])
+            raise InvalidInputError("config inherits or copies from a path that does not exist", [FieldViolation(INHERIT_FROM, f"{source}: no {name!r} there")])
         if OmegaConf.is_missing(node, name):
             return _MISSING
         node = node[name]

@@ -16,8 +16,8 @@ import pydantic
 
 from gym_metrics._util.http import HttpClientConfig
 from gym_metrics.environments import load_module_file
-from gym_metrics.nemo_gym._compose import compose, tree_root
 from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.nemo_gym._compose import compose, tree_root
 from gym_metrics.nemo_gym.base_resources_server import SimpleResourcesServer
 from gym_metrics.nemo_gym.global_config import set_global_config_dict, set_parent_dir
 from gym_metrics.nemo_gym.server_utils import ServerClient
@@ -121,10 +121,8 @@ def _read_yaml(path: Path) -> Any:
     except ImportError:
         raise InvalidInputError("NeMo Gym configs are read by omegaconf", [FieldViolation("config", "pip install 'gym-metrics[nemo-gym]'")]) from None
 
-    raw = compose(path)
+    raw = compose(path)  # (a mapping: compose refuses anything else)
     plain: Any = OmegaConf.to_container(raw, resolve=False)
-    if not isinstance(plain, dict):
-        return plain
     document = _Document()
     document.unresolved = {}
     for key, unresolved in plain.items():

@@ -105,8 +105,8 @@ def read_config(config: Path, servers: dict[str, str] | None = None) -> Any:
     `_inherit_from` and other directives applied; no command line, no validation of a run's
     servers), each block resolved where it is used: a block's interpolation that cannot resolve
     (another agent's API key) fails only what uses it. Each of `servers` (name -> http://host:port)
-    becomes a model server block at that address, in place of the config's own, as NeMo Gym's
-    ServerClient finds a server."""
+    gets that host and port in its block (a block made when the config has none), where NeMo
+    Gym's ServerClient finds a server."""
     from urllib.parse import urlsplit
 
     from omegaconf import OmegaConf, open_dict
@@ -121,9 +121,15 @@ def read_config(config: Path, servers: dict[str, str] | None = None) -> Any:
     with open_dict(glob):
         glob.config_paths = paths
         parser._recursively_swap_keys(glob)
-        for name, url in (servers or {}).items():
+        for name, url in (servers or {}).items():  # its block's fields kept, as gym-metrics' side keeps them
             where = urlsplit(url)
-            glob[name] = {"responses_api_models": {"check_env_server": {"host": where.hostname, "port": where.port}}}
+            address = {"host": where.hostname, "port": where.port}
+            block: Any = glob.get(name)
+            inner: Any = block[next(iter(block))] if hasattr(block, "keys") and len(block) == 1 else None
+            if hasattr(inner, "keys") and len(inner) == 1 and hasattr(inner[next(iter(inner))], "keys"):
+                inner[next(iter(inner))].update(address)
+            else:
+                glob[name] = {"responses_api_models": {"check_env_server": address}}
     global_config._GLOBAL_CONFIG_DICT = glob
     return glob
 

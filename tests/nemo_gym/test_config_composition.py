@@ -68,11 +68,9 @@ def test_the_cases_compose_as_nemo_gym_composes_them(case: str, monkeypatch: pyt
     assert_same(case, found, expected, TREE)
 
 
-def test_the_wheels_configs_compose_as_nemo_gym_composes_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_wheels_configs_compose_as_nemo_gym_composes_them(ported: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """All 350 config files of the wheel (108 benchmarks), each block equal to NeMo Gym's."""
-    from conftest import nemo_gym_wheel
-
-    with zipfile.ZipFile(nemo_gym_wheel()) as wheel:
+    with zipfile.ZipFile(ported.wheel) as wheel:
         wheel.extractall(tmp_path, [m for m in wheel.namelist() if m.endswith(".yaml")])  # what config_paths can name
     monkeypatch.chdir(tmp_path)
     compared = refused = 0
@@ -153,6 +151,7 @@ def test_env_yaml_is_read_as_nemo_gym_reads_it(tree: Path, monkeypatch: pytest.M
         ("config_paths:\n  - resources_servers/nowhere.yaml\n", "config_paths: resources_servers/nowhere.yaml", "no such file"),
         ("config_paths: resources_servers/demo_env/configs/demo_env.yaml\n", "config_paths", "is not a list of paths"),
         ("a:\n  _inherit_from: b.c\n", "_inherit_from", "b.c: no 'b' there"),
+        ("b:\n  x: 1\na:\n  _inherit_from: b\n  _delete_key: y\n", "_delete_key", "a: no 'y' in it or in b"),
         ("config_paths:\n  - resources_servers/demo_env/configs/demo_env.yaml\nx: [1\n", "config", "not valid YAML"),
     ],
 )
