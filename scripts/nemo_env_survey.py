@@ -178,7 +178,7 @@ def port_tree(wheel: Path, root: Path) -> Path:
     from gym_metrics.nemo_gym.port import port_folder
 
     source = root / "_wheel"
-    folders = ("resources_servers", "responses_api_agents", "responses_api_models", "benchmarks")  # what configs include
+    folders = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers", "environments", "benchmarks")  # what configs include
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(source, [m for m in archive.namelist() if m.startswith(tuple(f + "/" for f in folders))])
     for folder in folders:

@@ -214,6 +214,40 @@ async def test_an_environments_own_verify_route_is_the_one_called(tmp_path: Path
     assert (down["reward"], down["mask_sample"], down["failure_kind"], down["failure_reason"]) == (0.0, True, "judge_failed", "HTTP 503 from the judge")
 
 
+DECORATED_ENV = """
+from gym_metrics.nemo_gym.base_resources_server import BaseResourcesServerConfig, BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
+from gym_metrics.nemo_gym.judge import JudgeError, judge_failsafe
+
+
+class DecoratedServer(SimpleResourcesServer):
+    config: BaseResourcesServerConfig
+
+    @judge_failsafe
+    async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
+        if body.response.output_text == "judge down":
+            raise JudgeError("HTTP 503 from the judge")
+        return BaseVerifyResponse(**body.model_dump(), reward=1.0)
+"""
+
+
+async def test_a_verify_decorated_with_judge_failsafe_answers_the_masked_row(tmp_path: Path) -> None:
+    """`@judge_failsafe` on the verify method itself: its failed judge comes back as the
+    JSON response the decorator makes, read as NeMo Gym's route sends it."""
+    env = tmp_path / "resources_servers" / "decorated_env"
+    (env / "configs").mkdir(parents=True)
+    (env / "app.py").write_text(DECORATED_ENV)
+    (env / "configs" / "decorated_env.yaml").write_text("decorated_env:\n  resources_servers:\n    decorated_env:\n      entrypoint: app.py\n")
+    server = await start_server(load_config_server(env / "configs" / "decorated_env.yaml"), ServerConfig(port=0, log_requests=False))
+    try:
+        async with ResourcesClient(server.address) as client:
+            fine, down = [await client.verify(rollout(answer)) for answer in ("yes!", "judge down")]
+    finally:
+        await server.stop(0)
+    assert (fine["reward"], fine["mask_sample"]) == (1.0, False)
+    assert (down["reward"], down["mask_sample"], down["failure_kind"], down["_ng_failure_class"]) == (0.0, True, "judge_failed", "judge_failed")
+    assert down["failure_reason"] == "HTTP 503 from the judge"
+
+
 def test_the_porting_rule_rewrites_imports_and_nothing_else(tmp_path: Path) -> None:
     source = (
         "import nemo_gym\nfrom nemo_gym.base_resources_server import SimpleResourcesServer\n"
