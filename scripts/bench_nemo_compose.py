@@ -20,10 +20,6 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-NO_MODEL = {
-    "policy_base_url": "", "policy_api_key": "", "policy_model_name": "",
-    "policy_model": {"responses_api_models": {"dummy_model": {"entrypoint": "app.py"}}},
-}  # fmt: skip
 
 
 def recorder() -> Any:
@@ -46,11 +42,12 @@ def main() -> int:
     blocks = recorder().resolved_blocks
     if args.side == "ours":
         from gym_metrics.nemo_gym._compose import parse, search_roots
+        from gym_metrics.nemo_gym.global_config import GlobalConfigDictParserConfig
 
         roots = search_roots(root)
 
         def compose(path: Path) -> Any:
-            return blocks(parse({**NO_MODEL, "config_paths": [str(path)]}, roots, None, root))
+            return blocks(parse({**GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT, "config_paths": [str(path)]}, roots, None, root))
     else:
         composed = recorder().composed
 

@@ -13,6 +13,8 @@ from typing import Any, ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from gym_metrics.nemo_gym._compose import NO_POLICY_MODEL
+
 TASK_INDEX_KEY_NAME = "_ng_task_index"
 ROLLOUT_INDEX_KEY_NAME = "_ng_rollout_index"
 ATTEMPT_INDEX_KEY_NAME = "_ng_attempt_index"
@@ -74,7 +76,7 @@ class GlobalConfigDictParserConfig(BaseModel):
         POLICY_BASE_URL_KEY_NAME: "",
         POLICY_API_KEY_KEY_NAME: "",
         POLICY_MODEL_NAME_KEY_NAME: "",
-        POLICY_MODEL_KEY_NAME: {"responses_api_models": {"dummy_model": {"entrypoint": "app.py"}}},
+        POLICY_MODEL_KEY_NAME: NO_POLICY_MODEL,
     }
     """The policy keys a config may interpolate, empty, for composing without a model."""
 

@@ -19,15 +19,12 @@ from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.nemo_gym import environment_folder, load_config_server
 from gym_metrics.nemo_gym._compose import compose, parse, search_roots
+from gym_metrics.nemo_gym.global_config import GlobalConfigDictParserConfig
 from gym_metrics.nemo_gym.port import port_folder
 
 DATA = Path(__file__).parents[1] / "data" / "nemo_gym_configs"
 TREE = DATA / "tree"
 REFERENCE = json.loads((DATA / "reference.json").read_text())
-NO_MODEL = {
-    "policy_base_url": "", "policy_api_key": "", "policy_model_name": "",
-    "policy_model": {"responses_api_models": {"dummy_model": {"entrypoint": "app.py"}}},
-}  # fmt: skip
 
 
 def _recorder() -> Any:
@@ -44,7 +41,7 @@ RECORDER = _recorder()
 
 def ours(path: Path, root: Path) -> dict[str, Any]:
     """Our composition of `path` as the recorder ran NeMo Gym's (no model, no env.yaml), summarised alike."""
-    document = parse({**NO_MODEL, "config_paths": [str(path)]}, search_roots(root), None, root)
+    document = parse({**GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT, "config_paths": [str(path)]}, search_roots(root), None, root)
     return RECORDER.resolved_blocks(document)
 
 
@@ -168,7 +165,7 @@ def test_the_parser_environments_call_composes_as_nemo_gyms(tree: Path, monkeypa
     verifier fixtures call it, gives NeMo Gym's blocks."""
     from omegaconf import OmegaConf
 
-    from gym_metrics.nemo_gym.global_config import GlobalConfigDictParser, GlobalConfigDictParserConfig
+    from gym_metrics.nemo_gym.global_config import GlobalConfigDictParser
 
     monkeypatch.chdir(TREE)
     path = "benchmarks/demo_bench/config.yaml"
