@@ -215,3 +215,28 @@ async def test_sandboxes_share_one_bounded_pool(sandbox: None, monkeypatch: pyte
     finally:
         await first.stop()
         await second.stop()
+
+
+def test_a_borrowed_sandbox_is_described_as_nemo_gym_describes_it() -> None:
+    """`sandbox.access` records refuse unknown fields; the `local` provider cannot be reconnected
+    to from another process, so an environment's `isinstance(provider, ConnectableProvider)` is
+    false (swebench_pro then keeps its sandbox to itself), as for NeMo Gym's `local` provider."""
+    import pydantic
+
+    from gym_metrics.nemo_gym.sandbox import LocalProvider
+    from gym_metrics.nemo_gym.sandbox.access import DirectSandboxConnection, SandboxAccess
+    from gym_metrics.nemo_gym.sandbox.providers.base import ConnectableProvider
+
+    access = SandboxAccess(connection=DirectSandboxConnection(provider_config_ref="docker", descriptor={"id": "abc"}), workdir="/w")
+    assert access.model_dump() == {"connection": {"kind": "direct", "provider_config_ref": "docker", "descriptor": {"id": "abc"}}, "workdir": "/w"}
+    with pytest.raises(pydantic.ValidationError):
+        SandboxAccess(connection=access.connection, workdir="/w", lease="x")  # type: ignore[call-arg]
+
+    class Reconnectable:
+        async def serialize_handle(self, handle: object, *, scope: str | None = None) -> dict[str, object]:
+            return {}
+
+        async def connect(self, descriptor: object) -> object:
+            return object()
+
+    assert isinstance(Reconnectable(), ConnectableProvider) and not isinstance(LocalProvider(), ConnectableProvider)

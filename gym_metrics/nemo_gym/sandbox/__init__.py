@@ -2,7 +2,8 @@
 spec and result records, provider configs and helpers, with its `local` provider run in
 gym-metrics' own isolated sandbox (_local.py says what differs). NeMo Gym's container and
 service providers are not ported; its PTY sessions, endpoints, pause/resume, serialisation and
-the blocking `Sandbox` neither (docs/nemo-gym.md, "Sandboxed tools")."""
+the blocking `Sandbox` neither (docs/nemo-gym.md, "Sandboxed tools"). `access` and
+`providers.base` hold the records and protocol environments import."""
 
 from gym_metrics.nemo_gym.sandbox._api import AsyncSandbox
 from gym_metrics.nemo_gym.sandbox._local import LocalProvider

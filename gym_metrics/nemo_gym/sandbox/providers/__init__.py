@@ -1,0 +1,1 @@
+"""NeMo Gym's `nemo_gym.sandbox.providers`: the provider protocol module environments import (base)."""
