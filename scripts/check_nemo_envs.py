@@ -3,7 +3,7 @@ service and are not in the test suites (docs/nemo-gym.md's figures): each on its
 `data/example_rollouts.jsonl` (else `example.jsonl`), one line per environment, then the count.
 
     python scripts/check_nemo_envs.py --root /tmp/ng --nemo-python /tmp/ngvenv/bin/python \
-        [--gym-metrics .venv/bin/gym-metrics] [--judged] [ENV ...]
+        [--gym-metrics .venv/bin/gym-metrics] [--judged | --benchmarks] [ENV ...]
 
 `--judged`: the environments that call a judge model (JUDGED) instead, against one scripted
 judge that both sides call (`check-env --server NAME=URL` for every model server the config's
@@ -65,6 +65,23 @@ VERDICTS_OF = {
 rewards vary over the rows; the keyed judge picks one by the prompt's hash."""
 
 
+BENCHMARKS = [
+    ("agentif", "agentif"), ("answer-judge", "math_proof_judgement"), ("asr_leaderboard", "asr_with_pc"),
+    ("assaybench", "assaybench"), ("bunsenbench_chemistry_mcq", "bunsenbench_chemistry_mcq"), ("fukuyamabench", "fukuyamabench"),
+    ("global-piqa", "mcqa"), ("gpqa", "mcqa"), ("gpqa-x", "mcqa"), ("graphwalks", "graphwalks"), ("hotpotqa_closedbook", "hotpotqa_qa"),
+    ("iheval", "iheval"), ("imo_gradingbench", "imo_gradingbench"), ("librispeech_pc", "asr_with_pc"), ("litmus-bench", "litmus_agent"),
+    ("livecodebench-x", "code_gen"), ("longbench_v2", "mcqa"), ("longcodebench", "mcqa"), ("longmemeval", "longmemeval"),
+    ("minif2f", "math_formal_lean"), ("mmlu", "mcqa"), ("mmlu-redux", "mcqa"), ("mmlu_pro", "mcqa"), ("mmlu_prox", "mcqa"),
+    ("mmmlu", "mcqa"), ("mobench", "math_formal_lean"), ("moldetox", "moldetox"), ("musan", "asr_with_pc"), ("numb3rs", "asr_with_pc"),
+    ("proof-arena-judge", "math_proof_judgement"), ("proof_bench_judge", "math_proof_judgement"), ("proofnet", "math_formal_lean"),
+    ("putnam_bench", "math_formal_lean"), ("ragtruth", "ragtruth"), ("ruler", "ruler"), ("scicode", "scicode"),
+    ("scicodepile", "scicodepile"), ("supergpqa", "mcqa"),
+]  # fmt: skip
+"""(benchmark, its environment) of the wheel's benchmark configs whose environment serves without
+a service (docs/nemo-gym-environments.md): `--benchmarks` checks each benchmark's composed
+server on its environment's example rows."""
+
+
 def model_servers(root: Path, env: str) -> list[str]:
     """The model servers the resources server of the env's config names (`*: {type:
     responses_api_models, name: NAME}` among its fields)."""
@@ -82,25 +99,30 @@ def main() -> int:
     parser.add_argument("--nemo-python", required=True)
     parser.add_argument("--gym-metrics", default=str(Path(sys.executable).with_name("gym-metrics")))
     parser.add_argument("--judged", action="store_true", help="the environments that call a judge (JUDGED), against a scripted one")
+    parser.add_argument("--benchmarks", action="store_true", help="the benchmark configs of BENCHMARKS instead")
     parser.add_argument("envs", nargs="*")
     args = parser.parse_args()
-    args.envs = args.envs or (JUDGED if args.judged else UNSEEN)
-    equal = sum(check(args, env) for env in args.envs)
-    print(f"{equal} of {len(args.envs)} equal to NeMo Gym")
+    if args.benchmarks:
+        picked = [(env, f"benchmarks/{bench}/config.yaml") for bench, env in BENCHMARKS if not args.envs or bench in args.envs]
+    else:
+        picked = [(env, None) for env in args.envs or (JUDGED if args.judged else UNSEEN)]
+    equal = sum(check(args, env, config) for env, config in picked)
+    print(f"{equal} of {len(picked)} equal to NeMo Gym")
     return 0
 
 
-def check(args: argparse.Namespace, env: str) -> bool:
+def check(args: argparse.Namespace, env: str, config: str | None = None) -> bool:
     data = args.root / "resources_servers" / env / "data"
     rows = data / "example_rollouts.jsonl" if (data / "example_rollouts.jsonl").exists() else data / "example.jsonl"
     command = [args.gym_metrics, "check-env", "--root", str(args.root), "--env", env, "--rollouts", str(rows), "--nemo-python", args.nemo_python]
+    command += ["--config", config] if config else []
     with contextlib.ExitStack() as stack:
         if args.judged:
             judge = stack.enter_context(ScriptedChatServer(default=keyed_answers(VERDICTS_OF.get(env, VERDICTS))))
             command += [f"--server={name}=http://127.0.0.1:{judge.port}" for name in model_servers(args.root, env)]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     last = (done.stdout.strip().splitlines() or done.stderr.strip().splitlines() or ["(no output)"])[-1]
-    print(f"{env}: {last[:200]}", flush=True)
+    print(f"{config or env}: {last[:200]}", flush=True)
     return done.returncode == 0
 
 
