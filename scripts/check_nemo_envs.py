@@ -117,7 +117,7 @@ def check(args: argparse.Namespace, env: str, config: str | None = None) -> bool
     command = [args.gym_metrics, "check-env", "--root", str(args.root), "--env", env, "--rollouts", str(rows), "--nemo-python", args.nemo_python]
     command += ["--config", config] if config else []
     with contextlib.ExitStack() as stack:
-        if args.judged:
+        if args.judged or (config and env in JUDGED):  # (a benchmark of a judged environment gets its judge too)
             judge = stack.enter_context(ScriptedChatServer(default=keyed_answers(VERDICTS_OF.get(env, VERDICTS))))
             command += [f"--server={name}=http://127.0.0.1:{judge.port}" for name in model_servers(args.root, env)]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
