@@ -6,8 +6,9 @@ import argparse
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gym_metrics._util.memory import fewer_gc_passes
 from gym_metrics.errors import FieldViolation, InvalidInputError
