@@ -39,7 +39,8 @@ def main() -> int:
     root = args.root.resolve()
     os.chdir(root)
     configs = sorted(root.glob("benchmarks/*/config.yaml")) + sorted(root.glob("resources_servers/*/configs/*.yaml"))
-    blocks = recorder().resolved_blocks
+    reference = recorder()
+    blocks = reference.resolved_blocks
     if args.side == "ours":
         from gym_metrics.nemo_gym._compose import parse, search_roots
         from gym_metrics.nemo_gym.global_config import GlobalConfigDictParserConfig
@@ -49,10 +50,7 @@ def main() -> int:
         def compose(path: Path) -> Any:
             return blocks(parse({**GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT, "config_paths": [str(path)]}, roots, None, root))
     else:
-        composed = recorder().composed
-
-        def compose(path: Path) -> Any:
-            return composed(path)
+        compose = reference.composed
 
     per_config = []
     refused = 0

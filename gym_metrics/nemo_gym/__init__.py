@@ -51,14 +51,10 @@ def _resolve_under_cwd_or_install(rel_path: Any, *, validator: Any = None) -> An
     its extra roots, the working directory, then its install root)."""
     from pathlib import Path
 
+    from gym_metrics.nemo_gym._compose import resolve_under, search_roots
     from gym_metrics.nemo_gym.global_config import parent_dir
 
-    given = Path(rel_path)
-    if given.is_absolute():
-        return given
-    roots = [Path.cwd(), parent_dir()]
-    exists = validator or Path.exists
-    return next((root / given for root in roots if exists(root / given)), roots[0] / given)
+    return resolve_under(rel_path, search_roots(parent_dir()), validator or Path.exists)
 
 
 __all__ = ["PARENT_DIR", "config_agents", "config_file", "environment_folder", "load_config_server"]

@@ -20,6 +20,7 @@ names, and `--set` overrides its fields."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +51,13 @@ def search_roots(*more: Path | None) -> list[Path]:
     return roots
 
 
-def resolve_under(path: str | Path, roots: list[Path]) -> Path:
-    """`path` itself when absolute; else under the first root where it exists (else the first)."""
+def resolve_under(path: str | Path, roots: list[Path], valid: Callable[[Path], bool] = Path.exists) -> Path:
+    """`path` itself when absolute; else under the first root where it is `valid` (exists),
+    else under the first root."""
     given = Path(path)
     if given.is_absolute():
         return given
-    for root in roots:
-        if (root / given).exists():
-            return root / given
-    return roots[0] / given
+    return next((root / given for root in roots if valid(root / given)), roots[0] / given)
 
 
 def load_yaml(path: Path, entry: str | None = None) -> Any:

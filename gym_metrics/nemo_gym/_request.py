@@ -15,30 +15,18 @@ import asyncio
 import weakref
 from typing import Any, Optional
 
+import aiohttp
 import orjson
 
 MAX_NUM_TRIES = 3
 RETRY_DELAY_S = 0.5
-_SESSIONS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
+_SESSIONS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]" = weakref.WeakKeyDictionary()
 
 
-def _aiohttp() -> Any:
-    try:
-        import aiohttp
-    except ImportError:
-        from gym_metrics.errors import FieldViolation, InvalidInputError
-
-        raise InvalidInputError(
-            "server_utils.request needs aiohttp", [FieldViolation("request", "pip install 'gym-metrics[nemo-gym]'")]
-        ) from None
-    return aiohttp
-
-
-def _session() -> Any:
+def _session() -> aiohttp.ClientSession:
     loop = asyncio.get_running_loop()
     session = _SESSIONS.get(loop)
     if session is None or session.closed:
-        aiohttp = _aiohttp()
         session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(), cookie_jar=aiohttp.DummyCookieJar())
         _SESSIONS[loop] = session
     return session
@@ -57,7 +45,6 @@ async def request(
     if kwargs.get("json"):
         kwargs["data"] = orjson.dumps(kwargs.pop("json"))
         kwargs["headers"] = {**(kwargs.get("headers") or {}), "Content-Type": "application/json"}
-    aiohttp = _aiohttp()
     limit = MAX_NUM_TRIES if _max_connection_retries is None else max(1, _max_connection_retries)
     attempt = 1
     while True:

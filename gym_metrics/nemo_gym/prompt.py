@@ -5,11 +5,11 @@ of `responses_create_params.input`. A template and a pre-filled input are mutual
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Optional
 
 from pydantic import BaseModel
 
+from gym_metrics.nemo_gym._compose import resolve_under, search_roots
 from gym_metrics.nemo_gym.global_config import parent_dir
 
 
@@ -18,19 +18,12 @@ class PromptConfig(BaseModel):
     system: Optional[str] = None
 
 
-def _resolve(path: str) -> Path:
-    """A relative path against the working directory, then the served tree's root."""
-    given = Path(path)
-    if given.is_absolute() or given.exists():
-        return given
-    return parent_dir() / given
-
-
 @lru_cache(maxsize=64)
 def load_prompt_config(path: str) -> PromptConfig:
     import yaml
 
-    return PromptConfig.model_validate(yaml.safe_load(_resolve(path).read_text()))
+    found = resolve_under(path, search_roots(parent_dir()))  # the working directory, then the served tree
+    return PromptConfig.model_validate(yaml.safe_load(found.read_text()))
 
 
 def fill_prompt(prompt_config: PromptConfig, row: dict[str, Any]) -> list[dict[str, str]]:

@@ -174,3 +174,21 @@ def test_the_parser_environments_call_composes_as_nemo_gyms(tree: Path, monkeypa
         GlobalConfigDictParserConfig(initial_global_config_dict=initial, skip_load_from_cli=True, skip_load_from_dotenv=True, offline=True)
     )
     assert_same(path, RECORDER.resolved_blocks(document), REFERENCE["cases"][path], TREE)
+
+
+def test_a_relative_path_is_read_under_the_working_directory_then_the_served_tree(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nemo_gym._resolve_under_cwd_or_install` (tavily_search's exclusion list), as prompt
+    templates and config entries are looked up."""
+    from gym_metrics.nemo_gym import _resolve_under_cwd_or_install
+    from gym_metrics.nemo_gym.global_config import set_parent_dir
+
+    set_parent_dir(tree)
+    elsewhere = tree / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert _resolve_under_cwd_or_install("benchmarks/demo_plain/config.yaml") == tree / "benchmarks" / "demo_plain" / "config.yaml"
+    (elsewhere / "benchmarks" / "demo_plain").mkdir(parents=True)
+    (elsewhere / "benchmarks" / "demo_plain" / "config.yaml").write_text("{}")
+    assert _resolve_under_cwd_or_install("benchmarks/demo_plain/config.yaml") == Path.cwd() / "benchmarks" / "demo_plain" / "config.yaml"
+    assert _resolve_under_cwd_or_install("nowhere.txt") == Path.cwd() / "nowhere.txt"
+    assert _resolve_under_cwd_or_install("benchmarks", validator=lambda p: (p / "demo_bench").is_dir()) == tree / "benchmarks"
