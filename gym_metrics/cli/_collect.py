@@ -18,6 +18,7 @@ from gym_metrics.cli._base import (
     positive_float,
     positive_int,
     read_token,
+    refuse_output_over_input,
     server_address,
     warn_bad_lines,
 )
@@ -46,6 +47,11 @@ def add_parsers(sub: Any) -> None:
         "--prompt-config", metavar="FILE.yaml",
         help="NeMo Gym's prompt template (`user`, optional `system`, with {field} placeholders): each row's "
         "responses_create_params.input is built from it and the row's fields (a row that has an input is a bad line)",
+    )  # fmt: skip
+    p.add_argument(
+        "--benchmark", metavar="NAME|CONFIG.yaml",
+        help="a NeMo Gym benchmark (`gym eval run --benchmark`): its dataset, prompt template, repeats and agent from "
+        "its config (NAME: benchmarks/NAME/config.yaml here); --input, --prompt-config, --num-repeats override them",
     )  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue an interrupted run: skip rollouts already in --output")
     p.add_argument(
@@ -217,6 +223,31 @@ def _check_inputs(ns: argparse.Namespace) -> None:
         if given:
             raise InvalidInputError(f"{', '.join(given)} need --policy-url", [FieldViolation("--policy-url", "not given")])
     ns.policy = policy_config(ns)
+    ns.prepare_row = _rows(ns)
+
+
+def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bytes | None]] | None:
+    """What each input row becomes (collector RowPrepare): `--benchmark`'s rows as NeMo Gym
+    collates them, else `--prompt-config`'s template applied; the flags the benchmark implies
+    (`--input`, `--num-repeats`) set on `ns` unless given."""
+    if ns.benchmark is None:
+        prompt = _prompt(ns.prompt_config)
+        return None if prompt is None else lambda row: (prompt(row), None)
+    from gym_metrics.nemo_gym._benchmark import benchmark_config, read_benchmark, row_maker
+
+    clash = [flag for flag, given in (("--agent", ns.agent), ("--reverify-failed", ns.reverify_failed), ("--reverify", ns.reverify)) if given]
+    if clash:
+        raise InvalidInputError("--benchmark runs the benchmark's rows with its agent",
+                                [FieldViolation(flag, "not with --benchmark") for flag in clash])  # fmt: skip
+    benchmark = read_benchmark(benchmark_config(ns.benchmark))
+    if ns.input is None:
+        if not benchmark.data.is_file():
+            raise benchmark.missing_data()
+        ns.input = benchmark.data
+        refuse_output_over_input({"--output": ns.output}, [ns.input])
+    ns.num_repeats = ns.num_repeats or benchmark.num_repeats
+    template = ns.prompt_config or (str(benchmark.prompt_config) if benchmark.prompt_config else None)
+    return row_maker(benchmark, _prompt(template))
 
 
 def _prompt(path: str | None) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
@@ -279,7 +310,7 @@ def run(ns: argparse.Namespace) -> int:
         target=ns.policy if "policy" in ns else policy_config(ns),
         agent_loop=ns.agent_loop,
         max_steps=ns.max_steps,
-        prepare_row=_prompt(ns.prompt_config),
+        prepare_row=ns.prepare_row if "prepare_row" in ns else _rows(ns),
         parallel_tool_calls=ns.parallel_tool_calls,
         capture_model_calls=ns.capture_model_calls,
         capture_payloads=ns.capture_payloads,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import orjson
 
@@ -89,9 +89,11 @@ class ScoredLines:
 CHUNK_BYTES = 16 << 20
 
 
-RowPrepare = Callable[[dict[str, Any]], dict[str, Any]]
+RowPrepare = Callable[[dict[str, Any]], tuple[dict[str, Any], Optional[bytes]]]
 """A change each input row gets before it is indexed (collect --prompt-config: the row's
-`responses_create_params.input` built from a template); ValueError or KeyError: a bad line."""
+`responses_create_params.input` built from a template; --benchmark: the row NeMo Gym collates):
+(the row, the text that says which rows are one task, None: the line's own); ValueError or
+KeyError: a bad line."""
 
 
 def read_input(
@@ -249,9 +251,10 @@ def _rollouts(
         raise _Bad("json", bad_json_reason(exc)) from None
     if not isinstance(row, dict):
         raise _Bad("row", f"expected a JSON object, got {type(row).__name__}")
+    identity: bytes | None = None
     if prepare is not None:
         try:
-            row = prepare(row)
+            row, identity = prepare(row)
         except (KeyError, ValueError) as exc:
             raise _Bad("responses_create_params.input", str(exc.args[0] if exc.args else exc)) from None
     scored = num_repeats is None and is_scored(row)  # any reward but null
@@ -281,7 +284,7 @@ def _rollouts(
             yield Rollout(agent, task, given, _with_keys(row, task, given), True, line if keeps_raw else None, line_no)
             return
         if task is None:
-            task = indexer.task_of(line_identity(*where))
+            task = indexer.task_of(identity if identity is not None else line_identity(*where))
     for r in indexer.rollouts(task, num_repeats or 1):
         if row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == r:  # the row has its keys: no copy
             yield Rollout(agent, task, r, row, scored, line, line_no)

@@ -72,10 +72,11 @@ class CollectOptions:
     simple_agent loop, docs/pipelines.md#agent-loop); None: when the server has tools."""
     max_steps: int | None = None
     """Policy calls one episode may make (None: until the policy answers without calls)."""
-    prepare_row: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    prepare_row: Callable[[dict[str, Any]], tuple[dict[str, Any], bytes | None]] | None = None
     """A change each input row gets before it is indexed and run (`--prompt-config`: its
-    `responses_create_params.input` built from NeMo Gym's prompt template); ValueError or
-    KeyError makes the line a bad line."""
+    `responses_create_params.input` built from NeMo Gym's prompt template; `--benchmark`: the
+    row NeMo Gym collates), with the text that says which rows are one task (None: the line's
+    own); ValueError or KeyError makes the line a bad line."""
     reverify: bool = False
     """Verify rows that already carry a reward again (their indices kept), writing the stored
     reward beside the new one as `_gm_stored_reward`; False: such rows pass through unverified."""

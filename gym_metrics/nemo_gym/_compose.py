@@ -127,16 +127,17 @@ def _entries(value: Any, where: object) -> list[str]:
     return listed
 
 
-def compose(path: Path, roots: list[Path] | None = None) -> Any:
+def compose(path: Path, roots: list[Path] | None = None, given: dict[str, Any] | None = None) -> Any:
     """The config at `path` as `gym env start --config PATH` composes it: its `config_paths`
     merged, the `env.yaml` of the working directory (else of the tree) over them, directives
     applied. A run of NeMo Gym always has a `policy_model` block (blocks inherit from it, a user
     simulator's model server); the policy is collect's here, so it is NeMo Gym's placeholder
-    unless a config or env.yaml defines it."""
+    unless a config or env.yaml defines it. `given`: top-level values merged over the config's,
+    which it may interpolate (NeMo Gym reads a benchmark with its policy keys empty)."""
     root = tree_root(path)
     roots = roots if roots is not None else search_roots(root)
     dotenv = resolve_under("env.yaml", roots)
-    initial = {CONFIG_PATHS: [str(path)], "policy_model": NO_POLICY_MODEL}
+    initial = {**(given or {}), CONFIG_PATHS: [str(path)], "policy_model": NO_POLICY_MODEL}
     return parse(initial, roots, dotenv if dotenv.is_file() else None, root or Path.cwd())
 
 

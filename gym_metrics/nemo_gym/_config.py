@@ -110,7 +110,7 @@ class _Document(dict[str, Any]):
     unresolved: dict[str, str]
 
 
-def _read_yaml(path: Path) -> Any:
+def _read_yaml(path: Path, given: dict[str, Any] | None = None) -> Any:
     """The config as NeMo Gym reads it: OmegaConf's YAML (`1e-6` is a float), composed with the
     configs it names (`config_paths`, `_inherit_from`: _compose.py), every block's interpolations
     resolved against the whole document (`${oc.env:VAR,default}`, `${oc.select:key,default}`,
@@ -121,7 +121,7 @@ def _read_yaml(path: Path) -> Any:
     except ImportError:
         raise InvalidInputError("NeMo Gym configs are read by omegaconf", [FieldViolation("config", "pip install 'gym-metrics[nemo-gym]'")]) from None
 
-    raw = compose(path)  # (a mapping: compose refuses anything else)
+    raw = compose(path, given=given)  # (a mapping: compose refuses anything else)
     plain: Any = OmegaConf.to_container(raw, resolve=False)
     document = _Document()
     document.unresolved = {}

@@ -32,6 +32,20 @@ def nemo_gym_wheel() -> Path:
     return cached
 
 
+CONFIG_TREE = ROOT / "tests" / "data" / "nemo_gym_configs" / "tree"
+
+
+@pytest.fixture()
+def config_tree(tmp_path: Path) -> Path:
+    """tests/data/nemo_gym_configs/tree (configs and benchmarks written as NeMo Gym's are),
+    its environment ported (its imports rewritten) as the tests port NeMo Gym's."""
+    import shutil
+
+    shutil.copytree(CONFIG_TREE / "benchmarks", tmp_path / "benchmarks")
+    port_folder(CONFIG_TREE / "resources_servers" / "demo_env", tmp_path / "resources_servers" / "demo_env")
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def ported(tmp_path_factory: pytest.TempPathFactory) -> "Ported":
     return Ported(nemo_gym_wheel(), tmp_path_factory.mktemp("nemo_gym_envs"))

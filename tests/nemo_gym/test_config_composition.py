@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,6 @@ from gym_metrics.errors import InvalidInputError
 from gym_metrics.nemo_gym import environment_folder, load_config_server
 from gym_metrics.nemo_gym._compose import compose, parse, search_roots
 from gym_metrics.nemo_gym.global_config import GlobalConfigDictParserConfig
-from gym_metrics.nemo_gym.port import port_folder
 
 DATA = Path(__file__).parents[1] / "data" / "nemo_gym_configs"
 TREE = DATA / "tree"
@@ -90,11 +88,8 @@ def test_the_failure_kinds_are_nemo_gyms() -> None:
 
 
 @pytest.fixture()
-def tree(tmp_path: Path) -> Path:
-    """The cases' tree, its environment ported (its imports rewritten) as the tests port NeMo Gym's."""
-    shutil.copytree(TREE / "benchmarks", tmp_path / "benchmarks")
-    port_folder(TREE / "resources_servers" / "demo_env", tmp_path / "resources_servers" / "demo_env")
-    return tmp_path
+def tree(config_tree: Path) -> Path:
+    return config_tree
 
 
 def demo_rollout(text: str) -> dict[str, Any]:

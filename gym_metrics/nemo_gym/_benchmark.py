@@ -1,0 +1,178 @@
+"""NeMo Gym's benchmark configs read as `gym eval run --benchmark NAME` reads them, for
+`collect --benchmark`: the config's one `type: benchmark` dataset (its rows, prompt template
+and repeats), the agent that runs it, and its rows made as NeMo Gym collates and dispatches them.
+
+- A benchmark is a config with exactly one dataset of `type: benchmark` on an agent block or a
+  resources server block (several: an eval suite, refused; NeMo Gym skips those too).
+- Its agent (NeMo Gym's `resolve_dataset_agent`): the declaring agent; for a dataset on a
+  resources server, the one agent pointing at that server, or the dataset's `agent` pin, which
+  must be one of them. Datasets routed by `taskset` (an environment server) are refused.
+- Each raw row: the prompt template applied (a row with an input already is refused, as there),
+  a legacy `agent_ref` dropped, `task_source` set to the declaring block, then the agent's
+  `agent_ref` added. Rows are one task when their collated lines are equal (NeMo Gym re-dumps
+  each row, so two rows differing only in spacing are one task; in key order, two).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.nemo_gym._compose import resolve_under, search_roots, tree_root
+
+BENCHMARK = "benchmark"
+TASK_SOURCE = "task_source"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark of a config, as NeMo Gym's BenchmarkConfig reads it."""
+
+    name: str
+    """The dataset's name (usually the benchmark's)."""
+    config: Path
+    declared_by: str
+    """The block declaring the dataset: its rows' `task_source`."""
+    agent: str
+    """The agent block that runs it: its rows' `agent_ref.name`."""
+    num_repeats: int
+    data: Path
+    """The dataset's `jsonl_fpath`, found under the working directory, then the config's tree."""
+    prompt_config: Path | None
+    prepare_script: str
+    document: Mapping[str, Any] = field(repr=False, compare=False)
+
+    def missing_data(self) -> InvalidInputError:
+        """The error of a dataset not prepared yet, saying how to prepare it."""
+        module = Path(self.prepare_script).with_suffix("").as_posix().replace("/", ".")
+        root = tree_root(self.config) or Path.cwd()
+        how = (f"prepare it first: cd {root} && python -c 'from {module} import prepare; prepare()' "
+               f"(NeMo Gym: gym eval prepare --benchmark {self.name}), or give --input")  # fmt: skip
+        return InvalidInputError(f"the data of benchmark {self.name} is not there", [FieldViolation("--benchmark", f"{self.data}: {how}")])
+
+
+def benchmark_config(spec: str) -> Path:
+    """The config `--benchmark` names: a YAML path, or a name as `gym eval run --benchmark`
+    takes it (`NAME`: benchmarks/NAME/config.yaml; `NAME/FLAVOR`: benchmarks/NAME/FLAVOR/config.yaml,
+    else benchmarks/NAME/FLAVOR.yaml) under $NEMO_GYM_EXTRA_ROOTS, then the working directory."""
+    given = Path(spec)
+    if given.suffix in (".yaml", ".yml"):
+        if not given.is_file():
+            raise InvalidInputError("no such benchmark config", [FieldViolation("--benchmark", f"{spec}: not a file")])
+        return given
+    extra = [Path(p) for p in os.environ.get("NEMO_GYM_EXTRA_ROOTS", "").split(os.pathsep) if p]
+    name, _, flavor = spec.partition("/")
+    candidates = [f"benchmarks/{spec}/config.yaml"] if flavor else []
+    candidates.append(f"benchmarks/{name}/{flavor or 'config'}.yaml")
+    for root in [*extra, Path.cwd()]:
+        for candidate in candidates:
+            if (root / candidate).is_file():
+                return root / candidate
+    known = sorted(p.parent.name for root in [*extra, Path.cwd()] for p in root.glob("benchmarks/*/config.yaml"))
+    hint = f"known here: {', '.join(known[:20])}{' ...' if len(known) > 20 else ''}" if known else "run from NeMo Gym's tree, or give the config's path"
+    raise InvalidInputError("unknown benchmark", [FieldViolation("--benchmark", f"{spec}: no {candidates[-1]}; {hint}")])
+
+
+def read_benchmark(path: Path) -> Benchmark:
+    """The benchmark of the config at `path` (composed as NeMo Gym composes it); InvalidInputError
+    naming what is wrong (no benchmark dataset, several, an agent that cannot be resolved)."""
+    from gym_metrics.nemo_gym._config import _read_yaml
+    from gym_metrics.nemo_gym.global_config import GlobalConfigDictParserConfig
+
+    policy_keys = {k: v for k, v in GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT.items() if k != "policy_model"}
+    document = _read_yaml(path, policy_keys)  # as NeMo Gym reads a benchmark: its policy keys empty
+    found = [(block, i, d) for block, datasets in _declared(document) for i, d in enumerate(datasets) if _is_benchmark(d)]
+    if not found:
+        raise InvalidInputError("not a benchmark config", [FieldViolation("--benchmark", f"{path}: no dataset of `type: benchmark` on an agent or resources server")])
+    if len(found) > 1:
+        names = ", ".join(f"{d.get('name')} ({block})" for block, _, d in found)
+        raise InvalidInputError("an eval suite, not one benchmark", [FieldViolation("--benchmark", f"{path}: {len(found)} benchmark datasets: {names}; collect one config at a time")])
+    block, i, dataset = found[0]
+    where = f"{block}.datasets[{i}]"
+    unresolved = [k for k, v in dataset.items() if isinstance(v, str) and "${" in v] if block in document.unresolved else []
+    if unresolved:  # (the block's other fields may stay unresolved: collect does not run its agent)
+        raise InvalidInputError("config interpolation failed", [FieldViolation(f"{where}.{unresolved[0]}", f"{path}: {document.unresolved[block]}")])
+    for key in ("name", "jsonl_fpath", "prepare_script"):
+        if not isinstance(dataset.get(key), str) or not dataset[key]:
+            raise InvalidInputError("bad benchmark dataset", [FieldViolation(f"{where}.{key}", f"{path}: a non-empty string is required")])
+    repeats = dataset.get("num_repeats", 1)
+    if type(repeats) is not int or repeats < 1:
+        raise InvalidInputError("bad benchmark dataset", [FieldViolation(f"{where}.num_repeats", f"{path}: {repeats!r} is not a whole number >= 1")])
+    if dataset.get("taskset") is not None:
+        raise InvalidInputError("a taskset benchmark", [FieldViolation(f"{where}.taskset", f"{path}: routed to an environment server, which collect does not run")])
+    roots = search_roots(tree_root(path))
+    prompt = dataset.get("prompt_config")
+    return Benchmark(
+        name=dataset["name"], config=path, declared_by=block, agent=resolve_agent(document, block, dataset.get("agent"), f"{where}.agent"),
+        num_repeats=repeats, data=resolve_under(dataset["jsonl_fpath"], roots), prepare_script=dataset["prepare_script"],
+        prompt_config=resolve_under(prompt, roots) if prompt else None, document=document,
+    )  # fmt: skip
+
+
+def resolve_agent(document: Mapping[str, Any], declaring: str, pin: Any, where: str = "agent") -> str:
+    """The agent that runs a dataset `declaring` declares (NeMo Gym's rules, module docstring)."""
+    if _inner(document.get(declaring), "responses_api_agents") is not None:
+        if pin is not None and pin != declaring:
+            raise InvalidInputError("an agent pin that would not apply", [FieldViolation(where, f"{pin!r}: the dataset is on agent {declaring!r}, which runs it")])
+        return declaring
+    candidates = [name for name, block in document.items() if _points_at(_inner(block, "responses_api_agents"), declaring)]
+    if pin is not None:
+        if pin not in candidates:
+            raise InvalidInputError("a pinned agent that does not run this server",
+                                    [FieldViolation(where, f"{pin!r} does not point at {declaring!r}; agents that do: {sorted(candidates) or 'none'}")])  # fmt: skip
+        return str(pin)
+    if len(candidates) != 1:
+        why = "none points at it: point an agent's resources_server at it" if not candidates else f"{sorted(candidates)} point at it: pin one with `agent:`"
+        raise InvalidInputError("no single agent runs the benchmark", [FieldViolation(where, f"the dataset is on resources server {declaring!r}; {why}")])
+    return candidates[0]
+
+
+def row_maker(benchmark: Benchmark, prompt: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bytes]]:
+    """Each raw row made as NeMo Gym collates and dispatches it (module docstring): (the row, its
+    collated line, which says which rows are one task); ValueError for a row it refuses."""
+    source, agent = benchmark.declared_by, {"name": benchmark.agent}
+
+    def make(row: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        row = prompt(row) if prompt is not None else dict(row)
+        row.pop("agent_ref", None)
+        row[TASK_SOURCE] = source
+        line = json.dumps(row).encode()
+        row["agent_ref"] = agent
+        return row, line
+
+    return make
+
+
+def _declared(document: Mapping[str, Any]) -> list[tuple[str, list[Any]]]:
+    """(block, its datasets) of every agent and resources server block."""
+    found = []
+    for name, block in document.items():
+        for kind in ("responses_api_agents", "resources_servers"):
+            inner = _inner(block, kind)
+            if inner is not None and isinstance(inner.get("datasets"), list):
+                found.append((str(name), inner["datasets"]))
+    return found
+
+
+def _inner(block: Any, kind: str) -> dict[str, Any] | None:
+    """The fields of `block` when it is `<kind>: <impl>: {fields}`."""
+    inner = block.get(kind) if isinstance(block, Mapping) else None
+    if not isinstance(inner, Mapping) or not inner:
+        return None
+    fields = next(iter(inner.values()))
+    return fields if isinstance(fields, dict) else None
+
+
+def _points_at(agent: dict[str, Any] | None, server: str) -> bool:
+    """Whether an agent's fields name `server` as its resources server."""
+    ref = agent.get("resources_server") if agent is not None else None
+    return isinstance(ref, Mapping) and ref.get("name") == server
+
+
+def _is_benchmark(dataset: Any) -> bool:
+    return isinstance(dataset, Mapping) and dataset.get("type") == BENCHMARK

@@ -1,0 +1,100 @@
+"""Record how NeMo Gym 0.7.0 reads and runs a benchmark config (`gym eval run --benchmark NAME`),
+for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
+
+- every benchmark config of the wheel (each YAML under `benchmarks/` that declares one
+  `type: benchmark` dataset, as NeMo Gym discovers them): the benchmark NeMo Gym's
+  `BenchmarkConfig.from_config_path` reads from it (dataset name, the agent that runs it, repeats,
+  data file, prompt, prepare script), None for an eval suite, or its error;
+- the benchmark cases of tests/data/nemo_gym_configs/tree (`benchmarks/demo_*`: a dataset on the
+  agent with a prompt and repeats, on the resources server, pinned, ambiguous, a suite): the same,
+  and for each that runs, the rows `gym eval run` collects: the collated file `ng_prepare_data
+  +mode=train_preparation` writes (prompt applied, repeats, `task_source`), then the rows its
+  rollout collection dispatches (task and rollout indices, the agent resolved from the config).
+
+Run in the throwaway nemo-gym venv, from the unzipped wheel (the cases run in a copy of the tree):
+
+    cd /tmp/ng && /tmp/ngvenv/bin/python /work/main/scripts/make_nemo_benchmark_reference.py \
+        --root /tmp/ng --out /work/main/tests/data/nemo_gym_configs/benchmarks.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+TREE = Path(__file__).resolve().parents[1] / "tests" / "data" / "nemo_gym_configs" / "tree"
+
+
+def benchmark(path: Path) -> Any:
+    """NeMo Gym's reading of one benchmark config, strict as a run reads it."""
+    from nemo_gym.benchmarks import BenchmarkConfig
+
+    try:
+        found = BenchmarkConfig.from_config_path(path)
+    except Exception as exc:  # noqa: BLE001 - recorded: NeMo Gym refuses this config
+        return {"error": type(exc).__name__, "message": str(exc).splitlines()[0]}
+    if found is None:
+        return None
+    d = found.dataset
+    return {
+        "name": found.name, "agent": found.agent_name, "num_repeats": found.num_repeats, "jsonl_fpath": str(d.jsonl_fpath),
+        "prompt_config": None if d.prompt_config is None else str(d.prompt_config), "prepare_script": str(d.prepare_script),
+    }  # fmt: skip
+
+
+def dispatched(config: Path, out: Path) -> dict[str, Any]:
+    """The collated rows of `config` and the rows NeMo Gym's rollout collection dispatches from them."""
+    from omegaconf import OmegaConf
+
+    from nemo_gym.global_config import GlobalConfigDictParser, GlobalConfigDictParserConfig
+    from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper
+
+    ng_prepare_data = Path(sys.executable).parent / "ng_prepare_data"
+    command = [str(ng_prepare_data), f"+config_paths=[{config}]", f"+output_dirpath={out}", "+mode=train_preparation"]
+    subprocess.run(command, check=True, capture_output=True)
+    collated = out / "benchmark.jsonl"
+    initial = OmegaConf.merge(GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT, {"config_paths": [str(config)]})
+    parser_config = GlobalConfigDictParserConfig(initial_global_config_dict=initial, skip_load_from_cli=True, skip_load_from_dotenv=True)
+    document = GlobalConfigDictParser().parse(parser_config)
+    helper = RolloutCollectionHelper()
+    rows = helper._preprocess_rows_from_config(RolloutCollectionConfig(input_jsonl_fpath=str(collated), output_jsonl_fpath=str(out / "rollouts.jsonl")))
+    helper.resolve_task_sources(rows, document)
+    return {"collated": collated.read_text().splitlines(), "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, required=True, help="the unzipped nemo-gym wheel")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    from nemo_gym.benchmarks import _benchmark_config_paths
+
+    root = args.root.resolve()
+    os.chdir(root)
+    wheel = {str(p.relative_to(root)): benchmark(p.relative_to(root)) for p in _benchmark_config_paths(root / "benchmarks")}
+    cases: dict[str, Any] = {}
+    for path in sorted(TREE.glob("benchmarks/demo_*/config.yaml")):
+        name = str(path.relative_to(TREE))
+        with tempfile.TemporaryDirectory() as temp:  # a tree each: collating writes beside the data
+            tree = Path(temp) / "tree"
+            shutil.copytree(TREE, tree)
+            os.chdir(tree)  # as a user runs NeMo Gym: from the tree's root
+            case: dict[str, Any] = {"benchmark": benchmark(Path(name))}
+            if case["benchmark"] is not None and "error" not in case["benchmark"]:
+                case.update(dispatched(Path(name), Path(temp) / "out"))
+            cases[name] = case
+    args.out.write_text(json.dumps({"nemo_gym": "0.7.0", "wheel": wheel, "cases": cases}, indent=1, sort_keys=True) + "\n")
+    suites = sum(v is None for v in wheel.values())
+    errors = sum(isinstance(v, dict) and "error" in v for v in wheel.values())
+    print(f"{len(wheel)} wheel benchmark configs ({suites} suites, {errors} refused), {len(cases)} cases -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
