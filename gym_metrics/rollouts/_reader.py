@@ -375,6 +375,9 @@ def agent_problem(row: Mapping[str, Any], default_agent: str | None) -> str | No
     if name is not None and not isinstance(name, str):
         return f"must be a string, got {name!r}"[:200]
     if name is None and default_agent is None:
+        source = row.get("task_source")
+        if isinstance(source, str):  # NeMo Gym's collated rows: the agent comes from its config
+            return f"missing: the row routes by task_source {source!r} (NeMo Gym's collated data): give --agent NAME, the agent its config runs it with"[:300]
         return NO_AGENT
     return None
 

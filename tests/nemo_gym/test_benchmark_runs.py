@@ -104,6 +104,27 @@ async def test_collect_runs_the_rows_nemo_gym_runs(case: str, config_tree: Path,
     assert [m["agent_ref"]["name"] for m in metrics] == [CASES[case]["benchmark"]["agent"]]
 
 
+async def test_nemo_gyms_collated_file_collects_to_its_rows(config_tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The file `gym eval prepare`/`ng_prepare_data` writes (rows with `task_source`, no agent,
+    each repeated) collected with --agent: NeMo Gym's tasks and rollouts; without --agent, the
+    lines are named bad, saying why."""
+    case = "benchmarks/demo_eval/config.yaml"
+    collated = config_tree / "benchmark.jsonl"
+    collated.write_text("".join(line + "\n" for line in CASES[case]["collated"]))
+    out = config_tree / "out.jsonl"
+    async with serve_environment(load_config_server(config_tree / case)) as server:
+        with ScriptedPolicyServer(ANSWERS) as policy:
+            args = ["collect", "--server", server.address, "--input", str(collated), "--output", str(out), "--policy-url", policy.url,
+                    "--policy-model", "scripted", "--policy-api", "responses"]  # fmt: skip
+            assert await asyncio.to_thread(cli_main, args) == 2
+            assert "routes by task_source 'demo_eval_simple_agent'" in capsys.readouterr().err
+            out.unlink(missing_ok=True)
+            assert await asyncio.to_thread(cli_main, [*args, "--agent", "demo_eval_simple_agent"]) == 0
+    keys = ("_ng_task_index", "_ng_rollout_index", "agent_ref", "task_source")
+    written = sorted([r[k] for k in keys] for r in map(json.loads, out.read_text().splitlines()))
+    assert written == sorted([r[k] for k in keys] for r in CASES[case]["rows"])
+
+
 def _prompt(row: dict[str, Any]) -> str:
     given = row["responses_create_params"]["input"]
     return str(given[-1]["content"])
