@@ -86,10 +86,11 @@ def model_servers(root: Path, env: str) -> list[str]:
     """The model servers the resources server of the env's config names (`*: {type:
     responses_api_models, name: NAME}` among its fields)."""
     from gym_metrics.nemo_gym import config_file
-    from gym_metrics.nemo_gym._config import _read_yaml, _resources_block
+    from gym_metrics.nemo_gym._compose import read_blocks
+    from gym_metrics.nemo_gym._config import _resources_block
 
     path = config_file(root, env)
-    _, _, fields = _resources_block(_read_yaml(path), None, path)
+    _, _, fields = _resources_block(read_blocks(path), None, path)
     return sorted({v["name"] for v in fields.values() if isinstance(v, dict) and v.get("type") == "responses_api_models" and v.get("name")})
 
 

@@ -39,10 +39,11 @@ def environment_folder(config: Any, name: str | None = None) -> Any:
     relative paths (a prompt template, a data file) start. `serve` and `check-env` run there."""
     from pathlib import Path
 
-    from gym_metrics.nemo_gym._config import _read_yaml, _resources_block, server_folder
+    from gym_metrics.nemo_gym._compose import read_blocks
+    from gym_metrics.nemo_gym._config import _resources_block, server_folder
 
     path = Path(config)
-    _, impl, _ = _resources_block(_read_yaml(path), name, path)
+    _, impl, _ = _resources_block(read_blocks(path), name, path)
     return server_folder(path, impl)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.nemo_gym._compose import resolve_under, search_roots, tree_root
+from gym_metrics.nemo_gym._compose import read_blocks, resolve_under, search_roots, tree_root
 
 BENCHMARK = "benchmark"
 TASK_SOURCE = "task_source"
@@ -81,11 +81,10 @@ def benchmark_config(spec: str) -> Path:
 def read_benchmark(path: Path) -> Benchmark:
     """The benchmark of the config at `path` (composed as NeMo Gym composes it); InvalidInputError
     naming what is wrong (no benchmark dataset, several, an agent that cannot be resolved)."""
-    from gym_metrics.nemo_gym._config import _read_yaml
     from gym_metrics.nemo_gym.global_config import GlobalConfigDictParserConfig
 
     policy_keys = {k: v for k, v in GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT.items() if k != "policy_model"}
-    document = _read_yaml(path, policy_keys)  # as NeMo Gym reads a benchmark: its policy keys empty
+    document = read_blocks(path, policy_keys)  # as NeMo Gym reads a benchmark: its policy keys empty
     found = [(block, i, d) for block, datasets in _declared(document) for i, d in enumerate(datasets) if _is_benchmark(d)]
     if not found:
         raise InvalidInputError("not a benchmark config", [FieldViolation("--benchmark", f"{path}: no dataset of `type: benchmark` on an agent or resources server")])

@@ -141,6 +141,39 @@ def compose(path: Path, roots: list[Path] | None = None, given: dict[str, Any] |
     return parse(initial, roots, dotenv if dotenv.is_file() else None, root or Path.cwd())
 
 
+class Blocks(dict[str, Any]):
+    """A config's top-level blocks, each with its interpolations resolved (`unresolved`: the
+    blocks that cannot be, and why; an error only when the block is used, as NeMo Gym resolves
+    a server's block when it builds that server)."""
+
+    unresolved: dict[str, str]
+
+
+def read_blocks(path: Path, given: dict[str, Any] | None = None) -> Blocks:
+    """The config as NeMo Gym reads it: OmegaConf's YAML (`1e-6` is a float), composed
+    (`compose`, `given` as there), every block's interpolations resolved against the whole
+    document (`${oc.env:VAR,default}`, `${oc.select:key,default}`, `${other.key}`), as its
+    servers resolve their blocks."""
+    try:
+        from omegaconf import OmegaConf
+        from omegaconf.errors import OmegaConfBaseException
+    except ImportError:
+        raise InvalidInputError("NeMo Gym configs are read by omegaconf", [FieldViolation("config", "pip install 'gym-metrics[nemo-gym]'")]) from None
+
+    raw = compose(path, given=given)  # (a mapping: compose refuses anything else)
+    plain: Any = OmegaConf.to_container(raw, resolve=False)
+    blocks = Blocks()
+    blocks.unresolved = {}
+    for key, unresolved in plain.items():
+        try:
+            value = raw[key]
+            blocks[str(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        except OmegaConfBaseException as exc:
+            blocks[str(key)] = unresolved
+            blocks.unresolved[str(key)] = str(exc).splitlines()[0]
+    return blocks
+
+
 def parse(initial: Any, roots: list[Path], dotenv: Path | None = None, working: Path | None = None) -> Any:
     """NeMo Gym's global config without its command line: `initial`'s `config_paths` (else the
     dotenv's) loaded, then the dotenv file's values over them, then `initial`'s over all;

@@ -17,7 +17,7 @@ import pydantic
 from gym_metrics._util.http import HttpClientConfig
 from gym_metrics.environments import load_module_file
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.nemo_gym._compose import compose, tree_root
+from gym_metrics.nemo_gym._compose import read_blocks, tree_root
 from gym_metrics.nemo_gym.base_resources_server import SimpleResourcesServer
 from gym_metrics.nemo_gym.global_config import set_global_config_dict, set_parent_dir
 from gym_metrics.nemo_gym.server_utils import ServerClient
@@ -40,7 +40,7 @@ def load_config_server(
     the class the block's entrypoint defines. `in_folder`: the working directory becomes the
     environment's folder (server_folder) before its code is imported, as NeMo Gym runs it."""
     path = Path(path)
-    document = _read_yaml(path)
+    document = read_blocks(path)
     block_name, impl, fields = _resources_block(document, name, path)
     folder = server_folder(path, impl)
     if in_folder:
@@ -97,42 +97,9 @@ def agents_of(document: Any, resources_name: str) -> list[tuple[str, str, Mappin
 def config_agents(path: Path) -> tuple[str, list[tuple[str, str, Mapping[str, Any]]]]:
     """The resources server instance of the config at `path` (as load_config_server picks it)
     and the agent blocks that run it (agents_of)."""
-    document = _read_yaml(Path(path))
+    document = read_blocks(Path(path))
     instance, _, _ = _resources_block(document, None, Path(path))
     return instance, agents_of(document, instance)
-
-
-class _Document(dict[str, Any]):
-    """A config's top-level blocks, each with its interpolations resolved (`unresolved`: the
-    blocks that cannot be, and why; an error only when the block is used, as NeMo Gym resolves
-    a server's block when it builds that server)."""
-
-    unresolved: dict[str, str]
-
-
-def _read_yaml(path: Path, given: dict[str, Any] | None = None) -> Any:
-    """The config as NeMo Gym reads it: OmegaConf's YAML (`1e-6` is a float), composed with the
-    configs it names (`config_paths`, `_inherit_from`: _compose.py), every block's interpolations
-    resolved against the whole document (`${oc.env:VAR,default}`, `${oc.select:key,default}`,
-    `${other.key}`), as its servers resolve their blocks."""
-    try:
-        from omegaconf import OmegaConf
-        from omegaconf.errors import OmegaConfBaseException
-    except ImportError:
-        raise InvalidInputError("NeMo Gym configs are read by omegaconf", [FieldViolation("config", "pip install 'gym-metrics[nemo-gym]'")]) from None
-
-    raw = compose(path, given=given)  # (a mapping: compose refuses anything else)
-    plain: Any = OmegaConf.to_container(raw, resolve=False)
-    document = _Document()
-    document.unresolved = {}
-    for key, unresolved in plain.items():
-        try:
-            value = raw[key]
-            document[str(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-        except OmegaConfBaseException as exc:
-            document[str(key)] = unresolved
-            document.unresolved[str(key)] = str(exc).splitlines()[0]
-    return document
 
 
 def _with_addresses(document: Any, servers: Mapping[str, Any]) -> Any:

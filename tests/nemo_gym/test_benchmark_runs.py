@@ -147,7 +147,7 @@ def test_the_benchmarks_flags_can_be_overridden(config_tree: Path, monkeypatch: 
                 args = ["collect", "--server", server.address, "--benchmark", "demo_eval", "--output", str(out), "--policy-url", policy.url,
                         "--policy-model", "scripted", "--policy-api", "responses", *flags]  # fmt: skip
                 assert await asyncio.to_thread(cli_main, args) == 0, capsys.readouterr().err
-        return [json.loads(line) for line in out.read_text().splitlines()]
+        return sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["_ng_rollout_index"])  # (written as they finish)
 
     rows = asyncio.run(run("--input", str(mine), "--num-repeats", "2"))
     assert [(r["_ng_rollout_index"], r["reward"], r["task_source"]) for r in rows] == [(0, 1.0, "demo_eval_simple_agent"), (1, 1.0, "demo_eval_simple_agent")]
