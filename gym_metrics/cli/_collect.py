@@ -44,6 +44,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--num-repeats", type=positive_int, metavar="K", help="K rollouts of each line (rollout indices counted per task, as NeMo Gym)")
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of lines without an agent_ref")
     p.add_argument(
+        "--limit", type=positive_int, metavar="N",
+        help="the input's first N lines only (NeMo Gym's +limit; with --benchmark, its first N rollouts, as gym eval run counts)",
+    )  # fmt: skip
+    p.add_argument(
         "--prompt-config", metavar="FILE.yaml",
         help="NeMo Gym's prompt template (`user`, optional `system`, with {field} placeholders): each row's "
         "responses_create_params.input is built from it and the row's fields (a row that has an input is a bad line)",
@@ -230,6 +234,7 @@ def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, 
     """What each input row becomes (collector RowPrepare): `--benchmark`'s rows as NeMo Gym
     collates them, else `--prompt-config`'s template applied; the flags the benchmark implies
     (`--input`, `--num-repeats`) set on `ns` unless given."""
+    ns.max_rollouts = None
     if ns.benchmark is None:
         prompt = _prompt(ns.prompt_config)
         return None if prompt is None else lambda row: (prompt(row), None)
@@ -246,6 +251,8 @@ def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, 
         ns.input = benchmark.data
         refuse_output_over_input({"--output": ns.output}, [ns.input])
     ns.num_repeats = ns.num_repeats or benchmark.num_repeats
+    if ns.limit is not None:  # gym eval run's limit counts the collated lines: a row's repeats, one a line
+        ns.max_rollouts, ns.limit = ns.limit, -(-ns.limit // ns.num_repeats)
     template = ns.prompt_config or (str(benchmark.prompt_config) if benchmark.prompt_config else None)
     return row_maker(benchmark, _prompt(template))
 
@@ -286,6 +293,8 @@ def run(ns: argparse.Namespace) -> int:
     from gym_metrics.cli._push import push_after, push_progress
     from gym_metrics.collector import CollectOptions, RetryPolicy, Shard, collect_async, collect_processes_async, failures_path_for
 
+    if "prepare_row" not in ns:  # (main checks the inputs first; a caller of run alone may not)
+        ns.prepare_row = _rows(ns)
     if ns.input is None:
         if not ns.reverify_failed:
             raise InvalidInputError("--input is required", [FieldViolation("--input", "the rows to collect (JSONL)")])
@@ -296,6 +305,8 @@ def run(ns: argparse.Namespace) -> int:
     progress = None if ns.shard else push_progress(ns)
     options = CollectOptions(
         num_repeats=ns.num_repeats,
+        limit=ns.limit,
+        max_rollouts=ns.max_rollouts,
         resume=ns.resume,
         on_bad_line=ns.on_bad_line,
         count_errors_as_zero=ns.count_errors_as_zero,
@@ -310,7 +321,7 @@ def run(ns: argparse.Namespace) -> int:
         target=ns.policy if "policy" in ns else policy_config(ns),
         agent_loop=ns.agent_loop,
         max_steps=ns.max_steps,
-        prepare_row=ns.prepare_row if "prepare_row" in ns else _rows(ns),
+        prepare_row=ns.prepare_row,
         parallel_tool_calls=ns.parallel_tool_calls,
         capture_model_calls=ns.capture_model_calls,
         capture_payloads=ns.capture_payloads,

@@ -46,7 +46,7 @@ def push_progress(ns: argparse.Namespace) -> PushingProgress | None:
     from gym_metrics.exporters import Pusher
 
     instance = ns.output.name.removesuffix(".jsonl")
-    return PushingProgress(estimate_total(ns.input, ns.num_repeats), Pusher(ns.pushgateway, instance, ns.push_interval))
+    return PushingProgress(estimate_total(ns.input, ns.num_repeats, ns.limit, ns.max_rollouts), Pusher(ns.pushgateway, instance, ns.push_interval))
 
 
 def push_after(progress: PushingProgress | None, result: Any, code: int) -> int:

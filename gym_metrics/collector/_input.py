@@ -98,7 +98,7 @@ KeyError: a bad line."""
 
 def read_input(
     path: Path, num_repeats: int | None, default_agent: str | None = None, fixed: FixedKeys | None = None, reverify: bool = False,
-    prepare: RowPrepare | None = None,
+    prepare: RowPrepare | None = None, limit: int | None = None, max_rollouts: int | None = None,
 ) -> Iterator[Rollout | BadLine | ScoredLines]:
     """The input in file order, a chunk of whole lines at a time (memory stays bounded).
 
@@ -108,11 +108,13 @@ def read_input(
     counted rollout indices pass over). `default_agent` names the lines without an agent_ref
     (otherwise they are bad lines). `reverify`: rows that carry a reward keep their indices but
     are verified again, their reward set aside (Rollout.stored_reward). `prepare`: each row is
-    changed so before it is indexed (every line is then parsed on its own).
+    changed so before it is indexed (every line is then parsed on its own). `limit`: the first
+    `limit` lines only; `max_rollouts`: the first `max_rollouts` rollouts only.
     """
     indexer = Indexer(fixed)
-    column_wise = num_repeats is None and not reverify and prepare is None
-    for line_no, chunk, starts, ends, scored in _prepared(path, column_wise, default_agent):
+    column_wise = num_repeats is None and not reverify and prepare is None and max_rollouts is None
+    left = max_rollouts
+    for line_no, chunk, starts, ends, scored in _prepared(path, column_wise, default_agent, limit):
         if scored is not None:
             keep, found = scored
             if len(found):
@@ -126,6 +128,10 @@ def read_input(
                 continue
             try:
                 for rollout in _rollouts(raw, line_no + i + 1, num_repeats, default_agent, indexer, (chunk, start, end), prepare):
+                    if left is not None:
+                        if left <= 0:
+                            return
+                        left -= 1
                     yield _to_verify_again(rollout) if reverify and rollout.verified else rollout
             except _Bad as bad:
                 yield BadLine(line_no + i + 1, bad.field, bad.reason)
@@ -138,7 +144,7 @@ Prepared = tuple[int, bytes, np.ndarray, np.ndarray, "tuple[np.ndarray, ScoredLi
 """(lines before the chunk, chunk, line starts, line ends, its column-wise pass)."""
 
 
-def _prepared(path: Path, column_wise: bool, default_agent: str | None) -> Iterator[Prepared]:
+def _prepared(path: Path, column_wise: bool, default_agent: str | None, limit: int | None = None) -> Iterator[Prepared]:
     """The chunks in order with their column-wise pass (when `column_wise`), made READ_AHEAD
     chunks ahead in threads: pyarrow's JSON parse releases the GIL but keeps to one core, so
     the next chunks parse while this one is handled."""
@@ -146,7 +152,7 @@ def _prepared(path: Path, column_wise: bool, default_agent: str | None) -> Itera
     line_no = 0
     with ThreadPoolExecutor(max(READ_AHEAD, 1), thread_name_prefix="gym-metrics-read") as pool:
         try:
-            for chunk in read_chunks(path, CHUNK_BYTES):
+            for chunk in read_chunks(path, CHUNK_BYTES, limit):
                 starts, ends = line_bounds(chunk)
                 job = pool.submit(_scored_lines, chunk, starts, ends, line_no, default_agent) if column_wise else None
                 pending.append((line_no, chunk, starts, ends, job))

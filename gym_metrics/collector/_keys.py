@@ -114,16 +114,16 @@ def _has_any(row: dict[str, Any], keys: tuple[str, ...]) -> bool:
     return any(row.get(k) is not None for k in keys)
 
 
-def find_fixed_keys(path: Path, num_repeats: int | None, default_agent: str | None) -> FixedKeys:
-    """The pass before anything runs: the fixed keys of the input. Raises InvalidInputError
-    naming the lines when one (agent, task, rollout) is held by two lines. With
-    `num_repeats` every line is verified again, so no key is fixed."""
+def find_fixed_keys(path: Path, num_repeats: int | None, default_agent: str | None, limit: int | None = None) -> FixedKeys:
+    """The pass before anything runs: the fixed keys of the input (its first `limit` lines).
+    Raises InvalidInputError naming the lines when one (agent, task, rollout) is held by two
+    lines. With `num_repeats` every line is verified again, so no key is fixed."""
     if num_repeats is not None:
         return FixedKeys()
     agents: dict[str, int] = {}
     parts: list[tuple[np.ndarray, ...]] = []
     line_no = 0
-    for chunk in read_chunks(path, CHUNK_BYTES):
+    for chunk in read_chunks(path, CHUNK_BYTES, limit):
         starts, ends = line_bounds(chunk)
         if _may_hold_reward(chunk):
             parts.append(_chunk_keys(chunk, starts, ends, line_no, default_agent, agents))

@@ -41,6 +41,11 @@ class CollectOptions:
     """Knobs of one collection (the CLI's flags)."""
 
     num_repeats: int | None = None
+    limit: int | None = None
+    """Read the input's first `limit` lines only (NeMo Gym's `+limit`; blank lines count)."""
+    max_rollouts: int | None = None
+    """Run the first `max_rollouts` rollouts only (`collect --benchmark --limit`: NeMo Gym's limit
+    counts its collated file's lines, a rollout each)."""
     resume: bool = False
     on_bad_line: OnBadLine = "fail"
     count_errors_as_zero: bool = False

@@ -98,7 +98,8 @@ class Router:
     def to_verify(self) -> Iterator[Rollout]:
         reverify = self.opts.reverify or self.opts.reverify_failed
         shard = self.opts.shard
-        for item in read_input(self.path, self.opts.num_repeats, self.opts.default_agent, self.fixed, reverify, self.opts.prepare_row):
+        opts = self.opts
+        for item in read_input(self.path, opts.num_repeats, opts.default_agent, self.fixed, reverify, opts.prepare_row, opts.limit, opts.max_rollouts):
             if isinstance(item, Rollout) and self.opts.reverify_failed:
                 item.row, item.stored_reward = without_failure(item.row), None
             if isinstance(item, BadLine):

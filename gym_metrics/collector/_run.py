@@ -176,7 +176,7 @@ async def _collect(
     if not input_path.is_file():
         raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
     # every key unambiguous before anything is written or skipped (a fresh run and a resume alike)
-    fixed = await asyncio.to_thread(find_fixed_keys, input_path, opts.num_repeats, opts.default_agent)
+    fixed = await asyncio.to_thread(find_fixed_keys, input_path, opts.num_repeats, opts.default_agent, opts.limit)
     log = _logger(progress)
     given = [client] if isinstance(client, ResourcesClient) else list(client)
     replicas = await connect(given, opts.connections, opts.retry, opts.connect_timeout, log)
@@ -185,7 +185,7 @@ async def _collect(
         out = OutputFile(output_path, opts.resume or opts.reverify_failed, opts.default_agent, reverifying=opts.reverify_failed)
         if out.repaired_bytes:
             log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
-        progress = progress or Progress(estimate_total(input_path, opts.num_repeats))
+        progress = progress or Progress(estimate_total(input_path, opts.num_repeats, opts.limit, opts.max_rollouts))
         router = Router(input_path, opts, out, progress, fixed)
         if replicas.info.steps:
             router.agent_type = "gymnasium_agent"
@@ -381,10 +381,16 @@ def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns],
         )
 
 
-def estimate_total(path: Path, num_repeats: int | None) -> int | None:
-    """Rollouts to expect, for the progress bar: the input's estimated lines x repeats."""
+def estimate_total(path: Path, num_repeats: int | None, limit: int | None = None, max_rollouts: int | None = None) -> int | None:
+    """Rollouts to expect, for the progress bar: the input's estimated lines (its first `limit`)
+    x repeats, `max_rollouts` at most."""
     lines = estimate_lines(path)
-    return None if lines is None else lines * (num_repeats or 1)
+    if limit is not None:
+        lines = limit if lines is None else min(lines, limit)
+    if lines is None:
+        return max_rollouts
+    total = lines * (num_repeats or 1)
+    return total if max_rollouts is None else min(total, max_rollouts)
 
 
 def _logger(progress: Progress | None) -> Callable[[str], None]:

@@ -55,12 +55,12 @@ async def _collect_processes(
         raise InvalidInputError("--reverify-failed runs in one process", [FieldViolation("--processes", "give it without --reverify-failed")])
     if not input_path.is_file():
         raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
-    await asyncio.to_thread(find_fixed_keys, input_path, opts.num_repeats, opts.default_agent)
+    await asyncio.to_thread(find_fixed_keys, input_path, opts.num_repeats, opts.default_agent, opts.limit)
     log = _logger(None)
     given = [client] if isinstance(client, ResourcesClient) else list(client)
     replicas = await connect(given, opts.connections, opts.retry, opts.connect_timeout, log)
     try:
-        total = estimate_total(input_path, opts.num_repeats)
+        total = estimate_total(input_path, opts.num_repeats, opts.limit, opts.max_rollouts)
         stop = threading.Event()  # a thread cannot be cancelled: told to stop when this coroutine is
         try:
             stats = await asyncio.to_thread(

@@ -179,16 +179,32 @@ def _fast_chunks(path: Path, default_agent: str | None, ahead: int = 2, span: tu
             yield pending.popleft().result()
 
 
-def read_chunks(path: Path, size: int) -> Iterator[bytes]:
+def read_chunks(path: Path, size: int, limit: int | None = None) -> Iterator[bytes]:
     """The file's whole lines, about `size` bytes at a time (a longer line comes whole). A
     regular file is read chunk by chunk at line boundaries found first (one copy of each
-    byte); a pipe is read as a stream."""
+    byte); a pipe is read as a stream. `limit`: its first `limit` lines only (blank ones count)."""
+    if limit is not None:
+        yield from _first_lines(read_chunks(path, size), limit)
+        return
     with path.open("rb", buffering=0) as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             yield from _stream_chunks(f, size)
             return
         for pos, end in _spans(f.fileno(), size):
             yield os.pread(f.fileno(), end - pos, pos)
+
+
+def _first_lines(chunks: Iterator[bytes], limit: int) -> Iterator[bytes]:
+    left = limit
+    for chunk in chunks:
+        if left <= 0:
+            return
+        newlines = _newlines(np.frombuffer(chunk, dtype=np.uint8))
+        if len(newlines) >= left:
+            yield chunk[: int(newlines[left - 1]) + 1]
+            return
+        left -= len(newlines)
+        yield chunk
 
 
 def byte_ranges(path: str | Path, n: int) -> list[tuple[int, int]]:

@@ -286,3 +286,13 @@ def test_per_task_metrics_render_as_the_per_task_path_does(tmp_path: Path, monke
     assert all(entry[k] == v for k, v in env.entry(10).items())  # the environment's values (num_rollouts 99 in the clash)
     monkeypatch.setattr(_output, "_head_parts", lambda *a: None)
     assert aggregated(tmp_path / "per_task.json") == fast
+
+
+@pytest.mark.parametrize("size", [1, 7, 1 << 20])
+def test_read_chunks_limit_gives_the_first_lines(tmp_path: Path, size: int) -> None:
+    """`limit`: the first N lines whatever the chunk size (a blank line counts; the last line
+    may lack its newline), all of them when N is past the end."""
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"a\n\nbcd\ne\nfgh")
+    for limit, expected in ((1, b"a\n"), (2, b"a\n\n"), (4, b"a\n\nbcd\ne\n"), (5, b"a\n\nbcd\ne\nfgh"), (99, b"a\n\nbcd\ne\nfgh")):
+        assert b"".join(_reader.read_chunks(path, size, limit)) == expected, (size, limit)

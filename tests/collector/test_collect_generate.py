@@ -311,3 +311,30 @@ def test_a_bad_prompt_config_is_named(tmp_path: Path, capsys: pytest.CaptureFixt
         assert code == 2 and "--prompt-config" in err and why in err, err
     code = cli_main(["collect", "--server", "127.0.0.1:9", "--input", str(src), "--output", str(tmp_path / "o.jsonl"), "--prompt-config", str(tmp_path / "none.yaml")])
     assert code == 2 and "none.yaml" in capsys.readouterr().err
+
+
+async def test_limit_reads_the_first_lines_as_nemo_gym(tmp_path: Path) -> None:
+    """`--limit N` (NeMo Gym's `+limit`): the input's first N lines (a blank one counts), each
+    with its repeats; rows already scored are cut alike; two processes collect the same."""
+    import asyncio
+
+    lines = [json.dumps(task_row(t)) for t in range(TASKS)]
+    src = tmp_path / "tasks.jsonl"
+    src.write_text("\n".join([*lines[:2], "", *lines[2:]]) + "\n")
+    async with serve_environment("math_exact") as server:
+        with ScriptedPolicyServer(ANSWERS) as policy:
+            found = []
+            for processes in ("1", "2"):
+                out = tmp_path / f"out{processes}.jsonl"
+                args = ["collect", "--server", server.address, "--input", str(src), "--output", str(out), "--policy-url", policy.url,
+                        "--policy-model", "scripted", "--limit", "5", "--num-repeats", "2", "--processes", processes]  # fmt: skip
+                assert await asyncio.to_thread(cli_main, args) == 0
+                found.append(sorted((r["_ng_task_index"], r["_ng_rollout_index"], r["reward"]) for r in map(json.loads, out.read_text().splitlines())))
+            asked = sorted(policy.calls)
+    assert found[0] == found[1] == [(t, r, float(t % 3 != 0)) for t in range(4) for r in range(2)]
+    assert asked == sorted(prompt(t) for t in range(4))
+    scored = write_jsonl(tmp_path / "scored.jsonl", [{"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": 0, "reward": 1.0} for t in range(6)])
+    async with serve_environment("math_exact") as server:
+        args = ["collect", "--server", server.address, "--input", str(scored), "--output", str(tmp_path / "s.jsonl"), "--limit", "2"]
+        assert await asyncio.to_thread(cli_main, args) == 0
+    assert [r["_ng_task_index"] for r in map(json.loads, (tmp_path / "s.jsonl").read_text().splitlines())] == [0, 1]

@@ -130,6 +130,22 @@ def _prompt(row: dict[str, Any]) -> str:
     return str(given[-1]["content"])
 
 
+async def test_limit_counts_rollouts_as_gym_eval_run_counts_them(config_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--benchmark --limit N`: the first N lines of NeMo Gym's collated file, a rollout each (so a
+    task may run fewer than its repeats, as there)."""
+    monkeypatch.chdir(config_tree)
+    case = "benchmarks/demo_eval/config.yaml"
+    out = config_tree / "out.jsonl"
+    async with serve_environment(load_config_server(Path(case))) as server:
+        with ScriptedPolicyServer(ANSWERS) as policy:
+            args = ["collect", "--server", server.address, "--benchmark", case, "--output", str(out), "--policy-url", policy.url,
+                    "--policy-model", "scripted", "--policy-api", "responses", "--limit", "4"]  # fmt: skip
+            assert await asyncio.to_thread(cli_main, args) == 0
+    keys = ("_ng_task_index", "_ng_rollout_index", "agent_ref", "task_source")
+    written = sorted([r[k] for k in keys] for r in map(json.loads, out.read_text().splitlines()))
+    assert written == [[r[k] for k in keys] for r in CASES[case]["rows"][:4]]
+
+
 def test_the_benchmarks_flags_can_be_overridden(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """--input replaces the dataset file and --num-repeats its repeats; the prompt stays the
     benchmark's unless --prompt-config names another."""
