@@ -9,7 +9,10 @@ for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
   agent with a prompt and repeats, on the resources server, pinned, ambiguous, a suite): the same,
   and for each that runs, the rows `gym eval run` collects: the collated file `ng_prepare_data
   +mode=train_preparation` writes (prompt applied, repeats, `task_source`), then the rows its
-  rollout collection dispatches (task and rollout indices, the agent resolved from the config).
+  rollout collection dispatches (task and rollout indices, the agent resolved from the config);
+- `seeded`: the rows of benchmarks/demo_decoupled/data/rows.jsonl as `ng_collect_rollouts
+  +num_repeats=2 +num_repeats_add_seed=true` dispatches them (each rollout's index as the seed
+  in its request's `metadata.extra_body`).
 
 Run in the throwaway nemo-gym venv, from the unzipped wheel (the cases run in a copy of the tree):
 
@@ -90,7 +93,11 @@ def main() -> None:
             if case["benchmark"] is not None and "error" not in case["benchmark"]:
                 case.update(dispatched(Path(name), Path(temp) / "out"))
             cases[name] = case
-    args.out.write_text(json.dumps({"nemo_gym": "0.7.0", "wheel": wheel, "cases": cases}, indent=1, sort_keys=True) + "\n")
+    from nemo_gym.rollout_collection import RolloutCollectionHelper
+
+    rows = [json.loads(line) for line in (TREE / "benchmarks/demo_decoupled/data/rows.jsonl").read_text().splitlines()]
+    seeded = RolloutCollectionHelper().preprocess_examples(rows, agent_map={"_default": "demo_env_simple_agent"}, num_repeats=2, num_repeats_add_seed=True)
+    args.out.write_text(json.dumps({"nemo_gym": "0.7.0", "wheel": wheel, "cases": cases, "seeded": seeded}, indent=1, sort_keys=True) + "\n")
     suites = sum(v is None for v in wheel.values())
     errors = sum(isinstance(v, dict) and "error" in v for v in wheel.values())
     print(f"{len(wheel)} wheel benchmark configs ({suites} suites, {errors} refused), {len(cases)} cases -> {args.out}")

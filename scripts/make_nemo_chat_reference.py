@@ -11,6 +11,9 @@ A tool for producing test data, run in a throwaway nemo-gym venv:
   `responses_to_chat_completion_create_params(NeMoGymResponseCreateParamsNonStreaming(**request))`,
   dumped `model_dump(mode="json", exclude_unset=True)` (the chat body); or the error it raises
   (its type and message);
+- vllm: each Responses request of METADATA_REQUESTS as NeMo Gym's vLLM model server sends it
+  to the engine (its converter, then `_preprocess_chat_completion_create_params`: the request's
+  `metadata.extra_body` and `metadata.chat_template_kwargs` applied), model "m";
 - answers: each chat completion of ANSWERS through `chat_completion_to_response(request,
   NeMoGymChatCompletion(**completion))`, dumped `model_dump(mode="json")`, with the ids NeMo Gym
   makes from uuid4 (`resp_`, `msg_`, `rs_`) replaced by "<id>".
@@ -128,6 +131,30 @@ def convert_requests() -> dict[str, Any]:
     return out
 
 
+METADATA_REQUESTS: dict[str, dict[str, Any]] = {
+    "a seed and stop strings in extra_body": {"input": "hi", "metadata": {"extra_body": '{"seed": 3, "stop": ["!"]}'}},
+    "the body's own field wins over extra_body": {"input": "hi", "temperature": 0.5, "metadata": {"extra_body": '{"temperature": 0.9, "top_k": 5}'}},
+    "chat_template_kwargs": {"input": "hi", "metadata": {"chat_template_kwargs": '{"enable_thinking": false}', "other": "kept"}},
+    "both, with tools": {"input": "hi", "tools": [TOOL], "metadata": {"extra_body": '{"seed": 0}', "chat_template_kwargs": '{"a": 1}'}},
+    "metadata without either": {"input": "hi", "metadata": {"tag": "x"}},
+}
+
+
+def vllm_bodies() -> dict[str, Any]:
+    from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
+    from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
+
+    config = VLLMModelConfig(host="127.0.0.1", port=1, entrypoint="app.py", name="policy_model", base_url=["http://127.0.0.1:9/v1"],
+                             api_key="k", model="m", return_token_id_information=False, uses_reasoning_parser=False)  # fmt: skip
+    server = VLLMModel.model_construct(config=config, server_client=None)
+    out: dict[str, Any] = {}
+    for name, request in METADATA_REQUESTS.items():
+        params = NeMoGymResponseCreateParamsNonStreaming(**request)
+        chat = server._converter.responses_to_chat_completion_create_params(params).model_dump(mode="json", exclude_unset=True)
+        out[name] = {"request": request, "body": server._preprocess_chat_completion_create_params(None, chat)}
+    return out
+
+
 def convert_answers() -> dict[str, Any]:
     from nemo_gym.openai_utils import NeMoGymChatCompletion, NeMoGymResponseCreateParamsNonStreaming
     from nemo_gym.responses_converter import ResponsesConverter
@@ -149,7 +176,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    data = {"nemo_gym": "0.7.0", "answer_request": ANSWER_REQUEST, "requests": convert_requests(), "answers": convert_answers()}
+    data = {"nemo_gym": "0.7.0", "answer_request": ANSWER_REQUEST, "requests": convert_requests(), "answers": convert_answers(), "vllm": vllm_bodies()}
     text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
     return write_or_check(OUT, text, args.check)
 

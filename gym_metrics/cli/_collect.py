@@ -131,6 +131,11 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
     loop.add_argument("--no-agent-loop", dest="agent_loop", action="store_false", help="one policy call per row, even with tools")
     g.add_argument("--max-steps", type=positive_int, metavar="N", help="policy calls one episode may make (default: no limit)")
     g.add_argument(
+        "--num-repeats-add-seed", action="store_true",
+        help="each rollout's index as its seed, in its request's metadata.extra_body (NeMo Gym's num_repeats_add_seed; "
+        "a chat endpoint gets it in the body, as NeMo Gym's vLLM server sends it)",
+    )  # fmt: skip
+    g.add_argument(
         "--parallel-tool-calls", action="store_true",
         help="run the tool calls of one turn concurrently (default: one after another, in the model's order, as NeMo Gym does)",
     )  # fmt: skip
@@ -181,7 +186,7 @@ _SAMPLING = ("temperature", "top_p", "max_tokens", "seed")
 
 
 _GENERATION_ONLY = ("--agent-loop", "--max-steps", "--parallel-tool-calls", "--capture-model-calls", "--capture-payloads",
-                    "--capture-tokens", "--trajectory")  # fmt: skip
+                    "--capture-tokens", "--trajectory", "--num-repeats-add-seed")  # fmt: skip
 """Flags that only act on rollouts collect generates: without --policy-url they did nothing,
 silently (health then found every rollout unobserved)."""
 
@@ -226,6 +231,8 @@ def _check_inputs(ns: argparse.Namespace) -> None:
         given = [flag for flag in _GENERATION_ONLY if getattr(ns, flag[2:].replace("-", "_")) not in (None, False)]
         if given:
             raise InvalidInputError(f"{', '.join(given)} need --policy-url", [FieldViolation("--policy-url", "not given")])
+    if ns.num_repeats_add_seed and ns.seed is not None:
+        raise InvalidInputError("one seed per request", [FieldViolation("--seed", "not with --num-repeats-add-seed (the body's seed would win)")])
     ns.policy = policy_config(ns)
     ns.prepare_row = _rows(ns)
 
@@ -307,6 +314,7 @@ def run(ns: argparse.Namespace) -> int:
         num_repeats=ns.num_repeats,
         limit=ns.limit,
         max_rollouts=ns.max_rollouts,
+        seed_each_rollout=ns.num_repeats_add_seed,
         resume=ns.resume,
         on_bad_line=ns.on_bad_line,
         count_errors_as_zero=ns.count_errors_as_zero,

@@ -16,6 +16,7 @@ retries is handed to `on_failed` (written as a failed rollout), never raised.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -48,6 +49,25 @@ def make_target(config: ModelTargetConfig, *, token_ids: bool = False) -> ModelT
     targets/_wire.py), its reads under one ANSWER_BUDGET_BYTES budget; a chat answer's `<think>`
     blocks become reasoning, as NeMo Gym's converter makes them."""
     return ModelTarget(config, lean_http=True, budget=ByteBudget(ANSWER_BUDGET_BYTES, factor=2), think_tags=True, token_ids=token_ids)
+
+
+def with_rollout_seed(row: dict[str, Any], rollout: int) -> dict[str, Any]:
+    """The row with its rollout index as the engine's sampling seed, as NeMo Gym's
+    `num_repeats_add_seed` writes it: `"seed"` added to its request's `metadata.extra_body` (JSON
+    text, json.dumps' spelling), which a chat endpoint's body then gets (targets: a vLLM
+    server's seed); ValueError when that text is not a JSON object's."""
+    params = dict(row.get(REQUEST_KEY) or {})
+    metadata = dict(params.get("metadata") or {})
+    try:
+        extra = json.loads(metadata.get("extra_body") or "{}")
+    except (TypeError, json.JSONDecodeError):
+        extra = None
+    if not isinstance(extra, dict):
+        raise ValueError(f"is not a JSON object's text: {str(metadata.get('extra_body'))[:200]!r}")
+    extra["seed"] = rollout
+    metadata["extra_body"] = json.dumps(extra)
+    params["metadata"] = metadata
+    return {**row, REQUEST_KEY: params}
 
 
 def needs_generation(row: Mapping[str, Any]) -> bool:

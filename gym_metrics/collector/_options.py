@@ -43,6 +43,9 @@ class CollectOptions:
     num_repeats: int | None = None
     limit: int | None = None
     """Read the input's first `limit` lines only (NeMo Gym's `+limit`; blank lines count)."""
+    seed_each_rollout: bool = False
+    """Each generated rollout's index as its sampling seed (NeMo Gym's `num_repeats_add_seed`:
+    `responses_create_params.metadata.extra_body`'s `seed`)."""
     max_rollouts: int | None = None
     """Run the first `max_rollouts` rollouts only (`collect --benchmark --limit`: NeMo Gym's limit
     counts its collated file's lines, a rollout each)."""

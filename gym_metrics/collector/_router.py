@@ -21,6 +21,7 @@ from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_i
 from gym_metrics.collector._outfile import FailuresFile, OutputFile
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._capture import with_trajectory
+from gym_metrics.collector._generate import needs_generation, with_rollout_seed
 from gym_metrics.collector._rows import environment_server_name, written_row
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -122,6 +123,12 @@ class Router:
                 if len(self._pending) >= 4096:
                     self.flush()
                 continue
+            if opts.seed_each_rollout and opts.target is not None and needs_generation(item.row):
+                try:
+                    item.row, item.raw = with_rollout_seed(item.row, item.rollout), None
+                except ValueError as exc:
+                    self._bad(BadLine(item.line, "responses_create_params.metadata.extra_body", str(exc)))
+                    continue
             yield item
         self.flush()
 

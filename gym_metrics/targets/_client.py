@@ -280,7 +280,32 @@ class ModelTarget(_Target):
                 body[key] = value
         if chat and self.token_ids:
             body.update(REQUEST_PARAMS)
+        return _with_metadata_params(body) if chat else body
+
+
+def _with_metadata_params(body: dict[str, Any]) -> dict[str, Any]:
+    """A chat body with what its Responses request's `metadata` asks of the engine, as NeMo Gym's
+    vLLM model server sends it: `metadata.chat_template_kwargs` (JSON text) merged into
+    `chat_template_kwargs`, and `metadata.extra_body` (JSON text: `{"seed": 3}`, stop strings)
+    under the body (a key the body has wins). GenerationError for text that is not a JSON object."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping) or not (metadata.get("extra_body") or metadata.get("chat_template_kwargs")):
         return body
+    extra, kwargs = (_json_object(metadata, key) for key in ("extra_body", "chat_template_kwargs"))
+    if kwargs:
+        body["chat_template_kwargs"] = {**(body.get("chat_template_kwargs") or {}), **kwargs}
+    return {**extra, **body}
+
+
+def _json_object(metadata: Mapping[str, Any], key: str) -> dict[str, Any]:
+    text = metadata.get(key) or "{}"
+    try:
+        value = orjson.loads(text) if isinstance(text, (str, bytes)) else None
+    except orjson.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise GenerationError(f"the request's metadata.{key} is not a JSON object's text: {str(text)[:200]!r}")
+    return value
 
 
 def _place_tokens(response: dict[str, Any], completion: Mapping[str, Any]) -> None:

@@ -35,6 +35,7 @@ ANSWERS = {
     "Capital of France?\n(Reply with the answer only.)": "Paris",
     "Say yes.": "yes",
     "Say no.": "maybe",
+    "Say yes!": "yes",
 }
 
 

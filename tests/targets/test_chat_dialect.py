@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gym_metrics.targets import ChatConversionError, chat_to_responses, responses_request_to_chat
+from gym_metrics.targets import ChatConversionError, GenerationError, ModelTarget, chat_to_responses, parse_target, responses_request_to_chat
 from gym_metrics.targets._convert import with_request_fields
 
 RECORDED = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_chat" / "conversions.json").read_text())
@@ -94,3 +94,19 @@ def test_with_token_ids_the_request_is_what_nemo_gyms_vllm_server_sends() -> Non
     assert chat_shaped["tools"] == [{"type": "function", "function": {"name": "add"}}]
     plain = responses_request_to_chat(request)
     assert plain["tools"][0]["function"]["strict"] is True and "routed_experts" not in plain["messages"][1]
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED["vllm"]))
+def test_metadata_reaches_the_engine_as_nemo_gyms_vllm_server_sends_it(name: str) -> None:
+    """A row's `metadata.extra_body` (a seed, stop strings) under the chat body and its
+    `metadata.chat_template_kwargs` in it, as NeMo Gym's vLLM model server sends them."""
+    case = RECORDED["vllm"][name]
+    target = ModelTarget(parse_target({"type": "model", "url": "http://127.0.0.1:9/v1", "model": "m", "api": "chat"}))
+    assert target.request_body(case["request"]) == case["body"]
+
+
+def test_metadata_that_is_not_a_json_object_fails_the_generation() -> None:
+    target = ModelTarget(parse_target({"type": "model", "url": "http://127.0.0.1:9/v1", "model": "m", "api": "chat"}))
+    for bad in ("{not json", "[1]"):
+        with pytest.raises(GenerationError, match="metadata.extra_body is not a JSON object"):
+            target.request_body({"input": "hi", "metadata": {"extra_body": bad}})

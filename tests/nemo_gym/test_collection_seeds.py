@@ -1,0 +1,52 @@
+"""`collect --num-repeats-add-seed` as NeMo Gym 0.7.0's `ng_collect_rollouts +num_repeats_add_seed=true`:
+each generated rollout's index as the seed in its request's `metadata.extra_body` (the rows
+equal those NeMo Gym dispatched: tests/data/nemo_gym_configs/benchmarks.json, "seeded"), which
+a chat endpoint then gets in its body with the row's other extra_body fields, as NeMo Gym's vLLM
+model server sends them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from gym_metrics.cli import main as cli_main
+from gym_metrics.nemo_gym import load_config_server
+from gym_metrics.testing import ScriptedPolicyServer, serve_environment
+
+SEEDED = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_configs" / "benchmarks.json").read_text())["seeded"]
+
+
+async def test_each_rollout_gets_its_index_as_seed(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(config_tree)
+    rows = config_tree / "benchmarks/demo_decoupled/data/rows.jsonl"
+    out = config_tree / "out.jsonl"
+    async with serve_environment(load_config_server(Path("benchmarks/demo_decoupled/config.yaml"))) as server:
+        with ScriptedPolicyServer({"Say yes.": "yes", "Say no.": "no", "Say yes!": "yes"}) as policy:
+            args = ["collect", "--server", server.address, "--input", str(rows), "--output", str(out), "--agent", "demo_env_simple_agent",
+                    "--num-repeats", "2", "--num-repeats-add-seed", "--policy-url", policy.url, "--policy-model", "scripted"]  # fmt: skip
+            assert await asyncio.to_thread(cli_main, args) == 0
+            bad = config_tree / "bad.jsonl"  # NeMo Gym fails the run on it (a list has no "seed"); collect names the line
+            bad.write_text(rows.read_text() + '{"responses_create_params": {"input": "hi", "metadata": {"extra_body": "[1]"}}}\n')
+            flags = ["--input", str(bad), "--output", str(config_tree / "bad_out.jsonl"), "--on-bad-line", "skip"]
+            assert await asyncio.to_thread(cli_main, [*args[:3], *flags, *args[7:]]) in (0, 1)
+            said = capsys.readouterr().err
+            assert "line 4" in said and "metadata.extra_body" in said and "is not a JSON object" in said, said
+            sent = sorted((r.body["messages"][-1]["content"], r.body["seed"], tuple(r.body.get("stop") or ())) for r in policy.requests)
+    assert sent == sorted(2 * [("Say no.", 0, ()), ("Say no.", 1, ()), ("Say yes!", 0, ("!",)), ("Say yes!", 1, ("!",)), ("Say yes.", 0, ()), ("Say yes.", 1, ())])
+    written = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in map(json.loads, out.read_text().splitlines())}
+    assert {k: r["responses_create_params"]["metadata"] for k, r in written.items()} == {
+        (r["_ng_task_index"], r["_ng_rollout_index"]): r["responses_create_params"]["metadata"] for r in SEEDED
+    }
+    assert all(r["reward"] == 1.0 for r in written.values())
+
+
+def test_the_seed_flag_is_refused_where_it_would_not_act(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = tmp_path / "in.jsonl"
+    rows.write_text('{"responses_create_params": {"input": "hi", "metadata": {"extra_body": "[1]"}}}\n')
+    base = ["collect", "--server", "127.0.0.1:9", "--input", str(rows), "--output", str(tmp_path / "o.jsonl"), "--num-repeats-add-seed"]
+    assert cli_main(base) == 2 and "need --policy-url" in capsys.readouterr().err
+    assert cli_main([*base, "--policy-url", "http://127.0.0.1:9/v1", "--policy-model", "m", "--seed", "1"]) == 2
+    assert "not with --num-repeats-add-seed" in capsys.readouterr().err
