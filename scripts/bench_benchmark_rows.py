@@ -45,11 +45,11 @@ def make_tree(where: Path, rows: int, repeats: int) -> Path:
 def ours() -> tuple[float, int]:
     from gym_metrics.cli._collect import _prompt
     from gym_metrics.collector._input import Rollout, read_input
-    from gym_metrics.nemo_gym._benchmark import read_benchmark, row_maker
+    from gym_metrics.nemo_gym import read_benchmark
 
     start = time.perf_counter()
-    benchmark = read_benchmark(Path(CONFIG))
-    make = row_maker(benchmark, _prompt(str(benchmark.prompt_config)))
+    benchmark = read_benchmark(CONFIG)
+    make = benchmark.row_maker(_prompt(str(benchmark.prompt_config)))
     count = sum(isinstance(item, Rollout) for item in read_input(benchmark.data, benchmark.num_repeats, prepare=make))
     return time.perf_counter() - start, count
 

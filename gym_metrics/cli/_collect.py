@@ -245,13 +245,13 @@ def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, 
     if ns.benchmark is None:
         prompt = _prompt(ns.prompt_config)
         return None if prompt is None else lambda row: (prompt(row), None)
-    from gym_metrics.nemo_gym._benchmark import benchmark_config, read_benchmark, row_maker
+    from gym_metrics.nemo_gym import read_benchmark
 
     clash = [flag for flag, given in (("--agent", ns.agent), ("--reverify-failed", ns.reverify_failed), ("--reverify", ns.reverify)) if given]
     if clash:
         raise InvalidInputError("--benchmark runs the benchmark's rows with its agent",
                                 [FieldViolation(flag, "not with --benchmark") for flag in clash])  # fmt: skip
-    benchmark = read_benchmark(benchmark_config(ns.benchmark))
+    benchmark = read_benchmark(ns.benchmark)
     if ns.input is None:
         if not benchmark.data.is_file():
             raise benchmark.missing_data()
@@ -261,7 +261,7 @@ def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, 
     if ns.limit is not None:  # gym eval run's limit counts the collated lines: a row's repeats, one a line
         ns.max_rollouts, ns.limit = ns.limit, -(-ns.limit // ns.num_repeats)
     template = ns.prompt_config or (str(benchmark.prompt_config) if benchmark.prompt_config else None)
-    return row_maker(benchmark, _prompt(template))
+    return benchmark.row_maker(_prompt(template))
 
 
 def _prompt(path: str | None) -> Callable[[dict[str, Any]], dict[str, Any]] | None:

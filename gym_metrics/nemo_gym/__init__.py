@@ -33,6 +33,15 @@ def config_agents(path: Any) -> tuple[str, list[tuple[str, str, Any]]]:
     return read(path)
 
 
+def read_benchmark(spec: Any) -> Any:
+    """The NeMo Gym benchmark `spec` names (its config's path, or NAME as `gym eval run
+    --benchmark` takes it), as NeMo Gym reads it: its dataset, agent, repeats and prompt, and
+    `row_maker` for its rows (_benchmark.py)."""
+    from gym_metrics.nemo_gym._benchmark import benchmark_config, read_benchmark as read
+
+    return read(benchmark_config(str(spec)))
+
+
 def environment_folder(config: Any, name: str | None = None) -> Any:
     """The folder NeMo Gym's launcher runs a config's server in (`cd` there, then `python
     app.py`): its `resources_servers/<env>/`, where the entrypoint is and where the environment's
@@ -58,7 +67,7 @@ def _resolve_under_cwd_or_install(rel_path: Any, *, validator: Any = None) -> An
     return resolve_under(rel_path, search_roots(parent_dir()), validator or Path.exists)
 
 
-__all__ = ["PARENT_DIR", "config_agents", "config_file", "environment_folder", "load_config_server"]
+__all__ = ["PARENT_DIR", "config_agents", "config_file", "environment_folder", "load_config_server", "read_benchmark"]
 
 
 _UNDER_PARENT = {"CACHE_DIR": "cache", "RESULTS_DIR": "results"}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,6 @@ class Benchmark:
     """The dataset's `jsonl_fpath`, found under the working directory, then the config's tree."""
     prompt_config: Path | None
     prepare_script: str
-    document: Mapping[str, Any] = field(repr=False, compare=False)
 
     def missing_data(self) -> InvalidInputError:
         """The error of a dataset not prepared yet, saying how to prepare it."""
@@ -54,6 +53,22 @@ class Benchmark:
         how = (f"prepare it first: cd {root} && python -c 'from {module} import prepare; prepare()' "
                f"(NeMo Gym: gym eval prepare --benchmark {self.name}), or give --input")  # fmt: skip
         return InvalidInputError(f"the data of benchmark {self.name} is not there", [FieldViolation("--benchmark", f"{self.data}: {how}")])
+
+    def row_maker(self, prompt: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bytes]]:
+        """Each raw row made as NeMo Gym collates and dispatches it (module docstring), `prompt`
+        applying its template: (the row, its collated line, which says which rows are one
+        task); ValueError for a row it refuses."""
+        source, agent = self.declared_by, {"name": self.agent}
+
+        def make(row: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+            row = prompt(row) if prompt is not None else dict(row)
+            row.pop("agent_ref", None)
+            row[TASK_SOURCE] = source
+            line = json.dumps(row).encode()
+            row["agent_ref"] = agent
+            return row, line
+
+        return make
 
 
 def benchmark_config(spec: str) -> Path:
@@ -109,7 +124,7 @@ def read_benchmark(path: Path) -> Benchmark:
     return Benchmark(
         name=dataset["name"], config=path, declared_by=block, agent=resolve_agent(document, block, dataset.get("agent"), f"{where}.agent"),
         num_repeats=repeats, data=resolve_under(dataset["jsonl_fpath"], roots), prepare_script=dataset["prepare_script"],
-        prompt_config=resolve_under(prompt, roots) if prompt else None, document=document,
+        prompt_config=resolve_under(prompt, roots) if prompt else None,
     )  # fmt: skip
 
 
@@ -129,22 +144,6 @@ def resolve_agent(document: Mapping[str, Any], declaring: str, pin: Any, where: 
         why = "none points at it: point an agent's resources_server at it" if not candidates else f"{sorted(candidates)} point at it: pin one with `agent:`"
         raise InvalidInputError("no single agent runs the benchmark", [FieldViolation(where, f"the dataset is on resources server {declaring!r}; {why}")])
     return candidates[0]
-
-
-def row_maker(benchmark: Benchmark, prompt: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bytes]]:
-    """Each raw row made as NeMo Gym collates and dispatches it (module docstring): (the row, its
-    collated line, which says which rows are one task); ValueError for a row it refuses."""
-    source, agent = benchmark.declared_by, {"name": benchmark.agent}
-
-    def make(row: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        row = prompt(row) if prompt is not None else dict(row)
-        row.pop("agent_ref", None)
-        row[TASK_SOURCE] = source
-        line = json.dumps(row).encode()
-        row["agent_ref"] = agent
-        return row, line
-
-    return make
 
 
 def _declared(document: Mapping[str, Any]) -> list[tuple[str, list[Any]]]:
