@@ -12,7 +12,9 @@ for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
   rollout collection dispatches (task and rollout indices, the agent resolved from the config);
 - `seeded`: the rows of benchmarks/demo_decoupled/data/rows.jsonl as `ng_collect_rollouts
   +num_repeats=2 +num_repeats_add_seed=true` dispatches them (each rollout's index as the seed
-  in its request's `metadata.extra_body`).
+  in its request's `metadata.extra_body`);
+- `interleaved`: the (task, rollout) order `+num_repeats=2 +interleave_repeats=true` dispatches
+  those rows in, the first one given again as a fourth line.
 
 Run in the throwaway nemo-gym venv, from the unzipped wheel (the cases run in a copy of the tree):
 
@@ -23,6 +25,7 @@ Run in the throwaway nemo-gym venv, from the unzipped wheel (the cases run in a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -97,7 +100,16 @@ def main() -> None:
 
     rows = [json.loads(line) for line in (TREE / "benchmarks/demo_decoupled/data/rows.jsonl").read_text().splitlines()]
     seeded = RolloutCollectionHelper().preprocess_examples(rows, agent_map={"_default": "demo_env_simple_agent"}, num_repeats=2, num_repeats_add_seed=True)
-    args.out.write_text(json.dumps({"nemo_gym": "0.7.0", "wheel": wheel, "cases": cases, "seeded": seeded}, indent=1, sort_keys=True) + "\n")
+    from nemo_gym.rollout_collection import RolloutCollectionConfig
+
+    lines = [*(TREE / "benchmarks/demo_decoupled/data/rows.jsonl").read_text().splitlines(keepends=True)]
+    lines.append(lines[0])
+    raw = [(i, line, {**json.loads(line), "agent_ref": {"name": "demo_env_simple_agent"}}) for i, line in enumerate(lines)]
+    config = RolloutCollectionConfig(input_jsonl_fpath="-", output_jsonl_fpath="-", num_repeats=2, interleave_repeats=True)
+    with contextlib.redirect_stdout(sys.stderr):
+        order = [[r["_ng_task_index"], r["_ng_rollout_index"]] for r in RolloutCollectionHelper._preprocess_raw_rows(raw, config)]
+    reference = {"nemo_gym": "0.7.0", "wheel": wheel, "cases": cases, "seeded": seeded, "interleaved": order}
+    args.out.write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
     suites = sum(v is None for v in wheel.values())
     errors = sum(isinstance(v, dict) and "error" in v for v in wheel.values())
     print(f"{len(wheel)} wheel benchmark configs ({suites} suites, {errors} refused), {len(cases)} cases -> {args.out}")

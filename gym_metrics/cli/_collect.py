@@ -44,6 +44,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--num-repeats", type=positive_int, metavar="K", help="K rollouts of each line (rollout indices counted per task, as NeMo Gym)")
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of lines without an agent_ref")
     p.add_argument(
+        "--interleave-repeats", action="store_true",
+        help="start the repeats round by round (abcabc, not aabbcc: NeMo Gym's interleave_repeats), spreading a heavy "
+        "task's rollouts over the run; the input is read once a round",
+    )  # fmt: skip
+    p.add_argument(
         "--limit", type=positive_int, metavar="N",
         help="the input's first N lines only (NeMo Gym's +limit; with --benchmark, its first N rollouts, as gym eval run counts)",
     )  # fmt: skip
@@ -315,6 +320,7 @@ def run(ns: argparse.Namespace) -> int:
         limit=ns.limit,
         max_rollouts=ns.max_rollouts,
         seed_each_rollout=ns.num_repeats_add_seed,
+        interleave_repeats=ns.interleave_repeats,
         resume=ns.resume,
         on_bad_line=ns.on_bad_line,
         count_errors_as_zero=ns.count_errors_as_zero,

@@ -43,6 +43,10 @@ class CollectOptions:
     num_repeats: int | None = None
     limit: int | None = None
     """Read the input's first `limit` lines only (NeMo Gym's `+limit`; blank lines count)."""
+    interleave_repeats: bool = False
+    """Start the rollouts round by round (every task's rollout 0, then every rollout 1, ...:
+    NeMo Gym's `interleave_repeats`) instead of each task's back to back; the input is read
+    once a round."""
     seed_each_rollout: bool = False
     """Each generated rollout's index as its sampling seed (NeMo Gym's `num_repeats_add_seed`:
     `responses_create_params.metadata.extra_body`'s `seed`)."""

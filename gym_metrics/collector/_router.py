@@ -100,7 +100,7 @@ class Router:
         reverify = self.opts.reverify or self.opts.reverify_failed
         shard = self.opts.shard
         opts = self.opts
-        for item in read_input(self.path, opts.num_repeats, opts.default_agent, self.fixed, reverify, opts.prepare_row, opts.limit, opts.max_rollouts):
+        for item in self._input(reverify):
             if isinstance(item, Rollout) and self.opts.reverify_failed:
                 item.row, item.stored_reward = without_failure(item.row), None
             if isinstance(item, BadLine):
@@ -131,6 +131,34 @@ class Router:
                     continue
             yield item
         self.flush()
+
+    def _input(self, reverify: bool) -> Iterator[Rollout | BadLine | ScoredLines]:
+        """The input's items; with `interleave_repeats`, its rollouts round by round (every
+        task's rollout 0 in input order, then every rollout 1, ...: NeMo Gym's stable sort by
+        rollout index), the input read again each round (memory stays bounded), bad and
+        scored lines taken from the first round only."""
+        opts = self.opts
+
+        def read() -> Iterator[Rollout | BadLine | ScoredLines]:
+            return read_input(self.path, opts.num_repeats, opts.default_agent, self.fixed, reverify, opts.prepare_row, opts.limit, opts.max_rollouts)
+
+        if not opts.interleave_repeats:
+            yield from read()
+            return
+        round_ = 0
+        while True:
+            later = False
+            for item in read():
+                if not isinstance(item, Rollout):
+                    if round_ == 0:
+                        yield item
+                elif item.rollout == round_:
+                    yield item
+                else:
+                    later = later or item.rollout > round_
+            if not later:
+                return
+            round_ += 1
 
     def _pass_through(self, scored: ScoredLines) -> None:
         """Already-scored lines, column-wise: keys noted, lines copied, progress counted."""

@@ -50,3 +50,27 @@ def test_the_seed_flag_is_refused_where_it_would_not_act(tmp_path: Path, capsys:
     assert cli_main(base) == 2 and "need --policy-url" in capsys.readouterr().err
     assert cli_main([*base, "--policy-url", "http://127.0.0.1:9/v1", "--policy-model", "m", "--seed", "1"]) == 2
     assert "not with --num-repeats-add-seed" in capsys.readouterr().err
+
+
+async def test_interleaved_repeats_start_in_nemo_gyms_order(config_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--interleave-repeats` (NeMo Gym's `interleave_repeats`): the rollouts start round by
+    round in the order NeMo Gym dispatches them (a line given twice included); without it, each
+    task's back to back. One generation at a time, so the policy sees the order."""
+    monkeypatch.chdir(config_tree)
+    order = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_configs" / "benchmarks.json").read_text())["interleaved"]
+    lines = (config_tree / "benchmarks/demo_decoupled/data/rows.jsonl").read_text().splitlines(keepends=True)
+    rows = config_tree / "rows.jsonl"
+    rows.write_text("".join([*lines, lines[0]]))
+    prompts = {0: "Say yes.", 1: "Say no.", 2: "Say yes!"}
+    seen = {}
+    async with serve_environment(load_config_server(Path("benchmarks/demo_decoupled/config.yaml"))) as server:
+        for flags in ((), ("--interleave-repeats",)):
+            with ScriptedPolicyServer({"Say yes.": "yes", "Say no.": "no", "Say yes!": "yes"}) as policy:
+                out = config_tree / f"out{len(flags)}.jsonl"
+                args = ["collect", "--server", server.address, "--input", str(rows), "--output", str(out), "--agent", "demo_env_simple_agent",
+                        "--num-repeats", "2", "--policy-concurrency", "1", "--policy-url", policy.url, "--policy-model", "scripted", *flags]  # fmt: skip
+                assert await asyncio.to_thread(cli_main, args) == 0
+                seen[flags] = [r.body["messages"][-1]["content"] for r in policy.requests]
+            assert sorted((r["_ng_task_index"], r["_ng_rollout_index"]) for r in map(json.loads, out.read_text().splitlines())) == sorted(map(tuple, order))
+    assert seen[("--interleave-repeats",)] == [prompts[task] for task, _ in order]
+    assert seen[()] == [prompts[task] for task, _ in sorted(order, key=lambda k: (k[0] if k[1] < 2 else 3, k[1]))]
