@@ -247,7 +247,7 @@ def classify_config(result: dict[str, Any], service: str | None) -> tuple[str, s
         if LIBRARY.search(error):
             return "not-a-server", f"a base package other environments build on ({error})"
         if where == "verify" and error.startswith("NotImplementedError"):
-            return "loads", f"verify refused by the environment (a /step environment: tool routes are a later issue): {error}"
+            return "loads", f"a /step environment (collected with a policy as NeMo Gym's gymnasium_agent runs it; docs/nemo-gym.md#gymnasium); its verify refuses: {error}"
         return "other", f"{where}: {error}"
     if result.get("judge_masked"):
         return "needs-service", f"{service or 'judge'}; verify: needs a judge ({result.get('judge_error', '')})"
