@@ -5,6 +5,7 @@ for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
   `type: benchmark` dataset, as NeMo Gym discovers them): the benchmark NeMo Gym's
   `BenchmarkConfig.from_config_path` reads from it (dataset name, the agent that runs it, repeats,
   data file, prompt, prepare script), None for an eval suite, or its error;
+- `names`: the benchmark names `gym list benchmarks` lists (`discover_benchmarks`);
 - the benchmark cases of tests/data/nemo_gym_configs/tree (`benchmarks/demo_*`: a dataset on the
   agent with a prompt and repeats, on the resources server, pinned, ambiguous, a suite): the same,
   and for each that runs, the rows `gym eval run` collects: the collated file `ng_prepare_data
@@ -108,7 +109,12 @@ def main() -> None:
     config = RolloutCollectionConfig(input_jsonl_fpath="-", output_jsonl_fpath="-", num_repeats=2, interleave_repeats=True)
     with contextlib.redirect_stdout(sys.stderr):
         order = [[r["_ng_task_index"], r["_ng_rollout_index"]] for r in RolloutCollectionHelper._preprocess_raw_rows(raw, config)]
-    reference = {"nemo_gym": "0.7.0", "wheel": wheel, "cases": cases, "seeded": seeded, "interleaved": order}
+    from nemo_gym.benchmarks import discover_benchmarks
+
+    os.chdir(root)
+    with contextlib.redirect_stdout(sys.stderr):
+        names = sorted(discover_benchmarks())
+    reference = {"nemo_gym": "0.7.0", "wheel": wheel, "names": names, "cases": cases, "seeded": seeded, "interleaved": order}
     args.out.write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
     suites = sum(v is None for v in wheel.values())
     errors = sum(isinstance(v, dict) and "error" in v for v in wheel.values())

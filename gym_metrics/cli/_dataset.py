@@ -39,6 +39,13 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--workers", type=positive_int, default=1, metavar="N", help="processes generating slices of the entries side by side (the file is the same; default 1)")
     p.add_argument("--list", action="store_true", help="print the dataset names and exit")
     p.set_defaults(func=run_reasoning_gym)
+    b = sources.add_parser(
+        "nemo-gym-benchmark", help="prepare a NeMo Gym benchmark's data (gym eval prepare): run its prepare script, from its tree",
+    )  # fmt: skip
+    b.add_argument("benchmark", nargs="?", metavar="NAME|CONFIG.yaml", help="the benchmark (NAME: benchmarks/NAME/config.yaml here)")
+    b.add_argument("--cached", action="store_true", help="keep data already there (NeMo Gym's use_cached_prepared_benchmarks)")
+    b.add_argument("--list", action="store_true", help="print the benchmarks here, one a line (name, dataset, agent, repeats, prepared or not)")
+    b.set_defaults(func=run_nemo_gym_benchmark)
     for source in sources.choices.values():
         add_global_flags(source)
 
@@ -67,6 +74,41 @@ def run_reasoning_gym(ns: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return ExitCode.OK
+
+
+def run_nemo_gym_benchmark(ns: argparse.Namespace) -> int:
+    from gym_metrics.nemo_gym import read_benchmark
+
+    if ns.list:
+        return _print_names(_benchmark_lines())
+    if ns.benchmark is None:
+        raise InvalidInputError("no benchmark named", [FieldViolation("NAME", "a benchmark (--list names them) or its config's path")])
+    benchmark = read_benchmark(ns.benchmark)
+    if ns.cached and benchmark.data.is_file():
+        print(f"{benchmark.name}: already prepared: {benchmark.data}", file=sys.stderr)
+        return ExitCode.OK
+    started = time.perf_counter()
+    written = benchmark.prepare()
+    with written.open("rb") as f:
+        rows = sum(1 for line in f if line.strip())
+    print(f"{benchmark.name}: {rows} rows -> {written} in {time.perf_counter() - started:.2f}s", file=sys.stderr)
+    return ExitCode.OK
+
+
+def _benchmark_lines() -> list[str]:
+    """The benchmarks of the working directory's tree: name, dataset, agent, repeats, prepared."""
+    from gym_metrics.nemo_gym import benchmark_names, read_benchmark
+
+    lines = []
+    for name in benchmark_names(Path.cwd()):
+        try:
+            found = read_benchmark(name)
+        except InvalidInputError as exc:
+            lines.append(f"{name}\t(cannot be read: {exc})")
+            continue
+        state = "prepared" if found.data.is_file() else "not prepared"
+        lines.append(f"{name}\t{found.name}\t{found.agent}\tx{found.num_repeats}\t{state}")
+    return lines
 
 
 def _print_names(names: list[str]) -> int:

@@ -42,6 +42,16 @@ def read_benchmark(spec: Any) -> Any:
     return read(benchmark_config(str(spec)))
 
 
+def benchmark_names(root: Any) -> list[str]:
+    """The benchmarks of the NeMo Gym tree at `root`, named as `gym list benchmarks` names them
+    (_benchmark.benchmark_names)."""
+    from pathlib import Path
+
+    from gym_metrics.nemo_gym._benchmark import benchmark_names as names
+
+    return names(Path(root))
+
+
 def environment_folder(config: Any, name: str | None = None) -> Any:
     """The folder NeMo Gym's launcher runs a config's server in (`cd` there, then `python
     app.py`): its `resources_servers/<env>/`, where the entrypoint is and where the environment's
@@ -67,7 +77,7 @@ def _resolve_under_cwd_or_install(rel_path: Any, *, validator: Any = None) -> An
     return resolve_under(rel_path, search_roots(parent_dir()), validator or Path.exists)
 
 
-__all__ = ["PARENT_DIR", "config_agents", "config_file", "environment_folder", "load_config_server", "read_benchmark"]
+__all__ = ["PARENT_DIR", "benchmark_names", "config_agents", "config_file", "environment_folder", "load_config_server", "read_benchmark"]
 
 
 _UNDER_PARENT = {"CACHE_DIR": "cache", "RESULTS_DIR": "results"}

@@ -45,6 +45,8 @@ class Benchmark:
     """The dataset's `jsonl_fpath`, found under the working directory, then the config's tree."""
     prompt_config: Path | None
     prepare_script: str
+    prepare_dependencies: tuple[str, ...] = ()
+    """Packages its prepare script needs (NeMo Gym installs them first; here the user does)."""
 
     def missing_data(self) -> InvalidInputError:
         """The error of a dataset not prepared yet, saying how to prepare it."""
@@ -53,6 +55,32 @@ class Benchmark:
         how = (f"prepare it first: cd {root} && python -c 'from {module} import prepare; prepare()' "
                f"(NeMo Gym: gym eval prepare --benchmark {self.name}), or give --input")  # fmt: skip
         return InvalidInputError(f"the data of benchmark {self.name} is not there", [FieldViolation("--benchmark", f"{self.data}: {how}")])
+
+    def prepare(self) -> Path:
+        """Run its prepare script's `prepare()` as `gym eval prepare` does (imported by its module
+        path from the tree's root, in a process of its own, its output shown), and check it
+        wrote the dataset's file; InvalidInputError naming what went wrong."""
+        import subprocess
+        import sys
+        import tempfile
+
+        root = tree_root(self.config) or Path.cwd()
+        script = root / self.prepare_script
+        if not script.is_file():
+            raise InvalidInputError("no prepare script", [FieldViolation("prepare_script", f"{script}: not a file")])
+        module = Path(self.prepare_script).with_suffix("").as_posix().replace("/", ".")
+        with tempfile.TemporaryDirectory() as temp:
+            said = Path(temp) / "prepared"
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+            done = subprocess.run([sys.executable, "-c", _PREPARE, module, str(said)], cwd=root, env=env, check=False)
+            if done.returncode:
+                needs = f"; it declares prepare_dependencies: pip install {' '.join(self.prepare_dependencies)}" if self.prepare_dependencies else ""
+                raise InvalidInputError(f"the prepare script of {self.name} failed", [FieldViolation("prepare_script", f"{script}: exit {done.returncode} (its output is above){needs}")])
+            written = Path(said.read_text())
+        written = written if written.is_absolute() else root / written
+        if written.resolve() != self.data.resolve() or not self.data.is_file():
+            raise InvalidInputError(f"the prepare script of {self.name} wrote elsewhere", [FieldViolation("jsonl_fpath", f"{self.data}: prepare() returned {written}")])
+        return self.data
 
     def row_maker(self, prompt: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bytes]]:
         """Each raw row made as NeMo Gym collates and dispatches it (module docstring), `prompt`
@@ -69,6 +97,39 @@ class Benchmark:
             return row, line
 
         return make
+
+
+_PREPARE = """
+import importlib, pathlib, sys
+module = importlib.import_module(sys.argv[1])
+if not callable(getattr(module, "prepare", None)):
+    sys.exit(f"{sys.argv[1]} has no prepare() function")
+pathlib.Path(sys.argv[2]).write_text(str(module.prepare()))
+"""
+"""The child that runs a prepare script: imports it by module path, writes where prepare() says it wrote."""
+
+
+def benchmark_names(root: Path) -> list[str]:
+    """The benchmarks under `root/benchmarks/`, named as `gym eval run --benchmark` takes them:
+    every YAML there that declares exactly one `type: benchmark` dataset in its own text (NeMo
+    Gym's discovery), `NAME/config.yaml` named NAME, any other by its path without `.yaml`."""
+    import yaml
+
+    def count(node: Any) -> int:
+        if isinstance(node, dict):
+            return (node.get("type") == BENCHMARK) + sum(count(v) for v in node.values())
+        return sum(count(v) for v in node) if isinstance(node, list) else 0
+
+    names = []
+    for path in sorted((root / "benchmarks").glob("**/*.yaml")):
+        try:
+            declared = count(yaml.safe_load(path.read_text(errors="ignore")))
+        except yaml.YAMLError:
+            continue
+        if declared == 1 and path.name != "manifest.yaml":
+            relative = path.relative_to(root / "benchmarks").with_suffix("")
+            names.append(relative.parent.as_posix() if relative.name == "config" and len(relative.parts) == 2 else relative.as_posix())
+    return sorted(names)
 
 
 def benchmark_config(spec: str) -> Path:
@@ -125,6 +186,7 @@ def read_benchmark(path: Path) -> Benchmark:
         name=dataset["name"], config=path, declared_by=block, agent=resolve_agent(document, block, dataset.get("agent"), f"{where}.agent"),
         num_repeats=repeats, data=resolve_under(dataset["jsonl_fpath"], roots), prepare_script=dataset["prepare_script"],
         prompt_config=resolve_under(prompt, roots) if prompt else None,
+        prepare_dependencies=tuple(str(d) for d in dataset.get("prepare_dependencies") or ()),
     )  # fmt: skip
 
 

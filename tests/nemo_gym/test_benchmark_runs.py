@@ -17,7 +17,7 @@ import pytest
 
 from gym_metrics.cli import main as cli_main
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.nemo_gym import load_config_server
+from gym_metrics.nemo_gym import benchmark_names, load_config_server
 from gym_metrics.nemo_gym._benchmark import Benchmark, benchmark_config, read_benchmark
 from gym_metrics.testing import ScriptedPolicyServer, serve_environment
 
@@ -58,6 +58,7 @@ def test_the_wheels_benchmarks_read_as_nemo_gym_reads_them(ported: Any, tmp_path
     assert not differ, differ
     assert {name for name, expected in REFERENCE["wheel"].items() if "error" in (expected or {})} == NEMO_GYM_REFUSES
     assert len(REFERENCE["wheel"]) == 184
+    assert benchmark_names(tmp_path) == REFERENCE["names"]  # the names `gym list benchmarks` gives them
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -201,3 +202,32 @@ def test_a_name_is_looked_up_as_nemo_gym_looks_it_up(config_tree: Path, tmp_path
     (extra / "benchmarks/demo_eval/config.yaml").write_text("x: 1\n")
     monkeypatch.setenv("NEMO_GYM_EXTRA_ROOTS", str(extra))
     assert benchmark_config("demo_eval") == extra / "benchmarks/demo_eval/config.yaml"
+
+
+def test_a_benchmark_is_prepared_as_gym_eval_prepare_prepares_it(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """`dataset nemo-gym-benchmark NAME`: its prepare script's prepare(), imported by module path
+    from the tree's root in a process of its own, must write the dataset's file; `--cached`
+    keeps a file already there; `--list` names the tree's benchmarks; failures name the script."""
+    monkeypatch.chdir(config_tree)
+    data = config_tree / "benchmarks/demo_eval/data/demo_eval_benchmark.jsonl"
+    committed = data.read_bytes()
+    data.unlink()
+    assert cli_main(["dataset", "nemo-gym-benchmark", "demo_eval"]) == 0
+    assert data.read_bytes() == committed and "demo_eval: 7 rows" in capfd.readouterr().err
+    data.write_text("{}\n")
+    assert cli_main(["dataset", "nemo-gym-benchmark", "demo_eval", "--cached"]) == 0 and data.read_text() == "{}\n"
+    assert cli_main(["dataset", "nemo-gym-benchmark", "--list"]) == 0
+    listed = capfd.readouterr().out.splitlines()
+    assert "demo_eval\tdemo_eval\tdemo_eval_simple_agent\tx3\tprepared" in listed
+    assert [line.split("\t")[0] for line in listed] == ["demo_ambiguous", "demo_decoupled", "demo_eval", "demo_pinned"]
+    script = config_tree / "benchmarks/demo_eval/prepare.py"
+    for text, words in (
+        ("def prepare():\n    return 'elsewhere.jsonl'\n", ["wrote elsewhere", "elsewhere.jsonl"]),
+        ("def prepare():\n    raise SystemExit(3)\n", ["prepare script of demo_eval failed", "exit 3"]),
+        ("x = 1\n", ["has no prepare() function", "exit 1"]),
+    ):
+        script.write_text(text)
+        assert cli_main(["dataset", "nemo-gym-benchmark", "demo_eval"]) == 2
+        said = capfd.readouterr().err
+        assert all(w in said for w in words), said
+    assert cli_main(["dataset", "nemo-gym-benchmark", "demo_decoupled"]) == 2 and "no prepare script" in capfd.readouterr().err
