@@ -132,6 +132,28 @@ def _prompt(row: dict[str, Any]) -> str:
     return str(given[-1]["content"])
 
 
+async def test_two_processes_and_a_resume_give_the_same_rows(config_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--benchmark` with `--processes 2` (each shard reads the benchmark again), then `--resume`
+    of a run cut short: NeMo Gym's rows each time, none twice."""
+    monkeypatch.chdir(config_tree)
+    case = "benchmarks/demo_eval/config.yaml"
+    keys = ("_ng_task_index", "_ng_rollout_index", "agent_ref", "task_source")
+    expected = sorted([r[k] for k in keys] for r in CASES[case]["rows"])
+    async with serve_environment(load_config_server(Path(case))) as server:
+        with ScriptedPolicyServer(ANSWERS) as policy:
+            base = ["collect", "--server", server.address, "--benchmark", "demo_eval", "--policy-url", policy.url,
+                    "--policy-model", "scripted", "--policy-api", "responses"]  # fmt: skip
+            sharded = config_tree / "sharded.jsonl"
+            assert await asyncio.to_thread(cli_main, [*base, "--output", str(sharded), "--processes", "2"]) == 0
+            resumed = config_tree / "resumed.jsonl"
+            assert await asyncio.to_thread(cli_main, [*base, "--output", str(resumed), "--limit", "7"]) == 0
+            assert await asyncio.to_thread(cli_main, [*base, "--output", str(resumed), "--resume"]) == 0
+            asked = sum(policy.calls.values())
+    for out in (sharded, resumed):
+        assert sorted([r[k] for k in keys] for r in map(json.loads, out.read_text().splitlines())) == expected, out
+    assert asked == 2 * len(expected)  # the resumed run asked only for the rollouts the first part had not
+
+
 async def test_limit_counts_rollouts_as_gym_eval_run_counts_them(config_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--benchmark --limit N`: the first N lines of NeMo Gym's collated file, a rollout each (so a
     task may run fewer than its repeats, as there)."""
