@@ -14,6 +14,7 @@ for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
 - `seeded`: the rows of benchmarks/demo_decoupled/data/rows.jsonl as `ng_collect_rollouts
   +num_repeats=2 +num_repeats_add_seed=true` dispatches them (each rollout's index as the seed
   in its request's `metadata.extra_body`);
+- `mapped`: MAPPED_ROWS as `+agent_map=MAPPED` routes them (each row's agent_ref after it);
 - `interleaved`: the (task, rollout) order `+num_repeats=2 +interleave_repeats=true` dispatches
   those rows in, the first one given again as a fourth line.
 
@@ -37,6 +38,15 @@ from pathlib import Path
 from typing import Any
 
 TREE = Path(__file__).resolve().parents[1] / "tests" / "data" / "nemo_gym_configs" / "tree"
+
+
+MAPPED_ROWS = [
+    {"agent_ref": {"name": "a", "type": "responses_api_agents"}, "q": 1}, {"agent_ref": {"name": "b"}, "q": 2},
+    {"task_source": "s", "q": 3}, {"q": 4}, {"agent_ref": {"name": "b"}, "task_source": "s", "q": 5},
+]  # fmt: skip
+for _row in MAPPED_ROWS:
+    _row["responses_create_params"] = {"input": f"question {_row['q']}"}
+MAPPED = {"a": "A2", "s": "S2", "_default": "D"}
 
 
 def benchmark(path: Path) -> Any:
@@ -114,7 +124,10 @@ def main() -> None:
     os.chdir(root)
     with contextlib.redirect_stdout(sys.stderr):
         names = sorted(discover_benchmarks())
-    reference = {"nemo_gym": "0.7.0", "wheel": wheel, "names": names, "cases": cases, "seeded": seeded, "interleaved": order}
+    with contextlib.redirect_stdout(sys.stderr):
+        mapped = [r["agent_ref"] for r in RolloutCollectionHelper().preprocess_examples(MAPPED_ROWS, agent_map=MAPPED)]
+    reference = {"nemo_gym": "0.7.0", "wheel": wheel, "names": names, "cases": cases, "seeded": seeded, "interleaved": order,
+                 "mapped": {"rows": MAPPED_ROWS, "agent_map": MAPPED, "agent_refs": mapped}}  # fmt: skip
     args.out.write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
     suites = sum(v is None for v in wheel.values())
     errors = sum(isinstance(v, dict) and "error" in v for v in wheel.values())

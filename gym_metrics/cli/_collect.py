@@ -44,6 +44,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--num-repeats", type=positive_int, metavar="K", help="K rollouts of each line (rollout indices counted per task, as NeMo Gym)")
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of lines without an agent_ref")
     p.add_argument(
+        "--agent-map", action="append", default=[], metavar="KEY=AGENT",
+        help="re-route the rows whose agent_ref.name (or task_source) is KEY to AGENT, every row with _default=AGENT "
+        "(NeMo Gym's agent_map; its 0.7.0 +agent_name=X is --agent-map _default=X)",
+    )  # fmt: skip
+    p.add_argument(
         "--interleave-repeats", action="store_true",
         help="start the repeats round by round (abcabc, not aabbcc: NeMo Gym's interleave_repeats), spreading a heavy "
         "task's rollouts over the run; the input is read once a round",
@@ -247,12 +252,18 @@ def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, 
     collates them, else `--prompt-config`'s template applied; the flags the benchmark implies
     (`--input`, `--num-repeats`) set on `ns` unless given."""
     ns.max_rollouts = None
+    agents = _agent_map(ns.agent_map)
     if ns.benchmark is None:
         prompt = _prompt(ns.prompt_config)
-        return None if prompt is None else lambda row: (prompt(row), None)
+        steps = [step for step in (prompt, _rerouted(agents) if agents else None) if step is not None]
+        return None if not steps else lambda row: (_through(steps, row), None)
     from gym_metrics.nemo_gym import read_benchmark
 
-    clash = [flag for flag, given in (("--agent", ns.agent), ("--reverify-failed", ns.reverify_failed), ("--reverify", ns.reverify)) if given]
+    if ns.agent is not None:  # the rows NeMo Gym collates name no agent: --agent runs them all (gym eval run --agent)
+        if "_default" in agents:
+            raise InvalidInputError("two default agents", [FieldViolation("--agent", "not with --agent-map _default=...")])
+        agents["_default"] = ns.agent
+    clash = [flag for flag, given in (("--reverify-failed", ns.reverify_failed), ("--reverify", ns.reverify)) if given]
     if clash:
         raise InvalidInputError("--benchmark runs the benchmark's rows with its agent",
                                 [FieldViolation(flag, "not with --benchmark") for flag in clash])  # fmt: skip
@@ -266,7 +277,37 @@ def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, 
     if ns.limit is not None:  # gym eval run's limit counts the collated lines: a row's repeats, one a line
         ns.max_rollouts, ns.limit = ns.limit, -(-ns.limit // ns.num_repeats)
     template = ns.prompt_config or (str(benchmark.prompt_config) if benchmark.prompt_config else None)
-    return benchmark.row_maker(_prompt(template))
+    return benchmark.row_maker(_prompt(template), agents)
+
+
+def _agent_map(given: list[str]) -> dict[str, str]:
+    """`--agent-map KEY=AGENT ...` as a mapping; InvalidInputError naming a bad one."""
+    found: dict[str, str] = {}
+    for item in given:
+        key, eq, agent = item.partition("=")
+        if not eq or not key.strip() or not agent.strip():
+            raise InvalidInputError(f"--agent-map {item!r}", [FieldViolation("--agent-map", "KEY=AGENT, KEY an agent_ref.name, a task_source or _default")])
+        found[key.strip()] = agent.strip()
+    return found
+
+
+def _rerouted(agents: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """NeMo Gym's agent_map on a row: `agents[its agent_ref.name]`, else `agents[its task_source]`,
+    else `agents["_default"]` becomes its `agent_ref` (`{"name": ...}`, as NeMo Gym writes it);
+    a row none applies to keeps its own."""
+    def reroute(row: dict[str, Any]) -> dict[str, Any]:
+        ref = row.get("agent_ref")
+        keys = (ref.get("name") if isinstance(ref, dict) else None, row.get("task_source"))
+        target = next((agents[k] for k in keys if isinstance(k, str) and k in agents), agents.get("_default"))
+        return row if target is None else {**row, "agent_ref": {"name": target}}
+
+    return reroute
+
+
+def _through(steps: list[Callable[[dict[str, Any]], dict[str, Any]]], row: dict[str, Any]) -> dict[str, Any]:
+    for step in steps:
+        row = step(row)
+    return row
 
 
 def _prompt(path: str | None) -> Callable[[dict[str, Any]], dict[str, Any]] | None:

@@ -47,6 +47,8 @@ class Benchmark:
     prepare_script: str
     prepare_dependencies: tuple[str, ...] = ()
     """Packages its prepare script needs (NeMo Gym installs them first; here the user does)."""
+    agents: tuple[str, ...] = ()
+    """Every agent block of the config (what its rows may be re-routed to)."""
 
     def missing_data(self) -> InvalidInputError:
         """The error of a dataset not prepared yet, saying how to prepare it."""
@@ -82,11 +84,19 @@ class Benchmark:
             raise InvalidInputError(f"the prepare script of {self.name} wrote elsewhere", [FieldViolation("jsonl_fpath", f"{self.data}: prepare() returned {written}")])
         return self.data
 
-    def row_maker(self, prompt: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bytes]]:
+    def row_maker(
+        self, prompt: Callable[[dict[str, Any]], dict[str, Any]] | None, agent_map: Mapping[str, str] | None = None,
+    ) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bytes]]:
         """Each raw row made as NeMo Gym collates and dispatches it (module docstring), `prompt`
         applying its template: (the row, its collated line, which says which rows are one
-        task); ValueError for a row it refuses."""
-        source, agent = self.declared_by, {"name": self.agent}
+        task); ValueError for a row it refuses. `agent_map` (NeMo Gym's): the rows run by
+        `agent_map[declaring block]`, else `agent_map["_default"]`, else the resolved agent;
+        InvalidInputError when that is not an agent of the config."""
+        source = self.declared_by
+        routed = (agent_map or {}).get(source, (agent_map or {}).get("_default", self.agent))
+        if routed not in self.agents:
+            raise InvalidInputError("re-routed to an unknown agent", [FieldViolation("--agent-map", f"{routed!r} is not an agent of {self.config}: {', '.join(self.agents) or 'none'}")])
+        agent = {"name": routed}
 
         def make(row: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
             row = prompt(row) if prompt is not None else dict(row)
@@ -187,6 +197,7 @@ def read_benchmark(path: Path) -> Benchmark:
         num_repeats=repeats, data=resolve_under(dataset["jsonl_fpath"], roots), prepare_script=dataset["prepare_script"],
         prompt_config=resolve_under(prompt, roots) if prompt else None,
         prepare_dependencies=tuple(str(d) for d in dataset.get("prepare_dependencies") or ()),
+        agents=tuple(name for name, block in document.items() if _inner(block, "responses_api_agents") is not None),
     )  # fmt: skip
 
 

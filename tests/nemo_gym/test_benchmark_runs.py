@@ -203,7 +203,7 @@ def test_a_benchmark_that_cannot_run_is_named(config_tree: Path, monkeypatch: py
         (["--benchmark", "demo_eval"], ["not there", "from benchmarks.demo_eval.prepare import prepare", "gym eval prepare --benchmark demo_eval"]),
         (["--benchmark", "nowhere"], ["unknown benchmark", "benchmarks/nowhere/config.yaml", "demo_eval"]),
         (["--benchmark", "benchmarks/demo_suite/config.yaml"], ["an eval suite", "demo_eval (demo_eval_simple_agent)", "demo_decoupled (demo_eval_resources_server)"]),
-        (["--benchmark", "demo_decoupled", "--agent", "x"], ["--agent", "not with --benchmark"]),
+        (["--benchmark", "demo_decoupled", "--agent", "x"], ["--agent-map", "'x' is not an agent of", "demo_env_simple_agent"]),
         (["--benchmark", "demo_decoupled", "--output", "benchmarks/demo_decoupled/data/rows.jsonl"], ["--output"]),
     ]
     for flags, words in cases:

@@ -74,3 +74,26 @@ async def test_interleaved_repeats_start_in_nemo_gyms_order(config_tree: Path, m
             assert sorted((r["_ng_task_index"], r["_ng_rollout_index"]) for r in map(json.loads, out.read_text().splitlines())) == sorted(map(tuple, order))
     assert seen[("--interleave-repeats",)] == [prompts[task] for task, _ in order]
     assert seen[()] == [prompts[task] for task, _ in sorted(order, key=lambda k: (k[0] if k[1] < 2 else 3, k[1]))]
+
+
+async def test_agent_map_routes_rows_as_nemo_gym_routes_them(config_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--agent-map KEY=AGENT` (NeMo Gym's agent_map; `_default` its 0.7.0 `+agent_name`): each
+    row's agent_ref after it equals NeMo Gym's; with `--benchmark`, `--agent` (or a map of the
+    declaring block) runs the benchmark with another agent of its config, and an unknown one is named."""
+    monkeypatch.chdir(config_tree)
+    mapped = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_configs" / "benchmarks.json").read_text())["mapped"]
+    rows = config_tree / "mapped.jsonl"
+    rows.write_text("".join(json.dumps({**r, "expected": "yes"}) + "\n" for r in mapped["rows"]))
+    flags = [f"--agent-map={k}={v}" for k, v in mapped["agent_map"].items()]
+    answers = {f"question {r['q']}": "yes" for r in mapped["rows"]}
+    async with serve_environment(load_config_server(Path("benchmarks/demo_pinned/config.yaml"))) as server:
+        with ScriptedPolicyServer({**answers, "Say yes.": "yes", "Say no.": "no", "Say yes!": "yes"}) as policy:
+            base = ["collect", "--server", server.address, "--policy-url", policy.url, "--policy-model", "scripted"]
+            out = config_tree / "out.jsonl"
+            assert await asyncio.to_thread(cli_main, [*base, "--input", str(rows), "--output", str(out), *flags]) == 0
+            written = {r["_ng_task_index"]: r["agent_ref"] for r in map(json.loads, out.read_text().splitlines())}
+            assert [written[i] for i in range(len(mapped["rows"]))] == mapped["agent_refs"]
+            for i, extra in enumerate((["--agent", "demo_env_simple_agent"], ["--agent-map", "demo_env=demo_env_simple_agent"])):
+                out = config_tree / f"bench{i}.jsonl"
+                assert await asyncio.to_thread(cli_main, [*base, "--benchmark", "demo_pinned", "--output", str(out), *extra]) == 0
+                assert {(r["agent_ref"]["name"], r["task_source"]) for r in map(json.loads, out.read_text().splitlines())} == {("demo_env_simple_agent", "demo_env")}
