@@ -35,9 +35,10 @@ ORDER = 20  # its place in `gym-metrics --help` (cli/_discovery.py)
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("collect", help="verify rollouts through a server, then aggregate per agent")
     p.add_argument(
-        "--server", required=True, action="append", metavar="HOST:PORT", type=server_address,
+        "--server", action="append", metavar="HOST:PORT", type=server_address,
         help="the resources server; repeat it for replicas (batches are spread over them), "
-        "or dns:///NAME:PORT for every address of a name (round_robin, a headless Service)",
+        "or dns:///NAME:PORT for every address of a name (round_robin, a headless Service); "
+        "with --benchmark and no --server, its environment is served for the run",
     )  # fmt: skip
     p.add_argument("--input", type=Path, help="JSONL: one task or rollout per line, with agent_ref.name (required, but with --reverify-failed)")
     p.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
@@ -233,6 +234,12 @@ def _check_inputs(ns: argparse.Namespace) -> None:
     """Bad policy flags are refused before any connection; so is a --server given twice."""
     from gym_metrics.errors import FieldViolation, InvalidInputError
 
+    if not ns.server:
+        if ns.benchmark is None:
+            raise InvalidInputError("no server", [FieldViolation("--server", "give HOST:PORT (or --benchmark, whose environment collect serves)")])
+        if ns.ray is not None:
+            raise InvalidInputError("Ray's nodes must reach the server", [FieldViolation("--server", "give the benchmark's server's address with --ray")])
+    ns.server = ns.server or []
     twice = sorted({s for s in ns.server if ns.server.count(s) > 1})
     if twice:
         raise InvalidInputError("each --server once (a replica listed twice would get twice the batches)",
@@ -268,6 +275,7 @@ def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, 
         raise InvalidInputError("--benchmark runs the benchmark's rows with its agent",
                                 [FieldViolation(flag, "not with --benchmark") for flag in clash])  # fmt: skip
     benchmark = read_benchmark(ns.benchmark)
+    ns.benchmark_config = benchmark.config
     if ns.input is None:
         if not benchmark.data.is_file():
             raise benchmark.missing_data()
@@ -342,12 +350,22 @@ def _prompt(path: str | None) -> Callable[[dict[str, Any]], dict[str, Any]] | No
 
 
 def run(ns: argparse.Namespace) -> int:
+    if "prepare_row" not in ns:  # (main checks the inputs first; a caller of run alone may not)
+        ns.prepare_row = _rows(ns)
+    if ns.server or ns.shard:
+        return _run(ns)
+    from gym_metrics.cli._served import serving
+
+    with serving(Path(ns.benchmark_config).resolve()) as address:  # gym eval run starts its servers too
+        ns.server, ns.argv = [address], [*ns.argv, "--server", address]  # (--processes' shards connect to it)
+        return _run(ns)
+
+
+def _run(ns: argparse.Namespace) -> int:
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics.cli._push import push_after, push_progress
     from gym_metrics.collector import CollectOptions, RetryPolicy, Shard, collect_async, collect_processes_async, failures_path_for
 
-    if "prepare_row" not in ns:  # (main checks the inputs first; a caller of run alone may not)
-        ns.prepare_row = _rows(ns)
     if ns.input is None:
         if not ns.reverify_failed:
             raise InvalidInputError("--input is required", [FieldViolation("--input", "the rows to collect (JSONL)")])

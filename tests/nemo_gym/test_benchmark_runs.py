@@ -154,6 +154,35 @@ async def test_two_processes_and_a_resume_give_the_same_rows(config_tree: Path, 
     assert asked == 2 * len(expected)  # the resumed run asked only for the rollouts the first part had not
 
 
+def test_without_a_server_the_benchmarks_environment_is_served_for_the_run(
+    config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --server: `gym-metrics serve CONFIG` runs in a child for the run, as `gym eval run`
+    starts its servers (two processes share it); one that cannot start is an error quoting it."""
+    monkeypatch.chdir(config_tree)
+    case = "benchmarks/demo_eval/config.yaml"
+    keys = ("_ng_task_index", "_ng_rollout_index", "agent_ref", "task_source")
+    out = config_tree / "out.jsonl"
+    with ScriptedPolicyServer(ANSWERS) as policy:
+        args = ["collect", "--benchmark", "demo_eval", "--output", str(out), "--policy-url", policy.url, "--policy-model", "scripted",
+                "--policy-api", "responses", "--processes", "2"]  # fmt: skip
+        assert cli_main(args) == 0
+    said = capsys.readouterr().err
+    assert "collect: serving" in said and "demo_eval/config.yaml on 127.0.0.1:" in said, said
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted([r[k] for k in keys] for r in written) == sorted([r[k] for k in keys] for r in CASES[case]["rows"])
+    assert {r["label"] for r in written} == {"eval"}  # the benchmark's own server (its renamed block)
+    (config_tree / "resources_servers/demo_env/app.py").write_text("raise RuntimeError('the environment is broken')\n")
+    out.unlink()
+    assert cli_main(["collect", "--benchmark", "demo_eval", "--output", str(out)]) == 2
+    said = capsys.readouterr().err
+    assert "did not start (exit" in said and "the environment is broken" in said, said
+    assert cli_main(["collect", "--benchmark", "demo_eval", "--output", str(out), "--ray"]) == 2
+    assert "Ray's nodes must reach the server" in capsys.readouterr().err
+    assert cli_main(["collect", "--input", str(config_tree / "benchmarks/demo_eval/data/demo_eval_benchmark.jsonl"), "--output", str(out)]) == 2
+    assert "--server: give HOST:PORT" in capsys.readouterr().err
+
+
 async def test_limit_counts_rollouts_as_gym_eval_run_counts_them(config_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--benchmark --limit N`: the first N lines of NeMo Gym's collated file, a rollout each (so a
     task may run fewer than its repeats, as there)."""
