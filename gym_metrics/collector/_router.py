@@ -97,11 +97,11 @@ class Router:
         return name
 
     def to_verify(self) -> Iterator[Rollout]:
-        reverify = self.opts.reverify or self.opts.reverify_failed
-        shard = self.opts.shard
         opts = self.opts
+        reverify = opts.reverify or opts.reverify_failed
+        shard = opts.shard
         for item in self._input(reverify):
-            if isinstance(item, Rollout) and self.opts.reverify_failed:
+            if isinstance(item, Rollout) and opts.reverify_failed:
                 item.row, item.stored_reward = without_failure(item.row), None
             if isinstance(item, BadLine):
                 self._bad(item)
