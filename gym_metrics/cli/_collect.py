@@ -40,7 +40,7 @@ def add_parsers(sub: Any) -> None:
         "or dns:///NAME:PORT for every address of a name (round_robin, a headless Service); "
         "with --benchmark and no --server, its environment is served for the run",
     )  # fmt: skip
-    p.add_argument("--input", type=Path, help="JSONL: one task or rollout per line, with agent_ref.name (required, but with --reverify-failed)")
+    p.add_argument("--input", type=Path, help="JSONL: one task or rollout per line, with agent_ref.name (required, but with --reverify-failed or --benchmark)")
     p.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
     p.add_argument("--num-repeats", type=positive_int, metavar="K", help="K rollouts of each line (rollout indices counted per task, as NeMo Gym)")
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of lines without an agent_ref")
