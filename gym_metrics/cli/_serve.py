@@ -93,6 +93,11 @@ def add_parsers(sub: Any) -> None:
     nemo.add_argument("--name", metavar="BLOCK", help="the resources server block to serve, when the config holds several")
     nemo.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set a config field (the value read as YAML); repeatable")
     nemo.add_argument(
+        "--dump-config", action="store_true",
+        help="print the config as it would be served (composed, resolved, --set applied, secret-shaped values masked: "
+        "NeMo Gym's gym env resolve) and exit",
+    )  # fmt: skip
+    nemo.add_argument(
         "--server", action="append", default=[], metavar="NAME=URL|TARGET.json",
         help="a model server the config names (e.g. its judge_model_server): its base URL, or a model "
         "target file (model name, api, api_key_env; as evaluate --target-config takes); repeatable",
@@ -158,6 +163,8 @@ def run(ns: argparse.Namespace) -> int:
     disable_grpc_fork_handlers()
     from gym_metrics._transport.server import ServerConfig, serve
 
+    if ns.dump_config:
+        return _dump_config(ns)
     if ns.sandbox_isolation is not None:  # for every Pool this server and its workers make
         os.environ[ISOLATION_ENV] = ns.sandbox_isolation
     _choose_sandbox_provider(ns.sandbox_provider, ns.sandbox_option)
@@ -198,6 +205,17 @@ def run(ns: argparse.Namespace) -> int:
         if port is not None and ns.workers > 1:
             raise InvalidInputError(f"{flag} is served by one process", [FieldViolation("--workers", f"use --workers 1 with {flag}")])
     serve(env, config, workers=ns.workers, reducers=ns.reducers)
+    return 0
+
+
+def _dump_config(ns: argparse.Namespace) -> int:
+    from gym_metrics.nemo_gym import dump_config
+
+    target = str(ns.target)
+    config = ns.config or (Path(target) if target.endswith((".yaml", ".yml")) else None)
+    if config is None:
+        raise InvalidInputError("--dump-config prints a NeMo Gym config", [FieldViolation("--dump-config", "give a config YAML target, or --config")])
+    print(dump_config(config, ns.name, ns.set), end="")
     return 0
 
 

@@ -42,6 +42,15 @@ def read_benchmark(spec: Any) -> Any:
     return read(benchmark_config(str(spec)))
 
 
+def dump_config(path: Any, name: str | None = None, overrides: Any = ()) -> str:
+    """The config as `serve` reads it, in YAML, secret-shaped values masked (_config.dump_config)."""
+    from pathlib import Path
+
+    from gym_metrics.nemo_gym._config import dump_config as dump
+
+    return dump(Path(path), name, overrides)
+
+
 def benchmark_names(root: Any) -> list[str]:
     """The benchmarks of the NeMo Gym tree at `root`, named as `gym list benchmarks` names them
     (_benchmark.benchmark_names)."""
@@ -77,7 +86,7 @@ def _resolve_under_cwd_or_install(rel_path: Any, *, validator: Any = None) -> An
     return resolve_under(rel_path, search_roots(parent_dir()), validator or Path.exists)
 
 
-__all__ = ["PARENT_DIR", "benchmark_names", "config_agents", "config_file", "environment_folder", "load_config_server", "read_benchmark"]
+__all__ = ["PARENT_DIR", "benchmark_names", "config_agents", "config_file", "dump_config", "environment_folder", "load_config_server", "read_benchmark"]
 
 
 _UNDER_PARENT = {"CACHE_DIR": "cache", "RESULTS_DIR": "results"}

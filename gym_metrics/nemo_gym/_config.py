@@ -63,6 +63,38 @@ def load_config_server(
     return server
 
 
+MASKED = "****"
+
+
+def dump_config(path: Path, name: str | None = None, overrides: Sequence[str] = ()) -> str:
+    """The config as `serve` reads it, in YAML: composed, each block's interpolations resolved
+    (a block that cannot be is shown as written), `overrides` set on the served block, and every
+    value under a key holding `token`, `key` or `header` masked, as NeMo Gym's `gym env resolve`
+    masks them (`max_tokens` included): a dump to read or share, never a secret."""
+    import yaml
+
+    document = read_blocks(path)
+    block, impl, _ = _resources_block(document, name, path)
+    fields = document[block]["resources_servers"][impl]
+    for setting in overrides:
+        key, value = _override(setting)
+        fields[key] = value
+    return yaml.safe_dump(_masked(dict(document)), sort_keys=False, allow_unicode=True)
+
+
+def _masked(node: Any, secret: bool = False) -> Any:
+    """`node` with the values of secret-shaped keys masked (NeMo Gym's recursively_hide_secrets)."""
+    if isinstance(node, Mapping):
+        return {k: _masked(v, _secret_key(str(k))) for k, v in node.items()}
+    if isinstance(node, list):
+        return [MASKED] * len(node) if secret else [_masked(v) for v in node]
+    return MASKED if secret else node
+
+
+def _secret_key(key: str) -> bool:
+    return "token" in key or "key" in key or "header" in key
+
+
 def agent_max_steps(document: Any, resources_name: str, path: Path) -> dict[str, int]:
     """`max_steps` of each agent block (`<name>: responses_api_agents: <impl>: {...}`) whose
     `resources_server.name` is `resources_name`, by the block's name: the bound NeMo Gym's

@@ -187,3 +187,26 @@ def test_a_relative_path_is_read_under_the_working_directory_then_the_served_tre
     assert _resolve_under_cwd_or_install("benchmarks/demo_plain/config.yaml") == Path.cwd() / "benchmarks" / "demo_plain" / "config.yaml"
     assert _resolve_under_cwd_or_install("nowhere.txt") == Path.cwd() / "nowhere.txt"
     assert _resolve_under_cwd_or_install("benchmarks", validator=lambda p: (p / "demo_bench").is_dir()) == tree / "benchmarks"
+
+
+def test_serve_dump_config_prints_the_config_it_would_serve(tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`serve CONFIG --dump-config` (NeMo Gym's `gym env resolve`): composed, resolved, `--set`
+    applied to the served block, and every value under a key holding token, key or header
+    masked (a list whole), as NeMo Gym masks them; nothing is served."""
+    import yaml
+
+    from gym_metrics.cli import main as cli_main
+
+    secret = "sk-live-0123456789abcdef"
+    (tree / "env.yaml").write_text(f"policy_base_url: http://127.0.0.1:9/v1\npolicy_api_key: {secret}\n"
+                                   f"extra_headers: [{secret}]\ntokens:\n  nested: {{api_token: {secret}, kept: 1}}\n")  # fmt: skip
+    monkeypatch.chdir(tree)
+    assert cli_main(["serve", "benchmarks/demo_bench/config.yaml", "--dump-config", "--set", "label=dumped"]) == 0
+    printed = capsys.readouterr().out
+    assert secret not in printed
+    dumped = yaml.safe_load(printed)
+    assert dumped["demo_bench_resources_server"]["resources_servers"]["demo_env"]["label"] == "dumped"
+    assert dumped["demo_bench_resources_server"]["resources_servers"]["demo_env"]["extra"] == {"a": 1, "b": 20, "c": 30}
+    assert dumped["demo_judge"]["responses_api_models"]["openai_model"]["openai_base_url"] == "http://127.0.0.1:9/v1"
+    assert (dumped["policy_api_key"], dumped["extra_headers"], dumped["tokens"]) == ("****", ["****"], {"nested": {"api_token": "****", "kept": 1}})
+    assert cli_main(["serve", "math_exact", "--dump-config"]) == 2 and "give a config YAML target" in capsys.readouterr().err
