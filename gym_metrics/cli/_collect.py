@@ -356,7 +356,8 @@ def run(ns: argparse.Namespace) -> int:
         return _run(ns)
     from gym_metrics.cli._served import serving
 
-    with serving(Path(ns.benchmark_config).resolve()) as address:  # gym eval run starts its servers too
+    log = ns.output.with_name(ns.output.name.removesuffix(".jsonl") + "_server.log")
+    with serving(Path(ns.benchmark_config).resolve(), log) as address:  # gym eval run starts its servers too
         ns.server, ns.argv = [address], [*ns.argv, "--server", address]  # (--processes' shards connect to it)
         return _run(ns)
 

@@ -1,6 +1,7 @@
 """`collect --benchmark` without `--server`: the benchmark's environment served for the run, as
 `gym eval run` starts its servers: `gym-metrics serve CONFIG` in a child process on a free
-loopback port, its address read from its "listening on" line, stopped when the run ends."""
+loopback port, its address read from its "listening on" line, everything it says kept in a log
+file, stopped when the run ends."""
 
 from __future__ import annotations
 
@@ -23,23 +24,27 @@ _LISTENING = re.compile(r"listening on (\S+:\d+)")
 
 
 @contextlib.contextmanager
-def serving(config: Path, timeout_s: float = START_TIMEOUT_S) -> Iterator[str]:
-    """The address of `gym-metrics serve CONFIG` run in a child process while the block runs;
-    InvalidInputError (with the end of what it said) when it exits or stays silent first."""
+def serving(config: Path, log: Path, timeout_s: float = START_TIMEOUT_S) -> Iterator[str]:
+    """The address of `gym-metrics serve CONFIG` run in a child process while the block runs, its
+    stderr written to `log`; InvalidInputError (with the end of what it said) when it exits or
+    stays silent first. A child that exits during the run is said on exit, its last lines quoted."""
     command = [sys.executable, "-m", "gym_metrics.cli", "serve", str(config), "--host", "127.0.0.1", "--port", "0"]
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     said: deque[str] = deque(maxlen=20)
     found: list[str] = []
     ready = threading.Event()
 
-    def read() -> None:  # its stderr kept flowing (a full pipe would stop the server), the last lines kept
+    def read() -> None:  # its stderr kept flowing (a full pipe would stop the server): to the log, the last lines kept
         assert child.stderr is not None
-        for line in child.stderr:
-            said.append(line.rstrip())
-            match = _LISTENING.search(line)
-            if match and not found:
-                found.append(match.group(1))
-                ready.set()
+        with log.open("a") as kept:
+            for line in child.stderr:
+                kept.write(line)
+                kept.flush()
+                said.append(line.rstrip())
+                match = _LISTENING.search(line)
+                if match and not found:
+                    found.append(match.group(1))
+                    ready.set()
         ready.set()  # it exited
 
     reader = threading.Thread(target=read, name="gym-metrics-served", daemon=True)
@@ -53,9 +58,13 @@ def serving(config: Path, timeout_s: float = START_TIMEOUT_S) -> Iterator[str]:
             why = f"exit {child.returncode}" if child.returncode is not None else f"not listening after {time.monotonic() - started:.0f} s"
             tail = "\n".join(said) or "(it said nothing)"
             raise InvalidInputError(f"the benchmark's environment did not start ({why})", [FieldViolation("--benchmark", f"gym-metrics serve {config}:\n{tail}")])
-        print(f"collect: serving {config} on {found[0]} for this run", file=sys.stderr)
+        print(f"collect: serving {config} on {found[0]} for this run (its log: {log})", file=sys.stderr)
         yield found[0]
     finally:
+        if found and child.poll() is not None:  # it stopped by itself: what the run's errors came from
+            reader.join(5)
+            tail = "\n  ".join(said)
+            print(f"collect: the served environment exited during the run (exit {child.returncode}); its last lines:\n  {tail}", file=sys.stderr)
         child.terminate()
         try:
             child.wait(10)

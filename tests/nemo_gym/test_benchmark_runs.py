@@ -172,7 +172,17 @@ def test_without_a_server_the_benchmarks_environment_is_served_for_the_run(
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted([r[k] for k in keys] for r in written) == sorted([r[k] for k in keys] for r in CASES[case]["rows"])
     assert {r["label"] for r in written} == {"eval"}  # the benchmark's own server (its renamed block)
-    (config_tree / "resources_servers/demo_env/app.py").write_text("raise RuntimeError('the environment is broken')\n")
+    assert "listening on 127.0.0.1:" in (config_tree / "out_server.log").read_text()  # all it said, kept beside the output
+    app = config_tree / "resources_servers/demo_env/app.py"
+    app.write_text(app.read_text().replace("        text = ", "        import os\n        os._exit(3)\n        text = "))  # dies at its first verify
+    out.unlink()
+    with ScriptedPolicyServer(ANSWERS) as policy:
+        args = ["collect", "--benchmark", "demo_eval", "--output", str(out), "--policy-url", policy.url, "--policy-model", "scripted",
+                "--policy-api", "responses", "--max-retries", "0", "--limit", "1"]  # fmt: skip
+        assert cli_main(args) != 0
+    said = capsys.readouterr().err
+    assert "the served environment exited during the run (exit 3)" in said, said
+    app.write_text("raise RuntimeError('the environment is broken')\n")
     out.unlink()
     assert cli_main(["collect", "--benchmark", "demo_eval", "--output", str(out)]) == 2
     said = capsys.readouterr().err
