@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -285,7 +286,11 @@ def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, 
     if ns.limit is not None:  # gym eval run's limit counts the collated lines: a row's repeats, one a line
         ns.max_rollouts, ns.limit = ns.limit, -(-ns.limit // ns.num_repeats)
     template = ns.prompt_config or (str(benchmark.prompt_config) if benchmark.prompt_config else None)
-    return benchmark.row_maker(_prompt(template), agents)
+    maker = benchmark.row_maker(_prompt(template), agents)
+    if not ns.shard:  # what runs, said once (NeMo Gym prints its artifacts too)
+        print(f"collect: benchmark {benchmark.name} ({benchmark.config}): {ns.input}, {ns.num_repeats} rollouts a row, "
+              f"agent {benchmark.routed_agent(agents)}, prompt {template or 'in the rows'}", file=sys.stderr)  # fmt: skip
+    return maker
 
 
 def _agent_map(given: list[str]) -> dict[str, str]:

@@ -84,19 +84,22 @@ class Benchmark:
             raise InvalidInputError(f"the prepare script of {self.name} wrote elsewhere", [FieldViolation("jsonl_fpath", f"{self.data}: prepare() returned {written}")])
         return self.data
 
+    def routed_agent(self, agent_map: Mapping[str, str] | None = None) -> str:
+        """The agent its rows run with: `agent_map[declaring block]`, else `agent_map["_default"]`,
+        else the resolved one (NeMo Gym's agent_map); InvalidInputError for one the config lacks."""
+        given = agent_map or {}
+        routed = given.get(self.declared_by, given.get("_default", self.agent))
+        if routed not in self.agents:
+            raise InvalidInputError("re-routed to an unknown agent", [FieldViolation("--agent-map", f"{routed!r} is not an agent of {self.config}: {', '.join(self.agents) or 'none'}")])
+        return routed
+
     def row_maker(
         self, prompt: Callable[[dict[str, Any]], dict[str, Any]] | None, agent_map: Mapping[str, str] | None = None,
     ) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bytes]]:
         """Each raw row made as NeMo Gym collates and dispatches it (module docstring), `prompt`
         applying its template: (the row, its collated line, which says which rows are one
-        task); ValueError for a row it refuses. `agent_map` (NeMo Gym's): the rows run by
-        `agent_map[declaring block]`, else `agent_map["_default"]`, else the resolved agent;
-        InvalidInputError when that is not an agent of the config."""
-        source = self.declared_by
-        routed = (agent_map or {}).get(source, (agent_map or {}).get("_default", self.agent))
-        if routed not in self.agents:
-            raise InvalidInputError("re-routed to an unknown agent", [FieldViolation("--agent-map", f"{routed!r} is not an agent of {self.config}: {', '.join(self.agents) or 'none'}")])
-        agent = {"name": routed}
+        task); ValueError for a row it refuses. `agent_map`: see routed_agent."""
+        source, agent = self.declared_by, {"name": self.routed_agent(agent_map)}
 
         def make(row: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
             row = prompt(row) if prompt is not None else dict(row)

@@ -169,6 +169,7 @@ def test_without_a_server_the_benchmarks_environment_is_served_for_the_run(
         assert cli_main(args) == 0
     said = capsys.readouterr().err
     assert "collect: serving" in said and "demo_eval/config.yaml on 127.0.0.1:" in said, said
+    assert said.count("collect: benchmark demo_eval (") == 1 and "3 rollouts a row, agent demo_eval_simple_agent, prompt " in said, said
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted([r[k] for k in keys] for r in written) == sorted([r[k] for k in keys] for r in CASES[case]["rows"])
     assert {r["label"] for r in written} == {"eval"}  # the benchmark's own server (its renamed block)
