@@ -15,6 +15,8 @@ for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
   +num_repeats=2 +num_repeats_add_seed=true` dispatches them (each rollout's index as the seed
   in its request's `metadata.extra_body`);
 - `mapped`: MAPPED_ROWS as `+agent_map=MAPPED` routes them (each row's agent_ref after it);
+- `fanned`: FANNED_ROWS as `+fan_out=FANNED +num_repeats=2` runs them: each rollout's (task,
+  rollout, agent) in NeMo Gym's order;
 - `interleaved`: the (task, rollout) order `+num_repeats=2 +interleave_repeats=true` dispatches
   those rows in, the first one given again as a fourth line.
 
@@ -47,6 +49,13 @@ MAPPED_ROWS = [
 for _row in MAPPED_ROWS:
     _row["responses_create_params"] = {"input": f"question {_row['q']}"}
 MAPPED = {"a": "A2", "s": "S2", "_default": "D"}
+FANNED_ROWS = [
+    {"agent_ref": {"name": "a"}, "responses_create_params": {"input": "one"}},
+    {"agent_ref": {"name": "b"}, "responses_create_params": {"input": "two"}},
+    {"task_source": "s", "responses_create_params": {"input": "three"}},
+    {"agent_ref": {"name": "a"}, "responses_create_params": {"input": "one"}},
+]
+FANNED = {"a": ["x", "y"], "s": ["x", "z"]}
 
 
 def benchmark(path: Path) -> Any:
@@ -126,8 +135,11 @@ def main() -> None:
         names = sorted(discover_benchmarks())
     with contextlib.redirect_stdout(sys.stderr):
         mapped = [r["agent_ref"] for r in RolloutCollectionHelper().preprocess_examples(MAPPED_ROWS, agent_map=MAPPED)]
+        fanned_rows = RolloutCollectionHelper().preprocess_examples(FANNED_ROWS, fan_out=FANNED, num_repeats=2)
+        fanned = [[r["_ng_task_index"], r["_ng_rollout_index"], r["agent_ref"]["name"]] for r in fanned_rows]
     reference = {"nemo_gym": "0.7.0", "wheel": wheel, "names": names, "cases": cases, "seeded": seeded, "interleaved": order,
-                 "mapped": {"rows": MAPPED_ROWS, "agent_map": MAPPED, "agent_refs": mapped}}  # fmt: skip
+                 "mapped": {"rows": MAPPED_ROWS, "agent_map": MAPPED, "agent_refs": mapped},
+                 "fanned": {"rows": FANNED_ROWS, "fan_out": FANNED, "rollouts": fanned}}  # fmt: skip
     args.out.write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
     suites = sum(v is None for v in wheel.values())
     errors = sum(isinstance(v, dict) and "error" in v for v in wheel.values())

@@ -51,6 +51,11 @@ def add_parsers(sub: Any) -> None:
         "(NeMo Gym's agent_map; its 0.7.0 +agent_name=X is --agent-map _default=X)",
     )  # fmt: skip
     p.add_argument(
+        "--fan-out", action="append", default=[], metavar="KEY=AGENT,AGENT",
+        help="run each row whose agent_ref.name (or task_source) is KEY once per agent listed, its repeats each, one task "
+        "(NeMo Gym's fan_out: agents side by side for compare)",
+    )  # fmt: skip
+    p.add_argument(
         "--interleave-repeats", action="store_true",
         help="start the repeats round by round (abcabc, not aabbcc: NeMo Gym's interleave_repeats), spreading a heavy "
         "task's rollouts over the run; the input is read once a round",
@@ -271,7 +276,7 @@ def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, 
         if "_default" in agents:
             raise InvalidInputError("two default agents", [FieldViolation("--agent", "not with --agent-map _default=...")])
         agents["_default"] = ns.agent
-    clash = [flag for flag, given in (("--reverify-failed", ns.reverify_failed), ("--reverify", ns.reverify)) if given]
+    clash = [flag for flag, given in (("--reverify-failed", ns.reverify_failed), ("--reverify", ns.reverify), ("--fan-out", ns.fan_out)) if given]
     if clash:
         raise InvalidInputError("--benchmark runs the benchmark's rows with its agent",
                                 [FieldViolation(flag, "not with --benchmark") for flag in clash])  # fmt: skip
@@ -302,6 +307,18 @@ def _agent_map(given: list[str]) -> dict[str, str]:
             raise InvalidInputError(f"--agent-map {item!r}", [FieldViolation("--agent-map", "KEY=AGENT, KEY an agent_ref.name, a task_source or _default")])
         found[key.strip()] = agent.strip()
     return found
+
+
+def _fan_out_map(given: list[str]) -> dict[str, list[str]] | None:
+    """`--fan-out KEY=A,B ...` as a mapping (None without); InvalidInputError naming a bad one."""
+    found: dict[str, list[str]] = {}
+    for item in given:
+        key, eq, agents = item.partition("=")
+        names = [a.strip() for a in agents.split(",")]
+        if not eq or not key.strip() or not all(names) or len(set(names)) != len(names):
+            raise InvalidInputError(f"--fan-out {item!r}", [FieldViolation("--fan-out", "KEY=AGENT,AGENT: a key, then distinct agent names")])
+        found[key.strip()] = names
+    return found or None
 
 
 def _rerouted(agents: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -386,6 +403,7 @@ def _run(ns: argparse.Namespace) -> int:
         max_rollouts=ns.max_rollouts,
         seed_each_rollout=ns.num_repeats_add_seed,
         interleave_repeats=ns.interleave_repeats,
+        fan_out=_fan_out_map(ns.fan_out),
         resume=ns.resume,
         on_bad_line=ns.on_bad_line,
         count_errors_as_zero=ns.count_errors_as_zero,

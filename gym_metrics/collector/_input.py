@@ -9,7 +9,7 @@ expands each line into K rollouts.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +99,7 @@ KeyError: a bad line."""
 def read_input(
     path: Path, num_repeats: int | None, default_agent: str | None = None, fixed: FixedKeys | None = None, reverify: bool = False,
     prepare: RowPrepare | None = None, limit: int | None = None, max_rollouts: int | None = None,
+    fan_out: Mapping[str, Sequence[str]] | None = None,
 ) -> Iterator[Rollout | BadLine | ScoredLines]:
     """The input in file order, a chunk of whole lines at a time (memory stays bounded).
 
@@ -109,10 +110,11 @@ def read_input(
     (otherwise they are bad lines). `reverify`: rows that carry a reward keep their indices but
     are verified again, their reward set aside (Rollout.stored_reward). `prepare`: each row is
     changed so before it is indexed (every line is then parsed on its own). `limit`: the first
-    `limit` lines only; `max_rollouts`: the first `max_rollouts` rollouts only.
+    `limit` lines only; `max_rollouts`: the first `max_rollouts` rollouts only; `fan_out`: a
+    line keyed there (by its agent_ref.name, else its task_source) runs once per agent listed.
     """
     indexer = Indexer(fixed)
-    column_wise = num_repeats is None and not reverify and prepare is None and max_rollouts is None
+    column_wise = num_repeats is None and not reverify and prepare is None and max_rollouts is None and not fan_out
     left = max_rollouts
     for line_no, chunk, starts, ends, scored in _prepared(path, column_wise, default_agent, limit):
         if scored is not None:
@@ -127,7 +129,7 @@ def read_input(
             if not raw:
                 continue
             try:
-                for rollout in _rollouts(raw, line_no + i + 1, num_repeats, default_agent, indexer, (chunk, start, end), prepare):
+                for rollout in _rollouts(raw, line_no + i + 1, num_repeats, default_agent, indexer, (chunk, start, end), prepare, fan_out):
                     if left is not None:
                         if left <= 0:
                             return
@@ -249,7 +251,7 @@ Where = tuple[bytes, int, int]
 
 def _rollouts(
     raw: bytes, line_no: int, num_repeats: int | None, default_agent: str | None, indexer: Indexer, where: Where,
-    prepare: RowPrepare | None = None,
+    prepare: RowPrepare | None = None, fan_out: Mapping[str, Sequence[str]] | None = None,
 ) -> Iterator[Rollout]:
     try:
         row = parse_row(raw)
@@ -257,6 +259,7 @@ def _rollouts(
         raise _Bad("json", bad_json_reason(exc)) from None
     if not isinstance(row, dict):
         raise _Bad("row", f"expected a JSON object, got {type(row).__name__}")
+    targets = _fanned_out(row, fan_out) if fan_out else None
     identity: bytes | None = None
     if prepare is not None:
         try:
@@ -270,6 +273,9 @@ def _rollouts(
         return
     if (where_bad := lone_surrogate_at(raw, row)) is not None:  # this row is sent, or written again
         raise _Bad(where_bad, "holds a lone surrogate escape (\\ud800-\\udfff without its pair): not valid Unicode, so it cannot be sent or written as UTF-8")
+    if targets is not None and not scored:
+        yield from _fan_out(row, targets, line_no, num_repeats, indexer, identity if identity is not None else line_identity(*where))
+        return
     task: int | None
     line: bytes | None = raw if prepare is None else None  # what is written for the row unless its dict is
     if keys is not None:
@@ -296,6 +302,30 @@ def _rollouts(
             yield Rollout(agent, task, r, row, scored, line, line_no)
         else:
             yield Rollout(agent, task, r, _with_keys(row, task, r), scored, None, line_no)
+
+
+def _fanned_out(row: dict[str, Any], fan_out: Mapping[str, Sequence[str]]) -> Sequence[str] | None:
+    """The agents `fan_out` runs the row with, keyed by its agent_ref.name as written, else its
+    task_source (NeMo Gym's fan_out: the key the row came with, before any agent_map)."""
+    ref = row.get("agent_ref")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    key = name if name is not None else row.get("task_source")
+    return fan_out.get(key) if isinstance(key, str) else None
+
+
+def _fan_out(row: dict[str, Any], targets: Sequence[str], line_no: int, num_repeats: int | None, indexer: Indexer, identity: bytes) -> Iterator[Rollout]:
+    """The row's rollouts for each agent of `targets` in turn (its repeats each), one task, the
+    rollout indices counted on across the agents (a copy's agent_ref `{"name": agent}`), as NeMo
+    Gym's fan_out runs them."""
+    try:
+        task = _given_task(row, False)
+    except InvalidInputError as exc:
+        raise _Bad(exc.violations[0].field, exc.violations[0].description) from None
+    task = task if task is not None else indexer.task_of(identity)
+    for agent in targets:
+        copy = row if (row.get("agent_ref") or {}).get("name") == agent else {**row, "agent_ref": {"name": agent}}
+        for r in indexer.rollouts(task, num_repeats or 1):
+            yield Rollout(agent, task, r, _with_keys(copy, task, r), False, None, line_no)
 
 
 def indexed_rows(path: Path, default_agent: str) -> Iterator[dict[str, Any]]:

@@ -43,6 +43,9 @@ class CollectOptions:
     num_repeats: int | None = None
     limit: int | None = None
     """Read the input's first `limit` lines only (NeMo Gym's `+limit`; blank lines count)."""
+    fan_out: dict[str, list[str]] | None = None
+    """A line whose agent_ref.name (else task_source) is a key runs once per agent listed there,
+    each with its repeats, one task, rollout indices counted on (NeMo Gym's `fan_out`)."""
     interleave_repeats: bool = False
     """Start the rollouts round by round (every task's rollout 0, then every rollout 1, ...:
     NeMo Gym's `interleave_repeats`) instead of each task's back to back; the input is read

@@ -140,7 +140,8 @@ class Router:
         opts = self.opts
 
         def read() -> Iterator[Rollout | BadLine | ScoredLines]:
-            return read_input(self.path, opts.num_repeats, opts.default_agent, self.fixed, reverify, opts.prepare_row, opts.limit, opts.max_rollouts)
+            return read_input(self.path, opts.num_repeats, opts.default_agent, self.fixed, reverify, opts.prepare_row, opts.limit, opts.max_rollouts,
+                              opts.fan_out)  # fmt: skip
 
         if not opts.interleave_repeats:
             yield from read()

@@ -97,3 +97,27 @@ async def test_agent_map_routes_rows_as_nemo_gym_routes_them(config_tree: Path, 
                 out = config_tree / f"bench{i}.jsonl"
                 assert await asyncio.to_thread(cli_main, [*base, "--benchmark", "demo_pinned", "--output", str(out), *extra]) == 0
                 assert {(r["agent_ref"]["name"], r["task_source"]) for r in map(json.loads, out.read_text().splitlines())} == {("demo_env_simple_agent", "demo_env")}
+
+
+async def test_fan_out_runs_rows_once_per_agent_as_nemo_gym(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--fan-out KEY=A,B` (NeMo Gym's fan_out): a row keyed there (its agent_ref.name, else its
+    task_source) runs once per agent, its repeats each, one task, the rollout indices counted on
+    across the agents: the (task, rollout, agent) of every rollout equal NeMo Gym's."""
+    monkeypatch.chdir(config_tree)
+    fanned = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_configs" / "benchmarks.json").read_text())["fanned"]
+    rows = config_tree / "fanned.jsonl"
+    rows.write_text("".join(json.dumps({**r, "expected": "yes"}) + "\n" for r in fanned["rows"]))
+    flags = [f"--fan-out={k}={','.join(v)}" for k, v in fanned["fan_out"].items()]
+    out = config_tree / "out.jsonl"
+    async with serve_environment(load_config_server(Path("benchmarks/demo_pinned/config.yaml"))) as server:
+        with ScriptedPolicyServer({"one": "yes", "two": "yes", "three": "no"}) as policy:
+            args = ["collect", "--server", server.address, "--input", str(rows), "--output", str(out), "--num-repeats", "2",
+                    "--policy-url", policy.url, "--policy-model", "scripted", *flags]  # fmt: skip
+            assert await asyncio.to_thread(cli_main, args) == 0
+    written = sorted([r["_ng_task_index"], r["_ng_rollout_index"], r["agent_ref"]["name"]] for r in map(json.loads, out.read_text().splitlines()))
+    assert written == sorted(fanned["rollouts"])
+    metrics = json.loads((config_tree / "out_aggregate_metrics.json").read_text())
+    assert sorted(m["agent_ref"]["name"] for m in metrics) == ["b", "x", "y", "z"]  # an agent each, side by side for compare
+    for bad in ("--fan-out=a", "--fan-out=a=x,x", "--fan-out==x"):
+        assert cli_main(["collect", "--server", "127.0.0.1:9", "--input", str(rows), "--output", str(out), bad]) == 2
+        assert "KEY=AGENT,AGENT" in capsys.readouterr().err
