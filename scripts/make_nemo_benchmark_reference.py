@@ -17,6 +17,8 @@ for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
 - `mapped`: MAPPED_ROWS as `+agent_map=MAPPED` routes them (each row's agent_ref after it);
 - `fanned`: FANNED_ROWS as `+fan_out=FANNED +num_repeats=2` runs them: each rollout's (task,
   rollout, agent) in NeMo Gym's order;
+- `repeated`: FANNED_ROWS with `+num_repeats=REPEATS` under each of REPEATED_RUNS (fan_out,
+  agent_map): each rollout's (task, rollout, agent);
 - `interleaved`: the (task, rollout) order `+num_repeats=2 +interleave_repeats=true` dispatches
   those rows in, the first one given again as a fourth line.
 
@@ -56,6 +58,8 @@ FANNED_ROWS = [
     {"agent_ref": {"name": "a"}, "responses_create_params": {"input": "one"}},
 ]
 FANNED = {"a": ["x", "y"], "s": ["x", "z"]}
+REPEATS = {"x": 1, "a": 3, "_default": 2}
+REPEATED_RUNS = {"fan_out": {"fan_out": FANNED}, "agent_map": {"agent_map": {"b": "x"}}}
 
 
 def benchmark(path: Path) -> Any:
@@ -137,9 +141,14 @@ def main() -> None:
         mapped = [r["agent_ref"] for r in RolloutCollectionHelper().preprocess_examples(MAPPED_ROWS, agent_map=MAPPED)]
         fanned_rows = RolloutCollectionHelper().preprocess_examples(FANNED_ROWS, fan_out=FANNED, num_repeats=2)
         fanned = [[r["_ng_task_index"], r["_ng_rollout_index"], r["agent_ref"]["name"]] for r in fanned_rows]
+        repeated = {}
+        for run, routing in REPEATED_RUNS.items():
+            rows_run = RolloutCollectionHelper().preprocess_examples(FANNED_ROWS, num_repeats=REPEATS, **routing)
+            repeated[run] = [[r["_ng_task_index"], r["_ng_rollout_index"], (r.get("agent_ref") or {}).get("name")] for r in rows_run]
     reference = {"nemo_gym": "0.7.0", "wheel": wheel, "names": names, "cases": cases, "seeded": seeded, "interleaved": order,
                  "mapped": {"rows": MAPPED_ROWS, "agent_map": MAPPED, "agent_refs": mapped},
-                 "fanned": {"rows": FANNED_ROWS, "fan_out": FANNED, "rollouts": fanned}}  # fmt: skip
+                 "fanned": {"rows": FANNED_ROWS, "fan_out": FANNED, "rollouts": fanned},
+                 "repeated": {"num_repeats": REPEATS, "runs": REPEATED_RUNS, "rollouts": repeated}}  # fmt: skip
     args.out.write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
     suites = sum(v is None for v in wheel.values())
     errors = sum(isinstance(v, dict) and "error" in v for v in wheel.values())

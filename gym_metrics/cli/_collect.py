@@ -43,7 +43,11 @@ def add_parsers(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("--input", type=Path, help="JSONL: one task or rollout per line, with agent_ref.name (required, but with --reverify-failed or --benchmark)")
     p.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
-    p.add_argument("--num-repeats", type=positive_int, metavar="K", help="K rollouts of each line (rollout indices counted per task, as NeMo Gym)")
+    p.add_argument(
+        "--num-repeats", action="append", type=_repeats_entry, metavar="K|AGENT=K",
+        help="K rollouts of each line (rollout indices counted per task, as NeMo Gym); AGENT=K entries give an agent's "
+        "(the agent a row runs with, else the agent_ref.name or task_source it came with; K alone or _default=K for the rest)",
+    )  # fmt: skip
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of lines without an agent_ref")
     p.add_argument(
         "--agent-map", action="append", default=[], metavar="KEY=AGENT",
@@ -260,10 +264,34 @@ def _check_inputs(ns: argparse.Namespace) -> None:
     ns.prepare_row = _rows(ns)
 
 
+def _repeats_entry(text: str) -> int | tuple[str, int]:
+    """One `--num-repeats` value: K, or AGENT=K."""
+    key, eq, count = text.rpartition("=")
+    value = positive_int(count)
+    if eq and not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: AGENT=K with an agent name")
+    return (key.strip(), value) if eq else value
+
+
+def _repeats(given: list[int | tuple[str, int]] | int | dict[str, int] | None) -> int | dict[str, int] | None:
+    """`--num-repeats` given as K or as AGENT=K entries (K alone then `_default`); InvalidInputError
+    for two Ks or one agent twice."""
+    if not isinstance(given, list):
+        return given
+    counts = [v for v in given if isinstance(v, int)]
+    pairs = [v for v in given if isinstance(v, tuple)]
+    if len(counts) > 1 or len({k for k, _ in pairs}) != len(pairs) or (counts and any(k == "_default" for k, _ in pairs)):
+        raise InvalidInputError("--num-repeats given twice", [FieldViolation("--num-repeats", "one K (or _default=K), and each AGENT=K once")])
+    if not pairs:
+        return counts[0] if counts else None
+    return {**dict(pairs), **({"_default": counts[0]} if counts else {})}
+
+
 def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bytes | None]] | None:
     """What each input row becomes (collector RowPrepare): `--benchmark`'s rows as NeMo Gym
     collates them, else `--prompt-config`'s template applied; the flags the benchmark implies
     (`--input`, `--num-repeats`) set on `ns` unless given."""
+    ns.num_repeats = _repeats(ns.num_repeats)
     ns.max_rollouts = None
     agents = _agent_map(ns.agent_map)
     if ns.benchmark is None:
@@ -276,7 +304,8 @@ def _rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, 
         if "_default" in agents:
             raise InvalidInputError("two default agents", [FieldViolation("--agent", "not with --agent-map _default=...")])
         agents["_default"] = ns.agent
-    clash = [flag for flag, given in (("--reverify-failed", ns.reverify_failed), ("--reverify", ns.reverify), ("--fan-out", ns.fan_out)) if given]
+    clash = [flag for flag, given in (("--reverify-failed", ns.reverify_failed), ("--reverify", ns.reverify), ("--fan-out", ns.fan_out),
+                                      ("--num-repeats AGENT=K", isinstance(ns.num_repeats, dict))) if given]  # fmt: skip
     if clash:
         raise InvalidInputError("--benchmark runs the benchmark's rows with its agent",
                                 [FieldViolation(flag, "not with --benchmark") for flag in clash])  # fmt: skip

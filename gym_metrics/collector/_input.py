@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import orjson
 
@@ -89,6 +89,11 @@ class ScoredLines:
 CHUNK_BYTES = 16 << 20
 
 
+Repeats = Optional[Union[int, Mapping[str, int]]]
+"""Rollouts of each line: K for all, or K by agent (NeMo Gym's num_repeats dict: keyed by the
+agent a rollout runs with, else by the key the line came with, its agent_ref.name or
+task_source; `_default` for the rest); None: lines with a reward are finished rollouts."""
+
 RowPrepare = Callable[[dict[str, Any]], tuple[dict[str, Any], Optional[bytes]]]
 """A change each input row gets before it is indexed (collect --prompt-config: the row's
 `responses_create_params.input` built from a template; --benchmark: the row NeMo Gym collates):
@@ -97,7 +102,7 @@ KeyError: a bad line."""
 
 
 def read_input(
-    path: Path, num_repeats: int | None, default_agent: str | None = None, fixed: FixedKeys | None = None, reverify: bool = False,
+    path: Path, num_repeats: Repeats, default_agent: str | None = None, fixed: FixedKeys | None = None, reverify: bool = False,
     prepare: RowPrepare | None = None, limit: int | None = None, max_rollouts: int | None = None,
     fan_out: Mapping[str, Sequence[str]] | None = None,
 ) -> Iterator[Rollout | BadLine | ScoredLines]:
@@ -250,7 +255,7 @@ Where = tuple[bytes, int, int]
 
 
 def _rollouts(
-    raw: bytes, line_no: int, num_repeats: int | None, default_agent: str | None, indexer: Indexer, where: Where,
+    raw: bytes, line_no: int, num_repeats: Repeats, default_agent: str | None, indexer: Indexer, where: Where,
     prepare: RowPrepare | None = None, fan_out: Mapping[str, Sequence[str]] | None = None,
 ) -> Iterator[Rollout]:
     try:
@@ -259,7 +264,8 @@ def _rollouts(
         raise _Bad("json", bad_json_reason(exc)) from None
     if not isinstance(row, dict):
         raise _Bad("row", f"expected a JSON object, got {type(row).__name__}")
-    targets = _fanned_out(row, fan_out) if fan_out else None
+    came_as = _routing_key(row)  # (before any agent_map)
+    targets = fan_out.get(came_as) if fan_out and came_as is not None else None
     identity: bytes | None = None
     if prepare is not None:
         try:
@@ -274,7 +280,7 @@ def _rollouts(
     if (where_bad := lone_surrogate_at(raw, row)) is not None:  # this row is sent, or written again
         raise _Bad(where_bad, "holds a lone surrogate escape (\\ud800-\\udfff without its pair): not valid Unicode, so it cannot be sent or written as UTF-8")
     if targets is not None and not scored:
-        yield from _fan_out(row, targets, line_no, num_repeats, indexer, identity if identity is not None else line_identity(*where))
+        yield from _fan_out(row, targets, line_no, num_repeats, came_as, indexer, identity if identity is not None else line_identity(*where))
         return
     task: int | None
     line: bytes | None = raw if prepare is None else None  # what is written for the row unless its dict is
@@ -297,23 +303,35 @@ def _rollouts(
             return
         if task is None:
             task = indexer.task_of(identity if identity is not None else line_identity(*where))
-    for r in indexer.rollouts(task, num_repeats or 1):
+    for r in indexer.rollouts(task, _repeats(num_repeats, agent, came_as)):
         if row.get(TASK_KEY) == task and row.get(ROLLOUT_KEY) == r:  # the row has its keys: no copy
             yield Rollout(agent, task, r, row, scored, line, line_no)
         else:
             yield Rollout(agent, task, r, _with_keys(row, task, r), scored, None, line_no)
 
 
-def _fanned_out(row: dict[str, Any], fan_out: Mapping[str, Sequence[str]]) -> Sequence[str] | None:
-    """The agents `fan_out` runs the row with, keyed by its agent_ref.name as written, else its
-    task_source (NeMo Gym's fan_out: the key the row came with, before any agent_map)."""
+def _routing_key(row: dict[str, Any]) -> str | None:
+    """The key a row came with, which fan_out and a num_repeats dict look up (NeMo Gym's routing
+    basis): its agent_ref.name as written, else its task_source."""
     ref = row.get("agent_ref")
     name = ref.get("name") if isinstance(ref, dict) else None
     key = name if name is not None else row.get("task_source")
-    return fan_out.get(key) if isinstance(key, str) else None
+    return key if isinstance(key, str) else None
 
 
-def _fan_out(row: dict[str, Any], targets: Sequence[str], line_no: int, num_repeats: int | None, indexer: Indexer, identity: bytes) -> Iterator[Rollout]:
+def _repeats(num_repeats: Repeats, agent: str, came_as: str | None) -> int:
+    """The rollouts of a line run with `agent` (module Repeats); _Bad when a dict has no entry."""
+    if not isinstance(num_repeats, Mapping):
+        return num_repeats or 1
+    for key in (agent, came_as, "_default"):
+        if key is not None and key in num_repeats:
+            return num_repeats[key]
+    raise _Bad("num_repeats", f"no --num-repeats entry for agent {agent!r}" + (f" or key {came_as!r}" if came_as not in (None, agent) else "") + ", and no _default")
+
+
+def _fan_out(
+    row: dict[str, Any], targets: Sequence[str], line_no: int, num_repeats: Repeats, came_as: str | None, indexer: Indexer, identity: bytes,
+) -> Iterator[Rollout]:
     """The row's rollouts for each agent of `targets` in turn (its repeats each), one task, the
     rollout indices counted on across the agents (a copy's agent_ref `{"name": agent}`), as NeMo
     Gym's fan_out runs them."""
@@ -322,9 +340,10 @@ def _fan_out(row: dict[str, Any], targets: Sequence[str], line_no: int, num_repe
     except InvalidInputError as exc:
         raise _Bad(exc.violations[0].field, exc.violations[0].description) from None
     task = task if task is not None else indexer.task_of(identity)
-    for agent in targets:
+    counts = [_repeats(num_repeats, agent, came_as) for agent in targets]  # (a missing entry fails the line before any rollout)
+    for agent, count in zip(targets, counts):
         copy = row if (row.get("agent_ref") or {}).get("name") == agent else {**row, "agent_ref": {"name": agent}}
-        for r in indexer.rollouts(task, num_repeats or 1):
+        for r in indexer.rollouts(task, count):
             yield Rollout(agent, task, r, _with_keys(copy, task, r), False, None, line_no)
 
 

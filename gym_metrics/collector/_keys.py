@@ -114,7 +114,7 @@ def _has_any(row: dict[str, Any], keys: tuple[str, ...]) -> bool:
     return any(row.get(k) is not None for k in keys)
 
 
-def find_fixed_keys(path: Path, num_repeats: int | None, default_agent: str | None, limit: int | None = None) -> FixedKeys:
+def find_fixed_keys(path: Path, num_repeats: object, default_agent: str | None, limit: int | None = None) -> FixedKeys:
     """The pass before anything runs: the fixed keys of the input (its first `limit` lines).
     Raises InvalidInputError naming the lines when one (agent, task, rollout) is held by two
     lines. With `num_repeats` every line is verified again, so no key is fixed."""

@@ -40,7 +40,9 @@ class RetryPolicy:
 class CollectOptions:
     """Knobs of one collection (the CLI's flags)."""
 
-    num_repeats: int | None = None
+    num_repeats: int | dict[str, int] | None = None
+    """Rollouts of each line: K, or K by agent (collector._input.Repeats); None: lines with a
+    reward are finished rollouts."""
     limit: int | None = None
     """Read the input's first `limit` lines only (NeMo Gym's `+limit`; blank lines count)."""
     fan_out: dict[str, list[str]] | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -331,7 +331,7 @@ async def _aggregate_output(
                 cols,
                 batch_size=opts.aggregate_batch_size,
                 include_rollout_infos=False,
-                expected_rollouts_per_task=opts.num_repeats or 0,
+                expected_rollouts_per_task=opts.num_repeats if isinstance(opts.num_repeats, int) else 0,
                 expected_task_indices=sorted(tasks.get(agent, ())),
                 include_rows=wants_rows,
                 include_samples=wants_rows,
@@ -381,15 +381,15 @@ def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns],
         )
 
 
-def estimate_total(path: Path, num_repeats: int | None, limit: int | None = None, max_rollouts: int | None = None) -> int | None:
+def estimate_total(path: Path, num_repeats: int | Mapping[str, int] | None, limit: int | None = None, max_rollouts: int | None = None) -> int | None:
     """Rollouts to expect, for the progress bar: the input's estimated lines (its first `limit`)
-    x repeats, `max_rollouts` at most."""
+    x repeats (the most of a dict's), `max_rollouts` at most."""
     lines = estimate_lines(path)
     if limit is not None:
         lines = limit if lines is None else min(lines, limit)
     if lines is None:
         return max_rollouts
-    total = lines * (num_repeats or 1)
+    total = lines * ((max(num_repeats.values()) if num_repeats else 1) if isinstance(num_repeats, Mapping) else (num_repeats or 1))
     return total if max_rollouts is None else min(total, max_rollouts)
 
 

@@ -121,3 +121,33 @@ async def test_fan_out_runs_rows_once_per_agent_as_nemo_gym(config_tree: Path, m
     for bad in ("--fan-out=a", "--fan-out=a=x,x", "--fan-out==x"):
         assert cli_main(["collect", "--server", "127.0.0.1:9", "--input", str(rows), "--output", str(out), bad]) == 2
         assert "KEY=AGENT,AGENT" in capsys.readouterr().err
+
+
+async def test_num_repeats_by_agent_as_nemo_gyms_dict(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--num-repeats AGENT=K ...` (NeMo Gym's num_repeats dict): the agent a rollout runs with
+    first, else the key the row came with, else `_default` (K alone); with `--fan-out` and with
+    `--agent-map` the rollouts equal NeMo Gym's; a row no entry covers is named."""
+    monkeypatch.chdir(config_tree)
+    reference = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_configs" / "benchmarks.json").read_text())
+    rows = config_tree / "rows.jsonl"
+    rows.write_text("".join(json.dumps({**r, "expected": "yes"}) + "\n" for r in reference["fanned"]["rows"]))
+    repeats = reference["repeated"]["num_repeats"]
+    counts = [f"--num-repeats={k}={v}" for k, v in repeats.items() if k != "_default"] + [f"--num-repeats={repeats['_default']}"]
+    flags = {
+        "fan_out": [f"--fan-out={k}={','.join(v)}" for k, v in reference["repeated"]["runs"]["fan_out"]["fan_out"].items()],
+        "agent_map": [f"--agent-map={k}={v}" for k, v in reference["repeated"]["runs"]["agent_map"]["agent_map"].items()] + ["--agent", "sa"],
+    }
+    async with serve_environment(load_config_server(Path("benchmarks/demo_pinned/config.yaml"))) as server:
+        with ScriptedPolicyServer({"one": "yes", "two": "yes", "three": "no"}) as policy:
+            base = ["collect", "--server", server.address, "--input", str(rows), "--policy-url", policy.url, "--policy-model", "scripted", *counts]
+            for run, extra in flags.items():
+                out = config_tree / f"{run}.jsonl"
+                assert await asyncio.to_thread(cli_main, [*base, "--output", str(out), *extra]) == 0
+                written = sorted([r["_ng_task_index"], r["_ng_rollout_index"], r["agent_ref"]["name"]] for r in map(json.loads, out.read_text().splitlines()))
+                assert written == sorted([t, r, a or "sa"] for t, r, a in reference["repeated"]["rollouts"][run]), run
+            out = config_tree / "uncovered.jsonl"
+            assert await asyncio.to_thread(cli_main, [*base[:-1], "--output", str(out), "--on-bad-line", "skip"]) in (0, 1)  # no _default
+            said = capsys.readouterr().err
+            assert "no --num-repeats entry for agent 'b', and no _default" in said, said
+    assert cli_main(["collect", "--server", "127.0.0.1:9", "--input", str(rows), "--output", str(out), "--num-repeats", "2", "--num-repeats", "_default=3"]) == 2
+    assert "--num-repeats given twice" in capsys.readouterr().err
