@@ -43,13 +43,13 @@ def make_tree(where: Path, rows: int, repeats: int) -> Path:
 
 
 def ours() -> tuple[float, int]:
-    from gym_metrics.cli._collect import _prompt
+    from gym_metrics.cli._collect_rows import prompt_step
     from gym_metrics.collector._input import Rollout, read_input
     from gym_metrics.nemo_gym import read_benchmark
 
     start = time.perf_counter()
     benchmark = read_benchmark(CONFIG)
-    make = benchmark.row_maker(_prompt(str(benchmark.prompt_config)))
+    make = benchmark.row_maker(prompt_step(str(benchmark.prompt_config)))
     count = sum(isinstance(item, Rollout) for item in read_input(benchmark.data, benchmark.num_repeats, prepare=make))
     return time.perf_counter() - start, count
 
