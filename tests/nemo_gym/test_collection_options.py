@@ -1,8 +1,8 @@
-"""`collect --num-repeats-add-seed` as NeMo Gym 0.7.0's `ng_collect_rollouts +num_repeats_add_seed=true`:
-each generated rollout's index as the seed in its request's `metadata.extra_body` (the rows
-equal those NeMo Gym dispatched: tests/data/nemo_gym_configs/benchmarks.json, "seeded"), which
-a chat endpoint then gets in its body with the row's other extra_body fields, as NeMo Gym's vLLM
-model server sends them."""
+"""NeMo Gym 0.7.0's collection options as `collect` flags, each held to what NeMo Gym's own
+preprocessing did (tests/data/nemo_gym_configs/benchmarks.json): `--num-repeats-add-seed`
+(each generated rollout's index as the seed in its request's `metadata.extra_body`, which a chat
+endpoint then gets in its body as NeMo Gym's vLLM model server sends it), `--interleave-repeats`,
+`--agent-map`, `--fan-out` and `--num-repeats AGENT=K`."""
 
 from __future__ import annotations
 
