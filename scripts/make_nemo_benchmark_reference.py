@@ -19,6 +19,8 @@ for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
   rollout, agent) in NeMo Gym's order;
 - `repeated`: FANNED_ROWS with `+num_repeats=REPEATS` under each of REPEATED_RUNS (fan_out,
   agent_map): each rollout's (task, rollout, agent);
+- `counted`: the rows NeMo Gym's `count_failure_classes_as_zero=COUNTED_CLASSES` adds to the
+  metrics from a failures sidecar of SIDECAR_ROWS, the rollouts COUNTED_SCORED already scored;
 - `interleaved`: the (task, rollout) order `+num_repeats=2 +interleave_repeats=true` dispatches
   those rows in, the first one given again as a fourth line.
 
@@ -59,6 +61,19 @@ FANNED_ROWS = [
 ]
 FANNED = {"a": ["x", "y"], "s": ["x", "z"]}
 REPEATS = {"x": 1, "a": 3, "_default": 2}
+_FAILED = {"agent_ref": {"name": "a"}, "failure_kind": "judge", "failure_reason": "timeout", "_ng_failure_message": "m", "_ng_failure_http_status": 503}
+SIDECAR_ROWS = [
+    {**_FAILED, "_ng_task_index": 0, "_ng_rollout_index": 0, "_ng_failure_class": "judge_failed", "reward": 0.0, "extra": 1},
+    {**_FAILED, "_ng_task_index": 0, "_ng_rollout_index": 1, "_ng_failure_class": "judge_failed"},
+    {**_FAILED, "_ng_task_index": 1, "_ng_rollout_index": 0, "_ng_failure_class": "other"},
+    {**_FAILED, "_ng_task_index": 1, "_ng_rollout_index": 1, "_ng_failure_class": "judge_failed"},
+    {**_FAILED, "_ng_task_index": 1, "_ng_rollout_index": 1, "_ng_failure_class": "other"},
+    {**_FAILED, "_ng_task_index": 2, "_ng_rollout_index": 0, "_ng_failure_class": "other"},
+    {**_FAILED, "_ng_task_index": 2, "_ng_rollout_index": 0, "_ng_failure_class": "judge_failed", "reward": 0.5},
+    {**_FAILED, "_ng_task_index": 3, "_ng_rollout_index": 0, "_ng_failure_class": "judge_failed"},
+]
+COUNTED_CLASSES = ["judge_failed"]
+COUNTED_SCORED = [[3, 0]]
 REPEATED_RUNS = {"fan_out": {"fan_out": FANNED}, "agent_map": {"agent_map": {"b": "x"}}}
 
 
@@ -145,10 +160,17 @@ def main() -> None:
         for run, routing in REPEATED_RUNS.items():
             rows_run = RolloutCollectionHelper().preprocess_examples(FANNED_ROWS, num_repeats=REPEATS, **routing)
             repeated[run] = [[r["_ng_task_index"], r["_ng_rollout_index"], (r.get("agent_ref") or {}).get("name")] for r in rows_run]
+    from nemo_gym.rollout_collection import _failure_rows_counted_as_zero
+
+    with tempfile.TemporaryDirectory() as temp:
+        sidecar = Path(temp) / "out_failures.jsonl"
+        sidecar.write_text("".join(json.dumps(r) + "\n" for r in SIDECAR_ROWS))
+        counted_rows = _failure_rows_counted_as_zero([sidecar], COUNTED_CLASSES, {tuple(k) for k in COUNTED_SCORED})
     reference = {"nemo_gym": "0.7.0", "wheel": wheel, "names": names, "cases": cases, "seeded": seeded, "interleaved": order,
                  "mapped": {"rows": MAPPED_ROWS, "agent_map": MAPPED, "agent_refs": mapped},
                  "fanned": {"rows": FANNED_ROWS, "fan_out": FANNED, "rollouts": fanned},
-                 "repeated": {"num_repeats": REPEATS, "runs": REPEATED_RUNS, "rollouts": repeated}}  # fmt: skip
+                 "repeated": {"num_repeats": REPEATS, "runs": REPEATED_RUNS, "rollouts": repeated},
+                 "counted": {"sidecar": SIDECAR_ROWS, "classes": COUNTED_CLASSES, "scored": COUNTED_SCORED, "rows": counted_rows}}  # fmt: skip
     args.out.write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
     suites = sum(v is None for v in wheel.values())
     errors = sum(isinstance(v, dict) and "error" in v for v in wheel.values())

@@ -91,6 +91,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--shard", help=argparse.SUPPRESS)  # one process of --processes N (I/N): collects its part, no aggregation
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
     p.add_argument("--count-errors-as-zero", action="store_true", help="a failed verify counts as reward 0")
+    p.add_argument(
+        "--count-failure-classes-as-zero", nargs="+", default=[], metavar="CLASS",
+        help="score the failures sidecar's rollouts of these classes (judge_failed, ...) 0 in the metrics, the files unchanged "
+        "(NeMo Gym's count_failure_classes_as_zero)",
+    )  # fmt: skip
     p.add_argument("--no-rollout-infos", action="store_true", help="omit per-rollout entries in the metrics")
     p.add_argument(
         "--keep-input-fields", action="store_true",
@@ -299,6 +304,7 @@ def _run(ns: argparse.Namespace) -> int:
         resume=ns.resume,
         on_bad_line=ns.on_bad_line,
         count_errors_as_zero=ns.count_errors_as_zero,
+        count_failure_classes_as_zero=tuple(ns.count_failure_classes_as_zero),
         include_rollout_infos=not ns.no_rollout_infos,
         keep_input_fields=ns.keep_input_fields,
         batch_size=ns.batch_size,

@@ -61,6 +61,9 @@ class CollectOptions:
     resume: bool = False
     on_bad_line: OnBadLine = "fail"
     count_errors_as_zero: bool = False
+    count_failure_classes_as_zero: tuple[str, ...] = ()
+    """Failures sidecar rows of these classes (`judge_failed`, ...) scored 0 in the metrics, as
+    NeMo Gym's `count_failure_classes_as_zero` (collector/_counted.py); the files unchanged."""
     include_rollout_infos: bool = True
     keep_input_fields: bool = False
     """Write each verified rollout as its whole input row with the verify response's fields

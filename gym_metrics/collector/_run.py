@@ -15,6 +15,7 @@ from gym_metrics._transport.client import ResourcesClient, ServerInfo
 from gym_metrics.rollouts import BadLine, PerfBlocks, RolloutColumns, add_perf_blocks, concat, holds_perf, perf_blocks, read_rollouts
 from gym_metrics.aggregate import AgentAggregate, local_parts, output_path_for, perf_sections, write_aggregate_metrics
 from gym_metrics.collector._capture import Capture
+from gym_metrics.collector._counted import with_counted_failures
 from gym_metrics.collector._failed import FailedAgent, all_failed, with_generation_failures
 from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
@@ -316,6 +317,10 @@ async def _aggregate_output(
         by_agent = rollouts.agents if rollouts else {}
         _reject_duplicate_keys(output_path, by_agent)
         blocks = perf_blocks(rollouts) if rollouts else {}
+    if opts.count_failure_classes_as_zero:
+        by_agent, counted = with_counted_failures(by_agent, output_path, failures_path_for(output_path), opts.count_failure_classes_as_zero, opts.default_agent)
+        if counted:
+            log(f"collect: {counted} failed rollouts counted as 0 in the metrics ({', '.join(opts.count_failure_classes_as_zero)}; the files unchanged)")
     agents = sorted(set(tasks) | set(by_agent))
     results, order = [], list(clients)  # one that fails goes last, for the next agents too
     for agent in agents:

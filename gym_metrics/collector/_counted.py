@@ -1,0 +1,60 @@
+"""Failed rollouts counted as zeros in the metrics, as NeMo Gym's `count_failure_classes_as_zero`
+counts them: of the failures sidecar, each rollout's last attempt whose class was asked for and
+that no row of the output scored, its diagnostics left out (`_ng_failure_*`, `failure_kind`,
+`failure_reason`: numbers the aggregation would average), `mask_sample` false, its reward 0 unless
+it carries one. Only the metrics change; the output and the sidecar stay as written."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, RolloutColumns, concat, read_rollouts
+
+
+def counted_failures(sidecar: Path, classes: Collection[str], scored: set[tuple[Any, Any]]) -> list[dict[str, Any]]:
+    """The metric-input rows of the sidecar's failures counted as zeros (module docstring)."""
+    if not classes or not sidecar.is_file():
+        return []
+    latest: dict[tuple[Any, Any], dict[str, Any]] = {}
+    with sidecar.open("rb") as f:
+        for line in f:
+            if line.strip():
+                row = orjson.loads(line)
+                latest[(row.get(TASK_KEY), row.get(ROLLOUT_KEY))] = row  # the last attempt stands
+    counted = []
+    for key, row in latest.items():
+        if key in scored or row.get("_ng_failure_class") not in classes:
+            continue
+        kept = {k: v for k, v in row.items() if not k.startswith("_ng_failure_") and k not in ("failure_kind", "failure_reason")}
+        kept["mask_sample"] = False
+        kept.setdefault("reward", 0.0)
+        counted.append(kept)
+    return counted
+
+
+def with_counted_failures(
+    by_agent: Mapping[str, RolloutColumns], output_path: Path, sidecar: Path, classes: Collection[str], default_agent: str | None,
+) -> tuple[dict[str, RolloutColumns], int]:
+    """Each agent's columns with its counted failures added, and how many were."""
+    scored = {(int(t), int(r)) for cols in by_agent.values() for t, r in zip(cols.task_index.tolist(), cols.rollout_index.tolist())}
+    rows = counted_failures(sidecar, classes, scored)
+    if not rows:
+        return dict(by_agent), 0
+    fd, name = tempfile.mkstemp(prefix=output_path.name + ".counted.", dir=output_path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+        extra = read_rollouts(Path(name), on_bad_line="fail", default_agent=default_agent).agents
+    finally:
+        os.unlink(name)
+    merged = dict(by_agent)
+    for agent, cols in extra.items():
+        merged[agent] = concat([merged[agent], cols]) if agent in merged else cols
+    return merged, len(rows)
+
