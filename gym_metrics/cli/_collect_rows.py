@@ -38,8 +38,9 @@ def _repeats(given: list[int | tuple[str, int]] | int | dict[str, int] | None) -
 
 def rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bytes | None]] | None:
     """What each input row becomes (collector RowPrepare): `--benchmark`'s rows as NeMo Gym
-    collates them, else `--prompt-config`'s template applied; the flags the benchmark implies
-    (`--input`, `--num-repeats`) set on `ns` unless given."""
+    collates them, else `--prompt-config`'s template and `--agent-map` applied. Also settles
+    `ns.num_repeats` (K, or K by agent), and what the benchmark implies (`--input`,
+    `--num-repeats`, `--limit` counted in rollouts) unless given."""
     ns.num_repeats = _repeats(ns.num_repeats)
     ns.max_rollouts = None
     agents = _agent_map(ns.agent_map)
