@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, RolloutColumns, concat, read_rollouts
 
 
-def counted_failures(sidecar: Path, classes: Collection[str], scored: set[tuple[Any, Any]]) -> list[dict[str, Any]]:
-    """The metric-input rows of the sidecar's failures counted as zeros (module docstring)."""
+def counted_failures(
+    sidecar: Path, classes: Collection[str], scored: Callable[[list[tuple[Any, Any]]], Collection[tuple[Any, Any]]],
+) -> list[dict[str, Any]]:
+    """The metric-input rows of the sidecar's failures counted as zeros (module docstring);
+    `scored`: which of the given (task, rollout) keys the output holds."""
     if not classes or not sidecar.is_file():
         return []
     latest: dict[tuple[Any, Any], dict[str, Any]] = {}
@@ -27,9 +31,11 @@ def counted_failures(sidecar: Path, classes: Collection[str], scored: set[tuple[
             if line.strip():
                 row = orjson.loads(line)
                 latest[(row.get(TASK_KEY), row.get(ROLLOUT_KEY))] = row  # the last attempt stands
+    wanted = {key: row for key, row in latest.items() if row.get("_ng_failure_class") in classes}
+    done = set(scored(list(wanted))) if wanted else set()
     counted = []
-    for key, row in latest.items():
-        if key in scored or row.get("_ng_failure_class") not in classes:
+    for key, row in wanted.items():
+        if key in done:
             continue
         kept = {k: v for k, v in row.items() if not k.startswith("_ng_failure_") and k not in ("failure_kind", "failure_reason")}
         kept["mask_sample"] = False
@@ -38,12 +44,22 @@ def counted_failures(sidecar: Path, classes: Collection[str], scored: set[tuple[
     return counted
 
 
+def _held(columns: Iterable[RolloutColumns], keys: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Those of `keys` (the sidecar's few) that some row of `columns` holds: the rows of their
+    tasks picked column-wise first (an output of millions of rows is never walked row by row)."""
+    tasks = np.array(sorted({t for t, _ in keys if isinstance(t, int)}), dtype=np.int64)
+    present: set[tuple[int, int]] = set()
+    for cols in columns:
+        mine = np.isin(cols.task_index, tasks)
+        present.update(zip(cols.task_index[mine].tolist(), cols.rollout_index[mine].tolist()))
+    return [key for key in keys if key in present]
+
+
 def with_counted_failures(
     by_agent: Mapping[str, RolloutColumns], output_path: Path, sidecar: Path, classes: Collection[str], default_agent: str | None,
 ) -> tuple[dict[str, RolloutColumns], int]:
     """Each agent's columns with its counted failures added, and how many were."""
-    scored = {(int(t), int(r)) for cols in by_agent.values() for t, r in zip(cols.task_index.tolist(), cols.rollout_index.tolist())}
-    rows = counted_failures(sidecar, classes, scored)
+    rows = counted_failures(sidecar, classes, lambda keys: _held(by_agent.values(), keys))
     if not rows:
         return dict(by_agent), 0
     fd, name = tempfile.mkstemp(prefix=output_path.name + ".counted.", dir=output_path.parent)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.nemo_gym._compose import read_blocks, resolve_under, search_roots, tree_root
+from gym_metrics.nemo_gym._compose import agents_of, read_blocks, resolve_under, search_roots, tree_root
 
 BENCHMARK = "benchmark"
 TASK_SOURCE = "task_source"
@@ -210,7 +210,7 @@ def resolve_agent(document: Mapping[str, Any], declaring: str, pin: Any, where: 
         if pin is not None and pin != declaring:
             raise InvalidInputError("an agent pin that would not apply", [FieldViolation(where, f"{pin!r}: the dataset is on agent {declaring!r}, which runs it")])
         return declaring
-    candidates = [name for name, block in document.items() if _points_at(_inner(block, "responses_api_agents"), declaring)]
+    candidates = [name for name, _, _ in agents_of(document, declaring)]
     if pin is not None:
         if pin not in candidates:
             raise InvalidInputError("a pinned agent that does not run this server",
@@ -240,12 +240,6 @@ def _inner(block: Any, kind: str) -> dict[str, Any] | None:
         return None
     fields = next(iter(inner.values()))
     return fields if isinstance(fields, dict) else None
-
-
-def _points_at(agent: dict[str, Any] | None, server: str) -> bool:
-    """Whether an agent's fields name `server` as its resources server."""
-    ref = agent.get("resources_server") if agent is not None else None
-    return isinstance(ref, Mapping) and ref.get("name") == server
 
 
 def _is_benchmark(dataset: Any) -> bool:

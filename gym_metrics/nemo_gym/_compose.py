@@ -20,7 +20,7 @@ names, and `--set` overrides its fields."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +172,21 @@ def read_blocks(path: Path, given: dict[str, Any] | None = None) -> Blocks:
             blocks[str(key)] = unresolved
             blocks.unresolved[str(key)] = str(exc).splitlines()[0]
     return blocks
+
+
+def agents_of(document: Any, resources_name: str) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """(block name, agent implementation, fields) of the config's agent blocks
+    (`<name>: responses_api_agents: <impl>: {...}`) whose `resources_server.name` is `resources_name`."""
+    found = []
+    for name, block in document.items() if isinstance(document, Mapping) else ():
+        inner = block.get("responses_api_agents") if isinstance(block, Mapping) else None
+        if not isinstance(inner, Mapping) or len(inner) != 1:
+            continue
+        impl, fields = next(iter(inner.items()))
+        ref = fields.get("resources_server") if isinstance(fields, Mapping) else None
+        if isinstance(ref, Mapping) and ref.get("name") == resources_name:
+            found.append((str(name), str(impl), fields))
+    return found
 
 
 def parse(initial: Any, roots: list[Path], dotenv: Path | None = None, working: Path | None = None) -> Any:

@@ -17,7 +17,7 @@ import pydantic
 from gym_metrics._util.http import HttpClientConfig
 from gym_metrics.environments import load_module_file
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.nemo_gym._compose import read_blocks, tree_root
+from gym_metrics.nemo_gym._compose import agents_of, read_blocks, tree_root
 from gym_metrics.nemo_gym.base_resources_server import SimpleResourcesServer
 from gym_metrics.nemo_gym.global_config import set_global_config_dict, set_parent_dir
 from gym_metrics.nemo_gym.server_utils import ServerClient
@@ -108,21 +108,6 @@ def agent_max_steps(document: Any, resources_name: str, path: Path) -> dict[str,
             raise InvalidInputError("bad max_steps", [FieldViolation(f"{name}.max_steps", f"{path}: {steps!r} is not a whole number >= 0")])
         if steps:  # 0: no bound, as NeMo Gym reads it
             found[str(name)] = steps
-    return found
-
-
-def agents_of(document: Any, resources_name: str) -> list[tuple[str, str, Mapping[str, Any]]]:
-    """(block name, agent implementation, fields) of the config's agent blocks
-    (`<name>: responses_api_agents: <impl>: {...}`) whose `resources_server.name` is `resources_name`."""
-    found = []
-    for name, block in document.items() if isinstance(document, Mapping) else ():
-        inner = block.get("responses_api_agents") if isinstance(block, Mapping) else None
-        if not isinstance(inner, Mapping) or len(inner) != 1:
-            continue
-        impl, fields = next(iter(inner.items()))
-        ref = fields.get("resources_server") if isinstance(fields, Mapping) else None
-        if isinstance(ref, Mapping) and ref.get("name") == resources_name:
-            found.append((str(name), str(impl), fields))
     return found
 
 

@@ -10,37 +10,32 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gym_metrics import BaseVerifyRequest, SimpleResourcesServer, cli
-from gym_metrics.collector._counted import counted_failures
+from gym_metrics import cli
+from gym_metrics.collector._counted import _held, counted_failures, with_counted_failures
+from gym_metrics.rollouts import read_rollouts
 
+from _flaky_judge import FlakyJudge, flaky_rows
 from _transport_helpers import server_in_thread
 
 COUNTED = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_configs" / "benchmarks.json").read_text())["counted"]
 
 
 def test_the_rows_counted_are_nemo_gyms(tmp_path: Path) -> None:
-    sidecar = tmp_path / "out_failures.jsonl"
+    """The rows, against an output holding the rollouts NeMo Gym's selection was told were scored."""
+    sidecar, out = tmp_path / "out_failures.jsonl", tmp_path / "out.jsonl"
     sidecar.write_text("".join(json.dumps(r) + "\n" for r in COUNTED["sidecar"]))
-    found = counted_failures(sidecar, COUNTED["classes"], {tuple(k) for k in COUNTED["scored"]})
+    out.write_text("".join(json.dumps({"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": 1.0}) + "\n"
+                           for t, r in [*COUNTED["scored"], [9, 0]]))  # fmt: skip
+    columns = read_rollouts(out).agents
+    found = counted_failures(sidecar, COUNTED["classes"], lambda keys: _held(columns.values(), keys))
     assert sorted(found, key=lambda r: (r["_ng_task_index"], r["_ng_rollout_index"])) == COUNTED["rows"]
-
-
-class Request(BaseVerifyRequest):
-    judge_down: bool = False
-
-
-class FlakyJudge(SimpleResourcesServer):
-    async def verify(self, body: Request) -> Any:
-        out = {**body.model_dump(), "reward": 1.0}
-        if body.judge_down:
-            out.update(reward=0.0, _ng_failure_class="judge_failed", failure_reason="the judge timed out")
-        return out
+    merged, counted = with_counted_failures(columns, out, sidecar, COUNTED["classes"], None)
+    assert counted == len(COUNTED["rows"]) and len(merged["a"].task_index) == len(COUNTED["scored"]) + 1 + counted
 
 
 def test_counted_failures_lower_the_score_and_change_no_file(tmp_path: Path, capsys: Any) -> None:
     rows = tmp_path / "in.jsonl"
-    rows.write_text("".join(json.dumps({"agent_ref": {"name": "a"}, "_ng_task_index": i, "_ng_rollout_index": 0, "responses_create_params": {"input": []},
-                                        "response": {"output": []}, "judge_down": i % 4 == 0}) + "\n" for i in range(40)))  # fmt: skip
+    rows.write_text("\n".join(flaky_rows(40)) + "\n")
     with server_in_thread(FlakyJudge()) as address:
         for stem, extra in (("plain", []), ("counted", ["--count-failure-classes-as-zero", "judge_failed"]), ("other", ["--count-failure-classes-as-zero", "x"])):
             assert cli.main(["collect", "--server", address, "--input", str(rows), "--output", str(tmp_path / f"{stem}.jsonl"), *extra]) == 0

@@ -5,30 +5,12 @@ appended again (an interrupted run's sidecar grew by every failure before the cu
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-from gym_metrics import BaseVerifyRequest, SimpleResourcesServer, cli
+from gym_metrics import cli
 
+from _flaky_judge import FlakyJudge, flaky_rows as rows
 from _transport_helpers import server_in_thread
-
-
-class Request(BaseVerifyRequest):
-    judge_down: bool = False
-
-
-class FlakyJudge(SimpleResourcesServer):
-    async def verify(self, body: Request) -> Any:
-        out = {**body.model_dump(), "reward": 1.0}
-        if body.judge_down:
-            out.update(reward=0.0, _ng_failure_class="judge_failed")
-        return out
-
-
-def rows(n: int) -> list[str]:
-    return [json.dumps({"agent_ref": {"name": "a"}, "_ng_task_index": i, "_ng_rollout_index": 0, "responses_create_params": {"input": []},
-                        "response": {"output": []}, "judge_down": i % 4 == 0}) for i in range(n)]  # fmt: skip
 
 
 def test_resume_counts_the_sidecars_rollouts_as_done(tmp_path: Path) -> None:
