@@ -27,9 +27,11 @@ async def test_watch_follows_a_job_to_its_end_and_the_result_comes_in_parts(tmp_
     job = service.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": [tool_row(i) for i in range(12)]}})
     with pytest.raises(NotReadyError, match=f"job {job.id} is QUEUED"):
         await service.result(job.id)
+    watch = service.watch(job.id)
+    first = await watch.__anext__()  # the job now, read before it can run (a 12-row job can end before a later read)
     await service.executor.start()
     try:
-        states = [record.state async for record in service.watch(job.id)]
+        states = [first.state] + [record.state async for record in watch]
         aggregate, parts = await service.result(job.id)
         rows = [row async for part in parts for row in part]
     finally:
