@@ -35,10 +35,12 @@ ORDER = 20  # its place in `gym-metrics --help` (cli/_discovery.py)
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("collect", help="verify rollouts through a server, then aggregate per agent")
     p.add_argument(
-        "--server", action="append", metavar="HOST:PORT", type=server_address,
+        "--server", action="append", metavar="[AGENT=]HOST:PORT", type=_server_entry,
         help="the resources server; repeat it for replicas (batches are spread over them), "
         "or dns:///NAME:PORT for every address of a name (round_robin, a headless Service); "
-        "with --benchmark and no --server, its environment is served for the run",
+        "AGENT=HOST:PORT: that agent's own server (several environments in one run, each collected "
+        "in a process of its own, as NeMo Gym routes an agent to its resources server); "
+        "with --benchmark and no --server, its environments are served for the run",
     )  # fmt: skip
     p.add_argument("--input", type=Path, help="JSONL: one task or rollout per line, with agent_ref.name (required, but with --reverify-failed or --benchmark)")
     p.add_argument("--output", required=True, type=Path, help="verified rollouts JSONL (appended as they complete)")
@@ -244,6 +246,15 @@ def policy_config(ns: argparse.Namespace) -> Any:
         raise InvalidInputError("bad --policy-* flags", named) from None
 
 
+def _server_entry(text: str) -> str:
+    """One `--server` value: HOST:PORT, or AGENT=HOST:PORT (the address checked either way)."""
+    from gym_metrics.collector import split_server
+
+    agent, address = split_server(text)
+    server_address(address)
+    return text if agent is None else f"{agent_name(agent)}={address}"
+
+
 def _check_inputs(ns: argparse.Namespace) -> None:
     """Bad policy flags are refused before any connection; so is a --server given twice."""
     from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -264,6 +275,15 @@ def _check_inputs(ns: argparse.Namespace) -> None:
             raise InvalidInputError(f"{', '.join(given)} need --policy-url", [FieldViolation("--policy-url", "not given")])
     if ns.num_repeats_add_seed and ns.seed is not None:
         raise InvalidInputError("one seed per request", [FieldViolation("--seed", "not with --num-repeats-add-seed (the body's seed would win)")])
+    if any("=" in s for s in ns.server) and not ns.shard:
+        from gym_metrics.collector import Environments
+
+        if ns.processes > 1 or ns.ray is not None:
+            flag = "--ray" if ns.ray is not None else "--processes"
+            raise InvalidInputError("servers by agent run a process per environment", [FieldViolation(flag, "not with --server AGENT=HOST:PORT")])
+        if ns.reverify_failed:
+            raise InvalidInputError("--reverify-failed runs in one process", [FieldViolation("--server", "give one environment's plain HOST:PORT with --reverify-failed")])
+        Environments.parse(ns.server)
     ns.policy = policy_config(ns)
     ns.prepare_row = rows(ns)
 
@@ -284,7 +304,7 @@ def run(ns: argparse.Namespace) -> int:
 def _run(ns: argparse.Namespace) -> int:
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics.cli._push import push_after, push_progress
-    from gym_metrics.collector import CollectOptions, RetryPolicy, Shard, collect_async, collect_processes_async, failures_path_for
+    from gym_metrics.collector import CollectOptions, Environments, RetryPolicy, Shard, collect_async, collect_processes_async, failures_path_for
 
     if ns.input is None:
         if not ns.reverify_failed:
@@ -294,6 +314,7 @@ def _run(ns: argparse.Namespace) -> int:
         raise InvalidInputError("--reverify-failed resumes --output itself", [FieldViolation("--reverify-failed", "give it without --reverify and --resume")])
     token = read_token(ns.auth_token_env)
     progress = None if ns.shard else push_progress(ns)
+    environments = Environments.parse(ns.server)
     options = CollectOptions(
         num_repeats=ns.num_repeats,
         limit=ns.limit,
@@ -324,14 +345,21 @@ def _run(ns: argparse.Namespace) -> int:
         trajectory=ns.trajectory,
         reverify=ns.reverify,
         reverify_failed=ns.reverify_failed,
-        shard=Shard.parse(ns.shard) if ns.shard else None,
+        shard=Shard.parse(ns.shard, environments) if ns.shard else None,
+        environments=environments,
     )
+    servers = ns.server if environments is None else list(environments.servers[options.shard.index]) if options.shard else []
 
     async def collect() -> Any:
         async with contextlib.AsyncExitStack() as stack:
             clients = [
-                await stack.enter_async_context(ResourcesClient(s, token=token, tls_ca=ns.tls_ca)) for s in ns.server
+                await stack.enter_async_context(ResourcesClient(s, token=token, tls_ca=ns.tls_ca)) for s in servers
             ]
+            if options.environments is not None and options.shard is None:  # a shard per environment
+                opened = {a: await stack.enter_async_context(ResourcesClient(a, token=token, tls_ca=ns.tls_ca))
+                          for group in options.environments.servers for a in group}  # fmt: skip
+                groups = [[opened[a] for a in group] for group in options.environments.servers]
+                return await collect_processes_async([], ns.input, ns.output, ns.argv, None, options, environments=groups)
             if ns.ray is not None and options.shard is None:
                 return await collect_processes_async(clients, ns.input, ns.output, ns.argv, ns.processes if ns.processes > 1 else None,
                                                      options, shards=_on_ray(ns))  # fmt: skip
@@ -350,7 +378,7 @@ def _run(ns: argparse.Namespace) -> int:
     started = time.perf_counter()
     with fewer_gc_passes():
         result = run_keeping_result(collect())
-    if ns.ray is not None or ns.processes > 1:  # the shards' warnings went to their logs: the lines skipped, said here
+    if ns.ray is not None or ns.processes > 1 or options.environments is not None:  # the shards' warnings went to their logs: the lines skipped, said here
         warn_bad_lines(ns.input, result.bad_lines)
     code = push_after(progress, result, report(result, time.perf_counter() - started))
     if getattr(ns, "health", False):  # before the report and the exports: both read the counts it adds to the metrics

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from gym_metrics.collector._environments import Environments, split_server
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, CallTool, EpisodeResult, add_usage, run_episode
 from gym_metrics.collector._input import indexed_rows
 from gym_metrics.collector._options import CollectOptions, RetryPolicy
@@ -49,6 +50,7 @@ __all__ = [
     "CallTool",
     "CollectOptions",
     "CollectResult",
+    "Environments",
     "EpisodeResult",
     "Progress",
     "RetryPolicy",
@@ -68,5 +70,6 @@ __all__ = [
     "run_episode",
     "ONE_CALL_AGENTS",
     "shard_dir",
+    "split_server",
     "stats_path",
 ]

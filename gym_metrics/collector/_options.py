@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gym_metrics.collector._environments import Environments
 from gym_metrics.collector._shard import Shard
 from gym_metrics.rollouts import OnBadLine
 from gym_metrics.targets import ModelTargetConfig
@@ -131,8 +132,12 @@ class CollectOptions:
     """Keep each call's request and answer in the record too (NeMo Gym leaves them out of the
     row unless asked: they repeat the conversation once per turn)."""
     shard: Shard | None = None
-    """Collect only this shard's rollouts (task index modulo its count) and do not aggregate:
-    one of `collect --processes N`'s processes (collector/_processes.py)."""
+    """Collect only this shard's rollouts (task index modulo its count, or its environment's
+    agents) and do not aggregate: one of `collect --processes N`'s processes
+    (collector/_processes.py)."""
+    environments: Environments | None = None
+    """Each agent's servers (`--server AGENT=HOST:PORT`): `collect_processes_async` collects
+    each environment in a process of its own and aggregates each agent by its own."""
 
 
 __all__ = ["CollectOptions"]

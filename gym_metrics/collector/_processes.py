@@ -37,6 +37,7 @@ import orjson
 
 from gym_metrics._util.exclusive import hold_exclusive
 from gym_metrics._util.progress import ProgressLine
+from gym_metrics.collector._environments import Environments
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._shard import Shard, refuse_other_shard_count, shard_dir, stats_path
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
@@ -121,16 +122,16 @@ def redistribute(final: Path, shards: list[Shard], default_agent: str | None) ->
     the key already; the rows moved."""
     files = [OutputFile(s.output(final), True, default_agent) for s in shards]
     try:
-        moved = _hand_out(final, [s.output(final) for s in shards], files, default_agent)
-        return moved + _hand_out(failures_path_for(final), [failures_path_for(s.output(final)) for s in shards], files, default_agent)
+        moved = _hand_out(final, [s.output(final) for s in shards], files, default_agent, shards[0])
+        return moved + _hand_out(failures_path_for(final), [failures_path_for(s.output(final)) for s in shards], files, default_agent, shards[0])
     finally:
         for file in files:
             file.close()
 
 
-def _hand_out(source: Path, targets: list[Path], files: list[OutputFile], default_agent: str | None) -> int:
+def _hand_out(source: Path, targets: list[Path], files: list[OutputFile], default_agent: str | None, shard: Shard) -> int:
     """The complete lines of `source` whose key no shard's `files` hold, appended to their
-    shard's `targets` file (the key then held)."""
+    shard's `targets` file (the key then held; `shard.owner` says which)."""
     if not source.exists() or not source.stat().st_size:
         return 0
     pending: list[list[bytes]] = [[] for _ in targets]
@@ -144,7 +145,7 @@ def _hand_out(source: Path, targets: list[Path], files: list[OutputFile], defaul
                 agent, task, rollout = _key(line, default_agent)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:  # (orjson's JSONDecodeError is a ValueError)
                 raise InvalidInputError(f"{source}: a line --resume cannot take up", [FieldViolation(f"line {number}", _why(exc))]) from None
-            i = task % len(targets)
+            i = shard.owner(task, agent, f"{source} line {number}")
             if (agent, task, rollout) not in files[i].done:
                 files[i].done.add((agent, task, rollout))
                 pending[i].append(line)
@@ -168,7 +169,8 @@ def _key(line: bytes, default_agent: str | None) -> tuple[str, int, int]:
     return str(agent), int(row["_ng_task_index"]), int(row["_ng_rollout_index"])
 
 
-def open_shards(final: Path, count: int, *, resume: bool, default_agent: str | None, log: Callable[[str], None]) -> IO[bytes]:
+def open_shards(final: Path, count: int, *, resume: bool, default_agent: str | None, log: Callable[[str], None],
+                environments: Environments | None = None) -> IO[bytes]:  # fmt: skip
     """Before the shards run: the folder checked (a run left it: --resume) and locked, a left
     output's rows handed to their shards (--resume), old stats gone. The lock (close it last)."""
     folder = shard_dir(final)
@@ -180,7 +182,7 @@ def open_shards(final: Path, count: int, *, resume: bool, default_agent: str | N
     folder.mkdir(parents=True, exist_ok=True)
     lock = _lock(folder)
     try:
-        shards = [Shard(i, count) for i in range(count)]
+        shards = [Shard(i, count, environments) for i in range(count)]
         if resume:
             moved = redistribute(final, shards, default_agent)
             if moved:
@@ -206,13 +208,15 @@ _INTERRUPTED = frozenset({130, 143, -signal.SIGINT, -signal.SIGTERM})
 
 
 def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, *, resume: bool,
-               default_agent: str | None, log: Callable[[str], None], stop: threading.Event | None = None) -> list[dict[str, Any]]:  # fmt: skip
+               default_agent: str | None, log: Callable[[str], None], stop: threading.Event | None = None,
+               environments: Environments | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Start the shard processes, follow them, start a dead one again (RETRIES times), merge
     their files into `final` once all finished; their stats, else GymMetricsError naming the
     shard (module docstring). `stop` set (the run was interrupted): the shards are killed and
-    KeyboardInterrupt raised, their files kept for --resume."""
-    shards = [Shard(i, count) for i in range(count)]
-    lock = open_shards(final, count, resume=resume, default_agent=default_agent, log=log)
+    KeyboardInterrupt raised, their files kept for --resume. `environments`: a shard per
+    environment (collector/_environments.py), `count` of them."""
+    shards = [Shard(i, count, environments) for i in range(count)]
+    lock = open_shards(final, count, resume=resume, default_agent=default_agent, log=log, environments=environments)
     files = [_Lines(s.output(final)) for s in shards]
     progress = ShardProgress(total, files)
     running: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
@@ -235,11 +239,11 @@ def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, 
                 if code in _INTERRUPTED:  # Ctrl-C reaches the whole process group: the user stops the run
                     raise KeyboardInterrupt
                 if code in (2, 4) or tries >= RETRIES:  # bad input or no server fails again; a second death is reported
-                    failed = GymMetricsError(f"shard {index + 1} of {count} failed (exit {code}); {_tail(shard.log(final))}"
+                    failed = GymMetricsError(f"{_named(shard)} failed (exit {code}); {_tail(shard.log(final))}"
                                              f"; its rows so far are kept in {shard_dir(final)}: fix the cause and run again with --resume")  # fmt: skip
                     failed.exit_code = code if code in (2, 3, 4) else 1  # type: ignore[attr-defined]  # the shard's own verdict
                     raise failed
-                log(f"collect: shard {index + 1} of {count} stopped (exit {code}); starting it again (it resumes its file)")
+                log(f"collect: {_named(shard)} stopped (exit {code}); starting it again (it resumes its file)")
                 running[index] = (_start(argv, shard, final), tries + 1)
         return close_shards(final, count, default_agent)
     finally:
@@ -249,6 +253,11 @@ def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, 
         progress.look()
         progress.close()
         lock.close()
+
+
+def _named(shard: Shard) -> str:
+    where = f"shard {shard.index + 1} of {shard.count}"
+    return where if shard.environments is None else f"{where} (environment: {shard.environments.agents(shard.index)})"
 
 
 def _lock(folder: Path) -> IO[bytes]:

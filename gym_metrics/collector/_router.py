@@ -110,7 +110,7 @@ class Router:
                 self._pass_through(item)
                 continue
             self.tasks[item.agent].add(item.task)
-            if shard is not None and not shard.owns(item.task):
+            if shard is not None and not shard.owns(item.task, item.agent, f"line {item.line}"):
                 continue
             if (item.agent, item.task, item.rollout) in self.out.done:
                 self.skipped_done += 1
@@ -164,7 +164,7 @@ class Router:
     def _pass_through(self, scored: ScoredLines) -> None:
         """Already-scored lines, column-wise: keys noted, lines copied, progress counted."""
         shard = self.opts.shard
-        keep = np.ones(len(scored), dtype=bool) if shard is None else scored.task % shard.count == shard.index
+        keep = np.ones(len(scored), dtype=bool) if shard is None else shard.owned(scored.task, scored.agent_code, scored.agents)
         owned = keep.copy()
         for code, name in enumerate(scored.agents):
             mine = scored.agent_code == code

@@ -228,9 +228,8 @@ async def _collect(
         if router.complete and not out.done
         else None
     )
-    aggregates, failed, blocks = await _aggregate_output(
-        still_up(replicas.clients, lanes, report), output_path, router.tasks, opts, replicas.info.wants_rows, log, in_memory
-    )
+    servers = one_environment(still_up(replicas.clients, lanes, report), replicas.info.wants_rows)
+    aggregates, failed, blocks = await _aggregate_output(servers, output_path, router.tasks, opts, log, in_memory)
     failed = [with_generation_failures(f, router.generation_failures.get(f.agent, 0)) for f in failed]
     if recovering is not None:
         recovering.unlink()  # every row of it is in the output or back in the sidecar
@@ -291,20 +290,27 @@ def _shard_done(
                          router.skipped_done, out.repaired_bytes)  # fmt: skip
 
 
+Servers = Callable[[str], tuple[Sequence[ResourcesClient], bool]]
+"""An agent's environment: (its servers' clients, whether its compute_metrics reads rows)."""
+
+
+def one_environment(clients: Sequence[ResourcesClient], wants_rows: bool) -> Servers:
+    return lambda agent: (clients, wants_rows)
+
+
 async def _aggregate_output(
-    clients: Sequence[ResourcesClient],
+    servers: Servers,
     output_path: Path,
     tasks: dict[str, set[int]],
     opts: CollectOptions,
-    wants_rows: bool,
     log: Callable[[str], None],
     in_memory: dict[str, RolloutColumns] | None = None,
 ) -> tuple[list[AgentAggregate], list[FailedAgent], PerfBlocks]:
-    """Phase 2: each agent's rows of the output, column-wise, through AggregateMetrics. When
-    every output row was passed through from the input, its columns are already in memory.
-    Runs on the first of `clients` that answers (one that failed is tried last for the next
-    agents). Also returns the agents none of whose rollouts was verified, and the rows'
-    `ng_perf` blocks (for the perf summaries)."""
+    """Phase 2: each agent's rows of the output, column-wise, through AggregateMetrics of its
+    environment (`servers`). When every output row was passed through from the input, its
+    columns are already in memory. Runs on the first of the environment's clients that answers
+    (one that failed is tried last for the next agents). Also returns the agents none of whose
+    rollouts was verified, and the rows' `ng_perf` blocks (for the perf summaries)."""
     blocks: PerfBlocks = {}
     if in_memory is not None:
         by_agent = in_memory
@@ -322,15 +328,18 @@ async def _aggregate_output(
         if counted:
             log(f"collect: {counted} failed rollouts counted as 0 in the metrics ({', '.join(opts.count_failure_classes_as_zero)}; the files unchanged)")
     agents = sorted(set(tasks) | set(by_agent))
-    results, order = [], list(clients)  # one that fails goes last, for the next agents too
+    results: list[AgentAggregate] = []
+    orders: dict[int, list[ResourcesClient]] = {}  # per environment: one that fails goes last, for the next agents too
     for agent in agents:
+        clients, wants_rows = servers(agent)
+        order = orders.setdefault(id(clients), list(clients))
         cols = by_agent.get(agent)
         if cols is None:
             cols = RolloutColumns.empty()
         # A server whose compute_metrics reads rows gets them all; otherwise no row is sent:
         # samples and rollout_infos come from the rows held here (same engine code), made in
         # a thread while the server computes.
-        async def call(client: ResourcesClient, cols: RolloutColumns = cols, agent: str = agent) -> AgentAggregate:
+        async def call(client: ResourcesClient, cols: RolloutColumns = cols, agent: str = agent, wants_rows: bool = wants_rows) -> AgentAggregate:
             return await client.aggregate(
                 agent,
                 cols,

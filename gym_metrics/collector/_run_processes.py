@@ -15,7 +15,7 @@ from gym_metrics.collector._outfile import failures_path_for
 from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._options import CollectOptions
 from gym_metrics.collector._processes import added, run_shards
-from gym_metrics.collector._replicas import connect
+from gym_metrics.collector._replicas import Connections, connect
 from gym_metrics.collector._run import CollectResult, _aggregate_output, _logger, estimate_total, write_metrics
 from gym_metrics.collector._shard import output_locked
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -30,14 +30,17 @@ async def collect_processes_async(
     processes: int | None,
     options: CollectOptions | None = None,
     shards: Callable[..., list[dict[str, Any]]] = run_shards,
+    environments: Sequence[Sequence[ResourcesClient]] | None = None,
 ) -> CollectResult:
     """`collect --processes N` (collector/_processes.py): `argv`, this command's own arguments,
     run as N shard processes (or as `shards` runs them: Ray tasks, gym_metrics.ray; `processes`
     None: as many as it chooses); their rows merged into `output_path` in key order, then
     aggregated here, once. The input's keys are checked and the server reached before any shard
-    starts."""
+    starts. With `options.environments` (collector/_environments.py), `environments` holds each
+    environment's clients (`client` unused): a shard per environment, each agent aggregated by
+    its own."""
     with output_locked(Path(output_path)):
-        return await _collect_processes(client, input_path, output_path, argv, processes, options, shards)
+        return await _collect_processes(client, input_path, output_path, argv, processes, options, shards, environments)
 
 
 async def _collect_processes(
@@ -48,6 +51,7 @@ async def _collect_processes(
     processes: int | None,
     options: CollectOptions | None,
     shards: Callable[..., list[dict[str, Any]]],
+    environments: Sequence[Sequence[ResourcesClient]] | None,
 ) -> CollectResult:
     opts = options or CollectOptions()
     input_path, output_path = Path(input_path), Path(output_path)
@@ -57,22 +61,37 @@ async def _collect_processes(
         raise InvalidInputError("no such input file", [FieldViolation("--input", str(input_path))])
     await asyncio.to_thread(find_fixed_keys, input_path, opts.num_repeats, opts.default_agent, opts.limit)
     log = _logger(None)
-    given = [client] if isinstance(client, ResourcesClient) else list(client)
-    replicas = await connect(given, opts.connections, opts.retry, opts.connect_timeout, log)
+    places = opts.environments
+    if places is None:
+        groups = [[client] if isinstance(client, ResourcesClient) else list(client)]
+    elif environments is None or len(environments) != len(places.servers):
+        raise ValueError("options.environments needs each environment's clients (`environments`)")
+    else:
+        groups, processes = [list(g) for g in environments], len(places.servers)
+    connected: list[Connections] = []
     try:
+        for group in groups:
+            connected.append(await connect(group, opts.connections, opts.retry, opts.connect_timeout, log))
         total = estimate_total(input_path, opts.num_repeats, opts.limit, opts.max_rollouts)
         stop = threading.Event()  # a thread cannot be cancelled: told to stop when this coroutine is
+        extra = {} if places is None else {"environments": places}
         try:
             stats = await asyncio.to_thread(
-                shards, argv, output_path, processes, total, resume=opts.resume, default_agent=opts.default_agent, log=log, stop=stop
+                shards, argv, output_path, processes, total, resume=opts.resume, default_agent=opts.default_agent, log=log, stop=stop, **extra
             )
         except BaseException:
             stop.set()
             raise
         summed = added(stats)
-        aggregates, failed, blocks = await _aggregate_output(replicas.clients, output_path, summed["tasks"], opts, replicas.info.wants_rows, log)
+
+        def servers(agent: str) -> tuple[Sequence[ResourcesClient], bool]:
+            one = connected[0 if places is None else places.require(agent, str(output_path))]
+            return one.clients, one.info.wants_rows
+
+        aggregates, failed, blocks = await _aggregate_output(servers, output_path, summed["tasks"], opts, log)
     finally:
-        await replicas.close_extra()
+        for replicas in connected:
+            await replicas.close_extra()
     generation_failures = summed["generation_failures"]
     failed = [with_generation_failures(f, generation_failures.get(f.agent, 0)) for f in failed]
     metrics_path = write_metrics(output_path, aggregates, blocks)

@@ -9,30 +9,46 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from gym_metrics._util.exclusive import hold_exclusive
+from gym_metrics.collector._environments import Environments
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
 
 @dataclass(frozen=True)
 class Shard:
-    """Shard `index` of `count`: the rollouts whose task index is `index` modulo `count`."""
+    """Shard `index` of `count`: the rollouts whose task index is `index` modulo `count`; with
+    `environments` (`--server AGENT=...`), environment `index`'s: its agents' rollouts."""
 
     index: int
     count: int
+    environments: Environments | None = None
 
     @classmethod
-    def parse(cls, text: str) -> Shard:
+    def parse(cls, text: str, environments: Environments | None = None) -> Shard:
         index, _, count = text.partition("/")
         try:
-            shard = cls(int(index), int(count))
+            shard = cls(int(index), int(count), environments)
         except ValueError:
             shard = cls(-1, 0)
         if not 0 <= shard.index < shard.count:
             raise InvalidInputError("bad --shard", [FieldViolation("--shard", f"{text!r}: expected I/N with 0 <= I < N")])
         return shard
 
-    def owns(self, task: int) -> bool:
-        return task % self.count == self.index
+    def owns(self, task: int, agent: str, where: str = "the input") -> bool:
+        return self.owner(task, agent, where) == self.index
+
+    def owner(self, task: int, agent: str, where: str = "the input") -> int:
+        """The shard of a rollout; InvalidInputError for an agent no environment serves."""
+        return self.environments.require(agent, where) if self.environments is not None else task % self.count
+
+    def owned(self, tasks: np.ndarray, agent_codes: np.ndarray, agents: list[str], where: str = "the input") -> np.ndarray:
+        """`owns`, column-wise: which of these rollouts (task indices, agent codes into `agents`) are this shard's."""
+        if self.environments is None:
+            return np.asarray(tasks % self.count == self.index)
+        mine = [code for code, name in enumerate(agents) if (agent_codes == code).any() and self.environments.require(name, where) == self.index]
+        return np.isin(agent_codes, mine)
 
     def output(self, final: Path) -> Path:
         return shard_dir(final) / f"{self.index}-of-{self.count}.jsonl"
