@@ -43,7 +43,7 @@ def make_tree(where: Path, rows: int, repeats: int) -> Path:
 
 
 def ours() -> tuple[float, int]:
-    from gym_metrics.cli._collect_rows import prompt_step
+    from gym_metrics.nemo_gym import prompt_step
     from gym_metrics.collector._input import Rollout, read_input
     from gym_metrics.nemo_gym import read_benchmark
 

@@ -8,7 +8,7 @@ for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
 - `names`: the benchmark names `gym list benchmarks` lists (`discover_benchmarks`);
 - the benchmark cases of tests/data/nemo_gym_configs/tree (`benchmarks/demo_*`: a dataset on the
   agent with a prompt and repeats, on the resources server, pinned, ambiguous, a suite): the same,
-  and for each that runs, the rows `gym eval run` collects: the collated file `ng_prepare_data
+  and for each that runs (the suite too: `gym eval run --config`), the rows `gym eval run` collects: the collated file `ng_prepare_data
   +mode=train_preparation` writes (prompt applied, repeats, `task_source`), then the rows its
   rollout collection dispatches (task and rollout indices, the agent resolved from the config);
 - `seeded`: the rows of benchmarks/demo_decoupled/data/rows.jsonl as `ng_collect_rollouts
@@ -132,7 +132,7 @@ def main() -> None:
             shutil.copytree(TREE, tree)
             os.chdir(tree)  # as a user runs NeMo Gym: from the tree's root
             case: dict[str, Any] = {"benchmark": benchmark(Path(name))}
-            if case["benchmark"] is not None and "error" not in case["benchmark"]:
+            if (case["benchmark"] is not None and "error" not in case["benchmark"]) or "suite" in name:  # a suite: gym eval run --config
                 case.update(dispatched(Path(name), Path(temp) / "out"))
             cases[name] = case
     from nemo_gym.rollout_collection import RolloutCollectionHelper

@@ -295,10 +295,29 @@ def run(ns: argparse.Namespace) -> int:
         return _run(ns)
     from gym_metrics.cli._served import serving
 
-    log = ns.output.with_name(ns.output.name.removesuffix(".jsonl") + "_server.log")
-    with serving(Path(ns.benchmark_config).resolve(), log) as address:  # gym eval run starts its servers too
-        ns.server, ns.argv = [address], [*ns.argv, "--server", address]  # (--processes' shards connect to it)
+    stem = ns.output.name.removesuffix(".jsonl")
+    config = Path(ns.benchmark_config).resolve()
+    if getattr(ns, "suite", None) is None:
+        with serving(config, ns.output.with_name(stem + "_server.log")) as address:  # gym eval run starts its servers too
+            ns.server, ns.argv = [address], [*ns.argv, "--server", address]  # (--processes' shards connect to it)
+            return _run(ns)
+    if ns.processes > 1:
+        raise InvalidInputError("a suite runs a process per environment", [FieldViolation("--processes", "not with a suite's --benchmark")])
+    blocks = {agent: _server_block(ns.suite, agent) for agent in ns.suite_agents}
+    with contextlib.ExitStack() as stack:  # each resources server the suite's agents point at, as gym eval run starts them
+        served = {block: stack.enter_context(serving(config, ns.output.with_name(f"{stem}_server_{block}.log"), name=block))
+                  for block in sorted(set(blocks.values()))}  # fmt: skip
+        ns.server = [f"{agent}={served[block]}" for agent, block in blocks.items()]
+        ns.argv = [*ns.argv, *(a for entry in ns.server for a in ("--server", entry))]
         return _run(ns)
+
+
+def _server_block(suite: Any, agent: str) -> str:
+    """The resources server block `agent` points at; InvalidInputError when it points at none."""
+    block = suite.servers.get(agent)
+    if block is None:
+        raise InvalidInputError("an agent with no resources server", [FieldViolation("--benchmark", f"{suite.config}: agent {agent!r} names no resources_server")])
+    return str(block)
 
 
 def _run(ns: argparse.Namespace) -> int:

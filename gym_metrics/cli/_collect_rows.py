@@ -48,7 +48,7 @@ def rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, A
         prompt = prompt_step(ns.prompt_config)
         steps = [step for step in (prompt, _rerouted(agents) if agents else None) if step is not None]
         return None if not steps else lambda row: (_through(steps, row), None)
-    from gym_metrics.nemo_gym import read_benchmark
+    from gym_metrics.nemo_gym import read_benchmarks
 
     if ns.agent is not None:  # the rows NeMo Gym collates name no agent: --agent runs them all (gym eval run --agent)
         if "_default" in agents:
@@ -59,8 +59,11 @@ def rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, A
     if clash:
         raise InvalidInputError("--benchmark runs the benchmark's rows with its agent",
                                 [FieldViolation(flag, "not with --benchmark") for flag in clash])  # fmt: skip
-    benchmark = read_benchmark(ns.benchmark)
+    benchmark = read_benchmarks(ns.benchmark)
     ns.benchmark_config = benchmark.config
+    ns.suite = None
+    if not hasattr(benchmark, "row_maker"):
+        return _suite_rows(ns, benchmark, agents)
     if ns.input is None:
         if not benchmark.data.is_file():
             raise benchmark.missing_data()
@@ -75,6 +78,39 @@ def rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, A
         print(f"collect: benchmark {benchmark.name} ({benchmark.config}): {ns.input}, {ns.num_repeats} rollouts a row, "
               f"agent {benchmark.routed_agent(agents)}, prompt {template or 'in the rows'}", file=sys.stderr)  # fmt: skip
     return maker
+
+
+def _suite_rows(ns: argparse.Namespace, suite: Any, agents: dict[str, str]) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bytes | None]]:
+    """`--benchmark SUITE.yaml` (`gym eval run` of a config declaring several benchmarks): NeMo
+    Gym's collated file of them written beside the output (`--input` given: that file, already
+    collated), each line one rollout; each row's agent from `--agent-map`, else the one its
+    `task_source` resolves to (dispatch's order); `ns.suite` names each agent's server block."""
+    clash = [flag for flag, given in (("--prompt-config", ns.prompt_config), ("--num-repeats", ns.num_repeats)) if given]
+    if clash:
+        raise InvalidInputError("an eval suite's benchmarks bring their own", [FieldViolation(flag, "not with a suite's --benchmark") for flag in clash])
+    resolved = suite.agent_of(agents)  # (an --agent-map target the config lacks is refused here)
+    ns.suite = suite
+    ns.suite_agents = sorted(set(resolved.values()))
+    if ns.input is None:
+        ns.input = ns.output.with_name(ns.output.name.removesuffix(".jsonl") + "_benchmark.jsonl")
+        refuse_output_over_input({"--output": ns.output}, [ns.input])
+        if not ns.shard:
+            lines = suite.collate(ns.input)
+            ns.argv = [*ns.argv, "--input", str(ns.input)]  # (--processes' shards read it, not collate it again)
+            said = "; ".join(f"{b.name}: {b.num_repeats} rollouts a row, agent {resolved[b.declared_by]}" for b in suite.benchmarks)
+            print(f"collect: suite {suite.config}: {len(suite.benchmarks)} benchmarks ({said}), collated into {ns.input} ({lines:,} rollouts)", file=sys.stderr)
+    reroute = _rerouted(agents) if agents else None
+
+    def route(row: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+        row = reroute(row) if reroute is not None else row
+        if "agent_ref" not in row:
+            source = row.get("task_source")
+            if source not in resolved:
+                raise ValueError(f"{source!r} is none of the suite's benchmarks' ({', '.join(resolved)})", "task_source")
+            row = {**row, "agent_ref": {"name": resolved[source]}}
+        return row, None
+
+    return route
 
 
 def _agent_map(given: list[str]) -> dict[str, str]:
@@ -121,30 +157,6 @@ def _through(steps: list[Callable[[dict[str, Any]], dict[str, Any]]], row: dict[
 
 def prompt_step(path: str | None) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
     """The row change of `--prompt-config` (NeMo Gym's `+prompt_config`), its file read now."""
-    if path is None:
-        return None
-    import pydantic
-    import yaml
+    from gym_metrics.nemo_gym import prompt_step as step
 
-    from gym_metrics.nemo_gym.prompt import apply_prompt_to_row, load_prompt_config
-
-    try:
-        template = load_prompt_config(path)
-    except (OSError, yaml.YAMLError, pydantic.ValidationError) as exc:
-        if isinstance(exc, pydantic.ValidationError):
-            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors()[:3])
-        else:
-            detail = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc).splitlines()[0]
-        why = f"{path}: {detail}"
-        raise InvalidInputError("bad --prompt-config", [FieldViolation("--prompt-config", why)]) from None
-
-    def prepare(row: dict[str, Any]) -> dict[str, Any]:
-        params = row.get("responses_create_params")
-        if isinstance(params, dict) and params.get("input"):  # NeMo Gym refuses the run
-            raise ValueError("is given, and --prompt-config too: they are mutually exclusive")
-        try:
-            return apply_prompt_to_row(row, template)
-        except (KeyError, IndexError, AttributeError, ValueError) as exc:  # a field the row lacks, a bad placeholder
-            raise ValueError(f"--prompt-config {path}: {exc.args[0] if exc.args else exc}") from None
-
-    return prepare
+    return step(path)

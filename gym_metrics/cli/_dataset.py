@@ -40,7 +40,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--list", action="store_true", help="print the dataset names and exit")
     p.set_defaults(func=run_reasoning_gym)
     b = sources.add_parser(
-        "nemo-gym-benchmark", help="prepare a NeMo Gym benchmark's data (gym eval prepare): run its prepare script, from its tree",
+        "nemo-gym-benchmark", help="prepare a NeMo Gym benchmark's data (gym eval prepare): run its prepare script, from its tree (a suite's: each benchmark's)",
     )  # fmt: skip
     b.add_argument("benchmark", nargs="?", metavar="NAME|CONFIG.yaml", help="the benchmark (NAME: benchmarks/NAME/config.yaml here)")
     b.add_argument("--cached", action="store_true", help="keep data already there (NeMo Gym's use_cached_prepared_benchmarks)")
@@ -77,37 +77,40 @@ def run_reasoning_gym(ns: argparse.Namespace) -> int:
 
 
 def run_nemo_gym_benchmark(ns: argparse.Namespace) -> int:
-    from gym_metrics.nemo_gym import read_benchmark
+    from gym_metrics.nemo_gym import read_benchmarks
 
     if ns.list:
         return _print_names(_benchmark_lines())
     if ns.benchmark is None:
         raise InvalidInputError("no benchmark named", [FieldViolation("NAME", "a benchmark (--list names them) or its config's path")])
-    benchmark = read_benchmark(ns.benchmark)
-    if ns.cached and benchmark.data.is_file():
-        print(f"{benchmark.name}: already prepared: {benchmark.data}", file=sys.stderr)
-        return ExitCode.OK
-    started = time.perf_counter()
-    written = benchmark.prepare()
-    with written.open("rb") as f:
-        rows = sum(1 for line in f if line.strip())
-    print(f"{benchmark.name}: {rows} rows -> {written} in {time.perf_counter() - started:.2f}s", file=sys.stderr)
+    found = read_benchmarks(ns.benchmark)
+    for benchmark in getattr(found, "benchmarks", (found,)):  # a suite's, each in turn (gym eval prepare --config SUITE)
+        if ns.cached and benchmark.data.is_file():
+            print(f"{benchmark.name}: already prepared: {benchmark.data}", file=sys.stderr)
+            continue
+        started = time.perf_counter()
+        written = benchmark.prepare()
+        with written.open("rb") as f:
+            rows = sum(1 for line in f if line.strip())
+        print(f"{benchmark.name}: {rows} rows -> {written} in {time.perf_counter() - started:.2f}s", file=sys.stderr)
     return ExitCode.OK
 
 
 def _benchmark_lines() -> list[str]:
     """The benchmarks of the working directory's tree: name, dataset, agent, repeats, prepared."""
-    from gym_metrics.nemo_gym import benchmark_names, read_benchmark
+    from gym_metrics.nemo_gym import benchmark_names, read_benchmarks
 
     lines = []
     for name in benchmark_names(Path.cwd()):
         try:
-            found = read_benchmark(name)
+            found = read_benchmarks(name)
         except InvalidInputError as exc:
             lines.append(f"{name}\t(cannot be read: {exc})")
             continue
-        state = "prepared" if found.data.is_file() else "not prepared"
-        lines.append(f"{name}\t{found.name}\t{found.agent}\tx{found.num_repeats}\t{state}")
+        each = getattr(found, "benchmarks", (found,))  # a suite: its benchmarks' (its own text declares one, its includes more)
+        state = "prepared" if all(b.data.is_file() for b in each) else "not prepared"
+        named = ", ".join(b.name for b in each)
+        lines.append(f"{name}\t{'suite: ' * (len(each) > 1)}{named}\t{', '.join(b.agent for b in each)}\t{', '.join(f'x{b.num_repeats}' for b in each)}\t{state}")
     return lines
 
 

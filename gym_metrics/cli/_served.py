@@ -24,11 +24,13 @@ _LISTENING = re.compile(r"listening on (\S+:\d+)")
 
 
 @contextlib.contextmanager
-def serving(config: Path, log: Path, timeout_s: float = START_TIMEOUT_S) -> Iterator[str]:
-    """The address of `gym-metrics serve CONFIG` run in a child process while the block runs, its
-    stderr written to `log`; InvalidInputError (with the end of what it said) when it exits or
-    stays silent first. A child that exits during the run is said on exit, its last lines quoted."""
-    command = [sys.executable, "-m", "gym_metrics.cli", "serve", str(config), "--host", "127.0.0.1", "--port", "0"]
+def serving(config: Path, log: Path, timeout_s: float = START_TIMEOUT_S, name: str | None = None) -> Iterator[str]:
+    """The address of `gym-metrics serve CONFIG` (its block `name`) run in a child process while
+    the block runs, its stderr written to `log`; InvalidInputError (with the end of what it said)
+    when it exits or stays silent first. A child that exits during the run is said on exit, its
+    last lines quoted."""
+    command = [sys.executable, "-m", "gym_metrics.cli", "serve", str(config), "--host", "127.0.0.1", "--port", "0", *(["--name", name] if name else [])]
+    shown = f"{config}{f' ({name})' if name else ''}"
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     said: deque[str] = deque(maxlen=20)
     found: list[str] = []
@@ -57,14 +59,14 @@ def serving(config: Path, log: Path, timeout_s: float = START_TIMEOUT_S) -> Iter
                 child.wait(1 if reader.is_alive() else 10)  # its stderr closed: it is exiting
             why = f"exit {child.returncode}" if child.returncode is not None else f"not listening after {time.monotonic() - started:.0f} s"
             tail = "\n".join(said) or "(it said nothing)"
-            raise InvalidInputError(f"the benchmark's environment did not start ({why})", [FieldViolation("--benchmark", f"gym-metrics serve {config}:\n{tail}")])
-        print(f"collect: serving {config} on {found[0]} for this run (its log: {log})", file=sys.stderr)
+            raise InvalidInputError(f"the benchmark's environment did not start ({why})", [FieldViolation("--benchmark", f"gym-metrics serve {shown}:\n{tail}")])
+        print(f"collect: serving {shown} on {found[0]} for this run (its log: {log})", file=sys.stderr)
         yield found[0]
     finally:
         if found and child.poll() is not None:  # it stopped by itself: what the run's errors came from
             reader.join(5)
             tail = "\n  ".join(said)
-            print(f"collect: the served environment exited during the run (exit {child.returncode}); its last lines:\n  {tail}", file=sys.stderr)
+            print(f"collect: the served environment exited during the run (exit {child.returncode}): {shown}; its last lines:\n  {tail}", file=sys.stderr)
         child.terminate()
         try:
             child.wait(10)

@@ -98,7 +98,7 @@ RowPrepare = Callable[[dict[str, Any]], tuple[dict[str, Any], Optional[bytes]]]
 """A change each input row gets before it is indexed (collect --prompt-config: the row's
 `responses_create_params.input` built from a template; --benchmark: the row NeMo Gym collates):
 (the row, the text that says which rows are one task, None: the line's own); ValueError or
-KeyError: a bad line."""
+KeyError: a bad line (`ValueError(why, field)` names its field; else the input's)."""
 
 
 def read_input(
@@ -271,7 +271,8 @@ def _rollouts(
         try:
             row, identity = prepare(row)
         except (KeyError, ValueError) as exc:
-            raise _Bad("responses_create_params.input", str(exc.args[0] if exc.args else exc)) from None
+            field = exc.args[1] if len(exc.args) > 1 else "responses_create_params.input"  # ValueError(why, field): another field
+            raise _Bad(str(field), str(exc.args[0] if exc.args else exc)) from None
     scored = num_repeats is None and is_scored(row)  # any reward but null
     keys = _plain_keys(row)
     if keys is not None and scored:  # a finished rollout with its keys (a fixed key); no copy

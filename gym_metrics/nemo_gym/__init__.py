@@ -42,6 +42,23 @@ def read_benchmark(spec: Any) -> Any:
     return read(benchmark_config(str(spec)))
 
 
+def read_benchmarks(spec: Any) -> Any:
+    """What `spec` names (as read_benchmark takes it): its benchmark, or its `Suite` when the
+    config declares several benchmark datasets (an eval suite: `collate` writes NeMo Gym's
+    collated file of them; _benchmark.py)."""
+    from gym_metrics.nemo_gym._benchmark import benchmark_config, read_benchmarks as read
+
+    return read(benchmark_config(str(spec)))
+
+
+def prompt_step(path: Any, flag: str = "--prompt-config") -> Any:
+    """A NeMo Gym prompt template's change of a row (None without a path), the file read now
+    (_benchmark.prompt_step)."""
+    from gym_metrics.nemo_gym._benchmark import prompt_step as step
+
+    return step(None if path is None else str(path), flag)
+
+
 def dump_config(path: Any, name: str | None = None, overrides: Any = ()) -> str:
     """The config as `serve` reads it, in YAML, secret-shaped values masked (_config.dump_config)."""
     from pathlib import Path
@@ -86,7 +103,7 @@ def _resolve_under_cwd_or_install(rel_path: Any, *, validator: Any = None) -> An
     return resolve_under(rel_path, search_roots(parent_dir()), validator or Path.exists)
 
 
-__all__ = ["PARENT_DIR", "benchmark_names", "config_agents", "config_file", "dump_config", "environment_folder", "load_config_server", "read_benchmark"]
+__all__ = ["PARENT_DIR", "benchmark_names", "config_agents", "config_file", "dump_config", "environment_folder", "load_config_server", "prompt_step", "read_benchmark", "read_benchmarks"]
 
 
 _UNDER_PARENT = {"CACHE_DIR": "cache", "RESULTS_DIR": "results"}

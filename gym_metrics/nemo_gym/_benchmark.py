@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.nemo_gym._compose import agents_of, read_blocks, resolve_under, search_roots, tree_root
+from gym_metrics.nemo_gym._compose import Blocks, agents_of, read_blocks, resolve_under, search_roots, tree_root
 
 BENCHMARK = "benchmark"
 TASK_SOURCE = "task_source"
@@ -167,9 +167,62 @@ def benchmark_config(spec: str) -> Path:
     raise InvalidInputError("unknown benchmark", [FieldViolation("--benchmark", f"{spec}: no {candidates[-1]}; {hint}")])
 
 
+@dataclass(frozen=True)
+class Suite:
+    """A config declaring several benchmark datasets (an eval suite, as NeMo Gym's Nemotron
+    configs compose them): `gym eval run` collates them into one file, in the order the config
+    declares them, and runs each row with its dataset's agent on that agent's resources server."""
+
+    config: Path
+    benchmarks: tuple[Benchmark, ...]
+    servers: Mapping[str, str]
+    """Each agent block of the config: the resources server block it points at."""
+
+    def collate(self, target: Path) -> int:
+        """NeMo Gym's collated file of the suite written to `target` (each dataset's rows as
+        Benchmark.row_maker makes them, each line repeated its `num_repeats` times, no agent:
+        it is resolved from `task_source` at dispatch); the lines written. InvalidInputError
+        naming a dataset not prepared, or a row NeMo Gym refuses (file and line)."""
+        missing = [b for b in self.benchmarks if not b.data.is_file()]
+        if missing:
+            raise missing[0].missing_data()
+        written = 0
+        tmp = target.with_name(f".{target.name}.collating")
+        with tmp.open("wb") as out:
+            for benchmark in self.benchmarks:
+                make = benchmark.row_maker(prompt_step(str(benchmark.prompt_config), f"{benchmark.declared_by}.prompt_config") if benchmark.prompt_config else None)
+                with benchmark.data.open("rb") as rows:
+                    for number, raw in enumerate(rows, 1):
+                        try:
+                            row = json.loads(raw)
+                            if not isinstance(row, dict):
+                                raise ValueError("not a JSON object")
+                            line = make(row)[1] + b"\n"
+                        except ValueError as exc:
+                            raise InvalidInputError(f"benchmark {benchmark.name}: a row NeMo Gym refuses", [FieldViolation(f"{benchmark.data}:{number}", str(exc))]) from None
+                        out.write(line * benchmark.num_repeats)
+                        written += benchmark.num_repeats
+        os.replace(tmp, target)
+        return written
+
+    def agent_of(self, agent_map: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Each benchmark's declaring block (its rows' `task_source`): the agent its rows run with."""
+        return {b.declared_by: b.routed_agent(agent_map) for b in self.benchmarks}
+
+
 def read_benchmark(path: Path) -> Benchmark:
     """The benchmark of the config at `path` (composed as NeMo Gym composes it); InvalidInputError
-    naming what is wrong (no benchmark dataset, several, an agent that cannot be resolved)."""
+    naming what is wrong (no benchmark dataset, several: a suite, an agent that cannot be resolved)."""
+    found = read_benchmarks(path)
+    if isinstance(found, Suite):
+        names = ", ".join(f"{b.name} ({b.declared_by})" for b in found.benchmarks)
+        raise InvalidInputError("an eval suite, not one benchmark", [FieldViolation("--benchmark", f"{path}: {len(found.benchmarks)} benchmark datasets: {names}")])
+    return found
+
+
+def read_benchmarks(path: Path) -> Benchmark | Suite:
+    """The benchmark of the config at `path`, or its suite when it declares several (in the
+    order NeMo Gym collates them); InvalidInputError naming what is wrong."""
     from gym_metrics.nemo_gym.global_config import GlobalConfigDictParserConfig
 
     policy_keys = {k: v for k, v in GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT.items() if k != "policy_model"}
@@ -177,10 +230,24 @@ def read_benchmark(path: Path) -> Benchmark:
     found = [(block, i, d) for block, datasets in _declared(document) for i, d in enumerate(datasets) if _is_benchmark(d)]
     if not found:
         raise InvalidInputError("not a benchmark config", [FieldViolation("--benchmark", f"{path}: no dataset of `type: benchmark` on an agent or resources server")])
-    if len(found) > 1:
-        names = ", ".join(f"{d.get('name')} ({block})" for block, _, d in found)
-        raise InvalidInputError("an eval suite, not one benchmark", [FieldViolation("--benchmark", f"{path}: {len(found)} benchmark datasets: {names}; collect one config at a time")])
-    block, i, dataset = found[0]
+    read = [_one(path, document, block, i, dataset) for block, i, dataset in found]
+    if len(read) == 1:
+        return read[0]
+    names = [b.name for b in read]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InvalidInputError("a suite naming a benchmark twice", [FieldViolation("--benchmark", f"{path}: {', '.join(twice)} declared more than once")])
+    servers = {}
+    for name, block in document.items():
+        agent = _inner(block, "responses_api_agents")
+        ref = agent.get("resources_server") if agent is not None else None
+        if isinstance(ref, Mapping) and isinstance(ref.get("name"), str):
+            servers[str(name)] = ref["name"]
+    return Suite(path, tuple(read), servers)
+
+
+def _one(path: Path, document: Blocks, block: str, i: int, dataset: dict[str, Any]) -> Benchmark:
+    """The benchmark of dataset `i` of `block`."""
     where = f"{block}.datasets[{i}]"
     unresolved = [k for k, v in dataset.items() if isinstance(v, str) and "${" in v] if block in document.unresolved else []
     if unresolved:  # (the block's other fields may stay unresolved: collect does not run its agent)
@@ -244,3 +311,35 @@ def _inner(block: Any, kind: str) -> dict[str, Any] | None:
 
 def _is_benchmark(dataset: Any) -> bool:
     return isinstance(dataset, Mapping) and dataset.get("type") == BENCHMARK
+
+
+def prompt_step(path: str | None, flag: str = "--prompt-config") -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """The row change of a NeMo Gym prompt template (`--prompt-config`, `+prompt_config`, a
+    benchmark's `prompt_config`), its file read now; InvalidInputError naming `flag` and the file."""
+    if path is None:
+        return None
+    import pydantic
+    import yaml
+
+    from gym_metrics.nemo_gym.prompt import apply_prompt_to_row, load_prompt_config
+
+    try:
+        template = load_prompt_config(path)
+    except (OSError, yaml.YAMLError, pydantic.ValidationError) as exc:
+        if isinstance(exc, pydantic.ValidationError):
+            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors()[:3])
+        else:
+            detail = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc).splitlines()[0]
+        why = f"{path}: {detail}"
+        raise InvalidInputError(f"bad {flag}", [FieldViolation(flag, why)]) from None
+
+    def prepare(row: dict[str, Any]) -> dict[str, Any]:
+        params = row.get("responses_create_params")
+        if isinstance(params, dict) and params.get("input"):  # NeMo Gym refuses the run
+            raise ValueError(f"is given, and {flag} too: they are mutually exclusive")
+        try:
+            return apply_prompt_to_row(row, template)
+        except (KeyError, IndexError, AttributeError, ValueError) as exc:  # a field the row lacks, a bad placeholder
+            raise ValueError(f"{flag} {path}: {exc.args[0] if exc.args else exc}") from None
+
+    return prepare

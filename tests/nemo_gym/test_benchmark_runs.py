@@ -242,7 +242,7 @@ def test_a_benchmark_that_cannot_run_is_named(config_tree: Path, monkeypatch: py
     cases = [
         (["--benchmark", "demo_eval"], ["not there", "from benchmarks.demo_eval.prepare import prepare", "gym eval prepare --benchmark demo_eval"]),
         (["--benchmark", "nowhere"], ["unknown benchmark", "benchmarks/nowhere/config.yaml", "demo_eval"]),
-        (["--benchmark", "benchmarks/demo_suite/config.yaml"], ["an eval suite", "demo_eval (demo_eval_simple_agent)", "demo_decoupled (demo_eval_resources_server)"]),
+        (["--benchmark", "benchmarks/demo_suite/config.yaml"], ["the data of benchmark demo_eval is not there", "gym eval prepare --benchmark demo_eval"]),  # (a suite's too)
         (["--benchmark", "demo_decoupled", "--agent", "x"], ["--agent-map", "'x' is not an agent of", "demo_env_simple_agent"]),
         (["--benchmark", "demo_decoupled", "--output", "benchmarks/demo_decoupled/data/rows.jsonl"], ["--output"]),
     ]
@@ -281,7 +281,8 @@ def test_a_benchmark_is_prepared_as_gym_eval_prepare_prepares_it(config_tree: Pa
     assert cli_main(["dataset", "nemo-gym-benchmark", "--list"]) == 0
     listed = capfd.readouterr().out.splitlines()
     assert "demo_eval\tdemo_eval\tdemo_eval_simple_agent\tx3\tprepared" in listed
-    assert [line.split("\t")[0] for line in listed] == ["demo_ambiguous", "demo_decoupled", "demo_eval", "demo_pinned"]
+    assert [line.split("\t")[0] for line in listed] == ["demo_ambiguous", "demo_decoupled", "demo_eval", "demo_pinned", "demo_suite_two"]
+    assert "demo_suite_two\tsuite: demo_eval, demo_second\tdemo_eval_simple_agent, demo_second_simple_agent\tx3, x2\tprepared" in listed  # (its own text declares one: NeMo Gym's discovery lists it)
     script = config_tree / "benchmarks/demo_eval/prepare.py"
     for text, words in (
         ("def prepare():\n    return 'elsewhere.jsonl'\n", ["wrote elsewhere", "elsewhere.jsonl"]),

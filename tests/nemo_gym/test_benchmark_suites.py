@@ -1,0 +1,117 @@
+"""`collect --benchmark SUITE.yaml`: a NeMo Gym config declaring several benchmarks (an eval
+suite, `gym eval run --config`), held to what NeMo Gym 0.7.0 did with the test tree's two suites
+(tests/data/nemo_gym_configs/benchmarks.json, recorded by scripts/make_nemo_benchmark_reference.py):
+the collated file byte for byte, and the rows its rollout collection dispatched (task and rollout
+indices counted over the whole suite, `task_source`, each row's agent), each benchmark run on its
+own agent's resources server (served for the run, each in a child of its own)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gym_metrics.cli import main as cli_main
+from gym_metrics.nemo_gym import read_benchmarks
+from gym_metrics.testing import ScriptedPolicyServer
+
+REFERENCE = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_configs" / "benchmarks.json").read_text())
+SUITES = ["benchmarks/demo_suite/config.yaml", "benchmarks/demo_suite_two/config.yaml"]
+ANSWERS = {
+    "What is 2+2?\n(Reply with the answer only.)": "4",
+    "Name a primary colour.\n(Reply with the answer only.)": "blue",
+    "Capital of France?\n(Reply with the answer only.)": "Paris",
+    "Say yes.": "yes",
+    "Say no.": "maybe",
+    "Say yes!": "yes",
+}
+KEYS = ("_ng_task_index", "_ng_rollout_index", "agent_ref", "task_source")
+
+
+def keyed(rows: list[dict[str, Any]]) -> list[list[Any]]:
+    return sorted([r[k] for k in KEYS] for r in rows)
+
+
+def prompt(row: dict[str, Any]) -> str:
+    return str(row["responses_create_params"]["input"][-1]["content"])
+
+
+@pytest.mark.parametrize("case", SUITES)
+def test_a_suite_collates_as_nemo_gym_collates_it(case: str, config_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its benchmarks in NeMo Gym's order, each row's prompt, `task_source` and repeats: the
+    file `gym eval run` collates, byte for byte."""
+    monkeypatch.chdir(config_tree)
+    assert REFERENCE["cases"][case]["benchmark"] is None  # (NeMo Gym: a suite, not one benchmark)
+    suite = read_benchmarks(case)
+    lines = suite.collate(config_tree / "collated.jsonl")
+    assert (config_tree / "collated.jsonl").read_text().splitlines() == REFERENCE["cases"][case]["collated"]
+    assert lines == len(REFERENCE["cases"][case]["collated"])
+
+
+def test_a_suite_runs_each_benchmark_on_its_own_server(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """demo_suite_two: demo_eval's benchmark on its resources server (label `eval`), the second on
+    another (label `second`, half a reward a match), each served for the run: NeMo Gym's rows,
+    each verified by its own server, each agent aggregated."""
+    monkeypatch.chdir(config_tree)
+    case = SUITES[1]
+    expected = REFERENCE["cases"][case]["rows"]
+    out = config_tree / "out.jsonl"
+    with ScriptedPolicyServer(ANSWERS) as policy:
+        args = ["collect", "--benchmark", case, "--output", str(out), "--policy-url", policy.url, "--policy-model", "scripted", "--policy-api", "responses"]
+        assert cli_main(args) == 0
+        asked = sum(policy.calls.values())
+    said = capsys.readouterr().err
+    assert "collect: suite benchmarks/demo_suite_two/config.yaml: 2 benchmarks" in said, said
+    assert "(demo_second_resources_server) on 127.0.0.1:" in said and "(demo_eval_resources_server) on 127.0.0.1:" in said, said
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert keyed(written) == keyed(expected) and asked == len(expected)
+    by_agent = {(r["agent_ref"]["name"], r["label"]) for r in written}
+    assert by_agent == {("demo_eval_simple_agent", "eval"), ("demo_second_simple_agent", "second")}
+    second = {prompt(r): r["reward"] for r in written if r["label"] == "second"}
+    assert second == {"Say yes.": 0.5, "Say no.": 0.0, "Say yes!": 0.5}
+    metrics = json.loads((config_tree / "out_aggregate_metrics.json").read_text())
+    assert {m["agent_ref"]["name"]: m["agent_metrics"]["mean/reward"] for m in metrics} == pytest.approx(
+        {"demo_eval_simple_agent": 18 / 21, "demo_second_simple_agent": 2 / 6}  # (12 of 2+2 and 6 of France right, 3 colours wrong)
+    )
+    assert (config_tree / "out_benchmark.jsonl").read_text().splitlines() == REFERENCE["cases"][case]["collated"]
+    for block in ("demo_eval_resources_server", "demo_second_resources_server"):
+        assert "listening on 127.0.0.1:" in (config_tree / f"out_server_{block}.log").read_text()
+
+
+def test_a_suites_collated_file_and_its_errors(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--input with a suite is its collated file (not collated again); a line whose task_source is
+    none of the suite's benchmarks is named; the flags a suite's benchmarks bring are refused."""
+    monkeypatch.chdir(config_tree)
+    case = SUITES[1]
+    collated = config_tree / "given.jsonl"
+    lines = REFERENCE["cases"][case]["collated"]
+    collated.write_text("".join(line + "\n" for line in [lines[0], json.dumps({**json.loads(lines[0]), "task_source": "elsewhere"})]))
+    out = config_tree / "out.jsonl"
+    with ScriptedPolicyServer(ANSWERS) as policy:
+        args = ["collect", "--benchmark", case, "--input", str(collated), "--output", str(out), "--policy-url", policy.url,
+                "--policy-model", "scripted", "--policy-api", "responses", "--on-bad-line", "skip"]  # fmt: skip
+        assert cli_main(args) == 0
+    said = capsys.readouterr().err
+    assert "task_source" in said and "'elsewhere' is none of the suite's benchmarks'" in said, said
+    assert [json.loads(line)["task_source"] for line in out.read_text().splitlines()] == ["demo_eval_simple_agent"]
+    assert not (config_tree / "out_benchmark.jsonl").exists()
+    for flags, named in ((["--num-repeats", "2"], "--num-repeats"), (["--prompt-config", "p.yaml"], "--prompt-config"), (["--processes", "2"], "--processes")):
+        assert cli_main(["collect", "--benchmark", case, "--output", str(config_tree / "o.jsonl"), *flags]) == 2
+        assert f"{named}: not with a suite's --benchmark" in capsys.readouterr().err
+
+
+def test_a_suite_is_prepared_benchmark_by_benchmark(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """`dataset nemo-gym-benchmark SUITE.yaml` (`gym eval prepare --config SUITE`): each
+    benchmark's prepare script in turn, `--cached` keeping the data already there; one that
+    cannot be prepared is named."""
+    monkeypatch.chdir(config_tree)
+    data = config_tree / "benchmarks/demo_eval/data/demo_eval_benchmark.jsonl"
+    committed = data.read_bytes()
+    data.unlink()
+    assert cli_main(["dataset", "nemo-gym-benchmark", SUITES[1], "--cached"]) == 0
+    said = capfd.readouterr().err
+    assert data.read_bytes() == committed and "demo_eval: 7 rows" in said and "demo_second: already prepared" in said, said
+    assert cli_main(["dataset", "nemo-gym-benchmark", SUITES[1]]) == 2  # demo_second's prepare script is not in the tree
+    assert "no prepare script" in capfd.readouterr().err
