@@ -276,14 +276,11 @@ def _check_inputs(ns: argparse.Namespace) -> None:
     if ns.num_repeats_add_seed and ns.seed is not None:
         raise InvalidInputError("one seed per request", [FieldViolation("--seed", "not with --num-repeats-add-seed (the body's seed would win)")])
     if any("=" in s for s in ns.server) and not ns.shard:
-        from gym_metrics.collector import Environments
-
         if ns.processes > 1 or ns.ray is not None:
             flag = "--ray" if ns.ray is not None else "--processes"
             raise InvalidInputError("servers by agent run a process per environment", [FieldViolation(flag, "not with --server AGENT=HOST:PORT")])
         if ns.reverify_failed:
             raise InvalidInputError("--reverify-failed runs in one process", [FieldViolation("--server", "give one environment's plain HOST:PORT with --reverify-failed")])
-        Environments.parse(ns.server)
     ns.policy = policy_config(ns)
     ns.prepare_row = rows(ns)
 
@@ -301,8 +298,6 @@ def run(ns: argparse.Namespace) -> int:
         with serving(config, ns.output.with_name(stem + "_server.log")) as address:  # gym eval run starts its servers too
             ns.server, ns.argv = [address], [*ns.argv, "--server", address]  # (--processes' shards connect to it)
             return _run(ns)
-    if ns.processes > 1:
-        raise InvalidInputError("a suite runs a process per environment", [FieldViolation("--processes", "not with a suite's --benchmark")])
     blocks = {agent: _server_block(ns.suite, agent) for agent in ns.suite_agents}
     with contextlib.ExitStack() as stack:  # each resources server the suite's agents point at, as gym eval run starts them
         served = {block: stack.enter_context(serving(config, ns.output.with_name(f"{stem}_server_{block}.log"), name=block))
@@ -367,7 +362,12 @@ def _run(ns: argparse.Namespace) -> int:
         shard=Shard.parse(ns.shard, environments) if ns.shard else None,
         environments=environments,
     )
-    servers = ns.server if environments is None else list(environments.servers[options.shard.index]) if options.shard else []
+    if environments is None:
+        servers = ns.server
+    elif options.shard is not None:  # one environment's process: its servers
+        servers = list(environments.servers[options.shard.index])
+    else:  # their parent: each environment's, below
+        servers = []
 
     async def collect() -> Any:
         async with contextlib.AsyncExitStack() as stack:
