@@ -11,6 +11,7 @@ for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
   and for each that runs (the suite too: `gym eval run --config`), the rows `gym eval run` collects: the collated file `ng_prepare_data
   +mode=train_preparation` writes (prompt applied, repeats, `task_source`), then the rows its
   rollout collection dispatches (task and rollout indices, the agent resolved from the config);
+  for demo_splits also its `train` and `validation` splits' (`gym eval run ++split=...`);
 - `seeded`: the rows of benchmarks/demo_decoupled/data/rows.jsonl as `ng_collect_rollouts
   +num_repeats=2 +num_repeats_add_seed=true` dispatches them (each rollout's index as the seed
   in its request's `metadata.extra_body`);
@@ -94,8 +95,8 @@ def benchmark(path: Path) -> Any:
     }  # fmt: skip
 
 
-def dispatched(config: Path, out: Path) -> dict[str, Any]:
-    """The collated rows of `config` and the rows NeMo Gym's rollout collection dispatches from them."""
+def dispatched(config: Path, out: Path, split: str = "benchmark") -> dict[str, Any]:
+    """The collated rows of `config`'s `split` datasets and the rows NeMo Gym's rollout collection dispatches from them."""
     from omegaconf import OmegaConf
 
     from nemo_gym.global_config import GlobalConfigDictParser, GlobalConfigDictParserConfig
@@ -104,7 +105,7 @@ def dispatched(config: Path, out: Path) -> dict[str, Any]:
     ng_prepare_data = Path(sys.executable).parent / "ng_prepare_data"
     command = [str(ng_prepare_data), f"+config_paths=[{config}]", f"+output_dirpath={out}", "+mode=train_preparation"]
     subprocess.run(command, check=True, capture_output=True)
-    collated = out / "benchmark.jsonl"
+    collated = out / f"{split}.jsonl"
     initial = OmegaConf.merge(GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT, {"config_paths": [str(config)]})
     parser_config = GlobalConfigDictParserConfig(initial_global_config_dict=initial, skip_load_from_cli=True, skip_load_from_dotenv=True)
     document = GlobalConfigDictParser().parse(parser_config)
@@ -134,6 +135,8 @@ def main() -> None:
             case: dict[str, Any] = {"benchmark": benchmark(Path(name))}
             if (case["benchmark"] is not None and "error" not in case["benchmark"]) or "suite" in name:  # a suite: gym eval run --config
                 case.update(dispatched(Path(name), Path(temp) / "out"))
+            if "splits" in name:  # gym eval run --config X ++split=train|validation
+                case["splits"] = {split: dispatched(Path(name), Path(temp) / f"out_{split}", split) for split in ("train", "validation")}
             cases[name] = case
     from nemo_gym.rollout_collection import RolloutCollectionHelper
 

@@ -77,7 +77,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--benchmark", metavar="NAME|CONFIG.yaml",
         help="a NeMo Gym benchmark (`gym eval run --benchmark`): its dataset, prompt template, repeats and agent from "
-        "its config (NAME: benchmarks/NAME/config.yaml here); --input, --prompt-config, --num-repeats override them",
+        "its config (NAME: benchmarks/NAME/config.yaml here; several in it: an eval suite, each on its own server); "
+        "--input, --prompt-config, --num-repeats override them",
+    )  # fmt: skip
+    p.add_argument(
+        "--split", choices=("benchmark", "train", "validation"), default="benchmark",
+        help="with --benchmark CONFIG.yaml: run its datasets of this type (NeMo Gym's gym eval run ++split=; default benchmark)",
     )  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue an interrupted run: skip rollouts already in --output")
     p.add_argument(

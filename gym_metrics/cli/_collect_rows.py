@@ -45,6 +45,8 @@ def rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, A
     ns.max_rollouts = None
     agents = _agent_map(ns.agent_map)
     if ns.benchmark is None:
+        if ns.split != "benchmark":
+            raise InvalidInputError("--split names a config's datasets", [FieldViolation("--split", "give the config with --benchmark CONFIG.yaml")])
         prompt = prompt_step(ns.prompt_config)
         steps = [step for step in (prompt, _rerouted(agents) if agents else None) if step is not None]
         return None if not steps else lambda row: (_through(steps, row), None)
@@ -59,7 +61,7 @@ def rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, A
     if clash:
         raise InvalidInputError("--benchmark runs the benchmark's rows with its agent",
                                 [FieldViolation(flag, "not with --benchmark") for flag in clash])  # fmt: skip
-    benchmark = read_benchmarks(ns.benchmark)
+    benchmark = read_benchmarks(ns.benchmark, ns.split)
     ns.benchmark_config = benchmark.config
     ns.suite = None
     if not hasattr(benchmark, "row_maker"):
@@ -75,7 +77,7 @@ def rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, A
     template = ns.prompt_config or (str(benchmark.prompt_config) if benchmark.prompt_config else None)
     maker = benchmark.row_maker(prompt_step(template), agents)
     if not ns.shard:  # what runs, said once (NeMo Gym prints its artifacts too)
-        print(f"collect: benchmark {benchmark.name} ({benchmark.config}): {ns.input}, {ns.num_repeats} rollouts a row, "
+        print(f"collect: {'benchmark' if ns.split == 'benchmark' else ns.split + ' dataset'} {benchmark.name} ({benchmark.config}): {ns.input}, {ns.num_repeats} rollouts a row, "
               f"agent {benchmark.routed_agent(agents)}, prompt {template or 'in the rows'}", file=sys.stderr)  # fmt: skip
     return maker
 

@@ -42,13 +42,14 @@ def read_benchmark(spec: Any) -> Any:
     return read(benchmark_config(str(spec)))
 
 
-def read_benchmarks(spec: Any) -> Any:
+def read_benchmarks(spec: Any, split: str = "benchmark") -> Any:
     """What `spec` names (as read_benchmark takes it): its benchmark, or its `Suite` when the
     config declares several benchmark datasets (an eval suite: `collate` writes NeMo Gym's
-    collated file of them; _benchmark.py)."""
+    collated file of them); `split`: its datasets of that type (`gym eval run ++split=train`;
+    _benchmark.py)."""
     from gym_metrics.nemo_gym._benchmark import benchmark_config, read_benchmarks as read
 
-    return read(benchmark_config(str(spec)))
+    return read(benchmark_config(str(spec)), split)
 
 
 def prompt_step(path: Any, flag: str = "--prompt-config") -> Any:

@@ -44,7 +44,8 @@ class Benchmark:
     data: Path
     """The dataset's `jsonl_fpath`, found under the working directory, then the config's tree."""
     prompt_config: Path | None
-    prepare_script: str
+    prepare_script: str | None
+    """None: a train or validation dataset without one (NeMo Gym downloads those from their source)."""
     prepare_dependencies: tuple[str, ...] = ()
     """Packages its prepare script needs (NeMo Gym installs them first; here the user does)."""
     agents: tuple[str, ...] = ()
@@ -52,6 +53,9 @@ class Benchmark:
 
     def missing_data(self) -> InvalidInputError:
         """The error of a dataset not prepared yet, saying how to prepare it."""
+        if self.prepare_script is None:
+            return InvalidInputError(f"the data of dataset {self.name} is not there", [FieldViolation("--benchmark", f"{self.data}: download it "
+                                     "(NeMo Gym's ng_prepare_data +should_download=true fetches it from its source), or give --input")])  # fmt: skip
         module = Path(self.prepare_script).with_suffix("").as_posix().replace("/", ".")
         root = tree_root(self.config) or Path.cwd()
         how = (f"prepare it first: cd {root} && python -c 'from {module} import prepare; prepare()' "
@@ -67,6 +71,8 @@ class Benchmark:
         import tempfile
 
         root = tree_root(self.config) or Path.cwd()
+        if self.prepare_script is None:
+            raise InvalidInputError("no prepare script", [FieldViolation("prepare_script", f"dataset {self.name} of {self.config} declares none")])
         script = root / self.prepare_script
         if not script.is_file():
             raise InvalidInputError("no prepare script", [FieldViolation("prepare_script", f"{script}: not a file")])
@@ -220,16 +226,26 @@ def read_benchmark(path: Path) -> Benchmark:
     return found
 
 
-def read_benchmarks(path: Path) -> Benchmark | Suite:
+SPLITS = ("benchmark", "train", "validation")
+"""The dataset types `gym eval run ++split=` runs (example datasets are smoke-test samples)."""
+
+
+def read_benchmarks(path: Path, split: str = BENCHMARK) -> Benchmark | Suite:
     """The benchmark of the config at `path`, or its suite when it declares several (in the
-    order NeMo Gym collates them); InvalidInputError naming what is wrong."""
+    order NeMo Gym collates them); InvalidInputError naming what is wrong. `split`: the datasets
+    of that type instead (`gym eval run ++split=train`: its prompt templates unused, as NeMo
+    Gym templates benchmark rows only, a license required, a prepare script not)."""
     from gym_metrics.nemo_gym.global_config import GlobalConfigDictParserConfig
 
     policy_keys = {k: v for k, v in GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT.items() if k != "policy_model"}
     document = read_blocks(path, policy_keys)  # as NeMo Gym reads a benchmark: its policy keys empty
-    found = [(block, i, d) for block, datasets in _declared(document) for i, d in enumerate(datasets) if _is_benchmark(d)]
-    if not found:
+    declared = [(block, i, d) for block, datasets in _declared(document) for i, d in enumerate(datasets) if isinstance(d, Mapping)]
+    found = [(block, i, d) for block, i, d in declared if d.get("type") == split]
+    if not found and split == BENCHMARK:
         raise InvalidInputError("not a benchmark config", [FieldViolation("--benchmark", f"{path}: no dataset of `type: benchmark` on an agent or resources server")])
+    if not found:
+        named = "; ".join(f"{block}: {d.get('name')} (type: {d.get('type')})" for block, _, d in declared) or "none"
+        raise InvalidInputError(f"no {split} dataset", [FieldViolation("--split", f"{path} declares no dataset of type `{split}`; it declares: {named}")])
     read = [_one(path, document, block, i, dataset) for block, i, dataset in found]
     if len(read) == 1:
         return read[0]
@@ -246,25 +262,29 @@ def read_benchmarks(path: Path) -> Benchmark | Suite:
     return Suite(path, tuple(read), servers)
 
 
-def _one(path: Path, document: Blocks, block: str, i: int, dataset: dict[str, Any]) -> Benchmark:
+def _one(path: Path, document: Blocks, block: str, i: int, dataset: Mapping[str, Any]) -> Benchmark:
     """The benchmark of dataset `i` of `block`."""
     where = f"{block}.datasets[{i}]"
     unresolved = [k for k, v in dataset.items() if isinstance(v, str) and "${" in v] if block in document.unresolved else []
     if unresolved:  # (the block's other fields may stay unresolved: collect does not run its agent)
         raise InvalidInputError("config interpolation failed", [FieldViolation(f"{where}.{unresolved[0]}", f"{path}: {document.unresolved[block]}")])
-    for key in ("name", "jsonl_fpath", "prepare_script"):
+    benchmark = dataset.get("type") == BENCHMARK
+    for key in ("name", "jsonl_fpath", "prepare_script") if benchmark else ("name", "jsonl_fpath"):
         if not isinstance(dataset.get(key), str) or not dataset[key]:
             raise InvalidInputError("bad benchmark dataset", [FieldViolation(f"{where}.{key}", f"{path}: a non-empty string is required")])
+    if not benchmark and dataset.get("license") is None:  # (NeMo Gym's words: its config refuses it)
+        raise InvalidInputError("bad dataset", [FieldViolation(f"{where}.license", f"{path}: A license is required for {dataset['name']}")])
     repeats = dataset.get("num_repeats", 1)
     if type(repeats) is not int or repeats < 1:
         raise InvalidInputError("bad benchmark dataset", [FieldViolation(f"{where}.num_repeats", f"{path}: {repeats!r} is not a whole number >= 1")])
     if dataset.get("taskset") is not None:
         raise InvalidInputError("a taskset benchmark", [FieldViolation(f"{where}.taskset", f"{path}: routed to an environment server, which collect does not run")])
     roots = search_roots(tree_root(path))
-    prompt = dataset.get("prompt_config")
+    prompt = dataset.get("prompt_config") if benchmark else None  # NeMo Gym templates benchmark rows only
+    script = dataset.get("prepare_script")
     return Benchmark(
         name=dataset["name"], config=path, declared_by=block, agent=resolve_agent(document, block, dataset.get("agent"), f"{where}.agent"),
-        num_repeats=repeats, data=resolve_under(dataset["jsonl_fpath"], roots), prepare_script=dataset["prepare_script"],
+        num_repeats=repeats, data=resolve_under(dataset["jsonl_fpath"], roots), prepare_script=str(script) if script else None,
         prompt_config=resolve_under(prompt, roots) if prompt else None,
         prepare_dependencies=tuple(str(d) for d in dataset.get("prepare_dependencies") or ()),
         agents=tuple(name for name, block in document.items() if _inner(block, "responses_api_agents") is not None),
@@ -309,8 +329,6 @@ def _inner(block: Any, kind: str) -> dict[str, Any] | None:
     return fields if isinstance(fields, dict) else None
 
 
-def _is_benchmark(dataset: Any) -> bool:
-    return isinstance(dataset, Mapping) and dataset.get("type") == BENCHMARK
 
 
 def prompt_step(path: str | None, flag: str = "--prompt-config") -> Callable[[dict[str, Any]], dict[str, Any]] | None:

@@ -1,4 +1,4 @@
-"""`collect --benchmark SUITE.yaml`: a NeMo Gym config declaring several benchmarks (an eval
+"""`collect --benchmark SUITE.yaml` (and `--split`): a NeMo Gym config declaring several benchmarks (an eval
 suite, `gym eval run --config`), held to what NeMo Gym 0.7.0 did with the test tree's two suites
 (tests/data/nemo_gym_configs/benchmarks.json, recorded by scripts/make_nemo_benchmark_reference.py):
 the collated file byte for byte, and the rows its rollout collection dispatched (task and rollout
@@ -115,3 +115,42 @@ def test_a_suite_is_prepared_benchmark_by_benchmark(config_tree: Path, monkeypat
     assert data.read_bytes() == committed and "demo_eval: 7 rows" in said and "demo_second: already prepared" in said, said
     assert cli_main(["dataset", "nemo-gym-benchmark", SUITES[1]]) == 2  # demo_second's prepare script is not in the tree
     assert "no prepare script" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("split", ["train", "validation"])
+def test_a_split_runs_as_gym_eval_run_runs_it(split: str, config_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--benchmark CONFIG --split train|validation` (`gym eval run ++split=`): that type's
+    datasets only, their rows as NeMo Gym collates them (no prompt template: it templates
+    benchmark rows only; a stale agent_ref dropped; equal lines one task) and dispatches them."""
+    monkeypatch.chdir(config_tree)
+    case = "benchmarks/demo_splits/config.yaml"
+    recorded = REFERENCE["cases"][case]["splits"][split]
+    found = read_benchmarks(case, split)
+    make = found.row_maker(None)
+    collated = [make(json.loads(line))[1].decode() for line in found.data.read_text().splitlines() for _ in range(found.num_repeats)]
+    assert collated == recorded["collated"]
+    out = config_tree / "out.jsonl"
+    with ScriptedPolicyServer(ANSWERS) as policy:
+        args = ["collect", "--benchmark", case, "--split", split, "--output", str(out), "--policy-url", policy.url, "--policy-model", "scripted",
+                "--policy-api", "responses"]  # fmt: skip
+        assert cli_main(args) == 0
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert keyed(written) == keyed(recorded["rows"]) and {r["label"] for r in written} == {"splits"}
+    assert sorted(prompt(r) for r in written) == sorted(prompt(r) for r in recorded["rows"])
+
+
+def test_a_split_that_cannot_run_is_named(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(config_tree)
+    config = config_tree / "benchmarks/demo_splits/config.yaml"
+    unlicensed = config_tree / "benchmarks/demo_splits/unlicensed.yaml"
+    unlicensed.write_text(config.read_text().replace("          license: Apache 2.0\n", ""))
+    base = ["collect", "--server", "127.0.0.1:9", "--output", str(config_tree / "o.jsonl")]
+    cases = [
+        (["--split", "train", "--input", "benchmarks/demo_splits/data/train.jsonl"], ["--split: give the config with --benchmark"]),
+        (["--benchmark", "demo_eval", "--split", "train"], ["declares no dataset of type `train`", "demo_eval_simple_agent: demo_eval (type: benchmark)"]),
+        (["--benchmark", str(unlicensed), "--split", "train"], ["demo_env_simple_agent.datasets[0].license", "A license is required for demo_train"]),
+    ]
+    for flags, words in cases:
+        code = cli_main([*base, *flags])
+        err = capsys.readouterr().err
+        assert code == 2 and all(w in err for w in words), (flags, err)
