@@ -22,6 +22,8 @@ for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
   agent_map): each rollout's (task, rollout, agent);
 - `counted`: the rows NeMo Gym's `count_failure_classes_as_zero=COUNTED_CLASSES` adds to the
   metrics from a failures sidecar of SIDECAR_ROWS, the rollouts COUNTED_SCORED already scored;
+- `aggregated`: the metric input `gym eval aggregate +count_failure_classes_as_zero` builds from
+  the rollouts and failures sidecars of SHARDS (every row it hands the aggregation);
 - `interleaved`: the (task, rollout) order `+num_repeats=2 +interleave_repeats=true` dispatches
   those rows in, the first one given again as a fourth line.
 
@@ -76,6 +78,54 @@ SIDECAR_ROWS = [
 COUNTED_CLASSES = ["judge_failed"]
 COUNTED_SCORED = [[3, 0]]
 REPEATED_RUNS = {"fan_out": {"fan_out": FANNED}, "agent_map": {"agent_map": {"b": "x"}}}
+_X, _Y = {"agent_ref": {"name": "x"}, "_ng_environment_server": "x_env"}, {"agent_ref": {"name": "y"}}
+SHARDS = {  # shard: (its rows, its failures sidecar), for `gym eval aggregate +count_failure_classes_as_zero`
+    "a": ([{**_X, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}, {**_X, "_ng_task_index": 0, "_ng_rollout_index": 1, "reward": 0.0},
+           {**_X, "_ng_task_index": 1, "_ng_rollout_index": 0, "reward": 1.0}],
+          [{**_X, "_ng_task_index": 1, "_ng_rollout_index": 1, "_ng_failure_class": "judge_failed", "failure_reason": "r"},
+           {**_X, "_ng_task_index": 0, "_ng_rollout_index": 1, "_ng_failure_class": "judge_failed"},
+           {**_X, "_ng_task_index": 2, "_ng_rollout_index": 0, "_ng_failure_class": "agent_run_error"},
+           {**_X, "_ng_task_index": 2, "_ng_rollout_index": 0, "_ng_failure_class": "judge_failed", "_ng_failure_http_status": 503},
+           {**_X, "_ng_task_index": 3, "_ng_rollout_index": 0, "_ng_failure_class": "judge_failed"},
+           {"_ng_task_index": 4, "_ng_rollout_index": 0, "_ng_failure_class": "judge_failed"}]),
+    "b": ([{**_X, "_ng_task_index": 3, "_ng_rollout_index": 0, "reward": 1.0}, {**_Y, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 0.5}],
+          [{**_X, "_ng_task_index": 1, "_ng_rollout_index": 1, "_ng_failure_class": "agent_run_error"},
+           {**_Y, "_ng_task_index": 5, "_ng_rollout_index": 0, "_ng_failure_class": "judge_failed", "reward": 0.25},
+           {**_Y, "_ng_task_index": 0, "_ng_rollout_index": 0, "_ng_failure_class": "judge_failed"},
+           {**_Y, "_ng_task_index": 3, "_ng_rollout_index": 0, "_ng_failure_class": "judge_failed"}]),
+}  # fmt: skip
+"""Each shard checked against its own rows by task and rollout alone (y 3/0: b holds x 3/0), the
+last attempt of a rollout standing across shards (x 1/1: a's judge_failed, then b's
+agent_run_error), a rollout another shard scored not counted (x 3/0), one naming no agent left
+out (4/0)."""
+
+
+def aggregated(folder: Path) -> list[dict[str, Any]]:
+    """The metric input `gym eval aggregate +count_failure_classes_as_zero=COUNTED_CLASSES` builds
+    from SHARDS (NeMo Gym's own RolloutAggregationHelper, its server calls answered here: no agent
+    fronted by a server, so each row is grouped by its stamp or agent, as without a config)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import nemo_gym.rollout_collection as collection
+
+    for name, (rows, failures) in SHARDS.items():
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (folder / f"{name}_failures.jsonl").write_text("".join(json.dumps(r) + "\n" for r in failures))
+    seen: list[list[dict[str, Any]]] = []
+
+    async def metrics(self: Any, rows: list[dict[str, Any]], _: Any, out: Path) -> Path:
+        seen.append(rows)
+        return out
+
+    collection._environment_servers_by_agent = lambda _: {}
+    collection.RolloutCollectionHelper.setup_server_client = lambda self: SimpleNamespace(global_config_dict={})
+    collection.RolloutCollectionHelper._call_aggregate_metrics = metrics
+    config = collection.RolloutAggregationConfig(input_glob=f"{folder}/a.jsonl,{folder}/b.jsonl", output_jsonl_fpath=str(folder / "out.jsonl"),
+                                                 count_failure_classes_as_zero=COUNTED_CLASSES, disable_health_check=True)  # fmt: skip
+    with contextlib.redirect_stdout(sys.stderr):
+        asyncio.run(collection.RolloutAggregationHelper().run_from_config(config))
+    return seen[0]
 
 
 def benchmark(path: Path) -> Any:
@@ -169,11 +219,14 @@ def main() -> None:
         sidecar = Path(temp) / "out_failures.jsonl"
         sidecar.write_text("".join(json.dumps(r) + "\n" for r in SIDECAR_ROWS))
         counted_rows = _failure_rows_counted_as_zero([sidecar], COUNTED_CLASSES, {tuple(k) for k in COUNTED_SCORED})
+    with tempfile.TemporaryDirectory() as temp:
+        aggregated_rows = aggregated(Path(temp))
     reference = {"nemo_gym": "0.7.0", "wheel": wheel, "names": names, "cases": cases, "seeded": seeded, "interleaved": order,
                  "mapped": {"rows": MAPPED_ROWS, "agent_map": MAPPED, "agent_refs": mapped},
                  "fanned": {"rows": FANNED_ROWS, "fan_out": FANNED, "rollouts": fanned},
                  "repeated": {"num_repeats": REPEATS, "runs": REPEATED_RUNS, "rollouts": repeated},
-                 "counted": {"sidecar": SIDECAR_ROWS, "classes": COUNTED_CLASSES, "scored": COUNTED_SCORED, "rows": counted_rows}}  # fmt: skip
+                 "counted": {"sidecar": SIDECAR_ROWS, "classes": COUNTED_CLASSES, "scored": COUNTED_SCORED, "rows": counted_rows},
+                 "aggregated": {"shards": SHARDS, "classes": COUNTED_CLASSES, "rows": aggregated_rows}}  # fmt: skip
     args.out.write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
     suites = sum(v is None for v in wheel.values())
     errors = sum(isinstance(v, dict) and "error" in v for v in wheel.values())

@@ -41,6 +41,11 @@ def add_parsers(sub: Any) -> None:
         help="read the inputs as Ray tasks across a cluster (default: a local Ray), then merge exactly; needs gym-metrics[ray]",
     )  # fmt: skip
     add_aggregation_options(p)
+    p.add_argument(
+        "--count-failure-classes-as-zero", nargs="+", default=[], metavar="CLASS",
+        help="score the rollouts of these classes (judge_failed, ...) in each input's failures sidecar (<stem>_failures.jsonl) "
+        "0 in the metrics, the files unchanged (NeMo Gym's gym eval aggregate +count_failure_classes_as_zero)",
+    )  # fmt: skip
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip (and report)")
     p.add_argument("--agent", metavar="NAME", type=agent_name, help="the agent of rows without an agent_ref")
     p.set_defaults(func=run)
@@ -60,8 +65,8 @@ def add_aggregation_options(p: argparse.ArgumentParser) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics._util.memory import fewer_gc_passes
-    from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine, with_perf_summaries
-    from gym_metrics.errors import InvalidInputError
+    from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine, output_path_for, with_perf_summaries
+    from gym_metrics.errors import FieldViolation, InvalidInputError
 
     if ns.with_rows and not ns.partial_out:
         raise InvalidInputError("--with-rows goes with --partial-out")
@@ -75,6 +80,8 @@ def run(ns: argparse.Namespace) -> int:
             raise InvalidInputError(f"{', '.join(given)} shape the metrics file, which --partial-out does not write: give them to `gym-metrics merge`")
     if len(ns.rollouts) > 1 and not (ns.output or ns.partial_out):
         raise InvalidInputError("several inputs: name the metrics file with -o")
+    if ns.count_failure_classes_as_zero and (ns.partial_out or ns.ray is not None):
+        raise InvalidInputError("--count-failure-classes-as-zero reads the inputs' sidecars here", [FieldViolation("--count-failure-classes-as-zero", "not with --partial-out or --ray")])
     if ns.ray is not None:
         return _run_on_ray(ns)
     hooks, econ = aggregation_hooks(ns)
@@ -82,17 +89,20 @@ def run(ns: argparse.Namespace) -> int:
     with fewer_gc_passes():
         if ns.partial_out:
             return _write_partial(ns, hooks.get("compute_metrics") is not None, started)
-        if len(ns.rollouts) == 1:
+        if len(ns.rollouts) == 1 and not ns.count_failure_classes_as_zero:
             out, results, rollouts = aggregate_file(
                 ns.rollouts[0], ns.output, on_bad_line=ns.on_bad_line, default_agent=ns.agent, keep_rows=False, **hooks
             )
         else:
             keep = hooks.get("compute_metrics") is not None
-            rollouts = combine([_read(path, ns, keep) for path in ns.rollouts], [str(p) for p in ns.rollouts])
-            out = ns.output
+            parts, sources = [_read(path, ns, keep) for path in ns.rollouts], [str(p) for p in ns.rollouts]
+            if ns.count_failure_classes_as_zero:
+                parts, sources = _with_counted(ns, parts, sources, keep)
+            rollouts = combine(parts, sources)
+            out = ns.output or output_path_for(ns.rollouts[0])
             hooks["extra"] = with_perf_summaries(rollouts, hooks.get("extra"))
             results = aggregate_rollouts(rollouts, out, **hooks)
-    if len(ns.rollouts) == 1:
+    if len(ns.rollouts) == 1 and not ns.count_failure_classes_as_zero:  # (else _read warned)
         warn_bad_lines(ns.rollouts[0], rollouts.bad_lines)
     _note_unscored(ns.rollouts, rollouts)
     code = report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)
@@ -122,6 +132,31 @@ def _run_on_ray(ns: argparse.Namespace) -> int:
                  *(["--report"] if ns.report else []), *(f"--export={n}" + (f"={t}" if t else "") for n, t in ns.export)]  # fmt: skip
         merge = [sys.executable, "-m", "gym_metrics.cli", "--log-level", ns.log_level, "merge", *map(str, partials), "-o", str(out), *flags]
         return subprocess.run(merge, check=False).returncode
+
+
+def _with_counted(ns: argparse.Namespace, parts: list[Any], sources: list[str], keep_rows: bool) -> tuple[list[Any], list[str]]:
+    """The inputs and, as one more, their sidecars' failures of the classes asked for, scored 0
+    (NeMo Gym's `gym eval aggregate` rule: collector.counted_in_shards); said on stderr."""
+    import os
+    import tempfile
+
+    import orjson
+
+    from gym_metrics.collector import counted_in_shards, failures_path_for
+
+    classes = ns.count_failure_classes_as_zero
+    rows = counted_in_shards([(part.agents, failures_path_for(path)) for part, path in zip(parts, ns.rollouts)], classes, ns.agent)
+    print(f"aggregate: {len(rows)} failed rollouts counted as 0 in the metrics ({', '.join(classes)}; the files unchanged)", file=sys.stderr)
+    if not rows:
+        return parts, sources
+    fd, name = tempfile.mkstemp(prefix="gym-metrics-counted-", suffix=".jsonl")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+        counted = _read(Path(name), ns, keep_rows)
+    finally:
+        os.unlink(name)
+    return [*parts, counted], [*sources, "the failures sidecars' counted rows"]
 
 
 def _read(path: Path, ns: argparse.Namespace, keep_rows: bool) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from gym_metrics.collector._counted import counted_in_shards
 from gym_metrics.collector._environments import Environments, split_server
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, CallTool, EpisodeResult, add_usage, run_episode
 from gym_metrics.collector._input import indexed_rows
@@ -62,6 +63,7 @@ __all__ = [
     "collect",
     "collect_async",
     "collect_processes_async",
+    "counted_in_shards",
     "die_with_parent",
     "estimate_total",
     "failures_path_for",

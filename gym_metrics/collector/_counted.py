@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
+from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, RolloutColumns, concat, read_rollouts
 
 
@@ -23,25 +24,68 @@ def counted_failures(
 ) -> list[dict[str, Any]]:
     """The metric-input rows of the sidecar's failures counted as zeros (module docstring);
     `scored`: which of the given (task, rollout) keys the output holds."""
-    if not classes or not sidecar.is_file():
+    if not classes:
         return []
-    latest: dict[tuple[Any, Any], dict[str, Any]] = {}
-    with sidecar.open("rb") as f:
-        for line in f:
-            if line.strip():
-                row = orjson.loads(line)
-                latest[(row.get(TASK_KEY), row.get(ROLLOUT_KEY))] = row  # the last attempt stands
+    latest = _latest(sidecar)
     wanted = {key: row for key, row in latest.items() if row.get("_ng_failure_class") in classes}
     done = set(scored(list(wanted))) if wanted else set()
-    counted = []
-    for key, row in wanted.items():
-        if key in done:
-            continue
-        kept = {k: v for k, v in row.items() if not k.startswith("_ng_failure_") and k not in ("failure_kind", "failure_reason")}
-        kept["mask_sample"] = False
-        kept.setdefault("reward", 0.0)
-        counted.append(kept)
-    return counted
+    return [_as_zero(row) for key, row in wanted.items() if key not in done]
+
+
+def counted_in_shards(
+    shards: Sequence[tuple[Mapping[str, RolloutColumns], Path]], classes: Collection[str], default_agent: str | None = None,
+) -> list[dict[str, Any]]:
+    """`gym eval aggregate`'s rule over several outputs (each its columns by agent and its
+    failures sidecar): each sidecar's failures its own output did not score (by task and rollout
+    alone), the last attempt of a rollout (agent, task, rollout) standing across outputs, counted
+    when its class was asked for and no output scored it; a row naming no agent is left out.
+    (NeMo Gym keys a rollout by its server's stamp, else its agent: the same here, where one
+    agent's rows carry one stamp, and aggregation refuses one agent's key in two outputs anyway.)"""
+    if not classes:
+        return []
+    latest: dict[tuple[str, Any, Any], dict[str, Any]] = {}
+    for by_agent, sidecar in shards:
+        rows = _latest(sidecar)
+        held = set(_held(by_agent.values(), list(rows)))
+        for key, row in rows.items():
+            agent = _agent_of(row, default_agent)
+            if key not in held and agent is not None:
+                latest[(agent, key[0], key[1])] = row
+    wanted = {identity: row for identity, row in latest.items() if row.get("_ng_failure_class") in classes}
+    scored: set[tuple[str, Any, Any]] = set()
+    for agent in {a for a, _, _ in wanted}:
+        columns = [by_agent[agent] for by_agent, _ in shards if agent in by_agent]
+        scored.update((agent, t, r) for t, r in _held(columns, [(t, r) for a, t, r in wanted if a == agent]))
+    return [_as_zero(row) for identity, row in wanted.items() if identity not in scored]
+
+
+def _latest(sidecar: Path) -> dict[tuple[Any, Any], dict[str, Any]]:
+    """Each rollout's last attempt in a failures sidecar, by (task, rollout)."""
+    latest: dict[tuple[Any, Any], dict[str, Any]] = {}
+    if sidecar.is_file():
+        with sidecar.open("rb") as f:
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        row = orjson.loads(line)
+                    except orjson.JSONDecodeError as exc:
+                        raise InvalidInputError(f"{sidecar}: not JSON", [FieldViolation(f"line {number}", str(exc))]) from None
+                    latest[(row.get(TASK_KEY), row.get(ROLLOUT_KEY))] = row  # the last attempt stands
+    return latest
+
+
+def _as_zero(row: dict[str, Any]) -> dict[str, Any]:
+    """A failure's metric-input copy: its diagnostics left out, unmasked, 0 unless it has a reward."""
+    kept = {k: v for k, v in row.items() if not k.startswith("_ng_failure_") and k not in ("failure_kind", "failure_reason")}
+    kept["mask_sample"] = False
+    kept.setdefault("reward", 0.0)
+    return kept
+
+
+def _agent_of(row: Mapping[str, Any], default_agent: str | None) -> str | None:
+    ref = row.get("agent_ref")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) and name else default_agent
 
 
 def _held(columns: Iterable[RolloutColumns], keys: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
