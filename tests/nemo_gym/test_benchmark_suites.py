@@ -17,16 +17,10 @@ from gym_metrics.cli import main as cli_main
 from gym_metrics.nemo_gym import read_benchmarks
 from gym_metrics.testing import ScriptedPolicyServer
 
+from test_benchmark_runs import ANSWERS
+
 REFERENCE = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_configs" / "benchmarks.json").read_text())
 SUITES = ["benchmarks/demo_suite/config.yaml", "benchmarks/demo_suite_two/config.yaml"]
-ANSWERS = {
-    "What is 2+2?\n(Reply with the answer only.)": "4",
-    "Name a primary colour.\n(Reply with the answer only.)": "blue",
-    "Capital of France?\n(Reply with the answer only.)": "Paris",
-    "Say yes.": "yes",
-    "Say no.": "maybe",
-    "Say yes!": "yes",
-}
 KEYS = ("_ng_task_index", "_ng_rollout_index", "agent_ref", "task_source")
 
 
