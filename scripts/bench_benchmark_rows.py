@@ -8,6 +8,11 @@ resolution), on the same generated benchmark (figures in BENCHMARKS.md, "collect
 Each side runs in its own process, in turn, round after round, from a copy of
 tests/data/nemo_gym_configs/tree holding the generated benchmark; the time is the reading
 alone (imports and start-up left out), and both sides must give the same number of rollouts.
+
+`--suite`: an eval suite instead (the test tree's demo_suite_two with the generated benchmark in
+demo_eval's place and a second one of as many rows, two rollouts each, on its own server):
+collect's collated file written (`Suite.collate`) and read back, against NeMo Gym's collation and
+dispatch of the suite.
 """
 
 from __future__ import annotations
@@ -26,6 +31,21 @@ from pathlib import Path
 
 TREE = Path(__file__).resolve().parents[1] / "tests" / "data" / "nemo_gym_configs" / "tree"
 CONFIG = "benchmarks/bench_rows/config.yaml"
+
+
+SUITE = "benchmarks/bench_suite/config.yaml"
+
+
+def make_suite(where: Path, rows: int) -> None:
+    """benchmarks/bench_suite: demo_suite_two's shape over bench_rows and a second benchmark."""
+    folder = where / "benchmarks" / "bench_suite"
+    folder.mkdir()
+    text = (where / "benchmarks" / "demo_suite_two" / "config.yaml").read_text()
+    (folder / "config.yaml").write_text(text.replace("benchmarks/demo_eval/config.yaml", "benchmarks/bench_rows/config.yaml")
+                                        .replace("benchmarks/demo_decoupled/data/rows.jsonl", "benchmarks/bench_suite/second.jsonl"))  # fmt: skip
+    with open(folder / "second.jsonl", "w") as f:
+        for i in range(rows):
+            f.write(json.dumps({"responses_create_params": {"input": [{"role": "user", "content": f"Say {i} twice."}]}, "expected": f"{i} {i}"}) + "\n")
 
 
 def make_tree(where: Path, rows: int, repeats: int) -> Path:
@@ -54,7 +74,23 @@ def ours() -> tuple[float, int]:
     return time.perf_counter() - start, count
 
 
-def nemo() -> tuple[float, int]:
+def ours_suite() -> tuple[float, int]:
+    from gym_metrics.collector._input import Rollout, read_input
+    from gym_metrics.nemo_gym import read_benchmarks
+
+    start = time.perf_counter()
+    suite = read_benchmarks(SUITE)
+    suite.collate(Path("collated.jsonl"))
+    agent = suite.agent_of()
+
+    def route(row: dict) -> tuple[dict, None]:
+        return {**row, "agent_ref": {"name": agent[row["task_source"]]}}, None
+
+    count = sum(isinstance(item, Rollout) for item in read_input(Path("collated.jsonl"), None, prepare=route))
+    return time.perf_counter() - start, count
+
+
+def nemo(config: str = CONFIG) -> tuple[float, int]:
     from omegaconf import OmegaConf
 
     from nemo_gym.global_config import GlobalConfigDictParser, GlobalConfigDictParserConfig
@@ -63,7 +99,7 @@ def nemo() -> tuple[float, int]:
 
     start = time.perf_counter()
     initial = OmegaConf.merge(GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT,
-                              {"config_paths": [CONFIG], "output_dirpath": "collated", "mode": "train_preparation"})  # fmt: skip
+                              {"config_paths": [config], "output_dirpath": "collated", "mode": "train_preparation"})  # fmt: skip
     document = GlobalConfigDictParser().parse(GlobalConfigDictParserConfig(initial_global_config_dict=initial, skip_load_from_cli=True, skip_load_from_dotenv=True))
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         TrainDataProcessor().run(document)
@@ -79,10 +115,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--nemo-python", help="the nemo-gym 0.7.0 venv's python (its side is left out without it)")
-    parser.add_argument("--side", choices=["ours", "nemo"], help=argparse.SUPPRESS)  # one run, in a tree made for it
+    parser.add_argument("--suite", action="store_true", help="an eval suite of the benchmark and a second one (module docstring)")
+    parser.add_argument("--side", choices=["ours", "nemo", "ours_suite", "nemo_suite"], help=argparse.SUPPRESS)  # one run, in a tree made for it
     args = parser.parse_args()
     if args.side:
-        seconds, count = (ours if args.side == "ours" else nemo)()
+        run = {"ours": ours, "nemo": nemo, "ours_suite": ours_suite, "nemo_suite": lambda: nemo(SUITE)}[args.side]
+        seconds, count = run()
         print(json.dumps({"seconds": seconds, "rollouts": count}))
         return
     sides = {"gym-metrics": sys.executable, **({"NeMo Gym": args.nemo_python} if args.nemo_python else {})}
@@ -92,7 +130,9 @@ def main() -> None:
         for name, python in sides.items():
             with tempfile.TemporaryDirectory() as temp:
                 tree = make_tree(Path(temp) / "tree", args.rows, args.repeats)
-                side = "ours" if name == "gym-metrics" else "nemo"
+                side = ("ours" if name == "gym-metrics" else "nemo") + ("_suite" if args.suite else "")
+                if args.suite:
+                    make_suite(tree, args.rows)
                 env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])} if side == "ours" else dict(os.environ)
                 done = subprocess.run([python, __file__, "--side", side], cwd=tree, capture_output=True, text=True, env=env)
                 if done.returncode:
@@ -101,11 +141,13 @@ def main() -> None:
                 times[name].append(found["seconds"])
                 counts.add(found["rollouts"])
     assert len(counts) == 1, f"the sides disagree on the rollouts: {counts}"
-    print(f"{args.rows:,} rows x {args.repeats} repeats = {counts.pop():,} rollouts, {args.rounds} rounds (medians)")
+    total = counts.pop()
+    what = f"a suite: {args.rows:,} rows x {args.repeats} repeats and {args.rows:,} rows x 2" if args.suite else f"{args.rows:,} rows x {args.repeats} repeats"
+    print(f"{what} = {total:,} rollouts, {args.rounds} rounds (medians)")
     best = statistics.median(times["gym-metrics"])
     for name, runs in times.items():
         median = statistics.median(runs)
-        print(f"| {name} | {median:.2f} s | {args.rows * args.repeats / median:,.0f} rollouts/s | {median / best:.1f}x | {', '.join(f'{s:.2f}' for s in runs)} |")
+        print(f"| {name} | {median:.2f} s | {total / median:,.0f} rollouts/s | {median / best:.1f}x | {', '.join(f'{s:.2f}' for s in runs)} |")
 
 
 if __name__ == "__main__":
