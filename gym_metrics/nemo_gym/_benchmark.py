@@ -226,10 +226,6 @@ def read_benchmark(path: Path) -> Benchmark:
     return found
 
 
-SPLITS = ("benchmark", "train", "validation")
-"""The dataset types `gym eval run ++split=` runs (example datasets are smoke-test samples)."""
-
-
 def read_benchmarks(path: Path, split: str = BENCHMARK) -> Benchmark | Suite:
     """The benchmark of the config at `path`, or its suite when it declares several (in the
     order NeMo Gym collates them); InvalidInputError naming what is wrong. `split`: the datasets
@@ -249,10 +245,6 @@ def read_benchmarks(path: Path, split: str = BENCHMARK) -> Benchmark | Suite:
     read = [_one(path, document, block, i, dataset) for block, i, dataset in found]
     if len(read) == 1:
         return read[0]
-    names = [b.name for b in read]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise InvalidInputError("a suite naming a benchmark twice", [FieldViolation("--benchmark", f"{path}: {', '.join(twice)} declared more than once")])
     servers = {}
     for name, block in document.items():
         agent = _inner(block, "responses_api_agents")
@@ -327,8 +319,6 @@ def _inner(block: Any, kind: str) -> dict[str, Any] | None:
         return None
     fields = next(iter(inner.values()))
     return fields if isinstance(fields, dict) else None
-
-
 
 
 def prompt_step(path: str | None, flag: str = "--prompt-config") -> Callable[[dict[str, Any]], dict[str, Any]] | None:
