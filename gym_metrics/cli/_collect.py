@@ -300,13 +300,13 @@ def run(ns: argparse.Namespace) -> int:
     stem = ns.output.name.removesuffix(".jsonl")
     config = Path(ns.benchmark_config).resolve()
     if getattr(ns, "suite", None) is None:
-        with serving(config, ns.output.with_name(stem + "_server.log")) as address:  # gym eval run starts its servers too
-            ns.server, ns.argv = [address], [*ns.argv, "--server", address]  # (--processes' shards connect to it)
+        with serving(config, {None: ns.output.with_name(stem + "_server.log")}) as served:  # gym eval run starts its servers too
+            ns.server = [served[None]]
+            ns.argv = [*ns.argv, "--server", served[None]]  # (--processes' shards connect to it)
             return _run(ns)
     blocks = {agent: _server_block(ns.suite, agent) for agent in ns.suite_agents}
-    with contextlib.ExitStack() as stack:  # each resources server the suite's agents point at, as gym eval run starts them
-        served = {block: stack.enter_context(serving(config, ns.output.with_name(f"{stem}_server_{block}.log"), name=block))
-                  for block in sorted(set(blocks.values()))}  # fmt: skip
+    logs: dict[str | None, Path] = {block: ns.output.with_name(f"{stem}_server_{block}.log") for block in sorted(set(blocks.values()))}
+    with serving(config, logs) as served:  # each resources server the suite's agents point at, as gym eval run starts them
         ns.server = [f"{agent}={served[block]}" for agent, block in blocks.items()]
         ns.argv = [*ns.argv, *(a for entry in ns.server for a in ("--server", entry))]
         return _run(ns)
