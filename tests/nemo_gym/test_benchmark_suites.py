@@ -148,3 +148,25 @@ def test_a_split_that_cannot_run_is_named(config_tree: Path, monkeypatch: pytest
         code = cli_main([*base, *flags])
         err = capsys.readouterr().err
         assert code == 2 and all(w in err for w in words), (flags, err)
+
+
+def test_a_suite_server_that_cannot_start_is_named_and_the_others_stopped(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The suite's servers start together; one that exits first is the error (its block and what it
+    said), and the ones that did start are stopped with it."""
+    monkeypatch.chdir(config_tree)
+    config = config_tree / SUITES[1]
+    config.write_text(config.read_text().replace("reward_if_match: 0.5", "reward_if_match: not a number"))
+    out = config_tree / "out.jsonl"
+    assert cli_main(["collect", "--benchmark", SUITES[1], "--output", str(out), "--policy-url", "http://127.0.0.1:9/v1", "--policy-model", "m"]) == 2
+    said = capsys.readouterr().err
+    assert "did not start (exit" in said and "(demo_second_resources_server):" in said and "reward_if_match" in said, said
+    mine = str(config).encode()
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).count(mine)]
+    assert not left, [_cmdline(p) for p in left]
+
+
+def _cmdline(process: Path) -> bytes:
+    try:
+        return (process / "cmdline").read_bytes()
+    except OSError:
+        return b""
