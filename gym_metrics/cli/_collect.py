@@ -316,7 +316,9 @@ def _server_block(suite: Any, agent: str) -> str:
     """The resources server block `agent` points at; InvalidInputError when it points at none."""
     block = suite.servers.get(agent)
     if block is None:
-        raise InvalidInputError("an agent with no resources server", [FieldViolation("--benchmark", f"{suite.config}: agent {agent!r} names no resources_server")])
+        kind = suite.kinds.get(agent, "?")
+        raise InvalidInputError("an agent with no resources server", [FieldViolation("--benchmark", f"{suite.config}: agent {agent!r} ({kind}) names no "
+                                "resources_server: collect runs simple_agent's loop against an agent's resources server, not NeMo Gym's own agents' code")])  # fmt: skip
     return str(block)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +183,8 @@ class Suite:
     benchmarks: tuple[Benchmark, ...]
     servers: Mapping[str, str]
     """Each agent block of the config: the resources server block it points at."""
+    kinds: Mapping[str, str] = field(default_factory=dict)
+    """Each agent block of the config: its implementation (`simple_agent`, `tau2`, ...)."""
 
     def collate(self, target: Path) -> int:
         """NeMo Gym's collated file of the suite written to `target` (each dataset's rows as
@@ -245,13 +247,16 @@ def read_benchmarks(path: Path, split: str = BENCHMARK) -> Benchmark | Suite:
     read = [_one(path, document, block, i, dataset) for block, i, dataset in found]
     if len(read) == 1:
         return read[0]
-    servers = {}
+    servers, kinds = {}, {}
     for name, block in document.items():
         agent = _inner(block, "responses_api_agents")
-        ref = agent.get("resources_server") if agent is not None else None
+        if agent is None:
+            continue
+        kinds[str(name)] = str(next(iter(block["responses_api_agents"])))
+        ref = agent.get("resources_server")
         if isinstance(ref, Mapping) and isinstance(ref.get("name"), str):
             servers[str(name)] = ref["name"]
-    return Suite(path, tuple(read), servers)
+    return Suite(path, tuple(read), servers, kinds)
 
 
 def _one(path: Path, document: Blocks, block: str, i: int, dataset: Mapping[str, Any]) -> Benchmark:

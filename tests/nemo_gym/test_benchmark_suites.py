@@ -170,3 +170,24 @@ def _cmdline(process: Path) -> bytes:
         return (process / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_a_suite_benchmark_on_an_agent_of_nemo_gyms_own_code_is_named(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """An agent pointing at no resources server (tau2's, opencode's: their own agent code) cannot
+    run here: named with its implementation before any server starts."""
+    monkeypatch.chdir(config_tree)
+    custom = config_tree / "benchmarks/demo_suite_two/custom.yaml"
+    custom.write_text((config_tree / SUITES[1]).read_text() + """
+demo_custom_agent:
+  responses_api_agents:
+    tau2:
+      entrypoint: app.py
+      datasets:
+        - name: demo_custom
+          type: benchmark
+          jsonl_fpath: benchmarks/demo_decoupled/data/rows.jsonl
+          prepare_script: benchmarks/demo_decoupled/prepare.py
+""")
+    assert cli_main(["collect", "--benchmark", str(custom), "--output", str(config_tree / "o.jsonl"), "--policy-url", "http://127.0.0.1:9/v1", "--policy-model", "m"]) == 2
+    said = capsys.readouterr().err
+    assert "agent 'demo_custom_agent' (tau2) names no resources_server" in said and "collect: serving" not in said, said
