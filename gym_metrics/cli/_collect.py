@@ -281,9 +281,8 @@ def _check_inputs(ns: argparse.Namespace) -> None:
     if ns.num_repeats_add_seed and ns.seed is not None:
         raise InvalidInputError("one seed per request", [FieldViolation("--seed", "not with --num-repeats-add-seed (the body's seed would win)")])
     if any("=" in s for s in ns.server) and not ns.shard:
-        if ns.processes > 1 or ns.ray is not None:
-            flag = "--ray" if ns.ray is not None else "--processes"
-            raise InvalidInputError("servers by agent run a process per environment", [FieldViolation(flag, "not with --server AGENT=HOST:PORT")])
+        if ns.ray is not None:
+            raise InvalidInputError("servers by agent run processes on this machine", [FieldViolation("--ray", "not with --server AGENT=HOST:PORT")])
         if ns.reverify_failed:
             raise InvalidInputError("--reverify-failed runs in one process", [FieldViolation("--server", "give one environment's plain HOST:PORT with --reverify-failed")])
     ns.policy = policy_config(ns)
@@ -371,8 +370,8 @@ def _run(ns: argparse.Namespace) -> int:
     )
     if environments is None:
         servers = ns.server
-    elif options.shard is not None:  # one environment's process: its servers
-        servers = list(environments.servers[options.shard.index])
+    elif options.shard is not None:  # one of an environment's processes: its servers
+        servers = list(environments.servers[options.shard.environment])
     else:  # their parent: each environment's, below
         servers = []
 
@@ -385,7 +384,7 @@ def _run(ns: argparse.Namespace) -> int:
                 opened = {a: await stack.enter_async_context(ResourcesClient(a, token=token, tls_ca=ns.tls_ca))
                           for group in options.environments.servers for a in group}  # fmt: skip
                 groups = [[opened[a] for a in group] for group in options.environments.servers]
-                return await collect_processes_async([], ns.input, ns.output, ns.argv, None, options, environments=groups)
+                return await collect_processes_async([], ns.input, ns.output, ns.argv, ns.processes, options, environments=groups)
             if ns.ray is not None and options.shard is None:
                 return await collect_processes_async(clients, ns.input, ns.output, ns.argv, ns.processes if ns.processes > 1 else None,
                                                      options, shards=_on_ray(ns))  # fmt: skip

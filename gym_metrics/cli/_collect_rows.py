@@ -87,8 +87,8 @@ def _suite_rows(ns: argparse.Namespace, suite: Any, agents: dict[str, str]) -> C
     Gym's collated file of them written beside the output (`--input` given: that file, already
     collated), each line one rollout; each row's agent from `--agent-map`, else the one its
     `task_source` resolves to (dispatch's order); `ns.suite` names each agent's server block."""
-    clash = [flag for flag, given in (("--prompt-config", ns.prompt_config), ("--num-repeats", ns.num_repeats), ("--processes", ns.processes > 1)) if given]
-    if clash:  # (each benchmark brings its repeats and prompt; each environment runs in a process of its own)
+    clash = [flag for flag, given in (("--prompt-config", ns.prompt_config), ("--num-repeats", ns.num_repeats)) if given]
+    if clash:  # (each benchmark brings its repeats and prompt)
         raise InvalidInputError("an eval suite's benchmarks bring their own", [FieldViolation(flag, "not with a suite's --benchmark") for flag in clash])
     resolved = suite.agent_of(agents)  # (an --agent-map target the config lacks is refused here)
     ns.suite = suite

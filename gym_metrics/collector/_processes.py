@@ -213,8 +213,8 @@ def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, 
     """Start the shard processes, follow them, start a dead one again (RETRIES times), merge
     their files into `final` once all finished; their stats, else GymMetricsError naming the
     shard (module docstring). `stop` set (the run was interrupted): the shards are killed and
-    KeyboardInterrupt raised, their files kept for --resume. `environments`: a shard per
-    environment (collector/_environments.py), `count` of them."""
+    KeyboardInterrupt raised, their files kept for --resume. `environments`: `count` shards
+    over the environments (collector/_environments.py), as many for each."""
     shards = [Shard(i, count, environments) for i in range(count)]
     lock = open_shards(final, count, resume=resume, default_agent=default_agent, log=log, environments=environments)
     files = [_Lines(s.output(final)) for s in shards]
@@ -257,7 +257,7 @@ def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, 
 
 def _named(shard: Shard) -> str:
     where = f"shard {shard.index + 1} of {shard.count}"
-    return where if shard.environments is None else f"{where} (environment: {shard.environments.agents(shard.index)})"
+    return where if shard.environments is None else f"{where} (environment: {shard.environments.agents(shard.environment)})"
 
 
 def _lock(folder: Path) -> IO[bytes]:

@@ -37,8 +37,8 @@ async def collect_processes_async(
     None: as many as it chooses); their rows merged into `output_path` in key order, then
     aggregated here, once. The input's keys are checked and the server reached before any shard
     starts. With `options.environments` (collector/_environments.py), `environments` holds each
-    environment's clients (`client` unused): a shard per environment, each agent aggregated by
-    its own."""
+    environment's clients (`client` unused): `processes` shards an environment, each agent
+    aggregated by its own."""
     with output_locked(Path(output_path)):
         return await _collect_processes(client, input_path, output_path, argv, processes, options, shards, environments)
 
@@ -66,8 +66,8 @@ async def _collect_processes(
         groups = [[client] if isinstance(client, ResourcesClient) else list(client)]
     elif environments is None or len(environments) != len(places.servers):
         raise ValueError("options.environments needs each environment's clients (`environments`)")
-    else:
-        groups, processes = [list(g) for g in environments], len(places.servers)
+    else:  # `processes` (None: 1) for each environment
+        groups, processes = [list(g) for g in environments], len(places.servers) * (processes or 1)
     connected: list[Connections] = []
     try:
         for group in groups:

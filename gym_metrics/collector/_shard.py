@@ -19,7 +19,9 @@ from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputErro
 @dataclass(frozen=True)
 class Shard:
     """Shard `index` of `count`: the rollouts whose task index is `index` modulo `count`; with
-    `environments` (`--server AGENT=...`), environment `index`'s: its agents' rollouts."""
+    `environments` (`--server AGENT=...`), `count / len(environments.servers)` shards an
+    environment: shard `index` holds environment `index // per` agents' rollouts whose task
+    index is `index % per` modulo `per`."""
 
     index: int
     count: int
@@ -39,16 +41,29 @@ class Shard:
     def owns(self, task: int, agent: str, where: str = "the input") -> bool:
         return self.owner(task, agent, where) == self.index
 
+    @property
+    def per_environment(self) -> int:
+        """Shards an environment has (`count` without environments)."""
+        return self.count if self.environments is None else self.count // len(self.environments.servers)
+
+    @property
+    def environment(self) -> int:
+        """The environment this shard collects (0 without environments)."""
+        return self.index // self.per_environment
+
     def owner(self, task: int, agent: str, where: str = "the input") -> int:
         """The shard of a rollout; InvalidInputError for an agent no environment serves."""
-        return self.environments.require(agent, where) if self.environments is not None else task % self.count
+        per = self.per_environment
+        return (self.environments.require(agent, where) * per if self.environments is not None else 0) + task % per
 
     def owned(self, tasks: np.ndarray, agent_codes: np.ndarray, agents: list[str], where: str = "the input") -> np.ndarray:
         """`owns`, column-wise: which of these rollouts (task indices, agent codes into `agents`) are this shard's."""
+        per = self.per_environment
+        mine = np.asarray(tasks % per == self.index % per)
         if self.environments is None:
-            return np.asarray(tasks % self.count == self.index)
-        mine = [code for code, name in enumerate(agents) if (agent_codes == code).any() and self.environments.require(name, where) == self.index]
-        return np.isin(agent_codes, mine)
+            return mine
+        codes = [code for code, name in enumerate(agents) if (agent_codes == code).any() and self.environments.require(name, where) == self.environment]
+        return mine & np.isin(agent_codes, codes)
 
     def output(self, final: Path) -> Path:
         return shard_dir(final) / f"{self.index}-of-{self.count}.jsonl"

@@ -57,7 +57,8 @@ def write(path: Path, rows: list[dict[str, object]]) -> Path:
 
 
 def collect(out: Path, src: Path, *servers: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
-    args = [a for s in servers for a in ("--server", s)]
+    """`collect` of `src` with these `--server`s (and the flags among them)."""
+    args = [a for s in servers for a in (() if s.startswith("--") or s.isdigit() else ("--server",)) + (s,)]
     done = subprocess.run(cli("collect", *args, "--input", str(src), "--output", str(out)), capture_output=True, text=True, timeout=120)
     assert done.returncode == expect, done.stdout + done.stderr
     return done
@@ -97,13 +98,15 @@ def test_each_agent_goes_to_its_own_server(servers: dict[str, str], alone: tuple
     lines, metrics = alone
     assert {json.loads(m)["reward"] for m in lines if b'"count"' in m} == {0.0, 1.0}  # (the reference discriminates)
     for name, given in (("named", [f"count={servers['count']}", f"hash={servers['hash']}"]),
-                        ("default", [servers["hash"], f"count={servers['count']}"])):  # fmt: skip
+                        ("default", [servers["hash"], f"count={servers['count']}"]),
+                        ("two each", [f"count={servers['count']}", f"hash={servers['hash']}", "--processes", "2"])):  # fmt: skip
         out = tmp_path / name / "out.jsonl"
         out.parent.mkdir()
         done = collect(out, mixed(tmp_path), *given)
         assert out.read_bytes().splitlines(keepends=True) == lines, name
         assert metrics_of(out) == metrics, name
         assert "27 verified" in done.stdout, done.stdout
+        assert f"| {4 if name == 'two each' else 2} processes" in done.stdout + done.stderr, done.stderr  # (two environments, each its share)
         assert not out.with_name(f".{out.name}.shards").exists()
 
 
@@ -129,7 +132,7 @@ def test_an_agent_without_a_server_is_named(servers: dict[str, str], tmp_path: P
     assert not out.exists() or not out.read_bytes()
 
 
-def test_servers_by_agent_are_refused_with_several_processes(servers: dict[str, str], tmp_path: Path) -> None:
-    args = cli("collect", "--server", f"count={servers['count']}", "--input", str(mixed(tmp_path)), "--output", str(tmp_path / "o.jsonl"), "--processes", "2")
+def test_servers_by_agent_are_refused_on_ray(servers: dict[str, str], tmp_path: Path) -> None:
+    args = cli("collect", "--server", f"count={servers['count']}", "--input", str(mixed(tmp_path)), "--output", str(tmp_path / "o.jsonl"), "--ray")
     done = subprocess.run(args, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "--processes: not with --server AGENT=HOST:PORT" in done.stderr, done.stderr
+    assert done.returncode == 2 and "--ray: not with --server AGENT=HOST:PORT" in done.stderr, done.stderr

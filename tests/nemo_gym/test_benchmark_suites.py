@@ -91,7 +91,7 @@ def test_a_suites_collated_file_and_its_errors(config_tree: Path, monkeypatch: p
     assert "task_source" in said and "'elsewhere' is none of the suite's benchmarks'" in said, said
     assert [json.loads(line)["task_source"] for line in out.read_text().splitlines()] == ["demo_eval_simple_agent"]
     assert not (config_tree / "out_benchmark.jsonl").exists()
-    for flags, named in ((["--num-repeats", "2"], "--num-repeats"), (["--prompt-config", "p.yaml"], "--prompt-config"), (["--processes", "2"], "--processes")):
+    for flags, named in ((["--num-repeats", "2"], "--num-repeats"), (["--prompt-config", "p.yaml"], "--prompt-config")):
         assert cli_main(["collect", "--benchmark", case, "--output", str(config_tree / "o.jsonl"), *flags]) == 2
         assert f"{named}: not with a suite's --benchmark" in capsys.readouterr().err
 
