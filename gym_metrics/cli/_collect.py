@@ -380,7 +380,7 @@ def _run(ns: argparse.Namespace) -> int:
             clients = [
                 await stack.enter_async_context(ResourcesClient(s, token=token, tls_ca=ns.tls_ca)) for s in servers
             ]
-            if options.environments is not None and options.shard is None:  # a shard per environment
+            if options.environments is not None and options.shard is None:  # shards by environment
                 opened = {a: await stack.enter_async_context(ResourcesClient(a, token=token, tls_ca=ns.tls_ca))
                           for group in options.environments.servers for a in group}  # fmt: skip
                 groups = [[opened[a] for a in group] for group in options.environments.servers]
