@@ -22,6 +22,8 @@ for tests/nemo_gym/test_benchmark_runs.py to hold `collect --benchmark` to:
   agent_map): each rollout's (task, rollout, agent);
 - `counted`: the rows NeMo Gym's `count_failure_classes_as_zero=COUNTED_CLASSES` adds to the
   metrics from a failures sidecar of SIDECAR_ROWS, the rollouts COUNTED_SCORED already scored;
+- `wheel_suites`: the wheel's Nemotron 3.5 eval suites as `gym eval prepare --config` reads
+  them (each benchmark's name, agent, repeats and data file, in order);
 - `aggregated`: the metric input `gym eval aggregate +count_failure_classes_as_zero` builds from
   the rollouts and failures sidecars of SHARDS (every row it hands the aggregation);
 - `interleaved`: the (task, rollout) order `+num_repeats=2 +interleave_repeats=true` dispatches
@@ -145,6 +147,36 @@ def benchmark(path: Path) -> Any:
     }  # fmt: skip
 
 
+WHEEL_SUITES = ["benchmarks/nemotron_3.5_super/eval_container_config.yaml", "benchmarks/nemotron_3.5_super/eval_container_config_with_staged.yaml"]
+"""The wheel's eval suites whose every include it ships (the Nemotron 3 Ultra ones name a file it lacks)."""
+
+
+def suite_read(config: str) -> list[list[Any]]:
+    """A suite config's benchmarks as `gym eval prepare --config SUITE` reads them, in its order:
+    (name, agent, repeats, data file). Its own function runs; what it would then do is answered
+    here (no prepare script imported or run, no dependency installed; a script the wheel lacks
+    taken as present: its benchmark is still named)."""
+    import io
+    from types import SimpleNamespace
+
+    import nemo_gym.cli.eval as ev
+
+    seen: list[Any] = []
+
+    class Present(type(Path())):  # type: ignore[misc]
+        def exists(self, **kwargs: Any) -> bool:
+            return True
+
+    ev._install_prepare_dependencies = lambda bc: None
+    ev.importlib = SimpleNamespace(import_module=lambda name: SimpleNamespace(prepare=lambda **k: None))
+    ev._multiprocess_benchmark_prepare_fn = lambda args: seen.append(args[0])
+    ev.Path = Present
+    sys.argv = ["gym", f"+config_paths=[{config}]"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        ev.prepare_benchmark()
+    return [[b.name, b.agent_name, b.num_repeats, str(b.dataset.jsonl_fpath)] for b in seen]
+
+
 def dispatched(config: Path, out: Path, split: str = "benchmark") -> dict[str, Any]:
     """The collated rows of `config`'s `split` datasets and the rows NeMo Gym's rollout collection dispatches from them."""
     from omegaconf import OmegaConf
@@ -169,7 +201,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, required=True, help="the unzipped nemo-gym wheel")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--suite", help=argparse.SUPPRESS)  # one wheel suite read, in a process of its own
     args = parser.parse_args()
+    if args.suite:
+        os.chdir(args.root)
+        print(json.dumps(suite_read(args.suite)))
+        return
     from nemo_gym.benchmarks import _benchmark_config_paths
 
     root = args.root.resolve()
@@ -221,12 +258,16 @@ def main() -> None:
         counted_rows = _failure_rows_counted_as_zero([sidecar], COUNTED_CLASSES, {tuple(k) for k in COUNTED_SCORED})
     with tempfile.TemporaryDirectory() as temp:
         aggregated_rows = aggregated(Path(temp))
+    wheel_suites = {}
+    for config in WHEEL_SUITES:  # (each in a process: NeMo Gym's global config is read once a process)
+        done = subprocess.run([sys.executable, __file__, "--root", str(root), "--out", "-", "--suite", config], check=True, capture_output=True, text=True)
+        wheel_suites[config] = json.loads(done.stdout.strip().splitlines()[-1])
     reference = {"nemo_gym": "0.7.0", "wheel": wheel, "names": names, "cases": cases, "seeded": seeded, "interleaved": order,
                  "mapped": {"rows": MAPPED_ROWS, "agent_map": MAPPED, "agent_refs": mapped},
                  "fanned": {"rows": FANNED_ROWS, "fan_out": FANNED, "rollouts": fanned},
                  "repeated": {"num_repeats": REPEATS, "runs": REPEATED_RUNS, "rollouts": repeated},
                  "counted": {"sidecar": SIDECAR_ROWS, "classes": COUNTED_CLASSES, "scored": COUNTED_SCORED, "rows": counted_rows},
-                 "aggregated": {"shards": SHARDS, "classes": COUNTED_CLASSES, "rows": aggregated_rows}}  # fmt: skip
+                 "aggregated": {"shards": SHARDS, "classes": COUNTED_CLASSES, "rows": aggregated_rows}, "wheel_suites": wheel_suites}  # fmt: skip
     args.out.write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
     suites = sum(v is None for v in wheel.values())
     errors = sum(isinstance(v, dict) and "error" in v for v in wheel.values())

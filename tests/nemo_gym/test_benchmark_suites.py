@@ -8,6 +8,7 @@ own agent's resources server (served for the run, each in a child of its own).""
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,16 @@ demo_custom_agent:
     assert cli_main(["collect", "--benchmark", str(custom), "--output", str(config_tree / "o.jsonl"), "--policy-url", "http://127.0.0.1:9/v1", "--policy-model", "m"]) == 2
     said = capsys.readouterr().err
     assert "agent 'demo_custom_agent' (tau2) names no resources_server" in said and "collect: serving" not in said, said
+
+
+def test_the_wheels_suites_read_as_gym_eval_prepare_reads_them(ported: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Nemotron 3.5 eval suites of the wheel (7 and 17 benchmarks over their own agents and
+    servers): each benchmark's name, agent, repeats and data file, in NeMo Gym's order."""
+    with zipfile.ZipFile(ported.wheel) as wheel:
+        wheel.extractall(tmp_path, [m for m in wheel.namelist() if m.endswith(".yaml")])
+    monkeypatch.chdir(tmp_path)
+    for config, expected in REFERENCE["wheel_suites"].items():
+        suite = read_benchmarks(config)
+        found = [[b.name, b.agent, b.num_repeats, str(b.data.relative_to(tmp_path) if b.data.is_absolute() else b.data)] for b in suite.benchmarks]
+        assert found == expected, config
+    assert [len(v) for v in REFERENCE["wheel_suites"].values()] == [7, 17]
