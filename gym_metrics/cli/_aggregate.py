@@ -137,25 +137,14 @@ def _run_on_ray(ns: argparse.Namespace) -> int:
 def _with_counted(ns: argparse.Namespace, parts: list[Any], sources: list[str], keep_rows: bool) -> tuple[list[Any], list[str]]:
     """The inputs and, as one more, their sidecars' failures of the classes asked for, scored 0
     (NeMo Gym's `gym eval aggregate` rule: collector.counted_in_shards); said on stderr."""
-    import os
-    import tempfile
-
-    import orjson
-
-    from gym_metrics.collector import counted_in_shards, failures_path_for
+    from gym_metrics.collector import counted_in_shards, counted_rows_read, failures_path_for
 
     classes = ns.count_failure_classes_as_zero
     rows = counted_in_shards([(part.agents, failures_path_for(path)) for part, path in zip(parts, ns.rollouts)], classes, ns.agent)
     print(f"aggregate: {len(rows)} failed rollouts counted as 0 in the metrics ({', '.join(classes)}; the files unchanged)", file=sys.stderr)
     if not rows:
         return parts, sources
-    fd, name = tempfile.mkstemp(prefix="gym-metrics-counted-", suffix=".jsonl")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
-        counted = _read(Path(name), ns, keep_rows)
-    finally:
-        os.unlink(name)
+    counted = counted_rows_read(rows, None, "gym-metrics-counted-", ns.agent, keep_rows)
     return [*parts, counted], [*sources, "the failures sidecars' counted rows"]
 
 

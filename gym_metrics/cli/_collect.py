@@ -262,6 +262,7 @@ def _server_entry(text: str) -> str:
 
 def _check_inputs(ns: argparse.Namespace) -> None:
     """Bad policy flags are refused before any connection; so is a --server given twice."""
+    from gym_metrics.collector import split_server
     from gym_metrics.errors import FieldViolation, InvalidInputError
 
     if not ns.server:
@@ -280,7 +281,7 @@ def _check_inputs(ns: argparse.Namespace) -> None:
             raise InvalidInputError(f"{', '.join(given)} need --policy-url", [FieldViolation("--policy-url", "not given")])
     if ns.num_repeats_add_seed and ns.seed is not None:
         raise InvalidInputError("one seed per request", [FieldViolation("--seed", "not with --num-repeats-add-seed (the body's seed would win)")])
-    if any("=" in s for s in ns.server) and not ns.shard:
+    if not ns.shard and any(split_server(s)[0] is not None for s in ns.server):  # servers by agent (an address may hold "=")
         if ns.ray is not None:
             raise InvalidInputError("servers by agent run processes on this machine", [FieldViolation("--ray", "not with --server AGENT=HOST:PORT")])
         if ns.reverify_failed:

@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from gym_metrics.collector._counted import counted_in_shards
+from gym_metrics.collector._counted import rows_read as counted_rows_read
 from gym_metrics.collector._environments import Environments, split_server
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, CallTool, EpisodeResult, add_usage, run_episode
 from gym_metrics.collector._input import indexed_rows
@@ -64,6 +65,7 @@ __all__ = [
     "collect_async",
     "collect_processes_async",
     "counted_in_shards",
+    "counted_rows_read",
     "die_with_parent",
     "estimate_total",
     "failures_path_for",

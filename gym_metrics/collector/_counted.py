@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, RolloutColumns, concat, read_rollouts
+from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, RolloutColumns, RolloutFile, concat, read_rollouts
 
 
 def counted_failures(
@@ -106,15 +106,20 @@ def with_counted_failures(
     rows = counted_failures(sidecar, classes, lambda keys: _held(by_agent.values(), keys))
     if not rows:
         return dict(by_agent), 0
-    fd, name = tempfile.mkstemp(prefix=output_path.name + ".counted.", dir=output_path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
-        extra = read_rollouts(Path(name), on_bad_line="fail", default_agent=default_agent).agents
-    finally:
-        os.unlink(name)
+    extra = rows_read(rows, output_path.parent, output_path.name + ".counted.", default_agent).agents
     merged = dict(by_agent)
     for agent, cols in extra.items():
         merged[agent] = concat([merged[agent], cols]) if agent in merged else cols
     return merged, len(rows)
 
+
+def rows_read(rows: list[dict[str, Any]], folder: Path | None, prefix: str, default_agent: str | None, keep_rows: bool = True) -> RolloutFile:
+    """Metric-input rows as the reader makes them of a file (their columns, the same engine code),
+    through a scratch file in `folder` (None: the temp directory), removed once read."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".jsonl", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+        return read_rollouts(Path(name), on_bad_line="fail", default_agent=default_agent, keep_rows=keep_rows)
+    finally:
+        os.unlink(name)

@@ -136,3 +136,16 @@ def test_servers_by_agent_are_refused_on_ray(servers: dict[str, str], tmp_path: 
     args = cli("collect", "--server", f"count={servers['count']}", "--input", str(mixed(tmp_path)), "--output", str(tmp_path / "o.jsonl"), "--ray")
     done = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--ray: not with --server AGENT=HOST:PORT" in done.stderr, done.stderr
+
+
+def test_an_address_holding_an_equals_sign_is_no_agent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`unix:/run/a=b.sock` is an address (a `=` after its `:`), so it names no agent's server."""
+    from gym_metrics import cli
+    from gym_metrics.collector import Environments, split_server
+
+    assert split_server("unix:/run/a=b.sock") == (None, "unix:/run/a=b.sock") and split_server("math=127.0.0.1:1") == ("math", "127.0.0.1:1")
+    assert Environments.parse(["unix:/run/a=b.sock"]) is None
+    src = write(tmp_path / "in.jsonl", hash_rows())
+    code = cli.main(["collect", "--server", "unix:/run/a=b.sock", "--input", str(src), "--output", str(tmp_path / "o.jsonl"), "--reverify-failed", "--connect-timeout", "0.2"])
+    said = capsys.readouterr().err
+    assert code != 0 and "give one environment's plain HOST:PORT" not in said, said  # (refused for its own reasons, not as servers by agent)
