@@ -312,13 +312,23 @@ def run(ns: argparse.Namespace) -> int:
         return _run(ns)
 
 
+def _agent_codes(ns: argparse.Namespace) -> Any:
+    """The benchmark config's NeMo Gym agents whose own code runs their rows (built on first use)."""
+    config = getattr(ns, "benchmark_config", None)
+    if config is None:
+        return None
+    from gym_metrics.nemo_gym import load_agents
+
+    return load_agents(config)
+
+
 def _server_block(suite: Any, agent: str) -> str:
     """The resources server block `agent` points at; InvalidInputError when it points at none."""
     block = suite.servers.get(agent)
     if block is None:
         kind = suite.kinds.get(agent, "?")
         raise InvalidInputError("an agent with no resources server", [FieldViolation("--benchmark", f"{suite.config}: agent {agent!r} ({kind}) names no "
-                                "resources_server: collect runs simple_agent's loop against an agent's resources server, not NeMo Gym's own agents' code")])  # fmt: skip
+                                "resources_server: collect runs an agent against its resources server (its own code ported, or simple_agent's loop)")])  # fmt: skip
     return str(block)
 
 
@@ -359,6 +369,7 @@ def _run(ns: argparse.Namespace) -> int:
         agent_loop=ns.agent_loop,
         max_steps=ns.max_steps,
         prepare_row=ns.prepare_row,
+        agents=_agent_codes(ns),
         parallel_tool_calls=ns.parallel_tool_calls,
         capture_model_calls=ns.capture_model_calls,
         capture_payloads=ns.capture_payloads,

@@ -16,6 +16,8 @@ when their episode is verified, so `--resume` resumes finished episodes only. At
 
 A rollout of an agent that never runs tools (ONE_CALL_AGENTS, the type the server's NeMo Gym
 config gives its agent) is one policy call verified without a session, as that agent runs it.
+A rollout of another NeMo Gym agent is run by that agent's own code (`agents`, _agent_code.py),
+or stops the run when its code is not given.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from gym_metrics.errors import InvalidInputError
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, run_episode
 from gym_metrics.collector._step_loop import DEFAULT_MAX_STEPS, run_step_episode
 from gym_metrics.collector._capture import Capture, captured
+from gym_metrics.collector._agent_code import AgentCode, SessionRoutes, refuse_unrunnable
 from gym_metrics.targets import GenerationError, ModelTarget
 
 STOP_KEY = "_gm_stop_reason"
@@ -82,8 +85,10 @@ class EpisodeRunner:
         log: Callable[[str], None],
         capture: Capture | None = None,
         retry: RetryPolicy | None = None,
+        agents: Mapping[str, AgentCode] | None = None,
     ) -> None:
         self.clients, self.tools, self.target = list(clients), tools, target
+        self.agents = dict(agents or {})
         self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
         self.retry = retry or RetryPolicy()
         self.max_steps, self.agent_max_steps, self.parallel_tool_calls = max_steps, agent_max_steps, parallel_tool_calls
@@ -143,7 +148,10 @@ class EpisodeRunner:
                 await self._attempts(rollout, self._verify_only)
             elif not isinstance(rollout.row.get(REQUEST_KEY), Mapping):
                 self._failed(rollout, f"no {REQUEST_KEY} (a Responses API request) to run an episode from")
+            elif rollout.agent in self.agents:
+                await self._attempts(rollout, self._agent_code)
             else:
+                refuse_unrunnable(rollout, self.agent_type(rollout.agent) if self.agent_type is not None and not self.steps else None)
                 await self._attempts(rollout, self._step_episode if self.steps else self._one_call if self._calls_once(rollout) else self._episode)
         finally:
             slots.release()
@@ -218,6 +226,21 @@ class EpisodeRunner:
         finally:
             if session:
                 await _close_quietly(calls, session)
+
+    async def _agent_code(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
+        """A rollout run by its NeMo Gym agent's own code (its `/run`), in a session of `client`."""
+        routes = SessionRoutes(client.session_stream())
+        try:
+            with captured(rollout, self.capture):
+                reward, text = await self.agents[rollout.agent].run(rollout.row, routes, self.target)
+        finally:
+            if routes.session:
+                await _close_quietly(routes.calls, routes.session)
+        answer = json.loads(text)
+        response = answer.get("response") if isinstance(answer, Mapping) else None
+        usage = response.get("usage") if isinstance(response, Mapping) else None
+        self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
+        return reward, text
 
     def _calls_once(self, rollout: Rollout) -> bool:
         return self.agent_type is not None and self.agent_type(rollout.agent) in ONE_CALL_AGENTS

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +93,9 @@ class CollectOptions:
     simple_agent loop, docs/pipelines.md#agent-loop); None: when the server has tools."""
     max_steps: int | None = None
     """Policy calls one episode may make (None: until the policy answers without calls)."""
+    agents: Mapping[str, Any] | None = None
+    """NeMo Gym agents whose own code runs their rows, by agent name (`--benchmark CONFIG`:
+    gym_metrics.nemo_gym.load_agents of its agents collect does not run itself)."""
     prepare_row: Callable[[dict[str, Any]], tuple[dict[str, Any], bytes | None]] | None = None
     """A change each input row gets before it is indexed and run (`--prompt-config`: its
     `responses_create_params.input` built from NeMo Gym's prompt template; `--benchmark`: the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +14,7 @@ from gym_metrics._util.progress import estimate_lines
 from gym_metrics._transport.client import ResourcesClient, ServerInfo
 from gym_metrics.rollouts import BadLine, PerfBlocks, RolloutColumns, add_perf_blocks, concat, holds_perf, perf_blocks, read_rollouts
 from gym_metrics.aggregate import AgentAggregate, local_parts, output_path_for, perf_sections, write_aggregate_metrics
+from gym_metrics.collector._agent_code import refuse_unrunnable
 from gym_metrics.collector._capture import Capture
 from gym_metrics.collector._counted import with_counted_failures
 from gym_metrics.collector._failed import FailedAgent, all_failed, with_generation_failures
@@ -22,7 +23,8 @@ from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._processes import write_stats
 from gym_metrics.collector._shard import output_locked, refuse_other_shard_count, stats_path
 from gym_metrics.collector._progress import Progress
-from gym_metrics.collector._generate import GeneratedBatches, make_target
+from gym_metrics.collector._generate import GeneratedBatches, make_target, needs_generation
+from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._replicas import by_server, connect, on_any, still_up
 from gym_metrics.collector._router import Router
 from gym_metrics.collector._options import CollectOptions
@@ -89,17 +91,24 @@ def collect(
     return run_fast(collect_async(client, input_path, output_path, options, progress))
 
 
-def _batches(router: Router, opts: CollectOptions, progress: Progress, needs_response: bool, capture: Capture | None) -> Batches:
-    """Verify batches of the rollouts to verify, generated first when a policy is given.
-    Without one, a row with no response fails here, naming --policy-url, when the environment
-    needs a response."""
+def _batches(router: Router, opts: CollectOptions, progress: Progress, needs_response: bool, capture: Capture | None, info: ServerInfo) -> Batches:
+    """Verify batches of the rollouts to verify, generated first when a policy is given (one
+    call each: a row of a NeMo Gym agent that runs its own code stops the run). Without one, a
+    row with no response fails here, naming --policy-url, when the environment needs a response."""
     if opts.target is None:
         rollouts = router.answered(router.to_verify()) if needs_response else router.to_verify()
         return make_batches(rollouts, opts.batch_size, opts.max_batch_bytes)
     return GeneratedBatches(
-        router.to_verify(), make_target(opts.target, token_ids=opts.capture_tokens), router.record_failed, progress,
+        _one_call_agents(router.to_verify(), info), make_target(opts.target, token_ids=opts.capture_tokens), router.record_failed, progress,
         max_items=opts.batch_size, max_bytes=opts.max_batch_bytes, capture=capture,
     )  # fmt: skip
+
+
+def _one_call_agents(rollouts: Iterator[Rollout], info: ServerInfo) -> Iterator[Rollout]:
+    for rollout in rollouts:
+        if needs_generation(rollout.row):
+            refuse_unrunnable(rollout, info.type_of(rollout.agent))
+        yield rollout
 
 
 def _episode_runner(
@@ -119,7 +128,7 @@ def _episode_runner(
         clients, tools, make_target(opts.target, token_ids=opts.capture_tokens), router.record, router.record_failed, progress,
         max_steps=opts.max_steps, agent_max_steps=info.max_steps_of, agent_type=info.type_of, parallel_tool_calls=opts.parallel_tool_calls,
         any_tool_name=info.any_tool_name, steps=info.steps,
-        attempts=opts.max_episode_attempts, log=log, capture=capture, retry=opts.retry,
+        attempts=opts.max_episode_attempts, log=log, capture=capture, retry=opts.retry, agents=opts.agents,
     )  # fmt: skip
 
 
@@ -198,7 +207,7 @@ async def _collect(
         # where the environment needs a response: its request model requires one, or it has
         # tools (its rollouts are episodes the agent loop runs)
         needs_response = "response" in replicas.info.verify_request_schema.get("required", ()) or bool(replicas.info.tools or replicas.info.any_tool_name or replicas.info.steps)
-        batches = None if runner is not None else _batches(router, opts, progress, needs_response, capture)
+        batches = None if runner is not None else _batches(router, opts, progress, needs_response, capture, replicas.info)
         try:
             if runner is not None:
                 await runner.run(router.to_verify())

@@ -28,6 +28,7 @@ from gym_metrics.collector import ONE_CALL_AGENTS, run_episode
 from gym_metrics.environments import Sessions, hook
 from gym_metrics._transport.client import ToolOutput, for_agent, tool_caller
 from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.nemo_gym import NATIVE_AGENTS
 from gym_metrics.recording import CAPTURE_KEY, TRAJECTORY_KEY, EpisodeTrace, capture_block, model_call_records, rollout_id_of, token_gaps, trajectory
 from gym_metrics.targets import ModelTarget, capturing
 
@@ -47,8 +48,12 @@ class AgentRun:
             raise InvalidInputError("no request to run", [FieldViolation("responses_create_params", "missing: a Responses API request")])
         request = dict(request)
         env = self.sessions.env
-        if self._of_agent("agent_types", body) in ONE_CALL_AGENTS:
+        kind = self._of_agent("agent_types", body)
+        if kind in ONE_CALL_AGENTS:
             return await self._one_call(body, request)
+        if kind is not None and kind not in NATIVE_AGENTS:  # simple_agent's loop would score another program
+            why = f"NeMo Gym's {kind} runs its rows with its own code, which this door does not run (collect --benchmark does: docs/nemo-gym.md#agents)"
+            raise InvalidInputError(f"agent {kind} is not run here", [FieldViolation("agent_ref.name", why)])
         tools = [spec.as_function_tool() for spec in hook(env, "tools")().values()]
         if not request.get("tools") and tools and not env.routes_tool_calls:  # a NeMo Gym app's rows keep theirs
             request["tools"] = tools

@@ -9,6 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from gym_metrics.nemo_gym._native import NATIVE_AGENTS
+
+
+def load_agents(config: Any) -> Any:
+    """The agents of the NeMo Gym config `config` that are not NATIVE_AGENTS, by block name, each
+    built from its ported code in the config's tree on first use (_agents.AgentCodes)."""
+    from gym_metrics.nemo_gym._agents import AgentCodes
+
+    return AgentCodes(config)
+
 
 def load_config_server(*args: Any, **kwargs: Any) -> Any:
     """See gym_metrics.nemo_gym._config.load_config_server (imported on first use)."""

@@ -272,6 +272,29 @@ class NeMoGymResponseUsage(ResponseUsage):
     output_tokens_details: NeMoGymResponseOutputTokensDetails  # type: ignore[assignment]
 
 
+def _sum_known(left: Optional[int], right: Optional[int]) -> Optional[int]:
+    """A detail count summed only when both sides report it (unknown stays unknown)."""
+    return None if left is None or right is None else left + right
+
+
+def accumulate_response_usage(total: Optional[NeMoGymResponseUsage], additional: Optional[NeMoGymResponseUsage]) -> Optional[NeMoGymResponseUsage]:
+    """`total` plus `additional` (a multi-call agent's usage): the three counts summed, the cached
+    and reasoning details summed where both calls report them; `total` itself is left alone."""
+    if additional is None:
+        return total
+    if total is None:
+        return additional.model_copy(deep=True)
+    out = total.model_copy(deep=True)
+    out.input_tokens += additional.input_tokens
+    out.output_tokens += additional.output_tokens
+    out.total_tokens += additional.total_tokens
+    if out.input_tokens_details is not None and additional.input_tokens_details is not None:
+        out.input_tokens_details.cached_tokens = _sum_known(out.input_tokens_details.cached_tokens, additional.input_tokens_details.cached_tokens)
+    if out.output_tokens_details is not None and additional.output_tokens_details is not None:
+        out.output_tokens_details.reasoning_tokens = _sum_known(out.output_tokens_details.reasoning_tokens, additional.output_tokens_details.reasoning_tokens)
+    return out
+
+
 def _by_type(annotated: Any) -> Any:
     """openai's `type`-tagged union as a pydantic tagged union: the member is picked by its
     `type` instead of trying all of them (openai's own tag is invisible to pydantic, and trying
@@ -385,5 +408,6 @@ __all__ = [
     "NeMoGymResponseOutputTokensDetails",
     "NeMoGymResponseReasoningItem",
     "NeMoGymResponseUsage",
+    "accumulate_response_usage",
     "NeMoGymSummary",
 ]

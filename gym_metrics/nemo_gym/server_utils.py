@@ -77,6 +77,8 @@ class ServerResponse:
 
     def __init__(self, status: int, body: bytes, headers: Mapping[str, str], url: str = "") -> None:
         self.status, self.headers, self.url = status, dict(headers), url
+        self.cookies: dict[str, str] = {}
+        """None set: a rollout's session is kept by its episode here, not in a cookie."""
         self.content = _Content(body)
         self._body = body
 
