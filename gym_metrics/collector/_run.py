@@ -13,7 +13,7 @@ from gym_metrics._util.limits import ensure_open_files
 from gym_metrics._util.progress import estimate_lines
 from gym_metrics._transport.client import ResourcesClient, ServerInfo
 from gym_metrics.rollouts import BadLine, PerfBlocks, RolloutColumns, add_perf_blocks, concat, holds_perf, perf_blocks, read_rollouts
-from gym_metrics.aggregate import AgentAggregate, local_parts, output_path_for, perf_sections, write_aggregate_metrics
+from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, local_parts, output_path_for, perf_sections, write_aggregate_metrics
 from gym_metrics.collector._agent_code import refuse_unrunnable
 from gym_metrics.collector._capture import Capture
 from gym_metrics.collector._counted import with_counted_failures
@@ -361,13 +361,16 @@ async def _aggregate_output(
                 count_errors_as_zero=opts.count_errors_as_zero,
             )
 
+        hooks = _agent_hooks(opts, agent)
+        if hooks is not None:  # a NeMo Gym agent of its own code that aggregates with its own hooks, here
+            wants_rows = False
         parts = asyncio.ensure_future(
             asyncio.to_thread(
                 local_parts, [cols], opts.count_errors_as_zero, samples=not wants_rows, infos=opts.include_rollout_infos
             )
         )
         try:
-            result = await on_any(order, call, opts.retry, log)
+            result = await on_any(order, call, opts.retry, log) if hooks is None else await asyncio.to_thread(_own_aggregate, agent, cols, hooks, opts, tasks)
         except BaseException:
             parts.cancel()
             raise
@@ -375,6 +378,28 @@ async def _aggregate_output(
         results.append(result)
     failed = [f for f in (all_failed(agent, by_agent[agent]) for agent in agents if agent in by_agent) if f]
     return results, failed, blocks
+
+
+def _agent_hooks(opts: CollectOptions, agent: str) -> tuple[Any, ...] | None:
+    """(compute_metrics, get_key_metrics, compute_repeat_metrics) of an agent whose own code aggregates its rollouts
+    under NeMo Gym (its default aggregation, the agent's hooks); None: its resources server's."""
+    if not opts.agents or agent not in opts.agents:
+        return None
+    hooks: tuple[Any, ...] | None = opts.agents[agent].hooks
+    return hooks
+
+
+def _own_aggregate(agent: str, cols: RolloutColumns, hooks: tuple[Any, ...], opts: CollectOptions, tasks: dict[str, set[int]]) -> AgentAggregate:
+    """The agent's metrics as NeMo Gym's default `aggregate_metrics` computes them on the agent:
+    the same statistics, the agent's hooks in place of its resources server's."""
+    options = AggregateOptions(
+        include_rollout_infos=False, include_samples=False, count_errors_as_zero=opts.count_errors_as_zero,
+        expected_rollouts_per_task=opts.num_repeats if isinstance(opts.num_repeats, int) else 0, expected_task_indices=sorted(tasks.get(agent, ())),
+    )  # fmt: skip
+    aggregator = Aggregator(agent, options)
+    aggregator.add(cols)
+    compute, key, repeat = hooks
+    return aggregator.finalize(compute, key, compute_repeat_metrics=repeat)
 
 
 def _reject_duplicate_keys(output_path: Path, agents: dict[str, RolloutColumns], where: str = "line") -> None:

@@ -60,6 +60,8 @@ class _Episode:
 
 
 _EPISODE: contextvars.ContextVar[_Episode | None] = contextvars.ContextVar("gym_metrics_nemo_agent_episode", default=None)
+_FORWARDED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("gym_metrics_nemo_agent_forwarded", default=None)
+"""While an agent's aggregation is probed: the resources servers its `/aggregate_metrics` posted to."""
 
 
 class _AgentClient(ServerClient):
@@ -72,6 +74,12 @@ class _AgentClient(ServerClient):
         self.app: Any = None
 
     async def request(self, method: str, server_name: str, url_path: str, json: Any = None, **kwargs: Any) -> ServerResponse:
+        forwarded = _FORWARDED.get()
+        if forwarded is not None:  # the probe of its aggregation: only a forward to its resources server answers
+            if server_name in self.resources and url_path.partition("?")[0] == "/aggregate_metrics":
+                forwarded.append(server_name)
+                return ServerResponse(200, b"{}", _JSON, f"http://{server_name}{url_path}")
+            return ServerResponse(500, b'{"detail": "probe"}', _JSON, f"http://{server_name}{url_path}")
         episode = _EPISODE.get()
         if episode is None or server_name not in (self.name, *self.models, *self.resources):
             return await super().request(method, server_name, url_path, json, **kwargs)
@@ -100,6 +108,11 @@ class AgentProgram:
     implementation: str
     agent: SimpleResponsesAPIAgent
     app: Any
+    hooks: tuple[Any, ...] | None = None
+    """How NeMo Gym aggregates the agent's rollouts: None, as its resources server does (its
+    `aggregate_metrics` forwards them there, as simple_agent's does); else NeMo Gym's default
+    aggregation with the agent's own (compute_metrics, get_key_metrics, compute_repeat_metrics),
+    None where not its own."""
 
     async def run(self, row: Mapping[str, Any], routes: Routes, target: ModelTarget) -> tuple[float, str]:
         episode = _Episode(routes, target)
@@ -155,7 +168,8 @@ class AgentCodes(Mapping[str, AgentProgram]):
             impl, fields = self._blocks[name]
             set_global_config_dict(self.document)
             agent = _build(self.path, self.root, name, impl, fields)
-            program = self._built[name] = AgentProgram(name, impl, agent, agent.server_client.app)  # type: ignore[attr-defined]
+            app = agent.server_client.app  # type: ignore[attr-defined]
+            program = self._built[name] = AgentProgram(name, impl, agent, app, _aggregation(self.path, name, impl, agent, app))
         return program
 
     def __iter__(self) -> Iterator[str]:
@@ -190,3 +204,43 @@ def _build(path: Path, root: Path, name: str, impl: str, fields: dict[str, Any])
     agent = cls(config=config, server_client=client)
     client.app = agent.setup_webserver()
     return agent
+
+
+def _aggregation(path: Path, name: str, impl: str, agent: SimpleResponsesAPIAgent, app: Any) -> tuple[Any, ...] | None:
+    """AgentProgram.hooks of `agent`: an `aggregate_metrics` of its own is probed (called with no
+    rows: does it forward them to its resources server?); one that aggregates otherwise is
+    refused (collect does not run it)."""
+    cls = type(agent)
+    if cls.aggregate_metrics is not SimpleResponsesAPIAgent.aggregate_metrics:
+        if _forwards(app):
+            return None
+        why = f"{path}: its aggregate_metrics computes NeMo Gym's metrics itself, which collect does not run (it forwards none to its resources server)"
+        raise InvalidInputError(f"agent {name} ({impl}) aggregates its own way", [FieldViolation(name, why)])
+    hooks = ("compute_metrics", "get_key_metrics", "compute_repeat_metrics")
+    return tuple(getattr(agent, h) if getattr(cls, h) is not getattr(SimpleResponsesAPIAgent, h) else None for h in hooks)
+
+
+def _forwards(app: Any) -> bool:
+    """Whether the app's `/aggregate_metrics` posts what it is given to its resources server (in
+    a loop of its own, in a thread: this runs where the caller's loop may be running)."""
+    import asyncio
+    import threading
+
+    found: list[bool] = []
+
+    def probe() -> None:
+        async def call() -> bool:
+            forwarded: list[str] = []
+            token = _FORWARDED.set(forwarded)
+            try:
+                status, _ = await post(app, "/aggregate_metrics", b'{"verify_responses": []}', {})
+            finally:
+                _FORWARDED.reset(token)
+            return status == 200 and bool(forwarded)
+
+        found.append(asyncio.run(call()))
+
+    thread = threading.Thread(target=probe, name="gym-metrics-agent-probe")
+    thread.start()
+    thread.join(60)
+    return bool(found and found[0])

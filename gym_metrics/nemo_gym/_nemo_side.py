@@ -21,7 +21,9 @@ and its request's null fields, which a dumped request holds and /run refuses, le
 back as "tasks") run whole by the agent the config names for it
 (`agent_ref.name`: simple_agent, tool_simulation_agent, ...) against the policy listening on
 127.0.0.1:PORT, every server under uvicorn as NeMo Gym serves it (lifespan on), each row's
-`POST /run` in file order, one at a time, no cookies shared.
+`POST /run` in file order, one at a time, no cookies shared; the kept answers go to each agent's
+`/aggregate_metrics`, as NeMo Gym's collection posts them (simple_agent forwards them to its
+resources server; an agent of its own code may aggregate them itself).
 """
 
 from __future__ import annotations
@@ -246,7 +248,7 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
                 by_agent.setdefault(task["agent_ref"]["name"], []).append(json.loads(json.dumps(strip(result))))
         metrics = []
         for agent, kept in sorted(by_agent.items()):
-            answer = await client.post(server_name=instance, url_path="/aggregate_metrics", json={"verify_responses": kept})
+            answer = await client.post(server_name=agent, url_path="/aggregate_metrics", json={"verify_responses": kept})
             if answer.status != 200:
                 raise SystemExit(f"NeMo Gym's /aggregate_metrics answered {answer.status}: {(await answer.text())[:500]}")
             dumped = await answer.json()

@@ -281,7 +281,7 @@ def test_a_benchmark_is_prepared_as_gym_eval_prepare_prepares_it(config_tree: Pa
     assert cli_main(["dataset", "nemo-gym-benchmark", "--list"]) == 0
     listed = capfd.readouterr().out.splitlines()
     assert "demo_eval\tdemo_eval\tdemo_eval_simple_agent\tx3\tprepared" in listed
-    assert [line.split("\t")[0] for line in listed] == ["demo_ambiguous", "demo_decoupled", "demo_eval", "demo_pinned", "demo_splits", "demo_suite_two"]
+    assert [line.split("\t")[0] for line in listed] == ["demo_agent", "demo_ambiguous", "demo_decoupled", "demo_eval", "demo_pinned", "demo_splits", "demo_suite_two"]
     assert "demo_suite_two\tsuite: demo_eval, demo_second\tdemo_eval_simple_agent, demo_second_simple_agent\tx3, x2\tprepared" in listed  # (its own text declares one: NeMo Gym's discovery lists it)
     script = config_tree / "benchmarks/demo_eval/prepare.py"
     for text, words in (

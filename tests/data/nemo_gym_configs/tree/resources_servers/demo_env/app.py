@@ -33,3 +33,7 @@ class DemoServer(SimpleResourcesServer):
         )
         reward = self.config.reward_if_match if body.expected in text else 0.0
         return DemoVerifyResponse(**body.model_dump(), reward=reward, label=self.config.label)
+
+
+if __name__ == "__main__":
+    DemoServer.run_webserver()

@@ -102,3 +102,7 @@ class TwoTurnAgent(SimpleResponsesAPIAgent):
         if probed is not None:
             out["probed"] = probed
         return TwoTurnVerifyResponse.model_validate(out)
+
+
+if __name__ == "__main__":
+    TwoTurnAgent.run_webserver()
