@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gym_metrics._util.aio import run_fast
 from gym_metrics._util.limits import ensure_open_files

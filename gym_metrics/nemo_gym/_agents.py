@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
+import pydantic
 from pydantic import BaseModel
 
-from gym_metrics.environments import load_module_file
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym._native import NATIVE_AGENTS
 from gym_metrics.nemo_gym._asgi import post
 from gym_metrics.nemo_gym._compose import read_blocks, tree_root
+from gym_metrics.nemo_gym._config import load_entry
 from gym_metrics.nemo_gym.base_responses_api_agent import SimpleResponsesAPIAgent
 from gym_metrics.nemo_gym.config_types import ModelServerRef, ResourcesServerRef
 from gym_metrics.nemo_gym.global_config import set_global_config_dict
@@ -184,7 +185,7 @@ def _build(path: Path, root: Path, name: str, impl: str, fields: dict[str, Any])
     if not entry.is_file():
         how = f"{entry} is not there: port NeMo Gym's agent into the tree (python -m gym_metrics.nemo_gym.port nemo-gym/responses_api_agents/{impl} {entry.parent})"
         raise InvalidInputError(f"agent {name} ({impl}) has no code here", [FieldViolation(name, f"{path}: {how}")])
-    module = load_module_file(entry)
+    module = load_entry(entry)
     found = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, SimpleResponsesAPIAgent) and c.__module__ == module.__name__]
     if len(found) != 1:
         why = f"{entry} defines {len(found)} SimpleResponsesAPIAgent subclasses (ported? its imports must name gym_metrics.nemo_gym)"
@@ -193,10 +194,8 @@ def _build(path: Path, root: Path, name: str, impl: str, fields: dict[str, Any])
     config_cls = cls.model_fields["config"].annotation
     try:
         config = config_cls.model_validate({"host": "127.0.0.1", "port": 0, **fields, "name": name})  # type: ignore[union-attr]
-    except Exception as exc:
-        errors = getattr(exc, "errors", None)
-        items = errors()[:20] if callable(errors) else [{"loc": (), "msg": str(exc)}]
-        violations = [FieldViolation(f"{name}.{'.'.join(map(str, e['loc']))}", e["msg"]) for e in items]
+    except pydantic.ValidationError as exc:
+        violations = [FieldViolation(f"{name}.{'.'.join(map(str, e['loc']))}", e["msg"]) for e in exc.errors()[:20]]
         raise InvalidInputError(f"{path}: the {impl} config does not fit {cls.__name__}", violations) from None
     refs = [getattr(config, key) for key in type(config).model_fields]
     model = getattr(config, "model_server", None)  # the policy's place (another model server, a judge, is given by URL)

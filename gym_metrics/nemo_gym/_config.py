@@ -191,7 +191,7 @@ def _server_class(entry: Path, config_path: Path) -> type[SimpleResourcesServer]
     SimpleResourcesServer declared in it)."""
     if not entry.is_file():
         raise InvalidInputError("entrypoint not found", [FieldViolation("entrypoint", f"{entry} (from {config_path})")])
-    module = _load_entry(entry)
+    module = load_entry(entry)
     found = [
         value
         for value in vars(module).values()
@@ -205,19 +205,20 @@ def _server_class(entry: Path, config_path: Path) -> type[SimpleResourcesServer]
     return found[0]
 
 
-def _load_entry(entry: Path) -> Any:
-    """The entrypoint as NeMo Gym imports it: inside a `resources_servers/<env>/` folder, as the
-    module `resources_servers.<env>.app` with that tree's root on the import path (environments
-    import their own modules, and other environments', by that path); elsewhere as a file."""
+def load_entry(entry: Path) -> Any:
+    """The entrypoint as NeMo Gym imports it: inside a `resources_servers/<env>/` (or an agent's
+    `responses_api_agents/<agent>/`) folder, as the module `resources_servers.<env>.app` with
+    that tree's root on the import path (environments and agents import their own modules, and
+    others', by that path); elsewhere as a file."""
     env_dir = entry.resolve().parent
-    if env_dir.parent.name != "resources_servers":
+    if env_dir.parent.name not in ("resources_servers", "responses_api_agents"):
         return load_module_file(entry)
     set_parent_dir(env_dir.parent.parent)
     for folder in (str(env_dir.parent.parent), str(env_dir)):  # the tree's root, and the env's own folder
         if folder not in sys.path:  # (as `python app.py` has it: bare imports of its sibling files)
             sys.path.insert(0, folder)
     try:
-        return importlib.import_module(f"resources_servers.{env_dir.name}.{entry.stem}")
+        return importlib.import_module(f"{env_dir.parent.name}.{env_dir.name}.{entry.stem}")
     except (ImportError, SyntaxError) as exc:
         where = f"{exc.filename}:{exc.lineno}" if isinstance(exc, SyntaxError) else str(entry)
         raise InvalidInputError(

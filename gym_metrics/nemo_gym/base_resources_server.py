@@ -38,7 +38,7 @@ from gym_metrics.nemo_gym._routes import (
     seed_nemo_session,
     verify_response_model,
 )
-from gym_metrics.nemo_gym.config_types import BaseRunServerInstanceConfig
+from gym_metrics.nemo_gym.config_types import AggregateMetrics, AggregateMetricsRequest, BaseRunServerInstanceConfig
 from gym_metrics.nemo_gym.episode_types import EpisodeId, TaskId
 from gym_metrics.nemo_gym.judge import JudgeError, judge_failed_row
 from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
@@ -348,6 +348,8 @@ def _judge_failed(request: BaseModel, error: str) -> _JudgeFailed:
 
 
 __all__ = [
+    "AggregateMetrics",
+    "AggregateMetricsRequest",
     "BaseMultiRewardVerifyResponse",
     "BaseResourcesServerConfig",
     "BaseRunRequest",

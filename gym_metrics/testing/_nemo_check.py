@@ -134,15 +134,27 @@ def _row_differences(theirs: list[dict[str, Any]], mine: list[dict[str, Any]], c
         ours = by_key.pop(key(row), None)
         if ours is None:
             found.append(f"{where}: missing")
-        elif "_nemo_refused" in row or "_gm_error" in ours:
+        elif "_nemo_refused" in row or _failed(ours):
             if "_nemo_refused" not in row:
-                found.append(f"{where}: failed here ({ours['_gm_error'].get('message', '')[:200]}), scored by NeMo Gym")
-            elif "_gm_error" not in ours:
+                found.append(f"{where}: failed here ({_failed(ours)[:200]}), scored by NeMo Gym")
+            elif not _failed(ours):
                 found.append(f"{where}: scored here, refused by NeMo Gym ({row['_nemo_refused']}: {row['_nemo_detail'][:200]})")
+            elif "_ng_failure_http_status" in ours and ours["_ng_failure_http_status"] != row["_nemo_refused"]:  # an agent's failed /run, both sides
+                found.append(f"{where}: its /run answered {ours['_ng_failure_http_status']} here, {row['_nemo_refused']} under NeMo Gym")
         else:
             found += differences(shown(row), shown(ours), where)
     found += [f"rows[task {k[1]}, rollout {k[2]}]: not in NeMo Gym's" for k in by_key]
     return found
+
+
+def _failed(row: dict[str, Any]) -> str:
+    """Why a row of ours failed ('' when it did not): a failed rollout (`_gm_error`), or an
+    agent's failed `/run` (NeMo Gym's sidecar row, `_ng_failure_class`)."""
+    if "_gm_error" in row:
+        return str(row["_gm_error"].get("message", "")) or "failed"
+    if row.get("_ng_failure_class"):
+        return f"{row['_ng_failure_class']}: {row.get('_ng_failure_response_body') or row.get('_ng_failure_message', '')}"
+    return ""
 
 
 def _indexed(rollouts: Path, agent: str, out: Path) -> Path:
@@ -224,6 +236,12 @@ async def _ours(
 
     tree = work / "resources_servers"
     port_environment(root / "resources_servers" / env, tree / env)
+    from gym_metrics.nemo_gym import NATIVE_AGENTS, config_agents, load_agents
+    from gym_metrics.nemo_gym.port import port_folder
+
+    for impl in {impl for _, impl, _ in config_agents(config_file(root, env, config))[1]} - NATIVE_AGENTS:  # an agent of its own code, ported beside it
+        if (root / "responses_api_agents" / impl).is_dir():
+            port_folder(root / "responses_api_agents" / impl, work / "responses_api_agents" / impl)
     if config and "/" in config:  # a benchmark's config: beside the ported tree, so its server is the ported one
         (work / config).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(root / config, work / config)
@@ -234,7 +252,8 @@ async def _ours(
         server = await start_server(built, ServerConfig(port=0, log_requests=False))
         try:
             async with ResourcesClient(server.address) as client:
-                options = CollectOptions(target=target) if target is not None else CollectOptions(reverify=True)  # rows that carry a reward too
+                agents = load_agents(config_file(work, env, config))
+                options = CollectOptions(target=target, agents=agents) if target is not None else CollectOptions(reverify=True)  # rows that carry a reward too
                 result = await collect_async(client, rows, work / "run.jsonl", options)
                 written = [work / "run.jsonl", work / "run_failures.jsonl"]
                 out = [json.loads(line) for path in written if path.exists() for line in path.read_text().splitlines() if line.strip()]

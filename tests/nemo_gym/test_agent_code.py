@@ -91,7 +91,6 @@ def _agent_variant(tree: Path, impl: str, body: str) -> None:
     head = ("from gym_metrics.nemo_gym.base_responses_api_agent import Body\nfrom gym_metrics.nemo_gym.config_types import AggregateMetrics, AggregateMetricsRequest\n"
             "from responses_api_agents.demo_two_turn_agent.app import TwoTurnAgent\n\n\nclass Variant(TwoTurnAgent):\n")  # fmt: skip
     (folder / "app.py").write_text(head + body)
-    (tree / "responses_api_agents" / "__init__.py").touch()
     config = tree / CONFIG
     config.write_text(config.read_text().replace("demo_two_turn_agent:", f"{impl}:"))
 
@@ -105,10 +104,10 @@ def test_an_agent_that_forwards_its_aggregation_gets_its_resources_servers_metri
     )  # fmt: skip
     _agent_variant(agent_tree, "forwarding_agent", forwards)
     monkeypatch.chdir(agent_tree)
-    monkeypatch.syspath_prepend(str(agent_tree))
-    assert _collect(agent_tree) == 0
+    assert _collect(agent_tree, "--capture-model-calls") == 0
     agent_metrics = json.loads((agent_tree / "out_aggregate_metrics.json").read_text())[0]["agent_metrics"]
     assert "never" not in agent_metrics and agent_metrics["mean/reward"] == pytest.approx(4 / 6)
+    assert {len(r["ng_model_call_capture"]["calls"]) for r in _lines(agent_tree / "out.jsonl")} == {2}  # each row's two turns
 
 
 def test_an_agent_with_hooks_of_its_own_is_aggregated_with_them(agent_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,7 +117,6 @@ def test_an_agent_with_hooks_of_its_own_is_aggregated_with_them(agent_tree: Path
     )  # fmt: skip
     _agent_variant(agent_tree, "hooked_agent", hooks)
     monkeypatch.chdir(agent_tree)
-    monkeypatch.syspath_prepend(str(agent_tree))
     assert _collect(agent_tree) == 0
     entry = json.loads((agent_tree / "out_aggregate_metrics.json").read_text())[0]
     assert (entry["agent_metrics"]["tasks_seen"], entry["agent_metrics"]["rows_seen"]) == (3, 6)  # the failed task's rows are not scored
@@ -132,7 +130,6 @@ def test_an_agent_that_aggregates_its_own_way_is_refused_before_it_runs(agent_tr
     )  # fmt: skip
     _agent_variant(agent_tree, "own_way_agent", own)
     monkeypatch.chdir(agent_tree)
-    monkeypatch.syspath_prepend(str(agent_tree))
     assert _collect(agent_tree) == 2
     err = capsys.readouterr().err
     assert "agent demo_agent_two_turn_agent (own_way_agent) aggregates its own way" in err and "aggregate_metrics" in err
@@ -162,3 +159,42 @@ async def test_without_the_config_a_custom_agents_rows_stop_the_run(agent_tree: 
             assert policy.requests == []
     err = capsys.readouterr().err
     assert "input line 1: agent 'demo_agent_two_turn_agent' is NeMo Gym's demo_two_turn_agent" in err and "--benchmark CONFIG.yaml" in err
+
+
+def test_the_wheels_speed_bench_agent_runs_as_under_nemo_gym(tmp_path: Path) -> None:
+    """NeMo Gym's own speed_bench_agent (it replays a row's user turns one model call each and
+    sums their usage) on its environment's recorded rollouts, replayed: each row as NeMo Gym's
+    agent answered it (the rows of several user turns too) and the metrics; `gen_seconds` (the
+    time since the environment's first verify) is the one field that differs, as it is a clock."""
+    import zipfile
+
+    from conftest import nemo_gym_wheel
+    from gym_metrics.targets import ModelTargetConfig
+    from gym_metrics.testing._nemo_check import _ours, _row_differences
+
+    sys_path = Path(__file__).parents[2] / "scripts"
+    recorded = REFERENCE["wheel"]["speed_bench"]
+    with zipfile.ZipFile(nemo_gym_wheel()) as wheel:
+        wheel.extractall(tmp_path / "wheel", [m for m in wheel.namelist() if m.startswith(("resources_servers/speed_bench/", "responses_api_agents/speed_bench_agent/"))])
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("agent_code_reference", sys_path / "make_nemo_agent_code_reference.py")
+    assert spec is not None and spec.loader is not None
+    recorder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recorder)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(task) + "\n" for task in recorded["tasks"]))
+    with recorder.metrics_page() as page, ScriptedPolicyServer(recorder.wheel_policy(recorded["rows"])) as policy:
+        root = recorder.wheel_root(tmp_path / "wheel", "speed_bench", "speed_bench_agent", tmp_path / "root", page.url)
+        work = tmp_path / "work"
+        work.mkdir()
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")
+        rows, metrics = asyncio.run(_ours(root, "speed_bench", tasks, None, work, target))
+    found = _row_differences(recorded["responses"], rows, compare_response=True)
+    scored = {r["agent_ref"]["name"] for r in rows if "_gm_error" not in r and not r.get("_ng_failure_class")}
+    found += differences(recorded["metrics"], [m for m in metrics if m["agent_ref"]["name"] in scored], "metrics")
+    assert found and all("gen_seconds" in f for f in found), [f for f in found if "gen_seconds" not in f]
+    assert not any("_nemo_refused" in r for r in recorded["responses"]) and not any(r.get("_ng_failure_class") for r in rows)
+    turns = {len(r["responses_create_params"]["input"]): r["response"] for r in rows}  # rows of 1, 2 and 3 user turns
+    assert sorted(turns) == [1, 2, 3] and len(turns[3]["output"]) == 3  # a model call a turn, their outputs kept
+    assert turns[3]["usage"]["output_tokens"] > turns[1]["usage"]["output_tokens"]
