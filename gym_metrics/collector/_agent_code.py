@@ -26,8 +26,8 @@ class SessionRoutes:
     """A resources server's routes as the agent's code POSTs them, over one row's session:
     `/seed_session` opens it, `/verify` verifies in it (which ends it), any other path calls
     that tool in it. Each answers (status, body) as NeMo Gym's server would: a row the server
-    refuses 422, an environment's code that raised 500 (its message), a tool whose output is an
-    error 500; a server that failed raises (the episode starts again)."""
+    refuses 422, an environment's code that raised 500 (its message), a tool route its own
+    status; a server that failed raises (the episode starts again)."""
 
     def __init__(self, calls: SessionStream) -> None:
         self.calls, self.session = calls, ""
@@ -48,7 +48,7 @@ class SessionRoutes:
             return 422, _detail(str(exc))
         except RemoteCallError as exc:
             return 500, _detail(exc.details)
-        return (500 if answer.failed else 200), answer.output
+        return answer.status or (500 if answer.failed else 200), answer.output
 
 
 def _detail(message: str) -> str:

@@ -210,9 +210,9 @@ class SimpleResourcesServer:
             found = _TOOLS[cls] = tools_of(cls)
         return found
 
-    async def route_tool_call(self, name: str, arguments_json: str | bytes, session: Session) -> tuple[str, bool]:
-        """(the text the model reads, whether the call failed) of a call `tools()` does not
-        dispatch: used when `routes_tool_calls` is set."""
+    async def route_tool_call(self, name: str, arguments_json: str | bytes, session: Session) -> tuple[str, bool] | tuple[str, bool, int]:
+        """(the text the model reads, whether the call failed[, the HTTP status a route
+        answered]) of a call `tools()` does not dispatch: used when `routes_tool_calls` is set."""
         raise NotImplementedError(f"{type(self).__name__} sets routes_tool_calls without route_tool_call")
 
     @property

@@ -72,8 +72,9 @@ class Sessions:
             raise
         return session
 
-    async def call_tool(self, session_id: str, name: str, arguments_json: str | bytes) -> tuple[str, bool]:
-        """(the text the model reads, whether the tool failed) of one tool call in a session."""
+    async def call_tool(self, session_id: str, name: str, arguments_json: str | bytes) -> tuple[str, bool, int]:
+        """(the text the model reads, whether the tool failed, the HTTP status its route answered:
+        0 for a tool that is not a route) of one tool call in a session."""
         session = self.store.get(session_id)
         if self.env.routes_tool_calls:  # the environment routes every name itself (a NeMo Gym app)
             await checked_items(arguments_json, "arguments_json")
@@ -84,16 +85,17 @@ class Sessions:
             call = _ok(spec.run(self.env, arguments, session))
         try:
             with self.store.working(session):
-                output, failed = await asyncio.wait_for(call, self.tool_timeout_s)
+                answer = await asyncio.wait_for(call, self.tool_timeout_s)
         except asyncio.TimeoutError:
             self.tool_calls["timeout"] += 1
-            return _error(f"tool {name!r} exceeded its {self.tool_timeout_s:g} s deadline"), True
+            return _error(f"tool {name!r} exceeded its {self.tool_timeout_s:g} s deadline"), True, 0
         except Exception as exc:  # the model reads the error, as under NeMo Gym
             self.tool_calls["error"] += 1
             log.debug("tool %s raised in session %s", name, session_id, exc_info=exc)
-            return _error(f"{type(exc).__name__}: {exc}"), True
+            return _error(f"{type(exc).__name__}: {exc}"), True, 0
+        output, failed = answer[0], answer[1]
         self.tool_calls["error" if failed else "ok"] += 1
-        return output, failed
+        return output, failed, answer[2] if len(answer) > 2 else 0
 
     async def step(self, session_id: str, response_json: str | bytes) -> StepResult:
         """One step of an environment that answers turns (_steps.py): the model's turn in, the

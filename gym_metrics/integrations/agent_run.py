@@ -109,7 +109,8 @@ class _InProcess:
 
     async def call_tool(self, session_id: str, name: str, arguments: Mapping[str, Any] | str | bytes) -> ToolOutput:
         given = arguments if isinstance(arguments, (str, bytes)) else orjson.dumps(dict(arguments))
-        return ToolOutput(*await self.sessions.call_tool(session_id, name, given))
+        output, failed, status = await self.sessions.call_tool(session_id, name, given)
+        return ToolOutput(output, failed, status)
 
 
 __all__ = ["AgentRun"]

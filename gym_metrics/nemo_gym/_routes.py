@@ -125,14 +125,14 @@ async def verify_through_route(server: Any, body: bytes, session: Session | None
     return await post(app_of(server), "/verify", body, request.session)
 
 
-async def call_route(server: Any, session: Session, name: str, arguments_json: str | bytes) -> tuple[str, bool]:
-    """(the body the model reads, whether the status is an error) of `POST /<name>` in the
-    session, through the environment's app."""
+async def call_route(server: Any, session: Session, name: str, arguments_json: str | bytes) -> tuple[str, bool, int]:
+    """(the body the model reads, whether the status is an error, the status) of `POST /<name>`
+    in the session, through the environment's app."""
     from gym_metrics.nemo_gym._asgi import post
 
     body = arguments_json.encode() if isinstance(arguments_json, str) else bytes(arguments_json)
     status, text = await post(app_of(server), "/" + name, body, _request_of(session).session)
-    return text, status >= 400
+    return text, status >= 400, status
 
 
 def _route_tool(name: str, endpoint: Any) -> ToolSpec:

@@ -302,7 +302,7 @@ class SimpleResourcesServer(BaseModel, _Environment):
         """`POST /step` with the task row and the model's turn as `response`."""
         return await step_route(self, session, response)
 
-    async def route_tool_call(self, name: str, arguments_json: str | bytes, session: Session) -> tuple[str, bool]:
+    async def route_tool_call(self, name: str, arguments_json: str | bytes, session: Session) -> tuple[str, bool, int]:
         """`POST /<name>` through the app, as NeMo Gym's agent makes the call: the body is what
         the model reads, an error status counts the call as failed."""
         return await call_route(self, session, name, arguments_json)

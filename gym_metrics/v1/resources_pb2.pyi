@@ -431,12 +431,14 @@ class CallToolRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
 
 class CallToolResponse(_message.Message):
-    __slots__ = ("output", "failed")
+    __slots__ = ("output", "failed", "status")
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     output: str
     failed: bool
-    def __init__(self, output: _Optional[str] = ..., failed: _Optional[bool] = ...) -> None: ...
+    status: int
+    def __init__(self, output: _Optional[str] = ..., failed: _Optional[bool] = ..., status: _Optional[int] = ...) -> None: ...
 
 class CloseSessionRequest(_message.Message):
     __slots__ = ("session_id",)

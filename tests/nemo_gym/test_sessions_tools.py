@@ -58,7 +58,7 @@ async def test_a_tool_named_like_a_liveness_route_answers_as_under_nemo_gym(port
         session = await client.seed_session({"responses_create_params": {"input": "hi"}})
         for name in ("health", "healthz", "livez", "readyz"):
             got = await client.call_tool(session, name, "{}")
-            assert (got.output, got.failed) == ('{"detail":"Method Not Allowed"}', True), name
+            assert (got.output, got.failed, got.status) == ('{"detail":"Method Not Allowed"}', True, 405), name
         got = await client.call_tool(session, "sunshine", "{}")
-        assert (got.output, got.failed) == ('{"detail":"Not Found"}', True)
+        assert (got.output, got.failed, got.status) == ('{"detail":"Not Found"}', True, 404)  # the route's own status (CallTool's `status`)
         assert "health" not in {t["name"] for t in (await client.server_info()).tools}

@@ -67,7 +67,7 @@ class SessionStream:
         tool = call.call_tool
         tool.session_id, tool.name, tool.arguments_json = session_id, name, json_text(arguments)
         output = (await self._answer(answer)).call_tool
-        return ToolOutput(output.output, output.failed)
+        return ToolOutput(output.output, output.failed, output.status)
 
     async def verify_text(self, body: Mapping[str, Any] | str, session_id: str = "") -> tuple[float, str]:
         call, answer = self._new()

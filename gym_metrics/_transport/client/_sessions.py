@@ -36,6 +36,8 @@ class ToolOutput:
 
     output: str
     failed: bool
+    status: int = 0
+    """The HTTP status a NeMo Gym app's tool route answered; 0 for a tool that is not a route."""
 
 
 def json_text(value: Mapping[str, Any] | str | bytes) -> str:
@@ -70,7 +72,7 @@ class SessionCalls:
             answer = await self._stub.CallTool(request, metadata=self._metadata, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             raise session_error(exc) from None
-        return ToolOutput(answer.output, answer.failed)
+        return ToolOutput(answer.output, answer.failed, answer.status)
 
     async def reset_session(self, row: Mapping[str, Any] | str | bytes, *, timeout: float | None = None) -> tuple[str, dict[str, Any]]:
         """Open a session of an environment that answers turns (ServerInfo.steps): (its id,

@@ -61,7 +61,7 @@ class McpTools:
                 text, failed = await self._verify(ctx, arguments.get("body")), False
             else:
                 session_id = await self._session(ctx)
-                text, failed = await self.sessions.call_tool(session_id, params.name, orjson.dumps(dict(arguments)))
+                text, failed, _ = await self.sessions.call_tool(session_id, params.name, orjson.dumps(dict(arguments)))
         except InvalidInputError as exc:  # the model's mistake: its to read
             text, failed = orjson.dumps({"error": str(exc)}).decode(), True
         except NotFoundError as exc:

@@ -88,10 +88,10 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     async def CallTool(self, request: pb.CallToolRequest, context: grpc.aio.ServicerContext) -> pb.CallToolResponse:
         request = decoded(request, "request")
         try:
-            output, failed = await self._handler.sessions.call_tool(request.session_id, request.name, request.arguments_json)
+            output, failed, status = await self._handler.sessions.call_tool(request.session_id, request.name, request.arguments_json)
         except InvalidInputError as exc:  # the tool's "arguments" (MCP's word) travel here as arguments_json
             raise rerooted(exc, "arguments", "arguments_json") from None
-        return pb.CallToolResponse(output=output, failed=failed)
+        return pb.CallToolResponse(output=output, failed=failed, status=status)
 
     @grpc_errors
     async def SessionCalls(

@@ -113,8 +113,8 @@ async def _answer(handler: EnvironmentHandler, request: pb.SessionCall, seeded: 
         return pb.SessionAnswer(id=request.id, seed=seed_answer(session))
     if kind == "call_tool":
         call = request.call_tool
-        output, failed = await handler.sessions.call_tool(call.session_id, call.name, call.arguments_json)
-        return pb.SessionAnswer(id=request.id, call_tool=pb.CallToolResponse(output=output, failed=failed))
+        output, failed, status = await handler.sessions.call_tool(call.session_id, call.name, call.arguments_json)
+        return pb.SessionAnswer(id=request.id, call_tool=pb.CallToolResponse(output=output, failed=failed, status=status))
     if kind == "verify":
         verify = request.verify
         seeded.discard(verify.session_id)
