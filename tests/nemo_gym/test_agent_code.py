@@ -196,3 +196,35 @@ def test_the_wheels_speed_bench_agent_runs_as_under_nemo_gym(tmp_path: Path) -> 
     turns = {len(r["responses_create_params"]["input"]): r["response"] for r in rows}  # rows of 1, 2 and 3 user turns
     assert sorted(turns) == [1, 2, 3] and len(turns[3]["output"]) == 3  # a model call a turn, their outputs kept
     assert turns[3]["usage"]["output_tokens"] > turns[1]["usage"]["output_tokens"]
+
+
+async def test_a_server_lost_mid_run_is_raised_not_scored(agent_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resources server that fails under the agent's calls (gone, its session lost) is not the
+    agent's failure: `run` raises it once the agent's `/run` has answered, so the collector
+    starts the episode again (as for its own loop) instead of writing a failed-run row."""
+    from gym_metrics._transport.client import ServerUnavailableError
+    from gym_metrics.nemo_gym import load_agents
+    from gym_metrics.targets import ModelTarget, ModelTargetConfig
+
+    monkeypatch.chdir(agent_tree)
+    program = load_agents(CONFIG)[AGENT]
+    row = next(r for r in REFERENCE["rows"] if r["_ng_task_index"] == 0)
+
+    class Routes:
+        def __init__(self, lose: str) -> None:
+            self.lose, self.paths = lose, []
+
+        async def post(self, path: str, body: Any) -> tuple[int, str]:
+            self.paths.append(path)
+            if path == self.lose:
+                raise ServerUnavailableError("the server went away")
+            return (200, "{}") if path == "/seed_session" else (200, json.dumps({**body, "reward": 1.0}))
+
+    with ScriptedPolicyServer(REFERENCE["policy"]) as policy:
+        target = ModelTarget(ModelTargetConfig(url=policy.url, model="m", api="responses"))
+        with pytest.raises(ServerUnavailableError, match="went away"):
+            await program.run(row, Routes("/verify"), target)
+        routes = Routes("")
+        reward, text = await program.run(row, routes, target)
+        await target.aclose()
+    assert routes.paths == ["/seed_session", "/verify"] and reward == 1.0 and json.loads(text)["reward"] == 1.0
