@@ -84,6 +84,11 @@ def add_parsers(sub: Any) -> None:
         "--split", choices=("benchmark", "train", "validation"), default="benchmark",
         help="with --benchmark CONFIG.yaml: run its datasets of this type (NeMo Gym's gym eval run ++split=; default benchmark)",
     )  # fmt: skip
+    p.add_argument(
+        "--agent-code", metavar="CONFIG.yaml",
+        help="run the rows of this NeMo Gym config's own agents (responses_api_agents/<agent> of its tree, ported) by "
+        "their code, as NeMo Gym runs them (--benchmark CONFIG.yaml gives it already): docs/nemo-gym.md#agents",
+    )  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue an interrupted run: skip rollouts already in --output")
     p.add_argument(
         "--processes", type=positive_int, default=1, metavar="N",
@@ -313,8 +318,9 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def _agent_codes(ns: argparse.Namespace) -> Any:
-    """The benchmark config's NeMo Gym agents whose own code runs their rows (built on first use)."""
-    config = getattr(ns, "benchmark_config", None)
+    """The NeMo Gym agents whose own code runs their rows (built on first use): `--agent-code`'s
+    config's, else the benchmark config's."""
+    config = getattr(ns, "agent_code", None) or getattr(ns, "benchmark_config", None)
     if config is None:
         return None
     from gym_metrics.nemo_gym import load_agents

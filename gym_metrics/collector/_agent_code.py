@@ -63,5 +63,6 @@ def refuse_unrunnable(rollout: Rollout, kind: str | None) -> None:
         return
     where = f"input line {rollout.line}: " if rollout.line else ""
     why = (f"{where}agent {rollout.agent!r} is NeMo Gym's {kind}, whose own code runs its rows; collect runs it with "
-           f"--benchmark CONFIG.yaml, its code ported into that config's tree (responses_api_agents/{kind}): docs/nemo-gym.md#agents")  # fmt: skip
+           f"--agent-code CONFIG.yaml (or --benchmark CONFIG.yaml), its code ported into that config's tree "
+           f"(responses_api_agents/{kind}): docs/nemo-gym.md#agents")  # fmt: skip
     raise InvalidInputError(f"agent {rollout.agent} ({kind}) is not run here", [FieldViolation("agent_ref.name", why)])

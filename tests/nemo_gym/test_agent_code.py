@@ -143,9 +143,10 @@ def test_an_agent_whose_code_is_not_there_stops_the_run(config_tree: Path, monke
     assert _lines(config_tree / "out.jsonl") == []
 
 
-async def test_without_the_config_a_custom_agents_rows_stop_the_run(agent_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_without_the_config_a_custom_agents_rows_stop_the_run_and_with_it_they_run(agent_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """`collect --server` alone knows the agent's implementation (the server's config says it)
-    but not its code: its rows stop the run, never run as simple_agent's."""
+    but not its code: its rows stop the run, never run as simple_agent's; `--agent-code CONFIG`
+    names it, and the same rows run as under NeMo Gym."""
     monkeypatch.chdir(agent_tree)
     rows = agent_tree / "rows.jsonl"
     shutil.copyfile(agent_tree / "benchmarks" / "demo_agent" / "data" / "demo_agent_benchmark.jsonl", rows)
@@ -156,7 +157,15 @@ async def test_without_the_config_a_custom_agents_rows_stop_the_run(agent_tree: 
             assert await asyncio.to_thread(cli_main, args) == 2
             assert policy.requests == []
     err = capsys.readouterr().err
-    assert "input line 1: agent 'demo_agent_two_turn_agent' is NeMo Gym's demo_two_turn_agent" in err and "--benchmark CONFIG.yaml" in err
+    assert "input line 1: agent 'demo_agent_two_turn_agent' is NeMo Gym's demo_two_turn_agent" in err and "--agent-code CONFIG.yaml" in err
+    async with serve_environment(load_config_server(Path(CONFIG))) as server:  # the same rows, the agent's config named
+        with ScriptedPolicyServer(REFERENCE["policy"]) as policy:
+            args[args.index("--policy-url") + 1], args[args.index("--server") + 1] = policy.url, server.address
+            assert await asyncio.to_thread(cli_main, [*args, "--agent-code", CONFIG, "--num-repeats", "2"]) == 0
+    mine = {_key(r): r for r in _lines(agent_tree / "plain.jsonl")}
+    theirs = {_key(r): r for r in REFERENCE["responses"] if "_nemo_refused" not in r}
+    assert {k: mine[k]["reward"] for k in theirs} == {k: r["reward"] for k, r in theirs.items()}
+    assert {k: mine[k]["response"]["usage"] for k in theirs} == {k: r["response"]["usage"] for k, r in theirs.items()}
 
 
 def test_the_wheels_speed_bench_agent_runs_as_under_nemo_gym(tmp_path: Path) -> None:
