@@ -88,7 +88,7 @@ class EpisodeRunner:
         agents: Mapping[str, AgentCode] | None = None,
     ) -> None:
         self.clients, self.tools, self.target = list(clients), tools, target
-        self.agents = dict(agents or {})
+        self.agents: Mapping[str, AgentCode] = agents if agents is not None else {}
         self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
         self.retry = retry or RetryPolicy()
         self.max_steps, self.agent_max_steps, self.parallel_tool_calls = max_steps, agent_max_steps, parallel_tool_calls
@@ -149,7 +149,8 @@ class EpisodeRunner:
             elif not isinstance(rollout.row.get(REQUEST_KEY), Mapping):
                 self._failed(rollout, f"no {REQUEST_KEY} (a Responses API request) to run an episode from")
             elif rollout.agent in self.agents:
-                await self._attempts(rollout, self._agent_code)
+                code = self.agents[rollout.agent]  # built on first use: an agent that cannot be stops the run
+                await self._attempts(rollout, lambda client, rollout: self._agent_code(code, client, rollout))
             else:
                 refuse_unrunnable(rollout, self.agent_type(rollout.agent) if self.agent_type is not None and not self.steps else None)
                 await self._attempts(rollout, self._step_episode if self.steps else self._one_call if self._calls_once(rollout) else self._episode)
@@ -227,12 +228,12 @@ class EpisodeRunner:
             if session:
                 await _close_quietly(calls, session)
 
-    async def _agent_code(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
+    async def _agent_code(self, code: AgentCode, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
         """A rollout run by its NeMo Gym agent's own code (its `/run`), in a session of `client`."""
         routes = SessionRoutes(client.session_stream())
         try:
             with captured(rollout, self.capture):
-                reward, text = await self.agents[rollout.agent].run(rollout.row, routes, self.target)
+                reward, text = await code.run(rollout.row, routes, self.target)
         finally:
             if routes.session:
                 await _close_quietly(routes.calls, routes.session)

@@ -173,6 +173,9 @@ class AgentCodes(Mapping[str, AgentProgram]):
             program = self._built[name] = AgentProgram(name, impl, agent, app, _aggregation(self.path, name, impl, agent, app))
         return program
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._blocks
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._blocks)
 
