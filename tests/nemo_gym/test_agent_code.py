@@ -168,20 +168,19 @@ async def test_without_the_config_a_custom_agents_rows_stop_the_run_and_with_it_
     assert {k: mine[k]["response"]["usage"] for k in theirs} == {k: r["response"]["usage"] for k, r in theirs.items()}
 
 
-def test_the_wheels_speed_bench_agent_runs_as_under_nemo_gym(tmp_path: Path) -> None:
+def test_the_wheels_speed_bench_agent_runs_as_under_nemo_gym(ported: Any, tmp_path: Path) -> None:
     """NeMo Gym's own speed_bench_agent (it replays a row's user turns one model call each and
     sums their usage) on its environment's recorded rollouts, replayed: each row as NeMo Gym's
     agent answered it (the rows of several user turns too) and the metrics; `gen_seconds` (the
     time since the environment's first verify) is the one field that differs, as it is a clock."""
     import zipfile
 
-    from conftest import nemo_gym_wheel
     from gym_metrics.targets import ModelTargetConfig
     from gym_metrics.testing._nemo_check import _ours, _row_differences
 
     sys_path = Path(__file__).parents[2] / "scripts"
     recorded = REFERENCE["wheel"]["speed_bench"]
-    with zipfile.ZipFile(nemo_gym_wheel()) as wheel:
+    with zipfile.ZipFile(ported.wheel) as wheel:
         wheel.extractall(tmp_path / "wheel", [m for m in wheel.namelist() if m.startswith(("resources_servers/speed_bench/", "responses_api_agents/speed_bench_agent/"))])
     import importlib.util
 
