@@ -81,9 +81,9 @@ def test_a_custom_agent_runs_its_own_code_as_under_nemo_gym(agent_tree: Path, mo
     assert differences(REFERENCE["metrics"], metrics, "metrics") == []
 
 
-def _agent_variant(tree: Path, impl: str, body: str) -> None:
-    """An agent of another implementation (the demo agent with `body` added), the benchmark's
-    agent block switched to it."""
+def _collect_variant(tree: Path, monkeypatch: pytest.MonkeyPatch, impl: str, body: str, *flags: str) -> int:
+    """collect --benchmark with the benchmark's agent block switched to an agent of another
+    implementation (the demo agent with `body` added); its exit code."""
     folder = tree / "responses_api_agents" / impl
     folder.mkdir(parents=True)
     head = ("from gym_metrics.nemo_gym.base_responses_api_agent import Body\nfrom gym_metrics.nemo_gym.config_types import AggregateMetrics, AggregateMetricsRequest\n"
@@ -91,6 +91,8 @@ def _agent_variant(tree: Path, impl: str, body: str) -> None:
     (folder / "app.py").write_text(head + body)
     config = tree / CONFIG
     config.write_text(config.read_text().replace("demo_two_turn_agent:", f"{impl}:"))
+    monkeypatch.chdir(tree)
+    return _collect(tree, *flags)
 
 
 def test_an_agent_that_forwards_its_aggregation_gets_its_resources_servers_metrics(agent_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,9 +102,7 @@ def test_an_agent_that_forwards_its_aggregation_gets_its_resources_servers_metri
         "        return AggregateMetrics.model_validate(await answer.json())\n"
         "\n    def compute_metrics(self, tasks):\n        return {'never': 1}\n"
     )  # fmt: skip
-    _agent_variant(agent_tree, "forwarding_agent", forwards)
-    monkeypatch.chdir(agent_tree)
-    assert _collect(agent_tree, "--capture-model-calls") == 0
+    assert _collect_variant(agent_tree, monkeypatch, "forwarding_agent", forwards, "--capture-model-calls") == 0
     agent_metrics = json.loads((agent_tree / "out_aggregate_metrics.json").read_text())[0]["agent_metrics"]
     assert "never" not in agent_metrics and agent_metrics["mean/reward"] == pytest.approx(4 / 6)
     assert {len(r["ng_model_call_capture"]["calls"]) for r in _lines(agent_tree / "out.jsonl")} == {2}  # each row's two turns
@@ -113,9 +113,7 @@ def test_an_agent_with_hooks_of_its_own_is_aggregated_with_them(agent_tree: Path
         "    def compute_metrics(self, tasks):\n        return {'tasks_seen': len(tasks), 'rows_seen': sum(map(len, tasks))}\n"
         "\n    def get_key_metrics(self, agent_metrics):\n        return {'tasks_seen': agent_metrics['tasks_seen']}\n"
     )  # fmt: skip
-    _agent_variant(agent_tree, "hooked_agent", hooks)
-    monkeypatch.chdir(agent_tree)
-    assert _collect(agent_tree) == 0
+    assert _collect_variant(agent_tree, monkeypatch, "hooked_agent", hooks) == 0
     entry = json.loads((agent_tree / "out_aggregate_metrics.json").read_text())[0]
     assert (entry["agent_metrics"]["tasks_seen"], entry["agent_metrics"]["rows_seen"]) == (3, 6)  # the failed task's rows are not scored
     assert entry["key_metrics"] == {"tasks_seen": 3}
@@ -126,9 +124,7 @@ def test_an_agent_that_aggregates_its_own_way_is_refused_before_it_runs(agent_tr
         "    async def aggregate_metrics(self, body: AggregateMetricsRequest = Body()) -> AggregateMetrics:\n"
         "        return AggregateMetrics(agent_metrics={'mine': len(body.verify_responses)})\n"
     )  # fmt: skip
-    _agent_variant(agent_tree, "own_way_agent", own)
-    monkeypatch.chdir(agent_tree)
-    assert _collect(agent_tree) == 2
+    assert _collect_variant(agent_tree, monkeypatch, "own_way_agent", own) == 2
     err = capsys.readouterr().err
     assert "agent demo_agent_two_turn_agent (own_way_agent) aggregates its own way" in err and "aggregate_metrics" in err
     assert _lines(agent_tree / "out.jsonl") == []
