@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
-from gym_metrics.nemo_gym._compose import Blocks, agents_of, read_blocks, resolve_under, search_roots, tree_root
+from gym_metrics.nemo_gym._compose import Blocks, agents_of, read_blocks, refuse_dangling_refs, resolve_under, search_roots, tree_root
 
 BENCHMARK = "benchmark"
 TASK_SOURCE = "task_source"
@@ -237,6 +237,7 @@ def read_benchmarks(path: Path, split: str = BENCHMARK) -> Benchmark | Suite:
 
     policy_keys = {k: v for k, v in GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT.items() if k != "policy_model"}
     document = read_blocks(path, policy_keys)  # as NeMo Gym reads a benchmark: its policy keys empty
+    refuse_dangling_refs(document, path)
     declared = [(block, i, d) for block, datasets in _declared(document) for i, d in enumerate(datasets) if isinstance(d, Mapping)]
     found = [(block, i, d) for block, i, d in declared if d.get("type") == split]
     if not found and split == BENCHMARK:

@@ -174,6 +174,36 @@ def read_blocks(path: Path, given: dict[str, Any] | None = None) -> Blocks:
     return blocks
 
 
+CHECKED_REFS = ("resources_servers", "responses_api_agents")
+"""The server references NeMo Gym refuses when they name no block of the merged config (model
+servers are the run's to give: a benchmark names `policy_model` before any model is set)."""
+
+
+def refuse_dangling_refs(document: Any, path: Path) -> None:
+    """InvalidInputError, in NeMo Gym's words (its ServerRefNotFoundError), for a resources server
+    or agent block whose field references a resources server or agent the config does not define
+    (a block renamed away by `_inherit_from` that another still names)."""
+    from difflib import get_close_matches
+
+    servers: dict[str, list[str]] = {kind: [] for kind in CHECKED_REFS}
+    for name, block in document.items() if isinstance(document, Mapping) else ():
+        kind = next(iter(block), None) if isinstance(block, Mapping) and len(block) == 1 else None
+        if kind in servers:
+            servers[kind].append(str(name))
+    for name, block in document.items() if isinstance(document, Mapping) else ():
+        kind = next(iter(block), None) if isinstance(block, Mapping) and len(block) == 1 else None
+        inner = block[kind] if kind in servers else None
+        fields = next(iter(inner.values())) if isinstance(inner, Mapping) and len(inner) == 1 else None
+        for field, ref in fields.items() if isinstance(fields, Mapping) else ():
+            if not (isinstance(ref, Mapping) and set(ref) == {"type", "name"} and ref["type"] in servers) or ref["name"] in servers[ref["type"]]:
+                continue
+            close = get_close_matches(str(ref["name"]), servers[ref["type"]], n=3, cutoff=0.6)
+            hint = (f"Did you mean: {', '.join(map(repr, close))}?" if close
+                    else f"Available {ref['type']}: {', '.join(map(repr, sorted(servers[ref['type']]))) or '(none)'}")  # fmt: skip
+            why = f"{path}: In server instance '{name}', field '{field}' references {ref['type']}/'{ref['name']}', which is not defined in the merged config. {hint}"
+            raise InvalidInputError("a server reference names nothing", [FieldViolation(f"{name}.{field}", why)])
+
+
 def agents_of(document: Any, resources_name: str) -> list[tuple[str, str, Mapping[str, Any]]]:
     """(block name, agent implementation, fields) of the config's agent blocks
     (`<name>: responses_api_agents: <impl>: {...}`) whose `resources_server.name` is `resources_name`."""
