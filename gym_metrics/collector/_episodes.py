@@ -89,6 +89,8 @@ class EpisodeRunner:
     ) -> None:
         self.clients, self.tools, self.target = list(clients), tools, target
         self.agents: Mapping[str, AgentCode] = agents if agents is not None else {}
+        self._runnable: set[str] = set()
+        """Agents whose loop collect runs itself (refuse_unrunnable passed)."""
         self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
         self.retry = retry or RetryPolicy()
         self.max_steps, self.agent_max_steps, self.parallel_tool_calls = max_steps, agent_max_steps, parallel_tool_calls
@@ -152,7 +154,9 @@ class EpisodeRunner:
                 code = self.agents[rollout.agent]  # built on first use: an agent that cannot be stops the run
                 await self._attempts(rollout, lambda client, rollout: self._agent_code(code, client, rollout))
             else:
-                refuse_unrunnable(rollout, self.agent_type(rollout.agent) if self.agent_type is not None and not self.steps else None)
+                if rollout.agent not in self._runnable:  # (once an agent: this is the per-episode path)
+                    refuse_unrunnable(rollout, self.agent_type(rollout.agent) if self.agent_type is not None and not self.steps else None)
+                    self._runnable.add(rollout.agent)
                 await self._attempts(rollout, self._step_episode if self.steps else self._one_call if self._calls_once(rollout) else self._episode)
         finally:
             slots.release()

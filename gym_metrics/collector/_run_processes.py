@@ -16,7 +16,8 @@ from gym_metrics.collector._keys import find_fixed_keys
 from gym_metrics.collector._options import CollectOptions
 from gym_metrics.collector._processes import added, run_shards
 from gym_metrics.collector._replicas import Connections, connect
-from gym_metrics.collector._run import CollectResult, _aggregate_output, _logger, estimate_total, write_metrics
+from gym_metrics.collector._metrics import aggregate_output, write_metrics
+from gym_metrics.collector._run import CollectResult, _logger, estimate_total
 from gym_metrics.collector._shard import output_locked
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.rollouts import BadLine
@@ -88,7 +89,7 @@ async def _collect_processes(
             one = connected[0 if places is None else places.require(agent, str(output_path))]
             return one.clients, one.info.wants_rows
 
-        aggregates, failed, blocks = await _aggregate_output(servers, output_path, summed["tasks"], opts, log)
+        aggregates, failed, blocks = await aggregate_output(servers, output_path, summed["tasks"], opts, log)
     finally:
         for replicas in connected:
             await replicas.close_extra()
