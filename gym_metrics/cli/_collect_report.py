@@ -52,6 +52,8 @@ def report(result: Any, elapsed: float, note: str = "") -> int:
     if result.dropped:
         classes = ", ".join(f"{kind}: {n}" for kind, n in sorted(result.dropped.items()))
         parts.append(f"{sum(result.dropped.values())} rollouts dropped from the score ({classes}; see {result.failures_path})")
+    if result.not_kept:
+        parts.append(f"{result.not_kept} rollouts not kept (their agent's harness failed: _ng_no_persist; --resume runs them again)")
     if result.reverified:
         parts.append(f"--reverify: {result.rewards_changed} of {result.reverified} rewards differ from the stored ones")
     if result.skipped_done:

@@ -1,7 +1,8 @@
 """Rows of a NeMo Gym agent whose own code runs them (a ported `responses_api_agents/<impl>`,
 gym_metrics.nemo_gym.load_agents): the agent's calls to its resources server reach the row's
 session there (`SessionRoutes`), and a row of an agent collect cannot run as NeMo Gym runs it
-stops the run (`refuse_unrunnable`) instead of running simple_agent's loop in its place."""
+stops the run (`refuse_unrunnable`) instead of running simple_agent's loop in its place. Its
+answer gets the evidence NeMo Gym's collection adds (`with_evidence`)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,28 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gym_metrics._transport.client import RemoteCallError, SessionStream
+from gym_metrics.collector._capture import Capture
 from gym_metrics.collector._input import Rollout
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym import NATIVE_AGENTS
+from gym_metrics.nemo_gym.rollout_collection import (
+    CAPTURE_KEY,
+    NG_FAILURE_CLASS_KEY,
+    NG_PERF_KEY,
+    NG_TRAJECTORY_KEY,
+    NO_RESULT_FAILURE_CLASSES,
+    OBSERVATIONS_KEY,
+    attach_trajectory_record,
+    merge_model_call_capture,
+)
+from gym_metrics.recording import rollout_perf
 from gym_metrics.targets import ModelTarget
 
 
 class AgentCode(Protocol):
     """A ported agent (nemo_gym.AgentProgram): its `/run` of a row, as (reward, answer JSON)."""
 
-    async def run(self, row: Mapping[str, Any], routes: Any, target: ModelTarget) -> tuple[float, str]: ...
+    async def run(self, row: Mapping[str, Any], routes: Any, target: ModelTarget, observed: bool = False) -> tuple[float, str]: ...
 
 
 class SessionRoutes:
@@ -66,3 +79,26 @@ def refuse_unrunnable(rollout: Rollout, kind: str | None) -> None:
            f"--agent-code CONFIG.yaml (or --benchmark CONFIG.yaml), its code ported into that config's tree "
            f"(responses_api_agents/{kind}): docs/nemo-gym.md#agents")  # fmt: skip
     raise InvalidInputError(f"agent {rollout.agent} ({kind}) is not run here", [FieldViolation("agent_ref.name", why)])
+
+
+def with_evidence(answer: dict[str, Any], rollout: Rollout, records: list[dict[str, Any]], capture: Capture | None, latency_ms: float) -> bool:
+    """Add to a ported agent's `/run` answer what NeMo Gym's collection adds (True when it
+    changed): the captured model calls (`ng_model_call_capture`, the agent's observations joined
+    to them), unless the rollout did not run; `ng_trajectory` projected from the agent's own
+    trajectory and observations and the calls, whenever the agent gave either (as NeMo Gym always
+    projects them) or with `--trajectory`; then `ng_perf` with `--trajectory` (`latency_ms`: its
+    `/run`, as NeMo Gym times it)."""
+    block = (rollout.recorded or {}).pop(CAPTURE_KEY, None)
+    if answer.get(NG_FAILURE_CLASS_KEY) in NO_RESULT_FAILURE_CLASSES:
+        block = None
+    traced = capture is not None and capture.trajectory
+    project = OBSERVATIONS_KEY in answer or NG_TRAJECTORY_KEY in answer or (block is not None and traced)
+    if block is not None:
+        merge_model_call_capture(answer, {**block, "calls": records} if project else block)
+    if project:
+        attach_trajectory_record(rollout.row, answer, keep_payloads=capture is not None and capture.payloads)
+    if traced and isinstance(answer.get(NG_TRAJECTORY_KEY), dict):
+        perf = rollout_perf(answer[NG_TRAJECTORY_KEY], latency_ms)
+        if perf is not None:
+            answer[NG_PERF_KEY] = perf
+    return block is not None or project

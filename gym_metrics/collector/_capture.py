@@ -33,8 +33,9 @@ class Capture:
 
 
 @contextmanager
-def captured(rollout: Rollout, capture: Capture | None, trace: EpisodeTrace | None = None) -> Iterator[None]:
-    """Record the policy calls made in this context on `rollout` (nothing when `capture` is None)."""
+def captured(rollout: Rollout, capture: Capture | None, trace: EpisodeTrace | None = None, into: list[dict[str, Any]] | None = None) -> Iterator[None]:
+    """Record the policy calls made in this context on `rollout` (nothing when `capture` is None);
+    `into` receives their records, payloads in."""
     if capture is None:
         yield
         return
@@ -43,6 +44,8 @@ def captured(rollout: Rollout, capture: Capture | None, trace: EpisodeTrace | No
             yield
         finally:
             records = model_call_records(calls.exchanges)
+            if into is not None:
+                into.extend(records)
             gaps = token_gaps(calls.exchanges) if capture.tokens else []
             capture.token_gaps += len(gaps)
             block = capture_block(rollout_id_of(rollout.row), records, include_payloads=capture.payloads, gaps=gaps)

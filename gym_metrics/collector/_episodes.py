@@ -26,6 +26,7 @@ import asyncio
 import itertools
 import json
 import random
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -49,7 +50,7 @@ from gym_metrics.errors import InvalidInputError
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, run_episode
 from gym_metrics.collector._step_loop import DEFAULT_MAX_STEPS, run_step_episode
 from gym_metrics.collector._capture import Capture, captured
-from gym_metrics.collector._agent_code import AgentCode, SessionRoutes, refuse_unrunnable
+from gym_metrics.collector._agent_code import AgentCode, SessionRoutes, refuse_unrunnable, with_evidence
 from gym_metrics.targets import GenerationError, ModelTarget
 
 STOP_KEY = "_gm_stop_reason"
@@ -235,13 +236,17 @@ class EpisodeRunner:
     async def _agent_code(self, code: AgentCode, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
         """A rollout run by its NeMo Gym agent's own code (its `/run`), in a session of `client`."""
         routes = SessionRoutes(client.session_stream())
+        records: list[dict[str, Any]] = []
+        started = time.perf_counter()
         try:
-            with captured(rollout, self.capture):
-                reward, text = await code.run(rollout.row, routes, self.target)
+            with captured(rollout, self.capture, into=records):
+                reward, text = await code.run(rollout.row, routes, self.target, observed=self.capture is not None)
         finally:
             if routes.session:
                 await _close_quietly(routes.calls, routes.session)
         answer = json.loads(text)
+        if isinstance(answer, dict) and with_evidence(answer, rollout, records, self.capture, (time.perf_counter() - started) * 1000):
+            text = json.dumps(answer, ensure_ascii=False)
         response = answer.get("response") if isinstance(answer, Mapping) else None
         usage = response.get("usage") if isinstance(response, Mapping) else None
         self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 FAILURE_CLASS_KEY = "_ng_failure_class"
 """NeMo Gym's mark of a rollout that failed (a judge that did not answer): its row goes to the
 failures sidecar, not to the rollouts file."""
+NO_PERSIST_KEY = "_ng_no_persist"
+"""NeMo Gym's mark of a rollout whose harness failed, not the rollout (an agent's `/run` answer
+says it): written nowhere, so `--resume` runs it again."""
 
 STORED_REWARD_KEY = "_gm_stored_reward"
 """With --reverify: the reward a row carried before it was verified again (not measured: it
@@ -76,6 +79,9 @@ class Router:
         self.failures = FailuresFile(out.path, opts.resume or opts.reverify_failed)
         self.dropped: dict[str, int] = defaultdict(int)
         """Rollouts whose verify answer named a failure class, by class (in the sidecar)."""
+        self.not_kept = 0
+        """Rollouts whose answer said not to keep them (NO_PERSIST_KEY): in neither file."""
+        self.log: Callable[[str], None] = lambda message: print(message, file=sys.stderr)
         self.reverified = self.rewards_changed = 0
         """With --reverify: rows that carried a reward and were verified again; of those, the
         ones whose new reward differs from the stored one."""
@@ -200,6 +206,11 @@ class Router:
         ):
             if kind is None and text:
                 row = written_row(rollout.row, orjson.loads(text), self.environment_server(rollout.agent), self.opts.keep_input_fields)
+                if row.get(NO_PERSIST_KEY):  # as NeMo Gym's collection: in neither file, run again on resume
+                    self.not_kept += 1
+                    self._say_not_kept(rollout, row)
+                    add(rollout.agent, None, error=True)
+                    continue
                 failure = row.get(FAILURE_CLASS_KEY)
                 if failure is not None:  # NeMo Gym's collection: to the sidecar, out of the score
                     self.dropped[str(failure)] += 1
@@ -227,6 +238,12 @@ class Router:
             self.failures.write(dropped)
         self.verified += len(lines) + len(dropped)
         self.progress.tick()
+
+    def _say_not_kept(self, rollout: Rollout, row: dict[str, Any]) -> None:
+        """Each rollout left out of both files is said as it happens (NeMo Gym says it too)."""
+        why = str(row.get("agent_error") or row.get("_ng_failure_message") or row.get("error") or "")[:200]
+        where = f"input line {rollout.line}" if rollout.line else f"task {row.get('_ng_task_index')} rollout {row.get('_ng_rollout_index')}"
+        self.log(f"collect: {where} not kept (its answer says {NO_PERSIST_KEY}; class {row.get(FAILURE_CLASS_KEY)}): {why}; --resume runs it again")
 
     def answered(self, rollouts: Iterator[Rollout]) -> Iterator[Rollout]:
         """`rollouts` but those with no response to verify, which, with no policy to generate

@@ -78,6 +78,9 @@ class CollectResult:
     `judge_failed`), by class: written to `failures_path`, out of the rollouts and metrics."""
     failures_path: Path | None = None
     """The failures sidecar (`<stem>_failures.jsonl`; written only when a rollout failed)."""
+    not_kept: int = 0
+    """Rollouts whose answer said not to keep them (`_ng_no_persist`: the agent's harness failed,
+    not the rollout): in neither file, so `--resume` runs them again."""
 
 
 def collect(
@@ -199,6 +202,7 @@ async def _collect(
             log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
         progress = progress or Progress(estimate_total(input_path, opts.num_repeats, opts.limit, opts.max_rollouts))
         router = Router(input_path, opts, out, progress, fixed)
+        router.log = log
         if replicas.info.steps:
             router.agent_type = "gymnasium_agent"
         # Episodes spread over every connection: one per server worker (a session stays on its
@@ -268,6 +272,7 @@ async def _collect(
         rewards_changed=router.rewards_changed,
         dropped=dict(router.dropped),
         failures_path=router.failures.path,
+        not_kept=router.not_kept,
     )
 
 
@@ -282,7 +287,7 @@ def _shard_done(
         "unanswered": router.unanswered, "tool_calls": runner.tool_calls if runner else 0,
         "failed_tool_calls": runner.failed_tool_calls if runner else 0, "episodes_retried": runner.retried if runner else 0,
         "episodes_at_max_steps": runner.at_max_steps if runner else 0, "token_gaps": capture.token_gaps if capture else 0,
-        "reverified": router.reverified, "rewards_changed": router.rewards_changed,
+        "reverified": router.reverified, "rewards_changed": router.rewards_changed, "not_kept": router.not_kept,
     }  # fmt: skip
     stats = {
         "counts": counts, "tasks": {agent: sorted(tasks) for agent, tasks in router.tasks.items()},

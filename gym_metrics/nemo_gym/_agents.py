@@ -36,9 +36,10 @@ from gym_metrics.nemo_gym._compose import read_blocks, tree_root
 from gym_metrics.nemo_gym._config import load_entry
 from gym_metrics.nemo_gym.base_responses_api_agent import SimpleResponsesAPIAgent
 from gym_metrics.nemo_gym.config_types import ModelServerRef, ResourcesServerRef
-from gym_metrics.nemo_gym.global_config import set_global_config_dict
+from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse
+from gym_metrics.nemo_gym.global_config import OBSERVABILITY_ENABLED_KEY_NAME, set_global_config_dict
 from gym_metrics.nemo_gym.server_utils import ServerClient, ServerResponse, _target_call, response_error
-from gym_metrics.targets import ModelTarget
+from gym_metrics.targets import ModelTarget, labelled
 
 FAILURE_BODY_CHARS = 2000
 _JSON = {"Content-Type": "application/json"}
@@ -55,6 +56,9 @@ class Routes(Protocol):
 class _Episode:
     routes: Routes
     target: ModelTarget
+    observed: bool = False
+    """Whether collect records the episode's evidence (its model calls): the agent's config then
+    says `observability_enabled`, as NeMo Gym's does when it captures."""
     session: dict[str, Any] = field(default_factory=dict)
     failed: BaseException | None = None
     """The first infrastructure failure the agent's calls met (raised again after /run)."""
@@ -74,6 +78,13 @@ class _AgentClient(ServerClient):
         self.name, self.models, self.resources = name, models, resources
         self.app: Any = None
 
+    @property
+    def global_config_dict(self) -> Any:
+        """The config, with `observability_enabled` in an episode whose evidence is recorded."""
+        document = super().global_config_dict
+        episode = _EPISODE.get()
+        return {**document, OBSERVABILITY_ENABLED_KEY_NAME: True} if episode is not None and episode.observed else document
+
     async def request(self, method: str, server_name: str, url_path: str, json: Any = None, **kwargs: Any) -> ServerResponse:
         forwarded = _FORWARDED.get()
         if forwarded is not None:  # the probe of its aggregation: only a forward to its resources server answers
@@ -88,9 +99,10 @@ class _AgentClient(ServerClient):
             json = json.model_dump(exclude_unset=True)
         url = f"http://{server_name}{url_path}"
         if server_name in self.models:
-            return await _target_call(episode.target, url_path, json)
+            return await _model_call(episode.target, server_name, url_path, json, _session_header(kwargs.get("headers")))
         if server_name == self.name:
-            status, text = await post(self.app, url_path.partition("?")[0], orjson.dumps(json), episode.session)
+            headers = kwargs.get("headers")
+            status, text = await post(self.app, url_path.partition("?")[0], orjson.dumps(json), episode.session, headers if isinstance(headers, Mapping) else None)
             return ServerResponse(status, text.encode(), _JSON, url)
         try:
             status, text = await episode.routes.post(url_path.partition("?")[0], json)
@@ -98,6 +110,31 @@ class _AgentClient(ServerClient):
             episode.failed = episode.failed or exc
             raise
         return ServerResponse(status, text.encode(), _JSON, url)
+
+
+async def _model_call(target: ModelTarget, server_name: str, url_path: str, body: Any, session: str | None) -> ServerResponse:
+    """A call to the agent's model server, answered as NeMo Gym's model servers answer: a Responses
+    answer as its typed model dumps it (every field, nulls too), and recorded as that server
+    records it (its name, the caller's `x-session-id`, the body as the agent sent it)."""
+    with labelled({"type": "responses_api_models", "name": server_name}, session) as begun:
+        answer = await _target_call(target, url_path, body)
+    typed = None
+    if answer.status == 200 and url_path.partition("?")[0].rstrip("/").endswith("/responses"):
+        typed = NeMoGymResponse.model_validate_json(answer._body).model_dump(mode="json")
+        answer = ServerResponse(200, orjson.dumps(typed), _JSON, answer.url)
+    for exchange in begun:
+        exchange.request = body
+    if begun and typed is not None:
+        begun[-1].response = typed
+    return answer
+
+
+def _session_header(headers: Any) -> str | None:
+    """The `x-session-id` a call was sent with (NeMo Gym's model server's client session)."""
+    if isinstance(headers, Mapping):
+        found = {v for k, v in headers.items() if isinstance(k, str) and k.lower() == "x-session-id" and isinstance(v, str) and v}
+        return found.pop() if len(found) == 1 else None
+    return None
 
 
 @dataclass
@@ -115,8 +152,8 @@ class AgentProgram:
     aggregation with the agent's own (compute_metrics, get_key_metrics, compute_repeat_metrics),
     None where not its own."""
 
-    async def run(self, row: Mapping[str, Any], routes: Routes, target: ModelTarget) -> tuple[float, str]:
-        episode = _Episode(routes, target)
+    async def run(self, row: Mapping[str, Any], routes: Routes, target: ModelTarget, observed: bool = False) -> tuple[float, str]:
+        episode = _Episode(routes, target, observed)
         token = _EPISODE.set(episode)
         try:
             status, text = await post(self.app, "/run", orjson.dumps(row), episode.session)

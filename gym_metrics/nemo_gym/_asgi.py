@@ -32,12 +32,15 @@ _STATES: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDiction
 hands it."""
 
 
-async def post(app: Any, path: str, body: bytes, session: dict[str, Any]) -> tuple[int, str]:
-    """(status, body text) of `POST path` with the JSON `body` in `session`."""
+async def post(app: Any, path: str, body: bytes, session: dict[str, Any], headers: Any = None) -> tuple[int, str]:
+    """(status, body text) of `POST path` with the JSON `body` in `session` (`headers`: the
+    caller's own, a mapping of text)."""
+    given = [(str(k).lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in (headers or {}).items()
+             if str(k).lower() not in ("content-type", "content-length")]  # fmt: skip
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
         "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
-        "headers": [*JSON, (b"content-length", str(len(body)).encode())],
+        "headers": [*JSON, (b"content-length", str(len(body)).encode()), *given],
         "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 80), "session": session,
     }  # fmt: skip
     state = _STATES.get(app)

@@ -2,7 +2,7 @@
 installed (it imports nemo_gym, omegaconf and fastapi, and nothing of gym-metrics):
 
     NEMO_PYTHON _nemo_side.py --root ROOT --env ENV --rows indexed.jsonl --out nemo.json [--config NAME]
-        [--episodes --policy-port PORT] [--server NAME=http://HOST:PORT ...]
+        [--episodes --policy-port PORT [--observe CAPTURE_DIR]] [--server NAME=http://HOST:PORT ...]
 
 The server is built from the environment's config as NeMo Gym's launcher builds it (composed by
 NeMo Gym's parser, each `--server` a model server at that address; the
@@ -24,6 +24,12 @@ back as "tasks") run whole by the agent the config names for it
 `POST /run` in file order, one at a time, no cookies shared; the kept answers go to each agent's
 `/aggregate_metrics`, as NeMo Gym's collection posts them (simple_agent forwards them to its
 resources server; an agent of its own code may aggregate them itself).
+
+With `--observe DIR` too, the run is observed as NeMo Gym's collection observes it
+(`observability_enabled`, the capture in DIR): the policy is reached through NeMo Gym's own
+openai_model server (its model-call capture middleware in front of it), and each answer gets
+what the collection adds: the captured calls merged in (`ng_model_call_capture`, the agent's
+observations joined to them), `ng_trajectory` projected, `ng_perf`.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -187,14 +194,39 @@ def strip(answer: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def run_episodes(root: Path, config: Path, rows: list[dict[str, Any]], policy_port: int, servers: dict[str, str]) -> dict[str, Any]:
+def run_episodes(
+    root: Path, config: Path, rows: list[dict[str, Any]], policy_port: int, servers: dict[str, str], observe: Path | None = None
+) -> dict[str, Any]:
     """Each task row's `POST /run` answer from the agent the config names for it (module
     docstring), and the metrics of the kept answers."""
     os.chdir(root)  # relative config_paths start there, as from a checkout's root
-    return asyncio.run(_episodes(root, read_config(config, servers), rows, policy_port))
+    return asyncio.run(_episodes(root, read_config(config, servers), rows, policy_port, observe))
 
 
-async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]], policy_port: int) -> dict[str, Any]:
+def _model_server(glob: Any, name: str, policy_port: int, sock: Any, client: Any) -> Any:
+    """NeMo Gym's openai_model server named `name`, in front of the policy (its capture on)."""
+    module = importlib.import_module("responses_api_models.openai_model.app")
+    from nemo_gym.base_responses_api_model import SimpleResponsesAPIModel  # type: ignore[import-not-found]
+
+    cls: Any = next(c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__ and issubclass(c, SimpleResponsesAPIModel))
+    fields = {"name": name, "entrypoint": "app.py", "host": "127.0.0.1", "port": sock.getsockname()[1], "openai_model": "scripted",
+              "openai_base_url": f"http://127.0.0.1:{policy_port}/v1", "openai_api_key": "not-a-key"}  # fmt: skip
+    glob[name] = {"responses_api_models": {"openai_model": fields}}
+    return finished_app(cls(config=cls.model_fields["config"].annotation.model_validate(fields), server_client=client))
+
+
+def _observed(task: dict[str, Any], result: dict[str, Any], capture_dir: Path, latency_ms: float) -> None:
+    """What NeMo Gym's collection adds to an observed rollout's answer (module docstring)."""
+    from nemo_gym import rollout_collection
+    from nemo_gym.base_responses_api_model import merge_model_call_capture_into_record
+
+    merge_model_call_capture_into_record(result, [capture_dir], include_payloads=True)
+    if any(k in result for k in ("ng_model_call_capture", "ng_agent_observations", "ng_trajectory")):
+        rollout_collection._attach_trajectory_record(task, result)
+    rollout_collection._attach_ng_perf(result, observability_enabled=True, rollout_latency_ms=latency_ms)
+
+
+async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]], policy_port: int, observe: Path | None = None) -> dict[str, Any]:
     import socket
 
     from omegaconf import OmegaConf
@@ -210,17 +242,23 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
         inner: Any = block.get("responses_api_agents") if hasattr(block, "keys") else None
         if hasattr(inner, "keys") and len(inner) == 1 and inner[next(iter(inner))].get("resources_server", {}).get("name") == instance:
             agents[str(name)] = inner
-    sockets = {name: socket.create_server(("127.0.0.1", 0)) for name in [instance, *agents]}
+    models = sorted({str(inner[next(iter(inner))]["model_server"]["name"]) for inner in agents.values()})
+    sockets = {name: socket.create_server(("127.0.0.1", 0)) for name in [instance, *agents, *(models if observe else [])]}
     for name, sock in sockets.items():
+        if name in models:
+            continue
         node = glob[name]["resources_servers" if name == instance else "responses_api_agents"]
         node[next(iter(node))].update({"host": "127.0.0.1", "port": sock.getsockname()[1]})
-    for inner in agents.values():  # every model server an agent names: the scripted policy
-        model = inner[next(iter(inner))]["model_server"]["name"]
+    for model in models:  # every model server an agent names: the scripted policy
         glob[model] = {"responses_api_models": {"scripted_policy": {"host": "127.0.0.1", "port": policy_port}}}
+    if observe is not None:
+        glob["observability_enabled"], glob["model_call_capture_dir"] = True, str(observe)
     global_config._GLOBAL_CONFIG_DICT = glob
     client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0), global_config_dict=glob)
     server, _ = build_server(root, glob, client)
     apps = {instance: finished_app(server)}
+    if observe is not None:  # each model server: NeMo Gym's own, capturing, in front of the policy
+        apps.update({model: _model_server(glob, model, policy_port, sockets[model], client) for model in models})
     for name, inner in agents.items():
         impl = next(iter(inner))
         module = importlib.import_module(f"responses_api_agents.{impl}.app")
@@ -237,12 +275,15 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
             if isinstance(task.get("responses_create_params"), dict):  # a rollout's request as NeMo Gym dumps it:
                 task["responses_create_params"] = {k: v for k, v in task["responses_create_params"].items() if v is not None}  # its unset fields null
             tasks.append(task)
+            started = time.perf_counter()
             answer = await client.post(server_name=task["agent_ref"]["name"], url_path="/run", json=task)
             keys = {k: task[k] for k in _KEYS if k in task}
             if answer.status != 200:
                 responses.append({"_nemo_refused": answer.status, "_nemo_detail": (await answer.text())[:2000], **keys})
                 continue
             result = await answer.json() | keys
+            if observe is not None:
+                _observed(task, result, observe, (time.perf_counter() - started) * 1000)
             responses.append(result)
             if result.get("_ng_failure_class") is None:
                 by_agent.setdefault(task["agent_ref"]["name"], []).append(json.loads(json.dumps(strip(result))))
@@ -298,12 +339,14 @@ def main() -> int:
     parser.add_argument("--episodes", action="store_true")
     parser.add_argument("--policy-port", type=int)
     parser.add_argument("--server", action="append", default=[], metavar="NAME=http://HOST:PORT")
+    parser.add_argument("--observe", type=Path, metavar="CAPTURE_DIR")
     args = parser.parse_args()
     servers = dict(item.split("=", 1) for item in args.server)
     args.root, args.rows, args.out = args.root.resolve(), args.rows.resolve(), args.out.resolve()  # (the server runs in its own folder)
     if args.episodes:
         rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
-        done = run_episodes(args.root, config_file(args.root, args.env, args.config), rows, args.policy_port, servers)
+        observe = args.observe.resolve() if args.observe else None
+        done = run_episodes(args.root, config_file(args.root, args.env, args.config), rows, args.policy_port, servers, observe)
         args.out.write_text(json.dumps(done), encoding="utf-8")
         sys.stdout.flush()
         os._exit(0)  # not multiprocessing's exit join: an episode that failed leaves its environment's worker process (math_with_code's) blocked

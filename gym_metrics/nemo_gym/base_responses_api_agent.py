@@ -7,8 +7,10 @@ and its rollout-prefixed twins, `/run`, `/aggregate_metrics`), and `Body`.
 `collect` runs such an agent's `/run` through that app, in its own process, for each row of the
 agent (gym_metrics/nemo_gym/_agents.py): the agent's `server_client` reaches the policy for its
 model server, the agent itself for its own name, and the row's session on the resources server
-for the resources server's name. Agent sessions (`/v1/agent_sessions`, the sandboxed harnesses')
-and observability bundles are not ported.
+for the resources server's name. While collect records a run's evidence, the config says
+`observability_enabled`, and what the agent reports of itself (`ng_agent_observations`,
+`ng_trajectory`: gym_metrics.nemo_gym.rollout_observability) is projected as NeMo Gym projects
+it. Agent sessions (`/v1/agent_sessions`, the sandboxed harnesses') are not ported.
 """
 
 from __future__ import annotations
@@ -20,11 +22,10 @@ from fastapi import Body
 from pydantic import BaseModel, ConfigDict, Field
 
 from gym_metrics.nemo_gym.config_types import AggregateMetrics, AggregateMetricsRequest, BaseRunServerInstanceConfig
-from gym_metrics.nemo_gym.global_config import get_first_server_config_dict
+from gym_metrics.nemo_gym.global_config import OBSERVABILITY_ENABLED_KEY_NAME, get_first_server_config_dict
 from gym_metrics.nemo_gym.rollout_correlation import ROLLOUT_PATH_PREFIX, maybe_rollout_id_from_run_body
 from gym_metrics.nemo_gym.server_utils import TOKEN_CAPTURE_PATH_SEGMENT, ServerClient, apply_rollout_prefix, rollout_path_prefix
 
-OBSERVABILITY_ENABLED_KEY_NAME = "rollout_observability"
 TOKEN_ID_CAPTURE_BLOCK = "token_id_capture"
 
 
@@ -96,8 +97,12 @@ class SimpleResponsesAPIAgent(BaseResponsesAPIAgent):
             return False
         return bool(block.get("all_agents", False)) or bool(self.config.token_id_capture)
 
+    def _model_call_capture_enabled(self) -> bool:
+        """Whether the run records model calls (collect's --capture-model-calls, --trajectory)."""
+        return bool(self._global_block(OBSERVABILITY_ENABLED_KEY_NAME))
+
     def _capture_correlation_enabled(self) -> bool:
-        return bool(self._global_block(OBSERVABILITY_ENABLED_KEY_NAME)) or self._token_id_capture_enabled()
+        return self._model_call_capture_enabled() or self._token_id_capture_enabled()
 
     def rollout_id_from_run(self, body: Any) -> Optional[str]:
         return maybe_rollout_id_from_run_body(body) if self._capture_correlation_enabled() else None

@@ -27,6 +27,8 @@ POLICY_BASE_URL_KEY_NAME = "policy_base_url"
 POLICY_API_KEY_KEY_NAME = "policy_api_key"
 POLICY_MODEL_NAME_KEY_NAME = "policy_model_name"
 POLICY_MODEL_KEY_NAME = "policy_model"
+OBSERVABILITY_ENABLED_KEY_NAME = "observability_enabled"
+"""The run-wide switch of NeMo Gym's model-call capture (its agents then record their evidence)."""
 
 _DOCUMENT: dict[str, Any] = {}
 _ROOT: list[Path] = []

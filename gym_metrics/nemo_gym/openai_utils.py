@@ -333,6 +333,55 @@ class NeMoGymResponse(Response):
     usage: Optional[NeMoGymResponseUsage] = None
 
 
+
+class TokenIDLogProbMixin(BaseModel):
+    """The token IDs and log-probs a training rollout's item carries (`routed_experts`: MoE routing)."""
+
+    prompt_token_ids: list[int]
+    generation_token_ids: list[int]
+    generation_log_probs: list[float]
+    routed_experts: Optional[Union[str, list[list[list[int]]]]] = None
+
+
+REQUIRED_TOKEN_METADATA_FIELDS = frozenset({"prompt_token_ids", "generation_token_ids", "generation_log_probs"})
+TOKEN_METADATA_FIELDS = REQUIRED_TOKEN_METADATA_FIELDS | {"routed_experts"}
+
+
+class NeMoGymEasyInputMessageForTraining(NeMoGymEasyInputMessage, TokenIDLogProbMixin): ...
+
+
+class NeMoGymMessageForTraining(NeMoGymMessage, TokenIDLogProbMixin): ...
+
+
+class NeMoGymResponseOutputMessageForTraining(NeMoGymResponseOutputMessage, TokenIDLogProbMixin): ...
+
+
+class NeMoGymResponseFunctionToolCallForTraining(NeMoGymResponseFunctionToolCall, TokenIDLogProbMixin): ...
+
+
+class NeMoGymResponseReasoningItemForTraining(NeMoGymResponseReasoningItem, TokenIDLogProbMixin): ...
+
+
+RESPONSES_TO_TRAIN: dict[type, type] = {
+    NeMoGymEasyInputMessage: NeMoGymEasyInputMessageForTraining,
+    NeMoGymMessage: NeMoGymMessageForTraining,
+    NeMoGymResponseOutputMessage: NeMoGymResponseOutputMessageForTraining,
+    NeMoGymResponseFunctionToolCall: NeMoGymResponseFunctionToolCallForTraining,
+    NeMoGymResponseReasoningItem: NeMoGymResponseReasoningItemForTraining,
+}
+"""Each item model that can carry token IDs, and its variant that declares them."""
+
+
+def training_variant_of(item_cls: type) -> type:
+    """The ForTraining variant of an item model (NotImplementedError naming it when it has none)."""
+    if item_cls not in RESPONSES_TO_TRAIN:
+        raise NotImplementedError(f"{item_cls.__name__} has no ForTraining variant, so token IDs and logprobs cannot be attached to it")
+    return RESPONSES_TO_TRAIN[item_cls]
+
+
+NeMoGymChatCompletionMessageParam = dict[str, Any]
+"""A chat message as a request carries it (NeMo Gym's union of the SDK's message params)."""
+
 class NeMoGymChatCompletion(ChatCompletion):
     pass
 
@@ -389,6 +438,7 @@ __all__ = [
     "RETRY_ERROR_CODES",
     "NeMoGymChatCompletion",
     "NeMoGymChatCompletionCreateParamsNonStreaming",
+    "NeMoGymChatCompletionMessageParam",
     "NeMoGymContent",
     "NeMoGymEasyInputMessage",
     "NeMoGymFunctionCallOutput",
@@ -410,4 +460,13 @@ __all__ = [
     "NeMoGymResponseUsage",
     "accumulate_response_usage",
     "NeMoGymSummary",
+    "RESPONSES_TO_TRAIN",
+    "TOKEN_METADATA_FIELDS",
+    "TokenIDLogProbMixin",
+    "training_variant_of",
+    "NeMoGymEasyInputMessageForTraining",
+    "NeMoGymMessageForTraining",
+    "NeMoGymResponseOutputMessageForTraining",
+    "NeMoGymResponseFunctionToolCallForTraining",
+    "NeMoGymResponseReasoningItemForTraining",
 ]

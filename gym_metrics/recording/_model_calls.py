@@ -46,9 +46,9 @@ def model_call_record(exchange: Exchange, call_index: int, model_call_id: str | 
     return {
         "model_call_id": model_call_id or uuid.uuid4().hex,
         "response_id": response.get("id") if isinstance(response.get("id"), str) else None,
-        "client_session_id": None,
+        "client_session_id": exchange.client_session_id,
         "call_index": call_index,
-        "model_ref": None,
+        "model_ref": exchange.model_ref,
         "model": model if isinstance(model, str) else None,
         "dialect": exchange.dialect,
         "status_code": exchange.status_code,

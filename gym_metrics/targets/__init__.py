@@ -9,7 +9,7 @@ agent loop over these clients is `gym_metrics.collector.run_episode`, beside its
 """
 
 from gym_metrics._util.deprecated import old_names
-from gym_metrics.targets._capture import Exchange, ModelCalls, capturing
+from gym_metrics.targets._capture import Exchange, ModelCalls, capturing, labelled
 from gym_metrics.targets._tokens import TOKEN_FIELDS, TokenInfoError, chat_token_fields, token_fields_of
 from gym_metrics.targets._client import AgentTarget, Generation, GenerationError, ModelTarget, Usage, make_target
 from gym_metrics.targets._config import (
@@ -36,6 +36,7 @@ __all__ = [
     "Exchange",
     "ModelCalls",
     "capturing",
+    "labelled",
     "TOKEN_FIELDS",
     "TokenInfoError",
     "chat_token_fields",

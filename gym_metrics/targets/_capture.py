@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _CALLS: contextvars.ContextVar[ModelCalls | None] = contextvars.ContextVar("gym_metrics_model_calls", default=None)
+_LABELS: contextvars.ContextVar[tuple[Any, str | None, list[Exchange]] | None] = contextvars.ContextVar("gym_metrics_model_call_labels", default=None)
 
 
 @dataclass
@@ -37,6 +38,10 @@ class Exchange:
     """The parsed answer (a 2xx one), None when there is none."""
     error: str | None = None
     """Why there is no answer (the error's message, the key masked)."""
+    model_ref: Any = None
+    """The model server a NeMo Gym agent addressed ({"type": "responses_api_models", "name": ...})."""
+    client_session_id: str | None = None
+    """The session the caller sent the call under (its `x-session-id` header)."""
 
 
 @dataclass
@@ -57,12 +62,29 @@ def capturing() -> Iterator[ModelCalls]:
         _CALLS.reset(token)
 
 
+@contextmanager
+def labelled(model_ref: Any, client_session_id: str | None) -> Iterator[list[Exchange]]:
+    """The calls made in this context are recorded as sent to `model_ref` under `client_session_id`
+    (a NeMo Gym agent's call to its model server, as that server would record it); the list
+    yielded gets the exchanges begun here, for the caller to record them as that server would."""
+    begun: list[Exchange] = []
+    token = _LABELS.set((model_ref, client_session_id, begun))
+    try:
+        yield begun
+    finally:
+        _LABELS.reset(token)
+
+
 def begin(dialect: str, request: Any) -> Exchange | None:
     """A new exchange, when a caller collects; None otherwise (nothing to do)."""
     calls = _CALLS.get()
     if calls is None:
         return None
     exchange = Exchange(dialect, request, time.time())
+    labels = _LABELS.get()
+    if labels is not None:
+        exchange.model_ref, exchange.client_session_id, begun = labels
+        begun.append(exchange)
     calls.exchanges.append(exchange)
     return exchange
 
