@@ -8,7 +8,10 @@ tests/data/nemo_gym_configs/benchmarks.json, which scripts/make_nemo_benchmark_r
 records); each is POSTed to the agent's `/run` by check-env's NeMo Gym side
 (gym_metrics/nemo_gym/_nemo_side.py --episodes: every server its real FastAPI app under uvicorn,
 one row at a time), against gym-metrics' scripted policy answering POLICY, then the kept answers
-to the agent's `/aggregate_metrics`, as NeMo Gym's collection posts them.
+to the agent's `/aggregate_metrics`, as NeMo Gym's collection posts them. Then once more observed
+(`observed`: `--observe`, NeMo Gym's `observability_enabled` with its openai_model server and
+its model-call capture in front of the policy): each answer with what NeMo Gym's collection adds
+(`ng_model_call_capture`, the agent's `ng_agent_observations` joined, `ng_trajectory`, `ng_perf`).
 
 `wheel`: agents of the wheel itself, as check-env --episodes runs them (WHEEL_AGENTS): the
 environment and its agent copied from the unzipped wheel (--wheel), each env's
@@ -123,6 +126,23 @@ def record_wheel_agent(wheel: Path, env: str, nemo_python: str) -> dict[str, Any
     return {"rows": rows, **nemo}
 
 
+def run_tree(nemo_python: str, rows: list[dict[str, Any]], observe: bool = False) -> dict[str, Any]:
+    """NeMo Gym's side on the test tree's benchmark (observed: through its capturing model server)."""
+    with tempfile.TemporaryDirectory(prefix="agent-code-ref-") as tmp:
+        tree = Path(tmp) / "tree"
+        shutil.copytree(TREE, tree)
+        (Path(tmp) / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        (Path(tmp) / "capture").mkdir()
+        with ScriptedPolicyServer(POLICY) as policy:
+            command = [
+                nemo_python, str(ROOT / "gym_metrics" / "nemo_gym" / "_nemo_side.py"), "--root", str(tree), "--env", "demo_env",
+                "--config", CONFIG, "--rows", str(Path(tmp) / "rows.jsonl"), "--out", str(Path(tmp) / "nemo.json"),
+                "--episodes", "--policy-port", str(policy.port), *(["--observe", str(Path(tmp) / "capture")] if observe else []),
+            ]  # fmt: skip
+            subprocess.run(command, check=True, timeout=600)
+        return json.loads((Path(tmp) / "nemo.json").read_text())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nemo-python", required=True)
@@ -131,19 +151,10 @@ def main() -> None:
     args = parser.parse_args()
     wheel = {env: record_wheel_agent(args.wheel, env, args.nemo_python) for env in WHEEL_AGENTS}
     rows = dispatched_rows()
-    with tempfile.TemporaryDirectory(prefix="agent-code-ref-") as tmp:
-        tree = Path(tmp) / "tree"
-        shutil.copytree(TREE, tree)
-        (Path(tmp) / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-        with ScriptedPolicyServer(POLICY) as policy:
-            command = [
-                args.nemo_python, str(ROOT / "gym_metrics" / "nemo_gym" / "_nemo_side.py"), "--root", str(tree), "--env", "demo_env",
-                "--config", CONFIG, "--rows", str(Path(tmp) / "rows.jsonl"), "--out", str(Path(tmp) / "nemo.json"),
-                "--episodes", "--policy-port", str(policy.port),
-            ]  # fmt: skip
-            subprocess.run(command, check=True, timeout=600)
-        nemo = json.loads((Path(tmp) / "nemo.json").read_text())
-    args.out.write_text(json.dumps({"config": CONFIG, "policy": POLICY, "rows": rows, **nemo, "wheel": wheel}, indent=1, sort_keys=True) + "\n")
+    nemo = run_tree(args.nemo_python, rows)
+    observed = run_tree(args.nemo_python, rows, observe=True)
+    record = {"config": CONFIG, "policy": POLICY, "rows": rows, **nemo, "wheel": wheel, "observed": {"responses": observed["responses"]}}
+    args.out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out}: {len(nemo['responses'])} answers, {len(nemo['metrics'])} agents' metrics")
 
 

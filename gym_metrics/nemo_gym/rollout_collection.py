@@ -121,7 +121,7 @@ def build_trajectory_record(row: Mapping[str, Any], result: Mapping[str, Any]) -
         except Exception as exc:  # noqa: BLE001
             gaps.append(ObservationGap(code="agent_observations_invalid", detail=type(exc).__name__))
     turns.sort(key=lambda t: (t.timestamp, t.invocation_id, t.turn_no))
-    capture = result.get(CAPTURE_KEY) if isinstance(result.get(CAPTURE_KEY), dict) else {}
+    capture: Mapping[str, Any] = result[CAPTURE_KEY] if isinstance(result.get(CAPTURE_KEY), dict) else {}
     _captured_calls(capture.get("calls") or (), calls)
     for gap in capture.get("gaps") or ():
         if isinstance(gap, dict):
@@ -198,7 +198,8 @@ def _captured_calls(records: Sequence[Any], calls: list[TrajectoryModelCall]) ->
                          "reasoning_tokens": _nonnegative(record.get("tokens_reasoning")), "total_tokens": _nonnegative(record.get("tokens_total")),
                          "cached_tokens": _nonnegative(record.get("cached_tokens"))},
         )  # fmt: skip
-        n = at.pop(record.get("model_call_id"), None) if record.get("model_call_id") is not None else None
+        call_id = record.get("model_call_id")
+        n = at.pop(call_id, None) if isinstance(call_id, str) else None
         if n is None:
             calls.append(call)
             continue
@@ -247,9 +248,8 @@ def _turn_content(request: Any, response: Any) -> tuple[Any, Any, Any, int]:
         question = [{"type": "message", **i} if isinstance(i, dict) and "role" in i and "type" not in i else i for i in request["input"]]
     if isinstance(response, dict) and isinstance(response.get("output"), list):
         output = [i for i in response["output"] if isinstance(i, dict)]
-        answer = [i for i in output if i.get("type") != "reasoning"]
-        reasoning = [i for i in output if i.get("type") == "reasoning"] or None
-        return question, answer, reasoning, sum(i.get("type") == "function_call" for i in answer)
+        items = [i for i in output if i.get("type") != "reasoning"]
+        return question, items, [i for i in output if i.get("type") == "reasoning"] or None, sum(i.get("type") == "function_call" for i in items)
     choices = response.get("choices") if isinstance(response, dict) else None
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         message = choices[0].get("message") or {}

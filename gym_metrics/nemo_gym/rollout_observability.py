@@ -326,7 +326,7 @@ def join_model_call_observations(bundle: AgentObservationBundle, calls: Iterable
             and not (g.code == "model_call_ownership_unavailable" and g.invocation_id is None and (g.detail or "").startswith("capture:"))]  # fmt: skip
     owner: dict[int, str] = {}
 
-    def unresolved(found: list[Any], invocation_id: str, detail: str) -> None:
+    def unresolved(found: list[Any], invocation_id: str, detail: Optional[str]) -> None:
         code = "model_call_reference_ambiguous" if found else "model_call_reference_unmatched"
         gaps.append(ObservationGap(code=code, invocation_id=invocation_id, detail=detail))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -81,13 +82,61 @@ def test_a_custom_agent_runs_its_own_code_as_under_nemo_gym(agent_tree: Path, mo
     assert differences(REFERENCE["metrics"], metrics, "metrics") == []
 
 
+_CLOCKS = {"started_at", "completed_at", "timestamp", "duration_ms", "latency_total_ms", "observed_at", "total_latency_ms"}
+_EVIDENCE = ("ng_agent_observations", "ng_model_call_capture", "ng_trajectory", "ng_perf")
+
+
+def _stable(value: Any, ids: dict[str, str]) -> Any:
+    """`value` with its clocks and the model-call ids (uuid hex) made comparable: each id named
+    by the order it first appears in; `latency_ttft_ms` (which NeMo Gym's openai_model server
+    times and collect does not) set aside."""
+    if isinstance(value, dict):
+        return {k: ("<clock>" if k in _CLOCKS and v is not None else _stable(v, ids)) for k, v in value.items() if k != "latency_ttft_ms"}
+    if isinstance(value, list):
+        return [_stable(v, ids) for v in value]
+    if isinstance(value, str):
+        return re.sub(r"\b[0-9a-f]{32}\b", lambda m: ids.setdefault(m.group(0), f"<call {len(ids)}>"), value)
+    return value
+
+
+def test_an_observed_agents_evidence_is_recorded_as_under_nemo_gym(agent_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """collect --trajectory observes the run as NeMo Gym's collection does with
+    `observability_enabled`: the agent is told (so it reports an observation bundle, or its own
+    trajectory), its model calls are recorded as NeMo Gym's model server records them (its name,
+    the `x-session-id` they were sent under, the body the agent sent, the answer as the server's
+    typed model dumps it), the bundle is joined to them (a call adopted by its session, a reference
+    unmatched, two ambiguous, a compaction's), and `ng_trajectory` and `ng_perf` are projected:
+    every field equals NeMo Gym 0.7.0's on every row (recorded through its openai_model server
+    and its collection's own functions), clocks and generated ids aside."""
+    monkeypatch.chdir(agent_tree)
+    assert _collect(agent_tree, "--trajectory") == 0
+    mine = {_key(r): r for r in _lines(agent_tree / "out.jsonl")}
+    theirs = {_key(r): r for r in REFERENCE["observed"]["responses"] if "_nemo_refused" not in r}
+    assert set(mine) == set(theirs) and len(theirs) == 6
+    for key, answer in theirs.items():
+        assert [p for p in _EVIDENCE if p in answer] == [p for p in _EVIDENCE if p in mine[key]]
+        for part in (p for p in _EVIDENCE if p in answer):
+            assert differences(_stable(answer[part], {}), _stable(mine[key][part], {}), f"{key}.{part}") == []
+    bundle = mine[(0, 0)]["ng_agent_observations"]
+    assert [(g["code"], g["invocation_id"]) for g in bundle["gaps"]] == [
+        ("demo_partial", "critic"), ("model_call_reference_unmatched", "judge"),
+        ("model_call_reference_ambiguous", "root"), ("model_call_reference_ambiguous", "root"),
+    ]  # fmt: skip
+    calls = mine[(0, 0)]["ng_model_call_capture"]["calls"]
+    assert [c["client_session_id"] for c in calls] == ["root", "critic"] and "request" not in calls[0]  # (the trajectory holds the payloads)
+    own = mine[(0, 1)]["ng_trajectory"]  # the agent's own trajectory, its task id replaced by NeMo Gym's, the mismatch a gap
+    assert own["task_id"] == "0" and {"code": "producer_trajectory_identity_mismatch", "invocation_id": None, "detail": "task_id"} in own["gaps"]
+    assert [t["turn_no"] for t in mine[(0, 0)]["ng_trajectory"]["turns"]] == [1, 1]  # a turn in each invocation that holds a call
+
+
 def _collect_variant(tree: Path, monkeypatch: pytest.MonkeyPatch, impl: str, body: str, *flags: str) -> int:
     """collect --benchmark with the benchmark's agent block switched to an agent of another
     implementation (the demo agent with `body` added); its exit code."""
     folder = tree / "responses_api_agents" / impl
     folder.mkdir(parents=True)
     head = ("from gym_metrics.nemo_gym.base_responses_api_agent import Body\nfrom gym_metrics.nemo_gym.config_types import AggregateMetrics, AggregateMetricsRequest\n"
-            "from responses_api_agents.demo_two_turn_agent.app import TwoTurnAgent\n\n\nclass Variant(TwoTurnAgent):\n")  # fmt: skip
+            "from responses_api_agents.demo_two_turn_agent import app\nfrom responses_api_agents.demo_two_turn_agent.app import TwoTurnAgent\n\n\n"
+            "class Variant(TwoTurnAgent):\n")  # fmt: skip
     (folder / "app.py").write_text(head + body)
     config = tree / CONFIG
     config.write_text(config.read_text().replace("demo_two_turn_agent:", f"{impl}:"))
@@ -106,6 +155,46 @@ def test_an_agent_that_forwards_its_aggregation_gets_its_resources_servers_metri
     agent_metrics = json.loads((agent_tree / "out_aggregate_metrics.json").read_text())[0]["agent_metrics"]
     assert "never" not in agent_metrics and agent_metrics["mean/reward"] == pytest.approx(4 / 6)
     assert {len(r["ng_model_call_capture"]["calls"]) for r in _lines(agent_tree / "out.jsonl")} == {2}  # each row's two turns
+
+
+def test_an_agent_reading_its_model_servers_answer_gets_every_field_nemo_gym_sends(agent_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent that posts to its model server itself and reads the answer's JSON gets what NeMo
+    Gym's model server sends (its Response model dumped: every field, nulls too), not the
+    policy's own shorter answer."""
+    direct = (
+        "    async def run(self, request: app.Request, body: TwoTurnRunRequest):\n"
+        "        answer = await self.server_client.post(server_name=self.config.model_server.name, url_path='/v1/responses', json=body.responses_create_params)\n"
+        "        raw = await answer.json()\n"
+        "        return TwoTurnVerifyResponse(responses_create_params=body.responses_create_params, response=raw, reward=0.0, fields=sorted(raw))\n"
+    )  # fmt: skip
+    assert _collect_variant(agent_tree, monkeypatch, "direct_agent", direct.replace("TwoTurn", "app.TwoTurn")) == 0
+    nemo_fields = sorted(next(r for r in REFERENCE["responses"] if "response" in r)["response"])  # NeMo Gym's Response, dumped
+    assert {tuple(r["fields"]) for r in _lines(agent_tree / "out.jsonl")} == {tuple(nemo_fields)} and "incomplete_details" in nemo_fields
+
+
+def test_a_rollout_its_agent_says_not_to_keep_is_in_neither_file_and_runs_again_on_resume(
+    agent_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An answer marked `_ng_no_persist` (browsecomp_agent's harness failure, not the sample's) is
+    written nowhere, as NeMo Gym's collection writes it, and said: the run's summary counts it,
+    and `--resume` runs it again; a marked answer is not a silent 0 nor a dropped score."""
+    flaky = (
+        "    async def run(self, request: app.Request, body: app.TwoTurnRunRequest):\n"
+        "        answer = await super().run(request, body)\n"
+        "        if body.model_dump().get('_ng_task_index') == 1 and __import__('os').path.exists('harness_down'):\n"
+        "            return app.TwoTurnVerifyResponse.model_validate(answer.model_dump() | {'reward': 0.0, '_ng_no_persist': True, '_ng_failure_class': 'kill_shaped', 'agent_error': 'TimeoutError: harness'})\n"
+        "        return answer\n"
+    )  # fmt: skip
+    (agent_tree / "harness_down").touch()
+    assert _collect_variant(agent_tree, monkeypatch, "flaky_agent", flaky) == 0
+    out = capsys.readouterr()
+    kept = {_key(r) for r in _lines(agent_tree / "out.jsonl")} | {_key(r) for r in _lines(agent_tree / "out_failures.jsonl")}
+    assert kept == {(0, 0), (0, 1), (2, 0), (2, 1), (3, 0), (3, 1)}  # task 1's two rollouts: in neither file
+    assert "2 rollouts not kept" in out.out and out.err.count("not kept (its answer says _ng_no_persist; class kill_shaped): TimeoutError: harness") == 2
+    (agent_tree / "harness_down").unlink()
+    assert _collect(agent_tree, "--resume") == 0
+    rows = {_key(r): r for r in _lines(agent_tree / "out.jsonl")}
+    assert (rows[(1, 0)]["reward"], rows[(1, 1)]["reward"]) == (0.0, 0.0) and len(rows) == 6  # run again, scored as the agent scores them
 
 
 def test_an_agent_with_hooks_of_its_own_is_aggregated_with_them(agent_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
