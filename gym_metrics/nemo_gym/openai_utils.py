@@ -433,6 +433,15 @@ class NeMoGymChatCompletionCreateParamsNonStreaming(BaseModel):
     output_config: Optional[dict[str, Any]] = None
 
 
+def __getattr__(name: str) -> Any:
+    """`NeMoGymAsyncOpenAI` and `PermanentEndpointError` (an HTTP client: imported when asked for)."""
+    if name in ("NeMoGymAsyncOpenAI", "PermanentEndpointError"):
+        from gym_metrics.nemo_gym import _async_openai
+
+        return getattr(_async_openai, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "RATE_LIMIT_ERROR_CODES",
     "RETRY_ERROR_CODES",
