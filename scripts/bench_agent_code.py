@@ -2,7 +2,9 @@
 tree's benchmarks/demo_agent (two policy turns through the agent's own /v1/responses, then
 verify) over N rows, against the same rows run by collect's own simple_agent loop
 (benchmarks/demo_eval's agent: one turn), each `collect --benchmark` in a process of its own,
-the environment served for the run, the scripted policy answering from this process.
+the environment served for the run, the scripted policy answering from this process; and the
+ported agent observed (`--trajectory`: it reports an observation bundle, which is joined to its
+captured calls and projected into `ng_trajectory` and `ng_perf`, as NeMo Gym's collection does).
 
     .venv/bin/python scripts/bench_agent_code.py --rows 2000 --rounds 3
 """
@@ -47,14 +49,19 @@ def tree_with_rows(work: Path, rows: int) -> Path:
     return work
 
 
-def run(work: Path, bench: str, url: str) -> tuple[float, float]:
+RUNS = {"demo_agent": ("demo_agent", [], "ported agent code, 2 turns"),
+        "demo_agent --trajectory": ("demo_agent", ["--trajectory"], "the same, observed: evidence joined and projected"),
+        "demo_eval": ("demo_eval", [], "collect's simple_agent loop, 1 turn")}  # fmt: skip
+
+
+def run(work: Path, bench: str, url: str, flags: list[str]) -> tuple[float, float]:
     out = work / f"out_{bench}.jsonl"
     for stale in work.glob(f"out_{bench}*"):
         stale.unlink()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     command = [str(Path(sys.executable).with_name("gym-metrics")), "collect", "--benchmark", f"benchmarks/{bench}/config.yaml", "--num-repeats", "1",
-               "--output", str(out), "--policy-url", url, "--policy-model", "m", "--policy-api", "responses", "--policy-concurrency", "64"]  # fmt: skip
+               "--output", str(out), "--policy-url", url, "--policy-model", "m", "--policy-api", "responses", "--policy-concurrency", "64", *flags]  # fmt: skip
     subprocess.run(command, cwd=work, check=True, capture_output=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -68,15 +75,14 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-agent-code-") as tmp, ScriptedPolicyServer(answer) as policy:
         work = tree_with_rows(Path(tmp), args.rows)
-        results: dict[str, list[tuple[float, float]]] = {"demo_agent": [], "demo_eval": []}
+        results: dict[str, list[tuple[float, float]]] = {label: [] for label in RUNS}
         for _ in range(args.rounds):
-            for bench in results:  # in turn, each round
-                results[bench].append(run(work, bench, policy.url))
-    for bench, runs in results.items():
+            for label, (bench, flags, _) in RUNS.items():  # in turn, each round
+                results[label].append(run(work, bench, policy.url, flags))
+    for label, runs in results.items():
         wall = statistics.median(w for w, _ in runs)
         cpu = statistics.median(c for _, c in runs)
-        kind = "ported agent code, 2 turns" if bench == "demo_agent" else "collect's simple_agent loop, 1 turn"
-        print(f"{bench:10s} ({kind}): {args.rows} rows, wall {wall:.2f} s (median of {len(runs)}), {args.rows / wall:,.0f} rows/s, "
+        print(f"{label} ({RUNS[label][2]}): {args.rows} rows, wall {wall:.2f} s (median of {len(runs)}), {args.rows / wall:,.0f} rows/s, "
               f"CPU of collect and its served environment {1000 * cpu / args.rows:.2f} ms a row")  # fmt: skip
 
 

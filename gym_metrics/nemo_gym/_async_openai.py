@@ -20,8 +20,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from pydantic import BaseModel, Field, PrivateAttr
 from yarl import URL
 
-from gym_metrics.nemo_gym._request import MAX_NUM_TRIES, request
-from gym_metrics.nemo_gym.openai_utils import RATE_LIMIT_ERROR_CODES, RETRY_ERROR_CODES
+from gym_metrics.nemo_gym._request import MAX_NUM_TRIES, RATE_LIMIT_ERROR_CODES, RETRY_ERROR_CODES, request
 from gym_metrics.nemo_gym.server_utils import ServerResponseError, get_response_json, raise_for_status
 
 PERMANENT_QUOTA_CODES = ("budget_exceeded", "insufficient_quota")

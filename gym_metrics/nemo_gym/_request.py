@@ -19,6 +19,9 @@ import aiohttp
 import orjson
 
 MAX_NUM_TRIES = 3
+RETRY_ERROR_CODES = (408, 409, 429, 500, 502, 503, 504)
+"""HTTP statuses a model-server call is retried on."""
+RATE_LIMIT_ERROR_CODES = (429,)
 RETRY_DELAY_S = 0.5
 _SESSIONS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]" = weakref.WeakKeyDictionary()
 

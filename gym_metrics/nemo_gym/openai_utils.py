@@ -19,9 +19,7 @@ from openai.types.responses.response_reasoning_item import Content as ReasoningC
 from openai.types.responses.response_reasoning_item import Summary
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, SerializeAsAny, Tag, model_validator
 
-RETRY_ERROR_CODES = (408, 409, 429, 500, 502, 503, 504)
-"""HTTP statuses a model-server call is retried on."""
-RATE_LIMIT_ERROR_CODES = (429,)
+from gym_metrics.nemo_gym._request import RATE_LIMIT_ERROR_CODES, RETRY_ERROR_CODES
 
 Phase = Optional[Literal["commentary", "final_answer"]]
 Status = Literal["in_progress", "completed", "incomplete"]
