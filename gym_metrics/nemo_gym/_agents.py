@@ -120,7 +120,10 @@ async def _model_call(target: ModelTarget, server_name: str, url_path: str, body
         answer = await _target_call(target, url_path, body)
     typed = None
     if answer.status == 200 and url_path.partition("?")[0].rstrip("/").endswith("/responses"):
-        typed = NeMoGymResponse.model_validate_json(answer._body).model_dump(mode="json")
+        try:
+            typed = NeMoGymResponse.model_validate_json(await answer.read()).model_dump(mode="json")
+        except pydantic.ValidationError as exc:  # its server could not answer it either: a 500, as NeMo Gym's does
+            return ServerResponse(500, orjson.dumps(repr(exc)), _JSON, answer.url)
         answer = ServerResponse(200, orjson.dumps(typed), _JSON, answer.url)
     for exchange in begun:
         exchange.request = body
