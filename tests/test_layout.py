@@ -88,6 +88,25 @@ def test_the_client_is_public_and_importing_the_package_loads_no_grpc() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_the_readme_demo_runs_without_the_openai_sdk() -> None:
+    """`pip install .` has no openai (the NeMo Gym port and the judges need it, as an extra): the
+    collector and the demo's command must import without it (a NeMo Gym module imported by the
+    collector at its top once broke the README's first command)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'openai': raise ImportError('openai is not installed')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import gym_metrics.collector._run, gym_metrics.collector._episodes, gym_metrics.cli._demo\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
 # The layers, top to bottom (docs/contributing.md draws them): a module may import its own
 # layer and the layers below it, never one above. A package is one layer; the transport is
 # three faces over its shared wire modules. Old-name modules at the root (they warn) sit on

@@ -15,16 +15,6 @@ from gym_metrics.collector._capture import Capture
 from gym_metrics.collector._input import Rollout
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym import NATIVE_AGENTS
-from gym_metrics.nemo_gym.rollout_collection import (
-    CAPTURE_KEY,
-    NG_FAILURE_CLASS_KEY,
-    NG_PERF_KEY,
-    NG_TRAJECTORY_KEY,
-    NO_RESULT_FAILURE_CLASSES,
-    OBSERVATIONS_KEY,
-    attach_trajectory_record,
-    merge_model_call_capture,
-)
 from gym_metrics.recording import rollout_perf
 from gym_metrics.targets import ModelTarget
 
@@ -88,6 +78,17 @@ def with_evidence(answer: dict[str, Any], rollout: Rollout, records: list[dict[s
     trajectory and observations and the calls, whenever the agent gave either (as NeMo Gym always
     projects them) or with `--trajectory`; then `ng_perf` with `--trajectory` (`latency_ms`: its
     `/run`, as NeMo Gym times it)."""
+    from gym_metrics.nemo_gym.rollout_collection import (  # (NeMo Gym's models need openai: imported for its agents only)
+        CAPTURE_KEY,
+        NG_FAILURE_CLASS_KEY,
+        NG_PERF_KEY,
+        NG_TRAJECTORY_KEY,
+        NO_RESULT_FAILURE_CLASSES,
+        OBSERVATIONS_KEY,
+        attach_trajectory_record,
+        merge_model_call_capture,
+    )
+
     block = (rollout.recorded or {}).pop(CAPTURE_KEY, None)
     if answer.get(NG_FAILURE_CLASS_KEY) in NO_RESULT_FAILURE_CLASSES:
         block = None
