@@ -15,7 +15,7 @@ from gym_metrics.collector._capture import Capture
 from gym_metrics.collector._input import Rollout
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym import NATIVE_AGENTS
-from gym_metrics.recording import rollout_perf
+from gym_metrics.recording import CAPTURE_KEY, PERF_KEY, TRAJECTORY_KEY, rollout_perf
 from gym_metrics.targets import ModelTarget
 
 
@@ -79,10 +79,7 @@ def with_evidence(answer: dict[str, Any], rollout: Rollout, records: list[dict[s
     projects them) or with `--trajectory`; then `ng_perf` with `--trajectory` (`latency_ms`: its
     `/run`, as NeMo Gym times it)."""
     from gym_metrics.nemo_gym.rollout_collection import (  # (NeMo Gym's models need openai: imported for its agents only)
-        CAPTURE_KEY,
         NG_FAILURE_CLASS_KEY,
-        NG_PERF_KEY,
-        NG_TRAJECTORY_KEY,
         NO_RESULT_FAILURE_CLASSES,
         OBSERVATIONS_KEY,
         attach_trajectory_record,
@@ -93,13 +90,13 @@ def with_evidence(answer: dict[str, Any], rollout: Rollout, records: list[dict[s
     if answer.get(NG_FAILURE_CLASS_KEY) in NO_RESULT_FAILURE_CLASSES:
         block = None
     traced = capture is not None and capture.trajectory
-    project = OBSERVATIONS_KEY in answer or NG_TRAJECTORY_KEY in answer or (block is not None and traced)
+    project = OBSERVATIONS_KEY in answer or TRAJECTORY_KEY in answer or (block is not None and traced)
     if block is not None:
         merge_model_call_capture(answer, {**block, "calls": records} if project else block)
     if project:
         attach_trajectory_record(rollout.row, answer, keep_payloads=capture is not None and capture.payloads)
-    if traced and isinstance(answer.get(NG_TRAJECTORY_KEY), dict):
-        perf = rollout_perf(answer[NG_TRAJECTORY_KEY], latency_ms)
+    if traced and isinstance(answer.get(TRAJECTORY_KEY), dict):
+        perf = rollout_perf(answer[TRAJECTORY_KEY], latency_ms)
         if perf is not None:
-            answer[NG_PERF_KEY] = perf
+            answer[PERF_KEY] = perf
     return block is not None or project
