@@ -22,7 +22,8 @@ import pytest
 
 from gym_metrics.environments import ENVIRONMENTS, resolve_server
 from gym_metrics._transport.client import ResourcesClient
-from gym_metrics.collector._rows import environment_server_name, written_row
+from gym_metrics.collector._rows import written_row
+from gym_metrics.nemo_gym import RELAY_TYPE, EnvironmentServer, relay_name
 from gym_metrics.environments import SimpleResourcesServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +126,7 @@ async def test_the_documented_rows_are_real(serve_env: Any, isolated: pytest.Mon
     port, _ = await serve_env(example_env(run_block(env_block(), "readme_env", isolated))())
     async with ResourcesClient(f"127.0.0.1:{port}") as client:
         verified = await client.verify(input_row)
-    written = written_row(input_row, verified, environment_server_name("strong_agent", "simple_agent"))
+    written = written_row(input_row, verified, EnvironmentServer(relay_name("strong_agent", "simple_agent"), RELAY_TYPE))
     assert output_row == written  # what collect writes (collector/_rows.py)
     assert list(output_row) == list(written)  # in its order too
 

@@ -89,7 +89,16 @@ def add_parsers(sub: Any) -> None:
         help="run the rows of this NeMo Gym config's own agents (responses_api_agents/<agent> of its tree, ported) by "
         "their code, as NeMo Gym runs them (--benchmark CONFIG.yaml gives it already): docs/nemo-gym.md#agents",
     )  # fmt: skip
-    p.add_argument("--resume", action="store_true", help="continue an interrupted run: skip rollouts already in --output")
+    p.add_argument(
+        "--resume", action="store_true",
+        help="continue an interrupted run: skip rollouts already in --output, run those of its failures sidecar again "
+        "(NeMo Gym's rule: not a terminal one, at most --max-rollout-attempts attempts)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-rollout-attempts", type=positive_int, metavar="N",
+        help="with --resume: attempts of a rollout over resumed runs, its failed ones in the failures sidecar "
+        "(default: NEMO_GYM_MAX_ROLLOUT_ATTEMPTS, else 3)",
+    )  # fmt: skip
     p.add_argument(
         "--processes", type=positive_int, default=1, metavar="N",
         help="shard the rollouts over N collector processes on this machine (by task), then merge and aggregate once: "
@@ -341,12 +350,16 @@ def _server_block(suite: Any, agent: str) -> str:
 def _run(ns: argparse.Namespace) -> int:
     from gym_metrics._transport.client import ResourcesClient
     from gym_metrics.cli._push import push_after, push_progress
-    from gym_metrics.collector import CollectOptions, Environments, RetryPolicy, Shard, collect_async, collect_processes_async, failures_path_for
+    from gym_metrics.collector import (
+        CollectOptions, Environments, RetryPolicy, Shard, collect_async, collect_processes_async, failures_path_for, max_rollout_attempts_from_env,
+    )  # fmt: skip
 
     if ns.input is None:
         if not ns.reverify_failed:
             raise InvalidInputError("--input is required", [FieldViolation("--input", "the rows to collect (JSONL)")])
         ns.input = failures_path_for(ns.output)
+    if ns.max_rollout_attempts is not None and not ns.resume:
+        raise InvalidInputError("--max-rollout-attempts bounds resumed runs", [FieldViolation("--max-rollout-attempts", "give it with --resume")])
     if ns.reverify_failed and (ns.reverify or ns.resume):
         raise InvalidInputError("--reverify-failed resumes --output itself", [FieldViolation("--reverify-failed", "give it without --reverify and --resume")])
     token = read_token(ns.auth_token_env)
@@ -360,6 +373,7 @@ def _run(ns: argparse.Namespace) -> int:
         interleave_repeats=ns.interleave_repeats,
         fan_out=fan_out_map(ns.fan_out),
         resume=ns.resume,
+        max_rollout_attempts=ns.max_rollout_attempts or max_rollout_attempts_from_env(),
         on_bad_line=ns.on_bad_line,
         count_errors_as_zero=ns.count_errors_as_zero,
         count_failure_classes_as_zero=tuple(ns.count_failure_classes_as_zero),

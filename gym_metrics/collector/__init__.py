@@ -21,7 +21,7 @@ from gym_metrics.collector._environments import Environments, split_server
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, CallTool, EpisodeResult, add_usage, run_episode
 from gym_metrics.collector._input import indexed_rows
 from gym_metrics.collector._options import CollectOptions, RetryPolicy
-from gym_metrics.collector._outfile import failures_path_for
+from gym_metrics.collector._outfile import failures_path_for, max_rollout_attempts_from_env
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._processes import ShardProgress, child_argv, close_shards, die_with_parent, open_shards
 from gym_metrics.collector._shard import Shard, shard_dir, stats_path
@@ -69,6 +69,7 @@ __all__ = [
     "die_with_parent",
     "estimate_total",
     "failures_path_for",
+    "max_rollout_attempts_from_env",
     "indexed_rows",
     "open_shards",
     "run_episode",

@@ -14,6 +14,11 @@ writes a failed rollout (`_gm_error` kind `generation`); a row the environment r
 when their episode is verified, so `--resume` resumes finished episodes only. At most
 `concurrency` episodes run at once.
 
+A rollout of an agent behind NeMo Gym's session protocol (`session_protocol`: its environment
+server `single_agent_turn_legacy`) runs the same program, and an episode that fails at a step
+(seeding the session, the policy, verifying) is that server's failure row in the failures sidecar
+(EpisodeFailed: `environment_server_failed`, its stage, terminal when the step was refused).
+
 A rollout of an agent that never runs tools (ONE_CALL_AGENTS, the type the server's NeMo Gym
 config gives its agent) is one policy call verified without a session, as that agent runs it.
 A rollout of another NeMo Gym agent is run by that agent's own code (`agents`, _agent_code.py),
@@ -25,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import random
 import time
 from collections import Counter
@@ -47,6 +53,7 @@ from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import InvalidInputError
+from gym_metrics.nemo_gym import episode_failure_row
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, run_episode
 from gym_metrics.collector._step_loop import DEFAULT_MAX_STEPS, run_step_episode
 from gym_metrics.collector._capture import Capture, captured
@@ -87,6 +94,7 @@ class EpisodeRunner:
         capture: Capture | None = None,
         retry: RetryPolicy | None = None,
         agents: Mapping[str, AgentCode] | None = None,
+        session_protocol: frozenset[str] = frozenset(),
     ) -> None:
         self.clients, self.tools, self.target = list(clients), tools, target
         self.agents: Mapping[str, AgentCode] = agents if agents is not None else {}
@@ -95,7 +103,7 @@ class EpisodeRunner:
         self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
         self.retry = retry or RetryPolicy()
         self.max_steps, self.agent_max_steps, self.parallel_tool_calls = max_steps, agent_max_steps, parallel_tool_calls
-        self.agent_type = agent_type
+        self.agent_type, self.session_protocol = agent_type, session_protocol
         self.attempts = max(1, attempts, self.retry.max_retries + 1)
         self.known, self.any_tool_name, self.steps = {t["name"] for t in tools}, any_tool_name, steps
         self.capture = capture
@@ -184,6 +192,11 @@ class EpisodeRunner:
                 self.log(f"collect: episode of input line {rollout.line} lost server {self.clients[index].target} ({exc}); starting it again in {wait:.1f}s")
                 await asyncio.sleep(wait)
                 continue
+            except EpisodeFailed as exc:  # (its rollout did not run: out of the score)
+                if exc.stage == "agent":
+                    self.progress.generated(None, failed=True)
+                self._write(rollout, math.nan, json.dumps(exc.row(rollout.agent), ensure_ascii=False), None, "")
+                return
             except GenerationError as exc:
                 self._failed(rollout, str(exc))
                 return
@@ -207,8 +220,10 @@ class EpisodeRunner:
     async def _episode(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
         calls = client.session_stream()  # the connection's multiplexed stream: cheaper per call
         trace = self.capture.trace() if self.capture is not None else None  # (its clock starts with the episode)
-        session = await calls.seed_session(rollout.row)
+        stage, session, response = "seed", "", None
         try:
+            session = await calls.seed_session(rollout.row)
+            stage = "agent"
             request = dict(rollout.row[REQUEST_KEY])
             if not request.get("tools") and self.tools and not self.any_tool_name:  # a NeMo Gym app's rows keep theirs, as its agent sends them
                 request["tools"] = self.tools
@@ -222,6 +237,7 @@ class EpisodeRunner:
             usage = episode.response.get("usage") or {}
             self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
             body = {**rollout.row, "response": episode.response}
+            stage, response = "verification", episode.response
             verified = await calls.verify_text(body, session_id=session)
             session = ""  # verify ended it
             if episode.stop == "max_steps":  # counted once verified (a lost episode starts again)
@@ -229,6 +245,10 @@ class EpisodeRunner:
                 rollout.recorded = {**(rollout.recorded or {}), STOP_KEY: episode.stop}
             rollout.row, rollout.raw = body, None  # (only now: a retried episode starts from the task row)
             return verified
+        except (GenerationError, InvalidInputError, RemoteCallError) as exc:
+            if rollout.agent in self.session_protocol:
+                raise EpisodeFailed(stage, exc, response) from exc
+            raise
         finally:
             if session:
                 await _close_quietly(calls, session)
@@ -310,6 +330,19 @@ class EpisodeRunner:
     def _failed(self, rollout: Rollout, message: str) -> None:
         self.progress.generated(None, failed=True)
         self.on_failed(rollout, message)
+
+
+class EpisodeFailed(Exception):
+    """An episode of NeMo Gym's session protocol that failed at `stage` (module docstring)."""
+
+    def __init__(self, stage: str, cause: Exception, response: Any) -> None:
+        super().__init__(str(cause))
+        self.stage, self.response = stage, response
+        self.terminal = isinstance(cause, InvalidInputError)  # refused (a 4xx there); a failure a retry may not meet again
+        self.message = cause.details if isinstance(cause, RemoteCallError) else str(cause)
+
+    def row(self, agent: str) -> dict[str, Any]:
+        return episode_failure_row(self.stage, self.message, self.terminal, agent, self.response)
 
 
 async def _close_quietly(client: Any, session: str) -> None:

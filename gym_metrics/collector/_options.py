@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym_metrics.collector._environments import Environments
+from gym_metrics.collector._outfile import DEFAULT_MAX_ROLLOUT_ATTEMPTS
 from gym_metrics.collector._shard import Shard
 from gym_metrics.rollouts import OnBadLine
 from gym_metrics.targets import ModelTargetConfig
@@ -60,6 +61,9 @@ class CollectOptions:
     """Run the first `max_rollouts` rollouts only (`collect --benchmark --limit`: NeMo Gym's limit
     counts its collated file's lines, a rollout each)."""
     resume: bool = False
+    max_rollout_attempts: int = DEFAULT_MAX_ROLLOUT_ATTEMPTS
+    """With `resume`: a rollout's attempts over resumed runs (NeMo Gym's
+    `NEMO_GYM_MAX_ROLLOUT_ATTEMPTS`; collector/_outfile.py Retries)."""
     on_bad_line: OnBadLine = "fail"
     count_errors_as_zero: bool = False
     count_failure_classes_as_zero: tuple[str, ...] = ()

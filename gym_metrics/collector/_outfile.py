@@ -2,14 +2,54 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+import orjson
 
 from gym_metrics.rollouts import read_rollouts
-from gym_metrics.errors import GymMetricsError
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
 RolloutKey = tuple[str, int, int]
 """(agent, task, rollout)."""
+TERMINAL_KEY = "_ng_failure_terminal"
+"""A failures sidecar row's mark that its rollout is never to be run again (NeMo Gym's)."""
+DEFAULT_MAX_ROLLOUT_ATTEMPTS = 3
+"""NeMo Gym's cap on a rollout's attempts over resumed runs (`NEMO_GYM_MAX_ROLLOUT_ATTEMPTS`)."""
+MAX_ATTEMPTS_ENV = "NEMO_GYM_MAX_ROLLOUT_ATTEMPTS"
+
+
+def max_rollout_attempts_from_env() -> int:
+    """NeMo Gym's `NEMO_GYM_MAX_ROLLOUT_ATTEMPTS` (a positive integer), else 3. A value that is
+    not one is refused, where NeMo Gym warns and takes 3."""
+    raw = os.environ.get(MAX_ATTEMPTS_ENV, "")
+    if not raw:
+        return DEFAULT_MAX_ROLLOUT_ATTEMPTS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InvalidInputError(f"{MAX_ATTEMPTS_ENV} is not a positive integer", [FieldViolation(MAX_ATTEMPTS_ENV, f"got {raw!r}")])
+    return value
+
+
+@dataclass
+class Retries:
+    """What `--resume` found in the failures sidecar, as NeMo Gym's resume reads it: each
+    rollout not in the output with a failed attempt there is run again (its row then carries
+    `_ng_attempt_index`, its failed attempts so far), unless an attempt was terminal or it has
+    had `max_rollout_attempts` of them."""
+
+    again: dict[RolloutKey, int] = field(default_factory=dict)
+    """Rollouts run again -> their failed attempts so far."""
+    given_up: set[RolloutKey] = field(default_factory=set)
+    """Rollouts not run again: `terminal` of them had a terminal attempt, the rest `maxed`."""
+    terminal: int = 0
+    attempts: int = 0
+    """Failed attempts in the sidecar, of rollouts not in the output."""
 
 
 class OutputFile:
@@ -17,22 +57,30 @@ class OutputFile:
     run loses at most the line it was writing, which `open(resume=True)` cuts off. (No fsync:
     surviving a power cut is not worth seconds per million rows here.)"""
 
-    def __init__(self, path: Path, resume: bool, default_agent: str | None = None, reverifying: bool = False) -> None:
-        """`resume`: continue `path`: the rollouts in it and in its failures sidecar are done
-        (a resumed run attempts each rollout once, as one never cut does; `--reverify-failed`,
-        `reverifying`, is what attempts the sidecar's again)."""
+    def __init__(
+        self, path: Path, resume: bool, default_agent: str | None = None, reverifying: bool = False,
+        max_rollout_attempts: int = DEFAULT_MAX_ROLLOUT_ATTEMPTS,
+    ) -> None:  # fmt: skip
+        """`resume`: continue `path`: the rollouts in it are done, and those of its failures
+        sidecar are run again or not by NeMo Gym's rule (Retries); with `reverifying`
+        (`--reverify-failed`, whose input the sidecar is) the output's alone are done."""
         self.path = path
         self.done: set[RolloutKey] = set()
+        """Rollouts not to run: written to the output, or given up (Retries)."""
+        self.written: set[RolloutKey] = set()
+        self.retries = Retries()
         self.repaired_bytes = 0
         if resume and path.exists():
             self.repaired_bytes = _cut_partial_last_line(path)
-            self.done = _keys_in(path, default_agent)
+            self.written = _keys_in(path, default_agent)
+            self.done = set(self.written)
         elif path.exists() and path.stat().st_size:
             raise GymMetricsError(f"{path} exists and is not empty: pass --resume to continue it, or remove it")
         sidecar = failures_path_for(path)
-        if resume and not reverifying and sidecar.exists():  # attempted and dropped: done, as in a run never cut
+        if resume and not reverifying and sidecar.exists():
             self.repaired_bytes += _cut_partial_last_line(sidecar)
-            self.done |= _keys_in(sidecar, default_agent)
+            self.retries = _retries(sidecar, self.written, default_agent, max_rollout_attempts)
+            self.done |= self.retries.given_up
         path.parent.mkdir(parents=True, exist_ok=True)
         self._f: IO[bytes] = path.open("ab")
 
@@ -95,6 +143,67 @@ def _cut_partial_last_line(path: Path) -> int:
             pos = start
         f.truncate(keep)
         return size - keep
+
+
+def sidecar_key(row: Any, default_agent: str | None) -> RolloutKey | None:
+    """A failures sidecar row's rollout (None: a row without both indices, which NeMo Gym's
+    resume passes over too)."""
+    if not isinstance(row, dict):
+        return None
+    task, rollout = row.get("_ng_task_index"), row.get("_ng_rollout_index")
+    if not isinstance(task, int) or not isinstance(rollout, int):
+        return None
+    ref = row.get("agent_ref")
+    agent = ref.get("name") if isinstance(ref, dict) and ref.get("name") else default_agent or ""
+    return str(agent), task, rollout
+
+
+def _sidecar_rows(path: Path) -> list[Any]:
+    rows = []
+    with path.open("rb") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(orjson.loads(line))
+                except orjson.JSONDecodeError as exc:
+                    raise GymMetricsError(f"{path} line {number}: not JSON ({exc}); --resume reads every line of the failures sidecar") from None
+    return rows
+
+
+def _retries(path: Path, written: set[RolloutKey], default_agent: str | None, max_attempts: int) -> Retries:
+    """NeMo Gym's resume rule over the sidecar `path` (Retries)."""
+    attempts: dict[RolloutKey, int] = {}
+    terminal: set[RolloutKey] = set()
+    for row in _sidecar_rows(path):
+        key = sidecar_key(row, default_agent)
+        if key is None or key in written:
+            continue
+        attempts[key] = attempts.get(key, 0) + 1
+        if row.get(TERMINAL_KEY):
+            terminal.add(key)
+    again = {key: n for key, n in attempts.items() if key not in terminal and n < max_attempts}
+    return Retries(again, set(attempts) - set(again), len(terminal), sum(attempts.values()))
+
+
+def first_attempts(sidecar: Path, aside: Path, default_agent: str | None) -> None:
+    """`sidecar` moved to `aside` (through a temporary file renamed into place, then the sidecar
+    removed), each rollout's first row only (a row without indices kept as it is)."""
+    seen: set[RolloutKey] = set()
+    partial = aside.with_name(aside.name + ".partial")
+    with sidecar.open("rb") as source, partial.open("wb") as target:
+        for line in source:
+            if line.strip():
+                try:
+                    key = sidecar_key(orjson.loads(line), default_agent)
+                except orjson.JSONDecodeError:
+                    key = None  # (the input's reader names the line)
+                if key is not None and key in seen:
+                    continue
+                if key is not None:
+                    seen.add(key)
+            target.write(line)
+    os.replace(partial, aside)
+    sidecar.unlink()
 
 
 def _keys_in(path: Path, default_agent: str | None = None) -> set[RolloutKey]:

@@ -58,7 +58,9 @@ def write_stats(path: Path, stats: dict[str, Any]) -> None:
 
 def child_argv(argv: Sequence[str], shard: Shard, final: Path) -> list[str]:
     """This command's own arguments for shard `shard`: without --processes, its own output and
-    --resume (a shard always continues its file)."""
+    --resume (a shard always continues its file); in a run not resumed, with one attempt a
+    rollout, so a shard started again after a crash does not run its failed rollouts again (as a
+    run never cut)."""
     out: list[str] = []
     skip = False
     for arg in argv:
@@ -71,7 +73,8 @@ def child_argv(argv: Sequence[str], shard: Shard, final: Path) -> list[str]:
         if arg.startswith("--processes="):
             continue
         out.append(arg)
-    return [*out, "--shard", f"{shard.index}/{shard.count}", "--output", str(shard.output(final)), "--resume"]
+    once = [] if "--resume" in out else ["--max-rollout-attempts", "1"]
+    return [*out, "--shard", f"{shard.index}/{shard.count}", "--output", str(shard.output(final)), "--resume", *once]
 
 
 class _Lines:
@@ -116,22 +119,27 @@ class ShardProgress(ProgressLine):
 
 
 def redistribute(final: Path, shards: list[Shard], default_agent: str | None) -> int:
-    """`--resume` of an output a run left: each of its rows appended to its shard's file, and
-    each row of its failures sidecar to its shard's sidecar (so the shards count them as done,
-    as one process's `--resume` does, and the merge writes them back), unless the shard holds
-    the key already; the rows moved."""
+    """`--resume` of an output a run left: each of its rows appended to its shard's file unless
+    the shard holds the key already, and each row of its failures sidecar to its shard's sidecar
+    unless the shard holds that very line (every failed attempt counts: the shards' `--resume`
+    then runs them again or not as one process's does, and the merge writes them back); the rows
+    moved."""
     files = [OutputFile(s.output(final), True, default_agent) for s in shards]
     try:
-        moved = _hand_out(final, [s.output(final) for s in shards], files, default_agent, shards[0])
-        return moved + _hand_out(failures_path_for(final), [failures_path_for(s.output(final)) for s in shards], files, default_agent, shards[0])
+        written = [file.written for file in files]
     finally:
         for file in files:
             file.close()
+    sidecars = [failures_path_for(s.output(final)) for s in shards]
+    held_lines = [set(p.read_bytes().splitlines(keepends=True)) if p.exists() else set() for p in sidecars]
+    moved = _hand_out(final, [s.output(final) for s in shards], written, default_agent, shards[0])
+    return moved + _hand_out(failures_path_for(final), sidecars, held_lines, default_agent, shards[0], by_line=True)
 
 
-def _hand_out(source: Path, targets: list[Path], files: list[OutputFile], default_agent: str | None, shard: Shard) -> int:
-    """The complete lines of `source` whose key no shard's `files` hold, appended to their
-    shard's `targets` file (the key then held; `shard.owner` says which)."""
+def _hand_out(source: Path, targets: list[Path], held: list[set[Any]], default_agent: str | None, shard: Shard, by_line: bool = False) -> int:
+    """The complete lines of `source` whose key (`by_line`: the line itself) their shard's
+    `held` lacks, appended to that shard's `targets` file and then held (`shard.owner` says
+    which shard)."""
     if not source.exists() or not source.stat().st_size:
         return 0
     pending: list[list[bytes]] = [[] for _ in targets]
@@ -146,8 +154,9 @@ def _hand_out(source: Path, targets: list[Path], files: list[OutputFile], defaul
             except (ValueError, KeyError, TypeError, AttributeError) as exc:  # (orjson's JSONDecodeError is a ValueError)
                 raise InvalidInputError(f"{source}: a line --resume cannot take up", [FieldViolation(f"line {number}", _why(exc))]) from None
             i = shard.owner(task, agent, f"{source} line {number}")
-            if (agent, task, rollout) not in files[i].done:
-                files[i].done.add((agent, task, rollout))
+            what = line if by_line else (agent, task, rollout)
+            if what not in held[i]:
+                held[i].add(what)
                 pending[i].append(line)
     for target, lines in zip(targets, pending):
         if lines:

@@ -22,9 +22,10 @@ from gym_metrics.collector._outfile import FailuresFile, OutputFile
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._capture import with_trajectory
 from gym_metrics.collector._generate import needs_generation, with_rollout_seed
-from gym_metrics.collector._rows import environment_server_name, written_row
+from gym_metrics.collector._rows import written_row
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.nemo_gym import RELAY_TYPE, EnvironmentServer, relay_name
 
 NO_RESPONSE = "no `response` to verify and no policy to generate one: give collect --policy-url and --policy-model, or rows with a response"
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 
 FAILURE_CLASS_KEY = "_ng_failure_class"
+ATTEMPT_KEY = "_ng_attempt_index"
 """NeMo Gym's mark of a rollout that failed (a judge that did not answer): its row goes to the
 failures sidecar, not to the rollouts file."""
 NO_PERSIST_KEY = "_ng_no_persist"
@@ -94,13 +96,19 @@ class Router:
         self.agent_type = "simple_agent"
         """The NeMo Gym agent type the rows are collected as (`gymnasium_agent` for an
         environment that answers each step), for the environment server each row names."""
-        self._servers: dict[str, str] = {}
+        self.environment_servers: dict[str, tuple[str, str]] = {}
+        """The served config's environment server (name, type) of each of its agents."""
+        self._servers: dict[str, EnvironmentServer] = {}
 
-    def environment_server(self, agent: str) -> str:
-        name = self._servers.get(agent)
-        if name is None:
-            name = self._servers[agent] = environment_server_name(agent, self.agent_type)
-        return name
+    def environment_server(self, agent: str) -> EnvironmentServer:
+        """The environment server NeMo Gym puts in front of `agent`: the served config's, else
+        the relay its config migration would generate for an agent of `agent_type`."""
+        server = self._servers.get(agent)
+        if server is None:
+            given = self.environment_servers.get(agent)
+            server = EnvironmentServer(*given) if given else EnvironmentServer(relay_name(agent, self.agent_type), RELAY_TYPE)
+            self._servers[agent] = server
+        return server
 
     def to_verify(self) -> Iterator[Rollout]:
         opts = self.opts
@@ -118,9 +126,12 @@ class Router:
             self.tasks[item.agent].add(item.task)
             if shard is not None and not shard.owns(item.task, item.agent, f"line {item.line}"):
                 continue
-            if (item.agent, item.task, item.rollout) in self.out.done:
+            key = (item.agent, item.task, item.rollout)
+            if key in self.out.done:
                 self.skipped_done += 1
                 continue
+            if key in self.out.retries.again:  # run again after failed attempts: NeMo Gym's stamp, on every row it writes
+                item.row, item.raw = {**item.row, ATTEMPT_KEY: self.out.retries.again[key]}, None
             if item.verified:
                 self.complete = False
                 self._pending.append(item.raw + b"\n" if item.raw is not None else dumps_row(item.row))

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from gym_metrics.collector._keys import may_hold_key
+from gym_metrics.nemo_gym import NO_RESULT_FAILURE_CLASSES, EnvironmentServer
 from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, parse_row
 
 CARRIED_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref", "task_source", "skills_ref", "_ng_attempt_index", "_ng_rollout_id")
@@ -17,46 +18,35 @@ ENVIRONMENT_SERVER_KEY = "_ng_environment_server"
 RESULT_TYPE_KEY = "_ng_result_type"
 """What NeMo Gym 0.7.0's collection stamps on every row it writes: the environment server the
 rollout ran through and that server's type (`legacy_agent`: the relay to an agent, which every
-environment it ships but two has)."""
+environment it ships but two has; gym_metrics.nemo_gym.environment_servers_of)."""
 REQUEST_KEYS = ("responses_create_params", "response")
 """Taken from the request when the verify response lacks them (NeMo Gym's response model
 always has both: its environments echo the request)."""
 
 
-def written_row(request: dict[str, Any], response: dict[str, Any], environment_server: str, keep_input_fields: bool = False) -> dict[str, Any]:
+def written_row(
+    request: dict[str, Any], response: dict[str, Any], environment_server: EnvironmentServer, keep_input_fields: bool = False
+) -> dict[str, Any]:
     """The output row of a verified rollout, as NeMo Gym's collection writes it: the verify
     response, the request's `responses_create_params` and `response` where it has none, the
     collector's keys (indices, agent_ref, ...), then the environment server (the row's own
-    `_ng_environment_server`, else `environment_server`) and its type. Other input columns (a
+    `_ng_environment_server`, else `environment_server`'s name) and its type. Other input columns (a
     dataset's `id`) are not written, so they are not aggregated either. `keep_input_fields`
     (`collect --keep-input-fields`, what 0.1.0 always wrote, without these stamps): the whole
     input row under the response's fields."""
     if keep_input_fields:
         return {**request, **response}
     row = dict(response)
-    for key in REQUEST_KEYS:
+    for key in REQUEST_KEYS if row.get("_ng_failure_class") not in NO_RESULT_FAILURE_CLASSES else ():  # (a rollout that did not run echoes nothing)
         if key not in row and key in request:
             row[key] = request[key]
     for key in CARRIED_KEYS:
         if key in request:
             row[key] = request[key]
     given = request.get(ENVIRONMENT_SERVER_KEY)
-    row[ENVIRONMENT_SERVER_KEY] = given if isinstance(given, str) else environment_server
-    row[RESULT_TYPE_KEY] = "legacy_agent"
+    row[ENVIRONMENT_SERVER_KEY] = given if isinstance(given, str) else environment_server.name
+    row[RESULT_TYPE_KEY] = environment_server.type
     return row
-
-
-def environment_server_name(agent: str, agent_type: str) -> str:
-    """The environment server NeMo Gym 0.7.0 puts in front of an agent of type `agent_type`
-    (`simple_agent`, `gymnasium_agent`) that its config gives none, named as its config
-    migration names it (165 of the 198 its environments declare are named so with
-    `simple_agent`, nearly all the rest with their own type): the agent's name less its type,
-    else less `_agent`, then `_environment_server`."""
-    stem = agent.removesuffix(f"_{agent_type}").removesuffix(agent_type).rstrip("_")
-    if stem == agent:
-        stem = agent.removesuffix("_agent").rstrip("_")
-    return f"{stem or agent_type}_environment_server"
-
 
 
 def agent_ref_suffix(agent: str) -> bytes:

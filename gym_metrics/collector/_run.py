@@ -18,7 +18,7 @@ from gym_metrics.collector._agent_code import refuse_unrunnable
 from gym_metrics.collector._capture import Capture
 from gym_metrics.collector._failed import FailedAgent, with_generation_failures
 from gym_metrics.collector._keys import find_fixed_keys
-from gym_metrics.collector._outfile import OutputFile, failures_path_for
+from gym_metrics.collector._outfile import OutputFile, failures_path_for, first_attempts
 from gym_metrics.collector._processes import write_stats
 from gym_metrics.collector._shard import output_locked, refuse_other_shard_count, stats_path
 from gym_metrics.collector._progress import Progress
@@ -31,6 +31,7 @@ from gym_metrics.collector._options import CollectOptions
 from gym_metrics.collector._episodes import EpisodeRunner
 from gym_metrics.collector._verify import Batches, LaneReport, make_batches, verify_all
 from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.nemo_gym import SESSION_TYPE
 
 @dataclass
 class CollectResult:
@@ -134,6 +135,7 @@ def _episode_runner(
         max_steps=opts.max_steps, agent_max_steps=info.max_steps_of, agent_type=info.type_of, parallel_tool_calls=opts.parallel_tool_calls,
         any_tool_name=info.any_tool_name, steps=info.steps,
         attempts=opts.max_episode_attempts, log=log, capture=capture, retry=opts.retry, agents=opts.agents,
+        session_protocol=frozenset(agent for agent, (_, kind) in info.environment_servers.items() if kind == SESSION_TYPE),
     )  # fmt: skip
 
 
@@ -143,11 +145,13 @@ def _capture(opts: CollectOptions) -> Capture | None:
     return Capture(payloads=opts.capture_payloads, tokens=opts.capture_tokens, trajectory=trajectory) if on else None
 
 
-def _recovering(input_path: Path, output_path: Path) -> Path | None:
+def _recovering(input_path: Path, output_path: Path, default_agent: str | None) -> Path | None:
     """The file `reverify_failed` takes the rows to verify again from, when the input is the
     output's failures sidecar: the sidecar moved aside (`.reverifying`, removed once the run is
-    done) so the rows failing again start it afresh; left from a run that was cut off, that file
-    is taken up again. None: another input, read as it is (and kept)."""
+    done) so the rows failing again start it afresh, each rollout's first attempt only (NeMo
+    Gym's reverify takes the first of a rollout that resumed runs attempted several times); left
+    from a run that was cut off, that file is taken up again. None: another input, read as it is
+    (and kept)."""
     sidecar = failures_path_for(output_path)
     aside = sidecar.with_name(sidecar.name + ".reverifying")
     if input_path.resolve() not in (sidecar.resolve(), aside.resolve()):
@@ -155,7 +159,7 @@ def _recovering(input_path: Path, output_path: Path) -> Path | None:
     if not aside.exists():
         if not sidecar.is_file():
             raise InvalidInputError("nothing to verify again", [FieldViolation("--reverify-failed", f"no failures sidecar {sidecar}")])
-        sidecar.rename(aside)
+        first_attempts(sidecar, aside, default_agent)
     return aside
 
 
@@ -183,7 +187,7 @@ async def _collect(
     input_path, output_path = Path(input_path), Path(output_path)
     if opts.shard is None:
         refuse_other_shard_count(output_path, None)
-    recovering = _recovering(input_path, output_path) if opts.reverify_failed else None
+    recovering = _recovering(input_path, output_path, opts.default_agent) if opts.reverify_failed else None
     if recovering is not None:
         input_path = recovering
     if opts.target is not None:  # a connection per request in flight, and files besides
@@ -197,14 +201,21 @@ async def _collect(
     replicas = await connect(given, opts.connections, opts.retry, opts.connect_timeout, log)
     lanes = replicas.lanes
     try:
-        out = OutputFile(output_path, opts.resume or opts.reverify_failed, opts.default_agent, reverifying=opts.reverify_failed)
+        out = OutputFile(output_path, opts.resume or opts.reverify_failed, opts.default_agent, opts.reverify_failed, opts.max_rollout_attempts)
         if out.repaired_bytes:
             log(f"collect: cut a partial last line ({out.repaired_bytes} bytes) from {output_path}")
+        retries = out.retries
+        if retries.attempts:  # NeMo Gym's resume says the same counts
+            maxed = len(retries.given_up) - retries.terminal
+            log(f"collect: the failures sidecar holds {retries.attempts} failed attempts of {len(retries.again) + len(retries.given_up)} rollouts "
+                f"not in the output: {len(retries.again)} run again, {retries.terminal} terminal and {maxed} at "
+                f"--max-rollout-attempts {opts.max_rollout_attempts} not")  # fmt: skip
         progress = progress or Progress(estimate_total(input_path, opts.num_repeats, opts.limit, opts.max_rollouts))
         router = Router(input_path, opts, out, progress, fixed)
         router.log = log
         if replicas.info.steps:
             router.agent_type = "gymnasium_agent"
+        router.environment_servers = replicas.info.environment_servers
         # Episodes spread over every connection: one per server worker (a session stays on its
         # connection's worker), so `serve --workers N` is used whole.
         capture = _capture(opts)

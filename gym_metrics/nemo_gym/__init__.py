@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gym_metrics.nemo_gym._environment_servers import (
+    NO_RESULT_FAILURE_CLASSES, RELAY_TYPE, SESSION_TYPE, EnvironmentServer, environment_servers_of, episode_failure_row, relay_name,
+)  # fmt: skip
 from gym_metrics.nemo_gym._native import NATIVE_AGENTS
 
 
@@ -114,7 +117,7 @@ def _resolve_under_cwd_or_install(rel_path: Any, *, validator: Any = None) -> An
     return resolve_under(rel_path, search_roots(parent_dir()), validator or Path.exists)
 
 
-__all__ = ["PARENT_DIR", "benchmark_names", "config_agents", "config_file", "dump_config", "environment_folder", "load_config_server", "prompt_step", "read_benchmark", "read_benchmarks"]
+__all__ = ["NO_RESULT_FAILURE_CLASSES", "RELAY_TYPE", "SESSION_TYPE", "EnvironmentServer", "PARENT_DIR", "benchmark_names", "config_agents", "config_file", "dump_config", "environment_folder", "environment_servers_of", "episode_failure_row", "load_config_server", "prompt_step", "read_benchmark", "read_benchmarks", "relay_name"]
 
 
 _UNDER_PARENT = {"CACHE_DIR": "cache", "RESULTS_DIR": "results"}

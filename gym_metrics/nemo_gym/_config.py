@@ -18,6 +18,7 @@ from gym_metrics._util.http import HttpClientConfig
 from gym_metrics.environments import load_module_file
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym._compose import agents_of, read_blocks, tree_root
+from gym_metrics.nemo_gym._environment_servers import environment_servers_of
 from gym_metrics.nemo_gym.base_resources_server import SimpleResourcesServer
 from gym_metrics.nemo_gym.global_config import set_global_config_dict, set_parent_dir
 from gym_metrics.nemo_gym.server_utils import ServerClient
@@ -60,6 +61,8 @@ def load_config_server(
         raise InvalidInputError(f"{path}: the {impl} config does not fit {cls.__name__}", violations) from None
     server._agent_max_steps = agent_max_steps(document, block_name, path)
     server._agent_types = {name: impl for name, impl, _ in agents_of(document, block_name)}
+    fronts = environment_servers_of(document)
+    server._environment_servers = {name: fronts[name] for name in server._agent_types if name in fronts}
     return server
 
 

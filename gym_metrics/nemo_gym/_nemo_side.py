@@ -215,6 +215,31 @@ def _model_server(glob: Any, name: str, policy_port: int, sock: Any, client: Any
     return finished_app(cls(config=cls.model_fields["config"].annotation.model_validate(fields), server_client=client))
 
 
+def _fronting_servers(glob: Any, agents: dict[str, Any]) -> dict[str, str]:
+    """Agent name -> the environment server in front of it that is not a relay (`legacy_agent`
+    relays `/run` unchanged, so its agent is posted to directly): `single_agent_turn_legacy`,
+    which runs NeMo Gym's session protocol (the agent's `/v1/agent_sessions`)."""
+    fronts = {}
+    for name, block in glob.items():
+        inner: Any = block.get("environment_servers") if hasattr(block, "keys") else None
+        if hasattr(inner, "keys") and len(inner) == 1 and next(iter(inner)) != "legacy_agent":
+            agent = inner[next(iter(inner))].get("agent_server", {}).get("name")
+            if agent in agents:
+                fronts[str(agent)] = str(name)
+    return fronts
+
+
+def _environment_server(glob: Any, name: str, client: Any) -> Any:
+    """The app of the environment server `name`, its class the one its `app.py` runs."""
+    from omegaconf import OmegaConf
+
+    impl = next(iter(glob[name]["environment_servers"]))
+    fields: Any = OmegaConf.to_container(glob[name]["environment_servers"][impl], resolve=True)
+    module = importlib.import_module(f"environment_servers.{impl}.{Path(fields['entrypoint']).stem}")
+    cls: Any = getattr(module, server_class_name(Path(module.__file__ or "")))
+    return finished_app(cls(config=cls.model_fields["config"].annotation.model_validate(fields | {"name": name}), server_client=client))
+
+
 def _observed(task: dict[str, Any], result: dict[str, Any], capture_dir: Path, latency_ms: float) -> None:
     """What NeMo Gym's collection adds to an observed rollout's answer (module docstring)."""
     from nemo_gym import rollout_collection
@@ -243,11 +268,13 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
         if hasattr(inner, "keys") and len(inner) == 1 and inner[next(iter(inner))].get("resources_server", {}).get("name") == instance:
             agents[str(name)] = inner
     models = sorted({str(inner[next(iter(inner))]["model_server"]["name"]) for inner in agents.values()})
-    sockets = {name: socket.create_server(("127.0.0.1", 0)) for name in [instance, *agents, *(models if observe else [])]}
+    fronts = _fronting_servers(glob, agents)
+    modelled = observe is not None or bool(fronts)  # a session's model calls carry the rollout's path prefix, which a model server takes off
+    sockets = {name: socket.create_server(("127.0.0.1", 0)) for name in [instance, *agents, *fronts.values(), *(models if modelled else [])]}
     for name, sock in sockets.items():
         if name in models:
             continue
-        node = glob[name]["resources_servers" if name == instance else "responses_api_agents"]
+        node = glob[name]["resources_servers" if name == instance else "environment_servers" if name in fronts.values() else "responses_api_agents"]
         node[next(iter(node))].update({"host": "127.0.0.1", "port": sock.getsockname()[1]})
     for model in models:  # every model server an agent names: the scripted policy
         glob[model] = {"responses_api_models": {"scripted_policy": {"host": "127.0.0.1", "port": policy_port}}}
@@ -257,7 +284,7 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
     client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0), global_config_dict=glob)
     server, _ = build_server(root, glob, client)
     apps = {instance: finished_app(server)}
-    if observe is not None:  # each model server: NeMo Gym's own, capturing, in front of the policy
+    if modelled:  # each model server: NeMo Gym's own (capturing when observed), in front of the policy
         apps.update({model: _model_server(glob, model, policy_port, sockets[model], client) for model in models})
     for name, inner in agents.items():
         impl = next(iter(inner))
@@ -265,6 +292,8 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
         cls: Any = next(c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__ and issubclass(c, SimpleResponsesAPIAgent))
         fields: Any = OmegaConf.to_container(inner[impl], resolve=True)
         apps[name] = finished_app(cls(config=cls.model_fields["config"].annotation.model_validate(fields | {"name": name}), server_client=client))
+    for name in fronts.values():
+        apps[name] = _environment_server(glob, name, client)
     answer_only = answer_only_fields(server)
     responses: list[dict[str, Any]] = []
     tasks: list[dict[str, Any]] = []
@@ -276,7 +305,8 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
                 task["responses_create_params"] = {k: v for k, v in task["responses_create_params"].items() if v is not None}  # its unset fields null
             tasks.append(task)
             started = time.perf_counter()
-            answer = await client.post(server_name=task["agent_ref"]["name"], url_path="/run", json=task)
+            agent = task["agent_ref"]["name"]
+            answer = await client.post(server_name=fronts.get(agent, agent), url_path="/run", json=task)
             keys = {k: task[k] for k in _KEYS if k in task}
             if answer.status != 200:
                 responses.append({"_nemo_refused": answer.status, "_nemo_detail": (await answer.text())[:2000], **keys})
@@ -289,7 +319,7 @@ async def _episodes(root: Path, glob: dict[str, Any], rows: list[dict[str, Any]]
                 by_agent.setdefault(task["agent_ref"]["name"], []).append(json.loads(json.dumps(strip(result))))
         metrics = []
         for agent, kept in sorted(by_agent.items()):
-            answer = await client.post(server_name=agent, url_path="/aggregate_metrics", json={"verify_responses": kept})
+            answer = await client.post(server_name=fronts.get(agent, agent), url_path="/aggregate_metrics", json={"verify_responses": kept})
             if answer.status != 200:
                 raise SystemExit(f"NeMo Gym's /aggregate_metrics answered {answer.status}: {(await answer.text())[:500]}")
             dumped = await answer.json()

@@ -153,6 +153,8 @@ class SimpleResourcesServer(BaseModel, _Environment):
     """The config's agents' `max_steps` (load_config_server sets it): ServerInfo says them."""
     _agent_types: dict[str, str] = PrivateAttr(default_factory=dict)
     """The config's agents' implementations (simple_agent, tool_simulation_agent, ...)."""
+    _environment_servers: dict[str, tuple[str, str]] = PrivateAttr(default_factory=dict)
+    """The environment server (name, type) in front of each of the config's agents."""
 
     def setup_webserver(self) -> Any:
         """The FastAPI app NeMo Gym would serve, with its routes in its order (its own first, so
@@ -220,7 +222,8 @@ class SimpleResourcesServer(BaseModel, _Environment):
         return await super().aggregate_metrics(rows, agent_name, options)
 
     def server_info(self) -> dict[str, Any]:
-        return {**super().server_info(), "name": self.config.name, "agent_max_steps": dict(self._agent_max_steps), "agent_types": dict(self._agent_types)}
+        return {**super().server_info(), "name": self.config.name, "agent_max_steps": dict(self._agent_max_steps), "agent_types": dict(self._agent_types),
+                "environment_servers": dict(self._environment_servers)}
 
     async def run_verify(self, request: Any, session: Optional[Session] = None) -> Any:
         """verify with NeMo Gym's calling conventions and its judge failsafe; `request.session`

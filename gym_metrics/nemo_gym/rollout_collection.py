@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from gym_metrics.nemo_gym._environment_servers import FAILURE_CLASS, NO_RESULT_FAILURE_CLASSES
 from gym_metrics.nemo_gym.global_config import ROLLOUT_INDEX_KEY_NAME, TASK_INDEX_KEY_NAME
 from gym_metrics.nemo_gym.rollout_correlation import maybe_rollout_id_from_run_body
 from gym_metrics.recording import CAPTURE_KEY, PAYLOAD_KEYS, PERF_KEY, TRAJECTORY_KEY
@@ -37,9 +38,7 @@ NG_PERF_KEY = PERF_KEY
 OBSERVATIONS_KEY = "ng_agent_observations"
 AGENT_REQUEST_FAILED_FAILURE_CLASS = "agent_request_failed"
 AGENT_RUN_ERROR_FAILURE_CLASS = "agent_run_error"
-ENVIRONMENT_SERVER_FAILURE_CLASS = "environment_server_failed"
-NO_RESULT_FAILURE_CLASSES = frozenset({AGENT_REQUEST_FAILED_FAILURE_CLASS, AGENT_RUN_ERROR_FAILURE_CLASS, ENVIRONMENT_SERVER_FAILURE_CLASS})
-"""Failure classes of a rollout that did not run: nothing of it is captured."""
+ENVIRONMENT_SERVER_FAILURE_CLASS = FAILURE_CLASS
 _METADATA = ("response_id", "model_ref", "model", "dialect", "status_code", "response_status", "finish_reason", "upstream_attempted",
              "response_source", "upstream_status_code", "local_response_reason", "error_category", "latency_ttft_ms")  # fmt: skip
 

@@ -190,25 +190,33 @@ def test_an_output_through_a_symlink_and_a_row_resume_cannot_take_up(math_port: 
     assert "Traceback" not in refused.stderr and "internal error" not in refused.stderr
 
 
-def test_a_one_process_outputs_failures_sidecar_is_taken_up_as_done(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
-    """The sidecar's rollouts (attempted, their judge failed) were not counted as done: the
-    shards attempted them again and wrote them to the output while the sidecar kept them."""
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_one_process_outputs_failures_sidecar_is_taken_up_as_one_process_takes_it_up(
+    math_port: int, reference: tuple[Path, Path], tmp_path: Path, terminal: bool  # noqa: F811
+) -> None:
+    """The sidecar's rollouts (attempted, their judge failed) are run again by the shards as by
+    one process's --resume (NeMo Gym's rule: `_ng_attempt_index` 1; a terminal one not), and
+    every failed attempt is written back, in key order."""
     ref, src = reference
-    out = tmp_path / "out.jsonl"
     lines = ref.read_bytes().splitlines(keepends=True)
     failed = lines[1::5]
-    out.write_bytes(b"".join(line for line in lines if line not in failed))
-    failures = tmp_path / "out_failures.jsonl"
-    failures.write_bytes(b"".join(orjson.dumps({**orjson.loads(line), "_ng_failure_class": "judge_failed"}) + b"\n" for line in failed))
-    with ScriptedPolicyServer(answer) as policy:
-        done = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", "2", "--resume"), capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert sum(policy.calls.values()) == 0  # every rollout was attempted once already
-    assert out.read_bytes().splitlines(keepends=True) == [line for line in sorted_lines(ref) if line not in failed]
-    written = failures.read_bytes().splitlines(keepends=True)
-    assert written == sorted_lines(failures)  # written back, in key order
-    expected = [{**orjson.loads(line), "_ng_failure_class": "judge_failed"} for line in failed]
-    assert [orjson.loads(line) for line in written] == sorted(expected, key=lambda r: (r["_ng_task_index"], r["_ng_rollout_index"]))
+    mark = {"_ng_failure_class": "judge_failed", "_ng_failure_terminal": terminal}
+    outs = {}
+    for processes in ("1", "2"):
+        out = tmp_path / processes / "out.jsonl"
+        out.parent.mkdir()
+        out.write_bytes(b"".join(line for line in lines if line not in failed))
+        (tmp_path / processes / "out_failures.jsonl").write_bytes(b"".join(orjson.dumps({**orjson.loads(line), **mark}) + b"\n" for line in failed))
+        with ScriptedPolicyServer(answer) as policy:
+            done = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", processes, "--resume"), capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert sum(policy.calls.values()) == (0 if terminal else len(failed))
+        outs[processes] = sorted_lines(out), (tmp_path / processes / "out_failures.jsonl").read_bytes()
+    assert outs["1"][0] == outs["2"][0]
+    assert outs["2"][1] == b"".join(sorted_lines(tmp_path / "2" / "out_failures.jsonl"))  # written back, in key order
+    assert sorted(outs["1"][1].splitlines()) == sorted(outs["2"][1].splitlines())
+    again = [orjson.loads(line) for line in outs["2"][0] if b"_ng_attempt_index" in line]
+    assert len(again) == (0 if terminal else len(failed)) and all(row["_ng_attempt_index"] == 1 for row in again)
 
 
 def test_lines_skipped_by_the_shards_are_listed_as_one_process_lists_them(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811

@@ -17,7 +17,7 @@ from pydantic import Field
 from gym_metrics._transport.server import ServerConfig, start_server
 from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.collector import CollectOptions, collect_async
-from gym_metrics.collector._rows import environment_server_name
+from gym_metrics.nemo_gym import relay_name
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.environments import SimpleResourcesServer
 
@@ -217,4 +217,4 @@ async def test_a_scored_row_with_a_reward_that_is_not_a_number_is_passed_through
     ],
 )
 def test_the_environment_server_is_named_as_nemo_gym_names_it(agent: str, agent_type: str, server: str) -> None:
-    assert environment_server_name(agent, agent_type) == server
+    assert relay_name(agent, agent_type) == server

@@ -65,6 +65,8 @@ class ServerInfo:
 
     agent_types: dict[str, str] = field(default_factory=dict)
     """The NeMo Gym agent each named agent is (simple_agent, tool_simulation_agent, ...)."""
+    environment_servers: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """The NeMo Gym environment server (name, type) in front of each named agent."""
 
     def max_steps_of(self, agent: str) -> int | None:
         """The bound of `agent`'s episodes: its own, else the one all listed agents share."""
@@ -393,6 +395,7 @@ class ResourcesClient(SessionCalls, GroupCalls):
             steps=info.steps,
             agent_max_steps=dict(info.agent_max_steps),
             agent_types=dict(info.agent_types),
+            environment_servers={agent: (server.name, server.type) for agent, server in info.environment_servers.items()},
         )
 
 

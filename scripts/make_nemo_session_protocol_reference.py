@@ -1,0 +1,84 @@
+"""Record NeMo Gym 0.7.0 running its own example of the session protocol
+(`resources_servers/example_single_tool_call/configs/example_single_tool_call_single_agent_turn.yaml`:
+simple_agent's agent sessions behind the `single_agent_turn_legacy` environment server), for
+tests/nemo_gym/test_session_protocol.py to hold `collect` to.
+
+The rows are the environment's `data/example.jsonl`, indexed and named for the config's session
+agent; a scripted policy answers each prompt with a `get_weather` call and then a text (one prompt
+it has no answer for: that episode fails at the agent's step). Each row is POSTed to the
+environment server's `/run` by check-env's NeMo Gym side (gym_metrics/nemo_gym/_nemo_side.py
+--episodes: the resources server, the agent, the environment server and NeMo Gym's openai_model
+server in front of the policy, each its real FastAPI app under uvicorn), the kept answers then to
+the environment server's `/aggregate_metrics`.
+
+    .venv/bin/python scripts/make_nemo_session_protocol_reference.py --nemo-python /tmp/ngvenv/bin/python \\
+        --wheel /tmp/ng --out tests/data/nemo_gym_session_protocol.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = "example_single_tool_call"
+CONFIG = "example_single_tool_call_single_agent_turn"
+AGENT = "example_single_tool_call_session_agent"
+FAILING = "humidity in sf"
+"""The prompt the policy has no answer for."""
+FOLDERS = (f"resources_servers/{ENV}", "environment_servers/single_agent_turn_legacy", "environment_servers/single_agent_turn",
+           "responses_api_agents/simple_agent")  # fmt: skip
+
+
+def script(prompt: str) -> list[dict[str, Any]]:
+    """The policy's turns for `prompt` (PolicyAnswer fields)."""
+    city = "San Francisco" if "sf" in prompt else "Paris"
+    return [{"tool_calls": [{"name": "get_weather", "arguments": {"city": city}}]}, {"text": f"About {prompt}: it is cold in {city}."}]
+
+
+def rows(wheel: Path) -> list[dict[str, Any]]:
+    lines = (wheel / "resources_servers" / ENV / "data" / "example.jsonl").read_text().splitlines()
+    return [json.loads(line) | {"agent_ref": {"name": AGENT}, "_ng_task_index": i, "_ng_rollout_index": 0} for i, line in enumerate(lines)]
+
+
+def policy_script(tasks: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    prompts = [task["responses_create_params"]["input"][-1]["content"] for task in tasks]
+    return {prompt: script(prompt) for prompt in prompts if prompt != FAILING}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nemo-python", required=True)
+    parser.add_argument("--wheel", type=Path, required=True, help="the unzipped nemo-gym 0.7.0 wheel")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    tasks = rows(args.wheel)
+    answers = policy_script(tasks)
+    with tempfile.TemporaryDirectory(prefix="session-protocol-") as tmp:
+        tree = Path(tmp) / "tree"
+        for folder in FOLDERS:
+            shutil.copytree(args.wheel / folder, tree / folder)
+        (Path(tmp) / "rows.jsonl").write_text("".join(json.dumps(task) + "\n" for task in tasks))
+        policy = ScriptedPolicyServer({prompt: [PolicyAnswer(**step) for step in steps] for prompt, steps in answers.items()})
+        with policy:
+            command = [
+                args.nemo_python, str(ROOT / "gym_metrics" / "nemo_gym" / "_nemo_side.py"), "--root", str(tree), "--env", ENV,
+                "--config", CONFIG, "--rows", str(Path(tmp) / "rows.jsonl"), "--out", str(Path(tmp) / "nemo.json"),
+                "--episodes", "--policy-port", str(policy.port),
+            ]  # fmt: skip
+            subprocess.run(command, check=True, timeout=600)
+        nemo = json.loads((Path(tmp) / "nemo.json").read_text())
+    record = {"config": CONFIG, "policy": answers, "rows": tasks, "responses": nemo["responses"], "metrics": nemo["metrics"]}
+    args.out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {args.out}: {len(nemo['responses'])} answers, {len(nemo['metrics'])} metrics entries")
+
+
+if __name__ == "__main__":
+    main()
