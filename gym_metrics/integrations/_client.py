@@ -30,8 +30,7 @@ import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,13 +145,12 @@ class RewardClient:
         client is not closed meanwhile, nor its loop stuck for timeout_s + 5 s."""
         thread = self._thread
         while True:
-            try:
-                return future.result(timeout=0.5)
-            except FutureTimeout:
-                if not thread.is_alive():
-                    raise RewardFailure(f"the reward client of {self.server} was closed while scoring") from None
-                if time.monotonic() - self._beat > self.timeout_s + 5:
-                    raise TimeoutError(f"no rewards from {self.server} within {self.timeout_s + 5:g} s (timeout_s {self.timeout_s:g}): the client's loop is stuck") from None
+            if wait((future,), timeout=0.5).done:  # (not result(timeout=): since 3.11 its TimeoutError is the one a late call raises)
+                return future.result()
+            if not thread.is_alive():
+                raise RewardFailure(f"the reward client of {self.server} was closed while scoring")
+            if time.monotonic() - self._beat > self.timeout_s + 5:
+                raise TimeoutError(f"no rewards from {self.server} within {self.timeout_s + 5:g} s (timeout_s {self.timeout_s:g}): the client's loop is stuck")
 
     async def score_async(self, groups: Groups, *, responses: bool = False, step: int | None = None) -> list[Scored]:
         """Score groups from any event loop (the caller's loop waits, it never runs the call)."""

@@ -6,6 +6,7 @@ gets no answer says whom it waited for and how long."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import pytest
 from gym_metrics.integrations import RewardClient
 from gym_metrics.integrations._client import RewardFailure
 from gym_metrics.testing import serve_environment
+
+from _transport_helpers import server_in_thread
 
 pytestmark = pytest.mark.timeout(60)
 ROW = {"responses_create_params": {"input": "What is 2+2?"}, "expected_answer": "4"}
@@ -116,6 +119,30 @@ def test_a_call_past_its_deadline_is_not_sent_again() -> None:
         assert type(env).calls == 1
 
     asyncio.run(run())
+
+
+def test_a_late_call_raises_in_the_sync_path_too() -> None:
+    """`score` (TRL's, verl's and NeMo RL's sync reward functions) took the late call's
+    TimeoutError for 'not done yet' (since Python 3.11 the two are one class) and spun forever."""
+    env = _slow_math(3.0)
+    with server_in_thread(env) as address:
+        client = RewardClient(address, timeout_s=0.5)
+        outcome: list[BaseException] = []
+        waiter = threading.Thread(target=lambda: _raised(lambda: client.score([(ROW, ["4"])]), outcome), daemon=True)
+        try:
+            waiter.start()
+            waiter.join(20)
+            assert not waiter.is_alive(), "score() did not return"
+            assert isinstance(outcome[0], TimeoutError) and "its verify is slower" in str(outcome[0])
+        finally:
+            client.close()
+
+
+def _raised(call: Any, into: list[BaseException]) -> None:
+    try:
+        call()
+    except BaseException as exc:  # noqa: BLE001 (the test reads what it was)
+        into.append(exc)
 
 
 def test_a_client_closed_is_made_again_on_use_by_what_held_it() -> None:

@@ -4,6 +4,7 @@ JobClient (durable jobs), with the errors a failed call raises."""
 from gym_metrics._transport.client._jobs import JobClient, JobInfo, JobNotFinishedError, JobWaitTimeout
 from gym_metrics._transport.client._resources import (
     CHANNEL_OPTIONS,
+    KEEPALIVE_OPTIONS,
     ResourcesClient,
     ServerInfo,
     VerifyInput,
@@ -18,6 +19,7 @@ from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
 
 __all__ = [
     "CHANNEL_OPTIONS",
+    "KEEPALIVE_OPTIONS",
     "DeadlineExceededError",
     "GroupRewards",
     "encoded_group",

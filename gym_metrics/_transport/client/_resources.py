@@ -42,6 +42,17 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 )
+KEEPALIVE_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.http2.ping_timeout_ms", 20_000),  # (grpc 1.6x waits for any ping's ack this long, 60 s by default, whatever the keepalive's)
+    ("grpc.keepalive_permit_without_calls", 0),
+    ("grpc.http2.max_pings_without_data", 0),
+)
+"""While calls are open, a ping every 30 s that must be answered within 20 s: a server that
+stopped answering (frozen, its host or network gone without a reset) ends the calls as
+unavailable instead of leaving them waiting forever. Resources servers accept pings down to every
+10 s (server_options)."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +129,7 @@ class ResourcesClient(SessionCalls, GroupCalls):
             credentials = grpc.ssl_channel_credentials(roots)
         self._credentials = credentials
         if isinstance(target, str):
-            options = [*CHANNEL_OPTIONS, *(ROUND_ROBIN if is_balanced(target) else ()), *_options]
+            options = list({**dict(CHANNEL_OPTIONS), **dict(KEEPALIVE_OPTIONS), **dict(ROUND_ROBIN if is_balanced(target) else ()), **dict(_options)}.items())
             if credentials is not None:
                 self._channel = grpc.aio.secure_channel(target, credentials, options=options, interceptors=client_interceptors())
             else:
@@ -415,6 +426,7 @@ def _cancelled_by_us() -> bool:
 
 __all__ = [
     "CHANNEL_OPTIONS",
+    "KEEPALIVE_OPTIONS",
     "MAX_MESSAGE_BYTES",
     "ResourcesClient",
     "ServerInfo",
