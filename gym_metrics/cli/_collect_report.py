@@ -66,12 +66,14 @@ def report(result: Any, elapsed: float, note: str = "") -> int:
     if len(result.batches_by_server) > 1:
         print(("episodes" if result.tool_calls else "batches") + " per server: " + ", ".join(f"{s} {n}" for s, n in result.batches_by_server.items()))
     print(f"rollouts -> {result.rollouts_path}\nmetrics  -> {result.metrics_path}")
+    from gym_metrics.collector import failures_path_for
+
     for f in result.failed_agents:
         kinds = ", ".join(f"{kind}: {n}" for kind, n in f.by_kind.items())
+        where = f"none scored: see {failures_path_for(result.rollouts_path)}" if f.dropped else f"see _gm_error in {result.rollouts_path}"
         print(
             f"error: agent {f.agent}: {f.rollouts} of {f.rollouts} rollouts failed"
-            f"{' verification' if 'generation' not in f.by_kind else ''} ({kinds})"
-            f" — see _gm_error in {result.rollouts_path}",
+            f"{' verification' if 'generation' not in f.by_kind else ''} ({kinds}) — {where}",
             file=sys.stderr,
         )
     return ExitCode.ALL_FAILED if result.failed_agents else ExitCode.OK

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics.cli._base import fmt, format_table, non_negative_int, positive_int, read_token, server_address
-from gym_metrics.errors import InvalidInputError
+from gym_metrics.errors import ExitCode, InvalidInputError
 
 SHOW = 20
 """Bad lines and row errors printed at most (all are in the result file)."""
@@ -144,6 +144,9 @@ def run(ns: argparse.Namespace) -> int:
     errors = f", {len(result.errors)} with errors" if result.errors else ""
     where = "" if ns.output else " (beside the input; -o writes elsewhere)"
     print(f"{len(result)} rows{errors} scored by {name} in {elapsed:.2f}s{rate}; result written to {out}{where}")
+    if len(result) and len(result.errors) == len(result):  # nothing scored: a broken target, scorer or input, not a score
+        print(f"error: every one of the {len(result)} rows failed (see the notes above and {out})", file=sys.stderr)
+        return ExitCode.ALL_FAILED
     return 0
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, local_parts, output_path_for, perf_sections, write_aggregate_metrics
 from gym_metrics.collector._counted import with_counted_failures
-from gym_metrics.collector._failed import FailedAgent, all_failed
+from gym_metrics.collector._failed import FailedAgent, all_dropped, all_failed
 from gym_metrics.collector._options import CollectOptions
 from gym_metrics.collector._outfile import failures_path_for
 from gym_metrics.collector._replicas import on_any
@@ -105,6 +105,7 @@ async def aggregate_output(
         (await parts).attach(result)
         results.append(result)
     failed = [f for f in (all_failed(agent, by_agent[agent]) for agent in agents if agent in by_agent) if f]
+    failed += all_dropped([agent for agent in agents if not len(by_agent.get(agent, ()))], failures_path_for(output_path), opts.default_agent)
     return results, failed, blocks
 
 

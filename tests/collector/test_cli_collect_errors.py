@@ -6,8 +6,10 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from gym_metrics._transport.server import ServerConfig, start_server
+from gym_metrics import BaseVerifyRequest, SimpleResourcesServer
 from gym_metrics.cli import main as cli_main
 from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
 
@@ -82,5 +84,23 @@ async def test_input_and_the_failures_sidecar_are_named_when_missing(tmp_path: P
         assert code == 2 and "--input is required" in err and "Traceback" not in err
         code, err = await run_cli("collect", "--server", server.address, "--output", out, "--reverify-failed")
         assert code == 2 and "nothing to verify again" in err and "out_failures.jsonl" in err and "Traceback" not in err
+    finally:
+        await server.stop(0)
+
+
+class _BrokenMetrics(SimpleResourcesServer):
+    async def verify(self, body: BaseVerifyRequest) -> Any:
+        return {**body.model_dump(), "reward": 1.0}
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        return {"first": tasks[0][0]["nonexistent"]}
+
+
+async def test_an_environments_own_code_failing_is_exit_1_not_bad_input(tmp_path: Path) -> None:
+    """compute_metrics raising under collect exited 2 (bad input), where `aggregate --env` exits 1."""
+    server = await start_server(_BrokenMetrics(), ServerConfig(port=0, log_requests=False))
+    try:
+        code, err = await run_cli("collect", "--server", server.address, "--input", str(SAMPLE_PATH), "--output", str(tmp_path / "out.jsonl"))
+        assert code == 1 and "compute_metrics raised KeyError: 'nonexistent'" in err and "Traceback" not in err
     finally:
         await server.stop(0)

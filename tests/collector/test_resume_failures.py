@@ -106,3 +106,15 @@ def test_bad_attempt_limits_are_refused(
     assert code == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+def test_an_agent_whose_every_rollout_is_in_the_sidecar_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its judge down for every row (a judged config served without its judge): nothing scored,
+    the metrics empty, and collect said success (exit 0)."""
+    rows_in = tmp_path / "in.jsonl"
+    rows_in.write_text("".join(json.dumps({**json.loads(line), "judge_down": True}) + "\n" for line in rows(6)))
+    with server_in_thread(FlakyJudge()) as address:
+        code = cli.main(["collect", "--server", address, "--input", str(rows_in), "--output", str(tmp_path / "out.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert f"error: agent a: 6 of 6 rollouts failed verification (judge_failed: 6) — none scored: see {tmp_path / 'out_failures.jsonl'}" in err

@@ -94,6 +94,18 @@ def test_bad_lines_and_rejected_rows_are_row_errors(tmp_path: Path) -> None:
     assert "5 rows, 3 with errors" in proc.stdout
 
 
+def test_every_row_failing_is_exit_3(tmp_path: Path) -> None:
+    """A run that scored nothing (every row refused here; a wrong URL or field does the same)
+    exited 0, as a run that scored them all."""
+    rejected = json.dumps({"user_input": [{"content": "", "type": "ai", "tool_calls": [{"name": "f", "args": "{}"}]}], "reference_tool_calls": []})
+    data = tmp_path / "rows.jsonl"
+    data.write_text(f"{rejected}\n{{not json\n")
+    proc = run("--metric", "tool_call_accuracy", "--input", str(data), "-o", str(tmp_path / "res.json"))
+    assert proc.returncode == 3, proc.stderr
+    assert "error: every one of the 2 rows failed" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(load(tmp_path / "res.json")["row_scores"]) == 2  # the result is written all the same
+
+
 def test_limit_samples_and_parallelism(cases: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     proc = run(

@@ -42,6 +42,12 @@ class RemoteCallError(GymMetricsError):
         super().__init__(f"server answered {code}: {details}")
         self.code, self.details = code, details
 
+    @property
+    def exit_code(self) -> int:
+        """INTERNAL (the environment's own code raised: a hook, compute_metrics) is exit 1, as
+        the same failure in-process; a refusal (bad input, not allowed) exit 2."""
+        return ExitCode.FAILED if self.code == "INTERNAL" else ExitCode.BAD_INPUT
+
 
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
