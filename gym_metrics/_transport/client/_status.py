@@ -41,12 +41,9 @@ class RemoteCallError(GymMetricsError):
     def __init__(self, code: str, details: str) -> None:
         super().__init__(f"server answered {code}: {details}")
         self.code, self.details = code, details
-
-    @property
-    def exit_code(self) -> int:
+        self.exit_code = ExitCode.FAILED if code == "INTERNAL" else ExitCode.BAD_INPUT
         """INTERNAL (the environment's own code raised: a hook, compute_metrics) is exit 1, as
         the same failure in-process; a refusal (bad input, not allowed) exit 2."""
-        return ExitCode.FAILED if self.code == "INTERNAL" else ExitCode.BAD_INPUT
 
 
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
