@@ -65,12 +65,13 @@ class AgentRun:
                 caller = tool_caller(_InProcess(self.sessions), session.id, [t["name"] for t in tools], env.routes_tool_calls)
                 limit = self.max_steps if self.max_steps is not None else self._of_agent("agent_max_steps", body)
                 episode = await run_episode(self.target, request, caller, max_steps=limit, trace=trace)
-            _, response_json = await self.sessions.verify(session.id, {**body, "response": episode.response})
+            ran = {**body, "response": episode.response}
+            _, response_json = await self.sessions.verify(session.id, ran)
             verified = True
         finally:
             if not verified:
                 await self.sessions.close(session.id)
-        return self._recorded(orjson.loads(response_json), body, trace, calls.exchanges)
+        return self._recorded(orjson.loads(response_json), ran, trace, calls.exchanges)
 
 
     def _of_agent(self, key: str, body: Mapping[str, Any]) -> Any:
@@ -89,14 +90,21 @@ class AgentRun:
         trace = EpisodeTrace() if self.capture_tokens else None
         with capturing() as calls:
             episode = await run_episode(self.target, request, None, trace=trace)
-        _, response_json = await self.sessions.env.verify_json({**body, "response": episode.response})
-        return self._recorded(orjson.loads(response_json), body, trace, calls.exchanges)
+        ran = {**body, "response": episode.response}
+        _, response_json = await self.sessions.env.verify_json(ran)
+        return self._recorded(orjson.loads(response_json), ran, trace, calls.exchanges)
 
-    def _recorded(self, result: dict[str, Any], body: Mapping[str, Any], trace: EpisodeTrace | None, exchanges: Any) -> dict[str, Any]:
+    def _recorded(self, result: dict[str, Any], ran: Mapping[str, Any], trace: EpisodeTrace | None, exchanges: Any) -> dict[str, Any]:
+        """The verify response, with the request and the trajectory where it echoes neither (as
+        NeMo Gym's verify responses always do: a trainer reads the token IDs from `response`),
+        and, with `capture_tokens`, the capture and `ng_trajectory`."""
+        missing = {key: ran[key] for key in ("responses_create_params", "response") if key not in result}
+        if missing:
+            result = {**missing, **result}
         if trace is not None:
             records = model_call_records(exchanges)
-            result[CAPTURE_KEY] = capture_block(rollout_id_of(body), records, gaps=token_gaps(exchanges))
-            result[TRAJECTORY_KEY] = trajectory(trace, records, {**body, **result}, rollout_id_of(body))
+            result[CAPTURE_KEY] = capture_block(rollout_id_of(ran), records, gaps=token_gaps(exchanges))
+            result[TRAJECTORY_KEY] = trajectory(trace, records, {**ran, **result}, rollout_id_of(ran))
         return result
 
 

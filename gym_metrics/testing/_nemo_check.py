@@ -19,6 +19,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -117,8 +118,10 @@ async def check_environment(
 
 def _row_differences(theirs: list[dict[str, Any]], mine: list[dict[str, Any]], compare_response: bool = False) -> list[str]:
     """Row by row, matched by agent and indices: a row NeMo Gym refused (its /verify answered an
-    error status) must be a failed rollout here (`_gm_error`), and the other way round. With
-    `compare_response`, each row's `response` too, all but the model's name."""
+    error status) must be a failed rollout here (`_gm_error`), and the other way round; a row
+    that names a failure class (a judge that failed) must name the same one here, its fields
+    compared as any row's. With `compare_response`, each row's `response` too, all but the
+    model's name."""
     key = lambda r: (r["agent_ref"]["name"], r["_ng_task_index"], r["_ng_rollout_index"])  # noqa: E731
 
     def shown(row: dict[str, Any]) -> dict[str, Any]:
@@ -134,8 +137,14 @@ def _row_differences(theirs: list[dict[str, Any]], mine: list[dict[str, Any]], c
         ours = by_key.pop(key(row), None)
         if ours is None:
             found.append(f"{where}: missing")
-        elif "_nemo_refused" in row or _failed(ours):
-            if "_nemo_refused" not in row:
+        elif row.get("_ng_failure_class") and ours.get("_ng_failure_class") and "_gm_error" not in ours:  # both failed alike, or not
+            if row["_ng_failure_class"] != ours["_ng_failure_class"]:
+                found.append(f"{where}: failed here as {ours['_ng_failure_class']}, under NeMo Gym as {row['_ng_failure_class']}")
+            found += differences(shown(row), shown(ours), where)
+        elif "_nemo_refused" in row or row.get("_ng_failure_class") or _failed(ours):
+            if row.get("_ng_failure_class"):
+                found.append(f"{where}: {_failed(ours)[:200] or 'scored'} here, failed under NeMo Gym ({_failed(row)[:200]})")
+            elif "_nemo_refused" not in row:
                 found.append(f"{where}: failed here ({_failed(ours)[:200]}), scored by NeMo Gym")
             elif not _failed(ours):
                 found.append(f"{where}: scored here, refused by NeMo Gym ({row['_nemo_refused']}: {row['_nemo_detail'][:200]})")
@@ -153,7 +162,8 @@ def _failed(row: dict[str, Any]) -> str:
     if "_gm_error" in row:
         return str(row["_gm_error"].get("message", "")) or "failed"
     if row.get("_ng_failure_class"):
-        return f"{row['_ng_failure_class']}: {row.get('_ng_failure_response_body') or row.get('_ng_failure_message', '')}"
+        why = row.get("_ng_failure_response_body") or row.get("_ng_failure_message") or row.get("failure_reason") or ""
+        return f"{row['_ng_failure_class']}: {why}"
     return ""
 
 
@@ -217,9 +227,20 @@ def _nemo(root: Path, env: str, rows: Path, python: str, config: str | None, out
     except subprocess.TimeoutExpired:
         raise CheckError(f"NeMo Gym's side ran past {timeout_s:g} s") from None
     if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise CheckError(f"NeMo Gym's side failed (exit {done.returncode}): {tail}")
+        raise CheckError(f"NeMo Gym's side failed (exit {done.returncode}): {_last_error(done.stderr)}")
     return json.loads(out.read_text())
+
+
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*")
+
+
+def _last_error(stderr: str) -> str:
+    """What the last exception said, all its lines (NeMo Gym's config errors run to several:
+    the file first); else the last line."""
+    lines = stderr.strip().splitlines() or ["(no output)"]
+    start = max((i for i, line in enumerate(lines) if _RAISED.match(line)), default=len(lines) - 1)
+    said = "\n".join(lines[start : start + 15])
+    return said[:2000]
 
 
 async def _ours(

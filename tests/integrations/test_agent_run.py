@@ -110,6 +110,23 @@ async def test_the_door_needs_a_policy_and_the_bearer_token() -> None:
     assert json.dumps(ok.json()).count("s3cret") == 0
 
 
+async def test_an_environment_that_echoes_nothing_still_answers_its_trajectory() -> None:
+    """gym-metrics' own environments answer only their fields (math_exact: reward, the extracted
+    answer); `/run` answered just that, no `response`, so a trainer found no token IDs to train on."""
+    from gym_metrics_servers.math_exact import MathExactServer
+
+    given = {"responses_create_params": {"input": [{"role": "user", "content": "What is 2+2?"}]}, "expected_answer": "4"}
+    with ScriptedPolicyServer({"What is 2+2?": "4"}) as policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="chat")
+        async with serve_environment(MathExactServer(), agent_http_port=0, agent_target=target, agent_capture_tokens=True) as server:
+            async with httpx.AsyncClient(timeout=30) as http:
+                answer = (await http.post(f"http://127.0.0.1:{server.agent_http_port}/run", json=given)).json()
+    assert answer["reward"] == 1.0 and answer["responses_create_params"] == given["responses_create_params"]
+    (message,) = answer["response"]["output"]
+    assert message["content"][0]["text"] == "4" and message["generation_token_ids"]
+    assert agent_loop_output(answer)["response_ids"]  # what verl trains on
+
+
 def test_serve_refuses_a_door_it_cannot_serve(capsys: pytest.CaptureFixture[str]) -> None:
     from gym_metrics.cli import main as cli_main
 

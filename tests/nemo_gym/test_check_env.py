@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from _ci import need_module
-from gym_metrics.testing._nemo_check import _row_differences, differences
+from gym_metrics.testing._nemo_check import _last_error, _row_differences, differences
 
 
 def test_equal_within_1e_9_and_added_keys_are_not_differences() -> None:
@@ -68,6 +68,34 @@ def test_rows_are_matched_by_key_and_a_refused_row_must_fail_here_too() -> None:
         "rows[task 4, rollout 0]: failed here (boom), scored by NeMo Gym",
         "rows[task 5, rollout 0]: not in NeMo Gym's",
     ]
+
+
+def test_a_row_that_failed_alike_on_both_sides_is_no_difference() -> None:
+    """A judge that failed under both: every such row was reported as 'failed here, scored by
+    NeMo Gym', though NeMo Gym's row named the same failure."""
+    judged = {"reward": 0.0, "_ng_failure_class": "judge_failed", "failure_reason": "ClientResponseError: 500"}
+    theirs = [_row(0, **judged), _row(1, **judged), _row(2, **judged), _row(3, reward=1.0)]
+    mine = [
+        _row(0, **judged),
+        _row(1, **{**judged, "failure_reason": "TimeoutError"}),
+        _row(2, **{**judged, "_ng_failure_class": "verifier_error"}),
+        _row(3, **judged),
+    ]
+    assert _row_differences(theirs, mine) == [
+        "rows[task 1, rollout 0].failure_reason: 'TimeoutError' != NeMo Gym's 'ClientResponseError: 500'",
+        "rows[task 2, rollout 0]: failed here as verifier_error, under NeMo Gym as judge_failed",
+        "rows[task 3, rollout 0]: failed here (judge_failed: ClientResponseError: 500), scored by NeMo Gym",
+    ]
+
+
+def test_nemo_gyms_failure_is_shown_whole() -> None:
+    """Only the last line of NeMo Gym's error was shown: of a config not found, the one that did
+    not name the file."""
+    stderr = ("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+              "nemo_gym.global_config.ConfigPathNotFoundError: config_paths entry '/t/mrcr_typo.yaml' was not found.\n"
+              "Looked in: the working directory\n(NEMO_GYM_EXTRA_ROOTS / --search-dir), or the Gym install root.\n")  # fmt: skip
+    assert _last_error(stderr).startswith("nemo_gym.global_config.ConfigPathNotFoundError: config_paths entry '/t/mrcr_typo.yaml'")
+    assert _last_error(stderr).endswith("or the Gym install root.") and _last_error("") == "(no output)"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
