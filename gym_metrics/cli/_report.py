@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from gym_metrics.cli._base import InputFileError
+from gym_metrics.errors import ExitCode
 from gym_metrics.cli._compare import _margin as margin  # the same check as compare's flags
 
 
@@ -51,6 +53,9 @@ def run(ns: argparse.Namespace) -> int:
     print(f"report ({size:.1f} MB) in {time.perf_counter() - started:.2f}s -> {out}")
     if gates.status is not None:
         print(f"verdict: {gates.status}")
+    elif gates.unreachable is not None:  # a rule asked for a verdict: none is an error, never a silent pass
+        print(f"error: no verdict: {gates.unreachable}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
     return {"FAIL": 1, "INCONCLUSIVE": 3}.get(gates.status or "", 0)  # as compare exits
 
 

@@ -36,21 +36,26 @@ class Check:
     reason: str
 
 
-def fail_if_worse_by(delta: float, low: float, high: float, comparison: str) -> Check:
+def _minus(delta: float) -> str:
+    """-delta as the reasons write it (0, not -0)."""
+    return f"{-delta:g}" if delta else "0"
+
+
+def fail_if_worse_by(delta: float, low: float, high: float, comparison: str, candidate: str = "A") -> Check:
     """Non-inferiority with margin delta: FAIL when high < -delta (A is worse than B by more than
     delta, beyond doubt), PASS when low > -delta (a loss of delta or more is ruled out), else
     INCONCLUSIVE (the interval holds -delta)."""
     bounds = f"[{low:+.4f}, {high:+.4f}]"
     if high < -delta:
-        status, reason = FAIL, f"worse by more than {delta:g}: the interval {bounds} lies below -{delta:g}"
+        status, reason = FAIL, f"worse by more than {delta:g}: the interval {bounds} lies below {_minus(delta)}"
     elif low > -delta:
-        status, reason = PASS, f"not worse by {delta:g} or more: the interval {bounds} lies above -{delta:g}"
+        status, reason = PASS, f"not worse by {delta:g} or more: the interval {bounds} lies above {_minus(delta)}"
     else:
-        status, reason = INCONCLUSIVE, f"the interval {bounds} contains -{delta:g}: cannot tell whether A is worse by {delta:g}"
+        status, reason = INCONCLUSIVE, f"the interval {bounds} contains {_minus(delta)}: cannot tell whether {candidate} is worse by {delta:g}"
     return Check("fail-if-worse-by", delta, comparison, status, reason)
 
 
-def require_better_by(delta: float, low: float, high: float, comparison: str) -> Check:
+def require_better_by(delta: float, low: float, high: float, comparison: str, candidate: str = "A") -> Check:
     """Superiority with margin delta: PASS when low > delta (A beats B by more than delta beyond
     doubt), FAIL when high < delta (a gain of delta is ruled out), else INCONCLUSIVE."""
     bounds = f"[{low:+.4f}, {high:+.4f}]"
@@ -59,7 +64,7 @@ def require_better_by(delta: float, low: float, high: float, comparison: str) ->
     elif high < delta:
         status, reason = FAIL, f"not better by {delta:g}: the interval {bounds} lies below {delta:g}"
     else:
-        status, reason = INCONCLUSIVE, f"the interval {bounds} contains {delta:g}: cannot tell whether A is better by {delta:g}"
+        status, reason = INCONCLUSIVE, f"the interval {bounds} contains {delta:g}: cannot tell whether {candidate} is better by {delta:g}"
     return Check("require-better-by", delta, comparison, status, reason)
 
 
@@ -121,5 +126,5 @@ def gate(
     checks: list[Check] = []
     for c in gated:
         low, high = method.verdict_interval(c, confidence, m)
-        checks += [rule(delta, low, high, c.name) for rule, delta in rules]
+        checks += [rule(delta, low, high, c.name, c.agent_a) for rule, delta in rules]
     return combine(checks, confidence)

@@ -39,6 +39,12 @@ class Gates:
     require_better_by: float | None = None
     status: str | None = None
     """The verdict the page shows (PASS, FAIL, INCONCLUSIVE), once rendered; None: none."""
+    unreachable: str | None = None
+    """Why no verdict could be given, once rendered, when a rule asked for one."""
+
+    @property
+    def asked(self) -> bool:
+        return self.fail_if_worse_by is not None or self.require_better_by is not None
 
 
 def section(sid: str, title: str, body: str, note: str = "", wide: bool = False) -> str:
@@ -173,16 +179,27 @@ def paired(agents: Sequence[AgentData], value_field: str, gates: Gates) -> str:
     """compare's differences (METHOD: paired by task) and its verdict on the first agent."""
     cols = {a.name: a.rollouts for a in agents if a.rollouts is not None}
     names = [a.name for a in agents if a.name in cols]
-    if len(names) < 2:
-        return ""
-    try:
-        method = get_method(METHOD)
-        report = method.run(cols, names, CompareOptions(("mean_reward",), (value_field,)))
-    except InvalidInputError as exc:
-        return section("paired", "Paired differences", f'<p class="empty">{escape(str(exc))}</p>')
+    without = [a.name for a in agents if a.rollouts is None]
+    why = ""
+    if without and (len(names) < 2 or any(a.compared for a in agents)):  # (a --compare file's agents are the ones gated against)
+        why = (f"no per-rollout values for {', '.join(without)}: its metrics file was written without rollout_infos "
+               "(--no-rollout-infos); give its rollouts file (report METRICS ROLLOUTS), or aggregate it without that flag")  # fmt: skip
+    elif len(names) < 2:
+        why = f"one agent only ({names[0]}): a verdict compares two" if names else "no agent"
+    if not why:
+        try:
+            method = get_method(METHOD)
+            report = method.run(cols, names, CompareOptions(("mean_reward",), (value_field,)))
+        except InvalidInputError as exc:
+            why = str(exc)
+    if why:
+        gates.unreachable = why if gates.asked else None
+        return section("paired", "Paired differences", f'<p class="empty">No paired differences: {escape(why)}.</p>')
     gated = _gated_pairs([a for a in agents if a.name in cols])
     verdict = gate(report, names[0], gates.fail_if_worse_by, gates.require_better_by, pairs=gated)
     gates.status = verdict.status if verdict is not None else None
+    if verdict is None and gates.asked:
+        gates.unreachable = "none of the agents compared is one the rules gate"
     status: dict[str, str] = {}  # the worst check of each comparison
     for check in verdict.checks if verdict is not None else ():
         status[check.comparison] = max(status.get(check.comparison, ""), check.status, key=lambda s: STATUS_RANK[s])

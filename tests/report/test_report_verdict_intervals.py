@@ -71,6 +71,41 @@ def test_compare_with_other_names_gates_every_cross_pair(tmp_path: Path, capsys:
     assert sum("a - c" in c for c in checks) == 1 and sum("b - c" in c for c in checks) == 1  # never a - b
 
 
+def test_a_rule_that_cannot_be_judged_is_an_error_not_a_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A rule asked for on a file without per-rollout values, or of one agent, gave no verdict and
+    exit 0 (a CI gate passed unseen); a --compare file without them gated the first file's agents
+    against each other instead."""
+    new = write_rollouts(tmp_path / "new.jsonl", tasks=30, agents=("a", "b"), seed=1)
+    one = write_rollouts(tmp_path / "one.jsonl", tasks=30, agents=("a",), seed=2)
+    old = write_rollouts(tmp_path / "old.jsonl", tasks=30, agents=("a", "b"), seed=3)
+    assert main(["aggregate", str(new), "-q", "--no-rollout-infos", "-o", str(tmp_path / "bare_aggregate_metrics.json")]) == 0
+    for path in (new, one, old):
+        assert main(["aggregate", str(path), "-q"]) == 0
+    assert main(["aggregate", str(old), "-q", "--no-rollout-infos", "-o", str(tmp_path / "oldbare_aggregate_metrics.json")]) == 0
+    capsys.readouterr()
+    cases = [
+        (["bare_aggregate_metrics.json", "--require-better-by", "0.5"], "no per-rollout values for a, b"),
+        (["one_aggregate_metrics.json", "--fail-if-worse-by", "0.01"], "one agent only (a): a verdict compares two"),
+        (["new_aggregate_metrics.json", "--compare", str(tmp_path / "oldbare_aggregate_metrics.json")], "no per-rollout values for oldbare:a, oldbare:b"),
+    ]
+    for args, why in cases:
+        out = tmp_path / "page.html"
+        code = main(["report", str(tmp_path / args[0]), *args[1:], "-o", str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and f"error: no verdict: {why}" in err, (args, err)
+        assert 'id="paired"' in out.read_text() and "Verdict:" not in out.read_text()  # the page's link to it lands
+    assert main(["report", str(tmp_path / "bare_aggregate_metrics.json"), str(new), "--require-better-by", "0.5", "-o", str(tmp_path / "p.html")]) in (0, 1, 3)
+
+
+def test_the_reason_names_the_agent_gated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was always "whether A is worse", whichever agent the candidate, and "-0" for a zero margin."""
+    new = write_rollouts(tmp_path / "new.jsonl", tasks=30, agents=("b", "a"), seed=1)
+    assert main(["compare", str(new), "--agents", "b", "a", "--fail-if-worse-by", "0"]) in (0, 1, 3)
+    out = capsys.readouterr().out
+    assert "whether A is" not in out and "-0:" not in out and "contains -0 " not in out
+    assert "cannot tell whether b is worse by 0" in out or "PASS" in out or "FAIL" in out
+
+
 def _near_one(path: Path, reward_of: Any, extra: Any = None) -> Path:
     """5 tasks x 4 repeats, rewards near the top: a Student-t interval passes 1."""
     rows = []
