@@ -214,6 +214,8 @@ def write_files(cwd: Path, services: dict[str, str], page: str) -> None:
         "rows.jsonl": PAGE_ROWS.get(page, [tool_row, {**tool_row, "user_input": "What is the weather in Paris?"}]),
         "qa.jsonl": [{"user_input": "2+2?", "response": "4", "reference": "4"}],
     }
+    stock = next(b for b in BLOCKS if b.page == "evaluation.md" and b.info == "json" and '"initial_stock"' in b.body)
+    lines["stock.jsonl"] = [json.loads(stock.body)]  # the row docs/evaluation.md shows for its episodes over inventory's tools
     for name, rows in lines.items():
         (cwd / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
     tasks = [json.loads(line) for line in sample if '"strong_agent"' in line and '"_ng_rollout_index": 0,' in line]
@@ -233,8 +235,11 @@ def write_files(cwd: Path, services: dict[str, str], page: str) -> None:
     (cwd / "run.jsonl").write_text("".join(sample))
     subprocess.run([sys.executable, "-m", "gym_metrics.cli", "aggregate", "run.jsonl", "-q"],
                    cwd=cwd, check=True, capture_output=True, timeout=60)  # fmt: skip
+    # new and old runs: the sample verified (report --compare gates their rewards: the sample has none)
+    subprocess.run([sys.executable, "-m", "gym_metrics.cli", "collect", "--server", services["127.0.0.1:50051"], "--input", "run.jsonl",
+                    "--output", "scored.jsonl"], cwd=cwd, check=True, capture_output=True, timeout=60)  # fmt: skip
     for name in ("new", "old"):
-        (cwd / f"{name}_aggregate_metrics.json").write_text((cwd / "run_aggregate_metrics.json").read_text())
+        (cwd / f"{name}_aggregate_metrics.json").write_text((cwd / "scored_aggregate_metrics.json").read_text())
 
 
 def localized(body: str, services: dict[str, str]) -> str:

@@ -46,8 +46,7 @@ def run(ns: argparse.Namespace) -> int:
     from gym_metrics.report import Gates, build_report
 
     started = time.perf_counter()
-    asked = ns.fail_if_worse_by is not None or ns.require_better_by is not None
-    gates = Gates(ns.fail_if_worse_by, ns.require_better_by) if asked else Gates(fail_if_worse_by=0.0) if ns.compare is not None else Gates()
+    gates = Gates(ns.fail_if_worse_by, ns.require_better_by)
     out = build_report(ns.metrics, ns.output, rollouts=ns.rollouts, compare=ns.compare, field=ns.field, gates=gates)
     size = out.stat().st_size / 1e6
     print(f"report ({size:.1f} MB) in {time.perf_counter() - started:.2f}s -> {out}")

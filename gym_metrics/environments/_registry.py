@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import importlib.util
 import sys
 import traceback
@@ -177,6 +178,9 @@ def load_module_file(path: Path) -> Any:
     return module
 
 
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
 def _load_error(what: str, exc: Exception) -> InvalidInputError:
     """The error of an environment that does not load, as `file:line: SyntaxError: ...` (the
     line of the user's code where it happened: the file's own, or the one importing a module
@@ -186,7 +190,8 @@ def _load_error(what: str, exc: Exception) -> InvalidInputError:
         reason = exc.msg
     else:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_import_machinery(f.filename)]
-        last = frames[-1] if frames else None
+        theirs = [f for f in frames if not f.filename.startswith(_PACKAGE)]  # a check of ours that refused their code: name their line
+        last = theirs[-1] if theirs else frames[-1] if frames else None
         where = f"{last.filename}:{last.lineno}" if last is not None else what
         reason = str(exc)
     named = "" if where.startswith(what) else f" {what}"

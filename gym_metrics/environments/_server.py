@@ -93,6 +93,9 @@ class SimpleResourcesServer:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         warn_class_attribute("gym_metrics.environments:SimpleResourcesServer", cls)  # `metrics`
+        _check_verify(cls)
+        if isinstance(cls.__dict__.get("key_metrics"), str):  # list("mean/reward") is its characters: no headline at all
+            raise TypeError(f"{cls.__qualname__}.key_metrics must be a list of patterns: key_metrics = [{cls.__dict__['key_metrics']!r}]")
 
     async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
         """Score one rollout. Must be overridden."""
@@ -366,6 +369,20 @@ class SimpleResourcesServer:
             "any_tool_name": self.routes_tool_calls,
             "steps": hook(self, "answers_turns")(),
         }
+
+
+def _check_verify(cls: type) -> None:
+    """A `verify` of the class's own that cannot be called as the framework calls it (`await
+    env.verify(body)`) is refused when the class is made, naming it, not on every rollout."""
+    verify = cls.__dict__.get("verify")
+    if verify is None:
+        return
+    where = f"{cls.__qualname__}.verify"
+    if not inspect.iscoroutinefunction(verify):
+        raise TypeError(f"{where} must be an async method: async def verify(self, body)")
+    params = list(inspect.signature(verify).parameters.values())[1:]
+    if not params or not any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params):
+        raise TypeError(f"{where} takes the rollout's body: async def verify(self, body)")
 
 
 _Model = TypeVar("_Model")

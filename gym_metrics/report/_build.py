@@ -45,7 +45,7 @@ def build_report(
     (default `<stem>_report.html`); returns its path (the page's verdict, if any, is set on
     `gates.status`). `rollouts` supplies per-rollout values
     when the metrics file was written without rollout_infos. The page shows a verdict only
-    when asked for: a rule in `gates`, or `compare` (default rule: fail if worse by 0). With
+    when a rule in `gates` asks for one. With
     `trajectories`, a bounded sample of the rollouts file (`rollouts`, else `<stem>.jsonl`
     beside the metrics when there is one) is shown rollout by rollout."""
     metrics = Path(metrics)
@@ -61,8 +61,8 @@ def build_report(
         agents += [replace(a, compared=True) for a in other]
     if not agents:
         raise InvalidInputError(f"{metrics}: holds no agents")
-    if gates is None:  # a verdict only when asked for: --compare asks for one (no regression, margin 0)
-        gates = Gates(fail_if_worse_by=0.0) if compare is not None else Gates()
+    if gates is None:  # a verdict only when a rule asks for one (its margin is the user's to choose)
+        gates = Gates()
     html = render(agents, field, gates, title=f"gym-metrics report: {metrics.name}", sample=sample)
     with written_atomically(out) as tmp:
         tmp.write_text(html, encoding="utf-8")

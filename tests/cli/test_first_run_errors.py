@@ -49,6 +49,14 @@ def one_error_line(err: str) -> str:
     [
         (ENV.format(extra="def broken(:\n    pass", reward="1.0"), 2, "SyntaxError"),
         (ENV.format(extra="import no_such_module_for_gym_metrics_tests", reward="1.0"), 2, "ModuleNotFoundError"),
+        # refused when the class is made, naming the user's line (not the framework's check): each served, then every rollout failed
+        (ENV.format(extra="", reward="1.0").replace("async def verify", "def verify"), 4, "TypeError: Env.verify must be an async method"),
+        (ENV.format(extra="", reward="1.0").replace("verify(self, body: BaseVerifyRequest)", "verify(self)"), 4,
+         "TypeError: Env.verify takes the rollout's body"),
+        (ENV.format(extra="", reward="1.0") + "\n\nclass Keyed(Env):\n    key_metrics = 'mean/reward'\n", 9,
+         "TypeError: Keyed.key_metrics must be a list of patterns: key_metrics = ['mean/reward']"),
+        (ENV.format(extra="from gym_metrics import tool", reward="1.0") + "\n    @tool\n    def add(self, session):\n        return 1\n", 8,
+         "TypeError: @tool Env.add must be an async method"),
     ],
 )
 def test_a_broken_environment_file_is_exit_2_naming_file_and_line(

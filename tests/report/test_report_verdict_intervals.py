@@ -53,7 +53,8 @@ def test_a_rule_asks_for_the_verdict_on_the_first_agent(three_agents: Path, caps
 def test_compare_gates_each_agent_against_its_namesake(three_agents: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = write_rollouts(tmp_path / "old.jsonl", tasks=60, agents=("candidate",), seed=3)
     assert main(["aggregate", str(other), "-q"]) == 0
-    html = _report(capsys, three_agents, "--compare", tmp_path / "old_aggregate_metrics.json")
+    assert "Verdict:" not in _report(capsys, three_agents, "--compare", tmp_path / "old_aggregate_metrics.json")  # a margin is the user's
+    html = _report(capsys, three_agents, "--compare", tmp_path / "old_aggregate_metrics.json", "--fail-if-worse-by", "0")
     checks = _verdict_checks(html)
     assert 'id="verdict"' in html and len(checks) == 1, checks
     assert "fail-if-worse-by 0: mean_reward(reward): candidate - old:candidate" in checks[0]
@@ -65,7 +66,7 @@ def test_compare_with_other_names_gates_every_cross_pair(tmp_path: Path, capsys:
     old = write_rollouts(tmp_path / "old.jsonl", tasks=30, agents=("c",), seed=2)
     for path in (new, old):
         assert main(["aggregate", str(path), "-q"]) == 0
-    html = _report(capsys, tmp_path / "new_aggregate_metrics.json", "--compare", tmp_path / "old_aggregate_metrics.json")
+    html = _report(capsys, tmp_path / "new_aggregate_metrics.json", "--compare", tmp_path / "old_aggregate_metrics.json", "--fail-if-worse-by", "0.1")
     checks = _verdict_checks(html)
     assert sorted(c.split(": ")[1] for c in checks) == ["mean_reward(reward)"] * 2
     assert sum("a - c" in c for c in checks) == 1 and sum("b - c" in c for c in checks) == 1  # never a - b
@@ -86,7 +87,8 @@ def test_a_rule_that_cannot_be_judged_is_an_error_not_a_pass(tmp_path: Path, cap
     cases = [
         (["bare_aggregate_metrics.json", "--require-better-by", "0.5"], "no per-rollout values for a, b"),
         (["one_aggregate_metrics.json", "--fail-if-worse-by", "0.01"], "one agent only (a): a verdict compares two"),
-        (["new_aggregate_metrics.json", "--compare", str(tmp_path / "oldbare_aggregate_metrics.json")], "no per-rollout values for oldbare:a, oldbare:b"),
+        (["new_aggregate_metrics.json", "--compare", str(tmp_path / "oldbare_aggregate_metrics.json"), "--fail-if-worse-by", "0.1"],
+         "no per-rollout values for oldbare:a, oldbare:b"),
     ]
     for args, why in cases:
         out = tmp_path / "page.html"
