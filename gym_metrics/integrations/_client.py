@@ -77,13 +77,20 @@ class RewardFailure(RuntimeError):
     """A completion could not be scored (`on_failure="raise"`): the message says which and why."""
 
 
-def reward_client(server: str, *, token: str | None = None) -> RewardClient:
-    """The process's client of `server` (HOST:PORT), made on first use."""
+def reward_client(server: str, *, token: str | None = None, timeout_s: float | None = None) -> RewardClient:
+    """The process's client of `server` (HOST:PORT), made on first use; `timeout_s` (a call's
+    deadline, RewardClient's) set on it when given."""
+    if timeout_s is not None and not timeout_s > 0:
+        raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    if "://" in server:  # gRPC takes HOST:PORT; a URL's scheme failed after 5 s of retries as a "misformatted domain name"
+        raise ValueError(f"server {server!r}: give HOST:PORT (the gRPC address serve prints), without a scheme")
     key = (os.getpid(), server, token)  # a spawned trainer worker gets a client of its own
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
             client = _CLIENTS[key] = RewardClient(server, token=token)
+        if timeout_s is not None:
+            client.timeout_s = float(timeout_s)
         return client
 
 

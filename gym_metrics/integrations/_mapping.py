@@ -22,6 +22,10 @@ from typing import Any, Literal, cast
 
 from gym_metrics.recording import TokenLineageError, TrainingSequence, linearize
 
+LABEL_COLUMNS = ("ground_truth", "labels", "answer")
+"""The columns a label is found under when none is named (`label_column`) and the dataset has no
+`answer_field` column, in this order."""
+
 OnFailure = Literal["none", "nan", "zero", "raise", "error"]
 """What a completion that could not be scored gives the trainer: None (TRL skips it), NaN,
 0.0, a RewardFailure raised, or `error`: 0.0 with the failure marked where the trainer reads
@@ -76,6 +80,8 @@ class RowMapping:
                 row[name] = plain_value(value)
         if label is None and columns is not None and self.label_column is not None:
             label = columns.get(self.label_column)
+        elif label is None and columns and self.answer_field not in row:  # the label under a conventional name (TRL passes columns only)
+            label = next((columns[name] for name in LABEL_COLUMNS if columns.get(name) is not None), None)
         if label is not None:
             row[self.answer_field] = plain_value(label)
         row["responses_create_params"] = self.request(prompt)

@@ -47,7 +47,7 @@ class EnvironmentReturn(NamedTuple):
 
 class GymMetricsEnvironment:
     """See the module docstring. `cfg`: `server` (HOST:PORT), and optionally `token`,
-    `on_failure` ("raise", "nan", "zero"), `label_key`, `answer_field`, `columns`."""
+    `on_failure` ("raise", "nan", "zero"), `label_key`, `answer_field`, `columns`, `timeout_s`."""
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.cfg = dict(cfg)
@@ -55,6 +55,7 @@ class GymMetricsEnvironment:
             raise ValueError("the gym-metrics environment's config needs `server` (HOST:PORT)")
         self.server: str = str(self.cfg["server"])
         self.token: str | None = self.cfg.get("token")
+        self.timeout_s: float | None = self.cfg.get("timeout_s")
         self.on_failure: OnFailure = check_on_failure(self.cfg.get("on_failure", "raise"), ("raise", "nan", "zero"), "NeMo RL")
         self.label_key: str = self.cfg.get("label_key", "ground_truth")
         columns = self.cfg.get("columns")
@@ -70,7 +71,7 @@ class GymMetricsEnvironment:
     def step(self, message_log_batch: Sequence[Sequence[Mapping[str, Any]]], metadata: Sequence[Any]) -> EnvironmentReturn:
         """Score the last assistant message of each log (NeMo RL's `EnvironmentInterface.step`)."""
         groups = [self.group(log, meta) for log, meta in zip(message_log_batch, metadata)]
-        scored = reward_client(self.server, token=self.token).score(groups)
+        scored = reward_client(self.server, token=self.token, timeout_s=self.timeout_s).score(groups)
         rewards: list[float] = []
         observations: list[dict[str, str]] = []
         for group in scored:

@@ -54,14 +54,17 @@ def reward_function(
     asynchronous: bool = False,
     token: str | None = None,
     record: str | Path | None = None,
+    timeout_s: float | None = None,
 ) -> Callable[..., Any]:
     """The callable `GRPOTrainer(reward_funcs=[...])` takes (`asynchronous=True`: an async
     one, which TRL runs concurrently with its other async reward functions). `record`: also
     append every scored completion to this rollouts file (agents `step_<n>`), for
-    `gym-metrics aggregate`."""
+    `gym-metrics aggregate`. `timeout_s`: a scoring call's deadline (RewardClient's, 180 s)."""
     mapping = mapping or RowMapping()
     on_failure = check_on_failure(on_failure, ("none", "nan", "zero", "raise"), "TRL")
-    client = RewardClient(server, token=token, record=record) if record is not None else reward_client(server, token=token)
+    client = reward_client(server, token=token, timeout_s=timeout_s) if record is None else RewardClient(server, token=token, record=record)
+    if record is not None and timeout_s is not None:
+        client.timeout_s = float(timeout_s)
 
     failures = FailureLog(f"reward function {name}")
 

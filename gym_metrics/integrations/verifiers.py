@@ -44,12 +44,14 @@ def reward_function(
     group: bool = False,
     name: str = "gym_metrics",
     token: str | None = None,
+    timeout_s: float | None = None,
 ) -> Callable[..., Any]:
     """An async reward function for `vf.Rubric(funcs=[...])` (see the module docstring),
-    named `name` (verifiers reports each function's score under its name)."""
+    named `name` (verifiers reports each function's score under its name); `timeout_s`: a
+    scoring call's deadline (RewardClient's, 180 s)."""
     mapping = mapping or RowMapping()
     on_failure = check_on_failure(on_failure, _ON_FAILURE, "verifiers")
-    client = reward_client(server, token=token)
+    client = reward_client(server, token=token, timeout_s=timeout_s)
 
     def one(prompt: Any, completion: Any, answer: Any, info: Any) -> tuple[dict[str, Any], Any]:
         label = None if answer is None or answer == "" else answer

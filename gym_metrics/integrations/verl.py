@@ -38,6 +38,7 @@ the fields of verl's `AgentLoopOutput` from the answer's token IDs (`recording.l
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from difflib import get_close_matches
 from functools import lru_cache
 from typing import Any
 
@@ -60,14 +61,15 @@ def reward_function(
     extra_fields: Sequence[str] = (),
     form: str = "sync",
     token: str | None = None,
+    timeout_s: float | None = None,
 ) -> Callable[..., Any]:
     """A verl reward function: `form` "sync" (`compute_score(data_source, solution_str,
     ground_truth, extra_info=None, **kwargs)`), "async" (the same, awaited by verl's reward
     loop) or "batch" (`compute_score(data_sources, solution_strs, ground_truths, extra_infos,
-    **kwargs)`, a list back)."""
+    **kwargs)`, a list back). `timeout_s`: a scoring call's deadline (RewardClient's, 180 s)."""
     mapping = mapping or RowMapping()
     on_failure = check_on_failure(on_failure, ("raise", "nan", "zero"), "verl")
-    client = reward_client(server, token=token)
+    client = reward_client(server, token=token, timeout_s=timeout_s)
     wanted = tuple(extra_fields)
 
     def finish(scored: Scored) -> list[Score]:
@@ -124,25 +126,37 @@ def _score(reward: float | None, response: str, fields: tuple[str, ...]) -> Scor
 
 @lru_cache(maxsize=64)
 def _configured(form: str, server: str, on_failure: OnFailure, answer_field: str, columns: tuple[str, ...] | None,
-                extra_fields: tuple[str, ...], token: str | None) -> Callable[..., Any]:  # fmt: skip
+                extra_fields: tuple[str, ...], token: str | None, timeout_s: float | None) -> Callable[..., Any]:  # fmt: skip
     mapping = RowMapping(answer_field=answer_field, columns=columns)
-    return reward_function(server, mapping=mapping, on_failure=on_failure, extra_fields=extra_fields, form=form, token=token)
+    return reward_function(server, mapping=mapping, on_failure=on_failure, extra_fields=extra_fields, form=form, token=token, timeout_s=timeout_s)
+
+
+_KWARGS = ("server", "on_failure", "answer_field", "columns", "extra_fields", "token", "timeout_s")
+"""The `reward_kwargs` these functions read (verl passes others of its own with them)."""
 
 
 def _from_kwargs(
     form: str,
     *,
-    server: str,
+    server: str | None = None,
     on_failure: OnFailure = "raise",
     answer_field: str = "expected_answer",
     columns: Sequence[str] | None = None,
     extra_fields: Sequence[str] = (),
     token: str | None = None,
-    **_: Any,
+    timeout_s: float | None = None,
+    **others: Any,
 ) -> Callable[..., Any]:
     """The reward function `reward_kwargs` configure (verl passes them with every call; made
-    once per configuration)."""
-    return _configured(form, server, on_failure, answer_field, tuple(columns) if columns is not None else None, tuple(extra_fields), token)
+    once per configuration). A missing `server`, or a key that looks like a misspelt one of
+    ours, is refused by name (a typo made every sample fail, or was passed over)."""
+    if not server:
+        raise ValueError("gym_metrics.integrations.verl needs `server: HOST:PORT` in custom_reward_function.reward_kwargs")
+    for key in others:
+        close = get_close_matches(key, _KWARGS, n=1, cutoff=0.8)
+        if close:
+            raise ValueError(f"reward_kwargs has {key!r}: did you mean {close[0]!r}? (it reads {', '.join(_KWARGS)})")
+    return _configured(form, server, on_failure, answer_field, tuple(columns) if columns is not None else None, tuple(extra_fields), token, timeout_s)
 
 
 def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **reward_kwargs: Any) -> Score:

@@ -223,3 +223,25 @@ def test_ranks_recording_to_one_file_number_their_groups_in_turn(tmp_path: Path)
     assert len(rows) == 40 and sorted(keys) == [(t, i) for t in range(20) for i in (0, 1)]
     aggregated = subprocess.run([sys.executable, "-m", "gym_metrics.cli", "aggregate", str(record)], capture_output=True, text=True, timeout=60)
     assert aggregated.returncode == 0, aggregated.stderr
+
+
+def test_the_adaptors_take_a_deadline_and_refuse_what_would_fail_every_sample() -> None:
+    """timeout_s could only be set on the client by hand; verl's reward_kwargs without `server`
+    was a TypeError of an internal function and a misspelt key was passed over (every sample
+    failed on a missing label); a URL for the server retried 5 s, then failed as a misformatted name."""
+    from gym_metrics.integrations import trl, verl
+    from gym_metrics.integrations._client import reward_client
+
+    trl.reward_function(server="127.0.0.1:9", timeout_s=7)
+    assert reward_client("127.0.0.1:9").timeout_s == 7.0
+    verl.reward_function("127.0.0.1:9", timeout_s=9)
+    assert reward_client("127.0.0.1:9").timeout_s == 9.0
+    with pytest.raises(ValueError, match=r"needs `server: HOST:PORT` in custom_reward_function.reward_kwargs"):
+        verl.compute_score("src", "4", "4", {})
+    with pytest.raises(ValueError, match=r"reward_kwargs has 'answer_feild': did you mean 'answer_field'\?"):
+        verl.compute_score("src", "4", "4", {}, server="127.0.0.1:9", answer_feild="x")
+    with pytest.raises(ValueError, match=r"give HOST:PORT .* without a scheme"):
+        trl.reward_function(server="http://127.0.0.1:50051")
+    with pytest.raises(ValueError, match="timeout_s must be a positive number"):
+        reward_client("127.0.0.1:9", timeout_s=0)
+    reward_client("127.0.0.1:9").close()

@@ -72,6 +72,16 @@ async def test_conversational_samples_and_a_renamed_label_column() -> None:
     assert rewards == [1.0, 0.0]
 
 
+@pytest.mark.parametrize("column", ["ground_truth", "labels", "answer"])
+async def test_a_label_under_a_conventional_name_is_the_label(column: str) -> None:
+    """The mapping says `ground_truth`, `labels` or `answer` is the label; TRL passes columns only,
+    and every completion failed on a missing expected_answer."""
+    async with serve_environment("math_exact") as server:
+        fn = reward_function(server.address)
+        rewards = await asyncio.to_thread(fn, prompts=["What is 2+2?"] * 2, completions=["4", "5"], **{column: ["4", "4"]})
+    assert rewards == [1.0, 0.0]
+
+
 async def test_a_completion_that_cannot_be_scored_is_never_a_silent_zero() -> None:
     async with serve_environment("math_exact") as server:  # without the label math_exact refuses each row
         skipped = await asyncio.to_thread(call, reward_function(server.address), expected_answer=None)

@@ -90,3 +90,16 @@ async def test_limit_flags_refuse_nonsense(flag: str, tmp_path: Path) -> None:
     )  # fmt: skip
     _, err = await asyncio.wait_for(proc.communicate(), timeout=30)
     assert proc.returncode == 2 and flag.encode() in err and b"Traceback" not in err
+
+
+def test_an_http_door_whose_port_is_taken_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """uvicorn's own bind failing exited the process from its task: two tracebacks."""
+    import socket
+
+    from gym_metrics import cli
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert cli.main(["serve", "math_exact", "--port", "0", "--http-port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"--http-port cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err

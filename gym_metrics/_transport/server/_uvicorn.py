@@ -11,6 +11,7 @@ bounded here; an idle kept-alive connection closes after uvicorn's 5 s.
 from __future__ import annotations
 
 import asyncio
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,12 +87,16 @@ async def start_uvicorn(app: Any, host: str, port: int, what: str, extra: str) -
         import uvicorn
     except ImportError:
         raise InvalidInputError(f"{what} needs the {extra} extra: pip install 'gym-metrics[{extra}]'") from None
+    try:  # bound here: uvicorn's own bind failing exits the process from its task (SystemExit, two tracebacks)
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as exc:
+        raise InvalidInputError(f"{what} cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     protocol = guarded_protocol(READ_TIMEOUT_S, MAX_CONNECTIONS)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False, http=protocol)
     server = uvicorn.Server(config)
     # uvicorn.Server.serve() swaps in its own SIGINT/SIGTERM handlers: the gRPC server owns the
     # signals (its graceful stop stops this door too), so serve without them.
-    task = asyncio.get_running_loop().create_task(server._serve())
+    task = asyncio.get_running_loop().create_task(server._serve(sockets=[sock]))
     for _ in range(1000):  # bounded: 10 s
         if server.started or task.done():
             break
