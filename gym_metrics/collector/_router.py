@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+from difflib import get_close_matches
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -99,6 +100,7 @@ class Router:
         self.environment_servers: dict[str, tuple[str, str]] = {}
         """The served config's environment server (name, type) of each of its agents."""
         self._servers: dict[str, EnvironmentServer] = {}
+        self._checked: set[str] = set()
 
     def environment_server(self, agent: str) -> EnvironmentServer:
         """The environment server NeMo Gym puts in front of `agent`: the served config's, else
@@ -109,6 +111,21 @@ class Router:
             server = EnvironmentServer(*given) if given else EnvironmentServer(relay_name(agent, self.agent_type), RELAY_TYPE)
             self._servers[agent] = server
         return server
+
+    def _check_agent(self, rollout: Rollout) -> None:
+        """An agent the served NeMo Gym config does not have (a misspelt `agent_ref.name`,
+        `--agent` or `--agent-map`; or a name of the user's own, a label) is said once: its
+        rollouts run as the config's agents do when they agree (simple_agent), and are scored
+        under that name. NeMo Gym's collection refuses such a row; here an agent is also a label
+        a run is compared by, so it is said, not refused."""
+        self._checked.add(rollout.agent)
+        known = self.environment_servers
+        if not known or rollout.agent in known:
+            return
+        close = get_close_matches(rollout.agent, list(known), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        self.log(f"warning: input line {rollout.line}: agent {rollout.agent!r} is not an agent of the served config{hint}: its agents are "
+                 f"{', '.join(sorted(known))}; its rollouts run as theirs, scored under {rollout.agent!r}")  # fmt: skip
 
     def to_verify(self) -> Iterator[Rollout]:
         opts = self.opts
@@ -126,6 +143,8 @@ class Router:
             self.tasks[item.agent].add(item.task)
             if shard is not None and not shard.owns(item.task, item.agent, f"line {item.line}"):
                 continue
+            if item.agent not in self._checked:
+                self._check_agent(item)
             key = (item.agent, item.task, item.rollout)
             if key in self.out.done:
                 self.skipped_done += 1

@@ -152,7 +152,7 @@ elsewhere_agent:
 
 
 @pytest.mark.parametrize("given", [None, 1])
-async def test_collect_stops_episodes_at_the_configs_max_steps(server: Any, tmp_path: Path, given: int | None) -> None:
+async def test_collect_stops_episodes_at_the_configs_max_steps(server: Any, tmp_path: Path, given: int | None, capsys: pytest.CaptureFixture[str]) -> None:
     """A NeMo Gym config's agent block says its episodes' `max_steps` (simple_agent stops there);
     served from that config, collect bounds each row's episode by its agent's (it ran unbounded
     without `--max-steps`, and its rows and metrics differed from NeMo Gym's). `--max-steps`
@@ -175,6 +175,8 @@ async def test_collect_stops_episodes_at_the_configs_max_steps(server: Any, tmp_
             info = await client.server_info()
             opts = CollectOptions(target=ModelTargetConfig(url=policy.url, model="scripted", api="responses"), max_steps=given)
             result = await collect_async(client, rows, tmp_path / "out.jsonl", opts)
+    warned = [line for line in capsys.readouterr().err.splitlines() if "is not an agent of the served config" in line]
+    assert len(warned) == 1 and "agent 'stranger' is not an agent of the served config: its agents are patient_agent, routes_env_agent, simulated_agent" in warned[0]
     assert info.agent_max_steps == {"routes_env_agent": 2, "patient_agent": 3}
     assert info.agent_types == {"routes_env_agent": "simple_agent", "patient_agent": "simple_agent", "simulated_agent": "tool_simulation_agent"}
     written = {r["agent_ref"]["name"]: r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
