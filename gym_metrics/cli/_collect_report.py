@@ -44,7 +44,7 @@ def report(result: Any, elapsed: float, note: str = "") -> int:
     if result.tool_calls:
         parts.insert(1, f"{result.tool_calls} tool calls ({result.failed_tool_calls} answered an error)")
     if result.episodes_at_max_steps:
-        parts.append(f"{result.episodes_at_max_steps} episodes stopped at --max-steps")
+        parts.append(f"{result.episodes_at_max_steps} episodes stopped at their max_steps (--max-steps, else their agent's in the config)")
     if result.token_gaps:
         parts.append(f"{result.token_gaps} token gaps (missing ids, unequal lengths, lineage breaks: ng_model_call_capture.gaps)")
     if result.episodes_retried:

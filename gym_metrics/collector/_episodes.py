@@ -47,7 +47,7 @@ from gym_metrics._transport.client import (
     tool_caller,
 )
 from gym_metrics._util.memory import fewer_gc_passes
-from gym_metrics.collector._generate import REQUEST_KEY, needs_generation
+from gym_metrics.collector._generate import NO_INPUT, REQUEST_KEY, needs_generation
 from gym_metrics.collector._options import RetryPolicy
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
@@ -159,6 +159,8 @@ class EpisodeRunner:
                 await self._attempts(rollout, self._verify_only)
             elif not isinstance(rollout.row.get(REQUEST_KEY), Mapping):
                 self._failed(rollout, f"no {REQUEST_KEY} (a Responses API request) to run an episode from")
+            elif "input" not in rollout.row[REQUEST_KEY] and not self.steps:  # (a reset's observation may be the first prompt)
+                self._failed(rollout, NO_INPUT)
             elif rollout.agent in self.agents:
                 code = self.agents[rollout.agent]  # built on first use: an agent that cannot be stops the run
                 await self._attempts(rollout, lambda client, rollout: self._agent_code(code, client, rollout))

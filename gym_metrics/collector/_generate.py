@@ -31,6 +31,7 @@ from gym_metrics.collector._verify import Batch
 from gym_metrics.targets import ByteBudget, Generation, GenerationError, ModelTarget, ModelTargetConfig
 
 REQUEST_KEY = "responses_create_params"
+NO_INPUT = f"{REQUEST_KEY} has no input: the prompt to ask the policy (NeMo Gym's request model requires it)"
 """The row field holding the Responses API request (NeMo Gym's task rows)."""
 
 ANSWER_BUDGET_BYTES = 256 << 20
@@ -165,6 +166,9 @@ class GeneratedBatches:
             request = rollout.row.get(REQUEST_KEY)
             if not isinstance(request, Mapping):
                 self._failed(rollout, f"no {REQUEST_KEY} (a Responses API request) to generate from")
+                return
+            if "input" not in request:
+                self._failed(rollout, NO_INPUT)
                 return
             trace = self.capture.trace() if self.capture is not None else None
             try:

@@ -9,6 +9,7 @@ import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +149,14 @@ def server_folder(path: Path, impl: str) -> Path:
     root = tree_root(path)
     if root is not None and (root / "resources_servers" / impl).is_dir():
         return root / "resources_servers" / impl
-    return path.resolve().parent.parent
+    folder = path.resolve().parent.parent
+    if root is not None and folder.parent == (root / "resources_servers").resolve() and folder.name != impl:
+        # in the tree, under another name: NeMo Gym's launcher looks for resources_servers/<impl>, not found (a misspelt key)
+        close = get_close_matches(impl, [p.name for p in (root / "resources_servers").iterdir() if p.is_dir()], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        why = f"{path}: resources_servers: {impl}: {root / 'resources_servers' / impl} is not a folder{hint}"
+        raise InvalidInputError("the config names an environment the tree does not have", [FieldViolation("resources_servers", why)])
+    return folder
 
 
 def _resolved(document: Any, block: str, path: Path) -> None:

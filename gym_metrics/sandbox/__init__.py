@@ -28,13 +28,13 @@ from gym_metrics.sandbox._providers import (
     provider_names,
     register_provider,
 )
-from gym_metrics.sandbox._interpreter import CellResult, PythonInterpreter
+from gym_metrics.sandbox._interpreter import SESSION_LIMITS, CellResult, PythonInterpreter
 
 __getattr__ = old_names(__name__)  # PythonSession: PythonInterpreter
 
 __all__ = [
     "CellResult", "DockerProvider", "ISOLATIONS", "ISOLATION_ENV", "Isolation", "KeptProgram", "Launcher",
     "LauncherGoneError", "Limits", "OPTIONS_ENV", "OpenRun", "PROVIDERS", "PROVIDER_ENV", "Pool", "Program", "Provider",
-    "PythonInterpreter", "RunResult", "SandboxBusyError", "SandboxError", "SandboxUnavailableError", "Stop", "bwrap_path",
+    "PythonInterpreter", "RunResult", "SESSION_LIMITS", "SandboxBusyError", "SandboxError", "SandboxUnavailableError", "Stop", "bwrap_path",
     "check_isolation", "default_isolation", "make_provider", "provider_names", "register_provider", "run_local",
 ]  # fmt: skip

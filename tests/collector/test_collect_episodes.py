@@ -118,7 +118,7 @@ async def test_max_steps_ends_an_episode(tmp_path: Path) -> None:
 
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         assert report(result, 1.0) == 0
-    assert "2 episodes stopped at --max-steps" in printed.getvalue()
+    assert "2 episodes stopped at their max_steps" in printed.getvalue()
 
 
 async def test_an_episode_that_ends_by_itself_is_not_counted_as_stopped(tmp_path: Path) -> None:

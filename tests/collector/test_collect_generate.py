@@ -160,11 +160,17 @@ async def test_a_policy_that_is_always_down_gives_failed_rollouts_and_the_run_en
 
 
 async def test_a_row_without_a_request_is_a_failed_rollout(math_server: str, tmp_path: Path) -> None:
-    src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(0), {"agent_ref": {"name": "policy"}, "expected_answer": "1"}])
+    """A request without `input` went to the policy, which was asked an empty prompt."""
+    no_input = {"agent_ref": {"name": "policy"}, "expected_answer": "1", "responses_create_params": {"temperature": 0.5}}
+    src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(0), {"agent_ref": {"name": "policy"}, "expected_answer": "1"}, no_input])
     with ScriptedPolicyServer(ANSWERS) as policy:
         result = await run(math_server, src, tmp_path / "out.jsonl", CollectOptions(target=policy_config(policy)))
+        assert sum(policy.calls.values()) == 1
     errors = [r["_gm_error"] for r in rows_of(result.rollouts_path) if "_gm_error" in r]
-    assert errors == [{"kind": "generation", "message": "input line 2: no responses_create_params (a Responses API request) to generate from"}]
+    assert sorted(e["message"] for e in errors) == [
+        "input line 2: no responses_create_params (a Responses API request) to generate from",
+        "input line 3: responses_create_params has no input: the prompt to ask the policy (NeMo Gym's request model requires it)",
+    ]
 
 
 async def test_resume_never_asks_the_policy_again_for_a_written_rollout(math_server: str, tmp_path: Path) -> None:

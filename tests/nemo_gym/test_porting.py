@@ -93,6 +93,18 @@ def test_bad_configs_name_what_is_wrong(tmp_path: Path, text: str, field: str) -
     assert error.value.violations[0].field == field
 
 
+def test_a_misspelt_environment_in_its_tree_is_named(tmp_path: Path) -> None:
+    """`resources_servers: echo_envv:` in echo_env's own configs/ was served from echo_env (NeMo
+    Gym's launcher looks for resources_servers/echo_envv and stops)."""
+    shutil.copytree(ECHO.parents[1], tmp_path / "resources_servers" / "echo_env")
+    config = tmp_path / "resources_servers" / "echo_env" / "configs" / "echo_env.yaml"
+    config.write_text(config.read_text().replace("    echo_env:", "    echo_envv:", 1))
+    with pytest.raises(InvalidInputError) as error:
+        load_config_server(config)
+    assert error.value.violations[0].field == "resources_servers"
+    assert "resources_servers/echo_envv is not a folder (did you mean 'echo_env'?)" in error.value.violations[0].description
+
+
 def test_a_field_of_the_wrong_type_is_named() -> None:
     with pytest.raises(InvalidInputError) as error:
         load_config_server(ECHO, overrides=["bonus=lots"])
