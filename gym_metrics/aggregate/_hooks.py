@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
+
 from gym_metrics.errors import GymMetricsError, UserCodeError
 
 
@@ -22,4 +24,9 @@ def called(name: str, hook: Callable[..., Any], *args: Any) -> Any:
         return {}
     if not isinstance(answer, Mapping):
         raise UserCodeError(name, TypeError(f"it returned {type(answer).__name__}; expected a dict of metric names to values"))
+    for key, value in answer.items():  # the metrics file holds them: one JSON cannot was an internal error naming neither hook nor key
+        try:
+            orjson.dumps(value[:100] if isinstance(value, list) else value, option=orjson.OPT_SERIALIZE_NUMPY)  # (a long list: its head)
+        except TypeError as exc:
+            raise UserCodeError(name, TypeError(f"its {key!r} is a {type(value).__name__}, which the metrics file (JSON) cannot hold: {exc}")) from None
     return answer

@@ -148,6 +148,9 @@ def test_an_environment_hook_that_fails_is_named(tmp_path: Path) -> None:
         "        return {}\n"
         "    def get_key_metrics(self, agent_metrics):\n"
         "        return ['mean/reward']\n"
+        "class Setted(Raises):\n"
+        "    def compute_metrics(self, tasks):\n"
+        "        return {'fine': 1.0, 'set_metric': {1, 2}}\n"
     )
     src = tmp_path / "in.jsonl"
     src.write_text('{"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}\n')
@@ -158,6 +161,7 @@ def test_an_environment_hook_that_fails_is_named(tmp_path: Path) -> None:
         ("Raises", "compute_metrics raised KeyError: 'score'"),
         ("Listed", "get_key_metrics raised TypeError: it returned list"),
         ("Unnamed", "compute_metrics raised TypeError: per_task_metrics[0] has no _ng_task_index"),
+        ("Setted", "compute_metrics raised TypeError: its 'set_metric' is a set, which the metrics file (JSON) cannot hold"),
     ):
         proc = run("aggregate", str(src), "--env", f"{env}:{name}", "-o", str(tmp_path / "m.json"))
         assert proc.returncode == 1 and f"error: {words}" in proc.stderr and "internal error" not in proc.stderr, proc.stderr
