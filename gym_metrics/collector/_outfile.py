@@ -170,16 +170,36 @@ def _sidecar_rows(path: Path) -> list[Any]:
     return rows
 
 
+def _sidecar_attempts(path: Path, default_agent: str | None) -> list[tuple[RolloutKey | None, bool]]:
+    """Each sidecar row's rollout (None: no indices) and whether it is terminal, read column-wise
+    (its other fields, a failed rollout's whole response, never parsed); a file that reader
+    cannot take (a field of another type) row by row."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    schema = pa.schema([("agent_ref", pa.struct([("name", pa.string())])), ("_ng_task_index", pa.int64()),
+                        ("_ng_rollout_index", pa.int64()), (TERMINAL_KEY, pa.bool_())])  # fmt: skip
+    try:
+        table = pj.read_json(path, read_options=pj.ReadOptions(block_size=4 << 20),
+                             parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))  # fmt: skip
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeDecodeError):
+        return [(sidecar_key(row, default_agent), bool(row.get(TERMINAL_KEY)) if isinstance(row, dict) else False) for row in _sidecar_rows(path)]
+    names = [ref.get("name") if ref else None for ref in table.column("agent_ref").to_pylist()]
+    tasks, rollouts = table.column("_ng_task_index").to_pylist(), table.column("_ng_rollout_index").to_pylist()
+    flags = table.column(TERMINAL_KEY).to_pylist()
+    fallback = default_agent or ""
+    return [((str(n or fallback), t, r) if t is not None and r is not None else None, bool(f)) for n, t, r, f in zip(names, tasks, rollouts, flags)]
+
+
 def _retries(path: Path, written: set[RolloutKey], default_agent: str | None, max_attempts: int) -> Retries:
     """NeMo Gym's resume rule over the sidecar `path` (Retries)."""
     attempts: dict[RolloutKey, int] = {}
     terminal: set[RolloutKey] = set()
-    for row in _sidecar_rows(path):
-        key = sidecar_key(row, default_agent)
+    for key, is_terminal in _sidecar_attempts(path, default_agent):
         if key is None or key in written:
             continue
         attempts[key] = attempts.get(key, 0) + 1
-        if row.get(TERMINAL_KEY):
+        if is_terminal:
             terminal.add(key)
     again = {key: n for key, n in attempts.items() if key not in terminal and n < max_attempts}
     return Retries(again, set(attempts) - set(again), len(terminal), sum(attempts.values()))

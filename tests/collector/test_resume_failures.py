@@ -118,3 +118,17 @@ def test_an_agent_whose_every_rollout_is_in_the_sidecar_exits_3(tmp_path: Path, 
     err = capsys.readouterr().err
     assert code == 3
     assert f"error: agent a: 6 of 6 rollouts failed verification (judge_failed: 6) — none scored: see {tmp_path / 'out_failures.jsonl'}" in err
+
+
+def test_a_sidecar_the_columnar_reader_refuses_is_read_row_by_row(tmp_path: Path) -> None:
+    """The sidecar is read column-wise (its rows' responses never parsed); a field of another
+    type than that reader expects (a terminal mark written as text) is read row by row, alike."""
+    from gym_metrics.collector._outfile import _sidecar_attempts
+
+    plain = tmp_path / "plain.jsonl"
+    _jsonl(plain, REFERENCE["sidecar"])
+    odd = tmp_path / "odd.jsonl"
+    _jsonl(odd, [*REFERENCE["sidecar"], {"_ng_task_index": 9, "_ng_rollout_index": 0, "_ng_failure_terminal": "yes"}])
+    expected = [(("a", r["_ng_task_index"], 0) if "_ng_task_index" in r else None, bool(r.get("_ng_failure_terminal"))) for r in REFERENCE["sidecar"]]
+    assert _sidecar_attempts(plain, None) == expected
+    assert _sidecar_attempts(odd, "dflt") == [*expected, (("dflt", 9, 0), True)]
