@@ -259,8 +259,9 @@ class Router:
                 with_trajectory(row, rollout)
             if rollout.stored_reward is not None:
                 row[STORED_REWARD_KEY] = rollout.stored_reward
-                self.reverified += 1
-                self.rewards_changed += not _same_reward(rollout.stored_reward, row.get("reward"))
+                if kind is None:  # (a row that failed has no new reward to differ: it is counted as failed)
+                    self.reverified += 1
+                    self.rewards_changed += not _same_reward(rollout.stored_reward, row.get("reward"))
             lines.append(dumps_row(row))
         self.flush()
         self.out.write(lines)

@@ -7,13 +7,15 @@ from typing import Any
 
 import orjson
 
-from gym_metrics.errors import GymMetricsError, InvalidInputError
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
 
 def read_scorer_config(path: Path | None) -> dict[str, Any] | None:
     """The options in `path` as a dict (None for no file, {} for an empty one)."""
     if path is None:
         return None
+    if not path.is_file():
+        raise InvalidInputError("scorer config not found", [FieldViolation("--scorer-config", f"{path}: no such file" if not path.exists() else f"{path}: not a file")])
     text = path.read_bytes()
     if path.suffix.lower() in (".yaml", ".yml"):
         try:

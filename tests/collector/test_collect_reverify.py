@@ -48,6 +48,16 @@ async def test_reverify_scores_every_row_again_and_keeps_the_stored_reward(tmp_p
     assert "--reverify: 2 of 3 rewards differ from the stored ones" in printed.getvalue()
 
 
+async def test_a_row_that_fails_again_is_not_a_changed_reward(tmp_path: Path) -> None:
+    """Rows the environment refused on --reverify (no new reward) were counted as rewards that
+    differ: "5 of 5 rewards differ" when all five failed."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "response": _response("4"), "reward": 1.0}) + "\n")
+    async with serve_environment(MathExactServer()) as server, ResourcesClient(server.address) as client:
+        result = await collect_async(client, bad, tmp_path / "out.jsonl", CollectOptions(reverify=True))  # no expected_answer: refused
+    assert (result.reverified, result.rewards_changed) == (0, 0)
+
+
 async def test_without_reverify_scored_rows_pass_through_and_the_summary_says_so(tmp_path: Path) -> None:
     rows = _rows(tmp_path / "rows.jsonl")
     async with serve_environment(MathExactServer()) as server, ResourcesClient(server.address) as client:

@@ -148,7 +148,7 @@ def test_tool_calling_metric_from_the_cli(tmp_path: Path) -> None:
         (["--metric", "tool_call_accuracy", "--metric-config", "{bad_key}"], "config.strict"),
         (["--metric", "tool_call_accuracy", "--metric-config", "{not_json}"], "not valid JSON"),
         (["--metric", "tool_call_accuracy", "--metric-config", "{list_json}"], "must be an object"),
-        (["--metric", "tool_call_accuracy", "--metric-config", "{missing}"], "No such file"),
+        (["--metric", "tool_call_accuracy", "--metric-config", "{missing}"], "error: scorer config not found: --scorer-config: "),
         (["--server", "127.0.0.1:1", "--metric-config", "{config}"], "--scorer-config configures in-process scorers"),
         (["--scorer", "tool_call_accuracy", "--scorer-config", "{list_json}"], "must be an object"),
     ],
