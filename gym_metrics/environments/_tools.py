@@ -145,7 +145,7 @@ def _spec(cls: type, attr: str, name: str) -> ToolSpec:
         hint = hints.get(others[0].name)
         if not (isinstance(hint, type) and issubclass(hint, pydantic.BaseModel)):
             raise TypeError(f"tool {cls.__name__}.{attr}: annotate {others[0].name!r} with a pydantic model")
-        model = hint
+        model = _closed(hint)
     if params and params[0].name == "session" and others:
         raise TypeError(f"tool {cls.__name__}.{attr}: put the arguments model before `session`")
     doc = inspect.getdoc(func) or ""
@@ -156,6 +156,22 @@ def _spec(cls: type, attr: str, name: str) -> ToolSpec:
         return await func(env, *params, *([state] if takes_session else []))
 
     return ToolSpec(name, doc.split("\n\n")[0].strip(), model, invoke)
+
+
+_CLOSED: dict[type[pydantic.BaseModel], type[pydantic.BaseModel]] = {}
+
+
+def _closed(model: type[pydantic.BaseModel]) -> type[pydantic.BaseModel]:
+    """`model`, refusing arguments it does not declare unless its config says otherwise (a
+    misspelt argument was dropped and the call ran with the default: a wrong call scored as
+    right); its schema then says so (`additionalProperties: false`). A subclass of it, so the
+    tool's method gets an instance of the model it names."""
+    if "extra" in model.model_config:
+        return model
+    closed = _CLOSED.get(model)
+    if closed is None:
+        closed = _CLOSED[model] = type(model.__name__, (model,), {"model_config": {**model.model_config, "extra": "forbid"}, "__module__": model.__module__, "__qualname__": model.__qualname__})
+    return closed
 
 
 def find_tool(tools: Mapping[str, ToolSpec], name: str) -> ToolSpec:

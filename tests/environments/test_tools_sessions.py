@@ -74,6 +74,11 @@ async def test_what_the_model_gets_wrong_is_named() -> None:
         assert "arguments_json.count" in str(bad.value)  # the gRPC field that carries them
         with pytest.raises(InvalidInputError):
             await client.call_tool(session, "increment_counter", "{not json")
+        with pytest.raises(InvalidInputError) as misspelt:  # was dropped, the call running with the default: a wrong call scored right
+            await client.call_tool(session, "increment_counter", {"count": 1, "cuont": 2})
+        assert "arguments_json.cuont" in str(misspelt.value) and "Extra inputs are not permitted" in str(misspelt.value)
+        info = await client.server_info()
+        assert info.tools[0]["parameters"]["additionalProperties"] is False  # the model is told
         with pytest.raises(InvalidInputError) as seed:
             await client.seed_session({"initial_count": "three"})
         assert "initial_count" in str(seed.value)
