@@ -260,7 +260,7 @@ class RewardClient:
             scored = [Scored(a.rewards, a.failed, a.error_message, a.response_json) for a in answers]
             if self.record_path is not None:
                 try:
-                    self._record([(item.row, item.step) for item in batch], scored)
+                    self._record([(item.row, item.step, item.group.completion_json) for item in batch], scored)
                 except (OSError, ValueError) as exc:  # the trainer must not get rewards the file lacks
                     raise RewardFailure(f"scored, but recording to {self.record_path} failed: {type(exc).__name__}: {exc}") from exc
         except BaseException as exc:  # every group of the batch gets the error
@@ -315,21 +315,30 @@ class RewardClient:
             await connection.close()
         self._client, self._connections = None, []
 
-    def _record(self, rows: list[tuple[Any, int | None]], scored: list[Scored]) -> None:
+    def _record(self, rows: list[tuple[Any, int | None, Sequence[str]]], scored: list[Scored]) -> None:
         """Append every scored completion as a rollout row (agent `step_<n>`, or `train` when
         the step is not known; a task per group, numbered on from the file's last row under a
         lock, so ranks recording to one file never share a task index), so `gym-metrics
-        aggregate` gives the training-time metrics with the numbers of any other run."""
+        aggregate` gives the training-time metrics with the numbers of any other run. A verify
+        answer that echoes neither gets the request and the completion (as a Responses object),
+        so a recorded sample can be read."""
+        from gym_metrics.environments import text_response
+
         assert self.record_path is not None
         with self._record_lock, self.record_path.open("ab+") as f:
             _lock(f)
             task = _next_task(f)
             lines = []
-            for (row, step), group in zip(rows, scored):
+            for (row, step, completions), group in zip(rows, scored):
                 base = row if isinstance(row, Mapping) else orjson.loads(row)
                 agent = {"name": "train" if step is None else f"step_{step}"}
                 for i, (text, error) in enumerate(zip(group.responses, group.errors)):
                     entry = orjson.loads(text) if text else {**base, "_gm_error": {"kind": "verify_failed", "message": error}}
+                    if "response" not in entry and i < len(completions):
+                        given = orjson.loads(completions[i])
+                        entry = {"response": text_response(given) if isinstance(given, str) else given, **entry}
+                    if "responses_create_params" not in entry and "responses_create_params" in base:
+                        entry = {"responses_create_params": base["responses_create_params"], **entry}
                     lines.append(orjson.dumps({**entry, "agent_ref": agent, "_ng_task_index": task, "_ng_rollout_index": i}, option=orjson.OPT_SERIALIZE_NUMPY, default=repr) + b"\n")
                 task += 1
             f.write(b"".join(lines))  # one write: whole lines or a cut last one

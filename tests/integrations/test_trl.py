@@ -116,6 +116,9 @@ async def test_recorded_training_rewards_aggregate_like_any_run(tmp_path: Path) 
     rows = [json.loads(line) for line in record.read_text().splitlines()]
     assert [r["agent_ref"]["name"] for r in rows] == ["step_7"] * 6 + ["step_8"] * 6
     assert [r["reward"] for r in rows[:6]] == [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]
+    # what was asked and answered (math_exact's verify echoes neither): a recorded sample can be read
+    assert [r["response"]["output"][0]["content"][0]["text"] for r in rows[:6]] == [c for c in COMPLETIONS]
+    assert all(r["responses_create_params"]["input"] for r in rows)
     metrics, _, _ = aggregate_file(record, tmp_path / "train_aggregate_metrics.json")
     by_step = {m["agent_ref"]["name"]: m["agent_metrics"]["mean/reward"] for m in json.loads(metrics.read_text())}
     assert by_step == {"step_7": pytest.approx(4 / 6), "step_8": pytest.approx(4 / 6)}
