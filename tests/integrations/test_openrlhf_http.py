@@ -124,6 +124,8 @@ async def test_the_group_form_failures_limits_and_token() -> None:
             assert "expected_answer" in unscored["gm_errors"][0]  # and why, beside the numbers OpenRLHF averages
             too_big = await http.post(f"{url}/get_reward", content=b"x" * 5000, headers={**auth, "content-type": "application/json"})
             assert too_big.status_code == 413 and "max-message-mb" in too_big.json()["error"]
+            misspelt = await http.post(f"{url}/score_groups", json={"groups": [{"rows": {"expected_answer": "4"}, "completions": ["4"]}]}, headers=auth)
+            assert misspelt.status_code == 400 and "groups[0] has 'rows': a group is {row, completions}" in misspelt.json()["error"]
             mismatched = await http.post(f"{url}/get_reward", json={"query": ["a", "b"], "prompts": ["a"]}, headers=auth)
             assert mismatched.status_code == 400 and "prompts" in mismatched.json()["error"]
             assert (await http.post(f"{url}/nope", json={}, headers=auth)).status_code == 404

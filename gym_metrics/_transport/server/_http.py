@@ -145,6 +145,10 @@ class RewardRoutes:
         for i, g in enumerate(given):
             if not isinstance(g, Mapping) or not isinstance(g.get("completions"), list):
                 raise InvalidInputError(f"groups[{i}] must be an object with `row` and a `completions` list")
+            other = sorted(set(g) - {"row", "completions"})
+            if other or not isinstance(g.get("row", {}), Mapping):  # (`rows`: every completion failed on the row's missing fields)
+                why = f"has {', '.join(map(repr, other))}" if other else "has a `row` that is not an object"
+                raise InvalidInputError(f"groups[{i}] {why}: a group is {{row, completions}}")
             groups.append(Group(g.get("row") or {}, g["completions"]))
         scored = await score_groups(self.handler, groups, omit_responses=bool(data.get("omit_responses")))
         return {"groups": [
