@@ -23,9 +23,13 @@ def load_agents(
     file names when those clash); their task sets must match unless `common_tasks`. `skipped`
     hears of each file's lines `on_bad_line="skip"` left out."""
     if len(paths) == 1:
-        if not names:
-            raise InvalidInputError(f"{paths[0]}: name the agents to compare with --agents A B [...]")
         read = read_rollouts(paths[0], on_bad_line=on_bad_line)
+        if not names:
+            held = sorted(read.agents)
+            if len(held) < 2:
+                raise InvalidInputError(f"{paths[0]} holds {len(held)} agent{'' if len(held) == 1 else 's'} ({', '.join(held) or 'none'}): "
+                                        "compare needs two (give a second rollouts file)")  # fmt: skip
+            raise InvalidInputError(f"{paths[0]}: name the agents to compare with --agents A B [...] (it holds {', '.join(held)})")
         if skipped is not None and read.bad_lines:
             skipped(paths[0], read.bad_lines)
         return dict(read.agents), list(names)

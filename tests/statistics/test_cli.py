@@ -134,7 +134,7 @@ def test_two_files_match_tasks_and_refuse_a_mismatch(tmp_path: Path, capsys: pyt
     [
         (["--agents", "a", "zz"], "unknown agent 'zz'"),
         (["--agents", "a"], "at least two distinct agents"),
-        ([], "name the agents to compare"),
+        ([], "name the agents to compare with --agents A B [...] (it holds a, b, c)"),
         (["--agents", "a", "b", "--fail-if-worse-by", "-1"], "must be a finite number >= 0"),
         (["--agents", "a", "b", "--alpha", "2"], "must be between 0 and 1"),
     ],
@@ -142,6 +142,13 @@ def test_two_files_match_tasks_and_refuse_a_mismatch(tmp_path: Path, capsys: pyt
 def test_bad_input_exits_2_in_one_line(three: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     code, _, err = cli(capsys, "compare", three, *args)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_a_file_of_one_agent_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was "name the agents to compare with --agents A B" for a file holding one agent."""
+    a, _ = suite(5, 1, [0.0, 0.0])
+    code, _, err = cli(capsys, "compare", write(tmp_path / "A.jsonl", rows("a", a)))
+    assert code == 2 and "holds 1 agent (a): compare needs two (give a second rollouts file)" in err
 
 
 def test_a_bad_line_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
