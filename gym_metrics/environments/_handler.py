@@ -79,6 +79,8 @@ class EnvironmentHandler:
         self._timeout = verify_timeout_s
         self._recorder = recorder
         self._aggregations = 0
+        self.verify_failures = 0
+        """Verifies of a batch whose environment code raised, since the server started."""
 
     # ----------------------------------------------------------------- verify
 
@@ -171,11 +173,22 @@ class EnvironmentHandler:
                 kinds[TIMEOUT] += 1
                 write(item, 0.0, "", TIMEOUT, str(exc))
             except Exception as exc:
-                log.warning("verify failed for task %d rollout %d", *key(item), exc_info=exc)
+                self._logged_failure(key(item), exc)
                 kinds[VERIFY_FAILED] += 1
                 write(item, 0.0, "", VERIFY_FAILED, str(exc))
             else:
                 write(item, reward, response_json, None, "")
+
+    def _logged_failure(self, where: tuple[int, int], exc: Exception) -> None:
+        """The first three failed verifies with their traceback, then a line at the 10th, 100th,
+        ... (each row's error is in its answer): a run of thousands failing was thousands of
+        25-line tracebacks."""
+        self.verify_failures += 1
+        n = self.verify_failures
+        if n <= 3:
+            log.warning("verify failed for task %d rollout %d", *where, exc_info=exc)
+        elif n >= 10 and str(n).strip("0") == "1":
+            log.warning("%d verifies failed so far (each answered with its error); the last: task %d rollout %d: %s: %s", n, *where, type(exc).__name__, exc)
 
     # ----------------------------------------------------------------- aggregate
 

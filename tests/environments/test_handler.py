@@ -8,6 +8,7 @@ import asyncio
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import pytest
 
@@ -225,3 +226,25 @@ def test_the_handler_loads_no_grpc() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
+
+
+async def test_failed_verifies_log_three_tracebacks_then_a_line_at_each_power_of_ten(caplog: pytest.LogCaptureFixture) -> None:
+    """A batch of thousands failing wrote a 25-line traceback each (each row's error is in its answer)."""
+    import logging
+
+    from gym_metrics import BaseVerifyRequest, SimpleResourcesServer
+    from gym_metrics.environments import EnvironmentHandler
+
+    class Broken(SimpleResourcesServer):
+        async def verify(self, body: BaseVerifyRequest) -> Any:
+            raise ValueError("no judge")
+
+    handler = EnvironmentHandler(Broken())
+    written: list[str | None] = []
+    bodies = [{"responses_create_params": {"input": "q"}, "response": {"output": []}}] * 120
+    with caplog.at_level(logging.WARNING, logger="gym_metrics"):
+        await handler.verify_batch(bodies, lambda i, r, t, kind, m: written.append(kind), handler.slots(), lambda i: (i, 0))
+    said = [r for r in caplog.records if "verif" in r.getMessage()]
+    assert len(written) == 120 and set(written) == {"verify_failed"}
+    assert sum(r.exc_info is not None for r in said) == 3 and len(said) == 5  # 3 tracebacks, then at the 10th and 100th
+    assert "100 verifies failed so far" in said[-1].getMessage() and "ValueError: no judge" in said[-1].getMessage()
