@@ -33,7 +33,7 @@ about that long, not when the whole dataset has been scored."""
 
 
 def evaluate(
-    metric: Scorer | str,
+    scorer: Scorer | str,
     dataset: Iterable[Mapping[str, Any] | RowError],
     *,
     config: Mapping[str, Any] | None = None,
@@ -45,13 +45,13 @@ def evaluate(
     tools: ToolEnvironment | None = None,
     capture_model_calls: bool = False,
 ) -> EvaluationScores:
-    """Score every row of `dataset` with `metric`; see `evaluate_async`.
+    """Score every row of `dataset` with `scorer`; see `evaluate_async`.
 
     Safe to call from code already running an event loop (e.g. a notebook): the run then gets
     its own loop in a worker thread.
     """
     coro = evaluate_async(
-        metric, dataset, config=config, parallelism=parallelism, limit_samples=limit_samples,
+        scorer, dataset, config=config, parallelism=parallelism, limit_samples=limit_samples,
         target=target, prompt_template=prompt_template, progress=progress, tools=tools,
         capture_model_calls=capture_model_calls,
     )  # fmt: skip
@@ -59,7 +59,7 @@ def evaluate(
 
 
 async def evaluate_async(
-    metric: Scorer | str,
+    scorer: Scorer | str,
     dataset: Iterable[Mapping[str, Any] | RowError],
     *,
     config: Mapping[str, Any] | None = None,
@@ -71,7 +71,7 @@ async def evaluate_async(
     tools: ToolEnvironment | None = None,
     capture_model_calls: bool = False,
 ) -> EvaluationScores:
-    """Score every row of `dataset` with `metric` (an instance, or a registered name plus
+    """Score every row of `dataset` with `scorer` (an instance, or a registered name plus
     `config`), at most `parallelism` rows at a time, the first `limit_samples` rows only if
     given. Rows are read lazily, so a file-backed dataset is never held in memory.
 
@@ -84,7 +84,7 @@ async def evaluate_async(
 
     A row that raises (RowError or anything else) gets NaN scores and its error; a dataset item
     that is itself a RowError (e.g. an unreadable JSONL line) is recorded the same way. The
-    metric's `aclose()` is called once at the end. `progress` (a RowProgress) is told of
+    scorer's `aclose()` is called once at the end. `progress` (a RowProgress) is told of
     every row as it finishes; the caller closes it.
     """
     if parallelism < 1:
@@ -97,15 +97,15 @@ async def evaluate_async(
         raise InvalidInputError("tools go with a target: the episode's policy is the target")
     if capture_model_calls and target is None:
         raise InvalidInputError("capture_model_calls goes with a target: it records the target's calls")
-    if isinstance(metric, str):
-        metric = get_scorer(metric, config)
+    if isinstance(scorer, str):
+        scorer = get_scorer(scorer, config)
     elif config is not None:
-        raise InvalidInputError("config goes with a metric name; an instance is already configured")
+        raise InvalidInputError("config goes with a scorer's name; an instance is already configured")
     try:
         rows = dataset if limit_samples is None else islice(dataset, limit_samples)
-        return await _score_all(metric, rows, parallelism, target, prompt_template, progress, tools, capture_model_calls)
+        return await _score_all(scorer, rows, parallelism, target, prompt_template, progress, tools, capture_model_calls)
     finally:
-        await metric.aclose()
+        await scorer.aclose()
 
 
 class RowSink(Protocol):

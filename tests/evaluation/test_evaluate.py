@@ -237,8 +237,9 @@ def test_bad_arguments() -> None:
         evaluate(Echo(), [], parallelism=0)
     with pytest.raises(InvalidInputError, match="limit_samples"):
         evaluate(Echo(), [], limit_samples=-1)
-    with pytest.raises(InvalidInputError, match="config goes with a metric name"):
+    with pytest.raises(InvalidInputError, match="config goes with a scorer.s name"):
         evaluate(Echo(), [], config={"a": 1})
+    assert len(evaluate(scorer=Echo(), dataset=[{"x": 1}])) == 1  # the docs' word for it (was `metric=`)
 
 
 async def test_sync_evaluate_inside_a_running_loop() -> None:
