@@ -340,7 +340,7 @@ class EpisodeFailed(Exception):
     def __init__(self, stage: str, cause: Exception, response: Any) -> None:
         super().__init__(str(cause))
         self.stage, self.response = stage, response
-        self.terminal = isinstance(cause, InvalidInputError)  # refused (a 4xx there); a failure a retry may not meet again
+        self.terminal = isinstance(cause, InvalidInputError)  # refused (NeMo Gym's 4xx): a retry would be refused again
         self.message = cause.details if isinstance(cause, RemoteCallError) else str(cause)
 
     def row(self, agent: str) -> dict[str, Any]:

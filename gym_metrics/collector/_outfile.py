@@ -46,7 +46,7 @@ class Retries:
     again: dict[RolloutKey, int] = field(default_factory=dict)
     """Rollouts run again -> their failed attempts so far."""
     given_up: set[RolloutKey] = field(default_factory=set)
-    """Rollouts not run again: `terminal` of them had a terminal attempt, the rest `maxed`."""
+    """Rollouts not run again: `terminal` of them had a terminal attempt, the rest had every attempt allowed."""
     terminal: int = 0
     attempts: int = 0
     """Failed attempts in the sidecar, of rollouts not in the output."""
