@@ -106,7 +106,7 @@ async def test_a_shard_whose_worker_dies_is_run_again(ray_cluster: ModuleType, t
 
 async def test_a_shards_bad_line_is_named_and_a_left_sidecar_is_done(ray_cluster: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A shard stopped by a bad input line said only its exit code; the failures sidecar a run
-    left was not sent to the shards (its rollouts were attempted again)."""
+    left was not sent to the shards (its rollouts were attempted again, though terminal)."""
     src = tasks(tmp_path / "tasks.jsonl")
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(src.read_bytes() + b"{not json\n")
@@ -119,11 +119,11 @@ async def test_a_shards_bad_line_is_named_and_a_left_sidecar_is_done(ray_cluster
             assert await run(server.address, policy, src, tmp_path / "one.jsonl") == 0
             out = tmp_path / "out.jsonl"
             lines = (tmp_path / "one.jsonl").read_bytes().splitlines(keepends=True)
-            failed = lines[2::7]
-            out.write_bytes(b"".join(line for line in lines if line not in failed))
+            failed = [json.dumps({**json.loads(line), "_ng_failure_terminal": True}).encode() + b"\n" for line in lines[2::7]]  # never to run again
+            out.write_bytes(b"".join(line for line in lines if line not in lines[2::7]))
             out.with_name("out_failures.jsonl").write_bytes(b"".join(failed))
             policy.calls.clear()
             assert await run(server.address, policy, src, out, "--ray", "--processes", "2", "--resume") == 0
             assert sum(policy.calls.values()) == 0
-    assert out.read_bytes().splitlines(keepends=True) == [line for line in in_key_order(tmp_path / "one.jsonl") if line not in failed]
+    assert out.read_bytes().splitlines(keepends=True) == [line for line in in_key_order(tmp_path / "one.jsonl") if line not in lines[2::7]]
     assert sorted(out.with_name("out_failures.jsonl").read_bytes().splitlines(keepends=True)) == sorted(failed)
