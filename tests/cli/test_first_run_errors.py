@@ -55,18 +55,19 @@ def one_error_line(err: str) -> str:
          "TypeError: Env.verify takes the rollout's body"),
         (ENV.format(extra="", reward="1.0") + "\n\nclass Keyed(Env):\n    key_metrics = 'mean/reward'\n", 9,
          "TypeError: Keyed.key_metrics must be a list of patterns: key_metrics = ['mean/reward']"),
-        (ENV.format(extra="from gym_metrics import tool", reward="1.0") + "\n    @tool\n    def add(self, session):\n        return 1\n", 8,
-         "TypeError: @tool Env.add must be an async method"),
+        (ENV.format(extra="from gym_metrics import tool", reward="1.0") + "\n    @tool\n    def add(self, session):\n        return 1\n",
+         (8, 9), "TypeError: @tool Env.add must be an async method"),  # (the decorator's line; Python 3.10 names the def's)
     ],
 )
 def test_a_broken_environment_file_is_exit_2_naming_file_and_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str, line: int, kind: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str, line: int | tuple[int, ...], kind: str
 ) -> None:
     app = tmp_path / "app.py"
     app.write_text(source)
     assert cli.main(["serve", f"{app}:Env", "--port", "0"]) == 2
     message = one_error_line(capsys.readouterr().err)
-    assert f"{app}:{line}: {kind}" in message and "internal error" not in message, message
+    lines = line if isinstance(line, tuple) else (line,)
+    assert any(f"{app}:{n}: {kind}" in message for n in lines) and "internal error" not in message, message
 
 
 async def test_serve_file_imports_its_sibling_modules(tmp_path: Path) -> None:
