@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics.cli._base import InputFileError, non_negative_int, warn_bad_lines
+from gym_metrics.errors import FieldViolation, InvalidInputError
 
 VERDICT_HELP = "exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE (docs/statistics.md#verdicts)"
 
@@ -41,7 +42,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--method", choices=_MethodNames(), metavar="{paired,bootstrap}", default="paired",
                    help="paired: clustered paired t test (default); bootstrap: paired bootstrap (two agents, one metric)")  # fmt: skip
     p.add_argument("--adjust", choices=["holm", "bh"], default="holm", help="p-value adjustment over all comparisons")
-    p.add_argument("--alpha", type=_probability, default=0.05, help="test level; intervals are at 1 - alpha (the bootstrap interval is always 95%%)")
+    p.add_argument("--alpha", type=_probability, help="test level (default 0.05); intervals are at 1 - alpha (paired method only: the bootstrap's is always 95%%)")
     p.add_argument("--power", type=_probability, default=0.8, help="power for the minimum detectable effect")
     p.add_argument("--fail-if-worse-by", type=_margin, metavar="DELTA", help=f"FAIL if A is worse than B by more than DELTA; {VERDICT_HELP}")
     p.add_argument("--require-better-by", type=_margin, metavar="DELTA", help=f"PASS only if A beats B by more than DELTA; {VERDICT_HELP}")
@@ -96,10 +97,12 @@ def run(ns: argparse.Namespace) -> int:
     """Any registered method (`--method`): its report, then the verdict on the first agent."""
     from gym_metrics.compare import CompareOptions, gate, get_method, load_agents
 
+    if ns.alpha is not None and ns.method == "bootstrap":  # (it printed a 95% interval all the same)
+        raise InvalidInputError("--alpha sets the paired method's intervals", [FieldViolation("--alpha", "the bootstrap's interval is always 95%: drop it, or use --method paired")])
     agents, names = load_agents(ns.rollouts, ns.agents, common_tasks=ns.common_tasks, on_bad_line=ns.on_bad_line, skipped=warn_bad_lines)
     method = get_method(ns.method)
     options = CompareOptions(
-        ns.reducer, ns.field, adjust=ns.adjust, alpha=ns.alpha, power=ns.power, resamples=ns.resamples, seed=ns.seed,
+        ns.reducer, ns.field, adjust=ns.adjust, alpha=0.05 if ns.alpha is None else ns.alpha, power=ns.power, resamples=ns.resamples, seed=ns.seed,
         where=f" in {ns.rollouts[0]}" if len(ns.rollouts) == 1 else "",
     )  # fmt: skip
     report = method.run(agents, names, options)

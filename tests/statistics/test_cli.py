@@ -137,6 +137,7 @@ def test_two_files_match_tasks_and_refuse_a_mismatch(tmp_path: Path, capsys: pyt
         ([], "name the agents to compare with --agents A B [...] (it holds a, b, c)"),
         (["--agents", "a", "b", "--fail-if-worse-by", "-1"], "must be a finite number >= 0"),
         (["--agents", "a", "b", "--alpha", "2"], "must be between 0 and 1"),
+        (["--agents", "a", "b", "--method", "bootstrap", "--alpha", "0.1"], "the bootstrap's interval is always 95%"),
     ],
 )
 def test_bad_input_exits_2_in_one_line(three: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
