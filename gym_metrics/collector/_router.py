@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 import sys
-from difflib import get_close_matches
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from difflib import get_close_matches
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,9 +35,10 @@ if TYPE_CHECKING:
 
 
 FAILURE_CLASS_KEY = "_ng_failure_class"
-ATTEMPT_KEY = "_ng_attempt_index"
 """NeMo Gym's mark of a rollout that failed (a judge that did not answer): its row goes to the
 failures sidecar, not to the rollouts file."""
+ATTEMPT_KEY = "_ng_attempt_index"
+"""A rollout run again after failed attempts: how many (NeMo Gym's stamp, on the row written)."""
 NO_PERSIST_KEY = "_ng_no_persist"
 """NeMo Gym's mark of a rollout whose harness failed, not the rollout (an agent's `/run` answer
 says it): written nowhere, so `--resume` runs it again."""

@@ -19,7 +19,9 @@ port reads it)
 With `--episodes` each row is a task (its `response`, the fields only verify's answer declares
 and its request's null fields, which a dumped request holds and /run refuses, left out: written
 back as "tasks") run whole by the agent the config names for it
-(`agent_ref.name`: simple_agent, tool_simulation_agent, ...) against the policy listening on
+(`agent_ref.name`: simple_agent, tool_simulation_agent, ...; through the config's environment
+server in front of it when that is not a relay: `single_agent_turn_legacy`, with NeMo Gym's
+model server before the policy, which takes the rollout's path prefix off) against the policy listening on
 127.0.0.1:PORT, every server under uvicorn as NeMo Gym serves it (lifespan on), each row's
 `POST /run` in file order, one at a time, no cookies shared; the kept answers go to each agent's
 `/aggregate_metrics`, as NeMo Gym's collection posts them (simple_agent forwards them to its
