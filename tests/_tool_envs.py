@@ -111,3 +111,18 @@ class PythonTool(SimpleResourcesServer):
 
     async def verify(self, body: BaseVerifyRequest, session: Session | None = None) -> BaseVerifyResponse:  # type: ignore[override]
         return BaseVerifyResponse(**body.model_dump(), reward=0.0)
+
+
+class Padded(pydantic.BaseModel):
+    count: int
+    pad: list[dict[str, object]] = []
+    """Room for a large document in a tool's arguments (tests/transport/test_adversarial_requests.py)."""
+
+
+class PaddedCounter(Counter):
+    """The counter with a tool whose arguments may carry a large list."""
+
+    @tool
+    async def add_padded(self, args: Padded, session: Session) -> dict[str, bool]:
+        session.state["count"] += args.count
+        return {"success": True}

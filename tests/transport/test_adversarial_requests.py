@@ -51,7 +51,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     err = tmp_path_factory.mktemp("serve") / "serve.err"
     with open(err, "wb") as stderr:  # a file, not a pipe: what the server logs can never block it
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gym_metrics.cli", "serve", "tests/_tool_envs.py:Counter", "--port", "0", "--http-port", "0"],
+            [sys.executable, "-m", "gym_metrics.cli", "serve", "tests/_tool_envs.py:PaddedCounter", "--port", "0", "--http-port", "0"],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr,
         )  # fmt: skip
     try:
@@ -102,7 +102,7 @@ def test_tool_arguments_past_the_item_bound_are_refused(server: Server) -> None:
     session = server.stub.SeedSession(pb.SeedSessionRequest(body_json='{"initial_count": 2}')).session_id
     arguments = b'{"count": 1, "pad": [' + b"{}," * 300_000 + b"{}]}"
     for _ in range(3):
-        error = server.refused(server.stub.CallTool, pb.CallToolRequest(session_id=session, name="increment_counter", arguments_json=arguments))
+        error = server.refused(server.stub.CallTool, pb.CallToolRequest(session_id=session, name="add_padded", arguments_json=arguments))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "arguments_json" in error.details() and "300,003 objects and lists" in error.details() and "MAX_JSON_CONTAINERS" in error.details()
     answer = server.stub.CallTool(pb.CallToolRequest(session_id=session, name="increment_counter", arguments_json='{"count": 1}'))
@@ -137,7 +137,7 @@ def test_documents_just_under_the_bounds_are_served(server: Server) -> None:
     session = server.stub.SeedSession(pb.SeedSessionRequest(body_json='{"initial_count": 0}')).session_id
     arguments = b'{"count": 5, "pad": [' + b"{}," * 98_999 + b"{}]}"
     for _ in range(3):
-        assert not server.stub.CallTool(pb.CallToolRequest(session_id=session, name="increment_counter", arguments_json=arguments)).failed
+        assert not server.stub.CallTool(pb.CallToolRequest(session_id=session, name="add_padded", arguments_json=arguments)).failed
     assert orjson.loads(server.stub.CallTool(pb.CallToolRequest(session_id=session, name="get_counter_value")).output) == {"count": 15}
     token_ids = orjson.dumps({**BODY, "expected_count": -1, "pad": list(range(200_000))})
     assert server.stub.Verify(pb.VerifyRequest(body_json=token_ids), timeout=60).reward == 1.0
