@@ -12,7 +12,7 @@ from typing import Any
 from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
 from gym_metrics._util.limits import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, CallLimits
 from gym_metrics.cli._base import add_access_flags, positive_float, positive_int, server_token
-from gym_metrics.cli._collect import add_policy_target_flags, policy_config
+from gym_metrics.cli._policy_flags import add_policy_target_flags, policy_config
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.sandbox import ISOLATION_ENV, ISOLATIONS, OPTIONS_ENV, PROVIDER_ENV, PROVIDERS
 

@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-import functools
-import inspect
-import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pydantic
-import pydantic_core
 
 from gym_metrics.aggregate import (
     AgentAggregate,
@@ -35,13 +31,14 @@ from gym_metrics.aggregate import (
 from gym_metrics.rollouts import RolloutColumns
 from gym_metrics._util.deprecated import warn_class_attribute
 from gym_metrics._util.jsonbounds import checked_items, may_exceed
-from gym_metrics.errors import FieldViolation, InvalidInputError, json_path
+from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.reducers import TaskRewards, TaskRewardsLike, summarize_reducers
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.environments._hooks import hook
 from gym_metrics.environments._sessions import Session, seed_with_row
 from gym_metrics.environments._steps import ResetResult, StepResult, checked_reset, checked_step
 from gym_metrics.environments._tools import ToolSpec, tools_of
+from gym_metrics.environments._verify_model import annotation, check_verify, takes_session, validate_text, violations, without_outputs
 
 if TYPE_CHECKING:
     from gym_metrics.sandbox import Provider
@@ -93,7 +90,7 @@ class SimpleResourcesServer:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         warn_class_attribute("gym_metrics.environments:SimpleResourcesServer", cls)  # `metrics`
-        _check_verify(cls)
+        check_verify(cls)
         if isinstance(cls.__dict__.get("key_metrics"), str):  # list("mean/reward") is its characters: no headline at all
             raise TypeError(f"{cls.__qualname__}.key_metrics must be a list of patterns: key_metrics = [{cls.__dict__['key_metrics']!r}]")
 
@@ -197,11 +194,11 @@ class SimpleResourcesServer:
 
     @classmethod
     def verify_request_model(cls) -> type[BaseVerifyRequest]:
-        return _annotation(cls.verify, "body", BaseVerifyRequest)
+        return annotation(cls.verify, "body", BaseVerifyRequest)
 
     @classmethod
     def verify_response_model(cls) -> type[BaseVerifyResponse]:
-        return _annotation(cls.verify, "return", BaseVerifyResponse)
+        return annotation(cls.verify, "return", BaseVerifyResponse)
 
     # (resolved once per class: get_type_hints costs ~100 us, more than a whole verify)
 
@@ -260,12 +257,12 @@ class SimpleResourcesServer:
         model = self.verify_request_model()
         try:
             if isinstance(body, (str, bytes)):
-                return _without_outputs(_validate_text(model, body), self.verify_response_model())
+                return without_outputs(validate_text(model, body), self.verify_response_model())
             if not isinstance(body, Mapping):
                 raise InvalidInputError(
                     "verify body must be a JSON object", [FieldViolation("body_json", f"got {type(body).__name__}", row)]
                 )
-            return _without_outputs(model.model_validate(body), self.verify_response_model())
+            return without_outputs(model.model_validate(body), self.verify_response_model())
         except pydantic.ValidationError as exc:
             first = exc.errors()[0]
             if first["type"] == "json_invalid":
@@ -276,7 +273,7 @@ class SimpleResourcesServer:
                 raise InvalidInputError(
                     "verify body must be a JSON object", [FieldViolation("body_json", f"got {got}", row)]
                 ) from None
-            raise InvalidInputError(f"verify body fails {model.__name__}", _violations(exc, "body_json", row)) from None
+            raise InvalidInputError(f"verify body fails {model.__name__}", violations(exc, "body_json", row)) from None
 
     async def verify_model(self, body: Mapping[str, Any] | str | bytes, row: int | None = None) -> BaseVerifyResponse:
         """Validate, verify, and check what verify returned."""
@@ -296,7 +293,7 @@ class SimpleResourcesServer:
     async def run_verify(self, request: Any, session: Session | None = None) -> Any:
         """How the framework calls verify (a porting layer may call it another way): with the
         rollout's session when verify takes a `session` parameter."""
-        if session is not None and _takes_session(type(self).verify):
+        if session is not None and takes_session(type(self).verify):
             return await self.verify(request, session=session)  # type: ignore[call-arg]
         return await self.verify(request)
 
@@ -371,85 +368,5 @@ class SimpleResourcesServer:
         }
 
 
-def _check_verify(cls: type) -> None:
-    """A `verify` of the class's own that cannot be called as the framework calls it (`await
-    env.verify(body)`) is refused when the class is made, naming it, not on every rollout."""
-    verify = cls.__dict__.get("verify")
-    if verify is None:
-        return
-    where = f"{cls.__qualname__}.verify"
-    if not inspect.iscoroutinefunction(verify):
-        raise TypeError(f"{where} must be an async method: async def verify(self, body)")
-    params = list(inspect.signature(verify).parameters.values())[1:]
-    if not params or not any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params):
-        raise TypeError(f"{where} takes the rollout's body: async def verify(self, body)")
-
-
-_Model = TypeVar("_Model")
-
-
-
-
 _TOOLS: dict[type, dict[str, ToolSpec]] = {}
 """Each environment class's tools (found once)."""
-
-
-@functools.lru_cache(maxsize=None)
-def _takes_session(verify: Any) -> bool:
-    return "session" in inspect.signature(verify).parameters
-
-
-@functools.lru_cache(maxsize=None)
-def _annotation(func: Any, param: str, default: type[_Model]) -> type[_Model]:
-    try:
-        hints = typing.get_type_hints(func)
-    except Exception:  # unresolvable forward references: fall back to the base model
-        return default
-    if param != "return":  # the parameter named `body` (NeMo Gym's `verify(self, request, body)`), else the first
-        params = list(inspect.signature(func).parameters)
-        if param not in params and len(params) >= 2:
-            param = params[1]
-    hint = hints.get(param)
-    return typing.cast("type[_Model]", hint) if isinstance(hint, type) and issubclass(hint, pydantic.BaseModel) else default
-
-
-_Request = TypeVar("_Request", bound=BaseVerifyRequest)
-
-
-def _validate_text(model: type[_Request], text: str | bytes) -> _Request:
-    """`model` from JSON text: parsed, then validated in Python mode; JSON mode when that fails
-    (see parse_verify_request)."""
-    try:
-        return model.model_validate(pydantic_core.from_json(text, cache_strings="keys"))
-    except ValueError:  # not JSON (pydantic_core's error), or fails Python-mode validation
-        return model.model_validate_json(text)
-
-
-def _without_outputs(request: _Request, response_model: type[BaseVerifyResponse]) -> _Request:
-    """The request without the unknown fields that are the response's: a rollouts file being
-    re-scored carries the last verify's outputs (`reward`, `num_expected`), which NeMo Gym's
-    request models never see (they ignore unknown fields), and which would meet the same
-    keywords in the common `Response(**body.model_dump(), reward=..., ...)`. Other unknown
-    fields stay, as the request model keeps them."""
-    extra = request.__pydantic_extra__
-    if extra:
-        for name in _output_names(type(request), response_model) & extra.keys():
-            del extra[name]
-    return request
-
-
-@functools.lru_cache(maxsize=None)
-def _output_names(request_model: type[pydantic.BaseModel], response_model: type[pydantic.BaseModel]) -> frozenset[str]:
-    """Field names (and aliases) of the response model that the request model does not declare."""
-
-    def names(model: type[pydantic.BaseModel]) -> set[str]:
-        found = set(model.model_fields)
-        found.update(f.alias for f in model.model_fields.values() if f.alias)
-        found.update(f.validation_alias for f in model.model_fields.values() if isinstance(f.validation_alias, str))
-        return found
-
-    return frozenset(names(response_model) - names(request_model))
-
-
-def _violations(exc: pydantic.ValidationError, root: str, row: int | None) -> list[FieldViolation]:
-    return [FieldViolation(json_path(root, err["loc"]), err["msg"], row) for err in exc.errors()]
