@@ -7,7 +7,7 @@ wants objects asks for `outcomes()`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,3 +87,19 @@ class VerifiedBatch:
                 self.task_index, self.rollout_index, self.reward, self.response_json, self.error_kind, self.error_message
             )
         ]
+
+    def take(self, positions: Sequence[int]) -> VerifiedBatch:
+        """The results at `positions`, in that order."""
+        columns = (self.task_index, self.rollout_index, self.reward, self.response_json, self.error_kind, self.error_message)
+        return VerifiedBatch(*([column[p] for p in positions] for column in columns))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class VerifiedPart:
+    """Some results of one batch (an `answer_each` batch comes in parts as its rollouts finish):
+    `positions[i]` is the batch position of `verified`'s result i; `last` ends the batch."""
+
+    batch_id: str
+    positions: Sequence[int]
+    verified: VerifiedBatch
+    last: bool

@@ -124,7 +124,7 @@ def add_parsers(sub: Any) -> None:
         "is then aggregated too); default: the verify response and the collector's keys, as NeMo Gym writes",
     )  # fmt: skip
     p.add_argument("--batch-size", type=positive_int, default=256, help="rollouts per VerifyStream batch")
-    p.add_argument("--max-in-flight", type=positive_int, default=8, help="unanswered batches at most")
+    p.add_argument("--max-in-flight", type=positive_int, default=8, help="batches' worth of rollouts unanswered at most (x --batch-size)")
     p.add_argument(
         "--connections", type=positive_int, metavar="N",
         help="TCP connections to spread verify batches over (default: one per server worker process)",

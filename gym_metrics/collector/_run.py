@@ -233,7 +233,8 @@ async def _collect(
                 assert batches is not None
                 names = [lane.target for lane in lanes] if len(given) > 1 else None
                 report = await verify_all(
-                    lanes, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log, names=names
+                    lanes, batches, router.record, max_in_flight=opts.max_in_flight, retry=opts.retry, log=log, names=names,
+                    max_rollouts=opts.max_in_flight * opts.batch_size,
                 )
             router.flush()
         finally:

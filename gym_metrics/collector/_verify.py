@@ -1,14 +1,17 @@
 """Verify rollouts through VerifyStream: bounded batches, bounded in flight, retried on outages.
 
-Results are handed to `on_results` once per answered batch and a batch leaves the unanswered
-set exactly then, so a batch resent after a broken stream is never recorded twice.
+The server answers each rollout as it finishes (`answer_each`): results are handed to
+`on_results` as they come, a rollout is recorded once, and a batch leaves the unanswered set
+when its last rollout is recorded; a batch resent after a broken stream carries only its
+rollouts not yet recorded. So one slow verify holds back only itself, and a run stopped midway
+has written every rollout that was verified.
 
 With several connections (one per server worker: SO_REUSEPORT spreads connections, not
 calls; or one per replica, `collect --server A --server B`), each connection is a lane with its
 own stream and retries. A batch belongs to the stream that sent it; when that stream breaks its
 unanswered batches are orphaned and the next stream to ask for work, on any lane, resends them
 (same ids) before anything new. A lane that gives up retires: the run fails only when every
-lane has. The in-flight bound is over all lanes.
+lane has. The in-flight bounds (rollouts unrecorded, batches open) are over all lanes.
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ from typing import Protocol, Union
 
 import orjson
 
-from gym_metrics._transport.client import ResourcesClient, ServerUnavailableError, VerifiedBatch, VerifyInput
+from gym_metrics._transport.client import ResourcesClient, ServerUnavailableError, VerifiedBatch, VerifiedPart, VerifyInput
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._options import RetryPolicy
 
 Batch = list[tuple[Rollout, bytes]]
 OnResults = Callable[[Batch, VerifiedBatch], None]
-"""Called once per answered batch: its rollouts (with bodies) and their results, in order."""
+"""Called as results come: some rollouts (with bodies) and their results, in the same order;
+each rollout once."""
 
 
 class BatchSource(Protocol):
@@ -38,6 +42,9 @@ class BatchSource(Protocol):
 
 
 Batches = Union[Iterator[Batch], BatchSource]
+
+OPEN_BATCHES_PER_SLOT = 4
+"""With a rollout budget, batches open (some of their rollouts unrecorded) per `max_in_flight`."""
 
 
 def make_batches(rollouts: Iterator[Rollout], max_items: int, max_bytes: int) -> Iterator[Batch]:
@@ -71,6 +78,20 @@ class LaneReport:
     """Lanes that gave up (their server stayed unreachable through the retries)."""
 
 
+class _Open:
+    """A batch sent and not wholly recorded: its rollouts as last sent (recorded ones dropped, so
+    their bodies are not held) and how many are left."""
+
+    __slots__ = ("batch", "left")
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch: list[tuple[Rollout, bytes] | None] = list(batch)
+        self.left = len(batch)
+
+    def unrecorded(self) -> Batch:
+        return [item for item in self.batch if item is not None]
+
+
 class _Stream:
     """One VerifyStream call of a lane; dead once it broke or ended (its reader sends nothing)."""
 
@@ -85,10 +106,14 @@ class _Sender:
     orphaned by a broken stream, what comes next, whether the input is done (or failed), which
     lanes retired. Each stream (one per lane and retry) reads its requests from here."""
 
-    def __init__(self, batches: Batches, max_in_flight: int, lanes: int) -> None:
+    def __init__(self, batches: Batches, max_in_flight: int, lanes: int, max_rollouts: int | None) -> None:
         self.batches = batches
         self.max_in_flight = max_in_flight
-        self.unanswered: dict[str, Batch] = {}
+        self.max_open = max_in_flight if max_rollouts is None else OPEN_BATCHES_PER_SLOT * max_in_flight
+        self.max_rollouts = max_rollouts
+        self.waiting = 0
+        """Rollouts sent and not yet recorded."""
+        self.unanswered: dict[str, _Open] = {}
         self.sent_on: dict[str, _Stream] = {}
         self.orphans: deque[str] = deque()
         self.exhausted = False
@@ -117,12 +142,17 @@ class _Sender:
     def new_stream(self, lane: int) -> _Stream:
         return _Stream(lane)
 
+    def has_room(self) -> bool:
+        return len(self.unanswered) < self.max_open and (self.max_rollouts is None or self.waiting < self.max_rollouts)
+
     def release(self, stream: _Stream) -> None:
-        """The stream broke or ended: its unanswered batches are orphans, for any stream."""
+        """The stream broke or ended: its unanswered batches are orphans, for any stream, to be
+        sent again with only their rollouts not yet recorded."""
         stream.dead = True
         mine = [batch_id for batch_id, owner in self.sent_on.items() if owner is stream and batch_id in self.unanswered]
         for batch_id in mine:
             del self.sent_on[batch_id]
+            self.unanswered[batch_id] = _Open(self.unanswered[batch_id].unrecorded())
         self.orphans.extend(sorted(mine, key=int))
         self._notify()
 
@@ -138,7 +168,7 @@ class _Sender:
         while True:
             await self._wait(
                 lambda: stream.dead or self.done or bool(self.orphans)
-                or (not self.exhausted and len(self.unanswered) < self.max_in_flight)
+                or (not self.exhausted and self.has_room())
             )  # fmt: skip
             if stream.dead or self.done:
                 # grpc does not cancel a broken call's request reader: it may ask for one more
@@ -148,7 +178,7 @@ class _Sender:
                 batch_id = self.orphans.popleft()
                 if batch_id in self.unanswered:
                     self.sent_on[batch_id] = stream
-                    yield batch_id, _items(self.unanswered[batch_id])
+                    yield batch_id, _items(self.unanswered[batch_id].unrecorded())
                 continue
             new = self._next_batch() if isinstance(self.batches, Iterator) else await self._next_made()
             if new is None:
@@ -156,7 +186,8 @@ class _Sender:
                 continue
             batch_id = str(self._next_id)
             self._next_id += 1
-            self.unanswered[batch_id] = new
+            self.unanswered[batch_id] = _Open(new)
+            self.waiting += len(new)
             if stream.dead:  # broke while the batch was being made
                 self.orphans.append(batch_id)
                 self._notify()
@@ -192,15 +223,33 @@ class _Sender:
             self.exhausted = True
         return new
 
-    def answered(self, batch_id: str, lane: int) -> Batch | None:
-        """The batch this answer is for (None if already recorded: a late duplicate), freeing
-        its room."""
-        batch = self.unanswered.pop(batch_id, None)
-        self.sent_on.pop(batch_id, None)
-        if batch is not None:
+    def answered(self, part: VerifiedPart, lane: int) -> tuple[Batch, VerifiedBatch] | None:
+        """The rollouts of this part not recorded before and their results (None when there are
+        none: a late duplicate), freeing their room; the batch is done with its last rollout."""
+        open_ = self.unanswered.get(part.batch_id)
+        if open_ is None:
+            return None
+        batch, size = open_.batch, len(open_.batch)
+        keep = [i for i, p in enumerate(part.positions) if 0 <= p < size and batch[p] is not None]
+        if len(keep) < len(part.positions) and any(not 0 <= p < size for p in part.positions):
+            raise ServerUnavailableError(f"the server answered a position past batch {part.batch_id}'s {size} rollouts")
+        taken: Batch = []
+        for i in keep:
+            p = part.positions[i]
+            taken.append(batch[p])  # type: ignore[arg-type]
+            batch[p] = None
+        open_.left -= len(taken)
+        self.waiting -= len(taken)
+        if open_.left == 0:
+            del self.unanswered[part.batch_id]
+            self.sent_on.pop(part.batch_id, None)
             self.answered_by[lane] += 1
+        elif part.last:
+            raise ServerUnavailableError(f"the server ended batch {part.batch_id}'s answer with {open_.left} of its rollouts unanswered")
         self._notify()
-        return batch
+        if not taken:
+            return None
+        return taken, part.verified if len(keep) == len(part.positions) else part.verified.take(keep)
 
 
 def _items(batch: Batch) -> list[VerifyInput]:
@@ -216,14 +265,17 @@ async def verify_all(
     retry: RetryPolicy | None = None,
     log: Callable[[str], None] = lambda _: None,
     names: Sequence[str] | None = None,
+    max_rollouts: int | None = None,
 ) -> LaneReport:
     """Verify every batch over `client` (one connection, or several: one lane each), handing
-    each answered batch to `on_results` once. A lane retries its own broken stream; one that
-    gives up retires, and the call fails when the last one does. `names` (one per lane) name
-    the server in retry messages."""
+    each result to `on_results` once, as it comes. A lane retries its own broken stream; one
+    that gives up retires, and the call fails when the last one does. `names` (one per lane)
+    name the server in retry messages. In flight: `max_in_flight` batches, or, given
+    `max_rollouts`, that many rollouts unrecorded in up to OPEN_BATCHES_PER_SLOT times as many
+    batches (a batch waiting on one slow rollout holds one rollout's room, not a batch's)."""
     retry = retry or RetryPolicy()
     clients = list(client) if isinstance(client, Sequence) else [client]
-    sender = _Sender(batches, max_in_flight, len(clients))
+    sender = _Sender(batches, max_in_flight, len(clients), max_rollouts)
     whos = [f"server {n}" for n in names] if names else ["server"] * len(clients)
     lanes = [
         asyncio.ensure_future(_lane(i, c, sender, on_results, retry, log, whos[i])) for i, c in enumerate(clients)
@@ -253,12 +305,12 @@ async def _lane(
     while True:
         stream = sender.new_stream(lane)
         try:
-            async for batch_id, verified in _answers(client, sender.requests(stream)):
-                batch = sender.answered(batch_id, lane)
-                if batch is None:
+            async for part in _answers(client, sender.requests(stream)):
+                taken = sender.answered(part, lane)
+                if taken is None:
                     continue  # a late duplicate: recorded from another stream
-                on_results(batch, verified)
-                batch = None  # written: not held here while the next answer comes
+                on_results(*taken)
+                taken = None  # written: not held here while the next answer comes
                 attempt = 0
             if sender.done:
                 return
@@ -281,20 +333,21 @@ async def _lane(
             return  # the others finished meanwhile: no stream to a server that may be gone
 
 
-def _answers(
-    client: ResourcesClient, requests: AsyncIterator[tuple[str, list[VerifyInput]]]
-) -> AsyncIterator[tuple[str, VerifiedBatch]]:
-    """The client's answers column-wise; a client without verify_batch_columns (a test
-    double, an older client) through its VerifyOutcome lists."""
+def _answers(client: ResourcesClient, requests: AsyncIterator[tuple[str, list[VerifyInput]]]) -> AsyncIterator[VerifiedPart]:
+    """The client's answers as they finish; a client without verify_parts (a test double, an
+    older client) answers whole batches."""
+    parts = getattr(client, "verify_parts", None)
+    if parts is not None:
+        answers: AsyncIterator[VerifiedPart] = parts(requests)
+        return answers
+    return _whole(client, requests)
+
+
+async def _whole(client: ResourcesClient, requests: AsyncIterator[tuple[str, list[VerifyInput]]]) -> AsyncIterator[VerifiedPart]:
     columns = getattr(client, "verify_batch_columns", None)
     if columns is not None:
-        answers: AsyncIterator[tuple[str, VerifiedBatch]] = columns(requests)
-        return answers
-    return _from_outcomes(client, requests)
-
-
-async def _from_outcomes(
-    client: ResourcesClient, requests: AsyncIterator[tuple[str, list[VerifyInput]]]
-) -> AsyncIterator[tuple[str, VerifiedBatch]]:
+        async for batch_id, verified in columns(requests):
+            yield VerifiedPart(batch_id, range(len(verified)), verified, True)
+        return
     async for batch_id, outcomes in client.verify_batches(requests):
-        yield batch_id, VerifiedBatch.from_outcomes(outcomes)
+        yield VerifiedPart(batch_id, range(len(outcomes)), VerifiedBatch.from_outcomes(outcomes), True)

@@ -13,7 +13,6 @@ from gym_metrics.environments._handler import (
     Aggregation,
     EnvironmentHandler,
     Recorder,
-    in_order,
 )
 from gym_metrics.environments._registry import (
     ENTRY_POINT_GROUP,
@@ -60,7 +59,6 @@ __all__ = [
     "Aggregation",
     "EnvironmentHandler",
     "Recorder",
-    "in_order",
     "load_module_file",
     "ENTRY_POINT_GROUP",
     "ENVIRONMENTS",

@@ -4,8 +4,6 @@ messages are converted (Flower's servicer -> handler shape).
 - verify: one rollout; an exception from the environment's own code is labelled as such.
 - verify_batch: a batch of rollouts at bounded concurrency, each with its time budget; every
   failure is that rollout's result (kind and message), never the call's.
-- in_order: a stream of batches answered in order, verified ahead within a bounded window; a
-  batch id seen again (a client's retry) is answered from the first one, not verified twice.
 - aggregation: one agent's rows within the call's limits, finished in a thread that stops when
   the caller goes away.
 """
@@ -14,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -35,8 +33,6 @@ log = logging.getLogger("gym_metrics.transport")
 INVALID_REQUEST, TIMEOUT, VERIFY_FAILED = "invalid_request", "timeout", "verify_failed"
 """Why a rollout's verify failed (the wire's VerifyErrorKind, by name)."""
 
-Request = TypeVar("Request")
-Answer = TypeVar("Answer")
 Parts = TypeVar("Parts")
 WriteResult = Callable[[int, float, str, "str | None", str], None]
 """(item, reward, response_json, failure kind or None, failure message): one rollout's result."""
@@ -265,52 +261,4 @@ class Aggregation:
         return await run_cancellable(work, name="gym-metrics-aggregate")
 
 
-async def in_order(
-    requests: AsyncIterator[Request],
-    batch_id: Callable[[Request], str],
-    answer: Callable[[Request], Awaitable[Answer]],
-    *,
-    look_ahead: int,
-    remember: int,
-) -> AsyncIterator[Answer]:
-    """Each request's answer, in order. Up to `look_ahead` requests are answered ahead of the
-    one being yielded (memory stays bounded); the last `remember` batch ids are kept so a resent
-    batch is answered from its first answer. Leaving early cancels what is still running."""
-    window = asyncio.Semaphore(look_ahead)
-    cache: OrderedDict[str, asyncio.Future[Answer]] = OrderedDict()
-    running: set[asyncio.Future[Answer]] = set()
-    queue: asyncio.Queue[asyncio.Future[Answer] | None] = asyncio.Queue()
-
-    async def read() -> None:
-        try:
-            async for request in requests:
-                await window.acquire()
-                key = batch_id(request)
-                future = cache.get(key) if key else None
-                if future is None:
-                    future = asyncio.ensure_future(answer(request))
-                    running.add(future)
-                    future.add_done_callback(running.discard)
-                    if key:
-                        cache[key] = future
-                        if len(cache) > remember:
-                            cache.popitem(last=False)
-                else:
-                    cache.move_to_end(key)
-                queue.put_nowait(future)
-        finally:
-            queue.put_nowait(None)
-
-    reader = asyncio.create_task(read())
-    try:
-        while (future := await queue.get()) is not None:
-            yield await future
-            window.release()
-        await reader  # surfaces a failure to read the request stream
-    finally:
-        reader.cancel()
-        for future in list(running):
-            future.cancel()
-
-
-__all__ = ["INVALID_REQUEST", "TIMEOUT", "VERIFY_FAILED", "Aggregation", "EnvironmentHandler", "Recorder", "in_order"]
+__all__ = ["INVALID_REQUEST", "TIMEOUT", "VERIFY_FAILED", "Aggregation", "EnvironmentHandler", "Recorder"]

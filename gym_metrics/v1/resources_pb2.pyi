@@ -64,12 +64,14 @@ class VerifyItem(_message.Message):
     def __init__(self, task_index: _Optional[int] = ..., rollout_index: _Optional[int] = ..., body_json: _Optional[str] = ...) -> None: ...
 
 class VerifyStreamRequest(_message.Message):
-    __slots__ = ("batch_id", "items")
+    __slots__ = ("batch_id", "items", "answer_each")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_EACH_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     items: _containers.RepeatedCompositeFieldContainer[VerifyItem]
-    def __init__(self, batch_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[VerifyItem, _Mapping]]] = ...) -> None: ...
+    answer_each: bool
+    def __init__(self, batch_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[VerifyItem, _Mapping]]] = ..., answer_each: _Optional[bool] = ...) -> None: ...
 
 class VerifyResult(_message.Message):
     __slots__ = ("task_index", "rollout_index", "reward", "response_json", "error_kind", "error_message")
@@ -88,14 +90,16 @@ class VerifyResult(_message.Message):
     def __init__(self, task_index: _Optional[int] = ..., rollout_index: _Optional[int] = ..., reward: _Optional[float] = ..., response_json: _Optional[str] = ..., error_kind: _Optional[_Union[VerifyErrorKind, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class VerifyStreamResponse(_message.Message):
-    __slots__ = ("batch_id", "results", "more")
+    __slots__ = ("batch_id", "results", "more", "positions")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     MORE_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     results: _containers.RepeatedCompositeFieldContainer[VerifyResult]
     more: bool
-    def __init__(self, batch_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[VerifyResult, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
+    positions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, batch_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[VerifyResult, _Mapping]]] = ..., more: _Optional[bool] = ..., positions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class NumericColumn(_message.Message):
     __slots__ = ("values", "missing", "kind")

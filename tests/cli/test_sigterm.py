@@ -51,3 +51,51 @@ def test_sigterm_mid_collect_exits_143_and_resume_completes_it(tmp_path: Path) -
         assert subprocess.run([*command, "--output", str(clean)], capture_output=True, timeout=120).returncode == 0
     assert sorted(out.read_bytes().splitlines()) == sorted(clean.read_bytes().splitlines())
     assert (tmp_path / "out_aggregate_metrics.json").read_bytes() == (tmp_path / "clean_aggregate_metrics.json").read_bytes()
+
+
+class _OneSlowServer(MathExactServer):
+    """Task 7's first verify takes a minute; the others (and its next) answer at once, after a
+    suspension."""
+
+    slow_left = 1
+
+    async def verify(self, body):  # type: ignore[no-untyped-def]
+        import asyncio
+
+        slow = "task seven" in str(body.responses_create_params) and self.slow_left > 0
+        if slow:
+            type(self).slow_left -= 1
+        await asyncio.sleep(60 if slow else 0.001)
+        return await super().verify(body)
+
+
+def test_a_stop_while_one_verify_runs_keeps_every_rollout_verified_before_it(tmp_path: Path) -> None:
+    """Batches are answered rollout by rollout: the other 299 rows of the slow one's batch (and
+    of the batch behind it) are written as they finish, and --resume verifies only the slow one."""
+    row = next(json.loads(line) for line in SAMPLE_PATH.read_text().splitlines())
+    row.pop("reward", None)
+    src = tmp_path / "in.jsonl"
+    with src.open("w") as f:
+        for t in range(300):
+            params = {**row["responses_create_params"], "metadata": {"note": "task seven" if t == 7 else "x"}}
+            f.write(json.dumps({**row, "responses_create_params": params, "_ng_task_index": t}) + "\n")
+    out = tmp_path / "out.jsonl"
+    with server_in_thread(_OneSlowServer()) as address:
+        command = [sys.executable, "-m", "gym_metrics.cli", "collect", "--server", address, "--input", str(src), "--output", str(out)]
+        proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        try:
+            for _ in range(600):  # bounded: 30 s, until the 299 fast rows are written
+                if out.exists() and len(out.read_bytes().splitlines()) >= 299:
+                    break
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        written = [json.loads(line) for line in out.read_bytes().splitlines()]
+        assert len(written) == 299 and 7 not in {r["_ng_task_index"] for r in written}
+        resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+        assert "1 verified" in resumed.stdout and "299 already in the output" in resumed.stdout, resumed.stdout

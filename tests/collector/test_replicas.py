@@ -39,7 +39,7 @@ from test_collector_faults import (
     write_tasks,
 )
 
-from gym_metrics._transport.client import ServerUnavailableError, VerifyOutcome
+from gym_metrics._transport.client import ServerUnavailableError, VerifiedBatch, VerifiedPart, VerifyOutcome
 from gym_metrics.collector import RetryPolicy
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._verify import _Sender, make_batches, verify_all
@@ -236,14 +236,49 @@ async def test_every_fake_replica_gone_raises() -> None:
         await run_fakes([FakeReplica(die_after=2), FakeReplica(die_after=4)], log)
 
 
+def _part(batch_id: str, positions: list[int], last: bool) -> VerifiedPart:
+    return VerifiedPart(batch_id, positions, VerifiedBatch([0] * len(positions), positions, [1.0] * len(positions), ["{}"] * len(positions), [None] * len(positions), [""] * len(positions)), last)
+
+
 async def test_a_late_duplicate_answer_is_dropped() -> None:
-    sender = _Sender(make_batches(iter(make_rollouts(3)), max_items=1, max_bytes=1 << 20), 4, 2)
+    sender = _Sender(make_batches(iter(make_rollouts(3)), max_items=1, max_bytes=1 << 20), 4, 2, None)
     stream = sender.new_stream(0)
     requests = sender.requests(stream)
     batch_id, _ = await anext(requests)
-    assert sender.answered(batch_id, 1) is not None
-    assert sender.answered(batch_id, 0) is None  # the same batch again, from another replica
+    assert sender.answered(_part(batch_id, [0], True), 1) is not None
+    assert sender.answered(_part(batch_id, [0], True), 0) is None  # the same batch again, from another replica
     assert sender.answered_by == [0, 1]
+
+
+async def test_each_rollout_is_recorded_once_and_a_resent_batch_carries_only_the_rest() -> None:
+    sender = _Sender(make_batches(iter(make_rollouts(4)), max_items=4, max_bytes=1 << 20), 1, 1, 4)
+    stream = sender.new_stream(0)
+    batch_id, items = await anext(sender.requests(stream))
+    assert [i[0] for i in items] == [0, 1, 2, 3] and sender.waiting == 4
+    taken = sender.answered(_part(batch_id, [2, 0], False), 0)
+    assert taken is not None
+    batch, verified = taken
+    assert [r.task for r, _ in batch] == [2, 0] and verified.rollout_index == [2, 0]
+    again = sender.answered(_part(batch_id, [0, 3], False), 0)  # 0 again (a duplicate) with a new one
+    assert again is not None and [r.task for r, _ in again[0]] == [3] and again[1].rollout_index == [3]
+    assert sender.waiting == 1 and batch_id in sender.unanswered
+    sender.release(stream)  # the stream broke: the batch goes again with its one rollout left
+    _, resent = await anext(sender.requests(sender.new_stream(0)))
+    assert [i[0] for i in resent] == [1]
+    done = sender.answered(_part(batch_id, [0], True), 0)
+    assert done is not None and [r.task for r, _ in done[0]] == [1]
+    assert not sender.unanswered and sender.answered_by == [1] and sender.waiting == 0
+
+
+async def test_an_answer_that_ends_short_or_names_a_position_past_its_batch_breaks_the_stream() -> None:
+    sender = _Sender(make_batches(iter(make_rollouts(4)), max_items=2, max_bytes=1 << 20), 2, 1, 8)
+    requests = sender.requests(sender.new_stream(0))
+    first, _ = await anext(requests)
+    second, _ = await anext(requests)
+    with pytest.raises(ServerUnavailableError, match="1 of its rollouts unanswered"):
+        sender.answered(_part(first, [1], True), 0)
+    with pytest.raises(ServerUnavailableError, match="past batch"):
+        sender.answered(_part(second, [0, 5], False), 0)
 
 
 @pytest.mark.slow

@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from gym_metrics._util.limits import CallLimits
 from gym_metrics.aggregate import AggregateOptions
-from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, EnvironmentHandler, SimpleResourcesServer, in_order
+from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, EnvironmentHandler, SimpleResourcesServer
 from gym_metrics.errors import OverloadedError, UserCodeError
 from gym_metrics.models import BaseVerifyRequest, BaseVerifyResponse
 from gym_metrics.rollouts import RolloutColumns
@@ -133,54 +133,6 @@ async def test_one_verify_raises_and_labels_the_environments_own_crash() -> None
     assert (await handler.verify(body("yes")))[0] == 1.0
     with pytest.raises(UserCodeError, match="verify raised ValueError: boom in verify"):
         await handler.verify(body("boom"))
-
-
-async def _requests(items: list[tuple[str, int]], seen: list[str]) -> AsyncIterator[tuple[str, int]]:
-    for item in items:
-        seen.append(item[0])
-        yield item
-
-
-async def test_in_order_answers_in_order_once_per_batch_id_within_its_look_ahead() -> None:
-    started: list[str] = []
-    running = peak = 0
-
-    async def answer(request: tuple[str, int]) -> str:
-        nonlocal running, peak
-        started.append(request[0])
-        running += 1
-        peak = max(peak, running)
-        await asyncio.sleep(0.01 * request[1])  # later batches finish first
-        running -= 1
-        return f"answer {request[0]}"
-
-    items = [("a", 5), ("b", 1), ("a", 0), ("c", 3), ("", 1), ("", 1), ("d", 2)]
-    seen: list[str] = []
-    answers = [a async for a in in_order(_requests(items, seen), lambda r: r[0], answer, look_ahead=2, remember=8)]
-    assert answers == ["answer a", "answer b", "answer a", "answer c", "answer ", "answer ", "answer d"]
-    assert started.count("a") == 1 and started.count("") == 2  # a resend is not answered twice; no id, no reuse
-    assert peak <= 2
-
-
-async def test_in_order_forgets_old_batch_ids_and_cancels_what_runs_when_left() -> None:
-    calls: list[str] = []
-
-    async def answer(request: tuple[str, int]) -> str:
-        calls.append(request[0])
-        await asyncio.sleep(request[1])
-        return request[0]
-
-    items = [("a", 0), ("b", 0), ("a", 0)]
-    out = [a async for a in in_order(_requests(items, []), lambda r: r[0], answer, look_ahead=4, remember=1)]
-    assert out == ["a", "b", "a"] and calls == ["a", "b", "a"]  # "a" was forgotten: answered again
-
-    stream = in_order(_requests([("x", 0), ("slow", 60)], []), lambda r: r[0], answer, look_ahead=4, remember=4)
-    assert await stream.__anext__() == "x"
-    await asyncio.sleep(0.05)
-    await stream.aclose()  # the client went away: the slow answer must not keep running
-    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
-    await asyncio.sleep(0)
-    assert all(t.cancelled() or t.done() for t in pending)
 
 
 def _columns(tasks: list[int]) -> RolloutColumns:

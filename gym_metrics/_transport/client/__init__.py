@@ -15,7 +15,7 @@ from gym_metrics._transport.client._groups import GroupRewards, encoded_group
 from gym_metrics._transport.client._sessions import SessionLostError, ToolOutput, tool_caller
 from gym_metrics._transport.client._session_stream import SessionStream
 from gym_metrics._transport.client._status import DeadlineExceededError, RemoteCallError, ServerBusyError, ServerUnavailableError, ServerUnreachableError
-from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
+from gym_metrics._transport._verified import VerifiedBatch, VerifiedPart, VerifyOutcome
 
 __all__ = [
     "CHANNEL_OPTIONS",
@@ -38,6 +38,7 @@ __all__ = [
     "ToolOutput",
     "tool_caller",
     "VerifiedBatch",
+    "VerifiedPart",
     "VerifyInput",
     "VerifyOutcome",
     "is_transient",

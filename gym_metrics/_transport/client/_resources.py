@@ -20,7 +20,7 @@ from gym_metrics._transport.client._session_stream import SessionStream
 from gym_metrics._transport.client._sessions import SessionCalls, json_text, session_error
 from gym_metrics._transport._batches import columns_to_batches
 from gym_metrics._transport._convert import responses_to_aggregate
-from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
+from gym_metrics._transport._verified import VerifiedBatch, VerifiedPart, VerifyOutcome
 from gym_metrics._transport._tracing import client_interceptors
 from gym_metrics._transport.client._verify_requests import VerifyInput, kept_errors, source_error, verify_batches, verify_request
 from gym_metrics._transport.client._status import (
@@ -305,22 +305,42 @@ class ResourcesClient(SessionCalls, GroupCalls):
         self, batches: AsyncIterable[tuple[str, Sequence[VerifyInput]]]
     ) -> AsyncIterator[tuple[str, VerifiedBatch]]:
         """verify_batches with each answer column-wise (no object per rollout, responses
-        left as JSON text): what the collector uses."""
+        left as JSON text), whole and in request order."""
+        joined: list[pb.VerifyResult] = []  # a batch's answer in parts (`more`: it passed the message limit)
+        async for response in self._verify_stream(batches, answer_each=False):
+            if response.more:
+                joined.extend(response.results)
+                continue
+            yield response.batch_id, VerifiedBatch.from_results([*joined, *response.results] if joined else response.results)
+            joined = []
 
+    async def verify_parts(self, batches: AsyncIterable[tuple[str, Sequence[VerifyInput]]]) -> AsyncIterator[VerifiedPart]:
+        """One VerifyStream call asking `answer_each`: each batch's results as they finish, in
+        parts of any batch in any order (what the collector uses: one slow verify holds back only
+        itself). Raises ServerUnavailableError when the stream breaks (retry it)."""
+        offsets: dict[str, int] = {}  # a batch answered whole in parts without positions: where the next starts
+        async for response in self._verify_stream(batches, answer_each=True):
+            batch_id, verified = response.batch_id, VerifiedBatch.from_results(response.results)
+            positions: Sequence[int] = response.positions
+            if not positions:
+                start = offsets.pop(batch_id, 0)
+                positions = range(start, start + len(verified))
+                if response.more:
+                    offsets[batch_id] = start + len(verified)
+            yield VerifiedPart(batch_id, list(positions), verified, not response.more)
+
+    async def _verify_stream(
+        self, batches: AsyncIterable[tuple[str, Sequence[VerifyInput]]], answer_each: bool
+    ) -> AsyncIterator[pb.VerifyStreamResponse]:
         async def requests() -> AsyncIterator[pb.VerifyStreamRequest]:
             async for batch_id, items in batches:
-                yield verify_request(batch_id, items)
+                yield verify_request(batch_id, items, answer_each)
 
         failed: list[BaseException] = []
         call = self._stub.VerifyStream(kept_errors(requests(), failed), metadata=self._metadata)
         try:
-            joined: list[pb.VerifyResult] = []  # a batch's answer in parts (`more`: it passed the message limit)
             async for response in call:
-                if response.more:
-                    joined.extend(response.results)
-                    continue
-                yield response.batch_id, VerifiedBatch.from_results([*joined, *response.results] if joined else response.results)
-                joined = []
+                yield response
         except grpc.aio.AioRpcError as exc:
             raise translate(exc) from None
         except asyncio.CancelledError:

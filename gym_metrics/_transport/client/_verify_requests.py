@@ -15,11 +15,11 @@ VerifyInput = tuple[int, int, "Mapping[str, Any] | str | bytes"]
 """(task_index, rollout_index, verify request body) of one rollout."""
 
 
-def verify_request(batch_id: str, items: Sequence[VerifyInput]) -> pb.VerifyStreamRequest:
+def verify_request(batch_id: str, items: Sequence[VerifyInput], answer_each: bool = False) -> pb.VerifyStreamRequest:
     """One VerifyStream batch. Items are added in place (building VerifyItems and then
     copying them into the request costs twice), and bodies given as JSON text are not
     re-encoded: protobuf takes UTF-8 bytes for a string field as they are, checking them."""
-    request = pb.VerifyStreamRequest(batch_id=batch_id)
+    request = pb.VerifyStreamRequest(batch_id=batch_id, answer_each=answer_each)
     add = request.items.add
     for t, r, b in items:
         text = b if isinstance(b, (str, bytes)) else dumps_json(b)

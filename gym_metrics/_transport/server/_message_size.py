@@ -37,6 +37,20 @@ def parts(response: pb.VerifyStreamResponse, limit: int) -> list[pb.VerifyStream
     return out
 
 
+def positioned_parts(response: pb.VerifyStreamResponse, positions: list[int], last: bool, limit: int) -> list[pb.VerifyStreamResponse]:
+    """The results of `response` at `positions` (an answer_each batch's finished ones) with their
+    positions, in messages of at most `limit` bytes; all marked `more` but the batch's last."""
+    results = response.results
+    # each position costs at most 5 bytes of the packed field: kept out of the limit up front
+    groups = _packed([results[p] for p in positions], limit - 5 * len(positions) - 8, pb.VerifyStreamResponse(batch_id=response.batch_id, more=True).ByteSize(), _failed)
+    out, start = [], 0
+    for group in groups:
+        out.append(pb.VerifyStreamResponse(batch_id=response.batch_id, results=group, positions=positions[start : start + len(group)], more=True))
+        start += len(group)
+    out[-1].more = not last
+    return out
+
+
 def messages(answers: list[pb.SessionAnswer], limit: int) -> list[pb.SessionCallsResponse]:
     """SessionCalls answers in messages of at most `limit` bytes; an answer larger alone is
     replaced: a tool's by an error output the model reads, any other by the call's error."""

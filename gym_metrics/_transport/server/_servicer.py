@@ -17,10 +17,11 @@ from gym_metrics._transport._batches import batch_to_columns, dumps_json
 from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses
 from gym_metrics._transport.server._errors import grpc_errors
 from gym_metrics._transport.server._handlers import decoded, peer_host
-from gym_metrics._transport.server._message_size import DEFAULT_MAX_MESSAGE_BYTES, parts
+from gym_metrics._transport.server._message_size import DEFAULT_MAX_MESSAGE_BYTES
 from gym_metrics._transport.server._session_calls import decoded_requests, seed_answer, session_calls, step_answer
+from gym_metrics._transport.server._verify_stream import answers
 from gym_metrics.aggregate import AggregateOptions
-from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, check_counts, hook, in_order, score_groups
+from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, check_counts, hook, score_groups
 from gym_metrics.errors import FieldViolation, InvalidInputError, rerooted
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
@@ -40,8 +41,9 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         handler: the environment's calls (verify, batches, aggregation) and their limits.
         batch_cache_size: VerifyStream batch ids remembered per call, to answer a retried
             batch without verifying it again.
-        max_inflight_batches: VerifyStream request batches verified ahead of the response
-            being written (pipelining bounded so memory stays bounded).
+        max_inflight_batches: how far VerifyStream reads ahead of the answers being written,
+            in default batches: that many times 256 rollouts unanswered and 16 MiB of requests
+            held (memory stays bounded; _verify_stream.py).
         max_response_part_bytes: target size of each AggregateMetrics answer part.
         worker: "INDEX/COUNT" of a worker process sharing the port (`serve --workers`), sent
             with GetServerInfo as `gym-metrics-worker` trailing metadata: a client opening one
@@ -123,28 +125,26 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     async def VerifyStream(
         self, request_iterator: AsyncIterator[pb.VerifyStreamRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.VerifyStreamResponse]:
-        """Batches are verified ahead (bounded) while earlier responses are written, in order."""
+        """Batches are verified ahead (bounded) while earlier answers are written: whole and in
+        order, or rollout by rollout as they finish (`answer_each`; _verify_stream.py)."""
         slots = self._handler.slots()
 
-        def answer(request: pb.VerifyStreamRequest) -> Any:
-            return self._verify_batch(request, slots)
+        async def verify(request: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, finished: Callable[[int], None] | None) -> None:
+            await self._verify_batch(request, response, slots, finished)
 
-        checked = _checked(request_iterator)
-        async for answered in in_order(
-            checked, _batch_id, answer, look_ahead=self._max_inflight, remember=self._cache_size
+        async for message in answers(
+            _checked(request_iterator), verify, look_ahead=self._max_inflight, remember=self._cache_size, max_bytes=self._max_bytes
         ):  # fmt: skip
-            for response in answered:
-                yield response
+            yield message
 
-    async def _verify_batch(self, request: pb.VerifyStreamRequest, slots: asyncio.Semaphore) -> list[pb.VerifyStreamResponse]:
-        """Each result is made in the response, in place (no copy of a finished message); one
-        message, or its parts when it passes the message limit."""
-        response = pb.VerifyStreamResponse(batch_id=request.batch_id)
+    async def _verify_batch(
+        self, request: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, slots: asyncio.Semaphore, finished: Callable[[int], None] | None
+    ) -> None:
+        """Each result is made in the response, in place (no copy of a finished message)."""
         items, add = request.items, response.results.add
         results = [add(task_index=item.task_index, rollout_index=item.rollout_index) for item in items]
         bodies = [item.body_json for item in items]
-        await self._handler.verify_batch(bodies, _writer(results), slots, lambda i: (items[i].task_index, items[i].rollout_index))
-        return parts(response, self._max_bytes)
+        await self._handler.verify_batch(bodies, _writer(results, finished), slots, lambda i: (items[i].task_index, items[i].rollout_index))
 
     @grpc_errors
     async def AggregateMetrics(
@@ -250,8 +250,8 @@ def _batch_id(request: pb.VerifyStreamRequest) -> str:
     return request.batch_id
 
 
-def _writer(results: list[pb.VerifyResult]) -> Callable[[int, float, str, str | None, str], None]:
-    """Writes a rollout's outcome into its result message."""
+def _writer(results: list[pb.VerifyResult], finished: Callable[[int], None] | None) -> Callable[[int, float, str, str | None, str], None]:
+    """Writes a rollout's outcome into its result message (and says so, for answer_each)."""
 
     def write(item: int, reward: float, response_json: str, kind: str | None, message: str) -> None:
         result = results[item]
@@ -260,6 +260,8 @@ def _writer(results: list[pb.VerifyResult]) -> Callable[[int, float, str, str | 
         if kind is not None:
             result.error_kind = _KIND_TO_PB[kind]
             result.error_message = message[:2000]
+        if finished is not None:
+            finished(item)
 
     return write
 
