@@ -74,7 +74,7 @@ async def _score(
                     continue
                 yield index, 0, body
 
-    async for outcome in client.verify_stream(items(), batch_size=batch_size):
+    async for outcome in client.verify_stream(items(), batch_size=batch_size, answer_each=True):  # as they finish: rows are keyed
         if outcome.error_kind or outcome.response is None:
             reason = f"{outcome.error_kind or 'no response'}: {outcome.error_message}"
             scores.add(outcome.task_index, None, RowFailure("verify", reason))

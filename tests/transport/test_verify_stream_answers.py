@@ -159,3 +159,15 @@ async def test_over_a_server_a_slow_verify_holds_back_only_itself(serve_env: Any
             lasts.append(part.batch_id)
     assert len(arrivals) == 300 and lasts[-1] == "0"
     assert max(v for k, v in arrivals.items() if k != (0, 0)) < 2.0 < arrivals[(0, 0)]
+
+
+async def test_verify_stream_answer_each_yields_outcomes_as_they_finish(serve_env: Any) -> None:
+    """What `evaluate --server` uses: its rows are keyed by task, so they need no order."""
+    _, channel = await serve_env(OneSlow())
+    client = ResourcesClient(channel)
+    items: list[VerifyInput] = [(t, 0, {"answer": "slow" if t == 0 else ("a" if t % 2 else "b"), "expected": "a"}) for t in range(20)]
+    ordered = [o.task_index async for o in client.verify_stream(items[1:], batch_size=8)]
+    assert ordered == list(range(1, 20))
+    outcomes = [o async for o in client.verify_stream(items, batch_size=8, answer_each=True)]
+    assert outcomes[-1].task_index == 0 and sorted(o.task_index for o in outcomes) == list(range(20))
+    assert {o.task_index: o.reward for o in outcomes} == {t: 1.0 if t % 2 else 0.0 for t in range(20)}

@@ -277,13 +277,14 @@ class ResourcesClient(SessionCalls, GroupCalls):
         return float(response.reward), str(response.response_json)
 
     async def verify_stream(
-        self, items: Iterable[VerifyInput] | AsyncIterable[VerifyInput], batch_size: int = 256
+        self, items: Iterable[VerifyInput] | AsyncIterable[VerifyInput], batch_size: int = 256, answer_each: bool = False
     ) -> AsyncIterator[VerifyOutcome]:
-        """Verify many rollouts over one VerifyStream call; outcomes come in input order. An
-        error raised while reading or encoding `items` is raised as itself (grpc reports it as
-        a cancelled call)."""
+        """Verify many rollouts over one VerifyStream call; outcomes come in input order, or,
+        with `answer_each`, as they finish (each names its task and rollout; one slow verify
+        then holds back only itself). An error raised while reading or encoding `items` is
+        raised as itself (grpc reports it as a cancelled call)."""
         failed: list[BaseException] = []
-        call = self._stub.VerifyStream(kept_errors(verify_batches(items, batch_size), failed), metadata=self._metadata)
+        call = self._stub.VerifyStream(kept_errors(verify_batches(items, batch_size, answer_each), failed), metadata=self._metadata)
         try:
             async for response in call:
                 for outcome in VerifiedBatch.from_results(response.results).outcomes():

@@ -28,7 +28,7 @@ def verify_request(batch_id: str, items: Sequence[VerifyInput], answer_each: boo
 
 
 async def verify_batches(
-    items: Iterable[VerifyInput] | AsyncIterable[VerifyInput], batch_size: int
+    items: Iterable[VerifyInput] | AsyncIterable[VerifyInput], batch_size: int, answer_each: bool = False
 ) -> AsyncIterator[pb.VerifyStreamRequest]:
     """Group items into VerifyStreamRequest batches with ids "0", "1", ..."""
     if batch_size < 1:
@@ -38,10 +38,10 @@ async def verify_batches(
     async for item in _aiter(items):
         batch.append(item)
         if len(batch) >= batch_size:
-            yield verify_request(str(number), batch)
+            yield verify_request(str(number), batch, answer_each)
             number, batch = number + 1, []
     if batch:
-        yield verify_request(str(number), batch)
+        yield verify_request(str(number), batch, answer_each)
 
 
 async def kept_errors(source: AsyncIterator[pb.VerifyStreamRequest], failed: list[BaseException]) -> AsyncIterator[pb.VerifyStreamRequest]:
