@@ -54,6 +54,8 @@ def report(result: Any, elapsed: float, note: str = "") -> int:
         parts.append(f"{sum(result.dropped.values())} rollouts dropped from the score ({classes}; see {result.failures_path})")
     if result.not_kept:
         parts.append(f"{result.not_kept} rollouts not kept (their agent's harness failed: _ng_no_persist; --resume runs them again)")
+    if result.no_reward:
+        parts.append(f"{result.no_reward} rollouts verified without a reward (verify gave NaN or infinity: null in the row and, as in NeMo Gym, out of the reward stats)")
     if result.reverified:
         parts.append(f"--reverify: {result.rewards_changed} of {result.reverified} rewards differ from the stored ones")
     if result.skipped_done:

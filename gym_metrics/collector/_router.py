@@ -84,6 +84,8 @@ class Router:
         self.dropped: dict[str, int] = defaultdict(int)
         """Rollouts whose verify answer named a failure class, by class (in the sidecar)."""
         self.not_kept = 0
+        self.no_reward = 0
+        """Rollouts verified with a NaN or infinite reward (null in the row, as NeMo Gym writes it)."""
         """Rollouts whose answer said not to keep them (NO_PERSIST_KEY): in neither file."""
         self.log: Callable[[str], None] = lambda message: print(message, file=sys.stderr)
         self.reverified = self.rewards_changed = 0
@@ -248,7 +250,11 @@ class Router:
                     dropped.append(dumps_row(row))
                     add(rollout.agent, None, error=True)
                     continue
-                add(rollout.agent, reward if isfinite(reward) else None)
+                if isfinite(reward):
+                    add(rollout.agent, reward)
+                else:  # NeMo Gym writes it null and its stats drop it: so here, but said
+                    self.no_reward += 1
+                    add(rollout.agent, None)
             else:
                 # The server knows only the rollout; the user needs the input line.
                 message = f"input line {rollout.line}: {message}" if rollout.line else message

@@ -80,6 +80,8 @@ class CollectResult:
     failures_path: Path | None = None
     """The failures sidecar (`<stem>_failures.jsonl`; written only when a rollout failed)."""
     not_kept: int = 0
+    no_reward: int = 0
+    """Rollouts verified with a NaN or infinite reward: null in the row, out of the reward stats."""
     """Rollouts whose answer said not to keep them (`_ng_no_persist`: the agent's harness failed,
     not the rollout): in neither file, so `--resume` runs them again."""
 
@@ -285,6 +287,7 @@ async def _collect(
         dropped=dict(router.dropped),
         failures_path=router.failures.path,
         not_kept=router.not_kept,
+        no_reward=router.no_reward,
     )
 
 
@@ -299,7 +302,7 @@ def _shard_done(
         "unanswered": router.unanswered, "tool_calls": runner.tool_calls if runner else 0,
         "failed_tool_calls": runner.failed_tool_calls if runner else 0, "episodes_retried": runner.retried if runner else 0,
         "episodes_at_max_steps": runner.at_max_steps if runner else 0, "token_gaps": capture.token_gaps if capture else 0,
-        "reverified": router.reverified, "rewards_changed": router.rewards_changed, "not_kept": router.not_kept,
+        "reverified": router.reverified, "rewards_changed": router.rewards_changed, "not_kept": router.not_kept, "no_reward": router.no_reward,
     }  # fmt: skip
     stats = {
         "counts": counts, "tasks": {agent: sorted(tasks) for agent, tasks in router.tasks.items()},

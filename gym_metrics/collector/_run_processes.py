@@ -106,5 +106,5 @@ async def _collect_processes(
         episodes_retried=counts["episodes_retried"], episodes_at_max_steps=counts["episodes_at_max_steps"],
         token_gaps=counts["token_gaps"], reverified=counts["reverified"], rewards_changed=counts["rewards_changed"],
         dropped=summed["dropped"], batches_by_server=summed["by_server"], failures_path=failures_path_for(output_path) if summed["dropped"] else None,
-        not_kept=counts["not_kept"],
+        not_kept=counts["not_kept"], no_reward=counts.get("no_reward", 0),
     )  # fmt: skip

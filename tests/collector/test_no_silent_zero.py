@@ -67,3 +67,22 @@ def test_math_exact_refuses_a_row_with_no_answer_at_all(tmp_path: Path) -> None:
     assert rows[0]["_gm_error"]["kind"] == "invalid_request" and "--policy-url" in rows[0]["_gm_error"]["message"]
     code, _, rows = collect(resolve_server("math_exact")(), [task], tmp_path)
     assert code == 3 and rows[0]["_gm_error"]["kind"] == "invalid_request"
+
+
+class NanReward(SimpleResourcesServer):
+    """NaN for the rows asking for it, infinity for one, 1.0 for the others."""
+
+    async def verify(self, body: NeedsResponse) -> BaseVerifyResponse:
+        return BaseVerifyResponse(reward={"nan": float("nan"), "inf": float("inf")}.get(body.expected_answer, 1.0))
+
+
+def test_a_nan_reward_is_null_in_the_row_left_out_as_nemo_gym_leaves_it_and_said(tmp_path: Path) -> None:
+    """NeMo Gym's server writes a NaN reward as null and its stats drop it (checked against
+    0.7.0: FastAPI's serialization, pandas' dropna): the same numbers here, but not silently."""
+    rows = [{"response": ANSWER, "expected_answer": e, "responses_create_params": {"input": "q"}} for e in ("nan", "4", "inf", "4", "nan")]
+    code, printed, out = collect(NanReward(), rows, tmp_path)
+    assert code == 0 and "3 rollouts verified without a reward (verify gave NaN or infinity" in printed
+    assert sorted(str(r["reward"]) for r in out) == ["1.0", "1.0", "None", "None", "None"]
+    assert "a      1.0000" in printed  # the mean of the two rewards there are
+    code, printed, _ = collect(Readme(), [{"response": ANSWER, "expected_answer": "4", "responses_create_params": {"input": "q"}}], tmp_path)
+    assert code == 0 and "without a reward" not in printed
