@@ -7,11 +7,11 @@ from gym_metrics._transport.client._resources import (
     KEEPALIVE_OPTIONS,
     ResourcesClient,
     ServerInfo,
-    VerifyInput,
     for_agent,
     is_transient,
 )
 from gym_metrics._transport.client._groups import GroupRewards, encoded_group
+from gym_metrics._transport.client._verify_requests import VerifyInput
 from gym_metrics._transport.client._sessions import SessionLostError, ToolOutput, tool_caller
 from gym_metrics._transport.client._session_stream import SessionStream
 from gym_metrics._transport.client._status import DeadlineExceededError, RemoteCallError, ServerBusyError, ServerUnavailableError, ServerUnreachableError

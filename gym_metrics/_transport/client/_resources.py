@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,9 @@ from gym_metrics._transport.client._session_stream import SessionStream
 from gym_metrics._transport.client._sessions import SessionCalls, json_text, session_error
 from gym_metrics._transport._batches import columns_to_batches
 from gym_metrics._transport._convert import responses_to_aggregate
-from gym_metrics._transport._verified import VerifiedBatch, VerifiedPart, VerifyOutcome
+from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
 from gym_metrics._transport._tracing import client_interceptors
-from gym_metrics._transport.client._verify_requests import VerifyInput, kept_errors, source_error, verify_batches, verify_request
+from gym_metrics._transport.client._verify_calls import VerifyCalls
 from gym_metrics._transport.client._status import (
     RemoteCallError,
     ServerUnavailableError,
@@ -100,7 +100,7 @@ _WORKER_KEY = "gym-metrics-worker"
 """GetServerInfo's trailing metadata: "INDEX/COUNT" of the worker process that answered."""
 
 
-class ResourcesClient(SessionCalls, GroupCalls):
+class ResourcesClient(SessionCalls, GroupCalls, VerifyCalls):
     """Talks to one resources server. Use as `async with ResourcesClient("host:port") as c:`.
 
     Args:
@@ -276,83 +276,6 @@ class ResourcesClient(SessionCalls, GroupCalls):
             raise session_error(exc) from None
         return float(response.reward), str(response.response_json)
 
-    async def verify_stream(
-        self, items: Iterable[VerifyInput] | AsyncIterable[VerifyInput], batch_size: int = 256, answer_each: bool = False
-    ) -> AsyncIterator[VerifyOutcome]:
-        """Verify many rollouts over one VerifyStream call; outcomes come in input order, or,
-        with `answer_each`, as they finish (each names its task and rollout; one slow verify
-        then holds back only itself). An error raised while reading or encoding `items` is
-        raised as itself (grpc reports it as a cancelled call)."""
-        failed: list[BaseException] = []
-        call = self._stub.VerifyStream(kept_errors(verify_batches(items, batch_size, answer_each), failed), metadata=self._metadata)
-        try:
-            async for response in call:
-                for outcome in VerifiedBatch.from_results(response.results).outcomes():
-                    yield outcome
-        except asyncio.CancelledError:
-            if (error := source_error(failed)) is not None:
-                raise error from None
-            raise
-
-    async def verify_batches(
-        self, batches: AsyncIterable[tuple[str, Sequence[VerifyInput]]]
-    ) -> AsyncIterator[tuple[str, list[VerifyOutcome]]]:
-        """One VerifyStream call over caller-made batches: yields (batch_id, outcomes) as the
-        server answers. Raises ServerUnavailableError when the stream breaks (retry it)."""
-        async for batch_id, verified in self.verify_batch_columns(batches):
-            yield batch_id, verified.outcomes()
-
-    async def verify_batch_columns(
-        self, batches: AsyncIterable[tuple[str, Sequence[VerifyInput]]]
-    ) -> AsyncIterator[tuple[str, VerifiedBatch]]:
-        """verify_batches with each answer column-wise (no object per rollout, responses
-        left as JSON text), whole and in request order."""
-        joined: list[pb.VerifyResult] = []  # a batch's answer in parts (`more`: it passed the message limit)
-        async for response in self._verify_stream(batches, answer_each=False):
-            if response.more:
-                joined.extend(response.results)
-                continue
-            yield response.batch_id, VerifiedBatch.from_results([*joined, *response.results] if joined else response.results)
-            joined = []
-
-    async def verify_parts(self, batches: AsyncIterable[tuple[str, Sequence[VerifyInput]]]) -> AsyncIterator[VerifiedPart]:
-        """One VerifyStream call asking `answer_each`: each batch's results as they finish, in
-        parts of any batch in any order (what the collector uses: one slow verify holds back only
-        itself). Raises ServerUnavailableError when the stream breaks (retry it)."""
-        offsets: dict[str, int] = {}  # a batch answered whole in parts without positions: where the next starts
-        async for response in self._verify_stream(batches, answer_each=True):
-            batch_id, verified = response.batch_id, VerifiedBatch.from_results(response.results)
-            positions: Sequence[int] = response.positions
-            if not positions:
-                start = offsets.pop(batch_id, 0)
-                positions = range(start, start + len(verified))
-                if response.more:
-                    offsets[batch_id] = start + len(verified)
-            yield VerifiedPart(batch_id, list(positions), verified, not response.more)
-
-    async def _verify_stream(
-        self, batches: AsyncIterable[tuple[str, Sequence[VerifyInput]]], answer_each: bool
-    ) -> AsyncIterator[pb.VerifyStreamResponse]:
-        async def requests() -> AsyncIterator[pb.VerifyStreamRequest]:
-            async for batch_id, items in batches:
-                yield verify_request(batch_id, items, answer_each)
-
-        failed: list[BaseException] = []
-        call = self._stub.VerifyStream(kept_errors(requests(), failed), metadata=self._metadata)
-        try:
-            async for response in call:
-                yield response
-        except grpc.aio.AioRpcError as exc:
-            raise translate(exc) from None
-        except asyncio.CancelledError:
-            if (error := source_error(failed)) is not None:
-                raise error from None  # the batches' source broke (a bad read, a SIGTERM), not the stream
-            if _cancelled_by_us():
-                raise
-            # grpc cancels the call itself when sending on it fails (half-closing a call whose
-            # connection just died), and reports that as CancelledError: a broken stream.
-            raise ServerUnavailableError("the stream broke while sending (grpc cancelled the call)") from None
-
     async def aggregate(
         self,
         agent_name: str,
@@ -436,13 +359,6 @@ REFUSED_PATIENCE_S = 10.0  # how long (at most: the connect timeout bounds it) a
 
 class _Refused(Exception):
     """A first connection attempt failed at once (refused, unresolvable): not worth waiting for."""
-
-
-def _cancelled_by_us() -> bool:
-    """Whether the running task is being cancelled (as opposed to grpc cancelling a call)."""
-    task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
-    return task is None or cancelling is None or cancelling() > 0
 
 
 __all__ = [
