@@ -9,7 +9,10 @@ it has no answer for: that episode fails at the agent's step). Each row is POSTe
 environment server's `/run` by check-env's NeMo Gym side (gym_metrics/nemo_gym/_nemo_side.py
 --episodes: the resources server, the agent, the environment server and NeMo Gym's openai_model
 server in front of the policy, each its real FastAPI app under uvicorn), the kept answers then to
-the environment server's `/aggregate_metrics`.
+the environment server's `/aggregate_metrics`. Then once more observed (`observed`: `--observe`,
+NeMo Gym's `observability_enabled`: the agent's session evidence comes back at its close as
+`ng_agent_observations`, its model calls captured by the openai_model server, `ng_trajectory`
+projected by the collection's own functions).
 
     .venv/bin/python scripts/make_nemo_session_protocol_reference.py --nemo-python /tmp/ngvenv/bin/python \\
         --wheel /tmp/ng --out tests/data/nemo_gym_session_protocol.json
@@ -61,6 +64,16 @@ def main() -> None:
     args = parser.parse_args()
     tasks = rows(args.wheel)
     answers = policy_script(tasks)
+    nemo = run(args, tasks, answers)
+    observed = run(args, tasks, answers, observe=True)
+    record = {"config": CONFIG, "policy": answers, "rows": tasks, "responses": nemo["responses"], "metrics": nemo["metrics"],
+              "observed": {"responses": observed["responses"]}}  # fmt: skip
+    args.out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {args.out}: {len(nemo['responses'])} answers, {len(nemo['metrics'])} metrics entries, observed too")
+
+
+def run(args: argparse.Namespace, tasks: list[dict[str, Any]], answers: dict[str, list[dict[str, Any]]], observe: bool = False) -> dict[str, Any]:
+    """NeMo Gym's side on the example (observed: `observability_enabled`, through its capturing model server)."""
     with tempfile.TemporaryDirectory(prefix="session-protocol-") as tmp:
         tree = Path(tmp) / "tree"
         for folder in FOLDERS:
@@ -71,13 +84,11 @@ def main() -> None:
             command = [
                 args.nemo_python, str(ROOT / "gym_metrics" / "nemo_gym" / "_nemo_side.py"), "--root", str(tree), "--env", ENV,
                 "--config", CONFIG, "--rows", str(Path(tmp) / "rows.jsonl"), "--out", str(Path(tmp) / "nemo.json"),
-                "--episodes", "--policy-port", str(policy.port),
+                "--episodes", "--policy-port", str(policy.port), *(["--observe", str(Path(tmp) / "capture")] if observe else []),
             ]  # fmt: skip
             subprocess.run(command, check=True, timeout=600)
-        nemo = json.loads((Path(tmp) / "nemo.json").read_text())
-    record = {"config": CONFIG, "policy": answers, "rows": tasks, "responses": nemo["responses"], "metrics": nemo["metrics"]}
-    args.out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {args.out}: {len(nemo['responses'])} answers, {len(nemo['metrics'])} metrics entries")
+        out: dict[str, Any] = json.loads((Path(tmp) / "nemo.json").read_text())
+        return out
 
 
 if __name__ == "__main__":

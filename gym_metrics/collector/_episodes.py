@@ -35,6 +35,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from gym_metrics._transport.client import (
@@ -53,10 +54,12 @@ from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.nemo_gym import episode_failure_row
+from gym_metrics.nemo_gym import as_recorded, episode_failure_row
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, run_episode
 from gym_metrics.collector._step_loop import DEFAULT_MAX_STEPS, run_step_episode
 from gym_metrics.collector._capture import Capture, captured
+from gym_metrics.recording import OBSERVATIONS_KEY, session_observations
+from gym_metrics.targets import labelled
 from gym_metrics.collector._agent_code import AgentCode, SessionRoutes, refuse_unrunnable, with_evidence
 from gym_metrics.targets import GenerationError, ModelTarget
 
@@ -95,6 +98,7 @@ class EpisodeRunner:
         retry: RetryPolicy | None = None,
         agents: Mapping[str, AgentCode] | None = None,
         session_protocol: frozenset[str] = frozenset(),
+        model_servers: Mapping[str, str] | None = None,
     ) -> None:
         self.clients, self.tools, self.target = list(clients), tools, target
         self.agents: Mapping[str, AgentCode] = agents if agents is not None else {}
@@ -104,6 +108,8 @@ class EpisodeRunner:
         self.retry = retry or RetryPolicy()
         self.max_steps, self.agent_max_steps, self.parallel_tool_calls = max_steps, agent_max_steps, parallel_tool_calls
         self.agent_type, self.session_protocol = agent_type, session_protocol
+        self.model_servers: Mapping[str, str] = model_servers or {}
+        """The model server each agent's config gives it: its calls are recorded under it."""
         self.attempts = max(1, attempts, self.retry.max_retries + 1)
         self.known, self.any_tool_name, self.steps = {t["name"] for t in tools}, any_tool_name, steps
         self.capture = capture
@@ -229,7 +235,8 @@ class EpisodeRunner:
             request = dict(rollout.row[REQUEST_KEY])
             if not request.get("tools") and self.tools and not self.any_tool_name:  # a NeMo Gym app's rows keep theirs, as its agent sends them
                 request["tools"] = self.tools
-            with captured(rollout, self.capture, trace):
+            model_ref = self._session_model_ref(rollout)
+            with captured(rollout, self.capture, trace), labelled(model_ref, None) if model_ref is not None else nullcontext():
                 episode = await run_episode(
                     self.target, request, tool_caller(calls, session, self.known, self.any_tool_name),
                     max_steps=self._max_steps(rollout), parallel_tool_calls=self.parallel_tool_calls, trace=trace,
@@ -246,6 +253,8 @@ class EpisodeRunner:
                 self.at_max_steps += 1
                 rollout.recorded = {**(rollout.recorded or {}), STOP_KEY: episode.stop}
             rollout.row, rollout.raw = body, None  # (only now: a retried episode starts from the task row)
+            if model_ref is not None and rollout.trace is not None:
+                return verified[0], self._session_evidence(rollout, verified[1], model_ref)
             return verified
         except (GenerationError, InvalidInputError, RemoteCallError) as exc:
             if rollout.agent in self.session_protocol:
@@ -254,6 +263,26 @@ class EpisodeRunner:
         finally:
             if session:
                 await _close_quietly(calls, session)
+
+    def _session_model_ref(self, rollout: Rollout) -> dict[str, str] | None:
+        """The model server a session-protocol agent's calls are recorded under, when they are."""
+        name = self.model_servers.get(rollout.agent)
+        if self.capture is None or name is None or rollout.agent not in self.session_protocol:
+            return None
+        return {"type": "responses_api_models", "name": name}
+
+    def _session_evidence(self, rollout: Rollout, text: str, model_ref: dict[str, str]) -> str:
+        """The verify answer of a session-protocol rollout with what NeMo Gym's environment server
+        adds at the agent session's close (its `ng_agent_observations`), then what its collection
+        adds: the calls joined to it, `ng_trajectory` projected from them, `ng_perf`."""
+        assert rollout.trace is not None
+        trace, records = rollout.trace
+        rollout.trace = None  # (the trajectory is the bundle's projection, not the loop's own)
+        records = as_recorded(records, rollout.row[REQUEST_KEY])
+        answer = json.loads(text)
+        answer[OBSERVATIONS_KEY] = session_observations(trace, records, model_ref)
+        with_evidence(answer, rollout, records, self.capture, (time.time() - trace.started_at) * 1000)
+        return json.dumps(answer, ensure_ascii=False)
 
     async def _agent_code(self, code: AgentCode, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
         """A rollout run by its NeMo Gym agent's own code (its `/run`), in a session of `client`."""

@@ -147,7 +147,7 @@ def same_environment(clients: Sequence[ResourcesClient], infos: Sequence[ServerI
     return first
 
 
-_COMPARED = ("name", "version", "metrics", "verify_request_schema", "verify_response_schema", "wants_rows", "tools", "any_tool_name", "steps", "agent_max_steps", "agent_types", "environment_servers")
+_COMPARED = ("name", "version", "metrics", "verify_request_schema", "verify_response_schema", "wants_rows", "tools", "any_tool_name", "steps", "agent_max_steps", "agent_types", "environment_servers", "agent_model_servers")
 """What replicas must agree on: everything GetServerInfo says (two environments both called
 `Env` by their `app.py`, but scoring differently, were mixed in one file)."""
 

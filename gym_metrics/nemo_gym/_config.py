@@ -61,7 +61,10 @@ def load_config_server(
         violations = [FieldViolation(f"{block_name}.{'.'.join(map(str, e['loc']))}", e["msg"]) for e in exc.errors()[:20]]
         raise InvalidInputError(f"{path}: the {impl} config does not fit {cls.__name__}", violations) from None
     server._agent_max_steps = agent_max_steps(document, block_name, path)
-    server._agent_types = {name: impl for name, impl, _ in agents_of(document, block_name)}
+    agents = agents_of(document, block_name)
+    server._agent_types = {name: impl for name, impl, _ in agents}
+    server._agent_model_servers = {name: str(ref["name"]) for name, _, fields in agents
+                                   if isinstance(ref := fields.get("model_server"), Mapping) and ref.get("name") is not None}  # fmt: skip
     fronts = environment_servers_of(document)
     server._environment_servers = {name: fronts[name] for name in server._agent_types if name in fronts}
     return server

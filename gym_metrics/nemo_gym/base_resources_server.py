@@ -155,6 +155,8 @@ class SimpleResourcesServer(BaseModel, _Environment):
     """The config's agents' implementations (simple_agent, tool_simulation_agent, ...)."""
     _environment_servers: dict[str, tuple[str, str]] = PrivateAttr(default_factory=dict)
     """The environment server (name, type) in front of each of the config's agents."""
+    _agent_model_servers: dict[str, str] = PrivateAttr(default_factory=dict)
+    """The model server each of the config's agents calls (`model_server.name`)."""
 
     def setup_webserver(self) -> Any:
         """The FastAPI app NeMo Gym would serve, with its routes in its order (its own first, so
@@ -223,7 +225,7 @@ class SimpleResourcesServer(BaseModel, _Environment):
 
     def server_info(self) -> dict[str, Any]:
         return {**super().server_info(), "name": self.config.name, "agent_max_steps": dict(self._agent_max_steps), "agent_types": dict(self._agent_types),
-                "environment_servers": dict(self._environment_servers)}
+                "environment_servers": dict(self._environment_servers), "agent_model_servers": dict(self._agent_model_servers)}
 
     async def run_verify(self, request: Any, session: Optional[Session] = None) -> Any:
         """verify with NeMo Gym's calling conventions and its judge failsafe; `request.session`

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from gym_metrics.nemo_gym._environment_servers import FAILURE_CLASS, NO_RESULT_FAILURE_CLASSES
 from gym_metrics.nemo_gym.global_config import ROLLOUT_INDEX_KEY_NAME, TASK_INDEX_KEY_NAME
 from gym_metrics.nemo_gym.rollout_correlation import maybe_rollout_id_from_run_body
-from gym_metrics.recording import CAPTURE_KEY, PAYLOAD_KEYS, PERF_KEY, TRAJECTORY_KEY
+from gym_metrics.recording import CAPTURE_KEY, OBSERVATIONS_KEY, PAYLOAD_KEYS, PERF_KEY, TRAJECTORY_KEY
 from gym_metrics.nemo_gym.rollout_observability import (
     AgentInvocation,
     AgentObservationBundle,
@@ -35,7 +35,6 @@ NG_NO_PERSIST_KEY = "_ng_no_persist"
 NG_TERMINAL_KEY = "_ng_failure_terminal"
 NG_TRAJECTORY_KEY = TRAJECTORY_KEY
 NG_PERF_KEY = PERF_KEY
-OBSERVATIONS_KEY = "ng_agent_observations"
 AGENT_REQUEST_FAILED_FAILURE_CLASS = "agent_request_failed"
 AGENT_RUN_ERROR_FAILURE_CLASS = "agent_run_error"
 ENVIRONMENT_SERVER_FAILURE_CLASS = FAILURE_CLASS

@@ -15,6 +15,8 @@ from typing import Any
 from gym_metrics.recording._items import as_dumped
 
 TRAJECTORY_KEY = "ng_trajectory"
+OBSERVATIONS_KEY = "ng_agent_observations"
+"""An agent's own report of what it did (NeMo Gym's AgentObservationBundle)."""
 _METADATA = ("response_id", "model_ref", "model", "dialect", "status_code", "response_status", "finish_reason",
              "upstream_attempted", "response_source", "upstream_status_code", "local_response_reason", "error_category",
              "latency_ttft_ms")  # fmt: skip
@@ -126,3 +128,23 @@ def trajectory(trace: EpisodeTrace, records: Sequence[Mapping[str, Any]], row: M
         "model_calls": [model_call_entry(r) for r in records], "tool_calls": trace.tool_calls,
         "gaps": list({(g["code"], g["invocation_id"], g["detail"]): g for g in gaps}.values()),
     }  # fmt: skip
+
+
+def session_observations(trace: EpisodeTrace, records: Sequence[Mapping[str, Any]], model_ref: Mapping[str, Any]) -> dict[str, Any]:
+    """What NeMo Gym's simple_agent gives back at its agent session's close (`ng_agent_observations`,
+    an AgentObservationBundle): its one invocation, each policy call referenced by its model server
+    (`model_ref`) and response id, never by capture id (the collection joins them), a call answered
+    without an id a gap; no turns and no tool calls (the bundle has no room for them)."""
+    answered = [r for r in records if r.get("response") is not None]
+    refs, gaps = [], []
+    for n, call in enumerate([*answered, *[None] * len(trace.turns)][: len(trace.turns)], start=1):
+        if call is not None and call.get("response_id"):
+            refs.append({"model_call_id": None, "model_ref": dict(model_ref), "response_id": call["response_id"]})
+        else:
+            gaps.append({"code": "model_call_reference_unavailable", "invocation_id": "root", "detail": f"turn:{n}"})
+    invocation = {
+        "kind": "agent_invocation", "invocation_id": "root", "parent_invocation_id": None, "spawned_by_tool_call_id": None,
+        "status": trace.status, "duration_ms": None, "error_type": None, "model_calls": refs,
+        "conversation": [as_dumped(i) for i in typed(trace.conversation)],
+    }  # fmt: skip
+    return {"source": "simple_agent", "records": [invocation], "gaps": gaps}

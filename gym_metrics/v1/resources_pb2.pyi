@@ -341,7 +341,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("name", "version", "metrics", "verify_request_schema_json", "verify_response_schema_json", "wants_rows", "tools", "any_tool_name", "steps", "agent_max_steps", "agent_types", "environment_servers")
+    __slots__ = ("name", "version", "metrics", "verify_request_schema_json", "verify_response_schema_json", "wants_rows", "tools", "any_tool_name", "steps", "agent_max_steps", "agent_types", "environment_servers", "agent_model_servers")
     class AgentMaxStepsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -363,6 +363,13 @@ class GetServerInfoResponse(_message.Message):
         key: str
         value: EnvironmentServerInfo
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[EnvironmentServerInfo, _Mapping]] = ...) -> None: ...
+    class AgentModelServersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
@@ -375,6 +382,7 @@ class GetServerInfoResponse(_message.Message):
     AGENT_MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     AGENT_TYPES_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_SERVERS_FIELD_NUMBER: _ClassVar[int]
+    AGENT_MODEL_SERVERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     metrics: _containers.RepeatedScalarFieldContainer[str]
@@ -387,7 +395,8 @@ class GetServerInfoResponse(_message.Message):
     agent_max_steps: _containers.ScalarMap[str, int]
     agent_types: _containers.ScalarMap[str, str]
     environment_servers: _containers.MessageMap[str, EnvironmentServerInfo]
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., verify_request_schema_json: _Optional[str] = ..., verify_response_schema_json: _Optional[str] = ..., wants_rows: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., any_tool_name: _Optional[bool] = ..., steps: _Optional[bool] = ..., agent_max_steps: _Optional[_Mapping[str, int]] = ..., agent_types: _Optional[_Mapping[str, str]] = ..., environment_servers: _Optional[_Mapping[str, EnvironmentServerInfo]] = ...) -> None: ...
+    agent_model_servers: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., verify_request_schema_json: _Optional[str] = ..., verify_response_schema_json: _Optional[str] = ..., wants_rows: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., any_tool_name: _Optional[bool] = ..., steps: _Optional[bool] = ..., agent_max_steps: _Optional[_Mapping[str, int]] = ..., agent_types: _Optional[_Mapping[str, str]] = ..., environment_servers: _Optional[_Mapping[str, EnvironmentServerInfo]] = ..., agent_model_servers: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class EnvironmentServerInfo(_message.Message):
     __slots__ = ("name", "type")

@@ -10,6 +10,7 @@ failures sidecar (`environment_server_failed`, stage `agent`, not terminal, noth
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -53,12 +54,12 @@ def config(ported: Any) -> Path:
     return folder / "configs" / f"{REFERENCE['config']}.yaml"
 
 
-async def _collect(config: Path, rows: Path, out: Path, resume: bool = False) -> Any:
+async def _collect(config: Path, rows: Path, out: Path, resume: bool = False, trajectory: bool = False) -> Any:
     policy = ScriptedPolicyServer({prompt: [PolicyAnswer(**step) for step in steps] for prompt, steps in REFERENCE["policy"].items()})
     with policy:
         target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")
         async with serve_environment(load_config_server(config)) as running, ResourcesClient(running.address) as client:
-            return await collect_async(client, rows, out, CollectOptions(target=target, resume=resume))
+            return await collect_async(client, rows, out, CollectOptions(target=target, resume=resume, trajectory=trajectory))
 
 
 async def test_the_session_protocol_is_run_as_nemo_gym_runs_it(config: Path, tmp_path: Path) -> None:
@@ -87,6 +88,41 @@ async def test_the_session_protocol_is_run_as_nemo_gym_runs_it(config: Path, tmp
     result = await _collect(config, rows, tmp_path / "out.jsonl", resume=True)  # not terminal: run again, failing again
     again = _lines(tmp_path / "out_failures.jsonl")
     assert [(r["_ng_task_index"], r.get("_ng_attempt_index")) for r in again] == [(2, None), (2, 1)]
+
+
+_CLOCKS = {"started_at", "completed_at", "timestamp", "duration_ms", "latency_total_ms", "observed_at", "total_latency_ms"}
+_EVIDENCE = ("ng_agent_observations", "ng_model_call_capture", "ng_trajectory", "ng_perf")
+
+
+def _stable(value: Any, ids: dict[str, str]) -> Any:
+    """`value` with its clocks and generated ids (uuid hex) made comparable: each id named by the
+    order it first appears in; `latency_ttft_ms` (NeMo Gym's model server times it) set aside."""
+    if isinstance(value, dict):
+        return {k: ("<clock>" if k in _CLOCKS and v is not None else _stable(v, ids)) for k, v in value.items() if k != "latency_ttft_ms"}
+    if isinstance(value, list):
+        return [_stable(v, ids) for v in value]
+    if isinstance(value, str):
+        return re.sub(r"\b[0-9a-f]{32}\b", lambda m: ids.setdefault(m.group(0), f"<id {len(ids)}>"), value)
+    return value
+
+
+async def test_an_observed_session_agents_evidence_comes_back_at_its_close_as_under_nemo_gym(config: Path, tmp_path: Path) -> None:
+    """With --trajectory (NeMo Gym's `observability_enabled`), simple_agent's session gives its
+    evidence at the session's close: one invocation per activation, its model calls referenced by
+    response id, `ng_agent_observations` on the row; joined to the captured calls and projected into
+    `ng_trajectory` by the collection's rules. Every evidence field equals NeMo Gym 0.7.0's on every
+    row (its observed recording), clocks and generated ids aside."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row in REFERENCE["rows"]))
+    await _collect(config, rows, tmp_path / "out.jsonl", trajectory=True)
+    mine = {_key(r): r for r in _lines(tmp_path / "out.jsonl")}
+    theirs = {_key(r): r for r in REFERENCE["observed"]["responses"] if "_ng_failure_class" not in r}
+    assert set(mine) == set(theirs) and len(theirs) == 4
+    for key, answer in theirs.items():
+        assert [p for p in _EVIDENCE if p in answer] == [p for p in _EVIDENCE if p in mine[key]], key
+        assert set(mine[key]) == {*answer, *STAMPS}
+        for part in (p for p in _EVIDENCE if p in answer):
+            assert differences(_stable(answer[part], {}), _stable(mine[key][part], {}), f"{key}.{part}") == []
 
 
 def test_the_environment_servers_of_a_config_are_nemo_gyms() -> None:

@@ -78,6 +78,8 @@ class ServerInfo:
     """The NeMo Gym agent each named agent is (simple_agent, tool_simulation_agent, ...)."""
     environment_servers: dict[str, tuple[str, str]] = field(default_factory=dict)
     """The NeMo Gym environment server (name, type) in front of each named agent."""
+    agent_model_servers: dict[str, str] = field(default_factory=dict)
+    """The model server each named agent calls in its NeMo Gym config (`model_server.name`)."""
 
     def max_steps_of(self, agent: str) -> int | None:
         """The bound of `agent`'s episodes: its own, else the one all listed agents share."""
@@ -351,6 +353,7 @@ class ResourcesClient(SessionCalls, GroupCalls, VerifyCalls):
             agent_max_steps=dict(info.agent_max_steps),
             agent_types=dict(info.agent_types),
             environment_servers={agent: (server.name, server.type) for agent, server in info.environment_servers.items()},
+            agent_model_servers=dict(info.agent_model_servers),
         )
 
 

@@ -195,6 +195,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             steps=bool(info.get("steps")),
             agent_max_steps=dict(info.get("agent_max_steps") or {}),
             agent_types=dict(info.get("agent_types") or {}),
+            agent_model_servers=dict(info.get("agent_model_servers") or {}),
             environment_servers={agent: pb.EnvironmentServerInfo(name=name, type=kind) for agent, (name, kind) in (info.get("environment_servers") or {}).items()},
         )
 
