@@ -12,7 +12,8 @@ server in front of the policy, each its real FastAPI app under uvicorn), the kep
 the environment server's `/aggregate_metrics`. Then once more observed (`observed`: `--observe`,
 NeMo Gym's `observability_enabled`: the agent's session evidence comes back at its close as
 `ng_agent_observations`, its model calls captured by the openai_model server, `ng_trajectory`
-projected by the collection's own functions).
+projected by the collection's own functions). And the same environment's flat config observed
+(`flat_observed`: simple_agent's own `/run` behind the legacy_agent relay, its own trajectory).
 
     .venv/bin/python scripts/make_nemo_session_protocol_reference.py --nemo-python /tmp/ngvenv/bin/python \\
         --wheel /tmp/ng --out tests/data/nemo_gym_session_protocol.json
@@ -34,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = "example_single_tool_call"
 CONFIG = "example_single_tool_call_single_agent_turn"
 AGENT = "example_single_tool_call_session_agent"
+FLAT_CONFIG, FLAT_AGENT = "example_single_tool_call", "example_single_tool_call_simple_agent"
+"""The same environment's flat config: simple_agent's own `/run` behind the legacy_agent relay."""
 FAILING = "humidity in sf"
 """The prompt the policy has no answer for."""
 FOLDERS = (f"resources_servers/{ENV}", "environment_servers/single_agent_turn_legacy", "environment_servers/single_agent_turn",
@@ -46,9 +49,9 @@ def script(prompt: str) -> list[dict[str, Any]]:
     return [{"tool_calls": [{"name": "get_weather", "arguments": {"city": city}}]}, {"text": f"About {prompt}: it is cold in {city}."}]
 
 
-def rows(wheel: Path) -> list[dict[str, Any]]:
+def rows(wheel: Path, agent: str = AGENT) -> list[dict[str, Any]]:
     lines = (wheel / "resources_servers" / ENV / "data" / "example.jsonl").read_text().splitlines()
-    return [json.loads(line) | {"agent_ref": {"name": AGENT}, "_ng_task_index": i, "_ng_rollout_index": 0} for i, line in enumerate(lines)]
+    return [json.loads(line) | {"agent_ref": {"name": agent}, "_ng_task_index": i, "_ng_rollout_index": 0} for i, line in enumerate(lines)]
 
 
 def policy_script(tasks: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -66,13 +69,17 @@ def main() -> None:
     answers = policy_script(tasks)
     nemo = run(args, tasks, answers)
     observed = run(args, tasks, answers, observe=True)
+    flat_tasks = rows(args.wheel, FLAT_AGENT)
+    flat = run(args, flat_tasks, answers, observe=True, config=FLAT_CONFIG)
     record = {"config": CONFIG, "policy": answers, "rows": tasks, "responses": nemo["responses"], "metrics": nemo["metrics"],
-              "observed": {"responses": observed["responses"]}}  # fmt: skip
+              "observed": {"responses": observed["responses"]},
+              "flat_observed": {"config": FLAT_CONFIG, "rows": flat_tasks, "responses": flat["responses"]}}  # fmt: skip
     args.out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out}: {len(nemo['responses'])} answers, {len(nemo['metrics'])} metrics entries, observed too")
 
 
-def run(args: argparse.Namespace, tasks: list[dict[str, Any]], answers: dict[str, list[dict[str, Any]]], observe: bool = False) -> dict[str, Any]:
+def run(args: argparse.Namespace, tasks: list[dict[str, Any]], answers: dict[str, list[dict[str, Any]]], observe: bool = False,
+        config: str = CONFIG) -> dict[str, Any]:
     """NeMo Gym's side on the example (observed: `observability_enabled`, through its capturing model server)."""
     with tempfile.TemporaryDirectory(prefix="session-protocol-") as tmp:
         tree = Path(tmp) / "tree"
@@ -83,7 +90,7 @@ def run(args: argparse.Namespace, tasks: list[dict[str, Any]], answers: dict[str
         with policy:
             command = [
                 args.nemo_python, str(ROOT / "gym_metrics" / "nemo_gym" / "_nemo_side.py"), "--root", str(tree), "--env", ENV,
-                "--config", CONFIG, "--rows", str(Path(tmp) / "rows.jsonl"), "--out", str(Path(tmp) / "nemo.json"),
+                "--config", config, "--rows", str(Path(tmp) / "rows.jsonl"), "--out", str(Path(tmp) / "nemo.json"),
                 "--episodes", "--policy-port", str(policy.port), *(["--observe", str(Path(tmp) / "capture")] if observe else []),
             ]  # fmt: skip
             subprocess.run(command, check=True, timeout=600)

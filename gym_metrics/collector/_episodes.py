@@ -58,7 +58,7 @@ from gym_metrics.nemo_gym import as_recorded, episode_failure_row
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, run_episode
 from gym_metrics.collector._step_loop import DEFAULT_MAX_STEPS, run_step_episode
 from gym_metrics.collector._capture import Capture, captured
-from gym_metrics.recording import OBSERVATIONS_KEY, session_observations
+from gym_metrics.recording import OBSERVATIONS_KEY, TRAJECTORY_KEY, agent_trajectory, rollout_id_of, session_observations
 from gym_metrics.targets import labelled
 from gym_metrics.collector._agent_code import AgentCode, SessionRoutes, refuse_unrunnable, with_evidence
 from gym_metrics.targets import GenerationError, ModelTarget
@@ -235,7 +235,7 @@ class EpisodeRunner:
             request = dict(rollout.row[REQUEST_KEY])
             if not request.get("tools") and self.tools and not self.any_tool_name:  # a NeMo Gym app's rows keep theirs, as its agent sends them
                 request["tools"] = self.tools
-            model_ref = self._session_model_ref(rollout)
+            model_ref = self._model_ref(rollout)
             with captured(rollout, self.capture, trace), labelled(model_ref, None) if model_ref is not None else nullcontext():
                 episode = await run_episode(
                     self.target, request, tool_caller(calls, session, self.known, self.any_tool_name),
@@ -254,7 +254,7 @@ class EpisodeRunner:
                 rollout.recorded = {**(rollout.recorded or {}), STOP_KEY: episode.stop}
             rollout.row, rollout.raw = body, None  # (only now: a retried episode starts from the task row)
             if model_ref is not None and rollout.trace is not None:
-                return verified[0], self._session_evidence(rollout, verified[1], model_ref)
+                return verified[0], self._nemo_evidence(rollout, verified[1], model_ref)
             return verified
         except (GenerationError, InvalidInputError, RemoteCallError) as exc:
             if rollout.agent in self.session_protocol:
@@ -264,23 +264,28 @@ class EpisodeRunner:
             if session:
                 await _close_quietly(calls, session)
 
-    def _session_model_ref(self, rollout: Rollout) -> dict[str, str] | None:
-        """The model server a session-protocol agent's calls are recorded under, when they are."""
+    def _model_ref(self, rollout: Rollout) -> dict[str, str] | None:
+        """The model server a NeMo Gym agent's calls are recorded under, when they are recorded."""
         name = self.model_servers.get(rollout.agent)
-        if self.capture is None or name is None or rollout.agent not in self.session_protocol:
+        if self.capture is None or name is None:
             return None
         return {"type": "responses_api_models", "name": name}
 
-    def _session_evidence(self, rollout: Rollout, text: str, model_ref: dict[str, str]) -> str:
-        """The verify answer of a session-protocol rollout with what NeMo Gym's environment server
-        adds at the agent session's close (its `ng_agent_observations`), then what its collection
-        adds: the calls joined to it, `ng_trajectory` projected from them, `ng_perf`."""
+    def _nemo_evidence(self, rollout: Rollout, text: str, model_ref: dict[str, str]) -> str:
+        """The verify answer of a NeMo Gym agent's observed rollout with what simple_agent gives:
+        behind the session protocol, its session's evidence at its close (`ng_agent_observations`);
+        else its own trajectory with its `/run` answer; then what NeMo Gym's collection adds: the
+        calls as its model server records them, joined in, `ng_trajectory` projected, `ng_perf`."""
         assert rollout.trace is not None
         trace, records = rollout.trace
-        rollout.trace = None  # (the trajectory is the bundle's projection, not the loop's own)
+        rollout.trace = None  # (the trajectory is the collection's projection, not the loop's own)
         records = as_recorded(records, rollout.row[REQUEST_KEY])
         answer = json.loads(text)
-        answer[OBSERVATIONS_KEY] = session_observations(trace, records, model_ref)
+        if rollout.agent in self.session_protocol:
+            answer[OBSERVATIONS_KEY] = session_observations(trace, records, model_ref)
+        else:
+            row = {**rollout.row, **answer}
+            answer[TRAJECTORY_KEY] = agent_trajectory(trace, records, row, rollout_id_of(row), model_ref)
         with_evidence(answer, rollout, records, self.capture, (time.time() - trace.started_at) * 1000)
         return json.dumps(answer, ensure_ascii=False)
 

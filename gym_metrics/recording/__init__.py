@@ -27,13 +27,13 @@ from gym_metrics.recording._token_records import (
 )
 from gym_metrics.recording._perf import PERF_KEY, rollout_perf
 from gym_metrics.recording._tokens import call_token_fields, token_gaps
-from gym_metrics.recording._trajectory import OBSERVATIONS_KEY, TRAJECTORY_KEY, EpisodeTrace, session_observations, task_id_of, trajectory
+from gym_metrics.recording._trajectory import OBSERVATIONS_KEY, TRAJECTORY_KEY, EpisodeTrace, agent_trajectory, session_observations, task_id_of, trajectory
 from gym_metrics.recording._trajectory_schema import trajectory_error
 
 __all__ = [
     "trajectory_error",
     "ATIF_SCHEMA_VERSION", "TOKEN_FIELDS", "AtifRefused", "rollout_to_atif", "AtifExport", "AtifExportError", "export_atif",
-    "OBSERVATIONS_KEY", "TRAJECTORY_KEY", "EpisodeTrace", "session_observations", "task_id_of", "trajectory", "model_call_records", "PERF_KEY", "rollout_perf",
+    "OBSERVATIONS_KEY", "TRAJECTORY_KEY", "EpisodeTrace", "agent_trajectory", "session_observations", "task_id_of", "trajectory", "model_call_records", "PERF_KEY", "rollout_perf",
     "TokenLineageError", "TrainingSequence", "encode_token_ids", "linearize", "token_digest", "token_entries",
     "CAPTURE_KEY", "PAYLOAD_KEYS", "capture_block", "model_call_metrics", "model_call_record", "rollout_id_of", "token_stats", "call_token_fields", "token_gaps",
 ]

@@ -96,16 +96,47 @@ def trajectory(trace: EpisodeTrace, records: Sequence[Mapping[str, Any]], row: M
     """The rollout's `ng_trajectory` (schema 1.0): `records` are its captured model-call
     records with their payloads, in call order; a turn's model call is the call that answered
     it (the last attempt of its generation)."""
+    out = _record(trace, records, row, rollout_id, None)
+    gaps = out["gaps"]
+    if not records:
+        gaps.append({"code": "model_calls_unavailable", "invocation_id": None, "detail": None})
+    if not out["turns"]:
+        gaps.append({"code": "turns_unavailable", "invocation_id": None, "detail": None})
+    if not trace.conversation:
+        gaps.append({"code": "conversation_unavailable", "invocation_id": None, "detail": None})
+    out["model_calls"] = [model_call_entry(r) for r in records]
+    out["gaps"] = list({(g["code"], g["invocation_id"], g["detail"]): g for g in gaps}.values())
+    return out
+
+
+def agent_trajectory(trace: EpisodeTrace, records: Sequence[Mapping[str, Any]], row: Mapping[str, Any], rollout_id: str | None,
+                     model_ref: Mapping[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """The trajectory NeMo Gym's simple_agent gives with its flat `/run` answer (its collection then
+    adds the captured calls and projects the rollout's `ng_trajectory` from both): each policy call
+    referenced by its model server (`model_ref`) and response id, no model calls of its own."""
+    return _record(trace, records, row, rollout_id, model_ref)
+
+
+def _record(trace: EpisodeTrace, records: Sequence[Mapping[str, Any]], row: Mapping[str, Any], rollout_id: str | None,
+            model_ref: Mapping[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+    """Invocation, turns, tool calls and the agent's own gaps; a turn's call referenced by capture
+    id, or with `model_ref` by that server and the response id (as simple_agent references them)."""
     task, rollout = task_id_of(row), rollout_id or "unknown"
     answered = [r for r in records if r.get("response") is not None]
     gaps: list[dict[str, Any]] = []
     turns = []
     for n, (turn, call) in enumerate(zip(trace.turns, [*answered, *[None] * len(trace.turns)]), start=1):
-        refs = [{"model_call_id": call["model_call_id"], "model_ref": None, "response_id": call.get("response_id")}] if call else []
-        if call is None:
+        if model_ref is None:
+            refs = [{"model_call_id": call["model_call_id"], "model_ref": None, "response_id": call.get("response_id")}] if call else []
+        else:
+            refs = [{"model_call_id": None, "model_ref": dict(model_ref), "response_id": call["response_id"]}] if call and call.get("response_id") else []
+        if not refs:
             gaps.append({"code": "model_call_reference_unavailable", "invocation_id": "root", "detail": f"turn:{n}"})
+        question, answer = turn["question"], turn["answer"]
+        if model_ref is not None:  # as simple_agent's typed items dump
+            question, answer = [as_dumped(i) for i in question], [as_dumped(i) for i in answer]
         turns.append({"invocation_id": "root", "task_id": task, "rollout_id": rollout, "turn_no": n, "timestamp": turn["timestamp"],
-                      "question": turn["question"], "answer": turn["answer"], "reasoning_content": turn["reasoning_content"],
+                      "question": question, "answer": answer, "reasoning_content": turn["reasoning_content"],
                       "resolved": None, "step_count": turn["step_count"], "model_calls": refs})  # fmt: skip
     resolved = row.get("resolved")
     if isinstance(resolved, bool) and turns:
@@ -117,17 +148,8 @@ def trajectory(trace: EpisodeTrace, records: Sequence[Mapping[str, Any]], row: M
         "status": trace.status, "duration_ms": None, "error_type": None,
         "model_calls": [ref for t in turns for ref in t["model_calls"]], "conversation": [as_dumped(i) for i in typed(trace.conversation)],
     }  # fmt: skip
-    if not records:
-        gaps.append({"code": "model_calls_unavailable", "invocation_id": None, "detail": None})
-    if not turns:
-        gaps.append({"code": "turns_unavailable", "invocation_id": None, "detail": None})
-    if not trace.conversation:
-        gaps.append({"code": "conversation_unavailable", "invocation_id": None, "detail": None})
-    return {
-        "schema_version": "1.0", "task_id": task, "rollout_id": rollout, "invocations": [invocation], "turns": turns,
-        "model_calls": [model_call_entry(r) for r in records], "tool_calls": trace.tool_calls,
-        "gaps": list({(g["code"], g["invocation_id"], g["detail"]): g for g in gaps}.values()),
-    }  # fmt: skip
+    return {"schema_version": "1.0", "task_id": task, "rollout_id": rollout, "invocations": [invocation], "turns": turns,
+            "model_calls": [], "tool_calls": trace.tool_calls, "gaps": gaps}  # fmt: skip
 
 
 def session_observations(trace: EpisodeTrace, records: Sequence[Mapping[str, Any]], model_ref: Mapping[str, Any]) -> dict[str, Any]:

@@ -125,6 +125,24 @@ async def test_an_observed_session_agents_evidence_comes_back_at_its_close_as_un
             assert differences(_stable(answer[part], {}), _stable(mine[key][part], {}), f"{key}.{part}") == []
 
 
+async def test_an_observed_flat_simple_agents_evidence_is_nemo_gyms(config: Path, tmp_path: Path) -> None:
+    """The same environment's flat config (simple_agent's own `/run` behind the legacy_agent
+    relay) with --trajectory: the agent's own trajectory, its calls as NeMo Gym's model server
+    records them, `ng_trajectory` and `ng_perf` equal NeMo Gym's observed run's, clocks and
+    generated ids aside."""
+    flat = REFERENCE["flat_observed"]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row in flat["rows"]))
+    await _collect(config.with_name(f"{flat['config']}.yaml"), rows, tmp_path / "out.jsonl", trajectory=True)
+    mine = {_key(r): r for r in _lines(tmp_path / "out.jsonl")}
+    theirs = {_key(r): r for r in flat["responses"] if "_ng_failure_class" not in r and "_nemo_refused" not in r}
+    assert {k for k, r in mine.items() if "_gm_error" not in r} == set(theirs) and len(theirs) == 4  # (the unanswered prompt: NeMo Gym's /run a 500)
+    for key, answer in theirs.items():
+        assert [p for p in _EVIDENCE if p in answer] == [p for p in _EVIDENCE if p in mine[key]], key
+        for part in (p for p in _EVIDENCE if p in answer):
+            assert differences(_stable(answer[part], {}), _stable(mine[key][part], {}), f"{key}.{part}") == []
+
+
 def test_the_environment_servers_of_a_config_are_nemo_gyms() -> None:
     """Declared blocks front the agents they name; an agent without one gets the relay NeMo Gym's
     migration generates (its name taken: the agent's name, then the suffix again); an agent two

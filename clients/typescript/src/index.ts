@@ -119,6 +119,7 @@ export async function verifyAll(
       yield {
         $typeName: "gym_metrics.v1.VerifyStreamRequest",
         batchId: `b${n}`,
+        answerEach: false, // whole batches in request order (answer_each answers each rollout as it finishes)
         items: rollouts.slice(start, start + batchSize).map((r) => ({
           $typeName: "gym_metrics.v1.VerifyItem" as const, taskIndex: r.taskIndex, rolloutIndex: r.rolloutIndex, bodyJson: r.row,
         })),
