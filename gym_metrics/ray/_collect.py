@@ -30,6 +30,8 @@ from gym_metrics.ray._replicas import _ray
 
 TASK_RETRIES = 3
 """Times Ray runs a shard's task again after its worker or node died."""
+CANCEL_WAIT_S = 15.0
+"""How long a stopped run waits for its cancelled shards to be gone."""
 
 
 def _collect_shard(
@@ -106,25 +108,27 @@ def collect_shards_on_ray(
             run = uuid.uuid4().hex[:12]
             pending = {task.remote(command, list(argv), given, held[s.index], s.index, count, run, str(input_path)): s for s in shards}
             rows = sum(h[0].count(b"\n") for h in held)
-            while pending:
-                if stop is not None and stop.is_set():  # interrupted: the tasks go, their shards' files stay
-                    for ref in pending:
-                        ray.cancel(ref, force=True)
-                    raise KeyboardInterrupt
-                done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
-                for ref in done:
-                    shard = pending.pop(ref)
-                    try:
-                        lines, failures, stats = ray.get(ref)
-                    except Exception as exc:
-                        raise _failed(exc, shard, count) from None
-                    out = shard.output(final)
-                    out.write_bytes(lines)
-                    if failures:
-                        failures_path_for(out).write_bytes(failures)
-                    stats_path(out).write_bytes(stats)
-                    rows += lines.count(b"\n") - held[shard.index][0].count(b"\n")
-                progress.set_done(rows)  # (rows arrive a shard at a time)
+            try:
+                while pending:
+                    if stop is not None and stop.is_set():  # interrupted: the tasks go, their shards' files stay
+                        raise KeyboardInterrupt
+                    done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                    for ref in done:
+                        shard = pending.pop(ref)
+                        try:
+                            lines, failures, stats = ray.get(ref)
+                        except Exception as exc:
+                            raise _failed(exc, shard, count) from None
+                        out = shard.output(final)
+                        out.write_bytes(lines)
+                        if failures:
+                            failures_path_for(out).write_bytes(failures)
+                        stats_path(out).write_bytes(stats)
+                        rows += lines.count(b"\n") - held[shard.index][0].count(b"\n")
+                    progress.set_done(rows)  # (rows arrive a shard at a time)
+            except BaseException:
+                _cancel(ray, list(pending))  # a shard failed, or the run was stopped: the others stop too
+                raise
             progress.close()
             return close_shards(final, count, default_agent)
         finally:
@@ -132,6 +136,15 @@ def collect_shards_on_ray(
     finally:
         if started:
             ray.shutdown()
+
+
+def _cancel(ray: Any, refs: list[Any]) -> None:
+    """Stop the shards still running (on a cluster they would go on calling the policy after the
+    run ended), and wait a bounded while for them to be gone."""
+    for ref in refs:
+        ray.cancel(ref, force=True)
+    if refs:
+        ray.wait(refs, num_returns=len(refs), timeout=CANCEL_WAIT_S)
 
 
 def _read(path: Path) -> bytes:

@@ -113,6 +113,9 @@ async def test_a_shards_bad_line_is_named_and_a_left_sidecar_is_done(ray_cluster
     async with serve_environment(MathExactServer) as server:
         with ScriptedPolicyServer(answer) as policy:
             assert await run(server.address, policy, bad, tmp_path / "bad_out.jsonl", "--ray", "--processes", "2") == 2
+            asked = sum(policy.calls.values())
+            await asyncio.sleep(2)
+            assert sum(policy.calls.values()) == asked  # the other shard was stopped with the run (it went on calling the policy)
             said = capsys.readouterr().err
             assert f"failed on its node (exit 2): {bad}: bad input line" in said and f"line {TASKS + 1}: json: not valid JSON" in said and str(tempfile.gettempdir()) + "/gym-metrics-shard" not in said, said
 
