@@ -121,6 +121,52 @@ def capture_cpu_us(episodes: int) -> float:
     return statistics.median(runs)
 
 
+def nemo_agent_cpu_us(episodes: int) -> float:
+    """Microseconds of CPU per rollout of what a NeMo Gym config's observed agent adds (session 33):
+    its calls as NeMo Gym's model server records them (`as_recorded`: the typed answer, the body as
+    sent), simple_agent's own trajectory, NeMo Gym's join and projection (`with_evidence`), on the
+    example's recorded 2-call rollout (tests/data/nemo_gym_session_protocol.json); NaN before it."""
+    import copy
+    import json
+
+    try:
+        from gym_metrics.collector._agent_code import with_evidence
+        from gym_metrics.collector._capture import Capture
+        from gym_metrics.collector._input import Rollout
+        from gym_metrics.nemo_gym import as_recorded
+        from gym_metrics.recording import EpisodeTrace, agent_trajectory
+    except ImportError:
+        return float("nan")
+    data = json.loads((Path(__file__).parents[1] / "tests" / "data" / "nemo_gym_session_protocol.json").read_text())
+    answer = data["flat_observed"]["responses"][0]
+    row = data["flat_observed"]["rows"][0]
+    block = answer["ng_model_call_capture"]
+    records = [{**c, "request": m["request"], "response": m["response"]} for c, m in zip(block["calls"], answer["ng_trajectory"]["model_calls"])]
+    trace = EpisodeTrace()
+    for call in records:
+        trace.turn(call["request"]["input"], call["response"]["output"], 0.0)
+    trace.conversation = [*records[-1]["request"]["input"], *records[-1]["response"]["output"]]
+    verify = {k: v for k, v in answer.items() if not k.startswith("ng_")}
+    ref = {"type": "responses_api_models", "name": "policy_model"}
+    capture = Capture(trajectory=True)
+
+    def one() -> None:
+        rollout = Rollout(agent="a", task=0, rollout=0, row=row, verified=False, line=1)
+        rollout.recorded = {"ng_model_call_capture": copy.deepcopy({k: v for k, v in block.items()})}
+        typed = as_recorded(records, row["responses_create_params"])
+        out = dict(verify)
+        out["ng_trajectory"] = agent_trajectory(trace, typed, {**row, **out}, "0-0", ref)
+        with_evidence(out, rollout, typed, capture, 1.0)
+
+    runs = []
+    for _ in range(5):
+        start = time.process_time()
+        for _ in range(episodes):
+            one()
+        runs.append((time.process_time() - start) / episodes * 1e6)
+    return statistics.median(runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=600)
@@ -134,7 +180,9 @@ def main() -> None:
     print(f"capture alone, in process: {capture_cpu_us(ns.cpu_episodes):.0f} us of CPU per episode of 3 calls")
     perf_us, items_us = trajectory_cpu_us(ns.cpu_episodes)
     print(f"ng_perf alone, in process: {perf_us:.1f} us of CPU per rollout of 3 turns")
-    print(f"the conversation's items as NeMo Gym dumps them, in process: {items_us:.1f} us of CPU per rollout of 3 turns\n")
+    print(f"the conversation's items as NeMo Gym dumps them, in process: {items_us:.1f} us of CPU per rollout of 3 turns")
+    print(f"a NeMo Gym agent's observed rollout (typed calls, its trajectory, join and projection), in process: "
+          f"{nemo_agent_cpu_us(max(1, ns.cpu_episodes // 10)):.0f} us of CPU per rollout of 2 calls\n")
 
     from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer
 
