@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,22 @@ from gym_metrics_servers.math_exact import SAMPLE_PATH, MathExactServer
 from _transport_helpers import server_in_thread
 
 pytestmark = pytest.mark.timeout(180)
+
+
+def stopped_once(proc: subprocess.Popen[bytes], ready: Callable[[], bool]) -> int:
+    """SIGTERM to `proc` once `ready()` (or after 60 s, bounded); its exit code (killed if it
+    does not exit within 60 s)."""
+    try:
+        for _ in range(1200):
+            if ready():
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_sigterm_mid_collect_exits_143_and_resume_completes_it(tmp_path: Path) -> None:
@@ -32,17 +49,7 @@ def test_sigterm_mid_collect_exits_143_and_resume_completes_it(tmp_path: Path) -
     with server_in_thread(MathExactServer()) as address:
         command = [sys.executable, "-m", "gym_metrics.cli", "collect", "--server", address, "--input", str(src)]
         proc = subprocess.Popen([*command, "--output", str(out)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
-        try:
-            for _ in range(1200):  # bounded: 60 s, until rollouts are being written
-                if out.exists() and out.stat().st_size > 100_000:
-                    break
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=60) == 128 + signal.SIGTERM
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        assert stopped_once(proc, lambda: out.exists() and out.stat().st_size > 100_000) == 128 + signal.SIGTERM  # rollouts being written
         assert b"Traceback" not in proc.stderr.read()  # type: ignore[union-attr]
         written = len(out.read_bytes().splitlines())
         assert 0 < written < 700 * len(rows), written
@@ -83,17 +90,7 @@ def test_a_stop_while_one_verify_runs_keeps_every_rollout_verified_before_it(tmp
     with server_in_thread(_OneSlowServer()) as address:
         command = [sys.executable, "-m", "gym_metrics.cli", "collect", "--server", address, "--input", str(src), "--output", str(out)]
         proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
-        try:
-            for _ in range(600):  # bounded: 30 s, until the 299 fast rows are written
-                if out.exists() and len(out.read_bytes().splitlines()) >= 299:
-                    break
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=60) == 128 + signal.SIGTERM
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        assert stopped_once(proc, lambda: out.exists() and len(out.read_bytes().splitlines()) >= 299) == 128 + signal.SIGTERM  # the fast rows written
         written = [json.loads(line) for line in out.read_bytes().splitlines()]
         assert len(written) == 299 and 7 not in {r["_ng_task_index"] for r in written}
         resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=120)

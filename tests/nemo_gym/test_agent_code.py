@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,8 @@ from gym_metrics.nemo_gym import load_config_server
 from gym_metrics.nemo_gym.port import port_folder
 from gym_metrics.testing import ScriptedPolicyServer, serve_environment
 from gym_metrics.testing._nemo_check import differences
+
+from _evidence import EVIDENCE, stable
 
 DATA = Path(__file__).parents[1] / "data" / "nemo_gym_configs"
 REFERENCE = json.loads((DATA / "agent_code.json").read_text())
@@ -82,23 +83,6 @@ def test_a_custom_agent_runs_its_own_code_as_under_nemo_gym(agent_tree: Path, mo
     assert differences(REFERENCE["metrics"], metrics, "metrics") == []
 
 
-_CLOCKS = {"started_at", "completed_at", "timestamp", "duration_ms", "latency_total_ms", "observed_at", "total_latency_ms"}
-_EVIDENCE = ("ng_agent_observations", "ng_model_call_capture", "ng_trajectory", "ng_perf")
-
-
-def _stable(value: Any, ids: dict[str, str]) -> Any:
-    """`value` with its clocks and the model-call ids (uuid hex) made comparable: each id named
-    by the order it first appears in; `latency_ttft_ms` (which NeMo Gym's openai_model server
-    times and collect does not) set aside."""
-    if isinstance(value, dict):
-        return {k: ("<clock>" if k in _CLOCKS and v is not None else _stable(v, ids)) for k, v in value.items() if k != "latency_ttft_ms"}
-    if isinstance(value, list):
-        return [_stable(v, ids) for v in value]
-    if isinstance(value, str):
-        return re.sub(r"\b[0-9a-f]{32}\b", lambda m: ids.setdefault(m.group(0), f"<call {len(ids)}>"), value)
-    return value
-
-
 def test_an_observed_agents_evidence_is_recorded_as_under_nemo_gym(agent_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """collect --trajectory observes the run as NeMo Gym's collection does with
     `observability_enabled`: the agent is told (so it reports an observation bundle, or its own
@@ -114,9 +98,9 @@ def test_an_observed_agents_evidence_is_recorded_as_under_nemo_gym(agent_tree: P
     theirs = {_key(r): r for r in REFERENCE["observed"]["responses"] if "_nemo_refused" not in r}
     assert set(mine) == set(theirs) and len(theirs) == 6
     for key, answer in theirs.items():
-        assert [p for p in _EVIDENCE if p in answer] == [p for p in _EVIDENCE if p in mine[key]]
-        for part in (p for p in _EVIDENCE if p in answer):
-            assert differences(_stable(answer[part], {}), _stable(mine[key][part], {}), f"{key}.{part}") == []
+        assert [p for p in EVIDENCE if p in answer] == [p for p in EVIDENCE if p in mine[key]]
+        for part in (p for p in EVIDENCE if p in answer):
+            assert differences(stable(answer[part], {}), stable(mine[key][part], {}), f"{key}.{part}") == []
     bundle = mine[(0, 0)]["ng_agent_observations"]
     assert [(g["code"], g["invocation_id"]) for g in bundle["gaps"]] == [
         ("demo_partial", "critic"), ("model_call_reference_unmatched", "judge"),

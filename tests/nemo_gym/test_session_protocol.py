@@ -10,7 +10,6 @@ failures sidecar (`environment_server_failed`, stage `agent`, not terminal, noth
 from __future__ import annotations
 
 import json
-import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,8 @@ from gym_metrics.nemo_gym import environment_servers_of, load_config_server
 from gym_metrics.targets import ModelTargetConfig
 from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_environment
 from gym_metrics.testing._nemo_check import differences
+
+from _evidence import EVIDENCE, stable
 
 REFERENCE = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_session_protocol.json").read_text())
 SERVER = ("example_single_tool_call_single_agent_turn", "single_agent_turn_legacy")
@@ -90,22 +91,6 @@ async def test_the_session_protocol_is_run_as_nemo_gym_runs_it(config: Path, tmp
     assert [(r["_ng_task_index"], r.get("_ng_attempt_index")) for r in again] == [(2, None), (2, 1)]
 
 
-_CLOCKS = {"started_at", "completed_at", "timestamp", "duration_ms", "latency_total_ms", "observed_at", "total_latency_ms"}
-_EVIDENCE = ("ng_agent_observations", "ng_model_call_capture", "ng_trajectory", "ng_perf")
-
-
-def _stable(value: Any, ids: dict[str, str]) -> Any:
-    """`value` with its clocks and generated ids (uuid hex) made comparable: each id named by the
-    order it first appears in; `latency_ttft_ms` (NeMo Gym's model server times it) set aside."""
-    if isinstance(value, dict):
-        return {k: ("<clock>" if k in _CLOCKS and v is not None else _stable(v, ids)) for k, v in value.items() if k != "latency_ttft_ms"}
-    if isinstance(value, list):
-        return [_stable(v, ids) for v in value]
-    if isinstance(value, str):
-        return re.sub(r"\b[0-9a-f]{32}\b", lambda m: ids.setdefault(m.group(0), f"<id {len(ids)}>"), value)
-    return value
-
-
 async def test_an_observed_session_agents_evidence_comes_back_at_its_close_as_under_nemo_gym(config: Path, tmp_path: Path) -> None:
     """With --trajectory (NeMo Gym's `observability_enabled`), simple_agent's session gives its
     evidence at the session's close: one invocation per activation, its model calls referenced by
@@ -119,10 +104,10 @@ async def test_an_observed_session_agents_evidence_comes_back_at_its_close_as_un
     theirs = {_key(r): r for r in REFERENCE["observed"]["responses"] if "_ng_failure_class" not in r}
     assert set(mine) == set(theirs) and len(theirs) == 4
     for key, answer in theirs.items():
-        assert [p for p in _EVIDENCE if p in answer] == [p for p in _EVIDENCE if p in mine[key]], key
+        assert [p for p in EVIDENCE if p in answer] == [p for p in EVIDENCE if p in mine[key]], key
         assert set(mine[key]) == {*answer, *STAMPS}
-        for part in (p for p in _EVIDENCE if p in answer):
-            assert differences(_stable(answer[part], {}), _stable(mine[key][part], {}), f"{key}.{part}") == []
+        for part in (p for p in EVIDENCE if p in answer):
+            assert differences(stable(answer[part], {}), stable(mine[key][part], {}), f"{key}.{part}") == []
 
 
 async def test_an_observed_flat_simple_agents_evidence_is_nemo_gyms(config: Path, tmp_path: Path) -> None:
@@ -138,9 +123,9 @@ async def test_an_observed_flat_simple_agents_evidence_is_nemo_gyms(config: Path
     theirs = {_key(r): r for r in flat["responses"] if "_ng_failure_class" not in r and "_nemo_refused" not in r}
     assert {k for k, r in mine.items() if "_gm_error" not in r} == set(theirs) and len(theirs) == 4  # (the unanswered prompt: NeMo Gym's /run a 500)
     for key, answer in theirs.items():
-        assert [p for p in _EVIDENCE if p in answer] == [p for p in _EVIDENCE if p in mine[key]], key
-        for part in (p for p in _EVIDENCE if p in answer):
-            assert differences(_stable(answer[part], {}), _stable(mine[key][part], {}), f"{key}.{part}") == []
+        assert [p for p in EVIDENCE if p in answer] == [p for p in EVIDENCE if p in mine[key]], key
+        for part in (p for p in EVIDENCE if p in answer):
+            assert differences(stable(answer[part], {}), stable(mine[key][part], {}), f"{key}.{part}") == []
 
 
 def test_the_environment_servers_of_a_config_are_nemo_gyms() -> None:
