@@ -235,6 +235,12 @@ def print_value_notes(results: Any) -> None:
             if counts:
                 listed = ", ".join(f"{k}: {v}" for k, v in counts.items())
                 print(f"note: {r.agent_name}: {what} left out of the stats ({listed})", file=sys.stderr)
+        metrics = r.agent_metrics
+        for key, used in metrics.items():  # a reducer that dropped every task: its 0.0 is no score
+            if key.endswith("/tasks_used") and used == 0 and metrics.get(f"{key[: -len('/tasks_used')]}/tasks_dropped"):
+                name = key[: -len("/tasks_used")]
+                print(f"note: {r.agent_name}: {name} has no estimate: all {metrics[f'{name}/tasks_dropped']} tasks were dropped "
+                      f"(fewer samples than it needs: --num-repeats); its 0.0 is not a score", file=sys.stderr)  # fmt: skip
 
 
 AUTH_TOKEN_ENV = "GYM_METRICS_AUTH_TOKEN"

@@ -183,3 +183,24 @@ def test_generation_flags_without_a_policy_are_refused(flags: list[str], tmp_pat
     src.write_text('{"agent_ref": {"name": "a"}, "reward": 1.0}\n')
     assert cli.main(["collect", "--server", "127.0.0.1:1", "--input", str(src), "--output", str(tmp_path / "o.jsonl"), *flags]) == 2
     assert f"{flags[0]}" in (err := capsys.readouterr().err) and "need --policy-url" in err, err
+
+
+def test_a_reducer_that_dropped_every_task_is_said_not_to_be_a_score(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """unbiased_pass@10 over 3 samples a task has no estimate (each task dropped): its 0.0 read as
+    "never passes"; the run now says so, and names no reducer that had tasks."""
+    env = tmp_path / "env.py"
+    env.write_text(
+        "from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer\n\n\n"
+        "class Env(SimpleResourcesServer):\n"
+        "    reducers = ['unbiased_pass@10', 'unbiased_pass@2']\n\n"
+        "    async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:\n"
+        "        return BaseVerifyResponse(reward=1.0)\n"
+    )
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"_ng_task_index": t, "_ng_rollout_index": r, "reward": 1.0, "agent_ref": {"name": "a"}}) + "\n"
+                            for t in range(4) for r in range(3)))  # fmt: skip
+    assert cli.main(["aggregate", str(rows), "--env", f"{env}:Env"]) == 0
+    err = capsys.readouterr().err
+    assert "note: a: unbiased_pass@10 has no estimate: all 4 tasks were dropped" in err and "unbiased_pass@2 has" not in err
+    metrics = json.loads((tmp_path / "rows_aggregate_metrics.json").read_text())[0]["agent_metrics"]
+    assert metrics["unbiased_pass@10/tasks_used"] == 0 and metrics["unbiased_pass@2"] == 1.0
