@@ -58,7 +58,7 @@ from gym_metrics.nemo_gym import as_recorded, episode_failure_row
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, run_episode
 from gym_metrics.collector._step_loop import DEFAULT_MAX_STEPS, run_step_episode
 from gym_metrics.collector._capture import Capture, captured
-from gym_metrics.recording import OBSERVATIONS_KEY, TRAJECTORY_KEY, agent_trajectory, rollout_id_of, session_observations
+from gym_metrics.recording import CAPTURE_KEY, OBSERVATIONS_KEY, TRAJECTORY_KEY, agent_trajectory, rollout_id_of, session_observations
 from gym_metrics.targets import labelled
 from gym_metrics.collector._agent_code import AgentCode, SessionRoutes, refuse_unrunnable, with_evidence
 from gym_metrics.targets import GenerationError, ModelTarget
@@ -255,6 +255,9 @@ class EpisodeRunner:
             rollout.row, rollout.raw = body, None  # (only now: a retried episode starts from the task row)
             if model_ref is not None and rollout.trace is not None:
                 return verified[0], self._nemo_evidence(rollout, verified[1], model_ref)
+            block = (rollout.recorded or {}).get(CAPTURE_KEY) if model_ref is not None and self.capture and self.capture.payloads else None
+            if isinstance(block, dict) and block.get("calls"):  # payloads kept: as NeMo Gym's model server records them
+                block["calls"] = as_recorded(block["calls"], rollout.row[REQUEST_KEY])
             return verified
         except (GenerationError, InvalidInputError, RemoteCallError) as exc:
             if rollout.agent in self.session_protocol:

@@ -55,12 +55,12 @@ def config(ported: Any) -> Path:
     return folder / "configs" / f"{REFERENCE['config']}.yaml"
 
 
-async def _collect(config: Path, rows: Path, out: Path, resume: bool = False, trajectory: bool = False) -> Any:
+async def _collect(config: Path, rows: Path, out: Path, resume: bool = False, trajectory: bool = False, payloads: bool = False) -> Any:
     policy = ScriptedPolicyServer({prompt: [PolicyAnswer(**step) for step in steps] for prompt, steps in REFERENCE["policy"].items()})
     with policy:
         target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")
         async with serve_environment(load_config_server(config)) as running, ResourcesClient(running.address) as client:
-            return await collect_async(client, rows, out, CollectOptions(target=target, resume=resume, trajectory=trajectory))
+            return await collect_async(client, rows, out, CollectOptions(target=target, resume=resume, trajectory=trajectory, capture_payloads=payloads))
 
 
 async def test_the_session_protocol_is_run_as_nemo_gym_runs_it(config: Path, tmp_path: Path) -> None:
@@ -126,6 +126,10 @@ async def test_an_observed_flat_simple_agents_evidence_is_nemo_gyms(config: Path
         assert [p for p in EVIDENCE if p in answer] == [p for p in EVIDENCE if p in mine[key]], key
         for part in (p for p in EVIDENCE if p in answer):
             assert differences(stable(answer[part], {}), stable(mine[key][part], {}), f"{key}.{part}") == []
+    await _collect(config.with_name(f"{flat['config']}.yaml"), rows, tmp_path / "payloads.jsonl", payloads=True)  # capture alone, payloads kept
+    calls = [c for r in _lines(tmp_path / "payloads.jsonl") if "_gm_error" not in r for c in r["ng_model_call_capture"]["calls"]]
+    assert calls and all("model" not in c["request"] and "background" in c["response"] for c in calls)  # as sent; as the server's model dumps it
+    assert calls[0]["model_ref"] == {"type": "responses_api_models", "name": "policy_model"}
 
 
 def test_the_environment_servers_of_a_config_are_nemo_gyms() -> None:
