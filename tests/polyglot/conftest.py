@@ -26,11 +26,12 @@ def start(args: list[str], pattern: str, log: Path) -> tuple[subprocess.Popen[by
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     logs = tmp_path_factory.mktemp("servers")
     math_exact, resources = start(["serve", "math_exact", "--port", "0"], r"listening on (\S+:\d+)", logs / "serve.err")
+    jitter_proc, jitter = start(["serve", f"{Path(__file__).parent / '_jitter_env.py'}:JitterMath", "--port", "0"], r"listening on (\S+:\d+)", logs / "jitter.err")
     jobs, job_server = start(["jobs", "serve", "--db", str(logs / "jobs.sqlite"), "--port", "0", "--data-root", str(logs)],
                              r"job server listening on (\S+:\d+)", logs / "jobs.err")  # fmt: skip
     try:
-        yield {"resources": resources, "jobs": job_server}
+        yield {"resources": resources, "jobs": job_server, "jitter": jitter}
     finally:
-        for proc in (math_exact, jobs):
+        for proc in (math_exact, jitter_proc, jobs):
             proc.terminate()
             proc.wait(30)

@@ -58,3 +58,10 @@ def test_the_generated_code_is_fresh(tmp_path: Path) -> None:
     assert [p.name for p in fresh] == sorted(p.name for p in committed.glob("*.go"))
     stale = [p.name for p in fresh if p.read_bytes() != (committed / p.name).read_bytes()]
     assert stale == [], f"regenerate with python scripts/gen_clients.py: {stale}"
+
+
+def test_answers_that_come_as_each_rollout_finishes_are_put_back_in_place(go_client: Path, servers: dict[str, str], tmp_path: Path) -> None:
+    """Against a server whose verifies take 0-20 ms each, the answers come in parts out of order
+    (`answer_each`, with positions): each result lands on its own rollout, as Python's collect."""
+    answer = output([str(go_client), "verify", "-server", servers["jitter"], "-input", str(SAMPLE)])
+    assert_verify_equals_collect(answer, servers["jitter"], tmp_path)

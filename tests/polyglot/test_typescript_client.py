@@ -64,3 +64,10 @@ def test_the_generated_code_is_fresh(ts_client: list[str], tmp_path: Path) -> No
     assert fresh == sorted(p.relative_to(committed_root) for p in committed_root.rglob("*.ts"))
     stale = [str(p) for p in fresh if (fresh_root / p).read_bytes() != (committed_root / p).read_bytes()]
     assert stale == [], f"regenerate with python scripts/gen_clients.py: {stale}"
+
+
+def test_answers_that_come_as_each_rollout_finishes_are_put_back_in_place(ts_client: list[str], servers: dict[str, str], tmp_path: Path) -> None:
+    """Against a server whose verifies take 0-20 ms each, the answers come in parts out of order
+    (`answer_each`, with positions): each result lands on its own rollout, as Python's collect."""
+    answer = output([*ts_client, "verify", "--server", servers["jitter"], "--input", str(SAMPLE)])
+    assert_verify_equals_collect(answer, servers["jitter"], tmp_path)

@@ -108,8 +108,9 @@ export interface Verified extends Rollout {
 /**
  * Verify rollouts over one VerifyStream call in batches of `batchSize`, answered in input
  * order. Each batch has its own id ("b<n>"): a batch sent again is answered from the server's
- * cache, not verified twice. A batch whose answer passes the message limit comes in parts
- * (`more`), joined here in order.
+ * cache, not verified twice. The server answers each rollout as it finishes (`answerEach`:
+ * one slow verify holds back only itself), in parts that carry their `positions`; a batch
+ * finished whole comes in order, in parts (`more`) when it passes the message limit.
  */
 export async function verifyAll(
   client: Client<typeof ResourcesService>, rollouts: Rollout[], batchSize = 256,
@@ -119,7 +120,7 @@ export async function verifyAll(
       yield {
         $typeName: "gym_metrics.v1.VerifyStreamRequest",
         batchId: `b${n}`,
-        answerEach: false, // whole batches in request order (answer_each answers each rollout as it finishes)
+        answerEach: true,
         items: rollouts.slice(start, start + batchSize).map((r) => ({
           $typeName: "gym_metrics.v1.VerifyItem" as const, taskIndex: r.taskIndex, rolloutIndex: r.rolloutIndex, bodyJson: r.row,
         })),
@@ -131,11 +132,13 @@ export async function verifyAll(
   const done = new Map<string, number>(); // results of a batch answered in parts so far (`more`)
   for await (const answer of client.verifyStream(batches())) {
     const n = Number(answer.batchId.slice(1));
-    const before = done.get(answer.batchId) ?? 0;
-    if (answer.more) done.set(answer.batchId, before + answer.results.length);
-    else done.delete(answer.batchId);
+    const before = done.get(answer.batchId) ?? 0; // unpositioned parts follow each other in order
+    if (answer.positions.length === 0) {
+      if (answer.more) done.set(answer.batchId, before + answer.results.length);
+      else done.delete(answer.batchId);
+    }
     answer.results.forEach((result, i) => {
-      const at = n * batchSize + before + i;
+      const at = n * batchSize + (answer.positions.length ? answer.positions[i] : before + i);
       if (!(at < rollouts.length)) throw new Error(`batch ${answer.batchId} answered more results than it had rollouts`);
       out[at] = { ...rollouts[at], reward: result.reward, responseJson: result.responseJson,
         errorKind: result.errorKind, errorMessage: result.errorMessage };
