@@ -171,3 +171,11 @@ async def test_verify_stream_answer_each_yields_outcomes_as_they_finish(serve_en
     outcomes = [o async for o in client.verify_stream(items, batch_size=8, answer_each=True)]
     assert outcomes[-1].task_index == 0 and sorted(o.task_index for o in outcomes) == list(range(20))
     assert {o.task_index: o.reward for o in outcomes} == {t: 1.0 if t % 2 else 0.0 for t in range(20)}
+
+
+async def test_a_stream_mixing_both_keeps_the_whole_ones_in_order_and_holds_no_answer_each_behind_them() -> None:
+    verifier = Verifier()
+    requests = [request("1", [0.3]), request("2", [0.0, 0.01], answer_each=True), request("3", [0.0]), request("4", [0.01], answer_each=True)]
+    order = [m.batch_id for m in await collected(requests, verifier)]
+    assert order.index("1") < order.index("3")  # whole answers keep their request order
+    assert max(i for i, b in enumerate(order) if b in "24") < order.index("1")  # answer_each ones never wait behind them
