@@ -75,7 +75,7 @@ def model_call_record(exchange: Exchange, call_index: int, model_call_id: str | 
         "cache_creation_tokens": tokens["cache_creation_tokens"],
         "error_category": exchange.error_category,
         "latency_total_ms": exchange.latency_ms,
-        "latency_ttft_ms": None,
+        "latency_ttft_ms": exchange.ttft_ms,
     }
 
 

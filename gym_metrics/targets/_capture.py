@@ -42,6 +42,8 @@ class Exchange:
     """The model server a NeMo Gym agent addressed ({"type": "responses_api_models", "name": ...})."""
     client_session_id: str | None = None
     """The session the caller sent the call under (its `x-session-id` header)."""
+    ttft_ms: float | None = None
+    """Milliseconds from sending to the answer's first byte (None where not timed)."""
 
 
 @dataclass

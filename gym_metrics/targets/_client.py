@@ -47,6 +47,8 @@ class _Call:
     body: Any
     attempts: int = 0
     answered: Exchange | None = None
+    heard: list[float] = field(default_factory=list)
+    """When each attempt's answer began to come (time.perf_counter), over the lean pool."""
 
 
 _call: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("gym_metrics_target_call", default=None)
@@ -142,6 +144,8 @@ class _Target(PooledHttp):
             raise
         if exchange is not None and call is not None:
             capture.end(exchange, start, answer.status_code)
+            if call.heard:  # its time to first byte, as NeMo Gym's model server times its first body chunk
+                exchange.ttft_ms = round((call.heard.pop() - start) * 1000, 2)
             call.answered = exchange
         return answer
 
@@ -149,7 +153,8 @@ class _Target(PooledHttp):
         """PooledHttp._attempt's contract (messages, retryable kinds, limits) over the lean pool."""
         self.attempts += 1
         try:
-            status, fields, body = await wire.post(url, payload, headers)
+            call = _call.get()
+            status, fields, body = await wire.post(url, payload, headers, call.heard if call is not None else None)
         except WireTimeout:
             raise self.error(self.timeout_text.format(name=self._name, seconds=self.config.timeout_seconds), retryable=True) from None
         except WireUnreachable as exc:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl as ssl_module
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -67,6 +68,8 @@ class _Connection(asyncio.Protocol):
         self.answer: asyncio.Future[Any] | None = None
         self.heard = False
         """Whether any byte of the current answer came."""
+        self.heard_at = 0.0
+        """When the first byte of the current answer came (time.perf_counter)."""
         self.taken = 0
         """Bytes counted in the budget for the current answer (the caller releases them)."""
         self._buffer = bytearray()
@@ -117,7 +120,8 @@ class _Connection(asyncio.Protocol):
         self.transport, self.open = transport, True  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        self.heard = True
+        if not self.heard:
+            self.heard, self.heard_at = True, time.perf_counter()
         self._buffer += data
         try:
             self._advance()
@@ -289,13 +293,17 @@ class WirePool:
         self._deadlines = Deadlines(timeout_s)
         self._ssl: ssl_module.SSLContext | None = None
 
-    async def post(self, url: str, payload: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes | bytearray]:
-        """(status, lower-cased headers, body) of one POST (the body in one buffer, as read)."""
+    async def post(
+        self, url: str, payload: bytes, headers: dict[str, str], heard: list[float] | None = None
+    ) -> tuple[int, dict[str, str], bytes | bytearray]:
+        """(status, lower-cased headers, body) of one POST (the body in one buffer, as read);
+        `heard` gets when its answer's first byte came (time.perf_counter), for its time to
+        first byte."""
         request = self._head_of(url, headers) + b"Content-Length: %d\r\n\r\n" % len(payload) + payload
         await self._slots.take()
         deadline = self._deadlines.start()
         try:
-            return await self._exchange(request, deadline)
+            return await self._exchange(request, deadline, heard)
         except asyncio.CancelledError:
             if self._deadlines.timed_out(deadline):
                 raise WireTimeout() from None
@@ -318,7 +326,7 @@ class WirePool:
                 self._heads[key] = head
         return head
 
-    async def _exchange(self, request: bytes, deadline: Deadline) -> tuple[int, dict[str, str], bytes | bytearray]:
+    async def _exchange(self, request: bytes, deadline: Deadline, heard: list[float] | None = None) -> tuple[int, dict[str, str], bytes | bytearray]:
         while True:
             idle = self._idle_connection()
             reused = idle is not None
@@ -341,6 +349,8 @@ class WirePool:
                 if self.budget is not None and conn.taken:
                     self.budget.release(conn.taken)
                     conn.taken = 0
+            if heard is not None:
+                heard.append(conn.heard_at)
             if conn.reusable():
                 self._idle.append(conn)
             return answer

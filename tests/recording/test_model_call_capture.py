@@ -47,6 +47,16 @@ async def test_every_attempt_is_recorded_with_status_timing_and_tokens(math_serv
         assert capture["metrics"]["num_calls"] == 2 and capture["metrics"]["tokens_total"] == sum(words)
 
 
+async def test_an_answers_time_to_first_byte_is_timed(math_server: str, tmp_path: Path) -> None:
+    """`latency_ttft_ms` (NeMo Gym's model server times its answer's first body chunk): from
+    sending to the answer's first byte, here the policy's 0.2 s, within the call's whole latency."""
+    src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(t, _ng_task_index=t, _ng_rollout_index=0) for t in range(2)])
+    with ScriptedPolicyServer(ANSWERS, delay_s=0.2) as policy:
+        result = await run(math_server, src, tmp_path / "out.jsonl", CollectOptions(target=policy_config(policy), capture_model_calls=True))
+    calls = [call for row in rows_of(result.rollouts_path) for call in row[CAPTURE_KEY]["calls"]]
+    assert len(calls) == 2 and all(190 <= call["latency_ttft_ms"] <= call["latency_total_ms"] for call in calls), calls
+
+
 async def test_payloads_are_what_went_over_the_wire(math_server: str, tmp_path: Path) -> None:
     src = write_jsonl(tmp_path / "tasks.jsonl", [task_row(0, _ng_task_index=0, _ng_rollout_index=0)])
     with ScriptedPolicyServer(ANSWERS) as policy:
