@@ -2,12 +2,14 @@
 a timeout), the others 10 ms. Answered whole and in order, one slow verify held its batch and
 every batch behind it; answered rollout by rollout (`answer_each`) it holds back only itself.
 
-Usage: python scripts/bench_slow_tail.py [--rows 10000] [--rounds 3] [--baseline DIR]
+Usage: python scripts/bench_slow_tail.py [--rows 10000] [--rounds 3] [--baseline DIR] [--math N]
 
 Each run starts `serve scripts/bench_slow_tail.py:TailServer` and runs `collect` of --rows rows
 through it, both from this tree, then (with --baseline, a checkout of an older commit) both from
 that tree, alternating; prints each run, the medians, their ratio and the ideal time (the
-verify work over the server's 64 concurrent verifies). Every run is bounded by a timeout.
+verify work over the server's 64 concurrent verifies). With --math N, no verify is slow: N
+unrewarded math_exact rows (bench_collect.py's) through `serve math_exact` instead, for what the
+change costs where nothing waits. Every run is bounded by a timeout.
 """
 
 from __future__ import annotations
@@ -70,12 +72,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run(tree: Path, rows: Path, work: Path) -> float:
-    """serve + collect from `tree`; the collect's wall seconds."""
+def run(tree: Path, rows: Path, work: Path, target: str) -> float:
+    """serve `target` + collect from `tree`; the collect's wall seconds."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     port = free_port()
     cli = [sys.executable, "-m", "gym_metrics.cli"]
-    server = subprocess.Popen([*cli, "serve", f"{ROOT / 'scripts' / 'bench_slow_tail.py'}:TailServer", "--port", str(port)],
+    server = subprocess.Popen([*cli, "serve", target, "--port", str(port)],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tree)  # fmt: skip
     try:
         for _ in range(200):  # bounded: 20 s until it listens
@@ -102,20 +104,30 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline", type=Path, help="a checkout of an older commit, run alternately")
+    ap.add_argument("--math", type=int, metavar="N", help="no slow verify: N math_exact rows through `serve math_exact`")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         rows = work / "rows.jsonl"
-        slow = write_rows(rows, args.rows)
-        ideal = ((args.rows - slow) * FAST_S + slow * SLOW_S) / CONCURRENT_VERIFIES
+        if args.math:
+            sys.path.insert(0, str(ROOT / "scripts"))
+            from bench_collect import make_rows
+
+            rows.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in make_rows("math", args.math)))
+            args.rows, slow, ideal, target = args.math, 0, float("nan"), "math_exact"
+        else:
+            slow = write_rows(rows, args.rows)
+            ideal = ((args.rows - slow) * FAST_S + slow * SLOW_S) / CONCURRENT_VERIFIES
+            target = f"{ROOT / 'scripts' / 'bench_slow_tail.py'}:TailServer"
         trees = [("this tree", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
         times: dict[str, list[float]] = {name: [] for name, _ in trees}
         for round_ in range(args.rounds):
             for name, tree in trees:
-                wall = run(tree, rows, work)
+                wall = run(tree, rows, work, target)
                 times[name].append(wall)
                 print(f"round {round_ + 1} {name}: {wall:.2f} s (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})", flush=True)
-        print(f"\n{args.rows:,} rows, {slow} slow ({SLOW_S} s; the others {FAST_S * 1000:.0f} ms); ideal {ideal:.2f} s")
+        what = "math_exact, none slow" if args.math else f"{slow} slow ({SLOW_S} s; the others {FAST_S * 1000:.0f} ms); ideal {ideal:.2f} s"
+        print(f"\n{args.rows:,} rows, {what}")
         print("| tree | median s | rollouts/s | x ideal |\n|---|---|---|---|")
         for name, walls in times.items():
             med = statistics.median(walls)

@@ -157,16 +157,6 @@ def session_observations(trace: EpisodeTrace, records: Sequence[Mapping[str, Any
     an AgentObservationBundle): its one invocation, each policy call referenced by its model server
     (`model_ref`) and response id, never by capture id (the collection joins them), a call answered
     without an id a gap; no turns and no tool calls (the bundle has no room for them)."""
-    answered = [r for r in records if r.get("response") is not None]
-    refs, gaps = [], []
-    for n, call in enumerate([*answered, *[None] * len(trace.turns)][: len(trace.turns)], start=1):
-        if call is not None and call.get("response_id"):
-            refs.append({"model_call_id": None, "model_ref": dict(model_ref), "response_id": call["response_id"]})
-        else:
-            gaps.append({"code": "model_call_reference_unavailable", "invocation_id": "root", "detail": f"turn:{n}"})
-    invocation = {
-        "kind": "agent_invocation", "invocation_id": "root", "parent_invocation_id": None, "spawned_by_tool_call_id": None,
-        "status": trace.status, "duration_ms": None, "error_type": None, "model_calls": refs,
-        "conversation": [as_dumped(i) for i in typed(trace.conversation)],
-    }  # fmt: skip
-    return {"source": "simple_agent", "records": [invocation], "gaps": gaps}
+    own = _record(trace, records, {}, None, model_ref)  # simple_agent's own record: its invocation and reference gaps
+    gaps = [g for g in own["gaps"] if g["code"] == "model_call_reference_unavailable"]
+    return {"source": "simple_agent", "records": own["invocations"], "gaps": gaps}
