@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gym_metrics.collector._counted import counted_in_shards
 from gym_metrics.collector._counted import rows_read as counted_rows_read
 from gym_metrics.collector._environments import Environments, split_server
-from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, CallTool, EpisodeResult, add_usage, run_episode
+from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, SEEDING_AGENTS, CallTool, EpisodeResult, add_usage, run_episode
 from gym_metrics.collector._input import indexed_rows
 from gym_metrics.collector._options import CollectOptions, RetryPolicy
 from gym_metrics.collector._outfile import failures_path_for, max_rollout_attempts_from_env
@@ -74,6 +74,7 @@ __all__ = [
     "open_shards",
     "run_episode",
     "ONE_CALL_AGENTS",
+    "SEEDING_AGENTS",
     "shard_dir",
     "split_server",
     "stats_path",

@@ -91,8 +91,8 @@ def with_evidence(answer: dict[str, Any], rollout: Rollout, records: list[dict[s
         block = None
     traced = capture is not None and capture.trajectory
     project = OBSERVATIONS_KEY in answer or TRAJECTORY_KEY in answer or (block is not None and traced)
-    if block is not None:
-        merge_model_call_capture(answer, {**block, "calls": records} if project else block)
+    if block is not None:  # (`records`: payloads in, as NeMo Gym's model server records them)
+        merge_model_call_capture(answer, {**block, "calls": records} if project or (capture is not None and capture.payloads) else block)
     if project:
         attach_trajectory_record(rollout.row, answer, keep_payloads=capture is not None and capture.payloads)
     if traced and isinstance(answer.get(TRAJECTORY_KEY), dict):

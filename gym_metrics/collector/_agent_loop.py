@@ -37,6 +37,10 @@ ONE_CALL_AGENTS = frozenset({"tool_simulation_agent", "non_executing_simple_agen
 """NeMo Gym agents that make one policy call and verify its answer, running none of its tool
 calls (a model simulates the tools elsewhere, or the call is the answer): run with no `call_tool`."""
 
+SEEDING_AGENTS = frozenset({"non_executing_simple_agent"})
+"""The one-call agents that seed a session first and verify in it (its resources server's
+`seed_session` state is the row's); tool_simulation_agent verifies without one."""
+
 CallTool = Callable[[str, str], Awaitable[tuple[str, bool]]]
 """(tool name, arguments JSON text; empty: no body) -> (the output the model reads, whether the
 call failed)."""

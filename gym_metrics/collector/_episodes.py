@@ -20,7 +20,8 @@ server `single_agent_turn_legacy`) runs the same program, and an episode that fa
 (EpisodeFailed: `environment_server_failed`, its stage, terminal when the step was refused).
 
 A rollout of an agent that never runs tools (ONE_CALL_AGENTS, the type the server's NeMo Gym
-config gives its agent) is one policy call verified without a session, as that agent runs it.
+config gives its agent) is one policy call verified, in a session where that agent seeds one
+(SEEDING_AGENTS), as that agent runs it.
 A rollout of another NeMo Gym agent is run by that agent's own code (`agents`, _agent_code.py),
 or stops the run when its code is not given.
 """
@@ -55,7 +56,7 @@ from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.nemo_gym import as_recorded, episode_failure_row
-from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, run_episode
+from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, SEEDING_AGENTS, run_episode
 from gym_metrics.collector._step_loop import DEFAULT_MAX_STEPS, run_step_episode
 from gym_metrics.collector._capture import Capture, captured
 from gym_metrics.recording import CAPTURE_KEY, OBSERVATIONS_KEY, TRAJECTORY_KEY, agent_trajectory, rollout_id_of, session_observations
@@ -243,8 +244,7 @@ class EpisodeRunner:
                 )  # fmt: skip
             self.tool_calls += episode.tool_calls
             self.failed_tool_calls += episode.failed_tool_calls
-            usage = episode.response.get("usage") or {}
-            self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
+            self._generated(episode.response)
             body = {**rollout.row, "response": episode.response}
             stage, response = "verification", episode.response
             verified = await calls.verify_text(body, session_id=session)
@@ -306,26 +306,39 @@ class EpisodeRunner:
         answer = json.loads(text)
         if isinstance(answer, dict) and with_evidence(answer, rollout, records, self.capture, (time.perf_counter() - started) * 1000):
             text = json.dumps(answer, ensure_ascii=False)
-        response = answer.get("response") if isinstance(answer, Mapping) else None
-        usage = response.get("usage") if isinstance(response, Mapping) else None
-        self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
+        self._generated(answer.get("response") if isinstance(answer, Mapping) else None)
         return reward, text
 
     def _calls_once(self, rollout: Rollout) -> bool:
         return self.agent_type is not None and self.agent_type(rollout.agent) in ONE_CALL_AGENTS
 
     async def _one_call(self, client: ResourcesClient, rollout: Rollout) -> tuple[float, str]:
-        """A rollout of a one-call agent (ONE_CALL_AGENTS): its policy answer, verified without a
-        session (that agent seeds none)."""
-        trace = self.capture.trace() if self.capture is not None else None
-        with captured(rollout, self.capture, trace):
-            episode = await run_episode(self.target, rollout.row[REQUEST_KEY], None, trace=trace)
-        usage = episode.response.get("usage") or {}
-        self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
-        body = {**rollout.row, "response": episode.response}
-        verified = await client.session_stream().verify_text(body)
+        """A rollout of a one-call agent (ONE_CALL_AGENTS): its policy answer verified, in a
+        session when the agent seeds one (SEEDING_AGENTS). Observed, its call is recorded as NeMo
+        Gym's model server records it, and the trajectory projected from that call alone (these
+        agents give none of their own)."""
+        calls, kind, model_ref = client.session_stream(), self.agent_type(rollout.agent) if self.agent_type else None, self._model_ref(rollout)
+        trace = self.capture.trace() if self.capture is not None and model_ref is None else None
+        records: list[dict[str, Any]] = []
+        started = time.perf_counter()
+        session = await calls.seed_session(rollout.row) if kind in SEEDING_AGENTS else ""
+        try:
+            with captured(rollout, self.capture, trace, into=records), labelled(model_ref, None) if model_ref is not None else nullcontext():
+                episode = await run_episode(self.target, rollout.row[REQUEST_KEY], None, trace=trace)
+            self._generated(episode.response)
+            body = {**rollout.row, "response": episode.response}
+            verified = await calls.verify_text(body, session_id=session)
+            session = ""  # verify ended it
+        finally:
+            if session:
+                await _close_quietly(calls, session)
         rollout.row, rollout.raw = body, None
-        return verified
+        if model_ref is None:
+            return verified
+        answer = json.loads(verified[1])
+        records = as_recorded(records, body[REQUEST_KEY], relayed=kind == "tool_simulation_agent")
+        with_evidence(answer, rollout, records, self.capture, (time.perf_counter() - started) * 1000)
+        return verified[0], json.dumps(answer, ensure_ascii=False)
 
     def _max_steps(self, rollout: Rollout) -> int | None:
         """`--max-steps`, else the bound the server's config gives the rollout's agent."""
@@ -351,8 +364,7 @@ class EpisodeRunner:
             limit = self._max_steps(rollout)
             with captured(rollout, self.capture, trace):
                 episode = await run_step_episode(self.target, rollout.row[REQUEST_KEY], reset, step, max_steps=limit, trace=trace)
-            usage = episode.row["response"].get("usage") or {}
-            self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
+            self._generated(episode.row["response"])
             self.at_max_steps += not episode.row["terminated"] and episode.steps == (limit or DEFAULT_MAX_STEPS)
             return episode.reward, json.dumps(episode.row, ensure_ascii=False)
         finally:
@@ -365,6 +377,11 @@ class EpisodeRunner:
     def _write(self, rollout: Rollout, reward: float, response_json: str, kind: str | None, message: str) -> None:
         verified = VerifiedBatch([rollout.task], [rollout.rollout], [reward], [response_json], [kind], [message])
         self.record([(rollout, b"")], verified)
+
+    def _generated(self, response: Any) -> None:
+        """A policy answer counted in the progress line (its output tokens, where it says them)."""
+        usage = response.get("usage") if isinstance(response, Mapping) else None
+        self.progress.generated(usage.get("output_tokens") if isinstance(usage, Mapping) else None)
 
     def _failed(self, rollout: Rollout, message: str) -> None:
         self.progress.generated(None, failed=True)

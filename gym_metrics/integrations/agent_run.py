@@ -7,8 +7,8 @@ A task row in (`responses_create_params` and the row's other fields, as NeMo Gym
 policy with the tools (the environment's, when the request names none), run each function call
 in the session in the model's order, until the policy answers without calls (or `max_steps`:
 the door's own, else what the environment's NeMo Gym config gives the row's agent), then verify
-in the session (a one-call agent's row, ONE_CALL_AGENTS: one policy call verified without a
-session); the verify response out, with the whole trajectory as its
+in the session (a one-call agent's row, ONE_CALL_AGENTS: one policy call verified, in a session
+only where that agent seeds one); the verify response out, with the whole trajectory as its
 `response` and, with `capture_tokens`, each turn's token IDs and log-probs on its last output
 item (NeMo RL reads them there), `ng_model_call_capture` and `ng_trajectory`. What the model
 gets wrong (an unknown tool, arguments that do not fit) is an error output it reads, as under
@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from gym_metrics.collector import ONE_CALL_AGENTS, run_episode
+from gym_metrics.collector import ONE_CALL_AGENTS, SEEDING_AGENTS, run_episode
 from gym_metrics.environments import Sessions, hook
 from gym_metrics._transport.client import ToolOutput, for_agent, tool_caller
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -50,7 +50,7 @@ class AgentRun:
         env = self.sessions.env
         kind = self._of_agent("agent_types", body)
         if kind in ONE_CALL_AGENTS:
-            return await self._one_call(body, request)
+            return await self._one_call(body, request, seeds=kind in SEEDING_AGENTS)
         if kind is not None and kind not in NATIVE_AGENTS:  # simple_agent's loop would score another program
             why = f"NeMo Gym's {kind} runs its rows with its own code, which this door does not run (collect --benchmark does: docs/nemo-gym.md#agents)"
             raise InvalidInputError(f"agent {kind} is not run here", [FieldViolation("agent_ref.name", why)])
@@ -85,13 +85,23 @@ class AgentRun:
         """The environment's server info (its schemas made once, not per /run)."""
         return dict(hook(self.sessions.env, "server_info")())
 
-    async def _one_call(self, body: Mapping[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-        """tool_simulation_agent's `/run`: the policy's answer verified, no session, no tool run."""
+    async def _one_call(self, body: Mapping[str, Any], request: dict[str, Any], seeds: bool) -> dict[str, Any]:
+        """A one-call agent's `/run`: the policy's answer verified, no tool run; in a session
+        when the agent seeds one (non_executing_simple_agent), else without (tool_simulation_agent)."""
         trace = EpisodeTrace() if self.capture_tokens else None
-        with capturing() as calls:
-            episode = await run_episode(self.target, request, None, trace=trace)
-        ran = {**body, "response": episode.response}
-        _, response_json = await self.sessions.env.verify_json(ran)
+        session = await self.sessions.seed(orjson.dumps(dict(body))) if seeds else None
+        try:
+            with capturing() as calls:
+                episode = await run_episode(self.target, request, None, trace=trace)
+            ran = {**body, "response": episode.response}
+            if session is None:
+                _, response_json = await self.sessions.env.verify_json(ran)
+            else:
+                _, response_json = await self.sessions.verify(session.id, ran)
+                session = None
+        finally:
+            if session is not None:
+                await self.sessions.close(session.id)
         return self._recorded(orjson.loads(response_json), ran, trace, calls.exchanges)
 
     def _recorded(self, result: dict[str, Any], ran: Mapping[str, Any], trace: EpisodeTrace | None, exchanges: Any) -> dict[str, Any]:

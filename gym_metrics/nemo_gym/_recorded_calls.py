@@ -16,10 +16,12 @@ def _key(item: Any) -> bytes:
     return orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
 
 
-def as_recorded(records: Sequence[Mapping[str, Any]], request: Mapping[str, Any]) -> list[dict[str, Any]]:
+def as_recorded(records: Sequence[Mapping[str, Any]], request: Mapping[str, Any], relayed: bool = False) -> list[dict[str, Any]]:
     """`records` (collect's captured calls of one episode, payloads in, in call order) as NeMo
     Gym's model server records simple_agent's calls of that episode; `request` is the row's
-    `responses_create_params`. A record whose answer the typed model refuses keeps it as it came."""
+    `responses_create_params`, which `relayed` records as it is (tool_simulation_agent posts it
+    unchanged, a string `input` too). A record whose answer the typed model refuses keeps it as
+    it came."""
     from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse  # (openai's models: loaded for NeMo Gym rows only)
 
     given = request.get("input")
@@ -29,7 +31,9 @@ def as_recorded(records: Sequence[Mapping[str, Any]], request: Mapping[str, Any]
     for record in records:
         record = dict(record)
         sent = record.get("request")
-        if isinstance(sent, Mapping) and isinstance(sent.get("input"), list):
+        if relayed:
+            record["request"] = dict(request)
+        elif isinstance(sent, Mapping) and isinstance(sent.get("input"), list):
             later = [typed_items.get(_key(item), item) for item in sent["input"][len(first) :]]
             record["request"] = {**request, "input": [*first, *later]}
         answer = record.get("response")
