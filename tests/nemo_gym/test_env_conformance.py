@@ -57,3 +57,25 @@ async def test_serve_config_and_collect_equal_nemo_gym(env: str, ported: Any, tm
         assert all(key in ours for key in ECHOED if key in theirs.get("_echo_sha256", {}))
     reference = json.loads((DATA / env / "aggregate_metrics.json").read_text())
     assert compare_files(reference, json.loads(result.metrics_path.read_text())) is None
+
+
+async def test_an_environments_layout_config_serves_as_gym_env_start_does(ported: Any, tmp_path: Path) -> None:
+    """`environments/<name>/config.yaml` (NeMo Gym 0.7.0's `gym env start --environment NAME`
+    layout: the config beside its data, the server's code in resources_servers/<impl>/) serves as
+    its resources_servers config does: arc_agi's recorded example rollouts verify to the rewards
+    NeMo Gym recorded in them."""
+    import zipfile
+
+    ported.folder("arc_agi")
+    with zipfile.ZipFile(ported.wheel) as wheel:
+        wheel.extractall(ported.root, [m for m in wheel.namelist() if m.startswith("environments/arc_agi/")])
+    recorded = ported.root / "environments" / "arc_agi" / "data" / "example_rollouts.jsonl"
+    server = await start_server(load_config_server(ported.root / "environments" / "arc_agi" / "config.yaml"), ServerConfig(port=0, log_requests=False))
+    try:
+        async with ResourcesClient(server.address) as client:
+            options = CollectOptions(reverify=True, default_agent="arc_agi_simple_agent")  # (`gym eval run --agent`)
+            await collect_async(client, recorded, tmp_path / "out.jsonl", options)
+    finally:
+        await server.stop(0)
+    expected = [row["reward"] for row in _read(recorded)]
+    assert [row["reward"] for row in _read(tmp_path / "out.jsonl")] == expected and len(expected) == 5
