@@ -4,9 +4,13 @@ says which in its `exit_code` (an `ExitCode`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class ExitCode(IntEnum):
@@ -110,4 +114,28 @@ class UserCodeError(Exception):
     def __init__(self, where: str, cause: BaseException) -> None:
         super().__init__(f"{where} raised {type(cause).__name__}: {cause}")
         self.cause = cause
+
+
+def code_failed(exc: BaseException) -> bool:
+    """Whether `exc`, raised out of the environment's code, is that code's failure: any
+    Exception, a `SystemExit` (a library's `sys.exit()`: it would end the server and every other
+    call), or a `CancelledError` while the task running it is not being cancelled (a future the
+    code awaited was cancelled elsewhere: passed on, the call would never be answered). Python
+    3.10 cannot tell the last from the call's own cancellation (no `Task.cancelling`)."""
+    if isinstance(exc, (Exception, SystemExit)):
+        return True
+    if isinstance(exc, asyncio.CancelledError):
+        cancelling = getattr(asyncio.current_task(), "cancelling", None)
+        return cancelling is not None and cancelling() == 0
+    return False
+
+
+async def contained(where: str, call: Awaitable[T]) -> T:
+    """`await call`, a `SystemExit` it raises made UserCodeError inside the coroutine a task
+    runs: a task that ends in SystemExit has asyncio raise it out of the event loop, which
+    ends the server whatever its caller catches."""
+    try:
+        return await call
+    except SystemExit as exc:
+        raise UserCodeError(where, exc) from exc
 

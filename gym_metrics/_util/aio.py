@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -37,6 +37,34 @@ def run_fast(main: Coroutine[Any, Any, T]) -> T:
         else:
             return uvloop.run(main)
     return asyncio.run(main)
+
+
+def run_past_exits(main: Coroutine[Any, Any, T], said: Callable[[SystemExit], None]) -> T:
+    """`asyncio.run(main)`, except that a task other than `main` ending in SystemExit (code
+    calling `sys.exit()` in a task it made, or one a library made for it: asyncio raises that
+    out of the loop, which would end the process and every call in it) is told to `said` and
+    the loop runs on. `main`'s own SystemExit ends the run as usual."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    task = loop.create_task(main)
+    try:
+        while True:
+            try:
+                return loop.run_until_complete(task)
+            except SystemExit as exc:
+                if task.done():
+                    raise
+                said(exc)
+    finally:
+        try:
+            rest = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in rest:
+                t.cancel()
+            loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 class Busy(Awaitable[T]):

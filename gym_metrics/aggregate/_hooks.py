@@ -18,7 +18,7 @@ def called(name: str, hook: Callable[..., Any], *args: Any) -> Any:
         answer = hook(*args)
     except GymMetricsError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # (a library's sys.exit() would end the server)
         raise UserCodeError(name, exc) from exc
     if answer is None:
         return {}

@@ -25,7 +25,7 @@ from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator
 from gym_metrics.environments._session_calls import TOOL_TIMEOUT_S, Sessions
 from gym_metrics.environments._server import SimpleResourcesServer
 from gym_metrics.environments._sessions import IDLE_TTL_S, MAX_SESSIONS, SessionStore
-from gym_metrics.errors import GymMetricsError, InvalidInputError, UserCodeError
+from gym_metrics.errors import GymMetricsError, InvalidInputError, UserCodeError, code_failed
 from gym_metrics.rollouts import RolloutColumns
 
 log = logging.getLogger("gym_metrics.transport")
@@ -100,8 +100,10 @@ class EnvironmentHandler:
             return await self.env.verify_json(body_json)
         except GymMetricsError:
             raise
-        except Exception as exc:
-            raise UserCodeError("verify", exc) from exc
+        except BaseException as exc:
+            if code_failed(exc):
+                raise UserCodeError("verify", exc) from exc
+            raise
 
     async def _bounded(self, call: Coroutine[Any, Any, tuple[float, str]]) -> tuple[float, str]:
         """`call` within verify_timeout_s, VerifyTimeout past it. A verify that blocks the event

@@ -26,7 +26,7 @@ from gym_metrics.environments._server import SimpleResourcesServer
 from gym_metrics.environments._sessions import Session, SessionStore
 from gym_metrics.environments._steps import StepResult, action_of
 from gym_metrics.environments._tools import find_tool
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, UserCodeError
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, UserCodeError, code_failed, contained
 
 log = logging.getLogger("gym_metrics.sessions")
 
@@ -67,7 +67,7 @@ class Sessions:
         except BaseException as exc:  # failed or cancelled: the session ends as any other does
             self.store.close(session.id)
             await asyncio.shield(self._closed(session))  # close_session frees what seed_session got before it failed
-            if isinstance(exc, Exception) and not isinstance(exc, GymMetricsError):
+            if code_failed(exc) and not isinstance(exc, GymMetricsError):
                 raise UserCodeError(stage, exc) from exc
             raise
         return session
@@ -85,14 +85,17 @@ class Sessions:
             call = _ok(spec.run(self.env, arguments, session))
         try:
             with self.store.working(session):
-                answer = await asyncio.wait_for(call, self.tool_timeout_s)
+                answer = await asyncio.wait_for(contained(f"tool {name!r}", call), self.tool_timeout_s)
         except asyncio.TimeoutError:
             self.tool_calls["timeout"] += 1
             return _error(f"tool {name!r} exceeded its {self.tool_timeout_s:g} s deadline"), True, 0
-        except Exception as exc:  # the model reads the error, as under NeMo Gym
+        except BaseException as exc:  # the model reads the error, as under NeMo Gym
+            if not code_failed(exc):  # (the call's own cancellation)
+                raise
             self.tool_calls["error"] += 1
             log.debug("tool %s raised in session %s", name, session_id, exc_info=exc)
-            return _error(f"{type(exc).__name__}: {exc}"), True, 0
+            cause = exc.cause if isinstance(exc, UserCodeError) else exc
+            return _error(f"{type(cause).__name__}: {cause}"), True, 0
         output, failed = answer[0], answer[1]
         self.tool_calls["error" if failed else "ok"] += 1
         return output, failed, answer[2] if len(answer) > 2 else 0
@@ -110,7 +113,9 @@ class Sessions:
                 result = await hook(self.env, "run_step")(session, response)
         except GymMetricsError:
             raise
-        except Exception as exc:
+        except BaseException as exc:
+            if not code_failed(exc):
+                raise
             await self.close(session_id)
             raise UserCodeError("step", exc) from exc
         if result.terminated or result.truncated:
@@ -144,7 +149,9 @@ class Sessions:
     async def _closed(self, session: Session) -> None:
         try:
             await hook(self.env, "end_session")(session)
-        except Exception as exc:  # one environment's teardown error is logged, never the caller's
+        except BaseException as exc:  # one environment's teardown error is logged, never the caller's
+            if not code_failed(exc):
+                raise
             log.warning("close_session raised for session %s", session.id, exc_info=exc)
         session.state.clear()
 

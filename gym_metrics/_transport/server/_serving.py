@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
+from gym_metrics._util.aio import run_past_exits
 from gym_metrics._util.grpc_fork import FORK_SUPPORT_ENV, grpc_fork_handlers_off
 from gym_metrics._util.limits import raise_open_files
 from gym_metrics._util.masking import MaskingFilter
@@ -69,7 +70,7 @@ def serve(
     _ensure_log_handler()
     raise_open_files()  # a connection is a file: the soft limit must not be what a flood of them meets first
     if workers == 1:
-        asyncio.run(_serve_async(env, config, reuse_port=False, signals=_SHUTDOWN_SIGNALS, label=""))
+        run_past_exits(_serve_async(env, config, reuse_port=False, signals=_SHUTDOWN_SIGNALS, label=""), _exit_survived)
     else:
         _serve_workers(env, config, workers)
 
@@ -308,12 +309,18 @@ def _worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT,))
-    asyncio.run(
+    run_past_exits(
         _serve_async(
             env, config, reuse_port=True, signals=(signal.SIGTERM,), label=f"worker {index}/{workers}",
             parent_pid=parent_pid, ready=ready, worker=f"{index}/{workers}",
-        )  # fmt: skip
-    )
+        ),
+        _exit_survived,
+    )  # fmt: skip
+
+
+def _exit_survived(exc: SystemExit) -> None:
+    log.error("the environment's code raised SystemExit(%r) in a task of its own; the server serves on (the call it was part of "
+              "may go unanswered until its deadline: catch it in the environment, or raise an exception instead)", exc.code)  # fmt: skip
 
 
 def _ensure_log_handler() -> None:
