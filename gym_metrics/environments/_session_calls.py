@@ -123,13 +123,20 @@ class Sessions:
         return result
 
     async def verify(self, session_id: str, body_json: Mapping[str, Any] | str | bytes) -> tuple[float, str]:
-        """Verify the rollout in its session, then close the session (the episode is over)."""
+        """Verify the rollout in its session, then close the session (the episode is over). A
+        body refused (InvalidInputError) leaves it open: the episode's state is not spent on a
+        request that never reached verify; the client sends it again or closes the session."""
         session = self.store.get(session_id)
         try:
             with self.store.working(session):
-                return await self.env.verify_json(body_json, session=session)
-        finally:
+                answer = await self.env.verify_json(body_json, session=session)
+        except InvalidInputError:
+            raise
+        except BaseException:
             await self.close(session_id)
+            raise
+        await self.close(session_id)
+        return answer
 
     async def close(self, session_id: str) -> bool:
         """Close a session (False: it was not live); the environment frees what it holds."""

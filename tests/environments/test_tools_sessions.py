@@ -63,6 +63,19 @@ async def test_a_session_carries_state_from_seed_through_tools_to_verify() -> No
         assert await client.close_session(other) is True and await client.close_session(other) is False
 
 
+async def test_a_verify_body_refused_before_verify_ran_leaves_the_session_open() -> None:
+    """The episode's state is not spent on a request that never reached verify: the corrected
+    body verifies in the same session."""
+    async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
+        session = await client.seed_session(ROW)
+        await client.call_tool(session, "increment_counter", {"count": 3})
+        with pytest.raises(InvalidInputError, match="expected_count"):
+            await client.verify({**BODY, "expected_count": "six"}, session_id=session)
+        assert session in server.handler.sessions.store and session not in Counter.closed
+        assert (await client.verify(BODY, session_id=session))["reward"] == 1.0
+        assert session in Counter.closed
+
+
 async def test_what_the_model_gets_wrong_is_named() -> None:
     async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
         session = await client.seed_session(ROW)

@@ -33,6 +33,12 @@ _KIND_TO_PB = {
 }
 
 
+SEED_ANSWER_MARGIN_S = 0.01
+"""A session seeded with less of its call's deadline left is closed, the call failing
+DEADLINE_EXCEEDED: its answer would likely reach the client after the client gave up, leaving a
+session nobody knows the id of until its TTL."""
+
+
 class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     """Serves one environment through its handler.
 
@@ -77,7 +83,12 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
 
     @grpc_errors
     async def SeedSession(self, request: pb.SeedSessionRequest, context: grpc.aio.ServicerContext) -> pb.SeedSessionResponse:
-        session = await self._handler.sessions.seed(decoded(request, "request").body_json, peer_host(context))
+        sessions = self._handler.sessions
+        session = await sessions.seed(decoded(request, "request").body_json, peer_host(context))
+        remaining = context.time_remaining()
+        if remaining is not None and remaining < SEED_ANSWER_MARGIN_S:  # its answer would come too late: nobody would know its id
+            await sessions.close(session.id)
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the call's deadline passed while its session was seeded ({remaining * 1000:.0f} ms left); the session is closed")
         return seed_answer(session)
 
     @grpc_errors
