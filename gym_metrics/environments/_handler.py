@@ -132,23 +132,35 @@ class EnvironmentHandler:
     ) -> None:
         """Every rollout's result through `write`; `key(item)` is its (task, rollout), for the log.
         Rollouts start eagerly: one whose verify never suspends costs no Task; the others run
-        concurrently within `slots`."""
+        concurrently within `slots`, each started only once it has its slot (a batch of 100,000
+        rollouts was 100,000 Tasks waiting at once: 2 KB each)."""
         recorder = self._recorder
         if recorder is not None:
             recorder.queued(len(bodies))
         kinds: Counter[str] = Counter()
         try:
             trusted = self.env.eager_verify
-            waiting: list[asyncio.Future[None]] = []
+            running: set[asyncio.Future[None]] = set()  # (only those not done: a long batch keeps no finished Task)
+            failed: list[BaseException] = []
+
+            def ended(future: asyncio.Future[None]) -> None:
+                running.discard(future)
+                if not future.cancelled() and future.exception() is not None:
+                    failed.append(future.exception())  # type: ignore[arg-type]
+
             try:
                 for item, body in enumerate(bodies):
+                    await slots.acquire()  # (released by the item when it ends)
                     done, value = start_eagerly(self._verify_item(item, body, write, slots, kinds, key), trusted=trusted)
                     if not done:
-                        waiting.append(value)  # type: ignore[arg-type]
-                for future in waiting:
-                    await future
+                        running.add(value)  # type: ignore[arg-type]
+                        value.add_done_callback(ended)  # type: ignore[union-attr]
+                while running:
+                    await asyncio.wait(running)  # (each one's `ended` runs before the wait returns)
+                if failed:
+                    raise failed[0]
             except BaseException:  # cancelled (its client went away): no rollout of the batch goes on
-                for future in waiting:
+                for future in running:
                     future.cancel()
                 raise
         finally:
@@ -161,7 +173,7 @@ class EnvironmentHandler:
         self, item: int, body: Mapping[str, Any] | str | bytes, write: WriteResult, slots: asyncio.Semaphore, kinds: Counter[str],
         key: Callable[[int], tuple[int, int]],
     ) -> None:  # fmt: skip
-        async with slots:
+        try:
             try:
                 reward, response_json = await self._bounded(self._verify(body))
             except InvalidInputError as exc:
@@ -176,6 +188,8 @@ class EnvironmentHandler:
                 write(item, 0.0, "", VERIFY_FAILED, str(exc))
             else:
                 write(item, reward, response_json, None, "")
+        finally:
+            slots.release()
 
     def _logged_failure(self, where: tuple[int, int], exc: Exception) -> None:
         """The first three failed verifies with their traceback, then a line at the 10th, 100th,

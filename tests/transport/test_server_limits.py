@@ -186,6 +186,28 @@ async def test_concurrent_aggregations_past_the_limit_are_refused(server: Any) -
     assert len(await aggregate(stub, [HEADER, batch(range(10))])) == 1  # the slot is free again
 
 
+@pytest.mark.parametrize("server", [CallLimits(max_concurrent_aggregations=1)], indirect=True)
+async def test_a_stalled_aggregation_is_ended_and_frees_its_place(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that sends a header and then nothing held a place of
+    --max-concurrent-aggregations for as long as its connection lived (every other client
+    refused meanwhile); past AGGREGATION_IDLE_S without a message the call is ended."""
+    from gym_metrics._transport.server import _servicer
+
+    monkeypatch.setattr(_servicer, "AGGREGATION_IDLE_S", 0.5)
+    stub, _ = server
+    stalled = asyncio.Event()
+
+    async def header_then_nothing() -> AsyncIterator[pb.AggregateMetricsRequest]:
+        yield HEADER
+        await stalled.wait()
+
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await _drain(stub.AggregateMetrics(header_then_nothing(), timeout=30))
+    assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and "sent nothing for 0.5 s" in str(err.value.details())
+    assert len(await aggregate(stub, [HEADER, batch(range(10))])) == 1  # its place is free
+    stalled.set()
+
+
 async def _drain(call: Any) -> list[Any]:
     return [part async for part in call]
 

@@ -105,3 +105,35 @@ async def test_a_server_gone_fails_the_waiting_calls_as_lost_sessions() -> None:
         with pytest.raises(SessionLostError):  # a new stream is opened, and fails the same way
             await asyncio.wait_for(calls.call_tool(session, "get_counter_value", {}), 10)
         await client.close()
+
+
+async def test_a_client_that_reads_no_answers_holds_bounded_memory() -> None:
+    """Calls stop being started once MAX_UNSENT_BYTES of answers wait to be sent: a client
+    that sends calls and reads nothing made every 80-byte call pin its 1 MiB answer (calls
+    already running when the budget fills still answer: at most MAX_IN_FLIGHT of them)."""
+    from gym_metrics._transport.server import _session_calls as stream
+    from gym_metrics.v1 import resources_pb2 as pb
+
+    class Big(Counter):
+        answered = 0
+
+        @tool
+        async def big(self) -> str:
+            Big.answered += 1
+            return "y" * (1 << 20)
+
+    async with serve_environment(Big()) as server:
+        handler = server.handler
+        session = (await handler.sessions.seed(b'{"initial_count": 0}')).id
+
+        async def requests():  # type: ignore[no-untyped-def]  (a call every 5 ms, as episodes send them)
+            for n in range(200):
+                yield pb.SessionCallsRequest(calls=[pb.SessionCall(id=n, call_tool=pb.CallToolRequest(session_id=session, name="big", arguments_json="{}"))])
+                await asyncio.sleep(0.005)
+
+        answers = stream.session_calls(handler, requests())
+        first = await answers.__anext__()  # the first answers out; then nothing read
+        await asyncio.sleep(1.5)
+        limit = stream.MAX_UNSENT_BYTES // (1 << 20) + len(first.answers) + 2
+        assert Big.answered <= limit, f"{Big.answered} calls answered while unread (at most {limit})"
+        await answers.aclose()

@@ -179,3 +179,39 @@ async def test_a_stream_mixing_both_keeps_the_whole_ones_in_order_and_holds_no_a
     order = [m.batch_id for m in await collected(requests, verifier)]
     assert order.index("1") < order.index("3")  # whole answers keep their request order
     assert max(i for i, b in enumerate(order) if b in "24") < order.index("1")  # answer_each ones never wait behind them
+
+
+async def test_a_batch_id_reused_for_other_rollouts_is_refused_naming_it() -> None:
+    """A resend must repeat its batch; the same id with other rollouts was answered with the
+    first batch's results (silently the wrong rows)."""
+    import pytest
+
+    from gym_metrics.errors import InvalidInputError
+
+    other = request("7", [0.0, 0.0])  # same id, two rollouts where the first had one
+    with pytest.raises(InvalidInputError) as refused:
+        await collected([request("7", [0.0]), other], Verifier())
+    assert refused.value.violations[0].field == "request[1].batch_id" and "'7'" in refused.value.violations[0].description
+
+
+async def test_answers_kept_for_resends_are_bounded_in_bytes() -> None:
+    """The answers kept to answer a resend take at most the read-ahead's byte budget (16 MiB a
+    unit of look-ahead), the oldest forgotten first: 256 answers of any size were kept."""
+
+    class Large(Verifier):
+        async def __call__(self, req: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, finished: Callable[[int], None] | None) -> None:
+            await super().__call__(req, response, finished)
+            for result in response.results:
+                result.response_json = "x" * (1 << 20)
+
+    async def sent() -> AsyncIterator[pb.VerifyStreamRequest]:
+        for b in range(24):
+            yield request(str(b), [0.0])
+        await asyncio.sleep(0.2)  # (every answer made before the resends)
+        yield request("23", [0.0])
+        yield request("0", [0.0])
+
+    verifier = Large()
+    out = [m async for m in answers(sent(), verifier, look_ahead=1, remember=256, max_bytes=64 << 20)]
+    assert len(out) == 26
+    assert verifier.verified == [str(b) for b in range(24)] + ["0"]  # 23 answered from what was kept; 0 forgotten (24 MiB > 16)

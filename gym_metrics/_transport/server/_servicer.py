@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
 
 import grpc.aio
 import numpy as np
@@ -21,7 +22,7 @@ from gym_metrics._transport.server._session_calls import decoded_requests, seed_
 from gym_metrics._transport.server._verify_stream import answers
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, check_counts, hook, score_groups
-from gym_metrics.errors import FieldViolation, InvalidInputError, rerooted
+from gym_metrics.errors import FieldViolation, InvalidInputError, OverloadedError, rerooted
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
@@ -33,6 +34,11 @@ _KIND_TO_PB = {
 }
 
 
+M = TypeVar("M")
+
+AGGREGATION_IDLE_S = 120.0
+"""Seconds an AggregateMetrics call may go without sending its next message: a stalled client
+held one of `--max-concurrent-aggregations` places for as long as its connection lived."""
 SEED_ANSWER_MARGIN_S = 0.01
 """A session seeded with less of its call's deadline left is closed, the call failing
 DEADLINE_EXCEEDED: its answer would likely reach the client after the client gave up, leaving a
@@ -162,7 +168,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     ) -> AsyncIterator[pb.AggregateMetricsResponse]:
         """Header, then batches; the answer comes in size-bounded parts. The work runs in a
         thread that stops when the client goes away (deadline, cancel, server shutdown)."""
-        messages = request_iterator.__aiter__()
+        messages = _within(request_iterator, AGGREGATION_IDLE_S)
         try:
             first = decoded(await messages.__anext__(), "request[0]")
         except StopAsyncIteration:
@@ -209,6 +215,19 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             agent_model_servers=dict(info.get("agent_model_servers") or {}),
             environment_servers={agent: pb.EnvironmentServerInfo(name=name, type=kind) for agent, (name, kind) in (info.get("environment_servers") or {}).items()},
         )
+
+
+async def _within(messages: AsyncIterator[M], idle_s: float) -> AsyncIterator[M]:
+    """`messages`, ended with OverloadedError when none comes for `idle_s` seconds."""
+    stream = messages.__aiter__()
+    while True:
+        try:
+            message = await asyncio.wait_for(stream.__anext__(), idle_s)
+        except StopAsyncIteration:
+            return
+        except asyncio.TimeoutError:
+            raise OverloadedError(f"the call sent nothing for {idle_s:g} s: ended, freeing its place among the aggregations running at once") from None
+        yield message
 
 
 async def _receive(messages: AsyncIterator[pb.AggregateMetricsRequest], call: Aggregation) -> None:

@@ -2,10 +2,13 @@
 
 Each call is answered as it finishes, tagged with its id; a call that fails answers its error
 (the code and message its unary RPC would give) and the stream goes on. Calls run concurrently,
-at most MAX_IN_FLIGHT per stream (the reader waits past it), started eagerly (a call that never
-suspends costs no Task); the answers ready together go out in one message (a grpc.aio message
-costs about as much as a unary call: batching is where the stream saves). Sessions seeded on
-the stream and still open when it ends (the client closed it, or went away) are closed.
+at most MAX_IN_FLIGHT per stream counting those answered but not yet sent, and with at most
+MAX_UNSENT_BYTES of answers waiting to be sent (the reader waits past either: a client that
+sends calls and reads no answers holds a bounded amount of the server's memory); started
+eagerly (a call that never suspends costs no Task); the answers ready together go out in one
+message (a grpc.aio message costs about as much as a unary call: batching is where the stream
+saves). Sessions seeded on the stream and still open when it ends (the client closed it, or went
+away) are closed.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from gym_metrics.v1 import resources_pb2 as pb
 log = logging.getLogger("gym_metrics.sessions")
 
 MAX_IN_FLIGHT = 4096
-"""Calls of one stream running at once."""
+"""Calls of one stream running or answered and not yet sent."""
+MAX_UNSENT_BYTES = 64 << 20
+"""Answers of one stream made and not yet sent, in bytes, past which no call is started."""
 MAX_CALLS_PER_MESSAGE = 4096
 """Calls one SessionCalls message may carry; past it the stream ends with INVALID_ARGUMENT
 (counted before any is started)."""
@@ -41,10 +46,12 @@ async def session_calls(
     """The answers of a stream's calls, as they finish (those ready together in one message,
     at most `max_bytes`; an answer larger alone fails its call); `client` opens its sessions
     (Session.client)."""
-    answers: asyncio.Queue[pb.SessionAnswer | None] = asyncio.Queue()
+    answers: asyncio.Queue[tuple[pb.SessionAnswer, int] | None] = asyncio.Queue()
     seeded: set[str] = set()
-    slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+    slots = asyncio.Semaphore(MAX_IN_FLIGHT)  # (released as each answer is sent)
     running: set[asyncio.Future[None]] = set()
+    unsent = [0]  # bytes of answers made and not yet sent
+    room = asyncio.Event()
 
     async def one(request: pb.SessionCall) -> None:
         try:
@@ -54,9 +61,12 @@ async def session_calls(
             if status.code == 13:
                 log.warning("a session call failed", exc_info=exc)
             answer = pb.SessionAnswer(id=request.id, error=pb.CallError(code=status.code, message=status.message))
-        finally:
+        except BaseException:
             slots.release()
-        answers.put_nowait(answer)
+            raise
+        size = answer.ByteSize()
+        unsent[0] += size
+        answers.put_nowait((answer, size))
 
     async def read() -> None:
         try:
@@ -69,6 +79,9 @@ async def session_calls(
                 for n, request in enumerate(message.calls, 1):
                     if n % _YIELD_EVERY == 0:
                         await asyncio.sleep(0)
+                    while unsent[0] > MAX_UNSENT_BYTES:
+                        room.clear()
+                        await room.wait()
                     await slots.acquire()
                     done, value = start_eagerly(one(request))
                     if not done:
@@ -87,14 +100,19 @@ async def session_calls(
             while not answers.empty():
                 batch.append(answers.get_nowait())
             ended = batch[-1] is None
-            ready = [a for a in batch if a is not None]
-            if ready:
+            made = [a for a in batch if a is not None]
+            if made:
+                ready = [answer for answer, _ in made]
                 message = pb.SessionCallsResponse(answers=ready)
                 if message.ByteSize() <= max_bytes:  # one C call: the usual case costs no more
                     yield message
                 else:
                     for part in messages(ready, max_bytes):
                         yield part
+                unsent[0] -= sum(size for _, size in made)
+                for _ in made:
+                    slots.release()
+                room.set()
         await reader  # its error (a broken stream), if any
     finally:
         reader.cancel()

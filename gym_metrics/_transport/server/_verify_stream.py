@@ -10,7 +10,9 @@ Work read ahead is bounded by rollouts not yet answered and by the bytes of the 
 held (a batch is held until its last result is sent), never by a count of batches: a batch with
 one slow rollout left holds one rollout of the budget, not a batch's worth. A batch id seen again
 (a client's retry on the same call) is answered whole from its first answer, never verified
-twice. Leaving early cancels everything still running.
+twice; the answers kept for that are bounded in bytes as the requests are (the oldest forgotten
+first), and a batch id sent again with other rollouts is refused. Leaving early cancels
+everything still running.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Optional
 
 from gym_metrics._transport.server._message_size import parts, positioned_parts
+from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 
 Verify = Callable[[pb.VerifyStreamRequest, pb.VerifyStreamResponse, Optional[Callable[[int], None]]], Awaitable[None]]
@@ -50,6 +53,23 @@ class _Unit:
         self.future: asyncio.Future[pb.VerifyStreamResponse] | None = None
 
 
+class _Kept:
+    """A batch id's first answer, kept to answer a resend: what it was asked (its size and
+    first and last rollouts, to refuse the id reused for other rollouts) and its answer's size."""
+
+    __slots__ = ("asked", "bytes", "future", "key")
+
+    def __init__(self, request: pb.VerifyStreamRequest, future: asyncio.Future[pb.VerifyStreamResponse]) -> None:
+        self.key, self.asked, self.future, self.bytes = request.batch_id, _asked(request), future, 0
+
+
+def _asked(request: pb.VerifyStreamRequest) -> tuple[int, ...]:
+    items = request.items
+    if not items:
+        return (0,)
+    return len(items), items[0].task_index, items[0].rollout_index, items[-1].task_index, items[-1].rollout_index
+
+
 class _Answers:
     def __init__(self, verify: Verify, look_ahead: int, remember: int, max_bytes: int) -> None:
         self.verify, self.remember, self.max_bytes = verify, remember, max_bytes
@@ -58,7 +78,8 @@ class _Answers:
         self.open_units = self.open_rollouts = self.held_bytes = 0
         self.ordered: deque[_Unit] = deque()
         self.ready: deque[_Unit] = deque()
-        self.cache: OrderedDict[str, asyncio.Future[pb.VerifyStreamResponse]] = OrderedDict()
+        self.cache: OrderedDict[str, _Kept] = OrderedDict()
+        self.cache_bytes, self.requests = 0, 0
         self.running: set[asyncio.Future[pb.VerifyStreamResponse]] = set()
         self.wake, self.room = asyncio.Event(), asyncio.Event()
         self.error: BaseException | None = None
@@ -78,23 +99,29 @@ class _Answers:
             self.wake.set()
 
     def admit(self, request: pb.VerifyStreamRequest) -> None:
+        key = request.batch_id
+        kept = self.cache.get(key) if key else None
+        if kept is not None and kept.asked != _asked(request):
+            why = f"{key!r} was answered for other rollouts earlier in this call (a resend must repeat its batch): give each batch its own id"
+            raise InvalidInputError("a batch id reused for other rollouts", [FieldViolation(f"request[{self.requests}].batch_id", why)])
+        self.requests += 1
         unit = _Unit(request)
         self.open_units += 1
         self.open_rollouts += unit.size
         self.held_bytes += unit.bytes
-        key = request.batch_id
-        first = self.cache.get(key) if key else None
-        if first is not None:  # a resend: answered whole from the first answer
+        first = kept.future if kept is not None else None
+        if kept is not None:  # a resend: answered whole from the first answer
             self.cache.move_to_end(key)
-            unit.future = first
+            unit.future = kept.future
         else:
             unit.future = asyncio.ensure_future(self._run(request, unit))
             self.running.add(unit.future)
             unit.future.add_done_callback(self.running.discard)
             if key:
-                self.cache[key] = unit.future
+                self.cache[key] = kept = _Kept(request, unit.future)
+                unit.future.add_done_callback(lambda future: self._kept(kept, future))
                 if len(self.cache) > self.remember:
-                    self.cache.popitem(last=False)
+                    self._forget()
         if not unit.each:
             self.ordered.append(unit)
         unit.future.add_done_callback(lambda future: self._done(unit, future, first is not None))
@@ -115,6 +142,19 @@ class _Answers:
             unit.queued = True
             self.ready.append(unit)
         self.wake.set()
+
+    def _kept(self, kept: _Kept, future: asyncio.Future[pb.VerifyStreamResponse]) -> None:
+        """A kept answer counted in bytes once whole; the oldest forgotten past the budget."""
+        if future.cancelled() or future.exception() is not None or self.cache.get(kept.key) is not kept:
+            return
+        kept.bytes = future.result().ByteSize()
+        self.cache_bytes += kept.bytes
+        while self.cache_bytes > self.max_held_bytes and len(self.cache) > 1:
+            self._forget()
+
+    def _forget(self) -> None:
+        _, oldest = self.cache.popitem(last=False)
+        self.cache_bytes -= oldest.bytes
 
     def _done(self, unit: _Unit, future: asyncio.Future[pb.VerifyStreamResponse], resent: bool) -> None:
         if future.cancelled():
