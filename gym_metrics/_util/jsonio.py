@@ -138,8 +138,11 @@ def dumps_finite(value: Any) -> bytes:
     integers past 64 bits kept, which orjson refuses: a row that holds one goes through json."""
     try:
         return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
-    except TypeError:
-        return json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), default=_plain).encode()
+    except TypeError:  # (past 64 bits, or nested past orjson's 254 levels)
+        try:
+            return json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), default=_plain).encode()
+        except RecursionError:
+            raise ValueError("nested too deeply to write as JSON") from None
 
 
 def _finite(value: Any) -> Any:

@@ -17,6 +17,7 @@ import orjson
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, RolloutColumns, RolloutFile, concat, read_rollouts
+from gym_metrics._util.jsonio import dumps_finite
 
 
 def counted_failures(
@@ -119,7 +120,7 @@ def rows_read(rows: list[dict[str, Any]], folder: Path | None, prefix: str, defa
     fd, name = tempfile.mkstemp(prefix=prefix, suffix=".jsonl", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+            f.write(b"".join(dumps_finite(row) + b"\n" for row in rows))
         return read_rollouts(Path(name), on_bad_line="fail", default_agent=default_agent, keep_rows=keep_rows)
     finally:
         os.unlink(name)

@@ -22,13 +22,13 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-import orjson
 
 from gym_metrics.collector._capture import Capture, captured
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.targets import ByteBudget, Generation, GenerationError, ModelTarget, ModelTargetConfig
+from gym_metrics._util.jsonio import dumps_finite
 
 REQUEST_KEY = "responses_create_params"
 NO_INPUT = f"{REQUEST_KEY} has no input: the prompt to ask the policy (NeMo Gym's request model requires it)"
@@ -199,7 +199,7 @@ class GeneratedBatches:
         self.on_failed(rollout, message)
 
     async def _push(self, rollout: Rollout) -> None:
-        body = orjson.dumps(rollout.row, option=orjson.OPT_SERIALIZE_NUMPY)
+        body = dumps_finite(rollout.row)
         budget = self.target.budget
         if budget is not None and len(body) >= _HELD_FROM:
             budget.hold(rollout, len(body))  # until written and freed, wherever it is then

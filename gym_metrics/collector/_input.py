@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import orjson
 
 import numpy as np
 
-from gym_metrics._util.jsonio import lone_surrogate_at
+from gym_metrics._util.jsonio import dumps_finite, lone_surrogate_at
 from gym_metrics.rollouts import BOM, MAX_INDEX, ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, BadLine, BufferRows, RolloutColumns, agent_name, agent_problem, bad_json_reason, line_bounds, parse_row, read_chunks, row_index_value
 from gym_metrics.collector._keys import FixedKeys, Indexer, is_scored, line_identity, may_hold_key
 from gym_metrics.collector._rows import with_agent_ref
@@ -421,5 +420,6 @@ def _with_keys(row: dict[str, Any], task: int, rollout: int) -> dict[str, Any]:
 
 
 def dumps_row(row: dict[str, Any]) -> bytes:
-    """A row as one JSONL line (NaN becomes null: the output is strict JSON)."""
-    return orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    """A row as one JSONL line (NaN becomes null: the output is strict JSON; a value orjson
+    refuses, as Python's json writes it: jsonio.dumps_finite)."""
+    return dumps_finite(row) + b"\n"

@@ -24,7 +24,7 @@ from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._capture import with_trajectory
 from gym_metrics.collector._generate import needs_generation, with_rollout_seed
 from gym_metrics.collector._rows import written_row
-from gym_metrics.collector._verify import Batch
+from gym_metrics.collector._verify import MAX_BODY_BYTES, Batch, too_large
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym import RELAY_TYPE, EnvironmentServer, relay_name
 
@@ -142,6 +142,9 @@ class Router:
                 continue
             if isinstance(item, ScoredLines):
                 self._pass_through(item)
+                continue
+            if not item.verified and item.raw is not None and len(item.raw) > MAX_BODY_BYTES:  # no message carries it (make_batches checks the rest)
+                self._bad(BadLine(item.line or 0, "(the row)", too_large(len(item.raw), item.line).violations[0].description))
                 continue
             self.tasks[item.agent].add(item.task)
             if shard is not None and not shard.owns(item.task, item.agent, f"line {item.line}"):

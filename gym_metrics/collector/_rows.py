@@ -10,6 +10,7 @@ import orjson
 from gym_metrics.collector._keys import may_hold_key
 from gym_metrics.nemo_gym import NO_RESULT_FAILURE_CLASSES, EnvironmentServer
 from gym_metrics.rollouts import ROLLOUT_KEY, TASK_KEY, parse_row
+from gym_metrics._util.jsonio import dumps_finite
 
 CARRIED_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref", "task_source", "skills_ref", "_ng_attempt_index", "_ng_rollout_id")
 """The input row's keys NeMo Gym 0.7.0's collection copies onto the verify response it writes
@@ -65,4 +66,4 @@ def with_agent_ref(line: bytes, agent: str) -> bytes:
     row = parse_row(line)
     ref = row.get("agent_ref")
     row["agent_ref"] = {**(ref if isinstance(ref, dict) else {}), "name": agent}
-    return orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY)
+    return dumps_finite(row)

@@ -22,9 +22,9 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, Union
 
-import orjson
-
-from gym_metrics._transport.client import ResourcesClient, ServerUnavailableError, VerifiedBatch, VerifiedPart, VerifyInput
+from gym_metrics._transport.client import MAX_MESSAGE_BYTES, ResourcesClient, ServerUnavailableError, VerifiedBatch, VerifiedPart, VerifyInput
+from gym_metrics._util.jsonio import dumps_finite
+from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._options import RetryPolicy
 
@@ -47,13 +47,29 @@ OPEN_BATCHES_PER_SLOT = 4
 """With a rollout budget, batches open (some of their rollouts unrecorded) per `max_in_flight`."""
 
 
+MAX_BODY_BYTES = MAX_MESSAGE_BYTES - (64 << 10)
+"""The largest row one VerifyStream message carries (the client's message limit, less room for
+the message's own fields)."""
+
+
+def too_large(size: int, line: int | None) -> InvalidInputError:
+    """The error for a row no verify message can carry, naming its line and size."""
+    why = (f"{size / (1 << 20):.1f} MB of JSON: past the {MAX_BODY_BYTES / (1 << 20):.1f} MB one verify message carries "
+           "(gRPC's limit): shorten the row (a response or prompt that large is rarely meant), or leave it out with --on-bad-line skip")  # fmt: skip
+    return InvalidInputError("a row too large to send", [FieldViolation("(the row)", why, line, row_name="line")])
+
+
 def make_batches(rollouts: Iterator[Rollout], max_items: int, max_bytes: int) -> Iterator[Batch]:
-    """Batches bounded by count and by encoded bytes (a single huge body still goes alone)."""
+    """Batches bounded by count and by encoded bytes (a single huge body still goes alone; one
+    past what a message carries stops the run naming its line: Router.to_verify refuses most
+    before, as bad lines)."""
     batch: Batch = []
     size = 0
     try:
         for r in rollouts:
-            body = orjson.dumps(r.row, option=orjson.OPT_SERIALIZE_NUMPY)
+            body = dumps_finite(r.row)
+            if len(body) > MAX_BODY_BYTES:
+                raise too_large(len(body), r.line)
             if batch and (len(batch) >= max_items or size + len(body) > max_bytes):
                 yield batch
                 batch, size = [], 0

@@ -5,6 +5,7 @@ from gym_metrics._transport.client._jobs import JobClient, JobInfo, JobNotFinish
 from gym_metrics._transport.client._resources import (
     CHANNEL_OPTIONS,
     KEEPALIVE_OPTIONS,
+    MAX_MESSAGE_BYTES,
     ResourcesClient,
     ServerInfo,
     for_agent,
@@ -20,6 +21,7 @@ from gym_metrics._transport._verified import VerifiedBatch, VerifiedPart, Verify
 __all__ = [
     "CHANNEL_OPTIONS",
     "KEEPALIVE_OPTIONS",
+    "MAX_MESSAGE_BYTES",
     "DeadlineExceededError",
     "GroupRewards",
     "encoded_group",
