@@ -43,7 +43,11 @@ def run(ns: argparse.Namespace) -> int:
             )
     started = time.perf_counter()
     with fewer_gc_passes():
-        out, results, rollouts = aggregate_partials(ns.partials, ns.output, **hooks)
+        try:
+            out, results, rollouts = aggregate_partials(ns.partials, ns.output, **hooks)
+        except LookupError as exc:  # a partial's rows disagree with its header: damaged, not ours to read
+            raise InvalidInputError(f"a partial file is damaged (its kept rows disagree with its header: {exc}): write it again with aggregate --partial-out",
+                                    [FieldViolation("partial", ", ".join(map(str, ns.partials)))]) from None
     code = report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)
     report_after(ns, out)
     return export_after(ns, out, code)

@@ -140,6 +140,8 @@ def read_input(
                         left -= 1
                     yield _to_verify_again(rollout) if reverify and rollout.verified else rollout
             except _Bad as bad:
+                if prepare is None and not any(may_hold_key(raw, key.encode()) for key in TASK_KEY_ALIASES):
+                    indexer.task_of(line_identity(chunk, start, end))  # its task index kept: fixed and resumed, the lines after it keep theirs
                 yield BadLine(line_no + i + 1, bad.field, bad.reason)
 
 

@@ -260,8 +260,9 @@ def test_cli_input_errors(hash_server: int, tmp_path: Path) -> None:
     for where in ("line 2: json", "line 3: agent_ref.name", "line 4: _ng_task_index"):
         assert where in proc.stderr
     assert "3 bad lines skipped" in proc.stdout
-    # NeMo Gym's task indices: the distinct good lines without one are tasks 0 and 1 (bad lines take none)
-    assert sorted(rollout_keys(out)) == [("a", 0, 0), ("a", 1, 0)]
+    # a skipped line without a task index keeps the one it would have had (lines 2 and 3: tasks 1 and 2),
+    # so fixed and resumed it and the lines after it keep theirs; line 4 names its own (bad) index
+    assert sorted(rollout_keys(out)) == [("a", 0, 0), ("a", 3, 0)]
     assert json.loads(metrics_of(out).read_bytes())[0]["agent_ref"]["name"] == "a"
 
     before = out.read_bytes()

@@ -219,3 +219,21 @@ async def test_a_scored_line_whose_index_is_past_64_bits_is_a_bad_input_line(
     assert (violation.row_name, violation.row, violation.field) == ("line", 2, "_ng_task_index") and "64-bit" in violation.description
     result = await collect_async(client, src, tmp_path / "skip.jsonl", CollectOptions(on_bad_line="skip"), progress=quiet())
     assert [b.line for b in result.bad_lines] == [2] and keys_of(tmp_path / "skip.jsonl") == [("a", 0, 0), ("a", 1, 0)]
+
+
+async def test_a_skipped_bad_line_keeps_its_task_index_so_fixing_it_and_resuming_is_exact(served: Any, tmp_path: Path) -> None:
+    """The workflow the bad-line error names: skip it, fix it, `--resume`. The skipped line took
+    no task index, so once fixed it took the index of the line after it (already written), that
+    line the next one's: the fixed line was never run and another ran twice."""
+    _, client, _ = served
+
+    def line(q: str) -> str:
+        return json.dumps({"agent_ref": {"name": "a"}, "q": q, "answer": q, "expected": q}) + "\n"
+
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(line("A") + '{"agent_ref": {"name": "a"}, oops\n' + line("B") + line("C"))
+    await collect_async(client, src, out, CollectOptions(on_bad_line="skip", keep_input_fields=True))
+    src.write_text(line("A") + line("X") + line("B") + line("C"))
+    await collect_async(client, src, out, CollectOptions(resume=True, keep_input_fields=True))
+    written = sorted((r["_ng_task_index"], r["q"]) for r in map(json.loads, out.read_text().splitlines()))
+    assert written == [(0, "A"), (1, "X"), (2, "B"), (3, "C")]

@@ -75,7 +75,8 @@ def _write(sink: Any, rollouts: RolloutFile, sources: Sequence[str]) -> None:
     # (nothing reads the statistics: the merge reads every value)
     import pyarrow.parquet as pq
 
-    with pq.ParquetWriter(sink, schema, compression="lz4", write_statistics=False) as writer:
+    # (page checksums: a partial damaged in a copy is refused, not merged into other numbers)
+    with pq.ParquetWriter(sink, schema, compression="lz4", write_statistics=False, write_page_checksum=True) as writer:
         for table in tables:
             if table.num_rows:
                 writer.write_table(_conform(table, schema), row_group_size=_GROUP_ROWS)
@@ -154,7 +155,7 @@ def _open(path: Path) -> tuple[dict[str, Any], pq.ParquetFile]:
     """The partial at `path` and its header, checked against the file (_partial_header)."""
     try:
         import pyarrow.parquet as pq
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(path, page_checksum_verification=True)
     except (OSError, pa.ArrowException) as exc:
         raise InvalidInputError(f"{path}: not a readable partial file ({exc})", [FieldViolation("partial", str(path))]) from None
     return checked_header(path, parquet), parquet
@@ -259,7 +260,13 @@ class _Part:
         """The header field of this part: agents[i]."""
 
     def column(self, name: str) -> pa.ChunkedArray:
-        return self.parquet.read(columns=[name]).column(0).slice(self.start, self.rows)
+        try:
+            column = self.parquet.read(columns=[name]).column(0).slice(self.start, self.rows)
+        except (OSError, pa.ArrowException) as exc:  # a damaged page (its checksum, its compression)
+            raise InvalidInputError(f"{self.path}: not a readable partial file: column {name!r}: {exc}", [FieldViolation("partial", str(self.path))]) from None
+        if len(column) != self.rows:
+            raise self.bad(f"column {name!r} holds {len(column)} of the agent's {self.rows} rows")
+        return column
 
     def numpy(self, name: str) -> np.ndarray:
         """The column's values in this part's rows: none missing, and keys and error codes in
@@ -356,7 +363,10 @@ def _rows(parts: list[_Part], slices: list[slice], total: int) -> RowSource | No
     index = np.full(total, -1, dtype=np.int32 if total < 2**31 else np.int64)
     counts: list[int] = []
     for part, where in zip(parts, slices):
-        valid = [c.is_valid().to_numpy(zero_copy_only=False) for c in row_groups(part.parquet, "row", part.start, part.rows)]
+        try:
+            valid = [c.is_valid().to_numpy(zero_copy_only=False) for c in row_groups(part.parquet, "row", part.start, part.rows)]
+        except (OSError, pa.ArrowException) as exc:  # a damaged page
+            raise InvalidInputError(f"{part.path}: not a readable partial file: its row texts: {exc}", [FieldViolation("partial", str(part.path))]) from None
         have = np.flatnonzero(np.concatenate(valid)) if valid else np.zeros(0, np.int64)
         if part.meta["row_text"] == "all" and len(have) != part.rows:
             raise part.bad(f"row_text is \"all\", but {part.rows - len(have)} of its {part.rows} rows have no text")

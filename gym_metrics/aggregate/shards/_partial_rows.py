@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from gym_metrics._util.memory import trim_heap
+from gym_metrics.errors import FieldViolation, InvalidInputError
 
 if TYPE_CHECKING:  # imported where used: pyarrow.parquet costs ~20 ms of every command's start-up
     import pyarrow.parquet as pq
@@ -58,7 +59,13 @@ class PartialRows(Sequence[Any]):
         pa.set_memory_pool(pa.system_memory_pool())  # the column's scratch goes back to the OS (trim_heap)
         try:
             import pyarrow.parquet as pq
-            texts = _kept_texts(pq.ParquetFile(path), start, rows)
+            try:
+                texts = _kept_texts(pq.ParquetFile(path, page_checksum_verification=True), start, rows)
+            except (OSError, pa.ArrowException) as exc:
+                raise InvalidInputError(f"{path}: not a readable partial file: its row texts: {exc}", [FieldViolation("partial", str(path))]) from None
+            expected = int(self.bounds[part + 1] - self.bounds[part])
+            if len(texts) != expected:
+                raise InvalidInputError(f"{path}: not a readable partial file: {len(texts)} row texts where its header says {expected}", [FieldViolation("partial", str(path))])
         finally:
             pa.set_memory_pool(previous)
             trim_heap()
