@@ -55,7 +55,7 @@ from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._verify import Batch
 from gym_metrics.errors import InvalidInputError
-from gym_metrics.nemo_gym import as_recorded, episode_failure_row
+from gym_metrics.nemo_gym import as_recorded, episode_failure_row, session_seed_body, session_verify_body
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, SEEDING_AGENTS, run_episode
 from gym_metrics.collector._step_loop import DEFAULT_MAX_STEPS, run_step_episode
 from gym_metrics.collector._capture import Capture, captured
@@ -100,6 +100,7 @@ class EpisodeRunner:
         agents: Mapping[str, AgentCode] | None = None,
         session_protocol: frozenset[str] = frozenset(),
         model_servers: Mapping[str, str] | None = None,
+        resources_server: str = "",
     ) -> None:
         self.clients, self.tools, self.target = list(clients), tools, target
         self.agents: Mapping[str, AgentCode] = agents if agents is not None else {}
@@ -108,7 +109,7 @@ class EpisodeRunner:
         self.record, self.on_failed, self.progress, self.log = record, on_failed, progress, log
         self.retry = retry or RetryPolicy()
         self.max_steps, self.agent_max_steps, self.parallel_tool_calls = max_steps, agent_max_steps, parallel_tool_calls
-        self.agent_type, self.session_protocol = agent_type, session_protocol
+        self.agent_type, self.session_protocol, self.resources_server = agent_type, session_protocol, resources_server
         self.model_servers: Mapping[str, str] = model_servers or {}
         """The model server each agent's config gives it: its calls are recorded under it."""
         self.attempts = max(1, attempts, self.retry.max_retries + 1)
@@ -231,7 +232,8 @@ class EpisodeRunner:
         trace = self.capture.trace() if self.capture is not None else None  # (its clock starts with the episode)
         stage, session, response = "seed", "", None
         try:
-            session = await calls.seed_session(rollout.row)
+            protocol = rollout.agent in self.session_protocol  # (as single_agent_turn_legacy seeds and verifies)
+            session = await calls.seed_session(session_seed_body(rollout.row, self.resources_server) if protocol else rollout.row)
             stage = "agent"
             request = dict(rollout.row[REQUEST_KEY])
             if not request.get("tools") and self.tools and not self.any_tool_name:  # a NeMo Gym app's rows keep theirs, as its agent sends them
@@ -247,7 +249,7 @@ class EpisodeRunner:
             self._generated(episode.response)
             body = {**rollout.row, "response": episode.response}
             stage, response = "verification", episode.response
-            verified = await calls.verify_text(body, session_id=session)
+            verified = await calls.verify_text(session_verify_body(rollout.row, episode.response) if protocol else body, session_id=session)
             session = ""  # verify ended it
             if episode.stop == "max_steps":  # counted once verified (a lost episode starts again)
                 self.at_max_steps += 1

@@ -138,7 +138,7 @@ def _episode_runner(
         any_tool_name=info.any_tool_name, steps=info.steps,
         attempts=opts.max_episode_attempts, log=log, capture=capture, retry=opts.retry, agents=opts.agents,
         session_protocol=frozenset(agent for agent, (_, kind) in info.environment_servers.items() if kind == SESSION_TYPE),
-        model_servers=info.agent_model_servers,
+        model_servers=info.agent_model_servers, resources_server=info.name,
     )  # fmt: skip
 
 

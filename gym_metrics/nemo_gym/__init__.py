@@ -11,6 +11,7 @@ from typing import Any
 
 from gym_metrics.nemo_gym._environment_servers import (
     NO_RESULT_FAILURE_CLASSES, RELAY_TYPE, SESSION_TYPE, EnvironmentServer, environment_servers_of, episode_failure_row, relay_name,
+    session_seed_body, session_verify_body,
 )  # fmt: skip
 from gym_metrics.nemo_gym._native import NATIVE_AGENTS
 from gym_metrics.nemo_gym._recorded_calls import as_recorded
@@ -118,7 +119,7 @@ def _resolve_under_cwd_or_install(rel_path: Any, *, validator: Any = None) -> An
     return resolve_under(rel_path, search_roots(parent_dir()), validator or Path.exists)
 
 
-__all__ = ["NO_RESULT_FAILURE_CLASSES", "RELAY_TYPE", "SESSION_TYPE", "EnvironmentServer", "PARENT_DIR", "as_recorded", "benchmark_names", "config_agents", "config_file", "dump_config", "environment_folder", "environment_servers_of", "episode_failure_row", "load_config_server", "prompt_step", "read_benchmark", "read_benchmarks", "relay_name"]
+__all__ = ["NO_RESULT_FAILURE_CLASSES", "RELAY_TYPE", "SESSION_TYPE", "EnvironmentServer", "PARENT_DIR", "as_recorded", "benchmark_names", "config_agents", "config_file", "dump_config", "environment_folder", "environment_servers_of", "episode_failure_row", "load_config_server", "prompt_step", "read_benchmark", "read_benchmarks", "relay_name", "session_seed_body", "session_verify_body"]
 
 
 _UNDER_PARENT = {"CACHE_DIR": "cache", "RESULTS_DIR": "results"}

@@ -13,6 +13,7 @@ protocol the agent's rollouts run under.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -96,6 +97,37 @@ def environment_servers_of(document: Any) -> dict[str, EnvironmentServer]:
         taken.add(name)
         found[agent] = EnvironmentServer(name, RELAY_TYPE)
     return found
+
+
+_NOT_TASK_DATA = ("agent_ref", "task_source", "skills_ref", "responses_create_params")
+"""A flat row's keys that are not its task's data (nor are the collection's `_ng_*` ones)."""
+
+
+def task_data(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The task data `single_agent_turn_legacy` makes of a flat row (its materialized task's
+    input less its request): every field but the routing ones and the collection's `_ng_*`."""
+    data = {k: v for k, v in row.items() if k not in _NOT_TASK_DATA and not k.startswith("_ng_")}
+    nested = data.pop("task_data", None)
+    return {**nested, **data} if isinstance(nested, Mapping) else data
+
+
+def session_seed_body(row: Mapping[str, Any], resources_server: str) -> dict[str, Any]:
+    """What `single_agent_turn_legacy` POSTs to the resources server's `/seed_session` for a flat
+    row (a ResourcesSeedSessionRequest): a fresh session id, the episode (rollout id, attempt),
+    the task (its taskset: the row's `task_source`, else the resources server; its id: the row's
+    `task_id`, `problem_id` or `instance_id`, else its task index) and its data. A server whose
+    `seed_session` takes the flat row's own fields refuses it, as under NeMo Gym."""
+    attempt = row.get("_ng_attempt_index", 0)
+    rollout_id = row.get("_ng_rollout_id") or f"{row.get('_ng_task_index')}-{row.get('_ng_rollout_index')}"
+    task_id = next((str(row[k]) for k in ("task_id", "problem_id", "instance_id") if row.get(k) is not None), str(row.get("_ng_task_index")))
+    return {"resources_session_id": f"resources-session-{uuid.uuid4().hex}", "episode_id": {"rollout_id": rollout_id, "attempt": attempt},
+            "task_id": {"taskset": row.get("task_source") or resources_server, "task_id": task_id}, "task_data": task_data(row)}  # fmt: skip
+
+
+def session_verify_body(row: Mapping[str, Any], response: Any) -> dict[str, Any]:
+    """What `single_agent_turn_legacy` POSTs to `/verify`: the task data, the request and the
+    agent's response (none of the row's routing or `_ng_*` fields)."""
+    return {**task_data(row), "responses_create_params": row.get("responses_create_params"), "response": response}
 
 
 def episode_failure_row(stage: str, message: str, terminal: bool, agent: str, partial_response: Any = None) -> dict[str, Any]:

@@ -49,6 +49,9 @@ def _request_of(session: Session) -> _Request:
 
 
 _REQUEST_KEY = "_nemo_gym_request"
+_EPISODE_KEY = "_nemo_gym_episode"
+"""The episode an environment server's seed named: its close names it again."""
+_ENVIRONMENT_SEED = frozenset({"resources_session_id", "episode_id", "task_id", "task_data"})
 
 
 class _NoBody(pydantic.BaseModel):
@@ -168,7 +171,8 @@ async def close_route(server: Any, session: Session) -> None:
     error status is logged."""
     from gym_metrics.nemo_gym._asgi import post
 
-    body = json.dumps({"resources_session_id": session.id, "episode_id": {"rollout_id": session.id, "attempt": 0}}).encode()
+    episode = session.state.get(_EPISODE_KEY) or {"rollout_id": session.id, "attempt": 0}
+    body = json.dumps({"resources_session_id": session.id, "episode_id": episode}).encode()
     status, text = await post(app_of(server), "/close_session", body, _request_of(session).session)
     if status >= 400:
         log.warning("close_session answered %d for session %s: %s", status, session.id, text[:500])
@@ -179,8 +183,12 @@ async def seed_nemo_session(server: Any, session: Session, request: _Request) ->
     its annotation, as NeMo Gym's /seed_session route validates it."""
     seed = server.seed_session
     adapter, takes_request = _seed_signature(type(server).seed_session)
+    row = dict(session.row)
+    if _ENVIRONMENT_SEED <= row.keys():  # an environment server's seed (ResourcesSeedSessionRequest): the session is this one,
+        row["resources_session_id"] = session.id  # its id the one its close names, as the server that seeds it assigned it
+        session.state[_EPISODE_KEY] = row["episode_id"]
     try:
-        body = adapter.validate_python(dict(session.row))
+        body = adapter.validate_python(row)
     except pydantic.ValidationError as exc:
         violations = [FieldViolation(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()[:20]]
         raise InvalidInputError("the row does not fit the environment's seed_session body", violations) from None

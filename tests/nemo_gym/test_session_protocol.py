@@ -155,3 +155,37 @@ def test_the_environment_servers_of_a_config_are_nemo_gyms() -> None:
         "b_simple_agent": ("b_simple_agent_environment_server_environment_server", "legacy_agent"),
         "c_agent": ("c_environment_server", "legacy_agent"),
     }
+
+
+async def test_the_environment_server_seeds_and_closes_as_nemo_gyms_does(ported: Any, config: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """single_agent_turn_legacy seeds the resources session with a ResourcesSeedSessionRequest
+    (a session id, the episode, the task, its data), not the flat row: a server whose seed_session
+    takes the row's own fields (example_session_state_mgmt's `initial_count`) refuses it and every
+    episode fails at its seed, terminal, as NeMo Gym 0.7.0 recorded; one that takes the request
+    (the example's server) binds the session to the episode and is closed under the same ids."""
+    case = REFERENCE["stateful"]
+    stateful = ported.folder("example_session_state_mgmt") / "configs" / f"{case['config']}.yaml"
+    with zipfile.ZipFile(ported.wheel) as wheel:
+        wheel.extract("environment_servers/single_agent_turn_legacy/configs/single_agent_turn_legacy.yaml", ported.root)
+    stateful.write_text(case["yaml"])
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row in case["rows"]))
+    policy = ScriptedPolicyServer({prompt: [PolicyAnswer(**step) for step in steps] for prompt, steps in case["policy"].items()})
+    with policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")
+        async with serve_environment(load_config_server(stateful)) as running, ResourcesClient(running.address) as client:
+            await collect_async(client, rows, tmp_path / "out.jsonl", CollectOptions(target=target))
+    failed = {_key(r): r for r in _lines(tmp_path / "out_failures.jsonl")}
+    assert not _lines(tmp_path / "out.jsonl") and len(failed) == len(case["responses"]) == 3
+    for answer in case["responses"]:
+        assert {k: failed[_key(answer)][k] for k in FAILURE_FIELDS} == {k: answer[k] for k in FAILURE_FIELDS}
+        assert "initial_count" in failed[_key(answer)]["_ng_failure_message"]
+
+    server = load_config_server(config)  # the example's own server: seeded by request, closed by the same ids
+    rows.write_text("".join(json.dumps(row) + "\n" for row in REFERENCE["rows"]))
+    with ScriptedPolicyServer({p: [PolicyAnswer(**s) for s in steps] for p, steps in REFERENCE["policy"].items()}) as policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="responses")
+        async with serve_environment(server) as running, ResourcesClient(running.address) as client:
+            await collect_async(client, rows, tmp_path / "again.jsonl", CollectOptions(target=target))
+    assert server._session_episodes == {} and len(server._closed_session_ids) == len(REFERENCE["rows"])
+    assert not [r for r in caplog.records if "close_session answered" in r.getMessage()]
