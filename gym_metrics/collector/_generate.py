@@ -22,7 +22,6 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-
 from gym_metrics.collector._capture import Capture, captured
 from gym_metrics.collector._input import Rollout
 from gym_metrics.collector._progress import Progress

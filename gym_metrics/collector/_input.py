@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-
 import numpy as np
 
 from gym_metrics._util.jsonio import dumps_finite, lone_surrogate_at

@@ -98,10 +98,11 @@ __all__ = ["Shard", "refuse_other_shard_count", "shard_dir", "stats_path"]
 
 @contextlib.contextmanager
 def output_locked(final: Path, take: bool = True) -> Iterator[None]:
-    """A run on `final` holds `.<name>.lock` beside the file it is (symlinks resolved; when `take`: a shard's parent holds it
-    for it): a second collect on the same output, of either kind, is refused while one runs (it
-    appended rows of its own, or a --processes run's merge replaced them). Nothing is held where
-    the folder cannot take the file (it does not exist: the run fails on its output anyway)."""
+    """A run on `final` holds `.<name>.lock` beside the file it names (symlinks resolved; when
+    `take`: a shard's parent holds it for it): a second collect on the same output, of either
+    kind, through any path, is refused while one runs (it appended rows of its own, or a
+    --processes run's merge replaced them). Nothing is held where the folder cannot take the
+    file (it does not exist: the run fails on its output anyway)."""
     lock = None
     if take:
         try:
