@@ -53,7 +53,7 @@ class _Unit:
         self.future: asyncio.Future[pb.VerifyStreamResponse] | None = None
 
 
-class _Kept:
+class _KeptAnswer:
     """A batch id's first answer, kept to answer a resend: what it was asked (its size and
     first and last rollouts, to refuse the id reused for other rollouts) and its answer's size."""
 
@@ -78,7 +78,7 @@ class _Answers:
         self.open_units = self.open_rollouts = self.held_bytes = 0
         self.ordered: deque[_Unit] = deque()
         self.ready: deque[_Unit] = deque()
-        self.cache: OrderedDict[str, _Kept] = OrderedDict()
+        self.cache: OrderedDict[str, _KeptAnswer] = OrderedDict()
         self.cache_bytes, self.requests = 0, 0
         self.running: set[asyncio.Future[pb.VerifyStreamResponse]] = set()
         self.wake, self.room = asyncio.Event(), asyncio.Event()
@@ -118,7 +118,7 @@ class _Answers:
             self.running.add(unit.future)
             unit.future.add_done_callback(self.running.discard)
             if key:
-                self.cache[key] = kept = _Kept(request, unit.future)
+                self.cache[key] = kept = _KeptAnswer(request, unit.future)
                 unit.future.add_done_callback(lambda future: self._kept(kept, future))
                 if len(self.cache) > self.remember:
                     self._forget()
@@ -143,7 +143,7 @@ class _Answers:
             self.ready.append(unit)
         self.wake.set()
 
-    def _kept(self, kept: _Kept, future: asyncio.Future[pb.VerifyStreamResponse]) -> None:
+    def _kept(self, kept: _KeptAnswer, future: asyncio.Future[pb.VerifyStreamResponse]) -> None:
         """A kept answer counted in bytes once whole; the oldest forgotten past the budget."""
         if future.cancelled() or future.exception() is not None or self.cache.get(kept.key) is not kept:
             return
