@@ -212,7 +212,10 @@ def _plain_number(s: str) -> Fraction | None:
     if _THOUSANDS.fullmatch(s):
         s = s.replace(",", "").replace(" ", "")
     if _PLAIN_NUMBER.fullmatch(s):
-        return Fraction(s)
+        try:
+            return Fraction(s)
+        except ValueError:  # past Python's int-string limit (4,300 digits): compared as text instead
+            return None
     return None
 
 
