@@ -19,7 +19,7 @@ import numpy as np
 
 from gym_metrics._util.jsonio import dumps_finite, lone_surrogate_at
 from gym_metrics.rollouts import BOM, MAX_INDEX, ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, BadLine, BufferRows, RolloutColumns, agent_name, agent_problem, bad_json_reason, line_bounds, parse_row, read_chunks, row_index_value
-from gym_metrics.collector._keys import FixedKeys, Indexer, is_scored, line_identity, may_hold_key
+from gym_metrics.collector._keys import FixedKeys, Indexer, InputChanged, TaskLines, is_scored, line_identity, may_hold_key
 from gym_metrics.collector._rows import with_agent_ref
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
@@ -102,7 +102,7 @@ KeyError: a bad line (`ValueError(why, field)` names its field; else the input's
 def read_input(
     path: Path, num_repeats: Repeats, default_agent: str | None = None, fixed: FixedKeys | None = None, reverify: bool = False,
     prepare: RowPrepare | None = None, limit: int | None = None, max_rollouts: int | None = None,
-    fan_out: Mapping[str, Sequence[str]] | None = None,
+    fan_out: Mapping[str, Sequence[str]] | None = None, lines: TaskLines | None = None,
 ) -> Iterator[Rollout | BadLine | ScoredLines]:
     """The input in file order, a chunk of whole lines at a time (memory stays bounded).
 
@@ -115,8 +115,9 @@ def read_input(
     changed so before it is indexed (every line is then parsed on its own). `limit`: the first
     `limit` lines only; `max_rollouts`: the first `max_rollouts` rollouts only; `fan_out`: a
     line keyed there (by its agent_ref.name, else its task_source) runs once per agent listed.
+    `lines`: each counted task's line checked against the output being resumed (TaskLines).
     """
-    indexer = Indexer(fixed)
+    indexer = Indexer(fixed, lines)
     column_wise = num_repeats is None and not reverify and prepare is None and max_rollouts is None and not fan_out
     left = max_rollouts
     for line_no, chunk, starts, ends, scored in _prepared(path, column_wise, default_agent, limit):
@@ -138,9 +139,15 @@ def read_input(
                             return
                         left -= 1
                     yield _to_verify_again(rollout) if reverify and rollout.verified else rollout
+            except InputChanged as changed:
+                raise InvalidInputError(
+                    f"{path} is not the input the output being resumed was made from",
+                    [FieldViolation("(the line)", f"task {changed.task} was made from another line in that run (a line added, removed or edited "
+                                    "before this one): resume with that input, or write a new output", line_no + i + 1, row_name="line")],
+                ) from None
             except _Bad as bad:
                 if prepare is None and not any(may_hold_key(raw, key.encode()) for key in TASK_KEY_ALIASES):
-                    indexer.task_of(line_identity(chunk, start, end))  # its task index kept: fixed and resumed, the lines after it keep theirs
+                    indexer.task_of(line_identity(chunk, start, end), bad=True)  # its task index kept: fixed and resumed, the lines after it keep theirs
                 yield BadLine(line_no + i + 1, bad.field, bad.reason)
 
 

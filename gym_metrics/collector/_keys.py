@@ -49,21 +49,73 @@ class FixedKeys:
         return set(self._rollout[lo:hi].tolist()) if hi > lo else set()
 
 
-class Indexer:
-    """Assigns the indices of the lines that have no fixed key, one line at a time, in file order."""
+class InputChanged(Exception):
+    """A line got a task index an earlier run gave another line (TaskLines.check)."""
 
-    def __init__(self, fixed: FixedKeys | None = None) -> None:
+    def __init__(self, task: int) -> None:
+        super().__init__(task)
+        self.task = task
+
+
+ANY_LINE = bytes(16)
+"""The recorded line of a task index a skipped bad line holds: the line fixed takes it."""
+
+
+class TaskLines:
+    """The digest of the line each counted task index was made from, kept beside the output
+    (`.<name>.tasks`, 16 bytes a task, written before the task's rows): `--resume` of an input
+    whose lines moved (one added, removed or edited before others) would map the output's keys
+    to other lines, running some twice and others never; it is refused instead. A run that
+    does not resume starts the file again."""
+
+    def __init__(self, output: Path, resume: bool) -> None:
+        self.path = output.with_name(f".{output.name}.tasks")
+        known = self.path.read_bytes() if resume and self.path.exists() else b""
+        self.known = bytearray(known[: len(known) // 16 * 16])
+        self._file = self.path.open("ab" if resume else "wb")
+        if resume and len(known) != len(self.known):
+            self._file.truncate(len(self.known))
+
+    def check(self, task: int, digest: bytes) -> None:
+        """Task `task` is made from the line of `digest` (ANY_LINE: a bad line, which any line
+        may replace): as the run being resumed made it, or recorded."""
+        at = task * 16
+        if at < len(self.known):
+            if self.known[at : at + 16] not in (digest, ANY_LINE):
+                raise InputChanged(task)
+        elif at == len(self.known):
+            self.known += digest
+            self._file.write(digest)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class Indexer:
+    """Assigns the indices of the lines that have no fixed key, one line at a time, in file order
+    (`lines`: each new task's line checked against, or recorded for, a resumed output)."""
+
+    def __init__(self, fixed: FixedKeys | None = None, lines: TaskLines | None = None) -> None:
+        self._lines = lines
         self._fixed = fixed if fixed is not None and len(fixed) else None
         self._tasks: dict[bytes, int] = {}
         """Digest of a line without a task index -> its task index."""
         self._next: dict[int, int] = {}
         """Task index -> the next rollout index to try."""
 
-    def task_of(self, line: bytes) -> int:
+    def task_of(self, line: bytes, bad: bool = False) -> int:
         """The task index of a line without one: `line` is its text as NeMo Gym compares it
-        (see `line_identity`)."""
+        (see `line_identity`); `bad`: a line skipped, whose index is kept for it fixed."""
         digest = hashlib.blake2b(line, digest_size=16).digest()
-        return self._tasks.setdefault(digest, len(self._tasks))
+        task = self._tasks.get(digest)
+        if task is None:
+            task = self._tasks[digest] = len(self._tasks)
+            if self._lines is not None:
+                self._lines.check(task, ANY_LINE if bad else digest)
+        return task
 
     def rollouts(self, task: int, n: int) -> list[int]:
         """The next `n` rollout indices of `task` (those of fixed keys passed over)."""

@@ -9,6 +9,7 @@ from typing import IO, Any
 
 import orjson
 
+from gym_metrics.collector._keys import TaskLines
 from gym_metrics.rollouts import read_rollouts
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
@@ -82,13 +83,16 @@ class OutputFile:
             self.retries = _retries(sidecar, self.written, default_agent, max_rollout_attempts)
             self.done |= self.retries.given_up
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.task_lines = TaskLines(path, resume)
         self._f: IO[bytes] = path.open("ab")
 
     def write(self, lines: list[bytes]) -> None:
+        self.task_lines.flush()  # (the lines of the tasks on disk before their rows)
         self._f.write(b"".join(lines))
         self._f.flush()
 
     def close(self) -> None:
+        self.task_lines.close()
         self._f.close()
 
 

@@ -183,7 +183,7 @@ class Router:
 
         def read() -> Iterator[Rollout | BadLine | ScoredLines]:
             return read_input(self.path, opts.num_repeats, opts.default_agent, self.fixed, reverify, opts.prepare_row, opts.limit, opts.max_rollouts,
-                              opts.fan_out)  # fmt: skip
+                              opts.fan_out, self.out.task_lines)  # fmt: skip
 
         if not opts.interleave_repeats:
             yield from read()

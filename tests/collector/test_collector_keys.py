@@ -237,3 +237,26 @@ async def test_a_skipped_bad_line_keeps_its_task_index_so_fixing_it_and_resuming
     await collect_async(client, src, out, CollectOptions(resume=True, keep_input_fields=True))
     written = sorted((r["_ng_task_index"], r["q"]) for r in map(json.loads, out.read_text().splitlines()))
     assert written == [(0, "A"), (1, "X"), (2, "B"), (3, "C")]
+
+
+async def test_resuming_with_an_input_whose_lines_moved_is_refused_naming_the_line(served: Any, tmp_path: Path) -> None:
+    """A line inserted before others between a killed run and `--resume` shifted every counted
+    task index: the output's rows were taken for other lines (one line lost, another run twice)
+    without a word. The line each task was made from is kept beside the output (16 bytes a
+    task), so the changed input is refused; the same input resumes as before."""
+    _, client, _ = served
+
+    def line(q: str) -> str:
+        return json.dumps({"agent_ref": {"name": "a"}, "q": q, "answer": q, "expected": q}) + "\n"
+
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(line("A") + line("B") + line("C"))
+    await collect_async(client, src, out, CollectOptions())
+    out.write_text("".join(out.read_text().splitlines(keepends=True)[:2]))  # what a run killed after two rows wrote
+    src.write_text(line("Z") + line("A") + line("B") + line("C"))
+    with pytest.raises(InvalidInputError) as refused:
+        await collect_async(client, src, out, CollectOptions(resume=True))
+    assert refused.value.violations[0].row == 1 and "task 0 was made from another line" in refused.value.violations[0].description
+    src.write_text(line("A") + line("B") + line("C"))
+    await collect_async(client, src, out, CollectOptions(resume=True))
+    assert len(out.read_text().splitlines()) == 3
