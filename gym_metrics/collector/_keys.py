@@ -69,7 +69,8 @@ class TaskLines:
     does not resume starts the file again."""
 
     def __init__(self, output: Path, resume: bool) -> None:
-        self.path = output.with_name(f".{output.name}.tasks")
+        real = output.resolve()  # (the file's, through whatever path names it, as its lock)
+        self.path = real.with_name(f".{real.name}.tasks")
         known = self.path.read_bytes() if resume and self.path.exists() else b""
         self.known = bytearray(known[: len(known) // 16 * 16])
         self._file = self.path.open("ab" if resume else "wb")
