@@ -22,6 +22,8 @@ from gym_metrics.testing._nemo_check import differences
 from _ci import need_module
 from _evidence import EVIDENCE, stable
 
+pytestmark = pytest.mark.slow  # (as the other NeMo Gym conformance tests: the wheel's environments need Python 3.11+, StrEnum)
+
 REFERENCE = json.loads((Path(__file__).parents[1] / "data" / "nemo_gym_one_call.json").read_text())
 AGENTS = ("tool_simulation_agent", "non_executing_simple_agent")
 STAMPS = {"_ng_environment_server", "_ng_result_type"}
