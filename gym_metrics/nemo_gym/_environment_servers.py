@@ -117,8 +117,10 @@ def session_seed_body(row: Mapping[str, Any], resources_server: str) -> dict[str
     the task (its taskset: the row's `task_source`, else the resources server; its id: the row's
     `task_id`, `problem_id` or `instance_id`, else its task index) and its data. A server whose
     `seed_session` takes the flat row's own fields refuses it, as under NeMo Gym."""
+    from gym_metrics.recording import rollout_id_of  # (here: it costs this package's import 0.4 s)
+
     attempt = row.get("_ng_attempt_index", 0)
-    rollout_id = row.get("_ng_rollout_id") or f"{row.get('_ng_task_index')}-{row.get('_ng_rollout_index')}"
+    rollout_id = rollout_id_of({**row, "_ng_attempt_index": 0})  # (the episode's base id; its attempt apart)
     task_id = next((str(row[k]) for k in ("task_id", "problem_id", "instance_id") if row.get(k) is not None), str(row.get("_ng_task_index")))
     return {"resources_session_id": f"resources-session-{uuid.uuid4().hex}", "episode_id": {"rollout_id": rollout_id, "attempt": attempt},
             "task_id": {"taskset": row.get("task_source") or resources_server, "task_id": task_id}, "task_data": task_data(row)}  # fmt: skip
