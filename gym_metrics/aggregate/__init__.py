@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.rollouts import OnBadLine, RolloutColumns, RolloutFile, perf_blocks, read_rollouts
+from gym_metrics.rollouts import DuplicateKeysError, OnBadLine, RolloutColumns, RolloutFile, perf_blocks, read_rollouts
 from gym_metrics.aggregate._engine import (
     AggregateOptions,
     Aggregator,
@@ -35,7 +35,8 @@ from gym_metrics.aggregate.render._output import GroupsRender, iter_group_dicts,
 from gym_metrics.aggregate.render._sections import add_agent_sections, agent_names
 from gym_metrics.aggregate._stats import t_interval
 from gym_metrics.aggregate.shards._ranged import aggregate_ranged
-from gym_metrics.aggregate.shards._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_bytes, partial_rows, read_partial, write_partial
+from gym_metrics.aggregate.shards._repeated_keys import refuse_files_given_twice
+from gym_metrics.aggregate.shards._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_bytes, partial_rows, read_partial, refuse_keys_across_partials, write_partial
 
 
 def aggregate_file(
@@ -133,10 +134,14 @@ def aggregate_partials(
     rollouts = merge_partials(partials, narrow_keys=ranged)
     out = Path(output_path)
     hooks["extra"] = with_perf_summaries(rollouts, hooks.get("extra"))  # the partials carry the ng_perf blocks
-    if ranged:
-        plain = {k: v for k, v in hooks.items() if k not in ("compute_metrics", "compute_metrics_columns")}
-        return out, aggregate_ranged(rollouts, out, **plain), rollouts
-    return out, aggregate_rollouts(rollouts, out, **hooks), rollouts
+    try:
+        if ranged:
+            plain = {k: v for k, v in hooks.items() if k not in ("compute_metrics", "compute_metrics_columns")}
+            return out, aggregate_ranged(rollouts, out, **plain), rollouts
+        return out, aggregate_rollouts(rollouts, out, **hooks), rollouts
+    except DuplicateKeysError:
+        refuse_keys_across_partials(partials)  # the same, naming files and rows
+        raise
 
 
 __all__ = [
@@ -152,6 +157,7 @@ __all__ = [
     "aggregate_rollouts",
     "combine",
     "merge_partials",
+    "refuse_files_given_twice",
     "partial_bytes",
     "partial_rows",
     "read_partial",

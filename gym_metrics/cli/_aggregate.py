@@ -65,7 +65,7 @@ def add_aggregation_options(p: argparse.ArgumentParser) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     from gym_metrics._util.memory import fewer_gc_passes
-    from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine, output_path_for, with_perf_summaries
+    from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine, output_path_for, refuse_files_given_twice, with_perf_summaries
     from gym_metrics.errors import FieldViolation, InvalidInputError
 
     if ns.with_rows and not ns.partial_out:
@@ -80,6 +80,7 @@ def run(ns: argparse.Namespace) -> int:
             raise InvalidInputError(f"{', '.join(given)} shape the metrics file, which --partial-out does not write: give them to `gym-metrics merge`")
     if len(ns.rollouts) > 1 and not (ns.output or ns.partial_out):
         raise InvalidInputError("several inputs: name the metrics file with -o")
+    refuse_files_given_twice(ns.rollouts, "rollouts")
     if ns.count_failure_classes_as_zero and (ns.partial_out or ns.ray is not None):
         raise InvalidInputError("--count-failure-classes-as-zero reads the inputs' sidecars here", [FieldViolation("--count-failure-classes-as-zero", "not with --partial-out or --ray")])
     if ns.ray is not None:

@@ -10,6 +10,7 @@ from gym_metrics.rollouts._arrow import (
     parse_lines,
 )
 from gym_metrics.rollouts._columns import (
+    DuplicateKeysError,
     RolloutColumns,
     concat,
     merge_kinds,
@@ -76,6 +77,7 @@ __all__ = [
     "OnBadLine",
     "ROLLOUT_KEY",
     "ROLLOUT_KEY_ALIASES",
+    "DuplicateKeysError",
     "RolloutColumns",
     "RolloutFile",
     "RowParseError",

@@ -45,6 +45,10 @@ from gym_metrics.rollouts._values import (  # re-exported, as above
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 
+class DuplicateKeysError(InvalidInputError):
+    """Rows repeat a (task, rollout) key: a caller that joined inputs can name their files."""
+
+
 @dataclass
 class RolloutColumns:
     """A batch of verify responses of one agent, in columns."""
@@ -129,7 +133,7 @@ class RolloutColumns:
         t, r = t[order], r[order]
         return order, np.flatnonzero((t[1:] == t[:-1]) & (r[1:] == r[:-1]))
 
-    def duplicate_keys_error(self, order: np.ndarray, dup: np.ndarray) -> InvalidInputError:
+    def duplicate_keys_error(self, order: np.ndarray, dup: np.ndarray) -> DuplicateKeysError:
         """The error for the repeated keys `key_order` found (docs/metrics.md#duplicate-keys),
         naming up to 10 and
         the rows holding them."""
@@ -145,7 +149,7 @@ class RolloutColumns:
                     row_name=self.label_name,
                 )
             )
-        return InvalidInputError(f"{len(dup)} duplicate (task, rollout) keys", violations)
+        return DuplicateKeysError(f"{len(dup)} duplicate (task, rollout) keys", violations)
 
     @classmethod
     def from_rows(
@@ -293,6 +297,7 @@ def merge_kinds(batches: Sequence[Mapping[str, tuple[ValueKind, bool]]]) -> tupl
 
 
 __all__ = [
+    "DuplicateKeysError",
     "ERROR_KEY",
     "ERROR_KINDS",
     "RowParseError",

@@ -161,6 +161,45 @@ def test_duplicate_keys_across_shards_are_refused(tmp_path: Path) -> None:
     assert merged_equals_single(tmp_path, [row, row], [[row], [row]]) is None  # both refuse
 
 
+def _partial_of(tmp_path: Path, name: str, keys: list[tuple[str, int, int]]) -> Path:
+    src = tmp_path / f"{name}.jsonl"
+    src.write_text("".join(json.dumps({"agent_ref": {"name": a}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": 1.0}) + "\n" for a, t, r in keys))
+    return write_partial(tmp_path / f"{name}.parquet", read_rollouts(src, keep_rows=False))
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["ranged", "row_hook"])
+def test_keys_repeated_across_partials_are_named_by_file_agent_and_row(tmp_path: Path, hooked: bool) -> None:
+    """The merged columns keep no file names: the refusal reads the partials' keys again to say
+    which files and rows hold each repeated key (it named only the key)."""
+    p1 = _partial_of(tmp_path, "p1", [("a", 0, 0), ("a", 1, 0), ("b", 0, 0)])
+    p2 = _partial_of(tmp_path, "p2", [("b", 0, 1), ("a", 2, 0), ("a", 1, 0)])  # rows count within the agent: (a, 1, 0) is row 1 in both
+    hooks = {"compute_metrics": lambda tasks: {}} if hooked else {}
+    with pytest.raises(InvalidInputError) as caught:
+        aggregate_partials([p1, p2], tmp_path / "out.json", **hooks)
+    assert caught.value.message == "1 duplicate (task, rollout) keys across the partial files"
+    [v] = caught.value.violations
+    assert (v.row_name, v.row) == (f"{p2} row", 1)
+    assert v.description == f"duplicate key (task 1, rollout 0) of agent 'a', also at {p1} row 1"
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_partial_repeating_its_own_key_is_named(tmp_path: Path) -> None:
+    p1 = _partial_of(tmp_path, "p1", [("a", 0, 0), ("a", 0, 0)])  # --partial-out checks no keys
+    p2 = _partial_of(tmp_path, "p2", [("a", 1, 0)])
+    with pytest.raises(InvalidInputError, match=f"^{p1}: agent 'a': 1 duplicate"):
+        aggregate_partials([p2, p1], tmp_path / "out.json")
+
+
+def test_a_file_given_twice_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    p1 = _partial_of(tmp_path, "p1", [("a", 0, 0)])
+    (tmp_path / "link.parquet").symlink_to(p1)
+    with pytest.raises(InvalidInputError, match="a file is given twice") as caught:
+        aggregate_partials([p1, tmp_path / "link.parquet"], tmp_path / "out.json")
+    assert [(v.field, v.description) for v in caught.value.violations] == [
+        ("partials[1]", f"{tmp_path / 'link.parquet'} is the same file as partials[0] ({p1})")
+    ]
+
+
 @pytest.mark.parametrize("pieces", [1, 3, 7, 50])
 def test_byte_ranges_read_apart_are_the_file(tmp_path: Path, pieces: int) -> None:
     """Whole-line byte ranges read on their own (as Ray tasks do), numbered from their first

@@ -91,3 +91,13 @@ def test_merge_writes_the_report_beside_the_metrics(tmp_path: Path) -> None:
     assert cli.main(["merge", str(tmp_path / "p.parquet"), "-o", str(tmp_path / "run_aggregate_metrics.json"), "-q", "--report"]) == 0
     page = (tmp_path / "run_report.html").read_text()
     assert "<svg" in page and "<script" in page  # the report, not an empty file
+
+
+def test_aggregate_refuses_one_file_given_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`aggregate a.jsonl ./a.jsonl` would count every rollout twice; it listed each row as a
+    duplicate of itself. Refused before reading, naming both arguments."""
+    rollouts(tmp_path / "all.jsonl")
+    assert cli.main(["aggregate", str(tmp_path / "all.jsonl"), str(tmp_path / "." / "all.jsonl"), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert "a file is given twice" in err and "rollouts[1]:" in err and "the same file as rollouts[0]" in err
+    assert not (tmp_path / "m.json").exists()

@@ -37,6 +37,7 @@ from gym_metrics.rollouts import (
 from gym_metrics.rollouts import BadLine, RolloutFile, perf_blocks
 from gym_metrics.aggregate.shards._partial_header import FORMAT, META_KEY, VERSION, bad_header, checked_header
 from gym_metrics.aggregate.shards._partial_rows import PartialRows, row_groups
+from gym_metrics.aggregate.shards._repeated_keys import refuse_files_given_twice, refuse_repeated_keys
 from gym_metrics.rollouts import ERROR_KINDS
 from gym_metrics._util.memory import trim_heap
 from gym_metrics.errors import FieldViolation, InvalidInputError
@@ -171,6 +172,7 @@ def merge_partials(paths: Sequence[str | os.PathLike[str]], narrow_keys: bool = 
     at 10M rollouts of 8 repeats that is 110 MB less."""
     if not paths:
         raise InvalidInputError("no partial files to merge")
+    refuse_files_given_twice(paths, "partials")
     previous = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())  # Parquet's scratch goes back to the OS (trim_heap)
     try:
@@ -222,33 +224,37 @@ def combine(parts: Sequence[RolloutFile], sources: Sequence[str] | None = None) 
 def _refuse_repeated_keys(parts: Sequence[RolloutFile], sources: Sequence[str], names: list[str]) -> None:
     for part, where in zip(parts, sources):  # a file's own repeats first, named by its lines
         for cols in part.agents.values():
-            order, dup = cols.key_order()
-            if len(dup):
-                error = cols.duplicate_keys_error(order if order is not None else np.arange(len(cols.task_index)), dup)
-                raise InvalidInputError(f"{where}: {error.message}", error.violations)
-    violations: list[FieldViolation] = []
-    count = 0
-    for name in names:
-        held = [(i, p.agents[name]) for i, p in enumerate(parts) if name in p.agents]
-        if len(held) < 2:
-            continue
-        task = np.concatenate([c.task_index for _, c in held])
-        rollout = np.concatenate([c.rollout_index for _, c in held])
-        source = np.concatenate([np.full(len(c.task_index), i) for i, c in held])
-        line = np.concatenate([c.row_labels if c.row_labels is not None else np.arange(len(c.task_index)) for _, c in held])
-        order = np.lexsort((line, source, rollout, task))
-        t, r, f = task[order], rollout[order], source[order]
-        shared = np.flatnonzero((t[1:] == t[:-1]) & (r[1:] == r[:-1]) & (f[1:] != f[:-1]))
-        count += len(shared)
-        for k in shared[: 10 - len(violations)].tolist():
-            a, b = order[k], order[k + 1]
-            violations.append(FieldViolation(
-                "(_ng_task_index, _ng_rollout_index)",
-                f"duplicate key (task {t[k]}, rollout {r[k]}) of agent {name!r}, also at {sources[source[a]]} line {line[a]}",
-                row=int(line[b]), row_name=f"{sources[source[b]]} line",
-            ))  # fmt: skip
-    if count:
-        raise InvalidInputError(f"{count} duplicate (task, rollout) keys across the input files", violations)
+            _refuse_own_repeats(cols, where)
+    refuse_repeated_keys(sources, {
+        name: [(i, c.task_index, c.rollout_index, c.row_labels if c.row_labels is not None else np.arange(len(c.task_index)))
+               for i, p in enumerate(parts) if name in p.agents for c in (p.agents[name],)]
+        for name in names
+    })  # fmt: skip
+
+
+def _refuse_own_repeats(cols: RolloutColumns, where: str) -> None:
+    order, dup = cols.key_order()
+    if len(dup):
+        error = cols.duplicate_keys_error(order if order is not None else np.arange(len(cols.task_index)), dup)
+        raise InvalidInputError(f"{where}: {error.message}", error.violations)
+
+
+def refuse_keys_across_partials(paths: Sequence[str | os.PathLike[str]]) -> None:
+    """Name the repeated keys of partial files (run when the merged columns were refused for
+    them: the merge keeps no file names). Reads only the key columns. Rows are counted within
+    each file's agent from 0, the order `aggregate --partial-out` wrote them."""
+    agents: dict[str, list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = {}
+    sources = [str(p) for p in paths]
+    for i, path in enumerate(paths):
+        header, parquet = _open(Path(path))
+        start = 0
+        for k, meta in enumerate(header["agents"]):
+            part = _Part(Path(path), parquet, start, meta, f"agents[{k}]")
+            task, rollout = part.numpy("task_index"), part.numpy("rollout_index")
+            _refuse_own_repeats(RolloutColumns(task, rollout, {}, np.zeros(len(task), bool)), f"{path}: agent {meta['name']!r}")
+            agents.setdefault(meta["name"], []).append((i, task, rollout, np.arange(len(task))))
+            start += meta["rows"]
+    refuse_repeated_keys(sources, agents, label="row", what="partial files")
 
 
 class _Part:
@@ -376,4 +382,4 @@ def _rows(parts: list[_Part], slices: list[slice], total: int) -> RowSource | No
     return RowSource(PartialRows([(p.path.resolve(), p.start, p.rows) for p in parts], counts), index)
 
 
-__all__ = ["FORMAT", "VERSION", "combine", "merge_partials", "partial_bytes", "partial_rows", "read_partial", "write_partial"]
+__all__ = ["FORMAT", "VERSION", "combine", "refuse_keys_across_partials", "merge_partials", "partial_bytes", "partial_rows", "read_partial", "write_partial"]
