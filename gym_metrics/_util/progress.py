@@ -56,7 +56,7 @@ class ProgressLine:
         done, elapsed = self.done, self.elapsed()
         rate = done / elapsed
         shown = f"{rate:,.1f}" if rate < 10 else f"{rate:,.0f}"
-        if not self.total:
+        if not self.total or done > self.total:  # an estimate fell short: no bar is better than a wrong one
             return f"{done:,} {unit}, {shown}/s"
         bar = "#" * int(min(done / self.total, 1.0) * 20)
         eta = f", ETA {format_seconds((self.total - done) / rate)}" if 0 < done < self.total else ""
@@ -73,13 +73,29 @@ def format_seconds(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+EXACT_COUNT_BYTES = 64 << 20
+"""Files up to this size have their lines counted (about 20 ms); bigger ones are sampled."""
+
+SAMPLES, SAMPLE_BYTES = 16, 256 << 10
+
+
 def estimate_lines(path: Path) -> int | None:
-    """Lines of a file, for a progress bar: the file size over the mean length of its first
-    lines; exact for small files, no full read for big ones. None for an empty file."""
+    """Lines of a file, for a progress bar: counted for files up to 64 MiB, else the file size
+    over the mean line length of 16 windows spread over it (a first line of several MB, a task
+    with an image, misled an estimate from the head alone by orders of magnitude). None for an
+    empty file."""
     size = path.stat().st_size
-    with path.open("rb") as f:
-        head = f.read(1 << 20)
-    lines = head.count(b"\n") + (not head.endswith(b"\n") and bool(head))
-    if not lines:
+    if not size:
         return None
-    return lines if len(head) == size else round(size * lines / len(head))
+    with path.open("rb") as f:
+        if size <= EXACT_COUNT_BYTES:
+            lines = last = 0
+            while chunk := f.read(8 << 20):
+                lines += chunk.count(b"\n")
+                last = chunk[-1]
+            return lines + (last != ord("\n"))
+        newlines = 0
+        for i in range(SAMPLES):
+            f.seek((size - SAMPLE_BYTES) * i // (SAMPLES - 1))
+            newlines += f.read(SAMPLE_BYTES).count(b"\n")
+    return max(1, round(size * newlines / (SAMPLES * SAMPLE_BYTES)))
