@@ -9,6 +9,7 @@ fallback would let them send any variable of the server to any host.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -21,7 +22,20 @@ from gym_metrics.errors import FieldViolation, InvalidInputError
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 CLEARTEXT = "http://"
 """The prefix of a host pattern that lets its key go over plain http (`http://judge:8000`)."""
-_LOOPBACK = ("localhost", "127.", "::1")
+_LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, maybe in brackets) is this machine's loopback: the
+    loopback names themselves or a loopback address, never a name that merely starts like one
+    (`localhost-judge.example.org`, `127.evil.example.org` are other machines)."""
+    host = host.strip("[]").lower()
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -43,7 +57,7 @@ class BoundKey:
             port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
         except ValueError:
             return False
-        clear = parts.scheme != "https" and not host.startswith(_LOOPBACK)
+        clear = parts.scheme != "https" and not is_loopback(host)
         for pattern in self.hosts:
             if pattern.startswith(CLEARTEXT):
                 pattern = pattern[len(CLEARTEXT) :]

@@ -158,6 +158,12 @@ async def test_a_secret_bound_to_a_host_is_sent_there_and_refused_elsewhere(tmp_
         ("http://judge.internal:8000", "https://judge.internal:8000/v1", True),
         ("HTTP://*.svc.local", "http://judge.ns.svc.local/v1", True),
         ("http://judge.internal:8000", "http://judge.internal:8001/v1", False),
+        # loopback is the loopback names and addresses, not names that start like them
+        ("*.example.org", "http://localhost-judge.example.org/v1", False),
+        ("*.example.org", "http://127.judge.example.org/v1", False),
+        ("*.example.org", "http://localhost.example.org/v1", False),
+        ("localhost:8000", "http://localhost:8000/v1", True),
+        ("[::1]", "http://[::1]/v1", True),
     ],
 )
 def test_host_patterns(pattern: str, url: str, allowed: bool) -> None:

@@ -6,9 +6,10 @@ loopback; a cross-site Origin), as the MCP SDK checks its own."""
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from gym_metrics._util.keys import is_loopback
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -40,20 +41,6 @@ class BearerGate:
             await send({"type": "http.response.body", "body": REFUSAL})
             return
         await self.app(scope, receive, send)
-
-
-_LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (a name or an address, maybe in brackets) is this machine's loopback."""
-    host = host.strip("[]").lower()
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def browser_refusal(scope: Scope, bound_host: str) -> str | None:
