@@ -59,6 +59,14 @@ def _warn_unisolated() -> None:
 
 
 @functools.lru_cache(maxsize=1)
+def warn_root_runs() -> None:
+    """`users=False` on a root server: the runs keep uid 0 (no capability, but root's own files,
+    /etc/shadow among them, are theirs to read). Allowed, to measure what users cost; said."""
+    log.warning("gym-metrics: sandbox users are off (users=false) on a root server: model code runs as uid 0 and can "
+                "read files only root may read; every result says isolated: false (docs/sandbox.md#threat-model)")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
 def _check_strict() -> None:
     """Once per process: the tools, then a real probe (namespaces, a capped tmpfs, the filter)."""
     bwrap = bwrap_path()

@@ -38,7 +38,7 @@ from typing import Any
 
 from gym_metrics.sandbox._bwrap import bwrap_path, bwrap_prefix
 from gym_metrics.sandbox._cgroups import Cgroups
-from gym_metrics.sandbox._isolation import LAUNCHER, Isolation, SandboxUnavailableError, check_isolation, default_isolation
+from gym_metrics.sandbox._isolation import LAUNCHER, Isolation, SandboxUnavailableError, check_isolation, default_isolation, warn_root_runs
 from gym_metrics.sandbox._program import Limits, Program, RunResult, SandboxError, write_files
 from gym_metrics.sandbox._users import lease_uid, others_can_run
 from gym_metrics.sandbox._watch import REPORT_GRACE_S, stop_of, watch
@@ -64,6 +64,11 @@ class Launcher:
     def isolated(self) -> bool:
         return self.isolation == "strict"
 
+    def _isolated(self, uid: int | None) -> bool:
+        """A run's `isolated`: strict, and not left with root's uid (users=False on a root
+        server: root's own files are readable, docs/sandbox.md#threat-model)."""
+        return self.isolated and (uid is not None or os.geteuid() != 0)
+
     @classmethod
     async def start(cls, *, isolation: Isolation | None = None, users: bool = True, cgroups: Cgroups | None = None) -> Launcher:
         """`isolation`: `strict` (default, or GYM_METRICS_SANDBOX_ISOLATION) or `none`, checked
@@ -72,6 +77,8 @@ class Launcher:
         make each run's cgroup (a Pool finds them)."""
         isolation = isolation or default_isolation()
         await asyncio.to_thread(check_isolation, isolation)
+        if not users and isolation == "strict" and os.geteuid() == 0:
+            warn_root_runs()
         bwrap = bwrap_path() if isolation == "strict" else None
         if isolation == "strict" and bwrap is None:
             raise SandboxUnavailableError("the sandbox cannot isolate runs: bubblewrap (bwrap) is gone")
@@ -210,7 +217,7 @@ class Launcher:
         code, cpu = report["exit_code"], float(report.get("cpu_s", 0.0))
         stop, sig = stop_of(watched, code, cpu, limits, oom=bool(report.get("oom")))
         return RunResult(None if sig is not None else code, watched.stdout, watched.stderr, watched.truncated, stop, sig,
-                         time.perf_counter() - start, cpu, int(report.get("max_rss_kb", 0)), self.isolated, uid)  # fmt: skip
+                         time.perf_counter() - start, cpu, int(report.get("max_rss_kb", 0)), self._isolated(uid), uid)  # fmt: skip
 
 
 async def _free(work: Path | None, prepared: asyncio.Future[None] | None) -> None:

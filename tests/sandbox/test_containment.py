@@ -98,20 +98,38 @@ async def test_keyring_user_namespaces_and_mounts_are_refused(pool: Pool) -> Non
     assert await run(pool, KERNEL_REFUSALS) == "contained"
 
 
+ROOTS_FILE = """
+try:
+    print(open('/etc/shadow').readline()[:5])
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+
+
 @pytest.mark.parametrize("users", [True, False], ids=["own-user", "root-uid"])
-async def test_a_run_has_no_capability_and_cannot_open_files_by_handle(users: bool) -> None:
+async def test_a_run_has_no_capability_and_cannot_open_files_by_handle(users: bool, caplog: pytest.LogCaptureFixture) -> None:
     """With `users=False` a run keeps root's uid: it must not keep root's capabilities (with
-    them, open_by_handle_at read the host's whole disk)."""
+    them, open_by_handle_at read the host's whole disk). It still reads root's own files
+    (/etc/shadow), so such a run is not `isolated` and the pool says so as it starts (the
+    result said isolated: true)."""
     if bwrap_path() is None or os.geteuid() != 0:
         _ci.missing("isolation strict needs bubblewrap (apt-get install bubblewrap) and root")
+    from gym_metrics.sandbox._isolation import warn_root_runs
+
+    warn_root_runs.cache_clear()
     pool = Pool(size=1, users=users)
     await pool.start()
     try:
-        said = await run(pool, ROOT_POWER)
+        power = await pool.run(Program(python=ROOT_POWER), LIMITS)
+        shadow = await pool.run(Program(python=ROOTS_FILE), LIMITS)
     finally:
         await pool.aclose()
+    said = power.stdout.decode().strip() or power.stderr.decode()[-500:]
     assert said.startswith("contained"), said
     assert (said == "contained uid=0") is not users
+    assert power.isolated is shadow.isolated is users
+    assert (shadow.stdout.decode().strip() == "PermissionError") is users
+    assert ("users=false" in caplog.text) is not users
 
 
 async def test_the_hosts_unix_sockets_and_other_places_are_not_there(pool: Pool, tmp_path: Path) -> None:
