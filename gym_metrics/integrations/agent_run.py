@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from gym_metrics.collector import ONE_CALL_AGENTS, SEEDING_AGENTS, run_episode
-from gym_metrics.environments import Sessions, hook
+from gym_metrics.environments import EnvironmentHandler, Sessions, hook
 from gym_metrics._transport.client import ToolOutput, for_agent, tool_caller
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym import NATIVE_AGENTS
@@ -35,12 +35,18 @@ from gym_metrics.targets import ModelTarget, capturing
 
 @dataclass
 class AgentRun:
-    """`await AgentRun(sessions, target).run(body)`: one `/run` (see the module docstring)."""
+    """`await AgentRun(handler, target).run(body)`: one `/run` (see the module docstring). Its
+    verify is the server's (the handler's `--verify-timeout`, its counts, its error for code
+    that raised), as at the verify RPCs."""
 
-    sessions: Sessions
+    handler: EnvironmentHandler
     target: ModelTarget
     max_steps: int | None = None
     capture_tokens: bool = False
+
+    @property
+    def sessions(self) -> Sessions:
+        return self.handler.sessions
 
     async def run(self, body: Mapping[str, Any]) -> dict[str, Any]:
         request = body.get("responses_create_params")
@@ -66,10 +72,10 @@ class AgentRun:
                 limit = self.max_steps if self.max_steps is not None else self._of_agent("agent_max_steps", body)
                 episode = await run_episode(self.target, request, caller, max_steps=limit, trace=trace)
             ran = {**body, "response": episode.response}
-            _, response_json = await self.sessions.verify(session.id, ran)
+            _, response_json = await self.handler.verify(ran, session.id)  # closes the session...
             verified = True
         finally:
-            if not verified:
+            if not verified:  # ...but not for a body it refused: no one will send it again
                 await self.sessions.close(session.id)
         return self._recorded(orjson.loads(response_json), ran, trace, calls.exchanges)
 
@@ -95,9 +101,9 @@ class AgentRun:
                 episode = await run_episode(self.target, request, None, trace=trace)
             ran = {**body, "response": episode.response}
             if session is None:
-                _, response_json = await self.sessions.env.verify_json(ran)
+                _, response_json = await self.handler.verify(ran)
             else:
-                _, response_json = await self.sessions.verify(session.id, ran)
+                _, response_json = await self.handler.verify(ran, session.id)
                 session = None
         finally:
             if session is not None:

@@ -6,7 +6,8 @@ and its completion as one text, decoded with the special tokens kept. Each query
 prompt (where the prompt first occurs: a BOS token may lead the query) is the completion, less
 the end-of-sequence and padding tokens that close it (END_MARKERS: `<|im_end|>`, `</s>`,
 `<|eot_id|>`, ...), which no answer holds and which would make a right answer unreadable; a
-query that is not text or does not hold its prompt fails, named, never scored whole. The label fills
+query that is not text, has no prompt beside it, or does not hold its prompt fails, named,
+never scored whole. The label fills
 `label_field` (`serve --http-label-field`, default `expected_answer`); the prompt becomes the
 user message of `responses_create_params`. Consecutive queries of one prompt and label are
 scored as one group. The answer is `{"rewards": [...], "scores": [...], "extra_logs":
@@ -84,6 +85,8 @@ def _completion(query: Any, prompt: str) -> tuple[str, str | None]:
     """A query's completion, or ("", why it has none)."""
     if not isinstance(query, str):
         return "", f"the query is {type(query).__name__}, not text"
+    if not prompt:
+        return "", "no prompt beside the query (`prompts` missing, null or empty): the completion cannot be told apart"
     at = query.find(prompt)
     if at < 0:
         return "", "the query does not hold its prompt (the `prompts` entry beside it): the completion cannot be told apart"
@@ -93,7 +96,9 @@ def _completion(query: Any, prompt: str) -> tuple[str, str | None]:
 def _lists(body: Mapping[str, Any], names: Sequence[str]) -> list[list[Any]]:
     """The body's lists, each as long as the first (a missing later one: None each)."""
     out = []
-    n = len(body.get(names[0]) or [])
+    if not isinstance(body.get(names[0]), list):
+        raise InvalidInputError(f"`{names[0]}` must be a list (got {type(body.get(names[0])).__name__})")
+    n = len(body[names[0]])
     for name in names:
         value = body.get(name)
         if value is None and name != names[0]:

@@ -185,3 +185,36 @@ def test_serve_says_where_the_door_listens_when_it_picked_the_port(tmp_path: Pat
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+class Strict(Counter):
+    """Counter whose verify raises or stalls when the row asks."""
+
+    async def verify(self, body: Any, session: Any = None) -> Any:  # type: ignore[override]
+        mode = getattr(body, "model_extra", {}).get("mode")
+        if mode == "raise":
+            raise KeyError("answer")
+        if mode == "slow":
+            await asyncio.sleep(30)
+        return await super().verify(body, session)
+
+
+async def test_the_doors_verify_is_the_servers_its_timeout_and_its_error() -> None:
+    """/run verified past `--verify-timeout` (a 30 s verify answered 200 after 30 s where the
+    verify RPCs fail it at 2 s), and a verify that raised was a bare text 500 with a traceback
+    in the log. Now the handler's verify: a 504 at the bound and a JSON 500 naming what raised;
+    the sessions are closed either way."""
+    with ScriptedPolicyServer(script) as policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="chat")
+        async with serve_environment(Strict(), agent_http_port=0, agent_target=target, verify_timeout_s=1.0) as server:
+            base = f"http://127.0.0.1:{server.agent_http_port}"
+            async with httpx.AsyncClient(timeout=30) as http:
+                started = asyncio.get_running_loop().time()
+                slow = await http.post(f"{base}/run", json={**row(0, 0), "mode": "slow"})
+                took = asyncio.get_running_loop().time() - started
+                raised = await http.post(f"{base}/run", json={**row(0, 1), "mode": "raise"})
+                fine = await http.post(f"{base}/run", json=row(1, 0))
+            assert len(server.handler.sessions.store) == 0
+    assert slow.status_code == 504 and slow.json() == {"error": "verify exceeded 1.0 s"} and took < 10
+    assert raised.status_code == 500 and raised.json() == {"error": "verify raised KeyError: 'answer'"}
+    assert fine.status_code == 200 and fine.json()["reward"] == 1.0

@@ -129,3 +129,23 @@ async def test_the_group_form_failures_limits_and_token() -> None:
             mismatched = await http.post(f"{url}/get_reward", json={"query": ["a", "b"], "prompts": ["a"]}, headers=auth)
             assert mismatched.status_code == 400 and "prompts" in mismatched.json()["error"]
             assert (await http.post(f"{url}/nope", json={}, headers=auth)).status_code == 404
+
+
+async def test_a_query_without_its_prompt_fails_named_and_a_query_that_is_no_list_is_refused() -> None:
+    """Without `prompts` (older OpenRLHF clients, a null or empty entry) the completion cannot
+    be told from the prompt: it was scored whole, so an answer in the prompt scored 1. Each
+    such query now fails, named; a `query` that is no list is a 400 (it was a 500 and a
+    traceback)."""
+    query = "Put the answer in \\boxed{}: 3 + 4 = \\boxed{7}? I do not know."
+    async with serve_environment("math_exact", http_port=0) as server, httpx.AsyncClient(timeout=10) as http:
+        url = f"http://127.0.0.1:{server.http_port}/get_reward"
+        answers = [(await http.post(url, json={"query": [query], **prompts, "labels": ["7"]})).json()
+                   for prompts in ({}, {"prompts": [None]}, {"prompts": [""]})]  # fmt: skip
+        bad = [await http.post(url, json={"query": value, "labels": []}) for value in (5, True, "q")]
+        health = await http.get(f"http://127.0.0.1:{server.http_port}/health")
+    for answer in answers:
+        assert answer["rewards"] == [0.0] and answer["extra_logs"]["gm_failed"] == [1.0], answer
+        assert "no prompt beside the query" in answer["gm_errors"][0]
+    for response, kind in zip(bad, ("int", "bool", "str")):
+        assert response.status_code == 400 and response.json() == {"error": f"`query` must be a list (got {kind})"}
+    assert health.status_code == 200

@@ -17,6 +17,7 @@ Bodies are bounded (`--max-message-mb`, and in objects and values: BODY_BOUNDS);
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -27,13 +28,15 @@ from gym_metrics._transport.server._uvicorn import Served, start_uvicorn
 from gym_metrics._util.failure_log import FailureLog
 from gym_metrics._util.jsonbounds import JsonBounds, parse_bounded
 from gym_metrics.environments import EnvironmentHandler, Group, score_groups
-from gym_metrics.errors import GymMetricsError, InvalidInputError
+from gym_metrics.errors import GymMetricsError, InvalidInputError, UserCodeError
 from gym_metrics.integrations import openrlhf
 from gym_metrics.integrations.agent_run import AgentRun
 
 BODY_BOUNDS = JsonBounds(1_000_000, 4_000_000, ("MAX_BODY_CONTAINERS", "MAX_BODY_VALUES"))
 """A body is a trainer's whole step (4,096 groups of Responses objects hold a few hundred
 thousand objects); the longest parse it allows is about 200 ms on a slow core."""
+
+log = logging.getLogger("gym_metrics.http")
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -72,6 +75,13 @@ class JsonHttpApp:
             status, answer = 400, {"error": str(exc)}
         except GymMetricsError as exc:
             status, answer = 503, {"error": str(exc)}
+        except UserCodeError as exc:  # the environment's code raised: the call's failure, as at gRPC's INTERNAL
+            status, answer = 500, {"error": str(exc)}
+        except asyncio.TimeoutError as exc:  # --verify-timeout
+            status, answer = 504, {"error": str(exc) or "timed out"}
+        except Exception as exc:  # a bug of ours: logged whole, answered in JSON like the rest
+            log.exception("%s %s failed", scope.get("method"), scope.get("path"))
+            status, answer = 500, {"error": f"internal error ({type(exc).__name__}); the server's log has the details"}
         body = orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})

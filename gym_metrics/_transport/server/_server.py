@@ -393,7 +393,7 @@ async def _open_doors(running: RunningServer, handler: EnvironmentHandler, confi
         from gym_metrics.targets import ModelTarget
 
         target = ModelTarget(config.agent_target, think_tags=True, token_ids=config.agent_capture_tokens)
-        agent = AgentRun(handler.sessions, target, config.agent_max_steps, config.agent_capture_tokens)
+        agent = AgentRun(handler, target, config.agent_max_steps, config.agent_capture_tokens)
         door = await serve_agent_http(agent, config)
         running._doors.extend([door, _Closing(target)])
         running.agent_http_port = door.port
