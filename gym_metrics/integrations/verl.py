@@ -46,6 +46,7 @@ import orjson
 
 from gym_metrics.integrations._client import Scored, reward_client
 from gym_metrics.integrations._mapping import OnFailure, RowMapping, check_on_failure, group_consecutive, settle, trained_sequence
+from gym_metrics.errors import InvalidInputError
 
 Score = float | dict[str, Any]
 _VERL_KEYS = ("num_turns", "rollout_reward_scores")
@@ -89,6 +90,10 @@ def reward_function(
         data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any], extra_infos: Sequence[Any] | None = None, **_: Any
     ) -> list[Score]:
         infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
+        given = {"ground_truths": len(ground_truths), "extra_infos": len(infos)}
+        short = [f"{name} has {n}" for name, n in given.items() if n != len(solution_strs)]
+        if short:  # zip would score fewer samples than verl sent, without a word
+            raise InvalidInputError(f"compute_score_batch: {len(solution_strs)} solution_strs, but {' and '.join(short)}")
         rows = [task_row(mapping, truth, info) for truth, info in zip(ground_truths, infos)]
         groups, spans = group_consecutive(rows, [mapping.completion(s) for s in solution_strs])
         out: list[Score] = []

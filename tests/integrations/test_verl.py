@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gym_metrics.errors import InvalidInputError
+
 from gym_metrics.integrations import RewardFailure, RowMapping
 from gym_metrics.integrations.verl import compute_score, group_consecutive, reward_function, task_row
 from gym_metrics.testing import serve_environment
@@ -109,6 +111,17 @@ async def test_the_batch_form_as_the_batch_reward_manager_calls_it() -> None:
         )
     assert [s["score"] for s in scores] == EXPECTED
     assert [s["extracted_answer"] for s in scores] == ["4", "5", "4", "6", "6", None]
+
+
+async def test_the_batch_form_refuses_lists_of_other_lengths() -> None:
+    """zip scored as many samples as the shortest list held: 4 solutions with 2 truths gave 2
+    scores, without a word."""
+    async with serve_environment("math_exact") as server:
+        fn = reward_function(server.address, form="batch")
+        with pytest.raises(InvalidInputError, match="4 solution_strs, but ground_truths has 2$"):
+            await asyncio.to_thread(fn, ["src"] * 4, SOLUTIONS[:4], TRUTHS[:2])
+        with pytest.raises(InvalidInputError, match="4 solution_strs, but extra_infos has 3$"):
+            await asyncio.to_thread(fn, ["src"] * 4, SOLUTIONS[:4], TRUTHS[:4], [extra_info(i) for i in range(3)])
 
 
 async def test_positional_calls_from_a_process_pool_pickle() -> None:
