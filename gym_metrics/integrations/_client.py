@@ -33,9 +33,12 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from gym_metrics._transport.client import RemoteCallError
 
 Groups = Sequence[tuple[Any, Sequence[Any]]]
 """(task row: a dict or JSON text, completions: each a text or a Responses object) per group."""
@@ -54,7 +57,9 @@ class _Item:
 
 MAX_CALL_BYTES = 16 << 20
 """A ScoreGroups call's request at most (the server reads up to 64 MB by default): a batch past
-it goes as several calls, so many small groups never fail together for their sum."""
+it goes as several calls, so many small groups never fail together for their sum. A server
+that takes less (`serve --max-message-mb 1`) refuses a call for its size: the call is split in
+two and each half sent again, and later calls are cut at half the refused size."""
 
 _CLIENTS: dict[tuple[int, str, str | None], RewardClient] = {}
 _CLIENTS_LOCK = threading.Lock()
@@ -71,6 +76,11 @@ class Scored:
     errors: list[str]
     responses: list[str]
     """The verify responses as JSON text ("" where failed, or when not asked for)."""
+
+
+def _too_large(exc: RemoteCallError) -> bool:
+    """The server refused the call for its size (gRPC's own RESOURCE_EXHAUSTED)."""
+    return exc.code == "RESOURCE_EXHAUSTED" and "larger than max" in exc.details
 
 
 class RewardFailure(RuntimeError):
@@ -110,6 +120,7 @@ class RewardClient:
         self.server, self.token, self.max_retries = server, token, max_retries
         self.max_batch_completions, self.timeout_s = max_batch_completions, timeout_s
         self.record_path = Path(record) if record is not None else None
+        self.max_call_bytes = MAX_CALL_BYTES
         if self.record_path is not None:
             _cut_partial_line(self.record_path)
         self._record_lock = threading.Lock()
@@ -213,7 +224,7 @@ class RewardClient:
         self._pending.extend(items)
         self._pending_size[0] += sum(len(item.group.completion_json) for item in items)
         self._pending_size[1] += sum(item.size for item in items)
-        if self._pending_size[0] >= self.max_batch_completions or self._pending_size[1] >= MAX_CALL_BYTES:
+        if self._pending_size[0] >= self.max_batch_completions or self._pending_size[1] >= self.max_call_bytes:
             self._send()
         elif self._flush is None and self._in_flight < 2 * max(1, len(self._connections)):
             self._flush = self._loop.call_soon(self._send)  # what this loop turn brings goes along
@@ -229,13 +240,13 @@ class RewardClient:
             self._loop.create_task(self._call(batch, responses))
 
     def _calls(self, items: list[_Item]) -> list[list[_Item]]:
-        """`items` in order, cut into calls of at most max_batch_completions and MAX_CALL_BYTES
+        """`items` in order, cut into calls of at most max_batch_completions and max_call_bytes
         (a group larger alone goes alone)."""
         calls: list[list[_Item]] = []
         count = size = 0
         for item in items:
             n = len(item.group.completion_json)
-            if calls and calls[-1] and (count + n > self.max_batch_completions or size + item.size > MAX_CALL_BYTES):
+            if calls and calls[-1] and (count + n > self.max_batch_completions or size + item.size > self.max_call_bytes):
                 calls.append([])
                 count = size = 0
             if not calls:
@@ -255,8 +266,16 @@ class RewardClient:
     async def _score_batch(self, batch: list[_Item], responses: bool) -> None:
         """Every future of the batch settles: with its group's answer, or with the error of the
         call or of what follows it (recording), never left waiting."""
+        from gym_metrics._transport.client import RemoteCallError
+
         try:
-            answers = await self._score_retrying([item.group for item in batch], responses)
+            try:
+                answers = await self._score_retrying([item.group for item in batch], responses)
+            except RemoteCallError as exc:
+                if not _too_large(exc):
+                    raise
+                await self._split(batch, responses, exc)
+                return
             scored = [Scored(a.rewards, a.failed, a.error_message, a.response_json) for a in answers]
             if self.record_path is not None:
                 try:
@@ -273,6 +292,21 @@ class RewardClient:
         for item, result in zip(batch, scored):
             if not item.future.done():
                 item.future.set_result(result)
+
+    async def _split(self, batch: list[_Item], responses: bool, refusal: RemoteCallError) -> None:
+        """A call the server refused for its size: its halves sent again (and later calls cut
+        at half its size); a group refused alone fails its completions, named, so the caller's
+        `on_failure` applies to them and not to the batch."""
+        if len(batch) > 1:
+            self.max_call_bytes = max(1, min(self.max_call_bytes, sum(item.size for item in batch) // 2))
+            half = len(batch) // 2
+            await asyncio.gather(self._score_batch(batch[:half], responses), self._score_batch(batch[half:], responses))
+            return
+        [item] = batch
+        n = len(item.group.completion_json)
+        why = f"the group's request ({item.size:,} bytes) is over what {self.server} takes (its --max-message-mb): {refusal.details}"
+        if not item.future.done():
+            item.future.set_result(Scored([0.0] * n, [True] * n, [why] * n, [""] * n))
 
     async def _score_retrying(self, groups: list[Any], responses: bool) -> Any:
         """ScoreGroups, retried while the server is unavailable (restarting, unreachable):

@@ -101,6 +101,29 @@ def test_many_groups_past_the_message_limit_go_as_several_calls_and_one_json_can
     asyncio.run(run())
 
 
+def test_a_server_that_takes_less_than_the_client_sends_gets_halves_and_a_group_too_big_fails_alone() -> None:
+    """Against `serve --max-message-mb 1` the client packed 200 groups of 8 KB (each fine alone)
+    into one 1.6 MB call, which the server refused: all 200 raised, whatever `on_failure` said.
+    The refused call is now split and sent again, later calls are cut smaller, and a group the
+    server refuses alone fails its completions, named."""
+    long = "The answer is 4. " + "x" * 8000
+
+    async def run() -> None:
+        async with serve_environment("math_exact", max_message_bytes=1 << 20) as server:
+            client = RewardClient(server.address, timeout_s=20)
+            try:
+                scored = await asyncio.wait_for(client.score_async([(ROW, [long]) for _ in range(200)]), 30)
+                assert client.max_call_bytes < 1 << 20
+                huge, small = await asyncio.wait_for(client.score_async([(ROW, ["4" + " " * (2 << 20)]), (ROW, ["4"])]), 30)
+            finally:
+                client.close()
+        assert [s.rewards for s in scored] == [[1.0]] * 200 and not any(f for s in scored for f in s.failed)
+        assert huge.failed == [True] and "is over what" in huge.errors[0] and "--max-message-mb" in huge.errors[0]
+        assert small.rewards == [1.0] and small.failed == [False]
+
+    asyncio.run(run())
+
+
 def test_a_call_past_its_deadline_is_not_sent_again() -> None:
     """A server slower than timeout_s was retried as 'unavailable' nine times (nine verifies,
     about nine deadlines of waiting); it answers TimeoutError after one."""
