@@ -79,6 +79,29 @@ def lone_surrogate_at(raw: bytes, value: Any) -> str | None:
     return walk(value, "")
 
 
+def writable_text(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys too) written as its escape
+    (`\\ud83d`): such a string (an emoji cut in half, which Python's json reads) cannot be
+    written as UTF-8, and one in a row's error or generated text failed the whole result. The
+    value itself when it has none (the common case: one orjson pass)."""
+    try:
+        orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+        return value
+    except TypeError:
+        pass
+
+    def clean(node: Any) -> Any:
+        if isinstance(node, str):
+            return node.encode("utf-8", "backslashreplace").decode("utf-8")
+        if isinstance(node, Mapping):
+            return {clean(k): clean(v) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [clean(v) for v in node]
+        return node
+
+    return clean(value)
+
+
 def json_kind(value: Any) -> str:
     """A JSON-flavoured name of a value's type, for error messages."""
     if value is None:

@@ -20,6 +20,7 @@ import numpy as np
 import orjson
 
 from gym_metrics._util.atomic import written_atomically
+from gym_metrics._util.jsonio import writable_text
 from gym_metrics.errors import GymMetricsError
 
 _log = logging.getLogger(__name__)
@@ -300,9 +301,9 @@ class ScoreMatrix:
         self, index: int, scores: Mapping[str, Any] | None, failure: RowFailure | None, generated: Mapping[str, Any] | None = None
     ) -> None:
         if generated is not None:
-            self.generated[index] = generated
+            self.generated[index] = writable_text(generated)
         if failure is not None:
-            self.errors[index] = failure
+            self.errors[index] = RowFailure(*writable_text([failure.field, failure.reason]))
             return
         if not isinstance(scores, Mapping):
             self.errors[index] = RowFailure("scores", f"the metric returned {type(scores).__name__}, not a mapping")
