@@ -110,30 +110,30 @@ def keys_from(keys: Mapping[str, BoundKey]) -> Iterator[None]:
         _KEYS.reset(token)
 
 
-def read_key(var: str | None, what: str, url: str) -> BoundKey | None:
+def read_key(var: str | None, what: str, url: str, at: str = "config") -> BoundKey | None:
     """The bearer key named `var` (None: no key) for requests to `url`: from `keys_from`, or
     from the environment outside it. Unset, or bound to other hosts than `url`'s, is a config
-    error raised before any request."""
+    error raised before any request, naming `at.api_key_env` or `at.url`."""
     if var is None:
         return None
     keys = _KEYS.get()
     if keys is not None:
         key = keys.get(var)
         if key is None:
-            raise InvalidInputError(f"{what} API key not found", [FieldViolation("config.api_key_env", f"secret {var} was not resolved for this job")])
+            raise InvalidInputError(f"{what} API key not found", [FieldViolation(f"{at}.api_key_env", f"secret {var} was not resolved for this job")])
         if not key.allows(url):
             parts = urlsplit(url)
             host = parts.netloc.rpartition("@")[2]
             why = f"secret {var} is bound to other hosts than {host!r}"
             if parts.scheme == "http" and key.allows(parts._replace(scheme="https").geturl()):
                 why = f"secret {var} goes to {host!r} over https only (bind it as http://{host} to allow plain http)"
-            raise InvalidInputError(f"{what} API key may not be sent there", [FieldViolation("config.url", why)])
+            raise InvalidInputError(f"{what} API key may not be sent there", [FieldViolation(f"{at}.url", why)])
         return key
     value = os.environ.get(var)
     if not value:
         raise InvalidInputError(
             f"{what} API key not found",
-            [FieldViolation("config.api_key_env", f"environment variable {var} is not set or empty")],
+            [FieldViolation(f"{at}.api_key_env", f"environment variable {var} is not set or empty")],
         )
     return BoundKey(value)
 

@@ -10,7 +10,7 @@ from gym_metrics.evaluation._config import read_scorer_config
 from gym_metrics.evaluation._jsonl import read_rows
 from gym_metrics.evaluation._progress import RowProgress
 from gym_metrics.evaluation._result import EvaluationScores, Histogram, HistogramBin, Percentiles, RowFailure, ScoreMatrix, ScoreStats
-from gym_metrics.evaluation._online import ToolEnvironment
+from gym_metrics.evaluation._online import ToolEnvironment, online_parts
 from gym_metrics.evaluation._run import RowSink, evaluate, evaluate_async, score_rows
 
 
@@ -37,6 +37,7 @@ __all__ = [
     "evaluate",
     "evaluate_async",
     "evaluate_remote_async",
+    "online_parts",
     "read_rows",
     "read_scorer_config",
     "score_rows",

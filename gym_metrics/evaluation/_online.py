@@ -83,6 +83,19 @@ def load_prompt_template(template: TemplateSpec) -> dict[str, Any]:
     return dict(template)
 
 
+def online_parts(target: TargetSpec, prompt_template: TemplateSpec | None) -> tuple[TargetConfig, PromptTemplate | None]:
+    """The target's config and the compiled template, checked together (a template goes with
+    a model target), without opening a client: what a job server refuses at submission."""
+    config = resolve_target(target)
+    template = None if prompt_template is None else load_prompt_template(prompt_template)
+    if template is not None and config.type == "agent":
+        raise InvalidInputError(
+            "a prompt template goes with a model target",
+            [FieldViolation("prompt_template", "an agent target renders its own `body` over the row; drop the template")],
+        )
+    return config, None if template is None else PromptTemplate(template)
+
+
 class PromptTemplate:
     """`PromptTemplate(template).render(row)` -> the request: every string at any depth is a
     sandboxed Jinja template over `item`; other keys (`tools`, sampling parameters) go as given."""
@@ -130,14 +143,7 @@ class Online:
         self, metric: Scorer, target: TargetSpec, prompt_template: TemplateSpec | None, tools: ToolEnvironment | None = None,
         capture_model_calls: bool = False,
     ) -> None:
-        self.config = resolve_target(target)
-        template = None if prompt_template is None else load_prompt_template(prompt_template)
-        if template is not None and self.config.type == "agent":
-            raise InvalidInputError(
-                "a prompt template goes with a model target",
-                [FieldViolation("prompt_template", "an agent target renders its own `body` over the row; drop the template")],
-            )
-        self.template = None if template is None else PromptTemplate(template)
+        self.config, self.template = online_parts(target, prompt_template)
         self.shape = response_shape(metric)
         self.client: ModelTarget | AgentTarget = make_target(self.config)  # reads the API key: unset fails here
         if tools is not None and not isinstance(self.client, ModelTarget):

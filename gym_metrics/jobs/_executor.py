@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from gym_metrics._util.exclusive import hold_exclusive
-from gym_metrics._util.keys import keys_from
+from gym_metrics._util.keys import keys_from, read_key
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.jobs._run import JobRun, JobProgress, ProgressCallback, full_disk_waits
 from gym_metrics.jobs._secrets import SecretStore
@@ -19,7 +19,7 @@ from gym_metrics.jobs._spec import JobSpec, dataset_file, parse_spec
 from gym_metrics.jobs._store import JobRecord, JobStore, StoreFullError
 from gym_metrics.models import JobState
 from gym_metrics.scorers import get_scorer
-from gym_metrics.targets import parse_target
+from gym_metrics.evaluation import online_parts
 
 log = logging.getLogger("gym_metrics.jobs")
 T = TypeVar("T")
@@ -83,10 +83,17 @@ class JobExecutor:
                     log.warning("%s; retrying until there is space", exc)
                 await asyncio.sleep(next(waits))
 
-    def submit(self, spec: JobSpec | Mapping[str, Any]) -> JobRecord:
-        """Validate (scorer, config, target, data root, secrets) and queue; errors name the field."""
+    def submit(self, spec: JobSpec | Mapping[str, Any], wanted: Callable[[], bool] | None = None) -> JobRecord:
+        """Validate (scorer, config, target, template, data root, secrets) and queue; errors
+        name the field. `wanted()` false after the checks (the submitting client went away) and
+        nothing is stored: a client that retries would run the dataset twice. A job that says
+        no `run.parallelism` gets the default within this server's ceiling."""
         spec = parse_spec(spec)
+        if "parallelism" not in spec.run.model_fields_set:
+            spec.run.parallelism = min(spec.run.parallelism, self.max_parallelism)
         self.validate(spec)
+        if wanted is not None and not wanted():
+            raise GymMetricsError("the client went away before its job was stored: not queued")
         record = self.store.create(spec)
         log.info("job %s queued (scorer %s)", record.id, spec.scorer)
         self._notify()
@@ -112,8 +119,18 @@ class JobExecutor:
         dataset_file(spec, self.data_root)
         with keys_from(self.secrets.resolve(spec.secret_names())):
             get_scorer(spec.scorer, spec.scorer_config)  # reads nothing remote: no session opened yet
-        if spec.target is not None:
-            parse_target(spec.target)
+            if spec.target is not None:
+                self._check_target(spec)
+
+    def _check_target(self, spec: JobSpec) -> None:
+        """The target and template as the run will take them, its key allowed to its URL, and
+        its requests in flight within the ceiling (the run keeps as many rows in flight)."""
+        assert spec.target is not None
+        config, _ = online_parts(spec.target, spec.prompt_template)
+        read_key(config.api_key_env, "target", config.url, at="target")
+        if config.max_concurrency > self.max_parallelism:
+            why = f"{config.max_concurrency} is over this server's ceiling of {self.max_parallelism} requests in flight"
+            raise InvalidInputError("invalid job spec", [FieldViolation("target.max_concurrency", why)])
 
     def cancel(self, job_id: str) -> JobRecord:
         """Cancel a queued or running job (a running one stops within about a second)."""

@@ -8,7 +8,7 @@ and other calls while SQLite works."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from gym_metrics.errors import FieldViolation, InvalidInputError, NotFoundError, NotReadyError, OverloadedError, UnavailableError
@@ -100,10 +100,11 @@ class JobService:
         self._closing = True
         self.hub.notify()
 
-    def submit(self, spec: Mapping[str, Any]) -> JobRecord:
-        """Store a job (blocking: the caller runs it in a thread with the decoding)."""
+    def submit(self, spec: Mapping[str, Any], wanted: Callable[[], bool] | None = None) -> JobRecord:
+        """Store a job (blocking: the caller runs it in a thread with the decoding); not when
+        `wanted()` turns false before it is stored (its client went away)."""
         try:
-            return self.executor.submit(spec)
+            return self.executor.submit(spec, wanted)
         except NotFoundError as exc:  # an unknown scorer: in a spec, that is a bad field
             raise InvalidInputError("invalid job spec", [FieldViolation("scorer", str(exc))]) from None
         except StoreFullError as exc:

@@ -235,3 +235,14 @@ async def test_a_job_of_no_rows_lists_every_declared_score_also_when_its_scorer_
     finally:
         await executor.aclose()
     assert [(s["name"], s["count"]) for s in scores] == [("acc", 0), ("f1", 0)]
+
+
+def test_a_targets_key_bound_to_other_hosts_is_refused_at_submit_naming_the_target(tmp_path: Path) -> None:
+    """It was queued, then failed naming `config.url` (a scorer's field, not the target's)."""
+    store = SecretStore(allow_env={NAME: ["api.example.com"]}, environ={NAME: VALUE})
+    executor = JobExecutor(JobStore(tmp_path / "jobs.sqlite"), secrets=store)
+    target = {"type": "model", "url": "https://evil.example.net/v1", "model": "m", "api_key_env": NAME}
+    with pytest.raises(InvalidInputError, match="target API key may not be sent there") as err:
+        executor.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": []}, "secrets": [NAME], "target": target})
+    assert [v.field for v in err.value.violations] == ["target.url"] and VALUE not in str(err.value)
+    assert executor.store.list_jobs() == []

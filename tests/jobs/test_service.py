@@ -14,7 +14,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from gym_metrics._transport.client import JobClient, JobInfo, JobNotFinishedError, JobWaitTimeout, RemoteCallError, ServerUnreachableError
-from gym_metrics.errors import InvalidInputError, NotFoundError
+from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
 from gym_metrics.evaluation import evaluate
 from gym_metrics.v1 import jobs_pb2, jobs_pb2_grpc
 
@@ -276,3 +276,49 @@ def test_parallelism_over_the_servers_ceiling_is_invalid_argument(tmp_path: Path
         with pytest.raises(InvalidInputError) as err:
             client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": []}, "run": {"parallelism": 1_000_000}})
     assert "run.parallelism" in str(err.value)
+
+
+def test_what_a_job_run_will_refuse_is_refused_at_submission(tmp_path: Path) -> None:
+    """A target's requests in flight above the ceiling ran anyway (the run keeps as many rows in
+    flight as its target allows: 47 at once under a ceiling of 4), and a template that does not
+    compile, one without messages, a template with an agent target, and a target key bound to
+    other hosts were queued and failed later. Each is INVALID_ARGUMENT at submission now, naming
+    the target's own fields; a job that names no parallelism gets the default within the ceiling."""
+    model = {"type": "model", "url": "http://127.0.0.1:9/v1", "model": "m"}
+    rows = {"rows": [tool_row(1)]}
+    cases = [
+        ({"target": {**model, "max_concurrency": 48}}, "spec.target_json.max_concurrency: 48 is over this server's ceiling of 4"),
+        ({"target": model, "prompt_template": {"messages": [{"role": "user", "content": "{{ item.x "}]}}, "does not compile"),
+        ({"target": model, "prompt_template": {"temperature": 0}}, "spec.prompt_template_json.messages: missing"),
+        ({"target": {"type": "agent", "url": "http://127.0.0.1:9/a", "body": {"q": "{{ item.x }}"}, "response_path": "a"},
+          "prompt_template": {"messages": []}}, "a prompt template goes with a model target"),  # fmt: skip
+    ]
+    with JobServerThread(tmp_path / "jobs.sqlite", max_parallelism=4) as server, JobClient(server.address) as client:
+        for extra, expected in cases:
+            with pytest.raises(InvalidInputError) as err:
+                client.submit({"scorer": "tool_call_accuracy", "dataset": rows, "run": {"parallelism": 2}, **extra})
+            assert expected in str(err.value), (extra, str(err.value))
+        assert client.list() == ([], "")
+        job = client.submit({"scorer": "tool_call_accuracy", "dataset": rows})  # no parallelism: 16 would be over 4
+        assert [info for info in client.watch(job.job_id, timeout=30)][-1].state == "SUCCEEDED"
+
+
+def test_a_submission_whose_client_left_before_it_was_stored_is_not_queued(tmp_path: Path) -> None:
+    """The client gave up (its deadline passed while the server decoded 120,000 inline rows):
+    the job was stored and run all the same, and a client that retries ran it twice."""
+    from gym_metrics.jobs import JobExecutor, JobStore
+
+    executor = JobExecutor(JobStore(tmp_path / "direct.sqlite"))
+    with pytest.raises(GymMetricsError, match="the client went away before its job was stored"):
+        executor.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": [tool_row(1)]}}, wanted=lambda: False)
+    assert executor.store.list_jobs() == []
+
+    spec = jobs_pb2.JobSpec(scorer="tool_call_accuracy")
+    spec.dataset.rows.rows_json.extend([orjson.dumps(tool_row(1)).decode()] * 120_000)
+    with JobServerThread(tmp_path / "jobs.sqlite") as server, grpc.insecure_channel(server.address, options=[("grpc.max_send_message_length", -1)]) as channel:
+        with pytest.raises(grpc.RpcError) as err:
+            jobs_pb2_grpc.JobServiceStub(channel).SubmitJob(jobs_pb2.SubmitJobRequest(spec=spec), timeout=0.2)
+        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        time.sleep(3)  # what the server did with it has ended
+        with JobClient(server.address) as client:
+            assert client.list() == ([], "")

@@ -4,7 +4,8 @@ converts the answer back (the job logic lives in gym_metrics.jobs, which knows n
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc.aio
@@ -38,14 +39,20 @@ class JobsServicer:
     async def SubmitJob(self, request: bytes, context: grpc.aio.ServicerContext) -> pb.SubmitJobResponse:  # noqa: N802
         # Decoding, checking and storing a large inline dataset is a second of work: off the
         # event loop, from the raw bytes on (SubmitJob is registered without a deserializer).
-        return pb.SubmitJobResponse(job=self._job(await asyncio.to_thread(self._submit, request)))
+        gone = threading.Event()  # the call ended (deadline, client gone) while the thread works
+        try:
+            record = await asyncio.to_thread(self._submit, request, lambda: not gone.is_set())
+        except asyncio.CancelledError:
+            gone.set()
+            raise
+        return pb.SubmitJobResponse(job=self._job(record))
 
-    def _submit(self, raw: bytes) -> JobRecord:
+    def _submit(self, raw: bytes, wanted: Callable[[], bool]) -> JobRecord:
         request = decoded(decode_lenient(pb.SubmitJobRequest, raw), "request")
         if not request.HasField("spec"):
             raise InvalidInputError("invalid job spec", [FieldViolation("spec", "required")])
         try:
-            return self.jobs.submit(spec_to_dict(request.spec))
+            return self.jobs.submit(spec_to_dict(request.spec), wanted)
         except InvalidInputError as exc:  # paths from the request's top, as every RPC names them
             secrets = list(request.spec.secrets)
             raise InvalidInputError(exc.message, [_on_the_wire(v, secrets) for v in exc.violations]) from None
