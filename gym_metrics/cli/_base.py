@@ -194,9 +194,11 @@ def read_token(var: str | None, flag: str = "--auth-token-env") -> str | None:
     named variable that is unset or empty is an error, never a silent unauthenticated call."""
     if not var:
         return None
-    token = os.environ.get(var)
+    token = (os.environ.get(var) or "").strip()  # a secret mounted from a file ends with its newline
     if not token:
         raise GymMetricsError(f"{flag} {var}: the variable is not set or empty")
+    if not all(" " <= c <= "~" for c in token):  # what a gRPC or HTTP header can carry
+        raise InvalidInputError(f"{flag} {var}: the token holds characters a header cannot carry (only printable ASCII)")
     return token
 
 

@@ -144,12 +144,17 @@ def dataset_file(spec: JobSpec, data_root: Path | None) -> Path | None:
             [FieldViolation("dataset.path", f"{relative!r} must be relative to the data root, without '..'")],
         )
     root = data_root.resolve()
-    path = (root / relative).resolve()
-    if not path.is_relative_to(root):
+    try:
+        path = (root / relative).resolve()
+        inside, found = path.is_relative_to(root), path.is_file()
+    except (OSError, ValueError) as exc:  # a NUL byte, a name past the system's limit, a link loop
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidInputError("bad dataset path", [FieldViolation("dataset.path", f"{relative[:200]!r}: {why}")]) from None
+    if not inside:
         raise InvalidInputError(
             "dataset path escapes the data root", [FieldViolation("dataset.path", f"{relative!r} resolves outside the data root")]
         )
-    if not path.is_file():
+    if not found:
         raise InvalidInputError("dataset not found", [FieldViolation("dataset.path", f"{relative!r} is not a file under the data root")])
     return path
 

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from gym_metrics._util.jsonio import dumps, loads
-from gym_metrics.errors import GymMetricsError, NotFoundError
+from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
 from gym_metrics.jobs._spec import JobSpec, RowTexts
 from gym_metrics.models import JobState
 
@@ -115,13 +115,17 @@ class JobStore:
         if os.path.exists(self.path) and os.path.getsize(self.path) == 0:
             log.warning("job database %s is an empty (0-byte) file: starting with no jobs", self.path)
         self._lock, self._read_lock = threading.Lock(), threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash loses no committed row
-        self._db.executescript(_SCHEMA)
-        if "inline_rows" not in {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}:  # a database from before
-            self._db.execute("ALTER TABLE jobs ADD COLUMN inline_rows INTEGER")
-        self._reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash loses no committed row
+            self._db.executescript(_SCHEMA)
+            if "inline_rows" not in {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}:  # a database from before
+                self._db.execute("ALTER TABLE jobs ADD COLUMN inline_rows INTEGER")
+            self._reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        except sqlite3.Error as exc:  # a directory, a missing folder, a file that is not SQLite
+            why = "a directory" if os.path.isdir(self.path) else str(exc)
+            raise InvalidInputError(f"cannot use {self.path} as the job database (--db): {why}") from None
 
     def close(self) -> None:
         with self._lock, self._read_lock:

@@ -13,8 +13,7 @@ import pytest
 
 from gym_metrics import cli
 from gym_metrics._util.jsonio import writable_text
-from gym_metrics.evaluation import RowFailure
-from gym_metrics.evaluation._result import ScoreMatrix
+from gym_metrics.evaluation import RowFailure, ScoreMatrix
 
 OK = '{"user_input": [{"type": "human", "content": "hi"}], "reference_tool_calls": []}'
 

@@ -111,7 +111,7 @@ def serve_jobs(config: ServerConfig, options: JobServerOptions) -> None:
     """Serve jobs until SIGTERM or SIGINT, then stop gracefully. Blocks. Prints "... listening
     on HOST:PORT" on stderr once bound (a parent process reads the port from it)."""
     if config.auth_token is None and os.environ.get(AUTH_TOKEN_ENV):
-        config = dataclasses.replace(config, auth_token=os.environ[AUTH_TOKEN_ENV])
+        config = dataclasses.replace(config, auth_token=os.environ[AUTH_TOKEN_ENV].strip())  # as read_token reads it
     _ensure_log_handler()
     asyncio.run(_serve_async(config, options))
 

@@ -63,7 +63,7 @@ def serve(
     """
     config = dataclasses.replace(config or ServerConfig(), **overrides)
     if config.auth_token is None and os.environ.get(AUTH_TOKEN_ENV):
-        config = dataclasses.replace(config, auth_token=os.environ[AUTH_TOKEN_ENV])
+        config = dataclasses.replace(config, auth_token=os.environ[AUTH_TOKEN_ENV].strip())  # as read_token reads it
     if workers < 1:
         raise InvalidInputError("invalid server config", [FieldViolation("workers", f"must be >= 1, got {workers}")])
     env = load_env(target, reducers, metrics=metrics)  # resolve once, in the parent, so a bad target fails before forking

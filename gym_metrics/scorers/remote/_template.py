@@ -83,6 +83,8 @@ def _compile(value: Any, where: str) -> Render:
         return lambda ctx: _guard(where, ctx, lambda: _text(template, ctx))
     except TemplateSyntaxError as exc:
         raise ValueError(f"{where}: template does not compile: {exc.message} (line {exc.lineno})") from None
+    except RecursionError:  # an expression nested past the parser's stack (2,000 parentheses)
+        raise ValueError(f"{where}: template does not compile: nested too deeply") from None
 
 
 def _native(value: Any) -> Any:
