@@ -108,7 +108,7 @@ def compare_agents(
         field=field,
         confidence=CONFIDENCE,
         method=BOOTSTRAP,
-        stats={"resamples": resamples, "seed": seed},
+        stats={"resamples": resamples, "seed": seed, "differences": tuple(diffs.tolist())},  # for a gate's Bonferroni interval, not written
         layout=LAYOUT,
         notes=(f"  paired bootstrap: {resamples} resamples of the common tasks, seed {seed}", *notes),
     )
@@ -187,9 +187,11 @@ class BootstrapMethod(CompareMethod):
         """The one comparison's fields, and its verdict when there is one."""
         return {**report.comparisons[0].to_dict(), **({"verdict": verdict} if verdict else {})}
 
-    def verdict_confidence(self, report: ComparisonReport, m: int) -> float:
-        """The percentile interval is at 95% only: every check uses it as it is."""
-        return report.confidence
-
     def verdict_interval(self, c: Comparison, confidence: float, m: int) -> tuple[float, float]:
-        return c.ci_low, c.ci_high
+        """The percentile interval at `confidence` (1 - alpha / m over m checks), from the
+        resampled differences (the report's own interval when m is 1)."""
+        if m == 1:
+            return c.ci_low, c.ci_high
+        tail = 100 * (1 - confidence) / 2
+        low, high = np.percentile(c.differences, [tail, 100 - tail])
+        return float(low), float(high)

@@ -117,10 +117,14 @@ def _compare_one(
         raise InvalidInputError(f"{metric!r} counts fewer than 2 of the common tasks of {names[0]!r} and {names[1]!r}")
     res = paired_difference(na[keep], nb[keep], wa[keep], wb[keep], confidence)
     sd = res.standard_error * math.sqrt(res.tasks)
+    notes = () if res.tasks == common.size else (f"  {common.size - res.tasks} common task(s) {metric} does not count for both agents: not used",)
+    if sd == 0:  # the t test and the power model need a spread: none of their numbers would mean anything
+        notes += (f"  every one of the {res.tasks} tasks differs by the same amount: the t test has no interval, p or MDE (n/a); "
+                  "more tasks or rollouts, or McNemar's exact test where shown",)  # fmt: skip
     stats = {
         "df": res.df, "p_value": res.p_value, "p_adjusted": res.p_value,
         "repeats_a": float(ca.lengths.mean()), "repeats_b": float(cb.lengths.mean()),
-        "mde": minimum_detectable_effect(res.tasks, sd, 1 - confidence, power), "sd_difference": sd,
+        "mde": minimum_detectable_effect(res.tasks, sd, 1 - confidence, power) if sd > 0 else math.nan, "sd_difference": sd,
         "variance": _difference_components(ca, cb), "mcnemar": _mcnemar(ca, cb),
     }  # fmt: skip
     return Comparison(
@@ -129,8 +133,7 @@ def _compare_one(
         common_tasks=res.tasks,
         only_a_tasks=tuple(np.setdiff1d(tasks_a, common, assume_unique=True).tolist()),
         only_b_tasks=tuple(np.setdiff1d(tasks_b, common, assume_unique=True).tolist()),
-        field=field, confidence=confidence, method=PAIRED, stats=stats, layout=LAYOUT,
-        notes=() if res.tasks == common.size else (f"  {common.size - res.tasks} common task(s) {metric} does not count for both agents: not used",),
+        field=field, confidence=confidence, method=PAIRED, stats=stats, layout=LAYOUT, notes=notes,
     )  # fmt: skip
 
 
@@ -185,7 +188,7 @@ class PairedMethod(CompareMethod):
             m = c.mcnemar
             lines.append(f"  McNemar exact: {m.only_a} task(s) only {c.agent_a} passed, {m.only_b} only {c.agent_b}, p {_p(m.p_value)}")
         lines.append(f"  detectable with {100 * report.power:g}% power at alpha {report.alpha:g}: |difference| >= {_num(c.mde)}")
-        return lines + only_tasks_lines(c)
+        return lines + list(c.notes) + only_tasks_lines(c)
 
     def columns(self, report: ComparisonReport) -> list[str]:
         return ["difference", f"{100 * report.confidence:g}% interval", "p", "p adjusted", "common tasks", "MDE"]
@@ -198,11 +201,10 @@ class PairedMethod(CompareMethod):
 
     def verdict_interval(self, c: Comparison, confidence: float, m: int) -> tuple[float, float]:
         """The report's own interval for one check, else the t interval at `confidence`; a
-        difference with no spread is its own interval."""
-        low, high = (c.ci_low, c.ci_high) if m == 1 else t_interval(c.difference, c.standard_error, c.df, confidence)
+        difference with no spread has none (NaN: the check is INCONCLUSIVE)."""
         if c.standard_error == 0:
-            low = high = c.difference
-        return low, high
+            return math.nan, math.nan
+        return (c.ci_low, c.ci_high) if m == 1 else t_interval(c.difference, c.standard_error, c.df, confidence)
 
 
 def _num(x: float, signed: bool = False) -> str:

@@ -41,6 +41,10 @@ class Plan:
         return asdict(self)
 
 
+NO_SPREAD_VARIANCE = 1e-20
+"""Variance below this (rewards are of order 1) is float rounding: the baseline has none."""
+
+
 def plan_from_baseline(
     agents: Mapping[str, RolloutColumns],
     names: Sequence[str],
@@ -74,6 +78,12 @@ def plan_from_baseline(
     if not math.isfinite(within):
         note = "one rollout per task in the baseline: the within-task share is unknown, so all variance counts as between tasks (repeats do not help)"
         within = 0.0
+    if between + within <= NO_SPREAD_VARIANCE:  # a saturated or deterministic baseline: every design looks like 2 tasks
+        raise InvalidInputError(
+            f"the baseline shows no spread in {field!r} (variance {between + within:.3g}: "
+            + ("the two agents differ by the same amount on every task" if len(names) == 2 else "every task's rollouts score alike")
+            + "): a plan needs the noise of real runs; give a baseline whose rewards vary"
+        )
     rows = plan(between, within, mde, sorted(set(repeats)), alpha, power)
     return Plan(list(names), field, mde, alpha, power, between, within, rho, tasks, note, rows)
 

@@ -10,6 +10,7 @@ silent PASS) when they do not.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from gym_metrics.compare._result import ComparisonReport
 from gym_metrics.errors import ExitCode
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+NO_INTERVAL = "no interval (every task differs by the same amount: no spread to measure)"
 EXIT_CODES = {PASS: ExitCode.OK, FAIL: ExitCode.FAILED, INCONCLUSIVE: ExitCode.INCONCLUSIVE}
 """The command-line exit code of each verdict (DESIGN "Command-line conventions")."""
 
@@ -41,11 +43,22 @@ def _minus(delta: float) -> str:
     return f"{-delta:g}" if delta else "0"
 
 
+def _bounds(low: float, high: float, edge: float) -> str:
+    """`[low, high]` with the digits that tell each bound from the margin `edge` (at 4 decimals
+    -0.04997 read -0.0500, beside a margin of -0.05 it cleared)."""
+    digits = 4
+    while digits < 12 and any(x != edge and round(x, digits) == round(edge, digits) for x in (low, high)):
+        digits += 1
+    return f"[{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
 def fail_if_worse_by(delta: float, low: float, high: float, comparison: str, candidate: str = "A") -> Check:
     """Non-inferiority with margin delta: FAIL when high < -delta (A is worse than B by more than
     delta, beyond doubt), PASS when low > -delta (a loss of delta or more is ruled out), else
-    INCONCLUSIVE (the interval holds -delta)."""
-    bounds = f"[{low:+.4f}, {high:+.4f}]"
+    INCONCLUSIVE (the interval holds -delta, or there is none)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return Check("fail-if-worse-by", delta, comparison, INCONCLUSIVE, f"{NO_INTERVAL}: cannot tell whether {candidate} is worse by {delta:g}")
+    bounds = _bounds(low, high, -delta)
     if high < -delta:
         status, reason = FAIL, f"worse by more than {delta:g}: the interval {bounds} lies below {_minus(delta)}"
     elif low > -delta:
@@ -58,7 +71,9 @@ def fail_if_worse_by(delta: float, low: float, high: float, comparison: str, can
 def require_better_by(delta: float, low: float, high: float, comparison: str, candidate: str = "A") -> Check:
     """Superiority with margin delta: PASS when low > delta (A beats B by more than delta beyond
     doubt), FAIL when high < delta (a gain of delta is ruled out), else INCONCLUSIVE."""
-    bounds = f"[{low:+.4f}, {high:+.4f}]"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return Check("require-better-by", delta, comparison, INCONCLUSIVE, f"{NO_INTERVAL}: cannot tell whether {candidate} is better by {delta:g}")
+    bounds = _bounds(low, high, delta)
     if low > delta:
         status, reason = PASS, f"better by more than {delta:g}: the interval {bounds} lies above {delta:g}"
     elif high < delta:

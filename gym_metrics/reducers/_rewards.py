@@ -63,7 +63,10 @@ class TaskRewards(Sequence[np.ndarray]):
         tasks = list(task_rewards)
         lengths = np.fromiter(map(len, tasks), dtype=np.int64, count=len(tasks))
         try:
-            values = np.fromiter(itertools.chain.from_iterable(tasks), dtype=np.float64, count=int(lengths.sum()))
+            values = np.fromiter(  # text is refused (numpy would parse "1.0" into a pass)
+                (_NOT_A_NUMBER if isinstance(v, (str, bytes)) else v for v in itertools.chain.from_iterable(tasks)),
+                dtype=np.float64, count=int(lengths.sum()),
+            )
         except (TypeError, ValueError):
             raise InvalidInputError("rewards must be numbers", [_first_bad(tasks)]) from None
         return cls._finite(values, np.concatenate(([0], np.cumsum(lengths))))
@@ -174,10 +177,16 @@ TaskRewardsLike = Union[TaskRewards, np.ndarray, Sequence[Sequence[float]]]
 """What every metric accepts: one inner sequence per task, that task's rewards in order."""
 
 
+_NOT_A_NUMBER = object()
+"""What a text reward becomes on its way into the array: numpy refuses it."""
+
+
 def _first_bad(tasks: list[Sequence[float]]) -> FieldViolation:
     for t, task in enumerate(tasks):
         for s, value in enumerate(task):
             try:
+                if isinstance(value, (str, bytes)):
+                    raise TypeError
                 float(value)
             except (TypeError, ValueError):
                 return FieldViolation(f"task_rewards[{t}][{s}]", f"not a number: {value!r}")

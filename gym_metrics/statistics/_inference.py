@@ -8,6 +8,7 @@ agents do, and the per-task difference cancels that difficulty out (Miller 2024,
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
@@ -37,6 +38,10 @@ class PairedDifference:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+NO_SPREAD = 1e-12
+"""A standard error this small relative to the values is float rounding: no spread."""
 
 
 def paired_difference(
@@ -70,17 +75,21 @@ def paired_difference(
     # np.square().sum(), not np.dot: BLAS picks its summation order by CPU (and OPENBLAS_CORETYPE),
     # so a dot product makes the output differ in the last bit from machine to machine.
     se = math.sqrt(n / (n - 1) * float(np.square(u).sum()))
+    if se <= NO_SPREAD * max(1.0, abs(va), abs(vb)):  # rounding's spread (a + 0.1 against a), not the data's
+        se = 0.0
     diff = va - vb
     t, p = _t_test(diff, se, n - 1)
-    low, high = t_interval(diff, se, n - 1, confidence) if se > 0 else (diff, diff)
+    low, high = t_interval(diff, se, n - 1, confidence) if se > 0 else (math.nan, math.nan)
     return PairedDifference(va, vb, diff, se, low, high, n - 1, t, p, n, confidence)
 
 
 def _t_test(estimate: float, se: float, df: int) -> tuple[float, float]:
-    """(t, two-sided p) for H0: the estimate's expectation is 0. A zero se: p = 1 for a zero
-    estimate, else 0."""
+    """(t, two-sided p) for H0: the estimate's expectation is 0. A zero se (every task's
+    difference the same: two tasks A failed and B passed, or agents alike on every task) says
+    nothing of the spread the test needs: no t, no p (NaN; scipy's ttest_rel gives inf and 0,
+    or NaN), never a certain 0 or 1."""
     if se == 0:
-        return (0.0, 1.0) if estimate == 0 else (math.copysign(math.inf, estimate), 0.0)
+        return math.nan, math.nan
     from scipy.special import stdtr
 
     t = estimate / se
@@ -129,6 +138,24 @@ def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> t
     return center - half, center + half
 
 
+def _tested(adjust: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """`adjust` over the tests that were made (finite p), m their count; an undefined p (NaN:
+    no spread to test) stays NaN and takes no share of the family."""
+
+    def over_tested(p_values: np.ndarray) -> np.ndarray:
+        p = np.asarray(p_values, dtype=np.float64)
+        made = np.isfinite(p)
+        if made.all():
+            return adjust(p)
+        out = np.full(len(p), np.nan)
+        out[made] = adjust(p[made])
+        return out
+
+    over_tested.__doc__ = adjust.__doc__
+    return over_tested
+
+
+@_tested
 def holm(p_values: np.ndarray) -> np.ndarray:
     """Holm's step-down adjusted p-values (family-wise error control, any dependence): sorted
     ascending, p_(i) * (m - i + 1) for i = 1..m, made non-decreasing and capped at 1."""
@@ -141,6 +168,7 @@ def holm(p_values: np.ndarray) -> np.ndarray:
     return out
 
 
+@_tested
 def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (false discovery rate control): sorted ascending,
     p_(i) * m / i, made non-decreasing from the largest down and capped at 1."""

@@ -50,8 +50,10 @@ def effect_size_for_power(nobs: float, alpha: float = ALPHA, power: float = POWE
     from `nobs` paired observations (statsmodels `TTestPower().solve_power(effect_size=None)`)."""
     if nobs < 2:
         return math.nan
+    if ttest_power(0.0, nobs, alpha) >= power:  # alpha >= power: no effect at all already "detected" that often
+        return 0.0
     normal = NormalDist().inv_cdf
-    guess = (normal(1 - alpha / 2) + normal(power)) / math.sqrt(nobs)  # the large-sample answer
+    guess = (-normal(alpha / 2) + normal(power)) / math.sqrt(nobs)  # the large-sample answer (1 - 1e-17 is 1.0 in floats)
     return _solve_increasing(lambda d: ttest_power(d, nobs, alpha) - power, 0.0, 2 * guess)
 
 

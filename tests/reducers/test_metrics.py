@@ -382,3 +382,15 @@ def test_summarize_metrics_keys() -> None:
 def _counts(name: str, tasks: object) -> tuple[int, int]:
     result = get_reducer(name).summarize(tasks)  # type: ignore[arg-type]
     return result.tasks_used, result.tasks_dropped
+
+
+def test_text_rewards_are_refused_naming_the_first() -> None:
+    """numpy parsed "1.0" (and b"1") into a passing sample while "x" was refused: text is no
+    reward, whatever it spells (None is a missing sample, left out)."""
+    from gym_metrics.reducers import summarize_reducers
+
+    for text in ("1.0", b"1"):
+        with pytest.raises(InvalidInputError, match=r"task_rewards\[0\]\[0\]: not a number"):
+            summarize_reducers(["mean_reward"], [[text, 0.0], [1.0, 1.0]])  # type: ignore[list-item]
+    summary = summarize_reducers(["mean_reward", "pass_rate"], [[None, 0.0], [1.0, 1.0]])  # type: ignore[list-item]
+    assert (summary["mean_reward"], summary["pass_rate"]) == (0.5, 2 / 3)

@@ -113,6 +113,20 @@ def test_bootstrap_method_keeps_working_and_gates(three: Path, capsys: pytest.Ca
     assert code == 2 and "two agents" in err
 
 
+def test_a_bootstrap_gate_of_two_checks_uses_its_bonferroni_interval(three: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The verdict said "Bonferroni over 2 checks" and gated on the 95% interval; each check's
+    interval is now the 97.5% percentile interval of the same resampled differences."""
+    args = ["compare", three, "--agents", "a", "b", "--method", "bootstrap", "--resamples", "400", "--seed", "7", "--json"]
+    _, out, _ = cli(capsys, *args)
+    one = json.loads(out)
+    _, out, _ = cli(capsys, *args, "--fail-if-worse-by", "0.02", "--require-better-by", "0.0")
+    two = json.loads(out)
+    assert two["verdict"]["confidence"] == 0.975 and "differences" not in two
+    reasons = [c["reason"] for c in two["verdict"]["checks"]]
+    low, high = (float(x) for x in reasons[0].split("[")[1].split("]")[0].split(", "))
+    assert low < one["ci_low"] and high > one["ci_high"]  # wider than the 95% interval of the same resamples
+
+
 def test_two_files_match_tasks_and_refuse_a_mismatch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = suite(50, 1, [0.2, 0.0], seed=2)
     fa = write(tmp_path / "A.jsonl", rows("model", a))
@@ -199,13 +213,33 @@ def test_lines_skipped_by_on_bad_line_skip_are_listed(tmp_path: Path, capsys: py
         assert code == 0 and f"warning: skipped {path}:line 81" in err, err
 
 
-def test_a_constant_gap_between_agents_is_detected_with_the_fewest_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """B = A - 0.25 on every task: the sd of the differences is float noise (~1e-17), so the
-    effect size is enormous; scipy's noncentral t is NaN there and its upper tail was taken as
-    0, so plan said no number of tasks would do."""
+def test_a_baseline_without_spread_cannot_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """B = A - 0.25 on every task (the sd of the differences is float noise, ~1e-17), or one
+    agent passing every rollout: the variance model has nothing to work with, and plan said 2 or
+    3 tasks detect any difference. It says it cannot plan, naming why (exit 2)."""
     base = np.random.default_rng(3).uniform(0.3, 0.9, (50, 1))
-    code, out, _ = cli(capsys, "plan", "--baseline-rollouts", write(tmp_path / "r.jsonl", rows("a", base), rows("b", base - 0.25)),
-                       "--agents", "a", "b", "--mde", "0.1", "--json")  # fmt: skip
-    assert code == 0
-    needed = [row["tasks"] for row in json.loads(out)["rows"]]
-    assert needed and all(isinstance(n, int) and n <= 3 for n in needed), out
+    gap = write(tmp_path / "gap.jsonl", rows("a", base), rows("b", base - 0.25))
+    code, _, err = cli(capsys, "plan", "--baseline-rollouts", gap, "--agents", "a", "b", "--mde", "0.1", "--json")
+    assert code == 2 and "the baseline shows no spread in 'reward'" in err and "differ by the same amount on every task" in err
+    saturated = write(tmp_path / "saturated.jsonl", rows("base", np.ones((20, 4))))
+    code, _, err = cli(capsys, "plan", "--baseline-rollouts", saturated, "--mde", "0.01")
+    assert code == 2 and "every task's rollouts score alike" in err
+
+
+def test_a_difference_without_spread_has_no_interval_p_or_mde_and_gates_inconclusive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two tasks that A fails and B passes: every per-task difference is -1, so se is 0; compare
+    printed the interval [-1, -1], p 0 and MDE 0 and FAILED the gate, while McNemar's exact p is
+    0.5 (statsmodels' too). No spread, no t test: n/a (null in JSON), said why, INCONCLUSIVE;
+    the other comparisons' p-values are adjusted among the tests made."""
+    path = write(tmp_path / "r.jsonl", rows("new", np.zeros((2, 1))), rows("old", np.ones((2, 1))), rows("mid", np.array([[1.0], [0.0]])))
+    code, out, _ = cli(capsys, "compare", path, "--agents", "new", "old", "--fail-if-worse-by", "0.5")
+    assert code == 3, out
+    assert "CI [n/a, n/a]" in out and "p n/a" in out and "|difference| >= n/a" in out
+    assert "every one of the 2 tasks differs by the same amount" in out and "INCONCLUSIVE" in out and "McNemar exact" in out
+    code, out, _ = cli(capsys, "compare", path, "--agents", "new", "old", "mid", "--json")
+    by_pair = {(c["agent_a"], c["agent_b"]): c for c in json.loads(out)["comparisons"]}
+    flat = by_pair[("new", "old")]
+    assert (flat["difference"], flat["ci_low"], flat["ci_high"], flat["p_value"], flat["p_adjusted"], flat["mde"]) == (-1.0, None, None, None, None, None)
+    assert flat["mcnemar"]["p_value"] == 0.5
+    made = [c for c in by_pair.values() if c["p_value"] is not None]
+    assert len(made) == 2 and [c["p_adjusted"] for c in made] == pytest.approx(list(holm(np.array([c["p_value"] for c in made]))))

@@ -54,10 +54,15 @@ def test_the_weighted_paired_difference_is_the_clustered_stderr_of_both_agents()
 
 def test_identical_agents_and_constant_gaps() -> None:
     a = np.array([0.2, 0.5, 0.9])
+    """No spread, no test: scipy's ttest_rel gives NaN (identical) or t = inf, p = 0 (a constant
+    gap); neither is a finding. p, t and the interval are NaN (a constant gap made of floats,
+    a + 0.1 - a, has a rounding spread of 1e-17: the same)."""
     same = st.paired_difference(a, a)
-    assert (same.difference, same.standard_error, same.p_value) == (0.0, 0.0, 1.0)
+    assert (same.difference, same.standard_error) == (0.0, 0.0)
+    assert all(math.isnan(x) for x in (same.p_value, same.t_statistic, same.ci_low, same.ci_high))
     gap = st.paired_difference(a + 0.1, a)
-    assert gap.p_value < 1e-20 and gap.ci_high - gap.ci_low < 1e-12 and gap.ci_low == pytest.approx(0.1)
+    assert gap.difference == pytest.approx(0.1) and gap.standard_error == 0.0
+    assert all(math.isnan(x) for x in (gap.p_value, gap.ci_low, gap.ci_high))
     with pytest.raises(ValueError, match="at least 2 tasks"):
         st.paired_difference(a[:1], a[:1])
 
@@ -101,3 +106,22 @@ def test_the_paired_test_rejects_a_true_null_at_its_level(binary: bool) -> None:
     weights = np.full(100, 4.0)
     rejected = sum(st.paired_difference(*_suite(rng, binary), weights, weights).p_value < 0.05 for _ in range(2000))
     assert 0.035 <= rejected / 2000 <= 0.065
+
+
+def test_the_effect_size_at_alpha_edges() -> None:
+    """alpha >= power: a test at that alpha rejects a null effect at least `power` of the time,
+    so the detectable effect is 0 (brentq was handed a bracket without a sign change: an
+    internal error); an alpha of 1e-16 made the starting guess's 1 - alpha/2 round to 1.0."""
+    assert st.effect_size_for_power(30, 0.9, 0.8) == 0.0
+    assert st.effect_size_for_power(30, 0.6, 0.5) == 0.0
+    tiny = st.effect_size_for_power(30, 1e-16, 0.8)
+    assert math.isfinite(tiny) and tiny > 0 and st.ttest_power(tiny, 30, 1e-16) == pytest.approx(0.8, abs=1e-9)
+
+
+def test_a_verdicts_reason_tells_the_bound_from_the_margin() -> None:
+    """-0.04997 read -0.0500 at 4 decimals: "the interval [-0.0500, ...] lies above -0.05"."""
+    from gym_metrics.compare import fail_if_worse_by
+
+    check = fail_if_worse_by(0.05, -0.04997, 0.5666, "m(reward): a - b")
+    assert check.status == "PASS" and "[-0.04997, +0.56660] lies above -0.05" in check.reason
+    assert "[+0.1000, +0.2000]" in fail_if_worse_by(0.05, 0.1, 0.2, "x").reason
