@@ -117,7 +117,7 @@ def _compare_one(
         raise InvalidInputError(f"{metric!r} counts fewer than 2 of the common tasks of {names[0]!r} and {names[1]!r}")
     res = paired_difference(na[keep], nb[keep], wa[keep], wb[keep], confidence)
     sd = res.standard_error * math.sqrt(res.tasks)
-    notes = () if res.tasks == common.size else (f"  {common.size - res.tasks} common task(s) {metric} does not count for both agents: not used",)
+    notes: tuple[str, ...] = () if res.tasks == common.size else (f"  {common.size - res.tasks} common task(s) {metric} does not count for both agents: not used",)
     if sd == 0:  # the t test and the power model need a spread: none of their numbers would mean anything
         notes += (f"  every one of the {res.tasks} tasks differs by the same amount: the t test has no interval, p or MDE (n/a); "
                   "more tasks or rollouts, or McNemar's exact test where shown",)  # fmt: skip
