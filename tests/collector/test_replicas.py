@@ -139,6 +139,7 @@ def test_every_replica_gone_exits_4_then_resume_finishes(procs: Procs, tmp_path:
     assert_complete(out)
 
 
+@pytest.mark.slow  # 10-26 s: on the default Python only (CI's time bound)
 def test_dns_target_unreachable_and_duplicate_servers(procs: Procs, tmp_path: Path) -> None:
     """math_exact's sample through `dns:///localhost:PORT`: the same files as `127.0.0.1:PORT`."""
     _, port = start_math_exact(procs, tmp_path / "server.log")

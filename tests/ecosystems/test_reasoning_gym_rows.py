@@ -111,6 +111,7 @@ def test_a_mix_takes_each_datasets_settings(tmp_path: Path) -> None:
     assert all(r["reasoning_gym"]["config"] == {} for r in rows if r not in legs)
 
 
+@pytest.mark.slow  # 10-26 s: on the default Python only (CI's time bound)
 def test_workers_write_the_file_one_process_writes(tmp_path: Path) -> None:
     rng = random.Random(RUN_SEED + 4)
     # (a mix names each once; the pool spawns its workers here, gRPC being loaded, so their hash seed is not this process's)

@@ -48,6 +48,7 @@ def summary(found: Benchmark, root: Path) -> dict[str, Any]:
             "prompt_config": relative(found.prompt_config), "prepare_script": found.prepare_script}  # fmt: skip
 
 
+@pytest.mark.slow  # 10-26 s: on the default Python only (CI's time bound)
 def test_the_wheels_benchmarks_read_as_nemo_gym_reads_them(ported: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """All 184 benchmark configs of the wheel: the same dataset, agent, repeats, data and prompt."""
     with zipfile.ZipFile(ported.wheel) as wheel:
@@ -134,6 +135,7 @@ def _prompt(row: dict[str, Any]) -> str:
     return str(given[-1]["content"])
 
 
+@pytest.mark.slow  # 10-26 s: on the default Python only (CI's time bound)
 async def test_two_processes_and_a_resume_give_the_same_rows(config_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--benchmark` with `--processes 2` (each shard reads the benchmark again), then `--resume`
     of a run cut short: NeMo Gym's rows each time, none twice."""
@@ -156,6 +158,7 @@ async def test_two_processes_and_a_resume_give_the_same_rows(config_tree: Path, 
     assert asked == 2 * len(expected)  # the resumed run asked only for the rollouts the first part had not
 
 
+@pytest.mark.slow  # 10-26 s: on the default Python only (CI's time bound)
 def test_without_a_server_the_benchmarks_environment_is_served_for_the_run(
     config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

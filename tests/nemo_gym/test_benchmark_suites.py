@@ -45,6 +45,7 @@ def test_a_suite_collates_as_nemo_gym_collates_it(case: str, config_tree: Path, 
     assert lines == len(REFERENCE["cases"][case]["collated"])
 
 
+@pytest.mark.slow  # 10-26 s: on the default Python only (CI's time bound)
 def test_a_suite_runs_each_benchmark_on_its_own_server(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """demo_suite_two: demo_eval's benchmark on its resources server (label `eval`), the second on
     another (label `second`, half a reward a match), each served for the run: NeMo Gym's rows,
@@ -75,6 +76,7 @@ def test_a_suite_runs_each_benchmark_on_its_own_server(config_tree: Path, monkey
         assert "listening on 127.0.0.1:" in (config_tree / f"out_server_{block}.log").read_text()
 
 
+@pytest.mark.slow  # 10-26 s: on the default Python only (CI's time bound)
 def test_a_suites_collated_file_and_its_errors(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """--input with a suite is its collated file (not collated again); a line whose task_source is
     none of the suite's benchmarks is named; the flags a suite's benchmarks bring are refused."""

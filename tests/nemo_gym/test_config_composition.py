@@ -63,6 +63,7 @@ def test_the_cases_compose_as_nemo_gym_composes_them(case: str, monkeypatch: pyt
     assert_same(case, found, expected, TREE)
 
 
+@pytest.mark.slow  # 10-26 s: on the default Python only (CI's time bound)
 def test_the_wheels_configs_compose_as_nemo_gym_composes_them(ported: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """All 350 config files of the wheel (108 benchmarks), each block equal to NeMo Gym's."""
     with zipfile.ZipFile(ported.wheel) as wheel:
