@@ -24,7 +24,7 @@ def _agent_columns(snap: Indexed, agent: str) -> RolloutColumns:
     if agent not in snap.agents:
         raise LookupError(f"no agent {agent!r} in this run; its agents: {', '.join(snap.agents) or '(none)'}")
     mine = c.agent == snap.agents.index(agent)
-    reward = c.reward[mine]
+    reward = c.measured[mine]  # masked and failed rows are out, as `compare` leaves them out
     present = ~np.isnan(reward)
     return RolloutColumns(c.task[mine], c.rollout[mine], {"reward": NumericField(np.where(present, reward, np.nan), present)}, np.zeros(int(mine.sum()), bool))
 

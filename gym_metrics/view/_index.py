@@ -45,11 +45,19 @@ class Columns:
     """0 = verified, else 1 + the index of its kind in ERROR_KINDS."""
     verdict: np.ndarray
     """The health verdict on record (VERDICTS), 0 without one."""
+    masked: np.ndarray
+    """True where the row is masked (`mask_sample`): shown, but out of every statistic."""
 
     @staticmethod
     def empty() -> Columns:
         i8 = np.zeros(0, np.int64)
-        return Columns(i8, np.zeros(0, np.int32), i8, i8, np.zeros(0), np.zeros(0, np.int8), np.zeros(0, np.int8))
+        return Columns(i8, np.zeros(0, np.int32), i8, i8, np.zeros(0), np.zeros(0, np.int8), np.zeros(0, np.int8), np.zeros(0, bool))
+
+    @property
+    def measured(self) -> np.ndarray:
+        """The rewards the metrics file counts: NaN where the row has none, is masked, or failed
+        (a failed verify's reward is left out, as `aggregate` leaves it out)."""
+        return np.where(self.masked | (self.error != 0), np.nan, self.reward)
 
     def __len__(self) -> int:
         return len(self.line)
@@ -58,7 +66,7 @@ class Columns:
         return Columns(*(getattr(self, f)[idx] for f in _FIELDS))
 
 
-_FIELDS = ("line", "agent", "task", "rollout", "reward", "error", "verdict")
+_FIELDS = ("line", "agent", "task", "rollout", "reward", "error", "verdict", "masked")
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,7 @@ class RunIndex:
                 labels.astype(np.int64), np.full(n, agents.index(name), np.int32), cols.task_index.astype(np.int64),
                 cols.rollout_index.astype(np.int64), values.astype(np.float64),
                 (cols.errors if cols.errors is not None else np.zeros(n)).astype(np.int8), np.zeros(n, np.int8),
+                np.asarray(cols.masked, dtype=bool),
             ))  # fmt: skip
         new = _concat([snap.columns, *parts], order_from=len(snap.columns))
         bad = list(snap.bad_lines)

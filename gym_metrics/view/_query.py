@@ -144,7 +144,7 @@ def _rows(index: RunIndex, snap: Indexed, positions: np.ndarray) -> list[dict[st
         out.append({
             "line": line, "agent": snap.agents[int(c.agent[i])], "task": int(c.task[i]), "rollout": int(c.rollout[i]),
             "reward": None if math.isnan(reward) else reward, "error": "" if not c.error[i] else ERROR_KINDS[int(c.error[i]) - 1],
-            "verdict": VERDICTS[int(c.verdict[i])], "preview": preview(index.row_bytes(line)),
+            "verdict": VERDICTS[int(c.verdict[i])], "masked": bool(c.masked[i]), "preview": preview(index.row_bytes(line)),
         })  # fmt: skip
     return out
 
@@ -176,10 +176,11 @@ def tasks(snap: Indexed, f: Filter, offset: int, limit: int) -> dict[str, Any]:
     kept = snap.columns.take(select(snap, f))
     ids, inverse = np.unique(kept.task, return_inverse=True)
     n = np.bincount(inverse, minlength=len(ids))
-    measured = ~np.isnan(kept.reward)
+    reward = kept.measured
+    measured = ~np.isnan(reward)
     m = np.bincount(inverse, weights=measured, minlength=len(ids))
-    total = np.bincount(inverse, weights=np.where(measured, kept.reward, 0.0), minlength=len(ids))
-    passed = np.bincount(inverse, weights=passes(kept.reward), minlength=len(ids))
+    total = np.bincount(inverse, weights=np.where(measured, reward, 0.0), minlength=len(ids))
+    passed = np.bincount(inverse, weights=passes(reward), minlength=len(ids))
     errors = np.bincount(inverse, weights=kept.error != 0, minlength=len(ids))
     sl = slice(offset, offset + min(max(limit, 1), MAX_PAGE))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -195,7 +196,7 @@ def agents(snap: Indexed) -> list[dict[str, Any]]:
     out = []
     for code, name in enumerate(snap.agents):
         mine = c.agent == code
-        reward = c.reward[mine]
+        reward = c.measured[mine]
         measured = reward[~np.isnan(reward)]
         verdicts = np.bincount(c.verdict[mine], minlength=len(VERDICTS))
         out.append({

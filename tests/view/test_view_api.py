@@ -349,3 +349,37 @@ def test_text_search_finds_non_ascii_text_as_typed_raw_or_escaped(tmp_path: Path
         found = {q: [r["task"] for r in get(v.url + "api/runs/0/rows?" + urllib.parse.urlencode({"q": q, "limit": 50}))["rows"]]
                  for q in ("ÉCOLE", "école", "😀", "ΑΘΗΝΑ", "normale")}  # fmt: skip
     assert found == {"ÉCOLE": [0, 1], "école": [0, 1], "😀": [2, 3], "ΑΘΗΝΑ": [4], "normale": [0, 1]}
+
+
+def test_masked_and_failed_rows_are_out_of_the_viewers_numbers_as_out_of_the_metrics(tmp_path: Path) -> None:
+    """The agent card, the task list and the side-by-side paired difference counted masked rows
+    and failed verifies that carry a reward: "mean reward 0.5" beside the metrics file's 1.0,
+    and a paired difference of 0.333 where `compare` says 0. They count what the metrics count."""
+    from gym_metrics import cli
+    from gym_metrics.compare import compare_paired
+    from gym_metrics.rollouts import read_rollouts
+
+    rows = []
+    for t in range(4):
+        for r in range(3):
+            extra = {"mask_sample": True} if r == 1 else {"_gm_error": "timeout"} if r == 2 and t < 2 else {}
+            rows.append({"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": 0.0 if extra else 1.0, **extra,
+                         "responses_create_params": {"input": "q"}})  # fmt: skip
+    masked = tmp_path / "masked.jsonl"
+    masked.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    other = tmp_path / "plain.jsonl"
+    other.write_text("".join(json.dumps({**x, "reward": float(x["_ng_task_index"] % 2)}) + "\n" for x in rows if "mask_sample" not in x and "_gm_error" not in x))
+    assert cli.main(["aggregate", str(masked), "-q"]) == 0
+    metrics = json.loads((tmp_path / "masked_aggregate_metrics.json").read_text())[0]["agent_metrics"]
+    both = {"a": read_rollouts(masked, keep_rows=False).agents["a"], "b": read_rollouts(other, keep_rows=False).agents["a"]}
+    expected = compare_paired(both, ["a", "b"]).comparisons[0]
+    with Viewer([masked, other]) as v:
+        loaded(v, 2)
+        [agent] = get(v.url + "api/runs")["runs"][0]["agents"]
+        tasks = get(v.url + "api/runs/0/tasks?limit=10")["tasks"]
+        page = get(v.url + "api/runs/0/rows?limit=20")["rows"]
+        paired = get(v.url + "api/compare?a=0&b=1")["paired"]
+    assert agent["mean_reward"] == metrics["mean/reward"] == 1.0 and agent["pass_rate"] == 1.0 and agent["measured"] == 6
+    assert [t["mean_reward"] for t in tasks] == [1.0] * 4
+    assert sum(r["masked"] for r in page) == 4 and len(page) == 12  # every row listed, the masked ones marked
+    assert (paired["value_a"], paired["value_b"], paired["difference"]) == pytest.approx((expected.value_a, expected.value_b, expected.difference))
