@@ -23,6 +23,24 @@ from gym_metrics.health._table import Table
 
 SUMMARY_FILE = "quality_summary.json"
 VERDICTS_FILE = "rollout_verdicts.jsonl"
+INPUTS_FILE = "rollout_verdicts.inputs.json"
+"""Beside the two NeMo Gym reports (kept byte for byte NeMo Gym's): the rollout files the
+verdicts are of, so a viewer shows them on those files only."""
+
+
+def verdicts_cover(rollouts: Path, verdicts: Path) -> bool:
+    """Whether the verdicts file `verdicts` is of `rollouts`: listed in the inputs file beside
+    it, or, without one (NeMo Gym's own reports), when `rollouts` is the only rollouts file in
+    its folder (a verdict names a task and rollout, never a file)."""
+    try:
+        listed = orjson.loads((verdicts.parent / INPUTS_FILE).read_bytes())["inputs"]
+        return str(rollouts.resolve()) in listed
+    except FileNotFoundError:
+        pass
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return False
+    others = [p for p in rollouts.parent.glob("*.jsonl") if p.name != VERDICTS_FILE and not p.name.endswith("_failures.jsonl")]
+    return [p.name for p in others] == [rollouts.name]
 
 
 @dataclass
@@ -114,6 +132,8 @@ def check_health(paths: Path | Sequence[Path], *, output_dir: Path | None = None
         verdict, tasks, summary = _analyse(table, ignored)
         with written_atomically(summary_path) as tmp:
             tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+        with written_atomically(out / INPUTS_FILE) as tmp:  # first: a viewer re-reads the verdicts when they change
+            tmp.write_bytes(orjson.dumps({"inputs": [str(path.resolve()) for path in files]}, option=orjson.OPT_INDENT_2))
         with written_atomically(verdicts_path) as tmp, tmp.open("wb") as f:
             write_verdicts(f, table, verdict)
     return Health(summary, summary_path, verdicts_path, table, verdict, tasks)

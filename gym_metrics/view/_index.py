@@ -20,6 +20,7 @@ import numpy as np
 import orjson
 
 from gym_metrics._util.jsonio import loads
+from gym_metrics.health import verdicts_cover
 from gym_metrics.rollouts import ERROR_KINDS, read_rollouts
 
 BLOCK_BYTES = 64 << 20
@@ -215,7 +216,8 @@ class RunIndex:
         changed = mtime != v.mtime
         if changed:
             v.mtime = mtime
-            v.keys, v.codes = _read_verdicts(v.path) if mtime >= 0 else (np.zeros(0, np.int64), np.zeros(0, np.int8))
+            ours = mtime >= 0 and verdicts_cover(self.path, v.path)  # a folder's verdicts may be another file's
+            v.keys, v.codes = _read_verdicts(v.path) if ours else (np.zeros(0, np.int64), np.zeros(0, np.int8))
         cols = snap.columns
         if not len(v.keys) or not len(cols):
             return snap if not changed else replace(snap, columns=replace(cols, verdict=np.zeros(len(cols), np.int8)))

@@ -383,3 +383,31 @@ def test_masked_and_failed_rows_are_out_of_the_viewers_numbers_as_out_of_the_met
     assert [t["mean_reward"] for t in tasks] == [1.0] * 4
     assert sum(r["masked"] for r in page) == 4 and len(page) == 12  # every row listed, the masked ones marked
     assert (paired["value_a"], paired["value_b"], paired["difference"]) == pytest.approx((expected.value_a, expected.value_b, expected.difference))
+
+
+def test_a_folders_health_verdicts_show_on_the_files_they_are_of(tmp_path: Path) -> None:
+    """`health a.jsonl` writes rollout_verdicts.jsonl in the folder; its verdicts name tasks and
+    rollouts, not files, and b.jsonl beside it (never checked) showed a's verdicts on its own
+    rows. `health` now lists its inputs beside the reports; NeMo Gym's reports without that
+    list count only where the folder holds one rollouts file."""
+    from gym_metrics.health import INPUTS_FILE, check_health
+
+    a = tmp_path / "a.jsonl"
+    a.write_bytes((DATA / "faults.jsonl").read_bytes())
+    b = tmp_path / "b.jsonl"
+    b.write_text("".join(json.dumps(row("other", t, r, 1.0)) + "\n" for t in range(3) for r in range(2)))
+    check_health(a)
+
+    def verdict_counts(v: Viewer) -> list[dict[str, int]]:
+        return [agent["verdicts"] for run in loaded(v, 2) for agent in run["agents"]]
+
+    with Viewer([a, b]) as v:
+        counts = verdict_counts(v)
+        on_b = get(v.url + "api/runs/1/rows?verdict=unhealthy")["total"]
+    assert counts[0].get("unhealthy", 0) > 0 and counts[1] == {} and on_b == 0, counts
+    (tmp_path / INPUTS_FILE).unlink()  # NeMo Gym's reports: two rollouts files here, so neither is known to be theirs
+    with Viewer([a, b]) as v:
+        assert verdict_counts(v) == [{}, {}]
+    b.unlink()  # one rollouts file in the folder: the reports are its
+    with Viewer([a]) as v:
+        assert loaded(v)[0]["agents"][0]["verdicts"].get("unhealthy", 0) > 0
