@@ -247,7 +247,7 @@ def _key_columns(chunk: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[An
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from gym_metrics.rollouts import BufferRows
+    from gym_metrics.rollouts import BufferRows, too_deep
 
     global _SCHEMA
     if _SCHEMA is None:
@@ -264,6 +264,8 @@ def _key_columns(chunk: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[An
     if not len(lines):
         return None
     first, stop = int(starts[lines[0]]), int(ends[lines[-1]])
+    if too_deep(chunk, starts[lines], ends[lines]):  # pyarrow would recurse past its stack
+        return None
     try:
         table = pj.read_json(
             pa.BufferReader(pa.py_buffer(chunk).slice(first, stop - first)),  # type: ignore[arg-type]

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import orjson
 
 from gym_metrics.collector._keys import TaskLines
-from gym_metrics.rollouts import read_rollouts
+from gym_metrics.rollouts import read_rollouts, too_deep
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
 RolloutKey = tuple[str, int, int]
@@ -183,8 +184,11 @@ def _sidecar_attempts(path: Path, default_agent: str | None) -> list[tuple[Rollo
 
     schema = pa.schema([("agent_ref", pa.struct([("name", pa.string())])), ("_ng_task_index", pa.int64()),
                         ("_ng_rollout_index", pa.int64()), (TERMINAL_KEY, pa.bool_())])  # fmt: skip
+    data = path.read_bytes()  # a sidecar holds the failed rollouts only
     try:
-        table = pj.read_json(path, read_options=pj.ReadOptions(block_size=4 << 20),
+        if too_deep(data, np.zeros(1, np.int64), np.array([len(data)])):  # pyarrow would recurse past its stack
+            raise pa.ArrowInvalid("nested too deeply")
+        table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=4 << 20),  # type: ignore[arg-type]
                              parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))  # fmt: skip
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeDecodeError):
         return [(sidecar_key(row, default_agent), bool(row.get(TERMINAL_KEY)) if isinstance(row, dict) else False) for row in _sidecar_rows(path)]

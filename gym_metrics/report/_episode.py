@@ -84,12 +84,16 @@ def as_text(value: Any) -> str:
 
 
 def _part_text(part: Any) -> str:
+    """One part of a content list: its text; a list in a list is JSON (never flattened level
+    by level: a row nested 300 deep stopped the report)."""
     if isinstance(part, Mapping):
         for key in ("text", "refusal"):
             if isinstance(part.get(key), str):
                 return str(part[key])
         return f"[{part.get('type', 'part')}]"
-    return as_text(part)
+    if part is None or isinstance(part, str):
+        return as_text(part)
+    return _json(part, indent=False)
 
 
 def _json(value: Any, indent: bool) -> str:

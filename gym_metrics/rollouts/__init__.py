@@ -8,6 +8,7 @@ from gym_metrics.rollouts._arrow import (
     arrow_numeric_field,
     columns_from_table,
     parse_lines,
+    too_deep,
 )
 from gym_metrics.rollouts._columns import (
     DuplicateKeysError,
@@ -100,6 +101,7 @@ __all__ = [
     "merge_kinds",
     "minimal_row",
     "parse_lines",
+    "too_deep",
     "parse_row",
     "read_chunks",
     "read_rollouts",

@@ -47,6 +47,34 @@ def _nonblank(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.flatnonzero(keep)
 
 
+MAX_ARROW_DEPTH = 1024
+"""Lines nested deeper are not handed to pyarrow: its reader recurses per level and a line
+some 10,000 deep crashes the process. They go line by line, where orjson refuses past 1,024."""
+
+_OPENS = np.zeros(256, bool)
+_OPENS[[ord("["), ord("{")]] = True
+
+
+def too_deep(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Whether a line may nest arrays and objects deeper than MAX_ARROW_DEPTH: exactly in C
+    (`_depth`, built on install: brackets outside strings); without it, whether a line holds
+    more opening brackets than that (never no for a deep line; yes for some that are not,
+    which are then read line by line, slower)."""
+    if not len(starts):
+        return False
+    try:
+        from gym_metrics.rollouts._depth import too_deep as native
+    except ImportError:
+        pass
+    else:
+        return native(buf, int(starts[0]), int(ends[-1]), MAX_ARROW_DEPTH)
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    for i in np.flatnonzero(ends - starts > MAX_ARROW_DEPTH).tolist():
+        if int(np.count_nonzero(_OPENS[arr[starts[i] : ends[i]]])) > MAX_ARROW_DEPTH:
+            return True
+    return False
+
+
 def parse_lines(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> tuple[Any, np.ndarray] | None:
     """(pyarrow table, file line index of each row) of lines lo..hi; None when a line does not
     parse, is not UTF-8 (pyarrow reads such bytes without complaint; a full validation finds
@@ -59,6 +87,8 @@ def parse_lines(buf: bytes, all_lines: BufferRows, lo: int, hi: int) -> tuple[An
     if len(lines) == 0:
         return pa.table({}), lines
     first, stop = int(starts[lo]), int(ends[hi - 1])
+    if too_deep(buf, starts[lo:hi], ends[lo:hi]):
+        return None
     try:
         text = pa.py_buffer(buf).slice(first, stop - first)
         # pyarrow-stubs type input_file as a path or typing.IO; a NativeFile is what pyarrow reads fastest

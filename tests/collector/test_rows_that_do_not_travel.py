@@ -78,3 +78,20 @@ def test_an_output_in_use_is_refused_through_a_symlink_too(tmp_path: Path) -> No
         with pytest.raises(GymMetricsError, match="another collect is running"):
             with output_locked(link):
                 pass
+
+
+async def test_a_line_nested_past_the_readers_stack_is_a_bad_line(tmp_path: Path) -> None:
+    """A valid row nested 100,000 deep (scored, so read column-wise first) ended collect with a
+    segmentation fault inside pyarrow's reader; it is a bad line naming its line, and
+    `--on-bad-line skip` runs the others."""
+    rows = _rows(3)
+    scored = [{"agent_ref": {"name": "A"}, "_ng_task_index": 7 + i, "_ng_rollout_index": 0, "reward": 1.0} for i in range(2)]
+    src = tmp_path / "in.jsonl"
+    deep = json.dumps(scored[1])[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    src.write_text("".join(json.dumps(r) + "\n" for r in [*rows, scored[0]]) + deep + "\n")
+    async with serve_environment("math_exact") as running, ResourcesClient(running.address) as client:
+        with pytest.raises(InvalidInputError) as refused:
+            await collect_async(client, src, tmp_path / "out.jsonl", CollectOptions())
+        assert "line 5" in str(refused.value) and "nested too deeply" in str(refused.value)
+        await collect_async(client, src, tmp_path / "skipped.jsonl", CollectOptions(on_bad_line="skip"))
+    assert len((tmp_path / "skipped.jsonl").read_text().splitlines()) == 4

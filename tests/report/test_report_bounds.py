@@ -157,3 +157,23 @@ def test_null_statistics_and_deep_samples_still_give_a_page(three_agents: Path, 
     assert data["samples"][0]["1"] == "[" * 40 + "1" + "]" * 40  # indented it would fill SAMPLE_CHARS
     assert data["samples"][0]["2"].startswith("{\n  ")  # an everyday sample stays indented
     assert "n/a" in html
+
+
+def test_a_message_content_or_tool_output_nested_deep_is_shown_as_json(tmp_path: Path) -> None:
+    """A content list nested 300 deep was flattened level by level (each level a call of two
+    functions): RecursionError, exit 1, no report. A list in a list is now shown as JSON."""
+    nested: Any = "x"
+    for _ in range(300):
+        nested = [nested]
+    rows = []
+    for r in range(2):
+        output = [{"type": "message", "role": "assistant", "content": nested if r else "ok"},
+                  {"type": "function_call", "name": "f", "call_id": "c1", "arguments": "{}"},
+                  {"type": "function_call_output", "call_id": "c1", "output": nested if r else "done"}]  # fmt: skip
+        rows.append({"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": r, "reward": 1.0,
+                     "responses_create_params": {"input": [{"role": "user", "content": "hi"}]}, "response": {"output": output}})  # fmt: skip
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["aggregate", str(path), "--report"]) == 0
+    page = (tmp_path / "run_report.html").read_text()
+    assert "[[[[[[" in page  # the nested content, as JSON

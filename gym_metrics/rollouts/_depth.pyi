@@ -1,0 +1,3 @@
+from typing_extensions import Buffer
+
+def too_deep(buf: Buffer, start: int, stop: int, limit: int) -> bool: ...
