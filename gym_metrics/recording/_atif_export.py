@@ -75,13 +75,13 @@ def export_atif(
                                                  exporter_version=exporter_version, lenient=lenient, parsed=True)  # fmt: skip
                     if key in keys:
                         raise AtifRefused(f"line {number}", f"duplicate rollout key (task {key[0]}, rollout {key[1]})")
+                    body = atif_bytes(trajectory, f"line {number}")
                 except AtifRefused as exc:
                     text = str(exc)
                     refused.append((number, text[len(f"line {number}: "):] if text.startswith(f"line {number}: ") else text))
                     continue
                 keys.add(key)
                 agents.add(agent_name(row))
-                body = atif_bytes(trajectory)
                 name = f"{key[0]}-{key[1]}.json"
                 (staging / name).write_bytes(body)
                 manifest.append({"_ng_rollout_index": key[1], "_ng_task_index": key[0], "expected_sha256": hashlib.sha256(body).hexdigest(),

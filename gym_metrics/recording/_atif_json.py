@@ -101,9 +101,13 @@ def check_json(value: Any, path: str) -> None:
         raise AtifRefused(path, f"{type(value).__name__} is not a JSON value")
 
 
-def atif_bytes(trajectory: Mapping[str, Any]) -> bytes:
-    """A trajectory's file: two-space indented UTF-8 JSON and a newline, as NeMo Gym writes one."""
-    return orjson.dumps(trajectory, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+def atif_bytes(trajectory: Mapping[str, Any], where: str = "trajectory") -> bytes:
+    """A trajectory's file: two-space indented UTF-8 JSON and a newline, as NeMo Gym writes one;
+    AtifRefused for one nested past what orjson writes (254 levels)."""
+    try:
+        return orjson.dumps(trajectory, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError as exc:
+        raise AtifRefused(where, f"cannot be written as JSON ({exc})") from None
 
 
 def read_rows(lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | AtifRefused]]:
@@ -116,5 +120,8 @@ def read_rows(lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | At
             row = strict_json_loads(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             yield number, AtifRefused(f"line {number}", f"invalid JSON ({exc})")
+            continue
+        except RecursionError:
+            yield number, AtifRefused(f"line {number}", "invalid JSON (nested too deeply)")
             continue
         yield number, row if isinstance(row, dict) else AtifRefused(f"line {number}", "expected a JSON object")

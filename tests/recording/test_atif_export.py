@@ -160,3 +160,24 @@ async def test_rows_collected_now_export_under_the_strict_profile(tmp_path: Path
         assert [s["source"] for s in atif["steps"]] == ["user", "agent", "agent", "agent"]
         assert atif["steps"][1]["reasoning_content"] == "Add the first number." and atif["steps"][-1]["message"] == [{"type": "text", "text": "Done."}]
         assert [len(s.get("tool_calls", [])) for s in atif["steps"][1:]] == [2, 1, 0]
+
+
+def test_rows_nested_too_deep_to_read_or_write_are_refused_naming_their_line(tmp_path: Path) -> None:
+    """A line nested 200,000 deep (Python's json: RecursionError) and a row whose model call's
+    request holds an object 300 deep (read, but orjson writes 254 levels) ended the export with
+    an internal error naming no line, `--skip-refused` or not."""
+    good = json.loads(rows_file(tmp_path / "one.jsonl", ACCEPTED[:1]).read_text())
+    deep: dict[str, Any] = {}
+    at = deep
+    for _ in range(300):
+        at["a"] = {}
+        at = at["a"]
+    unwritable = json.loads(json.dumps(good))
+    unwritable["_ng_task_index"] = 1
+    unwritable["ng_trajectory"]["model_calls"][0]["request"]["metadata_deep"] = deep
+    rollouts = tmp_path / "run.jsonl"
+    rollouts.write_text(json.dumps(good) + "\n" + "[" * 200_000 + "]" * 200_000 + "\n" + json.dumps(unwritable) + "\n")
+    done = export_atif(rollouts, tmp_path / "atif", session_id="s", agent_version="v", exporter_version="t", skip_refused=True)
+    assert done.exported == 1
+    assert [(n, why.split(" (")[0]) for n, why in done.refused] == [(2, "invalid JSON"), (3, "cannot be written as JSON")]
+    assert "nested too deeply" in done.refused[0][1]
