@@ -55,11 +55,12 @@ _OPENS = np.zeros(256, bool)
 _OPENS[[ord("["), ord("{")]] = True
 
 
-def too_deep(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> bool:
-    """Whether a line may nest arrays and objects deeper than MAX_ARROW_DEPTH: exactly in C
+def too_deep(buf: bytes, starts: np.ndarray, ends: np.ndarray, limit: int | None = None) -> bool:
+    """Whether a line may nest arrays and objects deeper than `limit` (MAX_ARROW_DEPTH): exactly in C
     (`_depth`, built on install: brackets outside strings); without it, whether a line holds
     more opening brackets than that (never no for a deep line; yes for some that are not,
     which are then read line by line, slower)."""
+    limit = MAX_ARROW_DEPTH if limit is None else limit
     if not len(starts):
         return False
     try:
@@ -67,10 +68,10 @@ def too_deep(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> bool:
     except ImportError:
         pass
     else:
-        return native(buf, int(starts[0]), int(ends[-1]), MAX_ARROW_DEPTH)
+        return native(buf, int(starts[0]), int(ends[-1]), limit)
     arr = np.frombuffer(buf, dtype=np.uint8)
-    for i in np.flatnonzero(ends - starts > MAX_ARROW_DEPTH).tolist():
-        if int(np.count_nonzero(_OPENS[arr[starts[i] : ends[i]]])) > MAX_ARROW_DEPTH:
+    for i in np.flatnonzero(ends - starts > limit).tolist():
+        if int(np.count_nonzero(_OPENS[arr[starts[i] : ends[i]]])) > limit:
             return True
     return False
 

@@ -115,6 +115,8 @@ def page(index: RunIndex, snap: Indexed, f: Filter, offset: int, limit: int) -> 
     if limit < 1 or limit > MAX_PAGE or offset < 0:
         raise InvalidInputError("bad page", [FieldViolation("limit" if offset >= 0 else "offset", f"limit 1..{MAX_PAGE}, offset >= 0")])
     kept = select(snap, f)
+    if f.text and offset >= len(kept):  # nothing to scan (an empty file, which cannot be mapped, among others)
+        return {"total": int(len(kept)), "rows": [], "next": None, "scanned": offset}
     if not f.text:
         chosen = kept[offset : offset + limit]
         nxt = offset + limit if offset + limit < len(kept) else None

@@ -17,7 +17,7 @@ import orjson
 
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.view._query import MAX_PAGE, preview
-from gym_metrics.view._rollout import plain
+from gym_metrics.view._rollout import deep, plain
 
 RESULTS_SUFFIX = "_results.json"
 MAX_RESULTS_BYTES = 1 << 30
@@ -133,9 +133,11 @@ class ResultsFile:
             raise LookupError(f"no row {i} in {self.path.name} ({len(d.entries)} rows)")
         raw = self._input(d, i)
         try:
-            row = plain(orjson.loads(raw)) if raw is not None else None
+            row = plain(orjson.loads(raw)) if raw is not None and not deep(raw) else None
         except orjson.JSONDecodeError:
-            row = raw.decode("utf-8", "replace") if raw is not None else None
+            row = None
+        if row is None and raw is not None:  # not JSON, or nested past what the answer can write: its text
+            row = raw.decode("utf-8", "replace")
         return {"index": i, "entry": plain(d.entries[i]), "input": row, "input_file": self.input.name if self.input else None,
                 "previous": i - 1 if i > 0 else None, "next": i + 1 if i + 1 < len(d.entries) else None}  # fmt: skip
 

@@ -6,12 +6,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from gym_metrics._util.jsonio import loads
 from gym_metrics.health import check_rollout
+from gym_metrics.rollouts import too_deep
 from gym_metrics.view._index import VERDICTS, RunIndex
 
 MAX_ROW_BYTES = 64 << 20
 """A row longer than this is sent as its first bytes of text only (a browser would stall)."""
+MAX_ROW_DEPTH = 200
+"""A row nested deeper is sent as its text: the answer's JSON writers stop near 254 levels."""
 
 
 def rollout(index: RunIndex, line: int) -> dict[str, Any]:
@@ -27,12 +32,17 @@ def rollout(index: RunIndex, line: int) -> dict[str, Any]:
         "verdict_on_record": VERDICTS[int(c.verdict[at])], "bytes": len(raw),
         "previous": int(c.line[at - 1]) if at > 0 else None, "next": int(c.line[at + 1]) if at + 1 < len(c) else None,
     }  # fmt: skip
-    if len(raw) > MAX_ROW_BYTES:
-        out.update(row=None, raw=raw[:MAX_ROW_BYTES].decode("utf-8", "replace"), cut=True, health=None)
+    if len(raw) > MAX_ROW_BYTES or deep(raw):
+        out.update(row=None, raw=raw[:MAX_ROW_BYTES].decode("utf-8", "replace"), cut=len(raw) > MAX_ROW_BYTES, health=None)
         return out
     row = loads(raw)
     out.update(row=plain(row), raw=None, cut=False, health=_health(row, str(index.path), line))
     return out
+
+
+def deep(raw: bytes) -> bool:
+    """Whether a row nests past MAX_ROW_DEPTH (shown as its text, not laid out)."""
+    return too_deep(raw, np.zeros(1, np.int64), np.array([len(raw)]), MAX_ROW_DEPTH)
 
 
 def _health(row: dict[str, Any], path: str, line: int) -> dict[str, Any]:

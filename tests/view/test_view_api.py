@@ -411,3 +411,20 @@ def test_a_folders_health_verdicts_show_on_the_files_they_are_of(tmp_path: Path)
     b.unlink()  # one rollouts file in the folder: the reports are its
     with Viewer([a]) as v:
         assert loaded(v)[0]["agents"][0]["verdicts"].get("unhealthy", 0) > 0
+
+
+def test_a_row_nested_deep_is_its_text_and_a_search_of_an_empty_file_is_no_rows(tmp_path: Path) -> None:
+    """A row nested 500 deep (valid JSON the reader takes) was a 500 with a RecursionError; a
+    text search over an empty file (a collect that has not written yet) was a 500 too."""
+    nested = "[" * 900 + "]" * 900
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(json.dumps(row("a", 0, 0, 1.0)) + "\n" + json.dumps(row("a", 0, 1, 1.0))[:-1] + f', "x": {nested}}}\n')
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with Viewer([deep, empty]) as v:
+        until(lambda: get(v.url + "api/runs/0/rows?limit=5")["total"] == 2)
+        shallow, nested_row = get(v.url + "api/runs/0/rollouts/1"), get(v.url + "api/runs/0/rollouts/2")
+        searched = get(v.url + "api/runs/1/rows?limit=5&q=hello")
+    assert shallow["row"]["_ng_rollout_index"] == 0 and shallow["raw"] is None
+    assert nested_row["row"] is None and nested_row["raw"].endswith(nested + "}\n") and nested_row["cut"] is False
+    assert searched == {"total": 0, "rows": [], "next": None, "scanned": 0}

@@ -266,7 +266,8 @@ async function rolloutPage(main, id, line) {
     r.next !== null ? h("a", {href: `#/run/${id}/rollout/${r.next}`, id: "next"}, "next rollout ›") : null);
   const head = h("h1", {}, `${r.agent || "(no agent)"} · task ${r.task} · rollout ${r.rollout}`);
   if (!row) {
-    put(main, nav, head, h("p", {}, `This row is ${num(r.bytes)} bytes: its first bytes as text.`), folded(r.raw, "json"));
+    const why = r.cut ? `This row is ${num(r.bytes)} bytes: its first bytes as text.` : "This row nests too deep to lay out: its text.";
+    put(main, nav, head, h("p", {}, why), folded(r.raw, "json"));
     return;
   }
   const reward = typeof row.reward === "number" ? row.reward : null;
