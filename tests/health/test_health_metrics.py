@@ -99,3 +99,15 @@ def test_a_metrics_file_of_another_layout_keeps_its_values(tmp_path: Path) -> No
     (entry,) = orjson.loads(metrics.read_bytes())
     assert {k: v for k, v in entry.items() if k != "health"} == doc[0]
     assert entry["health"] == blocks[doc[0]["agent_ref"]["name"]] and entry["health"]["records"] == 8  # unnamed rows: the only agent's
+
+
+def test_an_integer_past_64_bits_in_anothers_metrics_file_stays_exact(tmp_path: Path) -> None:
+    """orjson read `sum/big` 123456789012345678901234567890 as a float and wrote 1.2345678901234568e+29."""
+    rollouts = tmp_path / "run.jsonl"
+    rows = [{k: v for k, v in orjson.loads(r).items() if k != "agent_ref"} for r in _rows()[-8:]]
+    rollouts.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    metrics = tmp_path / "other.json"
+    metrics.write_text('[{"agent_ref": {"name": "solo"}, "agent_metrics": {"sum/big": 123456789012345678901234567890, "mean/reward": 0.5}}]')
+    check_health(rollouts, output_dir=tmp_path / "h").add_to_metrics(metrics, default_agent="solo")
+    text = metrics.read_text()
+    assert '"sum/big": 123456789012345678901234567890' in text and json.loads(text)[0]["health"]["records"] == 8

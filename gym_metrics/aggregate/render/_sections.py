@@ -9,6 +9,7 @@ spaces an indent, its values unchanged."""
 
 from __future__ import annotations
 
+import json
 import mmap
 import re
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from gym_metrics._util.jsonio import loads
 from gym_metrics.errors import InvalidInputError
 
 _ENTRY = re.compile(rb'\n  \{\n    "agent_ref": ([^\n]*),\n')
@@ -104,8 +106,8 @@ def add_agent_sections(path: str | Path, sections: Mapping[str, Mapping[str, Any
 
 def _document(path: Path, text: bytes) -> list[dict[str, Any]]:
     try:
-        doc = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
+        doc = loads(text)  # exactly: orjson reads an integer past 64 bits as a float
+    except ValueError as exc:
         raise InvalidInputError(f"{path}: not JSON ({exc})") from None
     if not isinstance(doc, list) or not all(isinstance(a, dict) and isinstance(a.get("agent_ref"), dict) for a in doc):
         raise InvalidInputError(f"{path}: not an aggregate metrics file (a JSON array of agents with agent_ref)")
@@ -116,5 +118,9 @@ def _rewrite(path: Path, tmp: Path, text: bytes, sections: Mapping[str, Mapping[
     doc = _document(path, text)
     for entry in doc:
         entry.update(sections.get(str(entry["agent_ref"].get("name")), {}))
-    tmp.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    try:
+        body = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+    except TypeError:  # an integer past 64 bits: Python's json writes it as it was
+        body = json.dumps(doc, indent=2, ensure_ascii=False).encode()
+    tmp.write_bytes(body + b"\n")
     tmp.replace(path)
