@@ -2,8 +2,9 @@
 
 A parsed document costs memory and parse time by its items, not its bytes: 2 bytes of `{}`
 become a 64-byte dict, so 60 MB of empty objects took 3.1 GB and 12 s of the event loop. Items
-are counted with `bytes.count` as upper bounds (a `{`, `[` or `,` inside a string counts too),
-and a document past a bound is refused naming the field before anything is built. Nesting is
+are counted with `bytes.count` as upper bounds (a `{`, `[` or `,` inside a string counts too);
+past a bound they are counted again outside the strings (code in a string is full of braces),
+and a document past a bound then is refused naming the field before anything is built. Nesting is
 bounded by the parsers themselves (pydantic-core at 200 levels, orjson at 1024).
 
 The parse stays on the event loop: orjson and pydantic-core hold the GIL for the whole parse, so
@@ -52,10 +53,13 @@ def may_exceed(text: str | bytes, bounds: JsonBounds = DOCUMENT) -> bool:
 
 
 def check_items(text: str | bytes, field: str, row: int | None = None, bounds: JsonBounds = DOCUMENT) -> None:
-    """InvalidInputError naming `field` (and `row`) when `text` may hold more objects and lists
-    or more values than `bounds` allow."""
+    """InvalidInputError naming `field` (and `row`) when `text` holds more objects and lists or
+    more values than `bounds` allow."""
     if may_exceed(text, bounds):
-        _check_counts(*_counts(text, 0, len(text)), field, row, bounds)
+        counts = _counts(text, 0, len(text))
+        if _past(counts, bounds):
+            counts = exact_counts(text)
+        _check_counts(*counts, field, row, bounds)
 
 
 async def checked_items(text: str | bytes, field: str, row: int | None = None, bounds: JsonBounds = DOCUMENT) -> None:
@@ -68,6 +72,8 @@ async def checked_items(text: str | bytes, field: str, row: int | None = None, b
         more_containers, more_values = _counts(text, start, start + _SLICE)
         containers, values = containers + more_containers, values + more_values
         await asyncio.sleep(0)
+    if _past((containers, values), bounds):  # an upper bound: the braces and commas of text in strings counted too
+        containers, values = await asyncio.to_thread(exact_counts, text)
     _check_counts(containers, values, field, row, bounds)
 
 
@@ -88,6 +94,38 @@ def _counts(text: str | bytes, start: int, end: int) -> tuple[int, int]:
     return text.count(b"{", start, end) + text.count(b"[", start, end), text.count(b",", start, end)
 
 
+def _past(counts: tuple[int, int], bounds: JsonBounds) -> bool:
+    return counts[0] > bounds.containers or counts[1] > bounds.values
+
+
+def exact_counts(text: str | bytes) -> tuple[int, int]:
+    """The objects and lists, and the commas, outside the document's strings: in C (`_jsonscan`,
+    built on install), else with numpy (a quote is a string's end unless an odd run of
+    backslashes comes before it)."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    try:
+        from gym_metrics._util._jsonscan import count_items
+    except ImportError:
+        return _numpy_counts(data)
+    return count_items(data, 0, len(data))
+
+
+def _numpy_counts(data: bytes) -> tuple[int, int]:
+    import numpy as np
+
+    arr = np.frombuffer(data, dtype=np.uint8)
+    quotes = np.flatnonzero(arr == ord('"'))
+    plain = np.flatnonzero(arr != ord("\\"))  # where a run of backslashes ends, looking back from a quote
+    before = plain[np.maximum(np.searchsorted(plain, quotes) - 1, 0)]
+    runs = np.where(np.searchsorted(plain, quotes) > 0, quotes - before - 1, quotes)
+    real = quotes[runs % 2 == 0]
+    counted = []
+    for chars in (b"{[", b","):
+        at = np.flatnonzero(np.isin(arr, np.frombuffer(chars, dtype=np.uint8)))
+        counted.append(int(np.count_nonzero(np.searchsorted(real, at) % 2 == 0)))  # an even number of quotes before: outside
+    return counted[0], counted[1]
+
+
 def _check_counts(containers: int, values: int, field: str, row: int | None, bounds: JsonBounds) -> None:
     for what, found, limit, name in (("objects and lists", containers, bounds.containers, bounds.names[0]),
                                      ("values", values, bounds.values, bounds.names[1])):  # fmt: skip
@@ -98,4 +136,4 @@ def _check_counts(containers: int, values: int, field: str, row: int | None, bou
             )
 
 
-__all__ = ["DOCUMENT", "MAX_JSON_CONTAINERS", "MAX_JSON_VALUES", "JsonBounds", "check_items", "checked_items", "may_exceed", "parse_bounded"]
+__all__ = ["DOCUMENT", "MAX_JSON_CONTAINERS", "MAX_JSON_VALUES", "JsonBounds", "check_items", "checked_items", "exact_counts", "may_exceed", "parse_bounded"]

@@ -193,14 +193,27 @@ def add_usage(total: Optional[dict[str, Any]], more: Any) -> Optional[dict[str, 
     """Token counts summed over turns, details (cached, reasoning tokens) included."""
     if not isinstance(more, Mapping):
         return total
-    if total is None:
-        return {k: dict(v) if isinstance(v, Mapping) else v for k, v in more.items()}  # the details copied too
+    if total is None:  # the details copied too, counts sent as digits read as numbers
+        return {k: dict(v) if isinstance(v, Mapping) else _count(v) if isinstance(v, str) and _count(v) is not None else v for k, v in more.items()}
     out = dict(total)
     for key in ("input_tokens", "output_tokens", "total_tokens"):
-        out[key] = (out.get(key) or 0) + (more.get(key) or 0)
+        out[key] = (_count(out.get(key)) or 0) + (_count(more.get(key)) or 0)
     for details, key in (("input_tokens_details", "cached_tokens"), ("output_tokens_details", "reasoning_tokens")):
         mine, theirs = out.get(details), more.get(details)
         if isinstance(mine, Mapping) and isinstance(theirs, Mapping):
-            a, b = mine.get(key), theirs.get(key)
+            a, b = _count(mine.get(key)), _count(theirs.get(key))
             out[details] = {**mine, key: None if a is None or b is None else a + b}  # an unknown count stays unknown
     return out
+
+
+def _count(value: Any) -> int | float | None:
+    """A token count as a policy may send it: a number, or digits in a string (read as NeMo
+    Gym's pydantic usage model reads them); anything else is unknown (a policy's "10" beside
+    a 10 stopped the whole run with a TypeError)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None

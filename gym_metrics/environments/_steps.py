@@ -101,6 +101,7 @@ def _check(observation: Any, info: Any, where: str) -> dict[str, Any]:
         raise TypeError(f"{where} returned observation of type {type(observation).__name__}; expected text or None")
     if not isinstance(info, Mapping):
         raise TypeError(f"{where} returned info of type {type(info).__name__}; expected a dict")
+    _check_tool_outputs(info.get("tool_outputs"), where)
     if encodes(info):
         return dict(info)
     out: dict[str, Any] = {}
@@ -115,6 +116,19 @@ def _check(observation: Any, info: Any, where: str) -> dict[str, Any]:
                 raise TypeError(f"{where} returned info[{key!r}] of type {type(value).__name__}, which JSON cannot hold")
         out.update(item)
     return out
+
+
+def _check_tool_outputs(outputs: Any, where: str) -> None:
+    """info["tool_outputs"] as the agent loop turns each into a function_call_output (as NeMo
+    Gym's gymnasium agent does): a list of {"call_id": text, "output": text}; another shape is
+    the environment's error, named here (it stopped the whole collect with a KeyError)."""
+    if outputs is None:
+        return
+    if not isinstance(outputs, (list, tuple)):
+        raise TypeError(f"{where} returned info['tool_outputs'] of type {type(outputs).__name__}; expected a list")
+    for i, item in enumerate(outputs):
+        if not (isinstance(item, Mapping) and isinstance(item.get("call_id"), str) and isinstance(item.get("output"), str)):
+            raise TypeError(f"{where} returned info['tool_outputs'][{i}] = {str(item)[:200]}; expected {{'call_id': text, 'output': text}}")
 
 
 def action_of(response: Any) -> dict[str, Any]:

@@ -248,3 +248,27 @@ async def test_a_session_is_not_idle_while_its_own_reset_runs() -> None:
         server.handler.sessions.store.sweep()  # the second, idle now, expires
         assert len(server.handler.sessions.store) == 0
     assert SlowReset.held == []  # every reset's resource freed by its close
+
+
+class BadToolOutputs(GuessTheNumber):
+    """Answers a step with `tool_outputs` of the row's shape: one without a call_id, one a bare string."""
+
+    async def step(self, session: Session, response: dict[str, Any]) -> StepResult:
+        shape = session.row.get("tool_outputs_shape")
+        if shape == "no_call_id":
+            return StepResult("again", 0.0, False, False, {"tool_outputs": [{"output": "42"}]})
+        if shape == "text":
+            return StepResult("again", 0.0, False, False, {"tool_outputs": ["42"]})
+        return StepResult(None, 1.0, True, False, {"tool_outputs": [{"call_id": "c1", "output": "42"}]})
+
+
+async def test_tool_outputs_of_another_shape_fail_their_episode_named(tmp_path: Path) -> None:
+    """info["tool_outputs"] without a call_id (or a bare string in it) stopped the whole collect
+    with a KeyError (exit 1, one row written of eight); it is the environment's error, that
+    episode's `verify_failed` naming it, and the others run."""
+    rows = [{**task(n, 37), "tool_outputs_shape": ("no_call_id" if n == 2 else "text" if n == 5 else "fine")} for n in range(8)]
+    done = await collect(tmp_path, BadToolOutputs, rows, lambda prompt: "50")
+    by_task = {r["_ng_task_index"]: r for r in done}
+    assert len(by_task) == 8 and all(by_task[n]["reward"] == 1.0 for n in (0, 1, 3, 4, 6, 7))
+    assert by_task[2]["_gm_error"]["kind"] == "verify_failed" and "info['tool_outputs'][0]" in by_task[2]["_gm_error"]["message"]
+    assert by_task[5]["_gm_error"]["kind"] == "verify_failed" and "expected {'call_id': text, 'output': text}" in by_task[5]["_gm_error"]["message"]

@@ -41,7 +41,28 @@ def test_slices_count_what_the_whole_counts(monkeypatch: pytest.MonkeyPatch) -> 
         asyncio.run(checked_items(text, "body_json"))
     with pytest.raises(InvalidInputError) as whole:
         check_items(text, "body_json")
-    assert str(sliced.value) == str(whole.value) and "300,002 objects" in str(whole.value)  # the "{[" inside each string counts too
+    assert str(sliced.value) == str(whole.value) and "180,002 objects" in str(whole.value)  # not the "{[" inside each string
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["c", "numpy"])
+def test_braces_and_commas_in_strings_are_no_items(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A coding episode's answer of 2.6 MB of code holds some 20 containers and 120,000 braces
+    in its strings: it was refused as "up to 120,017 objects and lists" (the quick count, an
+    upper bound, was the verdict). Past a bound the items are counted again outside strings,
+    escaped quotes and backslashes read as JSON reads them."""
+    import sys
+
+    if native:
+        pytest.importorskip("gym_metrics._util._jsonscan", reason="the C scan is built on install (a C compiler)")
+    else:
+        monkeypatch.setitem(sys.modules, "gym_metrics._util._jsonscan", None)
+    code = 'def f(x):\n    return {"a": [x, {"b": "\\"}], "c": \'}\'}\n' * 40_000
+    text = orjson.dumps({"response": {"output": [{"type": "message", "content": [{"type": "output_text", "text": code}]}]}, "tags": ["x,{", "\\", '"{']})
+    check_items(text, "body_json")
+    asyncio.run(checked_items(text.decode(), "body_json"))
+    assert jsonbounds.exact_counts(text) == (7, 5)
+    with pytest.raises(InvalidInputError, match="100,001 objects"):
+        check_items(objects(MAX_JSON_CONTAINERS + 1), "f")
 
 
 def test_wider_bounds_and_a_parse_that_passes() -> None:

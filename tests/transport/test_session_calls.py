@@ -137,3 +137,24 @@ async def test_a_client_that_reads_no_answers_holds_bounded_memory() -> None:
         limit = stream.MAX_UNSENT_BYTES // (1 << 20) + len(first.answers) + 2
         assert Big.answered <= limit, f"{Big.answered} calls answered while unread (at most {limit})"
         await answers.aclose()
+
+
+async def test_calls_are_packed_by_bytes_and_one_no_message_carries_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls that fit each went into one message past the limit (two tool calls of 35 MB: 73 MB),
+    which broke the stream and every episode on it; and a call past the limit alone (a 78 MB
+    trajectory to verify) broke it the same way, again on each retry. Now each message stays
+    under the limit, and a call no message carries fails alone, naming its size; the stream and
+    its other calls go on. (Scaled down: a 1 MiB server and client limit.)"""
+    from gym_metrics._transport.client import _session_stream
+
+    monkeypatch.setattr(_session_stream, "MESSAGE_BYTES", (1 << 20) - (64 << 10))
+    pad = "x" * (600 << 10)
+    async with serve_environment(Counter(), max_message_bytes=1 << 20) as server, ResourcesClient(server.address) as client:
+        calls = client.session_stream()
+        sessions = await asyncio.gather(*(calls.seed_session({"initial_count": n}) for n in range(3)))
+        outputs = await asyncio.gather(*(calls.call_tool(s, "increment_counter", {"count": 1, "pad": pad}) for s in sessions), return_exceptions=True)
+        assert all(isinstance(o, InvalidInputError) and "pad: Extra inputs" in str(o) for o in outputs), outputs  # each reached the tool
+        with pytest.raises(InvalidInputError, match=r"the rollout to verify is 1\.2 MB of JSON, past the"):
+            await calls.verify_text({**BODY, "expected_count": 0, "pad": pad * 2}, sessions[0])
+        assert (await calls.verify_text({**BODY, "expected_count": 1}, sessions[1]))[0] == 1.0
+        assert await calls.close_session(sessions[0]) and await calls.close_session(sessions[2])

@@ -17,7 +17,7 @@ from gym_metrics._util.masking import remember
 from gym_metrics._transport.client._balance import ROUND_ROBIN, address_count, is_balanced
 from gym_metrics._transport.client._groups import GroupCalls
 from gym_metrics._transport.client._session_stream import SessionStream
-from gym_metrics._transport.client._sessions import SessionCalls, json_text, session_error
+from gym_metrics._transport.client._sessions import MAX_MESSAGE_BYTES, SessionCalls, json_text, session_error
 from gym_metrics._transport._batches import columns_to_batches
 from gym_metrics._transport._convert import responses_to_aggregate
 from gym_metrics._transport._verified import VerifiedBatch, VerifyOutcome
@@ -35,11 +35,8 @@ from gym_metrics.rollouts import RolloutColumns
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-"""Set explicitly on both directions: gRPC's 4 MiB receive default is too small for metrics."""
-
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),  # both directions: gRPC's 4 MiB receive default is too small for metrics
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 )
 KEEPALIVE_OPTIONS: tuple[tuple[str, Any], ...] = (

@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc.aio
 
-from gym_metrics._transport.client._sessions import SessionLostError, ToolOutput, json_text, reset_of, step_of
+from gym_metrics._transport.client._sessions import MAX_MESSAGE_BYTES, SessionLostError, ToolOutput, json_text, reset_of, step_of
 from gym_metrics._transport.client._status import REJECTED, RemoteCallError, ServerBusyError, ServerUnavailableError
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
@@ -25,6 +25,13 @@ from gym_metrics.v1 import resources_pb2 as pb
 CALLS_PER_MESSAGE = 1024
 """Calls one message carries at most: with thousands of episodes in flight the queue holds more
 than a server takes in one message (4,096, its MAX_CALLS_PER_MESSAGE); the rest go in the next."""
+MESSAGE_BYTES = MAX_MESSAGE_BYTES - (256 << 10)
+"""The text one message carries at most (the rest of a message is a few bytes a call): a call
+past it is refused alone, naming its size, and calls that fit are never packed past it (a
+message over grpc's limit broke the stream, and every episode on it started again)."""
+CLOSE_WAIT_S = 2.0
+"""How long `aclose` waits for the server to end the stream (it ends it once the calls it runs
+are answered: a slow verify held Ctrl-C for good) before cancelling the stream."""
 
 _CODE_NAMES = {3: "INVALID_ARGUMENT", 5: "NOT_FOUND", 8: "RESOURCE_EXHAUSTED", 9: "FAILED_PRECONDITION", 13: "INTERNAL", 14: "UNAVAILABLE"}
 
@@ -38,40 +45,47 @@ class SessionStream:
         self._pending: dict[int, asyncio.Future[pb.SessionAnswer]] = {}
         self._outbox: list[pb.SessionCallsRequest] = []
         """Messages not sent yet; calls are written into the last one in place (no copies)."""
+        self._last_bytes = 0
+        """The text of the calls in the outbox's last message."""
         self._wake: asyncio.Future[None] | None = None
         """The writer's, while it waits for calls."""
         self._ending = False
         self._reader: asyncio.Task[None] | None = None
 
     async def seed_session(self, row: Mapping[str, Any] | str | bytes) -> str:
-        call, answer = self._new()
-        call.seed.body_json = json_text(row)
+        text = json_text(row)
+        call, answer = self._new(text, "the row")
+        call.seed.body_json = text
         return str((await self._answer(answer)).seed.session_id)
 
     async def reset_session(self, row: Mapping[str, Any] | str | bytes) -> tuple[str, dict[str, Any]]:
         """Seed a session of an environment that answers turns: (its id, what its reset
         answered: {"observation", "info"})."""
-        call, answer = self._new()
-        call.seed.body_json = json_text(row)
+        text = json_text(row)
+        call, answer = self._new(text, "the row")
+        call.seed.body_json = text
         seed = (await self._answer(answer)).seed
         return str(seed.session_id), reset_of(seed.reset_json)
 
     async def step(self, session_id: str, response: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
         """One step: {"observation", "reward", "terminated", "truncated", "info"}."""
-        call, answer = self._new()
-        call.step.session_id, call.step.response_json = session_id, json_text(response)
+        text = json_text(response)
+        call, answer = self._new(text, "the step's response")
+        call.step.session_id, call.step.response_json = session_id, text
         return step_of((await self._answer(answer)).step.step_json)
 
     async def call_tool(self, session_id: str, name: str, arguments: Mapping[str, Any] | str | bytes) -> ToolOutput:
-        call, answer = self._new()
+        text = json_text(arguments)
+        call, answer = self._new(text, f"the arguments of {name[:100]!r}")
         tool = call.call_tool
-        tool.session_id, tool.name, tool.arguments_json = session_id, name, json_text(arguments)
+        tool.session_id, tool.name, tool.arguments_json = session_id, name, text
         output = (await self._answer(answer)).call_tool
         return ToolOutput(output.output, output.failed, output.status)
 
     async def verify_text(self, body: Mapping[str, Any] | str, session_id: str = "") -> tuple[float, str]:
-        call, answer = self._new()
-        call.verify.body_json, call.verify.session_id = json_text(body), session_id
+        text = json_text(body)
+        call, answer = self._new(text, "the rollout to verify")
+        call.verify.body_json, call.verify.session_id = text, session_id
         verified = (await self._answer(answer)).verify
         return float(verified.reward), str(verified.response_json)
 
@@ -81,25 +95,36 @@ class SessionStream:
         return bool((await self._answer(answer)).close.closed)
 
     async def aclose(self) -> None:
-        """End the stream (the server closes the sessions still open on it)."""
+        """End the stream (the server closes the sessions still open on it), waiting at most
+        CLOSE_WAIT_S for the server to end it, then cancelling it (its calls fail)."""
         self._ending = True
         self._wake_writer()
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
+        reader = self._reader
+        if reader is not None:
+            done, _ = await asyncio.wait([reader], timeout=CLOSE_WAIT_S)
+            if not done:
+                reader.cancel()
+                await asyncio.gather(reader, return_exceptions=True)
         self._reader = None
 
     # ----------------------------------------------------------------- the stream
 
-    def _new(self) -> tuple[pb.SessionCall, asyncio.Future[pb.SessionAnswer]]:
-        """A call written into the next message (the caller fills it in before it awaits)
-        and the future of its answer."""
+    def _new(self, text: str = "", what: str = "") -> tuple[pb.SessionCall, asyncio.Future[pb.SessionAnswer]]:
+        """A call written into the next message (the caller fills it in with `text`, `what`
+        it is, before it awaits) and the future of its answer; InvalidInputError for a text
+        no message carries."""
+        size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        if size > MESSAGE_BYTES:
+            raise InvalidInputError(f"{what} is {size / 1e6:.1f} MB of JSON, past the {MAX_MESSAGE_BYTES >> 20} MiB one gRPC message carries")
         reader = self._reader
         if reader is None or reader.done():
             reader = self._open()
         outbox = self._outbox
-        if not outbox or len(outbox[-1].calls) >= CALLS_PER_MESSAGE:
+        if not outbox or len(outbox[-1].calls) >= CALLS_PER_MESSAGE or self._last_bytes + size > MESSAGE_BYTES:
             outbox.append(pb.SessionCallsRequest())
+            self._last_bytes = 0
             self._wake_writer()
+        self._last_bytes += size
         call = outbox[-1].calls.add()
         call.id = request_id = next(self._ids)
         answer: asyncio.Future[pb.SessionAnswer] = reader.get_loop().create_future()  # (not get_running_loop: a system call on 3.11)
@@ -123,7 +148,7 @@ class SessionStream:
         # writer, which grpc may still be draining, must never take the next stream's calls
         # (it sent them into the dead call, and their episodes waited forever).
         outbox: list[pb.SessionCallsRequest] = []
-        self._outbox, self._ending = outbox, False
+        self._outbox, self._ending, self._last_bytes = outbox, False, 0
 
         async def requests() -> AsyncIterator[pb.SessionCallsRequest]:
             """The messages queued since the last one went, each of at most

@@ -40,6 +40,10 @@ class ToolOutput:
     """The HTTP status a NeMo Gym app's tool route answered; 0 for a tool that is not a route."""
 
 
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""The largest message a client sends or reads (its channel's limits; a server's default too)."""
+
+
 def json_text(value: Mapping[str, Any] | str | bytes) -> str:
     """A JSON object as text (text and bytes are sent as they are)."""
     if isinstance(value, bytes):

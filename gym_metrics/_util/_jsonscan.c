@@ -1,12 +1,16 @@
-/* too_deep(buf, start, stop, limit) -> bool: whether a line of buf[start:stop] nests arrays and
-   objects deeper than `limit`.
+/* Scans of JSON text that need no parse, both outside strings (a backslash escapes the next
+   byte; JSON strings hold no raw newline). Run without the GIL.
 
-   pyarrow's JSON reader recurses once per level on its thread's stack: a valid line nested
-   some 10,000 deep ends the process with a segmentation fault, which no Python code can catch.
-   The rollout readers ask this first and read such a chunk line by line instead (orjson
-   refuses more than 1,024 levels, naming the line). One pass over the bytes: depth counts
-   `[` and `{` against `]` and `}` outside strings (a backslash escapes the next byte), and
-   starts again at every newline (JSON strings hold no raw newline). Runs without the GIL. */
+   too_deep(buf, start, stop, limit) -> bool: whether a line of buf[start:stop] nests arrays and
+   objects deeper than `limit`. pyarrow's JSON reader recurses once per level on its thread's
+   stack: a valid line nested some 10,000 deep ends the process with a segmentation fault, which
+   no Python code can catch. The rollout readers ask this first and read such a chunk line by
+   line instead (orjson refuses more than 1,024 levels, naming the line).
+
+   count_items(buf, start, stop) -> (containers, commas): the objects and lists, and the commas,
+   of one document, for the bounds a request's JSON is held to (gym_metrics/_util/jsonbounds.py):
+   counted with bytes.count first, an upper bound, these only when that is past a bound (code in
+   a string is full of braces and commas). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -108,12 +112,45 @@ static PyObject *too_deep(PyObject *self, PyObject *args) {
     return PyBool_FromLong(deep);
 }
 
+static PyObject *count_items(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "y*nn", &buf, &start, &stop)) return NULL;
+    if (start < 0 || stop < start || stop > buf.len) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "the span lies outside the buffer");
+        return NULL;
+    }
+    long long containers = 0, commas = 0;
+    const unsigned char *p = (const unsigned char *)buf.buf + start, *end = (const unsigned char *)buf.buf + stop;
+    Py_BEGIN_ALLOW_THREADS
+    int in_string = 0;
+    for (; p < end; p++) {
+        unsigned char c = *p;
+        if (in_string) {
+            if (c == '\\') p++;
+            else if (c == '"' || c == '\n') in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == '{' || c == '[') {
+            containers++;
+        } else if (c == ',') {
+            commas++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("(LL)", containers, commas);
+}
+
 static PyMethodDef methods[] = {
     {"too_deep", too_deep, METH_VARARGS,
      "too_deep(buf, start, stop, limit) -> bool: whether a line of buf[start:stop] nests deeper than limit."},
+    {"count_items", count_items, METH_VARARGS,
+     "count_items(buf, start, stop) -> (containers, commas): outside strings, in buf[start:stop]."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_depth", "How deep JSON lines nest, before pyarrow parses them.", -1, methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_jsonscan", "Scans of JSON text outside its strings.", -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__depth(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__jsonscan(void) { return PyModule_Create(&module); }
