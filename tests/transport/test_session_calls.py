@@ -5,6 +5,7 @@ sessions of a stream that ends (the client went away) are closed at once."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 import sys
 from pathlib import Path
 
@@ -158,3 +159,28 @@ async def test_calls_are_packed_by_bytes_and_one_no_message_carries_fails_alone(
             await calls.verify_text({**BODY, "expected_count": 0, "pad": pad * 2}, sessions[0])
         assert (await calls.verify_text({**BODY, "expected_count": 1}, sessions[1]))[0] == 1.0
         assert await calls.close_session(sessions[0]) and await calls.close_session(sessions[2])
+
+
+class SlowVerify(Counter):
+    async def verify(self, body: Any, session: Any = None) -> Any:  # type: ignore[override]
+        await asyncio.sleep(30)
+        return await super().verify(body, session)
+
+
+async def test_closing_a_stream_waits_for_a_slow_call_only_so_long() -> None:
+    """The server ends a stream once the calls it runs are answered: closing one with a 30 s
+    verify in flight waited for it (Ctrl-C on collect hung until the verify ended). It waits
+    CLOSE_WAIT_S, then cancels; the waiting call fails as a lost session."""
+    from gym_metrics._transport.client._session_stream import CLOSE_WAIT_S
+
+    async with serve_environment(SlowVerify()) as server, ResourcesClient(server.address) as client:
+        calls = client.session_stream()
+        session = await calls.seed_session({"initial_count": 0})
+        verifying = asyncio.ensure_future(calls.verify_text({**BODY, "expected_count": 0}, session))
+        await asyncio.sleep(0.3)
+        started = asyncio.get_running_loop().time()
+        await calls.aclose()
+        took = asyncio.get_running_loop().time() - started
+        with pytest.raises(SessionLostError):
+            await verifying
+    assert CLOSE_WAIT_S - 0.5 < took < CLOSE_WAIT_S + 3
