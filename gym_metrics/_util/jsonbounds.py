@@ -115,9 +115,9 @@ def _numpy_counts(data: bytes) -> tuple[int, int]:
 
     arr = np.frombuffer(data, dtype=np.uint8)
     quotes = np.flatnonzero(arr == ord('"'))
-    plain = np.flatnonzero(arr != ord("\\"))  # where a run of backslashes ends, looking back from a quote
-    before = plain[np.maximum(np.searchsorted(plain, quotes) - 1, 0)]
-    runs = np.where(np.searchsorted(plain, quotes) > 0, quotes - before - 1, quotes)
+    plain = np.flatnonzero(arr != ord("\\"))  # the last of these before a quote ends its run of backslashes
+    at = np.searchsorted(plain, quotes)
+    runs = quotes - np.where(at > 0, plain[np.maximum(at - 1, 0)], -1) - 1
     real = quotes[runs % 2 == 0]
     counted = []
     for chars in (b"{[", b","):

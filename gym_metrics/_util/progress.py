@@ -74,7 +74,8 @@ def format_seconds(seconds: float) -> str:
 
 
 EXACT_COUNT_BYTES = 64 << 20
-"""Files up to this size have their lines counted (about 20 ms); bigger ones are sampled."""
+"""Files up to this size have their lines counted (about 40 ms from the page cache); bigger
+ones are sampled."""
 
 SAMPLES, SAMPLE_BYTES = 16, 256 << 10
 

@@ -194,7 +194,7 @@ def add_usage(total: Optional[dict[str, Any]], more: Any) -> Optional[dict[str, 
     if not isinstance(more, Mapping):
         return total
     if total is None:  # the details copied too, counts sent as digits read as numbers
-        return {k: dict(v) if isinstance(v, Mapping) else _count(v) if isinstance(v, str) and _count(v) is not None else v for k, v in more.items()}
+        return {k: dict(v) if isinstance(v, Mapping) else _as_number(v) for k, v in more.items()}
     out = dict(total)
     for key in ("input_tokens", "output_tokens", "total_tokens"):
         out[key] = (_count(out.get(key)) or 0) + (_count(more.get(key)) or 0)
@@ -206,14 +206,13 @@ def add_usage(total: Optional[dict[str, Any]], more: Any) -> Optional[dict[str, 
     return out
 
 
+def _as_number(value: Any) -> Any:
+    """Digits sent as text as their number (as NeMo Gym's pydantic usage model reads them)."""
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else value
+
+
 def _count(value: Any) -> int | float | None:
-    """A token count as a policy may send it: a number, or digits in a string (read as NeMo
-    Gym's pydantic usage model reads them); anything else is unknown (a policy's "10" beside
-    a 10 stopped the whole run with a TypeError)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return None
+    """A token count as a policy may send it; anything but a number or digits is unknown (a
+    policy's "10" beside a 10 stopped the whole run with a TypeError)."""
+    value = _as_number(value)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
