@@ -1,4 +1,4 @@
-"""What the nesting check before pyarrow's JSON reader costs (gym_metrics/_util/_jsonscan.c):
+"""What the nesting check before pyarrow's JSON reader costs (gym_metrics/_util/jsonscan.c):
 `gym-metrics aggregate` of a generated rollouts file (ROWS rows of trajectories, about 1.5 KB
 each) with the check and with it replaced by one that says no, in turn, ROUNDS rounds, wall
 and CPU seconds of each process; then the check alone against pyarrow's parse of one 9 MB
@@ -75,7 +75,7 @@ def main() -> None:
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from gym_metrics._util._jsonscan import too_deep
+    from gym_metrics._util.jsonscan import too_deep
 
     block = rows(6000, seed=2)
     for name, call in (("pyarrow read_json", lambda: pj.read_json(pa.BufferReader(pa.py_buffer(block)))),

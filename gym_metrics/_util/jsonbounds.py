@@ -99,12 +99,12 @@ def _past(counts: tuple[int, int], bounds: JsonBounds) -> bool:
 
 
 def exact_counts(text: str | bytes) -> tuple[int, int]:
-    """The objects and lists, and the commas, outside the document's strings: in C (`_jsonscan`,
+    """The objects and lists, and the commas, outside the document's strings: in C (`jsonscan`,
     built on install), else with numpy (a quote is a string's end unless an odd run of
     backslashes comes before it)."""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     try:
-        from gym_metrics._util._jsonscan import count_items
+        from gym_metrics._util.jsonscan import count_items
     except ImportError:
         return _numpy_counts(data)
     return count_items(data, 0, len(data))

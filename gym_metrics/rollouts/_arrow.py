@@ -57,14 +57,14 @@ _OPENS[[ord("["), ord("{")]] = True
 
 def too_deep(buf: bytes, starts: np.ndarray, ends: np.ndarray, limit: int | None = None) -> bool:
     """Whether a line may nest arrays and objects deeper than `limit` (MAX_ARROW_DEPTH): exactly in C
-    (`_jsonscan`, built on install: brackets outside strings); without it, whether a line holds
+    (`jsonscan`, built on install: brackets outside strings); without it, whether a line holds
     more opening brackets than that (never no for a deep line; yes for some that are not,
     which are then read line by line, slower)."""
     limit = MAX_ARROW_DEPTH if limit is None else limit
     if not len(starts):
         return False
     try:
-        from gym_metrics._util._jsonscan import too_deep as native
+        from gym_metrics._util.jsonscan import too_deep as native
     except ImportError:
         pass
     else:

@@ -53,9 +53,9 @@ def test_braces_and_commas_in_strings_are_no_items(native: bool, monkeypatch: py
     import sys
 
     if native:
-        pytest.importorskip("gym_metrics._util._jsonscan", reason="the C scan is built on install (a C compiler)")
+        pytest.importorskip("gym_metrics._util.jsonscan", reason="the C scan is built on install (a C compiler)")
     else:
-        monkeypatch.setitem(sys.modules, "gym_metrics._util._jsonscan", None)
+        monkeypatch.setitem(sys.modules, "gym_metrics._util.jsonscan", None)
     code = 'def f(x):\n    return {"a": [x, {"b": "\\"}], "c": \'}\'}\n' * 40_000
     text = orjson.dumps({"response": {"output": [{"type": "message", "content": [{"type": "output_text", "text": code}]}]}, "tags": ["x,{", "\\", '"{']})
     check_items(text, "body_json")

@@ -151,6 +151,6 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_jsonscan", "Scans of JSON text outside its strings.", -1, methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "jsonscan", "Scans of JSON text outside its strings.", -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__jsonscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit_jsonscan(void) { return PyModule_Create(&module); }
