@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
+from gym_metrics._util.lifetime import die_with_parent
 from gym_metrics._util.limits import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, CallLimits
 from gym_metrics.cli._base import add_access_flags, positive_float, positive_int, server_token
 from gym_metrics.cli._policy_flags import add_policy_target_flags, policy_config
@@ -161,6 +162,7 @@ def run(ns: argparse.Namespace) -> int:
     # Before anything imports grpc (the environment's own file included): a child forked
     # inside verify must not inherit grpc's fork handlers (see gym_metrics._util.grpc_fork).
     disable_grpc_fork_handlers()
+    die_with_parent()  # when a run started this server for itself (collect --benchmark): it goes with that run
     from gym_metrics._transport.server import ServerConfig, serve
 
     if ns.dump_config:

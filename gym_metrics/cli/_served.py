@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
+from gym_metrics._util.lifetime import with_parent
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 START_TIMEOUT_S = 300.0
@@ -30,7 +31,8 @@ class _Served:
     def __init__(self, config: Path, log: Path, name: str | None) -> None:
         command = [sys.executable, "-m", "gym_metrics.cli", "serve", str(config), "--host", "127.0.0.1", "--port", "0", *(["--name", name] if name else [])]
         self.shown, self.log = f"{config}{f' ({name})' if name else ''}", log
-        self.child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                      env=with_parent())  # it dies with this run, SIGKILL too (serve calls die_with_parent)
         self.said: deque[str] = deque(maxlen=20)
         self.found: list[str] = []
         self.ready = threading.Event()

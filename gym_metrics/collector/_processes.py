@@ -18,7 +18,6 @@ left: its rows go to their shards first.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import mmap
 import os
@@ -36,14 +35,13 @@ import numpy as np
 import orjson
 
 from gym_metrics._util.exclusive import hold_exclusive
+from gym_metrics._util.lifetime import PARENT_ENV, die_with_parent, with_parent
 from gym_metrics._util.progress import ProgressLine
 from gym_metrics.collector._environments import Environments
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._shard import Shard, refuse_other_shard_count, shard_dir, stats_path
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
-PARENT_ENV = "GYM_METRICS_SHARD_PARENT"
-"""The pid of the run a shard process belongs to (it dies with it)."""
 RETRIES = 1
 """Times a shard process that died is started again (it resumes its own file)."""
 POLL_S = 0.25
@@ -278,24 +276,11 @@ def _lock(folder: Path) -> IO[bytes]:
 def _start(argv: Sequence[str], shard: Shard, final: Path) -> subprocess.Popen[bytes]:
     log = shard.log(final).open("ab")
     try:
-        env = {**os.environ, PARENT_ENV: str(os.getpid())}
+        env = with_parent()
         return subprocess.Popen([sys.executable, "-m", "gym_metrics.cli", *child_argv(argv, shard, final)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)  # fmt: skip
     finally:
         log.close()
-
-
-def die_with_parent() -> None:
-    """Called first in a shard process: the kernel kills it when the run that started it dies
-    (Linux's PR_SET_PDEATHSIG), so a killed run leaves no shard writing on behind a later
-    --resume; a parent gone already ends it now. (Set here, not between fork and exec: the
-    parent holds gRPC's threads, and a fork hook there can abort the child.)"""
-    parent = os.environ.get(PARENT_ENV)
-    if parent is None or not sys.platform.startswith("linux"):
-        return
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() != int(parent):
-        os._exit(1)
 
 
 def _tail(path: Path, lines: int = 5) -> str:

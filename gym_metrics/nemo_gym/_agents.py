@@ -33,7 +33,7 @@ from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym._native import NATIVE_AGENTS
 from gym_metrics.nemo_gym._asgi import post
 from gym_metrics.nemo_gym._compose import read_blocks, tree_root
-from gym_metrics.nemo_gym._config import load_entry
+from gym_metrics.nemo_gym._config import load_entry, refuse_missing
 from gym_metrics.nemo_gym.base_responses_api_agent import SimpleResponsesAPIAgent
 from gym_metrics.nemo_gym.config_types import ModelServerRef, ResourcesServerRef
 from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse
@@ -200,6 +200,9 @@ class AgentCodes(Mapping[str, AgentProgram]):
             if isinstance(inner, Mapping) and len(inner) == 1:
                 impl, fields = next(iter(inner.items()))
                 if impl not in NATIVE_AGENTS:
+                    if fields is not None and not isinstance(fields, Mapping):
+                        why = f"{self.path}: {type(fields).__name__}, expected the agent's fields (a mapping)"
+                        raise InvalidInputError("bad agent block", [FieldViolation(f"{name}.responses_api_agents.{impl}", why)])
                     self._blocks[str(name)] = (str(impl), dict(fields or {}))
         self._built: dict[str, AgentProgram] = {}
 
@@ -207,6 +210,10 @@ class AgentCodes(Mapping[str, AgentProgram]):
         program = self._built.get(name)
         if program is None:
             impl, fields = self._blocks[name]
+            why = self.document.unresolved.get(name)
+            if why is not None:  # it ran with the `${...}` text in its fields
+                raise InvalidInputError("config interpolation failed", [FieldViolation(name, f"{self.path}: {why}")])
+            refuse_missing(fields, name, self.path)
             set_global_config_dict(self.document)
             agent = _build(self.path, self.root, name, impl, fields)
             app = agent.server_client.app  # type: ignore[attr-defined]

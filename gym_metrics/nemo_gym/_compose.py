@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.errors import FieldViolation, InvalidInputError
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 
 CONFIG_PATHS = "config_paths"
 INHERIT_FROM = "_inherit_from"
@@ -134,11 +134,19 @@ def compose(path: Path, roots: list[Path] | None = None, given: dict[str, Any] |
     simulator's model server); the policy is collect's here, so it is NeMo Gym's placeholder
     unless a config or env.yaml defines it. `given`: top-level values merged over the config's,
     which it may interpolate (NeMo Gym reads a benchmark with its policy keys empty)."""
+    from omegaconf.errors import OmegaConfBaseException
+
     root = tree_root(path)
     roots = roots if roots is not None else search_roots(root)
     dotenv = resolve_under("env.yaml", roots)
     initial = {**(given or {}), CONFIG_PATHS: [str(path)], "policy_model": NO_POLICY_MODEL}
-    return parse(initial, roots, dotenv if dotenv.is_file() else None, root or Path.cwd())
+    try:
+        return parse(initial, roots, dotenv if dotenv.is_file() else None, root or Path.cwd())
+    except (OmegaConfBaseException, TypeError, ValueError) as exc:  # a merge of a mapping over a list, a bad directive, ...
+        if isinstance(exc, GymMetricsError):
+            raise
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidInputError("the config does not compose", [FieldViolation("config", f"{path}: {type(exc).__name__}: {why}")]) from None
 
 
 class Blocks(dict[str, Any]):
@@ -273,7 +281,10 @@ def _apply(level: Any, root: Any, frozen: Any) -> None:
     for key, value in list(level.items_ex(resolve=False)):
         deleting: set[str] = set()
         if isinstance(value, DictConfig) and DELETE_KEY in value:
-            deleting = {k.strip() for k in str(value.pop(DELETE_KEY)).split(",")}
+            keys = value.pop(DELETE_KEY)
+            if not isinstance(keys, str):  # a YAML list was read as its text and deleted nothing
+                raise InvalidInputError("bad _delete_key", [FieldViolation(f"{key}.{DELETE_KEY}", f"{type(keys).__name__}: expected the keys as text, comma-separated")])
+            deleting = {k.strip() for k in keys.split(",")}
             present = {k for k in deleting if k in value}
             for k in present:
                 value.pop(k)

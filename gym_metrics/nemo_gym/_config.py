@@ -50,10 +50,17 @@ def load_config_server(
     set_global_config_dict(_with_addresses(document, servers or {}))
     for setting in overrides:
         key, value = _override(setting)
-        fields[key] = value
+        _set(fields, key, value)
+    refuse_missing(fields, block_name, path)
     cls = server_class or _server_class(folder / str(fields.get("entrypoint", "app.py")), path)
     _check_hooks(cls)
     config_cls = cls.model_fields["config"].annotation
+    declared = set(getattr(config_cls, "model_fields", {})) | {"entrypoint", "domain", "description", "value", "verified", "host", "port"}
+    unknown = [s.partition("=")[0].strip().split(".")[0] for s in overrides if s.partition("=")[0].strip().split(".")[0] not in declared]
+    if unknown and getattr(config_cls, "model_config", {}).get("extra") != "allow":
+        close = get_close_matches(unknown[0], sorted(declared), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InvalidInputError("bad --set", [FieldViolation("set", f"{unknown[0]!r}: {cls.__name__}'s config has no such field{hint}")])
     try:
         config = config_cls.model_validate({"host": host, "port": port, **fields, "name": block_name})  # type: ignore[union-attr]
         server = cls(config=config, server_client=ServerClient(servers))
@@ -111,6 +118,8 @@ def agent_max_steps(document: Any, resources_name: str, path: Path) -> dict[str,
         if fields.get("max_steps") is None:
             continue
         steps = fields["max_steps"]
+        if isinstance(steps, str) and steps.strip().isdigit():  # `${oc.env:MAX_STEPS,10}` is text: NeMo Gym's pydantic reads it
+            steps = int(steps)
         if type(steps) is not int or steps < 0:
             raise InvalidInputError("bad max_steps", [FieldViolation(f"{name}.max_steps", f"{path}: {steps!r} is not a whole number >= 0")])
         if steps:  # 0: no bound, as NeMo Gym reads it
@@ -134,7 +143,11 @@ def _with_addresses(document: Any, servers: Mapping[str, Any]) -> Any:
 
     for name, given in servers.items():
         where = urlsplit(given if isinstance(given, str) else given.url)
-        address = {"host": where.hostname, "port": where.port or (443 if where.scheme == "https" else 80)}
+        try:
+            port = where.port or (443 if where.scheme == "https" else 80)
+        except ValueError:
+            raise InvalidInputError("bad --server", [FieldViolation(f"server.{name}", f"{where.geturl()!r}: the port is not a number")]) from None
+        address = {"host": where.hostname, "port": port}
         block = document.get(name) if isinstance(document, Mapping) else None
         inner = next(iter(block.values()), None) if isinstance(block, dict) and len(block) == 1 else None
         fields = next(iter(inner.values()), None) if isinstance(inner, dict) and len(inner) == 1 else None
@@ -177,6 +190,9 @@ def _resources_block(document: Any, name: str | None, path: Path) -> tuple[str, 
             inner = value.get("resources_servers") if isinstance(value, Mapping) else None
             if isinstance(inner, Mapping) and len(inner) == 1:
                 impl, fields = next(iter(inner.items()))
+                if fields is not None and not isinstance(fields, Mapping):
+                    why = f"{path}: {type(fields).__name__}, expected the server's fields (a mapping)"
+                    raise InvalidInputError("bad resources server block", [FieldViolation(f"{key}.resources_servers.{impl}", why)])
                 blocks[str(key)] = (str(impl), dict(fields or {}))
     if not blocks:
         raise InvalidInputError("no resources server in the config", [FieldViolation("config", f"{path}: no `<name>: resources_servers: <env>: ...` block")])
@@ -195,9 +211,51 @@ def _override(setting: str) -> tuple[str, Any]:
     import yaml
 
     key, sep, text = setting.partition("=")
-    if not sep or not key:
+    if not sep or not key.strip():
         raise InvalidInputError("bad --set", [FieldViolation("set", f"{setting!r}: expected key=value")])
-    return key.strip(), yaml.safe_load(text)
+    try:
+        return key.strip(), yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidInputError("bad --set", [FieldViolation("set", f"{setting!r}: the value is not YAML ({str(exc).splitlines()[0]})")]) from None
+
+
+def _set(fields: dict[str, Any], key: str, value: Any) -> None:
+    """`key`'s value in `fields`; a dotted key (`judge.model=x`) sets the nested field, as NeMo
+    Gym's `++block.field.sub=x` does."""
+    *parents, last = key.split(".")
+    at = fields
+    for part in parents:
+        inner = at.get(part)
+        if not isinstance(inner, dict):
+            inner = at[part] = {}
+        at = inner
+    at[last] = value
+
+
+MISSING = "???"
+"""OmegaConf's mandatory value: a field the config leaves for the run to give."""
+
+
+def refuse_missing(fields: Mapping[str, Any], block: str, path: Path) -> None:
+    """InvalidInputError naming each field the config leaves `???` (NeMo Gym refuses to start
+    without it; it was served as the text "???")."""
+    found: list[str] = []
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, str) and value == MISSING:
+            found.append(where)
+        elif isinstance(value, Mapping):
+            for key, inner in value.items():
+                walk(inner, f"{where}.{key}" if where else str(key))
+        elif isinstance(value, list):
+            for i, inner in enumerate(value):
+                walk(inner, f"{where}[{i}]")
+
+    walk(fields, "")
+    if found:
+        raise InvalidInputError(
+            "a config value is not given", [FieldViolation(f"{block}.{k}", f"{path}: ??? (give it: --set {k}=VALUE)") for k in found[:10]]
+        )
 
 
 def _server_class(entry: Path, config_path: Path) -> type[SimpleResourcesServer]:
@@ -233,7 +291,7 @@ def load_entry(entry: Path) -> Any:
             sys.path.insert(0, folder)
     try:
         return importlib.import_module(f"{env_dir.parent.name}.{env_dir.name}.{entry.stem}")
-    except (ImportError, SyntaxError) as exc:
+    except Exception as exc:  # ImportError, SyntaxError, or the module's own code raising as it loads
         where = f"{exc.filename}:{exc.lineno}" if isinstance(exc, SyntaxError) else str(entry)
         raise InvalidInputError(
             "cannot load the environment", [FieldViolation("entrypoint", f"{where}: {type(exc).__name__}: {exc}")]
