@@ -103,16 +103,18 @@ async def test_a_web_page_cannot_drive_a_loopback_server_without_a_token() -> No
             assert local.status_code == 200 and len(local.json()["rewards"]) == 1  # scored
 
 
-async def test_a_web_page_cannot_drive_the_loopback_mcp_door_either() -> None:
-    """The MCP door gets the same guards from the MCP SDK (its DNS-rebinding protection, on for
-    a loopback host): held here, so an SDK that drops them fails this test."""
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"])
+async def test_a_web_page_cannot_drive_the_loopback_mcp_door_either(host: str) -> None:
+    """The MCP door gets the same guards as the reward door, on any loopback address (the MCP
+    SDK's own rebinding check knows 127.0.0.1, localhost and ::1: on 127.0.0.2 a rebound page's
+    initialize and tool calls ran)."""
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-    async with serve_environment("math_exact", mcp_port=0) as server, httpx.AsyncClient() as http:
-        url = f"http://127.0.0.1:{server.mcp_port}/mcp"
+    async with serve_environment("math_exact", host=host, mcp_port=0) as server, httpx.AsyncClient() as http:
+        url = f"http://{host}:{server.mcp_port}/mcp"
         plain = await http.post(url, json=INITIALIZE, headers={**headers, "content-type": "text/plain"})
         rebound = await http.post(url, json=INITIALIZE, headers={**headers, "host": "evil.example"})
         cross = await http.post(url, json=INITIALIZE, headers={**headers, "origin": "https://evil.example"})
-        same = await http.post(url, json=INITIALIZE, headers={**headers, "origin": f"http://127.0.0.1:{server.mcp_port}"})
-    assert (plain.status_code, rebound.status_code, cross.status_code) == (400, 421, 403)
+        same = await http.post(url, json=INITIALIZE, headers={**headers, "origin": f"http://{host}:{server.mcp_port}"})
+    assert (plain.status_code, rebound.status_code, cross.status_code) == (400, 403, 403)
     assert "Content-Type" in plain.text and "Host" in rebound.text and "Origin" in cross.text
     assert same.status_code == 200 and same.json()["result"]["serverInfo"]["name"].startswith("gym-metrics")

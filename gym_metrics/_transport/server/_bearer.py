@@ -6,6 +6,7 @@ loopback; a cross-site Origin), as the MCP SDK checks its own."""
 from __future__ import annotations
 
 import hmac
+import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -27,19 +28,28 @@ def authorized(scope: Scope, token: str | None) -> bool:
 
 
 class BearerGate:
-    """An ASGI app in front of another: every HTTP request without the token gets 401, before
-    the app sees it (the MCP door: initialize, tools/list and every tool call alike)."""
+    """An ASGI app in front of another (the MCP door: initialize, tools/list and every tool call
+    alike): a request without the token (when there is one) gets 401, and on a door bound to a
+    loopback address one that looks like a web page's gets 403, before the app sees it (the MCP
+    SDK's own check knows 127.0.0.1, localhost and ::1 only: on 127.0.0.2 a rebound page drove it)."""
 
-    def __init__(self, app: App, token: str) -> None:
-        self.app, self.token = app, token
+    def __init__(self, app: App, token: str | None, host: str = "127.0.0.1") -> None:
+        self.app, self.token, self.host = app, token, host
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not authorized(scope, self.token):
-            headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                       (b"content-length", str(len(REFUSAL)).encode())]  # fmt: skip
-            await send({"type": "http.response.start", "status": 401, "headers": headers})
-            await send({"type": "http.response.body", "body": REFUSAL})
-            return
+        if scope["type"] == "http":
+            refusal = None if authorized(scope, self.token) else (401, REFUSAL)
+            why = browser_refusal(scope, self.host) if refusal is None else None
+            if why is not None:
+                refusal = (403, b'{"error":' + json.dumps(why).encode() + b"}")
+            if refusal is not None:
+                status, body = refusal
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                if status == 401:
+                    headers.append((b"www-authenticate", b"Bearer"))
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
         await self.app(scope, receive, send)
 
 

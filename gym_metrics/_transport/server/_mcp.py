@@ -149,4 +149,4 @@ async def serve_mcp(handler: EnvironmentHandler, host: str, port: int, token: st
     tools = McpTools(handler)
     server = Server(f"gym-metrics {handler.env.server_name()}", on_list_tools=tools.list_tools, on_call_tool=tools.call_tool)
     app = server.streamable_http_app(json_response=True, host=host, max_sessions=handler.sessions.store.max_sessions)
-    return await start_uvicorn(BearerGate(app, token) if token is not None else app, host, port, "--mcp-port", "mcp")
+    return await start_uvicorn(BearerGate(app, token, host), host, port, "--mcp-port", "mcp")
