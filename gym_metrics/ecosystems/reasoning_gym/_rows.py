@@ -27,6 +27,8 @@ entry back.
 
 from __future__ import annotations
 
+import math
+
 import random
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -212,8 +214,10 @@ def _check_mix(parts: list[MixPart]) -> None:
         if part.name in seen:
             raise InvalidInputError(f"{part.name} is in the mix twice", [FieldViolation("--mix", "each dataset once (reasoning-gym's composite refuses repeats)")])
         seen.add(part.name)
-        if not part.weight > 0:
-            raise InvalidInputError(f"{part.name}: weight {part.weight}", [FieldViolation("--mix", "a weight is a number > 0")])
+        if not (part.weight > 0 and math.isfinite(part.weight)):
+            raise InvalidInputError(f"{part.name}: weight {part.weight}", [FieldViolation("--mix", "a weight is a finite number > 0")])
+    if not math.isfinite(sum(part.weight for part in parts)):
+        raise InvalidInputError("the weights sum past what a float holds", [FieldViolation("--mix", "give smaller weights (only their ratios count)")])
 
 
 def _why(exc: BaseException) -> str:
