@@ -5,6 +5,7 @@ an entry reasoning-gym generates here (never read from the row)."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,46 @@ async def test_a_mix_answered_by_a_policy_through_collect_scores_as_reasoning_gy
     agent = metrics[0]["agent_metrics"] if isinstance(metrics, list) else metrics["agent_metrics"]
     drawn = {row["reasoning_gym"]["dataset"] for row in rows}
     assert {key.split("/")[0] for key in agent if key.endswith("/pass@1")} == drawn
+
+
+async def test_an_answer_whose_scoring_never_ends_is_stopped_and_the_server_serves_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`<answer>9**9**9**9</answer>`: polynomial_multiplication's score_answer evaluates it
+    (as puzzle24's and countdown's do), which ran forever holding the GIL: the server answered
+    no one, whatever --verify-timeout said. It is stopped at its deadline, scored 0 saying why,
+    and the next verify is answered."""
+    from gym_metrics.ecosystems.reasoning_gym import _scoring, dataset_rows, json_bytes
+
+    monkeypatch.setattr(_scoring, "SCORE_SECONDS", 0.5)
+    row = orjson.loads(json_bytes(next(dataset_rows("polynomial_multiplication", size=1, seed=1))))
+
+    def answered(text: str) -> dict[str, Any]:
+        return {**row, "response": {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}]}}
+
+    async with serve_environment(ReasoningGymServer()) as server, ResourcesClient(server.address) as client:
+        evil = await asyncio.wait_for(client.verify(answered("<answer>9**9**9**9</answer>")), 30)
+        honest = await asyncio.wait_for(client.verify(answered(f"<answer>{row['entry']['answer']}</answer>")), 30)
+    assert evil["reward"] == 0.0 and "scoring stopped after 0.5 s" in evil["score_error"]
+    assert honest["reward"] == 1.0
+
+
+def test_a_deadline_stops_cpu_bound_code_and_is_none_off_the_main_thread() -> None:
+    import threading
+    import time
+
+    from gym_metrics._util.deadline import DeadlineExceeded, cpu_deadline
+
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded), cpu_deadline(0.3):
+        pow(7, 10**9)  # CPython's long arithmetic checks for signals
+    assert time.monotonic() - started < 5
+    ran: list[int] = []
+
+    def elsewhere() -> None:
+        with cpu_deadline(0.01):
+            time.sleep(0.1)
+            ran.append(1)
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join(5)
+    assert ran == [1]

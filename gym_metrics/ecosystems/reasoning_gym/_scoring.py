@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gym_metrics._util.deadline import DeadlineExceeded, cpu_deadline
 from gym_metrics.ecosystems.reasoning_gym._library import library
+from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.ecosystems.reasoning_gym._rows import DatasetRef, create
 
 MAX_DATASETS = 256
@@ -30,6 +32,12 @@ class Score:
     reward: float
     answer: str | None
     error: str | None = None
+
+
+SCORE_SECONDS = 5.0
+"""One answer's scoring at most (reasoning-gym scores an answer in microseconds to milliseconds)."""
+BUILD_SECONDS = 30.0
+"""Building one dataset at most (a row may name any size: acre of 60,000 takes 12 s)."""
 
 
 class Scoring:
@@ -51,7 +59,12 @@ class Scoring:
         if found is not None:
             self._datasets.move_to_end(key)
             return found
-        built = create(ref.dataset, ref.config, ref.seed, ref.size, name_field=f"{self._where}.dataset", config_field=f"{self._where}.config")
+        try:
+            with cpu_deadline(BUILD_SECONDS):
+                built = create(ref.dataset, ref.config, ref.seed, ref.size, name_field=f"{self._where}.dataset", config_field=f"{self._where}.config")
+        except DeadlineExceeded:
+            why = f"building {ref.dataset} of size {ref.size:,} took more than {BUILD_SECONDS:g} s: stopped"
+            raise InvalidInputError("the dataset cannot be built in time", [FieldViolation(f"{self._where}.size", why)]) from None
         self._datasets[key] = built
         if len(self._datasets) > self._max:
             self._datasets.popitem(last=False)
@@ -62,11 +75,16 @@ class Scoring:
         return self._extract(text)
 
     def score(self, text: str, ref: DatasetRef, entry: Mapping[str, Any]) -> Score:
-        """`text`'s answer scored by the dataset of `ref` against `entry`."""
+        """`text`'s answer scored by the dataset of `ref` against `entry`, within SCORE_SECONDS
+        (a scorer that evaluates the answer, `9**9**9**9` in puzzle24 or polynomial_multiplication,
+        ran forever and held the whole server: stopped, it scores 0 and says why)."""
         dataset = self.dataset(ref)
         answer = self.extract(text)
         try:
-            reward = float(dataset.score_answer(answer=answer, entry=entry))
+            with cpu_deadline(SCORE_SECONDS):
+                reward = float(dataset.score_answer(answer=answer, entry=entry))
+        except DeadlineExceeded:
+            return Score(0.0, answer, f"scoring stopped after {SCORE_SECONDS:g} s (reasoning-gym's score_answer on this answer)")
         except Exception as exc:
             return Score(0.0, answer, f"{type(exc).__name__}: {exc}")
         return Score(reward, answer)
