@@ -1,7 +1,7 @@
 """The porting rule as a tool: a NeMo Gym environment folder copied with `nemo_gym` rewritten to
-`gym_metrics.nemo_gym` in its import lines, and nothing else changed. The environments it
-imports (`resources_servers.<other>...`, beside it in the source tree) are ported too, beside
-the target, and named.
+`gym_metrics.nemo_gym` in its import lines, and nothing else changed. The environments and
+agents it imports (`resources_servers.<other>...`, `responses_api_agents.<other>...`, in the
+source tree) are ported too, into the target's tree, and named.
 
     python -m gym_metrics.nemo_gym.port resources_servers/<env> ported/resources_servers/<env>
 """
@@ -24,7 +24,9 @@ def rewrite_imports(source: str) -> str:
         return f"{indent}{keyword}{space}gym_metrics.nemo_gym"
 
     out = _IMPORT.sub(one, source)
-    return re.sub(r"^(\s*)import gym_metrics\.nemo_gym(\s*)$", r"\1import gym_metrics.nemo_gym as nemo_gym\2", out, flags=re.M)
+    out = re.sub(r"^(\s*)import gym_metrics\.nemo_gym(\s*(?:#.*)?)$", r"\1import gym_metrics.nemo_gym as nemo_gym\2", out, flags=re.M)
+    # `import nemo_gym.prompt` binds `nemo_gym`: its rewrite binds `gym_metrics`, so the name is bound too
+    return re.sub(r"^(\s*)import (gym_metrics\.nemo_gym(?:\.\w+)+)(\s*(?:#.*)?)$", r"\1import \2; import gym_metrics.nemo_gym as nemo_gym\3", out, flags=re.M)
 
 
 def port_folder(source: Path, target: Path) -> list[Path]:
@@ -40,15 +42,27 @@ def port_folder(source: Path, target: Path) -> list[Path]:
     return changed
 
 
-_OTHER_ENV = re.compile(r"^\s*(?:from|import)\s+resources_servers\.(\w+)", re.M)
+KINDS = ("resources_servers", "responses_api_agents")
+_OTHER = re.compile(r"^\s*(?:from|import)\s+(resources_servers|responses_api_agents)\.(\w+)", re.M)
 
 
 def imported_environments(folder: Path) -> set[str]:
     """The `resources_servers.<name>` environments the Python files of `folder` import."""
-    found: set[str] = set()
+    return {name for kind, name in imported(folder) if kind == "resources_servers"}
+
+
+def imported(folder: Path) -> set[tuple[str, str]]:
+    """The (kind, name) of the environments and agents (`resources_servers.<name>`,
+    `responses_api_agents.<name>`) the Python files of `folder` import, itself aside."""
+    found: set[tuple[str, str]] = set()
     for path in folder.rglob("*.py"):
-        found.update(_OTHER_ENV.findall(path.read_text(errors="replace")))
-    return found - {folder.name}
+        found.update(_OTHER.findall(path.read_text(errors="replace")))
+    return found - {(folder.parent.name, folder.name)}
+
+
+def _beside(folder: Path, kind: str, name: str) -> Path:
+    """Where `kind.name` lies for `folder`: in the tree it is in (`<root>/<kind>/<name>`), else beside it."""
+    return folder.parent.parent / kind / name if folder.parent.name in KINDS else folder.parent / name
 
 
 class PortError(Exception):
@@ -56,23 +70,24 @@ class PortError(Exception):
 
 
 def port_environment(source: Path, target: Path) -> list[tuple[str, str | None, list[Path]]]:
-    """Port `source` to `target`, then every environment it imports, transitively, from the
-    folder beside `source` to the folder beside `target`: (name, the environment that imported
-    it or None, the files changed) in the order ported. PortError when a folder is missing."""
+    """Port `source` to `target`, then every environment and agent it imports, transitively,
+    from the tree `source` is in to the tree `target` is in (an agent may import an environment's
+    code, or another agent's): (name, what imported it or None, the files changed) in the order
+    ported. PortError when a folder is missing, before anything is copied."""
     if not source.is_dir():
         raise PortError(f"{source} is not a folder")
-    done: list[tuple[str, str | None, list[Path]]] = []
-    todo: list[tuple[Path, Path, str | None]] = [(source, target, None)]
-    seen = {source.name}
+    plan: list[tuple[Path, Path, str | None]] = []
+    todo: list[tuple[Path, Path, str | None, str]] = [(source, target, None, "")]
+    seen = {(source.parent.name, source.name)}
     while todo:
-        src, dst, by = todo.pop(0)
+        src, dst, by, kind = todo.pop(0)
         if not src.is_dir():
-            raise PortError(f"{by} imports resources_servers.{src.name}, but {src} is not a folder: port it by hand or copy it beside {by}")
-        done.append((src.name, by, port_folder(src, dst)))
-        for other in sorted(imported_environments(src) - seen):
-            seen.add(other)
-            todo.append((src.parent / other, dst.parent / other, src.name))
-    return done
+            raise PortError(f"{by} imports {kind}.{src.name}, but {src} is not a folder: port it by hand or copy it beside {by}")
+        plan.append((src, dst, by))
+        for other_kind, other in sorted(imported(src) - seen):
+            seen.add((other_kind, other))
+            todo.append((_beside(src, other_kind, other), _beside(dst, other_kind, other), src.name, other_kind))
+    return [(src.name, by, port_folder(src, dst)) for src, dst, by in plan]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -325,3 +325,42 @@ def test_the_port_tool_ports_the_environments_an_environment_imports(tmp_path: P
     assert err.count("\n") == 1 and "middle imports resources_servers.leaf" in err and "Traceback" not in err
     assert main([str(tmp_path / "nowhere"), str(tmp_path / "dst3")]) == 2
     assert capsys.readouterr().err == f"error: {tmp_path / 'nowhere'} is not a folder\n"
+
+
+def test_the_port_tool_follows_an_agents_imports_into_the_tree_and_copies_nothing_when_one_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An agent importing an environment's code (image_tools_agent: `resources_servers.image_tools`)
+    or another agent's was looked for beside the agent, under responses_api_agents/ (exit 2), a
+    half-done copy left behind. Both kinds are found in the tree, and a missing one stops the
+    port before anything is copied."""
+    from gym_metrics.nemo_gym.port import main
+
+    src = tmp_path / "src"
+    for folder, body in {
+        "responses_api_agents/tools_agent": "from resources_servers.tools.app import helper\nfrom responses_api_agents.base_agent.app import Base\n",
+        "responses_api_agents/base_agent": "from nemo_gym.base_responses_api_agent import SimpleResponsesAPIAgent\nBase = 1\n",
+        "resources_servers/tools": "from nemo_gym import reward_profile\nhelper = 1\n",
+    }.items():
+        (src / folder).mkdir(parents=True)
+        (src / folder / "app.py").write_text(body)
+    dst = tmp_path / "dst"
+    assert main([str(src / "responses_api_agents/tools_agent"), str(dst / "responses_api_agents/tools_agent")]) == 0
+    out = capsys.readouterr().out
+    assert "ported base_agent (imported by tools_agent)" in out and "ported tools (imported by tools_agent)" in out
+    assert (dst / "resources_servers/tools/app.py").read_text().startswith("from gym_metrics.nemo_gym import reward_profile")
+    assert (dst / "responses_api_agents/base_agent/app.py").is_file()
+
+    (src / "resources_servers/tools/app.py").unlink()
+    (src / "resources_servers/tools").rmdir()
+    assert main([str(src / "responses_api_agents/tools_agent"), str(tmp_path / "dst2/responses_api_agents/tools_agent")]) == 2
+    assert "tools_agent imports resources_servers.tools" in capsys.readouterr().err and not (tmp_path / "dst2").exists()
+
+
+def test_the_porting_rule_keeps_the_name_nemo_gym_bound() -> None:
+    """`import nemo_gym  # noqa: E402` (harness_agent) and `import nemo_gym.prompt` bound the name
+    `nemo_gym`; their rewrites bound only `gym_metrics`, and `nemo_gym.` after them was a NameError."""
+    assert rewrite_imports("import nemo_gym  # noqa: E402\n") == "import gym_metrics.nemo_gym as nemo_gym  # noqa: E402\n"
+    assert rewrite_imports("import nemo_gym.prompt\n") == "import gym_metrics.nemo_gym.prompt; import gym_metrics.nemo_gym as nemo_gym\n"
+    assert rewrite_imports("import nemo_gym.prompt as prompt\n") == "import gym_metrics.nemo_gym.prompt as prompt\n"
+    namespace: dict[str, object] = {}
+    exec(rewrite_imports("import nemo_gym.prompt\nfound = nemo_gym.prompt\n"), namespace)
+    assert namespace["found"].__name__ == "gym_metrics.nemo_gym.prompt"  # type: ignore[attr-defined]
