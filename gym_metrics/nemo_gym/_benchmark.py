@@ -194,8 +194,17 @@ class Suite:
         missing = [b for b in self.benchmarks if not b.data.is_file()]
         if missing:
             raise missing[0].missing_data()
-        written = 0
         tmp = target.with_name(f".{target.name}.collating")
+        try:
+            written = self._write_collated(tmp)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # (a refused row left it behind)
+            raise
+        os.replace(tmp, target)
+        return written
+
+    def _write_collated(self, tmp: Path) -> int:
+        written = 0
         with tmp.open("wb") as out:
             for benchmark in self.benchmarks:
                 make = benchmark.row_maker(prompt_step(str(benchmark.prompt_config), f"{benchmark.declared_by}.prompt_config") if benchmark.prompt_config else None)
@@ -210,7 +219,6 @@ class Suite:
                             raise InvalidInputError(f"benchmark {benchmark.name}: a row NeMo Gym refuses", [FieldViolation(f"{benchmark.data}:{number}", str(exc))]) from None
                         out.write(line * benchmark.num_repeats)
                         written += benchmark.num_repeats
-        os.replace(tmp, target)
         return written
 
     def agent_of(self, agent_map: Mapping[str, str] | None = None) -> dict[str, str]:

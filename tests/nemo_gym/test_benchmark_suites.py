@@ -207,3 +207,15 @@ def test_the_wheels_suites_read_as_gym_eval_prepare_reads_them(ported: Any, tmp_
         found = [[b.name, b.agent, b.num_repeats, str(b.data.relative_to(tmp_path) if b.data.is_absolute() else b.data)] for b in suite.benchmarks]
         assert found == expected, config
     assert [len(v) for v in REFERENCE["wheel_suites"].values()] == [7, 17]
+
+
+def test_a_suite_whose_rows_nemo_gym_refuses_leaves_no_collating_file(config_tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad row in the suite's second benchmark was named (exit 2) and its half-collated file
+    (`.out_benchmark.jsonl.collating`) left beside the output."""
+    monkeypatch.chdir(config_tree)
+    data = config_tree / "benchmarks/demo_decoupled/data/rows.jsonl"  # demo_second's rows
+    data.write_bytes(data.read_bytes() + b"{not json\n")
+    assert cli_main(["collect", "--benchmark", SUITES[1], "--output", str(config_tree / "out.jsonl"), "--policy-url", "http://127.0.0.1:9/v1",
+                     "--policy-model", "m"]) == 2  # fmt: skip
+    assert "a row NeMo Gym refuses" in capsys.readouterr().err
+    assert sorted(p.name for p in config_tree.glob(".*collating")) == []
