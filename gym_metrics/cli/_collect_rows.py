@@ -75,7 +75,8 @@ def rows(ns: argparse.Namespace) -> Callable[[dict[str, Any]], tuple[dict[str, A
     if ns.limit is not None:  # gym eval run's limit counts the collated lines: a row's repeats, one a line
         ns.max_rollouts, ns.limit = ns.limit, -(-ns.limit // ns.num_repeats)
     template = ns.prompt_config or (str(benchmark.prompt_config) if benchmark.prompt_config else None)
-    maker = benchmark.row_maker(prompt_step(template), agents)
+    named = "--prompt-config" if ns.prompt_config else f"{benchmark.declared_by}.prompt_config"  # (a missing file: the benchmark's field, not a flag not given)
+    maker = benchmark.row_maker(prompt_step(template, named), agents)
     if not ns.shard:  # what runs, said once (NeMo Gym prints its artifacts too)
         print(f"collect: {'benchmark' if ns.split == 'benchmark' else ns.split + ' dataset'} {benchmark.name} ({benchmark.config}): {ns.input}, {ns.num_repeats} rollouts a row, "
               f"agent {benchmark.routed_agent(agents)}, prompt {template or 'in the rows'}", file=sys.stderr)  # fmt: skip
@@ -157,8 +158,9 @@ def _through(steps: list[Callable[[dict[str, Any]], dict[str, Any]]], row: dict[
     return row
 
 
-def prompt_step(path: str | None) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
-    """The row change of `--prompt-config` (NeMo Gym's `+prompt_config`), its file read now."""
+def prompt_step(path: str | None, named: str = "--prompt-config") -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """The row change of `--prompt-config` (NeMo Gym's `+prompt_config`), or of the benchmark's
+    own template (`named` in errors), its file read now."""
     from gym_metrics.nemo_gym import prompt_step as step
 
-    return step(path)
+    return step(path, named)
