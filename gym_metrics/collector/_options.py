@@ -18,14 +18,18 @@ from gym_metrics.targets import ModelTargetConfig
 
 @dataclass
 class RetryPolicy:
-    """Exponential backoff with full jitter; attempts reset whenever the server makes progress."""
+    """Exponential backoff with equal jitter (half the step fixed, half random: the retries
+    span at least half their sum, 16 s by default, where full jitter's draws could all come out
+    near 0 and give up on a server restarting in 3 s); attempts reset whenever the server
+    makes progress."""
 
     max_retries: int = 8
     base_s: float = 0.2
     max_s: float = 10.0
 
     def delay(self, attempt: int) -> float:
-        return random.uniform(0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
+        step = min(self.max_s, self.base_s * 2 ** (attempt - 1))
+        return step / 2 + random.uniform(0, step / 2)
 
     async def back_off(self, attempt: int, exc: Exception, log: Callable[[str], None], who: str = "server") -> None:
         """Wait before retry number `attempt`, or give up (re-raise) past max_retries."""
