@@ -47,7 +47,20 @@ async def test_a_stateful_mcp_connection_is_one_session() -> None:
             assert verified["reward"] == 1.0 and verified["response"]["final_count"] == 5
         async with Client(url, mode="legacy") as other:  # a new connection starts from its own session
             assert json.loads(text(await other.call_tool("get_counter_value", {}))) == {"count": 0}
-        assert len(server.handler.sessions.store) == 1  # the verified one is gone; the other waits for its TTL
+        assert len(server.handler.sessions.store) == 0  # the verified one is gone; the other's client ended its MCP session (DELETE)
+
+
+async def test_a_client_that_ends_its_mcp_session_frees_its_place() -> None:
+    """Stateful clients that came and went (the SDK's client DELETEs its MCP session on exit)
+    left their gym-metrics sessions open until the idle TTL: with --max-sessions 3, three of
+    them locked out a fourth."""
+    async with serve_environment(Counter(), mcp_port=0, max_sessions=3) as server:
+        url = f"http://127.0.0.1:{server.mcp_port}/mcp"
+        for n in range(4):
+            async with Client(url, mode="legacy") as client:
+                await client.call_tool("gym_metrics_seed_session", {"row": {"initial_count": n}})
+                assert json.loads(text(await client.call_tool("get_counter_value", {}))) == {"count": n}
+        assert len(server.handler.sessions.store) == 0
 
 
 async def test_a_session_named_in_meta_wins_over_the_connections_own() -> None:

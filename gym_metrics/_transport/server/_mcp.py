@@ -109,6 +109,13 @@ class McpTools:
             self._remember(connection, session_id)
         return session_id
 
+    async def end_connection(self, connection: str) -> None:
+        """A stateful connection ended (DELETE /mcp): its session is closed with it (it held a
+        place of --max-sessions until its idle TTL)."""
+        session_id = self._by_connection.pop(connection, None)
+        if session_id is not None:
+            await self.sessions.close(session_id)
+
     def _remember(self, connection: str, session_id: str) -> None:
         """A connection's session; the map is pruned of sessions no longer live (a connection
         abandoned, its session closed idle) once it holds as many as the server's sessions."""
@@ -124,6 +131,21 @@ def _named(ctx: Any) -> str | None:
     if value is None and isinstance(meta, Mapping):
         value = meta.get(SESSION_META)
     return value if isinstance(value, str) and value else None
+
+
+class _EndsSessions:
+    """The MCP app, with a client's DELETE of its MCP session closing the gym-metrics session
+    that connection used."""
+
+    def __init__(self, app: Any, tools: McpTools) -> None:
+        self.app, self.tools = app, tools
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+        if scope.get("type") == "http" and scope.get("method") == "DELETE":
+            connection = dict(scope.get("headers") or ()).get(b"mcp-session-id")
+            if connection:
+                await self.tools.end_connection(connection.decode("latin-1"))
 
 
 def _client(ctx: Any) -> str:
@@ -149,4 +171,4 @@ async def serve_mcp(handler: EnvironmentHandler, host: str, port: int, token: st
     tools = McpTools(handler)
     server = Server(f"gym-metrics {handler.env.server_name()}", on_list_tools=tools.list_tools, on_call_tool=tools.call_tool)
     app = server.streamable_http_app(json_response=True, host=host, max_sessions=handler.sessions.store.max_sessions)
-    return await start_uvicorn(BearerGate(app, token, host), host, port, "--mcp-port", "mcp")
+    return await start_uvicorn(BearerGate(_EndsSessions(app, tools), token, host), host, port, "--mcp-port", "mcp")
