@@ -10,14 +10,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-import orjson
-
 from gym_metrics._transport._packed import add_doubles
+from gym_metrics._util.jsonio import dumps_finite
 from gym_metrics.rollouts import ERROR_KINDS, ROLLOUT_KEY, ROLLOUT_KEY_ALIASES, TASK_KEY, TASK_KEY_ALIASES, NumericField, RolloutColumns, RowSource, ShownField, ValueKind, parse_row
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 
-_JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY
 _MAX_VIOLATIONS = 20
 STREAM_ROW = "stream row"
 """How engine errors found after the whole stream (duplicate keys) number rows: 0-based
@@ -353,8 +351,9 @@ def _row_text(raw: Any) -> str:
 
 
 def dumps_json(value: Any) -> str:
-    """JSON text as the engine's output writer prints it (numpy allowed, NaN -> null)."""
-    return orjson.dumps(value, option=_JSON_OPTS).decode()
+    """JSON text as the engine's output writer prints it (numpy allowed, NaN -> null); an
+    integer past 64 bits, which orjson refuses, written exactly (reasoning-gym's lcm entries)."""
+    return dumps_finite(value).decode()
 
 
 __all__ = [

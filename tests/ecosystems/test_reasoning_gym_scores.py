@@ -149,3 +149,18 @@ def test_a_deadline_stops_cpu_bound_code_and_is_none_off_the_main_thread() -> No
     thread.start()
     thread.join(5)
     assert ran == [1]
+
+
+async def test_entries_with_integers_past_64_bits_are_written_exactly_and_score() -> None:
+    """lcm with 13-digit numbers: its result (25 digits) stopped `dataset reasoning-gym` with an
+    internal error (orjson's 64-bit integers), and the client's verify of such a row too."""
+    import json
+
+    from gym_metrics.ecosystems.reasoning_gym import dataset_rows, json_bytes
+
+    rows = [json.loads(json_bytes(r)) for r in dataset_rows("lcm", size=3, seed=42, config={"min_value": 10**12, "max_value": 10**13})]
+    assert any(abs(r["entry"]["metadata"]["result"]) >= 2**64 for r in rows)
+    async with serve_environment(ReasoningGymServer()) as server, ResourcesClient(server.address) as client:
+        for row in rows:
+            answered = {**row, "response": response(f"<answer>{row['entry']['answer']}</answer>")}
+            assert (await client.verify(answered))["reward"] == 1.0

@@ -23,6 +23,7 @@ elements all have the same marks, so a 30 x 30 board of tuples is two paths, not
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping
 from decimal import Decimal
 from fractions import Fraction
@@ -42,8 +43,16 @@ _OPTIONS = orjson.OPT_NON_STR_KEYS
 
 
 def json_bytes(value: Any, newline: bool = False) -> bytes:
-    """`value` as JSON text, what JSON cannot hold written as the table says (a row: one line)."""
-    return orjson.dumps(value, default=_as_json, option=_OPTIONS | orjson.OPT_APPEND_NEWLINE if newline else _OPTIONS)
+    """`value` as JSON text, what JSON cannot hold written as the table says (a row: one line);
+    an integer past 64 bits (lcm's of large values), which orjson refuses, exactly as Python's
+    json writes it."""
+    try:
+        return orjson.dumps(value, default=_as_json, option=_OPTIONS | orjson.OPT_APPEND_NEWLINE if newline else _OPTIONS)
+    except TypeError as exc:
+        if "64-bit" not in str(exc):
+            raise
+    text = json.dumps(value, default=_as_json, ensure_ascii=False, separators=(",", ":"))
+    return (text + "\n" if newline else text).encode()
 
 
 def to_json(value: Any) -> tuple[Any, dict[str, str]]:
