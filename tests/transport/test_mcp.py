@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gym_metrics import ResourcesClient
+from gym_metrics import ResourcesClient, tool
 from gym_metrics.testing import serve_environment
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
@@ -119,3 +119,49 @@ async def test_abandoned_connections_do_not_pile_up() -> None:
         now[0] += 11.0  # idle past the TTL: the next seed's sweep closes it
         assert len(tools._by_connection) <= 3
     await sessions.aclose()
+
+
+class Sleepy(Counter):
+    """A counter with a slow tool that says whether it finished or was cancelled."""
+
+    ended: list[str] = []
+
+    @tool
+    async def wait_a_while(self) -> str:
+        """Sleeps five seconds."""
+        import asyncio
+
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            Sleepy.ended.append("cancelled")
+            raise
+        Sleepy.ended.append("finished")
+        return "done"
+
+
+async def test_a_client_that_goes_away_mid_call_cancels_its_tool() -> None:
+    """With JSON answers the SDK awaited the tool whatever the client did: a client that gave up
+    after 1 s left a 6 s tool running to its end."""
+    import asyncio
+
+    import httpx
+
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    Sleepy.ended.clear()
+    async with serve_environment(Sleepy(), mcp_port=0) as server:
+        url = f"http://127.0.0.1:{server.mcp_port}/mcp"
+        async with httpx.AsyncClient() as http:
+            opened = await http.post(url, json=initialize, headers=headers)
+            session = {**headers, "mcp-protocol-version": "2025-06-18", "mcp-session-id": opened.headers["mcp-session-id"]}
+            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "wait_a_while", "arguments": {}}}
+            with pytest.raises(httpx.TimeoutException):
+                await http.post(url, json=call, headers=session, timeout=1.0)
+        for _ in range(60):
+            if Sleepy.ended:
+                break
+            await asyncio.sleep(0.1)
+    assert Sleepy.ended == ["cancelled"]

@@ -14,8 +14,9 @@ session that is gone, as an MCP error. Sessions are the server's (bounded, idle 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import asyncio
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
 import orjson
 
@@ -24,6 +25,7 @@ from gym_metrics._transport.server._uvicorn import Served, start_uvicorn
 from gym_metrics.environments import EnvironmentHandler, hook
 from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
 
+T = TypeVar("T")
 SESSION_META = "gym-metrics/session"
 """The `_meta` key naming the session a call runs in."""
 SEED, VERIFY = "gym_metrics_seed_session", "gym_metrics_verify"
@@ -61,7 +63,7 @@ class McpTools:
                 text, failed = await self._verify(ctx, arguments.get("body")), False
             else:
                 session_id = await self._session(ctx)
-                text, failed, _ = await self.sessions.call_tool(session_id, params.name, orjson.dumps(dict(arguments)))
+                text, failed, _ = await _while_connected(ctx, self.sessions.call_tool(session_id, params.name, orjson.dumps(dict(arguments))))
         except InvalidInputError as exc:  # the model's mistake: its to read
             text, failed = orjson.dumps({"error": str(exc)}).decode(), True
         except NotFoundError as exc:
@@ -131,6 +133,30 @@ def _named(ctx: Any) -> str | None:
     if value is None and isinstance(meta, Mapping):
         value = meta.get(SESSION_META)
     return value if isinstance(value, str) and value else None
+
+
+DISCONNECT_POLL_S = 0.5
+"""How often a running tool call looks whether its client is still there."""
+
+
+async def _while_connected(ctx: Any, work: Awaitable[T]) -> T:
+    """`work`'s result, cancelled when the client goes away (with JSON answers the SDK awaits
+    the handler without watching the connection: a client that gave up left its tool running)."""
+    gone = getattr(getattr(ctx, "request", None), "is_disconnected", None)
+    task = asyncio.ensure_future(work)
+    if gone is None:
+        return await task
+    try:
+        while True:
+            done, _ = await asyncio.wait([task], timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await gone():
+                raise GymMetricsError("the client went away: its tool call was cancelled")
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 class _EndsSessions:
