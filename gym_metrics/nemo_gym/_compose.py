@@ -20,6 +20,7 @@ names, and `--set` overrides its fields."""
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -43,9 +44,12 @@ def tree_root(config: Path) -> Path | None:
 
 
 def search_roots(*more: Path | None) -> list[Path]:
-    """Where a relative path is looked up: the working directory, then `more`, in order."""
+    """Where a relative path is looked up, as NeMo Gym's component_search_roots orders them:
+    the roots of $NEMO_GYM_EXTRA_ROOTS first (a user's plugin shadows a built-in config or
+    env.yaml), then the working directory, then `more`, in order."""
+    extra = [Path(p) for p in os.environ.get("NEMO_GYM_EXTRA_ROOTS", "").split(os.pathsep) if p]
     roots: list[Path] = []
-    for root in (Path.cwd(), *more):
+    for root in (*extra, Path.cwd(), *more):
         if root is not None and root.resolve() not in {r.resolve() for r in roots}:
             roots.append(root)
     return roots

@@ -135,3 +135,23 @@ def test_a_server_started_for_a_run_dies_with_it(tmp_path: Path) -> None:
     else:
         os.kill(child, signal.SIGKILL)
         pytest.fail("the child outlived its killed parent")
+
+
+def test_extra_roots_are_searched_first_as_nemo_gym_searches_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NeMo Gym looks up a config's relative paths and env.yaml under $NEMO_GYM_EXTRA_ROOTS
+    first, then the working directory (component_search_roots): a plugin shadows a built-in.
+    gym-metrics ignored the variable when composing."""
+    tree_root = tmp_path / "tree"
+    (tree_root / "resources_servers" / "x" / "configs").mkdir(parents=True)
+    (tree_root / "resources_servers" / "x" / "configs" / "base.yaml").write_text("x:\n  resources_servers:\n    x:\n      mode: built_in\n")
+    top = tree_root / "top.yaml"
+    top.write_text("config_paths: [resources_servers/x/configs/base.yaml]\n")
+    plugin = tmp_path / "plugin"
+    (plugin / "resources_servers" / "x" / "configs").mkdir(parents=True)
+    (plugin / "resources_servers" / "x" / "configs" / "base.yaml").write_text("x:\n  resources_servers:\n    x:\n      mode: plugin\n")
+    (plugin / "env.yaml").write_text("from_plugin_env: true\n")
+    monkeypatch.chdir(tree_root)
+    assert compose(top)["x"]["resources_servers"]["x"]["mode"] == "built_in"
+    monkeypatch.setenv("NEMO_GYM_EXTRA_ROOTS", str(plugin))
+    composed = compose(top)
+    assert composed["x"]["resources_servers"]["x"]["mode"] == "plugin" and composed["from_plugin_env"] is True
