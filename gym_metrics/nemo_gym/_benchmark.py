@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,7 +144,8 @@ def benchmark_names(root: Path) -> list[str]:
     for path in sorted((root / "benchmarks").glob("**/*.yaml")):
         try:
             declared = count(yaml.safe_load(path.read_text(errors="ignore")))
-        except yaml.YAMLError:
+        except yaml.YAMLError as exc:  # said, as NeMo Gym's listing says it (it was left out without a word)
+            print(f"warning: skipping benchmark config {path} ({type(exc).__name__}: {str(exc).splitlines()[0]})", file=sys.stderr)
             continue
         if declared == 1 and path.name != "manifest.yaml":
             relative = path.relative_to(root / "benchmarks").with_suffix("")

@@ -155,3 +155,13 @@ def test_extra_roots_are_searched_first_as_nemo_gym_searches_them(tmp_path: Path
     monkeypatch.setenv("NEMO_GYM_EXTRA_ROOTS", str(plugin))
     composed = compose(top)
     assert composed["x"]["resources_servers"]["x"]["mode"] == "plugin" and composed["from_plugin_env"] is True
+
+
+def test_a_benchmark_config_that_is_not_yaml_is_said_in_the_listing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It was left out of `dataset nemo-gym-benchmark --list` without a word (NeMo Gym warns)."""
+    from gym_metrics.nemo_gym._benchmark import benchmark_names
+
+    (tmp_path / "benchmarks" / "broken").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "broken" / "config.yaml").write_text("a: [1, 2\n")
+    assert benchmark_names(tmp_path) == []
+    assert f"warning: skipping benchmark config {tmp_path / 'benchmarks/broken/config.yaml'} (ParserError" in capsys.readouterr().err
