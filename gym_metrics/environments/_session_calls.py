@@ -110,7 +110,10 @@ class Sessions:
         response = await parse_bounded(_action, response_json, "response_json")
         try:
             with self.store.working(session):
-                result = await hook(self.env, "run_step")(session, response)
+                result = await asyncio.wait_for(hook(self.env, "run_step")(session, response), self.tool_timeout_s)
+        except asyncio.TimeoutError:  # a step that never answers held its session (and a one-at-a-time environment) for good
+            await self.close(session_id)
+            raise UserCodeError("step", TimeoutError(f"no answer within {self.tool_timeout_s:g} s (--tool-timeout)")) from None
         except GymMetricsError:
             raise
         except BaseException as exc:

@@ -272,3 +272,26 @@ async def test_tool_outputs_of_another_shape_fail_their_episode_named(tmp_path: 
     assert len(by_task) == 8 and all(by_task[n]["reward"] == 1.0 for n in (0, 1, 3, 4, 6, 7))
     assert by_task[2]["_gm_error"]["kind"] == "verify_failed" and "info['tool_outputs'][0]" in by_task[2]["_gm_error"]["message"]
     assert by_task[5]["_gm_error"]["kind"] == "verify_failed" and "expected {'call_id': text, 'output': text}" in by_task[5]["_gm_error"]["message"]
+
+
+class Stalls(GuessTheNumber):
+    async def step(self, session: Session, response: dict[str, Any]) -> StepResult:
+        await asyncio.sleep(30)
+        return await super().step(session, response)
+
+
+async def test_a_step_that_never_answers_fails_at_the_tool_timeout_and_frees_its_session() -> None:
+    """A step had no deadline: it held its session (and, for an environment of one session at a
+    time, every later one) for as long as it ran."""
+    turn = {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "50"}]}]}
+    async with serve_environment(Stalls, tool_timeout_s=0.5) as server:
+        client = ResourcesClient(server.address)
+        try:
+            session, _ = await client.reset_session({"secret": 3})
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(RemoteCallError, match=r"step raised TimeoutError: no answer within 0.5 s \(--tool-timeout\)"):
+                await client.step(session, turn)
+            assert asyncio.get_running_loop().time() - started < 10
+            assert len(server.handler.sessions.store) == 0
+        finally:
+            await client.close()

@@ -49,6 +49,8 @@ class _Live:
     own_executor: bool
     tools: list[str] | None = None
     done: bool = False
+    stuck: bool = False
+    """A step of it ran past its deadline: its thread is still in it."""
 
 
 class OpenEnvServer(SimpleResourcesServer):
@@ -119,7 +121,11 @@ class OpenEnvServer(SimpleResourcesServer):
         if self._async_step:
             result = await live.env.step_async(action)
         else:
-            result = await self._on_thread(live, functools.partial(live.env.step, action))
+            try:
+                result = await self._on_thread(live, functools.partial(live.env.step, action))
+            except asyncio.CancelledError:  # (past --tool-timeout) its thread runs on: nothing more goes to that thread
+                live.stuck = True
+                raise
         live.done = bool(result.done)
         view = client_view(result)
         records.append(view)
@@ -140,10 +146,12 @@ class OpenEnvServer(SimpleResourcesServer):
         if not isinstance(live, _Live):
             return
         try:
-            if live.env is not None and callable(getattr(live.env, "close", None)):
+            if live.env is not None and callable(getattr(live.env, "close", None)) and not live.stuck:
                 await self._on_thread(live, live.env.close)
         finally:
-            if live.own_executor and len(self._idle) < IDLE_THREADS:
+            if live.stuck and not live.own_executor:  # the shared thread is held by a step that never ended: a new one
+                self._shared = ThreadPoolExecutor(1, "openenv")
+            if live.own_executor and not live.stuck and len(self._idle) < IDLE_THREADS:
                 self._idle.append(live.executor)
             elif live.own_executor:
                 live.executor.shutdown(wait=False)
