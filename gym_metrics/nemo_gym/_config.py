@@ -48,19 +48,16 @@ def load_config_server(
     if in_folder:
         os.chdir(folder)
     set_global_config_dict(_with_addresses(document, servers or {}))
+    given = []
     for setting in overrides:
         key, value = _override(setting)
         _set(fields, key, value)
+        given.append(key.split(".")[0])
     refuse_missing(fields, block_name, path)
     cls = server_class or _server_class(folder / str(fields.get("entrypoint", "app.py")), path)
     _check_hooks(cls)
     config_cls = cls.model_fields["config"].annotation
-    declared = set(getattr(config_cls, "model_fields", {})) | {"entrypoint", "domain", "description", "value", "verified", "host", "port"}
-    unknown = [s.partition("=")[0].strip().split(".")[0] for s in overrides if s.partition("=")[0].strip().split(".")[0] not in declared]
-    if unknown and getattr(config_cls, "model_config", {}).get("extra") != "allow":
-        close = get_close_matches(unknown[0], sorted(declared), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise InvalidInputError("bad --set", [FieldViolation("set", f"{unknown[0]!r}: {cls.__name__}'s config has no such field{hint}")])
+    _refuse_undeclared(given, config_cls, cls.__name__)
     try:
         config = config_cls.model_validate({"host": host, "port": port, **fields, "name": block_name})  # type: ignore[union-attr]
         server = cls(config=config, server_client=ServerClient(servers))
@@ -230,6 +227,21 @@ def _set(fields: dict[str, Any], key: str, value: Any) -> None:
             inner = at[part] = {}
         at = inner
     at[last] = value
+
+
+_BLOCK_KEYS = {"entrypoint", "domain", "description", "value", "verified", "host", "port"}
+"""Keys of every NeMo Gym server block, whatever its config class declares."""
+
+
+def _refuse_undeclared(given: list[str], config_cls: Any, server: str) -> None:
+    """InvalidInputError for a `--set` field the config class does not declare (and would drop
+    without a word), naming the closest it does."""
+    declared = set(getattr(config_cls, "model_fields", {})) | _BLOCK_KEYS
+    unknown = [key for key in given if key not in declared]
+    if unknown and getattr(config_cls, "model_config", {}).get("extra") != "allow":
+        close = get_close_matches(unknown[0], sorted(declared), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InvalidInputError("bad --set", [FieldViolation("set", f"{unknown[0]!r}: {server}'s config has no such field{hint}")])
 
 
 MISSING = "???"
