@@ -73,6 +73,16 @@ def need_sandbox() -> None:
         missing(str(exc))
 
 
+def imported(name: str) -> object:
+    """The module `name`, None where it cannot be imported (a native module not built)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
 def need_native(module: object, name: str) -> object:
     """A native module the install builds (`module` is what the package imported, or None)."""
     if module is None:

@@ -21,15 +21,6 @@ from gym_metrics.rollouts import _arrow
 from gym_metrics.rollouts._arrow import too_deep
 
 
-
-def _native() -> object:
-    """The C scans, or None where the install built none."""
-    try:
-        from gym_metrics._util import jsonscan
-    except ImportError:
-        return None
-    return jsonscan
-
 def reference_depth(line: bytes) -> int:
     """The deepest nesting of arrays and objects outside strings, written out plainly."""
     depth = deepest = 0
@@ -68,7 +59,7 @@ def lines_of(rng: random.Random, n: int) -> list[bytes]:
 @pytest.mark.parametrize("native", [True, False], ids=["c", "numpy"])
 def test_the_check_agrees_with_a_plain_reading(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     if native:
-        _ci.need_native(_native(), "gym_metrics._util.jsonscan")
+        _ci.need_native(_ci.imported("gym_metrics._util.jsonscan"), "gym_metrics._util.jsonscan")
     else:
         monkeypatch.setitem(sys.modules, "gym_metrics._util.jsonscan", None)  # the import fails: numpy's way
     rng = random.Random(7)
@@ -90,7 +81,7 @@ def test_the_check_agrees_with_a_plain_reading(native: bool, monkeypatch: pytest
 def test_strings_full_of_brackets_hide_no_depth() -> None:
     """Closing brackets in a string must not cancel real ones: rounds of 1,000 opens, then a
     string of 1,000 closes, reach a depth of 5,000 that a count ignoring strings puts at 1,000."""
-    _ci.need_native(_native(), "gym_metrics._util.jsonscan")
+    _ci.need_native(_ci.imported("gym_metrics._util.jsonscan"), "gym_metrics._util.jsonscan")
     line = b'{"x": ' + (b"[" * 1000 + b'"' + b"]" * 1000 + b'",') * 5 + b"1" + b"]" * 5000 + b"}"
     assert reference_depth(line) == 5001
     assert too_deep(line, np.array([0]), np.array([len(line)]))

@@ -15,15 +15,6 @@ from gym_metrics._util.jsonbounds import MAX_JSON_CONTAINERS, MAX_JSON_VALUES, J
 from gym_metrics.errors import InvalidInputError
 
 
-
-def _native() -> object:
-    """The C scans, or None where the install built none."""
-    try:
-        from gym_metrics._util import jsonscan
-    except ImportError:
-        return None
-    return jsonscan
-
 def objects(n: int) -> bytes:
     return b"[" + b"{}," * (n - 2) + b"{}]"  # n - 1 objects and the list: n containers
 
@@ -64,7 +55,7 @@ def test_braces_and_commas_in_strings_are_no_items(native: bool, monkeypatch: py
     import sys
 
     if native:
-        _ci.need_native(_native(), "gym_metrics._util.jsonscan")
+        _ci.need_native(_ci.imported("gym_metrics._util.jsonscan"), "gym_metrics._util.jsonscan")
     else:
         monkeypatch.setitem(sys.modules, "gym_metrics._util.jsonscan", None)
     code = 'def f(x):\n    return {"a": [x, {"b": "\\"}], "c": \'}\'}\n' * 40_000
