@@ -11,6 +11,7 @@ owns SIGVTALRM, the block runs unbounded."""
 
 from __future__ import annotations
 
+import atexit
 import signal
 import threading
 import time
@@ -38,12 +39,14 @@ def _on_tick(signum: int, frame: FrameType | None) -> None:
 
 
 def _tick() -> bool:
-    """The timer started (once); False when another handler owns SIGVTALRM."""
+    """The timer started (once, stopped at exit: Python puts SIGVTALRM's default back as it
+    finalizes, and that default ends the process); False when another handler owns SIGVTALRM."""
     if not _ticking:
         if signal.getsignal(signal.SIGVTALRM) not in (signal.SIG_DFL, None):
             return False
         signal.signal(signal.SIGVTALRM, _on_tick)
         signal.setitimer(signal.ITIMER_VIRTUAL, TICK_S, TICK_S)
+        atexit.register(signal.setitimer, signal.ITIMER_VIRTUAL, 0)
         _ticking.append(True)
     return signal.getsignal(signal.SIGVTALRM) is _on_tick
 
