@@ -100,6 +100,7 @@ def assert_named(src: Path, out: bytes, agent: str) -> None:
         assert json.loads(written) == row
 
 
+@pytest.mark.slow  # 7-14 s: on the default Python only (CI's time bound)
 async def test_collect_takes_agent_for_scored_and_verified_lines_and_resumes(tmp_path: Path) -> None:
     """Scored lines copied with the agent_ref `--agent` gives them (a line with no agent_ref key
     keeps its bytes, the key appended), task lines verified by a real environment and written

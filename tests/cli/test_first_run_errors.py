@@ -92,6 +92,7 @@ def test_report_given_rollouts_asks_for_the_metrics_file(tmp_path: Path, capsys:
     assert "_aggregate_metrics.json" in message and str(rollouts) in message, message
 
 
+@pytest.mark.slow  # 7-14 s: on the default Python only (CI's time bound)
 def test_a_refused_connection_fails_in_seconds_with_exit_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"agent_ref": {"name": "a"}, "response": {"output": []}}) + "\n")

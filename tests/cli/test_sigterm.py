@@ -37,6 +37,7 @@ def stopped_once(proc: subprocess.Popen[bytes], ready: Callable[[], bool]) -> in
             proc.wait()
 
 
+@pytest.mark.slow  # 7-14 s: on the default Python only (CI's time bound)
 def test_sigterm_mid_collect_exits_143_and_resume_completes_it(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in SAMPLE_PATH.read_text().splitlines()]
     src = tmp_path / "in.jsonl"

@@ -161,6 +161,7 @@ async def test_a_verify_that_forks_is_scored_right_under_serve(tmp_path: Path, w
     await _all_right(tmp_path, rollouts=200, workers=workers)
 
 
+@pytest.mark.slow  # 7-14 s: on the default Python only (CI's time bound)
 async def test_two_thousand_forking_verifies_under_serve_all_scored_right(tmp_path: Path) -> None:
     await _all_right(tmp_path, rollouts=2000, workers=1)
 
