@@ -18,11 +18,12 @@ def call_token_fields(exchange: Exchange) -> dict[str, Any]:
     output item's); TokenInfoError when it has none."""
     response = exchange.response
     if not isinstance(response, dict):
-        raise TokenInfoError("no answer")
+        raise TokenInfoError("no answer" if response is None else f"the answer is {type(response).__name__}, not an object")
     if exchange.dialect == "chat":
         return chat_token_fields(response)
-    output = response.get("output") or []
-    fields = token_fields_of(output[-1]) if output and isinstance(output[-1], dict) else None
+    output = response.get("output")
+    last = output[-1] if isinstance(output, list) and output else None
+    fields = token_fields_of(last) if isinstance(last, dict) else None
     if fields is None:
         raise TokenInfoError("the answer's last output item carries no prompt_token_ids")
     return fields
@@ -36,10 +37,15 @@ def token_gaps(exchanges: Sequence[Exchange]) -> list[dict[str, str]]:
     for i, exchange in enumerate(exchanges):
         if exchange.response is None:
             continue  # a failed attempt: nothing was generated
+        if exchange.masked:
+            gaps.append({"code": "token_ids_masked", "detail": f"model call {i}: the answer spelled the policy's API key: it is "
+                         "masked, and the call's token IDs and log-probs (which spell it too) were dropped"})  # fmt: skip
+            before = None
+            continue
         try:
             fields = call_token_fields(exchange)
-        except (TokenInfoError, KeyError, IndexError, TypeError) as exc:
-            gaps.append({"code": getattr(exc, "code", "token_ids_missing"), "detail": f"model call {i}: {exc}"})
+        except TokenInfoError as exc:
+            gaps.append({"code": exc.code, "detail": f"model call {i}: {exc}"})
             before = None
             continue
         prompt, ids, log_probs = fields["prompt_token_ids"], fields["generation_token_ids"], fields["generation_log_probs"]

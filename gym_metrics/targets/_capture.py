@@ -44,6 +44,8 @@ class Exchange:
     """The session the caller sent the call under (its `x-session-id` header)."""
     ttft_ms: float | None = None
     """Milliseconds from sending to the answer's first byte (None where not timed)."""
+    masked: bool = False
+    """The answer spelled the API key: masked, its token IDs and log-probs dropped (they spell it too)."""
 
 
 @dataclass

@@ -189,9 +189,11 @@ class _Target(PooledHttp):
             if call.answered is not None:
                 call.answered.error, call.answered.error_category = "the answer is not JSON", "capture_parse_error"
             raise self._bad(raw, "is not JSON", call.attempts) from None
-        data = self.scrub_answer(raw, data)
+        scrubbed = self.scrub_answer(raw, data)
+        masked = scrubbed is not data and scrubbed != data
+        data = without_token_fields(scrubbed) if masked else scrubbed
         if call.answered is not None:
-            call.answered.response = data
+            call.answered.response, call.answered.masked = data, masked
         return data, time.perf_counter() - start, call.attempts
 
     def _bad(self, raw: bytes | bytearray, why: str, attempts: int) -> GenerationError:
@@ -323,6 +325,21 @@ def _place_tokens(response: dict[str, Any], completion: Mapping[str, Any]) -> No
         return
     if response["output"]:
         response["output"][-1].update(fields, routed_experts=fields.get("routed_experts"))
+
+
+_SPELLING_FIELDS = frozenset({"prompt_token_ids", "token_ids", "generation_token_ids", "generation_log_probs", "logprobs",
+                              "prompt_logprobs", "top_logprobs"})  # fmt: skip
+"""Fields of an answer that spell its text as numbers (IDs, log-probs' tokens and bytes)."""
+
+
+def without_token_fields(value: Any) -> Any:
+    """A parsed answer without the fields that spell text as numbers: masking the key in its
+    strings leaves them spelling it, so an answer that held the key keeps none of them."""
+    if isinstance(value, list):
+        return [without_token_fields(v) for v in value]
+    if isinstance(value, dict):
+        return {k: without_token_fields(v) for k, v in value.items() if k not in _SPELLING_FIELDS}
+    return value
 
 
 def _sent(request: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:

@@ -161,6 +161,13 @@ class _Connection(asyncio.Protocol):
                 self._head = bytes(buffer[: end + 4])
                 del buffer[: end + 4]
                 self._status, self._fields = _head(self._head)
+                if 100 <= self._status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+                    if self._status == 101:
+                        raise ValueError("101 Switching Protocols to a request that asked for none")
+                    continue
+                if self._status in (204, 304):  # never a body (RFC 9112 6.3)
+                    self._finish(bytearray())
+                    return
                 if not self._begin_body():
                     return
             elif state == "sized":

@@ -154,6 +154,29 @@ async def test_framings_and_closed_idle_connections(frame: Callable[[bytes], byt
     assert raw_server.counts["connections"] == (1 if not close_after else 5)  # type: ignore[attr-defined]
 
 
+async def test_interim_answers_are_skipped_and_a_bodiless_answer_does_not_wait(raw_server: Callable[..., asyncio.Future[str]]) -> None:
+    """1xx answers (100 Continue, 103 Early Hints) come before the real one and have no body;
+    a 204 has none either: neither may be read as the answer, nor the body awaited till close."""
+    interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n"
+    url = await raw_server(lambda body: interim + sized(completion_bytes("42")), False, 7)
+    target = lean(url, max_concurrency=1, max_retries=0)
+    try:
+        texts = [(await target.generate(REQUEST)).text for _ in range(3)]
+    finally:
+        await target.aclose()
+    assert texts == ["42"] * 3 and raw_server.counts["connections"] == 1  # type: ignore[attr-defined]
+
+    url = await raw_server(lambda body: b"HTTP/1.1 204 No Content\r\n\r\n", False)
+    target = lean(url, max_concurrency=1, max_retries=0, timeout_seconds=20)
+    started = asyncio.get_running_loop().time()
+    try:
+        with pytest.raises(GenerationError, match="is not JSON"):
+            await target.generate(REQUEST)
+    finally:
+        await target.aclose()
+    assert asyncio.get_running_loop().time() - started < 5
+
+
 @pytest.mark.parametrize("frame", [chunked, close_delimited, sized])
 async def test_an_answer_past_the_bound_is_refused_not_read(frame: Callable[[bytes], bytes], raw_server: Callable[..., asyncio.Future[str]]) -> None:
     url = await raw_server(lambda body: frame(completion_bytes("x" * 2000)), True)

@@ -30,7 +30,7 @@ from gym_metrics.collector import CollectOptions, collect_async
 from gym_metrics.recording import CAPTURE_KEY, token_gaps
 from gym_metrics.recording._items import as_dumped
 from gym_metrics.targets import Exchange, ModelTargetConfig, TokenInfoError, chat_token_fields
-from gym_metrics.testing import ScriptedPolicyServer, serve_environment
+from gym_metrics.testing import PolicyAnswer, ScriptedPolicyServer, serve_environment
 from gym_metrics.testing._tokens import log_prob
 
 pytestmark = pytest.mark.timeout(120)
@@ -270,3 +270,64 @@ def test_token_ids_two_sources_give_differently_are_a_gap_and_not_written() -> N
         chat_token_fields(completion([5], [5], {k: v for k, v in own.items() if k != "generation_log_probs"}))
     calls = [Exchange("chat", {}, 0.0, response=completion([5, 6], [5, 7]))]
     assert [g["code"] for g in token_gaps(calls)] == ["token_ids_disagree"]
+
+
+def _completion(**changes: Any) -> dict[str, Any]:
+    """A well-formed vLLM chat answer with token IDs, then `changes` applied (dotted paths)."""
+    answer: dict[str, Any] = {"prompt_token_ids": [1, 2], "choices": [{"message": {"role": "assistant", "content": "x"}, "token_ids": [5, 6],
+                              "logprobs": {"content": [{"token": "token_id:5", "logprob": -0.5}, {"token": "token_id:6", "logprob": -1}]}}]}  # fmt: skip
+    for path, value in changes.items():
+        *parents, last = path.split(".")
+        node: Any = answer
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        node[last] = value
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("dialect", "answer", "code", "detail"),
+    [
+        ("chat", {"choices": ["oops"]}, "token_ids_missing", "no choice"),
+        ("chat", _completion(**{"choices.0.logprobs": "x"}), "token_ids_malformed", r"choices\[0\]\.logprobs is str"),
+        ("chat", _completion(**{"choices.0.token_ids": [5.7, 6.2]}), "token_ids_malformed", r"choice.token_ids\[0\] is 5.7"),
+        ("chat", _completion(**{"choices.0.token_ids": [True, 6]}), "token_ids_malformed", "is True, not an integer"),
+        ("chat", _completion(**{"choices.0.token_ids": "56"}), "token_ids_malformed", "is str, not a list"),
+        ("chat", _completion(prompt_token_ids=None), "token_ids_missing", "choice.token_ids without prompt_token_ids"),
+        ("chat", _completion(**{"choices.0.logprobs.content.1.logprob": "-1"}), "token_ids_malformed", r"logprob\[1\] is '-1'"),
+        ("chat", _completion(**{"choices.0.logprobs.content.0.token": "Hello"}), "token_ids_malformed", "'Hello', not token_id:N"),
+        ("responses", {"output": [{"type": "message", "prompt_token_ids": [1]}]}, "token_ids_missing", "without generation_token_ids"),
+        ("responses", {"output": [{"type": "message", "prompt_token_ids": [1], "generation_token_ids": None,
+                                   "generation_log_probs": []}]}, "token_ids_malformed", "generation_token_ids is NoneType"),  # fmt: skip
+        ("responses", {"output": {"type": "message"}}, "token_ids_missing", "carries no prompt_token_ids"),
+        ("responses", ["not", "an", "object"], "token_ids_missing", "is list, not an object"),
+    ],
+)
+def test_a_malformed_answers_tokens_are_a_gap_named_never_an_error(dialect: str, answer: Any, code: str, detail: str) -> None:
+    """One such answer ended the whole collect run (exit 1, no rows); float IDs were truncated."""
+    later = Exchange("chat", {}, 0.0, response=_completion())
+    gaps = token_gaps([Exchange(dialect, {}, 0.0, response=answer), later])
+    assert [g["code"] for g in gaps] == [code] and re.search(detail, gaps[0]["detail"]), gaps
+    assert token_gaps([later]) == [] and chat_token_fields(_completion())["generation_log_probs"] == [-0.5, -1.0]
+
+
+async def test_an_answer_that_spells_the_key_keeps_no_token_ids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy that echoes its API key: the text is masked, and the token IDs and log-probs that
+    spell the same text are dropped (a gap says so), not written beside the masked text."""
+    key = "sk-SECRET-token-abcdef123456"
+    monkeypatch.setenv("GM_TOKEN_TEST_KEY", key)
+    rows = write_rows(tmp_path / "rows.jsonl", tasks=2, repeats=1)
+    with ScriptedPolicyServer(lambda prompt: [PolicyAnswer(f"your key is {key}" if "Task 0," in prompt else "no key here")]) as policy:
+        target = ModelTargetConfig(url=policy.url, model="scripted", api="chat", api_key_env="GM_TOKEN_TEST_KEY")
+        async with serve_environment(Counter()) as server, ResourcesClient(server.address) as client:
+            result = await collect_async(client, rows, tmp_path / "out.jsonl", CollectOptions(target=target, capture_tokens=True, capture_payloads=True))
+    text = (tmp_path / "out.jsonl").read_text()
+    assert result.generated == 2 and key not in text
+    spelled = ",".join(map(str, key.encode()))
+    assert spelled not in text.replace(" ", "")  # the bytes-as-IDs of the key appear nowhere
+    by_task = {r["_ng_task_index"]: r for r in map(json.loads, text.splitlines())}
+    echoed, plain = by_task[0], by_task[1]
+    assert [g["code"] for g in echoed[CAPTURE_KEY]["gaps"]] == ["token_ids_masked"]
+    assert not any("generation_token_ids" in i for i in echoed["response"]["output"])
+    assert not any("logprobs" in c["response"]["choices"][0] for c in echoed[CAPTURE_KEY]["calls"])
+    assert plain[CAPTURE_KEY].get("gaps", []) == [] and any(i.get("generation_token_ids") for i in plain["response"]["output"])
