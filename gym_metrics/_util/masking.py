@@ -117,13 +117,27 @@ def remember(key: str) -> None:
         _REMEMBERED[key] = None
 
 
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")
+"""A URL's user and password: everything up to the authority's last `@` (a password may hold an
+unescaped `@`; urllib splits the host off at the last one too)."""
 
 
 def without_url_credentials(text: str) -> str:
     """`text` with the user and password of every URL in it masked (`http://***@host/`): a
     tracking URI given with basic auth comes back in its client's error messages."""
     return _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{MASK}@", text)
+
+
+def url_password(url: str | None) -> str | None:
+    """The password of `url` (percent-decoded), None when it has none: a library may quote it
+    outside the URL (its own messages, a decoded form)."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        password = urlsplit(url or "").password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
 
 
 class MaskingFilter(logging.Filter):
@@ -150,4 +164,4 @@ class MaskingFilter(logging.Filter):
         return True
 
 
-__all__ = ["MASK", "MIN_SCRUBBED_KEY", "MaskingFilter", "key_forms", "may_hold", "remember", "scrub", "scrub_tree", "without_url_credentials"]
+__all__ = ["MASK", "MIN_SCRUBBED_KEY", "MaskingFilter", "key_forms", "may_hold", "remember", "scrub", "scrub_tree", "url_password", "without_url_credentials"]

@@ -265,6 +265,7 @@ def _run(ns: argparse.Namespace) -> int:
         raise InvalidInputError("--reverify-failed resumes --output itself", [FieldViolation("--reverify-failed", "give it without --reverify and --resume")])
     token = read_token(ns.auth_token_env)
     progress = None if ns.shard else push_progress(ns)
+    watch = None if progress is None else progress.shards_wrote  # the shards' rows, for the pushes of a run of several
     environments = Environments.parse(ns.server)
     options = CollectOptions(
         num_repeats=ns.num_repeats,
@@ -317,12 +318,12 @@ def _run(ns: argparse.Namespace) -> int:
                 opened = {a: await stack.enter_async_context(ResourcesClient(a, token=token, tls_ca=ns.tls_ca))
                           for group in options.environments.servers for a in group}  # fmt: skip
                 groups = [[opened[a] for a in group] for group in options.environments.servers]
-                return await collect_processes_async([], ns.input, ns.output, ns.argv, ns.processes, options, environments=groups)
+                return await collect_processes_async([], ns.input, ns.output, ns.argv, ns.processes, options, environments=groups, watch=watch)
             if ns.ray is not None and options.shard is None:
                 return await collect_processes_async(clients, ns.input, ns.output, ns.argv, ns.processes if ns.processes > 1 else None,
-                                                     options, shards=_on_ray(ns))  # fmt: skip
+                                                     options, shards=_on_ray(ns), watch=watch)  # fmt: skip
             if ns.processes > 1 and options.shard is None:
-                return await collect_processes_async(clients, ns.input, ns.output, ns.argv, ns.processes, options)
+                return await collect_processes_async(clients, ns.input, ns.output, ns.argv, ns.processes, options, watch=watch)
             return await collect_async(clients, ns.input, ns.output, options, progress)
 
     if options.shard is not None:  # one of --processes N's: its parent reports, pushes, merges and aggregates

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gym_metrics._util.masking import without_url_credentials
+from gym_metrics._util.masking import scrub, url_password, without_url_credentials
 from gym_metrics.cli._base import positive_float
 from gym_metrics.errors import ExitCode
 
@@ -93,7 +93,7 @@ def export_after(ns: argparse.Namespace, metrics_path: Path | None, code: int, *
             print(f"exported -> {without_url_credentials(str(where))}")
         except Exception as exc:  # the metrics file is written: report and go on
             failed = True
-            print(f"error: export {name} failed ({type(exc).__name__}: {without_url_credentials(_one_line(exc))}); "
+            print(f"error: export {name} failed ({type(exc).__name__}: {_one_line(exc, target)}); "
                   f"the metrics file is kept: {metrics_path}", file=sys.stderr)  # fmt: skip
     return code or (ExitCode.FAILED if failed else ExitCode.OK)
 
@@ -108,6 +108,8 @@ def _report_path(ns: argparse.Namespace, metrics_path: Path) -> Path | None:
     return next((Path(c) for c in candidates if Path(c).is_file()), None)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+def _one_line(exc: BaseException, target: str | None) -> str:
+    """The error on one line, a URL's credentials and the target's password masked before it is
+    cut (a cut first could leave a long password's start unmasked)."""
+    text = scrub(without_url_credentials(" ".join(str(exc).split())), url_password(target))
     return text[:300] + ("..." if len(text) > 300 else "")

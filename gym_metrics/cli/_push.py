@@ -11,6 +11,7 @@ from typing import Any
 
 from gym_metrics.errors import ExitCode
 from gym_metrics.collector import Progress, estimate_total
+from gym_metrics.exporters import CollectCounters
 
 
 class PushingProgress(Progress):
@@ -21,22 +22,27 @@ class PushingProgress(Progress):
         self.pusher = pusher
 
     def counters(self, result: Any = None) -> Any:
-        from gym_metrics.exporters import CollectCounters
-
-        final: dict[str, Any] = {}
-        if result is not None:
-            batches = sum(result.batches_by_server.values()) if result.batches_by_server else None
-            final = {"rollouts_sent": result.verified, "passed_through": result.passed_through,
-                     "batches": batches, "finished": True}  # fmt: skip
+        if result is None:
+            return CollectCounters(
+                rollouts_done=self.done, verify_failed=self.errors - self.generation_failed,
+                generation_failed=self.generation_failed, generated=self.generated_ok, duration_s=time.monotonic() - self.started,
+            )  # fmt: skip
+        # the end: the run's own counts (with --processes or --ray the shards counted, not this)
+        batches = sum(result.batches_by_server.values()) if result.batches_by_server else None
         return CollectCounters(
-            rollouts_done=self.done, verify_failed=self.errors - self.generation_failed,
-            generation_failed=self.generation_failed, generated=self.generated_ok,
-            duration_s=time.monotonic() - self.started, **final,
+            rollouts_done=result.rollouts_done, verify_failed=result.rollouts_failed - result.generation_failed,
+            generation_failed=result.generation_failed, generated=result.generated, duration_s=time.monotonic() - self.started,
+            rollouts_sent=result.verified, passed_through=result.passed_through, batches=batches, finished=True,
         )  # fmt: skip
 
     def tick(self, force: bool = False) -> None:
         super().tick(force)
         self.pusher.maybe_push(self.counters())
+
+    def shards_wrote(self, rows: int) -> None:
+        """A run of several processes: the rows its shards wrote so far (their failures are
+        counted at the end), pushed as the rollouts done."""
+        self.pusher.maybe_push(CollectCounters(rows, 0, 0, 0, time.monotonic() - self.started))
 
 
 def push_progress(ns: argparse.Namespace) -> PushingProgress | None:

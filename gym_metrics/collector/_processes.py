@@ -96,9 +96,11 @@ class _Lines:
 class ShardProgress(ProgressLine):
     """One progress line over every shard: the rows their files hold."""
 
-    def __init__(self, total: int | None, files: list[_Lines]) -> None:
+    def __init__(self, total: int | None, files: list[_Lines], watch: Callable[[int], None] | None = None) -> None:
+        """`watch(rows)`: told the rows written at each look (collect --pushgateway's pushes)."""
         super().__init__(total, name="collect")
         self.files = files
+        self.watch = watch
         self._done = 0
 
     @property
@@ -111,6 +113,8 @@ class ShardProgress(ProgressLine):
     def set_done(self, rows: int) -> None:
         self._done = rows
         self.tick()
+        if self.watch is not None:
+            self.watch(rows)
 
     def summary(self) -> str:
         return f"{self.head('rollouts')} | {len(self.files)} processes"
@@ -216,7 +220,7 @@ _INTERRUPTED = frozenset({130, 143, -signal.SIGINT, -signal.SIGTERM})
 
 def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, *, resume: bool,
                default_agent: str | None, log: Callable[[str], None], stop: threading.Event | None = None,
-               environments: Environments | None = None) -> list[dict[str, Any]]:  # fmt: skip
+               environments: Environments | None = None, watch: Callable[[int], None] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Start the shard processes, follow them, start a dead one again (RETRIES times), merge
     their files into `final` once all finished; their stats, else GymMetricsError naming the
     shard (module docstring). `stop` set (the run was interrupted): the shards are killed and
@@ -225,7 +229,7 @@ def run_shards(argv: Sequence[str], final: Path, count: int, total: int | None, 
     shards = [Shard(i, count, environments) for i in range(count)]
     lock = open_shards(final, count, resume=resume, default_agent=default_agent, log=log, environments=environments)
     files = [_Lines(s.output(final)) for s in shards]
-    progress = ShardProgress(total, files)
+    progress = ShardProgress(total, files, watch)
     running: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
     try:
         for shard in shards:

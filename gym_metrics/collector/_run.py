@@ -80,10 +80,15 @@ class CollectResult:
     failures_path: Path | None = None
     """The failures sidecar (`<stem>_failures.jsonl`; written only when a rollout failed)."""
     not_kept: int = 0
-    no_reward: int = 0
-    """Rollouts verified with a NaN or infinite reward: null in the row, out of the reward stats."""
     """Rollouts whose answer said not to keep them (`_ng_no_persist`: the agent's harness failed,
     not the rollout): in neither file, so `--resume` runs them again."""
+    no_reward: int = 0
+    """Rollouts verified with a NaN or infinite reward: null in the row, out of the reward stats."""
+    rollouts_done: int = 0
+    """Rollouts this run wrote (verified, failed or passed through), as its progress counted
+    them (every shard's, with several processes)."""
+    rollouts_failed: int = 0
+    """Of those, the ones whose verify or generation failed."""
 
 
 def collect(
@@ -289,6 +294,8 @@ async def _collect(
         failures_path=router.failures.path,
         not_kept=router.not_kept,
         no_reward=router.no_reward,
+        rollouts_done=progress.done,
+        rollouts_failed=progress.errors,
     )
 
 
@@ -304,6 +311,7 @@ def _shard_done(
         "failed_tool_calls": runner.failed_tool_calls if runner else 0, "episodes_retried": runner.retried if runner else 0,
         "episodes_at_max_steps": runner.at_max_steps if runner else 0, "token_gaps": capture.token_gaps if capture else 0,
         "reverified": router.reverified, "rewards_changed": router.rewards_changed, "not_kept": router.not_kept, "no_reward": router.no_reward,
+        "rollouts_done": progress.done, "rollouts_failed": progress.errors,
     }  # fmt: skip
     stats = {
         "counts": counts, "tasks": {agent: sorted(tasks) for agent, tasks in router.tasks.items()},

@@ -32,6 +32,7 @@ async def collect_processes_async(
     options: CollectOptions | None = None,
     shards: Callable[..., list[dict[str, Any]]] = run_shards,
     environments: Sequence[Sequence[ResourcesClient]] | None = None,
+    watch: Callable[[int], None] | None = None,
 ) -> CollectResult:
     """`collect --processes N` (collector/_processes.py): `argv`, this command's own arguments,
     run as N shard processes (or as `shards` runs them: Ray tasks, gym_metrics.ray; `processes`
@@ -39,9 +40,9 @@ async def collect_processes_async(
     aggregated here, once. The input's keys are checked and the server reached before any shard
     starts. With `options.environments` (collector/_environments.py), `environments` holds each
     environment's clients (`client` unused): `processes` shards an environment, each agent
-    aggregated by its own."""
+    aggregated by its own. `watch(rows)`: told the rows the shards wrote, as the progress line is."""
     with output_locked(Path(output_path)):
-        return await _collect_processes(client, input_path, output_path, argv, processes, options, shards, environments)
+        return await _collect_processes(client, input_path, output_path, argv, processes, options, shards, environments, watch)
 
 
 async def _collect_processes(
@@ -53,6 +54,7 @@ async def _collect_processes(
     options: CollectOptions | None,
     shards: Callable[..., list[dict[str, Any]]],
     environments: Sequence[Sequence[ResourcesClient]] | None,
+    watch: Callable[[int], None] | None,
 ) -> CollectResult:
     opts = options or CollectOptions()
     input_path, output_path = Path(input_path), Path(output_path)
@@ -75,7 +77,9 @@ async def _collect_processes(
             connected.append(await connect(group, opts.connections, opts.retry, opts.connect_timeout, log))
         total = estimate_total(input_path, opts.num_repeats, opts.limit, opts.max_rollouts)
         stop = threading.Event()  # a thread cannot be cancelled: told to stop when this coroutine is
-        extra = {} if places is None else {"environments": places}
+        extra: dict[str, Any] = {} if places is None else {"environments": places}
+        if watch is not None:
+            extra["watch"] = watch
         try:
             stats = await asyncio.to_thread(
                 shards, argv, output_path, processes, total, resume=opts.resume, default_agent=opts.default_agent, log=log, stop=stop, **extra
@@ -107,4 +111,5 @@ async def _collect_processes(
         token_gaps=counts["token_gaps"], reverified=counts["reverified"], rewards_changed=counts["rewards_changed"],
         dropped=summed["dropped"], batches_by_server=summed["by_server"], failures_path=failures_path_for(output_path) if summed["dropped"] else None,
         not_kept=counts["not_kept"], no_reward=counts.get("no_reward", 0),
+        rollouts_done=counts.get("rollouts_done", 0), rollouts_failed=counts.get("rollouts_failed", 0),
     )  # fmt: skip

@@ -38,8 +38,8 @@ class AgentMetrics:
     """What an exporter sends of one agent: its key metrics and its numeric agent metrics."""
 
     agent: str
-    key_metrics: dict[str, float]
-    agent_metrics: dict[str, float]
+    key_metrics: dict[str, float | int]
+    agent_metrics: dict[str, float | int]
 
 
 @dataclass(frozen=True)
@@ -56,25 +56,34 @@ class ExportRun:
     """`collect --resume`: log into the run an earlier export of this output started."""
     key: str = field(default="")
     """Stable identity of the output (a hash of its absolute path): how a resumed run is found."""
+    skipped: int = 0
+    """Metric values left out: not numbers (text, null, lists) or not finite."""
 
-    def flat(self, sanitise: Callable[[str], str] = str) -> dict[str, float]:
+    def flat(self, sanitise: Callable[[str], str] = str, limit: int | None = None) -> dict[str, float | int]:
         """Every number as `<agent>/key/<name>` (key metrics) and `<agent>/<name>` (agent
-        metrics), names passed through `sanitise`; names that collide after it get `_2`, ..."""
-        out: dict[str, float] = {}
+        metrics), a nested one as `<name>/<inner>`; names passed through `sanitise`; names that
+        collide after it get `_2`, ... (sanitised again, so a name stays within `limit`)."""
+        out: dict[str, float | int] = {}
         for agent in self.metrics:
             for prefix, values in ((f"{agent.agent}/key/", agent.key_metrics), (f"{agent.agent}/", agent.agent_metrics)):
                 for name, value in values.items():
-                    out[_unique(sanitise(prefix + name), out)] = value
+                    out[_unique(prefix + name, out, sanitise, limit)] = value
         return out
 
+    def skipped_note(self) -> str:
+        """`, N values not numbers: left out` for the line an exporter prints ("" for none)."""
+        return f", {self.skipped} value{'s' if self.skipped != 1 else ''} not numbers: left out" if self.skipped else ""
 
-def _unique(name: str, taken: dict[str, float]) -> str:
-    if name not in taken:
-        return name
-    n = 2
-    while f"{name}_{n}" in taken:
+
+def _unique(raw: str, taken: dict[str, float | int], sanitise: Callable[[str], str], limit: int | None) -> str:
+    name, n = sanitise(raw), 1
+    while name in taken:
         n += 1
-    return f"{name}_{n}"
+        suffix = f"_{n}"
+        name = sanitise(raw + suffix)
+        if limit is not None and len(name) > limit:
+            name = name[: limit - len(suffix)] + suffix
+    return name
 
 
 class Exporter(ABC):
@@ -139,11 +148,12 @@ def load_run(metrics_path: Path, *, resume: bool = False, report: Path | None = 
 
     data: Any = orjson.loads(metrics_path.read_bytes())
     agents = data if isinstance(data, list) else [data]
+    skipped: list[str] = []
     metrics = [
         AgentMetrics(
             agent=str((a.get("agent_ref") or {}).get("name", "agent")),
-            key_metrics=dict(_numbers(a.get("key_metrics"))),
-            agent_metrics=dict(_numbers(a.get("agent_metrics"))),
+            key_metrics=dict(_numbers(a.get("key_metrics"), skipped)),
+            agent_metrics=dict(_numbers(a.get("agent_metrics"), skipped)),
         )
         for a in agents
         if isinstance(a, dict)
@@ -152,17 +162,29 @@ def load_run(metrics_path: Path, *, resume: bool = False, report: Path | None = 
     name = stem[: -len(METRICS_SUFFIX)] if stem.endswith(METRICS_SUFFIX) and stem != METRICS_SUFFIX else stem
     artifacts = (metrics_path, *([report] if report is not None and report.is_file() else []))
     key = hashlib.sha256(str(metrics_path.resolve()).encode()).hexdigest()[:32]
-    return ExportRun(metrics_path, metrics, name, artifacts, resume, key)
+    return ExportRun(metrics_path, metrics, name, artifacts, resume, key, len(skipped))
 
 
-def _numbers(values: Any) -> Iterator[tuple[str, float]]:
+def _numbers(values: Any, skipped: list[str], prefix: str = "") -> Iterator[tuple[str, float | int]]:
+    """The numbers of a metrics block, nested blocks' as `name/inner`; integers kept exact (a
+    tracker that stores floats converts them), booleans as 0/1; what is not a finite number is
+    named in `skipped`."""
     if not isinstance(values, dict):
         return
-    for name, value in values.items():
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            yield str(name), float(value)
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            yield from _numbers(value, skipped, f"{name}/")
+        elif isinstance(value, bool):
+            yield name, int(value)
+        elif isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+            yield name, value
+        else:
+            skipped.append(name)
 
 
+MLFLOW_KEY_LIMIT = 250
+"""MLflow's longest metric name."""
 _MLFLOW_BAD = re.compile(r"[^\w\-. :/]")
 
 
@@ -173,6 +195,6 @@ def mlflow_key(name: str) -> str:
     become `_` too."""
     key = _MLFLOW_BAD.sub("_", name.replace("@", "_at_").replace("^", "_hat_"))
     key = "/".join("_" if part in ("", ".", "..") else part for part in key.split("/"))
-    if len(key) > 250:
-        key = key[:237] + "_" + hashlib.sha256(name.encode()).hexdigest()[:12]
+    if len(key) > MLFLOW_KEY_LIMIT:
+        key = key[: MLFLOW_KEY_LIMIT - 13] + "_" + hashlib.sha256(name.encode()).hexdigest()[:12]
     return key

@@ -9,7 +9,7 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
-from gym_metrics.exporters._base import Exporter, ExportRun, mlflow_key, register_exporter
+from gym_metrics.exporters._base import MLFLOW_KEY_LIMIT, Exporter, ExportRun, mlflow_key, register_exporter
 
 EXPERIMENT_ENV = "MLFLOW_EXPERIMENT_NAME"
 DEFAULT_EXPERIMENT = "gym-metrics"
@@ -18,6 +18,10 @@ OUTPUT_KEY_TAG = "gym_metrics.output_key"
 STEP_TAG = "gym_metrics.export_step"
 BATCH = 1000
 """MLflow's most metrics per log_batch call."""
+HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "20", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+"""A tracker that is down or never answers fails the export within about a minute a request
+(MLflow's own defaults, 120 s x 7 retries with doubling waits, held a command for 4 to 16
+minutes); each is MLflow's own variable, so one already set wins."""
 
 
 def is_file_store(uri: str) -> bool:
@@ -44,17 +48,26 @@ class MlflowExporter(Exporter):
         if is_file_store(uri):
             # MLflow >= 3.17 refuses file stores unless told; asking for one by URI is telling.
             os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+        for name, value in HTTP_BOUNDS.items():
+            os.environ.setdefault(name, value)
         client = MlflowClient(tracking_uri=uri)
         experiment_id = _experiment(client, os.environ.get(EXPERIMENT_ENV) or DEFAULT_EXPERIMENT)
         run_id, step = _run(client, experiment_id, run)
         now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, step) for k, v in run.flat(mlflow_key).items()]
-        for start in range(0, len(metrics), BATCH):
-            client.log_batch(run_id, metrics=metrics[start : start + BATCH])
-        for path in run.artifacts:
-            client.log_artifact(run_id, str(path))
+        metrics = [Metric(k, float(v), now, step) for k, v in run.flat(mlflow_key, MLFLOW_KEY_LIMIT).items()]
+        try:
+            for start in range(0, len(metrics), BATCH):
+                client.log_batch(run_id, metrics=metrics[start : start + BATCH])
+            for path in run.artifacts:
+                client.log_artifact(run_id, str(path))
+        except BaseException:
+            try:  # a run left RUNNING would look alive for good
+                client.set_terminated(run_id, "FAILED")
+            except Exception:
+                pass
+            raise
         client.set_terminated(run_id, "FINISHED")
-        return f"mlflow run {run_id} ({run.name}, {len(metrics)} metrics)"
+        return f"mlflow run {run_id} ({run.name}, {len(metrics)} metrics{run.skipped_note()})"
 
 
 def _experiment(client: Any, name: str) -> str:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
+from gym_metrics._util.masking import scrub, without_url_credentials
 from gym_metrics.errors import ExitCode, GymMetricsError
 from gym_metrics.exporters._base import ExporterMissingError, _importable
 
@@ -77,7 +79,17 @@ class Pusher:
     printed by the caller once); `push` is the final, synchronous one."""
 
     def __init__(self, url: str, instance: str, interval: float = 10.0) -> None:
-        self.url, self.instance, self.interval = url, instance, interval
+        """A user and password in `url` (`https://user:pass@host`) are sent as basic auth, never
+        in the URL, and masked in every message."""
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        try:
+            user, password = parts.username, parts.password
+        except ValueError:
+            user = password = None
+        self._auth = None if user is None else (unquote(user), unquote(password or ""))
+        host = parts.netloc.rpartition("@")[2]
+        self.url = urlunsplit(parts._replace(netloc=host)) if self._auth else url
+        self.instance, self.interval = instance, interval
         self._last = time.monotonic()
         self._thread: threading.Thread | None = None
         self.periodic_error: str | None = None
@@ -93,13 +105,23 @@ class Pusher:
     def push(self, counters: CollectCounters) -> None:
         """Push now; PushgatewayError naming the gateway's answer when it fails."""
         from prometheus_client import CollectorRegistry, push_to_gateway
+        from prometheus_client.exposition import basic_auth_handler
 
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Snapshot(counters))
+        extra: dict[str, Any] = {}
+        if self._auth is not None:
+            user, password = self._auth
+
+            def handler(url: str, method: str, timeout: float | None, headers: list[tuple[str, str]], data: bytes) -> Callable[[], None]:
+                return basic_auth_handler(url, method, timeout, headers, data, user, password)
+
+            extra["handler"] = handler
         try:
-            push_to_gateway(self.url, job=JOB, registry=registry, grouping_key={"instance": self.instance}, timeout=TIMEOUT_S)
+            push_to_gateway(self.url, job=JOB, registry=registry, grouping_key={"instance": self.instance}, timeout=TIMEOUT_S, **extra)
         except Exception as exc:
-            raise PushgatewayError(f"push to the pushgateway failed: {type(exc).__name__}: {exc}") from None
+            said = scrub(without_url_credentials(f"{type(exc).__name__}: {exc}"), self._auth[1] if self._auth else None)
+            raise PushgatewayError(f"push to the pushgateway failed: {said}") from None
 
     def maybe_push(self, counters: CollectCounters) -> None:
         now = time.monotonic()

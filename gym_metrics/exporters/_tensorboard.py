@@ -32,8 +32,8 @@ class TensorboardExporter(Exporter):
         values = run.flat()
         writer = EventFileWriter(str(logdir), filename_suffix=f".gm{step}")
         try:
-            summary = Summary(value=[Summary.Value(tag=tag, simple_value=value) for tag, value in values.items()])
+            summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(value)) for tag, value in values.items()])
             writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
         finally:
             writer.close()
-        return f"tensorboard {logdir} (step {step}, {len(values)} scalars)"
+        return f"tensorboard {logdir} (step {step}, {len(values)} scalars{run.skipped_note()})"

@@ -42,7 +42,7 @@ class WandbExporter(Exporter):
             session.summary.update(values)
             for path in run.artifacts:  # a copy in the run's files (uploaded at sync), not a symlink
                 shutil.copy2(path, Path(session.dir) / path.name)
-            where = f"wandb run {session.id} ({project}/{run.name}, {len(values)} metrics)"
+            where = f"wandb run {session.id} ({project}/{run.name}, {len(values)} metrics{run.skipped_note()})"
         except BaseException:
             session.finish(exit_code=1)
             raise

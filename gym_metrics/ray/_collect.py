@@ -87,7 +87,7 @@ class _Tail(io.TextIOBase):
 def collect_shards_on_ray(
     argv: Sequence[str], final: Path, count: int | None, total: int | None, *, resume: bool, default_agent: str | None,
     log: Callable[[str], None], input_path: Path, command: Callable[[list[str]], int], address: str | None = None,
-    stop: threading.Event | None = None,
+    stop: threading.Event | None = None, watch: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Run the shards as Ray tasks (`count`: the cluster's CPUs when None), each running
     `command` (the CLI's main) on its shard's arguments; write what they send back into the
@@ -101,7 +101,7 @@ def collect_shards_on_ray(
         lock = open_shards(final, count, resume=resume, default_agent=default_agent, log=log)
         try:
             shards = [Shard(i, count) for i in range(count)]
-            progress = ShardProgress(total, [])
+            progress = ShardProgress(total, [], watch)
             task = ray.remote(max_retries=TASK_RETRIES, retry_exceptions=False)(_collect_shard)
             given = ray.put(input_path.read_bytes())
             held = [(_read(s.output(final)), _read(failures_path_for(s.output(final)))) for s in shards]

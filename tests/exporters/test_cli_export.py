@@ -4,6 +4,7 @@ exit 2 before any work, a failed export is exit 1 with the metrics file kept."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,44 @@ def test_collect_resume_logs_into_the_same_mlflow_run(server: str, tmp_path: Pat
     assert run.info.run_name == "run"
     history = client.get_metric_history(run.info.run_id, "strong_agent/key/mean/reward")
     assert sorted(m.step for m in history) == [0, 1]
+
+
+@pytest.mark.slow  # needs the mlflow extra
+@pytest.mark.parametrize("password", ["S3C@RETpw", "eyJhbGciOiJIUzI1NiJ9." + "S3CRET" * 70])
+def test_a_tracker_that_is_down_fails_soon_and_never_shows_its_password(
+    password: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MLflow's own retries held the command 4+ minutes; the error line was cut before it was
+    masked (a long password's first 270 characters shown) and a password with `@` half-masked."""
+    need("mlflow")
+    for name in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"):
+        monkeypatch.delenv(name, raising=False)
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "m_aggregate_metrics.json"
+    started = time.monotonic()
+    code = main(["aggregate", str(_sample()), "-o", str(out), "-q", "--export", f"mlflow=http://alice:{password}@127.0.0.1:{port}/"])
+    err = capsys.readouterr().err
+    assert code == 1 and out.is_file() and time.monotonic() - started < 60
+    assert "error: export mlflow failed" in err and "http://***@127.0.0.1" in err
+    assert "S3C" not in err and "RETpw" not in err and "eyJhbG" not in err
+
+
+@pytest.mark.slow  # needs the mlflow extra
+def test_a_run_whose_logging_failed_is_marked_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the store refused the batch")
+
+    monkeypatch.setattr(MlflowClient, "log_batch", refuse)
+    uri = f"file:{tmp_path / 'mlruns'}"
+    out = tmp_path / "m_aggregate_metrics.json"
+    assert main(["aggregate", str(_sample()), "-o", str(out), "-q", "--export", f"mlflow={uri}"]) == 1
+    client = MlflowClient(tracking_uri=uri)
+    [run] = client.search_runs([client.get_experiment_by_name("gym-metrics").experiment_id])
+    assert run.info.status == "FAILED"

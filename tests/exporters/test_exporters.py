@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from gym_metrics.exporters import ExportRun, get_exporter, load_run, mlflow_key
+from gym_metrics.exporters import AgentMetrics, ExportRun, get_exporter, load_run, mlflow_key
 from _exporter_helpers import need
 
 
@@ -17,6 +18,27 @@ def test_load_run_names_the_run_after_the_stem_and_keeps_finite_numbers(metrics_
     flat = run.flat()
     assert flat["policy_a/key/pass@4"] == 0.9 and flat["policy_b/max/reward"] == 1.0
     assert not any("nan_one" in k or "rollout" in k for k in flat)
+
+
+def test_nested_blocks_booleans_and_big_integers_are_exported_and_what_is_not_is_counted(tmp_path: Path) -> None:
+    """A metric that is a block of numbers was dropped without a word; integers past 2**53 were
+    rounded even for W&B, which keeps them."""
+    path = tmp_path / "edge_aggregate_metrics.json"
+    path.write_text(json.dumps([{"agent_ref": {"name": "a"}, "key_metrics": {
+        "by_domain": {"math": 0.5, "code": {"py": 0.25}}, "ok": True, "big": 2**53 + 1, "text": "0.75", "none": None, "list": [1],
+    }, "agent_metrics": {}}]))  # fmt: skip
+    run = load_run(path)
+    flat = run.flat()
+    assert flat == {"a/key/by_domain/math": 0.5, "a/key/by_domain/code/py": 0.25, "a/key/ok": 1, "a/key/big": 2**53 + 1}
+    assert type(flat["a/key/big"]) is int and run.skipped == 3 and run.skipped_note() == ", 3 values not numbers: left out"
+
+
+def test_names_that_collide_after_sanitising_stay_apart_and_within_mlflows_limit() -> None:
+    """`a@b` and `a_at_b` sanitise alike; the second got `_2` after the 250-character cut: 252."""
+    long = "m" * 240
+    run = ExportRun(Path("x.json"), [AgentMetrics("a@b", {long: 0.5}, {}), AgentMetrics("a_at_b", {long: 0.25}, {})], "x")
+    flat = run.flat(mlflow_key, 250)
+    assert sorted(flat.values()) == [0.25, 0.5] and all(len(k) <= 250 for k in flat) and len(set(flat)) == 2
 
 
 def test_mlflow_keys_are_allowed_and_stay_apart() -> None:
