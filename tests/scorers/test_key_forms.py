@@ -152,3 +152,13 @@ def test_debug_logs_never_show_a_key_a_remote_sends_back_in_a_header(tmp_path: P
     logged = run.stdout + run.stderr
     assert "receive_response_headers" in logged and "WWW-Authenticate" in logged, logged[-2000:]  # httpcore did log them
     assert leaks(logged) == [] and 'received="Bearer ***"' in logged
+
+
+def test_a_urls_credentials_are_masked_up_to_the_authoritys_last_at() -> None:
+    """A password holding `@` left its tail shown (`http://***@RETpw@host`)."""
+    from gym_metrics._util.masking import url_password, without_url_credentials
+
+    assert without_url_credentials("API request to http://alice:S3C@RETpw@127.0.0.1:9/api?x=a@b failed") == \
+        "API request to http://***@127.0.0.1:9/api?x=a@b failed"  # fmt: skip
+    assert without_url_credentials("see https://host/p@q and s3://b@u/k") == "see https://host/p@q and s3://***@u/k"
+    assert url_password("http://alice:S3C%40RET@h:1/") == "S3C@RET" and url_password("http://h/") is None
