@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -175,6 +176,15 @@ def _server_entry(text: str) -> str:
     return text if agent is None else f"{agent_name(agent)}={address}"
 
 
+RAY_MAX_PROCESSES = 4096
+
+
+def max_processes(ray: bool) -> int:
+    """The most shards a run may ask for: 4 a core here (the agent loop keeps a core busy; more
+    only add memory), at least 8; a Ray run's are spread over its cluster."""
+    return RAY_MAX_PROCESSES if ray else max(8, 4 * (os.cpu_count() or 1))
+
+
 def _check_inputs(ns: argparse.Namespace) -> None:
     """Bad policy flags are refused before any connection; so is a --server given twice."""
     from gym_metrics.collector import split_server
@@ -194,6 +204,11 @@ def _check_inputs(ns: argparse.Namespace) -> None:
         given = [flag for flag in GENERATION_ONLY if getattr(ns, flag[2:].replace("-", "_")) not in (None, False)]
         if given:
             raise InvalidInputError(f"{', '.join(given)} need --policy-url", [FieldViolation("--policy-url", "not given")])
+    most = max_processes(ns.ray is not None)
+    if ns.processes > most:
+        where = "a Ray run's shards" if ns.ray is not None else f"processes on this machine's {os.cpu_count() or 1} cores"
+        raise InvalidInputError("too many processes", [FieldViolation("--processes", f"{ns.processes:,} is more than {most:,} {where} "
+                                                                      "(each holds about 100 MB and its own connections)")])  # fmt: skip
     if ns.num_repeats_add_seed and ns.seed is not None:
         raise InvalidInputError("one seed per request", [FieldViolation("--seed", "not with --num-repeats-add-seed (the body's seed would win)")])
     if not ns.shard and any(split_server(s)[0] is not None for s in ns.server):  # servers by agent (an address may hold "=")

@@ -25,6 +25,7 @@ from gym_metrics.collector._outfile import failures_path_for, max_rollout_attemp
 from gym_metrics.collector._progress import Progress
 from gym_metrics.collector._processes import ShardProgress, child_argv, close_shards, die_with_parent, open_shards
 from gym_metrics.collector._shard import Shard, shard_dir, stats_path
+from gym_metrics.collector._keys import task_lines_path
 
 if TYPE_CHECKING:
     from gym_metrics.collector._run import CollectResult, collect, collect_async, estimate_total
@@ -78,4 +79,5 @@ __all__ = [
     "shard_dir",
     "split_server",
     "stats_path",
+    "task_lines_path",
 ]

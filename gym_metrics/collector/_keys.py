@@ -16,8 +16,9 @@ makes every key unambiguous before anything is written or skipped.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,48 @@ ANY_LINE = bytes(16)
 """The recorded line of a task index a skipped bad line holds: the line fixed takes it."""
 
 
+def task_lines_path(output: Path) -> Path:
+    """Where the task lines of output `output` are kept (TaskLines): `.<name>.tasks` beside the
+    file it names, through whatever path names it."""
+    real = output.resolve()
+    return real.with_name(f".{real.name}.tasks")
+
+
+def carry_task_lines(sources: Sequence[Path], target: Path) -> None:
+    """The task lines kept beside the outputs `sources` joined into those of output `target`
+    (its own kept): what a resume checks survives `collect --processes`' shards and their
+    merge. A task a skipped bad line holds (ANY_LINE) takes another's line; InputChanged when
+    two record different lines for one task (they were collected from different inputs)."""
+    path = task_lines_path(target)
+    own = _records(path)
+    joined = own
+    for source in sources:
+        joined = _joined(joined, _records(task_lines_path(source)))
+    if len(joined) != len(own) or not np.array_equal(joined, own):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(joined.tobytes())
+        os.replace(tmp, path)
+
+
+def _records(path: Path) -> np.ndarray:
+    data = path.read_bytes() if path.exists() else b""
+    return np.frombuffer(data[: len(data) // 16 * 16], np.uint64).reshape(-1, 2)
+
+
+def _joined(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if len(a) < len(b):
+        a, b = b, a
+    n = len(b)
+    head_a, head_b = a[:n], b[:n]
+    any_a, any_b = ~head_a.any(axis=1), ~head_b.any(axis=1)
+    differ = (head_a != head_b).any(axis=1) & ~any_a & ~any_b
+    if differ.any():
+        raise InputChanged(int(np.flatnonzero(differ)[0]))
+    out = a.copy()
+    out[:n][any_a] = head_b[any_a]
+    return out
+
+
 class TaskLines:
     """The digest of the line each counted task index was made from, kept beside the output
     (`.<name>.tasks`, 16 bytes a task, written before the task's rows): `--resume` of an input
@@ -69,8 +112,7 @@ class TaskLines:
     does not resume starts the file again."""
 
     def __init__(self, output: Path, resume: bool) -> None:
-        real = output.resolve()  # (the file's, through whatever path names it, as its lock)
-        self.path = real.with_name(f".{real.name}.tasks")
+        self.path = task_lines_path(output)  # (the file's, through whatever path names it, as its lock)
         known = self.path.read_bytes() if resume and self.path.exists() else b""
         self.known = bytearray(known[: len(known) // 16 * 16])
         self._file = self.path.open("ab" if resume else "wb")

@@ -38,6 +38,7 @@ from gym_metrics._util.exclusive import hold_exclusive
 from gym_metrics._util.lifetime import PARENT_ENV, die_with_parent, with_parent
 from gym_metrics._util.progress import ProgressLine
 from gym_metrics.collector._environments import Environments
+from gym_metrics.collector._keys import InputChanged, carry_task_lines, task_lines_path
 from gym_metrics.collector._outfile import OutputFile, failures_path_for
 from gym_metrics.collector._shard import Shard, refuse_other_shard_count, shard_dir, stats_path
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
@@ -198,6 +199,10 @@ def open_shards(final: Path, count: int, *, resume: bool, default_agent: str | N
             moved = redistribute(final, shards, default_agent)
             if moved:
                 log(f"collect: {moved:,} rows of {final} handed to their shards")
+            for shard in shards:  # the lines the output's tasks were made from: each shard's resume checks them
+                _carry_lines([final], shard.output(final))
+        else:
+            task_lines_path(final).unlink(missing_ok=True)  # a run not resumed records them again, as one process does
         for shard in shards:
             stats_path(shard.output(final)).unlink(missing_ok=True)
     except BaseException:
@@ -277,9 +282,15 @@ def _lock(folder: Path) -> IO[bytes]:
     return hold_exclusive(folder / "lock", f"another collect is running on {folder}'s output: wait for it, or stop it")
 
 
+ATTEMPT = b"== gym-metrics: shard started\n"
+"""Written to a shard's log before each start: its failure quotes only its own attempt's lines."""
+
+
 def _start(argv: Sequence[str], shard: Shard, final: Path) -> subprocess.Popen[bytes]:
     log = shard.log(final).open("ab")
     try:
+        log.write(ATTEMPT)
+        log.flush()
         env = with_parent()
         return subprocess.Popen([sys.executable, "-m", "gym_metrics.cli", *child_argv(argv, shard, final)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)  # fmt: skip
@@ -287,9 +298,17 @@ def _start(argv: Sequence[str], shard: Shard, final: Path) -> subprocess.Popen[b
         log.close()
 
 
+def _carry_lines(sources: list[Path], target: Path) -> None:
+    try:
+        carry_task_lines(sources, target)
+    except InputChanged as exc:
+        raise GymMetricsError(f"the task lines kept for {target} and its shards differ at task {exc.task}: they were collected "
+                              f"from different inputs; remove {shard_dir(target)} and resume from {target} alone") from None  # fmt: skip
+
+
 def _tail(path: Path, lines: int = 5) -> str:
     try:
-        text = path.read_text(errors="replace").strip().splitlines()
+        text = path.read_text(errors="replace").rpartition(ATTEMPT.decode())[2].strip().splitlines()
     except FileNotFoundError:
         return "no log"
     shown = [line for line in text if line.strip()][-lines:]
@@ -300,6 +319,7 @@ def merge_shards(final: Path, count: int, default_agent: str | None) -> None:
     """The shards' rows into `final` (and their failures into its sidecar), sorted by (task,
     rollout, agent), through a temporary file renamed into place; then the shards are removed."""
     shards = [Shard(i, count) for i in range(count)]
+    _carry_lines([s.output(final) for s in shards], final)  # first: the rows never stand without them
     _write_sorted([s.output(final) for s in shards], final, default_agent)
     failures = [failures_path_for(s.output(final)) for s in shards]
     if any(p.exists() and p.stat().st_size for p in failures):
@@ -330,14 +350,19 @@ def _write_sorted(parts: list[Path], target: Path, default_agent: str | None) ->
     order = np.lexsort((rank[every[:, 2]] if len(every) else every[:, 2], every[:, 1], every[:, 0]))
     target = Path(os.path.realpath(target))  # through a symlink: the rows go where it points, beside which the temp file is
     tmp = target.with_name(f".{target.name}.merging")
-    with tmp.open("wb") as out:
-        buffer: list[bytes] = []
-        for task, rollout, agent, part, start, end in every[order].tolist():
-            buffer.append(maps[part][start:end])
-            if len(buffer) >= 4096:
-                out.write(b"".join(buffer))
-                buffer.clear()
-        out.write(b"".join(buffer))
+    try:
+        with tmp.open("wb") as out:
+            buffer: list[bytes] = []
+            for task, rollout, agent, part, start, end in every[order].tolist():
+                buffer.append(maps[part][start:end])
+                if len(buffer) >= 4096:
+                    out.write(b"".join(buffer))
+                    buffer.clear()
+            out.write(b"".join(buffer))
+    except OSError as exc:  # a full disk, a file size limit: the shards stay for --resume, no half file beside the output
+        tmp.unlink(missing_ok=True)
+        raise GymMetricsError(f"cannot write {target} from its shards: {exc.strerror or exc}; they are kept in "
+                              f"{shard_dir(target)}: make room and run again with --resume") from None  # fmt: skip
     for data in maps:
         if isinstance(data, mmap.mmap):
             data.close()

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from gym_metrics.collector import Shard, ShardProgress, child_argv, close_shards, failures_path_for, open_shards, stats_path
+from gym_metrics.collector import Shard, ShardProgress, child_argv, close_shards, failures_path_for, open_shards, stats_path, task_lines_path
 from gym_metrics.errors import GymMetricsError
 from gym_metrics.ray._replicas import _ray
 
@@ -35,12 +35,13 @@ CANCEL_WAIT_S = 15.0
 
 
 def _collect_shard(
-    command: Callable[[list[str]], int], argv: list[str], given: bytes, held: tuple[bytes, bytes], index: int, count: int, run: str,
-    input_name: str,
-) -> tuple[bytes, bytes, bytes]:
+    command: Callable[[list[str]], int], argv: list[str], given: bytes, held: tuple[bytes, bytes, bytes], index: int, count: int,
+    run: str, input_name: str,
+) -> tuple[bytes, bytes, bytes, bytes]:
     """In a Ray worker: shard `index` of `count` of run `run` collected in a folder of its own by
-    `command` (the CLI's main), from the rows and failures the driver `held` for it; (its rows,
-    its failures, its stats as JSON). The folder of an attempt whose worker died on this node is
+    `command` (the CLI's main), from the rows, failures and task lines (what its resume checks
+    the input against) the driver `held` for it; (its rows, its failures, its stats as JSON,
+    its task lines). The folder of an attempt whose worker died on this node is
     removed first (a killed worker removes nothing). A shard that fails raises with the last
     lines it printed, its input named `input_name` (the driver's) as it names its lines."""
     shard = Shard(index, count)
@@ -56,6 +57,7 @@ def _collect_shard(
         failures = failures_path_for(out)
         out.write_bytes(held[0])
         failures.write_bytes(held[1])
+        task_lines_path(out).write_bytes(held[2])
         tail = _Tail(sys.stderr)
         with contextlib.redirect_stderr(tail):
             code = command([*child_argv(argv, shard, final), "--input", str(folder / "input.jsonl")])
@@ -65,7 +67,7 @@ def _collect_shard(
             failed = GymMetricsError(f"shard {index + 1} of {count} failed on its node (exit {code}): {said}")
             failed.exit_code = code if code in (2, 3, 4) else 1  # type: ignore[attr-defined]  # the shard's own verdict, as --processes gives it
             raise failed
-        return out.read_bytes(), failures.read_bytes(), stats_path(out).read_bytes()
+        return out.read_bytes(), failures.read_bytes(), stats_path(out).read_bytes(), task_lines_path(out).read_bytes()
 
 
 class _Tail(io.TextIOBase):
@@ -104,7 +106,7 @@ def collect_shards_on_ray(
             progress = ShardProgress(total, [], watch)
             task = ray.remote(max_retries=TASK_RETRIES, retry_exceptions=False)(_collect_shard)
             given = ray.put(input_path.read_bytes())
-            held = [(_read(s.output(final)), _read(failures_path_for(s.output(final)))) for s in shards]
+            held = [(_read(s.output(final)), _read(failures_path_for(s.output(final))), _read(task_lines_path(s.output(final)))) for s in shards]
             run = uuid.uuid4().hex[:12]
             pending = {task.remote(command, list(argv), given, held[s.index], s.index, count, run, str(input_path)): s for s in shards}
             rows = sum(h[0].count(b"\n") for h in held)
@@ -116,7 +118,7 @@ def collect_shards_on_ray(
                     for ref in done:
                         shard = pending.pop(ref)
                         try:
-                            lines, failures, stats = ray.get(ref)
+                            lines, failures, stats, task_lines = ray.get(ref)
                         except Exception as exc:
                             raise _failed(exc, shard, count) from None
                         out = shard.output(final)
@@ -124,10 +126,11 @@ def collect_shards_on_ray(
                         if failures:
                             failures_path_for(out).write_bytes(failures)
                         stats_path(out).write_bytes(stats)
+                        task_lines_path(out).write_bytes(task_lines)
                         rows += lines.count(b"\n") - held[shard.index][0].count(b"\n")
                     progress.set_done(rows)  # (rows arrive a shard at a time)
             except BaseException:
-                _cancel(ray, list(pending))  # a shard failed, or the run was stopped: the others stop too
+                _cancel(ray, list(pending), run)  # a shard failed, or the run was stopped: the others stop too
                 raise
             progress.close()
             return close_shards(final, count, default_agent)
@@ -138,13 +141,20 @@ def collect_shards_on_ray(
             ray.shutdown()
 
 
-def _cancel(ray: Any, refs: list[Any]) -> None:
+def _cancel(ray: Any, refs: list[Any], run: str) -> None:
     """Stop the shards still running (on a cluster they would go on calling the policy after the
-    run ended), and wait a bounded while for them to be gone."""
+    run ended), and wait a bounded while for them to be gone: asked first (a KeyboardInterrupt
+    in the task, so its folder is removed as it ends), then killed; the folders of killed ones
+    on this node are removed here (a killed worker removes nothing)."""
     for ref in refs:
+        ray.cancel(ref, force=False)
+    left = ray.wait(refs, num_returns=len(refs), timeout=CANCEL_WAIT_S / 3)[1] if refs else []
+    for ref in left:
         ray.cancel(ref, force=True)
-    if refs:
-        ray.wait(refs, num_returns=len(refs), timeout=CANCEL_WAIT_S)
+    if left:
+        ray.wait(left, num_returns=len(left), timeout=CANCEL_WAIT_S)
+    for folder in Path(tempfile.gettempdir()).glob(f"gym-metrics-shard-{run}-*"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _read(path: Path) -> bytes:

@@ -104,3 +104,16 @@ async def test_an_environments_own_code_failing_is_exit_1_not_bad_input(tmp_path
         assert code == 1 and "compute_metrics raised KeyError: 'nonexistent'" in err and "Traceback" not in err
     finally:
         await server.stop(0)
+
+
+def test_too_many_processes_are_refused_before_any_work(tmp_path: Path, capsys: Any) -> None:
+    """`--processes 99999999999` ran the machine out of memory: one real process a shard."""
+    import os
+
+    most = max(8, 4 * (os.cpu_count() or 1))
+    base = ["collect", "--server", "127.0.0.1:1", "--input", str(SAMPLE_PATH), "--output", str(tmp_path / "out.jsonl")]
+    assert cli_main([*base, "--processes", str(most + 1)]) == 2
+    err = capsys.readouterr().err
+    assert f"--processes: {most + 1:,} is more than {most:,} processes on this machine's" in err and "Traceback" not in err
+    assert cli_main([*base, "--processes", "99999999999", "--ray"]) == 2 and "more than 4,096 a Ray run's shards" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()

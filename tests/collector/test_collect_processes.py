@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -299,3 +300,39 @@ def test_a_left_shards_folder_is_resumed_with_its_own_count_only(math_port: int,
         done = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--resume", "--processes", "2"), capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
     assert_same_as(ref, out)
+
+
+def test_a_resume_by_processes_checks_the_input_as_one_process_does(math_port: int, tmp_path: Path) -> None:  # noqa: F811
+    """The lines each task was made from (`.out.jsonl.tasks`) were not handed to the shards nor
+    written by their merge: a resume with a line inserted before the others gave the output's
+    rows to other lines, exit 0, with --processes on either side."""
+    from gym_metrics import resolve_server
+
+    sample = resolve_server("math_exact")().sample
+    assert sample is not None
+    rows = [json.loads(line) for line in Path(sample).read_text().splitlines()[:24]]
+    for row in rows:
+        del row["_ng_task_index"], row["_ng_rollout_index"]
+    src, moved = tmp_path / "in.jsonl", tmp_path / "moved.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    moved.write_text(json.dumps(rows[-1]) + "\n" + src.read_text())  # one line inserted first
+
+    def collect(inp: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+        args = ["collect", "--server", f"127.0.0.1:{math_port}", "--input", str(inp), "--output", str(out), "--num-repeats", "2", *extra]
+        return subprocess.run([sys.executable, "-m", "gym_metrics.cli", *args], capture_output=True, text=True, timeout=120)
+
+    outs = {}
+    for name, extra in (("one", ()), ("two", ("--processes", "2"))):
+        out = tmp_path / name / "out.jsonl"
+        out.parent.mkdir()
+        assert collect(src, out, *extra).returncode == 0
+        outs[name] = out
+    lines = {name: out.with_name(f".{out.name}.tasks").read_bytes() for name, out in outs.items()}
+    assert lines["one"] == lines["two"] and len(lines["one"]) == 16 * 24  # the merge writes one process's lineage
+
+    for name, out in outs.items():  # each output cut short, then resumed the other way from the moved input
+        out.write_bytes(b"".join(out.read_bytes().splitlines(keepends=True)[:10]))
+        metrics_of(out).unlink()
+        resumed = collect(moved, out, "--resume", *(("--processes", "2") if name == "one" else ()))
+        assert resumed.returncode == 2, resumed.stdout + resumed.stderr
+        assert "is not the input the output being resumed was made from" in resumed.stderr

@@ -99,6 +99,16 @@ async def test_a_shard_whose_worker_dies_is_run_again(ray_cluster: ModuleType, t
             os.kill(workers[0], signal.SIGKILL)
             assert await collecting == 0
             assert sum(slow.calls.values()) > TASKS * REPEATS  # the killed shard asked again
+        # the lines its tasks were made from came back from the nodes: a resume from a moved input is refused
+        ray_out = tmp_path / "ray.jsonl"
+        assert (tmp_path / ".ray.jsonl.tasks").read_bytes() == (tmp_path / ".one.jsonl.tasks").read_bytes() != b""
+        cut, kept = tmp_path / "cut.jsonl", ray_out.read_bytes().splitlines(keepends=True)
+        cut.write_bytes(b"".join(kept[:5]))
+        (tmp_path / ".cut.jsonl.tasks").write_bytes((tmp_path / ".ray.jsonl.tasks").read_bytes())
+        moved = tmp_path / "moved.jsonl"
+        moved.write_bytes(src.read_bytes().splitlines(keepends=True)[-1] + src.read_bytes())
+        with ScriptedPolicyServer(answer) as policy:
+            assert await run(server.address, policy, moved, cut, "--ray", "--processes", "2", "--resume") == 2
     assert shard_folders() == before  # the killed attempt's folder went with its retry
     assert (tmp_path / "ray_aggregate_metrics.json").read_bytes() == (tmp_path / "one_aggregate_metrics.json").read_bytes()
     assert (tmp_path / "ray.jsonl").read_bytes().splitlines(keepends=True) == in_key_order(tmp_path / "one.jsonl")
