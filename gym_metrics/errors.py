@@ -116,13 +116,20 @@ class UserCodeError(Exception):
         self.cause = cause
 
 
+_CODE_ENDINGS = (Exception, SystemExit, KeyboardInterrupt, GeneratorExit)
+"""What environment code raising ends only its own call: a library's `sys.exit()` or a stray
+`KeyboardInterrupt` would end the server and every other call (a server's own Ctrl-C and
+SIGTERM are signal handlers that stop it gracefully, never an exception in a call), and a
+`GeneratorExit` left the call unanswered for good."""
+
+
 def code_failed(exc: BaseException) -> bool:
-    """Whether `exc`, raised out of the environment's code, is that code's failure: any
-    Exception, a `SystemExit` (a library's `sys.exit()`: it would end the server and every other
-    call), or a `CancelledError` while the task running it is not being cancelled (a future the
-    code awaited was cancelled elsewhere: passed on, the call would never be answered). Python
-    3.10 cannot tell the last from the call's own cancellation (no `Task.cancelling`)."""
-    if isinstance(exc, (Exception, SystemExit)):
+    """Whether `exc`, raised out of the environment's code, is that code's failure: one of
+    `_CODE_ENDINGS`, or a `CancelledError` while the task running it is not being cancelled (a
+    future the code awaited was cancelled elsewhere: passed on, the call would never be
+    answered). Python 3.10 cannot tell the last from the call's own cancellation (no
+    `Task.cancelling`)."""
+    if isinstance(exc, _CODE_ENDINGS):
         return True
     if isinstance(exc, asyncio.CancelledError):
         cancelling = getattr(asyncio.current_task(), "cancelling", None)
@@ -131,11 +138,11 @@ def code_failed(exc: BaseException) -> bool:
 
 
 async def contained(where: str, call: Awaitable[T]) -> T:
-    """`await call`, a `SystemExit` it raises made UserCodeError inside the coroutine a task
-    runs: a task that ends in SystemExit has asyncio raise it out of the event loop, which
-    ends the server whatever its caller catches."""
+    """`await call`, a `SystemExit` or `KeyboardInterrupt` it raises made UserCodeError inside
+    the coroutine a task runs: a task that ends in either has asyncio raise it out of the event
+    loop, which ends the server whatever its caller catches."""
     try:
         return await call
-    except SystemExit as exc:
+    except (SystemExit, KeyboardInterrupt) as exc:
         raise UserCodeError(where, exc) from exc
 

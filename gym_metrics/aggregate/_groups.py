@@ -60,6 +60,9 @@ def merge_per_task(groups: GroupTable, per_task: list[dict[str, Any]]) -> None:
     position: dict[Any, int] = {}
     for lo in range(0, len(groups), _SLICE):
         position.update(zip(groups.task_index[lo : lo + _SLICE].tolist(), range(lo, lo + _SLICE)))
+    if not isinstance(per_task, list):
+        raise UserCodeError("compute_metrics", TypeError(f"its per_task_metrics is a {type(per_task).__name__}: a list of "
+                                                         f"dicts, each with its {TASK_KEY}"))  # fmt: skip
     custom: list[dict[str, Any] | None] = [None] * len(groups)
     unknown = []
     for n, entry in enumerate(per_task):
@@ -71,8 +74,10 @@ def merge_per_task(groups: GroupTable, per_task: list[dict[str, Any]]) -> None:
         else:
             custom[i] = {k: v for k, v in entry.items() if k != TASK_KEY}
     if unknown:
-        log.warning("compute_metrics' per_task_metrics names %d tasks the agent has none of (dropped, as NeMo Gym drops them): %s",
-                    len(unknown), ", ".join(map(repr, unknown[:10])))  # fmt: skip
+        typed = next((u for u in unknown if not isinstance(u, int) or isinstance(u, bool)), None)
+        why = "" if typed is None else f" ({typed!r} is a {type(typed).__name__}: task indices are integers)"
+        log.warning("compute_metrics' per_task_metrics names %d tasks the agent has none of (dropped, as NeMo Gym drops them): %s%s",
+                    len(unknown), ", ".join(map(repr, unknown[:10])), why)  # fmt: skip
     groups.custom = custom
 
 

@@ -18,13 +18,15 @@ def called(name: str, hook: Callable[..., Any], *args: Any) -> Any:
         answer = hook(*args)
     except GymMetricsError:
         raise
-    except (Exception, SystemExit) as exc:  # (a library's sys.exit() would end the server)
+    except (Exception, SystemExit, KeyboardInterrupt, GeneratorExit) as exc:  # (errors.code_failed: each would end the server or the call)
         raise UserCodeError(name, exc) from exc
     if answer is None:
         return {}
     if not isinstance(answer, Mapping):
         raise UserCodeError(name, TypeError(f"it returned {type(answer).__name__}; expected a dict of metric names to values"))
     for key, value in answer.items():  # the metrics file holds them: one JSON cannot was an internal error naming neither hook nor key
+        if not isinstance(key, str):
+            raise UserCodeError(name, TypeError(f"its key {key!r} is not a str: metric names are text"))
         try:
             orjson.dumps(value[:100] if isinstance(value, list) else value, option=orjson.OPT_SERIALIZE_NUMPY)  # (a long list: its head)
         except TypeError as exc:

@@ -163,7 +163,7 @@ def run(ns: argparse.Namespace) -> int:
     # inside verify must not inherit grpc's fork handlers (see gym_metrics._util.grpc_fork).
     disable_grpc_fork_handlers()
     die_with_parent()  # when a run started this server for itself (collect --benchmark): it goes with that run
-    from gym_metrics._transport.server import ServerConfig, serve
+    from gym_metrics._transport.server import ServerConfig, leave_stuck_threads, serve
 
     if ns.dump_config:
         return _dump_config(ns)
@@ -207,6 +207,7 @@ def run(ns: argparse.Namespace) -> int:
         if port is not None and ns.workers > 1:
             raise InvalidInputError(f"{flag} is served by one process", [FieldViolation("--workers", f"use --workers 1 with {flag}")])
     serve(env, config, workers=ns.workers, reducers=ns.reducers)
+    leave_stuck_threads(min(config.grace_seconds, 2.0))  # (the command's process only: a library caller's threads are its own)
     return 0
 
 

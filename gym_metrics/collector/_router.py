@@ -16,7 +16,7 @@ import orjson
 
 from gym_metrics._transport.client import VerifiedBatch
 from gym_metrics._util.unique import unique
-from gym_metrics.rollouts import ERROR_KEY, BadLine, RolloutColumns
+from gym_metrics.rollouts import ERROR_KEY, MASK_KEY, BadLine, RolloutColumns
 from gym_metrics.collector._keys import FixedKeys
 from gym_metrics.collector._input import Rollout, ScoredLines, dumps_row, read_input
 from gym_metrics.collector._outfile import FailuresFile, OutputFile
@@ -253,11 +253,11 @@ class Router:
                     dropped.append(dumps_row(row))
                     add(rollout.agent, None, error=True)
                     continue
-                if isfinite(reward):
-                    add(rollout.agent, reward)
-                else:  # NeMo Gym writes it null and its stats drop it: so here, but said
+                if not isfinite(reward):  # NeMo Gym writes it null and its stats drop it: so here, but said
                     self.no_reward += 1
                     add(rollout.agent, None)
+                else:  # a masked rollout is out of the metrics' mean: out of the progress line's too
+                    add(rollout.agent, None if row.get(MASK_KEY) else reward)
             else:
                 # The server knows only the rollout; the user needs the input line.
                 message = f"input line {rollout.line}: {message}" if rollout.line else message
@@ -329,5 +329,6 @@ class Router:
 
 
 def _reward(row: dict[str, Any]) -> float | None:
+    """The row's reward as the progress line's mean counts it: none when masked."""
     value = row.get("reward")
-    return float(value) if isinstance(value, (int, float)) else None
+    return float(value) if isinstance(value, (int, float)) and not row.get(MASK_KEY) else None

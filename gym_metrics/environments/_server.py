@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -38,7 +39,9 @@ from gym_metrics.environments._hooks import hook
 from gym_metrics.environments._sessions import Session, seed_with_row
 from gym_metrics.environments._steps import ResetResult, StepResult, checked_reset, checked_step
 from gym_metrics.environments._tools import ToolSpec, tools_of
-from gym_metrics.environments._verify_model import annotation, check_verify, takes_session, validate_text, violations, without_outputs
+from gym_metrics.environments._verify_model import (
+    annotation, check_verify, response_json, takes_session, validate_text, violations, without_outputs,
+)  # fmt: skip
 
 if TYPE_CHECKING:
     from gym_metrics.sandbox import Provider
@@ -54,6 +57,11 @@ async def close_sandbox(env: SimpleResourcesServer) -> None:
     provider = env.__dict__.pop(_SANDBOX, None)
     if provider is not None:
         await provider.aclose()
+
+
+log = logging.getLogger("gym_metrics.environments")
+_UNMATCHED_SAID: set[str] = set()
+"""key_metrics patterns already said to match nothing (once a process each)."""
 
 
 class SimpleResourcesServer:
@@ -176,7 +184,12 @@ class SimpleResourcesServer:
         if not self.key_metrics:
             return default_key_metrics(agent_metrics)
         patterns = list(self.key_metrics)
-        return {k: v for k, v in agent_metrics.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
+        found = {k: v for k, v in agent_metrics.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
+        for pattern in patterns:  # a misspelt pattern left the headline empty without a word
+            if pattern not in _UNMATCHED_SAID and not any(fnmatch.fnmatchcase(k, pattern) for k in found):
+                _UNMATCHED_SAID.add(pattern)
+                log.warning("%s.key_metrics: %r matches no metric (%s, ...)", type(self).__name__, pattern, ", ".join(list(agent_metrics)[:8]))
+        return found
 
     def listed_reducers(self) -> list[str]:
         """The reducers this environment reports: `reducers`, else (the old name) `metrics`."""
@@ -319,7 +332,7 @@ class SimpleResourcesServer:
             await checked_items(body, "body_json", row)
         request = self.parse_verify_request(body, row)
         response = hook(self, "checked_response")(await hook(self, "run_verify")(request, session))
-        return float(response.reward), response.model_dump_json()
+        return float(response.reward), response_json(response)
 
     def new_aggregator(self, agent_name: str, options: AggregateOptions | None = None) -> Aggregator:
         return Aggregator(agent_name, options)

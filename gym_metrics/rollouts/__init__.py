@@ -47,6 +47,7 @@ from gym_metrics.rollouts._perf_blocks import PERF_KEY, PerfBlocks, add_perf_blo
 from gym_metrics.rollouts._values import (
     ERROR_KEY,
     ERROR_KINDS,
+    MASK_KEY,
     MAX_INDEX,
     RECORDING_KEYS,
     ROLLOUT_KEY,
@@ -73,6 +74,7 @@ __all__ = [
     "BadLine",
     "BufferRows",
     "ERROR_KEY",
+    "MASK_KEY",
     "ERROR_KINDS",
     "NumericField",
     "OnBadLine",

@@ -151,6 +151,12 @@ def test_an_environment_hook_that_fails_is_named(tmp_path: Path) -> None:
         "class Setted(Raises):\n"
         "    def compute_metrics(self, tasks):\n"
         "        return {'fine': 1.0, 'set_metric': {1, 2}}\n"
+        "class Mapped(Raises):\n"
+        "    def compute_metrics(self, tasks):\n"
+        "        return {'per_task_metrics': {'_ng_task_index': 0, 'x': 1}}\n"
+        "class Numbered(Raises):\n"
+        "    def compute_metrics(self, tasks):\n"
+        "        return {1: 0.5}\n"
     )
     src = tmp_path / "in.jsonl"
     src.write_text('{"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}\n')
@@ -162,6 +168,8 @@ def test_an_environment_hook_that_fails_is_named(tmp_path: Path) -> None:
         ("Listed", "get_key_metrics raised TypeError: it returned list"),
         ("Unnamed", "compute_metrics raised TypeError: per_task_metrics[0] has no _ng_task_index"),
         ("Setted", "compute_metrics raised TypeError: its 'set_metric' is a set, which the metrics file (JSON) cannot hold"),
+        ("Mapped", "compute_metrics raised TypeError: its per_task_metrics is a dict: a list of dicts"),  # was "[0] has no _ng_task_index"
+        ("Numbered", "compute_metrics raised TypeError: its key 1 is not a str: metric names are text"),  # was blamed on get_key_metrics
     ):
         proc = run("aggregate", str(src), "--env", f"{env}:{name}", "-o", str(tmp_path / "m.json"))
         assert proc.returncode == 1 and f"error: {words}" in proc.stderr and "internal error" not in proc.stderr, proc.stderr

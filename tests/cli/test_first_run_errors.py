@@ -53,6 +53,8 @@ def one_error_line(err: str) -> str:
         (ENV.format(extra="", reward="1.0").replace("async def verify", "def verify"), 4, "TypeError: Env.verify must be an async method"),
         (ENV.format(extra="", reward="1.0").replace("verify(self, body: BaseVerifyRequest)", "verify(self)"), 4,
          "TypeError: Env.verify takes the rollout's body"),
+        (ENV.format(extra="", reward="1.0") + "\n    def seed_session(self, session):\n        pass\n", 4,
+         "TypeError: Env.seed_session must be an async method: async def seed_session(self, session)"),  # every session failed on it
         (ENV.format(extra="", reward="1.0") + "\n\nclass Keyed(Env):\n    key_metrics = 'mean/reward'\n", 9,
          "TypeError: Keyed.key_metrics must be a list of patterns: key_metrics = ['mean/reward']"),
         (ENV.format(extra="from gym_metrics import tool", reward="1.0") + "\n    @tool\n    def add(self, session):\n        return 1\n",
@@ -205,3 +207,15 @@ def test_a_reducer_that_dropped_every_task_is_said_not_to_be_a_score(tmp_path: P
     assert "note: a: unbiased_pass@10 has no estimate: all 4 tasks were dropped" in err and "unbiased_pass@2 has" not in err
     metrics = json.loads((tmp_path / "rows_aggregate_metrics.json").read_text())[0]["agent_metrics"]
     assert metrics["unbiased_pass@10/tasks_used"] == 0 and metrics["unbiased_pass@2"] == 1.0
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_an_environment_that_cannot_start_is_one_line_with_or_without_workers(tmp_path: Path, workers: str) -> None:
+    """With --workers 2 an astart() failure printed two tracebacks (about 64 lines) and then
+    only `workers failed: ... (exit code 1)`, not why."""
+    app = tmp_path / "app.py"
+    app.write_text(ENV.format(extra="", reward="1.0") + "\n    async def astart(self):\n        raise RuntimeError('no model file')\n")
+    done = subprocess.run([sys.executable, "-m", "gym_metrics.cli", "serve", f"{app}:Env", "--port", "0", "--workers", workers],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2
+    assert one_error_line(done.stderr) == "error: cannot start the environment: Env.astart() failed: RuntimeError: no model file"

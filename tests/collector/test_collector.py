@@ -632,3 +632,24 @@ async def test_unreachable_server_fails_after_the_connect_timeout(tmp_path: Path
             )
     assert "collect: server unavailable" not in log.getvalue()
     assert not (tmp_path / "out.jsonl").exists()
+
+
+class MaskingEnv(SimpleResourcesServer):
+    """Odd tasks' rollouts masked (mask_sample) with reward 0: out of the mean."""
+
+    async def verify(self, body: Any) -> Any:
+        from gym_metrics.models import BaseVerifyResponse
+
+        task = int(body.model_extra.get("t", 0)) if body.model_extra else 0
+        return BaseVerifyResponse(reward=0.0 if task % 2 else 1.0, mask_sample=bool(task % 2))  # type: ignore[call-arg]
+
+
+async def test_the_progress_lines_mean_leaves_masked_rollouts_out_as_the_metrics_do(connect: Connect, tmp_path: Path) -> None:
+    """It said 0.500 where the metrics file said 1.0."""
+    client = await connect(MaskingEnv())
+    src = write_jsonl(tmp_path / "in.jsonl", [{"agent_ref": {"name": "a"}, "response": {"output": []}, "responses_create_params": {"input": "q"},
+                                               "_ng_task_index": t, "_ng_rollout_index": 0, "t": t} for t in range(4)])  # fmt: skip
+    stream = io.StringIO()
+    result = await collect_async(client, src, tmp_path / "out.jsonl", progress=Progress(4, stream=stream))
+    assert "mean reward: a 1.000" in stream.getvalue().splitlines()[-1]
+    assert orjson.loads(result.metrics_path.read_bytes())[0]["agent_metrics"]["mean/reward"] == 1.0

@@ -178,13 +178,14 @@ async def test_a_rollouts_file_is_rescored_with_the_last_verifys_outputs_in_it(t
             "expected_answers": [{"name": "peers", "arguments": {}}] * (i % 2),
             "num_expected": 9, "num_predicted": 9, "num_correct": 9, "predicted_calls": [{"name": "old"}],
             "reward": None, "mask_sample": False, "extra_column": "kept",
+            "_gm_error": {"kind": "verify_failed", "message": "the last run's"}, "_gm_stored_reward": 0.0,  # the last run's notes
         }
         for i in range(5)
     ]  # fmt: skip
     result = await _collect(CallsEnv(), _write(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl", default_agent="a")
     assert result.verified == 5 and not result.failed_agents
     out = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert all("_gm_error" not in r for r in out)
+    assert all("_gm_error" not in r and "_gm_stored_reward" not in r for r in out)  # echoed, a stale note failed the rollout
     assert [(r["reward"], r["num_expected"], r["num_predicted"]) for r in out] == [(1.0, i % 2, i % 2) for i in range(5)]
     assert out[0]["num_correct"] == 9 and out[0]["extra_column"] == "kept"  # other unknown fields still reach verify
 

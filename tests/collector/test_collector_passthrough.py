@@ -46,6 +46,8 @@ class PassThroughEnv(SimpleResourcesServer):
 
     async def verify(self, body: PassThroughRequest) -> PassThroughResponse:
         row = body.model_dump(exclude_unset=True)
+        if row.get("fail"):
+            raise ValueError("a rollout that failed")
         reward = row.get("reward")
         number = isinstance(reward, (int, float)) and not isinstance(reward, bool)
         return PassThroughResponse(reward=float(reward) if number else math.nan, row_json=json.dumps(row))
@@ -91,8 +93,8 @@ async def test_a_fully_masked_task_is_dropped_by_collect_too(tmp_path: Path) -> 
         for t in range(3)
         for r in range(2)
     ]
-    rows[4] = {**rows[4], "_gm_error": {"kind": "verify_failed", "message": "x"}}
-    rows[5] = {**rows[5], "_gm_error": {"kind": "verify_failed", "message": "x"}}
+    rows[4] = {**rows[4], "fail": True}  # its verify raises
+    rows[5] = {**rows[5], "fail": True}
     for r in rows[4:]:
         del r["reward"]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -93,3 +93,25 @@ def test_nesting_past_200_levels_is_refused_and_200_is_not() -> None:
 async def test_verify_json_scores_a_text_body() -> None:
     reward, answer = await LaxEnv().verify_json(text(count=3, ratio=0.5).decode())
     assert reward == 1.5 and orjson.loads(answer)["reward"] == 1.5
+
+
+class Scores(SimpleResourcesServer):
+    """A verify whose custom fields come from a scoring library (numpy scalars), or hold
+    something JSON cannot."""
+
+    async def verify(self, body: Lax) -> BaseVerifyResponse:
+        import numpy as np
+
+        if body.count < 0:
+            return BaseVerifyResponse(reward=1.0, n_correct=np.int64(3), opened=object())  # type: ignore[call-arg]
+        return BaseVerifyResponse(reward=1.0, n_correct=np.int64(3), score=np.float32(0.5), passed=np.bool_(True))  # type: ignore[call-arg]
+
+
+async def test_numpy_scalars_in_the_answer_are_numbers_and_what_json_cannot_hold_is_named() -> None:
+    """Both were `PydanticSerializationError: Unable to serialize unknown type`, no field named."""
+    env = Scores()
+    reward, answer = await env.verify_json(text(count=1))
+    got = orjson.loads(answer)
+    assert reward == 1.0 and (got["n_correct"], got["score"], got["passed"]) == (3, 0.5, True)
+    with pytest.raises(TypeError, match=r"its answer's field 'opened' holds a value JSON cannot hold"):
+        await env.verify_json(text(count=-1))

@@ -227,3 +227,17 @@ async def test_math_exact_first_k_pass_at_k_agrees_with_the_registry() -> None:
     for k in (1, 2, 4, 8):
         assert own[f"pass@{k}"] == summarize_reducers([f"pass@{k}"], tasks)[f"pass@{k}"]
     assert own["pass@1[avg-of-k]"] == pytest.approx(summarize_reducers(["mean_reward"], tasks)["mean_reward"], rel=1e-14)
+
+
+async def test_a_key_metrics_pattern_that_matches_nothing_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    """A misspelt pattern left the headline empty without a word."""
+
+    class Misspelt(KeyedEnv):
+        key_metrics = ["mean/reward", "mean/rewrd_gm_test"]
+
+    with caplog.at_level("WARNING", logger="gym_metrics.environments"):
+        for _ in range(2):
+            agg = await Misspelt().aggregate_metrics(rows(V1))
+    assert list(agg.key_metrics) == ["mean/reward"]
+    said = [r.getMessage() for r in caplog.records if "mean/rewrd_gm_test" in r.getMessage()]
+    assert len(said) == 1 and "Misspelt.key_metrics: 'mean/rewrd_gm_test' matches no metric (" in said[0]

@@ -46,6 +46,11 @@ ENV = textwrap.dedent(
             sys.exit(0)
 
         @tool
+        async def interrupt(self, args: Nothing, session: Session) -> str:
+            """Model code that raises KeyboardInterrupt."""
+            raise KeyboardInterrupt("from the code")
+
+        @tool
         async def run_code_in_task(self, args: Nothing, session: Session) -> str:
             """The same, in a task of its own."""
             await asyncio.ensure_future(_exits())
@@ -56,6 +61,10 @@ ENV = textwrap.dedent(
                 sys.exit(3)
             if body.how == "exit_in_task":  # asyncio raises a task's SystemExit out of the loop
                 await asyncio.ensure_future(_exits())
+            if body.how == "interrupt":  # a stray KeyboardInterrupt ended the server (asyncio raises it out of the loop)
+                raise KeyboardInterrupt("from the code")
+            if body.how == "generator_exit":  # left the stream unanswered for good
+                raise GeneratorExit()
             if body.how == "cancelled":  # a future cancelled elsewhere (a shared client's request)
                 raise asyncio.CancelledError("a library's own task was cancelled")
             return BaseVerifyResponse(**body.model_dump(), reward=1.0)
@@ -74,12 +83,16 @@ def _body(how: str) -> dict[str, object]:
     return {"responses_create_params": {"input": "q"}, "response": {"output": []}, "how": how}
 
 
-@pytest.mark.parametrize("how", ["exit", "exit_in_task"] + (["cancelled"] if sys.version_info >= (3, 11) else []))
+RAISED = {"exit": "SystemExit", "exit_in_task": "SystemExit", "interrupt": "KeyboardInterrupt", "generator_exit": "GeneratorExit",
+          "cancelled": "CancelledError"}  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["exit", "exit_in_task", "interrupt", "generator_exit"] + (["cancelled"] if sys.version_info >= (3, 11) else []))
 async def test_a_verify_that_exits_or_cancels_itself_fails_alone(address: str, how: str) -> None:
     async with ResourcesClient(address) as client:
         with pytest.raises(RemoteCallError) as raised:
             await client.verify_text(_body(how))
-        assert raised.value.code == "INTERNAL" and f"verify raised {'SystemExit' if 'exit' in how else 'CancelledError'}" in raised.value.details
+        assert raised.value.code == "INTERNAL" and f"verify raised {RAISED[how]}" in raised.value.details
 
         async def batches():  # type: ignore[no-untyped-def]
             yield "b", [(0, 0, _body(how)), (0, 1, _body("")), (1, 0, _body(""))]
@@ -90,12 +103,56 @@ async def test_a_verify_that_exits_or_cancels_itself_fails_alone(address: str, h
         assert reward == 1.0
 
 
-@pytest.mark.parametrize("name", ["run_code", "run_code_in_task"])
+@pytest.mark.parametrize("name", ["run_code", "run_code_in_task", "interrupt"])
 async def test_a_tool_that_exits_is_an_error_the_model_reads(address: str, name: str) -> None:
     async with ResourcesClient(address) as client:
         session = await client.seed_session({})
         answer = await client.call_tool(session, name, {})
-        assert answer.failed and "SystemExit" in answer.output
+        assert answer.failed and ("KeyboardInterrupt" if name == "interrupt" else "SystemExit") in answer.output
         await client.close_session(session)
         reward, _ = await client.verify_text(_body(""))
         assert reward == 1.0
+
+
+STUCK = textwrap.dedent(
+    '''
+    import asyncio
+    import time
+
+    from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
+
+
+    class Stuck(SimpleResourcesServer):
+        async def verify(self, body: BaseVerifyRequest) -> BaseVerifyResponse:
+            await asyncio.to_thread(time.sleep, 1000)  # blocking work in a thread, as the timeout's message advises
+            return BaseVerifyResponse(**body.model_dump(), reward=1.0)
+    '''
+)
+
+
+async def test_a_sigtermed_server_ends_though_a_verifys_thread_is_stuck(tmp_path: Path) -> None:
+    """It said "stopped" and never ended: Python joins every thread at exit."""
+    import re
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "stuck.py").write_text(STUCK)
+    args = ["serve", f"{tmp_path / 'stuck.py'}:Stuck", "--port", "0", "--verify-timeout", "0.5", "--grace", "1"]
+    proc = subprocess.Popen([sys.executable, "-m", "gym_metrics.cli", *args], stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    try:
+        line = ""
+        while not (found := re.search(r"listening on (\S+:\d+)", line)):
+            line = proc.stderr.readline()
+            assert line, "serve did not start"
+        async with ResourcesClient(found.group(1)) as client:
+            with pytest.raises(RemoteCallError):
+                await client.verify_text(_body(""))
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        assert proc.wait(timeout=30) == 0 and time.monotonic() - started < 10
+        assert "1 thread(s) of the environment's code still running (asyncio_0): exiting without them" in proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -2,6 +2,6 @@
 run one as a process until SIGTERM (`serve`); the bootstrap the job server shares."""
 
 from gym_metrics._transport.server._server import SERVICE_NAME, RunningServer, ServerConfig, load_env, start_server
-from gym_metrics._transport.server._serving import serve
+from gym_metrics._transport.server._serving import leave_stuck_threads, serve
 
-__all__ = ["SERVICE_NAME", "RunningServer", "ServerConfig", "load_env", "serve", "start_server"]
+__all__ = ["SERVICE_NAME", "RunningServer", "ServerConfig", "leave_stuck_threads", "load_env", "serve", "start_server"]

@@ -13,6 +13,8 @@ import os
 import signal
 import socket
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from types import FrameType
 from typing import Any
@@ -233,11 +235,23 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _SHUTDOWN_SIGNALS)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if group.start_failed is not None:
+        error = GymMetricsError(group.start_failed.message)
+        error.exit_code = group.start_failed.exit_code  # type: ignore[attr-defined]
+        raise error
     failed = [p for p in group.procs if p.exitcode != 0]
     if failed:
         raise GymMetricsError(
             "gym-metrics workers failed: " + ", ".join(f"{p.name} (exit code {p.exitcode})" for p in failed)
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class _StartFailed:
+    """What a worker that could not start sends its parent instead of its port."""
+
+    message: str
+    exit_code: int
 
 
 class _Workers:
@@ -246,6 +260,7 @@ class _Workers:
     def __init__(self, procs: list[Any]) -> None:
         self.procs = procs
         self.stopping = False
+        self.start_failed: _StartFailed | None = None
 
     def forward(self, signum: int, frame: FrameType | None) -> None:
         """SIGTERM to every worker still running (a signal handler)."""
@@ -265,9 +280,12 @@ class _Workers:
             woken = multiprocessing.connection.wait(waits)  # blocks until a worker reports or exits
             if waiting is not None and waiting in woken:
                 try:
-                    waiting.recv()
-                    up += 1
+                    said = waiting.recv()
                     ended = False
+                    if isinstance(said, _StartFailed):
+                        self.start_failed = self.start_failed or said
+                    else:
+                        up += 1
                 except EOFError:  # every worker has sent or exited
                     ended = True
                 if up == len(self.procs) or ended:
@@ -277,7 +295,7 @@ class _Workers:
                         sys.stderr.flush()
             for proc in [p for p in pending if p.exitcode is not None]:
                 pending.remove(proc)
-                if not self.stopping:
+                if not self.stopping and self.start_failed is None:
                     log.warning("gym-metrics: %s exited with code %s; stopping the others", proc.name, proc.exitcode)
                     self.forward(signal.SIGTERM, None)
 
@@ -309,13 +327,44 @@ def _worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT,))
-    run_past_exits(
-        _serve_async(
-            env, config, reuse_port=True, signals=(signal.SIGTERM,), label=f"worker {index}/{workers}",
-            parent_pid=parent_pid, ready=ready, worker=f"{index}/{workers}",
-        ),
-        _exit_survived,
-    )  # fmt: skip
+    try:
+        run_past_exits(
+            _serve_async(
+                env, config, reuse_port=True, signals=(signal.SIGTERM,), label=f"worker {index}/{workers}",
+                parent_pid=parent_pid, ready=ready, worker=f"{index}/{workers}",
+            ),
+            _exit_survived,
+        )  # fmt: skip
+    except GymMetricsError as exc:  # (astart failed, the port is taken, ...): the parent says it once, as one process would
+        code = int(getattr(exc, "exit_code", None) or 2)  # (the command's rule: bad input unless it says)
+        if not ready.closed:
+            ready.send(_StartFailed(str(exc), code))
+        sys.exit(code)
+    leave_stuck_threads(min(config.grace_seconds, 2.0))
+
+
+def leave_stuck_threads(wait_s: float, code: int = 0) -> None:
+    """After the server stopped: threads the environment's code left running (a verify's
+    `asyncio.to_thread` past its timeout, a thread of its own) are waited for `wait_s`, then
+    named and left: the process ends without them (Python would join them at exit, and a
+    SIGTERMed server said "stopped" and never ended)."""
+    deadline = time.monotonic() + wait_s
+    for thread in _stuck_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    stuck = _stuck_threads()
+    if not stuck:
+        return
+    log.warning("gym-metrics: %d thread(s) of the environment's code still running (%s): exiting without them",
+                len(stuck), ", ".join(t.name for t in stuck))  # fmt: skip
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _stuck_threads() -> list[threading.Thread]:
+    main = threading.main_thread()
+    return [t for t in threading.enumerate() if t is not main and t.is_alive() and not t.daemon]
 
 
 def _exit_survived(exc: SystemExit) -> None:
