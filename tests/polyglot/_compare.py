@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,15 @@ from gym_metrics._transport.client import JobClient
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "gym_metrics_servers" / "math_exact" / "sample.jsonl"
+TOKEN_ENV, TOKEN = "GM_POLYGLOT_TOKEN", "polyglot-secret-7f3a"
+"""The bearer token the `auth` server (conftest) requires; its clients read it from TOKEN_ENV."""
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (bound, then let go)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def run(command: list[str]) -> subprocess.CompletedProcess[str]:
@@ -27,14 +37,14 @@ def output(command: list[str]) -> Any:
     return json.loads(done.stdout)
 
 
-def assert_verify_equals_collect(answer: dict[str, Any], address: str, tmp_path: Path) -> None:
-    """`answer` (the example's `verify` on SAMPLE) against `collect` of the same file."""
+def assert_verify_equals_collect(answer: dict[str, Any], address: str, tmp_path: Path, source: Path = SAMPLE, rollouts: int = 144, values: int = 1000) -> None:
+    """`answer` (the example's `verify` on `source`) against `collect` of the same file."""
     out = tmp_path / "run.jsonl"
-    assert cli.main(["collect", "--server", address, "--input", str(SAMPLE), "--output", str(out)]) == 0
+    assert cli.main(["collect", "--server", address, "--input", str(source), "--output", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     python_rewards = {(r["agent_ref"]["name"], r["_ng_task_index"], r["_ng_rollout_index"]): r["reward"] for r in rows}
     rewards = {(r["agent"], r["task_index"], r["rollout_index"]): r["reward"] for r in answer["rewards"]}
-    assert rewards == python_rewards and len(rewards) == 144  # collect's keys (its index rules), its rewards
+    assert rewards == python_rewards and len(rewards) == rollouts  # collect's keys (its index rules), its rewards
 
     metrics = {entry["agent_ref"]["name"]: entry for entry in json.loads((tmp_path / "run_aggregate_metrics.json").read_text())}
     assert set(answer["agents"]) == set(metrics)
@@ -42,6 +52,9 @@ def assert_verify_equals_collect(answer: dict[str, Any], address: str, tmp_path:
     for agent, got in answer["agents"].items():
         assert got["agent_metrics"] == metrics[agent]["agent_metrics"], agent
         assert got["key_metrics"] == metrics[agent]["key_metrics"], agent
+        for key in ("agent_metrics", "key_metrics"):  # 1.0 stays a float: the rows' values kept their text
+            kinds = {k: type(v).__name__ for k, v in got[key].items()}
+            assert kinds == {k: type(v).__name__ for k, v in metrics[agent][key].items()}, (agent, key)
         groups = got["group_level_metrics"]
         by_task = {g["_ng_task_index"]: g for g in metrics[agent]["group_level_metrics"]}
         assert groups["task_index"] == sorted(by_task)
@@ -51,7 +64,40 @@ def assert_verify_equals_collect(answer: dict[str, Any], address: str, tmp_path:
                 assert column[i] == by_task[task].get(key), (agent, task, key)
                 compared += 1
         compared += len(got["agent_metrics"]) + len(got["key_metrics"])
-    assert compared > 1000  # every value of three agents' metrics, not a sample of them
+    assert compared > values, compared  # every value of every agent's metrics, not a sample of them
+
+
+def edge_input(tmp_path: Path) -> tuple[Path, int]:
+    """A rollouts file of the lines the clients once read otherwise than collect (and the number
+    of rollouts in it): a CRLF line and the same line with LF (one task); a finished rollout
+    (a reward and both indices: kept, not verified, its other columns aggregated), one with a
+    reward and a task index only (not verified, its rollout index counted past the finished
+    one's), one with `task_index`/`rollout_index`; `_ng_task_index` 2.0 (task 2); a last line
+    without a final newline, the same as the first (another task). Agent `wide`: 24 tasks of
+    250 KB rows, whose AggregateMetrics answer passes gRPC's 4 MiB default message size."""
+
+    def line(agent: str, answer: str, text: str, **more: Any) -> str:
+        row = {"agent_ref": {"name": agent}, "responses_create_params": {"input": [{"role": "user", "content": f"{answer}?"}]},
+               "response": {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}]},
+               "expected_answer": answer, **more}  # fmt: skip
+        return json.dumps(row)
+
+    first = line("a", "2", "\\boxed{2}")
+    lines = [
+        first + "\n",
+        line("a", "4", "\\boxed{5}") + "\r\n",
+        line("a", "4", "\\boxed{5}") + "\n",
+        line("a", "6", "\\boxed{6}", _ng_task_index=7, _ng_rollout_index=1, reward=0.25, difficulty=3) + "\n",
+        line("a", "6", "\\boxed{6}", _ng_task_index=7) + "\n",
+        line("a", "6", "\\boxed{0}", _ng_task_index=7, reward=1.0) + "\n",
+        line("a", "8", "\\boxed{8}", task_index=9, rollout_index=4, reward=0.5) + "\n",
+        line("a", "3", "\\boxed{3}", _ng_task_index=2.0) + "\n",
+        *(line("wide", "1", "x" * 250_000 + "\\boxed{1}", _ng_task_index=100 + t) + "\n" for t in range(24)),
+        first,
+    ]
+    path = tmp_path / "edge.jsonl"
+    path.write_bytes("".join(lines).encode())
+    return path, len(lines)
 
 
 def job_rows() -> list[dict[str, Any]]:
