@@ -1,17 +1,22 @@
 """The Go client (clients/go), built offline with Debian's Go packages, against live servers:
 its rewards, agent and key metrics and per-task stats equal `gym-metrics collect`'s, and a
-durable job's result equals the Python JobClient's, value for value."""
+durable job's result equals the Python JobClient's, value for value. `go test` (run by build.sh)
+covers what needs no live server: byte-capped batches, a call read to its end, no goroutine
+left behind, and the indexing rules."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from _ci import missing, need_tool
-from _compare import ROOT, SAMPLE, assert_job_equals_python, assert_verify_equals_collect, bad_spec, job_rows, output, run, write_spec
+from _compare import ROOT, SAMPLE, TOKEN, TOKEN_ENV, assert_job_equals_python, assert_verify_equals_collect, bad_spec, edge_input, free_port, job_rows, output, run, write_spec
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
@@ -65,3 +70,24 @@ def test_answers_that_come_as_each_rollout_finishes_are_put_back_in_place(go_cli
     (`answer_each`, with positions): each result lands on its own rollout, as Python's collect."""
     answer = output([str(go_client), "verify", "-server", servers["jitter"], "-input", str(SAMPLE)])
     assert_verify_equals_collect(answer, servers["jitter"], tmp_path)
+
+
+def test_edge_lines_and_a_large_answer_equal_the_python_collect(go_client: Path, servers: dict[str, str], tmp_path: Path) -> None:
+    """CRLF and no-final-newline lines, finished rollouts, `_ng_task_index` 2.0, and an
+    AggregateMetrics answer past gRPC's 4 MiB default: as collect (docs/pipelines.md)."""
+    source, rollouts = edge_input(tmp_path)
+    answer = output([str(go_client), "verify", "-server", servers["resources"], "-input", str(source)])
+    assert_verify_equals_collect(answer, servers["resources"], tmp_path, source, rollouts, values=200)
+
+
+def test_a_bearer_token_is_sent_and_a_refused_connection_fails_at_once(go_client: Path, servers: dict[str, str], tmp_path: Path) -> None:
+    env = {**os.environ, TOKEN_ENV: TOKEN}
+    command = [str(go_client), "verify", "-server", servers["auth"], "-input", str(SAMPLE), "-timeout", "60s"]
+    done = subprocess.run([*command, "-auth-token-env", TOKEN_ENV], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and len(json.loads(done.stdout)["rewards"]) == 144, done.stderr
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1 and "Unauthenticated" in done.stderr and TOKEN not in done.stderr + done.stdout, done.stderr
+    started = time.monotonic()
+    done = run([str(go_client), "verify", "-server", f"127.0.0.1:{free_port()}", "-input", str(SAMPLE)])  # its -timeout is 5 min
+    assert done.returncode == 1 and "Unavailable" in done.stderr and "connection refused" in done.stderr, done.stderr
+    assert time.monotonic() - started < 10

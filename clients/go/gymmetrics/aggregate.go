@@ -12,42 +12,46 @@ import (
 )
 
 // Aggregate sends one agent's verified rollouts through AggregateMetrics, as rows (the
-// server reads their numeric fields, docs/metrics.md#numeric-fields), in batches of
-// batchSize (10,000 when 0), and answers the agent's metrics with its parts reassembled.
+// server reads their numeric fields, docs/metrics.md#numeric-fields), in batches of at most
+// batchSize rows (10,000 when 0) and MaxBatchBytes of row text, and answers the agent's
+// metrics with its parts reassembled. A row past MaxRowBytes is an error naming its line.
 func Aggregate(ctx context.Context, client pb.ResourcesServiceClient, agent string, verified []Verified,
 	options *pb.AggregateOptions, batchSize int) (*pb.AggregateMetricsResponse, error) {
 	if batchSize <= 0 {
 		batchSize = 10_000
 	}
+	var mine []Verified
+	var rows []string
+	for _, v := range verified {
+		if v.Agent == agent {
+			row, err := WrittenRow(v.Rollout, v.ResponseJSON)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %v", v.Line, err)
+			}
+			mine, rows = append(mine, v), append(rows, string(row))
+		}
+	}
+	spans, err := batches(len(mine), batchSize, func(i int) int { return len(rows[i]) }, func(i int) int { return mine[i].Line }, "the written row")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stream, err := client.AggregateMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}
 	header := &pb.AggregateMetricsHeader{AgentRef: &pb.AgentRef{Name: agent}, Options: options}
 	if err := stream.Send(&pb.AggregateMetricsRequest{Payload: &pb.AggregateMetricsRequest_Header{Header: header}}); err != nil {
-		return nil, err
+		return nil, recvError(stream, err)
 	}
-	var mine []Verified
-	for _, v := range verified {
-		if v.Agent == agent {
-			mine = append(mine, v)
-		}
-	}
-	for start, n := 0, 0; start < len(mine); start, n = start+batchSize, n+1 {
-		end := start + batchSize
-		if end > len(mine) {
-			end = len(mine)
-		}
+	for n, s := range spans {
 		batch := &pb.RolloutBatch{BatchId: fmt.Sprintf("a%d", n)}
 		anyFailed := false
-		for _, v := range mine[start:end] {
-			row, err := WrittenRow(v.Rollout, v.ResponseJSON)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %v", v.Line, err)
-			}
+		for i, v := range mine[s.start:s.end] {
 			batch.TaskIndex = append(batch.TaskIndex, v.TaskIndex)
 			batch.RolloutIndex = append(batch.RolloutIndex, v.RolloutIndex)
-			batch.RowJson = append(batch.RowJson, string(row))
+			batch.RowJson = append(batch.RowJson, rows[s.start+i])
 			batch.ErrorKind = append(batch.ErrorKind, v.ErrorKind)
 			anyFailed = anyFailed || v.ErrorKind != pb.VerifyErrorKind_VERIFY_ERROR_KIND_UNSPECIFIED
 		}
@@ -55,7 +59,7 @@ func Aggregate(ctx context.Context, client pb.ResourcesServiceClient, agent stri
 			batch.ErrorKind = nil // empty means every row verified
 		}
 		if err := stream.Send(&pb.AggregateMetricsRequest{Payload: &pb.AggregateMetricsRequest_Batch{Batch: batch}}); err != nil {
-			return nil, err
+			return nil, recvError(stream, err)
 		}
 	}
 	if err := stream.CloseSend(); err != nil {
@@ -73,6 +77,22 @@ func Aggregate(ctx context.Context, client pb.ResourcesServiceClient, agent stri
 		parts = append(parts, part)
 	}
 	return Reassemble(parts)
+}
+
+// recvError is why a call's Send failed: io.EOF means the server ended the call, and its
+// status (read by Recv) says why.
+func recvError(stream pb.ResourcesService_AggregateMetricsClient, err error) error {
+	if err != io.EOF {
+		return err
+	}
+	for {
+		if _, recvErr := stream.Recv(); recvErr != nil {
+			if recvErr == io.EOF {
+				return err
+			}
+			return recvErr
+		}
+	}
 }
 
 // Reassemble joins the parts of one AggregateMetrics answer into one: the first part holds

@@ -4,6 +4,9 @@
 //	gym-metrics-go verify -server 127.0.0.1:50051 -input rollouts.jsonl
 //	gym-metrics-go job -server 127.0.0.1:50052 -spec spec.json
 //
+// -timeout bounds the whole run (5m by default); -auth-token-env VAR sends the token in $VAR as
+// `authorization: Bearer ...`; -tls-ca FILE connects with TLS, trusting that PEM root.
+//
 // `verify` prints {"rewards": [{"agent", "task_index", "rollout_index", "reward"}, ...], "agents": {NAME: {"agent_metrics", "key_metrics",
 // "group_level_metrics"}}}; `job` prints {"state", "aggregate_scores", "row_scores"}. A spec is
 // JobSpec in protobuf's JSON form ({"scorer": ..., "dataset": {"rows": {"rowsJson": [...]}}}).
@@ -18,7 +21,6 @@ import (
 	"os"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gym-metrics/gym-metrics/clients/go/gymmetrics"
@@ -34,11 +36,17 @@ func main() {
 	input := flags.String("input", "", "verify: the rollouts JSONL file")
 	specPath := flags.String("spec", "", "job: the JobSpec as JSON")
 	timeout := flags.Duration("timeout", 5*time.Minute, "give up after this long")
+	tokenEnv := flags.String("auth-token-env", "", "send `authorization: Bearer $VAR` (the token in this environment variable)")
+	tlsCA := flags.String("tls-ca", "", "connect with TLS, trusting this PEM root certificate")
 	_ = flags.Parse(os.Args[2:])
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	conn, err := grpc.DialContext(ctx, *server, grpc.WithInsecure(), grpc.WithBlock())
+	token, err := gymmetrics.TokenFromEnv(*tokenEnv)
+	if err != nil {
+		fail(err)
+	}
+	conn, err := gymmetrics.Dial(*server, gymmetrics.DialOptions{Token: token, TLSCA: *tlsCA})
 	if err != nil {
 		fail(err)
 	}
