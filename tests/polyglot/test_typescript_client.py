@@ -1,19 +1,25 @@
 """The TypeScript client (clients/typescript: connect-es over @connectrpc/connect-node), built
 from a clean `npm ci` with packages from the npm registry, against live servers: its unit tests
 pass, its generated code is fresh, and its rewards, metrics and a job's result equal the Python
-client's and `gym-metrics collect`'s, value for value."""
+client's and `gym-metrics collect`'s, value for value. Its unit tests (src/test, `npm test`)
+cover the indexing rules, byte-capped batches, the written row's text, a timeout against a
+server that never answers and a stream the server closes."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from _buf import buf_binary
 from _ci import need_tool
-from _compare import ROOT, SAMPLE, assert_job_equals_python, assert_verify_equals_collect, bad_spec, job_rows, output, run, write_spec
+from _compare import ROOT, SAMPLE, TOKEN, TOKEN_ENV, assert_job_equals_python, assert_verify_equals_collect, bad_spec, edge_input, job_rows, output, run, write_spec
 
 PACKAGE = ROOT / "clients" / "typescript"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -71,3 +77,27 @@ def test_answers_that_come_as_each_rollout_finishes_are_put_back_in_place(ts_cli
     (`answer_each`, with positions): each result lands on its own rollout, as Python's collect."""
     answer = output([*ts_client, "verify", "--server", servers["jitter"], "--input", str(SAMPLE)])
     assert_verify_equals_collect(answer, servers["jitter"], tmp_path)
+
+
+def test_edge_lines_and_a_large_answer_equal_the_python_collect(ts_client: list[str], servers: dict[str, str], tmp_path: Path) -> None:
+    """CRLF and no-final-newline lines, finished rollouts, `_ng_task_index` 2.0, and an
+    AggregateMetrics answer past 4 MiB: as collect (docs/pipelines.md); 1.0 stays a float."""
+    source, rollouts = edge_input(tmp_path)
+    answer = output([*ts_client, "verify", "--server", servers["resources"], "--input", str(source)])
+    assert_verify_equals_collect(answer, servers["resources"], tmp_path, source, rollouts, values=200)
+
+
+def test_a_bearer_token_is_sent_and_a_silent_server_times_out(ts_client: list[str], servers: dict[str, str], tmp_path: Path) -> None:
+    env = {**os.environ, TOKEN_ENV: TOKEN}
+    command = [*ts_client, "verify", "--server", servers["auth"], "--input", str(SAMPLE), "--timeout", "60s"]
+    done = subprocess.run([*command, "--auth-token-env", TOKEN_ENV], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and len(json.loads(done.stdout)["rewards"]) == 144, done.stderr
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1 and "UNAUTHENTICATED" in done.stderr and TOKEN not in done.stderr + done.stdout, done.stderr
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        started = time.monotonic()
+        done = run([*ts_client, "verify", "--server", f"127.0.0.1:{silent.getsockname()[1]}", "--input", str(SAMPLE), "--timeout", "1s"])
+    assert done.returncode == 1 and "DEADLINE_EXCEEDED" in done.stderr, done.stderr
+    assert time.monotonic() - started < 8
