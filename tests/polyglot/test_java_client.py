@@ -5,6 +5,7 @@ the bad field it reads back equal the Python client's."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from _ci import missing, need_tool
-from _compare import ROOT
+from _compare import ROOT, TOKEN, TOKEN_ENV
 from gym_metrics import InvalidInputError, ResourcesClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -62,3 +63,16 @@ def test_a_failed_compile_fails_the_build(classes: Path, tmp_path: Path) -> None
     (copy / "Example.java").write_text((ROOT / "clients" / "java" / "Example.java").read_text() + "\nthis is not Java\n")
     done = subprocess.run([str(copy / "build.sh"), str(classes.parent)], capture_output=True, text=True, timeout=500)
     assert done.returncode != 0 and "javac failed" in done.stderr, done.stdout + done.stderr
+
+
+def test_a_token_is_sent_and_a_failed_call_is_one_line(classes: Path, servers: dict[str, str]) -> None:
+    """With --auth-token-env the example's calls pass a server that requires the token; without,
+    the failure is its status code and description, not a stack trace (nor the token)."""
+    command = ["java", "-cp", f"{classes}:{JARS}/*", "Example", servers["auth"]]
+    env = {**os.environ, TOKEN_ENV: TOKEN}
+    done = subprocess.run([*command, "--auth-token-env", TOKEN_ENV], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and "reward 1.0" in done.stdout.splitlines(), done.stderr
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    errors = [line for line in done.stderr.splitlines() if not line.startswith("SLF4J")]
+    assert done.returncode == 1 and errors[0].startswith("error: UNAUTHENTICATED") and len(errors) == 1, done.stderr
+    assert TOKEN not in done.stdout + done.stderr
