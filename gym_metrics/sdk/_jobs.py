@@ -172,7 +172,15 @@ class RemoteJob:
         return EvaluationResult.from_document(self._client.result(self.name), self._names)
 
     def cancel(self) -> str:
-        return str(self._client.cancel(self.name).state)
+        """Ask the job to stop; returns the state once it has (at most a few seconds), as
+        LocalJob.cancel does (a running job stops within about a second on the server)."""
+        state = str(self._client.cancel(self.name).state)
+        if state in FINAL_STATES:
+            return state
+        try:
+            return self.wait_until_done(timeout=10)
+        except TimeoutError:
+            return self.status()
 
 
 __all__ = ["FINAL_STATES", "Job", "JobError", "LocalJob", "RemoteJob", "every_row_failed", "outcome"]

@@ -53,8 +53,10 @@ def secret_env(secret: Secret | None) -> str | None:
     if secret is None:
         return None
     name = secret.root if isinstance(secret, SecretRef) else secret
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str):
         raise ValueError(f"a secret is given by its name (a string or SecretRef), not {type(secret).__name__}")
+    if not name.strip():
+        raise ValueError("a secret's name is empty: give the name it is stored under (NVIDIA_API_KEY, nvidia-api-key)")
     if _ENV_NAME.match(name):
         return name
     mapped = re.sub(r"[^A-Za-z0-9_]", "_", name).upper()

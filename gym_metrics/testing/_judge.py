@@ -155,6 +155,8 @@ class LoopbackServer:
         self.in_flight = 0
         self.max_in_flight = 0
         """Most requests being answered at the same time (to check bounded concurrency)."""
+        self.errors: list[Exception] = []
+        """What the script raised answering a request (each answered as a 500 naming it)."""
         self._lock = threading.Lock()
         server = self
 
@@ -177,11 +179,21 @@ class LoopbackServer:
                 request = Recorded(self.path, dict(self.headers.items()), body)
                 with server._lock:
                     server.requests.append(request)
-                    item = server._take(request)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    try:
+                        item, failed = server._take(request), None
+                    except Exception as exc:
+                        item, failed = None, exc
                 try:
-                    self._send(server._reply(item, request))
+                    try:
+                        if failed is not None:
+                            raise failed
+                        reply = server._reply(item, request)
+                    except Exception as exc:  # the test's own script is wrong: said, not a dropped connection
+                        server.errors.append(exc)
+                        reply = Reply(500, f"scripted server error: {type(exc).__name__}: {exc}")
+                    self._send(reply)
                 finally:
                     with server._lock:
                         server.in_flight -= 1
@@ -216,9 +228,10 @@ class LoopbackServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():  # (shutdown waits for a serve_forever that never ran otherwise)
+            self._server.shutdown()
+            self._thread.join(timeout=5)
         self._server.server_close()
-        self._thread.join(timeout=5)
 
 
 class ScriptedChatServer(LoopbackServer):

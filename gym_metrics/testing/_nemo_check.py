@@ -85,13 +85,14 @@ def differences(theirs: Any, mine: Any, where: str = "") -> list[str]:
 
 
 async def check_environment(
-    root: Path, env: str, rollouts: Path, nemo_python: str, config: str | None = None, timeout_s: float = 3600, episodes: bool = False,
+    root: str | Path, env: str, rollouts: str | Path, nemo_python: str, config: str | None = None, timeout_s: float = 3600, episodes: bool = False,
     servers: dict[str, str] | None = None,
 ) -> CheckReport:
     """The report of one environment on `rollouts` (verify request bodies; with `episodes`,
     recorded rollouts whose episodes are run again: module docstring); CheckError when a side
     cannot run, InvalidInputError naming a bad argument. `servers`: the model servers (a judge)
     both sides call, by name, each at `http://host:port`."""
+    root, rollouts = Path(root), Path(rollouts)  # (a str given for either failed inside)
     servers = dict(servers or {})
     for name, url in servers.items():
         _check_url(name, url)

@@ -224,3 +224,23 @@ async def test_a_client_survives_a_new_event_loop() -> None:
         second = await asyncio.to_thread(run)
         await client.aclose()
     assert (first, second) == ("one", "two")
+
+
+def test_a_scripted_servers_own_error_is_a_500_naming_it_and_an_unentered_one_closes() -> None:
+    """A test's script that raised closed the connection unanswered ("cannot reach the model"),
+    and leaving a server never entered hung for good."""
+    import http.client
+
+    from gym_metrics.testing import ScriptedJudge
+
+    def broken(prompt: str) -> str:
+        raise KeyError("no such case in the script")
+
+    with ScriptedJudge([], default=broken) as judge:  # type: ignore[arg-type]
+        conn = http.client.HTTPConnection("127.0.0.1", judge.port, timeout=10)
+        conn.request("POST", "/v1/chat/completions", body=b'{"messages": [{"role": "user", "content": "q"}]}')
+        answer = conn.getresponse()
+        assert answer.status == 500 and "scripted server error: KeyError" in answer.read().decode()
+        conn.close()
+        assert [type(e) for e in judge.errors] == [KeyError]
+    ScriptedJudge([]).__exit__(None, None, None)  # never entered: returns

@@ -86,6 +86,8 @@ def test_secret_names_map_to_environment_variable_names() -> None:
     assert secret_env("lower_ok") == "lower_ok"
     with pytest.raises(ValueError, match="must not start with a digit"):
         secret_env("1-key")
+    with pytest.raises(ValueError, match="a secret's name is empty"):  # it said "not str" of a str
+        secret_env("")
 
 
 def test_model_and_run_config_make_a_target_config() -> None:

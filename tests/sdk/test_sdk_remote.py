@@ -147,7 +147,7 @@ def test_cancel_a_running_job(remote: Evaluator) -> None:
         job = remote.submit(metric=metric, dataset=rows, config=RunConfig(parallelism=1))
         with pytest.raises(TimeoutError, match=job.name):
             job.wait_until_done(timeout=0.3)
-        job.cancel()
+        assert job.cancel() == "CANCELLED"  # the state once stopped, as a LocalJob's cancel says it (it said RUNNING)
         assert job.wait_until_done(timeout=30) == "CANCELLED"
     with pytest.raises(JobError, match="CANCELLED"):
         job.get_result()
