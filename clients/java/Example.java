@@ -58,12 +58,18 @@ public final class Example {
         fail("auth token variable " + tokenEnv + " is not set or empty"); // the token itself is never printed
       }
     }
-    ChannelCredentials credentials = tlsCa == null
-        ? InsecureChannelCredentials.create()
-        : TlsChannelCredentials.newBuilder().trustManager(new File(tlsCa)).build();
-    ManagedChannel channel = Grpc.newChannelBuilder(args[0], credentials)
-        .maxInboundMessageSize(64 << 20) // the server's message limit (gRPC's default is 4 MiB)
-        .build();
+    ManagedChannel channel = null;
+    try {
+      ChannelCredentials credentials = tlsCa == null
+          ? InsecureChannelCredentials.create()
+          : TlsChannelCredentials.newBuilder().trustManager(new File(tlsCa)).build();
+      channel = Grpc.newChannelBuilder(args[0], credentials)
+          .maxInboundMessageSize(64 << 20) // the server's message limit (gRPC's default is 4 MiB)
+          .build();
+    } catch (java.io.IOException | RuntimeException e) {
+      // e.g. Debian's Netty with the JDK's TLS: "JDK provider does not support ALPN protocol"
+      fail("cannot open a " + (tlsCa == null ? "channel" : "TLS channel (--tls-ca " + tlsCa + ")") + ": " + e.getMessage());
+    }
     try {
       Channel calls = token == null ? channel : ClientInterceptors.intercept(channel, bearer(token));
       ResourcesServiceGrpc.ResourcesServiceBlockingStub stub =
