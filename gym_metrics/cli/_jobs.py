@@ -103,6 +103,11 @@ def _add_submit(commands: Any) -> None:
     p.add_argument("--prompt-template", type=Path, metavar="TEMPLATE.json", help="with a model target: the request rendered per row")
     p.add_argument("--secret", action="append", default=[], metavar="NAME", help="a secret the job needs, by name (repeatable)")
     p.add_argument("--wait", action="store_true", help="then follow the job until it ends (exit code as `jobs wait`)")
+    p.add_argument(
+        "--request-id", metavar="ID",
+        help="makes the submission safe to run again: the same ID and spec answer the job first stored (default: a new "
+        "UUID each run, which covers the command's own retries)",
+    )  # fmt: skip
     p.set_defaults(func=run_submit)
 
 
@@ -176,7 +181,7 @@ def run_serve(ns: argparse.Namespace) -> int:
 def run_submit(ns: argparse.Namespace) -> int:
     spec = _spec(ns)
     with _client(ns) as client:
-        info = client.submit(spec)
+        info = client.submit(spec, ns.request_id)
         print(info.job_id, flush=True)
         if not ns.wait:
             return ExitCode.OK

@@ -83,20 +83,24 @@ class JobExecutor:
                     log.warning("%s; retrying until there is space", exc)
                 await asyncio.sleep(next(waits))
 
-    def submit(self, spec: JobSpec | Mapping[str, Any], wanted: Callable[[], bool] | None = None) -> JobRecord:
+    def submit(self, spec: JobSpec | Mapping[str, Any], wanted: Callable[[], bool] | None = None, request_id: str = "") -> JobRecord:
         """Validate (scorer, config, target, template, data root, secrets) and queue; errors
         name the field. `wanted()` false after the checks (the submitting client went away) and
         nothing is stored: a client that retries would run the dataset twice. A job that says
-        no `run.parallelism` gets the default within this server's ceiling."""
+        no `run.parallelism` gets the default within this server's ceiling. `request_id`: a
+        submission sent again is answered the job it stored (JobStore.create)."""
         spec = parse_spec(spec)
         if "parallelism" not in spec.run.model_fields_set:
             spec.run.parallelism = min(spec.run.parallelism, self.max_parallelism)
         self.validate(spec)
         if wanted is not None and not wanted():
             raise GymMetricsError("the client went away before its job was stored: not queued")
-        record = self.store.create(spec)
-        log.info("job %s queued (scorer %s)", record.id, spec.scorer)
-        self._notify()
+        record, new = self.store.create_once(spec, request_id)
+        if new:
+            log.info("job %s queued (scorer %s)", record.id, spec.scorer)
+            self._notify()
+        else:
+            log.info("job %s submitted again (request_id %s): answered as stored", record.id, request_id)
         return record
 
     def _notify(self) -> None:

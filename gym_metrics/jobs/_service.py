@@ -8,6 +8,7 @@ and other calls while SQLite works."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -21,6 +22,10 @@ from gym_metrics.models import JobState
 DEFAULT_PAGE, MAX_PAGE = 100, 1000
 WATCH_POLL_SECONDS = 0.25
 """A watcher re-reads its job at least this often (progress callbacks wake it sooner)."""
+
+
+REQUEST_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+"""A SubmitJob request_id: what a client retrying its submission sends again (a UUID4 fits)."""
 
 
 class ProgressHub:
@@ -100,11 +105,15 @@ class JobService:
         self._closing = True
         self.hub.notify()
 
-    def submit(self, spec: Mapping[str, Any], wanted: Callable[[], bool] | None = None) -> JobRecord:
+    def submit(self, spec: Mapping[str, Any], wanted: Callable[[], bool] | None = None, request_id: str = "") -> JobRecord:
         """Store a job (blocking: the caller runs it in a thread with the decoding); not when
-        `wanted()` turns false before it is stored (its client went away)."""
+        `wanted()` turns false before it is stored (its client went away). `request_id`: the job
+        an earlier submission with it stored is the answer (checked: REQUEST_ID)."""
+        if request_id and not REQUEST_ID.fullmatch(request_id):
+            why = f"{request_id[:40]!r}{'...' if len(request_id) > 40 else ''}: at most 128 letters, digits and -_.: (a UUID4)"
+            raise InvalidInputError("invalid job request", [FieldViolation("request_id", why)])
         try:
-            return self.executor.submit(spec, wanted)
+            return self.executor.submit(spec, wanted, request_id)
         except NotFoundError as exc:  # an unknown scorer: in a spec, that is a bad field
             raise InvalidInputError("invalid job spec", [FieldViolation("scorer", str(exc))]) from None
         except StoreFullError as exc:

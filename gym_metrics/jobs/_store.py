@@ -8,6 +8,7 @@ so GetJob and ListJobs stay fast while a job commits results."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sqlite3
@@ -23,7 +24,7 @@ from typing import Any
 import orjson
 
 from gym_metrics._util.jsonio import dumps, loads
-from gym_metrics.errors import GymMetricsError, InvalidInputError, NotFoundError
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError
 from gym_metrics.jobs._spec import JobSpec, RowTexts
 from gym_metrics.models import JobState
 
@@ -52,6 +53,11 @@ CREATE TABLE IF NOT EXISTS job_sources (
     job_id TEXT PRIMARY KEY REFERENCES jobs (id),
     identity TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS job_requests (
+    request_id TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL REFERENCES jobs (id),
+    digest TEXT NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS job_rows (
     job_id TEXT NOT NULL REFERENCES jobs (id),
     first_row INTEGER NOT NULL,
@@ -155,22 +161,41 @@ class JobStore:
         with self._read_lock:
             return self._reader.execute(sql, args).fetchall()
 
-    def create(self, spec: JobSpec) -> JobRecord:
+    def create(self, spec: JobSpec, request_id: str = "") -> JobRecord:
         """Store a new QUEUED job; the spec holds secret names only, never values. Inline rows
-        go to the row table, once (the total is known now)."""
+        go to the row table, once (the total is known now). `request_id` (SubmitJob's): the job
+        stored with it before is the answer (`created` False) instead of a second one; with
+        another spec, InvalidInputError naming it."""
+        return self.create_once(spec, request_id)[0]
+
+    def create_once(self, spec: JobSpec, request_id: str = "") -> tuple[JobRecord, bool]:
+        """`create`, and whether the job is new."""
         job_id, now = uuid.uuid4().hex, time.time()
         rows = spec.dataset.rows
         inline = None if rows is None else len(rows)
         total = None if inline is None else inline if spec.run.limit_samples is None else min(inline, spec.run.limit_samples)
         stored = spec if rows is None else spec.model_copy(update={"dataset": spec.dataset.model_copy(update={"rows": []})})
+        stored_json = stored.model_dump_json()
+        digest = _digest(stored_json, rows) if request_id else ""
+        found = None
         with self._tx() as db:
-            db.execute(
-                f"INSERT INTO jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 0, 0, ?, NULL, ?)",
-                (job_id, JobState.QUEUED.value, stored.model_dump_json(), now, now, total, inline),
-            )
-            if rows:
-                db.executemany("INSERT INTO job_rows (job_id, first_row, rows) VALUES (?, ?, ?)", _chunks(job_id, rows))
-        return self.get(job_id)
+            if request_id:
+                found = db.execute("SELECT job_id, digest FROM job_requests WHERE request_id = ?", (request_id,)).fetchone()
+            if found is not None:
+                if found[1] != digest:
+                    why = f"{request_id!r} was sent with another job spec (job {found[0]}): a new job needs a new request_id"
+                    raise InvalidInputError("invalid job request", [FieldViolation("request_id", why)])
+                job_id = found[0]
+            else:
+                db.execute(
+                    f"INSERT INTO jobs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 0, 0, ?, NULL, ?)",
+                    (job_id, JobState.QUEUED.value, stored_json, now, now, total, inline),
+                )
+                if rows:
+                    db.executemany("INSERT INTO job_rows (job_id, first_row, rows) VALUES (?, ?, ?)", _chunks(job_id, rows))
+                if request_id:
+                    db.execute("INSERT INTO job_requests (request_id, job_id, digest) VALUES (?, ?, ?)", (request_id, job_id, digest))
+        return self.get(job_id), found is None
 
     def get(self, job_id: str) -> JobRecord:
         rows = self._read(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
@@ -296,6 +321,14 @@ def _chunks(job_id: str, rows: RowTexts | list[Any]) -> Iterator[tuple[str, int,
 
 def _line(text: str) -> str:
     return text.replace("\n", " ").replace("\r", " ") if "\n" in text or "\r" in text else text
+
+
+def _digest(spec_json: str, rows: RowTexts | list[Any] | None) -> str:
+    """What a request_id is checked against: the stored spec and its inline rows, as stored."""
+    digest = hashlib.sha256(spec_json.encode())
+    for _, _, chunk in _chunks("", rows or []):
+        digest.update(b"\n" + chunk.encode())
+    return digest.hexdigest()
 
 
 def _record(row: tuple[Any, ...]) -> JobRecord:

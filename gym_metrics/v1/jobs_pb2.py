@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19gym_metrics/v1/jobs.proto\x12\x0egym_metrics.v1\"\xbc\x02\n\x07JobSpec\x12\x0e\n\x06scorer\x18\x01 \x01(\t\x12\x1a\n\x12scorer_config_json\x18\x02 \x01(\t\x12(\n\x07\x64\x61taset\x18\x03 \x01(\x0b\x32\x17.gym_metrics.v1.Dataset\x12&\n\x03run\x18\x04 \x01(\x0b\x32\x19.gym_metrics.v1.RunConfig\x12\x13\n\x0btarget_json\x18\x05 \x01(\t\x12\x1c\n\x14prompt_template_json\x18\x06 \x01(\t\x12\x0f\n\x07secrets\x18\x07 \x03(\t\x12<\n\x0bscore_names\x18\x08 \x03(\x0b\x32\'.gym_metrics.v1.JobSpec.ScoreNamesEntry\x1a\x31\n\x0fScoreNamesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"O\n\x07\x44\x61taset\x12*\n\x04rows\x18\x01 \x01(\x0b\x32\x1a.gym_metrics.v1.InlineRowsH\x00\x12\x0e\n\x04path\x18\x02 \x01(\tH\x00\x42\x08\n\x06source\"\x1f\n\nInlineRows\x12\x11\n\trows_json\x18\x01 \x03(\t\"N\n\tRunConfig\x12\x13\n\x0bparallelism\x18\x01 \x01(\x05\x12\x1a\n\rlimit_samples\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x10\n\x0e_limit_samples\"\x89\x02\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.gym_metrics.v1.JobState\x12%\n\x04spec\x18\x03 \x01(\x0b\x32\x17.gym_metrics.v1.JobSpec\x12\x11\n\trows_done\x18\x04 \x01(\x03\x12\x13\n\x0brows_failed\x18\x05 \x01(\x03\x12\x17\n\nrows_total\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x17\n\x0frows_per_second\x18\x07 \x01(\x01\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12\x14\n\x0c\x63reated_unix\x18\t \x01(\x01\x12\x14\n\x0cupdated_unix\x18\n \x01(\x01\x42\r\n\x0b_rows_total\"9\n\x10SubmitJobRequest\x12%\n\x04spec\x18\x01 \x01(\x0b\x32\x17.gym_metrics.v1.JobSpec\"5\n\x11SubmitJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x0eGetJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"a\n\x0fListJobsRequest\x12\'\n\x05state\x18\x01 \x01(\x0e\x32\x18.gym_metrics.v1.JobState\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"N\n\x10ListJobsResponse\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.gym_metrics.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"4\n\x10WatchJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"%\n\x13GetJobResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"p\n\x14GetJobResultResponse\x12\x1f\n\x15\x61ggregate_scores_json\x18\x01 \x01(\tH\x00\x12/\n\nrow_scores\x18\x02 \x01(\x0b\x32\x19.gym_metrics.v1.RowScoresH\x00\x42\x06\n\x04part\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"5\n\x11\x43\x61ncelJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"\x1e\n\tRowScores\x12\x11\n\trows_json\x18\x01 \x03(\t*\x9a\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10JOB_STATE_QUEUED\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n\x10JOB_STATE_FAILED\x10\x04\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x05\x32\xf6\x03\n\nJobService\x12P\n\tSubmitJob\x12 .gym_metrics.v1.SubmitJobRequest\x1a!.gym_metrics.v1.SubmitJobResponse\x12G\n\x06GetJob\x12\x1d.gym_metrics.v1.GetJobRequest\x1a\x1e.gym_metrics.v1.GetJobResponse\x12M\n\x08ListJobs\x12\x1f.gym_metrics.v1.ListJobsRequest\x1a .gym_metrics.v1.ListJobsResponse\x12O\n\x08WatchJob\x12\x1f.gym_metrics.v1.WatchJobRequest\x1a .gym_metrics.v1.WatchJobResponse0\x01\x12[\n\x0cGetJobResult\x12#.gym_metrics.v1.GetJobResultRequest\x1a$.gym_metrics.v1.GetJobResultResponse0\x01\x12P\n\tCancelJob\x12 .gym_metrics.v1.CancelJobRequest\x1a!.gym_metrics.v1.CancelJobResponseBP\n\x10\x61i.gymmetrics.v1P\x01Z:github.com/gym-metrics/gym-metrics/clients/go/gymmetricsv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19gym_metrics/v1/jobs.proto\x12\x0egym_metrics.v1\"\xbc\x02\n\x07JobSpec\x12\x0e\n\x06scorer\x18\x01 \x01(\t\x12\x1a\n\x12scorer_config_json\x18\x02 \x01(\t\x12(\n\x07\x64\x61taset\x18\x03 \x01(\x0b\x32\x17.gym_metrics.v1.Dataset\x12&\n\x03run\x18\x04 \x01(\x0b\x32\x19.gym_metrics.v1.RunConfig\x12\x13\n\x0btarget_json\x18\x05 \x01(\t\x12\x1c\n\x14prompt_template_json\x18\x06 \x01(\t\x12\x0f\n\x07secrets\x18\x07 \x03(\t\x12<\n\x0bscore_names\x18\x08 \x03(\x0b\x32\'.gym_metrics.v1.JobSpec.ScoreNamesEntry\x1a\x31\n\x0fScoreNamesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"O\n\x07\x44\x61taset\x12*\n\x04rows\x18\x01 \x01(\x0b\x32\x1a.gym_metrics.v1.InlineRowsH\x00\x12\x0e\n\x04path\x18\x02 \x01(\tH\x00\x42\x08\n\x06source\"\x1f\n\nInlineRows\x12\x11\n\trows_json\x18\x01 \x03(\t\"N\n\tRunConfig\x12\x13\n\x0bparallelism\x18\x01 \x01(\x05\x12\x1a\n\rlimit_samples\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x10\n\x0e_limit_samples\"\x89\x02\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.gym_metrics.v1.JobState\x12%\n\x04spec\x18\x03 \x01(\x0b\x32\x17.gym_metrics.v1.JobSpec\x12\x11\n\trows_done\x18\x04 \x01(\x03\x12\x13\n\x0brows_failed\x18\x05 \x01(\x03\x12\x17\n\nrows_total\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x17\n\x0frows_per_second\x18\x07 \x01(\x01\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12\x14\n\x0c\x63reated_unix\x18\t \x01(\x01\x12\x14\n\x0cupdated_unix\x18\n \x01(\x01\x42\r\n\x0b_rows_total\"M\n\x10SubmitJobRequest\x12%\n\x04spec\x18\x01 \x01(\x0b\x32\x17.gym_metrics.v1.JobSpec\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"5\n\x11SubmitJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x0eGetJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"a\n\x0fListJobsRequest\x12\'\n\x05state\x18\x01 \x01(\x0e\x32\x18.gym_metrics.v1.JobState\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"N\n\x10ListJobsResponse\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.gym_metrics.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"4\n\x10WatchJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"%\n\x13GetJobResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"p\n\x14GetJobResultResponse\x12\x1f\n\x15\x61ggregate_scores_json\x18\x01 \x01(\tH\x00\x12/\n\nrow_scores\x18\x02 \x01(\x0b\x32\x19.gym_metrics.v1.RowScoresH\x00\x42\x06\n\x04part\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"5\n\x11\x43\x61ncelJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x13.gym_metrics.v1.Job\"\x1e\n\tRowScores\x12\x11\n\trows_json\x18\x01 \x03(\t*\x9a\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10JOB_STATE_QUEUED\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n\x10JOB_STATE_FAILED\x10\x04\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x05\x32\xf6\x03\n\nJobService\x12P\n\tSubmitJob\x12 .gym_metrics.v1.SubmitJobRequest\x1a!.gym_metrics.v1.SubmitJobResponse\x12G\n\x06GetJob\x12\x1d.gym_metrics.v1.GetJobRequest\x1a\x1e.gym_metrics.v1.GetJobResponse\x12M\n\x08ListJobs\x12\x1f.gym_metrics.v1.ListJobsRequest\x1a .gym_metrics.v1.ListJobsResponse\x12O\n\x08WatchJob\x12\x1f.gym_metrics.v1.WatchJobRequest\x1a .gym_metrics.v1.WatchJobResponse0\x01\x12[\n\x0cGetJobResult\x12#.gym_metrics.v1.GetJobResultRequest\x1a$.gym_metrics.v1.GetJobResultResponse0\x01\x12P\n\tCancelJob\x12 .gym_metrics.v1.CancelJobRequest\x1a!.gym_metrics.v1.CancelJobResponseBP\n\x10\x61i.gymmetrics.v1P\x01Z:github.com/gym-metrics/gym-metrics/clients/go/gymmetricsv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,8 +34,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\020ai.gymmetrics.v1P\001Z:github.com/gym-metrics/gym-metrics/clients/go/gymmetricsv1'
   _globals['_JOBSPEC_SCORENAMESENTRY']._loaded_options = None
   _globals['_JOBSPEC_SCORENAMESENTRY']._serialized_options = b'8\001'
-  _globals['_JOBSTATE']._serialized_start=1570
-  _globals['_JOBSTATE']._serialized_end=1724
+  _globals['_JOBSTATE']._serialized_start=1590
+  _globals['_JOBSTATE']._serialized_end=1744
   _globals['_JOBSPEC']._serialized_start=46
   _globals['_JOBSPEC']._serialized_end=362
   _globals['_JOBSPEC_SCORENAMESENTRY']._serialized_start=313
@@ -49,31 +49,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOB']._serialized_start=559
   _globals['_JOB']._serialized_end=824
   _globals['_SUBMITJOBREQUEST']._serialized_start=826
-  _globals['_SUBMITJOBREQUEST']._serialized_end=883
-  _globals['_SUBMITJOBRESPONSE']._serialized_start=885
-  _globals['_SUBMITJOBRESPONSE']._serialized_end=938
-  _globals['_GETJOBREQUEST']._serialized_start=940
-  _globals['_GETJOBREQUEST']._serialized_end=971
-  _globals['_GETJOBRESPONSE']._serialized_start=973
-  _globals['_GETJOBRESPONSE']._serialized_end=1023
-  _globals['_LISTJOBSREQUEST']._serialized_start=1025
-  _globals['_LISTJOBSREQUEST']._serialized_end=1122
-  _globals['_LISTJOBSRESPONSE']._serialized_start=1124
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1202
-  _globals['_WATCHJOBREQUEST']._serialized_start=1204
-  _globals['_WATCHJOBREQUEST']._serialized_end=1237
-  _globals['_WATCHJOBRESPONSE']._serialized_start=1239
-  _globals['_WATCHJOBRESPONSE']._serialized_end=1291
-  _globals['_GETJOBRESULTREQUEST']._serialized_start=1293
-  _globals['_GETJOBRESULTREQUEST']._serialized_end=1330
-  _globals['_GETJOBRESULTRESPONSE']._serialized_start=1332
-  _globals['_GETJOBRESULTRESPONSE']._serialized_end=1444
-  _globals['_CANCELJOBREQUEST']._serialized_start=1446
-  _globals['_CANCELJOBREQUEST']._serialized_end=1480
-  _globals['_CANCELJOBRESPONSE']._serialized_start=1482
-  _globals['_CANCELJOBRESPONSE']._serialized_end=1535
-  _globals['_ROWSCORES']._serialized_start=1537
-  _globals['_ROWSCORES']._serialized_end=1567
-  _globals['_JOBSERVICE']._serialized_start=1727
-  _globals['_JOBSERVICE']._serialized_end=2229
+  _globals['_SUBMITJOBREQUEST']._serialized_end=903
+  _globals['_SUBMITJOBRESPONSE']._serialized_start=905
+  _globals['_SUBMITJOBRESPONSE']._serialized_end=958
+  _globals['_GETJOBREQUEST']._serialized_start=960
+  _globals['_GETJOBREQUEST']._serialized_end=991
+  _globals['_GETJOBRESPONSE']._serialized_start=993
+  _globals['_GETJOBRESPONSE']._serialized_end=1043
+  _globals['_LISTJOBSREQUEST']._serialized_start=1045
+  _globals['_LISTJOBSREQUEST']._serialized_end=1142
+  _globals['_LISTJOBSRESPONSE']._serialized_start=1144
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1222
+  _globals['_WATCHJOBREQUEST']._serialized_start=1224
+  _globals['_WATCHJOBREQUEST']._serialized_end=1257
+  _globals['_WATCHJOBRESPONSE']._serialized_start=1259
+  _globals['_WATCHJOBRESPONSE']._serialized_end=1311
+  _globals['_GETJOBRESULTREQUEST']._serialized_start=1313
+  _globals['_GETJOBRESULTREQUEST']._serialized_end=1350
+  _globals['_GETJOBRESULTRESPONSE']._serialized_start=1352
+  _globals['_GETJOBRESULTRESPONSE']._serialized_end=1464
+  _globals['_CANCELJOBREQUEST']._serialized_start=1466
+  _globals['_CANCELJOBREQUEST']._serialized_end=1500
+  _globals['_CANCELJOBRESPONSE']._serialized_start=1502
+  _globals['_CANCELJOBRESPONSE']._serialized_end=1555
+  _globals['_ROWSCORES']._serialized_start=1557
+  _globals['_ROWSCORES']._serialized_end=1587
+  _globals['_JOBSERVICE']._serialized_start=1747
+  _globals['_JOBSERVICE']._serialized_end=2249
 # @@protoc_insertion_point(module_scope)

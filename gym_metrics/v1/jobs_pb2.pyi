@@ -96,10 +96,12 @@ class Job(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., rows_done: _Optional[int] = ..., rows_failed: _Optional[int] = ..., rows_total: _Optional[int] = ..., rows_per_second: _Optional[float] = ..., error: _Optional[str] = ..., created_unix: _Optional[float] = ..., updated_unix: _Optional[float] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("spec",)
+    __slots__ = ("spec", "request_id")
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ...) -> None: ...
+    request_id: str
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job",)

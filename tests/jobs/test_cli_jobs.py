@@ -119,6 +119,11 @@ def test_submit_wait_status_result_equal_evaluate(tmp_path: Path, serve: Any) ->
     assert metrics_port, server.line
     scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port.group(1)}/metrics", timeout=10).read().decode()
     assert 'gym_metrics_jobs{state="SUCCEEDED"} 1.0' in scraped and "gym_metrics_job_rows_done_total 30.0" in scraped
+    # the same submission run again with its --request-id: answered the job it stored, no second run
+    again = [cli("submit", "--server", server.address, "--metric", "tool_call_accuracy", "--input", str(data), "--request-id", "nightly-7")
+             for _ in range(2)]  # fmt: skip
+    assert [a.returncode for a in again] == [0, 0] and again[0].stdout == again[1].stdout != submitted.stdout
+    assert len(cli("list", "--server", server.address).stdout.strip().splitlines()) == 2 + 2  # (a header and its rule)
     assert server.stop() == 0
 
 

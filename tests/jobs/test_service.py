@@ -217,7 +217,7 @@ def test_a_watch_ends_on_the_server_when_the_client_goes_away(server: JobServerT
         client.cancel(job.job_id)
 
 
-@pytest.mark.parametrize("blocked", ["create", "list_jobs"])
+@pytest.mark.parametrize("blocked", ["create_once", "list_jobs"])
 def test_database_work_never_holds_the_event_loop(tmp_path: Path, blocked: str) -> None:
     """The regression: SubmitJob and ListJobs ran their database work on the event loop, so a
     large submit stalled health checks for seconds. Here the store call is held on purpose; a
@@ -238,7 +238,7 @@ def test_database_work_never_holds_the_event_loop(tmp_path: Path, blocked: str) 
             return original(*args, **kwargs)
 
         setattr(store, blocked, held)
-        call = (lambda: client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": [tool_row(1)]}})) if blocked == "create" else client.list
+        call = (lambda: client.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": [tool_row(1)]}})) if blocked == "create_once" else client.list
         worker = threading.Thread(target=call)
         worker.start()
         try:
@@ -322,3 +322,82 @@ def test_a_submission_whose_client_left_before_it_was_stored_is_not_queued(tmp_p
         time.sleep(3)  # what the server did with it has ended
         with JobClient(server.address) as client:
             assert client.list() == ([], "")
+
+
+class _LosesFirstAnswer:
+    """A TCP proxy on loopback in front of `target`: its first connection is cut as soon as the
+    server answers (the job stored, its answer lost: a broken connection, a timeout), later
+    ones pass through."""
+
+    def __init__(self, target: str) -> None:
+        import socket
+        import threading
+
+        self.host, port = target.rsplit(":", 1)
+        self.target_port = int(port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.connections = 0
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            server = socket.create_connection((self.host, self.target_port))
+            cut = self.connections == 1
+            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, cut), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: Any, sink: Any, cut_at_answer: bool) -> None:
+        import socket
+
+        try:
+            while data := source.recv(65536):
+                if cut_at_answer and len(data) > 9 and data[3] == 1:  # an HTTP/2 HEADERS frame: the answer begins
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_submission_whose_answer_was_lost_is_sent_again_and_runs_once(server: JobServerThread) -> None:
+    """The job was stored, its answer lost: the client said the server was unreachable and a
+    user (or a retrying script) submitting again ran the dataset twice."""
+    proxy = _LosesFirstAnswer(server.address)
+    spec = {"scorer": "tool_call_accuracy", "dataset": {"rows": [tool_row(1), tool_row(2)]}}
+    try:
+        with JobClient(proxy.address) as client:
+            info = client.submit(spec)  # the first answer lost, asked again with the same request_id
+    finally:
+        proxy.close()
+    assert proxy.connections >= 2
+    with JobClient(server.address) as client:
+        assert [j.job_id for j in client.list()[0]] == [info.job_id]  # one job
+        again = client.submit(spec, request_id="fixed-id-1")
+        assert client.submit(spec, request_id="fixed-id-1").job_id == again.job_id != info.job_id
+        assert len(client.list()[0]) == 2
+        other = {**spec, "dataset": {"rows": [tool_row(3)]}}
+        with pytest.raises(InvalidInputError) as reused:
+            client.submit(other, request_id="fixed-id-1")
+        assert [v.field for v in reused.value.violations] == ["request_id"] and again.job_id in reused.value.violations[0].description
+        with pytest.raises(InvalidInputError) as bad:
+            client.submit(spec, request_id="no spaces allowed")
+        assert [v.field for v in bad.value.violations] == ["request_id"]

@@ -66,3 +66,17 @@ def test_a_spec_names_fields_when_it_is_wrong() -> None:
     assert "dataset" in fields and "secrets" in fields
     with pytest.raises(InvalidInputError, match="goes with a target"):
         parse_spec({"scorer": "x", "dataset": {"rows": []}, "prompt_template": {"messages": []}})
+
+
+def test_a_request_id_answers_the_job_it_stored_after_a_restart_too(tmp_path: Path) -> None:
+    from gym_metrics.errors import InvalidInputError
+
+    store = JobStore(tmp_path / "jobs.sqlite")
+    first, new = store.create_once(spec(), "req-1")
+    assert new and store.create_once(spec(), "req-1") == (first, False)
+    store.close()
+    reopened = JobStore(tmp_path / "jobs.sqlite")  # kept with the job: a retry after a restart finds it
+    assert reopened.create_once(spec(), "req-1") == (first, False) and len(reopened.list_jobs()) == 1
+    with pytest.raises(InvalidInputError, match="another job spec"):
+        reopened.create_once(parse_spec({"scorer": "tool_call_accuracy", "dataset": {"rows": [{"x": 2}]}}), "req-1")
+    assert reopened.create_once(spec(), "")[1] and reopened.create_once(spec())[1]  # no request_id: each is new

@@ -1,6 +1,7 @@
 // gym-metrics' TypeScript client: the generated contract (./gen, connect-es) and helpers that
 // follow docs/grpc.md: read a rollouts file as `collect` indexes it, verify it over
 // VerifyStream, aggregate each agent with its parts reassembled, run a durable job.
+import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 
 import { clone, create } from "@bufbuild/protobuf";
@@ -517,8 +518,30 @@ export interface JobResult {
   rowScores: unknown[];
 }
 
+/** How many times `submitJob` sends a submission whose answer did not come. */
+export const SUBMIT_ATTEMPTS = 3;
+
 /**
- * Submit `spec`, follow WatchJob to a final state (`progress` sees each message), and read the
+ * Queue `spec` with a fresh `requestId` (a UUID4), sending the same request again when its
+ * answer did not come (Unavailable: a broken connection): the server answers the job the first
+ * attempt stored, never a second one (SubmitJobRequest.request_id, AIP-155).
+ */
+export async function submitJob(client: Client<typeof JobService>, spec: JobSpec, options?: CallOptions): Promise<Job> {
+  const call = callOptions(options);
+  const request = { spec, requestId: randomUUID() };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return (await client.submitJob(request, call())).job!;
+    } catch (err) {
+      const code = ConnectError.from(callError(err, options)).code;
+      if (attempt === SUBMIT_ATTEMPTS || options?.signal?.aborted || (code !== Code.Unavailable && code !== Code.DeadlineExceeded)) throw err;
+    }
+    await new Promise((resolve) => setTimeout(resolve, attempt * 1000));
+  }
+}
+
+/**
+ * Submit `spec` (`submitJob`), follow WatchJob to a final state (`progress` sees each message), and read the
  * result through GetJobResult. A job that did not succeed is an error holding the job.
  * `options.timeoutMs` bounds the three calls together, `options.signal` cancels them.
  */
@@ -527,8 +550,7 @@ export async function submitAndWait(
 ): Promise<JobResult> {
   const call = callOptions(options);
   try {
-    const submitted = await client.submitJob({ spec }, call());
-    const id = submitted.job!.jobId;
+    const id = (await submitJob(client, spec, { ...options, timeoutMs: call().timeoutMs })).jobId;
     let job: Job | undefined;
     for await (const message of client.watchJob({ jobId: id }, call())) {
       job = message.job;

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,10 @@ def _violations(exc: grpc.RpcError) -> list[FieldViolation]:
     return out
 
 
+SUBMIT_ATTEMPTS = 3
+"""Attempts of one SubmitJob whose answer did not come (UNAVAILABLE, DEADLINE_EXCEEDED)."""
+
+
 class JobClient:
     """Talks to one job server: `with JobClient("host:port") as jobs: jobs.submit({...})`.
 
@@ -132,10 +137,21 @@ class JobClient:
         except grpc.RpcError as exc:
             raise self._error(exc, job_id) from None
 
-    def submit(self, spec: Mapping[str, Any]) -> JobInfo:
-        """Queue a job (spec in `parse_spec`'s dict shape); InvalidInputError names bad fields."""
-        answer = self._unary(self._stub.SubmitJob, pb.SubmitJobRequest(spec=dict_to_spec(spec)))
-        return JobInfo.from_pb(answer.job)
+    def submit(self, spec: Mapping[str, Any], request_id: str | None = None) -> JobInfo:
+        """Queue a job (spec in `parse_spec`'s dict shape); InvalidInputError names bad fields.
+        The request carries `request_id` (a fresh UUID4 when None), so an answer lost to a
+        broken connection or a timeout is asked for again (SUBMIT_ATTEMPTS in all) without a
+        second job: the server answers the job the first attempt stored."""
+        request = pb.SubmitJobRequest(spec=dict_to_spec(spec), request_id=request_id or str(uuid.uuid4()))
+        for attempt in range(1, SUBMIT_ATTEMPTS + 1):
+            try:
+                answer = self._stub.SubmitJob(request, metadata=self._metadata, timeout=self.timeout)
+                return JobInfo.from_pb(answer.job)
+            except grpc.RpcError as exc:
+                if attempt == SUBMIT_ATTEMPTS or exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise self._error(exc) from None
+            time.sleep(attempt)  # 1 s, then 2 s
+        raise AssertionError("unreachable")
 
     def get(self, job_id: str) -> JobInfo:
         return JobInfo.from_pb(self._unary(self._stub.GetJob, pb.GetJobRequest(job_id=job_id), job_id).job)

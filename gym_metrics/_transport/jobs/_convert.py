@@ -40,7 +40,7 @@ def spec_path(field: str, secrets: Sequence[str]) -> str:
     spec dict's `scorer` is `spec.scorer`, its `target.url` is `spec.target_json.url`, an
     inline row `dataset.rows.3` is `spec.dataset.rows.rows_json[3]`, a secret by name is its
     position in `spec.secrets`."""
-    if field == "spec" or field.startswith("spec."):
+    if field in ("spec", "request_id") or field.startswith("spec."):  # (fields of the request itself)
         return field
     head, _, rest = field.partition(".")
     if head == "secrets" and rest in secrets:

@@ -52,7 +52,7 @@ class JobsServicer:
         if not request.HasField("spec"):
             raise InvalidInputError("invalid job spec", [FieldViolation("spec", "required")])
         try:
-            return self.jobs.submit(spec_to_dict(request.spec), wanted)
+            return self.jobs.submit(spec_to_dict(request.spec), wanted, request.request_id)
         except InvalidInputError as exc:  # paths from the request's top, as every RPC names them
             secrets = list(request.spec.secrets)
             raise InvalidInputError(exc.message, [_on_the_wire(v, secrets) for v in exc.violations]) from None

@@ -8,7 +8,7 @@ import { test } from "node:test";
 
 import { Code, ConnectError } from "@connectrpc/connect";
 
-import { batchSpans, connect, limits, readRollouts, resourcesClient, verifyAll, writtenRow, type Rollout } from "../index.js";
+import { batchSpans, connect, limits, readRollouts, resourcesClient, submitJob, verifyAll, writtenRow, type Rollout } from "../index.js";
 
 const dir = mkdtempSync(join(tmpdir(), "gm-ts-"));
 let files = 0;
@@ -86,4 +86,20 @@ test("a stream the server closes is Unavailable, not Canceled", { timeout: 10_00
   await assert.rejects(verifyAll(client, one, 256, { timeoutMs: 5000 }), (err) => ConnectError.from(err).code === Code.Unavailable);
   sessions.forEach((session) => session.destroy());
   server.close();
+});
+
+test("a submission whose answer was lost is sent again with its request_id", { timeout: 10_000 }, async () => {
+  const sent: string[] = [];
+  const fake = {
+    async submitJob(request: { requestId: string }) {
+      sent.push(request.requestId);
+      if (sent.length === 1) throw new ConnectError("connection broken after the job was stored", Code.Unavailable);
+      return { job: { jobId: `job-${request.requestId.slice(0, 8)}` } };
+    },
+  };
+  const job = await submitJob(fake as never, {} as never);
+  assert.equal(sent.length, 2);
+  assert.equal(sent[0], sent[1]);
+  assert.match(sent[0], /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  assert.equal(job.jobId, `job-${sent[0].slice(0, 8)}`);
 });
