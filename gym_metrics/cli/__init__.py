@@ -23,12 +23,14 @@ from gym_metrics.cli._base import (
     version,
 )
 from gym_metrics._util.atomic import check_output
+from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
 from gym_metrics.cli._discovery import command_modules
 from gym_metrics.errors import ExitCode
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (docs/commands.md "Exit codes"), never raises (unless --debug)."""
+    disable_grpc_fork_handlers()  # before grpc is imported: a verify that forks in a command's own server (check-env, demo) gets a working child
     try:
         ns = _parser().parse_args(argv)
     except SystemExit as exc:  # usage errors (2), --help and --version (0)

@@ -47,8 +47,10 @@ async def test_serve_config_and_collect_equal_nemo_gym(env: str, ported: Any, tm
             result = await collect_async(client, DATA / env / "rollouts.jsonl", tmp_path / "out.jsonl", CollectOptions())
     finally:
         await server.stop(0)
-    rows, expected = _read(tmp_path / "out.jsonl"), _read(DATA / env / "verify.jsonl")
-    assert len(rows) == len(expected)
+    written, expected = _read(tmp_path / "out.jsonl"), _read(DATA / env / "verify.jsonl")
+    assert len(written) == len(expected)
+    by_key = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in written}  # written as they complete; paired by key
+    rows = [by_key[(r["_ng_task_index"], r["_ng_rollout_index"])] for r in _read(DATA / env / "rollouts.jsonl")]
     for i, (ours, theirs) in enumerate(zip(rows, expected)):
         assert ours["reward"] == pytest.approx(theirs["reward"], rel=1e-12, abs=0), (i, ours, theirs)
         for key, value in theirs.items():

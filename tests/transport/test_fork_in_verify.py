@@ -169,3 +169,18 @@ async def test_two_thousand_forking_verifies_under_serve_all_scored_right(tmp_pa
 async def test_fork_support_the_user_turned_on_is_kept_and_a_fork_warns_once(tmp_path: Path) -> None:
     _, _, log = await _serve_and_collect(tmp_path, rollouts=20, workers=1, fork_support="1")
     assert log.count(WARNING) == 1, log[-2000:]
+
+
+def test_every_command_starts_grpc_with_its_fork_handlers_off() -> None:
+    """`check-env` and `demo` serve in their own process: only `serve` turned the handlers off,
+    so a forking verify (NeMo Gym's polymath through math_with_judge) scored 1-3 of 15 rows 0
+    there, differences with NeMo Gym that were not real."""
+    import subprocess
+
+    script = ("import os, sys; from gym_metrics.cli import main; main(['aggregate', '--help'])\n"
+              "print('|', os.environ.get('GRPC_ENABLE_FORK_SUPPORT'), 'grpc' in sys.modules)")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.stdout.rsplit("|", 1)[1].split() == ["0", "False"], done.stdout + done.stderr
+    kept = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env={**env, "GRPC_ENABLE_FORK_SUPPORT": "1"})
+    assert kept.stdout.rsplit("|", 1)[1].split()[0] == "1"  # the user's own value wins
