@@ -2,7 +2,6 @@ package gymmetrics
 
 import (
 	"context"
-	"net"
 	"regexp"
 	"sync"
 	"testing"
@@ -40,19 +39,8 @@ func (f *flakyJobs) SubmitJob(ctx context.Context, request *pb.SubmitJobRequest)
 }
 
 func TestASubmissionWhoseAnswerWasLostIsSentAgainWithItsRequestID(t *testing.T) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := grpc.NewServer()
 	fake := &flakyJobs{jobs: map[string]string{}}
-	pb.RegisterJobServiceServer(server, fake)
-	go server.Serve(listener)
-	conn, err := Dial(listener.Addr().String(), DialOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(); server.Stop() })
+	conn := serveOnLoopback(t, func(s *grpc.Server) { pb.RegisterJobServiceServer(s, fake) })
 	answer, err := Submit(context.Background(), pb.NewJobServiceClient(conn), &pb.JobSpec{Scorer: "exact_match"})
 	if err != nil {
 		t.Fatal(err)

@@ -53,20 +53,25 @@ func (f *fakeServer) VerifyStream(stream pb.ResourcesService_VerifyStreamServer)
 }
 
 func serveFake(t *testing.T, f *fakeServer) pb.ResourcesServiceClient {
+	return pb.NewResourcesServiceClient(serveOnLoopback(t, func(s *grpc.Server) { pb.RegisterResourcesServiceServer(s, f) }))
+}
+
+// serveOnLoopback serves what register registers on 127.0.0.1 for the test, and dials it.
+func serveOnLoopback(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 	t.Helper()
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	server := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes))
-	pb.RegisterResourcesServiceServer(server, f)
+	register(server)
 	go server.Serve(listener)
 	conn, err := Dial(listener.Addr().String(), DialOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(); server.Stop() })
-	return pb.NewResourcesServiceClient(conn)
+	return conn
 }
 
 func rowsOf(n, size int) []Rollout {
