@@ -72,7 +72,8 @@ def edge_input(tmp_path: Path) -> tuple[Path, int]:
     of rollouts in it): a CRLF line and the same line with LF (one task); a finished rollout
     (a reward and both indices: kept, not verified, its other columns aggregated), one with a
     reward and a task index only (not verified, its rollout index counted past the finished
-    one's), one with `task_index`/`rollout_index`; `_ng_task_index` 2.0 (task 2); a last line
+    one's), one with `task_index`/`rollout_index`, one whose reward is text (printed as text, as collect
+    writes it); `_ng_task_index` 2.0 (task 2); a last line
     without a final newline, the same as the first (another task). Agent `wide`: 24 tasks of
     250 KB rows, whose AggregateMetrics answer passes gRPC's 4 MiB default message size."""
 
@@ -91,6 +92,7 @@ def edge_input(tmp_path: Path) -> tuple[Path, int]:
         line("a", "6", "\\boxed{6}", _ng_task_index=7) + "\n",
         line("a", "6", "\\boxed{0}", _ng_task_index=7, reward=1.0) + "\n",
         line("a", "8", "\\boxed{8}", task_index=9, rollout_index=4, reward=0.5) + "\n",
+        line("a", "8", "\\boxed{8}", task_index=9, rollout_index=5, reward="0.5") + "\n",
         line("a", "3", "\\boxed{3}", _ng_task_index=2.0) + "\n",
         *(line("wide", "1", "x" * 250_000 + "\\boxed{1}", _ng_task_index=100 + t) + "\n" for t in range(24)),
         first,

@@ -158,6 +158,16 @@ func VerifyAll(ctx context.Context, client pb.ResourcesServiceClient, rollouts [
 	return out, nil
 }
 
+// RowReward is a finished row's `reward` as its line spells it: text stays text (which Reward,
+// a number, reads as 0), so what a client prints is what `gym-metrics collect` writes.
+func RowReward(row json.RawMessage) json.RawMessage {
+	var head struct {
+		Reward json.RawMessage `json:"reward"`
+	}
+	_ = json.Unmarshal(row, &head)
+	return head.Reward
+}
+
 // storedReward is a finished row's reward as a number (true/false 1/0; 0 when not a number).
 func storedReward(row json.RawMessage) float64 {
 	var head struct {

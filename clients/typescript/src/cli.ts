@@ -16,7 +16,7 @@ import { fromJsonString } from "@bufbuild/protobuf";
 import { ConnectError, type CallOptions, type Transport } from "@connectrpc/connect";
 
 import {
-  JobSpecSchema, JobState, agents, aggregate, connect, fieldViolations, jobsClient, readRollouts, resourcesClient,
+  JobSpecSchema, JobState, agents, aggregate, connect, fieldViolations, jobsClient, readRollouts, resourcesClient, rowReward,
   submitAndWait, tokenFromEnv, verifyAll,
 } from "./index.js";
 
@@ -38,7 +38,7 @@ async function verify(transport: Transport, input: string, left: Remaining): Pro
     out.push(`${JSON.stringify(agent)}:{"agent_metrics":${metrics.agentMetricsJson},"key_metrics":${metrics.keyMetricsJson},` +
       `"group_level_metrics":${groups}}`);
   }
-  const rewards = verified.map((v) => ({ agent: v.agent, task_index: Number(v.taskIndex), rollout_index: Number(v.rolloutIndex), reward: v.reward }));
+  const rewards = verified.map((v) => ({ agent: v.agent, task_index: Number(v.taskIndex), rollout_index: Number(v.rolloutIndex), reward: v.finished ? rowReward(v.row) : v.reward }));
   return `{"rewards":${JSON.stringify(rewards)},"agents":{${out.join(",")}}}`;
 }
 

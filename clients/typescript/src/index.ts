@@ -307,9 +307,15 @@ export function batchSpans(sizes: number[], count: number, lineOf: (i: number) =
   return out;
 }
 
+/** A finished row's `reward` as its line holds it: text stays text (which `reward`, a number,
+ * reads as 0), so what a client prints is what `gym-metrics collect` writes. */
+export function rowReward(row: string): unknown {
+  return (JSON.parse(row) as { reward?: unknown }).reward;
+}
+
 /** A finished row's reward as a number (true/false 1/0; 0 when not a number). */
 function storedReward(row: string): number {
-  const reward = (JSON.parse(row) as { reward?: unknown }).reward;
+  const reward = rowReward(row);
   return typeof reward === "number" ? reward : reward === true ? 1 : 0;
 }
 

@@ -81,7 +81,11 @@ func verify(ctx context.Context, client pb.ResourcesServiceClient, input string)
 	}
 	rewards := make([]map[string]interface{}, len(verified))
 	for i, v := range verified {
-		rewards[i] = map[string]interface{}{"agent": v.Agent, "task_index": v.TaskIndex, "rollout_index": v.RolloutIndex, "reward": v.Reward}
+		reward := interface{}(v.Reward)
+		if v.Finished { // the row's own value: a text reward stays text, as collect writes it
+			reward = gymmetrics.RowReward(v.Row)
+		}
+		rewards[i] = map[string]interface{}{"agent": v.Agent, "task_index": v.TaskIndex, "rollout_index": v.RolloutIndex, "reward": reward}
 	}
 	agents := map[string]interface{}{}
 	for _, agent := range gymmetrics.Agents(rollouts) {
