@@ -16,7 +16,7 @@ from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputErro
 from gym_metrics.jobs._run import JobRun, JobProgress, ProgressCallback, full_disk_waits
 from gym_metrics.jobs._secrets import SecretStore
 from gym_metrics.jobs._spec import JobSpec, dataset_file, parse_spec
-from gym_metrics.jobs._store import JobRecord, JobStore, StoreFullError
+from gym_metrics.jobs._store import JobRecord, JobStore, StoreFullError, request_digest
 from gym_metrics.models import JobState
 from gym_metrics.scorers import get_scorer
 from gym_metrics.evaluation import online_parts
@@ -88,19 +88,23 @@ class JobExecutor:
         name the field. `wanted()` false after the checks (the submitting client went away) and
         nothing is stored: a client that retries would run the dataset twice. A job that says
         no `run.parallelism` gets the default within this server's ceiling. `request_id`: a
-        submission sent again is answered the job it stored (JobStore.create)."""
+        submission sent again is answered the job it stored (JobStore.create), before any check:
+        the files and settings it was checked against may have changed since."""
         spec = parse_spec(spec)
-        if "parallelism" not in spec.run.model_fields_set:
-            spec.run.parallelism = min(spec.run.parallelism, self.max_parallelism)
-        self.validate(spec)
-        if wanted is not None and not wanted():
-            raise GymMetricsError("the client went away before its job was stored: not queued")
-        record, new = self.store.create_once(spec, request_id)
-        if new:
-            log.info("job %s queued (scorer %s)", record.id, spec.scorer)
-            self._notify()
-        else:
-            log.info("job %s submitted again (request_id %s): answered as stored", record.id, request_id)
+        digest = request_digest(spec) if request_id else ""  # as sent: before this server's defaults
+        record = self.store.requested(request_id, digest) if request_id else None
+        if record is None:
+            if "parallelism" not in spec.run.model_fields_set:
+                spec.run.parallelism = min(spec.run.parallelism, self.max_parallelism)
+            self.validate(spec)
+            if wanted is not None and not wanted():
+                raise GymMetricsError("the client went away before its job was stored: not queued")
+            record, new = self.store.create_once(spec, request_id, digest)
+            if new:
+                log.info("job %s queued (scorer %s)", record.id, spec.scorer)
+                self._notify()
+                return record
+        log.info("job %s submitted again (request_id %s): answered as stored", record.id, request_id)
         return record
 
     def _notify(self) -> None:

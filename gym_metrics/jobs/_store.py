@@ -168,23 +168,22 @@ class JobStore:
         another spec, InvalidInputError naming it."""
         return self.create_once(spec, request_id)[0]
 
-    def create_once(self, spec: JobSpec, request_id: str = "") -> tuple[JobRecord, bool]:
-        """`create`, and whether the job is new."""
+    def create_once(self, spec: JobSpec, request_id: str = "", digest: str = "") -> tuple[JobRecord, bool]:
+        """`create`, and whether the job is new. `digest`: the spec's `request_digest` as its
+        client sent it (before a server's defaults), else this spec's."""
         job_id, now = uuid.uuid4().hex, time.time()
         rows = spec.dataset.rows
         inline = None if rows is None else len(rows)
         total = None if inline is None else inline if spec.run.limit_samples is None else min(inline, spec.run.limit_samples)
-        stored = spec if rows is None else spec.model_copy(update={"dataset": spec.dataset.model_copy(update={"rows": []})})
-        stored_json = stored.model_dump_json()
-        digest = _digest(stored_json, rows) if request_id else ""
+        stored_json = _without_rows(spec).model_dump_json()
+        if request_id and not digest:
+            digest = _digest(stored_json, rows)
         found = None
         with self._tx() as db:
             if request_id:
                 found = db.execute("SELECT job_id, digest FROM job_requests WHERE request_id = ?", (request_id,)).fetchone()
             if found is not None:
-                if found[1] != digest:
-                    why = f"{request_id!r} was sent with another job spec (job {found[0]}): a new job needs a new request_id"
-                    raise InvalidInputError("invalid job request", [FieldViolation("request_id", why)])
+                _same_request(request_id, found, digest)
                 job_id = found[0]
             else:
                 db.execute(
@@ -196,6 +195,16 @@ class JobStore:
                 if request_id:
                     db.execute("INSERT INTO job_requests (request_id, job_id, digest) VALUES (?, ?, ?)", (request_id, job_id, digest))
         return self.get(job_id), found is None
+
+    def requested(self, request_id: str, digest: str) -> JobRecord | None:
+        """The job stored with `request_id`, if any (its spec's digest must be `digest`): looked
+        up before a submission is checked again, so a retry is answered even where the server's
+        files or settings changed since."""
+        found = self._read("SELECT job_id, digest FROM job_requests WHERE request_id = ?", (request_id,))
+        if not found:
+            return None
+        _same_request(request_id, found[0], digest)
+        return self.get(found[0][0])
 
     def get(self, job_id: str) -> JobRecord:
         rows = self._read(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
@@ -321,6 +330,23 @@ def _chunks(job_id: str, rows: RowTexts | list[Any]) -> Iterator[tuple[str, int,
 
 def _line(text: str) -> str:
     return text.replace("\n", " ").replace("\r", " ") if "\n" in text or "\r" in text else text
+
+
+def _without_rows(spec: JobSpec) -> JobSpec:
+    """The spec as stored: inline rows go to their own table."""
+    rows = spec.dataset.rows
+    return spec if rows is None else spec.model_copy(update={"dataset": spec.dataset.model_copy(update={"rows": []})})
+
+
+def request_digest(spec: JobSpec) -> str:
+    """What a request_id is checked against: the spec and its inline rows."""
+    return _digest(_without_rows(spec).model_dump_json(), spec.dataset.rows)
+
+
+def _same_request(request_id: str, found: tuple[Any, ...], digest: str) -> None:
+    if found[1] != digest:
+        why = f"{request_id!r} was sent with another job spec (job {found[0]}): a new job needs a new request_id"
+        raise InvalidInputError("invalid job request", [FieldViolation("request_id", why)])
 
 
 def _digest(spec_json: str, rows: RowTexts | list[Any] | None) -> str:

@@ -65,6 +65,24 @@ def test_a_path_escaping_the_data_root_is_refused(tmp_path: Path, path: str) -> 
     assert executor.store.list_jobs() == []
 
 
+def test_a_retried_submission_is_answered_its_job_though_its_file_and_ceiling_changed(tmp_path: Path) -> None:
+    """A retry (the same request_id) is the stored job, looked up before the checks: its
+    dataset file removed since and the server restarted with a lower parallelism ceiling (the
+    spec names none) once refused it, or called it another spec."""
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "rows.jsonl").write_bytes(orjson.dumps(tool_row(1)) + b"\n")
+    spec = {"scorer": "tool_call_accuracy", "dataset": {"path": "rows.jsonl"}}
+    first = JobExecutor(JobStore(tmp_path / "jobs.sqlite"), data_root=root).submit(spec, request_id="r-1")
+    (root / "rows.jsonl").unlink()
+    restarted = JobExecutor(JobStore(tmp_path / "jobs.sqlite"), data_root=root, max_parallelism=2)
+    assert restarted.submit(spec, request_id="r-1").id == first.id and len(restarted.store.list_jobs()) == 1
+    with pytest.raises(InvalidInputError, match="another job spec"):
+        restarted.submit({**spec, "run": {"limit_samples": 1}}, request_id="r-1")
+    with pytest.raises(InvalidInputError, match="does not exist|not found|no such"):
+        restarted.submit(spec, request_id="r-2")  # a new request is checked
+
+
 def test_a_file_dataset_needs_a_data_root(tmp_path: Path) -> None:
     executor = JobExecutor(JobStore(tmp_path / "jobs.sqlite"))
     with pytest.raises(InvalidInputError, match="no data root"):
