@@ -66,6 +66,20 @@ def test_the_entrypoint_and_command_are_a_valid_serve() -> None:
     resolve_server(ns.target)  # the default environment is installed by `pip install .`
 
 
+def test_the_build_checks_that_every_native_module_was_compiled() -> None:
+    """The ext-modules are optional (a failed compile falls back to Python, slower): the image
+    imports each one after `pip install .`, so a compiler missing there fails the build."""
+    import re
+
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    modules = re.findall(r'\[\[tool\.setuptools\.ext-modules\]\]\s*name = "([^"]+)"', pyproject)
+    assert len(modules) >= 3, modules
+    run = " ".join(rest for kw, rest in instructions() if kw == "RUN")
+    imported = re.search(r'python -c "import ([^"]+)"', run)
+    assert imported is not None, run
+    assert sorted(m.strip() for m in imported.group(1).split(",")) == sorted(modules)
+
+
 def test_the_image_runs_as_a_non_root_user() -> None:
     user = one("USER")
     assert user not in ("root", "0"), user
