@@ -273,11 +273,13 @@ def _stream_chunks(f: Any, size: int) -> Iterator[bytes]:
 
 def sample_candidates(cols: RolloutColumns) -> np.ndarray:
     """Positions of the rows that can become a task's sample (its first measured rollout):
-    per task, the lowest rollout among unmasked rows, and among unmasked rows that did not
-    fail (whether failed rows are measured is the aggregation's option)."""
+    per task, the lowest rollout among unmasked rows, and, whether failed rows are measured
+    being the aggregation's option, among unmasked rows that did not fail (left out) and among
+    unmasked or failed ones (counted as zero, which counts a masked failure too)."""
     picks = [_first_per_task(cols, ~cols.masked)]
     if cols.errors is not None and cols.errors.any():
-        picks.append(_first_per_task(cols, ~cols.masked & (cols.errors == 0)))
+        failed = cols.errors != 0
+        picks += [_first_per_task(cols, ~cols.masked & ~failed), _first_per_task(cols, ~cols.masked | failed)]
     return unique(np.concatenate(picks))
 
 

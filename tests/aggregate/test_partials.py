@@ -36,7 +36,7 @@ def generated(rng: random.Random) -> list[bytes]:
                 if rng.random() < 0.3:
                     row["tokens"] = rng.randint(0, 10**6) if rng.random() < 0.9 else "many"
                 if rng.random() < 0.05:
-                    row["_gm_masked"] = True
+                    row["mask_sample"] = True
                 if rng.random() < 0.05:
                     row["_gm_error"] = {"kind": "verify", "message": "boom"}
                 row["answer"] = f"text {rng.random()}"
@@ -324,7 +324,7 @@ def test_agents_with_nothing_measured_merge_to_the_same_bytes(tmp_path: Path, ti
     for task in range(7):
         for rollout in range(3):
             row: dict[str, Any] = {"agent_ref": {"name": "m"}, "_ng_task_index": task, "_ng_rollout_index": rollout, "reward": 1.0}
-            row["_gm_masked" if task % 2 else "_gm_error"] = True if task % 2 else {"kind": "verify", "message": "x"}
+            row["mask_sample" if task % 2 else "_gm_error"] = True if task % 2 else {"kind": "verify", "message": "x"}
             lines.append(json.dumps(row).encode() + b"\n")
     lines.append(json.dumps({"agent_ref": {"name": "n"}, "_ng_task_index": 3, "_ng_rollout_index": 0, "reward": 0.5}).encode() + b"\n")
     rng = random.Random(9)
