@@ -225,6 +225,19 @@ def _sweep_user(uid: int | None) -> None:
 _SWEEP_S = 2.0
 
 
+def _oom_score(adjust: int) -> None:
+    """This process's OOM-killer adjustment (-1000: never; 1000: first). A run that fills its
+    memory bound with memory no process maps (memfds held by sleepers) once made the kernel
+    kill the runner, which shares the run's cgroup: the run was lost with no report, a verify
+    error left out of the score instead of its 0. The run's processes go first (raising needs
+    no privilege); lowering the runner's needs CAP_SYS_RESOURCE (else it stays as it is)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(adjust))
+    except OSError:
+        pass
+
+
 Prepared = tuple["_confine.RunGroup | None", "str | None"]
 """A runner's cgroup (None without) and why it could not be confined (None when it was)."""
 
@@ -245,6 +258,7 @@ def _serve_job(job: dict, fds: list[int], confined: bool, prepared: Prepared) ->
     cannot ask for it: its namespaces are made before the job comes)."""
     stdin, stdout, stderr, report, control = fds
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # wait4 needs its child (the launcher auto-reaps)
+    _oom_score(-1000)  # in its run's cgroup, whose OOM kill takes the group: never this runner
     job["confine"] = confined
     group, error = prepared
     try:
@@ -263,6 +277,7 @@ def _serve_job(job: dict, fds: list[int], confined: bool, prepared: Prepared) ->
     failed_r, failed_w = os.pipe()  # not confined: why the program's set-up failed
     pid = os.fork()
     if pid == 0:
+        _oom_score(1000)  # the run's processes are the OOM killer's first choice (inherited by all of them)
         for fd in (report, control, status_r, failed_r):
             os.close(fd)
         if confined:

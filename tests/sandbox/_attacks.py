@@ -17,6 +17,16 @@ MEMORY_OVER_CHILDREN = (
 )
 """Six children of 200 MB under a 512 MB limit: the run's bound, not each process's."""
 
+UNMAPPED_MEMORY = (
+    "import os, time\nfds = [os.memfd_create(f'm{i}') for i in range(8)]\n"
+    "if os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\n"  # holds the memfds: killing the program frees none of it
+    "for fd in fds:\n    if os.fork() == 0:\n        block = b'x' * (1 << 20)\n"
+    "        for _ in range(48):\n            os.write(fd, block)\n        time.sleep(60)\n        os._exit(0)\n"
+    "time.sleep(60)"
+)
+"""384 MB in memfds no process maps, held by a sleeping child, under a 256 MB bound: the
+kernel's OOM killer must end the run's processes, never the runner that reports on them."""
+
 DISK_BYTES_AND_FILES = (
     "import os\nwritten = 0\ntry:\n    with open('big', 'wb') as f:\n        for _ in range(1024):\n"
     "            f.write(b'x' * (1 << 20))\n            f.flush()\n            written += 1\nexcept OSError:\n    pass\n"

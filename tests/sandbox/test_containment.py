@@ -37,6 +37,7 @@ from _attacks import (  # noqa: E402
     ROOT_POWER,
     SYSV_LOOK,
     SYSV_MAKE,
+    UNMAPPED_MEMORY,
 )
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.usefixtures("sandbox")]
@@ -65,6 +66,16 @@ async def test_memory_is_bounded_for_the_run_not_per_process(pool: Pool) -> None
     if not pool.bounded:
         _ci.missing("this host gives the server no cgroup (a read-only /sys/fs/cgroup): memory holds per process only")
     assert await run(pool, MEMORY_OVER_CHILDREN) == "contained"
+
+
+async def test_memory_no_process_maps_stops_the_run_for_memory_never_its_runner(pool: Pool) -> None:
+    """The runner shares its run's cgroup: filled with memfds held by a sleeper, the OOM killer
+    once took the runner (in a third of runs), a lost run scored as a verify error, left out of
+    the score, where it is a run stopped for memory."""
+    if not pool.bounded:
+        _ci.missing("this host gives the server no cgroup (a read-only /sys/fs/cgroup): memory holds per process only")
+    stops = [(await pool.run(Program(python=UNMAPPED_MEMORY), Limits(wall_s=20, cpu_s=20, memory_mb=256))).stop for _ in range(8)]
+    assert stops == ["memory"] * 8, stops
 
 
 async def test_run_local_bounds_memory_for_the_run_too(pool: Pool) -> None:
