@@ -24,11 +24,12 @@ COPY gym_metrics ./gym_metrics
 COPY gym_metrics_servers ./gym_metrics_servers
 # A C compiler for the three native modules (gym_metrics/aggregate/render/_fill.c and _minify.c, the metrics
 # file's rendering; gym_metrics/_util/jsonscan.c, input lines checked for depth before pyarrow
-# reads them), removed in the same layer; without it the install falls back to Python.
+# reads them), removed in the same layer; without it the install falls back to Python. The check
+# imports them with -P: the copied sources in this WORKDIR would hide the installed package.
 # bubblewrap stays: the sandbox for model-written code needs it (see above).
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev bubblewrap \
     && pip install . \
-    && python -c "import gym_metrics.aggregate.render._fill, gym_metrics.aggregate.render._minify, gym_metrics._util.jsonscan" \
+    && python -P -c "import gym_metrics.aggregate.render._fill, gym_metrics.aggregate.render._minify, gym_metrics._util.jsonscan" \
     && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/* /tmp/gym-metrics
 
 # Not root: an environment server needs no privilege (50051 is not a privileged port); one
