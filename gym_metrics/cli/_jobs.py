@@ -57,7 +57,7 @@ def _add_serve(commands: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=50052, help="0 picks a free port (printed on stderr)")
     p.add_argument("--max-jobs", type=positive_int, default=2, help="jobs running at once (default %(default)s)")
-    p.add_argument("--data-root", type=Path, metavar="DIR", help="directory that dataset paths of jobs are read under")
+    p.add_argument("--data-root", type=Path, metavar="DIR", help="directory that dataset paths of jobs are read under (any file in it: keep --db and --secrets-file outside it)")
     p.add_argument(
         "--secrets-file", type=Path, metavar="FILE",
         help='JSON, mode 0600: {"NAME": "value"} or {"NAME": {"value": ..., "hosts": [HOST, ...]}}: the secrets jobs may name',

@@ -116,7 +116,9 @@ def test_the_job_server_is_one_replica_on_a_volume() -> None:
     db = Path(flag(box["args"], "--db"))
     assert str(db.parent) in mounts and mounts[str(db.parent)] in claims
     assert ("PersistentVolumeClaim", claims[mounts[str(db.parent)]]) in objs
-    assert flag(box["args"], "--data-root") in mounts
+    root = flag(box["args"], "--data-root")
+    assert root in mounts and mounts[root] != mounts[str(db.parent)]  # a job may read any file under the data root
+    assert not db.is_relative_to(root) and {m["mountPath"]: m.get("readOnly") for m in box["volumeMounts"]}[root] is True
 
 
 def test_the_doc_shows_every_manifest() -> None:

@@ -401,3 +401,25 @@ def test_a_submission_whose_answer_was_lost_is_sent_again_and_runs_once(server: 
         with pytest.raises(InvalidInputError) as bad:
             client.submit(spec, request_id="no spaces allowed")
         assert [v.field for v in bad.value.violations] == ["request_id"]
+
+
+@pytest.mark.parametrize("where", ["db", "wal beside it", "secrets_file"])
+def test_the_database_or_secrets_under_the_data_root_are_refused_at_start(tmp_path: Path, where: str) -> None:
+    """A job names its dataset by a path under --data-root: the database there (or its WAL, a
+    sibling) was every other job's rows, sent to any scorer; the secrets file, the keys."""
+    root = tmp_path / "data"
+    (root / "sub").mkdir(parents=True)
+    secrets = tmp_path / "secrets.json"
+    db = tmp_path / "jobs.sqlite"
+    if where == "secrets_file":
+        secrets = root / "sub" / "secrets.json"
+    else:
+        db = root / "jobs.sqlite" if where == "db" else root / "sub" / "jobs.sqlite"
+    secrets.write_text("{}")
+    secrets.chmod(0o600)
+    with pytest.raises(InvalidInputError) as err, JobServerThread(db, data_root=root, secrets_file=secrets):
+        pass
+    assert [v.field for v in err.value.violations] == ["secrets_file" if where == "secrets_file" else "db"]
+    assert "--data-root" in err.value.violations[0].description and not db.exists()
+    with JobServerThread(tmp_path / "ok.sqlite", data_root=root) as server:  # beside the data root, not under it
+        assert server.address

@@ -59,11 +59,21 @@ class RunningJobServer(RunningGrpcServer):
         self.executor.store.close()
 
 
+def _within(path: Path | None, root: Path | None) -> bool:
+    """Whether `path` (or a file SQLite keeps beside it) is one a job could name as its dataset."""
+    if path is None or root is None:
+        return False
+    return path.resolve().parent.is_relative_to(root.resolve())
+
+
 def _check(options: JobServerOptions) -> None:
+    readable = "is under --data-root, where any job may read it as its dataset (every job's rows and results, or the secrets): keep it outside"
     problems = [
         ("max_jobs", "must be >= 1", options.max_jobs < 1),
         ("max_parallelism", "must be >= 1", options.max_parallelism < 1),
         ("data_root", f"{options.data_root} is not a directory", options.data_root is not None and not options.data_root.is_dir()),
+        ("db", f"{options.db} {readable}", _within(options.db, options.data_root)),
+        ("secrets_file", f"{options.secrets_file} {readable}", _within(options.secrets_file, options.data_root)),
         ("prometheus_port", "must be in 0..65535", options.prometheus_port is not None and not 0 <= options.prometheus_port <= 65535),
     ]  # fmt: skip
     violations = [FieldViolation(name, why) for name, why, bad in problems if bad]
