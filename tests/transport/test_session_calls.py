@@ -85,6 +85,26 @@ async def test_the_sessions_of_a_stream_that_ends_are_closed_at_once() -> None:
         assert len(server.handler.sessions.store) == 0 and server.handler.sessions.store.expired == 0  # closed, not expired
 
 
+async def test_a_session_whose_verify_was_refused_is_closed_with_its_stream() -> None:
+    """A refused verify body leaves its session open (sent again, or closed): the stream had
+    already let go of it, and, held from the idle TTL, it outlived the stream for good, until
+    `max_sessions` of them refused every seed."""
+    async with serve_environment(Counter(), max_sessions=3) as server:
+        for _ in range(2):  # past max_sessions, were they kept
+            async with ResourcesClient(server.address) as client:
+                calls = client.session_stream()
+                sessions = [await calls.seed_session({"initial_count": n}) for n in range(3)]
+                for session in sessions:
+                    with pytest.raises(InvalidInputError, match="expected_count"):
+                        await calls.verify_text({"responses_create_params": {"input": []}, "response": {}, "expected_count": "x"}, session)
+                assert (await calls.call_tool(sessions[0], "get_counter_value", {})).output == '{"count":0}'  # still open
+            for _ in range(100):
+                if len(server.handler.sessions.store) == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(server.handler.sessions.store) == 0
+
+
 class SlowCounter(Counter):
     @tool
     async def wait(self) -> str:

@@ -135,8 +135,14 @@ async def _answer(handler: EnvironmentHandler, request: pb.SessionCall, seeded: 
         return pb.SessionAnswer(id=request.id, call_tool=pb.CallToolResponse(output=output, failed=failed, status=status))
     if kind == "verify":
         verify = request.verify
+        try:
+            reward, response_json = await handler.verify(verify.body_json, verify.session_id)
+        except InvalidInputError:
+            raise  # a refused body leaves the session open: still this stream's to close when it ends
+        except BaseException:
+            seeded.discard(verify.session_id)  # verify closed it
+            raise
         seeded.discard(verify.session_id)
-        reward, response_json = await handler.verify(verify.body_json, verify.session_id)
         return pb.SessionAnswer(id=request.id, verify=pb.VerifyResponse(reward=reward, response_json=response_json))
     if kind == "step":
         result = await handler.sessions.step(request.step.session_id, request.step.response_json)
