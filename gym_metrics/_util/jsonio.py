@@ -164,8 +164,51 @@ def dumps_finite(value: Any) -> bytes:
     except TypeError:  # (past 64 bits, or nested past orjson's 254 levels)
         try:
             return json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), default=_plain).encode()
-        except RecursionError:
-            raise ValueError("nested too deeply to write as JSON") from None
+        except RecursionError:  # past Python's recursion limit (some 500 levels), within the readers' 1,024
+            return _dumps_deep(value).encode()
+
+
+def _dumps_deep(value: Any) -> str:
+    """`dumps_finite`'s JSON without recursion: a row the readers took (up to 1,024 levels)
+    is written, however deep (an AggregateMetrics sample once failed the whole call)."""
+    parts: list[str] = []
+    stack: list[list[Any]] = []  # [closer, items, first, is_object]
+
+    def open_or_write(item: Any) -> None:
+        if hasattr(item, "tolist") and not isinstance(item, (str, bytes)):
+            item = item.tolist()
+        if isinstance(item, Mapping):
+            parts.append("{")
+            stack.append(["}", iter(item.items()), True, True])
+        elif isinstance(item, (list, tuple)):
+            parts.append("[")
+            stack.append(["]", iter(item), True, False])
+        elif isinstance(item, float) and not math.isfinite(item):
+            parts.append("null")
+        elif item is None or isinstance(item, (bool, int, float, str)):
+            parts.append(json.dumps(item, ensure_ascii=False))
+        else:
+            raise TypeError(f"{type(item).__name__} is not JSON")
+
+    open_or_write(value)
+    while stack:
+        top = stack[-1]
+        item = next(top[1], _END)
+        if item is _END:
+            parts.append(top[0])
+            stack.pop()
+            continue
+        if not top[2]:
+            parts.append(",")
+        top[2] = False
+        if top[3]:
+            parts.append(json.dumps(str(item[0]), ensure_ascii=False) + ":")
+            item = item[1]
+        open_or_write(item)
+    return "".join(parts)
+
+
+_END = object()
 
 
 def _finite(value: Any) -> Any:

@@ -232,7 +232,7 @@ def print_value_notes(results: Any) -> None:
     for r in results:
         for counts, what in (
             (r.non_finite_counts, "non-finite values"),
-            (r.non_numeric_counts, "non-numeric values (text, objects, lists; never converted)"),
+            (r.non_numeric_counts, "non-numeric values (text, objects, lists, integers past a float; never converted)"),
         ):
             if counts:
                 listed = ", ".join(f"{k}: {v}" for k, v in counts.items())

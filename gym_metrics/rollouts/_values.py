@@ -204,7 +204,10 @@ def row_items(row: Mapping[str, Any]) -> Iterable[tuple[str, Any, ValueKind | No
         if isinstance(value, bool):
             yield key, float(value), ValueKind.BOOL
         elif isinstance(value, int):
-            yield key, float(value), ValueKind.INT
+            try:
+                yield key, float(value), ValueKind.INT
+            except OverflowError:  # past a float's range (309 digits and more): left out, as text is, kept exact
+                yield key, value, None
         elif isinstance(value, float):
             yield key, value, ValueKind.FLOAT
         elif value is not None:

@@ -97,7 +97,7 @@ def test_rows_without_a_reward_and_an_empty_input_are_said(tmp_path: Path) -> No
     proc = run("aggregate", str(src))
     assert proc.returncode == 0, proc.stderr
     assert "note: a: 2 of 6 rollouts have no reward" in proc.stderr, proc.stderr
-    assert "non-numeric values (text, objects, lists; never converted) left out of the stats (reward: 1)" in proc.stderr
+    assert "non-numeric values (text, objects, lists, integers past a float; never converted) left out of the stats (reward: 1)" in proc.stderr
     assert json.loads((tmp_path / "in_aggregate_metrics.json").read_text())[0]["agent_metrics"]["mean/reward"] == 0.5
     src.write_text("".join(json.dumps({"agent_ref": {"name": "a"}, **r}) + "\n" for r in rows if r.get("reward") is not None))
     assert "no reward" not in run("aggregate", str(src)).stderr

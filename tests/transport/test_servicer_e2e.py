@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -198,7 +199,25 @@ async def test_streaming_equals_offline_aggregate_file(path: Path, tmp_path: Pat
 @pytest.mark.parametrize("name", ["basic", "usage", "masked", "multi_agent"])
 async def test_rows_only_batches_equal_offline(name: str, tmp_path: Path, serve_env: Any) -> None:
     """Batches of row_json alone (the server derives keys and numeric columns) give the same bytes."""
-    path = DATA / "nemo_gym" / f"{name}.jsonl"
+    await _rows_only_equal_offline(DATA / "nemo_gym" / f"{name}.jsonl", tmp_path, serve_env)
+
+
+async def test_rows_nested_700_deep_or_holding_a_400_digit_integer_equal_offline(tmp_path: Path, serve_env: Any) -> None:
+    """Both are rows the readers take (to 1,024 levels; 4,300 digits): the call accepted every
+    batch, then failed INTERNAL writing the sample (past Python's recursion limit) or turning
+    the integer into a float; the file gave an internal error for the integer too."""
+    deep: Any = "leaf"
+    for _ in range(700):
+        deep = [deep]
+    rows = [{"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": float(r), "size": t + r} for t in range(3) for r in range(2)]
+    rows[0] |= {"deep": deep, "size": 10**400}
+    path = tmp_path / "edge.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    await _rows_only_equal_offline(path, tmp_path, serve_env)
+    assert '"deep":[[[[' in (tmp_path / "offline.json").read_text()
+
+
+async def _rows_only_equal_offline(path: Path, tmp_path: Path, serve_env: Any) -> None:
     offline_path, _, rollouts = aggregate_file(path, tmp_path / "offline.json")
     _, channel = await serve_env(SimpleResourcesServer())
     stub = resources_pb2_grpc.ResourcesServiceStub(channel)
