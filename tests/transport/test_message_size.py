@@ -73,3 +73,20 @@ async def test_a_tool_output_past_the_limit_is_an_error_the_model_reads(tmp_path
     assert json.loads(outputs[0])["error"].startswith("the tool's output is 2.0 MB, past the server's message limit of 1.0 MB")
     assert outputs[1] == "y" * 1024 and row["reward"] == 1.0
     assert (result.tool_calls, result.failed_tool_calls, result.episodes_retried) == (2, 1, 0)
+
+
+async def test_unary_answers_past_the_limit_fail_alone_saying_why() -> None:
+    """CallTool and ScoreGroups built answers grpc refused after the tool had run (its side
+    effects done) or every verify had closed its session: RESOURCE_EXHAUSTED, nothing said."""
+    async with serve_environment(Large, max_message_bytes=LIMIT) as server, ResourcesClient(server.address) as client:
+        session = await client.seed_session({})
+        big = await client.call_tool(session, "blob", {"kb": 2048})
+        assert big.failed and json.loads(big.output)["error"].startswith("the tool's output is 2.0 MB, past the server's message limit of 1.0 MB")
+        assert (await client.call_tool(session, "blob", {"kb": 1})).output == "y" * 1024  # the session lives on
+        [scored] = await client.score_groups([({"blob_kb": 400, "response": {"output": []}}, ["a", "b", "c", "d"])])
+        assert scored.failed.count(True) == 2 and scored.rewards.count(1.0) == 2  # the two that fit keep theirs
+        failed = scored.error_message[scored.failed.index(True)]
+        assert "the verify answer is 0.4 MB, past the server's message limit of 1.0 MB" in failed and "omit_responses" in failed
+        assert [len(json.loads(r)["blob"]) for r in scored.response_json if r] == [400 * 1024] * 2
+        [lean] = await client.score_groups([({"blob_kb": 400, "response": {"output": []}}, ["a", "b", "c", "d"])], omit_responses=True)
+        assert lean.rewards == [1.0] * 4 and not any(lean.failed)

@@ -57,6 +57,34 @@ def messages(answers: list[pb.SessionAnswer], limit: int) -> list[pb.SessionCall
     return [pb.SessionCallsResponse(answers=group) for group in _packed(answers, limit, 0, _too_large)]
 
 
+def tool_answer(response: pb.CallToolResponse, limit: int) -> pb.CallToolResponse:
+    """CallTool's answer, or past `limit` the error output SessionCalls gives (grpc failed the
+    call after the tool had run, its side effects done, with nothing said)."""
+    size = response.ByteSize()
+    if size <= limit:
+        return response
+    return pb.CallToolResponse(output=orjson.dumps({"error": _why("the tool's output", size, limit)}).decode(), failed=True)
+
+
+def scores_answer(response: pb.ScoreGroupsResponse, limit: int) -> pb.ScoreGroupsResponse:
+    """ScoreGroups' answer within `limit`: past it, the completions with the largest verify
+    answers fail (VERIFY_FAILED, saying why), largest first, until it fits (grpc failed the
+    whole call after every verify had run and closed its session)."""
+    size = response.ByteSize()
+    if size <= limit:
+        return response
+    largest = sorted(((len(text.encode()), g, i) for g, group in enumerate(response.groups) for i, text in enumerate(group.response_json)), reverse=True)
+    for own, g, i in largest:
+        if size <= limit:
+            break
+        group = response.groups[g]
+        why = _why("the verify answer", own, limit) + ", or send omit_responses"
+        group.rewards[i], group.failed[i], group.error_kind[i] = 0.0, True, pb.VERIFY_ERROR_KIND_VERIFY_FAILED
+        group.error_message[i], group.response_json[i] = why, ""
+        size = response.ByteSize() if own < 1 << 16 else size - own + len(why)  # exact for the small, cheap for the large
+    return response
+
+
 def _packed(items: Sequence[M], limit: int, header: int, too_large: Callable[[M, int, int], M]) -> list[list[M]]:
     """`items` in order, in groups whose encoded size (with `header`) stays within `limit`; an
     item past it alone replaced by `too_large(item, size, limit)`."""

@@ -17,7 +17,7 @@ from gym_metrics._transport._batches import batch_to_columns, dumps_json
 from gym_metrics._transport._convert import MAX_PART_BYTES, aggregate_to_responses
 from gym_metrics._transport.server._errors import grpc_errors
 from gym_metrics._transport.server._handlers import decoded, peer_host
-from gym_metrics._transport.server._message_size import DEFAULT_MAX_MESSAGE_BYTES
+from gym_metrics._transport.server._message_size import DEFAULT_MAX_MESSAGE_BYTES, scores_answer, tool_answer
 from gym_metrics._transport.server._session_calls import decoded_requests, seed_answer, session_calls, step_answer
 from gym_metrics._transport.server._verify_stream import answers
 from gym_metrics.aggregate import AggregateOptions
@@ -109,7 +109,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             output, failed, status = await self._handler.sessions.call_tool(request.session_id, request.name, request.arguments_json)
         except InvalidInputError as exc:  # the tool's "arguments" (MCP's word) travel here as arguments_json
             raise rerooted(exc, "arguments", "arguments_json") from None
-        return pb.CallToolResponse(output=output, failed=failed, status=status)
+        return tool_answer(pb.CallToolResponse(output=output, failed=failed, status=status), self._max_bytes)
 
     @grpc_errors
     async def SessionCalls(
@@ -131,7 +131,7 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
                 rewards=s.rewards, failed=s.failed, error_message=s.error_message, response_json=s.response_json,
                 error_kind=[_KIND_TO_PB.get(k, pb.VERIFY_ERROR_KIND_UNSPECIFIED) if k else pb.VERIFY_ERROR_KIND_UNSPECIFIED for k in s.error_kind],
             )  # fmt: skip
-        return response
+        return scores_answer(response, self._max_bytes)
 
     @grpc_errors
     async def CloseSession(self, request: pb.CloseSessionRequest, context: grpc.aio.ServicerContext) -> pb.CloseSessionResponse:
