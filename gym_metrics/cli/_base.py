@@ -253,7 +253,7 @@ def add_access_flags(p: argparse.ArgumentParser) -> None:
     """Who may call a server: --auth-token-env, --tls-cert, --tls-key (serve and jobs serve)."""
     p.add_argument(
         "--auth-token-env", metavar="VAR",
-        help=f"require `authorization: Bearer $VAR` on every call but health (default: {AUTH_TOKEN_ENV} if set)",
+        help=f"require `authorization: Bearer $VAR` on every call but health and reflection (default: {AUTH_TOKEN_ENV} if set)",
     )  # fmt: skip
     p.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS with --tls-key)")
     p.add_argument("--tls-key", type=Path, help="PEM private key")
