@@ -19,7 +19,7 @@ import os
 from collections import Counter
 
 from gym_metrics.sandbox._cgroups import Cgroups
-from gym_metrics.sandbox._isolation import Isolation, check_isolation, default_isolation
+from gym_metrics.sandbox._isolation import Isolation, check_isolation, default_isolation, warn_root_runs
 from gym_metrics.sandbox._local import Launcher, LauncherGoneError, OpenRun
 from gym_metrics.sandbox._program import Limits, Program, RunResult
 from gym_metrics.errors import OverloadedError
@@ -46,6 +46,8 @@ class Pool:
         self.isolation = isolation or default_isolation()
         check_isolation(self.isolation)  # fails closed, at the server's start
         self.users = users
+        if self.isolation == "strict" and not self.isolated:
+            warn_root_runs()  # said at the start (its launchers start at the first run)
         self.queue_timeout_s = queue_timeout_s
         self.max_open = max_open
         self.max_open_per_client = max_open_per_client if max_open_per_client is not None else max(1, max_open // 2)
@@ -61,6 +63,12 @@ class Pool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots = asyncio.Semaphore(self.size)
         self._closed = False
+
+    @property
+    def isolated(self) -> bool:
+        """What every run's result says in `isolated`: strict isolation, and a user of its own
+        on a root server (users=False leaves it uid 0)."""
+        return self.isolation == "strict" and (self.users or os.geteuid() != 0)
 
     def _bind(self) -> None:
         """Launchers belong to the event loop that started them: a pool used from a new loop

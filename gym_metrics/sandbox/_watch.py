@@ -54,6 +54,8 @@ async def watch(stdout: asyncio.StreamReader, stderr: asyncio.StreamReader, feed
     stopped: Literal["timeout", "output_limit"] | None = None
     if ended not in done:
         stopped = "output_limit" if limit_hit in done else "timeout"
+    elif over.is_set():  # past the cap as it ended (the kill came too late): its output was cut all the same
+        stopped = "output_limit"
     return Watched(bytes(out), bytes(err), over.is_set(), stopped)
 
 

@@ -173,10 +173,24 @@ def _status(test: CodeTest, run: RunResult) -> tuple[Status, str]:
         return "error", stderr or "the function was not called (the program exited first)"
     try:
         value = json.loads(result)
-    except ValueError:
-        return "error", "the result is not JSON"
+    except (ValueError, RecursionError):
+        return "error", "the result is not JSON (or nests too deep)"
     expected = json.loads(json.dumps(test.expected))
-    return ("ok", "") if value == expected else ("wrong_answer", result[-DETAIL_BYTES:])
+    return ("ok", "") if same_json(value, expected) else ("wrong_answer", result[-DETAIL_BYTES:])
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON values: `true` is no number (Python's `True == 1` passed `[False, True]` for
+    `[0, 1]`), numbers equal by value (`1` is `1.0`), arrays item by item, objects key by key."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
 
 
 @register_server("code_tests")
@@ -212,7 +226,8 @@ class CodeTestsServer(SimpleResourcesServer):
         code = extract_code(_text(body.response))
         total = len(body.tests)
         if code is None:
-            return CodeTestsVerifyResponse(reward=0.0, tests_total=total, isolated=getattr(self.pool, "isolation", "strict") != "none")
+            isolated = getattr(self.pool, "isolated", getattr(self.pool, "isolation", "strict") != "none")  # what its runs would say
+            return CodeTestsVerifyResponse(reward=0.0, tests_total=total, isolated=bool(isolated))
         cpu = max(1, int(-(-body.time_limit_s // 1)))
         limits = Limits(wall_s=body.time_limit_s, cpu_s=cpu, memory_mb=body.memory_limit_mb)
         # one test the sandbox cannot run cancels the others and fails the verify: no score from part of them

@@ -3,6 +3,7 @@ with its reason (bubblewrap's namespaces where installed: tests/_ci.py needs it 
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from pathlib import Path
@@ -54,6 +55,21 @@ async def test_each_excess_is_stopped_and_named(code: str, stop: str) -> None:
     assert result.stop == stop, (result.stop, result.stderr[-300:])
     assert time.perf_counter() - started < limits.wall_s + 2
     assert len(result.stdout) <= LIMITS.output_bytes
+
+
+async def test_a_run_that_ended_as_its_output_passed_the_cap_stopped_for_the_output_limit() -> None:
+    """The cap hit as the program ended (its end seen before its last bytes were read): its
+    stop was `exit` now and then, and code_tests scored the output cut at the cap."""
+    from gym_metrics.sandbox._watch import watch
+
+    stdout, stderr = asyncio.StreamReader(), asyncio.StreamReader()
+    stdout.feed_data(b"A" * 20)
+    stdout.feed_eof()
+    stderr.feed_eof()
+    ended = asyncio.get_running_loop().create_future()
+    ended.set_result(0)  # ended first
+    watched = await watch(stdout, stderr, asyncio.sleep(0), ended, lambda: None, Limits(output_bytes=10))
+    assert (watched.stopped, watched.truncated, watched.stdout) == ("output_limit", True, b"A" * 10)
 
 
 async def test_the_environment_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -172,6 +172,35 @@ async def test_function_tests_call_the_program() -> None:
     assert exited["reward"] == 0.0
 
 
+async def test_function_results_are_compared_as_json_values() -> None:
+    """`True == 1` in Python: `[False, True]` passed for `[0, 1]` and `1` for `true`. As JSON, a
+    boolean is no number; `1` and `1.0` are one number; a tuple is an array."""
+    cases = [("[False, True]", [0, 1], "wrong_answer"), ("1", True, "wrong_answer"), ("True", 1, "wrong_answer"),
+             ("{'a': [True]}", {"a": [1]}, "wrong_answer"), ("(0, 1.0)", [0, 1], "ok"), ("1.0", 1, "ok"), ("None", None, "ok")]  # fmt: skip
+    async with _client() as client:
+        verified = await asyncio.gather(*(
+            client.verify(_row(_answer(f"def f():\n    return {value}\n"), [{"function": "f", "args": [], "expected": expected}]))
+            for value, expected, _ in cases
+        ))  # fmt: skip
+    assert [_statuses(v) for v in verified] == [[status] for _, _, status in cases]
+
+
+async def test_an_answer_without_code_is_as_isolated_as_the_runs_would_be() -> None:
+    """users=False on a root server: every run says isolated false, and so must an answer
+    with no program to run (it said true)."""
+    _need_sandbox()
+    from gym_metrics.sandbox import Pool
+
+    env = CodeTestsServer(Pool(users=False))
+    try:
+        async with serve_environment(env) as server, ResourcesClient(server.address) as client:
+            none, some = await asyncio.gather(client.verify(_row("no code here", [{"input": "", "output": ""}])),
+                                              client.verify(_row(_answer("print()\n"), [{"input": "", "output": ""}])))  # fmt: skip
+    finally:
+        await env.pool.aclose()
+    assert none["isolated"] is some["isolated"] is False and some["reward"] == 1.0
+
+
 # ----------------------------------------------------------------------------- finding the program
 
 
