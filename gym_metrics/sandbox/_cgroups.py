@@ -1,6 +1,6 @@
 """A cgroup per run, where the host lets this process make them: one bound on the run's memory
 (its tmpfs, its page cache and every process it forks together, swap refused) and one on its
-processes. RLIMIT_AS and RLIMIT_NPROC hold per process and per user; this holds per run.
+processes, and where it can, one CPU share per run (`_FAIR`). RLIMIT_AS and RLIMIT_NPROC hold per process and per user; this holds per run.
 
 This module finds the hierarchies and makes a pool's base directories (with `park`, where
 runners go when done); each runner makes, joins, bounds and removes its run's cgroup itself,
@@ -21,6 +21,11 @@ import uuid
 from pathlib import Path
 
 _CONTROLLERS = ("memory", "pids")
+_FAIR = "cpu"
+"""Joined where the host lets us, bounding nothing: a cgroup per run takes CPU as one
+scheduling entity, each run the same share however many processes it forks (a run's own
+session and each of its `setsid` children were an autogroup of the server's weight each: 60
+busy children starved the other runs into timeouts, and the server's health check)."""
 
 
 class Cgroups:
@@ -28,6 +33,11 @@ class Cgroups:
 
     def __init__(self, bases: list[Path], v2: bool) -> None:
         self.bases, self.v2 = bases, v2
+
+    @property
+    def fair(self) -> bool:
+        """Whether each run gets its own CPU share (`_FAIR`) besides its bounds."""
+        return len(self.bases) > 2 or (self.v2 and _FAIR in _read(self.bases[0] / "cgroup.subtree_control").split())
 
     def launcher_args(self) -> tuple[list[str], list[int]]:
         """A launcher's `--cgroups` arguments and the descriptors to pass it (the caller closes
@@ -53,6 +63,10 @@ class Cgroups:
                 base.mkdir()
             if v2:
                 (bases[0] / "cgroup.subtree_control").write_text("+memory +pids")
+                try:
+                    (bases[0] / "cgroup.subtree_control").write_text(f"+{_FAIR}")
+                except OSError:
+                    pass  # where cpu is not handed down: runs keep the bounds, not the fair share
             for base in bases:
                 (base / "park").mkdir()
         except OSError:
@@ -82,14 +96,20 @@ def _locate() -> tuple[list[Path], bool] | None:
         kind, _, options = (right.split() + ["", "", ""])[:3]
         point = Path(left.split()[4])
         if kind == "cgroup":
-            for c in _CONTROLLERS:
+            for c in (*_CONTROLLERS, _FAIR):
                 if c in options.split(","):
                     mounts[c] = point
         elif kind == "cgroup2":
             mounts.setdefault("", point)
     if all(c in mounts and c in ours for c in _CONTROLLERS):
         dirs = [mounts[c] / ours[c].lstrip("/") for c in _CONTROLLERS]
-        return (dirs, False) if all(os.access(d, os.W_OK) for d in dirs) else None
+        if not all(os.access(d, os.W_OK) for d in dirs):
+            return None
+        if _FAIR in mounts and _FAIR in ours:  # after the two bounds, which keep their places
+            fair = mounts[_FAIR] / ours[_FAIR].lstrip("/")
+            if fair not in dirs and os.access(fair, os.W_OK):
+                dirs.append(fair)
+        return dirs, False
     if "" in mounts and "" in ours:
         here = mounts[""] / ours[""].lstrip("/")
         available = _read(here / "cgroup.subtree_control").split()  # handed down to children (delegated)

@@ -179,7 +179,7 @@ def probe(root: str) -> int:
 
 
 class RunGroup:
-    """The run's cgroup in each hierarchy (v1: memory and pids; v2: one), made under the pool's
+    """The run's cgroup in each hierarchy (v1: memory, pids and cpu where found; v2: one), made under the pool's
     base directories (`bases`: directory descriptors the server opened) and joined by this
     runner ahead of its job, so that the move, which waits for the kernel (an RCU grace period,
     milliseconds), is not in the run's way. `park` beside it takes the runner when it is done."""
@@ -210,7 +210,7 @@ class RunGroup:
         else:
             _write_at(self.bases[0], memory + "memory.limit_in_bytes", limit)
             _write_at(self.bases[0], memory + "memory.memsw.limit_in_bytes", limit, optional=True)
-        _write_at(self.bases[-1], pids + "pids.max", str(processes + 2))
+        _write_at(self.bases[0 if self.v2 else 1], pids + "pids.max", str(processes + 2))  # v1: [memory, pids, cpu]
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed one of the run's processes for its memory bound."""

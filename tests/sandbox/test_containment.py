@@ -78,6 +78,27 @@ async def test_memory_no_process_maps_stops_the_run_for_memory_never_its_runner(
     assert stops == ["memory"] * 8, stops
 
 
+CPU_HOG = "import os, time\nfor _ in range(40):\n    if os.fork() == 0:\n        os.setsid()\n        while True:\n            pass\ntime.sleep(30)"
+CPU_HALF_SECOND = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3:\n    pass\nprint('done')"
+
+
+async def test_a_run_of_many_busy_processes_takes_one_share_of_the_cpu(pool: Pool) -> None:
+    """Each of a run's `setsid` children was an autogroup of the server's weight: 40 busy
+    children took 40 shares, and honest runs beside them (0.3 s of CPU in 4 s) timed out, a
+    score of 0 for other rollouts. A run is one share now, however many processes it forks."""
+    found = Cgroups.find()
+    fair = found is not None and found.fair
+    if found is not None:
+        found.remove()
+    if not fair:
+        _ci.missing("this host gives the server no cpu cgroup: runs share the CPU by their sessions")
+    hog = asyncio.ensure_future(pool.run(Program(python=CPU_HOG), Limits(wall_s=6, cpu_s=60, processes=64)))
+    await asyncio.sleep(0.5)
+    honest = await asyncio.gather(*(pool.run(Program(python=CPU_HALF_SECOND), Limits(wall_s=4, cpu_s=4)) for _ in range(2)))
+    assert [(r.stop, r.stdout) for r in honest] == [("exit", b"done\n")] * 2, [(r.stop, r.wall_s) for r in honest]
+    assert (await hog).stop == "timeout"
+
+
 async def test_run_local_bounds_memory_for_the_run_too(pool: Pool) -> None:
     """run_local "does the same" as a Pool run: it ran with no cgroup (six children of 200 MB
     all lived under 512 MB), and leaves none of its cgroups behind."""
