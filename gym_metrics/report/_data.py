@@ -114,17 +114,18 @@ def _agent(entry: dict[str, Any], value_field: str, cols: RolloutColumns | None,
 
 
 def _as_counted(cols: RolloutColumns | None, groups: list[dict[str, Any]]) -> RolloutColumns | None:
-    """The rollouts file's rows as its metrics counted them: its failed rollouts (`_gm_error`)
-    with reward 0 when the metrics' groups count them (`aggregate --count-errors-as-zero`, which
-    the file does not record: its tasks' `num_rollouts` then add up to the measured and the
-    failed rollouts), else left out, as compare leaves them."""
+    """The rollouts file's rows as its metrics counted them. The file does not record
+    `aggregate --count-errors-as-zero`, but its tasks' `num_rollouts` tell: they count every
+    unmasked row (a null reward included) and, with the option, every failed row (failed rows
+    are unmasked then, docs/metrics.md "Failed rollouts"), without it none. The option whose
+    count matches is applied; when neither does, failed rows are left out, as compare does."""
     if cols is None or cols.errors is None or not cols.errors.any():
         return cols
     failed = cols.errors != 0
-    reward = cols.fields.get("reward")
-    measured = ~failed & ~cols.masked & (reward.present & np.isfinite(reward.values) if reward is not None else False)
-    counted = sum(int(n) for n in (g.get("num_rollouts") for g in groups) if isinstance(n, int))
-    return apply_errors(cols, as_zero=True) if counted == int(measured.sum()) + int((failed & ~cols.masked).sum()) else cols
+    counted = sum(n for n in (g.get("num_rollouts") for g in groups) if type(n) is int)
+    if counted == int((~cols.masked | failed).sum()):
+        return apply_errors(cols, as_zero=True)
+    return cols  # == (~masked & ~failed).sum() when left out; compare's task_rewards skips failed rows
 
 
 def _health(entry: dict[str, Any], where: str) -> dict[str, Any]:

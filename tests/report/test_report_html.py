@@ -87,6 +87,38 @@ def test_rollouts_read_as_their_metrics_counted_failures(tmp_path: Path) -> None
     assert seen == {True: [1.0, 1.0, 0.0, 1.0, 1.0, 1.0], False: [1.0, 1.0, 1.0, 1.0, 1.0]}
 
 
+def test_rollouts_read_as_counted_with_null_rewards_and_masked_failures(tmp_path: Path) -> None:
+    """num_rollouts counts null-reward rows too (and, with --count-errors-as-zero, masked failed
+    rows): the report took the option to be off when on and on when off, and its pass@k and
+    paired differences disagreed with the metrics file."""
+    from gym_metrics.report._data import load_metrics
+
+    err = {"_gm_error": {"kind": "verify_failed", "message": "x"}}
+    rows = []
+    for agent in ("a", "b"):
+        for t in range(6):
+            row = lambda r, **k: {"agent_ref": {"name": agent}, "_ng_task_index": t, "_ng_rollout_index": r, **k}  # noqa: E731
+            rows += [row(0, reward=1.0), row(1, reward=float(t % 2) if agent == "a" else 0.0), row(2, **err), row(3, reward=None)]
+            rows += [row(4, mask_sample=True, **err)] if t == 0 else []
+    rollouts = tmp_path / "run.jsonl"
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for counted in (True, False):
+        metrics = tmp_path / f"{counted}.json"
+        assert main(["aggregate", str(rollouts), "--no-rollout-infos", "-q", "-o", str(metrics), *(["--count-errors-as-zero"] * counted)]) == 0
+        doc = json.loads(metrics.read_text())
+        for agent, entry in zip(load_metrics(metrics, rollouts=rollouts), doc):
+            tasks, rewards = agent.task_rewards("reward")  # type: ignore[misc]
+            file_means = [g["mean/reward"] for g in entry["group_level_metrics"]]
+            assert [float(np.mean(x)) for x in rewards] == pytest.approx(file_means)
+        html = build_report(metrics, tmp_path / f"{counted}.html", rollouts=rollouts).read_text()
+        values = re.search(r"<summary>values</summary>(.*?)</details>", html, re.S).group(1)  # type: ignore[union-attr]
+        pass1 = {a: float(v) for a, v in re.findall(r"<tr><td>(\w)</td><td>1</td><td>(.*?)</td>", values)}
+        task_means = {e["agent_ref"]["name"]: np.mean([g["mean/reward"] for g in e["group_level_metrics"]]) for e in doc}
+        assert pass1 == pytest.approx(task_means, abs=1e-4)
+        paired = re.search(r"<tr><td>a - b</td><td>(.*?)</td>", html[html.index('id="paired"'):]).group(1)  # type: ignore[union-attr]
+        assert float(paired) == pytest.approx(task_means["a"] - task_means["b"], abs=1e-4)
+
+
 def test_economics_are_tabled_when_aggregated_with_them(tmp_path: Path) -> None:
     rollouts = write_rollouts(tmp_path / "run.jsonl", tasks=8)
     assert main(["aggregate", str(rollouts), "--economics", "-q"]) == 0
