@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
@@ -23,23 +24,48 @@ def quote(text: str, limit: int = 200) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
+_MAX_DECODE_ATTEMPTS = 100
+"""Candidates `extract_json` tries past the whole text and fenced blocks: each failed decode
+costs up to the reply's length (the decoder's error counts lines), so trying every bracket of a
+reply made of brackets was quadratic (300 KB took 30 s of CPU on the event loop)."""
+_CANDIDATE = re.compile(r'\{(?=\s*["}])|\[(?=\s*(?:[\[\]{"0-9-]|true|false|null))')
+"""Where a JSON object or array can start: `{` before a key or `}`, `[` before a value or `]`
+(prose brackets such as `{name}` or `[see above]` are never tried)."""
+
+
+def _decode(decode: Callable[[], Any]) -> tuple[bool, Any, bool]:
+    """(decoded, value, too_deep) of one attempt."""
+    try:
+        return True, decode(), False
+    except RecursionError:  # nested past the parser's stack: unreadable, not a crash
+        return False, None, True
+    except ValueError:
+        return False, None, False
+
+
 def extract_json(reply: str) -> Any:
     """The first JSON object (or array) in `reply`: whole text, a fenced block, or the first
-    `{`/`[` that starts a valid document."""
-    candidates = [reply.strip(), *(m.strip() for m in _FENCE.findall(reply))]
-    for text in candidates:
-        try:
-            return json.loads(text)
-        except ValueError:
-            pass
+    `{`/`[` that starts a valid document (among the first `_MAX_DECODE_ATTEMPTS` that can)."""
+    too_deep = False
+    for text in (reply.strip(), *(m.strip() for m in _FENCE.findall(reply))):
+        ok, value, deep = _decode(lambda: json.loads(text))
+        if ok:
+            return value
+        too_deep |= deep
     decoder = json.JSONDecoder()
-    for i, ch in enumerate(reply):
-        if ch in "{[":
-            try:
-                return decoder.raw_decode(reply, i)[0]
-            except ValueError:
-                continue
-    raise ReplyFormatError("no JSON object in the reply")
+    tried = ""
+    for attempt, match in enumerate(_CANDIDATE.finditer(reply)):
+        if attempt == _MAX_DECODE_ATTEMPTS:
+            tried = f" (tried the first {_MAX_DECODE_ATTEMPTS} places one could start)"
+            break
+        start = match.start()
+        ok, value, deep = _decode(lambda: decoder.raw_decode(reply, start)[0])
+        if ok:
+            return value
+        too_deep |= deep
+    if too_deep:
+        raise ReplyFormatError(f"the reply's JSON is nested too deep to read{tried}")
+    raise ReplyFormatError(f"no JSON object in the reply{tried}")
 
 
 def json_field(reply: str, name: str) -> Any:
