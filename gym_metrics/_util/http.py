@@ -36,7 +36,7 @@ import pydantic
 from pydantic import Field
 
 from gym_metrics._util.keys import read_key
-from gym_metrics._util.masking import MIN_SCRUBBED_KEY, may_hold, remember, scrub, scrub_tree
+from gym_metrics._util.masking import MIN_SCRUBBED_KEY, may_hold, remember, scrub, scrub_tree, url_password, without_url_credentials
 from gym_metrics.errors import GymMetricsError
 
 RETRY_STATUSES: Final[frozenset[int]] = frozenset({408, 429, *range(500, 600)})
@@ -211,6 +211,9 @@ class PooledHttp:
         self._key = None if self._bound is None else self._bound.value
         if self._key is not None:
             remember(self._key)
+        self._password = url_password(config.url)
+        if self._password is not None:  # a `user:password@` URL: masked in every form in logs too
+            remember(self._password)
         if self._key is not None and len(self._key) < MIN_SCRUBBED_KEY:
             self._log.warning("the %s API key has %d characters: keys under %d are not masked in messages", name, len(self._key), MIN_SCRUBBED_KEY)
         self.attempts = 0
@@ -219,8 +222,8 @@ class PooledHttp:
         self._semaphore: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def __repr__(self) -> str:  # the key stays out
-        return f"{type(self).__name__}(url={self.config.url!r})"
+    def __repr__(self) -> str:  # the key and the URL's password stay out
+        return f"{type(self).__name__}(url={without_url_credentials(self.config.url)!r})"
 
     def _session(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         """The pooled client and semaphore of the running loop (new ones after a loop change)."""
@@ -323,7 +326,12 @@ class PooledHttp:
         )
 
     def scrub(self, text: str, limit: int | None = None, *, truncated: bool = False) -> str:
-        """`text` without this client's key, cut to `limit` characters (module `scrub`)."""
+        """`text` without this client's key or its URL's credentials, cut to `limit` characters
+        (module `scrub`)."""
+        if "@" in text:
+            text = without_url_credentials(text)
+        if self._password is not None:
+            text = scrub(text, self._password)
         return scrub(text, self._key, limit, truncated=truncated)
 
     def scrub_answer(self, raw: bytes | bytearray, data: Any) -> Any:

@@ -140,27 +140,33 @@ def url_password(url: str | None) -> str | None:
     return unquote(password) if password else None
 
 
+def _masked(text: str) -> str:
+    """`text` without URL credentials and without any `remember`ed key."""
+    if "@" in text:
+        text = without_url_credentials(text)
+    for key in tuple(_REMEMBERED):
+        text = scrub(text, key)
+    return text
+
+
 class MaskingFilter(logging.Filter):
-    """A handler filter that masks every `remember`ed key in a record's text (its message with
-    its arguments, and its exception text): libraries log request and answer headers at debug,
-    and a remote may send a key back in one."""
+    """A handler filter that masks URL credentials (`without_url_credentials`: httpx logs each
+    request's URL, userinfo included, at debug) and every `remember`ed key in a record's text
+    (its message with its arguments, and its exception text): libraries log request and answer
+    headers at debug, and a remote may send a key back in one."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if _REMEMBERED:
-            try:
-                message = record.getMessage()
-            except Exception:  # a malformed record: the handler's own format reports it, as without this filter
-                return True
-            masked = message
-            for key in tuple(_REMEMBERED):
-                masked = scrub(masked, key)
-            if masked != message:
-                record.msg, record.args = masked, None
-            if record.exc_info and not record.exc_text:
-                record.exc_text = logging.Formatter().formatException(record.exc_info)
-            if record.exc_text:
-                for key in tuple(_REMEMBERED):
-                    record.exc_text = scrub(record.exc_text, key)
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: the handler's own format reports it, as without this filter
+            return True
+        masked = _masked(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = _masked(record.exc_text)
         return True
 
 

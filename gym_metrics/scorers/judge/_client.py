@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from gym_metrics._util.http import SNIPPET, HttpError, PooledHttp
+from gym_metrics._util.masking import without_url_credentials
 from gym_metrics.scorers.judge._config import JudgeConfig
 
 log = logging.getLogger("gym_metrics.scorers.judge")
@@ -33,8 +34,8 @@ class JudgeClient(PooledHttp):
     def __init__(self, config: JudgeConfig) -> None:
         super().__init__(config, name="judge", log=log)
 
-    def __repr__(self) -> str:  # the key stays out
-        return f"JudgeClient(endpoint={self.config.endpoint()!r}, model={self.config.model!r})"
+    def __repr__(self) -> str:  # the key and the URL's password stay out
+        return f"JudgeClient(endpoint={without_url_credentials(self.config.endpoint())!r}, model={self.config.model!r})"
 
     async def complete(
         self,

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from gym_metrics._util.http import SNIPPET
+from gym_metrics._util.masking import without_url_credentials
 from gym_metrics.scorers import RowError, Scorer, register_scorer
 from gym_metrics.scorers.remote._config import NAT, NatRemoteConfig, RemoteScorerConfig
 from gym_metrics.scorers.remote._http import RemoteClient
@@ -37,7 +38,7 @@ class RemoteScorer(Scorer):
         self._client = RemoteClient(cfg)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(type={self.config.type!r}, url={self.config.url!r})"
+        return f"{type(self).__name__}(type={self.config.type!r}, url={without_url_credentials(self.config.url)!r})"
 
     @property
     def attempts(self) -> int:
