@@ -19,6 +19,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal, cast
 
+from pydantic import Field
 
 from gym_metrics.scorers import RowError, register_scorer
 from gym_metrics.scorers.judge._conversation import render_conversation
@@ -41,7 +42,13 @@ AI: Sorry, I can only help with train travel, not investment advice."""
 
 
 class TopicAdherenceConfig(JudgeScorerConfig):
-    """The judge plus how to treat a classification list of the wrong length."""
+    """The judge plus how to treat a classification list of the wrong length, and how many
+    topics one row may cost a judge call each."""
+
+    max_topics: int = Field(default=50, ge=1)
+    """Most topics the judge may list for one row: each costs a refusal call, so a judge that
+    lists thousands would make thousands of calls for one row. Past it the row gets NaN and the
+    reason, before any per-topic call (RAGAS has no cap)."""
 
     partial_list: Literal["pad", "error"] = "pad"
     """The judge's classification list has fewer (or more) entries than there are topics.
@@ -67,6 +74,12 @@ class TopicAdherence(JudgeScorer):
         topics = await self.ask(_extraction_prompt(conversation), _read_topics, "topic list")
         if not topics:  # nothing to count: every ratio is 0 / (0 + 1e-10), as in RAGAS
             return self._scores(0, 0, 0)
+        if len(topics) > self.config.max_topics:
+            raise RowError(
+                "judge_reply",
+                f"topic list: {len(topics)} topics, more than max_topics ({self.config.max_topics}); "
+                "each costs a judge call (raise max_topics in the config to score such rows)",
+            )
         *refused, on_topic = await gather_all(
             *(self._refused(conversation, t) for t in topics),
             self.ask(_classification_prompt(reference, topics), _read_classifications, "topic classifications"),
