@@ -128,9 +128,10 @@ class ViewerApp:
             raise _HttpError(403, f"Host {host[:100]!r} is not this viewer's (start it with --host NAME to serve that name)")
 
     def _run(self, ident: str) -> Run:
-        if not ident.isdigit() or int(ident) >= len(self.runs):
+        number = _number(ident, "run")
+        if number >= len(self.runs):
             raise LookupError(f"no run {ident[:20]!r}; runs: 0..{len(self.runs) - 1}")
-        return self.runs[int(ident)]
+        return self.runs[number]
 
     def _api(self, parts: list[str], params: dict[str, str]) -> Any:
         match parts:
@@ -138,7 +139,7 @@ class ViewerApp:
                 return {"runs": [self._summary(i, run) for i, run in enumerate(self.runs)]}
             case ["runs", ident]:
                 run = self._run(ident)
-                out = self._summary(int(ident), run)
+                out = self._summary(int(ident), run)  # (_run checked it)
                 if run.index is None:  # a metrics file alone: shown whole (a run page polls this: its key metrics are in the summary)
                     out["metrics"] = run.metrics()
                 else:
@@ -146,15 +147,15 @@ class ViewerApp:
                 return out
             case ["runs", ident, "scores"]:
                 return self._results_of(ident).page(params, *_paging(params))
-            case ["runs", ident, "scores", row] if row.isdigit():
-                return self._results_of(ident).row(int(row))
+            case ["runs", ident, "scores", row]:
+                return self._results_of(ident).row(_number(row, "row"))
             case ["runs", ident, "rows"]:
                 index = self._rows_of(ident)
                 return _query.page(index, index.snapshot, _query.Filter.parse(params), *_paging(params))
             case ["runs", ident, "tasks"]:
                 return _query.tasks(self._rows_of(ident).snapshot, _query.Filter.parse(params), *_paging(params))
-            case ["runs", ident, "rollouts", line] if line.isdigit():
-                return rollout(self._rows_of(ident), int(line))
+            case ["runs", ident, "rollouts", line]:
+                return rollout(self._rows_of(ident), _number(line, "line"))
             case ["compare"]:
                 a, b = self._rows_of(params.get("a", "")), self._rows_of(params.get("b", ""))
                 sa, sb = a.snapshot, b.snapshot
@@ -182,23 +183,44 @@ class ViewerApp:
                 return {**out, "kind": "results", "agents": [], **run.results.summary()}
             except (InvalidInputError, OSError) as exc:  # one bad file does not hide the others
                 return {**out, "kind": "results", "agents": [], "rows": 0, "error": str(exc)}
+        metrics, problem = run.metrics(), None
+        try:
+            key_metrics = _key_metrics(metrics)
+        except InvalidInputError as exc:  # one bad metrics file does not hide the other runs
+            key_metrics, problem = {}, f"{run.metrics_path.name if run.metrics_path else 'metrics'}: {exc}"
+        if isinstance(metrics, dict) and isinstance(metrics.get("error"), str):  # unreadable: Run.metrics says why
+            problem = metrics["error"]
         if run.index is None:
-            return {**out, "kind": "metrics", "rows": 0, "agents": [], "key_metrics": _key_metrics(run.metrics())}
+            return {**out, "kind": "metrics", "rows": 0, "agents": [], "key_metrics": key_metrics, "error": problem}
         snap = run.index.snapshot
+        error = "; ".join(e for e in (run.index.error, problem) if e) or None
         return {**out, "kind": "rollouts", "path": str(run.index.path), "rows": len(snap.columns), "lines": snap.lines, "bytes": snap.size,
-                "file_size": snap.file_size, "bad_lines_count": snap.bad_count, "error": run.index.error or None, "agents": _query.agents(snap),
-                "key_metrics": _key_metrics(run.metrics())}  # fmt: skip
+                "file_size": snap.file_size, "bad_lines_count": snap.bad_count, "error": error, "agents": _query.agents(snap),
+                "key_metrics": key_metrics}  # fmt: skip
 
 
 def _key_metrics(metrics: Any) -> dict[str, Any]:
-    """Per agent of a metrics file, its key metrics (what NeMo Gym's get_key_metrics chose)."""
+    """Per agent of a metrics file, its key metrics (what NeMo Gym's get_key_metrics chose);
+    InvalidInputError naming the agent whose key metrics nest too deep to show."""
     if not isinstance(metrics, list):
         return {}
     out = {}
     for entry in metrics:
         if isinstance(entry, dict) and isinstance(entry.get("agent_ref"), dict):
-            out[str(entry["agent_ref"].get("name"))] = plain(entry.get("key_metrics") or {})
+            name = str(entry["agent_ref"].get("name"))
+            try:
+                out[name] = plain(entry.get("key_metrics") or {})
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"key_metrics of agent {name[:100]!r}: {exc}") from None
     return out
+
+
+def _number(text: str, what: str) -> int:
+    """A number in the path: ASCII digits only (str.isdigit also takes "²", which int refuses),
+    at most 18 (int refuses past 4,300; the index holds 64-bit numbers); else 404 naming it."""
+    if not (0 < len(text) <= 18 and text.isascii() and text.isdigit()):
+        raise LookupError(f"no {what} {text[:20]!r}: a {what} is numbered in ASCII digits, at most 18")
+    return int(text)
 
 
 def _paging(params: dict[str, str]) -> tuple[int, int]:

@@ -165,12 +165,23 @@ def preview(raw: bytes) -> str:
         last = next((m for m in reversed(prompt) if isinstance(m, dict) and m.get("role") == "user"), prompt[-1])
         content = last.get("content") if isinstance(last, dict) else last
         if isinstance(content, list):
-            content = " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
-        text = content if isinstance(content, str) else orjson.dumps(content).decode()
+            content = " ".join(_text(p.get("text", "")) if isinstance(p, dict) else _text(p) for p in content)
+        text = _text(content)
     else:
         return ""
     text = " ".join(text.split())
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+def _text(value: Any) -> str:
+    """A message part as text: JSON when it is not a string, a note when it nests past what
+    orjson writes (254 levels; str() would recurse past Python's limit)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return "(nested too deep to preview)"
 
 
 def tasks(snap: Indexed, f: Filter, offset: int, limit: int) -> dict[str, Any]:

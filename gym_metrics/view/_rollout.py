@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from gym_metrics._util.jsonio import loads
+from gym_metrics.errors import InvalidInputError
 from gym_metrics.health import check_rollout
 from gym_metrics.rollouts import too_deep
 from gym_metrics.view._index import VERDICTS, RunIndex
@@ -55,17 +56,35 @@ def _health(row: dict[str, Any], path: str, line: int) -> dict[str, Any]:
     return {"verdict": d.verdict, "findings": d.findings, "unobserved": d.unobserved}
 
 
-def plain(value: Any) -> Any:
+def plain(value: Any, depth: int = 0) -> Any:
     """`value` as JSON a browser parses: NaN and infinities as their names, integers beyond 53
-    bits as text (JavaScript numbers would round them)."""
+    bits as text (JavaScript numbers would round them). InvalidInputError past MAX_ROW_DEPTH
+    levels (the recursion would fail past Python's limit, and the answer's writers)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value).replace("inf", "Infinity").replace("nan", "NaN")
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int):
         return value if -(2**53) <= value <= 2**53 else str(value)
+    if isinstance(value, (dict, list)) and depth >= MAX_ROW_DEPTH:
+        raise InvalidInputError(f"nested deeper than {MAX_ROW_DEPTH} levels: not shown")
     if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {str(k): plain(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [plain(v) for v in value]
+        return [plain(v, depth + 1) for v in value]
     return str(value)
+
+
+def nests_deeper(value: Any, limit: int) -> bool:
+    """Whether `value` holds lists and objects more than `limit` levels deep (without
+    recursion: a file's JSON may nest past Python's limit)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if level >= limit:
+            return True
+        stack.extend((c, level + 1) for c in children)
+    return False

@@ -18,11 +18,14 @@ from gym_metrics.errors import InvalidInputError
 from gym_metrics.health import VERDICTS_FILE
 from gym_metrics.view._index import RunIndex
 from gym_metrics.view._results import RESULTS_SUFFIX, ResultsFile
+from gym_metrics.view._rollout import nests_deeper
 
 METRICS_SUFFIX = "_aggregate_metrics.json"
 NOT_ROLLOUTS = frozenset({VERDICTS_FILE, "manifest.jsonl", "refused.jsonl"})
 """JSONL files a folder may hold that are not rollouts (health verdicts, ATIF export lists)."""
 MAX_METRICS_BYTES = 256 << 20
+MAX_METRICS_DEPTH = 400
+"""A metrics file nested deeper is not shown (a sample holds a row as deep as it was)."""
 
 
 @dataclass
@@ -49,8 +52,23 @@ class Run:
                     data = orjson.loads(self.metrics_path.read_bytes())
                 except orjson.JSONDecodeError as exc:
                     data = {"error": f"{self.metrics_path.name} is not JSON ({exc}); a collect may be writing it"}
+                else:
+                    data = _sendable(data, self.metrics_path.name)
             self._metrics = (mtime, data)
         return self._metrics[1]
+
+
+def _sendable(data: Any, name: str) -> Any:
+    """The metrics as read, or an error when they nest past MAX_METRICS_DEPTH: the answer's
+    JSON writer (json's, past orjson's 254 levels) recurses, and would fail near 1,000."""
+    try:
+        orjson.dumps(data)
+        return data  # within orjson's 254 levels: the usual case, checked in C
+    except orjson.JSONEncodeError:
+        pass
+    if nests_deeper(data, MAX_METRICS_DEPTH):
+        return {"error": f"{name} nests deeper than {MAX_METRICS_DEPTH} levels: not shown"}
+    return data
 
 
 def metrics_beside(rollouts: Path) -> Path:
