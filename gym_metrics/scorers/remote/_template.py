@@ -16,7 +16,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import orjson
 from jinja2 import (
     StrictUndefined,
     TemplateError,
@@ -28,6 +27,7 @@ from jinja2.environment import Template
 from jinja2.sandbox import SecurityError
 
 from gym_metrics.scorers import RowError
+from gym_metrics.scorers.remote._http import encode_body
 from gym_metrics.scorers.remote._limits import DEFAULT_MAX_BODY_BYTES, Budget, TemplateLimitError, current, rendered_size, rendering
 from gym_metrics.scorers.remote._sandbox import BoundedSandbox
 
@@ -53,12 +53,9 @@ class BodyTemplate:
 
 
 def _check_body_size(body: Any, limit: int) -> None:
-    """The exact JSON size, once rendering (bounded in characters) is done. A body that is not
-    JSON is left for the HTTP client to report."""
-    try:
-        size = len(orjson.dumps(body))
-    except TypeError:
-        return
+    """The exact size of the JSON sent (`encode_body`'s), once rendering (bounded in characters)
+    is done. A body that is not JSON is a row error saying why."""
+    size = len(encode_body(body))
     if size > limit:
         raise RowError("body", f"the rendered body is {size:,} bytes of JSON, over max_body_bytes ({limit:,})")
 
