@@ -5,6 +5,7 @@ bounded concurrency, and the API key never leaving the Authorization header."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import logging
 import socket
@@ -17,7 +18,7 @@ from gym_metrics.errors import InvalidInputError
 from gym_metrics.scorers.judge import JudgeClient, JudgeConfig, JudgeError
 from gym_metrics._util import http as _http
 
-from gym_metrics.testing import Reply, ScriptedJudge, Stall
+from gym_metrics.testing import Recorded, Reply, ScriptedJudge, Stall
 
 KEY = "sk-test-SECRET-7f3a9"
 KEY_ENV = "GYM_METRICS_TEST_JUDGE_KEY"
@@ -86,6 +87,26 @@ async def test_full_endpoint_url_is_used_as_is() -> None:
         client = JudgeClient(config(judge, url=f"{judge.url}/chat/completions/"))
         assert await ask(client) == "ok"
     assert judge.requests[0].path == "/v1/chat/completions"
+
+
+@pytest.mark.parametrize(
+    ("suffix", "path"),
+    [
+        ("?api-version=2024-02-01", "/v1/chat/completions?api-version=2024-02-01"),
+        ("/?api-version=2024-02-01", "/v1/chat/completions?api-version=2024-02-01"),
+        ("/chat/completions?api-version=1", "/v1/chat/completions?api-version=1"),
+        ("/", "/v1/chat/completions"),
+    ],
+)
+async def test_the_path_is_joined_before_the_query_string(suffix: str, path: str) -> None:
+    class QueryJudge(ScriptedJudge):  # routes by path alone; records the query too
+        def _reply(self, item: Any, request: Recorded) -> Reply:
+            return super()._reply(item, dataclasses.replace(request, path=request.path.split("?")[0]))
+
+    with QueryJudge(["ok"]) as judge:
+        client = JudgeClient(config(judge, url=f"{judge.url}{suffix}"))
+        assert await ask(client) == "ok"
+    assert judge.requests[0].path == path
 
 
 async def test_503_then_success_is_retried(delays: list[float]) -> None:

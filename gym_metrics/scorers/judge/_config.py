@@ -7,6 +7,8 @@ is never part of the config: only the NAME of the environment variable holding i
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 from pydantic import Field
 
 from gym_metrics._util.http import HttpClientConfig
@@ -17,7 +19,8 @@ class JudgeConfig(HttpClientConfig):
 
     url: str = Field(min_length=1)
     """Base URL such as `http://127.0.0.1:8000/v1`: requests go to `{url}/chat/completions`.
-    A URL that already ends in `/chat/completions` is used as it is."""
+    A URL whose path already ends in `/chat/completions` is used as it is; a query string is
+    kept after the path."""
     model: str = Field(min_length=1)
     """The judge's model name, sent as `model` in every request."""
     temperature: float = Field(default=0.0, ge=0.0)
@@ -27,6 +30,10 @@ class JudgeConfig(HttpClientConfig):
     """`max_tokens` of every judge call; None leaves it to the server."""
 
     def endpoint(self) -> str:
-        """The full chat-completions URL."""
-        url = self.url.rstrip("/")
-        return url if url.endswith("/chat/completions") else f"{url}/chat/completions"
+        """The full chat-completions URL: the path joined before any query string
+        (`...?api-version=1` stays a query, not part of the path)."""
+        parts = urlsplit(self.url)
+        path = parts.path.rstrip("/")
+        if not path.endswith("/chat/completions"):
+            path = f"{path}/chat/completions"
+        return urlunsplit(parts._replace(path=path))
