@@ -14,6 +14,8 @@ from gym_metrics.cli._report import add_report_flag, report_after
 
 
 ORDER = 40  # its place in `gym-metrics --help` (cli/_discovery.py)
+NOT_KEPT = "a row that was not kept was read"
+"""What RowSource says when a partial lacks a row text its own columns make a sample: damage."""
 
 
 def add_parsers(sub: Any) -> None:
@@ -45,9 +47,26 @@ def run(ns: argparse.Namespace) -> int:
     with fewer_gc_passes():
         try:
             out, results, rollouts = aggregate_partials(ns.partials, ns.output, **hooks)
-        except LookupError as exc:  # a partial's rows disagree with its header: damaged, not ours to read
-            raise InvalidInputError(f"a partial file is damaged (its kept rows disagree with its header: {exc}): write it again with aggregate --partial-out",
-                                    [FieldViolation("partial", ", ".join(map(str, ns.partials)))]) from None
+        except LookupError as exc:
+            if not str(exc).startswith(NOT_KEPT):  # another lookup failed: ours, not the file's (an internal error)
+                raise
+            raise InvalidInputError(f"a partial file is damaged (it holds no text for a row the merge needs as a sample: {exc}): "
+                                    "write it again with aggregate --partial-out",
+                                    [FieldViolation("partial", ", ".join(map(str, ns.partials)))]) from None  # fmt: skip
+    _warn_bad_lines(ns.partials)
     code = report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)
     report_after(ns, out)
     return export_after(ns, out, code)
+
+
+def _warn_bad_lines(partials: list[Path]) -> None:
+    """What `--on-bad-line skip` left out of the partials' inputs, as `aggregate` warns of it:
+    each input file's lines, in the order given."""
+    from gym_metrics.aggregate.shards._partial import partial_bad_lines
+    from gym_metrics.cli._base import warn_bad_lines
+
+    by_file: dict[str, list[Any]] = {}
+    for source, bad in partial_bad_lines(partials):
+        by_file.setdefault(source, []).append(bad)
+    for source, lines in by_file.items():
+        warn_bad_lines(Path(source), lines)

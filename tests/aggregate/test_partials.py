@@ -145,7 +145,7 @@ def test_partials_of_another_version_or_no_partial_are_refused(tmp_path: Path) -
     meta = json.loads(table.schema.metadata[b"gym_metrics.partial"])
     meta["version"] = 99
     pq.write_table(table.replace_schema_metadata({b"gym_metrics.partial": json.dumps(meta).encode()}), tmp_path / "old.parquet")
-    with pytest.raises(InvalidInputError, match="partial format version 99, this gym-metrics reads version 1"):
+    with pytest.raises(InvalidInputError, match="partial format version 99, this gym-metrics reads version 2"):
         aggregate_partials([path, tmp_path / "old.parquet"], tmp_path / "out.json")
     pq.write_table(pq.read_table(path).replace_schema_metadata({}), tmp_path / "plain.parquet")
     with pytest.raises(InvalidInputError, match="not a gym-metrics partial"):

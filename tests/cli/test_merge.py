@@ -101,3 +101,40 @@ def test_aggregate_refuses_one_file_given_twice(tmp_path: Path, capsys: pytest.C
     err = capsys.readouterr().err
     assert "a file is given twice" in err and "rollouts[1]:" in err and "the same file as rollouts[0]" in err
     assert not (tmp_path / "m.json").exists()
+
+
+def test_merge_warns_of_skipped_lines_naming_their_input_as_aggregate_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """merge said only "N bad lines skipped": the partial kept the lines without their file."""
+    lines = rollouts(tmp_path / "all.jsonl")
+    for name, part in (("one", lines[:50]), ("two", lines[50:100]), ("three", lines[100:])):
+        (tmp_path / f"{name}.jsonl").write_bytes(b"".join(part[:2]) + b"{oops\n" + b"".join(part[2:]) + b'{"agent_ref": {"na')
+    inputs = [str(tmp_path / f"{name}.jsonl") for name in ("one", "two", "three")]
+    assert cli.main(["aggregate", *inputs, "-o", str(tmp_path / "single.json"), "--on-bad-line", "skip", "-q"]) == 0
+    expected = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: skipped")]
+    assert len(expected) == 6 and all(":line 3: json: " in w for w in expected[::2])
+    assert cli.main(["aggregate", *inputs[:2], "--partial-out", str(tmp_path / "p12.parquet"), "--on-bad-line", "skip", "-q"]) == 0
+    assert cli.main(["aggregate", inputs[2], "--partial-out", str(tmp_path / "p3.parquet"), "--on-bad-line", "skip", "-q"]) == 0
+    capsys.readouterr()
+    assert cli.main(["merge", str(tmp_path / "p12.parquet"), str(tmp_path / "p3.parquet"), "-o", str(tmp_path / "merged.json")]) == 0
+    captured = capsys.readouterr()
+    assert [line for line in captured.err.splitlines() if line.startswith("warning: skipped")] == expected
+    assert "6 bad lines skipped" in captured.out
+    assert (tmp_path / "merged.json").read_bytes() == (tmp_path / "single.json").read_bytes()
+
+
+def test_only_a_missing_row_text_is_called_a_damaged_partial(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every LookupError was "a partial file is damaged", a KeyError of our own code too."""
+    import gym_metrics.aggregate
+
+    rollouts(tmp_path / "all.jsonl")
+    assert cli.main(["aggregate", str(tmp_path / "all.jsonl"), "--partial-out", str(tmp_path / "p.parquet"), "-q"]) == 0
+    capsys.readouterr()
+    for raised, code, said in ((KeyError("mean/reward"), 1, "internal error"), (LookupError("a row that was not kept was read"), 2, "a partial file is damaged")):
+
+        def failing(*args: object, exc: Exception = raised, **kwargs: object) -> None:
+            raise exc
+
+        monkeypatch.setattr(gym_metrics.aggregate, "aggregate_partials", failing)
+        assert cli.main(["merge", str(tmp_path / "p.parquet"), "-o", str(tmp_path / "m.json")]) == code
+        err = capsys.readouterr().err
+        assert said in err and ("damaged" in err) == (code == 2), err

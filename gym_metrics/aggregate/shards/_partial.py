@@ -35,7 +35,7 @@ from gym_metrics.rollouts import (
     shown_of_field,
 )
 from gym_metrics.rollouts import BadLine, RolloutFile, perf_blocks
-from gym_metrics.aggregate.shards._partial_header import FORMAT, META_KEY, VERSION, bad_header, checked_header
+from gym_metrics.aggregate.shards._partial_header import FORMAT, META_KEY, VERSION, bad_header, checked_header, header_bad_lines, sourced_bad_lines
 from gym_metrics.aggregate.shards._partial_rows import PartialRows, row_groups
 from gym_metrics.aggregate.shards._repeated_keys import refuse_files_given_twice, refuse_repeated_keys
 from gym_metrics.rollouts import ERROR_KINDS
@@ -68,7 +68,7 @@ def _write(sink: Any, rollouts: RolloutFile, sources: Sequence[str]) -> None:
         agents.append({"name": name, "rows": table.num_rows, **meta})
         tables.append(table)
     header = {"format": FORMAT, "version": VERSION, "agents": agents, "rows_read": rollouts.rows_read,
-              "bad_lines": [[b.line, b.field, b.reason] for b in rollouts.bad_lines], "sources": list(sources)}  # fmt: skip
+              "bad_lines": sourced_bad_lines(rollouts, sources), "sources": list(sources)}  # fmt: skip
     if blocks := perf_blocks(rollouts):  # the rows' ng_perf blocks: the columns do not hold them
         header["perf"] = blocks
     schema = _unified_schema(tables).with_metadata({META_KEY: orjson.dumps(header)})
@@ -152,6 +152,12 @@ def partial_rows(path: str | os.PathLike[str]) -> dict[str, str]:
     return {meta["name"]: meta["row_text"] for meta in header["agents"]}
 
 
+def partial_bad_lines(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[str, BadLine]]:
+    """The partials' bad lines (`--on-bad-line skip`), each with the input file it was in (the
+    partial's own path when its writer did not know it), for merge's warnings."""
+    return [(source or f"<an input of {path}>", bad) for path in paths for source, bad in header_bad_lines(_open(Path(path))[0])]
+
+
 def _open(path: Path) -> tuple[dict[str, Any], pq.ParquetFile]:
     """The partial at `path` and its header, checked against the file (_partial_header)."""
     try:
@@ -191,7 +197,7 @@ def _merge(paths: Sequence[str | os.PathLike[str]], narrow_keys: bool) -> Rollou
             parts.setdefault(meta["name"], []).append(_Part(path, parquet, start, meta, f"agents[{i}]"))
             start += meta["rows"]
     agents = {name: _merged_agent(parts[name], narrow_keys) for name in sorted(parts)}
-    bad = [BadLine(int(line), str(field), str(reason)) for _, header, _ in opened for line, field, reason in header["bad_lines"]]
+    bad = [b for _, header, _ in opened for _, b in header_bad_lines(header)]
     return RolloutFile(agents, bad, sum(int(header["rows_read"]) for _, header, _ in opened),
                        _joined_perf([header.get("perf", {}) for _, header, _ in opened]))  # fmt: skip
 
@@ -382,4 +388,4 @@ def _rows(parts: list[_Part], slices: list[slice], total: int) -> RowSource | No
     return RowSource(PartialRows([(p.path.resolve(), p.start, p.rows) for p in parts], counts), index)
 
 
-__all__ = ["FORMAT", "VERSION", "combine", "refuse_keys_across_partials", "merge_partials", "partial_bytes", "partial_rows", "read_partial", "write_partial"]
+__all__ = ["FORMAT", "VERSION", "combine", "refuse_keys_across_partials", "merge_partials", "partial_bad_lines", "partial_bytes", "partial_rows", "read_partial", "write_partial"]

@@ -7,21 +7,23 @@ internal error. Every check is O(header) plus the Parquet footer, already read o
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 import pyarrow as pa
 
-from gym_metrics.rollouts import ValueKind
+from gym_metrics.rollouts import BadLine, RolloutFile, ValueKind
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 if TYPE_CHECKING:  # imported where used: pyarrow.parquet costs ~20 ms of every command's start-up
     import pyarrow.parquet as pq
 
 FORMAT = "gym-metrics-partial"
-VERSION = 1
-"""Bumped whenever what a partial holds or means changes; other versions are refused."""
+VERSION = 2
+"""Bumped whenever what a partial holds or means changes; other versions are refused.
+2: each bad line names the input file it was in (merge warns as aggregate does)."""
 META_KEY = b"gym_metrics.partial"
 ROW_TEXTS = ("all", "samples", "none")
 
@@ -54,9 +56,9 @@ def checked_header(path: Path, parquet: pq.ParquetFile) -> dict[str, Any]:
     if _field(path, header, "rows_read", int, "an integer") < 0:
         raise bad_header(path, "rows_read", f"must be >= 0, got {_shown(header['rows_read'])}")
     for i, bad in enumerate(_field(path, header, "bad_lines", list, "a list")):
-        if not (isinstance(bad, list) and len(bad) == 3 and _is_int(bad[0]) and bad[0] >= 0 and isinstance(bad[1], str)
-                and isinstance(bad[2], str)):  # fmt: skip
-            raise bad_header(path, f"bad_lines[{i}]", f"must be [line, field, reason], got {_shown(bad)}")
+        if not (isinstance(bad, list) and len(bad) == 4 and _is_int(bad[0]) and bad[0] >= 0 and isinstance(bad[1], str)
+                and isinstance(bad[2], str) and isinstance(bad[3], str)):  # fmt: skip
+            raise bad_header(path, f"bad_lines[{i}]", f"must be [line, field, reason, source file], got {_shown(bad)}")
     for i, source in enumerate(_field(path, header, "sources", list, "a list")):
         if not isinstance(source, str):
             raise bad_header(path, f"sources[{i}]", f"must be a string, got {_shown(source)}")
@@ -132,6 +134,27 @@ def _check_rows(path: Path, parquet: pq.ParquetFile, agents: list[dict[str, Any]
 _KINDS = tuple(k.value for k in ValueKind)
 
 
+def sourced_bad_lines(rollouts: RolloutFile, sources: Sequence[str]) -> list[list[Any]]:
+    """The header's `bad_lines`: each as [line, field, reason, the file it was in]. The file is
+    the first of the rows' sources (in order, as `combine` joins them) that left that line out;
+    without one (rows not read by read_rollouts), the only source given, else ""."""
+    left_out = [(s.path, set(s.bad_lines)) for s in rollouts.sources]
+    fallback = sources[0] if len(sources) == 1 else ""
+    out, k = [], 0
+    for bad in rollouts.bad_lines:
+        while k < len(left_out) and bad.line not in left_out[k][1]:
+            k += 1
+        if k < len(left_out):
+            left_out[k][1].discard(bad.line)  # (line 3 of the next file is another line)
+        out.append([bad.line, bad.field, bad.reason, left_out[k][0] if k < len(left_out) else fallback])
+    return out
+
+
+def header_bad_lines(header: dict[str, Any]) -> list[tuple[str, BadLine]]:
+    """A checked header's bad lines, each with the file it was in ("" when not recorded)."""
+    return [(str(source), BadLine(int(line), str(field), str(reason))) for line, field, reason, source in header["bad_lines"]]
+
+
 def _field(path: Path, obj: dict[str, Any], key: str, kind: type, what: str, at: str = "") -> Any:
     """obj[key], which must be a `kind` (an int is never a bool here, nor a bool an int)."""
     name = f"{at}.{key}" if at else key
@@ -161,4 +184,4 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-__all__ = ["FORMAT", "META_KEY", "ROW_TEXTS", "VERSION", "bad_header", "checked_header"]
+__all__ = ["FORMAT", "META_KEY", "ROW_TEXTS", "VERSION", "bad_header", "checked_header", "header_bad_lines", "sourced_bad_lines"]
