@@ -28,15 +28,17 @@ def cli_log() -> Iterator[io.StringIO]:
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.addFilter(MaskingFilter())
-    root = logging.getLogger()
-    old = root.level
+    root, httpx_log = logging.getLogger(), logging.getLogger("httpx")
+    old = root.level, httpx_log.level
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
+    httpx_log.setLevel(logging.DEBUG)  # as `--log-level debug` (an earlier CLI test may have quieted it)
     try:
         yield out
     finally:
         root.removeHandler(handler)
-        root.setLevel(old)
+        root.setLevel(old[0])
+        httpx_log.setLevel(old[1])
 
 
 async def test_a_judge_urls_password_stays_out_of_logs_reprs_and_errors(cli_log: io.StringIO) -> None:
