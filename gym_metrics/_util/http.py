@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Awaitable, Container, Mapping
 from typing import Any, ClassVar, Final, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -94,7 +95,27 @@ class HttpClientConfig(pydantic.BaseModel):
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
+        check_url(value)
         return value
+
+
+def check_url(url: str) -> None:
+    """Raise ValueError (never quoting the URL: it may hold a password) when `url` cannot be
+    requested: a malformed host, a port outside 1-65535, no host at all. Such a URL passed the
+    config and then failed every row with an opaque ExceptionGroup or InvalidURL."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as exc:  # e.g. "Invalid IPv6 URL", "Port out of range 0-65535"
+        raise ValueError(f"is not a valid URL: {exc}") from None
+    host = parts.hostname
+    if not host:
+        raise ValueError("has no host")
+    if any(ch.isspace() or not ch.isprintable() for ch in host):
+        raise ValueError("has a space or a control character in its host")
+    if port == 0:
+        raise ValueError("has port 0 (a port is 1 to 65535)")
 
 
 class HttpError(GymMetricsError):
@@ -276,9 +297,9 @@ class PooledHttp:
                 exchange = await within(self.config.timeout_seconds, self._exchange(http, url, payload, headers))
             except (httpx.TimeoutException, asyncio.TimeoutError):
                 raise self.error(self.timeout_text.format(name=self._name, seconds=self.config.timeout_seconds), retryable=True) from None
-            except httpx.TransportError as exc:
+            except httpx.TransportError as exc:  # a request we could not even write is not retried
                 message = self.unreachable_text.format(name=self._name, error=f"{type(exc).__name__}: {exc}")
-                raise self.error(self.scrub(message), retryable=True) from None
+                raise self.error(self.scrub(message), retryable=not isinstance(exc, httpx.LocalProtocolError)) from None
         return self.checked(*exchange)
 
     async def _exchange(self, http: httpx.AsyncClient, url: str, payload: bytes, headers: dict[str, str]) -> tuple[Answer, bool]:

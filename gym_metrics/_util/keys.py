@@ -121,6 +121,7 @@ def read_key(var: str | None, what: str, url: str, at: str = "config") -> BoundK
         key = keys.get(var)
         if key is None:
             raise InvalidInputError(f"{what} API key not found", [FieldViolation(f"{at}.api_key_env", f"secret {var} was not resolved for this job")])
+        _check_header_safe(key.value, var, what, at)
         if not key.allows(url):
             parts = urlsplit(url)
             host = parts.netloc.rpartition("@")[2]
@@ -135,7 +136,28 @@ def read_key(var: str | None, what: str, url: str, at: str = "config") -> BoundK
             f"{what} API key not found",
             [FieldViolation(f"{at}.api_key_env", f"environment variable {var} is not set or empty")],
         )
+    _check_header_safe(value, var, what, at)
     return BoundKey(value)
+
+
+def _check_header_safe(value: str, var: str, what: str, at: str) -> None:
+    """Refuse a key that cannot go in an `Authorization` header (never quoting it): it passed
+    the config, then every row retried and failed "cannot reach the judge: LocalProtocolError"
+    (a newline) or with a UnicodeEncodeError (a non-ASCII character)."""
+    why = None
+    if any(ch in "\r\n" for ch in value):
+        why = "holds a line break (a key file's trailing newline?)"
+    elif not value.isascii():
+        why = "holds a non-ASCII character"
+    elif any(not (ch.isprintable() or ch == "\t") for ch in value):
+        why = "holds a control character"
+    elif value != value.strip(" \t"):
+        why = "starts or ends with whitespace"
+    if why is not None:
+        raise InvalidInputError(
+            f"{what} API key cannot be sent in an HTTP header",
+            [FieldViolation(f"{at}.api_key_env", f"the key in {var} {why}")],
+        )
 
 
 __all__ = ["BoundKey", "host_pattern", "keys_from", "read_key"]

@@ -58,7 +58,19 @@ class RemoteClient(PooledHttp):
             raise RowError("endpoint", str(exc)) from None
         try:  # as Python's json (so the SDK, through httpx) reads it: NaN / Infinity, big integers
             data = loads(raw)
-        except ValueError:
-            snippet = self.scrub(bytes(raw).decode("utf-8", "replace"), SNIPPET)
-            raise RowError("endpoint", f"answer is not valid JSON: {snippet!r}") from None
+        except ValueError as exc:
+            raise RowError("endpoint", self._unreadable(raw, exc)) from None
         return self.scrub_answer(raw, data)
+
+    def _unreadable(self, raw: bytes | bytearray, exc: ValueError) -> str:
+        """Why a 2xx answer could not be read: valid JSON Python's json still refuses (an
+        integer past its 4,300 digits, nesting past its stack) is said to be that, not "not
+        valid JSON"."""
+        text = str(exc)
+        if "integer string conversion" in text:  # "Exceeds the limit (4300 digits) ...: value has N digits; ..."
+            digits = text.split(": ", 1)[-1].split(";", 1)[0]
+            return f"answer holds an integer of more than 4,300 digits ({digits}), which Python's json (so NeMo Evaluator too) does not read"
+        if "nested too deeply" in text:
+            return f"answer is {text} for Python's json to read"
+        snippet = self.scrub(bytes(raw).decode("utf-8", "replace"), SNIPPET)
+        return f"answer is not valid JSON: {snippet!r}"
