@@ -9,7 +9,6 @@ that fails to parse (`read_score`'s message quotes it) or an evaluator error nev
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -17,24 +16,9 @@ from gym_metrics._util.http import SNIPPET, HttpError, PooledHttp
 from gym_metrics._util.jsonio import loads
 from gym_metrics.scorers import RowError
 from gym_metrics.scorers.remote._config import RemoteScorerConfig
+from gym_metrics.scorers.remote._template import encode_body
 
 log = logging.getLogger("gym_metrics.scorers.remote")
-
-
-def encode_body(body: Any) -> bytes:
-    """`body` as JSON exactly as httpx's `json=` (NeMo Evaluator's request) encodes it: an
-    integer of any size as written, NaN and infinity refused (orjson wrote NaN as `null`
-    silently and refused integers past 64 bits). Raises RowError("body", why)."""
-    try:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-    except RecursionError:
-        raise RowError("body", "rendered body is not JSON-serialisable: nested too deep") from None
-    except ValueError as exc:
-        if "Out of range float" in str(exc):
-            raise RowError("body", "rendered body holds NaN or infinity, which JSON cannot carry (NeMo Evaluator refuses it too)") from None
-        raise RowError("body", f"rendered body is not JSON-serialisable: {exc}") from None
-    except TypeError as exc:
-        raise RowError("body", f"rendered body is not JSON-serialisable: {exc}") from None
 
 
 class RemoteClient(PooledHttp):

@@ -12,6 +12,7 @@ row's columns instead of rendering as an empty string. The sandbox is bounded
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -27,7 +28,6 @@ from jinja2.environment import Template
 from jinja2.sandbox import SecurityError
 
 from gym_metrics.scorers import RowError
-from gym_metrics.scorers.remote._http import encode_body
 from gym_metrics.scorers.remote._limits import DEFAULT_MAX_BODY_BYTES, Budget, TemplateLimitError, current, rendered_size, rendering
 from gym_metrics.scorers.remote._sandbox import BoundedSandbox
 
@@ -50,6 +50,22 @@ class BodyTemplate:
             body = self._render({"item": row})
         _check_body_size(body, self.max_body_bytes)
         return body
+
+
+def encode_body(body: Any) -> bytes:
+    """`body` as JSON exactly as httpx's `json=` (NeMo Evaluator's request) encodes it: an
+    integer of any size as written, NaN and infinity refused (orjson wrote NaN as `null`
+    silently and refused integers past 64 bits). Raises RowError("body", why)."""
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    except RecursionError:
+        raise RowError("body", "rendered body is not JSON-serialisable: nested too deep") from None
+    except ValueError as exc:
+        if "Out of range float" in str(exc):
+            raise RowError("body", "rendered body holds NaN or infinity, which JSON cannot carry (NeMo Evaluator refuses it too)") from None
+        raise RowError("body", f"rendered body is not JSON-serialisable: {exc}") from None
+    except TypeError as exc:
+        raise RowError("body", f"rendered body is not JSON-serialisable: {exc}") from None
 
 
 def _check_body_size(body: Any, limit: int) -> None:
