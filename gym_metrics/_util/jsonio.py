@@ -193,7 +193,7 @@ def _dumps_deep(value: Any) -> str:
     open_or_write(value)
     while stack:
         top = stack[-1]
-        item = next(top[1], _END)
+        item: Any = next(top[1], _END)
         if item is _END:
             parts.append(top[0])
             stack.pop()
