@@ -28,6 +28,7 @@ import socket
 import stat
 import struct
 import sys
+from collections.abc import Callable
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -163,6 +164,8 @@ def probe(root: str) -> int:
         code = 0
         try:
             mount_proc()
+            if os.geteuid() == 0:  # as the PID namespace's init (its first child): a fork before would end the namespace
+                _probe_run_user(root)
             _LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
             apply_seccomp()
             if _LIBC.unshare(CLONE_NEWUSER) == 0:
@@ -173,6 +176,35 @@ def probe(root: str) -> int:
             code = 1
         os._exit(code)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def _probe_run_user(root: str, uid: int = 65534) -> None:
+    """What giving a run a user of its own takes of root, each named when missing (a container
+    that dropped one started, then failed every run): handing it its files (CAP_CHOWN),
+    reaching them though they are its user's alone (CAP_DAC_OVERRIDE), becoming it
+    (CAP_SETUID, CAP_SETGID)."""
+    theirs = os.path.join(root, "user")
+    os.mkdir(theirs, 0o700)
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("CAP_CHOWN: cannot hand a run its files", lambda: os.chown(theirs, uid, uid)),
+        ("CAP_DAC_OVERRIDE: cannot reach a run's directory", lambda: os.close(os.open(os.path.join(theirs, "f"), os.O_CREAT | os.O_WRONLY, 0o600))),
+    ]  # fmt: skip
+    for what, step in steps:
+        try:
+            step()
+        except OSError as exc:
+            raise ConfineError(exc.errno or errno.EPERM, f"{what} ({exc.strerror})") from None
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os._exit(0)
+        except OSError:
+            os._exit(1)
+    if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
+        raise ConfineError(errno.EPERM, "CAP_SETUID, CAP_SETGID: cannot switch to a run's user")
 
 
 # ----------------------------------------------------------------------------- cgroups

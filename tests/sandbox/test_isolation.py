@@ -6,6 +6,7 @@ refuses to start, in one line naming what is missing, unless its isolation is th
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,20 @@ def test_a_bubblewrap_that_cannot_make_namespaces_is_refused_with_its_words(tmp_
     code, lines = refused({**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
     assert code == 2 and len(lines) == 1, lines
     assert "No permissions to create new namespace" in lines[0] and "docs/sandbox.md#deploy" in lines[0]
+
+
+@pytest.mark.parametrize(("cap", "named"), [("setuid", "CAP_SETUID"), ("chown", "CAP_CHOWN"), ("dac_override", "CAP_DAC_OVERRIDE")])
+def test_a_root_without_a_capability_a_run_needs_is_refused_naming_it(cap: str, named: str) -> None:
+    """A container that dropped one of them started, then failed every verify ("cannot set the
+    run up: Operation not permitted"); the start-up probe tries each."""
+    if os.geteuid() != 0 or bwrap_path() is None:
+        _ci.missing("needs root (to drop a capability) and bubblewrap")
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        _ci.missing("util-linux's setpriv drops a capability for the server")
+    done = subprocess.run([setpriv, "--bounding-set", f"-{cap}", "--", *SERVE], capture_output=True, text=True, timeout=90, check=False)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and named in lines[0], lines
 
 
 def test_without_root_strict_isolation_is_refused() -> None:
