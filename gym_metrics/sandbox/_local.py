@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -82,7 +83,8 @@ class Launcher:
         bwrap = bwrap_path() if isolation == "strict" else None
         if isolation == "strict" and bwrap is None:
             raise SandboxUnavailableError("the sandbox cannot isolate runs: bubblewrap (bwrap) is gone")
-        root = Path(tempfile.mkdtemp(prefix="gm-sandbox-"))
+        await asyncio.to_thread(_remove_stale_roots)
+        root = Path(tempfile.mkdtemp(prefix=f"gm-sandbox-{os.getpid()}-"))
         root.chmod(0o711)  # runs' users may reach their own directory in it, and list nothing
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         flags, cgroup_fds = cgroups.launcher_args() if cgroups is not None else ([], [])
@@ -227,6 +229,26 @@ async def _free(work: Path | None, prepared: asyncio.Future[None] | None) -> Non
             await prepared
     if work is not None:
         await asyncio.to_thread(remove_tree, work)
+
+
+@functools.lru_cache(maxsize=1)
+def _remove_stale_roots() -> None:
+    """Once a process: the launchers' folders of servers that are gone (killed: a SIGKILL runs
+    no cleanup), which held the staged programs of the runs they had in flight."""
+    for root in Path(tempfile.gettempdir()).glob("gm-sandbox-*-*"):
+        pid = root.name.split("-")[2]
+        if not pid.isascii() or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its server lives (or another process has its pid: left alone)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        with contextlib.suppress(OSError):
+            if root.stat().st_uid == os.geteuid():
+                remove_tree(root)
 
 
 def remove_tree(path: Path) -> None:

@@ -307,3 +307,24 @@ def test_a_run_sharing_the_servers_user_does_not_count_the_servers_threads() -> 
     said = os.read(read, 100)
     os.waitpid(pid, 0)
     assert said == b"ok"
+
+
+async def test_a_killed_servers_run_folders_are_removed_by_the_next_one(tmp_path: Path) -> None:
+    """SIGKILL runs no cleanup: the staged programs of the runs a killed server had in flight
+    stayed in /tmp for good. The next server removes the folders whose server is gone."""
+    import tempfile
+
+    import gym_metrics.sandbox._local as local
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead, alive = (Path(tempfile.gettempdir()) / f"gm-sandbox-{pid}-test{os.getpid()}" for pid in (int(gone.stdout), os.getppid()))
+    for folder in (dead, alive):
+        (folder / "run-x").mkdir(parents=True)
+        (folder / "run-x" / "main.py").write_text("print('model code')")
+    local._remove_stale_roots.cache_clear()
+    try:
+        result = await run_local(Program(python="print('ok')"), LIMITS)
+        assert result.stdout == b"ok\n" and not dead.exists() and alive.exists()
+    finally:
+        for folder in (dead, alive):
+            local.remove_tree(folder)
