@@ -384,6 +384,6 @@ async def test_the_bounded_builders_keep_their_behaviour() -> None:
     sent = await sent_body(body)
     assert sent == {
         "format": "   1|2.50|'a'|[1] x  !", "percent": "a-007 % b! z   |",
-        "tojson": '{\n "a": 1,\n "b": [\n  1,\n  "\\u003c"\n ]\n}', "sum": [1, 2, 3],
+        "tojson": {"a": 1, "b": [1, "<"]}, "sum": [1, 2, 3],  # a tojson template is read back as JSON, as the SDK does
         "ints": "3 31 ab\ncd", "ns": "[1][1]",
     }

@@ -1,8 +1,11 @@
 """The request body rendered from a row, by Jinja templates in a sandbox.
 
-Every string value of the body (at any depth) is a template over `item` (the row). A value that
-is exactly one `{{ expr }}` is evaluated as an expression and keeps its native type (a list
-stays a list, a number a number); any other string renders to a string. The environment is
+Every string value of the body (at any depth) is a template over `item` (the row) and, as in
+NeMo Evaluator SDK's `render_template`, over each of the row's columns by name (`{{ question }}`;
+`item` wins a clash). A value that is exactly one `{{ expr }}` is evaluated as an expression and
+keeps its native type (a list stays a list, a number a number); any other string renders to a
+string. A template that uses `tojson` is read back as JSON, as the SDK does (`"{{ item.tags |
+tojson }}"` sends the list, not a string); output that is not JSON is a row error. The environment is
 Jinja's immutable sandbox with StrictUndefined: a template cannot reach Python internals
 (`item.__class__` ...) nor mutate the row, and an undefined name is an error that lists the
 row's columns instead of rendering as an empty string. The sandbox is bounded
@@ -47,7 +50,7 @@ class BodyTemplate:
 
     def render(self, row: Mapping[str, Any]) -> Any:
         with rendering(Budget(self.max_body_bytes)):
-            body = self._render({"item": row})
+            body = self._render({**{k: v for k, v in row.items() if isinstance(k, str)}, "item": row})
         _check_body_size(body, self.max_body_bytes)
         return body
 
@@ -87,17 +90,37 @@ def _compile(value: Any, where: str) -> Render:
         return lambda ctx: value
     try:
         single = _SINGLE.match(value)
+        as_json = "tojson" in value  # the SDK's test, on the template's text
         if single:
             expression = _ENV.compile_expression(single["expr"], undefined_to_none=False)
-            return lambda ctx: _guard(where, ctx, lambda: _native(expression(**ctx)))
+            return lambda ctx: _guard(where, ctx, lambda: _json_back(as_json, _native(expression(**_identifiers(ctx)))))
         if "{" not in value:
             return lambda ctx: value
         template = _ENV.from_string(value)
-        return lambda ctx: _guard(where, ctx, lambda: _text(template, ctx))
+        return lambda ctx: _guard(where, ctx, lambda: _json_back(as_json, _text(template, ctx)))
     except TemplateSyntaxError as exc:
         raise ValueError(f"{where}: template does not compile: {exc.message} (line {exc.lineno})") from None
     except RecursionError:  # an expression nested past the parser's stack (2,000 parentheses)
         raise ValueError(f"{where}: template does not compile: nested too deeply") from None
+
+
+def _identifiers(ctx: Mapping[str, Any]) -> dict[str, Any]:
+    """The names an expression can be called with (a column such as `"a b"` is `item["a b"]`)."""
+    return {k: v for k, v in ctx.items() if k.isidentifier()}
+
+
+def _json_back(as_json: bool, value: Any) -> Any:
+    """A `tojson` template's text parsed back, as the SDK's `render_template` does."""
+    if not as_json or not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError) as exc:
+        raise _NotJson(f"the template uses tojson, so its output is read as JSON (as NeMo Evaluator SDK does), and it is not JSON: {exc}") from None
+
+
+class _NotJson(Exception):
+    """A `tojson` template whose output is not JSON."""
 
 
 def _native(value: Any) -> Any:
@@ -121,6 +144,8 @@ def _text(template: Template, ctx: Mapping[str, Any]) -> str:
 def _guard(where: str, ctx: Mapping[str, Any], render: Callable[[], Any]) -> Any:
     try:
         return render()
+    except _NotJson as exc:
+        raise RowError(where, str(exc)) from None
     except TemplateLimitError as exc:
         raise RowError(where, f"template exceeds a limit: {exc}") from None
     except SecurityError as exc:
