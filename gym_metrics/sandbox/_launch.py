@@ -25,6 +25,7 @@ python -I _launch.py --probe DIR (the isolation check)
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -223,6 +224,8 @@ def _sweep_user(uid: int | None) -> None:
 
 
 _SWEEP_S = 2.0
+_REAP_S = 1.0
+"""How long a killed run's init may take to kill the rest and reap its program."""
 
 
 def _oom_score(adjust: int) -> None:
@@ -297,6 +300,10 @@ def _serve_job(job: dict, fds: list[int], confined: bool, prepared: Prepared) ->
     except OSError:  # no pidfd (old kernel): wait for the program's end alone
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
     if confined:  # the run's init: its end takes every process of the run's PID namespace with it
+        if killed:  # asked first to kill the rest and reap the program, so its usage is counted
+            os.kill(pid, signal.SIGTERM)
+            with contextlib.suppress(OSError):
+                select.select([ended], [], [], _REAP_S)
         os.kill(pid, signal.SIGKILL)
     else:
         _sweep(job.get("uid"), pid)
@@ -326,8 +333,10 @@ def _init(job: dict, stdio: tuple[int, int, int], status: int) -> None:
         os.write(status, b"E" + f"cannot set up the run: {exc}".encode())
         os._exit(0)
     failed_r, failed_w = os.pipe()
+    signal.signal(signal.SIGTERM, _kill_the_run)  # the runner's "stop": the program is reaped, its usage counted
     pid = os.fork()
     if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.close(status)
         os.close(failed_r)
         _exec_program(job, *stdio, failed_w)
@@ -339,6 +348,16 @@ def _init(job: dict, stdio: tuple[int, int, int], status: int) -> None:
             setup_failed = _setup_failure(failed_r)
             os.write(status, b"E" + setup_failed.encode() if setup_failed is not None else b"S" + struct.pack("i", code))
             os._exit(0)
+
+
+def _kill_the_run(signum: int, frame: object) -> None:
+    """In the run's init: every other process of its PID namespace killed, so that its wait
+    reaps the program (and the runner's wait4 counts the program's CPU and memory; killed
+    with its init, a run that timed out said 0 s of CPU)."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _end(fd: int, answer: dict, group: _confine.RunGroup | None) -> None:

@@ -72,6 +72,13 @@ async def test_a_run_that_ended_as_its_output_passed_the_cap_stopped_for_the_out
     assert (watched.stopped, watched.truncated, watched.stdout) == ("output_limit", True, b"A" * 10)
 
 
+async def test_a_killed_run_reports_the_cpu_and_memory_it_used(isolated: bool) -> None:
+    """Killed with its init, a run that timed out said 0 s of CPU and the init's own memory."""
+    code = "import time\nblock = b'x' * (100 << 20)\nt = time.process_time()\nwhile time.process_time() - t < 0.6:\n    pass\ntime.sleep(30)"
+    result = await run_local(python(code), Limits(wall_s=3, cpu_s=10, memory_mb=512))
+    assert result.stop == "timeout" and result.cpu_s >= 0.5 and result.max_rss_kb > 100 << 10, (result.cpu_s, result.max_rss_kb)
+
+
 async def test_the_environment_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GM_SERVER_SECRET", "do-not-leak")
     result = await run_local(python("import os; print(sorted(os.environ))", env={"MINE": "1"}), LIMITS)
