@@ -168,8 +168,9 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
         procs = []
         math, math_addr = _start(["serve", "math_exact", "--port", "0"], r"listening on (\S+:\d+)", logs / "serve.err")
         procs.append(math)
+        (logs / "data").mkdir()  # beside the database, never around it (refused: a job could read it)
         jobs, jobs_addr = _start(
-            ["jobs", "serve", "--db", str(logs / "jobs.sqlite"), "--port", "0", "--data-root", str(logs)],
+            ["jobs", "serve", "--db", str(logs / "jobs.sqlite"), "--port", "0", "--data-root", str(logs / "data")],
             r"job server listening on (\S+:\d+)", logs / "jobs.err",
         )  # fmt: skip
         procs.append(jobs)
