@@ -36,7 +36,7 @@ from gym_metrics.aggregate.render._sections import add_agent_sections, agent_nam
 from gym_metrics.aggregate._stats import t_interval
 from gym_metrics.aggregate.shards._ranged import aggregate_ranged
 from gym_metrics.aggregate.shards._repeated_keys import refuse_files_given_twice
-from gym_metrics.aggregate.shards._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_bytes, partial_rows, read_partial, refuse_keys_across_partials, write_partial
+from gym_metrics.aggregate.shards._partial import FORMAT as PARTIAL_FORMAT, VERSION as PARTIAL_VERSION, combine, merge_partials, partial_bad_lines, partial_bytes, partial_rows, read_partial, refuse_keys_across_partials, write_partial
 
 
 def aggregate_file(
@@ -157,6 +157,7 @@ __all__ = [
     "aggregate_rollouts",
     "combine",
     "merge_partials",
+    "partial_bad_lines",
     "refuse_files_given_twice",
     "partial_bytes",
     "partial_rows",

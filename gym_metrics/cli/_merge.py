@@ -62,7 +62,7 @@ def run(ns: argparse.Namespace) -> int:
 def _warn_bad_lines(partials: list[Path]) -> None:
     """What `--on-bad-line skip` left out of the partials' inputs, as `aggregate` warns of it:
     each input file's lines, in the order given."""
-    from gym_metrics.aggregate.shards._partial import partial_bad_lines
+    from gym_metrics.aggregate import partial_bad_lines
     from gym_metrics.cli._base import warn_bad_lines
 
     by_file: dict[str, list[Any]] = {}

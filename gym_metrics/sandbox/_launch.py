@@ -36,11 +36,11 @@ import signal
 import socket
 import struct
 import sys
-import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _confine  # type: ignore[import-not-found]  # noqa: E402  # beside this file (run by path, -I: its directory is not on sys.path)
+from _sweep import become, sweep, sweep_user  # type: ignore[import-not-found]  # noqa: E402
 
 del sys.path[0]
 
@@ -48,13 +48,6 @@ _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_CHILD_SUBREAPER = 36
 _FDS = 5  # stdin, stdout, stderr, report, control
 _LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-def _become(uid: int) -> None:
-    """The job's user, with no groups: it may not signal or read what root owns."""
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
 
 
 def _exec_program(job: dict, stdin: int, stdout: int, stderr: int, failed: int) -> None:
@@ -83,7 +76,7 @@ def _exec_program(job: dict, stdin: int, stdout: int, stderr: int, failed: int) 
         if os.geteuid() == 0:
             _confine.empty_bounding_set(keeps_root=job.get("uid") is None)
         if job.get("uid") is not None:
-            _become(job["uid"])
+            become(job["uid"])
         if os.geteuid() == 0:  # no user of its own (users=False, or not reachable): root's uid, none of its power
             _confine.drop_capabilities()
         _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
@@ -158,72 +151,6 @@ def _run_python(env: dict) -> None:
     os._exit(code)
 
 
-def _kill_as(uid: int) -> None:
-    """kill(-1) as `uid`, in a child of its own: every process of that user."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _become(uid)
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
-
-
-def _alive_as(uid: int) -> bool:
-    """Whether a live (not zombie) process of `uid` is left: kill(-1) cannot tell (it counts
-    the processes it may not signal too). Cheap in the sandbox's pid namespace."""
-    want = str(uid).encode()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status", "rb") as f:
-                head = f.read(1024)
-        except OSError:
-            continue
-        fields = dict(line.split(b":", 1) for line in head.splitlines() if b":" in line)
-        if fields.get(b"Uid", b"").split()[:1] == [want] and not fields.get(b"State", b"").strip().startswith(b"Z"):
-            return True
-    return False
-
-
-def _reap_orphans() -> None:
-    """Reap the run's dead descendants (this runner is their subreaper)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def _sweep(uid: int | None, pid: int) -> None:
-    """Kill the program and its group (before it is reaped: its pid cannot have been reused)."""
-    for kill in (os.kill, os.killpg):  # the pid too: it may not have its group yet
-        try:
-            kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    if uid is not None:
-        _kill_as(uid)
-
-
-def _sweep_user(uid: int | None) -> None:
-    """Until no process of the run's user is left (one that left the group, one forked while
-    the last kill went round), dead ones reaped, for _SWEEP_S at most."""
-    deadline = time.monotonic() + _SWEEP_S
-    while True:
-        _reap_orphans()
-        if uid is None or not _alive_as(uid) or time.monotonic() > deadline:
-            return
-        _kill_as(uid)
-        time.sleep(0.001)
-
-
-_SWEEP_S = 2.0
 _REAP_S = 1.0
 """How long a killed run's init may take to kill the rest and reap its program."""
 
@@ -306,7 +233,7 @@ def _serve_job(job: dict, fds: list[int], confined: bool, prepared: Prepared) ->
                 select.select([ended], [], [], _REAP_S)
         os.kill(pid, signal.SIGKILL)
     else:
-        _sweep(job.get("uid"), pid)
+        sweep(job.get("uid"), pid)
     _, status, usage = os.wait4(pid, 0)
     answer = {"cpu_s": usage.ru_utime + usage.ru_stime, "max_rss_kb": usage.ru_maxrss, "killed": killed,
               "oom": group is not None and group.oom_killed()}  # fmt: skip
@@ -316,7 +243,7 @@ def _serve_job(job: dict, fds: list[int], confined: bool, prepared: Prepared) ->
             _end(report, {"exit_code": 127, "error": said[1:].decode(errors="replace")}, group)
         status = struct.unpack("i", said[1:5])[0] if said[:1] == b"S" else (signal.SIGKILL if killed else status)
     else:
-        _sweep_user(job.get("uid"))
+        sweep_user(job.get("uid"))
         setup_failed = _setup_failure(failed_r)
         if setup_failed is not None:
             _end(report, {"exit_code": 127, "error": setup_failed}, group)
