@@ -43,11 +43,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_inputs(ns)
         return int(ns.func(ns) or 0)
     except KeyboardInterrupt:
+        _say_stopped(ns, "interrupted (Ctrl-C)")
         return 130  # 128 + SIGINT, the shell's convention (outside the ExitCode table)
     except _Terminated:
+        _say_stopped(ns, "stopped (SIGTERM)")
         return 128 + signal.SIGTERM
     except (Exception, asyncio.CancelledError) as exc:  # a stray CancelledError is a failure, not a traceback
         if _terminated and isinstance(exc, asyncio.CancelledError):  # SIGTERM cancelled the command's loop
+            _say_stopped(ns, "stopped (SIGTERM)")
             return 128 + signal.SIGTERM
         if ns.debug:
             raise
@@ -55,6 +58,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+_AFTER_STOP = {
+    "collect": "the rows written so far are kept; the same command with --resume goes on from them",
+    "evaluate": "nothing was written; run it again",
+}
+
+
+def _say_stopped(ns: argparse.Namespace, how: str) -> None:
+    """One line on a stopped command (it ended silently, a progress bar half drawn), and what
+    is left of its work where that is not plain."""
+    after = _AFTER_STOP.get(ns.command)
+    start = "\n" if sys.stderr.isatty() else ""  # below a progress bar's line
+    print(f"{start}gym-metrics {ns.command}: {how}" + (f": {after}" if after else ""), file=sys.stderr)
 
 
 class _Terminated(SystemExit):

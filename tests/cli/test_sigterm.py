@@ -51,7 +51,8 @@ def test_sigterm_mid_collect_exits_143_and_resume_completes_it(tmp_path: Path) -
         command = [sys.executable, "-m", "gym_metrics.cli", "collect", "--server", address, "--input", str(src)]
         proc = subprocess.Popen([*command, "--output", str(out)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
         assert stopped_once(proc, lambda: out.exists() and out.stat().st_size > 100_000) == 128 + signal.SIGTERM  # rollouts being written
-        assert b"Traceback" not in proc.stderr.read()  # type: ignore[union-attr]
+        said = proc.stderr.read()  # type: ignore[union-attr]
+        assert b"Traceback" not in said and b"gym-metrics collect: stopped (SIGTERM): the rows written so far are kept; the same command with --resume" in said, said[-300:]
         written = len(out.read_bytes().splitlines())
         assert 0 < written < 700 * len(rows), written
         assert not (tmp_path / "out_aggregate_metrics.json").exists()  # no metrics of a part passed off as the whole
@@ -97,3 +98,19 @@ def test_a_stop_while_one_verify_runs_keeps_every_rollout_verified_before_it(tmp
         resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=120)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
         assert "1 verified" in resumed.stdout and "299 already in the output" in resumed.stdout, resumed.stdout
+
+
+def test_ctrl_c_says_the_command_stopped_and_what_is_left(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Ctrl-C ended a command with exit 130 and not a word (a progress bar half drawn)."""
+    from gym_metrics import cli
+    from gym_metrics.cli import _collect
+
+    def interrupted(ns: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_collect, "run", interrupted)
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"agent_ref": {"name": "a"}}\n')
+    assert cli.main(["collect", "--server", "127.0.0.1:1", "--input", str(source), "--output", str(tmp_path / "out.jsonl")]) == 130
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said[-1] == "gym-metrics collect: interrupted (Ctrl-C): the rows written so far are kept; the same command with --resume goes on from them"
