@@ -59,6 +59,7 @@ def batch_to_columns(batch: pb.RolloutBatch, where: str = "batch", row_offset: i
             masked = derived.masked
     else:
         fields = {name: numeric_field(col, n) for name, col in batch.columns.items()}
+        _check_kinds(fields, where)
         _check_rows_are_objects(batch.row_json, where)
     rows = (
         RowSource(list(batch.row_json)) if len(batch.row_json) else None
@@ -123,6 +124,23 @@ def _indices(values: Sequence[int], field: str) -> tuple[np.ndarray, list[FieldV
     arr = np.array(values, dtype=np.int64)
     bad = np.flatnonzero(arr < 0)
     return arr, [FieldViolation(field, f"must be >= 0, got {int(arr[i])}", int(i)) for i in bad[:_MAX_VIOLATIONS]]
+
+
+def _check_kinds(fields: dict[str, NumericField], where: str) -> None:
+    """A column's finite values fit its kind: a BOOL column holds 0 and 1, an INT one whole
+    numbers (7.0 said to be a boolean was averaged, and shown in rollout_infos, as one)."""
+    violations = []
+    for name, field in fields.items():
+        if field.kind not in (ValueKind.BOOL, ValueKind.INT):
+            continue
+        counted = field.present & np.isfinite(field.values)  # NaN and infinities are any kind's
+        given = field.values[counted]
+        bad = ~np.isin(given, (0.0, 1.0)) if field.kind is ValueKind.BOOL else given != np.round(given)
+        if bad.any():
+            at = int(np.flatnonzero(counted)[np.argmax(bad)])
+            what = "0 or 1 (its kind is VALUE_KIND_BOOL)" if field.kind is ValueKind.BOOL else "a whole number (its kind is VALUE_KIND_INT)"
+            violations.append(FieldViolation(f"{where}.columns[{name}].values", f"{float(given[np.argmax(bad)])!r} is not {what}", at))
+    _raise_if(violations, "column values that do not fit their kind")
 
 
 def numeric_field(col: pb.NumericColumn, n: int) -> NumericField:

@@ -119,6 +119,19 @@ async def test_numeric_column_of_wrong_length(stub: Any) -> None:
     await _assert_still_serves(stub)
 
 
+async def test_column_values_that_do_not_fit_their_kind(stub: Any) -> None:
+    """7.0 in a BOOL column, or 1.5 in an INT one, was averaged (and shown) as given."""
+    for kind, values, why in ((pb.VALUE_KIND_BOOL, [1.0, 7.0], "7.0 is not 0 or 1"), (pb.VALUE_KIND_INT, [1.5, 2.0], "1.5 is not a whole number")):
+        bad = _batch(task_index=[0, 1], rollout_index=[0, 0], columns={"reward": pb.NumericColumn(values=values, kind=kind)})
+        err = await _aggregate_fails(stub, [_header(), bad])
+        assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
+        [(field, description)] = bad_request(err)
+        assert field.startswith("request[1].batch.columns[reward].values") and description.startswith(why), (field, description)
+    nan_is_any_kind = _batch(task_index=[0, 1], rollout_index=[0, 0], columns={"reward": pb.NumericColumn(values=[1.0, float("nan")], kind=pb.VALUE_KIND_BOOL)})
+    assert (await aggregate_call(stub, [_header(), nan_is_any_kind])).metrics.agent_ref.name
+    await _assert_still_serves(stub)
+
+
 async def test_duplicate_keys_within_a_batch(stub: Any) -> None:
     err = await _aggregate_fails(stub, [_header(), _ok_batch("0", [0, 1, 0], [0, 0, 0])])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
