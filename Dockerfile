@@ -1,7 +1,8 @@
 # The environment-server image: `docker build -t gym-metrics .`, then
 #   docker run --rm -p 50051:50051 gym-metrics                      # serves math_exact
 #   docker run --rm -p 50051:50051 gym-metrics serve tool_calling --host 0.0.0.0
-# Any gym-metrics command runs (the entrypoint is the CLI). Kubernetes: docs/kubernetes.md and
+# Any gym-metrics command runs (the entrypoint is the CLI). Stop it with `docker stop -t 15` or
+# more: docker's 10 s default is `--grace`'s own, no margin before its SIGKILL. Kubernetes: docs/kubernetes.md and
 # deploy/kubernetes/. Your own environment: `FROM gym-metrics` and `pip install` its package.
 #
 # Environments that run model-written code (code_tests) need the sandbox's isolation, which
