@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from gym_metrics._util.masking import without_userinfo
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -87,11 +88,11 @@ def host_pattern(text: str) -> str:
         parts = urlsplit("//" + pattern)
         parts.port  # noqa: B018  # raises ValueError for a bad port
     except ValueError:
-        raise ValueError(f"{text!r} is not HOST or HOST:PORT") from None
+        raise ValueError(f"{without_userinfo(text)!r} is not HOST or HOST:PORT") from None
     if not parts.hostname or parts.path or parts.query or parts.fragment or "@" in pattern or "://" in text:
-        raise ValueError(f"{text!r} is not HOST or HOST:PORT (no path or credentials; the one scheme allowed is http://)")
+        raise ValueError(f"{without_userinfo(text)!r} is not HOST or HOST:PORT (no path or credentials; the one scheme allowed is http://)")
     if "*" in pattern.lstrip("*.") or (pattern.startswith("*") and not pattern.startswith("*.")):
-        raise ValueError(f"{text!r}: a wildcard is only allowed as a leading '*.'")
+        raise ValueError(f"{without_userinfo(text)!r}: a wildcard is only allowed as a leading '*.'")
     return pattern
 
 

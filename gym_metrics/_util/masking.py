@@ -128,6 +128,19 @@ def without_url_credentials(text: str) -> str:
     return _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{MASK}@", text)
 
 
+_USERINFO = re.compile(r"(?i)^([a-z][a-z0-9+.-]*://)?[^/?#\s]*@")
+"""An address's user and password, with or without a scheme (`u:pw@host:1`, `http://u:pw@host`)."""
+
+
+def without_userinfo(text: str) -> str:
+    """`text`, an address or URL as given on a command line, with the user and password before
+    its host masked even without a scheme (`u:pw@h:1` -> `***@h:1`), and every URL's in it
+    (`without_url_credentials`): a flag's error message quotes what was given."""
+    if "@" not in text:
+        return text
+    return without_url_credentials(_USERINFO.sub(lambda m: f"{m.group(1) or ''}{MASK}@", text, count=1))
+
+
 def url_password(url: str | None) -> str | None:
     """The password of `url` (percent-decoded), None when it has none: a library may quote it
     outside the URL (its own messages, a decoded form)."""
@@ -170,4 +183,4 @@ class MaskingFilter(logging.Filter):
         return True
 
 
-__all__ = ["MASK", "MIN_SCRUBBED_KEY", "MaskingFilter", "key_forms", "may_hold", "remember", "scrub", "scrub_tree", "url_password", "without_url_credentials"]
+__all__ = ["MASK", "MIN_SCRUBBED_KEY", "MaskingFilter", "key_forms", "may_hold", "remember", "scrub", "scrub_tree", "url_password", "without_url_credentials", "without_userinfo"]

@@ -21,13 +21,16 @@ from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from gym_metrics._util.deprecated import old_groups, warn_old_group
-from gym_metrics.errors import NotFoundError
+from gym_metrics.errors import InvalidInputError, NotFoundError
 
 T = TypeVar("T")
 C = TypeVar("C", bound=type)
 
 K = "{k}"
 """Placeholder of a family's parameter."""
+MAX_K = 100_000
+"""The largest k of a family member (`pass@100000`): a task needs k rollouts for it, and
+`collect --num-repeats` makes at most as many; a larger k failed deep inside (OverflowError)."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,10 @@ class Registry(Generic[T]):
         for family in self._families.values():
             match = family.regex.fullmatch(name)
             if match:
-                return self._member(family, int(match.group(1)))
+                digits = match.group(1)
+                if len(digits) > len(str(MAX_K)) or int(digits) > MAX_K:
+                    raise InvalidInputError(f"{self.kind} {name!r}: k is at most {MAX_K:,} (a task needs k rollouts)")
+                return self._member(family, int(digits))
         return None
 
     def _member(self, family: _Family[T], k: int) -> type[T]:

@@ -349,8 +349,10 @@ def prompt_step(path: str | None, flag: str = "--prompt-config") -> Callable[[di
 
     try:
         template = load_prompt_config(path)
-    except (OSError, yaml.YAMLError, pydantic.ValidationError) as exc:
-        if isinstance(exc, pydantic.ValidationError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, pydantic.ValidationError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            detail = f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
+        elif isinstance(exc, pydantic.ValidationError):
             detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors()[:3])
         else:
             detail = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc).splitlines()[0]
