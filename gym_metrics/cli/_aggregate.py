@@ -18,6 +18,7 @@ from gym_metrics.cli._base import (
     format_table,
     non_negative_int,
     print_value_notes,
+    require_module,
     warn_bad_lines,
 )
 from gym_metrics.cli._export import add_export_flags, export_after
@@ -68,6 +69,8 @@ def run(ns: argparse.Namespace) -> int:
     from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine, output_path_for, refuse_files_given_twice, with_perf_summaries
     from gym_metrics.errors import FieldViolation, InvalidInputError
 
+    if ns.ray is not None:  # (exit 2 before any work, not an ImportError at the end)
+        require_module("ray", "--ray", "ray", "Ray")
     if ns.with_rows and not ns.partial_out:
         raise InvalidInputError("--with-rows goes with --partial-out")
     if ns.partial_out:  # a partial holds rows, not metrics: these shape the metrics `merge` writes

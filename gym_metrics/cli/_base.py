@@ -9,11 +9,11 @@ import difflib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gym_metrics._util.masking import MaskingFilter
+from gym_metrics._util.masking import MaskingFilter, without_userinfo
 from gym_metrics._util.atomic import same_file
 from gym_metrics.errors import ExitCode, GymMetricsError, InvalidInputError, UserCodeError
 
@@ -135,32 +135,68 @@ def print_invalid(exc: InvalidInputError) -> None:
 
 # ----------------------------------------------------------------------------- value types
 
+MAX_COUNT = 2**63 - 1
+"""The largest number any count flag takes (a C long, numpy's and protobuf's int64, islice's
+stop): a larger one failed deep inside as an internal error. Flags with a real bound say theirs."""
+
+
 def server_address(text: str) -> str:
     """A gRPC server to call: HOST:PORT (port 1..65535; `[v6]:PORT`), or a target grpc
     resolves itself (`dns:///NAME:PORT`, `ipv4:`, `ipv6:`, `unix:`). A port out of range was
-    wrapped by the resolver (98743 reached 33207) and a URL failed as "unreachable"."""
+    wrapped by the resolver (98743 reached 33207) and a URL failed as "unreachable". The value
+    is quoted back with any user and password masked."""
     if text.startswith(("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:")):
         return text
     if "://" in text:
-        raise argparse.ArgumentTypeError(f"{text!r}: give HOST:PORT (a gRPC address, not a URL)")
+        raise argparse.ArgumentTypeError(f"{without_userinfo(text)!r}: give HOST:PORT (a gRPC address, not a URL)")
     host, sep, port = text.rpartition(":")
+    if "@" in host:
+        raise argparse.ArgumentTypeError(f"{without_userinfo(text)!r}: give HOST:PORT, no user or password (a token: --auth-token-env)")
     if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r}: give HOST:PORT with a port in 1..65535")
+        raise argparse.ArgumentTypeError(f"{without_userinfo(text)!r}: give HOST:PORT with a port in 1..65535")
     return text
 
 
-def positive_int(text: str) -> int:
+def listen_host(text: str) -> str:
+    """A server's --host: a name or address of this machine to listen on, never a URL (quoted
+    back with any user and password masked)."""
+    if "://" in text or "@" in text or "/" in text or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(f"{without_userinfo(text)!r}: give a host name or address to listen on (not a URL)")
+    return text
+
+
+def _shown(text: str) -> str:
+    """A number as given, cut when long (a 10,000-digit value is not quoted back whole)."""
+    text = text.strip()
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
+
+
+def bounded_int(text: str, low: int, high: int, why: str = "") -> int:
+    """`text` as an int in low..high; argparse.ArgumentTypeError saying the bound (and `why`)."""
     value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+    if value > high:
+        raise argparse.ArgumentTypeError(f"must be at most {high:,}{why}, got {_shown(text)}")
     return value
+
+
+def int_in(low: int, high: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type: an int in low..high (`why`, e.g. " (each holds ...)", ends the message)."""
+
+    def parse(text: str) -> int:
+        return bounded_int(text, low, high, why)
+
+    parse.__name__ = "int"  # (argparse's "invalid int value: 'x'")
+    return parse
+
+
+def positive_int(text: str) -> int:
+    return bounded_int(text, 1, MAX_COUNT)
 
 
 def non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+    return bounded_int(text, 0, MAX_COUNT)
 
 
 def positive_float(text: str) -> float:
@@ -168,6 +204,48 @@ def positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return value
+
+
+MAX_GRACE_S = 3600.0
+"""The most seconds a server's --grace may give in-flight calls at SIGTERM."""
+
+
+def grace_seconds(text: str) -> float:
+    """--grace of `serve` and `jobs serve`: seconds, 0..MAX_GRACE_S (nan and inf refused)."""
+    value = float(text)
+    if not 0 <= value <= MAX_GRACE_S:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in 0..{MAX_GRACE_S:g}, got {text}")
+    return value
+
+
+def max_local_processes() -> int:
+    """The most processes a command may start on this machine (collect --processes, serve
+    --workers): 4 a core (more only add memory and switching), at least 8."""
+    return max(8, 4 * (os.cpu_count() or 1))
+
+
+def require_module(module: str, flag: str, extra: str, what: str) -> None:
+    """GymMetricsError (exit 2, before any work) when `flag` needs `module`, an optional extra
+    not installed: one line saying what to install."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise GymMetricsError(f"{flag} needs {what}, which is not installed: pip install 'gym-metrics[{extra}]'")
+
+
+def reducer_name(text: str) -> str:
+    """--reducer / --reducers: a reducer's name; a family member's k checked here (pass@k: k
+    at most gym_metrics._util.registry.MAX_K). An unknown name is left to the command, which
+    lists the known ones."""
+    from gym_metrics.reducers import REDUCERS
+
+    try:
+        REDUCERS.find(text)
+    except InvalidInputError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    except GymMetricsError:  # a plugin that fails to load: the command reports it
+        pass
+    return text
 
 
 def agent_name(text: str) -> str:

@@ -14,10 +14,12 @@ from gym_metrics._util.memory import fewer_gc_passes
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.cli._base import (
     agent_name,
+    max_local_processes,
     non_negative_int,
     positive_float,
     positive_int,
     read_token,
+    require_module,
     server_address,
     warn_bad_lines,
 )
@@ -128,7 +130,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--max-in-flight", type=positive_int, default=8, help="batches' worth of rollouts unanswered at most (x --batch-size)")
     p.add_argument(
         "--connections", type=positive_int, metavar="N",
-        help="TCP connections to spread verify batches over (default: one per server worker process)",
+        help="TCP connections per server to spread verify batches over (default: one per server worker process; "
+        f"at most a quarter of the open-file limit, ulimit -n, and {MAX_CONNECTIONS:,})",
     )  # fmt: skip
     p.add_argument("--max-retries", type=non_negative_int, default=8, help="retries when the server is unavailable")
     p.add_argument(
@@ -177,12 +180,24 @@ def _server_entry(text: str) -> str:
 
 
 RAY_MAX_PROCESSES = 4096
+MAX_CONNECTIONS = 1024
+"""The most --connections to one server (a server's workers take one each)."""
 
 
 def max_processes(ray: bool) -> int:
     """The most shards a run may ask for: 4 a core here (the agent loop keeps a core busy; more
     only add memory), at least 8; a Ray run's are spread over its cluster."""
-    return RAY_MAX_PROCESSES if ray else max(8, 4 * (os.cpu_count() or 1))
+    return RAY_MAX_PROCESSES if ray else max_local_processes()
+
+
+def max_connections() -> int:
+    """The most --connections: a quarter of this process's open-file limit (a connection holds
+    a socket and gRPC's own descriptors; the input, output and sidecars need theirs), at least
+    8, at most MAX_CONNECTIONS."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return MAX_CONNECTIONS if soft == resource.RLIM_INFINITY else max(8, min(MAX_CONNECTIONS, soft // 4))
 
 
 def _check_inputs(ns: argparse.Namespace) -> None:
@@ -209,6 +224,12 @@ def _check_inputs(ns: argparse.Namespace) -> None:
         where = "a Ray run's shards" if ns.ray is not None else f"processes on this machine's {os.cpu_count() or 1} cores"
         raise InvalidInputError("too many processes", [FieldViolation("--processes", f"{ns.processes:,} is more than {most:,} {where} "
                                                                       "(each holds about 100 MB and its own connections)")])  # fmt: skip
+    if ns.connections is not None and ns.connections > (most := max_connections()):
+        raise InvalidInputError("too many connections", [FieldViolation("--connections", f"{ns.connections:,} is more than {most:,} per server "
+                                                                      "(a quarter of the open-file limit, ulimit -n, at most "
+                                                                      f"{MAX_CONNECTIONS:,})")])  # fmt: skip
+    if ns.ray is not None:
+        require_module("ray", "--ray", "ray", "Ray")
     if ns.num_repeats_add_seed and ns.seed is not None:
         raise InvalidInputError("one seed per request", [FieldViolation("--seed", "not with --num-repeats-add-seed (the body's seed would win)")])
     if not ns.shard and any(split_server(s)[0] is not None for s in ns.server):  # servers by agent (an address may hold "=")

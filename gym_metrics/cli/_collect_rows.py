@@ -9,14 +9,18 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gym_metrics.cli._base import positive_int, refuse_output_over_input
+from gym_metrics.cli._base import bounded_int, refuse_output_over_input
 from gym_metrics.errors import FieldViolation, InvalidInputError
+
+MAX_REPEATS = 100_000
+"""The most rollouts `--num-repeats` makes of one row: a row's rollout indices are listed in
+memory before its first rollout starts (1,000,000,000 grew to 23 GB before any output)."""
 
 
 def repeats_entry(text: str) -> int | tuple[str, int]:
-    """One `--num-repeats` value: K, or AGENT=K."""
+    """One `--num-repeats` value: K (1..MAX_REPEATS), or AGENT=K."""
     key, eq, count = text.rpartition("=")
-    value = positive_int(count)
+    value = bounded_int(count, 1, MAX_REPEATS, " rollouts of a row (its rollout indices are listed in memory up front)")
     if eq and not key.strip():
         raise argparse.ArgumentTypeError(f"{text!r}: AGENT=K with an agent name")
     return (key.strip(), value) if eq else value

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.cli._base import InputFileError, non_negative_int, warn_bad_lines
+from gym_metrics.cli._base import InputFileError, bounded_int, non_negative_int, reducer_name, warn_bad_lines
 from gym_metrics.errors import FieldViolation, InvalidInputError
 
 VERDICT_HELP = "exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE (docs/statistics.md#verdicts)"
@@ -20,13 +20,16 @@ ORDER = 50  # its place in `gym-metrics --help` (cli/_discovery.py)
 MIN_RESAMPLES = 100
 """Below this a percentile interval is a handful of values: with one resample it excluded its
 own estimate."""
+MAX_RESAMPLES = 10_000_000
+"""Above this the resamples' differences alone pass 80 MB (and a reducer recomputed on each
+resample runs for hours): 1,000,000,000 allocated without end."""
 
 
 def _resamples(text: str) -> int:
     value = int(text)
     if value < MIN_RESAMPLES:
         raise argparse.ArgumentTypeError(f"at least {MIN_RESAMPLES} for a bootstrap interval, got {value}")
-    return value
+    return bounded_int(text, MIN_RESAMPLES, MAX_RESAMPLES, " (each resample's difference is held in memory)")
 
 
 def add_parsers(sub: Any) -> None:
@@ -35,8 +38,8 @@ def add_parsers(sub: Any) -> None:
                    help="one rollouts JSONL with the agents, or two files (A then B) with one agent each")  # fmt: skip
     p.add_argument("--agents", nargs="+", metavar="AGENT", help="report A - B (and every other pair, in this order)")
     p.add_argument(
-        "--reducer", "--metric", dest="reducer", nargs="+", default=["mean_reward"],
-        help="mean_reward, pass_rate, pass@k, pass^k or any registered reducer; several allowed (--metric is the old spelling)",
+        "--reducer", "--metric", dest="reducer", nargs="+", default=["mean_reward"], type=reducer_name,
+        help="mean_reward, pass_rate, pass@k, pass^k (k at most 100,000) or any registered reducer; several allowed (--metric is the old spelling)",
     )  # fmt: skip
     p.add_argument("--field", nargs="+", default=["reward"], help="the per-rollout value field(s)")
     p.add_argument("--method", choices=_MethodNames(), metavar="{paired,bootstrap}", default="paired",
@@ -47,7 +50,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--fail-if-worse-by", type=_margin, metavar="DELTA", help=f"FAIL if A is worse than B by more than DELTA; {VERDICT_HELP}")
     p.add_argument("--require-better-by", type=_margin, metavar="DELTA", help=f"PASS only if A beats B by more than DELTA; {VERDICT_HELP}")
     p.add_argument("--common-tasks", action="store_true", help="with two files, compare on the tasks both hold")
-    p.add_argument("--resamples", type=_resamples, default=10_000, help=f"paired bootstrap resamples (--method bootstrap; at least {MIN_RESAMPLES})")
+    p.add_argument("--resamples", type=_resamples, default=10_000, help=f"paired bootstrap resamples (--method bootstrap; {MIN_RESAMPLES} to {MAX_RESAMPLES:,})")
     p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed (same seed, same interval)")
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip bad lines")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")

@@ -10,13 +10,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.cli._base import add_global_flags, non_negative_int, positive_int
+from gym_metrics.cli._base import add_global_flags, int_in, max_local_processes, non_negative_int
 from gym_metrics.errors import ExitCode, FieldViolation, InvalidInputError
 
 ORDER = 65  # its place in `gym-metrics --help` (cli/_discovery.py)
 DEFAULT_SIZE = 500
 """reasoning-gym's own default size."""
 DEFAULT_SEED = 42
+MAX_SIZE = 1_000_000
+"""The most rows one command writes: about 1.5 GB of JSONL and 3 minutes a worker for
+leg_counting (an unbounded size wrote without end)."""
 
 
 def add_parsers(sub: Any) -> None:
@@ -27,7 +30,10 @@ def add_parsers(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("name", nargs="?", metavar="NAME", help="a reasoning-gym dataset (--list names them)")
     p.add_argument("--mix", nargs="+", action="extend", metavar="NAME:WEIGHT", help="a weighted mix instead, as reasoning-gym's composite dataset draws it")
-    p.add_argument("--size", type=positive_int, default=DEFAULT_SIZE, metavar="N", help=f"rows (entries 0..N-1; default {DEFAULT_SIZE}, reasoning-gym's)")
+    p.add_argument(
+        "--size", type=int_in(1, MAX_SIZE, " rows (about 1.5 GB of JSONL)"), default=DEFAULT_SIZE, metavar="N",
+        help=f"rows (entries 0..N-1; default {DEFAULT_SIZE}, reasoning-gym's; at most {MAX_SIZE:,})",
+    )  # fmt: skip
     p.add_argument("--seed", type=non_negative_int, default=DEFAULT_SEED, metavar="S", help=f"the dataset's seed (default {DEFAULT_SEED})")
     p.add_argument(
         "--config", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
@@ -36,7 +42,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--system-prompt", default="default", metavar="NAME", help="reasoning-gym's system prompt to put first (default: default, its evaluation's; none: no system message)")
     p.add_argument("--agent", default="policy", metavar="NAME", help="agent_ref.name of every row (default: policy)")
     p.add_argument("-o", "--output", type=Path, metavar="ROWS.jsonl", help="where the rows go")
-    p.add_argument("--workers", type=positive_int, default=1, metavar="N", help="processes generating slices of the entries side by side (the file is the same; default 1)")
+    most = max_local_processes()
+    p.add_argument(
+        "--workers", type=int_in(1, most, " (4 a core of this machine, at least 8)"), default=1, metavar="N",
+        help=f"processes generating slices of the entries side by side (the file is the same; default 1; at most {most} here)",
+    )  # fmt: skip
     p.add_argument("--list", action="store_true", help="print the dataset names and exit")
     p.set_defaults(func=run_reasoning_gym)
     b = sources.add_parser(

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gym_metrics._util.masking import scrub, url_password, without_url_credentials
+from gym_metrics._util.masking import scrub, url_password, without_url_credentials, without_userinfo
 from gym_metrics.cli._base import positive_float
 from gym_metrics.errors import ExitCode
 
@@ -45,11 +45,29 @@ def add_export_flags(p: argparse.ArgumentParser) -> None:
     p.set_defaults(check_inputs=check)
 
 
+def pushgateway_url(text: str) -> str:
+    """--pushgateway: an http(s) URL, or HOST[:PORT] (http:// then), checked before any work
+    (a bad one failed the push after the whole run); quoted back with its password masked."""
+    from urllib.parse import urlsplit
+
+    shown = without_userinfo(text)
+    try:
+        parts = urlsplit(text if "://" in text else f"http://{text}")
+        parts.port  # noqa: B018  # raises ValueError for a bad port
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{shown!r}: not a URL (a bad port?); give http[s]://HOST[:PORT]") from None
+    if parts.scheme not in ("http", "https"):
+        raise argparse.ArgumentTypeError(f"{shown!r}: the Pushgateway is reached over http:// or https://, not {parts.scheme}://")
+    if not parts.hostname or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(f"{shown!r}: not a URL; give http[s]://HOST[:PORT]")
+    return text
+
+
 def add_pushgateway_flag(p: argparse.ArgumentParser) -> None:
     """Adds --pushgateway; call after set_defaults (it chains their check_inputs)."""
     p.add_argument(
-        "--pushgateway", metavar="URL",
-        help="push the collector's counters to this Prometheus Pushgateway every --push-interval s and at the end "
+        "--pushgateway", metavar="URL", type=pushgateway_url,
+        help="push the collector's counters to this Prometheus Pushgateway (http[s]://HOST[:PORT]) every --push-interval s and at the end "
         "(job gym_metrics_collect, instance = the output's stem; needs the prometheus extra)",
     )  # fmt: skip
     p.add_argument("--push-interval", type=positive_float, default=10.0, metavar="S", help="seconds between pushes (10)")

@@ -14,6 +14,9 @@ from gym_metrics._util.atomic import written_atomically
 from gym_metrics.cli._base import (
     add_global_flags,
     format_table,
+    grace_seconds,
+    int_in,
+    listen_host,
     non_negative_int,
     positive_float,
     positive_int,
@@ -24,6 +27,7 @@ from gym_metrics.cli._base import (
 )
 from gym_metrics.errors import ExitCode, FieldViolation, GymMetricsError, InvalidInputError
 
+INT32_MAX = 2**31 - 1
 STATES = ("QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 _EXIT_BY_STATE = {"SUCCEEDED": ExitCode.OK, "FAILED": ExitCode.FAILED, "CANCELLED": ExitCode.UNAVAILABLE}
 
@@ -54,7 +58,7 @@ def add_parsers(sub: Any) -> None:
 def _add_serve(commands: Any) -> None:
     p = commands.add_parser("serve", help="run the job server (jobs persist in --db and resume after a restart)")
     p.add_argument("--db", required=True, type=Path, help="SQLite file holding the jobs and their row results")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", type=listen_host, help="the address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=50052, help="0 picks a free port (printed on stderr)")
     p.add_argument("--max-jobs", type=positive_int, default=2, help="jobs running at once (default %(default)s)")
     p.add_argument("--data-root", type=Path, metavar="DIR", help="directory that dataset paths of jobs are read under (any file in it: keep --db and --secrets-file outside it)")
@@ -72,7 +76,7 @@ def _add_serve(commands: Any) -> None:
         help="largest `parallelism` a job may ask for (default %(default)s); more is refused at submit",
     )  # fmt: skip
     add_access_flags(p)
-    p.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
+    p.add_argument("--grace", type=grace_seconds, default=10.0, help="seconds in-flight calls get on SIGTERM (0..3600)")
     p.add_argument("--prometheus-port", type=int, metavar="P", help="serve Prometheus metrics on this port (needs the prometheus extra)")
     p.set_defaults(func=run_serve)
 
@@ -97,7 +101,10 @@ def _add_submit(commands: Any) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", type=Path, help="JSONL rows, read here and sent with the job")
     source.add_argument("--input-path", metavar="PATH", help="JSONL file on the server, relative to its --data-root")
-    p.add_argument("--parallelism", type=positive_int, help="rows scored at once (server default 16)")
+    p.add_argument(
+        "--parallelism", type=int_in(1, INT32_MAX, " (the job protocol's 32-bit field)"),
+        help="rows scored at once (server default 16)",
+    )  # fmt: skip
     p.add_argument("--limit-samples", type=non_negative_int, metavar="N", help="score only the first N rows")
     p.add_argument("--target-config", type=Path, metavar="TARGET.json", help="online evaluation: the model or agent target")
     p.add_argument("--prompt-template", type=Path, metavar="TEMPLATE.json", help="with a model target: the request rendered per row")

@@ -12,7 +12,9 @@ from typing import Any
 from gym_metrics._util.grpc_fork import disable_grpc_fork_handlers
 from gym_metrics._util.lifetime import die_with_parent
 from gym_metrics._util.limits import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, CallLimits
-from gym_metrics.cli._base import add_access_flags, positive_float, positive_int, server_token
+from gym_metrics.cli._base import (
+    add_access_flags, grace_seconds, int_in, listen_host, max_local_processes, positive_float, positive_int, reducer_name, server_token,
+)  # fmt: skip
 from gym_metrics.cli._policy_flags import add_policy_target_flags, policy_config
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.sandbox import ISOLATION_ENV, ISOLATIONS, OPTIONS_ENV, PROVIDER_ENV, PROVIDERS
@@ -20,6 +22,16 @@ from gym_metrics.sandbox import ISOLATION_ENV, ISOLATIONS, OPTIONS_ENV, PROVIDER
 
 
 ORDER = 10  # its place in `gym-metrics --help` (cli/_discovery.py)
+MAX_MESSAGE_MB = 2047
+"""The largest gRPC message size: gRPC holds it in a signed 32-bit int (2 GiB less a byte)."""
+
+
+def _message_mb(text: str) -> float:
+    """--max-message-mb: MiB, above 0 and at most MAX_MESSAGE_MB (nan and inf refused)."""
+    value = float(text)
+    if not 0 < value <= MAX_MESSAGE_MB:
+        raise argparse.ArgumentTypeError(f"must be a number of MiB above 0 and at most {MAX_MESSAGE_MB} (gRPC's limit), got {text}")
+    return value
 
 
 def add_parsers(sub: Any) -> None:
@@ -34,12 +46,16 @@ def add_parsers(sub: Any) -> None:
         "--openenv-action", metavar="MODULE:CLASS",
         help="an OpenEnv environment's Action class, when its step() does not name it (docs/environments.md#openenv)",
     )  # fmt: skip
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", type=listen_host, help="the address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=50051, help="0 picks a free port (printed on stderr)")
-    p.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
+    most = max_local_processes()
+    p.add_argument(
+        "--workers", type=int_in(1, most, f" (4 per core of this machine's {os.cpu_count() or 1}, at least 8)"), default=1,
+        help=f"processes sharing the port (SO_REUSEPORT; at most 4 a core, at least 8: {most} here)",
+    )  # fmt: skip
     add_access_flags(p)
-    p.add_argument("--max-message-mb", type=float, default=64.0, help="max gRPC message size (MiB)")
-    p.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on SIGTERM")
+    p.add_argument("--max-message-mb", type=_message_mb, default=64.0, help=f"max gRPC message size (MiB; at most {MAX_MESSAGE_MB})")
+    p.add_argument("--grace", type=grace_seconds, default=10.0, help="seconds in-flight calls get on SIGTERM (0..3600)")
     p.add_argument(
         "--prometheus-port", type=int, metavar="P",
         help="serve Prometheus metrics (/metrics) on this port of --host, 0 picks one (needs the prometheus extra; "
@@ -104,8 +120,8 @@ def add_parsers(sub: Any) -> None:
         "target file (model name, api, api_key_env; as evaluate --target-config takes); repeatable",
     )  # fmt: skip
     p.add_argument(
-        "--reducers", "--metrics", dest="reducers", nargs="+", metavar="NAME",
-        help="reward reducers to report, e.g. pass@1 pass@8 (replaces the env's; --metrics is the old spelling)",
+        "--reducers", "--metrics", dest="reducers", nargs="+", metavar="NAME", type=reducer_name,
+        help="reward reducers to report, e.g. pass@1 pass@8 (k at most 100,000; replaces the env's; --metrics is the old spelling)",
     )  # fmt: skip
     p.set_defaults(func=run)
 

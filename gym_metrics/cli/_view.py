@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gym_metrics.cli._base import listen_host
 from gym_metrics.errors import ExitCode
 
 ORDER = 92  # its place in `gym-metrics --help` (cli/_discovery.py)
@@ -16,7 +17,7 @@ ORDER = 92  # its place in `gym-metrics --help` (cli/_discovery.py)
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("view", help="browse rollouts in a local web app: runs, tasks, filters, one rollout whole, two runs side by side; follows a collect live")
     p.add_argument("paths", type=Path, nargs="*", help="rollout files (.jsonl), metrics files, or folders of them (default: this folder)")
-    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--host", default="127.0.0.1", type=listen_host, help="the address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0 picks a free one)")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help="another Host name a browser may reach the viewer by (repeatable; with --host 0.0.0.0, the machine's name or address)")  # fmt: skip
