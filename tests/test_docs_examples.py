@@ -78,6 +78,7 @@ SKIP: dict[tuple[str, str], str] = {
     ("kubernetes.md", "gym-metrics collect --server dns:///math-exact.gym-metrics.svc.cluster.local:50051 \\"):
         "needs a Kubernetes cluster's DNS",
     ("kubernetes.md", "kubectl apply -f deploy/kubernetes/jobs-server.yaml"): "needs a Kubernetes cluster",
+    ("kubernetes.md", "kubectl apply -f deploy/kubernetes/collect-job.yaml"): "needs a Kubernetes cluster",
     ("kubernetes.md", "from gym_metrics.ray import serve_replicas"):
         "needs a Ray cluster of several nodes (tests/ray_backend runs serve_replicas on a local one)",
     ("pipelines.md", "gym-metrics collect --server 10.0.0.5:50051 --server 10.0.0.6:50051 --server 10.0.0.7:50051 \\"):

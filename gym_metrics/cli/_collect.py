@@ -228,8 +228,6 @@ def _check_inputs(ns: argparse.Namespace) -> None:
         raise InvalidInputError("too many connections", [FieldViolation("--connections", f"{ns.connections:,} is more than {most:,} per server "
                                                                       "(a quarter of the open-file limit, ulimit -n, at most "
                                                                       f"{MAX_CONNECTIONS:,})")])  # fmt: skip
-    if ns.ray is not None:
-        require_module("ray", "--ray", "ray", "Ray")
     if ns.num_repeats_add_seed and ns.seed is not None:
         raise InvalidInputError("one seed per request", [FieldViolation("--seed", "not with --num-repeats-add-seed (the body's seed would win)")])
     if not ns.shard and any(split_server(s)[0] is not None for s in ns.server):  # servers by agent (an address may hold "=")
@@ -237,6 +235,8 @@ def _check_inputs(ns: argparse.Namespace) -> None:
             raise InvalidInputError("servers by agent run processes on this machine", [FieldViolation("--ray", "not with --server AGENT=HOST:PORT")])
         if ns.reverify_failed:
             raise InvalidInputError("--reverify-failed runs in one process", [FieldViolation("--server", "give one environment's plain HOST:PORT with --reverify-failed")])
+    if ns.ray is not None:  # after the flags' own combinations: those are wrong with Ray or without
+        require_module("ray", "--ray", "ray", "Ray")
     ns.policy = policy_config(ns)
     ns.prepare_row = rows(ns)
 

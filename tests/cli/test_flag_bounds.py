@@ -143,8 +143,9 @@ def test_a_prompt_config_that_is_not_utf8_names_the_flag(tmp_path: Path, capsys:
     assert_nothing_written(tmp_path)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="Ray is installed")
-def test_ray_without_ray_says_what_to_install(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ray_without_ray_says_what_to_install(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *more: None if name == "ray" else find(name, *more))  # Ray absent, installed or not
     refused(capsys, collect_args(tmp_path, "--ray"), "--ray", "pip install 'gym-metrics[ray]'")
     refused(capsys, ["aggregate", str(rows_file(tmp_path)), "--ray"], "--ray", "pip install 'gym-metrics[ray]'")
     assert_nothing_written(tmp_path)

@@ -21,6 +21,12 @@ def spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> subp
         return subprocess.Popen([sys.executable, "-m", "gym_metrics.cli", *args], stdout=subprocess.DEVNULL, stderr=err, env=env)
 
 
+def _data_root(logs: Path) -> Path:
+    """Beside the job server's database, never around it (refused: a job could read it)."""
+    (logs / "data").mkdir(exist_ok=True)
+    return logs / "data"
+
+
 def address(proc: subprocess.Popen[bytes], pattern: str, log: Path) -> str:
     deadline = time.monotonic() + 60
     while not (found := re.search(pattern, log.read_text(errors="replace"))):
@@ -39,7 +45,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
         "resources": (spawn(["serve", "math_exact", "--port", "0"], logs / "serve.err", env), listening, logs / "serve.err"),
         "jitter": (spawn(["serve", f"{Path(__file__).parent / '_jitter_env.py'}:JitterMath", "--port", "0"], logs / "jitter.err", env),
                    listening, logs / "jitter.err"),
-        "jobs": (spawn(["jobs", "serve", "--db", str(logs / "jobs.sqlite"), "--port", "0", "--data-root", str(logs)], logs / "jobs.err", env),
+        "jobs": (spawn(["jobs", "serve", "--db", str(logs / "jobs.sqlite"), "--port", "0", "--data-root", str(_data_root(logs))], logs / "jobs.err", env),
                  r"job server listening on (\S+:\d+)", logs / "jobs.err"),
         # math_exact that requires `authorization: Bearer TOKEN` on every call
         "auth": (spawn(["serve", "math_exact", "--port", "0", "--auth-token-env", TOKEN_ENV], logs / "auth.err", {**env, TOKEN_ENV: TOKEN}),
