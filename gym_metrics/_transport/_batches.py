@@ -133,13 +133,12 @@ def _check_kinds(fields: dict[str, NumericField], where: str) -> None:
     for name, field in fields.items():
         if field.kind not in (ValueKind.BOOL, ValueKind.INT):
             continue
-        counted = field.present & np.isfinite(field.values)  # NaN and infinities are any kind's
-        given = field.values[counted]
-        bad = ~np.isin(given, (0.0, 1.0)) if field.kind is ValueKind.BOOL else given != np.round(given)
+        v = field.values  # NaN (missing, or given) and infinities are any kind's
+        bad = np.isfinite(v) & ((v != 0.0) & (v != 1.0) if field.kind is ValueKind.BOOL else v != np.floor(v))
         if bad.any():
-            at = int(np.flatnonzero(counted)[np.argmax(bad)])
+            at = int(np.argmax(bad))
             what = "0 or 1 (its kind is VALUE_KIND_BOOL)" if field.kind is ValueKind.BOOL else "a whole number (its kind is VALUE_KIND_INT)"
-            violations.append(FieldViolation(f"{where}.columns[{name}].values", f"{float(given[np.argmax(bad)])!r} is not {what}", at))
+            violations.append(FieldViolation(f"{where}.columns[{name}].values", f"{float(v[at])!r} is not {what}", at))
     _raise_if(violations, "column values that do not fit their kind")
 
 
