@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 
+from gym_metrics._util.jsonio import same_json
+
 
 class AtifRefused(ValueError):
     """A row the profile cannot represent whole; the message starts with the path of what does not fit."""
@@ -49,19 +51,6 @@ def strict_json_loads(text: str | bytes) -> Any:
     return json.loads(text, parse_constant=constant, parse_float=number, object_pairs_hook=unique)
 
 
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality: true is not 1, 1 is 1.0, objects compare by keys and values."""
-    if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
-        return a is b if a is None or b is None else (type(a) is type(b) and a == b)
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
-
-
 def pruned(value: Any) -> Any:
     """`value` without object fields that are null (how a validated copy of it dumps)."""
     if isinstance(value, dict):
@@ -75,7 +64,7 @@ def same_copy(a: Any, b: Any) -> bool:
     """Whether two copies of one record agree once their null fields are dropped; the same
     bytes (the usual case, fast) answer at once."""
     option = orjson.OPT_SORT_KEYS
-    return orjson.dumps(a, option=option) == orjson.dumps(b, option=option) or _same(pruned(a), pruned(b))
+    return orjson.dumps(a, option=option) == orjson.dumps(b, option=option) or same_json(pruned(a), pruned(b))
 
 
 def check_json(value: Any, path: str) -> None:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer, register_server
 from gym_metrics._util.aio import gather_all
+from gym_metrics._util.jsonio import same_json
 from gym_metrics.sandbox import Limits, Program, Provider, RunResult
 
 SAMPLE_PATH = Path(__file__).with_name("sample.jsonl")
@@ -178,19 +179,6 @@ def _status(test: CodeTest, run: RunResult) -> tuple[Status, str]:
     expected = json.loads(json.dumps(test.expected))
     return ("ok", "") if same_json(value, expected) else ("wrong_answer", result[-DETAIL_BYTES:])
 
-
-def same_json(a: Any, b: Any) -> bool:
-    """Equal as JSON values: `true` is no number (Python's `True == 1` passed `[False, True]` for
-    `[0, 1]`), numbers equal by value (`1` is `1.0`), arrays item by item, objects key by key."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
 
 
 @register_server("code_tests")
