@@ -48,6 +48,7 @@ def test_a_bubblewrap_that_cannot_make_namespaces_is_refused_with_its_words(tmp_
     assert "No permissions to create new namespace" in lines[0] and "docs/sandbox.md#deploy" in lines[0]
 
 
+@pytest.mark.slow  # three servers started: on the default Python only (CI's time bound)
 @pytest.mark.parametrize(("cap", "named"), [("setuid", "CAP_SETUID"), ("chown", "CAP_CHOWN"), ("dac_override", "CAP_DAC_OVERRIDE")])
 def test_a_root_without_a_capability_a_run_needs_is_refused_naming_it(cap: str, named: str) -> None:
     """A container that dropped one of them started, then failed every verify ("cannot set the
