@@ -58,29 +58,29 @@ def test_a_reply_of_brackets_costs_a_bounded_number_of_decodes(reply: str, decod
     assert len(decodes) <= 101  # the whole text, then at most 100 places (it was one per bracket)
 
 
+async def _row_error(metric: Any) -> RowError:
+    """The RowError scoring ROW raises (the metric closed after)."""
+    try:
+        with pytest.raises(RowError) as info:
+            await metric.score(ROW)
+    finally:
+        await metric.aclose()
+    return info.value
+
+
 async def test_a_huge_reply_of_braces_is_a_judge_reply_error_quickly(decodes: list[int]) -> None:
     with ScriptedJudge(["{" * 200_000] * 2) as judge:
-        metric = AgentGoalAccuracy({"url": judge.url, "model": "m"})
-        try:
-            with pytest.raises(RowError) as info:
-                await metric.score(ROW)
-        finally:
-            await metric.aclose()
-    assert info.value.field == "judge_reply"
-    assert info.value.reason.startswith("goal and end state: no JSON object in the reply; reply: '{{{")
+        failure = await _row_error(AgentGoalAccuracy({"url": judge.url, "model": "m"}))
+    assert failure.field == "judge_reply"
+    assert failure.reason.startswith("goal and end state: no JSON object in the reply; reply: '{{{")
     assert len(decodes) <= 2 * 101
 
 
 @pytest.mark.parametrize("scorer", [TopicAdherence, AgentGoalAccuracy])
 async def test_a_reply_nested_too_deep_is_a_judge_reply_error_after_the_fix_request(scorer: Any) -> None:
     with ScriptedJudge(["[" * 100_000, "[" * 100_000]) as judge:  # past every Python's parser stack (3.13 reads 5,000 levels)
-        metric = scorer({"url": judge.url, "model": "m"})
-        try:
-            with pytest.raises(RowError) as info:
-                await metric.score(ROW)
-        finally:
-            await metric.aclose()
-    assert info.value.field == "judge_reply"
-    assert "nested too deep to read" in info.value.reason
-    assert info.value.reason.endswith("; reply: '" + "[" * 200 + "...'")
+        failure = await _row_error(scorer({"url": judge.url, "model": "m"}))
+    assert failure.field == "judge_reply"
+    assert "nested too deep to read" in failure.reason
+    assert failure.reason.endswith("; reply: '" + "[" * 200 + "...'")
     assert len(judge.requests) == 2  # format_retries=1: sent back once
