@@ -416,6 +416,38 @@ async def test_second_sigterm_cancels_in_flight_calls(tmp_path: Path) -> None:
     assert "cancelling in-flight calls" in stderr
 
 
+async def test_streams_cut_at_the_end_of_the_grace_end_without_a_traceback(tmp_path: Path) -> None:
+    """Streams still in flight when the grace runs out are cancelled; their calls' tasks finish
+    that before the process ends (grpc printed a traceback for each one left pending)."""
+    proc = await spawn_serve(tmp_path, "{'port': 0, 'grace_seconds': 0.5}")
+    try:
+        [port] = await read_listening(proc)
+        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb_grpc.ResourcesServiceStub(channel)
+
+            async def one_slow_batch() -> AsyncIterator[pb.VerifyStreamRequest]:
+                item = pb.VerifyItem(task_index=0, rollout_index=0, body_json=json.dumps({"sleep": 30}))
+                yield pb.VerifyStreamRequest(batch_id="b", items=[item])
+                await asyncio.sleep(60)
+
+            async def read(call: aio.StreamStreamCall) -> None:
+                async for _ in call:
+                    pass
+
+            streams = [asyncio.ensure_future(read(stub.VerifyStream(one_slow_batch()))) for _ in range(3)]
+            await asyncio.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)
+            for stream in streams:
+                with pytest.raises(aio.AioRpcError):
+                    await asyncio.wait_for(stream, 10)
+        code, stderr = await finish(proc)
+    finally:
+        await kill_group(proc)
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "CancelledError" not in stderr, stderr
+    assert stderr.count('"code": "CANCELLED"') == 3, stderr
+
+
 async def test_serve_reads_the_token_from_the_environment(tmp_path: Path) -> None:
     proc = await spawn_serve(tmp_path, "{'port': 0}", GYM_METRICS_AUTH_TOKEN=TOKEN)
     try:

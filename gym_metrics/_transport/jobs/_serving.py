@@ -20,7 +20,7 @@ from gym_metrics._transport.jobs._metrics import check_prometheus, start_metrics
 from gym_metrics._transport.server._metrics import ServerMetrics
 from gym_metrics._transport.jobs._servicer import SERVICE, JobsServicer, add_job_service
 from gym_metrics._transport.server._server import AUTH_TOKEN_ENV, RunningGrpcServer, ServerConfig, add_health_and_reflection, bind, new_server
-from gym_metrics._transport.server._serving import _add_signal_handlers, _ensure_log_handler, _remove_signal_handlers
+from gym_metrics._transport.server._serving import _add_signal_handlers, _ensure_log_handler, _remove_signal_handlers, let_cancelled_calls_end
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.jobs import JobExecutor, JobService, JobStore, ProgressHub, SecretStore
 
@@ -151,6 +151,7 @@ async def _serve_async(config: ServerConfig, options: JobServerOptions) -> None:
         await running.stop(config.grace_seconds)
         for task in force:
             await task
+        await let_cancelled_calls_end()
     finally:
         _remove_signal_handlers(loop, _SHUTDOWN_SIGNALS)
     log.info("gym-metrics: job server stopped")

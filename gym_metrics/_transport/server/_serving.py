@@ -128,12 +128,21 @@ async def _serve_async(
         await running.stop(config.grace_seconds)
         for task in force_tasks:
             await task
+        await let_cancelled_calls_end()
     finally:
         if orphan_watch is not None:
             orphan_watch.cancel()
         _remove_signal_handlers(loop, signals)
         _ForkWatch.armed = False
     log.info("gym-metrics: stopped%s", where)
+
+
+async def let_cancelled_calls_end(within_s: float = 1.0) -> None:
+    """Let grpc's tasks of calls cancelled at the end of the grace finish their cancellation: one
+    still pending when the event loop closes is cancelled again, and grpc prints its traceback."""
+    calls = [t for t in asyncio.all_tasks() if getattr(t.get_coro(), "__name__", "") == "_schedule_rpc_coro"]
+    if calls:
+        await asyncio.wait(calls, timeout=within_s)
 
 
 class _ForkWatch:
