@@ -29,12 +29,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import orjson
 
-from gym_metrics._util.exclusive import hold_exclusive
+from gym_metrics._util.exclusive import Exclusive, hold_exclusive
 from gym_metrics._util.lifetime import PARENT_ENV, die_with_parent, with_parent
 from gym_metrics._util.progress import ProgressLine
 from gym_metrics.collector._environments import Environments
@@ -182,7 +182,7 @@ def _key(line: bytes, default_agent: str | None) -> tuple[str, int, int]:
 
 
 def open_shards(final: Path, count: int, *, resume: bool, default_agent: str | None, log: Callable[[str], None],
-                environments: Environments | None = None) -> IO[bytes]:  # fmt: skip
+                environments: Environments | None = None) -> Exclusive:  # fmt: skip
     """Before the shards run: the folder checked (a run left it: --resume) and locked, a left
     output's rows handed to their shards (--resume), old stats gone. The lock (close it last)."""
     folder = shard_dir(final)
@@ -276,7 +276,7 @@ def _named(shard: Shard) -> str:
     return where if shard.environments is None else f"{where} (environment: {shard.environments.agents(shard.environment)})"
 
 
-def _lock(folder: Path) -> IO[bytes]:
+def _lock(folder: Path) -> Exclusive:
     """The shards' lock, held while this run follows them: a second run on the same output
     (its --resume too) is refused instead of writing the same files."""
     return hold_exclusive(folder / "lock", f"another collect is running on {folder}'s output: wait for it, or stop it")

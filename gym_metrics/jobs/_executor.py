@@ -8,9 +8,9 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
-from gym_metrics._util.exclusive import hold_exclusive
+from gym_metrics._util.exclusive import Exclusive, hold_exclusive
 from gym_metrics._util.keys import keys_from, read_key
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.jobs._run import JobRun, JobProgress, ProgressCallback, full_disk_waits
@@ -49,7 +49,7 @@ class JobExecutor:
         self._dispatcher: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
-        self._owner: IO[bytes] | None = None
+        self._owner: Exclusive | None = None
         self._cancelled: set[str] = set()
         """Jobs a user cancelled while they ran: CANCELLED at their end, even when the executor
         is closing (its own stops go back to QUEUED)."""
