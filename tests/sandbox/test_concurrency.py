@@ -26,15 +26,17 @@ PROGRAMS = {
     "right": "a, b = map(int, input().split())\nprint(a + b)",
     "wrong": "a, b = map(int, input().split())\nprint(a - b)",
     "subprocess": (
-        "import subprocess, sys\na, b = map(int, input().split())\n"
-        "print(subprocess.run([sys.executable, '-c', f'print({a} + {b})'], capture_output=True, text=True).stdout.strip())"
+        "import subprocess, sys\na, b = map(int, input().split())\n"  # -I -S: the child skips site (half the CPU of a fork + exec)
+        "print(subprocess.run([sys.executable, '-I', '-S', '-c', f'print({a} + {b})'], capture_output=True, text=True).stdout.strip())"
     ),
     "threads": (
         "import threading\na, b = map(int, input().split())\nout = []\n"
         "t = threading.Thread(target=lambda: out.append(a + b))\nt.start()\nt.join()\nprint(out[0])"
     ),
     "crash": "raise SystemExit(3)",
-    "sleeper": "import time\ntime.sleep(30)",  # killed at its time limit, while the others run: none of them may be hit
+    # killed at its time limit, while the others run: none of them may be hit (0.05 s: as many
+    # kills, 4x fewer seconds holding one of the pool's places)
+    "sleeper": "import time\ntime.sleep(30)",
 }
 
 
@@ -43,7 +45,7 @@ def body(name: str, i: int) -> dict[str, Any]:
     text = f"```python\n{code}\n```"
     return {
         "response": {"output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}]},
-        "tests": [{"input": f"{i} {i + 1}\n", "output": str(2 * i + 1)}], "time_limit_s": 0.2 if name == "sleeper" else 30,
+        "tests": [{"input": f"{i} {i + 1}\n", "output": str(2 * i + 1)}], "time_limit_s": 0.05 if name == "sleeper" else 30,
     }  # fmt: skip
 
 
