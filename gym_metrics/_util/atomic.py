@@ -5,6 +5,7 @@ would replace the device with a file (as root, the machine's /dev/null)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -40,6 +41,23 @@ def check_output(path: Path, flag: str = "--output") -> None:
         raise GymMetricsError(f"cannot write {flag} {path}: its folder {folder} is not writable")
 
 
+def check_output_dir(path: Path, flag: str) -> None:
+    """Before any work: a folder outputs can be written into (made if missing); a
+    GymMetricsError naming `flag` otherwise (a file, a folder that cannot be made or written)."""
+    if path.exists() and not path.is_dir():
+        raise GymMetricsError(f"{flag} {path} is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GymMetricsError(f"cannot write into {flag} {path}: it cannot be made ({exc.strerror})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise GymMetricsError(f"cannot write into {flag} {path}: it is not writable")
+
+
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
+"""What writing a file fails with, the file unnamed (the write's OSError carries no path)."""
+
+
 @contextmanager
 def written_atomically(path: str | os.PathLike[str]) -> Iterator[Path]:
     """The path to write `path`'s new content to; renamed over `path` when the block ends
@@ -53,15 +71,28 @@ def written_atomically(path: str | os.PathLike[str]) -> Iterator[Path]:
     if mode is not None and stat.S_ISDIR(mode):
         raise GymMetricsError(f"cannot write {path}: it is a directory")
     if mode is not None and not stat.S_ISREG(mode):
-        yield path
+        with _naming(path):
+            yield path
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        yield tmp
+        with _naming(path):
+            yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
 
-__all__ = ["check_output", "same_file", "written_atomically"]
+@contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """A failed write (a full disk, `-o /dev/full`) named by the file it was writing."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno in _WRITE_ERRORS:
+            raise GymMetricsError(f"cannot write {path}: {exc.strerror}") from exc
+        raise
+
+
+__all__ = ["check_output", "check_output_dir", "same_file", "written_atomically"]

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gym_metrics._util.atomic import check_output_dir
 from gym_metrics.cli._collect_report import report, run_keeping_result
 from gym_metrics.errors import GymMetricsError
 
@@ -22,6 +23,7 @@ def run_demo(ns: argparse.Namespace) -> int:
     from gym_metrics._transport.server import ServerConfig, start_server
     from gym_metrics.collector import CollectOptions, collect_async
 
+    check_output_dir(ns.out_dir, "--out-dir")
     name = "inventory" if ns.agent else "reasoning_gym" if ns.reasoning_gym else "math_exact"
     env = resolve_server(name)()  # the shipped example environment, found by name (reasoning_gym: the extra, or an error saying so)
     sample = env.sample

@@ -29,12 +29,15 @@ def add_parsers(sub: Any) -> None:
 def run(ns: argparse.Namespace) -> int:
     import orjson
 
+    from gym_metrics._util.atomic import check_output_dir
     from gym_metrics.health import check_health
 
     ignore = [c for given in ns.ignore for c in given.split(",")]
     try:
         if ns.metrics is not None and not ns.metrics.is_file():
             raise FileNotFoundError(f"metrics file not found: {ns.metrics}")
+        if ns.output_dir is not None:
+            check_output_dir(ns.output_dir, "--output-dir")
         health = check_health(ns.rollouts, output_dir=ns.output_dir, ignore=ignore, workers=ns.workers)
         if ns.metrics is not None:
             health.add_to_metrics(ns.metrics, ns.agent)
@@ -48,6 +51,7 @@ def run(ns: argparse.Namespace) -> int:
 def health_after(rollouts: Path, metrics: Path, default_agent: str | None) -> None:
     """collect --health: the reports beside the rollouts, the counts per agent into the metrics
     file, NeMo Gym's line printed."""
+    from gym_metrics._util.atomic import check_output_dir
     from gym_metrics.health import check_health
 
     health = check_health(rollouts)

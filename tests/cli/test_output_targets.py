@@ -86,6 +86,24 @@ def test_a_directory_or_unwritable_output_is_refused_before_any_work(tmp_path: P
         assert run.returncode == 2 and "is not writable" in run.stderr, run.stderr
 
 
+def test_a_full_device_and_a_file_given_as_a_folder_are_named(tmp_path: Path, rollouts: Path) -> None:
+    """A write that fails for want of space said "[Errno 28] No space left on device", naming no
+    file; `demo --out-dir` or `health --output-dir` naming a file gave a raw "Not a directory"."""
+    full = tmp_path / "full"
+    if os.geteuid() == 0:
+        os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))  # /dev/full: every write fails with ENOSPC
+    else:
+        full.symlink_to("/dev/full")
+    run = gm("aggregate", rollouts, "-q", "-o", full)
+    assert run.returncode == 2 and run.stderr == f"error: cannot write {full}: No space left on device\n", run.stderr
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for args, flag in ((("demo", "--out-dir", afile), "--out-dir"), (("health", rollouts, "--output-dir", afile), "--output-dir")):
+        run = gm(*args)
+        assert run.returncode == 2 and run.stderr == f"error: {flag} {afile} is not a directory\n", run.stderr
+    assert afile.read_text() == ""
+
+
 def test_evaluate_makes_the_output_folder_and_writes_with_the_usual_mode(tmp_path: Path) -> None:
     (tmp_path / "rows.jsonl").write_text('{"user_input": [{"content": "", "type": "ai", "tool_calls": [{"name": "a", "args": {}}]}], "reference_tool_calls": [{"name": "a", "args": {}}]}\n')
     out = tmp_path / "new" / "deeper" / "x.json"
