@@ -26,6 +26,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from gym_metrics import BaseVerifyRequest, BaseVerifyResponse, SimpleResourcesServer
 from gym_metrics._transport.server import RunningServer, ServerConfig, start_server
 from gym_metrics._transport.server import SERVICE_NAME
+from gym_metrics._transport.client import ResourcesClient
+from gym_metrics.errors import InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc as pb_grpc
 
@@ -269,6 +271,33 @@ async def test_tls(server_factory, self_signed) -> None:
         with pytest.raises(aio.AioRpcError) as err:
             await pb_grpc.ResourcesServiceStub(channel).Verify(verify_request(), timeout=3)
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_tls_file_that_cannot_be_used_is_named_not_read_as_a_port_problem(server_factory, self_signed, tmp_path: Path) -> None:
+    """A certificate that is not PEM, a key of another certificate, a missing file or a root
+    that holds no certificate failed as "cannot listen on 127.0.0.1:0" (the server) or a refused
+    connection (the client), naming neither the file nor what was wrong with it."""
+    cert, key = self_signed
+    other_key = tmp_path / "other.pem"
+    subprocess.run([need_tool("openssl", "the TLS tests make their keys with the openssl CLI"), "genpkey", "-algorithm", "EC",
+                    "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", str(other_key)], check=True, capture_output=True, timeout=20)  # fmt: skip
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    for given, said in (
+        ((garbage, key), f"{garbage}, {key}: not a PEM certificate chain and its unencrypted private key"),
+        ((cert, other_key), f"{cert}, {other_key}: the key is not the certificate's"),
+        ((cert, tmp_path / "missing.pem"), f"tls_key_file: {tmp_path / 'missing.pem'}: No such file or directory"),
+    ):
+        with pytest.raises(InvalidInputError) as err:
+            await server_factory(tls_cert_file=given[0], tls_key_file=given[1])
+        assert said in str(err.value) and "listen" not in str(err.value)
+    for roots, said in ((garbage, f"tls_ca: {garbage}: no PEM certificate in it"), (tmp_path / "missing.pem", "No such file or directory")):
+        with pytest.raises(InvalidInputError) as err:
+            ResourcesClient("127.0.0.1:1", tls_ca=roots)
+        assert said in str(err.value)
+    run = subprocess.run([sys.executable, "-m", "gym_metrics.cli", "serve", "math_exact", "--port", "0", "--tls-cert", str(cert), "--tls-key", str(other_key)],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 2 and "the key is not the certificate's" in run.stderr and "cannot listen" not in run.stderr, run.stderr
 
 
 def test_tls_needs_cert_and_key() -> None:

@@ -8,7 +8,6 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -17,6 +16,7 @@ import orjson
 from google.rpc import error_details_pb2, status_pb2
 
 from gym_metrics._util.masking import remember
+from gym_metrics._util.tls import trusted_roots
 from gym_metrics._transport.client._resources import CHANNEL_OPTIONS
 from gym_metrics._transport._job_specs import PB_TO_STATE, STATE_TO_PB, dict_to_spec, shown_spec
 from gym_metrics._transport.client._status import RemoteCallError, ServerUnavailableError, ServerUnreachableError
@@ -100,7 +100,7 @@ class JobClient:
     ) -> None:
         self.target, self.timeout = target, timeout
         if tls_ca is not None:
-            credentials = grpc.ssl_channel_credentials(Path(tls_ca).read_bytes())
+            credentials = grpc.ssl_channel_credentials(trusted_roots(tls_ca))
             self._channel = grpc.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
         else:
             self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)

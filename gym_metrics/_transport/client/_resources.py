@@ -14,6 +14,7 @@ import grpc.aio
 import orjson
 
 from gym_metrics._util.masking import remember
+from gym_metrics._util.tls import trusted_roots
 from gym_metrics._transport.client._balance import ROUND_ROBIN, address_count, is_balanced
 from gym_metrics._transport.client._groups import GroupCalls
 from gym_metrics._transport.client._session_stream import SessionStream
@@ -124,8 +125,7 @@ class ResourcesClient(SessionCalls, GroupCalls, VerifyCalls):
         self._token, self._credentials = token, None
         self._session_stream: SessionStream | None = None
         if tls_ca is not None and tls_ca is not False and credentials is None:
-            roots = None if tls_ca is True else tls_ca if isinstance(tls_ca, bytes) else Path(tls_ca).read_bytes()
-            credentials = grpc.ssl_channel_credentials(roots)
+            credentials = grpc.ssl_channel_credentials(None if tls_ca is True else trusted_roots(tls_ca))
         self._credentials = credentials
         if isinstance(target, str):
             options = list({**dict(CHANNEL_OPTIONS), **dict(KEEPALIVE_OPTIONS), **dict(ROUND_ROBIN if is_balanced(target) else ()), **dict(_options)}.items())

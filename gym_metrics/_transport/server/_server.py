@@ -22,6 +22,7 @@ from gym_metrics._transport.server._interceptors import AccessLogInterceptor, Au
 from gym_metrics._transport.server._tracing import server_interceptor
 from gym_metrics._transport.server._metrics import ServerMetrics, serve_http
 from gym_metrics._util.limits import CallLimits
+from gym_metrics._util.tls import server_pair
 from gym_metrics._transport.server._reflection import enable_reflection
 from gym_metrics._transport.server._servicer import ResourcesServicer
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
@@ -296,9 +297,7 @@ def server_options(config: ServerConfig, *, reuse_port: bool = False) -> list[tu
 
 
 def _credentials(config: ServerConfig) -> grpc.ServerCredentials:
-    cert = Path(config.tls_cert_file).read_bytes()  # type: ignore[arg-type]
-    key = Path(config.tls_key_file).read_bytes()  # type: ignore[arg-type]
-    return grpc.ssl_server_credentials([(key, cert)])
+    return grpc.ssl_server_credentials([server_pair(config.tls_cert_file, config.tls_key_file)])  # type: ignore[arg-type]
 
 
 async def start_server(
