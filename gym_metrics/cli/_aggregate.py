@@ -141,11 +141,13 @@ def _run_on_ray(ns: argparse.Namespace) -> int:
 def _with_counted(ns: argparse.Namespace, parts: list[Any], sources: list[str], keep_rows: bool) -> tuple[list[Any], list[str]]:
     """The inputs and, as one more, their sidecars' failures of the classes asked for, scored 0
     (NeMo Gym's `gym eval aggregate` rule: collector.counted_in_shards); said on stderr."""
-    from gym_metrics.collector import counted_in_shards, counted_rows_read, failures_path_for
+    from gym_metrics.collector import counted_in_shards, counted_rows_read, failures_path_for, unmatched_classes
 
-    classes = ns.count_failure_classes_as_zero
-    rows = counted_in_shards([(part.agents, failures_path_for(path)) for part, path in zip(parts, ns.rollouts)], classes, ns.agent)
+    classes, seen = ns.count_failure_classes_as_zero, set[str]()
+    rows = counted_in_shards([(part.agents, failures_path_for(path)) for part, path in zip(parts, ns.rollouts)], classes, ns.agent, seen)
     print(f"aggregate: {len(rows)} failed rollouts counted as 0 in the metrics ({', '.join(classes)}; the files unchanged)", file=sys.stderr)
+    for line in unmatched_classes(classes, seen, "aggregate"):
+        print(line, file=sys.stderr)
     if not rows:
         return parts, sources
     counted = counted_rows_read(rows, None, "gym-metrics-counted-", ns.agent, keep_rows)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from gym_metrics.collector._counted import counted_in_shards
 from gym_metrics.collector._counted import rows_read as counted_rows_read
+from gym_metrics.collector._counted import unmatched_classes
 from gym_metrics.collector._environments import Environments, split_server
 from gym_metrics.collector._agent_loop import ONE_CALL_AGENTS, SEEDING_AGENTS, CallTool, EpisodeResult, add_usage, run_episode
 from gym_metrics.collector._input import indexed_rows
@@ -67,6 +68,7 @@ __all__ = [
     "collect_processes_async",
     "counted_in_shards",
     "counted_rows_read",
+    "unmatched_classes",
     "die_with_parent",
     "estimate_total",
     "failures_path_for",

@@ -22,12 +22,15 @@ from gym_metrics._util.jsonio import dumps_finite
 
 def counted_failures(
     sidecar: Path, classes: Collection[str], scored: Callable[[list[tuple[Any, Any]]], Collection[tuple[Any, Any]]],
+    seen: set[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The metric-input rows of the sidecar's failures counted as zeros (module docstring);
-    `scored`: which of the given (task, rollout) keys the output holds."""
+    `scored`: which of the given (task, rollout) keys the output holds; `seen` gets the classes
+    the sidecar's rollouts hold (for `unmatched_classes`)."""
     if not classes:
         return []
     latest = _latest(sidecar)
+    _note_classes(latest.values(), seen)
     wanted = {key: row for key, row in latest.items() if row.get("_ng_failure_class") in classes}
     done = set(scored(list(wanted))) if wanted else set()
     return [_as_zero(row) for key, row in wanted.items() if key not in done]
@@ -35,18 +38,21 @@ def counted_failures(
 
 def counted_in_shards(
     shards: Sequence[tuple[Mapping[str, RolloutColumns], Path]], classes: Collection[str], default_agent: str | None = None,
+    seen: set[str] | None = None,
 ) -> list[dict[str, Any]]:
     """`gym eval aggregate`'s rule over several outputs (each its columns by agent and its
     failures sidecar): each sidecar's failures its own output did not score (by task and rollout
     alone), the last attempt of a rollout (agent, task, rollout) standing across outputs, counted
     when its class was asked for and no output scored it; a row naming no agent is left out.
     (NeMo Gym keys a rollout by its server's stamp, else its agent: the same here, where one
-    agent's rows carry one stamp, and aggregation refuses one agent's key in two outputs anyway.)"""
+    agent's rows carry one stamp, and aggregation refuses one agent's key in two outputs anyway.)
+    `seen` gets the classes the sidecars' rollouts hold (for `unmatched_classes`)."""
     if not classes:
         return []
     latest: dict[tuple[str, Any, Any], dict[str, Any]] = {}
     for by_agent, sidecar in shards:
         rows = _latest(sidecar)
+        _note_classes(rows.values(), seen)
         held = set(_held(by_agent.values(), list(rows)))
         for key, row in rows.items():
             agent = _agent_of(row, default_agent)
@@ -58,6 +64,21 @@ def counted_in_shards(
         columns = [by_agent[agent] for by_agent, _ in shards if agent in by_agent]
         scored.update((agent, t, r) for t, r in _held(columns, [(t, r) for a, t, r in wanted if a == agent]))
     return [_as_zero(row) for identity, row in wanted.items() if identity not in scored]
+
+
+def unmatched_classes(classes: Sequence[str], seen: Collection[str], who: str) -> list[str]:
+    """One line per asked class no rollout of the sidecar(s) holds (a typo counts nothing,
+    silently: NeMo Gym takes any string), naming those they do hold; none when they hold no
+    failure at all (nothing to match: not a sign of a typo)."""
+    if not seen:
+        return []
+    held = ", ".join(sorted(seen))
+    return [f"{who}: no failed rollout of class {c!r} (the failures hold: {held})" for c in dict.fromkeys(classes) if c not in seen]
+
+
+def _note_classes(rows: Iterable[Mapping[str, Any]], seen: set[str] | None) -> None:
+    if seen is not None:
+        seen.update(str(c) for row in rows if (c := row.get("_ng_failure_class")) is not None)
 
 
 def _latest(sidecar: Path) -> dict[tuple[Any, Any], dict[str, Any]]:
@@ -102,9 +123,11 @@ def _held(columns: Iterable[RolloutColumns], keys: list[tuple[Any, Any]]) -> lis
 
 def with_counted_failures(
     by_agent: Mapping[str, RolloutColumns], output_path: Path, sidecar: Path, classes: Collection[str], default_agent: str | None,
+    seen: set[str] | None = None,
 ) -> tuple[dict[str, RolloutColumns], int]:
-    """Each agent's columns with its counted failures added, and how many were."""
-    rows = counted_failures(sidecar, classes, lambda keys: _held(by_agent.values(), keys))
+    """Each agent's columns with its counted failures added, and how many were; `seen` as
+    counted_failures'."""
+    rows = counted_failures(sidecar, classes, lambda keys: _held(by_agent.values(), keys), seen)
     if not rows:
         return dict(by_agent), 0
     extra = rows_read(rows, output_path.parent, output_path.name + ".counted.", default_agent).agents

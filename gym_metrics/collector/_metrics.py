@@ -11,7 +11,7 @@ from typing import Any
 
 from gym_metrics._transport.client import ResourcesClient
 from gym_metrics.aggregate import AgentAggregate, AggregateOptions, Aggregator, local_parts, output_path_for, perf_sections, write_aggregate_metrics
-from gym_metrics.collector._counted import with_counted_failures
+from gym_metrics.collector._counted import unmatched_classes, with_counted_failures
 from gym_metrics.collector._failed import FailedAgent, all_dropped, all_failed
 from gym_metrics.collector._options import CollectOptions
 from gym_metrics.collector._outfile import failures_path_for
@@ -61,9 +61,13 @@ async def aggregate_output(
         _reject_duplicate_keys(output_path, by_agent)
         blocks = perf_blocks(rollouts) if rollouts else {}
     if opts.count_failure_classes_as_zero:
-        by_agent, counted = with_counted_failures(by_agent, output_path, failures_path_for(output_path), opts.count_failure_classes_as_zero, opts.default_agent)
+        seen: set[str] = set()
+        by_agent, counted = with_counted_failures(by_agent, output_path, failures_path_for(output_path), opts.count_failure_classes_as_zero,
+                                                  opts.default_agent, seen)  # fmt: skip
         if counted:
             log(f"collect: {counted} failed rollouts counted as 0 in the metrics ({', '.join(opts.count_failure_classes_as_zero)}; the files unchanged)")
+        for line in unmatched_classes(opts.count_failure_classes_as_zero, seen, "collect"):
+            log(line)
     agents = sorted(set(tasks) | set(by_agent))
     results: list[AgentAggregate] = []
     orders: dict[int, list[ResourcesClient]] = {}  # per environment: one that fails goes last, for the next agents too

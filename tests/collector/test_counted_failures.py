@@ -94,3 +94,27 @@ def test_aggregate_counts_the_sidecars_failures(tmp_path: Path, capsys: Any) -> 
     assert all(p.read_bytes() == data for p, data in before.items())
     assert cli.main(["aggregate", str(paths[0]), "--partial-out", str(tmp_path / "p.parquet"), "--count-failure-classes-as-zero", "judge_failed"]) == 2
     assert "not with --partial-out or --ray" in capsys.readouterr().err
+
+
+def test_a_class_no_failure_holds_is_named_with_the_classes_held(tmp_path: Path, capsys: Any) -> None:
+    """A typo (`judge_faild`) counted nothing, silently: NeMo Gym takes any string, so it is not
+    refused, but each asked class no failed rollout holds is named, with those the sidecar holds."""
+    rows = tmp_path / "in.jsonl"
+    rows.write_text("\n".join(flaky_rows(8)) + "\n")
+    with server_in_thread(FlakyJudge()) as address:
+        flags = ["--count-failure-classes-as-zero", "judge_faild", "judge_failed"]
+        assert cli.main(["collect", "--server", address, "--input", str(rows), "--output", str(tmp_path / "o.jsonl"), *flags]) == 0
+    err = capsys.readouterr().err
+    assert "collect: no failed rollout of class 'judge_faild' (the failures hold: judge_failed)" in err, err
+    assert "class 'judge_failed'" not in err and "2 failed rollouts counted as 0" in err
+
+
+def test_aggregate_names_a_class_no_sidecar_holds_and_is_quiet_without_failures(tmp_path: Path, capsys: Any) -> None:
+    paths = _shards(tmp_path)
+    assert cli.main(["aggregate", *map(str, paths), "-o", str(tmp_path / "m.json"), "--count-failure-classes-as-zero", "judge_fail"]) == 0
+    held = sorted({str(r["_ng_failure_class"]) for _, failures in AGGREGATED["shards"].values() for r in failures if "_ng_failure_class" in r})
+    assert f"aggregate: no failed rollout of class 'judge_fail' (the failures hold: {', '.join(held)})" in capsys.readouterr().err
+    clean = tmp_path / "clean.jsonl"  # no sidecar: nothing to match, no warning
+    clean.write_text(json.dumps({"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}) + "\n")
+    assert cli.main(["aggregate", str(clean), "-o", str(tmp_path / "c.json"), "--count-failure-classes-as-zero", "judge_fail"]) == 0
+    assert "no failed rollout of class" not in capsys.readouterr().err
