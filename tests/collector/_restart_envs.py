@@ -52,12 +52,18 @@ class SlowAggregateEnv(FastHashEnv):
     long enough to stop the server in the middle of it."""
 
     name = "slow_aggregate"
-    compute_s = 1.2
+    compute_s = 0.6
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         time.sleep(self.compute_s)  # runs in a worker thread of the server
         solved = [any(float(r.get("reward", 0.0)) >= 1.0 for r in task) for task in tasks if task]
         return {"solved_rate": sum(solved) / len(solved) if solved else 0.0}
+
+
+class QuickAggregateEnv(SlowAggregateEnv):
+    """SlowAggregateEnv's metrics without its wait: the reference run of the SIGTERM tests."""
+
+    compute_s = 0.0
 
 
 class BrokenMetricsEnv(FastHashEnv):

@@ -106,16 +106,32 @@ def test_server_sigkilled_mid_verify_and_restarted_2s_later(procs: Procs, tmp_pa
     assert_complete(out)
 
 
+@pytest.fixture(scope="module")
+def aggregate_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
+    """(input, metrics bytes) of an uninterrupted run of SlowAggregateEnv's metrics (without
+    its wait: QuickAggregateEnv), shared by the SIGTERM tests."""
+    tmp_path = tmp_path_factory.mktemp("aggregate_reference")
+    procs = Procs()
+    try:
+        port = free_port()
+        serve(procs, "QuickAggregateEnv", port, tmp_path / "server.log")
+        src = write_tasks(tmp_path / "tasks.jsonl", pad=10)
+        return src, reference_metrics(port, src, tmp_path)
+    finally:
+        procs.kill_all()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("grace", ["0", "10"])
-def test_server_sigtermed_during_aggregate_and_restarted(grace: str, procs: Procs, tmp_path: Path) -> None:
+def test_server_sigtermed_during_aggregate_and_restarted(
+    grace: str, procs: Procs, tmp_path: Path, aggregate_reference: tuple[Path, bytes]
+) -> None:
     """A draining server refuses new calls (UNAVAILABLE) and, with no grace left, cancels the
     AggregateMetrics under way: the collector retries until the server is back."""
     port = free_port()
     server_log = tmp_path / "server.log"
     server = serve(procs, "SlowAggregateEnv", port, server_log, "--grace", grace)
-    src = write_tasks(tmp_path / "tasks.jsonl", pad=10)
-    expected = reference_metrics(port, src, tmp_path)
+    src, expected = aggregate_reference
     assert b'"solved_rate"' in expected
 
     out = tmp_path / "run" / "rollouts.jsonl"
@@ -123,11 +139,11 @@ def test_server_sigtermed_during_aggregate_and_restarted(grace: str, procs: Proc
     log = tmp_path / "collector.log"
     collector = procs.start(collect_args(port, src, out), log, tmp_path)
     wait_for_lines(collector, out, TOTAL)  # every rollout verified: the aggregate phase is on
-    time.sleep(0.3)  # the first agent's AggregateMetrics is in its compute_metrics
+    time.sleep(0.3)  # the first agent's AggregateMetrics is in its compute_metrics (0.6 s)
     server.send_signal(signal.SIGTERM)
     assert server.wait(timeout=30) == 0
     assert not metrics_of(out).exists(), "the aggregate phase ended before the server stopped"
-    time.sleep(2.0)
+    time.sleep(1.0)
     assert collector.poll() is None, f"the collector gave up while the server was down:\n{log.read_text()[-3000:]}"
     serve(procs, "SlowAggregateEnv", port, server_log, "--grace", grace)
 
