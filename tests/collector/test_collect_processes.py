@@ -157,6 +157,7 @@ def test_a_second_collect_on_an_output_in_use_is_refused_whatever_its_kind(math_
     try:
         with ScriptedPolicyServer(answer, delay_s=0.2) as policy:  # the first run lasts a few seconds
             for kind in ((), ("--processes", "2")):
+                policy.delay_s = 0.2
                 out = tmp_path / f"out{len(kind)}" / "out.jsonl"
                 out.parent.mkdir()
                 first = procs.start(collect_args(math_port, policy, "chat", src, out, *kind), tmp_path / f"first{len(kind)}.log", tmp_path)
@@ -164,6 +165,7 @@ def test_a_second_collect_on_an_output_in_use_is_refused_whatever_its_kind(math_
                 for second in (("--resume",), ("--processes", "2", "--resume")):  # (without --resume a non-empty output is refused anyway)
                     refused = subprocess.run(collect_args(math_port, policy, "chat", src, out, *second), capture_output=True, text=True, timeout=60)
                     assert refused.returncode == 2 and f"another collect is running on {out}" in refused.stderr, (kind, second, refused.stderr)
+                policy.delay_s = 0.0  # both refused while it ran: the rest of the first run at full speed
                 assert first.wait(timeout=120) == 0
                 keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in map(json.loads, out.read_bytes().splitlines())]
                 assert len(keys) == len(set(keys)) == len(ref.read_bytes().splitlines())  # the first run's rows, whole
