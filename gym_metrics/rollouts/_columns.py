@@ -46,7 +46,13 @@ from gym_metrics.errors import FieldViolation, InvalidInputError
 
 
 class DuplicateKeysError(InvalidInputError):
-    """Rows repeat a (task, rollout) key: a caller that joined inputs can name their files."""
+    """Rows repeat a (task, rollout) key: a caller that joined inputs can name their files.
+    `pairs`: up to 10 repeats as (task, rollout, one row's label, the other's), in the order
+    of the violations."""
+
+    def __init__(self, message: str, violations: list[FieldViolation], pairs: Sequence[tuple[int, int, int, int]] = ()) -> None:
+        super().__init__(message, violations)
+        self.pairs = list(pairs)
 
 
 @dataclass
@@ -137,9 +143,10 @@ class RolloutColumns:
         """The error for the repeated keys `key_order` found (docs/metrics.md#duplicate-keys),
         naming up to 10 and
         the rows holding them."""
-        violations = []
+        violations, pairs = [], []
         for i in dup[:10].tolist():
             a, b = sorted((self.label(int(order[i])), self.label(int(order[i + 1]))))
+            pairs.append((int(self.task_index[order[i]]), int(self.rollout_index[order[i]]), a, b))
             where = f", also at {self.label_name} {a}" if self.row_labels is not None else ""
             violations.append(
                 FieldViolation(
@@ -149,7 +156,7 @@ class RolloutColumns:
                     row_name=self.label_name,
                 )
             )
-        return DuplicateKeysError(f"{len(dup)} duplicate (task, rollout) keys", violations)
+        return DuplicateKeysError(f"{len(dup)} duplicate (task, rollout) keys", violations, pairs)
 
     @classmethod
     def from_rows(

@@ -136,7 +136,7 @@ async def test_duplicate_keys_within_a_batch(stub: Any) -> None:
     err = await _aggregate_fails(stub, [_header(), _ok_batch("0", [0, 1, 0], [0, 0, 0])])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert bad_request(err) == [
-        ("(_ng_task_index, _ng_rollout_index)[stream row 2]", "duplicate key (task 0, rollout 0), also at stream row 0")
+        ("request[1].batch.task_index[2]", "duplicate key (task 0, rollout 0), also at request[1].batch.task_index[0]")
     ]
     await _assert_still_serves(stub)
 
@@ -145,9 +145,19 @@ async def test_duplicate_keys_across_batches(stub: Any) -> None:
     err = await _aggregate_fails(stub, [_header(), _ok_batch("a", [0, 0], [0, 1]), _ok_batch("b", [1, 0], [0, 1])])
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert bad_request(err) == [
-        ("(_ng_task_index, _ng_rollout_index)[stream row 3]", "duplicate key (task 0, rollout 1), also at stream row 1")
+        ("request[2].batch.task_index[1]", "duplicate key (task 0, rollout 1), also at request[1].batch.task_index[1]")
     ]
     assert "(task 0, rollout 1)" in err.details()
+    await _assert_still_serves(stub)
+
+
+async def test_duplicate_keys_are_named_by_the_message_and_field_that_sent_them(stub: Any) -> None:
+    """They were named by row numbers across the whole stream (`[stream row 4]`), which a client
+    had to count back to its messages, resent batches included."""
+    rows = _batch(batch_id="b", row_json=['{"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": 1}', '{"_ng_task_index": 0, "_ng_rollout_index": 1, "reward": 0}'])
+    err = await _aggregate_fails(stub, [_header(), _ok_batch("a", [0, 0], [0, 1]), _ok_batch("a", [0, 0], [0, 1]), rows])
+    assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_request(err) == [("request[3].batch.row_json[1]", "duplicate key (task 0, rollout 1), also at request[1].batch.task_index[1]")]
     await _assert_still_serves(stub)
 
 

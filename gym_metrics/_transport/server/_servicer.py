@@ -7,6 +7,7 @@ Every method goes through `grpc_errors`, so exceptions become status codes in on
 from __future__ import annotations
 
 import asyncio
+import bisect
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
@@ -23,6 +24,7 @@ from gym_metrics._transport.server._verify_stream import answers
 from gym_metrics.aggregate import AggregateOptions
 from gym_metrics.environments import INVALID_REQUEST, TIMEOUT, VERIFY_FAILED, Aggregation, EnvironmentHandler, Group, check_counts, hook, score_groups
 from gym_metrics.errors import FieldViolation, InvalidInputError, OverloadedError, rerooted
+from gym_metrics.rollouts import DuplicateKeysError
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc
 
@@ -181,11 +183,15 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
                 [FieldViolation("request[0].header", f"first message holds {first.WhichOneof('payload') or 'nothing'}")],
             )
         agent, options = _agent_and_options(first.header)
+        spans: list[tuple[int, str]] = []
         async with self._handler.aggregation(agent, options, first.ByteSize()) as call:
-            await _receive(messages, call)
-            parts = await call.finish(
-                lambda result, received, duplicates: list(aggregate_to_responses(result, received, duplicates, self._part_bytes))
-            )  # fmt: skip
+            try:
+                await _receive(messages, call, spans)
+                parts = await call.finish(
+                    lambda result, received, duplicates: list(aggregate_to_responses(result, received, duplicates, self._part_bytes))
+                )  # fmt: skip
+            except DuplicateKeysError as exc:
+                raise _named_by_message(exc, spans) from None
         for part in parts:
             yield part
 
@@ -230,10 +236,11 @@ async def _within(messages: AsyncIterator[M], idle_s: float) -> AsyncIterator[M]
         yield message
 
 
-async def _receive(messages: AsyncIterator[pb.AggregateMetricsRequest], call: Aggregation) -> None:
+async def _receive(messages: AsyncIterator[pb.AggregateMetricsRequest], call: Aggregation, spans: list[tuple[int, str]]) -> None:
     """Every batch of the stream into `call` (which holds the limits and drops resent batches).
-    Rows in errors found at the end (duplicate keys) are numbered across the stream: 0-based,
-    counting every row of every batch sent."""
+    Rows in errors found at the end (duplicate keys) are numbered across the stream (0-based,
+    counting every row of every batch sent): `spans` gets each batch taken's first row there and
+    the field its keys came in (`request[2].batch.task_index`), for naming them."""
     message_no = 0
     async for message in messages:
         message_no += 1
@@ -251,11 +258,25 @@ async def _receive(messages: AsyncIterator[pb.AggregateMetricsRequest], call: Ag
         if place is None:
             continue
         where, row_offset = f"request[{message_no}].batch", place[1]
+        spans.append((row_offset, f"{where}.{'task_index' if len(batch.task_index) else 'row_json'}"))
         # Decoding columns is quick, parsing JSON rows is not: that goes off the loop.
         if len(batch.row_json):
             call.add(await asyncio.to_thread(batch_to_columns, batch, where, row_offset))
         else:
             call.add(batch_to_columns(batch, where, row_offset))
+
+
+def _named_by_message(exc: DuplicateKeysError, spans: list[tuple[int, str]]) -> DuplicateKeysError:
+    """The repeated keys named where the client sent them (`request[2].batch.task_index[1]`),
+    not by their row's number across the stream."""
+    starts = [start for start, _ in spans]
+
+    def place(row: int) -> str:
+        start, field_name = spans[max(bisect.bisect_right(starts, row) - 1, 0)]
+        return f"{field_name}[{row - start}]"
+
+    violations = [FieldViolation(place(b), f"duplicate key (task {t}, rollout {r}), also at {place(a)}") for t, r, a, b in exc.pairs]
+    return DuplicateKeysError(exc.message, violations, exc.pairs) if spans and violations else exc
 
 
 async def _checked(requests: AsyncIterator[pb.VerifyStreamRequest]) -> AsyncIterator[pb.VerifyStreamRequest]:
