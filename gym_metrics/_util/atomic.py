@@ -32,13 +32,7 @@ def check_output(path: Path, flag: str = "--output") -> None:
         raise GymMetricsError(f"{flag} {path} is a directory: name a file in it")
     if path.exists() and not stat.S_ISREG(path.stat().st_mode):
         return  # a device or pipe: written in place
-    folder = path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GymMetricsError(f"cannot write {flag} {path}: its folder cannot be made ({exc.strerror})") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise GymMetricsError(f"cannot write {flag} {path}: its folder {folder} is not writable")
+    _writable(path.parent, f"cannot write {flag} {path}: its folder", f" {path.parent}")
 
 
 def check_output_dir(path: Path, flag: str) -> None:
@@ -46,12 +40,17 @@ def check_output_dir(path: Path, flag: str) -> None:
     GymMetricsError naming `flag` otherwise (a file, a folder that cannot be made or written)."""
     if path.exists() and not path.is_dir():
         raise GymMetricsError(f"{flag} {path} is not a directory")
+    _writable(path, f"cannot write into {flag} {path}: it", "")
+
+
+def _writable(folder: Path, said: str, named: str) -> None:
+    """`folder` made if missing and writable; else GymMetricsError `said` + what is wrong."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise GymMetricsError(f"cannot write into {flag} {path}: it cannot be made ({exc.strerror})") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise GymMetricsError(f"cannot write into {flag} {path}: it is not writable")
+        raise GymMetricsError(f"{said} cannot be made ({exc.strerror})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise GymMetricsError(f"{said}{named} is not writable")
 
 
 _WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
