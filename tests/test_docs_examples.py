@@ -29,6 +29,7 @@ import json
 import os
 import pkgutil
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -208,7 +209,23 @@ PAGE_ROWS = {
 }
 
 
-def write_files(cwd: Path, services: dict[str, str], page: str) -> None:
+@pytest.fixture(scope="module")
+def scored_run(services: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of docs/report.md's files, made once for every page (write_files copies them):
+    a run's rollouts and metrics file, and the same rows verified by the math server."""
+    cwd = tmp_path_factory.mktemp("scored_run")
+    (cwd / "run.jsonl").write_text(SAMPLE.read_text(encoding="utf-8"))
+    subprocess.run([sys.executable, "-m", "gym_metrics.cli", "aggregate", "run.jsonl", "-q"],
+                   cwd=cwd, check=True, capture_output=True, timeout=60)  # fmt: skip
+    # new and old runs: the sample verified (report --compare gates their rewards: the sample has none)
+    subprocess.run([sys.executable, "-m", "gym_metrics.cli", "collect", "--server", services["127.0.0.1:50051"], "--input", "run.jsonl",
+                    "--output", "scored.jsonl"], cwd=cwd, check=True, capture_output=True, timeout=60)  # fmt: skip
+    for name in ("new", "old"):
+        (cwd / f"{name}_aggregate_metrics.json").write_text((cwd / "scored_aggregate_metrics.json").read_text())
+    return cwd
+
+
+def write_files(cwd: Path, services: dict[str, str], page: str, scored_run: Path) -> None:
     """The files the examples name, in the examples' working directory."""
     sample = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
     tool_row = documented_tool_row()
@@ -233,15 +250,8 @@ def write_files(cwd: Path, services: dict[str, str], page: str) -> None:
     (cwd / "data" / "rows.jsonl").write_text((cwd / "rows.jsonl").read_text())
     (cwd / "secrets.json").write_text("{}")
     (cwd / "secrets.json").chmod(0o600)  # the job server refuses a secrets file others can read
-    # docs/report.md: a run's metrics file, its rollouts, and an older run's to compare with
-    (cwd / "run.jsonl").write_text("".join(sample))
-    subprocess.run([sys.executable, "-m", "gym_metrics.cli", "aggregate", "run.jsonl", "-q"],
-                   cwd=cwd, check=True, capture_output=True, timeout=60)  # fmt: skip
-    # new and old runs: the sample verified (report --compare gates their rewards: the sample has none)
-    subprocess.run([sys.executable, "-m", "gym_metrics.cli", "collect", "--server", services["127.0.0.1:50051"], "--input", "run.jsonl",
-                    "--output", "scored.jsonl"], cwd=cwd, check=True, capture_output=True, timeout=60)  # fmt: skip
-    for name in ("new", "old"):
-        (cwd / f"{name}_aggregate_metrics.json").write_text((cwd / "scored_aggregate_metrics.json").read_text())
+    # docs/report.md: a run's metrics file, its rollouts, and an older run's to compare with (a copy each page)
+    shutil.copytree(scored_run, cwd, dirs_exist_ok=True)
 
 
 def localized(body: str, services: dict[str, str]) -> str:
@@ -338,11 +348,11 @@ NEEDS_SANDBOX = {"sandbox.md"}
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("page", PAGES)
 def test_the_examples_of_a_page_run_as_written(
-    page: str, services: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    page: str, services: dict[str, str], scored_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if page in NEEDS_SANDBOX:
         _ci.need_sandbox()
-    write_files(tmp_path, services, page)
+    write_files(tmp_path, services, page, scored_run)
     monkeypatch.chdir(tmp_path)
     module = types.ModuleType(f"docs_{page[:-3]}")
     module.__file__ = str(DOCS / page)
