@@ -4,20 +4,26 @@ packages (DESIGN.md, "Rules of the house")."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gym_metrics"
 GRPC_MODULES = ("grpc", "grpc_health", "grpc_reflection", "grpc_status")
 GRPC_HOMES = ("_transport", "v1")
 
 
-def _modules() -> list[tuple[str, ast.Module]]:
+@functools.lru_cache(maxsize=1)
+def _modules() -> tuple[tuple[str, ast.Module], ...]:
+    """Every module of the package, parsed once for all the tests (about 2 s; nothing here
+    changes the trees)."""
     out = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE.parent).with_suffix("")
         name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
         out.append((name, ast.parse(path.read_text(), str(path))))
-    return out
+    return tuple(out)
 
 
 def _imports(tree: ast.Module, module: str) -> list[tuple[str, list[str], int]]:
@@ -44,7 +50,10 @@ def _owner(module: str) -> str:
     return parts[0]
 
 
+@pytest.mark.slow
 def test_grpc_is_imported_only_by_the_transport() -> None:
+    """The source's own structure, the same on every Python: marked slow, so it runs on the
+    default Python only (CI's time bound)."""
     leaks = [
         f"{module}:{line} imports {imported}"
         for module, tree in _modules()
@@ -55,7 +64,10 @@ def test_grpc_is_imported_only_by_the_transport() -> None:
     assert not leaks, "grpc outside gym_metrics/_transport and v1:\n" + "\n".join(leaks)
 
 
+@pytest.mark.slow
 def test_no_module_imports_a_private_name_of_another_package() -> None:
+    """The source's own structure, the same on every Python: marked slow, so it runs on the
+    default Python only (CI's time bound)."""
     leaks = []
     for module, tree in _modules():
         mine = _owner(module)
@@ -168,11 +180,13 @@ def _layer(module: str, old: set[str]) -> str:
     return parts[1]
 
 
-def _edges() -> dict[str, set[str]]:
+@functools.lru_cache(maxsize=1)
+def _edges() -> dict[str, frozenset[str]]:
     """Every import between the package's modules, inside functions and under TYPE_CHECKING
-    too (a design dependency either way); `from a import b` names module a.b when it is one."""
+    too (a design dependency either way); `from a import b` names module a.b when it is one.
+    (Once for both tests that read it.)"""
     modules = dict(_modules())
-    edges: dict[str, set[str]] = {}
+    edges: dict[str, frozenset[str]] = {}
     for module, tree in modules.items():
         found = set()
         for imported, names, _ in _imports(tree, module):
@@ -185,11 +199,14 @@ def _edges() -> dict[str, set[str]]:
                     target = target.rpartition(".")[0]
                 if target in modules and target != module:
                     found.add(target)
-        edges[module] = found
+        edges[module] = frozenset(found)
     return edges
 
 
+@pytest.mark.slow
 def test_no_import_circles_counting_every_import() -> None:
+    """The source's own structure, the same on every Python: marked slow, so it runs on the
+    default Python only (CI's time bound)."""
     edges = _edges()
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -221,7 +238,10 @@ def test_no_import_circles_counting_every_import() -> None:
     assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
 
 
+@pytest.mark.slow
 def test_imports_point_down_the_layers() -> None:
+    """The source's own structure, the same on every Python: marked slow, so it runs on the
+    default Python only (CI's time bound)."""
     old = _old_modules()
     rank = {name: i for i, name in enumerate(LAYERS)}
     upward = []
