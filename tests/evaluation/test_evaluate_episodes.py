@@ -67,6 +67,7 @@ async def test_an_unreachable_tools_server_is_the_runs_error_not_every_rows() ->
         target = {"type": "model", "url": policy.url, "model": "policy", "api": "responses"}
         started = time.monotonic()
         with pytest.raises(ServerUnreachableError, match=f"cannot reach the server at 127.0.0.1:{port}"):
-            await evaluate_async("tool_call_accuracy", ROWS * 50, target=target, tools=ToolEnvironment(f"127.0.0.1:{port}"))
+            # (a 1 s connect timeout: a refused address is retried that long, the default's 5 s proves no more)
+            await evaluate_async("tool_call_accuracy", ROWS * 50, target=target, tools=ToolEnvironment(f"127.0.0.1:{port}", connect_timeout=1.0))
         assert time.monotonic() - started < 20  # once for the run: not 100 rows' connection attempts
         assert policy.requests == []  # no generation for a run that cannot have its episodes
