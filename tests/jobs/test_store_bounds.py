@@ -5,6 +5,7 @@ ceiling, a full disk pauses a job instead of failing it, and an old database sti
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import sqlite3
@@ -61,19 +62,27 @@ async def test_a_job_reads_its_rows_from_the_row_table_with_limit_samples(tmp_pa
 async def test_cancel_stops_a_cpu_bound_job_at_once(tmp_path: Path) -> None:
     """The regression: a CPU-only scorer never yielded, so a job cancelled at 120k of 1M rows
     scored every row and only then became CANCELLED."""
-    rows = [tool_row(i) for i in range(200_000)]
-    executor = JobExecutor(JobStore(tmp_path / "jobs.sqlite"), flush_seconds=0.05)
-    await executor.start()
-    try:
-        job = executor.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": rows}})
-        for _ in range(600):  # bounded: until some rows are stored
-            if (await asyncio.to_thread(executor.store.get, job.id)).done >= 2_000:
-                break
-            await asyncio.sleep(0.05)
-        executor.cancel(job.id)
-        record = await executor.wait(job.id, timeout=60)
+    gc.disable()  # while the rows are made, and then they are frozen: the collector's passes over
+    try:  # their 2M containers took 4-5 of the test's 7 s (the job's own objects are collected as ever)
+        rows = [tool_row(i) for i in range(200_000)]
+        gc.freeze()
     finally:
-        await executor.aclose()
+        gc.enable()
+    try:
+        executor = JobExecutor(JobStore(tmp_path / "jobs.sqlite"), flush_seconds=0.05)
+        await executor.start()
+        try:
+            job = executor.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": rows}})
+            for _ in range(600):  # bounded: until some rows are stored
+                if (await asyncio.to_thread(executor.store.get, job.id)).done >= 2_000:
+                    break
+                await asyncio.sleep(0.05)
+            executor.cancel(job.id)
+            record = await executor.wait(job.id, timeout=60)
+        finally:
+            await executor.aclose()
+    finally:
+        gc.unfreeze()
     assert record.state is JobState.CANCELLED
     assert record.done < 150_000, f"scored {record.done} of 200000 rows after the cancel"
 
