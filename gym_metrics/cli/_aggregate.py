@@ -52,6 +52,13 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=run)
     add_export_flags(p)
     add_report_flag(p)
+    exporters = p.get_default("check_inputs")
+
+    def check(ns: argparse.Namespace) -> None:  # flags that do not go together first: no extra installed for a refused run
+        _check_flags(ns)
+        exporters(ns)
+
+    p.set_defaults(check_inputs=check)
 
 
 def add_aggregation_options(p: argparse.ArgumentParser) -> None:
@@ -69,24 +76,10 @@ def run(ns: argparse.Namespace) -> int:
     from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine, output_path_for, refuse_files_given_twice, with_perf_summaries
     from gym_metrics.errors import FieldViolation, InvalidInputError
 
+    _check_flags(ns)
+    refuse_files_given_twice(ns.rollouts, "rollouts")
     if ns.ray is not None:  # (exit 2 before any work, not an ImportError at the end)
         require_module("ray", "--ray", "ray", "Ray")
-    if ns.with_rows and not ns.partial_out:
-        raise InvalidInputError("--with-rows goes with --partial-out")
-    if ns.partial_out:  # a partial holds rows, not metrics: these shape the metrics `merge` writes
-        given = [flag for flag, on in (
-            ("-o", ns.output is not None), ("--report", ns.report), ("--economics", ns.economics),
-            ("--expected-rollouts", bool(ns.expected_rollouts)), ("--count-errors-as-zero", ns.count_errors_as_zero),
-            ("--no-rollout-infos", ns.no_rollout_infos),
-        ) if on]  # fmt: skip
-        if given:
-            raise InvalidInputError(f"{', '.join(given)} shape the metrics file, which --partial-out does not write: give them to `gym-metrics merge`")
-    if len(ns.rollouts) > 1 and not (ns.output or ns.partial_out):
-        raise InvalidInputError("several inputs: name the metrics file with -o")
-    refuse_files_given_twice(ns.rollouts, "rollouts")
-    if ns.count_failure_classes_as_zero and (ns.partial_out or ns.ray is not None):
-        raise InvalidInputError("--count-failure-classes-as-zero reads the inputs' sidecars here", [FieldViolation("--count-failure-classes-as-zero", "not with --partial-out or --ray")])
-    if ns.ray is not None:
         return _run_on_ray(ns)
     hooks, econ = aggregation_hooks(ns)
     started = time.perf_counter()
@@ -112,6 +105,26 @@ def run(ns: argparse.Namespace) -> int:
     code = report(ns, out, results, rollouts.rows_read, len(rollouts.bad_lines), econ, time.perf_counter() - started)
     report_after(ns, out, ns.rollouts[0] if len(ns.rollouts) == 1 else None)
     return export_after(ns, out, code)
+
+
+def _check_flags(ns: argparse.Namespace) -> None:
+    """Flags that do not go together, refused before any work (and before an exporter's extra is looked for)."""
+    from gym_metrics.errors import FieldViolation, InvalidInputError
+
+    if ns.with_rows and not ns.partial_out:
+        raise InvalidInputError("--with-rows goes with --partial-out")
+    if ns.partial_out:  # a partial holds rows, not metrics: these shape the metrics `merge` writes (and exports)
+        given = [flag for flag, on in (
+            ("-o", ns.output is not None), ("--report", ns.report), ("--economics", ns.economics),
+            ("--expected-rollouts", bool(ns.expected_rollouts)), ("--count-errors-as-zero", ns.count_errors_as_zero),
+            ("--no-rollout-infos", ns.no_rollout_infos), ("--export", bool(ns.export)),
+        ) if on]  # fmt: skip
+        if given:
+            raise InvalidInputError(f"{', '.join(given)} shape the metrics file, which --partial-out does not write: give them to `gym-metrics merge`")
+    if len(ns.rollouts) > 1 and not (ns.output or ns.partial_out):
+        raise InvalidInputError("several inputs: name the metrics file with -o")
+    if ns.count_failure_classes_as_zero and (ns.partial_out or ns.ray is not None):
+        raise InvalidInputError("--count-failure-classes-as-zero reads the inputs' sidecars here", [FieldViolation("--count-failure-classes-as-zero", "not with --partial-out or --ray")])
 
 
 def _run_on_ray(ns: argparse.Namespace) -> int:

@@ -217,6 +217,7 @@ def _check_inputs(ns: argparse.Namespace) -> None:
                                 [FieldViolation("--server", f"{s} given twice") for s in twice])  # fmt: skip
     if ns.policy_url is None:
         given = [flag for flag in GENERATION_ONLY if getattr(ns, flag[2:].replace("-", "_")) not in (None, False)]
+        given += ["--no-agent-loop"] if ns.agent_loop is False else []  # (one policy call per row: of no policy, nothing)
         if given:
             raise InvalidInputError(f"{', '.join(given)} need --policy-url", [FieldViolation("--policy-url", "not given")])
     most = max_processes(ns.ray is not None)

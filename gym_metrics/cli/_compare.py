@@ -44,14 +44,14 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--field", nargs="+", default=["reward"], help="the per-rollout value field(s)")
     p.add_argument("--method", choices=_MethodNames(), metavar="{paired,bootstrap}", default="paired",
                    help="paired: clustered paired t test (default); bootstrap: paired bootstrap (two agents, one metric)")  # fmt: skip
-    p.add_argument("--adjust", choices=["holm", "bh"], default="holm", help="p-value adjustment over all comparisons")
+    p.add_argument("--adjust", choices=["holm", "bh"], help="paired method: p-value adjustment over all comparisons (default holm)")
     p.add_argument("--alpha", type=_probability, help="test level (default 0.05); intervals are at 1 - alpha (paired method only: the bootstrap's is always 95%%)")
-    p.add_argument("--power", type=_probability, default=0.8, help="power for the minimum detectable effect")
+    p.add_argument("--power", type=_probability, help="paired method: power for the minimum detectable effect (default 0.8)")
     p.add_argument("--fail-if-worse-by", type=_margin, metavar="DELTA", help=f"FAIL if A is worse than B by more than DELTA; {VERDICT_HELP}")
     p.add_argument("--require-better-by", type=_margin, metavar="DELTA", help=f"PASS only if A beats B by more than DELTA; {VERDICT_HELP}")
-    p.add_argument("--common-tasks", action="store_true", help="with two files, compare on the tasks both hold")
-    p.add_argument("--resamples", type=_resamples, default=10_000, help=f"paired bootstrap resamples (--method bootstrap; {MIN_RESAMPLES} to {MAX_RESAMPLES:,})")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed (same seed, same interval)")
+    p.add_argument("--common-tasks", action="store_true", help="with two files, compare on the tasks both hold (one file's agents are paired on their common tasks anyway)")
+    p.add_argument("--resamples", type=_resamples, help=f"paired bootstrap resamples (--method bootstrap; {MIN_RESAMPLES} to {MAX_RESAMPLES:,}; default 10,000)")
+    p.add_argument("--seed", type=non_negative_int, help="bootstrap seed (--method bootstrap; same seed, same interval; default 0)")
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip bad lines")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(func=run, check_inputs=check_files)
@@ -102,10 +102,12 @@ def run(ns: argparse.Namespace) -> int:
 
     if ns.alpha is not None and ns.method == "bootstrap":  # (it printed a 95% interval all the same)
         raise InvalidInputError("--alpha sets the paired method's intervals", [FieldViolation("--alpha", "the bootstrap's interval is always 95%: drop it, or use --method paired")])
+    _check_method_flags(ns)
     agents, names = load_agents(ns.rollouts, ns.agents, common_tasks=ns.common_tasks, on_bad_line=ns.on_bad_line, skipped=warn_bad_lines)
     method = get_method(ns.method)
     options = CompareOptions(
-        ns.reducer, ns.field, adjust=ns.adjust, alpha=0.05 if ns.alpha is None else ns.alpha, power=ns.power, resamples=ns.resamples, seed=ns.seed,
+        ns.reducer, ns.field, adjust=ns.adjust or "holm", alpha=0.05 if ns.alpha is None else ns.alpha, power=0.8 if ns.power is None else ns.power,
+        resamples=10_000 if ns.resamples is None else ns.resamples, seed=0 if ns.seed is None else ns.seed,
         where=f" in {ns.rollouts[0]}" if len(ns.rollouts) == 1 else "",
     )  # fmt: skip
     report = method.run(agents, names, options)
@@ -119,6 +121,22 @@ def run(ns: argparse.Namespace) -> int:
         if verdict:
             print(verdict_text(verdict))
     return verdict.exit_code if verdict else 0
+
+
+_UNUSED_BY = {"paired": ("resamples", "seed"), "bootstrap": ("adjust", "power")}
+"""The flags a built-in method reads nothing of (a registered method may read any option)."""
+
+
+def _check_method_flags(ns: argparse.Namespace) -> None:
+    """A flag the chosen method does not read, or --common-tasks with one file: refused (each
+    was ignored without a word, the output looking as if it had been applied)."""
+    given = [f"--{name}" for name in _UNUSED_BY.get(ns.method, ()) if getattr(ns, name) is not None]
+    if given:
+        other = "bootstrap" if ns.method == "paired" else "paired"
+        raise InvalidInputError(f"{', '.join(given)} {'set' if len(given) > 1 else 'sets'} nothing of the {ns.method} method",
+                                [FieldViolation("--method", f"{other} reads {' and '.join(given)}: drop {'them' if len(given) > 1 else 'it'}, or use --method {other}")])  # fmt: skip
+    if ns.common_tasks and len(ns.rollouts) == 1:
+        raise InvalidInputError("--common-tasks matches two files' tasks", [FieldViolation("ROLLOUTS", "one file given: its agents are paired on their common tasks already")])
 
 
 def _print_json(data: dict[str, Any]) -> None:

@@ -64,6 +64,7 @@ def run_reasoning_gym(ns: argparse.Namespace) -> int:
     from gym_metrics.ecosystems import reasoning_gym as rg
 
     if ns.list:
+        _refuse_with_list([("NAME", ns.name is not None), ("--mix", ns.mix is not None), ("--output", ns.output is not None), ("--config", bool(ns.config))])
         return _print_names(rg.dataset_names())
     if (ns.name is None) == (ns.mix is None):
         raise InvalidInputError("name one dataset or give --mix", [FieldViolation("NAME", "a dataset name, or --mix NAME:WEIGHT ... (not both)")])
@@ -90,6 +91,7 @@ def run_nemo_gym_benchmark(ns: argparse.Namespace) -> int:
     from gym_metrics.nemo_gym import read_benchmarks
 
     if ns.list:
+        _refuse_with_list([("NAME", ns.benchmark is not None), ("--cached", ns.cached)])
         return _print_names(_benchmark_lines())
     if ns.benchmark is None:
         raise InvalidInputError("no benchmark named", [FieldViolation("NAME", "a benchmark (--list names them) or its config's path")])
@@ -104,6 +106,13 @@ def run_nemo_gym_benchmark(ns: argparse.Namespace) -> int:
             rows = sum(1 for line in f if line.strip())
         print(f"{benchmark.name}: {rows} rows -> {written} in {time.perf_counter() - started:.2f}s", file=sys.stderr)
     return ExitCode.OK
+
+
+def _refuse_with_list(flags: list[tuple[str, bool]]) -> None:
+    """--list prints the names and exits: what else was given would be dropped without a word."""
+    given = [flag for flag, on in flags if on]
+    if given:
+        raise InvalidInputError(f"--list prints the names and exits: {', '.join(given)} would do nothing", [FieldViolation("--list", "give it alone")])
 
 
 def _benchmark_lines() -> list[str]:

@@ -13,6 +13,8 @@ from typing import Any
 from gym_metrics.cli._base import fmt, format_table, non_negative_int, positive_int, read_token, server_address
 from gym_metrics.errors import ExitCode, InvalidInputError
 
+PARALLELISM = 16
+"""Rows scored at once in-process when --parallelism is not given."""
 SHOW = 20
 """Bad lines and row errors printed at most (all are in the result file)."""
 
@@ -32,7 +34,7 @@ def add_parsers(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("--input", required=True, type=Path, help="JSONL: one row (JSON object) per line")
     p.add_argument("-o", "--output", type=Path, help="default: <stem>_<scorer>_results.json beside the input")
-    p.add_argument("--parallelism", type=positive_int, default=16, help="rows scored at once (in-process)")
+    p.add_argument("--parallelism", type=positive_int, help=f"rows scored at once (in-process, not with --server; default {PARALLELISM})")
     p.add_argument("--limit-samples", type=non_negative_int, metavar="N", help="score only the first N rows")
     p.add_argument("--server", metavar="HOST:PORT", type=server_address, help="score through a running environment (rows are verify bodies)")
     p.add_argument("--auth-token-env", metavar="VAR", help="with --server or --tools-server: send `authorization: Bearer $VAR`")
@@ -80,6 +82,10 @@ def _check(ns: argparse.Namespace) -> None:
     for flag, given in (("--max-steps", ns.max_steps is not None), ("--parallel-tool-calls", ns.parallel_tool_calls)):
         if given and ns.tools_server is None:
             raise InvalidInputError(f"{flag} goes with --tools-server")
+    if ns.parallelism is not None and ns.server is not None:  # (the server's batches were sent as they are; it set nothing)
+        raise InvalidInputError("--parallelism sets the in-process scorer's rows at once; not with --server (it scores in batches of its own)")
+    if ns.auth_token_env is not None and ns.server is None and ns.tools_server is None:  # (no call carried it)
+        raise InvalidInputError("--auth-token-env goes with --server or --tools-server: the token is sent to them")
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -111,7 +117,7 @@ def run(ns: argparse.Namespace) -> int:
                 ns.tools_server, ns.max_steps, read_token(ns.auth_token_env), parallel_tool_calls=ns.parallel_tool_calls
             )
             result = evaluate(
-                scorer, rows, parallelism=ns.parallelism, limit_samples=ns.limit_samples,
+                scorer, rows, parallelism=ns.parallelism or PARALLELISM, limit_samples=ns.limit_samples,
                 target=ns.target_config, prompt_template=ns.prompt_template, progress=progress, tools=tools,
                 capture_model_calls=ns.capture_model_calls,
             )  # fmt: skip

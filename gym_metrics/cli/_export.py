@@ -11,8 +11,10 @@ from typing import Any
 
 from gym_metrics._util.masking import scrub, url_password, without_url_credentials, without_userinfo
 from gym_metrics.cli._base import positive_float
-from gym_metrics.errors import ExitCode
+from gym_metrics.errors import ExitCode, FieldViolation, InvalidInputError
 
+PUSH_INTERVAL_S = 10.0
+"""Seconds between pushes to the Pushgateway when --push-interval is not given."""
 EXPORT_HELP = (
     "after writing the metrics, export them: mlflow[=TRACKING_URI], wandb[=PROJECT], "
     "tensorboard[=DIR] (repeatable; each needs its extra, e.g. pip install 'gym-metrics[mlflow]')"
@@ -70,10 +72,12 @@ def add_pushgateway_flag(p: argparse.ArgumentParser) -> None:
         help="push the collector's counters to this Prometheus Pushgateway (http[s]://HOST[:PORT]) every --push-interval s and at the end "
         "(job gym_metrics_collect, instance = the output's stem; needs the prometheus extra)",
     )  # fmt: skip
-    p.add_argument("--push-interval", type=positive_float, default=10.0, metavar="S", help="seconds between pushes (10)")
+    p.add_argument("--push-interval", type=positive_float, metavar="S", help=f"with --pushgateway: seconds between pushes ({PUSH_INTERVAL_S:g})")
     earlier = p.get_default("check_inputs")
 
     def check(ns: argparse.Namespace) -> None:
+        if ns.push_interval is not None and not ns.pushgateway:  # (it paced no push, silently)
+            raise InvalidInputError("--push-interval paces the pushes to a Pushgateway", [FieldViolation("--pushgateway", "not given")])
         if ns.pushgateway:
             from gym_metrics.exporters import Pusher
 

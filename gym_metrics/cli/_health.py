@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gym_metrics.errors import ExitCode, GymMetricsError
+from gym_metrics.errors import ExitCode, FieldViolation, GymMetricsError, InvalidInputError
 
 ORDER = 48  # its place in `gym-metrics --help` (cli/_discovery.py)
 
@@ -33,6 +33,8 @@ def run(ns: argparse.Namespace) -> int:
     from gym_metrics.health import check_health
 
     ignore = [c for given in ns.ignore for c in given.split(",")]
+    if ns.agent is not None and ns.metrics is None:  # (it named the agent of no file)
+        raise InvalidInputError("--agent names the agent of the counts written into --metrics", [FieldViolation("--metrics", "not given")])
     try:
         if ns.metrics is not None and not ns.metrics.is_file():
             raise FileNotFoundError(f"metrics file not found: {ns.metrics}")

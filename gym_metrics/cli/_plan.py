@@ -9,6 +9,7 @@ from typing import Any
 
 from gym_metrics.cli._base import InputFileError, positive_float, positive_int, warn_bad_lines
 from gym_metrics.cli._compare import _probability
+from gym_metrics.errors import FieldViolation, InvalidInputError
 
 
 ORDER = 60  # its place in `gym-metrics --help` (cli/_discovery.py)
@@ -24,8 +25,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--agents", nargs="+", metavar="AGENT",
                    help="the baseline agent, or two agents of an earlier A/B run (their measured difference)")  # fmt: skip
     p.add_argument("--field", default="reward", help="the per-rollout value field")
-    p.add_argument("--correlation", type=float, default=0.5,
-                   help="with one baseline agent: assumed correlation of per-task scores between the two agents")  # fmt: skip
+    p.add_argument("--correlation", type=float,
+                   help="with one baseline agent: assumed correlation of per-task scores between the two agents (default 0.5; "
+                   "two agents' is measured)")  # fmt: skip
     p.add_argument("--on-bad-line", choices=["fail", "skip"], default="fail", help="stop or skip bad lines")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=run, check_inputs=_check_baseline)
@@ -40,16 +42,18 @@ def _check_baseline(ns: argparse.Namespace) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from gym_metrics.compare import DEFAULT_REPEATS, plan_from_baseline
+    from gym_metrics.compare import DEFAULT_CORRELATION, DEFAULT_REPEATS, plan_from_baseline
     from gym_metrics.rollouts import read_rollouts
 
+    if ns.correlation is not None and ns.agents is not None and len(ns.agents) == 2:  # (it was ignored: two agents' difference is measured)
+        raise InvalidInputError("--correlation is assumed for one baseline agent", [FieldViolation("--agents", "two agents given: their correlation is measured")])
     read = read_rollouts(ns.baseline_rollouts, on_bad_line=ns.on_bad_line)
     warn_bad_lines(ns.baseline_rollouts, read.bad_lines)
     agents = read.agents
     repeats = [*DEFAULT_REPEATS, *([ns.repeats] if ns.repeats else [])]
     result = plan_from_baseline(
         agents, ns.agents or [], ns.mde, field=ns.field, repeats=repeats, alpha=ns.alpha, power=ns.power,
-        correlation=ns.correlation,
+        correlation=DEFAULT_CORRELATION if ns.correlation is None else ns.correlation,
     )  # fmt: skip
     if ns.json:
         import orjson

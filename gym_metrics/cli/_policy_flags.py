@@ -57,15 +57,16 @@ def add_policy_target_flags(g: Any) -> None:
     """The `--policy-*` flags of a policy target (collect's generation, serve's /run door)."""
     g.add_argument("--policy-url", metavar="URL", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--policy-model", metavar="NAME", help="model name sent in every request")
-    g.add_argument("--policy-api", choices=["chat", "responses"], default="chat", help="endpoint called (default chat)")
+    g.add_argument("--policy-api", choices=["chat", "responses"], help="endpoint called (default chat)")
     g.add_argument("--policy-key-env", metavar="VAR", help="environment variable holding the API key")
     g.add_argument("--temperature", type=float, metavar="T", help="override the requests' temperature")
     g.add_argument("--top-p", type=float, metavar="P", help="override the requests' top_p")
     g.add_argument("--max-tokens", type=int, metavar="N", help="override the requests' max output tokens")
     g.add_argument("--seed", type=int, metavar="S", help="sampling seed sent with every request (all repeats alike)")
-    g.add_argument("--policy-concurrency", type=positive_int, default=64, metavar="N", help="generations in flight (64)")
-    g.add_argument("--policy-timeout", type=positive_float, default=300.0, metavar="S", help="seconds per attempt (300)")
-    g.add_argument("--policy-max-retries", type=non_negative_int, default=3, metavar="N", help="retries per generation (3)")
+    # (their defaults are filled by policy_config: a value left None is one not given, refused without --policy-url)
+    g.add_argument("--policy-concurrency", type=positive_int, metavar="N", help=f"generations in flight ({POLICY_DEFAULTS['policy_concurrency']})")
+    g.add_argument("--policy-timeout", type=positive_float, metavar="S", help=f"seconds per attempt ({POLICY_DEFAULTS['policy_timeout']:g})")
+    g.add_argument("--policy-max-retries", type=non_negative_int, metavar="N", help=f"retries per generation ({POLICY_DEFAULTS['policy_max_retries']})")
 
 
 _POLICY_FLAGS = {
@@ -74,6 +75,14 @@ _POLICY_FLAGS = {
     "inference.max_tokens": "--max-tokens", "inference.seed": "--seed",
 }  # fmt: skip
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed")
+POLICY_DEFAULTS: dict[str, Any] = {"policy_api": "chat", "policy_concurrency": 64, "policy_timeout": 300.0, "policy_max_retries": 3}
+"""The values of the `--policy-*` flags not given (their parser default is None: given or not is seen)."""
+_TARGET_FLAGS = ("policy_url", "policy_model", "policy_key_env", "policy_api", *_SAMPLING, *(k for k in POLICY_DEFAULTS if k != "policy_api"))
+
+
+def policy_flags_given(ns: argparse.Namespace) -> list[str]:
+    """The `--policy-*` and sampling flags given (each configures the policy target, and only that)."""
+    return [f"--{n.replace('_', '-')}" for n in _TARGET_FLAGS if getattr(ns, n, None) is not None]
 
 
 GENERATION_ONLY = ("--agent-loop", "--max-steps", "--parallel-tool-calls", "--capture-model-calls", "--capture-payloads",
@@ -89,7 +98,7 @@ def policy_config(ns: argparse.Namespace) -> Any:
     from gym_metrics.targets import parse_target
 
     if ns.policy_url is None:
-        given = [f"--{n.replace('_', '-')}" for n in ("policy_model", "policy_key_env", *_SAMPLING) if getattr(ns, n) is not None]
+        given = policy_flags_given(ns)
         if given:
             raise InvalidInputError(f"{', '.join(given)} need --policy-url", [FieldViolation("--policy-url", "not given")])
         return None
@@ -97,11 +106,12 @@ def policy_config(ns: argparse.Namespace) -> Any:
         raise InvalidInputError("--policy-url needs --policy-model", [FieldViolation("--policy-model", "not given")])
     if ns.policy_key_env is not None and not os.environ.get(ns.policy_key_env):
         raise InvalidInputError("policy API key not found", [FieldViolation("--policy-key-env", f"{ns.policy_key_env} is not set or empty")])
+    value = {k: default if getattr(ns, k, None) is None else getattr(ns, k) for k, default in POLICY_DEFAULTS.items()}
     data = {
-        "type": "model", "url": ns.policy_url, "model": ns.policy_model, "api": ns.policy_api,
+        "type": "model", "url": ns.policy_url, "model": ns.policy_model, "api": value["policy_api"],
         "api_key_env": ns.policy_key_env, "inference": {k: getattr(ns, k) for k in _SAMPLING},
-        "timeout_seconds": ns.policy_timeout, "max_retries": ns.policy_max_retries,
-        "max_concurrency": ns.policy_concurrency,
+        "timeout_seconds": value["policy_timeout"], "max_retries": value["policy_max_retries"],
+        "max_concurrency": value["policy_concurrency"],
     }  # fmt: skip
     try:
         return parse_target(data, source="policy")

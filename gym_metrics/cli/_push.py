@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from gym_metrics.cli._export import PUSH_INTERVAL_S
 from gym_metrics.errors import ExitCode
 from gym_metrics.collector import Progress, estimate_total
 from gym_metrics.exporters import CollectCounters
@@ -52,7 +53,7 @@ def push_progress(ns: argparse.Namespace) -> PushingProgress | None:
     from gym_metrics.exporters import Pusher
 
     instance = ns.output.name.removesuffix(".jsonl")
-    return PushingProgress(estimate_total(ns.input, ns.num_repeats, ns.limit, ns.max_rollouts), Pusher(ns.pushgateway, instance, ns.push_interval))
+    return PushingProgress(estimate_total(ns.input, ns.num_repeats, ns.limit, ns.max_rollouts), Pusher(ns.pushgateway, instance, ns.push_interval or PUSH_INTERVAL_S))
 
 
 def push_after(progress: PushingProgress | None, result: Any, code: int) -> int:

@@ -15,13 +15,15 @@ from gym_metrics._util.limits import IDLE_TTL_S, MAX_SESSIONS, TOOL_TIMEOUT_S, C
 from gym_metrics.cli._base import (
     add_access_flags, grace_seconds, int_in, listen_host, max_local_processes, positive_float, positive_int, reducer_name, server_token,
 )  # fmt: skip
-from gym_metrics.cli._policy_flags import add_policy_target_flags, policy_config
+from gym_metrics.cli._policy_flags import add_policy_target_flags, policy_config, policy_flags_given
 from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.sandbox import ISOLATION_ENV, ISOLATIONS, OPTIONS_ENV, PROVIDER_ENV, PROVIDERS
 
 
 
 ORDER = 10  # its place in `gym-metrics --help` (cli/_discovery.py)
+LABEL_FIELD = "expected_answer"
+"""The verify request field OpenRLHF's labels fill when --http-label-field is not given."""
 MAX_MESSAGE_MB = 2047
 """The largest gRPC message size: gRPC holds it in a signed 32-bit int (2 GiB less a byte)."""
 
@@ -93,7 +95,7 @@ def add_parsers(sub: Any) -> None:
     )  # fmt: skip
     rl = p.add_argument_group("rewards over HTTP, for trainers without gRPC (OpenRLHF)")
     rl.add_argument("--http-port", type=int, metavar="P", help="POST /get_reward (OpenRLHF) and /score_groups on this port (0 picks one; the http extra)")
-    rl.add_argument("--http-label-field", default="expected_answer", metavar="NAME", help="the verify request field OpenRLHF's labels fill (default %(default)s)")
+    rl.add_argument("--http-label-field", metavar="NAME", help=f"with --http-port: the verify request field OpenRLHF's labels fill (default {LABEL_FIELD})")
     agent = p.add_argument_group("NeMo Gym's agent POST /run, for NeMo RL (docs/training.md#nemo-rl-run)")
     agent.add_argument(
         "--agent-http-port", type=int, metavar="P",
@@ -123,18 +125,32 @@ def add_parsers(sub: Any) -> None:
         "--reducers", "--metrics", dest="reducers", nargs="+", metavar="NAME", type=reducer_name,
         help="reward reducers to report, e.g. pass@1 pass@8 (k at most 100,000; replaces the env's; --metrics is the old spelling)",
     )  # fmt: skip
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check_inputs=_check_flags)
+
+
+def _check_flags(ns: argparse.Namespace) -> None:
+    """Flags that act only with another, refused before anything is loaded (each did nothing, silently)."""
+    if ns.agent_http_port is None:
+        given = [*policy_flags_given(ns), *(["--max-steps"] if ns.max_steps is not None else []), *(["--capture-tokens"] if ns.capture_tokens else [])]
+        if given:
+            raise InvalidInputError(f"{', '.join(given)}: the /run door's flags go with --agent-http-port", [FieldViolation("--agent-http-port", "not given")])
+    if ns.http_label_field is not None and ns.http_port is None:
+        raise InvalidInputError("--http-label-field names the field of --http-port's labels", [FieldViolation("--http-port", "not given")])
+    if ns.openenv_action is not None and _config_of(ns) is not None:
+        raise InvalidInputError("--openenv-action is for an OpenEnv environment, not a NeMo Gym config's",
+                                [FieldViolation("--openenv-action", "not with a config YAML target or --config")])  # fmt: skip
+
+
+def _config_of(ns: argparse.Namespace) -> Any:
+    """The NeMo Gym config served: --config, else a config YAML target (None: neither)."""
+    target = str(ns.target)
+    return ns.config or (Path(target) if target.endswith((".yaml", ".yml")) else None)
 
 
 def _agent_target(ns: argparse.Namespace) -> Any:
-    """The /run door's policy (None without --agent-http-port; its flags need it)."""
+    """The /run door's policy (None without --agent-http-port; its flags need it: _check_flags)."""
     target = policy_config(ns)
     if ns.agent_http_port is None:
-        if target is not None or ns.max_steps is not None or ns.capture_tokens:
-            raise InvalidInputError(
-                "serve's --policy-* flags, --max-steps and --capture-tokens go with --agent-http-port",
-                [FieldViolation("--agent-http-port", "not given")],
-            )
         return None
     if target is None:
         raise InvalidInputError("--agent-http-port needs a policy", [FieldViolation("--policy-url", "not given")])
@@ -211,7 +227,7 @@ def run(ns: argparse.Namespace) -> int:
         verify_timeout_s=ns.verify_timeout,
         mcp_port=ns.mcp_port,
         http_port=ns.http_port,
-        http_label_field=ns.http_label_field,
+        http_label_field=ns.http_label_field or LABEL_FIELD,
         agent_http_port=ns.agent_http_port,
         agent_target=_agent_target(ns),
         agent_max_steps=ns.max_steps,

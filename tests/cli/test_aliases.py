@@ -24,7 +24,7 @@ def test_compare_takes_reducer_and_its_old_spelling(tmp_path: Path, capsys: pyte
     src.write_text("".join(json.dumps(row) + "\n" for row in rows))
     outputs, notes = [], []
     for flag in ("--reducer", "--metric"):
-        assert main(["compare", str(src), "--agents", "a", "b", flag, "pass@1", "--resamples", "100", "--json"]) == 0
+        assert main(["compare", str(src), "--agents", "a", "b", flag, "pass@1", "--json"]) == 0
         captured = capsys.readouterr()
         outputs.append(json.loads(captured.out))
         notes.append(captured.err)
