@@ -25,7 +25,7 @@ from gym_metrics.aggregate._engine import (
     local_parts,
     non_numeric_counts,
 )
-from gym_metrics.aggregate._accounting import apply_errors
+from gym_metrics.aggregate._accounting import apply_errors, counted_errors_as_zero
 from gym_metrics.aggregate._metric_columns import MetricColumns
 from gym_metrics.aggregate._perf import perf_sections
 from gym_metrics.aggregate._uncertainty import ADDED_AGENT_METRICS
@@ -148,6 +148,7 @@ __all__ = [
     "ADDED_AGENT_METRICS",
     "add_agent_sections",
     "apply_errors",
+    "counted_errors_as_zero",
     "perf_sections",
     "with_perf_summaries",
     "agent_names",

@@ -6,6 +6,8 @@ reward 0.0) before anything is computed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gym_metrics._util.unique import unique, unique_counts
@@ -41,6 +43,18 @@ def error_counts(data: RolloutColumns) -> dict[str, int]:
     out = {"errors/total": int(codes[1:].sum())}
     out.update({f"errors/{kind}": int(codes[i + 1]) for i, kind in enumerate(ERROR_KINDS) if codes[i + 1]})
     return out
+
+
+def counted_errors_as_zero(groups: Any, masked: np.ndarray, failed: np.ndarray) -> bool:
+    """Whether a metrics file's agent was aggregated with `--count-errors-as-zero`, from its
+    `group_level_metrics` and its rows' masks and failures (the file does not record it): its
+    tasks' `num_rollouts` count every unmasked row (a null reward included) and, with the
+    option, every failed row (failed rows are unmasked then), without it none. False when the
+    rows have no failure or the counts fit the option's absence (or neither: a stale file)."""
+    if not failed.any() or not isinstance(groups, list):
+        return False
+    counted = sum(n for n in (g.get("num_rollouts") for g in groups if isinstance(g, dict)) if type(n) is int)
+    return counted == int((~masked | failed).sum())
 
 
 def apply_errors(data: RolloutColumns, as_zero: bool) -> RolloutColumns:

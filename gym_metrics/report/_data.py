@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from gym_metrics.aggregate import apply_errors
+from gym_metrics.aggregate import apply_errors, counted_errors_as_zero
 from gym_metrics.rollouts import NumericField, RolloutColumns, read_rollouts
 from gym_metrics.compare import task_rewards
 from gym_metrics.errors import InvalidInputError
@@ -114,18 +114,12 @@ def _agent(entry: dict[str, Any], value_field: str, cols: RolloutColumns | None,
 
 
 def _as_counted(cols: RolloutColumns | None, groups: list[dict[str, Any]]) -> RolloutColumns | None:
-    """The rollouts file's rows as its metrics counted them. The file does not record
-    `aggregate --count-errors-as-zero`, but its tasks' `num_rollouts` tell: they count every
-    unmasked row (a null reward included) and, with the option, every failed row (failed rows
-    are unmasked then, docs/metrics.md "Failed rollouts"), without it none. The option whose
-    count matches is applied; when neither does, failed rows are left out, as compare does."""
-    if cols is None or cols.errors is None or not cols.errors.any():
+    """The rollouts file's rows as its metrics counted them (`counted_errors_as_zero` tells how:
+    the file does not record the option); failed rows left out when it cannot tell, as compare
+    leaves them out."""
+    if cols is None or cols.errors is None:
         return cols
-    failed = cols.errors != 0
-    counted = sum(n for n in (g.get("num_rollouts") for g in groups) if type(n) is int)
-    if counted == int((~cols.masked | failed).sum()):
-        return apply_errors(cols, as_zero=True)
-    return cols  # == (~masked & ~failed).sum() when left out; compare's task_rewards skips failed rows
+    return apply_errors(cols, as_zero=True) if counted_errors_as_zero(groups, cols.masked, cols.errors != 0) else cols
 
 
 def _health(entry: dict[str, Any], where: str) -> dict[str, Any]:

@@ -153,7 +153,8 @@ class ViewerApp:
                 index = self._rows_of(ident)
                 return _query.page(index, index.snapshot, _query.Filter.parse(params), *_paging(params))
             case ["runs", ident, "tasks"]:
-                return _query.tasks(self._rows_of(ident).snapshot, _query.Filter.parse(params), *_paging(params))
+                snap = self._rows_of(ident).snapshot
+                return _query.tasks(snap, _query.Filter.parse(params), *_paging(params), self._run(ident).zero_agents(snap))
             case ["runs", ident, "rollouts", line]:
                 return rollout(self._rows_of(ident), _number(line, "line"))
             case ["compare"]:
@@ -161,7 +162,8 @@ class ViewerApp:
                 sa, sb = a.snapshot, b.snapshot
                 agent_a = params.get("agent_a") or (sa.agents[0] if sa.agents else "")
                 agent_b = params.get("agent_b") or (sb.agents[0] if sb.agents else "")
-                return {"agent_a": agent_a, "agent_b": agent_b, **side_by_side(sa, agent_a, sb, agent_b)}
+                zero_a, zero_b = self._run(params["a"]).zero_agents(sa), self._run(params["b"]).zero_agents(sb)
+                return {"agent_a": agent_a, "agent_b": agent_b, **side_by_side(sa, agent_a, sb, agent_b, zero_a, zero_b)}
         raise LookupError(f"no API {'/'.join(parts)[:100]!r}")
 
     def _results_of(self, ident: str) -> ResultsFile:
@@ -195,7 +197,7 @@ class ViewerApp:
         snap = run.index.snapshot
         error = "; ".join(e for e in (run.index.error, problem) if e) or None
         return {**out, "kind": "rollouts", "path": str(run.index.path), "rows": len(snap.columns), "lines": snap.lines, "bytes": snap.size,
-                "file_size": snap.file_size, "bad_lines_count": snap.bad_count, "error": error, "agents": _query.agents(snap),
+                "file_size": snap.file_size, "bad_lines_count": snap.bad_count, "error": error, "agents": _query.agents(snap, run.zero_agents(snap)),
                 "key_metrics": key_metrics}  # fmt: skip
 
 

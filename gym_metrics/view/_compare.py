@@ -19,12 +19,12 @@ MAX_TASK_ROWS = 2000
 """Tasks listed per comparison (flipped ones first); the counts cover them all."""
 
 
-def _agent_columns(snap: Indexed, agent: str) -> RolloutColumns:
+def _agent_columns(snap: Indexed, agent: str, zero_agents: np.ndarray | None) -> RolloutColumns:
     c = snap.columns
     if agent not in snap.agents:
         raise LookupError(f"no agent {agent!r} in this run; its agents: {', '.join(snap.agents) or '(none)'}")
     mine = c.agent == snap.agents.index(agent)
-    reward = c.measured[mine]  # masked and failed rows are out, as `compare` leaves them out
+    reward = c.measured(zero_agents)[mine]  # masked and failed rows are out, as `compare` leaves them out (failed: 0 as the metrics counted them)
     present = ~np.isnan(reward)
     return RolloutColumns(c.task[mine], c.rollout[mine], {"reward": NumericField(np.where(present, reward, np.nan), present)}, np.zeros(int(mine.sum()), bool))
 
@@ -39,10 +39,10 @@ def _per_task(cols: RolloutColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return ids, n, passed / np.maximum(n, 1)
 
 
-def side_by_side(a: Indexed, agent_a: str, b: Indexed, agent_b: str) -> dict[str, Any]:
+def side_by_side(a: Indexed, agent_a: str, b: Indexed, agent_b: str, zero_a: np.ndarray | None = None, zero_b: np.ndarray | None = None) -> dict[str, Any]:
     """Per common task: pass rates in A and B and the flip (a task passes when more than half
     its rollouts do); the tasks only one run has; the paired difference of mean reward."""
-    ca, cb = _agent_columns(a, agent_a), _agent_columns(b, agent_b)
+    ca, cb = _agent_columns(a, agent_a, zero_a), _agent_columns(b, agent_b, zero_b)
     (ta, na, ra), (tb, nb, rb) = _per_task(ca), _per_task(cb)
     common, ia, ib = np.intersect1d(ta, tb, assume_unique=True, return_indices=True)
     pass_a, pass_b = ra[ia] > 0.5, rb[ib] > 0.5

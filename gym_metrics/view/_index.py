@@ -54,11 +54,16 @@ class Columns:
         i8 = np.zeros(0, np.int64)
         return Columns(i8, np.zeros(0, np.int32), i8, i8, np.zeros(0), np.zeros(0, np.int8), np.zeros(0, np.int8), np.zeros(0, bool))
 
-    @property
-    def measured(self) -> np.ndarray:
+    def measured(self, zero_agents: np.ndarray | None = None) -> np.ndarray:
         """The rewards the metrics file counts: NaN where the row has none, is masked, or failed
-        (a failed verify's reward is left out, as `aggregate` leaves it out)."""
-        return np.where(self.masked | (self.error != 0), np.nan, self.reward)
+        (a failed verify's reward is left out, as `aggregate` leaves it out); 0 where it failed
+        and its agent's code is True in `zero_agents` (the file counted failures as 0:
+        `aggregate --count-errors-as-zero`), masked or not."""
+        failed = self.error != 0
+        reward = np.where(self.masked | failed, np.nan, self.reward)
+        if zero_agents is not None and zero_agents.any():
+            reward[failed & zero_agents[self.agent]] = 0.0
+        return reward
 
     def __len__(self) -> int:
         return len(self.line)

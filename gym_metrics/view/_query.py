@@ -184,12 +184,13 @@ def _text(value: Any) -> str:
         return "(nested too deep to preview)"
 
 
-def tasks(snap: Indexed, f: Filter, offset: int, limit: int) -> dict[str, Any]:
-    """Per task of the kept rows (ordered by task): rollouts, mean reward, pass rate, errors."""
+def tasks(snap: Indexed, f: Filter, offset: int, limit: int, zero_agents: np.ndarray | None = None) -> dict[str, Any]:
+    """Per task of the kept rows (ordered by task): rollouts, mean reward, pass rate, errors
+    (failed rows of `zero_agents` counted 0: Columns.measured)."""
     kept = snap.columns.take(select(snap, f))
     ids, inverse = np.unique(kept.task, return_inverse=True)
     n = np.bincount(inverse, minlength=len(ids))
-    reward = kept.measured
+    reward = kept.measured(zero_agents)
     measured = ~np.isnan(reward)
     m = np.bincount(inverse, weights=measured, minlength=len(ids))
     total = np.bincount(inverse, weights=np.where(measured, reward, 0.0), minlength=len(ids))
@@ -203,13 +204,15 @@ def tasks(snap: Indexed, f: Filter, offset: int, limit: int) -> dict[str, Any]:
     return {"total": int(len(ids)), "tasks": rows}
 
 
-def agents(snap: Indexed) -> list[dict[str, Any]]:
-    """Per agent: rows, mean reward, pass rate, errors and health verdict counts."""
+def agents(snap: Indexed, zero_agents: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """Per agent: rows, mean reward, pass rate, errors and health verdict counts (failed rows
+    of `zero_agents` counted 0: Columns.measured)."""
     c = snap.columns
     out = []
+    measured_all = c.measured(zero_agents)
     for code, name in enumerate(snap.agents):
         mine = c.agent == code
-        reward = c.measured[mine]
+        reward = measured_all[mine]
         measured = reward[~np.isnan(reward)]
         verdicts = np.bincount(c.verdict[mine], minlength=len(VERDICTS))
         out.append({

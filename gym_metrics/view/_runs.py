@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
+from gym_metrics.aggregate import counted_errors_as_zero
 from gym_metrics.errors import InvalidInputError
 from gym_metrics.health import VERDICTS_FILE
-from gym_metrics.view._index import RunIndex
+from gym_metrics.view._index import Indexed, RunIndex
 from gym_metrics.view._results import RESULTS_SUFFIX, ResultsFile
 from gym_metrics.view._rollout import nests_deeper
 
@@ -56,6 +58,22 @@ class Run:
                     data = _sendable(data, self.metrics_path.name)
             self._metrics = (mtime, data)
         return self._metrics[1]
+
+    def zero_agents(self, snap: Indexed) -> np.ndarray | None:
+        """Per agent code of `snap`, whether the metrics file beside counted that agent's
+        failed rows as 0 (`aggregate --count-errors-as-zero`: inferred, the file does not record
+        it); None when it counted none so (or there is no file, or it does not fit the rows)."""
+        metrics, c = self.metrics(), snap.columns
+        if not isinstance(metrics, list) or not (c.error != 0).any():
+            return None
+        zero = np.zeros(len(snap.agents), bool)
+        for entry in metrics:
+            name = entry.get("agent_ref", {}).get("name") if isinstance(entry, dict) and isinstance(entry.get("agent_ref"), dict) else None
+            if name in snap.agents:
+                code = snap.agents.index(name)
+                mine = c.agent == code
+                zero[code] = counted_errors_as_zero(entry.get("group_level_metrics"), c.masked[mine], c.error[mine] != 0)
+        return zero if zero.any() else None
 
 
 def _sendable(data: Any, name: str) -> Any:

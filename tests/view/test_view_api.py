@@ -385,6 +385,49 @@ def test_masked_and_failed_rows_are_out_of_the_viewers_numbers_as_out_of_the_met
     assert (paired["value_a"], paired["value_b"], paired["difference"]) == pytest.approx((expected.value_a, expected.value_b, expected.difference))
 
 
+def test_failed_rows_count_0_where_the_metrics_file_counted_them_so(tmp_path: Path) -> None:
+    """A metrics file written with `aggregate --count-errors-as-zero` scores each failed verify
+    0 (masked or not); the viewer left them out all the same, its mean reward and pass rate
+    above the key metrics beside them. It reads how the file counted (the file does not record
+    the option: its tasks' rollout counts tell) and counts alike; the other file's agent, whose
+    metrics left failures out, keeps leaving them out."""
+    from gym_metrics import cli
+    from gym_metrics.aggregate import apply_errors
+    from gym_metrics.compare import compare_paired
+    from gym_metrics.rollouts import read_rollouts
+
+    def rows(agent: str) -> list[dict[str, Any]]:
+        out = []
+        for t in range(4):
+            for r in range(3):
+                extra = {"_gm_error": "timeout", **({"mask_sample": True} if t == 0 else {})} if r == 2 and t < 2 else {}
+                out.append({"agent_ref": {"name": agent}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": 1.0, **extra})
+        return out
+
+    zero, left = tmp_path / "zero.jsonl", tmp_path / "left.jsonl"
+    zero.write_text("".join(json.dumps(x) + "\n" for x in rows("a")))
+    left.write_text("".join(json.dumps(x) + "\n" for x in rows("a")))
+    assert cli.main(["aggregate", str(zero), "-q", "--count-errors-as-zero"]) == 0
+    assert cli.main(["aggregate", str(left), "-q"]) == 0
+    counted = json.loads((tmp_path / "zero_aggregate_metrics.json").read_text())[0]["agent_metrics"]
+    plain = json.loads((tmp_path / "left_aggregate_metrics.json").read_text())[0]["agent_metrics"]
+    assert counted["mean/reward"] == 10 / 12 and plain["mean/reward"] == 1.0
+    as_zero = apply_errors(read_rollouts(zero, keep_rows=False).agents["a"], as_zero=True)  # the failed rows as the metrics counted them
+    expected = compare_paired({"a": as_zero, "b": read_rollouts(left, keep_rows=False).agents["a"]}, ["a", "b"]).comparisons[0]
+    with Viewer([zero, left]) as v:
+        loaded(v, 2)
+        runs = {r["name"]: r for r in get(v.url + "api/runs")["runs"]}
+        ids = {name: r["id"] for name, r in runs.items()}
+        tasks = get(v.url + f"api/runs/{ids['zero.jsonl']}/tasks?limit=10")["tasks"]
+        paired = get(v.url + f"api/compare?a={ids['zero.jsonl']}&b={ids['left.jsonl']}")["paired"]
+    [a_zero], [a_left] = runs["zero.jsonl"]["agents"], runs["left.jsonl"]["agents"]
+    assert a_zero["mean_reward"] == pytest.approx(counted["mean/reward"]) and a_zero["measured"] == 12 and a_zero["errors"] == 2
+    assert a_left["mean_reward"] == plain["mean/reward"] and a_left["measured"] == 10
+    assert [t["mean_reward"] for t in tasks] == pytest.approx([2 / 3, 2 / 3, 1.0, 1.0])
+    assert (paired["value_a"], paired["value_b"], paired["difference"]) == pytest.approx((expected.value_a, expected.value_b, expected.difference))
+    assert paired["difference"] < 0
+
+
 def test_a_folders_health_verdicts_show_on_the_files_they_are_of(tmp_path: Path) -> None:
     """`health a.jsonl` writes rollout_verdicts.jsonl in the folder; its verdicts name tasks and
     rollouts, not files, and b.jsonl beside it (never checked) showed a's verdicts on its own
