@@ -7,7 +7,9 @@ after a `--resume`, from the rows and failures the driver already holds for it) 
 its failures and its counts. The driver writes them into the shards folder beside the output,
 then merges and aggregates as `--processes` does, so the files are the same. A task whose
 worker or node died is run again by Ray (its shard from the start, or from the rows the driver
-held when it was sent); the servers and the policy must be reachable from every node.
+held when it was sent); a stopped run keeps what its running shards collected (each hands its
+rows to an inbox actor the driver makes as it stops them). The servers and the policy must be
+reachable from every node.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ TASK_RETRIES = 3
 """Times Ray runs a shard's task again after its worker or node died."""
 CANCEL_WAIT_S = 15.0
 """How long a stopped run waits for its cancelled shards to be gone."""
+NEWLINE = b"\n"
+INTERRUPTED = 130
+"""The command's exit code once stopped by a KeyboardInterrupt (cli: 128 + SIGINT)."""
 
 
 def _collect_shard(
@@ -61,6 +66,9 @@ def _collect_shard(
         tail = _Tail(sys.stderr)
         with contextlib.redirect_stderr(tail):
             code = command([*child_argv(argv, shard, final), "--input", str(folder / "input.jsonl")])
+        if code == INTERRUPTED:  # the driver cancelled the task (ray.cancel: KeyboardInterrupt, stopped as on Ctrl-C)
+            _hand_over(run, index, out)
+            raise KeyboardInterrupt
         if code != 0:
             errors = [line for line in tail.lines if line.startswith("error: ")]
             said = (errors[-1].removeprefix("error: ") if errors else " | ".join(tail.lines) or "it printed nothing").replace(str(folder / "input.jsonl"), input_name)
@@ -68,6 +76,36 @@ def _collect_shard(
             failed.exit_code = code if code in (2, 3, 4) else 1  # type: ignore[attr-defined]  # the shard's own verdict, as --processes gives it
             raise failed
         return out.read_bytes(), failures.read_bytes(), stats_path(out).read_bytes(), task_lines_path(out).read_bytes()
+
+
+def _hand_over(run: str, index: int, out: Path) -> None:
+    """A cancelled shard's rows, failures and task lines to the driver's inbox (`_Inbox`), so a
+    stopped run keeps what its running shards collected: --resume goes on from there."""
+    ray = _ray()
+    try:
+        inbox = ray.get_actor(_inbox_name(run))
+    except ValueError:  # no inbox: the driver did not wait for the rows
+        return
+    parts = (_read(out), _read(failures_path_for(out)), _read(task_lines_path(out)))
+    with contextlib.suppress(Exception):  # (the driver stopped waiting: --resume runs the shard's rows again)
+        ray.get(inbox.keep.remote(index, parts), timeout=CANCEL_WAIT_S / 3)
+
+
+class _Inbox:
+    """A Ray actor the driver makes as it stops a run: its cancelled shards leave their rows here."""
+
+    def __init__(self) -> None:
+        self.parts: dict[int, tuple[bytes, bytes, bytes]] = {}
+
+    def keep(self, index: int, parts: tuple[bytes, bytes, bytes]) -> None:
+        self.parts[index] = parts
+
+    def taken(self) -> dict[int, tuple[bytes, bytes, bytes]]:
+        return self.parts
+
+
+def _inbox_name(run: str) -> str:
+    return f"gym-metrics-inbox-{run}"
 
 
 class _Tail(io.TextIOBase):
@@ -121,16 +159,16 @@ def collect_shards_on_ray(
                             lines, failures, stats, task_lines = ray.get(ref)
                         except Exception as exc:
                             raise _failed(exc, shard, count) from None
-                        out = shard.output(final)
-                        out.write_bytes(lines)
-                        if failures:
-                            failures_path_for(out).write_bytes(failures)
-                        stats_path(out).write_bytes(stats)
-                        task_lines_path(out).write_bytes(task_lines)
+                        _write_shard(shard.output(final), (lines, failures, task_lines), stats)
                         rows += lines.count(b"\n") - held[shard.index][0].count(b"\n")
                     progress.set_done(rows)  # (rows arrive a shard at a time)
             except BaseException:
-                _cancel(ray, list(pending), run)  # a shard failed, or the run was stopped: the others stop too
+                kept = _cancel(ray, {ref: shard.index for ref, shard in pending.items()}, run)  # a shard failed, or the run was stopped: the others stop too
+                for index, parts in kept.items():  # what they collected, for --resume (no stats: not finished)
+                    _write_shard(shards[index].output(final), parts)
+                if kept:
+                    rows_kept = sum(p[0].count(NEWLINE) for p in kept.values())
+                    log(f"collect: {rows_kept:,} rows of {len(kept)} stopped shards kept for --resume")
                 raise
             progress.close()
             return close_shards(final, count, default_agent)
@@ -141,11 +179,18 @@ def collect_shards_on_ray(
             ray.shutdown()
 
 
-def _cancel(ray: Any, refs: list[Any], run: str) -> None:
-    """Stop the shards still running (on a cluster they would go on calling the policy after the
-    run ended), and wait a bounded while for them to be gone: asked first (a KeyboardInterrupt
-    in the task, so its folder is removed as it ends), then killed; the folders of killed ones
-    on this node are removed here (a killed worker removes nothing)."""
+def _cancel(ray: Any, running: dict[Any, int], run: str) -> dict[int, tuple[bytes, bytes, bytes]]:
+    """Stop the shards still running (`running`: task -> shard; on a cluster they would go on
+    calling the policy after the run ended), and wait a bounded while for them to be gone: asked
+    first (a KeyboardInterrupt in the task: it leaves its rows in an inbox made for them and
+    removes its folder), then killed; the folders of killed ones on this node are removed here
+    (a killed worker removes nothing). The rows the asked shards left, by shard."""
+    refs = list(running)
+    inbox = None
+    if refs:
+        with contextlib.suppress(Exception):  # (no inbox: the stopped shards' rows are collected again on --resume)
+            inbox = ray.remote(num_cpus=0)(_Inbox).options(name=_inbox_name(run)).remote()
+            ray.get(inbox.taken.remote(), timeout=CANCEL_WAIT_S / 3)  # it answers: the shards can find it
     for ref in refs:
         ray.cancel(ref, force=False)
     left = ray.wait(refs, num_returns=len(refs), timeout=CANCEL_WAIT_S / 3)[1] if refs else []
@@ -155,6 +200,23 @@ def _cancel(ray: Any, refs: list[Any], run: str) -> None:
         ray.wait(left, num_returns=len(left), timeout=CANCEL_WAIT_S)
     for folder in Path(tempfile.gettempdir()).glob(f"gym-metrics-shard-{run}-*"):
         shutil.rmtree(folder, ignore_errors=True)
+    kept: dict[int, tuple[bytes, bytes, bytes]] = {}
+    if inbox is not None:
+        with contextlib.suppress(Exception):
+            kept = {i: p for i, p in ray.get(inbox.taken.remote(), timeout=CANCEL_WAIT_S / 3).items() if i in running.values()}
+        ray.kill(inbox)
+    return kept
+
+
+def _write_shard(out: Path, parts: tuple[bytes, bytes, bytes], stats: bytes | None = None) -> None:
+    """A shard's rows, failures and task lines (and its stats once it finished) into the shards folder."""
+    lines, failures, task_lines = parts
+    out.write_bytes(lines)
+    if failures:
+        failures_path_for(out).write_bytes(failures)
+    if stats is not None:
+        stats_path(out).write_bytes(stats)
+    task_lines_path(out).write_bytes(task_lines)
 
 
 def _read(path: Path) -> bytes:

@@ -10,6 +10,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -140,3 +142,34 @@ async def test_a_shards_bad_line_is_named_and_a_left_sidecar_is_done(ray_cluster
             assert sum(policy.calls.values()) == 0
     assert out.read_bytes().splitlines(keepends=True) == [line for line in in_key_order(tmp_path / "one.jsonl") if line not in lines[2::7]]
     assert sorted(out.with_name("out_failures.jsonl").read_bytes().splitlines(keepends=True)) == sorted(failed)
+
+
+async def test_a_stopped_run_keeps_what_its_running_shards_collected(ray_cluster: ModuleType, tmp_path: Path) -> None:
+    """Ctrl-C cancelled the running shards' tasks, and the rows they had collected went with them
+    (they lived on their nodes): --resume asked the policy for them again. A cancelled shard now
+    hands its rows to the driver as it stops; --resume asks only for the rest."""
+    src, out = tasks(tmp_path / "tasks.jsonl"), tmp_path / "ray.jsonl"
+    address = ray_cluster.get_runtime_context().gcs_address
+    async with serve_environment(MathExactServer) as server:
+        with ScriptedPolicyServer(answer) as policy:
+            assert await run(server.address, policy, src, tmp_path / "one.jsonl") == 0
+        with ScriptedPolicyServer(answer, delay_s=0.3) as slow:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "gym_metrics.cli", "collect", "--server", server.address, "--input", str(src), "--output", str(out),
+                "--num-repeats", str(REPEATS), "--policy-url", slow.url, "--policy-model", "scripted", "--policy-concurrency", "4",
+                "--ray", address, "--processes", "2", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            )  # fmt: skip
+            deadline = time.monotonic() + 120
+            while sum(slow.calls.values()) < 24:
+                assert time.monotonic() < deadline and proc.returncode is None
+                await asyncio.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            _, said = await asyncio.wait_for(proc.communicate(), 90)
+        assert proc.returncode == 130, said.decode()
+        kept = sum(p.read_bytes().count(b"\n") for p in (tmp_path / ".ray.jsonl.shards").glob("*-of-2.jsonl"))
+        assert kept >= 12 and f"collect: {kept:,} rows of 2 stopped shards kept for --resume" in said.decode(), said.decode()
+        with ScriptedPolicyServer(answer) as policy:
+            assert await run(server.address, policy, src, out, "--ray", "--processes", "2", "--resume") == 0
+            assert sum(policy.calls.values()) == TASKS * REPEATS - kept  # the kept rows were not asked for again
+    assert (tmp_path / "ray_aggregate_metrics.json").read_bytes() == (tmp_path / "one_aggregate_metrics.json").read_bytes()
+    assert out.read_bytes().splitlines(keepends=True) == in_key_order(tmp_path / "one.jsonl")
