@@ -5,13 +5,18 @@ A group is a task row and its completions; each completion becomes the verify re
 `response` (a completion given as text becomes an assistant message of a Responses object), so
 an environment scores a trainer's completions exactly as it scores collected rollouts. Every
 completion's failure is reported beside its reward (kind and message), never as a silent 0; a
-failure of one completion is never the group's or the call's.
+failure of one completion is never the group's or the call's. A verify answer that is no
+reward to train on fails its completion too (`verify_failed`, saying why): a reward that is not
+finite (NaN, an infinity), or an answer that masks itself (`mask_sample` true: NeMo Gym's judge
+that failed, scored 0 and masked), which a trainer would otherwise take as a real 0.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import math
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -164,7 +169,30 @@ async def _in_session(
     _settle(out, i, reward, response_json, None, "", omit)
 
 
+_MASKED = re.compile(r'"mask_sample"\s*:\s*true')
+
+
+def not_a_reward(reward: float, response_json: str) -> str | None:
+    """Why a verify answer gives no reward to train on (module docstring), or None."""
+    if not math.isfinite(reward):
+        return f"verify answered reward {reward}, not a finite number: nothing to train on"
+    if _MASKED.search(response_json) is None:  # (a nested one, instance_config's, is checked below)
+        return None
+    try:
+        answer = orjson.loads(response_json)
+    except ValueError:
+        return None
+    if not isinstance(answer, Mapping) or answer.get("mask_sample") is not True:
+        return None
+    why = ": ".join(str(answer[k])[:1000] for k in ("failure_kind", "failure_reason") if answer.get(k))
+    return f"verify masked the rollout (mask_sample: its reward {reward:g} is not a measurement){': ' + why if why else ''}"
+
+
 def _settle(out: GroupScores, i: int, reward: float, response_json: str, kind: str | None, message: str, omit: bool) -> None:
+    if kind is None:
+        why = not_a_reward(reward, response_json)
+        if why is not None:
+            kind, message = VERIFY_FAILED, why
     if kind is not None:
         _fail(out, i, kind, message)
         return
