@@ -279,6 +279,7 @@ class RewardClient:
                 await self._split(batch, responses, exc)
                 return
             scored = [Scored(a.rewards, a.failed, a.error_message, a.response_json) for a in answers]
+            self._check_shape(batch, scored)
             if self.record_path is not None:
                 try:
                     self._record([(item.row, item.step, item.group.completion_json) for item in batch], scored)
@@ -294,6 +295,19 @@ class RewardClient:
         for item, result in zip(batch, scored):
             if not item.future.done():
                 item.future.set_result(result)
+
+    def _check_shape(self, batch: list[_Item], scored: list[Scored]) -> None:
+        """RewardFailure unless the answer holds a group per group sent and, in each, a reward,
+        flag and message per completion (a group missing left its trainer waiting forever; a
+        reward missing shifted the rewards after it onto other completions)."""
+        if len(scored) != len(batch):
+            raise RewardFailure(f"{self.server} answered {len(scored)} groups for the {len(batch)} sent: no reward can be matched to its completion")
+        for g, (item, answer) in enumerate(zip(batch, scored)):
+            n = len(item.group.completion_json)
+            counts = {len(answer.rewards), len(answer.failed), len(answer.errors)}
+            if counts != {n} or len(answer.responses) not in (0, n):
+                raise RewardFailure(f"{self.server} answered group {g} of the call with {len(answer.rewards)} rewards for its {n} completions: "
+                                    "no reward can be matched to its completion")  # fmt: skip
 
     async def _split(self, batch: list[_Item], responses: bool, refusal: RemoteCallError) -> None:
         """A call the server refused for its size: its halves sent again (and later calls cut

@@ -268,3 +268,40 @@ def test_the_adaptors_take_a_deadline_and_refuse_what_would_fail_every_sample() 
     with pytest.raises(ValueError, match="timeout_s must be a positive number"):
         reward_client("127.0.0.1:9", timeout_s=0)
     reward_client("127.0.0.1:9").close()
+
+
+def test_an_answer_that_does_not_match_the_groups_sent_fails_instead_of_hanging_or_shifting() -> None:
+    """A server (another version, a proxy) answering no groups left TRL's reward function waiting
+    forever, timeout_s or not; one answering a reward fewer than completions shifted the next
+    group's rewards onto this group's completions (4 completions, 3 rewards back)."""
+    import grpc
+
+    from gym_metrics.integrations.trl import reward_function
+    from gym_metrics.v1 import resources_pb2 as pb, resources_pb2_grpc as pbg
+
+    mode: list[str] = []
+
+    class Short(pbg.ResourcesServiceServicer):  # type: ignore[misc]
+        async def ScoreGroups(self, request: Any, context: Any) -> Any:
+            out = pb.ScoreGroupsResponse()
+            for group in request.groups if mode[-1] == "a reward short" else ():
+                n = len(group.completion_json) - 1
+                out.groups.add(rewards=[1.0] * n, failed=[False] * n, error_kind=[0] * n, error_message=[""] * n, response_json=[""] * n)
+            return out
+
+    async def run() -> None:
+        server = grpc.aio.server()
+        pbg.add_ResourcesServiceServicer_to_server(Short(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            score = reward_function(f"127.0.0.1:{port}", timeout_s=5)
+            columns = {"expected_answer": ["4", "4", "6", "6"]}
+            for mode_, said in (("no groups", r"answered 0 groups for the 2 sent"), ("a reward short", r"answered group 0 of the call with 1 rewards for its 2")):
+                mode.append(mode_)
+                with pytest.raises(RewardFailure, match=said):
+                    await asyncio.wait_for(asyncio.to_thread(score, ["2+2?", "2+2?", "3+3?", "3+3?"], ["4", "5", "6", "7"], **columns), 20)
+        finally:
+            await server.stop(0)
+
+    asyncio.run(run())
