@@ -16,7 +16,7 @@ Subclass it (or pass functions) to map otherwise.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -138,6 +138,16 @@ def settle(
         else:
             out.append({"none": None, "nan": math.nan, "zero": 0.0, "error": 0.0}[on_failure])
     return out
+
+
+def check_lengths(where: str, **lists: Sized | None) -> None:
+    """A ValueError naming them unless every list given (None: not given) is as long as the
+    first: a trainer's per-sample lists zipped or sliced together scored the fewer, answering
+    fewer rewards than samples or shifting them, without a word."""
+    given = [(name, len(value)) for name, value in lists.items() if value is not None]
+    wrong = [f"{n} {name}" for name, n in given[1:] if n != given[0][1]]
+    if wrong:
+        raise ValueError(f"{where} got {given[0][1]} {given[0][0]} but {' and '.join(wrong)}: one each, in order")
 
 
 Span = tuple[int, int]

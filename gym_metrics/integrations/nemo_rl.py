@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from gym_metrics.integrations._client import reward_client
-from gym_metrics.integrations._mapping import OnFailure, RowMapping, check_on_failure, settle
+from gym_metrics.integrations._mapping import OnFailure, RowMapping, check_lengths, check_on_failure, settle
 
 
 class EnvironmentReturn(NamedTuple):
@@ -69,7 +69,10 @@ class GymMetricsEnvironment:
         self.__init__(state["cfg"])  # type: ignore[misc]
 
     def step(self, message_log_batch: Sequence[Sequence[Mapping[str, Any]]], metadata: Sequence[Any]) -> EnvironmentReturn:
-        """Score the last assistant message of each log (NeMo RL's `EnvironmentInterface.step`)."""
+        """Score the last assistant message of each log (NeMo RL's `EnvironmentInterface.step`);
+        a ValueError when the logs and the metadata differ in number (zip scored the fewer,
+        answering fewer rewards than samples, without a word)."""
+        check_lengths("step", message_logs=message_log_batch, metadata=metadata)
         groups = [self.group(log, meta) for log, meta in zip(message_log_batch, metadata)]
         scored = reward_client(self.server, token=self.token, timeout_s=self.timeout_s).score(groups)
         rewards: list[float] = []

@@ -32,6 +32,7 @@ from gym_metrics.integrations._mapping import (
     RolloutFailed,
     RowMapping,
     Span,
+    check_lengths,
     check_on_failure,
     consecutive_runs,
     plain_value,
@@ -69,6 +70,7 @@ def reward_function(
     failures = FailureLog(f"reward function {name}")
 
     def prepare(prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any]) -> tuple[list[Any], Any]:
+        check_lengths(f"reward function {name}", prompts=prompts, completions=completions)
         if mapping.label_column is not None and mapping.label_column not in columns:
             given = sorted(k for k in columns if k not in _TRL_ARGUMENTS)
             raise ValueError(f"label_column {mapping.label_column!r} is not a column of the dataset (its columns: {', '.join(given) or 'none'})")

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gym_metrics.integrations._client import Scored, reward_client
-from gym_metrics.integrations._mapping import OnFailure, RowMapping, check_on_failure, group_consecutive, settle
+from gym_metrics.integrations._mapping import OnFailure, RowMapping, check_lengths, check_on_failure, group_consecutive, settle
 
 _ON_FAILURE = ("error", "nan", "raise")
 """A completion that cannot be scored: 0.0 and `state["error"]` set (verifiers' errored
@@ -69,6 +69,7 @@ def reward_function(
         prompts: Sequence[Any], completions: Sequence[Any], answers: Sequence[Any] | None = None,
         infos: Sequence[Any] | None = None, states: Sequence[Any] | None = None,
     ) -> list[float]:  # fmt: skip
+        check_lengths(f"reward function {name}", completions=completions, prompts=prompts, answers=answers or None, infos=infos or None, states=states)
         n = len(completions)
         samples = [one(p, c, a, i) for p, c, a, i in zip(prompts, completions, answers or [None] * n, infos or [None] * n)]
         groups, _ = group_consecutive([row for row, _ in samples], [text for _, text in samples])  # one prompt's rollouts

@@ -100,6 +100,14 @@ async def test_a_completion_that_cannot_be_scored_is_never_a_silent_zero() -> No
     assert env.global_post_process_and_metrics({"rewards": [1.0]})[1]["gym_metrics_failed_completions"] == 1
 
 
+async def test_logs_and_metadata_of_different_lengths_are_refused_not_scored_short() -> None:
+    """Four logs with three metadata gave three rewards for four samples, without a word."""
+    async with serve_environment("math_exact") as server:
+        env = GymMetricsEnvironment({"server": server.address})
+        with pytest.raises(ValueError, match="step got 4 message_logs but 3 metadata: one each"):
+            await asyncio.to_thread(env.step, logs(), metadata()[:3])
+
+
 # ----------------------------------------------------------------------------- NeMo RL itself
 
 

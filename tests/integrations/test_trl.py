@@ -63,6 +63,16 @@ async def test_sync_and_async_reward_functions_give_the_servers_rewards() -> Non
     assert concurrent == [rewards, rewards]
 
 
+async def test_prompts_and_completions_of_different_lengths_are_refused_not_scored_short() -> None:
+    """Three prompts with two completions gave two rewards; two with three gave the third None
+    (TRL's "left out"), without a word."""
+    async with serve_environment("math_exact") as server:
+        fn = reward_function(server.address)
+        for prompts, completions, said in ((PROMPTS, COMPLETIONS[:5], "6 prompts but 5 completions"), (PROMPTS[:5], COMPLETIONS, "5 prompts but 6 completions")):
+            with pytest.raises(ValueError, match=f"reward function gym_metrics got {said}: one each, in order"):
+                await asyncio.to_thread(call, fn, prompts=prompts, completions=completions)
+
+
 async def test_conversational_samples_and_a_renamed_label_column() -> None:
     prompts = [[{"role": "user", "content": "What is 2+2?"}]] * 2
     completions = [[{"role": "assistant", "content": "4"}], [{"role": "assistant", "content": "3"}]]

@@ -74,6 +74,16 @@ async def test_the_group_function_scores_one_group_with_the_info_columns() -> No
     assert rewards == [1.0, 0.0, 1.0]
 
 
+async def test_group_lists_of_different_lengths_are_refused_not_scored_short() -> None:
+    """Three completions with two answers gave two rewards (zip), the third rollout unscored."""
+    async with serve_environment("math_exact") as server:
+        fn = reward_function(server.address, group=True)
+        merged = [objects(c) for c in COMPLETIONS]
+        with pytest.raises(ValueError, match="reward function gym_metrics got 3 completions but 2 answers: one each, in order"):
+            await call(fn, {"prompts": [PROMPT] * 3, "completions": COMPLETIONS, "answers": ["4", "4"],
+                            "states": [m["state"] for m in merged], "infos": [{}] * 3, "tasks": [None] * 3})  # fmt: skip
+
+
 async def test_a_completion_that_cannot_be_scored_is_never_a_silent_zero() -> None:
     async with serve_environment("math_exact") as server:  # without the label math_exact refuses the row
         nan = await call(reward_function(server.address, on_failure="nan"), objects("4", answer=""))
