@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import signal
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -24,6 +25,32 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 from _ci import need_sandbox
 from _transport_helpers import AnswerEnv
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--python-share", metavar="K/N", default=None,
+        help="run share K of N of the test files (a stable hash of each file's path), and every test marked "
+        "every_python: .ci/run's extra Pythons split the suite this way (each file on the default Python and one other)",
+    )  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    share = config.getoption("--python-share")
+    if share is None:
+        return
+    try:
+        k, n = (int(part) for part in share.split("/"))
+        assert 0 <= k < n
+    except (ValueError, AssertionError):
+        raise pytest.UsageError(f"--python-share {share!r}: expected K/N with 0 <= K < N") from None
+    keep, drop = [], []
+    for item in items:
+        mine = zlib.crc32(item.nodeid.split("::")[0].encode()) % n == k
+        (keep if mine or item.get_closest_marker("every_python") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 ServeEnv = Callable[..., Awaitable[tuple[int, grpc.aio.Channel]]]

@@ -20,6 +20,8 @@ import _ci
 from gym_metrics.rollouts import _arrow
 from gym_metrics.rollouts._arrow import too_deep
 
+pytestmark = pytest.mark.every_python  # (see pyproject: what differs between CPython versions)
+
 
 def reference_depth(line: bytes) -> int:
     """The deepest nesting of arrays and objects outside strings, written out plainly."""

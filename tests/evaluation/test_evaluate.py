@@ -20,6 +20,8 @@ from gym_metrics.errors import InvalidInputError, NotFoundError
 from gym_metrics.evaluation import EvaluationScores, ScoreStats, evaluate, evaluate_async
 from gym_metrics.scorers import RowError, Scorer
 
+pytestmark = pytest.mark.every_python  # (see pyproject: what differs between CPython versions)
+
 
 class Echo(Scorer):
     """Scores the row's `x` (and `y` when present); raises what the row asks for."""

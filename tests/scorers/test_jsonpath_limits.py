@@ -21,7 +21,7 @@ from gym_metrics.scorers import get_scorer
 from gym_metrics.scorers.remote._scores import read_score
 from gym_metrics.targets import parse_target
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.every_python, pytest.mark.timeout(60)]
 
 ISSUE_PATH = '$.a[?(@.n =~ "(a+)+$")].v'
 

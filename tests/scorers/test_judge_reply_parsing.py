@@ -14,6 +14,8 @@ from gym_metrics.scorers.judge import AgentGoalAccuracy, TopicAdherence
 from gym_metrics.scorers.judge._parse import ReplyFormatError, extract_json
 from gym_metrics.testing import ScriptedJudge
 
+pytestmark = pytest.mark.every_python  # (see pyproject: what differs between CPython versions)
+
 ROW = {
     "user_input": [{"type": "human", "content": "hi"}, {"type": "ai", "content": "hello"}],
     "reference_topics": ["greeting"],

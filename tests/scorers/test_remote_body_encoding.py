@@ -14,6 +14,8 @@ from gym_metrics.evaluation import evaluate_async
 from gym_metrics.scorers import RowError, get_scorer
 from gym_metrics.testing import Reply, ScriptedJudge
 
+pytestmark = pytest.mark.every_python  # (see pyproject: what differs between CPython versions)
+
 BIG = 123456789012345678901234567890
 ANSWER = Reply(200, '{"result": {"score": 1}, "score": 1}', {"Content-Type": "application/json"})
 

@@ -18,7 +18,7 @@ import pytest
 
 from gym_metrics.targets import GenerationError, ModelTarget, ModelTargetConfig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.every_python, pytest.mark.timeout(60)]
 
 REQUEST = {"input": [{"role": "user", "content": "2+2?"}]}
 Handler = Callable[[socket.socket, threading.Event], None]

@@ -17,6 +17,8 @@ from gym_metrics._transport.client import RemoteCallError
 
 from _transport_helpers import serve_process
 
+pytestmark = pytest.mark.every_python  # (see pyproject: what differs between CPython versions)
+
 ENV = textwrap.dedent(
     '''
     import asyncio

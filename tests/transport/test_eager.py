@@ -9,6 +9,8 @@ import pytest
 
 from gym_metrics._util.eager import start_eagerly
 
+pytestmark = pytest.mark.every_python  # (see pyproject: what differs between CPython versions)
+
 
 async def needs_own_task() -> str:
     """Like an anyio cancel scope: the task that entered must be the task that leaves."""

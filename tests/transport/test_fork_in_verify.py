@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 pytestmark = [
+    pytest.mark.every_python,  # (see pyproject: what differs between CPython versions)
     pytest.mark.timeout(600),
     pytest.mark.skipif(sys.platform == "win32", reason="the environment forks"),
 ]
