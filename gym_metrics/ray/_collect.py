@@ -64,10 +64,12 @@ def _collect_shard(
         failures.write_bytes(held[1])
         task_lines_path(out).write_bytes(held[2])
         tail = _Tail(sys.stderr)
-        with contextlib.redirect_stderr(tail):
-            code = command([*child_argv(argv, shard, final), "--input", str(folder / "input.jsonl")])
-        if code == INTERRUPTED:  # the driver cancelled the task (ray.cancel: KeyboardInterrupt, stopped as on Ctrl-C)
-            _hand_over(run, index, out)
+        try:
+            with contextlib.redirect_stderr(tail):
+                code = command([*child_argv(argv, shard, final), "--input", str(folder / "input.jsonl")])
+        except KeyboardInterrupt:  # ray.cancel's, where the command did not catch it
+            code = INTERRUPTED
+        if _hand_over(run, index, out):  # the driver is stopping the run: it takes this shard's rows, not its answer
             raise KeyboardInterrupt
         if code != 0:
             errors = [line for line in tail.lines if line.startswith("error: ")]
@@ -78,17 +80,20 @@ def _collect_shard(
         return out.read_bytes(), failures.read_bytes(), stats_path(out).read_bytes(), task_lines_path(out).read_bytes()
 
 
-def _hand_over(run: str, index: int, out: Path) -> None:
-    """A cancelled shard's rows, failures and task lines to the driver's inbox (`_Inbox`), so a
-    stopped run keeps what its running shards collected: --resume goes on from there."""
+def _hand_over(run: str, index: int, out: Path) -> bool:
+    """Once the driver stops the run (it makes an inbox, `_Inbox`, then cancels the shards:
+    however the cancel ended the command, or before it came), this shard's rows, failures and
+    task lines go to the inbox, so the run keeps what its running shards collected (--resume
+    goes on from there); True then. False while the run goes on (no inbox)."""
     ray = _ray()
     try:
         inbox = ray.get_actor(_inbox_name(run))
-    except ValueError:  # no inbox: the driver did not wait for the rows
-        return
+    except ValueError:
+        return False
     parts = (_read(out), _read(failures_path_for(out)), _read(task_lines_path(out)))
     with contextlib.suppress(Exception):  # (the driver stopped waiting: --resume runs the shard's rows again)
         ray.get(inbox.keep.remote(index, parts), timeout=CANCEL_WAIT_S / 3)
+    return True
 
 
 class _Inbox:
