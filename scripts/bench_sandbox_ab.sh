@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sandbox's warm runs, this checkout against an earlier commit, side by side: each round
-# runs scripts/bench_sandbox.py of the earlier commit (in a worktree of it, with this venv),
-# then this checkout's, so both see the same machine; then the medians of the rounds per
+# runs scripts/bench_sandbox.py of the earlier commit (in a worktree of it, with this venv) and
+# this checkout's, one after the other, who goes first alternating, so both see the same machine; then the medians of the rounds per
 # configuration. Usage: scripts/bench_sandbox_ab.sh OLD_COMMIT [ROUNDS] [bench_sandbox.py args...]
 # (BENCHMARKS.md, "The sandbox fails closed": OLD_COMMIT 1797b0a, 3 rounds, --runs 300 --concurrency 1
 # or 4; and --verifies 2000 --rounds 1, whose rounds are printed as they are).
@@ -14,11 +14,16 @@ tree="$(mktemp -d)/old"
 git worktree add -q --detach "$tree" "$old"
 trap 'git worktree remove --force "$tree"' EXIT
 out="$(mktemp)"
-for r in $(seq "$rounds"); do
-    echo "=== old round $r" | tee -a "$out"
+run_old() {
+    echo "=== old round $1" | tee -a "$out"
     (cd "$tree" && PYTHONPATH="$tree" "$python" scripts/bench_sandbox.py "${args[@]}") 2>/dev/null | tee -a "$out" >/dev/null
-    echo "=== new round $r" | tee -a "$out"
+}
+run_new() {
+    echo "=== new round $1" | tee -a "$out"
     "$python" scripts/bench_sandbox.py "${args[@]}" 2>/dev/null | tee -a "$out" >/dev/null
+}
+for r in $(seq "$rounds"); do  # who goes first alternates: the second side of a round ran slower by 10-15%
+    if [ $((r % 2)) -eq 1 ]; then run_old "$r"; run_new "$r"; else run_new "$r"; run_old "$r"; fi
 done
 grep -E "^=== |verifies at once" "$out" | grep -B1 "verifies at once" || true  # --verifies: one line a round
 python3 - "$out" <<'PY'
