@@ -14,13 +14,13 @@ def server_pair(cert_file: str | os.PathLike[str], key_file: str | os.PathLike[s
     """(key, certificate chain) PEM bytes of a server; InvalidInputError naming the file and
     what is wrong (missing, not PEM, the key not the certificate's)."""
     cert, key = Path(cert_file), Path(key_file)
-    pair = _read(cert, "tls_cert_file"), _read(key, "tls_key_file")
+    cert_pem, key_pem = _read(cert, "tls_cert_file"), _read(key, "tls_key_file")
     try:
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
     except ssl.SSLError as exc:
         why = "the key is not the certificate's" if exc.reason == "KEY_VALUES_MISMATCH" else "not a PEM certificate chain and its unencrypted private key"
         raise InvalidInputError("the TLS certificate and key cannot be used", [FieldViolation("tls_cert_file, tls_key_file", f"{cert}, {key}: {why}")]) from None
-    return pair[1], pair[0]
+    return key_pem, cert_pem
 
 
 def trusted_roots(ca: str | os.PathLike[str] | bytes) -> bytes:

@@ -76,8 +76,7 @@ def run(ns: argparse.Namespace) -> int:
     from gym_metrics.aggregate import aggregate_file, aggregate_rollouts, combine, output_path_for, refuse_files_given_twice, with_perf_summaries
     from gym_metrics.errors import FieldViolation, InvalidInputError
 
-    _check_flags(ns)
-    refuse_files_given_twice(ns.rollouts, "rollouts")
+    refuse_files_given_twice(ns.rollouts, "rollouts")  # (_check_flags ran as the command's check_inputs)
     if ns.ray is not None:  # (exit 2 before any work, not an ImportError at the end)
         require_module("ray", "--ray", "ray", "Ray")
         return _run_on_ray(ns)

@@ -34,9 +34,6 @@ TASK_RETRIES = 3
 """Times Ray runs a shard's task again after its worker or node died."""
 CANCEL_WAIT_S = 15.0
 """How long a stopped run waits for its cancelled shards to be gone."""
-NEWLINE = b"\n"
-INTERRUPTED = 130
-"""The command's exit code once stopped by a KeyboardInterrupt (cli: 128 + SIGINT)."""
 
 
 def _collect_shard(
@@ -68,7 +65,8 @@ def _collect_shard(
             with contextlib.redirect_stderr(tail):
                 code = command([*child_argv(argv, shard, final), "--input", str(folder / "input.jsonl")])
         except KeyboardInterrupt:  # ray.cancel's, where the command did not catch it
-            code = INTERRUPTED
+            _hand_over(run, index, out)
+            raise
         if _hand_over(run, index, out):  # the driver is stopping the run: it takes this shard's rows, not its answer
             raise KeyboardInterrupt
         if code != 0:
@@ -172,7 +170,7 @@ def collect_shards_on_ray(
                 for index, parts in kept.items():  # what they collected, for --resume (no stats: not finished)
                     _write_shard(shards[index].output(final), parts)
                 if kept:
-                    rows_kept = sum(p[0].count(NEWLINE) for p in kept.values())
+                    rows_kept = sum(p[0].count(b"\n") for p in kept.values())
                     log(f"collect: {rows_kept:,} rows of {len(kept)} stopped shards kept for --resume")
                 raise
             progress.close()
