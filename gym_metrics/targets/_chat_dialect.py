@@ -36,7 +36,16 @@ def responses_request_to_chat(request: Mapping[str, Any], *, token_ids: bool = F
     request, as NeMo Gym converts it (module docstring); ChatConversionError. `token_ids`: a
     generated turn's assistant message carries its token fields back (NeMo Gym's
     `return_token_id_information`), and function tools lose `strict`, as its vLLM model server
-    sends them."""
+    sends them. A malformed request (a field missing or of the wrong kind) is refused as well:
+    it is that row's failure, not a crash of the run."""
+    try:
+        return _to_chat(request, token_ids)
+    except (KeyError, TypeError, AttributeError) as exc:
+        why = f"field {exc} is missing" if isinstance(exc, KeyError) else str(exc)
+        raise ChatConversionError(f"a malformed Responses request: {why}") from None
+
+
+def _to_chat(request: Mapping[str, Any], token_ids: bool) -> dict[str, Any]:
     given = {k: v for k, v in request.items() if v is not None}
     refused = sorted(set(_NO_CHAT_FIELDS) & given.keys())
     if refused:
@@ -45,6 +54,8 @@ def responses_request_to_chat(request: Mapping[str, Any], *, token_ids: bool = F
     items = given.pop("input", [])
     items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": items}]}] if isinstance(items, str) else items
     for item in items:
+        if not isinstance(item, Mapping):
+            raise ChatConversionError(f"an input item must be an object, got {type(item).__name__}")
         turn.add(dict(item))
     messages = turn.finish()
     body: dict[str, Any] = {}
@@ -275,9 +286,9 @@ def _tool(tool: Mapping[str, Any], strict: bool = True) -> dict[str, Any]:
         raise ChatConversionError(f"tool type {kind!r} has no Chat Completions conversion")
     if tool.get("defer_loading"):
         raise ChatConversionError(f"{kind} tools with defer_loading have no Chat Completions representation")
-    fields = {k: v for k, v in tool.items() if k not in ("type", "defer_loading")}
+    fields = {k: v for k, v in tool.items() if k not in ("type", "defer_loading") and v is not None}
     if kind == "function":
-        return {"type": "function", "function": {k: v for k, v in fields.items() if v is not None and (strict or k != "strict")}}
+        return {"type": "function", "function": {k: v for k, v in fields.items() if strict or k != "strict"}}
     form = fields.get("format")
     if form is not None and form.get("type") == "grammar":
         fields["format"] = {"type": "grammar", "grammar": {k: v for k, v in form.items() if k != "type"}}

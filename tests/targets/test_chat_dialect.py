@@ -7,6 +7,7 @@ reasoning and calls, and what chat cannot carry is refused, never dropped."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,69 @@ def test_metadata_that_is_not_a_json_object_fails_the_generation() -> None:
     for bad in ("{not json", "[1]"):
         with pytest.raises(GenerationError, match="metadata.extra_body is not a JSON object"):
             target.request_body({"input": "hi", "metadata": {"extra_body": bad}})
+
+
+_USER = {"role": "user", "content": "Hi"}
+_TOOL = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+_CALL = {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"}
+REFUSED = {
+    "a call's namespace": ({"input": [_USER, {**_CALL, "namespace": "ns"}]}, "function call's namespace"),
+    "a message's phase": ({"input": [{"type": "message", "role": "assistant", "content": "x", "phase": "final_answer"}]}, "message's phase"),
+    "an assistant image": ({"input": [{"role": "assistant", "content": [{"type": "input_image", "image_url": "https://x/a.png"}]}]}, "assistant content part 'input_image'"),
+    "assistant content of a number": ({"input": [{"role": "assistant", "content": 5}]}, "assistant content must be a string or a list of parts, got int"),
+    "an unknown role": ({"input": [{"type": "message", "role": "critic", "content": "x"}]}, "unknown message role 'critic'"),
+    "an image without a URL": ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": {"url": ""}}]}]}, "input_image needs a non-empty image_url"),
+    "image detail original": ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "https://x/a.png", "detail": "original"}]}]}, "image detail 'original'"),
+    "a video without a URL": ({"input": [{"role": "user", "content": [{"type": "input_video"}]}]}, "input_video.video needs a non-empty URL"),
+    "a file part": ({"input": [{"role": "user", "content": [{"type": "input_file", "file_data": "x", "filename": "a.txt"}]}]}, "content part 'input_file'"),
+    "a tool output's image": ({"input": [_USER, _CALL, {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "a"}, {"type": "input_image", "image_url": "https://x/a.png"}]}]}, r"output of call 'c1': parts \['input_image'\]"),
+    "a tool output of an object": ({"input": [_USER, _CALL, {"type": "function_call_output", "call_id": "c1", "output": {"text": "a"}}]}, "must be a string or a list of parts, got dict"),
+    "a reasoning summary": ({"input": "Hi", "reasoning": {"effort": "low", "summary": "auto"}}, r"reasoning field\(s\) \['summary'\]"),
+    "a text format chat lacks": ({"input": "Hi", "text": {"format": {"type": "grammar"}}}, "text format 'grammar'"),
+    "a hosted tool choice": ({"input": "Hi", "tools": [_TOOL], "tool_choice": {"type": "web_search_preview"}}, "tool_choice type 'web_search_preview'"),
+    "a hosted tool among allowed tools": ({"input": "Hi", "tools": [_TOOL], "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "mcp", "server_label": "s"}]}}, "tool reference type 'mcp'"),
+    "a hosted tool": ({"input": "Hi", "tools": [{"type": "web_search"}]}, "tool type 'web_search'"),
+    "a deferred tool": ({"input": "Hi", "tools": [{**_TOOL, "defer_loading": True}]}, "function tools with defer_loading"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_what_chat_cannot_carry_is_refused_as_nemo_gym_refuses_it(name: str) -> None:
+    """NeMo Gym 0.7.0 refuses each of these too (its converter's NotImplementedError, or its
+    request validation for the malformed ones); none is sent with a part dropped."""
+    request, words = REFUSED[name]
+    with pytest.raises(ChatConversionError, match=words):
+        responses_request_to_chat(request)
+
+
+MALFORMED = {
+    "a call without call_id": ({"input": [_USER, {"type": "function_call", "name": "lookup", "arguments": "{}"}]}, "a malformed Responses request: field 'call_id' is missing"),
+    "allowed tools without a mode": ({"input": "Hi", "tools": [_TOOL], "tool_choice": {"type": "allowed_tools", "tools": []}}, "a malformed Responses request: field 'mode' is missing"),
+    "reasoning as a word": ({"input": "Hi", "reasoning": "high"}, "a malformed Responses request: 'str' object has no attribute"),
+    "text as a word": ({"input": "Hi", "text": "json"}, "a malformed Responses request: 'str' object has no attribute"),
+    "a tool output of strings": ({"input": [_USER, _CALL, {"type": "function_call_output", "call_id": "c1", "output": ["a"]}]}, "a malformed Responses request: 'str' object has no attribute"),
+    "an input item that is a string": ({"input": ["Hi"]}, "an input item must be an object, got str"),
+    "input of a number": ({"input": 5}, "a malformed Responses request: 'int' object is not iterable"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_a_malformed_request_fails_its_row_and_not_the_run(name: str) -> None:
+    """A request NeMo Gym's request validation rejects fails that row's generation with the
+    reason (it raised KeyError or AttributeError, which the collector takes for a bug and ends
+    the run with)."""
+    request, words = MALFORMED[name]
+    with pytest.raises(ChatConversionError, match=re.escape(words)):
+        responses_request_to_chat(request)
+    target = ModelTarget(parse_target({"type": "model", "url": "http://127.0.0.1:9/v1", "model": "m", "api": "chat"}))
+    with pytest.raises(GenerationError, match="the request cannot go to a chat completions endpoint"):
+        target.request_body(request)
+
+
+def test_chat_shaped_tools_go_as_they_are_and_unset_custom_fields_are_left_out() -> None:
+    chat_tool = {"type": "function", "function": {"name": "lookup", "strict": True}}
+    assert responses_request_to_chat({"input": "Hi", "tools": [chat_tool]})["tools"] == [chat_tool]
+    without_strict = {"type": "function", "function": {"name": "lookup"}}
+    assert responses_request_to_chat({"input": "Hi", "tools": [without_strict]}, token_ids=True)["tools"] == [without_strict]
+    custom = {"type": "custom", "name": "patch", "description": None, "format": None}
+    assert responses_request_to_chat({"input": "Hi", "tools": [custom]})["tools"] == [{"type": "custom", "custom": {"name": "patch"}}]
