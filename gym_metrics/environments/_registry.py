@@ -75,11 +75,13 @@ def resolve_server(target: str, adapt: Callable[[object], type[SimpleResourcesSe
     else:
         try:
             module = importlib.import_module(module_part)
+        except GymMetricsError:  # the module's own, clear error (a bad setting it reads)
+            raise
         except ImportError as exc:
             if exc.name is not None and (module_part + ".").startswith(exc.name + "."):  # the module itself is missing
                 raise NotFoundError(f"cannot import {module_part!r}: {exc}") from exc
             raise _load_error(module_part, exc) from None
-        except SyntaxError as exc:
+        except (Exception, SystemExit) as exc:  # a syntax error, any other raised while it runs, or a script's exit
             raise _load_error(module_part, exc) from None
     try:
         found_obj = getattr(module, attr)
@@ -127,7 +129,7 @@ def _refuse_missing_class(target: str) -> None:
             module = importlib.import_module(target)
         except GymMetricsError:
             raise
-        except Exception as exc:  # a syntax or import error, or any other raised while it runs
+        except (Exception, SystemExit) as exc:  # a syntax or import error, any other raised while it runs, or a script's exit
             raise _load_error(target, exc) from None
     else:
         return
@@ -161,8 +163,8 @@ def load_module_file(path: Path) -> Any:
             return module
     name = f"_gym_metrics_env_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise NotFoundError(f"cannot load {path}")
+    if spec is None or spec.loader is None:  # a name Python does not load as a module
+        raise NotFoundError(f"cannot load {path}: not a Python file (give path/app.py:Class)")
     module = importlib.util.module_from_spec(spec)
     folder = str(resolved.parent)
     if folder not in sys.path:
@@ -170,9 +172,9 @@ def load_module_file(path: Path) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except BaseException as exc:  # a syntax or import error, or any other raised while it runs
+    except BaseException as exc:  # a syntax or import error, any other raised while it runs, or a script's exit
         del sys.modules[name]
-        if isinstance(exc, GymMetricsError) or not isinstance(exc, Exception):
+        if isinstance(exc, GymMetricsError) or not isinstance(exc, (Exception, SystemExit)):
             raise
         raise _load_error(str(path), exc) from None
     return module
@@ -181,7 +183,7 @@ def load_module_file(path: Path) -> Any:
 _PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
 
 
-def _load_error(what: str, exc: Exception) -> InvalidInputError:
+def _load_error(what: str, exc: Exception | SystemExit) -> InvalidInputError:
     """The error of an environment that does not load, as `file:line: SyntaxError: ...` (the
     line of the user's code where it happened: the file's own, or the one importing a module
     that is missing), for a one-line message with exit 2."""
@@ -194,6 +196,8 @@ def _load_error(what: str, exc: Exception) -> InvalidInputError:
         last = theirs[-1] if theirs else frames[-1] if frames else None
         where = f"{last.filename}:{last.lineno}" if last is not None else what
         reason = str(exc)
+    if isinstance(exc, SystemExit):
+        reason = f"{exc.code} (it exits when imported: a script's own part goes under `if __name__ == '__main__':`)"
     named = "" if where.startswith(what) else f" {what}"
     return InvalidInputError(f"cannot load the environment{named}: {where}: {type(exc).__name__}: {reason}")
 

@@ -13,7 +13,7 @@ import pytest
 
 import gym_metrics_servers
 from gym_metrics.environments import ENVIRONMENTS, ENTRY_POINT_GROUP, resolve_server
-from gym_metrics.errors import NotFoundError
+from gym_metrics.errors import InvalidInputError, NotFoundError
 
 BUILT_INS = Path(gym_metrics_servers.__file__).parent
 
@@ -83,3 +83,72 @@ def test_a_built_in_is_found_again_after_the_registry_is_restored() -> None:
         assert resolve_server("math_exact") is first
     finally:
         ENVIRONMENTS.restore(before)
+
+
+@pytest.fixture
+def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An importable package of its own name per test (a module imported once stays imported)."""
+    root = tmp_path / f"pkg_{tmp_path.name.replace('-', '_').replace('[', '_').replace(']', '_')}"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return root
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "said"),
+    [
+        ("import not_a_real_dependency_zz\n", 1, "ModuleNotFoundError: No module named 'not_a_real_dependency_zz'"),
+        ("x = 1\ndef broken(:\n    pass\n", 2, "SyntaxError: invalid syntax"),
+        ("x = 1\nraise RuntimeError('boom at import')\n", 2, "RuntimeError: boom at import"),
+        ("import sys\nsys.exit(3)\n", 2, "SystemExit: 3"),
+    ],
+    ids=["missing dependency", "syntax error", "raises", "exits"],
+)
+@pytest.mark.parametrize("with_class", [True, False], ids=["module:Class", "module"])
+def test_a_module_that_does_not_load_names_its_file_and_line(package: Path, body: str, line: int, said: str, with_class: bool) -> None:
+    """`module:Class` refused only an ImportError or a SyntaxError clearly: a module raising
+    anything else at import was an internal error (exit 1), one calling sys.exit ended the
+    command silently with its code."""
+    (package / "env.py").write_text(body)
+    target = f"{package.name}.env" + (":Env" if with_class else "")
+    with pytest.raises(InvalidInputError) as caught:
+        resolve_server(target)
+    assert str(caught.value) == f"cannot load the environment {package.name}.env: {package / 'env.py'}:{line}: {said}" + (
+        " (it exits when imported: a script's own part goes under `if __name__ == '__main__':`)" if "SystemExit" in said else ""
+    )
+
+
+def test_a_file_that_exits_when_imported_is_refused_naming_it(tmp_path: Path) -> None:
+    """A script without a `__main__` guard: its sys.exit ended `serve` silently with its code."""
+    app = tmp_path / "app.py"
+    app.write_text("import sys\n\nsys.exit(3)\n")
+    with pytest.raises(InvalidInputError, match=r"^cannot load the environment: .*app\.py:3: SystemExit: 3 \(it exits when imported"):
+        resolve_server(f"{app}:Env")
+    assert not [m for m in sys.modules.values() if getattr(m, "__file__", None) == str(app)]  # not left half-imported
+
+
+def test_a_file_python_does_not_load_says_so(tmp_path: Path) -> None:
+    (tmp_path / "app.txt").write_text("x = 1\n")
+    for target in (f"{tmp_path}/app.txt:Env", f"{tmp_path}/app.txt"):
+        with pytest.raises(NotFoundError) as caught:
+            resolve_server(target)
+        assert str(caught.value) == f"cannot load {tmp_path}/app.txt: not a Python file (give path/app.py:Class)"
+    with pytest.raises(NotFoundError, match=r"^no such file: .*missing\.py$"):
+        resolve_server(f"{tmp_path}/missing.py:Env")
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        ("json:NoSuch", "'json' has no attribute 'NoSuch'"),
+        ("json:JSONDecoder", "'json:JSONDecoder' is not an environment class (a SimpleResourcesServer subclass, or an OpenEnv Environment)"),
+        ("not_a_real_package_zz:Env", "cannot import 'not_a_real_package_zz': No module named 'not_a_real_package_zz'"),
+        ("json.decoder", "'json.decoder' names no class: write json.decoder:ClassName"),
+        ("not_a_real_package_zz.app", "unknown environment 'not_a_real_package_zz.app'"),
+    ],
+)
+def test_a_target_naming_no_environment_says_what_it_names(target: str, said: str) -> None:
+    with pytest.raises(NotFoundError) as caught:
+        resolve_server(target)
+    assert str(caught.value).startswith(said), caught.value
