@@ -27,6 +27,7 @@ from gym_metrics.recording._atif_items import (
     item_kind,
     message_content,
     reasoning_text,
+    refs_known,
     text_content,
 )
 from gym_metrics.recording._atif_calls import as_float, check_finish, lookup_call, model_call, step_metrics
@@ -85,7 +86,9 @@ def _steps(trajectory: Mapping[str, Any], invocation: Mapping[str, Any], lenient
         while at < len(conversation) and item_kind(conversation[at]) == "function_call":
             call, where = conversation[at], f"ng_trajectory.invocations[0].conversation[{at}]"
             for key in ("call_id", "name"):
-                if not str(call.get(key) or "").strip():
+                if not isinstance(call.get(key), str):
+                    raise AtifRefused(f"{where}.{key}", "expected a string")
+                if not call[key].strip():
                     raise AtifRefused(f"{where}.{key}", "cannot be empty")
             if call.get("status") not in (None, "completed"):
                 raise AtifRefused(f"{where}.status", f"expected completed, got {call.get('status')!r}")
@@ -100,6 +103,8 @@ def _steps(trajectory: Mapping[str, Any], invocation: Mapping[str, Any], lenient
             outputs: dict[str, Any] = {}
             while at < len(conversation) and item_kind(conversation[at]) == "function_call_output":
                 output = conversation[at]
+                if not isinstance(output.get("call_id"), str):
+                    raise AtifRefused(f"ng_trajectory.invocations[0].conversation[{at}].call_id", "expected a string")
                 if output.get("call_id") in outputs:
                     raise AtifRefused(path, f"duplicate function result ID {output.get('call_id')!r}")
                 if output.get("status") not in (None, "completed"):
@@ -265,9 +270,13 @@ def rollout_to_atif(
         raise AtifRefused("ng_trajectory", "missing or invalid v1.0 trajectory")
     for i, invocation in enumerate(trajectory.get("invocations") or []):
         check_items(invocation.get("conversation"), f"ng_trajectory.invocations[{i}].conversation", lenient)
+        refs_known(invocation.get("model_calls"), f"ng_trajectory.invocations[{i}].model_calls")
     for i, turn in enumerate(trajectory.get("turns") or []):
         for name in ("question", "answer", "reasoning_content"):
             check_items(turn.get(name), f"ng_trajectory.turns[{i}].{name}", lenient)
+        refs_known(turn.get("model_calls"), f"ng_trajectory.turns[{i}].model_calls")
+    for i, call in enumerate(trajectory.get("model_calls") or []):
+        refs_known([call.get("response_metadata") or {}], f"ng_trajectory.model_calls[{i}].response_metadata", index=False)
     gaps = trajectory.get("gaps") or []
     if gaps and not lenient:
         raise AtifRefused("ng_trajectory.gaps", "source coverage gaps are not supported by strict export")
@@ -286,6 +295,8 @@ def rollout_to_atif(
     if root.get("error_type") is not None:
         raise AtifRefused("ng_trajectory.invocations[0].error_type", "completed invocation contains an error")
     ref = row.get("agent_ref")
+    if ref is not None and not isinstance(ref, dict):
+        raise AtifRefused("agent_ref", f"expected an object, got {type(ref).__name__}")
     if isinstance(ref, dict):
         fields_known(ref, ("type", "name"), "agent_ref")
         if ref.get("type") not in (None, "responses_api_agents"):

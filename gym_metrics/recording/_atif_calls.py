@@ -49,16 +49,17 @@ def lookup_call(ref: Mapping[str, Any], calls: Sequence[Mapping[str, Any]], path
     if call_id:
         found = [i for i, c in enumerate(calls) if c.get("model_call_id") == call_id]
         what = f"unknown model_call_id {call_id!r}", "model_call_id matches more than one captured model call"
-    elif model_ref is not None and response_id:
-        key = (model_ref.get("type"), model_ref.get("name"), response_id)
+    else:  # the schema's CallRef holds one or the other
+        key = (ref["model_ref"].get("type"), ref["model_ref"].get("name"), response_id)
         found = [i for i, c in enumerate(calls) if (m := c.get("response_metadata") or {}).get("model_ref") is not None
                  and str(m.get("response_id") or "").strip() and (m["model_ref"].get("type"), m["model_ref"].get("name"), m["response_id"]) == key]  # fmt: skip
         what = "model_ref and response_id do not match a captured model call", "model_ref and response_id match more than one captured model call"
-    else:
-        raise AtifRefused(path, "model_call_id or both model_ref and response_id are required")
     if len(found) != 1:
         raise AtifRefused(path, what[0] if not found else what[1])
     index, metadata = found[0], calls[found[0]].get("response_metadata") or {}
+    for name, value in (("model_call_id", calls[index].get("model_call_id")), ("response_metadata.response_id", metadata.get("response_id"))):
+        if value is not None and not value.strip():
+            raise AtifRefused(f"ng_trajectory.model_calls[{index}].{name}", "cannot be blank")
     if response_id is not None and response_id != metadata.get("response_id"):
         raise AtifRefused(path, "response_id conflicts with the captured model call")
     if model_ref is not None and model_ref != metadata.get("model_ref"):

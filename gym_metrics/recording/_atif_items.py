@@ -22,6 +22,14 @@ def fields_known(item: Mapping[str, Any], allowed: Iterable[str], path: str) -> 
         raise AtifRefused(path, f"unsupported fields would be dropped: {', '.join(unknown)}")
 
 
+def refs_known(refs: Any, path: str, index: bool = True) -> None:
+    """Refuses a `model_ref` with fields besides type and name (the export would drop them)."""
+    for i, ref in enumerate(refs if isinstance(refs, list) else ()):
+        model_ref = ref.get("model_ref") if isinstance(ref, dict) else None
+        if isinstance(model_ref, dict):
+            fields_known(model_ref, ("type", "name"), f"{path}[{i}].model_ref" if index else f"{path}.model_ref")
+
+
 def _parts_known(parts: Any, path: str) -> None:
     for i, part in enumerate(parts if isinstance(parts, list) else ()):
         if isinstance(part, dict):
@@ -59,7 +67,7 @@ def check_items(items: Any, path: str, lenient: bool) -> None:
         if kind not in ("message", "reasoning", "function_call", "function_call_output"):
             raise AtifRefused(f"{where}.type", f"unsupported conversation item type {kind!r}")
         if kind == "message" and item.get("role") not in ("assistant", "system", "user", "developer"):
-            continue
+            raise AtifRefused(f"{where}.role", f"unsupported message role {item.get('role')!r}")
         shape = {"message": "assistant" if item.get("role") == "assistant" else "input"}.get(kind, kind)
         fields_known(item, _ITEM_FIELDS[shape] | (set(TOKEN_FIELDS) if shape != "function_call_output" else set()), where)
         if item.get("phase") is not None:
@@ -91,8 +99,9 @@ def text_content(content: Any, path: str) -> str | list[dict[str, Any]]:
 
 
 def message_content(item: Mapping[str, Any], path: str, assistant: bool) -> str | list[dict[str, Any]]:
-    if (assistant or "status" in item) and item.get("status") != "completed":
-        raise AtifRefused(f"{path}.status", f"expected completed, got {item.get('status')!r}")
+    status = item.get("status", "completed")  # an answer without one is complete (NeMo Gym's default)
+    if status != "completed" and (assistant or status is not None):
+        raise AtifRefused(f"{path}.status", f"expected completed, got {status!r}")
     if assistant and not item.get("content"):
         raise AtifRefused(f"{path}.content", "expected at least one output_text part")
     return text_content(item.get("content"), f"{path}.content")
