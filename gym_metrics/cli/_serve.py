@@ -16,8 +16,8 @@ from gym_metrics.cli._base import (
     add_access_flags, grace_seconds, int_in, listen_host, max_local_processes, positive_float, positive_int, reducer_name, server_token,
 )  # fmt: skip
 from gym_metrics.cli._policy_flags import add_policy_target_flags, policy_config, policy_flags_given
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
-from gym_metrics.sandbox import ISOLATION_ENV, ISOLATIONS, OPTIONS_ENV, PROVIDER_ENV, PROVIDERS
+from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError, NotFoundError
+from gym_metrics.sandbox import ISOLATION_ENV, ISOLATIONS, OPTIONS_ENV, PROVIDER_ENV, PROVIDERS, check_options
 
 
 
@@ -30,7 +30,10 @@ MAX_MESSAGE_MB = 2047
 
 def _message_mb(text: str) -> float:
     """--max-message-mb: MiB, above 0 and at most MAX_MESSAGE_MB (nan and inf refused)."""
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")  # refused below, saying what is wanted
     if not 0 < value <= MAX_MESSAGE_MB:
         raise argparse.ArgumentTypeError(f"must be a number of MiB above 0 and at most {MAX_MESSAGE_MB} (gRPC's limit), got {text}")
     return value
@@ -159,9 +162,13 @@ def _agent_target(ns: argparse.Namespace) -> Any:
 
 def _choose_sandbox_provider(name: str | None, options: list[str]) -> None:
     """For every environment's `sandbox()` in this server and its workers (environment
-    variables: the workers inherit them); an unknown name or a bad option fails here."""
+    variables: the workers inherit them); an unknown name or a bad option fails here, whether
+    or not the environment uses the sandbox."""
     if name is not None:
-        PROVIDERS.get(name)  # NotFoundError naming the known ones
+        try:
+            PROVIDERS.get(name)
+        except NotFoundError as exc:  # naming the known ones
+            raise NotFoundError(f"--sandbox-provider: {exc}") from None
         os.environ[PROVIDER_ENV] = name
     if options:
         values: dict[str, Any] = {}
@@ -173,6 +180,10 @@ def _choose_sandbox_provider(name: str | None, options: list[str]) -> None:
                 values[key.strip()] = json.loads(text)
             except json.JSONDecodeError:
                 values[key.strip()] = text
+        try:
+            check_options(None, values)  # the provider chosen above, or by the environment
+        except GymMetricsError as exc:
+            raise InvalidInputError(f"--sandbox-option: {exc}") from None
         os.environ[OPTIONS_ENV] = json.dumps(values)
 
 

@@ -24,6 +24,7 @@ from gym_metrics.sandbox._providers import (
     OPTIONS_ENV,
     PROVIDER_ENV,
     PROVIDERS,
+    check_options,
     make_provider,
     provider_names,
     register_provider,
@@ -36,5 +37,5 @@ __all__ = [
     "CellResult", "DockerProvider", "ISOLATIONS", "ISOLATION_ENV", "Isolation", "KeptProgram", "Launcher",
     "LauncherGoneError", "Limits", "OPTIONS_ENV", "OpenRun", "PROVIDERS", "PROVIDER_ENV", "Pool", "Program", "Provider",
     "PythonInterpreter", "RunResult", "SESSION_LIMITS", "SandboxBusyError", "SandboxError", "SandboxUnavailableError", "Stop", "bwrap_path",
-    "check_isolation", "default_isolation", "make_provider", "provider_names", "register_provider", "run_local",
+    "check_isolation", "check_options", "default_isolation", "make_provider", "provider_names", "register_provider", "run_local",
 ]  # fmt: skip

@@ -47,16 +47,22 @@ def make_provider(name: str | None = None, **options: Any) -> Provider:
     GYM_METRICS_SANDBOX_OPTIONS and then `options` (its constructor's keyword arguments). An
     unknown name or option is an error naming what is known."""
     chosen = name or os.environ.get(PROVIDER_ENV) or DEFAULT_PROVIDER
-    cls = PROVIDERS.get(chosen)
     given = {**(_env_options() if name is None or name == os.environ.get(PROVIDER_ENV) else {}), **options}
-    accepted = _keywords(cls)
-    unknown = sorted(set(given) - accepted) if accepted is not None else []
+    check_options(chosen, given)
+    provider: Provider = PROVIDERS.get(chosen)(**given)
+    return provider
+
+
+def check_options(name: str | None, options: Mapping[str, Any]) -> None:
+    """InvalidInputError naming the options provider `name` (as make_provider chooses it) does
+    not take, and those it does (NotFoundError for an unknown name, naming the known ones)."""
+    name = name or os.environ.get(PROVIDER_ENV) or DEFAULT_PROVIDER
+    accepted = _keywords(PROVIDERS.get(name))
+    unknown = sorted(set(options) - accepted) if accepted is not None else []
     if unknown:
         raise InvalidInputError(
-            f"sandbox provider {chosen!r} takes no option {', '.join(map(repr, unknown))}; it takes: {', '.join(sorted(accepted or ())) or 'none'}"
+            f"sandbox provider {name!r} takes no option {', '.join(map(repr, unknown))}; it takes: {', '.join(sorted(accepted or ())) or 'none'}"
         )
-    provider: Provider = cls(**given)
-    return provider
 
 
 def _env_options() -> dict[str, Any]:
