@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from gym_metrics.aggregate import AggregateOptions, aggregate_file
+from gym_metrics.errors import GymMetricsError
 from gym_metrics.rollouts import read_rollouts
 from gym_metrics.aggregate import _stats
 from gym_metrics.aggregate.render import _forked, _output, _texts
@@ -172,6 +173,64 @@ def test_a_failing_worker_costs_time_not_bytes(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(_output, "iter_group_json", dies_in_a_worker)
     assert agg_bytes(path, tmp_path / "forked.json") == serial
 
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="forked render workers are Linux-only")
+def test_a_failing_writer_stops_its_workers_and_leaves_no_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's own range fails (a full disk, an interrupt): the error is the caller's,
+    the workers are reaped (none left running or a zombie) and their part files removed."""
+    monkeypatch.setattr(_output, "CHUNK", 16)
+    monkeypatch.setattr(_forked, "MIN_ROLLOUTS_PER_WORKER", 50)
+    monkeypatch.delitem(sys.modules, "grpc", raising=False)
+    monkeypatch.setattr(_forked.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.setenv("GYM_METRICS_RENDER_WORKERS", "3")
+    path = write_rows(tmp_path / "r.jsonl", mixed_rows(300, 4))
+    parent, real = os.getpid(), _output.iter_group_json
+    started: list[int] = []
+    spawn = _forked._spawn
+
+    def spawned(*args: Any) -> Any:
+        worker = spawn(*args)
+        started.append(worker.pid)
+        return worker
+
+    def fails_here(groups: Any, start: int = 0, stop: int | None = None) -> Any:
+        if os.getpid() == parent and start == 0:
+            raise OSError(28, "No space left on device")
+        return real(groups, start, stop)
+
+    monkeypatch.setattr(_forked, "_spawn", spawned)
+    monkeypatch.setattr(_output, "iter_group_json", fails_here)
+    out = tmp_path / "out.json"
+    with pytest.raises(GymMetricsError) as caught:
+        agg_bytes(path, out)
+    assert str(caught.value) == f"cannot write {out}: No space left on device" and not out.exists()
+    assert len(started) == 2 and not _forked._live
+    for pid in started:
+        with pytest.raises(ChildProcessError):  # waited for already: not running, not a zombie
+            os.waitpid(pid, os.WNOHANG)
+    assert not list(tmp_path.glob(".gym-metrics-render-*"))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="forked render workers are Linux-only")
+def test_a_filesystem_without_copy_file_range_gets_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_output, "CHUNK", 16)
+    monkeypatch.setattr(_forked, "MIN_ROLLOUTS_PER_WORKER", 50)
+    monkeypatch.delitem(sys.modules, "grpc", raising=False)
+    monkeypatch.setattr(_forked.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    path = write_rows(tmp_path / "r.jsonl", mixed_rows(300, 4))
+    monkeypatch.setenv("GYM_METRICS_RENDER_WORKERS", "1")
+    serial = agg_bytes(path, tmp_path / "serial.json")
+    monkeypatch.setenv("GYM_METRICS_RENDER_WORKERS", "3")
+    calls: list[int] = []
+
+    def unsupported(src: int, dst: int, count: int, *args: Any) -> int:
+        calls.append(count)
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(_forked.os, "copy_file_range", unsupported)
+    assert agg_bytes(path, tmp_path / "forked.json") == serial
+    assert len(calls) == 2  # each worker's part, then through a buffer
 
 def _groups_of(path: Path) -> Any:
     from gym_metrics.aggregate import Aggregator
