@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from gym_metrics._util.jsonio import same_json
 from gym_metrics.recording._atif_items import (
     TOKEN_FIELDS,
     arguments_of,
@@ -32,6 +33,7 @@ from gym_metrics.recording._atif_items import (
 )
 from gym_metrics.recording._atif_calls import as_float, check_finish, lookup_call, model_call, step_metrics
 from gym_metrics.recording._atif_json import AtifRefused, check_json, pruned, same_copy
+from gym_metrics.recording._atif_shapes import check_shapes, with_default_status
 from gym_metrics.recording._trajectory_schema import trajectory_error
 
 ATIF_SCHEMA_VERSION = "ATIF-v1.7"
@@ -128,7 +130,8 @@ def _steps(trajectory: Mapping[str, Any], invocation: Mapping[str, Any], lenient
                 if record.get("tool_name") is not None and record["tool_name"] != call["name"]:
                     raise AtifRefused(path, f"tool execution {call_id!r} has a different tool name")
                 content = text_content(outputs[call_id].get("output"), f"{path}.tool_results[{call_id!r}].output")
-                if record.get("output") is not None and not same_copy(record["output"], outputs[call_id].get("output")):
+                # compared as written (nulls too): the conversation's output is already exactly its shape
+                if record.get("output") is not None and not same_json(record["output"], outputs[call_id].get("output")):
                     raise AtifRefused(path, f"tool execution {call_id!r} has a different recorded output")
                 extra = {k: as_float(k, record[k]) for k in _TOOL_EXTRA if record.get(k) is not None}
                 results[call_id] = (content, extra)
@@ -179,7 +182,8 @@ def _apply_turns(trajectory: Mapping[str, Any], turns: list[_AgentStep]) -> set[
         if turn.get("turn_no") != n + 1:
             raise AtifRefused(f"{path}.turn_no", "turns must be ordered sequentially from 1")
         for name, mine in (("question", built.question), ("answer", built.answer), ("reasoning_content", built.reasoning or None)):
-            if not same_copy(turn.get(name), mine):
+            check_shapes(turn.get(name), f"{path}.{name}", copy=True)
+            if not same_copy(with_default_status(turn.get(name)), with_default_status(mine)):
                 what = {"question": "the model-visible conversation prefix", "answer": "the exported agent answer"}.get(name, "the exported reasoning")
                 raise AtifRefused(f"{path}.{name}", f"does not match {what}")
         tools_so_far += len(step.get("tool_calls") or ())
@@ -277,6 +281,8 @@ def rollout_to_atif(
         refs_known(turn.get("model_calls"), f"ng_trajectory.turns[{i}].model_calls")
     for i, call in enumerate(trajectory.get("model_calls") or []):
         refs_known([call.get("response_metadata") or {}], f"ng_trajectory.model_calls[{i}].response_metadata", index=False)
+    for i, invocation in enumerate(trajectory.get("invocations") or []):  # as NeMo Gym's typed items validate them
+        check_shapes(invocation.get("conversation"), f"ng_trajectory.invocations[{i}].conversation")
     gaps = trajectory.get("gaps") or []
     if gaps and not lenient:
         raise AtifRefused("ng_trajectory.gaps", "source coverage gaps are not supported by strict export")

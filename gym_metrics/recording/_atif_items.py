@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gym_metrics.recording._atif_json import AtifRefused, strict_json_loads
+from gym_metrics.recording._atif_shapes import is_answer
 from gym_metrics.recording._items import ITEM_FIELDS, PART_FIELDS, TOKEN_FIELDS
 
 _ITEM_FIELDS = {shape: set(fields) for shape, fields in ITEM_FIELDS.items() if shape != "input_with_status"}
@@ -41,12 +42,13 @@ def _parts_known(parts: Any, path: str) -> None:
 
 
 def item_kind(item: Mapping[str, Any]) -> str:
-    """assistant (a model's answer message), copied (an assistant message given as input),
+    """assistant (a model's answer message, as NeMo Gym tells one: `is_answer`), copied (any
+    other assistant message, context given as input),
     input (system, user, developer), reasoning, function_call, function_call_output."""
     kind = item.get("type", "message" if "role" in item else None)
     if kind == "message":
         if item.get("role") == "assistant":
-            return "assistant" if "id" in item else "copied"
+            return "assistant" if is_answer(item) else "copied"
         return "input"
     return str(kind)
 

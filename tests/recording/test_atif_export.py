@@ -214,6 +214,8 @@ record = lambda **changes: lambda r, t, c, turns, md: t["tool_calls"][0].update(
 
 
 TEXT = [{"type": "input_text", "text": "hi"}]
+OUT = lambda text="Done.": {"type": "output_text", "text": text, "annotations": []}  # noqa: E731
+USER_PARTS = "a user message holds only input_text, input_image, input_file or input_video parts, got "
 REFUSED = [  # (what, base case, change, refusal): NeMo Gym 0.7.0's message, but where a comment gives its own
     # (a refusal only as "ng_trajectory: missing or invalid v1.0 trajectory" is "invalid": gym-metrics names the field)
     ("a tool record twice", RESPONSES, lambda r, t, c, turns, md: t["tool_calls"].append(t["tool_calls"][0]), "ng_trajectory.tool_calls: tool_call_id values must be unique"),
@@ -307,6 +309,35 @@ REFUSED = [  # (what, base case, change, refusal): NeMo Gym 0.7.0's message, but
     ("a blank call id", JOINED, lambda r, t, *_: t["model_calls"][0].update(model_call_id=" "), "ng_trajectory.model_calls[0].model_call_id: cannot be blank"),
     ("a blank call response id", RESPONSES, lambda r, t, c, turns, md: (turns[0]["model_calls"][0].update(response_id=None), md[0].update(response_id=" ")),
      "ng_trajectory.model_calls[0].response_metadata.response_id: cannot be blank"),
+    # parts and ids NeMo Gym's typed items do not take (gym-metrics exported each row; every outcome here checked by running
+    # NeMo Gym 0.7.0's gym_rollout_to_atif on the same row; "invalid": its "ng_trajectory: missing or invalid v1.0 trajectory")
+    ("an output_text part from the user", RESPONSES, lambda r, t, c, *_: edit(t, c[0], content=[OUT("hi")]), f"{CONV}[0].content[0].type: {USER_PARTS}'output_text'"),  # NeMo Gym: invalid
+    ("a text part from the user", RESPONSES, lambda r, t, c, *_: edit(t, c[0], content=[*TEXT, {"type": "text", "text": "x"}]), f"{CONV}[0].content[1].type: {USER_PARTS}'text'"),  # NeMo Gym: invalid
+    ("an output_text tool result", RESPONSES, lambda r, t, c, *_: (edit(t, c[4], output=[OUT("x")]), t["tool_calls"][0].update(output=[OUT("x")])),
+     f"{CONV}[4].output[0].type: a tool result holds only input_text, input_image or input_file parts, got 'output_text'"),  # NeMo Gym: invalid
+    ("a text tool result", RESPONSES, lambda r, t, c, *_: (edit(t, c[4], output=[{"type": "text", "text": "x"}]), t["tool_calls"][0].update(output=[{"type": "text", "text": "x"}])),
+     f"{CONV}[4].output[0].type: a tool result holds only input_text, input_image or input_file parts, got 'text'"),  # NeMo Gym: invalid
+    ("an answer as a string", RESPONSES, lambda r, t, c, *_: edit(t, c[8], content="Done."), f"{CONV}[8].role: copied assistant context is not supported"),
+    ("an answer of input_text", RESPONSES, lambda r, t, c, *_: edit(t, c[8], content=TEXT), f"{CONV}[8].role: copied assistant context is not supported"),
+    ("an answer of text", RESPONSES, lambda r, t, c, *_: edit(t, c[8], content=[{"type": "text", "text": "D"}]),
+     f"{CONV}[8].content[0].type: an assistant message holds only input_text, input_image, input_file or input_video parts, got 'text'"),  # NeMo Gym: invalid
+    ("an answer's input_text second", RESPONSES, lambda r, t, c, *_: edit(t, c[8], content=[OUT(), *TEXT]),
+     f"{CONV}[8].content[1].type: an assistant answer holds only output_text or refusal parts, got 'input_text'"),  # NeMo Gym: invalid
+    ("output_text without annotations", RESPONSES, lambda r, t, c, *_: edit(t, c[8], content=[{"type": "output_text", "text": "D"}]),
+     f"{CONV}[8].content[0].annotations: expected a list (an output_text part requires one)"),  # NeMo Gym: invalid
+    ("a summary of reasoning_text", RESPONSES, lambda r, t, c, *_: edit(t, c[1], summary=[{"type": "reasoning_text", "text": "x"}]),
+     f"{CONV}[1].summary[0].type: a reasoning summary holds only summary_text parts, got 'reasoning_text'"),  # NeMo Gym: invalid
+    ("reasoning content of summary_text", RESPONSES, lambda r, t, c, *_: edit(t, c[1], summary=[], content=[{"type": "summary_text", "text": "x"}]),
+     f"{CONV}[1].content[0].type: a reasoning content list holds only reasoning_text parts, got 'summary_text'"),  # NeMo Gym: invalid
+    ("reasoning without summary", RESPONSES, lambda r, t, c, *_: (edit(t, c[1], content=[{"type": "reasoning_text", "text": "x"}]), edit(t, c[1], summary=None)),
+     f"{CONV}[1].summary: expected a list, got None"),  # NeMo Gym: invalid
+    ("reasoning without id", RESPONSES, lambda r, t, c, *_: edit(t, c[1], id=None), f"{CONV}[1].id: missing (a string is required)"),  # NeMo Gym: invalid
+    ("an answer id of null", RESPONSES, lambda r, t, c, turns, md: [i.update(id=None) for i in (c[8], turns[2]["answer"][0])], f"{CONV}[8].id: expected a string, got None"),  # NeMo Gym: invalid
+    ("a call id a number", RESPONSES, lambda r, t, c, *_: edit(t, c[2], id=5), f"{CONV}[2].id: expected a string, got 5"),  # NeMo Gym: invalid
+    ("a null status in an answer's copy", RESPONSES, lambda r, t, c, turns, md: (c[8].pop("status"), turns[2]["answer"][0].update(status=None)),
+     "ng_trajectory.turns[2].answer[0].status: expected in_progress, completed or incomplete, got None"),  # NeMo Gym: ...answer: missing or invalid Responses conversation items
+    ("a record's output with a null field", RESPONSES, lambda r, t, c, *_: (edit(t, c[4], output=TEXT), t["tool_calls"][0].update(output=[{**TEXT[0], "n": None}])),
+     f"{CONV}[1]: tool execution 'call_0' has a different recorded output"),  # compared as written, nulls too
 ]  # fmt: skip
 
 
@@ -342,6 +373,14 @@ def test_rows_nemo_gym_exports_whole_keep_what_they_hold() -> None:
     assert isinstance(atif["steps"][1]["observation"]["results"][0]["extra"]["nemo_gym"]["started_at"], float)
     assert atif["steps"][-1]["message"] == [{"type": "text", "text": "Done."}] and atif["extra"]["nemo_gym"]["source"]["invocation_duration_ms"] == 12.0
     assert all("metrics" not in s for s in atif["steps"]) and atif["final_metrics"] == {"total_steps": 4}
+
+
+def test_an_answer_copied_without_its_status_is_the_answer_nemo_gym_reads() -> None:
+    """An answer's status left out of its turn's copy is NeMo Gym's default (completed); its
+    converter exports the row as it does the row unchanged (run on both), gym-metrics refused it."""
+    atif = convert(changed(RESPONSES, lambda r, t, c, turns, md: turns[2]["answer"][0].pop("status")))
+    assert atif["extra"]["nemo_gym"].pop("exporter") and atif == {**REFERENCE[RESPONSES]["atif"], "extra": {"nemo_gym": {
+        k: v for k, v in REFERENCE[RESPONSES]["atif"]["extra"]["nemo_gym"].items() if k != "exporter"}}}  # fmt: skip
 
 
 def test_token_counts_without_a_total_are_kept_as_they_are() -> None:
