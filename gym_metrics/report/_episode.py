@@ -50,6 +50,9 @@ class Turn:
     calls: list[Call] = field(default_factory=list)
     outputs: list[Call] = field(default_factory=list)
     """Outputs whose call_id matches no call of the trajectory (shown on their own)."""
+    others: list[Message] = field(default_factory=list)
+    """Items of other types (a hosted tool's call, ...) as JSON, their type as the role: never
+    the final answer."""
 
 
 @dataclass
@@ -134,7 +137,8 @@ def episode(row: Mapping[str, Any]) -> EpisodeView:
     params = row.get("responses_create_params")
     params = params if isinstance(params, Mapping) else {}
     prompt = _prompt(params)
-    tools = [_tool_name(t) for t in params.get("tools") or () if isinstance(t, Mapping)]
+    given_tools = params.get("tools")
+    tools = [_tool_name(t) for t in given_tools if isinstance(t, Mapping)] if isinstance(given_tools, list) else []
     response = row.get("response")
     items, final_text = _items(response)
     budget = max(0, MAX_ITEMS - len(prompt))
@@ -195,8 +199,13 @@ def _chat_items(message: Any) -> list[Mapping[str, Any]]:
         items.append({"type": "reasoning", "summary": [{"text": message["reasoning_content"]}]})
     if message.get("content"):
         items.append({"type": "message", "content": message["content"]})
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function", {}) if isinstance(call, Mapping) else {}
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else [calls] if calls else ():
+        if not isinstance(call, Mapping):  # shown as it is, under its key
+            items.append({"type": "tool_calls", "value": call})
+            continue
+        fn = call.get("function")
+        fn = fn if isinstance(fn, Mapping) else {"arguments": fn}
         items.append({"type": "function_call", "name": fn.get("name"), "arguments": fn.get("arguments"), "call_id": call.get("id")})
     return items
 
@@ -229,7 +238,7 @@ def _turns(items: list[Mapping[str, Any]]) -> list[Turn]:
         elif kind == "message":
             turn.texts.append(cut(as_text(item.get("content"))))
         else:
-            turn.texts.append(cut(f"[{kind}] " + _json(item, indent=True)))
+            turn.others.append(Message(str(kind), cut(_json(item, indent=True))))
     return turns
 
 

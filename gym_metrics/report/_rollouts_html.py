@@ -126,6 +126,7 @@ def _turn(n: int, turn: Turn, final: bool) -> str:
     parts = [f'<div class="turn-h">turn {n}</div>']
     parts += [f'<details class="reasoning"><summary>reasoning</summary><pre>{_text(r)}</pre></details>' for r in turn.reasoning]
     parts += [_message("final answer", t, "final") if final else _message("assistant", t) for t in turn.texts]
+    parts += [_message(m.role, m.text) for m in turn.others]
     parts += [_call(c) for c in (*turn.calls, *turn.outputs)]
     return f'<div class="turn">{"".join(parts)}</div>'
 
