@@ -189,6 +189,7 @@ class JobExecutor:
             keys = self.secrets.resolve(record.spec.secret_names())
         except InvalidInputError as exc:  # a secret removed since the job was queued
             await self._stored(self.store.set_state, record.id, JobState.FAILED, error=str(exc))
+            self._wake.set()  # its slot stays free: the jobs queued behind it are listed again
             return
         run = JobRun(
             self.store, record.id, record.spec, self.data_root, keys, self._progress, self.flush_seconds, record.inline_rows
