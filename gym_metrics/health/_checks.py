@@ -19,6 +19,7 @@ from gym_metrics.health._evidence import (
     Bindings,
     Gaps,
     bindings,
+    canonical,
     chains,
     count_of,
     ended_on_failure,
@@ -29,7 +30,6 @@ from gym_metrics.health._evidence import (
     locator,
     model_calls,
     succeeded,
-    trajectory_error,
     turns,
     usage,
 )
@@ -231,8 +231,6 @@ def _index(value: Any, key: str, where: tuple[str, int, int, int]) -> int | str:
         return int(value)
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**64:
         return int(value)
-    if isinstance(value, (int, str)):
-        return value
     raise ValueError(f"{where[0]} line {where[2]}: {key} is {value!r}, not an integer or a string")
 
 
@@ -251,12 +249,11 @@ def check_rollout(record: dict[str, Any], parse_error: str | None, where: tuple[
     if parse_error:
         found = [finding("record_unreadable", {"reason": "rollout record is unreadable", "error": parse_error}, {"source_file": path, "line": line})]
         return Digest(task, rollout, stage, rollout_id, found if plan.record_unreadable else [], list(plan.unreadable), usage_prompt=use[0], usage_completion=use[1])
-    bad_trajectory = None if raw is None else trajectory_error(raw)
-    gaps = Gaps(raw.get("gaps") or [] if raw is not None and bad_trajectory is None else [])
-    if raw is None or bad_trajectory is not None or gaps.has(("trajectory_projection_failed",)):
+    t, bad_trajectory = canonical(raw) if raw is not None else (None, None)
+    gaps = Gaps(t["gaps"] if t is not None else [])
+    if t is None or gaps.has(("trajectory_projection_failed",)):
         found = [finding("record_unreadable", {"reason": "canonical trajectory is unreadable", "error": bad_trajectory})] if bad_trajectory and plan.record_unreadable else []
         return Digest(task, rollout, stage, rollout_id, found, list(plan.no_trajectory), usage_prompt=use[0], usage_completion=use[1])
-    t: dict[str, Any] = raw
     turns_seen = not gaps.has(("turns_unavailable",))
     scope_complete = not gaps.has(("turn_model_call_scope_incomplete",))
     calls_seen = not gaps.has(CALLS_INCOMPLETE)

@@ -1,6 +1,10 @@
 """What the health checks read of a rollout: its trajectory's model calls (flattened), the
 calls its turns and invocations reference (bound as NeMo Gym binds them), its turns, its own
-usage, and whether a trajectory is one at all."""
+usage, and whether a trajectory is one at all.
+
+The checks read the trajectory as NeMo Gym's do: validated as a TrajectoryRecord 1.0 and dumped
+back to JSON-mode dicts (`canonical`), so every field is present, numeric strings are numbers,
+a gap's code is a string and a model_ref holds its type and name only."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from gym_metrics.recording import trajectory_error as schema_error
+from gym_metrics.recording._trajectory_schema import Trajectory
 
 _TOOL_CALL_TYPES = frozenset({
     "function_call", "tool_call", "tool_use", "mcp_call", "mcp_list_tools", "mcp_approval_request", "file_search_call",
@@ -51,9 +55,7 @@ def has_tool_call(item: Any) -> bool:
     return isinstance(item, dict) and (item.get("type") in _TOOL_CALL_TYPES or bool(item.get("tool_calls")))
 
 
-def _ref_key(ref: Any) -> str | None:
-    if not isinstance(ref, dict):
-        return None
+def _ref_key(ref: Mapping[str, Any]) -> str | None:
     if ref.get("model_call_id"):
         return f"call:{ref['model_call_id']}"
     model_ref, response_id = ref.get("model_ref"), ref.get("response_id")
@@ -68,30 +70,15 @@ def identity(call: Mapping[str, Any]) -> str | None:
 
 
 class Gaps:
-    """A trajectory's gap codes, read once and asked as NeMo Gym asks (in order: a code that
-    cannot be hashed raises unless a wanted code came before it)."""
+    """A canonical trajectory's gap codes (each a string), read once."""
 
-    __slots__ = ("codes", "_bad", "_broken")
+    __slots__ = ("codes",)
 
-    def __init__(self, gaps: Iterable[Any]) -> None:
-        self.codes: set[Any] = set()
-        self._bad: Any = None
-        self._broken = False
-        for g in gaps:
-            if isinstance(g, dict):
-                code = g.get("code")
-                try:
-                    self.codes.add(code)
-                except TypeError:
-                    self._bad, self._broken = code, True
-                    break
+    def __init__(self, gaps: Iterable[Mapping[str, Any]]) -> None:
+        self.codes: set[str] = {g["code"] for g in gaps}
 
     def has(self, wanted: Iterable[str]) -> bool:
-        if not self.codes.isdisjoint(wanted):
-            return True
-        if self._broken:
-            raise TypeError(f"unhashable type: '{type(self._bad).__name__}'")
-        return False
+        return not self.codes.isdisjoint(wanted)
 
 
 def model_calls(trajectory: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -250,7 +237,11 @@ def ended_on_failure(chain: Sequence[dict[str, Any]]) -> bool:
 
 
 
-def trajectory_error(raw: Any) -> str | None:
-    """Why a row's `ng_trajectory` is not a TrajectoryRecord 1.0, as NeMo Gym reports it (the
-    name of pydantic's error), or None (recording's schema says what it may hold)."""
-    return "ValidationError" if schema_error(raw) is not None else None
+def canonical(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """A row's `ng_trajectory` validated as a TrajectoryRecord 1.0 and dumped back to JSON-mode
+    dicts, as NeMo Gym's checks read it; or why not, as NeMo Gym reports it (the exception's name:
+    ValidationError, or ValueError for a payload nested too deep to dump)."""
+    try:
+        return Trajectory.model_validate(raw).model_dump(mode="json"), None
+    except Exception as exc:  # NeMo Gym names whatever validation or the dump raised
+        return None, type(exc).__name__
