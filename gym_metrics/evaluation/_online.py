@@ -198,7 +198,10 @@ class Online:
         env, tools = await self.environment()
         if not request.get("tools") and tools:
             request = {**request, "tools": tools}
-        session = await env.seed_session(row)
+        try:
+            session = await env.seed_session(row)
+        except InvalidInputError as exc:  # the row, refused by the environment: not the model's failure
+            raise RowError("environment", f"cannot seed a session of the row: {exc}") from None
         try:
             assert self.tools is not None
             call_tool = tool_caller(env, session, [t["name"] for t in tools], self._any_tool_name)

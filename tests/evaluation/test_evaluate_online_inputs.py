@@ -132,7 +132,7 @@ async def test_a_row_the_environment_refuses_to_seed_is_that_rows_error_and_the_
             assert len(server.handler.sessions.store) == 0
     assert result.row_scores[0]["scores"] == {"tool_call_accuracy": 1.0}
     failure = result.errors[1]
-    assert failure.field == "target" and failure.reason.startswith("InvalidInputError: the server rejected the request: the row does not fit Seed")
+    assert failure.field == "environment" and failure.reason.startswith("cannot seed a session of the row: the server rejected the request: the row does not fit Seed")
     assert "initial_count: Input should be a valid integer" in failure.reason
 
 
