@@ -69,6 +69,9 @@ class ResultsFile:
         try:
             doc = orjson.loads(self.path.read_bytes())
             aggregate, entries = doc["aggregate_scores"], doc["row_scores"]
+            for key, value in (("aggregate_scores", aggregate), ("row_scores", entries)):
+                if not isinstance(value, list):  # a string's characters or a dict's keys were taken for rows
+                    raise TypeError(f"{key} is {orjson.dumps(value).decode()[:40]}, not a list")
             names = tuple(str(a["name"]) for a in aggregate)
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
             raise InvalidInputError(f"{self.path.name} is not a scorer results file (aggregate_scores, row_scores): {exc}") from None
@@ -119,7 +122,7 @@ class ResultsFile:
         if params.get("failed") in ("1", "0"):
             keep &= d.failed == (params["failed"] == "1")
         if limit < 1 or limit > MAX_PAGE or offset < 0:
-            raise InvalidInputError("bad page", [FieldViolation("limit", f"limit 1..{MAX_PAGE}, offset >= 0")])
+            raise InvalidInputError("bad page", [FieldViolation("limit" if offset >= 0 else "offset", f"limit 1..{MAX_PAGE}, offset >= 0")])
         kept = np.flatnonzero(keep)
         rows = []
         for i in kept[offset : offset + limit].tolist():
