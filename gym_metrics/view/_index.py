@@ -264,7 +264,8 @@ def _read_verdicts(path: Path) -> tuple[np.ndarray, np.ndarray]:
                 task, rollout, verdict = row["_ng_task_index"], row["_ng_rollout_index"], VERDICTS.index(row["verdict"])
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                 continue
-            if isinstance(task, int) and isinstance(rollout, int) and 0 <= rollout < 1 << 24 and verdict:
+            if isinstance(task, int) and isinstance(rollout, int) and abs(task) < 1 << 39 and 0 <= rollout < 1 << 24 and verdict:
+                # past what a (task, rollout) key holds: that line alone is skipped (it overflowed int64 and hid every verdict)
                 tasks.append(task)
                 rollouts.append(rollout)
                 codes.append(verdict)
