@@ -360,6 +360,8 @@ class WirePool:
                 heard.append(conn.heard_at)
             if conn.reusable():
                 self._idle.append(conn)
+            else:  # bytes past its answer, or not kept alive: closed, not left open unowned
+                conn.close()
             return answer
 
     def _idle_connection(self) -> _Connection | None:
@@ -367,6 +369,7 @@ class WirePool:
             conn = self._idle.pop()
             if conn.reusable():
                 return conn
+            conn.close()  # closed by its server, or sent bytes nobody asked for
         return None
 
     async def _wait_for_room(self, size: int, deadline: Deadline) -> None:
@@ -404,8 +407,9 @@ def _keeps_alive(head: bytes, fields: dict[str, str]) -> bool:
 def _head(head: bytes) -> tuple[int, dict[str, str]]:
     """The status and lower-cased headers of an answer's head (through the blank line)."""
     status_line, *header_lines = head[:-4].decode("latin-1").split("\r\n")
-    version, code, *_ = status_line.split(" ", 2)
-    if not version.startswith("HTTP/1."):
+    version, _, rest = status_line.partition(" ")
+    code = rest.split(" ", 1)[0]
+    if not version.startswith("HTTP/1.") or not (len(code) == 3 and code.isdigit()):
         raise ValueError(f"not an HTTP/1.x answer: {status_line[:80]!r}")
     fields: dict[str, str] = {}
     for line in header_lines:
