@@ -1,8 +1,11 @@
 """Rollout health (issue 40 item 1): `gym-metrics health` writes, file for file and byte for byte,
 what NeMo Gym 0.7.0's `run_health_checks` writes over the same rollout files
 (tests/data/health: clean, without trajectories, one fault per task tripping 13 of the 14
-checks, the faults with two checks ignored, and a trajectory breaking each rule of NeMo Gym's
-TrajectoryRecord schema in turn; recorded by scripts/make_nemo_health_reference.py)."""
+checks, the faults with two checks ignored, a trajectory breaking each rule of NeMo Gym's
+TrajectoryRecord schema in turn, and the shapes a trajectory reads as only once validated and
+dumped (numeric strings, a model_ref's other keys, a payload too deep) or whose references,
+gaps, call order and cut generations decide a verdict; recorded by
+scripts/make_nemo_health_reference.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from gym_metrics.health import CHECKS, check_health
 
 DATA = (Path(__file__).parents[1] / "data" / "health").resolve()
 IGNORED = ["model_call_failed", "rollout_ended_on_failed_model_call"]
-RUNS = [("clean", ()), ("no_trajectory", ()), ("faults", ()), ("faults.ignored", IGNORED), ("schema", ())]
+RUNS = [("clean", ()), ("no_trajectory", ()), ("faults", ()), ("faults.ignored", IGNORED), ("schema", ()), ("shapes", ())]
 
 
 @pytest.mark.parametrize(("name", "ignored"), RUNS, ids=[r[0] for r in RUNS])

@@ -4,7 +4,9 @@ unreadable), references bound by response id as well as by call id, the contradi
 the runaway rule's content test (a check that raises is a finding), the unordered failure rule
 and the checks left unobserved without their evidence. One real rollouts file through
 `gym-metrics health`; each row's verdict line is checked (tests/data/health/NEMO_GYM_BEHAVIOUR.md
-says why each is NeMo Gym's)."""
+says why each is NeMo Gym's). These rows, run through NeMo Gym 0.7.0's run_health_checks, get
+these very verdict lines; tests/data/health/shapes.jsonl holds the same shapes on a collected
+row, with NeMo Gym's reports recorded beside it (test_health.py compares ours to them)."""
 
 from __future__ import annotations
 
