@@ -31,7 +31,7 @@ from gym_metrics._transport.server._server import (
     load_env,
     start_server,
 )
-from gym_metrics.errors import FieldViolation, GymMetricsError, InvalidInputError
+from gym_metrics.errors import ExitCode, FieldViolation, GymMetricsError, InvalidInputError
 from gym_metrics.environments import SimpleResourcesServer
 
 log = logging.getLogger("gym_metrics.server")
@@ -250,9 +250,9 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
         raise error
     failed = [p for p in group.procs if p.exitcode != 0]
     if failed:
-        raise GymMetricsError(
-            "gym-metrics workers failed: " + ", ".join(f"{p.name} (exit code {p.exitcode})" for p in failed)
-        )
+        error = GymMetricsError("gym-metrics workers failed: " + ", ".join(f"{p.name} (exit code {p.exitcode})" for p in failed))
+        error.exit_code = ExitCode.FAILED  # type: ignore[attr-defined]  # a worker died serving (killed, crashed): not bad input
+        raise error
 
 
 @dataclasses.dataclass(frozen=True)
