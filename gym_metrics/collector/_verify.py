@@ -360,10 +360,5 @@ def _answers(client: ResourcesClient, requests: AsyncIterator[tuple[str, list[Ve
 
 
 async def _whole(client: ResourcesClient, requests: AsyncIterator[tuple[str, list[VerifyInput]]]) -> AsyncIterator[VerifiedPart]:
-    columns = getattr(client, "verify_batch_columns", None)
-    if columns is not None:
-        async for batch_id, verified in columns(requests):
-            yield VerifiedPart(batch_id, range(len(verified)), verified, True)
-        return
     async for batch_id, outcomes in client.verify_batches(requests):
         yield VerifiedPart(batch_id, range(len(outcomes)), VerifiedBatch.from_outcomes(outcomes), True)
