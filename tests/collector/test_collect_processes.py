@@ -112,6 +112,31 @@ def test_a_killed_shard_is_started_again_and_resumes_its_file(math_port: int, re
         procs.kill_all()
 
 
+def test_a_shard_sigtermed_alone_stops_the_run_as_an_interrupt_and_resumes(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
+    """A shard stopped by SIGTERM (exit 143) was asked to stop, not crashed: the run stops at
+    once as interrupted (130), the other shard with it, not started again; --resume finishes."""
+    ref, src = reference
+    out = tmp_path / "out.jsonl"
+    procs = Procs()
+    try:
+        with ScriptedPolicyServer(answer, delay_s=0.05) as policy:
+            run = procs.start(collect_args(math_port, policy, "chat", src, out, "--processes", "2"), tmp_path / "run.log", tmp_path)
+            shard = out.with_name(f".{out.name}.shards") / "0-of-2.jsonl"
+            wait_until(lambda: shard.exists() and line_count(shard) >= 10 and len(shard_pids(out)) == 2)
+            os.kill(shard_pids(out)["0/2"], signal.SIGTERM)
+            code = run.wait(timeout=60)
+            log = (tmp_path / "run.log").read_text()
+            assert code == 130 and "starting it again" not in log, log
+            wait_until(lambda: not shard_pids(out), timeout=10)
+            assert not metrics_of(out).exists()
+            resumed = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", "2", "--resume"),
+                                     capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert_same_as(ref, out)
+    finally:
+        procs.kill_all()
+
+
 def test_a_killed_run_resumes_and_a_one_process_output_is_taken_up(math_port: int, reference: tuple[Path, Path], tmp_path: Path) -> None:  # noqa: F811
     ref, src = reference
     procs = Procs()
