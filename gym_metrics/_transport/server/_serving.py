@@ -250,9 +250,13 @@ def _serve_workers(env: SimpleResourcesServer, config: ServerConfig, workers: in
         raise error
     failed = [p for p in group.procs if p.exitcode != 0]
     if failed:
-        error = GymMetricsError("gym-metrics workers failed: " + ", ".join(f"{p.name} (exit code {p.exitcode})" for p in failed))
-        error.exit_code = ExitCode.FAILED  # type: ignore[attr-defined]  # a worker died serving (killed, crashed): not bad input
-        raise error
+        raise WorkersFailedError("gym-metrics workers failed: " + ", ".join(f"{p.name} (exit code {p.exitcode})" for p in failed))
+
+
+class WorkersFailedError(GymMetricsError):
+    """A worker died serving (killed, crashed) or before it was up: a failure, not bad input."""
+
+    exit_code = ExitCode.FAILED
 
 
 @dataclasses.dataclass(frozen=True)
