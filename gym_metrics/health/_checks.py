@@ -19,7 +19,6 @@ from gym_metrics.health._evidence import (
     Bindings,
     Gaps,
     bindings,
-    canonical,
     chains,
     count_of,
     ended_on_failure,
@@ -33,6 +32,7 @@ from gym_metrics.health._evidence import (
     turns,
     usage,
 )
+from gym_metrics.recording import canonical_trajectory
 
 Verdict = Literal["healthy", "unhealthy", "unobserved"]
 TASK = "_ng_task_index"
@@ -249,7 +249,7 @@ def check_rollout(record: dict[str, Any], parse_error: str | None, where: tuple[
     if parse_error:
         found = [finding("record_unreadable", {"reason": "rollout record is unreadable", "error": parse_error}, {"source_file": path, "line": line})]
         return Digest(task, rollout, stage, rollout_id, found if plan.record_unreadable else [], list(plan.unreadable), usage_prompt=use[0], usage_completion=use[1])
-    t, bad_trajectory = canonical(raw) if raw is not None else (None, None)
+    t, bad_trajectory = canonical_trajectory(raw) if raw is not None else (None, None)
     gaps = Gaps(t["gaps"] if t is not None else [])
     if t is None or gaps.has(("trajectory_projection_failed",)):
         found = [finding("record_unreadable", {"reason": "canonical trajectory is unreadable", "error": bad_trajectory})] if bad_trajectory and plan.record_unreadable else []

@@ -12,7 +12,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from gym_metrics.recording._trajectory_schema import Trajectory
 
 _TOOL_CALL_TYPES = frozenset({
     "function_call", "tool_call", "tool_use", "mcp_call", "mcp_list_tools", "mcp_approval_request", "file_search_call",
@@ -234,14 +233,3 @@ def ended_on_failure(chain: Sequence[dict[str, Any]]) -> bool:
     if any(c.get("started_at") is None for c in chain):
         return False
     return failed(in_time(chain)[-1])
-
-
-
-def canonical(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """A row's `ng_trajectory` validated as a TrajectoryRecord 1.0 and dumped back to JSON-mode
-    dicts, as NeMo Gym's checks read it; or why not, as NeMo Gym reports it (the exception's name:
-    ValidationError, or ValueError for a payload nested too deep to dump)."""
-    try:
-        return Trajectory.model_validate(raw).model_dump(mode="json"), None
-    except Exception as exc:  # NeMo Gym names whatever validation or the dump raised
-        return None, type(exc).__name__

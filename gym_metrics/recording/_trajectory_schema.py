@@ -166,3 +166,13 @@ def trajectory_error(raw: Any, *, strict: bool = False) -> str | None:
         where = ".".join(str(p) for p in first["loc"])
         return f"{where}: {first['msg']}" if where else first["msg"]
     return None
+
+
+def canonical_trajectory(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """A row's `ng_trajectory` validated as a TrajectoryRecord 1.0 and dumped back to JSON-mode
+    dicts, as NeMo Gym's health checks read it; or why not, as NeMo Gym reports it (the
+    exception's name: ValidationError, or ValueError for a payload nested too deep to dump)."""
+    try:
+        return Trajectory.model_validate(raw).model_dump(mode="json"), None
+    except Exception as exc:  # NeMo Gym names whatever validation or the dump raised
+        return None, type(exc).__name__

@@ -11,8 +11,6 @@ import textwrap
 
 import pytest
 
-pytest.importorskip("resource")
-
 CODE = textwrap.dedent("""
     import resource, sys
     from gym_metrics._util.limits import ensure_open_files
