@@ -124,14 +124,7 @@ def test_a_shard_sigtermed_alone_stops_the_run_as_an_interrupt_and_resumes(math_
             shard = out.with_name(f".{out.name}.shards") / "0-of-2.jsonl"
             wait_until(lambda: shard.exists() and line_count(shard) >= 10 and len(shard_pids(out)) == 2)
             os.kill(shard_pids(out)["0/2"], signal.SIGTERM)
-            code = run.wait(timeout=60)
-            log = (tmp_path / "run.log").read_text()
-            assert code == 130 and "starting it again" not in log, log
-            wait_until(lambda: not shard_pids(out), timeout=10)
-            assert not metrics_of(out).exists()
-            resumed = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", "2", "--resume"),
-                                     capture_output=True, text=True, timeout=120)  # fmt: skip
-            assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+            stops_then_resumes(run, 130, collect_args(math_port, policy, "chat", src, out, "--processes", "2", "--resume"), tmp_path)
         assert_same_as(ref, out)
     finally:
         procs.kill_all()
@@ -276,6 +269,20 @@ def test_what_processes_refuse(math_port: int, reference: tuple[Path, Path], tmp
         assert again.returncode == 2 and "--reverify-failed runs in one process" in again.stderr
 
 
+def stops_then_resumes(run: Any, code: int, resume: list[str], tmp_path: Path, since: float | None = None) -> None:
+    """The stopped run exits `code` (within 15 s of `since`), no shard started again or left,
+    no metrics file; then `resume` (the same command with --resume) finishes it."""
+    got = run.wait(timeout=60)
+    took = 0.0 if since is None else time.monotonic() - since
+    log = (tmp_path / "run.log").read_text()
+    assert got == code and "starting it again" not in log and took < 15, (took, log)
+    out = Path(resume[resume.index("--output") + 1])
+    wait_until(lambda: not shard_pids(out), timeout=10)
+    assert not metrics_of(out).exists()
+    resumed = subprocess.run(resume, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+
+
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 def test_an_interrupted_run_stops_its_shards_at_once_and_resumes(math_port: int, reference: tuple[Path, Path], tmp_path: Path, how: str) -> None:  # noqa: F811
     """Ctrl-C reaches the whole process group: a shard that exits 130 was taken for a crash and
@@ -294,16 +301,8 @@ def test_an_interrupted_run_stops_its_shards_at_once_and_resumes(math_port: int,
                 os.killpg(run.pid, signal.SIGINT)
             else:
                 run.send_signal(signal.SIGTERM)
-            code = run.wait(timeout=30)
-            took = time.monotonic() - stopped
-            log = (tmp_path / "run.log").read_text()
-            assert code == (130 if how == "ctrl-c" else 143), log
-            assert "starting it again" not in log and took < 15, (took, log)
-            wait_until(lambda: not shard_pids(out), timeout=10)
-            assert not metrics_of(out).exists()
-            resumed = subprocess.run(collect_args(math_port, policy, "chat", src, out, "--processes", "2", "--resume"),
-                                     capture_output=True, text=True, timeout=120)  # fmt: skip
-            assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+            stops_then_resumes(run, 130 if how == "ctrl-c" else 143, collect_args(math_port, policy, "chat", src, out, "--processes", "2", "--resume"),
+                               tmp_path, since=stopped)  # fmt: skip
             assert_same_as(ref, out)
     finally:
         procs.kill_all()
