@@ -275,14 +275,13 @@ def rollout_to_atif(
     for i, invocation in enumerate(trajectory.get("invocations") or []):
         check_items(invocation.get("conversation"), f"ng_trajectory.invocations[{i}].conversation", lenient)
         refs_known(invocation.get("model_calls"), f"ng_trajectory.invocations[{i}].model_calls")
+        check_shapes(invocation.get("conversation"), f"ng_trajectory.invocations[{i}].conversation")  # as NeMo Gym's typed items validate them
     for i, turn in enumerate(trajectory.get("turns") or []):
         for name in ("question", "answer", "reasoning_content"):
             check_items(turn.get(name), f"ng_trajectory.turns[{i}].{name}", lenient)
         refs_known(turn.get("model_calls"), f"ng_trajectory.turns[{i}].model_calls")
     for i, call in enumerate(trajectory.get("model_calls") or []):
         refs_known([call.get("response_metadata") or {}], f"ng_trajectory.model_calls[{i}].response_metadata", index=False)
-    for i, invocation in enumerate(trajectory.get("invocations") or []):  # as NeMo Gym's typed items validate them
-        check_shapes(invocation.get("conversation"), f"ng_trajectory.invocations[{i}].conversation")
     gaps = trajectory.get("gaps") or []
     if gaps and not lenient:
         raise AtifRefused("ng_trajectory.gaps", "source coverage gaps are not supported by strict export")
