@@ -3,7 +3,7 @@ calls its turns and invocations reference (bound as NeMo Gym binds them), its tu
 usage, and whether a trajectory is one at all.
 
 The checks read the trajectory as NeMo Gym's do: validated as a TrajectoryRecord 1.0 and dumped
-back to JSON-mode dicts (`canonical`), so every field is present, numeric strings are numbers,
+back to JSON-mode dicts (`recording.canonical_trajectory`), so every field is present, numeric strings are numbers,
 a gap's code is a string and a model_ref holds its type and name only."""
 
 from __future__ import annotations
