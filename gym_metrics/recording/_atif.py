@@ -153,7 +153,7 @@ def _steps(trajectory: Mapping[str, Any], invocation: Mapping[str, Any], lenient
             at += 1
             step.update(message=message_content(message, path, True), reasoning_content=reasoning_text(reasoning, f"{path}.reasoning"))
         else:
-            raise AtifRefused(path, f"unsupported conversation item {item_kind(conversation[at])!r}")
+            raise AtifRefused(path, f"unsupported conversation item {_named(conversation[at])}")
         carrier = next((i for i in reversed([*reasoning, *answer]) if "generation_token_ids" in i), None)
         tokens = {k: carrier[k] for k in TOKEN_FIELDS if k in carrier} if carrier else {}
         steps.append(step)
@@ -164,6 +164,16 @@ def _steps(trajectory: Mapping[str, Any], invocation: Mapping[str, Any], lenient
     if not turns:
         raise AtifRefused("ng_trajectory.invocations[0].conversation", "contains no agent output")
     return steps, turns
+
+
+def _named(item: Mapping[str, Any]) -> str:
+    """An item out of place as a refusal names it: its type, or for a message what it is."""
+    kind = item_kind(item)
+    if kind == "input":
+        return f"{item.get('role')!r} message (later system or user turns are not supported)"
+    if kind == "copied":
+        return "'assistant' message that is no answer (copied assistant context is not supported)"
+    return repr(kind)
 
 
 def _apply_turns(trajectory: Mapping[str, Any], turns: list[_AgentStep]) -> set[int]:

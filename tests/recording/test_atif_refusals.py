@@ -74,6 +74,10 @@ REFUSED = [  # (what, base case, change, refusal): NeMo Gym 0.7.0's message, but
     ("a record of another tool", RESPONSES, record(tool_name="other"), f"{CONV}[1]: tool execution 'call_0' has a different tool name"),
     ("a result first", RESPONSES, lambda r, t, c, *_: c.insert(1, {"type": "function_call_output", "call_id": "x", "output": "y"}),
      f"{CONV}[1]: unsupported conversation item 'function_call_output'"),  # NeMo Gym: ... item NeMoGymFunctionCallOutput
+    ("a user message between reasoning and its calls", RESPONSES, lambda r, t, c, *_: c.insert(2, {"type": "message", "role": "user", "content": TEXT}),
+     f"{CONV}[1]: unsupported conversation item 'user' message (later system or user turns are not supported)"),  # NeMo Gym: ... NeMoGymEasyInputMessage
+    ("copied context between reasoning and its calls", RESPONSES, lambda r, t, c, *_: c.insert(2, {"type": "message", "role": "assistant", "content": "x"}),
+     f"{CONV}[1]: unsupported conversation item 'assistant' message that is no answer (copied assistant context is not supported)"),  # NeMo Gym: ... NeMoGymEasyInputMessage (run on both rows)
     ("only a user message", RESPONSES, lambda r, t, c, *_: (c.__delitem__(slice(1, None)), t["tool_calls"].clear()), f"{CONV}: contains no agent output"),
     ("a turn of another invocation", RESPONSES, lambda r, t, c, turns, md: turns[0].update(invocation_id="other"), "ng_trajectory.turns[0].invocation_id: does not match the root invocation"),
     ("a turn number skipped", RESPONSES, lambda r, t, c, turns, md: turns[1].update(turn_no=5), "ng_trajectory.turns[1].turn_no: turns must be ordered sequentially from 1"),
