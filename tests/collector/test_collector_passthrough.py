@@ -149,3 +149,16 @@ async def test_copied_lines_are_the_input_bytes(tmp_path: Path) -> None:
     src = shutil.copy(DATA / "nemo_gym" / "usage.jsonl", tmp_path / "in.jsonl")
     await collect_file(Path(src), tmp_path / "out.jsonl")
     assert (tmp_path / "out.jsonl").read_bytes() == Path(src).read_bytes()
+
+
+async def test_scored_rows_with_perf_blocks_summarise_them_as_the_offline_command(tmp_path: Path) -> None:
+    """Every row passed through (its columns kept in memory, the output not read back): the
+    rows' `ng_perf` blocks are read from the output for the perf summary, as `aggregate` reads them."""
+    rows = [json.loads(line) for line in (DATA / "nemo_gym" / "basic.jsonl").read_text().splitlines() if line.strip()]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({**r, "ng_perf": {"num_turns": i % 3 + 1, "prompt_tokens": 10 + i}}) + "\n" for i, r in enumerate(rows)))
+    result = await collect_file(src, tmp_path / "out.jsonl")
+    assert result.passed_through == len(rows) and result.verified == 0
+    offline, _, _ = aggregate_file(tmp_path / "out.jsonl", tmp_path / "offline.json")
+    assert "perf_summary" in json.loads(offline.read_text())[0]
+    assert result.metrics_path.read_bytes() == offline.read_bytes()
