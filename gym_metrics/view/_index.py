@@ -103,8 +103,14 @@ class _Verdicts:
     codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
 
 
+_ROLLOUT_BITS = 24
+"""A (task, rollout) key is one int64: the rollout in its low bits, the task above them."""
+_KEYED = (1 << (63 - _ROLLOUT_BITS), 1 << _ROLLOUT_BITS)
+"""The largest |task| and rollout (exclusive) a key holds."""
+
+
 def _key(task: np.ndarray, rollout: np.ndarray) -> np.ndarray:
-    return (task.astype(np.int64) << 24) + rollout.astype(np.int64)
+    return (task.astype(np.int64) << _ROLLOUT_BITS) + rollout.astype(np.int64)
 
 
 class RunIndex:
@@ -264,8 +270,8 @@ def _read_verdicts(path: Path) -> tuple[np.ndarray, np.ndarray]:
                 task, rollout, verdict = row["_ng_task_index"], row["_ng_rollout_index"], VERDICTS.index(row["verdict"])
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                 continue
-            if isinstance(task, int) and isinstance(rollout, int) and abs(task) < 1 << 39 and 0 <= rollout < 1 << 24 and verdict:
-                # past what a (task, rollout) key holds: that line alone is skipped (it overflowed int64 and hid every verdict)
+            if isinstance(task, int) and isinstance(rollout, int) and abs(task) < _KEYED[0] and 0 <= rollout < _KEYED[1] and verdict:
+                # a line past what a key holds is skipped alone (it overflowed int64 and hid every verdict)
                 tasks.append(task)
                 rollouts.append(rollout)
                 codes.append(verdict)
