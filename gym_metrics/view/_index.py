@@ -135,14 +135,17 @@ class RunIndex:
 
     def refresh(self, max_bytes: int | None = None) -> Indexed:
         """Index the whole lines written since the last refresh (at most `max_bytes` of them, if
-        given); a file that shrank or was replaced is indexed again from its start."""
+        given); a file that shrank or was replaced is indexed again from its start. A file gone
+        raises FileNotFoundError, its rows dropped."""
         with self._lock:
             snap = self._snapshot
             try:
                 stat = self.path.stat()
-                size, inode = stat.st_size, stat.st_ino
-            except FileNotFoundError:
-                size, inode = 0, None
+            except FileNotFoundError:  # gone: its rows go (they cannot be opened), and the run says why
+                self._snapshot = self._with_verdicts(Indexed(Columns.empty(), (), np.zeros(1, np.int64)))
+                self._inode, self._first, self._last = None, b"", b""
+                raise
+            size, inode = stat.st_size, stat.st_ino
             if size < snap.size or inode != self._inode or (snap.size and (self._head(len(self._first)) != self._first or self._tail_of(snap.size) != self._last)):
                 # it shrank, or another file stands under that name, or was written over in place: read it afresh
                 snap = self._snapshot = Indexed(Columns.empty(), (), np.zeros(1, np.int64))

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from gym_metrics.cli import main
-from gym_metrics.report._episode import episode, is_error
+from gym_metrics.report._episode import MAX_ITEMS, episode, is_error
 
 
 def _row(task: int, response: Any, params: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -100,3 +100,15 @@ def test_chat_completions_with_reasoning_and_malformed_calls(tmp_path: Path, cap
 def test_an_error_output_is_json_with_an_error() -> None:
     assert is_error('{"error": "boom"}') and not is_error('{"error": broken') and not is_error('{"error": ""}')
     assert not is_error('["error"]') and not is_error('{"ok": "error"}')
+
+
+def test_a_long_trajectory_is_cut_and_says_how_much(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompt = {"input": [{"role": "user", "content": f"q{i}"} for i in range(3)]}
+    calls = [{"type": "function_call", "call_id": f"c{i}", "name": "f", "arguments": "{}"} for i in range(250)]
+    many_prompts = {"input": [{"role": "user", "content": f"p{i}"} for i in range(MAX_ITEMS + 7)]}
+    shown = _report(tmp_path, [_row(0, {"output": calls}, prompt), _row(1, {"output": calls[:2]}, many_prompts)], capsys)
+    budget = MAX_ITEMS - 3
+    assert shown[0].count(" call f ") == budget and f" call f c{budget - 1} " in shown[0] and f"c{budget} " not in shown[0]
+    assert shown[0].endswith(f"{250 - budget} more items not shown.")
+    assert shown[1].count("user p") == MAX_ITEMS and " call f " not in shown[1]
+    assert shown[1].endswith("9 more items not shown.")  # 7 prompt items and both calls

@@ -271,6 +271,20 @@ def test_a_file_that_cannot_be_read_does_not_stop_the_others(tmp_path: Path) -> 
         until(lambda: (r := get(v.url + "api/runs")["runs"][0])["error"] is None and [x["name"] for x in r["agents"]] == ["y"])
 
 
+def test_a_file_removed_while_viewed_says_so_and_comes_back(tmp_path: Path) -> None:
+    """It showed as an empty run with no word of why (its rows dropped silently)."""
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps(row("x", 0, 0, 1.0)) + "\n" + json.dumps(row("x", 1, 0, 0.0)) + "\n")
+    with Viewer([path]) as v:
+        loaded(v, 2)
+        path.unlink()
+        run = until(lambda: (r := get(v.url + "api/runs")["runs"][0])["error"] and r)
+        assert run["rows"] == 0 and "FileNotFoundError" in run["error"] and "run.jsonl" in run["error"]
+        assert get(v.url + "api/runs/0/rows?limit=50")["rows"] == []
+        path.write_text(json.dumps(row("y", 3, 0, 1.0)) + "\n")
+        run = until(lambda: (r := get(v.url + "api/runs")["runs"][0])["error"] is None and r["rows"] == 1 and r)
+        assert [a["name"] for a in run["agents"]] == ["y"]
+
 def test_a_finished_file_without_a_final_newline_infinite_rewards_and_a_cut_emoji(tmp_path: Path) -> None:
     """Its last row was never shown ("reading 67%" for ever); an infinite reward was counted as
     passing and made the mean null where the metrics file leaves it out; a row holding a lone
