@@ -597,6 +597,21 @@ def perf_blocks() -> list[Row]:
     return rows
 
 
+
+@case
+def perf_non_finite() -> list[Row]:
+    """`ng_perf` blocks holding NaN (the literal Python writers emit) in the fields the summary
+    reads: NeMo Gym's route gets them as null (its client sends rows through orjson) and leaves
+    them out; a NaN turn count or completion count leaves the rollout out of tokens per turn.
+    Found by scripts/fuzz_nemo_aggregate.py (gym-metrics failed on it: statistics.pstdev of a NaN)."""
+    rows = []
+    for t, r in grid(3, 3):
+        k = t * 3 + r
+        perf = {"num_turns": [2, NAN, 1][k % 3], "num_tool_calls": k % 2, "token_observability_coverage": [1.0, NAN][k % 2],
+                "prompt_tokens": 10 + k, "completion_tokens": [NAN, 7 + k][k % 4 != 1], "total_latency_ms": [125.5 * k, NAN][k % 5 == 2]}
+        rows.append(row("nan_perf", t, r, reward=float(k % 2), ng_perf=perf))
+    return rows
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests/data/nemo_gym_extra")

@@ -9,7 +9,8 @@ summary), for the agent's entry in the metrics file. No rollout with one: no sum
   `reasoning_tokens`) some rollout reports: its mean, median and total; `num_turns`: mean,
   median, population std, min, p90, max; completion tokens per turn: mean and median;
   `total_latency_ms`: p50, p90, p99 (linear between ranks) and mean. A value counts when it is
-  a JSON number (true and false count as 1 and 0, as there).
+  a JSON number (true and false count as 1 and 0, as there); NaN and infinities do not (they
+  reach NeMo Gym's route as null).
 
 The blocks come from the rows (`gym_metrics.rollouts.perf_blocks`: read from the file only when a
 row holds one).
@@ -20,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -39,10 +40,10 @@ def perf_summary(records: Sequence[Mapping[str, Any]], total: int) -> dict[str, 
     for record in records:  # one pass: a million blocks are read in well under a second
         for key, value in record.items():
             held = values.get(key)
-            if held is not None and isinstance(value, (int, float)):
+            if held is not None and _counts(value):
                 held.append(value)
         turns, tokens = record.get("num_turns"), record.get("completion_tokens")
-        if isinstance(turns, (int, float)) and isinstance(tokens, (int, float)) and turns > 0:
+        if _counts(turns) and _counts(tokens) and turns > 0:
             per_turn.append(tokens / turns)
     covered = sum(1 for c in values["token_observability_coverage"] if c > 0)
     out: dict[str, Any] = {"overall_observability_coverage": len(records) / total, "token_observability_coverage": covered / total}
@@ -59,6 +60,12 @@ def perf_summary(records: Sequence[Mapping[str, Any]], total: int) -> dict[str, 
         out.update({f"total_latency_p{q}_ms": _quantile(latency, q) for q in (50, 90, 99)})
         out["total_latency_mean_ms"] = statistics.fmean(latency)
     return out
+
+
+def _counts(value: Any) -> TypeGuard[float]:
+    """A JSON number as NeMo Gym's route receives it: NaN and infinities reach it as null (its
+    client sends the rows through orjson), so they count as absent here, as there."""
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _total(values: list[Any]) -> Any:

@@ -34,6 +34,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from gym_metrics.aggregate import ADDED_AGENT_METRICS, aggregate_file
@@ -205,6 +206,21 @@ def test_rollout_info_quirks_are_reproduced(tmp_path: Path) -> None:
     usage = run_ours(DATA / "nemo_gym_extra" / "usage_clash.jsonl", tmp_path)[0]
     assert usage["group_level_metrics"][0]["mean/total_tokens"] == 116.0  # the stats: usage's 111 and 121
 
+
+
+def test_quantiles_of_integers_far_apart_stay_within_their_values(tmp_path: Path) -> None:
+    """A deliberate difference (docs/metrics.md#aggregate-differences): NeMo Gym's pandas
+    interpolates p25 of int64 values 2**63 or more apart in int64 and overflows (-1.04e19 here,
+    below the minimum: scripts/fuzz_nemo_aggregate.py found it); here in float64."""
+    values = [-(2**63) + 1, 2**62]
+    rows = [{"agent_ref": {"name": "a"}, "_ng_task_index": t, "_ng_rollout_index": r, "reward": 1.0, "n": values[t]}
+            for t in range(2) for r in range(2)]  # fmt: skip
+    src = tmp_path / "far.jsonl"
+    src.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out, _, _ = aggregate_file(src)
+    first_repeat = load_json(out)[0]["repeat_level_metrics"][0]
+    assert first_repeat["p25/n"] == float(np.percentile(np.array(values, dtype=np.float64), 25)) == -5.764607523034235e18
+    assert min(values) <= first_repeat["p25/n"] <= first_repeat["p75/n"] <= max(values)
 
 # --- the comparison itself must be able to fail ------------------------------------------
 
