@@ -15,7 +15,7 @@ A tool for producing test data, run in a throwaway nemo-gym venv:
   to the engine (its converter, then `_preprocess_chat_completion_create_params`: the request's
   `metadata.extra_body` and `metadata.chat_template_kwargs` applied), model "m";
 - answers: each chat completion of ANSWERS through `chat_completion_to_response(request,
-  NeMoGymChatCompletion(**completion))`, dumped `model_dump(mode="json")`, with the ids NeMo Gym
+  NeMoGymChatCompletion(**completion))`, dumped `model_dump(mode="json", by_alias=True)`, with the ids NeMo Gym
   makes from uuid4 (`resp_`, `msg_`, `rs_`) replaced by "<id>".
 
 Written to tests/data/nemo_gym_chat/conversions.json.
@@ -115,6 +115,16 @@ REQUESTS: dict[str, dict[str, Any]] = {
                   {"type": "custom", "name": "note", "format": {"type": "text"}}, {"type": "custom", "name": "plain"}],
         "tool_choice": {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "lookup"}, {"type": "custom", "name": "patch"}]},
     },
+    "a leading developer message without content, folded into instructions": {"instructions": "Rules.", "input": [{"role": "developer", "content": None}, {"role": "user", "content": "Hi"}]},
+    "an assistant input_text part's refusal is not read": {"input": [{"role": "assistant", "content": [{"type": "input_text", "text": "x", "refusal": "y"}]}]},
+    "a user message of parts with a status: its phase dropped": {"input": [{"type": "message", "role": "user", "status": "completed", "phase": "final_answer",
+                                                                              "content": [{"type": "input_text", "text": "Hi"}]}]},  # fmt: skip
+    "error: a developer message's video": {"input": [{"role": "developer", "content": [{"type": "input_video", "video_url": "https://example.com/a.mp4"}]}, {"role": "user", "content": "Hi"}]},
+    "error: a tool message's image": {"input": [{"role": "tool", "tool_call_id": "call_1", "content": [{"type": "input_image", "image_url": IMAGE}]}]},
+    "error: a user message without content": {"input": [{"role": "user"}]},
+    "error: an assistant part of a file": {"input": [{"role": "assistant", "content": [{"type": "input_file", "text": "x"}]}]},
+    "error: a chat-shaped call's arguments as an object": {"input": [{"role": "assistant", "content": None,
+        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": {"key": "a"}}}]}]},  # fmt: skip
     "error: previous_response_id": {"input": "Hi", "previous_response_id": "resp_0"},
     "error: an image by file id": {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file_1", "detail": "auto"}]}]},
     "error: a hosted tool's item": {"input": [{"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "x"}}]},
@@ -134,26 +144,31 @@ ANSWERS: dict[str, dict[str, Any]] = {
     "a refusal": {"content": None, "refusal": "I can't.", "finish_reason": "stop"},
     "cut at the length limit": {"content": "The answer is", "finish_reason": "length"},
     "filtered": {"content": "", "finish_reason": "content_filter"},
+    "usage details by the providers' other names": {"content": "ok", "finish_reason": "stop", "usage": {
+        "prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18, "prompt_tokens_details": {"cached_tokens": -1}, "cached_input_tokens": 4, "reasoning_output_tokens": 6}},
 }
-ANSWER_REQUEST = {"input": "Hi", "model": "policy", "tools": [TOOL], "tool_choice": "auto", "temperature": 0.7, "max_output_tokens": 32}
+ANSWER_REQUEST = {"input": "Hi", "model": "policy", "tools": [TOOL], "tool_choice": "auto", "temperature": 0.7, "max_output_tokens": 32, "service_tier": "auto", "top_logprobs": 2}
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 20,
          "prompt_tokens_details": {"cached_tokens": 3}, "completion_tokens_details": {"reasoning_tokens": 2}}  # fmt: skip
 
 
 def convert_requests() -> dict[str, Any]:
-    from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
     from nemo_gym.responses_converter import ResponsesConverter
 
     converter = ResponsesConverter(return_token_id_information=False)
-    out: dict[str, Any] = {}
-    for name, request in REQUESTS.items():
-        try:
-            params = NeMoGymResponseCreateParamsNonStreaming(**json.loads(json.dumps(request)))
-            chat = converter.responses_to_chat_completion_create_params(params)
-            out[name] = {"request": request, "chat": chat.model_dump(mode="json", exclude_unset=True)}
-        except Exception as exc:  # noqa: BLE001
-            out[name] = {"request": request, "error": type(exc).__name__, "message": str(exc)}
-    return out
+    return {name: {"request": request, **chat_body(converter, request)} for name, request in REQUESTS.items()}
+
+
+def chat_body(converter: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """`{"chat": body}` for one Responses request, or `{"error": type, "message": text}` when
+    NeMo Gym refuses it (its request validation or its converter)."""
+    from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
+
+    try:
+        params = NeMoGymResponseCreateParamsNonStreaming(**json.loads(json.dumps(request)))
+        return {"chat": converter.responses_to_chat_completion_create_params(params).model_dump(mode="json", exclude_unset=True)}
+    except Exception as exc:  # noqa: BLE001
+        return {"error": type(exc).__name__, "message": str(exc)}
 
 
 METADATA_REQUESTS: dict[str, dict[str, Any]] = {
@@ -165,36 +180,52 @@ METADATA_REQUESTS: dict[str, dict[str, Any]] = {
 }
 
 
-def vllm_bodies() -> dict[str, Any]:
-    from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
+def vllm_server(token_ids: bool = False) -> Any:
+    """NeMo Gym's vLLM model server (not started), model "m", no reasoning parser; `token_ids`:
+    it asks for token IDs (`return_token_id_information`, `request_prompt_and_generation_token_ids`)."""
     from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
 
-    config = VLLMModelConfig(host="127.0.0.1", port=1, entrypoint="app.py", name="policy_model", base_url=["http://127.0.0.1:9/v1"],
-                             api_key="k", model="m", return_token_id_information=False, uses_reasoning_parser=False)  # fmt: skip
-    server = VLLMModel.model_construct(config=config, server_client=None)
-    out: dict[str, Any] = {}
-    for name, request in METADATA_REQUESTS.items():
-        params = NeMoGymResponseCreateParamsNonStreaming(**request)
-        chat = server._converter.responses_to_chat_completion_create_params(params).model_dump(mode="json", exclude_unset=True)
-        out[name] = {"request": request, "body": server._preprocess_chat_completion_create_params(None, chat)}
-    return out
+    config = VLLMModelConfig(host="127.0.0.1", port=1, entrypoint="app.py", name="policy_model", base_url=["http://127.0.0.1:9/v1"], api_key="k", model="m",
+                             return_token_id_information=token_ids, request_prompt_and_generation_token_ids=token_ids, uses_reasoning_parser=False)  # fmt: skip
+    return VLLMModel.model_construct(config=config, server_client=None)
+
+
+def vllm_body(server: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """The body `server` sends the engine for one Responses request: its converter, then its
+    `_preprocess_chat_completion_create_params`."""
+    from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
+
+    params = NeMoGymResponseCreateParamsNonStreaming(**request)
+    chat = server._converter.responses_to_chat_completion_create_params(params).model_dump(mode="json", exclude_unset=True)
+    return server._preprocess_chat_completion_create_params(None, chat)
+
+
+def vllm_bodies() -> dict[str, Any]:
+    server = vllm_server()
+    return {name: {"request": request, "body": vllm_body(server, request)} for name, request in METADATA_REQUESTS.items()}
 
 
 def convert_answers() -> dict[str, Any]:
-    from nemo_gym.openai_utils import NeMoGymChatCompletion, NeMoGymResponseCreateParamsNonStreaming
     from nemo_gym.responses_converter import ResponsesConverter
 
     converter = ResponsesConverter(return_token_id_information=False)
-    request = NeMoGymResponseCreateParamsNonStreaming(**ANSWER_REQUEST)
     out: dict[str, Any] = {}
     for name, spec in ANSWERS.items():
-        message = {"role": "assistant", **{k: v for k, v in spec.items() if k != "finish_reason"}}
+        message = {"role": "assistant", **{k: v for k, v in spec.items() if k not in ("finish_reason", "usage")}}
         completion = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": "served-model",
-                      "choices": [{"index": 0, "message": message, "finish_reason": spec["finish_reason"]}], "usage": USAGE}  # fmt: skip
-        response = converter.chat_completion_to_response(request, NeMoGymChatCompletion(**completion))
-        dumped = json.loads(re.sub(r'"(resp|msg|rs)_[0-9a-f]{32}"', '"<id>"', json.dumps(response.model_dump(mode="json"))))
-        out[name] = {"completion": completion, "response": dumped}
+                      "choices": [{"index": 0, "message": message, "finish_reason": spec["finish_reason"]}], "usage": spec.get("usage", USAGE)}  # fmt: skip
+        out[name] = {"completion": completion, "response": answer_response(converter, ANSWER_REQUEST, completion)}
     return out
+
+
+def answer_response(converter: Any, request: dict[str, Any], completion: dict[str, Any]) -> dict[str, Any]:
+    """NeMo Gym's Responses answer for one chat completion of `request`, dumped, its uuid ids
+    (`resp_`, `msg_`, `rs_`) "<id>"."""
+    from nemo_gym.openai_utils import NeMoGymChatCompletion, NeMoGymResponseCreateParamsNonStreaming
+
+    response = converter.chat_completion_to_response(NeMoGymResponseCreateParamsNonStreaming(**request), NeMoGymChatCompletion(**completion))
+    dumped = response.model_dump(mode="json", by_alias=True)  # as its server answers (a JSON schema's `schema`, not `schema_`)
+    return json.loads(re.sub(r'"(resp|msg|rs)_[0-9a-f]{32}"', '"<id>"', json.dumps(dumped)))
 
 
 def main() -> int:

@@ -65,6 +65,8 @@ def _to_chat(request: Mapping[str, Any], token_ids: bool) -> dict[str, Any]:
         while messages and messages[0]["role"] in ("system", "developer"):
             leading.append(text_of(messages.pop(0)["content"]))
         messages.insert(0, {"content": "\n\n".join(leading), "role": "system"})
+    for message in messages:
+        _check_content(message)
     body["messages"] = messages
     if "max_output_tokens" in given:
         given["max_tokens"] = given.pop("max_output_tokens")
@@ -121,16 +123,18 @@ class _Turn:
             raise ChatConversionError(f"{kind!r} items have no Chat Completions representation; use a Responses API endpoint")
 
     def _message(self, item: dict[str, Any]) -> None:
-        if item.get("phase") is not None:
-            raise ChatConversionError("a message's phase has no Chat Completions representation")
         role, content = item.get("role"), item.get("content")
+        if item.get("phase") is not None and not _phase_dropped(item):
+            raise ChatConversionError("a message's phase has no Chat Completions representation")
         if role == "assistant":
             self.open = True
             if isinstance(content, list):
                 for part in content:
-                    text, refusal = part.get("text"), part.get("refusal")
+                    kind = part.get("type")
+                    text = part.get("text") if kind not in _INPUT_PARTS or kind == "input_text" else None
+                    refusal = part.get("refusal") if kind not in _INPUT_PARTS else None
                     if not isinstance(text, str) and not isinstance(refusal, str):
-                        raise ChatConversionError(f"assistant content part {part.get('type')!r} has no Chat Completions representation")
+                        raise ChatConversionError(f"assistant content part {kind!r} has no Chat Completions representation")
                     self.content += text if isinstance(text, str) else ""
                     self.refusal += refusal if isinstance(refusal, str) else ""
             elif isinstance(content, str):
@@ -168,8 +172,42 @@ class _Turn:
         return self.messages
 
 
+def _check_content(message: Mapping[str, Any]) -> None:
+    """What chat requires of a message's content, as NeMo Gym's check of the chat request
+    refuses it (after the leading system messages are folded into `instructions`, which takes
+    only their text): a string or a list of parts, and in a system, developer or tool message
+    text parts only; a tool message's tool_call_id is a string."""
+    role, content = message["role"], message["content"]
+    if role == "assistant":
+        return
+    if not isinstance(content, (str, list)):
+        raise ChatConversionError(f"a {role} message's content must be a string or a list of parts, got {type(content).__name__}")
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        raise ChatConversionError(f"a tool message's tool_call_id must be a string, got {type(message.get('tool_call_id')).__name__}")
+    media = sorted({p["type"] for p in content if p["type"] != "text"}) if isinstance(content, list) else []
+    if media and role != "user":
+        raise ChatConversionError(f"a {role} message cannot carry {media} parts in Chat Completions")
+
+
 def _call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """A chat tool call; its id, name and arguments are text in chat (NeMo Gym's request check
+    refuses others, e.g. arguments given as an object)."""
+    for field, value in (("id", call_id), ("name", name), ("arguments", arguments)):
+        if not isinstance(value, str):
+            raise ChatConversionError(f"a tool call's {field} must be a string, got {type(value).__name__}")
     return {"id": call_id, "function": {"arguments": arguments, "name": name}, "type": "function"}
+
+
+_INPUT_PARTS = ("input_text", "input_image", "input_file", "input_audio", "input_video")
+"""The input content part types: none has a `refusal`, and only input_text a `text` (NeMo Gym's
+request check drops the others given), so in an assistant message an image, file, audio or video part
+carries nothing chat can hold, and is refused."""
+
+
+def _phase_dropped(item: Mapping[str, Any]) -> bool:
+    """A user, system or developer message with a list of parts and a status is NeMo Gym's
+    `Message` item, whose type has no `phase`: it is dropped, not refused."""
+    return item.get("role") in ("user", "system", "developer") and isinstance(item.get("content"), list) and item.get("status") in ("in_progress", "completed", "incomplete")
 
 
 def _part(part: Mapping[str, Any]) -> dict[str, Any]:

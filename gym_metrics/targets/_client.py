@@ -239,11 +239,14 @@ class ModelTarget(_Target):
 
     async def generate(self, request: Mapping[str, Any]) -> Generation:
         """One generation, after retries; GenerationError when there is none."""
-        body = self.request_body(request)
+        own = self._own_body(request)
+        body = _with_metadata_params(own) if self.config.api == "chat" else own
         data, seconds, attempts = await self._post(self.config.endpoint(), body)
         try:
             if self.config.api == "chat":
-                response = with_request_fields(chat_to_responses(data, self.think_tags), _sent(request, body))
+                # The answer echoes the request as sent, without what metadata.extra_body added
+                # (NeMo Gym's vLLM server adds it after its converter, so its answer leaves it out).
+                response = with_request_fields(chat_to_responses(data, self.think_tags), _sent(request, own))
                 if self.token_ids:
                     _place_tokens(response, data)
             else:
@@ -265,6 +268,11 @@ class ModelTarget(_Target):
 
     def request_body(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The JSON body sent for `request` (see the class docstring)."""
+        body = self._own_body(request)
+        return _with_metadata_params(body) if self.config.api == "chat" else body
+
+    def _own_body(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The body before a chat request's metadata params are applied."""
         chat = self.config.api == "chat"
         if chat:
             try:
@@ -287,7 +295,7 @@ class ModelTarget(_Target):
                 body[key] = value
         if chat and self.token_ids:
             body.update(REQUEST_PARAMS)
-        return _with_metadata_params(body) if chat else body
+        return body
 
 
 def _with_metadata_params(body: dict[str, Any]) -> dict[str, Any]:

@@ -88,15 +88,25 @@ def chat_to_responses(completion: Mapping[str, Any], think_tags: bool = True) ->
     if converted is not None:
         if isinstance(usage.get("total_tokens"), int):
             converted["total_tokens"] = usage["total_tokens"]  # a provider's own total may count more
-        prompt, completion = usage.get("prompt_tokens_details") or {}, usage.get("completion_tokens_details") or {}
         # The details every Responses answer has (typed readers require them); unknown stays None.
-        converted["input_tokens_details"] = {"cached_tokens": prompt.get("cached_tokens")}
-        converted["output_tokens_details"] = {"reasoning_tokens": completion.get("reasoning_tokens")}
+        converted["input_tokens_details"] = {"cached_tokens": _detail(usage, "prompt_tokens_details", "cached_tokens", "cached_input_tokens", "cache_read_input_tokens")}
+        converted["output_tokens_details"] = {"reasoning_tokens": _detail(usage, "completion_tokens_details", "reasoning_tokens", "reasoning_output_tokens")}
         response["usage"] = converted
     return response
 
 
-_ECHOED = ("model", "instructions", "max_output_tokens", "metadata", "reasoning", "temperature", "text", "top_p", "user")
+def _detail(usage: Mapping[str, Any], group: str, name: str, *aliases: str) -> int | None:
+    """A usage detail as NeMo Gym reads it: `usage[group][name]`, else the first of the
+    providers' top-level `aliases` (`cached_input_tokens`, `cache_read_input_tokens`,
+    `reasoning_output_tokens`); only a count (an int >= 0, not a bool) is taken, else None."""
+    details = usage.get(group)
+    for value in (details.get(name) if isinstance(details, Mapping) else None, *(usage.get(a) for a in aliases)):
+        if type(value) is int and value >= 0:
+            return value
+    return None
+
+
+_ECHOED = ("model", "instructions", "max_output_tokens", "metadata", "reasoning", "service_tier", "temperature", "text", "top_logprobs", "top_p", "user")
 """Fields of the Responses request a converted answer carries, as NeMo Gym's converter fills
 them (besides tools, tool_choice and parallel_tool_calls, which every answer has)."""
 

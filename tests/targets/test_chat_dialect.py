@@ -25,7 +25,9 @@ def test_requests_convert_as_nemo_gym_converts_them(name: str) -> None:
     if "error" in case:
         with pytest.raises(ChatConversionError) as refused:
             responses_request_to_chat(case["request"])
-        words = {"previous_response_id": "previous_response_id", "file id": "file_id", "hosted": "web_search_call", "forced": "required"}
+        words = {"previous_response_id": "previous_response_id", "file id": "file_id", "hosted": "web_search_call", "forced": "required",
+                 "message's video": "['video_url'] parts", "message's image": "['image_url'] parts", "without content": "content must be a string",
+                 "part of a file": "part 'input_file'", "arguments as an object": "arguments must be a string"}  # fmt: skip
         assert next(w for k, w in words.items() if k in name) in str(refused.value)
         return
     assert responses_request_to_chat(case["request"]) == case["chat"]
@@ -50,7 +52,8 @@ def test_answers_convert_as_nemo_gym_converts_them(name: str) -> None:
         if item["type"] in ("message", "reasoning"):
             del item["id"]  # ours follow from the completion's id, NeMo Gym's from uuid4
     ours = _shown({k: v for k, v in ours.items() if k != "id"})
-    for key in ("output", "status", "incomplete_details", "usage", "model", "tool_choice", "parallel_tool_calls", "temperature", "max_output_tokens"):
+    for key in ("output", "status", "incomplete_details", "usage", "model", "tool_choice", "parallel_tool_calls", "temperature", "max_output_tokens",
+                "service_tier", "top_logprobs"):  # fmt: skip
         assert ours.get(key) == theirs.get(key), key
     assert [_shown(t) for t in ours["tools"]] == theirs["tools"]
 
@@ -133,6 +136,7 @@ REFUSED = {
     "a hosted tool choice": ({"input": "Hi", "tools": [_TOOL], "tool_choice": {"type": "web_search_preview"}}, "tool_choice type 'web_search_preview'"),
     "a hosted tool among allowed tools": ({"input": "Hi", "tools": [_TOOL], "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "mcp", "server_label": "s"}]}}, "tool reference type 'mcp'"),
     "a hosted tool": ({"input": "Hi", "tools": [{"type": "web_search"}]}, "tool type 'web_search'"),
+    "a tool message's numeric call id": ({"input": [{"role": "tool", "tool_call_id": 7, "content": "1"}]}, "tool_call_id must be a string, got int"),
     "a deferred tool": ({"input": "Hi", "tools": [{**_TOOL, "defer_loading": True}]}, "function tools with defer_loading"),
 }
 
@@ -177,3 +181,22 @@ def test_chat_shaped_tools_go_as_they_are_and_unset_custom_fields_are_left_out()
     assert responses_request_to_chat({"input": "Hi", "tools": [without_strict]}, token_ids=True)["tools"] == [without_strict]
     custom = {"type": "custom", "name": "patch", "description": None, "format": None}
     assert responses_request_to_chat({"input": "Hi", "tools": [custom]})["tools"] == [{"type": "custom", "custom": {"name": "patch"}}]
+
+
+async def test_an_answer_echoes_the_request_without_what_metadata_extra_body_added() -> None:
+    """metadata.extra_body's temperature reaches the engine, but the answer echoes the request's
+    (none), as NeMo Gym's vLLM server adds extra_body after its converter; the config's own
+    sampling values are echoed."""
+    from gym_metrics.targets import ModelTargetConfig
+    from gym_metrics.testing import ScriptedPolicyServer
+
+    request = {"input": "hi", "metadata": {"extra_body": '{"temperature": 0.9, "top_p": 0.5}'}}
+    with ScriptedPolicyServer({"hi": "hello"}) as policy:
+        for inference, echoed in (({}, None), ({"top_p": 0.8}, 0.8)):
+            target = ModelTarget(ModelTargetConfig.model_validate({"url": policy.url, "model": "policy", "api": "chat", "inference": inference}))
+            try:
+                response = (await target.generate(request)).response
+            finally:
+                await target.aclose()
+            assert policy.requests[-1].body["temperature"] == 0.9
+            assert "temperature" not in response and response.get("top_p") == echoed
