@@ -2,7 +2,8 @@
 tests/data/atif/cases.jsonl ({"case", "row"} per line); scripts/make_nemo_atif_reference.py then
 records what NeMo Gym 0.7.0's own converter makes of each.
 
-    .venv/bin/python scripts/make_atif_cases.py
+    .venv/bin/python scripts/make_atif_cases.py          # collect the base rows anew, write every case
+    .venv/bin/python scripts/make_atif_cases.py --add    # keep the recorded rows, add the cases not yet in the file
 
 The base rows are real: multi-turn episodes of a counter environment (tests/_tool_envs.py, whose
 verify here also says `resolved`) collected with `--trajectory` against the scripted policy, over
@@ -86,6 +87,21 @@ def set_path(row: Row, path: list[Any], value: Any) -> Row:
     return row
 
 
+def on_every_item(row: Row, change: Callable[[dict[str, Any]], None]) -> Row:
+    """`change` applied to each item of the conversation and of every turn's copies."""
+    t = row["ng_trajectory"]
+    for items in [t["invocations"][0]["conversation"], *(turn.get(k) or [] for turn in t["turns"] for k in ("question", "answer", "reasoning_content"))]:
+        for item in items:
+            change(item)
+    return row
+
+
+def roleless_answer(item: dict[str, Any]) -> None:
+    if item.get("role") == "assistant":
+        item.pop("role")
+        item["note"] = "kept by no model"
+
+
 def by_response_id(row: Row) -> Row:
     """Turns joined to calls as NeMo Gym's simple_agent joins them: model server and response id."""
     ref = {"type": "responses_api_models", "name": "policy"}
@@ -156,10 +172,31 @@ CHANGES: dict[str, Callable[[Row], Row]] = {
     "no task index": lambda r: r.pop("_ng_task_index") and r,
     "an agent_ref of another type": lambda r: set_path(r, ["agent_ref", "type"], "resources_servers"),
     "no trajectory": lambda r: r.pop("ng_trajectory") and r,
+    # found by scripts/fuzz_nemo_atif.py:
+    "an answer without role, with a field more": lambda r: on_every_item(r, roleless_answer),  # NeMo Gym: an answer, the field left out
+    "an empty agent_ref beside the environment stamp": lambda r: r.update(agent_ref="", _ng_environment_server="env") or r,
+    "a request holding an integer past 64 bits": lambda r: first_call(r)["request"].update(seed=2**70) or r,
+    "user text as parts with a status no item has": lambda r: on_every_copy(r, lambda items: items[0].update(
+        content=[{"type": "input_text", "text": items[0]["content"]}], status="failed")),  # NeMo Gym: a message without status
+    "that status in the conversation only": lambda r: on_every_copy(r, lambda items: items[0].update(content=[{"type": "input_text", "text": items[0]["content"]}]))
+    and r["ng_trajectory"]["invocations"][0]["conversation"][0].update(status="failed") or r,
 }
 
 
+def add_new() -> int:
+    """The cases of CHANGES not yet in the file, made from its recorded responses row, appended
+    (the recorded rows, their timestamps and ids, stay as they are)."""
+    lines = OUT.read_text().splitlines()
+    recorded = {json.loads(line)["case"]: json.loads(line)["row"] for line in lines}
+    new = [(name, change(copy.deepcopy(recorded["collected over responses"]))) for name, change in CHANGES.items() if name not in recorded]
+    OUT.write_text("".join(line + "\n" for line in lines) + "".join(json.dumps({"case": name, "row": row}) + "\n" for name, row in new))
+    print(f"added {len(new)} cases to {OUT}")
+    return 0
+
+
 async def main() -> int:
+    if "--add" in sys.argv[1:]:
+        return add_new()
     responses = await base_rows(ResolvedCounter(), "responses")
     cases = [("collected over responses", responses), ("collected over chat", await base_rows(ResolvedCounter(), "chat")),
              ("collected over chat with token ids", await base_rows(ResolvedCounter(), "chat", tokens=True)),

@@ -33,7 +33,7 @@ from gym_metrics.recording._atif_items import (
 )
 from gym_metrics.recording._atif_calls import as_float, check_finish, lookup_call, model_call, step_metrics
 from gym_metrics.recording._atif_json import AtifRefused, check_json, pruned, same_copy
-from gym_metrics.recording._atif_shapes import check_shapes, with_default_status
+from gym_metrics.recording._atif_shapes import check_shapes, roleless_answers_read, with_default_status
 from gym_metrics.recording._trajectory_schema import trajectory_error
 
 ATIF_SCHEMA_VERSION = "ATIF-v1.7"
@@ -269,13 +269,14 @@ def rollout_to_atif(
 ) -> dict[str, Any]:
     """One rollout row (with `ng_trajectory`) as an ATIF v1.7 trajectory; `AtifRefused` names
     what the profile cannot represent (see the module docstring). `parsed`: the row was read by
-    `strict_json_loads`, so it holds JSON values only (not checked again)."""
+    `strict_json_loads`, so it holds JSON values only, no NaN (but maybe a string or key with
+    an unpaired surrogate, which a JSON escape can write and NeMo Gym refuses)."""
     for name, value in (("session_id", session_id), ("agent_version", agent_version)):
         if not isinstance(value, str) or not value.strip():
             raise AtifRefused(name, "expected a non-empty string")
-    try:  # unless parsed: a JSON value throughout, checked fast (orjson: keys, types, surrogates; json: NaN); the walk names what is not
+    try:  # a JSON value throughout, checked fast (orjson: keys, types, surrogates; json, unless parsed: NaN); the walk names what is not
+        orjson.dumps(row)
         if not parsed:
-            orjson.dumps(row)
             json.dumps(row, allow_nan=False)
     except (TypeError, ValueError):
         check_json(row, "rollout")
@@ -285,11 +286,13 @@ def rollout_to_atif(
     for i, invocation in enumerate(trajectory.get("invocations") or []):
         check_items(invocation.get("conversation"), f"ng_trajectory.invocations[{i}].conversation", lenient)
         refs_known(invocation.get("model_calls"), f"ng_trajectory.invocations[{i}].model_calls")
-        check_shapes(invocation.get("conversation"), f"ng_trajectory.invocations[{i}].conversation")  # as NeMo Gym's typed items validate them
     for i, turn in enumerate(trajectory.get("turns") or []):
         for name in ("question", "answer", "reasoning_content"):
             check_items(turn.get(name), f"ng_trajectory.turns[{i}].{name}", lenient)
         refs_known(turn.get("model_calls"), f"ng_trajectory.turns[{i}].model_calls")
+    trajectory = roleless_answers_read(trajectory)
+    for i, invocation in enumerate(trajectory.get("invocations") or []):  # as NeMo Gym's typed items validate them
+        check_shapes(invocation.get("conversation"), f"ng_trajectory.invocations[{i}].conversation")
     for i, call in enumerate(trajectory.get("model_calls") or []):
         refs_known([call.get("response_metadata") or {}], f"ng_trajectory.model_calls[{i}].response_metadata", index=False)
     gaps = trajectory.get("gaps") or []
@@ -310,7 +313,7 @@ def rollout_to_atif(
     if root.get("error_type") is not None:
         raise AtifRefused("ng_trajectory.invocations[0].error_type", "completed invocation contains an error")
     ref = row.get("agent_ref")
-    if ref is not None and not isinstance(ref, dict):
+    if ref and not isinstance(ref, dict):  # NeMo Gym crashes on it; one that is empty ("", 0, false, []) is no agent_ref to it
         raise AtifRefused("agent_ref", f"expected an object, got {type(ref).__name__}")
     if isinstance(ref, dict):
         fields_known(ref, ("type", "name"), "agent_ref")

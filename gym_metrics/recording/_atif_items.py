@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gym_metrics.recording._atif_json import AtifRefused, strict_json_loads
-from gym_metrics.recording._atif_shapes import is_answer
+from gym_metrics.recording._atif_shapes import is_answer, is_roleless_answer
 from gym_metrics.recording._items import ITEM_FIELDS, PART_FIELDS, TOKEN_FIELDS
 
 _ITEM_FIELDS = {shape: set(fields) for shape, fields in ITEM_FIELDS.items() if shape != "input_with_status"}
@@ -68,6 +68,8 @@ def check_items(items: Any, path: str, lenient: bool) -> None:
             raise AtifRefused(f"{where}.type", "expected a non-empty supported conversation item type")
         if kind not in ("message", "reasoning", "function_call", "function_call_output"):
             raise AtifRefused(f"{where}.type", f"unsupported conversation item type {kind!r}")
+        if is_roleless_answer(item):  # read as NeMo Gym's model reads it (_atif_shapes.roleless_answers_read), not checked here
+            continue
         if kind == "message" and item.get("role") not in ("assistant", "system", "user", "developer"):
             raise AtifRefused(f"{where}.role", f"unsupported message role {item.get('role')!r}")
         shape = {"message": "assistant" if item.get("role") == "assistant" else "input"}.get(kind, kind)
@@ -101,8 +103,11 @@ def text_content(content: Any, path: str) -> str | list[dict[str, Any]]:
 
 
 def message_content(item: Mapping[str, Any], path: str, assistant: bool) -> str | list[dict[str, Any]]:
-    status = item.get("status", "completed")  # an answer without one is complete (NeMo Gym's default)
-    if status != "completed" and (assistant or status is not None):
+    """An answer's or an input message's content; an answer without status is complete (NeMo
+    Gym's default), and an input message's status counts only when it is one of the three an
+    item has (any other is no field of the model NeMo Gym reads the message as: ignored)."""
+    status = item.get("status", "completed")
+    if status != "completed" and (assistant or status in ("in_progress", "incomplete")):
         raise AtifRefused(f"{path}.status", f"expected completed, got {status!r}")
     if assistant and not item.get("content"):
         raise AtifRefused(f"{path}.content", "expected at least one output_text part")

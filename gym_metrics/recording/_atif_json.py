@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
@@ -62,9 +63,15 @@ def pruned(value: Any) -> Any:
 
 def same_copy(a: Any, b: Any) -> bool:
     """Whether two copies of one record agree once their null fields are dropped; the same
-    bytes (the usual case, fast) answer at once."""
+    bytes (the usual case, fast) answer at once (orjson cannot write an integer past 64 bits:
+    then compared value by value)."""
     option = orjson.OPT_SORT_KEYS
-    return orjson.dumps(a, option=option) == orjson.dumps(b, option=option) or same_json(pruned(a), pruned(b))
+    try:
+        if orjson.dumps(a, option=option) == orjson.dumps(b, option=option):
+            return True
+    except TypeError:
+        pass
+    return same_json(pruned(a), pruned(b))
 
 
 def check_json(value: Any, path: str) -> None:
@@ -85,18 +92,43 @@ def check_json(value: Any, path: str) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise AtifRefused(path, "JSON object keys must be strings")
+            check_json(key, f"{path}.<key>")  # a key's unpaired surrogate too, as NeMo Gym checks keys
             check_json(item, f"{path}.{key}")
     else:
         raise AtifRefused(path, f"{type(value).__name__} is not a JSON value")
 
 
+_BIG = "\x00gym-metrics-big-int-5f0c\x00"
+"""Marks an integer past 64 bits while orjson writes the file (see `atif_bytes`)."""
+
+
+def _big_ints_marked(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
+        return f"{_BIG}{value}{_BIG}"
+    if isinstance(value, dict):
+        return {k: _big_ints_marked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_big_ints_marked(v) for v in value]
+    return value
+
+
 def atif_bytes(trajectory: Mapping[str, Any], where: str = "trajectory") -> bytes:
     """A trajectory's file: two-space indented UTF-8 JSON and a newline, as NeMo Gym writes one;
-    AtifRefused for one nested past what orjson writes (254 levels)."""
+    AtifRefused for one nested past what orjson writes (254 levels). An integer past 64 bits
+    (a request's or a tool argument's, say), which orjson cannot write, is written in digits as
+    NeMo Gym writes it (the row was refused as unwritable)."""
+    option = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
     try:
-        return orjson.dumps(trajectory, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        return orjson.dumps(trajectory, option=option)
+    except orjson.JSONEncodeError as exc:
+        if "64-bit" not in str(exc):
+            raise AtifRefused(where, f"cannot be written as JSON ({exc})") from None
+    try:
+        marked = orjson.dumps(_big_ints_marked(trajectory), option=option)
     except orjson.JSONEncodeError as exc:
         raise AtifRefused(where, f"cannot be written as JSON ({exc})") from None
+    quoted = re.escape(orjson.dumps(_BIG)[1:-1])
+    return re.sub(b'"' + quoted + b"(-?[0-9]+)" + quoted + b'"', rb"\1", marked)
 
 
 def read_rows(lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | AtifRefused]]:

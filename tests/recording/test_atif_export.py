@@ -83,6 +83,20 @@ def test_the_command_writes_a_file_per_rollout_and_a_manifest_of_their_digests(t
         assert [s["message"] for s in trajectory["steps"]] == [s["message"] for s in expected["steps"]]
 
 
+def test_an_integer_past_64_bits_is_written_in_digits_as_nemo_gym_writes_it(tmp_path: Path) -> None:
+    """orjson writes no integer past 64 bits: a model call's request holding one refused the row
+    as unwritable (NeMo Gym's converter exports it; scripts/fuzz_nemo_atif.py found it)."""
+    rollouts = rows_file(tmp_path / "run.jsonl", ["a request holding an integer past 64 bits"])
+    done = export_atif(rollouts, tmp_path / "atif", session_id="run-1", agent_version="0.1", exporter_version="t")
+    assert done.exported == 1 and not done.refused
+    text = (tmp_path / "atif" / "0-0.json").read_text()
+    assert '"seed": 1180591620717411303424' in text
+    written = json.loads(text)
+    expected = REFERENCE["a request holding an integer past 64 bits"]["atif"]
+    assert written["steps"][1]["extra"]["nemo_gym"]["model_call"]["request"]["seed"] == 2**70
+    assert written["steps"] == expected["steps"]
+
+
 def test_one_refused_row_writes_nothing_and_names_every_refusal(tmp_path: Path) -> None:
     rollouts = rows_file(tmp_path / "run.jsonl", [*ACCEPTED, "a failed tool call", "a developer message first"])
     with rollouts.open("a") as f:
@@ -199,6 +213,21 @@ def test_lines_that_are_not_rows_are_refused_naming_why(tmp_path: Path) -> None:
     with pytest.raises(AtifExportError, match=r"has no row to export \(2000 refused\)"):
         export_atif(rollouts, tmp_path / "atif", session_id="s", agent_version="v", exporter_version="t", skip_refused=True, progress=seen.append)
     assert seen == [1000, 2000] and not (tmp_path / "atif").exists()
+
+
+def test_an_unpaired_surrogate_written_as_a_json_escape_is_refused_where_it_is(tmp_path: Path) -> None:
+    """`"\\ud800"` is valid JSON text but no UTF-8: NeMo Gym refuses the row wherever it is, a
+    key included. The export exported such a row when the surrogate sat where no trajectory
+    field copies it (a row's metadata), in a key or, read from a file, in any value
+    (scripts/fuzz_nemo_atif.py)."""
+    good = json.loads(rows_file(tmp_path / "one.jsonl", ACCEPTED[:1]).read_text())
+    rollouts = tmp_path / "run.jsonl"
+    rollouts.write_text("".join(json.dumps({**good, "_ng_task_index": n, "metadata": m}) + "\n"
+                                for n, m in enumerate([{"a": "\ud800"}, {"\udfff": 1}, {"a": "\ud83d\ude00"}])))  # fmt: skip
+    done = export_atif(rollouts, tmp_path / "atif", session_id="s", agent_version="v", exporter_version="t", skip_refused=True)
+    assert done.exported == 1 and done.refused == [
+        (1, "rollout.metadata.a: contains an unpaired Unicode surrogate and is not valid UTF-8 JSON"),
+        (2, "rollout.metadata.<key>: contains an unpaired Unicode surrogate and is not valid UTF-8 JSON")]  # fmt: skip
 
 
 def test_an_export_with_no_file_two_agents_or_a_rival_output_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

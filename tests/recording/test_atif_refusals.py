@@ -180,6 +180,8 @@ REFUSED = [  # (what, base case, change, refusal): NeMo Gym 0.7.0's message, but
     ("a call id a number", RESPONSES, lambda r, t, c, *_: edit(t, c[2], id=5), f"{CONV}[2].id: expected a string, got 5"),  # NeMo Gym: invalid
     ("a null status in an answer's copy", RESPONSES, lambda r, t, c, turns, md: (c[8].pop("status"), turns[2]["answer"][0].update(status=None)),
      "ng_trajectory.turns[2].answer[0].status: expected in_progress, completed or incomplete, got None"),  # NeMo Gym: ...answer: missing or invalid Responses conversation items
+    ("a number past 64 bits in a turn's copy", RESPONSES, lambda r, t, c, turns, md: turns[2]["answer"][0]["content"][0].update(text=2**70),
+     "ng_trajectory.turns[2].answer: does not match the exported agent answer"),  # NeMo Gym: ...answer: missing or invalid Responses conversation items; gym-metrics crashed (orjson: TypeError)
     ("a record's output with a null field", RESPONSES, lambda r, t, c, *_: (edit(t, c[4], output=TEXT), t["tool_calls"][0].update(output=[{**TEXT[0], "n": None}])),
      f"{CONV}[1]: tool execution 'call_0' has a different recorded output"),  # compared as written, nulls too
 ]  # fmt: skip
@@ -234,7 +236,8 @@ def test_token_counts_without_a_total_are_kept_as_they_are() -> None:
 
 def test_a_row_of_python_values_that_are_not_json_is_refused_naming_where() -> None:
     for value, error in (({1: "a"}, "rollout.x: JSON object keys must be strings"), ({"y": b"1"}, "rollout.x.y: bytes is not a JSON value"),
-                         ([True, None, 1.5, {"a"}], "rollout.x[3]: set is not a JSON value")):  # fmt: skip
+                         ([True, None, 1.5, {"a"}], "rollout.x[3]: set is not a JSON value"),
+                         ({"\ud800": 1}, "rollout.x.<key>: contains an unpaired Unicode surrogate and is not valid UTF-8 JSON")):  # fmt: skip
         with pytest.raises(AtifRefused) as refused:
             convert(changed(RESPONSES, lambda r, *_: r.update(x=value)))
         assert str(refused.value) == error
