@@ -190,6 +190,20 @@ def _edge_cases() -> List[dict]:
     cases.append(_call("edge_unhashable_answer", "compute_pass_majority_metrics", None, {"tasks": [[{"reward": 1.0, "a": ["x"]}]], "answer_key": "a"}))
     cases.append(_call("edge_std_k1", "add_avg_sample_std_dev", None, {"metrics": {"x": 1.0}, "all_score_dicts": [[{"a": 1.0}, {"a": 0.0}]], "score_names": ["a"], "max_k": 1}))
     cases.append(_call("edge_std_unknown_name", "add_avg_sample_std_dev", None, {"metrics": {}, "all_score_dicts": [[{"a": 1.0}, {"a": 0.0}]], "score_names": ["a", "zz", "a"], "max_k": 3}))
+    # Found by scripts/fuzz_nemo_reward_profile.py: NeMo Gym reads (and fails on) only the
+    # values it sums: a None / text score in a task with one value or past max_k is never read.
+    unread = [[{"a": None}], [{"a": 1.0}, {"a": 0.0}, {"a": "x"}], [{"a": 0.5, "b": "y"}, {"a": 0.25}]]
+    for i, max_k in enumerate((2, 3)):
+        cases.append(_call(f"edge_std_unread_non_numbers_{i}", "add_avg_sample_std_dev", None, {"metrics": {}, "all_score_dicts": unread, "score_names": ["a"], "max_k": max_k}))
+    # Sums across tasks cancelling to far below their terms: CPython's compensated sum, not the
+    # correctly rounded one (0.1015625 for 1e30, 0.1, -3e15, -1e30, 3e15; fsum says 0.1).
+    ill = [[s_] for s_ in ({"a": 1e30}, {"a": 0.1}, {"a": -3e15}, {"a": -1e30}, {"a": 3e15})]
+    cases.append(_call("edge_ill_conditioned_across_tasks", "compute_pass_majority_metrics", "scores",
+                       {"tasks": [[{"scores": r[0], "answer": "A"}] for r in ill], "answer_key": "answer"}))  # fmt: skip
+    # NaN scores vote in majority@k as Python's Counter counts them: one object with itself only.
+    nan_votes = [[{"scores": {"a": NAN}, "answer": "A"}] * 2 + [{"scores": {"a": 1.0}, "answer": "B"}] * 2]
+    for fn in ("scores", "scores_fresh_nan"):
+        cases.append(_call(f"edge_nan_votes_{fn}", "compute_pass_majority_metrics", fn, {"tasks": nan_votes, "answer_key": "answer"}))
     am = {
         "pass@2/accuracy": 1.0, "pass@10/accuracy": 2.0, "pass@10/no_answer": 3.0, "pass@9/accuracy": 4.0,
         "pass@10/foo_std_dev_across_runs": 5.0, "pass@1[avg-of-10]/accuracy/std_err_across_runs": 6.0,

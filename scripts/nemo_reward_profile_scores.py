@@ -35,4 +35,6 @@ SCORE_FNS: Dict[str, Callable[[dict], dict]] = {
     "math_with_judge": _math_with_judge,
     "imo_proofbench": _imo,
     "scores": lambda r: r["scores"],  # the rollout carries its score dict (edge cases)
+    # the same, each NaN a new object (as `float("nan")` in a score function makes them; JSON's are one)
+    "scores_fresh_nan": lambda r: {k: v + 0.0 if isinstance(v, float) and v != v else v for k, v in r["scores"].items()},
 }

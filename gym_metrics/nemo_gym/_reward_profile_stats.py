@@ -79,14 +79,15 @@ def average_of_k(table: ScoreTable) -> tuple[Floats, Ints]:
     return sums, counts
 
 
-def _pair_ids(codes: Ints, scores: Floats, voters: NDArray[np.bool_]) -> tuple[Ints, Floats]:
+def _pair_ids(codes: Ints, scores: Floats, voters: NDArray[np.bool_], nans: Ints) -> tuple[Ints, Floats]:
     """Id of each voting rollout's (task, answer, score) triple (score compared as Python
-    compares it: -0.0 == 0.0, and one NaN equal to itself), and each id's score."""
+    compares it: -0.0 == 0.0, and a NaN equal only to itself, `nans` telling the objects
+    apart), and each id's score."""
     canonical = scores + 0.0
     bits = canonical.view(np.int64).copy()
     bits[np.isnan(canonical)] = NAN_BITS
     tasks = np.broadcast_to(np.arange(codes.shape[0])[:, None], codes.shape)
-    keys = np.stack([tasks[voters], codes[voters], bits[voters]], axis=1)
+    keys = np.stack([tasks[voters], codes[voters], bits[voters], nans[voters]], axis=1)
     _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     ids = np.full(codes.shape, -1, dtype=np.int64)
     ids[voters] = inverse.reshape(-1)
@@ -119,17 +120,18 @@ class _CompensatedSums:
         return np.divide(sums, self.count, out=np.zeros(self.count.size), where=self.count > 0)
 
 
-def majority_of_k(table: ScoreTable, codes: Ints) -> Floats:
+def majority_of_k(table: ScoreTable, codes: Ints, nans: Ints) -> Floats:
     """Per k and name, the sum over all tasks of majority@k: the mean score of the most frequent
     (answer, score) pairs among the first k rollouts with an answer and the score (0 if none).
-    Counts grow by one rollout per step, so the tied set is kept, not recounted."""
+    `nans[t, j, n]` tells NaN score objects apart (0 for other scores). Counts grow by one
+    rollout per step, so the tied set is kept, not recounted."""
     tasks, width = codes.shape
     sums = np.zeros((width, len(table.names)))
     for n in range(len(table.names)):
         voters = (codes >= 0) & table.present[:, :, n]
         if not voters.any():
             continue
-        ids, pair_scores = _pair_ids(codes, table.values[:, :, n], voters)
+        ids, pair_scores = _pair_ids(codes, table.values[:, :, n], voters, nans[:, :, n])
         votes = np.zeros(pair_scores.size, dtype=np.int64)
         best = np.zeros(tasks, dtype=np.int64)
         tied = _CompensatedSums(tasks)

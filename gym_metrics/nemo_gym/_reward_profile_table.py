@@ -28,6 +28,7 @@ class ScoreTable:
     values: NDArray[np.float64]
     present: NDArray[np.bool_]
     lengths: NDArray[np.int64]
+    invalid: NDArray[np.bool_] | None = None  # present values that are not numbers (non-strict build)
 
     @property
     def width(self) -> int:
@@ -35,9 +36,11 @@ class ScoreTable:
         return int(self.values.shape[1])
 
     @classmethod
-    def build(cls, score_dicts: Sequence[Sequence[Mapping[str, Any]]], names: Sequence[str]) -> ScoreTable:
+    def build(cls, score_dicts: Sequence[Sequence[Mapping[str, Any]]], names: Sequence[str], strict: bool = True) -> ScoreTable:
         """Arrays for `names` from `score_dicts[task][rollout]`; a present value that is not a
-        number raises TypeError (NeMo Gym's `sum` of it does)."""
+        number raises TypeError (NeMo Gym's `sum` of it does), or with `strict=False` is kept
+        present (value 0.0) and marked in `invalid`, for callers whose NeMo Gym counterpart
+        sums only some of the values."""
         lengths = np.fromiter((len(task) for task in score_dicts), dtype=np.int64, count=len(score_dicts))
         width = int(lengths.max()) if lengths.size else 0
         flat = [scores for task in score_dicts for scores in task]
@@ -46,15 +49,23 @@ class ScoreTable:
         cols = np.arange(len(flat)) - np.repeat(starts, lengths)
         values = np.zeros((lengths.size, width, len(names)))
         present = np.zeros((lengths.size, width, len(names)), dtype=bool)
+        invalid = None
         for n, name in enumerate(names):
             mask = np.fromiter((name in scores for scores in flat), dtype=bool, count=len(flat))
-            column = np.asarray([scores.get(name, 0) for scores in flat])
+            raw = [scores.get(name, 0) for scores in flat]
+            column = np.asarray(raw)
             if column.size and column.dtype.kind not in NUMBER_KINDS:
-                bad = next(v for v in (s.get(name, 0) for s in flat) if not _is_number(v))
-                raise TypeError(f"score {name!r} has a value that is not a number: {bad!r}")
+                numeric = [_is_number(v) for v in raw]
+                if strict:
+                    bad = raw[numeric.index(False)]
+                    raise TypeError(f"score {name!r} has a value that is not a number: {bad!r}")
+                if invalid is None:
+                    invalid = np.zeros_like(present)
+                invalid[rows, cols, n] = np.logical_not(numeric)
+                column = np.asarray([v if ok else 0 for v, ok in zip(raw, numeric)])
             values[rows, cols, n] = column.astype(np.float64)
             present[rows, cols, n] = mask
-        return cls(list(names), values, present, lengths)
+        return cls(list(names), values, present, lengths, invalid)
 
 
 def _is_number(value: Any) -> bool:

@@ -26,6 +26,9 @@ import re
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
+import numpy as np
+from numpy.typing import NDArray
+
 from gym_metrics.nemo_gym._reward_profile_stats import (
     across_run_spread,
     average_of_k,
@@ -72,6 +75,18 @@ def _score_rollouts(
     return all_scores, all_answers
 
 
+def _nan_objects(table: ScoreTable, all_scores: List[List[Dict[str, float]]]) -> NDArray[np.int64]:
+    """Per (task, rollout, name), 0, or for a NaN score a number naming its object. NeMo Gym's
+    majority vote counts (answer, score) pairs with a Counter, where a NaN equals only the same
+    object (Python hashes NaN by identity): NaNs read from JSON are one object and vote
+    together, NaNs a score function makes one by one (`float("nan")`) vote apart."""
+    objects = np.zeros(table.values.shape, dtype=np.int64)
+    named: Dict[int, int] = {}
+    for t, j, n in np.argwhere(table.present & np.isnan(table.values)).tolist():
+        objects[t, j, n] = named.setdefault(id(all_scores[t][j][table.names[n]]), len(named) + 1)
+    return objects
+
+
 def compute_pass_majority_metrics(
     tasks: List[List[Dict[str, Any]]],
     score_fn: Optional[Any] = None,
@@ -89,7 +104,7 @@ def compute_pass_majority_metrics(
     table = ScoreTable.build(all_scores, score_names)
     pass_sums, pass_counts = pass_at_k(table)
     avg_sums, avg_counts = average_of_k(table)
-    majority = majority_of_k(table, answer_codes(answers, table.width)) if answer_key is not None else None
+    majority = majority_of_k(table, answer_codes(answers, table.width), _nan_objects(table, all_scores)) if answer_key is not None else None
     metrics: Dict[str, Any] = {}
     for k in range(1, max_k + 1):
         for n, name in enumerate(score_names):
@@ -122,9 +137,19 @@ def add_avg_sample_std_dev(
     if max_k <= 1 or not all_score_dicts:
         return
     names = list(dict.fromkeys(score_names))
-    table = ScoreTable.build(all_score_dicts, names)
+    table = ScoreTable.build(all_score_dicts, names, strict=False)
     if table.width == 0:
         return
+    if table.invalid is not None:
+        # NeMo Gym sums (and so fails on) only the values it reads: those among a task's first
+        # max_k rollouts when it has two or more there. A None or text score elsewhere (a task
+        # with one value, a rollout past max_k) is never read, and it returns numbers.
+        counted = table.present[:, :max_k].sum(axis=1) >= 2
+        read = table.invalid[:, :max_k] & counted[:, None, :]
+        if read.any():
+            task, rollout, n = (int(i[0]) for i in np.nonzero(read))
+            bad = all_score_dicts[task][rollout][names[n]]
+            raise TypeError(f"score {names[n]!r} has a value that is not a number: {bad!r}")
     for k in range(2, max_k + 1):
         sums, counts = sample_spread(table, k)
         for name in score_names:
