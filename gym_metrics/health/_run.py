@@ -18,7 +18,7 @@ from gym_metrics._util.atomic import same_file, written_atomically
 from gym_metrics._util.memory import fewer_gc_passes
 from gym_metrics.health._checks import Digest, check_ignored
 from gym_metrics.health._read import read_run, worker_count
-from gym_metrics.health._summary import VERDICTS, TaskChecks, code, flag_duplicates, issue_counts, summary, task_checks, verdicts, write_verdicts
+from gym_metrics.health._summary import VERDICTS, TaskChecks, code, flag_duplicates, issue_counts, json_bytes, summary, task_checks, verdicts, write_verdicts
 from gym_metrics.health._table import Table
 
 SUMMARY_FILE = "quality_summary.json"
@@ -131,7 +131,7 @@ def check_health(paths: Path | Sequence[Path], *, output_dir: Path | None = None
         table = read_run(files, frozenset(ignored), worker_count(workers))
         verdict, tasks, summary = _analyse(table, ignored)
         with written_atomically(summary_path) as tmp:
-            tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+            tmp.write_bytes(json_bytes(summary, orjson.OPT_INDENT_2))
         with written_atomically(out / INPUTS_FILE) as tmp:  # first: a viewer re-reads the verdicts when they change
             tmp.write_bytes(orjson.dumps({"inputs": [str(path.resolve()) for path in files]}, option=orjson.OPT_INDENT_2))
         with written_atomically(verdicts_path) as tmp, tmp.open("wb") as f:

@@ -5,6 +5,7 @@ grows with rollouts only through a few vector passes."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,21 @@ from gym_metrics.health._table import Table
 
 VERDICTS = ("healthy", "unhealthy", "unobserved")
 HEALTHY, UNHEALTHY, UNOBSERVED = 0, 1, 2
+
+
+def json_bytes(value: Any, option: int = 0) -> bytes:
+    """`value` as orjson writes it (`option`: OPT_INDENT_2, OPT_APPEND_NEWLINE); one holding an
+    integer past 64 bits, which orjson refuses, in the same layout by Python's json. A run whose
+    token counts add up past 2**64 (its summary's sums, a finding's capture sums) is written with
+    the exact sums: NeMo Gym 0.7.0's run fails there, on orjson's "Integer exceeds 64-bit range"."""
+    try:
+        return orjson.dumps(value, option=option)
+    except TypeError as exc:
+        if "64-bit" not in str(exc):
+            raise
+    indented = bool(option & orjson.OPT_INDENT_2)
+    text = json.dumps(value, ensure_ascii=False, indent=2 if indented else None, separators=(",", ": ") if indented else (",", ":"))
+    return (text + "\n" if option & orjson.OPT_APPEND_NEWLINE else text).encode()
 
 
 def code(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
@@ -213,14 +229,14 @@ checks share with others (the bytes orjson writes for the whole row)."""
 
 
 def _line(table: Table, row: int, verdict: str, tail: bytes) -> bytes:
-    t, r, given, stage, dumps = table.task[row], table.rollout[row], table.ids[row], table.stage[row], orjson.dumps
+    t, r, given, stage, dumps = table.task[row], table.rollout[row], table.ids[row], table.stage[row], json_bytes
     if row not in table.findings and stage is None:
         return _KEYS % (dumps(t), dumps(r), dumps(f"{t}-{r}" if given is None else given), tail)
     entry = {TASK: t, ROLLOUT: r, "rollout_id": f"{t}-{r}" if given is None else given, "verdict": verdict,
              "findings": table.findings.get(row, []), "unobserved": table.sets[table.unobserved[row]]}  # fmt: skip
     if stage is not None:
         entry["stage_index"] = stage
-    return dumps(entry, option=orjson.OPT_APPEND_NEWLINE)
+    return dumps(entry, orjson.OPT_APPEND_NEWLINE)
 
 
 def verdict_rows(table: Table, verdict: np.ndarray, chunk: int = 1 << 16) -> Iterator[bytes]:
