@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from reference_file import write_or_check  # scripts/
@@ -29,9 +30,21 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "health"
 IGNORED = ["model_call_failed", "rollout_ended_on_failed_model_call"]
 
 
-def main() -> int:
+def nemo_reports(paths: Path | list[Path], output_dir: Path, ignored: Sequence[str] = ()) -> dict[str, str]:
+    """NeMo Gym's two reports over `paths` (written into `output_dir`) and its one-line report,
+    as written (paths unreplaced); raises what `run_health_checks` raises. Also
+    scripts/fuzz_nemo_health.py's NeMo Gym side."""
     from nemo_gym.rollout_health import format_health_report, run_health_checks
 
+    result = run_health_checks(paths, output_dir=output_dir, workers=1, ignored_checks=list(ignored))
+    return {
+        "quality_summary.json": result.summary_path.read_text(),
+        "rollout_verdicts.jsonl": result.verdicts_path.read_text(),
+        "report.txt": format_health_report(result) + "\n",
+    }
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="compare with the committed files instead of writing them")
     args = parser.parse_args()
@@ -39,12 +52,7 @@ def main() -> int:
     runs = [(p, p.stem, ()) for p in sorted(DATA.glob("*.jsonl"))] + [(DATA / "faults.jsonl", "faults.ignored", IGNORED)]
     for path, name, ignored in runs:
         with tempfile.TemporaryDirectory() as tmp:
-            result = run_health_checks(path, output_dir=Path(tmp), workers=1, ignored_checks=list(ignored))
-            texts = {
-                "quality_summary.json": result.summary_path.read_text(),
-                "rollout_verdicts.jsonl": result.verdicts_path.read_text(),
-                "report.txt": format_health_report(result) + "\n",
-            }
+            texts = nemo_reports(path, Path(tmp), ignored)
             for file, text in texts.items():
                 code |= write_or_check(DATA / f"{name}.nemo" / file, text.replace(tmp, "<dir>").replace(str(DATA), "<data>"), args.check)
     return code
