@@ -82,6 +82,9 @@ def check_shape(item: Any, path: str, copy: bool = False) -> None:
     elif kind == "message":
         role = str(item.get("role"))
         _parts(item.get("content"), INPUT_PARTS, f"{path}.content", f"{'an' if role == 'assistant' else 'a'} {role} message")
+        if role in ("system", "user", "developer") and isinstance(item.get("content"), list) and isinstance(item.get("status"), (list, dict)):
+            # any other status is ignored, but NeMo Gym's typed items cannot tell the model of this one (it looks it up in a set)
+            raise AtifRefused(f"{path}.status", f"expected a scalar (any other status is ignored), got {type(item['status']).__name__}")
     elif kind == "reasoning":
         _id(item, path, required=True)
         if not isinstance(item.get("summary"), list):

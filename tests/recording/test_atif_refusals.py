@@ -180,6 +180,8 @@ REFUSED = [  # (what, base case, change, refusal): NeMo Gym 0.7.0's message, but
     ("a call id a number", RESPONSES, lambda r, t, c, *_: edit(t, c[2], id=5), f"{CONV}[2].id: expected a string, got 5"),  # NeMo Gym: invalid
     ("a null status in an answer's copy", RESPONSES, lambda r, t, c, turns, md: (c[8].pop("status"), turns[2]["answer"][0].update(status=None)),
      "ng_trajectory.turns[2].answer[0].status: expected in_progress, completed or incomplete, got None"),  # NeMo Gym: ...answer: missing or invalid Responses conversation items
+    ("a list status on user parts", RESPONSES, lambda r, t, c, *_: edit(t, c[0], content=TEXT, status=[]),
+     f"{CONV}[0].status: expected a scalar (any other status is ignored), got list"),  # NeMo Gym: invalid (gym-metrics exported it, ignoring the status)
     ("a number past 64 bits in a turn's copy", RESPONSES, lambda r, t, c, turns, md: turns[2]["answer"][0]["content"][0].update(text=2**70),
      "ng_trajectory.turns[2].answer: does not match the exported agent answer"),  # NeMo Gym: ...answer: missing or invalid Responses conversation items; gym-metrics crashed (orjson: TypeError)
     ("a record's output with a null field", RESPONSES, lambda r, t, c, *_: (edit(t, c[4], output=TEXT), t["tool_calls"][0].update(output=[{**TEXT[0], "n": None}])),
