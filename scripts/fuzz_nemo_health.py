@@ -5,8 +5,9 @@ statuses, token counts, finish reasons, errors and model_refs of odd types; refe
 id, by response id, to no call or to several; turns hollow or not; tool calls, gaps, timings),
 rewards of every type, failure rows, duplicates, masked rows, several agents, tasks and repeats,
 string / float / bool indices, unreadable and blank lines, odd values dropped anywhere in a
-trajectory, and sometimes ignored checks. NeMo Gym's reports (scripts/make_nemo_health_reference.py's
-`nemo_reports`, workers=1, in a nemo-gym venv, one process for the batch) and ours (`check_health`)
+trajectory, conversation items of many kinds (some changed: NeMo Gym validates each as its typed
+Responses-API input item), and sometimes ignored checks. NeMo Gym's reports
+(scripts/make_nemo_health_reference.py's `nemo_reports`, workers=1, in a nemo-gym venv, one process for the batch) and ours (`check_health`)
 are compared byte for byte: quality_summary.json, rollout_verdicts.jsonl and the report line.
 A run NeMo Gym refuses (raises on) must be refused here too; such runs are counted apart.
 
@@ -48,10 +49,14 @@ ANSWERS: list[Any] = [[TEXT], [TOOL], [TEXT, TOOL], [], None, "hi", "  ", [{"foo
 RESPONSES: list[Any] = [{"output": [TEXT]}, {"output": []}, None, "cut", {"output_text": "x"}, {"content": " "}, {"output": [TOOL]},
                         {"choices": [{"message": {"content": "hi"}}]}, {"choices": [{"message": "hi"}]}, {"choices": [{"text": ""}]}]  # fmt: skip
 CONVERSATION: list[Any] = [{"role": "user", "content": "q"}, {**TEXT, "id": "m"}, TOOL, {"type": "function_call_output", "call_id": "c", "output": "1"},
-                           {"type": "reasoning", "id": "r", "summary": []}]  # fmt: skip
-"""Items NeMo Gym's typed conversation (NeMoGymResponseInputItem) accepts. One it refuses (an
-assistant message without id, a part without annotations) makes its trajectory unreadable, not
-ours (recording's schema checks conversation items as objects only): a known difference, left out."""
+                           {"type": "reasoning", "id": "r", "summary": [{"type": "summary_text", "text": "t"}]}, {"foo": 1}, {"id": "m", "content": []},
+                           {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}], "status": "completed"},
+                           {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_image", "detail": "auto"}]}, {"name": "f", "arguments": "{}"},
+                           {**TOOL, "prompt_token_ids": [1], "generation_token_ids": [2], "generation_log_probs": [-0.5]}]  # fmt: skip
+"""Conversation items (NeMo Gym validates each as its typed NeMoGymResponseInputItem); _mutate and
+_conversation change them, so that some are refused (the trajectory unreadable) and some read otherwise.
+Not made: items of the other types NeMo Gym names (computer_call, compaction, ...), which ours
+accepts as any object (recording/_conversation_items.py) and NeMo Gym checks as the openai SDK's."""
 GAPS = ["turns_unavailable", "trajectory_projection_failed", "turn_model_call_scope_incomplete", "model_calls_unavailable",
         "model_call_capture_incomplete", "model_call_reference_unmatched", "model_call_reference_ambiguous", "model_call_reference_conflict", "other"]  # fmt: skip
 
@@ -96,13 +101,27 @@ def _trajectory(rng: random.Random, task_id: str, rollout_id: str) -> dict[str, 
                       "timestamp": float(n), "answer": rng.choice(ANSWERS), "reasoning_content": rng.choice([None, None, "thinking", [" "]]),
                       "step_count": n, "model_calls": refs})  # fmt: skip
     invocation = {"invocation_id": "root", "status": "completed", "model_calls": [_ref(rng, c) for c in calls if rng.random() < 0.7],
-                  "conversation": rng.sample(CONVERSATION, rng.randint(0, 2)) if rng.random() < 0.5 else []}  # fmt: skip
+                  "conversation": _conversation(rng) if rng.random() < 0.5 else []}  # fmt: skip
     gaps = [{"code": rng.choice(GAPS), "invocation_id": rng.choice([None, "root"]), "detail": rng.choice([None, "model_calls:zz", "call:mc0", "", "a:b:c"])}
             for _ in range(rng.choice([0, 0, 0, 1, 2]))]  # fmt: skip
     tools = [{"invocation_id": "root", "tool_call_id": f"t{n}", "started_at": 1.0, "completed_at": rng.choice([2.0, 2.0, 2.0, 0.5, None]), "status": "completed"}
              for n in range(rng.randint(0, 2))]  # fmt: skip
     return copy.deepcopy({"schema_version": "1.0", "task_id": task_id, "rollout_id": rollout_id, "invocations": [invocation], "turns": turns,
                           "model_calls": calls, "tool_calls": tools, "gaps": gaps})  # fmt: skip  (a copy: _mutate changes it)
+
+
+def _conversation(rng: random.Random) -> list[Any]:
+    """A few items of CONVERSATION, one of them sometimes changed (a field dropped, or odd)."""
+    items = copy.deepcopy(rng.sample(CONVERSATION, rng.randint(1, 3)))
+    if rng.random() < 0.5:
+        item = rng.choice(items)
+        if rng.random() < 0.5:
+            item[rng.choice(["type", "role", "id", "status", "content", "call_id", "phase", "generation_log_probs"])] = rng.choice([*ODD, "message", "user", "assistant", "bogus"])
+        elif rng.random() < 0.5 and item:
+            del item[rng.choice(sorted(item))]
+        else:
+            _mutate(rng, item)
+    return items
 
 
 def _healthy(rng: random.Random, task_id: str, rollout_id: str) -> dict[str, Any]:
@@ -112,8 +131,8 @@ def _healthy(rng: random.Random, task_id: str, rollout_id: str) -> dict[str, Any
               "response_metadata": {"response_id": f"resp-{i}", "model_ref": POLICY, "status_code": 200, "finish_reason": "stop"}} for i in range(n)]  # fmt: skip
     turns = [{"invocation_id": "root", "task_id": task_id, "rollout_id": rollout_id, "turn_no": i + 1, "timestamp": float(i), "step_count": i,
               "answer": [TEXT] if i == n - 1 else [TOOL], "model_calls": [{"model_call_id": f"mc{i}"}]} for i in range(n)]  # fmt: skip
-    return copy.deepcopy({"task_id": task_id, "rollout_id": rollout_id, "invocations": [{"invocation_id": "root", "model_calls": [{"model_call_id": f"mc{i}"} for i in range(n)]}],
-                          "turns": turns, "model_calls": calls})  # fmt: skip
+    invocation = {"invocation_id": "root", "model_calls": [{"model_call_id": f"mc{i}"} for i in range(n)], "conversation": _conversation(rng) if rng.random() < 0.3 else []}
+    return copy.deepcopy({"task_id": task_id, "rollout_id": rollout_id, "invocations": [invocation], "turns": turns, "model_calls": calls})
 
 
 def _fault(rng: random.Random, t: dict[str, Any]) -> None:
@@ -146,8 +165,6 @@ def _mutate(rng: random.Random, value: Any) -> None:
         if not keys:
             return
         key = rng.choice(keys)
-        if key == "conversation":  # see CONVERSATION
-            return
         child = value[key]
         if not isinstance(child, (dict, list)) or not child or rng.random() < 0.3:
             if isinstance(value, dict) and rng.random() < 0.2:

@@ -5,8 +5,9 @@ and turns belong to their trajectory. `health` calls a row whose trajectory fail
 unreadable, as NeMo Gym's health checks do, and the ATIF export refuses it (strictly, as
 NeMo Gym's exporter validates: no coercion of "5" to 5).
 
-A conversation's items are checked as objects only: their shapes are the Responses API's,
-which the ATIF export checks item by item (recording/_atif.py).
+A conversation's items are checked as objects only here (`trajectory_error`, which the ATIF
+export uses, then checking them item by item: recording/_atif.py); `canonical_trajectory`, what
+health reads, validates them as NeMo Gym's typed items (recording/_conversation_items.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any, Literal, Optional
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, model_validator
+
+from gym_metrics.recording._conversation_items import ConversationItem
 
 Ms = Optional[NonNegativeFloat]
 Count = Optional[NonNegativeInt]
@@ -157,6 +160,16 @@ class Trajectory(_Strict):
         return self
 
 
+class _TypedInvocation(Invocation):
+    conversation: list[ConversationItem] = Field(default_factory=list)
+
+
+class _TypedTrajectory(Trajectory):
+    """The trajectory as NeMo Gym's health checks validate it: conversation items typed."""
+
+    invocations: list[_TypedInvocation] = Field(default_factory=list)  # type: ignore[assignment]  # pydantic: the field, narrowed
+
+
 def trajectory_error(raw: Any, *, strict: bool = False) -> str | None:
     """Why `raw` is not a TrajectoryRecord 1.0 (pydantic's error, the first of them), or None."""
     try:
@@ -171,8 +184,9 @@ def trajectory_error(raw: Any, *, strict: bool = False) -> str | None:
 def canonical_trajectory(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     """A row's `ng_trajectory` validated as a TrajectoryRecord 1.0 and dumped back to JSON-mode
     dicts, as NeMo Gym's health checks read it; or why not, as NeMo Gym reports it (the
-    exception's name: ValidationError, or ValueError for a payload nested too deep to dump)."""
+    exception's name: ValidationError; TypeError for a conversation item with an unhashable role,
+    status or part type; ValueError for a payload nested too deep to dump)."""
     try:
-        return Trajectory.model_validate(raw).model_dump(mode="json"), None
+        return _TypedTrajectory.model_validate(raw).model_dump(mode="json"), None
     except Exception as exc:  # NeMo Gym names whatever validation or the dump raised
         return None, type(exc).__name__
