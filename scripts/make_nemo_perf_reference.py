@@ -2,7 +2,9 @@
 `ng_trajectory` it built, with observability on) for the trajectories of
 tests/data/atif/cases.jsonl and variants of one of them that reach each of its rules, into
 tests/data/nemo_gym_perf/cases.jsonl; tests/recording/test_rollout_perf.py checks gym-metrics'
-`rollout_perf` against it.
+`rollout_perf` against it. Some variants are what scripts/fuzz_nemo_perf.py found: counts NeMo
+Gym reads as ints (numeric text, floats, bools), a reference's model_ref with a field of its own,
+and trajectories it refuses.
 
 A tool for producing test data, not part of gym-metrics: it imports nemo-gym (NOT a project
 dependency, Python >= 3.13). Run it with a throwaway venv that has nemo-gym 0.7.0:
@@ -11,9 +13,8 @@ dependency, Python >= 3.13). Run it with a throwaway venv that has nemo-gym 0.7.
 
 Each line: {"case", "trajectory", "latency_ms", "ng_perf"}, `ng_perf` the answer of NeMo Gym's
 `nemo_gym.rollout_collection._build_ng_perf({"ng_trajectory": trajectory},
-rollout_latency_ms=latency_ms)` (null: it adds none). Only trajectories NeMo Gym's
-`TrajectoryRecord` accepts are kept (it adds no `ng_perf` to the others; gym-metrics computes
-it only for the trajectories it builds, which are valid).
+rollout_latency_ms=latency_ms)` (null: it adds none, as to a trajectory its `TrajectoryRecord`
+refuses: those are kept too).
 """
 
 from __future__ import annotations
@@ -113,6 +114,41 @@ def _a_subagent_without_turns(t: Trajectory) -> None:
     t["invocations"][1]["model_calls"] = []
 
 
+def _counts_as_text(t: Trajectory) -> None:
+    """Counts as numeric text (NeMo Gym's TrajectoryRecord reads them as ints)."""
+    first, second, third = (c["token_stats"] for c in t["model_calls"])
+    first["prompt_tokens"], second["completion_tokens"], third["cached_tokens"] = "8", " 3 ", "1_000"
+
+
+def _counts_as_floats_and_bools(t: Trajectory) -> None:
+    """Counts as floats and bools (read as ints: sums of ints, 1 for true)."""
+    first, second, third = (c["token_stats"] for c in t["model_calls"])
+    first["prompt_tokens"], third["completion_tokens"], second["cached_tokens"] = 8.0, -0.0, 7.0
+    first["reasoning_tokens"], second["reasoning_tokens"], third["reasoning_tokens"] = True, None, None
+
+
+def _a_model_ref_with_a_field_of_its_own(t: Trajectory) -> None:
+    """References by call id naming the calls' model server with a field more (NeMo Gym's
+    ModelServerRef ignores it: the same server, the calls matched)."""
+    for call in t["model_calls"]:
+        call["response_metadata"]["model_ref"] = {"type": "responses_api_models", "name": "policy_model"}
+    for ref in t["invocations"][0]["model_calls"]:
+        ref["model_ref"] = {"type": "responses_api_models", "name": "policy_model", "region": "eu"}
+
+
+def _a_negative_count(t: Trajectory) -> None:
+    """A count below 0: not a TrajectoryRecord, no ng_perf."""
+    t["model_calls"][0]["token_stats"]["prompt_tokens"] = -1
+
+
+def _a_count_not_a_number(t: Trajectory) -> None:
+    t["model_calls"][0]["token_stats"]["completion_tokens"] = "many"
+
+
+def _an_unknown_invocation_status(t: Trajectory) -> None:
+    t["invocations"][0]["status"] = "timeout"
+
+
 VARIANTS: dict[str, Callable[[Trajectory], None]] = {
     "no turns (turns counted by the calls each invocation owns)": _no_turns,
     "no turns and nothing referenced (one turn an invocation)": _nothing_referenced,
@@ -125,6 +161,12 @@ VARIANTS: dict[str, Callable[[Trajectory], None]] = {
     "a call referenced twice": _a_ref_twice,
     "a subagent": _a_subagent,
     "a subagent that referenced nothing": _a_subagent_without_turns,
+    "token counts as numeric text": _counts_as_text,
+    "token counts as floats and bools": _counts_as_floats_and_bools,
+    "a reference's model_ref with a field of its own": _a_model_ref_with_a_field_of_its_own,
+    "a negative token count (refused)": _a_negative_count,
+    "a token count not a number (refused)": _a_count_not_a_number,
+    "an invocation status NeMo Gym does not name (refused)": _an_unknown_invocation_status,
 }
 
 
@@ -145,22 +187,44 @@ def cases() -> Iterator[tuple[str, Trajectory, float | None]]:
         yield name, changed, LATENCY_MS
 
 
-def main() -> int:
+def nemo_perf(trajectory: Any, latency: Any) -> dict[str, Any]:
+    """NeMo Gym's answer for one trajectory: {"valid": whether its TrajectoryRecord accepts it,
+    "ng_perf": what `_build_ng_perf` gives}, or {"raised": the exception's name}."""
     from nemo_gym.rollout_collection import _build_ng_perf
     from nemo_gym.rollout_observability import TrajectoryRecord
 
+    try:
+        TrajectoryRecord.model_validate(trajectory)
+        valid = True
+    except Exception:
+        valid = False
+    try:
+        return {"valid": valid, "ng_perf": _build_ng_perf({"ng_trajectory": trajectory}, rollout_latency_ms=latency)}
+    except Exception as exc:
+        return {"raised": type(exc).__name__}
+
+
+def answer_stdin() -> int:
+    """`--stdin`: one JSON line {"trajectory", "latency_ms"} in, NeMo Gym's `nemo_perf` line out
+    (scripts/fuzz_nemo_perf.py, one process for its batch)."""
+    for line in sys.stdin:
+        case = json.loads(line)
+        print(json.dumps(nemo_perf(case["trajectory"], case["latency_ms"])), flush=False)
+    return 0
+
+
+def main() -> int:
+    if sys.argv[1:] == ["--stdin"]:
+        return answer_stdin()
     OUT.parent.mkdir(parents=True, exist_ok=True)
     kept, refused = [], []
     for name, trajectory, latency in cases():
-        try:
-            TrajectoryRecord.model_validate(trajectory)
-        except Exception:
+        answer = nemo_perf(trajectory, latency)
+        if not answer.get("valid"):
             refused.append(name)
-            continue
-        perf = _build_ng_perf({"ng_trajectory": trajectory}, rollout_latency_ms=latency)
-        kept.append({"case": name, "trajectory": trajectory, "latency_ms": latency, "ng_perf": perf})
+        kept.append({"case": name, "trajectory": trajectory, "latency_ms": latency, "ng_perf": answer["ng_perf"]})
     OUT.write_text("".join(json.dumps(c) + "\n" for c in kept))
-    print(f"{len(kept)} cases written to {OUT.relative_to(ROOT)}; not valid TrajectoryRecords (left out): {refused or 'none'}")
+    print(f"{len(kept)} cases written to {OUT.relative_to(ROOT)}; not valid TrajectoryRecords (no ng_perf): {refused or 'none'}")
     return 0
 
 
