@@ -157,6 +157,15 @@ def cases() -> list[dict[str, Any]]:
                                        "ng_agent_observations": bundle(invocation("a", parent="b"), invocation("b", parent="a"))}),
         ("no_calls", ROW, {"ng_agent_observations": bundle(invocation("root", conversation=CONVERSATION))}),
         ("raw_payloads", ROW, {"ng_model_call_capture": capture({**call(0), "request": None, "request_raw": "not json", "response": None, "response_raw": "<html>"})}),
+        # found by scripts/fuzz_nemo_observability.py
+        ("row_without_task_index", {"_ng_rollout_index": 0, "task_id": "math-7"}, {"ng_model_call_capture": capture(call(0))}),
+        ("bad_rollout_id_nowhere_to_say", {**ROW, "_ng_rollout_id": "bad id"}, {"reward": 1.0}),
+        ("producer_not_an_object", ROW, {"ng_trajectory": [], "ng_model_call_capture": capture(call(0))}),
+        ("conversation_typed_parts", ROW, {"ng_model_call_capture": capture(call(0)), "ng_agent_observations": bundle(invocation("root", ref(0), conversation=[
+            {"type": "function_call_output", "call_id": "tool-0", "output": [{"type": "input_text", "text": "t", "extra": 1}]}, {"foo": 1},
+            {"type": "mcp_call", "arguments": "{}", "name": "n"}]), tool("root", "tool-0"))}),
+        ("conversation_part_refused", ROW, {"ng_model_call_capture": capture(call(0)), "ng_agent_observations": bundle(invocation("root", ref(0), conversation=[
+            {"type": "function_call_output", "call_id": "tool-0", "output": [{"foo": 1}]}]))}),
     ]  # fmt: skip
     return [{"name": name, "row": row, "result": copy.deepcopy(result)} for name, row, result in made]
 

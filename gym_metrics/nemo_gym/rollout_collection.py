@@ -44,10 +44,12 @@ _METADATA = ("response_id", "model_ref", "model", "dialect", "status_code", "res
 
 def trajectory_identity(row: Mapping[str, Any]) -> tuple[str, str]:
     """(task id, rollout id) of a dispatched row: its `task_id`, `problem_id` or `instance_id`,
-    else its task index; its rollout id, else "{task index}-{rollout index}"."""
-    index, repeat = row.get(TASK_INDEX_KEY_NAME), row.get(ROLLOUT_INDEX_KEY_NAME)  # (collect gives every row both)
-    task = next((str(row[k]) for k in ("task_id", "problem_id", "instance_id") if row.get(k) is not None), str(index))
-    return task, maybe_rollout_id_from_run_body(row) or f"{index}-{repeat}"
+    else its task index; its rollout id, else "{task index}-{rollout index}". As NeMo Gym's, a
+    row without a task index is a KeyError even when it names its task, and one without a
+    rollout index when it has no rollout id (collect gives every row both)."""
+    index = str(row[TASK_INDEX_KEY_NAME])
+    task = next((str(row[k]) for k in ("task_id", "problem_id", "instance_id") if row.get(k) is not None), index)
+    return task, maybe_rollout_id_from_run_body(row) or f"{row[TASK_INDEX_KEY_NAME]}-{row[ROLLOUT_INDEX_KEY_NAME]}"
 
 
 def merge_model_call_capture(result: dict[str, Any], capture: dict[str, Any]) -> None:
@@ -78,7 +80,10 @@ def attach_trajectory_record(row: Mapping[str, Any], result: dict[str, Any], *, 
         if target is not None and isinstance(target.setdefault("gaps", []), list):
             target["gaps"].append(gap)
         else:
-            task, rollout = trajectory_identity(row)
+            try:
+                task, rollout = trajectory_identity(row)
+            except Exception:  # noqa: BLE001 - a row whose identity failed the projection: no trajectory, the answer kept (NeMo Gym logs it)
+                return
             result[NG_TRAJECTORY_KEY] = TrajectoryRecord(task_id=task, rollout_id=rollout, gaps=[ObservationGap(**gap)]).model_dump(mode="json")
         return
     calls = result.get(CAPTURE_KEY, {}).get("calls") if isinstance(result.get(CAPTURE_KEY), dict) else None
@@ -97,14 +102,14 @@ def build_trajectory_record(row: Mapping[str, Any], result: Mapping[str, Any]) -
     turns: list[TrajectoryTurn] = []
     tools: list[TrajectoryToolCall] = []
     calls: list[TrajectoryModelCall] = []
-    produced = result.get(NG_TRAJECTORY_KEY)
-    if isinstance(produced, dict):
+    produced = False  # a producer's trajectory read (one that is not a dict, or invalid, says nothing of its turns)
+    if isinstance(result.get(NG_TRAJECTORY_KEY), dict):
         try:
-            own = TrajectoryRecord.model_validate(produced)
+            own = TrajectoryRecord.model_validate(result[NG_TRAJECTORY_KEY])
         except Exception as exc:  # noqa: BLE001
             gaps.append(ObservationGap(code="producer_trajectory_invalid", detail=type(exc).__name__))
-            produced = None  # (its turns were not observed)
         else:
+            produced = True
             wrong = [name for name, given, canonical in (("task_id", own.task_id, task), ("rollout_id", own.rollout_id, rollout)) if given != canonical]
             turns = own.turns
             if wrong:
@@ -130,7 +135,7 @@ def build_trajectory_record(row: Mapping[str, Any], result: Mapping[str, Any]) -
         turns = _turns_of_calls(task, rollout, invocations, calls, result.get("resolved"))
     if not calls:
         gaps.append(ObservationGap(code="model_calls_unavailable"))
-    if not turns and produced is None:  # a producer that says "no turns" has said something
+    if not turns and not produced:  # a producer that says "no turns" has said something
         gaps.append(ObservationGap(code="turns_unavailable"))
     if not any(i.conversation for i in invocations):
         gaps.append(ObservationGap(code="conversation_unavailable"))
@@ -148,7 +153,7 @@ def _observed(bundle: AgentObservationBundle, invocations: list[AgentInvocation]
     observed = [r for r in bundle.records if isinstance(r, ToolCallObservation)]
     if not observed:
         return
-    outputs = {(i.invocation_id, item.call_id): item.output  # type: ignore[union-attr]
+    outputs = {(i.invocation_id, item.call_id): item.output  # type: ignore[attr-defined]  # (FunctionCallOutput items: typed as dicts for mypy)
                for i in invocations for item in i.conversation if getattr(item, "type", None) == "function_call_output"}  # fmt: skip
     at = {(t.invocation_id, t.tool_call_id): n for n, t in enumerate(tools)}
     for tool in observed:

@@ -14,10 +14,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from gym_metrics.nemo_gym.config_types import ModelServerRef
-from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseInputItem
+from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse
+from gym_metrics.recording._conversation_items import ConversationItem
+
+# A conversation item given as a model (an agent's openai_utils items) is validated from its fields:
+# NeMo Gym's union takes its own typed items as they are, which were checked when they were made.
+_Item = Annotated[ConversationItem, BeforeValidator(lambda item: item.model_dump() if isinstance(item, BaseModel) else item)]
 
 class ObservationModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -99,7 +104,9 @@ class AgentInvocation(ObservationModel):
     duration_ms: Optional[float] = Field(default=None, ge=0)
     error_type: Optional[str] = None
     model_calls: list[ModelCallRef] = Field(default_factory=list)
-    conversation: list[NeMoGymResponseInputItem] = Field(default_factory=list)
+    conversation: list[_Item] = Field(default_factory=list)
+    """Validated as NeMo Gym's typed input items (its parts' TypedDicts refuse a part they do not
+    name and keep only the keys they declare, in their order): recording's strict mirror."""
 
 
 ToolStatus = Literal["completed", "failed", "timeout", "cancelled", "incomplete", "unknown"]

@@ -222,23 +222,23 @@ class Reasoning(BaseModel):
     content: Optional[List[_ReasoningText]] = None
 
 
-class McpCall(_Open):
+class McpCall(_Open):  # (fields in NeMo Gym's order, the SDK model's it extends: an item is dumped so)
+    id: Optional[str] = None
     arguments: str
     name: str
-    type: Literal["mcp_call"] = "mcp_call"
-    id: Optional[str] = None
     server_label: Optional[str] = None
-    status: Optional[str] = None
+    type: Literal["mcp_call"] = "mcp_call"
     approval_request_id: Optional[str] = None
     error: Optional[str] = None
     output: Optional[str] = None
+    status: Optional[str] = None
 
 
 class McpListTools(_Open):
-    type: Literal["mcp_list_tools"] = "mcp_list_tools"
-    tools: List[Any] = []
     id: Optional[str] = None
     server_label: Optional[str] = None
+    tools: List[Any] = []
+    type: Literal["mcp_list_tools"] = "mcp_list_tools"
     error: Optional[str] = None
 
 

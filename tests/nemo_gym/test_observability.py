@@ -52,6 +52,13 @@ def test_the_cases_reach_the_rules_they_are_for() -> None:
     assert by_name["resolved_on_last_turn"]["ng_trajectory"]["turns"][-1]["resolved"] is True
     tools = {t["tool_call_id"]: t for t in by_name["tool_calls_merged"]["ng_trajectory"]["tool_calls"]}
     assert tools["tool-0"]["status"] == "completed" and tools["tool-0"]["output"] == "42" and tools["tool-9"]["status"] == "timeout"
+    # found by scripts/fuzz_nemo_observability.py
+    assert by_name["row_without_task_index"]["ng_model_call_capture"]["gaps"] == [{"code": "trajectory_projection_failed", "detail": "KeyError"}]
+    assert by_name["bad_rollout_id_nowhere_to_say"] == {"reward": 1.0}  # no trajectory, the answer kept
+    assert "turns_unavailable" in codes(by_name["producer_not_an_object"])
+    typed = by_name["conversation_typed_parts"]["ng_trajectory"]["invocations"][0]["conversation"]
+    assert typed[0]["output"] == [{"text": "t", "type": "input_text"}] and typed[1]["type"] == "mcp_list_tools"
+    assert "agent_observations_invalid" in codes(by_name["conversation_part_refused"])
 
 
 def test_the_contracts_refuse_what_nemo_gym_refuses() -> None:
