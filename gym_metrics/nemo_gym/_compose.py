@@ -231,6 +231,22 @@ def agents_of(document: Any, resources_name: str) -> list[tuple[str, str, Mappin
     return found
 
 
+def register_directive_resolvers() -> None:
+    """OmegaConf resolvers `inherit_from` and `copy`, each giving back its own text, as NeMo Gym
+    registers them: a directive string composition does not apply (a block inheriting from
+    itself, one inside a list or a copied subtree) reads as that text; without them, reading it
+    (or composing a self-reference) raised UnsupportedInterpolationType."""
+    import warnings
+
+    from omegaconf import OmegaConf
+
+    for name in ("inherit_from", "copy"):
+        if not OmegaConf.has_resolver(name):
+            with warnings.catch_warnings():  # (omegaconf 2.4 renames it register_resolver; 2.3 has only this one)
+                warnings.simplefilter("ignore")
+                OmegaConf.register_new_resolver(name, lambda path, _name=name: f"${{{_name}:{path}}}")
+
+
 def parse(initial: Any, roots: list[Path], dotenv: Path | None = None, working: Path | None = None) -> Any:
     """NeMo Gym's global config without its command line: `initial`'s `config_paths` (else the
     dotenv's) loaded, then the dotenv file's values over them, then `initial`'s over all;
@@ -238,6 +254,7 @@ def parse(initial: Any, roots: list[Path], dotenv: Path | None = None, working: 
     working directory: its checkout's root), which configs interpolate."""
     from omegaconf import OmegaConf, open_dict
 
+    register_directive_resolvers()
     first: Any = OmegaConf.create(initial or {})
     dotenv_config: Any = _mapping(load_yaml(dotenv), dotenv) if dotenv is not None else OmegaConf.create({})
     early: Any = OmegaConf.merge(dotenv_config, first)
@@ -305,6 +322,8 @@ def _apply(level: Any, root: Any, frozen: Any) -> None:
             continue
         names = source.split(".")
         holder = _at(root, names[:-1], source)
+        if moves and holder is not _MISSING and not isinstance(holder, DictConfig):  # NeMo Gym: AttributeError (str.pop)
+            raise InvalidInputError("config inherits or copies from a path that does not exist", [FieldViolation(INHERIT_FROM, f"{source}: {names[-2]!r} is not a mapping")])
         if moves and holder is not _MISSING:
             holder.pop(names[-1], None)
         copied = _at(frozen, names, source)
@@ -328,11 +347,13 @@ def _directive(value: Any) -> tuple[str | None, bool]:
         for prefix, moves in (("${inherit_from:", True), ("${copy:", False)):
             if value.startswith(prefix):
                 return value.removeprefix(prefix).removesuffix("}"), moves
-    elif isinstance(value, DictConfig):
-        if INHERIT_FROM in value:
-            return str(value.pop(INHERIT_FROM)), True
+    elif isinstance(value, DictConfig) and (INHERIT_FROM in value or COPY in value):
+        # both keys: NeMo Gym drops both, takes `_copy`'s path, and removes that source as `_inherit_from` does
+        moves = INHERIT_FROM in value
+        source = value.pop(INHERIT_FROM) if moves else None
         if COPY in value:
-            return str(value.pop(COPY)), False
+            source = value.pop(COPY)
+        return str(source), moves
     return None, False
 
 
