@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from gym_metrics.nemo_gym.config_types import ModelServerRef
 from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse
-from gym_metrics.recording._conversation_items import ConversationItem
+from gym_metrics.recording import ConversationItem
 
 # A conversation item given as a model (an agent's openai_utils items) is validated from its fields:
 # NeMo Gym's union takes its own typed items as they are, which were checked when they were made.

@@ -31,7 +31,7 @@ _STATUS_SET, _ANSWER_SET = frozenset(_STATUSES), frozenset(ANSWER_PARTS)
 """Sets, as NeMo Gym's: looking an unhashable value up in one raises TypeError, which NeMo Gym reports."""
 
 
-class _Open(BaseModel):  # the openai SDK's models keep fields they do not name
+class _OpenItem(BaseModel):  # the openai SDK's models keep fields they do not name
     model_config = ConfigDict(extra="allow")
 
 
@@ -52,14 +52,14 @@ def _whole_token_fields(value: Any) -> Any:
 
 
 # Content parts.
-class _FileCitation(_Open):
+class _FileCitation(_OpenItem):
     file_id: str
     filename: str
     index: int
     type: Literal["file_citation"]
 
 
-class _UrlCitation(_Open):
+class _UrlCitation(_OpenItem):
     end_index: int
     start_index: int
     title: str
@@ -67,7 +67,7 @@ class _UrlCitation(_Open):
     url: str
 
 
-class _ContainerFileCitation(_Open):
+class _ContainerFileCitation(_OpenItem):
     container_id: str
     end_index: int
     file_id: str
@@ -76,13 +76,13 @@ class _ContainerFileCitation(_Open):
     type: Literal["container_file_citation"]
 
 
-class _FilePath(_Open):
+class _FilePath(_OpenItem):
     file_id: str
     index: int
     type: Literal["file_path"]
 
 
-class _TopLogprob(_Open):
+class _TopLogprob(_OpenItem):
     token: str
     bytes: List[int]
     logprob: float
@@ -204,17 +204,17 @@ class FunctionCallOutput(BaseModel):
     status: Optional[Status] = None
 
 
-class _SummaryText(_Open):
+class _SummaryText(_OpenItem):
     text: str
     type: Literal["summary_text"]
 
 
-class _ReasoningText(_Open):
+class _ReasoningText(_OpenItem):
     text: str
     type: Literal["reasoning_text"]
 
 
-class Reasoning(BaseModel):
+class ReasoningItem(BaseModel):
     id: str
     summary: List[_SummaryText]
     type: Literal["reasoning"] = "reasoning"
@@ -222,7 +222,7 @@ class Reasoning(BaseModel):
     content: Optional[List[_ReasoningText]] = None
 
 
-class McpCall(_Open):  # (fields in NeMo Gym's order, the SDK model's it extends: an item is dumped so)
+class McpCall(_OpenItem):  # (fields in NeMo Gym's order, the SDK model's it extends: an item is dumped so)
     id: Optional[str] = None
     arguments: str
     name: str
@@ -234,7 +234,7 @@ class McpCall(_Open):  # (fields in NeMo Gym's order, the SDK model's it extends
     status: Optional[str] = None
 
 
-class McpListTools(_Open):
+class McpListTools(_OpenItem):
     id: Optional[str] = None
     server_label: Optional[str] = None
     tools: List[Any] = []
@@ -242,11 +242,11 @@ class McpListTools(_Open):
     error: Optional[str] = None
 
 
-class OtherItem(_Open):
+class OtherItem(_OpenItem):
     """An item of a type NeMo Gym names but whose model is not mirrored here: any object."""
 
 
-_TRAINED = {"easy_message": EasyMessage, "input_message": InputMessage, "output_message": OutputMessage, "function_call": FunctionCall, "reasoning": Reasoning}
+_TRAINED = {"easy_message": EasyMessage, "input_message": InputMessage, "output_message": OutputMessage, "function_call": FunctionCall, "reasoning": ReasoningItem}
 _MODELS: dict[str, Any] = {**_TRAINED, "function_call_output": FunctionCallOutput, "mcp_call": McpCall, "mcp_list_tools": McpListTools}
 _MODELS.update({f"{tag}__training": type(f"{model.__name__}ForTraining", (model, _Tokens), {}) for tag, model in _TRAINED.items()})
 _OTHER_TAGS = ("mcp_approval_request", "file_search_call", "web_search_call", "computer_call", "image_generation_call", "code_interpreter_call",
