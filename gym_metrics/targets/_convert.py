@@ -153,8 +153,8 @@ def output_tool_calls(response: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _responses_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
-    if "function" not in tool:  # already Responses-shaped
-        return dict(tool)
+    if "function" not in tool:  # already Responses-shaped; a null defer_loading replayed as false, as NeMo Gym replays it
+        return {**tool, "defer_loading": False} if "defer_loading" in tool and tool["defer_loading"] is None else dict(tool)
     return {"type": "function", **tool["function"]}
 
 

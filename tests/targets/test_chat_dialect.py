@@ -200,3 +200,12 @@ async def test_an_answer_echoes_the_request_without_what_metadata_extra_body_add
                 await target.aclose()
             assert policy.requests[-1].body["temperature"] == 0.9
             assert "temperature" not in response and response.get("top_p") == echoed
+
+
+def test_a_null_defer_loading_is_echoed_as_false() -> None:
+    """NeMo Gym 0.7.0 replays a tool's `defer_loading: null` as false in the answer it makes of a
+    chat completion (its request normalisation; found by scripts/fuzz_nemo_chat_dialect.py, seed
+    4946: NeMo Gym answered `defer_loading: false`, ours left it out)."""
+    request = {"input": "q", "tools": [{"type": "function", "name": "lookup", "parameters": None, "strict": None, "defer_loading": None}]}
+    answer = with_request_fields(chat_to_responses({"choices": [{"message": {"role": "assistant", "content": "a"}}]}), request)
+    assert answer["tools"] == [{"type": "function", "name": "lookup", "parameters": None, "strict": None, "defer_loading": False}]
