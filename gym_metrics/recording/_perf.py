@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gym_metrics.recording._trajectory_schema import CallRef, ModelCall, _TypedTrajectory
+from gym_metrics.recording._trajectory_schema import CallRef, ModelCall, TypedTrajectory
 
 PERF_KEY = "ng_perf"
 TOKEN_SUMS = (
@@ -39,7 +39,7 @@ def rollout_perf(trajectory: Mapping[str, Any], latency_ms: float | None) -> dic
     if not isinstance(trajectory, Mapping) or not trajectory.get("invocations"):
         return None  # (cheaply: a record without invocations gets none, valid or not)
     try:
-        record = _TypedTrajectory.model_validate(trajectory)  # as NeMo Gym's TrajectoryRecord (and health) validate it
+        record = TypedTrajectory.model_validate(trajectory)  # as NeMo Gym's TrajectoryRecord (and health) validate it
     except Exception:  # noqa: BLE001 - as NeMo Gym: whatever validation raised (a TypeError for an unhashable role, ...), none
         return None
     calls = record.model_calls

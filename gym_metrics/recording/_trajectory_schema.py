@@ -160,14 +160,14 @@ class Trajectory(_Strict):
         return self
 
 
-class _TypedInvocation(Invocation):
+class TypedInvocation(Invocation):
     conversation: list[ConversationItem] = Field(default_factory=list)
 
 
-class _TypedTrajectory(Trajectory):
+class TypedTrajectory(Trajectory):
     """The trajectory as NeMo Gym's health checks validate it: conversation items typed."""
 
-    invocations: list[_TypedInvocation] = Field(default_factory=list)  # type: ignore[assignment]  # pydantic: the field, narrowed
+    invocations: list[TypedInvocation] = Field(default_factory=list)  # type: ignore[assignment]  # pydantic: the field, narrowed
 
 
 def trajectory_error(raw: Any, *, strict: bool = False) -> str | None:
@@ -187,6 +187,6 @@ def canonical_trajectory(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     exception's name: ValidationError; TypeError for a conversation item with an unhashable role,
     status or part type; ValueError for a payload nested too deep to dump)."""
     try:
-        return _TypedTrajectory.model_validate(raw).model_dump(mode="json"), None
+        return TypedTrajectory.model_validate(raw).model_dump(mode="json"), None
     except Exception as exc:  # NeMo Gym names whatever validation or the dump raised
         return None, type(exc).__name__
