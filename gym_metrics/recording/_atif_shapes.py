@@ -22,7 +22,7 @@ INPUT_PARTS = ("input_text", "input_image", "input_file", "input_video")
 TOOL_OUTPUT_PARTS = ("input_text", "input_image", "input_file")
 """Parts a function_call_output's list output may hold."""
 ANSWER_PARTS = ("output_text", "refusal")
-_STATUSES = ("in_progress", "completed", "incomplete")
+ITEM_STATUSES = ("in_progress", "completed", "incomplete")
 _PHASES = (None, "commentary", "final_answer")
 _ANSWER_FIELDS = ("id", "content", "role", "status", "type", "phase")
 _ANSWER_PART_FIELDS = {"output_text": ("annotations", "text", "type", "logprobs"), "refusal": ("refusal", "type")}
@@ -75,8 +75,8 @@ def check_shape(item: Any, path: str, copy: bool = False) -> None:
         for i, part in enumerate(item["content"]):
             if isinstance(part, dict) and part.get("type") == "output_text" and not isinstance(part.get("annotations"), list):
                 raise AtifRefused(f"{path}.content[{i}].annotations", "expected a list (an output_text part requires one)")
-        if copy and "status" in item and item["status"] not in _STATUSES:
-            raise AtifRefused(f"{path}.status", f"expected {_one_of(_STATUSES)}, got {item['status']!r}")
+        if copy and "status" in item and item["status"] not in ITEM_STATUSES:
+            raise AtifRefused(f"{path}.status", f"expected {_one_of(ITEM_STATUSES)}, got {item['status']!r}")
         if item.get("phase") not in _PHASES:  # reached only without role: with one, any phase was refused
             raise AtifRefused(f"{path}.phase", f"expected commentary, final_answer or null, got {item['phase']!r}")
     elif kind == "message":
@@ -110,7 +110,7 @@ def _as_read(item: Any) -> Any:
         return item
     if item.get("role") == "assistant" and is_answer(item) and "status" not in item:
         return {**item, "status": "completed"}
-    if item.get("role") in ("system", "user", "developer") and "status" in item and item["status"] not in _STATUSES:
+    if item.get("role") in ("system", "user", "developer") and "status" in item and item["status"] not in ITEM_STATUSES:
         return {k: v for k, v in item.items() if k != "status"}
     return item
 

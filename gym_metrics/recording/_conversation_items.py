@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Dict, List, Literal, Optional,
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Tag
 from typing_extensions import NotRequired, Required, TypedDict
 
-from gym_metrics.recording._atif_shapes import _STATUSES, ANSWER_PARTS
+from gym_metrics.recording._atif_shapes import ITEM_STATUSES, ANSWER_PARTS
 
 Status = Literal["in_progress", "completed", "incomplete"]
 Phase = Optional[Literal["commentary", "final_answer"]]
 TOKEN_FIELDS = frozenset({"prompt_token_ids", "generation_token_ids", "generation_log_probs"})
 _SIMPLE_ROLES = frozenset({"user", "system", "developer"})
-_STATUS_SET, _ANSWER_SET = frozenset(_STATUSES), frozenset(ANSWER_PARTS)
+_STATUS_SET, _ANSWER_SET = frozenset(ITEM_STATUSES), frozenset(ANSWER_PARTS)
 """Sets, as NeMo Gym's: looking an unhashable value up in one raises TypeError, which NeMo Gym reports."""
 
 
