@@ -50,7 +50,30 @@ CASES: dict[str, Any] = {
     "reasoning": {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "think"}]},
     "reasoning with content": {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "t"}]},
     "reasoning with tokens": {"type": "reasoning", "id": "rs_1", "summary": [], **TOKENS},
+    # found by scripts/fuzz_nemo_items.py: defaults, coercions, routing and the SDK's field order
+    "assistant answer without a status": {"id": "msg_1", "type": "message", "role": "assistant", "content": [TEXT]},
+    "assistant answer with citations": {"id": "msg_1", "type": "message", "role": "assistant", "content": [{**TEXT, "annotations": [
+        {"type": "url_citation", "url": "u", "title": "t", "start_index": 0, "end_index": 1}, {"type": "file_path", "file_id": "f", "index": 0}]}]},
+    "assistant refusal part without a type": {"id": "msg_1", "type": "message", "role": "assistant", "content": [{"refusal": "no"}]},
+    "assistant answer with no parts": {"id": "msg_1", "type": "message", "role": "assistant", "content": []},
+    "function call with token IDs as text": {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}",
+                                             "prompt_token_ids": ["1"], "generation_token_ids": [3], "generation_log_probs": [-1]},
+    "reasoning, a summary part with another field": {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "t", "extra": 1}]},
+    "system message with an image part": {"role": "system", "type": "message", "status": "in_progress",
+                                          "content": [{"type": "input_image", "image_url": "http://x/i.png", "detail": "auto"}]},
+    "function call output with a file part": {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_file", "file_id": "f"}]},
+    "developer message with tokens": {"role": "developer", "content": "x", **TOKENS},
+    "untyped tool message (a tool listing to NeMo Gym)": {"role": "tool", "content": "4"},
+    "untyped message with a content object": {"role": "user", "content": {}, "status": "completed"},
     # NeMo Gym drops or refuses these; gym-metrics keeps them as they are
+    "developer text message with a status": {"role": "developer", "content": "x", "status": "completed"},
+    "tool message": {"role": "tool", "content": "4", "type": "message"},
+    "assistant message of a number": {"role": "assistant", "type": "message", "id": "msg_1", "status": "completed", "content": 0},
+    "function call output without a call id": {"type": "function_call_output", "call_id": None, "output": "4"},
+    "function call of object arguments": {"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 2}},
+    "reasoning with tokens, routed experts of another shape": {"type": "reasoning", "id": "rs_1", "summary": [], **TOKENS, "routed_experts": [[0]]},
+    "message of an unhashable role": {"role": {}, "content": "x", "type": "message"},
+    "user message with another phase": {"role": "user", "content": "x", "type": "message", "phase": "other"},
     "reasoning with a status": {"type": "reasoning", "id": "rs_1", "summary": [], "status": "completed"},
     "user message with a status": {"role": "user", "type": "message", "status": "completed", "content": [{"type": "input_text", "text": "hi"}]},
     "user message with an id": {"role": "user", "type": "message", "id": "m_1", "content": "hi"},
@@ -62,16 +85,22 @@ CASES: dict[str, Any] = {
 }  # fmt: skip
 
 
-def main() -> int:
+def nemo_dumped(item: Any) -> Any:
+    """The item as NeMo Gym's `AgentInvocation` dumps it; None when NeMo Gym refuses it
+    (scripts/fuzz_nemo_items.py calls this too)."""
     from nemo_gym.rollout_observability import AgentInvocation
 
+    try:
+        return AgentInvocation(invocation_id="root", conversation=[item]).model_dump(mode="json")["conversation"][0]
+    except Exception:
+        return None
+
+
+def main() -> int:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     lines = []
     for case, item in CASES.items():
-        try:
-            dumped = AgentInvocation(invocation_id="root", conversation=[item]).model_dump(mode="json")["conversation"][0]
-        except Exception:
-            dumped = None
+        dumped = nemo_dumped(item)
         lines.append(json.dumps({"case": case, "item": item, "dumped": dumped}) + "\n")
     OUT.write_text("".join(lines))
     print(f"{len(lines)} items written to {OUT}")

@@ -7,6 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import TypeAdapter
+
+from gym_metrics.recording._conversation_items import ConversationItem, OtherItem
+
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts")
 """A training item's fields (its `...ForTraining` model puts them first)."""
 ITEM_FIELDS: dict[str, tuple[str, ...]] = {
@@ -24,53 +28,29 @@ PART_FIELDS: dict[str, tuple[str, ...]] = {
     "summary_text": ("text", "type"),
     "reasoning_text": ("text", "type"),
 }
-_PARTS = {"assistant": ("output_text", "refusal"), "reasoning": ("summary_text", "reasoning_text")}
-"""The part kinds each item's lists may hold (`input_text` elsewhere)."""
-_TRAINED = ("assistant", "reasoning", "function_call")
-_ORDER = {
-    (shape, trained): (*(TOKEN_FIELDS if trained else ()), *fields) for shape, fields in ITEM_FIELDS.items() for trained in (False, True)
-}
-"""Per (shape, carries token IDs): the dumped item's fields in order."""
-_KNOWN = {key: frozenset(fields) for key, fields in _ORDER.items()}
-_PART_KNOWN = {kind: frozenset(fields) for kind, fields in PART_FIELDS.items()}
-
-
-def item_shape(item: Mapping[str, Any]) -> str | None:
-    """Which of ITEM_FIELDS' models NeMo Gym reads the item as; None for another kind."""
-    kind = item.get("type", "message" if "role" in item else None)
-    if kind != "message":
-        return kind if kind in ("reasoning", "function_call", "function_call_output") else None
-    if "id" in item:
-        return "assistant" if item.get("role") == "assistant" else None
-    if "status" in item:
-        return "input_with_status" if item.get("role") in ("user", "system", "developer") else None
-    return "input"
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(ConversationItem)
 
 
 def as_dumped(item: Any) -> Any:
-    """The item as NeMo Gym's typed model dumps it: its fields in the model's order, those it
-    lacks null (`routed_experts` too beside token IDs), and its parts' likewise. An item NeMo
-    Gym would refuse or drop a field of (an unknown field, kind or part) is returned as it is."""
-    shape = item_shape(item) if isinstance(item, dict) else None
-    if shape is None:
+    """The item as NeMo Gym's `TrajectoryRecord` dumps it: validated as its typed union routes it
+    (recording/_conversation_items.py: a message by role, content and status, an untyped one by
+    its fields, to an MCP tool listing when nothing fits) and dumped as JSON, every field of the
+    model in its order, those the item lacks null or defaulted, values coerced as the model reads
+    them. An item NeMo Gym would refuse, or would drop a field of (its own or a content part's),
+    or of a kind whose model is not mirrored, is returned as it is."""
+    try:
+        model = _ADAPTER.validate_python(item)
+    except (TypeError, ValueError):  # ValidationError, or routing met an unhashable role or status
         return item
-    model = (shape, shape in _TRAINED and "prompt_token_ids" in item)
-    if not item.keys() <= _KNOWN[model]:
+    if isinstance(model, OtherItem):
         return item
-    out = {k: item.get(k) for k in _ORDER[model]}
-    out["type"] = item.get("type", "message")
-    for key in ("content", "summary", "output"):
-        if isinstance(out.get(key), list):
-            parts = [_part(p, _PARTS.get(shape, ("input_text",))) for p in out[key]]
-            if None in parts:
-                return item
-            out[key] = parts
-    return out
+    dumped = model.model_dump(mode="json")
+    return item if _loses_a_field(item, dumped) else dumped
 
 
-def _part(part: Any, kinds: tuple[str, ...]) -> dict[str, Any] | None:
-    """The part in its model's order, or None when it is not one of `kinds` or has a field more."""
-    if not isinstance(part, dict) or part.get("type") not in kinds:
-        return None
-    kind = part["type"]
-    return {k: part.get(k) for k in PART_FIELDS[kind]} if part.keys() <= _PART_KNOWN[kind] else None
+def _loses_a_field(item: Mapping[str, Any], dumped: Mapping[str, Any]) -> bool:
+    """The dump lacks a field of the item, or of one of its content, summary or output parts."""
+    if not item.keys() <= dumped.keys():
+        return True
+    lists = [(item[k], dumped[k]) for k in ("content", "summary", "output") if isinstance(item.get(k), list)]
+    return any(isinstance(p, dict) and isinstance(d, dict) and not p.keys() <= d.keys() for given, kept in lists for p, d in zip(given, kept))
