@@ -3,7 +3,7 @@
 
 Each case is an input of ten tasks (a rollout each), an output holding some of them and a
 failures sidecar holding failed attempts (once, twice, three times, terminal, terminal after a
-retryable one, a rollout in both files, a row without indices), read by NeMo Gym's own
+retryable one, a rollout in both files, a row without indices, rows naming no agent), read by NeMo Gym's own
 `RolloutCollectionHelper._load_from_cache` under a `NEMO_GYM_MAX_ROLLOUT_ATTEMPTS` of its own
 (unset, 2, 5). Recorded: the files, and the rows NeMo Gym dispatches (their indices and
 `_ng_attempt_index`, in its order).
@@ -49,6 +49,9 @@ SIDECAR = [
     failed(6), failed(6, terminal=True),
     failed(None),
     failed(8, terminal=False),
+    # rows naming no agent (NeMo Gym keys on the indices alone): counted with task 8's, task 9's own
+    {k: v for k, v in failed(8).items() if k != "agent_ref"},
+    {k: v for k, v in failed(9).items() if k != "agent_ref"}, {k: v for k, v in failed(9).items() if k != "agent_ref"},
 ]  # fmt: skip
 CASES = {"default": None, "max_attempts_2": "2", "max_attempts_5": "5"}
 

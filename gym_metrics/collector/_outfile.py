@@ -52,6 +52,20 @@ class Retries:
     terminal: int = 0
     attempts: int = 0
     """Failed attempts in the sidecar, of rollouts not in the output."""
+    unnamed: dict[tuple[int, int], tuple[int, bool]] = field(default_factory=dict)
+    """(task, rollout) -> failed attempts and whether one was terminal, of the sidecar's rows
+    that name no agent (and no --agent given): NeMo Gym keys its sidecar on the two indices
+    alone, so they count for that rollout of whichever agent (`attempt`)."""
+    max_attempts: int = DEFAULT_MAX_ROLLOUT_ATTEMPTS
+
+    def attempt(self, key: RolloutKey) -> int | None:
+        """The failed attempts so far of a rollout not in `OutputFile.done` (0: none), with
+        the rows naming no agent counted in; None: those make it terminal or spent."""
+        extra = self.unnamed.get(key[1:])
+        if extra is None:
+            return self.again.get(key, 0)
+        count = self.again.get(key, 0) + extra[0]
+        return None if extra[1] or count >= self.max_attempts else count
 
 
 class OutputFile:
@@ -203,14 +217,19 @@ def _retries(path: Path, written: set[RolloutKey], default_agent: str | None, ma
     """NeMo Gym's resume rule over the sidecar `path` (Retries)."""
     attempts: dict[RolloutKey, int] = {}
     terminal: set[RolloutKey] = set()
+    unnamed: dict[tuple[int, int], tuple[int, bool]] = {}
     for key, is_terminal in _sidecar_attempts(path, default_agent):
+        if key is not None and not key[0]:  # no agent_ref.name and no --agent
+            count, was_terminal = unnamed.get(key[1:], (0, False))
+            unnamed[key[1:]] = (count + 1, was_terminal or is_terminal)
+            continue
         if key is None or key in written:
             continue
         attempts[key] = attempts.get(key, 0) + 1
         if is_terminal:
             terminal.add(key)
     again = {key: n for key, n in attempts.items() if key not in terminal and n < max_attempts}
-    return Retries(again, set(attempts) - set(again), len(terminal), sum(attempts.values()))
+    return Retries(again, set(attempts) - set(again), len(terminal), sum(attempts.values()) + sum(n for n, _ in unnamed.values()), unnamed, max_attempts)
 
 
 def first_attempts(sidecar: Path, aside: Path, default_agent: str | None) -> None:

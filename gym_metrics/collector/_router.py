@@ -155,8 +155,12 @@ class Router:
             if key in self.out.done:
                 self.skipped_done += 1
                 continue
-            if key in self.out.retries.again:  # run again after failed attempts: NeMo Gym's stamp, on every row it writes
-                item.row, item.raw = {**item.row, ATTEMPT_KEY: self.out.retries.again[key]}, None
+            attempt = self.out.retries.attempt(key)
+            if attempt is None:  # spent or terminal, counting the sidecar's rows that name no agent
+                self.skipped_done += 1
+                continue
+            if attempt:  # run again after failed attempts: NeMo Gym's stamp, on every row it writes
+                item.row, item.raw = {**item.row, ATTEMPT_KEY: attempt}, None
             if item.verified:
                 self.complete = False
                 self._pending.append(item.raw + b"\n" if item.raw is not None else dumps_row(item.row))

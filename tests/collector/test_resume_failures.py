@@ -129,6 +129,10 @@ def test_a_sidecar_the_columnar_reader_refuses_is_read_row_by_row(tmp_path: Path
     _jsonl(plain, REFERENCE["sidecar"])
     odd = tmp_path / "odd.jsonl"
     _jsonl(odd, [*REFERENCE["sidecar"], {"_ng_task_index": 9, "_ng_rollout_index": 0, "_ng_failure_terminal": "yes"}])
-    expected = [(("a", r["_ng_task_index"], 0) if "_ng_task_index" in r else None, bool(r.get("_ng_failure_terminal"))) for r in REFERENCE["sidecar"]]
-    assert _sidecar_attempts(plain, None) == expected
-    assert _sidecar_attempts(odd, "dflt") == [*expected, (("dflt", 9, 0), True)]
+
+    def expected(default: str) -> list[tuple[tuple[str, int, int] | None, bool]]:
+        return [((r.get("agent_ref", {}).get("name", default), r["_ng_task_index"], 0) if "_ng_task_index" in r else None, bool(r.get("_ng_failure_terminal")))
+                for r in REFERENCE["sidecar"]]  # fmt: skip
+
+    assert _sidecar_attempts(plain, None) == expected("")
+    assert _sidecar_attempts(odd, "dflt") == [*expected("dflt"), (("dflt", 9, 0), True)]
