@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gym_metrics.aggregate import aggregate_partials, write_partial
 from gym_metrics.cli import main
-from gym_metrics.rollouts import byte_ranges, perf_blocks, read_rollouts
+from gym_metrics.rollouts import add_perf_blocks, byte_ranges, perf_blocks, read_rollouts
 
 CASE = Path(__file__).parents[1] / "data" / "nemo_gym_extra" / "perf_blocks.jsonl"
 
@@ -69,3 +69,28 @@ def test_blocks_of_every_shape_are_read_as_json_reads_them(tmp_path: Path) -> No
             want.setdefault(row["agent_ref"]["name"], []).append(row["ng_perf"])
     got = perf_blocks(read_rollouts(src))
     assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True) and sum(map(len, got.values())) == 5
+
+
+def test_blocks_read_without_the_readers_rows_skip_bad_lines_and_other_rows(tmp_path: Path) -> None:
+    """`add_perf_blocks` without the reader's row list (collect's rows passed through): an empty
+    file adds nothing; a line in `bad_lines`, a row that is not a rollout (no index) and a row of
+    no agent without a default are left out, as aggregation leaves them out."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    found: dict[str, list[dict[str, object]]] = {}
+    add_perf_blocks(found, empty, None)
+    assert found == {}
+    rows = [
+        {"agent_ref": {"name": "a"}, "_ng_task_index": 0, "_ng_rollout_index": 0, "ng_perf": {"num_turns": 1}},
+        {"agent_ref": {"name": "a"}, "_ng_task_index": 1, "_ng_rollout_index": 0, "ng_perf": {"num_turns": 2}},  # line 2: bad
+        {"agent_ref": {"name": "a"}, "ng_perf": {"num_turns": 3}},  # no indices: not a rollout
+        {"_ng_task_index": 2, "_ng_rollout_index": 0, "ng_perf": {"num_turns": 4}},  # no agent
+        {"agent_ref": {"name": "b"}, "_ng_task_index": 3, "_ng_rollout_index": 0, "ng_perf": {"num_turns": 5}},
+    ]
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    add_perf_blocks(found, path, None, bad_lines={2})
+    assert found == {"a": [{"num_turns": 1}], "b": [{"num_turns": 5}]}
+    again: dict[str, list[dict[str, object]]] = {}
+    add_perf_blocks(again, path, "dflt", bad_lines={2})
+    assert again == {"a": [{"num_turns": 1}], "dflt": [{"num_turns": 4}], "b": [{"num_turns": 5}]}
