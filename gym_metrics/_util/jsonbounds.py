@@ -44,15 +44,18 @@ class JsonBounds:
 DOCUMENT = JsonBounds()
 
 Parsed = TypeVar("Parsed")
+Text = str | bytes | bytearray
+"""A JSON document's text (a request body grown chunk by chunk is a bytearray)."""
+Doc = TypeVar("Doc", bound=Text)
 
 
-def may_exceed(text: str | bytes, bounds: JsonBounds = DOCUMENT) -> bool:
+def may_exceed(text: Text, bounds: JsonBounds = DOCUMENT) -> bool:
     """Whether `text` is long enough to hold more items than a bound allows (200 kB for a
     document: two bytes an object at least)."""
     return len(text) > 2 * bounds.containers
 
 
-def check_items(text: str | bytes, field: str, row: int | None = None, bounds: JsonBounds = DOCUMENT) -> None:
+def check_items(text: Text, field: str, row: int | None = None, bounds: JsonBounds = DOCUMENT) -> None:
     """InvalidInputError naming `field` (and `row`) when `text` holds more objects and lists or
     more values than `bounds` allow."""
     if may_exceed(text, bounds):
@@ -62,7 +65,7 @@ def check_items(text: str | bytes, field: str, row: int | None = None, bounds: J
         _check_counts(*counts, field, row, bounds)
 
 
-async def checked_items(text: str | bytes, field: str, row: int | None = None, bounds: JsonBounds = DOCUMENT) -> None:
+async def checked_items(text: Text, field: str, row: int | None = None, bounds: JsonBounds = DOCUMENT) -> None:
     """check_items, counting a long text in slices with a turn of the event loop between them
     (counting 60 MB takes about 100 ms on a slow core)."""
     if not may_exceed(text, bounds):
@@ -78,7 +81,7 @@ async def checked_items(text: str | bytes, field: str, row: int | None = None, b
 
 
 async def parse_bounded(
-    parse: Callable[[str | bytes], Parsed], text: str | bytes, field: str, row: int | None = None, bounds: JsonBounds = DOCUMENT
+    parse: Callable[[Doc], Parsed], text: Doc, field: str, row: int | None = None, bounds: JsonBounds = DOCUMENT
 ) -> Parsed:
     """parse(text) once checked_items passes."""
     await checked_items(text, field, row, bounds)
@@ -88,7 +91,7 @@ async def parse_bounded(
 _SLICE = 1 << 20
 
 
-def _counts(text: str | bytes, start: int, end: int) -> tuple[int, int]:
+def _counts(text: Text, start: int, end: int) -> tuple[int, int]:
     if isinstance(text, str):
         return text.count("{", start, end) + text.count("[", start, end), text.count(",", start, end)
     return text.count(b"{", start, end) + text.count(b"[", start, end), text.count(b",", start, end)
@@ -98,7 +101,7 @@ def _past(counts: tuple[int, int], bounds: JsonBounds) -> bool:
     return counts[0] > bounds.containers or counts[1] > bounds.values
 
 
-def exact_counts(text: str | bytes) -> tuple[int, int]:
+def exact_counts(text: Text) -> tuple[int, int]:
     """The objects and lists, and the commas, outside the document's strings: in C (`jsonscan`,
     built on install), else with numpy (a quote is a string's end unless an odd run of
     backslashes comes before it)."""
@@ -110,7 +113,7 @@ def exact_counts(text: str | bytes) -> tuple[int, int]:
     return count_items(data, 0, len(data))
 
 
-def _numpy_counts(data: bytes) -> tuple[int, int]:
+def _numpy_counts(data: bytes | bytearray) -> tuple[int, int]:
     import numpy as np
 
     arr = np.frombuffer(data, dtype=np.uint8)

@@ -4,7 +4,7 @@ of environments by name, `ScorerEnvironment` (a row scorer served as an environm
 handler that serves one (what each RPC does once its messages are converted); tools (`@tool`)
 and per-rollout sessions (Session, SessionStore, Sessions)."""
 
-from gym_metrics.environments._session_calls import TOOL_TIMEOUT_S, Sessions
+from gym_metrics.environments._session_calls import MAX_ROW_BYTES, TOOL_TIMEOUT_S, Sessions, row_too_large
 from gym_metrics.environments._groups import MAX_COMPLETIONS_PER_CALL, MAX_GROUPS_PER_CALL, Group, GroupScores, check_counts, score_groups, text_response
 from gym_metrics.environments._handler import (
     INVALID_REQUEST,
@@ -36,8 +36,10 @@ __getattr__ = old_names(__name__)  # Episodes: Sessions
 __all__ = [
     "IDLE_TTL_S",
     "MAX_SESSIONS",
+    "MAX_ROW_BYTES",
     "TOOL_TIMEOUT_S",
     "Sessions",
+    "row_too_large",
     "Group",
     "GroupScores",
     "MAX_COMPLETIONS_PER_CALL",

@@ -35,6 +35,14 @@ MAX_ROW_BYTES = 16 << 20
 MAX_JSON_CONTAINERS and MAX_JSON_VALUES, so the parsed row stays within a small multiple of this)."""
 
 
+def row_too_large(size: str) -> InvalidInputError:
+    """The error for a session's row of `size` (its bytes, said in words) past MAX_ROW_BYTES."""
+    return InvalidInputError(
+        "the session's row is too large to keep",
+        [FieldViolation("body_json", f"{size}; a session keeps at most {MAX_ROW_BYTES:,} (MAX_ROW_BYTES)")],
+    )
+
+
 class Sessions:
     """The session and tool calls of one environment; see the module docstring."""
 
@@ -49,10 +57,7 @@ class Sessions:
         """A new session for the task row `row_json`, opened by `client` (Session.client), set
         up by the environment's seed_session."""
         if len(row_json) > MAX_ROW_BYTES:
-            raise InvalidInputError(
-                "the session's row is too large to keep",
-                [FieldViolation("body_json", f"{len(row_json):,} bytes; a session keeps at most {MAX_ROW_BYTES:,} (MAX_ROW_BYTES)")],
-            )
+            raise row_too_large(f"{len(row_json):,} bytes")
         row = await parse_bounded(_row, row_json, "body_json")
         await self.sweep()
         session = self.store.open(row, client)

@@ -169,9 +169,9 @@ def collect_shards_on_ray(
                 kept = _cancel(ray, {ref: shard.index for ref, shard in pending.items()}, run)  # a shard failed, or the run was stopped: the others stop too
                 for index, parts in kept.items():  # what they collected, for --resume (no stats: not finished)
                     _write_shard(shards[index].output(final), parts)
-                if kept:
+                if kept:  # (a shard that had not begun, or was killed, hands in nothing)
                     rows_kept = sum(p[0].count(b"\n") for p in kept.values())
-                    log(f"collect: {rows_kept:,} rows of {len(kept)} stopped shards kept for --resume")
+                    log(f"collect: {rows_kept:,} rows of the {len(pending)} stopped shard{'s' * (len(pending) > 1)} kept for --resume")
                 raise
             progress.close()
             return close_shards(final, count, default_agent)

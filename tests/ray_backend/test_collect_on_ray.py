@@ -167,7 +167,7 @@ async def test_a_stopped_run_keeps_what_its_running_shards_collected(ray_cluster
             _, said = await asyncio.wait_for(proc.communicate(), 90)
         assert proc.returncode == 130, said.decode()
         kept = sum(p.read_bytes().count(b"\n") for p in (tmp_path / ".ray.jsonl.shards").glob("*-of-2.jsonl"))
-        assert kept >= 12 and f"collect: {kept:,} rows of 2 stopped shards kept for --resume" in said.decode(), said.decode()
+        assert kept >= 12 and f"collect: {kept:,} rows of the 2 stopped shards kept for --resume" in said.decode(), said.decode()
         with ScriptedPolicyServer(answer) as policy:
             assert await run(server.address, policy, src, out, "--ray", "--processes", "2", "--resume") == 0
             assert sum(policy.calls.values()) == TASKS * REPEATS - kept  # the kept rows were not asked for again

@@ -14,6 +14,7 @@ import pytest
 
 from gym_metrics._transport.server import ServerConfig, start_server
 from gym_metrics._util.limits import CallLimits
+from gym_metrics.environments import MAX_ROW_BYTES
 from gym_metrics.testing import serve_environment
 from gym_metrics._transport.client import ResourcesClient, is_transient
 from gym_metrics.v1 import resources_pb2 as pb
@@ -93,6 +94,20 @@ async def test_deep_or_huge_verify_body_is_invalid_argument(server: Any) -> None
             await stub.Verify(pb.VerifyRequest(body_json=body), timeout=10)
         assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert bad_request(err.value)[0][0] == "body_json"
+
+
+async def test_a_seed_request_past_the_row_bound_is_refused_before_it_is_decoded(server: Any) -> None:
+    """A 17 MB SeedSession was decoded, and its row made a str, before its size was checked:
+    30-70 ms of the event loop, every other call waiting. It is refused from its bytes alone,
+    naming body_json; a row of exactly MAX_ROW_BYTES still seeds."""
+    stub, _ = server
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.SeedSession(pb.SeedSessionRequest(body_json='{"pad": "' + "x" * MAX_ROW_BYTES + '"}'), timeout=30)
+    [(field, why)] = bad_request(err.value)
+    assert field == "body_json" and why == f"a request of {MAX_ROW_BYTES + 16:,} bytes; a session keeps at most {MAX_ROW_BYTES:,} (MAX_ROW_BYTES)"
+    row = '{"pad": "' + "x" * (MAX_ROW_BYTES - 11) + '"}'
+    seeded = await stub.SeedSession(pb.SeedSessionRequest(body_json=row), timeout=30)
+    assert (await stub.CloseSession(pb.CloseSessionRequest(session_id=seeded.session_id), timeout=10)).closed
 
 
 async def test_negative_indices_in_verify_stream_are_invalid_argument(server: Any) -> None:
