@@ -81,6 +81,7 @@ def shapes(stub: Any, http_port: int) -> dict[str, Callable[[], str]]:
         "SessionCalls, 1M calls in one message": session_calls,
         "CallTool, 60 MB of {} in the arguments": unary(stub.CallTool, pb.CallToolRequest(session_id=session, name="increment_counter", arguments_json=EMPTY_OBJECTS_60MB)),
         "SeedSession, 60 MB of {} in the row": unary(stub.SeedSession, pb.SeedSessionRequest(body_json=EMPTY_OBJECTS_60MB.replace(b'"count"', b'"initial_count"'))),
+        "SeedSession, a 17 MB row (past MAX_ROW_BYTES)": unary(stub.SeedSession, pb.SeedSessionRequest(body_json=b'{"initial_count": 0, "note": "' + b"x" * (17 * MB) + b'"}')),
         "Verify, 60 MB of {} in the body": unary(stub.Verify, pb.VerifyRequest(body_json=EMPTY_OBJECTS_60MB)),
         "HTTP /score_groups, 1.5M empty groups": http_groups,
     }
