@@ -14,6 +14,20 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response, ResponseUsage, Tool
+from openai.types.responses.response_conversation_param_param import ResponseConversationParamParam
+from openai.types.responses.response_create_params import (
+    ContextManagement,
+    Metadata,
+    Moderation,
+    Reasoning,
+    ResponseIncludable,
+    ResponsePromptParam,
+    ResponsesModel,
+    ResponseTextConfigParam,
+    StreamOptions,
+    ToolChoice,
+    ToolParam,
+)
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, SerializeAsAny, Tag, model_validator
 
 from gym_metrics.nemo_gym._items import (
@@ -45,6 +59,14 @@ from gym_metrics.nemo_gym._items import (
 )
 from gym_metrics.nemo_gym._request import RATE_LIMIT_ERROR_CODES, RETRY_ERROR_CODES
 
+def _replayed_tool(tool: Any) -> Any:
+    if isinstance(tool, BaseModel):
+        tool = tool.model_dump()
+    if isinstance(tool, dict) and "defer_loading" in tool and tool["defer_loading"] is None:
+        tool = {**tool, "defer_loading": False}
+    return tool
+
+
 class NeMoGymResponseCreateParamsNonStreaming(BaseModel):
     """The request that produced a rollout (the Responses API's create parameters). Unknown
     fields are refused, as NeMo Gym's server-side validation refuses them."""
@@ -54,38 +76,43 @@ class NeMoGymResponseCreateParamsNonStreaming(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _replayed_items(cls, value: Any) -> Any:
-        """Output items replayed as input keep only what was set (as a provider sent them)."""
+        """Output items replayed as input keep only what was set (as a provider sent them); a
+        response's tools replayed are plain again, a `defer_loading` of null false (a response
+        says null where a request may only say true or false)."""
         if isinstance(value, dict):
             items = value.get("input")
             if isinstance(items, list) and any(isinstance(i, BaseModel) for i in items):
                 value = {**value, "input": [i.model_dump(exclude_unset=True) if isinstance(i, BaseModel) else i for i in items]}
+            tools = value.get("tools")
+            if isinstance(tools, list) and any(isinstance(t, BaseModel) or (isinstance(t, dict) and t.get("defer_loading", False) is None) for t in tools):
+                value = {**value, "tools": [_replayed_tool(t) for t in tools]}
         return value
 
     background: Optional[bool] = None
-    include: Optional[list[str]] = None
+    include: Optional[list[ResponseIncludable]] = None
     input: Union[str, NeMoGymResponseInput]
     instructions: Optional[str] = None
     max_output_tokens: Optional[int] = None
     max_tool_calls: Optional[int] = None
-    metadata: Optional[dict[str, str]] = None
-    model: Optional[str] = None
+    metadata: Optional[Metadata] = None
+    model: Optional[ResponsesModel] = None
     parallel_tool_calls: bool = True
     previous_response_id: Optional[str] = None
-    prompt: Optional[dict[str, Any]] = None
-    reasoning: Optional[dict[str, Any]] = None
+    prompt: Optional[ResponsePromptParam] = None
+    reasoning: Optional[Reasoning] = None
     service_tier: Optional[Literal["auto", "default", "flex", "scale", "priority"]] = None
     store: Optional[bool] = None
-    context_management: Optional[list[dict[str, Any]]] = None
-    conversation: Union[str, dict[str, Any], None] = None
-    moderation: Optional[Any] = None
+    context_management: Optional[list[ContextManagement]] = None
+    conversation: Union[str, ResponseConversationParamParam, None] = None
+    moderation: Optional[Moderation] = None
     prompt_cache_key: Optional[str] = None
     prompt_cache_retention: Optional[Literal["in_memory", "24h"]] = None
     safety_identifier: Optional[str] = None
-    stream_options: Optional[dict[str, Any]] = None
+    stream_options: Optional[StreamOptions] = None
     temperature: Optional[float] = None
-    text: Optional[dict[str, Any]] = None
-    tool_choice: Union[str, dict[str, Any]] = "auto"
-    tools: list[dict[str, Any]] = Field(default_factory=list)
+    text: Optional[ResponseTextConfigParam] = None
+    tool_choice: ToolChoice = "auto"
+    tools: list[_by_type(ToolParam)] = Field(default_factory=list)  # type: ignore[valid-type]
     top_logprobs: Optional[int] = None
     top_p: Optional[float] = None
     truncation: Optional[Literal["auto", "disabled"]] = None
@@ -134,28 +161,39 @@ def accumulate_response_usage(total: Optional[NeMoGymResponseUsage], additional:
 
 
 def _by_type(annotated: Any) -> Any:
-    """openai's `type`-tagged union as a pydantic tagged union: the member is picked by its
-    `type` instead of trying all of them (openai's own tag is invisible to pydantic, and trying
-    15 tool models on every tool was most of the time spent validating a tool-calling
-    rollout). Anything the tag does not name exactly (no `type`, an unknown or shared one) is
-    validated by the original union, so results and errors are openai's."""
-    members = typing.get_args(typing.get_args(annotated)[0])
+    """openai's `type`-tagged union (of models, or of a request's TypedDicts) as a pydantic
+    tagged union: the member is picked by its `type` instead of trying all of them (openai's own
+    tag is invisible to pydantic, and trying 15 tool models on every tool was most of the time
+    spent validating a tool-calling rollout). Anything the tag does not name exactly (no `type`,
+    an unknown or shared one) is validated by the original union, so what is accepted, and how
+    it dumps, is openai's (a member named by its tag and refusing the value lists only its own
+    errors)."""
+    fallback = typing.get_args(annotated)[0] if typing.get_origin(annotated) is Annotated else annotated
     by_tag: dict[str, Any] = {}
-    for member in members:
-        for tag in typing.get_args(member.model_fields["type"].annotation):
+    for member in typing.get_args(fallback):
+        for tag in _tags(member):
             by_tag[tag] = None if tag in by_tag else member  # a tag two members share: no shortcut
     by_tag = {tag: member for tag, member in by_tag.items() if member is not None}
     by_class = {member: tag for tag, member in by_tag.items()}
-    fallback = typing.get_args(annotated)[0]
 
     def tag_of(value: Any) -> str:
         if isinstance(value, BaseModel):
             return by_class.get(type(value), "_any")
         kind = value.get("type") if isinstance(value, dict) else None
-        return kind if kind in by_tag else "_any"
+        return kind if isinstance(kind, str) and kind in by_tag else "_any"
 
     tagged = [Annotated[member, Tag(tag)] for tag, member in by_tag.items()]
     return Annotated[Union[tuple([*tagged, Annotated[fallback, Tag("_any")]])], Discriminator(tag_of)]
+
+
+def _tags(member: Any) -> tuple[Any, ...]:
+    """The `type` literals of a union member: a model's field, or a TypedDict's (Required) key."""
+    if isinstance(member, type) and issubclass(member, BaseModel):
+        return typing.get_args(member.model_fields["type"].annotation)
+    kind = typing.get_type_hints(member, include_extras=True)["type"]
+    while typing.get_origin(kind) is not Literal:  # Required[...], NotRequired[...]
+        kind = typing.get_args(kind)[0]
+    return typing.get_args(kind)
 
 
 NeMoGymTool = _by_type(Tool)
