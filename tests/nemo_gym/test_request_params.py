@@ -29,8 +29,3 @@ def dumped(params: Any) -> str | None:
 @pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
 def test_request_params_are_taken_as_nemo_gym_takes_them(case: dict[str, Any]) -> None:
     assert dumped(case["params"]) == case["dumped"]
-
-
-def test_the_cases_hold_both_outcomes() -> None:
-    refused = sum(c["dumped"] is None for c in CASES)
-    assert 10 <= refused <= len(CASES) - 10

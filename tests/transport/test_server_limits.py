@@ -98,7 +98,7 @@ async def test_deep_or_huge_verify_body_is_invalid_argument(server: Any) -> None
 
 async def test_a_seed_request_past_the_row_bound_is_refused_before_it_is_decoded(server: Any) -> None:
     """A 17 MB SeedSession was decoded, and its row made a str, before its size was checked:
-    30-70 ms of the event loop, every other call waiting. It is refused from its bytes alone,
+    tens of milliseconds of the event loop, every other call waiting. It is refused from its bytes alone,
     naming body_json; a row of exactly MAX_ROW_BYTES still seeds."""
     stub, _ = server
     with pytest.raises(grpc.aio.AioRpcError) as err:
