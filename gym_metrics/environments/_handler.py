@@ -30,6 +30,10 @@ from gym_metrics.rollouts import RolloutColumns
 
 log = logging.getLogger("gym_metrics.transport")
 
+STARTED_PER_BATCH = 1024
+"""Rollouts of one batch started and not yet done, at most (each a Task of about 2 KB while it
+waits for a slot): more than a collector's batch (256), so an ordinary batch starts whole."""
+
 INVALID_REQUEST, TIMEOUT, VERIFY_FAILED = "invalid_request", "timeout", "verify_failed"
 """Why a rollout's verify failed (the wire's VerifyErrorKind, by name)."""
 
@@ -132,8 +136,11 @@ class EnvironmentHandler:
     ) -> None:
         """Every rollout's result through `write`; `key(item)` is its (task, rollout), for the log.
         Rollouts start eagerly: one whose verify never suspends costs no Task; the others run
-        concurrently within `slots`, each started only once it has its slot (a batch of 100,000
-        rollouts was 100,000 Tasks waiting at once: 2 KB each)."""
+        concurrently within `slots`, at most STARTED_PER_BATCH of a batch started and not done
+        (a batch of 100,000 rollouts was 100,000 Tasks waiting at once: 2 KB each). The slot is
+        taken inside the item, not before starting it: a Task started before 3.12 runs on a
+        later turn of the loop, so a slot taken for it first let only `slots` of a batch start
+        per turn, and its answers went out in that many pieces (a copy of each result)."""
         recorder = self._recorder
         if recorder is not None:
             recorder.queued(len(bodies))
@@ -150,7 +157,8 @@ class EnvironmentHandler:
 
             try:
                 for item, body in enumerate(bodies):
-                    await slots.acquire()  # (released by the item when it ends)
+                    while len(running) >= STARTED_PER_BATCH:
+                        await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                     done, value = start_eagerly(self._verify_item(item, body, write, slots, kinds, key), trusted=trusted)
                     if not done:
                         running.add(value)  # type: ignore[arg-type]
@@ -173,7 +181,7 @@ class EnvironmentHandler:
         self, item: int, body: Mapping[str, Any] | str | bytes, write: WriteResult, slots: asyncio.Semaphore, kinds: Counter[str],
         key: Callable[[int], tuple[int, int]],
     ) -> None:  # fmt: skip
-        try:
+        async with slots:
             try:
                 reward, response_json = await self._bounded(self._verify(body))
             except InvalidInputError as exc:
@@ -188,8 +196,6 @@ class EnvironmentHandler:
                 write(item, 0.0, "", VERIFY_FAILED, str(exc))
             else:
                 write(item, reward, response_json, None, "")
-        finally:
-            slots.release()
 
     def _logged_failure(self, where: tuple[int, int], exc: Exception) -> None:
         """The first three failed verifies with their traceback, then a line at the 10th, 100th,

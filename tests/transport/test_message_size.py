@@ -22,6 +22,7 @@ LIMIT = 1 << 20
 
 class Sized(BaseVerifyRequest):
     blob_kb: int = 0
+    blob_char: str = "x"
 
 
 class Answer(BaseVerifyResponse):
@@ -34,7 +35,7 @@ class Blobs(pydantic.BaseModel):
 
 class Large(SimpleResourcesServer):
     async def verify(self, body: Sized) -> Answer:
-        return Answer(reward=1.0, blob="x" * (body.blob_kb * 1024))
+        return Answer(reward=1.0, blob=body.blob_char * (body.blob_kb * 1024))
 
     @tool
     async def blob(self, args: Blobs, session: Session) -> str:
@@ -58,6 +59,17 @@ async def test_a_verify_answer_past_the_limit_fails_alone(tmp_path: Path) -> Non
     assert [written[t]["blob"] == "x" * (kb * 1024) for t, kb in ((4, 400), (5, 400), (6, 400), (0, 1))] == [True] * 4
     message = written[1]["_gm_error"]["message"]
     assert "past the server's message limit of 1.0 MB (serve --max-message-mb; collect reads up to 64 MB)" in message, message
+
+
+async def test_answers_of_text_past_ascii_are_sized_in_bytes_not_characters(tmp_path: Path) -> None:
+    """The server sizes an answer from the text it wrote (not by encoding it again): three
+    answers of 200 K two-byte characters are 0.6 MB of characters but 1.2 MB of UTF-8, so they
+    come in parts; sized by characters they went as one message and grpc ended the stream."""
+    rows = _rows(tmp_path / "in.jsonl", [200, 200, 200], response={"output": []}, blob_char="\u00e9")
+    async with serve_environment(Large, max_message_bytes=LIMIT) as server, ResourcesClient(server.address) as client:
+        result = await collect_async(client, rows, tmp_path / "out.jsonl", CollectOptions(batch_size=8))
+    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert result.verified == 3 and [r["blob"] == "\u00e9" * (200 * 1024) for r in written] == [True] * 3
 
 
 async def test_a_tool_output_past_the_limit_is_an_error_the_model_reads(tmp_path: Path) -> None:

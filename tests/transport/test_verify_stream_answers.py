@@ -10,6 +10,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import pytest
+
 from gym_metrics._transport.client import ResourcesClient, VerifyInput
 from gym_metrics._transport.server._verify_stream import ROLLOUTS_PER_LOOK_AHEAD, answers
 from gym_metrics.environments import SimpleResourcesServer
@@ -34,7 +36,8 @@ class Verifier:
         self.verified: list[str] = []
         self.open = self.peak = 0
 
-    async def __call__(self, req: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, finished: Callable[[int], None] | None) -> None:
+    async def __call__(self, req: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, finished: Callable[[int, int], None] | None) -> int | None:
+        """None: the answer's size is left to be measured."""
         self.verified.append(req.batch_id)
         self.open += len(req.items)
         self.peak = max(self.peak, self.open)
@@ -46,14 +49,15 @@ class Verifier:
             results[i].reward = delay
             self.open -= 1
             if finished is not None:
-                finished(i)
+                finished(i, results[i].ByteSize() + 8)  # (a result's size and its field's tag and length)
 
         await asyncio.gather(*(one(i, float(item.body_json)) for i, item in enumerate(req.items)))
+        return None
 
 
-async def _stream(requests: list[pb.VerifyStreamRequest]) -> AsyncIterator[pb.VerifyStreamRequest]:
+async def _stream(requests: list[pb.VerifyStreamRequest]) -> AsyncIterator[tuple[pb.VerifyStreamRequest, int]]:
     for r in requests:
-        yield r
+        yield r, r.ByteSize()
 
 
 async def collected(requests: list[pb.VerifyStreamRequest], verifier: Verifier, look_ahead: int = 4, remember: int = 8) -> list[pb.VerifyStreamResponse]:
@@ -107,11 +111,11 @@ async def test_answer_each_parts_stay_within_the_message_limit() -> None:
     verifier = Verifier()
     big = request("1", [0.2] + [0.0] * 40, answer_each=True)
 
-    async def write_padded_first(req: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, finished: Callable[[int], None] | None) -> None:
-        def padding(i: int) -> None:
+    async def write_padded_first(req: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, finished: Callable[[int, int], None] | None) -> None:
+        def padding(i: int, size: int) -> None:
             response.results[i].response_json = "x" * 100
             assert finished is not None
-            finished(i)
+            finished(i, size + 100)
 
         await verifier(req, response, padding)
 
@@ -184,8 +188,6 @@ async def test_a_stream_mixing_both_keeps_the_whole_ones_in_order_and_holds_no_a
 async def test_a_batch_id_reused_for_other_rollouts_is_refused_naming_it() -> None:
     """A resend must repeat its batch; the same id with other rollouts was answered with the
     first batch's results (silently the wrong rows)."""
-    import pytest
-
     from gym_metrics.errors import InvalidInputError
 
     other = request("7", [0.0, 0.0])  # same id, two rollouts where the first had one
@@ -194,22 +196,25 @@ async def test_a_batch_id_reused_for_other_rollouts_is_refused_naming_it() -> No
     assert refused.value.violations[0].field == "request[1].batch_id" and "'7'" in refused.value.violations[0].description
 
 
-async def test_answers_kept_for_resends_are_bounded_in_bytes() -> None:
+@pytest.mark.parametrize("told", [False, True])
+async def test_answers_kept_for_resends_are_bounded_in_bytes(told: bool) -> None:
     """The answers kept to answer a resend take at most the read-ahead's byte budget (16 MiB a
-    unit of look-ahead), the oldest forgotten first: 256 answers of any size were kept."""
+    unit of look-ahead), the oldest forgotten first: 256 answers of any size were kept. Their
+    sizes measured, or as the verify told them (the server's: counted as they were written)."""
 
     class Large(Verifier):
-        async def __call__(self, req: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, finished: Callable[[int], None] | None) -> None:
+        async def __call__(self, req: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, finished: Callable[[int, int], None] | None) -> int | None:
             await super().__call__(req, response, finished)
             for result in response.results:
                 result.response_json = "x" * (1 << 20)
+            return response.ByteSize() if told else None
 
-    async def sent() -> AsyncIterator[pb.VerifyStreamRequest]:
+    async def sent() -> AsyncIterator[tuple[pb.VerifyStreamRequest, int]]:
         for b in range(24):
-            yield request(str(b), [0.0])
+            yield request(str(b), [0.0]), 16
         await asyncio.sleep(0.2)  # (every answer made before the resends)
-        yield request("23", [0.0])
-        yield request("0", [0.0])
+        yield request("23", [0.0]), 16
+        yield request("0", [0.0]), 16
 
     verifier = Large()
     out = [m async for m in answers(sent(), verifier, look_ahead=1, remember=256, max_bytes=64 << 20)]

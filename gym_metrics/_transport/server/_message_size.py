@@ -26,10 +26,11 @@ def _why(what: str, size: int, limit: int) -> str:
     return f"{what} is {_mb(size)}, past the server's message limit of {_mb(limit)} (serve --max-message-mb; collect reads up to 64 MB): answer less"
 
 
-def parts(response: pb.VerifyStreamResponse, limit: int) -> list[pb.VerifyStreamResponse]:
+def parts(response: pb.VerifyStreamResponse, limit: int, bound: int | None = None) -> list[pb.VerifyStreamResponse]:
     """`response` in messages of at most `limit` bytes (all but the last marked `more`); an
-    answer past the limit alone fails (VERIFY_FAILED, saying why)."""
-    if response.ByteSize() <= limit:  # the usual case: one C call
+    answer past the limit alone fails (VERIFY_FAILED, saying why). `bound`, when known, is the
+    answer's size at most: within the limit, the answer is not measured (ByteSize encodes it)."""
+    if (bound is not None and bound <= limit) or response.ByteSize() <= limit:  # the usual case
         return [response]
     header = pb.VerifyStreamResponse(batch_id=response.batch_id, more=True).ByteSize()
     out = [pb.VerifyStreamResponse(batch_id=response.batch_id, results=group, more=True) for group in _packed(response.results, limit, header, _failed)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc.aio
 import numpy as np
@@ -147,8 +147,8 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         order, or rollout by rollout as they finish (`answer_each`; _verify_stream.py)."""
         slots = self._handler.slots()
 
-        async def verify(request: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, finished: Callable[[int], None] | None) -> None:
-            await self._verify_batch(request, response, slots, finished)
+        async def verify(request: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, finished: Callable[[int, int], None] | None) -> int:
+            return await self._verify_batch(request, response, slots, finished)
 
         async for message in answers(
             _checked(request_iterator), verify, look_ahead=self._max_inflight, remember=self._cache_size, max_bytes=self._max_bytes
@@ -156,13 +156,17 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
             yield message
 
     async def _verify_batch(
-        self, request: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, slots: asyncio.Semaphore, finished: Callable[[int], None] | None
-    ) -> None:
-        """Each result is made in the response, in place (no copy of a finished message)."""
+        self, request: pb.VerifyStreamRequest, response: pb.VerifyStreamResponse, slots: asyncio.Semaphore, finished: Callable[[int, int], None] | None
+    ) -> int:
+        """Each result is made in the response, in place (no copy of a finished message); the
+        results' size in bytes at most (what the answer costs to keep, and whether it fits a
+        message), counted from the text written, not by encoding the answer again."""
         items, add = request.items, response.results.add
         results = [add(task_index=item.task_index, rollout_index=item.rollout_index) for item in items]
         bodies = [item.body_json for item in items]
-        await self._handler.verify_batch(bodies, _writer(results, finished), slots, lambda i: (items[i].task_index, items[i].rollout_index))
+        write, written = _writer(results, finished)
+        await self._handler.verify_batch(bodies, write, slots, lambda i: (items[i].task_index, items[i].rollout_index))
+        return written()
 
     @grpc_errors
     async def AggregateMetrics(
@@ -279,13 +283,13 @@ def _named_by_message(exc: DuplicateKeysError, spans: list[tuple[int, str]]) -> 
     return DuplicateKeysError(exc.message, violations, exc.pairs) if spans and violations else exc
 
 
-async def _checked(requests: AsyncIterator[pb.VerifyStreamRequest]) -> AsyncIterator[pb.VerifyStreamRequest]:
-    """The stream's requests, each decoded and its indices checked (non-negative, the proto's
-    contract); a bad one refuses the call."""
+async def _checked(requests: AsyncIterator[Any]) -> AsyncIterator[tuple[pb.VerifyStreamRequest, int]]:
+    """The stream's requests with their sizes (handlers.SIZED), each decoded and its indices
+    checked (non-negative, the proto's contract); a bad one refuses the call."""
     message_no = -1
-    async for request in requests:
+    async for received in requests:
         message_no += 1
-        request = decoded(request, f"request[{message_no}]")
+        request, size = decoded(received, f"request[{message_no}]")
         if not all(item.task_index >= 0 and item.rollout_index >= 0 for item in request.items):
             violations = [
                 FieldViolation(f"request[{message_no}].items[{i}].{name}", f"must be >= 0, got {value}")
@@ -294,27 +298,44 @@ async def _checked(requests: AsyncIterator[pb.VerifyStreamRequest]) -> AsyncIter
                 if value < 0
             ]
             raise InvalidInputError("negative index", violations[:20])
-        yield request
+        yield request, size
 
 
 def _batch_id(request: pb.VerifyStreamRequest) -> str:
     return request.batch_id
 
 
-def _writer(results: list[pb.VerifyResult], finished: Callable[[int], None] | None) -> Callable[[int, float, str, str | None, str], None]:
-    """Writes a rollout's outcome into its result message (and says so, for answer_each)."""
+RESULT_BYTES = 64
+"""A VerifyResult's encoded bytes besides its two texts, at most (tags, lengths, indices,
+reward, kind)."""
+
+
+def _writer(
+    results: list[pb.VerifyResult], finished: Callable[[int, int], None] | None
+) -> tuple[Callable[[int, float, str, str | None, str], None], Callable[[], int]]:
+    """Writes a rollout's outcome into its result message (and says so, for answer_each); and
+    the bytes written so far, at most."""
+    written = [0]
 
     def write(item: int, reward: float, response_json: str, kind: str | None, message: str) -> None:
         result = results[item]
         result.reward = reward
         result.response_json = response_json
+        size = RESULT_BYTES + _utf8_size(response_json)
         if kind is not None:
             result.error_kind = _KIND_TO_PB[kind]
-            result.error_message = message[:2000]
+            result.error_message = message = message[:2000]
+            size += _utf8_size(message)
+        written[0] += size
         if finished is not None:
-            finished(item)
+            finished(item, size)
 
-    return write
+    return write, lambda: written[0]
+
+
+def _utf8_size(text: str) -> int:
+    """`text`'s UTF-8 bytes (ASCII text, the usual JSON, without encoding it)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def _agent_and_options(header: pb.AggregateMetricsHeader) -> tuple[str, AggregateOptions]:

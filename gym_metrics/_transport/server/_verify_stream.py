@@ -26,9 +26,11 @@ from gym_metrics._transport.server._message_size import parts, positioned_parts
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 
-Verify = Callable[[pb.VerifyStreamRequest, pb.VerifyStreamResponse, Optional[Callable[[int], None]]], Awaitable[None]]
+Verify = Callable[[pb.VerifyStreamRequest, pb.VerifyStreamResponse, Optional[Callable[[int, int], None]]], Awaitable[Optional[int]]]
 """Writes a batch's results into the response in place (one per item, in request order),
-calling `finished(i)` once result i is written when it is given (an answer_each batch)."""
+calling `finished(i, size)` once result i is written when it is given (an answer_each batch;
+`size`: the result's encoded bytes at most); returns the results' encoded bytes at most, or
+None to have the answer measured when needed (ByteSize: a full encode of the answer)."""
 
 ROLLOUTS_PER_LOOK_AHEAD = 256
 """Unanswered rollouts read ahead per unit of look-ahead (a default batch's)."""
@@ -40,12 +42,15 @@ class _Unit:
     """One admitted request: its full answer (written in place), the positions finished and not
     yet sent, how many were sent."""
 
-    __slots__ = ("bytes", "each", "finished", "future", "queued", "response", "sent", "size")
+    __slots__ = ("answer_bytes", "bytes", "each", "finished", "future", "header_bytes", "queued", "response", "sent", "size")
 
-    def __init__(self, request: pb.VerifyStreamRequest) -> None:
+    def __init__(self, request: pb.VerifyStreamRequest, size: int) -> None:
         self.each = request.answer_each
         self.size = len(request.items)
-        self.bytes = request.ByteSize()
+        self.bytes = size
+        self.header_bytes = 8 + len(request.batch_id.encode())  # (batch_id and more: tags, lengths, values)
+        # the answer's encoded bytes at most: an answer_each batch's grows as its results finish
+        self.answer_bytes: int | None = self.header_bytes if self.each else None
         self.response = pb.VerifyStreamResponse(batch_id=request.batch_id)
         self.finished: list[int] = []
         self.sent = 0
@@ -88,51 +93,54 @@ class _Answers:
         """Always room for one batch; more while under both budgets."""
         return not self.open_units or (self.open_rollouts < self.max_rollouts and self.held_bytes < self.max_held_bytes)
 
-    async def read(self, requests: AsyncIterator[pb.VerifyStreamRequest]) -> None:
+    async def read(self, requests: AsyncIterator[tuple[pb.VerifyStreamRequest, int]]) -> None:
         try:
-            async for request in requests:
+            async for request, size in requests:
                 while not self.has_room():
                     self.room.clear()
                     await self.room.wait()
-                self.admit(request)
+                self.admit(request, size)
         finally:
             self.wake.set()
 
-    def admit(self, request: pb.VerifyStreamRequest) -> None:
+    def admit(self, request: pb.VerifyStreamRequest, size: int) -> None:
         key = request.batch_id
         kept = self.cache.get(key) if key else None
         if kept is not None and kept.asked != _asked(request):
             why = f"{key!r} was answered for other rollouts earlier in this call (a resend must repeat its batch): give each batch its own id"
             raise InvalidInputError("a batch id reused for other rollouts", [FieldViolation(f"request[{self.requests}].batch_id", why)])
         self.requests += 1
-        unit = _Unit(request)
+        unit = _Unit(request, size)
         self.open_units += 1
         self.open_rollouts += unit.size
         self.held_bytes += unit.bytes
-        first = kept.future if kept is not None else None
-        if kept is not None:  # a resend: answered whole from the first answer
+        resent = kept
+        if resent is not None:  # a resend: answered whole from the first answer
             self.cache.move_to_end(key)
-            unit.future = kept.future
+            unit.future = resent.future
         else:
             unit.future = asyncio.ensure_future(self._run(request, unit))
             self.running.add(unit.future)
             unit.future.add_done_callback(self.running.discard)
             if key:
-                self.cache[key] = kept = _KeptAnswer(request, unit.future)
-                unit.future.add_done_callback(lambda future: self._kept(kept, future))
+                self.cache[key] = first = _KeptAnswer(request, unit.future)
+                unit.future.add_done_callback(lambda future: self._kept(first, future, unit.answer_bytes))
                 if len(self.cache) > self.remember:
                     self._forget()
         if not unit.each:
             self.ordered.append(unit)
-        unit.future.add_done_callback(lambda future: self._done(unit, future, first is not None))
+        unit.future.add_done_callback(lambda future: self._done(unit, future, resent))
 
     async def _run(self, request: pb.VerifyStreamRequest, unit: _Unit) -> pb.VerifyStreamResponse:
-        await self.verify(request, unit.response, self._finisher(unit) if unit.each else None)
+        told = await self.verify(request, unit.response, self._finisher(unit) if unit.each else None)
+        unit.answer_bytes = None if told is None else unit.header_bytes + told
         return unit.response
 
-    def _finisher(self, unit: _Unit) -> Callable[[int], None]:
-        def finished(position: int) -> None:
+    def _finisher(self, unit: _Unit) -> Callable[[int, int], None]:
+        def finished(position: int, size: int) -> None:
             unit.finished.append(position)
+            if unit.answer_bytes is not None:
+                unit.answer_bytes += size
             self._queue(unit)
 
         return finished
@@ -143,11 +151,11 @@ class _Answers:
             self.ready.append(unit)
         self.wake.set()
 
-    def _kept(self, kept: _KeptAnswer, future: asyncio.Future[pb.VerifyStreamResponse]) -> None:
+    def _kept(self, kept: _KeptAnswer, future: asyncio.Future[pb.VerifyStreamResponse], size: int | None) -> None:
         """A kept answer counted in bytes once whole; the oldest forgotten past the budget."""
         if future.cancelled() or future.exception() is not None or self.cache.get(kept.key) is not kept:
             return
-        kept.bytes = future.result().ByteSize()
+        kept.bytes = future.result().ByteSize() if size is None else size
         self.cache_bytes += kept.bytes
         while self.cache_bytes > self.max_held_bytes and len(self.cache) > 1:
             self._forget()
@@ -156,12 +164,14 @@ class _Answers:
         _, oldest = self.cache.popitem(last=False)
         self.cache_bytes -= oldest.bytes
 
-    def _done(self, unit: _Unit, future: asyncio.Future[pb.VerifyStreamResponse], resent: bool) -> None:
+    def _done(self, unit: _Unit, future: asyncio.Future[pb.VerifyStreamResponse], resent: _KeptAnswer | None) -> None:
+        if resent is not None:
+            unit.answer_bytes = resent.bytes or None  # (0: forgotten meanwhile, so unknown)
         if future.cancelled():
             self.error = self.error or asyncio.CancelledError()
         elif (exc := future.exception()) is not None:
             self.error = self.error or exc
-        elif unit.each and resent:  # nothing finished one by one: whole, from the first answer
+        elif unit.each and resent is not None:  # nothing finished one by one: whole, from the first answer
             unit.response = future.result()
             unit.finished = list(range(unit.size))
             self._queue(unit)
@@ -177,14 +187,14 @@ class _Answers:
         out: list[pb.VerifyStreamResponse] = []
         while self.ordered and self.ordered[0].future.done():  # type: ignore[union-attr]
             unit = self.ordered.popleft()
-            out += parts(unit.future.result(), self.max_bytes)  # type: ignore[union-attr]
+            out += parts(unit.future.result(), self.max_bytes, unit.answer_bytes)  # type: ignore[union-attr]
             self._sent(unit, unit.size)
         while self.ready:
             unit = self.ready.popleft()
             unit.queued = False
             finished, unit.finished = unit.finished, []
             if not unit.sent and len(finished) == unit.size:  # all of it at once: as an ordered answer
-                out += parts(unit.response, self.max_bytes)
+                out += parts(unit.response, self.max_bytes, unit.answer_bytes)
             else:
                 finished.sort()
                 last = unit.sent + len(finished) == unit.size
@@ -202,11 +212,11 @@ class _Answers:
 
 
 async def answers(
-    requests: AsyncIterator[pb.VerifyStreamRequest], verify: Verify, *, look_ahead: int, remember: int, max_bytes: int
+    requests: AsyncIterator[tuple[pb.VerifyStreamRequest, int]], verify: Verify, *, look_ahead: int, remember: int, max_bytes: int
 ) -> AsyncIterator[pb.VerifyStreamResponse]:
-    """The stream's answers (module docstring). `look_ahead` scales the read-ahead budgets,
-    `remember` is how many batch ids are kept to answer a resend, `max_bytes` the largest
-    message sent (larger answers come in parts)."""
+    """The stream's answers (module docstring) to its requests, each with its size in bytes.
+    `look_ahead` scales the read-ahead budgets, `remember` is how many batch ids are kept to
+    answer a resend, `max_bytes` the largest message sent (larger answers come in parts)."""
     state = _Answers(verify, look_ahead, remember, max_bytes)
     reader = asyncio.ensure_future(state.read(requests))
     try:
