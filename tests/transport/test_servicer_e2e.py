@@ -101,6 +101,33 @@ async def test_verify_stream_client_keeps_order_and_runs_concurrently(serve_env:
     assert 1 < env.peak <= 8
 
 
+async def test_one_huge_batch_keeps_a_bounded_number_of_rollouts_started(serve_env: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's rollouts whose verify suspends are started at most STARTED_PER_BATCH at a time
+    (a Task each, waiting for a slot): a batch of 100,000 was 100,000 Tasks at once. Every
+    rollout is still answered, and at most max_concurrent_verifies verify at once."""
+    from gym_metrics.environments import _handler
+
+    monkeypatch.setattr(_handler, "STARTED_PER_BATCH", 40)
+
+    class Yielding(SimpleResourcesServer):
+        peak_tasks = running = peak = 0
+
+        async def verify(self, body: AnswerRequest) -> BaseVerifyResponse:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            self.peak_tasks = max(self.peak_tasks, len(asyncio.all_tasks()))
+            await asyncio.sleep(0)
+            self.running -= 1
+            return BaseVerifyResponse(reward=1.0)
+
+    env = Yielding()
+    _, channel = await serve_env(env, max_concurrent_verifies=4)
+    items = [(i, 0, {"answer": "1"}) for i in range(600)]
+    outcomes = [o async for o in ResourcesClient(channel).verify_stream(items, batch_size=600)]
+    assert len(outcomes) == 600 and all(o.reward == 1.0 for o in outcomes)
+    assert env.peak == 4 and env.peak_tasks <= 40 + 30, env.peak_tasks  # (30: the server's and the test's own tasks)
+
+
 async def test_verify_stream_timeout(serve_env: Any) -> None:
     class Sleepy(SimpleResourcesServer):
         async def verify(self, body: AnswerRequest) -> BaseVerifyResponse:
