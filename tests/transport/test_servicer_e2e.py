@@ -128,6 +128,18 @@ async def test_one_huge_batch_keeps_a_bounded_number_of_rollouts_started(serve_e
     assert env.peak == 4 and env.peak_tasks <= 40 + 30, env.peak_tasks  # (30: the server's and the test's own tasks)
 
 
+async def test_an_answer_each_batch_of_quick_verifies_comes_as_one_message(serve_env: Any) -> None:
+    """A batch whose verifies never wait is answered whole, as one message, even with fewer
+    verify slots than rollouts: its rollouts started a slot at a time (Python 3.11, a Task
+    each), and the answer went out in 10 positioned pieces, each result copied."""
+    _, channel = await serve_env(AnswerEnv(), max_concurrent_verifies=4)
+    request = pb.VerifyStreamRequest(batch_id="b", answer_each=True)
+    for i in range(40):
+        request.items.add(task_index=i, body_json=json.dumps({"answer": "1"}))
+    answers = [m async for m in resources_pb2_grpc.ResourcesServiceStub(channel).VerifyStream(iter([request]))]
+    assert [(len(m.results), list(m.positions), m.more) for m in answers] == [(40, [], False)]
+
+
 async def test_verify_stream_timeout(serve_env: Any) -> None:
     class Sleepy(SimpleResourcesServer):
         async def verify(self, body: AnswerRequest) -> BaseVerifyResponse:
