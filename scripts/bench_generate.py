@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 RUN_TIMEOUT_S = 110
 """No single run may take longer than this (the brief: under 2 minutes)."""
@@ -52,9 +52,9 @@ class Child:
     LISTENING = r"listening on (\S+:\d+)"
     """What `gym-metrics serve` (and `jobs serve`) print once bound."""
 
-    def __init__(self, cmd: list[str], ready: str, stream: str = "stderr", timeout_s: float = 30.0) -> None:
+    def __init__(self, cmd: list[str], ready: str, stream: str = "stderr", timeout_s: float = 30.0, **popen: Any) -> None:
         pipes = {"stdout": subprocess.PIPE} if stream == "stdout" else {"stderr": subprocess.PIPE}
-        self.proc = subprocess.Popen(cmd, text=True, **pipes)  # type: ignore[call-overload]
+        self.proc = subprocess.Popen(cmd, text=True, **pipes, **popen)  # type: ignore[call-overload]
         pipe: IO[str] = getattr(self.proc, stream)
         deadline, seen = time.monotonic() + timeout_s, []
         while time.monotonic() < deadline:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,31 @@ async def test_an_answer_each_batch_of_quick_verifies_comes_as_one_message(serve
         request.items.add(task_index=i, body_json=json.dumps({"answer": "1"}))
     answers = [m async for m in resources_pb2_grpc.ResourcesServiceStub(channel).VerifyStream(iter([request]))]
     assert [(len(m.results), list(m.positions), m.more) for m in answers] == [(40, [], False)]
+
+
+async def test_the_server_info_is_read_once_and_off_the_event_loop(serve_env: Any) -> None:
+    """GetServerInfo read the environment's info on every call, on the event loop: a ported NeMo
+    Gym environment's schemas took 100-270 ms each time, every other call waiting. It is read
+    once, in a thread; calls that come meanwhile wait for that reading, others go on."""
+
+    class SlowInfo(AnswerEnv):
+        reads = 0
+
+        def server_info(self) -> dict[str, Any]:
+            self.reads += 1
+            time.sleep(0.6)  # (a large schema's cost, stood in for)
+            return super().server_info()
+
+    env = SlowInfo()
+    _, channel = await serve_env(env)
+    client = ResourcesClient(channel)
+    infos = asyncio.gather(*(client.server_info() for _ in range(3)))
+    await asyncio.sleep(0.05)
+    start = time.perf_counter()
+    answer = await client.verify({"answer": "1", "expected": "1"})
+    assert answer["reward"] == 1.0 and time.perf_counter() - start < 0.3  # answered while the info was read
+    assert len({info.name for info in await infos}) == 1 and (await client.server_info()).name == "answer_env"
+    assert env.reads == 1
 
 
 async def test_verify_stream_timeout(serve_env: Any) -> None:
