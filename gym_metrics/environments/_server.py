@@ -40,7 +40,7 @@ from gym_metrics.environments._sessions import Session, seed_with_row
 from gym_metrics.environments._steps import ResetResult, StepResult, checked_reset, checked_step
 from gym_metrics.environments._tools import ToolSpec, tools_of
 from gym_metrics.environments._verify_model import (
-    annotation, check_verify, response_json, takes_session, validate_text, violations, without_outputs,
+    annotation, check_verify, json_schema, response_json, takes_session, validate_text, violations, without_outputs,
 )  # fmt: skip
 
 if TYPE_CHECKING:
@@ -372,8 +372,8 @@ class SimpleResourcesServer:
             "name": self.server_name(),
             "version": __version__,
             "metrics": self.listed_reducers(),  # the proto's name for them
-            "verify_request_schema": self.verify_request_model().model_json_schema(),
-            "verify_response_schema": self.verify_response_model().model_json_schema(),
+            "verify_request_schema": json_schema(self.verify_request_model()),
+            "verify_response_schema": json_schema(self.verify_response_model()),
             "wants_rows": self.wants_rows,
             "tools": [spec.as_function_tool() for spec in hook(self, "tools")().values()],
             "any_tool_name": self.routes_tool_calls,

@@ -4,6 +4,7 @@ a body (a re-scored row's outputs left out, errors named by field)."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import typing
@@ -131,3 +132,15 @@ def response_json(response: BaseVerifyResponse) -> str:
 
 
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def json_schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """`model`'s JSON schema, a copy of the one made once: pydantic makes it anew on every call,
+    100-270 ms for a ported NeMo Gym environment's typed rows (a copy: 3 ms)."""
+    return copy.deepcopy(_json_schema(model))
+
+
+@functools.lru_cache(maxsize=None)
+def _json_schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()
+

@@ -82,7 +82,6 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
         self._max_inflight = max_inflight_batches
         self._part_bytes = max_response_part_bytes
         self._worker = worker
-        self._info: asyncio.Future[pb.GetServerInfoResponse] | None = None
 
     @grpc_errors
     async def Verify(self, request: pb.VerifyRequest, context: grpc.aio.ServicerContext) -> pb.VerifyResponse:
@@ -204,20 +203,12 @@ class ResourcesServicer(resources_pb2_grpc.ResourcesServiceServicer):
     async def GetServerInfo(
         self, request: pb.GetServerInfoRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetServerInfoResponse:
-        """The environment's info, read once (its request and response schemas took 100-270 ms
-        of the event loop on every call for a ported NeMo Gym environment, every other call
-        waiting), in a thread; calls that come meanwhile wait for that one reading."""
+        """The environment's info, read in a thread: a ported NeMo Gym environment's schemas took
+        100-270 ms of the event loop (every other call waiting) before they were kept."""
         decoded(request, "request")
         if self._worker:
             context.set_trailing_metadata(((WORKER_METADATA_KEY, self._worker),))
-        if self._info is None:
-            self._info = asyncio.ensure_future(asyncio.to_thread(self._server_info))
-        try:
-            return await asyncio.shield(self._info)
-        except Exception:
-            if self._info.done():
-                self._info = None  # (a failed reading is tried again by the next call)
-            raise
+        return await asyncio.to_thread(self._server_info)
 
     def _server_info(self) -> pb.GetServerInfoResponse:
         info = hook(self._handler.env, "server_info")()
