@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from test_trajectory_items import _dropped_or_refused  # type: ignore[import-not
 
 from gym_metrics.recording._conversation_items import _OTHER_TAGS  # noqa: E402
 from gym_metrics.recording._items import as_dumped  # noqa: E402
+from _fuzzing import maybe, nemo_answers, odd  # noqa: E402  (scripts/, this script's folder)
 
 NAN = float("nan")
 STATUSES = ["completed", "in_progress", "incomplete", "failed", None, "", 1]
@@ -50,23 +49,10 @@ OTHER: list[dict[str, Any]] = [
     {"type": "custom_tool_call_output", "call_id": "c", "output": "o"},
     {"type": "mcp_approval_request", "id": "ar_1", "arguments": "{}", "name": "n", "server_label": "s"},
 ]
-NEMO = (
-    "import json, sys\n"
-    "sys.path.insert(0, sys.argv[1])\n"
-    "from make_nemo_items_reference import nemo_dumped\n"
-    "for line in open(sys.argv[2], encoding='utf-8'):\n"
-    "    print(json.dumps(nemo_dumped(json.loads(line))))\n"
-)
 
 
 def _odd(rng: random.Random, usual: Any, p: float = 0.07) -> Any:
-    """`usual` mostly, else an odd value of any JSON type."""
-    return rng.choice(ODD) if rng.random() < p else usual
-
-
-def _maybe(rng: random.Random, item: dict[str, Any], key: str, value: Any, p: float = 0.5) -> None:
-    if rng.random() < p:
-        item[key] = value
+    return odd(rng, usual, ODD, p)
 
 
 def _text(rng: random.Random) -> str:
@@ -83,21 +69,21 @@ def _part(rng: random.Random, fitting: list[str]) -> Any:
         part["text"] = _odd(rng, _text(rng), 0.08)
         ann = [{"type": "url_citation", "url": "u", "title": "t", "start_index": 0, "end_index": 1},
                {"type": "file_path", "file_id": "f", "index": 0}, {"type": "bogus"}, {"type": "file_citation"}]  # fmt: skip
-        _maybe(rng, part, "annotations", _odd(rng, rng.sample(ann[:2], rng.randint(0, 2)) + ann[2:][: rng.random() < 0.15], 0.1), 0.85)
-        _maybe(rng, part, "logprobs", rng.choice([[], None, [{"token": "4", "logprob": -0.5, "bytes": [52], "top_logprobs": []}],
+        maybe(rng, part, "annotations", _odd(rng, rng.sample(ann[:2], rng.randint(0, 2)) + ann[2:][: rng.random() < 0.15], 0.1), 0.85)
+        maybe(rng, part, "logprobs", rng.choice([[], None, [{"token": "4", "logprob": -0.5, "bytes": [52], "top_logprobs": []}],
                                                    [{"token": "4", "logprob": 1, "bytes": [], "top_logprobs": []}], [{"token": "4"}]]), 0.3)  # fmt: skip
     elif kind == "refusal" or (kind is None and rng.random() < 0.5):
         part["refusal"] = _odd(rng, _text(rng), 0.08)
     elif kind == "input_image":
-        _maybe(rng, part, "image_url", "http://x/i.png", 0.7)
-        _maybe(rng, part, "detail", rng.choice(["auto", "low", "high", "huge"]), 0.7)
+        maybe(rng, part, "image_url", "http://x/i.png", 0.7)
+        maybe(rng, part, "detail", rng.choice(["auto", "low", "high", "huge"]), 0.7)
     elif kind == "input_file":
-        _maybe(rng, part, "file_id", "f", 0.5)
-        _maybe(rng, part, "filename", "a.txt", 0.5)
+        maybe(rng, part, "file_id", "f", 0.5)
+        maybe(rng, part, "filename", "a.txt", 0.5)
     elif kind == "input_video":
-        _maybe(rng, part, rng.choice(["video_url", "video"]), rng.choice(["http://v", "", {"url": "http://v"}]), 0.8)
+        maybe(rng, part, rng.choice(["video_url", "video"]), rng.choice(["http://v", "", {"url": "http://v"}]), 0.8)
     else:
-        _maybe(rng, part, "text", _odd(rng, _text(rng), 0.08), 0.92)
+        maybe(rng, part, "text", _odd(rng, _text(rng), 0.08), 0.92)
     if rng.random() < 0.06:
         part[rng.choice(["extra", "status", "id"])] = _odd(rng, "e", 0.3)
     return part
@@ -130,27 +116,27 @@ def item_for(seed: int) -> Any:
     if kind in ("message", "answer"):
         item["role"] = _odd(rng, "assistant" if kind == "answer" else rng.choice(["user", "system", "developer", "assistant", "tool"]), 0.06)
         if kind == "answer" or rng.random() < 0.3:
-            _maybe(rng, item, "id", _odd(rng, "msg_1", 0.15), 0.85)
+            maybe(rng, item, "id", _odd(rng, "msg_1", 0.15), 0.85)
         fitting = ["output_text", "output_text", "refusal"] if item["role"] == "assistant" else INPUT_PARTS
         item["content"] = _odd(rng, _parts(rng, fitting) if kind == "answer" or rng.random() < 0.5 else _text(rng), 0.08)
-        _maybe(rng, item, "status", rng.choice(STATUSES[:3]) if rng.random() < 0.8 else rng.choice(STATUSES), 0.5)
-        _maybe(rng, item, "phase", rng.choice(["commentary", "final_answer", None, "other"]), 0.2)
-        _maybe(rng, item, "type", _odd(rng, "message", 0.1), 0.7)
+        maybe(rng, item, "status", rng.choice(STATUSES[:3]) if rng.random() < 0.8 else rng.choice(STATUSES), 0.5)
+        maybe(rng, item, "phase", rng.choice(["commentary", "final_answer", None, "other"]), 0.2)
+        maybe(rng, item, "type", _odd(rng, "message", 0.1), 0.7)
     elif kind == "function_call":
         item.update(type="function_call", arguments=_odd(rng, "{\"a\": 2}"), call_id=_odd(rng, "call_0"), name=_odd(rng, "add"))
         for key, value in (("id", "fc_1"), ("status", rng.choice(STATUSES)), ("namespace", rng.choice(["tools", None]))):
-            _maybe(rng, item, key, _odd(rng, value), 0.35)
+            maybe(rng, item, key, _odd(rng, value), 0.35)
     elif kind == "function_call_output":
         item.update(type="function_call_output", call_id=_odd(rng, "call_0"), output=_odd(rng, _parts(rng, INPUT_PARTS) if rng.random() < 0.4 else _text(rng)))
-        _maybe(rng, item, "id", _odd(rng, "fco_1"), 0.35)
-        _maybe(rng, item, "status", rng.choice(STATUSES), 0.35)
+        maybe(rng, item, "id", _odd(rng, "fco_1"), 0.35)
+        maybe(rng, item, "status", rng.choice(STATUSES), 0.35)
     elif kind == "reasoning":
         item["type"] = "reasoning"
-        _maybe(rng, item, "id", _odd(rng, "rs_1", 0.1), 0.9)
-        _maybe(rng, item, "summary", _odd(rng, _parts(rng, ["summary_text"]), 0.1), 0.85)
-        _maybe(rng, item, "content", _odd(rng, _parts(rng, ["reasoning_text"]), 0.2), 0.35)
-        _maybe(rng, item, "encrypted_content", _odd(rng, "gAAA", 0.2), 0.3)
-        _maybe(rng, item, "status", rng.choice(STATUSES), 0.1)
+        maybe(rng, item, "id", _odd(rng, "rs_1", 0.1), 0.9)
+        maybe(rng, item, "summary", _odd(rng, _parts(rng, ["summary_text"]), 0.1), 0.85)
+        maybe(rng, item, "content", _odd(rng, _parts(rng, ["reasoning_text"]), 0.2), 0.35)
+        maybe(rng, item, "encrypted_content", _odd(rng, "gAAA", 0.2), 0.3)
+        maybe(rng, item, "status", rng.choice(STATUSES), 0.1)
     elif rng.random() < 0.5:  # a type NeMo Gym names whose model is the openai SDK's
         item.update(rng.choice(OTHER))
         if rng.random() < 0.3:
@@ -178,14 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     first, stop = (int(x) for x in args.seeds.split(":"))
     items = [item_for(seed) for seed in range(first, stop)]
-    with tempfile.TemporaryDirectory() as tmp:
-        given = Path(tmp) / "items.jsonl"
-        given.write_text("".join(json.dumps(i) + "\n" for i in items), encoding="utf-8")
-        made = subprocess.run([args.nemo_python, "-c", NEMO, str(ROOT / "scripts"), str(given)], capture_output=True, text=True, check=True)
+    answers = nemo_answers(args.nemo_python, "make_nemo_items_reference", "nemo_dumped", items)
     # both sides read the items back from JSON text (NaN and all), as NeMo Gym's side did
     items = [json.loads(json.dumps(i)) for i in items]
-    answers = [json.loads(line) for line in made.stdout.splitlines()]
-    assert len(answers) == len(items), made.stderr[-2000:]
     counts: Counter[str] = Counter()
     differences = []
     for seed, item, nemo in zip(range(first, stop), items, answers):

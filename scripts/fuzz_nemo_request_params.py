@@ -20,35 +20,21 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "nemo_gym"))
+from _fuzzing import maybe, nemo_answers, odd  # noqa: E402
 from test_request_params import dumped  # type: ignore[import-not-found]  # noqa: E402  (the test's rule)
 
 ODD: list[Any] = [None, 0, 1, True, 2.5, "", "x", [], {}, "Ünï ✓", 2**70]
-NEMO = (
-    "import json, sys\n"
-    "sys.path.insert(0, sys.argv[1])\n"
-    "from make_nemo_request_reference import nemo_dumped\n"
-    "for line in open(sys.argv[2], encoding='utf-8'):\n"
-    "    print(json.dumps(nemo_dumped(json.loads(line))))\n"
-)
 
 
 def _odd(rng: random.Random, usual: Any, p: float = 0.06) -> Any:
-    """`usual` mostly, else an odd value of any JSON type."""
-    return rng.choice(ODD) if rng.random() < p else usual
-
-
-def _maybe(rng: random.Random, into: dict[str, Any], key: str, value: Any, p: float = 0.5) -> None:
-    if rng.random() < p:
-        into[key] = value
+    return odd(rng, usual, ODD, p)
 
 
 def _schema(rng: random.Random) -> Any:
@@ -58,11 +44,11 @@ def _schema(rng: random.Random) -> Any:
 
 def _function(rng: random.Random) -> dict[str, Any]:
     tool: dict[str, Any] = {"type": "function"}
-    _maybe(rng, tool, "name", _odd(rng, rng.choice(["get_weather", "f", ""])), 0.93)
-    _maybe(rng, tool, "parameters", _schema(rng), 0.85)
-    _maybe(rng, tool, "strict", rng.choice([True, False, None, "true", 1]), 0.75)
-    _maybe(rng, tool, "description", _odd(rng, rng.choice(["The weather.", "", None])), 0.6)
-    _maybe(rng, tool, "defer_loading", rng.choice([True, False, None, "no"]), 0.2)
+    maybe(rng, tool, "name", _odd(rng, rng.choice(["get_weather", "f", ""])), 0.93)
+    maybe(rng, tool, "parameters", _schema(rng), 0.85)
+    maybe(rng, tool, "strict", rng.choice([True, False, None, "true", 1]), 0.75)
+    maybe(rng, tool, "description", _odd(rng, rng.choice(["The weather.", "", None])), 0.6)
+    maybe(rng, tool, "defer_loading", rng.choice([True, False, None, "no"]), 0.2)
     return tool
 
 
@@ -72,36 +58,36 @@ def _hosted(rng: random.Random) -> dict[str, Any]:
                        "image_generation", "local_shell", "shell", "custom", "computer_use_preview", "apply_patch"])  # fmt: skip
     tool: dict[str, Any] = {"type": kind}
     if kind.startswith("web_search"):
-        _maybe(rng, tool, "search_context_size", rng.choice(["low", "medium", "high", "huge"]), 0.4)
-        _maybe(rng, tool, "user_location", rng.choice([{"type": "approximate", "city": "Paris"}, {"city": "Paris"}, None, "here"]), 0.3)
-        _maybe(rng, tool, "filters", rng.choice([{"allowed_domains": ["a.org"]}, None, {"allowed_domains": "a.org"}]), 0.2)
+        maybe(rng, tool, "search_context_size", rng.choice(["low", "medium", "high", "huge"]), 0.4)
+        maybe(rng, tool, "user_location", rng.choice([{"type": "approximate", "city": "Paris"}, {"city": "Paris"}, None, "here"]), 0.3)
+        maybe(rng, tool, "filters", rng.choice([{"allowed_domains": ["a.org"]}, None, {"allowed_domains": "a.org"}]), 0.2)
     elif kind == "file_search":
-        _maybe(rng, tool, "vector_store_ids", rng.choice([["vs_1"], [], "vs_1", [1]]), 0.85)
-        _maybe(rng, tool, "max_num_results", _odd(rng, rng.choice([5, 50, "5"])), 0.3)
-        _maybe(rng, tool, "ranking_options", rng.choice([{"ranker": "auto", "score_threshold": 0.5}, {"ranker": "best"}, {}]), 0.2)
+        maybe(rng, tool, "vector_store_ids", rng.choice([["vs_1"], [], "vs_1", [1]]), 0.85)
+        maybe(rng, tool, "max_num_results", _odd(rng, rng.choice([5, 50, "5"])), 0.3)
+        maybe(rng, tool, "ranking_options", rng.choice([{"ranker": "auto", "score_threshold": 0.5}, {"ranker": "best"}, {}]), 0.2)
     elif kind == "mcp":
-        _maybe(rng, tool, "server_label", _odd(rng, "docs"), 0.9)
-        _maybe(rng, tool, "server_url", "http://x", 0.7)
-        _maybe(rng, tool, "connector_id", rng.choice(["connector_gmail", "connector_bogus"]), 0.15)
-        _maybe(rng, tool, "allowed_tools", rng.choice([["a"], {"tool_names": ["a"], "read_only": True}, None, "a"]), 0.3)
-        _maybe(rng, tool, "require_approval", rng.choice(["always", "never", {"never": {"tool_names": ["a"]}}, "sometimes", None]), 0.3)
-        _maybe(rng, tool, "headers", rng.choice([{"k": "v"}, {"k": 1}, None]), 0.2)
+        maybe(rng, tool, "server_label", _odd(rng, "docs"), 0.9)
+        maybe(rng, tool, "server_url", "http://x", 0.7)
+        maybe(rng, tool, "connector_id", rng.choice(["connector_gmail", "connector_bogus"]), 0.15)
+        maybe(rng, tool, "allowed_tools", rng.choice([["a"], {"tool_names": ["a"], "read_only": True}, None, "a"]), 0.3)
+        maybe(rng, tool, "require_approval", rng.choice(["always", "never", {"never": {"tool_names": ["a"]}}, "sometimes", None]), 0.3)
+        maybe(rng, tool, "headers", rng.choice([{"k": "v"}, {"k": 1}, None]), 0.2)
     elif kind == "code_interpreter":
-        _maybe(rng, tool, "container", rng.choice(["auto", {"type": "auto"}, {"type": "auto", "file_ids": ["f"]}, {"type": "x"}, 5]), 0.9)
+        maybe(rng, tool, "container", rng.choice(["auto", {"type": "auto"}, {"type": "auto", "file_ids": ["f"]}, {"type": "x"}, 5]), 0.9)
     elif kind == "image_generation":
         for key, values in (("quality", ["low", "high", "best"]), ("size", ["1024x1024", "auto", "9x9"]), ("output_format", ["png", "gif"]),
                             ("background", ["transparent", "auto", "blue"]), ("partial_images", [0, 3, 9]), ("model", ["gpt-image-1", 5])):  # fmt: skip
-            _maybe(rng, tool, key, rng.choice(values), 0.25)
+            maybe(rng, tool, key, rng.choice(values), 0.25)
     elif kind == "custom":
-        _maybe(rng, tool, "name", _odd(rng, "grep"), 0.9)
-        _maybe(rng, tool, "description", "a tool", 0.4)
-        _maybe(rng, tool, "format", rng.choice([{"type": "text"}, {"type": "grammar", "syntax": "lark", "definition": "start: x"},
+        maybe(rng, tool, "name", _odd(rng, "grep"), 0.9)
+        maybe(rng, tool, "description", "a tool", 0.4)
+        maybe(rng, tool, "format", rng.choice([{"type": "text"}, {"type": "grammar", "syntax": "lark", "definition": "start: x"},
                                                 {"type": "grammar", "syntax": "peg"}, {"type": "json"}]), 0.4)  # fmt: skip
     elif kind == "computer_use_preview":
         for key, value in (("display_width", 1024), ("display_height", 768), ("environment", rng.choice(["linux", "browser", "dos"]))):
-            _maybe(rng, tool, key, _odd(rng, value), 0.85)
+            maybe(rng, tool, key, _odd(rng, value), 0.85)
     elif kind == "shell":
-        _maybe(rng, tool, "environment", rng.choice([{"type": "local"}, {"type": "container_auto"}, "local"]), 0.3)
+        maybe(rng, tool, "environment", rng.choice([{"type": "local"}, {"type": "container_auto"}, "local"]), 0.3)
     return tool
 
 
@@ -134,10 +120,10 @@ def _reasoning(rng: random.Random) -> Any:
     if rng.random() < 0.1:
         return rng.choice([None, "high", 1, []])
     out: dict[str, Any] = {}
-    _maybe(rng, out, "effort", rng.choice(["none", "minimal", "low", "medium", "high", "xhigh", "extreme", None]), 0.8)
-    _maybe(rng, out, "summary", rng.choice(["auto", "concise", "detailed", "short", None]), 0.5)
-    _maybe(rng, out, "generate_summary", rng.choice(["auto", "concise", None, "x"]), 0.1)
-    _maybe(rng, out, rng.choice(["budget", "effort_level"]), 5, 0.05)
+    maybe(rng, out, "effort", rng.choice(["none", "minimal", "low", "medium", "high", "xhigh", "extreme", None]), 0.8)
+    maybe(rng, out, "summary", rng.choice(["auto", "concise", "detailed", "short", None]), 0.5)
+    maybe(rng, out, "generate_summary", rng.choice(["auto", "concise", None, "x"]), 0.1)
+    maybe(rng, out, rng.choice(["budget", "effort_level"]), 5, 0.05)
     return out
 
 
@@ -148,8 +134,8 @@ def _text(rng: random.Random) -> Any:
     formats = [{"type": "text"}, {"type": "json_object"}, {"type": "json_schema", "name": "out", "schema": {"type": "object"}},
                {"type": "json_schema", "name": "out", "schema": {"type": "object"}, "strict": rng.choice([True, None, "yes"]), "description": "d"},
                {"type": "json_schema", "schema": {}}, {"type": "json_schema", "name": "out"}, {"type": "yaml"}, {}]  # fmt: skip
-    _maybe(rng, out, "format", rng.choice(formats), 0.7)
-    _maybe(rng, out, "verbosity", rng.choice(["low", "medium", "high", "loud", None]), 0.4)
+    maybe(rng, out, "format", rng.choice(formats), 0.7)
+    maybe(rng, out, "verbosity", rng.choice(["low", "medium", "high", "loud", None]), 0.4)
     return out
 
 
@@ -181,31 +167,31 @@ def _drawn(seed: int) -> Any:
     if rng.random() < 0.01:
         return rng.choice([None, "hi", [], 1])
     params: dict[str, Any] = {}
-    _maybe(rng, params, "input", _odd(rng, rng.choice(["hi", [{"role": "user", "content": "hi"}], []]), 0.03), 0.97)
+    maybe(rng, params, "input", _odd(rng, rng.choice(["hi", [{"role": "user", "content": "hi"}], []]), 0.03), 0.97)
     if rng.random() < 0.7:
         params["tools"] = _odd(rng, [_tool(rng) for _ in range(rng.choice([0, 1, 1, 2, 3]))], 0.03)
-    _maybe(rng, params, "tool_choice", _tool_choice(rng), 0.35)
-    _maybe(rng, params, "reasoning", _reasoning(rng), 0.3)
-    _maybe(rng, params, "text", _text(rng), 0.25)
-    _maybe(rng, params, "include", rng.choice([["reasoning.encrypted_content"], ["message.output_text.logprobs", "file_search_call.results"],
+    maybe(rng, params, "tool_choice", _tool_choice(rng), 0.35)
+    maybe(rng, params, "reasoning", _reasoning(rng), 0.3)
+    maybe(rng, params, "text", _text(rng), 0.25)
+    maybe(rng, params, "include", rng.choice([["reasoning.encrypted_content"], ["message.output_text.logprobs", "file_search_call.results"],
                                                ["everything"], [], "reasoning.encrypted_content", [None]]), 0.15)  # fmt: skip
-    _maybe(rng, params, "metadata", rng.choice([{"run": "a"}, {"run": 1}, {}, None, {"k": None}, {str(i): "v" for i in range(20)}, "m"]), 0.15)
-    _maybe(rng, params, "model", rng.choice(["gpt-4o", "my-finetune", "", 5, None, "o3-pro"]), 0.3)
-    _maybe(rng, params, "prompt", rng.choice([{"id": "pmpt_1"}, {"id": "pmpt_1", "version": "2", "variables": {"x": "y"}},
+    maybe(rng, params, "metadata", rng.choice([{"run": "a"}, {"run": 1}, {}, None, {"k": None}, {str(i): "v" for i in range(20)}, "m"]), 0.15)
+    maybe(rng, params, "model", rng.choice(["gpt-4o", "my-finetune", "", 5, None, "o3-pro"]), 0.3)
+    maybe(rng, params, "prompt", rng.choice([{"id": "pmpt_1"}, {"id": "pmpt_1", "version": "2", "variables": {"x": "y"}},
                                               {"id": "pmpt_1", "variables": {"x": {"type": "input_text", "text": "t"}}},
                                               {"id": "pmpt_1", "variables": {"x": 1}}, {"variables": {}}, "pmpt_1"]), 0.1)  # fmt: skip
-    _maybe(rng, params, "conversation", rng.choice(["conv_1", {"id": "conv_1"}, {}, 5, None]), 0.1)
-    _maybe(rng, params, "context_management", rng.choice([[{"type": "compaction", "compact_threshold": 1000}], [{"type": "compaction"}],
+    maybe(rng, params, "conversation", rng.choice(["conv_1", {"id": "conv_1"}, {}, 5, None]), 0.1)
+    maybe(rng, params, "context_management", rng.choice([[{"type": "compaction", "compact_threshold": 1000}], [{"type": "compaction"}],
                                                           [{"type": "drop"}], [], {"type": "compaction"}]), 0.08)  # fmt: skip
-    _maybe(rng, params, "stream_options", rng.choice([{"include_obfuscation": False}, {}, {"include_usage": True}, None]), 0.08)
+    maybe(rng, params, "stream_options", rng.choice([{"include_obfuscation": False}, {}, {"include_usage": True}, None]), 0.08)
     for key, usual in (("temperature", 0.7), ("top_p", 0.9), ("max_output_tokens", 256), ("top_logprobs", 5), ("max_tool_calls", 3)):
-        _maybe(rng, params, key, _number(rng, usual), 0.15)
+        maybe(rng, params, key, _number(rng, usual), 0.15)
     for key, values in (("parallel_tool_calls", [True, False, None, "yes"]), ("truncation", ["auto", "disabled", "on"]),
                         ("service_tier", ["auto", "flex", "priority", "turbo"]), ("prompt_cache_retention", ["in_memory", "24h", "1h"]),
                         ("store", [True, None, "no"]), ("background", [False, 1]), ("safety_identifier", ["u1", 5]),
                         ("prompt_cache_key", ["k", None]), ("instructions", ["Be brief.", None, 3]), ("previous_response_id", ["resp_1", 2]),
                         ("moderation", [None, {"model": "m"}, "on"])):  # fmt: skip
-        _maybe(rng, params, key, rng.choice(values), 0.06)
+        maybe(rng, params, key, rng.choice(values), 0.06)
     if rng.random() < 0.04:
         params[rng.choice(["seed", "stream", "user", "extra_body", "n"])] = _odd(rng, 1, 0.3)
     if rng.random() < 0.3:  # keys in another order
@@ -223,12 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     first, stop = (int(x) for x in args.seeds.split(":"))
     cases = [json.loads(json.dumps(params_for(seed))) for seed in range(first, stop)]  # (as both sides read them: from JSON)
-    with tempfile.TemporaryDirectory() as tmp:
-        given = Path(tmp) / "params.jsonl"
-        given.write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
-        made = subprocess.run([args.nemo_python, "-c", NEMO, str(ROOT / "scripts"), str(given)], capture_output=True, text=True, check=True)
-    answers = [json.loads(line) for line in made.stdout.splitlines()]
-    assert len(answers) == len(cases), made.stderr[-2000:]
+    answers = nemo_answers(args.nemo_python, "make_nemo_request_reference", "nemo_dumped", cases)
     counts: Counter[str] = Counter()
     differences = []
     for seed, params, nemo in zip(range(first, stop), cases, answers):
