@@ -303,9 +303,11 @@ def test_what_a_job_run_will_refuse_is_refused_at_submission(tmp_path: Path) -> 
         assert [info for info in client.watch(job.job_id, timeout=30)][-1].state == "SUCCEEDED"
 
 
-def test_a_submission_whose_client_left_before_it_was_stored_is_not_queued(tmp_path: Path) -> None:
-    """The client gave up (its deadline passed while the server decoded 120,000 inline rows):
-    the job was stored and run all the same, and a client that retries ran it twice."""
+def test_a_submission_whose_client_left_before_it_was_stored_is_not_queued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client gave up (its deadline passed while the server decoded and checked a large
+    inline dataset): the job was stored and run all the same, and a client that retries ran it
+    twice. The checks are made slow here (0.6 s, past the call's 0.2 s deadline) so the client
+    surely leaves during them: 120,000 real rows took under 0.2 s on a fast machine."""
     from gym_metrics.jobs import JobExecutor, JobStore
 
     executor = JobExecutor(JobStore(tmp_path / "direct.sqlite"))
@@ -313,15 +315,27 @@ def test_a_submission_whose_client_left_before_it_was_stored_is_not_queued(tmp_p
         executor.submit({"scorer": "tool_call_accuracy", "dataset": {"rows": [tool_row(1)]}}, wanted=lambda: False)
     assert executor.store.list_jobs() == []
 
+    checked = []
+    validate = JobExecutor.validate
+
+    def slow_validate(self: JobExecutor, spec: Any) -> None:
+        validate(self, spec)
+        time.sleep(0.6)
+        checked.append(True)
+
+    monkeypatch.setattr(JobExecutor, "validate", slow_validate)
     spec = jobs_pb2.JobSpec(scorer="tool_call_accuracy")
-    spec.dataset.rows.rows_json.extend([orjson.dumps(tool_row(1)).decode()] * 120_000)
-    with JobServerThread(tmp_path / "jobs.sqlite") as server, grpc.insecure_channel(server.address, options=[("grpc.max_send_message_length", -1)]) as channel:
+    spec.dataset.rows.rows_json.extend([orjson.dumps(tool_row(1)).decode()] * 1_000)
+    with JobServerThread(tmp_path / "jobs.sqlite") as server, grpc.insecure_channel(server.address) as channel:
         with pytest.raises(grpc.RpcError) as err:
             jobs_pb2_grpc.JobServiceStub(channel).SubmitJob(jobs_pb2.SubmitJobRequest(spec=spec), timeout=0.2)
         assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        time.sleep(3)  # what the server did with it has ended
+        deadline = time.monotonic() + 10
+        while not checked and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # (what the server did after the checks has ended)
         with JobClient(server.address) as client:
-            assert client.list() == ([], "")
+            assert checked and client.list() == ([], "")
 
 
 class _LosesFirstAnswer:
@@ -358,13 +372,30 @@ class _LosesFirstAnswer:
 
     @staticmethod
     def _pipe(source: Any, sink: Any, cut_at_answer: bool) -> None:
+        """Copy `source` to `sink`; with `cut_at_answer`, frame by frame (HTTP/2: a 9-byte header,
+        its length in the first 3, its type in the 4th), cut before the first HEADERS frame (type
+        1) of a stream: the answer. (Reading only a chunk's first frame missed a HEADERS frame that
+        came in one chunk behind a SETTINGS or WINDOW_UPDATE frame, and the answer got through.)"""
         import socket
 
+        pending = b""
         try:
             while data := source.recv(65536):
-                if cut_at_answer and len(data) > 9 and data[3] == 1:  # an HTTP/2 HEADERS frame: the answer begins
-                    break
-                sink.sendall(data)
+                if not cut_at_answer:
+                    sink.sendall(data)
+                    continue
+                pending += data
+                whole = 0
+                while len(pending) - whole >= 9:
+                    length, kind = int.from_bytes(pending[whole : whole + 3], "big"), pending[whole + 3]
+                    if kind == 1 and int.from_bytes(pending[whole + 5 : whole + 9], "big") & 0x7FFFFFFF:
+                        sink.sendall(pending[:whole])
+                        raise OSError("the answer begins: cut")
+                    if len(pending) - whole < 9 + length:
+                        break
+                    whole += 9 + length
+                sink.sendall(pending[:whole])
+                pending = pending[whole:]
         except OSError:
             pass
         for sock in (source, sink):
