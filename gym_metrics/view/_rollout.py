@@ -42,8 +42,27 @@ def rollout(index: RunIndex, line: int) -> dict[str, Any]:
 
 
 def deep(raw: bytes) -> bool:
-    """Whether a row nests past MAX_ROW_DEPTH (shown as its text, not laid out)."""
-    return too_deep(raw, np.zeros(1, np.int64), np.array([len(raw)]), MAX_ROW_DEPTH)
+    """Whether a row nests past MAX_ROW_DEPTH (shown as its text, not laid out). `too_deep`
+    without its compiled scanner counts a line's brackets, not their depth, so its yes is
+    confirmed here: a shallow row of many lists was shown as bare text where no compiler built
+    the scanner."""
+    if not too_deep(raw, np.zeros(1, np.int64), np.array([len(raw)]), MAX_ROW_DEPTH):
+        return False
+    try:
+        return _depth(loads(raw)) > MAX_ROW_DEPTH
+    except ValueError:  # not JSON, or past the parser's own depth
+        return True
+
+
+def _depth(value: Any) -> int:
+    """How deep `value` nests lists and objects (a bare list or object: 1)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            todo.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _health(row: dict[str, Any], path: str, line: int) -> dict[str, Any]:

@@ -485,3 +485,15 @@ def test_a_row_nested_deep_is_its_text_and_a_search_of_an_empty_file_is_no_rows(
     assert shallow["row"]["_ng_rollout_index"] == 0 and shallow["raw"] is None
     assert nested_row["row"] is None and nested_row["raw"].endswith(nested + "}\n") and nested_row["cut"] is False
     assert searched == {"total": 0, "rows": [], "next": None, "scanned": 0}
+
+
+def test_a_row_of_many_brackets_is_deep_only_when_it_nests_deep(monkeypatch: Any) -> None:
+    """Without the compiled scanner (no compiler at install), `too_deep` counts a row's brackets:
+    a shallow row of 300 one-item lists was shown as bare text, not laid out."""
+    import sys
+
+    from gym_metrics.view import _rollout
+
+    monkeypatch.setitem(sys.modules, "gym_metrics._util.jsonscan", None)  # (its import fails)
+    assert not _rollout.deep(json.dumps({"xs": [[i] for i in range(300)]}).encode())
+    assert _rollout.deep(("[" * 201 + "]" * 201).encode()) and not _rollout.deep(("[" * 200 + "]" * 200).encode())
