@@ -11,7 +11,8 @@ this checkout. This checkout's collector verification drives every tree the same
 (bench_collect.timed_verify: make_batches of 256 + verify_all over one connection), over
 bench_nemo_env.py's rows (the reference rollouts repeated, rewards checked row by row). Per run:
 rollouts/s, and the server process's user+system CPU (/proc, every thread: grpc's too) per
-rollout. One untimed run warms each server; trees alternate run by run; medians.
+rollout. One untimed run warms each server, after three GetServerInfo calls timed (the first
+makes the environment's schemas); trees alternate run by run; medians.
 """
 
 from __future__ import annotations
@@ -24,18 +25,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import bench_nemo_env as bench  # noqa: E402
+from bench_episodes import cpu_s  # noqa: E402
 from bench_generate import Child  # noqa: E402
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid`, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def worktree(rev: str, under: Path) -> Path:
@@ -49,6 +46,22 @@ def worktree(rev: str, under: Path) -> Path:
         if target.parent.is_dir():
             shutil.copy2(so, target)
     return tree
+
+
+def info_ms(address: str) -> list[float]:
+    """Milliseconds of three GetServerInfo calls in a row (the first makes the schemas)."""
+    from gym_metrics._transport.client import ResourcesClient
+
+    async def three() -> list[float]:
+        out = []
+        async with ResourcesClient(address) as client:
+            for _ in range(3):
+                start = time.perf_counter()
+                await client.server_info()
+                out.append(1e3 * (time.perf_counter() - start))
+        return out
+
+    return asyncio.run(three())
 
 
 def one_run(address: str, pid: int, rows: list, expected: list[float]) -> tuple[float, float]:
@@ -80,6 +93,8 @@ def main() -> int:
                     # (the tree's gym_metrics first on the path: `-m` runs from its folder)
                     with Child(cmd, Child.LISTENING, timeout_s=60, cwd=tree, env=dict(os.environ, PYTHONPATH=str(tree))) as server:
                         if run == 0:
+                            infos = ", ".join(f"{ms:.1f}" for ms in info_ms(server.found))
+                            print(f"|   {rev}: GetServerInfo {infos} ms (three calls of a fresh server) |", flush=True)
                             one_run(server.found, server.proc.pid, rows[:2000], expected[:2000])  # warm-up
                             continue
                         results[rev].append(one_run(server.found, server.proc.pid, rows, expected))

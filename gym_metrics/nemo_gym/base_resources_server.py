@@ -241,7 +241,7 @@ class SimpleResourcesServer(BaseModel, _Environment):
         except JudgeError as exc:
             return _judge_failed(request, str(exc)[:2000])
         # a Response (a verify decorated with judge_failsafe); never a model (hasattr of a name a
-        # model lacks costs pydantic an error message: 3 us a rollout)
+        # model lacks costs pydantic an error message, every rollout)
         if not isinstance(answer, BaseModel) and hasattr(answer, "body") and hasattr(answer, "media_type"):
             return _Routed.model_validate_json(answer.body)
         return self._as_routed(answer)
