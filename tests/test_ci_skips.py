@@ -30,6 +30,7 @@ ALLOWED = {
     ("tests/aggregate/test_tdist.py", 'pytest.importorskip("scipy")'): "scipy is a core dependency: never skips",
     ("tests/aggregate/test_fast_paths.py", 'skipif(sys.platform != "linux"'): "Linux-only code path",
     ("tests/collector/test_collector_workers.py", 'skipif(sys.platform == "win32"'): "fork and SO_REUSEPORT",
+    ("tests/targets/test_connect_ports.py", "skipif(not spreads()"): "a kernel feature (Linux 6.3+), not a package",
     ("tests/transport/test_fork_in_verify.py", 'skipif(sys.platform == "win32"'): "the environment forks",
     ("tests/evaluation/test_evaluate.py", "skipif(sys.version_info >= (3, 12)"): "a pre-3.12 code path",
     ("tests/test_registry.py", 'importorskip("tomllib"'): "Python < 3.11 has no tomllib",
