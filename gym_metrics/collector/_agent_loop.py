@@ -25,7 +25,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, TypeGuard
 
 import orjson
 
@@ -191,19 +191,24 @@ def _no_answer(answer: dict[str, Any], had_output: bool) -> dict[str, Any]:
 
 def add_usage(total: Optional[dict[str, Any]], more: Any) -> Optional[dict[str, Any]]:
     """Token counts summed over turns, details (cached, reasoning tokens) included."""
-    if not isinstance(more, Mapping):
+    if not _is_mapping(more):
         return total
     if total is None:  # the details copied too, counts sent as digits read as numbers
         return {k: dict(v) if isinstance(v, Mapping) else _as_number(v) for k, v in more.items()}
     out = dict(total)
     for key in ("input_tokens", "output_tokens", "total_tokens"):
-        out[key] = (_count(out.get(key)) or 0) + (_count(more.get(key)) or 0)
+        mine, theirs = out.get(key), more.get(key)
+        out[key] = mine + theirs if type(mine) is int and type(theirs) is int else (_count(mine) or 0) + (_count(theirs) or 0)
     for details, key in (("input_tokens_details", "cached_tokens"), ("output_tokens_details", "reasoning_tokens")):
         mine, theirs = out.get(details), more.get(details)
-        if isinstance(mine, Mapping) and isinstance(theirs, Mapping):
+        if _is_mapping(mine) and _is_mapping(theirs):
             a, b = _count(mine.get(key)), _count(theirs.get(key))
             out[details] = {**mine, key: None if a is None or b is None else a + b}  # an unknown count stays unknown
     return out
+
+
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    return type(value) is dict or isinstance(value, Mapping)  # (parsed JSON's are dicts: no ABC check)
 
 
 def _as_number(value: Any) -> Any:

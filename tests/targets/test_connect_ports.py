@@ -28,9 +28,11 @@ def spreads() -> bool:
         return spread_ports(sock)
 
 
-async def start_server(hold: asyncio.Event | None = None, tls: ssl.SSLContext | None = None) -> tuple[asyncio.AbstractServer, list[int]]:
-    """A server answering every request `{}` (once `hold` is set, when given); it records the
-    peer port of each connection."""
+async def start_server(
+    hold: asyncio.Event | None = None, tls: ssl.SSLContext | None = None, sock: socket.socket | None = None
+) -> tuple[asyncio.AbstractServer, list[int]]:
+    """A server answering every request `{}` (once `hold` is set, when given), on 127.0.0.1 or
+    on the listening `sock`; it records the peer port of each connection."""
     ports: list[int] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -47,6 +49,8 @@ async def start_server(hold: asyncio.Event | None = None, tls: ssl.SSLContext | 
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             writer.close()
 
+    if sock is not None:
+        return await asyncio.start_server(serve, sock=sock), ports
     return await asyncio.start_server(serve, "127.0.0.1", 0, ssl=tls), ports
 
 
@@ -115,27 +119,63 @@ async def test_tls_is_verified_against_the_host_name(certificate: tuple[Path, Pa
     assert (status, bytes(body)) == (200, b"{}")
 
 
-async def test_a_connect_cut_by_its_deadline_leaves_no_socket_open() -> None:
-    """A listener that never accepts, its queue full: later connects wait for the handshake
-    until the pool's timeout cuts them; their sockets are closed, not left to the collector."""
+def sockets_to(port: int) -> list[str]:
+    """This process's TCP sockets whose peer is 127.0.0.1:`port` (/proc/net/tcp by inode)."""
+    mine = {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{fd}")}
+    peer = "0100007F:%04X" % port
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return [f[9] for f in (line.split() for line in lines) if f[2] == peer and f"socket:[{f[9]}]" in mine]
+
+
+def full_listener() -> tuple[socket.socket, list[socket.socket]]:
+    """A listener whose accept queue is full (its backlog + 1 connections no one accepted):
+    the next connect's handshake waits for room (its SYN dropped, sent again after a second)."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(0)
-    port = listener.getsockname()[1]
     fillers = []
-    for _ in range(4):  # fill the accept queue (its length is the backlog + 1)
+    for _ in range(4):
         filler = socket.socket()
         filler.setblocking(False)
-        filler.connect_ex(("127.0.0.1", port))
+        filler.connect_ex(listener.getsockname())
         fillers.append(filler)
+    return listener, fillers
+
+
+async def test_a_handshake_that_ends_after_the_connect_call_is_waited_for() -> None:
+    listener, fillers = full_listener()
+    await asyncio.sleep(0.1)
+    url = "http://127.0.0.1:%d" % listener.getsockname()[1]
+    pool = WirePool(url + "/v1", 1, 10.0)
+    post = asyncio.ensure_future(pool.post(url + "/v1/responses", b"{}", {}))
+    try:
+        await asyncio.sleep(0.3)
+        assert not post.done()  # still in its handshake
+        server, _ = await start_server(sock=listener)  # the queue drained: the SYN sent again gets in
+        status, _, body = await asyncio.wait_for(post, 10)
+        server.close()
+    finally:
+        await pool.aclose()
+        for sock in (*fillers, listener):
+            sock.close()
+    assert (status, bytes(body)) == (200, b"{}")
+
+
+async def test_a_connect_cut_by_its_deadline_leaves_no_socket_open() -> None:
+    """Connects to a full listener wait for the handshake until the pool's timeout cuts them;
+    their sockets are closed, not left to the collector."""
+    listener, fillers = full_listener()
+    port = listener.getsockname()[1]
     await asyncio.sleep(0.1)
     pool = WirePool(f"http://127.0.0.1:{port}/v1", 8, 0.3)
-    before = len(os.listdir("/proc/self/fd"))
+    assert len(sockets_to(port)) == len(fillers)
     try:
-        results = await asyncio.gather(*(pool.post(f"http://127.0.0.1:{port}/v1/responses", b"{}", {}) for _ in range(8)), return_exceptions=True)
-        await asyncio.sleep(0.05)
+        posts = [asyncio.ensure_future(pool.post(f"http://127.0.0.1:{port}/v1/responses", b"{}", {})) for _ in range(8)]
+        await asyncio.sleep(0.1)
+        assert len(sockets_to(port)) == len(fillers) + 8  # connecting
+        results = await asyncio.gather(*posts, return_exceptions=True)
         assert all(isinstance(r, WireTimeout) for r in results), results
-        assert len(os.listdir("/proc/self/fd")) == before
+        assert len(sockets_to(port)) == len(fillers)
     finally:
         await pool.aclose()
         for sock in (*fillers, listener):
