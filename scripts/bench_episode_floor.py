@@ -1,0 +1,144 @@
+"""The least CPU an episode's policy exchanges can cost one Python asyncio process, beside what
+`gym-metrics collect` costs an episode (issue 42's goal: 0.35 ms at 16,000 in flight).
+
+The floor is a bare client in a child process of its own: uvloop, for each of --episodes
+episodes (--concurrency at once) the same four Responses API POSTs collect makes to
+bench_episodes.py's scripted policy (its rows, tools and answers; --latency-s), each body
+encoded and each answer parsed with orjson, the function calls answered with a fixed output
+and no environment (no SeedSession, CallTool or Verify), nothing written. Its connections are
+opened as collect's pool opens them (`gym_metrics.targets._sockets.connected`) and kept
+alive; the cyclic GC is off. Its CPU (getrusage: user and system) is counted over the episodes
+only, collect's over its whole process (start-up, the rows, the episodes, the aggregation),
+as bench_collect_processes.py counts it. Runs alternate, --rounds of each; medians.
+
+    .venv/bin/python scripts/bench_episode_floor.py --episodes 16000 --concurrency 16000 --latency-s 1.0 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_collect_processes as processes  # noqa: E402  (collect run as a user runs it)
+import bench_episodes as episodes  # noqa: E402  (the rows, the policy and the counter environment)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _floor(address: str, rows_path: str, concurrency: int) -> None:
+    """The child: the bare client (see the module docstring); prints its CPU as JSON."""
+    import orjson
+    import uvloop
+
+    from gym_metrics.targets._sockets import connected
+
+    host, port = address.rsplit(":", 1)
+    requests = [json.loads(line)["responses_create_params"] for line in Path(rows_path).read_text().splitlines()]
+
+    class Exchange(asyncio.Protocol):
+        def connection_made(self, transport: Any) -> None:
+            self.transport, self.buffer = transport, bytearray()
+
+        def send(self, request: bytes) -> asyncio.Future[bytes]:
+            self.answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+            self.buffer.clear()
+            self.transport.write(request)
+            return self.answer
+
+        def data_received(self, data: bytes) -> None:
+            self.buffer += data
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = bytes(self.buffer[:end]).lower()
+            length = int(head.split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+            if len(self.buffer) >= end + 4 + length:
+                self.answer.set_result(bytes(self.buffer[end + 4 : end + 4 + length]))
+
+    async def main() -> dict[str, float]:
+        loop, idle, slots = asyncio.get_running_loop(), [], asyncio.Semaphore(concurrency)
+        head = f"POST /v1/responses HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n".encode()
+
+        async def post(body: dict[str, Any]) -> dict[str, Any]:
+            if idle:
+                conn = idle.pop()
+            else:
+                conn = (await loop.create_connection(Exchange, sock=await connected(loop, host, int(port))))[1]
+            payload = orjson.dumps(body)
+            answer = orjson.loads(await conn.send(head + b"Content-Length: %d\r\n\r\n" % len(payload) + payload))
+            idle.append(conn)
+            return answer
+
+        async def episode(request: dict[str, Any]) -> None:
+            async with slots:
+                question = list(request["input"])
+                for _ in range(episodes.STEPS):
+                    answer = await post({**request, "model": "scripted", "input": question})
+                    for item in answer["output"]:
+                        question.append(item)
+                        if item.get("type") == "function_call":
+                            question.append({"type": "function_call_output", "call_id": item["call_id"], "output": "1"})
+
+        gc.freeze()
+        gc.disable()
+        before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        await asyncio.gather(*(episode(r) for r in requests))
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        return {"wall": time.perf_counter() - start, "user": after.ru_utime - before.ru_utime, "system": after.ru_stime - before.ru_stime}
+
+    print(json.dumps(uvloop.run(main())))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--episodes", type=int, default=16_000)
+    parser.add_argument("--concurrency", type=int, default=16_000)
+    parser.add_argument("--latency-s", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--_floor", nargs=3, help=argparse.SUPPRESS)
+    ns = parser.parse_args()
+    if ns._floor:
+        _floor(ns._floor[0], ns._floor[1], int(ns._floor[2]))
+        return
+    ns.wrap, ns.processes = "", 1  # (what bench_collect_processes.run reads)
+    floors: list[dict[str, float]] = []
+    collects: list[tuple[float, float]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
+        work = Path(tmp)
+        (work / "counter_env.py").write_text(episodes.COUNTER_ENV)
+        rows = episodes.write_rows(work / "rows.jsonl", ns.episodes)
+        with episodes.serve([f"{work / 'counter_env.py'}:Counter"], 2, max_sessions=max(10_000, 2 * ns.concurrency)) as server, \
+                episodes.policy(ns.latency_s) as policy:  # fmt: skip
+            for round_ in range(ns.rounds):
+                cmd = [sys.executable, __file__, "--_floor", policy.found, str(rows), str(ns.concurrency)]
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+                if done.returncode != 0:
+                    raise SystemExit(f"the floor client failed:\n{done.stderr[-3000:]}")
+                floors.append(json.loads(done.stdout.strip().splitlines()[-1]))
+                wall, cpu, _, _, _ = processes.run(ns, server, policy, rows, work / f"out_{round_}.jsonl", 1, ROOT)
+                collects.append((wall, cpu))
+    per = 1000 / ns.episodes
+    print(f"{ns.episodes} episodes, {ns.concurrency} in flight, policy latency {ns.latency_s} s, {ns.rounds} rounds (medians); {episodes.load()}")
+    print("| client | wall s | CPU ms an episode | of it user | system |")
+    print("|---|---:|---:|---:|---:|")
+    user, system = (statistics.median(f[k] for f in floors) for k in ("user", "system"))
+    floor_wall = statistics.median(f["wall"] for f in floors)
+    print(f"| bare client, the 4 policy exchanges only | {floor_wall:.2f} | {per * statistics.median(f['user'] + f['system'] for f in floors):.3f} "
+          f"| {per * user:.3f} | {per * system:.3f} |")  # fmt: skip
+    print(f"| gym-metrics collect, the whole episode | {statistics.median(c[0] for c in collects):.2f} | "
+          f"{per * statistics.median(c[1] for c in collects):.3f} | | |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
