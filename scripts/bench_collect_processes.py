@@ -19,6 +19,7 @@ commit before a change) for a before/after table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shutil
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -90,6 +92,19 @@ def run(ns: argparse.Namespace, server: Any, policy: Any, rows: Path, out: Path,
     return wall, cpu, times, episodes.cpu_s(server.proc.pid) - others[0], episodes.cpu_s(policy.proc.pid) - others[1]
 
 
+@contextlib.contextmanager
+def counter_run(ns: argparse.Namespace, prefix: str) -> Iterator[tuple[Path, Path, Any, Any]]:
+    """(work folder, rows, server, policy): --episodes rows of the counter environment in a new
+    folder, `serve --workers 2` of it and the scripted policy answering after --latency-s."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = Path(tmp)
+        (work / "counter_env.py").write_text(episodes.COUNTER_ENV)
+        rows = episodes.write_rows(work / "rows.jsonl", ns.episodes)
+        with episodes.serve([f"{work / 'counter_env.py'}:Counter"], 2, max_sessions=max(10_000, 2 * ns.concurrency)) as server, \
+                episodes.policy(ns.latency_s) as policy:  # fmt: skip
+            yield work, rows, server, policy
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--episodes", type=int, default=4000)
@@ -104,22 +119,17 @@ def main() -> None:
     ns = parser.parse_args()
     trees = {"this": Path(__file__).resolve().parent.parent, **({"before": ns.before.resolve()} if ns.before else {})}
     variants = [(label, processes) for label in trees for processes in dict.fromkeys((1, ns.processes))]
-    with tempfile.TemporaryDirectory(prefix="bench-processes-") as tmp:
-        work = Path(tmp)
-        (work / "counter_env.py").write_text(episodes.COUNTER_ENV)
-        rows = episodes.write_rows(work / "rows.jsonl", ns.episodes)
-        with episodes.serve([f"{work / 'counter_env.py'}:Counter"], 2, max_sessions=max(10_000, 2 * ns.concurrency)) as server, \
-                episodes.policy(ns.latency_s) as policy:  # fmt: skip
-            figures: dict[tuple[str, int], list[tuple[float, float, list[float], float, float]]] = {v: [] for v in variants}
-            metrics: set[bytes] = set()
-            for round_ in range(ns.rounds):
-                for label, processes in variants:
-                    out = work / f"out_{label}_{processes}_{round_}.jsonl"
-                    figures[label, processes].append(run(ns, server, policy, rows, out, processes, trees[label]))
-                    metrics.add(out.with_name(out.stem + "_aggregate_metrics.json").read_bytes())
-            assert len(metrics) == 1, "the runs' metrics files differ"
-            if ns.keep:
-                shutil.copytree(work, ns.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("hooks", "*.durations"))
+    with counter_run(ns, "bench-processes-") as (work, rows, server, policy):
+        figures: dict[tuple[str, int], list[tuple[float, float, list[float], float, float]]] = {v: [] for v in variants}
+        metrics: set[bytes] = set()
+        for round_ in range(ns.rounds):
+            for label, processes in variants:
+                out = work / f"out_{label}_{processes}_{round_}.jsonl"
+                figures[label, processes].append(run(ns, server, policy, rows, out, processes, trees[label]))
+                metrics.add(out.with_name(out.stem + "_aggregate_metrics.json").read_bytes())
+        assert len(metrics) == 1, "the runs' metrics files differ"
+        if ns.keep:
+            shutil.copytree(work, ns.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("hooks", "*.durations"))
     print(f"{ns.episodes} episodes, {ns.concurrency} in flight, policy latency {ns.latency_s} s, {ns.rounds} rounds (medians); {episodes.load()}")
     print("| code | processes | wall s | episodes/s | episode p50 s | episode p99 s | CPU ms per episode: collect, server, policy |")
     print("|---|---:|---:|---:|---:|---:|---:|")

@@ -24,7 +24,6 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -114,20 +113,15 @@ def main() -> None:
     ns.wrap, ns.processes = "", 1  # (what bench_collect_processes.run reads)
     floors: list[dict[str, float]] = []
     collects: list[tuple[float, float]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
-        work = Path(tmp)
-        (work / "counter_env.py").write_text(episodes.COUNTER_ENV)
-        rows = episodes.write_rows(work / "rows.jsonl", ns.episodes)
-        with episodes.serve([f"{work / 'counter_env.py'}:Counter"], 2, max_sessions=max(10_000, 2 * ns.concurrency)) as server, \
-                episodes.policy(ns.latency_s) as policy:  # fmt: skip
-            for round_ in range(ns.rounds):
-                cmd = [sys.executable, __file__, "--_floor", policy.found, str(rows), str(ns.concurrency)]
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-                if done.returncode != 0:
-                    raise SystemExit(f"the floor client failed:\n{done.stderr[-3000:]}")
-                floors.append(json.loads(done.stdout.strip().splitlines()[-1]))
-                wall, cpu, _, _, _ = processes.run(ns, server, policy, rows, work / f"out_{round_}.jsonl", 1, ROOT)
-                collects.append((wall, cpu))
+    with processes.counter_run(ns, "bench-floor-") as (work, rows, server, policy):
+        for round_ in range(ns.rounds):
+            cmd = [sys.executable, __file__, "--_floor", policy.found, str(rows), str(ns.concurrency)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+            if done.returncode != 0:
+                raise SystemExit(f"the floor client failed:\n{done.stderr[-3000:]}")
+            floors.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            wall, cpu, _, _, _ = processes.run(ns, server, policy, rows, work / f"out_{round_}.jsonl", 1, ROOT)
+            collects.append((wall, cpu))
     per = 1000 / ns.episodes
     print(f"{ns.episodes} episodes, {ns.concurrency} in flight, policy latency {ns.latency_s} s, {ns.rounds} rounds (medians); {episodes.load()}")
     print("| client | wall s | CPU ms an episode | of it user | system |")

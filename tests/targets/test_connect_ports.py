@@ -9,14 +9,13 @@ import asyncio
 import os
 import socket
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from gym_metrics.targets._sockets import spread_ports
 from gym_metrics.targets._wire import WirePool, WireTimeout
-from tests._ci import need_tool
+from _certs import self_signed
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -89,14 +88,7 @@ async def test_a_host_name_is_looked_up() -> None:
 
 @pytest.fixture
 def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    openssl = need_tool("openssl", "the TLS test makes its certificate with the openssl CLI")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
-        check=True, capture_output=True, timeout=20,
-    )  # fmt: skip
-    return cert, key
+    return self_signed(tmp_path, "DNS:localhost")
 
 
 async def test_tls_is_verified_against_the_host_name(certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:

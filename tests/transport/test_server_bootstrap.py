@@ -31,6 +31,7 @@ from gym_metrics.errors import InvalidInputError
 from gym_metrics.v1 import resources_pb2 as pb
 from gym_metrics.v1 import resources_pb2_grpc as pb_grpc
 
+from _certs import self_signed as make_certificate
 from _ci import need_tool
 
 pytestmark = pytest.mark.timeout(30)
@@ -250,15 +251,7 @@ async def test_auth_refuses_streaming_calls_before_any_message(server_factory) -
 
 @pytest.fixture
 def self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    openssl = need_tool("openssl", "the TLS tests make their certificate with the openssl CLI")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=20,
-    )  # fmt: skip
-    return cert, key
+    return make_certificate(tmp_path, "IP:127.0.0.1,DNS:localhost")
 
 
 async def test_tls(server_factory, self_signed) -> None:
