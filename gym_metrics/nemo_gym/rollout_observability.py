@@ -14,15 +14,31 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializationInfo, SerializerFunctionWrapHandler, WrapSerializer, model_validator
+from pydantic_core import to_jsonable_python
 
 from gym_metrics.nemo_gym.config_types import ModelServerRef
 from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse
-from gym_metrics.recording import ConversationItem
+from gym_metrics.recording import ITEM_MODELS, ConversationItem
+
+
+def _dumped(item: Any, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+    """An item that was never validated here (put in by an agent's `model_copy(update=...)`, as
+    NeMo Gym's demo agents do): dumped by its own class, as NeMo Gym's union dumps its own typed
+    items, or as the JSON it is, without pydantic's warning for a value its union does not name."""
+    if isinstance(item, ITEM_MODELS):
+        return handler(item)
+    if isinstance(item, BaseModel):
+        return item.model_dump(mode=info.mode, by_alias=bool(info.by_alias), exclude_none=info.exclude_none)
+    return to_jsonable_python(item) if info.mode == "json" else item
+
 
 # A conversation item given as a model (an agent's openai_utils items) is validated from its fields:
 # NeMo Gym's union takes its own typed items as they are, which were checked when they were made.
-_Item = Annotated[ConversationItem, BeforeValidator(lambda item: item.model_dump() if isinstance(item, BaseModel) else item)]
+_Item = Annotated[
+    ConversationItem, BeforeValidator(lambda item: item.model_dump() if isinstance(item, BaseModel) else item), WrapSerializer(_dumped)
+]
+
 
 class ObservationModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)

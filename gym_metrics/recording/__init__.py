@@ -25,7 +25,7 @@ from gym_metrics.recording._token_records import (
     token_digest,
     token_entries,
 )
-from gym_metrics.recording._conversation_items import ConversationItem
+from gym_metrics.recording._conversation_items import ITEM_MODELS, ConversationItem
 from gym_metrics.recording._perf import PERF_KEY, rollout_perf
 from gym_metrics.recording._tokens import call_token_fields, token_gaps
 from gym_metrics.recording._trajectory import OBSERVATIONS_KEY, TRAJECTORY_KEY, EpisodeTrace, agent_trajectory, session_observations, task_id_of, trajectory
@@ -34,6 +34,7 @@ from gym_metrics.recording._trajectory_schema import canonical_trajectory, traje
 __all__ = [
     "canonical_trajectory",
     "ConversationItem",
+    "ITEM_MODELS",
     "trajectory_error",
     "ATIF_SCHEMA_VERSION", "TOKEN_FIELDS", "AtifRefused", "rollout_to_atif", "AtifExport", "AtifExportError", "export_atif",
     "OBSERVATIONS_KEY", "TRAJECTORY_KEY", "EpisodeTrace", "agent_trajectory", "session_observations", "task_id_of", "trajectory", "model_call_records", "PERF_KEY", "rollout_perf",

@@ -308,6 +308,9 @@ def _tag(item: Any) -> Optional[str]:
     return f"{tag}__training" if tag in _TRAINED and TOKEN_FIELDS <= item.keys() else tag
 
 
+ITEM_MODELS: tuple[type[BaseModel], ...] = (*_MODELS.values(), OtherItem)
+"""The models a validated conversation item is one of."""
+
 if TYPE_CHECKING:
     ConversationItem = dict[str, Any]
 else:

@@ -84,3 +84,24 @@ def test_the_join_leaves_the_bundle_it_was_given_unchanged() -> None:
     joined = join_model_call_observations(bundle, calls)
     assert [r.model_call_id for r in joined.records[0].model_calls] == ["c1"]  # type: ignore[union-attr]
     assert bundle.records[0].model_calls == []  # type: ignore[union-attr]
+
+
+def test_items_put_in_without_validation_are_dumped_as_they_are_without_warnings() -> None:
+    """An agent's `model_copy(update={"conversation": ...})` (NeMo Gym's demo agents make one)
+    puts in items never validated: its own typed items and plain dicts. NeMo Gym's union dumps
+    its own items by their class; here they are foreign to the mirror's union, which warned
+    for each and every dump. They are dumped by their own class (a dict as the JSON it is),
+    with no warning; validated items are dumped as before."""
+    import warnings
+
+    from gym_metrics.nemo_gym.openai_utils import NeMoGymEasyInputMessage
+    from gym_metrics.nemo_gym.rollout_observability import AgentInvocation
+
+    message = NeMoGymEasyInputMessage(role="user", content="hi")
+    output = {"type": "function_call_output", "call_id": "c1", "output": "{'detail': 'Not Found'}"}
+    valid = AgentInvocation(invocation_id="root", conversation=[{"type": "message", "role": "assistant", "content": "ok"}])
+    copied = valid.model_copy(update={"conversation": [*valid.conversation, message, output]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dumped = copied.model_dump(mode="json")["conversation"]
+    assert dumped == [valid.model_dump(mode="json")["conversation"][0], message.model_dump(mode="json"), output]
