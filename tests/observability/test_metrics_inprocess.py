@@ -29,6 +29,17 @@ def _scrape(port: int) -> str:
         return str(response.read().decode())
 
 
+async def _scrape_until(port: int, line: str, timeout_s: float = 5.0) -> str:
+    """The metrics page once it holds `line` (or at `timeout_s`): a refused call is counted when
+    its handler ends, just after its status went to the client."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        text = await asyncio.to_thread(_scrape, port)
+        if line in text or asyncio.get_running_loop().time() > deadline:
+            return text
+        await asyncio.sleep(0.02)
+
+
 async def test_unary_verify_unknown_methods_and_refusals(tmp_path: Path) -> None:
     need("prometheus_client")
     async with serve_environment("math_exact", prometheus_port=0, auth_token=SECRET) as server:
@@ -44,10 +55,11 @@ async def test_unary_verify_unknown_methods_and_refusals(tmp_path: Path) -> None
             with pytest.raises(grpc.aio.AioRpcError) as no_token:
                 await verify(b"")
             assert no_token.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        text = await asyncio.to_thread(_scrape, server.metrics_port)
-    verify_path = "/gym_metrics.v1.ResourcesService/Verify"
+        verify_path = "/gym_metrics.v1.ResourcesService/Verify"
+        refused_line = f'gym_metrics_rpcs_total{{code="UNAUTHENTICATED",method="{verify_path}"}} 1.0'
+        text = await _scrape_until(server.metrics_port, refused_line)
     assert f'gym_metrics_rpcs_total{{code="OK",method="{verify_path}"}} 1.0' in text
-    assert f'gym_metrics_rpcs_total{{code="UNAUTHENTICATED",method="{verify_path}"}} 1.0' in text
+    assert refused_line in text
     assert 'gym_metrics_rollouts_verified_total{environment="math_exact"} 1.0' in text
     assert SECRET not in text and "ROWTEXT" not in text and "evil" not in text
 
