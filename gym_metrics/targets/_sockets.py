@@ -3,12 +3,12 @@
 Linux gives a connect() a local port from the even ports of `ip_local_port_range` first (it
 keeps the odd ones for bind(0)), and scans every even port before it tries an odd one. Past
 about 14,000 connections to one policy address (half of the default 28,232 ports) each new
-connect scans them all: about 1 ms of kernel time a connection here against 15 us before, 0.13
-ms of collector CPU an episode at 16,000 in flight (`scripts/bench_connect_ports.py`). A socket
+connect scans them all: about 1 ms of kernel time a connection here against 15 us before, about
+0.1 ms of collector CPU an episode at 16,000 in flight (`scripts/bench_connect_ports.py`). A socket
 given its own port range (IP_LOCAL_PORT_RANGE, Linux 6.3+; here the system's own range, so no
 port is used that would not be) is searched one port at a time from where the last search for
-that address ended: no cliff. Where the option is refused (older kernels, other systems) sockets
-are connected as the system makes them.
+that address ended: no cliff. A Linux kernel that refuses the option keeps its own choice of
+port; off Linux, connections are opened as asyncio opens them.
 """
 
 from __future__ import annotations
@@ -19,11 +19,16 @@ import functools
 import ipaddress
 import os
 import socket
+import ssl
 import struct
-from typing import Any
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 IP_LOCAL_PORT_RANGE = 51
 """linux/in.h: a socket's own ephemeral port range, low port in the low 16 bits."""
+
+P = TypeVar("P", bound=asyncio.BaseProtocol)
 
 _refused = False
 """Whether this system refused the option once (then it is not asked again)."""
@@ -52,6 +57,22 @@ def spread_ports(sock: socket.socket) -> bool:
         _refused = True
         return False
     return True
+
+
+async def open_connection(
+    loop: asyncio.AbstractEventLoop, factory: Callable[[], P], host: str, port: int, tls: ssl.SSLContext | None
+) -> P:
+    """`loop.create_connection`'s protocol for `factory` to `host:port` (TLS verified against
+    `host` when `tls` is given), over a socket of `connected` on Linux (elsewhere as asyncio
+    connects: the option is Linux's, and add_writer is not every loop's)."""
+    if sys.platform != "linux":
+        return (await loop.create_connection(factory, host, port, ssl=tls))[1]
+    sock = await connected(loop, host, port)
+    try:
+        return (await loop.create_connection(factory, sock=sock, ssl=tls, server_hostname=host if tls is not None else None))[1]
+    except BaseException:
+        sock.close()
+        raise
 
 
 async def connected(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:

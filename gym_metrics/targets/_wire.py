@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from gym_metrics._util.http import MAX_ANSWER_BYTES
 from gym_metrics.targets._budget import ByteBudget
 from gym_metrics.targets._limits import Deadline, Deadlines, Slots
-from gym_metrics.targets._sockets import connected
+from gym_metrics.targets._sockets import open_connection
 
 
 class WireTimeout(Exception):
@@ -385,21 +385,11 @@ class WirePool:
             self._ssl = ssl_module.create_default_context()
         loop = self._deadlines.loop  # the running loop (known since post's deadline started)
         try:
-            sock = await connected(loop, self.host, self.port)  # its local ports spread: see _sockets
+            return await open_connection(  # its local ports spread: see _sockets
+                loop, lambda: _Connection(loop, self.max_bytes, self.budget), self.host, self.port, self._ssl if self.tls else None
+            )
         except OSError as exc:
             raise WireUnreachable(f"{type(exc).__name__}: {exc}") from None
-        try:
-            _, conn = await loop.create_connection(
-                lambda: _Connection(loop, self.max_bytes, self.budget), sock=sock,
-                ssl=self._ssl if self.tls else None, server_hostname=self.host if self.tls else None,
-            )  # fmt: skip
-        except OSError as exc:
-            sock.close()
-            raise WireUnreachable(f"{type(exc).__name__}: {exc}") from None
-        except BaseException:
-            sock.close()
-            raise
-        return conn
 
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
