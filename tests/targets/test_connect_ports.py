@@ -73,6 +73,24 @@ async def test_connections_take_local_ports_of_both_parities() -> None:
     assert len(set(ports)) == 48 and {port % 2 for port in ports} == {0, 1}
 
 
+async def test_off_linux_connections_are_opened_as_asyncio_opens_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Elsewhere the option does not exist and not every loop has add_writer: asyncio's own
+    create_connection (on this kernel its ports are then the even ones a plain connect gets)."""
+    import sys
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    server, ports = await start_server()
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    pool = WirePool(url + "/v1", 8, 10.0)
+    try:
+        hold = [asyncio.ensure_future(pool.post(url + "/v1/responses", b"{}", {})) for _ in range(8)]
+        assert {status for status, _, _ in await asyncio.gather(*hold)} == {200}
+    finally:
+        await pool.aclose()
+        server.close()
+    assert ports and {port % 2 for port in ports} == {0}
+
+
 async def test_a_host_name_is_looked_up() -> None:
     """`localhost` may give ::1 first, where nothing listens: the next address is tried."""
     server, ports = await start_server()
