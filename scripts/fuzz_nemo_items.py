@@ -8,8 +8,8 @@ scripts/make_nemo_items_reference.py's `nemo_dumped`, in a nemo-gym venv, one su
 batch) and ours are compared as tests/recording/test_trajectory_items.py compares them: the same
 JSON text (keys in the model's order, the same JSON types) where NeMo Gym keeps every field,
 the item back unchanged where NeMo Gym refuses it or drops a field (counted apart). An item of a
-type whose model is the openai SDK's (web search, custom tool calls, ...: not mirrored by
-recording/_conversation_items.py) is kept whole by design: counted apart, not a difference.
+type whose model is the openai SDK's (web search, custom tool calls, ...: recording/_sdk_items.py)
+is compared the same way where the SDK is installed, and kept whole (counted apart) where not.
 
     .venv/bin/python scripts/fuzz_nemo_items.py --seeds 0:5000 --nemo-python /tmp/ngvenv/bin/python \
         [--keep DIR]   # DIR/differences.jsonl gets each differing item with both answers
@@ -20,6 +20,7 @@ Exit 0 when every item gives what NeMo Gym gives; 1 when one differs.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import random
 import sys
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "recording"))
 from test_trajectory_items import _dropped_or_refused  # type: ignore[import-not-found]  # noqa: E402  (the test's rule)
 
-from gym_metrics.recording._conversation_items import _OTHER_TAGS  # noqa: E402
+from gym_metrics.recording._sdk_items import SDK_MODELS, sdk_model  # noqa: E402
 from gym_metrics.recording._items import as_dumped  # noqa: E402
 from _fuzzing import maybe, nemo_answers, odd  # noqa: E402  (scripts/, this script's folder)
 
@@ -48,6 +49,25 @@ OTHER: list[dict[str, Any]] = [
     {"type": "custom_tool_call", "call_id": "c", "input": "i", "name": "n"},
     {"type": "custom_tool_call_output", "call_id": "c", "output": "o"},
     {"type": "mcp_approval_request", "id": "ar_1", "arguments": "{}", "name": "n", "server_label": "s"},
+    {"type": "mcp_approval_request", "arguments": "{}", "name": "n"},
+    {"type": "mcp_approval_response", "approval_request_id": "ar_1", "approve": True},
+    {"type": "file_search_call", "id": "fs_1", "queries": ["q"], "status": "completed", "results": [{"text": "t", "score": 0.5}]},
+    {"type": "computer_call", "id": "cc_1", "call_id": "c", "action": {"type": "click", "button": "left", "x": 1, "y": 2},
+     "pending_safety_checks": [], "status": "completed"},
+    {"type": "computer_call_output", "call_id": "c", "output": {"type": "computer_screenshot", "image_url": "data:,"}},
+    {"type": "image_generation_call", "id": "ig_1", "status": "completed", "result": "b64"},
+    {"type": "code_interpreter_call", "id": "ci_1", "code": "1+1", "container_id": "k", "outputs": [{"type": "logs", "logs": "2"}],
+     "status": "completed"},
+    {"type": "local_shell_call", "id": "ls_1", "call_id": "c", "action": {"type": "exec", "command": ["ls"], "env": {}}, "status": "completed"},
+    {"type": "local_shell_call_output", "id": "lo_1", "output": "o"},
+    {"type": "shell_call", "id": "sh_1", "call_id": "c", "action": {"commands": ["ls"]}, "status": "completed"},
+    {"type": "shell_call_output", "call_id": "c", "output": [{"stdout": "o", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]},
+    {"type": "apply_patch_call", "id": "ap_1", "call_id": "c", "operation": {"type": "delete_file", "path": "p"}, "status": "completed"},
+    {"type": "apply_patch_call_output", "id": "ao_1", "call_id": "c", "status": "completed"},
+    {"type": "tool_search_call", "id": "ts_1", "arguments": {}, "status": "completed"},
+    {"type": "tool_search_output", "id": "to_1", "tools": [], "status": "completed"},
+    {"type": "compaction_trigger"},
+    {"type": "additional_tools", "tools": [], "role": "developer"},
 ]
 
 
@@ -138,9 +158,12 @@ def item_for(seed: int) -> Any:
         maybe(rng, item, "encrypted_content", _odd(rng, "gAAA", 0.2), 0.3)
         maybe(rng, item, "status", rng.choice(STATUSES), 0.1)
     elif rng.random() < 0.5:  # a type NeMo Gym names whose model is the openai SDK's
-        item.update(rng.choice(OTHER))
+        item.update(copy.deepcopy(rng.choice(OTHER)))
         if rng.random() < 0.3:
             item.pop(rng.choice(sorted(item)))
+        if item and rng.random() < 0.3:  # a field of another type, or none at all
+            key = rng.choice(sorted(item))
+            item[key] = _odd(rng, item[key], 0.6)
     else:
         item["type"] = rng.choice(["input", "mcp_call", "compaction", "weird", "", None, 5, "item_reference"])
         for key in rng.sample(["content", "role", "id", "call_id", "output", "name", "arguments", "summary"], rng.randint(0, 3)):
@@ -179,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         if json.dumps(ours) == json.dumps(expected):
             counts["refused by NeMo Gym" if nemo is None else "dropped a field in NeMo Gym" if kept_whole else "the same dump"] += 1
             continue
-        if isinstance(item, dict) and item.get("type") in _OTHER_TAGS and ours == item:
-            counts["kept whole (a type whose SDK model is not mirrored)"] += 1
+        if isinstance(item, dict) and item.get("type") in SDK_MODELS and sdk_model(str(item["type"])) is None and ours == item:
+            counts["kept whole (a type whose SDK model is not installed here)"] += 1
             continue
         counts["differing"] += 1
         differences.append({"seed": seed, "item": item, "nemo_gym": nemo, "expected": expected, "ours": ours})

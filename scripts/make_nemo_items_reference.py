@@ -82,6 +82,23 @@ CASES: dict[str, Any] = {
     "an item of another type": {"type": "input", "content": "x", "role": "user"},
     "text part with an unknown field": {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
                                         "content": [{**TEXT, "extra": 1}]},
+    # the openai SDK's models (recording/_sdk_items.py; kept whole where the SDK is not installed)
+    "web search call": {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "q"}},
+    "web search call without an action": {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+    "file search call": {"type": "file_search_call", "id": "fs_1", "queries": ["q"], "status": "completed", "results": [{"text": "t", "score": 0.5}]},
+    "computer call": {"type": "computer_call", "id": "cc_1", "call_id": "c", "action": {"type": "click", "button": "left", "x": 1, "y": 2},
+                      "pending_safety_checks": [], "status": "completed"},
+    "computer call output": {"type": "computer_call_output", "call_id": "c", "output": {"type": "computer_screenshot", "image_url": "data:,"}},
+    "custom tool call": {"type": "custom_tool_call", "call_id": "c", "input": "i", "name": "n"},
+    "custom tool call output": {"type": "custom_tool_call_output", "call_id": "c", "output": "o"},
+    "local shell call": {"type": "local_shell_call", "id": "ls_1", "call_id": "c", "action": {"type": "exec", "command": ["ls"], "env": {}},
+                         "status": "completed"},
+    "shell call output": {"type": "shell_call_output", "call_id": "c",
+                          "output": [{"stdout": "o", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]},
+    "mcp approval request without an id or server": {"type": "mcp_approval_request", "arguments": "{}", "name": "n"},
+    "compaction": {"type": "compaction", "id": "cp_1", "encrypted_content": "e"},
+    "compaction trigger": {"type": "compaction_trigger"},
+    "image generation call of a number": {"type": "image_generation_call", "id": "ig_1", "status": "completed", "result": 5},
 }  # fmt: skip
 
 

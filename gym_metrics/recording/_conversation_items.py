@@ -8,8 +8,8 @@ unhashable role, status or part type (TypeError: it looks them up in sets).
 Mirrored in full: messages (input, output and "easy" ones, with their content parts), function
 calls and their outputs, reasoning items, MCP calls and tool listings, and the training variants
 (an item with all three token fields). The other item types NeMo Gym names (computer, shell,
-web search, ... calls) are accepted as any object: their models are the openai SDK's, not
-mirrored here. A type NeMo Gym does not name is refused. The shapes the ATIF export checks item
+web search, ... calls) are the openai SDK's models, validated by them where the SDK is installed
+and kept whole elsewhere (`_sdk_items`). A type NeMo Gym does not name is refused. The shapes the ATIF export checks item
 by item (`_atif_shapes.check_shape`) are a part of these; they are kept there, as that export
 refuses with its own messages.
 """
@@ -22,6 +22,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Tag
 from typing_extensions import NotRequired, Required, TypedDict
 
 from gym_metrics.recording._atif_shapes import ITEM_STATUSES, ANSWER_PARTS
+from gym_metrics.recording._sdk_items import SDK_MODELS, WholeItem, sdk_item
 
 Status = Literal["in_progress", "completed", "incomplete"]
 Phase = Optional[Literal["commentary", "final_answer"]]
@@ -242,17 +243,9 @@ class McpListTools(_OpenItem):
     error: Optional[str] = None
 
 
-class OtherItem(_OpenItem):
-    """An item of a type NeMo Gym names but whose model is not mirrored here: any object."""
-
-
 _TRAINED = {"easy_message": EasyMessage, "input_message": InputMessage, "output_message": OutputMessage, "function_call": FunctionCall, "reasoning": ReasoningItem}
 _MODELS: dict[str, Any] = {**_TRAINED, "function_call_output": FunctionCallOutput, "mcp_call": McpCall, "mcp_list_tools": McpListTools}
 _MODELS.update({f"{tag}__training": type(f"{model.__name__}ForTraining", (model, _Tokens), {}) for tag, model in _TRAINED.items()})
-_OTHER_TAGS = ("mcp_approval_request", "file_search_call", "web_search_call", "computer_call", "image_generation_call", "code_interpreter_call",
-               "local_shell_call", "custom_tool_call", "computer_call_output", "custom_tool_call_output", "local_shell_call_output",
-               "mcp_approval_response", "apply_patch_call", "apply_patch_call_output", "compaction", "shell_call", "shell_call_output",
-               "tool_search_call", "tool_search_output", "compaction_trigger", "additional_tools")  # fmt: skip
 
 _TAG_OF = {model: tag for tag, model in _MODELS.items()}
 
@@ -308,14 +301,14 @@ def _tag(item: Any) -> Optional[str]:
     return f"{tag}__training" if tag in _TRAINED and TOKEN_FIELDS <= item.keys() else tag
 
 
-ITEM_MODELS: tuple[type[BaseModel], ...] = (*_MODELS.values(), OtherItem)
+ITEM_MODELS: tuple[type[BaseModel], ...] = (*_MODELS.values(), WholeItem)
 """The models a validated conversation item is one of."""
 
 if TYPE_CHECKING:
     ConversationItem = dict[str, Any]
 else:
     ConversationItem = Annotated[
-        Union[tuple(Annotated[model, Tag(tag)] for tag, model in {**_MODELS, **dict.fromkeys(_OTHER_TAGS, OtherItem)}.items())],
+        Union[tuple(Annotated[model, Tag(tag)] for tag, model in {**_MODELS, **{kind: sdk_item(kind) for kind in SDK_MODELS}}.items())],
         Discriminator(_tag),
         BeforeValidator(_whole_token_fields),
     ]

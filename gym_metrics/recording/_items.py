@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from gym_metrics.recording._conversation_items import ConversationItem, OtherItem
+from gym_metrics.recording._conversation_items import ConversationItem
+from gym_metrics.recording._sdk_items import WholeItem
 
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts")
 """A training item's fields (its `...ForTraining` model puts them first)."""
@@ -37,12 +38,12 @@ def as_dumped(item: Any) -> Any:
     its fields, to an MCP tool listing when nothing fits) and dumped as JSON, every field of the
     model in its order, those the item lacks null or defaulted, values coerced as the model reads
     them. An item NeMo Gym would refuse, or would drop a field of (its own or a content part's),
-    or of a kind whose model is not mirrored, is returned as it is."""
+    or of a kind whose SDK model is not installed, is returned as it is."""
     try:
         model = _ADAPTER.validate_python(item)
     except (TypeError, ValueError):  # ValidationError, or routing met an unhashable role or status
         return item
-    if isinstance(model, OtherItem):
+    if isinstance(model, WholeItem):
         return item
     dumped = model.model_dump(mode="json")
     return item if _loses_a_field(item, dumped) else dumped
