@@ -4,8 +4,11 @@
 The floor is a bare client in a child process of its own: uvloop, for each of --episodes
 episodes (--concurrency at once) the same four Responses API POSTs collect makes to
 bench_episodes.py's scripted policy (its rows, tools and answers; --latency-s), each body
-encoded and each answer parsed with orjson, the function calls answered with a fixed output
-and no environment (no SeedSession, CallTool or Verify), nothing written. Its connections are
+encoded and each answer parsed with orjson, nothing written; first with the function calls
+answered with a fixed output and no environment, then with the session's calls as collect makes
+them (SeedSession, each CallTool, Verify, over the client's multiplexed session stream, to the
+`serve --workers 2` of bench_episodes.py's counter environment that collect runs against), then
+with those and its policy calls made by collect's own policy client (`ModelTarget`, lean pool). Its connections are
 opened as collect's pool opens them (`gym_metrics.targets._sockets.connected`) and kept
 alive; the cyclic GC is off. Its CPU (getrusage: user and system) is counted over the episodes
 only, collect's over its whole process (start-up, the rows, the episodes, the aggregation),
@@ -35,15 +38,19 @@ import bench_episodes as episodes  # noqa: E402  (the rows, the policy and the c
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _floor(address: str, rows_path: str, concurrency: int) -> None:
-    """The child: the bare client (see the module docstring); prints its CPU as JSON."""
+def _floor(address: str, rows_path: str, concurrency: int, server: str, policy_client: str) -> None:
+    """The child: the bare client (see the module docstring), with the session's calls to
+    `server` when one is given, and its policy calls made by collect's policy client
+    (`ModelTarget`) when `policy_client` is "target"; prints its CPU as JSON."""
     import orjson
     import uvloop
 
+    from gym_metrics import ResourcesClient
+    from gym_metrics.targets import ModelTarget, ModelTargetConfig
     from gym_metrics.targets._sockets import connected
 
     host, port = address.rsplit(":", 1)
-    requests = [json.loads(line)["responses_create_params"] for line in Path(rows_path).read_text().splitlines()]
+    rows = [json.loads(line) for line in Path(rows_path).read_text().splitlines()]
 
     class Exchange(asyncio.Protocol):
         def connection_made(self, transport: Any) -> None:
@@ -79,22 +86,41 @@ def _floor(address: str, rows_path: str, concurrency: int) -> None:
             idle.append(conn)
             return answer
 
-        async def episode(request: dict[str, Any]) -> None:
+        async def episode(row: dict[str, Any]) -> None:
+            request = row["responses_create_params"]
             async with slots:
+                session = await calls.seed_session(row) if calls is not None else ""
                 question = list(request["input"])
                 for _ in range(episodes.STEPS):
-                    answer = await post({**request, "model": "scripted", "input": question})
+                    if target is not None:
+                        answer = (await target.generate({**request, "input": question})).response
+                    else:
+                        answer = await post({**request, "model": "scripted", "input": question})
                     for item in answer["output"]:
                         question.append(item)
                         if item.get("type") == "function_call":
-                            question.append({"type": "function_call_output", "call_id": item["call_id"], "output": "1"})
+                            output = (await calls.call_tool(session, item["name"], item["arguments"])).output if calls is not None else "1"
+                            question.append({"type": "function_call_output", "call_id": item["call_id"], "output": output})
+                if calls is not None:
+                    reward, _ = await calls.verify_text({**row, "response": {**answer, "output": question[len(request["input"]):]}}, session_id=session)
+                    assert reward == 1.0, reward
 
+        target = None
+        if policy_client == "target":  # as collect makes it (--policy-url/-model/-api/-concurrency)
+            config = ModelTargetConfig(url=f"http://{address}/v1", model="scripted", api="responses", max_concurrency=concurrency)
+            target = ModelTarget(config, lean_http=True)
+        client = await ResourcesClient(server).__aenter__() if server else None
+        calls = client.session_stream() if client is not None else None
         gc.freeze()
         gc.disable()
         before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        await asyncio.gather(*(episode(r) for r in requests))
-        after = resource.getrusage(resource.RUSAGE_SELF)
-        return {"wall": time.perf_counter() - start, "user": after.ru_utime - before.ru_utime, "system": after.ru_stime - before.ru_stime}
+        await asyncio.gather(*(episode(r) for r in rows))
+        after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - start
+        if client is not None:
+            await client.__aexit__(None, None, None)
+        if target is not None:
+            await target.aclose()
+        return {"wall": wall, "user": after.ru_utime - before.ru_utime, "system": after.ru_stime - before.ru_stime}
 
     print(json.dumps(uvloop.run(main())))
 
@@ -105,31 +131,37 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16_000)
     parser.add_argument("--latency-s", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--_floor", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--_floor", nargs=5, help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns._floor:
-        _floor(ns._floor[0], ns._floor[1], int(ns._floor[2]))
+        _floor(ns._floor[0], ns._floor[1], int(ns._floor[2]), ns._floor[3], ns._floor[4])
         return
     ns.wrap, ns.processes = "", 1  # (what bench_collect_processes.run reads)
-    floors: list[dict[str, float]] = []
+    levels = {  # (with the session's calls, the policy client)
+        "bare client, the 4 policy exchanges only": (False, "bare"),
+        "bare client and the session's 5 calls (SeedSession, 3 CallTool, Verify)": (True, "bare"),
+        "the same, the policy called through collect's client (ModelTarget)": (True, "target"),
+    }
+    floors: dict[str, list[dict[str, float]]] = {level: [] for level in levels}
     collects: list[tuple[float, float]] = []
     with processes.counter_run(ns, "bench-floor-") as (work, rows, server, policy):
         for round_ in range(ns.rounds):
-            cmd = [sys.executable, __file__, "--_floor", policy.found, str(rows), str(ns.concurrency)]
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-            if done.returncode != 0:
-                raise SystemExit(f"the floor client failed:\n{done.stderr[-3000:]}")
-            floors.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            for level, (with_session, policy_client) in levels.items():
+                cmd = [sys.executable, __file__, "--_floor", policy.found, str(rows), str(ns.concurrency), server.found if with_session else "", policy_client]
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+                if done.returncode != 0:
+                    raise SystemExit(f"the floor client failed:\n{done.stderr[-3000:]}")
+                floors[level].append(json.loads(done.stdout.strip().splitlines()[-1]))
             wall, cpu, _, _, _ = processes.run(ns, server, policy, rows, work / f"out_{round_}.jsonl", 1, ROOT)
             collects.append((wall, cpu))
     per = 1000 / ns.episodes
     print(f"{ns.episodes} episodes, {ns.concurrency} in flight, policy latency {ns.latency_s} s, {ns.rounds} rounds (medians); {episodes.load()}")
     print("| client | wall s | CPU ms an episode | of it user | system |")
     print("|---|---:|---:|---:|---:|")
-    user, system = (statistics.median(f[k] for f in floors) for k in ("user", "system"))
-    floor_wall = statistics.median(f["wall"] for f in floors)
-    print(f"| bare client, the 4 policy exchanges only | {floor_wall:.2f} | {per * statistics.median(f['user'] + f['system'] for f in floors):.3f} "
-          f"| {per * user:.3f} | {per * system:.3f} |")  # fmt: skip
+    for level, runs in floors.items():
+        user, system, wall = (statistics.median(f[k] for f in runs) for k in ("user", "system", "wall"))
+        total = statistics.median(f["user"] + f["system"] for f in runs)
+        print(f"| {level} | {wall:.2f} | {per * total:.3f} | {per * user:.3f} | {per * system:.3f} |")
     print(f"| gym-metrics collect, the whole episode | {statistics.median(c[0] for c in collects):.2f} | "
           f"{per * statistics.median(c[1] for c in collects):.3f} | | |")  # fmt: skip
 
