@@ -40,7 +40,7 @@ def _opener(way: str, address: str, connections: int, step: int) -> None:
     """The child: open the connections step by step, printing each step's CPU a connection."""
     import uvloop
 
-    from gym_metrics.targets._sockets import connected
+    from gym_metrics.targets._sockets import open_connection
 
     host, port = address.rsplit(":", 1)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -49,7 +49,7 @@ def _opener(way: str, address: str, connections: int, step: int) -> None:
     async def one(loop: asyncio.AbstractEventLoop) -> Any:
         if way == "create_connection":
             return await loop.create_connection(asyncio.Protocol, host, int(port))
-        return await loop.create_connection(asyncio.Protocol, sock=await connected(loop, host, int(port)))
+        return await open_connection(loop, asyncio.Protocol, host, int(port), None)
 
     async def main() -> None:
         loop, kept, steps = asyncio.get_running_loop(), [], []

@@ -9,7 +9,7 @@ answered with a fixed output and no environment, then with the session's calls a
 them (SeedSession, each CallTool, Verify, over the client's multiplexed session stream, to the
 `serve --workers 2` of bench_episodes.py's counter environment that collect runs against), then
 with those and its policy calls made by collect's own policy client (`ModelTarget`, lean pool). Its connections are
-opened as collect's pool opens them (`gym_metrics.targets._sockets.connected`) and kept
+opened as collect's pool opens them (`gym_metrics.targets._sockets.open_connection`) and kept
 alive; the cyclic GC is off. Its CPU (getrusage: user and system) is counted over the episodes
 only, collect's over its whole process (start-up, the rows, the episodes, the aggregation),
 as bench_collect_processes.py counts it. Runs alternate, --rounds of each; medians.
@@ -47,7 +47,7 @@ def _floor(address: str, rows_path: str, concurrency: int, server: str, policy_c
 
     from gym_metrics import ResourcesClient
     from gym_metrics.targets import ModelTarget, ModelTargetConfig
-    from gym_metrics.targets._sockets import connected
+    from gym_metrics.targets._sockets import open_connection
 
     host, port = address.rsplit(":", 1)
     rows = [json.loads(line) for line in Path(rows_path).read_text().splitlines()]
@@ -80,7 +80,7 @@ def _floor(address: str, rows_path: str, concurrency: int, server: str, policy_c
             if idle:
                 conn = idle.pop()
             else:
-                conn = (await loop.create_connection(Exchange, sock=await connected(loop, host, int(port))))[1]
+                conn = await open_connection(loop, Exchange, host, int(port), None)
             payload = orjson.dumps(body)
             answer = orjson.loads(await conn.send(head + b"Content-Length: %d\r\n\r\n" % len(payload) + payload))
             idle.append(conn)

@@ -15,22 +15,17 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializationInfo, SerializerFunctionWrapHandler, WrapSerializer, model_validator
-from pydantic_core import to_jsonable_python
 
 from gym_metrics.nemo_gym.config_types import ModelServerRef
 from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse
-from gym_metrics.recording import ITEM_MODELS, ConversationItem
+from gym_metrics.recording import ITEM_MODELS, ConversationItem, own_dump
 
 
 def _dumped(item: Any, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
     """An item that was never validated here (put in by an agent's `model_copy(update=...)`, as
     NeMo Gym's demo agents do): dumped by its own class, as NeMo Gym's union dumps its own typed
     items, or as the JSON it is, without pydantic's warning for a value its union does not name."""
-    if isinstance(item, ITEM_MODELS):
-        return handler(item)
-    if isinstance(item, BaseModel):
-        return item.model_dump(mode=info.mode, by_alias=bool(info.by_alias), exclude_none=info.exclude_none)
-    return to_jsonable_python(item) if info.mode == "json" else item
+    return handler(item) if isinstance(item, ITEM_MODELS) else own_dump(item, info)
 
 
 # A conversation item given as a model (an agent's openai_utils items) is validated from its fields:

@@ -26,6 +26,7 @@ from gym_metrics.recording._token_records import (
     token_entries,
 )
 from gym_metrics.recording._conversation_items import ITEM_MODELS, ConversationItem
+from gym_metrics.recording._sdk_items import own_dump
 from gym_metrics.recording._perf import PERF_KEY, rollout_perf
 from gym_metrics.recording._tokens import call_token_fields, token_gaps
 from gym_metrics.recording._trajectory import OBSERVATIONS_KEY, TRAJECTORY_KEY, EpisodeTrace, agent_trajectory, session_observations, task_id_of, trajectory
@@ -35,6 +36,7 @@ __all__ = [
     "canonical_trajectory",
     "ConversationItem",
     "ITEM_MODELS",
+    "own_dump",
     "trajectory_error",
     "ATIF_SCHEMA_VERSION", "TOKEN_FIELDS", "AtifRefused", "rollout_to_atif", "AtifExport", "AtifExportError", "export_atif",
     "OBSERVATIONS_KEY", "TRAJECTORY_KEY", "EpisodeTrace", "agent_trajectory", "session_observations", "task_id_of", "trajectory", "model_call_records", "PERF_KEY", "rollout_perf",

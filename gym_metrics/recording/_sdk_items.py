@@ -13,6 +13,7 @@ import importlib
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, SerializationInfo
+from pydantic_core import to_jsonable_python
 
 _RESPONSES = "openai.types.responses"
 _INPUT, _OUTPUT = f"{_RESPONSES}.response_input_item", f"{_RESPONSES}.response_output_item"
@@ -57,10 +58,13 @@ def sdk_model(kind: str) -> type[BaseModel] | None:
     except ImportError:
         return None
     if kind == "mcp_approval_request":  # as NeMo Gym's NeMoGymResponseMcpApprovalRequest
-        model = type("McpApprovalRequest", (model,), {
-            "__annotations__": {"type": Literal["mcp_approval_request"], "id": Optional[str], "server_label": Optional[str]},
-            "type": "mcp_approval_request", "id": None, "server_label": None, "__module__": __name__,
-        })  # fmt: skip
+
+        class McpApprovalRequest(model):  # type: ignore[valid-type,misc]
+            type: Literal["mcp_approval_request"] = "mcp_approval_request"
+            id: Optional[str] = None
+            server_label: Optional[str] = None
+
+        return McpApprovalRequest
     return model
 
 
@@ -72,14 +76,13 @@ def _validated(kind: str) -> Any:
     return validate
 
 
-def _dump(value: Any, info: SerializationInfo) -> Any:
-    if isinstance(value, WholeItem):
-        return value.model_dump(mode=info.mode)
+def own_dump(value: Any, info: SerializationInfo) -> Any:
+    """`value` as its own class dumps it (a model), or as the JSON it is, in the dump's mode."""
     if isinstance(value, BaseModel):
         return value.model_dump(mode=info.mode, by_alias=bool(info.by_alias), exclude_none=info.exclude_none)
-    return value
+    return to_jsonable_python(value) if info.mode == "json" else value
 
 
 def sdk_item(kind: str) -> Any:
     """The union member of item type `kind` (see the module docstring)."""
-    return Annotated[Any, PlainValidator(_validated(kind)), PlainSerializer(_dump)]
+    return Annotated[Any, PlainValidator(_validated(kind)), PlainSerializer(own_dump)]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import functools
-import ipaddress
 import os
 import socket
 import ssl
@@ -137,11 +136,8 @@ async def _addresses(loop: asyncio.AbstractEventLoop, host: str, port: int) -> l
 
 @functools.lru_cache(maxsize=64)
 def _literal(host: str, port: int) -> list[tuple[Any, ...]] | None:
-    """The address of a `host` that is an IP address (made once: a pool connects to one), else None."""
+    """The address of a `host` that is an IP address (read once: a pool connects to one), else None."""
     try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:
         return None
-    if ip.version == 4:
-        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port))]
-    return [(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port, 0, 0))]
