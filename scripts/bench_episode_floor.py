@@ -8,7 +8,9 @@ encoded and each answer parsed with orjson, nothing written; first with the func
 answered with a fixed output and no environment, then with the session's calls as collect makes
 them (SeedSession, each CallTool, Verify, over the client's multiplexed session stream, to the
 `serve --workers 2` of bench_episodes.py's counter environment that collect runs against), then
-with those and its policy calls made by collect's own policy client (`ModelTarget`, lean pool). Its connections are
+with those and its policy calls made by collect's own policy client (`ModelTarget`, lean pool),
+then the whole episode run by collect's agent loop (`run_episode` with `tool_caller`, the row's
+request as collect sends it) without collect's runner, input or output. Its connections are
 opened as collect's pool opens them (`gym_metrics.targets._sockets.open_connection`) and kept
 alive; the cyclic GC is off. Its CPU (getrusage: user and system) is counted over the episodes
 only, collect's over its whole process (start-up, the rows, the episodes, the aggregation),
@@ -41,11 +43,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def _floor(address: str, rows_path: str, concurrency: int, server: str, policy_client: str) -> None:
     """The child: the bare client (see the module docstring), with the session's calls to
     `server` when one is given, and its policy calls made by collect's policy client
-    (`ModelTarget`) when `policy_client` is "target"; prints its CPU as JSON."""
+    (`ModelTarget`) when `policy_client` is "target", by its agent loop when "loop"; prints its
+    CPU as JSON."""
     import orjson
     import uvloop
 
     from gym_metrics import ResourcesClient
+    from gym_metrics._transport.client import tool_caller
+    from gym_metrics.collector._agent_loop import run_episode
     from gym_metrics.targets import ModelTarget, ModelTargetConfig
     from gym_metrics.targets._sockets import open_connection
 
@@ -88,6 +93,8 @@ def _floor(address: str, rows_path: str, concurrency: int, server: str, policy_c
 
         async def episode(row: dict[str, Any]) -> None:
             request = row["responses_create_params"]
+            if agent_loop:
+                return await looped(row, request)
             async with slots:
                 session = await calls.seed_session(row) if calls is not None else ""
                 question = list(request["input"])
@@ -105,8 +112,17 @@ def _floor(address: str, rows_path: str, concurrency: int, server: str, policy_c
                     reward, _ = await calls.verify_text({**row, "response": {**answer, "output": question[len(request["input"]):]}}, session_id=session)
                     assert reward == 1.0, reward
 
-        target = None
-        if policy_client == "target":  # as collect makes it (--policy-url/-model/-api/-concurrency)
+        async def looped(row: dict[str, Any], request: dict[str, Any]) -> None:
+            """The episode as collect's agent loop runs it (run_episode, tool_caller), no runner."""
+            async with slots:
+                session = await calls.seed_session(row)
+                done = await run_episode(target, request, tool_caller(calls, session, names))
+                reward, _ = await calls.verify_text({**row, "response": done.response}, session_id=session)
+                assert reward == 1.0, reward
+
+        agent_loop, target = policy_client == "loop", None
+        names = [t["name"] for t in rows[0]["responses_create_params"].get("tools", [])]
+        if policy_client in ("target", "loop"):  # as collect makes it (--policy-url/-model/-api/-concurrency)
             config = ModelTargetConfig(url=f"http://{address}/v1", model="scripted", api="responses", max_concurrency=concurrency)
             target = ModelTarget(config, lean_http=True)
         client = await ResourcesClient(server).__aenter__() if server else None
@@ -141,6 +157,7 @@ def main() -> None:
         "bare client, the 4 policy exchanges only": (False, "bare"),
         "bare client and the session's 5 calls (SeedSession, 3 CallTool, Verify)": (True, "bare"),
         "the same, the policy called through collect's client (ModelTarget)": (True, "target"),
+        "the same, the episode run by collect's agent loop (run_episode, tool_caller)": (True, "loop"),
     }
     floors: dict[str, list[dict[str, float]]] = {level: [] for level in levels}
     collects: list[tuple[float, float]] = []

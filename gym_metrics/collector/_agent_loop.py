@@ -194,7 +194,7 @@ def add_usage(total: Optional[dict[str, Any]], more: Any) -> Optional[dict[str, 
     if not _is_mapping(more):
         return total
     if total is None:  # the details copied too, counts sent as digits read as numbers
-        return {k: dict(v) if isinstance(v, Mapping) else _as_number(v) for k, v in more.items()}
+        return {k: v if type(v) is int else dict(v) if _is_mapping(v) else _as_number(v) for k, v in more.items()}
     out = dict(total)
     for key in ("input_tokens", "output_tokens", "total_tokens"):
         mine, theirs = out.get(key), more.get(key)
@@ -202,7 +202,9 @@ def add_usage(total: Optional[dict[str, Any]], more: Any) -> Optional[dict[str, 
     for details, key in (("input_tokens_details", "cached_tokens"), ("output_tokens_details", "reasoning_tokens")):
         mine, theirs = out.get(details), more.get(details)
         if _is_mapping(mine) and _is_mapping(theirs):
-            a, b = _count(mine.get(key)), _count(theirs.get(key))
+            a, b = mine.get(key), theirs.get(key)
+            if type(a) is not int or type(b) is not int:
+                a, b = _count(a), _count(b)
             out[details] = {**mine, key: None if a is None or b is None else a + b}  # an unknown count stays unknown
     return out
 

@@ -113,7 +113,7 @@ class EpisodeRunner:
         self.model_servers: Mapping[str, str] = model_servers or {}
         """The model server each agent's config gives it: its calls are recorded under it."""
         self.attempts = max(1, attempts, self.retry.max_retries + 1)
-        self.known, self.any_tool_name, self.steps = {t["name"] for t in tools}, any_tool_name, steps
+        self.known, self.any_tool_name, self.steps = frozenset(t["name"] for t in tools), any_tool_name, steps
         self.capture = capture
         self.answered: Counter[int] = Counter()
         """Episodes each client verified."""

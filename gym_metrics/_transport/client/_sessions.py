@@ -130,11 +130,11 @@ def tool_caller(
     model got wrong (a tool the environment does not have, arguments that do not fit) comes
     back as an error output for the model to read; a lost session raises SessionLostError.
     With `any_name` (ServerInfo.any_tool_name) every name goes to the server, which answers it."""
-    known = None if any_name else frozenset(tools)
-    listed = ", ".join(sorted(known or ())) or "none"
+    known = None if any_name else tools if isinstance(tools, frozenset) else frozenset(tools)
 
     async def call(name: str, arguments: str) -> tuple[str, bool]:
         if known is not None and name not in known:
+            listed = ", ".join(sorted(known)) or "none"
             return _error(f"no tool {name!r} in this environment (tools: {listed})"), True
         try:
             answer = await client.call_tool(session_id, name, arguments)
