@@ -27,7 +27,7 @@ from gym_metrics.aggregate._engine import (
 )
 from gym_metrics.aggregate._accounting import apply_errors, counted_errors_as_zero
 from gym_metrics.aggregate._metric_columns import MetricColumns
-from gym_metrics.aggregate._perf import perf_sections
+from gym_metrics.aggregate._perf import perf_sections, perf_summary
 from gym_metrics.aggregate._uncertainty import ADDED_AGENT_METRICS
 from gym_metrics.aggregate._groups import GROUP_STATS
 from gym_metrics.aggregate._tables import AgentAggregate, GroupTable, RolloutInfoTable
@@ -179,6 +179,7 @@ __all__ = [
     "aggregate_file",
     "default_key_metrics",
     "iter_group_dicts",
+    "perf_summary",
     "local_parts",
     "non_numeric_counts",
     "output_path_for",

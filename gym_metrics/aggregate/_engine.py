@@ -76,6 +76,9 @@ class AggregateOptions:
     """Rollouts whose verification failed count as reward 0.0 instead of being left out."""
     include_samples: bool = True
     """Fill each group's `sample` (a client holding the rows can attach them itself)."""
+    include_uncertainty: bool = True
+    """Add the agent's uncertainty metrics (docs/metrics.md: cluster_stderr, ..., wilson_ci);
+    off, the agent's metrics are exactly NeMo Gym's (its own `/aggregate_metrics` answer)."""
 
 
 class Aggregator:
@@ -191,7 +194,7 @@ def _aggregate(
         groups.attach(_info_table(ms, data))
     per_task_hooks = compute_metrics is not None or compute_metrics_columns is not None
     prerender = groups_ready(groups) if groups_ready is not None and not per_task_hooks else None
-    agent_metrics, repeat_level = _agent_level(ms, task_stats)
+    agent_metrics, repeat_level = _agent_level(ms, task_stats, options.include_uncertainty)
     agent_metrics.update(coverage)
     agent_metrics.update(errors)
     if len(ms):
@@ -293,7 +296,7 @@ def _info_table(ms: _Measured, data: RolloutColumns) -> RolloutInfoTable:
     return RolloutInfoTable(ms.cols.task_index, ms.cols.rollout_index, fields, _measured_shown(data, ms.pos))
 
 
-def _agent_level(ms: _Measured, spreads: dict[str, FieldSpread]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _agent_level(ms: _Measured, spreads: dict[str, FieldSpread], uncertainty: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The whole agent's stats and their uncertainty (clustered by task), then (with two or
     more repeats) the repeat level and the across-repeat block; returns (agent_metrics so
     far, repeat_level_metrics)."""
@@ -305,9 +308,10 @@ def _agent_level(ms: _Measured, spreads: dict[str, FieldSpread]) -> tuple[dict[s
         for key, col in stat_columns(whole, ms.names, np.array([n])).items():
             if math.isfinite(col[0]):
                 agent_metrics[key] = float(col[0])
-        means = {k: agent_metrics[f"mean/{k}"] for k in ms.names if f"mean/{k}" in agent_metrics}
-        binary = {k: is_binary(ms.cols.fields[k].values, ms.valid[k]) for k in ms.names}
-        agent_metrics.update(uncertainty_metrics(spreads, means, binary))
+        if uncertainty:
+            means = {k: agent_metrics[f"mean/{k}"] for k in ms.names if f"mean/{k}" in agent_metrics}
+            binary = {k: is_binary(ms.cols.fields[k].values, ms.valid[k]) for k in ms.names}
+            agent_metrics.update(uncertainty_metrics(spreads, means, binary))
     repeat_level: list[dict[str, Any]] = []
     if count_distinct(ms.cols.rollout_index) >= 2:
         repeat_level = repeat_level_entries(ms.cols, ms.names, ms.valid, len(ms.starts))

@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
 from gym_metrics.environments import ResetResult, Session, StepResult, ToolSpec, hook
 from gym_metrics.environments import SimpleResourcesServer as _Environment
+from gym_metrics.nemo_gym._aggregate_metrics import NEMO_OPTIONS, answer_of
+from gym_metrics.nemo_gym._cookie_session import install as install_cookie_session
 from gym_metrics.nemo_gym._gymnasium import close_route as close_gymnasium
 from gym_metrics.nemo_gym._gymnasium import is_gymnasium, reset_route, step_route
 from gym_metrics.nemo_gym._request import close_request_session
@@ -42,6 +44,8 @@ from gym_metrics.nemo_gym.config_types import AggregateMetrics, AggregateMetrics
 from gym_metrics.nemo_gym.episode_types import EpisodeId, TaskId
 from gym_metrics.nemo_gym.judge import JudgeError, judge_failed_row
 from gym_metrics.nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from gym_metrics.nemo_gym.rollout_correlation import RolloutContextMiddleware
+from gym_metrics.nemo_gym.sandbox.access import SandboxAccess
 from gym_metrics.nemo_gym.server_utils import SESSION_ID_KEY, ServerClient
 
 
@@ -101,12 +105,21 @@ class ResourcesSeedSessionRequest(BaseModel):
     task_data: dict[str, Any]
 
 
+class MCPServerMetadata(BaseModel):
+    """How a rollout reaches the server's tools over MCP (a `/seed_session` answer's)."""
+
+    server_name: str
+    url_path: str = "/mcp"
+    transport: str = "http"
+    headers: dict[str, str]
+
+
 class ResourcesSeedSessionResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     resources_session_id: str
-    resources_tools: Optional[dict[str, Any]] = None
-    sandbox_access: Optional[dict[str, Any]] = None
+    resources_tools: Optional[MCPServerMetadata] = None
+    sandbox_access: Optional[SandboxAccess] = None
 
 
 VerificationInputT = TypeVar("VerificationInputT")
@@ -164,9 +177,12 @@ class SimpleResourcesServer(BaseModel, _Environment):
         from fastapi import FastAPI
 
         app = FastAPI()
+        self.setup_session_middleware(app)
+        app.add_middleware(RolloutContextMiddleware)
         app.post("/seed_session")(self.seed_session)
         app.post("/close_session")(self.close_resources_session)
         app.post("/verify")(self.verify)
+        app.post("/aggregate_metrics")(self._aggregate_route)
         app.get("/reverify_mode")(self.get_reverify_mode)
         return app
 
@@ -188,9 +204,14 @@ class SimpleResourcesServer(BaseModel, _Environment):
             await lifespan.stop(LIFESPAN_STOP_S)
         await close_request_session()  # server_utils.request's session, if the environment made one
 
+    def get_session_middleware_key(self) -> str:
+        return f"{type(self).__name__}___{self.config.name}"
+
     def setup_session_middleware(self, app: Any) -> None:
-        """NeMo Gym keeps a rollout's `request.session` in a signed cookie; here each call of a
-        session gets the session's dict in its ASGI scope (_asgi.post), so nothing to add."""
+        """NeMo Gym keeps a rollout's `request.session` in a signed cookie: so does the app over
+        real HTTP (an environment's own TestClient tests); gym-metrics' own calls hand each call
+        of a session the session's dict in its ASGI scope (_asgi.post), past the cookie."""
+        install_cookie_session(app, self.get_session_middleware_key())
 
     async def seed_session(self, body: Any) -> Any:
         if isinstance(body, ResourcesSeedSessionRequest):
@@ -218,10 +239,20 @@ class SimpleResourcesServer(BaseModel, _Environment):
     # ----- gym-metrics side -----
 
     async def aggregate_metrics(self, rows: Any = None, agent_name: str = "agent", options: Any = None) -> Any:
-        """gym-metrics' in-process aggregation, under a signature FastAPI takes as a route: NeMo
-        Gym's gymnasium server registers `POST /aggregate_metrics` with this method (the route is
-        never called here: aggregation runs in the collector and AggregateMetrics)."""
-        return await super().aggregate_metrics(rows, agent_name, options)
+        """gym-metrics' in-process aggregation of `rows`, under a signature FastAPI takes as a
+        route (NeMo Gym's gymnasium server registers it as one); given NeMo Gym's
+        AggregateMetricsRequest, as an environment's own tests call it, NeMo Gym's AggregateMetrics
+        of its `verify_responses`: the numbers collect writes for them."""
+        if not isinstance(rows, AggregateMetricsRequest):
+            return await super().aggregate_metrics(rows, agent_name, options)
+        if not rows.verify_responses:
+            return AggregateMetrics()
+        done = await super().aggregate_metrics(rows.verify_responses, agent_name, options or NEMO_OPTIONS)
+        return answer_of(done, rows.verify_responses)
+
+    async def _aggregate_route(self, body: AggregateMetricsRequest) -> AggregateMetrics:
+        """`POST /aggregate_metrics` as NeMo Gym serves it (the collector never calls it)."""
+        return await self.aggregate_metrics(body)
 
     def server_info(self) -> dict[str, Any]:
         return {**super().server_info(), "name": self.config.name, "agent_max_steps": dict(self._agent_max_steps), "agent_types": dict(self._agent_types),
@@ -357,6 +388,7 @@ def _judge_failed(request: BaseModel, error: str) -> _JudgeFailed:
 __all__ = [
     "AggregateMetrics",
     "AggregateMetricsRequest",
+    "MCPServerMetadata",
     "BaseMultiRewardVerifyResponse",
     "BaseResourcesServerConfig",
     "BaseRunRequest",

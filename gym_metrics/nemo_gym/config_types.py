@@ -73,6 +73,8 @@ class AggregateMetrics(BaseModel):
     group_level_metrics: list[dict[str, Any]] = Field(default_factory=list)
     agent_metrics: dict[str, Any] = Field(default_factory=dict)
     key_metrics: dict[str, Any] = Field(default_factory=dict)
+    perf_summary: Optional[dict[str, Any]] = None
+    """The rollouts' `ng_perf` summary; None when no rollout carried one."""
     repeat_level_metrics: list[dict[str, Any]] = Field(default_factory=list)
 
 

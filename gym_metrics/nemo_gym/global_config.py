@@ -93,7 +93,39 @@ class GlobalConfigDictParser(BaseModel):
         given = parse_config or GlobalConfigDictParserConfig()
         roots = search_roots(parent_dir())
         dotenv = None if given.skip_load_from_dotenv else Path(given.dotenv_path or resolve_under("env.yaml", roots))
-        return parse(given.initial_global_config_dict, roots, dotenv if dotenv is not None and dotenv.is_file() else None, parent_dir())
+        merged = parse(given.initial_global_config_dict, roots, dotenv if dotenv is not None and dotenv.is_file() else None, parent_dir())
+        _give_addresses(merged, given.offline)
+        return merged
+
+
+SERVER_KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
+
+
+def _give_addresses(document: Any, offline: bool) -> None:
+    """Every server block without a host gets the config's `default_host` (else 127.0.0.1) and
+    without a port a free one, as NeMo Gym's parser gives them; offline, port -1 (resolving a
+    config offline allocates nothing)."""
+    import socket
+
+    from omegaconf import DictConfig, open_dict
+
+    host = document.get("default_host") or "127.0.0.1"
+    for block in document.values():
+        if not isinstance(block, DictConfig) or len(block) != 1 or next(iter(block)) not in SERVER_KINDS:
+            continue
+        for server in next(iter(block.values())).values():
+            if not isinstance(server, DictConfig):
+                continue
+            with open_dict(server):
+                if not server.get("host"):
+                    server["host"] = host
+                if not server.get("port"):
+                    if offline:
+                        server["port"] = -1
+                    else:
+                        with socket.socket() as probe:
+                            probe.bind((server["host"], 0))
+                            server["port"] = probe.getsockname()[1]
 
 
 __all__ = [

@@ -12,7 +12,6 @@ from __future__ import annotations
 import typing
 from typing import Annotated, Any, Literal, Optional, Union
 
-from openai.types.chat import ChatCompletion
 from openai.types.responses import Response, ResponseUsage, Tool
 from openai.types.responses.response_conversation_param_param import ResponseConversationParamParam
 from openai.types.responses.response_create_params import (
@@ -30,6 +29,43 @@ from openai.types.responses.response_create_params import (
 )
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, SerializeAsAny, Tag, model_validator
 
+from gym_metrics.nemo_gym._chat import (
+    CHAT_REQUEST_PROVIDER_EXTENSION_FIELDS,
+    NeMoGymChatCompletion,
+    NeMoGymChatCompletionAssistantMessageForTrainingParam,
+    NeMoGymChatCompletionAssistantMessageParam,
+    NeMoGymChatCompletionContentPartFileParam,
+    NeMoGymChatCompletionContentPartImageParam,
+    NeMoGymChatCompletionContentPartInputAudioParam,
+    NeMoGymChatCompletionContentPartParam,
+    NeMoGymChatCompletionContentPartTextParam,
+    NeMoGymChatCompletionContentPartVideoUrlParam,
+    NeMoGymChatCompletionCreateParamsNonStreaming,
+    NeMoGymChatCompletionCustomToolParam,
+    NeMoGymChatCompletionDeveloperMessageParam,
+    NeMoGymChatCompletionMessage,
+    NeMoGymChatCompletionMessageCustomToolCall,
+    NeMoGymChatCompletionMessageCustomToolCallParam,
+    NeMoGymChatCompletionMessageForTraining,
+    NeMoGymChatCompletionMessageParam,
+    NeMoGymChatCompletionMessageToolCall,
+    NeMoGymChatCompletionMessageToolCallFunctionParam,
+    NeMoGymChatCompletionMessageToolCallParam,
+    NeMoGymChatCompletionMessageToolCallsParam,
+    NeMoGymChatCompletionMessageToolCallUnion,
+    NeMoGymChatCompletionMessageToolCallUnionParam,
+    NeMoGymChatCompletionOutputMessage,
+    NeMoGymChatCompletionSystemMessageParam,
+    NeMoGymChatCompletionToolMessageParam,
+    NeMoGymChatCompletionToolParam,
+    NeMoGymChatCompletionToolUnionParam,
+    NeMoGymChatCompletionUserMessageParam,
+    NeMoGymChoice,
+    NeMoGymFunction,
+    NeMoGymFunctionDefinition,
+    NeMoGymInputAudio,
+    TokenIDLogProbTypedDictMixin,
+)
 from gym_metrics.nemo_gym._items import (
     REQUIRED_TOKEN_METADATA_FIELDS,
     RESPONSES_TO_TRAIN,
@@ -210,60 +246,6 @@ class NeMoGymResponse(Response):
 
 
 
-NeMoGymChatCompletionMessageParam = dict[str, Any]
-"""A chat message as a request carries it (NeMo Gym's union of the SDK's message params)."""
-
-class NeMoGymChatCompletion(ChatCompletion):
-    pass
-
-
-class NeMoGymChatCompletionCreateParamsNonStreaming(BaseModel):
-    """A Chat Completions request (what a judge or policy model is sent): NeMo Gym's fields and
-    defaults (unknown fields refused), so an environment that keeps one in its verify answer
-    (gdp_pdf's criterion evaluations) dumps what NeMo Gym dumps. The SDK's param types are
-    open mappings here."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    messages: list[dict[str, Any]]
-    model: Optional[str] = None
-    audio: Optional[dict[str, Any]] = None
-    frequency_penalty: Optional[float] = None
-    logit_bias: Optional[dict[str, int]] = None
-    logprobs: Optional[bool] = None
-    max_completion_tokens: Optional[int] = None
-    max_tokens: Optional[int] = None
-    metadata: Optional[dict[str, str]] = None
-    moderation: Optional[Any] = None
-    modalities: Optional[list[Literal["text", "audio"]]] = None
-    n: Optional[int] = None
-    parallel_tool_calls: bool = True
-    prediction: Optional[dict[str, Any]] = None
-    presence_penalty: Optional[float] = None
-    prompt_cache_key: Optional[str] = None
-    prompt_cache_retention: Optional[Literal["in_memory", "24h"]] = None
-    reasoning_effort: Optional[str] = None
-    response_format: Optional[dict[str, Any]] = None
-    seed: Optional[int] = None
-    safety_identifier: Optional[str] = None
-    service_tier: Optional[Literal["auto", "default", "flex", "scale", "priority"]] = None
-    stop: Union[Optional[str], list[str], None] = None
-    store: Optional[bool] = None
-    stream_options: Optional[dict[str, Any]] = None
-    temperature: Optional[float] = None
-    tool_choice: Optional[Union[str, dict[str, Any]]] = None
-    tools: Optional[list[dict[str, Any]]] = None
-    top_logprobs: Optional[int] = None
-    top_p: Optional[float] = None
-    user: Optional[str] = None
-    verbosity: Optional[Literal["low", "medium", "high"]] = None
-    web_search_options: Optional[dict[str, Any]] = None
-    stream: Optional[Literal[False]] = None
-    chat_template_kwargs: Optional[dict[str, Any]] = None
-    thinking: Optional[dict[str, Any]] = None
-    output_config: Optional[dict[str, Any]] = None
-
-
 def __getattr__(name: str) -> Any:
     """`NeMoGymAsyncOpenAI` and `PermanentEndpointError` (an HTTP client: imported when asked for)."""
     if name in ("NeMoGymAsyncOpenAI", "PermanentEndpointError"):
@@ -274,6 +256,38 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CHAT_REQUEST_PROVIDER_EXTENSION_FIELDS",
+    "NeMoGymChatCompletionAssistantMessageForTrainingParam",
+    "NeMoGymChatCompletionAssistantMessageParam",
+    "NeMoGymChatCompletionContentPartFileParam",
+    "NeMoGymChatCompletionContentPartImageParam",
+    "NeMoGymChatCompletionContentPartInputAudioParam",
+    "NeMoGymChatCompletionContentPartParam",
+    "NeMoGymChatCompletionContentPartTextParam",
+    "NeMoGymChatCompletionContentPartVideoUrlParam",
+    "NeMoGymChatCompletionCustomToolParam",
+    "NeMoGymChatCompletionDeveloperMessageParam",
+    "NeMoGymChatCompletionMessage",
+    "NeMoGymChatCompletionMessageCustomToolCall",
+    "NeMoGymChatCompletionMessageCustomToolCallParam",
+    "NeMoGymChatCompletionMessageForTraining",
+    "NeMoGymChatCompletionMessageToolCall",
+    "NeMoGymChatCompletionMessageToolCallFunctionParam",
+    "NeMoGymChatCompletionMessageToolCallParam",
+    "NeMoGymChatCompletionMessageToolCallsParam",
+    "NeMoGymChatCompletionMessageToolCallUnion",
+    "NeMoGymChatCompletionMessageToolCallUnionParam",
+    "NeMoGymChatCompletionOutputMessage",
+    "NeMoGymChatCompletionSystemMessageParam",
+    "NeMoGymChatCompletionToolMessageParam",
+    "NeMoGymChatCompletionToolParam",
+    "NeMoGymChatCompletionToolUnionParam",
+    "NeMoGymChatCompletionUserMessageParam",
+    "NeMoGymChoice",
+    "NeMoGymFunction",
+    "NeMoGymFunctionDefinition",
+    "NeMoGymInputAudio",
+    "TokenIDLogProbTypedDictMixin",
     "RATE_LIMIT_ERROR_CODES",
     "RETRY_ERROR_CODES",
     "NeMoGymChatCompletion",

@@ -1,7 +1,8 @@
 """The porting rule as a tool: a NeMo Gym environment folder copied with `nemo_gym` rewritten to
-`gym_metrics.nemo_gym` in its import lines, and nothing else changed. The environments and
-agents it imports (`resources_servers.<other>...`, `responses_api_agents.<other>...`, in the
-source tree) are ported too, into the target's tree, and named.
+`gym_metrics.nemo_gym` in its import lines, and nothing else changed. What it imports from the
+rest of the source tree (`resources_servers.<other>...`, `responses_api_agents.<other>...`, and
+the benchmarks, environment servers, environments and model servers of KINDS) is ported too,
+into the target's tree, and named.
 
     python -m gym_metrics.nemo_gym.port resources_servers/<env> ported/resources_servers/<env>
 """
@@ -42,8 +43,26 @@ def port_folder(source: Path, target: Path) -> list[Path]:
     return changed
 
 
-KINDS = ("resources_servers", "responses_api_agents")
-_OTHER = re.compile(r"^\s*(?:from|import)\s+(resources_servers|responses_api_agents)\.(\w+)", re.M)
+KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "benchmarks", "environment_servers", "environments")
+"""The folders of NeMo Gym's tree whose packages an environment, an agent or their tests import
+(a benchmark's `prepare` module, an environment server, a model server)."""
+_OTHER = re.compile(rf"^\s*(?:from|import)\s+({'|'.join(KINDS)})\.(\w+)", re.M)
+
+
+_PATH = re.compile(rf"""(?:["']|:[ \t]+)[^"'\n]*?(?<![\w.-])({'|'.join(KINDS)})/([\w.-]+)""")
+"""A path into the tree written in a string (`parents[1] / "benchmarks/aegis/config.yaml"`) or a
+YAML value (`prompt_fpath: ../../benchmarks/hle/prompts/judge.txt`)."""
+
+
+def referenced(folder: Path) -> set[tuple[str, str]]:
+    """The (kind, name) folders of the tree the Python and YAML files of `folder` name in a
+    string, by a path (a benchmark's config, a shared prompt file), itself aside: not imports,
+    so a folder that is not there is no error."""
+    found: set[tuple[str, str]] = set()
+    for path in folder.rglob("*"):
+        if path.suffix in (".py", ".yaml", ".yml") and path.is_file():
+            found.update(_PATH.findall(path.read_text(errors="replace")))
+    return found - {(folder.parent.name, folder.name)}
 
 
 def imported_environments(folder: Path) -> set[str]:
@@ -70,10 +89,11 @@ class PortError(Exception):
 
 
 def port_environment(source: Path, target: Path) -> list[tuple[str, str | None, list[Path]]]:
-    """Port `source` to `target`, then every environment and agent it imports, transitively,
-    from the tree `source` is in to the tree `target` is in (an agent may import an environment's
-    code, or another agent's): (name, what imported it or None, the files changed) in the order
-    ported. PortError when a folder is missing, before anything is copied."""
+    """Port `source` to `target`, then every folder of the tree it imports or names by a path,
+    transitively, from the tree `source` is in to the tree `target` is in (an agent may import
+    an environment's code, a test a benchmark's config): (name, what imported it or None, the
+    files changed) in the order ported. PortError when an imported folder is missing, before
+    anything is copied (one named only by a path is skipped)."""
     if not source.is_dir():
         raise PortError(f"{source} is not a folder")
     plan: list[tuple[Path, Path, str | None]] = []
@@ -87,6 +107,10 @@ def port_environment(source: Path, target: Path) -> list[tuple[str, str | None, 
         for other_kind, other in sorted(imported(src) - seen):
             seen.add((other_kind, other))
             todo.append((_beside(src, other_kind, other), _beside(dst, other_kind, other), src.name, other_kind))
+        for other_kind, other in sorted(referenced(src) - seen):
+            if _beside(src, other_kind, other).is_dir():
+                seen.add((other_kind, other))
+                todo.append((_beside(src, other_kind, other), _beside(dst, other_kind, other), src.name, other_kind))
     return [(src.name, by, port_folder(src, dst)) for src, dst, by in plan]
 
 

@@ -16,8 +16,12 @@ compares them with NeMo Gym's own output), computed over numpy arrays:
 - `highest_k_metrics(agent_metrics, pattern, score_names=None, exclude_names=None)`: the entries
   of a `{k}` pattern at the highest k present.
 
-`AggregateMetricsMixin` and `compute_aggregate_metrics` are not here: aggregation is
-gym-metrics' engine (`gym_metrics.nemo_gym.base_resources_server`).
+And what environments' tests use of the rest: `AggregateMetricsMixin` (the three hooks and
+their defaults), `compute_aggregate_metrics(verify_responses, compute_metrics_fn, ...)` (NeMo
+Gym's AggregateMetrics, computed by gym-metrics' aggregation: the numbers collect writes) and
+`RewardProfiler().rollout_info_from_result(row)` (a rollout's entry in its group's
+`rollout_infos`). The rest of NeMo Gym's pandas RewardProfiler is not here: aggregation is
+gym-metrics' engine.
 """
 
 from __future__ import annotations
@@ -39,7 +43,15 @@ from gym_metrics.nemo_gym._reward_profile_stats import (
 )
 from gym_metrics.nemo_gym._reward_profile_table import ScoreTable, answer_codes
 
-__all__ = ["add_avg_sample_std_dev", "compute_pass_majority_metrics", "compute_subset_metrics", "highest_k_metrics"]
+__all__ = [
+    "AggregateMetricsMixin",
+    "RewardProfiler",
+    "add_avg_sample_std_dev",
+    "compute_aggregate_metrics",
+    "compute_pass_majority_metrics",
+    "compute_subset_metrics",
+    "highest_k_metrics",
+]
 
 STD_DEV_ACROSS_RUNS = "std_dev_across_runs"
 STD_ERR_ACROSS_RUNS = "std_err_across_runs"
@@ -205,3 +217,59 @@ def highest_k_metrics(
         return {}
     top = max(k for k, _ in found)
     return {key: agent_metrics[key] for k, key in found if k == top}
+
+
+class AggregateMetricsMixin:
+    """The aggregation hooks with NeMo Gym's defaults: no custom metrics over all rollouts
+    (`compute_metrics`) or per repeat (`compute_repeat_metrics`); the `mean/` entries as key
+    metrics (`get_key_metrics`)."""
+
+    def compute_metrics(self, tasks: List[List[Dict[str, Any]]]) -> Dict[str, Any]:
+        return {}
+
+    def compute_repeat_metrics(self, tasks: List[List[Dict[str, Any]]]) -> Dict[str, Any]:
+        return {}
+
+    def get_key_metrics(self, agent_metrics: Dict[str, Any]) -> Dict[str, Any]:
+        return {k: v for k, v in agent_metrics.items() if k.startswith("mean/")}
+
+
+def compute_aggregate_metrics(
+    verify_responses: List[Dict[str, Any]],
+    compute_metrics_fn: Optional[Callable[[List[List[Dict[str, Any]]]], Dict[str, Any]]] = None,
+    get_key_metrics_fn: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
+    compute_repeat_metrics_fn: Optional[Callable[[List[List[Dict[str, Any]]]], Dict[str, Any]]] = None,
+) -> Any:
+    """NeMo Gym's AggregateMetrics of `verify_responses` with these hooks (a mixin's default
+    `compute_repeat_metrics` counts as none, as there)."""
+    from gym_metrics.nemo_gym._aggregate_metrics import aggregate_answer
+
+    if getattr(compute_repeat_metrics_fn, "__func__", None) is AggregateMetricsMixin.compute_repeat_metrics:
+        compute_repeat_metrics_fn = None
+    return aggregate_answer(verify_responses, compute_metrics_fn, get_key_metrics_fn, compute_repeat_metrics_fn)
+
+
+def _numbers(source: Mapping[str, Any], into: Dict[str, Any], skip: Callable[[str], bool]) -> None:
+    for key, value in source.items():
+        if skip(key):
+            continue
+        if isinstance(value, bool):
+            into[key] = int(value)
+        elif isinstance(value, (int, float)):
+            into[key] = value
+
+
+class RewardProfiler:
+    """What environments' tests call of NeMo Gym's RewardProfiler: a rollout's info entry."""
+
+    def rollout_info_from_result(self, result: Dict[str, Any]) -> Dict[str, Any]:
+        """`rollout_id` "task:rollout", the two indices, the reward when present, then every
+        number of the response's usage and of the row's own fields (bools as 0/1; `_`-prefixed
+        keys, `reward` and `response` left out), later keys winning."""
+        task, rollout = result["_ng_task_index"], result["_ng_rollout_index"]  # KeyError without them, as there
+        info: Dict[str, Any] = {"rollout_id": f"{task}:{rollout}", "_ng_task_index": task, "_ng_rollout_index": rollout}
+        if "reward" in result:
+            info["reward"] = result.get("reward")
+        _numbers((result.get("response") or {}).get("usage") or {}, info, lambda key: False)
+        _numbers(result, info, lambda key: key.startswith("_") or key in ("reward", "response"))
+        return info

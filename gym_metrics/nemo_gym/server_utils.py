@@ -233,9 +233,18 @@ def _error(status: int, message: str, url: str) -> ServerResponse:
 
 async def raise_for_status(response: ServerResponse, content: Optional[bytes] = None) -> None:
     """Raise aiohttp's ClientResponseError (`ServerResponseError`, its `response_content` set)
-    for an HTTP error status, as NeMo Gym does."""
-    if not response.ok:
-        raise response_error(response.status, content if content is not None else await response.read(), response.url, response.headers)
+    for an HTTP error status, as NeMo Gym does: the body read from `response.content` unless
+    given, the error the response's own `raise_for_status` raises (an aiohttp response, or a
+    test's stand-in for one, raises its own)."""
+    if response.ok:
+        return
+    if content is None:
+        content = await response.content.read()
+    try:
+        response.raise_for_status()
+    except ServerResponseError as error:
+        error.response_content = content  # type: ignore[attr-defined]  # (NeMo Gym sets it too)
+        raise
 
 
 async def get_response_json(response: ServerResponse) -> Any:

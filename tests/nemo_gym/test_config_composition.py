@@ -217,3 +217,23 @@ def test_serve_dump_config_prints_the_config_it_would_serve(tree: Path, monkeypa
     assert dumped["demo_judge"]["responses_api_models"]["openai_model"]["openai_base_url"] == "http://127.0.0.1:9/v1"
     assert (dumped["policy_api_key"], dumped["extra_headers"], dumped["tokens"]) == ("****", ["****"], {"nested": {"api_token": "****", "kept": 1}})
     assert cli_main(["serve", "math_exact", "--dump-config"]) == 2 and "give a config YAML target" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_the_parser_gives_each_server_a_host_and_port_as_nemo_gyms(tree: Path, monkeypatch: pytest.MonkeyPatch, offline: bool) -> None:
+    """A verifier fixture builds its server's config from the parsed blocks: NeMo Gym's parser
+    fills a missing host (127.0.0.1) and port (-1 offline, else a free one), which the config
+    model requires."""
+    from omegaconf import OmegaConf
+
+    from gym_metrics.nemo_gym.global_config import GlobalConfigDictParser
+
+    monkeypatch.chdir(TREE)
+    initial = OmegaConf.merge(GlobalConfigDictParserConfig.NO_MODEL_GLOBAL_CONFIG_DICT, {"config_paths": [str(TREE / "benchmarks/demo_bench/config.yaml")]})
+    document = GlobalConfigDictParser().parse(
+        GlobalConfigDictParserConfig(initial_global_config_dict=initial, skip_load_from_dotenv=True, offline=offline)
+    )
+    servers = [next(iter(block.values())) for block in document.values() if OmegaConf.is_dict(block) and len(block) == 1 and next(iter(block)).endswith("_servers")]
+    addresses = [(s["host"], s["port"]) for inner in servers for s in inner.values()]
+    assert addresses and all(host == "127.0.0.1" for host, _ in addresses)
+    assert all(port == -1 for _, port in addresses) if offline else all(isinstance(port, int) and port > 0 for _, port in addresses)

@@ -364,3 +364,32 @@ def test_the_porting_rule_keeps_the_name_nemo_gym_bound() -> None:
     namespace: dict[str, object] = {}
     exec(rewrite_imports("import nemo_gym.prompt\nfound = nemo_gym.prompt\n"), namespace)
     assert namespace["found"].__name__ == "gym_metrics.nemo_gym.prompt"  # type: ignore[attr-defined]
+
+
+def test_the_port_tool_takes_the_benchmarks_and_servers_an_environment_imports_or_names_by_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An environment's tests import its benchmark's `prepare` module and an environment server
+    (`from benchmarks.<name>...`, `from environment_servers.<name>...`); its fixture reads the
+    benchmark's config by a path, whose YAML names a prompt of another benchmark. All of them
+    come along; a path to a folder the tree does not have is skipped (it may be prose)."""
+    from gym_metrics.nemo_gym.port import main
+
+    src = tmp_path / "src"
+    files = {
+        "resources_servers/judge/app.py": 'CONFIG = "benchmarks/judge_bench/config.yaml"\nNOTE = "see benchmarks/absent/README"\n',
+        "resources_servers/judge/tests/test_app.py": "from benchmarks.judge_prep.prepare import rows\nfrom environment_servers.turns.app import Turns\n",
+        "benchmarks/judge_bench/config.yaml": "judge:\n  resources_servers:\n    judge:\n      prompt_fpath: ../../benchmarks/shared_prompts/judge.txt\n",
+        "benchmarks/shared_prompts/judge.txt": "Is {a} {b}?\n",
+        "benchmarks/judge_prep/prepare.py": "from nemo_gym.global_config import TASK_INDEX_KEY_NAME\nrows = []\n",
+        "environment_servers/turns/app.py": "Turns = 1\n",
+    }
+    for name, body in files.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(body)
+    dst = tmp_path / "dst"
+    assert main([str(src / "resources_servers/judge"), str(dst / "resources_servers/judge")]) == 0
+    out = capsys.readouterr().out
+    for name in ("judge_bench", "judge_prep", "shared_prompts", "turns"):
+        assert f"ported {name} (imported by" in out
+    assert (dst / "benchmarks/shared_prompts/judge.txt").read_text() == "Is {a} {b}?\n"
+    assert (dst / "benchmarks/judge_prep/prepare.py").read_text().startswith("from gym_metrics.nemo_gym.global_config import")
+    assert not (dst / "benchmarks/absent").exists()

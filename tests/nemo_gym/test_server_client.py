@@ -225,3 +225,35 @@ def test_a_served_config_gives_its_servers_addresses_as_nemo_gyms_launcher_does(
         block = get_first_server_config_dict(client.global_config_dict, "judge_model")
         assert client._build_server_base_url(block) == base
         assert [client.poll_for_status(n) for n in ("judge_model", "gone", "unknown")] == ["success", "connection_error", "connection_error"]
+
+
+class _AiohttpLikeAnswer:
+    """What environments' own tests hand raise_for_status: an aiohttp ClientResponse stand-in
+    with `content.read()` and a `raise_for_status` of its own (no url, no read())."""
+
+    ok, status = False, 429
+
+    def __init__(self, body: bytes) -> None:
+        class _Content:
+            async def read(self) -> bytes:
+                return body
+
+        self.content = _Content()
+
+    def raise_for_status(self) -> None:
+        from aiohttp import RequestInfo
+        from multidict import CIMultiDict, CIMultiDictProxy
+        from yarl import URL
+
+        info = RequestInfo(URL("http://judge/v1/responses"), "POST", CIMultiDictProxy(CIMultiDict()), URL("http://judge/v1/responses"))
+        raise ServerResponseError(info, (), status=self.status, message="Too Many Requests")
+
+
+async def test_raise_for_status_raises_the_response_s_own_error_with_its_content() -> None:
+    with pytest.raises(ServerResponseError) as caught:
+        await raise_for_status(_AiohttpLikeAnswer(b'{"error": "rate limit"}'))  # type: ignore[arg-type]
+    assert caught.value.status == 429 and caught.value.message == "Too Many Requests"
+    assert caught.value.response_content == b'{"error": "rate limit"}'
+    with pytest.raises(ServerResponseError) as given:
+        await raise_for_status(_AiohttpLikeAnswer(b"read"), content=b"given")  # type: ignore[arg-type]
+    assert given.value.response_content == b"given"
