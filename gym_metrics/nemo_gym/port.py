@@ -9,9 +9,12 @@ into the target's tree, and named.
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import re
 import shutil
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 _IMPORT = re.compile(r"^(\s*)(from|import)(\s+)nemo_gym(?=[\s.,]|$)", re.M)
@@ -114,6 +117,36 @@ def port_environment(source: Path, target: Path) -> list[tuple[str, str | None, 
     return [(src.name, by, port_folder(src, dst)) for src, dst, by in plan]
 
 
+PIP_NAMES = {"yaml": "pyyaml", "sklearn": "scikit-learn", "PIL": "pillow", "cv2": "opencv-python", "bs4": "beautifulsoup4",
+             "dateutil": "python-dateutil", "dotenv": "python-dotenv", "docx": "python-docx", "pptx": "python-pptx"}  # fmt: skip
+"""Import names whose package is named otherwise on PyPI."""
+
+
+def _top_imports(path: Path) -> set[str]:
+    try:
+        tree = ast.parse(path.read_text(errors="replace"))
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def missing_modules(folders: Iterable[Path]) -> list[str]:
+    """The top-level modules the ported folders' Python files import that this Python cannot
+    find (NeMo Gym's own dependencies, such as ray and datasets, or an environment's
+    requirements.txt), the standard library, the tree's packages and the folders' own modules
+    aside."""
+    folders = list(folders)
+    local = {*KINDS, "gym_metrics", "nemo_gym"} | {p.stem for f in folders for p in f.iterdir()}
+    found = {name for folder in folders for path in folder.rglob("*.py") for name in _top_imports(path)}
+    return sorted(name for name in found - local if name not in sys.stdlib_module_names and importlib.util.find_spec(name) is None)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
@@ -129,6 +162,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ported {name}{why}: {len(changed)} file(s) rewritten")
         for path in changed:
             print(f"  {path}")
+    target = Path(args[1])
+    missing = missing_modules(target.parent.parent / kind / name for kind in KINDS for name, _, _ in ported
+                              if (target.parent.parent / kind / name).is_dir()) if target.parent.name in KINDS else missing_modules([target])  # fmt: skip
+    if missing:
+        wanted = " ".join(PIP_NAMES.get(name, name) for name in missing)
+        print(f"note: imported but not installed here: {', '.join(missing)} (NeMo Gym's own dependencies or the "
+              f"environment's requirements.txt): pip install {wanted}")  # fmt: skip
     return 0
 
 

@@ -5,6 +5,7 @@ judge failure masks the rollout, and bad configs get errors naming what is wrong
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -393,3 +394,27 @@ def test_the_port_tool_takes_the_benchmarks_and_servers_an_environment_imports_o
     assert (dst / "benchmarks/shared_prompts/judge.txt").read_text() == "Is {a} {b}?\n"
     assert (dst / "benchmarks/judge_prep/prepare.py").read_text().startswith("from gym_metrics.nemo_gym.global_config import")
     assert not (dst / "benchmarks/absent").exists()
+
+
+def test_the_port_tool_names_the_imports_this_python_cannot_find(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ported environment importing NeMo Gym's own dependencies (ray, datasets) or its
+    requirements.txt's fails at its first import: the tool says which, with the pip line (an
+    import name mapped to its package), the standard library, installed packages, the tree's
+    packages and the environment's own modules left out."""
+    from gym_metrics.nemo_gym.port import main
+
+    env = tmp_path / "src/resources_servers/needs"
+    (env / "helpers").mkdir(parents=True)
+    (env / "helpers/__init__.py").write_text("")
+    (env / "app.py").write_text(
+        "import os, json\nimport yaml\nfrom helpers import x\nfrom . import local\nimport gm_absent_pkg.sub\n"
+        "from resources_servers.other import y\ntry:\n    import sklearn\nexcept ImportError:\n    pass\n"
+    )
+    (env / "local.py").write_text("from nemo_gym.prompt import load\n")
+    (tmp_path / "src/resources_servers/other").mkdir()
+    (tmp_path / "src/resources_servers/other/app.py").write_text("import gm_absent_two\n")
+    assert main([str(env), str(tmp_path / "dst/resources_servers/needs")]) == 0
+    note = capsys.readouterr().out.strip().splitlines()[-1]
+    expected = ["gm_absent_pkg", "gm_absent_two"] + ([] if importlib.util.find_spec("sklearn") else ["sklearn"])
+    assert note.startswith(f"note: imported but not installed here: {', '.join(sorted(expected))} ")
+    assert note.endswith("pip install " + " ".join("scikit-learn" if n == "sklearn" else n for n in sorted(expected)))
