@@ -14,6 +14,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from gym_metrics.nemo_gym._environment_servers import FAILURE_CLASS, NO_RESULT_FAILURE_CLASSES
+from gym_metrics.nemo_gym._resume_helpers import (
+    NG_ELAPSED_KEY,
+    NG_FAILURE_CLASS_KEY,
+    NG_TERMINAL_KEY,
+    DispatchLatencyTracker,
+    get_max_rollout_attempts,
+    is_terminal_failure,
+    migrate_invalid_judge_main_rows,
+    observed_elapsed,
+)
 from gym_metrics.nemo_gym.global_config import ROLLOUT_INDEX_KEY_NAME, TASK_INDEX_KEY_NAME
 from gym_metrics.nemo_gym.rollout_correlation import maybe_rollout_id_from_run_body
 from gym_metrics.recording import CAPTURE_KEY, OBSERVATIONS_KEY, PAYLOAD_KEYS, PERF_KEY, TRAJECTORY_KEY
@@ -30,9 +40,7 @@ from gym_metrics.nemo_gym.rollout_observability import (
     join_model_call_observations,
 )
 
-NG_FAILURE_CLASS_KEY = "_ng_failure_class"
 NG_NO_PERSIST_KEY = "_ng_no_persist"
-NG_TERMINAL_KEY = "_ng_failure_terminal"
 NG_TRAJECTORY_KEY = TRAJECTORY_KEY
 NG_PERF_KEY = PERF_KEY
 AGENT_REQUEST_FAILED_FAILURE_CLASS = "agent_request_failed"
