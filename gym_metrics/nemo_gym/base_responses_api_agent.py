@@ -22,6 +22,7 @@ from fastapi import Body
 from pydantic import BaseModel, ConfigDict, Field
 
 from gym_metrics.nemo_gym.config_types import AggregateMetrics, AggregateMetricsRequest, BaseRunServerInstanceConfig
+from gym_metrics.nemo_gym._cookie_session import install as install_cookie_session
 from gym_metrics.nemo_gym.global_config import OBSERVABILITY_ENABLED_KEY_NAME, get_first_server_config_dict
 from gym_metrics.nemo_gym.rollout_correlation import ROLLOUT_PATH_PREFIX, maybe_rollout_id_from_run_body
 from gym_metrics.nemo_gym.server_utils import TOKEN_CAPTURE_PATH_SEGMENT, ServerClient, apply_rollout_prefix, rollout_path_prefix
@@ -61,9 +62,14 @@ class SimpleResponsesAPIAgent(BaseResponsesAPIAgent):
         app.post("/aggregate_metrics")(self.aggregate_metrics)
         return app
 
+    def get_session_middleware_key(self) -> str:
+        return f"{type(self).__name__}___{self.config.name}"
+
     def setup_session_middleware(self, app: Any) -> None:
-        """NeMo Gym keeps `request.session` in a signed cookie; in process each `/run` gets a dict
-        of its own in the ASGI scope, shared by the calls it makes to the agent itself."""
+        """NeMo Gym keeps `request.session` in a signed cookie, as the app does over real HTTP;
+        in process each `/run` gets a dict of its own in the ASGI scope, shared by the calls it
+        makes to the agent itself, past the cookie."""
+        install_cookie_session(app, self.get_session_middleware_key())
 
     async def responses(self, body: Any = Body()) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement responses()")

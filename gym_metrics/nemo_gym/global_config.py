@@ -57,6 +57,14 @@ def maybe_get_global_config_dict() -> dict[str, Any] | None:
     return _DOCUMENT or None
 
 
+HF_TOKEN_KEY_NAME = "hf_token"
+
+
+def get_hf_token() -> Optional[str]:
+    """The config's Hugging Face token (`hf_token`), as benchmarks' prepare scripts read it."""
+    return get_global_config_dict().get(HF_TOKEN_KEY_NAME)
+
+
 def get_first_server_config_dict(global_config_dict: Mapping[str, Any], top_level_path: str) -> Any:
     """A server block's fields: `<name>: <server type>: <implementation>: {fields}`."""
     block = global_config_dict[top_level_path]
@@ -134,6 +142,8 @@ __all__ = [
     "CONFIG_PATHS_KEY_NAME",
     "GlobalConfigDictParser",
     "GlobalConfigDictParserConfig",
+    "HF_TOKEN_KEY_NAME",
+    "get_hf_token",
     "POLICY_API_KEY_KEY_NAME",
     "POLICY_BASE_URL_KEY_NAME",
     "POLICY_MODEL_KEY_NAME",

@@ -237,3 +237,17 @@ def test_the_parser_gives_each_server_a_host_and_port_as_nemo_gyms(tree: Path, m
     addresses = [(s["host"], s["port"]) for inner in servers for s in inner.values()]
     assert addresses and all(host == "127.0.0.1" for host, _ in addresses)
     assert all(port == -1 for _, port in addresses) if offline else all(isinstance(port, int) and port > 0 for _, port in addresses)
+
+
+def test_get_hf_token_reads_the_config_s_token() -> None:
+    """Benchmarks' prepare scripts (aalcr, swebench_pro) read the token NeMo Gym's way."""
+    from gym_metrics.nemo_gym.global_config import get_global_config_dict, get_hf_token, set_global_config_dict
+
+    before = dict(get_global_config_dict())
+    try:
+        set_global_config_dict({})
+        assert get_hf_token() is None
+        set_global_config_dict({"hf_token": "hf_test"})
+        assert get_hf_token() == "hf_test"
+    finally:
+        set_global_config_dict(before)

@@ -103,3 +103,23 @@ def test_a_seed_answer_carries_typed_sandbox_access() -> None:
     assert answer.model_dump(mode="json")["sandbox_access"] == access
     tools = ResourcesSeedSessionResponse(resources_session_id="s", resources_tools={"server_name": "w", "headers": {"x": "y"}})
     assert tools.model_dump()["resources_tools"] == {"server_name": "w", "url_path": "/mcp", "transport": "http", "headers": {"x": "y"}}
+
+
+def test_an_agent_s_app_keeps_its_session_in_its_own_cookie() -> None:
+    from gym_metrics.nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, SimpleResponsesAPIAgent
+
+    class _Agent(SimpleResponsesAPIAgent):
+        def setup_webserver(self) -> Any:
+            app = super().setup_webserver()
+
+            async def whoami(request: Request) -> dict[str, Any]:
+                return {"session": request.session[SESSION_ID_KEY]}
+
+            app.post("/whoami")(whoami)
+            return app
+
+    agent = _Agent(config=BaseResponsesAPIAgentConfig(host="127.0.0.1", port=0, entrypoint="", name="talker"))
+    client = TestClient(agent.setup_webserver())
+    first = client.post("/whoami")
+    assert "_Agent___talker" in first.cookies
+    assert client.post("/whoami").json() == first.json()  # the same session, from the cookie
