@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gym_metrics.nemo_gym.config_types import AggregateMetrics, AggregateMetricsRequest, BaseRunServerInstanceConfig
 from gym_metrics.nemo_gym._cookie_session import install as install_cookie_session
 from gym_metrics.nemo_gym.global_config import OBSERVABILITY_ENABLED_KEY_NAME, get_first_server_config_dict
+from gym_metrics.nemo_gym.reward_profile import AggregateMetricsMixin
 from gym_metrics.nemo_gym.rollout_correlation import ROLLOUT_PATH_PREFIX, maybe_rollout_id_from_run_body
 from gym_metrics.nemo_gym.server_utils import TOKEN_CAPTURE_PATH_SEGMENT, ServerClient, apply_rollout_prefix, rollout_path_prefix
 
@@ -44,7 +45,7 @@ class BaseResponsesAPIAgent(BaseModel):
     server_client: ServerClient = Field(default_factory=ServerClient)
 
 
-class SimpleResponsesAPIAgent(BaseResponsesAPIAgent):
+class SimpleResponsesAPIAgent(BaseResponsesAPIAgent, AggregateMetricsMixin):
     """Subclass it as under NeMo Gym (`responses` and `run`; `compute_metrics`,
     `get_key_metrics` and `aggregate_metrics` optional)."""
 
@@ -81,15 +82,6 @@ class SimpleResponsesAPIAgent(BaseResponsesAPIAgent):
         """NeMo Gym's default aggregates with the agent's own hooks; collect aggregates each
         agent's rows itself (see docs/nemo-gym.md#agents), so this route is never called."""
         raise NotImplementedError("collect aggregates a ported agent's rollouts itself")
-
-    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {}
-
-    def compute_repeat_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return {}
-
-    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in agent_metrics.items() if k.startswith("mean/")}
 
     # ----- rollout correlation, as NeMo Gym's agents compute their downstream paths -----
 
