@@ -276,3 +276,24 @@ def test_no_class_name_is_defined_twice() -> None:
             if isinstance(node, ast.ClassDef):
                 where[node.name].append(str(path.relative_to(PACKAGE)))
     assert not {name: paths for name, paths in where.items() if len(paths) > 1}
+
+
+def test_a_collect_that_records_nothing_loads_no_recording_models() -> None:
+    """The trajectory and conversation-item models (pydantic, a fifth of a second) load on first
+    use of a recording name; every public name of gym_metrics.recording still resolves."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gym_metrics.collector, gym_metrics.cli._collect\n"
+        "heavy = [m for m in ('gym_metrics.recording._conversation_items', 'gym_metrics.recording._trajectory_schema', "
+        "'gym_metrics.recording._items', 'gym_metrics.recording._atif') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "import gym_metrics.recording as r\n"
+        "missing = [n for n in r.__all__ if getattr(r, n, None) is None]\n"
+        "assert not missing, missing\n"
+        "assert 'gym_metrics.recording._conversation_items' in sys.modules\n"
+        "try:\n    r.no_such_name\nexcept AttributeError as e:\n    assert 'no_such_name' in str(e)\nelse:\n    raise SystemExit('no AttributeError')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gym_metrics.recording._trajectory_schema import CallRef, ModelCall, TypedTrajectory
+if TYPE_CHECKING:
+    from gym_metrics.recording._trajectory_schema import CallRef, ModelCall
 
 PERF_KEY = "ng_perf"
 TOKEN_SUMS = (
@@ -38,6 +39,8 @@ def rollout_perf(trajectory: Mapping[str, Any], latency_ms: float | None) -> dic
     NeMo Gym's TrajectoryRecord refuses `trajectory` (as its collection then adds none)."""
     if not isinstance(trajectory, Mapping) or not trajectory.get("invocations"):
         return None  # (cheaply: a record without invocations gets none, valid or not)
+    from gym_metrics.recording._trajectory_schema import TypedTrajectory  # (pydantic models: loaded by a run that records)
+
     try:
         record = TypedTrajectory.model_validate(trajectory)  # as NeMo Gym's TrajectoryRecord (and health) validate it
     except Exception:  # noqa: BLE001 - as NeMo Gym: whatever validation raised (a TypeError for an unhashable role, ...), none

@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym_metrics.recording._items import as_dumped
 
 TRAJECTORY_KEY = "ng_trajectory"
 OBSERVATIONS_KEY = "ng_agent_observations"
@@ -121,6 +120,8 @@ def _record(trace: EpisodeTrace, records: Sequence[Mapping[str, Any]], row: Mapp
             model_ref: Mapping[str, Any] | None) -> dict[str, Any]:  # fmt: skip
     """Invocation, turns, tool calls and the agent's own gaps; a turn's call referenced by capture
     id, or with `model_ref` by that server and the response id (as simple_agent references them)."""
+    from gym_metrics.recording._items import as_dumped  # (the item models: only a run that records loads them)
+
     task, rollout = task_id_of(row), rollout_id or "unknown"
     answered = [r for r in records if r.get("response") is not None]
     gaps: list[dict[str, Any]] = []
