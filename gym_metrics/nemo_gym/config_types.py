@@ -1,5 +1,6 @@
 """NeMo Gym's config records: server references (`judge_model_server: {type: responses_api_models,
-name: ...}`), domains, the fields every server config has, and the aggregate-metrics records."""
+name: ...}`), domains, the fields every server config has, its dataset blocks (_datasets.py), and
+the aggregate-metrics records."""
 
 from __future__ import annotations
 
@@ -7,6 +8,16 @@ from enum import Enum
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, Field
+
+from gym_metrics.nemo_gym._datasets import (
+    DatasetConfig,
+    DatasetSource,
+    DatasetType,
+    GitlabDatasetSource,
+    HuggingFaceDatasetSource,
+    JsonlDatasetGitlabIdentifer,
+    JsonlDatasetHuggingFaceIdentifer,
+)
 
 
 class ModelServerRef(BaseModel):
@@ -85,8 +96,15 @@ __all__ = [
     "BaseRunServerConfig",
     "BaseRunServerInstanceConfig",
     "BaseServerConfig",
+    "DatasetConfig",
+    "DatasetSource",
+    "DatasetType",
     "Domain",
     "EnvironmentServerRef",
+    "GitlabDatasetSource",
+    "HuggingFaceDatasetSource",
+    "JsonlDatasetGitlabIdentifer",
+    "JsonlDatasetHuggingFaceIdentifer",
     "ModelServerRef",
     "ResourcesServerRef",
     "ServerRef",

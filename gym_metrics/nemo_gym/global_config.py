@@ -23,6 +23,10 @@ CACHE_DIR_KEY_NAME = "cache_dir"
 """The config key naming a cache folder (None in a config that does not set it)."""
 CONFIG_PATHS_KEY_NAME = "config_paths"
 AGENT_REF_KEY_NAME = "agent_ref"
+TASK_SOURCE_KEY_NAME = "task_source"
+SKILLS_REF_KEY_NAME = "skills_ref"
+HEAD_SERVER_KEY_NAME = "head_server"
+"""The block of NeMo Gym's head server (`host`, `port`) in a config its launcher resolved."""
 POLICY_BASE_URL_KEY_NAME = "policy_base_url"
 POLICY_API_KEY_KEY_NAME = "policy_api_key"
 POLICY_MODEL_NAME_KEY_NAME = "policy_model_name"
@@ -142,6 +146,7 @@ __all__ = [
     "CONFIG_PATHS_KEY_NAME",
     "GlobalConfigDictParser",
     "GlobalConfigDictParserConfig",
+    "HEAD_SERVER_KEY_NAME",
     "HF_TOKEN_KEY_NAME",
     "get_hf_token",
     "POLICY_API_KEY_KEY_NAME",
@@ -151,7 +156,9 @@ __all__ = [
     "CACHE_DIR_KEY_NAME",
     "ROLLOUT_ID_KEY_NAME",
     "ROLLOUT_INDEX_KEY_NAME",
+    "SKILLS_REF_KEY_NAME",
     "TASK_INDEX_KEY_NAME",
+    "TASK_SOURCE_KEY_NAME",
     "get_first_server_config_dict",
     "get_global_config_dict",
     "maybe_get_global_config_dict",

@@ -38,6 +38,7 @@ from yarl import URL
 from gym_metrics._util.http import MAX_ANSWER_BYTES, Answer, HttpClientConfig, PooledHttp
 from gym_metrics.errors import FieldViolation, InvalidInputError
 from gym_metrics.nemo_gym._request import MAX_NUM_TRIES, request
+from gym_metrics.nemo_gym.config_types import BaseServerConfig
 from gym_metrics.nemo_gym.global_config import get_first_server_config_dict
 from gym_metrics.nemo_gym.rollout_correlation import ROLLOUT_PATH_PREFIX
 from gym_metrics.targets import GenerationError, ModelTarget, ModelTargetConfig
@@ -160,6 +161,17 @@ class ServerClient:
 
     async def get(self, server_name: str, url_path: str, **kwargs: Any) -> ServerResponse:
         return await self.request("GET", server_name, url_path, None, **kwargs)
+
+    @classmethod
+    def load_head_server_config(cls) -> BaseServerConfig:
+        """NeMo Gym's head server (`host`, `port`) from the config's `head_server` block. gym-metrics
+        runs no head server: only a config that names one has it; else a KeyError that says so."""
+        from gym_metrics.nemo_gym.global_config import HEAD_SERVER_KEY_NAME, get_global_config_dict
+
+        block = get_global_config_dict().get(HEAD_SERVER_KEY_NAME)
+        if block is None:
+            raise KeyError(f"{HEAD_SERVER_KEY_NAME}: the config names no head server (gym-metrics serves without NeMo Gym's head server)")
+        return BaseServerConfig.model_validate(block)
 
     @property
     def global_config_dict(self) -> Any:
