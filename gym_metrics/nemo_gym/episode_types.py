@@ -4,6 +4,7 @@ runs, and how it failed; resources servers name them in session requests."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Generic, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -32,6 +33,13 @@ class TaskId(BaseModel):
 
     taskset: str = Field(min_length=1)
     task_id: str = Field(min_length=1)
+
+
+def is_materialized_task_row(row: Mapping[str, object]) -> bool:
+    """Whether a row carries a materialized-task envelope (a TaskId mapping plus `task_input`).
+    Only the shape is checked, so a row with a broken `task_input` is still routed as a task and
+    fails task validation, rather than silently taking the legacy run-request path."""
+    return isinstance(row.get("task_id"), Mapping) and "task_input" in row
 
 
 class EpisodeFailure(BaseModel):
@@ -70,4 +78,4 @@ class BaseEpisodeResponse(BaseModel, Generic[EpisodeResultT]):
     failure: Optional[EpisodeFailure] = None
 
 
-__all__ = ["BaseEpisodeRequest", "BaseEpisodeResponse", "EpisodeFailure", "EpisodeId", "MaterializedTask", "TaskId"]
+__all__ = ["BaseEpisodeRequest", "BaseEpisodeResponse", "EpisodeFailure", "EpisodeId", "MaterializedTask", "TaskId", "is_materialized_task_row"]
