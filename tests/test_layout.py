@@ -279,7 +279,7 @@ def test_no_class_name_is_defined_twice() -> None:
 
 
 def test_a_collect_that_records_nothing_loads_no_recording_models() -> None:
-    """The trajectory and conversation-item models (pydantic, a fifth of a second) load on first
+    """The trajectory and conversation-item models (pydantic models by the dozen) load on first
     use of a recording name; every public name of gym_metrics.recording still resolves."""
     import subprocess
     import sys

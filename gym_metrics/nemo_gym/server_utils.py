@@ -166,7 +166,7 @@ class ServerClient:
     def load_head_server_config(cls) -> BaseServerConfig:
         """NeMo Gym's head server (`host`, `port`) from the config's `head_server` block. gym-metrics
         runs no head server: only a config that names one has it; else a KeyError that says so."""
-        from gym_metrics.nemo_gym.global_config import HEAD_SERVER_KEY_NAME, get_global_config_dict
+        from gym_metrics.nemo_gym.global_config import HEAD_SERVER_KEY_NAME, get_global_config_dict  # (looked up per call, as global_config_dict)
 
         block = get_global_config_dict().get(HEAD_SERVER_KEY_NAME)
         if block is None:

@@ -4,8 +4,8 @@
 in NeMo Gym's record shapes (docs/pipelines.md#recording).
 
 Its names are loaded on first use (PEP 562): the trajectory and conversation-item models are
-pydantic models by the dozen, a fifth of a second of `collect`'s start-up that a run which
-records nothing never needs."""
+pydantic models by the dozen, about 50 ms of `collect`'s start-up that a run which records
+nothing never needs."""
 
 from __future__ import annotations
 
