@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,25 +90,18 @@ def test_no_module_imports_a_private_name_of_another_package() -> None:
 
 
 def test_the_client_is_public_and_importing_the_package_loads_no_grpc() -> None:
-    import subprocess
-    import sys
-
     code = (
         "import sys, gym_metrics; assert 'grpc' not in sys.modules, 'grpc loaded by import gym_metrics'; "
         "from gym_metrics import ResourcesClient, collect_async, ServerConfig, start_server; "
         "assert ResourcesClient.__module__.startswith('gym_metrics._transport')"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    _runs_clean(code)
 
 
 def test_the_readme_demo_runs_without_the_openai_sdk() -> None:
     """`pip install .` has no openai (the NeMo Gym port and the judges need it, as an extra): the
     collector and the demo's command must import without it (a NeMo Gym module imported by the
     collector at its top once broke the README's first command)."""
-    import subprocess
-    import sys
-
     code = (
         "import sys\n"
         "class Block:\n"
@@ -115,8 +110,7 @@ def test_the_readme_demo_runs_without_the_openai_sdk() -> None:
         "sys.meta_path.insert(0, Block())\n"
         "import gym_metrics.collector._run, gym_metrics.collector._episodes, gym_metrics.cli._demo\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    _runs_clean(code)
 
 
 # The layers, top to bottom (docs/contributing.md draws them): a module may import its own
@@ -281,9 +275,6 @@ def test_no_class_name_is_defined_twice() -> None:
 def test_a_collect_that_records_nothing_loads_no_recording_models() -> None:
     """The trajectory and conversation-item models (pydantic models by the dozen) load on first
     use of a recording name; every public name of gym_metrics.recording still resolves."""
-    import subprocess
-    import sys
-
     code = (
         "import sys, gym_metrics.collector, gym_metrics.cli._collect\n"
         "heavy = [m for m in ('gym_metrics.recording._conversation_items', 'gym_metrics.recording._trajectory_schema', "
@@ -295,5 +286,10 @@ def test_a_collect_that_records_nothing_loads_no_recording_models() -> None:
         "assert 'gym_metrics.recording._conversation_items' in sys.modules\n"
         "try:\n    r.no_such_name\nexcept AttributeError as e:\n    assert 'no_such_name' in str(e)\nelse:\n    raise SystemExit('no AttributeError')\n"
     )
+    _runs_clean(code)
+
+
+def _runs_clean(code: str) -> None:
+    """`code` in a fresh interpreter (what an import loads is seen only there) exits 0."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
