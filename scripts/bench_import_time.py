@@ -20,11 +20,11 @@ from pathlib import Path
 CODE = "import gym_metrics.collector, gym_metrics.cli._collect"
 
 
-def once(tree: Path, module: str) -> tuple[float, float]:
-    """(wall s, CPU s) of one child importing `module` from `tree`."""
+def once(tree: Path, code: str) -> tuple[float, float]:
+    """(wall s, CPU s) of one child running `code` with `tree` first on its path."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", module], check=True, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree)
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
