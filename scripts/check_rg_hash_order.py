@@ -30,7 +30,7 @@ for name in sorted(set(DATASETS) - {"composite", "codeio"}):
         out[name] = hashlib.md5(json.dumps(entries, sort_keys=True, default=str).encode()).hexdigest()
     except Exception as exc:
         out[name] = f"error {type(exc).__name__}"
-print(json.dumps(out))
+print("\\nDIGESTS", json.dumps(out))  # (some datasets print as they build)
 """
 
 
@@ -44,7 +44,7 @@ def main() -> None:
     for hash_seed in ns.hash_seeds:
         done = subprocess.run([sys.executable, "-c", CHILD, str(ns.size), str(ns.seed)], capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONHASHSEED": hash_seed}, timeout=1800)  # fmt: skip
-        digests.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        digests.append(json.loads(done.stdout.rsplit("\nDIGESTS ", 1)[1]))
     names = sorted(digests[0])
     differing = [n for n in names if len({d.get(n) for d in digests}) > 1]
     print(f"{len(names)} datasets, hash seeds {' '.join(ns.hash_seeds)}: entries follow the hash seed in {', '.join(differing) or 'none'}")

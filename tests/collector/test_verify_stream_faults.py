@@ -118,7 +118,11 @@ async def test_a_batch_made_while_its_stream_broke_goes_on_the_next_stream() -> 
         async with ResourcesClient(f"127.0.0.1:{port}") as client:
             task = asyncio.ensure_future(verify_all(client, source, lambda b, v: recorded.extend(r.task for r, _ in b), max_in_flight=2,
                                                     retry=RetryPolicy(max_retries=50, base_s=0.05, max_s=0.1), log=log.append))  # fmt: skip
-            await asyncio.wait_for(source.waiting.wait(), 20)
+            waiting = asyncio.ensure_future(source.waiting.wait())
+            await asyncio.wait({waiting, task}, timeout=20, return_when=asyncio.FIRST_COMPLETED)
+            if not waiting.done():  # (a run that failed first says how, not only that the source waited in vain)
+                waiting.cancel()
+                raise AssertionError(f"the source was not asked for its third batch in 20 s; the run: {task.exception() if task.done() else 'still going'}")
             for _ in range(200):  # bounded: the two batches sent are answered
                 if len(recorded) == 4:
                     break
